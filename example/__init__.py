@@ -1,0 +1,1 @@
+"""A runnable example task worker built on Kale (see example/README.md)."""

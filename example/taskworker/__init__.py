@@ -1,0 +1,1 @@
+"""The example's tasks, settings and queue configuration."""

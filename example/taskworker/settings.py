@@ -1,0 +1,23 @@
+"""Settings for the example worker: the embedded endpoint by default.
+
+Run with KALE_SETTINGS_MODULE=example.taskworker.settings from the repository
+root. KALE_SQS_ENDPOINT points it elsewhere (ElasticMQ, another port).
+"""
+import os
+
+MESSAGE_QUEUE_ENDPOINT_URL = os.environ.get('KALE_SQS_ENDPOINT', 'http://127.0.0.1:9324')
+AWS_REGION = 'us-east-1'
+AWS_ACCESS_KEY_ID = 'local'
+AWS_SECRET_ACCESS_KEY = 'local'
+
+QUEUE_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'queue_config.yaml')
+QUEUE_PREFIX = os.environ.get('KALE_QUEUE_PREFIX', 'example-')
+
+# A development key, public with this file: never use it in production.
+MESSAGE_SIGNING_KEY = 'kale-development-key-not-for-production'
+
+# Retry after 1 s, 2 s, 4 s... so the example shows retries without waiting.
+RETRY_DELAY_MULTIPLE_SEC = 1
+
+# Where the example tasks record what they did (read by the demo's summary).
+EXAMPLE_RESULTS_FILE = os.environ.get('KALE_EXAMPLE_RESULTS', '')

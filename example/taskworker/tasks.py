@@ -1,0 +1,71 @@
+"""Example tasks: one of each behaviour a task queue has to handle."""
+import json
+import os
+import time
+
+from kale import settings, task
+
+
+def record(task_inst, outcome, **details):
+    """Append what happened to EXAMPLE_RESULTS_FILE, when one is set."""
+    path = getattr(settings, 'EXAMPLE_RESULTS_FILE', '')
+    if path:
+        line = dict(task=type(task_inst).__name__, id=task_inst.task_id, outcome=outcome, **details)
+        with open(path, 'a') as f:
+            f.write(json.dumps(line) + '\n')
+
+
+class FibonacciTask(task.Task):
+    """Computes a Fibonacci number, on the high-priority queue."""
+
+    queue = 'high_priority'
+    time_limit = 5
+    max_retries = 2
+
+    def run_task(self, n, *args, **kwargs):
+        a, b = 0, 1
+        for _ in range(n):
+            a, b = b, a + b
+        record(self, 'done', n=n, result=a)
+        return a
+
+
+class FlakyTask(task.Task):
+    """Fails on its first attempt (a timeout talking to a service, say) and
+    succeeds when retried."""
+
+    queue = 'default'
+    time_limit = 5
+    max_retries = 3
+
+    def run_task(self, order_id, *args, **kwargs):
+        if self.message is not None and self.message.failure_num == 0:
+            record(self, 'failed_once', order_id=order_id)
+            raise ConnectionError('payment service timed out for order %s' % order_id)
+        record(self, 'done', order_id=order_id)
+
+
+class AlwaysFailsTask(task.Task):
+    """Always fails: after one retry it lands in the dead-letter queue."""
+
+    queue = 'default'
+    time_limit = 5
+    max_retries = 1
+
+    def run_task(self, *args, **kwargs):
+        raise ValueError('this input can never be processed')
+
+    def on_permanent_failure(self, exc, reason):
+        record(self, 'dead_lettered', reason=reason)
+
+
+class SlowReportTask(task.Task):
+    """A slow task on the low-priority queue."""
+
+    queue = 'low_priority'
+    time_limit = 10
+    target_runtime = 0.2
+
+    def run_task(self, seconds=0.3, *args, **kwargs):
+        time.sleep(seconds)
+        record(self, 'done', seconds=seconds, pid=os.getpid())

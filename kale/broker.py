@@ -1,0 +1,150 @@
+"""The broker: configured queues on top of a transport.
+
+It turns a :class:`~kale.queue_config.TaskQueue` into SQS names (with
+``QUEUE_PREFIX``, and ``dlq-<name>`` for its dead-letter queue), declares each
+queue once per process (creating it when missing and allowed), and offers the
+send / receive / delete / release operations the publisher and the worker use.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from typing import Optional, Sequence
+
+from kale.conf import settings
+from kale.exceptions import ImproperlyConfigured, QueueNotFoundError
+from kale.queue_config import QUEUE_NAME_PATTERN, QueueConfig, TaskQueue, get_queue_config
+from kale.transport import (OutgoingMessage, QueueCounts, ReceivedMessage, Transport,
+                            VisibilityChange)
+
+ATTR_DEAD_LETTER_REASON = 'kale_dead_letter_reason'
+ATTR_SOURCE_QUEUE = 'kale_source_queue'
+
+
+class Broker:
+    """Queue operations on configured queues, by way of a transport."""
+
+    def __init__(self, transport: Transport, queues: QueueConfig, prefix: str = '',
+                 create_missing: bool = True, dead_letters: bool = True,
+                 max_receive_count: int = 10):
+        if prefix and not QUEUE_NAME_PATTERN.match(prefix):
+            raise ImproperlyConfigured("QUEUE_PREFIX may hold only letters, digits, '-' and '_', "
+                                       'got %r' % (prefix,))
+        self.transport = transport
+        self.queues = queues
+        self.prefix = prefix
+        self.create_missing = create_missing
+        self.dead_letters = dead_letters
+        self.max_receive_count = max_receive_count
+        self._declared: set[str] = set()
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_settings(cls, transport: Optional[Transport] = None) -> 'Broker':
+        if transport is None:
+            from kale.sqs import get_transport
+            transport = get_transport()
+        return cls(transport, get_queue_config(), prefix=settings.QUEUE_PREFIX or '',
+                   create_missing=bool(settings.CREATE_MISSING_QUEUES),
+                   dead_letters=bool(settings.ENABLE_DEAD_LETTER_QUEUE),
+                   max_receive_count=int(settings.MAX_RECEIVE_COUNT))
+
+    # --- names ------------------------------------------------------------
+
+    def _checked(self, name: str) -> str:
+        if len(name) > 80:
+            raise ImproperlyConfigured('SQS queue name %r is longer than 80 characters; '
+                                       'shorten QUEUE_PREFIX or the queue name' % name)
+        return name
+
+    def sqs_name(self, queue: TaskQueue) -> str:
+        """The queue's full SQS name."""
+        return self._checked(self.prefix + queue.name)
+
+    def dead_letter_name(self, queue: TaskQueue) -> Optional[str]:
+        """The full SQS name of the queue's dead-letter queue, or None when disabled."""
+        return self._checked(self.prefix + queue.dead_letter_queue) if self.dead_letters else None
+
+    # --- declaring ----------------------------------------------------------------
+
+    def declare(self, queue: TaskQueue) -> str:
+        """Make sure the queue (and its dead-letter queue) exist; returns its SQS name."""
+        name = self.sqs_name(queue)
+        if name in self._declared:
+            return name
+        with self._lock:
+            if name not in self._declared:
+                if self.create_missing:
+                    self.transport.ensure_queue(name, queue.visibility_timeout_sec,
+                                                self.dead_letter_name(queue),
+                                                self.max_receive_count)
+                elif not self.transport.queue_exists(name):
+                    raise QueueNotFoundError('queue %r (SQS name %r) does not exist and '
+                                             'CREATE_MISSING_QUEUES is off' % (queue.name, name))
+                self._declared.add(name)
+        return name
+
+    # --- operations -------------------------------------------------------
+
+    def send(self, queue: TaskQueue, messages: Sequence[OutgoingMessage]) -> list[str]:
+        """Send messages to the queue: one SendMessage, or SendMessageBatch for several."""
+        name = self.declare(queue)
+        if len(messages) == 1:
+            return [self.transport.send(name, messages[0])]
+        return self.transport.send_batch(name, messages)
+
+    def send_dead_letters(self, queue: TaskQueue, messages: Sequence[OutgoingMessage]) -> list[str]:
+        """Send copies to the queue's dead-letter queue."""
+        self.declare(queue)
+        name = self.dead_letter_name(queue)
+        if name is None:
+            raise ImproperlyConfigured('ENABLE_DEAD_LETTER_QUEUE is off')
+        if len(messages) == 1:
+            return [self.transport.send(name, messages[0])]
+        return self.transport.send_batch(name, messages)
+
+    def receive(self, queue: TaskQueue, max_messages: Optional[int] = None,
+                wait_sec: Optional[int] = None) -> list[ReceivedMessage]:
+        """Receive a batch with the queue's batch size, long poll and visibility timeout."""
+        return self.transport.receive(
+            self.declare(queue),
+            queue.batch_size if max_messages is None else max_messages,
+            queue.long_poll_time_sec if wait_sec is None else wait_sec,
+            queue.visibility_timeout_sec)
+
+    def delete(self, queue: TaskQueue, receipt_handles: Sequence[str]) -> list[str]:
+        """Delete received messages; returns the handles that failed."""
+        if not receipt_handles:
+            return []
+        return self.transport.delete_batch(self.declare(queue), receipt_handles)
+
+    def release(self, queue: TaskQueue, receipt_handles: Sequence[str]) -> list[str]:
+        """Make received messages visible again at once; returns the handles that failed."""
+        if not receipt_handles:
+            return []
+        return self.transport.change_visibility_batch(
+            self.declare(queue), [VisibilityChange(handle, 0) for handle in receipt_handles])
+
+    def counts(self, queue: TaskQueue) -> QueueCounts:
+        return self.transport.counts(self.declare(queue))
+
+    def dead_letter_counts(self, queue: TaskQueue) -> Optional[QueueCounts]:
+        name = self.dead_letter_name(queue)
+        if name is None:
+            return None
+        self.declare(queue)
+        return self.transport.counts(name)
+
+
+_broker_lock = threading.Lock()
+_broker: Optional[tuple[tuple[int, int], Broker]] = None
+
+
+def get_broker() -> Broker:
+    """This process's broker over SQS, built from the settings on first use."""
+    global _broker
+    key = (os.getpid(), settings.generation)
+    with _broker_lock:
+        if _broker is None or _broker[0] != key:
+            _broker = (key, Broker.from_settings())
+        return _broker[1]

@@ -1,0 +1,91 @@
+"""The ``kale`` command line (also ``python -m kale``).
+
+Each subcommand is a function taking the parsed arguments and returning an
+exit code. A user mistake is reported as one line on stderr with a non-zero
+exit code, never as a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from typing import Callable, Optional, Sequence
+
+from kale.conf import ENVIRONMENT_VARIABLE, settings
+from kale.exceptions import KaleError
+from kale.version import __version__
+
+EXIT_ERROR = 1
+EXIT_INTERRUPTED = 130
+
+Command = Callable[[argparse.Namespace], int]
+
+
+def _use_settings(module: Optional[str]) -> None:
+    if module:
+        os.environ[ENVIRONMENT_VARIABLE] = module
+        settings.reload()
+
+
+def cmd_sqs_local(args: argparse.Namespace) -> int:
+    from kale import local_server
+    local_server.serve(args.host, args.port, verbose=args.verbose,
+                       announce=lambda line: print(line, flush=True))
+    return 0
+
+
+def common_options() -> argparse.ArgumentParser:
+    """Options every subcommand takes."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument('--settings', metavar='MODULE',
+                        help='settings module (default: $%s)' % ENVIRONMENT_VARIABLE)
+    common.add_argument('--log-level', default='INFO',
+                        choices=['DEBUG', 'INFO', 'WARNING', 'ERROR'], help='default %(default)s')
+    return common
+
+
+def _add_sqs_local(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        'sqs-local', parents=[common_options()], help='run an embedded SQS-compatible endpoint (moto) for development',
+        description="Run moto's SQS-compatible server on this machine until Ctrl-C or SIGTERM. "
+                    "Queues live in memory. Needs the 'local' extra: pip install 'kale[local]'.")
+    parser.add_argument('--host', default='127.0.0.1', help='address to listen on (default %(default)s)')
+    parser.add_argument('--port', type=int, default=9324,
+                        help="port to listen on (default %(default)s, ElasticMQ's; 0 picks a free one)")
+    parser.add_argument('--verbose', action='store_true', help='log every request')
+    parser.set_defaults(func=cmd_sqs_local)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog='kale', description='Kale: a task worker for Amazon SQS with priority queues.')
+    parser.add_argument('--version', action='version', version='kale %s' % __version__)
+    commands = parser.add_subparsers(dest='command', metavar='COMMAND')
+    commands.required = True
+    for add in COMMANDS:
+        add(commands)
+    return parser
+
+
+COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_sqs_local]
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # so settings and task modules import as in a script
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level,
+                        format='%(asctime)s %(levelname)s %(name)s: %(message)s')
+    try:
+        _use_settings(getattr(args, 'settings', None))
+        return args.func(args)
+    except KaleError as exc:
+        print('kale: error: %s' % exc, file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+
+
+def run() -> None:
+    sys.exit(main())

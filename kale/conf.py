@@ -1,0 +1,164 @@
+"""Settings, read lazily from ``kale.default_settings`` and ``KALE_SETTINGS_MODULE``.
+
+``from kale import settings`` gives the one :class:`Settings` object. Nothing
+is read at import: the first attribute access loads the defaults and then the
+module named by ``KALE_SETTINGS_MODULE``; :meth:`Settings.reload` reads them
+again. Code that caches something derived from settings keys its cache on
+:attr:`Settings.generation`, which changes on every reload or override.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import itertools
+import os
+import sys
+import types
+from typing import Any, Iterator, Optional
+
+from kale import default_settings
+from kale.exceptions import ImproperlyConfigured
+
+ENVIRONMENT_VARIABLE = 'KALE_SETTINGS_MODULE'
+
+_generations = itertools.count(1)
+
+
+def _public_names(module: types.ModuleType) -> dict[str, Any]:
+    return {name: getattr(module, name) for name in dir(module)
+            if name.isupper() and not name.startswith('_')}
+
+
+def _import_settings_module(name: str, fresh: bool) -> types.ModuleType:
+    """Import the settings module; with ``fresh``, run it again if already imported
+    (settings modules often read the environment)."""
+    try:
+        loaded = name in sys.modules
+        module = importlib.import_module(name)
+        return importlib.reload(module) if fresh and loaded else module
+    except ImportError as exc:
+        raise ImproperlyConfigured(
+            '%s=%r cannot be imported: %s' % (ENVIRONMENT_VARIABLE, name, exc)) from exc
+    except Exception as exc:
+        raise ImproperlyConfigured(
+            '%s=%r failed while loading: %s: %s'
+            % (ENVIRONMENT_VARIABLE, name, type(exc).__name__, exc)) from exc
+
+
+class Settings:
+    """Attribute access to the merged settings; see the module docstring."""
+
+    def __init__(self) -> None:
+        self._values: Optional[dict[str, Any]] = None
+        self._overrides: list[dict[str, Any]] = []
+        self._module: Optional[types.ModuleType] = None
+        self._fresh = False
+        self._generation = next(_generations)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith('_'):
+            raise AttributeError(name)
+        values = self._load()
+        for layer in reversed(self._overrides):
+            if name in layer:
+                return layer[name]
+        try:
+            return values[name]
+        except KeyError:
+            raise AttributeError('Kale has no setting %r' % (name,)) from None
+
+    def _load(self) -> dict[str, Any]:
+        if self._values is None:
+            values = _public_names(default_settings)
+            module_name = os.environ.get(ENVIRONMENT_VARIABLE, '').strip()
+            self._module = None
+            if module_name:
+                self._module = _import_settings_module(module_name, self._fresh)
+                values.update(_public_names(self._module))
+            self._values = values
+            self._fresh = False
+        return self._values
+
+    @property
+    def generation(self) -> int:
+        """Changes whenever the values may have changed."""
+        return self._generation
+
+    @property
+    def module_name(self) -> Optional[str]:
+        """The settings module in use, or None when only defaults apply."""
+        self._load()
+        return self._module.__name__ if self._module else None
+
+    @property
+    def module_dir(self) -> Optional[str]:
+        """Directory of the settings module's file, for relative paths in it."""
+        self._load()
+        path = getattr(self._module, '__file__', None)
+        return os.path.dirname(os.path.abspath(path)) if path else None
+
+    def load(self) -> None:
+        """Read the settings now, so that a broken module fails at start."""
+        self._load()
+
+    def reload(self) -> None:
+        """Forget what was read; the next access reads the settings again
+        (including a changed ``KALE_SETTINGS_MODULE``), running the settings
+        module again."""
+        self._values = None
+        self._fresh = True
+        self._module = None
+        self._generation = next(_generations)
+
+    @contextlib.contextmanager
+    def override(self, **values: Any) -> Iterator['Settings']:
+        """Temporarily replace some settings (tests, scripts)."""
+        self._overrides.append(values)
+        self._generation = next(_generations)
+        try:
+            yield self
+        finally:
+            self._overrides.remove(values)
+            self._generation = next(_generations)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Every setting with its current value."""
+        merged = dict(self._load())
+        for layer in self._overrides:
+            merged.update(layer)
+        return merged
+
+
+settings = Settings()
+
+
+def import_string(path: str, what: str = 'object') -> Any:
+    """Import ``package.module.Name`` and return ``Name``.
+
+    Raises ImproperlyConfigured naming ``what`` (e.g. the setting) on failure.
+    """
+    module_name, _, attr = path.rpartition('.')
+    if not module_name:
+        raise ImproperlyConfigured('%s %r is not a dotted path like "package.module.Name"'
+                                   % (what, path))
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ImproperlyConfigured('%s %r cannot be imported: %s' % (what, path, exc)) from exc
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise ImproperlyConfigured('%s %r: module %r has no %r'
+                                   % (what, path, module_name, attr)) from None
+
+
+def resolve_callable(value: Any, setting: str) -> Any:
+    """A setting that holds a callable or a dotted path to one."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = import_string(value, setting)
+    if not callable(value):
+        raise ImproperlyConfigured('%s must be a callable or a dotted path to one, got %r'
+                                   % (setting, value))
+    return value

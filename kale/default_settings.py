@@ -1,0 +1,128 @@
+"""Every Kale setting and its default.
+
+A settings module named by the ``KALE_SETTINGS_MODULE`` environment variable
+overrides any of these by defining the same UPPER_CASE name. Settings are read
+the first time Kale needs one (not when Kale is imported), so the variable may
+be set by the application at any point before it publishes or works.
+"""
+import pickle
+
+# --- Where SQS is ---------------------------------------------------------
+
+# Full URL of an SQS-compatible endpoint, e.g. 'http://127.0.0.1:9324' for
+# `kale sqs-local` or ElasticMQ, or a VPC endpoint. Empty: AWS's public
+# endpoint for AWS_REGION.
+MESSAGE_QUEUE_ENDPOINT_URL = ''
+
+# The original Kale's way to reach an emulator: when MESSAGE_QUEUE_USE_PROXY
+# is true and MESSAGE_QUEUE_ENDPOINT_URL is empty, requests go to
+# http://MESSAGE_QUEUE_PROXY_HOST:MESSAGE_QUEUE_PROXY_PORT.
+MESSAGE_QUEUE_USE_PROXY = False
+MESSAGE_QUEUE_PROXY_HOST = '127.0.0.1'
+MESSAGE_QUEUE_PROXY_PORT = 9324
+
+# Credentials and region. Empty values leave them to boto3's default chain
+# (environment, ~/.aws, instance or task role). With a custom endpoint and no
+# region anywhere, 'us-east-1' is used.
+AWS_REGION = ''
+AWS_ACCESS_KEY_ID = ''
+AWS_SECRET_ACCESS_KEY = ''
+AWS_SESSION_TOKEN = ''
+
+# Seconds to wait for a TCP connection to the endpoint before treating it as
+# unreachable, and for a response (must exceed the longest long poll, 20 s).
+SQS_CONNECT_TIMEOUT_SEC = 5
+SQS_READ_TIMEOUT_SEC = 30
+
+# --- Queues ---------------------------------------------------------------
+
+# Path of the queue configuration (YAML). A relative path is looked up from
+# the current directory first, then from the settings module's directory.
+QUEUE_CONFIG = 'queue_config.yaml'
+
+# Prepended to every SQS queue name (queues and their dead-letter queues), so
+# that several environments or test runs can share one AWS account.
+QUEUE_PREFIX = ''
+
+# Class each queue-config entry becomes (dotted path); a subclass of
+# kale.queue_config.TaskQueue may add fields of its own.
+QUEUE_CLASS = 'kale.queue_config.TaskQueue'
+
+# Dotted path of the queue selection algorithm (see kale.queue_selector).
+QUEUE_SELECTOR = 'kale.queue_selector.ReducedLottery'
+
+# Create a queue and its dead-letter queue the first time Kale uses it and
+# finds it missing. Turn off where queues are managed elsewhere (Terraform,
+# CloudFormation) and the worker's IAM role may not create them.
+CREATE_MISSING_QUEUES = True
+
+# Send permanently failed and undecodable messages to 'dlq-<queue name>'.
+# When False they are logged and deleted.
+ENABLE_DEAD_LETTER_QUEUE = True
+
+# Receives after which SQS itself moves a message to the dead-letter queue
+# (the queue's redrive policy): the backstop for a message that kills the
+# worker on every attempt, before Kale can settle it.
+MAX_RECEIVE_COUNT = 10
+
+# --- Messages -------------------------------------------------------------
+
+# Secret used to sign every message body with HMAC-SHA256. Workers refuse
+# (dead-letter, never deserialize) any body not signed with it or with one of
+# MESSAGE_SIGNING_OLD_KEYS. Make one with:
+#   python -c "import secrets; print(secrets.token_hex(32))"
+# and give the same key to every publisher and worker.
+MESSAGE_SIGNING_KEY = ''
+
+# Keys that still verify but no longer sign: put the previous key here while
+# rotating, and remove it once no message signed with it can remain.
+MESSAGE_SIGNING_OLD_KEYS = ()
+
+# 'pickle' (any picklable arguments, the original Kale's format) or 'json'
+# (arguments limited to JSON types; bodies readable by other languages).
+SERIALIZER = 'pickle'
+
+# Pickle protocol used when SERIALIZER is 'pickle'.
+PICKLE_PROTOCOL = pickle.DEFAULT_PROTOCOL
+
+# Bodies at least this long (bytes) are compressed with zlib when that makes
+# them smaller.
+COMPRESSION_MIN_BYTES = 512
+
+# Largest encoded message body Kale will publish, in bytes. SQS accepts up to
+# 1 MiB; 256 000 keeps messages within the older limit other endpoints apply.
+SQS_TASK_SIZE_LIMIT = 256000
+
+# Largest total body size of one SendMessageBatch request, in bytes.
+SQS_BATCH_REQUEST_LIMIT = 262144
+
+# Remaps task paths found in messages, {'old.module.Task': 'new.module.Task'},
+# so tasks can move between modules while old messages are still queued.
+TASK_MAPPER = {}
+
+# --- Retries --------------------------------------------------------------
+
+# A failed task is retried after min(RETRY_DELAY_MULTIPLE_SEC * 2**retry_num,
+# SQS_MAX_TASK_DELAY_SEC) seconds (SQS cannot delay a message longer than 900).
+RETRY_DELAY_MULTIPLE_SEC = 60
+SQS_MAX_TASK_DELAY_SEC = 900
+
+# Spread retries of tasks that failed together: each delay is multiplied by a
+# random factor in [1 - RETRY_DELAY_JITTER, 1 + RETRY_DELAY_JITTER].
+RETRY_DELAY_JITTER = 0.0
+
+# --- The worker -----------------------------------------------------------
+
+# A worker whose resident memory passes this many MB releases its batch and
+# exits with code 3 (kale.worker.EXIT_MEMORY_LIMIT) for its supervisor to
+# restart it. 0 turns the check off.
+DIE_ON_RESIDENT_SET_SIZE_MB = 256
+
+# Callables (or dotted paths to them) run once when a worker starts and once
+# when it stops.
+ON_WORKER_STARTUP = None
+ON_WORKER_SHUTDOWN = None
+
+# Longest pause, in seconds, between attempts while the endpoint is
+# unreachable or throttling (the pause doubles from 0.5 s up to this).
+SQS_ERROR_MAX_BACKOFF_SEC = 30

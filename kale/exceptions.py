@@ -1,0 +1,150 @@
+"""Every error Kale raises, in one tree rooted at :class:`KaleError`.
+
+Catch ``KaleError`` to handle anything Kale reports; catch a subclass to
+handle one kind of problem. Messages are one line and name the thing that is
+wrong (the task, the queue, the setting or the file).
+"""
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+
+class KaleError(Exception):
+    """Root of every error Kale raises."""
+
+
+# --- configuration --------------------------------------------------------
+
+class ImproperlyConfigured(KaleError):
+    """A setting, settings module or installed extra is missing or wrong."""
+
+
+class QueueConfigError(ImproperlyConfigured):
+    """The queue configuration file cannot be read or does not validate."""
+
+
+# --- publishing -----------------------------------------------------------
+
+class PublishError(KaleError):
+    """A task was refused at publish time; nothing was sent."""
+
+
+class UnknownQueueError(PublishError):
+    """A task or command names a queue that the queue config does not define."""
+
+
+class InvalidTimeLimitError(PublishError):
+    """A task's ``time_limit`` is not a positive number below its queue's
+    visibility timeout, so a worker could never run it within its budget."""
+
+
+class InvalidDelayError(PublishError):
+    """``delay_sec`` is not a number of seconds within 0..900."""
+
+
+class MessageTooLargeError(PublishError):
+    """The encoded message is over ``SQS_TASK_SIZE_LIMIT``."""
+
+
+class SerializationError(PublishError):
+    """The task's arguments or app_data cannot be serialized."""
+
+
+# --- decoding -------------------------------------------------------------
+
+class DecodeError(KaleError):
+    """A message body could not be turned into a verified task message.
+
+    ``reason`` is one of the ``REASON_*`` constants; ``body`` keeps the raw
+    body so that the caller can dead-letter it unchanged.
+    """
+
+    BAD_SIGNATURE = 'bad_signature'
+    NOT_KALE = 'not_kale_message'
+    UNKNOWN_TASK = 'unknown_task'
+    CORRUPT = 'corrupt_body'
+
+    REASONS = (BAD_SIGNATURE, NOT_KALE, UNKNOWN_TASK, CORRUPT)
+
+    def __init__(self, reason: str, detail: str, body: Optional[str] = None):
+        if reason not in self.REASONS:
+            raise ValueError('unknown decode failure reason %r' % (reason,))
+        super().__init__('%s: %s' % (reason, detail))
+        self.reason = reason
+        self.detail = detail
+        self.body = body
+
+
+# --- SQS ------------------------------------------------------------------
+
+class SQSError(KaleError):
+    """An SQS request failed. ``code`` is the SQS error code when there is one;
+    ``retryable`` says whether trying again later may succeed (outages,
+    throttling, server-side errors)."""
+
+    default_retryable = False
+
+    def __init__(self, message: str, code: Optional[str] = None,
+                 retryable: Optional[bool] = None):
+        super().__init__(message)
+        self.code = code
+        self.retryable = self.default_retryable if retryable is None else retryable
+
+
+class QueueNotFoundError(SQSError):
+    """The SQS queue does not exist (and Kale was not allowed to create it)."""
+
+
+class EndpointUnreachableError(SQSError):
+    """The SQS endpoint could not be reached (connection refused, timeout)."""
+
+    default_retryable = True
+
+
+class ThrottledError(SQSError):
+    """SQS refused the request because of its rate limits."""
+
+    default_retryable = True
+
+
+class BatchSendError(SQSError):
+    """Some entries of a batch send failed even after retrying.
+
+    ``failed`` maps the index of each failed entry (in the order given) to its
+    SQS error code and message; ``message_ids`` holds the SQS message id of
+    every entry that was sent, or ``None`` where it was not.
+    """
+
+    def __init__(self, message: str, failed: dict[int, tuple[str, str]],
+                 message_ids: Sequence[Optional[str]]):
+        super().__init__(message, code=next(iter(failed.values()))[0] if failed else None)
+        self.failed = failed
+        self.message_ids = list(message_ids)
+
+
+# --- running tasks --------------------------------------------------------
+
+class TaskError(KaleError):
+    """Base for errors raised about a task while it runs."""
+
+
+class TimeLimitExceeded(TaskError):
+    """A task ran past its ``time_limit`` and was stopped."""
+
+    def __init__(self, seconds: float):
+        super().__init__('time limit of %gs exceeded' % (seconds,))
+        self.seconds = seconds
+
+
+class NonRetriableTaskError(TaskError):
+    """Raise from ``run_task`` to fail the task permanently, with no retry."""
+
+
+def describe(exc: BaseException) -> str:
+    """One line naming an exception's type and message, for logs and reasons."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ''
+    name = type(exc).__name__
+    return '%s: %s' % (name, text) if text else name
+
+
+__all__: Sequence[Any] = [name for name in dir() if name[0].isupper()] + ['describe']

@@ -1,0 +1,218 @@
+"""The queue configuration: a YAML file of queues, validated on load.
+
+Each top-level key is a queue; its fields say how workers treat it::
+
+    high_priority:
+      name: high_priority        # SQS queue name (before QUEUE_PREFIX); defaults to the key
+      priority: 100              # 1..100, lottery tickets
+      batch_size: 10             # 1..10 messages per receive
+      visibility_timeout_sec: 60 # 0..43200, the batch's time budget
+      long_poll_time_sec: 1      # 0..20
+      num_iterations: 10         # batches taken before selecting a queue again
+      dead_letter_queue: dlq-high_priority   # optional, this is the default
+
+Every error names the file, the queue and the field.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import threading
+from typing import Any, Iterator, Mapping, Optional
+
+import yaml
+
+from kale.conf import import_string, settings
+from kale.exceptions import QueueConfigError, UnknownQueueError
+
+QUEUE_NAME_PATTERN = re.compile(r'^[A-Za-z0-9_-]{1,80}$')
+
+# field: (minimum, maximum); None means unbounded.
+INTEGER_FIELDS: dict[str, tuple[int, Optional[int]]] = {
+    'priority': (1, 100),
+    'batch_size': (1, 10),
+    'visibility_timeout_sec': (0, 43200),
+    'long_poll_time_sec': (0, 20),
+    'num_iterations': (1, None),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskQueue:
+    """One configured queue. ``name`` is what tasks refer to in ``Task.queue``."""
+
+    name: str
+    priority: int
+    batch_size: int
+    visibility_timeout_sec: int
+    long_poll_time_sec: int
+    num_iterations: int
+    dead_letter_queue: str = ''
+
+    def __post_init__(self) -> None:
+        if not self.dead_letter_queue:
+            object.__setattr__(self, 'dead_letter_queue', 'dlq-' + self.name)
+
+
+class QueueConfig(Mapping[str, TaskQueue]):
+    """The queues of one file, by name, in file order."""
+
+    def __init__(self, path: str, queues: list[TaskQueue]):
+        self.path = path
+        self._queues = {queue.name: queue for queue in queues}
+
+    def __getitem__(self, name: str) -> TaskQueue:
+        return self._queues[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._queues)
+
+    def __len__(self) -> int:
+        return len(self._queues)
+
+    def get_queue(self, name: str, who: str = '') -> TaskQueue:
+        """The queue called ``name``, or UnknownQueueError naming ``who`` asked."""
+        try:
+            return self._queues[name]
+        except KeyError:
+            prefix = '%s: ' % who if who else ''
+            raise UnknownQueueError(
+                '%squeue %r is not in the queue config %s (queues: %s)'
+                % (prefix, name, self.path, ', '.join(self._queues) or 'none')) from None
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """A safe YAML loader that refuses a mapping with the same key twice."""
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    loader.flatten_mapping(node)
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, 'duplicate key %r (first on line %d)' % (key, seen[key] + 1),
+                key_node.start_mark)
+        seen[key] = key_node.start_mark.line
+    return loader.construct_mapping(node)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _read_yaml(path: str) -> Any:
+    try:
+        with open(path, encoding='utf-8') as f:
+            text = f.read()
+    except OSError as exc:
+        raise QueueConfigError('%s: cannot read queue config: %s' % (path, exc.strerror or exc)) from exc
+    try:
+        return yaml.load(text, Loader=_StrictLoader)
+    except yaml.YAMLError as exc:
+        problem = getattr(exc, 'problem', None) or str(exc)
+        mark = getattr(exc, 'problem_mark', None)
+        where = ' (line %d, column %d)' % (mark.line + 1, mark.column + 1) if mark else ''
+        raise QueueConfigError('%s: not valid YAML: %s%s' % (path, problem, where)) from exc
+
+
+def _type_name(value: Any) -> str:
+    return type(value).__name__
+
+
+def _validate_entry(path: str, key: Any, entry: Any, fields: set[str]) -> dict[str, Any]:
+    where = '%s: queue %r' % (path, key)
+    if not isinstance(key, str):
+        raise QueueConfigError('%s: queue name must be a string, got %r (%s)'
+                               % (path, key, _type_name(key)))
+    if not isinstance(entry, dict):
+        raise QueueConfigError('%s: must be a mapping of fields, got %s' % (where, _type_name(entry)))
+    unknown = sorted(set(entry) - fields)
+    if unknown:
+        raise QueueConfigError('%s: unknown field %r (fields: %s)'
+                               % (where, unknown[0], ', '.join(sorted(fields))))
+    values = dict(entry)
+    values.setdefault('name', key)
+    for field in ('name', 'dead_letter_queue'):
+        if field in values and not (isinstance(values[field], str)
+                                    and QUEUE_NAME_PATTERN.match(values[field])):
+            raise QueueConfigError(
+                "%s: field %r must be an SQS queue name (1-80 letters, digits, '-' or '_'), got %r"
+                % (where, field, values[field]))
+    for field, (low, high) in INTEGER_FIELDS.items():
+        if field not in values:
+            raise QueueConfigError('%s: missing field %r' % (where, field))
+        value = values[field]
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise QueueConfigError('%s: field %r must be an integer, got %r (%s)'
+                                   % (where, field, value, _type_name(value)))
+        if value < low or (high is not None and value > high):
+            bounds = '%d..%d' % (low, high) if high is not None else 'at least %d' % low
+            raise QueueConfigError('%s: field %r must be %s, got %d' % (where, field, bounds, value))
+    return values
+
+
+def parse_queue_config(path: str, data: Any, queue_class: type = TaskQueue) -> QueueConfig:
+    """Validate the loaded YAML ``data`` of ``path`` into a QueueConfig."""
+    if not isinstance(data, dict) or not data:
+        raise QueueConfigError('%s: must map queue names to their fields, got %s'
+                               % (path, 'an empty file' if not data else _type_name(data)))
+    fields = {f.name for f in dataclasses.fields(queue_class)}
+    queues: list[TaskQueue] = []
+    owners: dict[str, Any] = {}
+    for key, entry in data.items():
+        values = _validate_entry(path, key, entry, fields)
+        try:
+            queue = queue_class(**values)
+        except (TypeError, ValueError) as exc:
+            raise QueueConfigError('%s: queue %r: %s' % (path, key, exc)) from exc
+        for sqs_name in (queue.name, queue.dead_letter_queue):
+            if sqs_name in owners:
+                raise QueueConfigError('%s: queue %r: name %r is already used by queue %r'
+                                       % (path, key, sqs_name, owners[sqs_name]))
+            owners[sqs_name] = key
+        queues.append(queue)
+    return QueueConfig(path, queues)
+
+
+def load_queue_config(path: str, queue_class: type = TaskQueue) -> QueueConfig:
+    """Read and validate the queue config file at ``path``."""
+    return parse_queue_config(path, _read_yaml(path), queue_class)
+
+
+def resolve_config_path(path: str) -> str:
+    """Find QUEUE_CONFIG: absolute as is; relative from the current directory,
+    then from the settings module's directory."""
+    if os.path.isabs(path):
+        return path
+    candidates = [os.path.abspath(path)]
+    if settings.module_dir:
+        candidates.append(os.path.join(settings.module_dir, path))
+    for candidate in candidates:
+        if os.path.exists(candidate):
+            return candidate
+    return candidates[0]
+
+
+_cache_lock = threading.Lock()
+_cache: dict[tuple[int, str], QueueConfig] = {}
+
+
+def get_queue_config() -> QueueConfig:
+    """The queue config named by the QUEUE_CONFIG setting (read once per settings)."""
+    path = resolve_config_path(settings.QUEUE_CONFIG)
+    key = (settings.generation, path)
+    with _cache_lock:
+        config = _cache.get(key)
+        if config is None:
+            queue_class = settings.QUEUE_CLASS
+            if isinstance(queue_class, str):
+                queue_class = import_string(queue_class, 'QUEUE_CLASS')
+            if not (isinstance(queue_class, type) and issubclass(queue_class, TaskQueue)):
+                raise QueueConfigError('QUEUE_CLASS must be kale.queue_config.TaskQueue or a '
+                                       'subclass of it, got %r' % (queue_class,))
+            config = load_queue_config(path, queue_class)
+            _cache.clear()
+            _cache[key] = config
+        return config

@@ -1,0 +1,311 @@
+"""The SQS transport: the only module that talks to boto3.
+
+One boto3 client per process (rebuilt after a fork or a settings change), a
+queue-URL cache, queue creation with dead-letter queues and redrive policies,
+and batch operations split to SQS's limits. botocore's exceptions never leave
+this module: they become :class:`kale.exceptions.SQSError` subclasses.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import threading
+import time
+from typing import Any, Callable, Iterator, Optional, Sequence, TypeVar
+
+import boto3
+import botocore.exceptions
+from botocore.config import Config
+
+from kale.conf import settings
+from kale.exceptions import (BatchSendError, EndpointUnreachableError, ImproperlyConfigured,
+                             QueueNotFoundError, SQSError, ThrottledError)
+from kale.transport import (OutgoingMessage, QueueCounts, ReceivedMessage, VisibilityChange)
+
+logger = logging.getLogger(__name__)
+
+MAX_BATCH_ENTRIES = 10
+DEAD_LETTER_RETENTION_SEC = 14 * 24 * 3600
+BATCH_SEND_ATTEMPTS = 3
+
+NOT_FOUND_CODES = frozenset({'AWS.SimpleQueueService.NonExistentQueue', 'QueueDoesNotExist'})
+THROTTLING_CODES = frozenset({
+    'Throttling', 'ThrottlingException', 'RequestThrottled', 'TooManyRequestsException',
+    'RequestLimitExceeded', 'SlowDown', 'KmsThrottled',
+})
+
+T = TypeVar('T')
+
+
+def endpoint_url() -> str:
+    """The endpoint from MESSAGE_QUEUE_ENDPOINT_URL or the proxy settings; '' for AWS."""
+    url = settings.MESSAGE_QUEUE_ENDPOINT_URL
+    if url:
+        return str(url)
+    if settings.MESSAGE_QUEUE_USE_PROXY:
+        host, port = settings.MESSAGE_QUEUE_PROXY_HOST, settings.MESSAGE_QUEUE_PROXY_PORT
+        if not host or not port:
+            raise ImproperlyConfigured('MESSAGE_QUEUE_USE_PROXY is on but MESSAGE_QUEUE_PROXY_HOST '
+                                       'or MESSAGE_QUEUE_PROXY_PORT is empty')
+        return 'http://%s:%s' % (host, port)
+    return ''
+
+
+def make_client() -> Any:
+    """A new boto3 SQS client built from the settings."""
+    endpoint = endpoint_url()
+    session = boto3.session.Session(
+        aws_access_key_id=settings.AWS_ACCESS_KEY_ID or None,
+        aws_secret_access_key=settings.AWS_SECRET_ACCESS_KEY or None,
+        aws_session_token=settings.AWS_SESSION_TOKEN or None,
+        region_name=settings.AWS_REGION or None)
+    region = session.region_name
+    if not region:
+        if not endpoint:
+            raise ImproperlyConfigured('no AWS region: set AWS_REGION in the settings or '
+                                       'AWS_DEFAULT_REGION in the environment')
+        region = 'us-east-1'
+    config = Config(
+        connect_timeout=settings.SQS_CONNECT_TIMEOUT_SEC,
+        read_timeout=max(settings.SQS_READ_TIMEOUT_SEC, 25),
+        retries={'mode': 'standard', 'max_attempts': 3},
+    )
+    return session.client('sqs', endpoint_url=endpoint or None, region_name=region, config=config)
+
+
+def _sqs_attributes(attributes: dict[str, Any]) -> dict[str, dict[str, str]]:
+    return {name: {'DataType': 'Number' if isinstance(value, int) else 'String',
+                   'StringValue': str(value)}
+            for name, value in attributes.items()}
+
+
+def _entry(index: int, message: OutgoingMessage) -> dict[str, Any]:
+    entry: dict[str, Any] = {'Id': str(index), 'MessageBody': message.body,
+                             'DelaySeconds': int(message.delay_sec)}
+    if message.attributes:
+        entry['MessageAttributes'] = _sqs_attributes(dict(message.attributes))
+    return entry
+
+
+def split_batches(messages: Sequence[OutgoingMessage], byte_limit: int,
+                  max_entries: int = MAX_BATCH_ENTRIES) -> list[list[int]]:
+    """Group message indexes into requests of at most ``max_entries`` entries
+    and ``byte_limit`` bytes (a message bigger than the limit goes alone)."""
+    groups: list[list[int]] = []
+    current: list[int] = []
+    size = 0
+    for index, message in enumerate(messages):
+        message_size = message.size()
+        if current and (len(current) == max_entries or size + message_size > byte_limit):
+            groups.append(current)
+            current, size = [], 0
+        current.append(index)
+        size += message_size
+    if current:
+        groups.append(current)
+    return groups
+
+
+class SQSTransport:
+    """:class:`kale.transport.Transport` over a boto3 SQS client."""
+
+    def __init__(self, client: Any = None):
+        self.client = client if client is not None else make_client()
+        self._urls: dict[str, str] = {}
+        self.endpoint = self.client.meta.endpoint_url
+
+    # --- errors and URLs ---------------------------------------------------
+
+    @contextlib.contextmanager
+    def _errors(self, action: str, queue: str) -> Iterator[None]:
+        try:
+            yield
+        except botocore.exceptions.ClientError as exc:
+            error = exc.response.get('Error', {})
+            code = error.get('Code', '') or ''
+            text = '%s on queue %r: %s: %s' % (action, queue, code, error.get('Message', ''))
+            if code in NOT_FOUND_CODES:
+                self._urls.pop(queue, None)
+                raise QueueNotFoundError('queue %r does not exist at %s' % (queue, self.endpoint),
+                                         code) from None
+            if code in THROTTLING_CODES:
+                raise ThrottledError(text, code) from None
+            status = exc.response.get('ResponseMetadata', {}).get('HTTPStatusCode', 0)
+            raise SQSError(text, code, retryable=status >= 500) from None
+        except (botocore.exceptions.NoCredentialsError,
+                botocore.exceptions.PartialCredentialsError) as exc:
+            raise ImproperlyConfigured('no usable AWS credentials (%s): set AWS_ACCESS_KEY_ID and '
+                                       'AWS_SECRET_ACCESS_KEY, or configure boto3' % exc) from None
+        except (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError) as exc:
+            raise EndpointUnreachableError('%s on queue %r: endpoint %s unreachable: %s'
+                                           % (action, queue, self.endpoint, exc)) from None
+
+    def _call(self, action: str, queue: str, method: Callable[..., T], **kwargs: Any) -> T:
+        with self._errors(action, queue):
+            return method(**kwargs)
+
+    def url(self, queue: str) -> str:
+        """The queue's URL (cached)."""
+        url = self._urls.get(queue)
+        if url is None:
+            url = self._call('GetQueueUrl', queue, self.client.get_queue_url,
+                             QueueName=queue)['QueueUrl']
+            self._urls[queue] = url
+        return url
+
+    # --- queues -----------------------------------------------------------------
+
+    def queue_exists(self, name: str) -> bool:
+        try:
+            self.url(name)
+        except QueueNotFoundError:
+            return False
+        return True
+
+    def _get_or_create(self, name: str, attributes: dict[str, str]) -> str:
+        if self.queue_exists(name):
+            return self._urls[name]
+        url = self._call('CreateQueue', name, self.client.create_queue,
+                         QueueName=name, Attributes=attributes)['QueueUrl']
+        logger.info('created SQS queue %s', name)
+        self._urls[name] = url
+        return url
+
+    def ensure_queue(self, name: str, visibility_timeout_sec: int,
+                     dead_letter_queue: Optional[str], max_receive_count: int) -> None:
+        if self.queue_exists(name):
+            return
+        attributes = {'VisibilityTimeout': str(int(visibility_timeout_sec))}
+        if dead_letter_queue:
+            dlq_url = self._get_or_create(
+                dead_letter_queue, {'MessageRetentionPeriod': str(DEAD_LETTER_RETENTION_SEC)})
+            arn = self._call('GetQueueAttributes', dead_letter_queue,
+                             self.client.get_queue_attributes, QueueUrl=dlq_url,
+                             AttributeNames=['QueueArn'])['Attributes']['QueueArn']
+            attributes['RedrivePolicy'] = json.dumps(
+                {'deadLetterTargetArn': arn, 'maxReceiveCount': str(int(max_receive_count))})
+        self._get_or_create(name, attributes)
+
+    def counts(self, queue: str) -> QueueCounts:
+        attributes = self._call(
+            'GetQueueAttributes', queue, self.client.get_queue_attributes, QueueUrl=self.url(queue),
+            AttributeNames=['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible',
+                            'ApproximateNumberOfMessagesDelayed'])['Attributes']
+        return QueueCounts(visible=int(attributes.get('ApproximateNumberOfMessages', 0)),
+                           in_flight=int(attributes.get('ApproximateNumberOfMessagesNotVisible', 0)),
+                           delayed=int(attributes.get('ApproximateNumberOfMessagesDelayed', 0)))
+
+    def purge(self, queue: str) -> None:
+        self._call('PurgeQueue', queue, self.client.purge_queue, QueueUrl=self.url(queue))
+
+    # --- sending ----------------------------------------------------------------
+
+    def send(self, queue: str, message: OutgoingMessage) -> str:
+        kwargs: dict[str, Any] = {'QueueUrl': self.url(queue), 'MessageBody': message.body,
+                                  'DelaySeconds': int(message.delay_sec)}
+        if message.attributes:
+            kwargs['MessageAttributes'] = _sqs_attributes(dict(message.attributes))
+        return self._call('SendMessage', queue, self.client.send_message, **kwargs)['MessageId']
+
+    def send_batch(self, queue: str, messages: Sequence[OutgoingMessage]) -> list[str]:
+        ids: list[Optional[str]] = [None] * len(messages)
+        failed: dict[int, tuple[str, str]] = {}
+        groups = split_batches(messages, settings.SQS_BATCH_REQUEST_LIMIT)
+        for number, group in enumerate(groups):
+            try:
+                failed.update(self._send_group(queue, messages, group, ids))
+            except SQSError as exc:
+                if number == 0:
+                    raise
+                for later in groups[number:]:
+                    failed.update({index: (exc.code or type(exc).__name__, str(exc))
+                                   for index in later})
+                break
+        if failed:
+            first = next(iter(failed.values()))
+            raise BatchSendError('SendMessageBatch on queue %r: %d of %d messages not sent (%s: %s)'
+                                 % (queue, len(failed), len(messages), first[0], first[1]),
+                                 failed, ids)
+        return [message_id for message_id in ids if message_id is not None]
+
+    def _send_group(self, queue: str, messages: Sequence[OutgoingMessage], group: list[int],
+                    ids: list[Optional[str]]) -> dict[int, tuple[str, str]]:
+        """Send one request's worth, retrying entries that failed on SQS's side."""
+        pending = list(group)
+        failed: dict[int, tuple[str, str]] = {}
+        for attempt in range(BATCH_SEND_ATTEMPTS):
+            if attempt:
+                time.sleep(0.05 * 2 ** attempt)
+            response = self._call('SendMessageBatch', queue, self.client.send_message_batch,
+                                  QueueUrl=self.url(queue),
+                                  Entries=[_entry(i, messages[i]) for i in pending])
+            for ok in response.get('Successful', []):
+                ids[int(ok['Id'])] = ok['MessageId']
+                failed.pop(int(ok['Id']), None)
+            retry = []
+            for bad in response.get('Failed', []):
+                index = int(bad['Id'])
+                failed[index] = (bad.get('Code', ''), bad.get('Message', ''))
+                if not bad.get('SenderFault'):
+                    retry.append(index)
+            if not retry:
+                break
+            pending = retry
+        return failed
+
+    # --- receiving and settling ----------------------------------------------------
+
+    def receive(self, queue: str, max_messages: int, wait_sec: int,
+                visibility_timeout_sec: int) -> list[ReceivedMessage]:
+        response = self._call(
+            'ReceiveMessage', queue, self.client.receive_message, QueueUrl=self.url(queue),
+            MaxNumberOfMessages=max_messages, WaitTimeSeconds=wait_sec,
+            VisibilityTimeout=visibility_timeout_sec, MessageAttributeNames=['All'],
+            MessageSystemAttributeNames=['ApproximateReceiveCount', 'SentTimestamp'])
+        return [ReceivedMessage(
+            message_id=raw['MessageId'], receipt_handle=raw['ReceiptHandle'], body=raw['Body'],
+            attributes={name: value.get('StringValue', '')
+                        for name, value in raw.get('MessageAttributes', {}).items()},
+            receive_count=int(raw.get('Attributes', {}).get('ApproximateReceiveCount', 1)),
+            sent_at=int(raw.get('Attributes', {}).get('SentTimestamp', 0)) / 1000.0,
+        ) for raw in response.get('Messages', [])]
+
+    def _batched(self, action: str, queue: str, method: Callable[..., Any],
+                 entries: list[dict[str, Any]]) -> list[str]:
+        failed: list[str] = []
+        for start in range(0, len(entries), MAX_BATCH_ENTRIES):
+            chunk = entries[start:start + MAX_BATCH_ENTRIES]
+            response = self._call(action, queue, method, QueueUrl=self.url(queue),
+                                  Entries=[dict(entry, Id=str(i)) for i, entry in enumerate(chunk)])
+            for bad in response.get('Failed', []):
+                handle = chunk[int(bad['Id'])]['ReceiptHandle']
+                logger.warning('%s on queue %s: entry failed: %s', action, queue, bad.get('Code'))
+                failed.append(handle)
+        return failed
+
+    def delete_batch(self, queue: str, receipt_handles: Sequence[str]) -> list[str]:
+        return self._batched('DeleteMessageBatch', queue, self.client.delete_message_batch,
+                             [{'ReceiptHandle': handle} for handle in receipt_handles])
+
+    def change_visibility_batch(self, queue: str,
+                                changes: Sequence[VisibilityChange]) -> list[str]:
+        return self._batched('ChangeMessageVisibilityBatch', queue,
+                             self.client.change_message_visibility_batch,
+                             [{'ReceiptHandle': change.receipt_handle,
+                               'VisibilityTimeout': int(change.timeout_sec)} for change in changes])
+
+
+_transport_lock = threading.Lock()
+_transport: Optional[tuple[tuple[int, int], SQSTransport]] = None
+
+
+def get_transport() -> SQSTransport:
+    """This process's SQS transport, built on first use from the settings."""
+    global _transport
+    key = (os.getpid(), settings.generation)
+    with _transport_lock:
+        if _transport is None or _transport[0] != key:
+            _transport = (key, SQSTransport())
+        return _transport[1]

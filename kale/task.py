@@ -1,0 +1,171 @@
+"""The base class of every task.
+
+Subclass :class:`Task`, set ``queue`` and the limits, implement ``run_task``,
+and publish with ``MyTask.publish(app_data, *args, **kwargs)``::
+
+    class Resize(task.Task):
+        queue = 'default'
+        time_limit = 5          # seconds one run may take (float allowed)
+        max_retries = 3         # retries after the first failure; 0 = never
+        target_runtime = 2      # slower runs are logged as slow
+
+        def run_task(self, image_id, width=100):
+            ...
+
+    Resize.publish(None, 42, width=300)
+"""
+from __future__ import annotations
+
+import logging
+import math
+import random
+from typing import Any, Iterable, Optional
+
+from kale.conf import settings
+from kale.exceptions import NonRetriableTaskError, PublishError
+from kale.message import Message
+from kale.publisher import get_publisher, new_task_id
+
+logger = logging.getLogger(__name__)
+
+# Reasons a task fails permanently (the dead-letter copy carries one).
+PERMANENT_FAILURE_NON_RETRIABLE = 'non_retriable'
+PERMANENT_FAILURE_NO_RETRIES = 'no_retries'
+PERMANENT_FAILURE_RETRIES_EXHAUSTED = 'retries_exhausted'
+
+
+class _Skipped:
+    def __repr__(self) -> str:
+        return 'SKIPPED'
+
+
+#: What :meth:`Task.run` returns when ``should_run_task`` declined to run.
+SKIPPED = _Skipped()
+
+
+class Task:
+    """Base class for tasks. Override ``run_task``; the rest is optional."""
+
+    #: Name of the queue (from the queue config) this task is published to.
+    queue: str = 'default'
+    #: Seconds one run may take before it is stopped and counted as failed.
+    time_limit: float = 60
+    #: Retries after the first failure (0 or None: fail permanently at once).
+    max_retries: Optional[int] = 4
+    #: Runs longer than this many seconds are logged as slow.
+    target_runtime: Optional[float] = 50
+    #: Exceptions that fail the task permanently at once, without retrying.
+    EXCEPTION_LIST: tuple = (NonRetriableTaskError,)
+
+    def __init__(self, message: Optional[Message] = None):
+        self.message = message
+        self.task_id = message.task_id if message else None
+        self.task_name = self.task_path()
+        self.app_data = message.app_data if message else None
+
+    # --- identity and publishing -------------------------------------------
+
+    @classmethod
+    def task_path(cls) -> str:
+        """The importable path workers resolve: ``module.Class``."""
+        return '%s.%s' % (cls.__module__, cls.__qualname__)
+
+    @classmethod
+    def make_task_id(cls, *args: Any, **kwargs: Any) -> str:
+        """A unique id for a new invocation; override for more descriptive ids."""
+        return new_task_id()
+
+    @classmethod
+    def _check_importable(cls) -> None:
+        if cls.__module__ == '__main__' or '<locals>' in cls.__qualname__:
+            raise PublishError('task %s cannot be imported by a worker: define it at the top '
+                               'level of an importable module' % cls.task_path())
+
+    @classmethod
+    def publish(cls, app_data: Any, *args: Any, delay_sec: float = 0, **kwargs: Any) -> str:
+        """Publish one run of this task; returns its task id.
+
+        ``app_data`` travels beside the arguments for custom workers;
+        ``delay_sec`` (0..900) delays the first run and is never passed to
+        ``run_task``.
+        """
+        cls._check_importable()
+        return get_publisher().publish(cls, app_data, args, kwargs, delay_sec=delay_sec)
+
+    @classmethod
+    def publish_batch(cls, app_data: Any, calls: Iterable[Any], delay_sec: float = 0) -> list[str]:
+        """Publish many runs, ``[(args, kwargs), ...]``, with SendMessageBatch
+        (up to 10 per request); returns their task ids in order."""
+        cls._check_importable()
+        return get_publisher().publish_batch(cls, app_data, calls, delay_sec=delay_sec)
+
+    # --- retry policy --------------------------------------------------------
+
+    @classmethod
+    def retry_delay_sec(cls, retry_num: int) -> int:
+        """Seconds before retry number ``retry_num + 1`` runs:
+        ``min(RETRY_DELAY_MULTIPLE_SEC * 2**retry_num, SQS_MAX_TASK_DELAY_SEC)``,
+        spread by RETRY_DELAY_JITTER, within SQS's 0..900."""
+        delay = min(settings.RETRY_DELAY_MULTIPLE_SEC * 2 ** min(retry_num, 30),
+                    settings.SQS_MAX_TASK_DELAY_SEC)
+        jitter = settings.RETRY_DELAY_JITTER
+        if jitter:
+            delay *= random.uniform(1 - jitter, 1 + jitter)
+        return int(math.ceil(min(max(delay, 0), 900)))
+
+    @classmethod
+    def is_retriable(cls, exc: BaseException) -> bool:
+        """Whether a run that raised ``exc`` may be retried at all."""
+        return not isinstance(exc, tuple(cls.EXCEPTION_LIST))
+
+    @classmethod
+    def permanent_failure_reason(cls, message: Message, exc: BaseException) -> Optional[str]:
+        """Why a failed run must not be retried, or None to retry it."""
+        if not cls.is_retriable(exc):
+            return PERMANENT_FAILURE_NON_RETRIABLE
+        if not cls.max_retries:
+            return PERMANENT_FAILURE_NO_RETRIES
+        if message.failure_num >= cls.max_retries:
+            return PERMANENT_FAILURE_RETRIES_EXHAUSTED
+        return None
+
+    # --- running -----------------------------------------------------------------
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        """Run with the hooks around ``run_task``; returns SKIPPED when
+        ``should_run_task`` declines."""
+        if not self.should_run_task(*args, **kwargs):
+            return SKIPPED
+        self.before_run(*args, **kwargs)
+        try:
+            result = self.run_task(*args, **kwargs)
+        except Exception as exc:
+            self.after_failure(exc)
+            raise
+        self.after_success(result)
+        return result
+
+    def run_task(self, *args: Any, **kwargs: Any) -> Any:
+        """The work itself; subclasses implement it."""
+        raise NotImplementedError('%s must implement run_task' % self.task_path())
+
+    # --- hooks: override any of these; the defaults do nothing -----------------------
+
+    def should_run_task(self, *args: Any, **kwargs: Any) -> bool:
+        """Return False to skip this run (the message is deleted, not retried)."""
+        return True
+
+    def before_run(self, *args: Any, **kwargs: Any) -> None:
+        """Called just before ``run_task``."""
+
+    def after_success(self, result: Any) -> None:
+        """Called after ``run_task`` returned."""
+
+    def after_failure(self, exc: BaseException) -> None:
+        """Called after ``run_task`` raised (including a time limit stop)."""
+
+    def on_target_runtime_exceeded(self, duration_sec: float) -> None:
+        """Called after a successful run that took longer than ``target_runtime``."""
+
+    def on_permanent_failure(self, exc: BaseException, reason: str) -> None:
+        """Called once when the task fails for good and goes to the dead-letter queue."""

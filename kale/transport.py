@@ -1,0 +1,96 @@
+"""The transport contract: what Kale needs from a queue service, on opaque text.
+
+:class:`kale.sqs.SQSTransport` implements it over boto3; the benchmark's
+in-memory transport implements it too. Queue names here are full SQS names
+(prefix included); :mod:`kale.broker` maps configured queues onto them.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Mapping, Optional, Protocol, Sequence, Union
+
+AttributeValue = Union[str, int]
+
+
+@dataclasses.dataclass(frozen=True)
+class OutgoingMessage:
+    """A body to send, with message attributes and a delay (whole seconds)."""
+
+    body: str
+    attributes: Mapping[str, AttributeValue] = dataclasses.field(default_factory=dict)
+    delay_sec: int = 0
+
+    def size(self) -> int:
+        """Bytes SQS counts against its size limits: body plus attributes."""
+        total = len(self.body.encode('utf-8'))
+        for name, value in self.attributes.items():
+            kind = 'Number' if isinstance(value, int) else 'String'
+            total += len(name) + len(kind) + len(str(value).encode('utf-8'))
+        return total
+
+
+@dataclasses.dataclass(frozen=True)
+class ReceivedMessage:
+    """A message as received: its body, attributes and receive bookkeeping."""
+
+    message_id: str
+    receipt_handle: str
+    body: str
+    attributes: Mapping[str, str]
+    receive_count: int = 1
+    sent_at: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class QueueCounts:
+    """Approximate message counts of one queue."""
+
+    visible: int
+    in_flight: int
+    delayed: int
+
+    @property
+    def total(self) -> int:
+        return self.visible + self.in_flight + self.delayed
+
+
+@dataclasses.dataclass(frozen=True)
+class VisibilityChange:
+    """A new visibility timeout for one received message (0 releases it)."""
+
+    receipt_handle: str
+    timeout_sec: int
+
+
+class Transport(Protocol):
+    """Queue operations Kale performs. Errors are :class:`kale.exceptions.SQSError`."""
+
+    def ensure_queue(self, name: str, visibility_timeout_sec: int,
+                     dead_letter_queue: Optional[str], max_receive_count: int) -> None:
+        """Create ``name`` (and its dead-letter queue, with a redrive policy) if missing."""
+
+    def queue_exists(self, name: str) -> bool:
+        """Whether the queue exists."""
+
+    def send(self, queue: str, message: OutgoingMessage) -> str:
+        """Send one message; returns its message id."""
+
+    def send_batch(self, queue: str, messages: Sequence[OutgoingMessage]) -> list[str]:
+        """Send many messages in as few requests as the limits allow; returns ids in order."""
+
+    def receive(self, queue: str, max_messages: int, wait_sec: int,
+                visibility_timeout_sec: int) -> list[ReceivedMessage]:
+        """Receive up to ``max_messages`` (1..10), long polling up to ``wait_sec``."""
+
+    def delete_batch(self, queue: str, receipt_handles: Sequence[str]) -> list[str]:
+        """Delete messages; returns the receipt handles that could not be deleted."""
+
+    def change_visibility_batch(self, queue: str,
+                                changes: Sequence[VisibilityChange]) -> list[str]:
+        """Change visibility timeouts; returns the receipt handles that failed."""
+
+    def counts(self, queue: str) -> QueueCounts:
+        """Approximate visible, in-flight and delayed counts."""
+
+    def purge(self, queue: str) -> None:
+        """Delete every message in the queue."""

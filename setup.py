@@ -1,0 +1,44 @@
+"""Packaging for Kale, a task worker for Amazon SQS with priority queues."""
+import os
+
+from setuptools import find_packages, setup
+
+here = os.path.dirname(os.path.abspath(__file__))
+about = {}
+with open(os.path.join(here, 'kale', 'version.py')) as f:
+    exec(f.read(), about)
+
+with open(os.path.join(here, 'README.md'), encoding='utf-8') as f:
+    long_description = f.read()
+
+setup(
+    name='kale',
+    version=about['__version__'],
+    description='Task worker for Amazon SQS with priority queues, signed messages and safe retries',
+    long_description=long_description,
+    long_description_content_type='text/markdown',
+    packages=find_packages(include=['kale', 'kale.*']),
+    python_requires='>=3.9',
+    install_requires=[
+        'boto3>=1.26',
+        'PyYAML>=5.4',
+    ],
+    extras_require={
+        # The embedded SQS-compatible endpoint behind `kale sqs-local`.
+        'local': ['moto[server]>=5.0'],
+        # Test tools.
+        'dev': [
+            'pytest>=7',
+            'pytest-timeout>=2',
+            'hypothesis>=6',
+        ],
+    },
+    entry_points={
+        'console_scripts': ['kale = kale.cli:run'],
+    },
+    classifiers=[
+        'Programming Language :: Python :: 3',
+        'Operating System :: POSIX',
+        'Topic :: System :: Distributed Computing',
+    ],
+)

@@ -1,0 +1,14 @@
+"""Settings module the test suite runs under (in-process and in worker
+subprocesses); the endpoint and queue prefix come from the environment so each
+test can point it at its own server and queues."""
+import os
+
+MESSAGE_QUEUE_ENDPOINT_URL = os.environ.get('KALE_TEST_ENDPOINT', '')
+QUEUE_PREFIX = os.environ.get('KALE_TEST_PREFIX', '')
+QUEUE_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'queue_config.yaml')
+AWS_REGION = 'us-east-1'
+AWS_ACCESS_KEY_ID = 'test'
+AWS_SECRET_ACCESS_KEY = 'test'
+MESSAGE_SIGNING_KEY = 'kale-test-signing-key-0123456789'
+RETRY_DELAY_MULTIPLE_SEC = float(os.environ.get('KALE_TEST_RETRY_DELAY', '1'))
+SERIALIZER = os.environ.get('KALE_TEST_SERIALIZER', 'pickle')

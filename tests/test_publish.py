@@ -1,0 +1,189 @@
+"""Publishing: every invalid call is refused with its own error before sending."""
+import math
+import os
+
+import pytest
+
+from kale import publisher as kale_publisher
+from kale.conf import settings
+from kale.exceptions import (ImproperlyConfigured, InvalidDelayError, InvalidTimeLimitError,
+                             MessageTooLargeError, PublishError, SerializationError,
+                             UnknownQueueError)
+from kale.message import decode
+from kale.task import (PERMANENT_FAILURE_NO_RETRIES, PERMANENT_FAILURE_NON_RETRIABLE,
+                       PERMANENT_FAILURE_RETRIES_EXHAUSTED, Task)
+from tests import tasks
+
+
+class RecordingSender:
+    """Stands in for the broker: records what would have been sent."""
+
+    def __init__(self):
+        self.sent = []
+
+    def send(self, queue, messages):
+        self.sent.append((queue.name, list(messages)))
+        return ['m%d' % i for i in range(len(messages))]
+
+
+@pytest.fixture
+def sender():
+    recording = RecordingSender()
+    previous = kale_publisher.set_publisher(kale_publisher.Publisher(recording))
+    yield recording
+    kale_publisher.set_publisher(previous)
+
+
+def test_publish_returns_the_task_id_and_sends_one_signed_message(sender):
+    task_id = tasks.AddTask.publish({'tenant': 7}, 2, 3, extra='x')
+    [(queue, [outgoing])] = sender.sent
+    assert queue == 'default'
+    message = decode(outgoing.body)
+    assert message.task_id == task_id
+    assert (message.args, message.kwargs, message.app_data) == ((2, 3), {'extra': 'x'}, {'tenant': 7})
+    assert message.task_name == 'tests.tasks.AddTask'
+    assert (message.retry_num, message.failure_num) == (0, 0)
+
+
+def test_delay_is_kales_and_never_reaches_run_task(sender):
+    tasks.AddTask.publish(None, 1, 2, delay_sec=30)
+    [(_, [outgoing])] = sender.sent
+    assert outgoing.delay_sec == 30
+    assert decode(outgoing.body).kwargs == {}
+
+
+def test_zero_delay_means_now(sender):
+    tasks.AddTask.publish(None, 1, 2)
+    assert sender.sent[0][1][0].delay_sec == 0
+
+
+def test_fractional_delay_rounds_up_to_whole_seconds(sender):
+    tasks.AddTask.publish(None, 1, 2, delay_sec=2.1)
+    assert sender.sent[0][1][0].delay_sec == 3
+
+
+@pytest.mark.parametrize('delay', [-1, 901, 'soon', True, math.nan, None])
+def test_delay_outside_0_to_900_is_refused(sender, delay):
+    with pytest.raises(InvalidDelayError, match=r'task tests.tasks.AddTask: delay_sec must be .*'
+                                                r'within 0..900, got'):
+        tasks.AddTask.publish(None, 1, 2, delay_sec=delay)
+    assert sender.sent == []
+
+
+def test_unknown_queue_is_refused(sender):
+    with pytest.raises(UnknownQueueError, match=r"task tests.tasks.UnknownQueueTask: queue "
+                                                r"'no_such_queue' is not in the queue config"):
+        tasks.UnknownQueueTask.publish(None)
+    assert sender.sent == []
+
+
+def test_time_limit_must_be_below_the_visibility_timeout(sender):
+    with pytest.raises(InvalidTimeLimitError, match=r'task tests.tasks.TooSlowForQueueTask: '
+                                                    r'time_limit 30s is not below '
+                                                    r"visibility_timeout_sec 30s of queue 'default'"):
+        tasks.TooSlowForQueueTask.publish(None)
+    assert sender.sent == []
+
+
+def test_fractional_time_limit_is_allowed(sender):
+    tasks.FractionalLimitTask.publish(None)
+    assert len(sender.sent) == 1
+
+
+def test_non_positive_time_limit_is_refused(sender):
+    with pytest.raises(InvalidTimeLimitError, match='tests.tasks.ZeroLimitTask: time_limit must '
+                                                    'be a positive number'):
+        tasks.ZeroLimitTask.publish(None)
+
+
+def test_oversized_message_is_refused(sender):
+    with settings.override(SQS_TASK_SIZE_LIMIT=2048):
+        with pytest.raises(MessageTooLargeError, match=r'task tests.tasks.EchoTask \(\w+\): encoded '
+                                                       r'message is \d+ bytes, over '
+                                                       r'SQS_TASK_SIZE_LIMIT of 2048 bytes'):
+            tasks.EchoTask.publish(None, os.urandom(4096))
+    assert sender.sent == []
+
+
+def test_unserializable_arguments_are_refused(sender):
+    with pytest.raises(SerializationError, match='task tests.tasks.EchoTask: arguments cannot be '
+                                                 'serialized with pickle'):
+        tasks.EchoTask.publish(None, lambda: 1)
+    with settings.override(SERIALIZER='json'):
+        with pytest.raises(SerializationError, match='serialized with json'):
+            tasks.EchoTask.publish(None, {1, 2})
+    assert sender.sent == []
+
+
+def test_publishing_without_a_signing_key_explains_how_to_set_one(sender):
+    with settings.override(MESSAGE_SIGNING_KEY=''):
+        with pytest.raises(ImproperlyConfigured, match='MESSAGE_SIGNING_KEY is not set'):
+            tasks.AddTask.publish(None, 1, 2)
+
+
+def test_a_task_defined_in_a_function_cannot_be_published(sender):
+    class Local(Task):
+        queue = 'default'
+        time_limit = 1
+    with pytest.raises(PublishError, match='cannot be imported by a worker'):
+        Local.publish(None)
+
+
+def test_publish_batch_sends_every_call_in_one_send(sender):
+    ids = tasks.AddTask.publish_batch('app', [((1, 2), {}), ((3, 4), {'z': 1}), ([5, 6], {})])
+    [(_, outgoing)] = sender.sent
+    assert [decode(o.body).task_id for o in outgoing] == ids
+    assert [decode(o.body).args for o in outgoing] == [(1, 2), (3, 4), (5, 6)]
+    assert decode(outgoing[1].body).kwargs == {'z': 1}
+    assert len(set(ids)) == 3
+
+
+def test_publish_batch_checks_every_call_before_sending_any(sender):
+    with pytest.raises(SerializationError):
+        tasks.EchoTask.publish_batch(None, [((1,), {}), ((lambda: 1,), {})])
+    with pytest.raises(PublishError, match=r'publish_batch call #1 must be an \(args, kwargs\) pair'):
+        tasks.EchoTask.publish_batch(None, [((1,), {}), (1, 2, 3)])
+    assert sender.sent == []
+
+
+def test_publish_batch_of_nothing_sends_nothing(sender):
+    assert tasks.AddTask.publish_batch(None, []) == []
+    assert sender.sent == []
+
+
+def test_retry_delay_grows_exponentially_up_to_the_cap():
+    with settings.override(RETRY_DELAY_MULTIPLE_SEC=60, SQS_MAX_TASK_DELAY_SEC=900):
+        assert [Task.retry_delay_sec(n) for n in range(6)] == [60, 120, 240, 480, 900, 900]
+    with settings.override(RETRY_DELAY_MULTIPLE_SEC=0.5):
+        assert [Task.retry_delay_sec(n) for n in range(3)] == [1, 1, 2]
+    assert Task.retry_delay_sec(1000) <= 900
+
+
+def test_retry_delay_jitter_stays_within_its_spread():
+    with settings.override(RETRY_DELAY_MULTIPLE_SEC=100, RETRY_DELAY_JITTER=0.2):
+        delays = {Task.retry_delay_sec(0) for _ in range(200)}
+    assert min(delays) >= 80 and max(delays) <= 120 and len(delays) > 5
+
+
+def test_retry_delay_is_overridable():
+    class Fixed(Task):
+        @classmethod
+        def retry_delay_sec(cls, retry_num):
+            return 7
+    assert Fixed.retry_delay_sec(5) == 7
+
+
+def test_permanent_failure_reasons():
+    from kale.exceptions import NonRetriableTaskError
+    from kale.message import Message
+    first = Message('id', 'tests.tasks.AddTask')
+    assert tasks.AddTask.permanent_failure_reason(first, RuntimeError()) is None
+    assert tasks.AddTask.permanent_failure_reason(first, NonRetriableTaskError()) == \
+        PERMANENT_FAILURE_NON_RETRIABLE
+    exhausted = Message('id', 'tests.tasks.AddTask', failure_num=tasks.AddTask.max_retries)
+    assert tasks.AddTask.permanent_failure_reason(exhausted, RuntimeError()) == \
+        PERMANENT_FAILURE_RETRIES_EXHAUSTED
+
+    class NoRetries(tasks.AddTask):
+        max_retries = 0
+    assert NoRetries.permanent_failure_reason(first, RuntimeError()) == PERMANENT_FAILURE_NO_RETRIES

@@ -1,0 +1,154 @@
+"""Settings: read on first use from KALE_SETTINGS_MODULE over the defaults."""
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from kale import default_settings, sqs
+from kale.conf import ENVIRONMENT_VARIABLE, import_string, resolve_callable, settings
+from kale.exceptions import ImproperlyConfigured
+from tests.conftest import ROOT
+
+
+def write_module(tmp_path, name, text):
+    (tmp_path / (name + '.py')).write_text(text)
+
+
+def test_settings_module_overrides_defaults():
+    assert settings.QUEUE_CONFIG.endswith(os.path.join('tests', 'queue_config.yaml'))
+    assert settings.SQS_TASK_SIZE_LIMIT == default_settings.SQS_TASK_SIZE_LIMIT
+
+
+def test_importing_kale_does_not_read_settings():
+    code = 'import kale, kale.task, kale.publisher, kale.message; print("imported")'
+    env = dict(os.environ, **{ENVIRONMENT_VARIABLE: 'no_such_settings_module'})
+    result = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                            env=env, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    assert 'imported' in result.stdout
+
+
+def test_missing_settings_module_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv(ENVIRONMENT_VARIABLE, 'no_such_settings_module')
+    settings.reload()
+    with pytest.raises(ImproperlyConfigured, match="KALE_SETTINGS_MODULE='no_such_settings_module' "
+                                                   'cannot be imported'):
+        settings.QUEUE_CONFIG
+
+
+def test_broken_settings_module_is_a_clear_error(monkeypatch, tmp_path):
+    write_module(tmp_path, 'broken_kale_settings', 'QUEUE_CONFIG = "x"\n1 / 0\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv(ENVIRONMENT_VARIABLE, 'broken_kale_settings')
+    settings.reload()
+    with pytest.raises(ImproperlyConfigured, match='broken_kale_settings.*ZeroDivisionError'):
+        settings.QUEUE_CONFIG
+
+
+def test_settings_are_read_when_first_used_not_frozen(monkeypatch, tmp_path):
+    write_module(tmp_path, 'first_kale_settings', 'QUEUE_PREFIX = "first-"\n')
+    write_module(tmp_path, 'second_kale_settings', 'QUEUE_PREFIX = "second-"\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv(ENVIRONMENT_VARIABLE, 'first_kale_settings')
+    settings.reload()
+    assert settings.QUEUE_PREFIX == 'first-'
+    monkeypatch.setenv(ENVIRONMENT_VARIABLE, 'second_kale_settings')
+    settings.reload()
+    assert settings.QUEUE_PREFIX == 'second-'
+
+
+def test_lowercase_names_in_settings_module_are_ignored(monkeypatch, tmp_path):
+    write_module(tmp_path, 'lower_kale_settings', 'queue_prefix = "nope"\nimport os\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv(ENVIRONMENT_VARIABLE, 'lower_kale_settings')
+    settings.reload()
+    assert settings.QUEUE_PREFIX == ''
+    with pytest.raises(AttributeError):
+        settings.queue_prefix
+
+
+def test_without_a_settings_module_the_defaults_apply(monkeypatch):
+    monkeypatch.delenv(ENVIRONMENT_VARIABLE)
+    settings.reload()
+    assert settings.module_name is None
+    assert settings.QUEUE_CONFIG == 'queue_config.yaml'
+
+
+def test_unknown_setting_is_an_attribute_error():
+    with pytest.raises(AttributeError, match="no setting 'NO_SUCH_SETTING'"):
+        settings.NO_SUCH_SETTING
+
+
+def test_override_applies_inside_the_block_only():
+    before = settings.generation
+    with settings.override(QUEUE_PREFIX='over-'):
+        assert settings.QUEUE_PREFIX == 'over-'
+        assert settings.generation != before
+    assert settings.QUEUE_PREFIX == ''
+
+
+def test_endpoint_url_setting_wins():
+    with settings.override(MESSAGE_QUEUE_ENDPOINT_URL='http://example:1', MESSAGE_QUEUE_USE_PROXY=True):
+        assert sqs.endpoint_url() == 'http://example:1'
+
+
+def test_proxy_settings_are_honoured():
+    with settings.override(MESSAGE_QUEUE_ENDPOINT_URL='', MESSAGE_QUEUE_USE_PROXY=True,
+                           MESSAGE_QUEUE_PROXY_HOST='elasticmq', MESSAGE_QUEUE_PROXY_PORT=9324):
+        assert sqs.endpoint_url() == 'http://elasticmq:9324'
+        assert sqs.make_client().meta.endpoint_url == 'http://elasticmq:9324'
+
+
+def test_no_endpoint_and_no_proxy_means_aws():
+    with settings.override(MESSAGE_QUEUE_ENDPOINT_URL='', MESSAGE_QUEUE_USE_PROXY=False,
+                           AWS_REGION='eu-west-1'):
+        assert sqs.endpoint_url() == ''
+        assert 'eu-west-1' in sqs.make_client().meta.endpoint_url
+
+
+def test_proxy_without_host_is_a_clear_error():
+    with settings.override(MESSAGE_QUEUE_ENDPOINT_URL='', MESSAGE_QUEUE_USE_PROXY=True,
+                           MESSAGE_QUEUE_PROXY_HOST=''):
+        with pytest.raises(ImproperlyConfigured, match='MESSAGE_QUEUE_PROXY_HOST'):
+            sqs.endpoint_url()
+
+
+def test_no_region_for_aws_is_a_clear_error(monkeypatch):
+    monkeypatch.delenv('AWS_DEFAULT_REGION', raising=False)
+    monkeypatch.delenv('AWS_REGION', raising=False)
+    monkeypatch.setenv('AWS_CONFIG_FILE', '/nonexistent')
+    with settings.override(MESSAGE_QUEUE_ENDPOINT_URL='', AWS_REGION=''):
+        with pytest.raises(ImproperlyConfigured, match='no AWS region'):
+            sqs.make_client()
+
+
+def test_every_default_setting_is_documented():
+    """Each setting in default_settings.py has a comment right above it (or its group)."""
+    lines = open(default_settings.__file__).read().splitlines()
+    undocumented = []
+    for number, line in enumerate(lines):
+        match = re.match(r'^([A-Z][A-Z0-9_]*) = ', line)
+        if not match:
+            continue
+        above = number - 1
+        while above >= 0 and re.match(r'^[A-Z][A-Z0-9_]* = ', lines[above]):
+            above -= 1
+        if above < 0 or not lines[above].startswith('#'):
+            undocumented.append(match.group(1))
+    assert undocumented == []
+
+
+def test_import_string_names_the_setting_on_failure():
+    with pytest.raises(ImproperlyConfigured, match="QUEUE_SELECTOR 'nope.Nothing' cannot be imported"):
+        import_string('nope.Nothing', 'QUEUE_SELECTOR')
+    with pytest.raises(ImproperlyConfigured, match='not a dotted path'):
+        import_string('Nothing', 'QUEUE_SELECTOR')
+
+
+def test_resolve_callable_accepts_paths_and_callables():
+    assert resolve_callable('os.getcwd', 'ON_WORKER_STARTUP') is os.getcwd
+    assert resolve_callable(None, 'ON_WORKER_STARTUP') is None
+    with pytest.raises(ImproperlyConfigured, match='ON_WORKER_STARTUP must be a callable'):
+        resolve_callable(42, 'ON_WORKER_STARTUP')

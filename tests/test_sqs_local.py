@@ -1,0 +1,59 @@
+"""`kale sqs-local`: starts, answers boto3, stops cleanly; clear errors otherwise."""
+import signal
+import socket
+import subprocess
+import sys
+
+from tests.conftest import ROOT, LocalEndpoint, raw_client, subprocess_env
+
+
+def test_it_starts_answers_boto3_and_stops_on_sigterm():
+    endpoint = LocalEndpoint()
+    try:
+        client = raw_client(endpoint.url)
+        url = client.create_queue(QueueName='hello')['QueueUrl']
+        client.send_message(QueueUrl=url, MessageBody='hi')
+        [message] = client.receive_message(QueueUrl=url)['Messages']
+        assert message['Body'] == 'hi'
+    finally:
+        endpoint.process.send_signal(signal.SIGTERM)
+        code = endpoint.process.wait(10)
+        endpoint.stop()
+    assert code == 0
+    assert 'stopped' in ''.join(endpoint.lines)
+
+
+def test_ctrl_c_stops_it_cleanly():
+    endpoint = LocalEndpoint()
+    endpoint.process.send_signal(signal.SIGINT)
+    assert endpoint.process.wait(10) == 0
+    endpoint.stop()
+
+
+def run_kale(*args, env=None):
+    return subprocess.run([sys.executable, '-m', 'kale', *args], capture_output=True, text=True,
+                          cwd=ROOT, env=env or subprocess_env(), timeout=60)
+
+
+def test_a_taken_port_is_a_one_line_error():
+    with socket.socket() as holder:
+        holder.bind(('127.0.0.1', 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        result = run_kale('sqs-local', '--port', str(port))
+    assert result.returncode == 1
+    assert result.stderr.strip() == ('kale: error: port %d on 127.0.0.1 is already in use; stop '
+                                     'what holds it or pick another with --port' % port)
+
+
+def test_missing_local_extra_is_a_one_line_error(tmp_path):
+    fake = tmp_path / 'moto'
+    fake.mkdir()
+    (fake / '__init__.py').write_text("raise ImportError('No module named moto')\n")
+    env = subprocess_env()
+    env['PYTHONPATH'] = str(tmp_path) + ':' + env['PYTHONPATH']
+    result = run_kale('sqs-local', '--port', '0', env=env)
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert "pip install 'kale[local]'" in lines[0]
