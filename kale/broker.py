@@ -7,9 +7,10 @@ send / receive / delete / release operations the publisher and the worker use.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
-from typing import Optional, Sequence
+from typing import Iterator, Optional, Sequence
 
 from kale.conf import settings
 from kale.exceptions import ImproperlyConfigured, QueueNotFoundError
@@ -84,14 +85,24 @@ class Broker:
                 self._declared.add(name)
         return name
 
+    @contextlib.contextmanager
+    def _redeclare_if_missing(self, queue: TaskQueue) -> Iterator[None]:
+        """A queue deleted under a running process is declared again on next use."""
+        try:
+            yield
+        except QueueNotFoundError:
+            self._declared.discard(self.sqs_name(queue))
+            raise
+
     # --- operations -------------------------------------------------------
 
     def send(self, queue: TaskQueue, messages: Sequence[OutgoingMessage]) -> list[str]:
         """Send messages to the queue: one SendMessage, or SendMessageBatch for several."""
         name = self.declare(queue)
-        if len(messages) == 1:
-            return [self.transport.send(name, messages[0])]
-        return self.transport.send_batch(name, messages)
+        with self._redeclare_if_missing(queue):
+            if len(messages) == 1:
+                return [self.transport.send(name, messages[0])]
+            return self.transport.send_batch(name, messages)
 
     def send_dead_letters(self, queue: TaskQueue, messages: Sequence[OutgoingMessage]) -> list[str]:
         """Send copies to the queue's dead-letter queue."""
@@ -106,27 +117,36 @@ class Broker:
     def receive(self, queue: TaskQueue, max_messages: Optional[int] = None,
                 wait_sec: Optional[int] = None) -> list[ReceivedMessage]:
         """Receive a batch with the queue's batch size, long poll and visibility timeout."""
-        return self.transport.receive(
-            self.declare(queue),
-            queue.batch_size if max_messages is None else max_messages,
-            queue.long_poll_time_sec if wait_sec is None else wait_sec,
-            queue.visibility_timeout_sec)
+        name = self.declare(queue)
+        with self._redeclare_if_missing(queue):
+            return self.transport.receive(
+                name,
+                queue.batch_size if max_messages is None else max_messages,
+                queue.long_poll_time_sec if wait_sec is None else wait_sec,
+                queue.visibility_timeout_sec)
 
     def delete(self, queue: TaskQueue, receipt_handles: Sequence[str]) -> list[str]:
         """Delete received messages; returns the handles that failed."""
         if not receipt_handles:
             return []
-        return self.transport.delete_batch(self.declare(queue), receipt_handles)
+        name = self.declare(queue)
+        with self._redeclare_if_missing(queue):
+            return self.transport.delete_batch(name, receipt_handles)
 
     def release(self, queue: TaskQueue, receipt_handles: Sequence[str]) -> list[str]:
         """Make received messages visible again at once; returns the handles that failed."""
         if not receipt_handles:
             return []
-        return self.transport.change_visibility_batch(
-            self.declare(queue), [VisibilityChange(handle, 0) for handle in receipt_handles])
+        name = self.declare(queue)
+        with self._redeclare_if_missing(queue):
+            return self.transport.change_visibility_batch(
+                name, [VisibilityChange(handle, 0) for handle in receipt_handles])
 
     def counts(self, queue: TaskQueue) -> QueueCounts:
-        return self.transport.counts(self.declare(queue))
+        """Approximate visible, in-flight and delayed counts of the queue."""
+        name = self.declare(queue)
+        with self._redeclare_if_missing(queue):
+            return self.transport.counts(name)
 
     def dead_letter_counts(self, queue: TaskQueue) -> Optional[QueueCounts]:
         name = self.dead_letter_name(queue)

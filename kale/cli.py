@@ -57,6 +57,50 @@ def _add_sqs_local(commands: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=cmd_sqs_local)
 
 
+def _queue_list(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(',') if name.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError('expected queue names separated by commas')
+    return names
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError('must be a whole number of at least 1, got %r' % text)
+    return value
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from kale.worker import Worker
+    worker = Worker(queue_names=args.queues, burst=args.burst)   # validates the configuration
+    if args.concurrency is None:
+        return worker.run()
+    from kale.supervisor import Supervisor, worker_command
+    return Supervisor(worker_command(args), args.concurrency).run()
+
+
+def _add_worker(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        'worker', parents=[common_options()], help='run a worker on the configured queues',
+        description='Fetch tasks from the configured queues (picked by QUEUE_SELECTOR) and run '
+                    'them until SIGTERM or Ctrl-C: the first signal finishes the running task and '
+                    'releases the rest of its batch; a second one stops the running task too. '
+                    'Exit codes: 0 stopped or burst done, 1 configuration error, 3 memory limit '
+                    '(DIE_ON_RESIDENT_SET_SIZE_MB).')
+    parser.add_argument('--queues', type=_queue_list, metavar='A,B',
+                        help='serve only these queues (default: every configured queue)')
+    parser.add_argument('--burst', action='store_true',
+                        help='exit once every served queue has nothing visible, in flight or delayed')
+    parser.add_argument('--concurrency', type=_positive, metavar='N',
+                        help='run N worker processes under a supervisor that restarts any that '
+                             'exit abnormally (default: one worker, in this process)')
+    parser.set_defaults(func=cmd_worker)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog='kale', description='Kale: a task worker for Amazon SQS with priority queues.')
@@ -68,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_sqs_local]
+COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_worker, _add_sqs_local]
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -123,6 +123,16 @@ DIE_ON_RESIDENT_SET_SIZE_MB = 256
 ON_WORKER_STARTUP = None
 ON_WORKER_SHUTDOWN = None
 
+# Worker hooks (kale.hooks.WorkerHooks subclasses, instances or dotted paths)
+# that every worker calls: startup, shutdown, before/after each batch, and
+# each task's outcome.
+WORKER_HOOKS = ()
+
+# How a task is held to its time_limit: a dotted path to a
+# kale.timeout.BaseTimeout subclass. Empty: kale.timeout.SignalTimeout
+# (SIGALRM, sub-second precision).
+TASK_TIMEOUT_CLASS = ''
+
 # Longest pause, in seconds, between attempts while the endpoint is
 # unreachable or throttling (the pause doubles from 0.5 s up to this).
 SQS_ERROR_MAX_BACKOFF_SEC = 30

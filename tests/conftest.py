@@ -135,3 +135,16 @@ def sqs(sqs_endpoint: str, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv('KALE_TEST_PREFIX', prefix)
     settings.reload()
     yield SQSHelper(sqs_endpoint, prefix)
+
+
+@pytest.fixture
+def memory_broker():
+    """A broker over the in-memory transport; Task.publish sends to it."""
+    from kale import publisher
+    from kale.broker import Broker
+    from kale.memory_transport import MemoryTransport
+    from kale.queue_config import get_queue_config
+    broker = Broker(MemoryTransport(), get_queue_config())
+    previous = publisher.set_publisher(publisher.Publisher(broker))
+    yield broker
+    publisher.set_publisher(previous)

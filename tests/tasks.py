@@ -79,3 +79,159 @@ class ZeroLimitTask(task.Task):
 
     def run_task(self):
         pass
+
+
+# --- tasks that record what happened, for worker tests -----------------------
+#
+# Each appends one line "<event> <task id> <pid> <time> <details>" to the file
+# named by KALE_TEST_RECORD (shared by worker processes; appends are atomic).
+
+import os
+import time
+
+from kale.exceptions import NonRetriableTaskError
+
+
+def record(event, task_inst, *details):
+    path = os.environ.get('KALE_TEST_RECORD')
+    if path:
+        line = ' '.join([event, str(task_inst.task_id), str(os.getpid()), '%.3f' % time.time()]
+                        + [str(d) for d in details])
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, (line + '\n').encode())
+        finally:
+            os.close(fd)
+
+
+def read_records(path):
+    """[(event, task_id, pid, time, details...)] from a record file."""
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [line.split() for line in f if line.strip()]
+
+
+class RecordTask(task.Task):
+    queue = 'default'
+    time_limit = 5
+
+    def run_task(self, *args, **kwargs):
+        record('ran', self, *args)
+
+
+class HighRecordTask(RecordTask):
+    queue = 'high'
+
+
+class LowRecordTask(RecordTask):
+    queue = 'low'
+
+
+class SleepTask(task.Task):
+    """Sleeps; records start and finish. Used for time limits and shutdown."""
+
+    queue = 'default'
+    time_limit = 1.0
+    max_retries = 2
+
+    def run_task(self, seconds, *args, **kwargs):
+        record('start', self, self.message.retry_num if self.message else 0)
+        time.sleep(seconds)
+        record('ran', self)
+
+    def after_failure(self, exc):
+        record('failed', self, type(exc).__name__)
+
+    def on_permanent_failure(self, exc, reason):
+        record('permanent', self, reason)
+
+
+class NonRetriableTask(task.Task):
+    queue = 'default'
+    time_limit = 5
+    max_retries = 5
+
+    def run_task(self, *args, **kwargs):
+        record('start', self)
+        raise NonRetriableTaskError('never again')
+
+    def on_permanent_failure(self, exc, reason):
+        record('permanent', self, reason)
+
+
+class FlakyOnceTask(task.Task):
+    """Fails on its first attempt, succeeds on the retry."""
+
+    queue = 'default'
+    time_limit = 5
+
+    def run_task(self, *args, **kwargs):
+        if self.message.failure_num == 0:
+            record('failed', self)
+            raise ConnectionError('transient')
+        record('ran', self, self.message.retry_num)
+
+
+class BudgetTask(task.Task):
+    """On the 'budget' queue (visibility timeout 5 s): each run sleeps 2 s."""
+
+    queue = 'budget'
+    time_limit = 3
+    max_retries = 0
+
+    def run_task(self, *args, **kwargs):
+        record('start', self)
+        time.sleep(2)
+        record('ran', self)
+
+
+class ShortVisibilityTask(task.Task):
+    """On the 'short' queue (visibility timeout 4 s)."""
+
+    queue = 'short'
+    time_limit = 2
+
+    def run_task(self, seconds=0.0, *args, **kwargs):
+        record('start', self)
+        time.sleep(seconds)
+        record('ran', self)
+
+
+class SlowTask(task.Task):
+    """Two seconds of work (for shutdown tests)."""
+
+    queue = 'default'
+    time_limit = 5
+
+    def run_task(self, seconds=2.0, *args, **kwargs):
+        record('start', self)
+        time.sleep(seconds)
+        record('ran', self)
+
+
+class QuickTask(task.Task):
+    """A tenth of a second of work (so an outage can happen mid-run)."""
+
+    queue = 'default'
+    time_limit = 5
+
+    def run_task(self, *args, **kwargs):
+        time.sleep(0.1)
+        record('ran', self)
+
+
+class CrashOnceTask(task.Task):
+    """Kills its own worker process the first time it runs anywhere."""
+
+    queue = 'short'
+    time_limit = 2
+
+    def run_task(self, *args, **kwargs):
+        import signal
+        marker = os.environ['KALE_TEST_RECORD'] + '.crashed'
+        if not os.path.exists(marker):
+            open(marker, 'w').close()
+            record('crash', self)
+            os.kill(os.getpid(), signal.SIGKILL)
+        record('ran', self)

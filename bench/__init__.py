@@ -1,0 +1,1 @@
+"""Kale's benchmarks and fault-injection tools (see bench/README.md)."""

@@ -1,0 +1,111 @@
+"""A fetched batch: its time budget, and what to do with each message.
+
+A batch is received with the queue's visibility timeout, so every message in
+it must be settled before ``received_at + visibility_timeout_sec`` or SQS
+hands it to another worker. A task may start only while its whole
+``time_limit`` (plus a margin for settling) still fits in what is left.
+
+``received_at`` is when SQS started the messages' visibility clock, which is
+some time during the receive call. A long poll can wait up to 20 s before
+messages arrive, and SQS answers as soon as it has them, so the clock is
+taken to start at most ``RECEIVE_CLOCK_SLACK_SEC`` before the answer came
+back (and never before the call began).
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import Any, Optional
+
+from kale.message import Message
+from kale.queue_config import TaskQueue
+from kale.transport import OutgoingMessage, ReceivedMessage
+
+#: Seconds kept free at the end of a batch's budget for settling it (less for
+#: a task whose time_limit leaves less room below the visibility timeout).
+SETTLE_MARGIN_SEC = 1.0
+
+#: Longest time assumed between SQS starting the visibility clock and its
+#: answer reaching the worker.
+RECEIVE_CLOCK_SLACK_SEC = 1.0
+
+
+class Outcome(enum.Enum):
+    """What settling does with one received message."""
+
+    SUCCEEDED = 'succeeded'      # delete
+    SKIPPED = 'skipped'          # should_run_task said no: delete
+    RETRY = 'retry'              # send the retry copy, then delete
+    DEAD_LETTER = 'dead_letter'  # send the dead-letter copy, then delete
+    RELEASE = 'release'          # not run: make visible again at once
+
+
+@dataclasses.dataclass
+class Settlement:
+    """The fate of one received message, decided by running (or not running) it."""
+
+    received: ReceivedMessage
+    outcome: Outcome
+    message: Optional[Message] = None
+    copy: Optional[OutgoingMessage] = None     # the retry or dead-letter copy
+    reason: str = ''
+    task: Any = None
+    exception: Optional[BaseException] = None
+    duration_sec: float = 0.0
+    settled: bool = False                      # its SQS requests succeeded
+
+    @property
+    def task_id(self) -> str:
+        if self.message is not None:
+            return self.message.task_id
+        return self.received.attributes.get('kale_task_id') or 'message:' + self.received.message_id
+
+    @property
+    def task_name(self) -> str:
+        if self.message is not None:
+            return self.message.task_name
+        return self.received.attributes.get('kale_task_name', '?')
+
+
+@dataclasses.dataclass
+class Batch:
+    """Messages received together from one queue, and their settlements."""
+
+    queue: TaskQueue
+    messages: list[ReceivedMessage]
+    received_at: float                  # time.monotonic() just before the receive call
+    settlements: list[Settlement] = dataclasses.field(default_factory=list)
+
+    @property
+    def deadline(self) -> float:
+        """When SQS makes the batch's messages visible to others again."""
+        return self.received_at + self.queue.visibility_timeout_sec
+
+    def time_left(self, now: float) -> float:
+        return self.deadline - now
+
+    def fits(self, time_limit: float, now: float) -> bool:
+        """Whether a task with ``time_limit`` may start at ``now``."""
+        return fits_budget(time_limit, self.time_left(now), self.queue.visibility_timeout_sec)
+
+    def unsettled(self) -> list[ReceivedMessage]:
+        """Messages with no settlement yet (not reached when the batch stopped)."""
+        done = {id(s.received) for s in self.settlements}
+        return [m for m in self.messages if id(m) not in done]
+
+
+def visibility_clock_start(call_started: float, call_ended: float) -> float:
+    """When the visibility clock of a batch received by this call started."""
+    return max(call_started, call_ended - RECEIVE_CLOCK_SLACK_SEC)
+
+
+def settle_margin(time_limit: float, visibility_timeout_sec: float) -> float:
+    """Room kept for settling after a run: SETTLE_MARGIN_SEC, or half the gap
+    between time_limit and the visibility timeout when that is smaller, so a
+    task that fits its queue at all always fits a fresh batch."""
+    return max(0.0, min(SETTLE_MARGIN_SEC, (visibility_timeout_sec - time_limit) / 2.0))
+
+
+def fits_budget(time_limit: float, time_left: float, visibility_timeout_sec: float) -> bool:
+    """A run of up to ``time_limit`` seconds, then settling, must end before the budget does."""
+    return time_limit + settle_margin(time_limit, visibility_timeout_sec) <= time_left

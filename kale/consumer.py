@@ -1,0 +1,137 @@
+"""Fetching batches and settling them, in SQS batch requests.
+
+Settling follows one order, so that a crash at any point can duplicate a
+task but never lose one:
+
+1. release unstarted messages (visibility 0), so other workers get them now;
+2. send retry copies and dead-letter copies;
+3. delete the originals: succeeded and skipped ones, and failed ones whose
+   copy was sent. A failed message whose copy could not be sent is left
+   alone; it reappears when its visibility timeout ends.
+
+Requests that fail because SQS is unreachable or throttling are retried with
+backoff until the batch's deadline; after that the messages reappear anyway.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Callable, Optional, Sequence
+
+from kale.backoff import Backoff
+from kale.batch import Batch, Outcome, Settlement, visibility_clock_start
+from kale.broker import Broker
+from kale.exceptions import BatchSendError, SQSError
+from kale.queue_config import TaskQueue
+from kale.transport import OutgoingMessage
+
+logger = logging.getLogger(__name__)
+
+Sleep = Callable[[float], None]
+
+
+class Consumer:
+    """Receives batches from, and settles them on, one broker."""
+
+    def __init__(self, broker: Broker, sleep: Sleep = time.sleep,
+                 clock: Callable[[], float] = time.monotonic, max_backoff_sec: float = 30.0):
+        self.broker = broker
+        self.sleep = sleep
+        self.clock = clock
+        self.max_backoff_sec = max_backoff_sec
+
+    # --- fetching -------------------------------------------------------------------
+
+    def fetch(self, queue: TaskQueue, wait_sec: Optional[int] = None) -> Batch:
+        """Receive up to ``batch_size`` messages (long polling) as a Batch."""
+        started = self.clock()
+        messages = self.broker.receive(queue, wait_sec=wait_sec)
+        return Batch(queue, messages, visibility_clock_start(started, self.clock()))
+
+    # --- settling -------------------------------------------------------------------
+
+    def settle(self, batch: Batch) -> None:
+        """Carry out every settlement of the batch; unsettled messages are released."""
+        for received in batch.unsettled():
+            batch.settlements.append(Settlement(received, Outcome.RELEASE, reason='not reached'))
+        by_outcome: dict[Outcome, list[Settlement]] = {outcome: [] for outcome in Outcome}
+        for settlement in batch.settlements:
+            by_outcome[settlement.outcome].append(settlement)
+
+        self._release(batch, by_outcome[Outcome.RELEASE])
+        copied = self._send_copies(batch, by_outcome[Outcome.RETRY], dead_letter=False)
+        copied += self._send_copies(batch, by_outcome[Outcome.DEAD_LETTER], dead_letter=True)
+        self._delete(batch, by_outcome[Outcome.SUCCEEDED] + by_outcome[Outcome.SKIPPED] + copied)
+
+    def _attempt(self, batch: Batch, what: str, request: Callable[[], object]) -> object:
+        """Run one request, retrying outages and throttling until the batch's deadline."""
+        backoff = Backoff(maximum=self.max_backoff_sec)
+        while True:
+            try:
+                return request()
+            except SQSError as exc:
+                if not exc.retryable:
+                    raise
+                delay = backoff.next_delay()
+                if self.clock() + delay >= batch.deadline:
+                    raise
+                logger.warning('%s on queue %s failed, retrying in %.1fs: %s',
+                               what, batch.queue.name, delay, exc)
+                self.sleep(delay)
+
+    def _release(self, batch: Batch, settlements: Sequence[Settlement]) -> None:
+        if not settlements:
+            return
+        handles = [s.received.receipt_handle for s in settlements]
+        try:
+            failed = set(self._attempt(batch, 'release',
+                                       lambda: self.broker.release(batch.queue, handles)))
+        except SQSError as exc:
+            logger.error('could not release %d messages on queue %s (they reappear when their '
+                         'visibility timeout ends): %s', len(handles), batch.queue.name, exc)
+            return
+        for settlement in settlements:
+            settlement.settled = settlement.received.receipt_handle not in failed
+
+    def _send_copies(self, batch: Batch, settlements: Sequence[Settlement],
+                     dead_letter: bool) -> list[Settlement]:
+        """Send retry or dead-letter copies; returns the settlements whose copy was sent."""
+        if not settlements:
+            return []
+        if dead_letter and self.broker.dead_letter_name(batch.queue) is None:
+            for settlement in settlements:
+                logger.error('task %s (%s) dropped: %s (ENABLE_DEAD_LETTER_QUEUE is off)',
+                             settlement.task_id, settlement.task_name, settlement.reason)
+            return list(settlements)
+        copies: list[OutgoingMessage] = []
+        for settlement in settlements:
+            assert settlement.copy is not None, 'a retry or dead letter needs its copy'
+            copies.append(settlement.copy)
+        send = self.broker.send_dead_letters if dead_letter else self.broker.send
+        what = 'dead-letter copy' if dead_letter else 'retry copy'
+        try:
+            self._attempt(batch, what, lambda: send(batch.queue, copies))
+        except BatchSendError as exc:
+            sent = [s for i, s in enumerate(settlements) if i not in exc.failed]
+            logger.error('%d of %d %s sends failed on queue %s; their originals stay queued: %s',
+                         len(exc.failed), len(copies), what, batch.queue.name, exc)
+            return sent
+        except SQSError as exc:
+            logger.error('%s sends failed on queue %s; the originals stay queued: %s',
+                         what, batch.queue.name, exc)
+            return []
+        return list(settlements)
+
+    def _delete(self, batch: Batch, settlements: Sequence[Settlement]) -> None:
+        if not settlements:
+            return
+        handles = [s.received.receipt_handle for s in settlements]
+        try:
+            failed = set(self._attempt(batch, 'delete',
+                                       lambda: self.broker.delete(batch.queue, handles)))
+        except SQSError as exc:
+            logger.error('could not delete %d settled messages on queue %s (they will run '
+                         'again): %s', len(handles), batch.queue.name, exc)
+            return
+        for settlement in settlements:
+            settlement.settled = settlement.received.receipt_handle not in failed

@@ -1,0 +1,224 @@
+"""An in-memory stand-in for SQS, for unit tests and benchmarks.
+
+It keeps the SQS semantics the worker depends on: visibility timeouts,
+receive counts, delays, long polling, at most 10 entries per batch request,
+receipt handles that change on every receive, and redrive to a dead-letter
+queue after ``max_receive_count`` receives. ``latency_sec`` adds a pause to
+every request to model the round trip to a real SQS endpoint; ``requests``
+counts requests by operation.
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import heapq
+import itertools
+import threading
+import time
+import uuid
+from typing import Callable, Optional, Sequence
+
+from kale.exceptions import QueueNotFoundError, SQSError
+from kale.transport import OutgoingMessage, QueueCounts, ReceivedMessage, VisibilityChange
+
+MAX_BATCH_ENTRIES = 10
+
+
+@dataclasses.dataclass
+class _Stored:
+    message_id: str
+    body: str
+    attributes: dict
+    sent_at: float
+    visible_at: float
+    receive_count: int = 0
+    receipt_handle: str = ''
+    version: int = 0
+
+
+class _Queue:
+    def __init__(self, name: str, visibility_timeout_sec: int, dead_letter_queue: Optional[str],
+                 max_receive_count: int):
+        self.name = name
+        self.visibility_timeout_sec = visibility_timeout_sec
+        self.dead_letter_queue = dead_letter_queue
+        self.max_receive_count = max_receive_count
+        self.messages: dict[str, _Stored] = {}
+        self.by_handle: dict[str, str] = {}
+        self.heap: list[tuple[float, int, str, int]] = []
+
+
+class MemoryTransport:
+    """:class:`kale.transport.Transport` in this process's memory (thread-safe)."""
+
+    def __init__(self, latency_sec: float = 0.0, clock: Callable[[], float] = time.monotonic):
+        self.latency_sec = latency_sec
+        self.clock = clock
+        self.requests: collections.Counter[str] = collections.Counter()
+        self._queues: dict[str, _Queue] = {}
+        self._lock = threading.Condition()
+        self._sequence = itertools.count()
+
+    # --- helpers ------------------------------------------------------------
+
+    def _request(self, operation: str) -> None:
+        with self._lock:
+            self.requests[operation] += 1
+        if self.latency_sec:
+            time.sleep(self.latency_sec)
+
+    def _queue(self, name: str) -> _Queue:
+        queue = self._queues.get(name)
+        if queue is None:
+            raise QueueNotFoundError('queue %r does not exist (memory transport)' % name,
+                                     'AWS.SimpleQueueService.NonExistentQueue')
+        return queue
+
+    def _push(self, queue: _Queue, stored: _Stored) -> None:
+        heapq.heappush(queue.heap, (stored.visible_at, next(self._sequence),
+                                    stored.message_id, stored.version))
+
+    def _add(self, queue: _Queue, body: str, attributes: dict, delay_sec: float,
+             receive_count: int = 0) -> str:
+        now = self.clock()
+        stored = _Stored(uuid.uuid4().hex, body, dict(attributes), now, now + delay_sec,
+                         receive_count)
+        queue.messages[stored.message_id] = stored
+        self._push(queue, stored)
+        self._lock.notify_all()
+        return stored.message_id
+
+    # --- queues ---------------------------------------------------------------
+
+    def ensure_queue(self, name: str, visibility_timeout_sec: int,
+                     dead_letter_queue: Optional[str], max_receive_count: int) -> None:
+        self._request('CreateQueue')
+        with self._lock:
+            if dead_letter_queue and dead_letter_queue not in self._queues:
+                self._queues[dead_letter_queue] = _Queue(dead_letter_queue, 30, None, 0)
+            if name not in self._queues:
+                self._queues[name] = _Queue(name, visibility_timeout_sec, dead_letter_queue,
+                                            max_receive_count)
+
+    def queue_exists(self, name: str) -> bool:
+        self._request('GetQueueUrl')
+        with self._lock:
+            return name in self._queues
+
+    def counts(self, queue: str) -> QueueCounts:
+        self._request('GetQueueAttributes')
+        with self._lock:
+            now = self.clock()
+            visible = in_flight = delayed = 0
+            for stored in self._queue(queue).messages.values():
+                if stored.visible_at <= now:
+                    visible += 1
+                elif stored.receipt_handle:
+                    in_flight += 1
+                else:
+                    delayed += 1
+            return QueueCounts(visible, in_flight, delayed)
+
+    def purge(self, queue: str) -> None:
+        self._request('PurgeQueue')
+        with self._lock:
+            target = self._queue(queue)
+            target.messages.clear()
+            target.by_handle.clear()
+            target.heap.clear()
+
+    # --- sending -----------------------------------------------------------------
+
+    def send(self, queue: str, message: OutgoingMessage) -> str:
+        self._request('SendMessage')
+        with self._lock:
+            return self._add(self._queue(queue), message.body, dict(message.attributes),
+                             message.delay_sec)
+
+    def send_batch(self, queue: str, messages: Sequence[OutgoingMessage]) -> list[str]:
+        ids: list[str] = []
+        for start in range(0, len(messages), MAX_BATCH_ENTRIES):
+            self._request('SendMessageBatch')
+            with self._lock:
+                target = self._queue(queue)
+                ids.extend(self._add(target, m.body, dict(m.attributes), m.delay_sec)
+                           for m in messages[start:start + MAX_BATCH_ENTRIES])
+        return ids
+
+    # --- receiving and settling -------------------------------------------------
+
+    def receive(self, queue: str, max_messages: int, wait_sec: int,
+                visibility_timeout_sec: int) -> list[ReceivedMessage]:
+        if not 1 <= max_messages <= MAX_BATCH_ENTRIES:
+            raise SQSError('MaxNumberOfMessages must be 1..10, got %d' % max_messages,
+                           'InvalidParameterValue')
+        self._request('ReceiveMessage')
+        deadline = self.clock() + wait_sec
+        with self._lock:
+            while True:
+                found = self._take(self._queue(queue), max_messages, visibility_timeout_sec)
+                left = deadline - self.clock()
+                if found or left <= 0:
+                    return found
+                self._lock.wait(min(left, 0.05))
+
+    def _take(self, queue: _Queue, max_messages: int, timeout: int) -> list[ReceivedMessage]:
+        now = self.clock()
+        taken: list[ReceivedMessage] = []
+        while queue.heap and len(taken) < max_messages and queue.heap[0][0] <= now:
+            _, _, message_id, version = heapq.heappop(queue.heap)
+            stored = queue.messages.get(message_id)
+            if stored is None or stored.version != version:
+                continue
+            if queue.dead_letter_queue and queue.max_receive_count \
+                    and stored.receive_count >= queue.max_receive_count:
+                del queue.messages[message_id]
+                queue.by_handle.pop(stored.receipt_handle, None)
+                self._add(self._queues[queue.dead_letter_queue], stored.body, stored.attributes,
+                          0, stored.receive_count)
+                continue
+            queue.by_handle.pop(stored.receipt_handle, None)
+            stored.receive_count += 1
+            stored.receipt_handle = uuid.uuid4().hex
+            stored.visible_at = now + timeout
+            stored.version += 1
+            queue.by_handle[stored.receipt_handle] = message_id
+            self._push(queue, stored)
+            taken.append(ReceivedMessage(stored.message_id, stored.receipt_handle, stored.body,
+                                         {k: str(v) for k, v in stored.attributes.items()},
+                                         stored.receive_count, stored.sent_at))
+        return taken
+
+    def _settle(self, operation: str, queue: str, handles: Sequence[str],
+                apply: Callable[[_Queue, _Stored, int], None], timeouts: Sequence[int]) -> list[str]:
+        failed: list[str] = []
+        for start in range(0, len(handles), MAX_BATCH_ENTRIES):
+            self._request(operation)
+            with self._lock:
+                target = self._queue(queue)
+                for index in range(start, min(start + MAX_BATCH_ENTRIES, len(handles))):
+                    message_id = target.by_handle.get(handles[index])
+                    stored = target.messages.get(message_id) if message_id else None
+                    if stored is None:
+                        failed.append(handles[index])
+                        continue
+                    apply(target, stored, timeouts[index])
+                self._lock.notify_all()
+        return failed
+
+    def delete_batch(self, queue: str, receipt_handles: Sequence[str]) -> list[str]:
+        def delete(target: _Queue, stored: _Stored, _: int) -> None:
+            del target.messages[stored.message_id]
+            target.by_handle.pop(stored.receipt_handle, None)
+        return self._settle('DeleteMessageBatch', queue, receipt_handles, delete,
+                            [0] * len(receipt_handles))
+
+    def change_visibility_batch(self, queue: str,
+                                changes: Sequence[VisibilityChange]) -> list[str]:
+        def change(target: _Queue, stored: _Stored, timeout: int) -> None:
+            stored.visible_at = self.clock() + timeout
+            stored.version += 1
+            self._push(target, stored)
+        return self._settle('ChangeMessageVisibilityBatch', queue,
+                            [c.receipt_handle for c in changes], change,
+                            [c.timeout_sec for c in changes])

@@ -1,0 +1,140 @@
+"""Running one received message and deciding its fate.
+
+:class:`TaskRunner` is the seam that decides *how* a task runs: decode and
+verify the body, run the task under its time limit, and turn what happened
+into a :class:`~kale.batch.Settlement` (succeeded, skipped, retry with its
+copy, dead letter with its copy and reason, or release). It sends nothing;
+the consumer settles.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from typing import Any, Callable, Optional, Union
+
+from kale import message as kale_message
+from kale.batch import Outcome, Settlement
+from kale.broker import ATTR_DEAD_LETTER_REASON, ATTR_SOURCE_QUEUE
+from kale.exceptions import DecodeError, KaleError, TimeLimitExceeded, describe
+from kale.message import Message
+from kale.queue_config import TaskQueue
+from kale.task import SKIPPED
+from kale.timeout import BaseTimeout, SignalTimeout
+from kale.transport import OutgoingMessage, ReceivedMessage
+
+logger = logging.getLogger(__name__)
+
+MAX_REASON_CHARS = 256
+
+
+class WorkerInterrupt(BaseException):
+    """Raised inside a running task to stop it now (a second shutdown signal).
+
+    A BaseException, so a task's ``except Exception`` cannot swallow it.
+    """
+
+
+def dead_letter_attributes(received: ReceivedMessage, queue: TaskQueue,
+                           reason: str) -> dict[str, Any]:
+    attributes: dict[str, Any] = dict(received.attributes)
+    attributes[ATTR_DEAD_LETTER_REASON] = reason[:MAX_REASON_CHARS]
+    attributes[ATTR_SOURCE_QUEUE] = queue.name
+    return attributes
+
+
+def verbatim_dead_letter(received: ReceivedMessage, queue: TaskQueue, reason: str,
+                         message: Optional[Message] = None,
+                         exception: Optional[BaseException] = None) -> Settlement:
+    """Dead-letter the body exactly as received (it could not be decoded or re-encoded)."""
+    copy = OutgoingMessage(received.body, dead_letter_attributes(received, queue, reason))
+    return Settlement(received, Outcome.DEAD_LETTER, message=message, copy=copy, reason=reason,
+                      exception=exception)
+
+
+class TaskRunner:
+    """Decodes and runs received messages, one at a time, in this process."""
+
+    def __init__(self, timeout_class: type[BaseTimeout] = SignalTimeout,
+                 clock: Callable[[], float] = time.monotonic):
+        self.timeout_class = timeout_class
+        self.clock = clock
+
+    def decode(self, queue: TaskQueue,
+               received: ReceivedMessage) -> Union[tuple[Message, type], Settlement]:
+        """The verified message and its task class, or a dead-letter settlement."""
+        try:
+            message = kale_message.decode(received.body)
+            return message, kale_message.resolve_task(message.task_name)
+        except DecodeError as exc:
+            logger.error('message %s on queue %s cannot be handled: %s', received.message_id,
+                         queue.name, exc)
+            return verbatim_dead_letter(received, queue, str(exc))
+
+    def run(self, queue: TaskQueue, received: ReceivedMessage, message: Message,
+            task_class: type) -> Settlement:
+        """Run the task under its time limit and decide what settling does."""
+        started = self.clock()
+        timer: Optional[BaseTimeout] = None
+        task: Any = None
+        try:
+            task = task_class(message)
+            timer = self.timeout_class(task_class.time_limit)
+            with timer:
+                result = task.run(*message.args, **dict(message.kwargs))
+        except WorkerInterrupt:
+            return Settlement(received, Outcome.RELEASE, message=message,
+                              reason='stopped by shutdown', duration_sec=self.clock() - started)
+        except BaseException as exc:  # a task's failure, whatever it raised
+            if timer is not None and timer.fired and not isinstance(exc, TimeLimitExceeded):
+                exc = TimeLimitExceeded(timer.seconds)
+            return self.failed(queue, received, message, task_class, task, exc,
+                               self.clock() - started)
+        duration = self.clock() - started
+        if result is SKIPPED:
+            return Settlement(received, Outcome.SKIPPED, message=message, task=task,
+                              reason='should_run_task declined', duration_sec=duration)
+        target = task_class.target_runtime
+        if target and duration > target:
+            logger.warning('task %s (%s) ran %.3fs, over its target_runtime of %gs',
+                           message.task_id, message.task_name, duration, target)
+            _call_task_hook(task.on_target_runtime_exceeded, duration)
+        return Settlement(received, Outcome.SUCCEEDED, message=message, task=task,
+                          duration_sec=duration)
+
+    def failed(self, queue: TaskQueue, received: ReceivedMessage, message: Message,
+               task_class: Any, task: Any, exc: BaseException, duration: float) -> Settlement:
+        """A retry (with its delayed copy) or, when the task may not retry, a dead letter."""
+        try:
+            permanent = task_class.permanent_failure_reason(message, exc)
+            delay = 0 if permanent else int(task_class.retry_delay_sec(message.retry_num))
+        except Exception as policy_error:
+            logger.exception('retry policy of %s failed; dead-lettering task %s',
+                             message.task_name, message.task_id)
+            permanent, delay = 'retry policy failed: %s' % describe(policy_error), 0
+        reason = '%s: %s' % (permanent, describe(exc)) if permanent else describe(exc)
+        try:
+            if permanent:
+                final = dataclasses.replace(message, failure_num=message.failure_num + 1)
+                copy = kale_message.to_outgoing(
+                    final, 0, {ATTR_DEAD_LETTER_REASON: reason[:MAX_REASON_CHARS],
+                               ATTR_SOURCE_QUEUE: queue.name})
+                outcome = Outcome.DEAD_LETTER
+            else:
+                copy = kale_message.to_outgoing(message.next_attempt(failed=True), delay)
+                outcome = Outcome.RETRY
+        except KaleError as encode_error:
+            settlement = verbatim_dead_letter(
+                received, queue, '%s; copy could not be encoded: %s' % (reason, encode_error),
+                message, exc)
+            settlement.task, settlement.duration_sec = task, duration
+            return settlement
+        return Settlement(received, outcome, message=message, copy=copy, reason=reason, task=task,
+                          exception=exc, duration_sec=duration)
+
+
+def _call_task_hook(hook: Callable[..., Any], *args: Any) -> None:
+    try:
+        hook(*args)
+    except Exception:
+        logger.exception('task hook %s failed', getattr(hook, '__qualname__', hook))

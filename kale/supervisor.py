@@ -1,0 +1,126 @@
+"""``kale worker --concurrency N``: N worker processes under one small supervisor.
+
+The supervisor starts N ``kale worker`` processes, restarts one that exits
+abnormally (memory limit, crash, ``kill -9``), forwards SIGTERM and SIGINT
+to all of them, and exits once all have exited. A worker that exits 0 (its
+burst is done, or it was told to stop) is not restarted. A worker that keeps
+dying right after it starts is restarted with growing pauses.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import signal
+import subprocess
+import time
+from types import FrameType
+from typing import Any, Optional, Sequence
+
+from kale.backoff import Backoff
+from kale.worker import SUPERVISOR_PID_VARIABLE
+
+logger = logging.getLogger(__name__)
+
+#: A worker that exits abnormally sooner than this after starting is
+#: restarted only after a pause that doubles with each quick failure.
+QUICK_FAILURE_SEC = 5.0
+
+
+@dataclasses.dataclass
+class Child:
+    slot: int
+    process: subprocess.Popen
+    started: float
+    restarts: int = 0
+
+
+class Supervisor:
+    """Keeps ``processes`` copies of ``command`` running."""
+
+    def __init__(self, command: Sequence[str], processes: int, env: Optional[dict] = None):
+        self.command = list(command)
+        self.processes = processes
+        self.env = dict(env if env is not None else os.environ)
+        self.env[SUPERVISOR_PID_VARIABLE] = str(os.getpid())
+        self.children: dict[int, Child] = {}
+        self.exit_codes: dict[int, int] = {}
+        self.restarts = 0
+        self._stopping = False
+        self._backoffs = {slot: Backoff(initial=1.0, maximum=30.0) for slot in range(processes)}
+        self._restart_at: dict[int, float] = {}
+
+    def _start(self, slot: int, restarts: int = 0) -> None:
+        # A session of its own: Ctrl-C in a terminal reaches only the supervisor,
+        # which forwards exactly one signal to each worker.
+        process = subprocess.Popen(self.command, env=self.env, start_new_session=True)
+        self.children[slot] = Child(slot, process, time.monotonic(), restarts)
+        logger.info('supervisor: started worker %d (pid %d)', slot, process.pid)
+
+    def _forward(self, signum: int, frame: Optional[FrameType]) -> None:
+        self._stopping = True
+        for child in self.children.values():
+            if child.process.poll() is None:
+                try:
+                    child.process.send_signal(signum)
+                except ProcessLookupError:
+                    pass
+
+    def run(self) -> int:
+        """Supervise until every worker has exited; 0 when all exited cleanly."""
+        previous = {signum: signal.signal(signum, self._forward)
+                    for signum in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            for slot in range(self.processes):
+                self._start(slot)
+            while self.children or self._restart_at:
+                self._reap()
+                self._restart_due()
+                time.sleep(0.1)
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+        failed = [code for code in self.exit_codes.values() if code != 0]
+        logger.info('supervisor: all workers exited (%d restarts)', self.restarts)
+        return 0 if not failed or self._stopping else failed[0]
+
+    def _reap(self) -> None:
+        for slot, child in list(self.children.items()):
+            code = child.process.poll()
+            if code is None:
+                continue
+            del self.children[slot]
+            self.exit_codes[slot] = code
+            if code == 0 or self._stopping:
+                logger.info('supervisor: worker %d (pid %d) exited with %d', slot,
+                            child.process.pid, code)
+                continue
+            lived = time.monotonic() - child.started
+            delay = self._backoffs[slot].next_delay() if lived < QUICK_FAILURE_SEC else 0.0
+            if lived >= QUICK_FAILURE_SEC:
+                self._backoffs[slot].reset()
+            logger.warning('supervisor: worker %d (pid %d) exited with %d after %.1fs; '
+                           'restarting in %.1fs', slot, child.process.pid, code, lived, delay)
+            self._restart_at[slot] = time.monotonic() + delay
+
+    def _restart_due(self) -> None:
+        for slot, when in list(self._restart_at.items()):
+            if self._stopping:
+                del self._restart_at[slot]
+            elif time.monotonic() >= when:
+                del self._restart_at[slot]
+                self.restarts += 1
+                self._start(slot)
+
+
+def worker_command(args: Any) -> list[str]:
+    """The ``kale worker`` command line for one supervised worker."""
+    import sys
+    command = [sys.executable, '-m', 'kale', 'worker', '--log-level', args.log_level]
+    if args.settings:
+        command += ['--settings', args.settings]
+    if args.queues:
+        command += ['--queues', ','.join(args.queues)]
+    if args.burst:
+        command.append('--burst')
+    return command

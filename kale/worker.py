@@ -1,0 +1,357 @@
+"""The worker: select a queue, fetch batches, run tasks, settle, check limits.
+
+    from kale import worker
+    worker.Worker().run()
+
+One worker process runs the loop of :meth:`Worker.work_once` until it is
+told to stop. Each step is a method of its own:
+
+- :meth:`select_queue` asks the ``QUEUE_SELECTOR`` which queue to serve;
+- :meth:`fetch` receives a batch (up to ``num_iterations`` batches in a
+  row, stopping at an empty one);
+- :meth:`run_batch` runs its tasks one by one within the batch's budget;
+- :meth:`settle` releases, copies and deletes in batch requests;
+- :meth:`check_limits` stops the worker when it uses too much memory.
+
+Exit codes: ``EXIT_OK`` (0) after a shutdown signal or a finished burst,
+``EXIT_ERROR`` (1) for a configuration error, ``EXIT_MEMORY_LIMIT`` (3) when
+resident memory passed ``DIE_ON_RESIDENT_SET_SIZE_MB``.
+"""
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import signal
+import time
+from types import FrameType
+from typing import Any, Iterable, Optional, Sequence
+
+from kale.backoff import Backoff
+from kale.batch import Batch, Outcome, Settlement
+from kale.broker import Broker, get_broker
+from kale.conf import import_string, resolve_callable, settings
+from kale.consumer import Consumer
+from kale.exceptions import ImproperlyConfigured, KaleError, SQSError
+from kale.hooks import HookDispatcher, WorkerHooks
+from kale.queue_config import TaskQueue
+from kale.queue_selector import QueueInfo, SelectQueueBase
+from kale.runner import TaskRunner, WorkerInterrupt
+from kale.timeout import BaseTimeout, SignalTimeout
+
+logger = logging.getLogger(__name__)
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_MEMORY_LIMIT = 3
+
+#: Pause after an empty short poll, so that queues with long_poll_time_sec 0
+#: are not polled in a tight loop.
+IDLE_PAUSE_SEC = 0.25
+
+#: A second shutdown signal stops the running task only when it comes at
+#: least this long after the first: one stop request delivered twice at once
+#: (to the process group and by a supervisor) is still a graceful stop.
+SECOND_SIGNAL_MIN_GAP_SEC = 0.5
+
+#: Set by ``kale worker --concurrency``: a worker whose supervisor is gone
+#: stops gracefully instead of running on unsupervised.
+SUPERVISOR_PID_VARIABLE = 'KALE_SUPERVISOR_PID'
+
+
+def resident_set_size_mb() -> float:
+    """This process's resident memory in MB."""
+    try:
+        with open('/proc/self/statm') as f:
+            return int(f.read().split()[1]) * os.sysconf('SC_PAGE_SIZE') / (1024.0 * 1024.0)
+    except OSError:
+        import resource
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return peak / (1024.0 * 1024.0) if os.uname().sysname == 'Darwin' else peak / 1024.0
+
+
+def _load_hooks(hooks: Iterable[Any]) -> list[WorkerHooks]:
+    loaded = []
+    for hook in hooks:
+        if isinstance(hook, str):
+            hook = import_string(hook, 'WORKER_HOOKS entry')
+        if isinstance(hook, type):
+            hook = hook()
+        if not isinstance(hook, WorkerHooks):
+            raise ImproperlyConfigured('worker hook %r is not a kale.hooks.WorkerHooks' % (hook,))
+        loaded.append(hook)
+    return loaded
+
+
+class Worker:
+    """Runs tasks from the configured queues until stopped."""
+
+    #: How a run is held to its time limit (swap for another BaseTimeout).
+    timeout_class: type[BaseTimeout] = SignalTimeout
+
+    def __init__(self, queue_names: Optional[Sequence[str]] = None, burst: bool = False,
+                 broker: Optional[Broker] = None, hooks: Sequence[Any] = (),
+                 selector_class: Any = None):
+        settings.load()
+        self.broker = broker or get_broker()
+        self.queues = self._choose_queues(queue_names)
+        self.burst = burst
+        self.name = 'worker %d' % os.getpid()
+        self.hooks = HookDispatcher(_load_hooks(list(settings.WORKER_HOOKS or ()) + list(hooks)))
+        self.queue_info = QueueInfo(self.queues, self._has_messages)
+        selector_class = selector_class or settings.QUEUE_SELECTOR
+        if isinstance(selector_class, str):
+            selector_class = import_string(selector_class, 'QUEUE_SELECTOR')
+        if not (isinstance(selector_class, type) and issubclass(selector_class, SelectQueueBase)):
+            raise ImproperlyConfigured('QUEUE_SELECTOR must name a kale.queue_selector.'
+                                       'SelectQueueBase subclass, got %r' % (selector_class,))
+        self.selector = selector_class(self.queue_info)
+        timeout_class = settings.TASK_TIMEOUT_CLASS or self.timeout_class
+        if isinstance(timeout_class, str):
+            timeout_class = import_string(timeout_class, 'TASK_TIMEOUT_CLASS')
+        self.runner = TaskRunner(timeout_class)
+        self.consumer = Consumer(self.broker, sleep=self._sleep,
+                                 max_backoff_sec=settings.SQS_ERROR_MAX_BACKOFF_SEC)
+        self.backoff = Backoff(maximum=settings.SQS_ERROR_MAX_BACKOFF_SEC)
+        self.memory_limit_mb = float(settings.DIE_ON_RESIDENT_SET_SIZE_MB or 0)
+        self.stats: collections.Counter[str] = collections.Counter()
+        self.exit_code = EXIT_OK
+        self._stopping = False
+        self._signals = 0
+        self._first_signal_at = 0.0
+        supervisor = os.environ.get(SUPERVISOR_PID_VARIABLE, '')
+        self._supervisor_pid = int(supervisor) if supervisor.isdigit() else None
+        self._in_task = False
+        self._interruptible = False
+
+    def _choose_queues(self, names: Optional[Sequence[str]]) -> list[TaskQueue]:
+        config = self.broker.queues
+        if not names:
+            return list(config.values())
+        return [config.get_queue(name, who='--queues') for name in names]
+
+    # --- the loop ---------------------------------------------------------
+
+    def run(self) -> int:
+        """Work until a signal, a finished burst or the memory limit; returns the exit code."""
+        previous = self._install_signal_handlers()
+        try:
+            self.startup()
+            try:
+                while not self._stopping:
+                    if not self.work_once():
+                        break
+            finally:
+                self.shutdown()
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+        return self.exit_code
+
+    def work_once(self) -> bool:
+        """One selection and its batches; False once a burst has nothing left to do."""
+        queue = self.select_queue()
+        if queue is None:
+            return True
+        for _ in range(queue.num_iterations):
+            batch = self.fetch(queue)
+            if batch is None:
+                return True
+            if not batch.messages:
+                if self.burst and self.drained():
+                    logger.info('%s: every queue is drained, burst finished', self.name)
+                    return False
+                return True
+            self.run_batch(batch)
+            self.settle(batch)
+            if self.check_limits() or self._stopping:
+                return True
+        return True
+
+    # --- steps --------------------------------------------------------------
+
+    def select_queue(self) -> Optional[TaskQueue]:
+        """The queue to serve next, or None after an SQS error (already backed off)."""
+        try:
+            queue = self.selector.select()
+        except SQSError as exc:
+            self._back_off('selecting a queue', exc)
+            return None
+        except Exception:
+            logger.exception('%s: queue selector failed; drawing at random', self.name)
+            queue = self.queues[int(time.monotonic() * 1000) % len(self.queues)]
+        return queue
+
+    def fetch(self, queue: TaskQueue) -> Optional[Batch]:
+        """Receive one batch; None after an SQS error (already backed off) or a stop."""
+        started = time.monotonic()
+        self._interruptible = True
+        try:
+            batch = self.consumer.fetch(queue)
+        except WorkerInterrupt:
+            return None
+        except SQSError as exc:
+            self._back_off('receiving from queue %s' % queue.name, exc)
+            return None
+        finally:
+            self._interruptible = False
+        self.backoff.reset()
+        if not batch.messages and time.monotonic() - started < IDLE_PAUSE_SEC:
+            self._sleep(IDLE_PAUSE_SEC)
+        return batch
+
+    def run_batch(self, batch: Batch) -> None:
+        """Run the batch's tasks one by one while they fit its budget."""
+        self.hooks('before_batch', batch.queue, batch)
+        try:
+            for received in batch.messages:
+                if self._stopping:
+                    break
+                decoded = self.runner.decode(batch.queue, received)
+                if isinstance(decoded, Settlement):
+                    batch.settlements.append(decoded)
+                    continue
+                message, task_class = decoded
+                left = batch.time_left(time.monotonic())
+                if not batch.fits(task_class.time_limit, time.monotonic()):
+                    batch.settlements.append(Settlement(
+                        received, Outcome.RELEASE, message=message,
+                        reason='time_limit %gs does not fit the %.1fs left in the batch'
+                               % (task_class.time_limit, left)))
+                    continue
+                self._in_task = True
+                try:
+                    settlement = self.runner.run(batch.queue, received, message, task_class)
+                finally:
+                    self._in_task = False
+                batch.settlements.append(settlement)
+                if self.over_memory_limit():
+                    break
+        except WorkerInterrupt:
+            self._stopping = True
+
+    def settle(self, batch: Batch) -> None:
+        """Release, copy and delete; then log and report each outcome."""
+        self.consumer.settle(batch)
+        for settlement in batch.settlements:
+            self._report(batch.queue, settlement)
+        self.hooks('after_batch', batch.queue, batch)
+
+    def check_limits(self) -> bool:
+        """Stop (with EXIT_MEMORY_LIMIT) once resident memory passed the limit,
+        or gracefully once the supervisor that started this worker is gone."""
+        if self._supervisor_pid is not None and os.getppid() != self._supervisor_pid:
+            logger.error('%s: supervisor %d is gone; stopping', self.name, self._supervisor_pid)
+            self._stopping = True
+            return True
+        if self.over_memory_limit():
+            logger.error('%s: resident memory %.0f MB is over DIE_ON_RESIDENT_SET_SIZE_MB=%g; '
+                         'exiting with code %d', self.name, resident_set_size_mb(),
+                         self.memory_limit_mb, EXIT_MEMORY_LIMIT)
+            self.exit_code = EXIT_MEMORY_LIMIT
+            self._stopping = True
+            return True
+        return False
+
+    def over_memory_limit(self) -> bool:
+        return bool(self.memory_limit_mb) and resident_set_size_mb() > self.memory_limit_mb
+
+    def drained(self) -> bool:
+        """Nothing visible, in flight or delayed on any of this worker's queues."""
+        try:
+            return all(self.broker.counts(queue).total == 0 for queue in self.queues)
+        except SQSError as exc:
+            self._back_off('counting messages', exc)
+            return False
+
+    # --- start and stop -------------------------------------------------------------
+
+    def startup(self) -> None:
+        logger.info('%s: serving queues %s', self.name, ', '.join(q.name for q in self.queues))
+        hook = resolve_callable(settings.ON_WORKER_STARTUP, 'ON_WORKER_STARTUP')
+        if hook is not None:
+            try:
+                hook()
+            except Exception as exc:
+                raise KaleError('ON_WORKER_STARTUP failed: %s: %s' % (type(exc).__name__, exc)) from exc
+        self.hooks('on_worker_startup', self)
+
+    def shutdown(self) -> None:
+        self.hooks('on_worker_shutdown', self)
+        try:
+            hook = resolve_callable(settings.ON_WORKER_SHUTDOWN, 'ON_WORKER_SHUTDOWN')
+            if hook is not None:
+                hook()
+        except Exception:
+            logger.exception('%s: ON_WORKER_SHUTDOWN failed', self.name)
+        summary = ', '.join('%d %s' % (n, outcome) for outcome, n in sorted(self.stats.items()))
+        logger.info('%s: stopped (%s)', self.name, summary or 'no tasks')
+
+    def stop(self) -> None:
+        """Ask the worker to stop after the running task (what SIGTERM does)."""
+        self._stopping = True
+
+    def _install_signal_handlers(self) -> dict[int, Any]:
+        return {signum: signal.signal(signum, self._on_signal)
+                for signum in (signal.SIGTERM, signal.SIGINT)}
+
+    def _on_signal(self, signum: int, frame: Optional[FrameType]) -> None:
+        name = signal.Signals(signum).name
+        now = time.monotonic()
+        if self._signals and now - self._first_signal_at < SECOND_SIGNAL_MIN_GAP_SEC:
+            return
+        self._signals += 1
+        self._stopping = True
+        if self._signals == 1:
+            self._first_signal_at = now
+            logger.info('%s: %s received; finishing the running task, then stopping '
+                        '(send it again to stop at once)', self.name, name)
+            if self._interruptible:
+                raise WorkerInterrupt()
+        else:
+            logger.info('%s: second %s received; stopping the running task', self.name, name)
+            if self._in_task or self._interruptible:
+                raise WorkerInterrupt()
+
+    # --- helpers ------------------------------------------------------------
+
+    def _sleep(self, seconds: float) -> None:
+        """Sleep, waking early when the worker is told to stop."""
+        end = time.monotonic() + seconds
+        while not self._stopping:
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            time.sleep(min(left, 0.1))
+
+    def _back_off(self, what: str, exc: SQSError) -> None:
+        delay = self.backoff.next_delay()
+        log = logger.warning if exc.retryable else logger.error
+        log('%s: %s failed, retrying in %.1fs: %s', self.name, what, delay, exc)
+        self._sleep(delay)
+
+    def _has_messages(self, queue: TaskQueue) -> bool:
+        return self.broker.counts(queue).visible > 0
+
+    def _report(self, queue: TaskQueue, s: Settlement) -> None:
+        """One log line per outcome, then the matching hooks."""
+        self.stats[s.outcome.value] += 1
+        where = 'task %s (%s) on %s' % (s.task_id, s.task_name, queue.name)
+        if s.outcome in (Outcome.SUCCEEDED, Outcome.SKIPPED):
+            logger.info('%s %s in %.3fs', where, s.outcome.value, s.duration_sec)
+            self.hooks('on_task_succeeded', s)
+        elif s.outcome is Outcome.RETRY:
+            logger.warning('%s failed in %.3fs, retrying in %ds: %s', where, s.duration_sec,
+                           s.copy.delay_sec if s.copy else 0, s.reason)
+            self.hooks('on_task_failed', s)
+        elif s.outcome is Outcome.DEAD_LETTER:
+            logger.error('%s failed permanently, dead-lettered: %s', where, s.reason)
+            self.hooks('on_task_permanently_failed', s)
+            if s.settled and s.task is not None:
+                try:
+                    s.task.on_permanent_failure(s.exception, s.reason)
+                except Exception:
+                    logger.exception('%s: on_permanent_failure hook failed', where)
+        else:
+            logger.info('%s released: %s', where, s.reason)
+            self.hooks('on_task_deferred', s)

@@ -1,0 +1,133 @@
+"""Settling: copies are sent before originals are deleted; nothing is lost."""
+import time
+
+import pytest
+
+from kale.batch import Batch, Outcome, Settlement
+from kale.consumer import Consumer
+from kale.exceptions import BatchSendError, EndpointUnreachableError, SQSError
+from kale.queue_config import get_queue_config
+from kale.transport import OutgoingMessage
+from tests import tasks
+
+
+class RecordingBroker:
+    """Wraps a broker, recording each call and optionally failing some."""
+
+    def __init__(self, broker, failures=None):
+        self.broker = broker
+        self.calls = []
+        self.failures = dict(failures or {})
+
+    def __getattr__(self, name):
+        return getattr(self.broker, name)
+
+    def _call(self, name, *args):
+        self.calls.append(name)
+        failure = self.failures.get(name)
+        if failure:
+            if isinstance(failure, list):
+                error = failure.pop(0)
+                if not failure:
+                    del self.failures[name]
+            else:
+                error = failure
+            raise error
+        return getattr(self.broker, name)(*args)
+
+    def send(self, *args):
+        return self._call('send', *args)
+
+    def send_dead_letters(self, *args):
+        return self._call('send_dead_letters', *args)
+
+    def delete(self, *args):
+        return self._call('delete', *args)
+
+    def release(self, *args):
+        return self._call('release', *args)
+
+
+def fetched_batch(memory_broker, count):
+    queue = get_queue_config()['default']
+    tasks.AddTask.publish_batch(None, [((i, i), {}) for i in range(count)])
+    return Batch(queue, memory_broker.receive(queue), time.monotonic())
+
+
+def copy_of(received):
+    return OutgoingMessage(received.body + '-copy', {}, 0)
+
+
+def test_settle_releases_then_copies_then_deletes(memory_broker):
+    batch = fetched_batch(memory_broker, 4)
+    ok, retry, dead, unstarted = batch.messages
+    batch.settlements = [Settlement(ok, Outcome.SUCCEEDED),
+                         Settlement(retry, Outcome.RETRY, copy=copy_of(retry)),
+                         Settlement(dead, Outcome.DEAD_LETTER, copy=copy_of(dead), reason='x')]
+    recording = RecordingBroker(memory_broker)
+    Consumer(recording).settle(batch)
+    assert recording.calls == ['release', 'send', 'send_dead_letters', 'delete']
+    assert [s.outcome for s in batch.settlements][-1] is Outcome.RELEASE
+    assert all(s.settled for s in batch.settlements)
+    queue = batch.queue
+    bodies = {m.body for m in memory_broker.receive(queue)}
+    assert bodies == {unstarted.body, retry.body + '-copy'}
+    dlq = memory_broker.transport.receive(memory_broker.dead_letter_name(queue), 10, 0, 30)
+    assert [m.body for m in dlq] == [dead.body + '-copy']
+
+
+def test_a_failed_copy_leaves_its_original_queued(memory_broker):
+    batch = fetched_batch(memory_broker, 2)
+    first, second = batch.messages
+    batch.settlements = [Settlement(first, Outcome.RETRY, copy=copy_of(first)),
+                         Settlement(second, Outcome.RETRY, copy=copy_of(second))]
+    partial = BatchSendError('one failed', {1: ('InternalError', 'x')}, ['id0', None])
+    recording = RecordingBroker(memory_broker, {'send': partial})
+    Consumer(recording).settle(batch)
+    assert batch.settlements[0].settled and not batch.settlements[1].settled
+    counts = memory_broker.counts(batch.queue)
+    assert counts.in_flight == 1      # second's original: reappears after its timeout
+
+
+def test_a_copy_send_that_fails_outright_deletes_nothing(memory_broker):
+    batch = fetched_batch(memory_broker, 1)
+    [only] = batch.messages
+    batch.settlements = [Settlement(only, Outcome.DEAD_LETTER, copy=copy_of(only))]
+    recording = RecordingBroker(memory_broker, {'send_dead_letters': SQSError('denied', 'AccessDenied')})
+    Consumer(recording).settle(batch)
+    assert 'delete' not in recording.calls
+    assert memory_broker.counts(batch.queue).in_flight == 1
+
+
+def test_outages_are_retried_with_backoff_until_they_pass(memory_broker):
+    batch = fetched_batch(memory_broker, 1)
+    [only] = batch.messages
+    batch.settlements = [Settlement(only, Outcome.SUCCEEDED)]
+    outage = [EndpointUnreachableError('down'), EndpointUnreachableError('down')]
+    recording = RecordingBroker(memory_broker, {'delete': outage})
+    pauses = []
+    Consumer(recording, sleep=pauses.append).settle(batch)
+    assert recording.calls == ['delete', 'delete', 'delete']
+    assert len(pauses) == 2 and pauses[1] > pauses[0]
+    assert memory_broker.counts(batch.queue).total == 0
+
+
+def test_outages_are_not_retried_past_the_batch_deadline(memory_broker):
+    batch = fetched_batch(memory_broker, 1)
+    batch.received_at -= batch.queue.visibility_timeout_sec     # already expired
+    batch.settlements = [Settlement(batch.messages[0], Outcome.SUCCEEDED)]
+    recording = RecordingBroker(memory_broker, {'delete': EndpointUnreachableError('down')})
+    Consumer(recording, sleep=lambda s: None).settle(batch)
+    assert recording.calls == ['delete']
+    assert not batch.settlements[0].settled
+
+
+def test_without_dead_letter_queues_permanent_failures_are_deleted(memory_broker):
+    memory_broker.dead_letters = False
+    batch = fetched_batch(memory_broker, 1)
+    [only] = batch.messages
+    batch.settlements = [Settlement(only, Outcome.DEAD_LETTER, copy=copy_of(only), reason='x')]
+    recording = RecordingBroker(memory_broker)
+    Consumer(recording).settle(batch)
+    assert recording.calls == ['delete']
+    assert memory_broker.counts(batch.queue).total == 0

@@ -1,0 +1,52 @@
+"""SignalTimeout: sub-second limits, enforced even on tasks that swallow them."""
+import time
+
+import pytest
+
+from kale.exceptions import TimeLimitExceeded
+from kale.timeout import NoTimeout, SignalTimeout
+
+
+def test_a_run_past_its_limit_is_stopped_near_the_limit():
+    started = time.monotonic()
+    with pytest.raises(TimeLimitExceeded, match='time limit of 0.3s exceeded'):
+        with SignalTimeout(0.3):
+            time.sleep(5)
+    assert 0.3 <= time.monotonic() - started < 0.45
+
+
+def test_a_run_within_its_limit_is_untouched_and_the_alarm_is_cleared():
+    with SignalTimeout(0.2) as timer:
+        time.sleep(0.05)
+    time.sleep(0.3)          # an alarm left armed would fire here
+    assert not timer.fired
+
+
+def test_a_task_that_swallows_the_interrupt_is_interrupted_again_and_still_times_out():
+    started = time.monotonic()
+    swallowed = 0
+    with pytest.raises(TimeLimitExceeded):
+        with SignalTimeout(0.2):
+            while time.monotonic() - started < 3:
+                try:
+                    time.sleep(0.05)
+                except TimeLimitExceeded:
+                    swallowed += 1
+                    if swallowed == 2:
+                        break
+    assert swallowed == 2
+    assert time.monotonic() - started < 1.0
+
+
+def test_a_busy_loop_is_interrupted_too():
+    started = time.monotonic()
+    with pytest.raises(TimeLimitExceeded):
+        with SignalTimeout(0.2):
+            while True:
+                sum(range(1000))
+    assert time.monotonic() - started < 0.5
+
+
+def test_no_timeout_enforces_nothing():
+    with NoTimeout(0.01):
+        time.sleep(0.05)

@@ -1,0 +1,176 @@
+"""The worker loop, in-process over the in-memory transport (signals and real
+processes are covered by test_worker_e2e.py)."""
+import pytest
+
+from kale import worker as kale_worker
+from kale.conf import settings
+from kale.exceptions import EndpointUnreachableError, UnknownQueueError
+from kale.hooks import WorkerHooks
+from kale.transport import OutgoingMessage
+from tests import tasks
+
+
+@pytest.fixture
+def record_file(tmp_path, monkeypatch):
+    path = str(tmp_path / 'record')
+    monkeypatch.setenv('KALE_TEST_RECORD', path)
+    return path
+
+
+def events(path, event):
+    return [r[1] for r in tasks.read_records(path) if r[0] == event]
+
+
+class RecordingHooks(WorkerHooks):
+    def __init__(self):
+        self.calls = []
+
+    def on_worker_startup(self, worker):
+        self.calls.append('startup')
+
+    def on_worker_shutdown(self, worker):
+        self.calls.append('shutdown')
+
+    def before_batch(self, queue, batch):
+        self.calls.append('before_batch')
+
+    def after_batch(self, queue, batch):
+        self.calls.append('after_batch')
+
+    def on_task_succeeded(self, settlement):
+        self.calls.append('succeeded')
+
+    def on_task_failed(self, settlement):
+        self.calls.append('failed')
+
+    def on_task_deferred(self, settlement):
+        self.calls.append('deferred')
+
+    def on_task_permanently_failed(self, settlement):
+        self.calls.append('permanently_failed')
+
+
+class BrokenHooks(WorkerHooks):
+    def on_task_succeeded(self, settlement):
+        raise RuntimeError('metrics are down')
+
+
+def run_worker(broker, queues=('default',), **kwargs):
+    worker = kale_worker.Worker(queue_names=list(queues), burst=True, broker=broker, **kwargs)
+    return worker, worker.run()
+
+
+def test_burst_runs_every_task_then_exits_0(memory_broker, record_file):
+    ids = tasks.RecordTask.publish_batch(None, [((i,), {}) for i in range(25)])
+    high = tasks.HighRecordTask.publish(None, 'h')
+    worker, code = run_worker(memory_broker, queues=('default', 'high'))
+    assert code == kale_worker.EXIT_OK
+    assert sorted(events(record_file, 'ran')) == sorted(ids + [high])
+    assert worker.stats['succeeded'] == 26
+
+
+def test_failures_are_retried_then_dead_lettered_once_with_the_hook(memory_broker, record_file):
+    with settings.override(RETRY_DELAY_MULTIPLE_SEC=0):
+        task_id = tasks.SleepTask.publish(None, 5)
+        worker, code = run_worker(memory_broker)
+    assert code == 0
+    assert events(record_file, 'start') == [task_id] * (tasks.SleepTask.max_retries + 1)
+    assert events(record_file, 'permanent') == [task_id]
+    queue = memory_broker.queues['default']
+    dead = memory_broker.transport.receive(memory_broker.dead_letter_name(queue), 10, 0, 30)
+    assert len(dead) == 1
+    assert dead[0].attributes['kale_dead_letter_reason'].startswith('retries_exhausted: '
+                                                                     'TimeLimitExceeded')
+
+
+def test_a_transient_failure_succeeds_on_retry(memory_broker, record_file):
+    with settings.override(RETRY_DELAY_MULTIPLE_SEC=0):
+        task_id = tasks.FlakyOnceTask.publish(None)
+        worker, _ = run_worker(memory_broker)
+    assert events(record_file, 'failed') == [task_id]
+    assert events(record_file, 'ran') == [task_id]
+    assert worker.stats == {'retry': 1, 'succeeded': 1}
+
+
+def test_undecodable_messages_are_dead_lettered_and_the_worker_carries_on(memory_broker,
+                                                                          record_file):
+    queue = memory_broker.queues['default']
+    memory_broker.send(queue, [OutgoingMessage('garbage'), OutgoingMessage('kale1:p-:x:y')])
+    task_id = tasks.RecordTask.publish(None)
+    worker, code = run_worker(memory_broker)
+    assert code == 0
+    assert events(record_file, 'ran') == [task_id]
+    dead = memory_broker.transport.receive(memory_broker.dead_letter_name(queue), 10, 0, 30)
+    assert sorted(m.attributes['kale_dead_letter_reason'].split(':')[0] for m in dead) == \
+        ['bad_signature', 'not_kale_message']
+
+
+def test_hooks_are_called_and_a_failing_hook_does_not_stop_work(memory_broker, record_file):
+    hooks = RecordingHooks()
+    with settings.override(RETRY_DELAY_MULTIPLE_SEC=0):
+        tasks.RecordTask.publish(None)
+        tasks.NonRetriableTask.publish(None)
+        tasks.FlakyOnceTask.publish(None)
+        run_worker(memory_broker, hooks=[BrokenHooks(), hooks])
+    assert hooks.calls[0] == 'startup' and hooks.calls[-1] == 'shutdown'
+    assert hooks.calls.count('succeeded') == 2
+    assert hooks.calls.count('failed') == 1
+    assert hooks.calls.count('permanently_failed') == 1
+    assert hooks.calls.count('before_batch') == hooks.calls.count('after_batch') >= 2
+
+
+def test_worker_startup_and_shutdown_settings_are_called(memory_broker):
+    calls = []
+    with settings.override(ON_WORKER_STARTUP=lambda: calls.append('up'),
+                           ON_WORKER_SHUTDOWN=lambda: calls.append('down')):
+        run_worker(memory_broker)
+    assert calls == ['up', 'down']
+
+
+def test_memory_limit_releases_the_batch_and_exits_3(memory_broker, record_file):
+    ids = tasks.RecordTask.publish_batch(None, [((i,), {}) for i in range(5)])
+    with settings.override(DIE_ON_RESIDENT_SET_SIZE_MB=1):
+        worker, code = run_worker(memory_broker)
+    assert code == kale_worker.EXIT_MEMORY_LIMIT
+    assert len(events(record_file, 'ran')) == 1
+    counts = memory_broker.counts(memory_broker.queues['default'])
+    assert counts.visible == 4 and counts.in_flight == 0
+    assert len(ids) == 5
+
+
+def test_endpoint_outages_are_survived(memory_broker, record_file, monkeypatch):
+    transport = memory_broker.transport
+    real_receive = transport.receive
+    outages = iter([True, True, True])
+
+    def flaky_receive(*args):
+        if next(outages, False):
+            raise EndpointUnreachableError('connection refused')
+        return real_receive(*args)
+
+    monkeypatch.setattr(transport, 'receive', flaky_receive)
+    monkeypatch.setattr(kale_worker.Worker, '_sleep', lambda self, seconds: None)
+    task_id = tasks.RecordTask.publish(None)
+    worker, code = run_worker(memory_broker)
+    assert code == 0
+    assert events(record_file, 'ran') == [task_id]
+    assert worker.backoff.failures == 0
+
+
+def test_only_the_named_queues_are_served(memory_broker, record_file):
+    tasks.HighRecordTask.publish(None)
+    mine = tasks.RecordTask.publish(None)
+    run_worker(memory_broker, queues=('default',))
+    assert events(record_file, 'ran') == [mine]
+
+
+def test_an_unknown_queue_name_is_a_clear_error(memory_broker):
+    with pytest.raises(UnknownQueueError, match="--queues: queue 'nope' is not in the queue config"):
+        kale_worker.Worker(queue_names=['nope'], broker=memory_broker)
+
+
+def test_a_bad_selector_setting_is_a_clear_error(memory_broker):
+    from kale.exceptions import ImproperlyConfigured
+    with settings.override(QUEUE_SELECTOR='os.path'):
+        with pytest.raises(ImproperlyConfigured, match='QUEUE_SELECTOR'):
+            kale_worker.Worker(broker=memory_broker)

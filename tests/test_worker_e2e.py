@@ -1,0 +1,254 @@
+"""Real `kale worker` processes against the embedded endpoint over HTTP.
+
+Tasks record what happened in a shared file (see tests/tasks.py); every test
+checks those records, and what is left in the queues, with raw boto3.
+"""
+from __future__ import annotations
+
+import base64
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import time
+from typing import Optional
+from urllib.parse import urlparse
+
+import pytest
+
+from bench.tcp_proxy import TCPProxy
+from kale import message as kale_message
+from kale.conf import settings
+from tests import tasks
+from tests.conftest import ROOT, subprocess_env
+from tests.test_message import OTHER_KEY, CreatesFileWhenUnpickled
+
+
+class WorkerProcess:
+    """`kale worker ...` in a subprocess with its log captured to a file."""
+
+    def __init__(self, tmp_path, *args: str, endpoint: Optional[str] = None):
+        self.log_path = tmp_path / ('worker-%d.log' % time.monotonic_ns())
+        env = subprocess_env()
+        if endpoint:
+            env['KALE_TEST_ENDPOINT'] = endpoint
+        self.log = open(self.log_path, 'w')
+        self.process = subprocess.Popen([sys.executable, '-m', 'kale', 'worker', *args],
+                                        stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
+
+    def wait(self, timeout: float) -> int:
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            pytest.fail('worker did not exit within %ss; log:\n%s' % (timeout, self.output()))
+        finally:
+            self.log.close()
+
+    def signal(self, signum: int) -> None:
+        self.process.send_signal(signum)
+
+    def output(self) -> str:
+        if not self.log.closed:
+            self.log.flush()
+        return self.log_path.read_text()
+
+
+@pytest.fixture
+def record(tmp_path, monkeypatch):
+    path = str(tmp_path / 'record')
+    monkeypatch.setenv('KALE_TEST_RECORD', path)
+    return path
+
+
+def events(path, event):
+    return [r for r in tasks.read_records(path) if r[0] == event]
+
+
+def ids(path, event):
+    return [r[1] for r in events(path, event)]
+
+
+def wait_for(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.05)
+    pytest.fail('timed out waiting for %s' % what)
+
+
+def dead_letters(sqs, queue):
+    return sqs.receive_all('dlq-' + queue)
+
+
+def reasons(messages):
+    return sorted(m['MessageAttributes']['kale_dead_letter_reason']['StringValue'].split(':')[0]
+                  for m in messages)
+
+
+def test_100_tasks_over_three_queues_two_workers_none_lost(sqs, record, tmp_path):
+    published = []
+    published += tasks.HighRecordTask.publish_batch(None, [((i,), {}) for i in range(34)])
+    published += tasks.RecordTask.publish_batch(None, [((i,), {}) for i in range(33)])
+    published += tasks.LowRecordTask.publish_batch(None, [((i,), {}) for i in range(33)])
+    workers = [WorkerProcess(tmp_path, '--queues', 'high,default,low', '--burst') for _ in range(2)]
+    codes = [w.wait(120) for w in workers]
+    assert codes == [0, 0], [w.output() for w in workers]
+    ran = ids(record, 'ran')
+    assert set(ran) == set(published)
+    assert len(published) == 100
+    assert len({r[2] for r in events(record, 'ran')}) == 2, 'both workers took part'
+
+
+def test_a_slow_task_is_stopped_at_its_limit_retried_then_dead_lettered_once(sqs, record, tmp_path):
+    task_id = tasks.SleepTask.publish(None, 30)
+    worker = WorkerProcess(tmp_path, '--queues', 'default', '--burst')
+    assert worker.wait(90) == 0, worker.output()
+    starts = [float(r[3]) for r in events(record, 'start')]
+    failures = [float(r[3]) for r in events(record, 'failed')]
+    assert len(starts) == tasks.SleepTask.max_retries + 1
+    for started, failed in zip(starts, failures):
+        assert tasks.SleepTask.time_limit <= failed - started <= tasks.SleepTask.time_limit + 0.5
+    with settings.override(RETRY_DELAY_MULTIPLE_SEC=1):
+        delays = [tasks.SleepTask.retry_delay_sec(n) for n in range(tasks.SleepTask.max_retries)]
+    for n, delay in enumerate(delays):
+        assert starts[n + 1] - failures[n] >= delay - 0.1
+    assert ids(record, 'permanent') == [task_id]
+    [dead] = dead_letters(sqs, 'default')
+    reason = dead['MessageAttributes']['kale_dead_letter_reason']['StringValue']
+    assert reason.startswith('retries_exhausted: TimeLimitExceeded')
+    assert kale_message.decode(dead['Body']).task_id == task_id
+
+
+def test_a_non_retriable_exception_goes_straight_to_the_dead_letter_queue(sqs, record, tmp_path):
+    task_id = tasks.NonRetriableTask.publish(None)
+    worker = WorkerProcess(tmp_path, '--queues', 'default', '--burst')
+    assert worker.wait(60) == 0, worker.output()
+    assert ids(record, 'start') == [task_id]
+    assert ids(record, 'permanent') == [task_id]
+    assert reasons(dead_letters(sqs, 'default')) == ['non_retriable']
+
+
+def test_hostile_messages_are_dead_lettered_and_never_unpickled(sqs, record, tmp_path):
+    marker = tmp_path / 'pwned'
+    evil = base64.b64encode(pickle.dumps(CreatesFileWhenUnpickled(str(marker)))).decode()
+    tasks.RecordTask.publish(None, 'before')     # creates the queues
+    with settings.override(MESSAGE_SIGNING_KEY=OTHER_KEY):
+        other_key_body = kale_message.encode(kale_message.Message('x', 'tests.tasks.RecordTask'))
+    url = sqs.queue_url('default')
+    for body in ['garbage', other_key_body, evil, 'kale1:p-:%s:%s' % ('A' * 43, evil)]:
+        sqs.client.send_message(QueueUrl=url, MessageBody=body)
+    after = tasks.RecordTask.publish(None, 'after')
+    worker = WorkerProcess(tmp_path, '--queues', 'default', '--burst')
+    assert worker.wait(60) == 0, worker.output()
+    assert after in ids(record, 'ran')
+    assert reasons(dead_letters(sqs, 'default')) == ['bad_signature', 'bad_signature',
+                                                     'not_kale_message', 'not_kale_message']
+    assert not marker.exists()
+
+
+def test_sigterm_finishes_the_running_task_and_releases_the_rest_at_once(sqs, record, tmp_path):
+    published = tasks.SlowTask.publish_batch(None, [((2.0,), {}) for _ in range(5)])
+    worker = WorkerProcess(tmp_path, '--queues', 'default')
+    wait_for(lambda: events(record, 'start'), 30, 'the first task to start')
+    signalled = time.monotonic()
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(10) == 0, worker.output()
+    assert time.monotonic() - signalled < 2.0 + 1.5
+    [finished] = ids(record, 'ran')
+    assert ids(record, 'start') == [finished]
+    released_at = time.monotonic()
+    visible = sqs.receive_all('default', expected=4, timeout=1.0)
+    assert time.monotonic() - released_at < 1.5
+    assert sorted(kale_message.decode(m['Body']).task_id for m in visible) == \
+        sorted(set(published) - {finished})
+
+
+def test_a_second_signal_stops_the_running_task_and_releases_it(sqs, record, tmp_path):
+    published = tasks.SlowTask.publish_batch(None, [((20.0,), {}) for _ in range(3)])
+    worker = WorkerProcess(tmp_path, '--queues', 'default')
+    wait_for(lambda: events(record, 'start'), 30, 'the first task to start')
+    worker.signal(signal.SIGTERM)
+    time.sleep(0.8)
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(10) == 0, worker.output()
+    assert ids(record, 'ran') == []
+    visible = sqs.receive_all('default', expected=3, timeout=1.0)
+    assert sorted(kale_message.decode(m['Body']).task_id for m in visible) == sorted(published)
+
+
+def test_kill_9_loses_nothing(sqs, record, tmp_path):
+    published = tasks.ShortVisibilityTask.publish_batch(None, [((), {'seconds': 1.0})] * 5)
+    worker = WorkerProcess(tmp_path, '--queues', 'short')
+    wait_for(lambda: events(record, 'start'), 30, 'the first task to start')
+    worker.signal(signal.SIGKILL)
+    worker.wait(10)
+    second = WorkerProcess(tmp_path, '--queues', 'short', '--burst')
+    assert second.wait(90) == 0, second.output()
+    assert set(ids(record, 'ran')) == set(published)
+
+
+def test_an_endpoint_outage_is_survived(sqs, record, tmp_path):
+    endpoint = urlparse(sqs.url)
+    proxy = TCPProxy(endpoint.hostname, endpoint.port).start()
+    try:
+        published = tasks.QuickTask.publish_batch(None, [((i,), {}) for i in range(30)])
+        worker = WorkerProcess(tmp_path, '--queues', 'default', '--burst', endpoint=proxy.url)
+        wait_for(lambda: len(events(record, 'ran')) >= 3, 30, 'some tasks to run')
+        proxy.stop()
+        time.sleep(3)
+        proxy.start()
+        assert worker.wait(120) == 0, worker.output()
+    finally:
+        proxy.stop()
+    assert set(ids(record, 'ran')) == set(published)
+    assert 'unreachable' in worker.output()
+
+
+def test_a_task_that_no_longer_fits_the_budget_is_released_and_runs_later(sqs, record, tmp_path):
+    published = tasks.BudgetTask.publish_batch(None, [((), {})] * 3)
+    worker = WorkerProcess(tmp_path, '--queues', 'budget', '--burst')
+    assert worker.wait(90) == 0, worker.output()
+    assert sorted(ids(record, 'ran')) == sorted(published)
+    assert len(ids(record, 'start')) == 3, 'released tasks were not started'
+    assert 'does not fit' in worker.output()
+    starts = sorted(float(r[3]) for r in events(record, 'start'))
+    assert all(later - earlier >= 2.0 for earlier, later in zip(starts, starts[1:]))
+
+
+def test_concurrency_runs_supervised_workers_that_share_the_work(sqs, record, tmp_path):
+    published = tasks.QuickTask.publish_batch(None, [((i,), {}) for i in range(30)])
+    supervisor = WorkerProcess(tmp_path, '--queues', 'default', '--burst', '--concurrency', '2')
+    assert supervisor.wait(90) == 0, supervisor.output()
+    assert set(ids(record, 'ran')) == set(published)
+    assert len({r[2] for r in events(record, 'ran')}) == 2
+
+
+def test_supervisor_restarts_a_worker_that_dies(sqs, record, tmp_path):
+    crasher = tasks.CrashOnceTask.publish(None)
+    supervisor = WorkerProcess(tmp_path, '--queues', 'short', '--burst', '--concurrency', '1')
+    assert supervisor.wait(90) == 0, supervisor.output()
+    assert ids(record, 'crash') == [crasher]
+    assert ids(record, 'ran') == [crasher]
+    assert 'restarting' in supervisor.output()
+
+
+def test_supervisor_forwards_sigterm_to_its_workers(sqs, record, tmp_path):
+    tasks.SlowTask.publish_batch(None, [((2.0,), {}) for _ in range(4)])
+    supervisor = WorkerProcess(tmp_path, '--queues', 'default', '--concurrency', '2')
+    wait_for(lambda: len(events(record, 'start')) >= 2, 30, 'both workers to start a task')
+    supervisor.signal(signal.SIGTERM)
+    assert supervisor.wait(15) == 0, supervisor.output()
+    assert len(ids(record, 'ran')) == len(ids(record, 'start'))
+
+
+def test_worker_command_errors_are_one_line(sqs, tmp_path):
+    worker = WorkerProcess(tmp_path, '--queues', 'nope')
+    assert worker.wait(30) == 1
+    lines = worker.output().strip().splitlines()
+    assert lines == ["kale: error: --queues: queue 'nope' is not in the queue config %s "
+                     "(queues: high, default, low, budget, short)"
+                     % os.path.join(ROOT, 'tests', 'queue_config.yaml')]
