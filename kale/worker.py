@@ -22,6 +22,7 @@ from __future__ import annotations
 import collections
 import logging
 import os
+import random
 import signal
 import time
 from types import FrameType
@@ -179,7 +180,7 @@ class Worker:
             return None
         except Exception:
             logger.exception('%s: queue selector failed; drawing at random', self.name)
-            queue = self.queues[int(time.monotonic() * 1000) % len(self.queues)]
+            queue = random.choice(self.queues)
         return queue
 
     def fetch(self, queue: TaskQueue) -> Optional[Batch]:
@@ -345,7 +346,8 @@ class Worker:
                            s.copy.delay_sec if s.copy else 0, s.reason)
             self.hooks('on_task_failed', s)
         elif s.outcome is Outcome.DEAD_LETTER:
-            logger.error('%s failed permanently, dead-lettered: %s', where, s.reason)
+            logger.error('%s failed permanently in %.3fs, dead-lettered: %s', where,
+                         s.duration_sec, s.reason)
             self.hooks('on_task_permanently_failed', s)
             if s.settled and s.task is not None:
                 try:

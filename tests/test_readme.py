@@ -13,7 +13,7 @@ def readme_block(heading):
     return re.search(r'```sh\n(.*?)```', section, re.S).group(1)
 
 
-def test_quick_start_publishes_a_task_to_sqs_local(tmp_path):
+def test_quick_start_publishes_a_task_and_a_worker_runs_it(tmp_path):
     """Run the block in a scratch copy of the checkout (it writes myapp/)."""
     os.symlink(sys.prefix, tmp_path / '.venv')
     os.symlink(os.path.join(ROOT, 'settings'), tmp_path / 'settings')
@@ -24,3 +24,4 @@ def test_quick_start_publishes_a_task_to_sqs_local(tmp_path):
                             env=env, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     assert re.search(r'published [0-9a-f]{32}', result.stdout), result.stdout
+    assert 'hello, world' in result.stdout, result.stdout + result.stderr

@@ -250,5 +250,27 @@ def test_worker_command_errors_are_one_line(sqs, tmp_path):
     assert worker.wait(30) == 1
     lines = worker.output().strip().splitlines()
     assert lines == ["kale: error: --queues: queue 'nope' is not in the queue config %s "
-                     "(queues: high, default, low, budget, short)"
+                     "(queues: high, default, low, budget, short, slowpoll)"
                      % os.path.join(ROOT, 'tests', 'queue_config.yaml')]
+
+
+def test_sigterm_while_long_polling_stops_at_once(sqs, tmp_path):
+    worker = WorkerProcess(tmp_path, '--queues', 'slowpoll')
+    wait_for(lambda: 'serving queues' in worker.output(), 30, 'the worker to start')
+    time.sleep(1.5)                      # well into a 20-second long poll
+    signalled = time.monotonic()
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(10) == 0, worker.output()
+    assert time.monotonic() - signalled < 2.0
+
+
+def test_the_worker_runs_from_python_as_in_the_original(sqs, record, tmp_path):
+    published = tasks.RecordTask.publish_batch(None, [((i,), {}) for i in range(5)])
+    code = 'from kale import worker; worker.Worker(queue_names=["default"]).run()'
+    process = subprocess.Popen([sys.executable, '-c', code], cwd=ROOT, env=subprocess_env(),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: set(ids(record, 'ran')) == set(published), 30, 'every task to run')
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(10) == 0
