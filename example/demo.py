@@ -1,22 +1,40 @@
-"""`make demo`: start the embedded endpoint, publish example tasks, show them queued.
+"""`make demo`: the example task worker, start to finish, on the embedded endpoint.
 
-Everything it starts, it stops, also on Ctrl-C.
+It starts `kale sqs-local` on a free port, publishes a mix of example tasks
+to three priority queues, runs `kale worker --burst --concurrency 2` on them
+with a live progress line, prints a summary per queue and outcome, and stops
+everything it started, also on Ctrl-C. It exits 0 only when every task ended
+as expected: done, or dead-lettered after its retries.
 """
 from __future__ import annotations
 
+import collections
+import json
 import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
+from typing import Optional
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SETTINGS = 'example.taskworker.settings'
+TIMEOUT_SEC = 90
+
+# (task class, queue, how many, args) and what each should end as.
+PLAN = [('FibonacciTask', 'high_priority', 30), ('FlakyTask', 'default', 8),
+        ('AlwaysFailsTask', 'default', 2), ('SlowReportTask', 'low_priority', 4)]
+EXPECTED = {'FibonacciTask': {'done': 30}, 'FlakyTask': {'done': 8, 'retried': 8},
+            'AlwaysFailsTask': {'retried': 2, 'dead-lettered': 2},
+            'SlowReportTask': {'done': 4}}
+OUTCOMES = ['done', 'retried', 'dead-lettered']
 
 
 def start_endpoint() -> tuple[subprocess.Popen, str]:
     process = subprocess.Popen([sys.executable, '-m', 'kale', 'sqs-local', '--port', '0'],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               cwd=ROOT)
     assert process.stdout is not None
     deadline = time.time() + 30
     while time.time() < deadline:
@@ -30,30 +48,124 @@ def start_endpoint() -> tuple[subprocess.Popen, str]:
     raise SystemExit('demo: the embedded SQS endpoint did not start')
 
 
-def main() -> int:
-    endpoint, url = start_endpoint()
-    try:
-        os.environ['KALE_SQS_ENDPOINT'] = url
-        os.environ['KALE_SETTINGS_MODULE'] = SETTINGS
-        from kale.broker import get_broker
-        from kale.queue_config import get_queue_config
+def publish() -> int:
+    from example.taskworker import tasks
+    total = 0
+    for name, _, count in PLAN:
+        task_class = getattr(tasks, name)
+        if name == 'FibonacciTask':
+            calls = [((25 + i,), {}) for i in range(count)]
+        elif name == 'FlakyTask':
+            calls = [(('order-%d' % i,), {}) for i in range(count)]
+        elif name == 'SlowReportTask':
+            calls = [((), {'seconds': 0.3})] * count
+        else:
+            calls = [((i,), {}) for i in range(count)]
+        task_class.publish_batch(None, calls)
+        total += count
+    return total
 
-        from example.taskworker import tasks
+
+def read_outcomes(path: str) -> list[dict]:
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def progress_line(outcomes: list[dict], published: int) -> str:
+    counts = collections.Counter(o['outcome'] for o in outcomes)
+    finished = counts['done'] + counts['dead-lettered']
+    return ('demo: done %3d | retried %3d | dead-lettered %2d | remaining %3d'
+            % (counts['done'], counts['retried'], counts['dead-lettered'], published - finished))
+
+
+def run_worker(outcomes_path: str, published: int, log_path: str) -> int:
+    with open(log_path, 'w') as log:
+        worker = subprocess.Popen(
+            [sys.executable, '-m', 'kale', 'worker', '--burst', '--concurrency', '2',
+             '--log-level', 'WARNING'], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        shown = ''
+        interactive = sys.stdout.isatty()
+        deadline = time.monotonic() + TIMEOUT_SEC
+        try:
+            while worker.poll() is None and time.monotonic() < deadline:
+                line = progress_line(read_outcomes(outcomes_path), published)
+                if line != shown:
+                    print(('\r' + line) if interactive else line, end='' if interactive else '\n',
+                          flush=True)
+                    shown = line
+                time.sleep(0.2)
+        finally:
+            if worker.poll() is None:
+                worker.terminate()
+                worker.wait(30)
+        line = progress_line(read_outcomes(outcomes_path), published)
+        if interactive:
+            print('\r' + line, flush=True)
+        elif line != shown:
+            print(line, flush=True)
+        return worker.returncode
+
+
+def summary(outcomes: list[dict]) -> tuple[str, dict[str, dict[str, int]]]:
+    by_task: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    for outcome in outcomes:
+        by_task[outcome['task']][outcome['outcome']] += 1
+    rows = [('queue', 'task') + tuple(OUTCOMES)]
+    totals: collections.Counter = collections.Counter()
+    for name, queue, _ in PLAN:
+        counts = by_task[name]
+        rows.append((queue, name) + tuple(str(counts[o]) for o in OUTCOMES))
+        totals.update(counts)
+    rows.append(('total', '') + tuple(str(totals[o]) for o in OUTCOMES))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    text = '\n'.join('  '.join(cell.ljust(w) if i < 2 else cell.rjust(w)
+                               for i, (cell, w) in enumerate(zip(row, widths))) for row in rows)
+    return text, {name: dict(counts) for name, counts in by_task.items()}
+
+
+def dead_letter_line() -> str:
+    from kale.admin import queue_statuses
+    from kale.broker import get_broker
+    held = ['dlq-%s %d' % (row.name, row.dead_letters) for row in queue_statuses(get_broker())
+            if row.dead_letters]
+    return 'demo: dead-letter queues now hold: %s' % (', '.join(held) or 'nothing')
+
+
+def main() -> int:
+    started = time.monotonic()
+    endpoint: Optional[subprocess.Popen] = None
+    workdir = tempfile.mkdtemp(prefix='kale-demo-')
+    outcomes_path = os.path.join(workdir, 'outcomes.jsonl')
+    try:
+        endpoint, url = start_endpoint()
+        os.environ.update({'KALE_SQS_ENDPOINT': url, 'KALE_SETTINGS_MODULE': SETTINGS,
+                           'KALE_EXAMPLE_OUTCOMES': outcomes_path, 'KALE_QUEUE_PREFIX': 'demo-'})
         print('demo: embedded SQS endpoint at %s' % url)
-        tasks.FibonacciTask.publish_batch(None, [((n,), {}) for n in range(20, 40)])
-        tasks.FlakyTask.publish_batch(None, [(('order-%d' % i,), {}) for i in range(5)])
-        tasks.AlwaysFailsTask.publish(None)
-        tasks.SlowReportTask.publish_batch(None, [((), {'seconds': 0.2}) for _ in range(3)])
-        broker = get_broker()
-        for name, queue in get_queue_config().items():
-            print('demo: %-14s %3d visible' % (name, broker.counts(queue).visible))
-        print('demo: worker not built yet')
+        published = publish()
+        print('demo: published %d tasks: %s' % (published, ', '.join(
+            '%d %s -> %s' % (count, name, queue) for name, queue, count in PLAN)))
+        print('demo: running `kale worker --burst --concurrency 2`')
+        code = run_worker(outcomes_path, published, os.path.join(workdir, 'worker.log'))
+        table, by_task = summary(read_outcomes(outcomes_path))
+        print(table)
+        print(dead_letter_line())
+        if code != 0 or by_task != EXPECTED:
+            print('demo: unexpected result (worker exit code %d); worker log: %s'
+                  % (code, os.path.join(workdir, 'worker.log')))
+            return 1
+        print('demo: all %d tasks accounted for in %.1fs: every task done except the %d that '
+              'always fail, which are in the dead-letter queue'
+              % (published, time.monotonic() - started, EXPECTED['AlwaysFailsTask']['dead-lettered']))
         return 0
     except KeyboardInterrupt:
+        print('\ndemo: interrupted; stopping')
         return 130
     finally:
-        endpoint.terminate()
-        endpoint.wait(10)
+        if endpoint is not None:
+            endpoint.terminate()
+            endpoint.wait(10)
 
 
 if __name__ == '__main__':

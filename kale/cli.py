@@ -103,7 +103,10 @@ def _add_worker(commands: argparse._SubParsersAction) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog='kale', description='Kale: a task worker for Amazon SQS with priority queues.')
+        prog='kale', description='Kale: a task worker for Amazon SQS with priority queues. '
+                                 'Settings come from the module named by --settings or '
+                                 '$KALE_SETTINGS_MODULE; `kale COMMAND --help` explains each '
+                                 'command.')
     parser.add_argument('--version', action='version', version='kale %s' % __version__)
     commands = parser.add_subparsers(dest='command', metavar='COMMAND')
     commands.required = True
@@ -112,7 +115,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_worker, _add_sqs_local]
+def _add_admin(commands: argparse._SubParsersAction) -> None:
+    from kale import cli_admin
+    cli_admin.add_commands(commands, common_options)
+
+
+COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_worker, _add_admin,
+                                                                 _add_sqs_local]
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

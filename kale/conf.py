@@ -39,6 +39,8 @@ def _import_settings_module(name: str, fresh: bool) -> types.ModuleType:
     except ImportError as exc:
         raise ImproperlyConfigured(
             '%s=%r cannot be imported: %s' % (ENVIRONMENT_VARIABLE, name, exc)) from exc
+    except ImproperlyConfigured as exc:
+        raise ImproperlyConfigured('settings module %s: %s' % (name, exc)) from exc
     except Exception as exc:
         raise ImproperlyConfigured(
             '%s=%r failed while loading: %s: %s'

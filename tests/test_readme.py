@@ -1,4 +1,4 @@
-"""The README's quick start works exactly as written."""
+"""The README's quick start and the example's README work exactly as written."""
 import os
 import re
 import subprocess
@@ -7,10 +7,19 @@ import sys
 from tests.conftest import ROOT
 
 
-def readme_block(heading):
-    text = open(os.path.join(ROOT, 'README.md')).read()
+def shell_block(readme, heading):
+    """The first ```sh block after ``heading`` in ``readme``."""
+    text = open(os.path.join(ROOT, readme)).read()
     section = text.split(heading, 1)[1]
     return re.search(r'```sh\n(.*?)```', section, re.S).group(1)
+
+
+def run_block(block, cwd):
+    # Whatever happens, stop what the block started in the background.
+    script = 'set -e\ntrap \'kill $(jobs -p) 2>/dev/null || true\' EXIT\n' + block
+    env = {k: v for k, v in os.environ.items() if not k.startswith('KALE_')}
+    return subprocess.run(['bash', '-c', script], cwd=cwd, capture_output=True, text=True,
+                          env=env, timeout=180)
 
 
 def test_quick_start_publishes_a_task_and_a_worker_runs_it(tmp_path):
@@ -18,10 +27,39 @@ def test_quick_start_publishes_a_task_and_a_worker_runs_it(tmp_path):
     os.symlink(sys.prefix, tmp_path / '.venv')
     os.symlink(os.path.join(ROOT, 'settings'), tmp_path / 'settings')
     os.symlink(os.path.join(ROOT, 'queue_config.yaml'), tmp_path / 'queue_config.yaml')
-    script = 'set -e\n' + readme_block('## Quick start')
-    env = {k: v for k, v in os.environ.items() if not k.startswith('KALE_')}
-    result = subprocess.run(['bash', '-c', script], cwd=tmp_path, capture_output=True, text=True,
-                            env=env, timeout=120)
+    result = run_block(shell_block('README.md', '## Quick start'), tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert re.search(r'published [0-9a-f]{32}', result.stdout), result.stdout
     assert 'hello, world' in result.stdout, result.stdout + result.stderr
+
+
+def test_the_example_runs_as_its_readme_says(tmp_path):
+    os.symlink(sys.prefix, tmp_path / '.venv')
+    os.symlink(os.path.join(ROOT, 'example'), tmp_path / 'example')
+    result = run_block(shell_block('example/README.md', '## Run it'), tmp_path)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert 'published 13 fib task(s)' in result.stdout       # the mix of 20: 13 + 4 + 2 + 1
+    tables = [line.split() for line in result.stdout.splitlines()
+              if line.startswith(('high_priority', 'default', 'low_priority'))]
+    before, after = tables[:3], tables[3:]
+    assert sum(int(row[2]) for row in before) == 20          # VISIBLE before the worker
+    assert sum(int(row[2]) + int(row[3]) + int(row[4]) for row in after) == 0
+    assert [row[5] for row in after] == ['0', '1', '0']       # the failing task, dead-lettered
+    assert 'succeeded' in result.stderr and 'dead-lettered' in result.stderr
+
+
+def test_the_readme_documents_every_setting():
+    import re
+    from kale import default_settings
+    text = open(os.path.join(ROOT, 'README.md')).read()
+    names = re.findall(r'^([A-Z][A-Z0-9_]*) = ', open(default_settings.__file__).read(), re.M)
+    assert names
+    assert [name for name in names if '`%s`' % name not in text] == []
+
+
+def test_the_readme_documents_every_command():
+    text = open(os.path.join(ROOT, 'README.md')).read()
+    for command in ('kale worker', 'kale queues', 'kale purge', 'kale dlq redrive',
+                    'kale publish', 'kale sqs-local'):
+        assert '`%s' % command in text, command

@@ -21,3 +21,6 @@ RETRY_DELAY_MULTIPLE_SEC = 1
 
 # Where the example tasks record what they did (read by the demo's summary).
 EXAMPLE_RESULTS_FILE = os.environ.get('KALE_EXAMPLE_RESULTS', '')
+
+# Report each task outcome to $KALE_EXAMPLE_OUTCOMES (used by `make demo`).
+WORKER_HOOKS = ['example.taskworker.hooks.OutcomeFile']

@@ -1,0 +1,164 @@
+"""Operator commands: ``kale queues``, ``kale purge``, ``kale dlq redrive``, ``kale publish``."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Callable, Optional
+
+from kale import admin
+from kale.broker import get_broker
+from kale.exceptions import KaleError
+
+class CommandError(KaleError):
+    """A command was used wrongly (bad JSON, no confirmation)."""
+
+
+COLUMNS = [('QUEUE', 'name'), ('PRIORITY', 'priority'), ('VISIBLE', 'visible'),
+           ('IN FLIGHT', 'in_flight'), ('DELAYED', 'delayed'), ('DEAD LETTERS', 'dead_letters')]
+
+
+def format_table(rows: list[admin.QueueStatus]) -> str:
+    cells = [[title for title, _ in COLUMNS]]
+    for row in rows:
+        values = row.as_dict()
+        cells.append(['-' if values[key] is None else str(values[key]) for _, key in COLUMNS])
+    widths = [max(len(line[i]) for line in cells) for i in range(len(COLUMNS))]
+    lines = []
+    for line in cells:
+        lines.append('  '.join(cell.ljust(width) if i == 0 else cell.rjust(width)
+                               for i, (cell, width) in enumerate(zip(line, widths))))
+    return '\n'.join(lines)
+
+
+def cmd_queues(args: argparse.Namespace) -> int:
+    rows = admin.queue_statuses(get_broker())
+    if args.json:
+        print(json.dumps([row.as_dict() for row in rows], indent=2))
+    else:
+        print(format_table(rows))
+        if any(row.visible is None for row in rows):
+            print('(- : the queue does not exist yet; it is created on first use)')
+    return 0
+
+
+def _confirm(question: str) -> bool:
+    sys.stderr.write(question + ' [y/N] ')
+    sys.stderr.flush()
+    answer = sys.stdin.readline()
+    return answer.strip().lower() in ('y', 'yes')
+
+
+def cmd_purge(args: argparse.Namespace) -> int:
+    broker = get_broker()
+    queue = broker.queues.get_queue(args.queue)
+    target = broker.dead_letter_name(queue) if args.dead_letters else broker.sqs_name(queue)
+    if not args.yes and not _confirm('Delete every message in SQS queue %r?' % target):
+        raise CommandError('purge of %r cancelled (nothing was deleted)' % target)
+    admin.purge(broker, queue, dead_letters=args.dead_letters)
+    print('purged %s' % target)
+    return 0
+
+
+def cmd_dlq_redrive(args: argparse.Namespace) -> int:
+    broker = get_broker()
+    queue = broker.queues.get_queue(args.queue)
+
+    def progress(report: admin.RedriveReport) -> None:
+        sys.stderr.write('\rredriving %s: %d moved, %d left in place' % (
+            queue.name, report.moved, report.skipped))
+        sys.stderr.flush()
+
+    report = admin.redrive(broker, queue, limit=args.limit, progress=progress)
+    sys.stderr.write('\n' if report.moved or report.skipped else '')
+    print('moved %d dead letters from %s back to %s' % (
+        report.moved, broker.dead_letter_name(queue), broker.sqs_name(queue)))
+    if report.skipped:
+        reasons = ', '.join('%s %d' % item for item in sorted(report.skipped_reasons.items()))
+        print('left %d in the dead-letter queue that cannot be decoded (%s)'
+              % (report.skipped, reasons))
+    return 0
+
+
+def _json_option(text: Optional[str], option: str, kind: type, default: Any) -> Any:
+    if text is None:
+        return default
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise CommandError('%s is not valid JSON: %s' % (option, exc)) from None
+    if not isinstance(value, kind):
+        raise CommandError('%s must be a JSON %s, got %s' % (
+            option, 'array' if kind is list else 'object', type(value).__name__))
+    return value
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    positional = _json_option(args.args, '--args', list, [])
+    keywords = _json_option(args.kwargs, '--kwargs', dict, {})
+    app_data = json.loads(args.app_data) if args.app_data is not None else None
+    task_id = admin.publish_by_path(args.task_path, positional, keywords,
+                                    delay_sec=args.delay, app_data=app_data)
+    print(task_id)
+    return 0
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError('must be a whole number of at least 1, got %r' % text)
+    return int(text)
+
+
+def _app_data(text: str) -> str:
+    try:
+        json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError('not valid JSON: %s' % exc) from None
+    return text
+
+
+def add_commands(commands: argparse._SubParsersAction, common: Callable[[], Any]) -> None:
+    """Register the operator commands on the ``kale`` parser."""
+    queues = commands.add_parser(
+        'queues', parents=[common()], help='show every configured queue and its message counts',
+        description='A table of every queue in the queue config: priority, and the approximate '
+                    'number of messages visible, in flight (being worked), delayed (scheduled '
+                    'retries) and in its dead-letter queue. Creates nothing.')
+    queues.add_argument('--json', action='store_true', help='print JSON for scripts')
+    queues.set_defaults(func=cmd_queues)
+
+    purge = commands.add_parser(
+        'purge', parents=[common()], help='delete every message in a queue',
+        description='Delete every message in QUEUE (asks first unless --yes). SQS allows one '
+                    'purge per queue every 60 seconds.')
+    purge.add_argument('queue', metavar='QUEUE', help='queue name from the queue config')
+    purge.add_argument('--yes', action='store_true', help='do not ask for confirmation')
+    purge.add_argument('--dead-letters', action='store_true',
+                       help="purge the queue's dead-letter queue instead")
+    purge.set_defaults(func=cmd_purge)
+
+    dlq = commands.add_parser('dlq', help='work with dead-letter queues',
+                              description='Dead-letter queue commands.')
+    dlq_commands = dlq.add_subparsers(dest='dlq_command', metavar='COMMAND')
+    dlq_commands.required = True
+    redrive = dlq_commands.add_parser(
+        'redrive', parents=[common()], help='move dead letters back to their queue',
+        description="Move messages from QUEUE's dead-letter queue back to QUEUE with their retry "
+                    'and failure counts reset, ten at a time. Each copy is sent before its dead '
+                    'letter is deleted. Messages that cannot be decoded stay where they are.')
+    redrive.add_argument('queue', metavar='QUEUE', help='queue name from the queue config')
+    redrive.add_argument('--limit', type=_positive_int, metavar='N', help='move at most N messages')
+    redrive.set_defaults(func=cmd_dlq_redrive)
+
+    publish = commands.add_parser(
+        'publish', parents=[common()], help='publish a task by its import path',
+        description='Publish one run of a task class, e.g. '
+                    '`kale publish myapp.tasks.HelloTask --args \'["world"]\'`. Prints the task id.')
+    publish.add_argument('task_path', metavar='TASK_PATH', help='module.ClassName of the task')
+    publish.add_argument('--args', metavar='JSON', help="positional arguments, a JSON array")
+    publish.add_argument('--kwargs', metavar='JSON', help='keyword arguments, a JSON object')
+    publish.add_argument('--app-data', metavar='JSON', type=_app_data,
+                         help='app_data for the task, any JSON value')
+    publish.add_argument('--delay', type=float, default=0, metavar='S',
+                         help='seconds before the task may run, 0..900')
+    publish.set_defaults(func=cmd_publish)

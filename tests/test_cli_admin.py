@@ -1,0 +1,205 @@
+"""Operator commands against the embedded endpoint, with their error cases."""
+import json
+import subprocess
+import sys
+
+from kale import message as kale_message
+from kale.conf import ENVIRONMENT_VARIABLE, settings
+from tests import tasks
+from tests.conftest import ROOT, subprocess_env
+
+
+def kale(*args, input=None, **env):
+    result = subprocess.run([sys.executable, '-m', 'kale', *args], cwd=ROOT, input=input,
+                            capture_output=True, text=True, env=subprocess_env(**env), timeout=120)
+    return result
+
+
+def one_line_error(result):
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith('kale: error: ')
+    return lines[0][len('kale: error: '):]
+
+
+def send_raw(sqs, queue, *bodies):
+    url = sqs.queue_url(queue)
+    for body in bodies:
+        sqs.client.send_message(QueueUrl=url, MessageBody=body)
+
+
+def dead_letter_some(sqs, count):
+    """``count`` signed task messages in dlq-default, as a worker leaves them."""
+    tasks.AddTask.publish(None, 0, 0)          # creates default and dlq-default
+    sqs.receive_all('default', expected=1)
+    task_ids = []
+    for i in range(count):
+        message = kale_message.Message('dead-%d' % i, 'tests.tasks.AddTask', (i, i),
+                                       retry_num=3, failure_num=4)
+        send_raw(sqs, 'dlq-default', kale_message.encode(message))
+        task_ids.append(message.task_id)
+    return task_ids
+
+
+# --- kale queues ---------------------------------------------------------------
+
+def test_queues_shows_counts_and_dead_letters(sqs):
+    dead_letter_some(sqs, 2)
+    tasks.AddTask.publish_batch(None, [((i, i), {}) for i in range(3)])
+    tasks.AddTask.publish(None, 9, 9, delay_sec=60)
+    sqs.client.receive_message(QueueUrl=sqs.queue_url('default'), MaxNumberOfMessages=1)
+    result = kale('queues')
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ['QUEUE', 'PRIORITY', 'VISIBLE', 'IN', 'FLIGHT', 'DELAYED',
+                                'DEAD', 'LETTERS']
+    default = next(line.split() for line in lines if line.startswith('default'))
+    assert default == ['default', '40', '2', '1', '1', '2']
+    high = next(line.split() for line in lines if line.startswith('high'))
+    assert high == ['high', '100', '-', '-', '-', '-']
+
+
+def test_queues_json_is_for_scripts(sqs):
+    tasks.HighTask.publish(None)
+    result = kale('queues', '--json')
+    rows = {row['name']: row for row in json.loads(result.stdout)}
+    assert rows['high']['visible'] == 1
+    assert rows['high']['sqs_name'] == sqs.prefix + 'high'
+    assert rows['low']['visible'] is None
+
+
+def test_queues_with_an_unreachable_endpoint_is_one_line(sqs):
+    error = one_line_error(kale('queues', KALE_TEST_ENDPOINT='http://127.0.0.1:9'))
+    assert 'unreachable' in error
+
+
+def test_commands_without_a_usable_settings_module_are_one_line(sqs):
+    error = one_line_error(kale('queues', **{ENVIRONMENT_VARIABLE: 'no.such.settings'}))
+    assert error.startswith("KALE_SETTINGS_MODULE='no.such.settings' cannot be imported")
+
+
+# --- kale purge ---------------------------------------------------------------------
+
+def test_purge_with_yes_empties_the_queue(sqs):
+    tasks.AddTask.publish_batch(None, [((i, i), {}) for i in range(4)])
+    result = kale('purge', 'default', '--yes')
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == 'purged %sdefault' % sqs.prefix
+    assert sqs.receive_all('default', timeout=0.5) == []
+
+
+def test_purge_asks_first(sqs):
+    tasks.AddTask.publish(None, 1, 1)
+    declined = kale('purge', 'default', input='n\n')
+    assert 'Delete every message' in declined.stderr
+    assert declined.returncode == 1
+    assert 'cancelled (nothing was deleted)' in declined.stderr
+    assert len(sqs.receive_all('default', expected=1)) == 1
+    tasks.AddTask.publish(None, 1, 1)
+    confirmed = kale('purge', 'default', input='y\n')
+    assert confirmed.returncode == 0
+    assert sqs.receive_all('default', timeout=0.5) == []
+
+
+def test_purge_dead_letters_leaves_the_queue_alone(sqs):
+    dead_letter_some(sqs, 2)
+    tasks.AddTask.publish(None, 1, 1)
+    assert kale('purge', 'default', '--dead-letters', '--yes').returncode == 0
+    assert sqs.receive_all('dlq-default', timeout=0.5) == []
+    assert len(sqs.receive_all('default', expected=1)) == 1
+
+
+def test_purge_of_an_unknown_queue_is_one_line(sqs):
+    assert "queue 'nope' is not in the queue config" in one_line_error(kale('purge', 'nope', '--yes'))
+
+
+# --- kale dlq redrive ---------------------------------------------------------------
+
+def test_redrive_moves_every_dead_letter_exactly_once_with_counts_reset(sqs):
+    task_ids = dead_letter_some(sqs, 25)
+    send_raw(sqs, 'dlq-default', 'garbage that cannot be decoded')
+    result = kale('dlq', 'redrive', 'default')
+    assert result.returncode == 0, result.stderr
+    assert 'moved 25 dead letters from %sdlq-default back to %sdefault' % (sqs.prefix, sqs.prefix) \
+        in result.stdout
+    assert 'left 1 in the dead-letter queue that cannot be decoded (not_kale_message 1)' \
+        in result.stdout
+    assert 'redriving default: 25 moved' in result.stderr
+    moved = sqs.receive_all('default', expected=25)
+    decoded = [kale_message.decode(m['Body']) for m in moved]
+    assert sorted(m.task_id for m in decoded) == sorted(task_ids)
+    assert {(m.retry_num, m.failure_num) for m in decoded} == {(0, 0)}
+    assert {m['MessageAttributes']['kale_retry_num']['StringValue'] for m in moved} == {'0'}
+    left = sqs.receive_all('dlq-default', expected=1)
+    assert [m['Body'] for m in left] == ['garbage that cannot be decoded']
+
+
+def test_redrive_limit(sqs):
+    dead_letter_some(sqs, 12)
+    result = kale('dlq', 'redrive', 'default', '--limit', '5')
+    assert 'moved 5 dead letters' in result.stdout
+    assert len(sqs.receive_all('default', expected=5)) == 5
+    assert len(sqs.receive_all('dlq-default', expected=7)) == 7
+
+
+def test_redriven_tasks_run_again(sqs, tmp_path, monkeypatch):
+    record = str(tmp_path / 'record')
+    monkeypatch.setenv('KALE_TEST_RECORD', record)
+    tasks.AddTask.publish(None, 0, 0)
+    sqs.receive_all('default', expected=1)
+    message = kale_message.Message('again', 'tests.tasks.RecordTask', ('x',), failure_num=5)
+    send_raw(sqs, 'dlq-default', kale_message.encode(message))
+    assert kale('dlq', 'redrive', 'default').returncode == 0
+    worker = kale('worker', '--queues', 'default', '--burst', KALE_TEST_RECORD=record)
+    assert worker.returncode == 0, worker.stderr
+    assert [r[1] for r in tasks.read_records(record) if r[0] == 'ran'] == ['again']
+
+
+def test_redrive_errors_are_one_line(sqs):
+    assert "queue 'nope'" in one_line_error(kale('dlq', 'redrive', 'nope'))
+    bad_limit = kale('dlq', 'redrive', 'default', '--limit', '0')
+    assert bad_limit.returncode == 2
+    assert 'must be a whole number of at least 1' in bad_limit.stderr
+
+
+# --- kale publish ---------------------------------------------------------------------
+
+def test_publish_by_path(sqs):
+    result = kale('publish', 'tests.tasks.EchoTask', '--args', '[1, "two"]', '--kwargs',
+                  '{"x": 3}', '--app-data', '{"tenant": 7}')
+    assert result.returncode == 0, result.stderr
+    task_id = result.stdout.strip()
+    [received] = sqs.receive_all('default', expected=1)
+    message = kale_message.decode(received['Body'])
+    assert message.task_id == task_id
+    assert (message.args, message.kwargs, message.app_data) == ((1, 'two'), {'x': 3}, {'tenant': 7})
+
+
+def test_publish_with_delay(sqs):
+    assert kale('publish', 'tests.tasks.AddTask', '--args', '[1, 2]', '--delay', '60').returncode == 0
+    assert sqs.receive_all('default', timeout=0.5) == []
+
+
+def test_publish_errors_are_one_line(sqs):
+    cases = [
+        (('tests.tasks.AddTask', '--args', '[1,'), '--args is not valid JSON'),
+        (('tests.tasks.AddTask', '--args', '{"a": 1}'), '--args must be a JSON array, got dict'),
+        (('tests.tasks.AddTask', '--kwargs', '[1]'), '--kwargs must be a JSON object, got list'),
+        (('tests.tasks.Nope',), "'tests.tasks.Nope' is not an importable kale Task class"),
+        (('tests.tasks.NotATask',), 'is not an importable kale Task class'),
+        (('tests.tasks.AddTask', '--args', '[1, 2]', '--delay', '901'),
+         'delay_sec must be a number of seconds within 0..900'),
+        (('tests.tasks.UnknownQueueTask',), "queue 'no_such_queue' is not in the queue config"),
+    ]
+    for args, expected in cases:
+        assert expected in one_line_error(kale('publish', *args)), args
+
+
+def test_every_command_explains_itself():
+    for command in (['--help'], ['worker', '--help'], ['queues', '--help'], ['purge', '--help'],
+                    ['dlq', 'redrive', '--help'], ['publish', '--help'], ['sqs-local', '--help']):
+        result = kale(*command)
+        assert result.returncode == 0
+        assert 'usage: kale' in result.stdout
+        assert len(result.stdout.split()) > 25, command
