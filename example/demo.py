@@ -12,6 +12,7 @@ import collections
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -128,12 +129,26 @@ def summary(outcomes: list[dict]) -> tuple[str, dict[str, dict[str, int]]]:
 def dead_letter_line() -> str:
     from kale.admin import queue_statuses
     from kale.broker import get_broker
-    held = ['dlq-%s %d' % (row.name, row.dead_letters) for row in queue_statuses(get_broker())
-            if row.dead_letters]
+    from kale.exceptions import KaleError
+    try:
+        rows = queue_statuses(get_broker())
+    except KaleError as exc:
+        return 'demo: cannot count dead letters: %s' % exc
+    held = ['dlq-%s %d' % (row.name, row.dead_letters) for row in rows if row.dead_letters]
     return 'demo: dead-letter queues now hold: %s' % (', '.join(held) or 'nothing')
 
 
+def stop_on_signals() -> None:
+    """Ctrl-C and SIGTERM both end the demo through KeyboardInterrupt (even when
+    the demo was started with SIGINT ignored, as background jobs are)."""
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, interrupt)
+
+
 def main() -> int:
+    stop_on_signals()
     started = time.monotonic()
     endpoint: Optional[subprocess.Popen] = None
     workdir = tempfile.mkdtemp(prefix='kale-demo-')

@@ -26,3 +26,43 @@ def test_make_demo_exits_0_with_the_expected_outcome_counts():
     assert 'dead-letter queues now hold: dlq-default 2' in result.stdout
     assert 'done  42 | retried  10 | dead-lettered  2 | remaining   0' in result.stdout
     assert elapsed < 60
+
+
+def processes_with(marker):
+    """Pids of live processes whose environment holds ``marker``."""
+    found = []
+    for pid in os.listdir('/proc'):
+        if not pid.isdigit():
+            continue
+        try:
+            with open('/proc/%s/environ' % pid, 'rb') as f:
+                if marker.encode() in f.read():
+                    found.append(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+def test_ctrl_c_stops_the_demo_and_everything_it_started():
+    import signal
+    import uuid
+    marker = 'KALE_DEMO_TEST_RUN=%s' % uuid.uuid4().hex
+    env = {k: v for k, v in os.environ.items() if not k.startswith('KALE_')}
+    env['KALE_DEMO_TEST_RUN'] = marker.split('=')[1]
+    demo = subprocess.Popen([sys.executable, '-m', 'example.demo'], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    lines = []
+    for line in demo.stdout:
+        lines.append(line)
+        if 'running `kale worker' in line:
+            break
+    time.sleep(0.5)
+    os.killpg(demo.pid, signal.SIGINT)          # what Ctrl-C in a terminal does
+    output, _ = demo.communicate(timeout=60)
+    assert demo.returncode == 130, ''.join(lines) + output
+    assert 'interrupted; stopping' in output
+    deadline = time.monotonic() + 15
+    while processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert processes_with(marker) == []
