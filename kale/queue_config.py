@@ -7,7 +7,7 @@ Each top-level key is a queue; its fields say how workers treat it::
       priority: 100              # 1..100, lottery tickets
       batch_size: 10             # 1..10 messages per receive
       visibility_timeout_sec: 60 # 0..43200, the batch's time budget
-      long_poll_time_sec: 1      # 0..20
+      long_poll_time_sec: 1      # 0..20, an idle worker's long poll on this queue
       num_iterations: 10         # batches taken before selecting a queue again
       dead_letter_queue: dlq-high_priority   # optional, this is the default
 

@@ -2,9 +2,12 @@
 
 A selector is built with a :class:`QueueInfo` (the worker's queues and a way
 to ask whether one has visible messages) and answers :meth:`get_queue`.
-Asking costs one SQS request (GetQueueAttributes) per queue asked about;
-each selector's docstring says how many it makes per selection, N being the
-number of queues. Within one selection a queue is asked about at most once.
+In the worker, asking is a short-poll receive whose messages, if any, become
+that queue's first batch: a check that finds work costs nothing beyond the
+fetch it replaces, and one that finds none costs one request. Each
+selector's docstring says how many requests it makes per selection, N being
+the number of queues; within one selection a queue is asked about at most
+once.
 
 Write your own by subclassing :class:`SelectQueueBase` and naming it in the
 ``QUEUE_SELECTOR`` setting::

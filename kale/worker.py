@@ -6,11 +6,14 @@
 One worker process runs the loop of :meth:`Worker.work_once` until it is
 told to stop. Each step is a method of its own:
 
-- :meth:`select_queue` asks the ``QUEUE_SELECTOR`` which queue to serve;
-- :meth:`fetch` receives a batch (up to ``num_iterations`` batches in a
-  row, stopping at an empty one);
-- :meth:`run_batch` runs its tasks one by one within the batch's budget;
-- :meth:`settle` releases, copies and deletes in batch requests;
+- :meth:`select_queue` asks the ``QUEUE_SELECTOR`` which queue to serve
+  (its probes keep what they receive as the first batch);
+- :meth:`fetch` receives the next batch (up to ``num_iterations`` batches in
+  a row, stopping at an empty one);
+- :meth:`idle`, when every queue looked empty, long-polls them all at once;
+- :meth:`run_batch` runs a batch's tasks one by one within its budget;
+- :meth:`settle` hands the batch to a thread that releases, copies and
+  deletes in batch requests, while the loop fetches the next batch;
 - :meth:`check_limits` stops the worker when it uses too much memory.
 
 Exit codes: ``EXIT_OK`` (0) after a shutdown signal or a finished burst,
@@ -34,10 +37,12 @@ from kale.broker import Broker, get_broker
 from kale.conf import import_string, resolve_callable, settings
 from kale.consumer import Consumer
 from kale.exceptions import ImproperlyConfigured, KaleError, SQSError
+from kale.fetcher import Fetcher
 from kale.hooks import HookDispatcher, WorkerHooks
 from kale.queue_config import TaskQueue
 from kale.queue_selector import QueueInfo, SelectQueueBase
 from kale.runner import TaskRunner, WorkerInterrupt
+from kale.settler import Settler
 from kale.timeout import BaseTimeout, SignalTimeout
 
 logger = logging.getLogger(__name__)
@@ -46,8 +51,8 @@ EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_MEMORY_LIMIT = 3
 
-#: Pause after an empty short poll, so that queues with long_poll_time_sec 0
-#: are not polled in a tight loop.
+#: Shortest time between two idle watches, so that queues with
+#: long_poll_time_sec 0 are not polled in a tight loop.
 IDLE_PAUSE_SEC = 0.25
 
 #: A second shutdown signal stops the running task only when it comes at
@@ -69,6 +74,16 @@ def resident_set_size_mb() -> float:
         import resource
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         return peak / (1024.0 * 1024.0) if os.uname().sysname == 'Darwin' else peak / 1024.0
+
+
+def _selector_class(selector_class: Any) -> type[SelectQueueBase]:
+    selector_class = selector_class or settings.QUEUE_SELECTOR
+    if isinstance(selector_class, str):
+        selector_class = import_string(selector_class, 'QUEUE_SELECTOR')
+    if not (isinstance(selector_class, type) and issubclass(selector_class, SelectQueueBase)):
+        raise ImproperlyConfigured('QUEUE_SELECTOR must name a kale.queue_selector.'
+                                   'SelectQueueBase subclass, got %r' % (selector_class,))
+    return selector_class
 
 
 def _load_hooks(hooks: Iterable[Any]) -> list[WorkerHooks]:
@@ -99,24 +114,21 @@ class Worker:
         self.burst = burst
         self.name = 'worker %d' % os.getpid()
         self.hooks = HookDispatcher(_load_hooks(list(settings.WORKER_HOOKS or ()) + list(hooks)))
-        self.queue_info = QueueInfo(self.queues, self._has_messages)
-        selector_class = selector_class or settings.QUEUE_SELECTOR
-        if isinstance(selector_class, str):
-            selector_class = import_string(selector_class, 'QUEUE_SELECTOR')
-        if not (isinstance(selector_class, type) and issubclass(selector_class, SelectQueueBase)):
-            raise ImproperlyConfigured('QUEUE_SELECTOR must name a kale.queue_selector.'
-                                       'SelectQueueBase subclass, got %r' % (selector_class,))
-        self.selector = selector_class(self.queue_info)
+        self.consumer = Consumer(self.broker, sleep=self._sleep,
+                                 max_backoff_sec=settings.SQS_ERROR_MAX_BACKOFF_SEC)
+        self.fetcher = Fetcher(self.consumer, self.queues, stopping=lambda: self._stopping)
+        self.queue_info = QueueInfo(self.queues, self.fetcher.probe)
+        self.selector = _selector_class(selector_class)(self.queue_info)
         timeout_class = settings.TASK_TIMEOUT_CLASS or self.timeout_class
         if isinstance(timeout_class, str):
             timeout_class = import_string(timeout_class, 'TASK_TIMEOUT_CLASS')
         self.runner = TaskRunner(timeout_class)
-        self.consumer = Consumer(self.broker, sleep=self._sleep,
-                                 max_backoff_sec=settings.SQS_ERROR_MAX_BACKOFF_SEC)
+        self.settler: Optional[Settler] = None
         self.backoff = Backoff(maximum=settings.SQS_ERROR_MAX_BACKOFF_SEC)
         self.memory_limit_mb = float(settings.DIE_ON_RESIDENT_SET_SIZE_MB or 0)
         self.stats: collections.Counter[str] = collections.Counter()
         self.exit_code = EXIT_OK
+        self._idle = False
         self._stopping = False
         self._signals = 0
         self._first_signal_at = 0.0
@@ -136,6 +148,7 @@ class Worker:
     def run(self) -> int:
         """Work until a signal, a finished burst or the memory limit; returns the exit code."""
         previous = self._install_signal_handlers()
+        self.settler = Settler(self.consumer)
         try:
             self.startup()
             try:
@@ -143,6 +156,9 @@ class Worker:
                     if not self.work_once():
                         break
             finally:
+                self.fetcher.close()
+                self.settler.close()
+                self.report_settled()
                 self.shutdown()
         finally:
             for signum, handler in previous.items():
@@ -150,29 +166,42 @@ class Worker:
         return self.exit_code
 
     def work_once(self) -> bool:
-        """One selection and its batches; False once a burst has nothing left to do."""
+        """Batches that already arrived, else one selection and up to
+        ``num_iterations`` batches from it, else the idle watch. False once a
+        burst has nothing left to do."""
+        self.report_settled()
+        ready = self.fetcher.ready()
+        if ready:
+            for batch in ready:
+                self.process(batch)
+            return True
+        if self._idle:
+            return self.idle()
         queue = self.select_queue()
         if queue is None:
             return True
-        for _ in range(queue.num_iterations):
+        batch = self.fetcher.take(queue)
+        if batch is None and not self.fetcher.known_empty(queue):
             batch = self.fetch(queue)
-            if batch is None:
-                return True
-            if not batch.messages:
-                if self.burst and self.drained():
-                    logger.info('%s: every queue is drained, burst finished', self.name)
-                    return False
-                return True
-            self.run_batch(batch)
-            self.settle(batch)
-            if self.check_limits() or self._stopping:
-                return True
+        if batch is None or not batch.messages:
+            self._idle = True
+            return True
+        self.process(batch)
+        for _ in range(queue.num_iterations - 1):
+            if self._stopping or self.fetcher.has_ready():
+                break
+            batch = self.fetch(queue)
+            if batch is None or not batch.messages:
+                break
+            self.process(batch)
         return True
 
     # --- steps --------------------------------------------------------------
 
     def select_queue(self) -> Optional[TaskQueue]:
-        """The queue to serve next, or None after an SQS error (already backed off)."""
+        """The queue to serve next, or None after an SQS error (already backed off).
+        Probing a queue keeps what it receives as that queue's next batch."""
+        self.fetcher.new_selection()
         try:
             queue = self.selector.select()
         except SQSError as exc:
@@ -181,25 +210,51 @@ class Worker:
         except Exception:
             logger.exception('%s: queue selector failed; drawing at random', self.name)
             queue = random.choice(self.queues)
+        self.backoff.reset()
         return queue
 
     def fetch(self, queue: TaskQueue) -> Optional[Batch]:
-        """Receive one batch; None after an SQS error (already backed off) or a stop."""
-        started = time.monotonic()
-        self._interruptible = True
+        """The next batch of a busy queue; None after an SQS error (already backed off)."""
         try:
-            batch = self.consumer.fetch(queue)
-        except WorkerInterrupt:
-            return None
+            batch = self.fetcher.fetch(queue)
         except SQSError as exc:
             self._back_off('receiving from queue %s' % queue.name, exc)
             return None
+        self.backoff.reset()
+        return batch
+
+    def idle(self) -> bool:
+        """Every queue looked empty: long-poll them all at once until one has
+        work. False once a burst has nothing left to do."""
+        if self.burst and self.drained():
+            logger.info('%s: every queue is drained, burst finished', self.name)
+            return False
+        started = time.monotonic()
+        self._interruptible = True
+        try:
+            batches = self.fetcher.watch()
+        except WorkerInterrupt:
+            return True
+        except SQSError as exc:
+            self._back_off('long polling', exc)
+            return True
         finally:
             self._interruptible = False
         self.backoff.reset()
-        if not batch.messages and time.monotonic() - started < IDLE_PAUSE_SEC:
-            self._sleep(IDLE_PAUSE_SEC)
-        return batch
+        if not batches:
+            if time.monotonic() - started < IDLE_PAUSE_SEC:
+                self._sleep(IDLE_PAUSE_SEC)
+            return True
+        self._idle = False
+        for batch in batches:
+            self.process(batch)
+        return True
+
+    def process(self, batch: Batch) -> None:
+        """Run a batch, hand it to the settler, check the limits."""
+        self.run_batch(batch)
+        self.settle(batch)
+        self.check_limits()
 
     def run_batch(self, batch: Batch) -> None:
         """Run the batch's tasks one by one while they fit its budget."""
@@ -232,11 +287,19 @@ class Worker:
             self._stopping = True
 
     def settle(self, batch: Batch) -> None:
-        """Release, copy and delete; then log and report each outcome."""
-        self.consumer.settle(batch)
-        for settlement in batch.settlements:
-            self._report(batch.queue, settlement)
-        self.hooks('after_batch', batch.queue, batch)
+        """Hand the batch to the settler thread: release, copy, delete. The next
+        fetch does not wait for it."""
+        assert self.settler is not None, 'settle() runs inside run()'
+        self.settler.submit(batch)
+
+    def report_settled(self) -> None:
+        """Log and dispatch hooks for every batch settled since the last call."""
+        if self.settler is None:
+            return
+        for batch in self.settler.completed():
+            for settlement in batch.settlements:
+                self._report(batch.queue, settlement)
+            self.hooks('after_batch', batch.queue, batch)
 
     def check_limits(self) -> bool:
         """Stop (with EXIT_MEMORY_LIMIT) once resident memory passed the limit,
@@ -259,6 +322,9 @@ class Worker:
 
     def drained(self) -> bool:
         """Nothing visible, in flight or delayed on any of this worker's queues."""
+        if self.settler is not None:
+            self.settler.flush()
+            self.report_settled()
         try:
             return all(self.broker.counts(queue).total == 0 for queue in self.queues)
         except SQSError as exc:
@@ -330,9 +396,6 @@ class Worker:
         log = logger.warning if exc.retryable else logger.error
         log('%s: %s failed, retrying in %.1fs: %s', self.name, what, delay, exc)
         self._sleep(delay)
-
-    def _has_messages(self, queue: TaskQueue) -> bool:
-        return self.broker.counts(queue).visible > 0
 
     def _report(self, queue: TaskQueue, s: Settlement) -> None:
         """One log line per outcome, then the matching hooks."""

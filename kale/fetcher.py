@@ -1,0 +1,175 @@
+"""Getting batches: probes that keep what they find, short fetches, the idle watch.
+
+- :meth:`Fetcher.probe` is how a queue selector asks whether a queue has
+  work: a short-poll receive. Messages it finds are kept as that queue's
+  first batch, so asking costs no request beyond the fetch it replaces.
+- :meth:`Fetcher.fetch` is a short-poll receive for the next batch of a busy
+  queue.
+- :meth:`Fetcher.watch` is what an idle worker does: one long poll per
+  queue, all at once, each waiting up to its queue's
+  ``long_poll_time_sec``. Whichever queue gets a message first answers at
+  once, and three empty queues at 20 s cost 9 requests a minute.
+
+Every batch carries its own receive time, so one that waits its turn (a
+second queue answering during a watch) is still held to its own budget.
+Batches received but never run are released by :meth:`close`.
+"""
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from typing import Callable, Optional, Sequence
+
+from kale.batch import Batch
+from kale.consumer import Consumer
+from kale.exceptions import SQSError
+from kale.queue_config import TaskQueue
+from kale.queue_selector import tickets
+
+logger = logging.getLogger(__name__)
+
+#: How often a waiting watch wakes to see whether the worker is stopping.
+WATCH_TICK_SEC = 0.1
+
+
+class Fetcher:
+    """Receives batches for one worker (main-thread API; polls run on threads)."""
+
+    def __init__(self, consumer: Consumer, queues: Sequence[TaskQueue],
+                 stopping: Callable[[], bool] = lambda: False):
+        self.consumer = consumer
+        self.queues = list(queues)
+        self.stopping = stopping
+        self._prefetched: dict[str, Batch] = {}
+        self._known_empty: set[str] = set()
+        self._ready: list[Batch] = []
+        self._results: 'queue.Queue[tuple[TaskQueue, Optional[Batch], Optional[SQSError]]]' = \
+            queue.Queue()
+        self._polling: set[str] = set()
+        self._closed = False
+
+    # --- selection ---------------------------------------------------------
+
+    def new_selection(self) -> None:
+        """Forget which queues the last selection found empty."""
+        self._known_empty.clear()
+
+    def probe(self, queue: TaskQueue) -> bool:
+        """Whether the queue has visible messages; any found become its next batch."""
+        if queue.name in self._prefetched:
+            return True
+        batch = self.consumer.fetch(queue, wait_sec=0)
+        if batch.messages:
+            self._prefetched[queue.name] = batch
+            return True
+        self._known_empty.add(queue.name)
+        return False
+
+    def known_empty(self, queue: TaskQueue) -> bool:
+        return queue.name in self._known_empty
+
+    def take(self, queue: TaskQueue) -> Optional[Batch]:
+        """The batch a probe kept for ``queue``; batches kept for other queues
+        are queued to run next rather than wasted."""
+        batch = self._prefetched.pop(queue.name, None)
+        self._ready.extend(self._prefetched.values())
+        self._prefetched.clear()
+        return batch
+
+    # --- fetching -------------------------------------------------------------
+
+    def fetch(self, queue: TaskQueue) -> Batch:
+        """The next batch of a queue that just had work (short poll)."""
+        return self.consumer.fetch(queue, wait_sec=0)
+
+    def has_ready(self) -> bool:
+        self._collect()
+        return bool(self._ready)
+
+    def ready(self) -> list[Batch]:
+        """Batches received but not yet run, highest priority first."""
+        self._collect()
+        batches = sorted(self._ready, key=lambda b: tickets(b.queue), reverse=True)
+        self._ready = []
+        return batches
+
+    # --- the idle watch -----------------------------------------------------------
+
+    def watch(self) -> list[Batch]:
+        """Long-poll every queue at once until one has messages or each has
+        answered empty at least once; returns the batches that arrived.
+
+        Raises the first SQS error a poll met (the caller backs off).
+        """
+        answered: set[str] = set()
+        while True:
+            for queue_ in self.queues:
+                if queue_.name not in self._polling and queue_.name not in answered:
+                    self._start_poll(queue_)
+            try:
+                queue_, batch, error = self._results.get(timeout=WATCH_TICK_SEC)
+            except queue.Empty:
+                if self.stopping():
+                    return []
+                continue
+            self._polling.discard(queue_.name)
+            if error is not None:
+                raise error
+            assert batch is not None
+            if batch.messages:
+                self._ready.append(batch)
+                return self.ready()
+            answered.add(queue_.name)
+            if len(answered) == len(self.queues):
+                return []
+
+    def _start_poll(self, queue_: TaskQueue) -> None:
+        self._polling.add(queue_.name)
+        threading.Thread(target=self._poll, args=(queue_,), daemon=True,
+                         name='kale-poll-%s' % queue_.name).start()
+
+    def _poll(self, queue_: TaskQueue) -> None:
+        try:
+            batch = self.consumer.fetch(queue_, wait_sec=queue_.long_poll_time_sec)
+        except SQSError as exc:
+            self._results.put((queue_, None, exc))
+            return
+        except Exception as exc:   # a poll thread must always report back
+            logger.exception('long poll on queue %s failed', queue_.name)
+            self._results.put((queue_, None, SQSError(str(exc))))
+            return
+        if self._closed and batch.messages:
+            self._release(batch)
+            return
+        self._results.put((queue_, batch, None))
+
+    def _collect(self) -> None:
+        """Move batches from polls that finished since the last look."""
+        while True:
+            try:
+                queue_, batch, error = self._results.get_nowait()
+            except queue.Empty:
+                return
+            self._polling.discard(queue_.name)
+            if error is not None:
+                logger.warning('long poll on queue %s failed: %s', queue_.name, error)
+            elif batch is not None and batch.messages:
+                self._ready.append(batch)
+
+    # --- closing --------------------------------------------------------------------
+
+    def _release(self, batch: Batch) -> None:
+        try:
+            self.consumer.settle(batch)         # no settlements: every message is released
+        except Exception:
+            logger.exception('could not release a batch of queue %s', batch.queue.name)
+
+    def close(self) -> None:
+        """Release every batch received but not run; polls still out release theirs."""
+        self._closed = True
+        self._collect()
+        leftovers = self._ready + list(self._prefetched.values())
+        self._ready, self._prefetched = [], {}
+        for batch in leftovers:
+            self._release(batch)

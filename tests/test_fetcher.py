@@ -1,0 +1,89 @@
+"""The fetcher: probes keep their batch; the idle watch answers at the first message."""
+import threading
+import time
+
+from kale.consumer import Consumer
+from kale.fetcher import Fetcher
+from kale.settler import Settler
+from kale.batch import Outcome, Settlement
+from kale.queue_config import TaskQueue
+from kale.transport import OutgoingMessage
+
+
+def queues_of(broker, *names, long_poll=None):
+    found = [broker.queues[name] for name in names]
+    if long_poll is not None:
+        found = [TaskQueue(**dict(q.__dict__, long_poll_time_sec=long_poll)) for q in found]
+    return found
+
+
+def test_a_probe_keeps_what_it_receives_as_the_next_batch(memory_broker):
+    [default] = queues_of(memory_broker, 'default')
+    memory_broker.send(default, [OutgoingMessage('a'), OutgoingMessage('b')])
+    fetcher = Fetcher(Consumer(memory_broker), [default])
+    before = sum(memory_broker.transport.requests.values())
+    assert fetcher.probe(default)
+    batch = fetcher.take(default)
+    assert [m.body for m in batch.messages] == ['a', 'b']
+    assert sum(memory_broker.transport.requests.values()) - before == 1
+
+
+def test_an_empty_probe_is_remembered_for_the_selection(memory_broker):
+    [default] = queues_of(memory_broker, 'default')
+    fetcher = Fetcher(Consumer(memory_broker), [default])
+    assert not fetcher.probe(default)
+    assert fetcher.known_empty(default)
+    fetcher.new_selection()
+    assert not fetcher.known_empty(default)
+
+
+def test_batches_probed_for_other_queues_run_next(memory_broker):
+    high, default = queues_of(memory_broker, 'high', 'default')
+    memory_broker.send(high, [OutgoingMessage('h')])
+    memory_broker.send(default, [OutgoingMessage('d')])
+    fetcher = Fetcher(Consumer(memory_broker), [high, default])
+    assert fetcher.probe(default) and fetcher.probe(high)
+    assert [m.body for m in fetcher.take(default).messages] == ['d']
+    assert [[m.body for m in b.messages] for b in fetcher.ready()] == [['h']]
+
+
+def test_the_watch_answers_as_soon_as_any_queue_gets_a_message(memory_broker):
+    high, default, low = queues_of(memory_broker, 'high', 'default', 'low', long_poll=5)
+    fetcher = Fetcher(Consumer(memory_broker), [high, default, low])
+    threading.Timer(0.3, lambda: memory_broker.send(low, [OutgoingMessage('late')])).start()
+    started = time.monotonic()
+    batches = fetcher.watch()
+    assert time.monotonic() - started < 1.0
+    assert [[m.body for m in b.messages] for b in batches] == [['late']]
+    assert memory_broker.transport.requests['ReceiveMessage'] == 3
+    fetcher.close()
+
+
+def test_the_watch_returns_once_every_queue_answered_empty(memory_broker):
+    high, default = queues_of(memory_broker, 'high', 'default', long_poll=0)
+    fetcher = Fetcher(Consumer(memory_broker), [high, default])
+    assert fetcher.watch() == []
+
+
+def test_close_releases_batches_that_were_never_run(memory_broker):
+    [default] = queues_of(memory_broker, 'default')
+    memory_broker.send(default, [OutgoingMessage('a')])
+    fetcher = Fetcher(Consumer(memory_broker), [default])
+    assert fetcher.probe(default)
+    fetcher.close()
+    assert memory_broker.counts(default).visible == 1
+
+
+def test_the_settler_settles_in_order_in_the_background(memory_broker):
+    [default] = queues_of(memory_broker, 'default')
+    memory_broker.send(default, [OutgoingMessage(str(i)) for i in range(20)])
+    consumer = Consumer(memory_broker)
+    settler = Settler(consumer)
+    batches = [consumer.fetch(default), consumer.fetch(default)]
+    for batch in batches:
+        batch.settlements = [Settlement(m, Outcome.SUCCEEDED) for m in batch.messages]
+        settler.submit(batch)
+    settler.flush()
+    assert settler.completed() == batches
+    assert memory_broker.counts(default).total == 0
+    settler.close()
