@@ -51,10 +51,15 @@ class _Queue:
 class MemoryTransport:
     """:class:`kale.transport.Transport` in this process's memory (thread-safe)."""
 
-    def __init__(self, latency_sec: float = 0.0, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, latency_sec: float = 0.0, clock: Callable[[], float] = time.monotonic,
+                 on_request: Optional[Callable[[str], None]] = None):
         self.latency_sec = latency_sec
         self.clock = clock
+        self.on_request = on_request
         self.requests: collections.Counter[str] = collections.Counter()
+        #: Deletes and visibility changes made after the message's visibility
+        #: timeout had already ended (a worker holding a message past its budget).
+        self.late_settles = 0
         self._queues: dict[str, _Queue] = {}
         self._lock = threading.Condition()
         self._sequence = itertools.count()
@@ -64,6 +69,8 @@ class MemoryTransport:
     def _request(self, operation: str) -> None:
         with self._lock:
             self.requests[operation] += 1
+        if self.on_request is not None:
+            self.on_request(operation)
         if self.latency_sec:
             time.sleep(self.latency_sec)
 
@@ -202,6 +209,8 @@ class MemoryTransport:
                     if stored is None:
                         failed.append(handles[index])
                         continue
+                    if stored.visible_at < self.clock():
+                        self.late_settles += 1
                     apply(target, stored, timeouts[index])
                 self._lock.notify_all()
         return failed

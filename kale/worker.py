@@ -188,8 +188,9 @@ class Worker:
             return True
         self.process(batch)
         for _ in range(queue.num_iterations - 1):
-            if self._stopping or self.fetcher.has_ready():
-                break
+            if self._stopping or len(batch.messages) < queue.batch_size \
+                    or self.fetcher.has_ready():
+                break           # a short batch means the queue is (nearly) drained
             batch = self.fetch(queue)
             if batch is None or not batch.messages:
                 break

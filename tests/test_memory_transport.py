@@ -118,3 +118,21 @@ def test_latency_is_added_to_every_request():
     transport.counts('q')
     assert time.monotonic() - started >= 0.1
     assert sum(transport.requests.values()) == 2
+
+
+def test_settling_after_the_visibility_timeout_is_counted_as_late(transport, clock):
+    send(transport, 'a', 'b')
+    first, second = transport.receive('q', 10, 0, 5)
+    transport.delete_batch('q', [first.receipt_handle])
+    clock.now += 6
+    transport.delete_batch('q', [second.receipt_handle])
+    assert transport.late_settles == 1
+
+
+def test_every_request_is_reported(clock):
+    seen = []
+    transport = MemoryTransport(clock=clock, on_request=seen.append)
+    transport.ensure_queue('q', 30, None, 0)
+    send(transport, *['m%d' % i for i in range(12)])
+    transport.receive('q', 10, 0, 30)
+    assert seen == ['CreateQueue', 'SendMessageBatch', 'SendMessageBatch', 'ReceiveMessage']

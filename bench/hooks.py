@@ -1,0 +1,45 @@
+"""A worker hook that reports what the benchmark measures in a worker process."""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import time
+
+from kale.hooks import WorkerHooks
+
+from bench import tasks
+from bench.counter import RequestCounter
+
+REPORT_VARIABLE = 'KALE_BENCH_REPORT'
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+class BenchHooks(WorkerHooks):
+    """Counts the worker's requests and tasks; writes them to $KALE_BENCH_REPORT at exit."""
+
+    def __init__(self):
+        self.counter = RequestCounter()
+        self.started = 0.0
+        self.tasks = 0
+
+    def on_worker_startup(self, worker):
+        self.started = time.time()
+        client = getattr(worker.broker.transport, 'client', None)
+        if client is not None:
+            self.counter.attach(client)
+
+    def on_task_succeeded(self, settlement):
+        self.tasks += 1
+
+    def on_worker_shutdown(self, worker):
+        path = os.environ.get(REPORT_VARIABLE)
+        if not path:
+            return
+        report = {'started': self.started, 'last_run': tasks.LAST_RUN_AT[0], 'tasks': self.tasks,
+                  'requests': self.counter.events, 'peak_rss_mb': peak_rss_mb()}
+        with open(path, 'w') as f:
+            json.dump(report, f)

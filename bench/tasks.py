@@ -1,0 +1,56 @@
+"""Tasks the benchmarks publish."""
+from __future__ import annotations
+
+import os
+import time
+
+from kale import task
+
+#: time.time() when the last NoopTask finished in this process.
+LAST_RUN_AT = [0.0]
+#: task id -> time.time() when each LatencyTask started in this process.
+STARTED_AT: dict[str, float] = {}
+
+
+class NoopTask(task.Task):
+    """Does nothing: the framework's cost is all that is measured."""
+
+    queue = 'bench_default'
+    time_limit = 10
+
+    def run_task(self, *args, **kwargs):
+        LAST_RUN_AT[0] = time.time()
+
+
+class NoopHighTask(NoopTask):
+    queue = 'bench_high'
+
+
+class NoopLowTask(NoopTask):
+    queue = 'bench_low'
+
+
+class LatencyTask(task.Task):
+    """Records when it started, in this process and in $KALE_BENCH_LATENCY_FILE."""
+
+    queue = 'bench_default'
+    time_limit = 10
+
+    def run_task(self, *args, **kwargs):
+        now = time.time()
+        STARTED_AT[self.task_id] = now
+        path = os.environ.get('KALE_BENCH_LATENCY_FILE')
+        if path:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, ('%s %.6f\n' % (self.task_id, now)).encode())
+            finally:
+                os.close(fd)
+
+
+class LatencyHighTask(LatencyTask):
+    queue = 'bench_high'
+
+
+class LatencyLowTask(LatencyTask):
+    queue = 'bench_low'
