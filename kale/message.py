@@ -128,8 +128,20 @@ def _key_bytes(key: Any, setting: str) -> bytes:
     return key
 
 
+_keys_cache: dict[int, tuple[bytes, list[bytes]]] = {}
+
+
 def signing_keys() -> tuple[bytes, list[bytes]]:
     """The key that signs and every key that verifies (current first)."""
+    cached = _keys_cache.get(settings.generation)
+    if cached is None:
+        cached = _read_signing_keys()
+        _keys_cache.clear()
+        _keys_cache[settings.generation] = cached
+    return cached
+
+
+def _read_signing_keys() -> tuple[bytes, list[bytes]]:
     if not settings.MESSAGE_SIGNING_KEY:
         raise ImproperlyConfigured(NO_KEY_HELP)
     current = _key_bytes(settings.MESSAGE_SIGNING_KEY, 'MESSAGE_SIGNING_KEY')
@@ -273,8 +285,22 @@ def decode(body: str, resolve: bool = True) -> Message:
     return message
 
 
+_resolved: dict[tuple[int, str], type] = {}
+
+
 def resolve_task(task_name: str) -> type:
     """The Task class a message names, after TASK_MAPPER; DecodeError if unknown."""
+    key = (settings.generation, task_name)
+    found = _resolved.get(key)
+    if found is None:
+        found = _resolve_task(task_name)
+        if len(_resolved) > 1000:
+            _resolved.clear()
+        _resolved[key] = found
+    return found
+
+
+def _resolve_task(task_name: str) -> type:
     from kale.task import Task  # here: kale.task imports this module
     mapper = settings.TASK_MAPPER or {}
     target = mapper.get(task_name, task_name)

@@ -64,7 +64,7 @@ class TaskRunner:
                received: ReceivedMessage) -> Union[tuple[Message, type], Settlement]:
         """The verified message and its task class, or a dead-letter settlement."""
         try:
-            message = kale_message.decode(received.body)
+            message = kale_message.decode(received.body, resolve=False)
             return message, kale_message.resolve_task(message.task_name)
         except DecodeError as exc:
             logger.error('message %s on queue %s cannot be handled: %s', received.message_id,
