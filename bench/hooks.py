@@ -15,6 +15,15 @@ REPORT_VARIABLE = 'KALE_BENCH_REPORT'
 
 
 def peak_rss_mb() -> float:
+    """This process's peak resident memory. On Linux, VmHWM: ru_maxrss survives
+    exec, so a process started from a big parent would report the parent's size."""
+    try:
+        with open('/proc/self/status') as f:
+            for line in f:
+                if line.startswith('VmHWM:'):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 

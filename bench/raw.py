@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import sys
 import threading
 import time
@@ -17,6 +16,7 @@ from typing import Any, Callable, Optional, Sequence
 import boto3
 
 from bench.counter import RequestCounter
+from bench.hooks import peak_rss_mb
 from kale.memory_transport import MemoryTransport
 from kale.transport import OutgoingMessage
 
@@ -155,7 +155,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         raw.url(name)
     report: dict[str, Any] = dict(drain_loop(raw, names, args.expect))
     report['requests'] = counter.events
-    report['peak_rss_mb'] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    report['peak_rss_mb'] = peak_rss_mb()
     json.dump(report, sys.stdout)
     return 0
 
