@@ -37,7 +37,7 @@ class Outcome(enum.Enum):
     SKIPPED = 'skipped'          # should_run_task said no: delete
     RETRY = 'retry'              # send the retry copy, then delete
     DEAD_LETTER = 'dead_letter'  # send the dead-letter copy, then delete
-    RELEASE = 'release'          # not run: make visible again at once
+    RELEASE = 'release'          # not run: send a fresh copy (visible at once), then delete
 
 
 @dataclasses.dataclass
@@ -47,7 +47,7 @@ class Settlement:
     received: ReceivedMessage
     outcome: Outcome
     message: Optional[Message] = None
-    copy: Optional[OutgoingMessage] = None     # the retry or dead-letter copy
+    copy: Optional[OutgoingMessage] = None     # the fresh, retry or dead-letter copy
     reason: str = ''
     task: Any = None
     exception: Optional[BaseException] = None
@@ -73,8 +73,10 @@ class Batch:
 
     queue: TaskQueue
     messages: list[ReceivedMessage]
-    received_at: float                  # time.monotonic() just before the receive call
+    received_at: float                  # when SQS started the visibility clock (monotonic)
     settlements: list[Settlement] = dataclasses.field(default_factory=list)
+    #: message id -> (verified message, task class), filled in before running
+    decoded: dict[str, tuple[Message, type]] = dataclasses.field(default_factory=dict)
 
     @property
     def deadline(self) -> float:

@@ -3,11 +3,18 @@
 Settling follows one order, so that a crash at any point can duplicate a
 task but never lose one:
 
-1. release unstarted messages (visibility 0), so other workers get them now;
-2. send retry copies and dead-letter copies;
-3. delete the originals: succeeded and skipped ones, and failed ones whose
-   copy was sent. A failed message whose copy could not be sent is left
-   alone; it reappears when its visibility timeout ends.
+1. send copies: fresh copies of unstarted messages, retry copies, and
+   dead-letter copies;
+2. delete the originals: succeeded and skipped ones, and those whose copy
+   was sent. A message whose copy could not be sent is left alone; it
+   reappears when its visibility timeout ends.
+
+An unstarted message is released as a fresh copy rather than by a visibility
+change, because SQS counts every receive toward the redrive policy's
+``maxReceiveCount``: a clean shutdown or a tight budget would count against
+the message as if it had crashed a worker. So a receive count above 1 always
+means the message was left unsettled by a worker that died (or lost the
+endpoint until the batch's deadline).
 
 Requests that fail because SQS is unreachable or throttling are retried with
 backoff until the batch's deadline; after that the messages reappear anyway.
@@ -23,11 +30,21 @@ from kale.batch import Batch, Outcome, Settlement, visibility_clock_start
 from kale.broker import Broker
 from kale.exceptions import BatchSendError, SQSError
 from kale.queue_config import TaskQueue
-from kale.transport import OutgoingMessage
+from kale.message import ATTR_FAILURE_NUM, ATTR_RETRY_NUM
+from kale.transport import OutgoingMessage, ReceivedMessage
 
 logger = logging.getLogger(__name__)
 
 Sleep = Callable[[float], None]
+
+NUMBER_ATTRIBUTES = (ATTR_RETRY_NUM, ATTR_FAILURE_NUM)
+
+
+def fresh_copy(received: ReceivedMessage) -> OutgoingMessage:
+    """The message as it was sent: a new SQS message, its receive count back to 0."""
+    attributes = {name: int(value) if name in NUMBER_ATTRIBUTES and value.isdigit() else value
+                  for name, value in received.attributes.items()}
+    return OutgoingMessage(received.body, attributes)
 
 
 class Consumer:
@@ -57,9 +74,11 @@ class Consumer:
         by_outcome: dict[Outcome, list[Settlement]] = {outcome: [] for outcome in Outcome}
         for settlement in batch.settlements:
             by_outcome[settlement.outcome].append(settlement)
-
-        self._release(batch, by_outcome[Outcome.RELEASE])
-        copied = self._send_copies(batch, by_outcome[Outcome.RETRY], dead_letter=False)
+        for settlement in by_outcome[Outcome.RELEASE]:
+            if settlement.copy is None:
+                settlement.copy = fresh_copy(settlement.received)
+        copied = self._send_copies(batch, by_outcome[Outcome.RELEASE] + by_outcome[Outcome.RETRY],
+                                   dead_letter=False)
         copied += self._send_copies(batch, by_outcome[Outcome.DEAD_LETTER], dead_letter=True)
         self._delete(batch, by_outcome[Outcome.SUCCEEDED] + by_outcome[Outcome.SKIPPED] + copied)
 
@@ -79,23 +98,9 @@ class Consumer:
                                what, batch.queue.name, delay, exc)
                 self.sleep(delay)
 
-    def _release(self, batch: Batch, settlements: Sequence[Settlement]) -> None:
-        if not settlements:
-            return
-        handles = [s.received.receipt_handle for s in settlements]
-        try:
-            failed = set(self._attempt(batch, 'release',
-                                       lambda: self.broker.release(batch.queue, handles)))
-        except SQSError as exc:
-            logger.error('could not release %d messages on queue %s (they reappear when their '
-                         'visibility timeout ends): %s', len(handles), batch.queue.name, exc)
-            return
-        for settlement in settlements:
-            settlement.settled = settlement.received.receipt_handle not in failed
-
     def _send_copies(self, batch: Batch, settlements: Sequence[Settlement],
                      dead_letter: bool) -> list[Settlement]:
-        """Send retry or dead-letter copies; returns the settlements whose copy was sent."""
+        """Send fresh, retry or dead-letter copies; returns the settlements whose copy was sent."""
         if not settlements:
             return []
         if dead_letter and self.broker.dead_letter_name(batch.queue) is None:
@@ -105,10 +110,10 @@ class Consumer:
             return list(settlements)
         copies: list[OutgoingMessage] = []
         for settlement in settlements:
-            assert settlement.copy is not None, 'a retry or dead letter needs its copy'
+            assert settlement.copy is not None, 'a copy is needed to settle this way'
             copies.append(settlement.copy)
         send = self.broker.send_dead_letters if dead_letter else self.broker.send
-        what = 'dead-letter copy' if dead_letter else 'retry copy'
+        what = 'dead-letter copy' if dead_letter else 'copy'
         try:
             self._attempt(batch, what, lambda: send(batch.queue, copies))
         except BatchSendError as exc:

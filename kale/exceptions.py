@@ -63,8 +63,9 @@ class DecodeError(KaleError):
     NOT_KALE = 'not_kale_message'
     UNKNOWN_TASK = 'unknown_task'
     CORRUPT = 'corrupt_body'
+    TOO_LARGE = 'too_large'
 
-    REASONS = (BAD_SIGNATURE, NOT_KALE, UNKNOWN_TASK, CORRUPT)
+    REASONS = (BAD_SIGNATURE, NOT_KALE, UNKNOWN_TASK, CORRUPT, TOO_LARGE)
 
     def __init__(self, reason: str, detail: str, body: Optional[str] = None):
         if reason not in self.REASONS:

@@ -165,6 +165,13 @@ class Fetcher:
         except Exception:
             logger.exception('could not release a batch of queue %s', batch.queue.name)
 
+    def release_ready(self) -> None:
+        """Give back every batch received but not yet run."""
+        self._collect()
+        ready, self._ready = self._ready, []
+        for batch in ready:
+            self._release(batch)
+
     def close(self) -> None:
         """Release every batch received but not run; polls still out release theirs."""
         self._closed = True

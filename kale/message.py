@@ -66,6 +66,9 @@ class Message:
     failure_num: int = 0
     enqueued_at: float = 0.0
     publisher: str = ''
+    #: Earlier deliveries that ended with nobody settling the message (the
+    #: worker holding it died), carried over when it is re-sent as a copy.
+    unsettled: int = 0
 
     def attributes(self) -> dict[str, Any]:
         """SQS message attributes, so operators see these without decoding."""
@@ -82,7 +85,8 @@ class Message:
         return {'id': self.task_id, 'task': self.task_name, 'args': tuple(self.args),
                 'kwargs': dict(self.kwargs), 'app_data': self.app_data,
                 'retry_num': self.retry_num, 'failure_num': self.failure_num,
-                'enqueued_at': self.enqueued_at, 'publisher': self.publisher}
+                'enqueued_at': self.enqueued_at, 'publisher': self.publisher,
+                'unsettled': self.unsettled}
 
     @classmethod
     def from_payload(cls, payload: Any) -> 'Message':
@@ -94,20 +98,21 @@ class Message:
             raise ValueError('payload lacks %s' % ', '.join(sorted(missing)))
         checks = [('id', str), ('task', str), ('args', (list, tuple)), ('kwargs', dict),
                   ('retry_num', int), ('failure_num', int), ('enqueued_at', (int, float)),
-                  ('publisher', str)]
+                  ('publisher', str), ('unsettled', int)]
         for key, kinds in checks:
             if key in payload and (not isinstance(payload[key], kinds)
                                    or isinstance(payload[key], bool)):
                 raise ValueError('payload field %r has type %s' % (key, type(payload[key]).__name__))
         if not all(isinstance(name, str) for name in payload['kwargs']):
             raise ValueError('payload kwargs have a non-string name')
-        if payload.get('retry_num', 0) < 0 or payload.get('failure_num', 0) < 0:
-            raise ValueError('payload has a negative retry or failure count')
+        if min(payload.get('retry_num', 0), payload.get('failure_num', 0),
+               payload.get('unsettled', 0)) < 0:
+            raise ValueError('payload has a negative count')
         return cls(task_id=payload['id'], task_name=payload['task'], args=tuple(payload['args']),
                    kwargs=payload['kwargs'], app_data=payload.get('app_data'),
                    retry_num=payload.get('retry_num', 0), failure_num=payload.get('failure_num', 0),
                    enqueued_at=float(payload.get('enqueued_at', 0.0)),
-                   publisher=payload.get('publisher', ''))
+                   publisher=payload.get('publisher', ''), unsettled=payload.get('unsettled', 0))
 
 
 def publisher_identity() -> str:
@@ -243,6 +248,10 @@ def verify(body: str) -> tuple[str, bytes]:
     """Check the envelope and signature; returns (flags, data). Nothing is deserialized."""
     if not isinstance(body, str):
         raise DecodeError(DecodeError.NOT_KALE, 'body is %s, not text' % type(body).__name__)
+    limit = settings.SQS_TASK_SIZE_LIMIT
+    if len(body) > limit:       # no publisher made it: refuse before hashing it
+        raise DecodeError(DecodeError.TOO_LARGE, 'body of %d characters is over '
+                          'SQS_TASK_SIZE_LIMIT of %d bytes' % (len(body), limit), body)
     parts = body.split(':', 3)
     if len(parts) != 4 or parts[0] != FORMAT_TAG:
         raise DecodeError(DecodeError.NOT_KALE, 'body does not start with a %s header'

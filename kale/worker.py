@@ -43,6 +43,7 @@ from kale.queue_config import TaskQueue
 from kale.queue_selector import QueueInfo, SelectQueueBase
 from kale.runner import TaskRunner, WorkerInterrupt
 from kale.settler import Settler
+from kale.suspects import isolate_suspect, release
 from kale.timeout import BaseTimeout, SignalTimeout
 
 logger = logging.getLogger(__name__)
@@ -252,29 +253,46 @@ class Worker:
         return True
 
     def process(self, batch: Batch) -> None:
-        """Run a batch, hand it to the settler, check the limits."""
+        """Decode a batch, run it, hand it to the settler, check the limits. A
+        suspect message runs last, alone (see :mod:`kale.suspects`)."""
+        self.decode(batch)
+        suspect = isolate_suspect(batch, self.name)
         self.run_batch(batch)
         self.settle(batch)
+        if suspect is not None:
+            if not self._stopping:
+                assert self.settler is not None
+                self.settler.flush()            # hold nothing else while it runs
+                self.fetcher.release_ready()
+                self.run_batch(suspect)
+            for received in suspect.unsettled():
+                suspect.settlements.append(release(suspect, received, 'worker stopping'))
+            self.settle(suspect)
         self.check_limits()
+
+    def decode(self, batch: Batch) -> None:
+        """Verify and decode every message; one that fails is settled for the
+        dead-letter queue."""
+        for received in batch.messages:
+            decoded = self.runner.decode(batch.queue, received)
+            if isinstance(decoded, Settlement):
+                batch.settlements.append(decoded)
+            else:
+                batch.decoded[received.message_id] = decoded
 
     def run_batch(self, batch: Batch) -> None:
         """Run the batch's tasks one by one while they fit its budget."""
         self.hooks('before_batch', batch.queue, batch)
         try:
-            for received in batch.messages:
+            for received in batch.unsettled():
                 if self._stopping:
                     break
-                decoded = self.runner.decode(batch.queue, received)
-                if isinstance(decoded, Settlement):
-                    batch.settlements.append(decoded)
-                    continue
-                message, task_class = decoded
+                message, task_class = batch.decoded[received.message_id]
                 left = batch.time_left(time.monotonic())
                 if not batch.fits(task_class.time_limit, time.monotonic()):
-                    batch.settlements.append(Settlement(
-                        received, Outcome.RELEASE, message=message,
-                        reason='time_limit %gs does not fit the %.1fs left in the batch'
-                               % (task_class.time_limit, left)))
+                    batch.settlements.append(release(
+                        batch, received, 'time_limit %gs does not fit the %.1fs left in the '
+                                         'batch' % (task_class.time_limit, left)))
                     continue
                 self._in_task = True
                 try:

@@ -12,3 +12,5 @@ AWS_SECRET_ACCESS_KEY = 'test'
 MESSAGE_SIGNING_KEY = 'kale-test-signing-key-0123456789'
 RETRY_DELAY_MULTIPLE_SEC = float(os.environ.get('KALE_TEST_RETRY_DELAY', '1'))
 SERIALIZER = os.environ.get('KALE_TEST_SERIALIZER', 'pickle')
+MAX_RECEIVE_COUNT = int(os.environ.get('KALE_TEST_MAX_RECEIVE_COUNT', '10'))
+TASK_ISOLATION = os.environ.get('KALE_TEST_TASK_ISOLATION', 'none')

@@ -235,3 +235,20 @@ class CrashOnceTask(task.Task):
             record('crash', self)
             os.kill(os.getpid(), signal.SIGKILL)
         record('ran', self)
+
+
+class ShortRecordTask(RecordTask):
+    queue = 'short'
+    time_limit = 2
+
+
+class CrashEveryTimeTask(task.Task):
+    """Kills its own worker process every time it runs."""
+
+    queue = 'short'
+    time_limit = 2
+
+    def run_task(self, *args, **kwargs):
+        import signal
+        record('crash', self)
+        os.kill(os.getpid(), signal.SIGKILL)

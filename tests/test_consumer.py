@@ -58,7 +58,7 @@ def copy_of(received):
     return OutgoingMessage(received.body + '-copy', {}, 0)
 
 
-def test_settle_releases_then_copies_then_deletes(memory_broker):
+def test_settle_copies_then_deletes_and_releases_unstarted_as_fresh_copies(memory_broker):
     batch = fetched_batch(memory_broker, 4)
     ok, retry, dead, unstarted = batch.messages
     batch.settlements = [Settlement(ok, Outcome.SUCCEEDED),
@@ -66,7 +66,7 @@ def test_settle_releases_then_copies_then_deletes(memory_broker):
                          Settlement(dead, Outcome.DEAD_LETTER, copy=copy_of(dead), reason='x')]
     recording = RecordingBroker(memory_broker)
     Consumer(recording).settle(batch)
-    assert recording.calls == ['release', 'send', 'send_dead_letters', 'delete']
+    assert recording.calls == ['send', 'send_dead_letters', 'delete']
     assert [s.outcome for s in batch.settlements][-1] is Outcome.RELEASE
     assert all(s.settled for s in batch.settlements)
     queue = batch.queue

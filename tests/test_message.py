@@ -237,3 +237,12 @@ def test_next_attempt_counts_retries_and_failures():
     retry = message.next_attempt(failed=True)
     assert (retry.task_id, retry.retry_num, retry.failure_num) == ('abc123', 3, 2)
     assert message.next_attempt(failed=False).failure_num == 1
+
+
+def test_a_body_over_the_size_limit_is_refused_before_it_is_verified():
+    body = encode(make_message())
+    with settings.override(SQS_TASK_SIZE_LIMIT=len(body) - 1):
+        with pytest.raises(DecodeError) as info:
+            decode(body)
+    assert info.value.reason == DecodeError.TOO_LARGE
+    assert 'over SQS_TASK_SIZE_LIMIT' in str(info.value)

@@ -274,3 +274,19 @@ def test_the_worker_runs_from_python_as_in_the_original(sqs, record, tmp_path):
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(10) == 0
+
+
+def test_a_task_that_kills_its_worker_every_time_is_redriven_alone(sqs, record, tmp_path,
+                                                                   monkeypatch):
+    monkeypatch.setenv('KALE_TEST_MAX_RECEIVE_COUNT', '3')
+    settings.reload()
+    killer = tasks.CrashEveryTimeTask.publish(None)
+    others = tasks.ShortRecordTask.publish_batch(None, [((i,), {}) for i in range(6)])
+    supervisor = WorkerProcess(tmp_path, '--queues', 'short', '--burst', '--concurrency', '1')
+    assert supervisor.wait(120) == 0, supervisor.output()
+    assert set(ids(record, 'ran')) == set(others)
+    assert set(ids(record, 'crash')) == {killer}
+    assert len(ids(record, 'crash')) == 3
+    [dead] = dead_letters(sqs, 'short')
+    assert kale_message.decode(dead['Body']).task_id == killer
+    assert 'kale_dead_letter_reason' not in dead['MessageAttributes']   # moved by SQS's redrive

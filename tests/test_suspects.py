@@ -1,0 +1,83 @@
+"""Messages a worker died holding run alone; releases never count toward redrive."""
+import time
+
+from kale import message as kale_message
+from kale.batch import Batch, Outcome
+from kale.consumer import Consumer
+from kale.hooks import WorkerHooks
+from kale.suspects import isolate_suspect, unsettled_deliveries
+from kale.transport import ReceivedMessage
+from kale.worker import Worker
+from tests import tasks
+
+
+def received(message_id, receive_count, unsettled=0):
+    message = kale_message.Message('task-' + message_id, 'tests.tasks.RecordTask',
+                                   unsettled=unsettled)
+    body = kale_message.encode(message)
+    return ReceivedMessage(message_id, 'handle-' + message_id, body, {}, receive_count), message
+
+
+def batch_of(*items):
+    from kale.queue_config import get_queue_config
+    batch = Batch(get_queue_config()['default'], [r for r, _ in items], time.monotonic())
+    batch.decoded = {r.message_id: (m, tasks.RecordTask) for r, m in items}
+    return batch
+
+
+def test_unsettled_deliveries_add_the_copy_history_to_the_receive_count():
+    first, message = received('a', 3, unsettled=2)
+    assert unsettled_deliveries(first, message) == 4
+
+
+def test_the_message_left_unsettled_most_often_runs_alone():
+    fresh, often, once = received('fresh', 1), received('often', 3), received('once', 2)
+    batch = batch_of(fresh, often, once)
+    alone = isolate_suspect(batch)
+    assert [m.message_id for m in alone.messages] == ['often']
+    assert [m.message_id for m in batch.messages] == ['fresh', 'once']
+    [waiting] = batch.settlements
+    assert waiting.outcome is Outcome.RELEASE and waiting.received.message_id == 'once'
+    assert kale_message.decode(waiting.copy.body).unsettled == 1   # its history travels along
+
+
+def test_a_batch_without_suspects_is_left_alone():
+    batch = batch_of(received('a', 1), received('b', 1))
+    assert isolate_suspect(batch) is None
+    assert len(batch.messages) == 2 and batch.settlements == []
+
+
+def test_a_copy_that_carries_history_is_still_a_suspect():
+    batch = batch_of(received('copy', 1, unsettled=1), received('b', 1))
+    assert [m.message_id for m in isolate_suspect(batch).messages] == ['copy']
+
+
+def test_released_messages_come_back_with_a_fresh_receive_count(memory_broker):
+    queue = memory_broker.queues['default']
+    tasks.RecordTask.publish(None)
+    consumer = Consumer(memory_broker)
+    for _ in range(3):
+        batch = consumer.fetch(queue)
+        assert [m.receive_count for m in batch.messages] == [1]
+        consumer.settle(batch)              # nothing run: released as a fresh copy
+
+
+class BatchSizes(WorkerHooks):
+    def __init__(self):
+        self.sizes = []
+
+    def before_batch(self, queue, batch):
+        self.sizes.append([m.receive_count for m in batch.unsettled()])
+
+
+def test_a_worker_runs_each_suspect_alone(memory_broker, tmp_path, monkeypatch):
+    monkeypatch.setenv('KALE_TEST_RECORD', str(tmp_path / 'record'))
+    queue = memory_broker.queues['default']
+    ids = tasks.RecordTask.publish_batch(None, [((i,), {}) for i in range(4)])
+    memory_broker.transport.receive(memory_broker.sqs_name(queue), 10, 0, 0)  # a worker died
+    sizes = BatchSizes()
+    Worker(queue_names=['default'], burst=True, broker=memory_broker, hooks=[sizes]).run()
+    ran = [r[1] for r in tasks.read_records(str(tmp_path / 'record')) if r[0] == 'ran']
+    assert sorted(ran) == sorted(ids)
+    suspect_runs = [size for size in sizes.sizes if any(count > 1 for count in size)]
+    assert suspect_runs and all(len(size) == 1 for size in suspect_runs)
