@@ -16,7 +16,9 @@ from typing import Any, Callable, Optional, Union
 from kale import message as kale_message
 from kale.batch import Outcome, Settlement
 from kale.broker import ATTR_DEAD_LETTER_REASON, ATTR_SOURCE_QUEUE
-from kale.exceptions import DecodeError, KaleError, TimeLimitExceeded, describe
+from kale.exceptions import (DecodeError, ImproperlyConfigured, KaleError, TimeLimitExceeded,
+                             describe)
+from kale.isolation import run_in_child
 from kale.message import Message
 from kale.queue_config import TaskQueue
 from kale.task import SKIPPED
@@ -26,6 +28,7 @@ from kale.transport import OutgoingMessage, ReceivedMessage
 logger = logging.getLogger(__name__)
 
 MAX_REASON_CHARS = 256
+ISOLATIONS = ('none', 'process')
 
 
 class WorkerInterrupt(BaseException):
@@ -56,9 +59,13 @@ class TaskRunner:
     """Decodes and runs received messages, one at a time, in this process."""
 
     def __init__(self, timeout_class: type[BaseTimeout] = SignalTimeout,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, isolation: str = 'none'):
+        if isolation not in ISOLATIONS:
+            raise ImproperlyConfigured("TASK_ISOLATION must be 'none' or 'process', got %r"
+                                       % (isolation,))
         self.timeout_class = timeout_class
         self.clock = clock
+        self.isolation = isolation
 
     def decode(self, queue: TaskQueue,
                received: ReceivedMessage) -> Union[tuple[Message, type], Settlement]:
@@ -79,9 +86,13 @@ class TaskRunner:
         task: Any = None
         try:
             task = task_class(message)
-            timer = self.timeout_class(task_class.time_limit)
-            with timer:
-                result = task.run(*message.args, **dict(message.kwargs))
+            if self.isolation == 'process':
+                result = run_in_child(lambda: task.run(*message.args, **dict(message.kwargs)),
+                                      task_class.time_limit)
+            else:
+                timer = self.timeout_class(task_class.time_limit)
+                with timer:
+                    result = task.run(*message.args, **dict(message.kwargs))
         except WorkerInterrupt:
             return Settlement(received, Outcome.RELEASE, message=message,
                               reason='stopped by shutdown', duration_sec=self.clock() - started)

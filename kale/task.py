@@ -38,6 +38,9 @@ class _Skipped:
     def __repr__(self) -> str:
         return 'SKIPPED'
 
+    def __reduce__(self) -> str:
+        return 'SKIPPED'            # unpickles as this module's one SKIPPED
+
 
 #: What :meth:`Task.run` returns when ``should_run_task`` declined to run.
 SKIPPED = _Skipped()

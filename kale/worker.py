@@ -123,7 +123,7 @@ class Worker:
         timeout_class = settings.TASK_TIMEOUT_CLASS or self.timeout_class
         if isinstance(timeout_class, str):
             timeout_class = import_string(timeout_class, 'TASK_TIMEOUT_CLASS')
-        self.runner = TaskRunner(timeout_class)
+        self.runner = TaskRunner(timeout_class, isolation=settings.TASK_ISOLATION or 'none')
         self.settler: Optional[Settler] = None
         self.backoff = Backoff(maximum=settings.SQS_ERROR_MAX_BACKOFF_SEC)
         self.memory_limit_mb = float(settings.DIE_ON_RESIDENT_SET_SIZE_MB or 0)

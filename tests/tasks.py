@@ -247,8 +247,61 @@ class CrashEveryTimeTask(task.Task):
 
     queue = 'short'
     time_limit = 2
+    max_retries = 1
 
     def run_task(self, *args, **kwargs):
         import signal
         record('crash', self)
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+class RegexHangTask(task.Task):
+    """Hangs inside the regular-expression engine, which never checks for signals."""
+
+    queue = 'default'
+    time_limit = 0.5
+    max_retries = 2
+
+    def run_task(self, *args, **kwargs):
+        import re
+        record('start', self)
+        re.match(r'(a+)+$', 'a' * 40 + 'b')       # catastrophic backtracking: hours
+        record('ran', self)
+
+
+class IgnoresAlarmTask(task.Task):
+    """Turns the timeout signal off, then never returns."""
+
+    queue = 'default'
+    time_limit = 0.5
+    max_retries = 2
+
+    def run_task(self, *args, **kwargs):
+        import signal
+        signal.signal(signal.SIGALRM, signal.SIG_IGN)
+        record('start', self)
+        while True:
+            time.sleep(0.01)
+
+
+class CustomError(Exception):
+    pass
+
+
+class RaisesCustomTask(task.Task):
+    queue = 'default'
+    time_limit = 5
+
+    def run_task(self, *args, **kwargs):
+        raise CustomError('custom %s' % (args,))
+
+
+class UnpicklableErrorTask(task.Task):
+    queue = 'default'
+    time_limit = 5
+
+    def run_task(self, *args, **kwargs):
+        error = ValueError('carries a lock')
+        import threading
+        error.lock = threading.Lock()
+        raise error

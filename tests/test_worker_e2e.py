@@ -28,9 +28,9 @@ from tests.test_message import OTHER_KEY, CreatesFileWhenUnpickled
 class WorkerProcess:
     """`kale worker ...` in a subprocess with its log captured to a file."""
 
-    def __init__(self, tmp_path, *args: str, endpoint: Optional[str] = None):
+    def __init__(self, tmp_path, *args: str, endpoint: Optional[str] = None, **extra_env: str):
         self.log_path = tmp_path / ('worker-%d.log' % time.monotonic_ns())
-        env = subprocess_env()
+        env = subprocess_env(**extra_env)
         if endpoint:
             env['KALE_TEST_ENDPOINT'] = endpoint
         self.log = open(self.log_path, 'w')
@@ -290,3 +290,19 @@ def test_a_task_that_kills_its_worker_every_time_is_redriven_alone(sqs, record, 
     [dead] = dead_letters(sqs, 'short')
     assert kale_message.decode(dead['Body']).task_id == killer
     assert 'kale_dead_letter_reason' not in dead['MessageAttributes']   # moved by SQS's redrive
+
+
+def test_process_isolation_turns_crashes_and_hangs_into_ordinary_failures(sqs, record, tmp_path):
+    crasher = tasks.CrashEveryTimeTask.publish(None)
+    hung = tasks.RegexHangTask.publish(None)
+    fine = tasks.ShortRecordTask.publish(None)
+    worker = WorkerProcess(tmp_path, '--queues', 'short,default', '--burst',
+                           KALE_TEST_TASK_ISOLATION='process')
+    assert worker.wait(90) == 0, worker.output()      # the worker itself never died
+    assert ids(record, 'ran') == [fine]
+    assert ids(record, 'crash') == [crasher] * (tasks.CrashEveryTimeTask.max_retries + 1)
+    assert ids(record, 'start') == [hung] * (tasks.RegexHangTask.max_retries + 1)
+    assert [m['MessageAttributes']['kale_dead_letter_reason']['StringValue']
+            for m in dead_letters(sqs, 'short')] == [
+        'retries_exhausted: TaskProcessDied: task process killed by SIGKILL before reporting']
+    assert reasons(dead_letters(sqs, 'default')) == ['retries_exhausted']

@@ -1,0 +1,115 @@
+"""Running a task in a forked child process that can be killed (TASK_ISOLATION = 'process').
+
+A signal cannot stop code that never returns to the interpreter (a regular
+expression backtracking for minutes, a C extension stuck in a loop) or a
+task that ignores SIGALRM. A child process can always be killed: the worker
+forks one per run, waits for its result through a pipe until the time limit,
+and kills it with SIGKILL if it is still running. A child that dies (a crash
+in native code, ``os._exit``, the kernel's out-of-memory killer) fails that
+run instead of taking the worker down.
+
+The child is a fork of the worker: it shares nothing with it afterwards, and
+Kale's own SQS client is rebuilt in it on first use.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import select
+import signal
+import sys
+import time
+from typing import Any, Callable
+
+from kale.exceptions import TaskError, TimeLimitExceeded, describe
+
+READ_CHUNK = 65536
+
+
+class TaskProcessDied(TaskError):
+    """The child running a task exited without reporting a result."""
+
+
+def _child(call: Callable[[], Any], write_fd: int) -> None:
+    """Run ``call`` and report ('ok', result) or ('error', exception); never returns."""
+    code = 0
+    try:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, signal.SIG_IGN)    # the worker decides this child's fate
+        try:
+            payload: tuple[str, Any] = ('ok', call())
+        except BaseException as exc:   # every outcome goes back to the worker
+            payload = ('error', exc)
+        try:
+            data = pickle.dumps(payload)
+        except Exception:
+            data = pickle.dumps(('error', TaskError(describe(payload[1])))
+                                if payload[0] == 'error' else ('ok', None))
+        view = memoryview(data)
+        while view:
+            view = view[os.write(write_fd, view):]
+    except BaseException:
+        code = 1
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        os._exit(code)
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _exit_description(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        return 'killed by %s' % signal.Signals(os.WTERMSIG(status)).name
+    return 'exited with code %d' % os.WEXITSTATUS(status)
+
+
+def run_in_child(call: Callable[[], Any], time_limit: float) -> Any:
+    """Run ``call`` in a forked child; its result, or the exception it raised.
+
+    Raises TimeLimitExceeded (after killing the child) when it runs past
+    ``time_limit``, and TaskProcessDied when it dies without reporting.
+    Anything raised while waiting (a second shutdown signal) kills the child
+    first.
+    """
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_fd)
+        _child(call, write_fd)
+    os.close(write_fd)
+    deadline = time.monotonic() + time_limit
+    chunks: list[bytes] = []
+    status = None
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeLimitExceeded(time_limit)
+            readable, _, _ = select.select([read_fd], [], [], left)
+            if not readable:
+                continue
+            chunk = os.read(read_fd, READ_CHUNK)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        os.close(read_fd)
+        if status is None:
+            _kill(pid)
+            os.waitpid(pid, 0)
+    if not chunks:
+        raise TaskProcessDied('task process %s before reporting' % _exit_description(status))
+    kind, value = pickle.loads(b''.join(chunks))   # from our own child, not from the queue
+    if kind == 'error':
+        raise value
+    return value

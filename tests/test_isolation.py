@@ -1,0 +1,77 @@
+"""TASK_ISOLATION = 'process': a task that hangs in C code or ignores the timeout
+signal is still stopped at its limit, and a task that kills its process fails
+instead of taking the worker down."""
+import os
+import time
+
+import pytest
+
+from kale import message as kale_message
+from kale.batch import Outcome
+from kale.conf import settings
+from kale.exceptions import ImproperlyConfigured, TaskError, TimeLimitExceeded
+from kale.isolation import TaskProcessDied, run_in_child
+from kale.queue_config import get_queue_config
+from kale.runner import TaskRunner
+from kale.task import SKIPPED
+from kale.transport import ReceivedMessage
+from tests import tasks
+
+
+def run(task_class, *args, isolation='process'):
+    message = kale_message.Message('tid', task_class.task_path(), args)
+    received = ReceivedMessage('mid', 'handle', kale_message.encode(message), {})
+    runner = TaskRunner(isolation=isolation)
+    started = time.monotonic()
+    settlement = runner.run(get_queue_config()['default'], received, message, task_class)
+    return settlement, time.monotonic() - started
+
+
+@pytest.mark.parametrize('task_class', [tasks.RegexHangTask, tasks.IgnoresAlarmTask])
+def test_a_task_that_cannot_be_interrupted_is_stopped_at_its_limit(task_class):
+    settlement, took = run(task_class)
+    assert task_class.time_limit <= took < task_class.time_limit + 0.5
+    assert settlement.outcome is Outcome.RETRY
+    assert settlement.reason.startswith('TimeLimitExceeded')
+
+
+def test_its_fate_is_the_same_as_any_timeout():
+    hung, _ = run(tasks.RegexHangTask)
+    slept, _ = run(tasks.SleepTask, 10, isolation='none')
+    assert (hung.outcome, type(hung.exception)) == (slept.outcome, type(slept.exception))
+    assert hung.copy.delay_sec == slept.copy.delay_sec
+    assert kale_message.decode(hung.copy.body).failure_num == 1
+
+
+def test_a_task_that_kills_its_process_fails_that_run(tmp_path, monkeypatch):
+    monkeypatch.setenv('KALE_TEST_RECORD', str(tmp_path / 'record'))
+    settlement, _ = run(tasks.CrashEveryTimeTask)
+    assert settlement.outcome is Outcome.RETRY
+    assert settlement.reason == 'TaskProcessDied: task process killed by SIGKILL before reporting'
+
+
+def test_results_skips_and_exceptions_come_back_from_the_child():
+    assert run(tasks.AddTask, 2, 3)[0].outcome is Outcome.SUCCEEDED
+    assert run(tasks.SkippedTask)[0].outcome is Outcome.SKIPPED
+    custom, _ = run(tasks.RaisesCustomTask, 1)
+    assert isinstance(custom.exception, tasks.CustomError)
+    assert custom.reason == 'CustomError: custom (1,)'
+    unpicklable, _ = run(tasks.UnpicklableErrorTask)
+    assert type(unpicklable.exception) is TaskError
+    assert 'carries a lock' in unpicklable.reason
+
+
+def test_run_in_child_returns_values_and_raises_what_the_child_raised():
+    assert run_in_child(lambda: {'answer': 42}, 5) == {'answer': 42}
+    assert run_in_child(lambda: SKIPPED, 5) is SKIPPED
+    with pytest.raises(ZeroDivisionError):
+        run_in_child(lambda: 1 / 0, 5)
+    with pytest.raises(TimeLimitExceeded):
+        run_in_child(lambda: time.sleep(5), 0.2)
+    with pytest.raises(TaskProcessDied, match='exited with code 7'):
+        run_in_child(lambda: os._exit(7), 5)
+
+
+def test_an_unknown_isolation_is_a_clear_error():
+    with pytest.raises(ImproperlyConfigured, match="TASK_ISOLATION must be 'none' or 'process'"):
+        TaskRunner(isolation='thread')
