@@ -154,8 +154,11 @@ class Worker:
             self.startup()
             try:
                 while not self._stopping:
-                    if not self.work_once():
-                        break
+                    try:
+                        if not self.work_once():
+                            break
+                    except WorkerInterrupt:     # a stop request that cut a step short
+                        self._stopping = True
             finally:
                 self.fetcher.close()
                 self.settler.close()
@@ -232,16 +235,20 @@ class Worker:
             logger.info('%s: every queue is drained, burst finished', self.name)
             return False
         started = time.monotonic()
-        self._interruptible = True
+        self._interruptible = True       # a stop request may cut the long polls short
         try:
             batches = self.fetcher.watch()
         except WorkerInterrupt:
             return True
         except SQSError as exc:
-            self._back_off('long polling', exc)
-            return True
+            error: Optional[SQSError] = exc
+        else:
+            error = None
         finally:
             self._interruptible = False
+        if error is not None:
+            self._back_off('long polling', error)
+            return True
         self.backoff.reset()
         if not batches:
             if time.monotonic() - started < IDLE_PAUSE_SEC:

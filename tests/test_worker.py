@@ -174,3 +174,24 @@ def test_a_bad_selector_setting_is_a_clear_error(memory_broker):
     with settings.override(QUEUE_SELECTOR='os.path'):
         with pytest.raises(ImproperlyConfigured, match='QUEUE_SELECTOR'):
             kale_worker.Worker(broker=memory_broker)
+
+
+def test_a_stop_request_during_an_outage_backoff_stops_cleanly(memory_broker, monkeypatch):
+    """Regression (found by the chaos run): SIGTERM while backing off after a
+    failed long poll escaped as an exception and the worker exited 1."""
+    import os
+    import signal
+    import threading
+
+    real_receive = memory_broker.transport.receive
+
+    def long_polls_fail(queue, max_messages, wait_sec, visibility_timeout_sec):
+        if wait_sec:                                     # the idle watch, not the probes
+            raise EndpointUnreachableError('connection refused')
+        return real_receive(queue, max_messages, wait_sec, visibility_timeout_sec)
+
+    monkeypatch.setattr(memory_broker.transport, 'receive', long_polls_fail)
+    worker = kale_worker.Worker(queue_names=['slowpoll'], broker=memory_broker)
+    worker.backoff.initial = 2.0                         # a long pause to be stopped in
+    threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGTERM)).start()
+    assert worker.run() == kale_worker.EXIT_OK

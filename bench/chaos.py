@@ -1,0 +1,348 @@
+"""`python -m bench.chaos`: load, random kills, outages and hostile input, and an account.
+
+It starts the embedded endpoint behind a TCP proxy it controls, feeds N tasks
+over three priority queues, runs W `kale worker` processes, and for a
+bounded time injects at random: kill -9 of a worker, SIGTERM of a worker
+(each replaced), endpoint outages of 1-5 s, and hostile messages sent with
+raw boto3 (garbage, a wrong signature, a pickle that would create a file, a
+valid message for an unknown task, an oversized body). Among the tasks are
+ones that raise, ones that run past their time limit, ones that always fail,
+and one that kills its own worker every time it runs. Then it lets the
+workers finish, and prints what happened to every task and message. It exits
+1 if anything that must be zero is not.
+
+    python -m bench.chaos                         # 600 tasks, 3 workers, 90 s of faults
+    python -m bench.chaos --tasks 120 --workers 2 --duration 40 --seed 3
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import collections
+import json
+import os
+import pickle
+import random
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from typing import Any, Optional, Sequence
+from urllib.parse import urlparse
+
+from bench.fleet import Fleet
+from bench.raw import boto3_client
+from bench.tcp_proxy import TCPProxy
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+QUEUES = ['chaos_high', 'chaos_default', 'chaos_low']
+HOSTILE_KINDS = ['garbage', 'wrong_signature', 'pickle', 'unknown_task', 'oversized']
+ACTIONS = ['kill -9', 'SIGTERM', 'outage', 'hostile', 'hostile']
+
+
+class CreatesFile:
+    """Unpickling this opens (creates) a file: proof that a body was unpickled."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def __reduce__(self) -> Any:
+        return (open, (self.path, 'w'))
+
+
+class Chaos:
+    """One chaos run: the endpoint, the proxy, the fleet, the tasks, the account."""
+
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self.rng = random.Random(args.seed)
+        self.workdir = tempfile.mkdtemp(prefix='kale-chaos-')
+        self.log_path = os.path.join(self.workdir, 'tasks.log')
+        self.prefix = 'c%s-' % uuid.uuid4().hex[:6]
+        self.kinds: dict[str, str] = {}                 # task id -> kind
+        self.hostile: dict[str, str] = {}               # hostile id -> kind
+        self.injected: collections.Counter[str] = collections.Counter()
+        self.outage_sec = 0.0
+        self.server: Optional[subprocess.Popen] = None
+        self.proxy: Optional[TCPProxy] = None
+        self.fleet: Optional[Fleet] = None
+
+    # --- setting up ----------------------------------------------------------------
+
+    def start(self) -> None:
+        self.server = subprocess.Popen([sys.executable, '-m', 'kale', 'sqs-local', '--port', '0'],
+                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                       text=True, cwd=ROOT)
+        assert self.server.stdout is not None
+        match = re.search(r'(http://\S+)', self.server.stdout.readline())
+        if not match:
+            raise SystemExit('chaos: the embedded SQS endpoint did not start')
+        self.endpoint = match.group(1)
+        parsed = urlparse(self.endpoint)
+        self.proxy = TCPProxy(parsed.hostname or '127.0.0.1', parsed.port or 0).start()
+        base = {'KALE_SETTINGS_MODULE': 'bench.chaos_settings', 'KALE_CHAOS_PREFIX': self.prefix,
+                'KALE_CHAOS_LOG': self.log_path}
+        os.environ.update(base, KALE_CHAOS_ENDPOINT=self.endpoint)   # we publish directly
+        from kale.conf import settings
+        settings.reload()
+        worker_env = dict(os.environ, KALE_CHAOS_ENDPOINT=self.proxy.url,
+                          PYTHONPATH=ROOT + os.pathsep + os.environ.get('PYTHONPATH', ''))
+        self.raw = boto3_client(self.endpoint, access_key='chaos', secret_key='chaos')
+        self.publish_wave(10)           # creates the queues before any worker starts
+        self.fleet = Fleet(self.args.workers, worker_env, ROOT, self.workdir, ','.join(QUEUES),
+                           self.rng)
+        self.fleet.fill()
+
+    def stop(self) -> None:
+        if self.fleet is not None:
+            self.fleet.stop()
+        if self.proxy is not None:
+            self.proxy.stop()
+        if self.server is not None:
+            self.server.send_signal(signal.SIGTERM)
+            self.server.wait(10)
+
+    # --- tasks ----------------------------------------------------------------------
+
+    def publish_wave(self, count: int) -> None:
+        from bench import chaos_tasks
+        classes = [chaos_tasks.ChaosHighTask, chaos_tasks.ChaosTask, chaos_tasks.ChaosLowTask]
+        by_class: dict[Any, list[tuple[tuple, dict]]] = collections.defaultdict(list)
+        for _ in range(count):
+            roll = self.rng.random()
+            if roll < 0.03:
+                task_class, kind = chaos_tasks.ChaosFailingTask, 'fails'
+            else:
+                task_class = self.rng.choice(classes)
+                kind = 'flaky' if roll < 0.08 else 'slow' if roll < 0.11 else 'ok'
+            by_class[(task_class, kind)].append(((kind,), {}))
+        for (task_class, kind), calls in by_class.items():
+            for task_id in task_class.publish_batch(None, calls):
+                self.kinds[task_id] = kind
+
+    def publish_killer(self) -> None:
+        from bench import chaos_tasks
+        self.kinds[chaos_tasks.ChaosKillerTask.publish(None)] = 'killer'
+        self.injected['killer task'] += 1
+
+    def send_hostile(self) -> None:
+        from kale import message as kale_message
+        from kale.conf import settings
+        kind = HOSTILE_KINDS[len(self.hostile) % len(HOSTILE_KINDS)]     # each kind in turn
+        hostile_id = '%s-%d' % (kind, len(self.hostile))
+        if kind == 'garbage':
+            body = ''.join(self.rng.choice('abc{}[]:;=+/ \n') for _ in range(200))
+        elif kind == 'wrong_signature':
+            with settings.override(MESSAGE_SIGNING_KEY='not-the-chaos-key-0123456789abcdef'):
+                body = kale_message.encode(kale_message.Message(
+                    hostile_id, 'bench.chaos_tasks.ChaosTask', ('ok',)))
+        elif kind == 'pickle':
+            evil = pickle.dumps(CreatesFile(os.path.join(self.workdir, 'pwned-%s' % hostile_id)))
+            body = 'kale1:p-:%s:%s' % ('A' * 43, base64.b64encode(evil).decode())
+        elif kind == 'unknown_task':
+            body = kale_message.encode(kale_message.Message(
+                hostile_id, 'bench.chaos_tasks.NoSuchTask', ()))
+        else:
+            body = 'kale1:p-:' + 'A' * 300000
+        queue = self.rng.choice(QUEUES)
+        url = self.raw.get_queue_url(QueueName=self.prefix + queue)['QueueUrl']
+        self.raw.send_message(QueueUrl=url, MessageBody=body, MessageAttributes={
+            'chaos_hostile': {'DataType': 'String', 'StringValue': hostile_id}})
+        self.hostile[hostile_id] = kind
+        self.injected['hostile message'] += 1
+
+    # --- faults ---------------------------------------------------------------------
+
+    def log_lines(self) -> list[list[str]]:
+        if not os.path.exists(self.log_path):
+            return []
+        with open(self.log_path) as f:
+            return [line.split() for line in f if line.strip()]
+
+    def killer_pids(self) -> set[int]:
+        return {int(line[2]) for line in self.log_lines() if line[0] == 'killer'}
+
+    def wait(self, seconds: float) -> None:
+        """Sleep, keeping the fleet at strength meanwhile."""
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            assert self.fleet is not None
+            self.fleet.reap(self.killer_pids)
+            time.sleep(min(0.2, max(0.0, end - time.monotonic())))
+
+    def inject(self) -> None:
+        assert self.fleet is not None and self.proxy is not None
+        action = self.rng.choice(ACTIONS)
+        if action == 'kill -9' and self.fleet.kill9():
+            self.injected['kill -9'] += 1
+        elif action == 'SIGTERM' and self.fleet.sigterm():
+            self.injected['SIGTERM'] += 1
+        elif action == 'outage':
+            seconds = self.rng.uniform(1, 5)
+            self.proxy.stop()
+            self.wait(seconds)
+            self.proxy.start()
+            self.injected['outage'] += 1
+            self.outage_sec += seconds
+        elif action == 'hostile':
+            self.send_hostile()
+
+    def run_faults(self) -> None:
+        """Feed tasks in waves over the first 60% of the window; inject faults throughout."""
+        duration = self.args.duration
+        started = time.monotonic()
+        waves = max(1, int(duration * 0.6 / 2))
+        per_wave = max(1, (self.args.tasks - 10) // waves)
+        published_waves = 0
+        killer_at = started + duration * 0.1
+        next_fault = started + self.rng.uniform(1, 3)
+        while time.monotonic() - started < duration:
+            now = time.monotonic()
+            if published_waves < waves and now - started >= published_waves * 2:
+                remaining = self.args.tasks - 10 - published_waves * per_wave
+                self.publish_wave(per_wave if published_waves < waves - 1 else remaining)
+                published_waves += 1
+            if killer_at and now >= killer_at:
+                self.publish_killer()
+                killer_at = 0
+            if now >= next_fault:
+                self.inject()
+                next_fault = time.monotonic() + self.rng.uniform(1.5, 4)
+            self.wait(0.2)
+
+    # --- the account ----------------------------------------------------------------------
+
+    def counts(self, queue: str) -> int:
+        url = self.raw.get_queue_url(QueueName=self.prefix + queue)['QueueUrl']
+        attributes = self.raw.get_queue_attributes(QueueUrl=url, AttributeNames=[
+            'ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible',
+            'ApproximateNumberOfMessagesDelayed'])['Attributes']
+        return sum(int(value) for value in attributes.values())
+
+    def settle_down(self) -> bool:
+        """Wait until every queue is empty and every task that should finish has."""
+        deadline = time.monotonic() + self.args.drain_timeout
+        while time.monotonic() < deadline:
+            done = {line[1] for line in self.log_lines() if line[0] == 'done'}
+            due = {task_id for task_id, kind in self.kinds.items() if kind in ('ok', 'flaky', 'slow')}
+            if due <= done and not any(self.counts(queue) for queue in QUEUES):
+                return True
+            self.wait(1.0)
+        return False
+
+    def dead_letters(self) -> list[dict[str, Any]]:
+        found = []
+        for queue in QUEUES:
+            url = self.raw.get_queue_url(QueueName=self.prefix + 'dlq-' + queue)['QueueUrl']
+            while True:
+                batch = self.raw.receive_message(QueueUrl=url, MaxNumberOfMessages=10,
+                                                 MessageAttributeNames=['All'],
+                                                 VisibilityTimeout=300).get('Messages', [])
+                if not batch:
+                    break
+                found.extend(batch)
+        return found
+
+    def account(self, wall_sec: float, settled: bool) -> dict[str, Any]:
+        from kale import message as kale_message
+        assert self.fleet is not None
+        lines = self.log_lines()
+        done = [line[1] for line in lines if line[0] == 'done']
+        completed = set(done)
+        dead_tasks: dict[str, str] = {}
+        dead_hostile: dict[str, str] = {}
+        for message in self.dead_letters():
+            attributes = {k: v.get('StringValue', '') for k, v in
+                          message.get('MessageAttributes', {}).items()}
+            reason = attributes.get('kale_dead_letter_reason', '').split(':')[0] or \
+                'redrive (worker killed %s times)' % self.args_max_receive()
+            if 'chaos_hostile' in attributes:
+                dead_hostile[attributes['chaos_hostile']] = reason
+                continue
+            task_id = kale_message.decode(message['Body'], resolve=False).task_id
+            dead_tasks[task_id] = reason
+        should_finish = {t for t, kind in self.kinds.items() if kind in ('ok', 'flaky', 'slow')}
+        should_die = {t for t, kind in self.kinds.items() if kind in ('fails', 'killer')}
+        lost = sorted(t for t in self.kinds if t not in completed and t not in dead_tasks)
+        wrongly_dead = sorted(t for t in should_finish if t in dead_tasks)
+        unfinished = sorted(t for t in should_finish if t not in completed)
+        killer = [t for t, kind in self.kinds.items() if kind == 'killer']
+        pwned = [name for name in os.listdir(self.workdir) if name.startswith('pwned-')]
+        unexpected = [exit for exit in self.fleet.exits if exit.cause == 'unexpected']
+        return {
+            'tasks published': len(self.kinds),
+            'tasks that should complete': len(should_finish),
+            'tasks completed at least once': len(completed & should_finish),
+            'tasks lost': len(lost),
+            'tasks that should have completed but did not': len(unfinished),
+            'tasks dead-lettered that should have completed': len(wrongly_dead),
+            'tasks meant for the dead-letter queue that are there': '%d / %d' % (
+                len(should_die & set(dead_tasks)), len(should_die)),
+            'killer task dead-lettered by the redrive policy': all(
+                dead_tasks.get(t, '').startswith('redrive') for t in killer),
+            'duplicate executions': '%d (%.1f%%)' % (len(done) - len(completed), 100.0 * (
+                len(done) - len(completed)) / max(len(completed), 1)),
+            'dead-lettered tasks by reason': dict(collections.Counter(dead_tasks.values())),
+            'hostile messages dead-lettered': '%d / %d' % (len(dead_hostile), len(self.hostile)),
+            'hostile messages by reason': dict(collections.Counter(dead_hostile.values())),
+            'files created by hostile pickles': len(pwned),
+            'worker crashes other than injected': len(unexpected),
+            'worker exits by cause': dict(collections.Counter(e.cause for e in self.fleet.exits)),
+            'faults injected': dict(self.injected, **{'outage seconds': round(self.outage_sec, 1)}),
+            'queues drained at the end': settled,
+            'wall time (s)': round(wall_sec, 1),
+            '_failures': {
+                'lost': lost, 'unfinished': unfinished, 'wrongly_dead': wrongly_dead,
+                'hostile_missing': sorted(set(self.hostile) - set(dead_hostile)),
+                'unexpected_exits': [(e.pid, e.code, e.log_path) for e in unexpected],
+                'pwned': pwned, 'killer_not_redriven': [
+                    t for t in killer if not dead_tasks.get(t, '').startswith('redrive')],
+                'not_settled': [] if settled else ['queues not drained'],
+            },
+        }
+
+    def args_max_receive(self) -> int:
+        from kale.conf import settings
+        return int(settings.MAX_RECEIVE_COUNT)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog='python -m bench.chaos', description=__doc__.split('\n')[0])
+    parser.add_argument('--tasks', type=int, default=600, help='tasks to publish (default 600)')
+    parser.add_argument('--workers', type=int, default=3, help='worker processes (default 3)')
+    parser.add_argument('--duration', type=float, default=90, help='seconds of faults (default 90)')
+    parser.add_argument('--drain-timeout', type=float, default=120,
+                        help='seconds to wait for the workers to finish afterwards (default 120)')
+    parser.add_argument('--seed', type=int, default=7)
+    parser.add_argument('--json', metavar='FILE', help='also write the account as JSON')
+    args = parser.parse_args(argv)
+    chaos = Chaos(args)
+    started = time.monotonic()
+    try:
+        chaos.start()
+        chaos.run_faults()
+        settled = chaos.settle_down()
+        assert chaos.fleet is not None
+        chaos.fleet.stop()
+        chaos.fleet.reap(chaos.killer_pids, replace=False)
+        report = chaos.account(time.monotonic() - started, settled)
+    finally:
+        chaos.stop()
+    failures = {name: found for name, found in report.pop('_failures').items() if found}
+    print('chaos: %d tasks, %d workers, %g s of faults, seed %d (logs in %s)'
+          % (args.tasks, args.workers, args.duration, args.seed, chaos.workdir))
+    width = max(len(name) for name in report)
+    for name, value in report.items():
+        print('%s  %s' % (name.ljust(width), value))
+    print('result: %s' % ('PASS' if not failures else 'FAIL %s' % json.dumps(failures)))
+    if args.json:
+        with open(args.json, 'w') as f:
+            json.dump(dict(report, failures=failures), f, indent=2)
+    return 1 if failures else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

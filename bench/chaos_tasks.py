@@ -1,0 +1,77 @@
+"""Tasks for the chaos run; each records what it did in $KALE_CHAOS_LOG.
+
+One line per event, "<event> <task id> <pid> <time>", appended atomically by
+every worker process.
+"""
+from __future__ import annotations
+
+import os
+import random
+import signal
+import time
+
+from kale import task
+
+
+def log(event: str, task_id: str) -> None:
+    path = os.environ.get('KALE_CHAOS_LOG')
+    if not path:
+        return
+    line = '%s %s %d %.3f\n' % (event, task_id, os.getpid(), time.time())
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
+
+
+class ChaosTask(task.Task):
+    """``kind`` says how it behaves: 'ok' works; 'flaky' raises on its first
+    attempt; 'slow' runs past its time limit on its first attempt."""
+
+    queue = 'chaos_default'
+    time_limit = 1.0
+    max_retries = 3
+
+    def run_task(self, kind: str = 'ok', *args, **kwargs):
+        first = self.message is None or self.message.failure_num == 0
+        if kind == 'flaky' and first:
+            log('raised', self.task_id)
+            raise ConnectionError('a service timed out')
+        if kind == 'slow' and first:
+            log('slow', self.task_id)
+            time.sleep(3 * self.time_limit)
+        time.sleep(random.uniform(0, 0.02))
+        log('done', self.task_id)
+
+
+class ChaosHighTask(ChaosTask):
+    queue = 'chaos_high'
+
+
+class ChaosLowTask(ChaosTask):
+    queue = 'chaos_low'
+
+
+class ChaosFailingTask(task.Task):
+    """Fails every time: after one retry it is dead-lettered by Kale."""
+
+    queue = 'chaos_default'
+    time_limit = 1.0
+    max_retries = 1
+
+    def run_task(self, *args, **kwargs):
+        log('raised', self.task_id)
+        raise ValueError('this input can never be processed')
+
+
+class ChaosKillerTask(task.Task):
+    """Kills its own worker process every time it runs: SQS's redrive policy
+    must move it to the dead-letter queue."""
+
+    queue = 'chaos_default'
+    time_limit = 1.0
+
+    def run_task(self, *args, **kwargs):
+        log('killer', self.task_id)
+        os.kill(os.getpid(), signal.SIGKILL)

@@ -1,0 +1,29 @@
+"""A bounded chaos run: kills, stops, outages, hostile messages and a task that
+kills its worker, under load. Fails on any lost task, unexpected worker crash,
+executed hostile payload, or hostile message not dead-lettered."""
+import json
+import os
+import subprocess
+import sys
+
+from tests.conftest import ROOT
+
+
+def test_a_bounded_chaos_run_loses_nothing(tmp_path):
+    report_path = tmp_path / 'chaos.json'
+    env = {k: v for k, v in os.environ.items() if not k.startswith('KALE_')}
+    env['PYTHONPATH'] = ROOT
+    result = subprocess.run([sys.executable, '-m', 'bench.chaos', '--tasks', '120', '--workers',
+                             '2', '--duration', '40', '--seed', '3', '--json', str(report_path)],
+                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(report_path.read_text())
+    assert report['failures'] == {}
+    assert report['tasks lost'] == 0
+    assert report['worker crashes other than injected'] == 0
+    assert report['files created by hostile pickles'] == 0
+    assert report['killer task dead-lettered by the redrive policy'] is True
+    hostile_dead, hostile_sent = map(int, report['hostile messages dead-lettered'].split(' / '))
+    assert hostile_dead == hostile_sent > 0
+    assert report['faults injected'].get('kill -9', 0) + report['faults injected'].get(
+        'outage', 0) > 0
