@@ -12,6 +12,7 @@ import random
 import signal
 import subprocess
 import sys
+import time
 from typing import Callable, Optional
 
 
@@ -38,6 +39,7 @@ class Fleet:
         self.asked: dict[int, str] = {}         # pid -> what the run did to it
         self.exits: list[Exit] = []
         self.started = 0
+        self.born: dict[int, float] = {}
 
     def start_one(self) -> int:
         self.started += 1
@@ -48,6 +50,7 @@ class Fleet:
                  '--log-level', 'INFO'], cwd=self.cwd, env=self.env, stdout=log,
                 stderr=subprocess.STDOUT)
         self.workers[process.pid] = (process, log_path)
+        self.born[process.pid] = time.monotonic()
         return process.pid
 
     def fill(self) -> None:
@@ -55,7 +58,11 @@ class Fleet:
             self.start_one()
 
     def _pick(self) -> Optional[subprocess.Popen]:
-        alive = [p for p, _ in self.workers.values() if p.poll() is None and p.pid not in self.asked]
+        """A worker that has been running for a second at least (before its
+        interpreter is up, no program can catch a signal)."""
+        now = time.monotonic()
+        alive = [p for p, _ in self.workers.values() if p.poll() is None
+                 and p.pid not in self.asked and now - self.born[p.pid] >= 1.0]
         return self.rng.choice(alive) if alive else None
 
     def kill9(self) -> Optional[int]:

@@ -61,12 +61,17 @@ def queue_statuses(broker: Broker) -> list[QueueStatus]:
     return rows
 
 
-def purge(broker: Broker, queue: TaskQueue, dead_letters: bool = False) -> str:
-    """Delete every message of the queue (or of its dead-letter queue); returns the SQS name."""
-    name = broker.dead_letter_name(queue) if dead_letters else broker.sqs_name(queue)
+def _dead_letter_name(broker: Broker, queue: TaskQueue) -> str:
+    name = broker.dead_letter_name(queue)
     if name is None:
         raise KaleError('queue %r has no dead-letter queue (ENABLE_DEAD_LETTER_QUEUE is off)'
                         % queue.name)
+    return name
+
+
+def purge(broker: Broker, queue: TaskQueue, dead_letters: bool = False) -> str:
+    """Delete every message of the queue (or of its dead-letter queue); returns the SQS name."""
+    name = _dead_letter_name(broker, queue) if dead_letters else broker.sqs_name(queue)
     broker.transport.purge(name)
     return name
 
@@ -86,10 +91,7 @@ def redrive(broker: Broker, queue: TaskQueue, limit: Optional[int] = None,
     interruption can duplicate a task but never lose one. Dead letters that
     cannot be decoded (bad signature, not Kale's) stay where they are.
     """
-    dead_name = broker.dead_letter_name(queue)
-    if dead_name is None:
-        raise KaleError('queue %r has no dead-letter queue (ENABLE_DEAD_LETTER_QUEUE is off)'
-                        % queue.name)
+    dead_name = _dead_letter_name(broker, queue)
     report = RedriveReport()
     skipped_handles: list[str] = []
     try:
@@ -152,6 +154,8 @@ class UnknownTaskPathError(PublishError):
 def publish_by_path(task_path: str, args: Sequence[Any], kwargs: dict[str, Any],
                     delay_sec: float = 0, app_data: Any = None) -> str:
     """Publish the task class at ``task_path``; returns its task id."""
+    if 'delay_sec' in kwargs:
+        raise PublishError('delay_sec is not passed to tasks; give the delay with --delay')
     try:
         task_class = kale_message.resolve_task(task_path)
     except DecodeError:

@@ -104,7 +104,7 @@ def visibility_clock_start(call_started: float, call_ended: float) -> float:
 def settle_margin(time_limit: float, visibility_timeout_sec: float) -> float:
     """Room kept for settling after a run: SETTLE_MARGIN_SEC, or half the gap
     between time_limit and the visibility timeout when that is smaller, so a
-    task that fits its queue at all always fits a fresh batch."""
+    task that fits its queue at all fits a batch fresh from a short poll."""
     return max(0.0, min(SETTLE_MARGIN_SEC, (visibility_timeout_sec - time_limit) / 2.0))
 
 

@@ -3,7 +3,7 @@
 It turns a :class:`~kale.queue_config.TaskQueue` into SQS names (with
 ``QUEUE_PREFIX``, and ``dlq-<name>`` for its dead-letter queue), declares each
 queue once per process (creating it when missing and allowed), and offers the
-send / receive / delete / release operations the publisher and the worker use.
+send / receive / delete operations the publisher and the worker use.
 """
 from __future__ import annotations
 
@@ -15,8 +15,7 @@ from typing import Iterator, Optional, Sequence
 from kale.conf import settings
 from kale.exceptions import ImproperlyConfigured, QueueNotFoundError
 from kale.queue_config import QUEUE_NAME_PATTERN, QueueConfig, TaskQueue, get_queue_config
-from kale.transport import (OutgoingMessage, QueueCounts, ReceivedMessage, Transport,
-                            VisibilityChange)
+from kale.transport import OutgoingMessage, QueueCounts, ReceivedMessage, Transport
 
 ATTR_DEAD_LETTER_REASON = 'kale_dead_letter_reason'
 ATTR_SOURCE_QUEUE = 'kale_source_queue'
@@ -96,13 +95,15 @@ class Broker:
 
     # --- operations -------------------------------------------------------
 
-    def send(self, queue: TaskQueue, messages: Sequence[OutgoingMessage]) -> list[str]:
-        """Send messages to the queue: one SendMessage, or SendMessageBatch for several."""
-        name = self.declare(queue)
+    def _send(self, queue: TaskQueue, name: str, messages: Sequence[OutgoingMessage]) -> list[str]:
         with self._redeclare_if_missing(queue):
             if len(messages) == 1:
                 return [self.transport.send(name, messages[0])]
             return self.transport.send_batch(name, messages)
+
+    def send(self, queue: TaskQueue, messages: Sequence[OutgoingMessage]) -> list[str]:
+        """Send messages to the queue: one SendMessage, or SendMessageBatch for several."""
+        return self._send(queue, self.declare(queue), messages)
 
     def send_dead_letters(self, queue: TaskQueue, messages: Sequence[OutgoingMessage]) -> list[str]:
         """Send copies to the queue's dead-letter queue."""
@@ -110,9 +111,7 @@ class Broker:
         name = self.dead_letter_name(queue)
         if name is None:
             raise ImproperlyConfigured('ENABLE_DEAD_LETTER_QUEUE is off')
-        if len(messages) == 1:
-            return [self.transport.send(name, messages[0])]
-        return self.transport.send_batch(name, messages)
+        return self._send(queue, name, messages)
 
     def receive(self, queue: TaskQueue, max_messages: Optional[int] = None,
                 wait_sec: Optional[int] = None) -> list[ReceivedMessage]:
@@ -133,27 +132,11 @@ class Broker:
         with self._redeclare_if_missing(queue):
             return self.transport.delete_batch(name, receipt_handles)
 
-    def release(self, queue: TaskQueue, receipt_handles: Sequence[str]) -> list[str]:
-        """Make received messages visible again at once; returns the handles that failed."""
-        if not receipt_handles:
-            return []
-        name = self.declare(queue)
-        with self._redeclare_if_missing(queue):
-            return self.transport.change_visibility_batch(
-                name, [VisibilityChange(handle, 0) for handle in receipt_handles])
-
     def counts(self, queue: TaskQueue) -> QueueCounts:
         """Approximate visible, in-flight and delayed counts of the queue."""
         name = self.declare(queue)
         with self._redeclare_if_missing(queue):
             return self.transport.counts(name)
-
-    def dead_letter_counts(self, queue: TaskQueue) -> Optional[QueueCounts]:
-        name = self.dead_letter_name(queue)
-        if name is None:
-            return None
-        self.declare(queue)
-        return self.transport.counts(name)
 
 
 _broker_lock = threading.Lock()

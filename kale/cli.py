@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 from typing import Callable, Optional, Sequence
 
@@ -51,7 +52,7 @@ def _add_sqs_local(commands: argparse._SubParsersAction) -> None:
         description="Run moto's SQS-compatible server on this machine until Ctrl-C or SIGTERM. "
                     "Queues live in memory. Needs the 'local' extra: pip install 'kale[local]'.")
     parser.add_argument('--host', default='127.0.0.1', help='address to listen on (default %(default)s)')
-    parser.add_argument('--port', type=int, default=9324,
+    parser.add_argument('--port', type=port_number, default=9324,
                         help="port to listen on (default %(default)s, ElasticMQ's; 0 picks a free one)")
     parser.add_argument('--verbose', action='store_true', help='log every request')
     parser.set_defaults(func=cmd_sqs_local)
@@ -64,14 +65,22 @@ def _queue_list(text: str) -> list[str]:
     return names
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError('must be a whole number of at least 1, got %r' % text)
-    return value
+    return int(text)
+
+
+def port_number(text: str) -> int:
+    """An argparse type: 0 (any free port) to 65535."""
+    if not text.isdigit() or int(text) > 65535:
+        raise argparse.ArgumentTypeError('must be a port number from 0 to 65535, got %r' % text)
+    return int(text)
+
+
+def _stop_during_startup(signum: int, frame: object) -> None:
+    raise SystemExit(0)          # nothing was taken from a queue yet
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -95,7 +104,7 @@ def _add_worker(commands: argparse._SubParsersAction) -> None:
                         help='serve only these queues (default: every configured queue)')
     parser.add_argument('--burst', action='store_true',
                         help='exit once every served queue has nothing visible, in flight or delayed')
-    parser.add_argument('--concurrency', type=_positive, metavar='N',
+    parser.add_argument('--concurrency', type=positive_int, metavar='N',
                         help='run N worker processes under a supervisor that restarts any that '
                              'exit abnormally (default: one worker, in this process)')
     parser.set_defaults(func=cmd_worker)
@@ -141,4 +150,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 def run() -> None:
+    """The console script. A worker told to stop while it is still starting
+    (importing, before it can have taken anything from a queue) exits 0."""
+    if sys.argv[1:2] == ['worker']:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, _stop_during_startup)
     sys.exit(main())

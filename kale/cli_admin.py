@@ -8,6 +8,7 @@ from typing import Any, Callable, Optional
 
 from kale import admin
 from kale.broker import get_broker
+from kale.cli import positive_int
 from kale.exceptions import KaleError
 
 class CommandError(KaleError):
@@ -103,12 +104,6 @@ def cmd_publish(args: argparse.Namespace) -> int:
     return 0
 
 
-def _positive_int(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError('must be a whole number of at least 1, got %r' % text)
-    return int(text)
-
-
 def _app_data(text: str) -> str:
     try:
         json.loads(text)
@@ -147,7 +142,7 @@ def add_commands(commands: argparse._SubParsersAction, common: Callable[[], Any]
                     'and failure counts reset, ten at a time. Each copy is sent before its dead '
                     'letter is deleted. Messages that cannot be decoded stay where they are.')
     redrive.add_argument('queue', metavar='QUEUE', help='queue name from the queue config')
-    redrive.add_argument('--limit', type=_positive_int, metavar='N', help='move at most N messages')
+    redrive.add_argument('--limit', type=positive_int, metavar='N', help='move at most N messages')
     redrive.set_defaults(func=cmd_dlq_redrive)
 
     publish = commands.add_parser(

@@ -18,6 +18,7 @@ from typing import Any, Iterator, Optional
 
 from kale import default_settings
 from kale.exceptions import ImproperlyConfigured
+from kale.settings_check import check_settings
 
 ENVIRONMENT_VARIABLE = 'KALE_SETTINGS_MODULE'
 
@@ -77,6 +78,7 @@ class Settings:
             if module_name:
                 self._module = _import_settings_module(module_name, self._fresh)
                 values.update(_public_names(self._module))
+            check_settings(values)
             self._values = values
             self._fresh = False
         return self._values
@@ -115,6 +117,7 @@ class Settings:
     @contextlib.contextmanager
     def override(self, **values: Any) -> Iterator['Settings']:
         """Temporarily replace some settings (tests, scripts)."""
+        check_settings(values)
         self._overrides.append(values)
         self._generation = next(_generations)
         try:

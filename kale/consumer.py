@@ -12,9 +12,10 @@ task but never lose one:
 An unstarted message is released as a fresh copy rather than by a visibility
 change, because SQS counts every receive toward the redrive policy's
 ``maxReceiveCount``: a clean shutdown or a tight budget would count against
-the message as if it had crashed a worker. So a receive count above 1 always
-means the message was left unsettled by a worker that died (or lost the
-endpoint until the batch's deadline).
+the message as if it had crashed a worker. So a receive count above 1 means
+the message was left unsettled: by a worker that died, that lost the endpoint
+until the batch's deadline, or whose long poll was still out when it
+stopped.
 
 Requests that fail because SQS is unreachable or throttling are retried with
 backoff until the batch's deadline; after that the messages reappear anyway.
@@ -30,22 +31,12 @@ from kale.batch import Batch, Outcome, Settlement, visibility_clock_start
 from kale.broker import Broker
 from kale.exceptions import BatchSendError, SQSError
 from kale.queue_config import TaskQueue
-from kale.message import ATTR_FAILURE_NUM, ATTR_RETRY_NUM
-from kale.transport import OutgoingMessage, ReceivedMessage
+from kale.suspects import release_copy
+from kale.transport import OutgoingMessage
 
 logger = logging.getLogger(__name__)
 
 Sleep = Callable[[float], None]
-
-NUMBER_ATTRIBUTES = (ATTR_RETRY_NUM, ATTR_FAILURE_NUM)
-
-
-def fresh_copy(received: ReceivedMessage) -> OutgoingMessage:
-    """The message as it was sent: a new SQS message, its receive count back to 0."""
-    attributes = {name: int(value) if name in NUMBER_ATTRIBUTES and value.isdigit() else value
-                  for name, value in received.attributes.items()}
-    return OutgoingMessage(received.body, attributes)
-
 
 class Consumer:
     """Receives batches from, and settles them on, one broker."""
@@ -76,7 +67,7 @@ class Consumer:
             by_outcome[settlement.outcome].append(settlement)
         for settlement in by_outcome[Outcome.RELEASE]:
             if settlement.copy is None:
-                settlement.copy = fresh_copy(settlement.received)
+                settlement.copy = release_copy(settlement.received)
         copied = self._send_copies(batch, by_outcome[Outcome.RELEASE] + by_outcome[Outcome.RETRY],
                                    dead_letter=False)
         copied += self._send_copies(batch, by_outcome[Outcome.DEAD_LETTER], dead_letter=True)

@@ -75,6 +75,9 @@ class DecodeError(KaleError):
         self.detail = detail
         self.body = body
 
+    def __reduce__(self) -> Any:
+        return (type(self), (self.reason, self.detail, self.body))
+
 
 # --- SQS ------------------------------------------------------------------
 
@@ -90,6 +93,9 @@ class SQSError(KaleError):
         super().__init__(message)
         self.code = code
         self.retryable = self.default_retryable if retryable is None else retryable
+
+    def __reduce__(self) -> Any:
+        return (type(self), (str(self), self.code, self.retryable))
 
 
 class QueueNotFoundError(SQSError):
@@ -122,6 +128,9 @@ class BatchSendError(SQSError):
         self.failed = failed
         self.message_ids = list(message_ids)
 
+    def __reduce__(self) -> Any:
+        return (type(self), (str(self), self.failed, self.message_ids))
+
 
 # --- running tasks --------------------------------------------------------
 
@@ -136,9 +145,25 @@ class TimeLimitExceeded(TaskError):
         super().__init__('time limit of %gs exceeded' % (seconds,))
         self.seconds = seconds
 
+    def __reduce__(self) -> Any:
+        return (type(self), (self.seconds,))
+
 
 class NonRetriableTaskError(TaskError):
     """Raise from ``run_task`` to fail the task permanently, with no retry."""
+
+
+class ChildTaskError(TaskError):
+    """Stands in for an exception raised in a task's child process
+    (``TASK_ISOLATION = 'process'``) that could not be sent back whole: it
+    keeps the description and whether the task may retry it."""
+
+    def __init__(self, description: str, retriable: bool = True):
+        super().__init__(description)
+        self.retriable = retriable
+
+    def __reduce__(self) -> Any:
+        return (type(self), (str(self), self.retriable))
 
 
 def describe(exc: BaseException) -> str:

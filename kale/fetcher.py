@@ -12,7 +12,8 @@
 
 Every batch carries its own receive time, so one that waits its turn (a
 second queue answering during a watch) is still held to its own budget.
-Batches received but never run are released by :meth:`close`.
+Batches received but never run are released by :meth:`release_ready` and
+:meth:`close`.
 """
 from __future__ import annotations
 
@@ -48,6 +49,7 @@ class Fetcher:
             queue.Queue()
         self._polling: set[str] = set()
         self._closed = False
+        self._close_lock = threading.Lock()
 
     # --- selection ---------------------------------------------------------
 
@@ -87,42 +89,56 @@ class Fetcher:
         self._collect()
         return bool(self._ready)
 
-    def ready(self) -> list[Batch]:
-        """Batches received but not yet run, highest priority first."""
+    def next_ready(self) -> Optional[Batch]:
+        """The highest-priority batch received but not yet run (the others stay
+        here, where :meth:`release_ready` can give them back)."""
         self._collect()
-        batches = sorted(self._ready, key=lambda b: tickets(b.queue), reverse=True)
-        self._ready = []
-        return batches
+        if not self._ready:
+            return None
+        batch = max(self._ready, key=lambda b: tickets(b.queue))
+        self._ready.remove(batch)
+        return batch
 
     # --- the idle watch -----------------------------------------------------------
 
-    def watch(self) -> list[Batch]:
-        """Long-poll every queue at once until one has messages or each has
-        answered empty at least once; returns the batches that arrived.
+    def watch(self) -> bool:
+        """Long-poll every queue at once until one has messages (True: take them
+        with :meth:`next_ready`), each has answered empty at least once, or the
+        worker is stopping (False).
 
         Raises the first SQS error a poll met (the caller backs off).
         """
         answered: set[str] = set()
-        while True:
+        while not self.stopping():
             for queue_ in self.queues:
                 if queue_.name not in self._polling and queue_.name not in answered:
                     self._start_poll(queue_)
             try:
-                queue_, batch, error = self._results.get(timeout=WATCH_TICK_SEC)
+                result = self._results.get(timeout=WATCH_TICK_SEC)
             except queue.Empty:
-                if self.stopping():
-                    return []
                 continue
-            self._polling.discard(queue_.name)
-            if error is not None:
-                raise error
-            assert batch is not None
-            if batch.messages:
-                self._ready.append(batch)
-                return self.ready()
+            queue_, got_messages = self._take_result(result, raise_errors=True)
+            if got_messages:
+                return True
             answered.add(queue_.name)
-            if len(answered) == len(self.queues):
-                return []
+            if answered >= {q.name for q in self.queues}:
+                return False
+        return False
+
+    def _take_result(self, result: tuple[TaskQueue, Optional[Batch], Optional[SQSError]],
+                     raise_errors: bool) -> tuple[TaskQueue, bool]:
+        """Record one finished poll; whether it brought messages."""
+        queue_, batch, error = result
+        self._polling.discard(queue_.name)
+        if error is not None:
+            if raise_errors:
+                raise error
+            logger.warning('long poll on queue %s failed: %s', queue_.name, error)
+            return queue_, False
+        if batch is not None and batch.messages:
+            self._ready.append(batch)
+            return queue_, True
+        return queue_, False
 
     def _start_poll(self, queue_: TaskQueue) -> None:
         self._polling.add(queue_.name)
@@ -139,23 +155,21 @@ class Fetcher:
             logger.exception('long poll on queue %s failed', queue_.name)
             self._results.put((queue_, None, SQSError(str(exc))))
             return
-        if self._closed and batch.messages:
-            self._release(batch)
-            return
-        self._results.put((queue_, batch, None))
+        with self._close_lock:
+            if not self._closed:
+                self._results.put((queue_, batch, None))
+                return
+        if batch.messages:
+            self._release(batch)     # the worker is gone: give them back
 
     def _collect(self) -> None:
         """Move batches from polls that finished since the last look."""
         while True:
             try:
-                queue_, batch, error = self._results.get_nowait()
+                result = self._results.get_nowait()
             except queue.Empty:
                 return
-            self._polling.discard(queue_.name)
-            if error is not None:
-                logger.warning('long poll on queue %s failed: %s', queue_.name, error)
-            elif batch is not None and batch.messages:
-                self._ready.append(batch)
+            self._take_result(result, raise_errors=False)
 
     # --- closing --------------------------------------------------------------------
 
@@ -173,8 +187,11 @@ class Fetcher:
             self._release(batch)
 
     def close(self) -> None:
-        """Release every batch received but not run; polls still out release theirs."""
-        self._closed = True
+        """Release every batch received but not run. A poll still out when the
+        worker exits is not waited for: what it receives reappears after its
+        visibility timeout (as a suspect, run alone)."""
+        with self._close_lock:
+            self._closed = True
         self._collect()
         leftovers = self._ready + list(self._prefetched.values())
         self._ready, self._prefetched = [], {}

@@ -21,7 +21,7 @@ import sys
 import time
 from typing import Any, Callable
 
-from kale.exceptions import TaskError, TimeLimitExceeded, describe
+from kale.exceptions import ChildTaskError, TaskError, TimeLimitExceeded, describe
 
 READ_CHUNK = 65536
 
@@ -30,7 +30,16 @@ class TaskProcessDied(TaskError):
     """The child running a task exited without reporting a result."""
 
 
-def _child(call: Callable[[], Any], write_fd: int) -> None:
+def _round_trip(payload: tuple[str, Any]) -> bytes:
+    """The pickled payload, if it unpickles again (exceptions with their own
+    ``__init__`` often do not)."""
+    data = pickle.dumps(payload)
+    pickle.loads(data)
+    return data
+
+
+def _child(call: Callable[[], Any], write_fd: int,
+           substitute: Callable[[BaseException], BaseException]) -> None:
     """Run ``call`` and report ('ok', result) or ('error', exception); never returns."""
     code = 0
     try:
@@ -41,9 +50,9 @@ def _child(call: Callable[[], Any], write_fd: int) -> None:
         except BaseException as exc:   # every outcome goes back to the worker
             payload = ('error', exc)
         try:
-            data = pickle.dumps(payload)
+            data = _round_trip(payload)
         except Exception:
-            data = pickle.dumps(('error', TaskError(describe(payload[1])))
+            data = pickle.dumps(('error', substitute(payload[1]))
                                 if payload[0] == 'error' else ('ok', None))
         view = memoryview(data)
         while view:
@@ -72,8 +81,14 @@ def _exit_description(status: int) -> str:
     return 'exited with code %d' % os.WEXITSTATUS(status)
 
 
-def run_in_child(call: Callable[[], Any], time_limit: float) -> Any:
-    """Run ``call`` in a forked child; its result, or the exception it raised.
+def _describe_only(exc: BaseException) -> BaseException:
+    return ChildTaskError(describe(exc))
+
+
+def run_in_child(call: Callable[[], Any], time_limit: float,
+                 substitute: Callable[[BaseException], BaseException] = _describe_only) -> Any:
+    """Run ``call`` in a forked child; its result, or the exception it raised
+    (``substitute(exception)`` when that cannot be sent back whole).
 
     Raises TimeLimitExceeded (after killing the child) when it runs past
     ``time_limit``, and TaskProcessDied when it dies without reporting.
@@ -84,7 +99,7 @@ def run_in_child(call: Callable[[], Any], time_limit: float) -> Any:
     pid = os.fork()
     if pid == 0:
         os.close(read_fd)
-        _child(call, write_fd)
+        _child(call, write_fd, substitute)
     os.close(write_fd)
     deadline = time.monotonic() + time_limit
     chunks: list[bytes] = []

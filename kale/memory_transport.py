@@ -57,8 +57,8 @@ class MemoryTransport:
         self.clock = clock
         self.on_request = on_request
         self.requests: collections.Counter[str] = collections.Counter()
-        #: Deletes and visibility changes made after the message's visibility
-        #: timeout had already ended (a worker holding a message past its budget).
+        #: Deletes (and visibility changes) made after the message's visibility
+        #: timeout had already ended: a worker holding a message past its budget.
         self.late_settles = 0
         self._queues: dict[str, _Queue] = {}
         self._lock = threading.Condition()

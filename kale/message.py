@@ -75,10 +75,10 @@ class Message:
         return {ATTR_TASK_ID: self.task_id, ATTR_TASK_NAME: self.task_name,
                 ATTR_RETRY_NUM: self.retry_num, ATTR_FAILURE_NUM: self.failure_num}
 
-    def next_attempt(self, failed: bool = True) -> 'Message':
-        """The copy to publish for the next attempt (counts incremented)."""
+    def next_attempt(self) -> 'Message':
+        """The copy to publish for a retry after a failure (counts incremented)."""
         return dataclasses.replace(self, retry_num=self.retry_num + 1,
-                                   failure_num=self.failure_num + (1 if failed else 0),
+                                   failure_num=self.failure_num + 1,
                                    enqueued_at=time.time(), publisher=publisher_identity())
 
     def to_payload(self) -> dict[str, Any]:
@@ -313,15 +313,16 @@ def _resolve_task(task_name: str) -> type:
     from kale.task import Task  # here: kale.task imports this module
     mapper = settings.TASK_MAPPER or {}
     target = mapper.get(task_name, task_name)
-    found = _import_path(target)
-    if not (isinstance(found, type) and issubclass(found, Task)):
-        raise DecodeError(DecodeError.UNKNOWN_TASK, 'task %r %s' % (
-            task_name, 'cannot be imported' if found is None else 'is not a kale Task class'))
+    found, problem = _import_path(target)
+    if found is not None and not (isinstance(found, type) and issubclass(found, Task)):
+        problem = 'is not a kale Task class'
+    if problem:
+        raise DecodeError(DecodeError.UNKNOWN_TASK, 'task %r %s' % (task_name, problem))
     return found
 
 
-def _import_path(path: str) -> Any:
-    """Import ``package.module.Class`` (or a nested class); None if it is not there."""
+def _import_path(path: str) -> tuple[Any, str]:
+    """Import ``package.module.Class`` (or a nested class): (it, '') or (None, why not)."""
     import importlib
 
     parts = path.split('.')
@@ -332,12 +333,13 @@ def _import_path(path: str) -> Any:
         except ModuleNotFoundError as exc:
             if exc.name and (module_name == exc.name or module_name.startswith(exc.name + '.')):
                 continue
-            return None
-        except Exception:
-            return None
+            return None, 'cannot be imported: module %s needs %s' % (module_name, exc)
+        except Exception as exc:   # the task's module itself is broken: say how
+            return None, 'cannot be imported: module %s raised %s: %s' % (
+                module_name, type(exc).__name__, exc)
         for attr in parts[split:]:
             found = getattr(found, attr, None)
             if found is None:
-                return None
-        return found
-    return None
+                return None, 'cannot be imported: %s has no %s' % (module_name, attr)
+        return found, ''
+    return None, 'cannot be imported: no such module'

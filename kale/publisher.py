@@ -121,10 +121,6 @@ class Publisher:
             logger.debug('published task %s (%s) to queue %s', m.task_id, name, queue.name)
         return task_ids
 
-    def republish(self, queue: TaskQueue, message: Message, delay_sec: int) -> str:
-        """Send an already-built message (a retry) to ``queue``."""
-        return self.sender.send(queue, [kale_message.to_outgoing(message, delay_sec)])[0]
-
 
 _default: Optional[Publisher] = None
 

@@ -16,8 +16,8 @@ from typing import Any, Callable, Optional, Union
 from kale import message as kale_message
 from kale.batch import Outcome, Settlement
 from kale.broker import ATTR_DEAD_LETTER_REASON, ATTR_SOURCE_QUEUE
-from kale.exceptions import (DecodeError, ImproperlyConfigured, KaleError, TimeLimitExceeded,
-                             describe)
+from kale.exceptions import (ChildTaskError, DecodeError, ImproperlyConfigured, KaleError,
+                             TimeLimitExceeded, describe)
 from kale.isolation import run_in_child
 from kale.message import Message
 from kale.queue_config import TaskQueue
@@ -87,8 +87,9 @@ class TaskRunner:
         try:
             task = task_class(message)
             if self.isolation == 'process':
-                result = run_in_child(lambda: task.run(*message.args, **dict(message.kwargs)),
-                                      task_class.time_limit)
+                result = run_in_child(
+                    lambda: task.run(*message.args, **dict(message.kwargs)), task_class.time_limit,
+                    lambda exc: ChildTaskError(describe(exc), task_class.is_retriable(exc)))
             else:
                 timer = self.timeout_class(task_class.time_limit)
                 with timer:
@@ -101,6 +102,9 @@ class TaskRunner:
                 exc = TimeLimitExceeded(timer.seconds)
             return self.failed(queue, received, message, task_class, task, exc,
                                self.clock() - started)
+        finally:
+            if timer is not None:
+                timer.disarm()      # even if the alarm interrupted the timer's own exit
         duration = self.clock() - started
         if result is SKIPPED:
             return Settlement(received, Outcome.SKIPPED, message=message, task=task,
@@ -132,7 +136,7 @@ class TaskRunner:
                                ATTR_SOURCE_QUEUE: queue.name})
                 outcome = Outcome.DEAD_LETTER
             else:
-                copy = kale_message.to_outgoing(message.next_attempt(failed=True), delay)
+                copy = kale_message.to_outgoing(message.next_attempt(), delay)
                 outcome = Outcome.RETRY
         except KaleError as encode_error:
             settlement = verbatim_dead_letter(

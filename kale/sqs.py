@@ -141,6 +141,9 @@ class SQSTransport:
         except (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError) as exc:
             raise EndpointUnreachableError('%s on queue %r: endpoint %s unreachable: %s'
                                            % (action, queue, self.endpoint, exc)) from None
+        except botocore.exceptions.BotoCoreError as exc:    # e.g. an answer that does not parse
+            raise SQSError('%s on queue %r failed: %s: %s' % (action, queue, type(exc).__name__,
+                                                              exc), retryable=True) from None
 
     def _call(self, action: str, queue: str, method: Callable[..., T], **kwargs: Any) -> T:
         with self._errors(action, queue):

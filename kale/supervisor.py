@@ -32,7 +32,6 @@ class Child:
     slot: int
     process: subprocess.Popen
     started: float
-    restarts: int = 0
 
 
 class Supervisor:
@@ -50,12 +49,14 @@ class Supervisor:
         self._backoffs = {slot: Backoff(initial=1.0, maximum=30.0) for slot in range(processes)}
         self._restart_at: dict[int, float] = {}
 
-    def _start(self, slot: int, restarts: int = 0) -> None:
+    def _start(self, slot: int) -> None:
         # A session of its own: Ctrl-C in a terminal reaches only the supervisor,
         # which forwards exactly one signal to each worker.
         process = subprocess.Popen(self.command, env=self.env, start_new_session=True)
-        self.children[slot] = Child(slot, process, time.monotonic(), restarts)
+        self.children[slot] = Child(slot, process, time.monotonic())
         logger.info('supervisor: started worker %d (pid %d)', slot, process.pid)
+        if self._stopping:                  # a stop request came while it was starting
+            process.send_signal(signal.SIGTERM)
 
     def _forward(self, signum: int, frame: Optional[FrameType]) -> None:
         self._stopping = True

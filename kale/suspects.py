@@ -21,10 +21,12 @@ from typing import Optional
 from kale import message as kale_message
 from kale.batch import Batch, Outcome, Settlement
 from kale.exceptions import KaleError
-from kale.message import Message
-from kale.transport import ReceivedMessage
+from kale.message import ATTR_FAILURE_NUM, ATTR_RETRY_NUM, Message
+from kale.transport import OutgoingMessage, ReceivedMessage
 
 logger = logging.getLogger(__name__)
+
+NUMBER_ATTRIBUTES = (ATTR_RETRY_NUM, ATTR_FAILURE_NUM)
 
 
 def unsettled_deliveries(received: ReceivedMessage, message: Message) -> int:
@@ -33,18 +35,27 @@ def unsettled_deliveries(received: ReceivedMessage, message: Message) -> int:
     return message.unsettled + received.receive_count - 1
 
 
-def release(batch: Batch, received: ReceivedMessage, reason: str) -> Settlement:
-    """Give an unstarted, decoded message back as a fresh copy, carrying its
-    count of unsettled deliveries so that releasing it hides nothing."""
-    message = batch.decoded[received.message_id][0]
-    settlement = Settlement(received, Outcome.RELEASE, message=message, reason=reason)
-    count = unsettled_deliveries(received, message)
-    if count > message.unsettled:
+def release_copy(received: ReceivedMessage) -> OutgoingMessage:
+    """The fresh copy that releases an unstarted message: the same body, unless
+    it was received before unsettled; then the copy carries that count, so
+    that releasing it hides nothing."""
+    if received.receive_count > 1:
         try:
-            settlement.copy = kale_message.to_outgoing(dataclasses.replace(message, unsettled=count))
+            message = kale_message.decode(received.body, resolve=False)
+            return kale_message.to_outgoing(dataclasses.replace(
+                message, unsettled=unsettled_deliveries(received, message)))
         except KaleError:
-            pass                    # released as it came: its count starts again
-    return settlement
+            pass                    # sent back as it came: its count starts again
+    attributes = {name: int(value) if name in NUMBER_ATTRIBUTES and value.isdigit() else value
+                  for name, value in received.attributes.items()}
+    return OutgoingMessage(received.body, attributes)
+
+
+def release(batch: Batch, received: ReceivedMessage, reason: str) -> Settlement:
+    """Settle an unstarted message as a release (its copy is made when settling)."""
+    message = batch.decoded[received.message_id][0] if received.message_id in batch.decoded \
+        else None
+    return Settlement(received, Outcome.RELEASE, message=message, reason=reason)
 
 
 def isolate_suspect(batch: Batch, who: str = 'worker') -> Optional[Batch]:

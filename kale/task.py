@@ -22,7 +22,7 @@ import random
 from typing import Any, Iterable, Optional
 
 from kale.conf import settings
-from kale.exceptions import NonRetriableTaskError, PublishError
+from kale.exceptions import ChildTaskError, NonRetriableTaskError, PublishError
 from kale.message import Message
 from kale.publisher import get_publisher, new_task_id
 
@@ -119,6 +119,8 @@ class Task:
     @classmethod
     def is_retriable(cls, exc: BaseException) -> bool:
         """Whether a run that raised ``exc`` may be retried at all."""
+        if isinstance(exc, ChildTaskError):
+            return exc.retriable            # decided in the child, on the real exception
         return not isinstance(exc, tuple(cls.EXCEPTION_LIST))
 
     @classmethod
@@ -165,7 +167,8 @@ class Task:
         """Called after ``run_task`` returned."""
 
     def after_failure(self, exc: BaseException) -> None:
-        """Called after ``run_task`` raised (including a time limit stop)."""
+        """Called after ``run_task`` raised (including a time limit stop, except
+        with ``TASK_ISOLATION = 'process'``, where the child is killed)."""
 
     def on_target_runtime_exceeded(self, duration_sec: float) -> None:
         """Called after a successful run that took longer than ``target_runtime``."""

@@ -55,16 +55,22 @@ class SignalTimeout(BaseTimeout):
     def __init__(self, seconds: float):
         super().__init__(seconds)
         self._previous: Any = None
+        self._armed = False
 
     def _on_alarm(self, signum: int, frame: Optional[FrameType]) -> None:
+        if not self._armed:
+            return          # an alarm that was already on its way when the run ended
         self.fired = True
         raise TimeLimitExceeded(self.seconds)
 
     def arm(self) -> None:
         self._previous = signal.signal(signal.SIGALRM, self._on_alarm)
+        self._armed = True
         signal.setitimer(signal.ITIMER_REAL, max(self.seconds, 0.001), self.repeat_sec)
 
     def disarm(self) -> None:
+        """Stop the alarm (safe to call twice, and from a ``finally``)."""
+        self._armed = False
         signal.setitimer(signal.ITIMER_REAL, 0)
         if self._previous is not None:
             signal.signal(signal.SIGALRM, self._previous)

@@ -16,9 +16,10 @@ told to stop. Each step is a method of its own:
   deletes in batch requests, while the loop fetches the next batch;
 - :meth:`check_limits` stops the worker when it uses too much memory.
 
-Exit codes: ``EXIT_OK`` (0) after a shutdown signal or a finished burst,
-``EXIT_ERROR`` (1) for a configuration error, ``EXIT_MEMORY_LIMIT`` (3) when
-resident memory passed ``DIE_ON_RESIDENT_SET_SIZE_MB``.
+:meth:`Worker.run` returns ``EXIT_OK`` (0) after a shutdown signal or a
+finished burst, and ``EXIT_MEMORY_LIMIT`` (3) when resident memory passed
+``DIE_ON_RESIDENT_SET_SIZE_MB``. A configuration error raises
+ImproperlyConfigured, which ``kale worker`` reports in one line, exiting 1.
 """
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ from kale.consumer import Consumer
 from kale.exceptions import ImproperlyConfigured, KaleError, SQSError
 from kale.fetcher import Fetcher
 from kale.hooks import HookDispatcher, WorkerHooks
+from kale.message import signing_keys
 from kale.queue_config import TaskQueue
 from kale.queue_selector import QueueInfo, SelectQueueBase
 from kale.runner import TaskRunner, WorkerInterrupt
@@ -49,7 +51,6 @@ from kale.timeout import BaseTimeout, SignalTimeout
 logger = logging.getLogger(__name__)
 
 EXIT_OK = 0
-EXIT_ERROR = 1
 EXIT_MEMORY_LIMIT = 3
 
 #: Shortest time between two idle watches, so that queues with
@@ -87,6 +88,16 @@ def _selector_class(selector_class: Any) -> type[SelectQueueBase]:
     return selector_class
 
 
+def _timeout_class(default: type[BaseTimeout]) -> type[BaseTimeout]:
+    timeout_class = settings.TASK_TIMEOUT_CLASS or default
+    if isinstance(timeout_class, str):
+        timeout_class = import_string(timeout_class, 'TASK_TIMEOUT_CLASS')
+    if not (isinstance(timeout_class, type) and issubclass(timeout_class, BaseTimeout)):
+        raise ImproperlyConfigured('TASK_TIMEOUT_CLASS must name a kale.timeout.BaseTimeout '
+                                   'subclass, got %r' % (timeout_class,))
+    return timeout_class
+
+
 def _load_hooks(hooks: Iterable[Any]) -> list[WorkerHooks]:
     loaded = []
     for hook in hooks:
@@ -115,15 +126,14 @@ class Worker:
         self.burst = burst
         self.name = 'worker %d' % os.getpid()
         self.hooks = HookDispatcher(_load_hooks(list(settings.WORKER_HOOKS or ()) + list(hooks)))
-        self.consumer = Consumer(self.broker, sleep=self._sleep,
-                                 max_backoff_sec=settings.SQS_ERROR_MAX_BACKOFF_SEC)
+        # Settling keeps trying until each batch's deadline, stopping or not.
+        self.consumer = Consumer(self.broker, max_backoff_sec=settings.SQS_ERROR_MAX_BACKOFF_SEC)
         self.fetcher = Fetcher(self.consumer, self.queues, stopping=lambda: self._stopping)
         self.queue_info = QueueInfo(self.queues, self.fetcher.probe)
         self.selector = _selector_class(selector_class)(self.queue_info)
-        timeout_class = settings.TASK_TIMEOUT_CLASS or self.timeout_class
-        if isinstance(timeout_class, str):
-            timeout_class = import_string(timeout_class, 'TASK_TIMEOUT_CLASS')
-        self.runner = TaskRunner(timeout_class, isolation=settings.TASK_ISOLATION or 'none')
+        self.runner = TaskRunner(_timeout_class(self.timeout_class),
+                                 isolation=settings.TASK_ISOLATION or 'none')
+        signing_keys()      # no key, no work: say so now, not at the first message
         self.settler: Optional[Settler] = None
         self.backoff = Backoff(maximum=settings.SQS_ERROR_MAX_BACKOFF_SEC)
         self.memory_limit_mb = float(settings.DIE_ON_RESIDENT_SET_SIZE_MB or 0)
@@ -136,13 +146,12 @@ class Worker:
         supervisor = os.environ.get(SUPERVISOR_PID_VARIABLE, '')
         self._supervisor_pid = int(supervisor) if supervisor.isdigit() else None
         self._in_task = False
-        self._interruptible = False
 
     def _choose_queues(self, names: Optional[Sequence[str]]) -> list[TaskQueue]:
         config = self.broker.queues
         if not names:
             return list(config.values())
-        return [config.get_queue(name, who='--queues') for name in names]
+        return [config.get_queue(name, who='--queues') for name in dict.fromkeys(names)]
 
     # --- the loop ---------------------------------------------------------
 
@@ -174,10 +183,9 @@ class Worker:
         ``num_iterations`` batches from it, else the idle watch. False once a
         burst has nothing left to do."""
         self.report_settled()
-        ready = self.fetcher.ready()
-        if ready:
-            for batch in ready:
-                self.process(batch)
+        ready = self.fetcher.next_ready()
+        if ready is not None:
+            self.process(ready)
             return True
         if self._idle:
             return self.idle()
@@ -215,6 +223,10 @@ class Worker:
         except Exception:
             logger.exception('%s: queue selector failed; drawing at random', self.name)
             queue = random.choice(self.queues)
+        if queue not in self.queues:
+            logger.error('%s: queue selector chose %r, not one of the worker\'s queues; drawing '
+                         'at random', self.name, queue)
+            queue = random.choice(self.queues)
         self.backoff.reset()
         return queue
 
@@ -235,28 +247,16 @@ class Worker:
             logger.info('%s: every queue is drained, burst finished', self.name)
             return False
         started = time.monotonic()
-        self._interruptible = True       # a stop request may cut the long polls short
         try:
-            batches = self.fetcher.watch()
-        except WorkerInterrupt:
-            return True
+            arrived = self.fetcher.watch()     # returns within 0.1 s of a stop request
         except SQSError as exc:
-            error: Optional[SQSError] = exc
-        else:
-            error = None
-        finally:
-            self._interruptible = False
-        if error is not None:
-            self._back_off('long polling', error)
+            self._back_off('long polling', exc)
             return True
         self.backoff.reset()
-        if not batches:
-            if time.monotonic() - started < IDLE_PAUSE_SEC:
-                self._sleep(IDLE_PAUSE_SEC)
-            return True
-        self._idle = False
-        for batch in batches:
-            self.process(batch)
+        if arrived:
+            self._idle = False                 # work_once takes them one by one
+        elif time.monotonic() - started < IDLE_PAUSE_SEC:
+            self._sleep(IDLE_PAUSE_SEC)
         return True
 
     def process(self, batch: Batch) -> None:
@@ -272,8 +272,6 @@ class Worker:
                 self.settler.flush()            # hold nothing else while it runs
                 self.fetcher.release_ready()
                 self.run_batch(suspect)
-            for received in suspect.unsettled():
-                suspect.settlements.append(release(suspect, received, 'worker stopping'))
             self.settle(suspect)
         self.check_limits()
 
@@ -295,11 +293,11 @@ class Worker:
                 if self._stopping:
                     break
                 message, task_class = batch.decoded[received.message_id]
-                left = batch.time_left(time.monotonic())
-                if not batch.fits(task_class.time_limit, time.monotonic()):
+                now = time.monotonic()
+                if not batch.fits(task_class.time_limit, now):
                     batch.settlements.append(release(
                         batch, received, 'time_limit %gs does not fit the %.1fs left in the '
-                                         'batch' % (task_class.time_limit, left)))
+                                         'batch' % (task_class.time_limit, batch.time_left(now))))
                     continue
                 self._in_task = True
                 try:
@@ -327,21 +325,18 @@ class Worker:
                 self._report(batch.queue, settlement)
             self.hooks('after_batch', batch.queue, batch)
 
-    def check_limits(self) -> bool:
+    def check_limits(self) -> None:
         """Stop (with EXIT_MEMORY_LIMIT) once resident memory passed the limit,
         or gracefully once the supervisor that started this worker is gone."""
         if self._supervisor_pid is not None and os.getppid() != self._supervisor_pid:
             logger.error('%s: supervisor %d is gone; stopping', self.name, self._supervisor_pid)
             self._stopping = True
-            return True
-        if self.over_memory_limit():
+        elif self.over_memory_limit():
             logger.error('%s: resident memory %.0f MB is over DIE_ON_RESIDENT_SET_SIZE_MB=%g; '
                          'exiting with code %d', self.name, resident_set_size_mb(),
                          self.memory_limit_mb, EXIT_MEMORY_LIMIT)
             self.exit_code = EXIT_MEMORY_LIMIT
             self._stopping = True
-            return True
-        return False
 
     def over_memory_limit(self) -> bool:
         return bool(self.memory_limit_mb) and resident_set_size_mb() > self.memory_limit_mb
@@ -399,11 +394,9 @@ class Worker:
             self._first_signal_at = now
             logger.info('%s: %s received; finishing the running task, then stopping '
                         '(send it again to stop at once)', self.name, name)
-            if self._interruptible:
-                raise WorkerInterrupt()
         else:
             logger.info('%s: second %s received; stopping the running task', self.name, name)
-            if self._in_task or self._interruptible:
+            if self._in_task:
                 raise WorkerInterrupt()
 
     # --- helpers ------------------------------------------------------------
@@ -434,11 +427,14 @@ class Worker:
             logger.warning('%s failed in %.3fs, retrying in %ds: %s', where, s.duration_sec,
                            s.copy.delay_sec if s.copy else 0, s.reason)
             self.hooks('on_task_failed', s)
+        elif s.outcome is Outcome.DEAD_LETTER and not s.settled:
+            logger.error('%s failed permanently in %.3fs, but its dead-letter copy was not sent; '
+                         'it will run again: %s', where, s.duration_sec, s.reason)
         elif s.outcome is Outcome.DEAD_LETTER:
             logger.error('%s failed permanently in %.3fs, dead-lettered: %s', where,
                          s.duration_sec, s.reason)
             self.hooks('on_task_permanently_failed', s)
-            if s.settled and s.task is not None:
+            if s.task is not None:
                 try:
                     s.task.on_permanent_failure(s.exception, s.reason)
                 except Exception:

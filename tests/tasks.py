@@ -305,3 +305,20 @@ class UnpicklableErrorTask(task.Task):
         import threading
         error.lock = threading.Lock()
         raise error
+
+
+class RefusedError(NonRetriableTaskError):
+    """A non-retriable error whose __init__ takes other arguments than its message."""
+
+    def __init__(self, code):
+        super().__init__('refused with code %d' % code)
+        self.code = code
+
+
+class RefusesTask(task.Task):
+    queue = 'default'
+    time_limit = 5
+    max_retries = 3
+
+    def run_task(self, *args, **kwargs):
+        raise RefusedError(7)

@@ -191,6 +191,7 @@ def test_publish_errors_are_one_line(sqs):
         (('tests.tasks.AddTask', '--args', '[1, 2]', '--delay', '901'),
          'delay_sec must be a number of seconds within 0..900'),
         (('tests.tasks.UnknownQueueTask',), "queue 'no_such_queue' is not in the queue config"),
+        (('tests.tasks.AddTask', '--kwargs', '{"delay_sec": 5}'), 'give the delay with --delay'),
     ]
     for args, expected in cases:
         assert expected in one_line_error(kale('publish', *args)), args
@@ -203,3 +204,9 @@ def test_every_command_explains_itself():
         assert result.returncode == 0
         assert 'usage: kale' in result.stdout
         assert len(result.stdout.split()) > 25, command
+
+
+def test_sqs_local_refuses_a_port_out_of_range():
+    result = kale('sqs-local', '--port', '70000')
+    assert result.returncode == 2
+    assert 'must be a port number from 0 to 65535' in result.stderr

@@ -44,7 +44,8 @@ def test_batches_probed_for_other_queues_run_next(memory_broker):
     fetcher = Fetcher(Consumer(memory_broker), [high, default])
     assert fetcher.probe(default) and fetcher.probe(high)
     assert [m.body for m in fetcher.take(default).messages] == ['d']
-    assert [[m.body for m in b.messages] for b in fetcher.ready()] == [['h']]
+    assert [m.body for m in fetcher.next_ready().messages] == ['h']
+    assert fetcher.next_ready() is None
 
 
 def test_the_watch_answers_as_soon_as_any_queue_gets_a_message(memory_broker):
@@ -52,9 +53,9 @@ def test_the_watch_answers_as_soon_as_any_queue_gets_a_message(memory_broker):
     fetcher = Fetcher(Consumer(memory_broker), [high, default, low])
     threading.Timer(0.3, lambda: memory_broker.send(low, [OutgoingMessage('late')])).start()
     started = time.monotonic()
-    batches = fetcher.watch()
+    assert fetcher.watch() is True
     assert time.monotonic() - started < 1.0
-    assert [[m.body for m in b.messages] for b in batches] == [['late']]
+    assert [m.body for m in fetcher.next_ready().messages] == ['late']
     assert memory_broker.transport.requests['ReceiveMessage'] == 3
     fetcher.close()
 
@@ -62,7 +63,7 @@ def test_the_watch_answers_as_soon_as_any_queue_gets_a_message(memory_broker):
 def test_the_watch_returns_once_every_queue_answered_empty(memory_broker):
     high, default = queues_of(memory_broker, 'high', 'default', long_poll=0)
     fetcher = Fetcher(Consumer(memory_broker), [high, default])
-    assert fetcher.watch() == []
+    assert fetcher.watch() is False
 
 
 def test_close_releases_batches_that_were_never_run(memory_broker):
@@ -87,3 +88,24 @@ def test_the_settler_settles_in_order_in_the_background(memory_broker):
     assert settler.completed() == batches
     assert memory_broker.counts(default).total == 0
     settler.close()
+
+
+def test_the_watch_returns_soon_after_a_stop_request(memory_broker):
+    high, = queues_of(memory_broker, 'high', long_poll=5)
+    stopping = []
+    fetcher = Fetcher(Consumer(memory_broker), [high], stopping=lambda: bool(stopping))
+    threading.Timer(0.3, lambda: stopping.append(True)).start()
+    started = time.monotonic()
+    assert fetcher.watch() is False
+    assert time.monotonic() - started < 0.6
+
+
+def test_release_ready_gives_back_batches_not_yet_run(memory_broker):
+    high, default = queues_of(memory_broker, 'high', 'default')
+    memory_broker.send(high, [OutgoingMessage('h')])
+    fetcher = Fetcher(Consumer(memory_broker), [high, default])
+    assert fetcher.probe(high)
+    fetcher.take(default)                       # high's batch now waits its turn
+    fetcher.release_ready()
+    assert fetcher.next_ready() is None
+    assert memory_broker.counts(high).visible == 1

@@ -9,7 +9,7 @@ import pytest
 from kale import message as kale_message
 from kale.batch import Outcome
 from kale.conf import settings
-from kale.exceptions import ImproperlyConfigured, TaskError, TimeLimitExceeded
+from kale.exceptions import ChildTaskError, ImproperlyConfigured, TimeLimitExceeded
 from kale.isolation import TaskProcessDied, run_in_child
 from kale.queue_config import get_queue_config
 from kale.runner import TaskRunner
@@ -57,8 +57,28 @@ def test_results_skips_and_exceptions_come_back_from_the_child():
     assert isinstance(custom.exception, tasks.CustomError)
     assert custom.reason == 'CustomError: custom (1,)'
     unpicklable, _ = run(tasks.UnpicklableErrorTask)
-    assert type(unpicklable.exception) is TaskError
+    assert type(unpicklable.exception) is ChildTaskError
     assert 'carries a lock' in unpicklable.reason
+    assert unpicklable.outcome is Outcome.RETRY
+
+
+def test_an_exception_that_cannot_come_back_whole_keeps_its_retry_decision():
+    """RefusedError is non-retriable but cannot be rebuilt from its pickle."""
+    settlement, _ = run(tasks.RefusesTask)
+    assert settlement.outcome is Outcome.DEAD_LETTER
+    assert settlement.reason == 'non_retriable: ChildTaskError: RefusedError: refused with code 7'
+    in_process, _ = run(tasks.RefusesTask, isolation='none')
+    assert in_process.outcome is Outcome.DEAD_LETTER
+
+
+def test_kale_exceptions_survive_pickling():
+    import pickle
+    from kale.exceptions import BatchSendError, DecodeError, EndpointUnreachableError
+    for exc in (TimeLimitExceeded(1.5), DecodeError('corrupt_body', 'x', 'body'),
+                EndpointUnreachableError('down'), BatchSendError('b', {1: ('c', 'm')}, ['i', None]),
+                ChildTaskError('x', False)):
+        copy = pickle.loads(pickle.dumps(exc))
+        assert type(copy) is type(exc) and str(copy) == str(exc)
 
 
 def test_run_in_child_returns_values_and_raises_what_the_child_raised():

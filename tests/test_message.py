@@ -217,9 +217,12 @@ def test_pickle_refuses_what_it_cannot_pickle():
 
 
 def test_unknown_serializer_setting_is_a_clear_error():
-    with settings.override(SERIALIZER='yaml'):
-        with pytest.raises(ImproperlyConfigured, match="SERIALIZER must be 'pickle' or 'json'"):
-            encode(make_message())
+    with pytest.raises(ImproperlyConfigured, match="setting SERIALIZER must be one of 'pickle', "
+                                                   "'json', got 'yaml'"):
+        with settings.override(SERIALIZER='yaml'):
+            pass
+    with pytest.raises(ImproperlyConfigured, match="SERIALIZER must be 'pickle' or 'json'"):
+        encode(make_message(), serializer='yaml')
 
 
 def test_decompression_is_bounded():
@@ -233,16 +236,24 @@ def test_decompression_is_bounded():
 
 
 def test_next_attempt_counts_retries_and_failures():
-    message = make_message()
-    retry = message.next_attempt(failed=True)
+    retry = make_message().next_attempt()
     assert (retry.task_id, retry.retry_num, retry.failure_num) == ('abc123', 3, 2)
-    assert message.next_attempt(failed=False).failure_num == 1
 
 
 def test_a_body_over_the_size_limit_is_refused_before_it_is_verified():
-    body = encode(make_message())
+    body = encode(make_message(args=(os.urandom(3000),)))
     with settings.override(SQS_TASK_SIZE_LIMIT=len(body) - 1):
         with pytest.raises(DecodeError) as info:
             decode(body)
     assert info.value.reason == DecodeError.TOO_LARGE
     assert 'over SQS_TASK_SIZE_LIMIT' in str(info.value)
+
+
+def test_a_task_module_that_fails_to_import_says_why(tmp_path, monkeypatch):
+    (tmp_path / 'broken_task_module.py').write_text('import no_such_dependency\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    body = encode(make_message(task_name='broken_task_module.SomeTask'))
+    with pytest.raises(DecodeError, match="unknown_task: task 'broken_task_module.SomeTask' cannot "
+                                          "be imported: module broken_task_module needs No "
+                                          "module named 'no_such_dependency'"):
+        decode(body)

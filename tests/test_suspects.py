@@ -5,7 +5,7 @@ from kale import message as kale_message
 from kale.batch import Batch, Outcome
 from kale.consumer import Consumer
 from kale.hooks import WorkerHooks
-from kale.suspects import isolate_suspect, unsettled_deliveries
+from kale.suspects import isolate_suspect, release_copy, unsettled_deliveries
 from kale.transport import ReceivedMessage
 from kale.worker import Worker
 from tests import tasks
@@ -38,7 +38,18 @@ def test_the_message_left_unsettled_most_often_runs_alone():
     assert [m.message_id for m in batch.messages] == ['fresh', 'once']
     [waiting] = batch.settlements
     assert waiting.outcome is Outcome.RELEASE and waiting.received.message_id == 'once'
-    assert kale_message.decode(waiting.copy.body).unsettled == 1   # its history travels along
+    copy = release_copy(waiting.received)
+    assert kale_message.decode(copy.body).unsettled == 1   # its history travels along
+
+
+def test_a_release_copy_carries_history_only_when_there_is_some():
+    fresh, message = received('fresh', 1)
+    assert release_copy(fresh).body == fresh.body
+    twice, message = received('twice', 3, unsettled=1)
+    assert kale_message.decode(release_copy(twice).body).unsettled == 3
+    garbage = ReceivedMessage('g', 'h', 'not kale', {'kale_retry_num': '2'}, 4)
+    assert release_copy(garbage).body == 'not kale'
+    assert release_copy(garbage).attributes == {'kale_retry_num': 2}
 
 
 def test_a_batch_without_suspects_is_left_alone():

@@ -12,7 +12,7 @@ def test_a_run_past_its_limit_is_stopped_near_the_limit():
     with pytest.raises(TimeLimitExceeded, match='time limit of 0.3s exceeded'):
         with SignalTimeout(0.3):
             time.sleep(5)
-    assert 0.3 <= time.monotonic() - started < 0.45
+    assert 0.3 <= time.monotonic() - started < 0.3 + 0.5
 
 
 def test_a_run_within_its_limit_is_untouched_and_the_alarm_is_cleared():

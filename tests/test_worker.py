@@ -195,3 +195,36 @@ def test_a_stop_request_during_an_outage_backoff_stops_cleanly(memory_broker, mo
     worker.backoff.initial = 2.0                         # a long pause to be stopped in
     threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGTERM)).start()
     assert worker.run() == kale_worker.EXIT_OK
+
+
+def test_a_queue_named_twice_is_served_once(memory_broker, record_file):
+    task_id = tasks.RecordTask.publish(None)
+    worker, code = run_worker(memory_broker, queues=('default', 'default'))
+    assert code == 0 and [q.name for q in worker.queues] == ['default']
+    assert events(record_file, 'ran') == [task_id]
+
+
+def test_a_selector_that_answers_nonsense_does_not_stop_the_worker(memory_broker, record_file):
+    from kale.queue_selector import SelectQueueBase
+
+    class Nonsense(SelectQueueBase):
+        def get_queue(self):
+            return 'not a queue'
+
+    task_id = tasks.RecordTask.publish(None)
+    run_worker(memory_broker, selector_class=Nonsense)
+    assert events(record_file, 'ran') == [task_id]
+
+
+def test_a_worker_without_a_signing_key_refuses_to_start(memory_broker):
+    from kale.exceptions import ImproperlyConfigured
+    with settings.override(MESSAGE_SIGNING_KEY=''):
+        with pytest.raises(ImproperlyConfigured, match='MESSAGE_SIGNING_KEY is not set'):
+            kale_worker.Worker(broker=memory_broker)
+
+
+def test_a_timeout_class_that_is_not_one_is_refused(memory_broker):
+    from kale.exceptions import ImproperlyConfigured
+    with settings.override(TASK_TIMEOUT_CLASS='os.path'):
+        with pytest.raises(ImproperlyConfigured, match='TASK_TIMEOUT_CLASS must name'):
+            kale_worker.Worker(broker=memory_broker)

@@ -306,3 +306,10 @@ def test_process_isolation_turns_crashes_and_hangs_into_ordinary_failures(sqs, r
             for m in dead_letters(sqs, 'short')] == [
         'retries_exhausted: TaskProcessDied: task process killed by SIGKILL before reporting']
     assert reasons(dead_letters(sqs, 'default')) == ['retries_exhausted']
+
+
+def test_a_worker_stopped_while_it_starts_exits_0(sqs, tmp_path):
+    worker = WorkerProcess(tmp_path, '--queues', 'default')
+    time.sleep(0.3)                          # still importing
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(30) == 0, worker.output()

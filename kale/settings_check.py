@@ -1,0 +1,79 @@
+"""Checks every setting's type and range when the settings are read, so that a
+wrong value is one clear error at start, naming the setting, instead of a
+traceback (or quietly wrong behaviour) later."""
+from __future__ import annotations
+
+import numbers
+from collections.abc import Mapping
+from typing import Any, Callable, Optional
+
+from kale.exceptions import ImproperlyConfigured
+
+
+def _number(low: Optional[float] = None, high: Optional[float] = None,
+            whole: bool = False) -> Callable[[Any], Optional[str]]:
+    def check(value: Any) -> Optional[str]:
+        kinds = numbers.Integral if whole else numbers.Real
+        what = 'a whole number' if whole else 'a number'
+        if isinstance(value, bool) or not isinstance(value, kinds) or value != value:
+            return 'must be %s' % what
+        if (low is not None and value < low) or (high is not None and value > high):
+            return 'must be %s %s' % (what, 'from %g to %g' % (low, high) if high is not None
+                                      else 'of at least %g' % low)
+        return None
+    return check
+
+
+def _one_of(*choices: str) -> Callable[[Any], Optional[str]]:
+    def check(value: Any) -> Optional[str]:
+        return None if value in choices else 'must be one of %s' % ', '.join(map(repr, choices))
+    return check
+
+
+def _kind(kinds: Any, what: str) -> Callable[[Any], Optional[str]]:
+    def check(value: Any) -> Optional[str]:
+        return None if isinstance(value, kinds) else 'must be %s' % what
+    return check
+
+
+def _port(value: Any) -> Optional[str]:
+    if value in ('', None):
+        return None
+    try:
+        port = int(value)
+    except (TypeError, ValueError):
+        return 'must be a port number'
+    return None if 0 < port < 65536 else 'must be a port number from 1 to 65535'
+
+
+CHECKS: dict[str, Callable[[Any], Optional[str]]] = {
+    'MESSAGE_QUEUE_ENDPOINT_URL': _kind(str, 'a URL (a string)'),
+    'MESSAGE_QUEUE_PROXY_PORT': _port,
+    'SQS_CONNECT_TIMEOUT_SEC': _number(0.1, 300),
+    'SQS_READ_TIMEOUT_SEC': _number(1, 600),
+    'QUEUE_CONFIG': _kind(str, 'a file path (a string)'),
+    'QUEUE_PREFIX': _kind(str, 'a string'),
+    'MAX_RECEIVE_COUNT': _number(1, 1000, whole=True),
+    'SERIALIZER': _one_of('pickle', 'json'),
+    'PICKLE_PROTOCOL': _number(2, 5, whole=True),
+    'COMPRESSION_MIN_BYTES': _number(0, whole=True),
+    'SQS_TASK_SIZE_LIMIT': _number(1024, 1048576, whole=True),
+    'SQS_BATCH_REQUEST_LIMIT': _number(1024, 1048576, whole=True),
+    'TASK_MAPPER': _kind(Mapping, 'a dict of old task paths to new ones'),
+    'RETRY_DELAY_MULTIPLE_SEC': _number(0, 900),
+    'SQS_MAX_TASK_DELAY_SEC': _number(0, 900),
+    'RETRY_DELAY_JITTER': _number(0, 1),
+    'DIE_ON_RESIDENT_SET_SIZE_MB': _number(0),
+    'WORKER_HOOKS': _kind((list, tuple), 'a list'),
+    'TASK_ISOLATION': _one_of('none', 'process'),
+    'SQS_ERROR_MAX_BACKOFF_SEC': _number(0.1, 3600),
+}
+
+
+def check_settings(values: dict[str, Any]) -> None:
+    """Raise ImproperlyConfigured for the first setting with a wrong value."""
+    for name, check in CHECKS.items():
+        if name in values:
+            problem = check(values[name])
+            if problem:
+                raise ImproperlyConfigured('setting %s %s, got %r' % (name, problem, values[name]))
