@@ -4,7 +4,6 @@ import json
 import subprocess
 import sys
 
-import pytest
 
 from bench.counter import RequestCounter
 from tests.conftest import ROOT, raw_client, subprocess_env

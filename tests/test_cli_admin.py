@@ -4,7 +4,7 @@ import subprocess
 import sys
 
 from kale import message as kale_message
-from kale.conf import ENVIRONMENT_VARIABLE, settings
+from kale.conf import ENVIRONMENT_VARIABLE
 from tests import tasks
 from tests.conftest import ROOT, subprocess_env
 

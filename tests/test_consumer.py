@@ -1,7 +1,6 @@
 """Settling: copies are sent before originals are deleted; nothing is lost."""
 import time
 
-import pytest
 
 from kale.batch import Batch, Outcome, Settlement
 from kale.consumer import Consumer

@@ -8,7 +8,6 @@ import pytest
 
 from kale import message as kale_message
 from kale.batch import Outcome
-from kale.conf import settings
 from kale.exceptions import ChildTaskError, ImproperlyConfigured, TimeLimitExceeded
 from kale.isolation import TaskProcessDied, run_in_child
 from kale.queue_config import get_queue_config
