@@ -41,6 +41,7 @@ from kale.exceptions import ImproperlyConfigured, KaleError, SQSError
 from kale.fetcher import Fetcher
 from kale.hooks import HookDispatcher, WorkerHooks
 from kale.message import signing_keys
+from kale.sqs import endpoint_url
 from kale.queue_config import TaskQueue
 from kale.queue_selector import QueueInfo, SelectQueueBase
 from kale.runner import TaskRunner, WorkerInterrupt
@@ -65,6 +66,9 @@ SECOND_SIGNAL_MIN_GAP_SEC = 0.5
 #: Set by ``kale worker --concurrency``: a worker whose supervisor is gone
 #: stops gracefully instead of running on unsupervised.
 SUPERVISOR_PID_VARIABLE = 'KALE_SUPERVISOR_PID'
+
+#: Part of every development key shipped with Kale (settings/, example/).
+DEVELOPMENT_KEY_MARK = b'not-for-production'
 
 
 def resident_set_size_mb() -> float:
@@ -133,7 +137,11 @@ class Worker:
         self.selector = _selector_class(selector_class)(self.queue_info)
         self.runner = TaskRunner(_timeout_class(self.timeout_class),
                                  isolation=settings.TASK_ISOLATION or 'none')
-        signing_keys()      # no key, no work: say so now, not at the first message
+        key, _ = signing_keys()      # no key, no work: say so now, not at the first message
+        if DEVELOPMENT_KEY_MARK in key and not endpoint_url():
+            logger.warning('%s: MESSAGE_SIGNING_KEY is a development key, public in Kale\'s '
+                           'sources, and this worker talks to AWS: anyone who can write to '
+                           'these queues can run code here. Set a secret key.', self.name)
         self.settler: Optional[Settler] = None
         self.backoff = Backoff(maximum=settings.SQS_ERROR_MAX_BACKOFF_SEC)
         self.memory_limit_mb = float(settings.DIE_ON_RESIDENT_SET_SIZE_MB or 0)

@@ -228,3 +228,13 @@ def test_a_timeout_class_that_is_not_one_is_refused(memory_broker):
     with settings.override(TASK_TIMEOUT_CLASS='os.path'):
         with pytest.raises(ImproperlyConfigured, match='TASK_TIMEOUT_CLASS must name'):
             kale_worker.Worker(broker=memory_broker)
+
+
+def test_a_development_key_against_aws_is_warned_about(memory_broker, caplog):
+    with settings.override(MESSAGE_SIGNING_KEY='kale-development-key-not-for-production',
+                           MESSAGE_QUEUE_ENDPOINT_URL='', MESSAGE_QUEUE_USE_PROXY=False):
+        kale_worker.Worker(broker=memory_broker)
+    assert 'development key' in caplog.text
+    caplog.clear()
+    kale_worker.Worker(broker=memory_broker)           # the test settings: a key of their own
+    assert 'development key' not in caplog.text
