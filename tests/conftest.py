@@ -148,3 +148,11 @@ def memory_broker():
     previous = publisher.set_publisher(publisher.Publisher(broker))
     yield broker
     publisher.set_publisher(previous)
+
+
+@pytest.fixture
+def record(tmp_path, monkeypatch):
+    """The file tasks in tests/tasks.py record their events in (KALE_TEST_RECORD)."""
+    path = str(tmp_path / 'record')
+    monkeypatch.setenv('KALE_TEST_RECORD', path)
+    return path

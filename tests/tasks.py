@@ -112,6 +112,11 @@ def read_records(path):
         return [line.split() for line in f if line.strip()]
 
 
+def recorded_ids(path, event):
+    """Task ids of the records of one event, in order."""
+    return [r[1] for r in read_records(path) if r[0] == event]
+
+
 class RecordTask(task.Task):
     queue = 'default'
     time_limit = 5

@@ -10,15 +10,12 @@ from kale.transport import OutgoingMessage
 from tests import tasks
 
 
+events = tasks.recorded_ids
+
+
 @pytest.fixture
-def record_file(tmp_path, monkeypatch):
-    path = str(tmp_path / 'record')
-    monkeypatch.setenv('KALE_TEST_RECORD', path)
-    return path
-
-
-def events(path, event):
-    return [r[1] for r in tasks.read_records(path) if r[0] == event]
+def record_file(record):
+    return record
 
 
 class RecordingHooks(WorkerHooks):

@@ -56,19 +56,11 @@ class WorkerProcess:
         return self.log_path.read_text()
 
 
-@pytest.fixture
-def record(tmp_path, monkeypatch):
-    path = str(tmp_path / 'record')
-    monkeypatch.setenv('KALE_TEST_RECORD', path)
-    return path
+ids = tasks.recorded_ids
 
 
 def events(path, event):
     return [r for r in tasks.read_records(path) if r[0] == event]
-
-
-def ids(path, event):
-    return [r[1] for r in events(path, event)]
 
 
 def wait_for(condition, timeout: float, what: str) -> None:
