@@ -12,17 +12,14 @@ import time
 
 from kale import task
 
+from bench.records import append_line
+
 
 def log(event: str, task_id: str) -> None:
     path = os.environ.get('KALE_CHAOS_LOG')
     if not path:
         return
-    line = '%s %s %d %.3f\n' % (event, task_id, os.getpid(), time.time())
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, line.encode())
-    finally:
-        os.close(fd)
+    append_line(path, '%s %s %d %.3f' % (event, task_id, os.getpid(), time.time()))
 
 
 class ChaosTask(task.Task):

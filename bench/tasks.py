@@ -6,6 +6,8 @@ import time
 
 from kale import task
 
+from bench.records import append_line
+
 #: time.time() when the last NoopTask finished in this process.
 LAST_RUN_AT = [0.0]
 #: task id -> time.time() when each LatencyTask started in this process.
@@ -41,11 +43,7 @@ class LatencyTask(task.Task):
         STARTED_AT[self.task_id] = now
         path = os.environ.get('KALE_BENCH_LATENCY_FILE')
         if path:
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            try:
-                os.write(fd, ('%s %.6f\n' % (self.task_id, now)).encode())
-            finally:
-                os.close(fd)
+            append_line(path, '%s %.6f' % (self.task_id, now))
 
 
 class LatencyHighTask(LatencyTask):

@@ -89,6 +89,7 @@ class ZeroLimitTask(task.Task):
 import os
 import time
 
+from bench.records import append_line
 from kale.exceptions import NonRetriableTaskError
 
 
@@ -97,11 +98,7 @@ def record(event, task_inst, *details):
     if path:
         line = ' '.join([event, str(task_inst.task_id), str(os.getpid()), '%.3f' % time.time()]
                         + [str(d) for d in details])
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, (line + '\n').encode())
-        finally:
-            os.close(fd)
+        append_line(path, line)
 
 
 def read_records(path):
