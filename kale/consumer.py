@@ -19,6 +19,7 @@ stopped.
 
 Requests that fail because SQS is unreachable or throttling are retried with
 backoff until the batch's deadline; after that the messages reappear anyway.
+A stopping worker retries for a few seconds at most (``give_up_at``).
 """
 from __future__ import annotations
 
@@ -47,6 +48,9 @@ class Consumer:
         self.sleep = sleep
         self.clock = clock
         self.max_backoff_sec = max_backoff_sec
+        #: When set (a ``clock()`` time), retrying stops then even if a batch's
+        #: deadline is later: a stopping worker does not wait out an outage.
+        self.give_up_at: Optional[float] = None
 
     # --- fetching -------------------------------------------------------------------
 
@@ -74,7 +78,8 @@ class Consumer:
         self._delete(batch, by_outcome[Outcome.SUCCEEDED] + by_outcome[Outcome.SKIPPED] + copied)
 
     def _attempt(self, batch: Batch, what: str, request: Callable[[], object]) -> object:
-        """Run one request, retrying outages and throttling until the batch's deadline."""
+        """Run one request, retrying outages and throttling until the batch's
+        deadline (or ``give_up_at``, if that is sooner)."""
         backoff = Backoff(maximum=self.max_backoff_sec)
         while True:
             try:
@@ -83,7 +88,9 @@ class Consumer:
                 if not exc.retryable:
                     raise
                 delay = backoff.next_delay()
-                if self.clock() + delay >= batch.deadline:
+                limit = batch.deadline if self.give_up_at is None \
+                    else min(batch.deadline, self.give_up_at)
+                if self.clock() + delay >= limit:
                     raise
                 logger.warning('%s on queue %s failed, retrying in %.1fs: %s',
                                what, batch.queue.name, delay, exc)

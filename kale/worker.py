@@ -63,6 +63,10 @@ IDLE_PAUSE_SEC = 0.25
 #: (to the process group and by a supervisor) is still a graceful stop.
 SECOND_SIGNAL_MIN_GAP_SEC = 0.5
 
+#: Longest time a stopping worker keeps retrying the requests that settle its
+#: last batches while SQS is unreachable.
+SHUTDOWN_SETTLE_SEC = 5.0
+
 #: Set by ``kale worker --concurrency``: a worker whose supervisor is gone
 #: stops gracefully instead of running on unsupervised.
 SUPERVISOR_PID_VARIABLE = 'KALE_SUPERVISOR_PID'
@@ -177,6 +181,9 @@ class Worker:
                     except WorkerInterrupt:     # a stop request that cut a step short
                         self._stopping = True
             finally:
+                # Settle what is left, but do not wait out an outage to do it:
+                # what cannot be settled reappears after its visibility timeout.
+                self.consumer.give_up_at = time.monotonic() + SHUTDOWN_SETTLE_SEC
                 self.fetcher.close()
                 self.settler.close()
                 self.report_settled()

@@ -130,3 +130,14 @@ def test_without_dead_letter_queues_permanent_failures_are_deleted(memory_broker
     Consumer(recording).settle(batch)
     assert recording.calls == ['delete']
     assert memory_broker.counts(batch.queue).total == 0
+
+
+def test_a_stopping_consumer_gives_up_before_the_deadline(memory_broker):
+    batch = fetched_batch(memory_broker, 1)       # 30 s of budget left
+    batch.settlements = [Settlement(batch.messages[0], Outcome.SUCCEEDED)]
+    recording = RecordingBroker(memory_broker, {'delete': EndpointUnreachableError('down')})
+    consumer = Consumer(recording, sleep=lambda s: None)
+    consumer.give_up_at = time.monotonic()         # stopping: no more retries
+    consumer.settle(batch)
+    assert recording.calls == ['delete']
+    assert not batch.settlements[0].settled

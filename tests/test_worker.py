@@ -235,3 +235,23 @@ def test_a_development_key_against_aws_is_warned_about(memory_broker, caplog):
     caplog.clear()
     kale_worker.Worker(broker=memory_broker)           # the test settings: a key of their own
     assert 'development key' not in caplog.text
+
+
+def test_a_worker_stops_soon_even_if_the_endpoint_is_gone_at_shutdown(memory_broker,
+                                                                        record_file, monkeypatch):
+    """Regression (found by the demo's Ctrl-C test): the deletes of its last
+    batch were retried until the 30 s visibility timeout ran out."""
+    import threading
+    import time
+
+    def unreachable(*args):
+        raise EndpointUnreachableError('connection refused')
+
+    monkeypatch.setattr(memory_broker.transport, 'delete_batch', unreachable)
+    tasks.RecordTask.publish(None)
+    worker = kale_worker.Worker(queue_names=['default'], broker=memory_broker)
+    threading.Timer(0.5, worker.stop).start()
+    started = time.monotonic()
+    assert worker.run() == kale_worker.EXIT_OK
+    assert time.monotonic() - started < kale_worker.SHUTDOWN_SETTLE_SEC + 2
+    assert len(events(record_file, 'ran')) == 1
