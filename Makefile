@@ -1,12 +1,17 @@
 # The two commands: `make demo` and `make test`. Both create .venv when it is
-# missing and install Kale into it first.
+# missing and install Kale into it first. `make test` runs the lint, the type
+# check and the whole suite; `make test-fast` skips the slow end-to-end tests
+# for the edit loop.
 
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
+# Most tests wait on processes and sockets rather than compute, so several
+# run at once even on two cores.
+WORKERS ?= 4
 
-.PHONY: demo test install clean
+.PHONY: demo test test-fast lint types install clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -21,8 +26,18 @@ install: $(VENV)/.installed
 demo: $(VENV)/.installed
 	$(BIN)/python -m example.demo
 
-test: $(VENV)/.installed
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+lint: $(VENV)/.installed
+	$(BIN)/ruff check .
+	$(BIN)/lint-imports
+
+types: $(VENV)/.installed
+	$(BIN)/mypy
+
+test: lint types
+	$(BIN)/python -m pytest -n $(WORKERS) $(PYTEST_ARGS)
+
+test-fast: $(VENV)/.installed
+	$(BIN)/python -m pytest -n $(WORKERS) -m 'not slow' $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

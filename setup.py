@@ -18,7 +18,8 @@ setup(
     long_description=long_description,
     long_description_content_type='text/markdown',
     packages=find_packages(include=['kale', 'kale.*']),
-    python_requires='>=3.9',
+    package_data={'kale': ['py.typed']},
+    python_requires='>=3.10',
     install_requires=[
         'boto3>=1.26',
         'PyYAML>=5.4',
@@ -26,15 +27,20 @@ setup(
     extras_require={
         # The embedded SQS-compatible endpoint behind `kale sqs-local`.
         'local': ['moto[server]>=5.0'],
-        # Test tools.
+        # Test, lint and type-checking tools.
         'dev': [
             'pytest>=7',
             'pytest-timeout>=2',
+            'pytest-xdist>=3',
             'hypothesis>=6',
+            'ruff>=0.6',
+            'mypy>=1.10',
+            'import-linter>=2.1',
+            'types-PyYAML',
         ],
     },
     entry_points={
-        'console_scripts': ['kale = kale.cli:run'],
+        'console_scripts': ['kale = kale.__main__:run'],
     },
     classifiers=[
         'Programming Language :: Python :: 3',

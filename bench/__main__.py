@@ -104,7 +104,7 @@ def table(results: dict[str, dict[str, Any]]) -> str:
                      result.get('target', '-'),
                      {True: 'yes', False: 'NO'}.get(result.get('met'), '-')))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return '\n'.join('  '.join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
+    return '\n'.join('  '.join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)).rstrip()
                      for row in rows)
 
 

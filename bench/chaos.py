@@ -23,9 +23,6 @@ import json
 import os
 import pickle
 import random
-import re
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,7 +32,8 @@ from urllib.parse import urlparse
 
 from bench.fleet import Fleet
 from bench.raw import boto3_client
-from bench.tcp_proxy import TCPProxy
+from kale.cli.sqs_local import SQSLocalProcess
+from tests.support.tcp_proxy import TCPProxy
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QUEUES = ['chaos_high', 'chaos_default', 'chaos_low']
@@ -66,21 +64,15 @@ class Chaos:
         self.hostile: dict[str, str] = {}               # hostile id -> kind
         self.injected: collections.Counter[str] = collections.Counter()
         self.outage_sec = 0.0
-        self.server: Optional[subprocess.Popen] = None
+        self.server: Optional[SQSLocalProcess] = None
         self.proxy: Optional[TCPProxy] = None
         self.fleet: Optional[Fleet] = None
 
     # --- setting up ----------------------------------------------------------------
 
     def start(self) -> None:
-        self.server = subprocess.Popen([sys.executable, '-m', 'kale', 'sqs-local', '--port', '0'],
-                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                       text=True, cwd=ROOT)
-        assert self.server.stdout is not None
-        match = re.search(r'(http://\S+)', self.server.stdout.readline())
-        if not match:
-            raise SystemExit('chaos: the embedded SQS endpoint did not start')
-        self.endpoint = match.group(1)
+        self.server = SQSLocalProcess(cwd=ROOT)
+        self.endpoint = self.server.url
         parsed = urlparse(self.endpoint)
         self.proxy = TCPProxy(parsed.hostname or '127.0.0.1', parsed.port or 0).start()
         base = {'KALE_SETTINGS_MODULE': 'bench.chaos_settings', 'KALE_CHAOS_PREFIX': self.prefix,
@@ -102,8 +94,7 @@ class Chaos:
         if self.proxy is not None:
             self.proxy.stop()
         if self.server is not None:
-            self.server.send_signal(signal.SIGTERM)
-            self.server.wait(10)
+            self.server.stop()
 
     # --- tasks ----------------------------------------------------------------------
 
@@ -129,6 +120,7 @@ class Chaos:
         self.injected['killer task'] += 1
 
     def send_hostile(self) -> None:
+        from kale import codec as kale_codec
         from kale import message as kale_message
         from kale.conf import settings
         kind = HOSTILE_KINDS[len(self.hostile) % len(HOSTILE_KINDS)]     # each kind in turn
@@ -137,13 +129,13 @@ class Chaos:
             body = ''.join(self.rng.choice('abc{}[]:;=+/ \n') for _ in range(200))
         elif kind == 'wrong_signature':
             with settings.override(MESSAGE_SIGNING_KEY='not-the-chaos-key-0123456789abcdef'):
-                body = kale_message.encode(kale_message.Message(
+                body = kale_codec.encode(kale_message.Message(
                     hostile_id, 'bench.chaos_tasks.ChaosTask', ('ok',)))
         elif kind == 'pickle':
             evil = pickle.dumps(CreatesFile(os.path.join(self.workdir, 'pwned-%s' % hostile_id)))
             body = 'kale1:p-:%s:%s' % ('A' * 43, base64.b64encode(evil).decode())
         elif kind == 'unknown_task':
-            body = kale_message.encode(kale_message.Message(
+            body = kale_codec.encode(kale_message.Message(
                 hostile_id, 'bench.chaos_tasks.NoSuchTask', ()))
         else:
             body = 'kale1:p-:' + 'A' * 300000
@@ -247,7 +239,7 @@ class Chaos:
         return found
 
     def account(self, wall_sec: float, settled: bool) -> dict[str, Any]:
-        from kale import message as kale_message
+        from kale import codec as kale_codec
         assert self.fleet is not None
         lines = self.log_lines()
         done = [line[1] for line in lines if line[0] == 'done']
@@ -262,7 +254,7 @@ class Chaos:
             if 'chaos_hostile' in attributes:
                 dead_hostile[attributes['chaos_hostile']] = reason
                 continue
-            task_id = kale_message.decode(message['Body'], resolve=False).task_id
+            task_id = kale_codec.decode(message['Body']).task_id
             dead_tasks[task_id] = reason
         should_finish = {t for t, kind in self.kinds.items() if kind in ('ok', 'flaky', 'slow')}
         should_die = {t for t, kind in self.kinds.items() if kind in ('fails', 'killer')}

@@ -11,8 +11,7 @@ import signal
 import time
 
 from kale import task
-
-from bench.records import append_line
+from tests.support.records import append_line
 
 
 def log(event: str, task_id: str) -> None:

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -16,14 +14,14 @@ import time
 import uuid
 from typing import Any, Optional
 
-from kale import publisher as kale_publisher
-from kale.broker import Broker, get_broker
-from kale.conf import ENVIRONMENT_VARIABLE, settings
-from kale.memory_transport import MemoryTransport
-from kale.queue_config import TaskQueue, get_queue_config
-
 from bench.counter import RequestCounter
 from bench.raw import RawQueues, boto3_client
+from kale import publisher as kale_publisher
+from kale.broker import Broker, get_broker
+from kale.cli.sqs_local import SQSLocalProcess
+from kale.conf import ENVIRONMENT_VARIABLE, settings
+from kale.queue_config import TaskQueue, get_queue_config
+from kale.transport.memory import MemoryTransport
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QUEUE_NAMES = ['bench_high', 'bench_default', 'bench_low']
@@ -76,7 +74,7 @@ class Environment:
         self.endpoint = endpoint or ''
         self.latency_sec = latency_ms / 1000.0
         self.workdir = tempfile.mkdtemp(prefix='kale-bench-')
-        self._server: Optional[subprocess.Popen] = None
+        self._server: Optional[SQSLocalProcess] = None
         self.embedded = False
 
     def describe(self) -> str:
@@ -86,14 +84,8 @@ class Environment:
 
     def start(self) -> 'Environment':
         if not self.memory and not self.endpoint:
-            self._server = subprocess.Popen(
-                [sys.executable, '-m', 'kale', 'sqs-local', '--port', '0'],
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
-            assert self._server.stdout is not None
-            match = re.search(r'(http://\S+)', self._server.stdout.readline())
-            if not match:
-                raise RuntimeError('the embedded SQS endpoint did not start')
-            self.endpoint = match.group(1)
+            self._server = SQSLocalProcess(cwd=ROOT)
+            self.endpoint = self._server.url
             self.embedded = True
         os.environ.update({ENVIRONMENT_VARIABLE: 'bench.settings',
                            'KALE_BENCH_ENDPOINT': self.endpoint,
@@ -102,8 +94,7 @@ class Environment:
 
     def stop(self) -> None:
         if self._server is not None:
-            self._server.send_signal(signal.SIGTERM)
-            self._server.wait(10)
+            self._server.stop()
             self._server = None
 
     def new_run(self, long_poll_sec: int = 1) -> Run:

@@ -6,10 +6,9 @@ import os
 import resource
 import time
 
-from kale.hooks import WorkerHooks
-
 from bench import tasks
 from bench.counter import RequestCounter
+from kale.hooks import WorkerHooks
 
 REPORT_VARIABLE = 'KALE_BENCH_REPORT'
 

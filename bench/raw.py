@@ -17,8 +17,8 @@ import boto3
 
 from bench.counter import RequestCounter
 from bench.hooks import peak_rss_mb
-from kale.memory_transport import MemoryTransport
 from kale.transport import OutgoingMessage
+from kale.transport.memory import MemoryTransport
 
 
 def boto3_client(endpoint: str, region: str = 'us-east-1', access_key: str = '',

@@ -17,13 +17,13 @@ import threading
 import time
 from typing import Any, Callable, Iterator, Optional
 
-from kale import message as kale_message
-from kale.worker import Worker
-
 from bench import tasks
 from bench.environment import ROOT, Environment, Run, read_report
 from bench.hooks import REPORT_VARIABLE
 from bench.raw import IdlePollers, drain_loop
+from kale import codec as kale_codec
+from kale import message as kale_message
+from kale.worker import Worker
 
 NOOP_TASKS = [tasks.NoopHighTask, tasks.NoopTask, tasks.NoopLowTask]
 LATENCY_TASKS = [tasks.LatencyHighTask, tasks.LatencyTask, tasks.LatencyLowTask]
@@ -58,7 +58,7 @@ def counting_raw(run: Run) -> Iterator[None]:
 
 def sample_body() -> str:
     """A body the size of Kale's, for the baseline to send."""
-    return kale_message.encode(kale_message.Message('0' * 32, tasks.NoopTask.task_path(), (0,)))
+    return kale_codec.encode(kale_message.Message('0' * 32, tasks.NoopTask.task_path(), (0,)))
 
 
 def split(n: int, parts: int = 3) -> list[int]:
@@ -120,7 +120,7 @@ def publish_rates(env: Environment, n: int) -> Figures:
 def kale_pipeline(env: Environment, n: int, batch: bool) -> dict[str, Any]:
     """Publish n no-op tasks over three queues with Kale; one worker drains them."""
     run = env.new_run()
-    for task_class, count in zip(NOOP_TASKS, split(n)):
+    for task_class, count in zip(NOOP_TASKS, split(n), strict=False):
         if batch:
             task_class.publish_batch(None, [((i,), {}) for i in range(count)])
         else:
@@ -150,7 +150,7 @@ def raw_pipeline(env: Environment, n: int, batch: bool) -> dict[str, Any]:
     run = env.new_run()
     body = sample_body()
     with counting_raw(run):
-        for name, count in zip(run.sqs_names(), split(n)):
+        for name, count in zip(run.sqs_names(), split(n), strict=False):
             if batch:
                 run.raw.send_batch(name, [body] * count)
             else:

@@ -5,8 +5,7 @@ import os
 import time
 
 from kale import task
-
-from bench.records import append_line
+from tests.support.records import append_line
 
 #: time.time() when the last NoopTask finished in this process.
 LAST_RUN_AT = [0.0]

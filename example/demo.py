@@ -11,13 +11,15 @@ from __future__ import annotations
 import collections
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
 import tempfile
 import time
 from typing import Optional
+
+from kale.cli.sqs_local import SQSLocalProcess
+from kale.exceptions import KaleError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SETTINGS = 'example.taskworker.settings'
@@ -30,23 +32,6 @@ EXPECTED = {'FibonacciTask': {'done': 30}, 'FlakyTask': {'done': 8, 'retried': 8
             'AlwaysFailsTask': {'retried': 2, 'dead-lettered': 2},
             'SlowReportTask': {'done': 4}}
 OUTCOMES = ['done', 'retried', 'dead-lettered']
-
-
-def start_endpoint() -> tuple[subprocess.Popen, str]:
-    process = subprocess.Popen([sys.executable, '-m', 'kale', 'sqs-local', '--port', '0'],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               cwd=ROOT)
-    assert process.stdout is not None
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        line = process.stdout.readline()
-        match = re.search(r'(http://\S+)', line)
-        if match:
-            return process, match.group(1)
-        if not line:
-            break
-    process.kill()
-    raise SystemExit('demo: the embedded SQS endpoint did not start')
 
 
 def publish() -> int:
@@ -122,7 +107,7 @@ def summary(outcomes: list[dict]) -> tuple[str, dict[str, dict[str, int]]]:
     rows.append(('total', '') + tuple(str(totals[o]) for o in OUTCOMES))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     text = '\n'.join('  '.join(cell.ljust(w) if i < 2 else cell.rjust(w)
-                               for i, (cell, w) in enumerate(zip(row, widths))) for row in rows)
+                               for i, (cell, w) in enumerate(zip(row, widths, strict=False))) for row in rows)
     return text, {name: dict(counts) for name, counts in by_task.items()}
 
 
@@ -150,11 +135,15 @@ def stop_on_signals() -> None:
 def main() -> int:
     stop_on_signals()
     started = time.monotonic()
-    endpoint: Optional[subprocess.Popen] = None
+    endpoint: Optional[SQSLocalProcess] = None
     workdir = tempfile.mkdtemp(prefix='kale-demo-')
     outcomes_path = os.path.join(workdir, 'outcomes.jsonl')
     try:
-        endpoint, url = start_endpoint()
+        try:
+            endpoint = SQSLocalProcess(cwd=ROOT)
+        except KaleError as exc:
+            raise SystemExit('demo: %s' % exc) from None
+        url = endpoint.url
         os.environ.update({'KALE_SQS_ENDPOINT': url, 'KALE_SETTINGS_MODULE': SETTINGS,
                            'KALE_EXAMPLE_OUTCOMES': outcomes_path, 'KALE_QUEUE_PREFIX': 'demo-'})
         print('demo: embedded SQS endpoint at %s' % url)
@@ -179,8 +168,7 @@ def main() -> int:
         return 130
     finally:
         if endpoint is not None:
-            endpoint.terminate()
-            endpoint.wait(10)
+            endpoint.stop()
 
 
 if __name__ == '__main__':

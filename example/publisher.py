@@ -8,9 +8,8 @@ import argparse
 import sys
 from typing import Callable, Optional, Sequence
 
-from kale.exceptions import KaleError
-
 from example.taskworker import tasks
+from kale.exceptions import KaleError
 
 
 def publish_fibonacci(count: int) -> list[str]:

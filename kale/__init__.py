@@ -6,4 +6,4 @@ Define a :class:`kale.task.Task`, publish it with ``MyTask.publish(app_data,
 from kale.conf import settings
 from kale.version import __version__
 
-__all__ = ['settings', '__version__']
+__all__ = ['__version__', 'settings']

@@ -10,12 +10,20 @@ import logging
 import time
 from typing import Any, Callable, Optional, Sequence
 
-from kale import message as kale_message
 from kale.broker import Broker
-from kale.exceptions import (BatchSendError, DecodeError, KaleError, PublishError,
-                             QueueNotFoundError)
+from kale.codec import get_codec
+from kale.exceptions import (
+    BatchSendError,
+    DecodeError,
+    NoDeadLetterQueueError,
+    PublishError,
+    QueueNotFoundError,
+    UnknownTaskPathError,
+)
+from kale.message import publisher_identity
 from kale.queue_config import TaskQueue
-from kale.transport import ReceivedMessage, VisibilityChange
+from kale.registry import resolve_task
+from kale.transport import MAX_BATCH_ENTRIES, ReceivedMessage, VisibilityChange
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +72,7 @@ def queue_statuses(broker: Broker) -> list[QueueStatus]:
 def _dead_letter_name(broker: Broker, queue: TaskQueue) -> str:
     name = broker.dead_letter_name(queue)
     if name is None:
-        raise KaleError('queue %r has no dead-letter queue (ENABLE_DEAD_LETTER_QUEUE is off)'
+        raise NoDeadLetterQueueError('queue %r has no dead-letter queue (ENABLE_DEAD_LETTER_QUEUE is off)'
                         % queue.name)
     return name
 
@@ -96,7 +104,8 @@ def redrive(broker: Broker, queue: TaskQueue, limit: Optional[int] = None,
     skipped_handles: list[str] = []
     try:
         while limit is None or report.moved < limit:
-            wanted = 10 if limit is None else min(10, limit - report.moved)
+            wanted = MAX_BATCH_ENTRIES if limit is None \
+                else min(MAX_BATCH_ENTRIES, limit - report.moved)
             batch = broker.transport.receive(dead_name, wanted, 1, REDRIVE_VISIBILITY_SEC)
             if not batch:
                 break
@@ -113,17 +122,18 @@ def _redrive_batch(broker: Broker, queue: TaskQueue, dead_name: str,
                    batch: Sequence[ReceivedMessage], report: RedriveReport,
                    skipped_handles: list[str]) -> None:
     movable, copies = [], []
+    codec = get_codec()
     for received in batch:
         try:
-            message = kale_message.decode(received.body, resolve=False)
+            message = codec.decode(received.body)
         except DecodeError as exc:
             report.skipped += 1
             report.skipped_reasons[exc.reason] = report.skipped_reasons.get(exc.reason, 0) + 1
             skipped_handles.append(received.receipt_handle)
             continue
         fresh = dataclasses.replace(message, retry_num=0, failure_num=0, enqueued_at=time.time(),
-                                    publisher=kale_message.publisher_identity())
-        copies.append(kale_message.to_outgoing(fresh))
+                                    publisher=publisher_identity())
+        copies.append(codec.to_outgoing(fresh))
         movable.append(received)
     if not copies:
         return
@@ -147,17 +157,13 @@ def _delete_moved(broker: Broker, dead_name: str, moved: Sequence[ReceivedMessag
     report.moved += len(moved)
 
 
-class UnknownTaskPathError(PublishError):
-    """``kale publish`` was given a path that is not a Task class."""
-
-
 def publish_by_path(task_path: str, args: Sequence[Any], kwargs: dict[str, Any],
                     delay_sec: float = 0, app_data: Any = None) -> str:
     """Publish the task class at ``task_path``; returns its task id."""
     if 'delay_sec' in kwargs:
         raise PublishError('delay_sec is not passed to tasks; give the delay with --delay')
     try:
-        task_class = kale_message.resolve_task(task_path)
+        task_class = resolve_task(task_path)
     except DecodeError:
         raise UnknownTaskPathError(
             '%r is not an importable kale Task class (give module.ClassName, importable from '

@@ -17,9 +17,6 @@ from kale.exceptions import ImproperlyConfigured, QueueNotFoundError
 from kale.queue_config import QUEUE_NAME_PATTERN, QueueConfig, TaskQueue, get_queue_config
 from kale.transport import OutgoingMessage, QueueCounts, ReceivedMessage, Transport
 
-ATTR_DEAD_LETTER_REASON = 'kale_dead_letter_reason'
-ATTR_SOURCE_QUEUE = 'kale_source_queue'
-
 
 class Broker:
     """Queue operations on configured queues, by way of a transport."""
@@ -42,7 +39,7 @@ class Broker:
     @classmethod
     def from_settings(cls, transport: Optional[Transport] = None) -> 'Broker':
         if transport is None:
-            from kale.sqs import get_transport
+            from kale.transport.sqs import get_transport
             transport = get_transport()
         return cls(transport, get_queue_config(), prefix=settings.QUEUE_PREFIX or '',
                    create_missing=bool(settings.CREATE_MISSING_QUEUES),

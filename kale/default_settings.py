@@ -98,7 +98,11 @@ SQS_BATCH_REQUEST_LIMIT = 262144
 
 # Remaps task paths found in messages, {'old.module.Task': 'new.module.Task'},
 # so tasks can move between modules while old messages are still queued.
-TASK_MAPPER = {}
+TASK_MAPPER = {}  # type: dict[str, str]
+
+# Publish hooks (kale.hooks.PublishHooks subclasses, instances or dotted
+# paths) called before and after every publish and publish_batch.
+PUBLISH_HOOKS = ()
 
 # --- Retries --------------------------------------------------------------
 
@@ -119,13 +123,15 @@ RETRY_DELAY_JITTER = 0.0
 DIE_ON_RESIDENT_SET_SIZE_MB = 256
 
 # Callables (or dotted paths to them) run once when a worker starts and once
-# when it stops.
+# when it stops: the on_worker_startup and on_worker_shutdown hooks, written
+# as plain functions. A startup function that raises stops the worker from
+# starting; a shutdown function that raises is logged.
 ON_WORKER_STARTUP = None
 ON_WORKER_SHUTDOWN = None
 
 # Worker hooks (kale.hooks.WorkerHooks subclasses, instances or dotted paths)
-# that every worker calls: startup, shutdown, before/after each batch, and
-# each task's outcome.
+# that every worker calls: startup, shutdown, before/after each batch, as
+# each task starts and finishes, and each task's outcome.
 WORKER_HOOKS = ()
 
 # Where a task runs. 'none': in the worker process, held to its time_limit by

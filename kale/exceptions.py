@@ -23,6 +23,14 @@ class QueueConfigError(ImproperlyConfigured):
     """The queue configuration file cannot be read or does not validate."""
 
 
+class HookError(KaleError):
+    """A hook whose failure stops what it guards (``on_worker_startup``) raised."""
+
+
+class NoDeadLetterQueueError(ImproperlyConfigured):
+    """A dead-letter operation on a queue with ``ENABLE_DEAD_LETTER_QUEUE`` off."""
+
+
 # --- publishing -----------------------------------------------------------
 
 class PublishError(KaleError):
@@ -50,13 +58,19 @@ class SerializationError(PublishError):
     """The task's arguments or app_data cannot be serialized."""
 
 
+class UnknownTaskPathError(PublishError):
+    """``kale publish`` was given a path that is not an importable Task class."""
+
+
 # --- decoding -------------------------------------------------------------
 
 class DecodeError(KaleError):
     """A message body could not be turned into a verified task message.
 
-    ``reason`` is one of the ``REASON_*`` constants; ``body`` keeps the raw
-    body so that the caller can dead-letter it unchanged.
+    ``reason`` is one of :attr:`REASONS` (``BAD_SIGNATURE``, ``NOT_KALE``,
+    ``UNKNOWN_TASK``, ``CORRUPT``, ``TOO_LARGE``), and is what a dead-letter
+    copy's ``kale_dead_letter_reason`` starts with; ``body`` keeps the raw body
+    so that the caller can dead-letter it unchanged.
     """
 
     BAD_SIGNATURE = 'bad_signature'
@@ -153,6 +167,11 @@ class NonRetriableTaskError(TaskError):
     """Raise from ``run_task`` to fail the task permanently, with no retry."""
 
 
+class TaskProcessDied(TaskError):
+    """The child process running a task (``TASK_ISOLATION = 'process'``)
+    exited without reporting a result."""
+
+
 class ChildTaskError(TaskError):
     """Stands in for an exception raised in a task's child process
     (``TASK_ISOLATION = 'process'``) that could not be sent back whole: it
@@ -166,6 +185,16 @@ class ChildTaskError(TaskError):
         return (type(self), (str(self), self.retriable))
 
 
+# --- the command line and local tools ----------------------------------------
+
+class CommandError(KaleError):
+    """A command was used wrongly (bad JSON, no confirmation)."""
+
+
+class PortInUseError(KaleError):
+    """A local server cannot listen on the address and port asked for."""
+
+
 def describe(exc: BaseException) -> str:
     """One line naming an exception's type and message, for logs and reasons."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ''
@@ -173,4 +202,31 @@ def describe(exc: BaseException) -> str:
     return '%s: %s' % (name, text) if text else name
 
 
-__all__: Sequence[Any] = [name for name in dir() if name[0].isupper()] + ['describe']
+__all__ = [
+    'BatchSendError',
+    'ChildTaskError',
+    'CommandError',
+    'DecodeError',
+    'EndpointUnreachableError',
+    'HookError',
+    'ImproperlyConfigured',
+    'InvalidDelayError',
+    'InvalidTimeLimitError',
+    'KaleError',
+    'MessageTooLargeError',
+    'NoDeadLetterQueueError',
+    'NonRetriableTaskError',
+    'PortInUseError',
+    'PublishError',
+    'QueueConfigError',
+    'QueueNotFoundError',
+    'SQSError',
+    'SerializationError',
+    'TaskError',
+    'TaskProcessDied',
+    'ThrottledError',
+    'TimeLimitExceeded',
+    'UnknownQueueError',
+    'UnknownTaskPathError',
+    'describe',
+]

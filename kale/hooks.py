@@ -1,27 +1,64 @@
-"""Worker hooks: documented no-op methods, overridden by subclasses.
+"""Hooks: documented no-op methods that features and applications override.
 
-Subclass :class:`WorkerHooks`, override what you need, and pass instances
-to ``Worker(hooks=[...])`` or name the classes in the ``WORKER_HOOKS``
-setting. Hooks run in the worker process, in order; one that raises is
-logged and the others still run, so a broken metrics hook cannot stop work.
+Two classes, one per side of the queue:
+
+- :class:`PublishHooks`, called by the publisher around every send
+  (``before_publish``, ``after_publish``); list them in ``PUBLISH_HOOKS`` or
+  pass them to ``Publisher(hooks=[...])``;
+- :class:`WorkerHooks`, called by the worker at start and stop, around each
+  batch, as each task starts and finishes, and for each task's outcome; list
+  them in ``WORKER_HOOKS`` or pass them to ``Worker(hooks=[...])``.
+
+A feature that watches both sides (metrics, tracing, records) subclasses
+both. Hooks run in the calling process, in the order listed.
+
+**Failures.** A hook that raises is logged with its traceback and the other
+hooks still run, so a broken metrics hook cannot stop work or lose a task.
+The one exception is ``on_worker_startup``: a worker whose start-up failed
+does not start (``kale worker`` exits 1), because it cannot be assumed ready.
+The ``ON_WORKER_STARTUP`` and ``ON_WORKER_SHUTDOWN`` settings are the same two
+hooks written as plain callables, and follow the same rule.
+
+**Trust.** Hooks that receive a :class:`~kale.worker.batch.Settlement` can
+tell whether its message was verified (``settlement.verified``): for a body
+that failed verification, only the SQS message id is known for certain.
 """
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
+
+from kale.conf import import_string
+from kale.exceptions import HookError, ImproperlyConfigured
 
 if TYPE_CHECKING:
-    from kale.batch import Batch, Settlement
+    from kale.message import Message
+    from kale.publisher import Publication
     from kale.queue_config import TaskQueue
+    from kale.transport import ReceivedMessage
+    from kale.worker.batch import Batch, Settlement
 
 logger = logging.getLogger(__name__)
+
+
+class PublishHooks:
+    """Every hook the publisher calls. All do nothing here."""
+
+    def before_publish(self, publication: 'Publication') -> None:
+        """After the messages were built and checked, before they are encoded
+        and sent. A hook may add SQS attributes to ``publication.attributes``
+        (one dict per message), e.g. a trace context."""
+
+    def after_publish(self, publication: 'Publication') -> None:
+        """After the send: ``publication.error`` is None when every message was
+        sent, else the exception the publisher is about to raise."""
 
 
 class WorkerHooks:
     """Every hook a worker calls. All do nothing here."""
 
     def on_worker_startup(self, worker: Any) -> None:
-        """Once, before the first selection."""
+        """Once, before the first selection. Raising stops the worker from starting."""
 
     def on_worker_shutdown(self, worker: Any) -> None:
         """Once, after the last batch was settled (also on signals and memory exits)."""
@@ -32,8 +69,16 @@ class WorkerHooks:
     def after_batch(self, queue: 'TaskQueue', batch: 'Batch') -> None:
         """After a batch was settled; ``batch.settlements`` says what happened."""
 
+    def on_task_started(self, queue: 'TaskQueue', received: 'ReceivedMessage',
+                        message: 'Message') -> None:
+        """Just before a verified task runs (in the worker, before any child process)."""
+
+    def on_task_finished(self, settlement: 'Settlement') -> None:
+        """Just after a run ended, before its message is settled."""
+
     def on_task_succeeded(self, settlement: 'Settlement') -> None:
-        """A task ran to completion (also when ``should_run_task`` skipped it)."""
+        """A task ran to completion (also when ``should_run_task`` skipped it),
+        and its message was deleted."""
 
     def on_task_failed(self, settlement: 'Settlement') -> None:
         """A run raised or timed out and will be retried."""
@@ -46,20 +91,72 @@ class WorkerHooks:
         retries exhausted, a non-retriable error, or a message that cannot be decoded."""
 
 
-HOOK_NAMES = [name for name in vars(WorkerHooks) if name.startswith(('on_', 'before_', 'after_'))]
+class SettingsHooks(WorkerHooks):
+    """``ON_WORKER_STARTUP`` and ``ON_WORKER_SHUTDOWN``: callables taking no
+    arguments, run as the matching worker hooks."""
+
+    def __init__(self, startup: Optional[Callable[[], Any]],
+                 shutdown: Optional[Callable[[], Any]]):
+        self.startup = startup
+        self.shutdown = shutdown
+
+    def on_worker_startup(self, worker: Any) -> None:
+        if self.startup is not None:
+            try:
+                self.startup()
+            except Exception as exc:
+                raise HookError('ON_WORKER_STARTUP failed: %s: %s'
+                                % (type(exc).__name__, exc)) from exc
+
+    def on_worker_shutdown(self, worker: Any) -> None:
+        if self.shutdown is not None:
+            self.shutdown()
+
+
+def load_hooks(entries: Sequence[Any], base: type, setting: str) -> list[Any]:
+    """Hook objects from a setting's entries: instances, classes (made with no
+    arguments) or dotted paths to either. Each must be a ``base``."""
+    loaded = []
+    for entry in entries:
+        hook = import_string(entry, '%s entry' % setting) if isinstance(entry, str) else entry
+        if isinstance(hook, type):
+            hook = hook()
+        if not isinstance(hook, base):
+            raise ImproperlyConfigured('%s entry %r is not a kale.hooks.%s'
+                                       % (setting, entry, base.__name__))
+        loaded.append(hook)
+    return loaded
 
 
 class HookDispatcher:
-    """Calls one hook on every registered object, isolating failures."""
+    """Calls one hook on every registered object, isolating failures.
 
-    def __init__(self, hooks: Sequence[WorkerHooks]):
+    A hook is named by its method on the base class, never by a string:
+    ``dispatch(WorkerHooks.on_task_started, queue, received, message)``.
+    """
+
+    def __init__(self, hooks: Sequence[Any]):
         self.hooks = list(hooks)
 
-    def __call__(self, name: str, *args: Any) -> None:
-        if name not in HOOK_NAMES:
-            raise ValueError('no worker hook %r' % name)
-        for hook in self.hooks:
+    def __bool__(self) -> bool:
+        return bool(self.hooks)
+
+    def __call__(self, hook: Callable[..., None], *args: Any) -> None:
+        name = hook.__name__
+        for target in self.hooks:
             try:
-                getattr(hook, name)(*args)
+                getattr(target, name)(*args)
             except Exception:
-                logger.exception('worker hook %s.%s failed', type(hook).__name__, name)
+                logger.exception('hook %s.%s failed', type(target).__name__, name)
+
+    def strict(self, hook: Callable[..., None], *args: Any) -> None:
+        """Call the hook everywhere, stopping at the first failure with HookError."""
+        name = hook.__name__
+        for target in self.hooks:
+            try:
+                getattr(target, name)(*args)
+            except HookError:
+                raise
+            except Exception as exc:
+                raise HookError('%s.%s failed: %s: %s' % (type(target).__name__, name,
+                                                          type(exc).__name__, exc)) from exc

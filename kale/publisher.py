@@ -5,9 +5,14 @@ exception naming the task and the bad value: the queue must be configured,
 ``time_limit`` must fit the queue's visibility timeout, ``delay_sec`` must be
 within 0..900, the arguments must serialize, and the message must fit
 ``SQS_TASK_SIZE_LIMIT``. A batch is checked whole before any of it is sent.
+
+Publish hooks (:class:`kale.hooks.PublishHooks`, from ``PUBLISH_HOOKS`` or
+``Publisher(hooks=...)``) see every :class:`Publication` before it is encoded
+and after it was sent.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import numbers
@@ -15,19 +20,18 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Protocol, Sequence
 
-from kale import message as kale_message
-from kale.exceptions import (BatchSendError, InvalidDelayError, InvalidTimeLimitError,
-                             PublishError)
-from kale.message import Message
+from kale.codec import get_codec
+from kale.conf import settings
+from kale.exceptions import BatchSendError, InvalidDelayError, InvalidTimeLimitError, PublishError
+from kale.hooks import HookDispatcher, PublishHooks, load_hooks
+from kale.message import Message, publisher_identity
 from kale.queue_config import TaskQueue, get_queue_config
-from kale.transport import OutgoingMessage
+from kale.transport import MAX_DELAY_SEC, AttributeValue, OutgoingMessage
 
 if TYPE_CHECKING:
     from kale.task import Task
 
 logger = logging.getLogger(__name__)
-
-MAX_DELAY_SEC = 900
 
 
 class Sender(Protocol):
@@ -40,7 +44,7 @@ class Sender(Protocol):
 def check_delay(task_name: str, delay_sec: Any) -> int:
     """``delay_sec`` as whole seconds for SQS (rounded up), or InvalidDelayError."""
     if isinstance(delay_sec, bool) or not isinstance(delay_sec, numbers.Real) \
-            or math.isnan(delay_sec) or not 0 <= delay_sec <= MAX_DELAY_SEC:
+            or math.isnan(delay_sec) or not 0 <= float(delay_sec) <= MAX_DELAY_SEC:
         raise InvalidDelayError('task %s: delay_sec must be a number of seconds within 0..%d, '
                                 'got %r' % (task_name, MAX_DELAY_SEC, delay_sec))
     return int(math.ceil(delay_sec))
@@ -74,11 +78,31 @@ def _call_pair(task_name: str, number: int, call: Any) -> tuple[tuple, dict]:
     return tuple(call[0]), dict(call[1])
 
 
-class Publisher:
-    """Builds, checks and sends task messages."""
+@dataclasses.dataclass
+class Publication:
+    """One ``publish`` or ``publish_batch`` call, as publish hooks see it."""
 
-    def __init__(self, sender: Optional[Sender] = None):
+    task_class: type['Task']
+    queue: TaskQueue
+    messages: list[Message]
+    delay_sec: int
+    #: Extra SQS attributes for each message (hooks may add to them).
+    attributes: list[dict[str, AttributeValue]]
+    #: Set for ``after_publish`` when sending failed.
+    error: Optional[BaseException] = None
+
+    @property
+    def task_ids(self) -> list[str]:
+        return [m.task_id for m in self.messages]
+
+
+class Publisher:
+    """Builds, checks and sends task messages, calling the publish hooks."""
+
+    def __init__(self, sender: Optional[Sender] = None, hooks: Sequence[Any] = ()):
         self._sender = sender
+        self._extra_hooks = list(hooks)
+        self._hooks: Optional[tuple[int, HookDispatcher]] = None
 
     @property
     def sender(self) -> Sender:
@@ -87,13 +111,23 @@ class Publisher:
             return get_broker()
         return self._sender
 
+    @property
+    def hooks(self) -> HookDispatcher:
+        """The publish hooks: ``PUBLISH_HOOKS`` (read again when settings
+        change), then those given to the constructor."""
+        if self._hooks is None or self._hooks[0] != settings.generation:
+            loaded = load_hooks(list(settings.PUBLISH_HOOKS or ()) + self._extra_hooks,
+                                PublishHooks, 'PUBLISH_HOOKS')
+            self._hooks = (settings.generation, HookDispatcher(loaded))
+        return self._hooks[1]
+
     def build(self, task_class: type['Task'], app_data: Any, args: tuple,
               kwargs: Mapping[str, Any]) -> Message:
         """A new message for one invocation."""
         return Message(task_id=task_class.make_task_id(*args, **kwargs),
                        task_name=task_class.task_path(), args=tuple(args), kwargs=dict(kwargs),
                        app_data=app_data, enqueued_at=time.time(),
-                       publisher=kale_message.publisher_identity())
+                       publisher=publisher_identity())
 
     def publish(self, task_class: type['Task'], app_data: Any, args: tuple,
                 kwargs: Mapping[str, Any], delay_sec: Any = 0) -> str:
@@ -110,16 +144,24 @@ class Publisher:
                     for number, call in enumerate(calls)]
         if not messages:
             return []
-        outgoing = [kale_message.to_outgoing(m, delay) for m in messages]
-        task_ids = [m.task_id for m in messages]
+        publication = Publication(task_class, queue, messages, delay, [{} for _ in messages])
+        hooks = self.hooks
+        hooks(PublishHooks.before_publish, publication)
+        codec = get_codec()
+        outgoing = [codec.to_outgoing(m, delay, extra)
+                    for m, extra in zip(messages, publication.attributes, strict=False)]
         try:
             self.sender.send(queue, outgoing)
-        except BatchSendError as exc:
-            exc.task_ids = task_ids  # type: ignore[attr-defined]
+        except Exception as exc:
+            if isinstance(exc, BatchSendError):
+                exc.task_ids = publication.task_ids  # type: ignore[attr-defined]
+            publication.error = exc
+            hooks(PublishHooks.after_publish, publication)
             raise
+        hooks(PublishHooks.after_publish, publication)
         for m in messages:
             logger.debug('published task %s (%s) to queue %s', m.task_id, name, queue.name)
-        return task_ids
+        return publication.task_ids
 
 
 _default: Optional[Publisher] = None

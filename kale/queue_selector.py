@@ -67,7 +67,7 @@ def tickets(queue: TaskQueue) -> int:
     priority = getattr(queue, 'priority', 1)
     if isinstance(priority, bool) or not isinstance(priority, numbers.Real) or priority != priority:
         return 1
-    return int(min(max(priority, 1), 100))
+    return int(min(max(float(priority), 1), 100))
 
 
 def draw(queues: Sequence[TaskQueue], rng: random.Random) -> TaskQueue:

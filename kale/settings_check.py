@@ -9,6 +9,9 @@ from typing import Any, Callable, Optional
 
 from kale.exceptions import ImproperlyConfigured
 
+#: Where a task may run (TASK_ISOLATION): in the worker, or in a forked child.
+TASK_ISOLATION_MODES = ('none', 'process')
+
 
 def _number(low: Optional[float] = None, high: Optional[float] = None,
             whole: bool = False) -> Callable[[Any], Optional[str]]:
@@ -17,9 +20,11 @@ def _number(low: Optional[float] = None, high: Optional[float] = None,
         what = 'a whole number' if whole else 'a number'
         if isinstance(value, bool) or not isinstance(value, kinds) or value != value:
             return 'must be %s' % what
-        if (low is not None and value < low) or (high is not None and value > high):
-            return 'must be %s %s' % (what, 'from %g to %g' % (low, high) if high is not None
-                                      else 'of at least %g' % low)
+        number = float(value)
+        if (low is not None and number < low) or (high is not None and number > high):
+            bounds = 'from %g to %g' % (low or 0, high) if high is not None \
+                else 'of at least %g' % (low or 0)
+            return 'must be %s %s' % (what, bounds)
         return None
     return check
 
@@ -65,7 +70,8 @@ CHECKS: dict[str, Callable[[Any], Optional[str]]] = {
     'RETRY_DELAY_JITTER': _number(0, 1),
     'DIE_ON_RESIDENT_SET_SIZE_MB': _number(0),
     'WORKER_HOOKS': _kind((list, tuple), 'a list'),
-    'TASK_ISOLATION': _one_of('none', 'process'),
+    'PUBLISH_HOOKS': _kind((list, tuple), 'a list'),
+    'TASK_ISOLATION': _one_of(*TASK_ISOLATION_MODES),
     'SQS_ERROR_MAX_BACKOFF_SEC': _number(0.1, 3600),
 }
 

@@ -25,6 +25,7 @@ from kale.conf import settings
 from kale.exceptions import ChildTaskError, NonRetriableTaskError, PublishError
 from kale.message import Message
 from kale.publisher import get_publisher, new_task_id
+from kale.transport import MAX_DELAY_SEC
 
 logger = logging.getLogger(__name__)
 
@@ -114,7 +115,7 @@ class Task:
         jitter = settings.RETRY_DELAY_JITTER
         if jitter:
             delay *= random.uniform(1 - jitter, 1 + jitter)
-        return int(math.ceil(min(max(delay, 0), 900)))
+        return int(math.ceil(min(max(delay, 0), MAX_DELAY_SEC)))
 
     @classmethod
     def is_retriable(cls, exc: BaseException) -> bool:

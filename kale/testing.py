@@ -23,10 +23,13 @@ import dataclasses
 import secrets
 from typing import Any, Iterator, Optional, Sequence
 
-from kale import message as kale_message
 from kale import publisher as kale_publisher
+from kale.codec import get_codec
 from kale.conf import settings
+from kale.message import Message
 from kale.queue_config import TaskQueue
+from kale.registry import resolve_task
+from kale.task import Task
 from kale.transport import OutgoingMessage
 
 
@@ -34,15 +37,15 @@ from kale.transport import OutgoingMessage
 class EagerRun:
     """One task run in eager mode: its message, result or exception."""
 
-    message: kale_message.Message
+    message: Message
     result: Any = None
     exception: Optional[BaseException] = None
 
 
 def run_body(body: str) -> EagerRun:
     """Decode a signed body and run its task in this process."""
-    message = kale_message.decode(body)
-    task_class = kale_message.resolve_task(message.task_name)
+    message = get_codec().decode(body)
+    task_class = resolve_task(message.task_name)
     run = EagerRun(message)
     try:
         run.result = task_class(message).run(*message.args, **dict(message.kwargs))
@@ -93,7 +96,7 @@ def eager(propagate: bool = True) -> Iterator[list[EagerRun]]:
             kale_publisher.set_publisher(previous)
 
 
-def run_eagerly(task_class: type, app_data: Any, *args: Any, **kwargs: Any) -> Any:
+def run_eagerly(task_class: type[Task], app_data: Any, *args: Any, **kwargs: Any) -> Any:
     """Publish one run of ``task_class`` eagerly and return what ``run_task`` returned."""
     with eager() as runs:
         task_class.publish(app_data, *args, **kwargs)

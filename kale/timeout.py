@@ -34,11 +34,10 @@ class BaseTimeout:
         return self
 
     def __exit__(self, exc_type: Optional[type], exc: Optional[BaseException],
-                 tb: Optional[TracebackType]) -> bool:
+                 tb: Optional[TracebackType]) -> None:
         self.disarm()
         if exc_type is None and self.fired:
             raise TimeLimitExceeded(self.seconds)
-        return False
 
     def arm(self) -> None:
         raise NotImplementedError

@@ -1,5 +1,10 @@
 """Task classes the test suite publishes and runs."""
+import os
+import time
+
 from kale import task
+from kale.exceptions import NonRetriableTaskError
+from tests.support.records import append_line
 
 
 class AddTask(task.Task):
@@ -86,32 +91,12 @@ class ZeroLimitTask(task.Task):
 # Each appends one line "<event> <task id> <pid> <time> <details>" to the file
 # named by KALE_TEST_RECORD (shared by worker processes; appends are atomic).
 
-import os
-import time
-
-from bench.records import append_line
-from kale.exceptions import NonRetriableTaskError
-
-
 def record(event, task_inst, *details):
     path = os.environ.get('KALE_TEST_RECORD')
     if path:
         line = ' '.join([event, str(task_inst.task_id), str(os.getpid()), '%.3f' % time.time()]
                         + [str(d) for d in details])
         append_line(path, line)
-
-
-def read_records(path):
-    """[(event, task_id, pid, time, details...)] from a record file."""
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        return [line.split() for line in f if line.strip()]
-
-
-def recorded_ids(path, event):
-    """Task ids of the records of one event, in order."""
-    return [r[1] for r in read_records(path) if r[0] == event]
 
 
 class RecordTask(task.Task):

@@ -1,9 +1,15 @@
 """The batch budget: a task starts only if its whole time limit fits."""
 import pytest
 
-from kale.batch import (RECEIVE_CLOCK_SLACK_SEC, SETTLE_MARGIN_SEC, Batch, fits_budget,
-                        settle_margin, visibility_clock_start)
 from kale.queue_config import TaskQueue
+from kale.worker.batch import (
+    RECEIVE_CLOCK_SLACK_SEC,
+    SETTLE_MARGIN_SEC,
+    Batch,
+    fits_budget,
+    settle_margin,
+    visibility_clock_start,
+)
 
 
 def queue(visibility_timeout_sec=30):
@@ -47,8 +53,8 @@ def test_visibility_clock_starts_no_earlier_than_just_before_the_answer():
 
 
 def test_unsettled_lists_messages_not_reached():
-    from kale.batch import Outcome, Settlement
     from kale.transport import ReceivedMessage
+    from kale.worker.batch import Outcome, Settlement
     first, second = ReceivedMessage('1', 'h1', 'b', {}), ReceivedMessage('2', 'h2', 'b', {})
     batch = Batch(queue(), [first, second], 0.0)
     batch.settlements.append(Settlement(first, Outcome.SUCCEEDED))

@@ -4,9 +4,8 @@ import json
 import subprocess
 import sys
 
-
 from bench.counter import RequestCounter
-from tests.conftest import ROOT, raw_client, subprocess_env
+from tests.support.endpoint import ROOT, raw_client, subprocess_env
 
 FIGURES = {'publish one by one (tasks/s)', 'publish_batch (tasks/s)',
            'publish_batch speed-up over one by one (x)', 'worker drain (tasks/s)',
@@ -30,7 +29,7 @@ def test_the_counter_counts_every_request_a_client_sends(sqs_endpoint):
 
 
 def test_the_counter_takes_reports_from_the_memory_transport():
-    from kale.memory_transport import MemoryTransport
+    from kale.transport.memory import MemoryTransport
     counter = RequestCounter()
     transport = MemoryTransport(on_request=counter.record)
     transport.ensure_queue('q', 30, None, 0)
@@ -59,6 +58,6 @@ def test_every_scenario_runs_on_an_sqs_endpoint(tmp_path, sqs_endpoint):
 
 
 def test_every_scenario_runs_on_the_memory_transport(tmp_path):
-    table, report = run_bench(tmp_path, '--transport', 'memory', '--latency-ms', '1')
+    _table, report = run_bench(tmp_path, '--transport', 'memory', '--latency-ms', '1')
     assert FIGURES | {'messages settled past their budget'} == set(report['results'])
     assert report['results']['messages settled past their budget']['kale']['median'] == 0

@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from tests.conftest import ROOT
+from tests.support.endpoint import ROOT
 
 
 def test_a_bounded_chaos_run_loses_nothing(tmp_path):

@@ -3,10 +3,12 @@ import json
 import subprocess
 import sys
 
+from kale import codec as kale_codec
 from kale import message as kale_message
 from kale.conf import ENVIRONMENT_VARIABLE
 from tests import tasks
-from tests.conftest import ROOT, subprocess_env
+from tests.support.endpoint import ROOT, subprocess_env
+from tests.support.records import recorded_ids
 
 
 def kale(*args, input=None, **env):
@@ -37,7 +39,7 @@ def dead_letter_some(sqs, count):
     for i in range(count):
         message = kale_message.Message('dead-%d' % i, 'tests.tasks.AddTask', (i, i),
                                        retry_num=3, failure_num=4)
-        send_raw(sqs, 'dlq-default', kale_message.encode(message))
+        send_raw(sqs, 'dlq-default', kale_codec.encode(message))
         task_ids.append(message.task_id)
     return task_ids
 
@@ -127,7 +129,7 @@ def test_redrive_moves_every_dead_letter_exactly_once_with_counts_reset(sqs):
         in result.stdout
     assert 'redriving default: 25 moved' in result.stderr
     moved = sqs.receive_all('default', expected=25)
-    decoded = [kale_message.decode(m['Body']) for m in moved]
+    decoded = [kale_codec.decode(m['Body']) for m in moved]
     assert sorted(m.task_id for m in decoded) == sorted(task_ids)
     assert {(m.retry_num, m.failure_num) for m in decoded} == {(0, 0)}
     assert {m['MessageAttributes']['kale_retry_num']['StringValue'] for m in moved} == {'0'}
@@ -149,11 +151,11 @@ def test_redriven_tasks_run_again(sqs, tmp_path, monkeypatch):
     tasks.AddTask.publish(None, 0, 0)
     sqs.receive_all('default', expected=1)
     message = kale_message.Message('again', 'tests.tasks.RecordTask', ('x',), failure_num=5)
-    send_raw(sqs, 'dlq-default', kale_message.encode(message))
+    send_raw(sqs, 'dlq-default', kale_codec.encode(message))
     assert kale('dlq', 'redrive', 'default').returncode == 0
     worker = kale('worker', '--queues', 'default', '--burst', KALE_TEST_RECORD=record)
     assert worker.returncode == 0, worker.stderr
-    assert [r[1] for r in tasks.read_records(record) if r[0] == 'ran'] == ['again']
+    assert recorded_ids(record, 'ran') == ['again']
 
 
 def test_redrive_errors_are_one_line(sqs):
@@ -171,7 +173,7 @@ def test_publish_by_path(sqs):
     assert result.returncode == 0, result.stderr
     task_id = result.stdout.strip()
     [received] = sqs.receive_all('default', expected=1)
-    message = kale_message.decode(received['Body'])
+    message = kale_codec.decode(received['Body'])
     assert message.task_id == task_id
     assert (message.args, message.kwargs, message.app_data) == ((1, 'two'), {'x': 3}, {'tenant': 7})
 

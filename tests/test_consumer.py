@@ -1,12 +1,11 @@
 """Settling: copies are sent before originals are deleted; nothing is lost."""
 import time
 
-
-from kale.batch import Batch, Outcome, Settlement
-from kale.consumer import Consumer
 from kale.exceptions import BatchSendError, EndpointUnreachableError, SQSError
 from kale.queue_config import get_queue_config
 from kale.transport import OutgoingMessage
+from kale.worker.batch import Batch, Outcome, Settlement
+from kale.worker.consumer import Consumer
 from tests import tasks
 
 

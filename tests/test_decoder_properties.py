@@ -3,10 +3,15 @@ message or raises DecodeError, and it never deserializes anything unverified."""
 import base64
 
 import pytest
-from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
-from kale import message as kale_message
+from kale import codec
+from kale.codec import serialize
+from kale.conf import settings as kale_settings
 from kale.exceptions import DecodeError
+from kale.message import Message
 
 PROPERTY_SETTINGS = hypothesis_settings(max_examples=400, deadline=None,
                                         suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -16,19 +21,19 @@ PROPERTY_SETTINGS = hypothesis_settings(max_examples=400, deadline=None,
 def deserialized(monkeypatch):
     """Bodies whose payload reached the deserializer."""
     seen = []
-    real = kale_message._deserialize
+    real = serialize._loads
 
     def spy(raw, serializer):
         seen.append(raw)
         return real(raw, serializer)
 
-    monkeypatch.setattr(kale_message, '_deserialize', spy)
+    monkeypatch.setattr(serialize, '_loads', spy)
     return seen
 
 
 def is_verified(body):
     try:
-        kale_message.verify(body)
+        codec.get_codec().steps[-1].verify(body)
     except DecodeError:
         return False
     return True
@@ -37,7 +42,7 @@ def is_verified(body):
 def check(body, deserialized):
     before = len(deserialized)
     try:
-        message = kale_message.decode(body, resolve=False)
+        message = codec.decode(body)
     except DecodeError as exc:
         assert exc.reason in DecodeError.REASONS
         message = None
@@ -57,9 +62,9 @@ json_values = st.recursive(
 
 
 def valid_body(args, serializer):
-    message = kale_message.Message('id-1', 'tests.tasks.EchoTask', tuple(args),
-                                   {'k': args[:1]}, retry_num=1)
-    return kale_message.encode(message, serializer)
+    message = Message('id-1', 'tests.tasks.EchoTask', tuple(args), {'k': args[:1]}, retry_num=1)
+    with kale_settings.override(SERIALIZER=serializer):
+        return codec.encode(message)
 
 
 @PROPERTY_SETTINGS
@@ -89,7 +94,7 @@ def test_mutated_valid_bodies_decode_verified_or_fail_cleanly(args, serializer, 
                'append': body + char}[kind]
     message = check(mutated, deserialized)
     if message is not None:
-        assert mutated == body or message == kale_message.decode(body, resolve=False)
+        assert mutated == body or message == codec.decode(body)
 
 
 @PROPERTY_SETTINGS

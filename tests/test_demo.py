@@ -4,7 +4,7 @@ import subprocess
 import sys
 import time
 
-from tests.conftest import ROOT
+from tests.support.endpoint import ROOT
 
 
 def test_make_demo_exits_0_with_the_expected_outcome_counts():

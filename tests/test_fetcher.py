@@ -2,12 +2,12 @@
 import threading
 import time
 
-from kale.consumer import Consumer
-from kale.fetcher import Fetcher
-from kale.settler import Settler
-from kale.batch import Outcome, Settlement
 from kale.queue_config import TaskQueue
 from kale.transport import OutgoingMessage
+from kale.worker.batch import Outcome, Settlement
+from kale.worker.consumer import Consumer
+from kale.worker.fetcher import Fetcher
+from kale.worker.settler import Settler
 
 
 def queues_of(broker, *names, long_poll=None):

@@ -6,20 +6,21 @@ import time
 
 import pytest
 
+from kale import codec as kale_codec
 from kale import message as kale_message
-from kale.batch import Outcome
-from kale.exceptions import ChildTaskError, ImproperlyConfigured, TimeLimitExceeded
-from kale.isolation import TaskProcessDied, run_in_child
+from kale.exceptions import ChildTaskError, ImproperlyConfigured, TaskProcessDied, TimeLimitExceeded
 from kale.queue_config import get_queue_config
-from kale.runner import TaskRunner
 from kale.task import SKIPPED
 from kale.transport import ReceivedMessage
+from kale.worker.batch import Outcome
+from kale.worker.isolation import run_in_child
+from kale.worker.runner import TaskRunner
 from tests import tasks
 
 
 def run(task_class, *args, isolation='process'):
     message = kale_message.Message('tid', task_class.task_path(), args)
-    received = ReceivedMessage('mid', 'handle', kale_message.encode(message), {})
+    received = ReceivedMessage('mid', 'handle', kale_codec.encode(message), {})
     runner = TaskRunner(isolation=isolation)
     started = time.monotonic()
     settlement = runner.run(get_queue_config()['default'], received, message, task_class)
@@ -39,7 +40,7 @@ def test_its_fate_is_the_same_as_any_timeout():
     slept, _ = run(tasks.SleepTask, 10, isolation='none')
     assert (hung.outcome, type(hung.exception)) == (slept.outcome, type(slept.exception))
     assert hung.copy.delay_sec == slept.copy.delay_sec
-    assert kale_message.decode(hung.copy.body).failure_num == 1
+    assert kale_codec.decode(hung.copy.body).failure_num == 1
 
 
 def test_a_task_that_kills_its_process_fails_that_run(tmp_path, monkeypatch):
@@ -72,6 +73,7 @@ def test_an_exception_that_cannot_come_back_whole_keeps_its_retry_decision():
 
 def test_kale_exceptions_survive_pickling():
     import pickle
+
     from kale.exceptions import BatchSendError, DecodeError, EndpointUnreachableError
     for exc in (TimeLimitExceeded(1.5), DecodeError('corrupt_body', 'x', 'body'),
                 EndpointUnreachableError('down'), BatchSendError('b', {1: ('c', 'm')}, ['i', None]),
@@ -92,5 +94,6 @@ def test_run_in_child_returns_values_and_raises_what_the_child_raised():
 
 
 def test_an_unknown_isolation_is_a_clear_error():
-    with pytest.raises(ImproperlyConfigured, match="TASK_ISOLATION must be 'none' or 'process'"):
+    with pytest.raises(ImproperlyConfigured,
+                       match="TASK_ISOLATION must be one of 'none', 'process', got 'thread'"):
         TaskRunner(isolation='thread')

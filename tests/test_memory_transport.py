@@ -5,8 +5,8 @@ import time
 import pytest
 
 from kale.exceptions import QueueNotFoundError, SQSError
-from kale.memory_transport import MemoryTransport
 from kale.transport import OutgoingMessage, VisibilityChange
+from kale.transport.memory import MemoryTransport
 
 
 class FakeClock:

@@ -7,7 +7,7 @@ import pytest
 from kale.conf import settings
 from kale.exceptions import QueueConfigError, UnknownQueueError
 from kale.queue_config import get_queue_config, load_queue_config
-from tests.conftest import ROOT
+from tests.support.endpoint import ROOT
 
 GOOD_ENTRY = {'priority': 10, 'batch_size': 5, 'visibility_timeout_sec': 30,
               'long_poll_time_sec': 1, 'num_iterations': 2}

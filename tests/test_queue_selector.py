@@ -85,7 +85,7 @@ def test_lottery_lottery_gives_up_after_ten_draws():
 @pytest.mark.parametrize('priorities', [(0, -5), (1000, 3), (None, 'x'), (float('nan'), 2.5)])
 def test_odd_priorities_never_break_a_draw(cls, priorities):
     queues = [make_queue('a', 1), make_queue('b', 1)]
-    for queue, priority in zip(queues, priorities):
+    for queue, priority in zip(queues, priorities, strict=False):
         object.__setattr__(queue, 'priority', priority)
     for non_empty in (set(), {'a'}, {'a', 'b'}):
         counts = tally(cls, queues, non_empty, draws=200)

@@ -4,7 +4,7 @@ import re
 import subprocess
 import sys
 
-from tests.conftest import ROOT
+from tests.support.endpoint import ROOT
 
 
 def shell_block(readme, heading):
@@ -51,6 +51,7 @@ def test_the_example_runs_as_its_readme_says(tmp_path):
 
 def test_the_readme_documents_every_setting():
     import re
+
     from kale import default_settings
     text = open(os.path.join(ROOT, 'README.md')).read()
     names = re.findall(r'^([A-Z][A-Z0-9_]*) = ', open(default_settings.__file__).read(), re.M)

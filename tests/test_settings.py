@@ -6,10 +6,11 @@ import sys
 
 import pytest
 
-from kale import default_settings, sqs
+from kale import default_settings
 from kale.conf import ENVIRONMENT_VARIABLE, import_string, resolve_callable, settings
 from kale.exceptions import ImproperlyConfigured
-from tests.conftest import ROOT
+from kale.transport import sqs
+from tests.support.endpoint import ROOT
 
 
 def write_module(tmp_path, name, text):

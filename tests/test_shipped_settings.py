@@ -3,15 +3,15 @@ import os
 import subprocess
 import sys
 
+import pytest
 import yaml
 
-from kale import sqs
+from kale.codec import encode
 from kale.conf import ENVIRONMENT_VARIABLE, settings
 from kale.exceptions import ImproperlyConfigured
-from kale.message import encode, Message
-from tests.conftest import ROOT
-
-import pytest
+from kale.message import Message
+from kale.transport import sqs
+from tests.support.endpoint import ROOT
 
 
 def use(monkeypatch, module, **env):

@@ -5,15 +5,15 @@ import os
 
 import pytest
 
-from kale import sqs as kale_sqs
 from kale.broker import get_broker
+from kale.codec import decode
 from kale.conf import settings
-from kale.exceptions import (BatchSendError, EndpointUnreachableError, QueueNotFoundError)
-from kale.message import decode
+from kale.exceptions import BatchSendError, EndpointUnreachableError, QueueNotFoundError
 from kale.queue_config import get_queue_config
 from kale.transport import OutgoingMessage
+from kale.transport import sqs as kale_sqs
 from tests import tasks
-from tests.conftest import raw_client
+from tests.support.endpoint import raw_client
 
 
 @contextlib.contextmanager

@@ -4,11 +4,12 @@ import socket
 import subprocess
 import sys
 
-from tests.conftest import ROOT, LocalEndpoint, raw_client, subprocess_env
+from kale.cli.sqs_local import SQSLocalProcess
+from tests.support.endpoint import ROOT, raw_client, subprocess_env
 
 
 def test_it_starts_answers_boto3_and_stops_on_sigterm():
-    endpoint = LocalEndpoint()
+    endpoint = SQSLocalProcess(env=subprocess_env(), cwd=ROOT)
     try:
         client = raw_client(endpoint.url)
         url = client.create_queue(QueueName='hello')['QueueUrl']
@@ -24,7 +25,7 @@ def test_it_starts_answers_boto3_and_stops_on_sigterm():
 
 
 def test_ctrl_c_stops_it_cleanly():
-    endpoint = LocalEndpoint()
+    endpoint = SQSLocalProcess(env=subprocess_env(), cwd=ROOT)
     endpoint.process.send_signal(signal.SIGINT)
     assert endpoint.process.wait(10) == 0
     endpoint.stop()

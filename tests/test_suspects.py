@@ -1,20 +1,22 @@
 """Messages a worker died holding run alone; releases never count toward redrive."""
 import time
 
+from kale import codec as kale_codec
 from kale import message as kale_message
-from kale.batch import Batch, Outcome
-from kale.consumer import Consumer
 from kale.hooks import WorkerHooks
-from kale.suspects import isolate_suspect, release_copy, unsettled_deliveries
 from kale.transport import ReceivedMessage
 from kale.worker import Worker
+from kale.worker.batch import Batch, Outcome
+from kale.worker.consumer import Consumer
+from kale.worker.suspects import isolate_suspect, release_copy, unsettled_deliveries
 from tests import tasks
+from tests.support.records import recorded_ids
 
 
 def received(message_id, receive_count, unsettled=0):
     message = kale_message.Message('task-' + message_id, 'tests.tasks.RecordTask',
                                    unsettled=unsettled)
-    body = kale_message.encode(message)
+    body = kale_codec.encode(message)
     return ReceivedMessage(message_id, 'handle-' + message_id, body, {}, receive_count), message
 
 
@@ -39,14 +41,14 @@ def test_the_message_left_unsettled_most_often_runs_alone():
     [waiting] = batch.settlements
     assert waiting.outcome is Outcome.RELEASE and waiting.received.message_id == 'once'
     copy = release_copy(waiting.received)
-    assert kale_message.decode(copy.body).unsettled == 1   # its history travels along
+    assert kale_codec.decode(copy.body).unsettled == 1   # its history travels along
 
 
 def test_a_release_copy_carries_history_only_when_there_is_some():
-    fresh, message = received('fresh', 1)
+    fresh, _ = received('fresh', 1)
     assert release_copy(fresh).body == fresh.body
-    twice, message = received('twice', 3, unsettled=1)
-    assert kale_message.decode(release_copy(twice).body).unsettled == 3
+    twice, _message = received('twice', 3, unsettled=1)
+    assert kale_codec.decode(release_copy(twice).body).unsettled == 3
     garbage = ReceivedMessage('g', 'h', 'not kale', {'kale_retry_num': '2'}, 4)
     assert release_copy(garbage).body == 'not kale'
     assert release_copy(garbage).attributes == {'kale_retry_num': 2}
@@ -88,7 +90,7 @@ def test_a_worker_runs_each_suspect_alone(memory_broker, tmp_path, monkeypatch):
     memory_broker.transport.receive(memory_broker.sqs_name(queue), 10, 0, 0)  # a worker died
     sizes = BatchSizes()
     Worker(queue_names=['default'], burst=True, broker=memory_broker, hooks=[sizes]).run()
-    ran = [r[1] for r in tasks.read_records(str(tmp_path / 'record')) if r[0] == 'ran']
+    ran = recorded_ids(str(tmp_path / 'record'), 'ran')
     assert sorted(ran) == sorted(ids)
     suspect_runs = [size for size in sizes.sizes if any(count > 1 for count in size)]
     assert suspect_runs and all(len(size) == 1 for size in suspect_runs)

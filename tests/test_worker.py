@@ -8,9 +8,9 @@ from kale.exceptions import EndpointUnreachableError, UnknownQueueError
 from kale.hooks import WorkerHooks
 from kale.transport import OutgoingMessage
 from tests import tasks
+from tests.support.records import recorded_ids
 
-
-events = tasks.recorded_ids
+events = recorded_ids
 
 
 @pytest.fixture
@@ -69,7 +69,7 @@ def test_burst_runs_every_task_then_exits_0(memory_broker, record_file):
 def test_failures_are_retried_then_dead_lettered_once_with_the_hook(memory_broker, record_file):
     with settings.override(RETRY_DELAY_MULTIPLE_SEC=0):
         task_id = tasks.SleepTask.publish(None, 5)
-        worker, code = run_worker(memory_broker)
+        _worker, code = run_worker(memory_broker)
     assert code == 0
     assert events(record_file, 'start') == [task_id] * (tasks.SleepTask.max_retries + 1)
     assert events(record_file, 'permanent') == [task_id]
@@ -94,7 +94,7 @@ def test_undecodable_messages_are_dead_lettered_and_the_worker_carries_on(memory
     queue = memory_broker.queues['default']
     memory_broker.send(queue, [OutgoingMessage('garbage'), OutgoingMessage('kale1:p-:x:y')])
     task_id = tasks.RecordTask.publish(None)
-    worker, code = run_worker(memory_broker)
+    _worker, code = run_worker(memory_broker)
     assert code == 0
     assert events(record_file, 'ran') == [task_id]
     dead = memory_broker.transport.receive(memory_broker.dead_letter_name(queue), 10, 0, 30)
@@ -127,7 +127,7 @@ def test_worker_startup_and_shutdown_settings_are_called(memory_broker):
 def test_memory_limit_releases_the_batch_and_exits_3(memory_broker, record_file):
     ids = tasks.RecordTask.publish_batch(None, [((i,), {}) for i in range(5)])
     with settings.override(DIE_ON_RESIDENT_SET_SIZE_MB=1):
-        worker, code = run_worker(memory_broker)
+        _worker, code = run_worker(memory_broker)
     assert code == kale_worker.EXIT_MEMORY_LIMIT
     assert len(events(record_file, 'ran')) == 1
     counts = memory_broker.counts(memory_broker.queues['default'])

@@ -6,6 +6,7 @@ checks those records, and what is left in the queues, with raw boto3.
 from __future__ import annotations
 
 import base64
+import itertools
 import os
 import pickle
 import signal
@@ -17,12 +18,14 @@ from urllib.parse import urlparse
 
 import pytest
 
-from bench.tcp_proxy import TCPProxy
+from kale import codec as kale_codec
 from kale import message as kale_message
 from kale.conf import settings
 from tests import tasks
-from tests.conftest import ROOT, subprocess_env
-from tests.test_message import OTHER_KEY, CreatesFileWhenUnpickled
+from tests.support.endpoint import ROOT, subprocess_env
+from tests.support.hostile import OTHER_KEY, CreatesFileWhenUnpickled
+from tests.support.records import read_records, recorded_ids
+from tests.support.tcp_proxy import TCPProxy
 
 
 class WorkerProcess:
@@ -56,11 +59,11 @@ class WorkerProcess:
         return self.log_path.read_text()
 
 
-ids = tasks.recorded_ids
+ids = recorded_ids
 
 
 def events(path, event):
-    return [r for r in tasks.read_records(path) if r[0] == event]
+    return [r for r in read_records(path) if r[0] == event]
 
 
 def wait_for(condition, timeout: float, what: str) -> None:
@@ -102,7 +105,7 @@ def test_a_slow_task_is_stopped_at_its_limit_retried_then_dead_lettered_once(sqs
     starts = [float(r[3]) for r in events(record, 'start')]
     failures = [float(r[3]) for r in events(record, 'failed')]
     assert len(starts) == tasks.SleepTask.max_retries + 1
-    for started, failed in zip(starts, failures):
+    for started, failed in zip(starts, failures, strict=False):
         assert tasks.SleepTask.time_limit <= failed - started <= tasks.SleepTask.time_limit + 0.5
     with settings.override(RETRY_DELAY_MULTIPLE_SEC=1):
         delays = [tasks.SleepTask.retry_delay_sec(n) for n in range(tasks.SleepTask.max_retries)]
@@ -112,7 +115,7 @@ def test_a_slow_task_is_stopped_at_its_limit_retried_then_dead_lettered_once(sqs
     [dead] = dead_letters(sqs, 'default')
     reason = dead['MessageAttributes']['kale_dead_letter_reason']['StringValue']
     assert reason.startswith('retries_exhausted: TimeLimitExceeded')
-    assert kale_message.decode(dead['Body']).task_id == task_id
+    assert kale_codec.decode(dead['Body']).task_id == task_id
 
 
 def test_a_non_retriable_exception_goes_straight_to_the_dead_letter_queue(sqs, record, tmp_path):
@@ -129,7 +132,7 @@ def test_hostile_messages_are_dead_lettered_and_never_unpickled(sqs, record, tmp
     evil = base64.b64encode(pickle.dumps(CreatesFileWhenUnpickled(str(marker)))).decode()
     tasks.RecordTask.publish(None, 'before')     # creates the queues
     with settings.override(MESSAGE_SIGNING_KEY=OTHER_KEY):
-        other_key_body = kale_message.encode(kale_message.Message('x', 'tests.tasks.RecordTask'))
+        other_key_body = kale_codec.encode(kale_message.Message('x', 'tests.tasks.RecordTask'))
     url = sqs.queue_url('default')
     for body in ['garbage', other_key_body, evil, 'kale1:p-:%s:%s' % ('A' * 43, evil)]:
         sqs.client.send_message(QueueUrl=url, MessageBody=body)
@@ -155,7 +158,7 @@ def test_sigterm_finishes_the_running_task_and_releases_the_rest_at_once(sqs, re
     released_at = time.monotonic()
     visible = sqs.receive_all('default', expected=4, timeout=1.0)
     assert time.monotonic() - released_at < 1.5
-    assert sorted(kale_message.decode(m['Body']).task_id for m in visible) == \
+    assert sorted(kale_codec.decode(m['Body']).task_id for m in visible) == \
         sorted(set(published) - {finished})
 
 
@@ -169,7 +172,7 @@ def test_a_second_signal_stops_the_running_task_and_releases_it(sqs, record, tmp
     assert worker.wait(10) == 0, worker.output()
     assert ids(record, 'ran') == []
     visible = sqs.receive_all('default', expected=3, timeout=1.0)
-    assert sorted(kale_message.decode(m['Body']).task_id for m in visible) == sorted(published)
+    assert sorted(kale_codec.decode(m['Body']).task_id for m in visible) == sorted(published)
 
 
 def test_kill_9_loses_nothing(sqs, record, tmp_path):
@@ -208,7 +211,7 @@ def test_a_task_that_no_longer_fits_the_budget_is_released_and_runs_later(sqs, r
     assert len(ids(record, 'start')) == 3, 'released tasks were not started'
     assert 'does not fit' in worker.output()
     starts = sorted(float(r[3]) for r in events(record, 'start'))
-    assert all(later - earlier >= 2.0 for earlier, later in zip(starts, starts[1:]))
+    assert all(later - earlier >= 2.0 for earlier, later in itertools.pairwise(starts))
 
 
 def test_concurrency_runs_supervised_workers_that_share_the_work(sqs, record, tmp_path):
@@ -280,7 +283,7 @@ def test_a_task_that_kills_its_worker_every_time_is_redriven_alone(sqs, record, 
     assert set(ids(record, 'crash')) == {killer}
     assert len(ids(record, 'crash')) == 3
     [dead] = dead_letters(sqs, 'short')
-    assert kale_message.decode(dead['Body']).task_id == killer
+    assert kale_codec.decode(dead['Body']).task_id == killer
     assert 'kale_dead_letter_reason' not in dead['MessageAttributes']   # moved by SQS's redrive
 
 

@@ -16,8 +16,8 @@ import queue
 import threading
 from typing import Optional
 
-from kale.batch import Batch
-from kale.consumer import Consumer
+from kale.worker.batch import Batch
+from kale.worker.consumer import Consumer
 
 logger = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Messages a worker died holding: run them alone, and keep count.
 
 A receive count above 1 means a worker received the message before and
-never settled it (releases are fresh copies, see :mod:`kale.consumer`): it
+never settled it (releases are fresh copies, see :mod:`kale.worker.consumer`): it
 died, perhaps killed by that very message (out of memory, a crash in native
 code, ``os._exit``). Such a *suspect* runs alone, after everything else the
 worker holds has been settled, so a message that kills its worker takes no
@@ -18,15 +18,13 @@ import dataclasses
 import logging
 from typing import Optional
 
-from kale import message as kale_message
-from kale.batch import Batch, Outcome, Settlement
+from kale.codec import get_codec
 from kale.exceptions import KaleError
-from kale.message import ATTR_FAILURE_NUM, ATTR_RETRY_NUM, Message
+from kale.message import NUMBER_ATTRIBUTES, Message
 from kale.transport import OutgoingMessage, ReceivedMessage
+from kale.worker.batch import Batch, Outcome, Settlement
 
 logger = logging.getLogger(__name__)
-
-NUMBER_ATTRIBUTES = (ATTR_RETRY_NUM, ATTR_FAILURE_NUM)
 
 
 def unsettled_deliveries(received: ReceivedMessage, message: Message) -> int:
@@ -41,8 +39,9 @@ def release_copy(received: ReceivedMessage) -> OutgoingMessage:
     that releasing it hides nothing."""
     if received.receive_count > 1:
         try:
-            message = kale_message.decode(received.body, resolve=False)
-            return kale_message.to_outgoing(dataclasses.replace(
+            codec = get_codec()
+            message = codec.decode(received.body)
+            return codec.to_outgoing(dataclasses.replace(
                 message, unsettled=unsettled_deliveries(received, message)))
         except KaleError:
             pass                    # sent back as it came: its count starts again

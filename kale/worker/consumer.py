@@ -25,19 +25,20 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable, Optional, Sequence
+from typing import Callable, Optional, Sequence, TypeVar
 
 from kale.backoff import Backoff
-from kale.batch import Batch, Outcome, Settlement, visibility_clock_start
 from kale.broker import Broker
 from kale.exceptions import BatchSendError, SQSError
 from kale.queue_config import TaskQueue
-from kale.suspects import release_copy
 from kale.transport import OutgoingMessage
+from kale.worker.batch import Batch, Outcome, Settlement, visibility_clock_start
+from kale.worker.suspects import release_copy
 
 logger = logging.getLogger(__name__)
 
 Sleep = Callable[[float], None]
+T = TypeVar('T')
 
 class Consumer:
     """Receives batches from, and settles them on, one broker."""
@@ -77,7 +78,7 @@ class Consumer:
         copied += self._send_copies(batch, by_outcome[Outcome.DEAD_LETTER], dead_letter=True)
         self._delete(batch, by_outcome[Outcome.SUCCEEDED] + by_outcome[Outcome.SKIPPED] + copied)
 
-    def _attempt(self, batch: Batch, what: str, request: Callable[[], object]) -> object:
+    def _attempt(self, batch: Batch, what: str, request: Callable[[], T]) -> T:
         """Run one request, retrying outages and throttling until the batch's
         deadline (or ``give_up_at``, if that is sooner)."""
         backoff = Backoff(maximum=self.max_backoff_sec)

@@ -23,100 +23,47 @@ ImproperlyConfigured, which ``kale worker`` reports in one line, exiting 1.
 """
 from __future__ import annotations
 
-import collections
 import logging
 import os
 import random
-import signal
 import time
-from types import FrameType
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from kale.backoff import Backoff
-from kale.batch import Batch, Outcome, Settlement
 from kale.broker import Broker, get_broker
-from kale.conf import import_string, resolve_callable, settings
-from kale.consumer import Consumer
-from kale.exceptions import ImproperlyConfigured, KaleError, SQSError
-from kale.fetcher import Fetcher
+from kale.conf import settings
+from kale.exceptions import SQSError
 from kale.hooks import HookDispatcher, WorkerHooks
-from kale.message import signing_keys
-from kale.sqs import endpoint_url
 from kale.queue_config import TaskQueue
-from kale.queue_selector import QueueInfo, SelectQueueBase
-from kale.runner import TaskRunner, WorkerInterrupt
-from kale.settler import Settler
-from kale.suspects import isolate_suspect, release
+from kale.queue_selector import QueueInfo
 from kale.timeout import BaseTimeout, SignalTimeout
+from kale.worker.batch import Batch, Settlement
+from kale.worker.consumer import Consumer
+from kale.worker.fetcher import Fetcher
+from kale.worker.limits import (
+    EXIT_MEMORY_LIMIT,
+    EXIT_OK,
+    MemoryLimit,
+    resident_set_size_mb,
+    supervisor_gone,
+    supervisor_pid,
+)
+from kale.worker.parts import check_signing_key, load_selector, load_timeout, load_worker_hooks
+from kale.worker.report import Reporter
+from kale.worker.runner import TaskRunner
+from kale.worker.settler import Settler
+from kale.worker.signals import StopSignals, WorkerInterrupt
+from kale.worker.suspects import isolate_suspect, release
 
-logger = logging.getLogger(__name__)
-
-EXIT_OK = 0
-EXIT_MEMORY_LIMIT = 3
+logger = logging.getLogger('kale.worker')
 
 #: Shortest time between two idle watches, so that queues with
 #: long_poll_time_sec 0 are not polled in a tight loop.
 IDLE_PAUSE_SEC = 0.25
 
-#: A second shutdown signal stops the running task only when it comes at
-#: least this long after the first: one stop request delivered twice at once
-#: (to the process group and by a supervisor) is still a graceful stop.
-SECOND_SIGNAL_MIN_GAP_SEC = 0.5
-
 #: Longest time a stopping worker keeps retrying the requests that settle its
 #: last batches while SQS is unreachable.
 SHUTDOWN_SETTLE_SEC = 5.0
-
-#: Set by ``kale worker --concurrency``: a worker whose supervisor is gone
-#: stops gracefully instead of running on unsupervised.
-SUPERVISOR_PID_VARIABLE = 'KALE_SUPERVISOR_PID'
-
-#: Part of every development key shipped with Kale (settings/, example/).
-DEVELOPMENT_KEY_MARK = b'not-for-production'
-
-
-def resident_set_size_mb() -> float:
-    """This process's resident memory in MB."""
-    try:
-        with open('/proc/self/statm') as f:
-            return int(f.read().split()[1]) * os.sysconf('SC_PAGE_SIZE') / (1024.0 * 1024.0)
-    except OSError:
-        import resource
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        return peak / (1024.0 * 1024.0) if os.uname().sysname == 'Darwin' else peak / 1024.0
-
-
-def _selector_class(selector_class: Any) -> type[SelectQueueBase]:
-    selector_class = selector_class or settings.QUEUE_SELECTOR
-    if isinstance(selector_class, str):
-        selector_class = import_string(selector_class, 'QUEUE_SELECTOR')
-    if not (isinstance(selector_class, type) and issubclass(selector_class, SelectQueueBase)):
-        raise ImproperlyConfigured('QUEUE_SELECTOR must name a kale.queue_selector.'
-                                   'SelectQueueBase subclass, got %r' % (selector_class,))
-    return selector_class
-
-
-def _timeout_class(default: type[BaseTimeout]) -> type[BaseTimeout]:
-    timeout_class = settings.TASK_TIMEOUT_CLASS or default
-    if isinstance(timeout_class, str):
-        timeout_class = import_string(timeout_class, 'TASK_TIMEOUT_CLASS')
-    if not (isinstance(timeout_class, type) and issubclass(timeout_class, BaseTimeout)):
-        raise ImproperlyConfigured('TASK_TIMEOUT_CLASS must name a kale.timeout.BaseTimeout '
-                                   'subclass, got %r' % (timeout_class,))
-    return timeout_class
-
-
-def _load_hooks(hooks: Iterable[Any]) -> list[WorkerHooks]:
-    loaded = []
-    for hook in hooks:
-        if isinstance(hook, str):
-            hook = import_string(hook, 'WORKER_HOOKS entry')
-        if isinstance(hook, type):
-            hook = hook()
-        if not isinstance(hook, WorkerHooks):
-            raise ImproperlyConfigured('worker hook %r is not a kale.hooks.WorkerHooks' % (hook,))
-        loaded.append(hook)
-    return loaded
 
 
 class Worker:
@@ -133,31 +80,30 @@ class Worker:
         self.queues = self._choose_queues(queue_names)
         self.burst = burst
         self.name = 'worker %d' % os.getpid()
-        self.hooks = HookDispatcher(_load_hooks(list(settings.WORKER_HOOKS or ()) + list(hooks)))
+        self.hooks = HookDispatcher(load_worker_hooks(hooks))
+        self.reporter = Reporter(self.hooks)
         # Settling keeps trying until each batch's deadline, stopping or not.
         self.consumer = Consumer(self.broker, max_backoff_sec=settings.SQS_ERROR_MAX_BACKOFF_SEC)
         self.fetcher = Fetcher(self.consumer, self.queues, stopping=lambda: self._stopping)
         self.queue_info = QueueInfo(self.queues, self.fetcher.probe)
-        self.selector = _selector_class(selector_class)(self.queue_info)
-        self.runner = TaskRunner(_timeout_class(self.timeout_class),
+        self.selector = load_selector(selector_class)(self.queue_info)
+        self.runner = TaskRunner(load_timeout(self.timeout_class),
                                  isolation=settings.TASK_ISOLATION or 'none')
-        key, _ = signing_keys()      # no key, no work: say so now, not at the first message
-        if DEVELOPMENT_KEY_MARK in key and not endpoint_url():
-            logger.warning('%s: MESSAGE_SIGNING_KEY is a development key, public in Kale\'s '
-                           'sources, and this worker talks to AWS: anyone who can write to '
-                           'these queues can run code here. Set a secret key.', self.name)
+        check_signing_key(self.name)
         self.settler: Optional[Settler] = None
         self.backoff = Backoff(maximum=settings.SQS_ERROR_MAX_BACKOFF_SEC)
-        self.memory_limit_mb = float(settings.DIE_ON_RESIDENT_SET_SIZE_MB or 0)
-        self.stats: collections.Counter[str] = collections.Counter()
+        self.memory_limit = MemoryLimit(settings.DIE_ON_RESIDENT_SET_SIZE_MB)
+        self.signals = StopSignals(self.name, on_stop=self.stop, in_task=lambda: self._in_task)
         self.exit_code = EXIT_OK
         self._idle = False
         self._stopping = False
-        self._signals = 0
-        self._first_signal_at = 0.0
-        supervisor = os.environ.get(SUPERVISOR_PID_VARIABLE, '')
-        self._supervisor_pid = int(supervisor) if supervisor.isdigit() else None
+        self._supervisor_pid = supervisor_pid()
         self._in_task = False
+
+    @property
+    def stats(self) -> Any:
+        """Settled messages by outcome (a Counter)."""
+        return self.reporter.stats
 
     def _choose_queues(self, names: Optional[Sequence[str]]) -> list[TaskQueue]:
         config = self.broker.queues
@@ -169,7 +115,7 @@ class Worker:
 
     def run(self) -> int:
         """Work until a signal, a finished burst or the memory limit; returns the exit code."""
-        previous = self._install_signal_handlers()
+        self.signals.install()
         self.settler = Settler(self.consumer)
         try:
             self.startup()
@@ -189,8 +135,7 @@ class Worker:
                 self.report_settled()
                 self.shutdown()
         finally:
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
+            self.signals.restore()
         return self.exit_code
 
     def work_once(self) -> bool:
@@ -276,7 +221,7 @@ class Worker:
 
     def process(self, batch: Batch) -> None:
         """Decode a batch, run it, hand it to the settler, check the limits. A
-        suspect message runs last, alone (see :mod:`kale.suspects`)."""
+        suspect message runs last, alone (see :mod:`kale.worker.suspects`)."""
         self.decode(batch)
         suspect = isolate_suspect(batch, self.name)
         self.run_batch(batch)
@@ -302,7 +247,7 @@ class Worker:
 
     def run_batch(self, batch: Batch) -> None:
         """Run the batch's tasks one by one while they fit its budget."""
-        self.hooks('before_batch', batch.queue, batch)
+        self.hooks(WorkerHooks.before_batch, batch.queue, batch)
         try:
             for received in batch.unsettled():
                 if self._stopping:
@@ -314,12 +259,14 @@ class Worker:
                         batch, received, 'time_limit %gs does not fit the %.1fs left in the '
                                          'batch' % (task_class.time_limit, batch.time_left(now))))
                     continue
+                self.hooks(WorkerHooks.on_task_started, batch.queue, received, message)
                 self._in_task = True
                 try:
                     settlement = self.runner.run(batch.queue, received, message, task_class)
                 finally:
                     self._in_task = False
                 batch.settlements.append(settlement)
+                self.hooks(WorkerHooks.on_task_finished, settlement)
                 if self.over_memory_limit():
                     break
         except WorkerInterrupt:
@@ -336,25 +283,23 @@ class Worker:
         if self.settler is None:
             return
         for batch in self.settler.completed():
-            for settlement in batch.settlements:
-                self._report(batch.queue, settlement)
-            self.hooks('after_batch', batch.queue, batch)
+            self.reporter.batch_settled(batch)
 
     def check_limits(self) -> None:
         """Stop (with EXIT_MEMORY_LIMIT) once resident memory passed the limit,
         or gracefully once the supervisor that started this worker is gone."""
-        if self._supervisor_pid is not None and os.getppid() != self._supervisor_pid:
+        if supervisor_gone(self._supervisor_pid):
             logger.error('%s: supervisor %d is gone; stopping', self.name, self._supervisor_pid)
             self._stopping = True
         elif self.over_memory_limit():
             logger.error('%s: resident memory %.0f MB is over DIE_ON_RESIDENT_SET_SIZE_MB=%g; '
                          'exiting with code %d', self.name, resident_set_size_mb(),
-                         self.memory_limit_mb, EXIT_MEMORY_LIMIT)
+                         self.memory_limit.limit_mb, EXIT_MEMORY_LIMIT)
             self.exit_code = EXIT_MEMORY_LIMIT
             self._stopping = True
 
     def over_memory_limit(self) -> bool:
-        return bool(self.memory_limit_mb) and resident_set_size_mb() > self.memory_limit_mb
+        return self.memory_limit.exceeded()
 
     def drained(self) -> bool:
         """Nothing visible, in flight or delayed on any of this worker's queues."""
@@ -370,49 +315,17 @@ class Worker:
     # --- start and stop -------------------------------------------------------------
 
     def startup(self) -> None:
+        """Run the start-up hooks; one that fails stops the worker (HookError)."""
         logger.info('%s: serving queues %s', self.name, ', '.join(q.name for q in self.queues))
-        hook = resolve_callable(settings.ON_WORKER_STARTUP, 'ON_WORKER_STARTUP')
-        if hook is not None:
-            try:
-                hook()
-            except Exception as exc:
-                raise KaleError('ON_WORKER_STARTUP failed: %s: %s' % (type(exc).__name__, exc)) from exc
-        self.hooks('on_worker_startup', self)
+        self.hooks.strict(WorkerHooks.on_worker_startup, self)
 
     def shutdown(self) -> None:
-        self.hooks('on_worker_shutdown', self)
-        try:
-            hook = resolve_callable(settings.ON_WORKER_SHUTDOWN, 'ON_WORKER_SHUTDOWN')
-            if hook is not None:
-                hook()
-        except Exception:
-            logger.exception('%s: ON_WORKER_SHUTDOWN failed', self.name)
-        summary = ', '.join('%d %s' % (n, outcome) for outcome, n in sorted(self.stats.items()))
-        logger.info('%s: stopped (%s)', self.name, summary or 'no tasks')
+        self.hooks(WorkerHooks.on_worker_shutdown, self)
+        logger.info('%s: stopped (%s)', self.name, self.reporter.summary() or 'no tasks')
 
     def stop(self) -> None:
         """Ask the worker to stop after the running task (what SIGTERM does)."""
         self._stopping = True
-
-    def _install_signal_handlers(self) -> dict[int, Any]:
-        return {signum: signal.signal(signum, self._on_signal)
-                for signum in (signal.SIGTERM, signal.SIGINT)}
-
-    def _on_signal(self, signum: int, frame: Optional[FrameType]) -> None:
-        name = signal.Signals(signum).name
-        now = time.monotonic()
-        if self._signals and now - self._first_signal_at < SECOND_SIGNAL_MIN_GAP_SEC:
-            return
-        self._signals += 1
-        self._stopping = True
-        if self._signals == 1:
-            self._first_signal_at = now
-            logger.info('%s: %s received; finishing the running task, then stopping '
-                        '(send it again to stop at once)', self.name, name)
-        else:
-            logger.info('%s: second %s received; stopping the running task', self.name, name)
-            if self._in_task:
-                raise WorkerInterrupt()
 
     # --- helpers ------------------------------------------------------------
 
@@ -430,30 +343,3 @@ class Worker:
         log = logger.warning if exc.retryable else logger.error
         log('%s: %s failed, retrying in %.1fs: %s', self.name, what, delay, exc)
         self._sleep(delay)
-
-    def _report(self, queue: TaskQueue, s: Settlement) -> None:
-        """One log line per outcome, then the matching hooks."""
-        self.stats[s.outcome.value] += 1
-        where = 'task %s (%s) on %s' % (s.task_id, s.task_name, queue.name)
-        if s.outcome in (Outcome.SUCCEEDED, Outcome.SKIPPED):
-            logger.info('%s %s in %.3fs', where, s.outcome.value, s.duration_sec)
-            self.hooks('on_task_succeeded', s)
-        elif s.outcome is Outcome.RETRY:
-            logger.warning('%s failed in %.3fs, retrying in %ds: %s', where, s.duration_sec,
-                           s.copy.delay_sec if s.copy else 0, s.reason)
-            self.hooks('on_task_failed', s)
-        elif s.outcome is Outcome.DEAD_LETTER and not s.settled:
-            logger.error('%s failed permanently in %.3fs, but its dead-letter copy was not sent; '
-                         'it will run again: %s', where, s.duration_sec, s.reason)
-        elif s.outcome is Outcome.DEAD_LETTER:
-            logger.error('%s failed permanently in %.3fs, dead-lettered: %s', where,
-                         s.duration_sec, s.reason)
-            self.hooks('on_task_permanently_failed', s)
-            if s.task is not None:
-                try:
-                    s.task.on_permanent_failure(s.exception, s.reason)
-                except Exception:
-                    logger.exception('%s: on_permanent_failure hook failed', where)
-        else:
-            logger.info('%s released: %s', where, s.reason)
-            self.hooks('on_task_deferred', s)

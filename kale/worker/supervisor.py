@@ -18,7 +18,7 @@ from types import FrameType
 from typing import Any, Optional, Sequence
 
 from kale.backoff import Backoff
-from kale.worker import SUPERVISOR_PID_VARIABLE
+from kale.worker.limits import SUPERVISOR_PID_VARIABLE
 
 logger = logging.getLogger(__name__)
 

@@ -4,16 +4,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from kale import admin
 from kale.broker import get_broker
-from kale.cli import positive_int
-from kale.exceptions import KaleError
-
-class CommandError(KaleError):
-    """A command was used wrongly (bad JSON, no confirmation)."""
-
+from kale.cli.options import common_options as common
+from kale.cli.options import positive_int
+from kale.exceptions import CommandError
 
 COLUMNS = [('QUEUE', 'name'), ('PRIORITY', 'priority'), ('VISIBLE', 'visible'),
            ('IN FLIGHT', 'in_flight'), ('DELAYED', 'delayed'), ('DEAD LETTERS', 'dead_letters')]
@@ -28,7 +25,7 @@ def format_table(rows: list[admin.QueueStatus]) -> str:
     lines = []
     for line in cells:
         lines.append('  '.join(cell.ljust(width) if i == 0 else cell.rjust(width)
-                               for i, (cell, width) in enumerate(zip(line, widths))))
+                               for i, (cell, width) in enumerate(zip(line, widths, strict=False))))
     return '\n'.join(lines)
 
 
@@ -112,7 +109,7 @@ def _app_data(text: str) -> str:
     return text
 
 
-def add_commands(commands: argparse._SubParsersAction, common: Callable[[], Any]) -> None:
+def add_commands(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]') -> None:
     """Register the operator commands on the ``kale`` parser."""
     queues = commands.add_parser(
         'queues', parents=[common()], help='show every configured queue and its message counts',

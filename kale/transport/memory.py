@@ -19,9 +19,13 @@ import uuid
 from typing import Callable, Optional, Sequence
 
 from kale.exceptions import QueueNotFoundError, SQSError
-from kale.transport import OutgoingMessage, QueueCounts, ReceivedMessage, VisibilityChange
-
-MAX_BATCH_ENTRIES = 10
+from kale.transport import (
+    MAX_BATCH_ENTRIES,
+    OutgoingMessage,
+    QueueCounts,
+    ReceivedMessage,
+    VisibilityChange,
+)
 
 
 @dataclasses.dataclass

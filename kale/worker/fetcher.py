@@ -22,11 +22,11 @@ import queue
 import threading
 from typing import Callable, Optional, Sequence
 
-from kale.batch import Batch
-from kale.consumer import Consumer
 from kale.exceptions import SQSError
 from kale.queue_config import TaskQueue
 from kale.queue_selector import tickets
+from kale.worker.batch import Batch
+from kale.worker.consumer import Consumer
 
 logger = logging.getLogger(__name__)
 

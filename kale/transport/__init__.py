@@ -1,7 +1,9 @@
 """The transport contract: what Kale needs from a queue service, on opaque text.
 
-:class:`kale.sqs.SQSTransport` implements it over boto3; the benchmark's
-in-memory transport implements it too. Queue names here are full SQS names
+:class:`kale.transport.sqs.SQSTransport` implements it over boto3, and
+:class:`kale.transport.memory.MemoryTransport` in memory (for unit tests and
+benchmarks: visibility timeouts, receive counts, redrive and long polls). One
+contract test suite runs against both. Queue names here are full SQS names
 (prefix included); :mod:`kale.broker` maps configured queues onto them.
 """
 from __future__ import annotations
@@ -10,6 +12,11 @@ import dataclasses
 from typing import Mapping, Optional, Protocol, Sequence, Union
 
 AttributeValue = Union[str, int]
+
+#: Most entries SQS takes in one batch request (and messages in one receive).
+MAX_BATCH_ENTRIES = 10
+#: Longest delay SQS allows on a message, in seconds.
+MAX_DELAY_SEC = 900
 
 
 @dataclasses.dataclass(frozen=True)

@@ -21,13 +21,9 @@ import sys
 import time
 from typing import Any, Callable
 
-from kale.exceptions import ChildTaskError, TaskError, TimeLimitExceeded, describe
+from kale.exceptions import ChildTaskError, TaskProcessDied, TimeLimitExceeded, describe
 
 READ_CHUNK = 65536
-
-
-class TaskProcessDied(TaskError):
-    """The child running a task exited without reporting a result."""
 
 
 def _round_trip(payload: tuple[str, Any]) -> bytes:

@@ -19,6 +19,7 @@ from typing import Any, Optional
 
 from kale.message import Message
 from kale.queue_config import TaskQueue
+from kale.task import Task
 from kale.transport import OutgoingMessage, ReceivedMessage
 
 #: Seconds kept free at the end of a batch's budget for settling it (less for
@@ -55,16 +56,22 @@ class Settlement:
     settled: bool = False                      # its SQS requests succeeded
 
     @property
+    def verified(self) -> bool:
+        """Whether the message's signature was verified (its task id and name
+        can be trusted). Unverified messages are known by their SQS id only."""
+        return self.message is not None
+
+    @property
     def task_id(self) -> str:
+        """The task id, or ``message:<SQS message id>`` for an unverified message."""
         if self.message is not None:
             return self.message.task_id
-        return self.received.attributes.get('kale_task_id') or 'message:' + self.received.message_id
+        return 'message:' + self.received.message_id
 
     @property
     def task_name(self) -> str:
-        if self.message is not None:
-            return self.message.task_name
-        return self.received.attributes.get('kale_task_name', '?')
+        """The task's path, or '?' for an unverified message."""
+        return self.message.task_name if self.message is not None else '?'
 
 
 @dataclasses.dataclass
@@ -76,7 +83,7 @@ class Batch:
     received_at: float                  # when SQS started the visibility clock (monotonic)
     settlements: list[Settlement] = dataclasses.field(default_factory=list)
     #: message id -> (verified message, task class), filled in before running
-    decoded: dict[str, tuple[Message, type]] = dataclasses.field(default_factory=dict)
+    decoded: dict[str, tuple[Message, type[Task]]] = dataclasses.field(default_factory=dict)
 
     @property
     def deadline(self) -> float:

@@ -2,7 +2,7 @@
 
 :class:`TaskRunner` is the seam that decides *how* a task runs: decode and
 verify the body, run the task under its time limit, and turn what happened
-into a :class:`~kale.batch.Settlement` (succeeded, skipped, retry with its
+into a :class:`~kale.worker.batch.Settlement` (succeeded, skipped, retry with its
 copy, dead letter with its copy and reason, or release). It sends nothing;
 the consumer settles.
 """
@@ -13,29 +13,29 @@ import logging
 import time
 from typing import Any, Callable, Optional, Union
 
-from kale import message as kale_message
-from kale.batch import Outcome, Settlement
-from kale.broker import ATTR_DEAD_LETTER_REASON, ATTR_SOURCE_QUEUE
-from kale.exceptions import (ChildTaskError, DecodeError, ImproperlyConfigured, KaleError,
-                             TimeLimitExceeded, describe)
-from kale.isolation import run_in_child
-from kale.message import Message
+from kale.codec import get_codec
+from kale.exceptions import (
+    ChildTaskError,
+    DecodeError,
+    ImproperlyConfigured,
+    KaleError,
+    TimeLimitExceeded,
+    describe,
+)
+from kale.message import ATTR_DEAD_LETTER_REASON, ATTR_SOURCE_QUEUE, Message
 from kale.queue_config import TaskQueue
-from kale.task import SKIPPED
+from kale.registry import resolve_task
+from kale.settings_check import TASK_ISOLATION_MODES
+from kale.task import SKIPPED, Task
 from kale.timeout import BaseTimeout, SignalTimeout
 from kale.transport import OutgoingMessage, ReceivedMessage
+from kale.worker.batch import Outcome, Settlement
+from kale.worker.isolation import run_in_child
+from kale.worker.signals import WorkerInterrupt
 
 logger = logging.getLogger(__name__)
 
 MAX_REASON_CHARS = 256
-ISOLATIONS = ('none', 'process')
-
-
-class WorkerInterrupt(BaseException):
-    """Raised inside a running task to stop it now (a second shutdown signal).
-
-    A BaseException, so a task's ``except Exception`` cannot swallow it.
-    """
 
 
 def dead_letter_attributes(received: ReceivedMessage, queue: TaskQueue,
@@ -60,26 +60,26 @@ class TaskRunner:
 
     def __init__(self, timeout_class: type[BaseTimeout] = SignalTimeout,
                  clock: Callable[[], float] = time.monotonic, isolation: str = 'none'):
-        if isolation not in ISOLATIONS:
-            raise ImproperlyConfigured("TASK_ISOLATION must be 'none' or 'process', got %r"
-                                       % (isolation,))
+        if isolation not in TASK_ISOLATION_MODES:
+            raise ImproperlyConfigured('TASK_ISOLATION must be one of %s, got %r'
+                                       % (', '.join(map(repr, TASK_ISOLATION_MODES)), isolation))
         self.timeout_class = timeout_class
         self.clock = clock
         self.isolation = isolation
 
     def decode(self, queue: TaskQueue,
-               received: ReceivedMessage) -> Union[tuple[Message, type], Settlement]:
+               received: ReceivedMessage) -> Union[tuple[Message, type[Task]], Settlement]:
         """The verified message and its task class, or a dead-letter settlement."""
         try:
-            message = kale_message.decode(received.body, resolve=False)
-            return message, kale_message.resolve_task(message.task_name)
+            message = get_codec().decode(received.body)
+            return message, resolve_task(message.task_name)
         except DecodeError as exc:
             logger.error('message %s on queue %s cannot be handled: %s', received.message_id,
                          queue.name, exc)
             return verbatim_dead_letter(received, queue, str(exc))
 
     def run(self, queue: TaskQueue, received: ReceivedMessage, message: Message,
-            task_class: type) -> Settlement:
+            task_class: type[Task]) -> Settlement:
         """Run the task under its time limit and decide what settling does."""
         started = self.clock()
         timer: Optional[BaseTimeout] = None
@@ -128,15 +128,16 @@ class TaskRunner:
                              message.task_name, message.task_id)
             permanent, delay = 'retry policy failed: %s' % describe(policy_error), 0
         reason = '%s: %s' % (permanent, describe(exc)) if permanent else describe(exc)
+        codec = get_codec()
         try:
             if permanent:
                 final = dataclasses.replace(message, failure_num=message.failure_num + 1)
-                copy = kale_message.to_outgoing(
+                copy = codec.to_outgoing(
                     final, 0, {ATTR_DEAD_LETTER_REASON: reason[:MAX_REASON_CHARS],
                                ATTR_SOURCE_QUEUE: queue.name})
                 outcome = Outcome.DEAD_LETTER
             else:
-                copy = kale_message.to_outgoing(message.next_attempt(), delay)
+                copy = codec.to_outgoing(message.next_attempt(), delay)
                 outcome = Outcome.RETRY
         except KaleError as encode_error:
             settlement = verbatim_dead_letter(

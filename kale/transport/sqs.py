@@ -20,13 +20,24 @@ import botocore.exceptions
 from botocore.config import Config
 
 from kale.conf import settings
-from kale.exceptions import (BatchSendError, EndpointUnreachableError, ImproperlyConfigured,
-                             QueueNotFoundError, SQSError, ThrottledError)
-from kale.transport import (OutgoingMessage, QueueCounts, ReceivedMessage, VisibilityChange)
+from kale.exceptions import (
+    BatchSendError,
+    EndpointUnreachableError,
+    ImproperlyConfigured,
+    QueueNotFoundError,
+    SQSError,
+    ThrottledError,
+)
+from kale.transport import (
+    MAX_BATCH_ENTRIES,
+    OutgoingMessage,
+    QueueCounts,
+    ReceivedMessage,
+    VisibilityChange,
+)
 
 logger = logging.getLogger(__name__)
 
-MAX_BATCH_ENTRIES = 10
 DEAD_LETTER_RETENTION_SEC = 14 * 24 * 3600
 BATCH_SEND_ATTEMPTS = 3
 

@@ -1,0 +1,65 @@
+"""The ``kale`` command line (also ``python -m kale``).
+
+Each subcommand lives in a module of this package with an ``add_commands``
+function that registers it, and a ``cmd_*`` function taking the parsed
+arguments and returning an exit code. :func:`main` runs one command line in
+this process (tests call it directly); ``kale.__main__.run`` is the console
+script. A
+user mistake is reported as one line on stderr with a non-zero exit code,
+never as a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from typing import Optional, Sequence
+
+from kale.cli import admin, sqs_local, worker
+from kale.conf import ENVIRONMENT_VARIABLE, settings
+from kale.exceptions import KaleError
+from kale.version import __version__
+
+EXIT_ERROR = 1
+EXIT_INTERRUPTED = 130
+
+#: The modules whose commands ``kale`` offers, in the order ``--help`` lists them.
+COMMAND_MODULES = [worker, admin, sqs_local]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog='kale', description='Kale: a task worker for Amazon SQS with priority queues. '
+                                 'Settings come from the module named by --settings or '
+                                 '$KALE_SETTINGS_MODULE; `kale COMMAND --help` explains each '
+                                 'command.')
+    parser.add_argument('--version', action='version', version='kale %s' % __version__)
+    commands = parser.add_subparsers(dest='command', metavar='COMMAND')
+    commands.required = True
+    for module in COMMAND_MODULES:
+        module.add_commands(commands)
+    return parser
+
+
+def _use_settings(module: Optional[str]) -> None:
+    if module:
+        os.environ[ENVIRONMENT_VARIABLE] = module
+        settings.reload()
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run one ``kale`` command line in this process; returns its exit code."""
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # so settings and task modules import as in a script
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level,
+                        format='%(asctime)s %(levelname)s %(name)s: %(message)s')
+    try:
+        _use_settings(getattr(args, 'settings', None))
+        return int(args.func(args))
+    except KaleError as exc:
+        print('kale: error: %s' % exc, file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED

@@ -1,0 +1,184 @@
+"""``kale sqs-local``: the embedded SQS-compatible endpoint.
+
+It runs moto's server (the ``local`` extra) on 127.0.0.1, by default on
+ElasticMQ's port 9324 so the same settings serve both. Queues live in the
+server's memory and are gone when it stops. moto serves S3 on the same port.
+
+:class:`SQSLocalProcess` starts ``kale sqs-local --port 0`` as a child
+process and reads the URL it announces: what the demo, the benchmarks and the
+tests use to get an endpoint of their own.
+"""
+from __future__ import annotations
+
+import argparse
+import errno
+import logging
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from typing import Any, Callable, Mapping, Optional
+
+from kale.cli.options import common_options, port_number
+from kale.exceptions import ImproperlyConfigured, PortInUseError
+
+DEFAULT_HOST = '127.0.0.1'
+DEFAULT_PORT = 9324
+ANNOUNCEMENT = re.compile(r'SQS endpoint at (http://\S+)')
+
+
+def _check_port(host: str, port: int) -> None:
+    if port == 0:
+        return
+    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        probe.bind((host, port))
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise PortInUseError('port %d on %s is already in use; stop what holds it or pick '
+                                 'another with --port' % (port, host)) from None
+        raise PortInUseError('cannot listen on %s:%d: %s' % (host, port, exc.strerror)) from None
+    finally:
+        probe.close()
+
+
+def _moto_server_class() -> Any:
+    try:
+        from moto.server import ThreadedMotoServer
+    except ImportError as exc:
+        raise ImproperlyConfigured(
+            "the embedded endpoint needs moto's server, which is not installed (%s): "
+            "pip install 'kale[local]'" % exc) from None
+    return ThreadedMotoServer
+
+
+class LocalSQS:
+    """A moto server in a background thread: ``start()``, ``url``, ``stop()``."""
+
+    def __init__(self, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, verbose: bool = False):
+        self.host = host
+        self.port = port
+        self.verbose = verbose
+        self._server: Any = None
+
+    def start(self) -> str:
+        server_class = _moto_server_class()
+        _check_port(self.host, self.port)
+        if not self.verbose:
+            logging.getLogger('werkzeug').setLevel(logging.ERROR)
+        self._server = server_class(ip_address=self.host, port=self.port, verbose=False)
+        self._server.start()
+        self.port = self._server.get_host_and_port()[1]
+        return self.url
+
+    @property
+    def url(self) -> str:
+        return 'http://%s:%d' % (self.host, self.port)
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+
+
+def serve(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, verbose: bool = False,
+          announce: Callable[[str], None] = print) -> None:
+    """Run the endpoint until SIGTERM or SIGINT (Ctrl-C), then stop it cleanly."""
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: Optional[Any]) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    server = LocalSQS(host, port, verbose)
+    try:
+        url = server.start()
+        announce('kale sqs-local: SQS endpoint at %s (queues live in memory; Ctrl-C stops it)' % url)
+        while not stop.wait(0.5):
+            pass
+    finally:
+        server.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    announce('kale sqs-local: stopped')
+
+
+def cmd_sqs_local(args: argparse.Namespace) -> int:
+    serve(args.host, args.port, verbose=args.verbose,
+          announce=lambda line: print(line, flush=True))
+    return 0
+
+
+def add_commands(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]') -> None:
+    parser = commands.add_parser(
+        'sqs-local', parents=[common_options()],
+        help='run an embedded SQS-compatible endpoint (moto) for development',
+        description="Run moto's SQS-compatible server on this machine until Ctrl-C or SIGTERM. "
+                    "Queues live in memory. Needs the 'local' extra: pip install 'kale[local]'.")
+    parser.add_argument('--host', default=DEFAULT_HOST,
+                        help='address to listen on (default %(default)s)')
+    parser.add_argument('--port', type=port_number, default=DEFAULT_PORT,
+                        help="port to listen on (default %(default)s, ElasticMQ's; 0 picks a "
+                             "free one)")
+    parser.add_argument('--verbose', action='store_true', help='log every request')
+    parser.set_defaults(func=cmd_sqs_local)
+
+
+class SQSLocalProcess:
+    """``kale sqs-local --port 0`` in a child process; :attr:`url` once it answers.
+
+    Its output is kept in :attr:`lines`. :meth:`stop` ends it (SIGTERM, then
+    SIGKILL after ``timeout`` seconds) and returns its exit code.
+    """
+
+    def __init__(self, *extra_args: str, env: Optional[Mapping[str, str]] = None,
+                 cwd: Optional[str] = None, start_timeout: float = 30.0,
+                 new_session: bool = False):
+        self.process = subprocess.Popen(
+            [sys.executable, '-m', 'kale', 'sqs-local', '--port', '0', *extra_args],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=cwd,
+            env=dict(env) if env is not None else None, start_new_session=new_session)
+        self.lines: list[str] = []
+        self.url = self._wait_for_url(start_timeout)
+        self._reader = threading.Thread(target=self._drain, daemon=True)
+        self._reader.start()
+
+    def _wait_for_url(self, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        assert self.process.stdout is not None
+        while time.monotonic() < deadline:
+            line = self.process.stdout.readline()
+            if not line:
+                break
+            self.lines.append(line)
+            match = ANNOUNCEMENT.search(line)
+            if match:
+                return match.group(1)
+        self.process.kill()
+        self.process.wait()
+        raise ImproperlyConfigured('kale sqs-local did not start: %s'
+                                   % ''.join(self.lines).strip()[-500:])
+
+    def _drain(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(line)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def stop(self, timeout: float = 10.0) -> int:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._reader.join(5)
+        return self.process.returncode

@@ -1,0 +1,33 @@
+"""``kale worker``: one worker in this process, or N under a supervisor."""
+from __future__ import annotations
+
+import argparse
+
+from kale.cli.options import common_options, positive_int, queue_list
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from kale.worker import Worker
+    worker = Worker(queue_names=args.queues, burst=args.burst)   # validates the configuration
+    if args.concurrency is None:
+        return worker.run()
+    from kale.worker.supervisor import Supervisor, worker_command
+    return Supervisor(worker_command(args), args.concurrency).run()
+
+
+def add_commands(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]') -> None:
+    parser = commands.add_parser(
+        'worker', parents=[common_options()], help='run a worker on the configured queues',
+        description='Fetch tasks from the configured queues (picked by QUEUE_SELECTOR) and run '
+                    'them until SIGTERM or Ctrl-C: the first signal finishes the running task and '
+                    'releases the rest of its batch; a second one stops the running task too. '
+                    'Exit codes: 0 stopped or burst done, 1 configuration error, 3 memory limit '
+                    '(DIE_ON_RESIDENT_SET_SIZE_MB).')
+    parser.add_argument('--queues', type=queue_list, metavar='A,B',
+                        help='serve only these queues (default: every configured queue)')
+    parser.add_argument('--burst', action='store_true',
+                        help='exit once every served queue has nothing visible, in flight or delayed')
+    parser.add_argument('--concurrency', type=positive_int, metavar='N',
+                        help='run N worker processes under a supervisor that restarts any that '
+                             'exit abnormally (default: one worker, in this process)')
+    parser.set_defaults(func=cmd_worker)

@@ -1,0 +1,51 @@
+"""Limits a worker checks between batches, and the exit codes they lead to.
+
+- Resident memory over ``DIE_ON_RESIDENT_SET_SIZE_MB``: the worker releases
+  what it holds and exits with :data:`EXIT_MEMORY_LIMIT`, for its
+  supervisor to start a fresh one.
+- A supervisor that is gone (``kale worker --concurrency`` sets
+  :data:`SUPERVISOR_PID_VARIABLE`): the worker stops gracefully instead of
+  running on unsupervised.
+"""
+from __future__ import annotations
+
+import os
+import resource
+from typing import Optional
+
+EXIT_OK = 0
+EXIT_MEMORY_LIMIT = 3
+
+#: Set by ``kale worker --concurrency`` to the supervisor's pid.
+SUPERVISOR_PID_VARIABLE = 'KALE_SUPERVISOR_PID'
+
+
+def resident_set_size_mb() -> float:
+    """This process's resident memory in MB."""
+    try:
+        with open('/proc/self/statm') as f:
+            return int(f.read().split()[1]) * os.sysconf('SC_PAGE_SIZE') / (1024.0 * 1024.0)
+    except OSError:
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return peak / (1024.0 * 1024.0) if os.uname().sysname == 'Darwin' else peak / 1024.0
+
+
+class MemoryLimit:
+    """``DIE_ON_RESIDENT_SET_SIZE_MB``: 0 turns the check off."""
+
+    def __init__(self, limit_mb: float):
+        self.limit_mb = float(limit_mb or 0)
+
+    def exceeded(self) -> bool:
+        return bool(self.limit_mb) and resident_set_size_mb() > self.limit_mb
+
+
+def supervisor_pid() -> Optional[int]:
+    """The pid of the supervisor that started this worker, if one did."""
+    value = os.environ.get(SUPERVISOR_PID_VARIABLE, '')
+    return int(value) if value.isdigit() else None
+
+
+def supervisor_gone(pid: Optional[int]) -> bool:
+    """Whether the supervisor with ``pid`` no longer is this process's parent."""
+    return pid is not None and os.getppid() != pid

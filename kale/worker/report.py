@@ -1,0 +1,64 @@
+"""What a worker says about each settled message: one log line per outcome,
+the matching hook, the task's own ``on_permanent_failure``, and counts.
+
+Log lines carry ids, never arguments. A message that failed verification is
+named by its SQS message id: its attributes are unsigned, so they are not
+reported as its task.
+"""
+from __future__ import annotations
+
+import collections
+import logging
+
+from kale.hooks import HookDispatcher, WorkerHooks
+from kale.queue_config import TaskQueue
+from kale.worker.batch import Batch, Outcome, Settlement
+
+logger = logging.getLogger('kale.worker')
+
+
+class Reporter:
+    """Logs and dispatches the outcome of every settled message."""
+
+    def __init__(self, hooks: HookDispatcher):
+        self.hooks = hooks
+        self.stats: collections.Counter[str] = collections.Counter()
+
+    def batch_settled(self, batch: Batch) -> None:
+        for settlement in batch.settlements:
+            self.settled(batch.queue, settlement)
+        self.hooks(WorkerHooks.after_batch, batch.queue, batch)
+
+    def settled(self, queue: TaskQueue, s: Settlement) -> None:
+        self.stats[s.outcome.value] += 1
+        where = 'task %s (%s) on %s' % (s.task_id, s.task_name, queue.name)
+        if s.outcome in (Outcome.SUCCEEDED, Outcome.SKIPPED):
+            logger.info('%s %s in %.3fs', where, s.outcome.value, s.duration_sec)
+            self.hooks(WorkerHooks.on_task_succeeded, s)
+        elif s.outcome is Outcome.RETRY:
+            logger.warning('%s failed in %.3fs, retrying in %ds: %s', where, s.duration_sec,
+                           s.copy.delay_sec if s.copy else 0, s.reason)
+            self.hooks(WorkerHooks.on_task_failed, s)
+        elif s.outcome is Outcome.DEAD_LETTER and not s.settled:
+            logger.error('%s failed permanently in %.3fs, but its dead-letter copy was not sent; '
+                         'it will run again: %s', where, s.duration_sec, s.reason)
+        elif s.outcome is Outcome.DEAD_LETTER:
+            logger.error('%s failed permanently in %.3fs, dead-lettered: %s', where,
+                         s.duration_sec, s.reason)
+            self.hooks(WorkerHooks.on_task_permanently_failed, s)
+            self._on_permanent_failure(where, s)
+        else:
+            logger.info('%s released: %s', where, s.reason)
+            self.hooks(WorkerHooks.on_task_deferred, s)
+
+    def summary(self) -> str:
+        return ', '.join('%d %s' % (n, outcome) for outcome, n in sorted(self.stats.items()))
+
+    @staticmethod
+    def _on_permanent_failure(where: str, s: Settlement) -> None:
+        if s.task is None:
+            return
+        try:
+            s.task.on_permanent_failure(s.exception, s.reason)
+        except Exception:
+            logger.exception('%s: on_permanent_failure hook failed', where)

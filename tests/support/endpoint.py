@@ -1,0 +1,60 @@
+"""The test endpoint and settings: how tests reach `kale sqs-local` and start
+kale processes under the test settings."""
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Optional
+
+import boto3
+
+from kale.conf import ENVIRONMENT_VARIABLE
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TEST_SETTINGS = 'tests.kale_test_settings'
+
+
+def subprocess_env(**extra: str) -> dict[str, str]:
+    """Environment for a kale subprocess: the repo importable, test settings."""
+    env = dict(os.environ)
+    env['PYTHONPATH'] = ROOT + os.pathsep + env.get('PYTHONPATH', '')
+    env[ENVIRONMENT_VARIABLE] = TEST_SETTINGS
+    env['PYTHONUNBUFFERED'] = '1'
+    env.update(extra)
+    return env
+
+
+def raw_client(url: str) -> Any:
+    """A plain boto3 SQS client for the endpoint at ``url``."""
+    return boto3.client('sqs', endpoint_url=url, region_name='us-east-1',
+                        aws_access_key_id='test', aws_secret_access_key='test')
+
+
+class SQSHelper:
+    """A test's view of the endpoint: its prefix and a raw boto3 client."""
+
+    def __init__(self, url: str, prefix: str):
+        self.url = url
+        self.prefix = prefix
+        self.client = raw_client(url)
+
+    def queue_url(self, name: str) -> str:
+        return self.client.get_queue_url(QueueName=self.prefix + name)['QueueUrl']
+
+    def receive_all(self, name: str, expected: Optional[int] = None,
+                    timeout: float = 5) -> list[dict[str, Any]]:
+        """Everything visible in the queue (received, then deleted)."""
+        url = self.queue_url(name)
+        found: list[dict[str, Any]] = []
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            batch = self.client.receive_message(
+                QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0, VisibilityTimeout=30,
+                MessageAttributeNames=['All'],
+                MessageSystemAttributeNames=['ApproximateReceiveCount']).get('Messages', [])
+            for message in batch:
+                self.client.delete_message(QueueUrl=url, ReceiptHandle=message['ReceiptHandle'])
+            found.extend(batch)
+            if not batch and (expected is None or len(found) >= expected):
+                break
+        return found
