@@ -126,13 +126,6 @@ class Settings:
             self._overrides.remove(values)
             self._generation = next(_generations)
 
-    def as_dict(self) -> dict[str, Any]:
-        """Every setting with its current value."""
-        merged = dict(self._load())
-        for layer in self._overrides:
-            merged.update(layer)
-        return merged
-
 
 settings = Settings()
 

@@ -30,9 +30,11 @@ AWS_SECRET_ACCESS_KEY = ''
 AWS_SESSION_TOKEN = ''
 
 # Seconds to wait for a TCP connection to the endpoint before treating it as
-# unreachable, and for a response (must exceed the longest long poll, 20 s).
+# unreachable, and for a response beyond the request's own long poll: the
+# client waits SQS_READ_TIMEOUT_SEC + 20 s (the longest long poll) for any
+# answer, so a receive that long-polls for 20 s is never cut short.
 SQS_CONNECT_TIMEOUT_SEC = 5
-SQS_READ_TIMEOUT_SEC = 30
+SQS_READ_TIMEOUT_SEC = 10
 
 # --- Queues ---------------------------------------------------------------
 

@@ -25,15 +25,16 @@ import yaml
 
 from kale.conf import import_string, settings
 from kale.exceptions import QueueConfigError, UnknownQueueError
+from kale.transport import MAX_BATCH_ENTRIES, MAX_LONG_POLL_SEC
 
 QUEUE_NAME_PATTERN = re.compile(r'^[A-Za-z0-9_-]{1,80}$')
 
 # field: (minimum, maximum); None means unbounded.
 INTEGER_FIELDS: dict[str, tuple[int, Optional[int]]] = {
     'priority': (1, 100),
-    'batch_size': (1, 10),
+    'batch_size': (1, MAX_BATCH_ENTRIES),
     'visibility_timeout_sec': (0, 43200),
-    'long_poll_time_sec': (0, 20),
+    'long_poll_time_sec': (0, MAX_LONG_POLL_SEC),
     'num_iterations': (1, None),
 }
 

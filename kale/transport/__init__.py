@@ -17,6 +17,8 @@ AttributeValue = Union[str, int]
 MAX_BATCH_ENTRIES = 10
 #: Longest delay SQS allows on a message, in seconds.
 MAX_DELAY_SEC = 900
+#: Longest long poll (WaitTimeSeconds) SQS allows on a receive, in seconds.
+MAX_LONG_POLL_SEC = 20
 
 
 @dataclasses.dataclass(frozen=True)

@@ -30,6 +30,7 @@ from kale.exceptions import (
 )
 from kale.transport import (
     MAX_BATCH_ENTRIES,
+    MAX_LONG_POLL_SEC,
     OutgoingMessage,
     QueueCounts,
     ReceivedMessage,
@@ -64,6 +65,13 @@ def endpoint_url() -> str:
     return ''
 
 
+def read_timeout_sec() -> float:
+    """How long the client waits for any answer: ``SQS_READ_TIMEOUT_SEC`` beyond
+    the longest long poll a receive may ask for (a long poll holds its answer
+    back that long by design)."""
+    return float(settings.SQS_READ_TIMEOUT_SEC) + MAX_LONG_POLL_SEC
+
+
 def make_client() -> Any:
     """A new boto3 SQS client built from the settings."""
     endpoint = endpoint_url()
@@ -80,7 +88,7 @@ def make_client() -> Any:
         region = 'us-east-1'
     config = Config(
         connect_timeout=settings.SQS_CONNECT_TIMEOUT_SEC,
-        read_timeout=max(settings.SQS_READ_TIMEOUT_SEC, 25),
+        read_timeout=read_timeout_sec(),
         retries={'mode': 'standard', 'max_attempts': 3},
     )
     return session.client('sqs', endpoint_url=endpoint or None, region_name=region, config=config)
