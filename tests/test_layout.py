@@ -1,0 +1,120 @@
+"""The package's shape: no import cycles, small modules, typed, and every
+documented path importable."""
+import importlib
+import os
+
+import grimp
+import pytest
+
+import kale
+from kale import exceptions
+
+PACKAGE_DIR = os.path.dirname(kale.__file__)
+MAX_MODULE_LINES = 450
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's algorithm: the groups of modules that import each other."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in graph[node]:
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            groups.append(group)
+
+    for node in graph:
+        if node not in index:
+            visit(node)
+    return groups
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Every import between Kale's modules, including those inside functions;
+    only ``if TYPE_CHECKING:`` blocks are left out."""
+    graph = grimp.build_graph('kale', exclude_type_checking_imports=True, cache_dir=None)
+    return {module: set(graph.find_modules_directly_imported_by(module))
+            for module in graph.modules}
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert sorted(map(sorted, strongly_connected({'a': {'b'}, 'b': {'a'}, 'c': {'a'}}))) == \
+        [['a', 'b'], ['c']]
+
+
+def test_no_module_imports_itself_back():
+    cycles = [sorted(group) for group in strongly_connected(import_graph()) if len(group) > 1]
+    assert cycles == []
+
+
+def test_no_module_is_over_450_lines():
+    long_modules = {}
+    for folder, _, files in os.walk(PACKAGE_DIR):
+        for name in files:
+            if name.endswith('.py'):
+                path = os.path.join(folder, name)
+                with open(path) as f:
+                    lines = sum(1 for _ in f)
+                if lines > MAX_MODULE_LINES:
+                    long_modules[os.path.relpath(path, PACKAGE_DIR)] = lines
+    assert long_modules == {}
+
+
+def test_the_package_says_it_is_typed():
+    assert os.path.exists(os.path.join(PACKAGE_DIR, 'py.typed'))
+
+
+@pytest.mark.parametrize('path', [
+    'kale.task.Task', 'kale.task.SKIPPED', 'kale.worker.Worker', 'kale.worker.EXIT_OK',
+    'kale.worker.EXIT_MEMORY_LIMIT', 'kale.hooks.WorkerHooks', 'kale.hooks.PublishHooks',
+    'kale.queue_selector.ReducedLottery', 'kale.queue_selector.SelectQueueBase',
+    'kale.queue_selector.Random', 'kale.queue_selector.Lottery',
+    'kale.queue_selector.HighestPriorityFirst', 'kale.queue_selector.HighestPriorityLottery',
+    'kale.queue_selector.LotteryLottery', 'kale.queue_config.TaskQueue',
+    'kale.timeout.BaseTimeout', 'kale.timeout.SignalTimeout', 'kale.timeout.NoTimeout',
+    'kale.testing.eager', 'kale.testing.run_eagerly', 'kale.exceptions.KaleError',
+    'kale.exceptions.NonRetriableTaskError', 'kale.transport.memory.MemoryTransport',
+    'kale.transport.Transport', 'kale.codec.get_codec', 'kale.settings',
+])
+def test_documented_paths_import(path):
+    module_name, _, name = path.rpartition('.')
+    assert getattr(importlib.import_module(module_name), name) is not None
+
+
+def test_exceptions_exports_only_its_own_names():
+    exported = [getattr(exceptions, name) for name in exceptions.__all__]
+    assert all(isinstance(item, type) and issubclass(item, Exception) for item in exported[:-1])
+    assert exported[-1] is exceptions.describe
+    assert 'Any' not in exceptions.__all__ and 'Optional' not in exceptions.__all__
+
+
+def test_every_kale_exception_lives_in_the_exceptions_module():
+    strays = []
+    for folder, _, files in os.walk(PACKAGE_DIR):
+        for name in files:
+            if name.endswith('.py') and name != 'exceptions.py':
+                module_path = os.path.relpath(os.path.join(folder, name), os.path.dirname(PACKAGE_DIR))
+                module = importlib.import_module(module_path[:-3].replace(os.sep, '.')
+                                                 .replace('.__init__', ''))
+                strays += ['%s.%s' % (module.__name__, k) for k, v in vars(module).items()
+                           if isinstance(v, type) and issubclass(v, exceptions.KaleError)
+                           and v.__module__ == module.__name__]
+    assert strays == []
