@@ -93,18 +93,6 @@ def test_queue_and_dead_letter_queue_are_created_with_a_redrive_policy(sqs):
     assert attributes['VisibilityTimeout'] == '30'
 
 
-def test_redrive_policy_moves_a_message_received_too_often(sqs):
-    with settings.override(MAX_RECEIVE_COUNT=2):
-        tasks.AddTask.publish(None, 1, 1)
-    url = sqs.queue_url('default')
-    for _ in range(2):
-        for message in sqs.client.receive_message(QueueUrl=url).get('Messages', []):
-            sqs.client.change_message_visibility(QueueUrl=url, ReceiptHandle=message['ReceiptHandle'],
-                                                 VisibilityTimeout=0)
-    assert sqs.client.receive_message(QueueUrl=url).get('Messages', []) == []
-    assert len(sqs.receive_all('dlq-default', expected=1)) == 1
-
-
 def test_queue_prefix_keeps_environments_apart(sqs, monkeypatch):
     tasks.AddTask.publish(None, 1, 1)
     monkeypatch.setenv('KALE_TEST_PREFIX', sqs.prefix + 'other-')
@@ -135,24 +123,6 @@ def test_unreachable_endpoint_is_a_typed_error(sqs):
                            SQS_CONNECT_TIMEOUT_SEC=1):
         with pytest.raises(EndpointUnreachableError, match='unreachable'):
             tasks.AddTask.publish(None, 1, 1)
-
-
-def test_transport_receive_reports_counts_and_attributes(sqs):
-    task_id = tasks.AddTask.publish(None, 1, 1)
-    broker = get_broker()
-    queue = get_queue_config()['default']
-    [received] = broker.receive(queue)
-    assert received.attributes['kale_task_id'] == task_id
-    assert received.receive_count == 1
-    assert received.sent_at > 0
-    assert broker.counts(queue).in_flight == 1
-    from kale.transport import VisibilityChange
-    assert broker.transport.change_visibility_batch(
-        broker.sqs_name(queue), [VisibilityChange(received.receipt_handle, 0)]) == []
-    [again] = broker.receive(queue)
-    assert again.receive_count == 2
-    assert broker.delete(queue, [again.receipt_handle]) == []
-    assert broker.counts(queue).total == 0
 
 
 def test_partial_batch_failures_are_retried_then_reported(sqs):

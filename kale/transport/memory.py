@@ -3,9 +3,17 @@
 It keeps the SQS semantics the worker depends on: visibility timeouts,
 receive counts, delays, long polling, at most 10 entries per batch request,
 receipt handles that change on every receive, and redrive to a dead-letter
-queue after ``max_receive_count`` receives. ``latency_sec`` adds a pause to
-every request to model the round trip to a real SQS endpoint; ``requests``
-counts requests by operation.
+queue after ``max_receive_count`` receives. tests/test_transport_contract.py
+runs the same tests against it and against an SQS endpoint.
+
+Receipt handles follow what AWS documents: deleting with a handle older than
+the message's latest receive succeeds but leaves the message, deleting an
+already deleted message succeeds, and a handle that is not one is refused.
+Changing visibility needs the latest handle (AWS says a stale one "might
+result in an error"; this transport always refuses it).
+
+``latency_sec`` adds a pause to every request to model the round trip to a
+real SQS endpoint; ``requests`` counts requests by operation.
 """
 from __future__ import annotations
 
@@ -13,6 +21,7 @@ import collections
 import dataclasses
 import heapq
 import itertools
+import re
 import threading
 import time
 import uuid
@@ -21,11 +30,27 @@ from typing import Callable, Optional, Sequence
 from kale.exceptions import QueueNotFoundError, SQSError
 from kale.transport import (
     MAX_BATCH_ENTRIES,
+    MAX_LONG_POLL_SEC,
     OutgoingMessage,
     QueueCounts,
     ReceivedMessage,
     VisibilityChange,
 )
+
+_HEX_ID = re.compile(r'[0-9a-f]{32}')
+
+
+def _handle(message_id: str) -> str:
+    """A new receipt handle: the message id and a nonce."""
+    return '%s.%s' % (message_id, uuid.uuid4().hex)
+
+
+def _message_id(handle: str) -> Optional[str]:
+    """The message id in a receipt handle; None when it is not a receipt handle."""
+    message_id, _, nonce = handle.partition('.')
+    if _HEX_ID.fullmatch(message_id) and _HEX_ID.fullmatch(nonce):
+        return message_id
+    return None
 
 
 @dataclasses.dataclass
@@ -33,8 +58,8 @@ class _Stored:
     message_id: str
     body: str
     attributes: dict
-    sent_at: float
-    visible_at: float
+    sent_at: float                  # epoch seconds, like SQS's SentTimestamp
+    visible_at: float               # on the transport's clock
     receive_count: int = 0
     receipt_handle: str = ''
     version: int = 0
@@ -48,7 +73,6 @@ class _Queue:
         self.dead_letter_queue = dead_letter_queue
         self.max_receive_count = max_receive_count
         self.messages: dict[str, _Stored] = {}
-        self.by_handle: dict[str, str] = {}
         self.heap: list[tuple[float, int, str, int]] = []
 
 
@@ -89,15 +113,15 @@ class MemoryTransport:
         heapq.heappush(queue.heap, (stored.visible_at, next(self._sequence),
                                     stored.message_id, stored.version))
 
-    def _add(self, queue: _Queue, body: str, attributes: dict, delay_sec: float,
-             receive_count: int = 0) -> str:
-        now = self.clock()
-        stored = _Stored(uuid.uuid4().hex, body, dict(attributes), now, now + delay_sec,
-                         receive_count)
+    def _add(self, queue: _Queue, stored: _Stored) -> str:
         queue.messages[stored.message_id] = stored
         self._push(queue, stored)
         self._lock.notify_all()
         return stored.message_id
+
+    def _new(self, message: OutgoingMessage) -> _Stored:
+        return _Stored(uuid.uuid4().hex, message.body, dict(message.attributes), time.time(),
+                       self.clock() + message.delay_sec)
 
     # --- queues ---------------------------------------------------------------
 
@@ -135,7 +159,6 @@ class MemoryTransport:
         with self._lock:
             target = self._queue(queue)
             target.messages.clear()
-            target.by_handle.clear()
             target.heap.clear()
 
     # --- sending -----------------------------------------------------------------
@@ -143,8 +166,7 @@ class MemoryTransport:
     def send(self, queue: str, message: OutgoingMessage) -> str:
         self._request('SendMessage')
         with self._lock:
-            return self._add(self._queue(queue), message.body, dict(message.attributes),
-                             message.delay_sec)
+            return self._add(self._queue(queue), self._new(message))
 
     def send_batch(self, queue: str, messages: Sequence[OutgoingMessage]) -> list[str]:
         ids: list[str] = []
@@ -152,7 +174,7 @@ class MemoryTransport:
             self._request('SendMessageBatch')
             with self._lock:
                 target = self._queue(queue)
-                ids.extend(self._add(target, m.body, dict(m.attributes), m.delay_sec)
+                ids.extend(self._add(target, self._new(m))
                            for m in messages[start:start + MAX_BATCH_ENTRIES])
         return ids
 
@@ -162,6 +184,9 @@ class MemoryTransport:
                 visibility_timeout_sec: int) -> list[ReceivedMessage]:
         if not 1 <= max_messages <= MAX_BATCH_ENTRIES:
             raise SQSError('MaxNumberOfMessages must be 1..10, got %d' % max_messages,
+                           'InvalidParameterValue')
+        if not 0 <= wait_sec <= MAX_LONG_POLL_SEC:
+            raise SQSError('WaitTimeSeconds must be 0..%d, got %d' % (MAX_LONG_POLL_SEC, wait_sec),
                            'InvalidParameterValue')
         self._request('ReceiveMessage')
         deadline = self.clock() + wait_sec
@@ -175,63 +200,76 @@ class MemoryTransport:
 
     def _take(self, queue: _Queue, max_messages: int, timeout: int) -> list[ReceivedMessage]:
         now = self.clock()
-        taken: list[ReceivedMessage] = []
-        while queue.heap and len(taken) < max_messages and queue.heap[0][0] <= now:
+        delivered: list[_Stored] = []
+        while queue.heap and len(delivered) < max_messages and queue.heap[0][0] <= now:
             _, _, message_id, version = heapq.heappop(queue.heap)
             stored = queue.messages.get(message_id)
             if stored is None or stored.version != version:
                 continue
             if queue.dead_letter_queue and queue.max_receive_count \
                     and stored.receive_count >= queue.max_receive_count:
-                del queue.messages[message_id]
-                queue.by_handle.pop(stored.receipt_handle, None)
-                self._add(self._queues[queue.dead_letter_queue], stored.body, stored.attributes,
-                          0, stored.receive_count)
+                self._dead_letter(queue, stored)
                 continue
-            queue.by_handle.pop(stored.receipt_handle, None)
             stored.receive_count += 1
-            stored.receipt_handle = uuid.uuid4().hex
+            stored.receipt_handle = _handle(message_id)
             stored.visible_at = now + timeout
             stored.version += 1
-            queue.by_handle[stored.receipt_handle] = message_id
+            delivered.append(stored)
+        for stored in delivered:     # pushed after the loop: at most once per receive
             self._push(queue, stored)
-            taken.append(ReceivedMessage(stored.message_id, stored.receipt_handle, stored.body,
-                                         {k: str(v) for k, v in stored.attributes.items()},
-                                         stored.receive_count, stored.sent_at))
-        return taken
+        return [ReceivedMessage(s.message_id, s.receipt_handle, s.body,
+                                {k: str(v) for k, v in s.attributes.items()},
+                                s.receive_count, s.sent_at) for s in delivered]
+
+    def _dead_letter(self, queue: _Queue, stored: _Stored) -> None:
+        """Move a message to the dead-letter queue, keeping its id, sent_at and count."""
+        del queue.messages[stored.message_id]
+        self._add(self._queues[str(queue.dead_letter_queue)],
+                  _Stored(stored.message_id, stored.body, stored.attributes, stored.sent_at,
+                          self.clock(), stored.receive_count))
 
     def _settle(self, operation: str, queue: str, handles: Sequence[str],
-                apply: Callable[[_Queue, _Stored, int], None], timeouts: Sequence[int]) -> list[str]:
+                settle: Callable[[_Queue, str, int], bool], timeouts: Sequence[int]) -> list[str]:
         failed: list[str] = []
         for start in range(0, len(handles), MAX_BATCH_ENTRIES):
             self._request(operation)
             with self._lock:
                 target = self._queue(queue)
                 for index in range(start, min(start + MAX_BATCH_ENTRIES, len(handles))):
-                    message_id = target.by_handle.get(handles[index])
-                    stored = target.messages.get(message_id) if message_id else None
-                    if stored is None:
+                    if not settle(target, handles[index], timeouts[index]):
                         failed.append(handles[index])
-                        continue
-                    if stored.visible_at < self.clock():
-                        self.late_settles += 1
-                    apply(target, stored, timeouts[index])
                 self._lock.notify_all()
         return failed
 
+    def _count_late(self, stored: _Stored, handle: str) -> None:
+        if handle != stored.receipt_handle or stored.visible_at < self.clock():
+            self.late_settles += 1
+
     def delete_batch(self, queue: str, receipt_handles: Sequence[str]) -> list[str]:
-        def delete(target: _Queue, stored: _Stored, _: int) -> None:
-            del target.messages[stored.message_id]
-            target.by_handle.pop(stored.receipt_handle, None)
+        def delete(target: _Queue, handle: str, _: int) -> bool:
+            message_id = _message_id(handle)
+            if message_id is None:
+                return False
+            stored = target.messages.get(message_id)
+            if stored is not None:
+                self._count_late(stored, handle)
+                if handle == stored.receipt_handle:    # a stale handle deletes nothing
+                    del target.messages[message_id]
+            return True
         return self._settle('DeleteMessageBatch', queue, receipt_handles, delete,
                             [0] * len(receipt_handles))
 
     def change_visibility_batch(self, queue: str,
                                 changes: Sequence[VisibilityChange]) -> list[str]:
-        def change(target: _Queue, stored: _Stored, timeout: int) -> None:
+        def change(target: _Queue, handle: str, timeout: int) -> bool:
+            stored = target.messages.get(_message_id(handle) or '')
+            if stored is None or handle != stored.receipt_handle:
+                return False
+            self._count_late(stored, handle)
             stored.visible_at = self.clock() + timeout
             stored.version += 1
             self._push(target, stored)
+            return True
         return self._settle('ChangeMessageVisibilityBatch', queue,
                             [c.receipt_handle for c in changes], change,
                             [c.timeout_sec for c in changes])
