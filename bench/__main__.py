@@ -1,57 +1,44 @@
 """`python -m bench`: Kale beside the raw boto3 baseline, on the same endpoint, in one run.
 
     python -m bench                                  # embedded moto endpoint
+    python -m bench --endpoint fauxqs --latency-ms 0,10 --tasks 2000
     python -m bench --transport memory --latency-ms 20
     python -m bench --endpoint-url http://127.0.0.1:9324 --tasks 600 --runs 5 --json out.json
 
-See bench/README.md for what each figure means and how to read them.
+Each ``--latency-ms`` value is a configuration of its own; all scenarios run
+in each, then a summary puts them side by side. See bench/README.md for what
+each figure means and how to read them.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import logging
-import statistics
+import signal
 import sys
 import time
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, NoReturn, Optional, Sequence
 
-from bench import scenarios
-from bench.environment import Environment
+from bench import idle, report, scenarios
+from bench.environment import EQUAL_LONG_POLLS, ROOT, Environment, shipped_long_polls
+from bench.servers import BenchError, Endpoint
 
-# figure -> (target text, check(kale median, baseline median, all figures) -> bool)
-Check = Callable[[float, Optional[float], dict[str, Any]], bool]
-TARGETS: dict[str, tuple[str, Check]] = {
-    'worker drain (tasks/s)': ('>= 0.85 x boto3', lambda k, b, f: b is not None and k >= 0.85 * b),
-    'requests per task, publish_batch': ('<= 0.35', lambda k, b, f: k <= 0.35),
-    'requests per task, publish one by one': ('<= 1.25', lambda k, b, f: k <= 1.25),
-    'publish_batch speed-up over one by one (x)': ('>= 5', lambda k, b, f: k >= 5),
-    'publish-to-start latency p50 (ms)': ('<= 50', lambda k, b, f: k <= 50),
-    'idle requests per minute, 3 empty queues': ('<= 12', lambda k, b, f: k <= 12),
-    'worker peak memory (MB)': ('<= 80', lambda k, b, f: k <= 80),
-    'messages settled past their budget': ('0', lambda k, b, f: k == 0),
-}
-MEMORY_DRAIN_TARGET = ('>= 400 at 20 ms', lambda k, b, f: k >= 400)
-
-
-def summarize(values: Sequence[Optional[float]]) -> Optional[dict[str, float]]:
-    present = [v for v in values if v is not None]
-    if not present:
-        return None
-    return {'median': statistics.median(present), 'min': min(present), 'max': max(present),
-            'runs': present}
+SCENARIOS = ('publish', 'drain', 'latency', 'latency-shipped', 'idle', 'idle-shipped')
 
 
 def collect(env: Environment, args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     """Run every chosen scenario ``args.runs`` times; medians with min and max."""
     runs: dict[str, list[tuple[Optional[float], Optional[float]]]] = {}
-    plan: list[tuple[str, Callable[[], scenarios.Figures]]] = [
-        ('publish', lambda: scenarios.publish_rates(env, args.tasks)),
-        ('drain', lambda: scenarios.drain_and_requests(env, args.tasks)),
-        ('latency', lambda: scenarios.latency(env, args.latency_samples)),
-        ('idle', lambda: scenarios.idle_cost(env, args.idle_window)),
-    ]
-    for name, scenario in plan:
+    shipped = shipped_long_polls()
+    plan: dict[str, Callable[[], scenarios.Figures]] = {
+        'publish': lambda: scenarios.publish_rates(env, args.tasks),
+        'drain': lambda: scenarios.drain_and_requests(env, args.tasks),
+        'latency': lambda: idle.latency(env, args.latency_samples, EQUAL_LONG_POLLS, 'equal'),
+        'latency-shipped': lambda: idle.latency(env, args.latency_samples, shipped, 'shipped'),
+        'idle': lambda: idle.idle_cost(env, args.idle_window, EQUAL_LONG_POLLS, 'equal'),
+        'idle-shipped': lambda: idle.idle_cost(env, args.idle_window, shipped, 'shipped'),
+    }
+    for name, scenario in plan.items():
         if name not in args.scenarios:
             continue
         for number in range(args.runs):
@@ -61,83 +48,109 @@ def collect(env: Environment, args: argparse.Namespace) -> dict[str, dict[str, A
             print('bench: %s run %d/%d done in %.1fs' % (name, number + 1, args.runs,
                                                          time.monotonic() - started),
                   file=sys.stderr, flush=True)
-    results = {}
-    for figure, pairs in runs.items():
-        kale = summarize([k for k, _ in pairs])
-        baseline = summarize([b for _, b in pairs])
-        results[figure] = {'kale': kale, 'baseline': baseline}
-    return results
+    return {figure: {'kale': report.summarize([k for k, _ in pairs]),
+                     'baseline': report.summarize([b for _, b in pairs])}
+            for figure, pairs in runs.items()}
 
 
-def judge(results: dict[str, dict[str, Any]], memory: bool, latency_ms: float) -> None:
-    for figure, result in results.items():
-        kale, baseline = result['kale'], result['baseline']
-        if kale and baseline and baseline['median']:
-            result['ratio'] = kale['median'] / baseline['median']
-        target = TARGETS.get(figure)
-        if figure == 'worker drain (tasks/s)' and memory:
-            target = MEMORY_DRAIN_TARGET if latency_ms == 20 else None
-        if figure == 'publish-to-start latency p50 (ms)' and memory:
-            target = None       # the 50 ms target is for the local endpoint
-        if target and kale:
-            result['target'] = target[0]
-            result['met'] = bool(target[1](kale['median'], baseline and baseline['median'],
-                                           results))
+def measure(endpoint: Optional[Endpoint], latency_ms: float,
+            args: argparse.Namespace) -> dict[str, Any]:
+    """One configuration: every scenario at one added latency; prints its table."""
+    started = time.monotonic()
+    env = Environment(args.transport, endpoint.url if endpoint else '', latency_ms,
+                      endpoint.describe() if endpoint else '')
+    try:
+        env.start()
+        results = collect(env, args)
+    finally:
+        env.stop()
+    report.judge(results, env.memory, latency_ms)
+    label = 'no added latency' if not latency_ms else '+%g ms per request' % latency_ms
+    seconds = time.monotonic() - started
+    print('\nKale benchmark, %s: %s; %d tasks, %d runs per scenario (%.0fs)'
+          % (label, env.describe(), args.tasks, args.runs, seconds))
+    print(report.table(results), flush=True)
+    return {'label': label, 'transport': args.transport, 'endpoint': env.endpoint,
+            'upstream': env.upstream, 'latency_ms': latency_ms,
+            'round_trips_ms': env.round_trips_ms, 'seconds': seconds, 'results': results}
 
 
-def _cell(summary: Optional[dict[str, float]]) -> str:
-    if not summary:
-        return '-'
-    return '%s [%s..%s]' % (_number(summary['median']), _number(summary['min']),
-                            _number(summary['max']))
+def run(args: argparse.Namespace) -> list[dict[str, Any]]:
+    endpoint = None
+    if args.transport == 'sqs':
+        endpoint = Endpoint('url', args.endpoint_url) if args.endpoint_url \
+            else Endpoint(args.endpoint or 'moto', cwd=ROOT)
+    try:
+        if endpoint is not None:
+            endpoint.start()
+        return [measure(endpoint, latency_ms, args) for latency_ms in args.latency_ms]
+    finally:
+        if endpoint is not None:
+            endpoint.stop()
 
 
-def _number(value: float) -> str:
-    return '%.3g' % value if abs(value) < 10 else '%.0f' % value
-
-
-def table(results: dict[str, dict[str, Any]]) -> str:
-    rows = [('scenario', 'kale: median [min..max]', 'boto3 baseline', 'ratio', 'target', 'met')]
-    for figure, result in results.items():
-        rows.append((figure, _cell(result['kale']), _cell(result['baseline']),
-                     '%.2f' % result['ratio'] if 'ratio' in result else '-',
-                     result.get('target', '-'),
-                     {True: 'yes', False: 'NO'}.get(result.get('met'), '-')))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return '\n'.join('  '.join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)).rstrip()
-                     for row in rows)
-
-
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog='python -m bench', description=__doc__.split('\n')[0])
-    parser.add_argument('--endpoint-url', help='an SQS endpoint (default: start the embedded one)')
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument('--endpoint', choices=['moto', 'fauxqs'],
+                       help='start this SQS endpoint for the run (default: moto, embedded)')
+    where.add_argument('--endpoint-url', metavar='URL', help='an SQS endpoint already running')
     parser.add_argument('--transport', choices=['sqs', 'memory'], default='sqs')
-    parser.add_argument('--latency-ms', type=float, default=0.0,
-                        help='memory transport: added to every request (AWS in-region: 10-20)')
+    parser.add_argument('--latency-ms', default=[0.0], metavar='MS[,MS...]',
+                        type=lambda text: [float(ms) for ms in text.split(',')],
+                        help='added to every request, one configuration per value: by a latency '
+                             'proxy in front of the SQS endpoint, or by the memory transport '
+                             '(AWS in-region: 10-20)')
     parser.add_argument('--tasks', type=int, default=300, help='tasks per run (default 300)')
     parser.add_argument('--runs', type=int, default=3, help='runs per scenario (default 3)')
     parser.add_argument('--latency-samples', type=int, default=50, metavar='M')
     parser.add_argument('--idle-window', type=float, default=40.0, metavar='SEC',
                         help='how long idle cost is measured (default 40)')
-    parser.add_argument('--scenarios', default='publish,drain,latency,idle',
-                        type=lambda text: text.split(','), help='which to run (default: all)')
-    parser.add_argument('--json', metavar='FILE', help='also write the results as JSON')
+    parser.add_argument('--scenarios', default=','.join(SCENARIOS),
+                        type=lambda text: text.split(','),
+                        help='which to run, of %s (default: all)' % ', '.join(SCENARIOS))
+    parser.add_argument('--json', metavar='FILE', help='also write the results as JSON (a bare '
+                        'file name goes to bench/results/)')
     args = parser.parse_args(argv)
+    unknown = [name for name in args.scenarios if name not in SCENARIOS]
+    if unknown:
+        parser.error('unknown scenario %s; choose from %s' % (', '.join(unknown), ', '.join(SCENARIOS)))
+    if args.transport == 'memory' and (args.endpoint or args.endpoint_url):
+        parser.error('--transport memory runs without an SQS endpoint')
+    if any(ms < 0 for ms in args.latency_ms):
+        parser.error('--latency-ms must not be negative')
+    return args
+
+
+def _terminated(signum: int, frame: Any) -> NoReturn:
+    raise SystemExit(128 + signum)      # stop what was started, as after Ctrl-C
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
-    env = Environment(args.transport, args.endpoint_url, args.latency_ms).start()
+    signal.signal(signal.SIGTERM, _terminated)
+    started = time.monotonic()
     try:
-        results = collect(env, args)
-    finally:
-        env.stop()
-    judge(results, args.transport == 'memory', args.latency_ms)
-    print('Kale benchmark: %s; %d tasks, %d runs per scenario'
-          % (env.describe(), args.tasks, args.runs))
-    print(table(results))
+        configurations = run(args)
+    except BenchError as exc:
+        print('python -m bench: error: %s' % exc, file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print('python -m bench: interrupted', file=sys.stderr)
+        return 130
+    print('\nSummary (medians of %d runs; %d tasks; long polls equal %s s, shipped %s s; %.0fs in all)'
+          % (args.runs, args.tasks, ','.join(map(str, EQUAL_LONG_POLLS)),
+             ','.join(map(str, shipped_long_polls())), time.monotonic() - started))
+    print(report.summary(configurations))
     if args.json:
-        with open(args.json, 'w') as f:
-            json.dump({'transport': args.transport, 'endpoint': env.endpoint,
-                       'latency_ms': args.latency_ms, 'tasks': args.tasks, 'runs': args.runs,
-                       'results': results}, f, indent=2)
+        path = report.json_path(args.json)
+        with open(path, 'w') as f:
+            json.dump({'transport': args.transport, 'tasks': args.tasks, 'runs': args.runs,
+                       'latency_samples': args.latency_samples, 'idle_window': args.idle_window,
+                       'long_polls': {'equal': EQUAL_LONG_POLLS, 'shipped': shipped_long_polls()},
+                       'configurations': configurations}, f, indent=2)
+        print('bench: results written to %s' % path, file=sys.stderr)
     return 0
 
 

@@ -1,7 +1,11 @@
-"""Where a benchmark runs: an SQS endpoint (embedded or given) or the memory transport.
+"""Where a benchmark runs: an SQS endpoint (with or without a latency proxy in
+front of it) or the memory transport.
 
 Each run gets queues of its own (a fresh ``QUEUE_PREFIX``), so no run
-inherits another's messages and moto's queues stay short.
+inherits another's messages and moto's queues stay short. The three bench
+queues stand for the shipped ``high_priority``, ``default`` and
+``low_priority`` queues; their long polls are either equal (20 s each) or
+those of the shipped queue_config.yaml.
 """
 from __future__ import annotations
 
@@ -14,11 +18,13 @@ import time
 import uuid
 from typing import Any, Optional
 
+import yaml
+
 from bench.counter import RequestCounter
 from bench.raw import RawQueues, boto3_client
+from bench.servers import LatencyProxy, round_trip_ms
 from kale import publisher as kale_publisher
 from kale.broker import Broker, get_broker
-from kale.cli.sqs_local import SQSLocalProcess
 from kale.conf import ENVIRONMENT_VARIABLE, settings
 from kale.queue_config import TaskQueue, get_queue_config
 from kale.transport.memory import MemoryTransport
@@ -26,6 +32,26 @@ from kale.transport.memory import MemoryTransport
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QUEUE_NAMES = ['bench_high', 'bench_default', 'bench_low']
 PRIORITIES = {'bench_high': 100, 'bench_default': 40, 'bench_low': 5}
+#: The shipped queue each bench queue stands for.
+SHIPPED_NAMES = {'bench_high': 'high_priority', 'bench_default': 'default',
+                 'bench_low': 'low_priority'}
+SHIPPED_CONFIG = os.path.join(ROOT, 'queue_config.yaml')
+#: Long polls of the bench queues, in QUEUE_NAMES order.
+LongPolls = tuple[int, ...]
+EQUAL_LONG_POLLS: LongPolls = (20, 20, 20)
+DRAIN_LONG_POLLS: LongPolls = (1, 1, 1)
+
+
+def shipped_long_polls(path: str = SHIPPED_CONFIG) -> LongPolls:
+    """The long polls of the shipped queue_config.yaml, in QUEUE_NAMES order."""
+    with open(path) as f:
+        config = yaml.safe_load(f)
+    return tuple(int(config[SHIPPED_NAMES[name]]['long_poll_time_sec']) for name in QUEUE_NAMES)
+
+
+def implied_idle_per_minute(long_polls: LongPolls) -> float:
+    """Requests per minute of one long poll after another on each empty queue."""
+    return sum(60.0 / max(seconds, 1) for seconds in long_polls)
 
 
 class Run:
@@ -66,45 +92,65 @@ class Run:
 
 
 class Environment:
-    """The endpoint (or memory transport) and the settings every run shares."""
+    """The endpoint (or memory transport) and the settings every run shares.
 
-    def __init__(self, transport: str = 'sqs', endpoint: Optional[str] = None,
-                 latency_ms: float = 0.0):
+    ``latency_ms`` is added to every request: by the memory transport itself,
+    or by a latency proxy started in front of the SQS endpoint, which Kale and
+    the baseline then both talk to."""
+
+    def __init__(self, transport: str = 'sqs', endpoint: str = '', latency_ms: float = 0.0,
+                 endpoint_kind: str = 'given'):
         self.memory = transport == 'memory'
-        self.endpoint = endpoint or ''
-        self.latency_sec = latency_ms / 1000.0
+        self.upstream = endpoint            # the SQS endpoint itself
+        self.endpoint = endpoint            # where requests go: the proxy, when there is one
+        self.endpoint_kind = endpoint_kind
+        self.latency_ms = latency_ms
+        self.latency_sec = latency_ms / 1000.0 if self.memory else 0.0
         self.workdir = tempfile.mkdtemp(prefix='kale-bench-')
-        self._server: Optional[SQSLocalProcess] = None
-        self.embedded = False
+        self._proxy: Optional[LatencyProxy] = None
+        #: Measured median round trip of a cheap request, without and with the proxy.
+        self.round_trips_ms: dict[str, float] = {}
 
     def describe(self) -> str:
         if self.memory:
-            return 'memory transport, %g ms per request' % (self.latency_sec * 1000)
-        return 'SQS endpoint %s%s' % (self.endpoint, ' (embedded moto)' if self.embedded else '')
+            return 'memory transport, %g ms per request' % self.latency_ms
+        text = 'SQS endpoint %s (%s)' % (self.upstream, self.endpoint_kind)
+        if self._proxy is not None:
+            text += ', +%g ms per request through a latency proxy at %s' % (self.latency_ms,
+                                                                            self.endpoint)
+        if self.round_trips_ms:
+            text += '; measured round trip %s' % ', '.join(
+                '%s %.2f ms' % item for item in self.round_trips_ms.items())
+        return text
 
     def start(self) -> 'Environment':
-        if not self.memory and not self.endpoint:
-            self._server = SQSLocalProcess(cwd=ROOT)
-            self.endpoint = self._server.url
-            self.embedded = True
+        if not self.memory and self.latency_ms:
+            self._proxy = LatencyProxy(self.upstream, self.latency_ms,
+                                       os.path.join(self.workdir, 'latency-proxy.log'))
+            self.endpoint = self._proxy.start()
+        if not self.memory:
+            self.round_trips_ms['direct'] = round_trip_ms(self.upstream)
+            if self._proxy is not None:
+                self.round_trips_ms['through the proxy'] = round_trip_ms(self.endpoint)
         os.environ.update({ENVIRONMENT_VARIABLE: 'bench.settings',
                            'KALE_BENCH_ENDPOINT': self.endpoint,
                            'KALE_BENCH_ACCESS_KEY': 'bench', 'KALE_BENCH_SECRET_KEY': 'bench'})
         return self
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.stop()
-            self._server = None
+        if self._proxy is not None:
+            self._proxy.stop()
+            self._proxy = None
 
-    def new_run(self, long_poll_sec: int = 1) -> Run:
-        """Fresh queues (and settings) for one run."""
+    def new_run(self, long_polls: LongPolls = DRAIN_LONG_POLLS) -> Run:
+        """Fresh queues (and settings) for one run; ``long_polls`` in QUEUE_NAMES order."""
         prefix = 'b%s-' % uuid.uuid4().hex[:8]
         config = os.path.join(self.workdir, prefix + 'queues.yaml')
         with open(config, 'w') as f:
             json.dump({name: {'priority': PRIORITIES[name], 'batch_size': 10,
-                              'visibility_timeout_sec': 60, 'long_poll_time_sec': long_poll_sec,
-                              'num_iterations': 10} for name in QUEUE_NAMES}, f)
+                              'visibility_timeout_sec': 60, 'long_poll_time_sec': long_poll,
+                              'num_iterations': 10}
+                       for name, long_poll in zip(QUEUE_NAMES, long_polls, strict=True)}, f)
         os.environ.update({'KALE_BENCH_PREFIX': prefix, 'KALE_BENCH_QUEUE_CONFIG': config})
         settings.reload()
         return Run(self, prefix)

@@ -27,18 +27,22 @@ def peak_rss_mb() -> float:
 
 
 class BenchHooks(WorkerHooks):
-    """Counts the worker's requests and tasks; writes them to $KALE_BENCH_REPORT at exit."""
+    """Counts the worker's requests, tasks and CPU time; writes them to
+    $KALE_BENCH_REPORT at exit. Time and CPU run from the worker's start-up to
+    its last task (``cpu_sec``: user + system, every thread of the process)."""
 
     def __init__(self):
         self.counter = RequestCounter()
         self.started = 0.0
+        self.cpu_started = 0.0
         self.tasks = 0
 
     def on_worker_startup(self, worker):
-        self.started = time.time()
         client = getattr(worker.broker.transport, 'client', None)
         if client is not None:
             self.counter.attach(client)
+        self.started = time.time()
+        self.cpu_started = time.process_time()
 
     def on_task_succeeded(self, settlement):
         self.tasks += 1
@@ -48,6 +52,7 @@ class BenchHooks(WorkerHooks):
         if not path:
             return
         report = {'started': self.started, 'last_run': tasks.LAST_RUN_AT[0], 'tasks': self.tasks,
+                  'cpu_sec': tasks.LAST_RUN_CPU[0] - self.cpu_started,
                   'requests': self.counter.events, 'peak_rss_mb': peak_rss_mb()}
         with open(path, 'w') as f:
             json.dump(report, f)

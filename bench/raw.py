@@ -89,9 +89,10 @@ class RawQueues:
 def drain_loop(raw: RawQueues, names: Sequence[str], expect: int,
                timeout: float = 300) -> dict[str, float]:
     """The baseline consumer: receive(10) then delete_message_batch, queue by
-    queue, until ``expect`` messages were handled."""
-    started = time.time()
-    handled, last = 0, started
+    queue, until ``expect`` messages were handled. Time and CPU (this process's,
+    every thread) run from the start to the last batch received."""
+    started, cpu_started = time.time(), time.process_time()
+    handled, last, cpu_last = 0, started, cpu_started
     deadline = time.monotonic() + timeout
     while handled < expect and time.monotonic() < deadline:
         for name in names:
@@ -99,22 +100,25 @@ def drain_loop(raw: RawQueues, names: Sequence[str], expect: int,
                 batch = raw.receive(name)
                 if not batch:
                     break
-                last = time.time()
+                last, cpu_last = time.time(), time.process_time()
                 raw.delete(name, [handle for handle, _ in batch])
                 handled += len(batch)
-    return {'started': started, 'last_run': last, 'tasks': handled}
+    return {'started': started, 'last_run': last, 'tasks': handled,
+            'cpu_sec': cpu_last - cpu_started}
 
 
 class IdlePollers:
-    """One thread per queue, each long-polling in a loop: the baseline's idle
-    worker. ``on_message(body, at)`` is called for each message received."""
+    """One thread per queue, each long-polling in a loop for its queue's own
+    long poll (``waits_sec``, one per name): the baseline's idle worker.
+    ``on_message(body, at)`` is called for each message received."""
 
-    def __init__(self, raw: RawQueues, names: Sequence[str], wait_sec: int,
+    def __init__(self, raw: RawQueues, names: Sequence[str], waits_sec: Sequence[int],
                  on_message: Callable[[str, float], None] = lambda body, at: None):
         self.raw = raw
         self.stopping = threading.Event()
         self.threads = [threading.Thread(target=self._poll, args=(name, wait_sec, on_message),
-                                         daemon=True) for name in names]
+                                         daemon=True)
+                        for name, wait_sec in zip(names, waits_sec, strict=True)]
 
     def start(self) -> 'IdlePollers':
         for thread in self.threads:

@@ -7,8 +7,10 @@ import time
 from kale import task
 from tests.support.records import append_line
 
-#: time.time() when the last NoopTask finished in this process.
+#: time.time() when the last NoopTask ran in this process.
 LAST_RUN_AT = [0.0]
+#: time.process_time() (CPU of every thread of this process) at that moment.
+LAST_RUN_CPU = [0.0]
 #: task id -> time.time() when each LatencyTask started in this process.
 STARTED_AT: dict[str, float] = {}
 
@@ -21,6 +23,7 @@ class NoopTask(task.Task):
 
     def run_task(self, *args, **kwargs):
         LAST_RUN_AT[0] = time.time()
+        LAST_RUN_CPU[0] = time.process_time()
 
 
 class NoopHighTask(NoopTask):

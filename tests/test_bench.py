@@ -1,17 +1,24 @@
 """The benchmark suite keeps working: its request counter, and every scenario
 with tiny numbers (no timing is asserted here; figures come from `python -m bench`)."""
 import json
+import socket
 import subprocess
 import sys
+import urllib.parse
+
+import pytest
 
 from bench.counter import RequestCounter
+from bench.servers import BenchError, Fauxqs
 from tests.support.endpoint import ROOT, raw_client, subprocess_env
 
 FIGURES = {'publish one by one (tasks/s)', 'publish_batch (tasks/s)',
            'publish_batch speed-up over one by one (x)', 'worker drain (tasks/s)',
-           'requests per task, publish_batch', 'requests per task, publish one by one',
-           'publish-to-start latency p50 (ms)', 'publish-to-start latency p99 (ms)',
-           'idle requests per minute, 3 empty queues'}
+           'worker CPU per task (µs)',
+           'requests per task, publish_batch', 'requests per task, publish one by one'} | {
+    'publish-to-start latency %s (ms), %s long polls' % (p, config)
+    for p in ('p50', 'p99') for config in ('equal', 'shipped')} | {
+    'idle requests per minute, %s long polls' % config for config in ('equal', 'shipped')}
 
 
 def test_the_counter_counts_every_request_a_client_sends(sqs_endpoint):
@@ -50,14 +57,50 @@ def run_bench(tmp_path, *args):
 
 def test_every_scenario_runs_on_an_sqs_endpoint(tmp_path, sqs_endpoint):
     table, report = run_bench(tmp_path, '--endpoint-url', sqs_endpoint)
-    assert FIGURES | {'worker peak memory (MB)'} == set(report['results'])
-    for figure, result in report['results'].items():
+    [configuration] = report['configurations']
+    assert FIGURES | {'worker peak memory (MB)'} == set(configuration['results'])
+    for figure, result in configuration['results'].items():
         assert result['kale']['median'] >= 0, figure
         assert figure in table
-    assert report['results']['worker drain (tasks/s)']['baseline']['median'] > 0
+    assert configuration['results']['worker drain (tasks/s)']['baseline']['median'] > 0
+    assert 'Summary' in table and 'drain: Kale' in table
 
 
 def test_every_scenario_runs_on_the_memory_transport(tmp_path):
     _table, report = run_bench(tmp_path, '--transport', 'memory', '--latency-ms', '1')
-    assert FIGURES | {'messages settled past their budget'} == set(report['results'])
-    assert report['results']['messages settled past their budget']['kale']['median'] == 0
+    [configuration] = report['configurations']
+    assert FIGURES | {'messages settled past their budget'} == set(configuration['results'])
+    assert configuration['results']['messages settled past their budget']['kale']['median'] == 0
+
+
+def listening(url):
+    port = urllib.parse.urlsplit(url).port
+    try:
+        socket.create_connection(('127.0.0.1', port), timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
+@pytest.fixture
+def fauxqs_installed():
+    """Skip, saying why, when fauxqs cannot be installed (npm) or started here."""
+    server = Fauxqs()
+    try:
+        server.start()
+    except BenchError as exc:
+        pytest.skip('fauxqs is not available: %s' % exc)
+    finally:
+        server.stop()
+
+
+@pytest.mark.slow
+def test_fauxqs_and_the_latency_proxy_run_and_are_stopped_afterwards(tmp_path, fauxqs_installed):
+    table, report = run_bench(tmp_path, '--endpoint', 'fauxqs', '--latency-ms', '0,5',
+                              '--scenarios', 'publish,drain')
+    without, with_proxy = report['configurations']
+    assert without['endpoint'] == without['upstream']
+    assert with_proxy['endpoint'] != with_proxy['upstream'] == without['upstream']
+    assert with_proxy['results']['worker drain (tasks/s)']['baseline']['median'] > 0
+    assert '| +5 ms per request' in table
+    assert not listening(with_proxy['upstream']) and not listening(with_proxy['endpoint'])
