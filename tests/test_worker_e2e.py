@@ -1,7 +1,8 @@
 """Real `kale worker` processes against the embedded endpoint over HTTP.
 
 Tasks record what happened in a shared file (see tests/tasks.py); every test
-checks those records, and what is left in the queues, with raw boto3.
+checks those records, and what is left in the queues, with raw boto3. Tests
+wait for what a worker logs, records or sends, not for a guessed time.
 """
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import base64
 import itertools
 import os
 import pickle
+import re
 import signal
 import subprocess
 import sys
@@ -21,11 +23,17 @@ import pytest
 from kale import codec as kale_codec
 from kale import message as kale_message
 from kale.conf import settings
+from kale.worker.signals import SECOND_SIGNAL_MIN_GAP_SEC
 from tests import tasks
 from tests.support.endpoint import ROOT, subprocess_env
 from tests.support.hostile import OTHER_KEY, CreatesFileWhenUnpickled
 from tests.support.records import read_records, recorded_ids
 from tests.support.tcp_proxy import TCPProxy
+
+pytestmark = pytest.mark.slow
+
+#: A ReceiveMessage request that long-polls for 20 seconds (JSON or query protocol).
+LONG_POLL_REQUEST = re.compile(rb'WaitTimeSeconds\W{1,4}20\b')
 
 
 class WorkerProcess:
@@ -57,6 +65,10 @@ class WorkerProcess:
         if not self.log.closed:
             self.log.flush()
         return self.log_path.read_text()
+
+    def wait_for_log(self, text: str, timeout: float = 30) -> None:
+        """Wait until the worker has logged ``text``."""
+        wait_for(lambda: text in self.output(), timeout, 'the worker to log %r' % text)
 
 
 ids = recorded_ids
@@ -167,7 +179,8 @@ def test_a_second_signal_stops_the_running_task_and_releases_it(sqs, record, tmp
     worker = WorkerProcess(tmp_path, '--queues', 'default')
     wait_for(lambda: events(record, 'start'), 30, 'the first task to start')
     worker.signal(signal.SIGTERM)
-    time.sleep(0.8)
+    worker.wait_for_log('SIGTERM received; finishing the running task')
+    time.sleep(SECOND_SIGNAL_MIN_GAP_SEC)     # a second signal counts only this long after the first
     worker.signal(signal.SIGTERM)
     assert worker.wait(10) == 0, worker.output()
     assert ids(record, 'ran') == []
@@ -194,11 +207,11 @@ def test_an_endpoint_outage_is_survived(sqs, record, tmp_path):
         worker = WorkerProcess(tmp_path, '--queues', 'default', '--burst', endpoint=proxy.url)
         wait_for(lambda: len(events(record, 'ran')) >= 3, 30, 'some tasks to run')
         proxy.stop()
-        time.sleep(3)
+        worker.wait_for_log('unreachable')      # the outage lasts until the worker has met it
         proxy.start()
         assert worker.wait(120) == 0, worker.output()
     finally:
-        proxy.stop()
+        proxy.close()
     assert set(ids(record, 'ran')) == set(published)
     assert 'unreachable' in worker.output()
 
@@ -250,13 +263,21 @@ def test_worker_command_errors_are_one_line(sqs, tmp_path):
 
 
 def test_sigterm_while_long_polling_stops_at_once(sqs, tmp_path):
-    worker = WorkerProcess(tmp_path, '--queues', 'slowpoll')
-    wait_for(lambda: 'serving queues' in worker.output(), 30, 'the worker to start')
-    time.sleep(1.5)                      # well into a 20-second long poll
-    signalled = time.monotonic()
-    worker.signal(signal.SIGTERM)
-    assert worker.wait(10) == 0, worker.output()
-    assert time.monotonic() - signalled < 2.0
+    """The worker talks to the endpoint through a proxy that shows the test
+    when the 20-second long poll has been sent."""
+    endpoint = urlparse(sqs.url)
+    sent: list[bytes] = []
+    proxy = TCPProxy(endpoint.hostname, endpoint.port, on_request=sent.append).start()
+    try:
+        worker = WorkerProcess(tmp_path, '--queues', 'slowpoll', endpoint=proxy.url)
+        wait_for(lambda: LONG_POLL_REQUEST.search(b''.join(sent)), 30,
+                 'the worker to send a 20-second long poll')
+        signalled = time.monotonic()
+        worker.signal(signal.SIGTERM)
+        assert worker.wait(10) == 0, worker.output()
+        assert time.monotonic() - signalled < 2.0
+    finally:
+        proxy.close()
 
 
 def test_the_worker_runs_from_python_as_in_the_original(sqs, record, tmp_path):
@@ -303,8 +324,20 @@ def test_process_isolation_turns_crashes_and_hangs_into_ordinary_failures(sqs, r
     assert reasons(dead_letters(sqs, 'default')) == ['retries_exhausted']
 
 
-def test_a_worker_stopped_while_it_starts_exits_0(sqs, tmp_path):
-    worker = WorkerProcess(tmp_path, '--queues', 'default')
-    time.sleep(0.3)                          # still importing
+def test_a_worker_stopped_while_it_starts_exits_0(tmp_path):
+    """The worker's settings module says when it is being loaded, then keeps
+    loading until the worker is stopped: the signal arrives during start-up."""
+    loading = tmp_path / 'loading'
+    (tmp_path / 'loading_settings.py').write_text(
+        'import os\n'
+        'import time\n'
+        'open(os.environ["KALE_TEST_LOADING"], "w").close()\n'
+        'while True:\n'
+        '    time.sleep(0.01)\n')
+    worker = WorkerProcess(tmp_path, '--queues', 'default', KALE_SETTINGS_MODULE='loading_settings',
+                           KALE_TEST_LOADING=str(loading),
+                           PYTHONPATH=os.pathsep.join([ROOT, str(tmp_path)]))
+    wait_for(loading.exists, 30, 'the worker to load its settings')
     worker.signal(signal.SIGTERM)
     assert worker.wait(30) == 0, worker.output()
+    assert 'serving queues' not in worker.output()
