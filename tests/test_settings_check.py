@@ -3,6 +3,7 @@ import pytest
 
 from kale.conf import ENVIRONMENT_VARIABLE, settings
 from kale.exceptions import ImproperlyConfigured
+from kale.settings_check import CHECKS
 
 
 @pytest.mark.parametrize('name,value,problem', [
@@ -35,4 +36,7 @@ def test_a_settings_module_with_a_wrong_value_fails_when_read(monkeypatch, tmp_p
 def test_the_defaults_pass_their_own_checks(monkeypatch):
     monkeypatch.delenv(ENVIRONMENT_VARIABLE)
     settings.reload()
-    settings.load()
+    settings.load()                                   # reading them runs every check
+    assert settings.module_name is None               # nothing but the defaults
+    problems = {name: check(getattr(settings, name)) for name, check in CHECKS.items()}
+    assert {name: problem for name, problem in problems.items() if problem} == {}

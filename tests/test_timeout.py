@@ -1,10 +1,18 @@
 """SignalTimeout: sub-second limits, enforced even on tasks that swallow them."""
+import signal
 import time
 
 import pytest
 
 from kale.exceptions import TimeLimitExceeded
 from kale.timeout import NoTimeout, SignalTimeout
+
+
+def alarm_due_within(seconds):
+    """Whether SIGALRM is set to arrive within ``seconds``, or repeatedly (an
+    outer alarm far off, such as pytest-timeout's, does not count)."""
+    remaining, interval = signal.getitimer(signal.ITIMER_REAL)
+    return interval > 0 or 0 < remaining <= seconds
 
 
 def test_a_run_past_its_limit_is_stopped_near_the_limit():
@@ -16,10 +24,12 @@ def test_a_run_past_its_limit_is_stopped_near_the_limit():
 
 
 def test_a_run_within_its_limit_is_untouched_and_the_alarm_is_cleared():
+    handler = signal.getsignal(signal.SIGALRM)
     with SignalTimeout(0.2) as timer:
         time.sleep(0.05)
-    time.sleep(0.3)          # an alarm left armed would fire here
     assert not timer.fired
+    assert not alarm_due_within(1.0)
+    assert signal.getsignal(signal.SIGALRM) is handler
 
 
 def test_a_task_that_swallows_the_interrupt_is_interrupted_again_and_still_times_out():
@@ -48,5 +58,11 @@ def test_a_busy_loop_is_interrupted_too():
 
 
 def test_no_timeout_enforces_nothing():
-    with NoTimeout(0.01):
+    handler = signal.getsignal(signal.SIGALRM)
+    started = time.monotonic()
+    with NoTimeout(0.01) as timer:
+        assert not alarm_due_within(1.0)
         time.sleep(0.05)
+    assert time.monotonic() - started >= 0.05      # ran past its limit to the end
+    assert not timer.fired
+    assert signal.getsignal(signal.SIGALRM) is handler

@@ -175,10 +175,11 @@ def test_a_bad_selector_setting_is_a_clear_error(memory_broker):
 
 def test_a_stop_request_during_an_outage_backoff_stops_cleanly(memory_broker, monkeypatch):
     """Regression (found by the chaos run): SIGTERM while backing off after a
-    failed long poll escaped as an exception and the worker exited 1."""
-    import os
+    failed long poll escaped as an exception and the worker exited 1.
+
+    The worker's own signal handler is called where the signal would land: in
+    the main thread, in the backoff pause (no real signal reaches pytest)."""
     import signal
-    import threading
 
     real_receive = memory_broker.transport.receive
 
@@ -190,8 +191,17 @@ def test_a_stop_request_during_an_outage_backoff_stops_cleanly(memory_broker, mo
     monkeypatch.setattr(memory_broker.transport, 'receive', long_polls_fail)
     worker = kale_worker.Worker(queue_names=['slowpoll'], broker=memory_broker)
     worker.backoff.initial = 2.0                         # a long pause to be stopped in
-    threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGTERM)).start()
+    pause = worker._sleep
+    pauses = []
+
+    def signalled_pause(seconds):
+        pauses.append(seconds)
+        worker.signals.handle(signal.SIGTERM, None)
+        pause(seconds)
+
+    monkeypatch.setattr(worker, '_sleep', signalled_pause)
     assert worker.run() == kale_worker.EXIT_OK
+    assert len(pauses) == 1 and pauses[0] >= 1.6          # the backoff pause, cut short
 
 
 def test_a_queue_named_twice_is_served_once(memory_broker, record_file):
@@ -241,16 +251,19 @@ def test_a_worker_stops_soon_even_if_the_endpoint_is_gone_at_shutdown(memory_bro
                                                                         record_file, monkeypatch):
     """Regression (found by the demo's Ctrl-C test): the deletes of its last
     batch were retried until the 30 s visibility timeout ran out."""
-    import threading
     import time
 
     def unreachable(*args):
         raise EndpointUnreachableError('connection refused')
 
+    class StopAfterTheTask(WorkerHooks):
+        def on_task_finished(self, settlement):
+            worker.stop()
+
     monkeypatch.setattr(memory_broker.transport, 'delete_batch', unreachable)
     tasks.RecordTask.publish(None)
-    worker = kale_worker.Worker(queue_names=['default'], broker=memory_broker)
-    threading.Timer(0.5, worker.stop).start()
+    worker = kale_worker.Worker(queue_names=['default'], broker=memory_broker,
+                                hooks=[StopAfterTheTask()])
     started = time.monotonic()
     assert worker.run() == kale_worker.EXIT_OK
     assert time.monotonic() - started < kale_worker.SHUTDOWN_SETTLE_SEC + 2
