@@ -1,8 +1,12 @@
-"""The README's quick start and the example's README work exactly as written."""
+"""The README's quick start and the example's README work exactly as written
+(but for the endpoint's port: see :func:`run_block`)."""
 import os
 import re
+import socket
 import subprocess
 import sys
+
+import pytest
 
 from tests.support.endpoint import ROOT
 
@@ -14,14 +18,28 @@ def shell_block(readme, heading):
     return re.search(r'```sh\n(.*?)```', section, re.S).group(1)
 
 
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(('127.0.0.1', 0))
+        return probe.getsockname()[1]
+
+
 def run_block(block, cwd):
+    """Run a README block with its `kale sqs-local` on a free port instead of
+    9324 (KALE_SQS_ENDPOINT points the settings there), so that tests running
+    in parallel, or a developer's own endpoint, do not collide."""
+    port = free_port()
+    assert block.count('kale sqs-local &') == 1, block
+    block = block.replace('kale sqs-local &', 'kale sqs-local --port %d &' % port)
     # Whatever happens, stop what the block started in the background.
     script = 'set -e\ntrap \'kill $(jobs -p) 2>/dev/null || true\' EXIT\n' + block
     env = {k: v for k, v in os.environ.items() if not k.startswith('KALE_')}
+    env['KALE_SQS_ENDPOINT'] = 'http://127.0.0.1:%d' % port
     return subprocess.run(['bash', '-c', script], cwd=cwd, capture_output=True, text=True,
                           env=env, timeout=180)
 
 
+@pytest.mark.slow
 def test_quick_start_publishes_a_task_and_a_worker_runs_it(tmp_path):
     """Run the block in a scratch copy of the checkout (it writes myapp/)."""
     os.symlink(sys.prefix, tmp_path / '.venv')
@@ -33,6 +51,7 @@ def test_quick_start_publishes_a_task_and_a_worker_runs_it(tmp_path):
     assert 'hello, world' in result.stdout, result.stdout + result.stderr
 
 
+@pytest.mark.slow
 def test_the_example_runs_as_its_readme_says(tmp_path):
     os.symlink(sys.prefix, tmp_path / '.venv')
     os.symlink(os.path.join(ROOT, 'example'), tmp_path / 'example')
