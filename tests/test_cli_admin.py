@@ -1,20 +1,51 @@
-"""Operator commands against the embedded endpoint, with their error cases."""
+"""Operator commands against the embedded endpoint, with their error cases.
+
+Commands run in this process through ``kale.cli.main``; the console script
+itself (``python -m kale``) is run by the tests of one-line errors at the end.
+"""
+import io
 import json
 import subprocess
 import sys
+from typing import NamedTuple
+
+import pytest
 
 from kale import codec as kale_codec
 from kale import message as kale_message
+from kale.cli import main
 from kale.conf import ENVIRONMENT_VARIABLE
 from tests import tasks
 from tests.support.endpoint import ROOT, subprocess_env
 from tests.support.records import recorded_ids
 
 
-def kale(*args, input=None, **env):
-    result = subprocess.run([sys.executable, '-m', 'kale', *args], cwd=ROOT, input=input,
-                            capture_output=True, text=True, env=subprocess_env(**env), timeout=120)
-    return result
+class Result(NamedTuple):
+    """What a command line left: its exit code and output (as subprocess.run gives them)."""
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def kale(capsys, monkeypatch):
+    """Run one ``kale`` command line in this process: ``kale('queues', '--json')``."""
+    def run(*args, input=''):
+        monkeypatch.setattr(sys, 'stdin', io.StringIO(input))
+        capsys.readouterr()                      # only this command's output
+        try:
+            code = main(list(args))
+        except SystemExit as exc:                # argparse: --help and usage errors
+            code = exc.code
+        out, err = capsys.readouterr()
+        return Result(code, out, err)
+    return run
+
+
+def console_script(*args, **env):
+    """``python -m kale ...`` in a subprocess, as a user runs it."""
+    return subprocess.run([sys.executable, '-m', 'kale', *args], cwd=ROOT, capture_output=True,
+                          text=True, env=subprocess_env(**env), timeout=120)
 
 
 def one_line_error(result):
@@ -46,7 +77,7 @@ def dead_letter_some(sqs, count):
 
 # --- kale queues ---------------------------------------------------------------
 
-def test_queues_shows_counts_and_dead_letters(sqs):
+def test_queues_shows_counts_and_dead_letters(sqs, kale):
     dead_letter_some(sqs, 2)
     tasks.AddTask.publish_batch(None, [((i, i), {}) for i in range(3)])
     tasks.AddTask.publish(None, 9, 9, delay_sec=60)
@@ -62,7 +93,7 @@ def test_queues_shows_counts_and_dead_letters(sqs):
     assert high == ['high', '100', '-', '-', '-', '-']
 
 
-def test_queues_json_is_for_scripts(sqs):
+def test_queues_json_is_for_scripts(sqs, kale):
     tasks.HighTask.publish(None)
     result = kale('queues', '--json')
     rows = {row['name']: row for row in json.loads(result.stdout)}
@@ -71,19 +102,9 @@ def test_queues_json_is_for_scripts(sqs):
     assert rows['low']['visible'] is None
 
 
-def test_queues_with_an_unreachable_endpoint_is_one_line(sqs):
-    error = one_line_error(kale('queues', KALE_TEST_ENDPOINT='http://127.0.0.1:9'))
-    assert 'unreachable' in error
-
-
-def test_commands_without_a_usable_settings_module_are_one_line(sqs):
-    error = one_line_error(kale('queues', **{ENVIRONMENT_VARIABLE: 'no.such.settings'}))
-    assert error.startswith("KALE_SETTINGS_MODULE='no.such.settings' cannot be imported")
-
-
 # --- kale purge ---------------------------------------------------------------------
 
-def test_purge_with_yes_empties_the_queue(sqs):
+def test_purge_with_yes_empties_the_queue(sqs, kale):
     tasks.AddTask.publish_batch(None, [((i, i), {}) for i in range(4)])
     result = kale('purge', 'default', '--yes')
     assert result.returncode == 0, result.stderr
@@ -91,7 +112,7 @@ def test_purge_with_yes_empties_the_queue(sqs):
     assert sqs.receive_all('default', timeout=0.5) == []
 
 
-def test_purge_asks_first(sqs):
+def test_purge_asks_first(sqs, kale):
     tasks.AddTask.publish(None, 1, 1)
     declined = kale('purge', 'default', input='n\n')
     assert 'Delete every message' in declined.stderr
@@ -104,7 +125,7 @@ def test_purge_asks_first(sqs):
     assert sqs.receive_all('default', timeout=0.5) == []
 
 
-def test_purge_dead_letters_leaves_the_queue_alone(sqs):
+def test_purge_dead_letters_leaves_the_queue_alone(sqs, kale):
     dead_letter_some(sqs, 2)
     tasks.AddTask.publish(None, 1, 1)
     assert kale('purge', 'default', '--dead-letters', '--yes').returncode == 0
@@ -112,13 +133,13 @@ def test_purge_dead_letters_leaves_the_queue_alone(sqs):
     assert len(sqs.receive_all('default', expected=1)) == 1
 
 
-def test_purge_of_an_unknown_queue_is_one_line(sqs):
+def test_purge_of_an_unknown_queue_is_one_line(sqs, kale):
     assert "queue 'nope' is not in the queue config" in one_line_error(kale('purge', 'nope', '--yes'))
 
 
 # --- kale dlq redrive ---------------------------------------------------------------
 
-def test_redrive_moves_every_dead_letter_exactly_once_with_counts_reset(sqs):
+def test_redrive_moves_every_dead_letter_exactly_once_with_counts_reset(sqs, kale):
     task_ids = dead_letter_some(sqs, 25)
     send_raw(sqs, 'dlq-default', 'garbage that cannot be decoded')
     result = kale('dlq', 'redrive', 'default')
@@ -137,7 +158,7 @@ def test_redrive_moves_every_dead_letter_exactly_once_with_counts_reset(sqs):
     assert [m['Body'] for m in left] == ['garbage that cannot be decoded']
 
 
-def test_redrive_limit(sqs):
+def test_redrive_limit(sqs, kale):
     dead_letter_some(sqs, 12)
     result = kale('dlq', 'redrive', 'default', '--limit', '5')
     assert 'moved 5 dead letters' in result.stdout
@@ -145,20 +166,18 @@ def test_redrive_limit(sqs):
     assert len(sqs.receive_all('dlq-default', expected=7)) == 7
 
 
-def test_redriven_tasks_run_again(sqs, tmp_path, monkeypatch):
-    record = str(tmp_path / 'record')
-    monkeypatch.setenv('KALE_TEST_RECORD', record)
+def test_redriven_tasks_run_again(sqs, kale, record):
     tasks.AddTask.publish(None, 0, 0)
     sqs.receive_all('default', expected=1)
     message = kale_message.Message('again', 'tests.tasks.RecordTask', ('x',), failure_num=5)
     send_raw(sqs, 'dlq-default', kale_codec.encode(message))
     assert kale('dlq', 'redrive', 'default').returncode == 0
-    worker = kale('worker', '--queues', 'default', '--burst', KALE_TEST_RECORD=record)
+    worker = kale('worker', '--queues', 'default', '--burst')
     assert worker.returncode == 0, worker.stderr
     assert recorded_ids(record, 'ran') == ['again']
 
 
-def test_redrive_errors_are_one_line(sqs):
+def test_redrive_errors_are_one_line(sqs, kale):
     assert "queue 'nope'" in one_line_error(kale('dlq', 'redrive', 'nope'))
     bad_limit = kale('dlq', 'redrive', 'default', '--limit', '0')
     assert bad_limit.returncode == 2
@@ -167,7 +186,7 @@ def test_redrive_errors_are_one_line(sqs):
 
 # --- kale publish ---------------------------------------------------------------------
 
-def test_publish_by_path(sqs):
+def test_publish_by_path(sqs, kale):
     result = kale('publish', 'tests.tasks.EchoTask', '--args', '[1, "two"]', '--kwargs',
                   '{"x": 3}', '--app-data', '{"tenant": 7}')
     assert result.returncode == 0, result.stderr
@@ -178,12 +197,12 @@ def test_publish_by_path(sqs):
     assert (message.args, message.kwargs, message.app_data) == ((1, 'two'), {'x': 3}, {'tenant': 7})
 
 
-def test_publish_with_delay(sqs):
+def test_publish_with_delay(sqs, kale):
     assert kale('publish', 'tests.tasks.AddTask', '--args', '[1, 2]', '--delay', '60').returncode == 0
     assert sqs.receive_all('default', timeout=0.5) == []
 
 
-def test_publish_errors_are_one_line(sqs):
+def test_publish_errors_are_one_line(sqs, kale):
     cases = [
         (('tests.tasks.AddTask', '--args', '[1,'), '--args is not valid JSON'),
         (('tests.tasks.AddTask', '--args', '{"a": 1}'), '--args must be a JSON array, got dict'),
@@ -199,7 +218,7 @@ def test_publish_errors_are_one_line(sqs):
         assert expected in one_line_error(kale('publish', *args)), args
 
 
-def test_every_command_explains_itself():
+def test_every_command_explains_itself(kale):
     for command in (['--help'], ['worker', '--help'], ['queues', '--help'], ['purge', '--help'],
                     ['dlq', 'redrive', '--help'], ['publish', '--help'], ['sqs-local', '--help']):
         result = kale(*command)
@@ -208,7 +227,19 @@ def test_every_command_explains_itself():
         assert len(result.stdout.split()) > 25, command
 
 
-def test_sqs_local_refuses_a_port_out_of_range():
+def test_sqs_local_refuses_a_port_out_of_range(kale):
     result = kale('sqs-local', '--port', '70000')
     assert result.returncode == 2
     assert 'must be a port number from 0 to 65535' in result.stderr
+
+
+# --- the console script ----------------------------------------------------------------
+
+def test_queues_with_an_unreachable_endpoint_is_one_line(sqs):
+    error = one_line_error(console_script('queues', KALE_TEST_ENDPOINT='http://127.0.0.1:9'))
+    assert 'unreachable' in error
+
+
+def test_commands_without_a_usable_settings_module_are_one_line(sqs):
+    error = one_line_error(console_script('queues', **{ENVIRONMENT_VARIABLE: 'no.such.settings'}))
+    assert error.startswith("KALE_SETTINGS_MODULE='no.such.settings' cannot be imported")
