@@ -1,4 +1,5 @@
-"""Fixtures: test settings, and a real SQS endpoint (`kale sqs-local`) on 127.0.0.1."""
+"""Fixtures: test settings, and a real SQS endpoint (`kale sqs-local`) on 127.0.0.1;
+and the order tests run in (slow ones first)."""
 from __future__ import annotations
 
 import uuid
@@ -57,3 +58,9 @@ def record(tmp_path, monkeypatch):
     path = str(tmp_path / 'record')
     monkeypatch.setenv('KALE_TEST_RECORD', path)
     return path
+
+
+def pytest_collection_modifyitems(items):
+    """Slow tests first: under xdist they start at once and the quick ones fill
+    the gaps, instead of one worker meeting several slow ones at the end."""
+    items.sort(key=lambda item: item.get_closest_marker('slow') is None)

@@ -55,6 +55,7 @@ def run_bench(tmp_path, *args):
     return result.stdout, json.loads(out.read_text())
 
 
+@pytest.mark.slow
 def test_every_scenario_runs_on_an_sqs_endpoint(tmp_path, sqs_endpoint):
     table, report = run_bench(tmp_path, '--endpoint-url', sqs_endpoint)
     [configuration] = report['configurations']
@@ -66,6 +67,7 @@ def test_every_scenario_runs_on_an_sqs_endpoint(tmp_path, sqs_endpoint):
     assert 'Summary' in table and 'drain: Kale' in table
 
 
+@pytest.mark.slow
 def test_every_scenario_runs_on_the_memory_transport(tmp_path):
     _table, report = run_bench(tmp_path, '--transport', 'memory', '--latency-ms', '1')
     [configuration] = report['configurations']

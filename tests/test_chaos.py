@@ -6,7 +6,11 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.support.endpoint import ROOT
+
+pytestmark = pytest.mark.slow
 
 
 def test_a_bounded_chaos_run_loses_nothing(tmp_path):
