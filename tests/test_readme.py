@@ -31,8 +31,10 @@ def run_block(block, cwd):
     port = free_port()
     assert block.count('kale sqs-local &') == 1, block
     block = block.replace('kale sqs-local &', 'kale sqs-local --port %d &' % port)
-    # Whatever happens, stop what the block started in the background.
-    script = 'set -e\ntrap \'kill $(jobs -p) 2>/dev/null || true\' EXIT\n' + block
+    # Whatever happens, stop what the block started in the background. With
+    # SIGKILL: the block's own `kill %1` has just sent SIGTERM, and a second
+    # SIGTERM while `kale sqs-local` handles the first can hang it for good.
+    script = 'set -e\ntrap \'kill -KILL $(jobs -p) 2>/dev/null || true\' EXIT\n' + block
     env = {k: v for k, v in os.environ.items() if not k.startswith('KALE_')}
     env['KALE_SQS_ENDPOINT'] = 'http://127.0.0.1:%d' % port
     return subprocess.run(['bash', '-c', script], cwd=cwd, capture_output=True, text=True,
