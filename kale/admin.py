@@ -20,10 +20,10 @@ from kale.exceptions import (
     QueueNotFoundError,
     UnknownTaskPathError,
 )
-from kale.message import publisher_identity
+from kale.message import ATTR_DEAD_LETTER_REASON, publisher_identity
 from kale.queue_config import TaskQueue
 from kale.registry import resolve_task
-from kale.transport import MAX_BATCH_ENTRIES, ReceivedMessage, VisibilityChange
+from kale.transport import MAX_BATCH_ENTRIES, OutgoingMessage, ReceivedMessage, VisibilityChange
 
 logger = logging.getLogger(__name__)
 
@@ -86,22 +86,52 @@ def purge(broker: Broker, queue: TaskQueue, dead_letters: bool = False) -> str:
 
 @dataclasses.dataclass
 class RedriveReport:
+    """What a redrive moved (or, dry, would move), and what it left in place."""
+
     moved: int = 0
-    skipped: int = 0             # could not be decoded: left in the dead-letter queue
+    #: Dead letters that do not verify or decode for this queue: left in place.
+    skipped: int = 0
     skipped_reasons: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: Dead letters left in place because their reason was not the one asked for.
+    not_matching: int = 0
+    #: Moved dead letters by the reason they were dead-lettered for.
+    reasons: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: When the moved tasks were first published (epoch seconds); the copies
+    #: are issued afresh.
+    first_issued_at: Optional[float] = None
+    last_issued_at: Optional[float] = None
+
+    def count_moved(self, reason: str, issued_at: float) -> None:
+        self.moved += 1
+        self.reasons[reason] = self.reasons.get(reason, 0) + 1
+        if issued_at:
+            self.first_issued_at = min(self.first_issued_at or issued_at, issued_at)
+            self.last_issued_at = max(self.last_issued_at or issued_at, issued_at)
+
+
+def dead_letter_reason(received: ReceivedMessage) -> str:
+    """Why a message was dead-lettered: the first word of its reason attribute,
+    or ``max_receive_count`` for one SQS moved itself (its worker kept dying)."""
+    reason = received.attributes.get(ATTR_DEAD_LETTER_REASON, '')
+    return reason.split(':', 1)[0].strip() or 'max_receive_count'
 
 
 def redrive(broker: Broker, queue: TaskQueue, limit: Optional[int] = None,
+            reason: Optional[str] = None, dry_run: bool = False,
             progress: Callable[[RedriveReport], None] = lambda report: None) -> RedriveReport:
-    """Move dead letters back to their queue with retry and failure counts reset.
+    """Move dead letters back to their queue with retry and failure counts reset,
+    each signed afresh for the queue with a new issue time.
 
-    Each batch's copies are sent before its originals are deleted, so an
-    interruption can duplicate a task but never lose one. Dead letters that
-    cannot be decoded (bad signature, not Kale's) stay where they are.
+    Only dead letters dead-lettered for ``reason`` move, when it is given. Each
+    batch's copies are sent before its originals are deleted, so an
+    interruption can duplicate a task but never lose one. Dead letters that do
+    not verify for this queue (bad signature, not Kale's, signed for another
+    queue) stay where they are. ``dry_run`` moves nothing and reports what
+    would move.
     """
     dead_name = _dead_letter_name(broker, queue)
     report = RedriveReport()
-    skipped_handles: list[str] = []
+    left_handles: list[str] = []
     try:
         while limit is None or report.moved < limit:
             wanted = MAX_BATCH_ENTRIES if limit is None \
@@ -109,52 +139,70 @@ def redrive(broker: Broker, queue: TaskQueue, limit: Optional[int] = None,
             batch = broker.transport.receive(dead_name, wanted, 1, REDRIVE_VISIBILITY_SEC)
             if not batch:
                 break
-            _redrive_batch(broker, queue, dead_name, batch, report, skipped_handles)
+            movable = _movable(broker, queue, batch, reason, report, left_handles)
+            if dry_run:
+                left_handles += [received.receipt_handle for received, _ in movable]
+            else:
+                _move(broker, queue, dead_name, movable, report)
             progress(report)
     finally:
-        if skipped_handles:
+        if left_handles:
             broker.transport.change_visibility_batch(
-                dead_name, [VisibilityChange(handle, 0) for handle in skipped_handles])
+                dead_name, [VisibilityChange(handle, 0) for handle in left_handles])
     return report
 
 
-def _redrive_batch(broker: Broker, queue: TaskQueue, dead_name: str,
-                   batch: Sequence[ReceivedMessage], report: RedriveReport,
-                   skipped_handles: list[str]) -> None:
-    movable, copies = [], []
+def _movable(broker: Broker, queue: TaskQueue, batch: Sequence[ReceivedMessage],
+             reason: Optional[str], report: RedriveReport,
+             left_handles: list[str]) -> list[tuple[ReceivedMessage, OutgoingMessage]]:
+    """The batch's dead letters to move, with their fresh copies; the others
+    are counted and kept for release."""
     codec = get_codec()
+    sqs_name = broker.sqs_name(queue)
+    movable = []
     for received in batch:
+        why = dead_letter_reason(received)
+        if reason is not None and why != reason:
+            report.not_matching += 1
+            left_handles.append(received.receipt_handle)
+            continue
         try:
-            message = codec.decode(received.body)
+            message = codec.decode(received.body, sqs_name, check_age=False)
         except DecodeError as exc:
             report.skipped += 1
             report.skipped_reasons[exc.reason] = report.skipped_reasons.get(exc.reason, 0) + 1
-            skipped_handles.append(received.receipt_handle)
+            left_handles.append(received.receipt_handle)
             continue
-        fresh = dataclasses.replace(message, retry_num=0, failure_num=0, enqueued_at=time.time(),
-                                    publisher=publisher_identity())
-        copies.append(codec.to_outgoing(fresh))
-        movable.append(received)
-    if not copies:
+        now = time.time()
+        fresh = dataclasses.replace(message, retry_num=0, failure_num=0, enqueued_at=now,
+                                    issued_at=now, unsettled=0, publisher=publisher_identity())
+        movable.append((received, codec.to_outgoing(fresh, sqs_name)))
+        report.count_moved(why, message.issued_at)
+    return movable
+
+
+def _move(broker: Broker, queue: TaskQueue, dead_name: str,
+          movable: Sequence[tuple[ReceivedMessage, OutgoingMessage]],
+          report: RedriveReport) -> None:
+    if not movable:
         return
     try:
-        broker.send(queue, copies)
+        broker.send(queue, [copy for _, copy in movable])
     except BatchSendError as exc:      # delete only what was copied, then report
-        _delete_moved(broker, dead_name, [m for i, m in enumerate(movable)
-                                          if i not in exc.failed], report)
+        report.moved -= len(exc.failed)
+        _delete_moved(broker, dead_name, [received for i, (received, _) in enumerate(movable)
+                                          if i not in exc.failed])
         raise
-    _delete_moved(broker, dead_name, movable, report)
+    _delete_moved(broker, dead_name, [received for received, _ in movable])
 
 
-def _delete_moved(broker: Broker, dead_name: str, moved: Sequence[ReceivedMessage],
-                  report: RedriveReport) -> None:
+def _delete_moved(broker: Broker, dead_name: str, moved: Sequence[ReceivedMessage]) -> None:
     if not moved:
         return
     failed = set(broker.transport.delete_batch(dead_name, [m.receipt_handle for m in moved]))
     if failed:
         logger.warning('%d redriven dead letters could not be deleted and may be redriven again',
                        len(failed))
-    report.moved += len(moved)
 
 
 def publish_by_path(task_path: str, args: Sequence[Any], kwargs: dict[str, Any],

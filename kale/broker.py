@@ -4,6 +4,10 @@ It turns a :class:`~kale.queue_config.TaskQueue` into SQS names (with
 ``QUEUE_PREFIX``, and ``dlq-<name>`` for its dead-letter queue), declares each
 queue once per process (creating it when missing and allowed), and offers the
 send / receive / delete operations the publisher and the worker use.
+
+A broker over a transport whose queues are not on this machine (AWS) refuses
+to be built with a signing key under 32 bytes or a development key, so
+neither publishing nor a worker starts, before any request is made.
 """
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ import os
 import threading
 from typing import Iterator, Optional, Sequence
 
+from kale.codec.keys import signing_keys
 from kale.conf import settings
 from kale.exceptions import ImproperlyConfigured, QueueNotFoundError
 from kale.queue_config import QUEUE_NAME_PATTERN, QueueConfig, TaskQueue, get_queue_config
@@ -27,6 +32,8 @@ class Broker:
         if prefix and not QUEUE_NAME_PATTERN.match(prefix):
             raise ImproperlyConfigured("QUEUE_PREFIX may hold only letters, digits, '-' and '_', "
                                        'got %r' % (prefix,))
+        if not getattr(transport, 'local', False):
+            signing_keys(strong=True)      # remote queues: no short or development keys
         self.transport = transport
         self.queues = queues
         self.prefix = prefix

@@ -80,6 +80,40 @@ MESSAGE_SIGNING_KEY = ''
 # rotating, and remove it once no message signed with it can remain.
 MESSAGE_SIGNING_OLD_KEYS = ()
 
+# The replay window: a worker dead-letters (reason 'expired'), unrun, any
+# message first published longer ago than this. The default is the longest an
+# honest message can wait: SQS's 14-day retention plus its 15-minute delay.
+MESSAGE_MAX_AGE_SEC = 14 * 24 * 3600 + 15 * 60
+
+# Serializers a worker accepts; a body in any other is dead-lettered (reason
+# 'serializer_not_accepted') before it is decoded. Empty: just SERIALIZER,
+# so a worker set to 'json' never unpickles.
+ACCEPT_SERIALIZERS = ()
+
+# Accept bodies of the earlier 'kale1' format (no issue time, no queue), only
+# to drain queues during an upgrade; off, they are dead-lettered.
+ACCEPT_LEGACY_MESSAGES = False
+
+# Encrypt every body with AES-256-GCM under a key derived (HKDF-SHA256) from
+# this secret of at least 32 characters, so nobody who can read a queue can
+# read task arguments. Empty: bodies are signed but not encrypted. Needs the
+# 'cryptography' package. Make one with:
+#   python -c "import secrets; print(secrets.token_hex(32))"
+MESSAGE_ENCRYPTION_KEY = ''
+
+# Secrets that still decrypt but no longer encrypt (rotation: the new secret
+# in MESSAGE_ENCRYPTION_KEY, the previous one here until the queues drained).
+MESSAGE_ENCRYPTION_OLD_KEYS = ()
+
+# Largest payload, in bytes, a body may decompress to; a worker refuses bigger
+# ones, and publishing refuses a task whose payload is bigger.
+MAX_DECOMPRESSED_BYTES = 16 * 1024 * 1024
+
+# Module prefixes task paths must start with, e.g. ('myapp.tasks',): a
+# message naming a task outside them is dead-lettered ('unknown_task') and
+# its module is never imported. Empty: any importable Task class.
+TASK_MODULES = ()
+
 # 'pickle' (any picklable arguments, the original Kale's format) or 'json'
 # (arguments limited to JSON types; bodies readable by other languages).
 SERIALIZER = 'pickle'

@@ -68,7 +68,8 @@ class DecodeError(KaleError):
     """A message body could not be turned into a verified task message.
 
     ``reason`` is one of :attr:`REASONS` (``BAD_SIGNATURE``, ``NOT_KALE``,
-    ``UNKNOWN_TASK``, ``CORRUPT``, ``TOO_LARGE``), and is what a dead-letter
+    ``UNKNOWN_TASK``, ``CORRUPT``, ``TOO_LARGE``, ``EXPIRED``, ``WRONG_QUEUE``,
+    ``SERIALIZER_NOT_ACCEPTED``), and is what a dead-letter
     copy's ``kale_dead_letter_reason`` starts with; ``body`` keeps the raw body
     so that the caller can dead-letter it unchanged.
     """
@@ -78,8 +79,12 @@ class DecodeError(KaleError):
     UNKNOWN_TASK = 'unknown_task'
     CORRUPT = 'corrupt_body'
     TOO_LARGE = 'too_large'
+    EXPIRED = 'expired'
+    WRONG_QUEUE = 'wrong_queue'
+    SERIALIZER_NOT_ACCEPTED = 'serializer_not_accepted'
 
-    REASONS = (BAD_SIGNATURE, NOT_KALE, UNKNOWN_TASK, CORRUPT, TOO_LARGE)
+    REASONS = (BAD_SIGNATURE, NOT_KALE, UNKNOWN_TASK, CORRUPT, TOO_LARGE, EXPIRED, WRONG_QUEUE,
+               SERIALIZER_NOT_ACCEPTED)
 
     def __init__(self, reason: str, detail: str, body: Optional[str] = None):
         if reason not in self.REASONS:

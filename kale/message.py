@@ -38,7 +38,12 @@ class Message:
     publisher: str = ''
     #: Earlier deliveries that ended with nobody settling the message (the
     #: worker holding it died), carried over when it is re-sent as a copy.
+    #: Travels in the signed envelope, not in the payload.
     unsettled: int = 0
+    #: When the task was first published (epoch seconds; 0: now). Retry and
+    #: release copies keep it, so the replay window (MESSAGE_MAX_AGE_SEC)
+    #: counts from the first publish. Travels in the signed envelope.
+    issued_at: float = 0.0
 
     def attributes(self) -> dict[str, Any]:
         """SQS message attributes, so operators see these without decoding."""
@@ -52,11 +57,12 @@ class Message:
                                    enqueued_at=time.time(), publisher=publisher_identity())
 
     def to_payload(self) -> dict[str, Any]:
+        """The serialized part (the envelope carries the task id and path again,
+        with ``unsettled`` and ``issued_at``)."""
         return {'id': self.task_id, 'task': self.task_name, 'args': tuple(self.args),
                 'kwargs': dict(self.kwargs), 'app_data': self.app_data,
                 'retry_num': self.retry_num, 'failure_num': self.failure_num,
-                'enqueued_at': self.enqueued_at, 'publisher': self.publisher,
-                'unsettled': self.unsettled}
+                'enqueued_at': self.enqueued_at, 'publisher': self.publisher}
 
     @classmethod
     def from_payload(cls, payload: Any) -> 'Message':

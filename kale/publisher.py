@@ -37,8 +37,11 @@ logger = logging.getLogger(__name__)
 class Sender(Protocol):
     """What the publisher sends through: :class:`kale.broker.Broker`, or the eager runner."""
 
+    def sqs_name(self, queue: TaskQueue) -> str:
+        """The queue's full SQS name, which each body is signed for."""
+
     def send(self, queue: TaskQueue, messages: Sequence[OutgoingMessage]) -> list[str]:
-        ...
+        """Send the messages; returns their SQS message ids."""
 
 
 def check_delay(task_name: str, delay_sec: Any) -> int:
@@ -147,11 +150,12 @@ class Publisher:
         publication = Publication(task_class, queue, messages, delay, [{} for _ in messages])
         hooks = self.hooks
         hooks(PublishHooks.before_publish, publication)
-        codec = get_codec()
-        outgoing = [codec.to_outgoing(m, delay, extra)
-                    for m, extra in zip(messages, publication.attributes, strict=False)]
+        codec, sender = get_codec(), self.sender
+        queue_name = sender.sqs_name(queue)
+        outgoing = [codec.to_outgoing(m, queue_name, delay, extra)
+                    for m, extra in zip(messages, publication.attributes, strict=True)]
         try:
-            self.sender.send(queue, outgoing)
+            sender.send(queue, outgoing)
         except Exception as exc:
             if isinstance(exc, BatchSendError):
                 exc.task_ids = publication.task_ids  # type: ignore[attr-defined]

@@ -1,7 +1,8 @@
 """Finding the task class a message names.
 
 A message carries its task's path (``module.Class``). :func:`resolve_task`
-maps it through ``TASK_MAPPER``, imports it and checks that it is a
+maps it through ``TASK_MAPPER``, checks it against ``TASK_MODULES`` (a path
+outside them is never imported), imports it and checks that it is a
 :class:`~kale.task.Task`; the answer is cached per settings generation, so a
 worker imports each task once.
 """
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 import threading
-from typing import Any
+from typing import Any, Sequence
 
 from kale.conf import settings
 from kale.exceptions import DecodeError
@@ -37,9 +38,19 @@ def resolve_task(task_name: str) -> type[Task]:
     return found
 
 
+def allowed(path: str, prefixes: Sequence[str]) -> bool:
+    """Whether ``path`` lies in one of the modules named by ``prefixes`` (all
+    paths when there are none)."""
+    return not prefixes or any(path == prefix or path.startswith(prefix + '.')
+                               for prefix in prefixes)
+
+
 def _resolve(task_name: str) -> type[Task]:
     mapper = settings.TASK_MAPPER or {}
     target = mapper.get(task_name, task_name)
+    if not allowed(target, settings.TASK_MODULES or ()):
+        raise DecodeError(DecodeError.UNKNOWN_TASK, 'task %r is outside TASK_MODULES; its '
+                          'module was not imported' % (target,))
     found, problem = import_path(target)
     if not problem and not (isinstance(found, type) and issubclass(found, Task)):
         problem = 'is not a kale Task class'

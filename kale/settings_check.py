@@ -41,6 +41,22 @@ def _kind(kinds: Any, what: str) -> Callable[[Any], Optional[str]]:
     return check
 
 
+def _subset_of(*choices: str) -> Callable[[Any], Optional[str]]:
+    def check(value: Any) -> Optional[str]:
+        if isinstance(value, (list, tuple, set, frozenset)) and all(v in choices for v in value):
+            return None
+        return 'must be a list drawn from %s' % ', '.join(map(repr, choices))
+    return check
+
+
+def _module_prefixes(value: Any) -> Optional[str]:
+    if isinstance(value, (list, tuple)) and all(
+            isinstance(v, str) and v and all(part.isidentifier() for part in v.split('.'))
+            for v in value):
+        return None
+    return "must be a list of module names, e.g. ('myapp.tasks',)"
+
+
 def _port(value: Any) -> Optional[str]:
     if value in ('', None):
         return None
@@ -60,6 +76,14 @@ CHECKS: dict[str, Callable[[Any], Optional[str]]] = {
     'QUEUE_PREFIX': _kind(str, 'a string'),
     'MAX_RECEIVE_COUNT': _number(1, 1000, whole=True),
     'SERIALIZER': _one_of('pickle', 'json'),
+    'ACCEPT_SERIALIZERS': _subset_of('pickle', 'json'),
+    'ACCEPT_LEGACY_MESSAGES': _kind(bool, 'True or False'),
+    'MESSAGE_MAX_AGE_SEC': _number(60),
+    'MESSAGE_SIGNING_OLD_KEYS': _kind((list, tuple, str, bytes), 'a list of keys'),
+    'MESSAGE_ENCRYPTION_KEY': _kind((str, bytes), 'a string'),
+    'MESSAGE_ENCRYPTION_OLD_KEYS': _kind((list, tuple, str, bytes), 'a list of keys'),
+    'MAX_DECOMPRESSED_BYTES': _number(1024, whole=True),
+    'TASK_MODULES': _module_prefixes,
     'PICKLE_PROTOCOL': _number(2, 5, whole=True),
     'COMPRESSION_MIN_BYTES': _number(0, whole=True),
     'SQS_TASK_SIZE_LIMIT': _number(1024, 1048576, whole=True),

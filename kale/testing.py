@@ -42,9 +42,9 @@ class EagerRun:
     exception: Optional[BaseException] = None
 
 
-def run_body(body: str) -> EagerRun:
-    """Decode a signed body and run its task in this process."""
-    message = get_codec().decode(body)
+def run_body(body: str, queue: str) -> EagerRun:
+    """Decode a signed body received on ``queue`` and run its task in this process."""
+    message = get_codec().decode(body, queue)
     task_class = resolve_task(message.task_name)
     run = EagerRun(message)
     try:
@@ -61,10 +61,13 @@ class EagerSender:
         self.propagate = propagate
         self.runs: list[EagerRun] = []
 
+    def sqs_name(self, queue: TaskQueue) -> str:
+        return (settings.QUEUE_PREFIX or '') + queue.name
+
     def send(self, queue: TaskQueue, messages: Sequence[OutgoingMessage]) -> list[str]:
         ids = []
         for outgoing in messages:
-            run = run_body(outgoing.body)
+            run = run_body(outgoing.body, self.sqs_name(queue))
             self.runs.append(run)
             ids.append(run.message.task_id)
             if run.exception is not None and self.propagate:

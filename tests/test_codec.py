@@ -1,5 +1,6 @@
 """The codec: round trips, compression, signatures, key rotation, size limits."""
 import base64
+import dataclasses
 import os
 import pickle
 import zlib
@@ -7,7 +8,8 @@ import zlib
 import pytest
 
 from kale import codec
-from kale.codec.compress import MAX_DECOMPRESSED_BYTES
+from kale.codec import serialize
+from kale.codec.keys import key_id
 from kale.conf import settings
 from kale.exceptions import (
     DecodeError,
@@ -16,24 +18,39 @@ from kale.exceptions import (
     SerializationError,
 )
 from kale.message import Message
-from tests.support.hostile import OTHER_KEY, CreatesFileWhenUnpickled, signed_body
+from tests.support.hostile import (
+    OTHER_KEY,
+    CreatesFileWhenUnpickled,
+    envelope_headers,
+    signed_body,
+    signed_legacy_body,
+)
 
-decode = codec.decode
-to_outgoing = codec.to_outgoing
+QUEUE = 'tq-default'
 
 
-def encode(message, serializer=None):
+def encode(message, serializer=None, queue=QUEUE):
     """The body for ``message``, with SERIALIZER set to ``serializer`` if given."""
     if serializer is None:
-        return codec.encode(message)
-    with settings.override(SERIALIZER=serializer):
-        return codec.encode(message)
+        return codec.encode(message, queue)
+    with settings.override(SERIALIZER=serializer, ACCEPT_SERIALIZERS=('pickle', 'json')):
+        return codec.encode(message, queue)
+
+
+def decode(body, queue=QUEUE, **kwargs):
+    with settings.override(ACCEPT_SERIALIZERS=('pickle', 'json')):
+        return codec.decode(body, queue, **kwargs)
+
+
+def to_outgoing(message, delay_sec=0):
+    return codec.to_outgoing(message, QUEUE, delay_sec)
 
 
 def make_message(**changes):
     fields = dict(task_id='abc123', task_name='tests.tasks.EchoTask', args=(1, 'two', [3]),
                   kwargs={'k': {'nested': True}}, app_data={'env': 'test'}, retry_num=2,
-                  failure_num=1, enqueued_at=1700000000.5, publisher='host[1]')
+                  failure_num=1, enqueued_at=1700000000.5, publisher='host[1]',
+                  issued_at=float(int(__import__('time').time())))
     fields.update(changes)
     return Message(**fields)
 
@@ -52,15 +69,25 @@ def test_pickle_round_trips_python_objects():
 
 def test_plain_json_bodies_are_readable_text():
     body = encode(make_message(), 'json')
-    assert body.startswith('kale1:j-:')
+    assert body.startswith('kale2:')
+    assert 'd=t' in body.split(':')[1]
     assert '"task":"tests.tasks.EchoTask"' in body
+
+
+def test_the_envelope_names_task_time_queue_and_key():
+    message = make_message()
+    frame = codec.get_codec().open(encode(message), QUEUE)
+    assert (frame.task_id, frame.task_name, frame.issued_at) == \
+        ('abc123', 'tests.tasks.EchoTask', message.issued_at)
+    assert frame.headers['q'] == QUEUE
+    assert frame.headers['k'] == key_id(settings.MESSAGE_SIGNING_KEY.encode())
 
 
 def test_large_bodies_are_compressed_when_smaller():
     message = make_message(args=('x' * 50000,))
     for serializer in ('pickle', 'json'):
         body = encode(message, serializer)
-        assert body.split(':')[1].endswith('z')
+        assert 'c=z' in body.split(':')[1]
         assert len(body) < 5000
         assert decode(body) == message
 
@@ -68,7 +95,7 @@ def test_large_bodies_are_compressed_when_smaller():
 def test_incompressible_bodies_are_left_alone():
     message = make_message(args=(os.urandom(3000),))
     body = encode(message, 'pickle')
-    assert body.split(':')[1] == 'p-'
+    assert 'c=-' in body.split(':')[1]
     assert decode(body) == message
 
 
@@ -92,10 +119,11 @@ def test_any_changed_character_is_refused(position):
     assert info.value.reason in (DecodeError.BAD_SIGNATURE, DecodeError.NOT_KALE)
 
 
-def test_changing_the_flags_breaks_the_signature():
+def test_changing_a_header_breaks_the_signature():
     body = encode(make_message(), 'json')
-    with pytest.raises(DecodeError, match='bad_signature'):
-        decode(body.replace('kale1:j-:', 'kale1:p-:', 1))
+    for old, new in [('s=j', 's=p'), ('q=' + QUEUE, 'q=tq-other'), ('u=0', 'u=1')]:
+        with pytest.raises(DecodeError, match='bad_signature'):
+            decode(body.replace(old, new, 1), queue='tq-other' if 'other' in new else QUEUE)
 
 
 def test_body_signed_with_another_key_is_refused():
@@ -106,14 +134,22 @@ def test_body_signed_with_another_key_is_refused():
     assert info.value.reason == DecodeError.BAD_SIGNATURE
 
 
+def test_a_body_naming_the_current_key_but_signed_with_another_is_refused():
+    body = signed_body(b'data', envelope_headers(QUEUE), key=OTHER_KEY.encode())
+    with pytest.raises(DecodeError, match='bad_signature'):
+        decode(body)
+
+
 def test_unsigned_pickle_is_never_unpickled(tmp_path):
     marker = tmp_path / 'unpickled'
     evil = pickle.dumps(CreatesFileWhenUnpickled(str(marker)))
+    encoded = base64.b64encode(evil).decode()
     bodies = [
-        evil.decode('latin-1'),                                     # raw pickle
-        base64.b64encode(evil).decode(),                            # base64 pickle
-        'kale1:p-:%s:%s' % ('A' * 43, base64.b64encode(evil).decode()),   # forged header
-        'kale1:p-::%s' % base64.b64encode(evil).decode(),           # empty signature
+        evil.decode('latin-1'),                                        # raw pickle
+        encoded,                                                       # base64 pickle
+        'kale2:s=p;c=-;d=b;k=00000000:%s:%s' % ('A' * 43, encoded),    # forged header
+        'kale2:s=p;c=-;d=b::%s' % encoded,                             # empty signature
+        'kale1:p-:%s:%s' % ('A' * 43, encoded),                        # forged old format
     ]
     # The payload is real: unpickling it does create the file.
     pickle.loads(evil)
@@ -127,22 +163,44 @@ def test_unsigned_pickle_is_never_unpickled(tmp_path):
 
 
 def test_body_without_the_header_is_not_a_kale_message():
-    for body in ['', 'hello', '{"id": 1}', 'kale2:p-:sig:data', 'kale1:only-two']:
+    for body in ['', 'hello', '{"id": 1}', 'kale3:p-:sig:data', 'kale2:only-two']:
         with pytest.raises(DecodeError) as info:
             decode(body)
         assert info.value.reason == DecodeError.NOT_KALE
 
 
-@pytest.mark.parametrize('flags, data', [
-    ('p-', b'!!!not base64!!!'), ('pz', base64.b64encode(b'not zlib')),
-    ('j-', b'{"no": "fields"}'), ('xx', b'data'), ('p', b'data'), ('pq', b'ZGF0YQ=='),
-    ('j-', b'not json'), ('p-', base64.b64encode(b'not a pickle')),
-    ('j-', b'[1, 2]'), ('jz', base64.b64encode(zlib.compress(b'{"id": 1}')[:-3])),
+@pytest.mark.parametrize('changes, data', [
+    ({}, b'!!!not base64!!!'),
+    ({'c': 'z'}, base64.b64encode(b'not zlib')),
+    ({'s': 'j', 'd': 't'}, b'{"no": "fields"}'),
+    ({'s': 'x'}, b'ZGF0YQ=='),
+    ({'c': 'q'}, b'ZGF0YQ=='),
+    ({'s': 'j', 'd': 't'}, b'not json'),
+    ({}, base64.b64encode(b'not a pickle')),
+    ({'s': 'j', 'd': 't'}, b'[1, 2]'),
+    ({'s': 'j', 'c': 'z'}, base64.b64encode(zlib.compress(b'{"id": 1}')[:-3])),
+    ({'s': 'j', 'd': 't'}, b'{"id": "other", "task": "tests.tasks.EchoTask", "args": [], '
+                           b'"kwargs": {}}'),
+    ({'e': 'feedbeef'}, base64.b64encode(b'x' * 40)),
 ])
-def test_signed_garbage_is_a_corrupt_body(flags, data):
-    with pytest.raises(DecodeError) as info:
-        decode(signed_body(flags, data))
-    assert info.value.reason == DecodeError.CORRUPT
+def test_signed_garbage_is_a_corrupt_body(changes, data):
+    headers = envelope_headers(QUEUE, **changes)
+    with settings.override(ACCEPT_SERIALIZERS=('pickle', 'json', )):
+        with pytest.raises(DecodeError) as info:
+            codec.decode(signed_body(data, headers), QUEUE)
+    assert info.value.reason in (DecodeError.CORRUPT, DecodeError.SERIALIZER_NOT_ACCEPTED)
+
+
+def test_headers_that_do_not_parse_are_a_corrupt_body():
+    headers = envelope_headers(QUEUE)
+    body = signed_body(b'ZGF0YQ==', headers).replace('kale2:', 'kale2:junk;', 1)
+    # re-sign the changed header text
+    from kale.codec.sign import signature
+    tag, head, _, data = body.split(':', 3)
+    signed = ('%s:%s:%s' % (tag, head, data)).encode()
+    sig = signature(settings.MESSAGE_SIGNING_KEY.encode(), signed).decode()
+    with pytest.raises(DecodeError, match='corrupt_body: envelope header'):
+        decode('%s:%s:%s:%s' % (tag, head, sig, data))
 
 
 def test_decoding_never_resolves_the_task():
@@ -165,10 +223,11 @@ def test_key_rotation_old_key_still_verifies():
 
 def test_no_signing_key_says_how_to_set_one():
     with settings.override(MESSAGE_SIGNING_KEY=''):
-        with pytest.raises(ImproperlyConfigured, match='MESSAGE_SIGNING_KEY is not set.*secrets.token_hex'):
+        with pytest.raises(ImproperlyConfigured,
+                           match='MESSAGE_SIGNING_KEY is not set.*secrets.token_hex'):
             encode(make_message())
         with pytest.raises(ImproperlyConfigured, match='MESSAGE_SIGNING_KEY is not set'):
-            decode('kale1:p-:x:y')
+            decode('kale2:x:y:z')
 
 
 def test_short_signing_key_is_refused():
@@ -184,22 +243,21 @@ def test_size_limit_names_the_task_and_both_sizes():
             to_outgoing(message)
     text = str(info.value)
     assert 'tests.tasks.EchoTask' in text
-    size = len(to_outgoing(message).body) + sum(
-        len(k) + len('Number' if isinstance(v, int) else 'String') + len(str(v))
-        for k, v in message.attributes().items())
+    size = to_outgoing(message).size()
     assert '%d bytes, over SQS_TASK_SIZE_LIMIT of 1024 bytes' % size in text
 
 
 def test_attributes_carry_id_name_and_counts():
     outgoing = to_outgoing(make_message(), delay_sec=7)
-    assert outgoing.attributes == {'kale_task_id': 'abc123', 'kale_task_name': 'tests.tasks.EchoTask',
+    assert outgoing.attributes == {'kale_task_id': 'abc123',
+                                   'kale_task_name': 'tests.tasks.EchoTask',
                                    'kale_retry_num': 2, 'kale_failure_num': 1}
     assert outgoing.delay_sec == 7
 
 
 def test_json_refuses_what_it_cannot_represent():
-    with pytest.raises(SerializationError, match=r'task tests.tasks.EchoTask \(abc123\): arguments cannot be '
-                                                 'serialized with json'):
+    with pytest.raises(SerializationError, match=r'task tests.tasks.EchoTask \(abc123\): '
+                                                 'arguments cannot be serialized with json'):
         encode(make_message(args=(object(),)), 'json')
 
 
@@ -216,14 +274,28 @@ def test_unknown_serializer_setting_is_a_clear_error():
 
 
 def test_decompression_is_bounded():
-    bomb = base64.b64encode(zlib.compress(b'\0' * (MAX_DECOMPRESSED_BYTES + 10)))
-    with pytest.raises(DecodeError, match='corrupt_body: decompresses to more than'):
-        decode(signed_body('pz', bomb))
+    bomb = base64.b64encode(zlib.compress(b'\0' * (1024 * 1024 + 10)))
+    body = signed_body(bomb, envelope_headers(QUEUE, compression='z'))
+    with settings.override(MAX_DECOMPRESSED_BYTES=1024 * 1024):
+        with pytest.raises(DecodeError, match='corrupt_body: decompresses to more than 1048576 '
+                                              r'bytes \(MAX_DECOMPRESSED_BYTES\)'):
+            decode(body)
 
 
-def test_next_attempt_counts_retries_and_failures():
-    retry = make_message().next_attempt()
-    assert (retry.task_id, retry.retry_num, retry.failure_num) == ('abc123', 3, 2)
+def test_publishing_refuses_a_payload_no_worker_would_decompress():
+    message = make_message(args=('x' * 5000,))
+    with settings.override(MAX_DECOMPRESSED_BYTES=4096):
+        with pytest.raises(MessageTooLargeError, match=r'task tests.tasks.EchoTask \(abc123\): '
+                                                       r'serialized payload is \d+ bytes, over '
+                                                       'MAX_DECOMPRESSED_BYTES of 4096'):
+            encode(message)
+
+
+def test_next_attempt_counts_retries_and_failures_and_keeps_the_issue_time():
+    message = make_message(issued_at=1000.0)
+    retry = message.next_attempt()
+    assert (retry.task_id, retry.retry_num, retry.failure_num, retry.issued_at) == \
+        ('abc123', 3, 2, 1000.0)
 
 
 def test_a_body_over_the_size_limit_is_refused_before_it_is_verified():
@@ -240,7 +312,7 @@ def test_the_codec_is_built_once_per_settings_generation():
     assert codec.get_codec() is first
     with settings.override(SERIALIZER='json'):
         assert codec.get_codec() is not first
-        assert codec.encode(make_message()).startswith('kale1:j-:')
+        assert 's=j' in codec.encode(make_message(), QUEUE).split(':')[1]
 
 
 def test_a_step_can_add_attributes_on_the_way_out():
@@ -254,7 +326,165 @@ def test_a_step_can_add_attributes_on_the_way_out():
             pass
 
     built = codec.build_codec()
-    built.steps.insert(0, Tag())
-    outgoing = built.to_outgoing(make_message())
+    built.payload_steps.insert(0, Tag())
+    outgoing = built.to_outgoing(make_message(), QUEUE)
     assert outgoing.attributes['trace'] == 'abc'
-    assert built.decode(outgoing.body) == make_message()
+    assert built.decode(outgoing.body, QUEUE) == make_message()
+
+
+def test_opening_a_body_does_not_decode_its_payload(monkeypatch):
+    body = encode(make_message(args=('x' * 50000,)))
+    touched = []
+    monkeypatch.setattr(zlib, 'decompressobj', lambda *a: touched.append(a))
+    monkeypatch.setattr(serialize, '_loads', lambda *a: touched.append(a))
+    frame = codec.get_codec().open(body, QUEUE)
+    assert frame.task_name == 'tests.tasks.EchoTask'
+    assert touched == []
+
+
+# --- the replay window and the queue binding ---------------------------------------
+
+def test_a_body_older_than_the_replay_window_is_expired():
+    with settings.override(MESSAGE_MAX_AGE_SEC=3600):
+        fresh = encode(make_message(issued_at=__import__('time').time() - 3500))
+        old = encode(make_message(issued_at=__import__('time').time() - 3700))
+        assert decode(fresh).task_id == 'abc123'
+        with pytest.raises(DecodeError) as info:
+            decode(old)
+    assert info.value.reason == DecodeError.EXPIRED
+    assert 'over MESSAGE_MAX_AGE_SEC of 3600' in str(info.value)
+
+
+def test_the_default_window_is_fourteen_days_and_fifteen_minutes():
+    assert settings.MESSAGE_MAX_AGE_SEC == 14 * 24 * 3600 + 15 * 60
+    day = 24 * 3600.0
+    now = __import__('time').time()
+    assert decode(encode(make_message(issued_at=now - 14 * day))).task_id == 'abc123'
+    with pytest.raises(DecodeError, match='expired'):
+        decode(encode(make_message(issued_at=now - 14 * day - 16 * 60)))
+
+
+def test_a_body_signed_for_one_queue_is_refused_on_another():
+    body = encode(make_message(), queue='tq-payments')
+    with pytest.raises(DecodeError) as info:
+        decode(body, queue='tq-default')
+    assert info.value.reason == DecodeError.WRONG_QUEUE
+    assert "signed for queue 'tq-payments', received on 'tq-default'" in str(info.value)
+    assert decode(body, queue='tq-payments').task_id == 'abc123'
+
+
+def test_resealing_signs_with_the_current_key_and_keeps_time_and_queue():
+    message = make_message(issued_at=1700000000.0)
+    with settings.override(MESSAGE_SIGNING_KEY=OTHER_KEY, MESSAGE_MAX_AGE_SEC=10 ** 9):
+        old_body = encode(message)
+    with settings.override(MESSAGE_SIGNING_OLD_KEYS=[OTHER_KEY], MESSAGE_MAX_AGE_SEC=10 ** 9):
+        built = codec.get_codec()
+        resealed = built.reseal(built.open(old_body, QUEUE), u='2')
+    with settings.override(MESSAGE_MAX_AGE_SEC=10 ** 9):
+        again = decode(resealed)             # the old key is no longer needed
+    assert again == dataclasses.replace(message, unsettled=2)
+
+
+# --- what a worker accepts ---------------------------------------------------------
+
+def test_a_json_worker_never_unpickles(monkeypatch):
+    body = encode(make_message(), 'pickle')
+    loaded = []
+    monkeypatch.setattr(serialize, '_loads', lambda *a: loaded.append(a))
+    with settings.override(SERIALIZER='json'):
+        with pytest.raises(DecodeError) as info:
+            codec.decode(body, QUEUE)
+    assert info.value.reason == DecodeError.SERIALIZER_NOT_ACCEPTED
+    assert loaded == []
+
+
+def test_accept_serializers_defaults_to_the_serializer():
+    body = encode(make_message(), 'json')
+    with settings.override(SERIALIZER='pickle'):
+        with pytest.raises(DecodeError, match='serializer_not_accepted'):
+            codec.decode(body, QUEUE)
+        with settings.override(ACCEPT_SERIALIZERS=['pickle', 'json']):
+            assert codec.decode(body, QUEUE).task_id == 'abc123'
+
+
+def test_old_format_bodies_are_refused_unless_accepted():
+    payload = make_message().to_payload()
+    body = signed_legacy_body('j-', serialize.SerializeStep('json')._dumps(payload))
+    with pytest.raises(DecodeError) as info:
+        decode(body)
+    assert info.value.reason == DecodeError.NOT_KALE
+    assert 'ACCEPT_LEGACY_MESSAGES' in str(info.value)
+    with settings.override(ACCEPT_LEGACY_MESSAGES=True, ACCEPT_SERIALIZERS=['json']):
+        legacy = codec.decode(body, QUEUE)
+    assert legacy.task_id == 'abc123' and legacy.issued_at == payload['enqueued_at']
+
+
+# --- encryption --------------------------------------------------------------------
+
+SECRET = 'an-encryption-secret-of-32-chars!!'
+OLD_SECRET = 'the-previous-encryption-secret-0123'
+
+
+def test_encrypted_bodies_hide_every_argument():
+    message = make_message(args=('card 4111-1111',), kwargs={'email': 'a@example.com'})
+    with settings.override(MESSAGE_ENCRYPTION_KEY=SECRET, SERIALIZER='json',
+                           ACCEPT_SERIALIZERS=['json']):
+        outgoing = codec.to_outgoing(message, QUEUE)
+        assert codec.decode(outgoing.body, QUEUE) == message
+    wire = outgoing.body + repr(outgoing.attributes)
+    for secret in ('4111', 'example.com', 'email', 'card'):
+        assert secret not in wire
+        assert secret.encode() not in base64.b64decode(outgoing.body.split(':')[3])
+
+
+def test_each_body_gets_a_fresh_nonce():
+    with settings.override(MESSAGE_ENCRYPTION_KEY=SECRET):
+        first, second = encode(make_message()), encode(make_message())
+    assert first.split(':')[3] != second.split(':')[3]
+
+
+def test_an_encrypted_body_needs_its_key():
+    with settings.override(MESSAGE_ENCRYPTION_KEY=SECRET):
+        body = encode(make_message())
+    with pytest.raises(DecodeError, match="corrupt_body: encrypted with key '[0-9a-f]{8}', "
+                                          'which is neither MESSAGE_ENCRYPTION_KEY nor an old key'):
+        decode(body)
+    with settings.override(MESSAGE_ENCRYPTION_KEY=OLD_SECRET):
+        with pytest.raises(DecodeError, match='corrupt_body'):
+            decode(body)
+
+
+def test_encryption_key_rotation():
+    with settings.override(MESSAGE_ENCRYPTION_KEY=OLD_SECRET):
+        old_body = encode(make_message())
+    with settings.override(MESSAGE_ENCRYPTION_KEY=SECRET, MESSAGE_ENCRYPTION_OLD_KEYS=[OLD_SECRET]):
+        assert decode(old_body) == make_message()       # queued bodies drain
+        new_body = encode(make_message())
+    with settings.override(MESSAGE_ENCRYPTION_KEY=SECRET):
+        assert decode(new_body) == make_message()       # the old key can go
+        with pytest.raises(DecodeError):
+            decode(old_body)
+
+
+def test_encryption_can_be_turned_off_while_queued_bodies_drain():
+    with settings.override(MESSAGE_ENCRYPTION_KEY=SECRET):
+        encrypted = encode(make_message())
+    with settings.override(MESSAGE_ENCRYPTION_OLD_KEYS=[SECRET]):
+        assert decode(encrypted) == make_message()
+        assert 'e=' not in encode(make_message()).split(':')[1]
+
+
+def test_a_short_encryption_key_is_refused():
+    with settings.override(MESSAGE_ENCRYPTION_KEY='short'):
+        with pytest.raises(ImproperlyConfigured, match='MESSAGE_ENCRYPTION_KEY is too short'):
+            codec.get_codec()
+
+
+def test_tampered_ciphertext_fails_the_signature_before_decryption():
+    with settings.override(MESSAGE_ENCRYPTION_KEY=SECRET):
+        body = encode(make_message())
+        head, data = body.rsplit(':', 1)
+        raw = bytearray(base64.b64decode(data))
+        raw[-1] ^= 1
+        with pytest.raises(DecodeError, match='bad_signature'):
+            codec.decode(head + ':' + base64.b64encode(bytes(raw)).decode(), QUEUE)

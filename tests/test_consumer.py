@@ -49,7 +49,8 @@ class RecordingBroker:
 def fetched_batch(memory_broker, count):
     queue = get_queue_config()['default']
     tasks.AddTask.publish_batch(None, [((i, i), {}) for i in range(count)])
-    return Batch(queue, memory_broker.receive(queue), time.monotonic())
+    return Batch(queue, memory_broker.receive(queue), time.monotonic(),
+                 memory_broker.sqs_name(queue))
 
 
 def copy_of(received):

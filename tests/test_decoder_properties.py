@@ -1,6 +1,8 @@
 """Property tests for the decoder: whatever arrives, it either yields a verified
-message or raises DecodeError, and it never deserializes anything unverified."""
+message or raises DecodeError, and nothing unverified is decrypted,
+decompressed or deserialized."""
 import base64
+import zlib
 
 import pytest
 from hypothesis import HealthCheck, given
@@ -8,46 +10,72 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from kale import codec
-from kale.codec import serialize
+from kale.codec import encrypt, serialize
 from kale.conf import settings as kale_settings
 from kale.exceptions import DecodeError
 from kale.message import Message
 
-PROPERTY_SETTINGS = hypothesis_settings(max_examples=400, deadline=None,
+PROPERTY_SETTINGS = hypothesis_settings(max_examples=300, deadline=None,
                                         suppress_health_check=[HealthCheck.function_scoped_fixture])
+QUEUE = 'tq-default'
+SECRET = 'an-encryption-secret-of-32-chars!!'
+
+
+@pytest.fixture(params=['plain', 'encrypted'])
+def keys(request):
+    """Every property holds with and without encryption."""
+    values = {'ACCEPT_SERIALIZERS': ('pickle', 'json')}
+    if request.param == 'encrypted':
+        values['MESSAGE_ENCRYPTION_KEY'] = SECRET
+    with kale_settings.override(**values):
+        yield request.param
 
 
 @pytest.fixture
-def deserialized(monkeypatch):
-    """Bodies whose payload reached the deserializer."""
+def touched(monkeypatch, keys):
+    """The data that reached a deserializer, a decompressor or a decryptor."""
     seen = []
-    real = serialize._loads
+    real_loads = serialize._loads
+    real_decompressobj = zlib.decompressobj
+    real_decrypt = encrypt.EncryptStep.decode
 
-    def spy(raw, serializer):
-        seen.append(raw)
-        return real(raw, serializer)
+    def loads(raw, serializer):
+        seen.append(('loads', raw))
+        return real_loads(raw, serializer)
 
-    monkeypatch.setattr(serialize, '_loads', spy)
+    def decompressobj(*args):
+        seen.append(('decompress', None))
+        return real_decompressobj(*args)
+
+    def decrypt(self, frame):
+        if 'e' in frame.headers:
+            seen.append(('decrypt', frame.data))
+        return real_decrypt(self, frame)
+
+    monkeypatch.setattr(serialize, '_loads', loads)
+    monkeypatch.setattr(zlib, 'decompressobj', decompressobj)
+    monkeypatch.setattr(encrypt.EncryptStep, 'decode', decrypt)
     return seen
 
 
 def is_verified(body):
+    sign = codec.get_codec().envelope_steps[-1]
     try:
-        codec.get_codec().steps[-1].verify(body)
+        sign.verify(body)
     except DecodeError:
         return False
     return True
 
 
-def check(body, deserialized):
-    before = len(deserialized)
+def check(body, touched):
+    before = len(touched)
     try:
-        message = codec.decode(body)
+        message = codec.decode(body, QUEUE)
     except DecodeError as exc:
         assert exc.reason in DecodeError.REASONS
         message = None
-    if len(deserialized) > before:
-        assert is_verified(body), 'deserialized a body that does not verify'
+    if len(touched) > before:
+        assert is_verified(body), 'decoded data of a body that does not verify'
     if message is not None:
         assert is_verified(body)
     return message
@@ -64,27 +92,29 @@ json_values = st.recursive(
 def valid_body(args, serializer):
     message = Message('id-1', 'tests.tasks.EchoTask', tuple(args), {'k': args[:1]}, retry_num=1)
     with kale_settings.override(SERIALIZER=serializer):
-        return codec.encode(message)
+        return codec.encode(message, QUEUE)
 
 
 @PROPERTY_SETTINGS
 @given(data=st.binary(max_size=600))
-def test_arbitrary_bytes_never_escape_as_anything_but_decode_error(data, deserialized):
-    assert check(data.decode('latin-1'), deserialized) is None
-    assert check(base64.b64encode(data).decode(), deserialized) is None
+def test_arbitrary_bytes_never_escape_as_anything_but_decode_error(data, touched):
+    assert check(data.decode('latin-1'), touched) is None
+    assert check(base64.b64encode(data).decode(), touched) is None
 
 
 @PROPERTY_SETTINGS
-@given(text=st.text(max_size=300), flags=st.sampled_from(['p-', 'pz', 'j-', 'jz', 'xx', '']))
-def test_forged_kale_headers_are_refused(text, flags, deserialized):
-    assert check('kale1:%s:%s' % (flags, text), deserialized) is None
-    assert check('kale1:%s:%s:%s' % (flags, 'A' * 43, text), deserialized) is None
+@given(text=st.text(max_size=300),
+       headers=st.sampled_from(['s=p;c=-;d=b', 's=j;c=z;d=b;e=00000000', 's=j;c=-;d=t', '', 'xx']),
+       tag=st.sampled_from(['kale2', 'kale1']))
+def test_forged_kale_headers_are_refused(text, headers, tag, touched):
+    assert check('%s:%s:%s' % (tag, headers, text), touched) is None
+    assert check('%s:%s:%s:%s' % (tag, headers, 'A' * 43, text), touched) is None
 
 
 @PROPERTY_SETTINGS
 @given(args=st.lists(json_values, max_size=5), serializer=st.sampled_from(['pickle', 'json']),
        data=st.data())
-def test_mutated_valid_bodies_decode_verified_or_fail_cleanly(args, serializer, data, deserialized):
+def test_mutated_valid_bodies_decode_verified_or_fail_cleanly(args, serializer, data, touched):
     body = valid_body(args, serializer)
     kind = data.draw(st.sampled_from(['flip', 'insert', 'delete', 'truncate', 'append']))
     at = data.draw(st.integers(0, len(body) - 1))
@@ -92,14 +122,26 @@ def test_mutated_valid_bodies_decode_verified_or_fail_cleanly(args, serializer, 
     mutated = {'flip': body[:at] + char + body[at + 1:], 'insert': body[:at] + char + body[at:],
                'delete': body[:at] + body[at + 1:], 'truncate': body[:at],
                'append': body + char}[kind]
-    message = check(mutated, deserialized)
+    message = check(mutated, touched)
     if message is not None:
-        assert mutated == body or message == codec.decode(body)
+        assert mutated == body or message == codec.decode(body, QUEUE)
 
 
 @PROPERTY_SETTINGS
 @given(args=st.lists(json_values, max_size=5), serializer=st.sampled_from(['pickle', 'json']))
-def test_valid_bodies_round_trip(args, serializer, deserialized):
-    message = check(valid_body(args, serializer), deserialized)
+def test_valid_bodies_round_trip(args, serializer, touched):
+    message = check(valid_body(args, serializer), touched)
     assert message is not None
     assert list(message.args) == list(args)
+
+
+@PROPERTY_SETTINGS
+@given(args=st.lists(json_values, max_size=5), queue=st.text(min_size=1, max_size=20))
+def test_a_valid_body_is_refused_on_any_other_queue(args, queue, touched):
+    body = valid_body(args, 'json')
+    try:
+        message = codec.decode(body, queue)
+    except DecodeError as exc:
+        assert queue != QUEUE and exc.reason == DecodeError.WRONG_QUEUE
+    else:
+        assert queue == QUEUE and list(message.args) == list(args)

@@ -39,6 +39,9 @@ class BrokenPublishHook(PublishHooks):
 
 
 class FailingSender:
+    def sqs_name(self, queue):
+        return queue.name
+
     def send(self, queue, messages):
         raise EndpointUnreachableError('connection refused')
 

@@ -12,7 +12,7 @@ from kale.exceptions import ChildTaskError, ImproperlyConfigured, TaskProcessDie
 from kale.queue_config import get_queue_config
 from kale.task import SKIPPED
 from kale.transport import ReceivedMessage
-from kale.worker.batch import Outcome
+from kale.worker.batch import Batch, Outcome
 from kale.worker.isolation import run_in_child
 from kale.worker.runner import TaskRunner
 from tests import tasks
@@ -20,10 +20,11 @@ from tests import tasks
 
 def run(task_class, *args, isolation='process'):
     message = kale_message.Message('tid', task_class.task_path(), args)
-    received = ReceivedMessage('mid', 'handle', kale_codec.encode(message), {})
+    received = ReceivedMessage('mid', 'handle', kale_codec.encode(message, 'q'), {})
     runner = TaskRunner(isolation=isolation)
     started = time.monotonic()
-    settlement = runner.run(get_queue_config()['default'], received, message, task_class)
+    batch = Batch(get_queue_config()['default'], [received], started, 'q')
+    settlement = runner.run(batch, received, message, task_class)
     return settlement, time.monotonic() - started
 
 
@@ -40,7 +41,7 @@ def test_its_fate_is_the_same_as_any_timeout():
     slept, _ = run(tasks.SleepTask, 10, isolation='none')
     assert (hung.outcome, type(hung.exception)) == (slept.outcome, type(slept.exception))
     assert hung.copy.delay_sec == slept.copy.delay_sec
-    assert kale_codec.decode(hung.copy.body).failure_num == 1
+    assert kale_codec.decode(hung.copy.body, 'q').failure_num == 1
 
 
 def test_a_task_that_kills_its_process_fails_that_run(tmp_path, monkeypatch):

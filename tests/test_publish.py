@@ -4,10 +4,11 @@ import os
 
 import pytest
 
+from kale import codec
 from kale import publisher as kale_publisher
-from kale.codec import decode
 from kale.conf import settings
 from kale.exceptions import (
+    DecodeError,
     ImproperlyConfigured,
     InvalidDelayError,
     InvalidTimeLimitError,
@@ -31,6 +32,9 @@ class RecordingSender:
     def __init__(self):
         self.sent = []
 
+    def sqs_name(self, queue):
+        return 'tq-' + queue.name
+
     def send(self, queue, messages):
         self.sent.append((queue.name, list(messages)))
         return ['m%d' % i for i in range(len(messages))]
@@ -42,6 +46,10 @@ def sender():
     previous = kale_publisher.set_publisher(kale_publisher.Publisher(recording))
     yield recording
     kale_publisher.set_publisher(previous)
+
+
+def decode(body, queue='tq-default'):
+    return codec.decode(body, queue)
 
 
 def test_publish_returns_the_task_id_and_sends_one_signed_message(sender):
@@ -197,3 +205,31 @@ def test_permanent_failure_reasons():
     class NoRetries(tasks.AddTask):
         max_retries = 0
     assert NoRetries.permanent_failure_reason(first, RuntimeError()) == PERMANENT_FAILURE_NO_RETRIES
+
+
+def test_each_body_is_signed_for_the_queue_it_is_sent_to(sender):
+    tasks.HighTask.publish(None)
+    [(queue, [outgoing])] = sender.sent
+    assert decode(outgoing.body, 'tq-' + queue).task_name == 'tests.tasks.HighTask'
+    with pytest.raises(DecodeError, match='wrong_queue'):
+        decode(outgoing.body, 'tq-default')
+
+
+def test_a_weak_or_development_key_is_refused_for_remote_queues_before_any_request():
+    from kale.broker import Broker
+    from kale.queue_config import get_queue_config
+
+    class Remote:
+        local = False
+
+        def __getattr__(self, name):
+            raise AssertionError('no request may be made, got %s' % name)
+
+    for key, problem in [('kale-development-key-not-for-production', 'is a development key'),
+                         ('sixteen-byte-key', 'is too short')]:
+        with settings.override(MESSAGE_SIGNING_KEY=key):
+            with pytest.raises(ImproperlyConfigured, match='MESSAGE_SIGNING_KEY ' + problem):
+                Broker(Remote(), get_queue_config())
+    with settings.override(MESSAGE_SIGNING_OLD_KEYS=['kale-development-key-not-for-production']):
+        with pytest.raises(ImproperlyConfigured, match='MESSAGE_SIGNING_OLD_KEYS is a development'):
+            Broker(Remote(), get_queue_config())

@@ -9,26 +9,36 @@ from kale.message import ATTR_DEAD_LETTER_REASON, ATTR_SOURCE_QUEUE
 from kale.queue_config import get_queue_config
 from kale.task import PERMANENT_FAILURE_NON_RETRIABLE, PERMANENT_FAILURE_RETRIES_EXHAUSTED
 from kale.transport import ReceivedMessage
-from kale.worker.batch import Outcome
+from kale.worker.batch import Batch, Outcome, Settlement
 from kale.worker.runner import TaskRunner
 from tests import tasks
+from tests.support.records import recorded_ids
+
+QUEUE = 'tq-default'
 
 
 def received_for(task_class, *args, retry_num=0, failure_num=0, **kwargs):
     message = kale_message.Message('tid-%s' % task_class.__name__, task_class.task_path(), args,
                                    kwargs, retry_num=retry_num, failure_num=failure_num)
-    outgoing = kale_codec.to_outgoing(message)
+    outgoing = kale_codec.to_outgoing(message, QUEUE)
     return ReceivedMessage('mid', 'handle', outgoing.body,
                            {k: str(v) for k, v in outgoing.attributes.items()})
 
 
+def batch_for(received):
+    return Batch(get_queue_config()['default'], [received], time.monotonic(), QUEUE)
+
+
 def run(received):
-    queue = get_queue_config()['default']
+    batch = batch_for(received)
     runner = TaskRunner()
-    decoded = runner.decode(queue, received)
-    if not isinstance(decoded, tuple):
-        return decoded
-    return runner.run(queue, received, *decoded)
+    opened = runner.open(batch, received)
+    if isinstance(opened, Settlement):
+        return opened
+    message = runner.read(batch, received, opened)
+    if isinstance(message, Settlement):
+        return message
+    return runner.run(batch, received, message, opened.task_class)
 
 
 def test_success():
@@ -47,7 +57,7 @@ def test_failure_makes_a_delayed_retry_copy_with_incremented_counts():
     assert settlement.outcome is Outcome.RETRY
     assert settlement.reason == 'RuntimeError: boom'
     assert settlement.copy.delay_sec == 40
-    copy = kale_codec.decode(settlement.copy.body)
+    copy = kale_codec.decode(settlement.copy.body, QUEUE)
     assert (copy.task_id, copy.retry_num, copy.failure_num) == ('tid-FailingTask', 3, 2)
     assert settlement.copy.attributes['kale_retry_num'] == 3
 
@@ -58,7 +68,7 @@ def test_exhausted_retries_make_a_dead_letter_copy_with_the_reason():
     assert settlement.reason == '%s: RuntimeError: boom' % PERMANENT_FAILURE_RETRIES_EXHAUSTED
     assert settlement.copy.attributes[ATTR_DEAD_LETTER_REASON] == settlement.reason
     assert settlement.copy.attributes[ATTR_SOURCE_QUEUE] == 'default'
-    assert kale_codec.decode(settlement.copy.body).failure_num == tasks.FailingTask.max_retries + 1
+    assert kale_codec.decode(settlement.copy.body, QUEUE).failure_num == tasks.FailingTask.max_retries + 1
 
 
 def test_non_retriable_exception_is_dead_lettered_at_once():
@@ -85,8 +95,8 @@ def test_undecodable_body_is_dead_lettered_verbatim_with_its_reason():
 
 def test_unknown_task_is_dead_lettered():
     received = received_for(tasks.AddTask, 1, 2)
-    message = dataclasses.replace(kale_codec.decode(received.body), task_name='tests.tasks.Gone')
-    received = ReceivedMessage('mid', 'h', kale_codec.encode(message), {})
+    message = dataclasses.replace(kale_codec.decode(received.body, QUEUE), task_name='tests.tasks.Gone')
+    received = ReceivedMessage('mid', 'h', kale_codec.encode(message, QUEUE), {})
     settlement = run(received)
     assert settlement.outcome is Outcome.DEAD_LETTER
     assert settlement.reason.startswith('unknown_task')
@@ -97,9 +107,54 @@ def test_a_broken_retry_policy_dead_letters_instead_of_crashing():
         @classmethod
         def retry_delay_sec(cls, retry_num):
             raise ValueError('oops')
-    queue = get_queue_config()['default']
     received = received_for(tasks.FailingTask)
-    message = kale_codec.decode(received.body)
-    settlement = TaskRunner().run(queue, received, message, Broken)
+    message = kale_codec.decode(received.body, QUEUE)
+    settlement = TaskRunner().run(batch_for(received), received, message, Broken)
     assert settlement.outcome is Outcome.DEAD_LETTER
     assert 'retry policy failed' in settlement.reason
+
+
+def test_copies_keep_the_first_issue_time_and_are_signed_for_the_queue():
+    message = kale_message.Message('tid', tasks.FailingTask.task_path(), issued_at=1000.0)
+    with settings.override(MESSAGE_MAX_AGE_SEC=10 ** 10):
+        received = ReceivedMessage('mid', 'h', kale_codec.encode(message, QUEUE), {})
+        settlement = run(received)
+        frame = kale_codec.get_codec().open(settlement.copy.body, QUEUE)
+    assert settlement.outcome is Outcome.RETRY
+    assert frame.issued_at == 1000.0 and frame.headers['q'] == QUEUE
+
+
+def test_an_expired_body_is_dead_lettered_unrun(record):
+    message = kale_message.Message('tid', tasks.RecordTask.task_path(), ('x',),
+                                   issued_at=time.time() - 3 * 24 * 3600)
+    received = ReceivedMessage('mid', 'h', kale_codec.encode(message, QUEUE), {})
+    with settings.override(MESSAGE_MAX_AGE_SEC=2 * 24 * 3600):
+        settlement = run(received)
+    assert settlement.outcome is Outcome.DEAD_LETTER
+    assert settlement.copy.attributes[ATTR_DEAD_LETTER_REASON].startswith('expired: ')
+    assert settlement.copy.body == received.body
+    assert recorded_ids(record, 'ran') == []
+
+
+def test_a_body_replayed_into_another_queue_is_dead_lettered_unrun(record):
+    message = kale_message.Message('tid', tasks.RecordTask.task_path(), ('x',))
+    received = ReceivedMessage('mid', 'h', kale_codec.encode(message, 'tq-high'), {})
+    settlement = run(received)
+    assert settlement.outcome is Outcome.DEAD_LETTER
+    assert settlement.copy.attributes[ATTR_DEAD_LETTER_REASON].startswith('wrong_queue: ')
+    assert recorded_ids(record, 'ran') == []
+
+
+def test_a_task_outside_task_modules_is_never_imported(tmp_path, monkeypatch):
+    (tmp_path / 'outside_tasks.py').write_text('open(%r, "w").close()\n'
+                                               % str(tmp_path / 'imported'))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    message = kale_message.Message('tid', 'outside_tasks.Anything')
+    received = ReceivedMessage('mid', 'h', kale_codec.encode(message, QUEUE), {})
+    with settings.override(TASK_MODULES=['tests.tasks']):
+        settlement = run(received)
+    assert settlement.outcome is Outcome.DEAD_LETTER
+    assert settlement.reason.startswith("unknown_task: task 'outside_tasks.Anything' is outside "
+                                        'TASK_MODULES')
+    assert not (tmp_path / 'imported').exists()
+    assert settlement.verified and settlement.task_id == 'tid'

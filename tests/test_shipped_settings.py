@@ -32,7 +32,7 @@ def test_local_settings_use_the_embedded_endpoint_and_a_named_dev_key(monkeypatc
 def test_elasticmq_settings_use_the_proxy_settings(monkeypatch):
     use(monkeypatch, 'settings.elasticmq')
     assert sqs.endpoint_url() == 'http://127.0.0.1:9324'
-    encode(Message('id', 'tests.tasks.AddTask'))     # the key is usable
+    encode(Message('id', 'tests.tasks.AddTask'), 'default')     # the key is usable
 
 
 def test_aws_settings_refuse_to_start_without_a_signing_key(monkeypatch):

@@ -1,7 +1,6 @@
 """The boto3 client Kale builds from the settings."""
 from kale.conf import settings
-from kale.transport import MAX_LONG_POLL_SEC
-from kale.transport import sqs
+from kale.transport import MAX_LONG_POLL_SEC, sqs
 
 
 def test_the_read_timeout_is_the_setting_beyond_the_longest_long_poll():

@@ -3,33 +3,39 @@ import time
 
 from kale import codec as kale_codec
 from kale import message as kale_message
+from kale.conf import settings
 from kale.hooks import WorkerHooks
 from kale.transport import ReceivedMessage
 from kale.worker import Worker
-from kale.worker.batch import Batch, Outcome
+from kale.worker.batch import Batch, Opened, Outcome
 from kale.worker.consumer import Consumer
 from kale.worker.suspects import isolate_suspect, release_copy, unsettled_deliveries
 from tests import tasks
+from tests.support.hostile import OTHER_KEY
 from tests.support.records import recorded_ids
+
+QUEUE = 'tq-default'
 
 
 def received(message_id, receive_count, unsettled=0):
     message = kale_message.Message('task-' + message_id, 'tests.tasks.RecordTask',
                                    unsettled=unsettled)
-    body = kale_codec.encode(message)
+    body = kale_codec.encode(message, QUEUE)
     return ReceivedMessage(message_id, 'handle-' + message_id, body, {}, receive_count), message
 
 
 def batch_of(*items):
     from kale.queue_config import get_queue_config
-    batch = Batch(get_queue_config()['default'], [r for r, _ in items], time.monotonic())
-    batch.decoded = {r.message_id: (m, tasks.RecordTask) for r, m in items}
+    batch = Batch(get_queue_config()['default'], [r for r, _ in items], time.monotonic(), QUEUE)
+    codec = kale_codec.get_codec()
+    batch.opened = {r.message_id: Opened(codec.open(r.body, QUEUE), tasks.RecordTask)
+                    for r, _ in items}
     return batch
 
 
 def test_unsettled_deliveries_add_the_copy_history_to_the_receive_count():
     first, message = received('a', 3, unsettled=2)
-    assert unsettled_deliveries(first, message) == 4
+    assert unsettled_deliveries(first, message.unsettled) == 4
 
 
 def test_the_message_left_unsettled_most_often_runs_alone():
@@ -40,18 +46,36 @@ def test_the_message_left_unsettled_most_often_runs_alone():
     assert [m.message_id for m in batch.messages] == ['fresh', 'once']
     [waiting] = batch.settlements
     assert waiting.outcome is Outcome.RELEASE and waiting.received.message_id == 'once'
-    copy = release_copy(waiting.received)
-    assert kale_codec.decode(copy.body).unsettled == 1   # its history travels along
+    copy = release_copy(waiting.received, QUEUE, waiting.envelope)
+    assert kale_codec.decode(copy.body, QUEUE).unsettled == 1   # its history travels along
 
 
-def test_a_release_copy_carries_history_only_when_there_is_some():
+def test_a_release_copy_carries_the_history_of_unsettled_deliveries():
     fresh, _ = received('fresh', 1)
-    assert release_copy(fresh).body == fresh.body
+    copy = kale_codec.decode(release_copy(fresh, QUEUE).body, QUEUE)
+    assert (copy.task_id, copy.unsettled) == ('task-fresh', 0)
     twice, _message = received('twice', 3, unsettled=1)
-    assert kale_codec.decode(release_copy(twice).body).unsettled == 3
+    assert kale_codec.decode(release_copy(twice, QUEUE).body, QUEUE).unsettled == 3
     garbage = ReceivedMessage('g', 'h', 'not kale', {'kale_retry_num': '2'}, 4)
-    assert release_copy(garbage).body == 'not kale'
-    assert release_copy(garbage).attributes == {'kale_retry_num': 2}
+    assert release_copy(garbage, QUEUE).body == 'not kale'
+    assert release_copy(garbage, QUEUE).attributes == {'kale_retry_num': 2}
+
+
+def test_a_release_copy_never_sends_an_old_key_body_back_unchanged():
+    with settings.override(MESSAGE_SIGNING_KEY=OTHER_KEY):
+        old, message = received('old', 1)
+    with settings.override(MESSAGE_SIGNING_OLD_KEYS=[OTHER_KEY]):
+        copy = release_copy(old, QUEUE)
+    assert copy.body != old.body
+    # the current key alone verifies it
+    assert kale_codec.decode(copy.body, QUEUE).task_id == message.task_id
+
+
+def test_a_release_copy_keeps_the_first_issue_time():
+    message = kale_message.Message('t', 'tests.tasks.RecordTask', issued_at=time.time() - 3600)
+    body = kale_codec.encode(message, QUEUE)
+    copy = release_copy(ReceivedMessage('m', 'h', body, {}, 2), QUEUE)
+    assert kale_codec.get_codec().open(copy.body, QUEUE).issued_at == int(message.issued_at)
 
 
 def test_a_batch_without_suspects_is_left_alone():

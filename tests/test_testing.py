@@ -69,6 +69,9 @@ def test_eager_mode_ends_with_the_block(monkeypatch):
     from kale import publisher
 
     class Recorder:
+        def sqs_name(self, queue):
+            return queue.name
+
         def send(self, queue, messages):
             sent.extend(messages)
             return ['x'] * len(messages)

@@ -11,11 +11,11 @@ never as a traceback.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 from typing import Optional, Sequence
 
+from kale import logs
 from kale.cli import admin, sqs_local, worker
 from kale.conf import ENVIRONMENT_VARIABLE, settings
 from kale.exceptions import KaleError
@@ -51,10 +51,11 @@ def _use_settings(module: Optional[str]) -> None:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run one ``kale`` command line in this process; returns its exit code."""
     if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())  # so settings and task modules import as in a script
+        # Settings and task modules import from here, as in a script; appended,
+        # so a file here (a yaml.py) cannot shadow an installed package.
+        sys.path.append(os.getcwd())
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level,
-                        format='%(asctime)s %(levelname)s %(name)s: %(message)s')
+    logs.configure(args.log_level, args.aws_log_level)
     try:
         _use_settings(getattr(args, 'settings', None))
         return int(args.func(args))

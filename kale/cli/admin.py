@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from typing import Any, Optional
 
 from kale import admin
@@ -58,23 +59,44 @@ def cmd_purge(args: argparse.Namespace) -> int:
     return 0
 
 
+def _when(epoch: Optional[float]) -> str:
+    return time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(epoch or 0))
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ', '.join('%s %d' % item for item in sorted(counts.items()))
+
+
 def cmd_dlq_redrive(args: argparse.Namespace) -> int:
     broker = get_broker()
     queue = broker.queues.get_queue(args.queue)
+    source, target = broker.dead_letter_name(queue), broker.sqs_name(queue)
+    which = 'dead letters of reason %r' % args.reason if args.reason else 'every dead letter'
+    if not (args.yes or args.dry_run) and not _confirm(
+            'Move %s from %s back to %s, to run again?' % (which, source, target)):
+        raise CommandError('redrive of %r cancelled (nothing was moved)' % source)
 
     def progress(report: admin.RedriveReport) -> None:
-        sys.stderr.write('\rredriving %s: %d moved, %d left in place' % (
-            queue.name, report.moved, report.skipped))
+        sys.stderr.write('\rredriving %s: %d %s, %d left in place' % (
+            queue.name, report.moved, 'would move' if args.dry_run else 'moved',
+            report.skipped + report.not_matching))
         sys.stderr.flush()
 
-    report = admin.redrive(broker, queue, limit=args.limit, progress=progress)
-    sys.stderr.write('\n' if report.moved or report.skipped else '')
-    print('moved %d dead letters from %s back to %s' % (
-        report.moved, broker.dead_letter_name(queue), broker.sqs_name(queue)))
+    report = admin.redrive(broker, queue, limit=args.limit, reason=args.reason,
+                           dry_run=args.dry_run, progress=progress)
+    sys.stderr.write('\n' if report.moved or report.skipped or report.not_matching else '')
+    print('%s %d dead letters from %s back to %s%s' % (
+        'would move' if args.dry_run else 'moved', report.moved, source, target,
+        ' (%s)' % _counts(report.reasons) if report.reasons else ''))
+    if report.moved:
+        print('first published between %s and %s; %s' % (
+            _when(report.first_issued_at), _when(report.last_issued_at),
+            'they would be issued afresh' if args.dry_run else 'the copies are issued afresh'))
+    if report.not_matching:
+        print('left %d of other reasons in the dead-letter queue' % report.not_matching)
     if report.skipped:
-        reasons = ', '.join('%s %d' % item for item in sorted(report.skipped_reasons.items()))
-        print('left %d in the dead-letter queue that cannot be decoded (%s)'
-              % (report.skipped, reasons))
+        print('left %d in the dead-letter queue that cannot be decoded for %s (%s)'
+              % (report.skipped, target, _counts(report.skipped_reasons)))
     return 0
 
 
@@ -136,10 +158,18 @@ def add_commands(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]'
     redrive = dlq_commands.add_parser(
         'redrive', parents=[common()], help='move dead letters back to their queue',
         description="Move messages from QUEUE's dead-letter queue back to QUEUE with their retry "
-                    'and failure counts reset, ten at a time. Each copy is sent before its dead '
-                    'letter is deleted. Messages that cannot be decoded stay where they are.')
+                    'and failure counts reset, ten at a time, each signed afresh for QUEUE with '
+                    'a new issue time (asks first unless --yes). Each copy is sent before its '
+                    'dead letter is deleted. Messages that do not verify for QUEUE stay where '
+                    'they are.')
     redrive.add_argument('queue', metavar='QUEUE', help='queue name from the queue config')
     redrive.add_argument('--limit', type=positive_int, metavar='N', help='move at most N messages')
+    redrive.add_argument('--reason', metavar='REASON',
+                         help='move only dead letters of this reason (e.g. retries_exhausted, '
+                              'non_retriable, max_receive_count)')
+    redrive.add_argument('--dry-run', action='store_true',
+                         help='move nothing; say what would move')
+    redrive.add_argument('--yes', action='store_true', help='do not ask for confirmation')
     redrive.set_defaults(func=cmd_dlq_redrive)
 
     publish = commands.add_parser(

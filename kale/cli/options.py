@@ -5,14 +5,19 @@ import argparse
 
 from kale.conf import ENVIRONMENT_VARIABLE
 
+LEVELS = ['DEBUG', 'INFO', 'WARNING', 'ERROR']
+
 
 def common_options() -> argparse.ArgumentParser:
     """Options every subcommand takes: ``--settings`` and ``--log-level``."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument('--settings', metavar='MODULE',
                         help='settings module (default: $%s)' % ENVIRONMENT_VARIABLE)
-    common.add_argument('--log-level', default='INFO',
-                        choices=['DEBUG', 'INFO', 'WARNING', 'ERROR'], help='default %(default)s')
+    common.add_argument('--log-level', default='INFO', choices=LEVELS,
+                        help="Kale's and the application's log level (default %(default)s)")
+    common.add_argument('--aws-log-level', default='WARNING', choices=LEVELS,
+                        help='log level of botocore, boto3 and urllib3 (default %(default)s); '
+                             'credentials and message bodies are redacted even at DEBUG')
     return common
 
 

@@ -24,6 +24,7 @@ from typing import Any, Callable, Mapping, Optional
 
 from kale.cli.options import common_options, port_number
 from kale.exceptions import ImproperlyConfigured, PortInUseError
+from kale.transport.endpoint import is_loopback_host
 
 DEFAULT_HOST = '127.0.0.1'
 DEFAULT_PORT = 9324
@@ -108,6 +109,10 @@ def serve(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, verbose: bool = Fa
 
 
 def cmd_sqs_local(args: argparse.Namespace) -> int:
+    if not is_loopback_host(args.host):
+        print('kale sqs-local: warning: listening on %s, not on this machine only: anyone who '
+              'can reach it can read, fill and purge its queues, with no credentials'
+              % args.host, file=sys.stderr, flush=True)
     serve(args.host, args.port, verbose=args.verbose,
           announce=lambda line: print(line, flush=True))
     return 0

@@ -1,13 +1,15 @@
 """The message codec: a pipeline of steps between a :class:`~kale.message.Message`
 and the signed text body that travels through SQS.
 
-On the way out the steps run in order, each transforming a :class:`Frame`:
-serialize the message's payload to bytes, compress them when that helps,
-then sign them into the body. On the way in they run in reverse: verify the
-signature (before anything else touches the data), decompress, deserialize.
-A feature that changes the body (encryption, payloads stored elsewhere, ids
-carried in attributes) is one more :class:`Step` in :func:`build_codec`,
-not an edit to the others.
+On the way out the steps run in order, each transforming a
+:class:`~kale.codec.pipeline.Frame`: serialize the message's payload to bytes,
+compress them when that helps, encrypt them (with ``MESSAGE_ENCRYPTION_KEY``),
+bind them to their queue, then sign them into the body. On the way in they run
+in reverse: verify the signature (before anything else touches the data),
+check the replay window and the queue, then decrypt, decompress, deserialize.
+A feature that changes the body (payloads stored elsewhere, ids carried in
+attributes) is one more :class:`~kale.codec.pipeline.Step` in
+:func:`build_codec`, not an edit to the others.
 
 The codec is built once per settings generation (:func:`get_codec`), so its
 keys and choices are read and checked once, not for every message.
@@ -18,7 +20,10 @@ import threading
 from typing import Mapping, Optional
 
 from kale.codec.compress import CompressStep
+from kale.codec.encrypt import EncryptStep
+from kale.codec.keys import encryption_keys
 from kale.codec.pipeline import Codec, Frame, Step
+from kale.codec.policy import PolicyStep
 from kale.codec.serialize import SerializeStep
 from kale.codec.sign import SignStep
 from kale.conf import settings
@@ -28,14 +33,24 @@ from kale.transport import AttributeValue, OutgoingMessage
 __all__ = ['Codec', 'Frame', 'Step', 'build_codec', 'decode', 'encode', 'get_codec', 'to_outgoing']
 
 
+def accepted_serializers() -> list[str]:
+    """``ACCEPT_SERIALIZERS``, or just ``SERIALIZER`` when it is not set."""
+    return list(settings.ACCEPT_SERIALIZERS or [settings.SERIALIZER])
+
+
 def build_codec() -> Codec:
-    """The codec the settings describe: serialize, compress, sign."""
-    steps: list[Step] = [
-        SerializeStep(settings.SERIALIZER, settings.PICKLE_PROTOCOL),
-        CompressStep(settings.COMPRESSION_MIN_BYTES),
+    """The codec the settings describe."""
+    max_bytes = settings.MAX_DECOMPRESSED_BYTES
+    payload: list[Step] = [
+        SerializeStep(settings.SERIALIZER, settings.PICKLE_PROTOCOL, max_bytes),
+        CompressStep(settings.COMPRESSION_MIN_BYTES, max_bytes),
+        EncryptStep(encryption_keys()),
+    ]
+    envelope: list[Step] = [
+        PolicyStep(settings.MESSAGE_MAX_AGE_SEC, accepted_serializers()),
         SignStep.from_settings(),
     ]
-    return Codec(steps, settings.SQS_TASK_SIZE_LIMIT)
+    return Codec(payload, envelope, settings.SQS_TASK_SIZE_LIMIT)
 
 
 _lock = threading.Lock()
@@ -55,18 +70,18 @@ def get_codec() -> Codec:
         return _codec[1]
 
 
-def encode(message: Message) -> str:
-    """The signed body for ``message``, with the current settings."""
-    return get_codec().encode_body(message)
+def encode(message: Message, queue: str) -> str:
+    """The signed body for ``message`` sent to ``queue``, with the current settings."""
+    return get_codec().encode(message, queue).body
 
 
-def to_outgoing(message: Message, delay_sec: int = 0,
+def to_outgoing(message: Message, queue: str, delay_sec: int = 0,
                 extra_attributes: Optional[Mapping[str, AttributeValue]] = None
                 ) -> OutgoingMessage:
-    """``message`` ready to send, with the current settings."""
-    return get_codec().to_outgoing(message, delay_sec, extra_attributes)
+    """``message`` ready to send to ``queue``, with the current settings."""
+    return get_codec().to_outgoing(message, queue, delay_sec, extra_attributes)
 
 
-def decode(body: str) -> Message:
-    """Verify and decode ``body`` with the current settings (DecodeError if refused)."""
-    return get_codec().decode(body)
+def decode(body: str, queue: str, check_age: bool = True) -> Message:
+    """Verify and decode ``body`` received on ``queue`` (DecodeError if refused)."""
+    return get_codec().decode(body, queue, check_age)

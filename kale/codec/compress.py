@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import zlib
 
+from kale.codec.pipeline import COMPRESSION as HEADER
 from kale.codec.pipeline import Frame
 from kale.exceptions import DecodeError
 
-#: The envelope header: 'z' when the data is zlib-compressed, '-' when not.
-HEADER = 'compression'
+#: Header values: 'z' when the data is zlib-compressed, '-' when not.
 COMPRESSED, PLAIN = 'z', '-'
-
-#: Largest payload a body may decompress to.
-MAX_DECOMPRESSED_BYTES = 16 * 1024 * 1024
 
 
 def base64_length(n: int) -> int:
@@ -25,7 +22,7 @@ class CompressStep:
 
     name = 'compress'
 
-    def __init__(self, min_bytes: int, max_decompressed_bytes: int = MAX_DECOMPRESSED_BYTES):
+    def __init__(self, min_bytes: int, max_decompressed_bytes: int):
         self.min_bytes = min_bytes
         self.max_decompressed_bytes = max_decompressed_bytes
 
@@ -52,8 +49,8 @@ class CompressStep:
         except zlib.error as exc:
             raise DecodeError(DecodeError.CORRUPT, 'zlib: %s' % exc) from exc
         if inflater.unconsumed_tail:
-            raise DecodeError(DecodeError.CORRUPT, 'decompresses to more than %d bytes'
-                              % self.max_decompressed_bytes)
+            raise DecodeError(DecodeError.CORRUPT, 'decompresses to more than %d bytes '
+                              '(MAX_DECOMPRESSED_BYTES)' % self.max_decompressed_bytes)
         if not inflater.eof:
             raise DecodeError(DecodeError.CORRUPT, 'compressed data is truncated')
         frame.data = raw

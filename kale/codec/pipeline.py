@@ -1,13 +1,36 @@
 """The codec's parts: the :class:`Frame` that flows through its steps, the
-:class:`Step` protocol, and the :class:`Codec` that runs them in order."""
+:class:`Step` protocol, and the :class:`Codec` that runs them in order.
+
+The steps come in two groups. *Payload* steps turn the message into bytes
+(serialize, compress, encrypt). *Envelope* steps wrap those bytes in what
+travels on the wire (the replay checks, the signature). On the way in,
+:meth:`Codec.open` runs only the envelope steps: the body is verified and its
+signed headers (task id, task path, issue time, queue) are known, while the
+payload is still compressed and encrypted. :meth:`Codec.read` then runs the
+payload steps, just before the task runs, so a worker never holds more than
+one decompressed payload at a time.
+"""
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any, Mapping, Optional, Protocol, Sequence
 
 from kale.exceptions import DecodeError, MessageTooLargeError
 from kale.message import Message
 from kale.transport import AttributeValue, OutgoingMessage
+
+# Signed envelope headers, one letter each. Steps may add their own.
+TASK_ID = 'i'
+TASK_NAME = 'n'
+ISSUED_AT = 't'        # when the task was first published (whole seconds since the epoch)
+QUEUE = 'q'            # the SQS queue the body was signed for
+UNSETTLED = 'u'        # deliveries that ended with nobody settling the message
+SIGNING_KEY = 'k'      # id of the key that signed it
+SERIALIZER = 's'
+COMPRESSION = 'c'
+ENCRYPTION = 'e'       # id of the key that encrypted it
+ENCODING = 'd'         # 't': data travels as text; 'b': as base64
 
 
 @dataclasses.dataclass
@@ -25,11 +48,35 @@ class Frame:
     headers: dict[str, str] = dataclasses.field(default_factory=dict)
     #: The text body, once signed (on the way out) or as received (on the way in).
     body: str = ''
+    #: The SQS queue the body is signed for (out) or was received on (in).
+    queue: str = ''
     #: SQS message attributes a step adds on the way out (not signed, so never
     #: trusted on the way in).
     attributes: dict[str, AttributeValue] = dataclasses.field(default_factory=dict)
     #: Who the frame is about, for error messages ('task NAME (ID)' or 'message').
     label: str = 'message'
+    #: A body in the format before ``kale2`` (only with ACCEPT_LEGACY_MESSAGES):
+    #: it has no task, time or queue headers.
+    legacy: bool = False
+    #: On the way in: whether the envelope steps check the issue time.
+    check_age: bool = True
+
+    @property
+    def task_name(self) -> str:
+        """The task path from the verified headers ('' for a legacy body)."""
+        return self.headers.get(TASK_NAME, '')
+
+    @property
+    def task_id(self) -> str:
+        return self.headers.get(TASK_ID, '')
+
+    @property
+    def issued_at(self) -> float:
+        return float(self.headers.get(ISSUED_AT, 0) or 0)
+
+    @property
+    def unsettled(self) -> int:
+        return int(self.headers.get(UNSETTLED, 0) or 0)
 
 
 class Step(Protocol):
@@ -50,28 +97,37 @@ class Step(Protocol):
 class Codec:
     """Encodes messages into outgoing SQS messages and decodes bodies back."""
 
-    def __init__(self, steps: Sequence[Step], size_limit: int):
-        self.steps = list(steps)
+    def __init__(self, payload_steps: Sequence[Step], envelope_steps: Sequence[Step],
+                 size_limit: int):
+        self.payload_steps = list(payload_steps)
+        self.envelope_steps = list(envelope_steps)
         self.size_limit = size_limit
 
-    def encode(self, message: Message) -> Frame:
-        """Run ``message`` through every step; the frame holds the body and
-        any attributes the steps added."""
-        frame = Frame(payload=message.to_payload(),
+    @property
+    def steps(self) -> list[Step]:
+        """Every step, in the order they run on the way out."""
+        return self.payload_steps + self.envelope_steps
+
+    # --- out --------------------------------------------------------------------
+
+    def encode(self, message: Message, queue: str) -> Frame:
+        """Run ``message`` through every step for ``queue`` (its full SQS name);
+        the frame holds the body and any attributes the steps added."""
+        frame = Frame(payload=message.to_payload(), queue=queue,
                       label='task %s (%s)' % (message.task_name, message.task_id))
+        frame.headers.update({
+            TASK_ID: message.task_id, TASK_NAME: message.task_name,
+            ISSUED_AT: str(int(message.issued_at or time.time())),
+            UNSETTLED: str(message.unsettled)})
         for step in self.steps:
             step.encode(frame)
         return frame
 
-    def encode_body(self, message: Message) -> str:
-        """The signed body for ``message``."""
-        return self.encode(message).body
-
-    def to_outgoing(self, message: Message, delay_sec: int = 0,
+    def to_outgoing(self, message: Message, queue: str, delay_sec: int = 0,
                     extra_attributes: Optional[Mapping[str, AttributeValue]] = None
                     ) -> OutgoingMessage:
-        """The message ready to send, checked against ``SQS_TASK_SIZE_LIMIT``."""
-        frame = self.encode(message)
+        """The message ready to send to ``queue``, checked against ``SQS_TASK_SIZE_LIMIT``."""
+        frame = self.encode(message, queue)
         attributes: dict[str, AttributeValue] = dict(message.attributes())
         attributes.update(frame.attributes)
         attributes.update(extra_attributes or {})
@@ -83,17 +139,50 @@ class Codec:
                 % (message.task_name, message.task_id, size, self.size_limit))
         return outgoing
 
-    def decode(self, body: str) -> Message:
-        """Verify, then decode, a body. Every refusal is a DecodeError whose
-        ``reason`` names the check that failed and whose ``body`` is the body."""
-        frame = Frame(body=body)
+    def reseal(self, frame: Frame, **headers: str) -> str:
+        """The opened ``frame`` signed again with the current key, with some
+        headers changed; its payload is not decoded, and its issue time and
+        queue stay as they were."""
+        sealed = dataclasses.replace(frame, headers=dict(frame.headers, **headers), body='',
+                                     queue=frame.headers.get(QUEUE, frame.queue))
+        for step in self.envelope_steps:
+            step.encode(sealed)
+        return sealed.body
+
+    # --- in -----------------------------------------------------------------------
+
+    def open(self, body: str, queue: str, check_age: bool = True) -> Frame:
+        """Verify a body received on ``queue`` (its full SQS name): the envelope
+        steps only. DecodeError (with the body) for a body that is refused."""
+        frame = Frame(body=body, queue=queue, check_age=check_age)
         try:
-            for step in reversed(self.steps):
+            for step in reversed(self.envelope_steps):
                 step.decode(frame)
-            try:
-                return Message.from_payload(frame.payload)
-            except ValueError as exc:
-                raise DecodeError(DecodeError.CORRUPT, str(exc)) from exc
         except DecodeError as exc:
             exc.body = body
             raise
+        return frame
+
+    def read(self, frame: Frame) -> Message:
+        """Decode an opened frame's payload into its Message."""
+        try:
+            for step in reversed(self.payload_steps):
+                step.decode(frame)
+            try:
+                message = Message.from_payload(frame.payload)
+            except ValueError as exc:
+                raise DecodeError(DecodeError.CORRUPT, str(exc)) from exc
+            if frame.legacy:
+                return dataclasses.replace(message, issued_at=message.enqueued_at)
+            if (message.task_id, message.task_name) != (frame.task_id, frame.task_name):
+                raise DecodeError(DecodeError.CORRUPT, 'payload names another task than the '
+                                                       'envelope')
+            return dataclasses.replace(message, issued_at=frame.issued_at,
+                                       unsettled=frame.unsettled)
+        except DecodeError as exc:
+            exc.body = frame.body
+            raise
+
+    def decode(self, body: str, queue: str, check_age: bool = True) -> Message:
+        """:meth:`open`, then :meth:`read`."""
+        return self.read(self.open(body, queue, check_age))

@@ -7,15 +7,18 @@ import json
 import pickle
 from typing import Any
 
+from kale.codec.pipeline import SERIALIZER as HEADER
 from kale.codec.pipeline import Frame
-from kale.exceptions import DecodeError, ImproperlyConfigured, SerializationError
+from kale.exceptions import (
+    DecodeError,
+    ImproperlyConfigured,
+    MessageTooLargeError,
+    SerializationError,
+)
 
 #: Serializer name -> the code its bodies carry in the envelope.
 SERIALIZER_CODES = {'pickle': 'p', 'json': 'j'}
 SERIALIZER_NAMES = {code: name for name, code in SERIALIZER_CODES.items()}
-
-#: The envelope header naming the serializer.
-HEADER = 'serializer'
 
 
 class SerializeStep:
@@ -24,12 +27,16 @@ class SerializeStep:
 
     name = 'serialize'
 
-    def __init__(self, serializer: str, pickle_protocol: int = pickle.DEFAULT_PROTOCOL):
+    def __init__(self, serializer: str, pickle_protocol: int = pickle.DEFAULT_PROTOCOL,
+                 max_bytes: int = 0):
         if serializer not in SERIALIZER_CODES:
             raise ImproperlyConfigured("SERIALIZER must be 'pickle' or 'json', got %r"
                                        % (serializer,))
         self.serializer = serializer
         self.pickle_protocol = pickle_protocol
+        #: Largest serialized payload (MAX_DECOMPRESSED_BYTES): what every
+        #: worker would refuse to decompress is refused at publish time.
+        self.max_bytes = max_bytes
 
     def encode(self, frame: Frame) -> None:
         try:
@@ -39,6 +46,10 @@ class SerializeStep:
             raise SerializationError('%s: arguments cannot be serialized with %s: %s: %s'
                                      % (frame.label, self.serializer, type(exc).__name__,
                                         exc)) from exc
+        if self.max_bytes and len(frame.data) > self.max_bytes:
+            raise MessageTooLargeError(
+                '%s: serialized payload is %d bytes, over MAX_DECOMPRESSED_BYTES of %d bytes '
+                '(no worker would decode it)' % (frame.label, len(frame.data), self.max_bytes))
         frame.headers[HEADER] = SERIALIZER_CODES[self.serializer]
         frame.text = self.serializer == 'json'      # ASCII JSON needs no base64
 

@@ -1,17 +1,23 @@
 """The signing step: the envelope around the data, and its HMAC-SHA256.
 
-A body on the wire looks like ``kale1:<flags>:<signature>:<data>``:
+A body on the wire looks like ``kale2:<headers>:<signature>:<data>``:
 
-- ``flags`` is two characters: the serializer (``p`` pickle, ``j`` JSON) and
-  ``z`` when the data is zlib-compressed or ``-`` when it is not;
-- ``data`` is the payload, base64-encoded unless it is plain JSON;
-- ``signature`` is base64url(HMAC-SHA256(key, "kale1:<flags>:<data>")), so it
-  covers everything else in the body, flags included.
+- ``headers`` are ``name=value`` pairs separated by ``;``, values
+  percent-encoded: the task id and path, the issue time, the queue the body is
+  signed for, the count of unsettled deliveries, the serializer, compression,
+  encryption key id and data encoding, and ``k``, the id of the signing key;
+- ``data`` is the payload, base64-encoded unless it is plain JSON text;
+- ``signature`` is base64url(HMAC-SHA256(key, "kale2:<headers>:<data>")), so
+  it covers everything else in the body.
 
-On the way in this step runs first: it checks the signature with a
-constant-time compare against the current key and every old key before any
-other step decompresses or deserializes anything, so a body that fails is
-never unpickled.
+On the way in this step runs first: it checks the signature, in constant
+time, with the key the envelope names (the current key or an old one) before
+any other step looks at the headers or the data, so a body that fails is
+never decompressed, decrypted or deserialized.
+
+Bodies of the earlier format ``kale1:<flags>:<signature>:<data>`` carry no
+time, queue or task, and are refused unless ``ACCEPT_LEGACY_MESSAGES`` is on
+(to drain queues during an upgrade).
 """
 from __future__ import annotations
 
@@ -20,47 +26,16 @@ import binascii
 import hashlib
 import hmac
 from typing import Any
+from urllib.parse import quote, unquote
 
-from kale.codec.compress import HEADER as COMPRESSION
-from kale.codec.pipeline import Frame
-from kale.codec.serialize import HEADER as SERIALIZER
+from kale.codec.keys import KeyRing, key_id, signing_keys
+from kale.codec.pipeline import COMPRESSION, ENCODING, SERIALIZER, SIGNING_KEY, Frame
 from kale.conf import settings
-from kale.exceptions import DecodeError, ImproperlyConfigured
+from kale.exceptions import DecodeError
 
-FORMAT_TAG = 'kale1'
-MIN_KEY_BYTES = 16
-
-#: Part of every development key shipped with Kale (settings/, example/).
-DEVELOPMENT_KEY_MARK = b'not-for-production'
-
-NO_KEY_HELP = (
-    'MESSAGE_SIGNING_KEY is not set: every message is signed, so publishers and workers '
-    'need the same secret key. Make one with '
-    '`python -c "import secrets; print(secrets.token_hex(32))"` and set '
-    'MESSAGE_SIGNING_KEY to it in your settings module (KALE_SETTINGS_MODULE)')
-
-
-def _key_bytes(key: Any, setting: str) -> bytes:
-    if isinstance(key, str):
-        key = key.encode('utf-8')
-    if not isinstance(key, bytes):
-        raise ImproperlyConfigured('%s must be a string, got %s' % (setting, type(key).__name__))
-    if len(key) < MIN_KEY_BYTES:
-        raise ImproperlyConfigured('%s is too short (%d bytes); use at least %d, ideally 32 '
-                                   'random bytes' % (setting, len(key), MIN_KEY_BYTES))
-    return key
-
-
-def signing_keys() -> tuple[bytes, list[bytes]]:
-    """The key that signs and every key that verifies (current first), from
-    ``MESSAGE_SIGNING_KEY`` and ``MESSAGE_SIGNING_OLD_KEYS``."""
-    if not settings.MESSAGE_SIGNING_KEY:
-        raise ImproperlyConfigured(NO_KEY_HELP)
-    current = _key_bytes(settings.MESSAGE_SIGNING_KEY, 'MESSAGE_SIGNING_KEY')
-    old = settings.MESSAGE_SIGNING_OLD_KEYS or ()
-    if isinstance(old, (str, bytes)):
-        old = (old,)
-    return current, [current] + [_key_bytes(k, 'MESSAGE_SIGNING_OLD_KEYS') for k in old]
+FORMAT_TAG = 'kale2'
+LEGACY_TAG = 'kale1'
+TEXT, BASE64 = 't', 'b'
 
 
 def signature(key: bytes, signed: bytes) -> bytes:
@@ -68,62 +43,108 @@ def signature(key: bytes, signed: bytes) -> bytes:
     return base64.urlsafe_b64encode(hmac.new(key, signed, hashlib.sha256).digest()).rstrip(b'=')
 
 
+def render_headers(headers: dict[str, str]) -> str:
+    return ';'.join('%s=%s' % (name, quote(value, safe='')) for name, value in headers.items())
+
+
+def parse_headers(text: str) -> dict[str, str]:
+    """Headers of a verified envelope; DecodeError when they do not parse."""
+    headers: dict[str, str] = {}
+    for item in text.split(';') if text else []:
+        name, equals, value = item.partition('=')
+        if not equals or not name or name in headers:
+            raise DecodeError(DecodeError.CORRUPT, 'envelope header %r does not parse' % (item,))
+        headers[name] = unquote(value, errors='strict')
+    return headers
+
+
 class SignStep:
     """Wraps the data in the signed envelope, and verifies it on the way in."""
 
     name = 'sign'
 
-    def __init__(self, key: bytes, verify_keys: list[bytes], size_limit: int):
-        self.key = key
-        self.verify_keys = verify_keys
+    def __init__(self, keys: KeyRing, size_limit: int, accept_legacy: bool = False):
+        self.keys = keys
         self.size_limit = size_limit
+        self.accept_legacy = accept_legacy
 
     @classmethod
     def from_settings(cls) -> 'SignStep':
-        key, verify_keys = signing_keys()
-        return cls(key, verify_keys, settings.SQS_TASK_SIZE_LIMIT)
+        return cls(signing_keys(), settings.SQS_TASK_SIZE_LIMIT,
+                   bool(settings.ACCEPT_LEGACY_MESSAGES))
 
     def encode(self, frame: Frame) -> None:
-        flags = frame.headers[SERIALIZER] + frame.headers[COMPRESSION]
+        assert self.keys.current is not None
+        frame.headers[ENCODING] = TEXT if frame.text else BASE64
+        frame.headers[SIGNING_KEY] = key_id(self.keys.current)
         data = frame.data if frame.text else base64.b64encode(frame.data)
-        header = ('%s:%s:' % (FORMAT_TAG, flags)).encode('ascii')
-        frame.body = (header + signature(self.key, header + data) + b':' + data).decode('ascii')
+        header = ('%s:%s:' % (FORMAT_TAG, render_headers(frame.headers))).encode('ascii')
+        frame.body = (header + signature(self.keys.current, header + data) + b':'
+                      + data).decode('ascii')
 
     def decode(self, frame: Frame) -> None:
-        flags, data = self.verify(frame.body)
-        if len(flags) != 2:
-            raise DecodeError(DecodeError.CORRUPT, 'unknown format flags %r' % (flags,))
-        frame.headers[SERIALIZER], frame.headers[COMPRESSION] = flags[0], flags[1]
+        tag, headers, data = self.verify(frame.body)
+        if tag == LEGACY_TAG:
+            self._legacy_headers(frame, headers)
+        else:
+            frame.headers = parse_headers(headers)
+        frame.text = frame.headers.get(ENCODING) == TEXT
         raw = data.encode('utf-8', 'surrogatepass')
-        frame.text = flags == 'j-'
         try:
             frame.data = raw if frame.text else base64.b64decode(raw, validate=True)
         except binascii.Error as exc:
             raise DecodeError(DecodeError.CORRUPT, 'base64: %s' % exc) from exc
 
-    def verify(self, body: Any) -> tuple[str, str]:
-        """Check the envelope and its signature; returns (flags, data). Nothing
-        is decoded yet. DecodeError (``too_large``, ``not_kale_message``,
-        ``bad_signature``) when the body is refused."""
+    def verify(self, body: Any) -> tuple[str, str, str]:
+        """Check the envelope and its signature; returns (tag, headers, data)
+        as text. Nothing is decoded yet. DecodeError (``too_large``,
+        ``not_kale_message``, ``bad_signature``) when the body is refused."""
         if not isinstance(body, str):
             raise DecodeError(DecodeError.NOT_KALE, 'body is %s, not text' % type(body).__name__)
         if len(body) > self.size_limit:       # no publisher made it: refuse before hashing it
             raise DecodeError(DecodeError.TOO_LARGE, 'body of %d characters is over '
                               'SQS_TASK_SIZE_LIMIT of %d bytes' % (len(body), self.size_limit))
         parts = body.split(':', 3)
-        if len(parts) != 4 or parts[0] != FORMAT_TAG:
+        if len(parts) != 4 or parts[0] not in (FORMAT_TAG, LEGACY_TAG):
             raise DecodeError(DecodeError.NOT_KALE, 'body does not start with a %s header'
                               % FORMAT_TAG)
-        tag, flags, given, data = parts
-        signed = ('%s:%s:%s' % (tag, flags, data)).encode('utf-8', 'surrogatepass')
-        if not self._verified(given, signed):
+        tag, headers, given, data = parts
+        if tag == LEGACY_TAG and not self.accept_legacy:
+            raise DecodeError(DecodeError.NOT_KALE, 'body is in the old %s format; set '
+                              'ACCEPT_LEGACY_MESSAGES = True to drain such messages'
+                              % LEGACY_TAG)
+        signed = ('%s:%s:%s' % (tag, headers, data)).encode('utf-8', 'surrogatepass')
+        if not self._verified(tag, headers, given, signed):
             raise DecodeError(DecodeError.BAD_SIGNATURE,
                               'signature does not match MESSAGE_SIGNING_KEY or any old key')
-        return flags, data
+        return tag, headers, data
 
-    def _verified(self, given: str, signed: bytes) -> bool:
+    def _verified(self, tag: str, headers: str, given: str, signed: bytes) -> bool:
         given_bytes = given.encode('utf-8', 'surrogatepass')
+        if tag == LEGACY_TAG:
+            candidates = list(self.keys.accepted.values())
+        else:
+            named = _signing_key_id(headers)
+            key = self.keys.get(named) if named else None
+            candidates = [key] if key is not None else []
         matched = False
-        for key in self.verify_keys:          # every key, so timing does not tell which
+        for key in candidates:          # every candidate, so timing does not tell which
             matched |= hmac.compare_digest(signature(key, signed), given_bytes)
         return matched
+
+    @staticmethod
+    def _legacy_headers(frame: Frame, flags: str) -> None:
+        if len(flags) != 2:
+            raise DecodeError(DecodeError.CORRUPT, 'unknown format flags %r' % (flags,))
+        frame.legacy = True
+        frame.headers = {SERIALIZER: flags[0], COMPRESSION: flags[1],
+                         ENCODING: TEXT if flags == 'j-' else BASE64}
+
+
+def _signing_key_id(headers: str) -> str:
+    """The signing key id named in unverified header text (only to pick the key)."""
+    for item in headers.split(';'):
+        name, _, value = item.partition('=')
+        if name == SIGNING_KEY:
+            return value
+    return ''

@@ -74,6 +74,10 @@ class VisibilityChange:
 class Transport(Protocol):
     """Queue operations Kale performs. Errors are :class:`kale.exceptions.SQSError`."""
 
+    #: Whether the queues live on this machine (an embedded or in-memory
+    #: endpoint), where development signing keys are allowed.
+    local: bool
+
     def ensure_queue(self, name: str, visibility_timeout_sec: int,
                      dead_letter_queue: Optional[str], max_receive_count: int) -> None:
         """Create ``name`` (and its dead-letter queue, with a redrive policy) if missing."""

@@ -36,6 +36,7 @@ from kale.transport import (
     ReceivedMessage,
     VisibilityChange,
 )
+from kale.transport.endpoint import endpoint_url, is_local
 
 logger = logging.getLogger(__name__)
 
@@ -49,20 +50,6 @@ THROTTLING_CODES = frozenset({
 })
 
 T = TypeVar('T')
-
-
-def endpoint_url() -> str:
-    """The endpoint from MESSAGE_QUEUE_ENDPOINT_URL or the proxy settings; '' for AWS."""
-    url = settings.MESSAGE_QUEUE_ENDPOINT_URL
-    if url:
-        return str(url)
-    if settings.MESSAGE_QUEUE_USE_PROXY:
-        host, port = settings.MESSAGE_QUEUE_PROXY_HOST, settings.MESSAGE_QUEUE_PROXY_PORT
-        if not host or not port:
-            raise ImproperlyConfigured('MESSAGE_QUEUE_USE_PROXY is on but MESSAGE_QUEUE_PROXY_HOST '
-                                       'or MESSAGE_QUEUE_PROXY_PORT is empty')
-        return 'http://%s:%s' % (host, port)
-    return ''
 
 
 def read_timeout_sec() -> float:
@@ -134,6 +121,9 @@ class SQSTransport:
         self.client = client if client is not None else make_client()
         self._urls: dict[str, str] = {}
         self.endpoint = self.client.meta.endpoint_url
+        #: Whether the endpoint is on this machine (not AWS): development keys
+        #: are refused for any other.
+        self.local = is_local(self.endpoint)
 
     # --- errors and URLs ---------------------------------------------------
 

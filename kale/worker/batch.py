@@ -17,6 +17,7 @@ import dataclasses
 import enum
 from typing import Any, Optional
 
+from kale.codec.pipeline import Frame
 from kale.message import Message
 from kale.queue_config import TaskQueue
 from kale.task import Task
@@ -54,24 +55,48 @@ class Settlement:
     exception: Optional[BaseException] = None
     duration_sec: float = 0.0
     settled: bool = False                      # its SQS requests succeeded
+    #: The verified envelope, when the body passed verification.
+    envelope: Optional[Frame] = None
 
     @property
     def verified(self) -> bool:
         """Whether the message's signature was verified (its task id and name
         can be trusted). Unverified messages are known by their SQS id only."""
-        return self.message is not None
+        return self.message is not None or self.envelope is not None
 
     @property
     def task_id(self) -> str:
         """The task id, or ``message:<SQS message id>`` for an unverified message."""
         if self.message is not None:
             return self.message.task_id
+        if self.envelope is not None and self.envelope.task_id:
+            return self.envelope.task_id
         return 'message:' + self.received.message_id
 
     @property
     def task_name(self) -> str:
         """The task's path, or '?' for an unverified message."""
-        return self.message.task_name if self.message is not None else '?'
+        if self.message is not None:
+            return self.message.task_name
+        if self.envelope is not None and self.envelope.task_name:
+            return self.envelope.task_name
+        return '?'
+
+
+@dataclasses.dataclass
+class Opened:
+    """A received message whose envelope verified: its task class is known; its
+    payload is decoded just before it runs (``message`` is set early only for
+    a legacy body, whose task is named in the payload alone)."""
+
+    envelope: Frame
+    task_class: type[Task]
+    message: Optional[Message] = None
+
+    @property
+    def unsettled(self) -> int:
+        """Earlier deliveries of this task that nobody settled, before this copy."""
+        return self.message.unsettled if self.message is not None else self.envelope.unsettled
 
 
 @dataclasses.dataclass
@@ -81,9 +106,11 @@ class Batch:
     queue: TaskQueue
     messages: list[ReceivedMessage]
     received_at: float                  # when SQS started the visibility clock (monotonic)
+    #: The queue's full SQS name: bodies must be signed for it, copies are.
+    sqs_name: str = ''
     settlements: list[Settlement] = dataclasses.field(default_factory=list)
-    #: message id -> (verified message, task class), filled in before running
-    decoded: dict[str, tuple[Message, type[Task]]] = dataclasses.field(default_factory=dict)
+    #: message id -> its verified envelope and task class, filled in before running
+    opened: dict[str, Opened] = dataclasses.field(default_factory=dict)
 
     @property
     def deadline(self) -> float:

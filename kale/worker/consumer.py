@@ -59,7 +59,8 @@ class Consumer:
         """Receive up to ``batch_size`` messages (long polling) as a Batch."""
         started = self.clock()
         messages = self.broker.receive(queue, wait_sec=wait_sec)
-        return Batch(queue, messages, visibility_clock_start(started, self.clock()))
+        return Batch(queue, messages, visibility_clock_start(started, self.clock()),
+                     self.broker.sqs_name(queue))
 
     # --- settling -------------------------------------------------------------------
 
@@ -72,7 +73,8 @@ class Consumer:
             by_outcome[settlement.outcome].append(settlement)
         for settlement in by_outcome[Outcome.RELEASE]:
             if settlement.copy is None:
-                settlement.copy = release_copy(settlement.received)
+                settlement.copy = release_copy(settlement.received, batch.sqs_name,
+                                               settlement.envelope)
         copied = self._send_copies(batch, by_outcome[Outcome.RELEASE] + by_outcome[Outcome.RETRY],
                                    dead_letter=False)
         copied += self._send_copies(batch, by_outcome[Outcome.DEAD_LETTER], dead_letter=True)

@@ -48,7 +48,7 @@ from kale.worker.limits import (
     supervisor_gone,
     supervisor_pid,
 )
-from kale.worker.parts import check_signing_key, load_selector, load_timeout, load_worker_hooks
+from kale.worker.parts import check_codec, load_selector, load_timeout, load_worker_hooks
 from kale.worker.report import Reporter
 from kale.worker.runner import TaskRunner
 from kale.worker.settler import Settler
@@ -89,7 +89,7 @@ class Worker:
         self.selector = load_selector(selector_class)(self.queue_info)
         self.runner = TaskRunner(load_timeout(self.timeout_class),
                                  isolation=settings.TASK_ISOLATION or 'none')
-        check_signing_key(self.name)
+        check_codec()
         self.settler: Optional[Settler] = None
         self.backoff = Backoff(maximum=settings.SQS_ERROR_MAX_BACKOFF_SEC)
         self.memory_limit = MemoryLimit(settings.DIE_ON_RESIDENT_SET_SIZE_MB)
@@ -220,9 +220,9 @@ class Worker:
         return True
 
     def process(self, batch: Batch) -> None:
-        """Decode a batch, run it, hand it to the settler, check the limits. A
+        """Verify a batch, run it, hand it to the settler, check the limits. A
         suspect message runs last, alone (see :mod:`kale.worker.suspects`)."""
-        self.decode(batch)
+        self.verify(batch)
         suspect = isolate_suspect(batch, self.name)
         self.run_batch(batch)
         self.settle(batch)
@@ -235,15 +235,16 @@ class Worker:
             self.settle(suspect)
         self.check_limits()
 
-    def decode(self, batch: Batch) -> None:
-        """Verify and decode every message; one that fails is settled for the
-        dead-letter queue."""
+    def verify(self, batch: Batch) -> None:
+        """Verify every message's envelope and find its task; one that fails is
+        settled for the dead-letter queue. Payloads are decoded later, one at a
+        time, just before each run."""
         for received in batch.messages:
-            decoded = self.runner.decode(batch.queue, received)
-            if isinstance(decoded, Settlement):
-                batch.settlements.append(decoded)
+            opened = self.runner.open(batch, received)
+            if isinstance(opened, Settlement):
+                batch.settlements.append(opened)
             else:
-                batch.decoded[received.message_id] = decoded
+                batch.opened[received.message_id] = opened
 
     def run_batch(self, batch: Batch) -> None:
         """Run the batch's tasks one by one while they fit its budget."""
@@ -252,17 +253,22 @@ class Worker:
             for received in batch.unsettled():
                 if self._stopping:
                     break
-                message, task_class = batch.decoded[received.message_id]
+                opened = batch.opened[received.message_id]
+                task_class = opened.task_class
                 now = time.monotonic()
                 if not batch.fits(task_class.time_limit, now):
                     batch.settlements.append(release(
                         batch, received, 'time_limit %gs does not fit the %.1fs left in the '
                                          'batch' % (task_class.time_limit, batch.time_left(now))))
                     continue
+                message = self.runner.read(batch, received, opened)
+                if isinstance(message, Settlement):
+                    batch.settlements.append(message)
+                    continue
                 self.hooks(WorkerHooks.on_task_started, batch.queue, received, message)
                 self._in_task = True
                 try:
-                    settlement = self.runner.run(batch.queue, received, message, task_class)
+                    settlement = self.runner.run(batch, received, message, task_class)
                 finally:
                     self._in_task = False
                 batch.settlements.append(settlement)

@@ -6,18 +6,14 @@ first message.
 """
 from __future__ import annotations
 
-import logging
 from typing import Any, Sequence
 
-from kale.codec.sign import DEVELOPMENT_KEY_MARK, signing_keys
+from kale.codec import get_codec
 from kale.conf import import_string, resolve_callable, settings
 from kale.exceptions import ImproperlyConfigured
 from kale.hooks import SettingsHooks, WorkerHooks, load_hooks
 from kale.queue_selector import SelectQueueBase
 from kale.timeout import BaseTimeout
-from kale.transport.sqs import endpoint_url
-
-logger = logging.getLogger('kale.worker')
 
 
 def load_selector(given: Any = None) -> type[SelectQueueBase]:
@@ -54,11 +50,8 @@ def load_worker_hooks(given: Sequence[Any]) -> list[WorkerHooks]:
                               'WORKER_HOOKS')
 
 
-def check_signing_key(name: str) -> None:
-    """No key, no work: say so at start, not at the first message. Warn when a
-    development key meets AWS."""
-    key, _ = signing_keys()
-    if DEVELOPMENT_KEY_MARK in key and not endpoint_url():
-        logger.warning('%s: MESSAGE_SIGNING_KEY is a development key, public in Kale\'s '
-                       'sources, and this worker talks to AWS: anyone who can write to '
-                       'these queues can run code here. Set a secret key.', name)
+def check_codec() -> None:
+    """Build the codec now, so that a missing or bad key (signing or
+    encryption) fails at start, not at the first message. (The broker refuses
+    weak keys for remote queues.)"""
+    get_codec()

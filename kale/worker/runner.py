@@ -1,8 +1,10 @@
 """Running one received message and deciding its fate.
 
-:class:`TaskRunner` is the seam that decides *how* a task runs: decode and
-verify the body, run the task under its time limit, and turn what happened
-into a :class:`~kale.worker.batch.Settlement` (succeeded, skipped, retry with its
+:class:`TaskRunner` is the seam that decides *how* a task runs: verify the
+body's envelope when the batch arrives (:meth:`TaskRunner.open`), decode its
+payload just before the run (:meth:`TaskRunner.read`), run the task under its
+time limit, and turn what happened into a
+:class:`~kale.worker.batch.Settlement` (succeeded, skipped, retry with its
 copy, dead letter with its copy and reason, or release). It sends nothing;
 the consumer settles.
 """
@@ -14,6 +16,7 @@ import time
 from typing import Any, Callable, Optional, Union
 
 from kale.codec import get_codec
+from kale.codec.pipeline import Frame
 from kale.exceptions import (
     ChildTaskError,
     DecodeError,
@@ -29,7 +32,7 @@ from kale.settings_check import TASK_ISOLATION_MODES
 from kale.task import SKIPPED, Task
 from kale.timeout import BaseTimeout, SignalTimeout
 from kale.transport import OutgoingMessage, ReceivedMessage
-from kale.worker.batch import Outcome, Settlement
+from kale.worker.batch import Batch, Opened, Outcome, Settlement
 from kale.worker.isolation import run_in_child
 from kale.worker.signals import WorkerInterrupt
 
@@ -48,11 +51,19 @@ def dead_letter_attributes(received: ReceivedMessage, queue: TaskQueue,
 
 def verbatim_dead_letter(received: ReceivedMessage, queue: TaskQueue, reason: str,
                          message: Optional[Message] = None,
-                         exception: Optional[BaseException] = None) -> Settlement:
+                         exception: Optional[BaseException] = None,
+                         envelope: Optional[Frame] = None) -> Settlement:
     """Dead-letter the body exactly as received (it could not be decoded or re-encoded)."""
     copy = OutgoingMessage(received.body, dead_letter_attributes(received, queue, reason))
     return Settlement(received, Outcome.DEAD_LETTER, message=message, copy=copy, reason=reason,
-                      exception=exception)
+                      exception=exception, envelope=envelope)
+
+
+def _refused(batch: Batch, received: ReceivedMessage, exc: DecodeError,
+             envelope: Optional[Frame] = None) -> Settlement:
+    logger.error('message %r on queue %s cannot be handled: %s', received.message_id,
+                 batch.queue.name, exc)
+    return verbatim_dead_letter(received, batch.queue, str(exc), envelope=envelope)
 
 
 class TaskRunner:
@@ -67,18 +78,33 @@ class TaskRunner:
         self.clock = clock
         self.isolation = isolation
 
-    def decode(self, queue: TaskQueue,
-               received: ReceivedMessage) -> Union[tuple[Message, type[Task]], Settlement]:
-        """The verified message and its task class, or a dead-letter settlement."""
+    def open(self, batch: Batch, received: ReceivedMessage) -> Union[Opened, Settlement]:
+        """Verify the envelope (signature, replay window, queue, serializer) and
+        find the task class, without decoding the payload; or a dead-letter
+        settlement saying why not."""
+        codec = get_codec()
+        envelope = None
         try:
-            message = get_codec().decode(received.body)
-            return message, resolve_task(message.task_name)
+            envelope = codec.open(received.body, batch.sqs_name)
+            if envelope.legacy:         # its task is named in the payload only
+                message = codec.read(envelope)
+                return Opened(envelope, resolve_task(message.task_name), message)
+            return Opened(envelope, resolve_task(envelope.task_name))
         except DecodeError as exc:
-            logger.error('message %s on queue %s cannot be handled: %s', received.message_id,
-                         queue.name, exc)
-            return verbatim_dead_letter(received, queue, str(exc))
+            return _refused(batch, received, exc, envelope)
 
-    def run(self, queue: TaskQueue, received: ReceivedMessage, message: Message,
+    def read(self, batch: Batch, received: ReceivedMessage,
+             opened: Opened) -> Union[Message, Settlement]:
+        """The opened message's payload, decoded just before it runs, or a
+        dead-letter settlement when it is corrupt."""
+        if opened.message is not None:
+            return opened.message
+        try:
+            return get_codec().read(opened.envelope)
+        except DecodeError as exc:
+            return _refused(batch, received, exc, opened.envelope)
+
+    def run(self, batch: Batch, received: ReceivedMessage, message: Message,
             task_class: type[Task]) -> Settlement:
         """Run the task under its time limit and decide what settling does."""
         started = self.clock()
@@ -100,7 +126,7 @@ class TaskRunner:
         except BaseException as exc:  # a task's failure, whatever it raised
             if timer is not None and timer.fired and not isinstance(exc, TimeLimitExceeded):
                 exc = TimeLimitExceeded(timer.seconds)
-            return self.failed(queue, received, message, task_class, task, exc,
+            return self.failed(batch, received, message, task_class, task, exc,
                                self.clock() - started)
         finally:
             if timer is not None:
@@ -117,7 +143,7 @@ class TaskRunner:
         return Settlement(received, Outcome.SUCCEEDED, message=message, task=task,
                           duration_sec=duration)
 
-    def failed(self, queue: TaskQueue, received: ReceivedMessage, message: Message,
+    def failed(self, batch: Batch, received: ReceivedMessage, message: Message,
                task_class: Any, task: Any, exc: BaseException, duration: float) -> Settlement:
         """A retry (with its delayed copy) or, when the task may not retry, a dead letter."""
         try:
@@ -128,16 +154,18 @@ class TaskRunner:
                              message.task_name, message.task_id)
             permanent, delay = 'retry policy failed: %s' % describe(policy_error), 0
         reason = '%s: %s' % (permanent, describe(exc)) if permanent else describe(exc)
-        codec = get_codec()
+        codec, queue = get_codec(), batch.queue
+        # Copies are signed with the current key, for this queue (a dead letter
+        # for the queue it came from), and keep the task's first issue time.
         try:
             if permanent:
                 final = dataclasses.replace(message, failure_num=message.failure_num + 1)
                 copy = codec.to_outgoing(
-                    final, 0, {ATTR_DEAD_LETTER_REASON: reason[:MAX_REASON_CHARS],
-                               ATTR_SOURCE_QUEUE: queue.name})
+                    final, batch.sqs_name, 0, {ATTR_DEAD_LETTER_REASON: reason[:MAX_REASON_CHARS],
+                                               ATTR_SOURCE_QUEUE: queue.name})
                 outcome = Outcome.DEAD_LETTER
             else:
-                copy = codec.to_outgoing(message.next_attempt(), delay)
+                copy = codec.to_outgoing(message.next_attempt(), batch.sqs_name, delay)
                 outcome = Outcome.RETRY
         except KaleError as encode_error:
             settlement = verbatim_dead_letter(

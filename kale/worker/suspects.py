@@ -10,51 +10,68 @@ redrive policy moves it to the dead-letter queue after ``MAX_RECEIVE_COUNT``
 receives; its neighbours are never pushed there with it.
 
 A message re-sent as a fresh copy starts a new receive count, so the copy
-carries the count of unsettled deliveries so far (``Message.unsettled``).
+carries the count of unsettled deliveries so far, in its signed envelope.
 """
 from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Optional
+from typing import Any, Optional
 
 from kale.codec import get_codec
+from kale.codec.pipeline import UNSETTLED, Frame
 from kale.exceptions import KaleError
-from kale.message import NUMBER_ATTRIBUTES, Message
+from kale.message import NUMBER_ATTRIBUTES
 from kale.transport import OutgoingMessage, ReceivedMessage
 from kale.worker.batch import Batch, Outcome, Settlement
 
 logger = logging.getLogger(__name__)
 
 
-def unsettled_deliveries(received: ReceivedMessage, message: Message) -> int:
-    """Deliveries of this task that ended with nobody settling it: those of
-    earlier copies, and this copy's receives before this one."""
-    return message.unsettled + received.receive_count - 1
+def unsettled_deliveries(received: ReceivedMessage, earlier: int) -> int:
+    """Deliveries of this task that ended with nobody settling it: ``earlier``
+    ones (of copies before this one), and this copy's receives before this one."""
+    return earlier + received.receive_count - 1
 
 
-def release_copy(received: ReceivedMessage) -> OutgoingMessage:
-    """The fresh copy that releases an unstarted message: the same body, unless
-    it was received before unsettled; then the copy carries that count, so
-    that releasing it hides nothing."""
-    if received.receive_count > 1:
-        try:
-            codec = get_codec()
-            message = codec.decode(received.body)
-            return codec.to_outgoing(dataclasses.replace(
-                message, unsettled=unsettled_deliveries(received, message)))
-        except KaleError:
-            pass                    # sent back as it came: its count starts again
-    attributes = {name: int(value) if name in NUMBER_ATTRIBUTES and value.isdigit() else value
-                  for name, value in received.attributes.items()}
-    return OutgoingMessage(received.body, attributes)
+def _attributes(received: ReceivedMessage) -> dict[str, Any]:
+    return {name: int(value) if name in NUMBER_ATTRIBUTES and value.isdigit() else value
+            for name, value in received.attributes.items()}
+
+
+def release_copy(received: ReceivedMessage, queue: str,
+                 envelope: Optional[Frame] = None) -> OutgoingMessage:
+    """The fresh copy that releases an unstarted message received on ``queue``.
+
+    A verified body is sent back signed with the current key (never an old
+    key's body unchanged), keeping its issue time and queue, and counting the
+    deliveries nobody settled, so that releasing it hides nothing; its payload
+    is not decoded. A body that does not verify goes back as it came, to be
+    dead-lettered when it is run.
+    """
+    codec = get_codec()
+    try:
+        if envelope is None:
+            envelope = codec.open(received.body, queue, check_age=False)
+        if envelope.legacy:         # re-encode in the current format
+            message = codec.read(envelope)
+            fresh = dataclasses.replace(message, unsettled=unsettled_deliveries(
+                received, message.unsettled))
+            return codec.to_outgoing(fresh, queue)
+        unsettled = str(unsettled_deliveries(received, envelope.unsettled))
+        return OutgoingMessage(codec.reseal(envelope, **{UNSETTLED: unsettled}),
+                               _attributes(received))
+    except KaleError:
+        pass                        # sent back as it came
+    return OutgoingMessage(received.body, _attributes(received))
 
 
 def release(batch: Batch, received: ReceivedMessage, reason: str) -> Settlement:
     """Settle an unstarted message as a release (its copy is made when settling)."""
-    message = batch.decoded[received.message_id][0] if received.message_id in batch.decoded \
-        else None
-    return Settlement(received, Outcome.RELEASE, message=message, reason=reason)
+    opened = batch.opened.get(received.message_id)
+    return Settlement(received, Outcome.RELEASE, reason=reason,
+                      message=opened.message if opened else None,
+                      envelope=opened.envelope if opened else None)
 
 
 def isolate_suspect(batch: Batch, who: str = 'worker') -> Optional[Batch]:
@@ -66,8 +83,9 @@ def isolate_suspect(batch: Batch, who: str = 'worker') -> Optional[Batch]:
     """
     suspects = []
     for received in batch.unsettled():
-        if received.message_id in batch.decoded:
-            count = unsettled_deliveries(received, batch.decoded[received.message_id][0])
+        opened = batch.opened.get(received.message_id)
+        if opened is not None:
+            count = unsettled_deliveries(received, opened.unsettled)
             if count > 0:
                 suspects.append((count, received))
     if not suspects:
@@ -78,8 +96,9 @@ def isolate_suspect(batch: Batch, who: str = 'worker') -> Optional[Batch]:
             batch.settlements.append(release(
                 batch, received, 'left unsettled %d times: waits to run alone' % others_count))
     batch.messages.remove(chosen)
-    decoded = batch.decoded.pop(chosen.message_id)
+    opened = batch.opened.pop(chosen.message_id)
     logger.warning('%s: task %s (%s) on %s was left unsettled by %d earlier deliveries (its '
-                   'worker may have died); running it alone', who, decoded[0].task_id,
-                   decoded[0].task_name, batch.queue.name, count)
-    return Batch(batch.queue, [chosen], batch.received_at, decoded={chosen.message_id: decoded})
+                   'worker may have died); running it alone', who, opened.envelope.task_id,
+                   opened.task_class.task_path(), batch.queue.name, count)
+    return Batch(batch.queue, [chosen], batch.received_at, batch.sqs_name,
+                 opened={chosen.message_id: opened})

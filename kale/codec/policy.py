@@ -1,0 +1,64 @@
+"""The replay and acceptance checks, on signed headers, before any decoding.
+
+On the way out it binds the body to the SQS queue it is sent to. On the way
+in, right after the signature verified, it refuses (for the dead-letter
+queue):
+
+- ``expired``: a body issued more than ``MESSAGE_MAX_AGE_SEC`` ago. SQS keeps
+  a message at most 14 days and delays it at most 15 minutes, so no honest
+  delivery is older; a captured body replayed later is.
+- ``wrong_queue``: a body received on another queue than the one it was
+  signed for (a task for one queue replayed into another).
+- ``serializer_not_accepted``: a body whose serializer is not in
+  ``ACCEPT_SERIALIZERS``, so a worker set to JSON never unpickles.
+
+Legacy bodies (``ACCEPT_LEGACY_MESSAGES``) carry no time or queue; only their
+serializer is checked.
+"""
+from __future__ import annotations
+
+import time
+from typing import Callable, Collection
+
+from kale.codec.pipeline import ISSUED_AT, QUEUE, SERIALIZER, Frame
+from kale.codec.serialize import SERIALIZER_NAMES
+from kale.exceptions import DecodeError
+
+
+class PolicyStep:
+    """Binds bodies to their queue; refuses expired, misdirected and
+    unaccepted bodies before they are decoded."""
+
+    name = 'policy'
+
+    def __init__(self, max_age_sec: float, accept_serializers: Collection[str],
+                 clock: Callable[[], float] = time.time):
+        self.max_age_sec = max_age_sec
+        self.accept_serializers = frozenset(accept_serializers)
+        self.clock = clock
+
+    def encode(self, frame: Frame) -> None:
+        frame.headers[QUEUE] = frame.queue
+
+    def decode(self, frame: Frame) -> None:
+        serializer = SERIALIZER_NAMES.get(frame.headers.get(SERIALIZER, ''), '')
+        if serializer not in self.accept_serializers:
+            raise DecodeError(DecodeError.SERIALIZER_NOT_ACCEPTED,
+                              'serializer %r is not in ACCEPT_SERIALIZERS %s' % (
+                                  serializer or frame.headers.get(SERIALIZER, ''),
+                                  sorted(self.accept_serializers)))
+        if frame.legacy:
+            return
+        try:
+            issued = float(frame.headers[ISSUED_AT])
+            signed_for = frame.headers[QUEUE]
+        except (KeyError, ValueError) as exc:
+            raise DecodeError(DecodeError.CORRUPT, 'envelope lacks a valid issue time or '
+                                                   'queue') from exc
+        age = self.clock() - issued
+        if frame.check_age and age > self.max_age_sec:
+            raise DecodeError(DecodeError.EXPIRED, 'issued %.0f s ago, over MESSAGE_MAX_AGE_SEC '
+                              'of %g s' % (age, self.max_age_sec))
+        if frame.queue and signed_for != frame.queue:
+            raise DecodeError(DecodeError.WRONG_QUEUE, 'signed for queue %r, received on %r'
+                              % (signed_for, frame.queue))

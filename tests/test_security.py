@@ -1,0 +1,153 @@
+"""What an attacker with access to a queue can and cannot do, against a real
+worker loop (in-process, on the memory transport)."""
+import logging
+import time
+
+import pytest
+
+from kale import codec
+from kale.codec import serialize
+from kale.conf import settings
+from kale.message import Message
+from kale.transport import OutgoingMessage, VisibilityChange
+from kale.worker import Worker
+from kale.worker.runner import TaskRunner
+from tests import tasks
+from tests.support.hostile import CreatesFileWhenUnpickled, signed_legacy_body
+from tests.support.records import recorded_ids
+
+DAY = 24 * 3600.0
+
+
+def work(broker, queues=('default',)):
+    assert Worker(queue_names=list(queues), burst=True, broker=broker).run() == 0
+
+
+def dead_letters(broker, queue='default'):
+    queue_ = broker.queues[queue]
+    return broker.transport.receive(broker.dead_letter_name(queue_), 10, 0, 30)
+
+
+def reasons(dead):
+    return sorted(m.attributes['kale_dead_letter_reason'].split(':')[0] for m in dead)
+
+
+def send_raw(broker, body, queue='default'):
+    broker.send(broker.queues[queue], [OutgoingMessage(body)])
+
+
+def test_a_captured_body_replayed_after_the_window_never_runs(memory_broker, record):
+    old = Message('payment-1', tasks.RecordTask.task_path(), ('charge',),
+                  issued_at=time.time() - 400 * DAY)
+    captured = codec.encode(old, memory_broker.sqs_name(memory_broker.queues['default']))
+    for _ in range(3):
+        send_raw(memory_broker, captured)
+    work(memory_broker)
+    assert recorded_ids(record, 'ran') == []
+    assert reasons(dead_letters(memory_broker)) == ['expired'] * 3
+
+
+def test_a_body_replayed_into_another_queue_never_runs(memory_broker, record):
+    task_id = tasks.HighRecordTask.publish(None, 'x')
+    high = memory_broker.queues['high']
+    [captured] = memory_broker.transport.receive(memory_broker.sqs_name(high), 10, 0, 30)
+    send_raw(memory_broker, captured.body, 'default')
+    work(memory_broker, queues=('default',))
+    assert recorded_ids(record, 'ran') == []
+    assert reasons(dead_letters(memory_broker)) == ['wrong_queue']
+    assert task_id == codec.get_codec().open(captured.body, memory_broker.sqs_name(high)).task_id
+
+
+def test_a_json_worker_dead_letters_a_signed_pickle_without_unpickling_it(memory_broker, tmp_path):
+    marker = tmp_path / 'pwned'
+    evil = Message('evil', tasks.RecordTask.task_path(), (CreatesFileWhenUnpickled(str(marker)),))
+    body = codec.encode(evil, memory_broker.sqs_name(memory_broker.queues['default']))
+    send_raw(memory_broker, body)
+    with settings.override(SERIALIZER='json'):
+        work(memory_broker)
+    assert not marker.exists()
+    assert reasons(dead_letters(memory_broker)) == ['serializer_not_accepted']
+
+
+def test_nobody_who_reads_the_queue_can_read_an_encrypted_task(memory_broker, record):
+    with settings.override(MESSAGE_ENCRYPTION_KEY='an-encryption-secret-of-32-chars!!',
+                           SERIALIZER='json', ACCEPT_SERIALIZERS=['json']):
+        task_id = tasks.RecordTask.publish(None, 'iban-DE89370400440532013000')
+        queue = memory_broker.queues['default']
+        name = memory_broker.sqs_name(queue)
+        [seen] = memory_broker.transport.receive(name, 10, 0, 30)
+        memory_broker.transport.change_visibility_batch(
+            name, [VisibilityChange(seen.receipt_handle, 0)])
+        work(memory_broker)
+    assert 'DE8937' not in seen.body and 'DE8937' not in repr(seen.attributes)
+    assert recorded_ids(record, 'ran') == [task_id]
+
+
+def test_an_unverified_message_is_logged_by_its_sqs_id_never_its_claimed_task(memory_broker,
+                                                                              caplog):
+    forged = OutgoingMessage('kale2:forged\nERROR fake line', {'kale_task_id': 'FORGED-ID',
+                                                                'kale_task_name': 'evil.Task'})
+    [message_id] = memory_broker.send(memory_broker.queues['default'], [forged])
+    with caplog.at_level(logging.INFO):
+        work(memory_broker)
+    assert 'FORGED-ID' not in caplog.text and 'evil.Task' not in caplog.text
+    assert 'message:%s' % message_id in caplog.text
+    assert not any(line.startswith('ERROR fake line') for line in caplog.text.splitlines())
+
+
+def test_payloads_are_decoded_one_at_a_time_just_before_each_run(memory_broker, record,
+                                                                   monkeypatch):
+    order = []
+    real_read = TaskRunner.read
+
+    def read(self, batch, received, opened):
+        order.append('read')
+        return real_read(self, batch, received, opened)
+
+    monkeypatch.setattr(TaskRunner, 'read', read)
+    monkeypatch.setattr(tasks.RecordTask, 'before_run', lambda self, *a: order.append('run'))
+    tasks.RecordTask.publish_batch(None, [(('x' * 20000,), {}) for _ in range(4)])
+    work(memory_broker)
+    assert order == ['read', 'run'] * 4
+
+
+def test_legacy_bodies_drain_only_when_accepted(memory_broker, record):
+    payload = Message('old-1', tasks.RecordTask.task_path(), ('legacy',)).to_payload()
+    body = signed_legacy_body('p-', __import__('base64').b64encode(
+        serialize.SerializeStep('pickle')._dumps(payload)))
+    send_raw(memory_broker, body)
+    work(memory_broker)
+    assert recorded_ids(record, 'ran') == []
+    [dead] = dead_letters(memory_broker)
+    assert reasons([dead]) == ['not_kale_message']
+    send_raw(memory_broker, dead.body)
+    with settings.override(ACCEPT_LEGACY_MESSAGES=True):
+        work(memory_broker)
+    assert recorded_ids(record, 'ran') == ['old-1']
+
+
+@pytest.mark.parametrize('key, problem', [
+    ('kale-development-key-not-for-production', 'is a development key'),
+    ('a-short-but-valid-key', 'is too short'),
+])
+def test_a_worker_against_aws_refuses_a_weak_key_before_any_request(key, problem, monkeypatch):
+    requests = []
+    monkeypatch.setattr('botocore.endpoint.Endpoint.make_request',
+                        lambda *a, **k: requests.append(a))
+    with settings.override(MESSAGE_QUEUE_ENDPOINT_URL='', AWS_REGION='eu-west-1',
+                           MESSAGE_SIGNING_KEY=key):
+        with pytest.raises(Exception, match='MESSAGE_SIGNING_KEY ' + problem):
+            Worker()
+        with pytest.raises(Exception, match='MESSAGE_SIGNING_KEY ' + problem):
+            tasks.AddTask.publish(None, 1, 2)
+    assert requests == []
+
+
+def test_an_endpoint_elsewhere_needs_a_strong_key_too(monkeypatch):
+    with settings.override(MESSAGE_QUEUE_ENDPOINT_URL='https://sqs.eu-west-1.amazonaws.com',
+                           MESSAGE_SIGNING_KEY='kale-development-key-not-for-production'):
+        with pytest.raises(Exception, match='MESSAGE_SIGNING_KEY is a development key'):
+            Worker()
+    with settings.override(MESSAGE_QUEUE_ENDPOINT_URL='http://localhost:1',
+                           MESSAGE_SIGNING_KEY='kale-development-key-not-for-production'):
+        Worker()                        # this machine: the development key is fine
