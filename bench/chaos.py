@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import dataclasses
 import collections
 import json
 import os
@@ -37,7 +38,9 @@ from tests.support.tcp_proxy import TCPProxy
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QUEUES = ['chaos_high', 'chaos_default', 'chaos_low']
-HOSTILE_KINDS = ['garbage', 'wrong_signature', 'pickle', 'unknown_task', 'oversized']
+HOSTILE_KINDS = ['garbage', 'wrong_signature', 'pickle', 'unknown_task', 'oversized', 'replayed',
+                 'other_queue']
+DAY = 24 * 3600.0
 ACTIONS = ['kill -9', 'SIGTERM', 'outage', 'hostile', 'hostile']
 
 
@@ -125,21 +128,29 @@ class Chaos:
         from kale.conf import settings
         kind = HOSTILE_KINDS[len(self.hostile) % len(HOSTILE_KINDS)]     # each kind in turn
         hostile_id = '%s-%d' % (kind, len(self.hostile))
+        queue = self.rng.choice(QUEUES)
+        here = self.prefix + queue
+        ok = kale_message.Message(hostile_id, 'bench.chaos_tasks.ChaosTask', ('ok',))
         if kind == 'garbage':
             body = ''.join(self.rng.choice('abc{}[]:;=+/ \n') for _ in range(200))
         elif kind == 'wrong_signature':
             with settings.override(MESSAGE_SIGNING_KEY='not-the-chaos-key-0123456789abcdef'):
-                body = kale_codec.encode(kale_message.Message(
-                    hostile_id, 'bench.chaos_tasks.ChaosTask', ('ok',)))
+                body = kale_codec.encode(ok, here)
         elif kind == 'pickle':
             evil = pickle.dumps(CreatesFile(os.path.join(self.workdir, 'pwned-%s' % hostile_id)))
-            body = 'kale1:p-:%s:%s' % ('A' * 43, base64.b64encode(evil).decode())
+            body = 'kale2:s=p;c=-;d=b;k=00000000:%s:%s' % ('A' * 43,
+                                                           base64.b64encode(evil).decode())
         elif kind == 'unknown_task':
             body = kale_codec.encode(kale_message.Message(
-                hostile_id, 'bench.chaos_tasks.NoSuchTask', ()))
+                hostile_id, 'bench.chaos_tasks.NoSuchTask', ()), here)
+        elif kind == 'replayed':        # captured long ago: past the replay window
+            body = kale_codec.encode(dataclasses.replace(ok, issued_at=time.time() - 400 * DAY),
+                                     here)
+        elif kind == 'other_queue':     # captured on one queue, replayed into another
+            other = [q for q in QUEUES if q != queue][0]
+            body = kale_codec.encode(ok, self.prefix + other)
         else:
-            body = 'kale1:p-:' + 'A' * 300000
-        queue = self.rng.choice(QUEUES)
+            body = 'kale2:' + 'A' * 300000
         url = self.raw.get_queue_url(QueueName=self.prefix + queue)['QueueUrl']
         self.raw.send_message(QueueUrl=url, MessageBody=body, MessageAttributes={
             'chaos_hostile': {'DataType': 'String', 'StringValue': hostile_id}})
@@ -254,7 +265,7 @@ class Chaos:
             if 'chaos_hostile' in attributes:
                 dead_hostile[attributes['chaos_hostile']] = reason
                 continue
-            task_id = kale_codec.decode(message['Body']).task_id
+            task_id = kale_codec.get_codec().open(message['Body'], '', check_age=False).task_id
             dead_tasks[task_id] = reason
         should_finish = {t for t, kind in self.kinds.items() if kind in ('ok', 'flaky', 'slow')}
         should_die = {t for t, kind in self.kinds.items() if kind in ('fails', 'killer')}

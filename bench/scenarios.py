@@ -54,7 +54,8 @@ def counting_raw(run: Run) -> Iterator[None]:
 
 def sample_body() -> str:
     """A body the size of Kale's, for the baseline to send."""
-    return kale_codec.encode(kale_message.Message('0' * 32, tasks.NoopTask.task_path(), (0,)))
+    return kale_codec.encode(kale_message.Message('0' * 32, tasks.NoopTask.task_path(), (0,)),
+                             'bench-bench_default')
 
 
 def split(n: int, parts: int = 3) -> list[int]:

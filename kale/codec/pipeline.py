@@ -153,7 +153,9 @@ class Codec:
 
     def open(self, body: str, queue: str, check_age: bool = True) -> Frame:
         """Verify a body received on ``queue`` (its full SQS name): the envelope
-        steps only. DecodeError (with the body) for a body that is refused."""
+        steps only. DecodeError (with the body) for a body that is refused.
+        Tools that read dead letters of any queue pass ``queue=''`` (no queue
+        check) and ``check_age=False``; a worker never does."""
         frame = Frame(body=body, queue=queue, check_age=check_age)
         try:
             for step in reversed(self.envelope_steps):
