@@ -12,13 +12,13 @@ with open(os.path.join(here, 'README.md'), encoding='utf-8') as f:
     long_description = f.read()
 
 setup(
-    name='kale',
+    name='kale-sqs',
     version=about['__version__'],
     description='Task worker for Amazon SQS with priority queues, signed messages and safe retries',
     long_description=long_description,
     long_description_content_type='text/markdown',
     packages=find_packages(include=['kale', 'kale.*']),
-    package_data={'kale': ['py.typed']},
+    package_data={'kale': ['py.typed', 'presets/queue_config.yaml']},
     python_requires='>=3.10',
     install_requires=[
         'boto3>=1.26',

@@ -18,6 +18,7 @@ from kale.exceptions import (
     NoDeadLetterQueueError,
     PublishError,
     QueueNotFoundError,
+    SQSError,
     UnknownTaskPathError,
 )
 from kale.message import ATTR_DEAD_LETTER_REASON, publisher_identity
@@ -26,6 +27,9 @@ from kale.registry import resolve_task
 from kale.transport import MAX_BATCH_ENTRIES, OutgoingMessage, ReceivedMessage, VisibilityChange
 
 logger = logging.getLogger(__name__)
+
+PURGE_IN_PROGRESS_CODES = frozenset({'AWS.SimpleQueueService.PurgeQueueInProgress',
+                                     'PurgeQueueInProgress'})
 
 #: Seconds a dead letter being redriven stays invisible to other readers.
 REDRIVE_VISIBILITY_SEC = 120
@@ -80,7 +84,14 @@ def _dead_letter_name(broker: Broker, queue: TaskQueue) -> str:
 def purge(broker: Broker, queue: TaskQueue, dead_letters: bool = False) -> str:
     """Delete every message of the queue (or of its dead-letter queue); returns the SQS name."""
     name = _dead_letter_name(broker, queue) if dead_letters else broker.sqs_name(queue)
-    broker.transport.purge(name)
+    try:
+        broker.transport.purge(name)
+    except SQSError as exc:
+        if exc.code not in PURGE_IN_PROGRESS_CODES:
+            raise
+        raise SQSError('queue %r was purged less than 60 seconds ago, and SQS allows one purge '
+                       'per queue every 60 seconds: nothing was deleted now; try again in a '
+                       'minute' % name, exc.code) from None
     return name
 
 

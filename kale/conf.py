@@ -9,8 +9,10 @@ again. Code that caches something derived from settings keys its cache on
 from __future__ import annotations
 
 import contextlib
+import difflib
 import importlib
 import itertools
+import logging
 import os
 import sys
 import types
@@ -22,6 +24,8 @@ from kale.settings_check import check_settings
 
 ENVIRONMENT_VARIABLE = 'KALE_SETTINGS_MODULE'
 
+logger = logging.getLogger(__name__)
+
 _generations = itertools.count(1)
 
 
@@ -30,22 +34,54 @@ def _public_names(module: types.ModuleType) -> dict[str, Any]:
             if name.isupper() and not name.startswith('_')}
 
 
-def _import_settings_module(name: str, fresh: bool) -> types.ModuleType:
+def _import_settings_module(name: str, fresh: bool, source: str) -> types.ModuleType:
     """Import the settings module; with ``fresh``, run it again if already imported
-    (settings modules often read the environment)."""
+    (settings modules often read the environment). Errors name ``source``, where
+    the module's name came from."""
     try:
         loaded = name in sys.modules
         module = importlib.import_module(name)
         return importlib.reload(module) if fresh and loaded else module
     except ImportError as exc:
-        raise ImproperlyConfigured(
-            '%s=%r cannot be imported: %s' % (ENVIRONMENT_VARIABLE, name, exc)) from exc
+        raise ImproperlyConfigured('%s %r cannot be imported: %s' % (source, name, exc)) from exc
     except ImproperlyConfigured as exc:
         raise ImproperlyConfigured('settings module %s: %s' % (name, exc)) from exc
     except Exception as exc:
-        raise ImproperlyConfigured(
-            '%s=%r failed while loading: %s: %s'
-            % (ENVIRONMENT_VARIABLE, name, type(exc).__name__, exc)) from exc
+        raise ImproperlyConfigured('%s %r failed while loading: %s: %s'
+                                   % (source, name, type(exc).__name__, exc)) from exc
+
+
+#: Settings of the original Kale that Kale dropped, and what replaces each.
+DROPPED_SETTINGS = {
+    'USE_DEAD_LETTER_QUEUE': 'it is ENABLE_DEAD_LETTER_QUEUE',
+    'COMPRESSOR': 'bodies are compressed with zlib when that helps (COMPRESSION_MIN_BYTES)',
+    'TIMESTAMP_FUNC': 'messages carry time.time() as their enqueue and issue times',
+    'PUBLISHER_STR_FUNC': 'messages carry the publisher as host[pid]',
+    'RESET_TIMEOUT_THRESHOLD': 'a task that no longer fits its batch\'s visibility timeout is '
+                               'released for a later batch, not started',
+    'SQS_QUEUE_TAG_FUNCTION': 'create and tag queues with your infrastructure code and set '
+                              'CREATE_MISSING_QUEUES = False',
+}
+
+_warned: set[tuple[str, str]] = set()
+
+
+def warn_unknown(module_name: str, own: dict[str, Any], known: dict[str, Any]) -> None:
+    """Warn once per name about a setting Kale does not know that looks like a
+    misspelt one, or that the original Kale had. (Other UPPER_CASE names are
+    the application's own and are left alone.)"""
+    for name in sorted(set(own) - set(known)):
+        if (module_name, name) in _warned:
+            continue
+        if name in DROPPED_SETTINGS:
+            advice = 'a setting of the original Kale that Kale dropped: %s' % DROPPED_SETTINGS[name]
+        else:
+            close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.8)
+            if not close:
+                continue
+            advice = 'not a Kale setting; did you mean %s?' % close[0]
+        _warned.add((module_name, name))
+        logger.warning('settings module %s: %s is %s', module_name, name, advice)
 
 
 class Settings:
@@ -57,6 +93,8 @@ class Settings:
         self._module: Optional[types.ModuleType] = None
         self._fresh = False
         self._generation = next(_generations)
+        #: Where the settings module's name comes from, for error messages.
+        self.source = ENVIRONMENT_VARIABLE
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith('_'):
@@ -76,8 +114,10 @@ class Settings:
             module_name = os.environ.get(ENVIRONMENT_VARIABLE, '').strip()
             self._module = None
             if module_name:
-                self._module = _import_settings_module(module_name, self._fresh)
-                values.update(_public_names(self._module))
+                self._module = _import_settings_module(module_name, self._fresh, self.source)
+                own = _public_names(self._module)
+                warn_unknown(module_name, own, values)
+                values.update(own)
             check_settings(values)
             self._values = values
             self._fresh = False
@@ -105,6 +145,13 @@ class Settings:
         """Read the settings now, so that a broken module fails at start."""
         self._load()
 
+    def use_module(self, name: str, source: str) -> None:
+        """Read the settings from module ``name`` from now on (also in child
+        processes, through KALE_SETTINGS_MODULE); errors say it came from ``source``."""
+        os.environ[ENVIRONMENT_VARIABLE] = name
+        self.reload()
+        self.source = source
+
     def reload(self) -> None:
         """Forget what was read; the next access reads the settings again
         (including a changed ``KALE_SETTINGS_MODULE``), running the settings
@@ -113,6 +160,7 @@ class Settings:
         self._fresh = True
         self._module = None
         self._generation = next(_generations)
+        self.source = ENVIRONMENT_VARIABLE
 
     @contextlib.contextmanager
     def override(self, **values: Any) -> Iterator['Settings']:

@@ -136,6 +136,11 @@ SQS_BATCH_REQUEST_LIMIT = 262144
 # so tasks can move between modules while old messages are still queued.
 TASK_MAPPER = {}  # type: dict[str, str]
 
+# Publishing checks that a task's arguments bind to its run_task signature,
+# so a call that would fail in every worker is refused at once (PublishError).
+# A task can turn this off with `check_arguments = False`.
+CHECK_TASK_ARGUMENTS = True
+
 # Publish hooks (kale.hooks.PublishHooks subclasses, instances or dotted
 # paths) called before and after every publish and publish_batch.
 PUBLISH_HOOKS = ()
@@ -185,3 +190,9 @@ TASK_TIMEOUT_CLASS = ''
 # Longest pause, in seconds, between attempts while the endpoint is
 # unreachable or throttling (the pause doubles from 0.5 s up to this).
 SQS_ERROR_MAX_BACKOFF_SEC = 30
+
+# A burst worker (`kale worker --burst`) that cannot reach the endpoint for
+# this many seconds in a row exits with code 1 and one line saying why, so a
+# CI job that runs it ends. A serving worker keeps retrying however long it
+# takes.
+BURST_GIVE_UP_SEC = 60

@@ -23,6 +23,10 @@ class QueueConfigError(ImproperlyConfigured):
     """The queue configuration file cannot be read or does not validate."""
 
 
+class TaskDefinitionError(ImproperlyConfigured):
+    """A Task subclass is defined in a way Kale cannot honour (an old hook name)."""
+
+
 class HookError(KaleError):
     """A hook whose failure stops what it guards (``on_worker_startup``) raised."""
 
@@ -227,6 +231,7 @@ __all__ = [
     'QueueNotFoundError',
     'SQSError',
     'SerializationError',
+    'TaskDefinitionError',
     'TaskError',
     'TaskProcessDied',
     'ThrottledError',

@@ -13,6 +13,7 @@ and after it was sent.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import logging
 import math
 import numbers
@@ -64,6 +65,31 @@ def check_time_limit(task_class: type['Task'], queue: TaskQueue) -> None:
         raise InvalidTimeLimitError(
             'task %s: time_limit %gs is not below visibility_timeout_sec %ds of queue %r'
             % (name, limit, queue.visibility_timeout_sec, queue.name))
+
+
+_signatures: dict[type, Optional[inspect.Signature]] = {}
+
+
+def check_arguments(task_class: type['Task'], args: tuple, kwargs: Mapping[str, Any]) -> None:
+    """The arguments must bind to ``run_task``'s signature, or PublishError
+    naming the task and the problem (unless the task or CHECK_TASK_ARGUMENTS
+    turns the check off)."""
+    if not (settings.CHECK_TASK_ARGUMENTS and getattr(task_class, 'check_arguments', True)):
+        return
+    if task_class not in _signatures:
+        try:
+            _signatures[task_class] = inspect.signature(task_class.run_task)
+        except (TypeError, ValueError):          # a signature Python cannot read
+            _signatures[task_class] = None
+    signature = _signatures[task_class]
+    if signature is None:
+        return
+    try:
+        signature.bind(None, *args, **kwargs)     # None stands for self
+    except TypeError as exc:
+        shown = str(signature).replace('(self, ', '(', 1).replace('(self)', '()', 1)
+        raise PublishError('task %s: arguments do not match run_task%s: %s'
+                           % (task_class.task_path(), shown, exc)) from None
 
 
 def task_queue(task_class: type['Task']) -> TaskQueue:
@@ -126,7 +152,8 @@ class Publisher:
 
     def build(self, task_class: type['Task'], app_data: Any, args: tuple,
               kwargs: Mapping[str, Any]) -> Message:
-        """A new message for one invocation."""
+        """A new message for one invocation (its arguments checked)."""
+        check_arguments(task_class, args, kwargs)
         return Message(task_id=task_class.make_task_id(*args, **kwargs),
                        task_name=task_class.task_path(), args=tuple(args), kwargs=dict(kwargs),
                        app_data=app_data, enqueued_at=time.time(),

@@ -59,9 +59,12 @@ class TaskQueue:
 class QueueConfig(Mapping[str, TaskQueue]):
     """The queues of one file, by name, in file order."""
 
-    def __init__(self, path: str, queues: list[TaskQueue]):
+    def __init__(self, path: str, queues: list[TaskQueue], keys: Optional[list[str]] = None):
         self.path = path
         self._queues = {queue.name: queue for queue in queues}
+        #: YAML key -> queue name, for keys that differ from their queue's name.
+        self._renamed = {key: queue.name for key, queue in zip(keys or [], queues, strict=False)
+                         if key != queue.name}
 
     def __getitem__(self, name: str) -> TaskQueue:
         return self._queues[name]
@@ -78,6 +81,12 @@ class QueueConfig(Mapping[str, TaskQueue]):
             return self._queues[name]
         except KeyError:
             prefix = '%s: ' % who if who else ''
+            if name in self._renamed:
+                raise UnknownQueueError(
+                    '%squeue %r is a key in the queue config %s, whose queue is named %r: '
+                    "tasks, --queues and commands name a queue by its 'name' field; use %r"
+                    % (prefix, name, self.path, self._renamed[name], self._renamed[name])
+                ) from None
             raise UnknownQueueError(
                 '%squeue %r is not in the queue config %s (queues: %s)'
                 % (prefix, name, self.path, ', '.join(self._queues) or 'none')) from None
@@ -108,7 +117,8 @@ def _read_yaml(path: str) -> Any:
         with open(path, encoding='utf-8') as f:
             text = f.read()
     except OSError as exc:
-        raise QueueConfigError('%s: cannot read queue config: %s' % (path, exc.strerror or exc)) from exc
+        raise QueueConfigError('%s: cannot read the queue config (QUEUE_CONFIG = %r): %s'
+                               % (path, settings.QUEUE_CONFIG, exc.strerror or exc)) from exc
     try:
         return yaml.load(text, Loader=_StrictLoader)
     except yaml.YAMLError as exc:
@@ -161,6 +171,7 @@ def parse_queue_config(path: str, data: Any, queue_class: type = TaskQueue) -> Q
                                % (path, 'an empty file' if not data else _type_name(data)))
     fields = {f.name for f in dataclasses.fields(queue_class)}
     queues: list[TaskQueue] = []
+    keys: list[str] = []
     owners: dict[str, Any] = {}
     for key, entry in data.items():
         values = _validate_entry(path, key, entry, fields)
@@ -174,7 +185,8 @@ def parse_queue_config(path: str, data: Any, queue_class: type = TaskQueue) -> Q
                                        % (path, key, sqs_name, owners[sqs_name]))
             owners[sqs_name] = key
         queues.append(queue)
-    return QueueConfig(path, queues)
+        keys.append(str(key))
+    return QueueConfig(path, queues, keys)
 
 
 def load_queue_config(path: str, queue_class: type = TaskQueue) -> QueueConfig:
@@ -186,10 +198,10 @@ def resolve_config_path(path: str) -> str:
     """Find QUEUE_CONFIG: absolute as is; relative from the current directory,
     then from the settings module's directory."""
     if os.path.isabs(path):
-        return path
+        return os.path.normpath(path)
     candidates = [os.path.abspath(path)]
     if settings.module_dir:
-        candidates.append(os.path.join(settings.module_dir, path))
+        candidates.append(os.path.normpath(os.path.join(settings.module_dir, path)))
     for candidate in candidates:
         if os.path.exists(candidate):
             return candidate

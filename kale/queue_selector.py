@@ -55,6 +55,10 @@ class QueueInfo:
             self._known[queue.name] = bool(self._has_messages(queue))
         return self._known[queue.name]
 
+    def is_queue_empty(self, queue: TaskQueue) -> bool:
+        """The original Kale's name for ``not does_queue_need_work(queue)``."""
+        return not self.does_queue_need_work(queue)
+
     def get_highest_priority_queue_that_needs_work(self) -> Optional[TaskQueue]:
         for queue in sorted(self._queues, key=lambda q: tickets(q), reverse=True):
             if self.does_queue_need_work(queue):

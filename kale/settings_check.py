@@ -4,8 +4,10 @@ traceback (or quietly wrong behaviour) later."""
 from __future__ import annotations
 
 import numbers
+import re
 from collections.abc import Mapping
 from typing import Any, Callable, Optional
+from urllib.parse import urlsplit
 
 from kale.exceptions import ImproperlyConfigured
 
@@ -57,6 +59,44 @@ def _module_prefixes(value: Any) -> Optional[str]:
     return "must be a list of module names, e.g. ('myapp.tasks',)"
 
 
+def _url(value: Any) -> Optional[str]:
+    if not isinstance(value, str):
+        return 'must be a URL (a string)'
+    if value == '':
+        return None
+    parts = urlsplit(value)
+    if parts.scheme not in ('http', 'https') or not parts.hostname:
+        return "must be a URL with a scheme and a host, like 'http://127.0.0.1:9324'"
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    return 'must be a URL with a valid port' if port == -1 else None
+
+
+def _region(value: Any) -> Optional[str]:
+    if isinstance(value, str) and re.fullmatch(r'[a-z0-9-]*', value):
+        return None
+    return "must be a region name like 'us-east-1' (or '' for boto3's default)"
+
+
+def _dotted_path_or(kind: str) -> Callable[[Any], Optional[str]]:
+    def check(value: Any) -> Optional[str]:
+        if isinstance(value, str) and re.fullmatch(r'\w+(\.\w+)+', value):
+            return None
+        if kind == 'class' and isinstance(value, type):
+            return None
+        if kind == 'callable' and (value is None or callable(value)):
+            return None
+        return 'must be a dotted path like "package.module.Name"%s' % (
+            ' or a class' if kind == 'class' else ', a callable or None')
+    return check
+
+
+def _optional_dotted_path(value: Any) -> Optional[str]:
+    return None if value in ('', None) else _dotted_path_or('class')(value)
+
+
 def _port(value: Any) -> Optional[str]:
     if value in ('', None):
         return None
@@ -67,20 +107,40 @@ def _port(value: Any) -> Optional[str]:
     return None if 0 < port < 65536 else 'must be a port number from 1 to 65535'
 
 
+_BOOL = _kind(bool, 'True or False')
+_TEXT = _kind(str, 'a string')
+_KEY = _kind((str, bytes), 'a string')
+
 CHECKS: dict[str, Callable[[Any], Optional[str]]] = {
-    'MESSAGE_QUEUE_ENDPOINT_URL': _kind(str, 'a URL (a string)'),
+    'MESSAGE_QUEUE_ENDPOINT_URL': _url,
+    'MESSAGE_QUEUE_USE_PROXY': _BOOL,
+    'MESSAGE_QUEUE_PROXY_HOST': _TEXT,
     'MESSAGE_QUEUE_PROXY_PORT': _port,
+    'AWS_REGION': _region,
+    'AWS_ACCESS_KEY_ID': _TEXT,
+    'AWS_SECRET_ACCESS_KEY': _TEXT,
+    'AWS_SESSION_TOKEN': _TEXT,
+    'QUEUE_CLASS': _dotted_path_or('class'),
+    'QUEUE_SELECTOR': _dotted_path_or('class'),
+    'CREATE_MISSING_QUEUES': _BOOL,
+    'ENABLE_DEAD_LETTER_QUEUE': _BOOL,
+    'MESSAGE_SIGNING_KEY': _KEY,
+    'ON_WORKER_STARTUP': _dotted_path_or('callable'),
+    'ON_WORKER_SHUTDOWN': _dotted_path_or('callable'),
+    'TASK_TIMEOUT_CLASS': _optional_dotted_path,
+    'BURST_GIVE_UP_SEC': _number(0),
+    'CHECK_TASK_ARGUMENTS': _BOOL,
     'SQS_CONNECT_TIMEOUT_SEC': _number(0.1, 300),
     'SQS_READ_TIMEOUT_SEC': _number(1, 600),
     'QUEUE_CONFIG': _kind(str, 'a file path (a string)'),
-    'QUEUE_PREFIX': _kind(str, 'a string'),
+    'QUEUE_PREFIX': _TEXT,
     'MAX_RECEIVE_COUNT': _number(1, 1000, whole=True),
     'SERIALIZER': _one_of('pickle', 'json'),
     'ACCEPT_SERIALIZERS': _subset_of('pickle', 'json'),
-    'ACCEPT_LEGACY_MESSAGES': _kind(bool, 'True or False'),
+    'ACCEPT_LEGACY_MESSAGES': _BOOL,
     'MESSAGE_MAX_AGE_SEC': _number(60),
     'MESSAGE_SIGNING_OLD_KEYS': _kind((list, tuple, str, bytes), 'a list of keys'),
-    'MESSAGE_ENCRYPTION_KEY': _kind((str, bytes), 'a string'),
+    'MESSAGE_ENCRYPTION_KEY': _KEY,
     'MESSAGE_ENCRYPTION_OLD_KEYS': _kind((list, tuple, str, bytes), 'a list of keys'),
     'MAX_DECOMPRESSED_BYTES': _number(1024, whole=True),
     'TASK_MODULES': _module_prefixes,

@@ -22,7 +22,12 @@ import random
 from typing import Any, Iterable, Optional
 
 from kale.conf import settings
-from kale.exceptions import ChildTaskError, NonRetriableTaskError, PublishError
+from kale.exceptions import (
+    ChildTaskError,
+    NonRetriableTaskError,
+    PublishError,
+    TaskDefinitionError,
+)
 from kale.message import Message
 from kale.publisher import get_publisher, new_task_id
 from kale.transport import MAX_DELAY_SEC
@@ -33,6 +38,19 @@ logger = logging.getLogger(__name__)
 PERMANENT_FAILURE_NON_RETRIABLE = 'non_retriable'
 PERMANENT_FAILURE_NO_RETRIES = 'no_retries'
 PERMANENT_FAILURE_RETRIES_EXHAUSTED = 'retries_exhausted'
+
+
+#: Hooks of the original Kale and their names here. A task that still
+#: defines an old name would silently never be called, so it is refused.
+RENAMED_HOOKS = {
+    '_get_task_id': 'make_task_id (a classmethod)',
+    '_alert_runtime_exceeded': 'on_target_runtime_exceeded',
+    '_report_permanent_failure': 'on_permanent_failure',
+    '_pre_run': 'before_run',
+    '_post_run': 'after_success',
+    '_check_blacklist': 'should_run_task (return False to skip the run)',
+    '_get_delay_sec_for_retry': 'retry_delay_sec (a classmethod)',
+}
 
 
 class _Skipped:
@@ -60,6 +78,16 @@ class Task:
     target_runtime: Optional[float] = 50
     #: Exceptions that fail the task permanently at once, without retrying.
     EXCEPTION_LIST: tuple = (NonRetriableTaskError,)
+    #: Refuse, at publish time, arguments that do not bind to ``run_task``.
+    check_arguments: bool = True
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for old, new in RENAMED_HOOKS.items():
+            if old in vars(cls):
+                raise TaskDefinitionError(
+                    'task %s defines %s, a hook of the original Kale that Kale never calls: '
+                    'rename it %s' % (cls.task_path(), old, new))
 
     def __init__(self, message: Optional[Message] = None):
         self.message = message

@@ -1,1 +1,1 @@
-"""Ready settings modules: pick one with KALE_SETTINGS_MODULE=settings.<name>."""
+"""The ready settings modules of :mod:`kale.presets`, at their old paths in a checkout."""

@@ -61,7 +61,7 @@ def test_worker_without_aws_key_is_a_one_line_error():
     assert result.returncode == 1
     assert result.stderr.strip().splitlines() == [
         'kale: error: settings module settings.aws: KALE_SIGNING_KEY is not set: '
-        'settings.aws takes the message signing key from it; make one with '
+        'kale.presets.aws takes the message signing key from it; make one with '
         '`python -c "import secrets; '
         'print(secrets.token_hex(32))"`']
 

@@ -57,4 +57,4 @@ def test_missing_local_extra_is_a_one_line_error(tmp_path):
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1
-    assert "pip install 'kale[local]'" in lines[0]
+    assert "pip install 'kale-sqs[local]' (in a checkout: pip install -e '.[local]')" in lines[0]

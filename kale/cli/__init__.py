@@ -17,7 +17,7 @@ from typing import Optional, Sequence
 
 from kale import logs
 from kale.cli import admin, sqs_local, worker
-from kale.conf import ENVIRONMENT_VARIABLE, settings
+from kale.conf import settings
 from kale.exceptions import KaleError
 from kale.version import __version__
 
@@ -44,8 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _use_settings(module: Optional[str]) -> None:
     if module:
-        os.environ[ENVIRONMENT_VARIABLE] = module
-        settings.reload()
+        settings.use_module(module, '--settings')
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -8,13 +8,20 @@ import time
 from typing import Any, Optional
 
 from kale import admin
-from kale.broker import get_broker
+from kale.broker import Broker
 from kale.cli.options import common_options as common
 from kale.cli.options import positive_int
 from kale.exceptions import CommandError
 
 COLUMNS = [('QUEUE', 'name'), ('PRIORITY', 'priority'), ('VISIBLE', 'visible'),
            ('IN FLIGHT', 'in_flight'), ('DELAYED', 'delayed'), ('DEAD LETTERS', 'dead_letters')]
+
+
+def command_broker() -> Broker:
+    """The broker, with a client that gives up on an endpoint that does not
+    answer in about SQS_READ_TIMEOUT_SEC seconds (one attempt per request)."""
+    from kale.transport.sqs import SQSTransport, make_client
+    return Broker.from_settings(SQSTransport(make_client(for_commands=True)))
 
 
 def format_table(rows: list[admin.QueueStatus]) -> str:
@@ -31,7 +38,7 @@ def format_table(rows: list[admin.QueueStatus]) -> str:
 
 
 def cmd_queues(args: argparse.Namespace) -> int:
-    rows = admin.queue_statuses(get_broker())
+    rows = admin.queue_statuses(command_broker())
     if args.json:
         print(json.dumps([row.as_dict() for row in rows], indent=2))
     else:
@@ -49,7 +56,7 @@ def _confirm(question: str) -> bool:
 
 
 def cmd_purge(args: argparse.Namespace) -> int:
-    broker = get_broker()
+    broker = command_broker()
     queue = broker.queues.get_queue(args.queue)
     target = broker.dead_letter_name(queue) if args.dead_letters else broker.sqs_name(queue)
     if not args.yes and not _confirm('Delete every message in SQS queue %r?' % target):
@@ -68,7 +75,7 @@ def _counts(counts: dict[str, int]) -> str:
 
 
 def cmd_dlq_redrive(args: argparse.Namespace) -> int:
-    broker = get_broker()
+    broker = command_broker()
     queue = broker.queues.get_queue(args.queue)
     source, target = broker.dead_letter_name(queue), broker.sqs_name(queue)
     which = 'dead letters of reason %r' % args.reason if args.reason else 'every dead letter'

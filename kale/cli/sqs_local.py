@@ -53,7 +53,8 @@ def _moto_server_class() -> Any:
     except ImportError as exc:
         raise ImproperlyConfigured(
             "the embedded endpoint needs moto's server, which is not installed (%s): "
-            "pip install 'kale[local]'" % exc) from None
+            "pip install 'kale-sqs[local]' (in a checkout: pip install -e '.[local]')" % exc
+        ) from None
     return ThreadedMotoServer
 
 
@@ -123,7 +124,8 @@ def add_commands(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]'
         'sqs-local', parents=[common_options()],
         help='run an embedded SQS-compatible endpoint (moto) for development',
         description="Run moto's SQS-compatible server on this machine until Ctrl-C or SIGTERM. "
-                    "Queues live in memory. Needs the 'local' extra: pip install 'kale[local]'.")
+                    "Queues live in memory. Needs the 'local' extra: pip install "
+                    "'kale-sqs[local]' (in a checkout: pip install -e '.[local]').")
     parser.add_argument('--host', default=DEFAULT_HOST,
                         help='address to listen on (default %(default)s)')
     parser.add_argument('--port', type=port_number, default=DEFAULT_PORT,

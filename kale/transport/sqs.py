@@ -11,6 +11,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import threading
 import time
 from typing import Any, Callable, Iterator, Optional, Sequence, TypeVar
@@ -59,26 +60,53 @@ def read_timeout_sec() -> float:
     return float(settings.SQS_READ_TIMEOUT_SEC) + MAX_LONG_POLL_SEC
 
 
-def make_client() -> Any:
-    """A new boto3 SQS client built from the settings."""
+#: Operator commands (``kale queues``, ``purge``, ``dlq redrive``) make one
+#: attempt per request and wait SQS_READ_TIMEOUT_SEC plus this (redrive's
+#: short long poll): a command against an endpoint that never answers gives
+#: up in about ``SQS_READ_TIMEOUT_SEC`` seconds, not minutes.
+COMMAND_LONG_POLL_SEC = 1
+
+
+def make_client(for_commands: bool = False) -> Any:
+    """A new boto3 SQS client built from the settings (``for_commands``: see
+    COMMAND_LONG_POLL_SEC). A setting boto3 refuses is one ImproperlyConfigured
+    line naming the settings involved."""
     endpoint = endpoint_url()
-    session = boto3.session.Session(
-        aws_access_key_id=settings.AWS_ACCESS_KEY_ID or None,
-        aws_secret_access_key=settings.AWS_SECRET_ACCESS_KEY or None,
-        aws_session_token=settings.AWS_SESSION_TOKEN or None,
-        region_name=settings.AWS_REGION or None)
-    region = session.region_name
-    if not region:
-        if not endpoint:
-            raise ImproperlyConfigured('no AWS region: set AWS_REGION in the settings or '
-                                       'AWS_DEFAULT_REGION in the environment')
-        region = 'us-east-1'
-    config = Config(
-        connect_timeout=settings.SQS_CONNECT_TIMEOUT_SEC,
-        read_timeout=read_timeout_sec(),
-        retries={'mode': 'standard', 'max_attempts': 3},
-    )
-    return session.client('sqs', endpoint_url=endpoint or None, region_name=region, config=config)
+    try:
+        session = boto3.session.Session(
+            aws_access_key_id=settings.AWS_ACCESS_KEY_ID or None,
+            aws_secret_access_key=settings.AWS_SECRET_ACCESS_KEY or None,
+            aws_session_token=settings.AWS_SESSION_TOKEN or None,
+            region_name=settings.AWS_REGION or None)
+        region = session.region_name
+        if not region:
+            if not endpoint:
+                raise ImproperlyConfigured('no AWS region: set AWS_REGION in the settings or '
+                                           'AWS_DEFAULT_REGION in the environment')
+            region = 'us-east-1'
+        read_timeout = (float(settings.SQS_READ_TIMEOUT_SEC) + COMMAND_LONG_POLL_SEC
+                        if for_commands else read_timeout_sec())
+        config = Config(
+            connect_timeout=settings.SQS_CONNECT_TIMEOUT_SEC,
+            read_timeout=read_timeout,
+            retries={'mode': 'standard', 'max_attempts': 1 if for_commands else 3},
+        )
+        return session.client('sqs', endpoint_url=endpoint or None, region_name=region,
+                              config=config)
+    except (ValueError, botocore.exceptions.BotoCoreError) as exc:
+        raise ImproperlyConfigured(
+            'the SQS client cannot be built from MESSAGE_QUEUE_ENDPOINT_URL=%r and AWS_REGION=%r: '
+            '%s' % (endpoint, settings.AWS_REGION, one_line(str(exc)))) from None
+
+
+def one_line(text: str, limit: int = 160) -> str:
+    """An error text as one short line: an HTML page becomes its title (or its
+    text), and newlines become spaces."""
+    if re.search(r'<(!doctype|html|title|body)\b', text, re.IGNORECASE):
+        title = re.search(r'<title>(.*?)</title>', text, re.IGNORECASE | re.DOTALL)
+        text = title.group(1) if title else re.sub(r'<[^>]+>', ' ', text)
+    text = ' '.join(text.split())
+    return text if len(text) <= limit else text[:limit - 3] + '...'
 
 
 def _sqs_attributes(attributes: dict[str, Any]) -> dict[str, dict[str, str]]:
@@ -134,14 +162,19 @@ class SQSTransport:
         except botocore.exceptions.ClientError as exc:
             error = exc.response.get('Error', {})
             code = error.get('Code', '') or ''
-            text = '%s on queue %r: %s: %s' % (action, queue, code, error.get('Message', ''))
+            status = exc.response.get('ResponseMetadata', {}).get('HTTPStatusCode', 0)
+            message = one_line(error.get('Message', '') or '')
+            if code == str(status):         # not an SQS error: a page from something else
+                text = '%s on queue %r: endpoint %s answered HTTP %s: %s' % (
+                    action, queue, self.endpoint, status, message)
+            else:
+                text = '%s on queue %r: %s: %s' % (action, queue, code, message)
             if code in NOT_FOUND_CODES:
                 self._urls.pop(queue, None)
                 raise QueueNotFoundError('queue %r does not exist at %s' % (queue, self.endpoint),
                                          code) from None
             if code in THROTTLING_CODES:
                 raise ThrottledError(text, code) from None
-            status = exc.response.get('ResponseMetadata', {}).get('HTTPStatusCode', 0)
             raise SQSError(text, code, retryable=status >= 500) from None
         except (botocore.exceptions.NoCredentialsError,
                 botocore.exceptions.PartialCredentialsError) as exc:

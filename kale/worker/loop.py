@@ -98,6 +98,7 @@ class Worker:
         self._idle = False
         self._stopping = False
         self._supervisor_pid = supervisor_pid()
+        self._failing_since: Optional[float] = None
         self._in_task = False
 
     @property
@@ -187,7 +188,7 @@ class Worker:
             logger.error('%s: queue selector chose %r, not one of the worker\'s queues; drawing '
                          'at random', self.name, queue)
             queue = random.choice(self.queues)
-        self.backoff.reset()
+        self._reached()
         return queue
 
     def fetch(self, queue: TaskQueue) -> Optional[Batch]:
@@ -197,7 +198,7 @@ class Worker:
         except SQSError as exc:
             self._back_off('receiving from queue %s' % queue.name, exc)
             return None
-        self.backoff.reset()
+        self._reached()
         return batch
 
     def idle(self) -> bool:
@@ -212,7 +213,7 @@ class Worker:
         except SQSError as exc:
             self._back_off('long polling', exc)
             return True
-        self.backoff.reset()
+        self._reached()
         if arrived:
             self._idle = False                 # work_once takes them one by one
         elif time.monotonic() - started < IDLE_PAUSE_SEC:
@@ -313,10 +314,12 @@ class Worker:
             self.settler.flush()
             self.report_settled()
         try:
-            return all(self.broker.counts(queue).total == 0 for queue in self.queues)
+            drained = all(self.broker.counts(queue).total == 0 for queue in self.queues)
         except SQSError as exc:
             self._back_off('counting messages', exc)
             return False
+        self._reached()
+        return drained
 
     # --- start and stop -------------------------------------------------------------
 
@@ -344,7 +347,21 @@ class Worker:
                 return
             time.sleep(min(left, 0.1))
 
+    def _reached(self) -> None:
+        """A request worked: back-offs start again from the shortest pause."""
+        self.backoff.reset()
+        self._failing_since = None
+
     def _back_off(self, what: str, exc: SQSError) -> None:
+        """Log a failed request and pause before the next. A burst worker that
+        has not reached SQS for BURST_GIVE_UP_SEC gives up instead."""
+        now = time.monotonic()
+        if self._failing_since is None:
+            self._failing_since = now
+        elif self.burst and now - self._failing_since >= settings.BURST_GIVE_UP_SEC:
+            raise SQSError('burst worker gave up after %.0f s without reaching SQS '
+                           '(BURST_GIVE_UP_SEC): %s failed: %s'
+                           % (now - self._failing_since, what, exc), exc.code, retryable=False)
         delay = self.backoff.next_delay()
         log = logger.warning if exc.retryable else logger.error
         log('%s: %s failed, retrying in %.1fs: %s', self.name, what, delay, exc)

@@ -1,0 +1,24 @@
+"""Ready settings modules: pick one with ``KALE_SETTINGS_MODULE=kale.presets.<name>``,
+or start your own from one (``from kale.presets.local import *``).
+
+- :mod:`kale.presets.local`: the embedded endpoint, ``kale sqs-local``;
+- :mod:`kale.presets.elasticmq`: ElasticMQ, through the original Kale's proxy settings;
+- :mod:`kale.presets.aws`: Amazon SQS, configured from the environment.
+
+Each uses ``./queue_config.yaml`` when the current directory has one, else the
+default queue config shipped beside them (``KALE_QUEUE_CONFIG`` overrides
+both).
+"""
+import os
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def default_queue_config() -> str:
+    """``$KALE_QUEUE_CONFIG``, else ``./queue_config.yaml`` if present, else the shipped one."""
+    given = os.environ.get('KALE_QUEUE_CONFIG', '')
+    if given:
+        return given
+    if os.path.exists('queue_config.yaml'):
+        return os.path.abspath('queue_config.yaml')
+    return os.path.join(_HERE, 'queue_config.yaml')

@@ -1,0 +1,36 @@
+"""Settings for real Amazon SQS, configured from the environment.
+
+    export KALE_SETTINGS_MODULE=kale.presets.aws
+    export AWS_REGION=us-west-2               # or AWS_DEFAULT_REGION
+    export KALE_SIGNING_KEY=...               # the same secret for publishers and workers
+    export KALE_QUEUE_PREFIX=prod-            # optional: one AWS account, several environments
+
+Credentials come from boto3's default chain (environment, ~/.aws, the
+instance or task role). Kale refuses to start without KALE_SIGNING_KEY, and
+with a key under 32 bytes or a development key: make one with
+`python -c "import secrets; print(secrets.token_hex(32))"` and keep it in
+your secret store. KALE_ENCRYPTION_KEY (optional, made the same way) encrypts
+every message body. While rotating, put the previous key(s) in
+KALE_SIGNING_OLD_KEYS (comma-separated) until no message signed with them
+can remain queued (14 days at most).
+"""
+import os
+
+from kale.exceptions import ImproperlyConfigured
+from kale.presets import default_queue_config
+
+AWS_REGION = os.environ.get('AWS_REGION') or os.environ.get('AWS_DEFAULT_REGION', '')
+MESSAGE_QUEUE_ENDPOINT_URL = os.environ.get('KALE_SQS_ENDPOINT', '')   # e.g. a VPC endpoint
+QUEUE_PREFIX = os.environ.get('KALE_QUEUE_PREFIX', '')
+QUEUE_CONFIG = default_queue_config()
+
+MESSAGE_SIGNING_KEY = os.environ.get('KALE_SIGNING_KEY', '')
+if not MESSAGE_SIGNING_KEY:
+    raise ImproperlyConfigured(
+        'KALE_SIGNING_KEY is not set: kale.presets.aws takes the message signing key from it; '
+        'make one with `python -c "import secrets; print(secrets.token_hex(32))"`')
+MESSAGE_SIGNING_OLD_KEYS = tuple(
+    key for key in os.environ.get('KALE_SIGNING_OLD_KEYS', '').split(',') if key)
+MESSAGE_ENCRYPTION_KEY = os.environ.get('KALE_ENCRYPTION_KEY', '')
+MESSAGE_ENCRYPTION_OLD_KEYS = tuple(
+    key for key in os.environ.get('KALE_ENCRYPTION_OLD_KEYS', '').split(',') if key)

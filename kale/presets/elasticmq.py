@@ -1,0 +1,24 @@
+"""Settings for ElasticMQ, e.g. ``docker compose -f example/docker-compose.yml up -d``.
+
+    export KALE_SETTINGS_MODULE=kale.presets.elasticmq
+
+ElasticMQ listens on 9324 like ``kale sqs-local``, so :mod:`kale.presets.local`
+works for it too; this module uses the original Kale's proxy settings, which
+Kale honours (``ELASTICMQ_HOST``, ``ELASTICMQ_PORT``). For development only:
+the signing key below is public.
+"""
+import os
+
+from kale.presets import default_queue_config
+
+MESSAGE_QUEUE_USE_PROXY = True
+MESSAGE_QUEUE_PROXY_HOST = os.environ.get('ELASTICMQ_HOST', '127.0.0.1')
+MESSAGE_QUEUE_PROXY_PORT = int(os.environ.get('ELASTICMQ_PORT', '9324'))
+AWS_REGION = 'us-east-1'
+AWS_ACCESS_KEY_ID = 'x'
+AWS_SECRET_ACCESS_KEY = 'x'
+
+QUEUE_CONFIG = default_queue_config()
+
+# A development key, known to everyone who has Kale.
+MESSAGE_SIGNING_KEY = 'kale-development-key-not-for-production'

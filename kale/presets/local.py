@@ -1,0 +1,29 @@
+"""Settings for the embedded endpoint, ``kale sqs-local``.
+
+    kale sqs-local &
+    export KALE_SETTINGS_MODULE=kale.presets.local
+
+The endpoint is ``$KALE_SQS_ENDPOINT``, by default http://127.0.0.1:9324
+(``kale sqs-local``'s and ElasticMQ's port); for ``kale sqs-local --port 0``,
+set it to the URL that command prints. The queue config is
+``./queue_config.yaml`` when there is one, else the default shipped with Kale.
+
+For development only: the signing key below is public.
+"""
+import os
+
+from kale.presets import default_queue_config
+
+MESSAGE_QUEUE_ENDPOINT_URL = os.environ.get('KALE_SQS_ENDPOINT', 'http://127.0.0.1:9324')
+AWS_REGION = 'us-east-1'
+AWS_ACCESS_KEY_ID = 'local'
+AWS_SECRET_ACCESS_KEY = 'local'
+
+QUEUE_CONFIG = default_queue_config()
+
+# A development key, known to everyone who has Kale: Kale refuses it for any
+# endpoint that is not on this machine.
+MESSAGE_SIGNING_KEY = 'kale-development-key-not-for-production'
+
+# Retry quickly while developing.
+RETRY_DELAY_MULTIPLE_SEC = 2

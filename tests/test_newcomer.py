@@ -1,0 +1,274 @@
+"""What a new user hit: every mistake is one clear line, a burst ends, and the
+original Kale's names are caught."""
+import logging
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+
+import pytest
+
+from kale import conf, testing
+from kale.conf import ENVIRONMENT_VARIABLE, settings
+from kale.exceptions import (
+    ImproperlyConfigured,
+    PublishError,
+    QueueConfigError,
+    SQSError,
+    TaskDefinitionError,
+    UnknownQueueError,
+)
+from kale.queue_config import get_queue_config, parse_queue_config
+from kale.queue_selector import QueueInfo
+from kale.task import Task
+from kale.transport import sqs
+from tests import tasks
+from tests.support.endpoint import ROOT, subprocess_env
+
+
+def kale(*args, env=None, cwd=ROOT, timeout=60):
+    return subprocess.run([sys.executable, '-m', 'kale', *args], capture_output=True, text=True,
+                          cwd=cwd, env=env or subprocess_env(), timeout=timeout)
+
+
+def one_line(result):
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+def settings_module(tmp_path, monkeypatch, name, text):
+    (tmp_path / ('%s.py' % name)).write_text(textwrap.dedent(text))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv(ENVIRONMENT_VARIABLE, name)
+    settings.reload()
+
+
+# --- settings that used to fail quietly or with a traceback -------------------------
+
+@pytest.mark.parametrize('name, value, problem', [
+    ('MESSAGE_QUEUE_ENDPOINT_URL', 'localhost:9324', 'must be a URL with a scheme and a host'),
+    ('MESSAGE_QUEUE_ENDPOINT_URL', 'http://', 'must be a URL with a scheme and a host'),
+    ('MESSAGE_QUEUE_ENDPOINT_URL', 'http://host:port', 'must be a URL with a valid port'),
+    ('AWS_REGION', 5, 'must be a region name'),
+    ('AWS_REGION', 'US East', 'must be a region name'),
+    ('ENABLE_DEAD_LETTER_QUEUE', 'false', 'must be True or False'),
+    ('CREATE_MISSING_QUEUES', 'no', 'must be True or False'),
+    ('MESSAGE_QUEUE_USE_PROXY', 1, 'must be True or False'),
+    ('QUEUE_SELECTOR', 'ReducedLottery', 'must be a dotted path'),
+    ('ON_WORKER_STARTUP', 42, 'must be a dotted path'),
+    ('BURST_GIVE_UP_SEC', -1, 'must be a number of at least 0'),
+])
+def test_a_wrong_setting_is_one_line_naming_it(name, value, problem):
+    with pytest.raises(ImproperlyConfigured) as info:
+        with settings.override(**{name: value}):
+            pass
+    assert str(info.value).startswith('setting %s %s' % (name, problem))
+    assert '\n' not in str(info.value)
+
+
+def test_every_default_setting_is_checked():
+    import re
+
+    from kale import default_settings
+    from kale.settings_check import CHECKS
+    names = re.findall(r'^([A-Z][A-Z0-9_]*) = ', open(default_settings.__file__).read(), re.M)
+    assert [name for name in names if name not in CHECKS] == []
+
+
+def test_an_endpoint_without_a_scheme_stops_the_worker_with_one_line(tmp_path):
+    (tmp_path / 'noscheme_settings.py').write_text(
+        'from tests.kale_test_settings import *\nMESSAGE_QUEUE_ENDPOINT_URL = "localhost:9324"\n')
+    env = subprocess_env(KALE_SETTINGS_MODULE='noscheme_settings',
+                         PYTHONPATH=str(tmp_path) + os.pathsep + ROOT)
+    result = kale('worker', '--burst', env=env)
+    assert result.returncode == 1
+    assert one_line(result).startswith("kale: error: setting MESSAGE_QUEUE_ENDPOINT_URL must "
+                                       "be a URL with a scheme and a host")
+
+
+def test_a_region_boto3_refuses_is_one_line_naming_it():
+    with settings.override(AWS_REGION='-x', MESSAGE_QUEUE_ENDPOINT_URL='http://127.0.0.1:1'):
+        with pytest.raises(ImproperlyConfigured) as info:
+            sqs.make_client()
+    assert "AWS_REGION='-x'" in str(info.value) and '\n' not in str(info.value)
+
+
+def test_a_misspelt_setting_is_warned_about_once_with_the_right_name(tmp_path, monkeypatch,
+                                                                     caplog):
+    conf._warned.clear()
+    settings_module(tmp_path, monkeypatch, 'typo_settings', '''
+        from tests.kale_test_settings import *
+        QUEUE_PREFX = 'x-'
+        USE_DEAD_LETTER_QUEUE = False
+        MY_APP_PAGE_SIZE = 20
+    ''')
+    with caplog.at_level(logging.WARNING, logger='kale.conf'):
+        settings.load()
+        settings.reload()
+        settings.load()
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == [
+        'settings module typo_settings: QUEUE_PREFX is not a Kale setting; did you mean '
+        'QUEUE_PREFIX?',
+        'settings module typo_settings: USE_DEAD_LETTER_QUEUE is a setting of the original Kale '
+        'that Kale dropped: it is ENABLE_DEAD_LETTER_QUEUE']
+
+
+def test_an_html_error_page_is_one_line(sqs):
+    with settings.override(AWS_REGION='elasticmq'):
+        transport = sqs_transport()
+        with pytest.raises(SQSError) as info:
+            transport.queue_exists('anything')
+    text = str(info.value)
+    assert '\n' not in text and '<' not in text
+    assert 'answered HTTP 500: 500 Internal Server Error' in text
+
+
+def sqs_transport():
+    return sqs.SQSTransport(sqs.make_client())
+
+
+class SilentEndpoint:
+    """Accepts connections and never answers."""
+
+    def __init__(self):
+        self.server = socket.create_server(('127.0.0.1', 0))
+        self.port = self.server.getsockname()[1]
+        self.connections = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                self.connections.append(self.server.accept()[0])
+            except OSError:
+                return
+
+    def close(self):
+        self.server.close()
+        for connection in self.connections:
+            connection.close()
+
+
+def test_an_operator_command_gives_up_on_an_endpoint_that_never_answers(tmp_path):
+    silent = SilentEndpoint()
+    try:
+        (tmp_path / 'silent_settings.py').write_text(
+            'from tests.kale_test_settings import *\n'
+            'MESSAGE_QUEUE_ENDPOINT_URL = "http://127.0.0.1:%d"\nSQS_READ_TIMEOUT_SEC = 2\n'
+            % silent.port)
+        env = subprocess_env(KALE_SETTINGS_MODULE='silent_settings',
+                             PYTHONPATH=str(tmp_path) + os.pathsep + ROOT)
+        result = kale('queues', env=env, timeout=30)     # one attempt of 2 + 1 s per queue
+    finally:
+        silent.close()
+    assert result.returncode == 1
+    assert 'unreachable' in one_line(result) or 'timed out' in one_line(result)
+
+
+def test_a_burst_worker_that_cannot_reach_sqs_gives_up(tmp_path):
+    with socket.socket() as probe:
+        probe.bind(('127.0.0.1', 0))
+        closed_port = probe.getsockname()[1]
+    (tmp_path / 'unreachable_settings.py').write_text(
+        'from tests.kale_test_settings import *\n'
+        'MESSAGE_QUEUE_ENDPOINT_URL = "http://127.0.0.1:%d"\nBURST_GIVE_UP_SEC = 2\n'
+        'SQS_ERROR_MAX_BACKOFF_SEC = 0.5\n' % closed_port)
+    env = subprocess_env(KALE_SETTINGS_MODULE='unreachable_settings',
+                         PYTHONPATH=str(tmp_path) + os.pathsep + ROOT)
+    result = kale('worker', '--burst', '--log-level', 'ERROR', env=env, timeout=60)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1].startswith(
+        'kale: error: burst worker gave up after ')
+    assert '(BURST_GIVE_UP_SEC)' in result.stderr
+
+
+# --- queue names --------------------------------------------------------------------
+
+def test_naming_a_yaml_key_instead_of_the_queue_name_says_which_name_to_use(tmp_path):
+    config = parse_queue_config(str(tmp_path / 'q.yaml'), {'fast': {
+        'name': 'high_priority', 'priority': 1, 'batch_size': 1, 'visibility_timeout_sec': 30,
+        'long_poll_time_sec': 0, 'num_iterations': 1}})
+    with pytest.raises(UnknownQueueError, match="queue 'fast' is a key in the queue config .*, "
+                                                "whose queue is named 'high_priority'.*use "
+                                                "'high_priority'"):
+        config.get_queue('fast', who='task x')
+
+
+# --- the ready settings modules, and the eager helper ---------------------------------
+
+def test_the_ready_settings_modules_ship_with_the_package(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)               # a project without a queue config of its own
+    monkeypatch.setenv('KALE_SQS_ENDPOINT', 'http://127.0.0.1:4000')
+    settings_module(tmp_path, monkeypatch, 'myproject_settings',
+                    'from kale.presets.local import *\nQUEUE_PREFIX = "mine-"\n')
+    assert settings.MESSAGE_QUEUE_ENDPOINT_URL == 'http://127.0.0.1:4000'
+    assert os.path.dirname(get_queue_config().path).endswith(os.path.join('kale', 'presets'))
+    assert '..' not in get_queue_config().path
+
+
+def test_eager_mode_without_a_queue_config_names_the_setting(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    settings_module(tmp_path, monkeypatch, 'bare_settings',
+                    'MESSAGE_SIGNING_KEY = "a-test-signing-key-0123456789abcdef"\n')
+    with pytest.raises(QueueConfigError, match=r"cannot read the queue config \(QUEUE_CONFIG = "
+                                               r"'queue_config.yaml'\)"):
+        testing.run_eagerly(tasks.AddTask, None, 1, 2)
+
+
+def test_a_missing_settings_module_names_the_option_it_came_from():
+    result = kale('queues', '--settings', 'nosuchmod')
+    assert one_line(result).startswith("kale: error: --settings 'nosuchmod' cannot be imported")
+
+
+# --- checks at publish time -----------------------------------------------------------
+
+def test_arguments_that_do_not_fit_run_task_are_refused_at_publish(memory_broker):
+    with pytest.raises(PublishError, match=r'task tests.tasks.AddTask: arguments do not match '
+                                           r'run_task\(a, b, \*\*kwargs\): too many positional'):
+        tasks.AddTask.publish(None, 1, 2, 3)
+    with pytest.raises(PublishError, match="missing a required argument: 'b'"):
+        tasks.AddTask.publish_batch(None, [((1, 2), {}), ((1,), {})])
+    assert memory_broker.counts(memory_broker.queues['default']).visible == 0
+
+
+def test_the_argument_check_can_be_turned_off(memory_broker):
+    class Loose(tasks.AddTask):
+        check_arguments = False
+    Loose.__module__, Loose.__qualname__ = 'tests.tasks', 'AddTask'
+    Loose.publish(None, 1, 2, 3)
+    with settings.override(CHECK_TASK_ARGUMENTS=False):
+        tasks.AddTask.publish(None, 1, 2, 3)
+    assert memory_broker.counts(memory_broker.queues['default']).visible == 2
+
+
+# --- the original Kale's names ---------------------------------------------------------
+
+@pytest.mark.parametrize('old, new', [('_get_task_id', 'make_task_id'),
+                                      ('_alert_runtime_exceeded', 'on_target_runtime_exceeded'),
+                                      ('_report_permanent_failure', 'on_permanent_failure')])
+def test_an_old_hook_name_is_refused_when_the_task_is_defined(old, new):
+    with pytest.raises(TaskDefinitionError, match='defines %s, a hook of the original Kale that '
+                                                  'Kale never calls: rename it %s' % (old, new)):
+        type('OldStyleTask', (Task,), {old: lambda self, *a: None})
+
+
+def test_queue_info_keeps_the_original_is_queue_empty():
+    queues = list(get_queue_config().values())[:2]
+    info = QueueInfo(queues, lambda queue: queue is queues[0])
+    assert (info.is_queue_empty(queues[0]), info.is_queue_empty(queues[1])) == (False, True)
+
+
+def test_a_second_purge_within_a_minute_says_what_it_means(sqs):
+    from kale import admin
+    from kale.broker import get_broker
+    broker = get_broker()
+    queue = broker.queues['default']
+    broker.declare(queue)
+    admin.purge(broker, queue)
+    with pytest.raises(SQSError, match="queue '.*default' was purged less than 60 seconds ago, "
+                                       'and SQS allows one purge per queue every 60 seconds'):
+        admin.purge(broker, queue)
