@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import argparse
 import base64
-import dataclasses
 import collections
+import dataclasses
 import json
 import os
 import pickle
@@ -147,7 +147,7 @@ class Chaos:
             body = kale_codec.encode(dataclasses.replace(ok, issued_at=time.time() - 400 * DAY),
                                      here)
         elif kind == 'other_queue':     # captured on one queue, replayed into another
-            other = [q for q in QUEUES if q != queue][0]
+            other = next(q for q in QUEUES if q != queue)
             body = kale_codec.encode(ok, self.prefix + other)
         else:
             body = 'kale2:' + 'A' * 300000
