@@ -11,7 +11,6 @@ from typing import NamedTuple
 
 import pytest
 
-from kale import codec as kale_codec
 from kale import message as kale_message
 from kale.cli import main
 from kale.conf import ENVIRONMENT_VARIABLE
@@ -70,7 +69,7 @@ def dead_letter_some(sqs, count):
     for i in range(count):
         message = kale_message.Message('dead-%d' % i, 'tests.tasks.AddTask', (i, i),
                                        retry_num=3, failure_num=4)
-        send_raw(sqs, 'dlq-default', kale_codec.encode(message))
+        send_raw(sqs, 'dlq-default', sqs.encode(message))
         task_ids.append(message.task_id)
     return task_ids
 
@@ -142,15 +141,15 @@ def test_purge_of_an_unknown_queue_is_one_line(sqs, kale):
 def test_redrive_moves_every_dead_letter_exactly_once_with_counts_reset(sqs, kale):
     task_ids = dead_letter_some(sqs, 25)
     send_raw(sqs, 'dlq-default', 'garbage that cannot be decoded')
-    result = kale('dlq', 'redrive', 'default')
+    result = kale('dlq', 'redrive', 'default', '--yes')
     assert result.returncode == 0, result.stderr
-    assert 'moved 25 dead letters from %sdlq-default back to %sdefault' % (sqs.prefix, sqs.prefix) \
-        in result.stdout
-    assert 'left 1 in the dead-letter queue that cannot be decoded (not_kale_message 1)' \
-        in result.stdout
+    assert 'moved 25 dead letters from %sdlq-default back to %sdefault (max_receive_count 25)' \
+        % (sqs.prefix, sqs.prefix) in result.stdout
+    assert 'left 1 in the dead-letter queue that cannot be decoded for %sdefault ' \
+        '(not_kale_message 1)' % sqs.prefix in result.stdout
     assert 'redriving default: 25 moved' in result.stderr
     moved = sqs.receive_all('default', expected=25)
-    decoded = [kale_codec.decode(m['Body']) for m in moved]
+    decoded = [sqs.decode(m['Body']) for m in moved]
     assert sorted(m.task_id for m in decoded) == sorted(task_ids)
     assert {(m.retry_num, m.failure_num) for m in decoded} == {(0, 0)}
     assert {m['MessageAttributes']['kale_retry_num']['StringValue'] for m in moved} == {'0'}
@@ -160,7 +159,7 @@ def test_redrive_moves_every_dead_letter_exactly_once_with_counts_reset(sqs, kal
 
 def test_redrive_limit(sqs, kale):
     dead_letter_some(sqs, 12)
-    result = kale('dlq', 'redrive', 'default', '--limit', '5')
+    result = kale('dlq', 'redrive', 'default', '--limit', '5', '--yes')
     assert 'moved 5 dead letters' in result.stdout
     assert len(sqs.receive_all('default', expected=5)) == 5
     assert len(sqs.receive_all('dlq-default', expected=7)) == 7
@@ -170,8 +169,8 @@ def test_redriven_tasks_run_again(sqs, kale, record):
     tasks.AddTask.publish(None, 0, 0)
     sqs.receive_all('default', expected=1)
     message = kale_message.Message('again', 'tests.tasks.RecordTask', ('x',), failure_num=5)
-    send_raw(sqs, 'dlq-default', kale_codec.encode(message))
-    assert kale('dlq', 'redrive', 'default').returncode == 0
+    send_raw(sqs, 'dlq-default', sqs.encode(message))
+    assert kale('dlq', 'redrive', 'default', '--yes').returncode == 0
     worker = kale('worker', '--queues', 'default', '--burst')
     assert worker.returncode == 0, worker.stderr
     assert recorded_ids(record, 'ran') == ['again']
@@ -192,7 +191,7 @@ def test_publish_by_path(sqs, kale):
     assert result.returncode == 0, result.stderr
     task_id = result.stdout.strip()
     [received] = sqs.receive_all('default', expected=1)
-    message = kale_codec.decode(received['Body'])
+    message = sqs.decode(received['Body'])
     assert message.task_id == task_id
     assert (message.args, message.kwargs, message.app_data) == ((1, 'two'), {'x': 3}, {'tenant': 7})
 
@@ -242,4 +241,30 @@ def test_queues_with_an_unreachable_endpoint_is_one_line(sqs):
 
 def test_commands_without_a_usable_settings_module_are_one_line(sqs):
     error = one_line_error(console_script('queues', **{ENVIRONMENT_VARIABLE: 'no.such.settings'}))
-    assert error.startswith("KALE_SETTINGS_MODULE='no.such.settings' cannot be imported")
+    assert error.startswith("KALE_SETTINGS_MODULE 'no.such.settings' cannot be imported")
+
+
+def test_redrive_asks_first_and_moves_nothing_without_a_yes(sqs, kale):
+    dead_letter_some(sqs, 2)
+    result = kale('dlq', 'redrive', 'default', input='n\n')
+    assert result.returncode == 1
+    assert 'Move every dead letter from %sdlq-default back to %sdefault' % (
+        sqs.prefix, sqs.prefix) in result.stderr
+    assert "redrive of '%sdlq-default' cancelled (nothing was moved)" % sqs.prefix in result.stderr
+    assert len(sqs.receive_all('dlq-default', expected=2)) == 2
+
+
+def test_a_dry_run_says_what_would_move_and_moves_nothing(sqs, kale):
+    dead_letter_some(sqs, 3)
+    result = kale('dlq', 'redrive', 'default', '--dry-run')
+    assert result.returncode == 0, result.stderr
+    assert 'would move 3 dead letters' in result.stdout
+    assert 'first published between' in result.stdout
+    assert sqs.receive_all('default', timeout=0.5) == []
+
+
+def test_redrive_by_reason_leaves_the_others(sqs, kale):
+    dead_letter_some(sqs, 2)
+    result = kale('dlq', 'redrive', 'default', '--reason', 'retries_exhausted', '--yes')
+    assert 'moved 0 dead letters' in result.stdout
+    assert 'left 2 of other reasons in the dead-letter queue' in result.stdout

@@ -108,7 +108,8 @@ def test_unreadable_yaml(tmp_path):
 
 
 def test_missing_file(tmp_path):
-    with pytest.raises(QueueConfigError, match=r'nothere.yaml: cannot read queue config'):
+    with pytest.raises(QueueConfigError,
+                       match=r'nothere.yaml: cannot read the queue config \(QUEUE_CONFIG = '):
         load_queue_config(str(tmp_path / 'nothere.yaml'))
 
 

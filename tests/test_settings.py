@@ -34,7 +34,7 @@ def test_importing_kale_does_not_read_settings():
 def test_missing_settings_module_is_a_clear_error(monkeypatch):
     monkeypatch.setenv(ENVIRONMENT_VARIABLE, 'no_such_settings_module')
     settings.reload()
-    with pytest.raises(ImproperlyConfigured, match="KALE_SETTINGS_MODULE='no_such_settings_module' "
+    with pytest.raises(ImproperlyConfigured, match="KALE_SETTINGS_MODULE 'no_such_settings_module' "
                                                    'cannot be imported'):
         settings.QUEUE_CONFIG
 

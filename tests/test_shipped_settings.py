@@ -71,4 +71,4 @@ def test_docker_compose_runs_elasticmq_on_the_settings_port():
         compose = yaml.safe_load(f)
     service = compose['services']['elasticmq']
     assert 'elasticmq' in service['image']
-    assert '9324:9324' in service['ports']
+    assert '127.0.0.1:9324:9324' in service['ports']       # this machine only

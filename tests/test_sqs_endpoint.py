@@ -6,7 +6,6 @@ import os
 import pytest
 
 from kale.broker import get_broker
-from kale.codec import decode
 from kale.conf import settings
 from kale.exceptions import BatchSendError, EndpointUnreachableError, QueueNotFoundError
 from kale.queue_config import get_queue_config
@@ -35,7 +34,7 @@ def count_requests():
 def test_publish_lands_a_message_with_its_attributes(sqs):
     task_id = tasks.AddTask.publish({'app': 1}, 2, 3)
     [received] = sqs.receive_all('default', expected=1)
-    message = decode(received['Body'])
+    message = sqs.decode(received['Body'])
     assert message.task_id == task_id
     assert message.args == (2, 3)
     attributes = {k: v['StringValue'] for k, v in received['MessageAttributes'].items()}
@@ -51,7 +50,7 @@ def test_publish_batch_of_25_makes_3_requests(sqs):
         ids = tasks.AddTask.publish_batch(None, [((i, i), {}) for i in range(25)])
     assert operations == ['SendMessageBatch'] * 3
     received = sqs.receive_all('default', expected=25)
-    assert sorted(decode(r['Body']).task_id for r in received) == sorted(ids)
+    assert sorted(sqs.decode(r['Body']).task_id for r in received) == sorted(ids)
     assert {r['MessageAttributes']['kale_task_id']['StringValue'] for r in received} == set(ids)
 
 
@@ -101,8 +100,8 @@ def test_queue_prefix_keeps_environments_apart(sqs, monkeypatch):
     tasks.AddTask.publish(None, 3, 3)
     mine = sqs.receive_all('default', expected=1)
     theirs = sqs.receive_all('other-default', expected=2)
-    assert [decode(m['Body']).args for m in mine] == [(1, 1)]
-    assert sorted(decode(m['Body']).args for m in theirs) == [(2, 2), (3, 3)]
+    assert [sqs.decode(m['Body']).args for m in mine] == [(1, 1)]
+    assert sorted(sqs.decode(m['Body'], 'other-default').args for m in theirs) == [(2, 2), (3, 3)]
     names = sqs.client.list_queues(QueueNamePrefix=sqs.prefix).get('QueueUrls', [])
     assert all(url.rsplit('/', 1)[-1].startswith(sqs.prefix) for url in names)
 

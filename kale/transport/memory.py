@@ -79,6 +79,9 @@ class _Queue:
 class MemoryTransport:
     """:class:`kale.transport.Transport` in this process's memory (thread-safe)."""
 
+    #: Its queues live in this process: development keys are fine.
+    local = True
+
     def __init__(self, latency_sec: float = 0.0, clock: Callable[[], float] = time.monotonic,
                  on_request: Optional[Callable[[str], None]] = None):
         self.latency_sec = latency_sec

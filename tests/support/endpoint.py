@@ -38,6 +38,16 @@ class SQSHelper:
         self.prefix = prefix
         self.client = raw_client(url)
 
+    def encode(self, message: Any, queue: str = 'default') -> str:
+        """A body for ``message``, signed for this test's ``queue``."""
+        from kale import codec
+        return codec.encode(message, self.prefix + queue)
+
+    def decode(self, body: str, queue: str = 'default') -> Any:
+        """The message in a body received on this test's ``queue``."""
+        from kale import codec
+        return codec.decode(body, self.prefix + queue)
+
     def queue_url(self, name: str) -> str:
         return self.client.get_queue_url(QueueName=self.prefix + name)['QueueUrl']
 
