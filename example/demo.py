@@ -140,7 +140,9 @@ def main() -> int:
     outcomes_path = os.path.join(workdir, 'outcomes.jsonl')
     try:
         try:
-            endpoint = SQSLocalProcess(cwd=ROOT)
+            # A session of its own: Ctrl-C reaches the workers, which settle
+            # their last batch, and the endpoint is stopped after them.
+            endpoint = SQSLocalProcess(cwd=ROOT, new_session=True)
         except KaleError as exc:
             raise SystemExit('demo: %s' % exc) from None
         url = endpoint.url

@@ -4,6 +4,8 @@ import socket
 import subprocess
 import sys
 
+import pytest
+
 from kale.cli.sqs_local import SQSLocalProcess
 from tests.support.endpoint import ROOT, raw_client, subprocess_env
 
@@ -58,3 +60,13 @@ def test_missing_local_extra_is_a_one_line_error(tmp_path):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1
     assert "pip install 'kale-sqs[local]' (in a checkout: pip install -e '.[local]')" in lines[0]
+
+
+@pytest.mark.slow
+def test_two_signals_at_once_still_stop_it():
+    for _ in range(4):
+        endpoint = SQSLocalProcess(env=subprocess_env(), cwd=ROOT)
+        endpoint.process.send_signal(signal.SIGTERM)
+        endpoint.process.send_signal(signal.SIGTERM)
+        assert endpoint.process.wait(10) == 0
+        endpoint.stop()

@@ -90,18 +90,20 @@ class LocalSQS:
 def serve(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, verbose: bool = False,
           announce: Callable[[str], None] = print) -> None:
     """Run the endpoint until SIGTERM or SIGINT (Ctrl-C), then stop it cleanly."""
-    stop = threading.Event()
+    # A plain flag, not a threading.Event: a second signal arriving while the
+    # handler is inside Event.set() would block forever on the Event's lock.
+    stopping: list[int] = []
 
     def on_signal(signum: int, frame: Optional[Any]) -> None:
-        stop.set()
+        stopping.append(signum)
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     server = LocalSQS(host, port, verbose)
     try:
         url = server.start()
         announce('kale sqs-local: SQS endpoint at %s (queues live in memory; Ctrl-C stops it)' % url)
-        while not stop.wait(0.5):
-            pass
+        while not stopping:
+            time.sleep(0.2)
     finally:
         server.stop()
         for sig, handler in previous.items():
