@@ -17,7 +17,8 @@ TEST_SETTINGS = 'tests.kale_test_settings'
 def subprocess_env(**extra: str) -> dict[str, str]:
     """Environment for a kale subprocess: the repo importable, test settings."""
     env = dict(os.environ)
-    env['PYTHONPATH'] = ROOT + os.pathsep + env.get('PYTHONPATH', '')
+    # No empty entry: it would put the working directory on sys.path.
+    env['PYTHONPATH'] = os.pathsep.join(p for p in [ROOT, env.get('PYTHONPATH', '')] if p)
     env[ENVIRONMENT_VARIABLE] = TEST_SETTINGS
     env['PYTHONUNBUFFERED'] = '1'
     env.update(extra)
