@@ -4,6 +4,10 @@ from __future__ import annotations
 import random
 from typing import Optional
 
+#: One generator for every Backoff (seeding one costs a system call, and
+#: settling makes a Backoff per request).
+_shared_rng = random.Random()
+
 
 class Backoff:
     """Delays that double from ``initial`` up to ``maximum`` seconds, with a
@@ -14,7 +18,7 @@ class Backoff:
         self.initial = initial
         self.maximum = max(maximum, initial)
         self.failures = 0
-        self._rng = rng or random.Random()
+        self._rng = rng or _shared_rng
 
     def next_delay(self) -> float:
         """The pause before the next attempt (and count one more failure)."""

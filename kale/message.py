@@ -65,31 +65,44 @@ class Message:
                 'enqueued_at': self.enqueued_at, 'publisher': self.publisher}
 
     @classmethod
-    def from_payload(cls, payload: Any) -> 'Message':
-        """Build from a deserialized payload; ValueError says what is wrong."""
-        if not isinstance(payload, dict):
+    def from_payload(cls, payload: Any, **envelope: Any) -> 'Message':
+        """Build from a deserialized payload (and fields the envelope carries,
+        ``issued_at`` and ``unsettled``); ValueError says what is wrong."""
+        if type(payload) is not dict:
             raise ValueError('payload is a %s, not a mapping' % type(payload).__name__)
-        missing = {'id', 'task', 'args', 'kwargs'} - set(payload)
-        if missing:
+        get = payload.get
+        task_id, task_name, args, kwargs = get('id'), get('task'), get('args'), get('kwargs')
+        if task_id is None or task_name is None or args is None or kwargs is None:
+            missing = {'id', 'task', 'args', 'kwargs'} - set(payload)
             raise ValueError('payload lacks %s' % ', '.join(sorted(missing)))
-        checks: list[tuple[str, Any]] = [
-            ('id', str), ('task', str), ('args', (list, tuple)), ('kwargs', dict),
-            ('retry_num', int), ('failure_num', int), ('enqueued_at', (int, float)),
-            ('publisher', str), ('unsettled', int)]
-        for key, kinds in checks:
-            if key in payload and (not isinstance(payload[key], kinds)
-                                   or isinstance(payload[key], bool)):
-                raise ValueError('payload field %r has type %s' % (key, type(payload[key]).__name__))
-        if not all(isinstance(name, str) for name in payload['kwargs']):
+        retry_num, failure_num = get('retry_num', 0), get('failure_num', 0)
+        unsettled, enqueued_at = get('unsettled', 0), get('enqueued_at', 0.0)
+        publisher = get('publisher', '')
+        for key, value, kinds in (('id', task_id, _TEXT), ('task', task_name, _TEXT),
+                                  ('args', args, _SEQUENCE), ('kwargs', kwargs, _MAPPING),
+                                  ('retry_num', retry_num, _WHOLE),
+                                  ('failure_num', failure_num, _WHOLE),
+                                  ('unsettled', unsettled, _WHOLE),
+                                  ('enqueued_at', enqueued_at, _NUMBER),
+                                  ('publisher', publisher, _TEXT)):
+            if type(value) not in kinds:
+                raise ValueError('payload field %r has type %s' % (key, type(value).__name__))
+        if kwargs and not all(type(name) is str for name in kwargs):
             raise ValueError('payload kwargs have a non-string name')
-        if min(payload.get('retry_num', 0), payload.get('failure_num', 0),
-               payload.get('unsettled', 0)) < 0:
+        if retry_num < 0 or failure_num < 0 or unsettled < 0:
             raise ValueError('payload has a negative count')
-        return cls(task_id=payload['id'], task_name=payload['task'], args=tuple(payload['args']),
-                   kwargs=payload['kwargs'], app_data=payload.get('app_data'),
-                   retry_num=payload.get('retry_num', 0), failure_num=payload.get('failure_num', 0),
-                   enqueued_at=float(payload.get('enqueued_at', 0.0)),
-                   publisher=payload.get('publisher', ''), unsettled=payload.get('unsettled', 0))
+        fields = {'unsettled': unsettled, 'issued_at': 0.0}
+        fields.update(envelope)
+        return cls(task_id, task_name, tuple(args), kwargs, get('app_data'), retry_num,
+                   failure_num, float(enqueued_at), publisher, **fields)
+
+
+# Exact types a payload field may have (bool is not a whole number here).
+_TEXT = (str,)
+_SEQUENCE = (list, tuple)
+_MAPPING = (dict,)
+_WHOLE = (int,)
+_NUMBER = (int, float)
 
 
 def publisher_identity() -> str:

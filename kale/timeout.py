@@ -15,18 +15,34 @@ from __future__ import annotations
 import signal
 import time
 from types import FrameType, TracebackType
-from typing import Any, Optional
+from typing import Any, ClassVar, Optional
 
 from kale.exceptions import TimeLimitExceeded
 
 
 class BaseTimeout:
-    """A context manager enforcing ``seconds`` on the code it wraps."""
+    """A context manager enforcing ``seconds`` on the code it wraps.
+
+    A worker calls :meth:`setup` once before its first run and
+    :meth:`teardown` after its last, for mechanisms with something to set up
+    once (a signal handler) rather than around every run."""
 
     def __init__(self, seconds: float):
         self.seconds = float(seconds)
         self.started = 0.0
         self.fired = False
+
+    @classmethod
+    def setup(cls) -> None:
+        """Before a worker's first run."""
+
+    @classmethod
+    def teardown(cls) -> None:
+        """After a worker's last run."""
+
+    @classmethod
+    def after_batch(cls) -> None:
+        """After the last run of a batch, before the worker settles it."""
 
     def __enter__(self) -> 'BaseTimeout':
         self.started = time.monotonic()
@@ -47,33 +63,89 @@ class BaseTimeout:
 
 
 class SignalTimeout(BaseTimeout):
-    """SIGALRM with sub-second precision (POSIX, main thread only)."""
+    """SIGALRM with sub-second precision (POSIX, main thread only).
+
+    Between :meth:`setup` and :meth:`teardown` the handler stays installed and
+    a run costs one ``setitimer`` call: disarming only marks the run over (an
+    alarm still on its way finds nothing to interrupt), and the timer itself
+    is stopped once per batch, by :meth:`after_batch`. Used alone, each run
+    installs, arms, stops and removes it. Whatever SIGALRM handler and
+    real-time timer were there before (a test runner's guard, an
+    application's alarm) are put back afterwards, the timer with the time it
+    had left.
+    """
 
     repeat_sec = 0.25
 
+    # Shared by every SignalTimeout: there is one SIGALRM.
+    _active: ClassVar[Optional['SignalTimeout']] = None
+    _setups: ClassVar[int] = 0
+    _previous_handler: ClassVar[Any] = None
+    _previous_timer: ClassVar[tuple[float, float, float]] = (0.0, 0.0, 0.0)
+
     def __init__(self, seconds: float):
         super().__init__(seconds)
-        self._previous: Any = None
         self._armed = False
+        self._installed_here = False
 
-    def _on_alarm(self, signum: int, frame: Optional[FrameType]) -> None:
-        if not self._armed:
-            return          # an alarm that was already on its way when the run ended
-        self.fired = True
-        raise TimeLimitExceeded(self.seconds)
+    @classmethod
+    def setup(cls) -> None:
+        if SignalTimeout._setups == 0:
+            _install()
+        SignalTimeout._setups += 1
+
+    @classmethod
+    def teardown(cls) -> None:
+        SignalTimeout._setups = max(SignalTimeout._setups - 1, 0)
+        if SignalTimeout._setups == 0:
+            _uninstall()
+
+    @classmethod
+    def after_batch(cls) -> None:
+        signal.setitimer(signal.ITIMER_REAL, 0)
 
     def arm(self) -> None:
-        self._previous = signal.signal(signal.SIGALRM, self._on_alarm)
+        if SignalTimeout._setups == 0:
+            _install()
+            self._installed_here = True
+        SignalTimeout._active = self
         self._armed = True
         signal.setitimer(signal.ITIMER_REAL, max(self.seconds, 0.001), self.repeat_sec)
 
     def disarm(self) -> None:
-        """Stop the alarm (safe to call twice, and from a ``finally``)."""
+        """End the run's alarm (safe to call twice, and from a ``finally``)."""
         self._armed = False
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        if self._previous is not None:
-            signal.signal(signal.SIGALRM, self._previous)
-            self._previous = None
+        if SignalTimeout._active is self:
+            SignalTimeout._active = None
+        if self._installed_here:
+            self._installed_here = False
+            _uninstall()
+
+
+def _on_alarm(signum: int, frame: Optional[FrameType]) -> None:
+    current = SignalTimeout._active
+    if current is None or not current._armed:
+        return          # an alarm that was already on its way when the run ended
+    current.fired = True
+    raise TimeLimitExceeded(current.seconds)
+
+
+def _install() -> None:
+    delay, interval = signal.getitimer(signal.ITIMER_REAL)
+    SignalTimeout._previous_timer = (delay, interval, time.monotonic())
+    SignalTimeout._previous_handler = signal.signal(signal.SIGALRM, _on_alarm)
+
+
+def _uninstall() -> None:
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    previous = SignalTimeout._previous_handler
+    signal.signal(signal.SIGALRM, previous if previous is not None else signal.SIG_DFL)
+    SignalTimeout._previous_handler = None
+    delay, interval, saved_at = SignalTimeout._previous_timer
+    SignalTimeout._previous_timer = (0.0, 0.0, 0.0)
+    if delay:
+        left = delay - (time.monotonic() - saved_at)
+        signal.setitimer(signal.ITIMER_REAL, max(left, 0.001), interval)
 
 
 class NoTimeout(BaseTimeout):

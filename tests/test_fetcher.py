@@ -109,3 +109,41 @@ def test_release_ready_gives_back_batches_not_yet_run(memory_broker):
     fetcher.release_ready()
     assert fetcher.next_ready() is None
     assert memory_broker.counts(high).visible == 1
+
+
+def with_long_poll(queue, seconds):
+    return TaskQueue(**dict(queue.__dict__, long_poll_time_sec=seconds))
+
+
+def test_a_queue_is_polled_again_as_soon_as_its_own_poll_answers(memory_broker):
+    """A message on a queue with a short long poll starts at once, however long
+    another queue's long poll is."""
+    quick, slow = (with_long_poll(memory_broker.queues['high'], 1),
+                   with_long_poll(memory_broker.queues['low'], 20))
+    fetcher = Fetcher(Consumer(memory_broker), [quick, slow])
+    polls = []
+    memory_broker.transport.on_request = polls.append
+    threading.Timer(1.6, lambda: memory_broker.send(quick, [OutgoingMessage('q')])).start()
+    assert fetcher.watch(max_wait_sec=10) is True            # long before the 20 s poll ends
+    assert [m.body for m in fetcher.next_ready().messages] == ['q']
+    assert polls.count('ReceiveMessage') >= 3                 # quick polled twice, slow once
+    assert 'low' in fetcher._polling                          # the 20 s poll is still out
+    fetcher.close()
+
+
+def test_a_queue_without_a_long_poll_is_not_polled_in_a_busy_loop(memory_broker):
+    instant = with_long_poll(memory_broker.queues['default'], 0)
+    fetcher = Fetcher(Consumer(memory_broker), [instant])
+    polls = []
+    memory_broker.transport.on_request = polls.append
+    assert fetcher.watch(max_wait_sec=1.0) is False
+    assert 2 <= polls.count('ReceiveMessage') <= 1.0 / 0.25 + 1
+    fetcher.close()
+
+
+def test_a_burst_watch_ends_once_every_queue_answered_empty(memory_broker):
+    queues = [with_long_poll(memory_broker.queues[name], 0) for name in ('high', 'default')]
+    fetcher = Fetcher(Consumer(memory_broker), queues)
+    assert fetcher.watch(each_once=True, max_wait_sec=30) is False
+    assert memory_broker.transport.requests['ReceiveMessage'] == 2
+    fetcher.close()

@@ -66,3 +66,35 @@ def test_no_timeout_enforces_nothing():
     assert time.monotonic() - started >= 0.05      # ran past its limit to the end
     assert not timer.fired
     assert signal.getsignal(signal.SIGALRM) is handler
+
+
+def test_an_outer_alarm_survives_a_worker_s_timeouts():
+    """A test runner's guard or an application's alarm is put back, with the
+    time it had left, once the timeouts are torn down."""
+    fired = []
+    previous = signal.signal(signal.SIGALRM, lambda *a: fired.append(True))
+    signal.setitimer(signal.ITIMER_REAL, 30)
+    try:
+        SignalTimeout.setup()
+        with SignalTimeout(0.2):
+            time.sleep(0.01)
+        SignalTimeout.after_batch()
+        SignalTimeout.teardown()
+        remaining, _ = signal.getitimer(signal.ITIMER_REAL)
+        assert 25 < remaining <= 30
+        assert signal.getsignal(signal.SIGALRM) is not None and fired == []
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_between_runs_of_a_batch_a_late_alarm_interrupts_nothing():
+    SignalTimeout.setup()
+    try:
+        with SignalTimeout(0.05):
+            pass                         # ends at once; the timer is left to the batch's end
+        time.sleep(0.4)                  # the alarm (and its repeats) arrive now, harmlessly
+        SignalTimeout.after_batch()
+        assert not alarm_due_within(60)
+    finally:
+        SignalTimeout.teardown()

@@ -171,16 +171,17 @@ class Codec:
             for step in reversed(self.payload_steps):
                 step.decode(frame)
             try:
-                message = Message.from_payload(frame.payload)
+                if frame.legacy:        # no envelope fields: the payload has them
+                    message = Message.from_payload(frame.payload)
+                    return dataclasses.replace(message, issued_at=message.enqueued_at)
+                message = Message.from_payload(frame.payload, issued_at=frame.issued_at,
+                                               unsettled=frame.unsettled)
             except ValueError as exc:
                 raise DecodeError(DecodeError.CORRUPT, str(exc)) from exc
-            if frame.legacy:
-                return dataclasses.replace(message, issued_at=message.enqueued_at)
-            if (message.task_id, message.task_name) != (frame.task_id, frame.task_name):
+            if message.task_id != frame.task_id or message.task_name != frame.task_name:
                 raise DecodeError(DecodeError.CORRUPT, 'payload names another task than the '
                                                        'envelope')
-            return dataclasses.replace(message, issued_at=frame.issued_at,
-                                       unsettled=frame.unsettled)
+            return message
         except DecodeError as exc:
             exc.body = frame.body
             raise

@@ -49,12 +49,16 @@ def render_headers(headers: dict[str, str]) -> str:
 
 def parse_headers(text: str) -> dict[str, str]:
     """Headers of a verified envelope; DecodeError when they do not parse."""
-    headers: dict[str, str] = {}
-    for item in text.split(';') if text else []:
-        name, equals, value = item.partition('=')
-        if not equals or not name or name in headers:
-            raise DecodeError(DecodeError.CORRUPT, 'envelope header %r does not parse' % (item,))
-        headers[name] = unquote(value, errors='strict')
+    items = text.split(';') if text else []
+    try:
+        headers = dict(item.split('=', 1) for item in items)
+    except ValueError:
+        headers = {}
+    if len(headers) != len(items) or '' in headers:     # no '=', a repeated or empty name
+        raise DecodeError(DecodeError.CORRUPT, 'envelope headers %r do not parse' % (text,))
+    if '%' in text:
+        headers = {name: unquote(value, errors='strict') if '%' in value else value
+                   for name, value in headers.items()}
     return headers
 
 
@@ -67,6 +71,15 @@ class SignStep:
         self.keys = keys
         self.size_limit = size_limit
         self.accept_legacy = accept_legacy
+        # HMAC states with each key already absorbed: a message costs a copy.
+        self._macs = {kid: hmac.new(key, digestmod=hashlib.sha256)
+                      for kid, key in keys.accepted.items()}
+        self._current_id = key_id(keys.current) if keys.current is not None else ''
+
+    def _signature(self, kid: str, signed: bytes) -> bytes:
+        mac = self._macs[kid].copy()
+        mac.update(signed)
+        return base64.urlsafe_b64encode(mac.digest()).rstrip(b'=')
 
     @classmethod
     def from_settings(cls) -> 'SignStep':
@@ -74,12 +87,15 @@ class SignStep:
                    bool(settings.ACCEPT_LEGACY_MESSAGES))
 
     def encode(self, frame: Frame) -> None:
-        assert self.keys.current is not None
-        frame.headers[ENCODING] = TEXT if frame.text else BASE64
-        frame.headers[SIGNING_KEY] = key_id(self.keys.current)
+        # The key id comes first, so a worker finds it without parsing the rest.
+        headers = {SIGNING_KEY: self._current_id}
+        headers.update((name, value) for name, value in frame.headers.items()
+                       if name != SIGNING_KEY)
+        headers[ENCODING] = TEXT if frame.text else BASE64
+        frame.headers = headers
         data = frame.data if frame.text else base64.b64encode(frame.data)
-        header = ('%s:%s:' % (FORMAT_TAG, render_headers(frame.headers))).encode('ascii')
-        frame.body = (header + signature(self.keys.current, header + data) + b':'
+        header = ('%s:%s:' % (FORMAT_TAG, render_headers(headers))).encode('ascii')
+        frame.body = (header + self._signature(self._current_id, header + data) + b':'
                       + data).decode('ascii')
 
     def decode(self, frame: Frame) -> None:
@@ -122,14 +138,13 @@ class SignStep:
     def _verified(self, tag: str, headers: str, given: str, signed: bytes) -> bool:
         given_bytes = given.encode('utf-8', 'surrogatepass')
         if tag == LEGACY_TAG:
-            candidates = list(self.keys.accepted.values())
+            candidates = list(self._macs)
         else:
             named = _signing_key_id(headers)
-            key = self.keys.get(named) if named else None
-            candidates = [key] if key is not None else []
+            candidates = [named] if named in self._macs else []
         matched = False
-        for key in candidates:          # every candidate, so timing does not tell which
-            matched |= hmac.compare_digest(signature(key, signed), given_bytes)
+        for kid in candidates:          # every candidate, so timing does not tell which
+            matched |= hmac.compare_digest(self._signature(kid, signed), given_bytes)
         return matched
 
     @staticmethod
@@ -142,9 +157,8 @@ class SignStep:
 
 
 def _signing_key_id(headers: str) -> str:
-    """The signing key id named in unverified header text (only to pick the key)."""
-    for item in headers.split(';'):
-        name, _, value = item.partition('=')
-        if name == SIGNING_KEY:
-            return value
+    """The signing key id named in unverified header text (only to pick the
+    key): the first header, ``k=<id>``."""
+    if headers.startswith(SIGNING_KEY + '='):
+        return headers[len(SIGNING_KEY) + 1:].split(';', 1)[0]
     return ''

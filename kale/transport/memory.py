@@ -37,20 +37,20 @@ from kale.transport import (
     VisibilityChange,
 )
 
-_HEX_ID = re.compile(r'[0-9a-f]{32}')
+_HANDLE = re.compile(r'[0-9a-f]{32}\.[0-9a-f]{32}')
+
+
+_nonces = itertools.count(1)
 
 
 def _handle(message_id: str) -> str:
-    """A new receipt handle: the message id and a nonce."""
-    return '%s.%s' % (message_id, uuid.uuid4().hex)
+    """A new receipt handle: the message id and a number never used before."""
+    return '%s.%032x' % (message_id, next(_nonces))
 
 
 def _message_id(handle: str) -> Optional[str]:
     """The message id in a receipt handle; None when it is not a receipt handle."""
-    message_id, _, nonce = handle.partition('.')
-    if _HEX_ID.fullmatch(message_id) and _HEX_ID.fullmatch(nonce):
-        return message_id
-    return None
+    return handle[:32] if _HANDLE.fullmatch(handle) else None
 
 
 @dataclasses.dataclass
@@ -123,7 +123,9 @@ class MemoryTransport:
         return stored.message_id
 
     def _new(self, message: OutgoingMessage) -> _Stored:
-        return _Stored(uuid.uuid4().hex, message.body, dict(message.attributes), time.time(),
+        # Attributes are kept as received ones read: text.
+        attributes = {name: str(value) for name, value in message.attributes.items()}
+        return _Stored(uuid.uuid4().hex, message.body, attributes, time.time(),
                        self.clock() + message.delay_sec)
 
     # --- queues ---------------------------------------------------------------
@@ -221,7 +223,7 @@ class MemoryTransport:
         for stored in delivered:     # pushed after the loop: at most once per receive
             self._push(queue, stored)
         return [ReceivedMessage(s.message_id, s.receipt_handle, s.body,
-                                {k: str(v) for k, v in s.attributes.items()},
+                                dict(s.attributes),
                                 s.receive_count, s.sent_at) for s in delivered]
 
     def _dead_letter(self, queue: _Queue, stored: _Stored) -> None:

@@ -55,6 +55,7 @@ class Settlement:
     exception: Optional[BaseException] = None
     duration_sec: float = 0.0
     settled: bool = False                      # its SQS requests succeeded
+    copied: bool = False                       # its copy was sent (or needs none)
     #: The verified envelope, when the body passed verification.
     envelope: Optional[Frame] = None
 

@@ -40,6 +40,15 @@ logger = logging.getLogger(__name__)
 Sleep = Callable[[float], None]
 T = TypeVar('T')
 
+class SettleDeferred(Exception):
+    """Settling met an outage with retrying off: resume the batch where waiting
+    is allowed (see :meth:`Consumer.settle`)."""
+
+    def __init__(self, cause: SQSError):
+        super().__init__(str(cause))
+        self.cause = cause
+
+
 class Consumer:
     """Receives batches from, and settles them on, one broker."""
 
@@ -64,8 +73,14 @@ class Consumer:
 
     # --- settling -------------------------------------------------------------------
 
-    def settle(self, batch: Batch) -> None:
-        """Carry out every settlement of the batch; unsettled messages are released."""
+    def settle(self, batch: Batch, retry: bool = True) -> None:
+        """Carry out every settlement of the batch; unsettled messages are released.
+
+        Settling can be resumed: a copy already sent is not sent again, and a
+        message already deleted is not deleted again. With ``retry`` off, the
+        first outage or throttling raises :class:`SettleDeferred` instead of
+        waiting, for the caller to resume the batch elsewhere.
+        """
         for received in batch.unsettled():
             batch.settlements.append(Settlement(received, Outcome.RELEASE, reason='not reached'))
         by_outcome: dict[Outcome, list[Settlement]] = {outcome: [] for outcome in Outcome}
@@ -75,14 +90,16 @@ class Consumer:
             if settlement.copy is None:
                 settlement.copy = release_copy(settlement.received, batch.sqs_name,
                                                settlement.envelope)
-        copied = self._send_copies(batch, by_outcome[Outcome.RELEASE] + by_outcome[Outcome.RETRY],
-                                   dead_letter=False)
-        copied += self._send_copies(batch, by_outcome[Outcome.DEAD_LETTER], dead_letter=True)
-        self._delete(batch, by_outcome[Outcome.SUCCEEDED] + by_outcome[Outcome.SKIPPED] + copied)
+        self._send_copies(batch, by_outcome[Outcome.RELEASE] + by_outcome[Outcome.RETRY],
+                          dead_letter=False, retry=retry)
+        self._send_copies(batch, by_outcome[Outcome.DEAD_LETTER], dead_letter=True, retry=retry)
+        self._delete(batch, [s for s in batch.settlements if not s.settled and (
+            s.copied or s.outcome in (Outcome.SUCCEEDED, Outcome.SKIPPED))], retry=retry)
 
-    def _attempt(self, batch: Batch, what: str, request: Callable[[], T]) -> T:
+    def _attempt(self, batch: Batch, what: str, request: Callable[[], T], retry: bool = True) -> T:
         """Run one request, retrying outages and throttling until the batch's
-        deadline (or ``give_up_at``, if that is sooner)."""
+        deadline (or ``give_up_at``, if that is sooner); without ``retry``,
+        raising SettleDeferred at the first such failure."""
         backoff = Backoff(maximum=self.max_backoff_sec)
         while True:
             try:
@@ -90,6 +107,8 @@ class Consumer:
             except SQSError as exc:
                 if not exc.retryable:
                     raise
+                if not retry:
+                    raise SettleDeferred(exc) from exc
                 delay = backoff.next_delay()
                 limit = batch.deadline if self.give_up_at is None \
                     else min(batch.deadline, self.give_up_at)
@@ -100,15 +119,18 @@ class Consumer:
                 self.sleep(delay)
 
     def _send_copies(self, batch: Batch, settlements: Sequence[Settlement],
-                     dead_letter: bool) -> list[Settlement]:
-        """Send fresh, retry or dead-letter copies; returns the settlements whose copy was sent."""
+                     dead_letter: bool, retry: bool = True) -> None:
+        """Send the fresh, retry or dead-letter copies not sent yet, marking
+        each settlement whose copy was sent."""
+        settlements = [s for s in settlements if not s.copied]
         if not settlements:
-            return []
+            return
         if dead_letter and self.broker.dead_letter_name(batch.queue) is None:
             for settlement in settlements:
                 logger.error('task %s (%s) dropped: %s (ENABLE_DEAD_LETTER_QUEUE is off)',
                              settlement.task_id, settlement.task_name, settlement.reason)
-            return list(settlements)
+                settlement.copied = True
+            return
         copies: list[OutgoingMessage] = []
         for settlement in settlements:
             assert settlement.copy is not None, 'a copy is needed to settle this way'
@@ -116,25 +138,31 @@ class Consumer:
         send = self.broker.send_dead_letters if dead_letter else self.broker.send
         what = 'dead-letter copy' if dead_letter else 'copy'
         try:
-            self._attempt(batch, what, lambda: send(batch.queue, copies))
+            self._attempt(batch, what, lambda: send(batch.queue, copies), retry)
         except BatchSendError as exc:
-            sent = [s for i, s in enumerate(settlements) if i not in exc.failed]
+            for i, settlement in enumerate(settlements):
+                settlement.copied = i not in exc.failed
             logger.error('%d of %d %s sends failed on queue %s; their originals stay queued: %s',
                          len(exc.failed), len(copies), what, batch.queue.name, exc)
-            return sent
+            return
+        except SettleDeferred:
+            raise
         except SQSError as exc:
             logger.error('%s sends failed on queue %s; the originals stay queued: %s',
                          what, batch.queue.name, exc)
-            return []
-        return list(settlements)
+            return
+        for settlement in settlements:
+            settlement.copied = True
 
-    def _delete(self, batch: Batch, settlements: Sequence[Settlement]) -> None:
+    def _delete(self, batch: Batch, settlements: Sequence[Settlement], retry: bool = True) -> None:
         if not settlements:
             return
         handles = [s.received.receipt_handle for s in settlements]
         try:
             failed = set(self._attempt(batch, 'delete',
-                                       lambda: self.broker.delete(batch.queue, handles)))
+                                       lambda: self.broker.delete(batch.queue, handles), retry))
+        except SettleDeferred:
+            raise
         except SQSError as exc:
             logger.error('could not delete %d settled messages on queue %s (they will run '
                          'again): %s', len(handles), batch.queue.name, exc)

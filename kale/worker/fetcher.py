@@ -7,8 +7,10 @@
   queue.
 - :meth:`Fetcher.watch` is what an idle worker does: one long poll per
   queue, all at once, each waiting up to its queue's
-  ``long_poll_time_sec``. Whichever queue gets a message first answers at
-  once, and three empty queues at 20 s cost 9 requests a minute.
+  ``long_poll_time_sec`` and polled again as soon as it answers empty.
+  Whichever queue gets a message first answers at once, and each queue costs
+  what its own long poll implies: three empty queues at 20 s cost 9 requests
+  a minute, a queue at 1 s 60.
 
 Every batch carries its own receive time, so one that waits its turn (a
 second queue answering during a watch) is still held to its own budget.
@@ -20,6 +22,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from typing import Callable, Optional, Sequence
 
 from kale.exceptions import SQSError
@@ -32,6 +35,14 @@ logger = logging.getLogger(__name__)
 
 #: How often a waiting watch wakes to see whether the worker is stopping.
 WATCH_TICK_SEC = 0.1
+
+#: Longest a serving worker's watch waits before it returns to the loop (its
+#: polls carry on meanwhile), so the worker still looks after itself.
+WATCH_RETURN_SEC = 1.0
+
+#: Shortest time between the starts of two polls of one queue, so that a
+#: queue with long_poll_time_sec 0 is not polled in a busy loop.
+MIN_POLL_INTERVAL_SEC = 0.25
 
 
 class Fetcher:
@@ -48,6 +59,7 @@ class Fetcher:
         self._results: 'queue.Queue[tuple[TaskQueue, Optional[Batch], Optional[SQSError]]]' = \
             queue.Queue()
         self._polling: set[str] = set()
+        self._poll_started: dict[str, float] = {}
         self._closed = False
         self._close_lock = threading.Lock()
 
@@ -101,27 +113,40 @@ class Fetcher:
 
     # --- the idle watch -----------------------------------------------------------
 
-    def watch(self) -> bool:
-        """Long-poll every queue at once until one has messages (True: take them
-        with :meth:`next_ready`), each has answered empty at least once, or the
-        worker is stopping (False).
+    def watch(self, each_once: bool = False, max_wait_sec: float = WATCH_RETURN_SEC) -> bool:
+        """Long-poll every queue at once, each polled again as soon as its own
+        poll answers empty, until one has messages (True: take them with
+        :meth:`next_ready`). False when the worker is stopping, after
+        ``max_wait_sec`` (so the worker can look after itself; polls still out
+        carry on), or, with ``each_once`` (a burst, which then checks whether
+        it is done), once every queue has answered empty.
 
-        Raises the first SQS error a poll met (the caller backs off).
+        A queue is polled again no sooner than MIN_POLL_INTERVAL_SEC after its
+        last poll started, so a queue with ``long_poll_time_sec: 0`` is not
+        polled in a busy loop. Raises the first SQS error a poll met (the
+        caller backs off).
         """
         answered: set[str] = set()
+        deadline = time.monotonic() + max_wait_sec
         while not self.stopping():
+            now = time.monotonic()
             for queue_ in self.queues:
-                if queue_.name not in self._polling and queue_.name not in answered:
+                if queue_.name in self._polling or (each_once and queue_.name in answered):
+                    continue
+                if now >= self._poll_started.get(queue_.name, 0.0) + MIN_POLL_INTERVAL_SEC:
                     self._start_poll(queue_)
             try:
                 result = self._results.get(timeout=WATCH_TICK_SEC)
             except queue.Empty:
-                continue
-            queue_, got_messages = self._take_result(result, raise_errors=True)
-            if got_messages:
-                return True
-            answered.add(queue_.name)
-            if answered >= {q.name for q in self.queues}:
+                result = None
+            if result is not None:
+                queue_, got_messages = self._take_result(result, raise_errors=True)
+                if got_messages:
+                    return True
+                answered.add(queue_.name)
+                if each_once and answered >= {q.name for q in self.queues}:
+                    return False
+            if not each_once and time.monotonic() >= deadline:
                 return False
         return False
 
@@ -142,6 +167,7 @@ class Fetcher:
 
     def _start_poll(self, queue_: TaskQueue) -> None:
         self._polling.add(queue_.name)
+        self._poll_started[queue_.name] = time.monotonic()
         threading.Thread(target=self._poll, args=(queue_,), daemon=True,
                          name='kale-poll-%s' % queue_.name).start()
 

@@ -30,14 +30,27 @@ def resident_set_size_mb() -> float:
         return peak / (1024.0 * 1024.0) if os.uname().sysname == 'Darwin' else peak / 1024.0
 
 
+def peak_resident_set_size_mb() -> float:
+    """The most resident memory this process has had, in MB (one system call)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (1024.0 * 1024.0) if os.uname().sysname == 'Darwin' else peak / 1024.0
+
+
 class MemoryLimit:
-    """``DIE_ON_RESIDENT_SET_SIZE_MB``: 0 turns the check off."""
+    """``DIE_ON_RESIDENT_SET_SIZE_MB``: 0 turns the check off.
+
+    Checked after every task, so it must be cheap: resident memory can only be
+    over the limit once the peak is, and the peak costs one ``getrusage``;
+    only then is the current size read from ``/proc``.
+    """
 
     def __init__(self, limit_mb: float):
         self.limit_mb = float(limit_mb or 0)
 
     def exceeded(self) -> bool:
-        return bool(self.limit_mb) and resident_set_size_mb() > self.limit_mb
+        if not self.limit_mb or peak_resident_set_size_mb() <= self.limit_mb:
+            return False
+        return resident_set_size_mb() > self.limit_mb
 
 
 def supervisor_pid() -> Optional[int]:

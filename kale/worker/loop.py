@@ -117,6 +117,7 @@ class Worker:
     def run(self) -> int:
         """Work until a signal, a finished burst or the memory limit; returns the exit code."""
         self.signals.install()
+        self.runner.timeout_class.setup()
         self.settler = Settler(self.consumer)
         try:
             self.startup()
@@ -136,6 +137,7 @@ class Worker:
                 self.report_settled()
                 self.shutdown()
         finally:
+            self.runner.timeout_class.teardown()
             self.signals.restore()
         return self.exit_code
 
@@ -157,7 +159,7 @@ class Worker:
         if batch is None and not self.fetcher.known_empty(queue):
             batch = self.fetch(queue)
         if batch is None or not batch.messages:
-            self._idle = True
+            self._go_idle()
             return True
         self.process(batch)
         for _ in range(queue.num_iterations - 1):
@@ -202,20 +204,24 @@ class Worker:
         return batch
 
     def idle(self) -> bool:
-        """Every queue looked empty: long-poll them all at once until one has
-        work. False once a burst has nothing left to do."""
+        """Every queue looked empty: long-poll them all at once, each again as
+        soon as it answers, until one has work. A burst checks between rounds
+        whether it is done (False once it is); a serving worker checks its
+        limits every second meanwhile."""
         if self.burst and self.drained():
             logger.info('%s: every queue is drained, burst finished', self.name)
             return False
         started = time.monotonic()
         try:
-            arrived = self.fetcher.watch()     # returns within 0.1 s of a stop request
+            arrived = self.fetcher.watch(each_once=self.burst)   # ends soon after a stop
         except SQSError as exc:
             self._back_off('long polling', exc)
             return True
         self._reached()
         if arrived:
             self._idle = False                 # work_once takes them one by one
+        elif not self.burst:
+            self.check_limits()
         elif time.monotonic() - started < IDLE_PAUSE_SEC:
             self._sleep(IDLE_PAUSE_SEC)
         return True
@@ -266,18 +272,22 @@ class Worker:
                 if isinstance(message, Settlement):
                     batch.settlements.append(message)
                     continue
-                self.hooks(WorkerHooks.on_task_started, batch.queue, received, message)
+                if self.hooks:
+                    self.hooks(WorkerHooks.on_task_started, batch.queue, received, message)
                 self._in_task = True
                 try:
                     settlement = self.runner.run(batch, received, message, task_class)
                 finally:
                     self._in_task = False
                 batch.settlements.append(settlement)
-                self.hooks(WorkerHooks.on_task_finished, settlement)
+                if self.hooks:
+                    self.hooks(WorkerHooks.on_task_finished, settlement)
                 if self.over_memory_limit():
                     break
         except WorkerInterrupt:
             self._stopping = True
+        finally:
+            self.runner.timeout_class.after_batch()
 
     def settle(self, batch: Batch) -> None:
         """Hand the batch to the settler thread: release, copy, delete. The next
@@ -346,6 +356,11 @@ class Worker:
             if left <= 0:
                 return
             time.sleep(min(left, 0.1))
+
+    def _go_idle(self) -> None:
+        self._idle = True
+        logger.debug('%s: idle, long polling %s', self.name, ', '.join(
+            '%s (%d s)' % (q.name, q.long_poll_time_sec) for q in self.queues))
 
     def _reached(self) -> None:
         """A request worked: back-offs start again from the shortest pause."""

@@ -31,11 +31,15 @@ class Reporter:
 
     def settled(self, queue: TaskQueue, s: Settlement) -> None:
         self.stats[s.outcome.value] += 1
+        if s.outcome is Outcome.SUCCEEDED or s.outcome is Outcome.SKIPPED:
+            if logger.isEnabledFor(logging.INFO):
+                logger.info('task %s (%s) on %s %s in %.3fs', s.task_id, s.task_name, queue.name,
+                            s.outcome.value, s.duration_sec)
+            if self.hooks:
+                self.hooks(WorkerHooks.on_task_succeeded, s)
+            return
         where = 'task %s (%s) on %s' % (s.task_id, s.task_name, queue.name)
-        if s.outcome in (Outcome.SUCCEEDED, Outcome.SKIPPED):
-            logger.info('%s %s in %.3fs', where, s.outcome.value, s.duration_sec)
-            self.hooks(WorkerHooks.on_task_succeeded, s)
-        elif s.outcome is Outcome.RETRY:
+        if s.outcome is Outcome.RETRY:
             logger.warning('%s failed in %.3fs, retrying in %ds: %s', where, s.duration_sec,
                            s.copy.delay_sec if s.copy else 0, s.reason)
             self.hooks(WorkerHooks.on_task_failed, s)

@@ -77,6 +77,15 @@ class TaskRunner:
         self.timeout_class = timeout_class
         self.clock = clock
         self.isolation = isolation
+        self._timers: dict[float, BaseTimeout] = {}
+
+    def _timer(self, seconds: float) -> BaseTimeout:
+        """A timer for ``seconds``, reused from run to run (one per time limit)."""
+        timer = self._timers.get(seconds)
+        if timer is None:
+            timer = self._timers[seconds] = self.timeout_class(seconds)
+        timer.fired = False
+        return timer
 
     def open(self, batch: Batch, received: ReceivedMessage) -> Union[Opened, Settlement]:
         """Verify the envelope (signature, replay window, queue, serializer) and
@@ -114,12 +123,12 @@ class TaskRunner:
             task = task_class(message)
             if self.isolation == 'process':
                 result = run_in_child(
-                    lambda: task.run(*message.args, **dict(message.kwargs)), task_class.time_limit,
+                    lambda: task.run(*message.args, **message.kwargs), task_class.time_limit,
                     lambda exc: ChildTaskError(describe(exc), task_class.is_retriable(exc)))
             else:
-                timer = self.timeout_class(task_class.time_limit)
+                timer = self._timer(task_class.time_limit)
                 with timer:
-                    result = task.run(*message.args, **dict(message.kwargs))
+                    result = task.run(*message.args, **message.kwargs)
         except WorkerInterrupt:
             return Settlement(received, Outcome.RELEASE, message=message,
                               reason='stopped by shutdown', duration_sec=self.clock() - started)

@@ -24,10 +24,10 @@ class CreatesFileWhenUnpickled:
 def envelope_headers(queue: str, serializer: str = 'p', compression: str = '-',
                      encoding: str = 'b', **more: str) -> dict[str, str]:
     """The headers of a body for ``queue`` issued now, signed with the current key."""
-    headers = {'i': 'hostile-1', 'n': 'tests.tasks.EchoTask', 't': str(int(time.time())),
-               'u': '0', 's': serializer, 'c': compression, 'q': queue, 'd': encoding}
+    headers = {'k': key_id(signing_keys().current or b''), 'i': 'hostile-1',
+               'n': 'tests.tasks.EchoTask', 't': str(int(time.time())), 'u': '0',
+               's': serializer, 'c': compression, 'q': queue, 'd': encoding}
     headers.update(more)
-    headers['k'] = key_id(signing_keys().current or b'')
     return headers
 
 

@@ -1,0 +1,104 @@
+"""Settling inline when the endpoint is fast, on a thread when it is slow, and
+resuming a batch an outage interrupted without sending a copy twice."""
+import threading
+import time
+
+from kale.exceptions import EndpointUnreachableError
+from kale.queue_config import get_queue_config
+from kale.transport import OutgoingMessage
+from kale.worker.batch import Batch, Outcome, Settlement
+from kale.worker.consumer import Consumer, SettleDeferred
+from kale.worker.settler import Settler
+from tests import tasks
+
+
+def fetched(broker, count):
+    queue = get_queue_config()['default']
+    tasks.AddTask.publish_batch(None, [((i, i), {}) for i in range(count)])
+    return Batch(queue, broker.receive(queue), time.monotonic(), broker.sqs_name(queue))
+
+
+def succeeded(batch):
+    batch.settlements = [Settlement(m, Outcome.SUCCEEDED) for m in batch.messages]
+    return batch
+
+
+def deleting_threads(broker):
+    """The threads that settle: each delete records the thread it ran on."""
+    threads = []
+    real = broker.delete
+
+    def delete(*args):
+        threads.append(threading.get_ident())
+        return real(*args)
+
+    broker.delete = delete
+    return threads
+
+
+def test_a_fast_endpoint_is_settled_in_the_callers_thread(memory_broker):
+    settler = Settler(Consumer(memory_broker))
+    threads = deleting_threads(memory_broker)
+    for _ in range(3):
+        settler.submit(succeeded(fetched(memory_broker, 3)))
+    assert threads == [threading.get_ident()] * 3
+    assert [len(b.settlements) for b in settler.completed()] == [3, 3, 3]
+    settler.close()
+
+
+def test_a_slow_endpoint_is_settled_on_the_thread(memory_broker):
+    memory_broker.transport.latency_sec = 0.005           # over INLINE_BELOW_SEC
+    settler = Settler(Consumer(memory_broker))
+    threads = deleting_threads(memory_broker)
+    for _ in range(4):
+        settler.submit(succeeded(fetched(memory_broker, 1)))
+        settler.flush()
+    assert settler.recent_sec >= 0.005
+    assert threads[0] == threading.get_ident()            # the first, before it knew
+    assert set(threads[1:]) == {settler._thread.ident}
+    settler.close()
+
+
+def test_an_outage_hands_the_batch_to_the_thread_which_resumes_it(memory_broker):
+    batch = fetched(memory_broker, 2)
+    first, second = batch.messages
+    copy = OutgoingMessage(first.body + '-retry', {}, 0)
+    batch.settlements = [Settlement(first, Outcome.RETRY, copy=copy),
+                         Settlement(second, Outcome.SUCCEEDED)]
+    real_delete, outages = memory_broker.delete, [EndpointUnreachableError('down')]
+
+    def delete(*args):
+        if outages:
+            raise outages.pop()
+        return real_delete(*args)
+
+    memory_broker.delete = delete
+    consumer = Consumer(memory_broker, sleep=lambda s: None)
+    try:
+        consumer.settle(batch, retry=False)
+        raise AssertionError('expected SettleDeferred')
+    except SettleDeferred:
+        pass
+    assert batch.settlements[0].copied and not any(s.settled for s in batch.settlements)
+    consumer.settle(batch)                                   # resumes: deletes only
+    assert all(s.settled for s in batch.settlements)
+    queue = batch.queue
+    assert [m.body for m in memory_broker.receive(queue)] == [first.body + '-retry']
+
+
+def test_a_settler_resumes_an_interrupted_batch_in_the_background(memory_broker):
+    batch = succeeded(fetched(memory_broker, 2))
+    real_delete, outages = memory_broker.delete, [EndpointUnreachableError('down')]
+
+    def delete(*args):
+        if outages:
+            raise outages.pop()
+        return real_delete(*args)
+
+    memory_broker.delete = delete
+    settler = Settler(Consumer(memory_broker, sleep=lambda s: None))
+    settler.submit(batch)
+    settler.flush()
+    [done] = settler.completed()
+    assert all(s.settled for s in done.settlements)
+    settler.close()
