@@ -147,3 +147,50 @@ def test_a_burst_watch_ends_once_every_queue_answered_empty(memory_broker):
     assert fetcher.watch(each_once=True, max_wait_sec=30) is False
     assert memory_broker.transport.requests['ReceiveMessage'] == 2
     fetcher.close()
+
+
+def receiving_threads(broker):
+    names = []
+    broker.transport.on_request = lambda operation: operation == 'ReceiveMessage' and \
+        names.append(threading.current_thread().name)
+    return names
+
+
+def drain(broker, count, record):
+    from kale.worker import Worker
+    from tests import tasks
+    from tests.support.records import recorded_ids
+    ids = tasks.RecordTask.publish_batch(None, [((i,), {}) for i in range(count)])
+    assert Worker(queue_names=['default'], burst=True, broker=broker).run() == 0
+    assert sorted(recorded_ids(record, 'ran')) == sorted(ids)
+
+
+def test_a_slow_endpoint_s_next_batches_are_received_while_one_runs(memory_broker, record):
+    memory_broker.transport.latency_sec = 0.01
+    names = receiving_threads(memory_broker)
+    drain(memory_broker, 60, record)
+    assert any(name.startswith('kale-read-ahead') for name in names)
+    assert memory_broker.transport.late_settles == 0
+
+
+def test_a_fast_endpoint_is_not_read_ahead(memory_broker, record):
+    names = receiving_threads(memory_broker)
+    drain(memory_broker, 60, record)
+    assert not any(name.startswith('kale-read-ahead') for name in names)
+
+
+def test_a_batch_read_ahead_is_held_to_its_own_budget(memory_broker):
+    """The time a batch waited after it arrived counts against its visibility timeout."""
+    queue = memory_broker.queues['default']
+    memory_broker.send(queue, [OutgoingMessage(str(i)) for i in range(30)])
+    consumer = Consumer(memory_broker)
+    fetcher = Fetcher(consumer, [queue], read_ahead_above_sec=0.0)
+    first = fetcher.fetch(queue)
+    assert len(fetcher._ahead['default']) == 2
+    time.sleep(0.3)                                   # the first batch "runs"
+    second = fetcher.fetch(queue)
+    assert second.received_at <= first.received_at + 0.1     # it arrived while the first ran
+    assert second.time_left(time.monotonic()) < queue.visibility_timeout_sec - 0.25
+    fetcher.close()
+    counts = memory_broker.counts(queue)
+    assert (counts.in_flight, counts.visible) == (20, 10)    # what was read ahead went back

@@ -23,6 +23,7 @@ A stopping worker retries for a few seconds at most (``give_up_at``).
 """
 from __future__ import annotations
 
+import collections
 import logging
 import time
 from typing import Callable, Optional, Sequence, TypeVar
@@ -58,6 +59,7 @@ class Consumer:
         self.sleep = sleep
         self.clock = clock
         self.max_backoff_sec = max_backoff_sec
+        self._receive_times: collections.deque[float] = collections.deque(maxlen=8)
         #: When set (a ``clock()`` time), retrying stops then even if a batch's
         #: deadline is later: a stopping worker does not wait out an outage.
         self.give_up_at: Optional[float] = None
@@ -68,8 +70,17 @@ class Consumer:
         """Receive up to ``batch_size`` messages (long polling) as a Batch."""
         started = self.clock()
         messages = self.broker.receive(queue, wait_sec=wait_sec)
-        return Batch(queue, messages, visibility_clock_start(started, self.clock()),
+        ended = self.clock()
+        if wait_sec == 0:           # a long poll's wait says nothing about the endpoint
+            self._receive_times.append(ended - started)
+        return Batch(queue, messages, visibility_clock_start(started, ended),
                      self.broker.sqs_name(queue))
+
+    @property
+    def recent_receive_sec(self) -> float:
+        """The median time of the last few short receives: how far the endpoint is."""
+        recent = sorted(self._receive_times)
+        return recent[len(recent) // 2] if recent else 0.0
 
     # --- settling -------------------------------------------------------------------
 

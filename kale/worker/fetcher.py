@@ -19,6 +19,8 @@ Batches received but never run are released by :meth:`release_ready` and
 """
 from __future__ import annotations
 
+import collections
+import concurrent.futures
 import logging
 import queue
 import threading
@@ -44,12 +46,21 @@ WATCH_RETURN_SEC = 1.0
 #: queue with long_poll_time_sec 0 is not polled in a busy loop.
 MIN_POLL_INTERVAL_SEC = 0.25
 
+#: A busy queue's next batches are received ahead, while the current one
+#: runs, once a receive takes this long: on a remote endpoint the worker then
+#: waits about one round trip per batch. On a fast one (a local emulator, the
+#: memory transport) the thread would cost more than it saves.
+READ_AHEAD_ABOVE_SEC = 0.005
+#: How many batches are received ahead.
+READ_AHEAD_BATCHES = 2
+
 
 class Fetcher:
     """Receives batches for one worker (main-thread API; polls run on threads)."""
 
     def __init__(self, consumer: Consumer, queues: Sequence[TaskQueue],
-                 stopping: Callable[[], bool] = lambda: False):
+                 stopping: Callable[[], bool] = lambda: False,
+                 read_ahead_above_sec: Optional[float] = READ_AHEAD_ABOVE_SEC):
         self.consumer = consumer
         self.queues = list(queues)
         self.stopping = stopping
@@ -62,6 +73,11 @@ class Fetcher:
         self._poll_started: dict[str, float] = {}
         self._closed = False
         self._close_lock = threading.Lock()
+        #: Receive the next batches of a busy queue while the current one runs,
+        #: once a receive takes this long (None: never).
+        self.read_ahead_above_sec: Optional[float] = read_ahead_above_sec
+        self._ahead: dict[str, collections.deque[concurrent.futures.Future[Batch]]] = {}
+        self._executor: Optional[concurrent.futures.ThreadPoolExecutor] = None
 
     # --- selection ---------------------------------------------------------
 
@@ -94,8 +110,47 @@ class Fetcher:
     # --- fetching -------------------------------------------------------------
 
     def fetch(self, queue: TaskQueue) -> Batch:
-        """The next batch of a queue that just had work (short poll)."""
-        return self.consumer.fetch(queue, wait_sec=0)
+        """The next batch of a queue that just had work (short poll). When
+        reading ahead and this batch is full, the receive of the one after it
+        starts at once, on a thread, to arrive while this one runs."""
+        ahead = self._ahead.get(queue.name)
+        if ahead:
+            batch = ahead.popleft().result()
+        else:
+            batch = self.consumer.fetch(queue, wait_sec=0)
+        if self.read_ahead and len(batch.messages) >= queue.batch_size and not self.stopping():
+            ahead = self._ahead.setdefault(queue.name, collections.deque())
+            while len(ahead) < READ_AHEAD_BATCHES:
+                ahead.append(self._reader().submit(self.consumer.fetch, queue, 0))
+        return batch
+
+    @property
+    def read_ahead(self) -> bool:
+        """Whether to receive ahead: only where a receive takes long enough
+        (a remote endpoint) for the wait to matter more than the thread."""
+        if self.read_ahead_above_sec is None:
+            return False
+        return self.consumer.recent_receive_sec >= self.read_ahead_above_sec
+
+    def done_with(self, queue: TaskQueue) -> None:
+        """The worker turns to another queue: a batch read ahead for this one
+        joins the batches that run next (or is released if the worker stops)."""
+        for ahead in self._ahead.pop(queue.name, ()):
+            ahead.add_done_callback(lambda done: self._report_ahead(queue, done))
+
+    def _report_ahead(self, queue_: TaskQueue, done: 'concurrent.futures.Future[Batch]') -> None:
+        error = done.exception()
+        if error is not None:
+            self._results.put((queue_, None, error if isinstance(error, SQSError)
+                               else SQSError(str(error))))
+            return
+        self._deliver(queue_, done.result())
+
+    def _reader(self) -> concurrent.futures.ThreadPoolExecutor:
+        if self._executor is None:
+            self._executor = concurrent.futures.ThreadPoolExecutor(
+                READ_AHEAD_BATCHES, thread_name_prefix='kale-read-ahead')
+        return self._executor
 
     def has_ready(self) -> bool:
         self._collect()
@@ -181,12 +236,17 @@ class Fetcher:
             logger.exception('long poll on queue %s failed', queue_.name)
             self._results.put((queue_, None, SQSError(str(exc))))
             return
+        self._deliver(queue_, batch)
+
+    def _deliver(self, queue_: TaskQueue, batch: Batch) -> None:
+        """Hand a batch received on a thread to the worker, or back to SQS if
+        the worker has gone."""
         with self._close_lock:
             if not self._closed:
                 self._results.put((queue_, batch, None))
                 return
         if batch.messages:
-            self._release(batch)     # the worker is gone: give them back
+            self._release(batch)
 
     def _collect(self) -> None:
         """Move batches from polls that finished since the last look."""
@@ -206,7 +266,15 @@ class Fetcher:
             logger.exception('could not release a batch of queue %s', batch.queue.name)
 
     def release_ready(self) -> None:
-        """Give back every batch received but not yet run."""
+        """Give back every batch received but not yet run (waiting for those
+        being read ahead)."""
+        for name, futures in list(self._ahead.items()):
+            del self._ahead[name]
+            for ahead in futures:
+                try:
+                    self._ready.append(ahead.result())
+                except SQSError as exc:
+                    logger.warning('reading ahead on queue %s failed: %s', name, exc)
         self._collect()
         ready, self._ready = self._ready, []
         for batch in ready:
@@ -216,6 +284,10 @@ class Fetcher:
         """Release every batch received but not run. A poll still out when the
         worker exits is not waited for: what it receives reappears after its
         visibility timeout (as a suspect, run alone)."""
+        for name in list(self._ahead):
+            self.done_with(next(q for q in self.queues if q.name == name))
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)      # a short poll: it ends soon
         with self._close_lock:
             self._closed = True
         self._collect()

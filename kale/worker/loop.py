@@ -170,6 +170,7 @@ class Worker:
             if batch is None or not batch.messages:
                 break
             self.process(batch)
+        self.fetcher.done_with(queue)
         return True
 
     # --- steps --------------------------------------------------------------

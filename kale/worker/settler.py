@@ -1,12 +1,13 @@
-"""Settling batches: inline on a fast endpoint, on a background thread on a slow one.
+"""Settling batches: inline on a fast endpoint, on background threads on a slow one.
 
 Settling a batch costs one or two batch requests. Where those answer within
 a millisecond (an endpoint on this machine, the memory transport), the
 worker settles in its own thread: handing a batch to another thread would
 cost more than the requests. Where they take longer (SQS itself, 10-20 ms
 away), the worker hands the batch to a thread and goes on to fetch the next
-one, so that the deletes of one batch overlap the receive of the next. The
-choice follows the recent settle times, batch by batch.
+one, so that the deletes of one batch overlap the receive of the next; two
+threads settle two batches at once. The choice follows the recent settle
+times, batch by batch.
 
 Either way each batch is settled in the consumer's order (release, copies,
 deletes) and before its deadline. Settled inline, a batch does not wait out
@@ -31,9 +32,12 @@ from kale.worker.consumer import Consumer, SettleDeferred
 logger = logging.getLogger(__name__)
 
 #: Batches whose settling recently took less than this are settled inline.
-INLINE_BELOW_SEC = 0.001
+INLINE_BELOW_SEC = 0.005
 #: How many recent batches the choice looks at.
 RECENT_BATCHES = 8
+#: Batches settled at once on a slow endpoint: with one, settling would allow
+#: at most one batch per round trip.
+SETTLE_THREADS = 2
 
 
 class Settler:
@@ -41,7 +45,7 @@ class Settler:
 
     def __init__(self, consumer: Consumer, max_pending: int = 2,
                  inline_below_sec: float = INLINE_BELOW_SEC,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, threads: int = SETTLE_THREADS):
         self.consumer = consumer
         self.inline_below_sec = inline_below_sec
         self.clock = clock
@@ -49,8 +53,10 @@ class Settler:
         self._recent: collections.deque[float] = collections.deque(maxlen=RECENT_BATCHES)
         self._jobs: 'queue.Queue[Optional[Batch]]' = queue.Queue(maxsize=max_pending)
         self._done: 'queue.Queue[Batch]' = queue.Queue()
-        self._thread = threading.Thread(target=self._run, name='kale-settler', daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=self._run, name='kale-settler-%d' % n,
+                                          daemon=True) for n in range(threads)]
+        for thread in self._threads:
+            thread.start()
 
     def submit(self, batch: Batch) -> None:
         """Settle ``batch`` now, or soon on the thread (waiting while
@@ -88,8 +94,10 @@ class Settler:
     def close(self) -> None:
         """Settle what is pending, then stop the thread."""
         self.flush()
-        self._jobs.put(None)
-        self._thread.join(10)
+        for _ in self._threads:
+            self._jobs.put(None)
+        for thread in self._threads:
+            thread.join(10)
 
     @property
     def recent_sec(self) -> float:
