@@ -65,6 +65,7 @@ class Chaos:
         self.prefix = 'c%s-' % uuid.uuid4().hex[:6]
         self.kinds: dict[str, str] = {}                 # task id -> kind
         self.hostile: dict[str, str] = {}               # hostile id -> kind
+        self.hostile_bodies: dict[str, str] = {}        # body -> hostile id
         self.injected: collections.Counter[str] = collections.Counter()
         self.outage_sec = 0.0
         self.server: Optional[SQSLocalProcess] = None
@@ -132,7 +133,7 @@ class Chaos:
         here = self.prefix + queue
         ok = kale_message.Message(hostile_id, 'bench.chaos_tasks.ChaosTask', ('ok',))
         if kind == 'garbage':
-            body = ''.join(self.rng.choice('abc{}[]:;=+/ \n') for _ in range(200))
+            body = hostile_id + ''.join(self.rng.choice('abc{}[]:;=+/ \n') for _ in range(200))
         elif kind == 'wrong_signature':
             with settings.override(MESSAGE_SIGNING_KEY='not-the-chaos-key-0123456789abcdef'):
                 body = kale_codec.encode(ok, here)
@@ -150,11 +151,11 @@ class Chaos:
             other = next(q for q in QUEUES if q != queue)
             body = kale_codec.encode(ok, self.prefix + other)
         else:
-            body = 'kale2:' + 'A' * 300000
+            body = 'kale2:' + hostile_id + 'A' * 300000
         url = self.raw.get_queue_url(QueueName=self.prefix + queue)['QueueUrl']
-        self.raw.send_message(QueueUrl=url, MessageBody=body, MessageAttributes={
-            'chaos_hostile': {'DataType': 'String', 'StringValue': hostile_id}})
+        self.raw.send_message(QueueUrl=url, MessageBody=body)
         self.hostile[hostile_id] = kind
+        self.hostile_bodies[body] = hostile_id     # known by body: attributes are not kept
         self.injected['hostile message'] += 1
 
     # --- faults ---------------------------------------------------------------------
@@ -262,8 +263,8 @@ class Chaos:
                           message.get('MessageAttributes', {}).items()}
             reason = attributes.get('kale_dead_letter_reason', '').split(':')[0] or \
                 'redrive (worker killed %s times)' % self.args_max_receive()
-            if 'chaos_hostile' in attributes:
-                dead_hostile[attributes['chaos_hostile']] = reason
+            if message['Body'] in self.hostile_bodies:
+                dead_hostile[self.hostile_bodies[message['Body']]] = reason
                 continue
             task_id = kale_codec.get_codec().open(message['Body'], '', check_age=False).task_id
             dead_tasks[task_id] = reason

@@ -34,6 +34,9 @@ class RawQueues:
     def __init__(self, client: Any = None, memory: Optional[MemoryTransport] = None):
         self.client = client
         self.memory = memory
+        #: Message attributes every message sent carries: the same as Kale's,
+        #: so both consumers receive identical messages.
+        self.attributes: dict[str, Any] = {}
         self._urls: dict[str, str] = {}
 
     def url(self, name: str) -> str:
@@ -41,20 +44,27 @@ class RawQueues:
             self._urls[name] = self.client.get_queue_url(QueueName=name)['QueueUrl']
         return self._urls[name]
 
+    def _sqs_attributes(self) -> dict[str, dict[str, str]]:
+        return {name: {'DataType': 'Number' if isinstance(value, int) else 'String',
+                       'StringValue': str(value)} for name, value in self.attributes.items()}
+
     def send(self, name: str, body: str) -> None:
         if self.memory is not None:
-            self.memory.send(name, OutgoingMessage(body))
+            self.memory.send(name, OutgoingMessage(body, self.attributes))
         else:
-            self.client.send_message(QueueUrl=self.url(name), MessageBody=body)
+            self.client.send_message(QueueUrl=self.url(name), MessageBody=body,
+                                     MessageAttributes=self._sqs_attributes())
 
     def send_batch(self, name: str, bodies: Sequence[str]) -> None:
         for start in range(0, len(bodies), 10):
             chunk = bodies[start:start + 10]
             if self.memory is not None:
-                self.memory.send_batch(name, [OutgoingMessage(body) for body in chunk])
+                self.memory.send_batch(name, [OutgoingMessage(body, self.attributes)
+                                              for body in chunk])
             else:
                 self.client.send_message_batch(QueueUrl=self.url(name), Entries=[
-                    {'Id': str(i), 'MessageBody': body} for i, body in enumerate(chunk)])
+                    {'Id': str(i), 'MessageBody': body, 'MessageAttributes': self._sqs_attributes()}
+                    for i, body in enumerate(chunk)])
 
     def receive(self, name: str, wait_sec: int = 0, visibility_sec: int = 60) -> list[tuple[str, str]]:
         """[(receipt handle, body)] of up to 10 messages."""

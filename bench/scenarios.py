@@ -52,10 +52,14 @@ def counting_raw(run: Run) -> Iterator[None]:
         run.counting_raw = False
 
 
-def sample_body() -> str:
-    """A body the size of Kale's, for the baseline to send."""
-    return kale_codec.encode(kale_message.Message('0' * 32, tasks.NoopTask.task_path(), (0,)),
-                             'bench-bench_default')
+def sample_body(run: Run) -> str:
+    """A message like Kale's, for the baseline to send: the same body size, and
+    (set on the raw sender) the same attributes, so both consumers receive
+    identical messages (some emulators return every attribute, asked or not)."""
+    outgoing = kale_codec.to_outgoing(
+        kale_message.Message('0' * 32, tasks.NoopTask.task_path(), (0,)), 'bench-bench_default')
+    run.raw.attributes = dict(outgoing.attributes)
+    return outgoing.body
 
 
 def split(n: int, parts: int = 3) -> list[int]:
@@ -83,7 +87,7 @@ def publish_rates(env: Environment, n: int) -> Figures:
     """Publish one by one and publish_batch, beside raw send_message(_batch)."""
     run = env.new_run()
     name = run.broker.sqs_name(run.queues[1])
-    body = sample_body()
+    body = sample_body(run)
 
     def raw_single(count: int) -> None:
         with counting_raw(run):
@@ -138,7 +142,7 @@ def kale_pipeline(env: Environment, n: int, batch: bool) -> dict[str, Any]:
 def raw_pipeline(env: Environment, n: int, batch: bool) -> dict[str, Any]:
     """The baseline: raw sends, then a raw receive(10) + delete_message_batch loop."""
     run = env.new_run()
-    body = sample_body()
+    body = sample_body(run)
     with counting_raw(run):
         for name, count in zip(run.sqs_names(), split(n), strict=False):
             if batch:

@@ -147,7 +147,8 @@ def redrive(broker: Broker, queue: TaskQueue, limit: Optional[int] = None,
         while limit is None or report.moved < limit:
             wanted = MAX_BATCH_ENTRIES if limit is None \
                 else min(MAX_BATCH_ENTRIES, limit - report.moved)
-            batch = broker.transport.receive(dead_name, wanted, 1, REDRIVE_VISIBILITY_SEC)
+            batch = broker.transport.receive(dead_name, wanted, 1, REDRIVE_VISIBILITY_SEC,
+                                             [ATTR_DEAD_LETTER_REASON])
             if not batch:
                 break
             movable = _movable(broker, queue, batch, reason, report, left_handles)

@@ -118,15 +118,18 @@ class Broker:
         return self._send(queue, name, messages)
 
     def receive(self, queue: TaskQueue, max_messages: Optional[int] = None,
-                wait_sec: Optional[int] = None) -> list[ReceivedMessage]:
-        """Receive a batch with the queue's batch size, long poll and visibility timeout."""
+                wait_sec: Optional[int] = None,
+                attribute_names: Sequence[str] = ()) -> list[ReceivedMessage]:
+        """Receive a batch with the queue's batch size, long poll and visibility
+        timeout. No message attributes by default: they are not signed, so a
+        worker has no use for them (the signed envelope says the same)."""
         name = self.declare(queue)
         with self._redeclare_if_missing(queue):
             return self.transport.receive(
                 name,
                 queue.batch_size if max_messages is None else max_messages,
                 queue.long_poll_time_sec if wait_sec is None else wait_sec,
-                queue.visibility_timeout_sec)
+                queue.visibility_timeout_sec, attribute_names)
 
     def delete(self, queue: TaskQueue, receipt_handles: Sequence[str]) -> list[str]:
         """Delete received messages; returns the handles that failed."""

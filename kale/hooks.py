@@ -137,17 +137,28 @@ class HookDispatcher:
 
     def __init__(self, hooks: Sequence[Any]):
         self.hooks = list(hooks)
+        self._overriding: dict[Callable[..., None], list[Any]] = {}
 
     def __bool__(self) -> bool:
         return bool(self.hooks)
 
     def __call__(self, hook: Callable[..., None], *args: Any) -> None:
-        name = hook.__name__
-        for target in self.hooks:
+        targets = self._overriding.get(hook)
+        if targets is None:
+            targets = self._overriding[hook] = self._targets(hook)
+        for target in targets:
             try:
-                getattr(target, name)(*args)
+                target(*args)
             except Exception:
-                logger.exception('hook %s.%s failed', type(target).__name__, name)
+                logger.exception('hook %s.%s failed', type(target.__self__).__name__,
+                                 hook.__name__)
+
+    def _targets(self, hook: Callable[..., None]) -> list[Any]:
+        """The hook's bound methods on the objects that override it: calling a
+        base class's no-op for every task would cost time and do nothing."""
+        name = hook.__name__
+        return [getattr(target, name) for target in self.hooks
+                if getattr(type(target), name, None) is not hook]
 
     def strict(self, hook: Callable[..., None], *args: Any) -> None:
         """Call the hook everywhere, stopping at the first failure with HookError."""

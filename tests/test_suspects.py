@@ -118,3 +118,17 @@ def test_a_worker_runs_each_suspect_alone(memory_broker, tmp_path, monkeypatch):
     assert sorted(ran) == sorted(ids)
     suspect_runs = [size for size in sizes.sizes if any(count > 1 for count in size)]
     assert suspect_runs and all(len(size) == 1 for size in suspect_runs)
+
+
+def test_a_release_copy_carries_the_attributes_of_its_verified_envelope():
+    message = kale_message.Message('t-attr', 'tests.tasks.RecordTask', retry_num=2, failure_num=1)
+    received = ReceivedMessage('m', 'h', kale_codec.encode(message, QUEUE), {}, 1)
+    assert release_copy(received, QUEUE).attributes == {
+        'kale_task_id': 't-attr', 'kale_task_name': 'tests.tasks.RecordTask',
+        'kale_retry_num': 2, 'kale_failure_num': 1}
+
+
+def test_a_worker_receives_no_unsigned_attributes(memory_broker):
+    tasks.RecordTask.publish(None)
+    [received] = Consumer(memory_broker).fetch(memory_broker.queues['default']).messages
+    assert received.attributes == {}

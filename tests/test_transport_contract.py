@@ -263,14 +263,6 @@ def test_the_receipt_handle_changes_on_every_receive(transport, queue):
     assert len({m.receipt_handle for m in deliveries}) == 3
 
 
-def test_sent_at_is_the_epoch_time_of_sending(transport, queue):
-    before = time.time()
-    send(transport, queue, 'one')
-    after = time.time()
-    [received] = receive_all(transport, queue, 1)
-    assert before - 60 < received.sent_at < after + 60
-
-
 # --- settling -----------------------------------------------------------------
 
 def test_delete_batch_deletes_messages(transport, queue):
@@ -392,12 +384,3 @@ def test_a_message_received_more_than_max_receive_count_times_goes_to_the_dead_l
     [dead] = receive_all(transport, name('dlq'), 1)
     assert (dead.message_id, dead.body, dead.attributes) == (message_id, 'poison',
                                                              {'kale_task_id': 't1'})
-
-
-def test_a_dead_letter_keeps_its_original_sent_at(transport, name, redriven):
-    queue = redriven(1)
-    send(transport, queue, 'poison')
-    [received] = receive_all(transport, queue, 1, visibility_timeout_sec=0)
-    assert transport.receive(queue, 10, 0, 30) == []
-    [dead] = receive_all(transport, name('dlq'), 1)
-    assert dead.sent_at == received.sent_at

@@ -183,10 +183,10 @@ def test_a_stop_request_during_an_outage_backoff_stops_cleanly(memory_broker, mo
 
     real_receive = memory_broker.transport.receive
 
-    def long_polls_fail(queue, max_messages, wait_sec, visibility_timeout_sec):
+    def long_polls_fail(queue, max_messages, wait_sec, *args):
         if wait_sec:                                     # the idle watch, not the probes
             raise EndpointUnreachableError('connection refused')
-        return real_receive(queue, max_messages, wait_sec, visibility_timeout_sec)
+        return real_receive(queue, max_messages, wait_sec, *args)
 
     monkeypatch.setattr(memory_broker.transport, 'receive', long_polls_fail)
     worker = kale_worker.Worker(queue_names=['slowpoll'], broker=memory_broker)

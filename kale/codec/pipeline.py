@@ -17,7 +17,13 @@ import time
 from typing import Any, Mapping, Optional, Protocol, Sequence
 
 from kale.exceptions import DecodeError, MessageTooLargeError
-from kale.message import Message
+from kale.message import (
+    ATTR_FAILURE_NUM,
+    ATTR_RETRY_NUM,
+    ATTR_TASK_ID,
+    ATTR_TASK_NAME,
+    Message,
+)
 from kale.transport import AttributeValue, OutgoingMessage
 
 # Signed envelope headers, one letter each. Steps may add their own.
@@ -26,6 +32,8 @@ TASK_NAME = 'n'
 ISSUED_AT = 't'        # when the task was first published (whole seconds since the epoch)
 QUEUE = 'q'            # the SQS queue the body was signed for
 UNSETTLED = 'u'        # deliveries that ended with nobody settling the message
+RETRY_NUM = 'r'
+FAILURE_NUM = 'f'
 SIGNING_KEY = 'k'      # id of the key that signed it
 SERIALIZER = 's'
 COMPRESSION = 'c'
@@ -78,6 +86,15 @@ class Frame:
     def unsettled(self) -> int:
         return int(self.headers.get(UNSETTLED, 0) or 0)
 
+    def message_attributes(self) -> dict[str, AttributeValue]:
+        """The SQS attributes of the message this verified envelope holds, as
+        publishing set them (a worker does not receive them: they are unsigned)."""
+        if self.legacy:
+            return {}
+        return {ATTR_TASK_ID: self.task_id, ATTR_TASK_NAME: self.task_name,
+                ATTR_RETRY_NUM: int(self.headers.get(RETRY_NUM, 0) or 0),
+                ATTR_FAILURE_NUM: int(self.headers.get(FAILURE_NUM, 0) or 0)}
+
 
 class Step(Protocol):
     """One stage of the codec. ``encode`` runs on the way out, in pipeline
@@ -118,7 +135,8 @@ class Codec:
         frame.headers.update({
             TASK_ID: message.task_id, TASK_NAME: message.task_name,
             ISSUED_AT: str(int(message.issued_at or time.time())),
-            UNSETTLED: str(message.unsettled)})
+            UNSETTLED: str(message.unsettled), RETRY_NUM: str(message.retry_num),
+            FAILURE_NUM: str(message.failure_num)})
         for step in self.steps:
             step.encode(frame)
         return frame

@@ -47,7 +47,6 @@ class ReceivedMessage:
     body: str
     attributes: Mapping[str, str]
     receive_count: int = 1
-    sent_at: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,8 +91,10 @@ class Transport(Protocol):
         """Send many messages in as few requests as the limits allow; returns ids in order."""
 
     def receive(self, queue: str, max_messages: int, wait_sec: int,
-                visibility_timeout_sec: int) -> list[ReceivedMessage]:
-        """Receive up to ``max_messages`` (1..10), long polling up to ``wait_sec``."""
+                visibility_timeout_sec: int,
+                attribute_names: Sequence[str] = ('All',)) -> list[ReceivedMessage]:
+        """Receive up to ``max_messages`` (1..10), long polling up to ``wait_sec``,
+        with the message attributes named (``'All'``, or none: ``()``)."""
 
     def delete_batch(self, queue: str, receipt_handles: Sequence[str]) -> list[str]:
         """Delete messages; returns the receipt handles that could not be deleted."""

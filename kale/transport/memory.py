@@ -43,6 +43,13 @@ _HANDLE = re.compile(r'[0-9a-f]{32}\.[0-9a-f]{32}')
 _nonces = itertools.count(1)
 
 
+def _wanted(attributes: dict[str, str], names: Sequence[str]) -> dict[str, str]:
+    """The attributes a receive asked for: all of them with 'All'."""
+    if 'All' in names:
+        return dict(attributes)
+    return {name: value for name, value in attributes.items() if name in names}
+
+
 def _handle(message_id: str) -> str:
     """A new receipt handle: the message id and a number never used before."""
     return '%s.%032x' % (message_id, next(_nonces))
@@ -186,7 +193,8 @@ class MemoryTransport:
     # --- receiving and settling -------------------------------------------------
 
     def receive(self, queue: str, max_messages: int, wait_sec: int,
-                visibility_timeout_sec: int) -> list[ReceivedMessage]:
+                visibility_timeout_sec: int,
+                attribute_names: Sequence[str] = ('All',)) -> list[ReceivedMessage]:
         if not 1 <= max_messages <= MAX_BATCH_ENTRIES:
             raise SQSError('MaxNumberOfMessages must be 1..10, got %d' % max_messages,
                            'InvalidParameterValue')
@@ -197,13 +205,15 @@ class MemoryTransport:
         deadline = self.clock() + wait_sec
         with self._lock:
             while True:
-                found = self._take(self._queue(queue), max_messages, visibility_timeout_sec)
+                found = self._take(self._queue(queue), max_messages, visibility_timeout_sec,
+                                   attribute_names)
                 left = deadline - self.clock()
                 if found or left <= 0:
                     return found
                 self._lock.wait(min(left, 0.05))
 
-    def _take(self, queue: _Queue, max_messages: int, timeout: int) -> list[ReceivedMessage]:
+    def _take(self, queue: _Queue, max_messages: int, timeout: int,
+              attribute_names: Sequence[str]) -> list[ReceivedMessage]:
         now = self.clock()
         delivered: list[_Stored] = []
         while queue.heap and len(delivered) < max_messages and queue.heap[0][0] <= now:
@@ -223,8 +233,8 @@ class MemoryTransport:
         for stored in delivered:     # pushed after the loop: at most once per receive
             self._push(queue, stored)
         return [ReceivedMessage(s.message_id, s.receipt_handle, s.body,
-                                dict(s.attributes),
-                                s.receive_count, s.sent_at) for s in delivered]
+                                _wanted(s.attributes, attribute_names),
+                                s.receive_count) for s in delivered]
 
     def _dead_letter(self, queue: _Queue, stored: _Stored) -> None:
         """Move a message to the dead-letter queue, keeping its id, sent_at and count."""

@@ -59,8 +59,9 @@ def release_copy(received: ReceivedMessage, queue: str,
                 received, message.unsettled))
             return codec.to_outgoing(fresh, queue)
         unsettled = str(unsettled_deliveries(received, envelope.unsettled))
-        return OutgoingMessage(codec.reseal(envelope, **{UNSETTLED: unsettled}),
-                               _attributes(received))
+        attributes = envelope.message_attributes()
+        attributes.update(_attributes(received))        # what was received, if anything
+        return OutgoingMessage(codec.reseal(envelope, **{UNSETTLED: unsettled}), attributes)
     except KaleError:
         pass                        # sent back as it came
     return OutgoingMessage(received.body, _attributes(received))
