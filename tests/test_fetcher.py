@@ -6,7 +6,7 @@ from kale.queue_config import TaskQueue
 from kale.transport import OutgoingMessage
 from kale.worker.batch import Outcome, Settlement
 from kale.worker.consumer import Consumer
-from kale.worker.fetcher import Fetcher
+from kale.worker.fetcher import MIN_POLL_INTERVAL_SEC, Fetcher
 from kale.worker.settler import Settler
 
 
@@ -194,3 +194,18 @@ def test_a_batch_read_ahead_is_held_to_its_own_budget(memory_broker):
     fetcher.close()
     counts = memory_broker.counts(queue)
     assert (counts.in_flight, counts.visible) == (20, 10)    # what was read ahead went back
+
+
+def test_a_queue_whose_poll_brought_work_is_polled_again_at_once(memory_broker):
+    """Regression: a task published right after another on the same idle queue
+    waited out the pause meant for queues that answer empty."""
+    quick = with_long_poll(memory_broker.queues['high'], 20)
+    fetcher = Fetcher(Consumer(memory_broker), [quick])
+    threading.Timer(0.05, lambda: memory_broker.send(quick, [OutgoingMessage('1')])).start()
+    assert fetcher.watch(max_wait_sec=5) is True
+    fetcher.next_ready()
+    threading.Timer(0.05, lambda: memory_broker.send(quick, [OutgoingMessage('2')])).start()
+    started = time.monotonic()
+    assert fetcher.watch(max_wait_sec=5) is True
+    assert time.monotonic() - started < MIN_POLL_INTERVAL_SEC      # not held back
+    fetcher.close()

@@ -71,6 +71,8 @@ class Fetcher:
             queue.Queue()
         self._polling: set[str] = set()
         self._poll_started: dict[str, float] = {}
+        #: When a queue that answered empty may be polled again.
+        self._next_poll: dict[str, float] = {}
         self._closed = False
         self._close_lock = threading.Lock()
         #: Receive the next batches of a busy queue while the current one runs,
@@ -176,9 +178,10 @@ class Fetcher:
         carry on), or, with ``each_once`` (a burst, which then checks whether
         it is done), once every queue has answered empty.
 
-        A queue is polled again no sooner than MIN_POLL_INTERVAL_SEC after its
-        last poll started, so a queue with ``long_poll_time_sec: 0`` is not
-        polled in a busy loop. Raises the first SQS error a poll met (the
+        A queue that answered empty is polled again no sooner than
+        MIN_POLL_INTERVAL_SEC after that poll started, so a queue with
+        ``long_poll_time_sec: 0`` is not polled in a busy loop; one that
+        brought messages is polled again at once. Raises the first SQS error a poll met (the
         caller backs off).
         """
         answered: set[str] = set()
@@ -188,7 +191,7 @@ class Fetcher:
             for queue_ in self.queues:
                 if queue_.name in self._polling or (each_once and queue_.name in answered):
                     continue
-                if now >= self._poll_started.get(queue_.name, 0.0) + MIN_POLL_INTERVAL_SEC:
+                if now >= self._next_poll.get(queue_.name, 0.0):
                     self._start_poll(queue_)
             try:
                 result = self._results.get(timeout=WATCH_TICK_SEC)
@@ -216,8 +219,11 @@ class Fetcher:
             logger.warning('long poll on queue %s failed: %s', queue_.name, error)
             return queue_, False
         if batch is not None and batch.messages:
+            self._next_poll.pop(queue_.name, None)        # it has work: poll again at once
             self._ready.append(batch)
             return queue_, True
+        self._next_poll[queue_.name] = (self._poll_started.get(queue_.name, 0.0)
+                                        + MIN_POLL_INTERVAL_SEC)
         return queue_, False
 
     def _start_poll(self, queue_: TaskQueue) -> None:
