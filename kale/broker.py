@@ -20,7 +20,13 @@ from kale.codec.keys import signing_keys
 from kale.conf import settings
 from kale.exceptions import ImproperlyConfigured, QueueNotFoundError
 from kale.queue_config import QUEUE_NAME_PATTERN, QueueConfig, TaskQueue, get_queue_config
-from kale.transport import OutgoingMessage, QueueCounts, ReceivedMessage, Transport
+from kale.transport import (
+    OutgoingMessage,
+    QueueCounts,
+    ReceivedMessage,
+    Transport,
+    VisibilityChange,
+)
 
 
 class Broker:
@@ -138,6 +144,14 @@ class Broker:
         name = self.declare(queue)
         with self._redeclare_if_missing(queue):
             return self.transport.delete_batch(name, receipt_handles)
+
+    def change_visibility(self, queue: TaskQueue, changes: Sequence[VisibilityChange]) -> list[str]:
+        """Change received messages' visibility timeouts; returns the handles that failed."""
+        if not changes:
+            return []
+        name = self.declare(queue)
+        with self._redeclare_if_missing(queue):
+            return self.transport.change_visibility_batch(name, changes)
 
     def counts(self, queue: TaskQueue) -> QueueCounts:
         """Approximate visible, in-flight and delayed counts of the queue."""

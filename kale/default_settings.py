@@ -125,12 +125,15 @@ PICKLE_PROTOCOL = pickle.DEFAULT_PROTOCOL
 # them smaller.
 COMPRESSION_MIN_BYTES = 512
 
-# Largest encoded message body Kale will publish, in bytes. SQS accepts up to
-# 1 MiB; 256 000 keeps messages within the older limit other endpoints apply.
-SQS_TASK_SIZE_LIMIT = 256000
+# Largest message, body and attributes, in bytes, that Kale publishes (and a
+# worker accepts): SQS's limit since 2025 is 1 MiB. Lower it for an endpoint
+# that still applies the older 256 KiB limit (ElasticMQ, for one). Bigger
+# payloads can go through S3 (PAYLOAD_BUCKET).
+SQS_TASK_SIZE_LIMIT = 1048576
 
-# Largest total body size of one SendMessageBatch request, in bytes.
-SQS_BATCH_REQUEST_LIMIT = 262144
+# Largest total size of one SendMessageBatch request, in bytes: SQS allows
+# 1 MiB for the whole request, its ten messages together.
+SQS_BATCH_REQUEST_LIMIT = 1048576
 
 # Remaps task paths found in messages, {'old.module.Task': 'new.module.Task'},
 # so tasks can move between modules while old messages are still queued.

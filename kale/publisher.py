@@ -27,7 +27,7 @@ from kale.exceptions import BatchSendError, InvalidDelayError, InvalidTimeLimitE
 from kale.hooks import HookDispatcher, PublishHooks, load_hooks
 from kale.message import Message, publisher_identity
 from kale.queue_config import TaskQueue, get_queue_config
-from kale.transport import MAX_DELAY_SEC, AttributeValue, OutgoingMessage
+from kale.transport import MAX_DELAY_SEC, MAX_VISIBILITY_SEC, AttributeValue, OutgoingMessage
 
 if TYPE_CHECKING:
     from kale.task import Task
@@ -55,16 +55,18 @@ def check_delay(task_name: str, delay_sec: Any) -> int:
 
 
 def check_time_limit(task_class: type['Task'], queue: TaskQueue) -> None:
-    """``time_limit`` must be a positive number below the queue's visibility timeout."""
+    """``time_limit`` must be a positive number of seconds, at most SQS's 12
+    hours. (A task longer than its queue's visibility timeout is kept
+    invisible by the worker's heartbeat while it runs.)"""
     limit = task_class.time_limit
     name = task_class.task_path()
     if isinstance(limit, bool) or not isinstance(limit, numbers.Real) or not limit > 0:
         raise InvalidTimeLimitError('task %s: time_limit must be a positive number of seconds, '
                                     'got %r' % (name, limit))
-    if limit >= queue.visibility_timeout_sec:
+    if limit > MAX_VISIBILITY_SEC:
         raise InvalidTimeLimitError(
-            'task %s: time_limit %gs is not below visibility_timeout_sec %ds of queue %r'
-            % (name, limit, queue.visibility_timeout_sec, queue.name))
+            'task %s: time_limit %gs is over 12 hours (%d s), the longest SQS keeps a message '
+            'invisible' % (name, limit, MAX_VISIBILITY_SEC))
 
 
 _signatures: dict[type, Optional[inspect.Signature]] = {}

@@ -19,6 +19,8 @@ MAX_BATCH_ENTRIES = 10
 MAX_DELAY_SEC = 900
 #: Longest long poll (WaitTimeSeconds) SQS allows on a receive, in seconds.
 MAX_LONG_POLL_SEC = 20
+#: Longest a received message may stay invisible, from its receive, in seconds.
+MAX_VISIBILITY_SEC = 12 * 3600
 
 
 @dataclasses.dataclass(frozen=True)

@@ -112,11 +112,22 @@ class Batch:
     settlements: list[Settlement] = dataclasses.field(default_factory=list)
     #: message id -> its verified envelope and task class, filled in before running
     opened: dict[str, Opened] = dataclasses.field(default_factory=dict)
+    #: Until when a heartbeat has made the running message invisible (monotonic).
+    extended_until: float = 0.0
+
+    def is_long(self, time_limit: float) -> bool:
+        """Whether a task may need more than a fresh batch's budget (the
+        visibility timeout, less the receive's clock slack and the settle
+        margin): it runs alone, with a heartbeat (see
+        :mod:`kale.worker.heartbeat`)."""
+        return time_limit + SETTLE_MARGIN_SEC > \
+            self.queue.visibility_timeout_sec - RECEIVE_CLOCK_SLACK_SEC
 
     @property
     def deadline(self) -> float:
-        """When SQS makes the batch's messages visible to others again."""
-        return self.received_at + self.queue.visibility_timeout_sec
+        """When SQS makes the batch's messages visible to others again (later
+        when a heartbeat extended the running one)."""
+        return max(self.received_at + self.queue.visibility_timeout_sec, self.extended_until)
 
     def time_left(self, now: float) -> float:
         return self.deadline - now

@@ -40,6 +40,7 @@ from kale.timeout import BaseTimeout, SignalTimeout
 from kale.worker.batch import Batch, Settlement
 from kale.worker.consumer import Consumer
 from kale.worker.fetcher import Fetcher
+from kale.worker.heartbeat import Heartbeat
 from kale.worker.limits import (
     EXIT_MEMORY_LIMIT,
     EXIT_OK,
@@ -53,7 +54,7 @@ from kale.worker.report import Reporter
 from kale.worker.runner import TaskRunner
 from kale.worker.settler import Settler
 from kale.worker.signals import StopSignals, WorkerInterrupt
-from kale.worker.suspects import isolate_suspect, release
+from kale.worker.suspects import isolate_long, isolate_suspect, release
 
 logger = logging.getLogger('kale.worker')
 
@@ -91,6 +92,7 @@ class Worker:
                                  isolation=settings.TASK_ISOLATION or 'none')
         check_codec()
         self.settler: Optional[Settler] = None
+        self.heartbeat = Heartbeat(self.broker)
         self.backoff = Backoff(maximum=settings.SQS_ERROR_MAX_BACKOFF_SEC)
         self.memory_limit = MemoryLimit(settings.DIE_ON_RESIDENT_SET_SIZE_MB)
         self.signals = StopSignals(self.name, on_stop=self.stop, in_task=lambda: self._in_task)
@@ -134,6 +136,7 @@ class Worker:
                 self.consumer.give_up_at = time.monotonic() + SHUTDOWN_SETTLE_SEC
                 self.fetcher.close()
                 self.settler.close()
+                self.heartbeat.close()
                 self.report_settled()
                 self.shutdown()
         finally:
@@ -229,19 +232,33 @@ class Worker:
 
     def process(self, batch: Batch) -> None:
         """Verify a batch, run it, hand it to the settler, check the limits. A
-        suspect message runs last, alone (see :mod:`kale.worker.suspects`)."""
+        suspect message, or else a task longer than the visibility timeout,
+        runs last, alone (see :mod:`kale.worker.suspects`); the heartbeat keeps
+        a long one invisible from now until it ends."""
         self.verify(batch)
-        suspect = isolate_suspect(batch, self.name)
-        self.run_batch(batch)
-        self.settle(batch)
-        if suspect is not None:
-            if not self._stopping:
-                assert self.settler is not None
-                self.settler.flush()            # hold nothing else while it runs
-                self.fetcher.release_ready()
-                self.run_batch(suspect)
-            self.settle(suspect)
+        alone = isolate_suspect(batch, self.name) or isolate_long(batch)
+        if alone is not None:
+            self.keep_if_long(alone)
+        try:
+            self.run_batch(batch)
+            self.settle(batch)
+            if alone is not None:
+                if not self._stopping:
+                    assert self.settler is not None
+                    self.settler.flush()            # hold nothing else while it runs
+                    self.fetcher.release_ready()
+                    self.run_batch(alone)
+                self.settle(alone)
+        finally:
+            self.heartbeat.stop()
         self.check_limits()
+
+    def keep_if_long(self, alone: Batch) -> None:
+        """Start the heartbeat for a batch of one whose task is long."""
+        received = alone.messages[0]
+        opened = alone.opened.get(received.message_id)
+        if opened is not None and alone.is_long(opened.task_class.time_limit):
+            self.heartbeat.keep(alone, received)
 
     def verify(self, batch: Batch) -> None:
         """Verify every message's envelope and find its task; one that fails is
@@ -264,7 +281,8 @@ class Worker:
                 opened = batch.opened[received.message_id]
                 task_class = opened.task_class
                 now = time.monotonic()
-                if not batch.fits(task_class.time_limit, now):
+                if not batch.fits(task_class.time_limit, now) \
+                        and not self.heartbeat.keeps(received):
                     batch.settlements.append(release(
                         batch, received, 'time_limit %gs does not fit the %.1fs left in the '
                                          'batch' % (task_class.time_limit, batch.time_left(now))))

@@ -103,3 +103,27 @@ def isolate_suspect(batch: Batch, who: str = 'worker') -> Optional[Batch]:
                    opened.task_class.task_path(), batch.queue.name, count)
     return Batch(batch.queue, [chosen], batch.received_at, batch.sqs_name,
                  opened={chosen.message_id: opened})
+
+
+def isolate_long(batch: Batch) -> Optional[Batch]:
+    """Take the first task whose ``time_limit`` is longer than the queue's
+    visibility timeout out of ``batch``, to run alone while a heartbeat keeps
+    its message invisible (see :mod:`kale.worker.heartbeat`). The batch's
+    other long tasks are released, each to run alone in a later batch."""
+    chosen: Optional[ReceivedMessage] = None
+    for received in batch.unsettled():
+        opened = batch.opened.get(received.message_id)
+        if opened is None or not batch.is_long(opened.task_class.time_limit):
+            continue
+        if chosen is None:
+            chosen = received
+        else:
+            batch.settlements.append(release(
+                batch, received, 'time_limit %gs is longer than the visibility timeout: '
+                                 'waits to run alone' % opened.task_class.time_limit))
+    if chosen is None:
+        return None
+    batch.messages.remove(chosen)
+    opened = batch.opened.pop(chosen.message_id)
+    return Batch(batch.queue, [chosen], batch.received_at, batch.sqs_name,
+                 opened={chosen.message_id: opened})
