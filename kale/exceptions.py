@@ -55,7 +55,8 @@ class InvalidDelayError(PublishError):
 
 
 class MessageTooLargeError(PublishError):
-    """The encoded message is over ``SQS_TASK_SIZE_LIMIT``."""
+    """The encoded message is over ``SQS_TASK_SIZE_LIMIT`` (with ``PAYLOAD_BUCKET``
+    unset; with it set, payloads that big are kept in S3)."""
 
 
 class SerializationError(PublishError):
@@ -73,7 +74,8 @@ class DecodeError(KaleError):
 
     ``reason`` is one of :attr:`REASONS` (``BAD_SIGNATURE``, ``NOT_KALE``,
     ``UNKNOWN_TASK``, ``CORRUPT``, ``TOO_LARGE``, ``EXPIRED``, ``WRONG_QUEUE``,
-    ``SERIALIZER_NOT_ACCEPTED``), and is what a dead-letter
+    ``SERIALIZER_NOT_ACCEPTED``, and for a payload kept in S3
+    ``PAYLOAD_MISSING`` and ``PAYLOAD_MISMATCH``), and is what a dead-letter
     copy's ``kale_dead_letter_reason`` starts with; ``body`` keeps the raw body
     so that the caller can dead-letter it unchanged.
     """
@@ -86,9 +88,13 @@ class DecodeError(KaleError):
     EXPIRED = 'expired'
     WRONG_QUEUE = 'wrong_queue'
     SERIALIZER_NOT_ACCEPTED = 'serializer_not_accepted'
+    #: The S3 object a signed pointer names does not exist (any more).
+    PAYLOAD_MISSING = 'payload_missing'
+    #: The S3 object's size or SHA-256 is not what the signed pointer says.
+    PAYLOAD_MISMATCH = 'payload_mismatch'
 
     REASONS = (BAD_SIGNATURE, NOT_KALE, UNKNOWN_TASK, CORRUPT, TOO_LARGE, EXPIRED, WRONG_QUEUE,
-               SERIALIZER_NOT_ACCEPTED)
+               SERIALIZER_NOT_ACCEPTED, PAYLOAD_MISSING, PAYLOAD_MISMATCH)
 
     def __init__(self, reason: str, detail: str, body: Optional[str] = None):
         if reason not in self.REASONS:
@@ -153,6 +159,26 @@ class BatchSendError(SQSError):
 
     def __reduce__(self) -> Any:
         return (type(self), (str(self), self.failed, self.message_ids))
+
+
+# --- the payload store (S3) ----------------------------------------------------
+
+class PayloadStoreError(KaleError):
+    """A request to the payload store (``PAYLOAD_BUCKET`` on S3) failed.
+    ``retryable`` says whether trying again later may succeed (an outage,
+    throttling, a server-side error)."""
+
+    def __init__(self, message: str, code: Optional[str] = None, retryable: bool = False):
+        super().__init__(message)
+        self.code = code
+        self.retryable = retryable
+
+    def __reduce__(self) -> Any:
+        return (type(self), (str(self), self.code, self.retryable))
+
+
+class PayloadMissingError(PayloadStoreError):
+    """The payload object asked for does not exist."""
 
 
 # --- running tasks --------------------------------------------------------
@@ -225,6 +251,8 @@ __all__ = [
     'MessageTooLargeError',
     'NoDeadLetterQueueError',
     'NonRetriableTaskError',
+    'PayloadMissingError',
+    'PayloadStoreError',
     'PortInUseError',
     'PublishError',
     'QueueConfigError',

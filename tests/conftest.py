@@ -8,7 +8,13 @@ import pytest
 
 from kale.cli.sqs_local import SQSLocalProcess
 from kale.conf import ENVIRONMENT_VARIABLE, settings
-from tests.support.endpoint import ROOT, TEST_SETTINGS, SQSHelper, subprocess_env
+from tests.support.endpoint import (
+    ROOT,
+    TEST_SETTINGS,
+    PayloadBucket,
+    SQSHelper,
+    subprocess_env,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -37,6 +43,16 @@ def sqs(sqs_endpoint: str, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv('KALE_TEST_PREFIX', prefix)
     settings.reload()
     yield SQSHelper(sqs_endpoint, prefix)
+
+
+@pytest.fixture
+def payload_bucket(sqs: SQSHelper, monkeypatch: pytest.MonkeyPatch):
+    """A bucket of this test's own on the endpoint's S3, set as PAYLOAD_BUCKET
+    (for worker subprocesses too); yields a helper to look into it."""
+    bucket = PayloadBucket(sqs.url, 'kale-test-%s' % uuid.uuid4().hex[:12])
+    monkeypatch.setenv('KALE_TEST_PAYLOAD_BUCKET', bucket.name)
+    settings.reload()
+    yield bucket
 
 
 @pytest.fixture

@@ -67,23 +67,31 @@ def read_timeout_sec() -> float:
 COMMAND_LONG_POLL_SEC = 1
 
 
+def aws_session(endpoint: str) -> tuple[Any, str]:
+    """A boto3 session with the AWS_* settings (empty ones left to boto3's
+    chain), and its region: ``us-east-1`` with a custom ``endpoint`` and no
+    region anywhere. The SQS client and the payload store's S3 client share it."""
+    session = boto3.session.Session(
+        aws_access_key_id=settings.AWS_ACCESS_KEY_ID or None,
+        aws_secret_access_key=settings.AWS_SECRET_ACCESS_KEY or None,
+        aws_session_token=settings.AWS_SESSION_TOKEN or None,
+        region_name=settings.AWS_REGION or None)
+    region = session.region_name
+    if not region:
+        if not endpoint:
+            raise ImproperlyConfigured('no AWS region: set AWS_REGION in the settings or '
+                                       'AWS_DEFAULT_REGION in the environment')
+        region = 'us-east-1'
+    return session, region
+
+
 def make_client(for_commands: bool = False) -> Any:
     """A new boto3 SQS client built from the settings (``for_commands``: see
     COMMAND_LONG_POLL_SEC). A setting boto3 refuses is one ImproperlyConfigured
     line naming the settings involved."""
     endpoint = endpoint_url()
     try:
-        session = boto3.session.Session(
-            aws_access_key_id=settings.AWS_ACCESS_KEY_ID or None,
-            aws_secret_access_key=settings.AWS_SECRET_ACCESS_KEY or None,
-            aws_session_token=settings.AWS_SESSION_TOKEN or None,
-            region_name=settings.AWS_REGION or None)
-        region = session.region_name
-        if not region:
-            if not endpoint:
-                raise ImproperlyConfigured('no AWS region: set AWS_REGION in the settings or '
-                                           'AWS_DEFAULT_REGION in the environment')
-            region = 'us-east-1'
+        session, region = aws_session(endpoint)
         read_timeout = (float(settings.SQS_READ_TIMEOUT_SEC) + COMMAND_LONG_POLL_SEC
                         if for_commands else read_timeout_sec())
         config = Config(

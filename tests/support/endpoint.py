@@ -31,6 +31,12 @@ def raw_client(url: str) -> Any:
                         aws_access_key_id='test', aws_secret_access_key='test')
 
 
+def raw_s3_client(url: str) -> Any:
+    """A plain boto3 S3 client for the endpoint at ``url`` (moto serves S3 there too)."""
+    return boto3.client('s3', endpoint_url=url, region_name='us-east-1',
+                        aws_access_key_id='test', aws_secret_access_key='test')
+
+
 class SQSHelper:
     """A test's view of the endpoint: its prefix and a raw boto3 client."""
 
@@ -69,3 +75,23 @@ class SQSHelper:
             if not batch and (expected is None or len(found) >= expected):
                 break
         return found
+
+
+class PayloadBucket:
+    """An S3 bucket on the endpoint, created for one test, seen with raw boto3."""
+
+    def __init__(self, url: str, name: str):
+        self.name = name
+        self.client = raw_s3_client(url)
+        self.client.create_bucket(Bucket=name)
+
+    def keys(self) -> list[str]:
+        """Every object key in the bucket, sorted."""
+        listing = self.client.list_objects_v2(Bucket=self.name)
+        return sorted(item['Key'] for item in listing.get('Contents', []))
+
+    def read(self, key: str) -> bytes:
+        return bytes(self.client.get_object(Bucket=self.name, Key=key)['Body'].read())
+
+    def write(self, key: str, data: bytes) -> None:
+        self.client.put_object(Bucket=self.name, Key=key, Body=data)

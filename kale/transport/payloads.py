@@ -1,0 +1,111 @@
+"""The payload store contract: where payloads too big for an SQS message are
+kept (``PAYLOAD_BUCKET`` on S3), as opaque bytes under a key.
+
+:class:`kale.transport.s3.S3PayloadStore` implements it over boto3, and
+:class:`MemoryPayloadStore` in memory (for unit tests, and for eager mode, so
+an application's tests never reach S3). One contract test suite runs against
+both. What goes in an object (the encrypted, compressed payload) and how it is
+checked on the way back (its signed size and SHA-256) is the codec's business:
+see :mod:`kale.codec.offload`.
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Iterator, Optional, Protocol
+
+from kale.exceptions import PayloadMissingError, PayloadStoreError
+
+#: Every payload object's key starts with this: the prefix a bucket lifecycle
+#: rule expires, and the only one Kale's IAM policies need.
+KEY_PREFIX = 'kale-payloads/'
+
+
+class PayloadStore(Protocol):
+    """Object operations the codec performs. Errors are
+    :class:`~kale.exceptions.PayloadStoreError` (``PayloadMissingError`` for
+    an object that does not exist)."""
+
+    def put(self, bucket: str, key: str, data: bytes) -> None:
+        """Store ``data`` as the object ``key`` (replacing one of that key)."""
+
+    def get(self, bucket: str, key: str, max_bytes: int) -> bytes:
+        """The object's bytes, but never more than ``max_bytes + 1`` of them: a
+        longer answer means the object is bigger than ``max_bytes``, and the
+        rest is not read."""
+
+    def delete(self, bucket: str, key: str) -> None:
+        """Delete the object; deleting one that does not exist is no error."""
+
+
+class MemoryPayloadStore:
+    """A :class:`PayloadStore` in memory, with a record of the calls made.
+
+    Buckets must be created first, as in S3 (:meth:`create_bucket`)."""
+
+    def __init__(self, *buckets: str):
+        self.objects: dict[tuple[str, str], bytes] = {}
+        self.buckets = set(buckets)
+        #: Keys of every put, get and delete, in order, for tests to count.
+        self.puts: list[str] = []
+        self.gets: list[str] = []
+        self.deletes: list[str] = []
+        self._lock = threading.Lock()
+
+    def create_bucket(self, bucket: str) -> None:
+        self.buckets.add(bucket)
+
+    def _bucket(self, bucket: str) -> None:
+        if bucket not in self.buckets:
+            raise PayloadStoreError('payload bucket %r does not exist' % (bucket,), 'NoSuchBucket')
+
+    def put(self, bucket: str, key: str, data: bytes) -> None:
+        with self._lock:
+            self._bucket(bucket)
+            self.puts.append(key)
+            self.objects[bucket, key] = bytes(data)
+
+    def get(self, bucket: str, key: str, max_bytes: int) -> bytes:
+        with self._lock:
+            self._bucket(bucket)
+            self.gets.append(key)
+            data = self.objects.get((bucket, key))
+        if data is None:
+            raise PayloadMissingError('payload object s3://%s/%s does not exist' % (bucket, key),
+                                      'NoSuchKey')
+        return data[:max_bytes + 1]
+
+    def delete(self, bucket: str, key: str) -> None:
+        with self._lock:
+            self._bucket(bucket)
+            self.deletes.append(key)
+            self.objects.pop((bucket, key), None)
+
+    def keys(self, bucket: str) -> list[str]:
+        """The keys of the objects in ``bucket``, sorted."""
+        with self._lock:
+            return sorted(key for b, key in self.objects if b == bucket)
+
+
+_override: Optional[PayloadStore] = None
+
+
+def get_payload_store() -> PayloadStore:
+    """The store the codec uses: S3 (one client per process, from the same
+    endpoint, region and credential settings as SQS), unless
+    :func:`using_payload_store` put another in place."""
+    if _override is not None:
+        return _override
+    from kale.transport.s3 import get_s3_store
+    return get_s3_store()
+
+
+@contextlib.contextmanager
+def using_payload_store(store: PayloadStore) -> Iterator[PayloadStore]:
+    """Within the block, the codec keeps payloads in ``store`` (tests, eager mode)."""
+    global _override
+    previous, _override = _override, store
+    try:
+        yield store
+    finally:
+        _override = previous

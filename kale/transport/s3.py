@@ -1,0 +1,116 @@
+"""The payload store on S3, over boto3 (with :mod:`kale.transport.sqs`, the
+only modules that talk to AWS).
+
+The S3 client is built from the same settings as the SQS client: region and
+credentials, and the endpoint when it is on this machine (``kale sqs-local``:
+moto's server serves S3 on the same port as SQS). An endpoint elsewhere is an
+SQS endpoint (a VPC endpoint for SQS, say), so payloads then go to AWS's S3
+for the region. botocore's exceptions never leave this module: they become
+:class:`kale.exceptions.PayloadStoreError`.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from typing import Any, Iterator, Optional
+
+import botocore.exceptions
+from botocore.config import Config
+
+from kale.conf import settings
+from kale.exceptions import ImproperlyConfigured, PayloadMissingError, PayloadStoreError
+from kale.transport.endpoint import endpoint_url, is_local
+from kale.transport.sqs import THROTTLING_CODES, aws_session, one_line
+
+MISSING_KEY_CODES = frozenset({'NoSuchKey', '404', 'NotFound'})
+
+
+def make_s3_client() -> Any:
+    """A new boto3 S3 client built from the settings; a setting boto3 refuses
+    is one ImproperlyConfigured line naming the settings involved."""
+    endpoint = endpoint_url()
+    local = endpoint if is_local(endpoint) else ''
+    try:
+        session, region = aws_session(local)
+        config = Config(connect_timeout=settings.SQS_CONNECT_TIMEOUT_SEC,
+                        read_timeout=float(settings.SQS_READ_TIMEOUT_SEC),
+                        retries={'mode': 'standard', 'max_attempts': 3},
+                        # An emulator on 127.0.0.1 has no bucket host names.
+                        s3={'addressing_style': 'path'} if local else None)
+        return session.client('s3', endpoint_url=local or None, region_name=region,
+                              config=config)
+    except (ValueError, botocore.exceptions.BotoCoreError) as exc:
+        raise ImproperlyConfigured(
+            'the S3 client for PAYLOAD_BUCKET cannot be built from MESSAGE_QUEUE_ENDPOINT_URL=%r '
+            'and AWS_REGION=%r: %s' % (endpoint, settings.AWS_REGION, one_line(str(exc)))) from None
+
+
+class S3PayloadStore:
+    """:class:`kale.transport.payloads.PayloadStore` over a boto3 S3 client."""
+
+    def __init__(self, client: Any = None):
+        self.client = client if client is not None else make_s3_client()
+        self.endpoint = self.client.meta.endpoint_url
+
+    @contextlib.contextmanager
+    def _errors(self, action: str, bucket: str, key: str) -> Iterator[None]:
+        where = 's3://%s/%s' % (bucket, key)
+        try:
+            yield
+        except botocore.exceptions.ClientError as exc:
+            error = exc.response.get('Error', {})
+            code = str(error.get('Code', '') or '')
+            status = exc.response.get('ResponseMetadata', {}).get('HTTPStatusCode', 0)
+            message = one_line(str(error.get('Message', '') or ''))
+            if code in MISSING_KEY_CODES and action == 'GetObject':
+                raise PayloadMissingError('payload object %s does not exist' % where,
+                                          code) from None
+            if code == 'NoSuchBucket':
+                raise PayloadStoreError('%s %s: payload bucket %r does not exist at %s (create it, '
+                                        'or correct PAYLOAD_BUCKET)' % (action, where, bucket,
+                                                                        self.endpoint),
+                                        code) from None
+            raise PayloadStoreError('%s %s: %s: %s' % (action, where, code, message), code,
+                                    retryable=status >= 500 or code in THROTTLING_CODES) from None
+        except (botocore.exceptions.NoCredentialsError,
+                botocore.exceptions.PartialCredentialsError) as exc:
+            raise ImproperlyConfigured('no usable AWS credentials (%s): set AWS_ACCESS_KEY_ID and '
+                                       'AWS_SECRET_ACCESS_KEY, or configure boto3' % exc) from None
+        except (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError) as exc:
+            raise PayloadStoreError('%s %s: endpoint %s unreachable: %s'
+                                    % (action, where, self.endpoint, exc), retryable=True) from None
+        except botocore.exceptions.BotoCoreError as exc:    # e.g. a read cut short
+            raise PayloadStoreError('%s %s failed: %s: %s' % (action, where, type(exc).__name__,
+                                                              exc), retryable=True) from None
+
+    def put(self, bucket: str, key: str, data: bytes) -> None:
+        with self._errors('PutObject', bucket, key):
+            self.client.put_object(Bucket=bucket, Key=key, Body=data,
+                                   ContentType='application/octet-stream')
+
+    def get(self, bucket: str, key: str, max_bytes: int) -> bytes:
+        with self._errors('GetObject', bucket, key):
+            body = self.client.get_object(Bucket=bucket, Key=key)['Body']
+            try:
+                return bytes(body.read(max_bytes + 1))     # never more than that is read
+            finally:
+                body.close()
+
+    def delete(self, bucket: str, key: str) -> None:
+        with self._errors('DeleteObject', bucket, key):
+            self.client.delete_object(Bucket=bucket, Key=key)
+
+
+_store_lock = threading.Lock()
+_store: Optional[tuple[tuple[int, int], S3PayloadStore]] = None
+
+
+def get_s3_store() -> S3PayloadStore:
+    """This process's S3 payload store, built on first use from the settings."""
+    global _store
+    key = (os.getpid(), settings.generation)
+    with _store_lock:
+        if _store is None or _store[0] != key:
+            _store = (key, S3PayloadStore())
+        return _store[1]
