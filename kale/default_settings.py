@@ -135,6 +135,24 @@ SQS_TASK_SIZE_LIMIT = 1048576
 # 1 MiB for the whole request, its ten messages together.
 SQS_BATCH_REQUEST_LIMIT = 1048576
 
+# An S3 bucket for payloads too big for an SQS message: such a payload
+# (compressed and encrypted as usual) is stored as an object under
+# kale-payloads/ and the message carries a signed pointer to it (bucket, key,
+# size, SHA-256). The object is deleted once its task succeeded or was
+# skipped; dead letters keep theirs. Give the bucket a lifecycle rule that
+# expires kale-payloads/ (see the README). Empty: every payload stays in its
+# message, and a bigger one is refused at publish (MessageTooLargeError);
+# workers read messages that point at a bucket either way. S3 is reached with
+# the AWS_* settings, and through MESSAGE_QUEUE_ENDPOINT_URL when that is on
+# this machine (`kale sqs-local` serves S3 too).
+PAYLOAD_BUCKET = ''
+
+# Messages larger than this many bytes (body and attributes) keep their
+# payload in PAYLOAD_BUCKET: by default SQS's limit, the default
+# SQS_TASK_SIZE_LIMIT (a lower SQS_TASK_SIZE_LIMIT lowers it too). Lower it
+# to keep SQS messages small.
+PAYLOAD_OFFLOAD_BYTES = 1048576
+
 # Remaps task paths found in messages, {'old.module.Task': 'new.module.Task'},
 # so tasks can move between modules while old messages are still queued.
 TASK_MAPPER = {}  # type: dict[str, str]

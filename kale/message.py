@@ -67,7 +67,8 @@ class Message:
     @classmethod
     def from_payload(cls, payload: Any, **envelope: Any) -> 'Message':
         """Build from a deserialized payload (and fields the envelope carries,
-        ``issued_at`` and ``unsettled``); ValueError says what is wrong."""
+        ``issued_at`` and ``unsettled``, and the counts, which win over the
+        payload's); ValueError says what is wrong."""
         if type(payload) is not dict:
             raise ValueError('payload is a %s, not a mapping' % type(payload).__name__)
         get = payload.get
@@ -91,10 +92,11 @@ class Message:
             raise ValueError('payload kwargs have a non-string name')
         if retry_num < 0 or failure_num < 0 or unsettled < 0:
             raise ValueError('payload has a negative count')
-        fields = {'unsettled': unsettled, 'issued_at': 0.0}
+        fields = {'retry_num': retry_num, 'failure_num': failure_num,
+                  'unsettled': unsettled, 'issued_at': 0.0}
         fields.update(envelope)
-        return cls(task_id, task_name, tuple(args), kwargs, get('app_data'), retry_num,
-                   failure_num, float(enqueued_at), publisher, **fields)
+        return cls(task_id, task_name, tuple(args), kwargs, get('app_data'),
+                   enqueued_at=float(enqueued_at), publisher=publisher, **fields)
 
 
 # Exact types a payload field may have (bool is not a whole number here).

@@ -24,8 +24,9 @@ def _number(low: Optional[float] = None, high: Optional[float] = None,
             return 'must be %s' % what
         number = float(value)
         if (low is not None and number < low) or (high is not None and number > high):
-            bounds = 'from %g to %g' % (low or 0, high) if high is not None \
-                else 'of at least %g' % (low or 0)
+            shown = '%d' if whole else '%g'      # 1048576, not 1.04858e+06
+            bounds = ('from %s to %s' % (shown, shown)) % (low or 0, high) if high is not None \
+                else ('of at least %s' % shown) % (low or 0)
             return 'must be %s %s' % (what, bounds)
         return None
     return check
@@ -97,6 +98,14 @@ def _optional_dotted_path(value: Any) -> Optional[str]:
     return None if value in ('', None) else _dotted_path_or('class')(value)
 
 
+def _bucket(value: Any) -> Optional[str]:
+    if value == '' or (isinstance(value, str)
+                       and re.fullmatch(r'[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]', value)):
+        return None
+    return ("must be an S3 bucket name (3 to 63 lowercase letters, digits, '.' and '-'), "
+            "or '' to keep every payload in its SQS message")
+
+
 def _port(value: Any) -> Optional[str]:
     if value in ('', None):
         return None
@@ -148,6 +157,8 @@ CHECKS: dict[str, Callable[[Any], Optional[str]]] = {
     'COMPRESSION_MIN_BYTES': _number(0, whole=True),
     'SQS_TASK_SIZE_LIMIT': _number(1024, 1048576, whole=True),
     'SQS_BATCH_REQUEST_LIMIT': _number(1024, 1048576, whole=True),
+    'PAYLOAD_BUCKET': _bucket,
+    'PAYLOAD_OFFLOAD_BYTES': _number(0, 1048576, whole=True),
     'TASK_MAPPER': _kind(Mapping, 'a dict of old task paths to new ones'),
     'RETRY_DELAY_MULTIPLE_SEC': _number(0, 900),
     'SQS_MAX_TASK_DELAY_SEC': _number(0, 900),

@@ -14,7 +14,8 @@ use, so application tests need no queue::
     assert testing.run_eagerly(Add, None, 2, 3) == 5
 
 Time limits and retries are not applied in eager mode; an exception raised by
-the task propagates to the publisher unless ``propagate=False``.
+the task propagates to the publisher unless ``propagate=False``. Payloads that
+would go to S3 (``PAYLOAD_BUCKET``) are kept in memory for the block.
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from kale.queue_config import TaskQueue
 from kale.registry import resolve_task
 from kale.task import Task
 from kale.transport import OutgoingMessage
+from kale.transport.payloads import MemoryPayloadStore, using_payload_store
 
 
 @dataclasses.dataclass
@@ -88,10 +90,11 @@ def _signing_key() -> Iterator[None]:
 def eager(propagate: bool = True) -> Iterator[list[EagerRun]]:
     """Within the block, ``Task.publish`` runs tasks in-process; yields the runs.
 
-    Without MESSAGE_SIGNING_KEY set, a throwaway key is used for the block.
+    Without MESSAGE_SIGNING_KEY set, a throwaway key is used for the block;
+    payloads that would go to S3 stay in memory.
     """
     sender = EagerSender(propagate)
-    with _signing_key():
+    with _signing_key(), using_payload_store(MemoryPayloadStore(settings.PAYLOAD_BUCKET)):
         previous = kale_publisher.set_publisher(kale_publisher.Publisher(sender))
         try:
             yield sender.runs

@@ -4,11 +4,12 @@ and the signed text body that travels through SQS.
 On the way out the steps run in order, each transforming a
 :class:`~kale.codec.pipeline.Frame`: serialize the message's payload to bytes,
 compress them when that helps, encrypt them (with ``MESSAGE_ENCRYPTION_KEY``),
+keep them in S3 when the message would be too big (with ``PAYLOAD_BUCKET``),
 bind them to their queue, then sign them into the body. On the way in they run
 in reverse: verify the signature (before anything else touches the data),
-check the replay window and the queue, then decrypt, decompress, deserialize.
-A feature that changes the body (payloads stored elsewhere, ids carried in
-attributes) is one more :class:`~kale.codec.pipeline.Step` in
+check the replay window and the queue, then fetch and check a payload kept in
+S3, decrypt, decompress, deserialize. A feature that changes the body (ids
+carried in attributes, say) is one more :class:`~kale.codec.pipeline.Step` in
 :func:`build_codec`, not an edit to the others.
 
 The codec is built once per settings generation (:func:`get_codec`), so its
@@ -22,6 +23,7 @@ from typing import Mapping, Optional
 from kale.codec.compress import CompressStep
 from kale.codec.encrypt import EncryptStep
 from kale.codec.keys import encryption_keys
+from kale.codec.offload import OffloadStep
 from kale.codec.pipeline import Codec, Frame, Step
 from kale.codec.policy import PolicyStep
 from kale.codec.serialize import SerializeStep
@@ -38,17 +40,24 @@ def accepted_serializers() -> list[str]:
     return list(settings.ACCEPT_SERIALIZERS or [settings.SERIALIZER])
 
 
+def offload_threshold() -> int:
+    """Largest message kept whole in SQS: ``PAYLOAD_OFFLOAD_BYTES``, but at
+    most ``SQS_TASK_SIZE_LIMIT``."""
+    return min(int(settings.PAYLOAD_OFFLOAD_BYTES), int(settings.SQS_TASK_SIZE_LIMIT))
+
+
 def build_codec() -> Codec:
     """The codec the settings describe."""
     max_bytes = settings.MAX_DECOMPRESSED_BYTES
+    envelope: list[Step] = [
+        PolicyStep(settings.MESSAGE_MAX_AGE_SEC, accepted_serializers()),
+        SignStep.from_settings(),
+    ]
     payload: list[Step] = [
         SerializeStep(settings.SERIALIZER, settings.PICKLE_PROTOCOL, max_bytes),
         CompressStep(settings.COMPRESSION_MIN_BYTES, max_bytes),
         EncryptStep(encryption_keys()),
-    ]
-    envelope: list[Step] = [
-        PolicyStep(settings.MESSAGE_MAX_AGE_SEC, accepted_serializers()),
-        SignStep.from_settings(),
+        OffloadStep(settings.PAYLOAD_BUCKET, offload_threshold(), max_bytes, envelope),
     ]
     return Codec(payload, envelope, settings.SQS_TASK_SIZE_LIMIT)
 

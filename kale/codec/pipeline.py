@@ -8,7 +8,14 @@ travels on the wire (the replay checks, the signature). On the way in,
 signed headers (task id, task path, issue time, queue) are known, while the
 payload is still compressed and encrypted. :meth:`Codec.read` then runs the
 payload steps, just before the task runs, so a worker never holds more than
-one decompressed payload at a time.
+one decompressed payload at a time. :meth:`Codec.read` works on a copy of the
+frame: the opened envelope stays as received, to be resealed for a release,
+retry or dead-letter copy.
+
+A payload too big for SQS is kept in S3 by the last payload step
+(:mod:`kale.codec.offload`); the envelope then carries a signed pointer to it
+instead of the data, and copies of the message reseal the envelope, pointing
+at the same object, rather than encoding the payload again (:meth:`Codec.copy`).
 """
 from __future__ import annotations
 
@@ -39,6 +46,11 @@ SERIALIZER = 's'
 COMPRESSION = 'c'
 ENCRYPTION = 'e'       # id of the key that encrypted it
 ENCODING = 'd'         # 't': data travels as text; 'b': as base64
+# The signed pointer to a payload kept in S3 (kale.codec.offload); the body then has no data.
+PAYLOAD_BUCKET = 'b'   # the S3 bucket
+PAYLOAD_KEY = 'o'      # the object's key, under kale-payloads/
+PAYLOAD_SIZE = 'l'     # the object's length in bytes
+PAYLOAD_SHA256 = 'h'   # the object's SHA-256, in hex
 
 
 @dataclasses.dataclass
@@ -58,7 +70,8 @@ class Frame:
     body: str = ''
     #: The SQS queue the body is signed for (out) or was received on (in).
     queue: str = ''
-    #: SQS message attributes a step adds on the way out (not signed, so never
+    #: On the way out, the SQS message attributes the message will carry: the
+    #: task's own and the caller's, then any a step adds (not signed, so never
     #: trusted on the way in).
     attributes: dict[str, AttributeValue] = dataclasses.field(default_factory=dict)
     #: Who the frame is about, for error messages ('task NAME (ID)' or 'message').
@@ -86,6 +99,11 @@ class Frame:
     def unsettled(self) -> int:
         return int(self.headers.get(UNSETTLED, 0) or 0)
 
+    @property
+    def offloaded(self) -> bool:
+        """Whether the payload is kept in S3 and the envelope points at it."""
+        return PAYLOAD_KEY in self.headers
+
     def message_attributes(self) -> dict[str, AttributeValue]:
         """The SQS attributes of the message this verified envelope holds, as
         publishing set them (a worker does not receive them: they are unsigned)."""
@@ -100,7 +118,9 @@ class Step(Protocol):
     """One stage of the codec. ``encode`` runs on the way out, in pipeline
     order; ``decode`` on the way in, in reverse order. Both change the frame in
     place; ``decode`` raises :class:`~kale.exceptions.DecodeError` for a body
-    it refuses."""
+    it refuses. A step that keeps data outside the body also has
+    ``discard(frame)``, which deletes it once the task is done
+    (:meth:`Codec.discard`)."""
 
     name: str
 
@@ -127,11 +147,15 @@ class Codec:
 
     # --- out --------------------------------------------------------------------
 
-    def encode(self, message: Message, queue: str) -> Frame:
+    def encode(self, message: Message, queue: str,
+               extra_attributes: Optional[Mapping[str, AttributeValue]] = None) -> Frame:
         """Run ``message`` through every step for ``queue`` (its full SQS name);
-        the frame holds the body and any attributes the steps added."""
+        the frame holds the body and the message's attributes: the task's,
+        ``extra_attributes``, and any the steps added."""
         frame = Frame(payload=message.to_payload(), queue=queue,
                       label='task %s (%s)' % (message.task_name, message.task_id))
+        frame.attributes.update(message.attributes())
+        frame.attributes.update(extra_attributes or {})
         frame.headers.update({
             TASK_ID: message.task_id, TASK_NAME: message.task_name,
             ISSUED_AT: str(int(message.issued_at or time.time())),
@@ -144,25 +168,62 @@ class Codec:
     def to_outgoing(self, message: Message, queue: str, delay_sec: int = 0,
                     extra_attributes: Optional[Mapping[str, AttributeValue]] = None
                     ) -> OutgoingMessage:
-        """The message ready to send to ``queue``, checked against ``SQS_TASK_SIZE_LIMIT``."""
-        frame = self.encode(message, queue)
-        attributes: dict[str, AttributeValue] = dict(message.attributes())
-        attributes.update(frame.attributes)
+        """The message ready to send to ``queue``, checked against
+        ``SQS_TASK_SIZE_LIMIT`` (after its payload went to S3, if it did)."""
+        frame = self.encode(message, queue, extra_attributes)
+        attributes = dict(frame.attributes)
         attributes.update(extra_attributes or {})
-        outgoing = OutgoingMessage(frame.body, attributes, delay_sec)
+        return self._checked(frame, message, OutgoingMessage(frame.body, attributes, delay_sec))
+
+    def _checked(self, frame: Frame, message: Message,
+                 outgoing: OutgoingMessage) -> OutgoingMessage:
         size = outgoing.size()
         if size > self.size_limit:
+            hint = ('even with its payload in S3' if frame.offloaded
+                    else 'set PAYLOAD_BUCKET to keep payloads that big in S3')
             raise MessageTooLargeError(
-                'task %s (%s): encoded message is %d bytes, over SQS_TASK_SIZE_LIMIT of %d bytes'
-                % (message.task_name, message.task_id, size, self.size_limit))
+                'task %s (%s): encoded message is %d bytes, over SQS_TASK_SIZE_LIMIT of %d bytes '
+                '(%s)' % (message.task_name, message.task_id, size, self.size_limit, hint))
         return outgoing
+
+    def copy(self, envelope: Optional[Frame], message: Message, queue: str, delay_sec: int = 0,
+             extra_attributes: Optional[Mapping[str, AttributeValue]] = None) -> OutgoingMessage:
+        """A copy of a received message (a retry, a dead letter, a redriven one)
+        with ``message``'s counts and issue time, ready to send to ``queue``.
+
+        Its payload is encoded afresh, unless the opened ``envelope`` points at
+        a payload kept in S3: then the envelope is resealed with the new counts
+        and time, still pointing at the same object, which is neither uploaded
+        again nor changed (the envelope's counts are the ones that count, see
+        :meth:`read`)."""
+        if envelope is None or not envelope.offloaded:
+            return self.to_outgoing(message, queue, delay_sec, extra_attributes)
+        body = self._seal(envelope, queue, {
+            RETRY_NUM: str(message.retry_num), FAILURE_NUM: str(message.failure_num),
+            UNSETTLED: str(message.unsettled),
+            ISSUED_AT: str(int(message.issued_at or time.time()))})
+        attributes: dict[str, AttributeValue] = dict(message.attributes())
+        attributes.update(extra_attributes or {})
+        return self._checked(envelope, message, OutgoingMessage(body, attributes, delay_sec))
+
+    def discard(self, frame: Frame) -> None:
+        """Delete what the steps keep outside the body of an opened ``frame``
+        (its payload's S3 object), once its task is done. Errors are
+        :class:`~kale.exceptions.PayloadStoreError`."""
+        for step in self.steps:
+            discard = getattr(step, 'discard', None)
+            if discard is not None:
+                discard(frame)
 
     def reseal(self, frame: Frame, **headers: str) -> str:
         """The opened ``frame`` signed again with the current key, with some
         headers changed; its payload is not decoded, and its issue time and
         queue stay as they were."""
+        return self._seal(frame, frame.headers.get(QUEUE, frame.queue), headers)
+
+    def _seal(self, frame: Frame, queue: str, headers: Mapping[str, str]) -> str:
         sealed = dataclasses.replace(frame, headers=dict(frame.headers, **headers), body='',
-                                     queue=frame.headers.get(QUEUE, frame.queue))
+                                     queue=queue)
         for step in self.envelope_steps:
             step.encode(sealed)
         return sealed.body
@@ -183,8 +244,13 @@ class Codec:
             raise
         return frame
 
-    def read(self, frame: Frame) -> Message:
-        """Decode an opened frame's payload into its Message."""
+    def read(self, envelope: Frame) -> Message:
+        """Decode an opened frame's payload into its Message (the frame itself
+        is left as it was). The envelope's signed counts win over the
+        payload's: a copy of an offloaded payload changes only the envelope.
+        A payload kept in S3 is fetched first, and a failure to fetch it that
+        is not the object's fault raises :class:`~kale.exceptions.PayloadStoreError`."""
+        frame = dataclasses.replace(envelope, headers=dict(envelope.headers))
         try:
             for step in reversed(self.payload_steps):
                 step.decode(frame)
@@ -193,7 +259,7 @@ class Codec:
                     message = Message.from_payload(frame.payload)
                     return dataclasses.replace(message, issued_at=message.enqueued_at)
                 message = Message.from_payload(frame.payload, issued_at=frame.issued_at,
-                                               unsettled=frame.unsettled)
+                                               unsettled=frame.unsettled, **_counts(frame))
             except ValueError as exc:
                 raise DecodeError(DecodeError.CORRUPT, str(exc)) from exc
             if message.task_id != frame.task_id or message.task_name != frame.task_name:
@@ -207,3 +273,16 @@ class Codec:
     def decode(self, body: str, queue: str, check_age: bool = True) -> Message:
         """:meth:`open`, then :meth:`read`."""
         return self.read(self.open(body, queue, check_age))
+
+
+def _counts(frame: Frame) -> dict[str, int]:
+    """The retry and failure counts the verified envelope carries (a body
+    signed without them leaves the payload's)."""
+    counts = {}
+    for field, header in (('retry_num', RETRY_NUM), ('failure_num', FAILURE_NUM)):
+        if header in frame.headers:
+            value = frame.headers[header]
+            if not (value.isascii() and value.isdigit()):
+                raise ValueError('envelope header %s=%r is not a count' % (header, value))
+            counts[field] = int(value)
+    return counts

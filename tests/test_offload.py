@@ -1,0 +1,242 @@
+"""The codec's offloading step, over the in-memory payload store: payloads over
+PAYLOAD_OFFLOAD_BYTES go to the bucket, the message carries a signed pointer,
+and what comes back is checked before anything is decoded."""
+import dataclasses
+import hashlib
+import os
+import time
+
+import pytest
+
+from kale import codec
+from kale.codec.pipeline import PAYLOAD_KEY, PAYLOAD_SHA256, PAYLOAD_SIZE
+from kale.conf import settings
+from kale.exceptions import (
+    DecodeError,
+    ImproperlyConfigured,
+    MessageTooLargeError,
+    PayloadStoreError,
+)
+from kale.message import Message
+from kale.transport.payloads import MemoryPayloadStore, using_payload_store
+from tests.support.hostile import envelope_headers, signed_body
+
+QUEUE = 'tq-default'
+BUCKET = 'payload-bucket'
+BIG = 3 * 1024 * 1024
+
+
+def make_message(data=b'', **changes):
+    fields = dict(task_id='task-1', task_name='tests.tasks.EchoTask', args=(data,),
+                  kwargs={'k': 1}, issued_at=float(int(time.time())))
+    fields.update(changes)
+    return Message(**fields)
+
+
+@pytest.fixture
+def store():
+    memory = MemoryPayloadStore(BUCKET)
+    with using_payload_store(memory), settings.override(PAYLOAD_BUCKET=BUCKET):
+        yield memory
+
+
+def test_a_payload_over_the_limit_is_kept_in_the_bucket_under_its_task_id(store):
+    message = make_message(os.urandom(BIG))
+    outgoing = codec.to_outgoing(message, QUEUE)
+    assert outgoing.size() < 1024, 'the message carries a pointer, not the data'
+    [key] = store.keys(BUCKET)
+    assert key.startswith('kale-payloads/task-1/')
+    assert codec.decode(outgoing.body, QUEUE) == message
+
+
+def test_the_pointer_names_bucket_key_size_and_sha256_and_is_signed(store):
+    outgoing = codec.to_outgoing(make_message(os.urandom(BIG)), QUEUE)
+    envelope = codec.get_codec().open(outgoing.body, QUEUE)
+    [key] = store.keys(BUCKET)
+    stored = store.objects[BUCKET, key]
+    assert envelope.headers['b'] == BUCKET
+    assert envelope.headers[PAYLOAD_KEY] == key
+    assert envelope.headers[PAYLOAD_SIZE] == str(len(stored))
+    assert envelope.headers[PAYLOAD_SHA256] == hashlib.sha256(stored).hexdigest()
+    digest = envelope.headers[PAYLOAD_SHA256]
+    assert digest in outgoing.body
+    forged = outgoing.body.replace(digest, hashlib.sha256(b'other data').hexdigest())
+    with pytest.raises(DecodeError) as raised:
+        codec.decode(forged, QUEUE)
+    assert raised.value.reason == DecodeError.BAD_SIGNATURE
+
+
+def test_a_payload_under_the_limit_stays_in_its_message(store):
+    message = make_message(b'small')
+    assert codec.decode(codec.encode(message, QUEUE), QUEUE) == message
+    assert store.puts == []
+
+
+def test_payload_offload_bytes_lowers_the_threshold(store):
+    message = make_message(os.urandom(4000))
+    with settings.override(PAYLOAD_OFFLOAD_BYTES=2000):
+        body = codec.encode(message, QUEUE)
+        assert len(store.puts) == 1
+        assert codec.decode(body, QUEUE) == message
+
+
+def test_the_threshold_never_exceeds_sqs_task_size_limit(store):
+    with settings.override(PAYLOAD_OFFLOAD_BYTES=1048576, SQS_TASK_SIZE_LIMIT=262144):
+        assert codec.offload_threshold() == 262144
+        codec.encode(make_message(os.urandom(300000)), QUEUE)
+    assert len(store.puts) == 1
+
+
+def test_without_a_bucket_a_big_payload_is_refused_at_publish_naming_payload_bucket():
+    store = MemoryPayloadStore(BUCKET)
+    with using_payload_store(store), settings.override(PAYLOAD_BUCKET=''):
+        with pytest.raises(MessageTooLargeError, match='PAYLOAD_BUCKET'):
+            codec.to_outgoing(make_message(os.urandom(BIG)), QUEUE)
+    assert store.puts == []
+
+
+def test_a_bucket_that_refuses_the_object_is_an_error_at_publish(store):
+    with settings.override(PAYLOAD_BUCKET='another-bucket'):
+        with pytest.raises(PayloadStoreError, match=r'task tests.tasks.EchoTask \(task-1\).*'
+                                                    'another-bucket'):
+            codec.to_outgoing(make_message(os.urandom(BIG)), QUEUE)
+
+
+def test_the_size_that_counts_is_after_compression(store):
+    message = make_message(b'a' * BIG)
+    body = codec.encode(message, QUEUE)
+    assert store.puts == [], '3 MB of one letter compresses to a few kB'
+    assert codec.decode(body, QUEUE) == message
+
+
+def test_the_object_is_encrypted_with_the_message_encryption_key(store):
+    pytest.importorskip('cryptography')
+    data = os.urandom(BIG)
+    with settings.override(MESSAGE_ENCRYPTION_KEY='k' * 40):
+        body = codec.encode(make_message(data), QUEUE)
+        [key] = store.keys(BUCKET)
+        assert data[:64] not in store.objects[BUCKET, key]
+        assert codec.decode(body, QUEUE).args == (data,)
+
+
+# --- what comes back is checked ------------------------------------------------
+
+def _tamper(store, change):
+    [key] = store.keys(BUCKET)
+    store.objects[BUCKET, key] = change(store.objects[BUCKET, key])
+
+
+@pytest.mark.parametrize('change', [
+    lambda data: data[:-1] + bytes([data[-1] ^ 1]),      # same size, another digest
+    lambda data: data[:-10],                              # shorter
+    lambda data: data + b'more',                          # longer
+])
+def test_an_object_changed_since_publish_is_refused_as_payload_mismatch(store, change):
+    body = codec.encode(make_message(os.urandom(BIG)), QUEUE)
+    _tamper(store, change)
+    with pytest.raises(DecodeError) as raised:
+        codec.decode(body, QUEUE)
+    assert raised.value.reason == DecodeError.PAYLOAD_MISMATCH
+    assert 's3://%s/kale-payloads/task-1/' % BUCKET in str(raised.value)
+
+
+def test_an_object_that_is_gone_is_refused_as_payload_missing(store):
+    body = codec.encode(make_message(os.urandom(BIG)), QUEUE)
+    store.objects.clear()
+    with pytest.raises(DecodeError) as raised:
+        codec.decode(body, QUEUE)
+    assert raised.value.reason == DecodeError.PAYLOAD_MISSING
+
+
+def test_a_pointer_to_more_than_max_decompressed_bytes_is_refused_before_any_request(store):
+    headers = envelope_headers(QUEUE, b=BUCKET, o='kale-payloads/x/0', l=str(10 ** 9),
+                               h='0' * 64)
+    body = signed_body(b'', headers, QUEUE)
+    with pytest.raises(DecodeError) as raised:
+        codec.decode(body, QUEUE)
+    assert raised.value.reason == DecodeError.TOO_LARGE
+    assert store.gets == []
+
+
+def test_a_malformed_pointer_is_refused_as_corrupt(store):
+    headers = envelope_headers(QUEUE, b=BUCKET, o='kale-payloads/x/0', l='ten', h='zz')
+    with pytest.raises(DecodeError) as raised:
+        codec.decode(signed_body(b'', headers, QUEUE), QUEUE)
+    assert raised.value.reason == DecodeError.CORRUPT
+
+
+def test_a_store_outage_on_read_is_a_store_error_not_a_decode_error(store):
+    body = codec.encode(make_message(os.urandom(BIG)), QUEUE)
+    store.buckets.clear()
+    with pytest.raises(PayloadStoreError):
+        codec.decode(body, QUEUE)
+
+
+def test_workers_read_pointers_even_with_payload_bucket_off(store):
+    message = make_message(os.urandom(BIG))
+    body = codec.encode(message, QUEUE)
+    with settings.override(PAYLOAD_BUCKET=''):
+        assert codec.decode(body, QUEUE) == message
+
+
+# --- copies reuse the object --------------------------------------------------
+
+def test_a_retry_copy_points_at_the_same_object_with_its_own_counts(store):
+    message = make_message(os.urandom(BIG))
+    the_codec = codec.get_codec()
+    envelope = the_codec.open(codec.encode(message, QUEUE), QUEUE)
+    retry = the_codec.copy(envelope, message.next_attempt(), QUEUE, delay_sec=5)
+    assert len(store.puts) == 1, 'not uploaded again'
+    assert retry.delay_sec == 5
+    again = the_codec.decode(retry.body, QUEUE)
+    assert (again.retry_num, again.failure_num) == (1, 1)
+    assert again.args == message.args
+    assert retry.attributes['kale_retry_num'] == 1
+
+
+def test_a_copy_of_a_small_message_is_encoded_afresh(store):
+    message = make_message(b'small')
+    the_codec = codec.get_codec()
+    envelope = the_codec.open(codec.encode(message, QUEUE), QUEUE)
+    copy = the_codec.copy(envelope, dataclasses.replace(message, retry_num=3), QUEUE)
+    assert the_codec.decode(copy.body, QUEUE).retry_num == 3
+    assert store.puts == []
+
+
+def test_discard_deletes_the_object_a_message_points_at(store):
+    the_codec = codec.get_codec()
+    envelope = the_codec.open(codec.encode(make_message(os.urandom(BIG)), QUEUE), QUEUE)
+    the_codec.discard(envelope)
+    assert store.keys(BUCKET) == []
+    the_codec.discard(the_codec.open(codec.encode(make_message(b'x'), QUEUE), QUEUE))
+
+
+# --- settings -----------------------------------------------------------------
+
+@pytest.mark.parametrize('name,value,problem', [
+    ('PAYLOAD_BUCKET', 'Not_A_Bucket', 'must be an S3 bucket name'),
+    ('PAYLOAD_BUCKET', None, 'must be an S3 bucket name'),
+    ('PAYLOAD_OFFLOAD_BYTES', 'big', 'must be a whole number'),
+    ('PAYLOAD_OFFLOAD_BYTES', -1, 'must be a whole number from 0 to 1048576'),
+    ('PAYLOAD_OFFLOAD_BYTES', 2 * 1048576, 'must be a whole number from 0 to 1048576'),
+])
+def test_a_wrong_payload_setting_is_one_line_naming_it(name, value, problem):
+    with pytest.raises(ImproperlyConfigured) as raised:
+        with settings.override(**{name: value}):
+            pass
+    message = str(raised.value)
+    assert message.startswith('setting %s %s' % (name, problem))
+    assert '\n' not in message
+
+
+def test_the_defaults_keep_payloads_in_sqs_up_to_its_limit():
+    assert settings.PAYLOAD_BUCKET == ''
+    assert settings.PAYLOAD_OFFLOAD_BYTES == settings.SQS_TASK_SIZE_LIMIT == 1048576
+
+
+def test_eager_mode_keeps_big_payloads_in_memory_not_in_s3():
+    from kale import testing
+    from tests import tasks
+    data = os.urandom(BIG)
+    with settings.override(PAYLOAD_BUCKET='never-reached'):
+        assert testing.run_eagerly(tasks.EchoTask, None, data)['args'] == (data,)
