@@ -2,6 +2,10 @@
 
 The ``kale queues``, ``kale purge``, ``kale dlq redrive`` and ``kale publish``
 commands are thin wrappers around these functions.
+
+Dead letters whose payload is kept in S3 (``PAYLOAD_BUCKET``) keep their
+object: a redriven one points at it again, and :func:`purge_dead_letters`
+deletes it with its dead letter.
 """
 from __future__ import annotations
 
@@ -11,11 +15,12 @@ import time
 from typing import Any, Callable, Optional, Sequence
 
 from kale.broker import Broker
-from kale.codec import get_codec
+from kale.codec import Codec, get_codec
 from kale.exceptions import (
     BatchSendError,
     DecodeError,
     NoDeadLetterQueueError,
+    PayloadStoreError,
     PublishError,
     QueueNotFoundError,
     SQSError,
@@ -96,6 +101,59 @@ def purge(broker: Broker, queue: TaskQueue, dead_letters: bool = False) -> str:
 
 
 @dataclasses.dataclass
+class PurgeReport:
+    """What :func:`purge_dead_letters` deleted."""
+
+    dead_letters: int = 0
+    #: Payload objects deleted from S3 (one per dead letter that pointed at one).
+    objects: int = 0
+
+
+def purge_dead_letters(broker: Broker, queue: TaskQueue,
+                       progress: Callable[[PurgeReport], None] = lambda report: None
+                       ) -> PurgeReport:
+    """Delete every dead letter of the queue, and the S3 objects of the
+    payloads they point at: the dead letters are received ten at a time, the
+    objects of those whose signature verifies are deleted (an unsigned pointer
+    is never followed), then the dead letters. Slower than a purge, so used
+    with ``PAYLOAD_BUCKET`` set. When S3 fails, it stops with
+    PayloadStoreError saying how far it got; the rest stays, for another try.
+    """
+    dead_name = _dead_letter_name(broker, queue)
+    codec = get_codec()
+    report = PurgeReport()
+    while True:
+        batch = broker.transport.receive(dead_name, MAX_BATCH_ENTRIES, 1,
+                                         REDRIVE_VISIBILITY_SEC, ())
+        if not batch:
+            return report
+        try:
+            for received in batch:
+                report.objects += _discard_payload(codec, received)
+        except PayloadStoreError as exc:
+            broker.transport.change_visibility_batch(
+                dead_name, [VisibilityChange(m.receipt_handle, 0) for m in batch])
+            raise PayloadStoreError(
+                'purge of %r stopped after %d dead letters and %d payload objects: %s'
+                % (dead_name, report.dead_letters, report.objects, exc), exc.code) from None
+        failed = broker.transport.delete_batch(dead_name, [m.receipt_handle for m in batch])
+        report.dead_letters += len(batch) - len(failed)
+        progress(report)
+
+
+def _discard_payload(codec: Codec, received: ReceivedMessage) -> int:
+    """Delete the S3 object a dead letter's verified pointer names; 1 if it had one."""
+    try:
+        envelope = codec.open(received.body, '', check_age=False)
+        if not envelope.offloaded:
+            return 0
+        codec.discard(envelope)
+    except DecodeError:             # not signed (or malformed): nothing it says is followed
+        return 0
+    return 1
+
+
+@dataclasses.dataclass
 class RedriveReport:
     """What a redrive moved (or, dry, would move), and what it left in place."""
 
@@ -131,7 +189,8 @@ def redrive(broker: Broker, queue: TaskQueue, limit: Optional[int] = None,
             reason: Optional[str] = None, dry_run: bool = False,
             progress: Callable[[RedriveReport], None] = lambda report: None) -> RedriveReport:
     """Move dead letters back to their queue with retry and failure counts reset,
-    each signed afresh for the queue with a new issue time.
+    each signed afresh for the queue with a new issue time (a payload kept in
+    S3 stays where it is, and the copy points at it).
 
     Only dead letters dead-lettered for ``reason`` move, when it is given. Each
     batch's copies are sent before its originals are deleted, so an
@@ -179,7 +238,8 @@ def _movable(broker: Broker, queue: TaskQueue, batch: Sequence[ReceivedMessage],
             left_handles.append(received.receipt_handle)
             continue
         try:
-            message = codec.decode(received.body, sqs_name, check_age=False)
+            envelope = codec.open(received.body, sqs_name, check_age=False)
+            message = codec.read(envelope)          # a payload in S3 is checked, too
         except DecodeError as exc:
             report.skipped += 1
             report.skipped_reasons[exc.reason] = report.skipped_reasons.get(exc.reason, 0) + 1
@@ -188,7 +248,7 @@ def _movable(broker: Broker, queue: TaskQueue, batch: Sequence[ReceivedMessage],
         now = time.time()
         fresh = dataclasses.replace(message, retry_num=0, failure_num=0, enqueued_at=now,
                                     issued_at=now, unsettled=0, publisher=publisher_identity())
-        movable.append((received, codec.to_outgoing(fresh, sqs_name)))
+        movable.append((received, codec.copy(envelope, fresh, sqs_name)))
         report.count_moved(why, message.issued_at)
     return movable
 

@@ -7,7 +7,12 @@ task but never lose one:
    dead-letter copies;
 2. delete the originals: succeeded and skipped ones, and those whose copy
    was sent. A message whose copy could not be sent is left alone; it
-   reappears when its visibility timeout ends.
+   reappears when its visibility timeout ends;
+3. delete the S3 objects of payloads whose task is done: succeeded or
+   skipped (or dead-lettered with ``ENABLE_DEAD_LETTER_QUEUE`` off), once
+   their message is deleted. Retry, release and dead-letter copies point at
+   the object, so it stays for them. An object that cannot be deleted is
+   logged and left to the bucket's lifecycle rule; settling goes on.
 
 An unstarted message is released as a fresh copy rather than by a visibility
 change, because SQS counts every receive toward the redrive policy's
@@ -30,7 +35,8 @@ from typing import Callable, Optional, Sequence, TypeVar
 
 from kale.backoff import Backoff
 from kale.broker import Broker
-from kale.exceptions import BatchSendError, SQSError
+from kale.codec import get_codec
+from kale.exceptions import BatchSendError, KaleError, SQSError
 from kale.queue_config import TaskQueue
 from kale.transport import OutgoingMessage
 from kale.worker.batch import Batch, Outcome, Settlement, visibility_clock_start
@@ -180,3 +186,21 @@ class Consumer:
             return
         for settlement in settlements:
             settlement.settled = settlement.received.receipt_handle not in failed
+            if settlement.settled:
+                self._discard_payload(batch, settlement)
+
+    def _discard_payload(self, batch: Batch, settlement: Settlement) -> None:
+        """Delete the S3 object of a deleted message whose task is done."""
+        envelope = settlement.envelope
+        if envelope is None or not envelope.offloaded:
+            return
+        dropped = settlement.outcome is Outcome.DEAD_LETTER \
+            and self.broker.dead_letter_name(batch.queue) is None
+        if settlement.outcome not in (Outcome.SUCCEEDED, Outcome.SKIPPED) and not dropped:
+            return
+        try:
+            get_codec().discard(envelope)
+        except KaleError as exc:        # S3 refused or unreachable: settling goes on
+            logger.warning('task %s (%s): its payload object was not deleted from S3 (the '
+                           "bucket's lifecycle rule will expire it): %s",
+                           settlement.task_id, settlement.task_name, exc)

@@ -295,7 +295,8 @@ class Worker:
                     self.hooks(WorkerHooks.on_task_started, batch.queue, received, message)
                 self._in_task = True
                 try:
-                    settlement = self.runner.run(batch, received, message, task_class)
+                    settlement = self.runner.run(batch, received, message, task_class,
+                                                 opened.envelope)
                 finally:
                     self._in_task = False
                 batch.settlements.append(settlement)

@@ -7,6 +7,10 @@ time limit, and turn what happened into a
 :class:`~kale.worker.batch.Settlement` (succeeded, skipped, retry with its
 copy, dead letter with its copy and reason, or release). It sends nothing;
 the consumer settles.
+
+A payload kept in S3 is fetched by :meth:`TaskRunner.read`; when S3 cannot
+be reached (or refuses the request) the message is released for
+``PAYLOAD_RETRY_DELAY_SEC``, not dead-lettered: the payload is not at fault.
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ from kale.exceptions import (
     DecodeError,
     ImproperlyConfigured,
     KaleError,
+    PayloadStoreError,
     TimeLimitExceeded,
     describe,
 )
@@ -35,10 +40,14 @@ from kale.transport import OutgoingMessage, ReceivedMessage
 from kale.worker.batch import Batch, Opened, Outcome, Settlement
 from kale.worker.isolation import run_in_child
 from kale.worker.signals import WorkerInterrupt
+from kale.worker.suspects import release_copy
 
 logger = logging.getLogger(__name__)
 
 MAX_REASON_CHARS = 256
+#: Delay of the copy that releases a message whose payload S3 did not give
+#: back, so that an outage is not a busy loop.
+PAYLOAD_RETRY_DELAY_SEC = 30
 
 
 def dead_letter_attributes(received: ReceivedMessage, queue: TaskQueue,
@@ -112,10 +121,20 @@ class TaskRunner:
             return get_codec().read(opened.envelope)
         except DecodeError as exc:
             return _refused(batch, received, exc, opened.envelope)
+        except PayloadStoreError as exc:
+            envelope = opened.envelope
+            logger.error('task %s (%s): payload not fetched from S3, released for %d s: %s',
+                         envelope.task_id, envelope.task_name, PAYLOAD_RETRY_DELAY_SEC, exc)
+            copy = release_copy(received, batch.sqs_name, envelope)
+            return Settlement(received, Outcome.RELEASE, reason='payload not fetched: %s' % exc,
+                              envelope=envelope,
+                              copy=dataclasses.replace(copy, delay_sec=PAYLOAD_RETRY_DELAY_SEC))
 
     def run(self, batch: Batch, received: ReceivedMessage, message: Message,
-            task_class: type[Task]) -> Settlement:
-        """Run the task under its time limit and decide what settling does."""
+            task_class: type[Task], envelope: Optional[Frame] = None) -> Settlement:
+        """Run the task under its time limit and decide what settling does.
+        The settlement keeps the opened ``envelope``: its copies reseal it, and
+        once the task is done its payload's S3 object, if any, is deleted."""
         started = self.clock()
         timer: Optional[BaseTimeout] = None
         task: Any = None
@@ -130,31 +149,34 @@ class TaskRunner:
                 with timer:
                     result = task.run(*message.args, **message.kwargs)
         except WorkerInterrupt:
-            return Settlement(received, Outcome.RELEASE, message=message,
+            return Settlement(received, Outcome.RELEASE, message=message, envelope=envelope,
                               reason='stopped by shutdown', duration_sec=self.clock() - started)
         except BaseException as exc:  # a task's failure, whatever it raised
             if timer is not None and timer.fired and not isinstance(exc, TimeLimitExceeded):
                 exc = TimeLimitExceeded(timer.seconds)
             return self.failed(batch, received, message, task_class, task, exc,
-                               self.clock() - started)
+                               self.clock() - started, envelope)
         finally:
             if timer is not None:
                 timer.disarm()      # even if the alarm interrupted the timer's own exit
         duration = self.clock() - started
         if result is SKIPPED:
             return Settlement(received, Outcome.SKIPPED, message=message, task=task,
-                              reason='should_run_task declined', duration_sec=duration)
+                              reason='should_run_task declined', duration_sec=duration,
+                              envelope=envelope)
         target = task_class.target_runtime
         if target and duration > target:
             logger.warning('task %s (%s) ran %.3fs, over its target_runtime of %gs',
                            message.task_id, message.task_name, duration, target)
             _call_task_hook(task.on_target_runtime_exceeded, duration)
         return Settlement(received, Outcome.SUCCEEDED, message=message, task=task,
-                          duration_sec=duration)
+                          duration_sec=duration, envelope=envelope)
 
     def failed(self, batch: Batch, received: ReceivedMessage, message: Message,
-               task_class: Any, task: Any, exc: BaseException, duration: float) -> Settlement:
-        """A retry (with its delayed copy) or, when the task may not retry, a dead letter."""
+               task_class: Any, task: Any, exc: BaseException, duration: float,
+               envelope: Optional[Frame] = None) -> Settlement:
+        """A retry (with its delayed copy) or, when the task may not retry, a
+        dead letter. A copy of a payload kept in S3 points at the same object."""
         try:
             permanent = task_class.permanent_failure_reason(message, exc)
             delay = 0 if permanent else int(task_class.retry_delay_sec(message.retry_num))
@@ -169,21 +191,22 @@ class TaskRunner:
         try:
             if permanent:
                 final = dataclasses.replace(message, failure_num=message.failure_num + 1)
-                copy = codec.to_outgoing(
-                    final, batch.sqs_name, 0, {ATTR_DEAD_LETTER_REASON: reason[:MAX_REASON_CHARS],
-                                               ATTR_SOURCE_QUEUE: queue.name})
+                copy = codec.copy(
+                    envelope, final, batch.sqs_name, 0,
+                    {ATTR_DEAD_LETTER_REASON: reason[:MAX_REASON_CHARS],
+                     ATTR_SOURCE_QUEUE: queue.name})
                 outcome = Outcome.DEAD_LETTER
             else:
-                copy = codec.to_outgoing(message.next_attempt(), batch.sqs_name, delay)
+                copy = codec.copy(envelope, message.next_attempt(), batch.sqs_name, delay)
                 outcome = Outcome.RETRY
         except KaleError as encode_error:
             settlement = verbatim_dead_letter(
                 received, queue, '%s; copy could not be encoded: %s' % (reason, encode_error),
-                message, exc)
+                message, exc, envelope)
             settlement.task, settlement.duration_sec = task, duration
             return settlement
         return Settlement(received, outcome, message=message, copy=copy, reason=reason, task=task,
-                          exception=exc, duration_sec=duration)
+                          exception=exc, duration_sec=duration, envelope=envelope)
 
 
 def _call_task_hook(hook: Callable[..., Any], *args: Any) -> None:
