@@ -1,4 +1,5 @@
 """Task classes the test suite publishes and runs."""
+import hashlib
 import os
 import time
 
@@ -336,3 +337,22 @@ class RefusesTask(task.Task):
 
     def run_task(self, *args, **kwargs):
         raise RefusedError(7)
+
+
+class DigestTask(task.Task):
+    """Records the SHA-256 and length of its bytes argument (payloads kept in
+    S3); fails its first ``fail_times`` attempts."""
+
+    queue = 'default'
+    time_limit = 10
+    max_retries = 1
+
+    def run_task(self, data, fail_times=0, **kwargs):
+        digest = hashlib.sha256(data).hexdigest()
+        if self.message.failure_num < fail_times:
+            record('failed', self, digest)
+            raise ConnectionError('transient')
+        record('ran', self, digest, len(data))
+
+    def on_permanent_failure(self, exc, reason):
+        record('permanent', self, reason)

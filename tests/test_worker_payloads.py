@@ -103,7 +103,7 @@ def test_a_redriven_dead_letter_points_at_its_object_and_runs(memory_broker, sto
 ])
 def test_an_object_changed_or_gone_is_dead_lettered_and_the_worker_goes_on(
         memory_broker, store, record, change, reason):
-    tasks.EchoTask.publish(None, os.urandom(BIG))
+    task_id = tasks.EchoTask.publish(None, os.urandom(BIG))
     after = tasks.RecordTask.publish(None, 'next')
     [key] = store.keys(BUCKET)
     if change is None:
@@ -116,6 +116,7 @@ def test_an_object_changed_or_gone_is_dead_lettered_and_the_worker_goes_on(
     [dead] = dead_letters(memory_broker)
     assert dead.attributes['kale_dead_letter_reason'].startswith(reason + ':')
     assert ('s3://%s/%s' % (BUCKET, key)) in dead.attributes['kale_dead_letter_reason']
+    assert dead.attributes['kale_task_id'] == task_id, 'from the verified envelope'
     if change is not None:
         assert store.keys(BUCKET) == [key], 'kept with its dead letter, for a look'
 

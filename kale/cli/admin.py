@@ -11,6 +11,7 @@ from kale import admin
 from kale.broker import Broker
 from kale.cli.options import common_options as common
 from kale.cli.options import positive_int
+from kale.conf import settings
 from kale.exceptions import CommandError
 
 COLUMNS = [('QUEUE', 'name'), ('PRIORITY', 'priority'), ('VISIBLE', 'visible'),
@@ -61,8 +62,24 @@ def cmd_purge(args: argparse.Namespace) -> int:
     target = broker.dead_letter_name(queue) if args.dead_letters else broker.sqs_name(queue)
     if not args.yes and not _confirm('Delete every message in SQS queue %r?' % target):
         raise CommandError('purge of %r cancelled (nothing was deleted)' % target)
+    if args.dead_letters and settings.PAYLOAD_BUCKET:
+        return _purge_dead_letters(broker, queue, str(target))
     admin.purge(broker, queue, dead_letters=args.dead_letters)
     print('purged %s' % target)
+    return 0
+
+
+def _purge_dead_letters(broker: Broker, queue: Any, target: str) -> int:
+    """Dead letters may point at payloads in S3: read them, to delete those too."""
+    def progress(report: admin.PurgeReport) -> None:
+        sys.stderr.write('\rpurging %s: %d dead letters, %d payload objects deleted'
+                         % (target, report.dead_letters, report.objects))
+        sys.stderr.flush()
+
+    report = admin.purge_dead_letters(broker, queue, progress)
+    sys.stderr.write('\n' if report.dead_letters else '')
+    print('purged %s: %d dead letters and the %d payload objects in S3 they pointed at'
+          % (target, report.dead_letters, report.objects))
     return 0
 
 
@@ -151,7 +168,9 @@ def add_commands(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]'
     purge = commands.add_parser(
         'purge', parents=[common()], help='delete every message in a queue',
         description='Delete every message in QUEUE (asks first unless --yes). SQS allows one '
-                    'purge per queue every 60 seconds.')
+                    'purge per queue every 60 seconds. With PAYLOAD_BUCKET set, --dead-letters '
+                    'reads the dead letters ten at a time instead, to delete the payload '
+                    'objects in S3 they point at with them.')
     purge.add_argument('queue', metavar='QUEUE', help='queue name from the queue config')
     purge.add_argument('--yes', action='store_true', help='do not ask for confirmation')
     purge.add_argument('--dead-letters', action='store_true',

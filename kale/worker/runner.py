@@ -62,8 +62,16 @@ def verbatim_dead_letter(received: ReceivedMessage, queue: TaskQueue, reason: st
                          message: Optional[Message] = None,
                          exception: Optional[BaseException] = None,
                          envelope: Optional[Frame] = None) -> Settlement:
-    """Dead-letter the body exactly as received (it could not be decoded or re-encoded)."""
-    copy = OutgoingMessage(received.body, dead_letter_attributes(received, queue, reason))
+    """Dead-letter the body exactly as received (it could not be decoded or
+    re-encoded), with the task's attributes when its envelope verified, so
+    operators see which task it was."""
+    attributes = dead_letter_attributes(received, queue, reason)
+    if envelope is not None:
+        try:
+            attributes = dict(envelope.message_attributes(), **attributes)
+        except ValueError:          # a signed but malformed count: the reason says so
+            pass
+    copy = OutgoingMessage(received.body, attributes)
     return Settlement(received, Outcome.DEAD_LETTER, message=message, copy=copy, reason=reason,
                       exception=exception, envelope=envelope)
 
