@@ -46,12 +46,18 @@ class UnknownQueueError(PublishError):
 
 
 class InvalidTimeLimitError(PublishError):
-    """A task's ``time_limit`` is not a positive number below its queue's
-    visibility timeout, so a worker could never run it within its budget."""
+    """A task's ``time_limit`` is not a positive number of seconds, or is over
+    the 12 hours SQS can keep a message invisible."""
 
 
 class InvalidDelayError(PublishError):
-    """``delay_sec`` is not a number of seconds within 0..900."""
+    """``delay_sec`` is not a number of seconds within 0..900 (or not 0 on a
+    FIFO queue, which cannot delay a message)."""
+
+
+class InvalidGroupError(PublishError):
+    """``group_id`` or ``dedup_id`` is missing, not allowed or malformed: a FIFO
+    queue needs a group, a standard queue takes neither."""
 
 
 class MessageTooLargeError(PublishError):

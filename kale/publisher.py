@@ -2,9 +2,10 @@
 
 Every check runs before anything is sent, and each failure has its own
 exception naming the task and the bad value: the queue must be configured,
-``time_limit`` must fit the queue's visibility timeout, ``delay_sec`` must be
-within 0..900, the arguments must serialize, and the message must fit
-``SQS_TASK_SIZE_LIMIT``. A batch is checked whole before any of it is sent.
+``time_limit`` must be at most 12 hours, ``delay_sec`` must be within 0..900,
+a FIFO queue needs a ``group_id`` (and a standard one takes none), the
+arguments must serialize, and the message must fit ``SQS_TASK_SIZE_LIMIT``.
+A batch is checked whole before any of it is sent.
 
 Publish hooks (:class:`kale.hooks.PublishHooks`, from ``PUBLISH_HOOKS`` or
 ``Publisher(hooks=...)``) see every :class:`Publication` before it is encoded
@@ -17,13 +18,20 @@ import inspect
 import logging
 import math
 import numbers
+import string
 import time
 import uuid
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Protocol, Sequence
 
 from kale.codec import get_codec
 from kale.conf import settings
-from kale.exceptions import BatchSendError, InvalidDelayError, InvalidTimeLimitError, PublishError
+from kale.exceptions import (
+    BatchSendError,
+    InvalidDelayError,
+    InvalidGroupError,
+    InvalidTimeLimitError,
+    PublishError,
+)
 from kale.hooks import HookDispatcher, PublishHooks, load_hooks
 from kale.message import Message, publisher_identity
 from kale.queue_config import TaskQueue, get_queue_config
@@ -52,6 +60,39 @@ def check_delay(task_name: str, delay_sec: Any) -> int:
         raise InvalidDelayError('task %s: delay_sec must be a number of seconds within 0..%d, '
                                 'got %r' % (task_name, MAX_DELAY_SEC, delay_sec))
     return int(math.ceil(delay_sec))
+
+
+#: The characters SQS accepts in a message group id or deduplication id.
+FIFO_ID_CHARACTERS = frozenset(string.ascii_letters + string.digits + string.punctuation)
+
+
+def _valid_fifo_id(value: Any) -> bool:
+    return isinstance(value, str) and 1 <= len(value) <= 128 \
+        and FIFO_ID_CHARACTERS.issuperset(value)
+
+
+def check_fifo_ids(task_name: str, queue: TaskQueue, group_id: Any, dedup_id: Any,
+                   delay: int) -> None:
+    """A FIFO queue needs a ``group_id`` and takes no delay; a standard queue
+    takes neither ``group_id`` nor ``dedup_id``. Both are 1..128 characters
+    of letters, digits and punctuation."""
+    if not queue.fifo:
+        for name, value in (('group_id', group_id), ('dedup_id', dedup_id)):
+            if value is not None:
+                raise InvalidGroupError(
+                    'task %s: %s is only for FIFO queues, and queue %r is not one (set fifo: '
+                    'true in the queue config)' % (task_name, name, queue.name))
+        return
+    if group_id is None:
+        raise InvalidGroupError('task %s: queue %r is a FIFO queue: publish needs group_id=, '
+                                'the group whose tasks run in order' % (task_name, queue.name))
+    for name, value in (('group_id', group_id), ('dedup_id', dedup_id)):
+        if value is not None and not _valid_fifo_id(value):
+            raise InvalidGroupError('task %s: %s must be 1-128 letters, digits or punctuation, '
+                                    'got %r' % (task_name, name, value))
+    if delay:
+        raise InvalidDelayError('task %s: queue %r is a FIFO queue, which cannot delay a '
+                                'message; got delay_sec=%r' % (task_name, queue.name, delay))
 
 
 def check_time_limit(task_class: type['Task'], queue: TaskQueue) -> None:
@@ -121,6 +162,8 @@ class Publication:
     attributes: list[dict[str, AttributeValue]]
     #: Set for ``after_publish`` when sending failed.
     error: Optional[BaseException] = None
+    #: The message group, on a FIFO queue.
+    group_id: str = ''
 
     @property
     def task_ids(self) -> list[str]:
@@ -162,27 +205,46 @@ class Publisher:
                        publisher=publisher_identity())
 
     def publish(self, task_class: type['Task'], app_data: Any, args: tuple,
-                kwargs: Mapping[str, Any], delay_sec: Any = 0) -> str:
+                kwargs: Mapping[str, Any], delay_sec: Any = 0, group_id: Optional[str] = None,
+                dedup_id: Optional[str] = None) -> str:
         """Publish one invocation; returns its task id."""
-        return self.publish_batch(task_class, app_data, [(args, kwargs)], delay_sec)[0]
+        return self.publish_batch(task_class, app_data, [(args, kwargs)], delay_sec,
+                                  group_id, dedup_id)[0]
 
     def publish_batch(self, task_class: type['Task'], app_data: Any, calls: Iterable[Any],
-                      delay_sec: Any = 0) -> list[str]:
-        """Publish many invocations of one task; returns their task ids in order."""
+                      delay_sec: Any = 0, group_id: Optional[str] = None,
+                      dedup_id: Optional[str] = None) -> list[str]:
+        """Publish many invocations of one task; returns their task ids in order.
+        On a FIFO queue they join ``group_id`` in this order, each deduplicated
+        by its task id (or by ``dedup_id``, for a single invocation)."""
         name = task_class.task_path()
         delay = check_delay(name, delay_sec)
         queue = task_queue(task_class)
+        check_fifo_ids(name, queue, group_id, dedup_id, delay)
         messages = [self.build(task_class, app_data, *_call_pair(name, number, call))
                     for number, call in enumerate(calls)]
         if not messages:
             return []
-        publication = Publication(task_class, queue, messages, delay, [{} for _ in messages])
+        if dedup_id is not None and len(messages) > 1:
+            raise InvalidGroupError('task %s: dedup_id is for one task; publish_batch '
+                                    'deduplicates each task by its task id' % name)
+        dedup_ids = [dedup_id or m.task_id for m in messages] if queue.fifo else []
+        for task_dedup_id in dedup_ids:
+            if not _valid_fifo_id(task_dedup_id):
+                raise InvalidGroupError('task %s: its task id %r cannot be a deduplication id '
+                                        '(1-128 letters, digits or punctuation); pass dedup_id='
+                                        % (name, task_dedup_id))
+        publication = Publication(task_class, queue, messages, delay, [{} for _ in messages],
+                                  group_id=group_id or '')
         hooks = self.hooks
         hooks(PublishHooks.before_publish, publication)
         codec, sender = get_codec(), self.sender
         queue_name = sender.sqs_name(queue)
         outgoing = [codec.to_outgoing(m, queue_name, delay, extra)
                     for m, extra in zip(messages, publication.attributes, strict=True)]
+        if queue.fifo:
+            outgoing = [dataclasses.replace(out, group_id=publication.group_id, dedup_id=did)
+                        for out, did in zip(outgoing, dedup_ids, strict=True)]
         try:
             sender.send(queue, outgoing)
         except Exception as exc:

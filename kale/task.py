@@ -114,22 +114,31 @@ class Task:
                                'level of an importable module' % cls.task_path())
 
     @classmethod
-    def publish(cls, app_data: Any, *args: Any, delay_sec: float = 0, **kwargs: Any) -> str:
+    def publish(cls, app_data: Any, *args: Any, delay_sec: float = 0,
+                group_id: Optional[str] = None, dedup_id: Optional[str] = None,
+                **kwargs: Any) -> str:
         """Publish one run of this task; returns its task id.
 
         ``app_data`` travels beside the arguments for custom workers;
-        ``delay_sec`` (0..900) delays the first run and is never passed to
-        ``run_task``.
+        ``delay_sec`` (0..900) delays the first run. On a FIFO queue,
+        ``group_id`` (required) names the group whose tasks run in publish
+        order, and ``dedup_id`` (default: the task id) makes SQS drop a second
+        publish with the same id within five minutes. None of them is passed
+        to ``run_task``.
         """
         cls._check_importable()
-        return get_publisher().publish(cls, app_data, args, kwargs, delay_sec=delay_sec)
+        return get_publisher().publish(cls, app_data, args, kwargs, delay_sec=delay_sec,
+                                       group_id=group_id, dedup_id=dedup_id)
 
     @classmethod
-    def publish_batch(cls, app_data: Any, calls: Iterable[Any], delay_sec: float = 0) -> list[str]:
+    def publish_batch(cls, app_data: Any, calls: Iterable[Any], delay_sec: float = 0,
+                      group_id: Optional[str] = None) -> list[str]:
         """Publish many runs, ``[(args, kwargs), ...]``, with SendMessageBatch
-        (up to 10 per request); returns their task ids in order."""
+        (up to 10 per request); returns their task ids in order. On a FIFO
+        queue they join ``group_id`` (required) in this order."""
         cls._check_importable()
-        return get_publisher().publish_batch(cls, app_data, calls, delay_sec=delay_sec)
+        return get_publisher().publish_batch(cls, app_data, calls, delay_sec=delay_sec,
+                                             group_id=group_id)
 
     # --- retry policy --------------------------------------------------------
 

@@ -42,6 +42,10 @@ class Outcome(enum.Enum):
     RELEASE = 'release'          # not run: send a fresh copy (visible at once), then delete
 
 
+#: Outcomes that leave a FIFO message in its group, holding back the rest.
+HOLDS_GROUP = (Outcome.RETRY, Outcome.RELEASE)
+
+
 @dataclasses.dataclass
 class Settlement:
     """The fate of one received message, decided by running (or not running) it."""
@@ -58,6 +62,10 @@ class Settlement:
     copied: bool = False                       # its copy was sent (or needs none)
     #: The verified envelope, when the body passed verification.
     envelope: Optional[Frame] = None
+    #: On a FIFO queue, a retry or release keeps the message, invisible for
+    #: this many seconds, instead of sending a copy (which would go to the
+    #: back of its group).
+    hold_sec: Optional[int] = None
 
     @property
     def verified(self) -> bool:
@@ -114,6 +122,16 @@ class Batch:
     opened: dict[str, Opened] = dataclasses.field(default_factory=dict)
     #: Until when a heartbeat has made the running message invisible (monotonic).
     extended_until: float = 0.0
+    #: FIFO: groups with a message retried or released in this batch; their
+    #: later messages are released, not run, to keep each group in order.
+    held_groups: set[str] = dataclasses.field(default_factory=set)
+    #: FIFO: the group of the message taken out to run alone after the batch;
+    #: its later messages were released for it, and do not hold it back.
+    alone_group: Optional[str] = None
+
+    @property
+    def fifo(self) -> bool:
+        return self.queue.fifo
 
     def is_long(self, time_limit: float) -> bool:
         """Whether a task may need more than a fresh batch's budget (the
