@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import math
 import random
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Mapping, Optional
 
 from kale.conf import settings
 from kale.exceptions import (
@@ -80,6 +80,11 @@ class Task:
     EXCEPTION_LIST: tuple = (NonRetriableTaskError,)
     #: Refuse, at publish time, arguments that do not bind to ``run_task``.
     check_arguments: bool = True
+    #: With records on (RECORDS_URL): keep a bounded rendering of the arguments
+    #: in the task's record. False for arguments that must not be stored.
+    record_args: bool = True
+    #: With records on: store what run_task returned (JSON-safe, bounded).
+    store_result: bool = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -114,22 +119,33 @@ class Task:
                                'level of an importable module' % cls.task_path())
 
     @classmethod
-    def publish(cls, app_data: Any, *args: Any, delay_sec: float = 0, **kwargs: Any) -> str:
+    def labels(cls, *args: Any, **kwargs: Any) -> Optional[Mapping[str, str]]:
+        """Labels for the record of a run with these arguments (e.g. a tenant),
+        merged under those given to ``publish(..., labels=...)``. None: none."""
+        return None
+
+    @classmethod
+    def publish(cls, app_data: Any, *args: Any, delay_sec: float = 0,
+                labels: Optional[Mapping[str, str]] = None, **kwargs: Any) -> str:
         """Publish one run of this task; returns its task id.
 
         ``app_data`` travels beside the arguments for custom workers;
-        ``delay_sec`` (0..900) delays the first run and is never passed to
-        ``run_task``.
+        ``delay_sec`` (0..900) delays the first run; ``labels`` (a dict of
+        strings) is kept in the task's record. Neither is passed to ``run_task``.
         """
         cls._check_importable()
-        return get_publisher().publish(cls, app_data, args, kwargs, delay_sec=delay_sec)
+        return get_publisher().publish(cls, app_data, args, kwargs, delay_sec=delay_sec,
+                                       labels=labels)
 
     @classmethod
-    def publish_batch(cls, app_data: Any, calls: Iterable[Any], delay_sec: float = 0) -> list[str]:
+    def publish_batch(cls, app_data: Any, calls: Iterable[Any], delay_sec: float = 0,
+                      labels: Optional[Mapping[str, str]] = None) -> list[str]:
         """Publish many runs, ``[(args, kwargs), ...]``, with SendMessageBatch
-        (up to 10 per request); returns their task ids in order."""
+        (up to 10 per request); returns their task ids in order. ``labels``
+        apply to every run."""
         cls._check_importable()
-        return get_publisher().publish_batch(cls, app_data, calls, delay_sec=delay_sec)
+        return get_publisher().publish_batch(cls, app_data, calls, delay_sec=delay_sec,
+                                             labels=labels)
 
     # --- retry policy --------------------------------------------------------
 

@@ -11,6 +11,8 @@ told to stop. Each step is a method of its own:
 - :meth:`fetch` receives the next batch (up to ``num_iterations`` batches in
   a row, stopping at an empty one);
 - :meth:`idle`, when every queue looked empty, long-polls them all at once;
+- :meth:`skip_cancelled` asks the hooks once which of a batch's tasks were
+  cancelled, and settles those unrun;
 - :meth:`run_batch` runs a batch's tasks one by one within its budget;
 - :meth:`settle` hands the batch to a thread that releases, copies and
   deletes in batch requests, while the loop fetches the next batch;
@@ -37,7 +39,7 @@ from kale.hooks import HookDispatcher, WorkerHooks
 from kale.queue_config import TaskQueue
 from kale.queue_selector import QueueInfo
 from kale.timeout import BaseTimeout, SignalTimeout
-from kale.worker.batch import Batch, Settlement
+from kale.worker.batch import Batch, Outcome, Settlement
 from kale.worker.consumer import Consumer
 from kale.worker.fetcher import Fetcher
 from kale.worker.limits import (
@@ -231,6 +233,7 @@ class Worker:
         """Verify a batch, run it, hand it to the settler, check the limits. A
         suspect message runs last, alone (see :mod:`kale.worker.suspects`)."""
         self.verify(batch)
+        self.skip_cancelled(batch)
         suspect = isolate_suspect(batch, self.name)
         self.run_batch(batch)
         self.settle(batch)
@@ -253,6 +256,24 @@ class Worker:
                 batch.settlements.append(opened)
             else:
                 batch.opened[received.message_id] = opened
+
+    def skip_cancelled(self, batch: Batch) -> None:
+        """Ask the hooks, once for the whole batch, which of its tasks were
+        cancelled; each is settled as cancelled (deleted, never run)."""
+        if not batch.opened or not self.hooks.overridden(WorkerHooks.cancelled_tasks):
+            return
+        ids = {received.message_id: opened.task_id for received in batch.messages
+               if (opened := batch.opened.get(received.message_id)) is not None}
+        cancelled: set[str] = set()
+        for answer in self.hooks.collect(WorkerHooks.cancelled_tasks, batch.queue,
+                                         list(ids.values())):
+            cancelled.update(answer or ())
+        for received in batch.messages:
+            if ids.get(received.message_id) in cancelled:
+                opened = batch.opened[received.message_id]
+                batch.settlements.append(Settlement(
+                    received, Outcome.CANCELLED, message=opened.message, reason='cancelled',
+                    envelope=opened.envelope))
 
     def run_batch(self, batch: Batch) -> None:
         """Run the batch's tasks one by one while they fit its budget."""
