@@ -196,6 +196,37 @@ class ChildTaskError(TaskError):
 
 # --- the command line and local tools ----------------------------------------
 
+# --- task records ---------------------------------------------------------
+
+class RecordsError(KaleError):
+    """A task-records operation failed (the store, or what was asked of it)."""
+
+
+class RecordsUnavailableError(RecordsError):
+    """The records store cannot be reached or refused a query."""
+
+
+class RecordNotFoundError(RecordsError):
+    """No record has the task id asked for (never recorded, or purged)."""
+
+
+class RecordConflictError(RecordsError):
+    """The task's state does not allow the action (cancel a finished task,
+    retry one that did not fail, retry one whose inputs were not stored)."""
+
+
+class TaskWaitTimeout(RecordsError):
+    """``kale.records.wait`` timed out before the task finished."""
+
+
+class TaskResultError(RecordsError):
+    """``kale.records.result`` asked for the result of a task that did not succeed."""
+
+
+class BadFilterError(RecordsError):
+    """A records filter (status, cursor, limit, time, label) is not valid."""
+
+
 class CommandError(KaleError):
     """A command was used wrongly (bad JSON, no confirmation)."""
 
@@ -212,6 +243,13 @@ def describe(exc: BaseException) -> str:
 
 
 __all__ = [
+    'BadFilterError',
+    'RecordConflictError',
+    'RecordNotFoundError',
+    'RecordsError',
+    'RecordsUnavailableError',
+    'TaskResultError',
+    'TaskWaitTimeout',
     'BatchSendError',
     'ChildTaskError',
     'CommandError',
