@@ -51,7 +51,7 @@ class TaskFilter:
         return self == TaskFilter()
 
     def where(self) -> Any:
-        conditions = []
+        conditions: list[Any] = []
         if self.statuses:
             conditions.append(tasks.c.status.in_(self.statuses))
         if self.task:
@@ -213,6 +213,7 @@ class Queries:
         the last ``window_sec``; and per queue over the last minute."""
         now = time.time() if now is None else now
         since = now - window_sec
+        bucket: Any
         if self.store.dialect == 'postgresql':
             bucket = func.floor(tasks.c.finished_at / bucket_sec)
         else:

@@ -49,8 +49,9 @@ class TaskRecord:
     updated_at: float
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> 'TaskRecord':
-        values = {field.name: row.get(field.name) for field in dataclasses.fields(cls)}
+    def from_row(cls, row: Mapping[str, Any] | Any) -> 'TaskRecord':
+        values: dict[str, Any] = {field.name: row.get(field.name)
+                                  for field in dataclasses.fields(cls)}
         values['labels'] = values['labels'] or {}
         return cls(**values)
 
@@ -104,9 +105,9 @@ class WorkerRecord:
     state: str
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any], now: float) -> 'WorkerRecord':
-        values = {field.name: row.get(field.name) for field in dataclasses.fields(cls)
-                  if field.name != 'state'}
+    def from_row(cls, row: Mapping[str, Any] | Any, now: float) -> 'WorkerRecord':
+        values: dict[str, Any] = {field.name: row.get(field.name)
+                                  for field in dataclasses.fields(cls) if field.name != 'state'}
         values['queues'] = values['queues'] or []
         values['counts'] = values['counts'] or {}
         return cls(state=worker_state(row, now), **values)

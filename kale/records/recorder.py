@@ -52,7 +52,7 @@ class ProcessRow:
         self.dirty = True
 
     def due(self, now: float) -> bool:
-        if self.written_at == 0.0 or self.stopped_at is not None and self.dirty:
+        if self.written_at == 0.0 or (self.stopped_at is not None and self.dirty):
             return True
         elapsed = now - self.written_at
         return elapsed >= self.heartbeat_sec or (self.dirty and elapsed >= ROW_REFRESH_SEC)

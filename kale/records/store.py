@@ -142,7 +142,7 @@ class RecordStore:
         insert = self._insert(tasks)
         new_life = and_(tasks.c.status.in_(FINAL),
                         tasks.c.finished_at < insert.excluded.published_at)
-        values = {name: insert.excluded[name] for name in PUBLISHED_COLUMNS}
+        values: dict[str, Any] = {name: insert.excluded[name] for name in PUBLISHED_COLUMNS}
         for name in ('status', 'attempts', 'started_at', 'finished_at', 'next_attempt_at',
                      'duration_sec', 'worker', 'error_type', 'error_message', 'error_traceback',
                      'dead_letter_reason', 'result', 'updated_at'):
