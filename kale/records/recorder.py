@@ -117,9 +117,7 @@ class Recorder:
         """Write everything handed over so far (and this process's row)."""
         if self._writer is None:
             return True
-        if self.row is not None and self.row.dirty:
-            self._writer.event([])
-        return self._writer.flush(timeout)
+        return self._writer.flush(timeout, periodic=self.row is not None and self.row.dirty)
 
     def _periodic(self) -> list[Row]:
         """On the writer thread: the row when due, and a purge when due."""

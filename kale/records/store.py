@@ -140,8 +140,9 @@ class RecordStore:
         first) gets the publisher's columns. A row of an earlier life of the
         same id (a task whose make_task_id repeats) starts again as queued."""
         insert = self._insert(tasks)
-        new_life = and_(tasks.c.status.in_(FINAL),
-                        tasks.c.finished_at < insert.excluded.published_at)
+        finished = or_(*(tasks.c.status == sqlalchemy.literal_column("'%s'" % status)
+                         for status in FINAL))      # no expanding IN in an executemany
+        new_life = and_(finished, tasks.c.finished_at < insert.excluded.published_at)
         values: dict[str, Any] = {name: insert.excluded[name] for name in PUBLISHED_COLUMNS}
         for name in ('status', 'attempts', 'started_at', 'finished_at', 'next_attempt_at',
                      'duration_sec', 'worker', 'error_type', 'error_message', 'error_traceback',

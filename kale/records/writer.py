@@ -47,6 +47,7 @@ class RecordWriter:
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._written = threading.Condition(self._lock)
+        self._cycles = 0             # rounds of the thread that ended well
         self._put_count = 0          # rows handed over so far
         self._done_count = 0         # rows written or dropped so far
         self.dropped = 0
@@ -99,18 +100,21 @@ class RecordWriter:
         with self._lock:
             return len(self._published) + len(self._events)
 
-    def flush(self, timeout: float = 5.0) -> bool:
-        """Wait until every row handed over so far is written (or dropped);
-        False when ``timeout`` passed first."""
+    def flush(self, timeout: float = 5.0, periodic: bool = False) -> bool:
+        """Wait until every row handed over so far is written (or dropped),
+        and with ``periodic`` until ``periodic`` ran and what it returned was
+        written too; False when ``timeout`` passed first."""
         deadline = time.monotonic() + timeout
         with self._lock:
             target = self._put_count
+            cycle = self._cycles + (2 if periodic else 0)
             self._wake.notify()
-            while self._done_count < target:
+            while self._done_count < target or self._cycles < cycle:
                 left = deadline - time.monotonic()
                 if left <= 0 or not self._thread.is_alive():
                     return False
-                self._written.wait(min(left, 0.1))
+                self._wake.notify()
+                self._written.wait(min(left, 0.05))
         return True
 
     def close(self, timeout: float = 5.0) -> bool:
@@ -140,6 +144,7 @@ class RecordWriter:
                 self._events.clear()
             worker_rows = self._periodic()
             if not (published or events or worker_rows):
+                self._cycle_ended(0)
                 continue
             try:
                 self._write(published, events, worker_rows)
@@ -148,7 +153,7 @@ class RecordWriter:
                 self._failed(exc, backoff)
                 continue
             backoff.reset()
-            self._wrote(len(published) + len(events))
+            self._cycle_ended(len(published) + len(events))
 
     def _periodic(self) -> list[Row]:
         if self.periodic is None:
@@ -159,12 +164,13 @@ class RecordWriter:
             logger.exception('records: periodic chore failed')
             return []
 
-    def _wrote(self, count: int) -> None:
+    def _cycle_ended(self, count: int) -> None:
         with self._lock:
+            self._cycles += 1
             self._done_count += count
             self.written += count
             self._written.notify_all()
-        if self._down_since is not None:
+        if self._down_since is not None and count:
             logger.warning('records: store reachable again after %.1fs; caught up with %d rows',
                            time.monotonic() - self._down_since, count)
             self._down_since = None
