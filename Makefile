@@ -23,8 +23,9 @@ $(VENV)/.installed: setup.py | $(BIN)/python
 
 install: $(VENV)/.installed
 
+# `make demo WEB=1` leaves `kale web` running on the demo's records at the end.
 demo: $(VENV)/.installed
-	$(BIN)/python -m example.demo
+	KALE_DEMO_WEB=$(WEB) $(BIN)/python -m example.demo
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .
