@@ -24,7 +24,7 @@ def run(capsys, *argv):
 
 
 def test_list_is_a_table_and_json_on_request(published, capsys):
-    ok, bad = published
+    _, bad = published
     code, out, _ = run(capsys, 'tasks', 'list')
     assert code == 0 and out.splitlines()[0].split()[:4] == ['ID', 'TASK', 'QUEUE', 'STATUS']
     code, out, _ = run(capsys, 'tasks', 'list', '--status', 'failed', '--json')
@@ -32,16 +32,16 @@ def test_list_is_a_table_and_json_on_request(published, capsys):
 
 
 def test_show_count_and_summary_take_the_same_filters(published, capsys):
-    ok, bad = published
+    _, bad = published
     assert run(capsys, 'tasks', 'count', '--label', 'tenant=t1')[1].strip() == '1'
-    code, out, _ = run(capsys, 'tasks', 'show', bad)
+    _, out, _ = run(capsys, 'tasks', 'show', bad)
     assert 'ValueError' in out and 'Traceback' in out
-    code, out, _ = run(capsys, 'tasks', 'summary', '--json')
+    _, out, _ = run(capsys, "tasks", "summary", "--json")
     assert json.loads(out)['by_status']['failed'] == 1
 
 
 def test_a_bad_filter_is_one_line_and_exit_1(published, capsys):
-    code, out, err = run(capsys, 'tasks', 'list', '--status', 'finished')
+    code, _, err = run(capsys, 'tasks', 'list', '--status', 'finished')
     assert code == 1 and err.startswith("kale: error: unknown status 'finished'")
     assert len(err.strip().splitlines()) == 1
 
@@ -65,7 +65,7 @@ def test_purge_by_filter_and_by_ttl(published, capsys, monkeypatch):
 
 
 def test_workers_lists_the_worker_that_ran(published, capsys):
-    code, out, _ = run(capsys, 'workers', '--json')
+    _, out, _ = run(capsys, 'workers', '--json')
     [worker] = json.loads(out)['workers']
     assert worker['state'] == 'stopped' and worker['counts'] == {'succeeded': 1,
                                                                  'dead_letter': 1}

@@ -28,21 +28,23 @@ def test_two_workers_and_their_supervisor_record_every_task(sqs, records_url, tm
                            KALE_TEST_RETRY_DELAY='0')
     assert worker.wait(90) == 0, worker.output()
     by_status = counts()
-    assert by_status['succeeded'] == 30 and by_status['failed'] == 1, by_status
+    assert by_status['succeeded'] == 30 and by_status['failed'] == 1, worker.output()
     assert records.get(failed).attempts == 5         # the first run and four retries
     assert all(records.get(i).status == 'succeeded' for i in ids[:3])
     roles = sorted((w.role, w.state) for w in records.queries().workers())
-    assert roles == [('supervisor', 'stopped'), ('worker', 'stopped'), ('worker', 'stopped')]
+    assert roles == [('supervisor', 'stopped'), ('worker', 'stopped'), ('worker', 'stopped')], \
+        worker.output()
 
 
 def test_a_store_outage_mid_run_loses_no_task_and_records_catch_up(sqs, postgres_url,
                                                                  postgres_cluster, tmp_path):
-    ids = rt.NapTask.publish_batch(None, [((0.05,), {}) for _ in range(40)])
+    ids = rt.NapTask.publish_batch(None, [((0.1,), {}) for _ in range(40)])
     worker = WorkerProcess(tmp_path, KALE_TEST_HEARTBEAT='0.5')
     try:
         wait_for(lambda: counts()['succeeded'] >= 5, 30, 'the first tasks recorded')
         postgres_cluster.stop()
         try:
+            worker.wait_for_log('records: writing', 30)     # it noticed, and kept working
             queue = sqs.queue_url('default')
             wait_for(lambda: int(sqs.client.get_queue_attributes(
                 QueueUrl=queue, AttributeNames=['All'])['Attributes']
@@ -54,7 +56,6 @@ def test_a_store_outage_mid_run_loses_no_task_and_records_catch_up(sqs, postgres
     finally:
         worker.signal(signal.SIGTERM)
         assert worker.wait(30) == 0
-    assert 'records: writing' in worker.output()
     assert {records.get(i).status for i in ids} == {'succeeded'}
 
 

@@ -29,7 +29,8 @@ def test_list_pages_through_every_task_newest_first_without_inputs(client):
     ids = publish_some(7)
     seen, cursor = [], None
     while True:
-        answer = client.get('/api/tasks', params={'limit': 3, **({'cursor': cursor} if cursor else {})}).json()
+        params = {'limit': 3, 'cursor': cursor} if cursor else {'limit': 3}
+        answer = client.get('/api/tasks', params=params).json()
         seen += answer['tasks']
         cursor = answer['next']
         if cursor is None:
