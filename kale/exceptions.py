@@ -202,6 +202,37 @@ class ChildTaskError(TaskError):
 
 # --- the command line and local tools ----------------------------------------
 
+# --- task records ---------------------------------------------------------
+
+class RecordsError(KaleError):
+    """A task-records operation failed (the store, or what was asked of it)."""
+
+
+class RecordsUnavailableError(RecordsError):
+    """The records store cannot be reached or refused a query."""
+
+
+class RecordNotFoundError(RecordsError):
+    """No record has the task id asked for (never recorded, or purged)."""
+
+
+class RecordConflictError(RecordsError):
+    """The task's state does not allow the action (cancel a finished task,
+    retry one that did not fail, retry one whose inputs were not stored)."""
+
+
+class TaskWaitTimeout(RecordsError):
+    """``kale.records.wait`` timed out before the task finished."""
+
+
+class TaskResultError(RecordsError):
+    """``kale.records.result`` asked for the result of a task that did not succeed."""
+
+
+class BadFilterError(RecordsError):
+    """A records filter (status, cursor, limit, time, label) is not valid."""
+
+
 class CommandError(KaleError):
     """A command was used wrongly (bad JSON, no confirmation)."""
 
@@ -218,6 +249,7 @@ def describe(exc: BaseException) -> str:
 
 
 __all__ = [
+    'BadFilterError',
     'BatchSendError',
     'ChildTaskError',
     'CommandError',
@@ -235,11 +267,17 @@ __all__ = [
     'PublishError',
     'QueueConfigError',
     'QueueNotFoundError',
+    'RecordConflictError',
+    'RecordNotFoundError',
+    'RecordsError',
+    'RecordsUnavailableError',
     'SQSError',
     'SerializationError',
     'TaskDefinitionError',
     'TaskError',
     'TaskProcessDied',
+    'TaskResultError',
+    'TaskWaitTimeout',
     'ThrottledError',
     'TimeLimitExceeded',
     'UnknownQueueError',

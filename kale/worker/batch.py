@@ -37,6 +37,7 @@ class Outcome(enum.Enum):
 
     SUCCEEDED = 'succeeded'      # delete
     SKIPPED = 'skipped'          # should_run_task said no: delete
+    CANCELLED = 'cancelled'      # a hook's cancelled_tasks named it: delete, unrun
     RETRY = 'retry'              # send the retry copy, then delete
     DEAD_LETTER = 'dead_letter'  # send the dead-letter copy, then delete
     RELEASE = 'release'          # not run: send a fresh copy (visible at once), then delete
@@ -66,6 +67,8 @@ class Settlement:
     #: this many seconds, instead of sending a copy (which would go to the
     #: back of its group).
     hold_sec: Optional[int] = None
+    #: What run_task returned (SUCCEEDED only), for hooks such as the records'.
+    result: Any = None
 
     @property
     def verified(self) -> bool:
@@ -101,6 +104,10 @@ class Opened:
     envelope: Frame
     task_class: type[Task]
     message: Optional[Message] = None
+
+    @property
+    def task_id(self) -> str:
+        return self.message.task_id if self.message is not None else self.envelope.task_id
 
     @property
     def unsettled(self) -> int:

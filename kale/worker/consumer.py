@@ -5,7 +5,7 @@ task but never lose one:
 
 1. send copies: fresh copies of unstarted messages, retry copies, and
    dead-letter copies;
-2. delete the originals: succeeded and skipped ones, and those whose copy
+2. delete the originals: succeeded, skipped and cancelled ones, and those whose copy
    was sent. A message whose copy could not be sent is left alone; it
    reappears when its visibility timeout ends.
 
@@ -46,6 +46,8 @@ from kale.worker.suspects import release_copy
 logger = logging.getLogger(__name__)
 
 Sleep = Callable[[float], None]
+#: Outcomes whose message is simply deleted.
+DELETED_UNCOPIED = (Outcome.SUCCEEDED, Outcome.SKIPPED, Outcome.CANCELLED)
 T = TypeVar('T')
 
 
@@ -132,7 +134,7 @@ class Consumer:
                           dead_letter=False, retry=retry)
         self._send_copies(batch, by_outcome[Outcome.DEAD_LETTER], dead_letter=True, retry=retry)
         self._delete(batch, [s for s in batch.settlements if not s.settled and (
-            s.copied or s.outcome in (Outcome.SUCCEEDED, Outcome.SKIPPED))], retry=retry)
+            s.copied or s.outcome in DELETED_UNCOPIED)], retry=retry)
 
     def _hold(self, batch: Batch, settlements: Sequence[Settlement], retry: bool = True) -> None:
         """FIFO: keep retried and released messages, invisible for their delay."""

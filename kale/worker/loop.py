@@ -11,6 +11,8 @@ told to stop. Each step is a method of its own:
 - :meth:`fetch` receives the next batch (up to ``num_iterations`` batches in
   a row, stopping at an empty one);
 - :meth:`idle`, when every queue looked empty, long-polls them all at once;
+- :meth:`skip_cancelled` asks the hooks once which of a batch's tasks were
+  cancelled, and settles those unrun;
 - :meth:`run_batch` runs a batch's tasks one by one within its budget;
 - :meth:`settle` hands the batch to a thread that releases, copies and
   deletes in batch requests, while the loop fetches the next batch;
@@ -38,7 +40,7 @@ from kale.queue_config import TaskQueue
 from kale.queue_selector import QueueInfo
 from kale.timeout import BaseTimeout, SignalTimeout
 from kale.transport import ReceivedMessage
-from kale.worker.batch import HOLDS_GROUP, Batch, Settlement
+from kale.worker.batch import HOLDS_GROUP, Batch, Outcome, Settlement
 from kale.worker.consumer import Consumer
 from kale.worker.fetcher import Fetcher
 from kale.worker.heartbeat import Heartbeat
@@ -237,6 +239,7 @@ class Worker:
         runs last, alone (see :mod:`kale.worker.suspects`); the heartbeat keeps
         a long one invisible from now until it ends."""
         self.verify(batch)
+        self.skip_cancelled(batch)
         alone = isolate_suspect(batch, self.name) or isolate_long(batch)
         if alone is not None:
             self.keep_if_long(alone)
@@ -271,6 +274,24 @@ class Worker:
                 batch.settlements.append(opened)
             else:
                 batch.opened[received.message_id] = opened
+
+    def skip_cancelled(self, batch: Batch) -> None:
+        """Ask the hooks, once for the whole batch, which of its tasks were
+        cancelled; each is settled as cancelled (deleted, never run)."""
+        if not batch.opened or not self.hooks.overridden(WorkerHooks.cancelled_tasks):
+            return
+        ids = {received.message_id: opened.task_id for received in batch.messages
+               if (opened := batch.opened.get(received.message_id)) is not None}
+        cancelled: set[str] = set()
+        for answer in self.hooks.collect(WorkerHooks.cancelled_tasks, batch.queue,
+                                         list(ids.values())):
+            cancelled.update(answer or ())
+        for received in batch.messages:
+            if ids.get(received.message_id) in cancelled:
+                opened = batch.opened[received.message_id]
+                batch.settlements.append(Settlement(
+                    received, Outcome.CANCELLED, message=opened.message, reason='cancelled',
+                    envelope=opened.envelope))
 
     def run_batch(self, batch: Batch) -> None:
         """Run the batch's tasks one by one, in order, while they fit its budget.

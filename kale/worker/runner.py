@@ -152,7 +152,7 @@ class TaskRunner:
                            message.task_id, message.task_name, duration, target)
             _call_task_hook(task.on_target_runtime_exceeded, duration)
         return Settlement(received, Outcome.SUCCEEDED, message=message, task=task,
-                          duration_sec=duration)
+                          duration_sec=duration, result=result)
 
     def failed(self, batch: Batch, received: ReceivedMessage, message: Message,
                task_class: Any, task: Any, exc: BaseException, duration: float) -> Settlement:
