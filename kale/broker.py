@@ -21,6 +21,7 @@ from kale.conf import settings
 from kale.exceptions import ImproperlyConfigured, QueueNotFoundError
 from kale.queue_config import QUEUE_NAME_PATTERN, QueueConfig, TaskQueue, get_queue_config
 from kale.transport import (
+    FIFO_SUFFIX,
     OutgoingMessage,
     QueueCounts,
     ReceivedMessage,
@@ -68,12 +69,16 @@ class Broker:
         return name
 
     def sqs_name(self, queue: TaskQueue) -> str:
-        """The queue's full SQS name."""
-        return self._checked(self.prefix + queue.name)
+        """The queue's full SQS name (ending in ``.fifo`` for a FIFO queue)."""
+        return self._checked(self.prefix + queue.name + (FIFO_SUFFIX if queue.fifo else ''))
 
     def dead_letter_name(self, queue: TaskQueue) -> Optional[str]:
-        """The full SQS name of the queue's dead-letter queue, or None when disabled."""
-        return self._checked(self.prefix + queue.dead_letter_queue) if self.dead_letters else None
+        """The full SQS name of the queue's dead-letter queue (FIFO for a FIFO
+        queue), or None when disabled."""
+        if not self.dead_letters:
+            return None
+        return self._checked(self.prefix + queue.dead_letter_queue
+                             + (FIFO_SUFFIX if queue.fifo else ''))
 
     # --- declaring ----------------------------------------------------------------
 

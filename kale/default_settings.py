@@ -217,3 +217,40 @@ SQS_ERROR_MAX_BACKOFF_SEC = 30
 # CI job that runs it ends. A serving worker keeps retrying however long it
 # takes.
 BURST_GIVE_UP_SEC = 60
+
+# --- Task records and `kale web` --------------------------------------------
+
+# Where every task's record (status, attempts, labels, inputs, times, error,
+# result) is kept: a SQLAlchemy URL, e.g. 'sqlite:////var/lib/kale/records.db'
+# (one machine, several processes; WAL mode) or
+# 'postgresql://user:password@host/db' (a fleet; needs kale-sqs[postgres]).
+# Kale creates and migrates its tables. Empty: records off. Needs
+# kale-sqs[records].
+RECORDS_URL = ''
+
+# Seconds a succeeded record is kept after it finished, and a failed or
+# cancelled one (QuantumLeap's success and failure TTLs). None keeps them
+# until `kale tasks purge` or DELETE /api/tasks removes them.
+RECORDS_SUCCEEDED_TTL_SEC = 24 * 3600
+RECORDS_FAILED_TTL_SEC = 7 * 24 * 3600
+
+# Records waiting to be written, at most, per process: past it the oldest are
+# dropped (counted and logged), so a store that is down never holds up work.
+RECORDS_BUFFER_SIZE = 10000
+
+# Seconds between a worker's heartbeats in its row; one silent for three of
+# these is shown as lost.
+RECORDS_HEARTBEAT_SEC = 10
+
+# Seconds between two purges of expired records by a worker (each worker
+# purges about this often, at a random offset).
+RECORDS_PURGE_INTERVAL_SEC = 300
+
+# Largest rendering, in characters of JSON, of a task's arguments or result
+# kept in its record; longer ones are kept cut, marked as truncated.
+RECORDS_MAX_VALUE_CHARS = 4000
+
+# Bearer token `kale web` requires when it listens on anything but a loopback
+# address (the environment variable KALE_WEB_TOKEN overrides it). Without
+# one, `kale web --host 0.0.0.0` refuses to start.
+WEB_TOKEN = ''

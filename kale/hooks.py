@@ -19,6 +19,16 @@ does not start (``kale worker`` exits 1), because it cannot be assumed ready.
 The ``ON_WORKER_STARTUP`` and ``ON_WORKER_SHUTDOWN`` settings are the same two
 hooks written as plain callables, and follow the same rule.
 
+**Answers.** One hook returns something: ``cancelled_tasks``, asked once per
+batch before it runs, names the tasks the worker must not run (it settles
+them as cancelled: deleted unrun, then ``on_task_cancelled``). A hook that
+raises there is logged and counts as naming none, so a broken store never
+stops work.
+
+**Features Kale ships** plug in through these same classes: with
+``RECORDS_URL`` set, Kale adds ``kale.records.hooks.RecordsHooks`` to the
+publish and worker hooks itself (see :func:`feature_hooks`).
+
 **Trust.** Hooks that receive a :class:`~kale.worker.batch.Settlement` can
 tell whether its message was verified (``settlement.verified``): for a body
 that failed verification, only the SQS message id is known for certain.
@@ -26,9 +36,9 @@ that failed verification, only the SQS message id is known for certain.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Collection, Optional, Sequence
 
-from kale.conf import import_string
+from kale.conf import import_string, settings
 from kale.exceptions import HookError, ImproperlyConfigured
 
 if TYPE_CHECKING:
@@ -63,6 +73,19 @@ class WorkerHooks:
     def on_worker_shutdown(self, worker: Any) -> None:
         """Once, after the last batch was settled (also on signals and memory exits)."""
 
+    def on_supervisor_startup(self, supervisor: Any) -> None:
+        """In the supervisor of ``kale worker --concurrency N``, before it starts workers."""
+
+    def on_supervisor_shutdown(self, supervisor: Any) -> None:
+        """In the supervisor, once every worker has exited."""
+
+    def cancelled_tasks(self, queue: 'TaskQueue', task_ids: Sequence[str]) -> Collection[str]:
+        """Before a batch runs (after its envelopes were verified): the ids among
+        ``task_ids`` that must not run. The worker settles each as cancelled
+        (its message deleted, unrun) and calls ``on_task_cancelled``. Called
+        once per batch, so a hook can answer with one query."""
+        return ()
+
     def before_batch(self, queue: 'TaskQueue', batch: 'Batch') -> None:
         """After a batch was received, before its first task runs."""
 
@@ -82,6 +105,9 @@ class WorkerHooks:
 
     def on_task_failed(self, settlement: 'Settlement') -> None:
         """A run raised or timed out and will be retried."""
+
+    def on_task_cancelled(self, settlement: 'Settlement') -> None:
+        """A message was deleted unrun because ``cancelled_tasks`` named its task."""
 
     def on_task_deferred(self, settlement: 'Settlement') -> None:
         """A message was released unstarted (budget, shutdown or memory limit)."""
@@ -128,6 +154,17 @@ def load_hooks(entries: Sequence[Any], base: type, setting: str) -> list[Any]:
     return loaded
 
 
+#: Hooks of the features Kale ships, by dotted path, and the setting that turns
+#: each on. Loaded by path so that the core never imports a feature.
+FEATURE_HOOKS = [('RECORDS_URL', 'kale.records.hooks.RecordsHooks')]
+
+
+def feature_hooks() -> list[str]:
+    """Dotted paths of the shipped features' hooks whose setting is on (the
+    publisher and the worker add them to the hooks they load)."""
+    return [path for setting, path in FEATURE_HOOKS if getattr(settings, setting, None)]
+
+
 class HookDispatcher:
     """Calls one hook on every registered object, isolating failures.
 
@@ -159,6 +196,28 @@ class HookDispatcher:
         name = hook.__name__
         return [getattr(target, name) for target in self.hooks
                 if getattr(type(target), name, None) is not hook]
+
+    def collect(self, hook: Callable[..., Any], *args: Any) -> list[Any]:
+        """Call the hook on every object that overrides it and return their
+        answers; one that raises is logged and left out."""
+        targets = self._overriding.get(hook)
+        if targets is None:
+            targets = self._overriding[hook] = self._targets(hook)
+        answers = []
+        for target in targets:
+            try:
+                answers.append(target(*args))
+            except Exception:
+                logger.exception('hook %s.%s failed', type(target.__self__).__name__,
+                                 hook.__name__)
+        return answers
+
+    def overridden(self, hook: Callable[..., Any]) -> bool:
+        """Whether any registered object overrides the hook."""
+        targets = self._overriding.get(hook)
+        if targets is None:
+            targets = self._overriding[hook] = self._targets(hook)
+        return bool(targets)
 
     def strict(self, hook: Callable[..., None], *args: Any) -> None:
         """Call the hook everywhere, stopping at the first failure with HookError."""

@@ -213,6 +213,27 @@ class BeatRecordTask(RecordTask):
     time_limit = 1
 
 
+class OrderedTask(task.Task):
+    """On the FIFO 'ordered' queue: fails its first ``fail_times`` runs."""
+
+    queue = 'ordered'
+    time_limit = 5
+    max_retries = 2
+
+    def run_task(self, label, fail_times=0, seconds=0.0):
+        if self.message.retry_num < fail_times:
+            record('failed', self, label)
+            raise ValueError('%s fails %d times' % (label, fail_times))
+        time.sleep(seconds)
+        record('ran', self, label)
+
+
+class OrderedLongTask(OrderedTask):
+    """Longer than the 'ordered' queue's visibility timeout: runs alone."""
+
+    time_limit = 60
+
+
 class SlowTask(task.Task):
     """Two seconds of work (for shutdown tests)."""
 
@@ -356,3 +377,9 @@ class DigestTask(task.Task):
 
     def on_permanent_failure(self, exc, reason):
         record('permanent', self, reason)
+
+
+class OrderedDigestTask(DigestTask):
+    """DigestTask on the FIFO 'ordered' queue."""
+
+    queue = 'ordered'

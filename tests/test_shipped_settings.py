@@ -15,6 +15,9 @@ from tests.support.endpoint import ROOT
 
 
 def use(monkeypatch, module, **env):
+    # The presets read the environment when imported; import them afresh here.
+    for name in [m for m in sys.modules if m.startswith('kale.presets.')]:
+        monkeypatch.delitem(sys.modules, name)
     monkeypatch.setenv(ENVIRONMENT_VARIABLE, module)
     for name, value in env.items():
         monkeypatch.setenv(name, value)

@@ -164,3 +164,49 @@ def test_with_the_dead_letter_queue_off_a_dropped_task_deletes_its_object(memory
     _worker, code = run_worker(memory_broker)
     assert code == 0
     assert store.keys(BUCKET) == []
+
+
+# --- FIFO queues: retries keep their message, so its pointer ----------------------
+
+def run_fifo(broker, hooks=()):
+    worker = kale_worker.Worker(queue_names=['ordered'], burst=not hooks, broker=broker,
+                                hooks=list(hooks))
+    return worker.run()
+
+
+def test_on_a_fifo_queue_a_retry_keeps_the_object_and_success_deletes_it(
+        memory_broker, store, record):
+    task_id = tasks.OrderedDigestTask.publish(None, os.urandom(BIG), fail_times=1, group_id='g')
+    assert run_fifo(memory_broker) == 0
+    assert recorded_ids(record, 'failed') == [task_id]
+    assert recorded_ids(record, 'ran') == [task_id]
+    assert (len(store.puts), len(store.gets)) == (1, 2)
+    assert store.keys(BUCKET) == []
+
+
+def test_on_a_fifo_queue_a_dead_letter_keeps_its_object_in_its_group(
+        memory_broker, store, record):
+    task_id = tasks.OrderedDigestTask.publish(None, os.urandom(BIG), fail_times=9, group_id='g')
+    assert run_fifo(memory_broker) == 0
+    assert recorded_ids(record, 'permanent') == [task_id]
+    [dead] = memory_broker.transport.receive('dlq-ordered.fifo', 10, 0, 30)
+    assert dead.group_id == 'g'
+    assert len(store.keys(BUCKET)) == 1
+
+
+def test_on_a_fifo_queue_a_payload_s3_does_not_give_back_is_held_in_its_group(
+        memory_broker, store):
+    tasks.OrderedDigestTask.publish(None, os.urandom(BIG), group_id='g')
+    store.buckets.clear()
+
+    class StopAfterTheBatch(WorkerHooks):
+        def after_batch(self, queue, batch):
+            worker_stop()
+
+    worker = kale_worker.Worker(queue_names=['ordered'], broker=memory_broker,
+                                hooks=[StopAfterTheBatch()])
+    worker_stop = worker.stop
+    assert worker.run() == 0
+    counts = memory_broker.transport.counts('ordered.fifo')
+    assert (counts.visible, counts.in_flight) == (0, 1), 'held invisible, not copied'
+    assert memory_broker.transport.counts('dlq-ordered.fifo').visible == 0

@@ -11,6 +11,8 @@ told to stop. Each step is a method of its own:
 - :meth:`fetch` receives the next batch (up to ``num_iterations`` batches in
   a row, stopping at an empty one);
 - :meth:`idle`, when every queue looked empty, long-polls them all at once;
+- :meth:`skip_cancelled` asks the hooks once which of a batch's tasks were
+  cancelled, and settles those unrun;
 - :meth:`run_batch` runs a batch's tasks one by one within its budget;
 - :meth:`settle` hands the batch to a thread that releases, copies and
   deletes in batch requests, while the loop fetches the next batch;
@@ -37,7 +39,8 @@ from kale.hooks import HookDispatcher, WorkerHooks
 from kale.queue_config import TaskQueue
 from kale.queue_selector import QueueInfo
 from kale.timeout import BaseTimeout, SignalTimeout
-from kale.worker.batch import Batch, Settlement
+from kale.transport import ReceivedMessage
+from kale.worker.batch import HOLDS_GROUP, Batch, Outcome, Settlement
 from kale.worker.consumer import Consumer
 from kale.worker.fetcher import Fetcher
 from kale.worker.heartbeat import Heartbeat
@@ -236,6 +239,7 @@ class Worker:
         runs last, alone (see :mod:`kale.worker.suspects`); the heartbeat keeps
         a long one invisible from now until it ends."""
         self.verify(batch)
+        self.skip_cancelled(batch)
         alone = isolate_suspect(batch, self.name) or isolate_long(batch)
         if alone is not None:
             self.keep_if_long(alone)
@@ -271,43 +275,76 @@ class Worker:
             else:
                 batch.opened[received.message_id] = opened
 
+    def skip_cancelled(self, batch: Batch) -> None:
+        """Ask the hooks, once for the whole batch, which of its tasks were
+        cancelled; each is settled as cancelled (deleted, never run)."""
+        if not batch.opened or not self.hooks.overridden(WorkerHooks.cancelled_tasks):
+            return
+        ids = {received.message_id: opened.task_id for received in batch.messages
+               if (opened := batch.opened.get(received.message_id)) is not None}
+        cancelled: set[str] = set()
+        for answer in self.hooks.collect(WorkerHooks.cancelled_tasks, batch.queue,
+                                         list(ids.values())):
+            cancelled.update(answer or ())
+        for received in batch.messages:
+            if ids.get(received.message_id) in cancelled:
+                opened = batch.opened[received.message_id]
+                batch.settlements.append(Settlement(
+                    received, Outcome.CANCELLED, message=opened.message, reason='cancelled',
+                    envelope=opened.envelope))
+
     def run_batch(self, batch: Batch) -> None:
-        """Run the batch's tasks one by one while they fit its budget."""
+        """Run the batch's tasks one by one, in order, while they fit its budget.
+        On a FIFO queue, once a group's message is retried or released, the
+        group's later messages in the batch are released, not run."""
         self.hooks(WorkerHooks.before_batch, batch.queue, batch)
+        decided = {id(s.received): s for s in batch.settlements}
         try:
-            for received in batch.unsettled():
+            for received in batch.messages:
+                settlement = decided.get(id(received))
+                if settlement is not None:      # decided before the run (see suspects)
+                    if batch.fifo and settlement.outcome in HOLDS_GROUP \
+                            and received.group_id != batch.alone_group:
+                        batch.held_groups.add(received.group_id)
+                    continue
                 if self._stopping:
                     break
-                opened = batch.opened[received.message_id]
-                task_class = opened.task_class
-                now = time.monotonic()
-                if not batch.fits(task_class.time_limit, now) \
-                        and not self.heartbeat.keeps(received):
-                    batch.settlements.append(release(
-                        batch, received, 'time_limit %gs does not fit the %.1fs left in the '
-                                         'batch' % (task_class.time_limit, batch.time_left(now))))
-                    continue
-                message = self.runner.read(batch, received, opened)
-                if isinstance(message, Settlement):
-                    batch.settlements.append(message)
-                    continue
-                if self.hooks:
-                    self.hooks(WorkerHooks.on_task_started, batch.queue, received, message)
-                self._in_task = True
-                try:
-                    settlement = self.runner.run(batch, received, message, task_class,
-                                                 opened.envelope)
-                finally:
-                    self._in_task = False
+                settlement = self.run_one(batch, received)
                 batch.settlements.append(settlement)
-                if self.hooks:
-                    self.hooks(WorkerHooks.on_task_finished, settlement)
+                if batch.fifo and settlement.outcome in HOLDS_GROUP:
+                    batch.held_groups.add(received.group_id)
                 if self.over_memory_limit():
                     break
         except WorkerInterrupt:
             self._stopping = True
         finally:
             self.runner.timeout_class.after_batch()
+
+    def run_one(self, batch: Batch, received: ReceivedMessage) -> Settlement:
+        """Run one message's task if it may run now, else release it."""
+        if batch.fifo and received.group_id in batch.held_groups:
+            return release(batch, received, 'an earlier task of group %r has not completed'
+                           % received.group_id)
+        opened = batch.opened[received.message_id]
+        task_class = opened.task_class
+        now = time.monotonic()
+        if not batch.fits(task_class.time_limit, now) and not self.heartbeat.keeps(received):
+            return release(batch, received, 'time_limit %gs does not fit the %.1fs left in the '
+                                            'batch' % (task_class.time_limit, batch.time_left(now)))
+        message = self.runner.read(batch, received, opened)
+        if isinstance(message, Settlement):
+            return message
+        if self.hooks:
+            self.hooks(WorkerHooks.on_task_started, batch.queue, received, message)
+        self._in_task = True
+        try:
+            settlement = self.runner.run(batch, received, message, task_class,
+                                         opened.envelope)
+        finally:
+            self._in_task = False
+        if self.hooks:
+            self.hooks(WorkerHooks.on_task_finished, settlement)
+        return settlement
 
     def settle(self, batch: Batch) -> None:
         """Hand the batch to the settler thread: release, copy, delete. The next

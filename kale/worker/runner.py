@@ -83,6 +83,22 @@ def _refused(batch: Batch, received: ReceivedMessage, exc: DecodeError,
     return verbatim_dead_letter(received, batch.queue, str(exc), envelope=envelope)
 
 
+def _payload_not_fetched(batch: Batch, received: ReceivedMessage, envelope: Frame,
+                         exc: PayloadStoreError) -> Settlement:
+    """Release a message whose payload S3 did not give back (not the message's
+    fault) for PAYLOAD_RETRY_DELAY_SEC: as a delayed copy, or on a FIFO queue,
+    where copies take no delay, held invisible in its group."""
+    logger.error('task %s (%s): payload not fetched from S3, released for %d s: %s',
+                 envelope.task_id, envelope.task_name, PAYLOAD_RETRY_DELAY_SEC, exc)
+    reason = 'payload not fetched: %s' % exc
+    if batch.fifo:
+        return Settlement(received, Outcome.RELEASE, reason=reason, envelope=envelope,
+                          hold_sec=PAYLOAD_RETRY_DELAY_SEC)
+    copy = release_copy(received, batch.sqs_name, envelope)
+    return Settlement(received, Outcome.RELEASE, reason=reason, envelope=envelope,
+                      copy=dataclasses.replace(copy, delay_sec=PAYLOAD_RETRY_DELAY_SEC))
+
+
 class TaskRunner:
     """Decodes and runs received messages, one at a time, in this process."""
 
@@ -123,20 +139,16 @@ class TaskRunner:
              opened: Opened) -> Union[Message, Settlement]:
         """The opened message's payload, decoded just before it runs, or a
         dead-letter settlement when it is corrupt."""
-        if opened.message is not None:
-            return opened.message
         try:
-            return get_codec().read(opened.envelope)
+            message = opened.message or get_codec().read(opened.envelope)
         except DecodeError as exc:
             return _refused(batch, received, exc, opened.envelope)
         except PayloadStoreError as exc:
-            envelope = opened.envelope
-            logger.error('task %s (%s): payload not fetched from S3, released for %d s: %s',
-                         envelope.task_id, envelope.task_name, PAYLOAD_RETRY_DELAY_SEC, exc)
-            copy = release_copy(received, batch.sqs_name, envelope)
-            return Settlement(received, Outcome.RELEASE, reason='payload not fetched: %s' % exc,
-                              envelope=envelope,
-                              copy=dataclasses.replace(copy, delay_sec=PAYLOAD_RETRY_DELAY_SEC))
+            return _payload_not_fetched(batch, received, opened.envelope, exc)
+        if batch.fifo:          # retries keep the message: its receives count them
+            earlier = received.receive_count - 1
+            message = dataclasses.replace(message, retry_num=earlier, failure_num=earlier)
+        return message
 
     def run(self, batch: Batch, received: ReceivedMessage, message: Message,
             task_class: type[Task], envelope: Optional[Frame] = None) -> Settlement:
@@ -178,7 +190,7 @@ class TaskRunner:
                            message.task_id, message.task_name, duration, target)
             _call_task_hook(task.on_target_runtime_exceeded, duration)
         return Settlement(received, Outcome.SUCCEEDED, message=message, task=task,
-                          duration_sec=duration, envelope=envelope)
+                          duration_sec=duration, result=result, envelope=envelope)
 
     def failed(self, batch: Batch, received: ReceivedMessage, message: Message,
                task_class: Any, task: Any, exc: BaseException, duration: float,
@@ -204,6 +216,10 @@ class TaskRunner:
                     {ATTR_DEAD_LETTER_REASON: reason[:MAX_REASON_CHARS],
                      ATTR_SOURCE_QUEUE: queue.name})
                 outcome = Outcome.DEAD_LETTER
+            elif batch.fifo:    # kept, invisible for the delay (see kale.worker.consumer)
+                return Settlement(received, Outcome.RETRY, message=message, reason=reason,
+                                  task=task, exception=exc, duration_sec=duration,
+                                  hold_sec=delay, envelope=envelope)
             else:
                 copy = codec.copy(envelope, message.next_attempt(), batch.sqs_name, delay)
                 outcome = Outcome.RETRY

@@ -18,7 +18,9 @@ from types import FrameType
 from typing import Any, Optional, Sequence
 
 from kale.backoff import Backoff
+from kale.hooks import HookDispatcher, WorkerHooks
 from kale.worker.limits import SUPERVISOR_PID_VARIABLE
+from kale.worker.parts import load_worker_hooks
 
 logger = logging.getLogger(__name__)
 
@@ -37,9 +39,13 @@ class Child:
 class Supervisor:
     """Keeps ``processes`` copies of ``command`` running."""
 
-    def __init__(self, command: Sequence[str], processes: int, env: Optional[dict] = None):
+    def __init__(self, command: Sequence[str], processes: int, env: Optional[dict] = None,
+                 queue_names: Sequence[str] = ()):
         self.command = list(command)
         self.processes = processes
+        #: The queues its workers serve (empty: all), for hooks that report it.
+        self.queue_names = list(queue_names)
+        self.hooks = HookDispatcher(load_worker_hooks(()))
         self.env = dict(env if env is not None else os.environ)
         self.env[SUPERVISOR_PID_VARIABLE] = str(os.getpid())
         self.children: dict[int, Child] = {}
@@ -71,6 +77,7 @@ class Supervisor:
         """Supervise until every worker has exited; 0 when all exited cleanly."""
         previous = {signum: signal.signal(signum, self._forward)
                     for signum in (signal.SIGTERM, signal.SIGINT)}
+        self.hooks(WorkerHooks.on_supervisor_startup, self)
         try:
             for slot in range(self.processes):
                 self._start(slot)
@@ -81,6 +88,7 @@ class Supervisor:
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
+            self.hooks(WorkerHooks.on_supervisor_shutdown, self)
         failed = [code for code in self.exit_codes.values() if code != 0]
         logger.info('supervisor: all workers exited (%d restarts)', self.restarts)
         return 0 if not failed or self._stopping else failed[0]
