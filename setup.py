@@ -27,6 +27,10 @@ setup(
     extras_require={
         # The embedded SQS-compatible endpoint behind `kale sqs-local`.
         'local': ['moto[server]>=5.0'],
+        # Prometheus metrics: METRICS_PORT, `kale worker --metrics-port`.
+        'metrics': ['prometheus_client>=0.17'],
+        # OpenTelemetry traces: TRACING (configure the SDK and an exporter yourself).
+        'otel': ['opentelemetry-api>=1.20'],
         # Test, lint and type-checking tools.
         'dev': [
             'pytest>=7',
@@ -37,6 +41,8 @@ setup(
             'mypy>=1.10',
             'import-linter>=2.1',
             'types-PyYAML',
+            # the tracing tests export spans to memory
+            'opentelemetry-sdk>=1.20',
         ],
     },
     entry_points={

@@ -19,6 +19,11 @@ does not start (``kale worker`` exits 1), because it cannot be assumed ready.
 The ``ON_WORKER_STARTUP`` and ``ON_WORKER_SHUTDOWN`` settings are the same two
 hooks written as plain callables, and follow the same rule.
 
+**Features Kale ships** plug in through these same classes: with
+``METRICS_PORT`` set, Kale adds ``kale.contrib.metrics.PrometheusHooks`` to
+the publish and worker hooks itself, and with ``TRACING`` on,
+``kale.contrib.tracing.TracingHooks`` (see :func:`feature_hooks`).
+
 **Trust.** Hooks that receive a :class:`~kale.worker.batch.Settlement` can
 tell whether its message was verified (``settlement.verified``): for a body
 that failed verification, only the SQS message id is known for certain.
@@ -28,7 +33,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
-from kale.conf import import_string
+from kale.conf import import_string, settings
 from kale.exceptions import HookError, ImproperlyConfigured
 
 if TYPE_CHECKING:
@@ -62,6 +67,17 @@ class WorkerHooks:
 
     def on_worker_shutdown(self, worker: Any) -> None:
         """Once, after the last batch was settled (also on signals and memory exits)."""
+
+    def on_supervisor_startup(self, supervisor: Any) -> None:
+        """In the supervisor of ``kale worker --concurrency N``, before it starts
+        workers (it may add to ``supervisor.env``, their environment). Raising
+        stops the supervisor from starting."""
+
+    def on_supervisor_shutdown(self, supervisor: Any) -> None:
+        """In the supervisor, once every worker has exited."""
+
+    def on_worker_exited(self, supervisor: Any, pid: int, exit_code: int) -> None:
+        """In the supervisor, after one of its workers exited (before any restart)."""
 
     def before_batch(self, queue: 'TaskQueue', batch: 'Batch') -> None:
         """After a batch was received, before its first task runs."""
@@ -126,6 +142,21 @@ def load_hooks(entries: Sequence[Any], base: type, setting: str) -> list[Any]:
                                        % (setting, entry, base.__name__))
         loaded.append(hook)
     return loaded
+
+
+#: Hooks of the features Kale ships, by dotted path, and the setting that turns
+#: each on. Loaded by path so that the core never imports a feature (nor the
+#: optional libraries a feature needs) while its setting is off.
+FEATURE_HOOKS = [
+    ('METRICS_PORT', 'kale.contrib.metrics.PrometheusHooks'),
+    ('TRACING', 'kale.contrib.tracing.TracingHooks'),
+]
+
+
+def feature_hooks() -> list[str]:
+    """Dotted paths of the shipped features' hooks whose setting is on (the
+    publisher, the worker and the supervisor add them to the hooks they load)."""
+    return [path for setting, path in FEATURE_HOOKS if getattr(settings, setting, None)]
 
 
 class HookDispatcher:

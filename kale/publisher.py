@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Protocol, Se
 from kale.codec import get_codec
 from kale.conf import settings
 from kale.exceptions import BatchSendError, InvalidDelayError, InvalidTimeLimitError, PublishError
-from kale.hooks import HookDispatcher, PublishHooks, load_hooks
+from kale.hooks import HookDispatcher, PublishHooks, feature_hooks, load_hooks
 from kale.message import Message, publisher_identity
 from kale.queue_config import TaskQueue, get_queue_config
 from kale.transport import MAX_DELAY_SEC, AttributeValue, OutgoingMessage
@@ -117,8 +117,16 @@ class Publication:
     delay_sec: int
     #: Extra SQS attributes for each message (hooks may add to them).
     attributes: list[dict[str, AttributeValue]]
-    #: Set for ``after_publish`` when sending failed.
+    #: Set for ``after_publish`` when encoding or sending failed.
     error: Optional[BaseException] = None
+    #: The queue's full SQS name (with QUEUE_PREFIX).
+    sqs_name: str = ''
+    #: Context to carry with each message, one dict of strings per message
+    #: (hooks may add to them, e.g. a W3C trace context): it travels in the
+    #: signed envelope, and the worker sees it as ``message.context``.
+    context: list[dict[str, str]] = dataclasses.field(default_factory=list)
+    #: The SQS message ids, in order, once sent (for ``after_publish``).
+    message_ids: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def task_ids(self) -> list[str]:
@@ -142,11 +150,12 @@ class Publisher:
 
     @property
     def hooks(self) -> HookDispatcher:
-        """The publish hooks: ``PUBLISH_HOOKS`` (read again when settings
-        change), then those given to the constructor."""
+        """The publish hooks: those of features turned on (metrics, tracing),
+        then ``PUBLISH_HOOKS`` (read again when settings change), then those
+        given to the constructor."""
         if self._hooks is None or self._hooks[0] != settings.generation:
-            loaded = load_hooks(list(settings.PUBLISH_HOOKS or ()) + self._extra_hooks,
-                                PublishHooks, 'PUBLISH_HOOKS')
+            loaded = load_hooks(feature_hooks() + list(settings.PUBLISH_HOOKS or ())
+                                + self._extra_hooks, PublishHooks, 'PUBLISH_HOOKS')
             self._hooks = (settings.generation, HookDispatcher(loaded))
         return self._hooks[1]
 
@@ -174,15 +183,20 @@ class Publisher:
                     for number, call in enumerate(calls)]
         if not messages:
             return []
-        publication = Publication(task_class, queue, messages, delay, [{} for _ in messages])
+        sender = self.sender
+        queue_name = sender.sqs_name(queue)
+        publication = Publication(task_class, queue, messages, delay, [{} for _ in messages],
+                                  sqs_name=queue_name, context=[{} for _ in messages])
         hooks = self.hooks
         hooks(PublishHooks.before_publish, publication)
-        codec, sender = get_codec(), self.sender
-        queue_name = sender.sqs_name(queue)
-        outgoing = [codec.to_outgoing(m, queue_name, delay, extra)
-                    for m, extra in zip(messages, publication.attributes, strict=True)]
+        # Encoding is inside the try: a hook that opened something in
+        # before_publish (a trace span) always sees after_publish.
         try:
-            sender.send(queue, outgoing)
+            codec = get_codec()
+            outgoing = [codec.to_outgoing(with_context(m, context), queue_name, delay, extra)
+                        for m, extra, context in zip(messages, publication.attributes,
+                                                     publication.context, strict=True)]
+            publication.message_ids = sender.send(queue, outgoing)
         except Exception as exc:
             if isinstance(exc, BatchSendError):
                 exc.task_ids = publication.task_ids  # type: ignore[attr-defined]
@@ -193,6 +207,13 @@ class Publisher:
         for m in messages:
             logger.debug('published task %s (%s) to queue %s', m.task_id, name, queue.name)
         return publication.task_ids
+
+
+def with_context(message: Message, context: Mapping[str, str]) -> Message:
+    """``message`` carrying ``context`` besides its own (hooks filled it)."""
+    if not context:
+        return message
+    return dataclasses.replace(message, context={**message.context, **context})
 
 
 _default: Optional[Publisher] = None

@@ -157,6 +157,10 @@ CHECKS: dict[str, Callable[[Any], Optional[str]]] = {
     'PUBLISH_HOOKS': _kind((list, tuple), 'a list'),
     'TASK_ISOLATION': _one_of(*TASK_ISOLATION_MODES),
     'SQS_ERROR_MAX_BACKOFF_SEC': _number(0.1, 3600),
+    'METRICS_PORT': _number(0, 65535, whole=True),
+    'METRICS_HOST': _TEXT,
+    'LOG_FORMAT': _one_of('text', 'json'),
+    'TRACING': _BOOL,
 }
 
 

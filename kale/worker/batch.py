@@ -112,6 +112,10 @@ class Batch:
     settlements: list[Settlement] = dataclasses.field(default_factory=list)
     #: message id -> its verified envelope and task class, filled in before running
     opened: dict[str, Opened] = dataclasses.field(default_factory=dict)
+    #: When settling began and last ended (epoch seconds; 0: not yet), for
+    #: hooks that report it (the tracing's ``kale.settle`` spans).
+    settle_started: float = 0.0
+    settle_ended: float = 0.0
 
     @property
     def deadline(self) -> float:

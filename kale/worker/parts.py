@@ -11,7 +11,7 @@ from typing import Any, Sequence
 from kale.codec import get_codec
 from kale.conf import import_string, resolve_callable, settings
 from kale.exceptions import ImproperlyConfigured
-from kale.hooks import SettingsHooks, WorkerHooks, load_hooks
+from kale.hooks import SettingsHooks, WorkerHooks, feature_hooks, load_hooks
 from kale.queue_selector import SelectQueueBase
 from kale.timeout import BaseTimeout
 
@@ -39,15 +39,16 @@ def load_timeout(default: type[BaseTimeout]) -> type[BaseTimeout]:
 
 
 def load_worker_hooks(given: Sequence[Any]) -> list[WorkerHooks]:
-    """``ON_WORKER_STARTUP``/``ON_WORKER_SHUTDOWN`` first, then ``WORKER_HOOKS``,
-    then the hooks given to the worker."""
+    """``ON_WORKER_STARTUP``/``ON_WORKER_SHUTDOWN`` first, then the hooks of
+    features turned on (metrics, tracing), then ``WORKER_HOOKS``, then the
+    hooks given to the worker."""
     startup = resolve_callable(settings.ON_WORKER_STARTUP, 'ON_WORKER_STARTUP')
     shutdown = resolve_callable(settings.ON_WORKER_SHUTDOWN, 'ON_WORKER_SHUTDOWN')
     hooks: list[WorkerHooks] = []
     if startup is not None or shutdown is not None:
         hooks.append(SettingsHooks(startup, shutdown))
-    return hooks + load_hooks(list(settings.WORKER_HOOKS or ()) + list(given), WorkerHooks,
-                              'WORKER_HOOKS')
+    return hooks + load_hooks(feature_hooks() + list(settings.WORKER_HOOKS or ()) + list(given),
+                              WorkerHooks, 'WORKER_HOOKS')
 
 
 def check_codec() -> None:

@@ -5,6 +5,12 @@ abnormally (memory limit, crash, ``kill -9``), forwards SIGTERM and SIGINT
 to all of them, and exits once all have exited. A worker that exits 0 (its
 burst is done, or it was told to stop) is not restarted. A worker that keeps
 dying right after it starts is restarted with growing pauses.
+
+Worker hooks run in the supervisor too: ``on_supervisor_startup`` (before
+the first worker starts; it may add to their environment, ``env``),
+``on_worker_exited`` for each worker that exits, and
+``on_supervisor_shutdown``. The metrics feature uses them to serve one
+``/metrics`` for all the workers.
 """
 from __future__ import annotations
 
@@ -18,7 +24,9 @@ from types import FrameType
 from typing import Any, Optional, Sequence
 
 from kale.backoff import Backoff
+from kale.hooks import HookDispatcher, WorkerHooks
 from kale.worker.limits import SUPERVISOR_PID_VARIABLE
+from kale.worker.parts import load_worker_hooks
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +48,7 @@ class Supervisor:
     def __init__(self, command: Sequence[str], processes: int, env: Optional[dict] = None):
         self.command = list(command)
         self.processes = processes
+        self.hooks = HookDispatcher(load_worker_hooks(()))
         self.env = dict(env if env is not None else os.environ)
         self.env[SUPERVISOR_PID_VARIABLE] = str(os.getpid())
         self.children: dict[int, Child] = {}
@@ -69,6 +78,7 @@ class Supervisor:
 
     def run(self) -> int:
         """Supervise until every worker has exited; 0 when all exited cleanly."""
+        self.hooks.strict(WorkerHooks.on_supervisor_startup, self)
         previous = {signum: signal.signal(signum, self._forward)
                     for signum in (signal.SIGTERM, signal.SIGINT)}
         try:
@@ -81,6 +91,7 @@ class Supervisor:
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
+            self.hooks(WorkerHooks.on_supervisor_shutdown, self)
         failed = [code for code in self.exit_codes.values() if code != 0]
         logger.info('supervisor: all workers exited (%d restarts)', self.restarts)
         return 0 if not failed or self._stopping else failed[0]
@@ -92,6 +103,7 @@ class Supervisor:
                 continue
             del self.children[slot]
             self.exit_codes[slot] = code
+            self.hooks(WorkerHooks.on_worker_exited, self, child.process.pid, code)
             if code == 0 or self._stopping:
                 logger.info('supervisor: worker %d (pid %d) exited with %d', slot,
                             child.process.pid, code)
@@ -125,4 +137,6 @@ def worker_command(args: Any) -> list[str]:
         command += ['--queues', ','.join(args.queues)]
     if args.burst:
         command.append('--burst')
+    if getattr(args, 'metrics_port', None) is not None:
+        command += ['--metrics-port', str(args.metrics_port)]
     return command
