@@ -18,13 +18,14 @@ $(BIN)/python:
 
 # Reinstall when the packaging changes; the stamp records the last install.
 $(VENV)/.installed: setup.py | $(BIN)/python
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[local,metrics,otel,dev]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[local,records,postgres,web,metrics,otel,dev]'
 	@touch $@
 
 install: $(VENV)/.installed
 
+# `make demo WEB=1` leaves `kale web` running on the demo's records at the end.
 demo: $(VENV)/.installed
-	$(BIN)/python -m example.demo
+	KALE_DEMO_WEB=$(WEB) $(BIN)/python -m example.demo
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .

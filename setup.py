@@ -18,16 +18,24 @@ setup(
     long_description=long_description,
     long_description_content_type='text/markdown',
     packages=find_packages(include=['kale', 'kale.*']),
-    package_data={'kale': ['py.typed', 'presets/queue_config.yaml']},
+    package_data={'kale': ['py.typed', 'presets/queue_config.yaml', 'web/static/*']},
     python_requires='>=3.10',
     install_requires=[
         'boto3>=1.26',
         'PyYAML>=5.4',
     ],
     extras_require={
-        # The embedded SQS-compatible endpoint behind `kale sqs-local`.
-        'local': ['moto[server]>=5.0'],
-        # Prometheus metrics: METRICS_PORT, `kale worker --metrics-port`.
+        # The embedded SQS-compatible endpoint behind `kale sqs-local`; the
+        # local preset also keeps task records in SQLite.
+        'local': ['moto[server]>=5.0', 'SQLAlchemy>=2.0'],
+        # Task records (RECORDS_URL): SQLite out of the box.
+        'records': ['SQLAlchemy>=2.0'],
+        # Task records on PostgreSQL.
+        'postgres': ['SQLAlchemy>=2.0', 'psycopg[binary]>=3.1'],
+        # `kale web`: the REST API and the dashboard.
+        'web': ['SQLAlchemy>=2.0', 'starlette>=0.37', 'uvicorn>=0.29'],
+        # Prometheus metrics: METRICS_PORT, `kale worker --metrics-port`, and
+        # kale web's /metrics.
         'metrics': ['prometheus_client>=0.17'],
         # OpenTelemetry traces: TRACING (configure the SDK and an exporter yourself).
         'otel': ['opentelemetry-api>=1.20'],
@@ -41,6 +49,8 @@ setup(
             'mypy>=1.10',
             'import-linter>=2.1',
             'types-PyYAML',
+            'httpx>=0.27',           # Starlette's test client
+            'playwright>=1.40',      # the dashboard's test, on Debian's chromium
             # the tracing tests export spans to memory
             'opentelemetry-sdk>=1.20',
         ],

@@ -5,17 +5,24 @@ to three priority queues, runs `kale worker --burst --concurrency 2` on them
 with a live progress line, prints a summary per queue and outcome, and stops
 everything it started, also on Ctrl-C. It exits 0 only when every task ended
 as expected: done, or dead-lettered after its retries.
+
+Task records are on (a SQLite file in the demo's scratch directory): at the
+end the demo starts `kale web` and reads the counts back through its REST
+API. With KALE_DEMO_WEB=1 (`make demo WEB=1`) it leaves `kale web` and the
+endpoint running, prints the dashboard's URL, and waits for Ctrl-C.
 """
 from __future__ import annotations
 
 import collections
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from typing import Optional
 
 from kale.cli.sqs_local import SQSLocalProcess
@@ -123,6 +130,29 @@ def dead_letter_line() -> str:
     return 'demo: dead-letter queues now hold: %s' % (', '.join(held) or 'nothing')
 
 
+def start_web() -> tuple[subprocess.Popen, str]:
+    """`kale web` on a free port of 127.0.0.1, on the demo's records; and its URL."""
+    web = subprocess.Popen([sys.executable, '-m', 'kale', 'web', '--port', '0',
+                            '--log-level', 'WARNING'], cwd=ROOT, stdout=subprocess.PIPE,
+                           text=True)
+    assert web.stdout is not None
+    line = web.stdout.readline()
+    match = re.search(r'at (http://\S+/) and', line)
+    if not match:
+        web.terminate()
+        raise SystemExit('demo: kale web did not start: %r' % line)
+    return web, match.group(1)
+
+
+def api_counts(url: str) -> str:
+    """The records' counts by status, read back through the REST API."""
+    with urllib.request.urlopen(url + 'api/tasks/summary', timeout=10) as answer:
+        summary = json.load(answer)
+    shown = ', '.join('%s %d' % (status, n) for status, n in summary['by_status'].items()
+                      if n and status != 'pending')
+    return 'demo: task records via %sapi/tasks/summary: %s' % (url, shown or 'none')
+
+
 def stop_on_signals() -> None:
     """Ctrl-C and SIGTERM both end the demo through KeyboardInterrupt (even when
     the demo was started with SIGINT ignored, as background jobs are)."""
@@ -147,7 +177,9 @@ def main() -> int:
             raise SystemExit('demo: %s' % exc) from None
         url = endpoint.url
         os.environ.update({'KALE_SQS_ENDPOINT': url, 'KALE_SETTINGS_MODULE': SETTINGS,
-                           'KALE_EXAMPLE_OUTCOMES': outcomes_path, 'KALE_QUEUE_PREFIX': 'demo-'})
+                           'KALE_EXAMPLE_OUTCOMES': outcomes_path, 'KALE_QUEUE_PREFIX': 'demo-',
+                           'KALE_RECORDS_URL': 'sqlite:///%s' % os.path.join(workdir,
+                                                                              'records.db')})
         print('demo: embedded SQS endpoint at %s' % url)
         published = publish()
         print('demo: published %d tasks: %s' % (published, ', '.join(
@@ -157,6 +189,17 @@ def main() -> int:
         table, by_task = summary(read_outcomes(outcomes_path))
         print(table)
         print(dead_letter_line())
+        web, web_url = start_web()
+        try:
+            print(api_counts(web_url))
+            if os.environ.get('KALE_DEMO_WEB') not in (None, '', '0'):
+                print('demo: the dashboard is at %s (the API at %sapi/); Ctrl-C stops it'
+                      % (web_url, web_url), flush=True)
+                web.wait()
+        finally:
+            if web.poll() is None:
+                web.terminate()
+                web.wait(10)
         if code != 0 or by_task != EXPECTED:
             print('demo: unexpected result (worker exit code %d); worker log: %s'
                   % (code, os.path.join(workdir, 'worker.log')))

@@ -188,7 +188,11 @@ def _movable(broker: Broker, queue: TaskQueue, batch: Sequence[ReceivedMessage],
         now = time.time()
         fresh = dataclasses.replace(message, retry_num=0, failure_num=0, enqueued_at=now,
                                     issued_at=now, unsettled=0, publisher=publisher_identity())
-        movable.append((received, codec.to_outgoing(fresh, sqs_name)))
+        copy = codec.to_outgoing(fresh, sqs_name)
+        if queue.fifo:      # back into its group; moving it twice sends it once
+            copy = dataclasses.replace(copy, group_id=received.group_id or 'kale',
+                                       dedup_id='redrive-' + received.message_id)
+        movable.append((received, copy))
         report.count_moved(why, message.issued_at)
     return movable
 

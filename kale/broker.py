@@ -20,7 +20,14 @@ from kale.codec.keys import signing_keys
 from kale.conf import settings
 from kale.exceptions import ImproperlyConfigured, QueueNotFoundError
 from kale.queue_config import QUEUE_NAME_PATTERN, QueueConfig, TaskQueue, get_queue_config
-from kale.transport import OutgoingMessage, QueueCounts, ReceivedMessage, Transport
+from kale.transport import (
+    FIFO_SUFFIX,
+    OutgoingMessage,
+    QueueCounts,
+    ReceivedMessage,
+    Transport,
+    VisibilityChange,
+)
 
 
 class Broker:
@@ -62,12 +69,16 @@ class Broker:
         return name
 
     def sqs_name(self, queue: TaskQueue) -> str:
-        """The queue's full SQS name."""
-        return self._checked(self.prefix + queue.name)
+        """The queue's full SQS name (ending in ``.fifo`` for a FIFO queue)."""
+        return self._checked(self.prefix + queue.name + (FIFO_SUFFIX if queue.fifo else ''))
 
     def dead_letter_name(self, queue: TaskQueue) -> Optional[str]:
-        """The full SQS name of the queue's dead-letter queue, or None when disabled."""
-        return self._checked(self.prefix + queue.dead_letter_queue) if self.dead_letters else None
+        """The full SQS name of the queue's dead-letter queue (FIFO for a FIFO
+        queue), or None when disabled."""
+        if not self.dead_letters:
+            return None
+        return self._checked(self.prefix + queue.dead_letter_queue
+                             + (FIFO_SUFFIX if queue.fifo else ''))
 
     # --- declaring ----------------------------------------------------------------
 
@@ -138,6 +149,14 @@ class Broker:
         name = self.declare(queue)
         with self._redeclare_if_missing(queue):
             return self.transport.delete_batch(name, receipt_handles)
+
+    def change_visibility(self, queue: TaskQueue, changes: Sequence[VisibilityChange]) -> list[str]:
+        """Change received messages' visibility timeouts; returns the handles that failed."""
+        if not changes:
+            return []
+        name = self.declare(queue)
+        with self._redeclare_if_missing(queue):
+            return self.transport.change_visibility_batch(name, changes)
 
     def counts(self, queue: TaskQueue) -> QueueCounts:
         """Approximate visible, in-flight and delayed counts of the queue."""

@@ -55,6 +55,9 @@ def _import_settings_module(name: str, fresh: bool, source: str) -> types.Module
 DROPPED_SETTINGS = {
     'USE_DEAD_LETTER_QUEUE': 'it is ENABLE_DEAD_LETTER_QUEUE',
     'COMPRESSOR': 'bodies are compressed with zlib when that helps (COMPRESSION_MIN_BYTES)',
+    'DECOMPRESSOR': 'bodies are compressed with zlib when that helps (COMPRESSION_MIN_BYTES)',
+    'UTIL_CRYPT_CIPHER': 'bodies are encrypted with AES-256-GCM under MESSAGE_ENCRYPTION_KEY',
+    'PROPERLY_CONFIGURED': 'settings are checked when they load',
     'TIMESTAMP_FUNC': 'messages carry time.time() as their enqueue and issue times',
     'PUBLISHER_STR_FUNC': 'messages carry the publisher as host[pid]',
     'RESET_TIMEOUT_THRESHOLD': 'a task that no longer fits its batch\'s visibility timeout is '

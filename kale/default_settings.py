@@ -125,12 +125,15 @@ PICKLE_PROTOCOL = pickle.DEFAULT_PROTOCOL
 # them smaller.
 COMPRESSION_MIN_BYTES = 512
 
-# Largest encoded message body Kale will publish, in bytes. SQS accepts up to
-# 1 MiB; 256 000 keeps messages within the older limit other endpoints apply.
-SQS_TASK_SIZE_LIMIT = 256000
+# Largest message, body and attributes, in bytes, that Kale publishes (and a
+# worker accepts): SQS's limit since 2025 is 1 MiB. Lower it for an endpoint
+# that still applies the older 256 KiB limit (ElasticMQ, for one). Bigger
+# payloads can go through S3 (PAYLOAD_BUCKET).
+SQS_TASK_SIZE_LIMIT = 1048576
 
-# Largest total body size of one SendMessageBatch request, in bytes.
-SQS_BATCH_REQUEST_LIMIT = 262144
+# Largest total size of one SendMessageBatch request, in bytes: SQS allows
+# 1 MiB for the whole request, its ten messages together.
+SQS_BATCH_REQUEST_LIMIT = 1048576
 
 # Remaps task paths found in messages, {'old.module.Task': 'new.module.Task'},
 # so tasks can move between modules while old messages are still queued.
@@ -196,6 +199,43 @@ SQS_ERROR_MAX_BACKOFF_SEC = 30
 # CI job that runs it ends. A serving worker keeps retrying however long it
 # takes.
 BURST_GIVE_UP_SEC = 60
+
+# --- Task records and `kale web` --------------------------------------------
+
+# Where every task's record (status, attempts, labels, inputs, times, error,
+# result) is kept: a SQLAlchemy URL, e.g. 'sqlite:////var/lib/kale/records.db'
+# (one machine, several processes; WAL mode) or
+# 'postgresql://user:password@host/db' (a fleet; needs kale-sqs[postgres]).
+# Kale creates and migrates its tables. Empty: records off. Needs
+# kale-sqs[records].
+RECORDS_URL = ''
+
+# Seconds a succeeded record is kept after it finished, and a failed or
+# cancelled one (QuantumLeap's success and failure TTLs). None keeps them
+# until `kale tasks purge` or DELETE /api/tasks removes them.
+RECORDS_SUCCEEDED_TTL_SEC = 24 * 3600
+RECORDS_FAILED_TTL_SEC = 7 * 24 * 3600
+
+# Records waiting to be written, at most, per process: past it the oldest are
+# dropped (counted and logged), so a store that is down never holds up work.
+RECORDS_BUFFER_SIZE = 10000
+
+# Seconds between a worker's heartbeats in its row; one silent for three of
+# these is shown as lost.
+RECORDS_HEARTBEAT_SEC = 10
+
+# Seconds between two purges of expired records by a worker (each worker
+# purges about this often, at a random offset).
+RECORDS_PURGE_INTERVAL_SEC = 300
+
+# Largest rendering, in characters of JSON, of a task's arguments or result
+# kept in its record; longer ones are kept cut, marked as truncated.
+RECORDS_MAX_VALUE_CHARS = 4000
+
+# Bearer token `kale web` requires when it listens on anything but a loopback
+# address (the environment variable KALE_WEB_TOKEN overrides it). Without
+# one, `kale web --host 0.0.0.0` refuses to start.
+WEB_TOKEN = ''
 
 # --- Observability ----------------------------------------------------------
 

@@ -46,12 +46,18 @@ class UnknownQueueError(PublishError):
 
 
 class InvalidTimeLimitError(PublishError):
-    """A task's ``time_limit`` is not a positive number below its queue's
-    visibility timeout, so a worker could never run it within its budget."""
+    """A task's ``time_limit`` is not a positive number of seconds, or is over
+    the 12 hours SQS can keep a message invisible."""
 
 
 class InvalidDelayError(PublishError):
-    """``delay_sec`` is not a number of seconds within 0..900."""
+    """``delay_sec`` is not a number of seconds within 0..900 (or not 0 on a
+    FIFO queue, which cannot delay a message)."""
+
+
+class InvalidGroupError(PublishError):
+    """``group_id`` or ``dedup_id`` is missing, not allowed or malformed: a FIFO
+    queue needs a group, a standard queue takes neither."""
 
 
 class MessageTooLargeError(PublishError):
@@ -196,6 +202,37 @@ class ChildTaskError(TaskError):
 
 # --- the command line and local tools ----------------------------------------
 
+# --- task records ---------------------------------------------------------
+
+class RecordsError(KaleError):
+    """A task-records operation failed (the store, or what was asked of it)."""
+
+
+class RecordsUnavailableError(RecordsError):
+    """The records store cannot be reached or refused a query."""
+
+
+class RecordNotFoundError(RecordsError):
+    """No record has the task id asked for (never recorded, or purged)."""
+
+
+class RecordConflictError(RecordsError):
+    """The task's state does not allow the action (cancel a finished task,
+    retry one that did not fail, retry one whose inputs were not stored)."""
+
+
+class TaskWaitTimeout(RecordsError):
+    """``kale.records.wait`` timed out before the task finished."""
+
+
+class TaskResultError(RecordsError):
+    """``kale.records.result`` asked for the result of a task that did not succeed."""
+
+
+class BadFilterError(RecordsError):
+    """A records filter (status, cursor, limit, time, label) is not valid."""
+
+
 class CommandError(KaleError):
     """A command was used wrongly (bad JSON, no confirmation)."""
 
@@ -212,6 +249,7 @@ def describe(exc: BaseException) -> str:
 
 
 __all__ = [
+    'BadFilterError',
     'BatchSendError',
     'ChildTaskError',
     'CommandError',
@@ -229,11 +267,17 @@ __all__ = [
     'PublishError',
     'QueueConfigError',
     'QueueNotFoundError',
+    'RecordConflictError',
+    'RecordNotFoundError',
+    'RecordsError',
+    'RecordsUnavailableError',
     'SQSError',
     'SerializationError',
     'TaskDefinitionError',
     'TaskError',
     'TaskProcessDied',
+    'TaskResultError',
+    'TaskWaitTimeout',
     'ThrottledError',
     'TimeLimitExceeded',
     'UnknownQueueError',

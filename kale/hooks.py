@@ -14,14 +14,22 @@ both. Hooks run in the calling process, in the order listed.
 
 **Failures.** A hook that raises is logged with its traceback and the other
 hooks still run, so a broken metrics hook cannot stop work or lose a task.
-The one exception is ``on_worker_startup``: a worker whose start-up failed
-does not start (``kale worker`` exits 1), because it cannot be assumed ready.
+The exceptions are ``on_worker_startup`` and ``on_supervisor_startup``: a
+worker (or a supervisor) whose start-up failed does not start (``kale
+worker`` exits 1), because it cannot be assumed ready.
 The ``ON_WORKER_STARTUP`` and ``ON_WORKER_SHUTDOWN`` settings are the same two
 hooks written as plain callables, and follow the same rule.
 
+**Answers.** One hook returns something: ``cancelled_tasks``, asked once per
+batch before it runs, names the tasks the worker must not run (it settles
+them as cancelled: deleted unrun, then ``on_task_cancelled``). A hook that
+raises there is logged and counts as naming none, so a broken store never
+stops work.
+
 **Features Kale ships** plug in through these same classes: with
-``METRICS_PORT`` set, Kale adds ``kale.contrib.metrics.PrometheusHooks`` to
-the publish and worker hooks itself, and with ``TRACING`` on,
+``RECORDS_URL`` set, Kale adds ``kale.records.hooks.RecordsHooks`` to the
+publish and worker hooks itself; with ``METRICS_PORT`` set,
+``kale.contrib.metrics.PrometheusHooks``; with ``TRACING`` on,
 ``kale.contrib.tracing.TracingHooks`` (see :func:`feature_hooks`).
 
 **Trust.** Hooks that receive a :class:`~kale.worker.batch.Settlement` can
@@ -31,7 +39,7 @@ that failed verification, only the SQS message id is known for certain.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Collection, Optional, Sequence
 
 from kale.conf import import_string, settings
 from kale.exceptions import HookError, ImproperlyConfigured
@@ -71,13 +79,20 @@ class WorkerHooks:
     def on_supervisor_startup(self, supervisor: Any) -> None:
         """In the supervisor of ``kale worker --concurrency N``, before it starts
         workers (it may add to ``supervisor.env``, their environment). Raising
-        stops the supervisor from starting."""
+        stops the supervisor from starting, as ``on_worker_startup`` stops a worker."""
 
     def on_supervisor_shutdown(self, supervisor: Any) -> None:
         """In the supervisor, once every worker has exited."""
 
     def on_worker_exited(self, supervisor: Any, pid: int, exit_code: int) -> None:
         """In the supervisor, after one of its workers exited (before any restart)."""
+
+    def cancelled_tasks(self, queue: 'TaskQueue', task_ids: Sequence[str]) -> Collection[str]:
+        """Before a batch runs (after its envelopes were verified): the ids among
+        ``task_ids`` that must not run. The worker settles each as cancelled
+        (its message deleted, unrun) and calls ``on_task_cancelled``. Called
+        once per batch, so a hook can answer with one query."""
+        return ()
 
     def before_batch(self, queue: 'TaskQueue', batch: 'Batch') -> None:
         """After a batch was received, before its first task runs."""
@@ -98,6 +113,9 @@ class WorkerHooks:
 
     def on_task_failed(self, settlement: 'Settlement') -> None:
         """A run raised or timed out and will be retried."""
+
+    def on_task_cancelled(self, settlement: 'Settlement') -> None:
+        """A message was deleted unrun because ``cancelled_tasks`` named its task."""
 
     def on_task_deferred(self, settlement: 'Settlement') -> None:
         """A message was released unstarted (budget, shutdown or memory limit)."""
@@ -148,6 +166,7 @@ def load_hooks(entries: Sequence[Any], base: type, setting: str) -> list[Any]:
 #: each on. Loaded by path so that the core never imports a feature (nor the
 #: optional libraries a feature needs) while its setting is off.
 FEATURE_HOOKS = [
+    ('RECORDS_URL', 'kale.records.hooks.RecordsHooks'),
     ('METRICS_PORT', 'kale.contrib.metrics.PrometheusHooks'),
     ('TRACING', 'kale.contrib.tracing.TracingHooks'),
 ]
@@ -190,6 +209,28 @@ class HookDispatcher:
         name = hook.__name__
         return [getattr(target, name) for target in self.hooks
                 if getattr(type(target), name, None) is not hook]
+
+    def collect(self, hook: Callable[..., Any], *args: Any) -> list[Any]:
+        """Call the hook on every object that overrides it and return their
+        answers; one that raises is logged and left out."""
+        targets = self._overriding.get(hook)
+        if targets is None:
+            targets = self._overriding[hook] = self._targets(hook)
+        answers = []
+        for target in targets:
+            try:
+                answers.append(target(*args))
+            except Exception:
+                logger.exception('hook %s.%s failed', type(target.__self__).__name__,
+                                 hook.__name__)
+        return answers
+
+    def overridden(self, hook: Callable[..., Any]) -> bool:
+        """Whether any registered object overrides the hook."""
+        targets = self._overriding.get(hook)
+        if targets is None:
+            targets = self._overriding[hook] = self._targets(hook)
+        return bool(targets)
 
     def strict(self, hook: Callable[..., None], *args: Any) -> None:
         """Call the hook everywhere, stopping at the first failure with HookError."""

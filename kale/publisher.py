@@ -2,9 +2,10 @@
 
 Every check runs before anything is sent, and each failure has its own
 exception naming the task and the bad value: the queue must be configured,
-``time_limit`` must fit the queue's visibility timeout, ``delay_sec`` must be
-within 0..900, the arguments must serialize, and the message must fit
-``SQS_TASK_SIZE_LIMIT``. A batch is checked whole before any of it is sent.
+``time_limit`` must be at most 12 hours, ``delay_sec`` must be within 0..900,
+a FIFO queue needs a ``group_id`` (and a standard one takes none), the
+arguments must serialize, and the message must fit ``SQS_TASK_SIZE_LIMIT``.
+A batch is checked whole before any of it is sent.
 
 Publish hooks (:class:`kale.hooks.PublishHooks`, from ``PUBLISH_HOOKS`` or
 ``Publisher(hooks=...)``) see every :class:`Publication` before it is encoded
@@ -17,17 +18,25 @@ import inspect
 import logging
 import math
 import numbers
+import re
+import string
 import time
 import uuid
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Protocol, Sequence
 
 from kale.codec import get_codec
 from kale.conf import settings
-from kale.exceptions import BatchSendError, InvalidDelayError, InvalidTimeLimitError, PublishError
+from kale.exceptions import (
+    BatchSendError,
+    InvalidDelayError,
+    InvalidGroupError,
+    InvalidTimeLimitError,
+    PublishError,
+)
 from kale.hooks import HookDispatcher, PublishHooks, feature_hooks, load_hooks
 from kale.message import Message, publisher_identity
 from kale.queue_config import TaskQueue, get_queue_config
-from kale.transport import MAX_DELAY_SEC, AttributeValue, OutgoingMessage
+from kale.transport import MAX_DELAY_SEC, MAX_VISIBILITY_SEC, AttributeValue, OutgoingMessage
 
 if TYPE_CHECKING:
     from kale.task import Task
@@ -54,17 +63,52 @@ def check_delay(task_name: str, delay_sec: Any) -> int:
     return int(math.ceil(delay_sec))
 
 
+#: The characters SQS accepts in a message group id or deduplication id.
+FIFO_ID_CHARACTERS = frozenset(string.ascii_letters + string.digits + string.punctuation)
+
+
+def _valid_fifo_id(value: Any) -> bool:
+    return isinstance(value, str) and 1 <= len(value) <= 128 \
+        and FIFO_ID_CHARACTERS.issuperset(value)
+
+
+def check_fifo_ids(task_name: str, queue: TaskQueue, group_id: Any, dedup_id: Any,
+                   delay: int) -> None:
+    """A FIFO queue needs a ``group_id`` and takes no delay; a standard queue
+    takes neither ``group_id`` nor ``dedup_id``. Both are 1..128 characters
+    of letters, digits and punctuation."""
+    if not queue.fifo:
+        for name, value in (('group_id', group_id), ('dedup_id', dedup_id)):
+            if value is not None:
+                raise InvalidGroupError(
+                    'task %s: %s is only for FIFO queues, and queue %r is not one (set fifo: '
+                    'true in the queue config)' % (task_name, name, queue.name))
+        return
+    if group_id is None:
+        raise InvalidGroupError('task %s: queue %r is a FIFO queue: publish needs group_id=, '
+                                'the group whose tasks run in order' % (task_name, queue.name))
+    for name, value in (('group_id', group_id), ('dedup_id', dedup_id)):
+        if value is not None and not _valid_fifo_id(value):
+            raise InvalidGroupError('task %s: %s must be 1-128 letters, digits or punctuation, '
+                                    'got %r' % (task_name, name, value))
+    if delay:
+        raise InvalidDelayError('task %s: queue %r is a FIFO queue, which cannot delay a '
+                                'message; got delay_sec=%r' % (task_name, queue.name, delay))
+
+
 def check_time_limit(task_class: type['Task'], queue: TaskQueue) -> None:
-    """``time_limit`` must be a positive number below the queue's visibility timeout."""
+    """``time_limit`` must be a positive number of seconds, at most SQS's 12
+    hours. (A task longer than its queue's visibility timeout is kept
+    invisible by the worker's heartbeat while it runs.)"""
     limit = task_class.time_limit
     name = task_class.task_path()
     if isinstance(limit, bool) or not isinstance(limit, numbers.Real) or not limit > 0:
         raise InvalidTimeLimitError('task %s: time_limit must be a positive number of seconds, '
                                     'got %r' % (name, limit))
-    if limit >= queue.visibility_timeout_sec:
+    if limit > MAX_VISIBILITY_SEC:
         raise InvalidTimeLimitError(
-            'task %s: time_limit %gs is not below visibility_timeout_sec %ds of queue %r'
-            % (name, limit, queue.visibility_timeout_sec, queue.name))
+            'task %s: time_limit %gs is over 12 hours (%d s), the longest SQS keeps a message '
+            'invisible' % (name, limit, MAX_VISIBILITY_SEC))
 
 
 _signatures: dict[type, Optional[inspect.Signature]] = {}
@@ -90,6 +134,39 @@ def check_arguments(task_class: type['Task'], args: tuple, kwargs: Mapping[str, 
         shown = str(signature).replace('(self, ', '(', 1).replace('(self)', '()', 1)
         raise PublishError('task %s: arguments do not match run_task%s: %s'
                            % (task_class.task_path(), shown, exc)) from None
+
+
+#: What a label key may be: it also appears in filters, ``label.KEY=VALUE``.
+LABEL_KEY = re.compile(r'[A-Za-z0-9_.:-]{1,64}')
+MAX_LABEL_CHARS = 256
+MAX_LABELS = 32
+
+
+def check_labels(task_name: str, labels: Any, who: str = 'labels') -> dict[str, str]:
+    """Labels as a dict of strings, or PublishError naming the task and the
+    bad entry. Numbers and booleans become their text."""
+    if labels is None:
+        return {}
+    if not isinstance(labels, Mapping):
+        raise PublishError('task %s: %s must be a dict of strings, got %r' % (task_name, who, labels))
+    if len(labels) > MAX_LABELS:
+        raise PublishError('task %s: %s has %d entries, at most %d are allowed'
+                           % (task_name, who, len(labels), MAX_LABELS))
+    checked = {}
+    for key, value in labels.items():
+        if not (isinstance(key, str) and LABEL_KEY.fullmatch(key)):
+            raise PublishError('task %s: %s key %r must be 1-64 letters, digits or _.:-'
+                               % (task_name, who, key))
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = str(value)
+        elif isinstance(value, bool):
+            value = 'true' if value else 'false'
+        if not isinstance(value, str) or len(value) > MAX_LABEL_CHARS:
+            raise PublishError('task %s: %s value of %r must be a string of at most %d '
+                               'characters, got %r' % (task_name, who, key, MAX_LABEL_CHARS,
+                                                       value))
+        checked[key] = value
+    return checked
 
 
 def task_queue(task_class: type['Task']) -> TaskQueue:
@@ -127,6 +204,11 @@ class Publication:
     context: list[dict[str, str]] = dataclasses.field(default_factory=list)
     #: The SQS message ids, in order, once sent (for ``after_publish``).
     message_ids: list[str] = dataclasses.field(default_factory=list)
+    #: The message group, on a FIFO queue.
+    group_id: str = ''
+    #: Each message's labels (from ``publish(..., labels=...)`` and the task's
+    #: ``labels()``), for the records; they do not travel in the message.
+    labels: list[dict[str, str]] = dataclasses.field(default_factory=list)
 
     @property
     def task_ids(self) -> list[str]:
@@ -150,14 +232,25 @@ class Publisher:
 
     @property
     def hooks(self) -> HookDispatcher:
-        """The publish hooks: those of features turned on (metrics, tracing),
-        then ``PUBLISH_HOOKS`` (read again when settings change), then those
-        given to the constructor."""
+        """The publish hooks: those of features turned on (records, metrics,
+        tracing), then ``PUBLISH_HOOKS`` (read again when settings change),
+        then those given to the constructor."""
         if self._hooks is None or self._hooks[0] != settings.generation:
             loaded = load_hooks(feature_hooks() + list(settings.PUBLISH_HOOKS or ())
                                 + self._extra_hooks, PublishHooks, 'PUBLISH_HOOKS')
             self._hooks = (settings.generation, HookDispatcher(loaded))
         return self._hooks[1]
+
+    @staticmethod
+    def labels(task_class: type['Task'], given: dict[str, str], args: tuple,
+               kwargs: Mapping[str, Any]) -> dict[str, str]:
+        """One message's labels: the task's ``labels()`` under those given."""
+        own = task_class.labels(*args, **kwargs)
+        if not own:
+            return given
+        merged = check_labels(task_class.task_path(), own, 'labels()')
+        merged.update(given)
+        return merged
 
     def build(self, task_class: type['Task'], app_data: Any, args: tuple,
               kwargs: Mapping[str, Any]) -> Message:
@@ -169,23 +262,44 @@ class Publisher:
                        publisher=publisher_identity())
 
     def publish(self, task_class: type['Task'], app_data: Any, args: tuple,
-                kwargs: Mapping[str, Any], delay_sec: Any = 0) -> str:
+                kwargs: Mapping[str, Any], delay_sec: Any = 0, group_id: Optional[str] = None,
+                dedup_id: Optional[str] = None,
+                labels: Optional[Mapping[str, str]] = None) -> str:
         """Publish one invocation; returns its task id."""
-        return self.publish_batch(task_class, app_data, [(args, kwargs)], delay_sec)[0]
+        return self.publish_batch(task_class, app_data, [(args, kwargs)], delay_sec,
+                                  group_id, dedup_id, labels)[0]
 
     def publish_batch(self, task_class: type['Task'], app_data: Any, calls: Iterable[Any],
-                      delay_sec: Any = 0) -> list[str]:
-        """Publish many invocations of one task; returns their task ids in order."""
+                      delay_sec: Any = 0, group_id: Optional[str] = None,
+                      dedup_id: Optional[str] = None,
+                      labels: Optional[Mapping[str, str]] = None) -> list[str]:
+        """Publish many invocations of one task; returns their task ids in order.
+        On a FIFO queue they join ``group_id`` in this order, each deduplicated
+        by its task id (or by ``dedup_id``, for a single invocation)."""
         name = task_class.task_path()
         delay = check_delay(name, delay_sec)
+        given = check_labels(name, labels)
         queue = task_queue(task_class)
-        messages = [self.build(task_class, app_data, *_call_pair(name, number, call))
-                    for number, call in enumerate(calls)]
+        check_fifo_ids(name, queue, group_id, dedup_id, delay)
+        pairs = [_call_pair(name, number, call) for number, call in enumerate(calls)]
+        messages = [self.build(task_class, app_data, args, kwargs) for args, kwargs in pairs]
         if not messages:
             return []
+        if dedup_id is not None and len(messages) > 1:
+            raise InvalidGroupError('task %s: dedup_id is for one task; publish_batch '
+                                    'deduplicates each task by its task id' % name)
+        dedup_ids = [dedup_id or m.task_id for m in messages] if queue.fifo else []
+        for task_dedup_id in dedup_ids:
+            if not _valid_fifo_id(task_dedup_id):
+                raise InvalidGroupError('task %s: its task id %r cannot be a deduplication id '
+                                        '(1-128 letters, digits or punctuation); pass dedup_id='
+                                        % (name, task_dedup_id))
         sender = self.sender
         queue_name = sender.sqs_name(queue)
         publication = Publication(task_class, queue, messages, delay, [{} for _ in messages],
+                                  group_id=group_id or '',
+                                  labels=[self.labels(task_class, given, args, kwargs)
+                                          for args, kwargs in pairs],
                                   sqs_name=queue_name, context=[{} for _ in messages])
         hooks = self.hooks
         hooks(PublishHooks.before_publish, publication)
@@ -196,6 +310,9 @@ class Publisher:
             outgoing = [codec.to_outgoing(with_context(m, context), queue_name, delay, extra)
                         for m, extra, context in zip(messages, publication.attributes,
                                                      publication.context, strict=True)]
+            if queue.fifo:
+                outgoing = [dataclasses.replace(out, group_id=publication.group_id, dedup_id=did)
+                            for out, did in zip(outgoing, dedup_ids, strict=True)]
             publication.message_ids = sender.send(queue, outgoing)
         except Exception as exc:
             if isinstance(exc, BatchSendError):

@@ -10,6 +10,7 @@ Each top-level key is a queue; its fields say how workers treat it::
       long_poll_time_sec: 1      # 0..20, an idle worker's long poll on this queue
       num_iterations: 10         # batches taken before selecting a queue again
       dead_letter_queue: dlq-high_priority   # optional, this is the default
+      fifo: false                # optional: a FIFO queue (SQS name <prefix><name>.fifo)
 
 Every error names the file, the queue and the field.
 """
@@ -50,6 +51,9 @@ class TaskQueue:
     long_poll_time_sec: int
     num_iterations: int
     dead_letter_queue: str = ''
+    #: A FIFO queue: tasks published with a ``group_id`` run in publish order
+    #: within their group (see the README's "FIFO queues").
+    fifo: bool = False
 
     def __post_init__(self) -> None:
         if not self.dead_letter_queue:
@@ -151,6 +155,9 @@ def _validate_entry(path: str, key: Any, entry: Any, fields: set[str]) -> dict[s
             raise QueueConfigError(
                 "%s: field %r must be an SQS queue name (1-80 letters, digits, '-' or '_'), got %r"
                 % (where, field, values[field]))
+    if 'fifo' in values and not isinstance(values['fifo'], bool):
+        raise QueueConfigError('%s: field %r must be true or false, got %r (%s)'
+                               % (where, 'fifo', values['fifo'], _type_name(values['fifo'])))
     for field, (low, high) in INTEGER_FIELDS.items():
         if field not in values:
             raise QueueConfigError('%s: missing field %r' % (where, field))

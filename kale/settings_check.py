@@ -107,6 +107,20 @@ def _port(value: Any) -> Optional[str]:
     return None if 0 < port < 65536 else 'must be a port number from 1 to 65535'
 
 
+def _records_url(value: Any) -> Optional[str]:
+    if not isinstance(value, str):
+        return 'must be a SQLAlchemy URL (a string)'
+    if value == '':
+        return None
+    if not re.match(r'(sqlite|postgresql)(\+\w+)?://', value):
+        return "must be a URL like 'sqlite:///records.db' or 'postgresql://user@host/db'"
+    return None
+
+
+def _ttl(value: Any) -> Optional[str]:
+    return None if value is None else _number(1)(value)
+
+
 _BOOL = _kind(bool, 'True or False')
 _TEXT = _kind(str, 'a string')
 _KEY = _kind((str, bytes), 'a string')
@@ -157,6 +171,14 @@ CHECKS: dict[str, Callable[[Any], Optional[str]]] = {
     'PUBLISH_HOOKS': _kind((list, tuple), 'a list'),
     'TASK_ISOLATION': _one_of(*TASK_ISOLATION_MODES),
     'SQS_ERROR_MAX_BACKOFF_SEC': _number(0.1, 3600),
+    'RECORDS_URL': _records_url,
+    'RECORDS_SUCCEEDED_TTL_SEC': _ttl,
+    'RECORDS_FAILED_TTL_SEC': _ttl,
+    'RECORDS_BUFFER_SIZE': _number(10, whole=True),
+    'RECORDS_HEARTBEAT_SEC': _number(0.1, 3600),
+    'RECORDS_PURGE_INTERVAL_SEC': _number(1),
+    'RECORDS_MAX_VALUE_CHARS': _number(100, 1000000, whole=True),
+    'WEB_TOKEN': _TEXT,
     'METRICS_PORT': _number(0, 65535, whole=True),
     'METRICS_HOST': _TEXT,
     'LOG_FORMAT': _one_of('text', 'json'),

@@ -52,6 +52,54 @@ def memory_broker():
     publisher.set_publisher(previous)
 
 
+def _use_records(url: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv('KALE_TEST_RECORDS_URL', url)
+    settings.reload()
+    return url
+
+
+@pytest.fixture
+def records_url(tmp_path, monkeypatch):
+    """Task records on, in a SQLite file of this test's own (also for worker
+    subprocesses, through KALE_TEST_RECORDS_URL)."""
+    from kale.records.recorder import reset_recorders
+    yield _use_records('sqlite:///%s' % (tmp_path / 'records.db'), monkeypatch)
+    reset_recorders()
+
+
+@pytest.fixture(scope='session')
+def postgres_cluster():
+    """One throwaway PostgreSQL server for this pytest process, if installed."""
+    from tests.support.postgres import Cluster, find_binaries
+    binaries = find_binaries()
+    if binaries is None:
+        pytest.skip('PostgreSQL is not installed (no initdb/pg_ctl): the PostgreSQL records '
+                    'tests need it; .ci/run installs it with apt-get')
+    cluster = Cluster(binaries)
+    yield cluster
+    cluster.destroy()
+
+
+@pytest.fixture
+def postgres_url(postgres_cluster, monkeypatch):
+    """Task records on, in a fresh database of the session's PostgreSQL server."""
+    from kale.records.recorder import reset_recorders
+    yield _use_records(postgres_cluster.new_database(), monkeypatch)
+    reset_recorders()
+
+
+@pytest.fixture(params=['sqlite', 'postgres'])
+def any_records_url(request, tmp_path, monkeypatch):
+    """Task records on, once in SQLite and once in PostgreSQL."""
+    from kale.records.recorder import reset_recorders
+    if request.param == 'sqlite':
+        url = 'sqlite:///%s' % (tmp_path / 'records.db')
+    else:
+        url = request.getfixturevalue('postgres_cluster').new_database()
+    yield _use_records(url, monkeypatch)
+    reset_recorders()
+
+
 @pytest.fixture
 def record(tmp_path, monkeypatch):
     """The file tasks in tests/tasks.py record their events in (KALE_TEST_RECORD)."""

@@ -58,9 +58,17 @@ class UnknownQueueTask(task.Task):
         pass
 
 
-class TooSlowForQueueTask(task.Task):
+class LongerThanVisibilityTask(task.Task):
     queue = 'default'
-    time_limit = 30        # the test queue's visibility timeout is 30
+    time_limit = 3600      # the test queue's visibility timeout is 30
+
+    def run_task(self):
+        pass
+
+
+class OverTwelveHoursTask(task.Task):
+    queue = 'default'
+    time_limit = 12 * 3600 + 1
 
     def run_task(self):
         pass
@@ -183,6 +191,46 @@ class ShortVisibilityTask(task.Task):
         record('start', self)
         time.sleep(seconds)
         record('ran', self)
+
+
+class LongTask(task.Task):
+    """On the 'beat' queue (visibility timeout 3 s), with a longer time limit:
+    it runs alone while the worker's heartbeat keeps its message invisible."""
+
+    queue = 'beat'
+    time_limit = 20
+    max_retries = 0
+
+    def run_task(self, seconds=0.0, *args, **kwargs):
+        record('start', self)
+        time.sleep(seconds)
+        record('ran', self)
+
+
+class BeatRecordTask(RecordTask):
+    queue = 'beat'
+    time_limit = 1
+
+
+class OrderedTask(task.Task):
+    """On the FIFO 'ordered' queue: fails its first ``fail_times`` runs."""
+
+    queue = 'ordered'
+    time_limit = 5
+    max_retries = 2
+
+    def run_task(self, label, fail_times=0, seconds=0.0):
+        if self.message.retry_num < fail_times:
+            record('failed', self, label)
+            raise ValueError('%s fails %d times' % (label, fail_times))
+        time.sleep(seconds)
+        record('ran', self, label)
+
+
+class OrderedLongTask(OrderedTask):
+    """Longer than the 'ordered' queue's visibility timeout: runs alone."""
+
+    time_limit = 60
 
 
 class SlowTask(task.Task):

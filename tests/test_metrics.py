@@ -50,7 +50,7 @@ ADD = 'tests.tasks.AddTask'
 def test_every_settlement_outcome_has_its_label():
     assert set(OUTCOME_LABELS) == {outcome.value for outcome in Outcome}
     assert set(OUTCOME_LABELS.values()) == {'succeeded', 'retried', 'dead_lettered', 'skipped',
-                                            'released'}
+                                            'released', 'cancelled'}
 
 
 def test_succeeded_tasks_are_counted_by_queue_and_task(memory_broker, hooks, registry):
@@ -87,6 +87,23 @@ def test_released_tasks_are_counted_as_released(memory_broker, hooks, registry):
                                 hooks=[hooks, batch_hooks])
     worker.run()
     assert value(registry, 'kale_tasks_total', queue='default', task=ADD, outcome='released') >= 1
+
+
+class CancelEverything(WorkerHooks):
+    """Answers that every task of every batch was cancelled."""
+
+    def cancelled_tasks(self, queue, task_ids):
+        return task_ids
+
+
+def test_cancelled_tasks_are_counted_as_cancelled_without_a_duration(memory_broker, hooks,
+                                                                     registry):
+    tasks.AddTask.publish(None, 1, 2)
+    work_with = kale_worker.Worker(queue_names=['default'], burst=True, broker=memory_broker,
+                                   hooks=[hooks, CancelEverything()])
+    assert work_with.run() == 0
+    assert value(registry, 'kale_tasks_total', queue='default', task=ADD, outcome='cancelled') == 1
+    assert value(registry, 'kale_task_duration_seconds_count', queue='default', task=ADD) == 0
 
 
 class ReleaseEverything(WorkerHooks):

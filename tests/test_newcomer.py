@@ -2,6 +2,7 @@
 original Kale's names are caught."""
 import logging
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -249,7 +250,10 @@ def test_the_argument_check_can_be_turned_off(memory_broker):
 
 @pytest.mark.parametrize('old, new', [('_get_task_id', 'make_task_id'),
                                       ('_alert_runtime_exceeded', 'on_target_runtime_exceeded'),
-                                      ('_report_permanent_failure', 'on_permanent_failure')])
+                                      ('_report_permanent_failure', 'on_permanent_failure'),
+                                      ('_check_blacklist', r'should_run_task \(return False'),
+                                      ('_setup_task_environment', 'before_run'),
+                                      ('_kill_runtime_exceeded', 'after_failure')])
 def test_an_old_hook_name_is_refused_when_the_task_is_defined(old, new):
     with pytest.raises(TaskDefinitionError, match='defines %s, a hook of the original Kale that '
                                                   'Kale never calls: rename it %s' % (old, new)):
@@ -272,3 +276,12 @@ def test_a_second_purge_within_a_minute_says_what_it_means(sqs):
     with pytest.raises(SQSError, match="queue '.*default' was purged less than 60 seconds ago, "
                                        'and SQS allows one purge per queue every 60 seconds'):
         admin.purge(broker, queue)
+
+
+def test_every_dropped_setting_the_readme_lists_is_warned_about():
+    with open(os.path.join(ROOT, 'README.md')) as handle:
+        text = handle.read()
+    table = text.split('Dropped settings.')[1].split('Changed defaults:')[0]
+    listed = {name for row in table.splitlines() if row.startswith('| `')
+              for name in re.findall(r'`([A-Z_]+)`', row.split('|')[1])}
+    assert len(listed) >= 8 and listed <= set(conf.DROPPED_SETTINGS)

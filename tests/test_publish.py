@@ -95,11 +95,15 @@ def test_unknown_queue_is_refused(sender):
     assert sender.sent == []
 
 
-def test_time_limit_must_be_below_the_visibility_timeout(sender):
-    with pytest.raises(InvalidTimeLimitError, match=r'task tests.tasks.TooSlowForQueueTask: '
-                                                    r'time_limit 30s is not below '
-                                                    r"visibility_timeout_sec 30s of queue 'default'"):
-        tasks.TooSlowForQueueTask.publish(None)
+def test_a_time_limit_longer_than_the_visibility_timeout_is_allowed(sender):
+    tasks.LongerThanVisibilityTask.publish(None)      # the worker's heartbeat keeps it invisible
+    assert len(sender.sent) == 1
+
+
+def test_a_time_limit_over_twelve_hours_is_refused(sender):
+    with pytest.raises(InvalidTimeLimitError, match=r'task tests.tasks.OverTwelveHoursTask: '
+                                                    r'time_limit 43201s is over 12 hours'):
+        tasks.OverTwelveHoursTask.publish(None)
     assert sender.sent == []
 
 

@@ -15,9 +15,8 @@ from tests.support.endpoint import ROOT
 
 
 def use(monkeypatch, module, **env):
-    # The presets read the environment when imported: one imported by an
-    # earlier test (with its own KALE_SQS_ENDPOINT) must be imported afresh.
-    for name in [name for name in sys.modules if name.startswith('kale.presets.')]:
+    # The presets read the environment when imported; import them afresh here.
+    for name in [m for m in sys.modules if m.startswith('kale.presets.')]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setenv(ENVIRONMENT_VARIABLE, module)
     for name, value in env.items():

@@ -64,7 +64,7 @@ def test_single_publish_makes_one_request_once_the_queue_is_known(sqs):
 def test_batches_are_split_by_request_size(sqs):
     tasks.EchoTask.publish(None)
     sqs.receive_all('default', expected=1)
-    payload = os.urandom(30000)   # incompressible: each message about 40 KB
+    payload = os.urandom(120000)  # incompressible: each message about 160 KB, ten over 1 MiB
     with count_requests() as operations:
         tasks.EchoTask.publish_batch(None, [((payload, i), {}) for i in range(10)])
     assert operations.count('SendMessageBatch') >= 2

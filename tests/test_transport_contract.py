@@ -384,3 +384,63 @@ def test_a_message_received_more_than_max_receive_count_times_goes_to_the_dead_l
     [dead] = receive_all(transport, name('dlq'), 1)
     assert (dead.message_id, dead.body, dead.attributes) == (message_id, 'poison',
                                                              {'kale_task_id': 't1'})
+
+
+# --- FIFO queues -----------------------------------------------------------------
+
+
+def fifo(body: str, group: str, dedup: Optional[str] = None) -> OutgoingMessage:
+    return OutgoingMessage(body, group_id=group, dedup_id=dedup or uuid.uuid4().hex)
+
+
+@pytest.fixture
+def fifo_queue(transport: Transport, name: Callable[[str], str]) -> str:
+    queue = name('q.fifo')
+    transport.ensure_queue(queue, 30, None, 0)
+    return queue
+
+
+def test_fifo_delivers_a_group_in_send_order_and_nothing_of_it_while_one_is_out(
+        transport, fifo_queue):
+    transport.send_batch(fifo_queue, [fifo('a1', 'a'), fifo('a2', 'a'), fifo('a3', 'a')])
+    [first] = transport.receive(fifo_queue, 1, 0, 30)
+    assert (first.body, first.group_id) == ('a1', 'a')
+    assert transport.receive(fifo_queue, 10, 0, 30) == [], 'the group is held while a1 is out'
+    assert transport.change_visibility_batch(
+        fifo_queue, [VisibilityChange(first.receipt_handle, 0)]) == []
+    again = eventually(lambda: transport.receive(fifo_queue, 10, 0, 30), 'a1 again')
+    assert [m.body for m in again] == ['a1', 'a2', 'a3']
+    assert again[0].receive_count == 2
+    assert transport.delete_batch(fifo_queue, [m.receipt_handle for m in again]) == []
+
+
+def test_fifo_groups_do_not_wait_for_each_other(transport, fifo_queue):
+    transport.send_batch(fifo_queue, [fifo('a1', 'a'), fifo('a2', 'a'), fifo('b1', 'b')])
+    [first] = transport.receive(fifo_queue, 1, 0, 30)
+    assert first.body == 'a1'
+    others = eventually(lambda: transport.receive(fifo_queue, 10, 0, 30), 'group b')
+    assert [m.body for m in others] == ['b1']
+
+
+def test_fifo_drops_a_deduplication_id_seen_recently(transport, fifo_queue):
+    transport.send(fifo_queue, fifo('x', 'g', 'same-id'))
+    transport.send(fifo_queue, fifo('y', 'g', 'same-id'))    # accepted, never delivered
+    got = receive_all(transport, fifo_queue, 1)
+    assert [m.body for m in got] == ['x']
+    assert transport.receive(fifo_queue, 10, 0, 30) == []
+
+
+def test_fifo_needs_a_group_id(transport, fifo_queue):
+    with pytest.raises(SQSError):
+        transport.send(fifo_queue, OutgoingMessage('x', dedup_id='d'))
+
+
+def test_fifo_redrives_to_a_fifo_dead_letter_queue_in_the_same_group(transport, name):
+    queue, dead = name('r.fifo'), name('dlq-r.fifo')
+    transport.ensure_queue(queue, 30, dead, 1)
+    transport.send(queue, fifo('x', 'g'))
+    [received] = receive_all(transport, queue, 1)
+    transport.change_visibility_batch(queue, [VisibilityChange(received.receipt_handle, 0)])
+    assert transport.receive(queue, 10, 0, 30) == []       # moved on this receive
+    [moved] = receive_all(transport, dead, 1)
+    assert (moved.body, moved.group_id) == ('x', 'g')

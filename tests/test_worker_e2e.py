@@ -259,7 +259,7 @@ def test_worker_command_errors_are_one_line(sqs, tmp_path):
     assert worker.wait(30) == 1
     lines = worker.output().strip().splitlines()
     assert lines == ["kale: error: --queues: queue 'nope' is not in the queue config %s "
-                     "(queues: high, default, low, budget, short, slowpoll)"
+                     "(queues: high, default, low, budget, short, beat, ordered, slowpoll)"
                      % os.path.join(ROOT, 'tests', 'queue_config.yaml')]
 
 
@@ -342,3 +342,51 @@ def test_a_worker_stopped_while_it_starts_exits_0(tmp_path):
     worker.signal(signal.SIGTERM)
     assert worker.wait(30) == 0, worker.output()
     assert 'serving queues' not in worker.output()
+
+
+def test_a_task_longer_than_the_visibility_timeout_runs_once_among_two_workers(sqs, record,
+                                                                                tmp_path):
+    long_id = tasks.LongTask.publish(None, 7.0)           # the 'beat' queue's timeout is 3 s
+    quick = tasks.BeatRecordTask.publish_batch(None, [((i,), {}) for i in range(4)])
+    workers = [WorkerProcess(tmp_path, '--queues', 'beat', '--burst') for _ in range(2)]
+    codes = [w.wait(90) for w in workers]
+    assert codes == [0, 0], [w.output() for w in workers]
+    assert ids(record, 'start').count(long_id) == 1, 'the long task ran twice'
+    assert sorted(ids(record, 'ran')) == sorted(quick + [long_id])
+    assert not any('could not extend' in w.output() for w in workers)
+
+
+def test_a_long_task_whose_worker_is_killed_comes_back_within_one_visibility_timeout(
+        sqs, record, tmp_path):
+    long_id = tasks.LongTask.publish(None, 7.0)
+    worker = WorkerProcess(tmp_path, '--queues', 'beat')
+    wait_for(lambda: events(record, 'start'), 30, 'the long task to start')
+    time.sleep(3.5)                                       # past the first extension
+    worker.signal(signal.SIGKILL)
+    killed_at = time.time()
+    worker.wait(10)
+    second = WorkerProcess(tmp_path, '--queues', 'beat', '--burst')
+    assert second.wait(60) == 0, second.output()
+    starts = [float(r[3]) for r in events(record, 'start')]
+    assert len(starts) == 2 and ids(record, 'ran') == [long_id]
+    assert starts[1] - killed_at <= 3 + 1.5, 'it came back later than one visibility timeout'
+
+
+def test_two_workers_share_a_fifo_queue_and_keep_each_group_in_order(sqs, record, tmp_path):
+    groups = 'abcd'
+    for group in groups:
+        calls = [(('%s%d' % (group, i), 1 if i == 2 else 0, 0.05), {}) for i in range(1, 6)]
+        tasks.OrderedTask.publish_batch(None, calls, group_id=group)
+    workers = [WorkerProcess(tmp_path, '--queues', 'ordered', '--burst') for _ in range(2)]
+    codes = [w.wait(90) for w in workers]
+    assert codes == [0, 0], [w.output() for w in workers]
+    ran = [r[4] for r in events(record, 'ran')]
+    for group in groups:
+        assert [label for label in ran if label.startswith(group)] == \
+            ['%s%d' % (group, i) for i in range(1, 6)]
+    assert sorted(r[4] for r in events(record, 'failed')) == ['%s2' % g for g in groups]
+    assert len({r[2] for r in events(record, 'ran')}) == 2, 'both workers took part'
+    [url] = [u for u in sqs.client.list_queues()['QueueUrls']
+             if u.endswith('/' + settings.QUEUE_PREFIX + 'ordered.fifo')]
+    attributes = sqs.client.get_queue_attributes(QueueUrl=url, AttributeNames=['All'])
+    assert attributes['Attributes']['FifoQueue'] == 'true'

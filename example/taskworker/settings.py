@@ -22,5 +22,9 @@ RETRY_DELAY_MULTIPLE_SEC = 1
 # Where the example tasks record what they did (read by the demo's summary).
 EXAMPLE_RESULTS_FILE = os.environ.get('KALE_EXAMPLE_RESULTS', '')
 
+# Task records (`make demo` sets KALE_RECORDS_URL to a SQLite file of its own);
+# off when the variable is not set.
+RECORDS_URL = os.environ.get('KALE_RECORDS_URL', '')
+
 # Report each task outcome to $KALE_EXAMPLE_OUTCOMES (used by `make demo`).
 WORKER_HOOKS = ['example.taskworker.hooks.OutcomeFile']

@@ -55,7 +55,45 @@ def _moto_server_class() -> Any:
             "the embedded endpoint needs moto's server, which is not installed (%s): "
             "pip install 'kale-sqs[local]' (in a checkout: pip install -e '.[local]')" % exc
         ) from None
+    _serialize_receives()
     return ThreadedMotoServer
+
+
+_receive_lock = threading.Lock()
+
+
+def _serialize_receives() -> None:
+    """Make each receive atomic, as on SQS.
+
+    moto's server answers requests on several threads, and its receive checks
+    that a message is visible (and, on a FIFO queue, that its group is not in
+    flight) before it marks the message received. Two workers receiving at
+    once could both take one message, or take two messages of one group and
+    run them out of order. Here a receive takes its messages under one lock,
+    and a long poll waits outside it and tries again.
+    """
+    from moto.sqs.models import SQSBackend
+    receive = SQSBackend.receive_message
+    if getattr(receive, 'kale_atomic', False):
+        return
+
+    def receive_message(self: Any, queue_name: str, count: int, wait_seconds_timeout: int,
+                        visibility_timeout: int, *args: Any, **kwargs: Any) -> Any:
+        queue = self.get_queue(queue_name)
+        end = time.monotonic() + wait_seconds_timeout
+        while True:
+            with _receive_lock:
+                found = receive(self, queue_name, count, 0, visibility_timeout, *args, **kwargs)
+            left = end - time.monotonic()
+            if found or left <= 0:
+                return found
+            if queue.fifo_queue:
+                time.sleep(min(left, 0.05))   # visible messages may all be in held groups
+            else:
+                queue.wait_for_messages(min(left, 1.0))
+
+    receive_message.kale_atomic = True            # type: ignore[attr-defined]
+    SQSBackend.receive_message = receive_message  # type: ignore[method-assign]
 
 
 class LocalSQS:

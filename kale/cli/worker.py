@@ -20,7 +20,8 @@ def run_worker(args: argparse.Namespace) -> int:
     if args.concurrency is None:
         return worker.run()
     from kale.worker.supervisor import Supervisor, worker_command
-    return Supervisor(worker_command(args), args.concurrency).run()
+    return Supervisor(worker_command(args), args.concurrency,
+                      queue_names=args.queues or ()).run()
 
 
 def add_commands(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]') -> None:

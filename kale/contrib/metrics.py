@@ -12,7 +12,8 @@ Metrics (labels are queue names, as in the queue config, and task paths:
 bounded, never task ids or arguments):
 
 - ``kale_tasks_total{queue,task,outcome}``: settled messages, outcome one of
-  ``succeeded``, ``retried``, ``dead_lettered``, ``skipped``, ``released``;
+  ``succeeded``, ``retried``, ``dead_lettered``, ``skipped``, ``released``,
+  or ``cancelled`` (deleted unrun: its record was cancelled);
 - ``kale_task_duration_seconds{queue,task}``: how long runs took (histogram);
 - ``kale_task_latency_seconds{queue,task}``: from publish to the start of the
   first run (histogram; includes a ``delay_sec`` the task was published with;
@@ -56,7 +57,8 @@ if TYPE_CHECKING:
 
 #: Settlement outcomes (``Outcome.value``) and the ``outcome`` label each counts as.
 OUTCOME_LABELS = {'succeeded': 'succeeded', 'skipped': 'skipped', 'retry': 'retried',
-                  'dead_letter': 'dead_lettered', 'release': 'released'}
+                  'dead_letter': 'dead_lettered', 'release': 'released',
+                  'cancelled': 'cancelled'}
 
 #: Seconds: from a few milliseconds to the longest time limit worth a bucket.
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,

@@ -59,7 +59,8 @@ if TYPE_CHECKING:
 SYSTEM = 'aws_sqs'
 #: What settling does with a message, by outcome (``Outcome.value``).
 SETTLE_OPERATIONS = {'succeeded': 'delete', 'skipped': 'delete', 'retry': 'retry',
-                     'dead_letter': 'dead_letter', 'release': 'release'}
+                     'dead_letter': 'dead_letter', 'release': 'release',
+                     'cancelled': 'delete'}
 #: Outcomes whose run failed.
 FAILED = frozenset({'retry', 'dead_letter'})
 

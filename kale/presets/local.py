@@ -8,6 +8,7 @@ The endpoint is ``$KALE_SQS_ENDPOINT``, by default http://127.0.0.1:9324
 set it to the URL that command prints. The queue config is
 ``./queue_config.yaml`` when there is one, else the default shipped with Kale.
 
+Task records go to ``./kale-records.db`` (``$KALE_RECORDS_URL`` overrides).
 For development only: the signing key below is public.
 """
 import os
@@ -27,3 +28,8 @@ MESSAGE_SIGNING_KEY = 'kale-development-key-not-for-production'
 
 # Retry quickly while developing.
 RETRY_DELAY_MULTIPLE_SEC = 2
+
+# Task records in a SQLite file in the current directory (WAL mode: several
+# worker processes on this machine share it); `kale web` shows them.
+# KALE_RECORDS_URL points them elsewhere; set it to '' to turn them off.
+RECORDS_URL = os.environ.get('KALE_RECORDS_URL', 'sqlite:///kale-records.db')

@@ -19,6 +19,17 @@ MAX_BATCH_ENTRIES = 10
 MAX_DELAY_SEC = 900
 #: Longest long poll (WaitTimeSeconds) SQS allows on a receive, in seconds.
 MAX_LONG_POLL_SEC = 20
+#: Longest a received message may stay invisible, from its receive, in seconds.
+MAX_VISIBILITY_SEC = 12 * 3600
+#: What the name of a FIFO queue ends with (SQS requires it).
+FIFO_SUFFIX = '.fifo'
+#: How long a FIFO queue remembers a deduplication id, in seconds.
+FIFO_DEDUP_WINDOW_SEC = 300
+
+
+def is_fifo(queue: str) -> bool:
+    """Whether the SQS queue named ``queue`` is a FIFO queue."""
+    return queue.endswith(FIFO_SUFFIX)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,6 +39,9 @@ class OutgoingMessage:
     body: str
     attributes: Mapping[str, AttributeValue] = dataclasses.field(default_factory=dict)
     delay_sec: int = 0
+    #: On a FIFO queue: the message group (required) and the deduplication id.
+    group_id: str = ''
+    dedup_id: str = ''
 
     def size(self) -> int:
         """Bytes SQS counts against its size limits: body plus attributes."""
@@ -47,6 +61,8 @@ class ReceivedMessage:
     body: str
     attributes: Mapping[str, str]
     receive_count: int = 1
+    #: The message group of a message received from a FIFO queue.
+    group_id: str = ''
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,7 +95,10 @@ class Transport(Protocol):
 
     def ensure_queue(self, name: str, visibility_timeout_sec: int,
                      dead_letter_queue: Optional[str], max_receive_count: int) -> None:
-        """Create ``name`` (and its dead-letter queue, with a redrive policy) if missing."""
+        """Create ``name`` (and its dead-letter queue, with a redrive policy) if
+        missing; a name ending in ``.fifo`` makes a FIFO queue, whose
+        dead-letter queue must be FIFO too. Messages sent to a FIFO queue need
+        a group id and a deduplication id, and no delay."""
 
     def queue_exists(self, name: str) -> bool:
         """Whether the queue exists."""

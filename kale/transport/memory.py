@@ -3,7 +3,11 @@
 It keeps the SQS semantics the worker depends on: visibility timeouts,
 receive counts, delays, long polling, at most 10 entries per batch request,
 receipt handles that change on every receive, and redrive to a dead-letter
-queue after ``max_receive_count`` receives. tests/test_transport_contract.py
+queue after ``max_receive_count`` receives. A queue whose name ends in
+``.fifo`` is a FIFO queue: messages need a group id and a deduplication id
+and take no delay; a deduplication id seen in the last five minutes adds
+nothing; messages are delivered in send order within their group, and none
+of a group while one of its messages is in flight. tests/test_transport_contract.py
 runs the same tests against it and against an SQS endpoint.
 
 Receipt handles follow what AWS documents: deleting with a handle older than
@@ -29,12 +33,14 @@ from typing import Callable, Optional, Sequence
 
 from kale.exceptions import QueueNotFoundError, SQSError
 from kale.transport import (
+    FIFO_DEDUP_WINDOW_SEC,
     MAX_BATCH_ENTRIES,
     MAX_LONG_POLL_SEC,
     OutgoingMessage,
     QueueCounts,
     ReceivedMessage,
     VisibilityChange,
+    is_fifo,
 )
 
 _HANDLE = re.compile(r'[0-9a-f]{32}\.[0-9a-f]{32}')
@@ -70,6 +76,7 @@ class _Stored:
     receive_count: int = 0
     receipt_handle: str = ''
     version: int = 0
+    group_id: str = ''
 
 
 class _Queue:
@@ -81,6 +88,9 @@ class _Queue:
         self.max_receive_count = max_receive_count
         self.messages: dict[str, _Stored] = {}
         self.heap: list[tuple[float, int, str, int]] = []
+        self.fifo = is_fifo(name)
+        #: FIFO: deduplication id -> (message id, when it is forgotten)
+        self.dedup: dict[str, tuple[str, float]] = {}
 
 
 class MemoryTransport:
@@ -120,26 +130,46 @@ class MemoryTransport:
         return queue
 
     def _push(self, queue: _Queue, stored: _Stored) -> None:
+        if queue.fifo:
+            return                      # a FIFO queue is read in send order instead
         heapq.heappush(queue.heap, (stored.visible_at, next(self._sequence),
                                     stored.message_id, stored.version))
 
-    def _add(self, queue: _Queue, stored: _Stored) -> str:
+    def _add(self, queue: _Queue, stored: _Stored, dedup_id: str = '') -> str:
+        if queue.fifo and dedup_id:
+            now = self.clock()
+            seen = queue.dedup.get(dedup_id)
+            if seen is not None and seen[1] > now:
+                return seen[0]          # accepted, and dropped: SQS's deduplication
+            queue.dedup[dedup_id] = (stored.message_id, now + FIFO_DEDUP_WINDOW_SEC)
         queue.messages[stored.message_id] = stored
         self._push(queue, stored)
         self._lock.notify_all()
         return stored.message_id
 
-    def _new(self, message: OutgoingMessage) -> _Stored:
+    def _new(self, queue: _Queue, message: OutgoingMessage) -> _Stored:
+        if queue.fifo:
+            if not message.group_id or not message.dedup_id:
+                raise SQSError('a message sent to FIFO queue %r needs a MessageGroupId and a '
+                               'MessageDeduplicationId' % queue.name, 'MissingParameter')
+            if message.delay_sec:
+                raise SQSError('FIFO queue %r takes no per-message DelaySeconds' % queue.name,
+                               'InvalidParameterValue')
         # Attributes are kept as received ones read: text.
         attributes = {name: str(value) for name, value in message.attributes.items()}
         return _Stored(uuid.uuid4().hex, message.body, attributes, time.time(),
-                       self.clock() + message.delay_sec)
+                       self.clock() + message.delay_sec,
+                       group_id=message.group_id if queue.fifo else '')
 
     # --- queues ---------------------------------------------------------------
 
     def ensure_queue(self, name: str, visibility_timeout_sec: int,
                      dead_letter_queue: Optional[str], max_receive_count: int) -> None:
         self._request('CreateQueue')
+        if dead_letter_queue and is_fifo(dead_letter_queue) != is_fifo(name):
+            raise SQSError('the dead-letter queue %r of %r must be a %s queue'
+                           % (dead_letter_queue, name, 'FIFO' if is_fifo(name) else 'standard'),
+                           'InvalidParameterValue')
         with self._lock:
             if dead_letter_queue and dead_letter_queue not in self._queues:
                 self._queues[dead_letter_queue] = _Queue(dead_letter_queue, 30, None, 0)
@@ -178,7 +208,8 @@ class MemoryTransport:
     def send(self, queue: str, message: OutgoingMessage) -> str:
         self._request('SendMessage')
         with self._lock:
-            return self._add(self._queue(queue), self._new(message))
+            target = self._queue(queue)
+            return self._add(target, self._new(target, message), message.dedup_id)
 
     def send_batch(self, queue: str, messages: Sequence[OutgoingMessage]) -> list[str]:
         ids: list[str] = []
@@ -186,7 +217,7 @@ class MemoryTransport:
             self._request('SendMessageBatch')
             with self._lock:
                 target = self._queue(queue)
-                ids.extend(self._add(target, self._new(m))
+                ids.extend(self._add(target, self._new(target, m), m.dedup_id)
                            for m in messages[start:start + MAX_BATCH_ENTRIES])
         return ids
 
@@ -215,33 +246,66 @@ class MemoryTransport:
     def _take(self, queue: _Queue, max_messages: int, timeout: int,
               attribute_names: Sequence[str]) -> list[ReceivedMessage]:
         now = self.clock()
+        delivered = self._take_fifo(queue, max_messages, timeout, now) if queue.fifo \
+            else self._take_standard(queue, max_messages, timeout, now)
+        for stored in delivered:     # pushed after the loop: at most once per receive
+            self._push(queue, stored)
+        return [ReceivedMessage(s.message_id, s.receipt_handle, s.body,
+                                _wanted(s.attributes, attribute_names),
+                                s.receive_count, s.group_id) for s in delivered]
+
+    def _redriven(self, queue: _Queue, stored: _Stored) -> bool:
+        """Move a message received ``max_receive_count`` times to the dead-letter queue."""
+        if queue.dead_letter_queue and queue.max_receive_count \
+                and stored.receive_count >= queue.max_receive_count:
+            self._dead_letter(queue, stored)
+            return True
+        return False
+
+    def _deliver(self, stored: _Stored, timeout: int, now: float) -> None:
+        stored.receive_count += 1
+        stored.receipt_handle = _handle(stored.message_id)
+        stored.visible_at = now + timeout
+        stored.version += 1
+
+    def _take_fifo(self, queue: _Queue, max_messages: int, timeout: int,
+                   now: float) -> list[_Stored]:
+        """The first visible messages in send order, of groups with none in flight."""
+        blocked = {s.group_id for s in queue.messages.values()
+                   if s.receipt_handle and s.visible_at > now}
+        delivered: list[_Stored] = []
+        for stored in list(queue.messages.values()):
+            if len(delivered) == max_messages:
+                break
+            if stored.group_id in blocked:
+                continue
+            if stored.visible_at > now:             # held: the rest of its group waits
+                blocked.add(stored.group_id)
+                continue
+            if not self._redriven(queue, stored):
+                self._deliver(stored, timeout, now)
+                delivered.append(stored)
+        return delivered
+
+    def _take_standard(self, queue: _Queue, max_messages: int, timeout: int,
+                       now: float) -> list[_Stored]:
         delivered: list[_Stored] = []
         while queue.heap and len(delivered) < max_messages and queue.heap[0][0] <= now:
             _, _, message_id, version = heapq.heappop(queue.heap)
             stored = queue.messages.get(message_id)
             if stored is None or stored.version != version:
                 continue
-            if queue.dead_letter_queue and queue.max_receive_count \
-                    and stored.receive_count >= queue.max_receive_count:
-                self._dead_letter(queue, stored)
-                continue
-            stored.receive_count += 1
-            stored.receipt_handle = _handle(message_id)
-            stored.visible_at = now + timeout
-            stored.version += 1
-            delivered.append(stored)
-        for stored in delivered:     # pushed after the loop: at most once per receive
-            self._push(queue, stored)
-        return [ReceivedMessage(s.message_id, s.receipt_handle, s.body,
-                                _wanted(s.attributes, attribute_names),
-                                s.receive_count) for s in delivered]
+            if not self._redriven(queue, stored):
+                self._deliver(stored, timeout, now)
+                delivered.append(stored)
+        return delivered
 
     def _dead_letter(self, queue: _Queue, stored: _Stored) -> None:
         """Move a message to the dead-letter queue, keeping its id, sent_at and count."""
         del queue.messages[stored.message_id]
         self._add(self._queues[str(queue.dead_letter_queue)],
                   _Stored(stored.message_id, stored.body, stored.attributes, stored.sent_at,
-                          self.clock(), stored.receive_count))
+                          self.clock(), stored.receive_count, group_id=stored.group_id))
 
     def _settle(self, operation: str, queue: str, handles: Sequence[str],
                 settle: Callable[[_Queue, str, int], bool], timeouts: Sequence[int]) -> list[str]:

@@ -36,6 +36,7 @@ from kale.transport import (
     QueueCounts,
     ReceivedMessage,
     VisibilityChange,
+    is_fifo,
 )
 from kale.transport.endpoint import endpoint_url, is_local
 
@@ -115,12 +116,22 @@ def _sqs_attributes(attributes: dict[str, Any]) -> dict[str, dict[str, str]]:
             for name, value in attributes.items()}
 
 
-def _entry(index: int, message: OutgoingMessage) -> dict[str, Any]:
-    entry: dict[str, Any] = {'Id': str(index), 'MessageBody': message.body,
-                             'DelaySeconds': int(message.delay_sec)}
+def _message_fields(message: OutgoingMessage) -> dict[str, Any]:
+    """The request fields of one message (SendMessage, or a batch entry)."""
+    fields: dict[str, Any] = {'MessageBody': message.body}
+    if message.delay_sec or not message.group_id:   # FIFO queues take no per-message delay
+        fields['DelaySeconds'] = int(message.delay_sec)
     if message.attributes:
-        entry['MessageAttributes'] = _sqs_attributes(dict(message.attributes))
-    return entry
+        fields['MessageAttributes'] = _sqs_attributes(dict(message.attributes))
+    if message.group_id:
+        fields['MessageGroupId'] = message.group_id
+    if message.dedup_id:
+        fields['MessageDeduplicationId'] = message.dedup_id
+    return fields
+
+
+def _entry(index: int, message: OutgoingMessage) -> dict[str, Any]:
+    return dict(_message_fields(message), Id=str(index))
 
 
 def split_batches(messages: Sequence[OutgoingMessage], byte_limit: int,
@@ -222,10 +233,12 @@ class SQSTransport:
                      dead_letter_queue: Optional[str], max_receive_count: int) -> None:
         if self.queue_exists(name):
             return
-        attributes = {'VisibilityTimeout': str(int(visibility_timeout_sec))}
+        fifo = {'FifoQueue': 'true'} if is_fifo(name) else {}
+        attributes = dict(fifo, VisibilityTimeout=str(int(visibility_timeout_sec)))
         if dead_letter_queue:
             dlq_url = self._get_or_create(
-                dead_letter_queue, {'MessageRetentionPeriod': str(DEAD_LETTER_RETENTION_SEC)})
+                dead_letter_queue,
+                dict(fifo, MessageRetentionPeriod=str(DEAD_LETTER_RETENTION_SEC)))
             arn = self._call('GetQueueAttributes', dead_letter_queue,
                              self.client.get_queue_attributes, QueueUrl=dlq_url,
                              AttributeNames=['QueueArn'])['Attributes']['QueueArn']
@@ -248,10 +261,7 @@ class SQSTransport:
     # --- sending ----------------------------------------------------------------
 
     def send(self, queue: str, message: OutgoingMessage) -> str:
-        kwargs: dict[str, Any] = {'QueueUrl': self.url(queue), 'MessageBody': message.body,
-                                  'DelaySeconds': int(message.delay_sec)}
-        if message.attributes:
-            kwargs['MessageAttributes'] = _sqs_attributes(dict(message.attributes))
+        kwargs = dict(_message_fields(message), QueueUrl=self.url(queue))
         return self._call('SendMessage', queue, self.client.send_message, **kwargs)['MessageId']
 
     def send_batch(self, queue: str, messages: Sequence[OutgoingMessage]) -> list[str]:
@@ -309,9 +319,11 @@ class SQSTransport:
             'ReceiveMessage', queue, self.client.receive_message, QueueUrl=self.url(queue),
             MaxNumberOfMessages=max_messages, WaitTimeSeconds=wait_sec,
             VisibilityTimeout=visibility_timeout_sec, MessageAttributeNames=list(attribute_names),
-            # The receive count tells a worker which messages a dead worker held;
-            # nothing else is asked for, as every field asked costs parsing.
-            MessageSystemAttributeNames=['ApproximateReceiveCount'])
+            # The receive count tells a worker which messages a dead worker held
+            # (and, on a FIFO queue, how often a task failed); nothing else is
+            # asked for but a FIFO message's group, as every field costs parsing.
+            MessageSystemAttributeNames=(['ApproximateReceiveCount', 'MessageGroupId']
+                                         if is_fifo(queue) else ['ApproximateReceiveCount']))
         wanted = None if 'All' in attribute_names else set(attribute_names)
         return [ReceivedMessage(
             message_id=raw['MessageId'], receipt_handle=raw['ReceiptHandle'], body=raw['Body'],
@@ -320,6 +332,7 @@ class SQSTransport:
                         for name, value in raw.get('MessageAttributes', {}).items()
                         if wanted is None or name in wanted} if wanted != set() else {},
             receive_count=int(raw.get('Attributes', {}).get('ApproximateReceiveCount', 1)),
+            group_id=raw.get('Attributes', {}).get('MessageGroupId', ''),
         ) for raw in response.get('Messages', [])]
 
     def _batched(self, action: str, queue: str, method: Callable[..., Any],

@@ -37,9 +37,14 @@ class Outcome(enum.Enum):
 
     SUCCEEDED = 'succeeded'      # delete
     SKIPPED = 'skipped'          # should_run_task said no: delete
+    CANCELLED = 'cancelled'      # a hook's cancelled_tasks named it: delete, unrun
     RETRY = 'retry'              # send the retry copy, then delete
     DEAD_LETTER = 'dead_letter'  # send the dead-letter copy, then delete
     RELEASE = 'release'          # not run: send a fresh copy (visible at once), then delete
+
+
+#: Outcomes that leave a FIFO message in its group, holding back the rest.
+HOLDS_GROUP = (Outcome.RETRY, Outcome.RELEASE)
 
 
 @dataclasses.dataclass
@@ -58,6 +63,12 @@ class Settlement:
     copied: bool = False                       # its copy was sent (or needs none)
     #: The verified envelope, when the body passed verification.
     envelope: Optional[Frame] = None
+    #: On a FIFO queue, a retry or release keeps the message, invisible for
+    #: this many seconds, instead of sending a copy (which would go to the
+    #: back of its group).
+    hold_sec: Optional[int] = None
+    #: What run_task returned (SUCCEEDED only), for hooks such as the records'.
+    result: Any = None
 
     @property
     def verified(self) -> bool:
@@ -95,6 +106,10 @@ class Opened:
     message: Optional[Message] = None
 
     @property
+    def task_id(self) -> str:
+        return self.message.task_id if self.message is not None else self.envelope.task_id
+
+    @property
     def unsettled(self) -> int:
         """Earlier deliveries of this task that nobody settled, before this copy."""
         return self.message.unsettled if self.message is not None else self.envelope.unsettled
@@ -116,11 +131,32 @@ class Batch:
     #: hooks that report it (the tracing's ``kale.settle`` spans).
     settle_started: float = 0.0
     settle_ended: float = 0.0
+    #: Until when a heartbeat has made the running message invisible (monotonic).
+    extended_until: float = 0.0
+    #: FIFO: groups with a message retried or released in this batch; their
+    #: later messages are released, not run, to keep each group in order.
+    held_groups: set[str] = dataclasses.field(default_factory=set)
+    #: FIFO: the group of the message taken out to run alone after the batch;
+    #: its later messages were released for it, and do not hold it back.
+    alone_group: Optional[str] = None
+
+    @property
+    def fifo(self) -> bool:
+        return self.queue.fifo
+
+    def is_long(self, time_limit: float) -> bool:
+        """Whether a task may need more than a fresh batch's budget (the
+        visibility timeout, less the receive's clock slack and the settle
+        margin): it runs alone, with a heartbeat (see
+        :mod:`kale.worker.heartbeat`)."""
+        return time_limit + SETTLE_MARGIN_SEC > \
+            self.queue.visibility_timeout_sec - RECEIVE_CLOCK_SLACK_SEC
 
     @property
     def deadline(self) -> float:
-        """When SQS makes the batch's messages visible to others again."""
-        return self.received_at + self.queue.visibility_timeout_sec
+        """When SQS makes the batch's messages visible to others again (later
+        when a heartbeat extended the running one)."""
+        return max(self.received_at + self.queue.visibility_timeout_sec, self.extended_until)
 
     def time_left(self, now: float) -> float:
         return self.deadline - now

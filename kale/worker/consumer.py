@@ -5,7 +5,7 @@ task but never lose one:
 
 1. send copies: fresh copies of unstarted messages, retry copies, and
    dead-letter copies;
-2. delete the originals: succeeded and skipped ones, and those whose copy
+2. delete the originals: succeeded, skipped and cancelled ones, and those whose copy
    was sent. A message whose copy could not be sent is left alone; it
    reappears when its visibility timeout ends.
 
@@ -17,6 +17,12 @@ the message was left unsettled: by a worker that died, that lost the endpoint
 until the batch's deadline, or whose long poll was still out when it
 stopped.
 
+On a FIFO queue a copy would go to the back of its message group, so a
+retry or release keeps the message instead: its visibility timeout is set to
+the retry delay (0 to release), and SQS holds back the rest of its group
+meanwhile. Such a message's receive count counts its failures. Dead-letter
+copies go to the FIFO dead-letter queue in the message's group.
+
 Requests that fail because SQS is unreachable or throttling are retried with
 backoff until the batch's deadline; after that the messages reappear anyway.
 A stopping worker retries for a few seconds at most (``give_up_at``).
@@ -24,6 +30,7 @@ A stopping worker retries for a few seconds at most (``give_up_at``).
 from __future__ import annotations
 
 import collections
+import dataclasses
 import logging
 import time
 from typing import Callable, Optional, Sequence, TypeVar
@@ -32,14 +39,27 @@ from kale.backoff import Backoff
 from kale.broker import Broker
 from kale.exceptions import BatchSendError, SQSError
 from kale.queue_config import TaskQueue
-from kale.transport import OutgoingMessage
+from kale.transport import OutgoingMessage, VisibilityChange
 from kale.worker.batch import Batch, Outcome, Settlement, visibility_clock_start
 from kale.worker.suspects import release, release_copy
 
 logger = logging.getLogger(__name__)
 
 Sleep = Callable[[float], None]
+#: Outcomes whose message is simply deleted.
+DELETED_UNCOPIED = (Outcome.SUCCEEDED, Outcome.SKIPPED, Outcome.CANCELLED)
 T = TypeVar('T')
+
+
+def fifo_copy(settlement: Settlement) -> Optional[OutgoingMessage]:
+    """A dead-letter copy for a FIFO dead-letter queue: in the message's group,
+    deduplicated by the message's own id."""
+    copy, received = settlement.copy, settlement.received
+    if copy is None or copy.group_id:
+        return copy
+    return dataclasses.replace(copy, group_id=received.group_id or 'kale',
+                               dedup_id=received.message_id)
+
 
 class SettleDeferred(Exception):
     """Settling met an outage with retrying off: resume the batch where waiting
@@ -100,6 +120,16 @@ class Consumer:
         by_outcome: dict[Outcome, list[Settlement]] = {outcome: [] for outcome in Outcome}
         for settlement in batch.settlements:
             by_outcome[settlement.outcome].append(settlement)
+        if batch.fifo:
+            self._hold(batch, by_outcome[Outcome.RELEASE] + by_outcome[Outcome.RETRY], retry)
+            for settlement in by_outcome[Outcome.DEAD_LETTER]:
+                settlement.copy = fifo_copy(settlement)
+            self._send_copies(batch, by_outcome[Outcome.DEAD_LETTER], dead_letter=True,
+                              retry=retry)
+            self._delete(batch, [s for s in batch.settlements if not s.settled and (
+                s.copied or s.outcome in DELETED_UNCOPIED)], retry=retry)
+            batch.settle_ended = time.time()
+            return
         for settlement in by_outcome[Outcome.RELEASE]:
             if settlement.copy is None:
                 settlement.copy = release_copy(settlement.received, batch.sqs_name,
@@ -108,8 +138,28 @@ class Consumer:
                           dead_letter=False, retry=retry)
         self._send_copies(batch, by_outcome[Outcome.DEAD_LETTER], dead_letter=True, retry=retry)
         self._delete(batch, [s for s in batch.settlements if not s.settled and (
-            s.copied or s.outcome in (Outcome.SUCCEEDED, Outcome.SKIPPED))], retry=retry)
+            s.copied or s.outcome in DELETED_UNCOPIED)], retry=retry)
         batch.settle_ended = time.time()
+
+    def _hold(self, batch: Batch, settlements: Sequence[Settlement], retry: bool = True) -> None:
+        """FIFO: keep retried and released messages, invisible for their delay."""
+        settlements = [s for s in settlements if not s.settled]
+        if not settlements:
+            return
+        changes = [VisibilityChange(s.received.receipt_handle, s.hold_sec or 0)
+                   for s in settlements]
+        try:
+            failed = set(self._attempt(batch, 'visibility change', lambda: (
+                self.broker.change_visibility(batch.queue, changes)), retry))
+        except SettleDeferred:
+            raise
+        except SQSError as exc:
+            logger.error('could not hold %d messages on FIFO queue %s (they reappear when their '
+                         'visibility timeout ends): %s', len(changes), batch.queue.name, exc)
+            return
+        for settlement in settlements:
+            settlement.settled = settlement.copied = \
+                settlement.received.receipt_handle not in failed
 
     def _attempt(self, batch: Batch, what: str, request: Callable[[], T], retry: bool = True) -> T:
         """Run one request, retrying outages and throttling until the batch's

@@ -11,6 +11,8 @@ told to stop. Each step is a method of its own:
 - :meth:`fetch` receives the next batch (up to ``num_iterations`` batches in
   a row, stopping at an empty one);
 - :meth:`idle`, when every queue looked empty, long-polls them all at once;
+- :meth:`skip_cancelled` asks the hooks once which of a batch's tasks were
+  cancelled, and settles those unrun;
 - :meth:`run_batch` runs a batch's tasks one by one within its budget;
 - :meth:`settle` hands the batch to a thread that releases, copies and
   deletes in batch requests, while the loop fetches the next batch;
@@ -38,9 +40,11 @@ from kale.hooks import HookDispatcher, WorkerHooks
 from kale.queue_config import TaskQueue
 from kale.queue_selector import QueueInfo
 from kale.timeout import BaseTimeout, SignalTimeout
-from kale.worker.batch import Batch, Settlement
+from kale.transport import ReceivedMessage
+from kale.worker.batch import HOLDS_GROUP, Batch, Outcome, Settlement
 from kale.worker.consumer import Consumer
 from kale.worker.fetcher import Fetcher
+from kale.worker.heartbeat import Heartbeat
 from kale.worker.limits import (
     EXIT_MEMORY_LIMIT,
     EXIT_OK,
@@ -54,7 +58,7 @@ from kale.worker.report import Reporter
 from kale.worker.runner import TaskRunner
 from kale.worker.settler import Settler
 from kale.worker.signals import StopSignals, WorkerInterrupt
-from kale.worker.suspects import isolate_suspect, release
+from kale.worker.suspects import isolate_long, isolate_suspect, release
 
 logger = logging.getLogger('kale.worker')
 
@@ -92,6 +96,7 @@ class Worker:
                                  isolation=settings.TASK_ISOLATION or 'none')
         check_codec()
         self.settler: Optional[Settler] = None
+        self.heartbeat = Heartbeat(self.broker)
         self.backoff = Backoff(maximum=settings.SQS_ERROR_MAX_BACKOFF_SEC)
         self.memory_limit = MemoryLimit(settings.DIE_ON_RESIDENT_SET_SIZE_MB)
         self.signals = StopSignals(self.name, on_stop=self.stop, in_task=lambda: self._in_task)
@@ -136,6 +141,7 @@ class Worker:
                 self.consumer.give_up_at = time.monotonic() + SHUTDOWN_SETTLE_SEC
                 self.fetcher.close()
                 self.settler.close()
+                self.heartbeat.close()
                 self.report_settled()
                 self.shutdown()
         finally:
@@ -232,19 +238,34 @@ class Worker:
 
     def process(self, batch: Batch) -> None:
         """Verify a batch, run it, hand it to the settler, check the limits. A
-        suspect message runs last, alone (see :mod:`kale.worker.suspects`)."""
+        suspect message, or else a task longer than the visibility timeout,
+        runs last, alone (see :mod:`kale.worker.suspects`); the heartbeat keeps
+        a long one invisible from now until it ends."""
         self.verify(batch)
-        suspect = isolate_suspect(batch, self.name)
-        self.run_batch(batch)
-        self.settle(batch)
-        if suspect is not None:
-            if not self._stopping:
-                assert self.settler is not None
-                self.settler.flush()            # hold nothing else while it runs
-                self.fetcher.release_ready()
-                self.run_batch(suspect)
-            self.settle(suspect)
+        self.skip_cancelled(batch)
+        alone = isolate_suspect(batch, self.name) or isolate_long(batch)
+        if alone is not None:
+            self.keep_if_long(alone)
+        try:
+            self.run_batch(batch)
+            self.settle(batch)
+            if alone is not None:
+                if not self._stopping:
+                    assert self.settler is not None
+                    self.settler.flush()            # hold nothing else while it runs
+                    self.fetcher.release_ready()
+                    self.run_batch(alone)
+                self.settle(alone)
+        finally:
+            self.heartbeat.stop()
         self.check_limits()
+
+    def keep_if_long(self, alone: Batch) -> None:
+        """Start the heartbeat for a batch of one whose task is long."""
+        received = alone.messages[0]
+        opened = alone.opened.get(received.message_id)
+        if opened is not None and alone.is_long(opened.task_class.time_limit):
+            self.heartbeat.keep(alone, received)
 
     def verify(self, batch: Batch) -> None:
         """Verify every message's envelope and find its task; one that fails is
@@ -257,44 +278,78 @@ class Worker:
             else:
                 batch.opened[received.message_id] = opened
 
+    def skip_cancelled(self, batch: Batch) -> None:
+        """Ask the hooks, once for the whole batch, which of its tasks were
+        cancelled; each is settled as cancelled (deleted, never run)."""
+        if not batch.opened or not self.hooks.overridden(WorkerHooks.cancelled_tasks):
+            return
+        ids = {received.message_id: opened.task_id for received in batch.messages
+               if (opened := batch.opened.get(received.message_id)) is not None}
+        cancelled: set[str] = set()
+        for answer in self.hooks.collect(WorkerHooks.cancelled_tasks, batch.queue,
+                                         list(ids.values())):
+            cancelled.update(answer or ())
+        for received in batch.messages:
+            if ids.get(received.message_id) in cancelled:
+                opened = batch.opened[received.message_id]
+                batch.settlements.append(Settlement(
+                    received, Outcome.CANCELLED, message=opened.message, reason='cancelled',
+                    envelope=opened.envelope))
+
     def run_batch(self, batch: Batch) -> None:
-        """Run the batch's tasks one by one while they fit its budget."""
+        """Run the batch's tasks one by one, in order, while they fit its budget.
+        On a FIFO queue, once a group's message is retried or released, the
+        group's later messages in the batch are released, not run."""
         self.hooks(WorkerHooks.before_batch, batch.queue, batch)
+        decided = {id(s.received): s for s in batch.settlements}
         try:
-            for received in batch.unsettled():
+            for received in batch.messages:
+                settlement = decided.get(id(received))
+                if settlement is not None:      # decided before the run (see suspects)
+                    if batch.fifo and settlement.outcome in HOLDS_GROUP \
+                            and received.group_id != batch.alone_group:
+                        batch.held_groups.add(received.group_id)
+                    continue
                 if self._stopping:
                     break
-                opened = batch.opened[received.message_id]
-                task_class = opened.task_class
-                now = time.monotonic()
-                if not batch.fits(task_class.time_limit, now):
-                    batch.settlements.append(release(
-                        batch, received, 'time_limit %gs does not fit the %.1fs left in the '
-                                         'batch' % (task_class.time_limit, batch.time_left(now))))
-                    continue
-                message = self.runner.read(batch, received, opened)
-                if isinstance(message, Settlement):
-                    batch.settlements.append(message)
-                    continue
-                if self.hooks:
-                    self.hooks(WorkerHooks.on_task_started, batch.queue, received, message)
-                self._in_task = True
-                context = logs.task_started(message.task_id, message.task_name, batch.queue.name,
-                                            message.retry_num + 1)
-                try:
-                    settlement = self.runner.run(batch, received, message, task_class)
-                finally:
-                    self._in_task = False
-                    logs.task_ended(context)
+                settlement = self.run_one(batch, received)
                 batch.settlements.append(settlement)
-                if self.hooks:
-                    self.hooks(WorkerHooks.on_task_finished, settlement)
+                if batch.fifo and settlement.outcome in HOLDS_GROUP:
+                    batch.held_groups.add(received.group_id)
                 if self.over_memory_limit():
                     break
         except WorkerInterrupt:
             self._stopping = True
         finally:
             self.runner.timeout_class.after_batch()
+
+    def run_one(self, batch: Batch, received: ReceivedMessage) -> Settlement:
+        """Run one message's task if it may run now, else release it."""
+        if batch.fifo and received.group_id in batch.held_groups:
+            return release(batch, received, 'an earlier task of group %r has not completed'
+                           % received.group_id)
+        opened = batch.opened[received.message_id]
+        task_class = opened.task_class
+        now = time.monotonic()
+        if not batch.fits(task_class.time_limit, now) and not self.heartbeat.keeps(received):
+            return release(batch, received, 'time_limit %gs does not fit the %.1fs left in the '
+                                            'batch' % (task_class.time_limit, batch.time_left(now)))
+        message = self.runner.read(batch, received, opened)
+        if isinstance(message, Settlement):
+            return message
+        if self.hooks:
+            self.hooks(WorkerHooks.on_task_started, batch.queue, received, message)
+        self._in_task = True
+        context = logs.task_started(message.task_id, message.task_name, batch.queue.name,
+                                    message.retry_num + 1)
+        try:
+            settlement = self.runner.run(batch, received, message, task_class)
+        finally:
+            self._in_task = False
+            logs.task_ended(context)
+        if self.hooks:
+            self.hooks(WorkerHooks.on_task_finished, settlement)
+        return settlement
 
     def settle(self, batch: Batch) -> None:
         """Hand the batch to the settler thread: release, copy, delete. The next

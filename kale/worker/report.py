@@ -41,7 +41,10 @@ class Reporter:
             return
         where = 'task %s (%s) on %s' % (s.task_id, s.task_name, queue.name)
         extra = fields(queue, s)
-        if s.outcome is Outcome.RETRY:
+        if s.outcome is Outcome.CANCELLED:
+            logger.info('%s cancelled: deleted without running', where, extra=extra)
+            self.hooks(WorkerHooks.on_task_cancelled, s)
+        elif s.outcome is Outcome.RETRY:
             logger.warning('%s failed in %.3fs, retrying in %ds: %s', where, s.duration_sec,
                            s.copy.delay_sec if s.copy else 0, s.reason, extra=extra)
             self.hooks(WorkerHooks.on_task_failed, s)

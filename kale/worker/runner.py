@@ -106,12 +106,14 @@ class TaskRunner:
              opened: Opened) -> Union[Message, Settlement]:
         """The opened message's payload, decoded just before it runs, or a
         dead-letter settlement when it is corrupt."""
-        if opened.message is not None:
-            return opened.message
         try:
-            return get_codec().read(opened.envelope)
+            message = opened.message or get_codec().read(opened.envelope)
         except DecodeError as exc:
             return _refused(batch, received, exc, opened.envelope)
+        if batch.fifo:          # retries keep the message: its receives count them
+            earlier = received.receive_count - 1
+            message = dataclasses.replace(message, retry_num=earlier, failure_num=earlier)
+        return message
 
     def run(self, batch: Batch, received: ReceivedMessage, message: Message,
             task_class: type[Task]) -> Settlement:
@@ -150,7 +152,7 @@ class TaskRunner:
                            message.task_id, message.task_name, duration, target)
             _call_task_hook(task.on_target_runtime_exceeded, duration)
         return Settlement(received, Outcome.SUCCEEDED, message=message, task=task,
-                          duration_sec=duration)
+                          duration_sec=duration, result=result)
 
     def failed(self, batch: Batch, received: ReceivedMessage, message: Message,
                task_class: Any, task: Any, exc: BaseException, duration: float) -> Settlement:
@@ -173,6 +175,10 @@ class TaskRunner:
                     final, batch.sqs_name, 0, {ATTR_DEAD_LETTER_REASON: reason[:MAX_REASON_CHARS],
                                                ATTR_SOURCE_QUEUE: queue.name})
                 outcome = Outcome.DEAD_LETTER
+            elif batch.fifo:    # kept, invisible for the delay (see kale.worker.consumer)
+                return Settlement(received, Outcome.RETRY, message=message, reason=reason,
+                                  task=task, exception=exc, duration_sec=duration,
+                                  hold_sec=delay)
             else:
                 copy = codec.to_outgoing(message.next_attempt(), batch.sqs_name, delay)
                 outcome = Outcome.RETRY

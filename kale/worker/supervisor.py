@@ -24,6 +24,7 @@ from types import FrameType
 from typing import Any, Optional, Sequence
 
 from kale.backoff import Backoff
+from kale.exceptions import HookError
 from kale.hooks import HookDispatcher, WorkerHooks
 from kale.worker.limits import SUPERVISOR_PID_VARIABLE
 from kale.worker.parts import load_worker_hooks
@@ -45,9 +46,12 @@ class Child:
 class Supervisor:
     """Keeps ``processes`` copies of ``command`` running."""
 
-    def __init__(self, command: Sequence[str], processes: int, env: Optional[dict] = None):
+    def __init__(self, command: Sequence[str], processes: int, env: Optional[dict] = None,
+                 queue_names: Sequence[str] = ()):
         self.command = list(command)
         self.processes = processes
+        #: The queues its workers serve (empty: all), for hooks that report it.
+        self.queue_names = list(queue_names)
         self.hooks = HookDispatcher(load_worker_hooks(()))
         self.env = dict(env if env is not None else os.environ)
         self.env[SUPERVISOR_PID_VARIABLE] = str(os.getpid())
@@ -78,7 +82,11 @@ class Supervisor:
 
     def run(self) -> int:
         """Supervise until every worker has exited; 0 when all exited cleanly."""
-        self.hooks.strict(WorkerHooks.on_supervisor_startup, self)
+        try:
+            self.hooks.strict(WorkerHooks.on_supervisor_startup, self)
+        except HookError:
+            self.hooks(WorkerHooks.on_supervisor_shutdown, self)   # what did start, stops
+            raise
         previous = {signum: signal.signal(signum, self._forward)
                     for signum in (signal.SIGTERM, signal.SIGINT)}
         try:

@@ -80,8 +80,11 @@ def isolate_suspect(batch: Batch, who: str = 'worker') -> Optional[Batch]:
 
     The suspect left unsettled most often is chosen; the batch's other
     suspects are settled as releases, to run alone in later batches. Returns
-    None when the batch holds no suspect.
+    None when the batch holds no suspect. On a FIFO queue, where a receive
+    count above 1 is an ordinary retry and order matters, there are none.
     """
+    if batch.fifo:
+        return None
     suspects = []
     for received in batch.unsettled():
         opened = batch.opened.get(received.message_id)
@@ -103,3 +106,36 @@ def isolate_suspect(batch: Batch, who: str = 'worker') -> Optional[Batch]:
                    opened.task_class.task_path(), batch.queue.name, count)
     return Batch(batch.queue, [chosen], batch.received_at, batch.sqs_name,
                  opened={chosen.message_id: opened})
+
+
+def isolate_long(batch: Batch) -> Optional[Batch]:
+    """Take the first task whose ``time_limit`` is longer than the queue's
+    visibility timeout out of ``batch``, to run alone while a heartbeat keeps
+    its message invisible (see :mod:`kale.worker.heartbeat`). The batch's
+    other long tasks are released, each to run alone in a later batch.
+
+    On a FIFO queue the long task runs after the rest of the batch, so the
+    messages of its group after it are released; it shares the batch's held
+    groups, and is released itself if an earlier task of its group fails."""
+    chosen: Optional[ReceivedMessage] = None
+    for received in batch.unsettled():
+        opened = batch.opened.get(received.message_id)
+        if chosen is not None and batch.fifo and received.group_id == chosen.group_id:
+            batch.settlements.append(release(
+                batch, received, 'an earlier task of group %r runs alone first'
+                                 % received.group_id))
+        elif opened is None or not batch.is_long(opened.task_class.time_limit):
+            continue
+        elif chosen is None:
+            chosen = received
+        else:
+            batch.settlements.append(release(
+                batch, received, 'time_limit %gs is longer than the visibility timeout: '
+                                 'waits to run alone' % opened.task_class.time_limit))
+    if chosen is None:
+        return None
+    batch.messages.remove(chosen)
+    batch.alone_group = chosen.group_id if batch.fifo else None
+    opened = batch.opened.pop(chosen.message_id)
+    return Batch(batch.queue, [chosen], batch.received_at, batch.sqs_name,
+                 opened={chosen.message_id: opened}, held_groups=batch.held_groups)

@@ -1,0 +1,231 @@
+"""``kale tasks list|show|count|summary|purge|retry|cancel`` and ``kale workers``:
+the task records on the command line, with the REST API's filters. Tables by
+default, ``--json`` on request."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Sequence
+
+from kale.cli.options import common_options, positive_int
+from kale.exceptions import CommandError
+
+LIST_COLUMNS = [('ID', 'id'), ('TASK', 'task'), ('QUEUE', 'queue'), ('STATUS', 'status'),
+                ('ATTEMPTS', 'attempts'), ('PUBLISHED', 'published_at'),
+                ('DURATION', 'duration_sec'), ('ERROR', 'error_message')]
+WORKER_COLUMNS = [('WORKER', 'id'), ('ROLE', 'role'), ('STATE', 'state'), ('QUEUES', 'queues'),
+                  ('RUNNING NOW', 'current_task'), ('HEARTBEAT', 'heartbeat_at'),
+                  ('COUNTS', 'counts')]
+
+
+def table(columns: Sequence[tuple[str, str]], rows: Sequence[dict[str, Any]]) -> str:
+    cells = [[title for title, _ in columns]]
+    for row in rows:
+        cells.append([_cell(row.get(key)) for _, key in columns])
+    widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
+    return '\n'.join('  '.join(cell.ljust(width) for cell, width in zip(line, widths, strict=True))
+                     .rstrip() for line in cells)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return '-'
+    if isinstance(value, float):
+        return '%.3fs' % value
+    if isinstance(value, dict):
+        return ','.join('%s=%s' % item for item in sorted(value.items())) or '-'
+    if isinstance(value, list):
+        return ','.join(map(str, value)) or '-'
+    text = str(value).replace('\n', ' ')
+    return text if len(text) <= 60 else text[:57] + '...'
+
+
+def _params(args: argparse.Namespace) -> dict[str, str]:
+    """The filters given as options, as query parameters."""
+    params = {}
+    for name in ('status', 'task', 'queue', 'since', 'until'):
+        value = getattr(args, name, None)
+        if value:
+            params[name] = value
+    for label in getattr(args, 'label', None) or ():
+        key, sep, value = label.partition('=')
+        if not sep:
+            raise CommandError('--label must be KEY=VALUE, got %r' % label)
+        params['label.' + key] = value
+    return params
+
+
+def _queries() -> Any:
+    from kale import records
+    return records.queries()
+
+
+def _filter(args: argparse.Namespace) -> Any:
+    from kale.records.queries import parse_filter
+    return parse_filter(_params(args))
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, sort_keys=True))
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    page, cursor = _queries().page(_filter(args), args.limit, args.cursor)
+    rows = [record.as_json(detail=False) for record in page]
+    if args.json:
+        _print_json({'tasks': rows, 'next': cursor})
+        return 0
+    for row, record in zip(rows, page, strict=True):
+        row['duration_sec'] = record.duration_sec
+    print(table(LIST_COLUMNS, rows) if rows else 'no task records match')
+    if cursor:
+        print('(more: --cursor %s)' % cursor)
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from kale import records
+    from kale.exceptions import RecordNotFoundError
+    record = records.get(args.task_id)
+    if record is None:
+        raise RecordNotFoundError('no record of task %s' % args.task_id)
+    data = record.as_json()
+    if args.json:
+        _print_json(data)
+        return 0
+    width = max(len(key) for key in data)
+    for key, value in data.items():
+        if key == 'error_traceback' and value:
+            print('%s:\n%s' % (key, value.rstrip()))
+        else:
+            shown = json.dumps(value) if isinstance(value, (dict, list)) else _cell(value)
+            print('%s  %s' % (key.ljust(width), shown if key != 'duration_sec' else value))
+    return 0
+
+
+def cmd_count(args: argparse.Namespace) -> int:
+    count = _queries().count(_filter(args))
+    if args.json:
+        _print_json({'count': count})
+    else:
+        print(count)
+    return 0
+
+
+def cmd_summary(args: argparse.Namespace) -> int:
+    summary = _queries().summary(_filter(args))
+    if args.json:
+        _print_json(summary)
+        return 0
+    from kale.records import STATUSES
+    rows = [dict(task=task, **{s: counts.get(s, 0) for s in STATUSES})
+            for task, counts in sorted(summary['by_task'].items())]
+    rows.append(dict(task='total', **{s: summary['by_status'][s] for s in STATUSES}))
+    print(table([('TASK', 'task')] + [(s.upper(), s) for s in STATUSES], rows))
+    return 0
+
+
+def _confirm(question: str) -> bool:
+    sys.stderr.write(question + ' [y/N] ')
+    sys.stderr.flush()
+    return sys.stdin.readline().strip().lower() in ('y', 'yes')
+
+
+def cmd_purge(args: argparse.Namespace) -> int:
+    from kale import records
+    from kale.conf import settings
+    where = _filter(args)
+    if where.empty and not args.all:
+        purged = records.store().purge_expired(settings.RECORDS_SUCCEEDED_TTL_SEC,
+                                               settings.RECORDS_FAILED_TTL_SEC)
+        print('purged %d expired records (RECORDS_SUCCEEDED_TTL_SEC %s, RECORDS_FAILED_TTL_SEC %s)'
+              % (purged, settings.RECORDS_SUCCEEDED_TTL_SEC, settings.RECORDS_FAILED_TTL_SEC))
+        return 0
+    queries = records.queries()
+    count = queries.count(where)
+    if not args.yes and not _confirm('Delete %d task records?' % count):
+        raise CommandError('purge cancelled (nothing was deleted)')
+    print('deleted %d records' % queries.delete(where))
+    return 0
+
+
+def cmd_retry(args: argparse.Namespace) -> int:
+    from kale import records
+    print(records.retry(args.task_id))
+    return 0
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    from kale import records
+    record = records.cancel(args.task_id)
+    print('cancelled %s (%s)' % (record.id, record.task))
+    return 0
+
+
+def cmd_workers(args: argparse.Namespace) -> int:
+    found = [worker.as_json() for worker in _queries().workers(args.state)]
+    if args.json:
+        _print_json({'workers': found})
+    else:
+        print(table(WORKER_COLUMNS, found) if found else 'no workers recorded')
+    return 0
+
+
+def _filters(parser: argparse.ArgumentParser, json_option: bool = True) -> None:
+    parser.add_argument('--status', help='queued, running, scheduled, succeeded, failed, '
+                                         'cancelled or pending; several separated by commas')
+    parser.add_argument('--task', help='task path (module.Class) or class name')
+    parser.add_argument('--queue', help='queue name')
+    parser.add_argument('--label', action='append', metavar='KEY=VALUE',
+                        help='label equals value (repeatable)')
+    parser.add_argument('--since', help='published at or after (epoch seconds or ISO 8601)')
+    parser.add_argument('--until', help='published before (epoch seconds or ISO 8601)')
+    if json_option:
+        parser.add_argument('--json', action='store_true', help='print JSON')
+
+
+def add_commands(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]') -> None:
+    """Register ``kale tasks`` and ``kale workers``."""
+    tasks = commands.add_parser('tasks', help='task records: list, show, count, purge, ...',
+                                description='Task records (RECORDS_URL).')
+    sub = tasks.add_subparsers(dest='tasks_command', metavar='COMMAND')
+    sub.required = True
+    common = common_options()
+    listing = sub.add_parser('list', parents=[common], help='records, newest first')
+    _filters(listing)
+    listing.add_argument('--limit', type=positive_int, default=50, help='at most N (default 50)')
+    listing.add_argument('--cursor', help='the page after this cursor (printed by the last page)')
+    listing.set_defaults(func=cmd_list)
+    show = sub.add_parser('show', parents=[common], help='one whole record')
+    show.add_argument('task_id', metavar='TASK_ID')
+    show.add_argument('--json', action='store_true', help='print JSON')
+    show.set_defaults(func=cmd_show)
+    for name, func, text in (('count', cmd_count, 'how many records match'),
+                             ('summary', cmd_summary, 'counts by task and status')):
+        parser = sub.add_parser(name, parents=[common], help=text)
+        _filters(parser)
+        parser.set_defaults(func=func)
+    purge = sub.add_parser(
+        'purge', parents=[common], help='delete expired records, or those matching filters',
+        description='With no filter: delete the records past RECORDS_SUCCEEDED_TTL_SEC or '
+                    'RECORDS_FAILED_TTL_SEC, as workers do now and then. With filters (or '
+                    '--all): delete the matching records, after confirmation.')
+    _filters(purge, json_option=False)
+    purge.add_argument('--all', action='store_true', help='delete every record')
+    purge.add_argument('--yes', action='store_true', help='do not ask for confirmation')
+    purge.set_defaults(func=cmd_purge)
+    for name, func, text in (('retry', cmd_retry, 'publish a failed task again; prints its id'),
+                             ('cancel', cmd_cancel, 'cancel a task that has not started')):
+        parser = sub.add_parser(name, parents=[common], help=text)
+        parser.add_argument('task_id', metavar='TASK_ID')
+        parser.set_defaults(func=func)
+    workers = commands.add_parser('workers', parents=[common_options()],
+                                  help='worker and supervisor processes from the records',
+                                  description='Workers and supervisors that recorded themselves: '
+                                              'running, stopped, or lost (no heartbeat for three '
+                                              'intervals).')
+    workers.add_argument('--state', choices=['running', 'stopped', 'lost'])
+    workers.add_argument('--json', action='store_true', help='print JSON')
+    workers.set_defaults(func=cmd_workers)
+

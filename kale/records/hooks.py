@@ -1,0 +1,187 @@
+"""The records' hooks: how publishers and workers write task records.
+
+Kale adds :class:`RecordsHooks` to the publish and worker hooks itself when
+``RECORDS_URL`` is set (see :func:`kale.hooks.feature_hooks`). Every hook
+only builds rows and hands them to the process's writer thread, so a slow or
+unreachable store never holds up a publish or a task:
+
+- ``after_publish``: the publication's tasks, ``queued``, in one statement;
+- ``on_task_started``: ``running``, before the run;
+- ``after_batch``: each settled message's outcome, in one transaction:
+  ``succeeded`` (with the result when the task says ``store_result``),
+  ``scheduled`` (a retry, with its next-attempt time and the error),
+  ``failed`` (dead-lettered, with the reason and the error), ``cancelled``,
+  or ``queued`` again (released by a shutdown while it ran);
+- ``cancelled_tasks``: one query per batch for the cancelled tasks;
+- worker and supervisor start-up and shutdown: the process's row.
+
+Only verified messages are recorded: a body that failed verification has no
+task id anyone can trust.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import time
+from typing import TYPE_CHECKING, Any, Collection, Optional, Sequence
+
+from kale.hooks import PublishHooks, WorkerHooks
+from kale.records.recorder import Recorder, get_recorder
+from kale.records.render import error_fields, render_inputs, render_result
+from kale.records.schema import CANCELLED, FAILED, QUEUED, RUNNING, SCHEDULED, SUCCEEDED, tasks
+from kale.records.writer import Row
+
+if TYPE_CHECKING:
+    from kale.message import Message
+    from kale.publisher import Publication
+    from kale.queue_config import TaskQueue
+    from kale.transport import ReceivedMessage
+    from kale.worker.batch import Batch, Settlement
+
+#: Every column a worker's event sets (a snapshot, so events can be merged).
+EVENT_COLUMNS = tuple(c.name for c in tasks.columns if c.name not in ('labels', 'inputs'))
+
+#: Settlement outcome -> record status.
+_FINAL_STATUS = {'succeeded': SUCCEEDED, 'skipped': SUCCEEDED, 'retry': SCHEDULED,
+                 'dead_letter': FAILED, 'cancelled': CANCELLED, 'release': QUEUED}
+
+
+def worker_identity() -> str:
+    return '%s:%d' % (socket.gethostname(), os.getpid())
+
+
+class RecordsHooks(PublishHooks, WorkerHooks):
+    """Writes task records and this process's row (see the module docstring)."""
+
+    def __init__(self, url: Optional[str] = None):
+        self._url = url
+        self._recorder: Optional[Recorder] = None
+        self._worker = worker_identity()
+        #: task id -> when it started, for tasks started in the batch being run
+        self._started: dict[str, float] = {}
+
+    @property
+    def recorder(self) -> Recorder:
+        if self._recorder is None:
+            self._recorder = get_recorder(self._url)
+        return self._recorder
+
+    # --- publishing ---------------------------------------------------------------
+
+    def after_publish(self, publication: 'Publication') -> None:
+        if publication.error is not None:
+            return
+        recorder = self.recorder
+        task_class = publication.task_class
+        keep_inputs = getattr(task_class, 'record_args', True)
+        name, queue, limit = task_class.task_path(), publication.queue.name, recorder.max_value_chars
+        now = time.time()
+        next_at = now + publication.delay_sec if publication.delay_sec else None
+        labels = publication.labels or [{}] * len(publication.messages)
+        rows = []
+        for message, own_labels in zip(publication.messages, labels, strict=False):
+            rows.append({
+                'id': message.task_id, 'task': name, 'queue': queue, 'status': QUEUED,
+                'attempts': 0, 'labels': own_labels or None,
+                'inputs': render_inputs(message.args, message.kwargs, limit) if keep_inputs
+                else None,
+                'published_at': message.enqueued_at or now, 'started_at': None,
+                'finished_at': None, 'next_attempt_at': next_at, 'duration_sec': None,
+                'worker': None, 'error_type': None, 'error_message': None,
+                'error_traceback': None, 'dead_letter_reason': None, 'result': None,
+                'updated_at': now})
+        recorder.writer.publish(rows)
+
+    # --- the worker's process ---------------------------------------------------------
+
+    def on_worker_startup(self, worker: Any) -> None:
+        queues = [queue.name for queue in getattr(worker, 'queues', ())]
+        self.recorder.start_process('worker', queues, purges=True)
+
+    def on_worker_shutdown(self, worker: Any) -> None:
+        self.recorder.stop_process()
+
+    def on_supervisor_startup(self, supervisor: Any) -> None:
+        self.recorder.start_process('supervisor', getattr(supervisor, 'queue_names', ()),
+                                    purges=False)
+
+    def on_supervisor_shutdown(self, supervisor: Any) -> None:
+        self.recorder.stop_process()
+
+    # --- tasks ----------------------------------------------------------------------------
+
+    def cancelled_tasks(self, queue: 'TaskQueue', task_ids: Sequence[str]) -> Collection[str]:
+        return self.recorder.cancelled_among(task_ids)
+
+    def on_task_started(self, queue: 'TaskQueue', received: 'ReceivedMessage',
+                        message: 'Message') -> None:
+        now = time.time()
+        self._started[message.task_id] = now
+        recorder = self.recorder
+        if recorder.row is not None:
+            recorder.row.current = (message.task_id, message.task_name)
+            recorder.row.dirty = True
+        recorder.writer.event([self._event(message.task_id, message.task_name, queue.name,
+                                           message.issued_at or message.enqueued_at,
+                                           message.retry_num + 1, RUNNING, now, started_at=now)])
+
+    def on_task_finished(self, settlement: 'Settlement') -> None:
+        row = self.recorder.row
+        if row is not None:
+            row.current = None
+            row.dirty = True
+
+    def after_batch(self, queue: 'TaskQueue', batch: 'Batch') -> None:
+        recorder = self.recorder
+        rows = []
+        for settlement in batch.settlements:
+            row = self._outcome(queue.name, settlement, recorder.max_value_chars)
+            if row is not None:
+                rows.append(row)
+            if recorder.row is not None:
+                recorder.row.counts[settlement.outcome.value] += 1
+                recorder.row.dirty = True
+        if rows:
+            recorder.writer.event(rows)
+
+    def _outcome(self, queue: str, s: 'Settlement', limit: int) -> Optional[Row]:
+        """The event a settled message writes, or None (unverified, unsettled, or
+        released without having started here)."""
+        started_at = self._started.pop(s.task_id, None)
+        if not s.verified or not s.settled:
+            return None
+        status = _FINAL_STATUS[s.outcome.value]
+        if status == QUEUED and started_at is None:
+            return None            # released unstarted: its record has not changed
+        now = time.time()
+        message = s.message
+        attempts = (message.retry_num + 1) if message is not None else 1
+        issued = (message.issued_at or message.enqueued_at) if message is not None \
+            else (s.envelope.issued_at if s.envelope is not None else now)
+        fields: dict[str, Any] = {'started_at': started_at, 'worker': self._worker}
+        if status == CANCELLED:
+            attempts -= 1
+            fields.update(finished_at=now, started_at=None)
+        elif status == QUEUED:
+            fields.update(started_at=None)
+        else:
+            fields.update(finished_at=now if status != SCHEDULED else None,
+                          duration_sec=round(s.duration_sec, 6) if started_at else None)
+        if status == SCHEDULED:
+            delay = s.copy.delay_sec if s.copy is not None else 0
+            fields.update(next_attempt_at=now + delay, **error_fields(s.exception, s.reason))
+        elif status == FAILED:
+            fields.update(dead_letter_reason=s.reason[:512] or None,
+                          **error_fields(s.exception, s.reason))
+        elif status == SUCCEEDED and s.task is not None and getattr(s.task, 'store_result', False):
+            fields['result'] = render_result(s.result, limit)
+        return self._event(s.task_id, s.task_name, queue, issued, attempts, status, now,
+                           **fields)
+
+    def _event(self, task_id: str, task_name: str, queue: str, published_at: float,
+               attempts: int, status: str, now: float, **fields: Any) -> Row:
+        row: Row = dict.fromkeys(EVENT_COLUMNS)
+        row.update(id=task_id, task=task_name, queue=queue, published_at=published_at or now,
+                   status=status, attempts=attempts, updated_at=now, worker=self._worker)
+        row.update(fields)
+        return row

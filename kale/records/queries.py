@@ -1,0 +1,285 @@
+"""Questions about many records: filters, keyset pages, counts, summaries,
+deletes, throughput over time and workers. Shared by ``kale web`` and
+``kale tasks``.
+
+Filters come from query parameters (``status``, ``task``, ``queue``,
+``label.KEY``, ``since``, ``until``): :func:`parse_filter` checks them and
+raises BadFilterError with one line naming the bad one. Pages are keyset
+pages, newest first, on ``(published_at, id)``: a page costs the same
+however deep it is, and nothing but the page is ever held in memory. Counts,
+summaries and deletes run in the database.
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+import datetime
+import json
+import math
+import time
+from typing import Any, Iterator, Mapping, Optional
+
+from sqlalchemy import Integer, and_, cast, func, or_, select
+
+from kale.exceptions import BadFilterError
+from kale.publisher import LABEL_KEY
+from kale.records.record import LOST_AFTER_HEARTBEATS, TaskRecord, WorkerRecord, iso
+from kale.records.schema import FINAL, PENDING, QUEUED, STATUSES, tasks, workers
+from kale.records.store import RecordStore
+
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 1000
+WORKER_STATES = ('running', 'stopped', 'lost')
+#: Query parameters that are not filters.
+NOT_FILTERS = ('limit', 'cursor', 'all', 'state', 'window', 'bucket')
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskFilter:
+    """Which records a question is about; empty: all of them."""
+
+    statuses: tuple[str, ...] = ()
+    task: Optional[str] = None
+    queue: Optional[str] = None
+    labels: tuple[tuple[str, str], ...] = ()
+    since: Optional[float] = None
+    until: Optional[float] = None
+
+    @property
+    def empty(self) -> bool:
+        return self == TaskFilter()
+
+    def where(self) -> Any:
+        conditions: list[Any] = []
+        if self.statuses:
+            conditions.append(tasks.c.status.in_(self.statuses))
+        if self.task:
+            if '.' in self.task:
+                conditions.append(tasks.c.task == self.task)
+            else:           # a class name alone matches it in any module
+                conditions.append(or_(tasks.c.task == self.task,
+                                      tasks.c.task.endswith('.' + self.task, autoescape=True)))
+        if self.queue:
+            conditions.append(tasks.c.queue == self.queue)
+        for key, value in self.labels:
+            conditions.append(tasks.c.labels[key].as_string() == value)
+        if self.since is not None:
+            conditions.append(tasks.c.published_at >= self.since)
+        if self.until is not None:
+            conditions.append(tasks.c.published_at < self.until)
+        return and_(True, *conditions)
+
+
+def parse_statuses(text: str) -> tuple[str, ...]:
+    found: list[str] = []
+    for status in (part.strip() for part in text.split(',') if part.strip()):
+        if status == 'pending':
+            found.extend(PENDING)
+        elif status in STATUSES:
+            found.append(status)
+        else:
+            raise BadFilterError('unknown status %r: use one of %s, pending'
+                                 % (status, ', '.join(STATUSES)))
+    return tuple(dict.fromkeys(found))
+
+
+def parse_time(name: str, text: str) -> float:
+    """Epoch seconds, or an ISO 8601 time (UTC unless it says otherwise)."""
+    try:
+        value = float(text)
+        if math.isfinite(value):
+            return value
+    except ValueError:
+        pass
+    try:
+        moment = datetime.datetime.fromisoformat(text.strip().replace('Z', '+00:00'))
+    except ValueError:
+        raise BadFilterError('%s must be epoch seconds or an ISO 8601 time, got %r'
+                             % (name, text)) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.timezone.utc)
+    return moment.timestamp()
+
+
+def parse_filter(params: Mapping[str, str]) -> TaskFilter:
+    """A filter from query parameters; BadFilterError for a bad or unknown one."""
+    fields: dict[str, Any] = {}
+    labels = []
+    for name, value in params.items():
+        if name == 'status':
+            fields['statuses'] = parse_statuses(value)
+        elif name in ('task', 'queue'):
+            fields[name] = value or None
+        elif name in ('since', 'until'):
+            fields[name] = parse_time(name, value)
+        elif name.startswith('label.'):
+            key = name[len('label.'):]
+            if not LABEL_KEY.fullmatch(key):
+                raise BadFilterError('label filter %r: a key is 1-64 letters, digits or _.:-'
+                                     % name)
+            labels.append((key, value))
+        elif name not in NOT_FILTERS:
+            raise BadFilterError('unknown filter %r: use status, task, queue, label.KEY, '
+                                 'since or until' % name)
+    return TaskFilter(labels=tuple(sorted(labels)), **fields)
+
+
+def parse_limit(text: Optional[str], default: int = DEFAULT_LIMIT) -> int:
+    if text is None or text == '':
+        return default
+    if not text.isdigit() or not 1 <= int(text) <= MAX_LIMIT:
+        raise BadFilterError('limit must be a whole number from 1 to %d, got %r'
+                             % (MAX_LIMIT, text))
+    return int(text)
+
+
+def encode_cursor(record: TaskRecord) -> str:
+    raw = json.dumps([record.published_at, record.id], separators=(',', ':')).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip('=')
+
+
+def decode_cursor(text: str) -> tuple[float, str]:
+    try:
+        raw = base64.urlsafe_b64decode(text + '=' * (-len(text) % 4))
+        published_at, task_id = json.loads(raw)
+        if isinstance(published_at, (int, float)) and isinstance(task_id, str):
+            return float(published_at), task_id
+    except (ValueError, binascii.Error, TypeError):
+        pass
+    raise BadFilterError('cursor %r is not one this server gave out' % text[:100])
+
+
+class Queries:
+    """Questions about many records, on one store."""
+
+    def __init__(self, store: RecordStore):
+        self.store = store
+
+    def page(self, where: TaskFilter, limit: int = DEFAULT_LIMIT,
+             cursor: Optional[str] = None) -> tuple[list[TaskRecord], Optional[str]]:
+        """Up to ``limit`` records, newest first, after ``cursor``; and the
+        cursor of the next page (None on the last)."""
+        query = select(tasks).where(where.where())
+        if cursor:
+            published_at, task_id = decode_cursor(cursor)
+            query = query.where(or_(tasks.c.published_at < published_at,
+                                    and_(tasks.c.published_at == published_at,
+                                         tasks.c.id < task_id)))
+        query = query.order_by(tasks.c.published_at.desc(), tasks.c.id.desc()).limit(limit + 1)
+        with self.store.begin() as conn:
+            rows = [TaskRecord.from_row(row) for row in conn.execute(query).mappings()]
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return rows, encode_cursor(rows[-1]) if more and rows else None
+
+    def iterate(self, where: TaskFilter, page_size: int = 500) -> Iterator[TaskRecord]:
+        """Every matching record, newest first, a page at a time."""
+        cursor: Optional[str] = None
+        while True:
+            rows, cursor = self.page(where, page_size, cursor)
+            yield from rows
+            if cursor is None:
+                return
+
+    def count(self, where: TaskFilter) -> int:
+        with self.store.begin() as conn:
+            return int(conn.execute(select(func.count()).select_from(tasks)
+                                    .where(where.where())).scalar() or 0)
+
+    def summary(self, where: TaskFilter) -> dict[str, Any]:
+        """Counts by status, by task and status, by queue and status."""
+        query = select(tasks.c.task, tasks.c.queue, tasks.c.status, func.count()) \
+            .where(where.where()).group_by(tasks.c.task, tasks.c.queue, tasks.c.status)
+        by_status = dict.fromkeys(STATUSES, 0)
+        by_task: dict[str, dict[str, int]] = {}
+        by_queue: dict[str, dict[str, int]] = {}
+        with self.store.begin() as conn:
+            for task, queue, status, n in conn.execute(query):
+                by_status[status] = by_status.get(status, 0) + n
+                for table, key in ((by_task, task), (by_queue, queue)):
+                    table.setdefault(key, {})
+                    table[key][status] = table[key].get(status, 0) + n
+        by_status['pending'] = sum(by_status[s] for s in PENDING)
+        return {'by_status': by_status, 'by_task': by_task, 'by_queue': by_queue}
+
+    def counts_by_status(self) -> dict[str, int]:
+        """Every record counted by status (each status present, 0 when none)."""
+        counts = dict.fromkeys(STATUSES, 0)
+        with self.store.begin() as conn:
+            for status, n in conn.execute(select(tasks.c.status, func.count())
+                                          .group_by(tasks.c.status)):
+                counts[status] = counts.get(status, 0) + n
+        return counts
+
+    def oldest_queued(self) -> dict[str, float]:
+        """When the oldest task still queued in each queue was published (epoch
+        seconds), by queue name; queues with none queued are left out."""
+        query = select(tasks.c.queue, func.min(tasks.c.published_at)) \
+            .where(tasks.c.status == QUEUED).group_by(tasks.c.queue)
+        with self.store.begin() as conn:
+            return {queue: float(oldest) for queue, oldest in conn.execute(query)}
+
+    def delete(self, where: TaskFilter) -> int:
+        with self.store.begin(write=True) as conn:
+            return int(conn.execute(tasks.delete().where(where.where())).rowcount or 0)
+
+    def timeline(self, window_sec: float = 3600, bucket_sec: int = 60,
+                 now: Optional[float] = None) -> dict[str, Any]:
+        """Tasks finished per bucket and their mean duration, per task, over
+        the last ``window_sec``; and per queue over the last minute."""
+        now = time.time() if now is None else now
+        since = now - window_sec
+        bucket: Any
+        if self.store.dialect == 'postgresql':
+            bucket = func.floor(tasks.c.finished_at / bucket_sec)
+        else:
+            bucket = cast(tasks.c.finished_at / bucket_sec, Integer)
+        query = select(tasks.c.task, bucket.label('bucket'), tasks.c.status, func.count(),
+                       func.avg(tasks.c.duration_sec)) \
+            .where(tasks.c.finished_at >= since, tasks.c.status.in_(FINAL)) \
+            .group_by(tasks.c.task, bucket, tasks.c.status)
+        per_queue = select(tasks.c.queue, func.count()).where(
+            tasks.c.finished_at >= now - 60, tasks.c.status.in_(FINAL)).group_by(tasks.c.queue)
+        series: dict[str, dict[int, dict[str, Any]]] = {}
+        with self.store.begin() as conn:
+            for task, number, status, n, mean in conn.execute(query):
+                point = series.setdefault(task, {}).setdefault(
+                    int(number), {'succeeded': 0, 'failed': 0, 'cancelled': 0,
+                                  'duration_sum': 0.0, 'timed': 0})
+                point[status] += n
+                if mean is not None and status != 'cancelled':
+                    point['duration_sum'] += float(mean) * n
+                    point['timed'] += n
+            last_minute = {queue: n for queue, n in conn.execute(per_queue)}
+        return {'bucket_sec': bucket_sec, 'window_sec': window_sec,
+                'series': {task: [_point(number * bucket_sec, p)
+                                  for number, p in sorted(points.items())]
+                           for task, points in sorted(series.items())},
+                'queues_last_minute': last_minute}
+
+    def workers(self, state: Optional[str] = None,
+                now: Optional[float] = None) -> list[WorkerRecord]:
+        """Worker and supervisor rows, running first, newest first."""
+        if state is not None and state not in WORKER_STATES:
+            raise BadFilterError('unknown worker state %r: use one of %s'
+                                 % (state, ', '.join(WORKER_STATES)))
+        now = time.time() if now is None else now
+        query = select(workers).order_by(workers.c.started_at.desc()).limit(MAX_LIMIT)
+        if state == 'stopped':
+            query = query.where(workers.c.stopped_at.is_not(None))
+        elif state is not None:
+            lost = workers.c.heartbeat_at < now - LOST_AFTER_HEARTBEATS * workers.c.heartbeat_sec
+            query = query.where(workers.c.stopped_at.is_(None), lost if state == 'lost'
+                                else ~lost)
+        with self.store.begin() as conn:
+            found = [WorkerRecord.from_row(row, now) for row in conn.execute(query).mappings()]
+        order = {'running': 0, 'lost': 1, 'stopped': 2}
+        return sorted(found, key=lambda w: (order[w.state], -w.started_at))
+
+
+def _point(start: float, point: dict[str, Any]) -> dict[str, Any]:
+    timed = point.pop('timed')
+    total = point.pop('duration_sum')
+    return {'t': iso(start), **point,
+            'mean_duration_sec': round(total / timed, 6) if timed else None}

@@ -1,0 +1,127 @@
+"""TaskRecord and WorkerRecord: rows as Python objects, and as JSON.
+
+Times are epoch seconds in Python and ISO 8601 (UTC) in JSON.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from typing import Any, Mapping, Optional
+
+from kale.records.schema import FINAL, PENDING
+
+#: Fields left out of task lists (``GET /api/tasks``, ``kale tasks list``).
+DETAIL_FIELDS = ('inputs', 'error_traceback', 'result')
+#: A worker whose heartbeat is older than this many intervals is lost.
+LOST_AFTER_HEARTBEATS = 3
+
+
+def iso(epoch: Optional[float]) -> Optional[str]:
+    if epoch is None:
+        return None
+    moment = datetime.datetime.fromtimestamp(epoch, tz=datetime.timezone.utc)
+    return moment.isoformat(timespec='milliseconds').replace('+00:00', 'Z')
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskRecord:
+    """One task's record. ``status`` is one of queued, running, scheduled,
+    succeeded, failed, cancelled."""
+
+    id: str
+    task: str
+    queue: str
+    status: str
+    attempts: int
+    labels: dict[str, str]
+    inputs: Optional[dict[str, Any]]
+    published_at: float
+    started_at: Optional[float]
+    finished_at: Optional[float]
+    next_attempt_at: Optional[float]
+    duration_sec: Optional[float]
+    worker: Optional[str]
+    error_type: Optional[str]
+    error_message: Optional[str]
+    error_traceback: Optional[str]
+    dead_letter_reason: Optional[str]
+    result: Any
+    updated_at: float
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any] | Any) -> 'TaskRecord':
+        values: dict[str, Any] = {field.name: row.get(field.name)
+                                  for field in dataclasses.fields(cls)}
+        values['labels'] = values['labels'] or {}
+        return cls(**values)
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINAL
+
+    @property
+    def pending(self) -> bool:
+        return self.status in PENDING
+
+    @property
+    def args(self) -> Optional[list]:
+        return self.inputs.get('args') if self.inputs else None
+
+    @property
+    def kwargs(self) -> Optional[dict]:
+        return self.inputs.get('kwargs') if self.inputs else None
+
+    def as_json(self, detail: bool = True) -> dict[str, Any]:
+        """The record for the REST API; without ``detail``, no inputs,
+        traceback or result."""
+        data = dataclasses.asdict(self)
+        for name in ('published_at', 'started_at', 'finished_at', 'next_attempt_at',
+                     'updated_at'):
+            data[name] = iso(data[name])
+        if not detail:
+            for name in DETAIL_FIELDS:
+                data.pop(name)
+        return data
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerRecord:
+    """A worker or supervisor process. ``state`` is running, stopped or lost
+    (no heartbeat for three intervals)."""
+
+    id: str
+    role: str
+    host: str
+    pid: int
+    queues: list[str]
+    version: Optional[str]
+    started_at: float
+    heartbeat_at: float
+    heartbeat_sec: float
+    stopped_at: Optional[float]
+    current_task: Optional[str]
+    current_task_name: Optional[str]
+    counts: dict[str, int]
+    state: str
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any] | Any, now: float) -> 'WorkerRecord':
+        values: dict[str, Any] = {field.name: row.get(field.name)
+                                  for field in dataclasses.fields(cls) if field.name != 'state'}
+        values['queues'] = values['queues'] or []
+        values['counts'] = values['counts'] or {}
+        return cls(state=worker_state(row, now), **values)
+
+    def as_json(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        for name in ('started_at', 'heartbeat_at', 'stopped_at'):
+            data[name] = iso(data[name])
+        return data
+
+
+def worker_state(row: Mapping[str, Any], now: float) -> str:
+    if row.get('stopped_at') is not None:
+        return 'stopped'
+    if now - row['heartbeat_at'] > LOST_AFTER_HEARTBEATS * row['heartbeat_sec']:
+        return 'lost'
+    return 'running'

@@ -1,0 +1,204 @@
+"""This process's records: the store on RECORDS_URL, the writer thread, and
+the row of this worker (or supervisor) process.
+
+One :class:`Recorder` per process and URL, made on first use
+(:func:`get_recorder`); a forked child makes its own. Its writer thread also
+keeps the process's row up to date (a heartbeat every
+``RECORDS_HEARTBEAT_SEC``, the task running now, counts by outcome) and,
+in workers, purges expired records every ``RECORDS_PURGE_INTERVAL_SEC`` or so.
+"""
+from __future__ import annotations
+
+import atexit
+import collections
+import logging
+import os
+import random
+import socket
+import threading
+import time
+from typing import Optional, Sequence
+
+from kale.conf import settings
+from kale.exceptions import ImproperlyConfigured
+from kale.records.store import RecordStore, safe_url
+from kale.records.writer import RecordWriter, Row
+from kale.version import __version__
+
+logger = logging.getLogger(__name__)
+
+#: Seconds a process's row waits, at least, between two writes of what it runs.
+ROW_REFRESH_SEC = 1.0
+#: Seconds a stopping process waits for its records to be written.
+EXIT_FLUSH_SEC = 5.0
+
+
+class ProcessRow:
+    """The row of this worker or supervisor process, updated from its hooks and
+    written by the writer thread."""
+
+    def __init__(self, role: str, queues: Sequence[str], heartbeat_sec: float):
+        self.started_at = time.time()
+        self.host = socket.gethostname()
+        self.pid = os.getpid()
+        self.id = '%s:%d:%d' % (self.host, self.pid, int(self.started_at * 1000))
+        self.role = role
+        self.queues = list(queues)
+        self.heartbeat_sec = heartbeat_sec
+        self.current: Optional[tuple[str, str]] = None       # (task id, task name)
+        self.counts: collections.Counter[str] = collections.Counter()
+        self.stopped_at: Optional[float] = None
+        self.written_at = 0.0          # monotonic; 0: never
+        self.dirty = True
+
+    def due(self, now: float) -> bool:
+        if self.written_at == 0.0 or (self.stopped_at is not None and self.dirty):
+            return True
+        elapsed = now - self.written_at
+        return elapsed >= self.heartbeat_sec or (self.dirty and elapsed >= ROW_REFRESH_SEC)
+
+    def snapshot(self) -> Row:
+        current = self.current
+        return {'id': self.id, 'role': self.role, 'host': self.host, 'pid': self.pid,
+                'queues': self.queues, 'version': __version__, 'started_at': self.started_at,
+                'heartbeat_at': time.time(), 'heartbeat_sec': self.heartbeat_sec,
+                'stopped_at': self.stopped_at,
+                'current_task': current[0] if current else None,
+                'current_task_name': current[1] if current else None,
+                'counts': dict(self.counts.copy())}
+
+
+class Recorder:
+    """The store, its writer and this process's row."""
+
+    def __init__(self, url: str):
+        self.url = url
+        self.store = RecordStore(url)
+        self.max_value_chars = int(settings.RECORDS_MAX_VALUE_CHARS)
+        self.buffer_size = int(settings.RECORDS_BUFFER_SIZE)
+        self.heartbeat_sec = float(settings.RECORDS_HEARTBEAT_SEC)
+        self.succeeded_ttl = settings.RECORDS_SUCCEEDED_TTL_SEC
+        self.failed_ttl = settings.RECORDS_FAILED_TTL_SEC
+        self.purge_interval = float(settings.RECORDS_PURGE_INTERVAL_SEC)
+        self.row: Optional[ProcessRow] = None
+        self._writer: Optional[RecordWriter] = None
+        self._lock = threading.Lock()
+        self._next_purge: Optional[float] = None
+        self._cancel_failures = 0
+        self._cancel_logged = 0.0
+
+    @property
+    def writer(self) -> RecordWriter:
+        if self._writer is None:
+            with self._lock:
+                if self._writer is None:
+                    self._writer = RecordWriter(self.store.write, self.buffer_size,
+                                                periodic=self._periodic)
+        return self._writer
+
+    # --- this process's row ---------------------------------------------------------
+
+    def start_process(self, role: str, queues: Sequence[str], purges: bool) -> ProcessRow:
+        self.row = ProcessRow(role, queues, self.heartbeat_sec)
+        if purges:
+            self._next_purge = time.monotonic() + random.uniform(0.1, 1.0) * self.purge_interval
+        self.writer.event([])           # wakes the thread, which writes the row
+        return self.row
+
+    def stop_process(self) -> None:
+        if self.row is not None:
+            self.row.current = None
+            self.row.stopped_at = time.time()
+            self.row.dirty = True
+        self._next_purge = None
+        self.flush(EXIT_FLUSH_SEC)
+
+    def flush(self, timeout: float = EXIT_FLUSH_SEC) -> bool:
+        """Write everything handed over so far (and this process's row)."""
+        if self._writer is None:
+            return True
+        return self._writer.flush(timeout, periodic=self.row is not None and self.row.dirty)
+
+    def _periodic(self) -> list[Row]:
+        """On the writer thread: the row when due, and a purge when due."""
+        now = time.monotonic()
+        if self._next_purge is not None and now >= self._next_purge:
+            self._next_purge = now + self.purge_interval
+            try:
+                purged = self.store.purge_expired(self.succeeded_ttl, self.failed_ttl)
+            except Exception as exc:
+                logger.warning('records: purge failed: %s', exc)
+            else:
+                if purged:
+                    logger.info('records: purged %d expired task records', purged)
+        row = self.row
+        if row is None or not row.due(now):
+            return []
+        row.written_at, row.dirty = now, False
+        return [row.snapshot()]
+
+    # --- cancellations ------------------------------------------------------------
+
+    def cancelled_among(self, task_ids: Sequence[str]) -> set[str]:
+        """The cancelled ones among a batch's ids; none when the store fails
+        (a worker never stops for its records), logged now and then."""
+        try:
+            found = self.store.cancelled_among(task_ids)
+        except Exception as exc:
+            self._cancel_failures += 1
+            now = time.monotonic()
+            if now - self._cancel_logged >= 30.0:
+                self._cancel_logged = now
+                logger.warning('records: cannot check cancellations (%d batches so far), running '
+                               'them: %s', self._cancel_failures, exc)
+            return set()
+        return found
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close(EXIT_FLUSH_SEC)
+            self._writer = None
+
+
+_recorders: dict[str, Recorder] = {}
+_recorders_pid = os.getpid()
+_recorders_lock = threading.Lock()
+
+
+def get_recorder(url: Optional[str] = None) -> Recorder:
+    """The recorder of this process for ``url`` (default RECORDS_URL)."""
+    global _recorders_pid
+    url = url or settings.RECORDS_URL
+    if not url:
+        raise ImproperlyConfigured('task records are off: set RECORDS_URL (e.g. '
+                                   "'sqlite:///kale-records.db')")
+    with _recorders_lock:
+        if _recorders_pid != os.getpid():           # a forked child: its own threads
+            _recorders.clear()
+            _recorders_pid = os.getpid()
+        recorder = _recorders.get(url)
+        if recorder is None:
+            recorder = _recorders[url] = Recorder(url)
+            logger.debug('records: store %s', safe_url(url))
+    return recorder
+
+
+@atexit.register
+def _flush_at_exit() -> None:
+    """A publisher that exits right after publishing still records its tasks."""
+    if _recorders_pid != os.getpid():
+        return
+    for recorder in list(_recorders.values()):
+        recorder.close()
+
+
+def reset_recorders() -> None:
+    """Close and forget every recorder (tests switch RECORDS_URL)."""
+    with _recorders_lock:
+        for recorder in _recorders.values():
+            recorder.close()
+            recorder.store.dispose()
+        _recorders.clear()
+
+
+__all__ = ['ProcessRow', 'Recorder', 'get_recorder', 'reset_recorders']

@@ -1,0 +1,135 @@
+"""The records schema: two tables, created and migrated by Kale, versioned.
+
+``kale_tasks`` has one row per task id; ``kale_workers`` one per worker
+process and supervisor; ``kale_schema`` holds the schema's version. Times
+are epoch seconds (floats), so that comparisons and buckets read the same on
+SQLite and PostgreSQL. Each migration is a function of a connection, applied
+in order in one transaction with the version it brings; on PostgreSQL an
+advisory lock keeps two starting workers from migrating at once, on SQLite
+the write transaction does.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+from sqlalchemy import (
+    JSON,
+    Column,
+    Connection,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    select,
+)
+
+logger = logging.getLogger(__name__)
+
+metadata = MetaData()
+
+#: Statuses a record can have. ``pending`` is a filter for the first three.
+QUEUED, RUNNING, SCHEDULED = 'queued', 'running', 'scheduled'
+SUCCEEDED, FAILED, CANCELLED = 'succeeded', 'failed', 'cancelled'
+STATUSES = (QUEUED, RUNNING, SCHEDULED, SUCCEEDED, FAILED, CANCELLED)
+PENDING = (QUEUED, RUNNING, SCHEDULED)
+FINAL = (SUCCEEDED, FAILED, CANCELLED)
+
+tasks = Table(
+    'kale_tasks', metadata,
+    Column('id', String(128), primary_key=True),
+    Column('task', String(255), nullable=False),
+    Column('queue', String(128), nullable=False),
+    Column('status', String(16), nullable=False),
+    Column('attempts', Integer, nullable=False, default=0),
+    Column('labels', JSON(none_as_null=True)),
+    #: {"args": [...], "kwargs": {...}, "exact": bool}; null when the task
+    #: says record_args = False.
+    Column('inputs', JSON(none_as_null=True)),
+    Column('published_at', Float, nullable=False),
+    Column('started_at', Float),
+    Column('finished_at', Float),
+    Column('next_attempt_at', Float),
+    Column('duration_sec', Float),
+    Column('worker', String(128)),
+    Column('error_type', String(255)),
+    Column('error_message', Text),
+    Column('error_traceback', Text),
+    Column('dead_letter_reason', String(512)),
+    Column('result', JSON(none_as_null=True)),
+    #: When the last event written to the row happened: an older event that
+    #: arrives later (another process's writer was slower) changes nothing.
+    Column('updated_at', Float, nullable=False),
+    Index('kale_tasks_published', 'published_at', 'id'),
+    Index('kale_tasks_status', 'status', 'published_at'),
+    Index('kale_tasks_task', 'task', 'published_at'),
+    Index('kale_tasks_queue', 'queue', 'published_at'),
+    Index('kale_tasks_finished', 'finished_at'),
+)
+
+workers = Table(
+    'kale_workers', metadata,
+    Column('id', String(160), primary_key=True),           # host:pid:start
+    Column('role', String(16), nullable=False),            # worker | supervisor
+    Column('host', String(128), nullable=False),
+    Column('pid', Integer, nullable=False),
+    Column('queues', JSON(none_as_null=True)),
+    Column('version', String(32)),
+    Column('started_at', Float, nullable=False),
+    Column('heartbeat_at', Float, nullable=False),
+    Column('heartbeat_sec', Float, nullable=False),
+    Column('stopped_at', Float),
+    Column('current_task', String(128)),
+    Column('current_task_name', String(255)),
+    Column('counts', JSON(none_as_null=True)),
+    Index('kale_workers_heartbeat', 'heartbeat_at'),
+)
+
+schema_version = Table('kale_schema', metadata, Column('version', Integer, nullable=False))
+
+
+def _create_v1(conn: Connection) -> None:
+    for table in (tasks, workers):
+        table.create(conn, checkfirst=True)
+
+
+#: (version, what it does, how): applied in order to bring a store up to date.
+MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
+    (1, 'create kale_tasks and kale_workers', _create_v1),
+]
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+#: The PostgreSQL advisory lock taken while migrating ('kale' in ASCII).
+MIGRATION_LOCK = 0x6B616C65
+
+
+def current_version(conn: Connection) -> int:
+    """The store's schema version (0 for an empty store)."""
+    schema_version.create(conn, checkfirst=True)
+    found = conn.execute(select(schema_version.c.version)).scalar()
+    return int(found or 0)
+
+
+def migrate(conn: Connection) -> int:
+    """Apply every migration the store lacks, inside the caller's write
+    transaction; returns the version reached."""
+    if conn.dialect.name == 'postgresql':
+        conn.exec_driver_sql('SELECT pg_advisory_xact_lock(%d)' % MIGRATION_LOCK)
+    version = current_version(conn)
+    if version > SCHEMA_VERSION:
+        logger.warning('records store has schema version %d, newer than this Kale\'s %d; '
+                       'using it as it is', version, SCHEMA_VERSION)
+        return version
+    for number, what, step in MIGRATIONS:
+        if number > version:
+            logger.info('records store: migrating to schema version %d: %s', number, what)
+            step(conn)
+            if version == 0:
+                conn.execute(schema_version.insert().values(version=number))
+            else:
+                conn.execute(schema_version.update().values(version=number))
+            version = number
+    return version

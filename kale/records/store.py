@@ -1,0 +1,233 @@
+"""The records store: one SQLAlchemy Core engine on RECORDS_URL, and the
+statements that write records.
+
+SQLite runs in WAL mode, with writes in ``BEGIN IMMEDIATE`` transactions
+and a busy timeout, so several worker processes on one machine write to one
+file without failing each other; PostgreSQL takes the same statements.
+Writes are upserts guarded by the event's time (``updated_at``): whichever
+process's writer is slower, an older event never overwrites a newer one.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from typing import Any, Iterator, Optional, Sequence
+
+from kale.exceptions import ImproperlyConfigured, RecordsUnavailableError
+from kale.records import schema
+from kale.records.schema import CANCELLED, FAILED, FINAL, PENDING, SUCCEEDED, tasks, workers
+
+try:
+    import sqlalchemy
+    from sqlalchemy import Connection, Engine, and_, bindparam, event, or_, select
+    from sqlalchemy.dialects import postgresql, sqlite
+    from sqlalchemy.exc import SQLAlchemyError
+except ImportError as exc:  # pragma: no cover - depends on the extras installed
+    raise ImproperlyConfigured('task records need SQLAlchemy: pip install "kale-sqs[records]" '
+                               '(%s)' % exc) from exc
+
+logger = logging.getLogger(__name__)
+
+#: Seconds a SQLite writer waits for another process's write transaction.
+SQLITE_BUSY_TIMEOUT_MS = 10000
+
+#: Columns a publisher fills in and a worker never changes.
+PUBLISHED_COLUMNS = ('task', 'queue', 'labels', 'inputs', 'published_at')
+
+
+def engine_url(url: str) -> sqlalchemy.URL:
+    """The URL to connect with: ``postgresql://`` means psycopg (version 3),
+    the driver ``kale-sqs[postgres]`` installs."""
+    parsed = sqlalchemy.make_url(url)
+    if parsed.drivername == 'postgresql':
+        parsed = parsed.set(drivername='postgresql+psycopg')
+    return parsed
+
+
+def _sqlite_connection_setup(engine: Engine) -> None:
+    @event.listens_for(engine, 'connect')
+    def connect(dbapi_connection: Any, record: Any) -> None:
+        dbapi_connection.isolation_level = None       # Kale says BEGIN itself
+        cursor = dbapi_connection.cursor()
+        cursor.execute('PRAGMA busy_timeout = %d' % SQLITE_BUSY_TIMEOUT_MS)
+        cursor.execute('PRAGMA journal_mode = WAL')
+        cursor.execute('PRAGMA synchronous = NORMAL')
+        cursor.close()
+
+
+class RecordStore:
+    """Reads and writes task and worker records on one database."""
+
+    def __init__(self, url: str):
+        self.url = url
+        try:
+            target = engine_url(url)
+            if target.get_backend_name() == 'sqlite':
+                self.engine = sqlalchemy.create_engine(
+                    target, connect_args={'check_same_thread': False})
+                _sqlite_connection_setup(self.engine)
+            else:
+                self.engine = sqlalchemy.create_engine(target, pool_pre_ping=True,
+                                                       pool_size=2, max_overflow=4)
+        except (SQLAlchemyError, ImportError, ValueError) as exc:
+            raise ImproperlyConfigured('RECORDS_URL %r cannot be used: %s'
+                                       % (safe_url(url), exc)) from exc
+        self.dialect = self.engine.dialect.name
+        self._insert = postgresql.insert if self.dialect == 'postgresql' else sqlite.insert
+        self._migrated = False
+        self._migrate_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return 'RecordStore(%r)' % safe_url(self.url)
+
+    # --- connections -------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def begin(self, write: bool = False) -> Iterator[Connection]:
+        """A connection in a transaction, committed at the end of the block.
+        Database errors come out as RecordsUnavailableError."""
+        self.migrate()
+        with self._transaction(write) as conn:
+            yield conn
+
+    @contextlib.contextmanager
+    def _transaction(self, write: bool) -> Iterator[Connection]:
+        try:
+            with self.engine.connect() as conn:
+                if self.dialect == 'sqlite':
+                    conn.exec_driver_sql('BEGIN IMMEDIATE' if write else 'BEGIN')
+                try:
+                    yield conn
+                except BaseException:
+                    conn.rollback()
+                    raise
+                conn.commit()
+        except SQLAlchemyError as exc:
+            raise RecordsUnavailableError('records store %s: %s' % (
+                safe_url(self.url), str(exc).splitlines()[0])) from exc
+
+    def migrate(self) -> None:
+        """Create or migrate the schema, once per process."""
+        if self._migrated:
+            return
+        with self._migrate_lock:
+            if not self._migrated:
+                with self._transaction(write=True) as conn:
+                    schema.migrate(conn)
+                self._migrated = True
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+    # --- writes -----------------------------------------------------------------------
+
+    def write(self, published: Sequence[dict[str, Any]], events: Sequence[dict[str, Any]],
+              worker_rows: Sequence[dict[str, Any]]) -> None:
+        """Everything a writer holds, in one transaction: new publications (one
+        statement), task transitions (one statement) and worker rows."""
+        with self.begin(write=True) as conn:
+            if published:
+                conn.execute(self._published_statement(), list(published))
+            if events:
+                conn.execute(self._event_statement(), _same_keys(events))
+            for row in worker_rows:
+                conn.execute(self._worker_statement(row), row)
+
+    def _published_statement(self) -> Any:
+        """Insert a publication; a row that is already there (a worker wrote
+        first) gets the publisher's columns. A row of an earlier life of the
+        same id (a task whose make_task_id repeats) starts again as queued."""
+        insert = self._insert(tasks)
+        finished = or_(*(tasks.c.status == sqlalchemy.literal_column("'%s'" % status)
+                         for status in FINAL))      # no expanding IN in an executemany
+        new_life = and_(finished, tasks.c.finished_at < insert.excluded.published_at)
+        values: dict[str, Any] = {name: insert.excluded[name] for name in PUBLISHED_COLUMNS}
+        for name in ('status', 'attempts', 'started_at', 'finished_at', 'next_attempt_at',
+                     'duration_sec', 'worker', 'error_type', 'error_message', 'error_traceback',
+                     'dead_letter_reason', 'result', 'updated_at'):
+            values[name] = sqlalchemy.case((new_life, insert.excluded[name]), else_=tasks.c[name])
+        return insert.on_conflict_do_update(index_elements=[tasks.c.id], set_=values)
+
+    def _event_statement(self) -> Any:
+        """Insert or update a row from a worker's event, unless the row holds a
+        newer one. Publisher-only columns are kept."""
+        insert = self._insert(tasks)
+        values = {column.name: insert.excluded[column.name] for column in tasks.columns
+                  if column.name not in PUBLISHED_COLUMNS and column.name != 'id'}
+        return insert.on_conflict_do_update(
+            index_elements=[tasks.c.id], set_=values,
+            where=tasks.c.updated_at <= insert.excluded.updated_at)
+
+    def _worker_statement(self, row: dict[str, Any]) -> Any:
+        insert = self._insert(workers)
+        values = {name: insert.excluded[name] for name in row if name != 'id'}
+        return insert.on_conflict_do_update(index_elements=[workers.c.id], set_=values)
+
+    def cancel(self, task_id: str, now: Optional[float] = None) -> bool:
+        """Mark a task that has not started as cancelled; False when it is
+        running or finished (or unknown)."""
+        now = time.time() if now is None else now
+        with self.begin(write=True) as conn:
+            done = conn.execute(tasks.update().where(
+                tasks.c.id == task_id, tasks.c.status.in_(('queued', 'scheduled'))).values(
+                status=CANCELLED, finished_at=now, next_attempt_at=None, updated_at=now))
+            return bool(done.rowcount)
+
+    def purge_expired(self, succeeded_ttl: Optional[float], failed_ttl: Optional[float],
+                      now: Optional[float] = None) -> int:
+        """Delete finished records older than their TTL; returns how many."""
+        now = time.time() if now is None else now
+        conditions = []
+        if succeeded_ttl is not None:
+            conditions.append(and_(tasks.c.status == SUCCEEDED,
+                                   tasks.c.finished_at < now - succeeded_ttl))
+        if failed_ttl is not None:
+            conditions.append(and_(tasks.c.status.in_((FAILED, CANCELLED)),
+                                   tasks.c.finished_at < now - failed_ttl))
+        if not conditions:
+            return 0
+        with self.begin(write=True) as conn:
+            deleted = conn.execute(tasks.delete().where(or_(*conditions))).rowcount
+            if failed_ttl is not None:     # workers that stopped or went silent long ago
+                conn.execute(workers.delete().where(workers.c.heartbeat_at < now - failed_ttl))
+        return int(deleted or 0)
+
+    # --- reads ------------------------------------------------------------------------
+
+    def get(self, task_id: str) -> Optional[dict[str, Any]]:
+        """The record's row as a dict, or None."""
+        with self.begin() as conn:
+            row = conn.execute(select(tasks).where(tasks.c.id == task_id)).mappings().first()
+            return dict(row) if row is not None else None
+
+    def cancelled_among(self, task_ids: Sequence[str]) -> set[str]:
+        """Which of these ids are cancelled: one query for a whole batch."""
+        if not task_ids:
+            return set()
+        with self.begin() as conn:
+            return set(conn.execute(_CANCELLED_AMONG, {'ids': list(task_ids)}).scalars())
+
+
+_CANCELLED_AMONG = select(tasks.c.id).where(tasks.c.id.in_(bindparam('ids', expanding=True)),
+                                            tasks.c.status == CANCELLED)
+
+
+def _same_keys(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows for one executemany: every row with every key (missing ones None)."""
+    keys: dict[str, None] = {}
+    for row in rows:
+        keys.update(dict.fromkeys(row))
+    return [{key: row.get(key) for key in keys} for row in rows]
+
+
+def safe_url(url: str) -> str:
+    """The URL with any password hidden, for messages and logs."""
+    try:
+        return sqlalchemy.make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return '<unparsable URL>'
+
+
+__all__ = ['FINAL', 'PENDING', 'RecordStore', 'safe_url']

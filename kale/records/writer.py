@@ -1,0 +1,197 @@
+"""The writer: one thread per process that writes records, off the task's path.
+
+Publishers and workers hand it rows (:meth:`RecordWriter.publish`,
+:meth:`RecordWriter.event`); it writes whatever has gathered in one
+transaction, at once. When the store is slow or down nothing waits for it:
+rows stay buffered, up to ``RECORDS_BUFFER_SIZE``, and are written when it
+answers again, with pauses that double up to :data:`MAX_BACKOFF_SEC`. Past
+the bound the oldest rows are dropped, counted and logged. The same thread
+calls ``periodic`` (heartbeats, purges) between writes.
+"""
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from typing import Any, Callable, Optional
+
+from kale.backoff import Backoff
+
+logger = logging.getLogger(__name__)
+
+MAX_BACKOFF_SEC = 5.0
+#: Longest time the thread sleeps when it has nothing to write.
+IDLE_WAKE_SEC = 1.0
+#: Seconds between two log lines about dropped rows or an outage.
+LOG_EVERY_SEC = 30.0
+
+Row = dict[str, Any]
+#: store.write(published, events, worker_rows)
+WriteFunction = Callable[[list[Row], list[Row], list[Row]], None]
+
+
+class RecordWriter:
+    """Buffers rows and writes them on its own thread."""
+
+    def __init__(self, write: WriteFunction, max_rows: int = 10000,
+                 periodic: Optional[Callable[[], list[Row]]] = None,
+                 name: str = 'kale-records'):
+        self._write = write
+        self.max_rows = max_rows
+        #: Called on the thread before each write and at least every second:
+        #: returns worker rows to write (a heartbeat), may do other chores.
+        self.periodic = periodic
+        self._published: collections.deque[Row] = collections.deque()
+        self._events: collections.deque[Row] = collections.deque()
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._written = threading.Condition(self._lock)
+        self._cycles = 0             # rounds of the thread that ended well
+        self._put_count = 0          # rows handed over so far
+        self._done_count = 0         # rows written or dropped so far
+        self.dropped = 0
+        self.written = 0
+        self.failures = 0
+        self._down_since: Optional[float] = None
+        self._last_log = 0.0
+        self._stopping = False
+        self._stop = threading.Event()      # cuts an outage's pause short
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    # --- handing rows over (any thread) -----------------------------------------
+
+    def publish(self, rows: list[Row]) -> None:
+        """Rows of one publish or publish_batch."""
+        self._put(self._published, rows)
+
+    def event(self, rows: list[Row]) -> None:
+        """Rows of task transitions (a batch's outcomes, a task started)."""
+        self._put(self._events, rows)
+
+    def _put(self, target: collections.deque[Row], rows: list[Row]) -> None:
+        with self._lock:
+            target.extend(rows)
+            self._put_count += len(rows)
+            excess = len(self._published) + len(self._events) - self.max_rows
+            if excess > 0:
+                self._drop(excess)
+            self._wake.notify()
+
+    def _drop(self, count: int) -> None:
+        """Drop the oldest rows (under the lock): events first, whose later
+        ones carry the same tasks further."""
+        for source in (self._events, self._published):
+            while count and source:
+                source.popleft()
+                count -= 1
+                self.dropped += 1
+                self._done_count += 1
+        now = time.monotonic()
+        if now - self._last_log >= LOG_EVERY_SEC:
+            self._last_log = now
+            logger.error('records: buffer of %d rows is full (store %s); %d rows dropped so '
+                         'far', self.max_rows, 'down' if self._down_since else 'slow',
+                         self.dropped)
+
+    @property
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._published) + len(self._events)
+
+    def flush(self, timeout: float = 5.0, periodic: bool = False) -> bool:
+        """Wait until every row handed over so far is written (or dropped),
+        and with ``periodic`` until ``periodic`` ran and what it returned was
+        written too; False when ``timeout`` passed first."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            target = self._put_count
+            cycle = self._cycles + (2 if periodic else 0)
+            self._wake.notify()
+            while self._done_count < target or self._cycles < cycle:
+                left = deadline - time.monotonic()
+                if left <= 0 or not self._thread.is_alive():
+                    return False
+                self._wake.notify()
+                self._written.wait(min(left, 0.05))
+        return True
+
+    def close(self, timeout: float = 5.0) -> bool:
+        """Write what is buffered (waiting up to ``timeout``), then stop."""
+        flushed = self.flush(timeout)
+        with self._lock:
+            self._stopping = True
+            self._wake.notify()
+        self._stop.set()
+        self._thread.join(1.0)
+        if not flushed:
+            logger.error('records: %d rows could not be written before exit', self.pending)
+        return flushed
+
+    # --- the thread -------------------------------------------------------------------
+
+    def _run(self) -> None:
+        backoff = Backoff(initial=0.1, maximum=MAX_BACKOFF_SEC)
+        while True:
+            with self._lock:
+                if not (self._published or self._events or self._stopping):
+                    self._wake.wait(IDLE_WAKE_SEC)
+                if self._stopping:
+                    return
+                published, events = list(self._published), list(self._events)
+                self._published.clear()
+                self._events.clear()
+            worker_rows = self._periodic()
+            if not (published or events or worker_rows):
+                self._cycle_ended(0)
+                continue
+            try:
+                self._write(published, events, worker_rows)
+            except Exception as exc:
+                self._put_back(published, events)
+                self._failed(exc, backoff)
+                continue
+            backoff.reset()
+            self._cycle_ended(len(published) + len(events))
+
+    def _periodic(self) -> list[Row]:
+        if self.periodic is None:
+            return []
+        try:
+            return self.periodic()
+        except Exception:
+            logger.exception('records: periodic chore failed')
+            return []
+
+    def _cycle_ended(self, count: int) -> None:
+        with self._lock:
+            self._cycles += 1
+            self._done_count += count
+            self.written += count
+            self._written.notify_all()
+        if self._down_since is not None and count:
+            logger.warning('records: store reachable again after %.1fs; caught up with %d rows',
+                           time.monotonic() - self._down_since, count)
+            self._down_since = None
+
+    def _put_back(self, published: list[Row], events: list[Row]) -> None:
+        """Rows whose write failed go back in front of those handed over since."""
+        with self._lock:
+            self._published.extendleft(reversed(published))
+            self._events.extendleft(reversed(events))
+            excess = len(self._published) + len(self._events) - self.max_rows
+            if excess > 0:
+                self._drop(excess)
+
+    def _failed(self, exc: Exception, backoff: Backoff) -> None:
+        self.failures += 1
+        now = time.monotonic()
+        if self._down_since is None:
+            self._down_since = now
+        delay = backoff.next_delay()
+        if now - self._last_log >= LOG_EVERY_SEC or self.failures == 1:
+            self._last_log = now
+            logger.warning('records: writing %d rows failed, retrying in %.1fs: %s',
+                           self.pending, delay, str(exc).splitlines()[0] if str(exc) else exc)
+        self._stop.wait(delay)

@@ -1,0 +1,138 @@
+"""The ``kale web`` ASGI application: the REST API and the dashboard.
+
+    from kale.web import create_app
+    app = create_app()                    # or mount it: Mount('/kale', app=create_app())
+
+Every route answers JSON; a bad request is a 400 with ``{"error": "..."}``
+in one line, an unknown task a 404, an action the task's state does not
+allow a 409, a store that cannot be reached a 503. With a token, every
+``/api`` route needs ``Authorization: Bearer TOKEN`` (the dashboard asks for
+it once and keeps it in the browser's session storage), and so does
+``/metrics``, which serves Prometheus the queue gauges and the records' counts
+(:mod:`kale.contrib.queue_metrics`; needs ``kale-sqs[metrics]``).
+"""
+from __future__ import annotations
+
+import hmac
+import os
+from typing import Any, Callable, Optional
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from kale.broker import Broker
+from kale.exceptions import (
+    BadFilterError,
+    KaleError,
+    RecordConflictError,
+    RecordNotFoundError,
+    RecordsUnavailableError,
+    SQSError,
+)
+from kale.web import routes
+from kale.web.openapi import OPENAPI
+
+STATIC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'static')
+
+#: Exception class -> HTTP status, most specific first.
+STATUS_OF: list[tuple[type[Exception], int]] = [
+    (BadFilterError, 400), (RecordNotFoundError, 404), (RecordConflictError, 409),
+    (RecordsUnavailableError, 503), (SQSError, 502), (KaleError, 400)]
+
+
+def error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({'error': message.splitlines()[0] if message else 'error'},
+                        status_code=status)
+
+
+class BearerToken:
+    """ASGI middleware: ``/api`` routes and ``/metrics`` need ``Authorization:
+    Bearer TOKEN`` (Prometheus sends it with ``authorization: {credentials: ...}``)."""
+
+    def __init__(self, app: ASGIApp, token: str):
+        self.app = app
+        self.expected = ('Bearer ' + token).encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        root = scope.get('root_path', '')
+        if scope['type'] == 'http' and (scope['path'] == root + '/metrics' or (
+                scope['path'].startswith(root + '/api')
+                and not scope['path'].endswith('/openapi.json'))):
+            given = dict(scope['headers']).get(b'authorization', b'')
+            if not hmac.compare_digest(given, self.expected):
+                response = error(401, 'a bearer token is required: send Authorization: Bearer '
+                                      'TOKEN (KALE_WEB_TOKEN)')
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def _handled(endpoint: Callable[..., Any]) -> Callable[[Request], Response]:
+    """A sync endpoint (run in Starlette's thread pool) whose Kale errors
+    become one-line JSON answers."""
+    def handle(request: Request) -> Response:
+        try:
+            return JSONResponse(endpoint(request))
+        except KaleError as exc:
+            status = next(code for kind, code in STATUS_OF if isinstance(exc, kind))
+            return error(status, str(exc))
+    handle.__name__ = endpoint.__name__
+    return handle
+
+
+def _metrics(api: routes.Api) -> Callable[[Request], Response]:
+    """``/metrics`` in Prometheus' text format (or OpenMetrics, when asked)."""
+    def metrics(request: Request) -> Response:
+        try:
+            body, content_type = api.metrics(request.headers.get('accept'))
+        except ImportError as exc:
+            if (exc.name or '').split('.')[0] != 'prometheus_client':
+                raise
+            return error(501, "/metrics needs prometheus_client: pip install 'kale-sqs[metrics]'")
+        except KaleError as exc:
+            return error(next(code for kind, code in STATUS_OF if isinstance(exc, kind)), str(exc))
+        return Response(body, headers={'Content-Type': content_type})
+    return metrics
+
+
+def create_app(records_url: Optional[str] = None, token: Optional[str] = None,
+               broker: Optional[Callable[[], Broker]] = None) -> Starlette:
+    """The API and dashboard for the records on ``records_url`` (default
+    RECORDS_URL) and the configured queues (``broker`` makes the broker;
+    default: one from the settings). With ``token``, ``/api`` needs it."""
+    api = routes.Api(records_url, broker)
+    handlers = [
+        Route('/api/tasks', _handled(api.list_tasks), methods=['GET']),
+        Route('/api/tasks', _handled(api.delete_tasks), methods=['DELETE']),
+        Route('/api/tasks/count', _handled(api.count_tasks), methods=['GET']),
+        Route('/api/tasks/summary', _handled(api.summary), methods=['GET']),
+        Route('/api/tasks/{task_id}', _handled(api.get_task), methods=['GET']),
+        Route('/api/tasks/{task_id}/retry', _handled(api.retry_task), methods=['POST']),
+        Route('/api/tasks/{task_id}/cancel', _handled(api.cancel_task), methods=['POST']),
+        Route('/api/queues', _handled(api.queues), methods=['GET']),
+        Route('/api/queues/{name}/redrive', _handled(api.redrive), methods=['POST']),
+        Route('/api/workers', _handled(api.workers), methods=['GET']),
+        Route('/api/timeline', _handled(api.timeline), methods=['GET']),
+        Route('/api/openapi.json', lambda request: JSONResponse(OPENAPI), methods=['GET']),
+        Route('/metrics', _metrics(api), methods=['GET']),
+        Route('/', lambda request: FileResponse(os.path.join(STATIC_DIR, 'index.html')),
+              methods=['GET']),
+        Mount('/static', app=StaticFiles(directory=STATIC_DIR), name='static'),
+    ]
+    middleware = [Middleware(BearerToken, token=token)] if token else []
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        return error(404, 'no route %s %s' % (request.method, request.url.path))
+
+    async def not_allowed(request: Request, exc: Exception) -> Response:
+        return error(405, 'method %s not allowed on %s' % (request.method, request.url.path))
+
+    app = Starlette(routes=handlers, middleware=middleware,
+                    exception_handlers={404: not_found, 405: not_allowed})
+    app.state.api = api
+    return app

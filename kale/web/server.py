@@ -1,0 +1,92 @@
+"""``kale web``: serve the API and the dashboard with uvicorn.
+
+On a loopback address (127.0.0.1, ::1, localhost) no token is needed. On
+any other, requests need a bearer token (``--token``, ``$KALE_WEB_TOKEN`` or
+the ``WEB_TOKEN`` setting), and the server refuses to start without one.
+"""
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+import socket
+import sys
+from typing import Callable, Optional
+
+from kale.conf import settings
+from kale.exceptions import ImproperlyConfigured, PortInUseError
+
+logger = logging.getLogger(__name__)
+
+TOKEN_VARIABLE = 'KALE_WEB_TOKEN'
+MIN_TOKEN_CHARS = 16
+
+
+def is_loopback(host: str) -> bool:
+    if host == 'localhost':
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def configured_token(given: Optional[str] = None) -> str:
+    return given or os.environ.get(TOKEN_VARIABLE, '') or settings.WEB_TOKEN or ''
+
+
+def check_exposure(host: str, token: str) -> None:
+    """Refuse to listen beyond this machine without a token worth the name."""
+    if is_loopback(host):
+        return
+    if not token:
+        raise ImproperlyConfigured(
+            'kale web --host %s listens beyond this machine: set a bearer token in $%s (or '
+            'the WEB_TOKEN setting), e.g. python -c "import secrets; print(secrets.token_hex('
+            '32))"' % (host, TOKEN_VARIABLE))
+    if len(token) < MIN_TOKEN_CHARS:
+        raise ImproperlyConfigured('the kale web token must be at least %d characters'
+                                   % MIN_TOKEN_CHARS)
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ':' in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise PortInUseError('kale web cannot listen on %s:%d: %s' % (host, port, exc.strerror)) \
+            from exc
+    sock.listen(128)
+    return sock
+
+
+def url_of(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    return 'http://%s:%d/' % ('[%s]' % host if ':' in host else host, port)
+
+
+def serve(host: str = '127.0.0.1', port: int = 8000, token: Optional[str] = None,
+          announce: Callable[[str], None] = lambda line: print(line, flush=True)) -> int:
+    """Serve until Ctrl-C or SIGTERM; returns 0."""
+    import uvicorn
+
+    from kale import records
+    from kale.web import create_app
+    token = configured_token(token)
+    check_exposure(host, token)
+    if not settings.RECORDS_URL:
+        raise ImproperlyConfigured("kale web shows task records: set RECORDS_URL (e.g. "
+                                   "'sqlite:///kale-records.db')")
+    records.store().migrate()              # the tables exist before the first request
+    sock = listening_socket(host, port)
+    url = url_of(sock)
+    announce('kale web: serving the dashboard at %s and the API at %sapi/ (Ctrl-C stops)%s'
+             % (url, url, '; requests need the bearer token' if token else ''))
+    config = uvicorn.Config(create_app(token=token or None), log_level='warning',
+                            access_log=False, lifespan='off')
+    uvicorn.Server(config).run(sockets=[sock])
+    sys.stdout.flush()
+    return 0

@@ -1,0 +1,65 @@
+"""Task classes for the records tests."""
+import os
+import time
+
+from kale import task
+
+
+class PlainTask(task.Task):
+    queue = 'default'
+    time_limit = 5
+    ran: list = []
+
+    def run_task(self, n):
+        self.ran.append(n)
+
+
+class ResultTask(task.Task):
+    queue = 'default'
+    time_limit = 5
+    store_result = True
+
+    def run_task(self, a, b):
+        return {'sum': a + b, 'items': (a, b)}
+
+
+class LabelledTask(task.Task):
+    queue = 'default'
+    time_limit = 5
+
+    @classmethod
+    def labels(cls, tenant, *args, **kwargs):
+        return {'tenant': tenant}
+
+    def run_task(self, tenant, n):
+        pass
+
+
+class BrokenTask(task.Task):
+    queue = 'default'
+    time_limit = 5
+    max_retries = 0
+
+    def run_task(self):
+        raise ValueError('bad input 42')
+
+
+class SecretTask(task.Task):
+    queue = 'default'
+    time_limit = 5
+    record_args = False
+
+    def run_task(self, secret):
+        pass
+
+
+class NapTask(task.Task):
+    """Sleeps a little: long enough for a test to see it running."""
+
+    queue = 'default'
+    time_limit = 5
+    store_result = True
+
+    def run_task(self, seconds, *args):
+        time.sleep(seconds)
+        return os.getpid()

@@ -1,0 +1,204 @@
+"""Task records through a real worker loop on the in-memory transport, on
+SQLite and on PostgreSQL: what publishing and each outcome write, labels,
+results, cancellation, waiting, retrying, and TTL purges."""
+import time
+
+import pytest
+
+from kale import records
+from kale.exceptions import (
+    PublishError,
+    RecordConflictError,
+    RecordNotFoundError,
+    TaskResultError,
+    TaskWaitTimeout,
+)
+from kale.hooks import WorkerHooks
+from kale.records.queries import TaskFilter
+from kale.worker import Worker
+from tests import records_tasks as rt
+
+
+def work(broker, hooks=()):
+    """Run a burst worker over everything queued."""
+    Worker(broker=broker, burst=True, hooks=hooks).run()
+
+
+@pytest.fixture
+def broker(memory_broker, any_records_url):
+    return memory_broker
+
+
+def test_publish_records_the_task_as_queued_with_its_labels_and_inputs(broker):
+    task_id = rt.LabelledTask.publish(None, 't9', 3, labels={'source': 'api', 'n': 4})
+    record = records.get(task_id)
+    assert record.status == 'queued' and record.attempts == 0
+    assert record.labels == {'tenant': 't9', 'source': 'api', 'n': '4'}
+    assert record.inputs == {'args': ['t9', 3], 'kwargs': {}, 'exact': True}
+    assert record.queue == 'default' and record.task == 'tests.records_tasks.LabelledTask'
+
+
+def test_a_succeeded_task_has_times_duration_worker_and_its_result(broker):
+    task_id = rt.ResultTask.publish(None, 2, 3)
+    work(broker)
+    record = records.get(task_id)
+    assert record.status == 'succeeded' and record.attempts == 1
+    assert record.result == {'sum': 5, 'items': [2, 3]}
+    assert record.published_at <= record.started_at <= record.finished_at
+    assert record.duration_sec is not None and ':' in record.worker
+
+
+def test_the_result_is_not_stored_unless_the_task_asks(broker):
+    task_id = rt.PlainTask.publish(None, 1)
+    work(broker)
+    assert records.get(task_id).result is None
+
+
+def one_pass(broker):
+    """One worker pass, not a burst: a retry copy stays queued, delayed."""
+    from kale.worker.settler import Settler
+    worker = Worker(broker=broker)
+    worker.settler = Settler(worker.consumer)
+    worker.startup()
+    worker.work_once()
+    worker.settler.close()
+    worker.report_settled()
+    worker.shutdown()
+
+
+def test_a_failure_that_will_retry_is_scheduled_with_its_error(broker, monkeypatch):
+    monkeypatch.setattr(rt.BrokenTask, 'max_retries', 1)
+    task_id = rt.BrokenTask.publish(None)
+    one_pass(broker)
+    record = records.get(task_id)
+    assert record.status == 'scheduled' and record.attempts == 1
+    assert record.error_type == 'ValueError' and record.error_message == 'bad input 42'
+    assert 'raise ValueError' in record.error_traceback
+    assert record.next_attempt_at > record.started_at
+
+
+def test_a_task_that_fails_for_good_is_failed_with_the_dead_letter_reason(broker):
+    task_id = rt.BrokenTask.publish(None)
+    work(broker)
+    record = records.get(task_id)
+    assert record.status == 'failed'
+    assert record.dead_letter_reason.startswith('no_retries')
+    assert record.error_type == 'ValueError'
+
+
+def test_record_args_false_keeps_no_inputs(broker):
+    task_id = rt.SecretTask.publish(None, 'password')
+    assert records.get(task_id).inputs is None
+
+
+def test_labels_never_reach_run_task(broker):
+    task_id = rt.ResultTask.publish(None, 1, 1, labels={'a': 'b'})
+    work(broker)
+    assert records.result(task_id) == {'sum': 2, 'items': [1, 1]}
+
+
+def test_bad_labels_are_refused_at_publish_naming_the_key(broker):
+    with pytest.raises(PublishError, match="labels key 'bad key'"):
+        rt.PlainTask.publish(None, 1, labels={'bad key': 'x'})
+    with pytest.raises(PublishError, match='must be a dict'):
+        rt.PlainTask.publish(None, 1, labels=['x'])
+
+
+def test_publish_batch_records_every_task(broker):
+    ids = rt.PlainTask.publish_batch(None, [((i,), {}) for i in range(25)],
+                                     labels={'batch': 'b1'})
+    records.get(ids[0])             # flushes this process's writer
+    assert records.queries().count(TaskFilter(labels=(('batch', 'b1'),))) == 25
+
+
+def test_a_cancelled_task_is_deleted_unrun_and_stays_cancelled(broker):
+    ran = rt.PlainTask.ran
+    ran.clear()
+    keep = rt.PlainTask.publish(None, 1)
+    drop = rt.PlainTask.publish(None, 2)
+    assert records.cancel(drop).status == 'cancelled'
+    work(broker)
+    assert ran == [1]
+    assert records.get(drop).status == 'cancelled'
+    assert records.get(keep).status == 'succeeded'
+    assert broker.counts(broker.queues.get_queue('default')).total == 0
+
+
+class CountingStore(WorkerHooks):
+    """Counts how often the worker asks about cancellations."""
+
+    def __init__(self):
+        self.calls = []
+
+    def cancelled_tasks(self, queue, task_ids):
+        self.calls.append(list(task_ids))
+        return ()
+
+
+def test_cancellations_are_checked_once_per_batch_not_per_task(broker):
+    rt.PlainTask.publish_batch(None, [((i,), {}) for i in range(10)])
+    counting = CountingStore()
+    work(broker, hooks=[counting])
+    assert [len(ids) for ids in counting.calls] == [10]
+
+
+def test_a_finished_task_cannot_be_cancelled(broker):
+    task_id = rt.PlainTask.publish(None, 1)
+    work(broker)
+    with pytest.raises(RecordConflictError, match='it is succeeded'):
+        records.cancel(task_id)
+
+
+def test_an_unknown_task_is_none_and_not_found(broker):
+    assert records.get('nope') is None
+    with pytest.raises(RecordNotFoundError, match='no record of task nope'):
+        records.cancel('nope')
+
+
+def test_wait_times_out_naming_the_status(broker):
+    task_id = rt.PlainTask.publish(None, 1)
+    with pytest.raises(TaskWaitTimeout, match='it is queued'):
+        records.wait(task_id, timeout=0.05)
+
+
+def test_result_of_a_failed_task_says_why(broker):
+    task_id = rt.BrokenTask.publish(None)
+    work(broker)
+    with pytest.raises(TaskResultError, match='it is failed: ValueError: bad input 42'):
+        records.result(task_id)
+
+
+def test_retry_publishes_a_failed_task_again_from_its_record(broker):
+    task_id = rt.BrokenTask.publish(None, labels={'tenant': 't1'})
+    work(broker)
+    new_id = records.retry(task_id)
+    record = records.get(new_id)
+    assert new_id != task_id and record.status == 'queued'
+    assert record.labels == {'tenant': 't1', 'retry_of': task_id}
+
+
+def test_retry_refuses_a_task_whose_inputs_were_not_kept(broker):
+    task_id = rt.SecretTask.publish(None, 'x')
+    records.cancel(task_id)
+    with pytest.raises(RecordConflictError, match='arguments were not stored whole'):
+        records.retry(task_id)
+
+
+def test_records_past_their_ttl_are_purged(broker):
+    old_ok = rt.PlainTask.publish(None, 1)
+    old_bad = rt.BrokenTask.publish(None)
+    work(broker)
+    store = records.store()
+    later = time.time() + 100
+    assert store.purge_expired(succeeded_ttl=50, failed_ttl=200, now=later) == 1
+    assert records.get(old_ok) is None and records.get(old_bad) is not None
+    assert store.purge_expired(succeeded_ttl=50, failed_ttl=50, now=later) == 1
+    assert records.get(old_bad) is None
+
+
+def test_the_worker_has_a_row_that_says_it_stopped(broker):
+    rt.PlainTask.publish(None, 1)
+    work(broker)
+    [row] = records.queries().workers()
+    assert row.state == 'stopped' and row.role == 'worker'
+    assert row.counts == {'succeeded': 1} and 'default' in row.queues
