@@ -258,6 +258,27 @@ def test_receive_count_increases_on_every_receive(transport, queue):
     assert [m.receive_count for m in deliveries] == [1, 2, 3]
 
 
+def test_receivers_woken_at_once_never_share_a_message(transport, queue):
+    received: list[str] = []
+    stop = threading.Event()
+
+    def receive() -> None:
+        while not stop.is_set():
+            received.extend(m.message_id for m in transport.receive(queue, 10, 1, 30))
+
+    threads = [threading.Thread(target=receive) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for round_ in range(4):
+        time.sleep(0.2)                 # every receiver is waiting in its long poll
+        transport.send_batch(queue, [OutgoingMessage('m%d-%d' % (round_, i)) for i in range(10)])
+    eventually(lambda: len(received) >= 40, 'receiving 40 messages')
+    stop.set()
+    for thread in threads:
+        thread.join()
+    assert len(received) == 40 and len(set(received)) == 40
+
+
 def test_the_receipt_handle_changes_on_every_receive(transport, queue):
     deliveries = deliver_three_times(transport, queue)
     assert len({m.receipt_handle for m in deliveries}) == 3
