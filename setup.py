@@ -34,6 +34,11 @@ setup(
         'postgres': ['SQLAlchemy>=2.0', 'psycopg[binary]>=3.1'],
         # `kale web`: the REST API and the dashboard.
         'web': ['SQLAlchemy>=2.0', 'starlette>=0.37', 'uvicorn>=0.29'],
+        # Prometheus metrics: METRICS_PORT, `kale worker --metrics-port`, and
+        # kale web's /metrics.
+        'metrics': ['prometheus_client>=0.17'],
+        # OpenTelemetry traces: TRACING (configure the SDK and an exporter yourself).
+        'otel': ['opentelemetry-api>=1.20'],
         # Test, lint and type-checking tools.
         'dev': [
             'pytest>=7',
@@ -46,6 +51,8 @@ setup(
             'types-PyYAML',
             'httpx>=0.27',           # Starlette's test client
             'playwright>=1.40',      # the dashboard's test, on Debian's chromium
+            # the tracing tests export spans to memory
+            'opentelemetry-sdk>=1.20',
         ],
     },
     entry_points={

@@ -24,6 +24,8 @@ from bench.environment import EQUAL_LONG_POLLS, ROOT, Environment, shipped_long_
 from bench.servers import BenchError, Endpoint
 
 SCENARIOS = ('publish', 'drain', 'latency', 'latency-shipped', 'idle', 'idle-shipped')
+#: Run only when named in --scenarios.
+OPTIONAL_SCENARIOS = ('drain-metrics',)
 
 
 def collect(env: Environment, args: argparse.Namespace) -> dict[str, dict[str, Any]]:
@@ -37,6 +39,7 @@ def collect(env: Environment, args: argparse.Namespace) -> dict[str, dict[str, A
         'latency-shipped': lambda: idle.latency(env, args.latency_samples, shipped, 'shipped'),
         'idle': lambda: idle.idle_cost(env, args.idle_window, EQUAL_LONG_POLLS, 'equal'),
         'idle-shipped': lambda: idle.idle_cost(env, args.idle_window, shipped, 'shipped'),
+        'drain-metrics': lambda: scenarios.drain_with_metrics(env, args.tasks),
     }
     for name, scenario in plan.items():
         if name not in args.scenarios:
@@ -108,13 +111,16 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                         help='how long idle cost is measured (default 40)')
     parser.add_argument('--scenarios', default=','.join(SCENARIOS),
                         type=lambda text: text.split(','),
-                        help='which to run, of %s (default: all)' % ', '.join(SCENARIOS))
+                        help='which to run, of %s (default: all), and %s (the drain with '
+                             'Prometheus metrics on and off)'
+                             % (', '.join(SCENARIOS), ', '.join(OPTIONAL_SCENARIOS)))
     parser.add_argument('--json', metavar='FILE', help='also write the results as JSON (a bare '
                         'file name goes to bench/results/)')
     args = parser.parse_args(argv)
-    unknown = [name for name in args.scenarios if name not in SCENARIOS]
+    known = SCENARIOS + OPTIONAL_SCENARIOS
+    unknown = [name for name in args.scenarios if name not in known]
     if unknown:
-        parser.error('unknown scenario %s; choose from %s' % (', '.join(unknown), ', '.join(SCENARIOS)))
+        parser.error('unknown scenario %s; choose from %s' % (', '.join(unknown), ', '.join(known)))
     if args.transport == 'memory' and (args.endpoint or args.endpoint_url):
         parser.error('--transport memory runs without an SQS endpoint')
     if any(ms < 0 for ms in args.latency_ms):

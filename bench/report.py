@@ -8,6 +8,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from bench.environment import ROOT, implied_idle_per_minute, shipped_long_polls
 from bench.idle import idle_figure, latency_figures
+from bench.scenarios import METRICS_DRAIN
 
 RESULTS_DIR = os.path.join(ROOT, 'bench', 'results')
 DRAIN = 'worker drain (tasks/s)'
@@ -26,6 +27,7 @@ TARGETS: dict[str, tuple[str, Check]] = {
     idle_figure('equal'): ('<= 12', lambda k, b: k <= 12),
     'worker peak memory (MB)': ('<= 80', lambda k, b: k <= 80),
     'messages settled past their budget': ('0', lambda k, b: k == 0),
+    METRICS_DRAIN: ('>= 0.95 x off', lambda k, b: b is not None and k >= 0.95 * b),
 }
 MEMORY_DRAIN_TARGET: tuple[str, Check] = ('>= 400 at 20 ms', lambda k, b: k >= 400)
 

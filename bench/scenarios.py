@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -21,6 +22,7 @@ from bench.hooks import REPORT_VARIABLE
 from bench.raw import drain_loop
 from kale import codec as kale_codec
 from kale import message as kale_message
+from kale.conf import settings
 from kale.worker import Worker
 
 NOOP_TASKS = [tasks.NoopHighTask, tasks.NoopTask, tasks.NoopLowTask]
@@ -60,6 +62,12 @@ def sample_body(run: Run) -> str:
         kale_message.Message('0' * 32, tasks.NoopTask.task_path(), (0,)), 'bench-bench_default')
     run.raw.attributes = dict(outgoing.attributes)
     return outgoing.body
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(('127.0.0.1', 0))
+        return int(probe.getsockname()[1])
 
 
 def split(n: int, parts: int = 3) -> list[int]:
@@ -113,8 +121,10 @@ def publish_rates(env: Environment, n: int) -> Figures:
 
 # --- 2, 3, 6, 7. draining, requests per task, memory, CPU ----------------------------------
 
-def kale_pipeline(env: Environment, n: int, batch: bool) -> dict[str, Any]:
-    """Publish n no-op tasks over three queues with Kale; one worker drains them."""
+def kale_pipeline(env: Environment, n: int, batch: bool,
+                  metrics: bool = False) -> dict[str, Any]:
+    """Publish n no-op tasks over three queues with Kale; one worker drains them
+    (with ``metrics``, a worker serving Prometheus metrics on a free port)."""
     run = env.new_run()
     for task_class, count in zip(NOOP_TASKS, split(n), strict=False):
         if batch:
@@ -124,15 +134,19 @@ def kale_pipeline(env: Environment, n: int, batch: bool) -> dict[str, Any]:
                 task_class.publish(None, i)
     published = run.counter.total
     path = env.report_path()
+    port = free_port() if metrics else 0
     if env.memory:
-        worker = Worker(queue_names=[q.name for q in run.queues], burst=True, broker=run.broker)
+        with settings.override(METRICS_PORT=port):
+            worker = Worker(queue_names=[q.name for q in run.queues], burst=True,
+                            broker=run.broker)
         with environment_variable(REPORT_VARIABLE, path):
             worker.run()
         report = read_report(path)
         report['late_settles'] = run.transport.late_settles
         worker_requests = run.counter.total - published
     else:
-        env.start_worker('--burst', **{REPORT_VARIABLE: path}).wait(600)
+        env.start_worker('--burst', '--metrics-port', str(port),
+                         **{REPORT_VARIABLE: path}).wait(600)
         report = read_report(path)
         worker_requests = len(report['requests'])
     run.close()
@@ -195,3 +209,23 @@ def drain_and_requests(env: Environment, n: int) -> Figures:
     else:
         figures['worker peak memory (MB)'] = (kale_batch['peak_rss_mb'], raw_batch['peak_rss_mb'])
     return figures
+
+
+# --- the cost of metrics --------------------------------------------------------------------
+
+METRICS_DRAIN = 'worker drain, metrics on (tasks/s; baseline: metrics off)'
+METRICS_CPU = 'worker CPU per task, metrics on (µs; baseline: metrics off)'
+_metrics_first = [False]
+
+
+def drain_with_metrics(env: Environment, n: int) -> Figures:
+    """The same drain with and without ``--metrics-port``, in alternating order
+    from one run to the next (so neither always runs on a warmer process or
+    endpoint); the "baseline" of these figures is the worker without metrics."""
+    _metrics_first[0] = not _metrics_first[0]
+    if _metrics_first[0]:
+        on, off = kale_pipeline(env, n, True, metrics=True), kale_pipeline(env, n, True)
+    else:
+        off, on = kale_pipeline(env, n, True), kale_pipeline(env, n, True, metrics=True)
+    return {METRICS_DRAIN: (on['rate'], off['rate']),
+            METRICS_CPU: (on['cpu_us_per_task'], off['cpu_us_per_task'])}

@@ -254,3 +254,28 @@ RECORDS_MAX_VALUE_CHARS = 4000
 # address (the environment variable KALE_WEB_TOKEN overrides it). Without
 # one, `kale web --host 0.0.0.0` refuses to start.
 WEB_TOKEN = ''
+
+# --- Observability ----------------------------------------------------------
+
+# Port on which `kale worker` serves Prometheus metrics at /metrics (one
+# endpoint for all the workers of `kale worker --concurrency N`); 0 turns
+# metrics off. Set, every Kale process also records kale_published_total.
+# `kale worker --metrics-port N` overrides it. Needs prometheus_client
+# (pip install 'kale-sqs[metrics]').
+METRICS_PORT = 0
+
+# Address the metrics endpoint listens on: all interfaces by default, for a
+# Prometheus server elsewhere to scrape; '127.0.0.1' keeps it on this machine.
+# It shows queue and task names and counts, never task ids or arguments.
+METRICS_HOST = '0.0.0.0'
+
+# 'text' or 'json' (one JSON object a line: time, level, logger, message, and
+# task_id, task, queue, attempt and worker where known), for `kale` commands.
+LOG_FORMAT = 'text'
+
+# OpenTelemetry traces: spans kale.publish, kale.run (a child of the
+# publisher's span, whose context travels in the signed envelope) and
+# kale.settle, through opentelemetry's global tracer provider and propagator.
+# Needs opentelemetry-api (pip install 'kale-sqs[otel]'); with it missing, a
+# process that publishes or works with TRACING on stops with one line saying so.
+TRACING = False

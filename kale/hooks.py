@@ -14,8 +14,9 @@ both. Hooks run in the calling process, in the order listed.
 
 **Failures.** A hook that raises is logged with its traceback and the other
 hooks still run, so a broken metrics hook cannot stop work or lose a task.
-The one exception is ``on_worker_startup``: a worker whose start-up failed
-does not start (``kale worker`` exits 1), because it cannot be assumed ready.
+The exceptions are ``on_worker_startup`` and ``on_supervisor_startup``: a
+worker (or a supervisor) whose start-up failed does not start (``kale
+worker`` exits 1), because it cannot be assumed ready.
 The ``ON_WORKER_STARTUP`` and ``ON_WORKER_SHUTDOWN`` settings are the same two
 hooks written as plain callables, and follow the same rule.
 
@@ -27,7 +28,9 @@ stops work.
 
 **Features Kale ships** plug in through these same classes: with
 ``RECORDS_URL`` set, Kale adds ``kale.records.hooks.RecordsHooks`` to the
-publish and worker hooks itself (see :func:`feature_hooks`).
+publish and worker hooks itself; with ``METRICS_PORT`` set,
+``kale.contrib.metrics.PrometheusHooks``; with ``TRACING`` on,
+``kale.contrib.tracing.TracingHooks`` (see :func:`feature_hooks`).
 
 **Trust.** Hooks that receive a :class:`~kale.worker.batch.Settlement` can
 tell whether its message was verified (``settlement.verified``): for a body
@@ -74,10 +77,15 @@ class WorkerHooks:
         """Once, after the last batch was settled (also on signals and memory exits)."""
 
     def on_supervisor_startup(self, supervisor: Any) -> None:
-        """In the supervisor of ``kale worker --concurrency N``, before it starts workers."""
+        """In the supervisor of ``kale worker --concurrency N``, before it starts
+        workers (it may add to ``supervisor.env``, their environment). Raising
+        stops the supervisor from starting, as ``on_worker_startup`` stops a worker."""
 
     def on_supervisor_shutdown(self, supervisor: Any) -> None:
         """In the supervisor, once every worker has exited."""
+
+    def on_worker_exited(self, supervisor: Any, pid: int, exit_code: int) -> None:
+        """In the supervisor, after one of its workers exited (before any restart)."""
 
     def cancelled_tasks(self, queue: 'TaskQueue', task_ids: Sequence[str]) -> Collection[str]:
         """Before a batch runs (after its envelopes were verified): the ids among
@@ -155,13 +163,18 @@ def load_hooks(entries: Sequence[Any], base: type, setting: str) -> list[Any]:
 
 
 #: Hooks of the features Kale ships, by dotted path, and the setting that turns
-#: each on. Loaded by path so that the core never imports a feature.
-FEATURE_HOOKS = [('RECORDS_URL', 'kale.records.hooks.RecordsHooks')]
+#: each on. Loaded by path so that the core never imports a feature (nor the
+#: optional libraries a feature needs) while its setting is off.
+FEATURE_HOOKS = [
+    ('RECORDS_URL', 'kale.records.hooks.RecordsHooks'),
+    ('METRICS_PORT', 'kale.contrib.metrics.PrometheusHooks'),
+    ('TRACING', 'kale.contrib.tracing.TracingHooks'),
+]
 
 
 def feature_hooks() -> list[str]:
     """Dotted paths of the shipped features' hooks whose setting is on (the
-    publisher and the worker add them to the hooks they load)."""
+    publisher, the worker and the supervisor add them to the hooks they load)."""
     return [path for setting, path in FEATURE_HOOKS if getattr(settings, setting, None)]
 
 

@@ -9,12 +9,31 @@ credentials, session tokens and message bodies. Even then,
 and message bodies, in whatever those libraries log.
 
 Kale's own log lines carry task ids, names and queues, never arguments.
+
+**Fields.** Every record that passes through the handler :func:`configure`
+installs carries ``task_id``, ``task``, ``queue``, ``attempt`` and
+``worker`` (None where unknown): Kale's outcome lines pass them through
+``extra``, and :class:`ContextFilter` fills them in for anything logged
+while a task runs (the task's own lines included) from the worker's task
+context. A text format can use them (``%(task_id)s``); with your own handler,
+add ``ContextFilter()`` to it. ``LOG_FORMAT = 'json'`` logs one JSON object a
+line (:class:`JsonFormatter`): ``time``, ``level``, ``logger``, ``message``,
+the fields that are known, and ``exception`` for a traceback.
 """
 from __future__ import annotations
 
+import contextvars
+import datetime
+import json
 import logging
 import re
-from typing import Optional
+from typing import Any, Optional
+
+#: Fields a record may carry about the task and worker it concerns.
+TASK_FIELDS = ('task_id', 'task', 'queue', 'attempt')
+FIELDS = TASK_FIELDS + ('worker',)
+LOG_FORMATS = ('text', 'json')
+TEXT_FORMAT = '%(asctime)s %(levelname)s %(name)s: %(message)s'
 
 #: Libraries that print requests (with credentials) when at DEBUG.
 AWS_LOGGERS = ('botocore', 'boto3', 'urllib3', 's3transfer')
@@ -54,14 +73,97 @@ class RedactingFilter(logging.Filter):
         return True
 
 
+# --- the task a worker is running, and the worker ---------------------------
+
+#: (task id, task path, queue name, attempt) of the task running in this
+#: thread, while it runs.
+_running: contextvars.ContextVar[Optional[tuple[str, str, str, int]]] = \
+    contextvars.ContextVar('kale_running_task', default=None)
+_worker: Optional[str] = None
+
+
+def set_worker(name: Optional[str]) -> None:
+    """Name this process's worker in every record (``worker`` field)."""
+    global _worker
+    _worker = name
+
+
+def task_started(task_id: str, task: str, queue: str, attempt: int) -> contextvars.Token:
+    """Records logged in this thread now concern this task, until :func:`task_ended`."""
+    return _running.set((task_id, task, queue, attempt))
+
+
+def task_ended(token: contextvars.Token) -> None:
+    _running.reset(token)
+
+
+def task_fields(task_id: str, task: str, queue: str, attempt: Optional[int]) -> dict[str, Any]:
+    """The ``extra`` for a line about a task logged outside its run."""
+    return {'task_id': task_id, 'task': task, 'queue': queue, 'attempt': attempt}
+
+
+class ContextFilter(logging.Filter):
+    """Gives every record the fields in :data:`FIELDS`: those passed through
+    ``extra`` are kept, the others come from the running task (None when none
+    runs)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        fields = record.__dict__
+        running = _running.get()
+        if running is None:
+            for name in TASK_FIELDS:
+                fields.setdefault(name, None)
+        else:
+            for name, value in zip(TASK_FIELDS, running, strict=True):
+                fields.setdefault(name, value)
+        fields.setdefault('worker', _worker)
+        return True
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object a line: time (UTC, ISO 8601), level, logger, message, the
+    known fields of :data:`FIELDS`, and the traceback as ``exception``. Only
+    these: whatever else a record carries is left out."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            'time': datetime.datetime.fromtimestamp(record.created, datetime.timezone.utc)
+            .isoformat(timespec='milliseconds').replace('+00:00', 'Z'),
+            'level': record.levelname, 'logger': record.name, 'message': record.getMessage()}
+        for name in FIELDS:
+            value = getattr(record, name, None)
+            if value is not None:
+                entry[name] = value
+        if record.exc_info:
+            entry['exception'] = self.formatException(record.exc_info)
+        if record.stack_info:
+            entry['stack'] = self.formatStack(record.stack_info)
+        return json.dumps(entry, default=str)
+
+
+def formatter(log_format: str) -> logging.Formatter:
+    """The formatter for ``LOG_FORMAT``: 'text' or 'json'."""
+    if log_format == 'json':
+        return JsonFormatter()
+    if log_format == 'text':
+        return logging.Formatter(TEXT_FORMAT)
+    raise ValueError('log format must be one of %s, got %r' % (', '.join(LOG_FORMATS), log_format))
+
+
 def configure(level: str = 'INFO', aws_level: str = 'WARNING',
-              handler: Optional[logging.Handler] = None) -> logging.Handler:
+              handler: Optional[logging.Handler] = None,
+              log_format: Optional[str] = None) -> logging.Handler:
     """Log to stderr (or ``handler``) at ``level``, the AWS libraries at
-    ``aws_level``, with secrets redacted; returns the handler."""
+    ``aws_level``, with secrets redacted and the task fields filled in;
+    returns the handler. ``log_format`` ('text', the default for a new
+    handler, or 'json') sets the handler's formatter."""
     if handler is None:
         handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter('%(asctime)s %(levelname)s %(name)s: %(message)s'))
+        log_format = log_format or 'text'
+    if log_format is not None:
+        handler.setFormatter(formatter(log_format))
     handler.addFilter(RedactingFilter())
+    handler.addFilter(ContextFilter())
     root = logging.getLogger()
     for existing in list(root.handlers):
         if getattr(existing, '_kale', False):

@@ -44,6 +44,10 @@ class Message:
     #: release copies keep it, so the replay window (MESSAGE_MAX_AGE_SEC)
     #: counts from the first publish. Travels in the signed envelope.
     issued_at: float = 0.0
+    #: Context carried with the task, as strings (e.g. a W3C trace context,
+    #: added by a publish hook). Travels in the signed envelope, so the worker
+    #: can trust it; retry, release and dead-letter copies keep it.
+    context: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     def attributes(self) -> dict[str, Any]:
         """SQS message attributes, so operators see these without decoding."""
@@ -67,8 +71,8 @@ class Message:
     @classmethod
     def from_payload(cls, payload: Any, **envelope: Any) -> 'Message':
         """Build from a deserialized payload (and fields the envelope carries,
-        ``issued_at`` and ``unsettled``, and the counts, which win over the
-        payload's); ValueError says what is wrong."""
+        ``issued_at``, ``unsettled`` and ``context``, and the counts, which win over
+        the payload's); ValueError says what is wrong."""
         if type(payload) is not dict:
             raise ValueError('payload is a %s, not a mapping' % type(payload).__name__)
         get = payload.get

@@ -194,8 +194,16 @@ class Publication:
     delay_sec: int
     #: Extra SQS attributes for each message (hooks may add to them).
     attributes: list[dict[str, AttributeValue]]
-    #: Set for ``after_publish`` when sending failed.
+    #: Set for ``after_publish`` when encoding or sending failed.
     error: Optional[BaseException] = None
+    #: The queue's full SQS name (with QUEUE_PREFIX).
+    sqs_name: str = ''
+    #: Context to carry with each message, one dict of strings per message
+    #: (hooks may add to them, e.g. a W3C trace context): it travels in the
+    #: signed envelope, and the worker sees it as ``message.context``.
+    context: list[dict[str, str]] = dataclasses.field(default_factory=list)
+    #: The SQS message ids, in order, once sent (for ``after_publish``).
+    message_ids: list[str] = dataclasses.field(default_factory=list)
     #: The message group, on a FIFO queue.
     group_id: str = ''
     #: Each message's labels (from ``publish(..., labels=...)`` and the task's
@@ -224,9 +232,9 @@ class Publisher:
 
     @property
     def hooks(self) -> HookDispatcher:
-        """The publish hooks: those of features turned on (records), then
-        ``PUBLISH_HOOKS`` (read again when settings change), then those given
-        to the constructor."""
+        """The publish hooks: those of features turned on (records, metrics,
+        tracing), then ``PUBLISH_HOOKS`` (read again when settings change),
+        then those given to the constructor."""
         if self._hooks is None or self._hooks[0] != settings.generation:
             loaded = load_hooks(feature_hooks() + list(settings.PUBLISH_HOOKS or ())
                                 + self._extra_hooks, PublishHooks, 'PUBLISH_HOOKS')
@@ -286,21 +294,26 @@ class Publisher:
                 raise InvalidGroupError('task %s: its task id %r cannot be a deduplication id '
                                         '(1-128 letters, digits or punctuation); pass dedup_id='
                                         % (name, task_dedup_id))
+        sender = self.sender
+        queue_name = sender.sqs_name(queue)
         publication = Publication(task_class, queue, messages, delay, [{} for _ in messages],
                                   group_id=group_id or '',
                                   labels=[self.labels(task_class, given, args, kwargs)
-                                          for args, kwargs in pairs])
+                                          for args, kwargs in pairs],
+                                  sqs_name=queue_name, context=[{} for _ in messages])
         hooks = self.hooks
         hooks(PublishHooks.before_publish, publication)
-        codec, sender = get_codec(), self.sender
-        queue_name = sender.sqs_name(queue)
-        outgoing = [codec.to_outgoing(m, queue_name, delay, extra)
-                    for m, extra in zip(messages, publication.attributes, strict=True)]
-        if queue.fifo:
-            outgoing = [dataclasses.replace(out, group_id=publication.group_id, dedup_id=did)
-                        for out, did in zip(outgoing, dedup_ids, strict=True)]
+        # Encoding is inside the try: a hook that opened something in
+        # before_publish (a trace span) always sees after_publish.
         try:
-            sender.send(queue, outgoing)
+            codec = get_codec()
+            outgoing = [codec.to_outgoing(with_context(m, context), queue_name, delay, extra)
+                        for m, extra, context in zip(messages, publication.attributes,
+                                                     publication.context, strict=True)]
+            if queue.fifo:
+                outgoing = [dataclasses.replace(out, group_id=publication.group_id, dedup_id=did)
+                            for out, did in zip(outgoing, dedup_ids, strict=True)]
+            publication.message_ids = sender.send(queue, outgoing)
         except Exception as exc:
             if isinstance(exc, BatchSendError):
                 exc.task_ids = publication.task_ids  # type: ignore[attr-defined]
@@ -311,6 +324,13 @@ class Publisher:
         for m in messages:
             logger.debug('published task %s (%s) to queue %s', m.task_id, name, queue.name)
         return publication.task_ids
+
+
+def with_context(message: Message, context: Mapping[str, str]) -> Message:
+    """``message`` carrying ``context`` besides its own (hooks filled it)."""
+    if not context:
+        return message
+    return dataclasses.replace(message, context={**message.context, **context})
 
 
 _default: Optional[Publisher] = None

@@ -190,6 +190,10 @@ CHECKS: dict[str, Callable[[Any], Optional[str]]] = {
     'RECORDS_PURGE_INTERVAL_SEC': _number(1),
     'RECORDS_MAX_VALUE_CHARS': _number(100, 1000000, whole=True),
     'WEB_TOKEN': _TEXT,
+    'METRICS_PORT': _number(0, 65535, whole=True),
+    'METRICS_HOST': _TEXT,
+    'LOG_FORMAT': _one_of('text', 'json'),
+    'TRACING': _BOOL,
 }
 
 

@@ -383,3 +383,29 @@ class OrderedDigestTask(DigestTask):
     """DigestTask on the FIFO 'ordered' queue."""
 
     queue = 'ordered'
+
+
+class LoggingTask(task.Task):
+    """Logs one line while it runs (its argument is a secret never to be logged)."""
+
+    queue = 'default'
+    time_limit = 5
+
+    def run_task(self, secret=None, *args, **kwargs):
+        import logging
+        logging.getLogger('tests.tasks').warning('logging from inside the task')
+
+
+class TraceTask(task.Task):
+    """Remembers the trace span that is current while it runs."""
+
+    queue = 'default'
+    time_limit = 5
+    max_retries = 1
+    spans: list = []
+
+    def run_task(self, fail=False, *args, **kwargs):
+        from opentelemetry import trace
+        TraceTask.spans.append(trace.get_current_span().get_span_context())
+        if fail and self.message.retry_num == 0:
+            raise RuntimeError('first attempt fails')

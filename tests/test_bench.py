@@ -106,3 +106,24 @@ def test_fauxqs_and_the_latency_proxy_run_and_are_stopped_afterwards(tmp_path, f
     assert with_proxy['results']['worker drain (tasks/s)']['baseline']['median'] > 0
     assert '| +5 ms per request' in table
     assert not listening(with_proxy['upstream']) and not listening(with_proxy['endpoint'])
+
+
+@pytest.mark.slow
+def test_the_metrics_scenario_drains_with_and_without_metrics(tmp_path):
+    table, report = run_bench(tmp_path, '--transport', 'memory', '--scenarios', 'drain-metrics')
+    [configuration] = report['configurations']
+    results = configuration['results']
+    assert set(results) == {'worker drain, metrics on (tasks/s; baseline: metrics off)',
+                            'worker CPU per task, metrics on (µs; baseline: metrics off)'}
+    for result in results.values():
+        assert result['kale']['median'] > 0 and result['baseline']['median'] > 0
+    assert results['worker drain, metrics on (tasks/s; baseline: metrics off)']['target'] \
+        == '>= 0.95 x off'
+    assert 'worker drain, metrics on' in table
+
+
+def test_an_unknown_scenario_is_refused_with_the_optional_ones_listed():
+    from bench.__main__ import parse_args
+    with pytest.raises(SystemExit):
+        parse_args(['--scenarios', 'nope'])
+    assert parse_args(['--scenarios', 'drain-metrics']).scenarios == ['drain-metrics']

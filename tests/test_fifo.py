@@ -10,6 +10,7 @@ from kale import worker as kale_worker
 from kale.broker import Broker
 from kale.conf import settings
 from kale.exceptions import InvalidDelayError, InvalidGroupError, QueueConfigError
+from kale.hooks import WorkerHooks
 from kale.queue_config import get_queue_config, parse_queue_config
 from kale.transport.memory import MemoryTransport
 from tests import tasks
@@ -175,3 +176,17 @@ def test_a_long_task_runs_alone_in_its_place_in_the_group(memory_broker, record)
     assert labels(record, 'failed') == ['a1']
     assert labels(record, 'ran', 'a') == ['a1', 'a2', 'a3']
     assert labels(record, 'ran', 'b') == ['b1']
+
+
+class CancelEverything(WorkerHooks):
+    def cancelled_tasks(self, queue, task_ids):
+        return task_ids
+
+
+def test_a_cancelled_task_on_a_fifo_queue_is_deleted_unrun(memory_broker, record):
+    tasks.OrderedTask.publish(None, 'a1', group_id='a')
+    worker = kale_worker.Worker(queue_names=['ordered'], burst=True, broker=memory_broker,
+                                hooks=[CancelEverything()])
+    assert worker.run() == kale_worker.EXIT_OK
+    assert labels(record, 'ran') == []
+    assert memory_broker.counts(memory_broker.queues['ordered']).total == 0

@@ -17,6 +17,9 @@ from kale.settings_check import CHECKS
     ('TASK_ISOLATION', 'thread', "must be one of 'none', 'process'"),
     ('MESSAGE_QUEUE_PROXY_PORT', 70000, 'must be a port number'),
     ('SQS_TASK_SIZE_LIMIT', True, 'must be a whole number'),
+    ('METRICS_PORT', 70000, 'must be a whole number from 0 to 65535'),
+    ('LOG_FORMAT', 'xml', "must be one of 'text', 'json'"),
+    ('TRACING', 'yes', 'must be True or False'),
 ])
 def test_a_wrong_value_is_one_clear_error(name, value, problem):
     with pytest.raises(ImproperlyConfigured, match=r'^setting %s %s.*, got' % (name, problem)):

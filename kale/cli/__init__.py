@@ -47,6 +47,15 @@ def _use_settings(module: Optional[str]) -> None:
         settings.use_module(module, '--settings')
 
 
+def _log_format() -> str:
+    """``LOG_FORMAT``, or 'text' while the settings cannot be read (the
+    command reports why, if it needs them)."""
+    try:
+        return str(settings.LOG_FORMAT)
+    except KaleError:
+        return 'text'
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run one ``kale`` command line in this process; returns its exit code."""
     if os.getcwd() not in sys.path:
@@ -57,6 +66,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     logs.configure(args.log_level, args.aws_log_level)
     try:
         _use_settings(getattr(args, 'settings', None))
+        log_format = _log_format()
+        if log_format != 'text':
+            logs.configure(args.log_level, args.aws_log_level, log_format=log_format)
         return int(args.func(args))
     except KaleError as exc:
         print('kale: error: %s' % exc, file=sys.stderr)

@@ -3,10 +3,18 @@ from __future__ import annotations
 
 import argparse
 
-from kale.cli.options import common_options, positive_int, queue_list
+from kale.cli.options import common_options, port_number, positive_int, queue_list
+from kale.conf import settings
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
+    if args.metrics_port is not None:        # the option stands for the setting
+        with settings.override(METRICS_PORT=args.metrics_port):
+            return run_worker(args)
+    return run_worker(args)
+
+
+def run_worker(args: argparse.Namespace) -> int:
     from kale.worker import Worker
     worker = Worker(queue_names=args.queues, burst=args.burst)   # validates the configuration
     if args.concurrency is None:
@@ -31,4 +39,8 @@ def add_commands(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]'
     parser.add_argument('--concurrency', type=positive_int, metavar='N',
                         help='run N worker processes under a supervisor that restarts any that '
                              'exit abnormally (default: one worker, in this process)')
+    parser.add_argument('--metrics-port', type=port_number, metavar='N',
+                        help='serve Prometheus metrics on http://METRICS_HOST:N/metrics (one '
+                             'endpoint for all workers with --concurrency); 0 turns them off '
+                             '(default: the METRICS_PORT setting)')
     parser.set_defaults(func=cmd_worker)

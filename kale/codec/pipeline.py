@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from typing import Any, Mapping, Optional, Protocol, Sequence
+from urllib.parse import parse_qsl, urlencode
 
 from kale.exceptions import DecodeError, MessageTooLargeError
 from kale.message import (
@@ -51,6 +52,17 @@ PAYLOAD_BUCKET = 'b'   # the S3 bucket
 PAYLOAD_KEY = 'o'      # the object's key, under kale-payloads/
 PAYLOAD_SIZE = 'l'     # the object's length in bytes
 PAYLOAD_SHA256 = 'h'   # the object's SHA-256, in hex
+CONTEXT = 'x'          # the message's context (a trace context), form-encoded
+
+
+def render_context(context: Mapping[str, str]) -> str:
+    """A message's context as one header value: ``name=value&...``, form-encoded."""
+    return urlencode(sorted(context.items()))
+
+
+def parse_context(text: str) -> dict[str, str]:
+    """The context in a verified envelope's header (what :func:`render_context` made)."""
+    return dict(parse_qsl(text, keep_blank_values=True))
 
 
 @dataclasses.dataclass
@@ -161,6 +173,8 @@ class Codec:
             ISSUED_AT: str(int(message.issued_at or time.time())),
             UNSETTLED: str(message.unsettled), RETRY_NUM: str(message.retry_num),
             FAILURE_NUM: str(message.failure_num)})
+        if message.context:
+            frame.headers[CONTEXT] = render_context(message.context)
         for step in self.steps:
             step.encode(frame)
         return frame
@@ -258,8 +272,10 @@ class Codec:
                 if frame.legacy:        # no envelope fields: the payload has them
                     message = Message.from_payload(frame.payload)
                     return dataclasses.replace(message, issued_at=message.enqueued_at)
-                message = Message.from_payload(frame.payload, issued_at=frame.issued_at,
-                                               unsettled=frame.unsettled, **_counts(frame))
+                context = frame.headers.get(CONTEXT)
+                message = Message.from_payload(
+                    frame.payload, issued_at=frame.issued_at, unsettled=frame.unsettled,
+                    context=parse_context(context) if context else {}, **_counts(frame))
             except ValueError as exc:
                 raise DecodeError(DecodeError.CORRUPT, str(exc)) from exc
             if message.task_id != frame.task_id or message.task_name != frame.task_name:

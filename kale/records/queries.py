@@ -25,7 +25,7 @@ from sqlalchemy import Integer, and_, cast, func, or_, select
 from kale.exceptions import BadFilterError
 from kale.publisher import LABEL_KEY
 from kale.records.record import LOST_AFTER_HEARTBEATS, TaskRecord, WorkerRecord, iso
-from kale.records.schema import FINAL, PENDING, STATUSES, tasks, workers
+from kale.records.schema import FINAL, PENDING, QUEUED, STATUSES, tasks, workers
 from kale.records.store import RecordStore
 
 DEFAULT_LIMIT = 50
@@ -202,6 +202,23 @@ class Queries:
                     table[key][status] = table[key].get(status, 0) + n
         by_status['pending'] = sum(by_status[s] for s in PENDING)
         return {'by_status': by_status, 'by_task': by_task, 'by_queue': by_queue}
+
+    def counts_by_status(self) -> dict[str, int]:
+        """Every record counted by status (each status present, 0 when none)."""
+        counts = dict.fromkeys(STATUSES, 0)
+        with self.store.begin() as conn:
+            for status, n in conn.execute(select(tasks.c.status, func.count())
+                                          .group_by(tasks.c.status)):
+                counts[status] = counts.get(status, 0) + n
+        return counts
+
+    def oldest_queued(self) -> dict[str, float]:
+        """When the oldest task still queued in each queue was published (epoch
+        seconds), by queue name; queues with none queued are left out."""
+        query = select(tasks.c.queue, func.min(tasks.c.published_at)) \
+            .where(tasks.c.status == QUEUED).group_by(tasks.c.queue)
+        with self.store.begin() as conn:
+            return {queue: float(oldest) for queue, oldest in conn.execute(query)}
 
     def delete(self, where: TaskFilter) -> int:
         with self.store.begin(write=True) as conn:

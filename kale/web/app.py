@@ -7,7 +7,9 @@ Every route answers JSON; a bad request is a 400 with ``{"error": "..."}``
 in one line, an unknown task a 404, an action the task's state does not
 allow a 409, a store that cannot be reached a 503. With a token, every
 ``/api`` route needs ``Authorization: Bearer TOKEN`` (the dashboard asks for
-it once and keeps it in the browser's session storage).
+it once and keeps it in the browser's session storage), and so does
+``/metrics``, which serves Prometheus the queue gauges and the records' counts
+(:mod:`kale.contrib.queue_metrics`; needs ``kale-sqs[metrics]``).
 """
 from __future__ import annotations
 
@@ -49,16 +51,18 @@ def error(status: int, message: str) -> JSONResponse:
 
 
 class BearerToken:
-    """ASGI middleware: ``/api`` routes need ``Authorization: Bearer TOKEN``."""
+    """ASGI middleware: ``/api`` routes and ``/metrics`` need ``Authorization:
+    Bearer TOKEN`` (Prometheus sends it with ``authorization: {credentials: ...}``)."""
 
     def __init__(self, app: ASGIApp, token: str):
         self.app = app
         self.expected = ('Bearer ' + token).encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope['type'] == 'http' and scope['path'].startswith(
-                scope.get('root_path', '') + '/api') and not scope['path'].endswith(
-                '/openapi.json'):
+        root = scope.get('root_path', '')
+        if scope['type'] == 'http' and (scope['path'] == root + '/metrics' or (
+                scope['path'].startswith(root + '/api')
+                and not scope['path'].endswith('/openapi.json'))):
             given = dict(scope['headers']).get(b'authorization', b'')
             if not hmac.compare_digest(given, self.expected):
                 response = error(401, 'a bearer token is required: send Authorization: Bearer '
@@ -81,6 +85,21 @@ def _handled(endpoint: Callable[..., Any]) -> Callable[[Request], Response]:
     return handle
 
 
+def _metrics(api: routes.Api) -> Callable[[Request], Response]:
+    """``/metrics`` in Prometheus' text format (or OpenMetrics, when asked)."""
+    def metrics(request: Request) -> Response:
+        try:
+            body, content_type = api.metrics(request.headers.get('accept'))
+        except ImportError as exc:
+            if (exc.name or '').split('.')[0] != 'prometheus_client':
+                raise
+            return error(501, "/metrics needs prometheus_client: pip install 'kale-sqs[metrics]'")
+        except KaleError as exc:
+            return error(next(code for kind, code in STATUS_OF if isinstance(exc, kind)), str(exc))
+        return Response(body, headers={'Content-Type': content_type})
+    return metrics
+
+
 def create_app(records_url: Optional[str] = None, token: Optional[str] = None,
                broker: Optional[Callable[[], Broker]] = None) -> Starlette:
     """The API and dashboard for the records on ``records_url`` (default
@@ -100,6 +119,7 @@ def create_app(records_url: Optional[str] = None, token: Optional[str] = None,
         Route('/api/workers', _handled(api.workers), methods=['GET']),
         Route('/api/timeline', _handled(api.timeline), methods=['GET']),
         Route('/api/openapi.json', lambda request: JSONResponse(OPENAPI), methods=['GET']),
+        Route('/metrics', _metrics(api), methods=['GET']),
         Route('/', lambda request: FileResponse(os.path.join(STATIC_DIR, 'index.html')),
               methods=['GET']),
         Mount('/static', app=StaticFiles(directory=STATIC_DIR), name='static'),

@@ -48,6 +48,7 @@ class Api:
         self.records_url = records_url
         self._make_broker = broker or command_broker
         self._broker: Optional[Broker] = None
+        self._registry: Any = None          # /metrics' registry, made at the first scrape
         self._lock = threading.Lock()
 
     @property
@@ -57,9 +58,12 @@ class Api:
     @property
     def broker(self) -> Broker:
         with self._lock:
-            if self._broker is None:
-                self._broker = self._make_broker()
-            return self._broker
+            return self._broker_unlocked()
+
+    def _broker_unlocked(self) -> Broker:
+        if self._broker is None:
+            self._broker = self._make_broker()
+        return self._broker
 
     # --- tasks ------------------------------------------------------------------
 
@@ -126,6 +130,19 @@ class Api:
         return {'queue': queue.name, 'moved': report.moved, 'skipped': report.skipped,
                 'not_matching': report.not_matching, 'reasons': report.reasons,
                 'dry_run': _flag(request, 'dry_run')}
+
+    def metrics(self, accept: Optional[str]) -> tuple[bytes, str]:
+        """``/metrics``: the queue gauges (read from SQS at each scrape) and the
+        records' task counts by status and oldest queued task per queue, as
+        (body, content type). ImportError without prometheus_client."""
+        from kale.contrib import queue_metrics  # imports prometheus_client
+        with self._lock:
+            if self._registry is None:
+                self._registry = queue_metrics.queue_registry(
+                    self._broker_unlocked(), task_counts=lambda: self.queries.counts_by_status(),
+                    oldest_queued=lambda: self.queries.oldest_queued())
+            registry = self._registry
+        return queue_metrics.render(registry, accept)
 
     def workers(self, request: Request) -> dict[str, Any]:
         state = request.query_params.get('state') or None

@@ -127,6 +127,10 @@ class Batch:
     settlements: list[Settlement] = dataclasses.field(default_factory=list)
     #: message id -> its verified envelope and task class, filled in before running
     opened: dict[str, Opened] = dataclasses.field(default_factory=dict)
+    #: When settling began and last ended (epoch seconds; 0: not yet), for
+    #: hooks that report it (the tracing's ``kale.settle`` spans).
+    settle_started: float = 0.0
+    settle_ended: float = 0.0
     #: Until when a heartbeat has made the running message invisible (monotonic).
     extended_until: float = 0.0
     #: FIFO: groups with a message retried or released in this batch; their

@@ -47,7 +47,7 @@ from kale.exceptions import BatchSendError, KaleError, SQSError
 from kale.queue_config import TaskQueue
 from kale.transport import OutgoingMessage, VisibilityChange
 from kale.worker.batch import Batch, Outcome, Settlement, visibility_clock_start
-from kale.worker.suspects import release_copy
+from kale.worker.suspects import release, release_copy
 
 logger = logging.getLogger(__name__)
 
@@ -118,8 +118,11 @@ class Consumer:
         first outage or throttling raises :class:`SettleDeferred` instead of
         waiting, for the caller to resume the batch elsewhere.
         """
+        if not batch.settle_started:
+            batch.settle_started = time.time()
         for received in batch.unsettled():
-            batch.settlements.append(Settlement(received, Outcome.RELEASE, reason='not reached'))
+            # With its verified envelope when it has one: hooks see its task.
+            batch.settlements.append(release(batch, received, 'not reached'))
         by_outcome: dict[Outcome, list[Settlement]] = {outcome: [] for outcome in Outcome}
         for settlement in batch.settlements:
             by_outcome[settlement.outcome].append(settlement)
@@ -130,7 +133,8 @@ class Consumer:
             self._send_copies(batch, by_outcome[Outcome.DEAD_LETTER], dead_letter=True,
                               retry=retry)
             self._delete(batch, [s for s in batch.settlements if not s.settled and (
-                s.copied or s.outcome in (Outcome.SUCCEEDED, Outcome.SKIPPED))], retry=retry)
+                s.copied or s.outcome in DELETED_UNCOPIED)], retry=retry)
+            batch.settle_ended = time.time()
             return
         for settlement in by_outcome[Outcome.RELEASE]:
             if settlement.copy is None:
@@ -141,6 +145,7 @@ class Consumer:
         self._send_copies(batch, by_outcome[Outcome.DEAD_LETTER], dead_letter=True, retry=retry)
         self._delete(batch, [s for s in batch.settlements if not s.settled and (
             s.copied or s.outcome in DELETED_UNCOPIED)], retry=retry)
+        batch.settle_ended = time.time()
 
     def _hold(self, batch: Batch, settlements: Sequence[Settlement], retry: bool = True) -> None:
         """FIFO: keep retried and released messages, invisible for their delay."""

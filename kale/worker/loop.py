@@ -31,6 +31,7 @@ import random
 import time
 from typing import Any, Optional, Sequence
 
+from kale import logs
 from kale.backoff import Backoff
 from kale.broker import Broker, get_broker
 from kale.conf import settings
@@ -124,6 +125,7 @@ class Worker:
         self.signals.install()
         self.runner.timeout_class.setup()
         self.settler = Settler(self.consumer)
+        logs.set_worker(self.name)
         try:
             self.startup()
             try:
@@ -145,6 +147,7 @@ class Worker:
         finally:
             self.runner.timeout_class.teardown()
             self.signals.restore()
+            logs.set_worker(None)
         return self.exit_code
 
     def work_once(self) -> bool:
@@ -337,11 +340,14 @@ class Worker:
         if self.hooks:
             self.hooks(WorkerHooks.on_task_started, batch.queue, received, message)
         self._in_task = True
+        context = logs.task_started(message.task_id, message.task_name, batch.queue.name,
+                                    message.retry_num + 1)
         try:
             settlement = self.runner.run(batch, received, message, task_class,
                                          opened.envelope)
         finally:
             self._in_task = False
+            logs.task_ended(context)
         if self.hooks:
             self.hooks(WorkerHooks.on_task_finished, settlement)
         return settlement

@@ -40,8 +40,8 @@ def load_timeout(default: type[BaseTimeout]) -> type[BaseTimeout]:
 
 def load_worker_hooks(given: Sequence[Any]) -> list[WorkerHooks]:
     """``ON_WORKER_STARTUP``/``ON_WORKER_SHUTDOWN`` first, then the hooks of
-    features turned on (records), then ``WORKER_HOOKS``, then the hooks given
-    to the worker."""
+    features turned on (records, metrics, tracing), then ``WORKER_HOOKS``,
+    then the hooks given to the worker."""
     startup = resolve_callable(settings.ON_WORKER_STARTUP, 'ON_WORKER_STARTUP')
     shutdown = resolve_callable(settings.ON_WORKER_SHUTDOWN, 'ON_WORKER_SHUTDOWN')
     hooks: list[WorkerHooks] = []

@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import logging
 
+from kale import logs
 from kale.hooks import HookDispatcher, WorkerHooks
 from kale.queue_config import TaskQueue
 from kale.worker.batch import Batch, Outcome, Settlement
@@ -34,28 +35,29 @@ class Reporter:
         if s.outcome is Outcome.SUCCEEDED or s.outcome is Outcome.SKIPPED:
             if logger.isEnabledFor(logging.INFO):
                 logger.info('task %s (%s) on %s %s in %.3fs', s.task_id, s.task_name, queue.name,
-                            s.outcome.value, s.duration_sec)
+                            s.outcome.value, s.duration_sec, extra=fields(queue, s))
             if self.hooks:
                 self.hooks(WorkerHooks.on_task_succeeded, s)
             return
         where = 'task %s (%s) on %s' % (s.task_id, s.task_name, queue.name)
+        extra = fields(queue, s)
         if s.outcome is Outcome.CANCELLED:
-            logger.info('%s cancelled: deleted without running', where)
+            logger.info('%s cancelled: deleted without running', where, extra=extra)
             self.hooks(WorkerHooks.on_task_cancelled, s)
         elif s.outcome is Outcome.RETRY:
             logger.warning('%s failed in %.3fs, retrying in %ds: %s', where, s.duration_sec,
-                           s.copy.delay_sec if s.copy else 0, s.reason)
+                           s.copy.delay_sec if s.copy else 0, s.reason, extra=extra)
             self.hooks(WorkerHooks.on_task_failed, s)
         elif s.outcome is Outcome.DEAD_LETTER and not s.settled:
             logger.error('%s failed permanently in %.3fs, but its dead-letter copy was not sent; '
-                         'it will run again: %s', where, s.duration_sec, s.reason)
+                         'it will run again: %s', where, s.duration_sec, s.reason, extra=extra)
         elif s.outcome is Outcome.DEAD_LETTER:
             logger.error('%s failed permanently in %.3fs, dead-lettered: %s', where,
-                         s.duration_sec, s.reason)
+                         s.duration_sec, s.reason, extra=extra)
             self.hooks(WorkerHooks.on_task_permanently_failed, s)
             self._on_permanent_failure(where, s)
         else:
-            logger.info('%s released: %s', where, s.reason)
+            logger.info('%s released: %s', where, s.reason, extra=extra)
             self.hooks(WorkerHooks.on_task_deferred, s)
 
     def summary(self) -> str:
@@ -69,3 +71,10 @@ class Reporter:
             s.task.on_permanent_failure(s.exception, s.reason)
         except Exception:
             logger.exception('%s: on_permanent_failure hook failed', where)
+
+
+def fields(queue: TaskQueue, s: Settlement) -> dict:
+    """The log fields of a settled message (an unverified one: its SQS id, no attempt)."""
+    message = s.message
+    return logs.task_fields(s.task_id, s.task_name, queue.name,
+                            message.retry_num + 1 if message is not None else None)

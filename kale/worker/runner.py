@@ -79,7 +79,7 @@ def verbatim_dead_letter(received: ReceivedMessage, queue: TaskQueue, reason: st
 def _refused(batch: Batch, received: ReceivedMessage, exc: DecodeError,
              envelope: Optional[Frame] = None) -> Settlement:
     logger.error('message %r on queue %s cannot be handled: %s', received.message_id,
-                 batch.queue.name, exc)
+                 batch.queue.name, exc, extra={'queue': batch.queue.name})
     return verbatim_dead_letter(received, batch.queue, str(exc), envelope=envelope)
 
 

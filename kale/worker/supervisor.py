@@ -5,6 +5,12 @@ abnormally (memory limit, crash, ``kill -9``), forwards SIGTERM and SIGINT
 to all of them, and exits once all have exited. A worker that exits 0 (its
 burst is done, or it was told to stop) is not restarted. A worker that keeps
 dying right after it starts is restarted with growing pauses.
+
+Worker hooks run in the supervisor too: ``on_supervisor_startup`` (before
+the first worker starts; it may add to their environment, ``env``),
+``on_worker_exited`` for each worker that exits, and
+``on_supervisor_shutdown``. The metrics feature uses them to serve one
+``/metrics`` for all the workers.
 """
 from __future__ import annotations
 
@@ -18,6 +24,7 @@ from types import FrameType
 from typing import Any, Optional, Sequence
 
 from kale.backoff import Backoff
+from kale.exceptions import HookError
 from kale.hooks import HookDispatcher, WorkerHooks
 from kale.worker.limits import SUPERVISOR_PID_VARIABLE
 from kale.worker.parts import load_worker_hooks
@@ -75,9 +82,13 @@ class Supervisor:
 
     def run(self) -> int:
         """Supervise until every worker has exited; 0 when all exited cleanly."""
+        try:
+            self.hooks.strict(WorkerHooks.on_supervisor_startup, self)
+        except HookError:
+            self.hooks(WorkerHooks.on_supervisor_shutdown, self)   # what did start, stops
+            raise
         previous = {signum: signal.signal(signum, self._forward)
                     for signum in (signal.SIGTERM, signal.SIGINT)}
-        self.hooks(WorkerHooks.on_supervisor_startup, self)
         try:
             for slot in range(self.processes):
                 self._start(slot)
@@ -100,6 +111,7 @@ class Supervisor:
                 continue
             del self.children[slot]
             self.exit_codes[slot] = code
+            self.hooks(WorkerHooks.on_worker_exited, self, child.process.pid, code)
             if code == 0 or self._stopping:
                 logger.info('supervisor: worker %d (pid %d) exited with %d', slot,
                             child.process.pid, code)
@@ -133,4 +145,6 @@ def worker_command(args: Any) -> list[str]:
         command += ['--queues', ','.join(args.queues)]
     if args.burst:
         command.append('--burst')
+    if getattr(args, 'metrics_port', None) is not None:
+        command += ['--metrics-port', str(args.metrics_port)]
     return command

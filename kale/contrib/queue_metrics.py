@@ -1,0 +1,132 @@
+"""Queue gauges for a web app's ``/metrics``: what is waiting in SQS, and, when
+records are kept, how many tasks are in each status.
+
+    from kale.broker import get_broker
+    from kale.contrib.queue_metrics import queue_registry, render
+
+    registry = queue_registry(get_broker(), task_counts=store.count_by_status)
+    body, content_type = render(registry, request.headers.get('Accept'))
+
+or mount ``prometheus_client.make_wsgi_app(registry)`` (``make_asgi_app``).
+Each scrape asks SQS for every queue's counts (one GetQueueAttributes per
+queue and per dead-letter queue), so scrape every 15 s or less often.
+
+- ``kale_queue_messages{queue,state}``, state ``visible``, ``in_flight``,
+  ``delayed`` or ``dead_letters`` (a queue not created yet counts 0);
+- ``kale_queue_up{queue}``: 1 when the queue's counts were read, 0 when SQS
+  could not answer (its other series are left out of that scrape);
+- ``kale_records_tasks{status}``: task counts by status, from ``task_counts``;
+- ``kale_queue_oldest_task_age_seconds{queue}``: how long the oldest task
+  still waiting in each queue has waited, from ``oldest_queued`` (epoch
+  seconds of its publish, by queue name), e.g. from the records.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Optional
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+
+from kale.exceptions import QueueNotFoundError, SQSError
+
+if TYPE_CHECKING:
+    from kale.broker import Broker
+
+logger = logging.getLogger(__name__)
+
+STATES = ('visible', 'in_flight', 'delayed', 'dead_letters')
+
+
+class QueueCollector:
+    """A prometheus_client collector of every configured queue's message counts."""
+
+    def __init__(self, broker: 'Broker',
+                 task_counts: Optional[Callable[[], Mapping[str, int]]] = None,
+                 oldest_queued: Optional[Callable[[], Mapping[str, float]]] = None,
+                 clock: Callable[[], float] = time.time):
+        self.broker = broker
+        self.task_counts = task_counts
+        self.oldest_queued = oldest_queued
+        self.clock = clock
+
+    def describe(self) -> list[Metric]:
+        """The families, without asking SQS (a registry calls this when the
+        collector is registered)."""
+        return list(self._families())
+
+    def collect(self) -> Iterator[Metric]:
+        messages, up, records, oldest = self._families()
+        for queue in self.broker.queues.values():
+            counts = self._counts(queue)
+            up.add_metric([queue.name], 0 if counts is None else 1)
+            if counts is not None:
+                for state, value in zip(STATES, counts, strict=True):
+                    messages.add_metric([queue.name, state], value)
+        yield messages
+        yield up
+        if self.task_counts is not None:
+            for status, count in self._call(self.task_counts, 'task counts').items():
+                records.add_metric([str(status)], count)
+            yield records
+        if self.oldest_queued is not None:
+            now = self.clock()
+            for name, published in self._call(self.oldest_queued, 'oldest tasks').items():
+                oldest.add_metric([str(name)], max(0.0, now - published))
+            yield oldest
+
+    def _families(self) -> tuple[GaugeMetricFamily, ...]:
+        return (
+            GaugeMetricFamily('kale_queue_messages', 'Approximate messages in each queue, by '
+                              'state', labels=['queue', 'state']),
+            GaugeMetricFamily('kale_queue_up', 'Whether the queue\'s counts could be read',
+                              labels=['queue']),
+            GaugeMetricFamily('kale_records_tasks', 'Task records by status', labels=['status']),
+            GaugeMetricFamily('kale_queue_oldest_task_age_seconds', 'How long the oldest task '
+                              'waiting in each queue has waited', labels=['queue']),
+        )
+
+    def _counts(self, queue: Any) -> Optional[tuple[int, int, int, int]]:
+        """(visible, in flight, delayed, dead letters), or None when SQS failed."""
+        try:
+            counts = self._read(self.broker.sqs_name(queue))
+            dead_letter_queue = self.broker.dead_letter_name(queue)
+            dead = self._read(dead_letter_queue) if dead_letter_queue else None
+        except SQSError as exc:
+            logger.warning('metrics: counts of queue %s could not be read: %s', queue.name, exc)
+            return None
+        if counts is None:
+            return (0, 0, 0, dead.total if dead else 0)
+        return (counts.visible, counts.in_flight, counts.delayed, dead.total if dead else 0)
+
+    def _read(self, sqs_name: str) -> Any:
+        try:
+            return self.broker.transport.counts(sqs_name)
+        except QueueNotFoundError:       # not created yet: nothing in it
+            return None
+
+    @staticmethod
+    def _call(source: Callable[[], Mapping[str, Any]], what: str) -> Mapping[str, Any]:
+        try:
+            return source()
+        except Exception:
+            logger.exception('metrics: %s could not be read', what)
+            return {}
+
+
+def queue_registry(broker: 'Broker', task_counts: Optional[Callable[[], Mapping[str, int]]] = None,
+                   oldest_queued: Optional[Callable[[], Mapping[str, float]]] = None
+                   ) -> CollectorRegistry:
+    """A registry holding a :class:`QueueCollector`, for a web app to serve."""
+    registry = CollectorRegistry()
+    registry.register(QueueCollector(broker, task_counts, oldest_queued))
+    return registry
+
+
+def render(registry: CollectorRegistry, accept: Optional[str] = None) -> tuple[bytes, str]:
+    """The registry's samples as a ``/metrics`` response: (body, content type),
+    in the format the scraper's ``Accept`` header asks for."""
+    encoder, content_type = choose_encoder(accept or '')
+    return encoder(registry), content_type

@@ -1,0 +1,185 @@
+"""OpenTelemetry traces from publish to settle, as hooks (``TRACING = True``).
+
+Three spans per task, named as Kale names them, with attributes from
+OpenTelemetry's messaging conventions (``messaging.system = aws_sqs``,
+``messaging.destination.name``, ``messaging.operation.type``,
+``messaging.message.id``):
+
+- ``kale.publish`` (producer), around one ``publish`` or ``publish_batch``;
+- ``kale.run`` (consumer), around one run in the worker, whose parent is the
+  publisher's span; it is the current span while the task runs, so the
+  task's own spans (HTTP calls, queries, tasks it publishes) nest under it;
+- ``kale.settle`` (client), a child of the run: from when the worker began
+  settling the task's batch to when its requests were done, named after what
+  settling did (``delete``, ``retry``, ``dead_letter``, ``release``).
+
+**How the context travels.** The publisher's span context (W3C
+``traceparent`` and ``tracestate``, and ``baggage`` if set, through the
+global propagator) goes into each message's ``context``, which the codec
+carries in the *signed* envelope. A worker receives no message attributes on
+purpose: they are unsigned, so anyone able to write to the queue could
+choose a trace to attach work to, and asking SQS for them costs parsing on
+every receive. In the envelope the context is as trustworthy as the task
+itself, costs nothing on receive, and stays with retry, release and
+dead-letter copies, so every attempt of a task joins the trace of its
+publish. For other tools, the first publish also sets ``traceparent`` as a
+message attribute; workers never read it.
+
+Spans go to opentelemetry's global tracer provider (configure the SDK and an
+exporter as for any application), or to the one given to :class:`TracingHooks`.
+This module imports opentelemetry; Kale imports this module only while
+``TRACING`` is on, so with it off (or opentelemetry absent) tracing costs
+nothing.
+"""
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any, Optional
+
+from kale.exceptions import ImproperlyConfigured
+from kale.hooks import PublishHooks, WorkerHooks
+from kale.version import __version__
+
+try:
+    from opentelemetry import context as otel_context
+    from opentelemetry import propagate, trace
+    from opentelemetry.trace import SpanKind, Status, StatusCode
+except ImportError as exc:      # pragma: no cover - the extra is missing
+    raise ImproperlyConfigured(
+        "TRACING is on, but opentelemetry is not installed: pip install 'kale-sqs[otel]' (%s)"
+        % exc) from None
+
+if TYPE_CHECKING:
+    from kale.message import Message
+    from kale.publisher import Publication
+    from kale.queue_config import TaskQueue
+    from kale.transport import ReceivedMessage
+    from kale.worker.batch import Batch, Settlement
+
+SYSTEM = 'aws_sqs'
+#: What settling does with a message, by outcome (``Outcome.value``).
+SETTLE_OPERATIONS = {'succeeded': 'delete', 'skipped': 'delete', 'retry': 'retry',
+                     'dead_letter': 'dead_letter', 'release': 'release',
+                     'cancelled': 'delete'}
+#: Outcomes whose run failed.
+FAILED = frozenset({'retry', 'dead_letter'})
+
+
+def _nanoseconds(epoch_sec: float) -> int:
+    return int(epoch_sec * 1e9)
+
+
+class TracingHooks(PublishHooks, WorkerHooks):
+    """Spans ``kale.publish``, ``kale.run`` and ``kale.settle``."""
+
+    def __init__(self, tracer_provider: Any = None):
+        self.tracer = trace.get_tracer('kale', __version__, tracer_provider=tracer_provider)
+        self._publishing: dict[int, Any] = {}
+        #: The run in progress: (span, context token, SQS message id).
+        self._running: Optional[tuple[Any, Any, str]] = None
+        #: Runs that ended, by SQS message id, waiting for their settle span.
+        self._ran: dict[str, Any] = {}
+        self._broker: Any = None
+
+    # --- publishing -----------------------------------------------------------------
+
+    def before_publish(self, publication: 'Publication') -> None:
+        count = len(publication.messages)
+        attributes: dict[str, Any] = {
+            'messaging.system': SYSTEM, 'messaging.destination.name': publication.sqs_name,
+            'messaging.operation.type': 'send',
+            'messaging.operation.name': 'send' if count == 1 else 'send_batch',
+            'kale.task.name': publication.task_class.task_path()}
+        if count == 1:
+            attributes['kale.task.id'] = publication.messages[0].task_id
+        else:
+            attributes['messaging.batch.message_count'] = count
+        span = self.tracer.start_span('kale.publish', kind=SpanKind.PRODUCER,
+                                      attributes=attributes)
+        self._publishing[id(publication)] = span
+        carrier: dict[str, str] = {}
+        propagate.inject(carrier, context=trace.set_span_in_context(span))
+        for context, extra in zip(publication.context, publication.attributes, strict=True):
+            context.update(carrier)
+            if 'traceparent' in carrier:
+                extra['traceparent'] = carrier['traceparent']
+
+    def after_publish(self, publication: 'Publication') -> None:
+        span = self._publishing.pop(id(publication), None)
+        if span is None:
+            return
+        if len(publication.message_ids) == 1:
+            span.set_attribute('messaging.message.id', publication.message_ids[0])
+        if publication.error is not None:
+            span.record_exception(publication.error)
+            span.set_status(Status(StatusCode.ERROR, type(publication.error).__name__))
+        span.end()
+
+    # --- working --------------------------------------------------------------------
+
+    def on_worker_startup(self, worker: Any) -> None:
+        self._broker = worker.broker
+
+    def _destination(self, queue: 'TaskQueue') -> str:
+        return self._broker.sqs_name(queue) if self._broker is not None else queue.name
+
+    def on_task_started(self, queue: 'TaskQueue', received: 'ReceivedMessage',
+                        message: 'Message') -> None:
+        self._end_run()                 # one left open by a run that never finished
+        parent = propagate.extract(message.context) if message.context else None
+        span = self.tracer.start_span('kale.run', context=parent, kind=SpanKind.CONSUMER,
+                                      attributes={
+                                          'messaging.system': SYSTEM,
+                                          'messaging.destination.name': self._destination(queue),
+                                          'messaging.operation.type': 'process',
+                                          'messaging.operation.name': 'run',
+                                          'messaging.message.id': received.message_id,
+                                          'kale.task.name': message.task_name,
+                                          'kale.task.id': message.task_id,
+                                          'kale.attempt': message.retry_num + 1})
+        token = otel_context.attach(trace.set_span_in_context(span))
+        self._running = (span, token, received.message_id)
+
+    def on_task_finished(self, settlement: 'Settlement') -> None:
+        self._end_run(settlement)
+
+    def _end_run(self, settlement: Optional['Settlement'] = None) -> None:
+        if self._running is None:
+            return
+        span, token, message_id = self._running
+        self._running = None
+        otel_context.detach(token)
+        if settlement is not None:
+            outcome = settlement.outcome.value
+            span.set_attribute('kale.outcome', outcome)
+            if outcome in FAILED:
+                if settlement.exception is not None:
+                    span.record_exception(settlement.exception)
+                span.set_status(Status(StatusCode.ERROR, settlement.reason[:200]))
+            self._ran[message_id] = trace.set_span_in_context(span)
+        span.end()
+
+    def after_batch(self, queue: 'TaskQueue', batch: 'Batch') -> None:
+        """A ``kale.settle`` span for each task of the batch that ran."""
+        if not self._ran:
+            return
+        ended = batch.settle_ended or time.time()
+        started = batch.settle_started or ended
+        for s in batch.settlements:
+            parent = self._ran.pop(s.received.message_id, None)
+            if parent is None:
+                continue
+            outcome = s.outcome.value
+            span = self.tracer.start_span(
+                'kale.settle', context=parent, kind=SpanKind.CLIENT,
+                start_time=_nanoseconds(started), attributes={
+                    'messaging.system': SYSTEM,
+                    'messaging.destination.name': self._destination(queue),
+                    'messaging.operation.type': 'settle',
+                    'messaging.operation.name': SETTLE_OPERATIONS.get(outcome, outcome),
+                    'messaging.message.id': s.received.message_id,
+                    'kale.outcome': outcome})
+            if not s.settled:
+                span.set_status(Status(StatusCode.ERROR, 'not settled: the message will '
+                                                         'reappear after its visibility timeout'))
+            span.end(end_time=_nanoseconds(max(ended, started)))
