@@ -4,6 +4,7 @@
     python -m bench --endpoint fauxqs --latency-ms 0,10 --tasks 2000
     python -m bench --transport memory --latency-ms 20
     python -m bench --endpoint-url http://127.0.0.1:9324 --tasks 600 --runs 5 --json out.json
+    python -m bench --endpoint fauxqs --records --scenarios publish,drain --tasks 2000
 
 Each ``--latency-ms`` value is a configuration of its own; all scenarios run
 in each, then a summary puts them side by side. See bench/README.md for what
@@ -19,11 +20,13 @@ import sys
 import time
 from typing import Any, Callable, NoReturn, Optional, Sequence
 
-from bench import idle, report, scenarios
+from bench import idle, records, report, scenarios
 from bench.environment import EQUAL_LONG_POLLS, ROOT, Environment, shipped_long_polls
 from bench.servers import BenchError, Endpoint
 
 SCENARIOS = ('publish', 'drain', 'latency', 'latency-shipped', 'idle', 'idle-shipped')
+#: Kale with task records on beside off (bench/records.py); run with --records.
+RECORDS_SCENARIOS = ('publish-records', 'drain-records')
 
 
 def collect(env: Environment, args: argparse.Namespace) -> dict[str, dict[str, Any]]:
@@ -37,6 +40,8 @@ def collect(env: Environment, args: argparse.Namespace) -> dict[str, dict[str, A
         'latency-shipped': lambda: idle.latency(env, args.latency_samples, shipped, 'shipped'),
         'idle': lambda: idle.idle_cost(env, args.idle_window, EQUAL_LONG_POLLS, 'equal'),
         'idle-shipped': lambda: idle.idle_cost(env, args.idle_window, shipped, 'shipped'),
+        'publish-records': lambda: records.publish_rates(env, args.tasks),
+        'drain-records': lambda: records.drain_rates(env, args.tasks),
     }
     for name, scenario in plan.items():
         if name not in args.scenarios:
@@ -109,12 +114,18 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser.add_argument('--scenarios', default=','.join(SCENARIOS),
                         type=lambda text: text.split(','),
                         help='which to run, of %s (default: all)' % ', '.join(SCENARIOS))
+    parser.add_argument('--records', action='store_true',
+                        help='also run %s: Kale with task records on (SQLite) beside records off'
+                        % ' and '.join(RECORDS_SCENARIOS))
     parser.add_argument('--json', metavar='FILE', help='also write the results as JSON (a bare '
                         'file name goes to bench/results/)')
     args = parser.parse_args(argv)
-    unknown = [name for name in args.scenarios if name not in SCENARIOS]
+    unknown = [name for name in args.scenarios if name not in SCENARIOS + RECORDS_SCENARIOS]
     if unknown:
-        parser.error('unknown scenario %s; choose from %s' % (', '.join(unknown), ', '.join(SCENARIOS)))
+        parser.error('unknown scenario %s; choose from %s' % (
+            ', '.join(unknown), ', '.join(SCENARIOS + RECORDS_SCENARIOS)))
+    if args.records:
+        args.scenarios += [name for name in RECORDS_SCENARIOS if name not in args.scenarios]
     if args.transport == 'memory' and (args.endpoint or args.endpoint_url):
         parser.error('--transport memory runs without an SQS endpoint')
     if any(ms < 0 for ms in args.latency_ms):

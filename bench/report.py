@@ -6,6 +6,7 @@ import os
 import statistics
 from typing import Any, Callable, Optional, Sequence
 
+from bench import records
 from bench.environment import ROOT, implied_idle_per_minute, shipped_long_polls
 from bench.idle import idle_figure, latency_figures
 
@@ -26,6 +27,11 @@ TARGETS: dict[str, tuple[str, Check]] = {
     idle_figure('equal'): ('<= 12', lambda k, b: k <= 12),
     'worker peak memory (MB)': ('<= 80', lambda k, b: k <= 80),
     'messages settled past their budget': ('0', lambda k, b: k == 0),
+    # Records on beside records off (the baseline of these rows), issue 12.
+    records.DRAIN: ('>= 0.9 x off', lambda k, b: b is not None and k >= 0.9 * b),
+    records.PUBLISH_SINGLE: ('>= 0.85 x off', lambda k, b: b is not None and k >= 0.85 * b),
+    records.PUBLISH_BATCH: ('>= 0.85 x off', lambda k, b: b is not None and k >= 0.85 * b),
+    records.RECORDED: ('100', lambda k, b: k == 100),
 }
 MEMORY_DRAIN_TARGET: tuple[str, Check] = ('>= 400 at 20 ms', lambda k, b: k >= 400)
 
@@ -83,7 +89,8 @@ def _aligned(rows: list[tuple[str, ...]], separator: str = '  ') -> str:
 
 def table(results: dict[str, dict[str, Any]]) -> str:
     """Every figure of one configuration: medians with min and max, ratio, target."""
-    rows = [('scenario', 'kale: median [min..max]', 'boto3 baseline', 'ratio', 'target', 'met')]
+    rows = [('scenario', 'kale: median [min..max]', 'baseline (boto3; records: off)', 'ratio',
+             'target', 'met')]
     for figure, result in results.items():
         rows.append((figure, _cell(result['kale']), _cell(result['baseline']),
                      '%.2f' % result['ratio'] if 'ratio' in result else '-',
@@ -113,6 +120,10 @@ SUMMARY_ROWS: list[tuple[str, str, str, str]] = [
     ('idle req/min, shipped long polls: Kale (raw)', idle_figure('shipped'), 'both', ''),
     ('peak memory: Kale (raw)', 'worker peak memory (MB)', 'both', ' MB'),
     ('messages settled past their budget', 'messages settled past their budget', 'kale', ''),
+    ('drain: records on (off)', records.DRAIN, 'both', '/s'),
+    ('publish one by one: records on (off)', records.PUBLISH_SINGLE, 'both', '/s'),
+    ('publish_batch: records on (off)', records.PUBLISH_BATCH, 'both', '/s'),
+    ('CPU per task: records on (off)', records.CPU, 'both', ' µs'),
 ]
 
 

@@ -1,0 +1,108 @@
+"""Task records on beside records off: the `publish-records` and
+`drain-records` scenarios (`python -m bench --records`).
+
+The same Kale publish and drain as `publish` and `drain`, on the same
+endpoint in the same run, once with ``RECORDS_URL = ''`` and once with a
+SQLite file of its own in the run's scratch directory (WAL, as
+``kale.presets.local`` ships it). Here the baseline is Kale with records off,
+not boto3: issue 12 asks drain >= 0.9x and publish >= 0.85x of it.
+
+Publishing with records on is timed until its records are written: each
+wave's time includes flushing this process's records writer, so the
+writer's work cannot hide in the untimed drains between waves. The drain is
+timed as in `drain` (the worker's start to its last task run); its records
+must all be written by the time the worker has exited, which is checked.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import uuid
+from typing import Any, Callable
+
+from bench.environment import Environment
+from bench.scenarios import Figures, kale_pipeline, kale_publish_seconds
+from bench.servers import BenchError
+
+PUBLISH_SINGLE = 'records on/off: publish one by one (tasks/s)'
+PUBLISH_BATCH = 'records on/off: publish_batch (tasks/s)'
+DRAIN = 'records on/off: worker drain (tasks/s)'
+CPU = 'records on/off: worker CPU per task (µs)'
+RECORDED = 'records on: drained tasks recorded succeeded (%)'
+#: Seconds to wait for a writer to write what it holds.
+FLUSH_TIMEOUT_SEC = 60.0
+
+#: Which side runs first alternates from one run to the next, so neither is
+#: always the one that warms the endpoint up.
+_turn = itertools.count()
+
+
+def new_records_url(env: Environment) -> str:
+    """A fresh SQLite file in the run's scratch directory."""
+    return 'sqlite:///%s' % os.path.join(env.workdir, 'records-%s.db' % uuid.uuid4().hex[:8])
+
+
+def both(off: Callable[[], Any], on: Callable[[], Any]) -> tuple[Any, Any]:
+    """(on's result, off's result), run in alternating order."""
+    if next(_turn) % 2:
+        with_records = on()
+        return with_records, off()
+    without = off()
+    return on(), without
+
+
+def flush_records(url: str) -> None:
+    from kale.records.recorder import get_recorder
+    if not get_recorder(url).flush(FLUSH_TIMEOUT_SEC):
+        raise BenchError('task records on %s were not written within %gs' % (url, FLUSH_TIMEOUT_SEC))
+
+
+def forget_records() -> None:
+    """Stop this process's records writers (each run has a store of its own)."""
+    from kale.records.recorder import reset_recorders
+    reset_recorders()
+
+
+def publish_seconds(env: Environment, n: int, batch: bool, records_url: str) -> float:
+    run = env.new_run(records_url=records_url)
+    try:
+        return kale_publish_seconds(run, n, batch,
+                                    (lambda: flush_records(records_url)) if records_url else None)
+    finally:
+        run.close()
+        forget_records()
+
+
+def publish_rates(env: Environment, n: int) -> Figures:
+    """Publishing one by one and with publish_batch, records on beside off."""
+    figures: Figures = {}
+    for figure, batch in ((PUBLISH_SINGLE, False), (PUBLISH_BATCH, True)):
+        on, off = both(lambda batch=batch: publish_seconds(env, n, batch, ''),
+                       lambda batch=batch: publish_seconds(env, n, batch, new_records_url(env)))
+        figures[figure] = (n / on, n / off)
+    return figures
+
+
+def count_succeeded(url: str) -> int:
+    from kale import records
+    from kale.records.queries import TaskFilter
+    return records.queries(url).count(TaskFilter(statuses=('succeeded',)))
+
+
+def drain_with_records(env: Environment, n: int) -> dict[str, Any]:
+    url = new_records_url(env)
+    try:
+        report = kale_pipeline(env, n, True, records_url=url)
+        flush_records(url)          # the memory transport's worker ran in this process
+        report['recorded'] = count_succeeded(url)
+    finally:
+        forget_records()
+    return report
+
+
+def drain_rates(env: Environment, n: int) -> Figures:
+    """A worker's drain rate and CPU per task, records on beside off."""
+    on, off = both(lambda: kale_pipeline(env, n, True), lambda: drain_with_records(env, n))
+    return {DRAIN: (on['rate'], off['rate']),
+            CPU: (on['cpu_us_per_task'], off['cpu_us_per_task']),
+            RECORDED: (100.0 * on['recorded'] / n, None)}
