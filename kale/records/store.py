@@ -78,6 +78,9 @@ class RecordStore:
         self._insert = postgresql.insert if self.dialect == 'postgresql' else sqlite.insert
         self._migrated = False
         self._migrate_lock = threading.Lock()
+        #: The write statements, built once: building one costs more than
+        #: executing it for a few rows.
+        self._statements: dict[str, Any] = {}
 
     def __repr__(self) -> str:
         return 'RecordStore(%r)' % safe_url(self.url)
@@ -108,6 +111,18 @@ class RecordStore:
             raise RecordsUnavailableError('records store %s: %s' % (
                 safe_url(self.url), str(exc).splitlines()[0])) from exc
 
+    @contextlib.contextmanager
+    def read_once(self) -> Iterator[Connection]:
+        """A connection for a single read statement, which needs no explicit
+        transaction (on SQLite, no BEGIN and COMMIT around it)."""
+        self.migrate()
+        try:
+            with self.engine.connect() as conn:
+                yield conn
+        except SQLAlchemyError as exc:
+            raise RecordsUnavailableError('records store %s: %s' % (
+                safe_url(self.url), str(exc).splitlines()[0])) from exc
+
     def migrate(self) -> None:
         """Create or migrate the schema, once per process."""
         if self._migrated:
@@ -129,11 +144,18 @@ class RecordStore:
         statement), task transitions (one statement) and worker rows."""
         with self.begin(write=True) as conn:
             if published:
-                conn.execute(self._published_statement(), list(published))
+                conn.execute(self._statement('published'), list(published))
             if events:
-                conn.execute(self._event_statement(), _same_keys(events))
+                conn.execute(self._statement('event'), _same_keys(events))
             for row in worker_rows:
                 conn.execute(self._worker_statement(row), row)
+
+    def _statement(self, kind: str) -> Any:
+        statement = self._statements.get(kind)
+        if statement is None:
+            build = self._published_statement if kind == 'published' else self._event_statement
+            statement = self._statements[kind] = build()
+        return statement
 
     def _published_statement(self) -> Any:
         """Insert a publication; a row that is already there (a worker wrote
@@ -206,7 +228,7 @@ class RecordStore:
         """Which of these ids are cancelled: one query for a whole batch."""
         if not task_ids:
             return set()
-        with self.begin() as conn:
+        with self.read_once() as conn:
             return set(conn.execute(_CANCELLED_AMONG, {'ids': list(task_ids)}).scalars())
 
 
