@@ -6,6 +6,7 @@ import time
 import pytest
 
 from kale import records
+from kale.conf import settings
 from kale.exceptions import (
     PublishError,
     RecordConflictError,
@@ -17,6 +18,7 @@ from kale.hooks import WorkerHooks
 from kale.records.queries import TaskFilter
 from kale.worker import Worker
 from tests import records_tasks as rt
+from tests import tasks
 
 
 def work(broker, hooks=()):
@@ -54,10 +56,10 @@ def test_the_result_is_not_stored_unless_the_task_asks(broker):
     assert records.get(task_id).result is None
 
 
-def one_pass(broker):
+def one_pass(broker, queues=None):
     """One worker pass, not a burst: a retry copy stays queued, delayed."""
     from kale.worker.settler import Settler
-    worker = Worker(broker=broker)
+    worker = Worker(broker=broker, queue_names=queues)
     worker.settler = Settler(worker.consumer)
     worker.startup()
     worker.work_once()
@@ -75,6 +77,31 @@ def test_a_failure_that_will_retry_is_scheduled_with_its_error(broker, monkeypat
     assert record.error_type == 'ValueError' and record.error_message == 'bad input 42'
     assert 'raise ValueError' in record.error_traceback
     assert record.next_attempt_at > record.started_at
+
+
+def test_a_fifo_retry_held_by_visibility_is_scheduled_until_its_message_reappears(
+        broker, record, caplog):
+    """On a FIFO queue a retry keeps its message, invisible for the delay
+    (Settlement.hold_sec): the record says when it comes back, and the next
+    attempt is counted from the receive count."""
+    transport = broker.transport
+    with settings.override(RETRY_DELAY_MULTIPLE_SEC=30, RETRY_DELAY_JITTER=0):
+        task_id = tasks.OrderedTask.publish(None, 'a1', 1, group_id='a')
+        before = time.time()
+        one_pass(broker, ['ordered'])
+        after = time.time()
+    record = records.get(task_id)
+    assert record.status == 'scheduled' and record.attempts == 1
+    assert record.error_type == 'ValueError'
+    assert before + 30 <= record.next_attempt_at <= after + 30
+    assert 'retrying in 30s' in caplog.text
+    [held] = transport._queue('ordered.fifo').messages.values()
+    assert held.visible_at - transport.clock() == pytest.approx(30, abs=after - before + 1)
+    transport.clock = lambda: time.monotonic() + 31      # the hold has ended
+    work(broker)
+    record = records.get(task_id)
+    assert record.status == 'succeeded' and record.attempts == 2
+    assert record.next_attempt_at is None and record.error_type is None
 
 
 def test_a_task_that_fails_for_good_is_failed_with_the_dead_letter_reason(broker):
