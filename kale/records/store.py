@@ -21,7 +21,7 @@ from kale.records.schema import CANCELLED, FAILED, FINAL, PENDING, SUCCEEDED, ta
 
 try:
     import sqlalchemy
-    from sqlalchemy import Connection, Engine, and_, bindparam, event, or_, select
+    from sqlalchemy import Connection, Engine, and_, event, or_, select
     from sqlalchemy.dialects import postgresql, sqlite
     from sqlalchemy.exc import SQLAlchemyError
 except ImportError as exc:  # pragma: no cover - depends on the extras installed
@@ -107,18 +107,6 @@ class RecordStore:
                     conn.rollback()
                     raise
                 conn.commit()
-        except SQLAlchemyError as exc:
-            raise RecordsUnavailableError('records store %s: %s' % (
-                safe_url(self.url), str(exc).splitlines()[0])) from exc
-
-    @contextlib.contextmanager
-    def read_once(self) -> Iterator[Connection]:
-        """A connection for a single read statement, which needs no explicit
-        transaction (on SQLite, no BEGIN and COMMIT around it)."""
-        self.migrate()
-        try:
-            with self.engine.connect() as conn:
-                yield conn
         except SQLAlchemyError as exc:
             raise RecordsUnavailableError('records store %s: %s' % (
                 safe_url(self.url), str(exc).splitlines()[0])) from exc
@@ -225,15 +213,50 @@ class RecordStore:
             return dict(row) if row is not None else None
 
     def cancelled_among(self, task_ids: Sequence[str]) -> set[str]:
-        """Which of these ids are cancelled: one query for a whole batch."""
+        """Which of these ids are cancelled: one query for a whole batch.
+
+        A worker asks before each batch, on its own path, so this one goes
+        straight to the driver: SQLAlchemy's statement machinery would cost
+        more than the query."""
         if not task_ids:
             return set()
-        with self.read_once() as conn:
-            return set(conn.execute(_CANCELLED_AMONG, {'ids': list(task_ids)}).scalars())
+        ids = list(task_ids)
+        if self.dialect == 'sqlite':
+            sql = _CANCELLED_SQLITE % ','.join('?' * len(ids))
+            params: Sequence[Any] = [CANCELLED] + ids
+        else:
+            sql, params = _CANCELLED_POSTGRESQL, (CANCELLED, ids)
+        self.migrate()
+        try:
+            raw = self.engine.raw_connection()
+            try:
+                cursor = raw.cursor()
+                cursor.execute(sql, params)
+                found = {row[0] for row in cursor.fetchall()}
+                cursor.close()
+            finally:
+                raw.close()         # back to the pool, its transaction rolled back
+        except (SQLAlchemyError,) + raw_errors() as exc:
+            raise RecordsUnavailableError('records store %s: %s' % (
+                safe_url(self.url), str(exc).splitlines()[0] if str(exc) else exc)) from exc
+        return found
 
 
-_CANCELLED_AMONG = select(tasks.c.id).where(tasks.c.id.in_(bindparam('ids', expanding=True)),
-                                            tasks.c.status == CANCELLED)
+_CANCELLED_SQLITE = 'SELECT id FROM %s WHERE status = ? AND id IN (%%s)' % tasks.name
+_CANCELLED_POSTGRESQL = 'SELECT id FROM %s WHERE status = %%s AND id = ANY(%%s)' % tasks.name
+
+
+def raw_errors() -> tuple[type[Exception], ...]:
+    """The drivers' own errors (a raw connection's queries raise those)."""
+    import sqlite3
+    errors: list[type[Exception]] = [sqlite3.Error]
+    try:
+        import psycopg
+    except ImportError:
+        pass
+    else:
+        errors.append(psycopg.Error)
+    return tuple(errors)
 
 
 def _same_keys(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
