@@ -80,7 +80,7 @@ class RecordStore:
         self._migrate_lock = threading.Lock()
         #: The write statements, built once: building one costs more than
         #: executing it for a few rows.
-        self._statements: dict[str, Any] = {}
+        self._statements: dict[tuple[str, tuple[str, ...]], DriverStatement] = {}
 
     def __repr__(self) -> str:
         return 'RecordStore(%r)' % safe_url(self.url)
@@ -99,6 +99,7 @@ class RecordStore:
     def _transaction(self, write: bool) -> Iterator[Connection]:
         try:
             with self.engine.connect() as conn:
+                conn.begin()        # committed below, also when only the driver was used
                 if self.dialect == 'sqlite':
                     conn.exec_driver_sql('BEGIN IMMEDIATE' if write else 'BEGIN')
                 try:
@@ -107,9 +108,9 @@ class RecordStore:
                     conn.rollback()
                     raise
                 conn.commit()
-        except SQLAlchemyError as exc:
+        except (SQLAlchemyError,) + raw_errors() as exc:
             raise RecordsUnavailableError('records store %s: %s' % (
-                safe_url(self.url), str(exc).splitlines()[0])) from exc
+                safe_url(self.url), str(exc).splitlines()[0] if str(exc) else exc)) from exc
 
     def migrate(self) -> None:
         """Create or migrate the schema, once per process."""
@@ -132,18 +133,26 @@ class RecordStore:
         statement), task transitions (one statement) and worker rows."""
         with self.begin(write=True) as conn:
             if published:
-                conn.execute(self._statement('published'), list(published))
+                self._executemany(conn, 'published', _same_keys(published))
             if events:
-                conn.execute(self._statement('event'), _same_keys(events))
+                self._executemany(conn, 'event', _same_keys(events))
             for row in worker_rows:
                 conn.execute(self._worker_statement(row), row)
 
-    def _statement(self, kind: str) -> Any:
-        statement = self._statements.get(kind)
+    def _executemany(self, conn: Connection, kind: str, rows: list[dict[str, Any]]) -> None:
+        """One statement for many rows, straight to the driver: SQLAlchemy's
+        per-row work would cost more than the database's."""
+        keys = tuple(rows[0])
+        statement = self._statements.get((kind, keys))
         if statement is None:
             build = self._published_statement if kind == 'published' else self._event_statement
-            statement = self._statements[kind] = build()
-        return statement
+            statement = self._statements[(kind, keys)] = DriverStatement(
+                build(), keys, self.engine.dialect)
+        cursor = conn.connection.cursor()
+        try:
+            cursor.executemany(statement.sql, statement.parameters(rows))
+        finally:
+            cursor.close()
 
     def _published_statement(self) -> Any:
         """Insert a publication; a row that is already there (a worker wrote
@@ -244,6 +253,28 @@ class RecordStore:
 
 _CANCELLED_SQLITE = 'SELECT id FROM %s WHERE status = ? AND id IN (%%s)' % tasks.name
 _CANCELLED_POSTGRESQL = 'SELECT id FROM %s WHERE status = %%s AND id = ANY(%%s)' % tasks.name
+
+
+class DriverStatement:
+    """A statement compiled once, for the driver's own executemany: its SQL
+    and how to turn rows into the driver's parameters (SQLAlchemy's bind
+    processors, e.g. JSON to text)."""
+
+    def __init__(self, statement: Any, keys: Sequence[str], dialect: Any):
+        compiled = statement.compile(dialect=dialect, column_keys=list(keys))
+        self.sql = str(compiled)
+        self.positional = bool(compiled.positional)
+        names = list(compiled.positiontup or ()) if self.positional else list(compiled.binds)
+        self.processors = [(name, compiled.binds[name].type.dialect_impl(dialect)
+                            .bind_processor(dialect)) for name in names]
+
+    def parameters(self, rows: Sequence[dict[str, Any]]) -> list[Any]:
+        processors = self.processors
+        if self.positional:
+            return [tuple(process(row[name]) if process else row[name]
+                          for name, process in processors) for row in rows]
+        return [{name: process(row[name]) if process else row[name]
+                 for name, process in processors} for row in rows]
 
 
 def raw_errors() -> tuple[type[Exception], ...]:
