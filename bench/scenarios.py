@@ -68,18 +68,14 @@ def split(n: int, parts: int = 3) -> list[int]:
 
 # --- 1. publishing ------------------------------------------------------------------
 
-def _timed_waves(run: Run, total: int, publish_wave: Callable[[int], Any],
-                 after_wave: Optional[Callable[[], Any]] = None) -> float:
-    """Seconds spent in ``publish_wave(count)`` (and ``after_wave()``, timed
-    with it), in waves drained in between."""
+def _timed_waves(run: Run, total: int, publish_wave: Callable[[int], Any]) -> float:
+    """Seconds spent in ``publish_wave(count)``, in waves drained in between."""
     spent, done = 0.0, 0
     name = run.broker.sqs_name(run.queues[1])
     while done < total:
         count = min(WAVE, total - done)
         started = time.perf_counter()
         publish_wave(count)
-        if after_wave is not None:
-            after_wave()
         spent += time.perf_counter() - started
         done += count
         with counting_raw(run):
@@ -87,14 +83,11 @@ def _timed_waves(run: Run, total: int, publish_wave: Callable[[int], Any],
     return spent
 
 
-def kale_publish_seconds(run: Run, n: int, batch: bool,
-                         after_wave: Optional[Callable[[], Any]] = None) -> float:
-    """Seconds Kale takes to publish n no-op tasks, one by one or with publish_batch."""
+def kale_publish_wave(batch: bool) -> Callable[[int], Any]:
+    """Publishes ``count`` no-op tasks, one by one or with publish_batch."""
     if batch:
-        return _timed_waves(run, n, lambda count: tasks.NoopTask.publish_batch(
-            None, [((i,), {}) for i in range(count)]), after_wave)
-    return _timed_waves(run, n, lambda count: [tasks.NoopTask.publish(None, i)
-                                               for i in range(count)], after_wave)
+        return lambda count: tasks.NoopTask.publish_batch(None, [((i,), {}) for i in range(count)])
+    return lambda count: [tasks.NoopTask.publish(None, i) for i in range(count)]
 
 
 def publish_rates(env: Environment, n: int) -> Figures:
@@ -112,9 +105,9 @@ def publish_rates(env: Environment, n: int) -> Figures:
         with counting_raw(run):
             run.raw.send_batch(name, [body] * count)
 
-    kale_single = kale_publish_seconds(run, n, batch=False)
+    kale_single = _timed_waves(run, n, kale_publish_wave(batch=False))
     baseline_single = _timed_waves(run, n, raw_single)
-    kale_batch = kale_publish_seconds(run, n, batch=True)
+    kale_batch = _timed_waves(run, n, kale_publish_wave(batch=True))
     baseline_batch = _timed_waves(run, n, raw_batch)
     run.close()
     return {'publish one by one (tasks/s)': (n / kale_single, n / baseline_single),
