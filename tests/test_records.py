@@ -229,3 +229,33 @@ def test_the_worker_has_a_row_that_says_it_stopped(broker):
     [row] = records.queries().workers()
     assert row.state == 'stopped' and row.role == 'worker'
     assert row.counts == {'succeeded': 1} and 'default' in row.queues
+
+
+def test_a_worker_row_keeps_beating_from_the_writer_thread_while_idle(broker):
+    from kale.records.recorder import get_recorder
+    recorder = get_recorder()
+    recorder.heartbeat_sec = 0.1
+    recorder.start_process('worker', ['default'], purges=False)
+    recorder.flush()
+    [first] = records.queries().workers()
+    deadline = time.monotonic() + 5
+    while records.queries().workers()[0].heartbeat_at <= first.heartbeat_at:
+        assert time.monotonic() < deadline, 'no heartbeat was written'
+        time.sleep(0.05)
+    assert records.queries().workers()[0].state == 'running'
+    recorder.stop_process()
+    assert records.queries().workers()[0].state == 'stopped'
+
+
+def test_publish_batch_writes_its_records_in_one_statement(broker, monkeypatch):
+    from kale.records.store import RecordStore
+    statements = []
+    executemany = RecordStore._executemany
+
+    def counting(self, conn, kind, rows):
+        statements.append((kind, len(rows)))
+        executemany(self, conn, kind, rows)
+    monkeypatch.setattr(RecordStore, '_executemany', counting)
+    ids = rt.PlainTask.publish_batch(None, [((i,), {}) for i in range(25)])
+    assert records.get(ids[-1]).status == 'queued'
+    assert statements == [('published', 25)]

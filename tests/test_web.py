@@ -174,3 +174,18 @@ def test_beyond_loopback_the_server_refuses_to_start_without_a_real_token(
         server.serve('0.0.0.0', 0, token=token or None)
     for host in ('127.0.0.1', '::1', 'localhost'):
         server.check_exposure(host, '')          # loopback: no token needed
+
+
+def test_since_and_until_filter_by_publish_time(client):
+    import datetime
+    early = publish_some(2)
+    cut = records.get(early[0]).published_at + 0.001
+    while time.time() <= cut:
+        time.sleep(0.001)
+    publish_some(3)
+
+    def count(**params):
+        return client.get('/api/tasks/count', params=params).json()['count']
+    assert (count(until=cut), count(since=cut), count(since=cut, until=cut + 3600)) == (2, 3, 3)
+    iso = datetime.datetime.fromtimestamp(cut, datetime.timezone.utc).isoformat()
+    assert count(since=iso) == 3

@@ -81,6 +81,9 @@ class RecordStore:
         #: The write statements, built once: building one costs more than
         #: executing it for a few rows.
         self._statements: dict[tuple[str, tuple[str, ...]], DriverStatement] = {}
+        #: The connection the per-batch cancellation checks use, kept between them.
+        self._check_connection: Any = None
+        self._check_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return 'RecordStore(%r)' % safe_url(self.url)
@@ -123,7 +126,26 @@ class RecordStore:
                 self._migrated = True
 
     def dispose(self) -> None:
+        with self._check_lock:
+            self._drop_check_connection()
         self.engine.dispose()
+
+    def _autocommit_connection(self) -> Any:
+        """A driver connection of the pool's, kept for the cancellation checks,
+        whose reads need no transaction (SQLite's are set up without one)."""
+        raw = self.engine.raw_connection()
+        if self.dialect == 'postgresql':
+            raw.driver_connection.autocommit = True  # type: ignore[union-attr]
+        return raw
+
+    def _drop_check_connection(self) -> None:
+        """Close the kept connection (after an error: the next check connects again)."""
+        raw, self._check_connection = self._check_connection, None
+        if raw is not None:
+            try:
+                raw.invalidate()
+            except Exception as exc:        # closing a broken connection may fail too
+                logger.debug('records: closing a broken connection failed: %s', exc)
 
     # --- writes -----------------------------------------------------------------------
 
@@ -225,8 +247,8 @@ class RecordStore:
         """Which of these ids are cancelled: one query for a whole batch.
 
         A worker asks before each batch, on its own path, so this one goes
-        straight to the driver: SQLAlchemy's statement machinery would cost
-        more than the query."""
+        straight to the driver, on a connection kept for it: SQLAlchemy's
+        statement machinery and a pool checkout would cost more than the query."""
         if not task_ids:
             return set()
         ids = list(task_ids)
@@ -236,18 +258,21 @@ class RecordStore:
         else:
             sql, params = _CANCELLED_POSTGRESQL, (CANCELLED, ids)
         self.migrate()
-        try:
-            raw = self.engine.raw_connection()
+        with self._check_lock:
             try:
+                raw = self._check_connection
+                if raw is None:
+                    raw = self._check_connection = self._autocommit_connection()
                 cursor = raw.cursor()
-                cursor.execute(sql, params)
-                found = {row[0] for row in cursor.fetchall()}
-                cursor.close()
-            finally:
-                raw.close()         # back to the pool, its transaction rolled back
-        except (SQLAlchemyError,) + raw_errors() as exc:
-            raise RecordsUnavailableError('records store %s: %s' % (
-                safe_url(self.url), str(exc).splitlines()[0] if str(exc) else exc)) from exc
+                try:
+                    cursor.execute(sql, params)
+                    found = {row[0] for row in cursor.fetchall()}
+                finally:
+                    cursor.close()
+            except (SQLAlchemyError,) + raw_errors() as exc:
+                self._drop_check_connection()
+                raise RecordsUnavailableError('records store %s: %s' % (
+                    safe_url(self.url), str(exc).splitlines()[0] if str(exc) else exc)) from exc
         return found
 
 
