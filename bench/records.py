@@ -11,10 +11,12 @@ Publishing is timed from the first task to the last, in waves of 100 that
 follow each other without the untimed drains of `publish` (in which the
 records writer could work for free), and with records on until the writer
 has written every task's record. The drain is
-timed from the worker's start to its last task run or, with records on, to
-its last write of records, whichever is later; the records of every task
-must be there once the worker has exited, which is checked. CPU per task
-runs to the worker's exit on both sides.
+timed as in `drain`, from the worker's start to its last task run, on both
+sides; how long after that the last records were written is a figure of its
+own (the writer lets rows gather for up to 0.1 s), and the records of every
+task must be there once the worker has exited, which is checked. CPU per
+task runs to the worker's exit, after its records are written, on both
+sides.
 """
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ PUBLISH_BATCH = 'records on/off: publish_batch (tasks/s)'
 DRAIN = 'records on/off: worker drain (tasks/s)'
 CPU = 'records on/off: worker CPU per task (µs)'
 RECORDED = 'records on: drained tasks recorded succeeded (%)'
+LAG = 'records on: last record written after the last task (ms)'
 #: Seconds to wait for a writer to write what it holds.
 FLUSH_TIMEOUT_SEC = 60.0
 
@@ -127,4 +130,5 @@ def drain_rates(env: Environment, n: int) -> Figures:
     on, off = both(lambda: kale_pipeline(env, n, True), lambda: drain_with_records(env, n))
     return {DRAIN: (on['rate'], off['rate']),
             CPU: (cpu_us_to_exit(on), cpu_us_to_exit(off)),
-            RECORDED: (100.0 * on['recorded'] / n, None)}
+            RECORDED: (100.0 * on['recorded'] / n, None),
+            LAG: (1000.0 * max(on['records_written_at'] - on['last_run'], 0.0), None)}

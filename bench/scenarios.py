@@ -177,9 +177,7 @@ def raw_pipeline(env: Environment, n: int, batch: bool) -> dict[str, Any]:
 def _rates(report: dict[str, Any], requests: int, n: int) -> dict[str, Any]:
     """Per-task figures of a consumer's report."""
     report['requests_per_task'] = requests / n
-    # With task records on, the drain ends when their records are written too.
-    ended = max(report['last_run'], report.get('records_written_at') or 0.0)
-    report['rate'] = report['tasks'] / max(ended - report['started'], 1e-9)
+    report['rate'] = report['tasks'] / max(report['last_run'] - report['started'], 1e-9)
     report['cpu_us_per_task'] = report['cpu_sec'] * 1e6 / max(report['tasks'], 1)
     return report
 

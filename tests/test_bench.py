@@ -21,7 +21,7 @@ FIGURES = {'publish one by one (tasks/s)', 'publish_batch (tasks/s)',
     for p in ('p50', 'p99') for config in ('equal', 'shipped')} | {
     'idle requests per minute, %s long polls' % config for config in ('equal', 'shipped')}
 RECORDS_FIGURES = {bench_records.PUBLISH_SINGLE, bench_records.PUBLISH_BATCH, bench_records.DRAIN,
-                   bench_records.CPU, bench_records.RECORDED}
+                   bench_records.CPU, bench_records.RECORDED, bench_records.LAG}
 
 
 def test_the_counter_counts_every_request_a_client_sends(sqs_endpoint):
@@ -79,6 +79,7 @@ def test_every_scenario_runs_on_the_memory_transport_and_records_on_beside_off(t
     assert FIGURES | RECORDS_FIGURES | {'messages settled past their budget'} == set(results)
     assert results['messages settled past their budget']['kale']['median'] == 0
     assert results[bench_records.RECORDED]['kale']['median'] == 100, 'every task recorded'
+    assert 0 <= results[bench_records.LAG]['kale']['median'] < 5000
     for figure in (bench_records.DRAIN, bench_records.PUBLISH_SINGLE, bench_records.PUBLISH_BATCH):
         assert results[figure]['kale']['median'] > 0 and results[figure]['baseline']['median'] > 0
         assert 'ratio' in results[figure] and results[figure]['target'].endswith('x off')

@@ -189,3 +189,11 @@ def test_since_and_until_filter_by_publish_time(client):
     assert (count(until=cut), count(since=cut), count(since=cut, until=cut + 3600)) == (2, 3, 3)
     iso = datetime.datetime.fromtimestamp(cut, datetime.timezone.utc).isoformat()
     assert count(since=iso) == 3
+
+
+def test_a_store_that_cannot_be_reached_is_a_503_with_one_line(memory_broker, records_url):
+    unreachable = 'sqlite:////nonexistent-kale-dir/records.db'
+    client = TestClient(create_app(records_url=unreachable, broker=lambda: memory_broker))
+    answer = client.get('/api/tasks/count')
+    assert answer.status_code == 503
+    assert 'records store' in answer.json()['error'] and '\n' not in answer.json()['error']

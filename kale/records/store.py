@@ -155,16 +155,19 @@ class RecordStore:
         statement), task transitions (one statement) and worker rows."""
         with self.begin(write=True) as conn:
             if published:
-                self._executemany(conn, 'published', _same_keys(published))
+                self._executemany(conn, 'published', published)
             if events:
-                self._executemany(conn, 'event', _same_keys(events))
+                self._executemany(conn, 'event', events)
             for row in worker_rows:
                 conn.execute(self._worker_statement(row), row)
 
-    def _executemany(self, conn: Connection, kind: str, rows: list[dict[str, Any]]) -> None:
+    def _executemany(self, conn: Connection, kind: str, rows: Sequence[dict[str, Any]]) -> None:
         """One statement for many rows, straight to the driver: SQLAlchemy's
         per-row work would cost more than the database's."""
         keys = tuple(rows[0])
+        first = rows[0].keys()
+        if not all(row.keys() == first for row in rows):     # every key of any row
+            keys = tuple({key: None for row in rows for key in row})
         statement = self._statements.get((kind, keys))
         if statement is None:
             build = self._published_statement if kind == 'published' else self._event_statement
@@ -283,7 +286,7 @@ _CANCELLED_POSTGRESQL = 'SELECT id FROM %s WHERE status = %%s AND id = ANY(%%s)'
 class DriverStatement:
     """A statement compiled once, for the driver's own executemany: its SQL
     and how to turn rows into the driver's parameters (SQLAlchemy's bind
-    processors, e.g. JSON to text)."""
+    processors, e.g. JSON to text); a key a row lacks is None."""
 
     def __init__(self, statement: Any, keys: Sequence[str], dialect: Any):
         compiled = statement.compile(dialect=dialect, column_keys=list(keys))
@@ -296,9 +299,9 @@ class DriverStatement:
     def parameters(self, rows: Sequence[dict[str, Any]]) -> list[Any]:
         processors = self.processors
         if self.positional:
-            return [tuple(process(row[name]) if process else row[name]
+            return [tuple(process(row.get(name)) if process else row.get(name)
                           for name, process in processors) for row in rows]
-        return [{name: process(row[name]) if process else row[name]
+        return [{name: process(row.get(name)) if process else row.get(name)
                  for name, process in processors} for row in rows]
 
 
@@ -313,14 +316,6 @@ def raw_errors() -> tuple[type[Exception], ...]:
     else:
         errors.append(psycopg.Error)
     return tuple(errors)
-
-
-def _same_keys(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rows for one executemany: every row with every key (missing ones None)."""
-    keys: dict[str, None] = {}
-    for row in rows:
-        keys.update(dict.fromkeys(row))
-    return [{key: row.get(key) for key in keys} for row in rows]
 
 
 def safe_url(url: str) -> str:
