@@ -259,3 +259,40 @@ def test_publish_batch_writes_its_records_in_one_statement(broker, monkeypatch):
     ids = rt.PlainTask.publish_batch(None, [((i,), {}) for i in range(25)])
     assert records.get(ids[-1]).status == 'queued'
     assert statements == [('published', 25)]
+
+
+def test_running_is_written_before_the_task_runs(broker):
+    task_id = rt.SelfAwareTask.publish(None)
+    work(broker)
+    assert records.result(task_id) == 'running'
+
+
+def test_workers_purge_expired_records_now_and_then(broker):
+    from kale.records.recorder import get_recorder
+    old = rt.PlainTask.publish(None, 1)
+    work(broker)
+    recorder = get_recorder()
+    long_ago = time.time() - 3600
+    recorder.store.write([], [dict(records.store().get(old), finished_at=long_ago,
+                                   updated_at=time.time() + 1)], [])
+    recorder.succeeded_ttl, recorder.purge_interval = 60, 0.2
+    recorder.start_process('worker', ['default'], purges=True)
+    deadline = time.monotonic() + 5
+    while records.get(old) is not None:
+        assert time.monotonic() < deadline, 'the expired record was not purged'
+        time.sleep(0.05)
+    recorder.stop_process()
+
+
+def test_the_schema_is_created_at_its_version_and_migrating_again_changes_nothing(broker):
+    from kale.records.schema import SCHEMA_VERSION, current_version
+    from kale.records.store import RecordStore
+    store = records.store()
+    store.migrate()
+    with store.begin() as conn:
+        assert current_version(conn) == SCHEMA_VERSION >= 1
+    again = RecordStore(store.url)          # another process's first use
+    again.migrate()
+    with again.begin() as conn:
+        assert current_version(conn) == SCHEMA_VERSION
+    again.dispose()
