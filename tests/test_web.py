@@ -98,6 +98,7 @@ def test_retry_and_cancel(client, memory_broker):
     work(memory_broker)
     retried = client.post('/api/tasks/%s/retry' % failed).json()
     assert retried['retry_of'] == failed
+    assert records.store().get(retried['id'])['status'] == 'queued', 'written before the answer'
     assert client.post('/api/tasks/%s/cancel' % retried['id']).json()['status'] == 'cancelled'
     again = client.post('/api/tasks/%s/cancel' % retried['id'])
     assert again.status_code == 409 and 'it is cancelled' in again.json()['error']
