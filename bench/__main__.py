@@ -4,6 +4,7 @@
     python -m bench --endpoint fauxqs --latency-ms 0,10 --tasks 2000
     python -m bench --transport memory --latency-ms 20
     python -m bench --endpoint-url http://127.0.0.1:9324 --tasks 600 --runs 5 --json out.json
+    python -m bench --endpoint fauxqs --records --scenarios publish,drain --tasks 2000
 
 Each ``--latency-ms`` value is a configuration of its own; all scenarios run
 in each, then a summary puts them side by side. See bench/README.md for what
@@ -19,13 +20,15 @@ import sys
 import time
 from typing import Any, Callable, NoReturn, Optional, Sequence
 
-from bench import idle, report, scenarios
+from bench import idle, records, report, scenarios
 from bench.environment import EQUAL_LONG_POLLS, ROOT, Environment, shipped_long_polls
 from bench.servers import BenchError, Endpoint
 
 SCENARIOS = ('publish', 'drain', 'latency', 'latency-shipped', 'idle', 'idle-shipped')
 #: Run only when named in --scenarios.
 OPTIONAL_SCENARIOS = ('drain-metrics',)
+#: Kale with task records on beside off (bench/records.py); run with --records.
+RECORDS_SCENARIOS = ('publish-records', 'drain-records')
 
 
 def collect(env: Environment, args: argparse.Namespace) -> dict[str, dict[str, Any]]:
@@ -40,6 +43,8 @@ def collect(env: Environment, args: argparse.Namespace) -> dict[str, dict[str, A
         'idle': lambda: idle.idle_cost(env, args.idle_window, EQUAL_LONG_POLLS, 'equal'),
         'idle-shipped': lambda: idle.idle_cost(env, args.idle_window, shipped, 'shipped'),
         'drain-metrics': lambda: scenarios.drain_with_metrics(env, args.tasks),
+        'publish-records': lambda: records.publish_rates(env, args.tasks),
+        'drain-records': lambda: records.drain_rates(env, args.tasks),
     }
     for name, scenario in plan.items():
         if name not in args.scenarios:
@@ -114,13 +119,18 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                         help='which to run, of %s (default: all), and %s (the drain with '
                              'Prometheus metrics on and off)'
                              % (', '.join(SCENARIOS), ', '.join(OPTIONAL_SCENARIOS)))
+    parser.add_argument('--records', action='store_true',
+                        help='also run %s: Kale with task records on (SQLite) beside records off'
+                        % ' and '.join(RECORDS_SCENARIOS))
     parser.add_argument('--json', metavar='FILE', help='also write the results as JSON (a bare '
                         'file name goes to bench/results/)')
     args = parser.parse_args(argv)
-    known = SCENARIOS + OPTIONAL_SCENARIOS
+    known = SCENARIOS + OPTIONAL_SCENARIOS + RECORDS_SCENARIOS
     unknown = [name for name in args.scenarios if name not in known]
     if unknown:
         parser.error('unknown scenario %s; choose from %s' % (', '.join(unknown), ', '.join(known)))
+    if args.records:
+        args.scenarios += [name for name in RECORDS_SCENARIOS if name not in args.scenarios]
     if args.transport == 'memory' and (args.endpoint or args.endpoint_url):
         parser.error('--transport memory runs without an SQS endpoint')
     if any(ms < 0 for ms in args.latency_ms):

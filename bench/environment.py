@@ -142,8 +142,9 @@ class Environment:
             self._proxy.stop()
             self._proxy = None
 
-    def new_run(self, long_polls: LongPolls = DRAIN_LONG_POLLS) -> Run:
-        """Fresh queues (and settings) for one run; ``long_polls`` in QUEUE_NAMES order."""
+    def new_run(self, long_polls: LongPolls = DRAIN_LONG_POLLS, records_url: str = '') -> Run:
+        """Fresh queues (and settings) for one run; ``long_polls`` in QUEUE_NAMES order.
+        ``records_url`` turns task records on for the run (its workers too)."""
         prefix = 'b%s-' % uuid.uuid4().hex[:8]
         config = os.path.join(self.workdir, prefix + 'queues.yaml')
         with open(config, 'w') as f:
@@ -151,7 +152,8 @@ class Environment:
                               'visibility_timeout_sec': 60, 'long_poll_time_sec': long_poll,
                               'num_iterations': 10}
                        for name, long_poll in zip(QUEUE_NAMES, long_polls, strict=True)}, f)
-        os.environ.update({'KALE_BENCH_PREFIX': prefix, 'KALE_BENCH_QUEUE_CONFIG': config})
+        os.environ.update({'KALE_BENCH_PREFIX': prefix, 'KALE_BENCH_QUEUE_CONFIG': config,
+                           'KALE_BENCH_RECORDS_URL': records_url})
         settings.reload()
         return Run(self, prefix)
 

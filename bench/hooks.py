@@ -8,6 +8,7 @@ import time
 
 from bench import tasks
 from bench.counter import RequestCounter
+from kale.conf import settings
 from kale.hooks import WorkerHooks
 
 REPORT_VARIABLE = 'KALE_BENCH_REPORT'
@@ -24,6 +25,14 @@ def peak_rss_mb() -> float:
     except OSError:
         pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def records_written_at() -> float:
+    """When this process last wrote task records (0: records off, or none)."""
+    if not settings.RECORDS_URL:
+        return 0.0
+    from kale.records.recorder import get_recorder
+    return get_recorder().last_written_at
 
 
 class BenchHooks(WorkerHooks):
@@ -53,6 +62,9 @@ class BenchHooks(WorkerHooks):
             return
         report = {'started': self.started, 'last_run': tasks.LAST_RUN_AT[0], 'tasks': self.tasks,
                   'cpu_sec': tasks.LAST_RUN_CPU[0] - self.cpu_started,
+                  # Records (when on) were written by the records hooks' shutdown, just before.
+                  'records_written_at': records_written_at(),
+                  'cpu_sec_to_exit': time.process_time() - self.cpu_started,
                   'requests': self.counter.events, 'peak_rss_mb': peak_rss_mb()}
         with open(path, 'w') as f:
             json.dump(report, f)

@@ -6,6 +6,7 @@ import os
 import statistics
 from typing import Any, Callable, Optional, Sequence
 
+from bench import records
 from bench.environment import ROOT, implied_idle_per_minute, shipped_long_polls
 from bench.idle import idle_figure, latency_figures
 from bench.scenarios import METRICS_DRAIN
@@ -28,6 +29,11 @@ TARGETS: dict[str, tuple[str, Check]] = {
     'worker peak memory (MB)': ('<= 80', lambda k, b: k <= 80),
     'messages settled past their budget': ('0', lambda k, b: k == 0),
     METRICS_DRAIN: ('>= 0.95 x off', lambda k, b: b is not None and k >= 0.95 * b),
+    # Records on beside records off (the baseline of these rows), issue 12.
+    records.DRAIN: ('>= 0.9 x off', lambda k, b: b is not None and k >= 0.9 * b),
+    records.PUBLISH_SINGLE: ('>= 0.85 x off', lambda k, b: b is not None and k >= 0.85 * b),
+    records.PUBLISH_BATCH: ('>= 0.85 x off', lambda k, b: b is not None and k >= 0.85 * b),
+    records.RECORDED: ('100', lambda k, b: k == 100),
 }
 MEMORY_DRAIN_TARGET: tuple[str, Check] = ('>= 400 at 20 ms', lambda k, b: k >= 400)
 
@@ -85,7 +91,8 @@ def _aligned(rows: list[tuple[str, ...]], separator: str = '  ') -> str:
 
 def table(results: dict[str, dict[str, Any]]) -> str:
     """Every figure of one configuration: medians with min and max, ratio, target."""
-    rows = [('scenario', 'kale: median [min..max]', 'boto3 baseline', 'ratio', 'target', 'met')]
+    rows = [('scenario', 'kale: median [min..max]', 'baseline (boto3; records: off)', 'ratio',
+             'target', 'met')]
     for figure, result in results.items():
         rows.append((figure, _cell(result['kale']), _cell(result['baseline']),
                      '%.2f' % result['ratio'] if 'ratio' in result else '-',
@@ -97,7 +104,8 @@ def table(results: dict[str, dict[str, Any]]) -> str:
 # --- the summary: one column per configuration ------------------------------------------
 
 # (row label, figure, how, unit). how: 'raw' the baseline's median, 'kale' Kale's,
-# 'ratio' Kale's with its ratio to the baseline, 'both' Kale's with the baseline's.
+# 'ratio' Kale's with its ratio to the baseline, 'both' Kale's with the baseline's,
+# 'off' records on with records off and their ratio.
 SUMMARY_ROWS: list[tuple[str, str, str, str]] = [
     ('drain: raw boto3 loop', DRAIN, 'raw', '/s'),
     ('drain: Kale', DRAIN, 'ratio', '/s'),
@@ -115,6 +123,10 @@ SUMMARY_ROWS: list[tuple[str, str, str, str]] = [
     ('idle req/min, shipped long polls: Kale (raw)', idle_figure('shipped'), 'both', ''),
     ('peak memory: Kale (raw)', 'worker peak memory (MB)', 'both', ' MB'),
     ('messages settled past their budget', 'messages settled past their budget', 'kale', ''),
+    ('drain: records on (off)', records.DRAIN, 'off', '/s'),
+    ('publish one by one: records on (off)', records.PUBLISH_SINGLE, 'off', '/s'),
+    ('publish_batch: records on (off)', records.PUBLISH_BATCH, 'off', '/s'),
+    ('CPU per task: records on (off)', records.CPU, 'off', ' µs'),
 ]
 
 
@@ -135,6 +147,8 @@ def summary_cell(result: Optional[dict[str, Any]], how: str, unit: str) -> str:
         text += ' (%.2fx raw)' % result['ratio']
     elif how == 'both' and raw is not None:
         text += ' (raw %s%s)' % (number(raw), unit.strip())
+    elif how == 'off' and raw is not None:
+        text += ' (off %s%s, %.2fx)' % (number(raw), unit.strip(), shown / raw if raw else 0)
     return text
 
 

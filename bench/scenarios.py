@@ -91,6 +91,13 @@ def _timed_waves(run: Run, total: int, publish_wave: Callable[[int], Any]) -> fl
     return spent
 
 
+def kale_publish_wave(batch: bool) -> Callable[[int], Any]:
+    """Publishes ``count`` no-op tasks, one by one or with publish_batch."""
+    if batch:
+        return lambda count: tasks.NoopTask.publish_batch(None, [((i,), {}) for i in range(count)])
+    return lambda count: [tasks.NoopTask.publish(None, i) for i in range(count)]
+
+
 def publish_rates(env: Environment, n: int) -> Figures:
     """Publish one by one and publish_batch, beside raw send_message(_batch)."""
     run = env.new_run()
@@ -106,11 +113,9 @@ def publish_rates(env: Environment, n: int) -> Figures:
         with counting_raw(run):
             run.raw.send_batch(name, [body] * count)
 
-    kale_single = _timed_waves(run, n, lambda count: [tasks.NoopTask.publish(None, i)
-                                                      for i in range(count)])
+    kale_single = _timed_waves(run, n, kale_publish_wave(batch=False))
     baseline_single = _timed_waves(run, n, raw_single)
-    kale_batch = _timed_waves(run, n, lambda count: tasks.NoopTask.publish_batch(
-        None, [((i,), {}) for i in range(count)]))
+    kale_batch = _timed_waves(run, n, kale_publish_wave(batch=True))
     baseline_batch = _timed_waves(run, n, raw_batch)
     run.close()
     return {'publish one by one (tasks/s)': (n / kale_single, n / baseline_single),
@@ -121,11 +126,12 @@ def publish_rates(env: Environment, n: int) -> Figures:
 
 # --- 2, 3, 6, 7. draining, requests per task, memory, CPU ----------------------------------
 
-def kale_pipeline(env: Environment, n: int, batch: bool,
-                  metrics: bool = False) -> dict[str, Any]:
+def kale_pipeline(env: Environment, n: int, batch: bool, metrics: bool = False,
+                  records_url: str = '') -> dict[str, Any]:
     """Publish n no-op tasks over three queues with Kale; one worker drains them
-    (with ``metrics``, a worker serving Prometheus metrics on a free port)."""
-    run = env.new_run()
+    (with ``metrics``, a worker serving Prometheus metrics on a free port; with
+    task records on ``records_url``, when given)."""
+    run = env.new_run(records_url=records_url)
     for task_class, count in zip(NOOP_TASKS, split(n), strict=False):
         if batch:
             task_class.publish_batch(None, [((i,), {}) for i in range(count)])

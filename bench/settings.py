@@ -10,3 +10,5 @@ QUEUE_CONFIG = os.environ.get('KALE_BENCH_QUEUE_CONFIG', '')
 MESSAGE_SIGNING_KEY = 'kale-bench-signing-key-not-for-production'
 WORKER_HOOKS = ['bench.hooks.BenchHooks']
 DIE_ON_RESIDENT_SET_SIZE_MB = 0
+# Off unless a run of the records comparison turns them on (bench/records.py).
+RECORDS_URL = os.environ.get('KALE_BENCH_RECORDS_URL', '')

@@ -63,3 +63,15 @@ class NapTask(task.Task):
     def run_task(self, seconds, *args):
         time.sleep(seconds)
         return os.getpid()
+
+
+class SelfAwareTask(task.Task):
+    """Returns the status its own record has while it runs."""
+
+    queue = 'default'
+    time_limit = 5
+    store_result = True
+
+    def run_task(self):
+        from kale import records
+        return records.get(self.task_id).status

@@ -8,6 +8,7 @@ import urllib.parse
 
 import pytest
 
+from bench import records as bench_records
 from bench.counter import RequestCounter
 from bench.servers import BenchError, Fauxqs
 from tests.support.endpoint import ROOT, raw_client, subprocess_env
@@ -19,6 +20,8 @@ FIGURES = {'publish one by one (tasks/s)', 'publish_batch (tasks/s)',
     'publish-to-start latency %s (ms), %s long polls' % (p, config)
     for p in ('p50', 'p99') for config in ('equal', 'shipped')} | {
     'idle requests per minute, %s long polls' % config for config in ('equal', 'shipped')}
+RECORDS_FIGURES = {bench_records.PUBLISH_SINGLE, bench_records.PUBLISH_BATCH, bench_records.DRAIN,
+                   bench_records.CPU, bench_records.RECORDED, bench_records.LAG}
 
 
 def test_the_counter_counts_every_request_a_client_sends(sqs_endpoint):
@@ -68,11 +71,19 @@ def test_every_scenario_runs_on_an_sqs_endpoint(tmp_path, sqs_endpoint):
 
 
 @pytest.mark.slow
-def test_every_scenario_runs_on_the_memory_transport(tmp_path):
-    _table, report = run_bench(tmp_path, '--transport', 'memory', '--latency-ms', '1')
+def test_every_scenario_runs_on_the_memory_transport_and_records_on_beside_off(tmp_path):
+    table, report = run_bench(tmp_path, '--transport', 'memory', '--latency-ms', '1',
+                              '--records')
     [configuration] = report['configurations']
-    assert FIGURES | {'messages settled past their budget'} == set(configuration['results'])
-    assert configuration['results']['messages settled past their budget']['kale']['median'] == 0
+    results = configuration['results']
+    assert FIGURES | RECORDS_FIGURES | {'messages settled past their budget'} == set(results)
+    assert results['messages settled past their budget']['kale']['median'] == 0
+    assert results[bench_records.RECORDED]['kale']['median'] == 100, 'every task recorded'
+    assert 0 <= results[bench_records.LAG]['kale']['median'] < 5000
+    for figure in (bench_records.DRAIN, bench_records.PUBLISH_SINGLE, bench_records.PUBLISH_BATCH):
+        assert results[figure]['kale']['median'] > 0 and results[figure]['baseline']['median'] > 0
+        assert 'ratio' in results[figure] and results[figure]['target'].endswith('x off')
+    assert 'drain: records on (off)' in table
 
 
 def listening(url):

@@ -6,6 +6,7 @@ import time
 import pytest
 
 from kale import records
+from kale.conf import settings
 from kale.exceptions import (
     PublishError,
     RecordConflictError,
@@ -17,6 +18,7 @@ from kale.hooks import WorkerHooks
 from kale.records.queries import TaskFilter
 from kale.worker import Worker
 from tests import records_tasks as rt
+from tests import tasks
 
 
 def work(broker, hooks=()):
@@ -54,10 +56,10 @@ def test_the_result_is_not_stored_unless_the_task_asks(broker):
     assert records.get(task_id).result is None
 
 
-def one_pass(broker):
+def one_pass(broker, queues=None):
     """One worker pass, not a burst: a retry copy stays queued, delayed."""
     from kale.worker.settler import Settler
-    worker = Worker(broker=broker)
+    worker = Worker(broker=broker, queue_names=queues)
     worker.settler = Settler(worker.consumer)
     worker.startup()
     worker.work_once()
@@ -75,6 +77,31 @@ def test_a_failure_that_will_retry_is_scheduled_with_its_error(broker, monkeypat
     assert record.error_type == 'ValueError' and record.error_message == 'bad input 42'
     assert 'raise ValueError' in record.error_traceback
     assert record.next_attempt_at > record.started_at
+
+
+def test_a_fifo_retry_held_by_visibility_is_scheduled_until_its_message_reappears(
+        broker, record, caplog):
+    """On a FIFO queue a retry keeps its message, invisible for the delay
+    (Settlement.hold_sec): the record says when it comes back, and the next
+    attempt is counted from the receive count."""
+    transport = broker.transport
+    with settings.override(RETRY_DELAY_MULTIPLE_SEC=30, RETRY_DELAY_JITTER=0):
+        task_id = tasks.OrderedTask.publish(None, 'a1', 1, group_id='a')
+        before = time.time()
+        one_pass(broker, ['ordered'])
+        after = time.time()
+    record = records.get(task_id)
+    assert record.status == 'scheduled' and record.attempts == 1
+    assert record.error_type == 'ValueError'
+    assert before + 30 <= record.next_attempt_at <= after + 30
+    assert 'retrying in 30s' in caplog.text
+    [held] = transport._queue('ordered.fifo').messages.values()
+    assert held.visible_at - transport.clock() == pytest.approx(30, abs=after - before + 1)
+    transport.clock = lambda: time.monotonic() + 31      # the hold has ended
+    work(broker)
+    record = records.get(task_id)
+    assert record.status == 'succeeded' and record.attempts == 2
+    assert record.next_attempt_at is None and record.error_type is None
 
 
 def test_a_task_that_fails_for_good_is_failed_with_the_dead_letter_reason(broker):
@@ -202,3 +229,70 @@ def test_the_worker_has_a_row_that_says_it_stopped(broker):
     [row] = records.queries().workers()
     assert row.state == 'stopped' and row.role == 'worker'
     assert row.counts == {'succeeded': 1} and 'default' in row.queues
+
+
+def test_a_worker_row_keeps_beating_from_the_writer_thread_while_idle(broker):
+    from kale.records.recorder import get_recorder
+    recorder = get_recorder()
+    recorder.heartbeat_sec = 0.1
+    recorder.start_process('worker', ['default'], purges=False)
+    recorder.flush()
+    [first] = records.queries().workers()
+    deadline = time.monotonic() + 5
+    while records.queries().workers()[0].heartbeat_at <= first.heartbeat_at:
+        assert time.monotonic() < deadline, 'no heartbeat was written'
+        time.sleep(0.05)
+    assert records.queries().workers()[0].state == 'running'
+    recorder.stop_process()
+    assert records.queries().workers()[0].state == 'stopped'
+
+
+def test_publish_batch_writes_its_records_in_one_statement(broker, monkeypatch):
+    from kale.records.store import RecordStore
+    statements = []
+    executemany = RecordStore._executemany
+
+    def counting(self, conn, kind, rows):
+        statements.append((kind, len(rows)))
+        executemany(self, conn, kind, rows)
+    monkeypatch.setattr(RecordStore, '_executemany', counting)
+    ids = rt.PlainTask.publish_batch(None, [((i,), {}) for i in range(25)])
+    assert records.get(ids[-1]).status == 'queued'
+    assert statements == [('published', 25)]
+
+
+def test_running_is_written_before_the_task_runs(broker):
+    task_id = rt.SelfAwareTask.publish(None)
+    work(broker)
+    assert records.result(task_id) == 'running'
+
+
+def test_workers_purge_expired_records_now_and_then(broker):
+    from kale.records.recorder import get_recorder
+    old = rt.PlainTask.publish(None, 1)
+    work(broker)
+    recorder = get_recorder()
+    long_ago = time.time() - 3600
+    recorder.store.write([], [dict(records.store().get(old), finished_at=long_ago,
+                                   updated_at=time.time() + 1)], [])
+    recorder.succeeded_ttl, recorder.purge_interval = 60, 0.2
+    recorder.start_process('worker', ['default'], purges=True)
+    deadline = time.monotonic() + 5
+    while records.get(old) is not None:
+        assert time.monotonic() < deadline, 'the expired record was not purged'
+        time.sleep(0.05)
+    recorder.stop_process()
+
+
+def test_the_schema_is_created_at_its_version_and_migrating_again_changes_nothing(broker):
+    from kale.records.schema import SCHEMA_VERSION, current_version
+    from kale.records.store import RecordStore
+    store = records.store()
+    store.migrate()
+    with store.begin() as conn:
+        assert current_version(conn) == SCHEMA_VERSION >= 1
+    again = RecordStore(store.url)          # another process's first use
+    again.migrate()
+    with again.begin() as conn:
+        assert current_version(conn) == SCHEMA_VERSION
+    again.dispose()

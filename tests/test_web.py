@@ -98,6 +98,7 @@ def test_retry_and_cancel(client, memory_broker):
     work(memory_broker)
     retried = client.post('/api/tasks/%s/retry' % failed).json()
     assert retried['retry_of'] == failed
+    assert records.store().get(retried['id'])['status'] == 'queued', 'written before the answer'
     assert client.post('/api/tasks/%s/cancel' % retried['id']).json()['status'] == 'cancelled'
     again = client.post('/api/tasks/%s/cancel' % retried['id'])
     assert again.status_code == 409 and 'it is cancelled' in again.json()['error']
@@ -143,3 +144,57 @@ def test_the_app_mounts_inside_another_asgi_app(memory_broker, records_url):
     client = TestClient(outer)
     assert client.get('/kale/api/tasks/count').json() == {'count': 0}
     assert 'Kale dashboard' in client.get('/kale/').text
+
+
+def test_redrive_moves_the_dead_letters_back(client, memory_broker):
+    rt.BrokenTask.publish(None)
+    work(memory_broker)
+
+    def default_queue():
+        return {q['name']: q for q in client.get('/api/queues').json()['queues']}['default']
+    assert (default_queue()['dead_letters'], default_queue()['visible']) == (1, 0)
+    assert client.post('/api/queues/default/redrive').json()['moved'] == 1
+    assert (default_queue()['dead_letters'], default_queue()['visible']) == (0, 1)
+
+
+def test_redrive_of_an_unknown_queue_is_a_one_line_json_error(client):
+    answer = client.post('/api/queues/nosuchqueue/redrive')
+    assert answer.status_code in (400, 404)
+    assert 'nosuchqueue' in answer.json()['error'] and '\n' not in answer.json()['error']
+
+
+@pytest.mark.parametrize('token, reason', [('', r'set a bearer token in \$KALE_WEB_TOKEN'),
+                                           ('short', 'at least 16 characters')])
+def test_beyond_loopback_the_server_refuses_to_start_without_a_real_token(
+        records_url, monkeypatch, token, reason):
+    from kale.exceptions import ImproperlyConfigured
+    from kale.web import server
+    monkeypatch.delenv(server.TOKEN_VARIABLE, raising=False)
+    monkeypatch.setattr(server, 'listening_socket', lambda host, port: pytest.fail('it listened'))
+    with pytest.raises(ImproperlyConfigured, match=reason):
+        server.serve('0.0.0.0', 0, token=token or None)
+    for host in ('127.0.0.1', '::1', 'localhost'):
+        server.check_exposure(host, '')          # loopback: no token needed
+
+
+def test_since_and_until_filter_by_publish_time(client):
+    import datetime
+    early = publish_some(2)
+    cut = records.get(early[0]).published_at + 0.001
+    while time.time() <= cut:
+        time.sleep(0.001)
+    publish_some(3)
+
+    def count(**params):
+        return client.get('/api/tasks/count', params=params).json()['count']
+    assert (count(until=cut), count(since=cut), count(since=cut, until=cut + 3600)) == (2, 3, 3)
+    iso = datetime.datetime.fromtimestamp(cut, datetime.timezone.utc).isoformat()
+    assert count(since=iso) == 3
+
+
+def test_a_store_that_cannot_be_reached_is_a_503_with_one_line(memory_broker, records_url):
+    unreachable = 'sqlite:////nonexistent-kale-dir/records.db'
+    client = TestClient(create_app(records_url=unreachable, broker=lambda: memory_broker))
+    answer = client.get('/api/tasks/count')
+    assert answer.status_code == 503
+    assert 'records store' in answer.json()['error'] and '\n' not in answer.json()['error']

@@ -167,9 +167,9 @@ class RecordsHooks(PublishHooks, WorkerHooks):
         else:
             fields.update(finished_at=now if status != SCHEDULED else None,
                           duration_sec=round(s.duration_sec, 6) if started_at else None)
-        if status == SCHEDULED:
-            delay = s.copy.delay_sec if s.copy is not None else 0
-            fields.update(next_attempt_at=now + delay, **error_fields(s.exception, s.reason))
+        if status == SCHEDULED:     # a delayed copy, or (FIFO) the message held invisible
+            fields.update(next_attempt_at=now + s.retry_delay_sec,
+                          **error_fields(s.exception, s.reason))
         elif status == FAILED:
             fields.update(dead_letter_reason=s.reason[:512] or None,
                           **error_fields(s.exception, s.reason))

@@ -96,6 +96,11 @@ class Recorder:
                                                 periodic=self._periodic)
         return self._writer
 
+    @property
+    def last_written_at(self) -> float:
+        """time.time() of this process's last write of task rows (0: none)."""
+        return self._writer.last_written_at if self._writer is not None else 0.0
+
     # --- this process's row ---------------------------------------------------------
 
     def start_process(self, role: str, queues: Sequence[str], purges: bool) -> ProcessRow:

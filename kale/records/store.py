@@ -21,7 +21,7 @@ from kale.records.schema import CANCELLED, FAILED, FINAL, PENDING, SUCCEEDED, ta
 
 try:
     import sqlalchemy
-    from sqlalchemy import Connection, Engine, and_, bindparam, event, or_, select
+    from sqlalchemy import Connection, Engine, and_, event, or_, select
     from sqlalchemy.dialects import postgresql, sqlite
     from sqlalchemy.exc import SQLAlchemyError
 except ImportError as exc:  # pragma: no cover - depends on the extras installed
@@ -78,6 +78,12 @@ class RecordStore:
         self._insert = postgresql.insert if self.dialect == 'postgresql' else sqlite.insert
         self._migrated = False
         self._migrate_lock = threading.Lock()
+        #: The write statements, built once: building one costs more than
+        #: executing it for a few rows.
+        self._statements: dict[tuple[str, tuple[str, ...]], DriverStatement] = {}
+        #: The connection the per-batch cancellation checks use, kept between them.
+        self._check_connection: Any = None
+        self._check_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return 'RecordStore(%r)' % safe_url(self.url)
@@ -96,6 +102,7 @@ class RecordStore:
     def _transaction(self, write: bool) -> Iterator[Connection]:
         try:
             with self.engine.connect() as conn:
+                conn.begin()        # committed below, also when only the driver was used
                 if self.dialect == 'sqlite':
                     conn.exec_driver_sql('BEGIN IMMEDIATE' if write else 'BEGIN')
                 try:
@@ -104,9 +111,9 @@ class RecordStore:
                     conn.rollback()
                     raise
                 conn.commit()
-        except SQLAlchemyError as exc:
+        except (SQLAlchemyError,) + raw_errors() as exc:
             raise RecordsUnavailableError('records store %s: %s' % (
-                safe_url(self.url), str(exc).splitlines()[0])) from exc
+                safe_url(self.url), str(exc).splitlines()[0] if str(exc) else exc)) from exc
 
     def migrate(self) -> None:
         """Create or migrate the schema, once per process."""
@@ -119,7 +126,26 @@ class RecordStore:
                 self._migrated = True
 
     def dispose(self) -> None:
+        with self._check_lock:
+            self._drop_check_connection()
         self.engine.dispose()
+
+    def _autocommit_connection(self) -> Any:
+        """A driver connection of the pool's, kept for the cancellation checks,
+        whose reads need no transaction (SQLite's are set up without one)."""
+        raw = self.engine.raw_connection()
+        if self.dialect == 'postgresql':
+            raw.driver_connection.autocommit = True  # type: ignore[union-attr]
+        return raw
+
+    def _drop_check_connection(self) -> None:
+        """Close the kept connection (after an error: the next check connects again)."""
+        raw, self._check_connection = self._check_connection, None
+        if raw is not None:
+            try:
+                raw.invalidate()
+            except Exception as exc:        # closing a broken connection may fail too
+                logger.debug('records: closing a broken connection failed: %s', exc)
 
     # --- writes -----------------------------------------------------------------------
 
@@ -129,11 +155,29 @@ class RecordStore:
         statement), task transitions (one statement) and worker rows."""
         with self.begin(write=True) as conn:
             if published:
-                conn.execute(self._published_statement(), list(published))
+                self._executemany(conn, 'published', published)
             if events:
-                conn.execute(self._event_statement(), _same_keys(events))
+                self._executemany(conn, 'event', events)
             for row in worker_rows:
                 conn.execute(self._worker_statement(row), row)
+
+    def _executemany(self, conn: Connection, kind: str, rows: Sequence[dict[str, Any]]) -> None:
+        """One statement for many rows, straight to the driver: SQLAlchemy's
+        per-row work would cost more than the database's."""
+        keys = tuple(rows[0])
+        first = rows[0].keys()
+        if not all(row.keys() == first for row in rows):     # every key of any row
+            keys = tuple({key: None for row in rows for key in row})
+        statement = self._statements.get((kind, keys))
+        if statement is None:
+            build = self._published_statement if kind == 'published' else self._event_statement
+            statement = self._statements[(kind, keys)] = DriverStatement(
+                build(), keys, self.engine.dialect)
+        cursor = conn.connection.cursor()
+        try:
+            cursor.executemany(statement.sql, statement.parameters(rows))
+        finally:
+            cursor.close()
 
     def _published_statement(self) -> Any:
         """Insert a publication; a row that is already there (a worker wrote
@@ -203,23 +247,75 @@ class RecordStore:
             return dict(row) if row is not None else None
 
     def cancelled_among(self, task_ids: Sequence[str]) -> set[str]:
-        """Which of these ids are cancelled: one query for a whole batch."""
+        """Which of these ids are cancelled: one query for a whole batch.
+
+        A worker asks before each batch, on its own path, so this one goes
+        straight to the driver, on a connection kept for it: SQLAlchemy's
+        statement machinery and a pool checkout would cost more than the query."""
         if not task_ids:
             return set()
-        with self.begin() as conn:
-            return set(conn.execute(_CANCELLED_AMONG, {'ids': list(task_ids)}).scalars())
+        ids = list(task_ids)
+        if self.dialect == 'sqlite':
+            sql = _CANCELLED_SQLITE % ','.join('?' * len(ids))
+            params: Sequence[Any] = [CANCELLED] + ids
+        else:
+            sql, params = _CANCELLED_POSTGRESQL, (CANCELLED, ids)
+        self.migrate()
+        with self._check_lock:
+            try:
+                raw = self._check_connection
+                if raw is None:
+                    raw = self._check_connection = self._autocommit_connection()
+                cursor = raw.cursor()
+                try:
+                    cursor.execute(sql, params)
+                    found = {row[0] for row in cursor.fetchall()}
+                finally:
+                    cursor.close()
+            except (SQLAlchemyError,) + raw_errors() as exc:
+                self._drop_check_connection()
+                raise RecordsUnavailableError('records store %s: %s' % (
+                    safe_url(self.url), str(exc).splitlines()[0] if str(exc) else exc)) from exc
+        return found
 
 
-_CANCELLED_AMONG = select(tasks.c.id).where(tasks.c.id.in_(bindparam('ids', expanding=True)),
-                                            tasks.c.status == CANCELLED)
+_CANCELLED_SQLITE = 'SELECT id FROM %s WHERE status = ? AND id IN (%%s)' % tasks.name
+_CANCELLED_POSTGRESQL = 'SELECT id FROM %s WHERE status = %%s AND id = ANY(%%s)' % tasks.name
 
 
-def _same_keys(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rows for one executemany: every row with every key (missing ones None)."""
-    keys: dict[str, None] = {}
-    for row in rows:
-        keys.update(dict.fromkeys(row))
-    return [{key: row.get(key) for key in keys} for row in rows]
+class DriverStatement:
+    """A statement compiled once, for the driver's own executemany: its SQL
+    and how to turn rows into the driver's parameters (SQLAlchemy's bind
+    processors, e.g. JSON to text); a key a row lacks is None."""
+
+    def __init__(self, statement: Any, keys: Sequence[str], dialect: Any):
+        compiled = statement.compile(dialect=dialect, column_keys=list(keys))
+        self.sql = str(compiled)
+        self.positional = bool(compiled.positional)
+        names = list(compiled.positiontup or ()) if self.positional else list(compiled.binds)
+        self.processors = [(name, compiled.binds[name].type.dialect_impl(dialect)
+                            .bind_processor(dialect)) for name in names]
+
+    def parameters(self, rows: Sequence[dict[str, Any]]) -> list[Any]:
+        processors = self.processors
+        if self.positional:
+            return [tuple(process(row.get(name)) if process else row.get(name)
+                          for name, process in processors) for row in rows]
+        return [{name: process(row.get(name)) if process else row.get(name)
+                 for name, process in processors} for row in rows]
+
+
+def raw_errors() -> tuple[type[Exception], ...]:
+    """The drivers' own errors (a raw connection's queries raise those)."""
+    import sqlite3
+    errors: list[type[Exception]] = [sqlite3.Error]
+    try:
+        import psycopg
+    except ImportError:
+        pass
+    else:
+        errors.append(psycopg.Error)
+    return tuple(errors)
 
 
 def safe_url(url: str) -> str:

@@ -1,8 +1,11 @@
 """The writer: one thread per process that writes records, off the task's path.
 
 Publishers and workers hand it rows (:meth:`RecordWriter.publish`,
-:meth:`RecordWriter.event`); it writes whatever has gathered in one
-transaction, at once. When the store is slow or down nothing waits for it:
+:meth:`RecordWriter.event`); it lets them gather for up to
+:data:`GATHER_SEC` (a flush, or :data:`GATHER_ROWS` rows, cuts that short)
+and writes them in one transaction, keeping only the newest event of each
+task: a task that started and finished meanwhile is one row written, not
+two, and a busy worker's batches share a transaction. When the store is slow or down nothing waits for it:
 rows stay buffered, up to ``RECORDS_BUFFER_SIZE``, and are written when it
 answers again, with pauses that double up to :data:`MAX_BACKOFF_SEC`. Past
 the bound the oldest rows are dropped, counted and logged. The same thread
@@ -25,6 +28,10 @@ MAX_BACKOFF_SEC = 5.0
 IDLE_WAKE_SEC = 1.0
 #: Seconds between two log lines about dropped rows or an outage.
 LOG_EVERY_SEC = 30.0
+#: Longest time rows wait for others to share their transaction.
+GATHER_SEC = 0.1
+#: Rows that are written at once, without waiting for more.
+GATHER_ROWS = 1000
 
 Row = dict[str, Any]
 #: store.write(published, events, worker_rows)
@@ -36,9 +43,10 @@ class RecordWriter:
 
     def __init__(self, write: WriteFunction, max_rows: int = 10000,
                  periodic: Optional[Callable[[], list[Row]]] = None,
-                 name: str = 'kale-records'):
+                 name: str = 'kale-records', gather_sec: float = GATHER_SEC):
         self._write = write
         self.max_rows = max_rows
+        self.gather_sec = gather_sec
         #: Called on the thread before each write and at least every second:
         #: returns worker rows to write (a heartbeat), may do other chores.
         self.periodic = periodic
@@ -56,6 +64,10 @@ class RecordWriter:
         self._down_since: Optional[float] = None
         self._last_log = 0.0
         self._stopping = False
+        self._idle = False           # the thread waits for rows: wake it on the next put
+        self._flushing = 0           # callers waiting in flush: write without gathering
+        #: time.time() of the last write that carried rows (0: none yet)
+        self.last_written_at = 0.0
         self._stop = threading.Event()      # cuts an outage's pause short
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
@@ -74,10 +86,11 @@ class RecordWriter:
         with self._lock:
             target.extend(rows)
             self._put_count += len(rows)
-            excess = len(self._published) + len(self._events) - self.max_rows
-            if excess > 0:
-                self._drop(excess)
-            self._wake.notify()
+            held = len(self._published) + len(self._events)
+            if held > self.max_rows:
+                self._drop(held - self.max_rows)
+            if self._idle or held >= GATHER_ROWS:
+                self._wake.notify()
 
     def _drop(self, count: int) -> None:
         """Drop the oldest rows (under the lock): events first, whose later
@@ -108,13 +121,16 @@ class RecordWriter:
         with self._lock:
             target = self._put_count
             cycle = self._cycles + (2 if periodic else 0)
-            self._wake.notify()
-            while self._done_count < target or self._cycles < cycle:
-                left = deadline - time.monotonic()
-                if left <= 0 or not self._thread.is_alive():
-                    return False
-                self._wake.notify()
-                self._written.wait(min(left, 0.05))
+            self._flushing += 1
+            try:
+                while self._done_count < target or self._cycles < cycle:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or not self._thread.is_alive():
+                        return False
+                    self._wake.notify()
+                    self._written.wait(min(left, 0.05))
+            finally:
+                self._flushing -= 1
         return True
 
     def close(self, timeout: float = 5.0) -> bool:
@@ -136,10 +152,14 @@ class RecordWriter:
         while True:
             with self._lock:
                 if not (self._published or self._events or self._stopping):
+                    self._idle = True
                     self._wake.wait(IDLE_WAKE_SEC)
+                    self._idle = False
+                self._gather()
                 if self._stopping:
                     return
-                published, events = list(self._published), list(self._events)
+                published, events = list(self._published), newest_events(self._events)
+                self._done_count += len(self._events) - len(events)     # merged away
                 self._published.clear()
                 self._events.clear()
             worker_rows = self._periodic()
@@ -155,6 +175,17 @@ class RecordWriter:
             backoff.reset()
             self._cycle_ended(len(published) + len(events))
 
+    def _gather(self) -> None:
+        """(Under the lock.) Let rows gather for up to ``gather_sec`` so that
+        one transaction carries many; a flush, a stop or GATHER_ROWS rows cut
+        it short."""
+        deadline = time.monotonic() + self.gather_sec
+        while (self._published or self._events) and not (self._stopping or self._flushing):
+            left = deadline - time.monotonic()
+            if left <= 0 or len(self._published) + len(self._events) >= GATHER_ROWS:
+                return
+            self._wake.wait(left)
+
     def _periodic(self) -> list[Row]:
         if self.periodic is None:
             return []
@@ -169,6 +200,8 @@ class RecordWriter:
             self._cycles += 1
             self._done_count += count
             self.written += count
+            if count:
+                self.last_written_at = time.time()
             self._written.notify_all()
         if self._down_since is not None and count:
             logger.warning('records: store reachable again after %.1fs; caught up with %d rows',
@@ -195,3 +228,14 @@ class RecordWriter:
             logger.warning('records: writing %d rows failed, retrying in %.1fs: %s',
                            self.pending, delay, str(exc).splitlines()[0] if str(exc) else exc)
         self._stop.wait(delay)
+
+
+def newest_events(events: collections.deque[Row]) -> list[Row]:
+    """The newest event of each task (events are whole snapshots of a task's
+    worker columns, so the newest says all the others would), in order."""
+    newest: dict[Any, Row] = {}
+    for row in events:
+        found = newest.get(row.get('id'))
+        if found is None or (row.get('updated_at') or 0) >= (found.get('updated_at') or 0):
+            newest[row.get('id')] = row
+    return list(newest.values())

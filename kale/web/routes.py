@@ -12,6 +12,7 @@ from kale import admin, records
 from kale.broker import Broker
 from kale.exceptions import BadFilterError, RecordNotFoundError, RecordsError
 from kale.records.queries import Queries, parse_filter, parse_limit
+from kale.records.recorder import get_recorder
 
 
 def command_broker() -> Broker:
@@ -94,8 +95,12 @@ class Api:
         return {'deleted': self.queries.delete(where)}
 
     def retry_task(self, request: Request) -> dict[str, Any]:
+        """Publish the task again; its record is written before the answer, so
+        whoever reads it next (any process) finds it."""
         task_id = request.path_params['task_id']
-        return {'id': records.retry(task_id, self.records_url), 'retry_of': task_id}
+        new_id = records.retry(task_id, self.records_url)
+        get_recorder(self.records_url).flush(timeout=5.0)
+        return {'id': new_id, 'retry_of': task_id}
 
     def cancel_task(self, request: Request) -> dict[str, Any]:
         return records.cancel(request.path_params['task_id'], self.records_url).as_json()

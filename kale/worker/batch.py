@@ -71,6 +71,12 @@ class Settlement:
     result: Any = None
 
     @property
+    def retry_delay_sec(self) -> int:
+        """Seconds until a retry's next attempt: its copy's delay or, on a
+        FIFO queue, how long its message is held invisible."""
+        return self.copy.delay_sec if self.copy is not None else (self.hold_sec or 0)
+
+    @property
     def verified(self) -> bool:
         """Whether the message's signature was verified (its task id and name
         can be trusted). Unverified messages are known by their SQS id only."""

@@ -46,7 +46,7 @@ class Reporter:
             self.hooks(WorkerHooks.on_task_cancelled, s)
         elif s.outcome is Outcome.RETRY:
             logger.warning('%s failed in %.3fs, retrying in %ds: %s', where, s.duration_sec,
-                           s.copy.delay_sec if s.copy else 0, s.reason, extra=extra)
+                           s.retry_delay_sec, s.reason, extra=extra)
             self.hooks(WorkerHooks.on_task_failed, s)
         elif s.outcome is Outcome.DEAD_LETTER and not s.settled:
             logger.error('%s failed permanently in %.3fs, but its dead-letter copy was not sent; '
