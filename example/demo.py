@@ -144,10 +144,17 @@ def start_web() -> tuple[subprocess.Popen, str]:
     return web, match.group(1)
 
 
-def api_counts(url: str) -> str:
-    """The records' counts by status, read back through the REST API."""
-    with urllib.request.urlopen(url + 'api/tasks/summary', timeout=10) as answer:
-        summary = json.load(answer)
+def api_counts(url: str, settle_sec: float = 10.0) -> str:
+    """The records' counts by status, read back through the REST API (waiting
+    up to ``settle_sec`` for records still pending: each process writes its
+    records on a thread, a moment after the fact)."""
+    deadline = time.monotonic() + settle_sec
+    while True:
+        with urllib.request.urlopen(url + 'api/tasks/summary', timeout=10) as answer:
+            summary = json.load(answer)
+        if not summary['by_status'].get('pending') or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     shown = ', '.join('%s %d' % (status, n) for status, n in summary['by_status'].items()
                       if n and status != 'pending')
     return 'demo: task records via %sapi/tasks/summary: %s' % (url, shown or 'none')
