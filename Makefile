@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 # Most tests wait on processes and sockets rather than compute, so several
 # run at once even on two cores.
-WORKERS ?= 4
+WORKERS ?= 6
 
 .PHONY: demo test test-fast lint types install clean
 
