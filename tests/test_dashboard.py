@@ -97,3 +97,22 @@ def test_search_by_label_and_by_task_id(browser, web, some_records):
         assert '"error_type": "ValueError"' in page.inner_text('#detail-body')
     finally:
         page.close()
+
+
+def test_the_cancel_button_cancels_a_queued_task_and_the_page_refreshes_itself(
+        browser, web, some_records):
+    page = browser.new_page()
+    try:
+        page.goto(web)
+        page.wait_for_selector('body[data-loaded=true]', timeout=15000)
+        page.click('#tabs button[data-status=pending]')
+        page.click('#tasks button:has-text("cancel")')
+        page.wait_for_selector('#banner:has-text("cancelled ")')
+        cancelled = page.inner_text('#banner').split()[-1]
+        assert records.get(cancelled).status == 'cancelled'
+        queued = "document.querySelector('#counts .card[data-status=queued] .n').innerText"
+        page.wait_for_function('%s === "0"' % queued)
+        rt.PlainTask.publish(None, 7)              # no reload: the page's own timer shows it
+        page.wait_for_function('%s === "1"' % queued, timeout=10000)
+    finally:
+        page.close()
