@@ -79,6 +79,29 @@ def test_a_failure_that_will_retry_is_scheduled_with_its_error(broker, monkeypat
     assert record.next_attempt_at > record.started_at
 
 
+def test_an_attempt_reported_late_does_not_hide_the_outcome_of_the_next_one(broker,
+                                                                           monkeypatch):
+    """Two workers: the first runs attempt 1 (retried at once) but reports its
+    batch only after the second has run attempt 2 to the dead-letter queue."""
+    from kale.worker.settler import Settler
+    monkeypatch.setattr(rt.BrokenTask, 'max_retries', 1)
+    task_id = rt.BrokenTask.publish(None)
+    late = Worker(broker=broker)
+    late.settler = Settler(late.consumer)
+    late.startup()
+    with settings.override(RETRY_DELAY_MULTIPLE_SEC=0):
+        late.work_once()                    # attempt 1 fails; its retry copy is sent
+        late.settler.flush()
+        time.sleep(0.01)
+        one_pass(broker)                    # attempt 2 fails for good, and is reported
+    late.settler.close()
+    late.report_settled()                   # attempt 1's report comes in last
+    late.shutdown()
+    record = records.get(task_id)
+    assert (record.status, record.attempts) == ('failed', 2)
+    assert record.dead_letter_reason.startswith('retries_exhausted')
+
+
 def test_a_fifo_retry_held_by_visibility_is_scheduled_until_its_message_reappears(
         broker, record, caplog):
     """On a FIFO queue a retry keeps its message, invisible for the delay

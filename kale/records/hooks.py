@@ -153,7 +153,10 @@ class RecordsHooks(PublishHooks, WorkerHooks):
         status = _FINAL_STATUS[s.outcome.value]
         if status == QUEUED and started_at is None:
             return None            # released unstarted: its record has not changed
-        now = time.time()
+        # The event's time is when its run ended, not when the batch is
+        # reported: another worker may already have run the retry copy and
+        # recorded its outcome, which must stay the newer one.
+        now = started_at + s.duration_sec if started_at is not None else time.time()
         message = s.message
         attempts = (message.retry_num + 1) if message is not None else 1
         issued = (message.issued_at or message.enqueued_at) if message is not None \
