@@ -12,12 +12,11 @@ neither publishing nor a worker starts, before any request is made.
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 from typing import Iterator, Optional, Sequence
 
 from kale.codec.keys import signing_keys
-from kale.conf import settings
+from kale.conf import PerProcess, settings
 from kale.exceptions import ImproperlyConfigured, QueueNotFoundError
 from kale.queue_config import QUEUE_NAME_PATTERN, QueueConfig, TaskQueue, get_queue_config
 from kale.transport import (
@@ -165,15 +164,9 @@ class Broker:
             return self.transport.counts(name)
 
 
-_broker_lock = threading.Lock()
-_broker: Optional[tuple[tuple[int, int], Broker]] = None
+_broker: PerProcess[Broker] = PerProcess(lambda: Broker.from_settings())
 
 
 def get_broker() -> Broker:
     """This process's broker over SQS, built from the settings on first use."""
-    global _broker
-    key = (os.getpid(), settings.generation)
-    with _broker_lock:
-        if _broker is None or _broker[0] != key:
-            _broker = (key, Broker.from_settings())
-        return _broker[1]
+    return _broker.get()

@@ -15,8 +15,9 @@ import itertools
 import logging
 import os
 import sys
+import threading
 import types
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Generic, Iterator, Optional, TypeVar
 
 from kale import default_settings
 from kale.exceptions import ImproperlyConfigured
@@ -179,6 +180,26 @@ class Settings:
 
 
 settings = Settings()
+
+T = TypeVar('T')
+
+
+class PerProcess(Generic[T]):
+    """A value built by ``build()`` on first use and kept for this process and
+    this generation of the settings: a forked child, or changed settings,
+    build a fresh one (clients and connections do not survive a fork)."""
+
+    def __init__(self, build: Callable[[], T]):
+        self._build = build
+        self._lock = threading.Lock()
+        self._held: Optional[tuple[tuple[int, int], T]] = None
+
+    def get(self) -> T:
+        key = (os.getpid(), settings.generation)
+        with self._lock:
+            if self._held is None or self._held[0] != key:
+                self._held = (key, self._build())
+            return self._held[1]
 
 
 def import_string(path: str, what: str = 'object') -> Any:

@@ -3,6 +3,8 @@ resuming a batch an outage interrupted without sending a copy twice."""
 import threading
 import time
 
+import pytest
+
 from kale.exceptions import EndpointUnreachableError
 from kale.queue_config import get_queue_config
 from kale.transport import OutgoingMessage
@@ -59,26 +61,28 @@ def test_a_slow_endpoint_is_settled_on_the_thread(memory_broker):
     settler.close()
 
 
-def test_an_outage_hands_the_batch_to_the_thread_which_resumes_it(memory_broker):
-    batch = fetched(memory_broker, 2)
-    first, second = batch.messages
-    copy = OutgoingMessage(first.body + '-retry', {}, 0)
-    batch.settlements = [Settlement(first, Outcome.RETRY, copy=copy),
-                         Settlement(second, Outcome.SUCCEEDED)]
-    real_delete, outages = memory_broker.delete, [EndpointUnreachableError('down')]
+def delete_fails_once(broker):
+    """The broker's next delete meets an outage; later ones work."""
+    real_delete, outages = broker.delete, [EndpointUnreachableError('down')]
 
     def delete(*args):
         if outages:
             raise outages.pop()
         return real_delete(*args)
 
-    memory_broker.delete = delete
+    broker.delete = delete
+
+
+def test_an_outage_hands_the_batch_to_the_thread_which_resumes_it(memory_broker):
+    batch = fetched(memory_broker, 2)
+    first, second = batch.messages
+    copy = OutgoingMessage(first.body + '-retry', {}, 0)
+    batch.settlements = [Settlement(first, Outcome.RETRY, copy=copy),
+                         Settlement(second, Outcome.SUCCEEDED)]
+    delete_fails_once(memory_broker)
     consumer = Consumer(memory_broker, sleep=lambda s: None)
-    try:
+    with pytest.raises(SettleDeferred):
         consumer.settle(batch, retry=False)
-        raise AssertionError('expected SettleDeferred')
-    except SettleDeferred:
-        pass
     assert batch.settlements[0].copied and not any(s.settled for s in batch.settlements)
     consumer.settle(batch)                                   # resumes: deletes only
     assert all(s.settled for s in batch.settlements)
@@ -88,14 +92,7 @@ def test_an_outage_hands_the_batch_to_the_thread_which_resumes_it(memory_broker)
 
 def test_a_settler_resumes_an_interrupted_batch_in_the_background(memory_broker):
     batch = succeeded(fetched(memory_broker, 2))
-    real_delete, outages = memory_broker.delete, [EndpointUnreachableError('down')]
-
-    def delete(*args):
-        if outages:
-            raise outages.pop()
-        return real_delete(*args)
-
-    memory_broker.delete = delete
+    delete_fails_once(memory_broker)
     settler = Settler(Consumer(memory_broker, sleep=lambda s: None))
     settler.submit(batch)
     settler.flush()

@@ -11,14 +11,12 @@ for the region. botocore's exceptions never leave this module: they become
 from __future__ import annotations
 
 import contextlib
-import os
-import threading
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator
 
 import botocore.exceptions
 from botocore.config import Config
 
-from kale.conf import settings
+from kale.conf import PerProcess, settings
 from kale.exceptions import ImproperlyConfigured, PayloadMissingError, PayloadStoreError
 from kale.transport.endpoint import endpoint_url, is_local
 from kale.transport.sqs import THROTTLING_CODES, aws_session, one_line
@@ -102,15 +100,9 @@ class S3PayloadStore:
             self.client.delete_object(Bucket=bucket, Key=key)
 
 
-_store_lock = threading.Lock()
-_store: Optional[tuple[tuple[int, int], S3PayloadStore]] = None
+_store: PerProcess[S3PayloadStore] = PerProcess(S3PayloadStore)
 
 
 def get_s3_store() -> S3PayloadStore:
     """This process's S3 payload store, built on first use from the settings."""
-    global _store
-    key = (os.getpid(), settings.generation)
-    with _store_lock:
-        if _store is None or _store[0] != key:
-            _store = (key, S3PayloadStore())
-        return _store[1]
+    return _store.get()

@@ -10,9 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import re
-import threading
 import time
 from typing import Any, Callable, Iterator, Optional, Sequence, TypeVar
 
@@ -20,7 +18,7 @@ import boto3
 import botocore.exceptions
 from botocore.config import Config
 
-from kale.conf import settings
+from kale.conf import PerProcess, settings
 from kale.exceptions import (
     BatchSendError,
     EndpointUnreachableError,
@@ -368,15 +366,9 @@ class SQSTransport:
                                'VisibilityTimeout': int(change.timeout_sec)} for change in changes])
 
 
-_transport_lock = threading.Lock()
-_transport: Optional[tuple[tuple[int, int], SQSTransport]] = None
+_transport: PerProcess[SQSTransport] = PerProcess(SQSTransport)
 
 
 def get_transport() -> SQSTransport:
     """This process's SQS transport, built on first use from the settings."""
-    global _transport
-    key = (os.getpid(), settings.generation)
-    with _transport_lock:
-        if _transport is None or _transport[0] != key:
-            _transport = (key, SQSTransport())
-        return _transport[1]
+    return _transport.get()

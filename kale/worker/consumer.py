@@ -154,18 +154,26 @@ class Consumer:
             return
         changes = [VisibilityChange(s.received.receipt_handle, s.hold_sec or 0)
                    for s in settlements]
-        try:
-            failed = set(self._attempt(batch, 'visibility change', lambda: (
-                self.broker.change_visibility(batch.queue, changes)), retry))
-        except SettleDeferred:
-            raise
-        except SQSError as exc:
-            logger.error('could not hold %d messages on FIFO queue %s (they reappear when their '
-                         'visibility timeout ends): %s', len(changes), batch.queue.name, exc)
+        failed = self._failed_handles(
+            batch, 'visibility change', lambda: self.broker.change_visibility(batch.queue, changes),
+            retry, 'could not hold %d messages on FIFO queue %s (they reappear when their '
+                   'visibility timeout ends)' % (len(changes), batch.queue.name))
+        if failed is None:
             return
         for settlement in settlements:
             settlement.settled = settlement.copied = \
                 settlement.received.receipt_handle not in failed
+
+    def _failed_handles(self, batch: Batch, what: str, request: Callable[[], list[str]],
+                        retry: bool, failure: str) -> Optional[set[str]]:
+        """The receipt handles a batch request (delete, visibility change) failed
+        for; None, logged with ``failure``, when the whole request failed.
+        SettleDeferred passes through."""
+        try:
+            return set(self._attempt(batch, what, request, retry))
+        except SQSError as exc:
+            logger.error('%s: %s', failure, exc)
+            return None
 
     def _attempt(self, batch: Batch, what: str, request: Callable[[], T], retry: bool = True) -> T:
         """Run one request, retrying outages and throttling until the batch's
@@ -229,14 +237,11 @@ class Consumer:
         if not settlements:
             return
         handles = [s.received.receipt_handle for s in settlements]
-        try:
-            failed = set(self._attempt(batch, 'delete',
-                                       lambda: self.broker.delete(batch.queue, handles), retry))
-        except SettleDeferred:
-            raise
-        except SQSError as exc:
-            logger.error('could not delete %d settled messages on queue %s (they will run '
-                         'again): %s', len(handles), batch.queue.name, exc)
+        failed = self._failed_handles(
+            batch, 'delete', lambda: self.broker.delete(batch.queue, handles), retry,
+            'could not delete %d settled messages on queue %s (they will run again)'
+            % (len(handles), batch.queue.name))
+        if failed is None:
             return
         for settlement in settlements:
             settlement.settled = settlement.received.receipt_handle not in failed
