@@ -70,3 +70,43 @@ def test_two_signals_at_once_still_stop_it():
         endpoint.process.send_signal(signal.SIGTERM)
         assert endpoint.process.wait(10) == 0
         endpoint.stop()
+
+
+def test_a_message_goes_to_one_receiver_even_when_receives_overlap(monkeypatch):
+    """moto checks that a message is visible, then marks it received; here that
+    gap is widened, so without the embedded endpoint's lock two receivers
+    running at once would both take every message."""
+    import threading
+    import time
+
+    from moto.sqs import models
+
+    from kale.cli.sqs_local import LocalSQS
+
+    mark_received = models.Message.mark_received
+
+    def slow_mark_received(self, *args, **kwargs):
+        time.sleep(0.02)
+        return mark_received(self, *args, **kwargs)
+
+    monkeypatch.setattr(models.Message, 'mark_received', slow_mark_received)
+    server = LocalSQS(port=0)
+    client = raw_client(server.start())
+    try:
+        url = client.create_queue(QueueName='overlap')['QueueUrl']
+        client.send_message_batch(QueueUrl=url, Entries=[
+            {'Id': str(i), 'MessageBody': 'm%d' % i} for i in range(4)])
+        received: list[str] = []
+
+        def receive():
+            answer = client.receive_message(QueueUrl=url, MaxNumberOfMessages=4)
+            received.extend(m['MessageId'] for m in answer.get('Messages', []))
+
+        threads = [threading.Thread(target=receive) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert len(received) == len(set(received)) == 4
+    finally:
+        server.stop()
