@@ -102,6 +102,30 @@ def test_an_attempt_reported_late_does_not_hide_the_outcome_of_the_next_one(brok
     assert record.dead_letter_reason.startswith('retries_exhausted')
 
 
+def test_attempts_one_worker_ran_before_reporting_keep_their_own_start_times(broker,
+                                                                            monkeypatch):
+    """The first worker runs attempts 1 and 2 before it reports either; the
+    second runs attempt 3 to the dead-letter queue and reports first."""
+    from kale.worker.settler import Settler
+    monkeypatch.setattr(rt.BrokenTask, 'max_retries', 2)
+    task_id = rt.BrokenTask.publish(None)
+    late = Worker(broker=broker)
+    late.settler = Settler(late.consumer)
+    late.startup()
+    queue = broker.queues['default']
+    with settings.override(RETRY_DELAY_MULTIPLE_SEC=0):
+        late.process(late.fetch(queue))     # attempt 1, retried at once
+        late.process(late.fetch(queue))     # attempt 2, retried at once
+        late.settler.flush()
+        time.sleep(0.01)
+        one_pass(broker)                    # attempt 3 fails for good, and is reported
+    late.settler.close()
+    late.report_settled()                   # attempts 1 and 2 are reported last
+    late.shutdown()
+    record = records.get(task_id)
+    assert (record.status, record.attempts) == ('failed', 3)
+
+
 def test_a_fifo_retry_held_by_visibility_is_scheduled_until_its_message_reappears(
         broker, record, caplog):
     """On a FIFO queue a retry keeps its message, invisible for the delay

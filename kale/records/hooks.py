@@ -57,7 +57,9 @@ class RecordsHooks(PublishHooks, WorkerHooks):
         self._url = url
         self._recorder: Optional[Recorder] = None
         self._worker = worker_identity()
-        #: task id -> when it started, for tasks started in the batch being run
+        #: receipt handle -> when its task started here, until its batch is reported
+        #: (keyed by receive: the next attempt of a task may start here before the
+        #: batch of the one before is reported)
         self._started: dict[str, float] = {}
 
     @property
@@ -116,7 +118,7 @@ class RecordsHooks(PublishHooks, WorkerHooks):
     def on_task_started(self, queue: 'TaskQueue', received: 'ReceivedMessage',
                         message: 'Message') -> None:
         now = time.time()
-        self._started[message.task_id] = now
+        self._started[received.receipt_handle] = now
         recorder = self.recorder
         if recorder.row is not None:
             recorder.row.current = (message.task_id, message.task_name)
@@ -147,7 +149,7 @@ class RecordsHooks(PublishHooks, WorkerHooks):
     def _outcome(self, queue: str, s: 'Settlement', limit: int) -> Optional[Row]:
         """The event a settled message writes, or None (unverified, unsettled, or
         released without having started here)."""
-        started_at = self._started.pop(s.task_id, None)
+        started_at = self._started.pop(s.received.receipt_handle, None)
         if not s.verified or not s.settled:
             return None
         status = _FINAL_STATUS[s.outcome.value]
