@@ -1,6 +1,11 @@
 """The boto3 client Kale builds from the settings."""
+import json
+
+import pytest
+
 from kale.conf import settings
-from kale.transport import MAX_LONG_POLL_SEC, sqs
+from kale.transport import MAX_LONG_POLL_SEC, responses, sqs
+from kale.transport.sqs import SQSTransport, make_client
 
 
 def test_the_read_timeout_is_the_setting_beyond_the_longest_long_poll():
@@ -9,3 +14,67 @@ def test_the_read_timeout_is_the_setting_beyond_the_longest_long_poll():
         config = sqs.make_client().meta.config
     assert config.read_timeout == 5 + MAX_LONG_POLL_SEC
     assert config.connect_timeout == 2
+
+
+def _without_metadata(answer):
+    return {key: value for key, value in answer.items() if key != 'ResponseMetadata'}
+
+
+def test_hot_answers_read_without_botocores_parser_are_what_botocore_gives(sqs, monkeypatch):
+    """Kale's client reads receive, send and batch answers with json.loads:
+    the same values botocore's parser gives, binary attributes included."""
+    read = []
+    monkeypatch.setattr(responses, 'json', type('CountingJson', (), {
+        'loads': staticmethod(lambda body: read.append(body) or json.loads(body))}))
+    kale = make_client()
+    url = kale.create_queue(QueueName=sqs.prefix + 'answers')['QueueUrl']
+    attributes = {'text': {'DataType': 'String', 'StringValue': 'tenant-1'},
+                  'count': {'DataType': 'Number', 'StringValue': '7'},
+                  'blob': {'DataType': 'Binary', 'BinaryValue': b'\x00\xffkale'}}
+    sent = kale.send_message_batch(QueueUrl=url, Entries=[
+        {'Id': str(i), 'MessageBody': 'body %d' % i, 'MessageAttributes': attributes}
+        for i in range(3)])
+    assert sorted(entry['Id'] for entry in sent['Successful']) == ['0', '1', '2']
+    arguments = dict(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=0,
+                     MessageAttributeNames=['All'], MessageSystemAttributeNames=['All'])
+    fast = kale.receive_message(**arguments)
+    assert len(fast['Messages']) == 3
+    assert fast['Messages'][0]['MessageAttributes']['blob']['BinaryValue'] == b'\x00\xffkale'
+    slow = sqs.client.receive_message(**arguments)     # botocore's parser
+    by_id = {m['MessageId']: m for m in slow['Messages']}
+    for message in fast['Messages']:
+        expected = dict(by_id[message['MessageId']])
+        got = dict(message)
+        for answer in (expected, got):      # the receipt and receive count change per receive
+            answer.pop('ReceiptHandle')
+            answer['Attributes'] = {k: v for k, v in answer['Attributes'].items()
+                                    if not k.startswith('Approximate')}
+        assert got == expected
+    handles = [m['ReceiptHandle'] for m in slow['Messages']]
+    deleted = kale.delete_message_batch(QueueUrl=url, Entries=[
+        {'Id': 'ok', 'ReceiptHandle': handles[0]}, {'Id': 'bad', 'ReceiptHandle': 'no-such-handle'}])
+    assert [entry['Id'] for entry in deleted['Successful']] == ['ok']
+    assert [(entry['Id'], entry['SenderFault']) for entry in deleted['Failed']] == [('bad', True)]
+    assert len(read) == 3       # the send, the receive and the delete; not the raw client's
+
+
+def test_error_answers_and_xml_answers_are_left_to_botocore():
+    from kale.transport.responses import read_json_answer
+    for response in ({'status_code': 400, 'body': b'{"__type": "QueueDoesNotExist"}'},
+                     {'status_code': 200, 'body': b'<ReceiveMessageResponse/>'},
+                     {'status_code': 200, 'body': b'{not json'},
+                     {'status_code': 200, 'body': b''}):
+        customized: dict = {}
+        body = response['body']
+        read_json_answer(response, customized)
+        assert customized == {} and response['body'] == body
+
+
+def test_a_value_sqs_refuses_comes_back_as_one_sqs_error(sqs):
+    """The client does not check parameters itself (Kale builds them): the
+    endpoint's refusal is an SQSError naming the request and the queue."""
+    from kale.exceptions import SQSError
+    transport = SQSTransport()
+    transport.ensure_queue(sqs.prefix + 'refused', 30, None, 0)
+    with pytest.raises(SQSError, match=r"ReceiveMessage on queue '.*refused'"):
+        transport.receive(sqs.prefix + 'refused', 11, 0, 30)

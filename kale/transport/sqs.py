@@ -35,6 +35,7 @@ from kale.transport import (
     ReceivedMessage,
     VisibilityChange,
     is_fifo,
+    responses,
 )
 from kale.transport.endpoint import endpoint_url, is_local
 
@@ -97,13 +98,20 @@ def make_client(for_commands: bool = False) -> Any:
             connect_timeout=settings.SQS_CONNECT_TIMEOUT_SEC,
             read_timeout=read_timeout,
             retries={'mode': 'standard', 'max_attempts': 1 if for_commands else 3},
+            # Kale builds every request itself, with the types SQS takes; checking
+            # them again costs more CPU than the rest of publishing (17 µs per
+            # message of a SendMessageBatch). A value SQS refuses still comes
+            # back as an SQSError naming the request.
+            parameter_validation=False,
         )
-        return session.client('sqs', endpoint_url=endpoint or None, region_name=region,
-                              config=config)
+        client = session.client('sqs', endpoint_url=endpoint or None, region_name=region,
+                                config=config)
     except (ValueError, botocore.exceptions.BotoCoreError) as exc:
         raise ImproperlyConfigured(
             'the SQS client cannot be built from MESSAGE_QUEUE_ENDPOINT_URL=%r and AWS_REGION=%r: '
             '%s' % (endpoint, settings.AWS_REGION, one_line(str(exc)))) from None
+    responses.install(client)
+    return client
 
 
 def one_line(text: str, limit: int = 160) -> str:

@@ -1,0 +1,58 @@
+"""Reading the answers of SQS's hot operations without botocore's generic parser.
+
+botocore turns every JSON answer into Python by walking the operation's
+output model, field by field. For the requests a worker and a publisher make
+all the time (receive, delete, send, change visibility in batches) that walk
+costs more CPU than everything else Kale does with a message: about 3.5 µs
+per received message, and 14 µs when the endpoint sends each message's
+attributes along (some emulators do, asked or not).
+
+Those answers hold only strings, booleans, lists and maps, which is exactly
+what :func:`json.loads` gives, so :func:`install` reads them with it: a
+``before-parse`` handler decodes a successful JSON answer itself, hands the
+result to botocore as the "customized" part of the response, and leaves
+botocore an empty object to walk. The one binary field
+(``MessageAttributes.*.BinaryValue``) is base64-decoded as botocore would.
+Error answers, and answers in the older XML protocol, go through botocore's
+parser as before. Nothing is checked less: botocore does not validate an
+answer's fields either, and a body's integrity is the signature's job (see
+:mod:`kale.codec.sign`), not SQS's MD5.
+"""
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+#: Operations whose successful answers are read by :func:`read_json_answer`.
+OPERATIONS = ('ReceiveMessage', 'DeleteMessageBatch', 'SendMessage', 'SendMessageBatch',
+              'ChangeMessageVisibilityBatch')
+_EMPTY = b'{}'
+
+
+def read_json_answer(response_dict: dict[str, Any], customized_response_dict: dict[str, Any],
+                     **kwargs: Any) -> None:
+    """botocore ``before-parse`` handler: decode a 200 JSON answer here."""
+    body = response_dict.get('body')
+    if response_dict.get('status_code') != 200 or not body or body[:1] != b'{':
+        return
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        return                  # botocore's parser says what is wrong with it
+    if type(answer) is not dict:
+        return
+    for message in answer.get('Messages') or ():
+        for value in (message.get('MessageAttributes') or {}).values():
+            if 'BinaryValue' in value:
+                value['BinaryValue'] = base64.b64decode(value['BinaryValue'])
+    customized_response_dict.update(answer)
+    response_dict['body'] = _EMPTY
+
+
+def install(client: Any) -> None:
+    """Read the hot operations' answers of ``client`` (a boto3 SQS client
+    built by Kale) with :func:`read_json_answer`."""
+    for operation in OPERATIONS:
+        client.meta.events.register('before-parse.sqs.%s' % operation, read_json_answer,
+                                    unique_id='kale-read-json-%s' % operation)
