@@ -10,7 +10,7 @@ import dataclasses
 import os
 import socket
 import time
-from typing import Any, Mapping
+from typing import Any, Mapping, NoReturn
 
 ATTR_TASK_ID = 'kale_task_id'
 ATTR_TASK_NAME = 'kale_task_name'
@@ -77,30 +77,48 @@ class Message:
             raise ValueError('payload is a %s, not a mapping' % type(payload).__name__)
         get = payload.get
         task_id, task_name, args, kwargs = get('id'), get('task'), get('args'), get('kwargs')
-        if task_id is None or task_name is None or args is None or kwargs is None:
-            missing = {'id', 'task', 'args', 'kwargs'} - set(payload)
-            raise ValueError('payload lacks %s' % ', '.join(sorted(missing)))
         retry_num, failure_num = get('retry_num', 0), get('failure_num', 0)
         unsettled, enqueued_at = get('unsettled', 0), get('enqueued_at', 0.0)
         publisher = get('publisher', '')
-        for key, value, kinds in (('id', task_id, _TEXT), ('task', task_name, _TEXT),
-                                  ('args', args, _SEQUENCE), ('kwargs', kwargs, _MAPPING),
-                                  ('retry_num', retry_num, _WHOLE),
-                                  ('failure_num', failure_num, _WHOLE),
-                                  ('unsettled', unsettled, _WHOLE),
-                                  ('enqueued_at', enqueued_at, _NUMBER),
-                                  ('publisher', publisher, _TEXT)):
-            if type(value) not in kinds:
-                raise ValueError('payload field %r has type %s' % (key, type(value).__name__))
-        if kwargs and not all(type(name) is str for name in kwargs):
-            raise ValueError('payload kwargs have a non-string name')
-        if retry_num < 0 or failure_num < 0 or unsettled < 0:
-            raise ValueError('payload has a negative count')
-        fields = {'retry_num': retry_num, 'failure_num': failure_num,
-                  'unsettled': unsettled, 'issued_at': 0.0}
+        # One test for the usual payload; the field by field search only to
+        # say what is wrong with another.
+        if not (type(task_id) is str and type(task_name) is str and type(publisher) is str
+                and type(args) in _SEQUENCE and type(kwargs) is dict
+                and type(retry_num) is int and type(failure_num) is int
+                and type(unsettled) is int and type(enqueued_at) in _NUMBER
+                and retry_num >= 0 and failure_num >= 0 and unsettled >= 0
+                and (not kwargs or all(type(name) is str for name in kwargs))):
+            _refuse(payload)
+        fields = {'task_id': task_id, 'task_name': task_name, 'args': tuple(args),
+                  'kwargs': kwargs, 'app_data': get('app_data'), 'retry_num': retry_num,
+                  'failure_num': failure_num, 'enqueued_at': float(enqueued_at),
+                  'publisher': publisher, 'unsettled': unsettled, 'issued_at': 0.0,
+                  'context': {}}
         fields.update(envelope)
-        return cls(task_id, task_name, tuple(args), kwargs, get('app_data'),
-                   enqueued_at=float(enqueued_at), publisher=publisher, **fields)
+        # Every field is set, from checked values: build the frozen instance
+        # without its generated __init__ (a setattr per field).
+        message = object.__new__(cls)
+        message.__dict__.update(fields)
+        return message
+
+
+def _refuse(payload: dict[str, Any]) -> NoReturn:
+    """Raise the ValueError that says what is wrong with a payload."""
+    get = payload.get
+    missing = {'id', 'task', 'args', 'kwargs'} - {key for key in payload if payload[key] is not None}
+    if missing:
+        raise ValueError('payload lacks %s' % ', '.join(sorted(missing)))
+    for key, kinds, default in (('id', _TEXT, None), ('task', _TEXT, None),
+                                ('args', _SEQUENCE, None), ('kwargs', _MAPPING, None),
+                                ('retry_num', _WHOLE, 0), ('failure_num', _WHOLE, 0),
+                                ('unsettled', _WHOLE, 0), ('enqueued_at', _NUMBER, 0.0),
+                                ('publisher', _TEXT, '')):
+        value = get(key, default)
+        if type(value) not in kinds:
+            raise ValueError('payload field %r has type %s' % (key, type(value).__name__))
+    if not all(type(name) is str for name in payload['kwargs']):
+        raise ValueError('payload kwargs have a non-string name')
+    raise ValueError('payload has a negative count')
 
 
 # Exact types a payload field may have (bool is not a whole number here).

@@ -487,3 +487,16 @@ def test_tampered_ciphertext_fails_the_signature_before_decryption():
         raw[-1] ^= 1
         with pytest.raises(DecodeError, match='bad_signature'):
             codec.decode(head + ':' + base64.b64encode(bytes(raw)).decode(), QUEUE)
+
+
+@pytest.mark.parametrize('text', ['a', 'a=1;b', 'a=1=2', 'a=1;a=2', '=1', 'a=1;;b=2', 'a=1;'])
+def test_envelope_headers_that_do_not_parse_are_refused(text):
+    from kale.codec.sign import parse_headers
+    with pytest.raises(DecodeError, match='do not parse'):
+        parse_headers(text)
+
+
+def test_envelope_headers_parse_into_names_and_decoded_values():
+    from kale.codec.sign import parse_headers
+    assert parse_headers('') == {}
+    assert parse_headers('k=ab;e=;q=a%3Bb%3Dc') == {'k': 'ab', 'e': '', 'q': 'a;b=c'}

@@ -78,3 +78,19 @@ def test_a_value_sqs_refuses_comes_back_as_one_sqs_error(sqs):
     transport.ensure_queue(sqs.prefix + 'refused', 30, None, 0)
     with pytest.raises(SQSError, match=r"ReceiveMessage on queue '.*refused'"):
         transport.receive(sqs.prefix + 'refused', 11, 0, 30)
+
+
+def test_requests_carry_kales_user_agent_as_given(sqs_endpoint, monkeypatch):
+    """The User-Agent is given whole (botocore would build its own for every
+    request): requests say they come from Kale."""
+    monkeypatch.setenv('KALE_TEST_ENDPOINT', sqs_endpoint)
+    settings.reload()
+    client = make_client()
+    sent = []
+    client.meta.events.register('before-send.sqs', lambda request, **kw: sent.append(
+        request.headers['User-Agent']))
+    client.list_queues(QueueNamePrefix='kale-agent-')
+    assert sent
+    agent = sent[0].decode() if isinstance(sent[0], bytes) else sent[0]
+    assert agent.startswith(sqs.user_agent())
+    assert agent.startswith('kale-sqs/')

@@ -49,12 +49,15 @@ def render_headers(headers: dict[str, str]) -> str:
 
 def parse_headers(text: str) -> dict[str, str]:
     """Headers of a verified envelope; DecodeError when they do not parse."""
-    items = text.split(';') if text else []
-    try:
-        headers = dict(item.split('=', 1) for item in items)
-    except ValueError:
-        headers = {}
-    if len(headers) != len(items) or '' in headers:     # no '=', a repeated or empty name
+    if not text:
+        return {}
+    # Names and values alternate once ';' is read as '=' (values are
+    # percent-encoded, so neither holds either character): a pair without
+    # '=', with two, or a repeated name leaves the count uneven.
+    items = text.replace(';', '=').split('=')
+    pairs = iter(items)
+    headers = dict(zip(pairs, pairs))
+    if len(items) != 2 * len(headers) or '' in headers:
         raise DecodeError(DecodeError.CORRUPT, 'envelope headers %r do not parse' % (text,))
     if '%' in text:
         headers = {name: unquote(value, errors='strict') if '%' in value else value
