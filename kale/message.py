@@ -89,7 +89,7 @@ class Message:
                 and retry_num >= 0 and failure_num >= 0 and unsettled >= 0
                 and (not kwargs or all(type(name) is str for name in kwargs))):
             _refuse(payload)
-        fields = {'task_id': task_id, 'task_name': task_name, 'args': tuple(args),
+        fields = {'task_id': task_id, 'task_name': task_name, 'args': tuple(args),  # type: ignore[arg-type]
                   'kwargs': kwargs, 'app_data': get('app_data'), 'retry_num': retry_num,
                   'failure_num': failure_num, 'enqueued_at': float(enqueued_at),
                   'publisher': publisher, 'unsettled': unsettled, 'issued_at': 0.0,

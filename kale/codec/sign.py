@@ -56,7 +56,7 @@ def parse_headers(text: str) -> dict[str, str]:
     # '=', with two, or a repeated name leaves the count uneven.
     items = text.replace(';', '=').split('=')
     pairs = iter(items)
-    headers = dict(zip(pairs, pairs))
+    headers = dict(zip(pairs, pairs, strict=False))    # an odd one out is caught below
     if len(items) != 2 * len(headers) or '' in headers:
         raise DecodeError(DecodeError.CORRUPT, 'envelope headers %r do not parse' % (text,))
     if '%' in text:
