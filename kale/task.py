@@ -195,15 +195,20 @@ class Task:
     def run(self, *args: Any, **kwargs: Any) -> Any:
         """Run with the hooks around ``run_task``; returns SKIPPED when
         ``should_run_task`` declines."""
-        if not self.should_run_task(*args, **kwargs):
+        # A hook the task's class leaves as Task's no-op is not called: the
+        # check costs less than the call, and the run is on every task's path.
+        cls = type(self)
+        if cls.should_run_task is not _SHOULD_RUN and not self.should_run_task(*args, **kwargs):
             return SKIPPED
-        self.before_run(*args, **kwargs)
+        if cls.before_run is not _BEFORE_RUN:
+            self.before_run(*args, **kwargs)
         try:
             result = self.run_task(*args, **kwargs)
         except Exception as exc:
             self.after_failure(exc)
             raise
-        self.after_success(result)
+        if cls.after_success is not _AFTER_SUCCESS:
+            self.after_success(result)
         return result
 
     def run_task(self, *args: Any, **kwargs: Any) -> Any:
@@ -231,3 +236,8 @@ class Task:
 
     def on_permanent_failure(self, exc: BaseException, reason: str) -> None:
         """Called once when the task fails for good and goes to the dead-letter queue."""
+
+
+_SHOULD_RUN = Task.should_run_task
+_BEFORE_RUN = Task.before_run
+_AFTER_SUCCESS = Task.after_success

@@ -168,8 +168,13 @@ class Batch:
         return self.deadline - now
 
     def fits(self, time_limit: float, now: float) -> bool:
-        """Whether a task with ``time_limit`` may start at ``now``."""
-        return fits_budget(time_limit, self.time_left(now), self.queue.visibility_timeout_sec)
+        """Whether a task with ``time_limit`` may start at ``now``
+        (:func:`fits_budget` with this batch's budget, asked before every run)."""
+        visibility = self.queue.visibility_timeout_sec
+        deadline = self.received_at + visibility
+        if self.extended_until > deadline:
+            deadline = self.extended_until
+        return fits_budget(time_limit, deadline - now, visibility)
 
     def unsettled(self) -> list[ReceivedMessage]:
         """Messages with no settlement yet (not reached when the batch stopped)."""
@@ -186,7 +191,10 @@ def settle_margin(time_limit: float, visibility_timeout_sec: float) -> float:
     """Room kept for settling after a run: SETTLE_MARGIN_SEC, or half the gap
     between time_limit and the visibility timeout when that is smaller, so a
     task that fits its queue at all fits a batch fresh from a short poll."""
-    return max(0.0, min(SETTLE_MARGIN_SEC, (visibility_timeout_sec - time_limit) / 2.0))
+    margin = (visibility_timeout_sec - time_limit) / 2.0
+    if margin > SETTLE_MARGIN_SEC:
+        return SETTLE_MARGIN_SEC
+    return margin if margin > 0.0 else 0.0
 
 
 def fits_budget(time_limit: float, time_left: float, visibility_timeout_sec: float) -> bool:
