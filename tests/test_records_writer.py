@@ -1,8 +1,17 @@
 """The records writer: nothing waits for the store, nothing is lost to an
 outage within the buffer's bound, and what had to be dropped is counted."""
 import threading
+import time
 
-from kale.records.writer import RecordWriter
+from kale.records import writer as writer_module
+from kale.records.writer import LaterRow, RecordWriter
+
+
+def wait_for(condition, timeout):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, 'condition not met within %gs' % timeout
+        time.sleep(0.01)
 
 
 class FlakyStore:
@@ -69,4 +78,54 @@ def test_what_gathered_is_written_in_one_transaction():
     store.down.clear()
     assert writer.flush(10)
     assert store.transactions <= 2
+    writer.close()
+
+
+def _later(task_id, at, built):
+    def build(task_id, at):
+        built.append(task_id)
+        return {'id': task_id, 'status': 'running', 'updated_at': at}
+    return LaterRow(task_id, at, build, (task_id, at))
+
+
+def test_an_event_handed_over_soon_is_built_only_if_still_the_newest():
+    """A task that started and finished before the writer got to it costs one
+    row: its 'running' event is never built."""
+    store = FlakyStore()
+    store.down.set()                           # everything waits in the buffer
+    writer = RecordWriter(store.write)
+    built = []
+    writer.event_soon(_later('a', 1.0, built))
+    writer.event_soon(_later('b', 1.0, built))
+    writer.event([{'id': 'a', 'status': 'succeeded', 'updated_at': 2.0}])
+    store.down.clear()
+    assert writer.flush(10)
+    assert built == ['b']
+    assert sorted((r['id'], r['status']) for r in store.events) == [
+        ('a', 'succeeded'), ('b', 'running')]
+    writer.close()
+
+
+def test_an_event_handed_over_soon_wakes_an_idle_writer(monkeypatch):
+    monkeypatch.setattr(writer_module, 'IDLE_WAKE_SEC', 60.0)
+    store = FlakyStore()
+    writer = RecordWriter(store.write)
+    wait_for(lambda: writer._idle, 5)
+    writer.event_soon(_later('a', 1.0, []))
+    wait_for(lambda: store.events, 10)         # not the 60 s idle pause
+    writer.close()
+
+
+def test_events_handed_over_soon_are_bounded_like_the_others():
+    store = FlakyStore()
+    store.down.set()
+    writer = RecordWriter(store.write, max_rows=10)
+    built = []
+    for n in range(25):
+        writer.event_soon(_later(str(n), 1.0, built))
+    assert writer.flush(0.3) is False
+    assert writer.dropped == 15 and writer.pending == 10
+    store.down.clear()
+    assert writer.flush(10)
+    assert sorted(int(r['id']) for r in store.events) == list(range(15, 25))
     writer.close()

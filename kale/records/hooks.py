@@ -29,7 +29,7 @@ from kale.hooks import PublishHooks, WorkerHooks
 from kale.records.recorder import Recorder, get_recorder
 from kale.records.render import error_fields, render_inputs, render_result
 from kale.records.schema import CANCELLED, FAILED, QUEUED, RUNNING, SCHEDULED, SUCCEEDED, tasks
-from kale.records.writer import Row
+from kale.records.writer import LaterRow, Row
 
 if TYPE_CHECKING:
     from kale.message import Message
@@ -40,6 +40,20 @@ if TYPE_CHECKING:
 
 #: Every column a worker's event sets (a snapshot, so events can be merged).
 EVENT_COLUMNS = tuple(c.name for c in tasks.columns if c.name not in ('labels', 'inputs'))
+#: An event row before its values are set: copying it keeps the column order
+#: every event shares (the writer compiles one statement for that order).
+_EVENT_TEMPLATE: Row = dict.fromkeys(EVENT_COLUMNS)
+
+class _OutcomeValues(dict):
+    """Settlement outcome -> its value, remembered: an Enum's ``.value`` is
+    a slow property, and the records read it for every settled message."""
+
+    def __missing__(self, outcome: Any) -> str:
+        value = self[outcome] = outcome.value
+        return value
+
+
+_OUTCOME_VALUE = _OutcomeValues()
 
 #: Settlement outcome -> record status.
 _FINAL_STATUS = {'succeeded': SUCCEEDED, 'skipped': SUCCEEDED, 'retry': SCHEDULED,
@@ -123,15 +137,23 @@ class RecordsHooks(PublishHooks, WorkerHooks):
         if recorder.row is not None:
             recorder.row.current = (message.task_id, message.task_name)
             recorder.row.dirty = True
-        recorder.writer.event([self._event(message.task_id, message.task_name, queue.name,
-                                           message.issued_at or message.enqueued_at,
-                                           message.retry_num + 1, RUNNING, now, started_at=now)])
+        # Built on the writer thread, and only if the task has not finished by
+        # the time it writes: most tasks end before, and their outcome says all.
+        recorder.writer.event_soon(LaterRow(message.task_id, now, self._running_row, (
+            message.task_id, message.task_name, queue.name,
+            message.issued_at or message.enqueued_at, message.retry_num + 1, now)))
 
     def on_task_finished(self, settlement: 'Settlement') -> None:
         row = self.recorder.row
         if row is not None:
             row.current = None
             row.dirty = True
+
+    def _running_row(self, task_id: str, task_name: str, queue: str, published_at: float,
+                     attempts: int, now: float) -> Row:
+        row = self._event(task_id, task_name, queue, published_at, attempts, RUNNING, now)
+        row['started_at'] = now
+        return row
 
     def after_batch(self, queue: 'TaskQueue', batch: 'Batch') -> None:
         recorder = self.recorder
@@ -140,9 +162,12 @@ class RecordsHooks(PublishHooks, WorkerHooks):
             row = self._outcome(queue.name, settlement, recorder.max_value_chars)
             if row is not None:
                 rows.append(row)
-            if recorder.row is not None:
-                recorder.row.counts[settlement.outcome.value] += 1
-                recorder.row.dirty = True
+        process = recorder.row
+        if process is not None and batch.settlements:
+            counts = process.counts
+            for settlement in batch.settlements:
+                counts[_OUTCOME_VALUE[settlement.outcome]] += 1
+            process.dirty = True
         if rows:
             recorder.writer.event(rows)
 
@@ -150,9 +175,9 @@ class RecordsHooks(PublishHooks, WorkerHooks):
         """The event a settled message writes, or None (unverified, unsettled, or
         released without having started here)."""
         started_at = self._started.pop(s.received.receipt_handle, None)
-        if not s.verified or not s.settled:
+        if not s.settled or not s.verified:
             return None
-        status = _FINAL_STATUS[s.outcome.value]
+        status = _FINAL_STATUS[_OUTCOME_VALUE[s.outcome]]
         if status == QUEUED and started_at is None:
             return None            # released unstarted: its record has not changed
         # The event's time is when its run ended, not when the batch is
@@ -160,33 +185,39 @@ class RecordsHooks(PublishHooks, WorkerHooks):
         # recorded its outcome, which must stay the newer one.
         now = started_at + s.duration_sec if started_at is not None else time.time()
         message = s.message
-        attempts = (message.retry_num + 1) if message is not None else 1
-        issued = (message.issued_at or message.enqueued_at) if message is not None \
-            else (s.envelope.issued_at if s.envelope is not None else now)
-        fields: dict[str, Any] = {'started_at': started_at, 'worker': self._worker}
+        if message is not None:
+            task_id, task_name = message.task_id, message.task_name
+            attempts, issued = message.retry_num + 1, message.issued_at or message.enqueued_at
+        else:
+            task_id, task_name, attempts = s.task_id, s.task_name, 1
+            issued = s.envelope.issued_at if s.envelope is not None else now
         if status == CANCELLED:
             attempts -= 1
-            fields.update(finished_at=now, started_at=None)
-        elif status == QUEUED:
-            fields.update(started_at=None)
-        else:
-            fields.update(finished_at=now if status != SCHEDULED else None,
-                          duration_sec=round(s.duration_sec, 6) if started_at else None)
-        if status == SCHEDULED:     # a delayed copy, or (FIFO) the message held invisible
-            fields.update(next_attempt_at=now + s.retry_delay_sec,
-                          **error_fields(s.exception, s.reason))
+        row = self._event(task_id, task_name, queue, issued, attempts, status, now)
+        if status == SUCCEEDED:
+            row['started_at'], row['finished_at'] = started_at, now
+            row['duration_sec'] = round(s.duration_sec, 6) if started_at else None
+            if s.task is not None and getattr(s.task, 'store_result', False):
+                row['result'] = render_result(s.result, limit)
+        elif status == CANCELLED:
+            row['finished_at'] = now
+        elif status == SCHEDULED:     # a delayed copy, or (FIFO) the message held invisible
+            row['started_at'] = started_at
+            row['duration_sec'] = round(s.duration_sec, 6) if started_at else None
+            row['next_attempt_at'] = now + s.retry_delay_sec
+            row.update(error_fields(s.exception, s.reason))
         elif status == FAILED:
-            fields.update(dead_letter_reason=s.reason[:512] or None,
-                          **error_fields(s.exception, s.reason))
-        elif status == SUCCEEDED and s.task is not None and getattr(s.task, 'store_result', False):
-            fields['result'] = render_result(s.result, limit)
-        return self._event(s.task_id, s.task_name, queue, issued, attempts, status, now,
-                           **fields)
+            row['started_at'], row['finished_at'] = started_at, now
+            row['duration_sec'] = round(s.duration_sec, 6) if started_at else None
+            row['dead_letter_reason'] = s.reason[:512] or None
+            row.update(error_fields(s.exception, s.reason))
+        return row
 
     def _event(self, task_id: str, task_name: str, queue: str, published_at: float,
-               attempts: int, status: str, now: float, **fields: Any) -> Row:
-        row: Row = dict.fromkeys(EVENT_COLUMNS)
-        row.update(id=task_id, task=task_name, queue=queue, published_at=published_at or now,
-                   status=status, attempts=attempts, updated_at=now, worker=self._worker)
-        row.update(fields)
+               attempts: int, status: str, now: float) -> Row:
+        row = _EVENT_TEMPLATE.copy()
+        row['id'], row['task'], row['queue'] = task_id, task_name, queue
+        row['status'], row['attempts'] = status, attempts
+        row['published_at'] = published_at or now
+        row['worker'], row['updated_at'] = self._worker, now
         return row

@@ -1,11 +1,14 @@
 """The writer: one thread per process that writes records, off the task's path.
 
 Publishers and workers hand it rows (:meth:`RecordWriter.publish`,
-:meth:`RecordWriter.event`); it lets them gather for up to
-:data:`GATHER_SEC` (a flush, or :data:`GATHER_ROWS` rows, cuts that short)
-and writes them in one transaction, keeping only the newest event of each
-task: a task that started and finished meanwhile is one row written, not
-two, and a busy worker's batches share a transaction. When the store is slow or down nothing waits for it:
+:meth:`RecordWriter.event`), or an event to build later
+(:meth:`RecordWriter.event_soon`, what a worker does before every run); it
+lets them gather for up to :data:`GATHER_SEC` (a flush, or
+:data:`GATHER_ROWS` rows, cuts that short) and writes them in one
+transaction, keeping only the newest event of each task: a task that started
+and finished meanwhile is one row written (and built), not two, and a busy
+worker's batches share a transaction. When the store is slow or down nothing
+waits for it:
 rows stay buffered, up to ``RECORDS_BUFFER_SIZE``, and are written when it
 answers again, with pauses that double up to :data:`MAX_BACKOFF_SEC`. Past
 the bound the oldest rows are dropped, counted and logged. The same thread
@@ -17,7 +20,7 @@ import collections
 import logging
 import threading
 import time
-from typing import Any, Callable, Optional
+from typing import Any, Callable, NamedTuple, Optional, Sequence, Union
 
 from kale.backoff import Backoff
 
@@ -38,6 +41,16 @@ Row = dict[str, Any]
 WriteFunction = Callable[[list[Row], list[Row], list[Row]], None]
 
 
+class LaterRow(NamedTuple):
+    """An event whose row the writer thread builds, with ``build(*args)``, only
+    if no newer event of the same task (``id``) came in meanwhile."""
+
+    id: str
+    updated_at: float
+    build: Callable[..., Row]
+    args: tuple
+
+
 class RecordWriter:
     """Buffers rows and writes them on its own thread."""
 
@@ -51,7 +64,10 @@ class RecordWriter:
         #: returns worker rows to write (a heartbeat), may do other chores.
         self.periodic = periodic
         self._published: collections.deque[Row] = collections.deque()
-        self._events: collections.deque[Row] = collections.deque()
+        self._events: collections.deque[Union[Row, LaterRow]] = collections.deque()
+        #: Events handed over by :meth:`event_soon`, without the lock; moved
+        #: into ``_events`` (and counted) by the thread and by flush.
+        self._soon: collections.deque[LaterRow] = collections.deque()
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._written = threading.Condition(self._lock)
@@ -82,7 +98,37 @@ class RecordWriter:
         """Rows of task transitions (a batch's outcomes, a task started)."""
         self._put(self._events, rows)
 
-    def _put(self, target: collections.deque[Row], rows: list[Row]) -> None:
+    def event_soon(self, later: LaterRow) -> None:
+        """One task transition whose row the thread builds, if it is still the
+        task's newest when the thread gets to it (a task that starts and
+        finishes between two writes costs one row). Takes no lock, so it is
+        cheap enough to call before every run; beyond ``max_rows`` waiting,
+        it falls back to :meth:`event`, which bounds and counts."""
+        if len(self._soon) >= self.max_rows:
+            with self._lock:
+                self._take_soon()           # in order, before the newer one
+            self.event([later.build(*later.args)])
+            return
+        self._soon.append(later)
+        if self._idle:
+            with self._lock:
+                self._wake.notify()
+
+    def _take_soon(self) -> None:
+        """(Under the lock.) Move the events handed over by event_soon into
+        the buffer, counted as handed over."""
+        soon = self._soon
+        taken = 0
+        while soon:
+            self._events.append(soon.popleft())
+            taken += 1
+        if taken:
+            self._put_count += taken
+            held = len(self._published) + len(self._events)
+            if held > self.max_rows:
+                self._drop(held - self.max_rows)
+
+    def _put(self, target: collections.deque[Any], rows: list[Row]) -> None:
         with self._lock:
             target.extend(rows)
             self._put_count += len(rows)
@@ -111,7 +157,7 @@ class RecordWriter:
     @property
     def pending(self) -> int:
         with self._lock:
-            return len(self._published) + len(self._events)
+            return len(self._published) + len(self._events) + len(self._soon)
 
     def flush(self, timeout: float = 5.0, periodic: bool = False) -> bool:
         """Wait until every row handed over so far is written (or dropped),
@@ -119,6 +165,7 @@ class RecordWriter:
         written too; False when ``timeout`` passed first."""
         deadline = time.monotonic() + timeout
         with self._lock:
+            self._take_soon()
             target = self._put_count
             cycle = self._cycles + (2 if periodic else 0)
             self._flushing += 1
@@ -151,17 +198,23 @@ class RecordWriter:
         backoff = Backoff(initial=0.1, maximum=MAX_BACKOFF_SEC)
         while True:
             with self._lock:
-                if not (self._published or self._events or self._stopping):
-                    self._idle = True
+                # Idle is set before looking: an event_soon after the look
+                # sees it and wakes the thread.
+                self._idle = True
+                if not (self._published or self._events or self._soon or self._stopping):
                     self._wake.wait(IDLE_WAKE_SEC)
-                    self._idle = False
+                self._idle = False
                 self._gather()
+                self._take_soon()
                 if self._stopping:
                     return
-                published, events = list(self._published), newest_events(self._events)
-                self._done_count += len(self._events) - len(events)     # merged away
+                published, handed = list(self._published), list(self._events)
                 self._published.clear()
                 self._events.clear()
+            events = newest_events(handed)      # rows built here, not under the lock
+            if len(events) < len(handed):
+                with self._lock:
+                    self._done_count += len(handed) - len(events)      # merged away
             worker_rows = self._periodic()
             if not (published or events or worker_rows):
                 self._cycle_ended(0)
@@ -180,9 +233,11 @@ class RecordWriter:
         one transaction carries many; a flush, a stop or GATHER_ROWS rows cut
         it short."""
         deadline = time.monotonic() + self.gather_sec
-        while (self._published or self._events) and not (self._stopping or self._flushing):
+        while (self._published or self._events or self._soon) \
+                and not (self._stopping or self._flushing):
             left = deadline - time.monotonic()
-            if left <= 0 or len(self._published) + len(self._events) >= GATHER_ROWS:
+            if left <= 0 or len(self._published) + len(self._events) + len(self._soon) \
+                    >= GATHER_ROWS:
                 return
             self._wake.wait(left)
 
@@ -230,12 +285,19 @@ class RecordWriter:
         self._stop.wait(delay)
 
 
-def newest_events(events: collections.deque[Row]) -> list[Row]:
+def newest_events(events: Sequence[Union[Row, LaterRow]]) -> list[Row]:
     """The newest event of each task (events are whole snapshots of a task's
-    worker columns, so the newest says all the others would), in order."""
-    newest: dict[Any, Row] = {}
-    for row in events:
-        found = newest.get(row.get('id'))
-        if found is None or (row.get('updated_at') or 0) >= (found.get('updated_at') or 0):
-            newest[row.get('id')] = row
-    return list(newest.values())
+    worker columns, so the newest says all the others would), in order; a
+    :class:`LaterRow` that is the newest is built now, the others never are."""
+    newest: dict[Any, tuple[float, Union[Row, LaterRow]]] = {}
+    key: Any
+    for event in events:
+        if isinstance(event, LaterRow):
+            key, at = event.id, event.updated_at
+        else:
+            key, at = event.get('id'), event.get('updated_at') or 0
+        found = newest.get(key)
+        if found is None or at >= found[0]:
+            newest[key] = (at, event)
+    return [event.build(*event.args) if isinstance(event, LaterRow) else event
+            for _, event in newest.values()]
