@@ -124,6 +124,25 @@ def test_worker_startup_and_shutdown_settings_are_called(memory_broker):
     assert calls == ['up', 'down']
 
 
+def test_what_start_up_made_is_kept_out_of_the_collectors_way_while_the_worker_runs(
+        memory_broker, record_file):
+    """gc.freeze() after start-up: the cyclic collector skips the long-lived
+    objects (modules, settings, libraries) a full collection would walk."""
+    import gc
+
+    class FreezeHooks(WorkerHooks):
+        frozen = -1
+
+        def before_batch(self, queue, batch):
+            self.frozen = gc.get_freeze_count()
+
+    hooks = FreezeHooks()
+    tasks.RecordTask.publish(None)
+    run_worker(memory_broker, hooks=[hooks])
+    assert hooks.frozen > 1000
+    assert gc.get_freeze_count() == 0       # given back when the run ends
+
+
 def test_memory_limit_releases_the_batch_and_exits_3(memory_broker, record_file):
     ids = tasks.RecordTask.publish_batch(None, [((i,), {}) for i in range(5)])
     with settings.override(DIE_ON_RESIDENT_SET_SIZE_MB=1):
