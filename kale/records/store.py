@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import operator
 import threading
 import time
 from typing import Any, Iterator, Optional, Sequence
@@ -295,14 +296,24 @@ class DriverStatement:
         names = list(compiled.positiontup or ()) if self.positional else list(compiled.binds)
         self.processors = [(name, compiled.binds[name].type.dialect_impl(dialect)
                             .bind_processor(dialect)) for name in names]
+        self.names = names
+        #: Where a value needs its bind processor (JSON to text): few columns do.
+        self.processed = [(index, process) for index, (_, process) in enumerate(self.processors)
+                          if process is not None]
+        self._get = operator.itemgetter(*names) if len(names) > 1 else None
 
     def parameters(self, rows: Sequence[dict[str, Any]]) -> list[Any]:
-        processors = self.processors
-        if self.positional:
-            return [tuple(process(row.get(name)) if process else row.get(name)
-                          for name, process in processors) for row in rows]
-        return [{name: process(row.get(name)) if process else row.get(name)
-                 for name, process in processors} for row in rows]
+        names, processed, get = self.names, self.processed, self._get
+        values = []
+        for row in rows:
+            try:        # every key present (the usual row): one C call, in order
+                found = list(get(row)) if get is not None else [row.get(names[0])]
+            except KeyError:
+                found = [row.get(name) for name in names]
+            for index, process in processed:
+                found[index] = process(found[index])
+            values.append(tuple(found) if self.positional else dict(zip(names, found, strict=True)))
+        return values
 
 
 def raw_errors() -> tuple[type[Exception], ...]:
