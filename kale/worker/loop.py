@@ -129,11 +129,7 @@ class Worker:
         logs.set_worker(self.name)
         try:
             self.startup()
-            # What start-up made (modules, settings, hooks and the libraries
-            # they loaded, such as SQLAlchemy for the records) lives as long as
-            # the worker: out of the collector's way, a full collection takes
-            # a millisecond, not tens of them, whenever it comes.
-            gc.freeze()
+            gc.freeze()         # start-up's objects live on: full collections skip them
             try:
                 while not self._stopping:
                     try:
