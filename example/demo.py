@@ -9,7 +9,9 @@ as expected: done, or dead-lettered after its retries.
 Task records are on (a SQLite file in the demo's scratch directory): at the
 end the demo starts `kale web` and reads the counts back through its REST
 API. With KALE_DEMO_WEB=1 (`make demo WEB=1`) it leaves `kale web` and the
-endpoint running, prints the dashboard's URL, and waits for Ctrl-C.
+endpoint running, prints the dashboard's URL, and waits for Ctrl-C, which
+stops them; the demo then ends as it would have (exit 0 when every task
+ended as expected).
 """
 from __future__ import annotations
 
@@ -202,7 +204,10 @@ def main() -> int:
             if os.environ.get('KALE_DEMO_WEB') not in (None, '', '0'):
                 print('demo: the dashboard is at %s (the API at %sapi/); Ctrl-C stops it'
                       % (web_url, web_url), flush=True)
-                web.wait()
+                try:
+                    web.wait()
+                except KeyboardInterrupt:       # how this mode is meant to end
+                    print('\ndemo: kale web stopped')
         finally:
             if web.poll() is None:
                 web.terminate()

@@ -79,3 +79,49 @@ def test_ctrl_c_stops_the_demo_and_everything_it_started():
     while processes_with(marker) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert processes_with(marker) == []
+
+
+def test_make_demo_web_leaves_the_dashboard_serving_the_records_until_ctrl_c():
+    """`make demo WEB=1` (the demo with KALE_DEMO_WEB=1): the same run, then
+    `kale web` stays up on the demo's records, its URL printed, until Ctrl-C
+    stops it and the demo ends as usual."""
+    import json
+    import signal
+    import urllib.request
+    import uuid
+    with open(os.path.join(ROOT, 'Makefile')) as f:
+        assert 'KALE_DEMO_WEB=$(WEB) $(BIN)/python -m example.demo' in f.read()
+    marker = uuid.uuid4().hex
+    env = {k: v for k, v in os.environ.items() if not k.startswith('KALE_')}
+    env.update(KALE_DEMO_TEST_RUN=marker, KALE_DEMO_WEB='1')
+    demo = subprocess.Popen([sys.executable, '-m', 'example.demo'], cwd=ROOT, env=env,
+                            text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        lines = []
+        url = None
+        for line in demo.stdout:
+            lines.append(line)
+            found = re.match(r'demo: the dashboard is at (http://127\.0\.0\.1:\d+/) ', line)
+            if found:
+                url = found.group(1)
+                break
+        assert url, ''.join(lines)
+        with urllib.request.urlopen(url + 'api/tasks/summary', timeout=10) as answer:
+            summary = json.load(answer)
+        counts = {status: n for status, n in summary['by_status'].items() if n}
+        assert counts == {'succeeded': 42, 'failed': 2}
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            assert 'text/html' in answer.headers['Content-Type']
+        assert demo.poll() is None                  # still serving
+        os.killpg(demo.pid, signal.SIGINT)          # Ctrl-C in the terminal
+        output, _ = demo.communicate(timeout=60)
+    finally:
+        if demo.poll() is None:
+            os.killpg(demo.pid, signal.SIGKILL)
+    assert demo.returncode == 0, ''.join(lines) + output
+    assert 'kale web stopped' in output and 'all 44 tasks accounted for' in output
+    deadline = time.monotonic() + 15
+    while processes_with('KALE_DEMO_TEST_RUN=' + marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert processes_with('KALE_DEMO_TEST_RUN=' + marker) == []
