@@ -73,6 +73,12 @@ class Message:
         """Build from a deserialized payload (and fields the envelope carries,
         ``issued_at``, ``unsettled`` and ``context``, and the counts, which win over
         the payload's); ValueError says what is wrong."""
+        return cls.from_payload_and_envelope(payload, envelope)
+
+    @classmethod
+    def from_payload_and_envelope(cls, payload: Any, envelope: Mapping[str, Any]) -> 'Message':
+        """:meth:`from_payload`, with the envelope's fields as one mapping (how
+        the codec calls it for every message it reads)."""
         if type(payload) is not dict:
             raise ValueError('payload is a %s, not a mapping' % type(payload).__name__)
         get = payload.get

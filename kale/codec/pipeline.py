@@ -281,13 +281,13 @@ class Codec:
                 if frame.legacy:        # no envelope fields: the payload has them
                     message = Message.from_payload(frame.payload)
                     return dataclasses.replace(message, issued_at=message.enqueued_at)
-                context = frame.headers.get(CONTEXT)
-                message = Message.from_payload(
-                    frame.payload, issued_at=frame.issued_at, unsettled=frame.unsettled,
-                    context=parse_context(context) if context else {}, **_counts(frame))
+                message = Message.from_payload_and_envelope(frame.payload,
+                                                            envelope_fields(frame.headers))
             except ValueError as exc:
                 raise DecodeError(DecodeError.CORRUPT, str(exc)) from exc
-            if message.task_id != frame.task_id or message.task_name != frame.task_name:
+            headers = frame.headers
+            if message.task_id != headers.get(TASK_ID, '') \
+                    or message.task_name != headers.get(TASK_NAME, ''):
                 raise DecodeError(DecodeError.CORRUPT, 'payload names another task than the '
                                                        'envelope')
             return message
@@ -300,14 +300,22 @@ class Codec:
         return self.read(self.open(body, queue, check_age))
 
 
-def _counts(frame: Frame) -> dict[str, int]:
-    """The retry and failure counts the verified envelope carries (a body
-    signed without them leaves the payload's)."""
-    counts = {}
-    for field, header in (('retry_num', RETRY_NUM), ('failure_num', FAILURE_NUM)):
-        if header in frame.headers:
-            value = frame.headers[header]
+def envelope_fields(headers: Mapping[str, str]) -> dict[str, Any]:
+    """The Message fields a verified envelope carries: issue time, unsettled
+    deliveries, context, and the retry and failure counts (a body signed
+    without counts leaves the payload's). ValueError for a count that is not one."""
+    context = headers.get(CONTEXT)
+    fields: dict[str, Any] = {
+        'issued_at': float(headers.get(ISSUED_AT, 0) or 0),
+        'unsettled': int(headers.get(UNSETTLED, 0) or 0),
+        'context': parse_context(context) if context else {}}
+    for field, header in _COUNT_HEADERS:
+        value = headers.get(header)
+        if value is not None:
             if not (value.isascii() and value.isdigit()):
                 raise ValueError('envelope header %s=%r is not a count' % (header, value))
-            counts[field] = int(value)
-    return counts
+            fields[field] = int(value)
+    return fields
+
+
+_COUNT_HEADERS = (('retry_num', RETRY_NUM), ('failure_num', FAILURE_NUM))
