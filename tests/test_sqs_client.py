@@ -94,3 +94,23 @@ def test_requests_carry_kales_user_agent_as_given(sqs_endpoint, monkeypatch):
     agent = sent[0].decode() if isinstance(sent[0], bytes) else sent[0]
     assert agent.startswith(sqs.user_agent())
     assert agent.startswith('kale-sqs/')
+
+
+def _no_credentials_anywhere(monkeypatch):
+    for name in ('AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN', 'AWS_PROFILE'):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv('AWS_SHARED_CREDENTIALS_FILE', '/nonexistent')
+    monkeypatch.setenv('AWS_CONFIG_FILE', '/nonexistent')
+    monkeypatch.setenv('AWS_EC2_METADATA_DISABLED', 'true')
+
+
+def test_no_credentials_is_one_line_for_sqs_and_for_s3(sqs_endpoint, monkeypatch):
+    from kale.exceptions import ImproperlyConfigured
+    from kale.transport.s3 import S3PayloadStore, make_s3_client
+    _no_credentials_anywhere(monkeypatch)
+    with settings.override(MESSAGE_QUEUE_ENDPOINT_URL=sqs_endpoint, AWS_ACCESS_KEY_ID='',
+                           AWS_SECRET_ACCESS_KEY='', AWS_REGION='us-east-1'):
+        with pytest.raises(ImproperlyConfigured, match='no usable AWS credentials'):
+            SQSTransport().queue_exists('kale-no-credentials')
+        with pytest.raises(ImproperlyConfigured, match='no usable AWS credentials'):
+            S3PayloadStore(make_s3_client()).get('kale-no-credentials', 'k', 10)

@@ -19,7 +19,13 @@ from botocore.config import Config
 from kale.conf import PerProcess, settings
 from kale.exceptions import ImproperlyConfigured, PayloadMissingError, PayloadStoreError
 from kale.transport.endpoint import endpoint_url, is_local
-from kale.transport.sqs import THROTTLING_CODES, aws_session, one_line
+from kale.transport.sqs import (
+    CREDENTIALS_ERRORS,
+    THROTTLING_CODES,
+    aws_session,
+    no_credentials,
+    one_line,
+)
 
 MISSING_KEY_CODES = frozenset({'NoSuchKey', '404', 'NotFound'})
 
@@ -71,10 +77,8 @@ class S3PayloadStore:
                                         code) from None
             raise PayloadStoreError('%s %s: %s: %s' % (action, where, code, message), code,
                                     retryable=status >= 500 or code in THROTTLING_CODES) from None
-        except (botocore.exceptions.NoCredentialsError,
-                botocore.exceptions.PartialCredentialsError) as exc:
-            raise ImproperlyConfigured('no usable AWS credentials (%s): set AWS_ACCESS_KEY_ID and '
-                                       'AWS_SECRET_ACCESS_KEY, or configure boto3' % exc) from None
+        except CREDENTIALS_ERRORS as exc:
+            raise no_credentials(exc) from None
         except (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError) as exc:
             raise PayloadStoreError('%s %s: endpoint %s unreachable: %s'
                                     % (action, where, self.endpoint, exc), retryable=True) from None

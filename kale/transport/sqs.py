@@ -126,6 +126,17 @@ def make_client(for_commands: bool = False) -> Any:
     return client
 
 
+#: botocore's errors for credentials that are missing or incomplete.
+CREDENTIALS_ERRORS = (botocore.exceptions.NoCredentialsError,
+                      botocore.exceptions.PartialCredentialsError)
+
+
+def no_credentials(exc: Exception) -> ImproperlyConfigured:
+    """The one line for a client (SQS or S3) that found no usable credentials."""
+    return ImproperlyConfigured('no usable AWS credentials (%s): set AWS_ACCESS_KEY_ID and '
+                                'AWS_SECRET_ACCESS_KEY, or configure boto3' % exc)
+
+
 def one_line(text: str, limit: int = 160) -> str:
     """An error text as one short line: an HTML page becomes its title (or its
     text), and newlines become spaces."""
@@ -213,10 +224,8 @@ class SQSTransport:
             if code in THROTTLING_CODES:
                 raise ThrottledError(text, code) from None
             raise SQSError(text, code, retryable=status >= 500) from None
-        except (botocore.exceptions.NoCredentialsError,
-                botocore.exceptions.PartialCredentialsError) as exc:
-            raise ImproperlyConfigured('no usable AWS credentials (%s): set AWS_ACCESS_KEY_ID and '
-                                       'AWS_SECRET_ACCESS_KEY, or configure boto3' % exc) from None
+        except CREDENTIALS_ERRORS as exc:
+            raise no_credentials(exc) from None
         except (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError) as exc:
             raise EndpointUnreachableError('%s on queue %r: endpoint %s unreachable: %s'
                                            % (action, queue, self.endpoint, exc)) from None
