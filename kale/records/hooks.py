@@ -44,17 +44,6 @@ EVENT_COLUMNS = tuple(c.name for c in tasks.columns if c.name not in ('labels', 
 #: every event shares (the writer compiles one statement for that order).
 _EVENT_TEMPLATE: Row = dict.fromkeys(EVENT_COLUMNS)
 
-class _OutcomeValues(dict):
-    """Settlement outcome -> its value, remembered: an Enum's ``.value`` is
-    a slow property, and the records read it for every settled message."""
-
-    def __missing__(self, outcome: Any) -> str:
-        value = self[outcome] = outcome.value
-        return value
-
-
-_OUTCOME_VALUE = _OutcomeValues()
-
 #: Settlement outcome -> record status.
 _FINAL_STATUS = {'succeeded': SUCCEEDED, 'skipped': SUCCEEDED, 'retry': SCHEDULED,
                  'dead_letter': FAILED, 'cancelled': CANCELLED, 'release': QUEUED}
@@ -166,7 +155,7 @@ class RecordsHooks(PublishHooks, WorkerHooks):
         if process is not None and batch.settlements:
             counts = process.counts
             for settlement in batch.settlements:
-                counts[_OUTCOME_VALUE[settlement.outcome]] += 1
+                counts[settlement.outcome.value] += 1
             process.dirty = True
         if rows:
             recorder.writer.event(rows)
@@ -177,7 +166,7 @@ class RecordsHooks(PublishHooks, WorkerHooks):
         started_at = self._started.pop(s.received.receipt_handle, None)
         if not s.settled or not s.verified:
             return None
-        status = _FINAL_STATUS[_OUTCOME_VALUE[s.outcome]]
+        status = _FINAL_STATUS[s.outcome.value]
         if status == QUEUED and started_at is None:
             return None            # released unstarted: its record has not changed
         # The event's time is when its run ended, not when the batch is

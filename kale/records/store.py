@@ -294,11 +294,11 @@ class DriverStatement:
         self.sql = str(compiled)
         self.positional = bool(compiled.positional)
         names = list(compiled.positiontup or ()) if self.positional else list(compiled.binds)
-        self.processors = [(name, compiled.binds[name].type.dialect_impl(dialect)
-                            .bind_processor(dialect)) for name in names]
+        processors = [compiled.binds[name].type.dialect_impl(dialect).bind_processor(dialect)
+                      for name in names]
         self.names = names
         #: Where a value needs its bind processor (JSON to text): few columns do.
-        self.processed = [(index, process) for index, (_, process) in enumerate(self.processors)
+        self.processed = [(index, process) for index, process in enumerate(processors)
                           if process is not None]
         self._get = operator.itemgetter(*names) if len(names) > 1 else None
 

@@ -90,8 +90,8 @@ def aws_session(endpoint: str) -> tuple[Any, str]:
 
 def user_agent() -> str:
     """The User-Agent of Kale's SQS requests. Given whole, it is sent as is:
-    botocore would otherwise build its own afresh for every request, twice,
-    which costs more CPU than the rest of a receive."""
+    botocore would otherwise build its own afresh for every request, twice
+    (on a fast endpoint, about 30 µs of a worker's CPU per task)."""
     return 'kale-sqs/%s botocore/%s Python/%s' % (
         __version__, botocore.__version__, platform.python_version())
 
@@ -110,9 +110,9 @@ def make_client(for_commands: bool = False) -> Any:
             read_timeout=read_timeout,
             retries={'mode': 'standard', 'max_attempts': 1 if for_commands else 3},
             # Kale builds every request itself, with the types SQS takes; checking
-            # them again costs more CPU than the rest of publishing (17 µs per
-            # message of a SendMessageBatch). A value SQS refuses still comes
-            # back as an SQSError naming the request.
+            # them again costs 17 µs per message of a SendMessageBatch, about a
+            # tenth of publishing's CPU. A value SQS refuses still comes back as
+            # an SQSError naming the request.
             parameter_validation=False,
             user_agent=user_agent(),
         )
