@@ -110,7 +110,8 @@ class SignStep:
         frame.text = frame.headers.get(ENCODING) == TEXT
         raw = data.encode('utf-8', 'surrogatepass')
         try:
-            frame.data = raw if frame.text else base64.b64decode(raw, validate=True)
+            # Strict: only the base64 alphabet, with correct padding.
+            frame.data = raw if frame.text else binascii.a2b_base64(raw, strict_mode=True)
         except binascii.Error as exc:
             raise DecodeError(DecodeError.CORRUPT, 'base64: %s' % exc) from exc
 
@@ -140,13 +141,12 @@ class SignStep:
 
     def _verified(self, tag: str, headers: str, given: str, signed: bytes) -> bool:
         given_bytes = given.encode('utf-8', 'surrogatepass')
-        if tag == LEGACY_TAG:
-            candidates = list(self._macs)
-        else:
+        if tag != LEGACY_TAG:           # the envelope names its key
             named = _signing_key_id(headers)
-            candidates = [named] if named in self._macs else []
+            return named in self._macs and \
+                hmac.compare_digest(self._signature(named, signed), given_bytes)
         matched = False
-        for kid in candidates:          # every candidate, so timing does not tell which
+        for kid in self._macs:          # every key, so timing does not tell which
             matched |= hmac.compare_digest(self._signature(kid, signed), given_bytes)
         return matched
 

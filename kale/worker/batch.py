@@ -42,6 +42,10 @@ class Outcome(enum.Enum):
     DEAD_LETTER = 'dead_letter'  # send the dead-letter copy, then delete
     RELEASE = 'release'          # not run: send a fresh copy (visible at once), then delete
 
+    # Members compare by identity: hashing them by identity as well keeps the
+    # per-message lookups keyed by outcome in C (Enum's own hash is Python).
+    __hash__ = object.__hash__
+
 
 #: Outcomes that leave a FIFO message in its group, holding back the rest.
 HOLDS_GROUP = (Outcome.RETRY, Outcome.RELEASE)
@@ -145,10 +149,11 @@ class Batch:
     #: FIFO: the group of the message taken out to run alone after the batch;
     #: its later messages were released for it, and do not hold it back.
     alone_group: Optional[str] = None
+    #: Whether the queue is a FIFO queue (asked several times per message).
+    fifo: bool = dataclasses.field(init=False)
 
-    @property
-    def fifo(self) -> bool:
-        return self.queue.fifo
+    def __post_init__(self) -> None:
+        self.fifo = self.queue.fifo
 
     def is_long(self, time_limit: float) -> bool:
         """Whether a task may need more than a fresh batch's budget (the

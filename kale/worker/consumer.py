@@ -54,6 +54,7 @@ logger = logging.getLogger(__name__)
 Sleep = Callable[[float], None]
 #: Outcomes whose message is simply deleted.
 DELETED_UNCOPIED = (Outcome.SUCCEEDED, Outcome.SKIPPED, Outcome.CANCELLED)
+OUTCOMES = tuple(Outcome)
 T = TypeVar('T')
 
 
@@ -123,7 +124,7 @@ class Consumer:
         for received in batch.unsettled():
             # With its verified envelope when it has one: hooks see its task.
             batch.settlements.append(release(batch, received, 'not reached'))
-        by_outcome: dict[Outcome, list[Settlement]] = {outcome: [] for outcome in Outcome}
+        by_outcome: dict[Outcome, list[Settlement]] = {outcome: [] for outcome in OUTCOMES}
         for settlement in batch.settlements:
             by_outcome[settlement.outcome].append(settlement)
         if batch.fifo:

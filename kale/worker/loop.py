@@ -88,6 +88,9 @@ class Worker:
         self.name = 'worker %d' % os.getpid()
         self.hooks = HookDispatcher(load_worker_hooks(hooks))
         self.reporter = Reporter(self.hooks)
+        # Asked once: a per-task hook that nobody overrides costs nothing per task.
+        self._on_started = self.hooks.overridden(WorkerHooks.on_task_started)
+        self._on_finished = self.hooks.overridden(WorkerHooks.on_task_finished)
         # Settling keeps trying until each batch's deadline, stopping or not.
         self.consumer = Consumer(self.broker, max_backoff_sec=settings.SQS_ERROR_MAX_BACKOFF_SEC)
         self.fetcher = Fetcher(self.consumer, self.queues, stopping=lambda: self._stopping)
@@ -340,7 +343,7 @@ class Worker:
         message = self.runner.read(batch, received, opened)
         if isinstance(message, Settlement):
             return message
-        if self.hooks:
+        if self._on_started:
             self.hooks(WorkerHooks.on_task_started, batch.queue, received, message)
         self._in_task = True
         context = logs.task_started(message.task_id, message.task_name, batch.queue.name,
@@ -351,7 +354,7 @@ class Worker:
         finally:
             self._in_task = False
             logs.task_ended(context)
-        if self.hooks:
+        if self._on_finished:
             self.hooks(WorkerHooks.on_task_finished, settlement)
         return settlement
 

@@ -18,12 +18,17 @@ from kale.worker.batch import Batch, Outcome, Settlement
 logger = logging.getLogger('kale.worker')
 
 
+#: Each outcome's name, read without Enum's ``value`` descriptor.
+_NAMES = {outcome: outcome.value for outcome in Outcome}
+
+
 class Reporter:
     """Logs and dispatches the outcome of every settled message."""
 
     def __init__(self, hooks: HookDispatcher):
         self.hooks = hooks
         self.stats: collections.Counter[str] = collections.Counter()
+        self._on_succeeded = hooks.overridden(WorkerHooks.on_task_succeeded)
 
     def batch_settled(self, batch: Batch) -> None:
         for settlement in batch.settlements:
@@ -31,12 +36,12 @@ class Reporter:
         self.hooks(WorkerHooks.after_batch, batch.queue, batch)
 
     def settled(self, queue: TaskQueue, s: Settlement) -> None:
-        self.stats[s.outcome.value] += 1
+        self.stats[_NAMES[s.outcome]] += 1
         if s.outcome is Outcome.SUCCEEDED or s.outcome is Outcome.SKIPPED:
             if logger.isEnabledFor(logging.INFO):
                 logger.info('task %s (%s) on %s %s in %.3fs', s.task_id, s.task_name, queue.name,
                             s.outcome.value, s.duration_sec, extra=fields(queue, s))
-            if self.hooks:
+            if self._on_succeeded:
                 self.hooks(WorkerHooks.on_task_succeeded, s)
             return
         where = 'task %s (%s) on %s' % (s.task_id, s.task_name, queue.name)
