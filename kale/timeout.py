@@ -65,11 +65,14 @@ class BaseTimeout:
 class SignalTimeout(BaseTimeout):
     """SIGALRM with sub-second precision (POSIX, main thread only).
 
-    Between :meth:`setup` and :meth:`teardown` the handler stays installed and
-    a run costs one ``setitimer`` call: disarming only marks the run over (an
-    alarm still on its way finds nothing to interrupt), and the timer itself
-    is stopped once per batch, by :meth:`after_batch`. Used alone, each run
-    installs, arms, stops and removes it. Whatever SIGALRM handler and
+    Between :meth:`setup` and :meth:`teardown` the handler stays installed:
+    disarming only marks the run over (an alarm still on its way finds
+    nothing to interrupt), and the timer itself is stopped once per batch, by
+    :meth:`after_batch`. A run whose deadline is no earlier than the alarm
+    already on its way makes no system call: when that alarm comes before the
+    run's deadline, the handler sets the timer for the deadline and returns.
+    So a batch of short runs costs one ``setitimer`` for its first run. Used
+    alone, each run installs, arms, stops and removes it. Whatever SIGALRM handler and
     real-time timer were there before (a test runner's guard, an
     application's alarm) are put back afterwards, the timer with the time it
     had left.
@@ -82,9 +85,12 @@ class SignalTimeout(BaseTimeout):
     _setups: ClassVar[int] = 0
     _previous_handler: ClassVar[Any] = None
     _previous_timer: ClassVar[tuple[float, float, float]] = (0.0, 0.0, 0.0)
+    #: When the alarm on its way goes off (monotonic; 0.0: none is).
+    _alarm_at: ClassVar[float] = 0.0
 
     def __init__(self, seconds: float):
         super().__init__(seconds)
+        self.deadline = 0.0
         self._armed = False
         self._installed_here = False
 
@@ -103,14 +109,19 @@ class SignalTimeout(BaseTimeout):
     @classmethod
     def after_batch(cls) -> None:
         signal.setitimer(signal.ITIMER_REAL, 0)
+        SignalTimeout._alarm_at = 0.0
 
     def arm(self) -> None:
+        seconds = self.seconds if self.seconds > 0.001 else 0.001
+        self.deadline = deadline = self.started + seconds
+        SignalTimeout._active = self
+        self._armed = True
         if SignalTimeout._setups == 0:
             _install()
             self._installed_here = True
-        SignalTimeout._active = self
-        self._armed = True
-        signal.setitimer(signal.ITIMER_REAL, max(self.seconds, 0.001), self.repeat_sec)
+        elif 0.0 < SignalTimeout._alarm_at <= deadline:
+            return          # that alarm comes first; the handler sets the timer for this run
+        _set_alarm(deadline, deadline - self.started)
 
     def disarm(self) -> None:
         """End the run's alarm (safe to call twice, and from a ``finally``)."""
@@ -122,10 +133,22 @@ class SignalTimeout(BaseTimeout):
             _uninstall()
 
 
+def _set_alarm(at: float, delay: float) -> None:
+    """Set the timer to go off in ``delay`` seconds (at ``at``), then every repeat_sec."""
+    SignalTimeout._alarm_at = at
+    signal.setitimer(signal.ITIMER_REAL, delay if delay > 0.0001 else 0.0001,
+                     SignalTimeout.repeat_sec)
+
+
 def _on_alarm(signum: int, frame: Optional[FrameType]) -> None:
+    now = time.monotonic()
+    SignalTimeout._alarm_at = now + SignalTimeout.repeat_sec      # the timer repeats
     current = SignalTimeout._active
     if current is None or not current._armed:
         return          # an alarm that was already on its way when the run ended
+    if now < current.deadline:  # set by an earlier run: wait for this run's own deadline
+        _set_alarm(current.deadline, current.deadline - now)
+        return
     current.fired = True
     raise TimeLimitExceeded(current.seconds)
 
@@ -134,10 +157,12 @@ def _install() -> None:
     delay, interval = signal.getitimer(signal.ITIMER_REAL)
     SignalTimeout._previous_timer = (delay, interval, time.monotonic())
     SignalTimeout._previous_handler = signal.signal(signal.SIGALRM, _on_alarm)
+    SignalTimeout._alarm_at = 0.0
 
 
 def _uninstall() -> None:
     signal.setitimer(signal.ITIMER_REAL, 0)
+    SignalTimeout._alarm_at = 0.0
     previous = SignalTimeout._previous_handler
     signal.signal(signal.SIGALRM, previous if previous is not None else signal.SIG_DFL)
     SignalTimeout._previous_handler = None

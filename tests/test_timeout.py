@@ -98,3 +98,36 @@ def test_between_runs_of_a_batch_a_late_alarm_interrupts_nothing():
         assert not alarm_due_within(60)
     finally:
         SignalTimeout.teardown()
+
+
+def test_runs_set_up_for_a_batch_keep_their_own_deadlines_with_one_timer_call(monkeypatch):
+    """Between setup and teardown a run whose deadline is after the alarm on
+    its way sets no timer: the earlier alarm re-arms for the run's deadline,
+    so the run is stopped at its own limit, not the earlier run's."""
+    calls = []
+    real_setitimer = signal.setitimer
+    monkeypatch.setattr(signal, 'setitimer', lambda *args: calls.append(args) or
+                        real_setitimer(*args))
+    SignalTimeout.setup()
+    try:
+        calls.clear()
+        for _ in range(5):
+            with SignalTimeout(0.2):
+                pass
+        assert len(calls) == 1              # the first run's alarm serves the others
+        started = time.monotonic()
+        with pytest.raises(TimeLimitExceeded):
+            with SignalTimeout(0.6):        # the pending alarm comes at about 0.2 s
+                time.sleep(3)
+        assert 0.6 <= time.monotonic() - started < 0.6 + 0.4
+        with SignalTimeout(30):
+            pass
+        started = time.monotonic()
+        with pytest.raises(TimeLimitExceeded):
+            with SignalTimeout(0.2):        # earlier than the pending alarm: set anew
+                time.sleep(3)
+        assert time.monotonic() - started < 0.2 + 0.4
+    finally:
+        SignalTimeout.after_batch()
+        SignalTimeout.teardown()
+    assert not alarm_due_within(1.0)

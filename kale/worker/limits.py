@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import resource
+import sys
 from typing import Optional
 
 EXIT_OK = 0
@@ -19,6 +20,9 @@ EXIT_MEMORY_LIMIT = 3
 #: Set by ``kale worker --concurrency`` to the supervisor's pid.
 SUPERVISOR_PID_VARIABLE = 'KALE_SUPERVISOR_PID'
 
+#: ``ru_maxrss`` is in bytes on macOS, in KiB elsewhere.
+_MAXRSS_PER_MB = 1024.0 * 1024.0 if sys.platform == 'darwin' else 1024.0
+
 
 def resident_set_size_mb() -> float:
     """This process's resident memory in MB."""
@@ -26,14 +30,12 @@ def resident_set_size_mb() -> float:
         with open('/proc/self/statm') as f:
             return int(f.read().split()[1]) * os.sysconf('SC_PAGE_SIZE') / (1024.0 * 1024.0)
     except OSError:
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        return peak / (1024.0 * 1024.0) if os.uname().sysname == 'Darwin' else peak / 1024.0
+        return peak_resident_set_size_mb()
 
 
 def peak_resident_set_size_mb() -> float:
     """The most resident memory this process has had, in MB (one system call)."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak / (1024.0 * 1024.0) if os.uname().sysname == 'Darwin' else peak / 1024.0
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / _MAXRSS_PER_MB
 
 
 class MemoryLimit:
@@ -46,9 +48,11 @@ class MemoryLimit:
 
     def __init__(self, limit_mb: float):
         self.limit_mb = float(limit_mb or 0)
+        self._limit_maxrss = self.limit_mb * _MAXRSS_PER_MB     # in ru_maxrss's unit
 
     def exceeded(self) -> bool:
-        if not self.limit_mb or peak_resident_set_size_mb() <= self.limit_mb:
+        if not self.limit_mb or \
+                resource.getrusage(resource.RUSAGE_SELF).ru_maxrss <= self._limit_maxrss:
             return False
         return resident_set_size_mb() > self.limit_mb
 
