@@ -96,7 +96,9 @@ class Settings:
         self._overrides: list[dict[str, Any]] = []
         self._module: Optional[types.ModuleType] = None
         self._fresh = False
-        self._generation = next(_generations)
+        #: Changes whenever the values may have changed (read for every message,
+        #: so a plain attribute).
+        self.generation = next(_generations)
         #: Where the settings module's name comes from, for error messages.
         self.source = ENVIRONMENT_VARIABLE
 
@@ -126,11 +128,6 @@ class Settings:
             self._values = values
             self._fresh = False
         return self._values
-
-    @property
-    def generation(self) -> int:
-        """Changes whenever the values may have changed."""
-        return self._generation
 
     @property
     def module_name(self) -> Optional[str]:
@@ -163,7 +160,7 @@ class Settings:
         self._values = None
         self._fresh = True
         self._module = None
-        self._generation = next(_generations)
+        self.generation = next(_generations)
         self.source = ENVIRONMENT_VARIABLE
 
     @contextlib.contextmanager
@@ -171,12 +168,12 @@ class Settings:
         """Temporarily replace some settings (tests, scripts)."""
         check_settings(values)
         self._overrides.append(values)
-        self._generation = next(_generations)
+        self.generation = next(_generations)
         try:
             yield self
         finally:
             self._overrides.remove(values)
-            self._generation = next(_generations)
+            self.generation = next(_generations)
 
 
 settings = Settings()

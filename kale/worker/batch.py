@@ -183,6 +183,8 @@ class Batch:
 
     def unsettled(self) -> list[ReceivedMessage]:
         """Messages with no settlement yet (not reached when the batch stopped)."""
+        if not self.settlements:
+            return self.messages[:]
         done = {id(s.received) for s in self.settlements}
         return [m for m in self.messages if id(m) not in done]
 

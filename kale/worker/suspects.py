@@ -86,9 +86,13 @@ def isolate_suspect(batch: Batch, who: str = 'worker') -> Optional[Batch]:
     if batch.fifo:
         return None
     suspects = []
+    opened_by_id = batch.opened
     for received in batch.unsettled():
-        opened = batch.opened.get(received.message_id)
-        if opened is not None:
+        opened = opened_by_id.get(received.message_id)
+        # A first receive of a task never left unsettled is the usual case:
+        # its envelope says 0 (a header, read without building the count).
+        if opened is not None and (received.receive_count > 1 or opened.message is not None
+                                   or opened.envelope.headers.get(UNSETTLED, '0') != '0'):
             count = unsettled_deliveries(received, opened.unsettled)
             if count > 0:
                 suspects.append((count, received))
