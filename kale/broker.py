@@ -11,9 +11,8 @@ neither publishing nor a worker starts, before any request is made.
 """
 from __future__ import annotations
 
-import contextlib
 import threading
-from typing import Iterator, Optional, Sequence
+from typing import Optional, Sequence
 
 from kale.codec.keys import signing_keys
 from kale.conf import PerProcess, settings
@@ -98,22 +97,22 @@ class Broker:
                 self._declared.add(name)
         return name
 
-    @contextlib.contextmanager
-    def _redeclare_if_missing(self, queue: TaskQueue) -> Iterator[None]:
-        """A queue deleted under a running process is declared again on next use."""
-        try:
-            yield
-        except QueueNotFoundError:
-            self._declared.discard(self.sqs_name(queue))
-            raise
+    def _forget(self, queue: TaskQueue) -> None:
+        """A queue deleted under a running process is declared again on next
+        use (each request catches QueueNotFoundError itself: a context
+        manager would cost more than the requests on a fast endpoint)."""
+        self._declared.discard(self.sqs_name(queue))
 
     # --- operations -------------------------------------------------------
 
     def _send(self, queue: TaskQueue, name: str, messages: Sequence[OutgoingMessage]) -> list[str]:
-        with self._redeclare_if_missing(queue):
+        try:
             if len(messages) == 1:
                 return [self.transport.send(name, messages[0])]
             return self.transport.send_batch(name, messages)
+        except QueueNotFoundError:
+            self._forget(queue)
+            raise
 
     def send(self, queue: TaskQueue, messages: Sequence[OutgoingMessage]) -> list[str]:
         """Send messages to the queue: one SendMessage, or SendMessageBatch for several."""
@@ -134,34 +133,46 @@ class Broker:
         timeout. No message attributes by default: they are not signed, so a
         worker has no use for them (the signed envelope says the same)."""
         name = self.declare(queue)
-        with self._redeclare_if_missing(queue):
+        try:
             return self.transport.receive(
                 name,
                 queue.batch_size if max_messages is None else max_messages,
                 queue.long_poll_time_sec if wait_sec is None else wait_sec,
                 queue.visibility_timeout_sec, attribute_names)
+        except QueueNotFoundError:
+            self._forget(queue)
+            raise
 
     def delete(self, queue: TaskQueue, receipt_handles: Sequence[str]) -> list[str]:
         """Delete received messages; returns the handles that failed."""
         if not receipt_handles:
             return []
         name = self.declare(queue)
-        with self._redeclare_if_missing(queue):
+        try:
             return self.transport.delete_batch(name, receipt_handles)
+        except QueueNotFoundError:
+            self._forget(queue)
+            raise
 
     def change_visibility(self, queue: TaskQueue, changes: Sequence[VisibilityChange]) -> list[str]:
         """Change received messages' visibility timeouts; returns the handles that failed."""
         if not changes:
             return []
         name = self.declare(queue)
-        with self._redeclare_if_missing(queue):
+        try:
             return self.transport.change_visibility_batch(name, changes)
+        except QueueNotFoundError:
+            self._forget(queue)
+            raise
 
     def counts(self, queue: TaskQueue) -> QueueCounts:
         """Approximate visible, in-flight and delayed counts of the queue."""
         name = self.declare(queue)
-        with self._redeclare_if_missing(queue):
+        try:
             return self.transport.counts(name)
+        except QueueNotFoundError:
+            self._forget(queue)
+            raise
 
 
 _broker: PerProcess[Broker] = PerProcess(lambda: Broker.from_settings())

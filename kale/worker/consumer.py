@@ -180,7 +180,7 @@ class Consumer:
         """Run one request, retrying outages and throttling until the batch's
         deadline (or ``give_up_at``, if that is sooner); without ``retry``,
         raising SettleDeferred at the first such failure."""
-        backoff = Backoff(maximum=self.max_backoff_sec)
+        backoff: Optional[Backoff] = None       # made at the first failure
         while True:
             try:
                 return request()
@@ -189,6 +189,8 @@ class Consumer:
                     raise
                 if not retry:
                     raise SettleDeferred(exc) from exc
+                if backoff is None:
+                    backoff = Backoff(maximum=self.max_backoff_sec)
                 delay = backoff.next_delay()
                 limit = batch.deadline if self.give_up_at is None \
                     else min(batch.deadline, self.give_up_at)

@@ -169,16 +169,18 @@ class TaskRunner:
                 with timer:
                     result = task.run(*message.args, **message.kwargs)
         except WorkerInterrupt:
+            if timer is not None:
+                timer.disarm()      # even if the alarm interrupted the timer's own exit
             return Settlement(received, Outcome.RELEASE, message=message, envelope=envelope,
                               reason='stopped by shutdown', duration_sec=self.clock() - started)
         except BaseException as exc:  # a task's failure, whatever it raised
-            if timer is not None and timer.fired and not isinstance(exc, TimeLimitExceeded):
-                exc = TimeLimitExceeded(timer.seconds)
-            return self.failed(batch, received, message, task_class, task, exc,
-                               self.clock() - started, envelope)
-        finally:
             if timer is not None:
                 timer.disarm()      # even if the alarm interrupted the timer's own exit
+                if timer.fired and not isinstance(exc, TimeLimitExceeded):
+                    exc = TimeLimitExceeded(timer.seconds)
+            return self.failed(batch, received, message, task_class, task, exc,
+                               self.clock() - started, envelope)
+        # Here the timer's exit disarmed it: nothing interrupted that.
         duration = self.clock() - started
         if result is SKIPPED:
             return Settlement(received, Outcome.SKIPPED, message=message, task=task,

@@ -52,7 +52,9 @@ class Settler:
         #: How long settling the last few batches took.
         self._recent: collections.deque[float] = collections.deque(maxlen=RECENT_BATCHES)
         self._jobs: 'queue.Queue[Optional[Batch]]' = queue.Queue(maxsize=max_pending)
-        self._done: 'queue.Queue[Batch]' = queue.Queue()
+        #: Settled batches for :meth:`completed` (appending to and popping
+        #: from a deque is thread-safe, with no lock to take).
+        self._done: collections.deque[Batch] = collections.deque()
         self._threads = [threading.Thread(target=self._run, name='kale-settler-%d' % n,
                                           daemon=True) for n in range(threads)]
         for thread in self._threads:
@@ -74,7 +76,7 @@ class Settler:
             except Exception:   # keep settling later batches whatever one did
                 logger.exception('settling a batch of queue %s failed', batch.queue.name)
             self._observe(self.clock() - started)
-            self._done.put(batch)
+            self._done.append(batch)
             return
         self._jobs.put(batch)
 
@@ -85,11 +87,10 @@ class Settler:
     def completed(self) -> list[Batch]:
         """Batches settled since the last call, oldest first."""
         batches = []
-        while True:
-            try:
-                batches.append(self._done.get_nowait())
-            except queue.Empty:
-                return batches
+        done = self._done
+        while done:
+            batches.append(done.popleft())
+        return batches
 
     def close(self) -> None:
         """Settle what is pending, then stop the thread."""
@@ -121,6 +122,6 @@ class Settler:
                 except Exception:   # keep settling later batches whatever one did
                     logger.exception('settling a batch of queue %s failed', batch.queue.name)
                 self._observe(self.clock() - started)
-                self._done.put(batch)
+                self._done.append(batch)
             finally:
                 self._jobs.task_done()
