@@ -113,6 +113,20 @@ def test_missing_queue_is_an_error_when_creation_is_off(sqs):
             tasks.AddTask.publish(None, 1, 1)
 
 
+def test_a_queue_deleted_under_a_running_publisher_is_declared_again(sqs):
+    """The request that meets the deleted queue fails with QueueNotFoundError;
+    the next one creates the queue again, and its message lands."""
+    tasks.AddTask.publish(None, 0, 0)           # declares the queue
+    sqs.receive_all('default', expected=1)
+    url = sqs.client.get_queue_url(QueueName=sqs.prefix + 'default')['QueueUrl']
+    sqs.client.delete_queue(QueueUrl=url)
+    with pytest.raises(QueueNotFoundError):
+        tasks.AddTask.publish(None, 1, 1)
+    task_id = tasks.AddTask.publish(None, 2, 2)
+    [received] = sqs.receive_all('default', expected=1)
+    assert sqs.decode(received['Body']).task_id == task_id
+
+
 def test_unreachable_endpoint_is_a_typed_error(sqs):
     import socket
     with socket.socket() as s:
