@@ -110,8 +110,7 @@ class SignStep:
         frame.text = frame.headers.get(ENCODING) == TEXT
         raw = data.encode('utf-8', 'surrogatepass')
         try:
-            # Strict: only the base64 alphabet, with correct padding.
-            frame.data = raw if frame.text else binascii.a2b_base64(raw, strict_mode=True)
+            frame.data = raw if frame.text else base64.b64decode(raw, validate=True)
         except binascii.Error as exc:
             raise DecodeError(DecodeError.CORRUPT, 'base64: %s' % exc) from exc
 

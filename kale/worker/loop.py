@@ -322,7 +322,7 @@ class Worker:
                 batch.settlements.append(settlement)
                 if batch.fifo and settlement.outcome in HOLDS_GROUP:
                     batch.held_groups.add(received.group_id)
-                if self.over_memory_limit():
+                if self.memory_limit.exceeded():
                     break
         except WorkerInterrupt:
             self._stopping = True
@@ -377,15 +377,12 @@ class Worker:
         if supervisor_gone(self._supervisor_pid):
             logger.error('%s: supervisor %d is gone; stopping', self.name, self._supervisor_pid)
             self._stopping = True
-        elif self.over_memory_limit():
+        elif self.memory_limit.exceeded():
             logger.error('%s: resident memory %.0f MB is over DIE_ON_RESIDENT_SET_SIZE_MB=%g; '
                          'exiting with code %d', self.name, resident_set_size_mb(),
                          self.memory_limit.limit_mb, EXIT_MEMORY_LIMIT)
             self.exit_code = EXIT_MEMORY_LIMIT
             self._stopping = True
-
-    def over_memory_limit(self) -> bool:
-        return self.memory_limit.exceeded()
 
     def drained(self) -> bool:
         """Nothing visible, in flight or delayed on any of this worker's queues."""
