@@ -358,3 +358,35 @@ def test_rows_of_one_write_may_lack_columns_and_keep_their_json(any_records_url)
     assert store.get('full-row')['labels'] == {'tenant': 't1'}
     got = store.get('short-row')
     assert got['labels'] is None and got['inputs'] == {'args': [1], 'kwargs': {}}
+
+
+def test_a_write_of_more_rows_than_one_statement_carries_keeps_the_newest_event(
+        any_records_url, monkeypatch):
+    """SQLite takes many rows per statement (58 events of 17 values under its
+    999-variable limit); each row is still applied in order, so an older
+    event later in the same write does not overwrite a newer one."""
+    from kale.records.hooks import EVENT_COLUMNS
+    from kale.records.store import DriverStatement
+    sizes = []
+    multirow_sql = DriverStatement.multirow_sql
+    monkeypatch.setattr(DriverStatement, 'multirow_sql',
+                        lambda self, count: sizes.append(count) or multirow_sql(self, count))
+    store = records.store(any_records_url)
+    now = time.time()
+    ids = ['many-%03d' % i for i in range(75)]
+    store.write([{'id': task_id, 'task': 't.T', 'queue': 'default', 'status': 'queued',
+                  'attempts': 0, 'published_at': now, 'updated_at': now} for task_id in ids],
+                [], [])
+    event = dict.fromkeys(EVENT_COLUMNS)
+    events = []
+    for task_id in ids:         # newer first, then the older one it must not undo
+        events.append(dict(event, id=task_id, task='t.T', queue='default', status='succeeded',
+                           attempts=1, published_at=now, finished_at=now + 2,
+                           updated_at=now + 2))
+        events.append(dict(event, id=task_id, task='t.T', queue='default', status='running',
+                           attempts=1, published_at=now, started_at=now + 1,
+                           updated_at=now + 1))
+    store.write([], events, [])
+    assert {store.get(task_id)['status'] for task_id in ids} == {'succeeded'}
+    if store.dialect == 'sqlite':
+        assert sizes == [75, 58, 58, 34]    # 7 values per publication row, 17 per event

@@ -34,6 +34,10 @@ logger = logging.getLogger(__name__)
 #: Seconds a SQLite writer waits for another process's write transaction.
 SQLITE_BUSY_TIMEOUT_MS = 10000
 
+#: Bound variables one SQLite statement may have (the limit of SQLite
+#: before 3.32; later versions allow more).
+SQLITE_MAX_VARIABLES = 999
+
 #: Columns a publisher fills in and a worker never changes.
 PUBLISHED_COLUMNS = ('task', 'queue', 'labels', 'inputs', 'published_at')
 
@@ -176,7 +180,19 @@ class RecordStore:
                 build(), keys, self.engine.dialect)
         cursor = conn.connection.cursor()
         try:
-            cursor.executemany(statement.sql, statement.parameters(rows))
+            if statement.rows_per_statement > 1:
+                # SQLite: many rows to one statement. The driver lets go of the
+                # GIL once per statement, not once per row as in an
+                # executemany, so the worker's thread is not made to hand it
+                # over for every row.
+                values = statement.parameters(rows)
+                step = statement.rows_per_statement
+                for start in range(0, len(values), step):
+                    chunk = values[start:start + step]
+                    cursor.execute(statement.multirow_sql(len(chunk)),
+                                   [value for row in chunk for value in row])
+            else:
+                cursor.executemany(statement.sql, statement.parameters(rows))
         finally:
             cursor.close()
 
@@ -301,6 +317,26 @@ class DriverStatement:
         self.processed = [(index, process) for index, process in enumerate(processors)
                           if process is not None]
         self._get = operator.itemgetter(*names) if len(names) > 1 else None
+        #: How many rows one statement may carry: several where the driver
+        #: is SQLite and the SQL has one plain ``VALUES (?, ...)`` group to
+        #: repeat (its bound variables kept under SQLite's oldest limit of 999).
+        self.rows_per_statement = 1
+        self._multirow: dict[int, str] = {}
+        head, found, tail = self.sql.partition(' VALUES (')
+        group = '(' + tail.split(')', 1)[0] + ')'
+        if dialect.name == 'sqlite' and found and self.positional \
+                and group == '(%s)' % ', '.join('?' * len(names)):
+            self.rows_per_statement = max(1, SQLITE_MAX_VARIABLES // len(names))
+            self._head, self._group, self._tail = head + ' VALUES ', group, tail[len(group) - 1:]
+
+    def multirow_sql(self, count: int) -> str:
+        """The statement for ``count`` rows, their values in one flat sequence
+        (SQLite applies the upsert row by row, in order, as executemany would)."""
+        sql = self._multirow.get(count)
+        if sql is None:
+            sql = self._multirow[count] = self._head + ', '.join([self._group] * count) \
+                + self._tail
+        return sql
 
     def parameters(self, rows: Sequence[dict[str, Any]]) -> list[Any]:
         names, processed, get = self.names, self.processed, self._get
