@@ -7,7 +7,8 @@ unreachable store never holds up a publish or a task:
 
 - ``after_publish``: the publication's tasks, ``queued``, in one statement;
 - ``on_task_started``: ``running``, before the run;
-- ``after_batch``: each settled message's outcome, in one transaction:
+- ``after_batch``: each settled message's outcome, built on the writer
+  thread and written in one transaction:
   ``succeeded`` (with the result when the task says ``store_result``),
   ``scheduled`` (a retry, with its next-attempt time and the error),
   ``failed`` (dead-lettered, with the reason and the error), ``cancelled``,
@@ -145,34 +146,36 @@ class RecordsHooks(PublishHooks, WorkerHooks):
         return row
 
     def after_batch(self, queue: 'TaskQueue', batch: 'Batch') -> None:
+        """Hand each settled message's outcome to the writer, which builds its
+        row on its own thread (rendering a result or a traceback there too)."""
         recorder = self.recorder
-        rows = []
-        for settlement in batch.settlements:
-            row = self._outcome(queue.name, settlement, recorder.max_value_chars)
-            if row is not None:
-                rows.append(row)
+        started = self._started
+        later = []
+        for s in batch.settlements:
+            started_at = started.pop(s.received.receipt_handle, None)
+            if not s.settled or not s.verified:
+                continue            # unsettled, or unverified: no task id to trust
+            status = _FINAL_STATUS[s.outcome.value]
+            if status == QUEUED and started_at is None:
+                continue            # released unstarted: its record has not changed
+            # The event's time is when its run ended, not when the batch is
+            # reported: another worker may already have run the retry copy and
+            # recorded its outcome, which must stay the newer one.
+            at = started_at + s.duration_sec if started_at is not None else time.time()
+            later.append(LaterRow(s.task_id, at, self._outcome_row,
+                                  (queue.name, s, status, started_at, at)))
         process = recorder.row
         if process is not None and batch.settlements:
             counts = process.counts
-            for settlement in batch.settlements:
-                counts[settlement.outcome.value] += 1
+            for s in batch.settlements:
+                counts[s.outcome.value] += 1
             process.dirty = True
-        if rows:
-            recorder.writer.event(rows)
+        if later:
+            recorder.writer.event(later)
 
-    def _outcome(self, queue: str, s: 'Settlement', limit: int) -> Optional[Row]:
-        """The event a settled message writes, or None (unverified, unsettled, or
-        released without having started here)."""
-        started_at = self._started.pop(s.received.receipt_handle, None)
-        if not s.settled or not s.verified:
-            return None
-        status = _FINAL_STATUS[s.outcome.value]
-        if status == QUEUED and started_at is None:
-            return None            # released unstarted: its record has not changed
-        # The event's time is when its run ended, not when the batch is
-        # reported: another worker may already have run the retry copy and
-        # recorded its outcome, which must stay the newer one.
-        now = started_at + s.duration_sec if started_at is not None else time.time()
+    def _outcome_row(self, queue: str, s: 'Settlement', status: str,
+                     started_at: Optional[float], now: float) -> Row:
+        """The row of a settled message's outcome (built on the writer thread)."""
         message = s.message
         if message is not None:
             task_id, task_name = message.task_id, message.task_name
@@ -187,7 +190,7 @@ class RecordsHooks(PublishHooks, WorkerHooks):
             row['started_at'], row['finished_at'] = started_at, now
             row['duration_sec'] = round(s.duration_sec, 6) if started_at else None
             if s.task is not None and getattr(s.task, 'store_result', False):
-                row['result'] = render_result(s.result, limit)
+                row['result'] = render_result(s.result, self.recorder.max_value_chars)
         elif status == CANCELLED:
             row['finished_at'] = now
         elif status == SCHEDULED:     # a delayed copy, or (FIFO) the message held invisible

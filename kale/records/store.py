@@ -86,8 +86,10 @@ class RecordStore:
         #: The write statements, built once: building one costs more than
         #: executing it for a few rows.
         self._statements: dict[tuple[str, tuple[str, ...]], DriverStatement] = {}
-        #: The connection the per-batch cancellation checks use, kept between them.
+        #: The connection the per-batch cancellation checks use, and its
+        #: cursor, kept between them.
         self._check_connection: Any = None
+        self._check_cursor: Any = None
         self._check_lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -145,7 +147,7 @@ class RecordStore:
 
     def _drop_check_connection(self) -> None:
         """Close the kept connection (after an error: the next check connects again)."""
-        raw, self._check_connection = self._check_connection, None
+        raw, self._check_connection, self._check_cursor = self._check_connection, None, None
         if raw is not None:
             try:
                 raw.invalidate()
@@ -267,36 +269,36 @@ class RecordStore:
         """Which of these ids are cancelled: one query for a whole batch.
 
         A worker asks before each batch, on its own path, so this one goes
-        straight to the driver, on a connection kept for it: SQLAlchemy's
+        straight to the driver, with a cursor kept for it: SQLAlchemy's
         statement machinery and a pool checkout would cost more than the query."""
         if not task_ids:
             return set()
         ids = list(task_ids)
         if self.dialect == 'sqlite':
-            sql = _CANCELLED_SQLITE % ','.join('?' * len(ids))
+            sql = _CANCELLED_SQLITE.get(len(ids))
+            if sql is None:
+                sql = _CANCELLED_SQLITE[len(ids)] = _CANCELLED_SQLITE_IN % ','.join('?' * len(ids))
             params: Sequence[Any] = [CANCELLED] + ids
         else:
             sql, params = _CANCELLED_POSTGRESQL, (CANCELLED, ids)
         self.migrate()
         with self._check_lock:
             try:
-                raw = self._check_connection
-                if raw is None:
-                    raw = self._check_connection = self._autocommit_connection()
-                cursor = raw.cursor()
-                try:
-                    cursor.execute(sql, params)
-                    found = {row[0] for row in cursor.fetchall()}
-                finally:
-                    cursor.close()
+                cursor = self._check_cursor
+                if cursor is None:
+                    self._check_connection = self._autocommit_connection()
+                    cursor = self._check_cursor = self._check_connection.cursor()
+                cursor.execute(sql, params)
+                return {row[0] for row in cursor.fetchall()}
             except (SQLAlchemyError,) + raw_errors() as exc:
                 self._drop_check_connection()
                 raise RecordsUnavailableError('records store %s: %s' % (
                     safe_url(self.url), str(exc).splitlines()[0] if str(exc) else exc)) from exc
-        return found
 
 
-_CANCELLED_SQLITE = 'SELECT id FROM %s WHERE status = ? AND id IN (%%s)' % tasks.name
+_CANCELLED_SQLITE_IN = 'SELECT id FROM %s WHERE status = ? AND id IN (%%s)' % tasks.name
+#: The SQLite check's statement by the number of ids it asks about.
+_CANCELLED_SQLITE: dict[int, str] = {}
 _CANCELLED_POSTGRESQL = 'SELECT id FROM %s WHERE status = %%s AND id = ANY(%%s)' % tasks.name
 
 

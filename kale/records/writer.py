@@ -94,8 +94,9 @@ class RecordWriter:
         """Rows of one publish or publish_batch."""
         self._put(self._published, rows)
 
-    def event(self, rows: list[Row]) -> None:
-        """Rows of task transitions (a batch's outcomes, a task started)."""
+    def event(self, rows: Sequence[Union[Row, LaterRow]]) -> None:
+        """Task transitions (a batch's outcomes): rows, or rows to build on
+        the thread if still the task's newest event when it writes."""
         self._put(self._events, rows)
 
     def event_soon(self, later: LaterRow) -> None:
@@ -128,7 +129,7 @@ class RecordWriter:
             if held > self.max_rows:
                 self._drop(held - self.max_rows)
 
-    def _put(self, target: collections.deque[Any], rows: list[Row]) -> None:
+    def _put(self, target: collections.deque[Any], rows: Sequence[Any]) -> None:
         with self._lock:
             target.extend(rows)
             self._put_count += len(rows)

@@ -289,15 +289,16 @@ class Worker:
         cancelled; each is settled as cancelled (deleted, never run)."""
         if not batch.opened or not self.hooks.overridden(WorkerHooks.cancelled_tasks):
             return
-        ids = {received.message_id: opened.task_id for received in batch.messages
-               if (opened := batch.opened.get(received.message_id)) is not None}
+        opened_by_id = batch.opened
         cancelled: set[str] = set()
         for answer in self.hooks.collect(WorkerHooks.cancelled_tasks, batch.queue,
-                                         list(ids.values())):
+                                         [opened.task_id for opened in opened_by_id.values()]):
             cancelled.update(answer or ())
+        if not cancelled:
+            return
         for received in batch.messages:
-            if ids.get(received.message_id) in cancelled:
-                opened = batch.opened[received.message_id]
+            opened = opened_by_id.get(received.message_id)
+            if opened is not None and opened.task_id in cancelled:
                 batch.settlements.append(Settlement(
                     received, Outcome.CANCELLED, message=opened.message, reason='cancelled',
                     envelope=opened.envelope))
