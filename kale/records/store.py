@@ -187,10 +187,11 @@ class RecordStore:
                 # GIL once per statement, not once per row as in an
                 # executemany, so the worker's thread is not made to hand it
                 # over for every row.
-                values = statement.parameters(rows)
+                # Each chunk's values are made just before it runs: the GIL
+                # is held for one chunk's work at a time.
                 step = statement.rows_per_statement
-                for start in range(0, len(values), step):
-                    chunk = values[start:start + step]
+                for start in range(0, len(rows), step):
+                    chunk = statement.parameters(rows[start:start + step])
                     cursor.execute(statement.multirow_sql(len(chunk)),
                                    [value for row in chunk for value in row])
             else:
