@@ -71,9 +71,9 @@ class SignalTimeout(BaseTimeout):
     :meth:`after_batch`. A run whose deadline is no earlier than the alarm
     already on its way makes no system call: when that alarm comes before the
     run's deadline, the handler sets the timer for the deadline and returns.
-    So a batch of short runs costs one ``setitimer`` for its first run. Used
-    alone, each run installs, arms, stops and removes it. Whatever SIGALRM handler and
-    real-time timer were there before (a test runner's guard, an
+    So a batch of short runs costs one ``setitimer``, for its first run. Used
+    alone, each run installs, arms, stops and removes it. Whatever SIGALRM
+    handler and real-time timer were there before (a test runner's guard, an
     application's alarm) are put back afterwards, the timer with the time it
     had left.
     """
