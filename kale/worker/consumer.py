@@ -248,14 +248,15 @@ class Consumer:
             return
         for settlement in settlements:
             settlement.settled = settlement.received.receipt_handle not in failed
-            if settlement.settled:
+            envelope = settlement.envelope
+            if settlement.settled and envelope is not None and envelope.offloaded:
                 self._discard_payload(batch, settlement)
 
     def _discard_payload(self, batch: Batch, settlement: Settlement) -> None:
-        """Delete the S3 object of a deleted message whose task is done."""
+        """Delete the S3 object of a deleted message (its payload offloaded)
+        whose task is done."""
         envelope = settlement.envelope
-        if envelope is None or not envelope.offloaded:
-            return
+        assert envelope is not None
         dropped = settlement.outcome is Outcome.DEAD_LETTER \
             and self.broker.dead_letter_name(batch.queue) is None
         if settlement.outcome not in DELETED_UNCOPIED and not dropped:
