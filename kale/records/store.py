@@ -183,12 +183,10 @@ class RecordStore:
         cursor = conn.connection.cursor()
         try:
             if statement.rows_per_statement > 1:
-                # SQLite: many rows to one statement. The driver lets go of the
-                # GIL once per statement, not once per row as in an
-                # executemany, so the worker's thread is not made to hand it
-                # over for every row.
-                # Each chunk's values are made just before it runs: the GIL
-                # is held for one chunk's work at a time.
+                # SQLite: many rows to one statement, each chunk's values made
+                # just before it runs. The driver lets go of the GIL once per
+                # statement, not once per row as in an executemany, so the
+                # worker's thread is not made to hand it over for every row.
                 step = statement.rows_per_statement
                 for start in range(0, len(rows), step):
                     chunk = statement.parameters(rows[start:start + step])
