@@ -17,7 +17,7 @@ import time
 from typing import Any, Iterator, Optional, Sequence
 
 from kale.exceptions import ImproperlyConfigured, RecordsUnavailableError
-from kale.records import schema
+from kale.records import cancels, schema
 from kale.records.schema import CANCELLED, FAILED, FINAL, PENDING, SUCCEEDED, tasks, workers
 
 try:
@@ -79,6 +79,12 @@ class RecordStore:
         except (SQLAlchemyError, ImportError, ValueError) as exc:
             raise ImproperlyConfigured('RECORDS_URL %r cannot be used: %s'
                                        % (safe_url(url), exc)) from exc
+        #: SQLite in a file: cancellations signal the workers through a file
+        #: beside it, and a worker queries only for batches that may hold one
+        #: (see :mod:`kale.records.cancels`).
+        self.cancel_signal = cancels.signal_path(target)
+        self._cancelled_ids = cancels.CancelledIds(self.cancel_signal) \
+            if self.cancel_signal else None
         self.dialect = self.engine.dialect.name
         self._insert = postgresql.insert if self.dialect == 'postgresql' else sqlite.insert
         self._migrated = False
@@ -135,6 +141,8 @@ class RecordStore:
     def dispose(self) -> None:
         with self._check_lock:
             self._drop_check_connection()
+            if self._cancelled_ids is not None:
+                self._cancelled_ids.close()
         self.engine.dispose()
 
     def _autocommit_connection(self) -> Any:
@@ -189,9 +197,9 @@ class RecordStore:
                 # worker's thread is not made to hand it over for every row.
                 step = statement.rows_per_statement
                 for start in range(0, len(rows), step):
-                    chunk = statement.parameters(rows[start:start + step])
+                    chunk = rows[start:start + step]
                     cursor.execute(statement.multirow_sql(len(chunk)),
-                                   [value for row in chunk for value in row])
+                                   statement.flat_parameters(chunk))
             else:
                 cursor.executemany(statement.sql, statement.parameters(rows))
         finally:
@@ -229,13 +237,29 @@ class RecordStore:
 
     def cancel(self, task_id: str, now: Optional[float] = None) -> bool:
         """Mark a task that has not started as cancelled; False when it is
-        running or finished (or unknown)."""
+        running or finished (or unknown). On SQLite the workers are told
+        through the signal file, before (a cancellation that cannot tell
+        them is not made) and after."""
         now = time.time() if now is None else now
+        self._signal_cancel()
         with self.begin(write=True) as conn:
-            done = conn.execute(tasks.update().where(
+            done = bool(conn.execute(tasks.update().where(
                 tasks.c.id == task_id, tasks.c.status.in_(('queued', 'scheduled'))).values(
-                status=CANCELLED, finished_at=now, next_attempt_at=None, updated_at=now))
-            return bool(done.rowcount)
+                status=CANCELLED, finished_at=now, next_attempt_at=None,
+                updated_at=now)).rowcount)
+        if done:
+            self._signal_cancel()
+        return done
+
+    def _signal_cancel(self) -> None:
+        if self.cancel_signal is None:
+            return
+        try:
+            cancels.send(self.cancel_signal)
+        except OSError as exc:
+            raise RecordsUnavailableError('records store %s: cannot write the cancellation '
+                                          'signal %s: %s' % (safe_url(self.url),
+                                                             self.cancel_signal, exc)) from exc
 
     def purge_expired(self, succeeded_ttl: Optional[float], failed_ttl: Optional[float],
                       now: Optional[float] = None) -> int:
@@ -265,39 +289,56 @@ class RecordStore:
             return dict(row) if row is not None else None
 
     def cancelled_among(self, task_ids: Sequence[str]) -> set[str]:
-        """Which of these ids are cancelled: one query for a whole batch.
+        """Which of these ids are cancelled: at most one query for a whole
+        batch, and on a SQLite file none unless one of them may be (see
+        :mod:`kale.records.cancels`).
 
-        A worker asks before each batch, on its own path, so this one goes
+        A worker asks before each batch, on its own path, so this goes
         straight to the driver, with a cursor kept for it: SQLAlchemy's
         statement machinery and a pool checkout would cost more than the query."""
         if not task_ids:
             return set()
-        ids = list(task_ids)
-        if self.dialect == 'sqlite':
-            sql = _CANCELLED_SQLITE.get(len(ids))
-            if sql is None:
-                sql = _CANCELLED_SQLITE[len(ids)] = _CANCELLED_SQLITE_IN % ','.join('?' * len(ids))
-            params: Sequence[Any] = [CANCELLED] + ids
-        else:
-            sql, params = _CANCELLED_POSTGRESQL, (CANCELLED, ids)
         self.migrate()
         with self._check_lock:
-            try:
-                cursor = self._check_cursor
-                if cursor is None:
-                    self._check_connection = self._autocommit_connection()
-                    cursor = self._check_cursor = self._check_connection.cursor()
-                cursor.execute(sql, params)
-                return {row[0] for row in cursor.fetchall()}
-            except (SQLAlchemyError,) + raw_errors() as exc:
-                self._drop_check_connection()
-                raise RecordsUnavailableError('records store %s: %s' % (
-                    safe_url(self.url), str(exc).splitlines()[0] if str(exc) else exc)) from exc
+            if self._cancelled_ids is not None:
+                task_ids = self._cancelled_ids.candidates(task_ids, self._all_cancelled)
+                if not task_ids:
+                    return set()
+            ids = list(task_ids)
+            if self.dialect == 'sqlite':
+                sql = _CANCELLED_SQLITE.get(len(ids))
+                if sql is None:
+                    sql = _CANCELLED_SQLITE[len(ids)] = _CANCELLED_SQLITE_IN \
+                        % ','.join('?' * len(ids))
+                params: Sequence[Any] = [CANCELLED] + ids
+            else:
+                sql, params = _CANCELLED_POSTGRESQL, (CANCELLED, ids)
+            return {row[0] for row in self._check(sql, params)}
+
+    def _all_cancelled(self, limit: int) -> list[str]:
+        """Up to ``limit`` ids of cancelled tasks (under the check lock)."""
+        return [row[0] for row in self._check(_ALL_CANCELLED_SQLITE, (CANCELLED, limit))]
+
+    def _check(self, sql: str, params: Any) -> list[Any]:
+        """Run a cancellation check's query on the kept connection (under the
+        check lock)."""
+        try:
+            cursor = self._check_cursor
+            if cursor is None:
+                self._check_connection = self._autocommit_connection()
+                cursor = self._check_cursor = self._check_connection.cursor()
+            cursor.execute(sql, params)
+            return list(cursor.fetchall())
+        except (SQLAlchemyError,) + raw_errors() as exc:
+            self._drop_check_connection()
+            raise RecordsUnavailableError('records store %s: %s' % (
+                safe_url(self.url), str(exc).splitlines()[0] if str(exc) else exc)) from exc
 
 
 _CANCELLED_SQLITE_IN = 'SELECT id FROM %s WHERE status = ? AND id IN (%%s)' % tasks.name
 #: The SQLite check's statement by the number of ids it asks about.
 _CANCELLED_SQLITE: dict[int, str] = {}
+_ALL_CANCELLED_SQLITE = 'SELECT id FROM %s WHERE status = ? LIMIT ?' % tasks.name
 _CANCELLED_POSTGRESQL = 'SELECT id FROM %s WHERE status = %%s AND id = ANY(%%s)' % tasks.name
 
 
@@ -317,6 +358,11 @@ class DriverStatement:
         #: Where a value needs its bind processor (JSON to text): few columns do.
         self.processed = [(index, process) for index, process in enumerate(processors)
                           if process is not None]
+        #: The same, for the columns whose processor may turn None into
+        #: something else (a JSON column that stores None as 'null'): the
+        #: others' None values are passed as they are.
+        self._processed_none = [(index, process) for index, process in self.processed
+                                if process(None) is not None]
         self._get = operator.itemgetter(*names) if len(names) > 1 else None
         #: How many rows one statement may carry: several where the driver
         #: is SQLite and the SQL has one plain ``VALUES (?, ...)`` group to
@@ -338,6 +384,26 @@ class DriverStatement:
             sql = self._multirow[count] = self._head + ', '.join([self._group] * count) \
                 + self._tail
         return sql
+
+    def flat_parameters(self, rows: Sequence[dict[str, Any]]) -> list[Any]:
+        """The positional values of ``rows`` in one flat list, row after row
+        (for :meth:`multirow_sql`)."""
+        names, get, width = self.names, self._get, len(self.names)
+        flat: list[Any] = []
+        for row in rows:
+            try:        # every key present (the usual row): one C call, in order
+                flat.extend(get(row) if get is not None else (row[names[0]],))
+            except KeyError:
+                flat.extend([row.get(name) for name in names])
+        for index, process in self.processed:
+            for at in range(index, len(flat), width):
+                if flat[at] is not None:
+                    flat[at] = process(flat[at])
+        for index, process in self._processed_none:
+            for at in range(index, len(flat), width):
+                if flat[at] is None:
+                    flat[at] = process(None)
+        return flat
 
     def parameters(self, rows: Sequence[dict[str, Any]]) -> list[Any]:
         names, processed, get = self.names, self.processed, self._get

@@ -1,0 +1,138 @@
+"""Which of a batch's tasks are cancelled, without a query per batch on SQLite.
+
+A worker asks before every batch. On PostgreSQL that is one query per batch.
+A SQLite store is one file on one machine, so every process that can cancel
+one of its tasks runs there, and a cancellation also writes a new random
+stamp into a small signal file beside the database
+(``<database>-kale-cancels``, 8 bytes). Each worker maps that file into
+memory and keeps the ids of the store's cancelled tasks, loaded again only
+when the stamp changed: comparing 8 bytes costs no system call, so the
+worker's thread does not even let go of the interpreter lock for it. A batch
+with none of those ids needs no query, which is nearly every batch; one with
+some asks the store about those alone, since a cancelled id may have been
+published again since. The ids kept are a superset of the cancelled ones,
+never fewer:
+
+- a cancellation writes its stamp before it writes the record (one that
+  cannot signal changes nothing) and again once that is committed, so a
+  worker that loaded the ids in between loads them again;
+- a worker reads the stamp before it loads the ids, so a cancellation that
+  lands during the load is seen at the next batch;
+- a store with more than :data:`MAX_KEPT` cancelled records, or a signal
+  file that cannot be opened, is asked about every batch, as PostgreSQL is.
+
+The file only ever holds its 8 bytes: like SQLite's own ``-shm`` file, it
+must not be truncated while workers run.
+"""
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import time
+from typing import Any, Callable, Optional, Sequence
+
+logger = logging.getLogger(__name__)
+
+#: The signal file is the database's path with this suffix.
+SIGNAL_SUFFIX = '-kale-cancels'
+
+#: More cancelled records than this and a worker keeps none: it asks the
+#: store about every batch.
+MAX_KEPT = 50000
+
+#: The stamp's size in bytes (the whole file).
+STAMP_BYTES = 8
+
+#: Seconds between two attempts at opening a signal file that failed.
+REOPEN_SEC = 30.0
+
+#: A stamp no file has: the first check always loads.
+_NEVER = object()
+
+
+def signal_path(url: Any) -> Optional[str]:
+    """The signal file of a SQLite store kept in a file (a
+    ``sqlalchemy.URL``); None for any other store (in memory, a ``file:``
+    URI, another database)."""
+    if url.get_backend_name() != 'sqlite':
+        return None
+    database = url.database
+    if not database or database == ':memory:' or database.startswith('file:') \
+            or 'uri' in url.query:
+        return None
+    return database + SIGNAL_SUFFIX
+
+
+def send(path: str) -> None:
+    """Tell the workers on this machine that a cancellation happened: a new
+    random stamp (OSError when the file cannot be written)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        os.pwrite(fd, os.urandom(STAMP_BYTES), 0)
+    finally:
+        os.close(fd)
+
+
+def open_stamp(path: str) -> mmap.mmap:
+    """The signal file mapped for reading, made (with a zero stamp) when
+    missing; OSError when it can be neither opened nor made."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except PermissionError:
+        fd = os.open(path, os.O_RDONLY)     # made by another user: reading is enough
+    try:
+        if os.fstat(fd).st_size < STAMP_BYTES:
+            os.ftruncate(fd, STAMP_BYTES)   # grows with zeros; a stamp already there stays
+        return mmap.mmap(fd, STAMP_BYTES, access=mmap.ACCESS_READ)
+    finally:
+        os.close(fd)
+
+
+class CancelledIds:
+    """A worker's copy of the store's cancelled task ids, kept while the
+    signal file's stamp does not change."""
+
+    def __init__(self, path: str, max_kept: Optional[int] = None):
+        self.path = path
+        self.max_kept = MAX_KEPT if max_kept is None else max_kept
+        self._stamp: Optional[mmap.mmap] = None
+        self._retry_at = 0.0
+        self._seen: Any = _NEVER
+        #: The ids, or None when there were too many to keep.
+        self._known: Optional[frozenset[str]] = None
+        #: How often the ids were loaded (for tests and debugging).
+        self.loads = 0
+
+    def candidates(self, task_ids: Sequence[str],
+                   load: Callable[[int], list[str]]) -> Sequence[str]:
+        """The ids among ``task_ids`` that may be cancelled: the ones kept,
+        loaded again with ``load(limit)`` first when the stamp changed; all of
+        them when the kept ids cannot be trusted."""
+        stamp = self._stamp
+        if stamp is None:
+            if time.monotonic() < self._retry_at:
+                return task_ids
+            try:
+                stamp = self._stamp = open_stamp(self.path)
+            except OSError as exc:
+                self._retry_at = time.monotonic() + REOPEN_SEC
+                logger.warning('records: cannot open the cancellation signal %s, asking the '
+                               'store about every batch: %s', self.path, exc)
+                return task_ids
+        seen = stamp[:STAMP_BYTES]
+        if seen != self._seen:
+            ids = load(self.max_kept + 1)
+            self._known = frozenset(ids) if len(ids) <= self.max_kept else None
+            self._seen = seen
+            self.loads += 1
+        known = self._known
+        if known is None:
+            return task_ids
+        return [task_id for task_id in task_ids if task_id in known]
+
+    def close(self) -> None:
+        if self._stamp is not None:
+            self._stamp.close()
+            self._stamp = None
+        self._seen = _NEVER
