@@ -88,44 +88,56 @@ def _later(task_id, at, built):
     return LaterRow(task_id, at, build, (task_id, at))
 
 
-def test_an_event_handed_over_soon_is_built_only_if_still_the_newest():
-    """A task that started and finished before the writer got to it costs one
-    row: its 'running' event is never built."""
+def test_the_running_task_is_written_once_by_a_flush():
     store = FlakyStore()
-    store.down.set()                           # everything waits in the buffer
     writer = RecordWriter(store.write)
     built = []
-    writer.event_soon(_later('a', 1.0, built))
-    writer.event_soon(_later('b', 1.0, built))
-    writer.event([{'id': 'a', 'status': 'succeeded', 'updated_at': 2.0}])
-    store.down.clear()
-    assert writer.flush(10)
-    assert built == ['b']
-    assert sorted((r['id'], r['status']) for r in store.events) == [
-        ('a', 'succeeded'), ('b', 'running')]
+    writer.running(_later('a', 1.0, built))
+    assert writer.flush(5) and writer.flush(5)
+    assert built == ['a'] and [(r['id'], r['status']) for r in store.events] == [('a', 'running')]
     writer.close()
 
 
-def test_an_event_handed_over_soon_wakes_an_idle_writer(monkeypatch):
+def test_a_task_that_ran_between_two_rounds_costs_only_its_outcome():
+    """Its 'running' event is never built: the outcome says all."""
+    store = FlakyStore()
+    writer = RecordWriter(store.write, gather_sec=30.0)
+    wait_for(lambda: writer._idle, 5)
+    writer.event([{'id': 'x', 'status': 'succeeded', 'updated_at': 1.0}])
+    wait_for(lambda: not writer._idle, 5)        # gathering: takes nothing until it ends
+    built = []
+    writer.running(_later('a', 1.0, built))
+    writer.running(None)
+    writer.event([{'id': 'a', 'status': 'succeeded', 'updated_at': 2.0}])
+    assert writer.flush(10)
+    assert built == [] and store.transactions == 1
+    assert sorted((r['id'], r['status']) for r in store.events) == [
+        ('a', 'succeeded'), ('x', 'succeeded')]
+    writer.close()
+
+
+def test_a_running_task_wakes_an_idle_writer(monkeypatch):
     monkeypatch.setattr(writer_module, 'IDLE_WAKE_SEC', 60.0)
     store = FlakyStore()
     writer = RecordWriter(store.write)
     wait_for(lambda: writer._idle, 5)
-    writer.event_soon(_later('a', 1.0, []))
+    writer.running(_later('a', 1.0, []))
     wait_for(lambda: store.events, 10)         # not the 60 s idle pause
+    assert [(r['id'], r['status']) for r in store.events] == [('a', 'running')]
     writer.close()
 
 
-def test_events_handed_over_soon_are_bounded_like_the_others():
+def test_an_older_running_event_never_hides_the_outcome():
+    """The outcome handed over before the writer takes the running event
+    (a task reported while the next one starts) stays the newest."""
     store = FlakyStore()
     store.down.set()
-    writer = RecordWriter(store.write, max_rows=10)
+    writer = RecordWriter(store.write)
     built = []
-    for n in range(25):
-        writer.event_soon(_later(str(n), 1.0, built))
-    assert writer.flush(0.3) is False
-    assert writer.dropped == 15 and writer.pending == 10
+    writer.event([{'id': 'a', 'status': 'succeeded', 'updated_at': 2.0}])
+    writer.running(_later('a', 1.0, built))
     store.down.clear()
     assert writer.flush(10)
-    assert sorted(int(r['id']) for r in store.events) == list(range(15, 25))
+    assert built == [] and [(r['id'], r['status']) for r in store.events] == [
+        ('a', 'succeeded')]
     writer.close()

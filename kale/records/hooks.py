@@ -6,7 +6,9 @@ only builds rows and hands them to the process's writer thread, so a slow or
 unreachable store never holds up a publish or a task:
 
 - ``after_publish``: the publication's tasks, ``queued``, in one statement;
-- ``on_task_started``: ``running``, before the run;
+- ``on_task_started``: names the running task to the writer, which writes
+  its ``running`` event if it still runs at the writer's next round (a
+  short task's outcome says all);
 - ``after_batch``: each settled message's outcome, built on the writer
   thread and written in one transaction:
   ``succeeded`` (with the result when the task says ``store_result``),
@@ -127,14 +129,16 @@ class RecordsHooks(PublishHooks, WorkerHooks):
         if recorder.row is not None:
             recorder.row.current = (message.task_id, message.task_name)
             recorder.row.dirty = True
-        # Built on the writer thread, and only if the task has not finished by
-        # the time it writes: most tasks end before, and their outcome says all.
-        recorder.writer.event_soon(LaterRow(message.task_id, now, self._running_row, (
+        # Built on the writer thread, and only if the task still runs when it
+        # gets there: most tasks end before, and their outcome says all.
+        recorder.writer.running(LaterRow(message.task_id, now, self._running_row, (
             message.task_id, message.task_name, queue.name,
             message.issued_at or message.enqueued_at, message.retry_num + 1, now)))
 
     def on_task_finished(self, settlement: 'Settlement') -> None:
-        row = self.recorder.row
+        recorder = self.recorder
+        recorder.writer.running(None)
+        row = recorder.row
         if row is not None:
             row.current = None
             row.dirty = True
@@ -162,8 +166,20 @@ class RecordsHooks(PublishHooks, WorkerHooks):
             # reported: another worker may already have run the retry copy and
             # recorded its outcome, which must stay the newer one.
             at = started_at + s.duration_sec if started_at is not None else time.time()
-            later.append(LaterRow(s.task_id, at, self._outcome_row,
-                                  (queue.name, s, status, started_at, at)))
+            message = s.message
+            if status == SUCCEEDED and message is not None \
+                    and (s.task is None or not s.task.store_result):
+                # The usual outcome is handed over as values alone: holding the
+                # settlement (its message, body and task) until the writer's
+                # round would keep all of it alive for the garbage collector
+                # to walk again and again.
+                later.append(LaterRow(message.task_id, at, self._succeeded_row, (
+                    queue.name, message.task_id, message.task_name, message.retry_num + 1,
+                    message.issued_at or message.enqueued_at, started_at, at,
+                    s.duration_sec)))
+            else:
+                later.append(LaterRow(s.task_id, at, self._outcome_row,
+                                      (queue.name, s, status, started_at, at)))
         process = recorder.row
         if process is not None and batch.settlements:
             counts = process.counts
@@ -185,13 +201,14 @@ class RecordsHooks(PublishHooks, WorkerHooks):
             issued = s.envelope.issued_at if s.envelope is not None else now
         if status == CANCELLED:
             attempts -= 1
-        row = self._event(task_id, task_name, queue, issued, attempts, status, now)
         if status == SUCCEEDED:
-            row['started_at'], row['finished_at'] = started_at, now
-            row['duration_sec'] = round(s.duration_sec, 6) if started_at else None
+            row = self._succeeded_row(queue, task_id, task_name, attempts, issued, started_at,
+                                      now, s.duration_sec)
             if s.task is not None and getattr(s.task, 'store_result', False):
                 row['result'] = render_result(s.result, self.recorder.max_value_chars)
-        elif status == CANCELLED:
+            return row
+        row = self._event(task_id, task_name, queue, issued, attempts, status, now)
+        if status == CANCELLED:
             row['finished_at'] = now
         elif status == SCHEDULED:     # a delayed copy, or (FIFO) the message held invisible
             row['started_at'] = started_at
@@ -203,6 +220,15 @@ class RecordsHooks(PublishHooks, WorkerHooks):
             row['duration_sec'] = round(s.duration_sec, 6) if started_at else None
             row['dead_letter_reason'] = s.reason[:512] or None
             row.update(error_fields(s.exception, s.reason))
+        return row
+
+    def _succeeded_row(self, queue: str, task_id: str, task_name: str, attempts: int,
+                       issued: float, started_at: Optional[float], now: float,
+                       duration_sec: float) -> Row:
+        """The row of a task that succeeded (built on the writer thread)."""
+        row = self._event(task_id, task_name, queue, issued, attempts, SUCCEEDED, now)
+        row['started_at'], row['finished_at'] = started_at, now
+        row['duration_sec'] = round(duration_sec, 6) if started_at else None
         return row
 
     def _event(self, task_id: str, task_name: str, queue: str, published_at: float,

@@ -1,13 +1,15 @@
 """The writer: one thread per process that writes records, off the task's path.
 
 Publishers and workers hand it rows (:meth:`RecordWriter.publish`,
-:meth:`RecordWriter.event`), or an event to build later
-(:meth:`RecordWriter.event_soon`, what a worker does before every run); it
-lets them gather for up to :data:`GATHER_SEC` (a flush, or
-:data:`GATHER_ROWS` rows, cuts that short) and writes them in one
-transaction, keeping only the newest event of each task: a task that started
-and finished meanwhile is one row written (and built), not two, and a busy
-worker's batches share a transaction. When the store is slow or down nothing
+:meth:`RecordWriter.event`), or events to build later; it lets them gather
+for up to :data:`GATHER_SEC` (a flush, or :data:`GATHER_ROWS` rows, cuts
+that short) and writes them in one transaction, keeping only the newest
+event of each task, and a busy worker's batches share a transaction. A
+worker also names the task it is running (:meth:`RecordWriter.running`):
+the thread writes that task's ``running`` event once, at its next round, if
+the task is still running then. A short task, which started and finished
+between two rounds, costs one row (its outcome), and nothing is handed over
+for it before it runs. When the store is slow or down nothing
 waits for it:
 rows stay buffered, up to ``RECORDS_BUFFER_SIZE``, and are written when it
 answers again, with pauses that double up to :data:`MAX_BACKOFF_SEC`. Past
@@ -65,9 +67,11 @@ class RecordWriter:
         self.periodic = periodic
         self._published: collections.deque[Row] = collections.deque()
         self._events: collections.deque[Union[Row, LaterRow]] = collections.deque()
-        #: Events handed over by :meth:`event_soon`, without the lock; moved
-        #: into ``_events`` (and counted) by the thread and by flush.
-        self._soon: collections.deque[LaterRow] = collections.deque()
+        #: The running task's event (see :meth:`running`), set without the
+        #: lock; taken into ``_events`` (and counted) once, by the thread or
+        #: by flush.
+        self._current: Optional[LaterRow] = None
+        self._current_taken: Optional[LaterRow] = None
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._written = threading.Condition(self._lock)
@@ -99,35 +103,30 @@ class RecordWriter:
         the thread if still the task's newest event when it writes."""
         self._put(self._events, rows)
 
-    def event_soon(self, later: LaterRow) -> None:
-        """One task transition whose row the thread builds, if it is still the
-        task's newest when the thread gets to it (a task that starts and
-        finishes between two writes costs one row). Takes no lock, so it is
-        cheap enough to call before every run; beyond ``max_rows`` waiting,
-        it falls back to :meth:`event`, which bounds and counts."""
-        if len(self._soon) >= self.max_rows:
-            with self._lock:
-                self._take_soon()           # in order, before the newer one
-            self.event([later.build(*later.args)])
-            return
-        self._soon.append(later)
-        if self._idle:
+    def running(self, later: Optional[LaterRow]) -> None:
+        """The event of the task this process runs now (None: none runs). It
+        is written at the thread's next round, or by a flush, if the task is
+        still the one running then, and only once. Takes no lock, so it is
+        cheap enough to call around every run."""
+        self._current = later
+        if later is not None and self._idle:
             with self._lock:
                 self._wake.notify()
 
-    def _take_soon(self) -> None:
-        """(Under the lock.) Move the events handed over by event_soon into
-        the buffer, counted as handed over."""
-        soon = self._soon
-        taken = 0
-        while soon:
-            self._events.append(soon.popleft())
-            taken += 1
-        if taken:
-            self._put_count += taken
+    def _take_current(self) -> None:
+        """(Under the lock.) Hand over the running task's event, once."""
+        current = self._current
+        if current is not None and current is not self._current_taken:
+            self._current_taken = current
+            self._events.append(current)
+            self._put_count += 1
             held = len(self._published) + len(self._events)
             if held > self.max_rows:
                 self._drop(held - self.max_rows)
+
+    def _current_waits(self) -> bool:
+        current = self._current
+        return current is not None and current is not self._current_taken
 
     def _put(self, target: collections.deque[Any], rows: Sequence[Any]) -> None:
         with self._lock:
@@ -158,7 +157,7 @@ class RecordWriter:
     @property
     def pending(self) -> int:
         with self._lock:
-            return len(self._published) + len(self._events) + len(self._soon)
+            return len(self._published) + len(self._events)
 
     def flush(self, timeout: float = 5.0, periodic: bool = False) -> bool:
         """Wait until every row handed over so far is written (or dropped),
@@ -166,7 +165,7 @@ class RecordWriter:
         written too; False when ``timeout`` passed first."""
         deadline = time.monotonic() + timeout
         with self._lock:
-            self._take_soon()
+            self._take_current()
             target = self._put_count
             cycle = self._cycles + (2 if periodic else 0)
             self._flushing += 1
@@ -199,14 +198,15 @@ class RecordWriter:
         backoff = Backoff(initial=0.1, maximum=MAX_BACKOFF_SEC)
         while True:
             with self._lock:
-                # Idle is set before looking: an event_soon after the look
+                # Idle is set before looking: a running() after the look
                 # sees it and wakes the thread.
                 self._idle = True
-                if not (self._published or self._events or self._soon or self._stopping):
+                if not (self._published or self._events or self._stopping
+                        or self._current_waits()):
                     self._wake.wait(IDLE_WAKE_SEC)
                 self._idle = False
                 self._gather()
-                self._take_soon()
+                self._take_current()
                 if self._stopping:
                     return
                 published, handed = list(self._published), list(self._events)
@@ -234,11 +234,10 @@ class RecordWriter:
         one transaction carries many; a flush, a stop or GATHER_ROWS rows cut
         it short."""
         deadline = time.monotonic() + self.gather_sec
-        while (self._published or self._events or self._soon) \
+        while (self._published or self._events) \
                 and not (self._stopping or self._flushing):
             left = deadline - time.monotonic()
-            if left <= 0 or len(self._published) + len(self._events) + len(self._soon) \
-                    >= GATHER_ROWS:
+            if left <= 0 or len(self._published) + len(self._events) >= GATHER_ROWS:
                 return
             self._wake.wait(left)
 
