@@ -135,6 +135,14 @@ _WHOLE = (int,)
 _NUMBER = (int, float)
 
 
+_identity: tuple[int, str] = (0, '')
+
+
 def publisher_identity() -> str:
-    """Who published: host name and process id."""
-    return '%s[%d]' % (socket.gethostname(), os.getpid())
+    """Who published: host name and process id (the host name asked once per
+    process, not once per message)."""
+    global _identity
+    pid = os.getpid()
+    if _identity[0] != pid:
+        _identity = (pid, '%s[%d]' % (socket.gethostname(), pid))
+    return _identity[1]

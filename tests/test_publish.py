@@ -237,3 +237,19 @@ def test_a_weak_or_development_key_is_refused_for_remote_queues_before_any_reque
     with settings.override(MESSAGE_SIGNING_OLD_KEYS=['kale-development-key-not-for-production']):
         with pytest.raises(ImproperlyConfigured, match='MESSAGE_SIGNING_OLD_KEYS is a development'):
             Broker(Remote(), get_queue_config())
+
+
+def test_the_publisher_identity_names_this_process_also_after_a_fork():
+    import socket
+
+    from kale.message import publisher_identity
+    assert publisher_identity() == '%s[%d]' % (socket.gethostname(), os.getpid())
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:                        # the child says who it is, then leaves
+        os.write(write, publisher_identity().encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    with os.fdopen(read, 'rb') as f:
+        assert f.read().decode() == '%s[%d]' % (socket.gethostname(), pid)
