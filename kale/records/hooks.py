@@ -201,14 +201,13 @@ class RecordsHooks(PublishHooks, WorkerHooks):
             issued = s.envelope.issued_at if s.envelope is not None else now
         if status == CANCELLED:
             attempts -= 1
+        row = self._event(task_id, task_name, queue, issued, attempts, status, now)
         if status == SUCCEEDED:
-            row = self._succeeded_row(queue, task_id, task_name, attempts, issued, started_at,
-                                      now, s.duration_sec)
+            row['started_at'], row['finished_at'] = started_at, now
+            row['duration_sec'] = round(s.duration_sec, 6) if started_at else None
             if s.task is not None and getattr(s.task, 'store_result', False):
                 row['result'] = render_result(s.result, self.recorder.max_value_chars)
-            return row
-        row = self._event(task_id, task_name, queue, issued, attempts, status, now)
-        if status == CANCELLED:
+        elif status == CANCELLED:
             row['finished_at'] = now
         elif status == SCHEDULED:     # a delayed copy, or (FIFO) the message held invisible
             row['started_at'] = started_at
@@ -225,11 +224,14 @@ class RecordsHooks(PublishHooks, WorkerHooks):
     def _succeeded_row(self, queue: str, task_id: str, task_name: str, attempts: int,
                        issued: float, started_at: Optional[float], now: float,
                        duration_sec: float) -> Row:
-        """The row of a task that succeeded (built on the writer thread)."""
-        row = self._event(task_id, task_name, queue, issued, attempts, SUCCEEDED, now)
-        row['started_at'], row['finished_at'] = started_at, now
-        row['duration_sec'] = round(duration_sec, 6) if started_at else None
-        return row
+        """The row of a task that succeeded (built on the writer thread). The
+        columns it leaves out (the error's, the result) are written as null:
+        fewer values to bind for the store's most common statement."""
+        return {'id': task_id, 'task': task_name, 'queue': queue, 'status': SUCCEEDED,
+                'attempts': attempts, 'published_at': issued or now, 'started_at': started_at,
+                'finished_at': now,
+                'duration_sec': round(duration_sec, 6) if started_at else None,
+                'worker': self._worker, 'updated_at': now}
 
     def _event(self, task_id: str, task_name: str, queue: str, published_at: float,
                attempts: int, status: str, now: float) -> Row:

@@ -166,23 +166,22 @@ class RecordStore:
 
     def write(self, published: Sequence[dict[str, Any]], events: Sequence[dict[str, Any]],
               worker_rows: Sequence[dict[str, Any]]) -> None:
-        """Everything a writer holds, in one transaction: new publications (one
-        statement), task transitions (one statement) and worker rows."""
+        """Everything a writer holds, in one transaction: new publications and
+        task transitions (one statement each, or one for each set of columns
+        their rows have: a column a row leaves out is written as null) and
+        worker rows."""
         with self.begin(write=True) as conn:
-            if published:
-                self._executemany(conn, 'published', published)
-            if events:
-                self._executemany(conn, 'event', events)
+            for group in same_keys(published):
+                self._executemany(conn, 'published', group)
+            for group in same_keys(events):
+                self._executemany(conn, 'event', group)
             for row in worker_rows:
                 conn.execute(self._worker_statement(row), row)
 
     def _executemany(self, conn: Connection, kind: str, rows: Sequence[dict[str, Any]]) -> None:
         """One statement for many rows, straight to the driver: SQLAlchemy's
         per-row work would cost more than the database's."""
-        keys = tuple(rows[0])
-        first = rows[0].keys()
-        if not all(row.keys() == first for row in rows):     # every key of any row
-            keys = tuple({key: None for row in rows for key in row})
+        keys = tuple(rows[0])           # every row has the same (see same_keys)
         statement = self._statements.get((kind, keys))
         if statement is None:
             build = self._published_statement if kind == 'published' else self._event_statement
@@ -417,6 +416,19 @@ class DriverStatement:
                 found[index] = process(found[index])
             values.append(tuple(found) if self.positional else dict(zip(names, found, strict=True)))
         return values
+
+
+def same_keys(rows: Sequence[dict[str, Any]]) -> list[Sequence[dict[str, Any]]]:
+    """The rows in groups that have the same keys, in order of first appearance."""
+    if not rows:
+        return []
+    first = rows[0].keys()
+    if all(row.keys() == first for row in rows):
+        return [rows]
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(tuple(row), []).append(row)
+    return list(groups.values())
 
 
 def raw_errors() -> tuple[type[Exception], ...]:
