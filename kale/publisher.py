@@ -21,7 +21,6 @@ import numbers
 import re
 import string
 import time
-import uuid
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Protocol, Sequence
 
 from kale.codec import get_codec
@@ -34,6 +33,7 @@ from kale.exceptions import (
     PublishError,
 )
 from kale.hooks import HookDispatcher, PublishHooks, feature_hooks, load_hooks
+from kale.ids import random_id
 from kale.message import Message, publisher_identity
 from kale.queue_config import TaskQueue, get_queue_config
 from kale.transport import MAX_DELAY_SEC, MAX_VISIBILITY_SEC, AttributeValue, OutgoingMessage
@@ -352,4 +352,4 @@ def set_publisher(publisher: Optional[Publisher]) -> Optional[Publisher]:
 
 
 def new_task_id() -> str:
-    return uuid.uuid4().hex
+    return random_id()

@@ -44,6 +44,18 @@ class BrokenTask(task.Task):
         raise ValueError('bad input 42')
 
 
+class NamedBrokenTask(BrokenTask):
+    """Fails for good, under an id the application makes: publishing it again
+    starts a new life of the same record."""
+
+    @classmethod
+    def make_task_id(cls, name):
+        return 'named-%s' % name
+
+    def run_task(self, name):
+        raise ValueError('bad input 42')
+
+
 class SecretTask(task.Task):
     queue = 'default'
     time_limit = 5

@@ -216,6 +216,22 @@ def test_cancellations_are_checked_once_per_batch_not_per_task(broker):
     assert [len(ids) for ids in counting.calls] == [10]
 
 
+def test_an_id_published_again_after_it_failed_starts_a_new_life(broker):
+    task_id = rt.NamedBrokenTask.publish(None, 'n1')
+    work(broker)
+    failed = records.get(task_id)
+    assert failed.status == 'failed' and failed.error_type == 'ValueError'
+    time.sleep(0.01)
+    assert rt.NamedBrokenTask.publish(None, 'n1') == task_id
+    record = records.get(task_id)
+    assert (record.status, record.attempts) == ('queued', 0)
+    assert record.published_at > failed.finished_at
+    assert (record.started_at, record.finished_at, record.duration_sec, record.worker) == (
+        None, None, None, None)
+    assert (record.error_type, record.error_message, record.dead_letter_reason) == (
+        None, None, None)
+
+
 def test_a_finished_task_cannot_be_cancelled(broker):
     task_id = rt.PlainTask.publish(None, 1)
     work(broker)

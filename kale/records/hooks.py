@@ -93,10 +93,9 @@ class RecordsHooks(PublishHooks, WorkerHooks):
                 'attempts': 0, 'labels': own_labels or None,
                 'inputs': render_inputs(message.args, message.kwargs, limit) if keep_inputs
                 else None,
-                'published_at': message.enqueued_at or now, 'started_at': None,
-                'finished_at': None, 'next_attempt_at': next_at, 'duration_sec': None,
-                'worker': None, 'error_type': None, 'error_message': None,
-                'error_traceback': None, 'dead_letter_reason': None, 'result': None,
+                # The columns a new task has no value for yet are left out:
+                # they are written as null, with fewer values to bind.
+                'published_at': message.enqueued_at or now, 'next_attempt_at': next_at,
                 'updated_at': now})
         recorder.writer.publish(rows)
 

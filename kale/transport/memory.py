@@ -28,10 +28,10 @@ import itertools
 import re
 import threading
 import time
-import uuid
 from typing import Callable, Optional, Sequence
 
 from kale.exceptions import QueueNotFoundError, SQSError
+from kale.ids import random_id
 from kale.transport import (
     FIFO_DEDUP_WINDOW_SEC,
     MAX_BATCH_ENTRIES,
@@ -159,7 +159,7 @@ class MemoryTransport:
                                'InvalidParameterValue')
         # Attributes are kept as received ones read: text.
         attributes = {name: str(value) for name, value in message.attributes.items()}
-        return _Stored(uuid.uuid4().hex, message.body, attributes, time.time(),
+        return _Stored(random_id(), message.body, attributes, time.time(),
                        self.clock() + message.delay_sec,
                        group_id=message.group_id if queue.fifo else '')
 

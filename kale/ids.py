@@ -1,0 +1,42 @@
+"""Random ids for tasks and messages, in the form of ``uuid.uuid4().hex``.
+
+``uuid4`` asks the kernel for 16 random bytes every time, and that system
+call lets go of the interpreter lock: in a process where another thread is
+busy (the records writer), every id then waits for that thread to hand the
+lock back. Here the bytes come from a buffer refilled from ``os.urandom``
+once per :data:`IDS_PER_REFILL` ids, emptied in a child after a fork so that
+no two processes hand out the same id.
+"""
+from __future__ import annotations
+
+import os
+import threading
+
+#: Ids made from one call to os.urandom.
+IDS_PER_REFILL = 256
+
+_lock = threading.Lock()
+_pool = b''
+_at = 0
+
+
+def _forget() -> None:
+    global _pool, _at
+    _pool, _at = b'', 0
+
+
+if hasattr(os, 'register_at_fork'):
+    os.register_at_fork(after_in_child=_forget)
+
+
+def random_id() -> str:
+    """32 lowercase hex digits: a random (version 4) UUID."""
+    global _pool, _at
+    with _lock:
+        if _at >= len(_pool):
+            _pool, _at = os.urandom(16 * IDS_PER_REFILL), 0
+        raw = bytearray(_pool[_at:_at + 16])
+        _at += 16
+    raw[6] = (raw[6] & 0x0F) | 0x40         # version 4
+    raw[8] = (raw[8] & 0x3F) | 0x80         # the RFC 4122 variant
+    return raw.hex()
