@@ -21,8 +21,9 @@ _at = 0
 
 
 def _forget() -> None:
-    global _pool, _at
+    global _pool, _at, _lock
     _pool, _at = b'', 0
+    _lock = threading.Lock()        # another thread may have held it at the fork
 
 
 if hasattr(os, 'register_at_fork'):

@@ -119,8 +119,11 @@ class SignalTimeout(BaseTimeout):
         if SignalTimeout._setups == 0:
             _install()
             self._installed_here = True
-        elif 0.0 < SignalTimeout._alarm_at <= deadline:
-            return          # that alarm comes first; the handler sets the timer for this run
+        elif 0.0 < SignalTimeout._alarm_at <= deadline \
+                and signal.getitimer(signal.ITIMER_REAL)[0] > 0.0:
+            # That alarm comes first; the handler sets the timer for this run.
+            # (Asked, not assumed: a task may have stopped the timer itself.)
+            return
         _set_alarm(deadline, deadline - self.started)
 
     def disarm(self) -> None:

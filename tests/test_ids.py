@@ -1,5 +1,6 @@
 """Random task and message ids: uuid4's form, never repeated, also across a fork."""
 import os
+import signal
 import uuid
 
 from kale import ids
@@ -28,3 +29,13 @@ def test_a_forked_child_does_not_hand_out_its_parents_next_ids():
     child_ids = {child[i:i + 32] for i in range(0, len(child), 32)}
     parent_ids = {ids.random_id() for _ in range(4)}
     assert len(child_ids) == 4 and not child_ids & parent_ids
+
+
+def test_a_child_forked_while_the_lock_is_held_can_still_make_ids():
+    with ids._lock:                     # as another thread refilling at the fork
+        pid = os.fork()
+        if pid == 0:
+            signal.alarm(5)             # a child stuck on the lock dies instead
+            os._exit(0 if len(ids.random_id()) == 32 else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -137,7 +137,7 @@ def test_too_many_cancelled_records_to_keep_means_a_query_per_batch(memory_broke
 
 @pytest.mark.parametrize('url, path', [
     ('sqlite:////data/records.db', '/data/records.db-kale-cancels'),
-    ('sqlite:///records.db', 'records.db-kale-cancels'),
+    ('sqlite:///records.db', os.path.abspath('records.db') + '-kale-cancels'),
     ('sqlite://', None),
     ('sqlite:///:memory:', None),
     ('sqlite:///file:records.db?mode=ro&uri=true', None),
@@ -145,3 +145,20 @@ def test_too_many_cancelled_records_to_keep_means_a_query_per_batch(memory_broke
 ])
 def test_only_a_sqlite_file_has_a_signal_file(url, path):
     assert cancels.signal_path(sqlalchemy.make_url(url)) == path
+
+
+def test_a_signal_file_deleted_under_a_worker_is_mapped_again(worker_store, other_store,
+                                                              monkeypatch):
+    monkeypatch.setattr(cancels, 'RECHECK_SEC', 0.0)
+    ids = queued(3)
+    assert worker_store.cancelled_among(ids) == set()
+    os.remove(other_store.cancel_signal)
+    assert other_store.cancel(ids[1])                # makes a new file
+    assert worker_store.cancelled_among(ids) == {ids[1]}
+
+
+def test_the_signal_file_is_beside_the_file_a_link_leads_to(tmp_path):
+    (tmp_path / 'real.db').touch()
+    os.symlink(tmp_path / 'real.db', tmp_path / 'alias.db')
+    assert cancels.signal_path(sqlalchemy.make_url('sqlite:///%s' % (tmp_path / 'alias.db'))) \
+        == str(tmp_path / 'real.db') + cancels.SIGNAL_SUFFIX

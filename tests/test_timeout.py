@@ -131,3 +131,18 @@ def test_runs_set_up_for_a_batch_keep_their_own_deadlines_with_one_timer_call(mo
         SignalTimeout.after_batch()
         SignalTimeout.teardown()
     assert not alarm_due_within(1.0)
+
+
+def test_a_run_after_one_that_stopped_the_timer_itself_still_has_its_limit():
+    SignalTimeout.setup()
+    try:
+        with SignalTimeout(1.0):
+            signal.setitimer(signal.ITIMER_REAL, 0)     # task code clearing the timer
+        started = time.monotonic()
+        with pytest.raises(TimeLimitExceeded):
+            with SignalTimeout(1.5):        # its deadline is after the one cleared
+                time.sleep(4)
+        assert time.monotonic() - started < 1.5 + 0.5
+    finally:
+        SignalTimeout.after_batch()
+        SignalTimeout.teardown()

@@ -21,8 +21,10 @@ never fewer:
 - a store with more than :data:`MAX_KEPT` cancelled records, or a signal
   file that cannot be opened, is asked about every batch, as PostgreSQL is.
 
-The file only ever holds its 8 bytes: like SQLite's own ``-shm`` file, it
-must not be truncated while workers run.
+A worker checks once a second that the path still leads to the file it
+mapped, and maps the new one when it was deleted or replaced. The file only
+ever holds its 8 bytes: like SQLite's own ``-shm`` file, it must not be
+truncated while workers run (reading a truncated mapping kills the process).
 """
 from __future__ import annotations
 
@@ -47,21 +49,26 @@ STAMP_BYTES = 8
 #: Seconds between two attempts at opening a signal file that failed.
 REOPEN_SEC = 30.0
 
+#: Seconds between two checks that the file mapped is still the one at the
+#: path (one that was deleted or replaced is mapped again).
+RECHECK_SEC = 1.0
+
 #: A stamp no file has: the first check always loads.
 _NEVER = object()
 
 
 def signal_path(url: Any) -> Optional[str]:
     """The signal file of a SQLite store kept in a file (a
-    ``sqlalchemy.URL``); None for any other store (in memory, a ``file:``
-    URI, another database)."""
+    ``sqlalchemy.URL``), beside the file the path leads to (symbolic links
+    followed, a relative path made absolute); None for any other store (in
+    memory, a ``file:`` URI, another database)."""
     if url.get_backend_name() != 'sqlite':
         return None
     database = url.database
     if not database or database == ':memory:' or database.startswith('file:') \
             or 'uri' in url.query:
         return None
-    return database + SIGNAL_SUFFIX
+    return os.path.realpath(database) + SIGNAL_SUFFIX
 
 
 def send(path: str) -> None:
@@ -74,17 +81,20 @@ def send(path: str) -> None:
         os.close(fd)
 
 
-def open_stamp(path: str) -> mmap.mmap:
+def open_stamp(path: str) -> tuple[mmap.mmap, tuple[int, int]]:
     """The signal file mapped for reading, made (with a zero stamp) when
-    missing; OSError when it can be neither opened nor made."""
+    missing, and its identity (device, inode); OSError when it can be
+    neither opened nor made."""
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     except PermissionError:
         fd = os.open(path, os.O_RDONLY)     # made by another user: reading is enough
     try:
-        if os.fstat(fd).st_size < STAMP_BYTES:
+        found = os.fstat(fd)
+        if found.st_size < STAMP_BYTES:
             os.ftruncate(fd, STAMP_BYTES)   # grows with zeros; a stamp already there stays
-        return mmap.mmap(fd, STAMP_BYTES, access=mmap.ACCESS_READ)
+        return (mmap.mmap(fd, STAMP_BYTES, access=mmap.ACCESS_READ),
+                (found.st_dev, found.st_ino))
     finally:
         os.close(fd)
 
@@ -97,6 +107,8 @@ class CancelledIds:
         self.path = path
         self.max_kept = MAX_KEPT if max_kept is None else max_kept
         self._stamp: Optional[mmap.mmap] = None
+        self._identity: Optional[tuple[int, int]] = None
+        self._recheck_at = 0.0
         self._retry_at = 0.0
         self._seen: Any = _NEVER
         #: The ids, or None when there were too many to keep.
@@ -110,11 +122,16 @@ class CancelledIds:
         loaded again with ``load(limit)`` first when the stamp changed; all of
         them when the kept ids cannot be trusted."""
         stamp = self._stamp
+        if stamp is not None and time.monotonic() >= self._recheck_at and not self._same_file():
+            self.close()                # deleted or replaced: map the file there now
+            stamp = None
         if stamp is None:
             if time.monotonic() < self._retry_at:
                 return task_ids
             try:
-                stamp = self._stamp = open_stamp(self.path)
+                stamp, self._identity = open_stamp(self.path)
+                self._stamp = stamp
+                self._recheck_at = time.monotonic() + RECHECK_SEC
             except OSError as exc:
                 self._retry_at = time.monotonic() + REOPEN_SEC
                 logger.warning('records: cannot open the cancellation signal %s, asking the '
@@ -130,6 +147,17 @@ class CancelledIds:
         if known is None:
             return task_ids
         return [task_id for task_id in task_ids if task_id in known]
+
+    def _same_file(self) -> bool:
+        """Whether the path still leads to the file mapped (checked once a
+        second: a system call)."""
+        self._recheck_at = time.monotonic() + RECHECK_SEC
+        try:
+            found = os.stat(self.path)
+        except OSError:
+            return False
+        return (found.st_dev, found.st_ino) == self._identity \
+            and found.st_size >= STAMP_BYTES
 
     def close(self) -> None:
         if self._stamp is not None:

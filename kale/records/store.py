@@ -247,7 +247,11 @@ class RecordStore:
                 status=CANCELLED, finished_at=now, next_attempt_at=None,
                 updated_at=now)).rowcount)
         if done:
-            self._signal_cancel()
+            try:
+                self._signal_cancel()
+            except RecordsUnavailableError as exc:     # the cancellation stands
+                logger.error('records: task %s is cancelled, but workers on this machine may '
+                             'not see it until the next cancellation: %s', task_id, exc)
         return done
 
     def _signal_cancel(self) -> None:
