@@ -234,7 +234,7 @@ class RecordWriter:
         one transaction carries many; a flush, a stop or GATHER_ROWS rows cut
         it short."""
         deadline = time.monotonic() + self.gather_sec
-        while (self._published or self._events) \
+        while (self._published or self._events or self._current_waits()) \
                 and not (self._stopping or self._flushing):
             left = deadline - time.monotonic()
             if left <= 0 or len(self._published) + len(self._events) >= GATHER_ROWS:
