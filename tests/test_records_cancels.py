@@ -162,3 +162,20 @@ def test_the_signal_file_is_beside_the_file_a_link_leads_to(tmp_path):
     os.symlink(tmp_path / 'real.db', tmp_path / 'alias.db')
     assert cancels.signal_path(sqlalchemy.make_url('sqlite:///%s' % (tmp_path / 'alias.db'))) \
         == str(tmp_path / 'real.db') + cancels.SIGNAL_SUFFIX
+
+
+def test_a_committed_cancel_whose_second_signal_fails_is_logged_not_refused(
+        worker_store, other_store, monkeypatch, caplog):
+    task_id = queued(1)[0]
+    sent = []
+    send = cancels.send
+
+    def failing_second(path):
+        sent.append(path)
+        if len(sent) == 2:
+            raise PermissionError('read-only now')
+        send(path)
+    monkeypatch.setattr(cancels, 'send', failing_second)
+    assert other_store.cancel(task_id) is True
+    assert other_store.get(task_id)['status'] == 'cancelled'
+    assert 'is cancelled, but workers on this machine may not see it' in caplog.text

@@ -141,3 +141,17 @@ def test_an_older_running_event_never_hides_the_outcome():
     assert built == [] and [(r['id'], r['status']) for r in store.events] == [
         ('a', 'succeeded')]
     writer.close()
+
+
+def test_a_running_event_waits_out_the_gather_window_with_the_rows_after_it():
+    store = FlakyStore()
+    writer = RecordWriter(store.write, gather_sec=1.0)
+    wait_for(lambda: writer._idle, 5)
+    writer.running(_later('a', 1.0, []))
+    time.sleep(0.2)                              # the thread is gathering, not writing
+    writer.event([{'id': 'b', 'status': 'succeeded', 'updated_at': 2.0}])
+    assert writer.flush(5)
+    assert store.transactions == 1
+    assert sorted((r['id'], r['status']) for r in store.events) == [
+        ('a', 'running'), ('b', 'succeeded')]
+    writer.close()

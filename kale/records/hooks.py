@@ -200,13 +200,14 @@ class RecordsHooks(PublishHooks, WorkerHooks):
             issued = s.envelope.issued_at if s.envelope is not None else now
         if status == CANCELLED:
             attempts -= 1
-        row = self._event(task_id, task_name, queue, issued, attempts, status, now)
-        if status == SUCCEEDED:
-            row['started_at'], row['finished_at'] = started_at, now
-            row['duration_sec'] = round(s.duration_sec, 6) if started_at else None
+        if status == SUCCEEDED:       # one with a result to store, or known by its envelope
+            row = self._succeeded_row(queue, task_id, task_name, attempts, issued, started_at,
+                                      now, s.duration_sec)
             if s.task is not None and getattr(s.task, 'store_result', False):
                 row['result'] = render_result(s.result, self.recorder.max_value_chars)
-        elif status == CANCELLED:
+            return row
+        row = self._event(task_id, task_name, queue, issued, attempts, status, now)
+        if status == CANCELLED:
             row['finished_at'] = now
         elif status == SCHEDULED:     # a delayed copy, or (FIFO) the message held invisible
             row['started_at'] = started_at
