@@ -5,7 +5,8 @@ import os
 
 MESSAGE_QUEUE_ENDPOINT_URL = os.environ.get('KALE_TEST_ENDPOINT', '')
 QUEUE_PREFIX = os.environ.get('KALE_TEST_PREFIX', '')
-QUEUE_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'queue_config.yaml')
+QUEUE_CONFIG = os.environ.get('KALE_TEST_QUEUE_CONFIG') or os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), 'queue_config.yaml')
 AWS_REGION = 'us-east-1'
 AWS_ACCESS_KEY_ID = 'test'
 AWS_SECRET_ACCESS_KEY = 'test'

@@ -409,3 +409,28 @@ class TraceTask(task.Task):
         TraceTask.spans.append(trace.get_current_span().get_span_context())
         if fail and self.message.retry_num == 0:
             raise RuntimeError('first attempt fails')
+
+
+class RacingLongTask(task.Task):
+    """On 'rp-slow' (a queue config of the test's own): longer than its
+    queue's visibility timeout, so it runs alone under a heartbeat."""
+
+    queue = 'rp-slow'
+    time_limit = 8
+    max_retries = 0
+
+    def run_task(self, seconds=0.0):
+        record('start', self)
+        time.sleep(seconds)
+        record('ran', self)
+
+
+class RacingQuickTask(task.Task):
+    """On 'rp-fast' (a queue config of the test's own): a quick task."""
+
+    queue = 'rp-fast'
+    time_limit = 1
+    max_retries = 2
+
+    def run_task(self):
+        record('ran', self)

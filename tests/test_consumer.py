@@ -5,8 +5,9 @@ from kale.exceptions import BatchSendError, EndpointUnreachableError, SQSError
 from kale.queue_config import get_queue_config
 from kale.transport import OutgoingMessage
 from kale.worker.batch import Batch, Outcome, Settlement
-from kale.worker.consumer import Consumer
+from kale.worker.consumer import COPY_MIN_SEC, Consumer
 from tests import tasks
+from tests.support.clock import FakeClock
 
 
 class RecordingBroker:
@@ -141,3 +142,62 @@ def test_a_stopping_consumer_gives_up_before_the_deadline(memory_broker):
     consumer.settle(batch)
     assert recording.calls == ['delete']
     assert not batch.settlements[0].settled
+
+
+def clocked_batch(count, clock):
+    """A broker over a memory transport on ``clock``, and a batch of ``count``
+    tasks received from it at ``clock()``."""
+    from kale import publisher
+    from kale.broker import Broker
+    from kale.transport.memory import MemoryTransport
+    broker = Broker(MemoryTransport(clock=clock), get_queue_config())
+    previous = publisher.set_publisher(publisher.Publisher(broker))
+    try:
+        tasks.AddTask.publish_batch(None, [((i, i), {}) for i in range(count)])
+    finally:
+        publisher.set_publisher(previous)
+    queue = get_queue_config()['default']
+    return broker, Batch(queue, broker.receive(queue), clock(), broker.sqs_name(queue))
+
+
+def test_a_message_whose_budget_lapsed_is_never_copied_but_left_to_sqs():
+    clock = FakeClock()
+    broker, batch = clocked_batch(3, clock)
+    unstarted, retried, dead = batch.messages
+    batch.settlements = [Settlement(retried, Outcome.RETRY, copy=copy_of(retried)),
+                         Settlement(dead, Outcome.DEAD_LETTER, copy=copy_of(dead), reason='x')]
+    clock.advance(batch.queue.visibility_timeout_sec + 1)      # SQS may have redelivered them
+    recording = RecordingBroker(broker)
+    Consumer(recording, clock=clock, sleep=clock.sleep).settle(batch)
+    assert recording.calls == []                 # no copy, no delete, no visibility change
+    assert all(s.lapsed and not s.settled for s in batch.settlements)
+    again = broker.receive(batch.queue)          # each original comes back, once, unchanged
+    assert sorted(m.body for m in again) == sorted(m.body for m in (unstarted, retried, dead))
+    assert all(m.receive_count == 2 for m in again)
+
+
+def test_an_unstarted_message_with_too_little_budget_left_is_made_visible_not_copied():
+    clock = FakeClock()
+    broker, batch = clocked_batch(1, clock)
+    [unstarted] = batch.messages
+    clock.advance(batch.queue.visibility_timeout_sec - COPY_MIN_SEC / 2)
+    recording = RecordingBroker(broker)
+    Consumer(recording, clock=clock, sleep=clock.sleep).settle(batch)
+    assert broker.transport.requests['ChangeMessageVisibilityBatch'] == 1
+    assert 'send' not in recording.calls and 'delete' not in recording.calls
+    [settlement] = batch.settlements
+    assert settlement.settled and not settlement.lapsed
+    [again] = broker.receive(batch.queue)        # visible at once, the original itself
+    assert again.message_id == unstarted.message_id
+
+
+def test_a_copy_send_is_not_retried_into_the_end_of_the_budget():
+    clock = FakeClock()
+    broker, batch = clocked_batch(1, clock)
+    [retried] = batch.messages
+    batch.settlements = [Settlement(retried, Outcome.RETRY, copy=copy_of(retried))]
+    clock.advance(batch.queue.visibility_timeout_sec - COPY_MIN_SEC - 0.2)
+    recording = RecordingBroker(broker, {'send': EndpointUnreachableError('down')})
+    Consumer(recording, clock=clock, sleep=clock.sleep).settle(batch)
+    assert recording.calls == ['send']           # the next try would end too near the deadline
+    assert not batch.settlements[0].copied and not batch.settlements[0].settled

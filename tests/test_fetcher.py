@@ -209,3 +209,42 @@ def test_a_queue_whose_poll_brought_work_is_polled_again_at_once(memory_broker):
     assert fetcher.watch(max_wait_sec=5) is True
     assert time.monotonic() - started < MIN_POLL_INTERVAL_SEC      # not held back
     fetcher.close()
+
+
+def test_a_batch_that_arrives_while_a_task_runs_that_may_outlast_its_budget_is_given_back_at_once(
+        memory_broker):
+    [short] = queues_of(memory_broker, 'short', long_poll=0)     # a 4-second budget
+    fetcher = Fetcher(Consumer(memory_broker), [short])
+    fetcher.busy_until(time.monotonic() + 10)      # a task with a 10-second limit runs
+    memory_broker.send(short, [OutgoingMessage('quick')])
+    assert fetcher.watch(each_once=True) is False  # what it received went back
+    assert fetcher.next_ready() is None
+    [again] = memory_broker.receive(short)         # visible at once, not after 4 s
+    assert again.body == 'quick'
+    fetcher.close()
+
+
+def test_batches_waiting_to_run_are_given_back_when_the_next_run_may_outlast_them(memory_broker):
+    short, default = queues_of(memory_broker, 'short', 'default')
+    memory_broker.send(short, [OutgoingMessage('s')])
+    memory_broker.send(default, [OutgoingMessage('d')])
+    fetcher = Fetcher(Consumer(memory_broker), [short, default])
+    assert fetcher.probe(short) and fetcher.probe(default)
+    fetcher.take(default)                      # the short queue's batch waits its turn
+    fetcher.busy_until(time.monotonic() + 2)   # it outlasts a 2-second run: kept
+    assert fetcher.has_ready()
+    fetcher.busy_until(time.monotonic() + 10)  # not a 10-second one: given back
+    assert not fetcher.has_ready()
+    assert [m.body for m in memory_broker.receive(short)] == ['s']
+    fetcher.close()
+
+
+def test_once_the_task_ended_arriving_batches_are_kept_again(memory_broker):
+    [short] = queues_of(memory_broker, 'short', long_poll=0)
+    fetcher = Fetcher(Consumer(memory_broker), [short])
+    fetcher.busy_until(time.monotonic() + 10)
+    fetcher.busy_until(0.0)
+    memory_broker.send(short, [OutgoingMessage('quick')])
+    assert fetcher.watch(each_once=True) is True
+    assert [m.body for m in fetcher.next_ready().messages] == ['quick']
+    fetcher.close()

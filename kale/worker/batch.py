@@ -73,6 +73,10 @@ class Settlement:
     hold_sec: Optional[int] = None
     #: What run_task returned (SUCCEEDED only), for hooks such as the records'.
     result: Any = None
+    #: Its copy was not sent because the batch's visibility timeout had ended
+    #: (or nearly): SQS may have delivered the original again, so the message
+    #: is left for SQS to deliver, once.
+    lapsed: bool = False
 
     @property
     def retry_delay_sec(self) -> int:

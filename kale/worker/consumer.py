@@ -28,9 +28,18 @@ the retry delay (0 to release), and SQS holds back the rest of its group
 meanwhile. Such a message's receive count counts its failures. Dead-letter
 copies go to the FIFO dead-letter queue in the message's group.
 
+A copy is sent only while the batch's budget has at least ``COPY_MIN_SEC``
+left, so that the original is deleted before SQS can deliver it again: once
+the visibility timeout has ended, SQS may already have handed the original
+to another worker, and a copy would be a second run. An unstarted message
+with less time left is given back by a visibility change to 0 instead, and
+one whose budget is over is left alone (``Settlement.lapsed``): SQS delivers
+it again, once.
+
 Requests that fail because SQS is unreachable or throttling are retried with
-backoff until the batch's deadline; after that the messages reappear anyway.
-A stopping worker retries for a few seconds at most (``give_up_at``).
+backoff until the batch's deadline (a copy's send, until ``COPY_MIN_SEC``
+before it); after that the messages reappear anyway. A stopping worker
+retries for a few seconds at most (``give_up_at``).
 """
 from __future__ import annotations
 
@@ -55,6 +64,10 @@ Sleep = Callable[[float], None]
 #: Outcomes whose message is simply deleted.
 DELETED_UNCOPIED = (Outcome.SUCCEEDED, Outcome.SKIPPED, Outcome.CANCELLED)
 OUTCOMES = tuple(Outcome)
+#: Least time a batch's budget must have left for a copy to be sent: the copy
+#: and the delete of its original must both land before SQS may deliver the
+#: original again.
+COPY_MIN_SEC = 0.5
 T = TypeVar('T')
 
 
@@ -137,16 +150,36 @@ class Consumer:
                 s.copied or s.outcome in DELETED_UNCOPIED)], retry=retry)
             batch.settle_ended = time.time()
             return
-        for settlement in by_outcome[Outcome.RELEASE]:
+        releases = self._give_back_late(batch, by_outcome[Outcome.RELEASE], retry)
+        for settlement in releases:
             if settlement.copy is None:
                 settlement.copy = release_copy(settlement.received, batch.sqs_name,
                                                settlement.envelope)
-        self._send_copies(batch, by_outcome[Outcome.RELEASE] + by_outcome[Outcome.RETRY],
+        self._send_copies(batch, releases + by_outcome[Outcome.RETRY],
                           dead_letter=False, retry=retry)
         self._send_copies(batch, by_outcome[Outcome.DEAD_LETTER], dead_letter=True, retry=retry)
         self._delete(batch, [s for s in batch.settlements if not s.settled and (
             s.copied or s.outcome in DELETED_UNCOPIED)], retry=retry)
         batch.settle_ended = time.time()
+
+    def _give_back_late(self, batch: Batch, releases: list[Settlement],
+                        retry: bool) -> list[Settlement]:
+        """The releases still to be sent as copies. With less than COPY_MIN_SEC
+        of the budget left, unstarted messages are made visible again by a
+        visibility change instead (no copy could be trusted to beat SQS); with
+        none left, they are left to SQS."""
+        pending = [s for s in releases if not s.copied]
+        if not pending:
+            return pending
+        left = batch.deadline - self.clock()
+        if left >= COPY_MIN_SEC:
+            return pending
+        if left > 0:
+            self._hold(batch, pending, retry)
+        for settlement in pending:
+            if not settlement.settled:
+                settlement.lapsed = True
+        return []
 
     def _hold(self, batch: Batch, settlements: Sequence[Settlement], retry: bool = True) -> None:
         """FIFO: keep retried and released messages, invisible for their delay."""
@@ -176,10 +209,12 @@ class Consumer:
             logger.error('%s: %s', failure, exc)
             return None
 
-    def _attempt(self, batch: Batch, what: str, request: Callable[[], T], retry: bool = True) -> T:
-        """Run one request, retrying outages and throttling until the batch's
-        deadline (or ``give_up_at``, if that is sooner); without ``retry``,
-        raising SettleDeferred at the first such failure."""
+    def _attempt(self, batch: Batch, what: str, request: Callable[[], T], retry: bool = True,
+                 before_deadline_sec: float = 0.0) -> T:
+        """Run one request, retrying outages and throttling until
+        ``before_deadline_sec`` before the batch's deadline (or ``give_up_at``,
+        if that is sooner); without ``retry``, raising SettleDeferred at the
+        first such failure."""
         backoff: Optional[Backoff] = None       # made at the first failure
         while True:
             try:
@@ -192,8 +227,9 @@ class Consumer:
                 if backoff is None:
                     backoff = Backoff(maximum=self.max_backoff_sec)
                 delay = backoff.next_delay()
-                limit = batch.deadline if self.give_up_at is None \
-                    else min(batch.deadline, self.give_up_at)
+                limit = batch.deadline - before_deadline_sec
+                if self.give_up_at is not None:
+                    limit = min(limit, self.give_up_at)
                 if self.clock() + delay >= limit:
                     raise
                 logger.warning('%s on queue %s failed, retrying in %.1fs: %s',
@@ -206,6 +242,14 @@ class Consumer:
         each settlement whose copy was sent."""
         settlements = [s for s in settlements if not s.copied]
         if not settlements:
+            return
+        if batch.deadline - self.clock() < COPY_MIN_SEC:
+            for settlement in settlements:      # SQS may deliver the original again
+                settlement.lapsed = True
+            logger.error('%d %s(s) on queue %s not sent: the batch\'s visibility timeout '
+                         'ended (or nearly); SQS delivers the originals again',
+                         len(settlements), 'dead-letter copy' if dead_letter else 'copy',
+                         batch.queue.name)
             return
         if dead_letter and self.broker.dead_letter_name(batch.queue) is None:
             for settlement in settlements:
@@ -220,7 +264,7 @@ class Consumer:
         send = self.broker.send_dead_letters if dead_letter else self.broker.send
         what = 'dead-letter copy' if dead_letter else 'copy'
         try:
-            self._attempt(batch, what, lambda: send(batch.queue, copies), retry)
+            self._attempt(batch, what, lambda: send(batch.queue, copies), retry, COPY_MIN_SEC)
         except BatchSendError as exc:
             for i, settlement in enumerate(settlements):
                 settlement.copied = i not in exc.failed

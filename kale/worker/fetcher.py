@@ -14,8 +14,12 @@
 
 Every batch carries its own receive time, so one that waits its turn (a
 second queue answering during a watch) is still held to its own budget.
-Batches received but never run are released by :meth:`release_ready` and
-:meth:`close`.
+While a task runs, the worker tells the fetcher until when it may be busy
+(:meth:`busy_until`: the run's start plus its ``time_limit``); a batch whose
+budget would be over by then (a poll still out when the watch returned, a
+batch read ahead) could run nothing, so it is given back at once rather than
+held until SQS delivers it again. Batches received but never run are
+released by :meth:`release_ready` and :meth:`close`.
 """
 from __future__ import annotations
 
@@ -30,7 +34,7 @@ from typing import Callable, Optional, Sequence
 from kale.exceptions import SQSError
 from kale.queue_config import TaskQueue
 from kale.queue_selector import tickets
-from kale.worker.batch import Batch
+from kale.worker.batch import SETTLE_MARGIN_SEC, Batch
 from kale.worker.consumer import Consumer
 
 logger = logging.getLogger(__name__)
@@ -80,6 +84,8 @@ class Fetcher:
         self.read_ahead_above_sec: Optional[float] = read_ahead_above_sec
         self._ahead: dict[str, collections.deque[concurrent.futures.Future[Batch]]] = {}
         self._executor: Optional[concurrent.futures.ThreadPoolExecutor] = None
+        #: Until when the running task may keep the worker busy (monotonic; 0: idle).
+        self._busy_until = 0.0
 
     # --- selection ---------------------------------------------------------
 
@@ -123,8 +129,41 @@ class Fetcher:
         if self.read_ahead and len(batch.messages) >= queue.batch_size and not self.stopping():
             ahead = self._ahead.setdefault(queue.name, collections.deque())
             while len(ahead) < READ_AHEAD_BATCHES:
-                ahead.append(self._reader().submit(self.consumer.fetch, queue, 0))
+                ahead.append(self._reader().submit(self._fetch_ahead, queue))
         return batch
+
+    def _fetch_ahead(self, queue: TaskQueue) -> Batch:
+        """A batch received ahead on a thread; given back at once (leaving an
+        empty batch in its place) when it arrives too late to run."""
+        batch = self.consumer.fetch(queue, wait_sec=0)
+        if batch.messages and self._doomed(batch):
+            self._release(batch)
+            return Batch(queue, [], batch.received_at, batch.sqs_name)
+        return batch
+
+    # --- while a task runs ------------------------------------------------------
+
+    def busy_until(self, until: float) -> None:
+        """The running task may keep the worker busy until ``until`` (its
+        start plus its time limit, on the consumer's clock; 0 once it ended).
+        Batches waiting to run whose budget is over by then are given back at
+        once, as are those that arrive meanwhile."""
+        self._busy_until = until
+        if not until:
+            return
+        self._collect()
+        if not self._ready:
+            return
+        doomed = [batch for batch in self._ready if self._doomed(batch)]
+        for batch in doomed:
+            self._ready.remove(batch)
+            self._release(batch)
+
+    def _doomed(self, batch: Batch) -> bool:
+        """Whether the batch's budget ends (nearly) before the running task
+        may end: nothing of it could start in time."""
+        busy = self._busy_until
+        return bool(busy) and batch.deadline < busy + SETTLE_MARGIN_SEC
 
     @property
     def read_ahead(self) -> bool:
@@ -247,6 +286,12 @@ class Fetcher:
     def _deliver(self, queue_: TaskQueue, batch: Batch) -> None:
         """Hand a batch received on a thread to the worker, or back to SQS if
         the worker has gone."""
+        if batch.messages and self._doomed(batch):
+            logger.debug('a batch of %d from queue %s arrived while a task runs that may '
+                         'outlast its budget: given back at once', len(batch.messages),
+                         queue_.name)
+            self._release(batch)
+            batch = Batch(queue_, [], batch.received_at, batch.sqs_name)
         with self._close_lock:
             if not self._closed:
                 self._results.put((queue_, batch, None))

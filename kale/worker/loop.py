@@ -347,6 +347,8 @@ class Worker:
         if self._on_started:
             self.hooks(WorkerHooks.on_task_started, batch.queue, received, message)
         self._in_task = True
+        # What waits for the worker and cannot outlast this run goes back at once.
+        self.fetcher.busy_until(now + task_class.time_limit)
         context = logs.task_started(message.task_id, message.task_name, batch.queue.name,
                                     message.retry_num + 1)
         try:
@@ -354,6 +356,7 @@ class Worker:
                                          opened.envelope)
         finally:
             self._in_task = False
+            self.fetcher.busy_until(0.0)
             logs.task_ended(context)
         if self._on_finished:
             self.hooks(WorkerHooks.on_task_finished, settlement)

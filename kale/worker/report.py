@@ -49,6 +49,11 @@ class Reporter:
         if s.outcome is Outcome.CANCELLED:
             logger.info('%s cancelled: deleted without running', where, extra=extra)
             self.hooks(WorkerHooks.on_task_cancelled, s)
+        elif s.outcome is Outcome.RETRY and s.lapsed:
+            logger.warning('%s failed in %.3fs: %s; its retry was not sent before its visibility '
+                           'timeout ended, so SQS delivers it again', where, s.duration_sec,
+                           s.reason, extra=extra)
+            self.hooks(WorkerHooks.on_task_failed, s)
         elif s.outcome is Outcome.RETRY:
             logger.warning('%s failed in %.3fs, retrying in %ds: %s', where, s.duration_sec,
                            s.retry_delay_sec, s.reason, extra=extra)
@@ -61,6 +66,10 @@ class Reporter:
                          s.duration_sec, s.reason, extra=extra)
             self.hooks(WorkerHooks.on_task_permanently_failed, s)
             self._on_permanent_failure(where, s)
+        elif s.lapsed:
+            logger.info('%s not run (%s): its visibility timeout ended first, so SQS delivers '
+                        'it again', where, s.reason, extra=extra)
+            self.hooks(WorkerHooks.on_task_deferred, s)
         else:
             logger.info('%s released: %s', where, s.reason, extra=extra)
             self.hooks(WorkerHooks.on_task_deferred, s)
