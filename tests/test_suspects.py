@@ -1,6 +1,8 @@
 """Messages a worker died holding run alone; releases never count toward redrive."""
 import time
 
+import pytest
+
 from kale import codec as kale_codec
 from kale import message as kale_message
 from kale.conf import settings
@@ -9,7 +11,12 @@ from kale.transport import ReceivedMessage
 from kale.worker import Worker
 from kale.worker.batch import Batch, Opened, Outcome
 from kale.worker.consumer import Consumer
-from kale.worker.suspects import isolate_suspect, release_copy, unsettled_deliveries
+from kale.worker.suspects import (
+    held_deliveries,
+    isolate_suspect,
+    release_copy,
+    unsettled_deliveries,
+)
 from tests import tasks
 from tests.support.hostile import OTHER_KEY
 from tests.support.records import recorded_ids
@@ -107,11 +114,37 @@ class BatchSizes(WorkerHooks):
         self.sizes.append([m.receive_count for m in batch.unsettled()])
 
 
-def test_a_worker_runs_each_suspect_alone(memory_broker, tmp_path, monkeypatch):
+class ShiftedClock:
+    """The monotonic clock, moved ahead by hand (time passing for SQS alone)."""
+
+    def __init__(self):
+        self.offset = 0.0
+
+    def __call__(self):
+        return time.monotonic() + self.offset
+
+
+@pytest.fixture
+def shifted():
+    """A memory broker whose transport runs on a ShiftedClock; Task.publish sends to it."""
+    from kale import publisher
+    from kale.broker import Broker
+    from kale.queue_config import get_queue_config
+    from kale.transport.memory import MemoryTransport
+    clock = ShiftedClock()
+    broker = Broker(MemoryTransport(clock=clock), get_queue_config())
+    previous = publisher.set_publisher(publisher.Publisher(broker))
+    yield broker, clock
+    publisher.set_publisher(previous)
+
+
+def test_a_worker_runs_each_suspect_alone(tmp_path, monkeypatch, shifted):
     monkeypatch.setenv('KALE_TEST_RECORD', str(tmp_path / 'record'))
+    memory_broker, clock = shifted
     queue = memory_broker.queues['default']
     ids = tasks.RecordTask.publish_batch(None, [((i,), {}) for i in range(4)])
-    memory_broker.transport.receive(memory_broker.sqs_name(queue), 10, 0, 0)  # a worker died
+    memory_broker.transport.receive(memory_broker.sqs_name(queue), 10, 0, 30)  # a worker died
+    clock.offset += 31                                                         # holding them
     sizes = BatchSizes()
     Worker(queue_names=['default'], burst=True, broker=memory_broker, hooks=[sizes]).run()
     ran = recorded_ids(str(tmp_path / 'record'), 'ran')
@@ -132,3 +165,32 @@ def test_a_worker_receives_no_unsigned_attributes(memory_broker):
     tasks.RecordTask.publish(None)
     [received] = Consumer(memory_broker).fetch(memory_broker.queues['default']).messages
     assert received.attributes == {}
+
+
+def test_a_receive_that_gave_the_message_back_at_once_does_not_make_it_a_suspect(
+        tmp_path, monkeypatch, shifted, caplog):
+    """A receive with visibility 0 (the SQS console's "poll for messages")
+    counts toward the receive count, but nobody held the message."""
+    monkeypatch.setenv('KALE_TEST_RECORD', str(tmp_path / 'record'))
+    memory_broker, clock = shifted
+    queue = memory_broker.queues['default']
+    ids = tasks.RecordTask.publish_batch(None, [((i,), {}) for i in range(4)])
+    memory_broker.transport.receive(memory_broker.sqs_name(queue), 10, 0, 0)   # a peek
+    clock.offset += 5                         # less than the 30-second visibility timeout
+    sizes = BatchSizes()
+    with caplog.at_level('WARNING', logger='kale.worker'):
+        Worker(queue_names=['default'], burst=True, broker=memory_broker, hooks=[sizes]).run()
+    assert sorted(recorded_ids(str(tmp_path / 'record'), 'ran')) == sorted(ids)
+    assert sizes.sizes[0] == [2, 2, 2, 2]     # one batch, nobody run alone
+    assert 'left unsettled' not in caplog.text
+
+
+def test_held_deliveries_count_only_receives_that_could_have_been_held_to_their_end():
+    def message(count, since):
+        return ReceivedMessage('m', 'h', 'body', {}, count, since_first_receive_sec=since)
+    assert held_deliveries(message(1, 0.0), 30) == 0
+    assert held_deliveries(message(2, 0.3), 30) == 0          # given back at once
+    assert held_deliveries(message(2, 30.2), 30) == 1         # held to its end
+    assert held_deliveries(message(2, 29.5), 30) == 1         # SQS's clock a little ahead
+    assert held_deliveries(message(5, 65.0), 30) == 2         # at most two fit in 65 s
+    assert held_deliveries(message(3, None), 30) == 2         # the endpoint did not say

@@ -258,6 +258,16 @@ def test_receive_count_increases_on_every_receive(transport, queue):
     assert [m.receive_count for m in deliveries] == [1, 2, 3]
 
 
+def test_each_receive_says_how_long_ago_the_first_receive_was(transport, queue):
+    send(transport, queue, 'one')
+    [first] = receive_all(transport, queue, 1, visibility_timeout_sec=0)
+    time.sleep(1.2)                 # SQS's timestamps are in milliseconds
+    [again] = receive_all(transport, queue, 1, visibility_timeout_sec=0)
+    assert first.since_first_receive_sec == 0.0
+    assert again.since_first_receive_sec is not None
+    assert 1.0 <= again.since_first_receive_sec < 1.2 + PATIENCE_SEC
+
+
 def test_receivers_woken_at_once_never_share_a_message(transport, queue):
     received: list[str] = []
     stop = threading.Event()

@@ -63,6 +63,10 @@ class ReceivedMessage:
     receive_count: int = 1
     #: The message group of a message received from a FIFO queue.
     group_id: str = ''
+    #: Seconds from this message's first receive to this one (None when the
+    #: endpoint did not say). With the receive count it bounds how many earlier
+    #: deliveries were held to the end of their visibility timeout.
+    since_first_receive_sec: Optional[float] = None
 
 
 @dataclasses.dataclass(frozen=True)

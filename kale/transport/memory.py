@@ -79,6 +79,7 @@ class _Stored:
     receipt_handle: str = ''
     version: int = 0
     group_id: str = ''
+    first_received_at: float = 0.0  # on the transport's clock
 
 
 class _Queue:
@@ -254,7 +255,8 @@ class MemoryTransport:
             self._push(queue, stored)
         return [ReceivedMessage(s.message_id, s.receipt_handle, s.body,
                                 _wanted(s.attributes, attribute_names),
-                                s.receive_count, s.group_id) for s in delivered]
+                                s.receive_count, s.group_id, now - s.first_received_at)
+                for s in delivered]
 
     def _redriven(self, queue: _Queue, stored: _Stored) -> bool:
         """Move a message received ``max_receive_count`` times to the dead-letter queue."""
@@ -266,6 +268,8 @@ class MemoryTransport:
 
     def _deliver(self, stored: _Stored, timeout: int, now: float) -> None:
         stored.receive_count += 1
+        if stored.receive_count == 1:
+            stored.first_received_at = now
         stored.receipt_handle = _handle(stored.message_id)
         stored.visible_at = now + timeout
         stored.version += 1
@@ -303,11 +307,13 @@ class MemoryTransport:
         return delivered
 
     def _dead_letter(self, queue: _Queue, stored: _Stored) -> None:
-        """Move a message to the dead-letter queue, keeping its id, sent_at and count."""
+        """Move a message to the dead-letter queue, keeping its id, sent_at,
+        count and first receive."""
         del queue.messages[stored.message_id]
         self._add(self._queues[str(queue.dead_letter_queue)],
                   _Stored(stored.message_id, stored.body, stored.attributes, stored.sent_at,
-                          self.clock(), stored.receive_count, group_id=stored.group_id))
+                          self.clock(), stored.receive_count, group_id=stored.group_id,
+                          first_received_at=stored.first_received_at))
 
     def _settle(self, operation: str, queue: str, handles: Sequence[str],
                 settle: Callable[[_Queue, str, int], bool], timeouts: Sequence[int]) -> list[str]:

@@ -55,6 +55,21 @@ THROTTLING_CODES = frozenset({
 
 T = TypeVar('T')
 
+#: SQS's own attributes a receive asks for (see SQSTransport.receive).
+_SYSTEM_ATTRIBUTES = ['ApproximateReceiveCount', 'ApproximateFirstReceiveTimestamp']
+_SYSTEM_ATTRIBUTES_FIFO = _SYSTEM_ATTRIBUTES + ['MessageGroupId']
+
+
+def _since_first_receive(attributes: dict[str, str], now_ms: float) -> Optional[float]:
+    """Seconds since a message's first receive, from its SQS attributes (0 on
+    its first receive; None when the endpoint did not say)."""
+    if attributes.get('ApproximateReceiveCount', '1') == '1':
+        return 0.0
+    first = attributes.get('ApproximateFirstReceiveTimestamp')
+    if not first or not first.isdigit():
+        return None
+    return max(0.0, (now_ms - int(first)) / 1000.0)
+
 
 def read_timeout_sec() -> float:
     """How long the client waits for any answer: ``SQS_READ_TIMEOUT_SEC`` beyond
@@ -354,12 +369,14 @@ class SQSTransport:
             'ReceiveMessage', queue, self.client.receive_message, QueueUrl=self.url(queue),
             MaxNumberOfMessages=max_messages, WaitTimeSeconds=wait_sec,
             VisibilityTimeout=visibility_timeout_sec, MessageAttributeNames=list(attribute_names),
-            # The receive count tells a worker which messages a dead worker held
-            # (and, on a FIFO queue, how often a task failed); nothing else is
-            # asked for but a FIFO message's group, as every field costs parsing.
-            MessageSystemAttributeNames=(['ApproximateReceiveCount', 'MessageGroupId']
-                                         if is_fifo(queue) else ['ApproximateReceiveCount']))
+            # The receive count and the first receive's time tell a worker which
+            # messages a dead worker held (and, on a FIFO queue, how often a
+            # task failed); nothing else is asked for but a FIFO message's
+            # group, as every field costs parsing.
+            MessageSystemAttributeNames=_SYSTEM_ATTRIBUTES_FIFO if is_fifo(queue)
+            else _SYSTEM_ATTRIBUTES)
         wanted = None if 'All' in attribute_names else set(attribute_names)
+        now_ms = time.time() * 1000.0
         return [ReceivedMessage(
             message_id=raw['MessageId'], receipt_handle=raw['ReceiptHandle'], body=raw['Body'],
             # Some emulators send every attribute whatever was asked: keep what was.
@@ -368,6 +385,7 @@ class SQSTransport:
                         if wanted is None or name in wanted} if wanted != set() else {},
             receive_count=int(raw.get('Attributes', {}).get('ApproximateReceiveCount', 1)),
             group_id=raw.get('Attributes', {}).get('MessageGroupId', ''),
+            since_first_receive_sec=_since_first_receive(raw.get('Attributes', {}), now_ms),
         ) for raw in response.get('Messages', [])]
 
     def _batched(self, action: str, queue: str, method: Callable[..., Any],

@@ -154,7 +154,8 @@ class Consumer:
         for settlement in releases:
             if settlement.copy is None:
                 settlement.copy = release_copy(settlement.received, batch.sqs_name,
-                                               settlement.envelope)
+                                               settlement.envelope,
+                                               batch.queue.visibility_timeout_sec)
         self._send_copies(batch, releases + by_outcome[Outcome.RETRY],
                           dead_letter=False, retry=retry)
         self._send_copies(batch, by_outcome[Outcome.DEAD_LETTER], dead_letter=True, retry=retry)

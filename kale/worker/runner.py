@@ -94,7 +94,8 @@ def _payload_not_fetched(batch: Batch, received: ReceivedMessage, envelope: Fram
     if batch.fifo:
         return Settlement(received, Outcome.RELEASE, reason=reason, envelope=envelope,
                           hold_sec=PAYLOAD_RETRY_DELAY_SEC)
-    copy = release_copy(received, batch.sqs_name, envelope)
+    copy = release_copy(received, batch.sqs_name, envelope,
+                        batch.queue.visibility_timeout_sec)
     return Settlement(received, Outcome.RELEASE, reason=reason, envelope=envelope,
                       copy=dataclasses.replace(copy, delay_sec=PAYLOAD_RETRY_DELAY_SEC))
 

@@ -28,10 +28,33 @@ from kale.worker.batch import Batch, Outcome, Settlement
 logger = logging.getLogger(__name__)
 
 
-def unsettled_deliveries(received: ReceivedMessage, earlier: int) -> int:
+#: Seconds SQS's clock (which stamps a message's first receive) may be ahead
+#: of this machine's: a delivery held to the end of its visibility timeout is
+#: still counted as held.
+CLOCK_SKEW_SEC = 1.0
+
+
+def held_deliveries(received: ReceivedMessage, visibility_timeout_sec: Optional[float]) -> int:
+    """How many earlier receives of this copy were held to the end of their
+    visibility timeout, nobody settling them: a worker died holding it, or
+    lost the endpoint. A receive that gave the message back sooner (a console
+    poll with visibility 0, a visibility change to 0) is not counted: each
+    held receive took a whole visibility timeout, so there were at most as
+    many as fit in the time since the first receive. Without that time (or
+    the timeout) every earlier receive counts."""
+    earlier = received.receive_count - 1
+    since = received.since_first_receive_sec
+    if earlier <= 0 or since is None or not visibility_timeout_sec:
+        return max(earlier, 0)
+    return min(earlier, int((since + CLOCK_SKEW_SEC) // visibility_timeout_sec))
+
+
+def unsettled_deliveries(received: ReceivedMessage, earlier: int,
+                         visibility_timeout_sec: Optional[float] = None) -> int:
     """Deliveries of this task that ended with nobody settling it: ``earlier``
-    ones (of copies before this one), and this copy's receives before this one."""
-    return earlier + received.receive_count - 1
+    ones (of copies before this one), and this copy's held receives before
+    this one (see :func:`held_deliveries`)."""
+    return earlier + held_deliveries(received, visibility_timeout_sec)
 
 
 def _attributes(received: ReceivedMessage) -> dict[str, Any]:
@@ -39,8 +62,8 @@ def _attributes(received: ReceivedMessage) -> dict[str, Any]:
             for name, value in received.attributes.items()}
 
 
-def release_copy(received: ReceivedMessage, queue: str,
-                 envelope: Optional[Frame] = None) -> OutgoingMessage:
+def release_copy(received: ReceivedMessage, queue: str, envelope: Optional[Frame] = None,
+                 visibility_timeout_sec: Optional[float] = None) -> OutgoingMessage:
     """The fresh copy that releases an unstarted message received on ``queue``.
 
     A verified body is sent back signed with the current key (never an old
@@ -56,9 +79,10 @@ def release_copy(received: ReceivedMessage, queue: str,
         if envelope.legacy:         # re-encode in the current format
             message = codec.read(envelope)
             fresh = dataclasses.replace(message, unsettled=unsettled_deliveries(
-                received, message.unsettled))
+                received, message.unsettled, visibility_timeout_sec))
             return codec.to_outgoing(fresh, queue)
-        unsettled = str(unsettled_deliveries(received, envelope.unsettled))
+        unsettled = str(unsettled_deliveries(received, envelope.unsettled,
+                                             visibility_timeout_sec))
         attributes = envelope.message_attributes()
         attributes.update(_attributes(received))        # what was received, if anything
         return OutgoingMessage(codec.reseal(envelope, **{UNSETTLED: unsettled}), attributes)
@@ -93,7 +117,8 @@ def isolate_suspect(batch: Batch, who: str = 'worker') -> Optional[Batch]:
         # its envelope says 0 (a header, read without building the count).
         if opened is not None and (received.receive_count > 1 or opened.message is not None
                                    or opened.envelope.headers.get(UNSETTLED, '0') != '0'):
-            count = unsettled_deliveries(received, opened.unsettled)
+            count = unsettled_deliveries(received, opened.unsettled,
+                                         batch.queue.visibility_timeout_sec)
             if count > 0:
                 suspects.append((count, received))
     if not suspects:
