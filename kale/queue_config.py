@@ -11,6 +11,7 @@ Each top-level key is a queue; its fields say how workers treat it::
       num_iterations: 10         # batches taken before selecting a queue again
       dead_letter_queue: dlq-high_priority   # optional, this is the default
       fifo: false                # optional: a FIFO queue (SQS name <prefix><name>.fifo)
+      prefetch: auto             # optional: messages per receive, 'auto' or 1..batch_size
 
 Every error names the file, the queue and the field.
 """
@@ -20,7 +21,7 @@ import dataclasses
 import os
 import re
 import threading
-from typing import Any, Iterator, Mapping, Optional
+from typing import Any, Iterator, Mapping, Optional, Union
 
 import yaml
 
@@ -40,6 +41,10 @@ INTEGER_FIELDS: dict[str, tuple[int, Optional[int]]] = {
 }
 
 
+#: The ``prefetch`` value that lets workers choose how many messages to receive.
+AUTO_PREFETCH = 'auto'
+
+
 @dataclasses.dataclass(frozen=True)
 class TaskQueue:
     """One configured queue. ``name`` is what tasks refer to in ``Task.queue``."""
@@ -54,6 +59,10 @@ class TaskQueue:
     #: A FIFO queue: tasks published with a ``group_id`` run in publish order
     #: within their group (see the README's "FIFO queues").
     fifo: bool = False
+    #: How many messages a receive asks for: 'auto' (as many as the worker
+    #: expects to start soon, judged by the queue's recent task durations, at
+    #: most ``batch_size``; see :mod:`kale.worker.prefetch`) or a fixed number.
+    prefetch: Union[str, int] = AUTO_PREFETCH
 
     def __post_init__(self) -> None:
         if not self.dead_letter_queue:
@@ -168,6 +177,11 @@ def _validate_entry(path: str, key: Any, entry: Any, fields: set[str]) -> dict[s
         if value < low or (high is not None and value > high):
             bounds = '%d..%d' % (low, high) if high is not None else 'at least %d' % low
             raise QueueConfigError('%s: field %r must be %s, got %d' % (where, field, bounds, value))
+    prefetch = values.get('prefetch', AUTO_PREFETCH)
+    if prefetch != AUTO_PREFETCH and (isinstance(prefetch, bool) or not isinstance(prefetch, int)
+                                      or not 1 <= prefetch <= values['batch_size']):
+        raise QueueConfigError("%s: field 'prefetch' must be 'auto' or an integer 1..%d (its "
+                               'batch_size), got %r' % (where, values['batch_size'], prefetch))
     return values
 
 

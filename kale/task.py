@@ -16,6 +16,7 @@ and publish with ``MyTask.publish(app_data, *args, **kwargs)``::
 """
 from __future__ import annotations
 
+import inspect
 import logging
 import math
 import random
@@ -57,6 +58,12 @@ RENAMED_HOOKS = {
 }
 
 
+#: Methods a worker calls as plain functions; a coroutine function there
+#: would return a coroutine that never runs, so it is refused.
+SYNCHRONOUS_METHODS = ('run_task', 'should_run_task', 'before_run', 'after_success',
+                       'after_failure', 'on_target_runtime_exceeded', 'on_permanent_failure')
+
+
 class _Skipped:
     def __repr__(self) -> str:
         return 'SKIPPED'
@@ -75,11 +82,16 @@ class Task:
     #: Name of the queue (from the queue config) this task is published to.
     queue: str = 'default'
     #: Seconds one run may take before it is stopped and counted as failed.
-    time_limit: float = 60
+    #: The default is half the shipped queues' 60-second visibility timeout,
+    #: so a batch of such tasks runs together; a limit that does not fit its
+    #: queue's visibility timeout makes the task run alone, under a heartbeat.
+    time_limit: float = 30
     #: Retries after the first failure (0 or None: fail permanently at once).
     max_retries: Optional[int] = 4
-    #: Runs longer than this many seconds are logged as slow.
-    target_runtime: Optional[float] = 50
+    #: Successful runs longer than this many seconds are logged as slow and
+    #: call ``on_target_runtime_exceeded``. None: the time limit (a run over
+    #: it is stopped, so nothing is reported as slow).
+    target_runtime: Optional[float] = None
     #: Exceptions that fail the task permanently at once, without retrying.
     EXCEPTION_LIST: tuple = (NonRetriableTaskError,)
     #: Refuse, at publish time, arguments that do not bind to ``run_task``.
@@ -97,6 +109,13 @@ class Task:
                 raise TaskDefinitionError(
                     'task %s defines %s, a hook of the original Kale that Kale never calls: '
                     'rename it %s' % (cls.task_path(), old, new))
+        for name in SYNCHRONOUS_METHODS:
+            method = vars(cls).get(name)
+            if inspect.iscoroutinefunction(method) or inspect.isasyncgenfunction(method):
+                raise TaskDefinitionError(
+                    'task %s defines %s with async def, but workers call it as a plain function '
+                    '(its coroutine would never run): define it with def, and call '
+                    'asyncio.run(...) inside it if it must await' % (cls.task_path(), name))
 
     def __init__(self, message: Optional[Message] = None):
         self.message = message

@@ -434,3 +434,18 @@ class RacingQuickTask(task.Task):
 
     def run_task(self):
         record('ran', self)
+
+
+class ClockedTask(task.Task):
+    """Moves its class's ``clock`` (a test's FakeClock) by ``seconds`` instead of sleeping."""
+
+    queue = 'default'
+    time_limit = 90
+    clock = None
+
+    def run_task(self, seconds):
+        ClockedTask.clock.advance(seconds)
+
+
+class ClockedTargetTask(ClockedTask):
+    target_runtime = 60

@@ -7,6 +7,7 @@ from kale.transport import OutgoingMessage
 from kale.worker.batch import Outcome, Settlement
 from kale.worker.consumer import Consumer
 from kale.worker.fetcher import MIN_POLL_INTERVAL_SEC, Fetcher
+from kale.worker.prefetch import Prefetch
 from kale.worker.settler import Settler
 
 
@@ -17,10 +18,18 @@ def queues_of(broker, *names, long_poll=None):
     return found
 
 
+def fast(*queues):
+    """A Prefetch that has seen the queues' tasks run in no time: it receives full batches."""
+    prefetch = Prefetch()
+    for queue in queues:
+        prefetch.ran(queue, 0.0)
+    return prefetch
+
+
 def test_a_probe_keeps_what_it_receives_as_the_next_batch(memory_broker):
     [default] = queues_of(memory_broker, 'default')
     memory_broker.send(default, [OutgoingMessage('a'), OutgoingMessage('b')])
-    fetcher = Fetcher(Consumer(memory_broker), [default])
+    fetcher = Fetcher(Consumer(memory_broker), [default], prefetch=fast(default))
     before = sum(memory_broker.transport.requests.values())
     assert fetcher.probe(default)
     batch = fetcher.take(default)
@@ -184,7 +193,7 @@ def test_a_batch_read_ahead_is_held_to_its_own_budget(memory_broker):
     queue = memory_broker.queues['default']
     memory_broker.send(queue, [OutgoingMessage(str(i)) for i in range(30)])
     consumer = Consumer(memory_broker)
-    fetcher = Fetcher(consumer, [queue], read_ahead_above_sec=0.0)
+    fetcher = Fetcher(consumer, [queue], read_ahead_above_sec=0.0, prefetch=fast(queue))
     first = fetcher.fetch(queue)
     assert len(fetcher._ahead['default']) == 2
     time.sleep(0.3)                                   # the first batch "runs"

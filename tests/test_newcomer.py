@@ -285,3 +285,44 @@ def test_every_dropped_setting_the_readme_lists_is_warned_about():
     listed = {name for row in table.splitlines() if row.startswith('| `')
               for name in re.findall(r'`([A-Z_]+)`', row.split('|')[1])}
     assert len(listed) >= 8 and listed <= set(conf.DROPPED_SETTINGS)
+
+
+@pytest.mark.parametrize('name', ['run_task', 'before_run', 'should_run_task'])
+def test_an_async_task_method_is_refused_when_the_task_is_defined(name):
+    async def method(self, *args):
+        return 1
+    with pytest.raises(TaskDefinitionError, match=r'^task [\w.]+OldStyleTask defines %s with async '
+                                                  'def, but workers call it as a plain function'
+                                                  % name):
+        type('OldStyleTask', (Task,), {name: method})
+
+
+def test_the_default_time_limit_fits_the_shipped_queues_with_room_for_a_batch():
+    from kale.queue_config import load_queue_config
+    from kale.worker.batch import Batch
+    shipped = load_queue_config(os.path.join(ROOT, 'queue_config.yaml'))
+    for queue in shipped.values():
+        assert not Batch(queue, [], 0.0).is_long(Task.time_limit), queue.name
+        assert Task.time_limit <= queue.visibility_timeout_sec / 2, queue.name
+
+
+def test_a_run_under_its_time_limit_is_not_slow_unless_the_task_sets_a_target(caplog):
+    """A 65-second run of a task with time_limit = 90 and no target_runtime
+    (the clock moves 65 s during the run)."""
+    from kale.worker.runner import TaskRunner
+    from tests.support.clock import FakeClock
+    from tests.test_runner import batch_for, received_for
+    clock = FakeClock()
+    tasks.ClockedTask.clock = clock
+
+    def runs(task_class):
+        received = received_for(task_class, 65.0)
+        batch, runner = batch_for(received), TaskRunner(clock=clock)
+        opened = runner.open(batch, received)
+        caplog.clear()
+        with caplog.at_level('WARNING'):
+            settlement = runner.run(batch, received, runner.read(batch, received, opened),
+                                    task_class)
+        return settlement.outcome.value, 'over its target_runtime' in caplog.text
+    assert runs(tasks.ClockedTask) == ('succeeded', False)
+    assert runs(tasks.ClockedTargetTask) == ('succeeded', True)

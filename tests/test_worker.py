@@ -170,7 +170,7 @@ def test_endpoint_outages_are_survived(memory_broker, record_file, monkeypatch):
     worker, code = run_worker(memory_broker)
     assert code == 0
     assert events(record_file, 'ran') == [task_id]
-    assert worker.backoff.failures == 0
+    assert worker.outage.backoff.failures == 0
 
 
 def test_only_the_named_queues_are_served(memory_broker, record_file):
@@ -209,7 +209,7 @@ def test_a_stop_request_during_an_outage_backoff_stops_cleanly(memory_broker, mo
 
     monkeypatch.setattr(memory_broker.transport, 'receive', long_polls_fail)
     worker = kale_worker.Worker(queue_names=['slowpoll'], broker=memory_broker)
-    worker.backoff.initial = 2.0                         # a long pause to be stopped in
+    worker.outage.backoff.initial = 2.0                         # a long pause to be stopped in
     pause = worker._sleep
     pauses = []
 

@@ -153,11 +153,18 @@ class Batch:
     #: FIFO: the group of the message taken out to run alone after the batch;
     #: its later messages were released for it, and do not hold it back.
     alone_group: Optional[str] = None
+    #: How many messages the receive asked for (0: the queue's batch_size).
+    asked: int = 0
     #: Whether the queue is a FIFO queue (asked several times per message).
     fifo: bool = dataclasses.field(init=False)
 
     def __post_init__(self) -> None:
         self.fifo = self.queue.fifo
+
+    @property
+    def full(self) -> bool:
+        """Whether the receive brought all it asked for (the queue may have more)."""
+        return len(self.messages) >= (self.asked or self.queue.batch_size)
 
     def is_long(self, time_limit: float) -> bool:
         """Whether a task may need more than a fresh batch's budget (the
@@ -184,6 +191,20 @@ class Batch:
         if self.extended_until > deadline:
             deadline = self.extended_until
         return fits_budget(time_limit, deadline - now, visibility)
+
+    def split_decided(self) -> Optional['Batch']:
+        """Take the messages already decided (run, or settled before running)
+        out into a batch of their own, to be settled while the rest still runs;
+        None when none is decided."""
+        if not self.settlements:
+            return None
+        decided = {id(s.received) for s in self.settlements}
+        part = dataclasses.replace(
+            self, messages=[m for m in self.messages if id(m) in decided],
+            settlements=self.settlements, opened={}, settle_started=0.0, settle_ended=0.0)
+        self.messages = [m for m in self.messages if id(m) not in decided]
+        self.settlements = []
+        return part
 
     def unsettled(self) -> list[ReceivedMessage]:
         """Messages with no settlement yet (not reached when the batch stopped)."""

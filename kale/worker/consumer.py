@@ -106,10 +106,12 @@ class Consumer:
 
     # --- fetching -------------------------------------------------------------------
 
-    def fetch(self, queue: TaskQueue, wait_sec: Optional[int] = None) -> Batch:
-        """Receive up to ``batch_size`` messages (long polling) as a Batch."""
+    def fetch(self, queue: TaskQueue, wait_sec: Optional[int] = None,
+              max_messages: Optional[int] = None) -> Batch:
+        """Receive up to ``max_messages`` (default ``batch_size``) messages,
+        long polling ``wait_sec`` (default the queue's), as a Batch."""
         started = self.clock()
-        messages = self.broker.receive(queue, wait_sec=wait_sec)
+        messages = self.broker.receive(queue, max_messages, wait_sec=wait_sec)
         ended = self.clock()
         if wait_sec == 0:           # a long poll's wait says nothing about the endpoint
             self._receive_times.append(ended - started)

@@ -36,6 +36,7 @@ from kale.queue_config import TaskQueue
 from kale.queue_selector import tickets
 from kale.worker.batch import SETTLE_MARGIN_SEC, Batch
 from kale.worker.consumer import Consumer
+from kale.worker.prefetch import Prefetch
 
 logger = logging.getLogger(__name__)
 
@@ -64,10 +65,13 @@ class Fetcher:
 
     def __init__(self, consumer: Consumer, queues: Sequence[TaskQueue],
                  stopping: Callable[[], bool] = lambda: False,
-                 read_ahead_above_sec: Optional[float] = READ_AHEAD_ABOVE_SEC):
+                 read_ahead_above_sec: Optional[float] = READ_AHEAD_ABOVE_SEC,
+                 prefetch: Optional[Prefetch] = None):
         self.consumer = consumer
         self.queues = list(queues)
         self.stopping = stopping
+        #: How many messages each receive asks for.
+        self.prefetch = prefetch or Prefetch()
         self._prefetched: dict[str, Batch] = {}
         self._known_empty: set[str] = set()
         self._ready: list[Batch] = []
@@ -97,7 +101,7 @@ class Fetcher:
         """Whether the queue has visible messages; any found become its next batch."""
         if queue.name in self._prefetched:
             return True
-        batch = self.consumer.fetch(queue, wait_sec=0)
+        batch = self._receive(queue, 0)
         if batch.messages:
             self._prefetched[queue.name] = batch
             return True
@@ -125,8 +129,10 @@ class Fetcher:
         if ahead:
             batch = ahead.popleft().result()
         else:
-            batch = self.consumer.fetch(queue, wait_sec=0)
-        if self.read_ahead and len(batch.messages) >= queue.batch_size and not self.stopping():
+            batch = self._receive(queue, 0)
+        if self.read_ahead and batch.messages and len(batch.messages) >= batch.asked \
+                and self.prefetch.may_read_ahead(queue, READ_AHEAD_BATCHES) \
+                and not self.stopping():
             ahead = self._ahead.setdefault(queue.name, collections.deque())
             while len(ahead) < READ_AHEAD_BATCHES:
                 ahead.append(self._reader().submit(self._fetch_ahead, queue))
@@ -135,7 +141,7 @@ class Fetcher:
     def _fetch_ahead(self, queue: TaskQueue) -> Batch:
         """A batch received ahead on a thread; given back at once (leaving an
         empty batch in its place) when it arrives too late to run."""
-        batch = self.consumer.fetch(queue, wait_sec=0)
+        batch = self._receive(queue, 0)
         if batch.messages and self._doomed(batch):
             self._release(batch)
             return Batch(queue, [], batch.received_at, batch.sqs_name)
@@ -164,6 +170,13 @@ class Fetcher:
         may end: nothing of it could start in time."""
         busy = self._busy_until
         return bool(busy) and batch.deadline < busy + SETTLE_MARGIN_SEC
+
+    def _receive(self, queue: TaskQueue, wait_sec: int) -> Batch:
+        """One receive, asking for as many messages as the worker will start soon."""
+        asked = self.prefetch.count(queue)
+        batch = self.consumer.fetch(queue, wait_sec=wait_sec, max_messages=asked)
+        batch.asked = asked
+        return batch
 
     @property
     def read_ahead(self) -> bool:
@@ -273,7 +286,7 @@ class Fetcher:
 
     def _poll(self, queue_: TaskQueue) -> None:
         try:
-            batch = self.consumer.fetch(queue_, wait_sec=queue_.long_poll_time_sec)
+            batch = self._receive(queue_, queue_.long_poll_time_sec)
         except SQSError as exc:
             self._results.put((queue_, None, exc))
             return

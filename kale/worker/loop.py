@@ -33,7 +33,6 @@ import time
 from typing import Any, Optional, Sequence
 
 from kale import logs
-from kale.backoff import Backoff
 from kale.broker import Broker, get_broker
 from kale.conf import settings
 from kale.exceptions import SQSError
@@ -42,7 +41,8 @@ from kale.queue_config import TaskQueue
 from kale.queue_selector import QueueInfo
 from kale.timeout import BaseTimeout, SignalTimeout
 from kale.transport import ReceivedMessage
-from kale.worker.batch import HOLDS_GROUP, Batch, Outcome, Settlement
+from kale.worker.batch import HOLDS_GROUP, Batch, Settlement
+from kale.worker.cancelled import skip_cancelled
 from kale.worker.consumer import Consumer
 from kale.worker.fetcher import Fetcher
 from kale.worker.heartbeat import Heartbeat
@@ -54,7 +54,9 @@ from kale.worker.limits import (
     supervisor_gone,
     supervisor_pid,
 )
+from kale.worker.outage import Outage
 from kale.worker.parts import check_codec, load_selector, load_timeout, load_worker_hooks
+from kale.worker.prefetch import Prefetch
 from kale.worker.report import Reporter
 from kale.worker.runner import TaskRunner
 from kale.worker.settler import Settler
@@ -70,6 +72,10 @@ IDLE_PAUSE_SEC = 0.25
 #: Longest time a stopping worker keeps retrying the requests that settle its
 #: last batches while SQS is unreachable.
 SHUTDOWN_SETTLE_SEC = 5.0
+
+#: A batch whose tasks take longer than this is settled in parts, as they end,
+#: so that what ended is deleted, logged and counted without waiting for the rest.
+SETTLE_PARTS_AFTER_SEC = 1.0
 
 
 class Worker:
@@ -93,7 +99,9 @@ class Worker:
         self._on_finished = self.hooks.overridden(WorkerHooks.on_task_finished)
         # Settling keeps trying until each batch's deadline, stopping or not.
         self.consumer = Consumer(self.broker, max_backoff_sec=settings.SQS_ERROR_MAX_BACKOFF_SEC)
-        self.fetcher = Fetcher(self.consumer, self.queues, stopping=lambda: self._stopping)
+        self.prefetch = Prefetch()
+        self.fetcher = Fetcher(self.consumer, self.queues, stopping=lambda: self._stopping,
+                               prefetch=self.prefetch)
         self.queue_info = QueueInfo(self.queues, self.fetcher.probe)
         self.selector = load_selector(selector_class)(self.queue_info)
         self.runner = TaskRunner(load_timeout(self.timeout_class),
@@ -101,14 +109,15 @@ class Worker:
         check_codec()
         self.settler: Optional[Settler] = None
         self.heartbeat = Heartbeat(self.broker)
-        self.backoff = Backoff(maximum=settings.SQS_ERROR_MAX_BACKOFF_SEC)
+        self.outage = Outage(self.name, settings.SQS_ERROR_MAX_BACKOFF_SEC,
+                             settings.BURST_GIVE_UP_SEC if burst else None,
+                             lambda seconds: self._sleep(seconds))
         self.memory_limit = MemoryLimit(settings.DIE_ON_RESIDENT_SET_SIZE_MB)
         self.signals = StopSignals(self.name, on_stop=self.stop, in_task=lambda: self._in_task)
         self.exit_code = EXIT_OK
         self._idle = False
         self._stopping = False
         self._supervisor_pid = supervisor_pid()
-        self._failing_since: Optional[float] = None
         self._in_task = False
 
     @property
@@ -178,8 +187,7 @@ class Worker:
             return True
         self.process(batch)
         for _ in range(queue.num_iterations - 1):
-            if self._stopping or len(batch.messages) < queue.batch_size \
-                    or self.fetcher.has_ready():
+            if self._stopping or not batch.full or self.fetcher.has_ready():
                 break           # a short batch means the queue is (nearly) drained
             batch = self.fetch(queue)
             if batch is None or not batch.messages:
@@ -197,7 +205,7 @@ class Worker:
         try:
             queue = self.selector.select()
         except SQSError as exc:
-            self._back_off('selecting a queue', exc)
+            self.outage.failed('selecting a queue', exc)
             return None
         except Exception:
             logger.exception('%s: queue selector failed; drawing at random', self.name)
@@ -206,7 +214,7 @@ class Worker:
             logger.error('%s: queue selector chose %r, not one of the worker\'s queues; drawing '
                          'at random', self.name, queue)
             queue = random.choice(self.queues)
-        self._reached()
+        self.outage.reached()
         return queue
 
     def fetch(self, queue: TaskQueue) -> Optional[Batch]:
@@ -214,9 +222,9 @@ class Worker:
         try:
             batch = self.fetcher.fetch(queue)
         except SQSError as exc:
-            self._back_off('receiving from queue %s' % queue.name, exc)
+            self.outage.failed('receiving from queue %s' % queue.name, exc)
             return None
-        self._reached()
+        self.outage.reached()
         return batch
 
     def idle(self) -> bool:
@@ -231,9 +239,9 @@ class Worker:
         try:
             arrived = self.fetcher.watch(each_once=self.burst)   # ends soon after a stop
         except SQSError as exc:
-            self._back_off('long polling', exc)
+            self.outage.failed('long polling', exc)
             return True
-        self._reached()
+        self.outage.reached()
         if arrived:
             self._idle = False                 # work_once takes them one by one
         elif not self.burst:
@@ -249,6 +257,8 @@ class Worker:
         a long one invisible from now until it ends."""
         self.verify(batch)
         self.skip_cancelled(batch)
+        self.prefetch.received(batch.queue, sum(
+            1 for opened in batch.opened.values() if batch.is_long(opened.task_class.time_limit)))
         alone = isolate_suspect(batch, self.name) or isolate_long(batch)
         if alone is not None:
             self.keep_if_long(alone)
@@ -285,32 +295,20 @@ class Worker:
                 batch.opened[received.message_id] = opened
 
     def skip_cancelled(self, batch: Batch) -> None:
-        """Ask the hooks, once for the whole batch, which of its tasks were
-        cancelled; each is settled as cancelled (deleted, never run)."""
-        if not batch.opened or not self.hooks.overridden(WorkerHooks.cancelled_tasks):
-            return
-        opened_by_id = batch.opened
-        cancelled: set[str] = set()
-        for answer in self.hooks.collect(WorkerHooks.cancelled_tasks, batch.queue,
-                                         [opened.task_id for opened in opened_by_id.values()]):
-            cancelled.update(answer or ())
-        if not cancelled:
-            return
-        for received in batch.messages:
-            opened = opened_by_id.get(received.message_id)
-            if opened is not None and opened.task_id in cancelled:
-                batch.settlements.append(Settlement(
-                    received, Outcome.CANCELLED, message=opened.message, reason='cancelled',
-                    envelope=opened.envelope))
+        """Settle, unrun, the tasks the hooks say were cancelled (asked once a batch)."""
+        skip_cancelled(self.hooks, batch)
 
     def run_batch(self, batch: Batch) -> None:
         """Run the batch's tasks one by one, in order, while they fit its budget.
         On a FIFO queue, once a group's message is retried or released, the
-        group's later messages in the batch are released, not run."""
+        group's later messages in the batch are released, not run. Once its
+        tasks have taken SETTLE_PARTS_AFTER_SEC, what is decided so far is
+        settled while the rest runs."""
         self.hooks(WorkerHooks.before_batch, batch.queue, batch)
         decided = {id(s.received): s for s in batch.settlements}
+        last_part = time.monotonic()
         try:
-            for received in batch.messages:
+            for received in list(batch.messages):
                 settlement = decided.get(id(received))
                 if settlement is not None:      # decided before the run (see suspects)
                     if batch.fifo and settlement.outcome in HOLDS_GROUP \
@@ -325,6 +323,8 @@ class Worker:
                     batch.held_groups.add(received.group_id)
                 if self.memory_limit.exceeded():
                     break
+                if time.monotonic() - last_part >= SETTLE_PARTS_AFTER_SEC:
+                    last_part = self.settle_part(batch)
         except WorkerInterrupt:
             self._stopping = True
         finally:
@@ -358,9 +358,19 @@ class Worker:
             self._in_task = False
             self.fetcher.busy_until(0.0)
             logs.task_ended(context)
+        self.prefetch.ran(batch.queue, settlement.duration_sec)
         if self._on_finished:
             self.hooks(WorkerHooks.on_task_finished, settlement)
         return settlement
+
+    def settle_part(self, batch: Batch) -> float:
+        """Settle and report what of the batch is decided, while the rest
+        still runs; returns when."""
+        part = batch.split_decided()
+        if part is not None:
+            self.settle(part)
+            self.report_settled()
+        return time.monotonic()
 
     def settle(self, batch: Batch) -> None:
         """Hand the batch to the settler thread: release, copy, delete. The next
@@ -396,9 +406,9 @@ class Worker:
         try:
             drained = all(self.broker.counts(queue).total == 0 for queue in self.queues)
         except SQSError as exc:
-            self._back_off('counting messages', exc)
+            self.outage.failed('counting messages', exc)
             return False
-        self._reached()
+        self.outage.reached()
         return drained
 
     # --- start and stop -------------------------------------------------------------
@@ -431,23 +441,3 @@ class Worker:
         self._idle = True
         logger.debug('%s: idle, long polling %s', self.name, ', '.join(
             '%s (%d s)' % (q.name, q.long_poll_time_sec) for q in self.queues))
-
-    def _reached(self) -> None:
-        """A request worked: back-offs start again from the shortest pause."""
-        self.backoff.reset()
-        self._failing_since = None
-
-    def _back_off(self, what: str, exc: SQSError) -> None:
-        """Log a failed request and pause before the next. A burst worker that
-        has not reached SQS for BURST_GIVE_UP_SEC gives up instead."""
-        now = time.monotonic()
-        if self._failing_since is None:
-            self._failing_since = now
-        elif self.burst and now - self._failing_since >= settings.BURST_GIVE_UP_SEC:
-            raise SQSError('burst worker gave up after %.0f s without reaching SQS '
-                           '(BURST_GIVE_UP_SEC): %s failed: %s'
-                           % (now - self._failing_since, what, exc), exc.code, retryable=False)
-        delay = self.backoff.next_delay()
-        log = logger.warning if exc.retryable else logger.error
-        log('%s: %s failed, retrying in %.1fs: %s', self.name, what, delay, exc)
-        self._sleep(delay)

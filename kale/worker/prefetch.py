@@ -1,0 +1,87 @@
+"""How many messages a receive asks for: no more than the worker will start soon.
+
+A worker runs its batch's tasks one after another, so every message it
+holds waits for those before it, while a sibling worker (another process
+of ``--concurrency``, another machine) may be idle with nothing to do. A
+worker therefore receives only what it expects to start within
+``PREFETCH_WINDOW_SEC``, judged by the recent run times of the queue's
+tasks: ten tasks of 10 ms, two of 400 ms, one of 2 s. Before it has seen a
+queue's tasks run it asks for one message; the next receive knows better.
+
+A queue's ``prefetch`` field fixes the number instead (at most its
+``batch_size``).
+
+A task whose ``time_limit`` does not fit its queue's visibility timeout runs
+alone, after the rest of its batch, and the batch's other such tasks are
+released to run alone later. After a queue brought one, the worker receives
+from it one message at a time until ``batch_size`` receives in a row brought
+none, so each such task is released at most once.
+
+Batches are received ahead (see :mod:`kale.worker.fetcher`) only while
+everything held is still expected to start within the window.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from kale.queue_config import AUTO_PREFETCH, TaskQueue
+
+#: A worker receives what it expects to start within this many seconds.
+PREFETCH_WINDOW_SEC = 1.0
+
+#: Weight of the newest run time in a queue's running mean.
+NEWEST_RUN_WEIGHT = 0.3
+
+
+class Prefetch:
+    """Per-queue receive sizes for one worker (used from its main thread,
+    read by its receiving threads)."""
+
+    def __init__(self, window_sec: float = PREFETCH_WINDOW_SEC):
+        self.window_sec = window_sec
+        self._mean_run_sec: dict[str, float] = {}
+        #: Receives left that take one message at a time (a queue of long tasks).
+        self._one_at_a_time: dict[str, int] = {}
+
+    def count(self, queue: TaskQueue) -> int:
+        """How many messages the next receive from ``queue`` asks for."""
+        if queue.prefetch != AUTO_PREFETCH:
+            return min(int(queue.prefetch), queue.batch_size)
+        if self._one_at_a_time.get(queue.name):
+            return 1
+        mean = self._mean_run_sec.get(queue.name)
+        if mean is None:
+            return 1
+        return self._fitting(queue, mean)
+
+    def _fitting(self, queue: TaskQueue, mean: float) -> int:
+        if mean * queue.batch_size <= self.window_sec:
+            return queue.batch_size
+        return max(1, int(self.window_sec / mean))
+
+    def may_read_ahead(self, queue: TaskQueue, batches: int) -> bool:
+        """Whether ``batches`` more full batches, on top of the one that runs,
+        would still all start within the window."""
+        mean = self._mean_run_sec.get(queue.name)
+        if mean is None or self._one_at_a_time.get(queue.name):
+            return False
+        return mean * self.count(queue) * (batches + 1) <= self.window_sec
+
+    def mean_run_sec(self, queue: TaskQueue) -> Optional[float]:
+        """The queue's recent mean run time (None before any run)."""
+        return self._mean_run_sec.get(queue.name)
+
+    # --- what the worker saw --------------------------------------------------
+
+    def ran(self, queue: TaskQueue, seconds: float) -> None:
+        """A task of ``queue`` ran for ``seconds``."""
+        mean = self._mean_run_sec.get(queue.name)
+        self._mean_run_sec[queue.name] = seconds if mean is None \
+            else mean + NEWEST_RUN_WEIGHT * (seconds - mean)
+
+    def received(self, queue: TaskQueue, long_tasks: int) -> None:
+        """A batch of ``queue`` held ``long_tasks`` tasks that must run alone."""
+        if long_tasks:
+            self._one_at_a_time[queue.name] = queue.batch_size
+        elif self._one_at_a_time.get(queue.name):
+            self._one_at_a_time[queue.name] -= 1
