@@ -7,6 +7,7 @@ wait for what a worker logs, records or sends, not for a guessed time.
 from __future__ import annotations
 
 import base64
+import collections
 import itertools
 import os
 import pickle
@@ -390,3 +391,16 @@ def test_two_workers_share_a_fifo_queue_and_keep_each_group_in_order(sqs, record
              if u.endswith('/' + settings.QUEUE_PREFIX + 'ordered.fifo')]
     attributes = sqs.client.get_queue_attributes(QueueUrl=url, AttributeNames=['All'])
     assert attributes['Attributes']['FifoQueue'] == 'true'
+
+
+def test_concurrency_shares_slow_tasks_between_its_workers(sqs, record, tmp_path):
+    """Six 1.5-second tasks and two workers: each worker receives only what it
+    starts soon, so the two run side by side instead of one taking all six."""
+    published = tasks.SlowTask.publish_batch(None, [((1.5,), {}) for _ in range(6)])
+    supervisor = WorkerProcess(tmp_path, '--queues', 'default', '--burst', '--concurrency', '2')
+    assert supervisor.wait(90) == 0, supervisor.output()
+    assert sorted(ids(record, 'ran')) == sorted(published)
+    by_pid = collections.Counter(r[2] for r in events(record, 'ran'))
+    assert len(by_pid) == 2 and min(by_pid.values()) >= 2, by_pid
+    starts = sorted(float(r[3]) for r in events(record, 'start'))
+    assert starts[-1] - starts[0] < 6.0          # one worker alone needs 7.5 s to start the sixth

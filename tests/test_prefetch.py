@@ -1,0 +1,156 @@
+"""How many messages a worker receives: no more than it will start soon, so
+sibling workers share a queue's work (see kale.worker.prefetch)."""
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import pytest
+
+from kale.exceptions import QueueConfigError
+from kale.hooks import WorkerHooks
+from kale.queue_config import TaskQueue, load_queue_config
+from kale.worker import loop
+from kale.worker.loop import Worker
+from kale.worker.prefetch import Prefetch
+from tests import tasks
+from tests.support.records import read_records, recorded_ids
+
+QUEUE = TaskQueue(name='q', priority=1, batch_size=10, visibility_timeout_sec=30,
+                  long_poll_time_sec=0, num_iterations=5)
+
+
+def test_a_queue_whose_tasks_it_has_not_seen_run_gets_one_message_a_receive():
+    assert Prefetch().count(QUEUE) == 1
+
+
+@pytest.mark.parametrize('run_sec, count', [(0.001, 10), (0.1, 10), (0.4, 2), (0.9, 1), (2.0, 1)])
+def test_the_count_is_what_starts_within_the_window(run_sec, count):
+    prefetch = Prefetch(window_sec=1.0)
+    prefetch.ran(QUEUE, run_sec)
+    assert prefetch.count(QUEUE) == count
+
+
+def test_the_count_follows_recent_run_times():
+    prefetch = Prefetch(window_sec=1.0)
+    prefetch.ran(QUEUE, 2.0)
+    for _ in range(20):
+        prefetch.ran(QUEUE, 0.01)
+    assert prefetch.count(QUEUE) == 10
+    assert prefetch.mean_run_sec(QUEUE) < 0.1
+
+
+def test_a_fixed_prefetch_is_used_as_it_is():
+    fixed = dataclasses.replace(QUEUE, prefetch=3)
+    prefetch = Prefetch()
+    assert prefetch.count(fixed) == 3
+    prefetch.ran(fixed, 5.0)
+    assert prefetch.count(fixed) == 3
+
+
+def test_after_a_batch_with_long_tasks_receives_take_one_message_until_a_batch_size_of_them_had_none():
+    prefetch = Prefetch()
+    prefetch.ran(QUEUE, 0.0)
+    prefetch.received(QUEUE, long_tasks=2)
+    counts = []
+    for _ in range(QUEUE.batch_size):
+        counts.append(prefetch.count(QUEUE))
+        prefetch.received(QUEUE, long_tasks=0)
+    assert counts == [1] * QUEUE.batch_size
+    assert prefetch.count(QUEUE) == QUEUE.batch_size
+
+
+def test_read_ahead_only_while_everything_held_starts_within_the_window():
+    prefetch = Prefetch(window_sec=1.0)
+    assert not prefetch.may_read_ahead(QUEUE, 2)       # nothing seen yet
+    prefetch.ran(QUEUE, 0.001)
+    assert prefetch.may_read_ahead(QUEUE, 2)           # 30 tasks of 1 ms
+    prefetch.ran(QUEUE, 0.5)
+    assert not prefetch.may_read_ahead(QUEUE, 2)
+
+
+@pytest.mark.parametrize('value, message', [
+    (0, "field 'prefetch' must be 'auto' or an integer 1..10 (its batch_size), got 0"),
+    (11, "got 11"), ('many', "got 'many'"), (True, 'got True')])
+def test_a_bad_prefetch_is_a_one_line_error_naming_the_queue(tmp_path, value, message):
+    path = tmp_path / 'queues.yaml'
+    path.write_text('q:\n  priority: 1\n  batch_size: 10\n  visibility_timeout_sec: 30\n'
+                    '  long_poll_time_sec: 0\n  num_iterations: 5\n  prefetch: %r\n' % (value,))
+    with pytest.raises(QueueConfigError, match="q.*%s" % message.replace('(', r'\(')
+                       .replace(')', r'\)')):
+        load_queue_config(str(path))
+
+
+def test_a_fixed_prefetch_is_read_from_the_queue_config(tmp_path):
+    path = tmp_path / 'queues.yaml'
+    path.write_text('q:\n  priority: 1\n  batch_size: 10\n  visibility_timeout_sec: 30\n'
+                    '  long_poll_time_sec: 0\n  num_iterations: 5\n  prefetch: 4\n')
+    assert load_queue_config(str(path))['q'].prefetch == 4
+
+
+# --- in a worker ---------------------------------------------------------------
+
+
+class Seen(WorkerHooks):
+    """Batch sizes, releases and when each success was reported."""
+
+    def __init__(self):
+        self.sizes: list[int] = []
+        self.deferred: list[str] = []
+        self.succeeded: list[tuple[str, float]] = []
+
+    def before_batch(self, queue, batch):
+        self.sizes.append(len(batch.unsettled()))
+
+    def on_task_deferred(self, settlement):
+        self.deferred.append(settlement.task_id)
+
+    def on_task_succeeded(self, settlement):
+        self.succeeded.append((settlement.task_id, time.time()))
+
+
+def run(broker, queue='default', **kwargs):
+    seen = Seen()
+    Worker(queue_names=[queue], burst=True, broker=broker, hooks=[seen], **kwargs).run()
+    return seen
+
+
+def test_a_worker_takes_one_message_first_then_as_many_as_start_soon(memory_broker, record):
+    ids = tasks.RecordTask.publish_batch(None, [((i,), {}) for i in range(25)])
+    seen = run(memory_broker)
+    assert sorted(recorded_ids(record, 'ran')) == sorted(ids)
+    assert seen.sizes[:3] == [1, 10, 10]
+
+
+def test_a_worker_holds_no_more_slow_tasks_than_it_starts_within_the_window(memory_broker, record):
+    """Tasks of 0.4 s: two a receive (the window is one second), never ten."""
+    tasks.SlowTask.publish_batch(None, [((0.4,), {}) for _ in range(5)])
+    seen = run(memory_broker)
+    assert len(recorded_ids(record, 'ran')) == 5
+    assert seen.sizes[0] == 1 and max(seen.sizes) == 2
+
+
+def test_long_tasks_are_each_received_alone_and_never_released(memory_broker, record):
+    """Tasks whose time limit does not fit the queue's visibility timeout run
+    alone; receiving them one at a time means none is received with another
+    only to be released for it."""
+    ids = tasks.LongTask.publish_batch(None, [((0.0,), {}) for _ in range(5)])
+    seen = run(memory_broker, queue='beat')
+    assert sorted(recorded_ids(record, 'ran')) == sorted(ids)
+    assert seen.deferred == []
+    assert [size for size in seen.sizes if size] == [1] * 5     # 0: the long one taken out
+
+
+def test_a_long_batch_is_settled_and_reported_in_parts_as_its_tasks_end(memory_broker, record,
+                                                                       monkeypatch):
+    """Tasks of 0.3 s three to a batch: the first task's success is deleted and
+    reported while the batch's last task still runs, not after it."""
+    monkeypatch.setattr(loop, 'SETTLE_PARTS_AFTER_SEC', 0.1)
+    tasks.SlowTask.publish_batch(None, [((0.3,), {}) for _ in range(4)])
+    seen = run(memory_broker)
+    assert seen.sizes[:2] == [1, 3]
+    starts = {r[1]: float(r[3]) for r in read_records(record) if r[0] == 'start'}
+    order = sorted(starts, key=starts.get)
+    batch_first, batch_last = order[1], order[3]
+    reported = dict(seen.succeeded)
+    assert reported[batch_first] < starts[batch_last] + 0.3      # before the last one ended
