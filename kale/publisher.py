@@ -223,6 +223,10 @@ class Publisher:
         self._extra_hooks = list(hooks)
         self._hooks: Optional[tuple[int, HookDispatcher]] = None
 
+    def queue_of(self, task_class: type['Task']) -> TaskQueue:
+        """The queue ``task_class`` publishes to (from the queue config)."""
+        return task_queue(task_class)
+
     @property
     def sender(self) -> Sender:
         if self._sender is None:
@@ -279,7 +283,7 @@ class Publisher:
         name = task_class.task_path()
         delay = check_delay(name, delay_sec)
         given = check_labels(name, labels)
-        queue = task_queue(task_class)
+        queue = self.queue_of(task_class)
         check_fifo_ids(name, queue, group_id, dedup_id, delay)
         pairs = [_call_pair(name, number, call) for number, call in enumerate(calls)]
         messages = [self.build(task_class, app_data, args, kwargs) for args, kwargs in pairs]

@@ -16,6 +16,11 @@ use, so application tests need no queue::
 Time limits and retries are not applied in eager mode; an exception raised by
 the task propagates to the publisher unless ``propagate=False``. Payloads that
 would go to S3 (``PAYLOAD_BUCKET``) are kept in memory for the block.
+
+Eager mode needs no settings module and no AWS settings. With no queue
+config to read (no ``queue_config.yaml`` where the tests run, no
+``QUEUE_CONFIG``), each task runs as if its queue were configured; with one,
+a task whose queue is not in it is refused as it would be in production.
 """
 from __future__ import annotations
 
@@ -27,11 +32,12 @@ from typing import Any, Iterator, Optional, Sequence
 from kale import publisher as kale_publisher
 from kale.codec import get_codec
 from kale.conf import settings
+from kale.exceptions import QueueConfigError
 from kale.message import Message
-from kale.queue_config import TaskQueue
+from kale.queue_config import TaskQueue, get_queue_config
 from kale.registry import resolve_task
 from kale.task import Task
-from kale.transport import OutgoingMessage
+from kale.transport import MAX_VISIBILITY_SEC, OutgoingMessage
 from kale.transport.payloads import MemoryPayloadStore, using_payload_store
 
 
@@ -77,6 +83,24 @@ class EagerSender:
         return ids
 
 
+class EagerPublisher(kale_publisher.Publisher):
+    """A publisher that runs each task in-process, with or without a queue config."""
+
+    def queue_of(self, task_class: type[Task]) -> TaskQueue:
+        try:
+            get_queue_config()
+        except QueueConfigError:        # none to read: the task's queue, as named
+            kale_publisher.check_time_limit(task_class, STAND_IN_QUEUE)
+            return dataclasses.replace(STAND_IN_QUEUE, name=task_class.queue)
+        return super().queue_of(task_class)
+
+
+#: The queue a task runs on in eager mode when there is no queue config.
+STAND_IN_QUEUE = TaskQueue(name='eager', priority=1, batch_size=10,
+                           visibility_timeout_sec=MAX_VISIBILITY_SEC,
+                           long_poll_time_sec=0, num_iterations=1)
+
+
 @contextlib.contextmanager
 def _signing_key() -> Iterator[None]:
     if settings.MESSAGE_SIGNING_KEY:
@@ -95,7 +119,7 @@ def eager(propagate: bool = True) -> Iterator[list[EagerRun]]:
     """
     sender = EagerSender(propagate)
     with _signing_key(), using_payload_store(MemoryPayloadStore(settings.PAYLOAD_BUCKET)):
-        previous = kale_publisher.set_publisher(kale_publisher.Publisher(sender))
+        previous = kale_publisher.set_publisher(EagerPublisher(sender))
         try:
             yield sender.runs
         finally:

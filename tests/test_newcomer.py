@@ -211,13 +211,59 @@ def test_the_ready_settings_modules_ship_with_the_package(tmp_path, monkeypatch)
     assert '..' not in get_queue_config().path
 
 
-def test_eager_mode_without_a_queue_config_names_the_setting(tmp_path, monkeypatch):
+def test_eager_mode_runs_tasks_without_a_queue_config(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    settings_module(tmp_path, monkeypatch, 'bare_settings',
-                    'MESSAGE_SIGNING_KEY = "a-test-signing-key-0123456789abcdef"\n')
-    with pytest.raises(QueueConfigError, match=r"cannot read the queue config \(QUEUE_CONFIG = "
-                                               r"'queue_config.yaml'\)"):
-        testing.run_eagerly(tasks.AddTask, None, 1, 2)
+    settings_module(tmp_path, monkeypatch, 'bare_settings', 'X = 1\n')
+    assert testing.run_eagerly(tasks.AddTask, None, 1, 2) == 3
+    with testing.eager() as runs:
+        tasks.HighRecordTask.publish(None)
+    assert runs[0].message.task_name == 'tests.tasks.HighRecordTask'
+
+
+def test_eager_mode_under_pytest_needs_no_settings_module(tmp_path):
+    """A project's own test, run by pytest in a folder with no settings module,
+    no queue config and no AWS settings."""
+    (tmp_path / 'test_app.py').write_text(textwrap.dedent('''
+        from kale import task, testing
+
+        class Resize(task.Task):
+            queue = 'images'
+
+            def run_task(self, width):
+                return width * 2
+
+        def test_resize():
+            assert testing.run_eagerly(Resize, None, 21) == 42
+    '''))
+    env = subprocess_env()
+    for name in (ENVIRONMENT_VARIABLE, 'AWS_DEFAULT_REGION', 'AWS_REGION'):
+        env.pop(name, None)
+    result = subprocess.run([sys.executable, '-m', 'pytest', '-q', '-p', 'no:cacheprovider',
+                             '-p', 'no:randomly', 'test_app.py'], capture_output=True, text=True,
+                            cwd=tmp_path, env=env, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+class LostTask(Task):
+    queue = 'nowhere'
+
+    def run_task(self):
+        return 1
+
+
+def test_eager_mode_refuses_a_queue_its_queue_config_does_not_have():
+    with pytest.raises(UnknownQueueError, match="'nowhere'"):
+        testing.run_eagerly(LostTask, None)
+
+
+def test_a_command_with_no_settings_module_says_so_and_how_to_set_one(tmp_path):
+    env = subprocess_env()
+    for name in (ENVIRONMENT_VARIABLE, 'AWS_DEFAULT_REGION', 'AWS_REGION'):
+        env.pop(name, None)
+    line = one_line(kale('worker', '--burst', env=env, cwd=str(tmp_path)))
+    assert line.startswith('kale: error: no settings module is set: set KALE_SETTINGS_MODULE to '
+                           'your settings module'), line
+    assert '--settings MODULE' in line
 
 
 def test_a_missing_settings_module_names_the_option_it_came_from():

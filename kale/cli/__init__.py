@@ -17,8 +17,8 @@ from typing import Optional, Sequence
 
 from kale import logs
 from kale.cli import admin, sqs_local, tasks, web, worker
-from kale.conf import settings
-from kale.exceptions import KaleError
+from kale.conf import ENVIRONMENT_VARIABLE, settings
+from kale.exceptions import ImproperlyConfigured, KaleError
 from kale.version import __version__
 
 EXIT_ERROR = 1
@@ -56,6 +56,13 @@ def _log_format() -> str:
         return 'text'
 
 
+#: Said before a configuration error when no settings module was named: the
+#: error (no AWS region, no queue config) comes from the defaults alone.
+NO_SETTINGS_MODULE = ('no settings module is set: set %s to your settings module (e.g. '
+                      'export %s=kale.presets.local) or pass --settings MODULE; with the defaults '
+                      'alone: ' % (ENVIRONMENT_VARIABLE, ENVIRONMENT_VARIABLE))
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run one ``kale`` command line in this process; returns its exit code."""
     if os.getcwd() not in sys.path:
@@ -71,7 +78,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             logs.configure(args.log_level, args.aws_log_level, log_format=log_format)
         return int(args.func(args))
     except KaleError as exc:
-        print('kale: error: %s' % exc, file=sys.stderr)
+        unset = isinstance(exc, ImproperlyConfigured) \
+            and not os.environ.get(ENVIRONMENT_VARIABLE, '').strip()
+        print('kale: error: %s%s' % (NO_SETTINGS_MODULE if unset else '', exc), file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
