@@ -16,7 +16,6 @@ from kale.conf import ENVIRONMENT_VARIABLE, settings
 from kale.exceptions import (
     ImproperlyConfigured,
     PublishError,
-    QueueConfigError,
     SQSError,
     TaskDefinitionError,
     UnknownQueueError,
