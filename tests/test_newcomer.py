@@ -371,3 +371,47 @@ def test_a_run_under_its_time_limit_is_not_slow_unless_the_task_sets_a_target(ca
         return settlement.outcome.value, 'over its target_runtime' in caplog.text
     assert runs(tasks.ClockedTask) == ('succeeded', False)
     assert runs(tasks.ClockedTargetTask) == ('succeeded', True)
+
+
+def test_a_burst_worker_waiting_for_a_delayed_task_says_so_once(memory_broker, caplog):
+    from kale.worker import Worker
+    worker = Worker(queue_names=['default'], burst=True, broker=memory_broker)
+    tasks.RecordTask.publish(None, delay_sec=600)
+    with caplog.at_level('INFO', logger='kale.worker'):
+        assert not worker.drained()
+        assert not worker.drained()
+    waits = [r.getMessage() for r in caplog.records if 'waiting for delayed' in r.getMessage()]
+    assert len(waits) == 1, waits
+    assert re.search(r'\(1 on default\).*within 15 minutes of its publish, so by '
+                     r'\d\d:\d\d:\d\d at the latest', waits[0]), waits[0]
+
+
+def test_a_burst_worker_tells_a_new_wait_after_it_ran_something(caplog):
+    from kale.queue_config import TaskQueue
+    from kale.transport import QueueCounts
+    from kale.worker.burst import BurstEnd
+    queue = TaskQueue('q', 1, 10, 30, 0, 1)
+    end = BurstEnd('w', wall_clock=lambda: 0.0)
+    with caplog.at_level('INFO', logger='kale.worker'):
+        assert not end.drained({queue: QueueCounts(0, 0, 2)})
+        assert not end.drained({queue: QueueCounts(1, 0, 1)})
+        assert not end.drained({queue: QueueCounts(0, 0, 1)})
+        assert end.drained({queue: QueueCounts(0, 0, 0)})
+    assert [r.getMessage().split('(')[1].split(')')[0] for r in caplog.records] == \
+        ['2 on q', '1 on q']
+
+
+def test_a_burst_worker_gives_up_within_one_request_of_burst_give_up_sec():
+    """Each failed request takes 3 s (a connect timeout); the pauses between
+    them stop at BURST_GIVE_UP_SEC, not one doubled pause after it."""
+    from kale.worker.outage import Outage
+    from tests.support.clock import FakeClock
+    clock = FakeClock(start=0.0)
+    outage = Outage('w', max_backoff_sec=30, give_up_after_sec=60, sleep=clock.advance,
+                    clock=clock)
+    with pytest.raises(SQSError, match=r'burst worker gave up after 6\d s without reaching SQS '
+                                       r'\(BURST_GIVE_UP_SEC\): receiving failed'):
+        while True:
+            clock.advance(3.0)                   # the request that fails
+            outage.failed('receiving', SQSError('connection refused'))
+    assert clock() <= 3.0 + 60 + 3.0       # the first failure, the give-up time, one request

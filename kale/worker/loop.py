@@ -42,6 +42,7 @@ from kale.queue_selector import QueueInfo
 from kale.timeout import BaseTimeout, SignalTimeout
 from kale.transport import ReceivedMessage
 from kale.worker.batch import HOLDS_GROUP, Batch, Settlement
+from kale.worker.burst import BurstEnd
 from kale.worker.cancelled import skip_cancelled
 from kale.worker.consumer import Consumer
 from kale.worker.fetcher import Fetcher
@@ -112,6 +113,7 @@ class Worker:
         self.outage = Outage(self.name, settings.SQS_ERROR_MAX_BACKOFF_SEC,
                              settings.BURST_GIVE_UP_SEC if burst else None,
                              lambda seconds: self._sleep(seconds))
+        self.burst_end = BurstEnd(self.name)
         self.memory_limit = MemoryLimit(settings.DIE_ON_RESIDENT_SET_SIZE_MB)
         self.signals = StopSignals(self.name, on_stop=self.stop, in_task=lambda: self._in_task)
         self.exit_code = EXIT_OK
@@ -404,7 +406,7 @@ class Worker:
             self.settler.flush()
             self.report_settled()
         try:
-            drained = all(self.broker.counts(queue).total == 0 for queue in self.queues)
+            drained = self.burst_end.drained({q: self.broker.counts(q) for q in self.queues})
         except SQSError as exc:
             self.outage.failed('counting messages', exc)
             return False
