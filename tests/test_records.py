@@ -54,6 +54,10 @@ def test_the_result_is_not_stored_unless_the_task_asks(broker):
     task_id = rt.PlainTask.publish(None, 1)
     work(broker)
     assert records.get(task_id).result is None
+    with pytest.raises(TaskResultError, match=r'^task \S+ succeeded, but tests.records_tasks.'
+                                              r'PlainTask does not store its result: set '
+                                              r'store_result = True on the task class$'):
+        records.result(task_id)
 
 
 def one_pass(broker, queues=None):

@@ -22,6 +22,7 @@ import time
 from typing import Any, Optional
 
 from kale.exceptions import (
+    DecodeError,
     RecordConflictError,
     RecordNotFoundError,
     TaskResultError,
@@ -32,6 +33,7 @@ from kale.records.record import TaskRecord, WorkerRecord
 from kale.records.recorder import get_recorder
 from kale.records.schema import CANCELLED, FAILED, FINAL, PENDING, STATUSES, SUCCEEDED
 from kale.records.store import RecordStore
+from kale.registry import resolve_task
 
 #: Longest pause between two reads while waiting for a task.
 WAIT_POLL_MAX_SEC = 0.5
@@ -74,8 +76,10 @@ def wait(task_id: str, timeout: float, url: Optional[str] = None) -> TaskRecord:
 
 def result(task_id: str, timeout: Optional[float] = None, url: Optional[str] = None) -> Any:
     """What the task's ``run_task`` returned (as stored: JSON-safe, bounded;
-    the task needs ``store_result = True``). With ``timeout``, waits for it.
-    TaskResultError when it failed, was cancelled or has not finished."""
+    the task needs ``store_result = True``). With ``timeout``, waits up to
+    that many seconds for the task to finish (TaskWaitTimeout after).
+    TaskResultError when it failed, was cancelled, has not finished, or its
+    task class does not store results."""
     record = wait(task_id, timeout, url) if timeout is not None else get(task_id, url)
     if record is None:
         raise RecordNotFoundError('no record of task %s' % task_id)
@@ -84,7 +88,19 @@ def result(task_id: str, timeout: Optional[float] = None, url: Optional[str] = N
             if record.error_type else ''
         raise TaskResultError('task %s has no result: it is %s%s'
                               % (task_id, record.status, detail))
+    if record.result is None and not _stores_result(record.task):
+        raise TaskResultError('task %s succeeded, but %s does not store its result: set '
+                              'store_result = True on the task class' % (task_id, record.task))
     return record.result
+
+
+def _stores_result(task_name: str) -> bool:
+    """Whether the task class keeps what run_task returns (True when this
+    process cannot import it: its result, None, is then taken as stored)."""
+    try:
+        return bool(resolve_task(task_name).store_result)
+    except DecodeError:
+        return True
 
 
 def cancel(task_id: str, url: Optional[str] = None) -> TaskRecord:
