@@ -109,8 +109,9 @@ def cmd_dlq_redrive(args: argparse.Namespace) -> int:
     report = admin.redrive(broker, queue, limit=args.limit, reason=args.reason,
                            dry_run=args.dry_run, progress=progress)
     sys.stderr.write('\n' if report.moved or report.skipped or report.not_matching else '')
-    print('%s %d dead letters from %s back to %s%s' % (
-        'would move' if args.dry_run else 'moved', report.moved, source, target,
+    print('%s %d dead letter%s from %s back to %s%s' % (
+        'would move' if args.dry_run else 'moved', report.moved,
+        '' if report.moved == 1 else 's', source, target,
         ' (%s)' % _counts(report.reasons) if report.reasons else ''))
     if report.moved:
         print('first published between %s and %s; %s' % (
