@@ -39,3 +39,18 @@ def test_a_child_forked_while_the_lock_is_held_can_still_make_ids():
             os._exit(0 if len(ids.random_id()) == 32 else 1)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_the_process_identity_reads_as_host_pid_and_start_time():
+    import datetime
+    import os
+    import socket
+
+    from kale.ids import process_identity
+    identity, started = process_identity()
+    host_pid, when = identity.split('@')
+    assert host_pid == '%s:%d' % (socket.gethostname(), os.getpid())
+    parsed = datetime.datetime.strptime(when, '%Y-%m-%dT%H:%M:%SZ').replace(
+        tzinfo=datetime.timezone.utc)
+    assert abs(parsed.timestamp() - started) < 1
+    assert process_identity() == (identity, started)           # asked once per process

@@ -3,7 +3,6 @@ fields for text formats."""
 import io
 import json
 import logging
-import os
 import sys
 
 import pytest
@@ -11,6 +10,7 @@ import pytest
 from kale import logs
 from kale import worker as kale_worker
 from kale.cli import main
+from kale.ids import process_identity
 from tests import tasks
 
 
@@ -74,7 +74,7 @@ def test_the_tasks_own_log_lines_carry_its_fields(memory_broker, output):
     [line] = [entry for entry in lines(stream) if entry['message'] == 'logging from inside the task']
     assert line['task_id'] == task_id and line['task'] == 'tests.tasks.LoggingTask'
     assert line['queue'] == 'default' and line['attempt'] == 1
-    assert line['worker'] == 'worker %d' % os.getpid()
+    assert line['worker'] == process_identity()[0]
 
 
 def test_outcome_lines_carry_the_fields_for_text_formats_too(memory_broker, output):

@@ -23,12 +23,11 @@ task id anyone can trust.
 """
 from __future__ import annotations
 
-import os
-import socket
 import time
 from typing import TYPE_CHECKING, Any, Collection, Optional, Sequence
 
 from kale.hooks import PublishHooks, WorkerHooks
+from kale.ids import process_identity
 from kale.records.recorder import Recorder, get_recorder
 from kale.records.render import error_fields, render_inputs, render_result
 from kale.records.schema import CANCELLED, FAILED, QUEUED, RUNNING, SCHEDULED, SUCCEEDED, tasks
@@ -53,7 +52,8 @@ _FINAL_STATUS = {'succeeded': SUCCEEDED, 'skipped': SUCCEEDED, 'retry': SCHEDULE
 
 
 def worker_identity() -> str:
-    return '%s:%d' % (socket.gethostname(), os.getpid())
+    """The id of this process, as its row in ``kale_workers`` has it."""
+    return process_identity()[0]
 
 
 class RecordsHooks(PublishHooks, WorkerHooks):

@@ -21,6 +21,7 @@ from typing import Optional, Sequence
 
 from kale.conf import settings
 from kale.exceptions import ImproperlyConfigured
+from kale.ids import process_identity
 from kale.records.store import RecordStore, safe_url
 from kale.records.writer import RecordWriter, Row
 from kale.version import __version__
@@ -38,10 +39,9 @@ class ProcessRow:
     written by the writer thread."""
 
     def __init__(self, role: str, queues: Sequence[str], heartbeat_sec: float):
-        self.started_at = time.time()
+        self.id, self.started_at = process_identity()
         self.host = socket.gethostname()
         self.pid = os.getpid()
-        self.id = '%s:%d:%d' % (self.host, self.pid, int(self.started_at * 1000))
         self.role = role
         self.queues = list(queues)
         self.heartbeat_sec = heartbeat_sec

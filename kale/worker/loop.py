@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import gc
 import logging
-import os
 import random
 import time
 from typing import Any, Optional, Sequence
@@ -37,6 +36,7 @@ from kale.broker import Broker, get_broker
 from kale.conf import settings
 from kale.exceptions import SQSError
 from kale.hooks import HookDispatcher, WorkerHooks
+from kale.ids import process_identity
 from kale.queue_config import TaskQueue
 from kale.queue_selector import QueueInfo
 from kale.timeout import BaseTimeout, SignalTimeout
@@ -92,7 +92,7 @@ class Worker:
         self.broker = broker or get_broker()
         self.queues = self._choose_queues(queue_names)
         self.burst = burst
-        self.name = 'worker %d' % os.getpid()
+        self.name = 'worker %s' % process_identity()[0]
         self.hooks = HookDispatcher(load_worker_hooks(hooks))
         self.reporter = Reporter(self.hooks)
         # Asked once: a per-task hook that nobody overrides costs nothing per task.
@@ -140,7 +140,7 @@ class Worker:
         self.signals.install()
         self.runner.timeout_class.setup()
         self.settler = Settler(self.consumer)
-        logs.set_worker(self.name)
+        logs.set_worker(process_identity()[0])
         try:
             self.startup()
             gc.freeze()         # start-up's objects live on: full collections skip them
