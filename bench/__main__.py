@@ -77,7 +77,7 @@ def measure(endpoint: Optional[Endpoint], latency_ms: float,
     seconds = time.monotonic() - started
     print('\nKale benchmark, %s: %s; %d tasks, %d runs per scenario (%.0fs)'
           % (label, env.describe(), args.tasks, args.runs, seconds))
-    print(report.table(results), flush=True)
+    print(report.table(results, args.transport), flush=True)
     return {'label': label, 'transport': args.transport, 'endpoint': env.endpoint,
             'upstream': env.upstream, 'latency_ms': latency_ms,
             'round_trips_ms': env.round_trips_ms, 'seconds': seconds, 'results': results}

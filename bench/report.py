@@ -89,10 +89,14 @@ def _aligned(rows: list[tuple[str, ...]], separator: str = '  ') -> str:
                      .rstrip() for row in rows)
 
 
-def table(results: dict[str, dict[str, Any]]) -> str:
+#: What the baseline is, by transport: the plainest consumer of the same queues.
+BASELINES = {'sqs': 'raw boto3 loop', 'memory': 'raw memory-transport loop'}
+
+
+def table(results: dict[str, dict[str, Any]], transport: str = 'sqs') -> str:
     """Every figure of one configuration: medians with min and max, ratio, target."""
-    rows = [('scenario', 'kale: median [min..max]', 'baseline (boto3; records: off)', 'ratio',
-             'target', 'met')]
+    rows = [('scenario', 'kale: median [min..max]',
+             'baseline (%s; records: off)' % BASELINES[transport], 'ratio', 'target', 'met')]
     for figure, result in results.items():
         rows.append((figure, _cell(result['kale']), _cell(result['baseline']),
                      '%.2f' % result['ratio'] if 'ratio' in result else '-',
@@ -155,7 +159,10 @@ def summary_cell(result: Optional[dict[str, Any]], how: str, unit: str) -> str:
 def summary(configurations: list[dict[str, Any]]) -> str:
     """The headline figures side by side, one column per configuration (medians)."""
     rows = [('',) + tuple(c['label'] for c in configurations)]
+    baseline = BASELINES[configurations[0].get('transport', 'sqs')] if configurations \
+        else BASELINES['sqs']                     # one transport per run of the benchmark
     for label, figure, how, unit in SUMMARY_ROWS:
+        label = label.replace(BASELINES['sqs'], baseline)
         cells = tuple(summary_cell(c['results'].get(figure), how, unit) for c in configurations)
         if any(cells):
             rows.append((label,) + cells)

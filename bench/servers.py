@@ -1,10 +1,9 @@
 """The processes a benchmark runs against: the SQS endpoint every configuration
 shares (embedded moto, fauxqs, or a URL given), and a latency proxy in front of it.
 
-fauxqs is a fast SQS emulator from npm; ``fauxqs.sh PORT`` installs it once
-into a cache, starts it and prints its pid. The latency proxy holds each
-client-to-server chunk for a number of milliseconds. Both scripts live in
-``$KALE_BENCH_TOOLS`` (default /work/shared/tools). Every process started
+fauxqs is a fast SQS emulator from npm, installed and started by
+:mod:`bench.fauxqs`. The latency proxy (:mod:`bench.proxy`) holds each
+client-to-server chunk for a number of milliseconds. Every process started
 here is stopped by its own pid (or process group), also after Ctrl-C.
 """
 from __future__ import annotations
@@ -22,11 +21,11 @@ from typing import Optional
 import boto3
 import botocore.exceptions
 
+from bench import fauxqs
 from kale.cli.sqs_local import SQSLocalProcess
 
-TOOLS = os.environ.get('KALE_BENCH_TOOLS', '/work/shared/tools')
-FAUXQS_SCRIPT = os.path.join(TOOLS, 'fauxqs.sh')
-PROXY_SCRIPT = os.path.join(TOOLS, 'latency_proxy.py')
+#: The checkout (``python -m bench.proxy`` runs from it).
+REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOCAL_HOSTS = {'127.0.0.1', 'localhost'}
 
 
@@ -102,54 +101,49 @@ def round_trip_ms(url: str, requests: int = 30) -> float:
 
 
 class Fauxqs:
-    """fauxqs on a free port of 127.0.0.1, started with ``fauxqs.sh``."""
+    """fauxqs on a free port of 127.0.0.1 (see :mod:`bench.fauxqs`)."""
 
-    def __init__(self, script: str = FAUXQS_SCRIPT):
-        self.script = script
-        self.pid = 0
-        self.group: Optional[int] = None
+    def __init__(self, folder: Optional[str] = None):
+        self.folder = folder
+        self.process: Optional[subprocess.Popen] = None
         self.url = ''
 
     def start(self) -> str:
-        if not os.access(self.script, os.X_OK):
-            raise BenchError('--endpoint fauxqs needs %s (set KALE_BENCH_TOOLS to the folder that '
-                             'holds fauxqs.sh)' % self.script)
         port = free_port()
-        # A session of its own: Ctrl-C in the terminal does not reach the server
-        # before the benchmark has stopped its workers; stop() ends it.
-        script = subprocess.Popen([self.script, str(port)], stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True, start_new_session=True)
-        self.group = script.pid
         try:
-            out, err = script.communicate(timeout=600)     # the first run installs from npm
-        except BaseException:
-            stop_process(script.pid, self.group, timeout=1)
-            raise
-        lines = out.split()
-        if script.returncode != 0 or not lines or not lines[-1].isdigit():
-            raise BenchError('fauxqs could not be installed or started (%s exited %d): %s'
-                             % (self.script, script.returncode,
-                                ' '.join((err or out).split())[-300:] or 'no output'))
-        self.pid = int(lines[-1])
-        wait_for_port(port, self.pid, 'fauxqs')
+            self.process = fauxqs.start(port, self.folder)
+        except fauxqs.FauxqsError as exc:
+            raise BenchError(str(exc)) from None
+        try:
+            wait_for_port(port, self.process.pid, 'fauxqs')
+        except BenchError as exc:
+            self.stop()
+            raise BenchError('%s: %s' % (exc, self._errors())) from None
         self.url = 'http://127.0.0.1:%d' % port
         return self.url
 
+    def _errors(self) -> str:
+        stderr = self.process.stderr if self.process is not None else None
+        text = stderr.read() if stderr is not None else ''
+        return ' '.join(text.split())[-300:] or 'no output'
+
     def stop(self) -> None:
-        if self.pid:
-            stop_process(self.pid, self.group)
-            self.pid = 0
+        if self.process is not None:
+            stop_process(self.process.pid, self.process.pid)
+            self.process.wait()
+            if self.process.stderr is not None:
+                self.process.stderr.close()
+            self.process = None
 
 
 class LatencyProxy:
     """``latency_proxy.py`` in front of a local endpoint: each request reaches it
     ``delay_ms`` later (answers come back at once)."""
 
-    def __init__(self, upstream: str, delay_ms: float, log_path: str, script: str = PROXY_SCRIPT):
+    def __init__(self, upstream: str, delay_ms: float, log_path: str):
         self.upstream = upstream
         self.delay_ms = delay_ms
         self.log_path = log_path
-        self.script = script
         self.process: Optional[subprocess.Popen] = None
         self.url = ''
 
@@ -158,15 +152,12 @@ class LatencyProxy:
         if parsed.scheme != 'http' or parsed.hostname not in LOCAL_HOSTS or not parsed.port:
             raise BenchError('--latency-ms with an SQS endpoint needs a local http endpoint with a '
                              'port (the proxy connects to 127.0.0.1), not %s' % self.upstream)
-        if not os.path.exists(self.script):
-            raise BenchError('--latency-ms with an SQS endpoint needs the latency proxy %s (set '
-                             'KALE_BENCH_TOOLS to the folder that holds latency_proxy.py)'
-                             % self.script)
         port = free_port()
         with open(self.log_path, 'w') as log:
             self.process = subprocess.Popen(
-                [sys.executable, self.script, str(port), str(parsed.port), '%g' % self.delay_ms],
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                [sys.executable, '-m', 'bench.proxy', str(port), str(parsed.port),
+                 '%g' % self.delay_ms], stdout=log, stderr=subprocess.STDOUT,
+                cwd=REPOSITORY, start_new_session=True)
         try:
             wait_for_port(port, self.process.pid, 'the latency proxy')
         except BenchError as exc:

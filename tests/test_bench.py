@@ -68,6 +68,7 @@ def test_every_scenario_runs_on_an_sqs_endpoint(tmp_path, sqs_endpoint):
         assert figure in table
     assert configuration['results']['worker drain (tasks/s)']['baseline']['median'] > 0
     assert 'Summary' in table and 'drain: Kale' in table
+    assert 'drain: raw boto3 loop' in table and 'memory-transport' not in table
 
 
 @pytest.mark.slow
@@ -84,6 +85,8 @@ def test_every_scenario_runs_on_the_memory_transport_and_records_on_beside_off(t
         assert results[figure]['kale']['median'] > 0 and results[figure]['baseline']['median'] > 0
         assert 'ratio' in results[figure] and results[figure]['target'].endswith('x off')
     assert 'drain: records on (off)' in table
+    # The baseline here is a plain loop over the memory transport, not boto3.
+    assert 'drain: raw memory-transport loop' in table and 'boto3' not in table
 
 
 def listening(url):

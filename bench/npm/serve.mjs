@@ -1,0 +1,18 @@
+// Starts fauxqs (installed next to this file by bench/fauxqs.py) on
+// 127.0.0.1 only. Usage: node serve.mjs PORT
+import { buildApp } from "fauxqs";
+import { SqsStore } from "./node_modules/fauxqs/dist/sqs/sqsStore.js";
+import { SnsStore } from "./node_modules/fauxqs/dist/sns/snsStore.js";
+import { S3Store } from "./node_modules/fauxqs/dist/s3/s3Store.js";
+
+const port = Number.parseInt(process.argv[2] ?? "", 10);
+if (!Number.isInteger(port) || port < 1 || port > 65535) {
+  console.error(`serve.mjs: PORT must be 1..65535, got ${process.argv[2]}`);
+  process.exit(2);
+}
+const stores = { sqsStore: new SqsStore(), snsStore: new SnsStore(), s3Store: new S3Store() };
+const app = buildApp({ logger: false, stores });
+await app.listen({ port, host: "127.0.0.1" });
+for (const signal of ["SIGTERM", "SIGINT"]) {
+  process.on(signal, () => app.close().then(() => process.exit(0)));
+}
