@@ -233,6 +233,10 @@ RECORDS_URL = ''
 # until `kale tasks purge` or DELETE /api/tasks removes them.
 RECORDS_SUCCEEDED_TTL_SEC = 24 * 3600
 RECORDS_FAILED_TTL_SEC = 7 * 24 * 3600
+# Seconds a queued or scheduled record is kept after its last event: SQS
+# keeps a message at most 14 days (its retention period), so a task queued
+# longer will never run. None keeps them.
+RECORDS_QUEUED_TTL_SEC = 14 * 24 * 3600
 
 # Records waiting to be written, at most, per process: past it the oldest are
 # dropped (counted and logged), so a store that is down never holds up work.

@@ -185,6 +185,7 @@ CHECKS: dict[str, Callable[[Any], Optional[str]]] = {
     'RECORDS_URL': _records_url,
     'RECORDS_SUCCEEDED_TTL_SEC': _ttl,
     'RECORDS_FAILED_TTL_SEC': _ttl,
+    'RECORDS_QUEUED_TTL_SEC': _ttl,
     'RECORDS_BUFFER_SIZE': _number(10, whole=True),
     'RECORDS_HEARTBEAT_SEC': _number(0.1, 3600),
     'RECORDS_PURGE_INTERVAL_SEC': _number(1),

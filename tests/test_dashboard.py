@@ -116,3 +116,19 @@ def test_the_cancel_button_cancels_a_queued_task_and_the_page_refreshes_itself(
         page.wait_for_function('%s === "1"' % queued, timeout=10000)
     finally:
         page.close()
+
+
+def test_a_delayed_task_shows_when_it_is_due(browser, web, some_records):
+    delayed = rt.PlainTask.publish(None, 8, delay_sec=600)
+    due = records.get(delayed).next_attempt_at
+    assert due is not None and due > records.get(delayed).published_at + 590
+    page = browser.new_page()
+    try:
+        page.goto(web)
+        page.wait_for_selector('body[data-loaded=true]', timeout=15000)
+        page.click('#tabs button[data-status=pending]')
+        row = page.wait_for_selector('#tasks tbody tr:has-text("%s")' % delayed[:16])
+        assert re.search(r'due in (9|10)m', row.inner_text()), row.inner_text()
+        assert row.query_selector('.due').get_attribute('title')       # the time, on hover
+    finally:
+        page.close()

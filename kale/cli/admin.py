@@ -64,9 +64,21 @@ def cmd_purge(args: argparse.Namespace) -> int:
         raise CommandError('purge of %r cancelled (nothing was deleted)' % target)
     if args.dead_letters and settings.PAYLOAD_BUCKET:
         return _purge_dead_letters(broker, queue, str(target))
+    before = time.time()
     admin.purge(broker, queue, dead_letters=args.dead_letters)
     print('purged %s' % target)
+    if settings.RECORDS_URL and not args.dead_letters:
+        _mark_purged(queue.name, before)
     return 0
+
+
+def _mark_purged(queue: str, before: float) -> None:
+    """The queue's task records that were waiting become ``purged`` (their
+    messages are gone), so none stays ``queued`` for ever."""
+    from kale import records
+    marked = records.mark_purged(queue, before)
+    print('marked %d waiting task record%s of %s purged' % (marked, '' if marked == 1 else 's',
+                                                             queue))
 
 
 def _purge_dead_letters(broker: Broker, queue: Any, target: str) -> int:

@@ -138,9 +138,12 @@ def cmd_purge(args: argparse.Namespace) -> int:
     where = _filter(args)
     if where.empty and not args.all:
         purged = records.store().purge_expired(settings.RECORDS_SUCCEEDED_TTL_SEC,
-                                               settings.RECORDS_FAILED_TTL_SEC)
-        print('purged %d expired records (RECORDS_SUCCEEDED_TTL_SEC %s, RECORDS_FAILED_TTL_SEC %s)'
-              % (purged, settings.RECORDS_SUCCEEDED_TTL_SEC, settings.RECORDS_FAILED_TTL_SEC))
+                                               settings.RECORDS_FAILED_TTL_SEC,
+                                               queued_ttl=settings.RECORDS_QUEUED_TTL_SEC)
+        print('purged %d expired records (RECORDS_SUCCEEDED_TTL_SEC %s, RECORDS_FAILED_TTL_SEC %s, '
+              'RECORDS_QUEUED_TTL_SEC %s)' % (purged, settings.RECORDS_SUCCEEDED_TTL_SEC,
+                                              settings.RECORDS_FAILED_TTL_SEC,
+                                              settings.RECORDS_QUEUED_TTL_SEC))
         return 0
     queries = records.queries()
     count = queries.count(where)
@@ -208,9 +211,9 @@ def add_commands(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]'
         parser.set_defaults(func=func)
     purge = sub.add_parser(
         'purge', parents=[common], help='delete expired records, or those matching filters',
-        description='With no filter: delete the records past RECORDS_SUCCEEDED_TTL_SEC or '
-                    'RECORDS_FAILED_TTL_SEC, as workers do now and then. With filters (or '
-                    '--all): delete the matching records, after confirmation.')
+        description='With no filter: delete the records past RECORDS_SUCCEEDED_TTL_SEC, '
+                    'RECORDS_FAILED_TTL_SEC or RECORDS_QUEUED_TTL_SEC, as workers do now and '
+                    'then. With filters (or --all): delete the matching records, after confirmation.')
     _filters(purge, json_option=False)
     purge.add_argument('--all', action='store_true', help='delete every record')
     purge.add_argument('--yes', action='store_true', help='do not ask for confirmation')

@@ -18,7 +18,8 @@ queue and per dead-letter queue), so scrape every 15 s or less often.
 - ``kale_records_tasks{status}``: task counts by status, from ``task_counts``;
 - ``kale_queue_oldest_task_age_seconds{queue}``: how long the oldest task
   still waiting in each queue has waited, from ``oldest_queued`` (epoch
-  seconds of its publish, by queue name), e.g. from the records.
+  seconds when it became due: its publish, or the end of its delay; by queue
+  name), e.g. from the records.
 """
 from __future__ import annotations
 

@@ -103,6 +103,14 @@ def _stores_result(task_name: str) -> bool:
         return True
 
 
+def mark_purged(queue: str, before: float, url: Optional[str] = None) -> int:
+    """Its queue was purged at ``before`` (epoch seconds): the queue's records
+    that were queued or scheduled then become ``purged``; returns how many."""
+    recorder = get_recorder(url)
+    recorder.flush(timeout=1.0)
+    return recorder.store.mark_purged(queue, before)
+
+
 def cancel(task_id: str, url: Optional[str] = None) -> TaskRecord:
     """Cancel a task that has not started (queued, or scheduled for a retry):
     the worker that receives it deletes it unrun. Returns the record;
@@ -143,4 +151,4 @@ def retry(task_id: str, url: Optional[str] = None) -> str:
 
 __all__ = ['CANCELLED', 'FAILED', 'FINAL', 'PENDING', 'STATUSES', 'SUCCEEDED', 'Queries',
            'RecordStore', 'TaskFilter', 'TaskRecord', 'WorkerRecord', 'cancel', 'get',
-           'queries', 'result', 'retry', 'store', 'wait']
+           'mark_purged', 'queries', 'result', 'retry', 'store', 'wait']

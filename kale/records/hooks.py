@@ -30,7 +30,16 @@ from kale.hooks import PublishHooks, WorkerHooks
 from kale.ids import process_identity
 from kale.records.recorder import Recorder, get_recorder
 from kale.records.render import error_fields, render_inputs, render_result
-from kale.records.schema import CANCELLED, FAILED, QUEUED, RUNNING, SCHEDULED, SUCCEEDED, tasks
+from kale.records.schema import (
+    CANCELLED,
+    DEDUPLICATED,
+    FAILED,
+    QUEUED,
+    RUNNING,
+    SCHEDULED,
+    SUCCEEDED,
+    tasks,
+)
 from kale.records.writer import LaterRow, Row
 
 if TYPE_CHECKING:
@@ -41,7 +50,8 @@ if TYPE_CHECKING:
     from kale.worker.batch import Batch, Settlement
 
 #: Every column a worker's event sets (a snapshot, so events can be merged).
-EVENT_COLUMNS = tuple(c.name for c in tasks.columns if c.name not in ('labels', 'inputs'))
+EVENT_COLUMNS = tuple(c.name for c in tasks.columns
+                      if c.name not in ('labels', 'inputs', 'message_id', 'duplicate_of'))
 #: An event row before its values are set: copying it keeps the column order
 #: every event shares (the writer compiles one statement for that order).
 _EVENT_TEMPLATE: Row = dict.fromkeys(EVENT_COLUMNS)
@@ -49,6 +59,21 @@ _EVENT_TEMPLATE: Row = dict.fromkeys(EVENT_COLUMNS)
 #: Settlement outcome -> record status.
 _FINAL_STATUS = {'succeeded': SUCCEEDED, 'skipped': SUCCEEDED, 'retry': SCHEDULED,
                  'dead_letter': FAILED, 'cancelled': CANCELLED, 'release': QUEUED}
+
+
+def mark_deduplicated(recorder: Recorder, rows: list[dict[str, Any]], now: float) -> None:
+    """FIFO: SQS answers a publish it deduplicated with the message id of the
+    task it kept. Such a row is recorded ``deduplicated``, pointing at that
+    task, instead of ``queued`` for ever. (Reads the store, after writing
+    what this process holds: FIFO queues only.)"""
+    recorder.flush(timeout=1.0)
+    owners = recorder.store.message_owners([row['message_id'] for row in rows],
+                                           not_ids=[row['id'] for row in rows])
+    for row in rows:
+        original = owners.get(row['message_id'])
+        if original is not None:
+            row.update(status=DEDUPLICATED, duplicate_of=original, finished_at=now,
+                       message_id=None)
 
 
 def worker_identity() -> str:
@@ -86,8 +111,11 @@ class RecordsHooks(PublishHooks, WorkerHooks):
         now = time.time()
         next_at = now + publication.delay_sec if publication.delay_sec else None
         labels = publication.labels or [{}] * len(publication.messages)
+        message_ids: Sequence[Optional[str]] = publication.message_ids or \
+            [None] * len(publication.messages)
         rows = []
-        for message, own_labels in zip(publication.messages, labels, strict=False):
+        for message, own_labels, message_id in zip(publication.messages, labels, message_ids,
+                                                   strict=False):
             rows.append({
                 'id': message.task_id, 'task': name, 'queue': queue, 'status': QUEUED,
                 'attempts': 0, 'labels': own_labels or None,
@@ -96,7 +124,9 @@ class RecordsHooks(PublishHooks, WorkerHooks):
                 # The columns a new task has no value for yet are left out:
                 # they are written as null, with fewer values to bind.
                 'published_at': message.enqueued_at or now, 'next_attempt_at': next_at,
-                'updated_at': now})
+                'message_id': message_id, 'updated_at': now})
+        if publication.queue.fifo and publication.message_ids:
+            mark_deduplicated(recorder, rows, now)
         recorder.writer.publish(rows)
 
     # --- the worker's process ---------------------------------------------------------

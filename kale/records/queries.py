@@ -25,8 +25,21 @@ from sqlalchemy import Integer, and_, cast, func, or_, select
 from kale.exceptions import BadFilterError
 from kale.publisher import LABEL_KEY
 from kale.records.record import LOST_AFTER_HEARTBEATS, TaskRecord, WorkerRecord, iso
-from kale.records.schema import FINAL, PENDING, QUEUED, STATUSES, tasks, workers
+from kale.records.schema import (
+    CANCELLED,
+    FAILED,
+    PENDING,
+    QUEUED,
+    STATUSES,
+    SUCCEEDED,
+    tasks,
+    workers,
+)
 from kale.records.store import RecordStore
+
+#: Statuses a worker ends a task with (the timeline's; a purge or a
+#: deduplication is not a run).
+RAN = (SUCCEEDED, FAILED, CANCELLED)
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 1000
@@ -212,11 +225,15 @@ class Queries:
                 counts[status] = counts.get(status, 0) + n
         return counts
 
-    def oldest_queued(self) -> dict[str, float]:
-        """When the oldest task still queued in each queue was published (epoch
-        seconds), by queue name; queues with none queued are left out."""
-        query = select(tasks.c.queue, func.min(tasks.c.published_at)) \
-            .where(tasks.c.status == QUEUED).group_by(tasks.c.queue)
+    def oldest_queued(self, now: Optional[float] = None) -> dict[str, float]:
+        """When the oldest task waiting in each queue became due (epoch
+        seconds: its publish, or the end of its delay), by queue name; tasks
+        whose delay has not passed yet are not waiting, and queues with none
+        waiting are left out."""
+        now = time.time() if now is None else now
+        due = func.coalesce(tasks.c.next_attempt_at, tasks.c.published_at)
+        query = select(tasks.c.queue, func.min(due)) \
+            .where(tasks.c.status == QUEUED, due <= now).group_by(tasks.c.queue)
         with self.store.begin() as conn:
             return {queue: float(oldest) for queue, oldest in conn.execute(query)}
 
@@ -237,10 +254,10 @@ class Queries:
             bucket = cast(tasks.c.finished_at / bucket_sec, Integer)
         query = select(tasks.c.task, bucket.label('bucket'), tasks.c.status, func.count(),
                        func.avg(tasks.c.duration_sec)) \
-            .where(tasks.c.finished_at >= since, tasks.c.status.in_(FINAL)) \
+            .where(tasks.c.finished_at >= since, tasks.c.status.in_(RAN)) \
             .group_by(tasks.c.task, bucket, tasks.c.status)
         per_queue = select(tasks.c.queue, func.count()).where(
-            tasks.c.finished_at >= now - 60, tasks.c.status.in_(FINAL)).group_by(tasks.c.queue)
+            tasks.c.finished_at >= now - 60, tasks.c.status.in_(RAN)).group_by(tasks.c.queue)
         series: dict[str, dict[int, dict[str, Any]]] = {}
         with self.store.begin() as conn:
             for task, number, status, n, mean in conn.execute(query):

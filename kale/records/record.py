@@ -26,7 +26,7 @@ def iso(epoch: Optional[float]) -> Optional[str]:
 @dataclasses.dataclass(frozen=True)
 class TaskRecord:
     """One task's record. ``status`` is one of queued, running, scheduled,
-    succeeded, failed, cancelled."""
+    succeeded, failed, cancelled, purged, deduplicated."""
 
     id: str
     task: str
@@ -47,6 +47,10 @@ class TaskRecord:
     dead_letter_reason: Optional[str]
     result: Any
     updated_at: float
+    #: The SQS message id of its publish (None for records written before it was kept).
+    message_id: Optional[str] = None
+    #: ``deduplicated``: the task whose message SQS kept instead of this one's.
+    duplicate_of: Optional[str] = None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any] | Any) -> 'TaskRecord':

@@ -79,6 +79,7 @@ class Recorder:
         self.heartbeat_sec = float(settings.RECORDS_HEARTBEAT_SEC)
         self.succeeded_ttl = settings.RECORDS_SUCCEEDED_TTL_SEC
         self.failed_ttl = settings.RECORDS_FAILED_TTL_SEC
+        self.queued_ttl = settings.RECORDS_QUEUED_TTL_SEC
         self.purge_interval = float(settings.RECORDS_PURGE_INTERVAL_SEC)
         self.row: Optional[ProcessRow] = None
         self._writer: Optional[RecordWriter] = None
@@ -130,7 +131,8 @@ class Recorder:
         if self._next_purge is not None and now >= self._next_purge:
             self._next_purge = now + self.purge_interval
             try:
-                purged = self.store.purge_expired(self.succeeded_ttl, self.failed_ttl)
+                purged = self.store.purge_expired(self.succeeded_ttl, self.failed_ttl,
+                                                  queued_ttl=self.queued_ttl)
             except Exception as exc:
                 logger.warning('records: purge failed: %s', exc)
             else:

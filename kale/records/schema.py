@@ -24,6 +24,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    inspect,
     select,
 )
 
@@ -32,11 +33,15 @@ logger = logging.getLogger(__name__)
 metadata = MetaData()
 
 #: Statuses a record can have. ``pending`` is a filter for the first three.
+#: ``purged``: its queue was purged before it ran. ``deduplicated``: SQS
+#: dropped its message as a repeat of another task's on a FIFO queue
+#: (``duplicate_of``), so it never runs.
 QUEUED, RUNNING, SCHEDULED = 'queued', 'running', 'scheduled'
 SUCCEEDED, FAILED, CANCELLED = 'succeeded', 'failed', 'cancelled'
-STATUSES = (QUEUED, RUNNING, SCHEDULED, SUCCEEDED, FAILED, CANCELLED)
+PURGED, DEDUPLICATED = 'purged', 'deduplicated'
+STATUSES = (QUEUED, RUNNING, SCHEDULED, SUCCEEDED, FAILED, CANCELLED, PURGED, DEDUPLICATED)
 PENDING = (QUEUED, RUNNING, SCHEDULED)
-FINAL = (SUCCEEDED, FAILED, CANCELLED)
+FINAL = (SUCCEEDED, FAILED, CANCELLED, PURGED, DEDUPLICATED)
 
 tasks = Table(
     'kale_tasks', metadata,
@@ -60,6 +65,10 @@ tasks = Table(
     Column('error_traceback', Text),
     Column('dead_letter_reason', String(512)),
     Column('result', JSON(none_as_null=True)),
+    #: The SQS message id its publish was given (schema version 2).
+    Column('message_id', String(128)),
+    #: ``deduplicated``: the task whose message SQS kept (schema version 2).
+    Column('duplicate_of', String(128)),
     #: When the last event written to the row happened: an older event that
     #: arrives later (another process's writer was slower) changes nothing.
     Column('updated_at', Float, nullable=False),
@@ -68,6 +77,7 @@ tasks = Table(
     Index('kale_tasks_task', 'task', 'published_at'),
     Index('kale_tasks_queue', 'queue', 'published_at'),
     Index('kale_tasks_finished', 'finished_at'),
+    Index('kale_tasks_message', 'message_id'),
 )
 
 workers = Table(
@@ -91,14 +101,31 @@ workers = Table(
 schema_version = Table('kale_schema', metadata, Column('version', Integer, nullable=False))
 
 
+#: Columns added after version 1, each with the version that added it.
+ADDED_COLUMNS = {'message_id': 2, 'duplicate_of': 2}
+
+
 def _create_v1(conn: Connection) -> None:
+    """The tables as this Kale defines them (a new store gets every column at
+    once; the later migrations then find nothing to add)."""
     for table in (tasks, workers):
         table.create(conn, checkfirst=True)
+
+
+def _add_message_columns_v2(conn: Connection) -> None:
+    have = {column['name'] for column in inspect(conn).get_columns('kale_tasks')}
+    for name, version in ADDED_COLUMNS.items():
+        if version == 2 and name not in have:
+            conn.exec_driver_sql('ALTER TABLE kale_tasks ADD COLUMN %s VARCHAR(128)' % name)
+    if 'kale_tasks_message' not in {index['name'] for index in inspect(conn).get_indexes(
+            'kale_tasks')}:
+        conn.exec_driver_sql('CREATE INDEX kale_tasks_message ON kale_tasks (message_id)')
 
 
 #: (version, what it does, how): applied in order to bring a store up to date.
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, 'create kale_tasks and kale_workers', _create_v1),
+    (2, 'add kale_tasks.message_id and duplicate_of', _add_message_columns_v2),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -17,7 +17,19 @@ from typing import Any, Iterator, Optional, Sequence
 
 from kale.exceptions import ImproperlyConfigured, RecordsUnavailableError
 from kale.records import cancels, schema
-from kale.records.schema import CANCELLED, FAILED, FINAL, PENDING, SUCCEEDED, tasks, workers
+from kale.records.schema import (
+    CANCELLED,
+    DEDUPLICATED,
+    FAILED,
+    FINAL,
+    PENDING,
+    PURGED,
+    QUEUED,
+    SCHEDULED,
+    SUCCEEDED,
+    tasks,
+    workers,
+)
 from kale.records.statements import DriverStatement, same_keys
 
 try:
@@ -35,7 +47,7 @@ logger = logging.getLogger(__name__)
 SQLITE_BUSY_TIMEOUT_MS = 10000
 
 #: Columns a publisher fills in and a worker never changes.
-PUBLISHED_COLUMNS = ('task', 'queue', 'labels', 'inputs', 'published_at')
+PUBLISHED_COLUMNS = ('task', 'queue', 'labels', 'inputs', 'published_at', 'message_id')
 
 
 def engine_url(url: str) -> sqlalchemy.URL:
@@ -261,16 +273,22 @@ class RecordStore:
                                                              self.cancel_signal, exc)) from exc
 
     def purge_expired(self, succeeded_ttl: Optional[float], failed_ttl: Optional[float],
-                      now: Optional[float] = None) -> int:
-        """Delete finished records older than their TTL; returns how many."""
+                      now: Optional[float] = None, queued_ttl: Optional[float] = None) -> int:
+        """Delete records older than their TTL; returns how many. Finished ones
+        count from when they finished (failed, cancelled, purged and
+        deduplicated ones share ``failed_ttl``); queued and scheduled ones
+        from their last event, past which SQS no longer holds their message."""
         now = time.time() if now is None else now
         conditions = []
         if succeeded_ttl is not None:
             conditions.append(and_(tasks.c.status == SUCCEEDED,
                                    tasks.c.finished_at < now - succeeded_ttl))
         if failed_ttl is not None:
-            conditions.append(and_(tasks.c.status.in_((FAILED, CANCELLED)),
+            conditions.append(and_(tasks.c.status.in_((FAILED, CANCELLED, PURGED, DEDUPLICATED)),
                                    tasks.c.finished_at < now - failed_ttl))
+        if queued_ttl is not None:
+            conditions.append(and_(tasks.c.status.in_((QUEUED, SCHEDULED)),
+                                   tasks.c.updated_at < now - queued_ttl))
         if not conditions:
             return 0
         with self.begin(write=True) as conn:
@@ -278,6 +296,28 @@ class RecordStore:
             if failed_ttl is not None:     # workers that stopped or went silent long ago
                 conn.execute(workers.delete().where(workers.c.heartbeat_at < now - failed_ttl))
         return int(deleted or 0)
+
+    def mark_purged(self, queue: str, before: float, now: Optional[float] = None) -> int:
+        """Its queue was purged at ``before``: the queue's tasks that were
+        queued or scheduled then become ``purged``; returns how many."""
+        now = time.time() if now is None else now
+        with self.begin(write=True) as conn:
+            return int(conn.execute(tasks.update().where(
+                tasks.c.queue == queue, tasks.c.status.in_((QUEUED, SCHEDULED)),
+                tasks.c.updated_at <= before).values(
+                status=PURGED, finished_at=now, next_attempt_at=None,
+                updated_at=now)).rowcount or 0)
+
+    def message_owners(self, message_ids: Sequence[str],
+                       not_ids: Sequence[str] = ()) -> dict[str, str]:
+        """The task each SQS message id was recorded for (the first one
+        published), leaving out the tasks ``not_ids``."""
+        query = select(tasks.c.message_id, tasks.c.id).where(
+            tasks.c.message_id.in_(list(message_ids))).order_by(tasks.c.published_at.desc())
+        if not_ids:
+            query = query.where(tasks.c.id.not_in(list(not_ids)))
+        with self.begin() as conn:
+            return {message_id: task_id for message_id, task_id in conn.execute(query)}
 
     # --- reads ------------------------------------------------------------------------
 

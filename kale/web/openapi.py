@@ -14,8 +14,9 @@ def _param(name: str, description: str, kind: str = 'string', where: str = 'quer
 
 
 FILTERS = [
-    _param('status', 'queued, running, scheduled, succeeded, failed, cancelled or pending '
-                     '(queued + running + scheduled); several separated by commas'),
+    _param('status', 'queued, running, scheduled, succeeded, failed, cancelled, purged, '
+                     'deduplicated or pending (queued + running + scheduled); several separated '
+                     'by commas'),
     _param('task', 'task path (module.Class), or a class name'),
     _param('queue', 'queue name from the queue config'),
     {'name': 'label.KEY', 'in': 'query', 'required': False,

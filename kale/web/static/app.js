@@ -3,7 +3,8 @@
 // under a prefix) every few seconds and draws tables and two SVG charts.
 'use strict';
 
-const STATUSES = ['queued', 'running', 'scheduled', 'succeeded', 'failed', 'cancelled', 'pending'];
+const STATUSES = ['queued', 'running', 'scheduled', 'succeeded', 'failed', 'cancelled', 'purged',
+  'deduplicated', 'pending'];
 const PALETTE = ['#1f6feb', '#2f855a', '#c53030', '#b7791f', '#805ad5', '#0d9488', '#db2777',
   '#4b5563'];
 const REFRESH_MS = 3000;
@@ -65,6 +66,17 @@ function ago(iso) {
 }
 
 function badge(status) { return el('span', { class: 'badge ' + status }, status); }
+
+// A waiting task whose delay (or retry back-off) has not passed: when it is due.
+function due(t) {
+  if ((t.status !== 'queued' && t.status !== 'scheduled') || !t.next_attempt_at) return '';
+  const seconds = (Date.parse(t.next_attempt_at) - Date.now()) / 1000;
+  if (seconds <= 0) return '';
+  const text = seconds < 60 ? Math.round(seconds) + 's' : seconds < 3600
+    ? Math.round(seconds / 60) + 'm' : Math.round(seconds / 3600) + 'h';
+  return el('span', { class: 'due muted', title: new Date(t.next_attempt_at).toLocaleString() },
+    ' due in ' + text);
+}
 function short(name) { return name ? name.split('.').pop() : '-'; }
 function labelsText(labels) {
   return Object.entries(labels || {}).map(([k, v]) => k + '=' + v).join(' ');
@@ -111,7 +123,8 @@ function renderTasks(answer) {
   const body = document.querySelector('#tasks tbody');
   const rows = answer.tasks.map((t) => el('tr', {},
     el('td', { class: 'mono' }, el('a', { class: 'id', onclick: () => showTask(t.id) }, t.id.slice(0, 16))),
-    el('td', {}, short(t.task)), el('td', {}, badge(t.status)), el('td', { class: 'num' }, t.attempts),
+    el('td', {}, short(t.task)), el('td', {}, badge(t.status), due(t)),
+    el('td', { class: 'num' }, t.attempts),
     el('td', { class: 'mono' }, labelsText(t.labels)), el('td', {}, ago(t.published_at)),
     el('td', { class: 'wrap' }, t.error_type ? t.error_type + ': ' + (t.error_message || '') : ''),
     el('td', {}, actions(t))));
