@@ -87,3 +87,16 @@ class SelfAwareTask(task.Task):
     def run_task(self):
         from kale import records
         return records.get(self.task_id).status
+
+
+class TwiceBrokenTask(task.Task):
+    """Fails its first two runs, then succeeds (three attempts in its history)."""
+
+    queue = 'default'
+    time_limit = 5
+    max_retries = 3
+
+    def run_task(self):
+        if self.message.retry_num < 2:
+            raise ValueError('attempt %d fails' % (self.message.retry_num + 1))
+        return 'third time'

@@ -115,4 +115,4 @@ def test_a_version_1_store_is_migrated_keeping_its_rows(tmp_path):
     with store.begin() as conn:
         columns = {c['name'] for c in inspect(conn).get_columns('kale_tasks')}
         version = conn.execute(text('SELECT version FROM kale_schema')).scalar()
-    assert {'message_id', 'duplicate_of'} <= columns and version == SCHEMA_VERSION == 2
+    assert {'message_id', 'duplicate_of', 'retried_as'} <= columns and version == SCHEMA_VERSION == 3

@@ -68,8 +68,11 @@ def test_one_task_has_its_inputs_and_an_unknown_one_is_a_json_404(client):
     [task_id] = publish_some(1)
     assert client.get('/api/tasks/%s' % task_id).json()['inputs'] == \
         {'args': [0], 'kwargs': {}, 'exact': True}
+    answer = client.get('/api/tasks/nop')
+    assert answer.status_code == 404 and answer.json() == {'error': 'no record of task nop'}
     answer = client.get('/api/tasks/nope')
-    assert answer.status_code == 404 and answer.json() == {'error': 'no record of task nope'}
+    assert answer.status_code == 404 and answer.json() == {
+        'error': 'no record of task nope, nor of one whose id starts with it'}
 
 
 @pytest.mark.parametrize('params,reason', [

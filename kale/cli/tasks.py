@@ -87,13 +87,22 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     from kale import records
     from kale.exceptions import RecordNotFoundError
-    record = records.get(args.task_id)
+    from kale.records.record import iso
+    task_id = records.resolve(args.task_id)
+    record = records.get(task_id)
     if record is None:
         raise RecordNotFoundError('no record of task %s' % args.task_id)
     data = record.as_json()
+    history = records.attempts(task_id)
     if args.json:
-        _print_json(data)
+        _print_json(dict(data, attempt_history=history))
         return 0
+    for attempt in history:
+        print('attempt %d  %s  %s  %s  %s%s' % (
+            attempt['attempt'], attempt['status'], _cell(iso(attempt['started_at'])),
+            '%.3fs' % attempt['duration_sec'] if attempt['duration_sec'] is not None else '-',
+            attempt['worker'] or '-', '  %s: %s' % (attempt['error_type'], attempt[
+                'error_message']) if attempt['error_type'] else ''))
     width = max(len(key) for key in data)
     for key, value in data.items():
         if key == 'error_traceback' and value:
@@ -155,13 +164,30 @@ def cmd_purge(args: argparse.Namespace) -> int:
 
 def cmd_retry(args: argparse.Namespace) -> int:
     from kale import records
-    print(records.retry(args.task_id))
+    if args.failed:
+        report = records.retry_matching(_filter(args))
+        for item in report['published']:
+            print('%s  retries %s' % (item['id'], item['retry_of']))
+        for item in report['refused']:
+            print('kale: not retried: %s' % item['error'], file=sys.stderr)
+        print('published %d; %d retried before; %d refused' % (
+            len(report['published']), report['already_retried'], len(report['refused'])),
+            file=sys.stderr)
+        return 0
+    if not args.task_id:
+        raise CommandError('kale tasks retry: give a TASK_ID, or --failed with filters')
+    task_id = records.resolve(args.task_id)
+    new_id, published = records.retry_reporting(task_id)
+    print(new_id)
+    if not published:
+        print('task %s was retried before, as %s; nothing published now' % (task_id, new_id),
+              file=sys.stderr)
     return 0
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
     from kale import records
-    record = records.cancel(args.task_id)
+    record = records.cancel(records.resolve(args.task_id))
     print('cancelled %s (%s)' % (record.id, record.task))
     return 0
 
@@ -177,7 +203,8 @@ def cmd_workers(args: argparse.Namespace) -> int:
 
 def _filters(parser: argparse.ArgumentParser, json_option: bool = True) -> None:
     parser.add_argument('--status', help='queued, running, scheduled, succeeded, failed, '
-                                         'cancelled or pending; several separated by commas')
+                                         'cancelled, purged, deduplicated or pending; several '
+                                         'separated by commas')
     parser.add_argument('--task', help='task path (module.Class) or class name')
     parser.add_argument('--queue', help='queue name')
     parser.add_argument('--label', action='append', metavar='KEY=VALUE',
@@ -218,11 +245,20 @@ def add_commands(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]'
     purge.add_argument('--all', action='store_true', help='delete every record')
     purge.add_argument('--yes', action='store_true', help='do not ask for confirmation')
     purge.set_defaults(func=cmd_purge)
-    for name, func, text in (('retry', cmd_retry, 'publish a failed task again; prints its id'),
-                             ('cancel', cmd_cancel, 'cancel a task that has not started')):
-        parser = sub.add_parser(name, parents=[common], help=text)
-        parser.add_argument('task_id', metavar='TASK_ID')
-        parser.set_defaults(func=func)
+    retry = sub.add_parser('retry', parents=[common],
+                           help='publish a failed task again, once; prints its id',
+                           description='Publish a failed task again from its record (TASK_ID, '
+                                       'or a unique prefix of it), once: a second retry prints '
+                                       'the first one\'s id. With --failed: every failed task '
+                                       'the filters match.')
+    retry.add_argument('task_id', metavar='TASK_ID', nargs='?')
+    retry.add_argument('--failed', action='store_true',
+                       help='retry every failed task the filters match')
+    _filters(retry, json_option=False)
+    retry.set_defaults(func=cmd_retry)
+    cancel = sub.add_parser('cancel', parents=[common], help='cancel a task that has not started')
+    cancel.add_argument('task_id', metavar='TASK_ID')
+    cancel.set_defaults(func=cmd_cancel)
     workers = commands.add_parser('workers', parents=[common_options()],
                                   help='worker and supervisor processes from the records',
                                   description='Workers and supervisors that recorded themselves: '

@@ -18,20 +18,26 @@ the command line. Needs ``pip install "kale-sqs[records]"``.
 """
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import time
 from typing import Any, Optional
+
+from sqlalchemy import select
 
 from kale.exceptions import (
     DecodeError,
     RecordConflictError,
     RecordNotFoundError,
+    RecordsError,
     TaskResultError,
     TaskWaitTimeout,
 )
 from kale.records.queries import Queries, TaskFilter
 from kale.records.record import TaskRecord, WorkerRecord
 from kale.records.recorder import get_recorder
-from kale.records.schema import CANCELLED, FAILED, FINAL, PENDING, STATUSES, SUCCEEDED
+from kale.records.retries import CLAIM_PREFIX, retry_once
+from kale.records.schema import CANCELLED, FAILED, FINAL, PENDING, STATUSES, SUCCEEDED, tasks
 from kale.records.store import RecordStore
 from kale.registry import resolve_task
 
@@ -55,6 +61,34 @@ def get(task_id: str, url: Optional[str] = None) -> Optional[TaskRecord]:
     recorder.flush(timeout=1.0)
     row = recorder.store.get(task_id)
     return TaskRecord.from_row(row) if row is not None else None
+
+
+#: The shortest id prefix :func:`resolve` looks up.
+MIN_PREFIX_CHARS = 4
+
+
+def resolve(id_or_prefix: str, url: Optional[str] = None) -> str:
+    """The full id of the task whose id is, or starts with, ``id_or_prefix``
+    (as ``git`` takes a commit). RecordNotFoundError when none does,
+    RecordConflictError when several do."""
+    recorder = get_recorder(url)
+    recorder.flush(timeout=1.0)
+    if recorder.store.get(id_or_prefix) is not None:
+        return id_or_prefix
+    if len(id_or_prefix) < MIN_PREFIX_CHARS:
+        raise RecordNotFoundError('no record of task %s' % id_or_prefix[:200])
+    escaped = id_or_prefix.replace('\\', '\\\\').replace('%', '\\%').replace('_', '\\_')
+    with recorder.store.begin() as conn:
+        found = list(conn.execute(select(tasks.c.id).where(
+            tasks.c.id.like(escaped + '%', escape='\\')).order_by(tasks.c.id).limit(3)).scalars())
+    if not found:
+        raise RecordNotFoundError('no record of task %s, nor of one whose id starts with it'
+                                  % id_or_prefix[:200])
+    if len(found) > 1:
+        raise RecordConflictError('task id prefix %s is ambiguous: %s%s match; give more of the id'
+                                  % (id_or_prefix[:200], ', '.join(found[:2]),
+                                     ' and more' if len(found) > 2 else ''))
+    return str(found[0])
 
 
 def wait(task_id: str, timeout: float, url: Optional[str] = None) -> TaskRecord:
@@ -130,9 +164,15 @@ def cancel(task_id: str, url: Optional[str] = None) -> TaskRecord:
 
 def retry(task_id: str, url: Optional[str] = None) -> str:
     """Publish a failed (or cancelled) task again, with the arguments and
-    labels in its record; returns the new task's id. RecordConflictError when
-    it did not fail or its arguments were not stored whole."""
-    from kale.registry import resolve_task
+    labels in its record; returns the new task's id. Once: retrying the same
+    task again returns the id the first retry published. RecordConflictError
+    when it did not fail or its arguments were not stored whole."""
+    return retry_reporting(task_id, url)[0]
+
+
+def retry_reporting(task_id: str, url: Optional[str] = None) -> tuple[str, bool]:
+    """:func:`retry`, also saying whether this call published (False: an
+    earlier retry of the task did, and its id is returned)."""
     record = get(task_id, url)
     if record is None:
         raise RecordNotFoundError('no record of task %s' % task_id)
@@ -142,13 +182,80 @@ def retry(task_id: str, url: Optional[str] = None) -> str:
     if not record.inputs or not record.inputs.get('exact'):
         raise RecordConflictError('task %s cannot be retried: its arguments were not stored '
                                   'whole (record_args = False, or too large)' % task_id)
+    if record.retried_as and not record.retried_as.startswith(CLAIM_PREFIX):
+        return record.retried_as, False
     task_class = resolve_task(record.task)
     labels = dict(record.labels)
     labels['retry_of'] = task_id[:256]
-    return task_class.publish(None, *record.inputs['args'], labels=labels,
-                              **record.inputs['kwargs'])
+    inputs = record.inputs
+    return retry_once(store(url), task_id, lambda: task_class.publish(
+        None, *inputs['args'], labels=labels, **inputs['kwargs']))
 
 
-__all__ = ['CANCELLED', 'FAILED', 'FINAL', 'PENDING', 'STATUSES', 'SUCCEEDED', 'Queries',
-           'RecordStore', 'TaskFilter', 'TaskRecord', 'WorkerRecord', 'cancel', 'get',
-           'mark_purged', 'queries', 'result', 'retry', 'store', 'wait']
+#: Tasks one bulk retry publishes again, at most.
+BULK_RETRY_MAX = 1000
+
+
+def retry_matching(where: TaskFilter, url: Optional[str] = None,
+                   limit: int = BULK_RETRY_MAX) -> dict[str, Any]:
+    """Retry every failed task ``where`` matches (and cancelled ones, when
+    its status filter names them), each once, at most ``limit``: what was
+    published, how many had been retried before, and what was refused."""
+    statuses = set(where.statuses) & {FAILED, CANCELLED} or {FAILED}
+    where = dataclasses.replace(where, statuses=tuple(sorted(statuses)))
+    published, earlier, refused = [], 0, []
+    for record in itertools.islice(queries(url).iterate(where), limit):
+        try:
+            new_id, new = retry_reporting(record.id, url)
+        except RecordsError as exc:
+            refused.append({'id': record.id, 'error': str(exc)})
+            continue
+        if new:
+            published.append({'id': new_id, 'retry_of': record.id})
+        else:
+            earlier += 1
+    get_recorder(url).flush(timeout=5.0)
+    return {'published': published, 'already_retried': earlier, 'refused': refused}
+
+
+def attempts(task_id: str, url: Optional[str] = None) -> list[dict[str, Any]]:
+    """Every attempt of the task, oldest first: those that failed and were
+    retried, then its last (from its record, if it started)."""
+    record = get(task_id, url)
+    if record is None:
+        raise RecordNotFoundError('no record of task %s' % task_id)
+    found = store(url).attempts(task_id)
+    if record.started_at is not None:
+        found = [a for a in found if a['attempt'] != record.attempts] + [{
+            'task_id': task_id, 'attempt': record.attempts, 'status': record.status,
+            'started_at': record.started_at, 'finished_at': record.finished_at,
+            'duration_sec': record.duration_sec, 'worker': record.worker,
+            'error_type': record.error_type, 'error_message': record.error_message}]
+    return found
+
+
+__all__ = [
+    'CANCELLED',
+    'FAILED',
+    'FINAL',
+    'PENDING',
+    'STATUSES',
+    'SUCCEEDED',
+    'Queries',
+    'RecordStore',
+    'TaskFilter',
+    'TaskRecord',
+    'WorkerRecord',
+    'attempts',
+    'cancel',
+    'get',
+    'mark_purged',
+    'queries',
+    'resolve',
+    'result',
+    'retry',
+    'retry_matching',
+    'retry_reporting',
+    'store',
+    'wait',
+]

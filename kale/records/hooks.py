@@ -34,6 +34,7 @@ from kale.records.schema import (
     CANCELLED,
     DEDUPLICATED,
     FAILED,
+    KEPT_COLUMNS,
     QUEUED,
     RUNNING,
     SCHEDULED,
@@ -51,7 +52,7 @@ if TYPE_CHECKING:
 
 #: Every column a worker's event sets (a snapshot, so events can be merged).
 EVENT_COLUMNS = tuple(c.name for c in tasks.columns
-                      if c.name not in ('labels', 'inputs', 'message_id', 'duplicate_of'))
+                      if c.name not in ('labels', 'inputs') + KEPT_COLUMNS)
 #: An event row before its values are set: copying it keeps the column order
 #: every event shares (the writer compiles one statement for that order).
 _EVENT_TEMPLATE: Row = dict.fromkeys(EVENT_COLUMNS)
@@ -208,7 +209,8 @@ class RecordsHooks(PublishHooks, WorkerHooks):
                     s.duration_sec)))
             else:
                 later.append(LaterRow(s.task_id, at, self._outcome_row,
-                                      (queue.name, s, status, started_at, at)))
+                                      (queue.name, s, status, started_at, at),
+                                      ends_attempt=status == SCHEDULED and started_at is not None))
         process = recorder.row
         if process is not None and batch.settlements:
             counts = process.counts

@@ -51,6 +51,8 @@ class TaskRecord:
     message_id: Optional[str] = None
     #: ``deduplicated``: the task whose message SQS kept instead of this one's.
     duplicate_of: Optional[str] = None
+    #: The task published by retrying this one from its record (once).
+    retried_as: Optional[str] = None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any] | Any) -> 'TaskRecord':

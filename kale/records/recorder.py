@@ -22,7 +22,7 @@ from typing import Optional, Sequence
 from kale.conf import settings
 from kale.exceptions import ImproperlyConfigured
 from kale.ids import process_identity
-from kale.records.store import RecordStore, safe_url
+from kale.records.store import RecordStore, retried_attempts, safe_url
 from kale.records.writer import RecordWriter, Row
 from kale.version import __version__
 
@@ -94,7 +94,8 @@ class Recorder:
             with self._lock:
                 if self._writer is None:
                     self._writer = RecordWriter(self.store.write, self.buffer_size,
-                                                periodic=self._periodic)
+                                                periodic=self._periodic,
+                                                history=retried_attempts)
         return self._writer
 
     @property

@@ -69,6 +69,9 @@ tasks = Table(
     Column('message_id', String(128)),
     #: ``deduplicated``: the task whose message SQS kept (schema version 2).
     Column('duplicate_of', String(128)),
+    #: The task published by retrying this one from its record, once
+    #: (schema version 3): a second retry answers with it.
+    Column('retried_as', String(128)),
     #: When the last event written to the row happened: an older event that
     #: arrives later (another process's writer was slower) changes nothing.
     Column('updated_at', Float, nullable=False),
@@ -98,25 +101,52 @@ workers = Table(
     Index('kale_workers_heartbeat', 'heartbeat_at'),
 )
 
+#: The attempts of a task before its last one (the last is its row in
+#: kale_tasks): one row per run that failed and was retried (schema version 3).
+attempts = Table(
+    'kale_attempts', metadata,
+    Column('task_id', String(128), primary_key=True),
+    Column('attempt', Integer, primary_key=True),
+    Column('status', String(16), nullable=False),
+    Column('started_at', Float),
+    Column('finished_at', Float),
+    Column('duration_sec', Float),
+    Column('worker', String(160)),
+    Column('error_type', String(255)),
+    Column('error_message', Text),
+)
+
 schema_version = Table('kale_schema', metadata, Column('version', Integer, nullable=False))
 
 
+#: Columns a worker's event never writes: set by a publish or a retry.
+KEPT_COLUMNS = ('message_id', 'duplicate_of', 'retried_as')
+
 #: Columns added after version 1, each with the version that added it.
-ADDED_COLUMNS = {'message_id': 2, 'duplicate_of': 2}
+ADDED_COLUMNS = {'message_id': 2, 'duplicate_of': 2, 'retried_as': 3}
 
 
 def _create_v1(conn: Connection) -> None:
     """The tables as this Kale defines them (a new store gets every column at
     once; the later migrations then find nothing to add)."""
-    for table in (tasks, workers):
+    for table in (tasks, workers, attempts):
         table.create(conn, checkfirst=True)
 
 
-def _add_message_columns_v2(conn: Connection) -> None:
+def _add_columns(conn: Connection, version: int) -> None:
     have = {column['name'] for column in inspect(conn).get_columns('kale_tasks')}
-    for name, version in ADDED_COLUMNS.items():
-        if version == 2 and name not in have:
+    for name, added_in in ADDED_COLUMNS.items():
+        if added_in == version and name not in have:
             conn.exec_driver_sql('ALTER TABLE kale_tasks ADD COLUMN %s VARCHAR(128)' % name)
+
+
+def _add_attempts_v3(conn: Connection) -> None:
+    _add_columns(conn, 3)
+    attempts.create(conn, checkfirst=True)
+
+
+def _add_message_columns_v2(conn: Connection) -> None:
+    _add_columns(conn, 2)
     if 'kale_tasks_message' not in {index['name'] for index in inspect(conn).get_indexes(
             'kale_tasks')}:
         conn.exec_driver_sql('CREATE INDEX kale_tasks_message ON kale_tasks (message_id)')
@@ -126,6 +156,7 @@ def _add_message_columns_v2(conn: Connection) -> None:
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, 'create kale_tasks and kale_workers', _create_v1),
     (2, 'add kale_tasks.message_id and duplicate_of', _add_message_columns_v2),
+    (3, 'add kale_tasks.retried_as and kale_attempts', _add_attempts_v3),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -22,11 +22,13 @@ from kale.records.schema import (
     DEDUPLICATED,
     FAILED,
     FINAL,
+    KEPT_COLUMNS,
     PENDING,
     PURGED,
     QUEUED,
     SCHEDULED,
     SUCCEEDED,
+    attempts,
     tasks,
     workers,
 )
@@ -48,6 +50,15 @@ SQLITE_BUSY_TIMEOUT_MS = 10000
 
 #: Columns a publisher fills in and a worker never changes.
 PUBLISHED_COLUMNS = ('task', 'queue', 'labels', 'inputs', 'published_at', 'message_id')
+
+
+def retried_attempts(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """History rows for the events that end a run with a retry."""
+    return [{'task_id': row['id'], 'attempt': row.get('attempts') or 0, 'status': FAILED,
+             'started_at': row['started_at'], 'finished_at': row.get('updated_at'),
+             'duration_sec': row.get('duration_sec'), 'worker': row.get('worker'),
+             'error_type': row.get('error_type'), 'error_message': row.get('error_message')}
+            for row in events if row.get('status') == SCHEDULED and row.get('started_at')]
 
 
 def engine_url(url: str) -> sqlalchemy.URL:
@@ -173,11 +184,16 @@ class RecordStore:
     # --- writes -----------------------------------------------------------------------
 
     def write(self, published: Sequence[dict[str, Any]], events: Sequence[dict[str, Any]],
-              worker_rows: Sequence[dict[str, Any]]) -> None:
+              worker_rows: Sequence[dict[str, Any]],
+              attempt_rows: Optional[Sequence[dict[str, Any]]] = None) -> None:
         """Everything a writer holds, in one transaction: new publications and
         task transitions (one statement each, or one for each set of columns
-        their rows have: a column a row leaves out is written as null) and
-        worker rows."""
+        their rows have: a column a row leaves out is written as null), worker
+        rows, and a history row for each attempt that failed and is retried
+        (by default from the ``scheduled`` events of runs among ``events``;
+        a writer that merged events passes those it saw)."""
+        if attempt_rows is None:
+            attempt_rows = retried_attempts(events)
         with self.begin(write=True) as conn:
             for group in same_keys(published):
                 self._executemany(conn, 'published', group)
@@ -185,6 +201,10 @@ class RecordStore:
                 self._executemany(conn, 'event', group)
             for row in worker_rows:
                 conn.execute(self._worker_statement(row), row)
+            if attempt_rows:
+                insert = self._insert(attempts)
+                conn.execute(insert.on_conflict_do_nothing(
+                    index_elements=[attempts.c.task_id, attempts.c.attempt]), list(attempt_rows))
 
     def _executemany(self, conn: Connection, kind: str, rows: Sequence[dict[str, Any]]) -> None:
         """One statement for many rows, straight to the driver: SQLAlchemy's
@@ -212,6 +232,12 @@ class RecordStore:
         finally:
             cursor.close()
 
+    def attempts(self, task_id: str) -> list[dict[str, Any]]:
+        """The task's attempts before its last one, oldest first."""
+        with self.begin() as conn:
+            return [dict(row) for row in conn.execute(select(attempts).where(
+                attempts.c.task_id == task_id).order_by(attempts.c.attempt)).mappings()]
+
     def _published_statement(self) -> Any:
         """Insert a publication; a row that is already there (a worker wrote
         first) gets the publisher's columns. A row of an earlier life of the
@@ -232,7 +258,7 @@ class RecordStore:
         newer one. Publisher-only columns are kept."""
         insert = self._insert(tasks)
         values = {column.name: insert.excluded[column.name] for column in tasks.columns
-                  if column.name not in PUBLISHED_COLUMNS and column.name != 'id'}
+                  if column.name not in PUBLISHED_COLUMNS + KEPT_COLUMNS and column.name != 'id'}
         return insert.on_conflict_do_update(
             index_elements=[tasks.c.id], set_=values,
             where=tasks.c.updated_at <= insert.excluded.updated_at)

@@ -39,8 +39,8 @@ GATHER_SEC = 0.1
 GATHER_ROWS = 1000
 
 Row = dict[str, Any]
-#: store.write(published, events, worker_rows)
-WriteFunction = Callable[[list[Row], list[Row], list[Row]], None]
+#: store.write(published, events, worker_rows[, attempt_rows])
+WriteFunction = Callable[..., None]
 
 
 class LaterRow(NamedTuple):
@@ -51,6 +51,10 @@ class LaterRow(NamedTuple):
     updated_at: float
     build: Callable[..., Row]
     args: tuple
+    #: Whether the event ends an attempt that is retried: its row is also
+    #: history (see ``RecordWriter.history``), built even when a newer one
+    #: of the task came in.
+    ends_attempt: bool = False
 
 
 class RecordWriter:
@@ -58,8 +62,13 @@ class RecordWriter:
 
     def __init__(self, write: WriteFunction, max_rows: int = 10000,
                  periodic: Optional[Callable[[], list[Row]]] = None,
-                 name: str = 'kale-records', gather_sec: float = GATHER_SEC):
+                 name: str = 'kale-records', gather_sec: float = GATHER_SEC,
+                 history: Optional[Callable[[Sequence[Row]], list[Row]]] = None):
         self._write = write
+        #: Rows of history (attempts) to write from the events handed over,
+        #: before newer events of the same tasks merge them away; passed to
+        #: ``write`` as its fourth argument.
+        self.history = history
         self.max_rows = max_rows
         self.gather_sec = gather_sec
         #: Called on the thread before each write and at least every second:
@@ -221,7 +230,13 @@ class RecordWriter:
                 self._cycle_ended(0)
                 continue
             try:
-                self._write(published, events, worker_rows)
+                if self.history is not None:
+                    self._write(published, events, worker_rows, self.history(
+                        [event.build(*event.args) if isinstance(event, LaterRow) else event
+                         for event in handed
+                         if not isinstance(event, LaterRow) or event.ends_attempt]))
+                else:
+                    self._write(published, events, worker_rows)
             except Exception as exc:
                 self._put_back(published, events)
                 self._failed(exc, backoff)

@@ -4,6 +4,7 @@ them into one-line JSON answers with the right status."""
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any, Callable, Optional
 
 from starlette.requests import Request
@@ -12,6 +13,7 @@ from kale import admin, records
 from kale.broker import Broker
 from kale.exceptions import BadFilterError, RecordNotFoundError, RecordsError
 from kale.records.queries import Queries, parse_filter, parse_limit
+from kale.records.record import iso
 from kale.records.recorder import get_recorder
 
 
@@ -76,11 +78,17 @@ class Api:
         return {'tasks': [record.as_json(detail=False) for record in page], 'next': cursor}
 
     def get_task(self, request: Request) -> dict[str, Any]:
-        task_id = request.path_params['task_id']
+        """The record, found by its id or a unique prefix of it, with every attempt."""
+        task_id = records.resolve(request.path_params['task_id'], self.records_url)
         record = records.get(task_id, self.records_url)
         if record is None:
             raise RecordNotFoundError('no record of task %s' % task_id[:200])
-        return record.as_json()
+        answer = record.as_json()
+        answer['attempt_history'] = [
+            dict(attempt, started_at=iso(attempt['started_at']),
+                 finished_at=iso(attempt['finished_at']))
+            for attempt in records.attempts(task_id, self.records_url)]
+        return answer
 
     def count_tasks(self, request: Request) -> dict[str, Any]:
         return {'count': self.queries.count(parse_filter(request.query_params))}
@@ -97,13 +105,19 @@ class Api:
     def retry_task(self, request: Request) -> dict[str, Any]:
         """Publish the task again; its record is written before the answer, so
         whoever reads it next (any process) finds it."""
-        task_id = request.path_params['task_id']
-        new_id = records.retry(task_id, self.records_url)
+        task_id = records.resolve(request.path_params['task_id'], self.records_url)
+        new_id, published = records.retry_reporting(task_id, self.records_url)
         get_recorder(self.records_url).flush(timeout=5.0)
-        return {'id': new_id, 'retry_of': task_id}
+        return {'id': new_id, 'retry_of': task_id, 'published': published}
+
+    def retry_tasks(self, request: Request) -> dict[str, Any]:
+        """Retry every failed task the filter matches (status failed unless
+        the filter names cancelled), each once, at most BULK_RETRY_MAX."""
+        return records.retry_matching(parse_filter(request.query_params), self.records_url)
 
     def cancel_task(self, request: Request) -> dict[str, Any]:
-        return records.cancel(request.path_params['task_id'], self.records_url).as_json()
+        task_id = records.resolve(request.path_params['task_id'], self.records_url)
+        return records.cancel(task_id, self.records_url).as_json()
 
     def timeline(self, request: Request) -> dict[str, Any]:
         window = _number(request, 'window', 3600, 60, 7 * 24 * 3600)
@@ -124,6 +138,19 @@ class Api:
             row['throughput_per_min'] = last_minute.get(status.name, 0)
             rows.append(row)
         return {'queues': rows}
+
+    def purge(self, request: Request) -> dict[str, Any]:
+        """Delete every message of the queue (SQS PurgeQueue), only when
+        ``confirm`` repeats its name; its waiting records become purged."""
+        broker = self.broker
+        queue = broker.queues.get_queue(request.path_params['name'])
+        if request.query_params.get('confirm') != queue.name:
+            raise BadFilterError('purging queue %s deletes every message in it: repeat its name '
+                                 'as confirm=%s' % (queue.name, queue.name))
+        before = time.time()
+        admin.purge(broker, queue)
+        marked = records.mark_purged(queue.name, before, self.records_url)
+        return {'queue': queue.name, 'purged': True, 'records_marked_purged': marked}
 
     def redrive(self, request: Request) -> dict[str, Any]:
         broker = self.broker

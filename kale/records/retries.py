@@ -1,0 +1,65 @@
+"""Retrying a task from its record, once: a second retry of the same task
+(a double-click, a command run twice, two operators) answers with the task
+the first one published instead of publishing another.
+
+The source row's ``retried_as`` is claimed before the publish, with a
+conditional update only one caller can win; the winner publishes and writes
+the new id over its claim, a publish that fails gives the claim back. A
+caller that finds a claim still being published waits for it briefly.
+"""
+from __future__ import annotations
+
+import time
+from typing import Callable, Optional
+
+from sqlalchemy import select
+
+from kale.exceptions import RecordConflictError
+from kale.ids import random_id
+from kale.records.schema import tasks
+from kale.records.store import RecordStore
+
+#: Marks a claim whose publish is under way (a task id never starts so).
+CLAIM_PREFIX = 'retrying:'
+#: Seconds a second caller waits for the first one's publish.
+CLAIM_WAIT_SEC = 5.0
+
+
+def retry_once(store: RecordStore, task_id: str, publish: Callable[[], str]) -> tuple[str, bool]:
+    """The id of the task that retries ``task_id`` and whether this call
+    published it (False: an earlier retry did)."""
+    claim = CLAIM_PREFIX + random_id()
+    with store.begin(write=True) as conn:
+        won = conn.execute(tasks.update().where(
+            tasks.c.id == task_id, tasks.c.retried_as.is_(None)).values(
+            retried_as=claim)).rowcount
+    if not won:
+        return _earlier(store, task_id), False
+    try:
+        new_id = publish()
+    except BaseException:
+        _set(store, task_id, claim, None)
+        raise
+    _set(store, task_id, claim, new_id)
+    return new_id, True
+
+
+def _set(store: RecordStore, task_id: str, claim: str, value: Optional[str]) -> None:
+    with store.begin(write=True) as conn:
+        conn.execute(tasks.update().where(tasks.c.id == task_id,
+                                          tasks.c.retried_as == claim).values(retried_as=value))
+
+
+def _earlier(store: RecordStore, task_id: str) -> str:
+    deadline = time.monotonic() + CLAIM_WAIT_SEC
+    while True:
+        with store.begin() as conn:
+            found = conn.execute(select(tasks.c.retried_as).where(tasks.c.id == task_id)).scalar()
+        if found and not found.startswith(CLAIM_PREFIX):
+            return str(found)
+        if found is None:          # the other publish failed and gave its claim back
+            raise RecordConflictError('task %s: another retry of it failed just now; try again'
+                                      % task_id)
+        if time.monotonic() >= deadline:
+            raise RecordConflictError('task %s is being retried by another request' % task_id)
+        time.sleep(0.05)
