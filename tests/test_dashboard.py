@@ -91,10 +91,11 @@ def test_search_by_label_and_by_task_id(browser, web, some_records):
         page.fill('#search-text', 'tenant=t2')
         page.click('#search button[type=submit]')
         page.wait_for_function("document.querySelectorAll('#tasks tbody tr').length === 1")
-        page.fill('#search-text', some_records)
+        page.fill('#search-text', some_records[:8])           # a unique prefix of the id
         page.click('#search button[type=submit]')
         page.wait_for_selector('#detail:not([hidden])')
-        assert '"error_type": "ValueError"' in page.inner_text('#detail-body')
+        assert page.inner_text('#detail-id') == some_records
+        assert 'ValueError: bad input 42' in page.inner_text('#detail-body')
     finally:
         page.close()
 
@@ -130,5 +131,140 @@ def test_a_delayed_task_shows_when_it_is_due(browser, web, some_records):
         row = page.wait_for_selector('#tasks tbody tr:has-text("%s")' % delayed[:16])
         assert re.search(r'due in (9|10)m', row.inner_text()), row.inner_text()
         assert row.query_selector('.due').get_attribute('title')       # the time, on hover
+    finally:
+        page.close()
+
+
+# --- the task detail, filters, paging, bulk actions -----------------------------------------
+
+def open_dashboard(browser, web):
+    page = browser.new_page(viewport={'width': 1400, 'height': 1100})
+    page.goto(web)
+    page.wait_for_selector('body[data-loaded=true]', timeout=15000)
+    return page
+
+
+def test_the_task_page_shows_arguments_traceback_and_every_attempt(browser, web, memory_broker,
+                                                                  records_url):
+    from kale.conf import settings
+    with settings.override(RETRY_DELAY_MULTIPLE_SEC=0, RETRY_DELAY_JITTER=0):
+        task_id = rt.TwiceBrokenTask.publish(None, labels={'tenant': 't9'})
+        work(memory_broker)
+    broken = rt.BrokenTask.publish(None)
+    work(memory_broker)
+    records.get(broken)
+    page = open_dashboard(browser, web)
+    try:
+        page.click('#tabs button[data-status=""]')
+        page.click('#tasks tr[data-id="%s"] a.id' % task_id)
+        page.wait_for_selector('#detail:not([hidden]) table.attempts')
+        rows = [row.inner_text() for row in page.query_selector_all('#detail table.attempts tbody tr')]
+        assert [row.split('\t')[:2] for row in rows] == [['1', 'failed'], ['2', 'failed'],
+                                                         ['3', 'succeeded']]
+        assert 'attempt 1 fails' in rows[0] and '@' in rows[0]          # its worker's id
+        assert '"args": []' in page.inner_text('#detail-body')
+        page.click('#tasks tr[data-id="%s"] a.id' % broken)
+        page.wait_for_selector('#detail pre.traceback')
+        assert 'Traceback (most recent call last)' in page.inner_text('#detail pre.traceback')
+        # The detail's retry button, clicked twice: one new task.
+        page.click('#detail-actions button:has-text("retry")')
+        page.wait_for_function("document.getElementById('banner').innerText !== ''")
+        assert 'published again as' in page.inner_text('#banner'), page.inner_text('#banner')
+        first = page.inner_text('#banner').split()[-1]
+        api = page.evaluate("""(id) => fetch('api/tasks/' + id + '/retry', {method: 'POST'})
+                                .then((r) => r.json())""", broken)
+        assert api['id'] == first and api['published'] is False
+        assert records.get(broken).retried_as == first
+        from kale.records.queries import TaskFilter
+        assert records.queries().count(TaskFilter(labels=(('retry_of', broken),))) == 1
+    finally:
+        page.close()
+
+
+def test_full_ids_filters_sorting_paging_and_cards_that_follow_the_filter(browser, web,
+                                                                          some_records):
+    rt.PlainTask.publish_batch(None, [((i,), {}) for i in range(30)], labels={'tenant': 't3'})
+    records.get(some_records)
+    page = open_dashboard(browser, web)
+    try:
+        page.click('#tabs button[data-status=""]')
+        page.wait_for_function("document.querySelectorAll('#tasks tbody tr').length === 25")
+        first_id = page.get_attribute('#tasks tbody tr', 'data-id')
+        assert page.inner_text('#tasks tbody tr a.id') == first_id and len(first_id) == 32
+        assert page.get_attribute('#tasks tbody tr time', 'title')        # absolute, on hover
+        assert 'showing 25 of 38' in page.inner_text('#shown')
+        page.click('#more')
+        page.wait_for_function("document.querySelectorAll('#tasks tbody tr').length === 38")
+        assert page.is_hidden('#more')
+        page.click('#tasks th[data-sort=attempts]')
+        page.click('#tasks th[data-sort=attempts]')                        # descending
+        assert page.inner_text('#tasks tbody tr td:nth-child(4)') == '1'
+        page.fill('#filter-task', 'BrokenTask')
+        page.click('#filters button[type=submit]')
+        page.wait_for_function("document.querySelectorAll('#tasks tbody tr').length === 1")
+        cards = "document.querySelector('#counts .card[data-status=%s] .n').innerText"
+        page.wait_for_function('%s === "0"' % (cards % 'succeeded'))          # the filter's counts
+        assert page.inner_text('#counts .card[data-status=failed] .n') == '1'
+        page.fill('#filter-task', '')
+        page.select_option('#filter-queue', 'default')
+        page.click('#filters button[type=submit]')
+        page.wait_for_function('%s === "6"' % (cards % 'succeeded'))
+    finally:
+        page.close()
+
+
+def test_bulk_retry_and_a_queue_purge_with_its_name_typed(browser, web, memory_broker,
+                                                          records_url):
+    failed = [rt.BrokenTask.publish(None) for _ in range(3)]
+    work(memory_broker)
+    waiting = rt.PlainTask.publish(None, 5)
+    records.get(waiting)
+    page = open_dashboard(browser, web)
+    answers = iter(['wrong', 'default'])
+    page.on('dialog', lambda dialog: dialog.accept(next(answers, '')) if dialog.type == 'prompt'
+            else dialog.accept())
+    try:
+        page.wait_for_selector('#bulk-retry:not([hidden])')
+        page.click('#bulk-retry')
+        page.wait_for_selector('#banner:has-text("published 3 again")')
+        assert all(records.get(task_id).retried_as for task_id in failed)
+        page.click('#bulk-retry')
+        page.wait_for_selector('#banner:has-text("published 0 again; 3 retried before")')
+        page.click('#queues tr[data-queue=default] button.danger')
+        page.wait_for_selector('#banner:has-text("purge of default cancelled")')
+        assert records.get(waiting).status == 'queued'
+        page.click('#queues tr[data-queue=default] button.danger')
+        page.wait_for_selector('#banner:has-text("purged default")')
+        assert records.get(waiting).status == 'purged'
+    finally:
+        page.close()
+
+
+def test_old_stopped_workers_are_collapsed_and_a_quiet_system_still_charts(browser, web,
+                                                                           records_url):
+    import time
+    store = records.store()
+    now = time.time()
+    old = {'id': 'h:1@old', 'role': 'worker', 'host': 'h', 'pid': 1, 'queues': [],
+           'version': '0', 'started_at': now - 5 * 86400, 'heartbeat_at': now - 3 * 86400,
+           'heartbeat_sec': 15, 'stopped_at': now - 3 * 86400, 'counts': {}}
+    store.write([], [], [old, dict(old, id='h:2@recent', pid=2, stopped_at=now - 60,
+                                   heartbeat_at=now - 60)])
+    finished = now - 5 * 3600                    # the last work, five hours ago
+    store.write([{'id': 'quiet', 'task': 't.Quiet', 'queue': 'default', 'status': 'queued',
+                  'attempts': 0, 'published_at': finished - 1, 'updated_at': finished - 1}],
+                [{'id': 'quiet', 'task': 't.Quiet', 'queue': 'default', 'status': 'succeeded',
+                  'attempts': 1, 'published_at': finished - 1, 'started_at': finished - 0.5,
+                  'finished_at': finished, 'duration_sec': 0.5, 'updated_at': finished}], [])
+    page = open_dashboard(browser, web)
+    try:
+        workers = page.inner_text('#workers tbody')
+        assert 'h:2@recent' in workers and 'h:1@old' not in workers
+        assert page.inner_text('#old-workers') == 'show 1 workers stopped more than a day ago'
+        page.click('#old-workers')
+        page.wait_for_function("document.querySelector('#workers tbody').innerText"
+                               ".includes('h:1@old')")
+        assert page.inner_text('.charts .window') == 'last day'
+        assert page.query_selector('#chart-throughput svg polyline, #chart-throughput svg circle')
     finally:
         page.close()

@@ -25,7 +25,8 @@ FILTERS = [
     _param('since', 'published at or after: epoch seconds or ISO 8601'),
     _param('until', 'published before: epoch seconds or ISO 8601'),
 ]
-TASK_ID = _param('task_id', 'the task id', where='path', required=True)
+TASK_ID = _param('task_id', 'the task id, or a unique prefix of it (4 characters or more)',
+                 where='path', required=True)
 ERROR = {'description': 'one-line reason', 'content': {'application/json': {'schema': {
     'type': 'object', 'properties': {'error': {'type': 'string'}}}}}}
 
@@ -62,15 +63,22 @@ OPENAPI: dict[str, Any] = {
         '/api/tasks/summary': {'get': {
             'summary': 'Counts by status, by task and by queue', 'parameters': FILTERS,
             'responses': _answer('the counts', by_status=_obj, by_task=_obj, by_queue=_obj)}},
+        '/api/tasks/retry': {'post': {
+            'summary': 'Retry every failed task the filter matches, each once (at most 1000)',
+            'parameters': FILTERS,
+            'responses': _answer('what was published', published=_list, already_retried=_int,
+                                 refused=_list)}},
         '/api/tasks/{task_id}': {'get': {
-            'summary': 'The whole record: inputs, error and result included',
+            'summary': 'The whole record: inputs, error, result and attempt_history included',
             'parameters': [TASK_ID],
             'responses': {**_answer('the record'), '404': ERROR}}},
         '/api/tasks/{task_id}/retry': {'post': {
-            'summary': 'Publish a failed task again from its stored inputs',
+            'summary': 'Publish a failed task again from its stored inputs, once (a second '
+                       'retry answers with the first one\'s task, published false)',
             'parameters': [TASK_ID],
             'responses': {**_answer('the new task', id={'type': 'string'},
-                                    retry_of={'type': 'string'}), '404': ERROR,
+                                    retry_of={'type': 'string'},
+                                    published={'type': 'boolean'}), '404': ERROR,
                           '409': ERROR}}},
         '/api/tasks/{task_id}/cancel': {'post': {
             'summary': 'Cancel a task that has not started', 'parameters': [TASK_ID],
@@ -85,13 +93,20 @@ OPENAPI: dict[str, Any] = {
                            _param('reason', 'move only dead letters of this reason'),
                            _param('dry_run', 'move nothing; say what would move', 'boolean')],
             'responses': _answer('what moved', moved=_int, skipped=_int)}},
+        '/api/queues/{name}/purge': {'post': {
+            'summary': 'Delete every message of the queue; its waiting records become purged',
+            'parameters': [_param('name', 'queue name', where='path', required=True),
+                           _param('confirm', 'the queue name again', required=True)],
+            'responses': _answer('what was purged', queue={'type': 'string'},
+                                 records_marked_purged=_int)}},
         '/api/workers': {'get': {
             'summary': 'Worker and supervisor processes',
             'parameters': [_param('state', 'running, stopped or lost')],
             'responses': _answer('the workers', workers=_list)}},
         '/api/timeline': {'get': {
             'summary': 'Tasks finished and mean duration per task over time',
-            'parameters': [_param('window', 'seconds back, default 3600', 'number'),
+            'parameters': [_param('window', 'seconds back, default 3600; auto: the shortest of '
+                                            'an hour, a day and a week with tasks in it'),
                            _param('bucket', 'seconds per point', 'number')],
             'responses': _answer('the series', series=_obj)}},
     },

@@ -16,6 +16,9 @@ from kale.records.queries import Queries, parse_filter, parse_limit
 from kale.records.record import iso
 from kale.records.recorder import get_recorder
 
+#: The windows ``/api/timeline?window=auto`` tries, shortest first.
+AUTO_WINDOWS_SEC = (3600, 24 * 3600, 7 * 24 * 3600)
+
 
 def command_broker() -> Broker:
     """A broker whose client gives up soon on an endpoint that does not answer."""
@@ -120,6 +123,16 @@ class Api:
         return records.cancel(task_id, self.records_url).as_json()
 
     def timeline(self, request: Request) -> dict[str, Any]:
+        """Tasks finished over a window; ``window=auto``: the shortest of an
+        hour, a day and a week in which any finished (a quiet system's
+        chart still shows its last work)."""
+        if request.query_params.get('window') == 'auto':
+            answer: dict[str, Any] = {}
+            for window_sec in AUTO_WINDOWS_SEC:
+                answer = self.queries.timeline(window_sec, window_sec // 60)
+                if answer['series']:
+                    break
+            return answer
         window = _number(request, 'window', 3600, 60, 7 * 24 * 3600)
         bucket = int(_number(request, 'bucket', max(60, window // 60), 1, 24 * 3600))
         return self.queries.timeline(window, bucket)
