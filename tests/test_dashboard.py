@@ -169,8 +169,9 @@ def test_the_task_page_shows_arguments_traceback_and_every_attempt(browser, web,
         # The detail's retry button, clicked twice: one new task.
         page.click('#detail-actions button:has-text("retry")')
         page.wait_for_function("document.getElementById('banner').innerText !== ''")
-        assert 'published again as' in page.inner_text('#banner'), page.inner_text('#banner')
-        first = page.inner_text('#banner').split()[-1]
+        said = page.inner_text('#banner')
+        assert 'published again as' in said, said
+        first = said.split()[-1]
         api = page.evaluate("""(id) => fetch('api/tasks/' + id + '/retry', {method: 'POST'})
                                 .then((r) => r.json())""", broken)
         assert api['id'] == first and api['published'] is False

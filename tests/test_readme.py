@@ -69,8 +69,8 @@ def test_the_example_runs_as_its_readme_says(tmp_path):
     assert [row[5] for row in after] == ['0', '1', '0']       # the failing task, dead-lettered
     assert 'succeeded' in result.stderr and 'dead-lettered' in result.stderr
     total = next(line.split() for line in result.stdout.splitlines() if line.startswith('total'))
-    assert total == ['total', '0', '0', '0', '19', '1', '0'], 'records: queued running ' \
-        'scheduled succeeded failed cancelled'
+    assert total == ['total', '0', '0', '0', '19', '1', '0', '0', '0'], 'records: queued ' \
+        'running scheduled succeeded failed cancelled purged deduplicated'
 
 
 def test_the_readme_documents_every_setting():

@@ -281,15 +281,15 @@ function renderDetail(record) {
   document.getElementById('detail-body').replaceChildren(...parts);
 }
 
-async function showTask(id) {
+// Open the task's page; ``quiet``: leave the banner as it is (after an action).
+async function showTask(id, quiet) {
   try {
     const record = await api('tasks/' + encodeURIComponent(id));
     state.detail = record.id;
     renderDetail(record);
     const panel = document.getElementById('detail');
     panel.hidden = false;
-    panel.scrollIntoView();
-    banner('');
+    if (!quiet) { panel.scrollIntoView(); banner(''); }
   } catch (error) { banner(error.message); }
 }
 
@@ -385,7 +385,7 @@ async function act(id, action) {
     } else {
       banner('cancelled ' + id);
     }
-    if (state.detail === id) showTask(id);
+    if (state.detail === id) showTask(id, true);
     refresh();
   } catch (error) { banner(error.message); }
 }
