@@ -2,6 +2,7 @@
 every attempt of a task is kept."""
 from __future__ import annotations
 
+import re
 import threading
 
 import pytest
@@ -83,7 +84,10 @@ def test_an_ambiguous_prefix_says_so(any_records_url):
 
 def test_the_cli_shows_retries_and_cancels_by_prefix(memory_broker, failed, capsys):
     assert main(['tasks', 'show', failed[0][:8]]) == 0
-    assert failed[0] in capsys.readouterr().out
+    shown = capsys.readouterr().out
+    assert failed[0] in shown
+    assert re.search(r'^attempts:\n  1  failed  \S+Z  [\d.]+s  \S+@\S+  ValueError: bad input 42$',
+                     shown, re.M), shown
     assert main(['tasks', 'retry', failed[0][:8]]) == 0
     first = capsys.readouterr().out.strip()
     assert main(['tasks', 'retry', failed[0]]) == 0

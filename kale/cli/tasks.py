@@ -97,12 +97,6 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(dict(data, attempt_history=history))
         return 0
-    for attempt in history:
-        print('attempt %d  %s  %s  %s  %s%s' % (
-            attempt['attempt'], attempt['status'], _cell(iso(attempt['started_at'])),
-            '%.3fs' % attempt['duration_sec'] if attempt['duration_sec'] is not None else '-',
-            attempt['worker'] or '-', '  %s: %s' % (attempt['error_type'], attempt[
-                'error_message']) if attempt['error_type'] else ''))
     width = max(len(key) for key in data)
     for key, value in data.items():
         if key == 'error_traceback' and value:
@@ -110,6 +104,13 @@ def cmd_show(args: argparse.Namespace) -> int:
         else:
             shown = json.dumps(value) if isinstance(value, (dict, list)) else _cell(value)
             print('%s  %s' % (key.ljust(width), shown if key != 'duration_sec' else value))
+    print('attempts:' if history else 'attempts: none started')
+    for attempt in history:
+        print('  %d  %s  %s  %s  %s%s' % (
+            attempt['attempt'], attempt['status'], _cell(iso(attempt['started_at'])),
+            '%.3fs' % attempt['duration_sec'] if attempt['duration_sec'] is not None else '-',
+            attempt['worker'] or '-', '  %s: %s' % (attempt['error_type'], attempt[
+                'error_message']) if attempt['error_type'] else ''))
     return 0
 
 
