@@ -45,11 +45,12 @@ from kale.conf import import_string, settings
 from kale.exceptions import HookError, ImproperlyConfigured
 
 if TYPE_CHECKING:
+    from kale.events import Settlement
     from kale.message import Message
     from kale.publisher import Publication
     from kale.queue_config import TaskQueue
     from kale.transport import ReceivedMessage
-    from kale.worker.batch import Batch, Settlement
+    from kale.worker.batch import Batch
 
 logger = logging.getLogger(__name__)
 

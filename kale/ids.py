@@ -10,9 +10,7 @@ no two processes hand out the same id.
 from __future__ import annotations
 
 import os
-import socket
 import threading
-import time
 
 #: Ids made from one call to os.urandom.
 IDS_PER_REFILL = 256
@@ -44,22 +42,3 @@ def random_id() -> str:
     raw[8] = (raw[8] & 0x3F) | 0x80         # the RFC 4122 variant
     return raw.hex()
 
-
-_identity: tuple[int, str, float] = (0, '', 0.0)
-
-
-def process_identity() -> tuple[str, float]:
-    """This process's id and when it was first asked for (epoch seconds).
-
-    The id reads as host, pid and that start time, ``vm:29984@2026-11-24T10:15:03Z``;
-    it names the process in log records (``worker``), in task records (the
-    worker that ran each attempt) and in the workers' own rows, so the three
-    join. A forked child gets its own on first use.
-    """
-    global _identity
-    pid = os.getpid()
-    if _identity[0] != pid:
-        started = time.time()
-        _identity = (pid, '%s:%d@%s' % (socket.gethostname(), pid, time.strftime(
-            '%Y-%m-%dT%H:%M:%SZ', time.gmtime(started))), started)
-    return _identity[1], _identity[2]

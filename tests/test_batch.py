@@ -53,8 +53,8 @@ def test_visibility_clock_starts_no_earlier_than_just_before_the_answer():
 
 
 def test_unsettled_lists_messages_not_reached():
+    from kale.events import Outcome, Settlement
     from kale.transport import ReceivedMessage
-    from kale.worker.batch import Outcome, Settlement
     first, second = ReceivedMessage('1', 'h1', 'b', {}), ReceivedMessage('2', 'h2', 'b', {})
     batch = Batch(queue(), [first, second], 0.0)
     batch.settlements.append(Settlement(first, Outcome.SUCCEEDED))

@@ -1,10 +1,11 @@
 """Settling: copies are sent before originals are deleted; nothing is lost."""
 import time
 
+from kale.events import Outcome, Settlement
 from kale.exceptions import BatchSendError, EndpointUnreachableError, SQSError
 from kale.queue_config import get_queue_config
 from kale.transport import OutgoingMessage
-from kale.worker.batch import Batch, Outcome, Settlement
+from kale.worker.batch import Batch
 from kale.worker.consumer import COPY_MIN_SEC, Consumer
 from tests import tasks
 from tests.support.clock import FakeClock

@@ -2,9 +2,9 @@
 import threading
 import time
 
+from kale.events import Outcome, Settlement
 from kale.queue_config import TaskQueue
 from kale.transport import OutgoingMessage
-from kale.worker.batch import Outcome, Settlement
 from kale.worker.consumer import Consumer
 from kale.worker.fetcher import MIN_POLL_INTERVAL_SEC, Fetcher
 from kale.worker.prefetch import Prefetch

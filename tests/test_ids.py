@@ -46,7 +46,7 @@ def test_the_process_identity_reads_as_host_pid_and_start_time():
     import os
     import socket
 
-    from kale.ids import process_identity
+    from kale.events import process_identity
     identity, started = process_identity()
     host_pid, when = identity.split('@')
     assert host_pid == '%s:%d' % (socket.gethostname(), os.getpid())

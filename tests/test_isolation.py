@@ -8,11 +8,12 @@ import pytest
 
 from kale import codec as kale_codec
 from kale import message as kale_message
+from kale.events import Outcome
 from kale.exceptions import ChildTaskError, ImproperlyConfigured, TaskProcessDied, TimeLimitExceeded
 from kale.queue_config import get_queue_config
 from kale.task import SKIPPED
 from kale.transport import ReceivedMessage
-from kale.worker.batch import Batch, Outcome
+from kale.worker.batch import Batch
 from kale.worker.isolation import run_in_child
 from kale.worker.runner import TaskRunner
 from tests import tasks

@@ -10,7 +10,7 @@ import pytest
 from kale import logs
 from kale import worker as kale_worker
 from kale.cli import main
-from kale.ids import process_identity
+from kale.events import process_identity
 from tests import tasks
 
 

@@ -10,10 +10,10 @@ from prometheus_client import CollectorRegistry, generate_latest
 from kale import publisher as kale_publisher
 from kale import worker as kale_worker
 from kale.conf import settings
-from kale.contrib.metrics import OUTCOME_LABELS, PrometheusHooks, RequestCounter, metrics_for
+from kale.contrib.metrics import PrometheusHooks, RequestCounter, metrics_for
+from kale.events import Outcome
 from kale.exceptions import EndpointUnreachableError, HookError
 from kale.hooks import WorkerHooks
-from kale.worker.batch import Outcome
 from tests import tasks
 
 
@@ -48,9 +48,8 @@ ADD = 'tests.tasks.AddTask'
 
 
 def test_every_settlement_outcome_has_its_label():
-    assert set(OUTCOME_LABELS) == {outcome.value for outcome in Outcome}
-    assert set(OUTCOME_LABELS.values()) == {'succeeded', 'retried', 'dead_lettered', 'skipped',
-                                            'released', 'cancelled'}
+    assert {outcome.metric_label for outcome in Outcome} == {
+        'succeeded', 'retried', 'dead_lettered', 'skipped', 'released', 'cancelled'}
 
 
 def test_succeeded_tasks_are_counted_by_queue_and_task(memory_broker, hooks, registry):
@@ -205,7 +204,7 @@ def test_a_worker_serves_its_registry_at_metrics_until_it_stops(memory_broker, r
     hooks = PrometheusHooks(registry, port=port, host='127.0.0.1')
     hooks.on_worker_startup(FakeWorker(memory_broker))
     try:
-        hooks.series('default', ADD).outcomes['succeeded'].inc()
+        hooks.series('default', ADD).outcomes[Outcome.SUCCEEDED].inc()
         with urllib.request.urlopen('http://127.0.0.1:%d/metrics' % port, timeout=5) as answer:
             text = answer.read().decode()
     finally:

@@ -5,11 +5,12 @@ import time
 from kale import codec as kale_codec
 from kale import message as kale_message
 from kale.conf import settings
+from kale.events import Outcome, Settlement
 from kale.message import ATTR_DEAD_LETTER_REASON, ATTR_SOURCE_QUEUE
 from kale.queue_config import get_queue_config
 from kale.task import PERMANENT_FAILURE_NON_RETRIABLE, PERMANENT_FAILURE_RETRIES_EXHAUSTED
 from kale.transport import ReceivedMessage
-from kale.worker.batch import Batch, Outcome, Settlement
+from kale.worker.batch import Batch
 from kale.worker.runner import TaskRunner
 from tests import tasks
 from tests.support.records import recorded_ids

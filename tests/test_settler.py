@@ -5,10 +5,11 @@ import time
 
 import pytest
 
+from kale.events import Outcome, Settlement
 from kale.exceptions import EndpointUnreachableError
 from kale.queue_config import get_queue_config
 from kale.transport import OutgoingMessage
-from kale.worker.batch import Batch, Outcome, Settlement
+from kale.worker.batch import Batch
 from kale.worker.consumer import Consumer, SettleDeferred
 from kale.worker.settler import Settler
 from tests import tasks

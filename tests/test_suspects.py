@@ -6,10 +6,11 @@ import pytest
 from kale import codec as kale_codec
 from kale import message as kale_message
 from kale.conf import settings
+from kale.events import Outcome
 from kale.hooks import WorkerHooks
 from kale.transport import ReceivedMessage
 from kale.worker import Worker
-from kale.worker.batch import Batch, Opened, Outcome
+from kale.worker.batch import Batch, Opened
 from kale.worker.consumer import Consumer
 from kale.worker.suspects import (
     held_deliveries,

@@ -35,6 +35,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from kale.conf import settings
+from kale.events import Outcome
 from kale.exceptions import ImproperlyConfigured
 from kale.hooks import PublishHooks, WorkerHooks
 
@@ -54,11 +55,6 @@ if TYPE_CHECKING:
     from kale.queue_config import TaskQueue
     from kale.transport import ReceivedMessage
     from kale.worker.batch import Batch
-
-#: Settlement outcomes (``Outcome.value``) and the ``outcome`` label each counts as.
-OUTCOME_LABELS = {'succeeded': 'succeeded', 'skipped': 'skipped', 'retry': 'retried',
-                  'dead_letter': 'dead_lettered', 'release': 'released',
-                  'cancelled': 'cancelled'}
 
 #: Seconds: from a few milliseconds to the longest time limit worth a bucket.
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
@@ -114,8 +110,8 @@ class TaskSeries:
     __slots__ = ('duration', 'latency', 'outcomes')
 
     def __init__(self, metrics: KaleMetrics, queue: str, task: str):
-        self.outcomes = {value: metrics.tasks.labels(queue, task, label)
-                         for value, label in OUTCOME_LABELS.items()}
+        self.outcomes = {outcome: metrics.tasks.labels(queue, task, outcome.metric_label)
+                         for outcome in Outcome}
         self.duration = metrics.duration.labels(queue, task)
         self.latency = metrics.latency.labels(queue, task)
 
@@ -234,15 +230,11 @@ class PrometheusHooks(PublishHooks, WorkerHooks):
         counters[1].inc()
         busy = 0.0
         for s in batch.settlements:
-            outcome = s.outcome.value
-            if outcome == 'dead_letter' and not s.settled:
+            outcome = s.outcome
+            if outcome is Outcome.DEAD_LETTER and not s.settled:
                 continue                # its copy was not sent: it will run again
             series = self.series(name, s.task_name)
-            child = series.outcomes.get(outcome)
-            if child is None:           # an outcome this module does not know yet
-                child = series.outcomes[outcome] = self.metrics.tasks.labels(
-                    name, s.task_name, outcome)
-            child.inc()
+            series.outcomes[outcome].inc()
             if s.task is not None:
                 series.duration.observe(s.duration_sec)
                 busy += s.duration_sec

@@ -50,19 +50,14 @@ except ImportError as exc:      # pragma: no cover - the extra is missing
         % exc) from None
 
 if TYPE_CHECKING:
+    from kale.events import Settlement
     from kale.message import Message
     from kale.publisher import Publication
     from kale.queue_config import TaskQueue
     from kale.transport import ReceivedMessage
-    from kale.worker.batch import Batch, Settlement
+    from kale.worker.batch import Batch
 
 SYSTEM = 'aws_sqs'
-#: What settling does with a message, by outcome (``Outcome.value``).
-SETTLE_OPERATIONS = {'succeeded': 'delete', 'skipped': 'delete', 'retry': 'retry',
-                     'dead_letter': 'dead_letter', 'release': 'release',
-                     'cancelled': 'delete'}
-#: Outcomes whose run failed.
-FAILED = frozenset({'retry', 'dead_letter'})
 
 
 def _nanoseconds(epoch_sec: float) -> int:
@@ -150,9 +145,9 @@ class TracingHooks(PublishHooks, WorkerHooks):
         self._running = None
         otel_context.detach(token)
         if settlement is not None:
-            outcome = settlement.outcome.value
-            span.set_attribute('kale.outcome', outcome)
-            if outcome in FAILED:
+            outcome = settlement.outcome
+            span.set_attribute('kale.outcome', outcome.value)
+            if outcome.run_failed:
                 if settlement.exception is not None:
                     span.record_exception(settlement.exception)
                 span.set_status(Status(StatusCode.ERROR, settlement.reason[:200]))
@@ -169,16 +164,16 @@ class TracingHooks(PublishHooks, WorkerHooks):
             parent = self._ran.pop(s.received.message_id, None)
             if parent is None:
                 continue
-            outcome = s.outcome.value
+            outcome = s.outcome
             span = self.tracer.start_span(
                 'kale.settle', context=parent, kind=SpanKind.CLIENT,
                 start_time=_nanoseconds(started), attributes={
                     'messaging.system': SYSTEM,
                     'messaging.destination.name': self._destination(queue),
                     'messaging.operation.type': 'settle',
-                    'messaging.operation.name': SETTLE_OPERATIONS.get(outcome, outcome),
+                    'messaging.operation.name': outcome.settle_operation,
                     'messaging.message.id': s.received.message_id,
-                    'kale.outcome': outcome})
+                    'kale.outcome': outcome.value})
             if not s.settled:
                 span.set_status(Status(StatusCode.ERROR, 'not settled: the message will '
                                                          'reappear after its visibility timeout'))

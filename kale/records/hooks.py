@@ -26,8 +26,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Collection, Optional, Sequence
 
+from kale.events import process_identity
 from kale.hooks import PublishHooks, WorkerHooks
-from kale.ids import process_identity
 from kale.records.recorder import Recorder, get_recorder
 from kale.records.render import error_fields, render_inputs, render_result
 from kale.records.schema import (
@@ -44,11 +44,12 @@ from kale.records.schema import (
 from kale.records.writer import LaterRow, Row
 
 if TYPE_CHECKING:
+    from kale.events import Settlement
     from kale.message import Message
     from kale.publisher import Publication
     from kale.queue_config import TaskQueue
     from kale.transport import ReceivedMessage
-    from kale.worker.batch import Batch, Settlement
+    from kale.worker.batch import Batch
 
 #: Every column a worker's event sets (a snapshot, so events can be merged).
 EVENT_COLUMNS = tuple(c.name for c in tasks.columns
@@ -56,10 +57,6 @@ EVENT_COLUMNS = tuple(c.name for c in tasks.columns
 #: An event row before its values are set: copying it keeps the column order
 #: every event shares (the writer compiles one statement for that order).
 _EVENT_TEMPLATE: Row = dict.fromkeys(EVENT_COLUMNS)
-
-#: Settlement outcome -> record status.
-_FINAL_STATUS = {'succeeded': SUCCEEDED, 'skipped': SUCCEEDED, 'retry': SCHEDULED,
-                 'dead_letter': FAILED, 'cancelled': CANCELLED, 'release': QUEUED}
 
 
 def mark_deduplicated(recorder: Recorder, rows: list[dict[str, Any]], now: float) -> None:
@@ -189,7 +186,7 @@ class RecordsHooks(PublishHooks, WorkerHooks):
             started_at = started.pop(s.received.receipt_handle, None)
             if not s.settled or not s.verified:
                 continue            # unsettled, or unverified: no task id to trust
-            status = _FINAL_STATUS[s.outcome.value]
+            status = s.outcome.record_status
             if status == QUEUED and started_at is None:
                 continue            # released unstarted: its record has not changed
             # The event's time is when its run ended, not when the batch is

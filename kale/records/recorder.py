@@ -20,8 +20,8 @@ import time
 from typing import Optional, Sequence
 
 from kale.conf import settings
+from kale.events import process_identity
 from kale.exceptions import ImproperlyConfigured
-from kale.ids import process_identity
 from kale.records.store import RecordStore, retried_attempts, safe_url
 from kale.records.writer import RecordWriter, Row
 from kale.version import __version__

@@ -14,14 +14,14 @@ back (and never before the call began).
 from __future__ import annotations
 
 import dataclasses
-import enum
-from typing import Any, Optional
+from typing import Optional
 
 from kale.codec.pipeline import Frame
+from kale.events import Settlement
 from kale.message import Message
 from kale.queue_config import TaskQueue
 from kale.task import Task
-from kale.transport import OutgoingMessage, ReceivedMessage
+from kale.transport import ReceivedMessage
 
 #: Seconds kept free at the end of a batch's budget for settling it (less for
 #: a task whose time_limit leaves less room below the visibility timeout).
@@ -30,83 +30,6 @@ SETTLE_MARGIN_SEC = 1.0
 #: Longest time assumed between SQS starting the visibility clock and its
 #: answer reaching the worker.
 RECEIVE_CLOCK_SLACK_SEC = 1.0
-
-
-class Outcome(enum.Enum):
-    """What settling does with one received message."""
-
-    SUCCEEDED = 'succeeded'      # delete
-    SKIPPED = 'skipped'          # should_run_task said no: delete
-    CANCELLED = 'cancelled'      # a hook's cancelled_tasks named it: delete, unrun
-    RETRY = 'retry'              # send the retry copy, then delete
-    DEAD_LETTER = 'dead_letter'  # send the dead-letter copy, then delete
-    RELEASE = 'release'          # not run: send a fresh copy (visible at once), then delete
-
-    # Members compare by identity: hashing them by identity as well keeps the
-    # per-message lookups keyed by outcome in C (Enum's own hash is Python).
-    __hash__ = object.__hash__
-
-
-#: Outcomes that leave a FIFO message in its group, holding back the rest.
-HOLDS_GROUP = (Outcome.RETRY, Outcome.RELEASE)
-
-
-@dataclasses.dataclass
-class Settlement:
-    """The fate of one received message, decided by running (or not running) it."""
-
-    received: ReceivedMessage
-    outcome: Outcome
-    message: Optional[Message] = None
-    copy: Optional[OutgoingMessage] = None     # the fresh, retry or dead-letter copy
-    reason: str = ''
-    task: Any = None
-    exception: Optional[BaseException] = None
-    duration_sec: float = 0.0
-    settled: bool = False                      # its SQS requests succeeded
-    copied: bool = False                       # its copy was sent (or needs none)
-    #: The verified envelope, when the body passed verification.
-    envelope: Optional[Frame] = None
-    #: On a FIFO queue, a retry or release keeps the message, invisible for
-    #: this many seconds, instead of sending a copy (which would go to the
-    #: back of its group).
-    hold_sec: Optional[int] = None
-    #: What run_task returned (SUCCEEDED only), for hooks such as the records'.
-    result: Any = None
-    #: Its copy was not sent because the batch's visibility timeout had ended
-    #: (or nearly): SQS may have delivered the original again, so the message
-    #: is left for SQS to deliver, once.
-    lapsed: bool = False
-
-    @property
-    def retry_delay_sec(self) -> int:
-        """Seconds until a retry's next attempt: its copy's delay or, on a
-        FIFO queue, how long its message is held invisible."""
-        return self.copy.delay_sec if self.copy is not None else (self.hold_sec or 0)
-
-    @property
-    def verified(self) -> bool:
-        """Whether the message's signature was verified (its task id and name
-        can be trusted). Unverified messages are known by their SQS id only."""
-        return self.message is not None or self.envelope is not None
-
-    @property
-    def task_id(self) -> str:
-        """The task id, or ``message:<SQS message id>`` for an unverified message."""
-        if self.message is not None:
-            return self.message.task_id
-        if self.envelope is not None and self.envelope.task_id:
-            return self.envelope.task_id
-        return 'message:' + self.received.message_id
-
-    @property
-    def task_name(self) -> str:
-        """The task's path, or '?' for an unverified message."""
-        if self.message is not None:
-            return self.message.task_name
-        if self.envelope is not None and self.envelope.task_name:
-            return self.envelope.task_name
-        return '?'
 
 
 @dataclasses.dataclass

@@ -7,8 +7,9 @@ that raises counts as naming none (the dispatcher logs it).
 """
 from __future__ import annotations
 
+from kale.events import Outcome, Settlement
 from kale.hooks import HookDispatcher, WorkerHooks
-from kale.worker.batch import Batch, Outcome, Settlement
+from kale.worker.batch import Batch
 
 
 def skip_cancelled(hooks: HookDispatcher, batch: Batch) -> None:

@@ -52,10 +52,11 @@ from typing import Callable, Optional, Sequence, TypeVar
 from kale.backoff import Backoff
 from kale.broker import Broker
 from kale.codec import get_codec
+from kale.events import Outcome, Settlement
 from kale.exceptions import BatchSendError, KaleError, SQSError
 from kale.queue_config import TaskQueue
 from kale.transport import OutgoingMessage, VisibilityChange
-from kale.worker.batch import Batch, Outcome, Settlement, visibility_clock_start
+from kale.worker.batch import Batch, visibility_clock_start
 from kale.worker.suspects import release, release_copy
 
 logger = logging.getLogger(__name__)

@@ -34,14 +34,14 @@ from typing import Any, Optional, Sequence
 from kale import logs
 from kale.broker import Broker, get_broker
 from kale.conf import settings
+from kale.events import HOLDS_GROUP, Settlement, process_identity
 from kale.exceptions import SQSError
 from kale.hooks import HookDispatcher, WorkerHooks
-from kale.ids import process_identity
 from kale.queue_config import TaskQueue
 from kale.queue_selector import QueueInfo
 from kale.timeout import BaseTimeout, SignalTimeout
 from kale.transport import ReceivedMessage
-from kale.worker.batch import HOLDS_GROUP, Batch, Settlement
+from kale.worker.batch import Batch
 from kale.worker.burst import BurstEnd
 from kale.worker.cancelled import skip_cancelled
 from kale.worker.consumer import Consumer

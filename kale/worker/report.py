@@ -11,15 +11,18 @@ import collections
 import logging
 
 from kale import logs
+from kale.events import Outcome, Settlement
 from kale.hooks import HookDispatcher, WorkerHooks
 from kale.queue_config import TaskQueue
-from kale.worker.batch import Batch, Outcome, Settlement
+from kale.worker.batch import Batch
 
 logger = logging.getLogger('kale.worker')
 
 
 #: Each outcome's name, read without Enum's ``value`` descriptor.
 _NAMES = {outcome: outcome.value for outcome in Outcome}
+#: The hook each outcome calls once settled (see ``Outcome.hook_name``).
+HOOKS = {outcome: getattr(WorkerHooks, outcome.hook_name) for outcome in Outcome}
 
 
 class Reporter:
@@ -42,37 +45,37 @@ class Reporter:
                 logger.info('task %s (%s) on %s %s in %.3fs', s.task_id, s.task_name, queue.name,
                             s.outcome.value, s.duration_sec, extra=fields(queue, s))
             if self._on_succeeded:
-                self.hooks(WorkerHooks.on_task_succeeded, s)
+                self.hooks(HOOKS[s.outcome], s)
             return
         where = 'task %s (%s) on %s' % (s.task_id, s.task_name, queue.name)
         extra = fields(queue, s)
         if s.outcome is Outcome.CANCELLED:
             logger.info('%s cancelled: deleted without running', where, extra=extra)
-            self.hooks(WorkerHooks.on_task_cancelled, s)
+            self.hooks(HOOKS[s.outcome], s)
         elif s.outcome is Outcome.RETRY and s.lapsed:
             logger.warning('%s failed in %.3fs: %s; its retry was not sent before its visibility '
                            'timeout ended, so SQS delivers it again', where, s.duration_sec,
                            s.reason, extra=extra)
-            self.hooks(WorkerHooks.on_task_failed, s)
+            self.hooks(HOOKS[s.outcome], s)
         elif s.outcome is Outcome.RETRY:
             logger.warning('%s failed in %.3fs, retrying in %ds: %s', where, s.duration_sec,
                            s.retry_delay_sec, s.reason, extra=extra)
-            self.hooks(WorkerHooks.on_task_failed, s)
+            self.hooks(HOOKS[s.outcome], s)
         elif s.outcome is Outcome.DEAD_LETTER and not s.settled:
             logger.error('%s failed permanently in %.3fs, but its dead-letter copy was not sent; '
                          'it will run again: %s', where, s.duration_sec, s.reason, extra=extra)
         elif s.outcome is Outcome.DEAD_LETTER:
             logger.error('%s failed permanently in %.3fs, dead-lettered: %s', where,
                          s.duration_sec, s.reason, extra=extra)
-            self.hooks(WorkerHooks.on_task_permanently_failed, s)
+            self.hooks(HOOKS[s.outcome], s)
             self._on_permanent_failure(where, s)
         elif s.lapsed:
             logger.info('%s not run (%s): its visibility timeout ended first, so SQS delivers '
                         'it again', where, s.reason, extra=extra)
-            self.hooks(WorkerHooks.on_task_deferred, s)
+            self.hooks(HOOKS[s.outcome], s)
         else:
             logger.info('%s released: %s', where, s.reason, extra=extra)
-            self.hooks(WorkerHooks.on_task_deferred, s)
+            self.hooks(HOOKS[s.outcome], s)
 
     def summary(self) -> str:
         return ', '.join('%d %s' % (n, outcome) for outcome, n in sorted(self.stats.items()))

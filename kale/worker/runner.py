@@ -21,6 +21,7 @@ from typing import Any, Callable, Optional, Union
 
 from kale.codec import get_codec
 from kale.codec.pipeline import Frame
+from kale.events import Outcome, Settlement
 from kale.exceptions import (
     ChildTaskError,
     DecodeError,
@@ -37,7 +38,7 @@ from kale.settings_check import TASK_ISOLATION_MODES
 from kale.task import SKIPPED, Task
 from kale.timeout import BaseTimeout, SignalTimeout
 from kale.transport import OutgoingMessage, ReceivedMessage
-from kale.worker.batch import Batch, Opened, Outcome, Settlement
+from kale.worker.batch import Batch, Opened
 from kale.worker.isolation import run_in_child
 from kale.worker.signals import WorkerInterrupt
 from kale.worker.suspects import release_copy

@@ -20,10 +20,11 @@ from typing import Any, Optional
 
 from kale.codec import get_codec
 from kale.codec.pipeline import UNSETTLED, Frame
+from kale.events import Outcome, Settlement
 from kale.exceptions import KaleError
 from kale.message import NUMBER_ATTRIBUTES
 from kale.transport import OutgoingMessage, ReceivedMessage
-from kale.worker.batch import Batch, Outcome, Settlement
+from kale.worker.batch import Batch
 
 logger = logging.getLogger(__name__)
 
