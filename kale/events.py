@@ -78,11 +78,11 @@ _NAMES: dict[Outcome, OutcomeNames] = {
     Outcome.SUCCEEDED: OutcomeNames('succeeded', 'succeeded', 'delete', 'on_task_succeeded'),
     Outcome.SKIPPED: OutcomeNames('succeeded', 'skipped', 'delete', 'on_task_succeeded'),
     Outcome.CANCELLED: OutcomeNames('cancelled', 'cancelled', 'delete', 'on_task_cancelled'),
-    Outcome.RETRY: OutcomeNames('scheduled', 'retried', 'retry', 'on_task_failed',
+    Outcome.RETRY: OutcomeNames('scheduled', 'retried', 'retry', 'on_task_retried',
                                 run_failed=True),
     Outcome.DEAD_LETTER: OutcomeNames('failed', 'dead_lettered', 'dead_letter',
-                                      'on_task_permanently_failed', run_failed=True),
-    Outcome.RELEASE: OutcomeNames('queued', 'released', 'release', 'on_task_deferred'),
+                                      'on_task_dead_lettered', run_failed=True),
+    Outcome.RELEASE: OutcomeNames('queued', 'released', 'release', 'on_task_released'),
 }
 
 

@@ -39,6 +39,7 @@ that failed verification, only the SQS message id is known for certain.
 from __future__ import annotations
 
 import logging
+import warnings
 from typing import TYPE_CHECKING, Any, Callable, Collection, Optional, Sequence
 
 from kale.conf import import_string, settings
@@ -112,18 +113,57 @@ class WorkerHooks:
         """A task ran to completion (also when ``should_run_task`` skipped it),
         and its message was deleted."""
 
-    def on_task_failed(self, settlement: 'Settlement') -> None:
+    def on_task_retried(self, settlement: 'Settlement') -> None:
         """A run raised or timed out and will be retried."""
 
     def on_task_cancelled(self, settlement: 'Settlement') -> None:
         """A message was deleted unrun because ``cancelled_tasks`` named its task."""
 
-    def on_task_deferred(self, settlement: 'Settlement') -> None:
+    def on_task_released(self, settlement: 'Settlement') -> None:
         """A message was released unstarted (budget, shutdown or memory limit)."""
 
-    def on_task_permanently_failed(self, settlement: 'Settlement') -> None:
+    def on_task_dead_lettered(self, settlement: 'Settlement') -> None:
         """A message went to the dead-letter queue (or was dropped when that is off):
         retries exhausted, a non-retriable error, or a message that cannot be decoded."""
+
+    # The names these hooks had before they followed the outcomes. A hooks
+    # class that still defines one is called under the new name, with a
+    # warning once (see DEPRECATED_HOOKS).
+
+    def on_task_failed(self, settlement: 'Settlement') -> None:
+        """Deprecated: ``on_task_retried``."""
+
+    def on_task_deferred(self, settlement: 'Settlement') -> None:
+        """Deprecated: ``on_task_released``."""
+
+    def on_task_permanently_failed(self, settlement: 'Settlement') -> None:
+        """Deprecated: ``on_task_dead_lettered``."""
+
+
+#: Old hook name -> the name it has now. Defining the old one still works:
+#: it is called for the new one, and a DeprecationWarning says so once per class.
+DEPRECATED_HOOKS = {'on_task_failed': 'on_task_retried',
+                    'on_task_deferred': 'on_task_released',
+                    'on_task_permanently_failed': 'on_task_dead_lettered'}
+_OLD_NAMES = {new: old for old, new in DEPRECATED_HOOKS.items()}
+_warned_classes: set[tuple[type, str]] = set()
+
+
+def _old_name_target(target: Any, name: str) -> Optional[Callable[..., Any]]:
+    """The bound method of ``target`` under the hook's old name, if its class
+    defines one (warning once per class)."""
+    old = _OLD_NAMES.get(name)
+    if old is None or getattr(type(target), old, None) is getattr(WorkerHooks, old):
+        return None
+    key = (type(target), old)
+    if key not in _warned_classes:
+        _warned_classes.add(key)
+        message = ('%s.%s is the old name of the hook %s: rename it (it is called for now)'
+                   % (type(target).__name__, old, name))
+        warnings.warn(message, DeprecationWarning, stacklevel=3)
+        logger.warning('%s', message)
+    bound: Callable[..., Any] = getattr(target, old)
+    return bound
 
 
 class SettingsHooks(WorkerHooks):
@@ -208,8 +248,15 @@ class HookDispatcher:
         """The hook's bound methods on the objects that override it: calling a
         base class's no-op for every task would cost time and do nothing."""
         name = hook.__name__
-        return [getattr(target, name) for target in self.hooks
-                if getattr(type(target), name, None) is not hook]
+        targets = []
+        for target in self.hooks:
+            if getattr(type(target), name, None) is not hook:
+                targets.append(getattr(target, name))
+            else:
+                old = _old_name_target(target, name)
+                if old is not None:
+                    targets.append(old)
+        return targets
 
     def collect(self, hook: Callable[..., Any], *args: Any) -> list[Any]:
         """Call the hook on every object that overrides it and return their

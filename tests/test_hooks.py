@@ -121,7 +121,7 @@ class Timeline(WorkerHooks):
     def on_task_succeeded(self, settlement):
         self._note('succeeded', settlement.task_id)
 
-    def on_task_permanently_failed(self, settlement):
+    def on_task_dead_lettered(self, settlement):
         self._note('dead:%s' % settlement.verified, settlement.task_id)
 
 
@@ -219,3 +219,37 @@ def test_retry_copies_are_not_publications(memory_broker):
     finally:
         publisher.set_publisher(previous)
     assert [entry[0] for entry in hook.seen] == ['before', 'after']
+
+
+class OldNames(WorkerHooks):
+    """Hooks under the names they had before they followed the outcomes."""
+
+    def __init__(self):
+        self.calls = []
+
+    def on_task_failed(self, settlement):
+        self.calls.append(('failed', settlement.outcome.value))
+
+    def on_task_permanently_failed(self, settlement):
+        self.calls.append(('permanently_failed', settlement.outcome.value))
+
+    def on_task_deferred(self, settlement):
+        self.calls.append(('deferred', settlement.outcome.value))
+
+
+def test_hooks_under_their_old_names_are_still_called_with_a_warning_once(caplog):
+    from kale.events import Outcome
+    from kale.hooks import HookDispatcher
+    from kale.worker.report import HOOKS
+    from tests.test_events import settled
+    old = OldNames()
+    dispatcher = HookDispatcher([old])
+    with pytest.warns(DeprecationWarning, match='is the old name of the hook') as warned:
+        for outcome in (Outcome.RETRY, Outcome.DEAD_LETTER, Outcome.RELEASE, Outcome.RETRY):
+            dispatcher(HOOKS[outcome], settled(outcome)[1])
+    assert [str(w.message).split(' is')[0] for w in warned] == [
+        'OldNames.on_task_failed', 'OldNames.on_task_permanently_failed',
+        'OldNames.on_task_deferred']
+    assert old.calls == [('failed', 'retry'), ('permanently_failed', 'dead_letter'),
+                         ('deferred', 'release'), ('failed', 'retry')]
+    assert sum('old name of the hook' in r.getMessage() for r in caplog.records) == 3

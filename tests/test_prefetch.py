@@ -102,7 +102,7 @@ class Seen(WorkerHooks):
     def before_batch(self, queue, batch):
         self.sizes.append(len(batch.unsettled()))
 
-    def on_task_deferred(self, settlement):
+    def on_task_released(self, settlement):
         self.deferred.append(settlement.task_id)
 
     def on_task_succeeded(self, settlement):

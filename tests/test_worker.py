@@ -37,13 +37,13 @@ class RecordingHooks(WorkerHooks):
     def on_task_succeeded(self, settlement):
         self.calls.append('succeeded')
 
-    def on_task_failed(self, settlement):
+    def on_task_retried(self, settlement):
         self.calls.append('failed')
 
-    def on_task_deferred(self, settlement):
+    def on_task_released(self, settlement):
         self.calls.append('deferred')
 
-    def on_task_permanently_failed(self, settlement):
+    def on_task_dead_lettered(self, settlement):
         self.calls.append('permanently_failed')
 
 

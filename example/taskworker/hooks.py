@@ -33,11 +33,11 @@ class OutcomeFile(WorkerHooks):
     def on_task_succeeded(self, settlement):
         self._write(settlement, 'done')
 
-    def on_task_failed(self, settlement):
+    def on_task_retried(self, settlement):
         self._write(settlement, 'retried')
 
-    def on_task_permanently_failed(self, settlement):
+    def on_task_dead_lettered(self, settlement):
         self._write(settlement, 'dead-lettered')
 
-    def on_task_deferred(self, settlement):
+    def on_task_released(self, settlement):
         self._write(settlement, 'released')
