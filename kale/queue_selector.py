@@ -1,10 +1,10 @@
-"""Queue selection: which queue a worker fetches from next.
+"""Queue selection: which queue a worker receives from next.
 
 A selector is built with a :class:`QueueInfo` (the worker's queues and a way
 to ask whether one has visible messages) and answers :meth:`get_queue`.
 In the worker, asking is a short-poll receive whose messages, if any, become
 that queue's first batch: a check that finds work costs nothing beyond the
-fetch it replaces, and one that finds none costs one request. Each
+receive it replaces, and one that finds none costs one request. Each
 selector's docstring says how many requests it makes per selection, N being
 the number of queues; within one selection a queue is asked about at most
 once.

@@ -48,7 +48,7 @@ class RecordingBroker:
         return self._call('release', *args)
 
 
-def fetched_batch(memory_broker, count):
+def received_batch(memory_broker, count):
     queue = get_queue_config()['default']
     tasks.AddTask.publish_batch(None, [((i, i), {}) for i in range(count)])
     return Batch(queue, memory_broker.receive(queue), time.monotonic(),
@@ -60,7 +60,7 @@ def copy_of(received):
 
 
 def test_settle_copies_then_deletes_and_releases_unstarted_as_fresh_copies(memory_broker):
-    batch = fetched_batch(memory_broker, 4)
+    batch = received_batch(memory_broker, 4)
     ok, retry, dead, unstarted = batch.messages
     batch.settlements = [Settlement(ok, Outcome.SUCCEEDED),
                          Settlement(retry, Outcome.RETRY, copy=copy_of(retry)),
@@ -78,7 +78,7 @@ def test_settle_copies_then_deletes_and_releases_unstarted_as_fresh_copies(memor
 
 
 def test_a_failed_copy_leaves_its_original_queued(memory_broker):
-    batch = fetched_batch(memory_broker, 2)
+    batch = received_batch(memory_broker, 2)
     first, second = batch.messages
     batch.settlements = [Settlement(first, Outcome.RETRY, copy=copy_of(first)),
                          Settlement(second, Outcome.RETRY, copy=copy_of(second))]
@@ -91,7 +91,7 @@ def test_a_failed_copy_leaves_its_original_queued(memory_broker):
 
 
 def test_a_copy_send_that_fails_outright_deletes_nothing(memory_broker):
-    batch = fetched_batch(memory_broker, 1)
+    batch = received_batch(memory_broker, 1)
     [only] = batch.messages
     batch.settlements = [Settlement(only, Outcome.DEAD_LETTER, copy=copy_of(only))]
     recording = RecordingBroker(memory_broker, {'send_dead_letters': SQSError('denied', 'AccessDenied')})
@@ -101,7 +101,7 @@ def test_a_copy_send_that_fails_outright_deletes_nothing(memory_broker):
 
 
 def test_outages_are_retried_with_backoff_until_they_pass(memory_broker):
-    batch = fetched_batch(memory_broker, 1)
+    batch = received_batch(memory_broker, 1)
     [only] = batch.messages
     batch.settlements = [Settlement(only, Outcome.SUCCEEDED)]
     outage = [EndpointUnreachableError('down'), EndpointUnreachableError('down')]
@@ -114,7 +114,7 @@ def test_outages_are_retried_with_backoff_until_they_pass(memory_broker):
 
 
 def test_outages_are_not_retried_past_the_batch_deadline(memory_broker):
-    batch = fetched_batch(memory_broker, 1)
+    batch = received_batch(memory_broker, 1)
     batch.received_at -= batch.queue.visibility_timeout_sec     # already expired
     batch.settlements = [Settlement(batch.messages[0], Outcome.SUCCEEDED)]
     recording = RecordingBroker(memory_broker, {'delete': EndpointUnreachableError('down')})
@@ -125,7 +125,7 @@ def test_outages_are_not_retried_past_the_batch_deadline(memory_broker):
 
 def test_without_dead_letter_queues_permanent_failures_are_deleted(memory_broker):
     memory_broker.dead_letters = False
-    batch = fetched_batch(memory_broker, 1)
+    batch = received_batch(memory_broker, 1)
     [only] = batch.messages
     batch.settlements = [Settlement(only, Outcome.DEAD_LETTER, copy=copy_of(only), reason='x')]
     recording = RecordingBroker(memory_broker)
@@ -135,7 +135,7 @@ def test_without_dead_letter_queues_permanent_failures_are_deleted(memory_broker
 
 
 def test_a_stopping_consumer_gives_up_before_the_deadline(memory_broker):
-    batch = fetched_batch(memory_broker, 1)       # 30 s of budget left
+    batch = received_batch(memory_broker, 1)       # 30 s of budget left
     batch.settlements = [Settlement(batch.messages[0], Outcome.SUCCEEDED)]
     recording = RecordingBroker(memory_broker, {'delete': EndpointUnreachableError('down')})
     consumer = Consumer(recording, sleep=lambda s: None)

@@ -120,8 +120,8 @@ def test_attempts_one_worker_ran_before_reporting_keep_their_own_start_times(bro
     late.startup()
     queue = broker.queues['default']
     with settings.override(RETRY_DELAY_MULTIPLE_SEC=0):
-        late.process(late.fetch(queue))     # attempt 1, retried at once
-        late.process(late.fetch(queue))     # attempt 2, retried at once
+        late.process(late.receive(queue))     # attempt 1, retried at once
+        late.process(late.receive(queue))     # attempt 2, retried at once
         late.settler.flush()
         time.sleep(0.01)
         one_pass(broker)                    # attempt 3 fails for good, and is reported

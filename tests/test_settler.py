@@ -15,7 +15,7 @@ from kale.worker.settler import Settler
 from tests import tasks
 
 
-def fetched(broker, count):
+def received(broker, count):
     queue = get_queue_config()['default']
     tasks.AddTask.publish_batch(None, [((i, i), {}) for i in range(count)])
     return Batch(queue, broker.receive(queue), time.monotonic(), broker.sqs_name(queue))
@@ -43,7 +43,7 @@ def test_a_fast_endpoint_is_settled_in_the_callers_thread(memory_broker):
     settler = Settler(Consumer(memory_broker))
     threads = deleting_threads(memory_broker)
     for _ in range(3):
-        settler.submit(succeeded(fetched(memory_broker, 3)))
+        settler.submit(succeeded(received(memory_broker, 3)))
     assert threads == [threading.get_ident()] * 3
     assert [len(b.settlements) for b in settler.completed()] == [3, 3, 3]
     settler.close()
@@ -54,7 +54,7 @@ def test_a_slow_endpoint_is_settled_on_the_thread(memory_broker):
     settler = Settler(Consumer(memory_broker))
     threads = deleting_threads(memory_broker)
     for _ in range(4):
-        settler.submit(succeeded(fetched(memory_broker, 1)))
+        settler.submit(succeeded(received(memory_broker, 1)))
         settler.flush()
     assert settler.recent_sec >= 0.005
     assert threads[0] == threading.get_ident()            # the first, before it knew
@@ -75,7 +75,7 @@ def delete_fails_once(broker):
 
 
 def test_an_outage_hands_the_batch_to_the_thread_which_resumes_it(memory_broker):
-    batch = fetched(memory_broker, 2)
+    batch = received(memory_broker, 2)
     first, second = batch.messages
     copy = OutgoingMessage(first.body + '-retry', {}, 0)
     batch.settlements = [Settlement(first, Outcome.RETRY, copy=copy),
@@ -92,7 +92,7 @@ def test_an_outage_hands_the_batch_to_the_thread_which_resumes_it(memory_broker)
 
 
 def test_a_settler_resumes_an_interrupted_batch_in_the_background(memory_broker):
-    batch = succeeded(fetched(memory_broker, 2))
+    batch = succeeded(received(memory_broker, 2))
     delete_fails_once(memory_broker)
     settler = Settler(Consumer(memory_broker, sleep=lambda s: None))
     settler.submit(batch)

@@ -102,7 +102,7 @@ def test_released_messages_come_back_with_a_fresh_receive_count(memory_broker):
     tasks.RecordTask.publish(None)
     consumer = Consumer(memory_broker)
     for _ in range(3):
-        batch = consumer.fetch(queue)
+        batch = consumer.receive(queue)
         assert [m.receive_count for m in batch.messages] == [1]
         consumer.settle(batch)              # nothing run: released as a fresh copy
 
@@ -164,7 +164,7 @@ def test_a_release_copy_carries_the_attributes_of_its_verified_envelope():
 
 def test_a_worker_receives_no_unsigned_attributes(memory_broker):
     tasks.RecordTask.publish(None)
-    [received] = Consumer(memory_broker).fetch(memory_broker.queues['default']).messages
+    [received] = Consumer(memory_broker).receive(memory_broker.queues['default']).messages
     assert received.attributes == {}
 
 

@@ -27,7 +27,7 @@ def run_worker(args: argparse.Namespace) -> int:
 def add_commands(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]') -> None:
     parser = commands.add_parser(
         'worker', parents=[common_options()], help='run a worker on the configured queues',
-        description='Fetch tasks from the configured queues (picked by QUEUE_SELECTOR) and run '
+        description='Receive tasks from the configured queues (picked by QUEUE_SELECTOR) and run '
                     'them until SIGTERM or Ctrl-C: the first signal finishes the running task and '
                     'releases the rest of its batch; a second one stops the running task too. '
                     'Exit codes: 0 stopped or burst done, 1 configuration error, 3 memory limit '

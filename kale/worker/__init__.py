@@ -4,7 +4,7 @@
     worker.Worker().run()
 
 - :mod:`~kale.worker.loop`: :class:`Worker`, the loop made of named steps;
-- :mod:`~kale.worker.fetcher`: probes, fetches and the idle watch;
+- :mod:`~kale.worker.receiver`: probes, receives and the idle watch;
 - :mod:`~kale.worker.batch`: a received batch, its budget, and settlements;
 - :mod:`~kale.worker.runner`: decode, run under the time limit, decide;
 - :mod:`~kale.worker.isolation`: a run in a forked child that can be killed;

@@ -1,4 +1,4 @@
-"""A fetched batch: its time budget, and what to do with each message.
+"""A received batch: its time budget, and what to do with each message.
 
 A batch is received with the queue's visibility timeout, so every message in
 it must be settled before ``received_at + visibility_timeout_sec`` or SQS

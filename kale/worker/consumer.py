@@ -1,4 +1,4 @@
-"""Fetching batches and settling them, in SQS batch requests.
+"""Receiving batches and settling them, in SQS batch requests.
 
 Settling follows one order, so that a crash at any point can duplicate a
 task but never lose one:
@@ -105,9 +105,9 @@ class Consumer:
         #: deadline is later: a stopping worker does not wait out an outage.
         self.give_up_at: Optional[float] = None
 
-    # --- fetching -------------------------------------------------------------------
+    # --- receiving -------------------------------------------------------------------
 
-    def fetch(self, queue: TaskQueue, wait_sec: Optional[int] = None,
+    def receive(self, queue: TaskQueue, wait_sec: Optional[int] = None,
               max_messages: Optional[int] = None) -> Batch:
         """Receive up to ``max_messages`` (default ``batch_size``) messages,
         long polling ``wait_sec`` (default the queue's), as a Batch."""

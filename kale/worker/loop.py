@@ -1,4 +1,4 @@
-"""The worker: select a queue, fetch batches, run tasks, settle, check limits.
+"""The worker: select a queue, receive batches, run tasks, settle, check limits.
 
     from kale import worker
     worker.Worker().run()
@@ -8,14 +8,14 @@ told to stop. Each step is a method of its own:
 
 - :meth:`select_queue` asks the ``QUEUE_SELECTOR`` which queue to serve
   (its probes keep what they receive as the first batch);
-- :meth:`fetch` receives the next batch (up to ``num_iterations`` batches in
+- :meth:`receive` receives the next batch (up to ``num_iterations`` batches in
   a row, stopping at an empty one);
 - :meth:`idle`, when every queue looked empty, long-polls them all at once;
 - :meth:`skip_cancelled` asks the hooks once which of a batch's tasks were
   cancelled, and settles those unrun;
 - :meth:`run_batch` runs a batch's tasks one by one within its budget;
 - :meth:`settle` hands the batch to a thread that releases, copies and
-  deletes in batch requests, while the loop fetches the next batch;
+  deletes in batch requests, while the loop receives the next batch;
 - :meth:`check_limits` stops the worker when it uses too much memory.
 
 :meth:`Worker.run` returns ``EXIT_OK`` (0) after a shutdown signal or a
@@ -45,7 +45,6 @@ from kale.worker.batch import Batch
 from kale.worker.burst import BurstEnd
 from kale.worker.cancelled import skip_cancelled
 from kale.worker.consumer import Consumer
-from kale.worker.fetcher import Fetcher
 from kale.worker.heartbeat import Heartbeat
 from kale.worker.limits import (
     EXIT_MEMORY_LIMIT,
@@ -58,6 +57,7 @@ from kale.worker.limits import (
 from kale.worker.outage import Outage
 from kale.worker.parts import check_codec, load_selector, load_timeout, load_worker_hooks
 from kale.worker.prefetch import Prefetch
+from kale.worker.receiver import Receiver
 from kale.worker.report import Reporter
 from kale.worker.runner import TaskRunner
 from kale.worker.settler import Settler
@@ -101,9 +101,9 @@ class Worker:
         # Settling keeps trying until each batch's deadline, stopping or not.
         self.consumer = Consumer(self.broker, max_backoff_sec=settings.SQS_ERROR_MAX_BACKOFF_SEC)
         self.prefetch = Prefetch()
-        self.fetcher = Fetcher(self.consumer, self.queues, stopping=lambda: self._stopping,
+        self.receiver = Receiver(self.consumer, self.queues, stopping=lambda: self._stopping,
                                prefetch=self.prefetch)
-        self.queue_info = QueueInfo(self.queues, self.fetcher.probe)
+        self.queue_info = QueueInfo(self.queues, self.receiver.probe)
         self.selector = load_selector(selector_class)(self.queue_info)
         self.runner = TaskRunner(load_timeout(self.timeout_class),
                                  isolation=settings.TASK_ISOLATION or 'none')
@@ -155,7 +155,7 @@ class Worker:
                 # Settle what is left, but do not wait out an outage to do it:
                 # what cannot be settled reappears after its visibility timeout.
                 self.consumer.give_up_at = time.monotonic() + SHUTDOWN_SETTLE_SEC
-                self.fetcher.close()
+                self.receiver.close()
                 self.settler.close()
                 self.heartbeat.close()
                 self.report_settled()
@@ -172,7 +172,7 @@ class Worker:
         ``num_iterations`` batches from it, else the idle watch. False once a
         burst has nothing left to do."""
         self.report_settled()
-        ready = self.fetcher.next_ready()
+        ready = self.receiver.next_ready()
         if ready is not None:
             self.process(ready)
             return True
@@ -181,21 +181,21 @@ class Worker:
         queue = self.select_queue()
         if queue is None:
             return True
-        batch = self.fetcher.take(queue)
-        if batch is None and not self.fetcher.known_empty(queue):
-            batch = self.fetch(queue)
+        batch = self.receiver.take(queue)
+        if batch is None and not self.receiver.known_empty(queue):
+            batch = self.receive(queue)
         if batch is None or not batch.messages:
             self._go_idle()
             return True
         self.process(batch)
         for _ in range(queue.num_iterations - 1):
-            if self._stopping or not batch.full or self.fetcher.has_ready():
+            if self._stopping or not batch.full or self.receiver.has_ready():
                 break           # a short batch means the queue is (nearly) drained
-            batch = self.fetch(queue)
+            batch = self.receive(queue)
             if batch is None or not batch.messages:
                 break
             self.process(batch)
-        self.fetcher.done_with(queue)
+        self.receiver.done_with(queue)
         return True
 
     # --- steps --------------------------------------------------------------
@@ -203,7 +203,7 @@ class Worker:
     def select_queue(self) -> Optional[TaskQueue]:
         """The queue to serve next, or None after an SQS error (already backed off).
         Probing a queue keeps what it receives as that queue's next batch."""
-        self.fetcher.new_selection()
+        self.receiver.new_selection()
         try:
             queue = self.selector.select()
         except SQSError as exc:
@@ -219,10 +219,10 @@ class Worker:
         self.outage.reached()
         return queue
 
-    def fetch(self, queue: TaskQueue) -> Optional[Batch]:
+    def receive(self, queue: TaskQueue) -> Optional[Batch]:
         """The next batch of a busy queue; None after an SQS error (already backed off)."""
         try:
-            batch = self.fetcher.fetch(queue)
+            batch = self.receiver.receive(queue)
         except SQSError as exc:
             self.outage.failed('receiving from queue %s' % queue.name, exc)
             return None
@@ -239,7 +239,7 @@ class Worker:
             return False
         started = time.monotonic()
         try:
-            arrived = self.fetcher.watch(each_once=self.burst)   # ends soon after a stop
+            arrived = self.receiver.watch(each_once=self.burst)   # ends soon after a stop
         except SQSError as exc:
             self.outage.failed('long polling', exc)
             return True
@@ -271,7 +271,7 @@ class Worker:
                 if not self._stopping:
                     assert self.settler is not None
                     self.settler.flush()            # hold nothing else while it runs
-                    self.fetcher.release_ready()
+                    self.receiver.release_ready()
                     self.run_batch(alone)
                 self.settle(alone)
         finally:
@@ -350,7 +350,7 @@ class Worker:
             self.hooks(WorkerHooks.on_task_started, batch.queue, received, message)
         self._in_task = True
         # What waits for the worker and cannot outlast this run goes back at once.
-        self.fetcher.busy_until(now + task_class.time_limit)
+        self.receiver.busy_until(now + task_class.time_limit)
         context = logs.task_started(message.task_id, message.task_name, batch.queue.name,
                                     message.retry_num + 1)
         try:
@@ -358,7 +358,7 @@ class Worker:
                                          opened.envelope)
         finally:
             self._in_task = False
-            self.fetcher.busy_until(0.0)
+            self.receiver.busy_until(0.0)
             logs.task_ended(context)
         self.prefetch.ran(batch.queue, settlement.duration_sec)
         if self._on_finished:
@@ -376,7 +376,7 @@ class Worker:
 
     def settle(self, batch: Batch) -> None:
         """Hand the batch to the settler thread: release, copy, delete. The next
-        fetch does not wait for it."""
+        receive does not wait for it."""
         assert self.settler is not None, 'settle() runs inside run()'
         self.settler.submit(batch)
 

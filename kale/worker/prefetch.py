@@ -17,7 +17,7 @@ released to run alone later. After a queue brought one, the worker receives
 from it one message at a time until ``batch_size`` receives in a row brought
 none, so each such task is released at most once.
 
-Batches are received ahead (see :mod:`kale.worker.fetcher`) only while
+Batches are received ahead (see :mod:`kale.worker.receiver`) only while
 everything held is still expected to start within the window.
 """
 from __future__ import annotations

@@ -4,7 +4,7 @@ Settling a batch costs one or two batch requests. Where those answer within
 a millisecond (an endpoint on this machine, the memory transport), the
 worker settles in its own thread: handing a batch to another thread would
 cost more than the requests. Where they take longer (SQS itself, 10-20 ms
-away), the worker hands the batch to a thread and goes on to fetch the next
+away), the worker hands the batch to a thread and goes on to receive the next
 one, so that the deletes of one batch overlap the receive of the next; two
 threads settle two batches at once. The choice follows the recent settle
 times, batch by batch.

@@ -1,11 +1,11 @@
-"""Getting batches: probes that keep what they find, short fetches, the idle watch.
+"""Getting batches: probes that keep what they find, short receives, the idle watch.
 
-- :meth:`Fetcher.probe` is how a queue selector asks whether a queue has
+- :meth:`Receiver.probe` is how a queue selector asks whether a queue has
   work: a short-poll receive. Messages it finds are kept as that queue's
-  first batch, so asking costs no request beyond the fetch it replaces.
-- :meth:`Fetcher.fetch` is a short-poll receive for the next batch of a busy
+  first batch, so asking costs no request beyond the receive it replaces.
+- :meth:`Receiver.receive` is a short-poll receive for the next batch of a busy
   queue.
-- :meth:`Fetcher.watch` is what an idle worker does: one long poll per
+- :meth:`Receiver.watch` is what an idle worker does: one long poll per
   queue, all at once, each waiting up to its queue's
   ``long_poll_time_sec`` and polled again as soon as it answers empty.
   Whichever queue gets a message first answers at once, and each queue costs
@@ -14,7 +14,7 @@
 
 Every batch carries its own receive time, so one that waits its turn (a
 second queue answering during a watch) is still held to its own budget.
-While a task runs, the worker tells the fetcher until when it may be busy
+While a task runs, the worker tells the receiver until when it may be busy
 (:meth:`busy_until`: the run's start plus its ``time_limit``); a batch whose
 budget would be over by then (a poll still out when the watch returned, a
 batch read ahead) could run nothing, so it is given back at once rather than
@@ -60,7 +60,7 @@ READ_AHEAD_ABOVE_SEC = 0.005
 READ_AHEAD_BATCHES = 2
 
 
-class Fetcher:
+class Receiver:
     """Receives batches for one worker (main-thread API; polls run on threads)."""
 
     def __init__(self, consumer: Consumer, queues: Sequence[TaskQueue],
@@ -119,9 +119,9 @@ class Fetcher:
         self._prefetched.clear()
         return batch
 
-    # --- fetching -------------------------------------------------------------
+    # --- receiving -------------------------------------------------------------
 
-    def fetch(self, queue: TaskQueue) -> Batch:
+    def receive(self, queue: TaskQueue) -> Batch:
         """The next batch of a queue that just had work (short poll). When
         reading ahead and this batch is full, the receive of the one after it
         starts at once, on a thread, to arrive while this one runs."""
@@ -135,10 +135,10 @@ class Fetcher:
                 and not self.stopping():
             ahead = self._ahead.setdefault(queue.name, collections.deque())
             while len(ahead) < READ_AHEAD_BATCHES:
-                ahead.append(self._reader().submit(self._fetch_ahead, queue))
+                ahead.append(self._reader().submit(self._receive_ahead, queue))
         return batch
 
-    def _fetch_ahead(self, queue: TaskQueue) -> Batch:
+    def _receive_ahead(self, queue: TaskQueue) -> Batch:
         """A batch received ahead on a thread; given back at once (leaving an
         empty batch in its place) when it arrives too late to run."""
         batch = self._receive(queue, 0)
@@ -174,7 +174,7 @@ class Fetcher:
     def _receive(self, queue: TaskQueue, wait_sec: int) -> Batch:
         """One receive, asking for as many messages as the worker will start soon."""
         asked = self.prefetch.count(queue)
-        batch = self.consumer.fetch(queue, wait_sec=wait_sec, max_messages=asked)
+        batch = self.consumer.receive(queue, wait_sec=wait_sec, max_messages=asked)
         batch.asked = asked
         return batch
 
