@@ -248,7 +248,7 @@ def _movable(broker: Broker, queue: TaskQueue, batch: Sequence[ReceivedMessage],
         now = time.time()
         fresh = dataclasses.replace(message, retry_num=0, failure_num=0, enqueued_at=now,
                                     issued_at=now, unsettled=0, publisher=publisher_identity())
-        copy = codec.copy(envelope, fresh, sqs_name)    # a payload in S3: same object
+        copy = codec.reissue(envelope, fresh, sqs_name)    # a payload in S3: same object
         if queue.fifo:      # back into its group; moving it twice sends it once
             copy = dataclasses.replace(copy, group_id=received.group_id or 'kale',
                                        dedup_id='redrive-' + received.message_id)

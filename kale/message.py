@@ -10,6 +10,7 @@ import dataclasses
 import os
 import socket
 import time
+import types
 from typing import Any, Mapping, NoReturn
 
 ATTR_TASK_ID = 'kale_task_id'
@@ -22,6 +23,9 @@ NUMBER_ATTRIBUTES = (ATTR_RETRY_NUM, ATTR_FAILURE_NUM)
 ATTR_DEAD_LETTER_REASON = 'kale_dead_letter_reason'
 ATTR_SOURCE_QUEUE = 'kale_source_queue'
 
+
+#: No envelope fields (a legacy body carries them in its payload).
+_NO_FIELDS: Mapping[str, Any] = types.MappingProxyType({})
 
 @dataclasses.dataclass(frozen=True)
 class Message:
@@ -69,16 +73,10 @@ class Message:
                 'enqueued_at': self.enqueued_at, 'publisher': self.publisher}
 
     @classmethod
-    def from_payload(cls, payload: Any, **envelope: Any) -> 'Message':
-        """Build from a deserialized payload (and fields the envelope carries,
-        ``issued_at``, ``unsettled`` and ``context``, and the counts, which win over
-        the payload's); ValueError says what is wrong."""
-        return cls.from_payload_and_envelope(payload, envelope)
-
-    @classmethod
-    def from_payload_and_envelope(cls, payload: Any, envelope: Mapping[str, Any]) -> 'Message':
-        """:meth:`from_payload`, with the envelope's fields as one mapping (how
-        the codec calls it for every message it reads)."""
+    def from_payload(cls, payload: Any, envelope: Mapping[str, Any] = _NO_FIELDS) -> 'Message':
+        """Build from a deserialized payload and the fields its envelope carries
+        (``issued_at``, ``unsettled`` and ``context``, and the counts, which win
+        over the payload's); ValueError says what is wrong."""
         if type(payload) is not dict:
             raise ValueError('payload is a %s, not a mapping' % type(payload).__name__)
         get = payload.get

@@ -185,7 +185,7 @@ def test_a_retry_copy_points_at_the_same_object_with_its_own_counts(store):
     message = make_message(os.urandom(BIG))
     the_codec = codec.get_codec()
     envelope = the_codec.open(codec.encode(message, QUEUE), QUEUE)
-    retry = the_codec.copy(envelope, message.next_attempt(), QUEUE, delay_sec=5)
+    retry = the_codec.reissue(envelope, message.next_attempt(), QUEUE, delay_sec=5)
     assert len(store.puts) == 1, 'not uploaded again'
     assert retry.delay_sec == 5
     again = the_codec.decode(retry.body, QUEUE)
@@ -198,7 +198,7 @@ def test_a_copy_of_a_small_message_is_encoded_afresh(store):
     message = make_message(b'small')
     the_codec = codec.get_codec()
     envelope = the_codec.open(codec.encode(message, QUEUE), QUEUE)
-    copy = the_codec.copy(envelope, dataclasses.replace(message, retry_num=3), QUEUE)
+    copy = the_codec.reissue(envelope, dataclasses.replace(message, retry_num=3), QUEUE)
     assert the_codec.decode(copy.body, QUEUE).retry_num == 3
     assert store.puts == []
 

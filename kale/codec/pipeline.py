@@ -15,7 +15,7 @@ retry or dead-letter copy.
 A payload too big for SQS is kept in S3 by the last payload step
 (:mod:`kale.codec.offload`); the envelope then carries a signed pointer to it
 instead of the data, and copies of the message reseal the envelope, pointing
-at the same object, rather than encoding the payload again (:meth:`Codec.copy`).
+at the same object, rather than encoding the payload again (:meth:`Codec.reissue`).
 """
 from __future__ import annotations
 
@@ -94,8 +94,8 @@ class Frame:
     #: On the way in: whether the envelope steps check the issue time.
     check_age: bool = True
 
-    def copy(self) -> 'Frame':
-        """A copy whose headers can change without touching this frame's (a
+    def clone(self) -> 'Frame':
+        """A clone whose headers can change without touching this frame's (a
         plain field copy: :func:`dataclasses.replace` costs several times more
         on the worker's path)."""
         twin = object.__new__(Frame)
@@ -209,9 +209,10 @@ class Codec:
                 '(%s)' % (message.task_name, message.task_id, size, self.size_limit, hint))
         return outgoing
 
-    def copy(self, envelope: Optional[Frame], message: Message, queue: str, delay_sec: int = 0,
-             extra_attributes: Optional[Mapping[str, AttributeValue]] = None) -> OutgoingMessage:
-        """A copy of a received message (a retry, a dead letter, a redriven one)
+    def reissue(self, envelope: Optional[Frame], message: Message, queue: str, delay_sec: int = 0,
+                extra_attributes: Optional[Mapping[str, AttributeValue]] = None
+                ) -> OutgoingMessage:
+        """A copy of a received message to send again (a retry, a dead letter, a redriven one)
         with ``message``'s counts and issue time, ready to send to ``queue``.
 
         Its payload is encoded afresh, unless the opened ``envelope`` points at
@@ -273,7 +274,7 @@ class Codec:
         payload's: a copy of an offloaded payload changes only the envelope.
         A payload kept in S3 is fetched first, and a failure to fetch it that
         is not the object's fault raises :class:`~kale.exceptions.PayloadStoreError`."""
-        frame = envelope.copy()
+        frame = envelope.clone()
         try:
             for step in reversed(self.payload_steps):
                 step.decode(frame)
@@ -281,8 +282,7 @@ class Codec:
                 if frame.legacy:        # no envelope fields: the payload has them
                     message = Message.from_payload(frame.payload)
                     return dataclasses.replace(message, issued_at=message.enqueued_at)
-                message = Message.from_payload_and_envelope(frame.payload,
-                                                            envelope_fields(frame.headers))
+                message = Message.from_payload(frame.payload, envelope_fields(frame.headers))
             except ValueError as exc:
                 raise DecodeError(DecodeError.CORRUPT, str(exc)) from exc
             headers = frame.headers

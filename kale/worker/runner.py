@@ -215,7 +215,7 @@ class TaskRunner:
         try:
             if permanent:
                 final = dataclasses.replace(message, failure_num=message.failure_num + 1)
-                copy = codec.copy(
+                copy = codec.reissue(
                     envelope, final, batch.sqs_name, 0,
                     {ATTR_DEAD_LETTER_REASON: reason[:MAX_REASON_CHARS],
                      ATTR_SOURCE_QUEUE: queue.name})
@@ -225,7 +225,7 @@ class TaskRunner:
                                   task=task, exception=exc, duration_sec=duration,
                                   hold_sec=delay, envelope=envelope)
             else:
-                copy = codec.copy(envelope, message.next_attempt(), batch.sqs_name, delay)
+                copy = codec.reissue(envelope, message.next_attempt(), batch.sqs_name, delay)
                 outcome = Outcome.RETRY
         except KaleError as encode_error:
             settlement = verbatim_dead_letter(

@@ -41,7 +41,9 @@ SETTLE_THREADS = 2
 
 
 class Settler:
-    """Settles batches in the order they were handed over."""
+    """Settles the batches handed over: inline, or on its threads (two batches
+    at once, so one may finish before an older one; each batch's own requests
+    keep the consumer's order)."""
 
     def __init__(self, consumer: Consumer, max_pending: int = 2,
                  inline_below_sec: float = INLINE_BELOW_SEC,
