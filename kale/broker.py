@@ -12,7 +12,7 @@ neither publishing nor a worker starts, before any request is made.
 from __future__ import annotations
 
 import threading
-from typing import Optional, Sequence
+from typing import Any, Callable, Optional, Sequence, TypeVar
 
 from kale.codec.keys import signing_keys
 from kale.conf import PerProcess, settings
@@ -27,6 +27,7 @@ from kale.transport import (
     VisibilityChange,
 )
 
+_T = TypeVar('_T')
 
 class Broker:
     """Queue operations on configured queues, by way of a transport."""
@@ -97,22 +98,21 @@ class Broker:
                 self._declared.add(name)
         return name
 
-    def _forget(self, queue: TaskQueue) -> None:
-        """A queue deleted under a running process is declared again on next
-        use (each request catches QueueNotFoundError itself: a context
-        manager would cost more than the requests on a fast endpoint)."""
-        self._declared.discard(self.sqs_name(queue))
+    def _request(self, queue: TaskQueue, operation: Callable[..., _T], *args: Any) -> _T:
+        """``operation(*args)``; a queue deleted under a running process
+        (QueueNotFoundError) is declared again on next use."""
+        try:
+            return operation(*args)
+        except QueueNotFoundError:
+            self._declared.discard(self.sqs_name(queue))
+            raise
 
     # --- operations -------------------------------------------------------
 
     def _send(self, queue: TaskQueue, name: str, messages: Sequence[OutgoingMessage]) -> list[str]:
-        try:
-            if len(messages) == 1:
-                return [self.transport.send(name, messages[0])]
-            return self.transport.send_batch(name, messages)
-        except QueueNotFoundError:
-            self._forget(queue)
-            raise
+        if len(messages) == 1:
+            return [self._request(queue, self.transport.send, name, messages[0])]
+        return self._request(queue, self.transport.send_batch, name, messages)
 
     def send(self, queue: TaskQueue, messages: Sequence[OutgoingMessage]) -> list[str]:
         """Send messages to the queue: one SendMessage, or SendMessageBatch for several."""
@@ -132,47 +132,28 @@ class Broker:
         """Receive a batch with the queue's batch size, long poll and visibility
         timeout. No message attributes by default: they are not signed, so a
         worker has no use for them (the signed envelope says the same)."""
-        name = self.declare(queue)
-        try:
-            return self.transport.receive(
-                name,
-                queue.batch_size if max_messages is None else max_messages,
-                queue.long_poll_time_sec if wait_sec is None else wait_sec,
-                queue.visibility_timeout_sec, attribute_names)
-        except QueueNotFoundError:
-            self._forget(queue)
-            raise
+        return self._request(queue, self.transport.receive, self.declare(queue),
+                             queue.batch_size if max_messages is None else max_messages,
+                             queue.long_poll_time_sec if wait_sec is None else wait_sec,
+                             queue.visibility_timeout_sec, attribute_names)
 
     def delete(self, queue: TaskQueue, receipt_handles: Sequence[str]) -> list[str]:
         """Delete received messages; returns the handles that failed."""
         if not receipt_handles:
             return []
-        name = self.declare(queue)
-        try:
-            return self.transport.delete_batch(name, receipt_handles)
-        except QueueNotFoundError:
-            self._forget(queue)
-            raise
+        return self._request(queue, self.transport.delete_batch, self.declare(queue),
+                             receipt_handles)
 
     def change_visibility(self, queue: TaskQueue, changes: Sequence[VisibilityChange]) -> list[str]:
         """Change received messages' visibility timeouts; returns the handles that failed."""
         if not changes:
             return []
-        name = self.declare(queue)
-        try:
-            return self.transport.change_visibility_batch(name, changes)
-        except QueueNotFoundError:
-            self._forget(queue)
-            raise
+        return self._request(queue, self.transport.change_visibility_batch, self.declare(queue),
+                             changes)
 
     def counts(self, queue: TaskQueue) -> QueueCounts:
         """Approximate visible, in-flight and delayed counts of the queue."""
-        name = self.declare(queue)
-        try:
-            return self.transport.counts(name)
-        except QueueNotFoundError:
-            self._forget(queue)
-            raise
+        return self._request(queue, self.transport.counts, self.declare(queue))
 
 
 _broker: PerProcess[Broker] = PerProcess(lambda: Broker.from_settings())
