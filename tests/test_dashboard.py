@@ -14,7 +14,7 @@ from kale import records
 from tests import records_tasks as rt
 from tests.support.browser import find_chromium
 from tests.support.endpoint import ROOT, subprocess_env
-from tests.test_records import work
+from tests.support.work import work
 
 pytestmark = pytest.mark.slow
 

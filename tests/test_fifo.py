@@ -15,18 +15,13 @@ from kale.queue_config import get_queue_config, parse_queue_config
 from kale.transport.memory import MemoryTransport
 from tests import tasks
 from tests.support.records import read_records, recorded_ids
+from tests.support.work import work
 
 
 def labels(record, event, group=None):
     """The labels recorded for ``event``, in order (of one group's tasks: ``a1``...)."""
     found = [r[4] for r in read_records(record) if r[0] == event]
     return [label for label in found if group is None or label.startswith(group)]
-
-
-def run_burst(broker, queue='ordered'):
-    worker = kale_worker.Worker(queue_names=[queue], burst=True, broker=broker)
-    assert worker.run() == kale_worker.EXIT_OK
-    return worker
 
 
 # --- names and config -------------------------------------------------------------
@@ -92,7 +87,7 @@ def memory_broker_publish_batch_with_dedup():
 def test_a_repeated_dedup_id_is_delivered_once(memory_broker, record):
     tasks.OrderedTask.publish(None, 'first', group_id='g', dedup_id='order-17')
     tasks.OrderedTask.publish(None, 'again', group_id='g', dedup_id='order-17')
-    run_burst(memory_broker)
+    work(memory_broker, queues=['ordered'])
     assert labels(record, 'ran') == ['first']
 
 
@@ -102,7 +97,7 @@ def test_the_task_id_deduplicates_by_default(memory_broker, record, monkeypatch)
     tasks.OrderedTask.publish(None, 'x', group_id='g')
     tasks.OrderedTask.publish(None, 'x', group_id='g')
     tasks.OrderedTask.publish(None, 'y', group_id='g')
-    run_burst(memory_broker)
+    work(memory_broker, queues=['ordered'])
     assert labels(record, 'ran') == ['x', 'y']
 
 
@@ -117,7 +112,7 @@ def test_a_group_completes_in_publish_order_through_a_failure_and_its_retry(memo
         tasks.OrderedTask.publish_batch(None, [(('b1',), {}), (('b2',), {})], group_id='b')
         tasks.OrderedTask.publish(None, 'a4', group_id='a')
         sent = memory_broker.transport.requests.copy()
-        worker = run_burst(memory_broker)
+        worker = work(memory_broker, queues=['ordered'])
     assert labels(record, 'ran', 'a') == ['a1', 'a2', 'a3', 'a4']
     assert labels(record, 'ran', 'b') == ['b1', 'b2']
     assert labels(record, 'failed') == ['a2']
@@ -133,7 +128,7 @@ def test_other_groups_run_while_one_waits_for_its_retry(memory_broker, record):
         tasks.OrderedTask.publish_batch(None, [(('a1', 1), {}), (('a2',), {})], group_id='a')
         tasks.OrderedTask.publish_batch(None, [(('b%d' % i, 0, 0.05), {}) for i in range(1, 6)],
                                         group_id='b')
-        run_burst(memory_broker)
+        work(memory_broker, queues=['ordered'])
     ran = labels(record, 'ran')
     assert ran.index('b5') < ran.index('a1'), 'group b waited for group a'
     assert labels(record, 'ran', 'a') == ['a1', 'a2']
@@ -144,7 +139,7 @@ def test_failures_are_counted_from_the_receive_count_then_dead_lettered_in_the_g
     with settings.override(RETRY_DELAY_MULTIPLE_SEC=0):
         failing = tasks.OrderedTask.publish(None, 'a1', 99, group_id='a')
         tasks.OrderedTask.publish(None, 'a2', group_id='a')
-        worker = run_burst(memory_broker)
+        worker = work(memory_broker, queues=['ordered'])
     assert labels(record, 'failed') == ['a1'] * (tasks.OrderedTask.max_retries + 1)
     assert labels(record, 'ran') == ['a2'], 'the group goes on once a1 is dead-lettered'
     assert recorded_ids(record, 'failed') == [failing] * 3
@@ -158,7 +153,7 @@ def test_a_fifo_dead_letter_is_redriven_into_its_group(memory_broker, record):
     from kale.codec import decode
     with settings.override(RETRY_DELAY_MULTIPLE_SEC=0):
         failing = tasks.OrderedTask.publish(None, 'a1', 99, group_id='a')
-        run_burst(memory_broker)
+        work(memory_broker, queues=['ordered'])
     report = admin.redrive(memory_broker, memory_broker.queues['ordered'])
     assert report.moved == 1
     [back] = memory_broker.transport.receive('ordered.fifo', 10, 0, 30)
@@ -172,7 +167,7 @@ def test_a_long_task_runs_alone_in_its_place_in_the_group(memory_broker, record)
         tasks.OrderedLongTask.publish(None, 'a2', group_id='a')
         tasks.OrderedTask.publish(None, 'a3', group_id='a')
         tasks.OrderedTask.publish(None, 'b1', group_id='b')
-        run_burst(memory_broker)
+        work(memory_broker, queues=['ordered'])
     assert labels(record, 'failed') == ['a1']
     assert labels(record, 'ran', 'a') == ['a1', 'a2', 'a3']
     assert labels(record, 'ran', 'b') == ['b1']

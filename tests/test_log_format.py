@@ -8,10 +8,10 @@ import sys
 import pytest
 
 from kale import logs
-from kale import worker as kale_worker
 from kale.cli import main
 from kale.events import process_identity
 from tests import tasks
+from tests.support.work import work
 
 
 @pytest.fixture
@@ -31,10 +31,6 @@ def output():
 
 def lines(stream):
     return [json.loads(line) for line in stream.getvalue().splitlines()]
-
-
-def work(broker):
-    assert kale_worker.Worker(queue_names=['default'], burst=True, broker=broker).run() == 0
 
 
 def record(message='hello %s', args=('there',), exc_info=None, **extra):
@@ -70,7 +66,7 @@ def test_a_traceback_stays_on_the_one_line():
 def test_the_tasks_own_log_lines_carry_its_fields(memory_broker, output):
     stream = output('json')
     task_id = tasks.LoggingTask.publish(None)
-    work(memory_broker)
+    work(memory_broker, queues=['default'])
     [line] = [entry for entry in lines(stream) if entry['message'] == 'logging from inside the task']
     assert line['task_id'] == task_id and line['task'] == 'tests.tasks.LoggingTask'
     assert line['queue'] == 'default' and line['attempt'] == 1
@@ -82,7 +78,7 @@ def test_outcome_lines_carry_the_fields_for_text_formats_too(memory_broker, outp
     logging.getLogger().handlers[-1].setFormatter(
         logging.Formatter('%(task_id)s|%(task)s|%(queue)s|%(attempt)s|%(message)s'))
     task_id = tasks.AddTask.publish(None, 1, 2)
-    work(memory_broker)
+    work(memory_broker, queues=['default'])
     [line] = [text for text in stream.getvalue().splitlines() if 'on default succeeded' in text]
     assert line.startswith('%s|tests.tasks.AddTask|default|1|task ' % task_id)
 
@@ -98,7 +94,7 @@ def test_task_arguments_never_reach_the_logs(memory_broker, output):
     stream = output('json', level='DEBUG')
     tasks.LoggingTask.publish(None, secret='card-4111-1111-1111-1111')
     tasks.NonRetriableTask.publish(None, 'card-4111-1111-1111-1111')
-    work(memory_broker)
+    work(memory_broker, queues=['default'])
     assert 'dead-lettered' in stream.getvalue() and '4111' not in stream.getvalue()
 
 

@@ -15,6 +15,7 @@ from kale.events import Outcome
 from kale.exceptions import EndpointUnreachableError, HookError
 from kale.hooks import WorkerHooks
 from tests import tasks
+from tests.support.work import work
 
 
 @pytest.fixture
@@ -25,13 +26,6 @@ def registry():
 @pytest.fixture
 def hooks(registry):
     return PrometheusHooks(registry, port=0)
-
-
-def work(broker, hooks, queues=('default',)):
-    worker = kale_worker.Worker(queue_names=list(queues), burst=True, broker=broker,
-                                hooks=[hooks])
-    assert worker.run() == 0
-    return worker
 
 
 def value(registry, name, **labels):
@@ -54,7 +48,7 @@ def test_every_settlement_outcome_has_its_label():
 
 def test_succeeded_tasks_are_counted_by_queue_and_task(memory_broker, hooks, registry):
     tasks.AddTask.publish_batch(None, [((i, 1), {}) for i in range(3)])
-    work(memory_broker, hooks)
+    work(memory_broker, [hooks], queues=['default'])
     assert value(registry, 'kale_tasks_total', queue='default', task=ADD,
                  outcome='succeeded') == 3
 
@@ -63,7 +57,7 @@ def test_retries_and_the_dead_letter_are_counted(memory_broker, hooks, registry)
     with settings.override(RETRY_DELAY_MULTIPLE_SEC=0):
         tasks.NonRetriableTask.publish(None)
         tasks.FlakyOnceTask.publish(None)
-        work(memory_broker, hooks)
+        work(memory_broker, [hooks], queues=['default'])
     flaky, never = 'tests.tasks.FlakyOnceTask', 'tests.tasks.NonRetriableTask'
     assert value(registry, 'kale_tasks_total', queue='default', task=flaky, outcome='retried') == 1
     assert value(registry, 'kale_tasks_total', queue='default', task=flaky,
@@ -74,7 +68,7 @@ def test_retries_and_the_dead_letter_are_counted(memory_broker, hooks, registry)
 
 def test_skipped_tasks_are_counted_as_skipped(memory_broker, hooks, registry):
     tasks.SkippedTask.publish(None)
-    work(memory_broker, hooks)
+    work(memory_broker, [hooks], queues=['default'])
     assert value(registry, 'kale_tasks_total', queue='default', task='tests.tasks.SkippedTask',
                  outcome='skipped') == 1
 
@@ -118,7 +112,7 @@ class ReleaseEverything(WorkerHooks):
 def test_durations_are_observed_per_run_and_add_up_to_busy_time(memory_broker, hooks, registry):
     with settings.override(RETRY_DELAY_MULTIPLE_SEC=0):
         tasks.FlakyOnceTask.publish(None)
-        work(memory_broker, hooks)
+        work(memory_broker, [hooks], queues=['default'])
     labels = {'queue': 'default', 'task': 'tests.tasks.FlakyOnceTask'}
     assert value(registry, 'kale_task_duration_seconds_count', **labels) == 2
     total = value(registry, 'kale_task_duration_seconds_sum', **labels)
@@ -128,7 +122,7 @@ def test_durations_are_observed_per_run_and_add_up_to_busy_time(memory_broker, h
 def test_latency_runs_from_publish_to_the_first_start_only(memory_broker, hooks, registry):
     with settings.override(RETRY_DELAY_MULTIPLE_SEC=0):
         tasks.FlakyOnceTask.publish(None)
-        work(memory_broker, hooks)
+        work(memory_broker, [hooks], queues=['default'])
     labels = {'queue': 'default', 'task': 'tests.tasks.FlakyOnceTask'}
     assert value(registry, 'kale_task_latency_seconds_count', **labels) == 1   # not the retry
     assert 0 <= value(registry, 'kale_task_latency_seconds_sum', **labels) < 30
@@ -137,7 +131,7 @@ def test_latency_runs_from_publish_to_the_first_start_only(memory_broker, hooks,
 def test_received_messages_and_batches_are_counted_per_queue(memory_broker, hooks, registry):
     tasks.AddTask.publish_batch(None, [((i, 1), {}) for i in range(12)])
     tasks.HighTask.publish(None)
-    work(memory_broker, hooks, queues=('default', 'high'))
+    work(memory_broker, [hooks], queues=('default', 'high'))
     assert value(registry, 'kale_messages_received_total', queue='default') == 12
     assert value(registry, 'kale_messages_received_total', queue='high') == 1
     assert value(registry, 'kale_batches_total', queue='default') >= 2      # 10 per batch
@@ -146,7 +140,7 @@ def test_received_messages_and_batches_are_counted_per_queue(memory_broker, hook
 def test_requests_of_the_memory_transport_are_counted_by_operation(memory_broker, hooks,
                                                                      registry):
     tasks.AddTask.publish(None, 1, 2)
-    work(memory_broker, hooks)
+    work(memory_broker, [hooks], queues=['default'])
     assert value(registry, 'kale_sqs_requests_total', operation='ReceiveMessage',
                  result='ok') >= 1
     assert value(registry, 'kale_sqs_requests_total', operation='DeleteMessageBatch',
@@ -154,7 +148,7 @@ def test_requests_of_the_memory_transport_are_counted_by_operation(memory_broker
 
 
 def test_counting_requests_stops_with_the_worker(memory_broker, hooks, registry):
-    work(memory_broker, hooks)
+    work(memory_broker, [hooks], queues=['default'])
     before = value(registry, 'kale_sqs_requests_total', operation='ReceiveMessage', result='ok')
     memory_broker.transport.receive(memory_broker.sqs_name(memory_broker.queues['default']),
                                     1, 0, 30)
@@ -173,7 +167,7 @@ def test_publishes_are_counted_through_the_publish_hooks(memory_broker, hooks, r
 def test_label_values_are_names_never_task_ids_or_arguments(memory_broker, hooks, registry):
     publisher = kale_publisher.Publisher(memory_broker, hooks=[hooks])
     ids = publisher.publish_batch(tasks.EchoTask, None, [(('secret-argument',), {})])
-    work(memory_broker, hooks)
+    work(memory_broker, [hooks], queues=['default'])
     text = generate_latest(registry).decode()
     assert 'tests.tasks.EchoTask' in text
     assert ids[0] not in text and 'secret-argument' not in text

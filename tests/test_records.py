@@ -19,11 +19,7 @@ from kale.records.queries import TaskFilter
 from kale.worker import Worker
 from tests import records_tasks as rt
 from tests import tasks
-
-
-def work(broker, hooks=()):
-    """Run a burst worker over everything queued."""
-    Worker(broker=broker, burst=True, hooks=hooks).run()
+from tests.support.work import work
 
 
 @pytest.fixture
@@ -413,3 +409,4 @@ def test_a_write_of_more_rows_than_one_statement_carries_keeps_the_newest_event(
     assert {store.get(task_id)['status'] for task_id in ids} == {'succeeded'}
     if store.dialect == 'sqlite':
         assert sizes == [75, 58, 58, 34]    # 7 values per publication row, 17 per event
+

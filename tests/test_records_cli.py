@@ -6,7 +6,7 @@ import pytest
 from kale import records
 from kale.cli import main
 from tests import records_tasks as rt
-from tests.test_records import work
+from tests.support.work import work
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from kale.conf import settings
 from kale.exceptions import RecordConflictError, RecordNotFoundError
 from kale.web.app import create_app
 from tests import records_tasks as rt
-from tests.test_records import work
+from tests.support.work import work
 
 
 @pytest.fixture

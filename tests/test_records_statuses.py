@@ -15,7 +15,7 @@ from kale.records.schema import SCHEMA_VERSION
 from kale.records.store import RecordStore
 from tests import records_tasks as rt
 from tests import tasks
-from tests.test_records import work
+from tests.support.work import work
 
 
 def test_a_purge_marks_the_queues_waiting_records_purged(memory_broker, records_url, capsys,

@@ -15,12 +15,9 @@ from kale.worker.runner import TaskRunner
 from tests import tasks
 from tests.support.hostile import CreatesFileWhenUnpickled, signed_legacy_body
 from tests.support.records import recorded_ids
+from tests.support.work import work
 
 DAY = 24 * 3600.0
-
-
-def work(broker, queues=('default',)):
-    assert Worker(queue_names=list(queues), burst=True, broker=broker).run() == 0
 
 
 def dead_letters(broker, queue='default'):
@@ -42,7 +39,7 @@ def test_a_captured_body_replayed_after_the_window_never_runs(memory_broker, rec
     captured = codec.encode(old, memory_broker.sqs_name(memory_broker.queues['default']))
     for _ in range(3):
         send_raw(memory_broker, captured)
-    work(memory_broker)
+    work(memory_broker, queues=['default'])
     assert recorded_ids(record, 'ran') == []
     assert reasons(dead_letters(memory_broker)) == ['expired'] * 3
 
@@ -64,7 +61,7 @@ def test_a_json_worker_dead_letters_a_signed_pickle_without_unpickling_it(memory
     body = codec.encode(evil, memory_broker.sqs_name(memory_broker.queues['default']))
     send_raw(memory_broker, body)
     with settings.override(SERIALIZER='json'):
-        work(memory_broker)
+        work(memory_broker, queues=['default'])
     assert not marker.exists()
     assert reasons(dead_letters(memory_broker)) == ['serializer_not_accepted']
 
@@ -78,7 +75,7 @@ def test_nobody_who_reads_the_queue_can_read_an_encrypted_task(memory_broker, re
         [seen] = memory_broker.transport.receive(name, 10, 0, 30)
         memory_broker.transport.change_visibility_batch(
             name, [VisibilityChange(seen.receipt_handle, 0)])
-        work(memory_broker)
+        work(memory_broker, queues=['default'])
     assert 'DE8937' not in seen.body and 'DE8937' not in repr(seen.attributes)
     assert recorded_ids(record, 'ran') == [task_id]
 
@@ -89,7 +86,7 @@ def test_an_unverified_message_is_logged_by_its_sqs_id_never_its_claimed_task(me
                                                                 'kale_task_name': 'evil.Task'})
     [message_id] = memory_broker.send(memory_broker.queues['default'], [forged])
     with caplog.at_level(logging.INFO):
-        work(memory_broker)
+        work(memory_broker, queues=['default'])
     assert 'FORGED-ID' not in caplog.text and 'evil.Task' not in caplog.text
     assert 'message:%s' % message_id in caplog.text
     assert not any(line.startswith('ERROR fake line') for line in caplog.text.splitlines())
@@ -107,7 +104,7 @@ def test_payloads_are_decoded_one_at_a_time_just_before_each_run(memory_broker, 
     monkeypatch.setattr(TaskRunner, 'read', read)
     monkeypatch.setattr(tasks.RecordTask, 'before_run', lambda self, *a: order.append('run'))
     tasks.RecordTask.publish_batch(None, [(('x' * 20000,), {}) for _ in range(4)])
-    work(memory_broker)
+    work(memory_broker, queues=['default'])
     assert order == ['read', 'run'] * 4
 
 
@@ -116,13 +113,13 @@ def test_legacy_bodies_drain_only_when_accepted(memory_broker, record):
     body = signed_legacy_body('p-', __import__('base64').b64encode(
         serialize.SerializeStep('pickle')._dumps(payload)))
     send_raw(memory_broker, body)
-    work(memory_broker)
+    work(memory_broker, queues=['default'])
     assert recorded_ids(record, 'ran') == []
     [dead] = dead_letters(memory_broker)
     assert reasons([dead]) == ['not_kale_message']
     send_raw(memory_broker, dead.body)
     with settings.override(ACCEPT_LEGACY_MESSAGES=True):
-        work(memory_broker)
+        work(memory_broker, queues=['default'])
     assert recorded_ids(record, 'ran') == ['old-1']
 
 

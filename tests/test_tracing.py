@@ -16,6 +16,7 @@ from kale.contrib.tracing import TracingHooks
 from kale.exceptions import MessageTooLargeError
 from kale.message import Message
 from tests import tasks
+from tests.support.work import work
 
 
 @pytest.fixture
@@ -40,18 +41,13 @@ def traced(memory_broker, hooks):
     kale_publisher.set_publisher(previous)
 
 
-def work(broker, hooks):
-    worker = kale_worker.Worker(queue_names=['default'], burst=True, broker=broker, hooks=[hooks])
-    assert worker.run() == 0
-
-
 def spans(exporter, name):
     return [span for span in exporter.get_finished_spans() if span.name == name]
 
 
 def test_the_run_span_is_a_child_of_the_publish_span(traced, memory_broker, hooks, exporter):
     tasks.TraceTask.publish(None)
-    work(memory_broker, hooks)
+    work(memory_broker, [hooks], queues=['default'])
     [publish], [run] = spans(exporter, 'kale.publish'), spans(exporter, 'kale.run')
     assert run.parent.span_id == publish.context.span_id
     assert run.context.trace_id == publish.context.trace_id
@@ -61,7 +57,7 @@ def test_the_run_span_is_a_child_of_the_publish_span(traced, memory_broker, hook
 def test_the_settle_span_is_a_child_of_the_run_and_names_what_settling_did(
         traced, memory_broker, hooks, exporter):
     tasks.TraceTask.publish(None)
-    work(memory_broker, hooks)
+    work(memory_broker, [hooks], queues=['default'])
     [run], [settle] = spans(exporter, 'kale.run'), spans(exporter, 'kale.settle')
     assert settle.parent.span_id == run.context.span_id
     assert settle.kind == SpanKind.CLIENT
@@ -72,7 +68,7 @@ def test_the_settle_span_is_a_child_of_the_run_and_names_what_settling_did(
 
 def test_spans_carry_the_messaging_attributes(traced, memory_broker, hooks, exporter):
     task_id = tasks.TraceTask.publish(None)
-    work(memory_broker, hooks)
+    work(memory_broker, [hooks], queues=['default'])
     [publish], [run] = spans(exporter, 'kale.publish'), spans(exporter, 'kale.run')
     queue = memory_broker.sqs_name(memory_broker.queues['default'])
     for span in (publish, run):
@@ -86,7 +82,7 @@ def test_spans_carry_the_messaging_attributes(traced, memory_broker, hooks, expo
 
 def test_the_run_span_is_current_while_the_task_runs(traced, memory_broker, hooks, exporter):
     tasks.TraceTask.publish(None)
-    work(memory_broker, hooks)
+    work(memory_broker, [hooks], queues=['default'])
     [run] = spans(exporter, 'kale.run')
     assert tasks.TraceTask.spans[0].span_id == run.context.span_id
 
@@ -94,7 +90,7 @@ def test_the_run_span_is_current_while_the_task_runs(traced, memory_broker, hook
 def test_a_retry_joins_the_trace_of_its_publish(traced, memory_broker, hooks, exporter):
     with settings.override(RETRY_DELAY_MULTIPLE_SEC=0):
         tasks.TraceTask.publish(None, fail=True)
-        work(memory_broker, hooks)
+        work(memory_broker, [hooks], queues=['default'])
     [publish] = spans(exporter, 'kale.publish')
     runs = spans(exporter, 'kale.run')
     assert len(runs) == 2
@@ -105,7 +101,7 @@ def test_a_retry_joins_the_trace_of_its_publish(traced, memory_broker, hooks, ex
 def test_a_failed_run_is_an_error_span_with_the_exception(traced, memory_broker, hooks, exporter):
     with settings.override(RETRY_DELAY_MULTIPLE_SEC=0):
         tasks.TraceTask.publish(None, fail=True)
-        work(memory_broker, hooks)
+        work(memory_broker, [hooks], queues=['default'])
     failed = spans(exporter, 'kale.run')[0]
     assert failed.status.status_code == StatusCode.ERROR
     assert failed.events[0].name == 'exception'

@@ -11,7 +11,7 @@ from starlette.testclient import TestClient
 from kale import records
 from kale.web import create_app
 from tests import records_tasks as rt
-from tests.test_records import work
+from tests.support.work import work
 
 
 @pytest.fixture
