@@ -449,3 +449,13 @@ class ClockedTask(task.Task):
 
 class ClockedTargetTask(ClockedTask):
     target_runtime = 60
+
+
+class ClockedQuickTask(ClockedTask):
+    """A ClockedTask that fits a batch of the 'default' queue."""
+
+    time_limit = 5
+
+    def run_task(self, seconds):
+        record('start', self, ClockedTask.clock.now)
+        ClockedTask.clock.advance(seconds)

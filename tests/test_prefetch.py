@@ -154,3 +154,29 @@ def test_a_long_batch_is_settled_and_reported_in_parts_as_its_tasks_end(memory_b
     batch_first, batch_last = order[1], order[3]
     reported = dict(seen.succeeded)
     assert reported[batch_first] < starts[batch_last] + 0.3      # before the last one ended
+
+
+def test_parts_are_settled_as_the_workers_clock_moves_not_the_wall_clock(memory_broker, record):
+    """The worker reads time through the clock it is given: tasks that take
+    1.5 s on that clock (and no real time) are settled and reported in parts."""
+    from tests.support.clock import FakeClock
+    clock = FakeClock()
+    tasks.ClockedTask.clock = clock
+    tasks.ClockedQuickTask.publish_batch(None, [((1.5,), {}) for _ in range(4)])
+    reported = []
+
+    class Reported(WorkerHooks):
+        def on_task_succeeded(self, settlement):
+            reported.append((settlement.task_id, clock.now))
+
+    worker = Worker(queue_names=['default'], burst=True, broker=memory_broker, hooks=[Reported()],
+                    clock=clock)
+    worker.prefetch.window_sec = 100.0           # whole batches after the first receive
+    started = time.monotonic()
+    assert worker.run() == 0
+    assert time.monotonic() - started < 5.0       # 6 s of tasks on the worker's clock
+    starts = sorted((float(r[4]), r[1]) for r in read_records(record) if r[0] == 'start')
+    assert len(starts) == 4 and clock.now >= 1000.0 + 6.0
+    when = dict(reported)
+    # The second batch's first task is reported before its last one starts.
+    assert when[starts[1][1]] <= starts[3][0]

@@ -28,11 +28,11 @@ from __future__ import annotations
 import gc
 import logging
 import random
-import time
 from typing import Any, Optional, Sequence
 
 from kale import logs
 from kale.broker import Broker, get_broker
+from kale.clock import SYSTEM_CLOCK, Clock
 from kale.conf import settings
 from kale.events import HOLDS_GROUP, Settlement, process_identity
 from kale.exceptions import SQSError
@@ -87,8 +87,9 @@ class Worker:
 
     def __init__(self, queue_names: Optional[Sequence[str]] = None, burst: bool = False,
                  broker: Optional[Broker] = None, hooks: Sequence[Any] = (),
-                 selector_class: Any = None):
+                 selector_class: Any = None, clock: Clock = SYSTEM_CLOCK):
         settings.load()
+        self.clock = clock
         self.broker = broker or get_broker()
         self.queues = self._choose_queues(queue_names)
         self.burst = burst
@@ -99,21 +100,22 @@ class Worker:
         self._on_started = self.hooks.overridden(WorkerHooks.on_task_started)
         self._on_finished = self.hooks.overridden(WorkerHooks.on_task_finished)
         # Settling keeps trying until each batch's deadline, stopping or not.
-        self.consumer = Consumer(self.broker, max_backoff_sec=settings.SQS_ERROR_MAX_BACKOFF_SEC)
+        self.consumer = Consumer(self.broker, sleep=clock.sleep, clock=clock.monotonic,
+                                 max_backoff_sec=settings.SQS_ERROR_MAX_BACKOFF_SEC)
         self.prefetch = Prefetch()
         self.receiver = Receiver(self.consumer, self.queues, stopping=lambda: self._stopping,
-                               prefetch=self.prefetch)
+                                 prefetch=self.prefetch, clock=clock)
         self.queue_info = QueueInfo(self.queues, self.receiver.probe)
         self.selector = load_selector(selector_class)(self.queue_info)
-        self.runner = TaskRunner(load_timeout(self.timeout_class),
+        self.runner = TaskRunner(load_timeout(self.timeout_class), clock=clock.monotonic,
                                  isolation=settings.TASK_ISOLATION or 'none')
         check_codec()
         self.settler: Optional[Settler] = None
-        self.heartbeat = Heartbeat(self.broker)
+        self.heartbeat = Heartbeat(self.broker, clock=clock.monotonic)
         self.outage = Outage(self.name, settings.SQS_ERROR_MAX_BACKOFF_SEC,
                              settings.BURST_GIVE_UP_SEC if burst else None,
-                             lambda seconds: self._sleep(seconds))
-        self.burst_end = BurstEnd(self.name)
+                             lambda seconds: self._sleep(seconds), clock=clock.monotonic)
+        self.burst_end = BurstEnd(self.name, wall_clock=clock.time)
         self.memory_limit = MemoryLimit(settings.DIE_ON_RESIDENT_SET_SIZE_MB)
         self.signals = StopSignals(self.name, on_stop=self.stop, in_task=lambda: self._in_task)
         self.exit_code = EXIT_OK
@@ -139,7 +141,7 @@ class Worker:
         """Work until a signal, a finished burst or the memory limit; returns the exit code."""
         self.signals.install()
         self.runner.timeout_class.setup()
-        self.settler = Settler(self.consumer)
+        self.settler = Settler(self.consumer, clock=self.clock.monotonic)
         logs.set_worker(process_identity()[0])
         try:
             self.startup()
@@ -154,7 +156,7 @@ class Worker:
             finally:
                 # Settle what is left, but do not wait out an outage to do it:
                 # what cannot be settled reappears after its visibility timeout.
-                self.consumer.give_up_at = time.monotonic() + SHUTDOWN_SETTLE_SEC
+                self.consumer.give_up_at = self.clock.monotonic() + SHUTDOWN_SETTLE_SEC
                 self.receiver.close()
                 self.settler.close()
                 self.heartbeat.close()
@@ -237,7 +239,7 @@ class Worker:
         if self.burst and self.drained():
             logger.info('%s: every queue is drained, burst finished', self.name)
             return False
-        started = time.monotonic()
+        started = self.clock.monotonic()
         try:
             arrived = self.receiver.watch(each_once=self.burst)   # ends soon after a stop
         except SQSError as exc:
@@ -248,7 +250,7 @@ class Worker:
             self._idle = False                 # work_once takes them one by one
         elif not self.burst:
             self.check_limits()
-        elif time.monotonic() - started < IDLE_PAUSE_SEC:
+        elif self.clock.monotonic() - started < IDLE_PAUSE_SEC:
             self._sleep(IDLE_PAUSE_SEC)
         return True
 
@@ -308,7 +310,7 @@ class Worker:
         settled while the rest runs."""
         self.hooks(WorkerHooks.before_batch, batch.queue, batch)
         decided = {id(s.received): s for s in batch.settlements}
-        last_part = time.monotonic()
+        last_part = self.clock.monotonic()
         try:
             for received in list(batch.messages):
                 settlement = decided.get(id(received))
@@ -325,7 +327,7 @@ class Worker:
                     batch.held_groups.add(received.group_id)
                 if self.memory_limit.exceeded():
                     break
-                if time.monotonic() - last_part >= SETTLE_PARTS_AFTER_SEC:
+                if self.clock.monotonic() - last_part >= SETTLE_PARTS_AFTER_SEC:
                     last_part = self.settle_part(batch)
         except WorkerInterrupt:
             self._stopping = True
@@ -339,7 +341,7 @@ class Worker:
                            % received.group_id)
         opened = batch.opened[received.message_id]
         task_class = opened.task_class
-        now = time.monotonic()
+        now = self.clock.monotonic()
         if not batch.fits(task_class.time_limit, now) and not self.heartbeat.keeps(received):
             return release(batch, received, 'time_limit %gs does not fit the %.1fs left in the '
                                             'batch' % (task_class.time_limit, batch.time_left(now)))
@@ -372,7 +374,7 @@ class Worker:
         if part is not None:
             self.settle(part)
             self.report_settled()
-        return time.monotonic()
+        return self.clock.monotonic()
 
     def settle(self, batch: Batch) -> None:
         """Hand the batch to the settler (inline on a fast endpoint, else its
@@ -432,12 +434,12 @@ class Worker:
 
     def _sleep(self, seconds: float) -> None:
         """Sleep, waking early when the worker is told to stop."""
-        end = time.monotonic() + seconds
+        end = self.clock.monotonic() + seconds
         while not self._stopping:
-            left = end - time.monotonic()
+            left = end - self.clock.monotonic()
             if left <= 0:
                 return
-            time.sleep(min(left, 0.1))
+            self.clock.sleep(min(left, 0.1))
 
     def _go_idle(self) -> None:
         self._idle = True

@@ -28,9 +28,9 @@ import concurrent.futures
 import logging
 import queue
 import threading
-import time
 from typing import Callable, Optional, Sequence
 
+from kale.clock import SYSTEM_CLOCK, Clock
 from kale.exceptions import SQSError
 from kale.queue_config import TaskQueue
 from kale.queue_selector import tickets
@@ -66,8 +66,9 @@ class Receiver:
     def __init__(self, consumer: Consumer, queues: Sequence[TaskQueue],
                  stopping: Callable[[], bool] = lambda: False,
                  read_ahead_above_sec: Optional[float] = READ_AHEAD_ABOVE_SEC,
-                 prefetch: Optional[Prefetch] = None):
+                 prefetch: Optional[Prefetch] = None, clock: Clock = SYSTEM_CLOCK):
         self.consumer = consumer
+        self.clock = clock
         self.queues = list(queues)
         self.stopping = stopping
         #: How many messages each receive asks for.
@@ -237,9 +238,9 @@ class Receiver:
         caller backs off).
         """
         answered: set[str] = set()
-        deadline = time.monotonic() + max_wait_sec
+        deadline = self.clock.monotonic() + max_wait_sec
         while not self.stopping():
-            now = time.monotonic()
+            now = self.clock.monotonic()
             for queue_ in self.queues:
                 if queue_.name in self._polling or (each_once and queue_.name in answered):
                     continue
@@ -256,7 +257,7 @@ class Receiver:
                 answered.add(queue_.name)
                 if each_once and answered >= {q.name for q in self.queues}:
                     return False
-            if not each_once and time.monotonic() >= deadline:
+            if not each_once and self.clock.monotonic() >= deadline:
                 return False
         return False
 
@@ -280,7 +281,7 @@ class Receiver:
 
     def _start_poll(self, queue_: TaskQueue) -> None:
         self._polling.add(queue_.name)
-        self._poll_started[queue_.name] = time.monotonic()
+        self._poll_started[queue_.name] = self.clock.monotonic()
         threading.Thread(target=self._poll, args=(queue_,), daemon=True,
                          name='kale-poll-%s' % queue_.name).start()
 
