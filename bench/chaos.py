@@ -145,7 +145,7 @@ class Chaos:
             body = kale_codec.encode(kale_message.Message(
                 hostile_id, 'bench.chaos_tasks.NoSuchTask', ()), here)
         elif kind == 'replayed':        # captured long ago: past the replay window
-            body = kale_codec.encode(dataclasses.replace(ok, issued_at=time.time() - 400 * DAY),
+            body = kale_codec.encode(dataclasses.replace(ok, published_at=time.time() - 400 * DAY),
                                      here)
         elif kind == 'other_queue':     # captured on one queue, replayed into another
             other = next(q for q in QUEUES if q != queue)

@@ -167,15 +167,15 @@ class RedriveReport:
     reasons: dict[str, int] = dataclasses.field(default_factory=dict)
     #: When the moved tasks were first published (epoch seconds); the copies
     #: are issued afresh.
-    first_issued_at: Optional[float] = None
-    last_issued_at: Optional[float] = None
+    first_published_at: Optional[float] = None
+    last_published_at: Optional[float] = None
 
-    def count_moved(self, reason: str, issued_at: float) -> None:
+    def count_moved(self, reason: str, published_at: float) -> None:
         self.moved += 1
         self.reasons[reason] = self.reasons.get(reason, 0) + 1
-        if issued_at:
-            self.first_issued_at = min(self.first_issued_at or issued_at, issued_at)
-            self.last_issued_at = max(self.last_issued_at or issued_at, issued_at)
+        if published_at:
+            self.first_published_at = min(self.first_published_at or published_at, published_at)
+            self.last_published_at = max(self.last_published_at or published_at, published_at)
 
 
 def dead_letter_reason(received: ReceivedMessage) -> str:
@@ -246,14 +246,14 @@ def _movable(broker: Broker, queue: TaskQueue, batch: Sequence[ReceivedMessage],
             left_handles.append(received.receipt_handle)
             continue
         now = time.time()
-        fresh = dataclasses.replace(message, retry_num=0, failure_num=0, enqueued_at=now,
-                                    issued_at=now, unsettled=0, publisher=publisher_identity())
+        fresh = dataclasses.replace(message, retry_num=0, failure_num=0, sent_at=now,
+                                    published_at=now, unsettled=0, publisher=publisher_identity())
         copy = codec.reissue(envelope, fresh, sqs_name)    # a payload in S3: same object
         if queue.fifo:      # back into its group; moving it twice sends it once
             copy = dataclasses.replace(copy, group_id=received.group_id or 'kale',
                                        dedup_id='redrive-' + received.message_id)
         movable.append((received, copy))
-        report.count_moved(why, message.issued_at)
+        report.count_moved(why, message.published_at)
     return movable
 
 

@@ -90,7 +90,7 @@ MESSAGE_MAX_AGE_SEC = 14 * 24 * 3600 + 15 * 60
 # so a worker set to 'json' never unpickles.
 ACCEPT_SERIALIZERS = ()
 
-# Accept bodies of the earlier 'kale1' format (no issue time, no queue), only
+# Accept bodies of the earlier 'kale1' format (no publish time, no queue), only
 # to drain queues during an upgrade; off, they are dead-lettered.
 ACCEPT_LEGACY_MESSAGES = False
 

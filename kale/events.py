@@ -163,6 +163,7 @@ def process_identity() -> tuple[str, float]:
     pid = os.getpid()
     if _identity[0] != pid:
         started = time.time()
-        _identity = (pid, '%s:%d@%s' % (socket.gethostname(), pid, time.strftime(
+        # The host name is cut so the id fits the records' columns (160).
+        _identity = (pid, '%s:%d@%s' % (socket.gethostname()[:120], pid, time.strftime(
             '%Y-%m-%dT%H:%M:%SZ', time.gmtime(started))), started)
     return _identity[1], _identity[2]

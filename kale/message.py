@@ -7,11 +7,11 @@ class it names.
 from __future__ import annotations
 
 import dataclasses
-import os
-import socket
 import time
 import types
 from typing import Any, Mapping, NoReturn
+
+from kale.events import process_identity
 
 ATTR_TASK_ID = 'kale_task_id'
 ATTR_TASK_NAME = 'kale_task_name'
@@ -36,9 +36,14 @@ class Message:
     args: tuple = ()
     kwargs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     app_data: Any = None
+    #: Runs that failed and were retried before this copy (the spec's
+    #: ``retry_num``; :attr:`attempt` is this run's number) and failures
+    #: counted toward ``max_retries``. Both travel under these names.
     retry_num: int = 0
     failure_num: int = 0
-    enqueued_at: float = 0.0
+    #: When this copy was sent (epoch seconds; the payload's ``enqueued_at``).
+    #: A retry copy gets a new one; :attr:`published_at` stays.
+    sent_at: float = 0.0
     publisher: str = ''
     #: Earlier deliveries that ended with nobody settling the message (the
     #: worker holding it died), carried over when it is re-sent as a copy.
@@ -47,11 +52,17 @@ class Message:
     #: When the task was first published (epoch seconds; 0: now). Retry and
     #: release copies keep it, so the replay window (MESSAGE_MAX_AGE_SEC)
     #: counts from the first publish. Travels in the signed envelope.
-    issued_at: float = 0.0
+    published_at: float = 0.0
     #: Context carried with the task, as strings (e.g. a W3C trace context,
     #: added by a publish hook). Travels in the signed envelope, so the worker
     #: can trust it; retry, release and dead-letter copies keep it.
     context: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    @property
+    def attempt(self) -> int:
+        """The number of the run this message asks for: 1 for the first, 2 for
+        the first retry (the records' ``attempts`` counts the same runs)."""
+        return self.retry_num + 1
 
     def attributes(self) -> dict[str, Any]:
         """SQS message attributes, so operators see these without decoding."""
@@ -62,41 +73,41 @@ class Message:
         """The copy to publish for a retry after a failure (counts incremented)."""
         return dataclasses.replace(self, retry_num=self.retry_num + 1,
                                    failure_num=self.failure_num + 1,
-                                   enqueued_at=time.time(), publisher=publisher_identity())
+                                   sent_at=time.time(), publisher=publisher_identity())
 
     def to_payload(self) -> dict[str, Any]:
         """The serialized part (the envelope carries the task id and path again,
-        with ``unsettled`` and ``issued_at``)."""
+        with ``unsettled`` and ``published_at``)."""
         return {'id': self.task_id, 'task': self.task_name, 'args': tuple(self.args),
                 'kwargs': dict(self.kwargs), 'app_data': self.app_data,
                 'retry_num': self.retry_num, 'failure_num': self.failure_num,
-                'enqueued_at': self.enqueued_at, 'publisher': self.publisher}
+                'enqueued_at': self.sent_at, 'publisher': self.publisher}
 
     @classmethod
     def from_payload(cls, payload: Any, envelope: Mapping[str, Any] = _NO_FIELDS) -> 'Message':
         """Build from a deserialized payload and the fields its envelope carries
-        (``issued_at``, ``unsettled`` and ``context``, and the counts, which win
+        (``published_at``, ``unsettled`` and ``context``, and the counts, which win
         over the payload's); ValueError says what is wrong."""
         if type(payload) is not dict:
             raise ValueError('payload is a %s, not a mapping' % type(payload).__name__)
         get = payload.get
         task_id, task_name, args, kwargs = get('id'), get('task'), get('args'), get('kwargs')
         retry_num, failure_num = get('retry_num', 0), get('failure_num', 0)
-        unsettled, enqueued_at = get('unsettled', 0), get('enqueued_at', 0.0)
+        unsettled, sent_at = get('unsettled', 0), get('enqueued_at', 0.0)
         publisher = get('publisher', '')
         # One test for the usual payload; the field by field search only to
         # say what is wrong with another.
         if not (type(task_id) is str and type(task_name) is str and type(publisher) is str
                 and type(args) in _SEQUENCE and type(kwargs) is dict
                 and type(retry_num) is int and type(failure_num) is int
-                and type(unsettled) is int and type(enqueued_at) in _NUMBER
+                and type(unsettled) is int and type(sent_at) in _NUMBER
                 and retry_num >= 0 and failure_num >= 0 and unsettled >= 0
                 and (not kwargs or all(type(name) is str for name in kwargs))):
             _refuse(payload)
         fields = {'task_id': task_id, 'task_name': task_name, 'args': tuple(args),  # type: ignore[arg-type]
                   'kwargs': kwargs, 'app_data': get('app_data'), 'retry_num': retry_num,
-                  'failure_num': failure_num, 'enqueued_at': float(enqueued_at),
-                  'publisher': publisher, 'unsettled': unsettled, 'issued_at': 0.0,
+                  'failure_num': failure_num, 'sent_at': float(sent_at),
+                  'publisher': publisher, 'unsettled': unsettled, 'published_at': 0.0,
                   'context': {}}
         fields.update(envelope)
         # Every field is set, from checked values: build the frozen instance
@@ -133,14 +144,7 @@ _WHOLE = (int,)
 _NUMBER = (int, float)
 
 
-_identity: tuple[int, str] = (0, '')
-
-
 def publisher_identity() -> str:
-    """Who published: host name and process id (the host name asked once per
-    process, not once per message)."""
-    global _identity
-    pid = os.getpid()
-    if _identity[0] != pid:
-        _identity = (pid, '%s[%d]' % (socket.gethostname(), pid))
-    return _identity[1]
+    """Who published: this process's id (``host:pid@start``), the one its
+    worker row, log lines and task records carry, so a publish joins them."""
+    return process_identity()[0]

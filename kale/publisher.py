@@ -262,7 +262,7 @@ class Publisher:
         check_arguments(task_class, args, kwargs)
         return Message(task_id=task_class.make_task_id(*args, **kwargs),
                        task_name=task_class.task_path(), args=tuple(args), kwargs=dict(kwargs),
-                       app_data=app_data, enqueued_at=time.time(),
+                       app_data=app_data, sent_at=time.time(),
                        publisher=publisher_identity())
 
     def publish(self, task_class: type['Task'], app_data: Any, args: tuple,

@@ -98,5 +98,5 @@ class TwiceBrokenTask(task.Task):
 
     def run_task(self):
         if self.message.retry_num < 2:
-            raise ValueError('attempt %d fails' % (self.message.retry_num + 1))
+            raise ValueError('attempt %d fails' % (self.message.attempt))
         return 'third time'

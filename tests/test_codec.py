@@ -49,8 +49,8 @@ def to_outgoing(message, delay_sec=0):
 def make_message(**changes):
     fields = dict(task_id='abc123', task_name='tests.tasks.EchoTask', args=(1, 'two', [3]),
                   kwargs={'k': {'nested': True}}, app_data={'env': 'test'}, retry_num=2,
-                  failure_num=1, enqueued_at=1700000000.5, publisher='host[1]',
-                  issued_at=float(int(__import__('time').time())))
+                  failure_num=1, sent_at=1700000000.5, publisher='host[1]',
+                  published_at=float(int(__import__('time').time())))
     fields.update(changes)
     return Message(**fields)
 
@@ -77,8 +77,8 @@ def test_plain_json_bodies_are_readable_text():
 def test_the_envelope_names_task_time_queue_and_key():
     message = make_message()
     frame = codec.get_codec().open(encode(message), QUEUE)
-    assert (frame.task_id, frame.task_name, frame.issued_at) == \
-        ('abc123', 'tests.tasks.EchoTask', message.issued_at)
+    assert (frame.task_id, frame.task_name, frame.published_at) == \
+        ('abc123', 'tests.tasks.EchoTask', message.published_at)
     assert frame.headers['q'] == QUEUE
     assert frame.headers['k'] == key_id(settings.MESSAGE_SIGNING_KEY.encode())
 
@@ -291,9 +291,9 @@ def test_publishing_refuses_a_payload_no_worker_would_decompress():
 
 
 def test_next_attempt_counts_retries_and_failures_and_keeps_the_issue_time():
-    message = make_message(issued_at=1000.0)
+    message = make_message(published_at=1000.0)
     retry = message.next_attempt()
-    assert (retry.task_id, retry.retry_num, retry.failure_num, retry.issued_at) == \
+    assert (retry.task_id, retry.retry_num, retry.failure_num, retry.published_at) == \
         ('abc123', 3, 2, 1000.0)
 
 
@@ -345,8 +345,8 @@ def test_opening_a_body_does_not_decode_its_payload(monkeypatch):
 
 def test_a_body_older_than_the_replay_window_is_expired():
     with settings.override(MESSAGE_MAX_AGE_SEC=3600):
-        fresh = encode(make_message(issued_at=__import__('time').time() - 3500))
-        old = encode(make_message(issued_at=__import__('time').time() - 3700))
+        fresh = encode(make_message(published_at=__import__('time').time() - 3500))
+        old = encode(make_message(published_at=__import__('time').time() - 3700))
         assert decode(fresh).task_id == 'abc123'
         with pytest.raises(DecodeError) as info:
             decode(old)
@@ -358,9 +358,9 @@ def test_the_default_window_is_fourteen_days_and_fifteen_minutes():
     assert settings.MESSAGE_MAX_AGE_SEC == 14 * 24 * 3600 + 15 * 60
     day = 24 * 3600.0
     now = __import__('time').time()
-    assert decode(encode(make_message(issued_at=now - 14 * day))).task_id == 'abc123'
+    assert decode(encode(make_message(published_at=now - 14 * day))).task_id == 'abc123'
     with pytest.raises(DecodeError, match='expired'):
-        decode(encode(make_message(issued_at=now - 14 * day - 16 * 60)))
+        decode(encode(make_message(published_at=now - 14 * day - 16 * 60)))
 
 
 def test_a_body_signed_for_one_queue_is_refused_on_another():
@@ -373,7 +373,7 @@ def test_a_body_signed_for_one_queue_is_refused_on_another():
 
 
 def test_resealing_signs_with_the_current_key_and_keeps_time_and_queue():
-    message = make_message(issued_at=1700000000.0)
+    message = make_message(published_at=1700000000.0)
     with settings.override(MESSAGE_SIGNING_KEY=OTHER_KEY, MESSAGE_MAX_AGE_SEC=10 ** 9):
         old_body = encode(message)
     with settings.override(MESSAGE_SIGNING_OLD_KEYS=[OTHER_KEY], MESSAGE_MAX_AGE_SEC=10 ** 9):
@@ -415,7 +415,7 @@ def test_old_format_bodies_are_refused_unless_accepted():
     assert 'ACCEPT_LEGACY_MESSAGES' in str(info.value)
     with settings.override(ACCEPT_LEGACY_MESSAGES=True, ACCEPT_SERIALIZERS=['json']):
         legacy = codec.decode(body, QUEUE)
-    assert legacy.task_id == 'abc123' and legacy.issued_at == payload['enqueued_at']
+    assert legacy.task_id == 'abc123' and legacy.published_at == payload['enqueued_at']
 
 
 # --- encryption --------------------------------------------------------------------

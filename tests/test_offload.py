@@ -28,7 +28,7 @@ BIG = 3 * 1024 * 1024
 
 def make_message(data=b'', **changes):
     fields = dict(task_id='task-1', task_name='tests.tasks.EchoTask', args=(data,),
-                  kwargs={'k': 1}, issued_at=float(int(time.time())))
+                  kwargs={'k': 1}, published_at=float(int(time.time())))
     fields.update(changes)
     return Message(**fields)
 

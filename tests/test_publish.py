@@ -242,8 +242,10 @@ def test_a_weak_or_development_key_is_refused_for_remote_queues_before_any_reque
 def test_the_publisher_identity_names_this_process_also_after_a_fork():
     import socket
 
+    from kale.events import process_identity
     from kale.message import publisher_identity
-    assert publisher_identity() == '%s[%d]' % (socket.gethostname(), os.getpid())
+    assert publisher_identity() == process_identity()[0]
+    assert publisher_identity().startswith('%s:%d@' % (socket.gethostname(), os.getpid()))
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:                        # the child says who it is, then leaves
@@ -252,4 +254,4 @@ def test_the_publisher_identity_names_this_process_also_after_a_fork():
     os.close(write)
     os.waitpid(pid, 0)
     with os.fdopen(read, 'rb') as f:
-        assert f.read().decode() == '%s[%d]' % (socket.gethostname(), pid)
+        assert f.read().decode().startswith('%s:%d@' % (socket.gethostname(), pid))

@@ -115,4 +115,34 @@ def test_a_version_1_store_is_migrated_keeping_its_rows(tmp_path):
     with store.begin() as conn:
         columns = {c['name'] for c in inspect(conn).get_columns('kale_tasks')}
         version = conn.execute(text('SELECT version FROM kale_schema')).scalar()
-    assert {'message_id', 'duplicate_of', 'retried_as'} <= columns and version == SCHEMA_VERSION == 3
+    assert {'message_id', 'duplicate_of', 'retried_as'} <= columns and version == SCHEMA_VERSION == 4
+
+
+def test_a_version_3_postgresql_store_widens_worker_to_fit_a_workers_id(postgres_cluster):
+    """kale_tasks.worker holds a kale_workers.id: after migrating to version 4
+    a 160-character process id fits both, where version 3 refused it."""
+    url = postgres_cluster.new_database()
+    first = RecordStore(url)                      # today's tables, then back to version 3
+    first.migrate()
+    first.dispose()
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(text('ALTER TABLE kale_tasks ALTER COLUMN worker TYPE VARCHAR(128)'))
+        conn.execute(text('UPDATE kale_schema SET version = 3'))
+    long_id = ('h' * 120) + ':4194304@2026-11-24T10:15:03Z'     # the longest an id gets
+    assert len(long_id) <= 160
+    row = {'id': 'old', 'task': 't.T', 'queue': 'q', 'status': 'running', 'attempts': 1,
+           'published_at': 1.0, 'updated_at': 1.0, 'worker': long_id}
+    with pytest.raises(Exception, match='too long'):
+        with engine.begin() as conn:
+            conn.execute(text('INSERT INTO kale_tasks (id, task, queue, status, attempts, '
+                              'published_at, updated_at, worker) VALUES (:id, :task, :queue, '
+                              ':status, :attempts, :published_at, :updated_at, :worker)'), row)
+    engine.dispose()
+    store = RecordStore(url)
+    store.migrate()
+    store.write([row], [], [])
+    assert store.get('old')['worker'] == long_id
+    with store.begin() as conn:
+        assert conn.execute(text('SELECT version FROM kale_schema')).scalar() == SCHEMA_VERSION
+    store.dispose()

@@ -10,11 +10,11 @@ from tests import tasks
 DAY = 24 * 3600.0
 
 
-def bury(broker, task_id, reason, issued_at, queue='default', signed_for=None):
+def bury(broker, task_id, reason, published_at, queue='default', signed_for=None):
     """Put a dead letter for ``queue`` in its dead-letter queue."""
     queue_ = broker.queues[queue]
     message = Message(task_id, tasks.RecordTask.task_path(), (task_id,), failure_num=5,
-                      issued_at=issued_at)
+                      published_at=published_at)
     body = codec.encode(message, signed_for or broker.sqs_name(queue_))
     broker.send_dead_letters(queue_, [OutgoingMessage(body, {ATTR_DEAD_LETTER_REASON: reason})])
 
@@ -29,9 +29,9 @@ def test_a_redriven_dead_letter_is_issued_afresh_and_its_first_publish_reported(
     bury(memory_broker, 'old-task', 'retries_exhausted: RuntimeError: boom', old)
     report = admin.redrive(memory_broker, memory_broker.queues['default'])
     assert report.moved == 1 and report.reasons == {'retries_exhausted': 1}
-    assert report.first_issued_at == report.last_issued_at == int(old)
+    assert report.first_published_at == report.last_published_at == int(old)
     [frame] = live(memory_broker)                         # opens: within the window again
-    assert frame.task_id == 'old-task' and frame.issued_at > time.time() - 60
+    assert frame.task_id == 'old-task' and frame.published_at > time.time() - 60
     message = codec.get_codec().read(frame)
     assert (message.retry_num, message.failure_num) == (0, 0)
 

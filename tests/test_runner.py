@@ -116,18 +116,18 @@ def test_a_broken_retry_policy_dead_letters_instead_of_crashing():
 
 
 def test_copies_keep_the_first_issue_time_and_are_signed_for_the_queue():
-    message = kale_message.Message('tid', tasks.FailingTask.task_path(), issued_at=1000.0)
+    message = kale_message.Message('tid', tasks.FailingTask.task_path(), published_at=1000.0)
     with settings.override(MESSAGE_MAX_AGE_SEC=10 ** 10):
         received = ReceivedMessage('mid', 'h', kale_codec.encode(message, QUEUE), {})
         settlement = run(received)
         frame = kale_codec.get_codec().open(settlement.copy.body, QUEUE)
     assert settlement.outcome is Outcome.RETRY
-    assert frame.issued_at == 1000.0 and frame.headers['q'] == QUEUE
+    assert frame.published_at == 1000.0 and frame.headers['q'] == QUEUE
 
 
 def test_an_expired_body_is_dead_lettered_unrun(record):
     message = kale_message.Message('tid', tasks.RecordTask.task_path(), ('x',),
-                                   issued_at=time.time() - 3 * 24 * 3600)
+                                   published_at=time.time() - 3 * 24 * 3600)
     received = ReceivedMessage('mid', 'h', kale_codec.encode(message, QUEUE), {})
     with settings.override(MESSAGE_MAX_AGE_SEC=2 * 24 * 3600):
         settlement = run(received)

@@ -35,7 +35,7 @@ def send_raw(broker, body, queue='default'):
 
 def test_a_captured_body_replayed_after_the_window_never_runs(memory_broker, record):
     old = Message('payment-1', tasks.RecordTask.task_path(), ('charge',),
-                  issued_at=time.time() - 400 * DAY)
+                  published_at=time.time() - 400 * DAY)
     captured = codec.encode(old, memory_broker.sqs_name(memory_broker.queues['default']))
     for _ in range(3):
         send_raw(memory_broker, captured)

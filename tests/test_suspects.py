@@ -80,10 +80,10 @@ def test_a_release_copy_never_sends_an_old_key_body_back_unchanged():
 
 
 def test_a_release_copy_keeps_the_first_issue_time():
-    message = kale_message.Message('t', 'tests.tasks.RecordTask', issued_at=time.time() - 3600)
+    message = kale_message.Message('t', 'tests.tasks.RecordTask', published_at=time.time() - 3600)
     body = kale_codec.encode(message, QUEUE)
     copy = release_copy(ReceivedMessage('m', 'h', body, {}, 2), QUEUE)
-    assert kale_codec.get_codec().open(copy.body, QUEUE).issued_at == int(message.issued_at)
+    assert kale_codec.get_codec().open(copy.body, QUEUE).published_at == int(message.published_at)
 
 
 def test_a_batch_without_suspects_is_left_alone():

@@ -127,7 +127,7 @@ def cmd_dlq_redrive(args: argparse.Namespace) -> int:
         ' (%s)' % _counts(report.reasons) if report.reasons else ''))
     if report.moved:
         print('first published between %s and %s; %s' % (
-            _when(report.first_issued_at), _when(report.last_issued_at),
+            _when(report.first_published_at), _when(report.last_published_at),
             'they would be issued afresh' if args.dry_run else 'the copies are issued afresh'))
     if report.not_matching:
         print('left %d of other reasons in the dead-letter queue' % report.not_matching)

@@ -5,7 +5,7 @@ The steps come in two groups. *Payload* steps turn the message into bytes
 (serialize, compress, encrypt). *Envelope* steps wrap those bytes in what
 travels on the wire (the replay checks, the signature). On the way in,
 :meth:`Codec.open` runs only the envelope steps: the body is verified and its
-signed headers (task id, task path, issue time, queue) are known, while the
+signed headers (task id, task path, publish time, queue) are known, while the
 payload is still compressed and encrypted. :meth:`Codec.read` then runs the
 payload steps, just before the task runs, so a worker never holds more than
 one decompressed payload at a time. :meth:`Codec.read` works on a copy of the
@@ -37,7 +37,7 @@ from kale.transport import AttributeValue, OutgoingMessage
 # Signed envelope headers, one letter each. Steps may add their own.
 TASK_ID = 'i'
 TASK_NAME = 'n'
-ISSUED_AT = 't'        # when the task was first published (whole seconds since the epoch)
+PUBLISHED_AT = 't'        # when the task was first published (whole seconds since the epoch)
 QUEUE = 'q'            # the SQS queue the body was signed for
 UNSETTLED = 'u'        # deliveries that ended with nobody settling the message
 RETRY_NUM = 'r'
@@ -91,7 +91,7 @@ class Frame:
     #: A body in the format before ``kale2`` (only with ACCEPT_LEGACY_MESSAGES):
     #: it has no task, time or queue headers.
     legacy: bool = False
-    #: On the way in: whether the envelope steps check the issue time.
+    #: On the way in: whether the envelope steps check the publish time.
     check_age: bool = True
 
     def clone(self) -> 'Frame':
@@ -113,8 +113,8 @@ class Frame:
         return self.headers.get(TASK_ID, '')
 
     @property
-    def issued_at(self) -> float:
-        return float(self.headers.get(ISSUED_AT, 0) or 0)
+    def published_at(self) -> float:
+        return float(self.headers.get(PUBLISHED_AT, 0) or 0)
 
     @property
     def unsettled(self) -> int:
@@ -179,7 +179,7 @@ class Codec:
         frame.attributes.update(extra_attributes or {})
         frame.headers.update({
             TASK_ID: message.task_id, TASK_NAME: message.task_name,
-            ISSUED_AT: str(int(message.issued_at or time.time())),
+            PUBLISHED_AT: str(int(message.published_at or time.time())),
             UNSETTLED: str(message.unsettled), RETRY_NUM: str(message.retry_num),
             FAILURE_NUM: str(message.failure_num)})
         if message.context:
@@ -213,7 +213,7 @@ class Codec:
                 extra_attributes: Optional[Mapping[str, AttributeValue]] = None
                 ) -> OutgoingMessage:
         """A copy of a received message to send again (a retry, a dead letter, a redriven one)
-        with ``message``'s counts and issue time, ready to send to ``queue``.
+        with ``message``'s counts and publish time, ready to send to ``queue``.
 
         Its payload is encoded afresh, unless the opened ``envelope`` points at
         a payload kept in S3: then the envelope is resealed with the new counts
@@ -225,7 +225,7 @@ class Codec:
         body = self._seal(envelope, queue, {
             RETRY_NUM: str(message.retry_num), FAILURE_NUM: str(message.failure_num),
             UNSETTLED: str(message.unsettled),
-            ISSUED_AT: str(int(message.issued_at or time.time()))})
+            PUBLISHED_AT: str(int(message.published_at or time.time()))})
         attributes: dict[str, AttributeValue] = dict(message.attributes())
         attributes.update(extra_attributes or {})
         return self._checked(envelope, message, OutgoingMessage(body, attributes, delay_sec))
@@ -241,7 +241,7 @@ class Codec:
 
     def reseal(self, frame: Frame, **headers: str) -> str:
         """The opened ``frame`` signed again with the current key, with some
-        headers changed; its payload is not decoded, and its issue time and
+        headers changed; its payload is not decoded, and its publish time and
         queue stay as they were."""
         return self._seal(frame, frame.headers.get(QUEUE, frame.queue), headers)
 
@@ -281,7 +281,7 @@ class Codec:
             try:
                 if frame.legacy:        # no envelope fields: the payload has them
                     message = Message.from_payload(frame.payload)
-                    return dataclasses.replace(message, issued_at=message.enqueued_at)
+                    return dataclasses.replace(message, published_at=message.sent_at)
                 message = Message.from_payload(frame.payload, envelope_fields(frame.headers))
             except ValueError as exc:
                 raise DecodeError(DecodeError.CORRUPT, str(exc)) from exc
@@ -301,12 +301,12 @@ class Codec:
 
 
 def envelope_fields(headers: Mapping[str, str]) -> dict[str, Any]:
-    """The Message fields a verified envelope carries: issue time, unsettled
+    """The Message fields a verified envelope carries: publish time, unsettled
     deliveries, context, and the retry and failure counts (a body signed
     without counts leaves the payload's). ValueError for a count that is not one."""
     context = headers.get(CONTEXT)
     fields: dict[str, Any] = {
-        'issued_at': float(headers.get(ISSUED_AT, 0) or 0),
+        'published_at': float(headers.get(PUBLISHED_AT, 0) or 0),
         'unsettled': int(headers.get(UNSETTLED, 0) or 0),
         'context': parse_context(context) if context else {}}
     for field, header in _COUNT_HEADERS:

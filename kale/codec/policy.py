@@ -4,7 +4,7 @@ On the way out it binds the body to the SQS queue it is sent to. On the way
 in, right after the signature verified, it refuses (for the dead-letter
 queue):
 
-- ``expired``: a body issued more than ``MESSAGE_MAX_AGE_SEC`` ago. SQS keeps
+- ``expired``: a body published more than ``MESSAGE_MAX_AGE_SEC`` ago. SQS keeps
   a message at most 14 days and delays it at most 15 minutes, so no honest
   delivery is older; a captured body replayed later is.
 - ``wrong_queue``: a body received on another queue than the one it was
@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from typing import Callable, Collection
 
-from kale.codec.pipeline import ISSUED_AT, QUEUE, SERIALIZER, Frame
+from kale.codec.pipeline import PUBLISHED_AT, QUEUE, SERIALIZER, Frame
 from kale.codec.serialize import SERIALIZER_NAMES
 from kale.exceptions import DecodeError
 
@@ -50,14 +50,14 @@ class PolicyStep:
         if frame.legacy:
             return
         try:
-            issued = float(frame.headers[ISSUED_AT])
+            published = float(frame.headers[PUBLISHED_AT])
             signed_for = frame.headers[QUEUE]
         except (KeyError, ValueError) as exc:
-            raise DecodeError(DecodeError.CORRUPT, 'envelope lacks a valid issue time or '
+            raise DecodeError(DecodeError.CORRUPT, 'envelope lacks a valid publish time or '
                                                    'queue') from exc
-        age = self.clock() - issued
+        age = self.clock() - published
         if frame.check_age and age > self.max_age_sec:
-            raise DecodeError(DecodeError.EXPIRED, 'issued %.0f s ago, over MESSAGE_MAX_AGE_SEC '
+            raise DecodeError(DecodeError.EXPIRED, 'published %.0f s ago, over MESSAGE_MAX_AGE_SEC '
                               'of %g s' % (age, self.max_age_sec))
         if frame.queue and signed_for != frame.queue:
             raise DecodeError(DecodeError.WRONG_QUEUE, 'signed for queue %r, received on %r'

@@ -3,7 +3,7 @@
 A body on the wire looks like ``kale2:<headers>:<signature>:<data>``:
 
 - ``headers`` are ``name=value`` pairs separated by ``;``, values
-  percent-encoded: the task id and path, the issue time, the queue the body is
+  percent-encoded: the task id and path, the publish time, the queue the body is
   signed for, the count of unsettled deliveries, the serializer, compression,
   encryption key id and data encoding, and ``k``, the id of the signing key;
 - ``data`` is the payload, base64-encoded unless it is plain JSON text;

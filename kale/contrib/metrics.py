@@ -216,8 +216,8 @@ class PrometheusHooks(PublishHooks, WorkerHooks):
 
     def on_task_started(self, queue: 'TaskQueue', received: 'ReceivedMessage',
                         message: 'Message') -> None:
-        if message.retry_num == 0 and message.enqueued_at:
-            latency = time.time() - message.enqueued_at
+        if message.retry_num == 0 and message.sent_at:
+            latency = time.time() - message.sent_at
             self.series(queue.name, message.task_name).latency.observe(max(latency, 0.0))
 
     def after_batch(self, queue: 'TaskQueue', batch: 'Batch') -> None:

@@ -131,7 +131,7 @@ class TracingHooks(PublishHooks, WorkerHooks):
                                           'messaging.message.id': received.message_id,
                                           'kale.task.name': message.task_name,
                                           'kale.task.id': message.task_id,
-                                          'kale.attempt': message.retry_num + 1})
+                                          'kale.attempt': message.attempt})
         token = otel_context.attach(trace.set_span_in_context(span))
         self._running = (span, token, received.message_id)
 

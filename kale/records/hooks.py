@@ -121,7 +121,7 @@ class RecordsHooks(PublishHooks, WorkerHooks):
                 else None,
                 # The columns a new task has no value for yet are left out:
                 # they are written as null, with fewer values to bind.
-                'published_at': message.enqueued_at or now, 'next_attempt_at': next_at,
+                'published_at': message.sent_at or now, 'next_attempt_at': next_at,
                 'message_id': message_id, 'updated_at': now})
         if publication.queue.fifo and publication.message_ids:
             mark_deduplicated(recorder, rows, now)
@@ -160,7 +160,7 @@ class RecordsHooks(PublishHooks, WorkerHooks):
         # gets there: most tasks end before, and their outcome says all.
         recorder.writer.running(LaterRow(message.task_id, now, self._running_row, (
             message.task_id, message.task_name, queue.name,
-            message.issued_at or message.enqueued_at, message.retry_num + 1, now)))
+            message.published_at or message.sent_at, message.attempt, now)))
 
     def on_task_finished(self, settlement: 'Settlement') -> None:
         recorder = self.recorder
@@ -201,8 +201,8 @@ class RecordsHooks(PublishHooks, WorkerHooks):
                 # round would keep all of it alive for the garbage collector
                 # to walk again and again.
                 later.append(LaterRow(message.task_id, at, self._succeeded_row, (
-                    queue.name, message.task_id, message.task_name, message.retry_num + 1,
-                    message.issued_at or message.enqueued_at, started_at, at,
+                    queue.name, message.task_id, message.task_name, message.attempt,
+                    message.published_at or message.sent_at, started_at, at,
                     s.duration_sec)))
             else:
                 later.append(LaterRow(s.task_id, at, self._outcome_row,
@@ -223,19 +223,19 @@ class RecordsHooks(PublishHooks, WorkerHooks):
         message = s.message
         if message is not None:
             task_id, task_name = message.task_id, message.task_name
-            attempts, issued = message.retry_num + 1, message.issued_at or message.enqueued_at
+            attempts, published = message.attempt, message.published_at or message.sent_at
         else:
             task_id, task_name, attempts = s.task_id, s.task_name, 1
-            issued = s.envelope.issued_at if s.envelope is not None else now
+            published = s.envelope.published_at if s.envelope is not None else now
         if status == CANCELLED:
             attempts -= 1
         if status == SUCCEEDED:       # one with a result to store, or known by its envelope
-            row = self._succeeded_row(queue, task_id, task_name, attempts, issued, started_at,
+            row = self._succeeded_row(queue, task_id, task_name, attempts, published, started_at,
                                       now, s.duration_sec)
             if s.task is not None and getattr(s.task, 'store_result', False):
                 row['result'] = render_result(s.result, self.recorder.max_value_chars)
             return row
-        row = self._event(task_id, task_name, queue, issued, attempts, status, now)
+        row = self._event(task_id, task_name, queue, published, attempts, status, now)
         if status == CANCELLED:
             row['finished_at'] = now
         elif status == SCHEDULED:     # a delayed copy, or (FIFO) the message held invisible
@@ -251,13 +251,13 @@ class RecordsHooks(PublishHooks, WorkerHooks):
         return row
 
     def _succeeded_row(self, queue: str, task_id: str, task_name: str, attempts: int,
-                       issued: float, started_at: Optional[float], now: float,
+                       published: float, started_at: Optional[float], now: float,
                        duration_sec: float) -> Row:
         """The row of a task that succeeded (built on the writer thread). The
         columns it leaves out (the error's, the result) are written as null:
         fewer values to bind for the store's most common statement."""
         return {'id': task_id, 'task': task_name, 'queue': queue, 'status': SUCCEEDED,
-                'attempts': attempts, 'published_at': issued or now, 'started_at': started_at,
+                'attempts': attempts, 'published_at': published or now, 'started_at': started_at,
                 'finished_at': now,
                 'duration_sec': round(duration_sec, 6) if started_at else None,
                 'worker': self._worker, 'updated_at': now}

@@ -59,7 +59,9 @@ tasks = Table(
     Column('finished_at', Float),
     Column('next_attempt_at', Float),
     Column('duration_sec', Float),
-    Column('worker', String(128)),
+    #: The process that ran the last attempt: a ``kale_workers.id`` (as wide
+    #: since schema version 4).
+    Column('worker', String(160)),
     Column('error_type', String(255)),
     Column('error_message', Text),
     Column('error_traceback', Text),
@@ -85,7 +87,7 @@ tasks = Table(
 
 workers = Table(
     'kale_workers', metadata,
-    Column('id', String(160), primary_key=True),           # host:pid:start
+    Column('id', String(160), primary_key=True),           # host:pid@start
     Column('role', String(16), nullable=False),            # worker | supervisor
     Column('host', String(128), nullable=False),
     Column('pid', Integer, nullable=False),
@@ -152,11 +154,20 @@ def _add_message_columns_v2(conn: Connection) -> None:
         conn.exec_driver_sql('CREATE INDEX kale_tasks_message ON kale_tasks (message_id)')
 
 
+def _widen_worker_v4(conn: Connection) -> None:
+    """kale_tasks.worker holds a kale_workers.id: give it the same width, so
+    a long host name fits both and the two join (SQLite does not enforce a
+    width, so only PostgreSQL has anything to change)."""
+    if conn.dialect.name == 'postgresql':
+        conn.exec_driver_sql('ALTER TABLE kale_tasks ALTER COLUMN worker TYPE VARCHAR(160)')
+
+
 #: (version, what it does, how): applied in order to bring a store up to date.
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, 'create kale_tasks and kale_workers', _create_v1),
     (2, 'add kale_tasks.message_id and duplicate_of', _add_message_columns_v2),
     (3, 'add kale_tasks.retried_as and kale_attempts', _add_attempts_v3),
+    (4, 'widen kale_tasks.worker to a kale_workers.id', _widen_worker_v4),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

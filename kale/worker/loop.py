@@ -354,7 +354,7 @@ class Worker:
         # What waits for the worker and cannot outlast this run goes back at once.
         self.receiver.busy_until(now + task_class.time_limit)
         context = logs.task_started(message.task_id, message.task_name, batch.queue.name,
-                                    message.retry_num + 1)
+                                    message.attempt)
         try:
             settlement = self.runner.run(batch, received, message, task_class,
                                          opened.envelope)

@@ -94,4 +94,4 @@ def fields(queue: TaskQueue, s: Settlement) -> dict:
     """The log fields of a settled message (an unverified one: its SQS id, no attempt)."""
     message = s.message
     return logs.task_fields(s.task_id, s.task_name, queue.name,
-                            message.retry_num + 1 if message is not None else None)
+                            message.attempt if message is not None else None)
