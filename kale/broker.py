@@ -15,7 +15,8 @@ import threading
 from typing import Any, Callable, Optional, Sequence, TypeVar
 
 from kale.codec.keys import signing_keys
-from kale.conf import PerProcess, settings
+from kale.conf import settings
+from kale.config import Config
 from kale.exceptions import ImproperlyConfigured, QueueNotFoundError
 from kale.queue_config import QUEUE_NAME_PATTERN, QueueConfig, TaskQueue, get_queue_config
 from kale.transport import (
@@ -34,12 +35,12 @@ class Broker:
 
     def __init__(self, transport: Transport, queues: QueueConfig, prefix: str = '',
                  create_missing: bool = True, dead_letters: bool = True,
-                 max_receive_count: int = 10):
+                 max_receive_count: int = 10, config: Optional[Config] = None):
         if prefix and not QUEUE_NAME_PATTERN.match(prefix):
             raise ImproperlyConfigured("QUEUE_PREFIX may hold only letters, digits, '-' and '_', "
                                        'got %r' % (prefix,))
         if not getattr(transport, 'local', False):
-            signing_keys(strong=True)      # remote queues: no short or development keys
+            signing_keys(strong=True, config=config)   # remote queues: no short or development keys
         self.transport = transport
         self.queues = queues
         self.prefix = prefix
@@ -50,14 +51,21 @@ class Broker:
         self._lock = threading.Lock()
 
     @classmethod
-    def from_settings(cls, transport: Optional[Transport] = None) -> 'Broker':
+    def from_config(cls, config: Config, transport: Optional[Transport] = None) -> 'Broker':
+        """The broker ``config`` describes, over ``transport`` (by default
+        this process's SQS transport for ``config``)."""
         if transport is None:
             from kale.transport.sqs import get_transport
-            transport = get_transport()
-        return cls(transport, get_queue_config(), prefix=settings.QUEUE_PREFIX or '',
-                   create_missing=bool(settings.CREATE_MISSING_QUEUES),
-                   dead_letters=bool(settings.ENABLE_DEAD_LETTER_QUEUE),
-                   max_receive_count=int(settings.MAX_RECEIVE_COUNT))
+            transport = get_transport(config)
+        return cls(transport, get_queue_config(config), prefix=config.QUEUE_PREFIX or '',
+                   create_missing=bool(config.CREATE_MISSING_QUEUES),
+                   dead_letters=bool(config.ENABLE_DEAD_LETTER_QUEUE),
+                   max_receive_count=int(config.MAX_RECEIVE_COUNT), config=config)
+
+    @classmethod
+    def from_settings(cls, transport: Optional[Transport] = None) -> 'Broker':
+        """The broker the settings in force describe."""
+        return cls.from_config(settings.config, transport)
 
     # --- names ------------------------------------------------------------
 
@@ -156,9 +164,8 @@ class Broker:
         return self._request(queue, self.transport.counts, self.declare(queue))
 
 
-_broker: PerProcess[Broker] = PerProcess(lambda: Broker.from_settings())
-
-
-def get_broker() -> Broker:
-    """This process's broker over SQS, built from the settings on first use."""
-    return _broker.get()
+def get_broker(config: Optional[Config] = None) -> Broker:
+    """This process's broker over SQS for ``config`` (by default the settings
+    in force), built on first use."""
+    config = config or settings.config
+    return config.part('broker', lambda: Broker.from_config(config))

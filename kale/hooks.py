@@ -43,6 +43,7 @@ import warnings
 from typing import TYPE_CHECKING, Any, Callable, Collection, Optional, Sequence
 
 from kale.conf import import_string, settings
+from kale.config import Config
 from kale.exceptions import HookError, ImproperlyConfigured
 
 if TYPE_CHECKING:
@@ -213,10 +214,12 @@ FEATURE_HOOKS = [
 ]
 
 
-def feature_hooks() -> list[str]:
-    """Dotted paths of the shipped features' hooks whose setting is on (the
-    publisher, the worker and the supervisor add them to the hooks they load)."""
-    return [path for setting, path in FEATURE_HOOKS if getattr(settings, setting, None)]
+def feature_hooks(config: Optional[Config] = None) -> list[str]:
+    """Dotted paths of the shipped features' hooks whose setting is on in
+    ``config`` (by default the settings in force): the publisher, the worker
+    and the supervisor add them to the hooks they load."""
+    config = config or settings.config
+    return [path for setting, path in FEATURE_HOOKS if config.get(setting)]
 
 
 class HookDispatcher:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Protocol, Se
 
 from kale.codec import get_codec
 from kale.conf import settings
+from kale.config import Config
 from kale.exceptions import (
     BatchSendError,
     InvalidDelayError,
@@ -114,11 +115,13 @@ def check_time_limit(task_class: type['Task'], queue: TaskQueue) -> None:
 _signatures: dict[type, Optional[inspect.Signature]] = {}
 
 
-def check_arguments(task_class: type['Task'], args: tuple, kwargs: Mapping[str, Any]) -> None:
+def check_arguments(task_class: type['Task'], args: tuple, kwargs: Mapping[str, Any],
+                    config: Optional[Config] = None) -> None:
     """The arguments must bind to ``run_task``'s signature, or PublishError
     naming the task and the problem (unless the task or CHECK_TASK_ARGUMENTS
     turns the check off)."""
-    if not (settings.CHECK_TASK_ARGUMENTS and getattr(task_class, 'check_arguments', True)):
+    if not ((config or settings.config).CHECK_TASK_ARGUMENTS
+            and getattr(task_class, 'check_arguments', True)):
         return
     if task_class not in _signatures:
         try:
@@ -169,9 +172,10 @@ def check_labels(task_name: str, labels: Any, who: str = 'labels') -> dict[str, 
     return checked
 
 
-def task_queue(task_class: type['Task']) -> TaskQueue:
+def task_queue(task_class: type['Task'], config: Optional[Config] = None) -> TaskQueue:
     """The configured queue the task publishes to, with its time limit checked."""
-    queue = get_queue_config().get_queue(task_class.queue, who='task %s' % task_class.task_path())
+    queue = get_queue_config(config).get_queue(task_class.queue,
+                                               who='task %s' % task_class.task_path())
     check_time_limit(task_class, queue)
     return queue
 
@@ -216,33 +220,44 @@ class Publication:
 
 
 class Publisher:
-    """Builds, checks and sends task messages, calling the publish hooks."""
+    """Builds, checks and sends task messages, calling the publish hooks.
 
-    def __init__(self, sender: Optional[Sender] = None, hooks: Sequence[Any] = ()):
+    ``config`` (an :class:`~kale.app.App`'s) gives the queues, codec, broker and
+    hooks; without it, the settings in force at each publish do."""
+
+    def __init__(self, sender: Optional[Sender] = None, hooks: Sequence[Any] = (),
+                 config: Optional[Config] = None):
         self._sender = sender
         self._extra_hooks = list(hooks)
-        self._hooks: Optional[tuple[int, HookDispatcher]] = None
+        self._config = config
+        self._hooks: Optional[tuple[Config, HookDispatcher]] = None
+
+    @property
+    def config(self) -> Config:
+        """The configuration this publisher publishes with."""
+        return self._config or settings.config
 
     def queue_of(self, task_class: type['Task']) -> TaskQueue:
         """The queue ``task_class`` publishes to (from the queue config)."""
-        return task_queue(task_class)
+        return task_queue(task_class, self.config)
 
     @property
     def sender(self) -> Sender:
         if self._sender is None:
             from kale.broker import get_broker
-            return get_broker()
+            return get_broker(self.config)
         return self._sender
 
     @property
     def hooks(self) -> HookDispatcher:
         """The publish hooks: those of features turned on (records, metrics,
-        tracing), then ``PUBLISH_HOOKS`` (read again when settings change),
-        then those given to the constructor."""
-        if self._hooks is None or self._hooks[0] != settings.generation:
-            loaded = load_hooks(feature_hooks() + list(settings.PUBLISH_HOOKS or ())
+        tracing), then ``PUBLISH_HOOKS``, then those given to the constructor;
+        loaded once per configuration."""
+        config = self.config
+        if self._hooks is None or self._hooks[0] is not config:
+            loaded = load_hooks(feature_hooks(config) + list(config.PUBLISH_HOOKS or ())
                                 + self._extra_hooks, PublishHooks, 'PUBLISH_HOOKS')
-            self._hooks = (settings.generation, HookDispatcher(loaded))
+            self._hooks = (config, HookDispatcher(loaded))
         return self._hooks[1]
 
     @staticmethod
@@ -259,7 +274,7 @@ class Publisher:
     def build(self, task_class: type['Task'], app_data: Any, args: tuple,
               kwargs: Mapping[str, Any]) -> Message:
         """A new message for one invocation (its arguments checked)."""
-        check_arguments(task_class, args, kwargs)
+        check_arguments(task_class, args, kwargs, self.config)
         return Message(task_id=task_class.make_task_id(*args, **kwargs),
                        task_name=task_class.task_path(), args=tuple(args), kwargs=dict(kwargs),
                        app_data=app_data, sent_at=time.time(),
@@ -310,7 +325,7 @@ class Publisher:
         # Encoding is inside the try: a hook that opened something in
         # before_publish (a trace span) always sees after_publish.
         try:
-            codec = get_codec()
+            codec = get_codec(self.config)
             outgoing = [codec.to_outgoing(with_context(m, context), queue_name, delay, extra)
                         for m, extra, context in zip(messages, publication.attributes,
                                                      publication.context, strict=True)]
@@ -341,15 +356,17 @@ _default: Optional[Publisher] = None
 
 
 def get_publisher() -> Publisher:
-    """The publisher ``Task.publish`` uses."""
-    global _default
-    if _default is None:
-        _default = Publisher()
-    return _default
+    """The publisher ``Task.publish`` uses: the one :func:`set_publisher` put in
+    place (eager mode, tests), else the settings' (the default app's)."""
+    if _default is not None:
+        return _default
+    config = settings.config
+    return config.part('publisher', lambda: Publisher(config=config))
 
 
 def set_publisher(publisher: Optional[Publisher]) -> Optional[Publisher]:
-    """Replace the publisher ``Task.publish`` uses (eager mode); returns the old one."""
+    """Replace the publisher ``Task.publish`` uses (eager mode); returns the
+    one it replaces (None: the default app's)."""
     global _default
     previous, _default = _default, publisher
     return previous

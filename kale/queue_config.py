@@ -20,12 +20,12 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import threading
 from typing import Any, Iterator, Mapping, Optional, Union
 
 import yaml
 
 from kale.conf import import_string, settings
+from kale.config import Config
 from kale.exceptions import QueueConfigError, UnknownQueueError
 from kale.transport import MAX_BATCH_ENTRIES, MAX_LONG_POLL_SEC
 
@@ -125,13 +125,13 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[An
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
-def _read_yaml(path: str) -> Any:
+def _read_yaml(path: str, named: str) -> Any:
     try:
         with open(path, encoding='utf-8') as f:
             text = f.read()
     except OSError as exc:
         raise QueueConfigError('%s: cannot read the queue config (QUEUE_CONFIG = %r): %s'
-                               % (path, settings.QUEUE_CONFIG, exc.strerror or exc)) from exc
+                               % (path, named, exc.strerror or exc)) from exc
     try:
         return yaml.load(text, Loader=_StrictLoader)
     except yaml.YAMLError as exc:
@@ -210,43 +210,41 @@ def parse_queue_config(path: str, data: Any, queue_class: type = TaskQueue) -> Q
     return QueueConfig(path, queues, keys)
 
 
-def load_queue_config(path: str, queue_class: type = TaskQueue) -> QueueConfig:
-    """Read and validate the queue config file at ``path``."""
-    return parse_queue_config(path, _read_yaml(path), queue_class)
+def load_queue_config(path: str, queue_class: type = TaskQueue, named: str = '') -> QueueConfig:
+    """Read and validate the queue config file at ``path`` (``named``: the
+    QUEUE_CONFIG value that led to it, for errors)."""
+    return parse_queue_config(path, _read_yaml(path, named or path), queue_class)
 
 
-def resolve_config_path(path: str) -> str:
+def resolve_config_path(path: str, module_dir: Optional[str] = None) -> str:
     """Find QUEUE_CONFIG: absolute as is; relative from the current directory,
-    then from the settings module's directory."""
+    then from the settings module's directory ``module_dir``."""
     if os.path.isabs(path):
         return os.path.normpath(path)
     candidates = [os.path.abspath(path)]
-    if settings.module_dir:
-        candidates.append(os.path.normpath(os.path.join(settings.module_dir, path)))
+    if module_dir:
+        candidates.append(os.path.normpath(os.path.join(module_dir, path)))
     for candidate in candidates:
         if os.path.exists(candidate):
             return candidate
     return candidates[0]
 
 
-_cache_lock = threading.Lock()
-_cache: dict[tuple[int, str], QueueConfig] = {}
+def build_queue_config(config: Config) -> QueueConfig:
+    """The queue config file ``config``'s QUEUE_CONFIG names, read and checked,
+    with its QUEUE_CLASS."""
+    path = resolve_config_path(config.QUEUE_CONFIG, config.module_dir)
+    queue_class = config.QUEUE_CLASS
+    if isinstance(queue_class, str):
+        queue_class = import_string(queue_class, 'QUEUE_CLASS')
+    if not (isinstance(queue_class, type) and issubclass(queue_class, TaskQueue)):
+        raise QueueConfigError('QUEUE_CLASS must be kale.queue_config.TaskQueue or a '
+                               'subclass of it, got %r' % (queue_class,))
+    return load_queue_config(path, queue_class, named=config.QUEUE_CONFIG)
 
 
-def get_queue_config() -> QueueConfig:
-    """The queue config named by the QUEUE_CONFIG setting (read once per settings)."""
-    path = resolve_config_path(settings.QUEUE_CONFIG)
-    key = (settings.generation, path)
-    with _cache_lock:
-        config = _cache.get(key)
-        if config is None:
-            queue_class = settings.QUEUE_CLASS
-            if isinstance(queue_class, str):
-                queue_class = import_string(queue_class, 'QUEUE_CLASS')
-            if not (isinstance(queue_class, type) and issubclass(queue_class, TaskQueue)):
-                raise QueueConfigError('QUEUE_CLASS must be kale.queue_config.TaskQueue or a '
-                                       'subclass of it, got %r' % (queue_class,))
-            config = load_queue_config(path, queue_class)
-            _cache.clear()
-            _cache[key] = config
-        return config
+def get_queue_config(config: Optional[Config] = None) -> QueueConfig:
+    """The queue config of ``config`` (by default the settings in force), read
+    once per process."""
+    config = config or settings.config
+    return config.part('queue_config', lambda: build_queue_config(config))

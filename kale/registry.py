@@ -3,16 +3,17 @@
 A message carries its task's path (``module.Class``). :func:`resolve_task`
 maps it through ``TASK_MAPPER``, checks it against ``TASK_MODULES`` (a path
 outside them is never imported), imports it and checks that it is a
-:class:`~kale.task.Task`; the answer is cached per settings generation, so a
-worker imports each task once.
+:class:`~kale.task.Task`; a :class:`Registry` per configuration keeps the
+answers, so a worker imports each task once.
 """
 from __future__ import annotations
 
 import importlib
 import threading
-from typing import Any, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from kale.conf import settings
+from kale.config import Config
 from kale.exceptions import DecodeError
 from kale.task import Task
 
@@ -20,22 +21,50 @@ from kale.task import Task
 #: since task names come from the wire).
 CACHE_SIZE = 1000
 
-_lock = threading.Lock()
-_resolved: dict[tuple[int, str], type[Task]] = {}
+class Registry:
+    """The task classes messages name, under one configuration's TASK_MAPPER
+    and TASK_MODULES, resolved once each."""
+
+    def __init__(self, config: Config):
+        self.mapper: Mapping[str, str] = config.TASK_MAPPER or {}
+        self.modules: Sequence[str] = config.TASK_MODULES or ()
+        self._lock = threading.Lock()
+        self._resolved: dict[str, type[Task]] = {}
+
+    def resolve(self, task_name: str) -> type[Task]:
+        """The Task class a message names, after TASK_MAPPER; DecodeError
+        (``unknown_task``) when it cannot be imported or is not a Task."""
+        found = self._resolved.get(task_name)
+        if found is None:
+            found = self._resolve(task_name)
+            with self._lock:
+                if len(self._resolved) >= CACHE_SIZE:
+                    self._resolved.clear()
+                self._resolved[task_name] = found
+        return found
+
+    def _resolve(self, task_name: str) -> type[Task]:
+        target = self.mapper.get(task_name, task_name)
+        if not allowed(target, self.modules):
+            raise DecodeError(DecodeError.UNKNOWN_TASK, 'task %r is outside TASK_MODULES; its '
+                              'module was not imported' % (target,))
+        found, problem = import_path(target)
+        if not problem and not (isinstance(found, type) and issubclass(found, Task)):
+            problem = 'is not a kale Task class'
+        if problem:
+            raise DecodeError(DecodeError.UNKNOWN_TASK, 'task %r %s' % (task_name, problem))
+        return found
+
+
+def get_registry(config: Optional[Config] = None) -> Registry:
+    """The registry of ``config`` (by default the settings in force)."""
+    config = config or settings.config
+    return config.part('registry', lambda: Registry(config))
 
 
 def resolve_task(task_name: str) -> type[Task]:
-    """The Task class a message names, after TASK_MAPPER; DecodeError
-    (``unknown_task``) when it cannot be imported or is not a Task."""
-    key = (settings.generation, task_name)
-    found = _resolved.get(key)
-    if found is None:
-        found = _resolve(task_name)
-        with _lock:
-            if len(_resolved) >= CACHE_SIZE:
-                _resolved.clear()
-            _resolved[key] = found
-    return found
+    """The Task class a message names, under the settings in force."""
+    return get_registry().resolve(task_name)
 
 
 def allowed(path: str, prefixes: Sequence[str]) -> bool:
@@ -43,20 +72,6 @@ def allowed(path: str, prefixes: Sequence[str]) -> bool:
     paths when there are none)."""
     return not prefixes or any(path == prefix or path.startswith(prefix + '.')
                                for prefix in prefixes)
-
-
-def _resolve(task_name: str) -> type[Task]:
-    mapper = settings.TASK_MAPPER or {}
-    target = mapper.get(task_name, task_name)
-    if not allowed(target, settings.TASK_MODULES or ()):
-        raise DecodeError(DecodeError.UNKNOWN_TASK, 'task %r is outside TASK_MODULES; its '
-                          'module was not imported' % (target,))
-    found, problem = import_path(target)
-    if not problem and not (isinstance(found, type) and issubclass(found, Task)):
-        problem = 'is not a kale Task class'
-    if problem:
-        raise DecodeError(DecodeError.UNKNOWN_TASK, 'task %r %s' % (task_name, problem))
-    return found
 
 
 def import_path(path: str) -> tuple[Any, str]:

@@ -2,6 +2,7 @@
 and the order tests run in (slow ones first)."""
 from __future__ import annotations
 
+import os
 import uuid
 
 import pytest
@@ -16,15 +17,19 @@ from tests.support.endpoint import (
     subprocess_env,
 )
 
+#: The suite (and the worker processes it starts) runs under
+#: tests.kale_test_settings, read once: the default app is built from it.
+os.environ[ENVIRONMENT_VARIABLE] = TEST_SETTINGS
+
 
 @pytest.fixture(autouse=True)
 def test_settings(monkeypatch: pytest.MonkeyPatch):
-    """Every test runs under tests.kale_test_settings, read afresh."""
-    monkeypatch.setenv(ENVIRONMENT_VARIABLE, TEST_SETTINGS)
-    settings.reload()
-    yield settings
-    monkeypatch.undo()
-    settings.reload()
+    """A test that points the settings elsewhere (a fixture's endpoint, a
+    settings module of its own) leaves the next one the suite's configuration,
+    the same object, not read again."""
+    with settings.kept():
+        yield settings
+        monkeypatch.undo()
 
 
 @pytest.fixture(scope='session')

@@ -306,7 +306,7 @@ def test_a_body_over_the_size_limit_is_refused_before_it_is_verified():
     assert 'over SQS_TASK_SIZE_LIMIT' in str(info.value)
 
 
-def test_the_codec_is_built_once_per_settings_generation():
+def test_the_codec_is_built_once_per_configuration():
     first = codec.get_codec()
     assert codec.get_codec() is first
     with settings.override(SERIALIZER='json'):

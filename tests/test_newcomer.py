@@ -11,7 +11,8 @@ import threading
 
 import pytest
 
-from kale import conf, testing
+from kale import config as kale_config
+from kale import testing
 from kale.conf import ENVIRONMENT_VARIABLE, settings
 from kale.exceptions import (
     ImproperlyConfigured,
@@ -98,14 +99,14 @@ def test_a_region_boto3_refuses_is_one_line_naming_it():
 
 def test_a_misspelt_setting_is_warned_about_once_with_the_right_name(tmp_path, monkeypatch,
                                                                      caplog):
-    conf._warned.clear()
+    kale_config._warned.clear()
     settings_module(tmp_path, monkeypatch, 'typo_settings', '''
         from tests.kale_test_settings import *
         QUEUE_PREFX = 'x-'
         USE_DEAD_LETTER_QUEUE = False
         MY_APP_PAGE_SIZE = 20
     ''')
-    with caplog.at_level(logging.WARNING, logger='kale.conf'):
+    with caplog.at_level(logging.WARNING, logger='kale.config'):
         settings.load()
         settings.reload()
         settings.load()
@@ -329,7 +330,7 @@ def test_every_dropped_setting_the_readme_lists_is_warned_about():
     table = text.split('Dropped settings.')[1].split('Changed defaults:')[0]
     listed = {name for row in table.splitlines() if row.startswith('| `')
               for name in re.findall(r'`([A-Z_]+)`', row.split('|')[1])}
-    assert len(listed) >= 8 and listed <= set(conf.DROPPED_SETTINGS)
+    assert len(listed) >= 8 and listed <= set(kale_config.DROPPED_SETTINGS)
 
 
 @pytest.mark.parametrize('name', ['run_task', 'before_run', 'should_run_task'])

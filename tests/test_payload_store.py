@@ -70,7 +70,7 @@ def test_the_s3_store_reaches_the_local_endpoint_from_the_settings(payload_bucke
     store = get_s3_store()
     store.put(payload_bucket.name, KEY, b'from the settings')
     assert payload_bucket.read(KEY) == b'from the settings'
-    assert get_s3_store() is store, 'one client per process and settings generation'
+    assert get_s3_store() is store, 'one client per process and configuration'
 
 
 def test_an_unreachable_s3_is_a_retryable_store_error():

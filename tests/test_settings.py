@@ -83,11 +83,12 @@ def test_unknown_setting_is_an_attribute_error():
 
 
 def test_override_applies_inside_the_block_only():
-    before = settings.generation
+    from kale.app import default_app
+    before, app = settings.config, default_app()
     with settings.override(QUEUE_PREFIX='over-'):
-        assert settings.QUEUE_PREFIX == 'over-'
-        assert settings.generation != before
-    assert settings.QUEUE_PREFIX == ''
+        assert settings.QUEUE_PREFIX == 'over-' == default_app().config.QUEUE_PREFIX
+        assert settings.config is not before and default_app() is not app
+    assert settings.QUEUE_PREFIX == '' and settings.config is before and default_app() is app
 
 
 def test_endpoint_url_setting_wins():

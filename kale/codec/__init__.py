@@ -12,12 +12,12 @@ S3, decrypt, decompress, deserialize. A feature that changes the body (ids
 carried in attributes, say) is one more :class:`~kale.codec.pipeline.Step` in
 :func:`build_codec`, not an edit to the others.
 
-The codec is built once per settings generation (:func:`get_codec`), so its
-keys and choices are read and checked once, not for every message.
+The codec is built once per configuration (:func:`get_codec`, or an
+:class:`~kale.app.App`'s ``codec``), so its keys and choices are read and
+checked once, not for every message.
 """
 from __future__ import annotations
 
-import threading
 from typing import Mapping, Optional
 
 from kale.codec.compress import CompressStep
@@ -29,54 +29,50 @@ from kale.codec.policy import PolicyStep
 from kale.codec.serialize import SerializeStep
 from kale.codec.sign import SignStep
 from kale.conf import settings
+from kale.config import Config
 from kale.message import Message
 from kale.transport import AttributeValue, OutgoingMessage
+from kale.transport.payloads import get_payload_store
 
 __all__ = ['Codec', 'Frame', 'Step', 'build_codec', 'decode', 'encode', 'get_codec', 'to_outgoing']
 
 
-def accepted_serializers() -> list[str]:
+def accepted_serializers(config: Optional[Config] = None) -> list[str]:
     """``ACCEPT_SERIALIZERS``, or just ``SERIALIZER`` when it is not set."""
-    return list(settings.ACCEPT_SERIALIZERS or [settings.SERIALIZER])
+    config = config or settings.config
+    return list(config.ACCEPT_SERIALIZERS or [config.SERIALIZER])
 
 
-def offload_threshold() -> int:
+def offload_threshold(config: Optional[Config] = None) -> int:
     """Largest message kept whole in SQS: ``PAYLOAD_OFFLOAD_BYTES``, but at
     most ``SQS_TASK_SIZE_LIMIT``."""
-    return min(int(settings.PAYLOAD_OFFLOAD_BYTES), int(settings.SQS_TASK_SIZE_LIMIT))
+    config = config or settings.config
+    return min(int(config.PAYLOAD_OFFLOAD_BYTES), int(config.SQS_TASK_SIZE_LIMIT))
 
 
-def build_codec() -> Codec:
-    """The codec the settings describe."""
-    max_bytes = settings.MAX_DECOMPRESSED_BYTES
+def build_codec(config: Optional[Config] = None) -> Codec:
+    """The codec ``config`` (by default the settings in force) describes."""
+    config = config or settings.config
+    max_bytes = config.MAX_DECOMPRESSED_BYTES
     envelope: list[Step] = [
-        PolicyStep(settings.MESSAGE_MAX_AGE_SEC, accepted_serializers()),
-        SignStep.from_settings(),
+        PolicyStep(config.MESSAGE_MAX_AGE_SEC, accepted_serializers(config)),
+        SignStep.from_config(config),
     ]
     payload: list[Step] = [
-        SerializeStep(settings.SERIALIZER, settings.PICKLE_PROTOCOL, max_bytes),
-        CompressStep(settings.COMPRESSION_MIN_BYTES, max_bytes),
-        EncryptStep(encryption_keys()),
-        OffloadStep(settings.PAYLOAD_BUCKET, offload_threshold(), max_bytes, envelope),
+        SerializeStep(config.SERIALIZER, config.PICKLE_PROTOCOL, max_bytes),
+        CompressStep(config.COMPRESSION_MIN_BYTES, max_bytes),
+        EncryptStep(encryption_keys(config)),
+        OffloadStep(config.PAYLOAD_BUCKET, offload_threshold(config), max_bytes, envelope,
+                    store=lambda: get_payload_store(config)),
     ]
-    return Codec(payload, envelope, settings.SQS_TASK_SIZE_LIMIT)
+    return Codec(payload, envelope, config.SQS_TASK_SIZE_LIMIT)
 
 
-_lock = threading.Lock()
-_codec: Optional[tuple[int, Codec]] = None
-
-
-def get_codec() -> Codec:
-    """The codec for the current settings (rebuilt when they change)."""
-    global _codec
-    generation = settings.generation
-    current = _codec
-    if current is not None and current[0] == generation:
-        return current[1]
-    with _lock:
-        if _codec is None or _codec[0] != generation:
-            _codec = (generation, build_codec())
-        return _codec[1]
+def get_codec(config: Optional[Config] = None) -> Codec:
+    """The codec of ``config`` (by default the settings in force), built once
+    per process."""
+    config = config or settings.config
+    return config.part('codec', lambda: build_codec(config))
 
 
 def encode(message: Message, queue: str) -> str:

@@ -15,6 +15,7 @@ import hashlib
 from typing import Any, Optional
 
 from kale.conf import settings
+from kale.config import Config
 from kale.exceptions import ImproperlyConfigured
 
 #: Shortest signing key accepted anywhere.
@@ -81,15 +82,17 @@ def _ring(current: bytes, old: list[bytes]) -> KeyRing:
     return KeyRing(current, accepted)
 
 
-def signing_keys(strong: bool = False) -> KeyRing:
-    """``MESSAGE_SIGNING_KEY`` and ``MESSAGE_SIGNING_OLD_KEYS``. With ``strong``
-    (a remote endpoint), short keys and development keys are refused."""
-    if not settings.MESSAGE_SIGNING_KEY:
+def signing_keys(strong: bool = False, config: Optional[Config] = None) -> KeyRing:
+    """``MESSAGE_SIGNING_KEY`` and ``MESSAGE_SIGNING_OLD_KEYS`` of ``config``
+    (by default the settings in force). With ``strong`` (a remote endpoint),
+    short keys and development keys are refused."""
+    config = config or settings.config
+    if not config.MESSAGE_SIGNING_KEY:
         raise ImproperlyConfigured(NO_KEY_HELP)
     minimum = STRONG_KEY_BYTES if strong else MIN_KEY_BYTES
-    current = _key_bytes(settings.MESSAGE_SIGNING_KEY, 'MESSAGE_SIGNING_KEY', minimum)
+    current = _key_bytes(config.MESSAGE_SIGNING_KEY, 'MESSAGE_SIGNING_KEY', minimum)
     old = [_key_bytes(k, 'MESSAGE_SIGNING_OLD_KEYS', minimum)
-           for k in _key_list(settings.MESSAGE_SIGNING_OLD_KEYS)]
+           for k in _key_list(config.MESSAGE_SIGNING_OLD_KEYS)]
     if strong:
         for setting, key in [('MESSAGE_SIGNING_KEY', current)] + \
                 [('MESSAGE_SIGNING_OLD_KEYS', k) for k in old]:
@@ -114,15 +117,16 @@ def derive_aes_key(secret: bytes) -> bytes:
                 info=_HKDF_INFO).derive(secret)
 
 
-def encryption_keys() -> Optional[KeyRing]:
+def encryption_keys(config: Optional[Config] = None) -> Optional[KeyRing]:
     """``MESSAGE_ENCRYPTION_KEY`` and ``MESSAGE_ENCRYPTION_OLD_KEYS`` as derived
     AES keys (ids are of the derived keys); None when neither is set. With old
     keys only, nothing new is encrypted but queued bodies still decrypt (the
     way to turn encryption off)."""
+    config = config or settings.config
     old = [derive_aes_key(_key_bytes(k, 'MESSAGE_ENCRYPTION_OLD_KEYS', STRONG_KEY_BYTES))
-           for k in _key_list(settings.MESSAGE_ENCRYPTION_OLD_KEYS)]
-    if not settings.MESSAGE_ENCRYPTION_KEY:
+           for k in _key_list(config.MESSAGE_ENCRYPTION_OLD_KEYS)]
+    if not config.MESSAGE_ENCRYPTION_KEY:
         return KeyRing(None, {key_id(k): k for k in old}) if old else None
-    current = _key_bytes(settings.MESSAGE_ENCRYPTION_KEY, 'MESSAGE_ENCRYPTION_KEY',
+    current = _key_bytes(config.MESSAGE_ENCRYPTION_KEY, 'MESSAGE_ENCRYPTION_KEY',
                          STRONG_KEY_BYTES)
     return _ring(derive_aes_key(current), old)

@@ -30,7 +30,7 @@ from urllib.parse import quote, unquote
 
 from kale.codec.keys import KeyRing, key_id, signing_keys
 from kale.codec.pipeline import COMPRESSION, ENCODING, SERIALIZER, SIGNING_KEY, Frame
-from kale.conf import settings
+from kale.config import Config
 from kale.exceptions import DecodeError
 
 FORMAT_TAG = 'kale2'
@@ -85,9 +85,9 @@ class SignStep:
         return base64.urlsafe_b64encode(mac.digest()).rstrip(b'=')
 
     @classmethod
-    def from_settings(cls) -> 'SignStep':
-        return cls(signing_keys(), settings.SQS_TASK_SIZE_LIMIT,
-                   bool(settings.ACCEPT_LEGACY_MESSAGES))
+    def from_config(cls, config: Config) -> 'SignStep':
+        return cls(signing_keys(config=config), config.SQS_TASK_SIZE_LIMIT,
+                   bool(config.ACCEPT_LEGACY_MESSAGES))
 
     def encode(self, frame: Frame) -> None:
         # The key id comes first, so a worker finds it without parsing the rest.

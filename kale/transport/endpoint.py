@@ -3,19 +3,22 @@ this machine (the embedded endpoint, ElasticMQ) or remote (AWS)."""
 from __future__ import annotations
 
 import ipaddress
+from typing import Optional
 from urllib.parse import urlsplit
 
 from kale.conf import settings
+from kale.config import Config
 from kale.exceptions import ImproperlyConfigured
 
 
-def endpoint_url() -> str:
+def endpoint_url(config: Optional[Config] = None) -> str:
     """The endpoint from MESSAGE_QUEUE_ENDPOINT_URL or the proxy settings; '' for AWS."""
-    url = settings.MESSAGE_QUEUE_ENDPOINT_URL
+    config = config or settings.config
+    url = config.MESSAGE_QUEUE_ENDPOINT_URL
     if url:
         return str(url)
-    if settings.MESSAGE_QUEUE_USE_PROXY:
-        host, port = settings.MESSAGE_QUEUE_PROXY_HOST, settings.MESSAGE_QUEUE_PROXY_PORT
+    if config.MESSAGE_QUEUE_USE_PROXY:
+        host, port = config.MESSAGE_QUEUE_PROXY_HOST, config.MESSAGE_QUEUE_PROXY_PORT
         if not host or not port:
             raise ImproperlyConfigured('MESSAGE_QUEUE_USE_PROXY is on but MESSAGE_QUEUE_PROXY_HOST '
                                        'or MESSAGE_QUEUE_PROXY_PORT is empty')

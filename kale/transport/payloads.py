@@ -14,6 +14,7 @@ import contextlib
 import threading
 from typing import Iterator, Optional, Protocol
 
+from kale.config import Config
 from kale.exceptions import PayloadMissingError, PayloadStoreError
 
 #: Every payload object's key starts with this: the prefix a bucket lifecycle
@@ -90,14 +91,14 @@ class MemoryPayloadStore:
 _override: Optional[PayloadStore] = None
 
 
-def get_payload_store() -> PayloadStore:
+def get_payload_store(config: Optional[Config] = None) -> PayloadStore:
     """The store the codec uses: S3 (one client per process, from the same
-    endpoint, region and credential settings as SQS), unless
-    :func:`using_payload_store` put another in place."""
+    endpoint, region and credential settings as SQS, of ``config`` or the
+    settings in force), unless :func:`using_payload_store` put another in place."""
     if _override is not None:
         return _override
     from kale.transport.s3 import get_s3_store
-    return get_s3_store()
+    return get_s3_store(config)
 
 
 @contextlib.contextmanager

@@ -11,12 +11,13 @@ for the region. botocore's exceptions never leave this module: they become
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
 
 import botocore.exceptions
 from botocore.config import Config
 
-from kale.conf import PerProcess, settings
+from kale import config as kale_config
+from kale.conf import settings
 from kale.exceptions import ImproperlyConfigured, PayloadMissingError, PayloadStoreError
 from kale.transport.endpoint import endpoint_url, is_local
 from kale.transport.sqs import (
@@ -30,15 +31,17 @@ from kale.transport.sqs import (
 MISSING_KEY_CODES = frozenset({'NoSuchKey', '404', 'NotFound'})
 
 
-def make_s3_client() -> Any:
-    """A new boto3 S3 client built from the settings; a setting boto3 refuses
-    is one ImproperlyConfigured line naming the settings involved."""
-    endpoint = endpoint_url()
+def make_s3_client(settings_in: Optional[kale_config.Config] = None) -> Any:
+    """A new boto3 S3 client built from ``settings_in`` (by default the
+    settings in force); a setting boto3 refuses is one ImproperlyConfigured
+    line naming the settings involved."""
+    kale = settings_in or settings.config
+    endpoint = endpoint_url(kale)
     local = endpoint if is_local(endpoint) else ''
     try:
-        session, region = aws_session(local)
-        config = Config(connect_timeout=settings.SQS_CONNECT_TIMEOUT_SEC,
-                        read_timeout=float(settings.SQS_READ_TIMEOUT_SEC),
+        session, region = aws_session(local, kale)
+        config = Config(connect_timeout=kale.SQS_CONNECT_TIMEOUT_SEC,
+                        read_timeout=float(kale.SQS_READ_TIMEOUT_SEC),
                         retries={'mode': 'standard', 'max_attempts': 3},
                         # An emulator on 127.0.0.1 has no bucket host names.
                         s3={'addressing_style': 'path'} if local else None)
@@ -47,14 +50,14 @@ def make_s3_client() -> Any:
     except (ValueError, botocore.exceptions.BotoCoreError) as exc:
         raise ImproperlyConfigured(
             'the S3 client for PAYLOAD_BUCKET cannot be built from MESSAGE_QUEUE_ENDPOINT_URL=%r '
-            'and AWS_REGION=%r: %s' % (endpoint, settings.AWS_REGION, one_line(str(exc)))) from None
+            'and AWS_REGION=%r: %s' % (endpoint, kale.AWS_REGION, one_line(str(exc)))) from None
 
 
 class S3PayloadStore:
     """:class:`kale.transport.payloads.PayloadStore` over a boto3 S3 client."""
 
-    def __init__(self, client: Any = None):
-        self.client = client if client is not None else make_s3_client()
+    def __init__(self, client: Any = None, config: Optional[kale_config.Config] = None):
+        self.client = client if client is not None else make_s3_client(config)
         self.endpoint = self.client.meta.endpoint_url
 
     @contextlib.contextmanager
@@ -104,9 +107,8 @@ class S3PayloadStore:
             self.client.delete_object(Bucket=bucket, Key=key)
 
 
-_store: PerProcess[S3PayloadStore] = PerProcess(S3PayloadStore)
-
-
-def get_s3_store() -> S3PayloadStore:
-    """This process's S3 payload store, built on first use from the settings."""
-    return _store.get()
+def get_s3_store(config: Optional[kale_config.Config] = None) -> S3PayloadStore:
+    """This process's S3 payload store for ``config`` (by default the
+    settings in force), built on first use."""
+    config = config or settings.config
+    return config.part('s3', lambda: S3PayloadStore(config=config))

@@ -20,7 +20,8 @@ import botocore
 import botocore.exceptions
 from botocore.config import Config
 
-from kale.conf import PerProcess, settings
+from kale import config as kale_config
+from kale.conf import settings
 from kale.exceptions import (
     BatchSendError,
     EndpointUnreachableError,
@@ -71,11 +72,11 @@ def _since_first_receive(attributes: dict[str, str], now_ms: float) -> Optional[
     return max(0.0, (now_ms - int(first)) / 1000.0)
 
 
-def read_timeout_sec() -> float:
+def read_timeout_sec(config: Optional[kale_config.Config] = None) -> float:
     """How long the client waits for any answer: ``SQS_READ_TIMEOUT_SEC`` beyond
     the longest long poll a receive may ask for (a long poll holds its answer
     back that long by design)."""
-    return float(settings.SQS_READ_TIMEOUT_SEC) + MAX_LONG_POLL_SEC
+    return float((config or settings.config).SQS_READ_TIMEOUT_SEC) + MAX_LONG_POLL_SEC
 
 
 #: Operator commands (``kale queues``, ``purge``, ``dlq redrive``) make one
@@ -85,15 +86,15 @@ def read_timeout_sec() -> float:
 COMMAND_LONG_POLL_SEC = 1
 
 
-def aws_session(endpoint: str) -> tuple[Any, str]:
+def aws_session(endpoint: str, config: kale_config.Config) -> tuple[Any, str]:
     """A boto3 session with the AWS_* settings (empty ones left to boto3's
     chain), and its region: ``us-east-1`` with a custom ``endpoint`` and no
     region anywhere. The SQS client and the payload store's S3 client share it."""
     session = boto3.session.Session(
-        aws_access_key_id=settings.AWS_ACCESS_KEY_ID or None,
-        aws_secret_access_key=settings.AWS_SECRET_ACCESS_KEY or None,
-        aws_session_token=settings.AWS_SESSION_TOKEN or None,
-        region_name=settings.AWS_REGION or None)
+        aws_access_key_id=config.AWS_ACCESS_KEY_ID or None,
+        aws_secret_access_key=config.AWS_SECRET_ACCESS_KEY or None,
+        aws_session_token=config.AWS_SESSION_TOKEN or None,
+        region_name=config.AWS_REGION or None)
     region = session.region_name
     if not region:
         if not endpoint:
@@ -111,17 +112,19 @@ def user_agent() -> str:
         __version__, botocore.__version__, platform.python_version())
 
 
-def make_client(for_commands: bool = False) -> Any:
-    """A new boto3 SQS client built from the settings (``for_commands``: see
-    COMMAND_LONG_POLL_SEC). A setting boto3 refuses is one ImproperlyConfigured
-    line naming the settings involved."""
-    endpoint = endpoint_url()
+def make_client(for_commands: bool = False, settings_in: Optional[kale_config.Config] = None
+                ) -> Any:
+    """A new boto3 SQS client built from ``settings_in`` (by default the
+    settings in force; ``for_commands``: see COMMAND_LONG_POLL_SEC). A setting
+    boto3 refuses is one ImproperlyConfigured line naming the settings involved."""
+    kale = settings_in or settings.config
+    endpoint = endpoint_url(kale)
     try:
-        session, region = aws_session(endpoint)
-        read_timeout = (float(settings.SQS_READ_TIMEOUT_SEC) + COMMAND_LONG_POLL_SEC
-                        if for_commands else read_timeout_sec())
+        session, region = aws_session(endpoint, kale)
+        read_timeout = (float(kale.SQS_READ_TIMEOUT_SEC) + COMMAND_LONG_POLL_SEC
+                        if for_commands else read_timeout_sec(kale))
         config = Config(
-            connect_timeout=settings.SQS_CONNECT_TIMEOUT_SEC,
+            connect_timeout=kale.SQS_CONNECT_TIMEOUT_SEC,
             read_timeout=read_timeout,
             retries={'mode': 'standard', 'max_attempts': 1 if for_commands else 3},
             # Kale builds every request itself, with the types SQS takes; checking
@@ -136,7 +139,7 @@ def make_client(for_commands: bool = False) -> Any:
     except (ValueError, botocore.exceptions.BotoCoreError) as exc:
         raise ImproperlyConfigured(
             'the SQS client cannot be built from MESSAGE_QUEUE_ENDPOINT_URL=%r and AWS_REGION=%r: '
-            '%s' % (endpoint, settings.AWS_REGION, one_line(str(exc)))) from None
+            '%s' % (endpoint, kale.AWS_REGION, one_line(str(exc)))) from None
     responses.install(client)
     return client
 
@@ -208,8 +211,11 @@ def split_batches(messages: Sequence[OutgoingMessage], byte_limit: int,
 class SQSTransport:
     """:class:`kale.transport.Transport` over a boto3 SQS client."""
 
-    def __init__(self, client: Any = None):
-        self.client = client if client is not None else make_client()
+    def __init__(self, client: Any = None, config: Optional[kale_config.Config] = None):
+        config = config or settings.config
+        self.client = client if client is not None else make_client(settings_in=config)
+        #: SQS_BATCH_REQUEST_LIMIT: bytes in one SendMessageBatch.
+        self.batch_request_limit = int(config.SQS_BATCH_REQUEST_LIMIT)
         self._urls: dict[str, str] = {}
         self.endpoint = self.client.meta.endpoint_url
         #: Whether the endpoint is on this machine (not AWS): development keys
@@ -317,7 +323,7 @@ class SQSTransport:
     def send_batch(self, queue: str, messages: Sequence[OutgoingMessage]) -> list[str]:
         ids: list[Optional[str]] = [None] * len(messages)
         failed: dict[int, tuple[str, str]] = {}
-        groups = split_batches(messages, settings.SQS_BATCH_REQUEST_LIMIT)
+        groups = split_batches(messages, self.batch_request_limit)
         for number, group in enumerate(groups):
             try:
                 failed.update(self._send_group(queue, messages, group, ids))
@@ -413,9 +419,8 @@ class SQSTransport:
                                'VisibilityTimeout': int(change.timeout_sec)} for change in changes])
 
 
-_transport: PerProcess[SQSTransport] = PerProcess(SQSTransport)
-
-
-def get_transport() -> SQSTransport:
-    """This process's SQS transport, built on first use from the settings."""
-    return _transport.get()
+def get_transport(config: Optional[kale_config.Config] = None) -> SQSTransport:
+    """This process's SQS transport for ``config`` (by default the settings
+    in force), built on first use."""
+    config = config or settings.config
+    return config.part('sqs', lambda: SQSTransport(config=config))

@@ -51,7 +51,7 @@ from typing import Callable, Optional, Sequence, TypeVar
 
 from kale.backoff import Backoff
 from kale.broker import Broker
-from kale.codec import get_codec
+from kale.codec import Codec, get_codec
 from kale.events import Outcome, Settlement
 from kale.exceptions import BatchSendError, KaleError, SQSError
 from kale.queue_config import TaskQueue
@@ -94,9 +94,16 @@ class SettleDeferred(Exception):
 class Consumer:
     """Receives batches from, and settles them on, one broker."""
 
+    @property
+    def codec(self) -> Codec:
+        """The codec that signs release copies (by default the settings')."""
+        return self._codec or get_codec()
+
     def __init__(self, broker: Broker, sleep: Sleep = time.sleep,
-                 clock: Callable[[], float] = time.monotonic, max_backoff_sec: float = 30.0):
+                 clock: Callable[[], float] = time.monotonic, max_backoff_sec: float = 30.0,
+                 codec: Optional[Codec] = None):
         self.broker = broker
+        self._codec = codec
         self.sleep = sleep
         self.clock = clock
         self.max_backoff_sec = max_backoff_sec
@@ -158,7 +165,7 @@ class Consumer:
             if settlement.copy is None:
                 settlement.copy = release_copy(settlement.received, batch.sqs_name,
                                                settlement.envelope,
-                                               batch.queue.visibility_timeout_sec)
+                                               batch.queue.visibility_timeout_sec, self.codec)
         self._send_copies(batch, releases + by_outcome[Outcome.RETRY],
                           dead_letter=False, retry=retry)
         self._send_copies(batch, by_outcome[Outcome.DEAD_LETTER], dead_letter=True, retry=retry)
@@ -310,7 +317,7 @@ class Consumer:
         if settlement.outcome not in DELETED_UNCOPIED and not dropped:
             return
         try:
-            get_codec().discard(envelope)
+            self.codec.discard(envelope)
         except KaleError as exc:        # S3 refused or unreachable: settling goes on
             logger.warning('task %s (%s): its payload object was not deleted from S3 (the '
                            "bucket's lifecycle rule will expire it): %s",

@@ -31,9 +31,9 @@ import random
 from typing import Any, Optional, Sequence
 
 from kale import logs
-from kale.broker import Broker, get_broker
+from kale.app import App, default_app
+from kale.broker import Broker
 from kale.clock import SYSTEM_CLOCK, Clock
-from kale.conf import settings
 from kale.events import HOLDS_GROUP, Settlement, process_identity
 from kale.exceptions import SQSError
 from kale.hooks import HookDispatcher, WorkerHooks
@@ -55,7 +55,7 @@ from kale.worker.limits import (
     supervisor_pid,
 )
 from kale.worker.outage import Outage
-from kale.worker.parts import check_codec, load_selector, load_timeout, load_worker_hooks
+from kale.worker.parts import load_selector, load_timeout, load_worker_hooks
 from kale.worker.prefetch import Prefetch
 from kale.worker.receiver import Receiver
 from kale.worker.report import Reporter
@@ -87,36 +87,39 @@ class Worker:
 
     def __init__(self, queue_names: Optional[Sequence[str]] = None, burst: bool = False,
                  broker: Optional[Broker] = None, hooks: Sequence[Any] = (),
-                 selector_class: Any = None, clock: Clock = SYSTEM_CLOCK):
-        settings.load()
+                 selector_class: Any = None, clock: Clock = SYSTEM_CLOCK,
+                 app: Optional[App] = None):
+        self.app = app or default_app()        # its settings and parts
+        config = self.config = self.app.config
         self.clock = clock
-        self.broker = broker or get_broker()
+        self.broker = broker or self.app.broker
         self.queues = self._choose_queues(queue_names)
         self.burst = burst
         self.name = 'worker %s' % process_identity()[0]
-        self.hooks = HookDispatcher(load_worker_hooks(hooks))
+        self.hooks = HookDispatcher(load_worker_hooks(hooks, config))
         self.reporter = Reporter(self.hooks)
         # Asked once: a per-task hook that nobody overrides costs nothing per task.
         self._on_started = self.hooks.overridden(WorkerHooks.on_task_started)
         self._on_finished = self.hooks.overridden(WorkerHooks.on_task_finished)
         # Settling keeps trying until each batch's deadline, stopping or not.
         self.consumer = Consumer(self.broker, sleep=clock.sleep, clock=clock.monotonic,
-                                 max_backoff_sec=settings.SQS_ERROR_MAX_BACKOFF_SEC)
+                                 max_backoff_sec=config.SQS_ERROR_MAX_BACKOFF_SEC,
+                                 codec=self.app.codec)
         self.prefetch = Prefetch()
         self.receiver = Receiver(self.consumer, self.queues, stopping=lambda: self._stopping,
                                  prefetch=self.prefetch, clock=clock)
         self.queue_info = QueueInfo(self.queues, self.receiver.probe)
-        self.selector = load_selector(selector_class)(self.queue_info)
-        self.runner = TaskRunner(load_timeout(self.timeout_class), clock=clock.monotonic,
-                                 isolation=settings.TASK_ISOLATION or 'none')
-        check_codec()
+        self.selector = load_selector(selector_class, config)(self.queue_info)
+        self.runner = TaskRunner(load_timeout(self.timeout_class, config), clock=clock.monotonic,
+                                 isolation=config.TASK_ISOLATION or 'none',
+                                 codec=self.app.codec, registry=self.app.registry)
         self.settler: Optional[Settler] = None
         self.heartbeat = Heartbeat(self.broker, clock=clock.monotonic)
-        self.outage = Outage(self.name, settings.SQS_ERROR_MAX_BACKOFF_SEC,
-                             settings.BURST_GIVE_UP_SEC if burst else None,
+        self.outage = Outage(self.name, config.SQS_ERROR_MAX_BACKOFF_SEC,
+                             config.BURST_GIVE_UP_SEC if burst else None,
                              lambda seconds: self._sleep(seconds), clock=clock.monotonic)
         self.burst_end = BurstEnd(self.name, wall_clock=clock.time)
-        self.memory_limit = MemoryLimit(settings.DIE_ON_RESIDENT_SET_SIZE_MB)
+        self.memory_limit = MemoryLimit(config.DIE_ON_RESIDENT_SET_SIZE_MB)
         self.signals = StopSignals(self.name, on_stop=self.stop, in_task=lambda: self._in_task)
         self.exit_code = EXIT_OK
         self._idle = False

@@ -19,7 +19,7 @@ import logging
 import time
 from typing import Any, Callable, Optional, Union
 
-from kale.codec import get_codec
+from kale.codec import Codec, get_codec
 from kale.codec.pipeline import Frame
 from kale.events import Outcome, Settlement
 from kale.exceptions import (
@@ -33,7 +33,7 @@ from kale.exceptions import (
 )
 from kale.message import ATTR_DEAD_LETTER_REASON, ATTR_SOURCE_QUEUE, Message
 from kale.queue_config import TaskQueue
-from kale.registry import resolve_task
+from kale.registry import Registry, get_registry
 from kale.settings_check import TASK_ISOLATION_MODES
 from kale.task import SKIPPED, Task
 from kale.timeout import BaseTimeout, SignalTimeout
@@ -105,14 +105,27 @@ class TaskRunner:
     """Decodes and runs received messages, one at a time, in this process."""
 
     def __init__(self, timeout_class: type[BaseTimeout] = SignalTimeout,
-                 clock: Callable[[], float] = time.monotonic, isolation: str = 'none'):
+                 clock: Callable[[], float] = time.monotonic, isolation: str = 'none',
+                 codec: Optional[Codec] = None, registry: Optional[Registry] = None):
         if isolation not in TASK_ISOLATION_MODES:
             raise ImproperlyConfigured('TASK_ISOLATION must be one of %s, got %r'
                                        % (', '.join(map(repr, TASK_ISOLATION_MODES)), isolation))
         self.timeout_class = timeout_class
         self.clock = clock
+        self._codec = codec
+        self._registry = registry
         self.isolation = isolation
         self._timers: dict[float, BaseTimeout] = {}
+
+    @property
+    def codec(self) -> Codec:
+        """Opens, reads and re-signs messages (by default the settings')."""
+        return self._codec or get_codec()
+
+    @property
+    def registry(self) -> Registry:
+        """Finds the task class a message names (by default the settings')."""
+        return self._registry or get_registry()
 
     def _timer(self, seconds: float) -> BaseTimeout:
         """A timer for ``seconds``, reused from run to run (one per time limit)."""
@@ -126,14 +139,14 @@ class TaskRunner:
         """Verify the envelope (signature, replay window, queue, serializer) and
         find the task class, without decoding the payload; or a dead-letter
         settlement saying why not."""
-        codec = get_codec()
+        codec, resolve = self.codec, self.registry.resolve
         envelope = None
         try:
             envelope = codec.open(received.body, batch.sqs_name)
             if envelope.legacy:         # its task is named in the payload only
                 message = codec.read(envelope)
-                return Opened(envelope, resolve_task(message.task_name), message)
-            return Opened(envelope, resolve_task(envelope.task_name))
+                return Opened(envelope, resolve(message.task_name), message)
+            return Opened(envelope, resolve(envelope.task_name))
         except DecodeError as exc:
             return _refused(batch, received, exc, envelope)
 
@@ -142,7 +155,7 @@ class TaskRunner:
         """The opened message's payload, decoded just before it runs, or a
         dead-letter settlement when it is corrupt."""
         try:
-            message = opened.message or get_codec().read(opened.envelope)
+            message = opened.message or self.codec.read(opened.envelope)
         except DecodeError as exc:
             return _refused(batch, received, exc, opened.envelope)
         except PayloadStoreError as exc:
@@ -209,7 +222,7 @@ class TaskRunner:
                              message.task_name, message.task_id)
             permanent, delay = 'retry policy failed: %s' % describe(policy_error), 0
         reason = '%s: %s' % (permanent, describe(exc)) if permanent else describe(exc)
-        codec, queue = get_codec(), batch.queue
+        codec, queue = self.codec, batch.queue
         # Copies are signed with the current key, for this queue (a dead letter
         # for the queue it came from), and keep the task's first issue time.
         try:

@@ -1,0 +1,259 @@
+"""The configuration: every setting, typed, parsed and checked once.
+
+A :class:`Config` is a frozen dataclass with one field per setting of
+``kale.default_settings`` (same name, same meaning, documented there and in
+the README's table). :meth:`Config.load` reads the defaults and the module
+named by ``KALE_SETTINGS_MODULE``; :meth:`Config.from_values` builds one
+from a mapping; :meth:`Config.replace` derives another. Each runs the
+``CHECKS`` of :mod:`kale.settings_check`, so a wrong value is one line naming
+the setting, at start. UPPER_CASE names of the settings module that are not
+Kale's stay readable in :attr:`Config.extra`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import importlib
+import logging
+import os
+import sys
+import threading
+import types
+from collections.abc import Mapping
+from typing import Any, Callable, Optional, Sequence, TypeVar, Union
+
+from kale import default_settings
+from kale.exceptions import ImproperlyConfigured
+from kale.settings_check import check_settings
+
+ENVIRONMENT_VARIABLE = 'KALE_SETTINGS_MODULE'
+
+logger = logging.getLogger(__name__)
+
+Key = Union[str, bytes]
+#: A hook: an instance, a class, or the dotted path of one.
+HookSpec = Any
+#: A dotted path, or the object it names.
+PathOr = Union[str, Any]
+T = TypeVar('T')
+
+#: Held while a part is built (re-entrant: the broker builds the transport).
+_parts_lock = threading.RLock()
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Config:
+    """Every setting, checked; see ``kale/default_settings.py`` for each one's
+    meaning. Build with :meth:`load`, :meth:`from_values` or :meth:`replace`."""
+
+    MESSAGE_QUEUE_ENDPOINT_URL: str
+    MESSAGE_QUEUE_USE_PROXY: bool
+    MESSAGE_QUEUE_PROXY_HOST: str
+    MESSAGE_QUEUE_PROXY_PORT: Union[int, str, None]
+    AWS_REGION: str
+    AWS_ACCESS_KEY_ID: str
+    AWS_SECRET_ACCESS_KEY: str
+    AWS_SESSION_TOKEN: str
+    SQS_CONNECT_TIMEOUT_SEC: float
+    SQS_READ_TIMEOUT_SEC: float
+    QUEUE_CONFIG: str
+    QUEUE_PREFIX: str
+    QUEUE_CLASS: PathOr
+    QUEUE_SELECTOR: PathOr
+    CREATE_MISSING_QUEUES: bool
+    ENABLE_DEAD_LETTER_QUEUE: bool
+    MAX_RECEIVE_COUNT: int
+    MESSAGE_SIGNING_KEY: Key
+    MESSAGE_SIGNING_OLD_KEYS: Union[Key, Sequence[Key]]
+    MESSAGE_MAX_AGE_SEC: float
+    ACCEPT_SERIALIZERS: Sequence[str]
+    ACCEPT_LEGACY_MESSAGES: bool
+    MESSAGE_ENCRYPTION_KEY: Key
+    MESSAGE_ENCRYPTION_OLD_KEYS: Union[Key, Sequence[Key]]
+    MAX_DECOMPRESSED_BYTES: int
+    TASK_MODULES: Sequence[str]
+    SERIALIZER: str
+    PICKLE_PROTOCOL: int
+    COMPRESSION_MIN_BYTES: int
+    SQS_TASK_SIZE_LIMIT: int
+    SQS_BATCH_REQUEST_LIMIT: int
+    PAYLOAD_BUCKET: str
+    PAYLOAD_OFFLOAD_BYTES: int
+    TASK_MAPPER: Mapping[str, str]
+    CHECK_TASK_ARGUMENTS: bool
+    PUBLISH_HOOKS: Sequence[HookSpec]
+    RETRY_DELAY_MULTIPLE_SEC: float
+    SQS_MAX_TASK_DELAY_SEC: float
+    RETRY_DELAY_JITTER: float
+    DIE_ON_RESIDENT_SET_SIZE_MB: float
+    ON_WORKER_STARTUP: Optional[Union[str, Callable[[], Any]]]
+    ON_WORKER_SHUTDOWN: Optional[Union[str, Callable[[], Any]]]
+    WORKER_HOOKS: Sequence[HookSpec]
+    TASK_ISOLATION: str
+    TASK_TIMEOUT_CLASS: PathOr
+    SQS_ERROR_MAX_BACKOFF_SEC: float
+    BURST_GIVE_UP_SEC: float
+    RECORDS_URL: str
+    RECORDS_SUCCEEDED_TTL_SEC: Optional[float]
+    RECORDS_FAILED_TTL_SEC: Optional[float]
+    RECORDS_QUEUED_TTL_SEC: Optional[float]
+    RECORDS_BUFFER_SIZE: int
+    RECORDS_HEARTBEAT_SEC: float
+    RECORDS_PURGE_INTERVAL_SEC: float
+    RECORDS_MAX_VALUE_CHARS: int
+    WEB_TOKEN: str
+    METRICS_PORT: int
+    METRICS_HOST: str
+    LOG_FORMAT: str
+    TRACING: bool
+    #: The application's own UPPER_CASE names from the settings module.
+    extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    #: The settings module read, or None when only defaults (and values) apply.
+    module_name: Optional[str] = None
+    #: Directory of the settings module's file, for relative paths in it.
+    module_dir: Optional[str] = None
+    #: What :meth:`part` built: name -> (pid, part).
+    _parts: dict[str, tuple[int, Any]] = dataclasses.field(
+        default_factory=dict, init=False, repr=False)
+
+    def part(self, name: str, build: Callable[[], T]) -> T:
+        """The part ``name`` built from this configuration by ``build()``: a
+        client, the codec, the broker. Built on first use and kept for this
+        process; a forked child builds its own (clients and connections do not
+        survive a fork). A configuration derived by :meth:`replace` starts
+        with none, so a changed setting never meets a part built without it."""
+        pid = os.getpid()
+        held = self._parts.get(name)
+        if held is not None and held[0] == pid:
+            return held[1]
+        with _parts_lock:
+            held = self._parts.get(name)
+            if held is None or held[0] != pid:
+                held = (pid, build())
+                self._parts[name] = held
+            return held[1]
+
+    @classmethod
+    def from_values(cls, values: Mapping[str, Any], module_name: Optional[str] = None,
+                    module_dir: Optional[str] = None) -> 'Config':
+        """The defaults with ``values`` over them, checked. A name that is not
+        a setting is kept in :attr:`extra`."""
+        merged = defaults()
+        merged.update(values)
+        check_settings(merged)
+        own = {name: merged.pop(name) for name in list(merged) if name not in SETTING_NAMES}
+        for name in _SEQUENCES:
+            if isinstance(merged[name], list):
+                merged[name] = tuple(merged[name])
+        return cls(extra=types.MappingProxyType(own), module_name=module_name,
+                   module_dir=module_dir, **merged)
+
+    @classmethod
+    def load(cls, module_name: Optional[str] = None, source: str = ENVIRONMENT_VARIABLE,
+             fresh: bool = False) -> 'Config':
+        """The defaults, then the settings module ``module_name`` (by default
+        the one ``KALE_SETTINGS_MODULE`` names); with ``fresh``, an imported
+        module is run again (settings modules often read the environment).
+        Errors name ``source``, where the module's name came from."""
+        if module_name is None:
+            module_name = os.environ.get(ENVIRONMENT_VARIABLE, '').strip()
+        if not module_name:
+            return cls.from_values({})
+        module = _import_settings_module(module_name, fresh, source)
+        own = _public_names(module)
+        warn_unknown(module_name, own, defaults())
+        path = getattr(module, '__file__', None)
+        return cls.from_values(own, module_name=module.__name__,
+                               module_dir=os.path.dirname(os.path.abspath(path)) if path else None)
+
+    def replace(self, **values: Any) -> 'Config':
+        """A copy with ``values`` changed, checked like the rest."""
+        check_settings(values)
+        kale_values = {name: value for name, value in values.items() if name in SETTING_NAMES}
+        for name in _SEQUENCES:
+            if isinstance(kale_values.get(name), list):
+                kale_values[name] = tuple(kale_values[name])
+        own = {name: value for name, value in values.items() if name not in SETTING_NAMES}
+        if own:
+            kale_values['extra'] = types.MappingProxyType({**self.extra, **own})
+        return dataclasses.replace(self, **kale_values)
+
+    def get(self, name: str) -> Any:
+        """A setting (or the application's own name) by name; AttributeError
+        names an unknown one."""
+        if name in SETTING_NAMES:
+            return getattr(self, name)
+        try:
+            return self.extra[name]
+        except KeyError:
+            raise AttributeError('Kale has no setting %r' % (name,)) from None
+
+
+#: The settings, in the order of kale/default_settings.py.
+SETTING_NAMES = frozenset(field.name for field in dataclasses.fields(Config)
+                          if field.name.isupper())
+#: Settings given as lists that are kept as tuples.
+_SEQUENCES = ('ACCEPT_SERIALIZERS', 'TASK_MODULES', 'PUBLISH_HOOKS', 'WORKER_HOOKS',
+              'MESSAGE_SIGNING_OLD_KEYS', 'MESSAGE_ENCRYPTION_OLD_KEYS')
+
+
+def defaults() -> dict[str, Any]:
+    """Every setting's default (a fresh dict)."""
+    return _public_names(default_settings)
+
+
+def _public_names(module: types.ModuleType) -> dict[str, Any]:
+    return {name: getattr(module, name) for name in dir(module)
+            if name.isupper() and not name.startswith('_')}
+
+
+def _import_settings_module(name: str, fresh: bool, source: str) -> types.ModuleType:
+    """Import the settings module; with ``fresh``, run it again if already
+    imported. Errors name ``source``, where the module's name came from."""
+    try:
+        loaded = name in sys.modules
+        module = importlib.import_module(name)
+        return importlib.reload(module) if fresh and loaded else module
+    except ImportError as exc:
+        raise ImproperlyConfigured('%s %r cannot be imported: %s' % (source, name, exc)) from exc
+    except ImproperlyConfigured as exc:
+        raise ImproperlyConfigured('settings module %s: %s' % (name, exc)) from exc
+    except Exception as exc:
+        raise ImproperlyConfigured('%s %r failed while loading: %s: %s'
+                                   % (source, name, type(exc).__name__, exc)) from exc
+
+
+#: Settings of the original Kale that Kale dropped, and what replaces each.
+DROPPED_SETTINGS = {
+    'USE_DEAD_LETTER_QUEUE': 'it is ENABLE_DEAD_LETTER_QUEUE',
+    'COMPRESSOR': 'bodies are compressed with zlib when that helps (COMPRESSION_MIN_BYTES)',
+    'DECOMPRESSOR': 'bodies are compressed with zlib when that helps (COMPRESSION_MIN_BYTES)',
+    'UTIL_CRYPT_CIPHER': 'bodies are encrypted with AES-256-GCM under MESSAGE_ENCRYPTION_KEY',
+    'PROPERLY_CONFIGURED': 'settings are checked when they load',
+    'TIMESTAMP_FUNC': 'messages carry time.time() as their send and publish times',
+    'PUBLISHER_STR_FUNC': 'messages carry the publishing process\'s id (host:pid@start)',
+    'RESET_TIMEOUT_THRESHOLD': 'a task that no longer fits its batch\'s visibility timeout is '
+                               'released for a later batch, not started',
+    'SQS_QUEUE_TAG_FUNCTION': 'create and tag queues with your infrastructure code and set '
+                              'CREATE_MISSING_QUEUES = False',
+}
+
+_warned: set[tuple[str, str]] = set()
+
+
+def warn_unknown(module_name: str, own: dict[str, Any], known: dict[str, Any]) -> None:
+    """Warn once per name about a setting Kale does not know that looks like a
+    misspelt one, or that the original Kale had. (Other UPPER_CASE names are
+    the application's own and are left alone.)"""
+    for name in sorted(set(own) - set(known)):
+        if (module_name, name) in _warned:
+            continue
+        if name in DROPPED_SETTINGS:
+            advice = 'a setting of the original Kale that Kale dropped: %s' % DROPPED_SETTINGS[name]
+        else:
+            close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.8)
+            if not close:
+                continue
+            advice = 'not a Kale setting; did you mean %s?' % close[0]
+        _warned.add((module_name, name))
+        logger.warning('settings module %s: %s is %s', module_name, name, advice)

@@ -1,0 +1,90 @@
+"""kale.App: a typed configuration and the parts built from it, explicit;
+two apps with different settings side by side in one process."""
+from __future__ import annotations
+
+import dataclasses
+import uuid
+
+import pytest
+
+import kale
+from kale import settings
+from kale.app import App, default_app
+from kale.config import SETTING_NAMES, Config, defaults
+from kale.exceptions import DecodeError, ImproperlyConfigured
+from kale.transport import VisibilityChange
+from kale.worker import Worker
+from tests import tasks
+
+TEST_SETTINGS = 'tests.kale_test_settings'
+
+
+def an_app(endpoint: str, key: str) -> App:
+    return App(Config.load(TEST_SETTINGS), MESSAGE_QUEUE_ENDPOINT_URL=endpoint,
+               QUEUE_PREFIX='a%s-' % uuid.uuid4().hex[:10], MESSAGE_SIGNING_KEY=key)
+
+
+def test_the_config_has_a_typed_field_for_every_setting_and_nothing_else():
+    assert SETTING_NAMES == set(defaults())
+    for field in dataclasses.fields(Config):
+        if field.name.isupper():
+            assert field.type not in ('Any', ''), field.name
+
+
+def test_a_config_is_checked_once_when_built_and_frozen():
+    with pytest.raises(ImproperlyConfigured, match='setting MAX_RECEIVE_COUNT must be a whole'):
+        Config.from_values({'MAX_RECEIVE_COUNT': 'ten'})
+    config = Config.from_values({'TASK_MODULES': ['a.b'], 'MY_PAGE_SIZE': 20})
+    assert config.TASK_MODULES == ('a.b',) and config.get('MY_PAGE_SIZE') == 20
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.QUEUE_PREFIX = 'x-'      # type: ignore[misc]
+    with pytest.raises(ImproperlyConfigured, match='setting SERIALIZER must be one of'):
+        config.replace(SERIALIZER='yaml')
+    with pytest.raises(AttributeError, match="no setting 'NOPE'"):
+        config.get('NOPE')
+
+
+def test_kale_app_is_the_app_class_and_the_settings_build_the_default_app():
+    assert kale.App is App
+    app = default_app()
+    assert app.config is settings.config and default_app() is app
+    assert app.config.module_name == TEST_SETTINGS
+    assert tasks.AddTask.publish.__self__ is tasks.AddTask   # Task.publish goes through it
+
+
+def test_parts_are_built_once_per_app_and_a_changed_setting_gets_new_ones():
+    app = App(Config.load(TEST_SETTINGS))
+    assert app.codec is app.codec and app.queues is app.queues
+    assert app.registry.resolve('tests.tasks.AddTask') is tasks.AddTask
+    other = App(app.config, TASK_MAPPER={'old.Add': 'tests.tasks.AddTask'})
+    assert other.codec is not app.codec and other.registry is not app.registry
+    assert other.registry.resolve('old.Add') is tasks.AddTask
+    with pytest.raises(DecodeError):
+        app.registry.resolve('old.Add')
+
+
+def test_two_apps_with_different_settings_publish_and_work_side_by_side(sqs_endpoint):
+    """Each app publishes to its own queues, signed with its own key; a worker
+    given one app works that app's queue only, and refuses the other's body."""
+    first = an_app(sqs_endpoint, 'first-app-signing-key-0123456789')
+    second = an_app(sqs_endpoint, 'second-app-signing-key-012345678')
+    one = first.publish(tasks.AddTask, None, 1, 2)
+    two = second.publish(tasks.AddTask, None, 3, 4)
+    assert one != two
+
+    queue = first.queues['default']
+    first_name, second_name = first.broker.sqs_name(queue), second.broker.sqs_name(queue)
+    assert first_name != second_name
+    peeked = second.broker.transport.receive(second_name, 10, 0, 30)
+    assert len(peeked) == 1
+    assert second.codec.decode(peeked[0].body, second_name).task_id == two
+    with pytest.raises(DecodeError):            # the first app's key does not verify it
+        first.codec.decode(peeked[0].body, second_name)
+    second.broker.transport.change_visibility_batch(
+        second_name, [VisibilityChange(peeked[0].receipt_handle, 0)])
+
+    worker = Worker(app=first, burst=True)
+    assert worker.run() == 0
+    assert worker.stats['succeeded'] == 1
+    assert first.broker.counts(queue).visible == 0
+    assert second.broker.counts(queue).visible == 1      # left for the second app's workers
