@@ -18,27 +18,29 @@ from __future__ import annotations
 
 import inspect
 import logging
-import math
-import random
-from typing import Any, Iterable, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
 
 from kale.conf import settings
 from kale.exceptions import (
-    ChildTaskError,
     NonRetriableTaskError,
     PublishError,
     TaskDefinitionError,
 )
 from kale.message import Message
 from kale.publisher import get_publisher, new_task_id
-from kale.transport import MAX_DELAY_SEC
+from kale.retry import (  # noqa: F401  (the reasons' home before kale.retry)
+    PERMANENT_FAILURE_NO_RETRIES,
+    PERMANENT_FAILURE_NON_RETRIABLE,
+    PERMANENT_FAILURE_RETRIES_EXHAUSTED,
+    RetryPolicy,
+)
+
+if TYPE_CHECKING:
+    from kale.config import Config
 
 logger = logging.getLogger(__name__)
 
 # Reasons a task fails permanently (the dead-letter copy carries one).
-PERMANENT_FAILURE_NON_RETRIABLE = 'non_retriable'
-PERMANENT_FAILURE_NO_RETRIES = 'no_retries'
-PERMANENT_FAILURE_RETRIES_EXHAUSTED = 'retries_exhausted'
 
 
 #: Hooks of the original Kale and their names here. A task that still
@@ -180,34 +182,31 @@ class Task:
     # --- retry policy --------------------------------------------------------
 
     @classmethod
+    def retry_policy(cls, config: Optional[Config] = None) -> RetryPolicy:
+        """What a worker does with this task's failures: ``max_retries``,
+        ``EXCEPTION_LIST`` and the RETRY_DELAY_* settings of ``config``
+        (default: the settings')."""
+        return RetryPolicy.from_config(config or settings.config, cls.max_retries,
+                                       tuple(cls.EXCEPTION_LIST))
+
+    @classmethod
     def retry_delay_sec(cls, retry_num: int) -> int:
         """Seconds before retry number ``retry_num + 1`` runs:
         ``min(RETRY_DELAY_MULTIPLE_SEC * 2**retry_num, SQS_MAX_TASK_DELAY_SEC)``,
         spread by RETRY_DELAY_JITTER, within SQS's 0..900."""
-        delay = min(settings.RETRY_DELAY_MULTIPLE_SEC * 2 ** min(retry_num, 30),
-                    settings.SQS_MAX_TASK_DELAY_SEC)
-        jitter = settings.RETRY_DELAY_JITTER
-        if jitter:
-            delay *= random.uniform(1 - jitter, 1 + jitter)
-        return int(math.ceil(min(max(delay, 0), MAX_DELAY_SEC)))
+        return cls.retry_policy().delay_sec(retry_num)
 
     @classmethod
     def is_retriable(cls, exc: BaseException) -> bool:
         """Whether a run that raised ``exc`` may be retried at all."""
-        if isinstance(exc, ChildTaskError):
-            return exc.retriable            # decided in the child, on the real exception
-        return not isinstance(exc, tuple(cls.EXCEPTION_LIST))
+        return cls.retry_policy().retriable(exc)
 
     @classmethod
     def permanent_failure_reason(cls, message: Message, exc: BaseException) -> Optional[str]:
         """Why a failed run must not be retried, or None to retry it."""
         if not cls.is_retriable(exc):
             return PERMANENT_FAILURE_NON_RETRIABLE
-        if not cls.max_retries:
-            return PERMANENT_FAILURE_NO_RETRIES
-        if message.failure_num >= cls.max_retries:
-            return PERMANENT_FAILURE_RETRIES_EXHAUSTED
-        return None
+        return cls.retry_policy().stop_reason(message.failure_num)
 
     # --- running -----------------------------------------------------------------
 

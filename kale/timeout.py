@@ -7,17 +7,23 @@ main thread. A task that catches the exception and carries on is interrupted
 again every ``repeat_sec``, and a run that outlives its limit counts as timed
 out even if it swallowed every interruption.
 
-Swap the mechanism by setting ``Worker.timeout_class`` (or the
-``TASK_TIMEOUT_CLASS`` setting) to another class with the same constructor.
+A worker holds runs to their limits through a :class:`Guard`
+(``guard.run(call, seconds)``); :class:`TimeoutGuard` makes one of these
+context managers. Swap the mechanism by setting ``Worker.timeout_class`` (or
+the ``TASK_TIMEOUT_CLASS`` setting) to another class with the same
+constructor; SignalTimeout's lazy arming (one ``setitimer`` per batch) stays
+inside it.
 """
 from __future__ import annotations
 
 import signal
 import time
 from types import FrameType, TracebackType
-from typing import Any, ClassVar, Optional
+from typing import Any, Callable, ClassVar, Optional, Protocol, TypeVar
 
 from kale.exceptions import TimeLimitExceeded
+
+T = TypeVar('T')
 
 
 class BaseTimeout:
@@ -184,3 +190,62 @@ class NoTimeout(BaseTimeout):
 
     def disarm(self) -> None:
         pass
+
+
+class Guard(Protocol):
+    """Holds calls to their time limits: what a worker's runner is given.
+
+    ``run(call, seconds)`` returns what ``call()`` returns, or raises
+    :class:`TimeLimitExceeded` once ``seconds`` have passed (also when the
+    call swallowed the interruption and ended on its own, or raised something
+    else after it). A worker calls :meth:`setup` before its first run,
+    :meth:`after_batch` after each batch's last run and :meth:`teardown`
+    after its last run."""
+
+    def setup(self) -> None:
+        """Before a worker's first run."""
+
+    def teardown(self) -> None:
+        """After a worker's last run."""
+
+    def after_batch(self) -> None:
+        """After the last run of a batch, before the worker settles it."""
+
+    def run(self, call: Callable[[], T], seconds: float) -> T:
+        """``call()`` under a limit of ``seconds``."""
+
+
+class TimeoutGuard:
+    """A :class:`Guard` made of a :class:`BaseTimeout` class (by default
+    :class:`SignalTimeout`, or the ``TASK_TIMEOUT_CLASS`` setting): one timer
+    per time limit, reused from run to run. Exceptions of ``passes_through``
+    (a worker's own interruption) are never turned into TimeLimitExceeded."""
+
+    def __init__(self, timeout_class: type[BaseTimeout] = SignalTimeout,
+                 passes_through: tuple[type[BaseException], ...] = ()):
+        self.timeout_class = timeout_class
+        self.passes_through = passes_through
+        self._timers: dict[float, BaseTimeout] = {}
+
+    def setup(self) -> None:
+        self.timeout_class.setup()
+
+    def teardown(self) -> None:
+        self.timeout_class.teardown()
+
+    def after_batch(self) -> None:
+        self.timeout_class.after_batch()
+
+    def run(self, call: Callable[[], T], seconds: float) -> T:
+        timer = self._timers.get(seconds)
+        if timer is None:
+            timer = self._timers[seconds] = self.timeout_class(seconds)
+        timer.fired = False
+        try:
+            with timer:
+                return call()
+        except BaseException as exc:
+            timer.disarm()          # even if the alarm interrupted the timer's own exit
+            if timer.fired and not isinstance(exc, (TimeLimitExceeded, *self.passes_through)):
+                raise TimeLimitExceeded(timer.seconds) from exc
+            raise

@@ -8,7 +8,7 @@ from kale.transport import OutgoingMessage
 from kale.worker.batch import Batch
 from kale.worker.consumer import COPY_MIN_SEC, Consumer
 from tests import tasks
-from tests.support.clock import FakeClock
+from tests.support.clock import FakeClock, NoSleepClock
 
 
 class RecordingBroker:
@@ -106,8 +106,9 @@ def test_outages_are_retried_with_backoff_until_they_pass(memory_broker):
     batch.settlements = [Settlement(only, Outcome.SUCCEEDED)]
     outage = [EndpointUnreachableError('down'), EndpointUnreachableError('down')]
     recording = RecordingBroker(memory_broker, {'delete': outage})
-    pauses = []
-    Consumer(recording, sleep=pauses.append).settle(batch)
+    clock = NoSleepClock()
+    Consumer(recording, clock=clock).settle(batch)
+    pauses = clock.slept
     assert recording.calls == ['delete', 'delete', 'delete']
     assert len(pauses) == 2 and pauses[1] > pauses[0]
     assert memory_broker.counts(batch.queue).total == 0
@@ -118,7 +119,7 @@ def test_outages_are_not_retried_past_the_batch_deadline(memory_broker):
     batch.received_at -= batch.queue.visibility_timeout_sec     # already expired
     batch.settlements = [Settlement(batch.messages[0], Outcome.SUCCEEDED)]
     recording = RecordingBroker(memory_broker, {'delete': EndpointUnreachableError('down')})
-    Consumer(recording, sleep=lambda s: None).settle(batch)
+    Consumer(recording, clock=NoSleepClock()).settle(batch)
     assert recording.calls == ['delete']
     assert not batch.settlements[0].settled
 
@@ -138,7 +139,7 @@ def test_a_stopping_consumer_gives_up_before_the_deadline(memory_broker):
     batch = received_batch(memory_broker, 1)       # 30 s of budget left
     batch.settlements = [Settlement(batch.messages[0], Outcome.SUCCEEDED)]
     recording = RecordingBroker(memory_broker, {'delete': EndpointUnreachableError('down')})
-    consumer = Consumer(recording, sleep=lambda s: None)
+    consumer = Consumer(recording, clock=NoSleepClock())
     consumer.give_up_at = time.monotonic()         # stopping: no more retries
     consumer.settle(batch)
     assert recording.calls == ['delete']
@@ -169,7 +170,7 @@ def test_a_message_whose_budget_lapsed_is_never_copied_but_left_to_sqs():
                          Settlement(dead, Outcome.DEAD_LETTER, copy=copy_of(dead), reason='x')]
     clock.advance(batch.queue.visibility_timeout_sec + 1)      # SQS may have redelivered them
     recording = RecordingBroker(broker)
-    Consumer(recording, clock=clock, sleep=clock.sleep).settle(batch)
+    Consumer(recording, clock=clock).settle(batch)
     assert recording.calls == []                 # no copy, no delete, no visibility change
     assert all(s.lapsed and not s.settled for s in batch.settlements)
     again = broker.receive(batch.queue)          # each original comes back, once, unchanged
@@ -183,7 +184,7 @@ def test_an_unstarted_message_with_too_little_budget_left_is_made_visible_not_co
     [unstarted] = batch.messages
     clock.advance(batch.queue.visibility_timeout_sec - COPY_MIN_SEC / 2)
     recording = RecordingBroker(broker)
-    Consumer(recording, clock=clock, sleep=clock.sleep).settle(batch)
+    Consumer(recording, clock=clock).settle(batch)
     assert broker.transport.requests['ChangeMessageVisibilityBatch'] == 1
     assert 'send' not in recording.calls and 'delete' not in recording.calls
     [settlement] = batch.settlements
@@ -199,6 +200,6 @@ def test_a_copy_send_is_not_retried_into_the_end_of_the_budget():
     batch.settlements = [Settlement(retried, Outcome.RETRY, copy=copy_of(retried))]
     clock.advance(batch.queue.visibility_timeout_sec - COPY_MIN_SEC - 0.2)
     recording = RecordingBroker(broker, {'send': EndpointUnreachableError('down')})
-    Consumer(recording, clock=clock, sleep=clock.sleep).settle(batch)
+    Consumer(recording, clock=clock).settle(batch)
     assert recording.calls == ['send']           # the next try would end too near the deadline
     assert not batch.settlements[0].copied and not batch.settlements[0].settled

@@ -39,6 +39,7 @@ def test_the_lead_is_a_third_of_the_timeout_at_most_ten_seconds():
     assert extension_lead(300) == 10.0
 
 
+@pytest.mark.real_time('the heartbeat thread races the visibility timeout of a real transport')
 def test_a_kept_message_stays_invisible_past_its_timeout_and_comes_back_after_stop(
         memory_broker):
     batch, received = received_batch(memory_broker)     # visibility timeout 3 s

@@ -1,20 +1,12 @@
 """What is the memory transport's own: its clock, latency, request log, late
 settles, and its reading of AWS where moto differs (the shared behaviour is in
 tests/test_transport_contract.py)."""
-import time
 
 import pytest
 
 from kale.transport import OutgoingMessage, VisibilityChange
 from kale.transport.memory import MemoryTransport
-
-
-class FakeClock:
-    def __init__(self):
-        self.now = 1000.0
-
-    def __call__(self):
-        return self.now
+from tests.support.clock import FakeClock, NoSleepClock
 
 
 @pytest.fixture
@@ -59,11 +51,11 @@ def test_a_visibility_change_with_a_stale_receipt_handle_is_refused(transport, c
 
 
 def test_latency_is_added_to_every_request():
-    transport = MemoryTransport(latency_sec=0.05)
-    started = time.monotonic()
+    clock = NoSleepClock()
+    transport = MemoryTransport(latency_sec=0.05, clock=clock)
     transport.ensure_queue('q', 30, None, 0)
     transport.counts('q')
-    assert time.monotonic() - started >= 0.1
+    assert clock.slept == [0.05, 0.05]
     assert sum(transport.requests.values()) == 2
 
 

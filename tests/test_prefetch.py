@@ -156,6 +156,7 @@ def test_a_long_batch_is_settled_and_reported_in_parts_as_its_tasks_end(memory_b
     assert reported[batch_first] < starts[batch_last] + 0.3      # before the last one ended
 
 
+@pytest.mark.real_time("shows that the worker spent its own time, not the machine's")
 def test_parts_are_settled_as_the_workers_clock_moves_not_the_wall_clock(memory_broker, record):
     """The worker reads time through the clock it is given: tasks that take
     1.5 s on that clock (and no real time) are settled and reported in parts."""

@@ -2,6 +2,8 @@
 import threading
 import time
 
+import pytest
+
 from kale.events import Outcome, Settlement
 from kale.queue_config import TaskQueue
 from kale.transport import OutgoingMessage
@@ -57,6 +59,7 @@ def test_batches_probed_for_other_queues_run_next(memory_broker):
     assert receiver.next_ready() is None
 
 
+@pytest.mark.real_time('the watch is long polls on real threads, woken by a message from another thread')
 def test_the_watch_answers_as_soon_as_any_queue_gets_a_message(memory_broker):
     high, default, low = queues_of(memory_broker, 'high', 'default', 'low', long_poll=5)
     receiver = Receiver(Consumer(memory_broker), [high, default, low])
@@ -99,6 +102,7 @@ def test_the_settler_settles_in_order_in_the_background(memory_broker):
     settler.close()
 
 
+@pytest.mark.real_time('the watch is long polls on real threads, stopped from another thread')
 def test_the_watch_returns_soon_after_a_stop_request(memory_broker):
     high, = queues_of(memory_broker, 'high', long_poll=5)
     stopping = []
@@ -188,6 +192,7 @@ def test_a_fast_endpoint_is_not_read_ahead(memory_broker, record):
     assert not any(name.startswith('kale-read-ahead') for name in names)
 
 
+@pytest.mark.real_time('the read-ahead is a real thread receiving while the test waits')
 def test_a_batch_read_ahead_is_held_to_its_own_budget(memory_broker):
     """The time a batch waited after it arrived counts against its visibility timeout."""
     queue = memory_broker.queues['default']
@@ -205,6 +210,7 @@ def test_a_batch_read_ahead_is_held_to_its_own_budget(memory_broker):
     assert (counts.in_flight, counts.visible) == (20, 10)    # what was read ahead went back
 
 
+@pytest.mark.real_time('the watch is long polls on real threads, woken by a message from another thread')
 def test_a_queue_whose_poll_brought_work_is_polled_again_at_once(memory_broker):
     """Regression: a task published right after another on the same idle queue
     waited out the pause meant for queues that answer empty."""

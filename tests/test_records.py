@@ -19,6 +19,7 @@ from kale.records.queries import TaskFilter
 from kale.worker import Worker
 from tests import records_tasks as rt
 from tests import tasks
+from tests.support.clock import ShiftedClock
 from tests.support.work import work
 
 
@@ -88,17 +89,17 @@ def test_an_attempt_reported_late_does_not_hide_the_outcome_of_the_next_one(brok
     from kale.worker.settler import Settler
     monkeypatch.setattr(rt.BrokenTask, 'max_retries', 1)
     task_id = rt.BrokenTask.publish(None)
-    late = Worker(broker=broker)
-    late.settler = Settler(late.consumer)
-    late.startup()
-    with settings.override(RETRY_DELAY_MULTIPLE_SEC=0):
+    with settings.override(RETRY_DELAY_MULTIPLE_SEC=0):   # the worker's configuration
+        late = Worker(broker=broker)
+        late.settler = Settler(late.consumer)
+        late.startup()
         late.work_once()                    # attempt 1 fails; its retry copy is sent
         late.settler.flush()
         time.sleep(0.01)
         one_pass(broker)                    # attempt 2 fails for good, and is reported
-    late.settler.close()
-    late.report_settled()                   # attempt 1's report comes in last
-    late.shutdown()
+        late.settler.close()
+        late.report_settled()                   # attempt 1's report comes in last
+        late.shutdown()
     record = records.get(task_id)
     assert (record.status, record.attempts) == ('failed', 2)
     assert record.dead_letter_reason.startswith('retries_exhausted')
@@ -111,19 +112,19 @@ def test_attempts_one_worker_ran_before_reporting_keep_their_own_start_times(bro
     from kale.worker.settler import Settler
     monkeypatch.setattr(rt.BrokenTask, 'max_retries', 2)
     task_id = rt.BrokenTask.publish(None)
-    late = Worker(broker=broker)
-    late.settler = Settler(late.consumer)
-    late.startup()
-    queue = broker.queues['default']
-    with settings.override(RETRY_DELAY_MULTIPLE_SEC=0):
+    with settings.override(RETRY_DELAY_MULTIPLE_SEC=0):   # the worker's configuration
+        late = Worker(broker=broker)
+        late.settler = Settler(late.consumer)
+        late.startup()
+        queue = broker.queues['default']
         late.process(late.receive(queue))     # attempt 1, retried at once
         late.process(late.receive(queue))     # attempt 2, retried at once
         late.settler.flush()
         time.sleep(0.01)
         one_pass(broker)                    # attempt 3 fails for good, and is reported
-    late.settler.close()
-    late.report_settled()                   # attempts 1 and 2 are reported last
-    late.shutdown()
+        late.settler.close()
+        late.report_settled()                   # attempts 1 and 2 are reported last
+        late.shutdown()
     record = records.get(task_id)
     assert (record.status, record.attempts) == ('failed', 3)
 
@@ -145,8 +146,8 @@ def test_a_fifo_retry_held_by_visibility_is_scheduled_until_its_message_reappear
     assert before + 30 <= record.next_attempt_at <= after + 30
     assert 'retrying in 30s' in caplog.text
     [held] = transport._queue('ordered.fifo').messages.values()
-    assert held.visible_at - transport.clock() == pytest.approx(30, abs=after - before + 1)
-    transport.clock = lambda: time.monotonic() + 31      # the hold has ended
+    assert held.visible_at - transport.clock.monotonic() == pytest.approx(30, abs=after - before + 1)
+    transport.clock = ShiftedClock(31)                  # the hold has ended
     work(broker)
     record = records.get(task_id)
     assert record.status == 'succeeded' and record.attempts == 2
@@ -297,6 +298,7 @@ def test_the_worker_has_a_row_that_says_it_stopped(broker):
     assert row.counts == {'succeeded': 1} and 'default' in row.queues
 
 
+@pytest.mark.real_time('waits for the records writer thread')
 def test_a_worker_row_keeps_beating_from_the_writer_thread_while_idle(broker):
     from kale.records.recorder import get_recorder
     recorder = get_recorder()
@@ -333,6 +335,7 @@ def test_running_is_written_before_the_task_runs(broker):
     assert records.result(task_id) == 'running'
 
 
+@pytest.mark.real_time('waits for the records writer thread')
 def test_workers_purge_expired_records_now_and_then(broker):
     from kale.records.recorder import get_recorder
     old = rt.PlainTask.publish(None, 1)

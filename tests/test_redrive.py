@@ -2,6 +2,8 @@
 and a dry run that moves nothing."""
 import time
 
+import pytest
+
 from kale import admin, codec
 from kale.message import ATTR_DEAD_LETTER_REASON, Message
 from kale.transport import OutgoingMessage
@@ -24,6 +26,7 @@ def live(broker, queue='default'):
     return [codec.get_codec().open(m.body, name) for m in broker.transport.receive(name, 10, 0, 30)]
 
 
+@pytest.mark.real_time("publish times on the wire are the machine's epoch seconds")
 def test_a_redriven_dead_letter_is_issued_afresh_and_its_first_publish_reported(memory_broker):
     old = time.time() - 20 * DAY                          # past the replay window
     bury(memory_broker, 'old-task', 'retries_exhausted: RuntimeError: boom', old)

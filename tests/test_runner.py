@@ -2,6 +2,8 @@
 import dataclasses
 import time
 
+import pytest
+
 from kale import codec as kale_codec
 from kale import message as kale_message
 from kale.conf import settings
@@ -78,6 +80,7 @@ def test_non_retriable_exception_is_dead_lettered_at_once():
     assert settlement.reason.startswith(PERMANENT_FAILURE_NON_RETRIABLE)
 
 
+@pytest.mark.real_time('the time limit is a real SIGALRM')
 def test_time_limit_stops_the_run_and_counts_as_a_failure():
     started = time.monotonic()
     settlement = run(received_for(tasks.SleepTask, 10))

@@ -13,6 +13,7 @@ from kale.worker.batch import Batch
 from kale.worker.consumer import Consumer, SettleDeferred
 from kale.worker.settler import Settler
 from tests import tasks
+from tests.support.clock import NoSleepClock
 
 
 def received(broker, count):
@@ -81,7 +82,7 @@ def test_an_outage_hands_the_batch_to_the_thread_which_resumes_it(memory_broker)
     batch.settlements = [Settlement(first, Outcome.RETRY, copy=copy),
                          Settlement(second, Outcome.SUCCEEDED)]
     delete_fails_once(memory_broker)
-    consumer = Consumer(memory_broker, sleep=lambda s: None)
+    consumer = Consumer(memory_broker, clock=NoSleepClock())
     with pytest.raises(SettleDeferred):
         consumer.settle(batch, retry=False)
     assert batch.settlements[0].copied and not any(s.settled for s in batch.settlements)
@@ -94,7 +95,7 @@ def test_an_outage_hands_the_batch_to_the_thread_which_resumes_it(memory_broker)
 def test_a_settler_resumes_an_interrupted_batch_in_the_background(memory_broker):
     batch = succeeded(received(memory_broker, 2))
     delete_fails_once(memory_broker)
-    settler = Settler(Consumer(memory_broker, sleep=lambda s: None))
+    settler = Settler(Consumer(memory_broker, clock=NoSleepClock()))
     settler.submit(batch)
     settler.flush()
     [done] = settler.completed()

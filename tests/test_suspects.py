@@ -19,6 +19,7 @@ from kale.worker.suspects import (
     unsettled_deliveries,
 )
 from tests import tasks
+from tests.support.clock import ShiftedClock
 from tests.support.hostile import OTHER_KEY
 from tests.support.records import recorded_ids
 
@@ -113,16 +114,6 @@ class BatchSizes(WorkerHooks):
 
     def before_batch(self, queue, batch):
         self.sizes.append([m.receive_count for m in batch.unsettled()])
-
-
-class ShiftedClock:
-    """The monotonic clock, moved ahead by hand (time passing for SQS alone)."""
-
-    def __init__(self):
-        self.offset = 0.0
-
-    def __call__(self):
-        return time.monotonic() + self.offset
 
 
 @pytest.fixture

@@ -7,6 +7,9 @@ import pytest
 from kale.exceptions import TimeLimitExceeded
 from kale.timeout import NoTimeout, SignalTimeout
 
+#: A time limit is a real SIGALRM: only the machine's clock shows when it came.
+pytestmark = pytest.mark.real_time('the time limit is a real SIGALRM')
+
 
 def alarm_due_within(seconds):
     """Whether SIGALRM is set to arrive within ``seconds``, or repeatedly (an

@@ -44,6 +44,7 @@ def test_metrics_has_the_records_task_counts_by_status(client, memory_broker):
     assert found[('kale_records_tasks', (('status', 'queued'),))] == 0
 
 
+@pytest.mark.real_time("record times are the machine's epoch seconds")
 def test_metrics_has_the_oldest_queued_task_per_queue(client):
     before = time.time()
     first = rt.PlainTask.publish(None, 1)

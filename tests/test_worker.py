@@ -263,6 +263,8 @@ def test_a_development_key_is_fine_on_queues_in_this_process(memory_broker, capl
     assert 'development key' not in caplog.text
 
 
+@pytest.mark.real_time('settling may retry on a thread of its own, which a test clock would '
+                       'let run ahead of the stop')
 def test_a_worker_stops_soon_even_if_the_endpoint_is_gone_at_shutdown(memory_broker,
                                                                         record_file, monkeypatch):
     """Regression (found by the demo's Ctrl-C test): the deletes of its last

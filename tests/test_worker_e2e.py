@@ -159,6 +159,7 @@ def test_hostile_messages_are_dead_lettered_and_never_unpickled(sqs, record, tmp
     assert not marker.exists()
 
 
+@pytest.mark.real_time('a real worker process and a real signal')
 def test_sigterm_finishes_the_running_task_and_releases_the_rest_at_once(sqs, record, tmp_path):
     published = tasks.SlowTask.publish_batch(None, [((2.0,), {}) for _ in range(5)])
     worker = WorkerProcess(tmp_path, '--queues', 'default')
@@ -264,6 +265,7 @@ def test_worker_command_errors_are_one_line(sqs, tmp_path):
                      % os.path.join(ROOT, 'tests', 'queue_config.yaml')]
 
 
+@pytest.mark.real_time('a real worker process and a real signal')
 def test_sigterm_while_long_polling_stops_at_once(sqs, tmp_path):
     """The worker talks to the endpoint through a proxy that shows the test
     when the 20-second long poll has been sent."""

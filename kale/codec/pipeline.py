@@ -24,6 +24,7 @@ import time
 from typing import Any, Mapping, Optional, Protocol, Sequence
 from urllib.parse import parse_qsl, urlencode
 
+from kale import speed
 from kale.exceptions import DecodeError, MessageTooLargeError
 from kale.message import (
     ATTR_FAILURE_NUM,
@@ -96,10 +97,9 @@ class Frame:
 
     def clone(self) -> 'Frame':
         """A clone whose headers can change without touching this frame's (a
-        plain field copy: :func:`dataclasses.replace` costs several times more
-        on the worker's path)."""
-        twin = object.__new__(Frame)
-        twin.__dict__.update(self.__dict__)
+        field copy, see kale.speed: :func:`dataclasses.replace` costs several
+        times more on the worker's path)."""
+        twin = speed.build(Frame, self.__dict__)
         twin.headers = dict(self.headers)
         return twin
 

@@ -27,9 +27,9 @@ import heapq
 import itertools
 import re
 import threading
-import time
 from typing import Callable, Optional, Sequence
 
+from kale.clock import SYSTEM_CLOCK, Clock
 from kale.exceptions import QueueNotFoundError, SQSError
 from kale.ids import random_id
 from kale.transport import (
@@ -102,7 +102,7 @@ class MemoryTransport:
     #: Its queues live in this process: development keys are fine.
     local = True
 
-    def __init__(self, latency_sec: float = 0.0, clock: Callable[[], float] = time.monotonic,
+    def __init__(self, latency_sec: float = 0.0, clock: Clock = SYSTEM_CLOCK,
                  on_request: Optional[Callable[[str], None]] = None):
         self.latency_sec = latency_sec
         self.clock = clock
@@ -123,7 +123,7 @@ class MemoryTransport:
         if self.on_request is not None:
             self.on_request(operation)
         if self.latency_sec:
-            time.sleep(self.latency_sec)
+            self.clock.sleep(self.latency_sec)
 
     def _queue(self, name: str) -> _Queue:
         queue = self._queues.get(name)
@@ -140,7 +140,7 @@ class MemoryTransport:
 
     def _add(self, queue: _Queue, stored: _Stored, dedup_id: str = '') -> str:
         if queue.fifo and dedup_id:
-            now = self.clock()
+            now = self.clock.monotonic()
             seen = queue.dedup.get(dedup_id)
             if seen is not None and seen[1] > now:
                 return seen[0]          # accepted, and dropped: SQS's deduplication
@@ -160,8 +160,8 @@ class MemoryTransport:
                                'InvalidParameterValue')
         # Attributes are kept as received ones read: text.
         attributes = {name: str(value) for name, value in message.attributes.items()}
-        return _Stored(random_id(), message.body, attributes, time.time(),
-                       self.clock() + message.delay_sec,
+        return _Stored(random_id(), message.body, attributes, self.clock.time(),
+                       self.clock.monotonic() + message.delay_sec,
                        group_id=message.group_id if queue.fifo else '')
 
     # --- queues ---------------------------------------------------------------
@@ -188,7 +188,7 @@ class MemoryTransport:
     def counts(self, queue: str) -> QueueCounts:
         self._request('GetQueueAttributes')
         with self._lock:
-            now = self.clock()
+            now = self.clock.monotonic()
             visible = in_flight = delayed = 0
             for stored in self._queue(queue).messages.values():
                 if stored.visible_at <= now:
@@ -236,19 +236,19 @@ class MemoryTransport:
             raise SQSError('WaitTimeSeconds must be 0..%d, got %d' % (MAX_LONG_POLL_SEC, wait_sec),
                            'InvalidParameterValue')
         self._request('ReceiveMessage')
-        deadline = self.clock() + wait_sec
+        deadline = self.clock.monotonic() + wait_sec
         with self._lock:
             while True:
                 found = self._take(self._queue(queue), max_messages, visibility_timeout_sec,
                                    attribute_names)
-                left = deadline - self.clock()
+                left = deadline - self.clock.monotonic()
                 if found or left <= 0:
                     return found
                 self._lock.wait(min(left, 0.05))
 
     def _take(self, queue: _Queue, max_messages: int, timeout: int,
               attribute_names: Sequence[str]) -> list[ReceivedMessage]:
-        now = self.clock()
+        now = self.clock.monotonic()
         delivered = self._take_fifo(queue, max_messages, timeout, now) if queue.fifo \
             else self._take_standard(queue, max_messages, timeout, now)
         for stored in delivered:     # pushed after the loop: at most once per receive
@@ -312,7 +312,7 @@ class MemoryTransport:
         del queue.messages[stored.message_id]
         self._add(self._queues[str(queue.dead_letter_queue)],
                   _Stored(stored.message_id, stored.body, stored.attributes, stored.sent_at,
-                          self.clock(), stored.receive_count, group_id=stored.group_id,
+                          self.clock.monotonic(), stored.receive_count, group_id=stored.group_id,
                           first_received_at=stored.first_received_at))
 
     def _settle(self, operation: str, queue: str, handles: Sequence[str],
@@ -329,7 +329,7 @@ class MemoryTransport:
         return failed
 
     def _count_late(self, stored: _Stored, handle: str) -> None:
-        if handle != stored.receipt_handle or stored.visible_at < self.clock():
+        if handle != stored.receipt_handle or stored.visible_at < self.clock.monotonic():
             self.late_settles += 1
 
     def delete_batch(self, queue: str, receipt_handles: Sequence[str]) -> list[str]:
@@ -353,7 +353,7 @@ class MemoryTransport:
             if stored is None or handle != stored.receipt_handle:
                 return False
             self._count_late(stored, handle)
-            stored.visible_at = self.clock() + timeout
+            stored.visible_at = self.clock.monotonic() + timeout
             stored.version += 1
             self._push(target, stored)
             return True

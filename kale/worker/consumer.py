@@ -46,11 +46,11 @@ from __future__ import annotations
 import collections
 import dataclasses
 import logging
-import time
 from typing import Callable, Optional, Sequence, TypeVar
 
 from kale.backoff import Backoff
 from kale.broker import Broker
+from kale.clock import SYSTEM_CLOCK, Clock
 from kale.codec import Codec, get_codec
 from kale.events import Outcome, Settlement
 from kale.exceptions import BatchSendError, KaleError, SQSError
@@ -61,7 +61,6 @@ from kale.worker.suspects import release, release_copy
 
 logger = logging.getLogger(__name__)
 
-Sleep = Callable[[float], None]
 #: Outcomes whose message is simply deleted.
 DELETED_UNCOPIED = (Outcome.SUCCEEDED, Outcome.SKIPPED, Outcome.CANCELLED)
 OUTCOMES = tuple(Outcome)
@@ -99,12 +98,10 @@ class Consumer:
         """The codec that signs release copies (by default the settings')."""
         return self._codec or get_codec()
 
-    def __init__(self, broker: Broker, sleep: Sleep = time.sleep,
-                 clock: Callable[[], float] = time.monotonic, max_backoff_sec: float = 30.0,
+    def __init__(self, broker: Broker, clock: Clock = SYSTEM_CLOCK, max_backoff_sec: float = 30.0,
                  codec: Optional[Codec] = None):
         self.broker = broker
         self._codec = codec
-        self.sleep = sleep
         self.clock = clock
         self.max_backoff_sec = max_backoff_sec
         self._receive_times: collections.deque[float] = collections.deque(maxlen=8)
@@ -118,9 +115,9 @@ class Consumer:
               max_messages: Optional[int] = None) -> Batch:
         """Receive up to ``max_messages`` (default ``batch_size``) messages,
         long polling ``wait_sec`` (default the queue's), as a Batch."""
-        started = self.clock()
+        started = self.clock.monotonic()
         messages = self.broker.receive(queue, max_messages, wait_sec=wait_sec)
-        ended = self.clock()
+        ended = self.clock.monotonic()
         if wait_sec == 0:           # a long poll's wait says nothing about the endpoint
             self._receive_times.append(ended - started)
         return Batch(queue, messages, visibility_clock_start(started, ended),
@@ -143,7 +140,7 @@ class Consumer:
         waiting, for the caller to resume the batch elsewhere.
         """
         if not batch.settle_started:
-            batch.settle_started = time.time()
+            batch.settle_started = self.clock.time()
         for received in batch.unsettled():
             # With its verified envelope when it has one: hooks see its task.
             batch.settlements.append(release(batch, received, 'not reached'))
@@ -158,7 +155,7 @@ class Consumer:
                               retry=retry)
             self._delete(batch, [s for s in batch.settlements if not s.settled and (
                 s.copied or s.outcome in DELETED_UNCOPIED)], retry=retry)
-            batch.settle_ended = time.time()
+            batch.settle_ended = self.clock.time()
             return
         releases = self._give_back_late(batch, by_outcome[Outcome.RELEASE], retry)
         for settlement in releases:
@@ -171,7 +168,7 @@ class Consumer:
         self._send_copies(batch, by_outcome[Outcome.DEAD_LETTER], dead_letter=True, retry=retry)
         self._delete(batch, [s for s in batch.settlements if not s.settled and (
             s.copied or s.outcome in DELETED_UNCOPIED)], retry=retry)
-        batch.settle_ended = time.time()
+        batch.settle_ended = self.clock.time()
 
     def _give_back_late(self, batch: Batch, releases: list[Settlement],
                         retry: bool) -> list[Settlement]:
@@ -182,7 +179,7 @@ class Consumer:
         pending = [s for s in releases if not s.copied]
         if not pending:
             return pending
-        left = batch.deadline - self.clock()
+        left = batch.deadline - self.clock.monotonic()
         if left >= COPY_MIN_SEC:
             return pending
         if left > 0:
@@ -241,11 +238,11 @@ class Consumer:
                 limit = batch.deadline - before_deadline_sec
                 if self.give_up_at is not None:
                     limit = min(limit, self.give_up_at)
-                if self.clock() + delay >= limit:
+                if self.clock.monotonic() + delay >= limit:
                     raise
                 logger.warning('%s on queue %s failed, retrying in %.1fs: %s',
                                what, batch.queue.name, delay, exc)
-                self.sleep(delay)
+                self.clock.sleep(delay)
 
     def _send_copies(self, batch: Batch, settlements: Sequence[Settlement],
                      dead_letter: bool, retry: bool = True) -> None:
@@ -254,7 +251,7 @@ class Consumer:
         settlements = [s for s in settlements if not s.copied]
         if not settlements:
             return
-        if batch.deadline - self.clock() < COPY_MIN_SEC:
+        if batch.deadline - self.clock.monotonic() < COPY_MIN_SEC:
             for settlement in settlements:      # SQS may deliver the original again
                 settlement.lapsed = True
             logger.error('%d %s(s) on queue %s not sent: the batch\'s visibility timeout '

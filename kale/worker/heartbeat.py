@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
-from typing import Callable, Optional
+from typing import Optional
 
 from kale.broker import Broker
+from kale.clock import SYSTEM_CLOCK, Clock
 from kale.exceptions import SQSError
 from kale.transport import MAX_VISIBILITY_SEC, ReceivedMessage, VisibilityChange
 from kale.worker.batch import Batch
@@ -40,7 +40,7 @@ def extension_lead(visibility_timeout_sec: float) -> float:
 class Heartbeat:
     """One thread per worker extending the visibility of the message that runs."""
 
-    def __init__(self, broker: Broker, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, broker: Broker, clock: Clock = SYSTEM_CLOCK):
         self.broker = broker
         self.clock = clock
         self.extensions = 0
@@ -90,7 +90,7 @@ class Heartbeat:
                     self._cond.wait()
                     continue
                 lead = extension_lead(batch.queue.visibility_timeout_sec)
-                wait = max(batch.deadline - lead, self._retry_at) - self.clock()
+                wait = max(batch.deadline - lead, self._retry_at) - self.clock.monotonic()
                 if wait <= 0:
                     return batch, received
                 self._cond.wait(wait)
@@ -105,13 +105,13 @@ class Heartbeat:
 
     def _extend(self, batch: Batch, received: ReceivedMessage) -> None:
         timeout = int(min(batch.queue.visibility_timeout_sec,
-                          MAX_VISIBILITY_SEC - (self.clock() - batch.received_at)))
+                          MAX_VISIBILITY_SEC - (self.clock.monotonic() - batch.received_at)))
         if timeout <= 0:                # SQS's 12 hours are up: nothing more to do
             with self._cond:
                 if self._received is received:
                     self._batch = self._received = None
             return
-        started = self.clock()
+        started = self.clock.monotonic()
         try:
             failed = self.broker.change_visibility(
                 batch.queue, [VisibilityChange(received.receipt_handle, timeout)])
@@ -125,11 +125,11 @@ class Heartbeat:
                 batch.extended_until = started + timeout
             elif self._received is not received:
                 pass                    # stopped meanwhile: nothing to retry
-            elif self.clock() < batch.deadline:
+            elif self.clock.monotonic() < batch.deadline:
                 logger.warning('could not extend the visibility of message %r on queue %s '
                                '(trying again): %s', received.message_id, batch.queue.name,
                                problem)
-                self._retry_at = self.clock() + min(extension_lead(timeout), 1.0)
+                self._retry_at = self.clock.monotonic() + min(extension_lead(timeout), 1.0)
             else:
                 logger.warning('could not extend the visibility of message %r on queue %s '
                                'before it lapsed; it may run again elsewhere: %s',

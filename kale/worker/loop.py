@@ -102,7 +102,7 @@ class Worker:
         self._on_started = self.hooks.overridden(WorkerHooks.on_task_started)
         self._on_finished = self.hooks.overridden(WorkerHooks.on_task_finished)
         # Settling keeps trying until each batch's deadline, stopping or not.
-        self.consumer = Consumer(self.broker, sleep=clock.sleep, clock=clock.monotonic,
+        self.consumer = Consumer(self.broker, clock=clock,
                                  max_backoff_sec=config.SQS_ERROR_MAX_BACKOFF_SEC,
                                  codec=self.app.codec)
         self.prefetch = Prefetch()
@@ -110,14 +110,14 @@ class Worker:
                                  prefetch=self.prefetch, clock=clock)
         self.queue_info = QueueInfo(self.queues, self.receiver.probe)
         self.selector = load_selector(selector_class, config)(self.queue_info)
-        self.runner = TaskRunner(load_timeout(self.timeout_class, config), clock=clock.monotonic,
+        self.runner = TaskRunner(load_timeout(self.timeout_class, config), clock=clock,
                                  isolation=config.TASK_ISOLATION or 'none',
-                                 codec=self.app.codec, registry=self.app.registry)
+                                 codec=self.app.codec, registry=self.app.registry, config=config)
         self.settler: Optional[Settler] = None
-        self.heartbeat = Heartbeat(self.broker, clock=clock.monotonic)
+        self.heartbeat = Heartbeat(self.broker, clock=clock)
         self.outage = Outage(self.name, config.SQS_ERROR_MAX_BACKOFF_SEC,
                              config.BURST_GIVE_UP_SEC if burst else None,
-                             lambda seconds: self._sleep(seconds), clock=clock.monotonic)
+                             lambda seconds: self._sleep(seconds), clock=clock)
         self.burst_end = BurstEnd(self.name, wall_clock=clock.time)
         self.memory_limit = MemoryLimit(config.DIE_ON_RESIDENT_SET_SIZE_MB)
         self.signals = StopSignals(self.name, on_stop=self.stop, in_task=lambda: self._in_task)
@@ -143,8 +143,8 @@ class Worker:
     def run(self) -> int:
         """Work until a signal, a finished burst or the memory limit; returns the exit code."""
         self.signals.install()
-        self.runner.timeout_class.setup()
-        self.settler = Settler(self.consumer, clock=self.clock.monotonic)
+        self.runner.guard.setup()
+        self.settler = Settler(self.consumer, clock=self.clock)
         logs.set_worker(process_identity()[0])
         try:
             self.startup()
@@ -167,7 +167,7 @@ class Worker:
                 self.shutdown()
         finally:
             gc.unfreeze()           # a worker run in a longer process gives them back
-            self.runner.timeout_class.teardown()
+            self.runner.guard.teardown()
             self.signals.restore()
             logs.set_worker(None)
         return self.exit_code
@@ -335,7 +335,7 @@ class Worker:
         except WorkerInterrupt:
             self._stopping = True
         finally:
-            self.runner.timeout_class.after_batch()
+            self.runner.guard.after_batch()
 
     def run_one(self, batch: Batch, received: ReceivedMessage) -> Settlement:
         """Run one message's task if it may run now, else release it."""

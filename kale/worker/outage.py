@@ -10,10 +10,10 @@ a request works. A burst worker that has not reached SQS for
 from __future__ import annotations
 
 import logging
-import time
 from typing import Callable, Optional
 
 from kale.backoff import Backoff
+from kale.clock import SYSTEM_CLOCK, Clock
 from kale.exceptions import SQSError
 
 logger = logging.getLogger('kale.worker')
@@ -23,7 +23,7 @@ class Outage:
     """Back-off state of one worker's requests to SQS."""
 
     def __init__(self, who: str, max_backoff_sec: float, give_up_after_sec: Optional[float],
-                 sleep: Callable[[float], None], clock: Callable[[], float] = time.monotonic):
+                 sleep: Callable[[float], None], clock: Clock = SYSTEM_CLOCK):
         self.who = who
         self.backoff = Backoff(maximum=max_backoff_sec)
         #: A burst worker's BURST_GIVE_UP_SEC (None: never give up).
@@ -41,7 +41,7 @@ class Outage:
         """Log a failed request and pause before the next (or give up, see above).
         The pause counts toward the give-up time, so a burst worker gives up
         within one pause of BURST_GIVE_UP_SEC."""
-        now = self.clock()
+        now = self.clock.monotonic()
         if self._failing_since is None:
             self._failing_since = now
         delay = self.backoff.next_delay()

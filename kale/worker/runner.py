@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import time
 from typing import Any, Callable, Optional, Union
 
+from kale.clock import SYSTEM_CLOCK, Clock
 from kale.codec import Codec, get_codec
 from kale.codec.pipeline import Frame
+from kale.conf import settings
+from kale.config import Config
 from kale.events import Outcome, Settlement
 from kale.exceptions import (
     ChildTaskError,
@@ -28,7 +30,6 @@ from kale.exceptions import (
     ImproperlyConfigured,
     KaleError,
     PayloadStoreError,
-    TimeLimitExceeded,
     describe,
 )
 from kale.message import ATTR_DEAD_LETTER_REASON, ATTR_SOURCE_QUEUE, Message
@@ -36,7 +37,7 @@ from kale.queue_config import TaskQueue
 from kale.registry import Registry, get_registry
 from kale.settings_check import TASK_ISOLATION_MODES
 from kale.task import SKIPPED, Task
-from kale.timeout import BaseTimeout, SignalTimeout
+from kale.timeout import BaseTimeout, Guard, SignalTimeout, TimeoutGuard
 from kale.transport import OutgoingMessage, ReceivedMessage
 from kale.worker.batch import Batch, Opened
 from kale.worker.isolation import run_in_child
@@ -104,18 +105,21 @@ def _payload_not_fetched(batch: Batch, received: ReceivedMessage, envelope: Fram
 class TaskRunner:
     """Decodes and runs received messages, one at a time, in this process."""
 
-    def __init__(self, timeout_class: type[BaseTimeout] = SignalTimeout,
-                 clock: Callable[[], float] = time.monotonic, isolation: str = 'none',
-                 codec: Optional[Codec] = None, registry: Optional[Registry] = None):
+    def __init__(self, guard: Union[Guard, type[BaseTimeout]] = SignalTimeout,
+                 clock: Clock = SYSTEM_CLOCK, isolation: str = 'none',
+                 codec: Optional[Codec] = None, registry: Optional[Registry] = None,
+                 config: Optional[Config] = None):
         if isolation not in TASK_ISOLATION_MODES:
             raise ImproperlyConfigured('TASK_ISOLATION must be one of %s, got %r'
                                        % (', '.join(map(repr, TASK_ISOLATION_MODES)), isolation))
-        self.timeout_class = timeout_class
+        #: Holds each run to its time limit (a BaseTimeout class is made one).
+        self.guard: Guard = (TimeoutGuard(guard, passes_through=(WorkerInterrupt,))
+                             if isinstance(guard, type) else guard)
         self.clock = clock
         self._codec = codec
         self._registry = registry
+        self._config = config
         self.isolation = isolation
-        self._timers: dict[float, BaseTimeout] = {}
 
     @property
     def codec(self) -> Codec:
@@ -123,17 +127,14 @@ class TaskRunner:
         return self._codec or get_codec()
 
     @property
+    def config(self) -> Config:
+        """Whose RETRY_DELAY_* settings apply (by default the settings')."""
+        return self._config or settings.config
+
+    @property
     def registry(self) -> Registry:
         """Finds the task class a message names (by default the settings')."""
         return self._registry or get_registry()
-
-    def _timer(self, seconds: float) -> BaseTimeout:
-        """A timer for ``seconds``, reused from run to run (one per time limit)."""
-        timer = self._timers.get(seconds)
-        if timer is None:
-            timer = self._timers[seconds] = self.timeout_class(seconds)
-        timer.fired = False
-        return timer
 
     def open(self, batch: Batch, received: ReceivedMessage) -> Union[Opened, Settlement]:
         """Verify the envelope (signature, replay window, queue, serializer) and
@@ -170,8 +171,7 @@ class TaskRunner:
         """Run the task under its time limit and decide what settling does.
         The settlement keeps the opened ``envelope``: its copies reseal it, and
         once the task is done its payload's S3 object, if any, is deleted."""
-        started = self.clock()
-        timer: Optional[BaseTimeout] = None
+        started = self.clock.monotonic()
         task: Any = None
         try:
             task = task_class(message)
@@ -180,23 +180,15 @@ class TaskRunner:
                     lambda: task.run(*message.args, **message.kwargs), task_class.time_limit,
                     lambda exc: ChildTaskError(describe(exc), task_class.is_retriable(exc)))
             else:
-                timer = self._timer(task_class.time_limit)
-                with timer:
-                    result = task.run(*message.args, **message.kwargs)
+                result = self.guard.run(lambda: task.run(*message.args, **message.kwargs),
+                                        task_class.time_limit)
         except WorkerInterrupt:
-            if timer is not None:
-                timer.disarm()      # even if the alarm interrupted the timer's own exit
             return Settlement(received, Outcome.RELEASE, message=message, envelope=envelope,
-                              reason='stopped by shutdown', duration_sec=self.clock() - started)
+                              reason='stopped by shutdown', duration_sec=self.clock.monotonic() - started)
         except BaseException as exc:  # a task's failure, whatever it raised
-            if timer is not None:
-                timer.disarm()      # even if the alarm interrupted the timer's own exit
-                if timer.fired and not isinstance(exc, TimeLimitExceeded):
-                    exc = TimeLimitExceeded(timer.seconds)
             return self.failed(batch, received, message, task_class, task, exc,
-                               self.clock() - started, envelope)
-        # Here the timer's exit disarmed it: nothing interrupted that.
-        duration = self.clock() - started
+                               self.clock.monotonic() - started, envelope)
+        duration = self.clock.monotonic() - started
         if result is SKIPPED:
             return Settlement(received, Outcome.SKIPPED, message=message, task=task,
                               reason='should_run_task declined', duration_sec=duration,
@@ -215,8 +207,7 @@ class TaskRunner:
         """A retry (with its delayed copy) or, when the task may not retry, a
         dead letter. A copy of a payload kept in S3 points at the same object."""
         try:
-            permanent = task_class.permanent_failure_reason(message, exc)
-            delay = 0 if permanent else int(task_class.retry_delay_sec(message.retry_num))
+            permanent, delay = retry_decision(task_class, message, exc, self.config)
         except Exception as policy_error:
             logger.exception('retry policy of %s failed; dead-lettering task %s',
                              message.task_name, message.task_id)
@@ -248,6 +239,28 @@ class TaskRunner:
             return settlement
         return Settlement(received, outcome, message=message, copy=copy, reason=reason, task=task,
                           exception=exc, duration_sec=duration, envelope=envelope)
+
+
+def _overrides(task_class: type[Task], name: str) -> bool:
+    return getattr(task_class, name).__func__ is not getattr(Task, name).__func__
+
+
+def retry_decision(task_class: type[Task], message: Message, exc: BaseException,
+                   config: Config) -> tuple[Optional[str], int]:
+    """Why the failed run ends the task (None: retry it), and the retry's
+    delay: the task's :class:`~kale.retry.RetryPolicy` under the worker's
+    configuration, or the task's own ``permanent_failure_reason``,
+    ``is_retriable`` or ``retry_delay_sec`` where it overrides them."""
+    policy = task_class.retry_policy(config)
+    if _overrides(task_class, 'permanent_failure_reason') or _overrides(task_class, 'is_retriable'):
+        permanent = task_class.permanent_failure_reason(message, exc)
+    else:
+        permanent = policy.stop_reason(message.failure_num, exc)
+    if permanent:
+        return permanent, 0
+    if _overrides(task_class, 'retry_delay_sec'):
+        return None, int(task_class.retry_delay_sec(message.retry_num))
+    return None, policy.delay_sec(message.retry_num)
 
 
 def _call_task_hook(hook: Callable[..., Any], *args: Any) -> None:

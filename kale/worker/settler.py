@@ -23,9 +23,9 @@ import collections
 import logging
 import queue
 import threading
-import time
-from typing import Callable, Optional
+from typing import Optional
 
+from kale.clock import SYSTEM_CLOCK, Clock
 from kale.worker.batch import Batch
 from kale.worker.consumer import Consumer, SettleDeferred
 
@@ -47,7 +47,7 @@ class Settler:
 
     def __init__(self, consumer: Consumer, max_pending: int = 2,
                  inline_below_sec: float = INLINE_BELOW_SEC,
-                 clock: Callable[[], float] = time.monotonic, threads: int = SETTLE_THREADS):
+                 clock: Clock = SYSTEM_CLOCK, threads: int = SETTLE_THREADS):
         self.consumer = consumer
         self.inline_below_sec = inline_below_sec
         self.clock = clock
@@ -66,7 +66,7 @@ class Settler:
         """Settle ``batch`` now, or soon on the thread (waiting while
         ``max_pending`` batches are queued there)."""
         if self.recent_sec < self.inline_below_sec and self._jobs.unfinished_tasks == 0:
-            started = self.clock()
+            started = self.clock.monotonic()
             try:
                 self.consumer.settle(batch, retry=False)
             except SettleDeferred as exc:
@@ -77,7 +77,7 @@ class Settler:
                 return
             except Exception:   # keep settling later batches whatever one did
                 logger.exception('settling a batch of queue %s failed', batch.queue.name)
-            self._observe(self.clock() - started)
+            self._observe(self.clock.monotonic() - started)
             self._done.append(batch)
             return
         self._jobs.put(batch)
@@ -118,12 +118,12 @@ class Settler:
             try:
                 if batch is None:
                     return
-                started = self.clock()
+                started = self.clock.monotonic()
                 try:
                     self.consumer.settle(batch)
                 except Exception:   # keep settling later batches whatever one did
                     logger.exception('settling a batch of queue %s failed', batch.queue.name)
-                self._observe(self.clock() - started)
+                self._observe(self.clock.monotonic() - started)
                 self._done.append(batch)
             finally:
                 self._jobs.task_done()

@@ -1,6 +1,8 @@
 """A clock that moves only when a test moves it."""
 from __future__ import annotations
 
+import time
+
 
 class FakeClock:
     """Monotonic seconds that stand still until :meth:`advance`; ``sleep``
@@ -28,3 +30,35 @@ class FakeClock:
 
     def sleep(self, seconds: float) -> None:
         self.advance(seconds)
+
+
+class NoSleepClock:
+    """The machine's clocks, except that ``sleep`` returns at once and is
+    recorded in ``slept``: for parts whose pauses a test counts rather than
+    waits out, on batches received on the real clock."""
+
+    def __init__(self) -> None:
+        self.slept: list[float] = []
+
+    monotonic = staticmethod(time.monotonic)
+    time = staticmethod(time.time)
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+
+
+class ShiftedClock:
+    """The machine's clocks moved ahead by ``offset`` seconds (time passing
+    for one part alone, such as the transport's messages' visibility)."""
+
+    def __init__(self, offset: float = 0.0):
+        self.offset = offset
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.offset
+
+    def time(self) -> float:
+        return time.time() + self.offset
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)

@@ -1,0 +1,76 @@
+"""What a failed run leads to: retried after a delay, or stopped for good.
+
+A :class:`RetryPolicy` answers three questions about a failure: is the
+exception retriable at all, has the task used up its retries, and how long
+does the next retry wait. A worker builds one per task class from the task's
+``max_retries`` and ``EXCEPTION_LIST`` and its app's ``RETRY_DELAY_*``
+settings (:meth:`kale.task.Task.retry_policy`); the task's
+``retry_delay_sec``, ``is_retriable`` and ``permanent_failure_reason``
+classmethods delegate to it, and a task that overrides one of them keeps its
+own answer.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+from typing import TYPE_CHECKING, Callable, Optional
+
+from kale.exceptions import ChildTaskError
+from kale.transport import MAX_DELAY_SEC
+
+if TYPE_CHECKING:
+    from kale.config import Config
+
+#: Why a failure stops the task (the dead letter's reason starts with it).
+PERMANENT_FAILURE_NON_RETRIABLE = 'non_retriable'
+PERMANENT_FAILURE_NO_RETRIES = 'no_retries'
+PERMANENT_FAILURE_RETRIES_EXHAUSTED = 'retries_exhausted'
+
+
+@dataclasses.dataclass(frozen=True)
+class RetryPolicy:
+    """Retries after the first failure, the exceptions that are never retried,
+    and exponential delays: ``delay_multiple_sec * 2**retry_num``, at most
+    ``max_delay_sec`` (and SQS's 900), spread by ``jitter`` either way."""
+
+    max_retries: Optional[int] = 4
+    non_retriable: tuple[type[BaseException], ...] = ()
+    delay_multiple_sec: float = 60.0
+    max_delay_sec: float = MAX_DELAY_SEC
+    jitter: float = 0.0
+
+    @classmethod
+    def from_config(cls, config: 'Config', max_retries: Optional[int],
+                    non_retriable: tuple[type[BaseException], ...] = ()) -> 'RetryPolicy':
+        """A task's policy under ``config``'s RETRY_DELAY_MULTIPLE_SEC,
+        SQS_MAX_TASK_DELAY_SEC and RETRY_DELAY_JITTER."""
+        return cls(max_retries, non_retriable, float(config.RETRY_DELAY_MULTIPLE_SEC),
+                   float(config.SQS_MAX_TASK_DELAY_SEC), float(config.RETRY_DELAY_JITTER or 0))
+
+    def retriable(self, exc: BaseException) -> bool:
+        """Whether a run that raised ``exc`` may be retried at all."""
+        if isinstance(exc, ChildTaskError):
+            return exc.retriable            # decided in the child, on the real exception
+        return not isinstance(exc, self.non_retriable)
+
+    def stop_reason(self, failure_num: int, exc: Optional[BaseException] = None
+                    ) -> Optional[str]:
+        """Why the failure of a run that had failed ``failure_num`` times
+        before ends the task (see the PERMANENT_FAILURE_* names), or None to
+        retry it. Without ``exc`` only the count is judged."""
+        if exc is not None and not self.retriable(exc):
+            return PERMANENT_FAILURE_NON_RETRIABLE
+        if not self.max_retries:
+            return PERMANENT_FAILURE_NO_RETRIES
+        if failure_num >= self.max_retries:
+            return PERMANENT_FAILURE_RETRIES_EXHAUSTED
+        return None
+
+    def delay_sec(self, retry_num: int,
+                  uniform: Callable[[float, float], float] = random.uniform) -> int:
+        """Whole seconds before retry number ``retry_num + 1`` runs, within SQS's 0..900."""
+        delay = min(self.delay_multiple_sec * 2 ** min(retry_num, 30), self.max_delay_sec)
+        if self.jitter:
+            delay *= uniform(1 - self.jitter, 1 + self.jitter)
+        return int(math.ceil(min(max(delay, 0), MAX_DELAY_SEC)))
