@@ -387,8 +387,8 @@ def test_a_write_of_more_rows_than_one_statement_carries_keeps_the_newest_event(
     """SQLite takes many rows per statement (58 events of 17 values under its
     999-variable limit); each row is still applied in order, so an older
     event later in the same write does not overwrite a newer one."""
+    from kale.records.driver import WriteStatement as DriverStatement
     from kale.records.hooks import EVENT_COLUMNS
-    from kale.records.store import DriverStatement
     sizes = []
     multirow_sql = DriverStatement.multirow_sql
     monkeypatch.setattr(DriverStatement, 'multirow_sql',

@@ -22,7 +22,6 @@ from kale.records.schema import (
     DEDUPLICATED,
     FAILED,
     FINAL,
-    KEPT_COLUMNS,
     PENDING,
     PURGED,
     QUEUED,
@@ -32,24 +31,21 @@ from kale.records.schema import (
     tasks,
     workers,
 )
-from kale.records.statements import DriverStatement, same_keys
 
 try:
     import sqlalchemy
     from sqlalchemy import Connection, Engine, and_, event, or_, select
-    from sqlalchemy.dialects import postgresql, sqlite
     from sqlalchemy.exc import SQLAlchemyError
 except ImportError as exc:  # pragma: no cover - depends on the extras installed
     raise ImproperlyConfigured('task records need SQLAlchemy: pip install "kale-sqs[records]" '
                                '(%s)' % exc) from exc
 
+from kale.records.driver import Driver, insert_for, same_keys
+
 logger = logging.getLogger(__name__)
 
 #: Seconds a SQLite writer waits for another process's write transaction.
 SQLITE_BUSY_TIMEOUT_MS = 10000
-
-#: Columns a publisher fills in and a worker never changes.
-PUBLISHED_COLUMNS = ('task', 'queue', 'labels', 'inputs', 'published_at', 'message_id')
 
 
 def retried_attempts(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -105,12 +101,12 @@ class RecordStore:
         self._cancelled_ids = cancels.CancelledIds(self.cancel_signal) \
             if self.cancel_signal else None
         self.dialect = self.engine.dialect.name
-        self._insert = postgresql.insert if self.dialect == 'postgresql' else sqlite.insert
+        self._insert = insert_for(self.dialect)
         self._migrated = False
         self._migrate_lock = threading.Lock()
-        #: The write statements, built once: building one costs more than
-        #: executing it for a few rows.
-        self._statements: dict[tuple[str, tuple[str, ...]], DriverStatement] = {}
+        #: The statements run straight on the driver, built once: building
+        #: one costs more than executing it for a few rows.
+        self.driver = Driver(self.engine.dialect)
         #: The connection the per-batch cancellation checks use, and its
         #: cursor, kept between them.
         self._check_connection: Any = None
@@ -209,12 +205,7 @@ class RecordStore:
     def _executemany(self, conn: Connection, kind: str, rows: Sequence[dict[str, Any]]) -> None:
         """One statement for many rows, straight to the driver: SQLAlchemy's
         per-row work would cost more than the database's."""
-        keys = tuple(rows[0])           # every row has the same (see same_keys)
-        statement = self._statements.get((kind, keys))
-        if statement is None:
-            build = self._published_statement if kind == 'published' else self._event_statement
-            statement = self._statements[(kind, keys)] = DriverStatement(
-                build(), keys, self.engine.dialect)
+        statement = self.driver.write(kind, tuple(rows[0]))   # rows share keys (same_keys)
         cursor = conn.connection.cursor()
         try:
             if statement.rows_per_statement > 1:
@@ -237,31 +228,6 @@ class RecordStore:
         with self.begin() as conn:
             return [dict(row) for row in conn.execute(select(attempts).where(
                 attempts.c.task_id == task_id).order_by(attempts.c.attempt)).mappings()]
-
-    def _published_statement(self) -> Any:
-        """Insert a publication; a row that is already there (a worker wrote
-        first) gets the publisher's columns. A row of an earlier life of the
-        same id (a task whose make_task_id repeats) starts again as queued."""
-        insert = self._insert(tasks)
-        finished = or_(*(tasks.c.status == sqlalchemy.literal_column("'%s'" % status)
-                         for status in FINAL))      # no expanding IN in an executemany
-        new_life = and_(finished, tasks.c.finished_at < insert.excluded.published_at)
-        values: dict[str, Any] = {name: insert.excluded[name] for name in PUBLISHED_COLUMNS}
-        for name in ('status', 'attempts', 'started_at', 'finished_at', 'next_attempt_at',
-                     'duration_sec', 'worker', 'error_type', 'error_message', 'error_traceback',
-                     'dead_letter_reason', 'result', 'updated_at'):
-            values[name] = sqlalchemy.case((new_life, insert.excluded[name]), else_=tasks.c[name])
-        return insert.on_conflict_do_update(index_elements=[tasks.c.id], set_=values)
-
-    def _event_statement(self) -> Any:
-        """Insert or update a row from a worker's event, unless the row holds a
-        newer one. Publisher-only columns are kept."""
-        insert = self._insert(tasks)
-        values = {column.name: insert.excluded[column.name] for column in tasks.columns
-                  if column.name not in PUBLISHED_COLUMNS + KEPT_COLUMNS and column.name != 'id'}
-        return insert.on_conflict_do_update(
-            index_elements=[tasks.c.id], set_=values,
-            where=tasks.c.updated_at <= insert.excluded.updated_at)
 
     def _worker_statement(self, row: dict[str, Any]) -> Any:
         insert = self._insert(workers)
@@ -369,20 +335,11 @@ class RecordStore:
                 task_ids = self._cancelled_ids.candidates(task_ids, self._all_cancelled)
                 if not task_ids:
                     return set()
-            ids = list(task_ids)
-            if self.dialect == 'sqlite':
-                sql = _CANCELLED_SQLITE.get(len(ids))
-                if sql is None:
-                    sql = _CANCELLED_SQLITE[len(ids)] = _CANCELLED_SQLITE_IN \
-                        % ','.join('?' * len(ids))
-                params: Sequence[Any] = [CANCELLED] + ids
-            else:
-                sql, params = _CANCELLED_POSTGRESQL, (CANCELLED, ids)
-            return {row[0] for row in self._check(sql, params)}
+            return {row[0] for row in self._check(*self.driver.cancelled_among(list(task_ids)))}
 
     def _all_cancelled(self, limit: int) -> list[str]:
         """Up to ``limit`` ids of cancelled tasks (under the check lock)."""
-        return [row[0] for row in self._check(_ALL_CANCELLED_SQLITE, (CANCELLED, limit))]
+        return [row[0] for row in self._check(*self.driver.all_cancelled(limit))]
 
     def _check(self, sql: str, params: Any) -> list[Any]:
         """Run a cancellation check's query on the kept connection (under the
@@ -398,13 +355,6 @@ class RecordStore:
             self._drop_check_connection()
             raise RecordsUnavailableError('records store %s: %s' % (
                 safe_url(self.url), str(exc).splitlines()[0] if str(exc) else exc)) from exc
-
-
-_CANCELLED_SQLITE_IN = 'SELECT id FROM %s WHERE status = ? AND id IN (%%s)' % tasks.name
-#: The SQLite check's statement by the number of ids it asks about.
-_CANCELLED_SQLITE: dict[int, str] = {}
-_ALL_CANCELLED_SQLITE = 'SELECT id FROM %s WHERE status = ? LIMIT ?' % tasks.name
-_CANCELLED_POSTGRESQL = 'SELECT id FROM %s WHERE status = %%s AND id = ANY(%%s)' % tasks.name
 
 
 def raw_errors() -> tuple[type[Exception], ...]:

@@ -1,0 +1,264 @@
+"""Every statement the records store hands straight to the database driver,
+by name, for its dialect.
+
+The store writes task rows and checks cancellations on the worker's path,
+where SQLAlchemy's per-row and per-call work would cost more than the
+database's; so these statements are built with SQLAlchemy Core once,
+compiled for the dialect once, and run on a raw cursor:
+
+=====================  ========================================================
+``published``          insert a publication (upsert: a worker may have written
+                       first; a finished earlier life of the id starts again)
+``event``              insert or update from a worker's event, unless the row
+                       holds a newer one ("newest event wins")
+``cancelled_among``    which of N task ids are cancelled
+``all_cancelled``      up to N cancelled ids (SQLite's signal-file check)
+=====================  ========================================================
+
+Nothing here is written by hand: each SQL text is SQLAlchemy's compilation,
+and the many-row form of an insert on SQLite is SQLAlchemy's own many-row
+compilation, repeated for each count from the one- and two-row forms (and
+checked against the three-row form when built). The tests run every statement
+on SQLite and PostgreSQL beside SQLAlchemy's execution of the same statement.
+"""
+from __future__ import annotations
+
+import operator
+from typing import Any, Callable, Sequence
+
+import sqlalchemy
+from sqlalchemy import and_, any_, bindparam, or_, select
+from sqlalchemy.dialects import postgresql, sqlite
+
+from kale.records.schema import CANCELLED, FINAL, KEPT_COLUMNS, tasks
+
+#: Bound variables one SQLite statement may have (the limit of SQLite
+#: before 3.32; later versions allow more).
+SQLITE_MAX_VARIABLES = 999
+
+#: Columns a publisher fills in and a worker never changes.
+PUBLISHED_COLUMNS = ('task', 'queue', 'labels', 'inputs', 'published_at', 'message_id')
+
+#: The names of the write statements.
+WRITES = ('published', 'event')
+
+
+def insert_for(dialect_name: str) -> Callable[[Any], Any]:
+    """The dialect's INSERT (both have ON CONFLICT)."""
+    return postgresql.insert if dialect_name == 'postgresql' else sqlite.insert
+
+
+def published_statement(dialect_name: str) -> Any:
+    """Insert a publication; a row that is already there (a worker wrote
+    first) gets the publisher's columns. A row of an earlier life of the
+    same id (a task whose make_task_id repeats) starts again as queued."""
+    insert = insert_for(dialect_name)(tasks)
+    finished = or_(*(tasks.c.status == sqlalchemy.literal_column("'%s'" % status)
+                     for status in FINAL))      # no expanding IN in an executemany
+    new_life = and_(finished, tasks.c.finished_at < insert.excluded.published_at)
+    values: dict[str, Any] = {name: insert.excluded[name] for name in PUBLISHED_COLUMNS}
+    for name in ('status', 'attempts', 'started_at', 'finished_at', 'next_attempt_at',
+                 'duration_sec', 'worker', 'error_type', 'error_message', 'error_traceback',
+                 'dead_letter_reason', 'result', 'updated_at'):
+        values[name] = sqlalchemy.case((new_life, insert.excluded[name]), else_=tasks.c[name])
+    return insert.on_conflict_do_update(index_elements=[tasks.c.id], set_=values)
+
+
+def event_statement(dialect_name: str) -> Any:
+    """Insert or update a row from a worker's event, unless the row holds a
+    newer one. Publisher-only columns are kept."""
+    insert = insert_for(dialect_name)(tasks)
+    values = {column.name: insert.excluded[column.name] for column in tasks.columns
+              if column.name not in PUBLISHED_COLUMNS + KEPT_COLUMNS and column.name != 'id'}
+    return insert.on_conflict_do_update(
+        index_elements=[tasks.c.id], set_=values,
+        where=tasks.c.updated_at <= insert.excluded.updated_at)
+
+
+def cancelled_among_statement(dialect_name: str, count: int) -> Any:
+    """Which of ``count`` ids (binds ``id0``.. on SQLite, the list ``ids`` on
+    PostgreSQL) have the status ``status``."""
+    query = select(tasks.c.id).where(tasks.c.status == bindparam('status'))
+    if dialect_name == 'postgresql':
+        return query.where(tasks.c.id == any_(bindparam('ids')))
+    return query.where(tasks.c.id.in_([bindparam('id%d' % i) for i in range(count)]))
+
+
+def all_cancelled_statement() -> Any:
+    """Up to ``limit`` ids with the status ``status``."""
+    return select(tasks.c.id).where(tasks.c.status == bindparam('status')).limit(
+        bindparam('limit'))
+
+
+class WriteStatement:
+    """A write statement compiled once, for the driver's own executemany: its
+    SQL and how to turn rows into the driver's parameters (SQLAlchemy's bind
+    processors, e.g. JSON to text); a key a row lacks is None. On SQLite it
+    also has a form that carries many rows (:meth:`multirow_sql`)."""
+
+    def __init__(self, statement: Any, keys: Sequence[str], dialect: Any):
+        compiled = statement.compile(dialect=dialect, column_keys=list(keys))
+        self.sql = str(compiled)
+        self.positional = bool(compiled.positional)
+        names = list(compiled.positiontup or ()) if self.positional else list(compiled.binds)
+        processors = [compiled.binds[name].type.dialect_impl(dialect).bind_processor(dialect)
+                      for name in names]
+        self.names = names
+        #: Where a value needs its bind processor (JSON to text): few columns do.
+        self.processed = [(index, process) for index, process in enumerate(processors)
+                          if process is not None]
+        #: The same, for the columns whose processor may turn None into
+        #: something else (a JSON column that stores None as 'null'): the
+        #: others' None values are passed as they are.
+        self._processed_none = [(index, process) for index, process in self.processed
+                                if process(None) is not None]
+        self._get = operator.itemgetter(*names) if len(names) > 1 else None
+        #: How many rows one statement may carry: several on SQLite (their
+        #: bound variables kept under SQLite's oldest limit of 999).
+        self.rows_per_statement = 1
+        self._multirow: dict[int, str] = {}
+        if dialect.name == 'sqlite' and self.positional:
+            shape = _repeated_values(statement, keys, dialect, len(names))
+            if shape is not None:
+                self._head, self._group, self._tail = shape
+                self.rows_per_statement = max(1, SQLITE_MAX_VARIABLES // len(names))
+
+    def multirow_sql(self, count: int) -> str:
+        """The statement for ``count`` rows, their values in one flat sequence
+        (SQLite applies the upsert row by row, in order, as executemany would)."""
+        sql = self._multirow.get(count)
+        if sql is None:
+            sql = self._multirow[count] = self._head + ', '.join([self._group] * count) \
+                + self._tail
+        return sql
+
+    def flat_parameters(self, rows: Sequence[dict[str, Any]]) -> list[Any]:
+        """The positional values of ``rows`` in one flat list, row after row
+        (for :meth:`multirow_sql`)."""
+        names, get, width = self.names, self._get, len(self.names)
+        flat: list[Any] = []
+        for row in rows:
+            try:        # every key present (the usual row): one C call, in order
+                flat.extend(get(row) if get is not None else (row[names[0]],))
+            except KeyError:
+                flat.extend([row.get(name) for name in names])
+        for index, process in self.processed:
+            for at in range(index, len(flat), width):
+                if flat[at] is not None:
+                    flat[at] = process(flat[at])
+        for index, process in self._processed_none:
+            for at in range(index, len(flat), width):
+                if flat[at] is None:
+                    flat[at] = process(None)
+        return flat
+
+    def parameters(self, rows: Sequence[dict[str, Any]]) -> list[Any]:
+        """Each row's parameters, for the driver's executemany of :attr:`sql`."""
+        names, processed, get = self.names, self.processed, self._get
+        values = []
+        for row in rows:
+            try:        # every key present (the usual row): one C call, in order
+                found = list(get(row)) if get is not None else [row.get(names[0])]
+            except KeyError:
+                found = [row.get(name) for name in names]
+            for index, process in processed:
+                found[index] = process(found[index])
+            values.append(tuple(found) if self.positional else dict(zip(names, found, strict=True)))
+        return values
+
+
+def many_rows_sql(statement: Any, keys: Sequence[str], dialect: Any, count: int) -> str:
+    """SQLAlchemy's compilation of ``statement`` carrying ``count`` rows of ``keys``."""
+    rows: list[dict[str, Any]] = [{key: bindparam('%s_r%d' % (key, i)) for key in keys}
+                                  for i in range(count)]
+    return str(statement.values(rows).compile(dialect=dialect))
+
+
+def _repeated_values(statement: Any, keys: Sequence[str], dialect: Any, width: int
+                     ) -> 'tuple[str, str, str] | None':
+    """The many-row form as (head, one row's values group, tail), found from
+    SQLAlchemy's one- and two-row compilations: the two-row text is the
+    one-row text with ``, <group>`` after the first group, a group holding
+    ``width`` placeholders. None when the texts do not have that shape (or the
+    three-row text does not follow)."""
+    one, two = (many_rows_sql(statement, keys, dialect, n) for n in (1, 2))
+    size = len(two) - len(one) - 2
+    common = 0
+    while common < len(one) and one[common] == two[common]:
+        common += 1
+    head, group = one[:common - size], one[common - size:common]
+    tail = one[common:]
+    if size <= 0 or two != head + group + ', ' + group + tail \
+            or group != '(%s)' % ', '.join('?' * width) \
+            or many_rows_sql(statement, keys, dialect, 3) != \
+            head + ', '.join([group] * 3) + tail:
+        return None
+    return head, group, tail
+
+
+class Query:
+    """A read compiled once: its SQL and the order of its parameters."""
+
+    def __init__(self, statement: Any, dialect: Any):
+        compiled = statement.compile(dialect=dialect)
+        self.sql = str(compiled)
+        self.positional = bool(compiled.positional)
+        self.names = list(compiled.positiontup or ()) if self.positional else list(compiled.binds)
+        #: Binds SQLAlchemy adds with a value of their own (SQLite's OFFSET 0).
+        self.fixed = {name: compiled.binds[name].value for name in self.names}
+
+    def parameters(self, values: dict[str, Any]) -> Any:
+        """The driver's parameters for these named values."""
+        found = [values[name] if name in values else self.fixed[name] for name in self.names]
+        return found if self.positional else dict(zip(self.names, found, strict=True))
+
+
+class Driver:
+    """The named statements of one database dialect, compiled on first use."""
+
+    def __init__(self, dialect: Any):
+        self.dialect = dialect
+        self.name = dialect.name
+        self._writes: dict[tuple[str, tuple[str, ...]], WriteStatement] = {}
+        self._queries: dict[tuple[str, int], Query] = {}
+
+    def write(self, kind: str, keys: Sequence[str]) -> WriteStatement:
+        """The ``published`` or ``event`` write for rows with these keys."""
+        statement = self._writes.get((kind, tuple(keys)))
+        if statement is None:
+            build = published_statement if kind == 'published' else event_statement
+            statement = self._writes[(kind, tuple(keys))] = WriteStatement(
+                build(self.name), keys, self.dialect)
+        return statement
+
+    def cancelled_among(self, task_ids: Sequence[str]) -> tuple[str, Any]:
+        """SQL and parameters: which of ``task_ids`` are cancelled."""
+        count = len(task_ids) if self.name != 'postgresql' else 0
+        query = self._queries.get(('cancelled_among', count))
+        if query is None:
+            query = self._queries[('cancelled_among', count)] = Query(
+                cancelled_among_statement(self.name, count), self.dialect)
+        values: dict[str, Any] = {'status': CANCELLED, 'ids': list(task_ids)}
+        values.update(('id%d' % i, task_id) for i, task_id in enumerate(task_ids))
+        return query.sql, query.parameters(values)
+
+    def all_cancelled(self, limit: int) -> tuple[str, Any]:
+        """SQL and parameters: up to ``limit`` cancelled ids."""
+        query = self._queries.get(('all_cancelled', 0))
+        if query is None:
+            query = self._queries[('all_cancelled', 0)] = Query(all_cancelled_statement(),
+                                                                self.dialect)
+        return query.sql, query.parameters({'status': CANCELLED, 'limit': limit})
+
+
+def same_keys(rows: Sequence[dict[str, Any]]) -> list[Sequence[dict[str, Any]]]:
+    """The rows in groups that have the same keys, in order of first appearance."""
+    if not rows:
+        return []
+    first = rows[0].keys()
+    if all(row.keys() == first for row in rows):
+        return [rows]
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(tuple(row), []).append(row)
+    return list(groups.values())
