@@ -142,6 +142,29 @@ def test_the_openapi_schema_is_served(client):
     assert '/api/tasks/{task_id}/retry' in schema['paths']
 
 
+def test_every_api_route_is_in_the_openapi_document_and_nothing_else(memory_broker, records_url):
+    import re
+
+    from starlette.routing import Route
+    app = create_app(broker=lambda: memory_broker)
+    served = {(route.path, method.lower()) for route in app.routes if isinstance(route, Route)
+              and route.path.startswith('/api/') and route.path != '/api/openapi.json'
+              for method in route.methods if method != 'HEAD'}
+    paths = TestClient(app).get('/api/openapi.json').json()['paths']
+    documented = {(path, method) for path, operations in paths.items() for method in operations}
+    assert served == documented and len(served) >= 13
+    for path, method in documented:
+        operation = paths[path][method]
+        assert operation['summary'] and '200' in operation['responses']
+        in_path = {p['name'] for p in operation.get('parameters', []) if p['in'] == 'path'}
+        assert in_path == set(re.findall(r'{(\w+)}', path)), (path, method)
+    for path, method in documented:          # each answers as its route (not 404/405)
+        url = path.replace('{task_id}', 'nosuch').replace('{name}', 'default')
+        answer = TestClient(app).request(method.upper(), url)
+        assert answer.status_code != 405, (method, url)
+        assert not answer.json().get('error', '').startswith('no route'), (method, url)
+
+
 def test_the_app_mounts_inside_another_asgi_app(memory_broker, records_url):
     outer = Starlette(routes=[Mount('/kale', app=create_app(broker=lambda: memory_broker))])
     client = TestClient(outer)

@@ -35,7 +35,7 @@ from kale.exceptions import (
     SQSError,
 )
 from kale.web import routes
-from kale.web.openapi import OPENAPI
+from kale.web.openapi import ENDPOINTS, OPENAPI
 
 STATIC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'static')
 
@@ -107,19 +107,8 @@ def create_app(records_url: Optional[str] = None, token: Optional[str] = None,
     default: one from the settings). With ``token``, ``/api`` needs it."""
     api = routes.Api(records_url, broker)
     handlers = [
-        Route('/api/tasks', _handled(api.list_tasks), methods=['GET']),
-        Route('/api/tasks', _handled(api.delete_tasks), methods=['DELETE']),
-        Route('/api/tasks/count', _handled(api.count_tasks), methods=['GET']),
-        Route('/api/tasks/summary', _handled(api.summary), methods=['GET']),
-        Route('/api/tasks/retry', _handled(api.retry_tasks), methods=['POST']),
-        Route('/api/tasks/{task_id}', _handled(api.get_task), methods=['GET']),
-        Route('/api/tasks/{task_id}/retry', _handled(api.retry_task), methods=['POST']),
-        Route('/api/tasks/{task_id}/cancel', _handled(api.cancel_task), methods=['POST']),
-        Route('/api/queues', _handled(api.queues), methods=['GET']),
-        Route('/api/queues/{name}/redrive', _handled(api.redrive), methods=['POST']),
-        Route('/api/queues/{name}/purge', _handled(api.purge), methods=['POST']),
-        Route('/api/workers', _handled(api.workers), methods=['GET']),
-        Route('/api/timeline', _handled(api.timeline), methods=['GET']),
+        *(Route(endpoint.path, _handled(getattr(api, endpoint.handler)),
+                methods=[endpoint.method]) for endpoint in ENDPOINTS),
         Route('/api/openapi.json', lambda request: JSONResponse(OPENAPI), methods=['GET']),
         Route('/metrics', _metrics(api), methods=['GET']),
         Route('/', lambda request: FileResponse(os.path.join(STATIC_DIR, 'index.html')),

@@ -1,8 +1,9 @@
-"""The OpenAPI description of ``kale web``'s REST API, served at
-``/api/openapi.json``."""
+"""The REST API of ``kale web`` as a table of endpoints, and the OpenAPI
+description generated from it (served at ``/api/openapi.json``)."""
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from typing import Any, Sequence
 
 from kale.version import __version__
 
@@ -41,73 +42,97 @@ _obj: dict[str, Any] = {'type': 'object'}
 _list: dict[str, Any] = {'type': 'array', 'items': _obj}
 _int: dict[str, Any] = {'type': 'integer'}
 
-OPENAPI: dict[str, Any] = {
-    'openapi': '3.0.3',
-    'info': {'title': 'Kale task records', 'version': __version__,
-             'description': 'Task records, queues and workers of a Kale deployment.'},
-    'components': {'securitySchemes': {'bearer': {'type': 'http', 'scheme': 'bearer'}}},
-    'security': [{}, {'bearer': []}],
-    'paths': {
-        '/api/tasks': {
-            'get': {'summary': 'Tasks, newest first, without their inputs (keyset pages)',
-                    'parameters': FILTERS + [_param('limit', '1..1000, default 50', 'integer'),
-                                             _param('cursor', '"next" of the previous page')],
-                    'responses': _answer('a page', tasks=_list,
-                                         next={'type': 'string', 'nullable': True})},
-            'delete': {'summary': 'Delete matching records (all=true to delete every one)',
-                       'parameters': FILTERS + [_param('all', 'true to delete with no filter',
-                                                       'boolean')],
-                       'responses': _answer('how many were deleted', deleted=_int)}},
-        '/api/tasks/count': {'get': {'summary': 'How many records match', 'parameters': FILTERS,
-                                     'responses': _answer('the count', count=_int)}},
-        '/api/tasks/summary': {'get': {
-            'summary': 'Counts by status, by task and by queue', 'parameters': FILTERS,
-            'responses': _answer('the counts', by_status=_obj, by_task=_obj, by_queue=_obj)}},
-        '/api/tasks/retry': {'post': {
-            'summary': 'Retry every failed task the filter matches, each once (at most 1000)',
-            'parameters': FILTERS,
-            'responses': _answer('what was published', published=_list, already_retried=_int,
-                                 refused=_list)}},
-        '/api/tasks/{task_id}': {'get': {
-            'summary': 'The whole record: inputs, error, result and attempt_history included',
-            'parameters': [TASK_ID],
-            'responses': {**_answer('the record'), '404': ERROR}}},
-        '/api/tasks/{task_id}/retry': {'post': {
-            'summary': 'Publish a failed task again from its stored inputs, once (a second '
-                       'retry answers with the first one\'s task, published false)',
-            'parameters': [TASK_ID],
-            'responses': {**_answer('the new task', id={'type': 'string'},
-                                    retry_of={'type': 'string'},
-                                    published={'type': 'boolean'}), '404': ERROR,
-                          '409': ERROR}}},
-        '/api/tasks/{task_id}/cancel': {'post': {
-            'summary': 'Cancel a task that has not started', 'parameters': [TASK_ID],
-            'responses': {**_answer('the record'), '404': ERROR, '409': ERROR}}},
-        '/api/queues': {'get': {
-            'summary': 'Every configured queue and its message counts',
-            'responses': _answer('the queues', queues=_list)}},
-        '/api/queues/{name}/redrive': {'post': {
-            'summary': "Move the queue's dead letters back to it",
-            'parameters': [_param('name', 'queue name', where='path', required=True),
-                           _param('limit', 'move at most this many', 'integer'),
-                           _param('reason', 'move only dead letters of this reason'),
-                           _param('dry_run', 'move nothing; say what would move', 'boolean')],
-            'responses': _answer('what moved', moved=_int, skipped=_int)}},
-        '/api/queues/{name}/purge': {'post': {
-            'summary': 'Delete every message of the queue; its waiting records become purged',
-            'parameters': [_param('name', 'queue name', where='path', required=True),
-                           _param('confirm', 'the queue name again', required=True)],
-            'responses': _answer('what was purged', queue={'type': 'string'},
-                                 records_marked_purged=_int)}},
-        '/api/workers': {'get': {
-            'summary': 'Worker and supervisor processes',
-            'parameters': [_param('state', 'running, stopped or lost')],
-            'responses': _answer('the workers', workers=_list)}},
-        '/api/timeline': {'get': {
-            'summary': 'Tasks finished and mean duration per task over time',
-            'parameters': [_param('window', 'seconds back, default 3600; auto: the shortest of '
-                                            'an hour, a day and a week with tasks in it'),
-                           _param('bucket', 'seconds per point', 'number')],
-            'responses': _answer('the series', series=_obj)}},
-    },
-}
+_text: dict[str, Any] = {'type': 'string'}
+NAME = _param('name', 'queue name', where='path', required=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class Endpoint:
+    """One route of the REST API: what ``kale web`` serves (``handler`` names
+    the :class:`kale.web.routes.Api` method) and how the document describes it."""
+
+    method: str
+    path: str
+    handler: str
+    summary: str
+    responses: dict[str, Any]
+    parameters: tuple[dict[str, Any], ...] = ()
+
+
+#: The REST API. ``kale web`` makes its routes from this table and the
+#: OpenAPI document is generated from it, so the two cannot differ.
+ENDPOINTS: tuple[Endpoint, ...] = (
+    Endpoint('GET', '/api/tasks', 'list_tasks',
+             'Tasks, newest first, without their inputs (keyset pages)',
+             _answer('a page', tasks=_list, next={'type': 'string', 'nullable': True}),
+             (*FILTERS, _param('limit', '1..1000, default 50', 'integer'),
+              _param('cursor', '"next" of the previous page'))),
+    Endpoint('DELETE', '/api/tasks', 'delete_tasks',
+             'Delete matching records (all=true to delete every one)',
+             _answer('how many were deleted', deleted=_int),
+             (*FILTERS, _param('all', 'true to delete with no filter', 'boolean'))),
+    Endpoint('GET', '/api/tasks/count', 'count_tasks', 'How many records match',
+             _answer('the count', count=_int), tuple(FILTERS)),
+    Endpoint('GET', '/api/tasks/summary', 'summary', 'Counts by status, by task and by queue',
+             _answer('the counts', by_status=_obj, by_task=_obj, by_queue=_obj), tuple(FILTERS)),
+    Endpoint('POST', '/api/tasks/retry', 'retry_tasks',
+             'Retry every failed task the filter matches, each once (at most 1000)',
+             _answer('what was published', published=_list, already_retried=_int, refused=_list),
+             tuple(FILTERS)),
+    Endpoint('GET', '/api/tasks/{task_id}', 'get_task',
+             'The whole record: inputs, error, result and attempt_history included',
+             {**_answer('the record'), '404': ERROR}, (TASK_ID,)),
+    Endpoint('POST', '/api/tasks/{task_id}/retry', 'retry_task',
+             "Publish a failed task again from its stored inputs, once (a second retry "
+             "answers with the first one's task, published false)",
+             {**_answer('the new task', id=_text, retry_of=_text, published={'type': 'boolean'}),
+              '404': ERROR, '409': ERROR}, (TASK_ID,)),
+    Endpoint('POST', '/api/tasks/{task_id}/cancel', 'cancel_task',
+             'Cancel a task that has not started',
+             {**_answer('the record'), '404': ERROR, '409': ERROR}, (TASK_ID,)),
+    Endpoint('GET', '/api/queues', 'queues', 'Every configured queue and its message counts',
+             _answer('the queues', queues=_list)),
+    Endpoint('POST', '/api/queues/{name}/redrive', 'redrive',
+             "Move the queue's dead letters back to it",
+             _answer('what moved', moved=_int, skipped=_int),
+             (NAME, _param('limit', 'move at most this many', 'integer'),
+              _param('reason', 'move only dead letters of this reason'),
+              _param('dry_run', 'move nothing; say what would move', 'boolean'))),
+    Endpoint('POST', '/api/queues/{name}/purge', 'purge',
+             'Delete every message of the queue; its waiting records become purged',
+             _answer('what was purged', queue=_text, records_marked_purged=_int),
+             (NAME, _param('confirm', 'the queue name again', required=True))),
+    Endpoint('GET', '/api/workers', 'workers', 'Worker and supervisor processes',
+             _answer('the workers', workers=_list),
+             (_param('state', 'running, stopped or lost'),)),
+    Endpoint('GET', '/api/timeline', 'timeline',
+             'Tasks finished and mean duration per task over time',
+             _answer('the series', series=_obj),
+             (_param('window', 'seconds back, default 3600; auto: the shortest of an hour, a '
+                               'day and a week with tasks in it'),
+              _param('bucket', 'seconds per point', 'number'))),
+)
+
+
+def document(endpoints: Sequence[Endpoint] = ENDPOINTS) -> dict[str, Any]:
+    """The OpenAPI 3.0 document of these endpoints."""
+    paths: dict[str, dict[str, Any]] = {}
+    for endpoint in endpoints:
+        operation: dict[str, Any] = {'summary': endpoint.summary,
+                                     'operationId': endpoint.handler,
+                                     'responses': endpoint.responses}
+        if endpoint.parameters:
+            operation['parameters'] = list(endpoint.parameters)
+        paths.setdefault(endpoint.path, {})[endpoint.method.lower()] = operation
+    return {
+        'openapi': '3.0.3',
+        'info': {'title': 'Kale task records', 'version': __version__,
+                 'description': 'Task records, queues and workers of a Kale deployment.'},
+        'components': {'securitySchemes': {'bearer': {'type': 'http', 'scheme': 'bearer'}}},
+        'security': [{}, {'bearer': []}],
+        'paths': paths,
+    }
+
+
+#: The document ``/api/openapi.json`` serves.
+OPENAPI = document()
