@@ -7,7 +7,7 @@ queue after ``max_receive_count`` receives. A queue whose name ends in
 ``.fifo`` is a FIFO queue: messages need a group id and a deduplication id
 and take no delay; a deduplication id seen in the last five minutes adds
 nothing; messages are delivered in send order within their group, and none
-of a group while one of its messages is in flight. tests/test_transport_contract.py
+of a group while one of its messages is in flight. tests/integration/test_transport_contract.py
 runs the same tests against it and against an SQS endpoint.
 
 Receipt handles follow what AWS documents: deleting with a handle older than

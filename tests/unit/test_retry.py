@@ -15,7 +15,7 @@ from kale.retry import (
 from kale.transport import MAX_DELAY_SEC
 from kale.worker.runner import TaskRunner, retry_decision
 from tests import tasks
-from tests.test_runner import batch_for, received_for
+from tests.support.received import batch_for, received_for
 
 
 def test_what_is_retried_and_when_retrying_stops():

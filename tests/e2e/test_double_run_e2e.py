@@ -13,8 +13,8 @@ import pytest
 
 from kale.conf import settings
 from tests import tasks
+from tests.support.processes import WorkerProcess, wait_for
 from tests.support.records import recorded_ids
-from tests.test_worker_e2e import WorkerProcess, wait_for
 
 pytestmark = pytest.mark.slow
 

@@ -3,7 +3,7 @@ asserts on the machine's clock must be marked ``real_time`` with the reason."""
 import ast
 import pathlib
 
-TESTS = pathlib.Path(__file__).parent
+TESTS = pathlib.Path(__file__).parent.parent
 WALL_CLOCK = {'monotonic', 'time', 'perf_counter'}
 
 

@@ -4,7 +4,7 @@
 the embedded endpoint (moto). Where the two could differ, moto is the
 reference, except where moto departs from the behaviour AWS documents for SQS
 (docs.aws.amazon.com): there the test asserts only what AWS promises, and
-tests/test_memory_transport.py pins the AWS reading in the memory transport.
+tests/unit/test_memory_transport.py pins the AWS reading in the memory transport.
 Real SQS may return fewer messages than are available on a short poll; both
 transports here return as many as they can, and the tests rely on that.
 """
@@ -330,7 +330,7 @@ def test_deleting_with_a_stale_receipt_handle_is_not_reported_as_failed(transpor
     # message (otherwise, the request succeeds, but the message will not be
     # deleted)" (API_DeleteMessage). moto deletes it anyway, so whether the
     # message is gone is not part of the contract; the memory transport keeps
-    # it, as AWS says (tests/test_memory_transport.py).
+    # it, as AWS says (tests/unit/test_memory_transport.py).
     send(transport, queue, 'one')
     [stale] = receive_all(transport, queue, 1, visibility_timeout_sec=0)
     [latest] = receive_all(transport, queue, 1)

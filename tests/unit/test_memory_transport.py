@@ -1,6 +1,6 @@
 """What is the memory transport's own: its clock, latency, request log, late
 settles, and its reading of AWS where moto differs (the shared behaviour is in
-tests/test_transport_contract.py)."""
+tests/integration/test_transport_contract.py)."""
 
 import pytest
 

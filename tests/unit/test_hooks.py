@@ -76,7 +76,7 @@ def test_after_publish_sees_the_error_of_a_failed_send():
 
 def test_publish_hooks_setting_takes_dotted_paths(memory_broker):
     Tracing.instances.clear()
-    with settings.override(PUBLISH_HOOKS=['tests.test_hooks.Tracing']):
+    with settings.override(PUBLISH_HOOKS=['tests.unit.test_hooks.Tracing']):
         task_id = tasks.EchoTask.publish(None, 1)
     [hook] = Tracing.instances
     assert hook.seen[-1] == ('after', [task_id], None)
@@ -91,8 +91,8 @@ def test_a_failing_publish_hook_is_logged_and_the_task_still_goes_out(memory_bro
 
 
 def test_a_hook_that_is_not_a_hook_class_is_a_clear_error(memory_broker):
-    with settings.override(PUBLISH_HOOKS=['tests.test_hooks.FailingSender']):
-        with pytest.raises(ImproperlyConfigured, match="PUBLISH_HOOKS entry 'tests.test_hooks."
+    with settings.override(PUBLISH_HOOKS=['tests.unit.test_hooks.FailingSender']):
+        with pytest.raises(ImproperlyConfigured, match="PUBLISH_HOOKS entry 'tests.unit.test_hooks."
                                                        "FailingSender' is not a kale.hooks."
                                                        "PublishHooks"):
             tasks.EchoTask.publish(None, 1)
@@ -241,7 +241,7 @@ def test_hooks_under_their_old_names_are_still_called_with_a_warning_once(caplog
     from kale.events import Outcome
     from kale.hooks import HookDispatcher
     from kale.worker.report import HOOKS
-    from tests.test_events import settled
+    from tests.support.received import settled
     old = OldNames()
     dispatcher = HookDispatcher([old])
     with pytest.warns(DeprecationWarning, match='is the old name of the hook') as warned:

@@ -11,9 +11,8 @@ import pytest
 
 from kale.exceptions import MessageTooLargeError
 from tests import tasks
+from tests.support.processes import WorkerProcess, console_script, dead_letters, one_line_error, reasons
 from tests.support.records import records_of
-from tests.test_cli_admin import console_script, one_line_error
-from tests.test_worker_e2e import WorkerProcess, dead_letters, reasons
 
 pytestmark = pytest.mark.slow
 

@@ -6,29 +6,12 @@ from __future__ import annotations
 import pytest
 
 from kale import records
-from kale.events import Outcome, Settlement
+from kale.events import Outcome
 from kale.hooks import HookDispatcher, WorkerHooks
 from kale.records.hooks import RecordsHooks
 from kale.records.schema import STATUSES
-from kale.worker.batch import Batch
 from kale.worker.report import Reporter
-from tests import tasks
-from tests.test_runner import QUEUE, received_for
-
-
-def settled(outcome):
-    """A verified, settled settlement of ``outcome`` in a batch of its own."""
-    from kale.queue_config import get_queue_config
-    from kale.worker.runner import TaskRunner
-    received = received_for(tasks.RecordTask)
-    batch = Batch(get_queue_config()['default'], [received], 0.0, QUEUE)
-    runner = TaskRunner()
-    opened = runner.open(batch, received)
-    message = runner.read(batch, received, opened)
-    settlement = Settlement(received, outcome, message=message, settled=True,
-                            reason='because', duration_sec=0.01)
-    batch.settlements.append(settlement)
-    return batch, settlement
+from tests.support.received import settled
 
 
 @pytest.mark.parametrize('outcome', list(Outcome))

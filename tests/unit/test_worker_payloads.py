@@ -1,5 +1,5 @@
 """Payloads kept in S3, through the worker loop, in-process: the in-memory
-transport and payload store (tests/test_payloads_e2e.py runs real workers on
+transport and payload store (tests/e2e/test_payloads_e2e.py runs real workers on
 moto's S3). The object goes when its task is done, and stays for every copy."""
 import logging
 import os

@@ -8,8 +8,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests import tasks
+from tests.support.processes import WorkerProcess, wait_for
 from tests.support.records import read_records
-from tests.test_worker_e2e import WorkerProcess, wait_for
 
 pytestmark = pytest.mark.slow
 

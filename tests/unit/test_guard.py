@@ -7,7 +7,7 @@ from kale.exceptions import TimeLimitExceeded
 from kale.timeout import NoTimeout, SignalTimeout, TimeoutGuard
 from kale.worker.runner import TaskRunner
 from tests import tasks
-from tests.test_runner import batch_for, received_for
+from tests.support.received import batch_for, received_for
 
 
 class Interrupt(BaseException):

@@ -9,27 +9,12 @@ from kale import message as kale_message
 from kale.conf import settings
 from kale.events import Outcome, Settlement
 from kale.message import ATTR_DEAD_LETTER_REASON, ATTR_SOURCE_QUEUE
-from kale.queue_config import get_queue_config
 from kale.task import PERMANENT_FAILURE_NON_RETRIABLE, PERMANENT_FAILURE_RETRIES_EXHAUSTED
 from kale.transport import ReceivedMessage
-from kale.worker.batch import Batch
 from kale.worker.runner import TaskRunner
 from tests import tasks
+from tests.support.received import QUEUE, batch_for, received_for
 from tests.support.records import recorded_ids
-
-QUEUE = 'tq-default'
-
-
-def received_for(task_class, *args, retry_num=0, failure_num=0, **kwargs):
-    message = kale_message.Message('tid-%s' % task_class.__name__, task_class.task_path(), args,
-                                   kwargs, retry_num=retry_num, failure_num=failure_num)
-    outgoing = kale_codec.to_outgoing(message, QUEUE)
-    return ReceivedMessage('mid', 'handle', outgoing.body,
-                           {k: str(v) for k, v in outgoing.attributes.items()})
-
-
-def batch_for(received):
-    return Batch(get_queue_config()['default'], [received], time.monotonic(), QUEUE)
 
 
 def run(received):

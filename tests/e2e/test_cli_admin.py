@@ -5,7 +5,6 @@ itself (``python -m kale``) is run by the tests of one-line errors at the end.
 """
 import io
 import json
-import subprocess
 import sys
 from typing import NamedTuple
 
@@ -15,7 +14,7 @@ from kale import message as kale_message
 from kale.cli import main
 from kale.conf import ENVIRONMENT_VARIABLE
 from tests import tasks
-from tests.support.endpoint import ROOT, subprocess_env
+from tests.support.processes import console_script, one_line_error
 from tests.support.records import recorded_ids
 
 
@@ -39,20 +38,6 @@ def kale(capsys, monkeypatch):
         out, err = capsys.readouterr()
         return Result(code, out, err)
     return run
-
-
-def console_script(*args, **env):
-    """``python -m kale ...`` in a subprocess, as a user runs it."""
-    return subprocess.run([sys.executable, '-m', 'kale', *args], cwd=ROOT, capture_output=True,
-                          text=True, env=subprocess_env(**env), timeout=120)
-
-
-def one_line_error(result):
-    assert result.returncode != 0
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith('kale: error: ')
-    return lines[0][len('kale: error: '):]
 
 
 def send_raw(sqs, queue, *bodies):

@@ -11,8 +11,8 @@ from kale import records
 from kale.records.queries import TaskFilter
 from tests import records_tasks as rt
 from tests import tasks
+from tests.support.processes import WorkerProcess, wait_for
 from tests.support.records import recorded_ids
-from tests.test_worker_e2e import WorkerProcess, wait_for
 
 pytestmark = pytest.mark.slow
 

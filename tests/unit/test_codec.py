@@ -46,11 +46,17 @@ def to_outgoing(message, delay_sec=0):
     return codec.to_outgoing(message, QUEUE, delay_sec)
 
 
+#: One publish time for every message of a test run (whole seconds, as on the
+#: wire, and recent enough for the replay window): two messages made a second
+#: apart still compare equal.
+PUBLISHED_AT = float(int(__import__('time').time()))
+
+
 def make_message(**changes):
     fields = dict(task_id='abc123', task_name='tests.tasks.EchoTask', args=(1, 'two', [3]),
                   kwargs={'k': {'nested': True}}, app_data={'env': 'test'}, retry_num=2,
                   failure_num=1, sent_at=1700000000.5, publisher='host[1]',
-                  published_at=float(int(__import__('time').time())))
+                  published_at=PUBLISHED_AT)
     fields.update(changes)
     return Message(**fields)
 

@@ -357,7 +357,7 @@ def test_a_run_under_its_time_limit_is_not_slow_unless_the_task_sets_a_target(ca
     (the clock moves 65 s during the run)."""
     from kale.worker.runner import TaskRunner
     from tests.support.clock import FakeClock
-    from tests.test_runner import batch_for, received_for
+    from tests.support.received import batch_for, received_for
     clock = FakeClock()
     tasks.ClockedTask.clock = clock
 

@@ -1,6 +1,6 @@
 """Properties over generated inputs: the queue lottery's fairness, and the
-memory transport's FIFO group order. (Retry delays are in tests/test_retry.py,
-the records' newest-event-wins in tests/test_records_driver.py, the decoder
+memory transport's FIFO group order. (Retry delays are in tests/unit/test_retry.py,
+the records' newest-event-wins in tests/integration/test_records_driver.py, the decoder
 in tests/test_hostile_bodies.py.)"""
 import math
 import random

@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Optional
 from urllib.parse import urlparse
 
 import pytest
@@ -27,7 +26,8 @@ from kale.worker.signals import SECOND_SIGNAL_MIN_GAP_SEC
 from tests import tasks
 from tests.support.endpoint import ROOT, subprocess_env
 from tests.support.hostile import OTHER_KEY, CreatesFileWhenUnpickled
-from tests.support.records import read_records, recorded_ids
+from tests.support.processes import WorkerProcess, dead_letters, events, reasons, wait_for
+from tests.support.records import recorded_ids
 from tests.support.tcp_proxy import TCPProxy
 
 pytestmark = pytest.mark.slow
@@ -36,64 +36,7 @@ pytestmark = pytest.mark.slow
 LONG_POLL_REQUEST = re.compile(rb'WaitTimeSeconds\W{1,4}20\b')
 
 
-class WorkerProcess:
-    """`kale worker ...` in a subprocess with its log captured to a file."""
-
-    def __init__(self, tmp_path, *args: str, endpoint: Optional[str] = None, **extra_env: str):
-        self.log_path = tmp_path / ('worker-%d.log' % time.monotonic_ns())
-        env = subprocess_env(**extra_env)
-        if endpoint:
-            env['KALE_TEST_ENDPOINT'] = endpoint
-        self.log = open(self.log_path, 'w')
-        self.process = subprocess.Popen([sys.executable, '-m', 'kale', 'worker', *args],
-                                        stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
-
-    def wait(self, timeout: float) -> int:
-        try:
-            return self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-            pytest.fail('worker did not exit within %ss; log:\n%s' % (timeout, self.output()))
-        finally:
-            self.log.close()
-
-    def signal(self, signum: int) -> None:
-        self.process.send_signal(signum)
-
-    def output(self) -> str:
-        if not self.log.closed:
-            self.log.flush()
-        return self.log_path.read_text()
-
-    def wait_for_log(self, text: str, timeout: float = 30) -> None:
-        """Wait until the worker has logged ``text``."""
-        wait_for(lambda: text in self.output(), timeout, 'the worker to log %r' % text)
-
-
 ids = recorded_ids
-
-
-def events(path, event):
-    return [r for r in read_records(path) if r[0] == event]
-
-
-def wait_for(condition, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.05)
-    pytest.fail('timed out waiting for %s' % what)
-
-
-def dead_letters(sqs, queue):
-    return sqs.receive_all('dlq-' + queue)
-
-
-def reasons(messages):
-    return sorted(m['MessageAttributes']['kale_dead_letter_reason']['StringValue'].split(':')[0]
-                  for m in messages)
 
 
 def test_100_tasks_over_three_queues_two_workers_none_lost(sqs, record, tmp_path):
