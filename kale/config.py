@@ -101,7 +101,9 @@ class Config:
     RECORDS_HEARTBEAT_SEC: float
     RECORDS_PURGE_INTERVAL_SEC: float
     RECORDS_MAX_VALUE_CHARS: int
+    RECORDS_SENSITIVE_DATA: str
     WEB_TOKEN: str
+    WEB_ALLOWED_HOSTS: Sequence[str]
     METRICS_PORT: int
     METRICS_HOST: str
     LOG_FORMAT: str
@@ -194,7 +196,7 @@ SETTING_NAMES = frozenset(field.name for field in dataclasses.fields(Config)
                           if field.name.isupper())
 #: Settings given as lists that are kept as tuples.
 _SEQUENCES = ('ACCEPT_SERIALIZERS', 'TASK_MODULES', 'PUBLISH_HOOKS', 'WORKER_HOOKS',
-              'MESSAGE_SIGNING_OLD_KEYS', 'MESSAGE_ENCRYPTION_OLD_KEYS')
+              'MESSAGE_SIGNING_OLD_KEYS', 'MESSAGE_ENCRYPTION_OLD_KEYS', 'WEB_ALLOWED_HOSTS')
 
 
 def defaults() -> dict[str, Any]:

@@ -250,6 +250,13 @@ RECORDS_HEARTBEAT_SEC = 10
 # purges about this often, at a random offset).
 RECORDS_PURGE_INTERVAL_SEC = 300
 
+# What records keep of a task's arguments, result, error message and
+# traceback: 'encrypt' keeps them, sealed under a key derived from
+# MESSAGE_ENCRYPTION_KEY when one is set (in clear otherwise, as SQS holds
+# them); 'drop' keeps none of them (a task's record_args = False drops its
+# arguments alone).
+RECORDS_SENSITIVE_DATA = 'encrypt'
+
 # Largest rendering, in characters of JSON, of a task's arguments or result
 # kept in its record; longer ones are kept cut, marked as truncated.
 RECORDS_MAX_VALUE_CHARS = 4000
@@ -258,6 +265,13 @@ RECORDS_MAX_VALUE_CHARS = 4000
 # address (the environment variable KALE_WEB_TOKEN overrides it). Without
 # one, `kale web --host 0.0.0.0` refuses to start.
 WEB_TOKEN = ''
+
+# Host names `kale web` answers for, besides the loopback names and the
+# address it serves (a `Host` header naming anything else is refused, so a
+# page on an attacker's domain that resolves to 127.0.0.1 cannot read the
+# API). With a token set, the token guards the API and any host is answered
+# unless this list is set. '*' answers any host.
+WEB_ALLOWED_HOSTS = ()
 
 # --- Observability ----------------------------------------------------------
 
@@ -268,10 +282,10 @@ WEB_TOKEN = ''
 # (pip install 'kale-sqs[metrics]').
 METRICS_PORT = 0
 
-# Address the metrics endpoint listens on: all interfaces by default, for a
-# Prometheus server elsewhere to scrape; '127.0.0.1' keeps it on this machine.
-# It shows queue and task names and counts, never task ids or arguments.
-METRICS_HOST = '0.0.0.0'
+# Address the metrics endpoint listens on: this machine only by default;
+# '0.0.0.0' (all interfaces) for a Prometheus server elsewhere to scrape. It
+# shows queue and task names and counts, never task ids or arguments.
+METRICS_HOST = '127.0.0.1'
 
 # 'text' or 'json' (one JSON object a line: time, level, logger, message, and
 # task_id, task, queue, attempt and worker where known), for `kale` commands.

@@ -311,4 +311,12 @@ __all__ = [
     'UnknownQueueError',
     'UnknownTaskPathError',
     'describe',
+    'short_reason',
 ]
+
+
+def short_reason(reason: str) -> str:
+    """A failure's reason without the error's message: ``no_retries:
+    ValueError`` of ``no_retries: ValueError: refused card ...`` (what is
+    kept in clear where task data is encrypted)."""
+    return ': '.join(reason.split(': ')[:2])

@@ -60,6 +60,14 @@ def _module_prefixes(value: Any) -> Optional[str]:
     return "must be a list of module names, e.g. ('myapp.tasks',)"
 
 
+def _host_names(value: Any) -> Optional[str]:
+    if isinstance(value, (list, tuple)) and all(
+            isinstance(v, str) and v and len(v) <= 253 and not any(c in v for c in '/ @')
+            for v in value):
+        return None
+    return "must be a list of host names, e.g. ('kale.internal.example',)"
+
+
 def _url(value: Any) -> Optional[str]:
     if not isinstance(value, str):
         return 'must be a URL (a string)'
@@ -191,6 +199,8 @@ CHECKS: dict[str, Callable[[Any], Optional[str]]] = {
     'RECORDS_PURGE_INTERVAL_SEC': _number(1),
     'RECORDS_MAX_VALUE_CHARS': _number(100, 1000000, whole=True),
     'WEB_TOKEN': _TEXT,
+    'RECORDS_SENSITIVE_DATA': _one_of('encrypt', 'drop'),
+    'WEB_ALLOWED_HOSTS': _host_names,
     'METRICS_PORT': _number(0, 65535, whole=True),
     'METRICS_HOST': _TEXT,
     'LOG_FORMAT': _one_of('text', 'json'),

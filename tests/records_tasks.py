@@ -100,3 +100,13 @@ class TwiceBrokenTask(task.Task):
         if self.message.retry_num < 2:
             raise ValueError('attempt %d fails' % (self.message.attempt))
         return 'third time'
+
+
+class TellingBrokenTask(task.Task):
+    """Fails for good, saying what it was given (in its error and traceback)."""
+    queue = 'default'
+    time_limit = 5
+    max_retries = 0
+
+    def run_task(self, given):
+        raise ValueError('refused %s' % given)

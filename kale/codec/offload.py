@@ -95,8 +95,8 @@ class OffloadStep:
     def __init__(self, bucket: str, threshold: int, max_bytes: int,
                  envelope_steps: Sequence[Step],
                  store: Callable[[], PayloadStore] = get_payload_store):
-        #: Where new payloads go; '' keeps every payload in its message (bodies
-        #: pointing at a bucket are read all the same).
+        #: Where new payloads go, and the only bucket a pointer may name; ''
+        #: keeps every payload in its message (and refuses pointers).
         self.bucket = bucket
         self.threshold = threshold
         #: Largest object a pointer may name (MAX_DECOMPRESSED_BYTES and overhead).
@@ -138,6 +138,15 @@ class OffloadStep:
         if frame.data:
             raise DecodeError(DecodeError.CORRUPT, 'body carries data besides its pointer to %s'
                               % found.url)
+        # Signed or not, a pointer reads only Kale's own objects: the
+        # configured bucket, under the payload prefix, no path tricks.
+        if found.bucket != self.bucket:
+            raise DecodeError(DecodeError.CORRUPT, 'pointer names bucket %r, not PAYLOAD_BUCKET %r'
+                              % (found.bucket[:100], self.bucket))
+        if not found.key.startswith(KEY_PREFIX) or '..' in found.key.split('/') \
+                or '//' in found.key:
+            raise DecodeError(DecodeError.CORRUPT, 'pointer names key %r, outside %s'
+                              % (found.key[:200], KEY_PREFIX))
         if found.size > self.max_bytes:
             raise DecodeError(DecodeError.TOO_LARGE, 'payload object %s of %d bytes is over the %d '
                               'bytes MAX_DECOMPRESSED_BYTES allows'

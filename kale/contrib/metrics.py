@@ -30,6 +30,7 @@ batch, in ``after_batch``.
 """
 from __future__ import annotations
 
+import re
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Optional
@@ -102,6 +103,22 @@ def metrics_for(registry: Any) -> KaleMetrics:
         if found is None or found[0] is not registry:
             found = _by_registry[id(registry)] = (registry, KaleMetrics(registry))
         return found[1]
+
+
+#: Distinct (queue, task) series one process makes, at most: a message's task
+#: path comes from its publisher, and a metric's labels must stay bounded.
+MAX_TASK_SERIES = 500
+#: What a task path is (module.Class); anything else is counted as '?'.
+TASK_PATH = re.compile(r'[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+')
+
+
+def task_label(task: str, series_made: int) -> str:
+    """The ``task`` label for a task path: the path itself while there are
+    fewer than MAX_TASK_SERIES series, 'other' past that, '?' for a value
+    that is not a task path."""
+    if len(task) > 200 or not TASK_PATH.fullmatch(task):
+        return '?'
+    return task if series_made < MAX_TASK_SERIES else 'other'
 
 
 class TaskSeries:
@@ -196,7 +213,13 @@ class PrometheusHooks(PublishHooks, WorkerHooks):
     def series(self, queue: str, task: str) -> TaskSeries:
         found = self._tasks.get((queue, task))
         if found is None:
-            found = self._tasks[(queue, task)] = TaskSeries(self.metrics, queue, task)
+            label = task_label(task, len(self._tasks))
+            found = self._tasks.get((queue, label))
+            if found is None:
+                found = TaskSeries(self.metrics, queue, label)
+                self._tasks[(queue, label)] = found
+            if label == task:
+                self._tasks[(queue, task)] = found
         return found
 
     # --- a worker ---------------------------------------------------------------

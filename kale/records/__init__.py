@@ -184,6 +184,8 @@ def retry_reporting(task_id: str, url: Optional[str] = None) -> tuple[str, bool]
                                   'whole (record_args = False, or too large)' % task_id)
     if record.retried_as and not record.retried_as.startswith(CLAIM_PREFIX):
         return record.retried_as, False
+    store(url).sealer.check_inputs(task_id, record.task,
+                                   dict(record.inputs, mac=record.inputs_mac))
     task_class = resolve_task(record.task)
     labels = dict(record.labels)
     labels['retry_of'] = task_id[:256]

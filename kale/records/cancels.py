@@ -25,6 +25,8 @@ A worker checks once a second that the path still leads to the file it
 mapped, and maps the new one when it was deleted or replaced. The file only
 ever holds its 8 bytes: like SQLite's own ``-shm`` file, it must not be
 truncated while workers run (reading a truncated mapping kills the process).
+It is made owner-only and never opened through a symbolic link
+(:mod:`kale.records.files`).
 """
 from __future__ import annotations
 
@@ -33,6 +35,8 @@ import mmap
 import os
 import time
 from typing import Any, Callable, Optional, Sequence
+
+from kale.records.files import NO_FOLLOW, open_private
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +78,7 @@ def signal_path(url: Any) -> Optional[str]:
 def send(path: str) -> None:
     """Tell the workers on this machine that a cancellation happened: a new
     random stamp (OSError when the file cannot be written)."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    fd = open_private(path, os.O_RDWR | os.O_CREAT)
     try:
         os.pwrite(fd, os.urandom(STAMP_BYTES), 0)
     finally:
@@ -86,9 +90,9 @@ def open_stamp(path: str) -> tuple[mmap.mmap, tuple[int, int]]:
     missing, and its identity (device, inode); OSError when it can be
     neither opened nor made."""
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        fd = open_private(path, os.O_RDWR | os.O_CREAT)
     except PermissionError:
-        fd = os.open(path, os.O_RDONLY)     # made by another user: reading is enough
+        fd = os.open(path, os.O_RDONLY | NO_FOLLOW)     # another user's: reading is enough
     try:
         found = os.fstat(fd)
         if found.st_size < STAMP_BYTES:

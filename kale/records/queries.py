@@ -115,6 +115,13 @@ def parse_time(name: str, text: str) -> float:
     return moment.timestamp()
 
 
+#: Bounds on what one query may ask for (a query is a request anyone with
+#: access to the API can make).
+MAX_LABEL_FILTERS = 8
+MAX_LABEL_VALUE_CHARS = 256
+MAX_CURSOR_ID_CHARS = 200
+
+
 def parse_filter(params: Mapping[str, str]) -> TaskFilter:
     """A filter from query parameters; BadFilterError for a bad or unknown one."""
     fields: dict[str, Any] = {}
@@ -123,6 +130,9 @@ def parse_filter(params: Mapping[str, str]) -> TaskFilter:
         if name == 'status':
             fields['statuses'] = parse_statuses(value)
         elif name in ('task', 'queue'):
+            if len(value) > MAX_LABEL_VALUE_CHARS:
+                raise BadFilterError('%s filter: at most %d characters'
+                                     % (name, MAX_LABEL_VALUE_CHARS))
             fields[name] = value or None
         elif name in ('since', 'until'):
             fields[name] = parse_time(name, value)
@@ -131,7 +141,12 @@ def parse_filter(params: Mapping[str, str]) -> TaskFilter:
             if not LABEL_KEY.fullmatch(key):
                 raise BadFilterError('label filter %r: a key is 1-64 letters, digits or _.:-'
                                      % name)
+            if len(value) > MAX_LABEL_VALUE_CHARS:
+                raise BadFilterError('label filter %r: a value is at most %d characters'
+                                     % (name, MAX_LABEL_VALUE_CHARS))
             labels.append((key, value))
+            if len(labels) > MAX_LABEL_FILTERS:
+                raise BadFilterError('at most %d label filters at once' % MAX_LABEL_FILTERS)
         elif name not in NOT_FILTERS:
             raise BadFilterError('unknown filter %r: use status, task, queue, label.KEY, '
                                  'since or until' % name)
@@ -153,10 +168,14 @@ def encode_cursor(record: TaskRecord) -> str:
 
 
 def decode_cursor(text: str) -> tuple[float, str]:
+    if len(text) > 2 * MAX_CURSOR_ID_CHARS:
+        raise BadFilterError('cursor %r is not one this server gave out' % text[:100])
     try:
         raw = base64.urlsafe_b64decode(text + '=' * (-len(text) % 4))
         published_at, task_id = json.loads(raw)
-        if isinstance(published_at, (int, float)) and isinstance(task_id, str):
+        if isinstance(published_at, (int, float)) and not isinstance(published_at, bool) \
+                and math.isfinite(published_at) and isinstance(task_id, str) \
+                and len(task_id) <= MAX_CURSOR_ID_CHARS:
             return float(published_at), task_id
     except (ValueError, binascii.Error, TypeError):
         pass

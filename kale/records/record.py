@@ -53,11 +53,21 @@ class TaskRecord:
     duplicate_of: Optional[str] = None
     #: The task published by retrying this one from its record (once).
     retried_as: Optional[str] = None
+    #: The MAC over the task and its stored arguments that a retry checks
+    #: (:mod:`kale.records.sealing`); not shown by the API.
+    inputs_mac: Optional[str] = dataclasses.field(default=None, repr=False)
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any] | Any) -> 'TaskRecord':
-        values: dict[str, Any] = {field.name: row.get(field.name)
-                                  for field in dataclasses.fields(cls)}
+        """The record of a row, its sealed values opened (:mod:`kale.records.sealing`)."""
+        from kale.conf import settings
+        from kale.records.sealing import sealer
+        values: dict[str, Any] = sealer(settings.config).open_row(
+            {field.name: row.get(field.name) for field in dataclasses.fields(cls)})
+        inputs = values['inputs']
+        if isinstance(inputs, dict) and 'mac' in inputs:
+            values['inputs'] = {key: value for key, value in inputs.items() if key != 'mac'}
+            values['inputs_mac'] = inputs['mac']
         values['labels'] = values['labels'] or {}
         return cls(**values)
 
@@ -81,6 +91,7 @@ class TaskRecord:
         """The record for the REST API; without ``detail``, no inputs,
         traceback or result."""
         data = dataclasses.asdict(self)
+        data.pop('inputs_mac')
         for name in ('published_at', 'started_at', 'finished_at', 'next_attempt_at',
                      'updated_at'):
             data[name] = iso(data[name])

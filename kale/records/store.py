@@ -15,8 +15,9 @@ import threading
 import time
 from typing import Any, Iterator, Optional, Sequence
 
+from kale.conf import settings
 from kale.exceptions import ImproperlyConfigured, RecordsUnavailableError
-from kale.records import cancels, schema
+from kale.records import cancels, files, schema
 from kale.records.schema import (
     CANCELLED,
     DEDUPLICATED,
@@ -41,6 +42,7 @@ except ImportError as exc:  # pragma: no cover - depends on the extras installed
                                '(%s)' % exc) from exc
 
 from kale.records.driver import Driver, insert_for, same_keys
+from kale.records.sealing import Sealer, sealer
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +87,8 @@ class RecordStore:
         try:
             target = engine_url(url)
             if target.get_backend_name() == 'sqlite':
+                if cancels.signal_path(target):          # a database in a file
+                    files.prepare_database(str(target.database))
                 self.engine = sqlalchemy.create_engine(
                     target, connect_args={'check_same_thread': False})
                 _sqlite_connection_setup(self.engine)
@@ -190,6 +194,10 @@ class RecordStore:
         a writer that merged events passes those it saw)."""
         if attempt_rows is None:
             attempt_rows = retried_attempts(events)
+        sealer = self.sealer
+        published = [sealer.stored(row, published=True) for row in published]
+        if sealer.sealing or sealer.dropping:
+            events = [sealer.stored(row) for row in events]
         with self.begin(write=True) as conn:
             for group in same_keys(published):
                 self._executemany(conn, 'published', group)
@@ -222,6 +230,12 @@ class RecordStore:
                 cursor.executemany(statement.sql, statement.parameters(rows))
         finally:
             cursor.close()
+
+    @property
+    def sealer(self) -> Sealer:
+        """Signs stored inputs and seals what the database may not hold in
+        clear, under the settings' keys (:mod:`kale.records.sealing`)."""
+        return sealer(settings.config)
 
     def attempts(self, task_id: str) -> list[dict[str, Any]]:
         """The task's attempts before its last one, oldest first."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hmac
 import os
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -26,6 +26,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from kale.broker import Broker
+from kale.conf import settings
 from kale.exceptions import (
     BadFilterError,
     KaleError,
@@ -36,6 +37,7 @@ from kale.exceptions import (
 )
 from kale.web import routes
 from kale.web.openapi import ENDPOINTS, OPENAPI
+from kale.web.protect import LOOPBACK_HOSTS, BrowserSafety
 
 STATIC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'static')
 
@@ -100,11 +102,25 @@ def _metrics(api: routes.Api) -> Callable[[Request], Response]:
     return metrics
 
 
+def allowed_hosts_for(token: Optional[str], served: Sequence[str] = ()) -> list[str]:
+    """The host names answered (see :mod:`kale.web.protect`): the loopback
+    names, ``served`` and WEB_ALLOWED_HOSTS; with a token and no
+    WEB_ALLOWED_HOSTS, any."""
+    listed = list(settings.WEB_ALLOWED_HOSTS or ())
+    if token and not listed:
+        return ['*']
+    return [*LOOPBACK_HOSTS, *served, *listed]
+
+
 def create_app(records_url: Optional[str] = None, token: Optional[str] = None,
-               broker: Optional[Callable[[], Broker]] = None) -> Starlette:
+               broker: Optional[Callable[[], Broker]] = None,
+               allowed_hosts: Optional[Sequence[str]] = None) -> Starlette:
     """The API and dashboard for the records on ``records_url`` (default
     RECORDS_URL) and the configured queues (``broker`` makes the broker;
-    default: one from the settings). With ``token``, ``/api`` needs it."""
+    default: one from the settings). With ``token``, ``/api`` needs it.
+    ``allowed_hosts``: the ``Host`` names answered (default
+    :func:`allowed_hosts_for`); a state-changing request needs
+    ``X-Kale-Request: 1`` (see :mod:`kale.web.protect`)."""
     api = routes.Api(records_url, broker)
     handlers = [
         *(Route(endpoint.path, _handled(getattr(api, endpoint.handler)),
@@ -115,7 +131,10 @@ def create_app(records_url: Optional[str] = None, token: Optional[str] = None,
               methods=['GET']),
         Mount('/static', app=StaticFiles(directory=STATIC_DIR), name='static'),
     ]
-    middleware = [Middleware(BearerToken, token=token)] if token else []
+    hosts = allowed_hosts if allowed_hosts is not None else allowed_hosts_for(token)
+    middleware = [Middleware(BrowserSafety, allowed_hosts=hosts)]
+    if token:
+        middleware.append(Middleware(BearerToken, token=token))
 
     async def not_found(request: Request, exc: Exception) -> Response:
         return error(404, 'no route %s %s' % (request.method, request.url.path))

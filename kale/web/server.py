@@ -40,10 +40,12 @@ def check_exposure(host: str, token: str) -> None:
     if is_loopback(host):
         return
     if not token:
+        where = ('on every address of this machine, reachable from any network it is on'
+                 if host in ('0.0.0.0', '::', '') else 'beyond this machine')
         raise ImproperlyConfigured(
-            'kale web --host %s listens beyond this machine: set a bearer token in $%s (or '
-            'the WEB_TOKEN setting), e.g. python -c "import secrets; print(secrets.token_hex('
-            '32))"' % (host, TOKEN_VARIABLE))
+            'kale web --host %s listens %s: set a bearer token in $%s (or the WEB_TOKEN '
+            'setting), e.g. python -c "import secrets; print(secrets.token_hex(32))"'
+            % (host or "''", where, TOKEN_VARIABLE))
     if len(token) < MIN_TOKEN_CHARS:
         raise ImproperlyConfigured('the kale web token must be at least %d characters'
                                    % MIN_TOKEN_CHARS)
@@ -85,8 +87,11 @@ def serve(host: str = '127.0.0.1', port: int = 8000, token: Optional[str] = None
     url = url_of(sock)
     announce('kale web: serving the dashboard at %s and the API at %sapi/ (Ctrl-C stops)%s'
              % (url, url, '; requests need the bearer token' if token else ''))
-    config = uvicorn.Config(create_app(token=token or None), log_level='warning',
-                            access_log=False, lifespan='off')
+    # No access log: a request line may carry what a caller should not have
+    # put in a URL; the token itself is refused there (kale.web.protect).
+    from kale.web.app import allowed_hosts_for
+    app = create_app(token=token or None, allowed_hosts=allowed_hosts_for(token, [host]))
+    config = uvicorn.Config(app, log_level='warning', access_log=False, lifespan='off')
     uvicorn.Server(config).run(sockets=[sock])
     sys.stdout.flush()
     return 0

@@ -31,6 +31,7 @@ from kale.exceptions import (
     KaleError,
     PayloadStoreError,
     describe,
+    short_reason,
 )
 from kale.message import ATTR_DEAD_LETTER_REASON, ATTR_SOURCE_QUEUE, Message
 from kale.queue_config import TaskQueue
@@ -213,6 +214,9 @@ class TaskRunner:
                              message.task_name, message.task_id)
             permanent, delay = 'retry policy failed: %s' % describe(policy_error), 0
         reason = '%s: %s' % (permanent, describe(exc)) if permanent else describe(exc)
+        # The error's message may quote the task's data: with task data
+        # encrypted, the dead letter's attribute (clear on SQS) does not carry it.
+        public = short_reason(reason) if self.config.MESSAGE_ENCRYPTION_KEY else reason
         codec, queue = self.codec, batch.queue
         # Copies are signed with the current key, for this queue (a dead letter
         # for the queue it came from), and keep the task's first issue time.
@@ -221,7 +225,7 @@ class TaskRunner:
                 final = dataclasses.replace(message, failure_num=message.failure_num + 1)
                 copy = codec.reissue(
                     envelope, final, batch.sqs_name, 0,
-                    {ATTR_DEAD_LETTER_REASON: reason[:MAX_REASON_CHARS],
+                    {ATTR_DEAD_LETTER_REASON: public[:MAX_REASON_CHARS],
                      ATTR_SOURCE_QUEUE: queue.name})
                 outcome = Outcome.DEAD_LETTER
             elif batch.fifo:    # kept, invisible for the delay (see kale.worker.consumer)

@@ -90,7 +90,7 @@ def test_search_by_label_and_by_task_id(browser, web, some_records):
         page.wait_for_selector('body[data-loaded=true]', timeout=15000)
         page.fill('#search-text', 'tenant=t2')
         page.click('#search button[type=submit]')
-        page.wait_for_function("document.querySelectorAll('#tasks tbody tr').length === 1")
+        page.wait_for_function("() => document.querySelectorAll('#tasks tbody tr').length === 1")
         page.fill('#search-text', some_records[:8])           # a unique prefix of the id
         page.click('#search button[type=submit]')
         page.wait_for_selector('#detail:not([hidden])')
@@ -112,9 +112,9 @@ def test_the_cancel_button_cancels_a_queued_task_and_the_page_refreshes_itself(
         cancelled = page.inner_text('#banner').split()[-1]
         assert records.get(cancelled).status == 'cancelled'
         queued = "document.querySelector('#counts .card[data-status=queued] .n').innerText"
-        page.wait_for_function('%s === "0"' % queued)
+        page.wait_for_function('() => %s === "0"' % queued)
         rt.PlainTask.publish(None, 7)              # no reload: the page's own timer shows it
-        page.wait_for_function('%s === "1"' % queued, timeout=10000)
+        page.wait_for_function('() => %s === "1"' % queued, timeout=10000)
     finally:
         page.close()
 
@@ -168,11 +168,12 @@ def test_the_task_page_shows_arguments_traceback_and_every_attempt(browser, web,
         assert 'Traceback (most recent call last)' in page.inner_text('#detail pre.traceback')
         # The detail's retry button, clicked twice: one new task.
         page.click('#detail-actions button:has-text("retry")')
-        page.wait_for_function("document.getElementById('banner').innerText !== ''")
+        page.wait_for_function("() => document.getElementById('banner').innerText !== ''")
         said = page.inner_text('#banner')
         assert 'published again as' in said, said
         first = said.split()[-1]
-        api = page.evaluate("""(id) => fetch('api/tasks/' + id + '/retry', {method: 'POST'})
+        api = page.evaluate("""(id) => fetch('api/tasks/' + id + '/retry',
+                                      {method: 'POST', headers: {'X-Kale-Request': '1'}})
                                 .then((r) => r.json())""", broken)
         assert api['id'] == first and api['published'] is False
         assert records.get(broken).retried_as == first
@@ -189,27 +190,27 @@ def test_full_ids_filters_sorting_paging_and_cards_that_follow_the_filter(browse
     page = open_dashboard(browser, web)
     try:
         page.click('#tabs button[data-status=""]')
-        page.wait_for_function("document.querySelectorAll('#tasks tbody tr').length === 25")
+        page.wait_for_function("() => document.querySelectorAll('#tasks tbody tr').length === 25")
         first_id = page.get_attribute('#tasks tbody tr', 'data-id')
         assert page.inner_text('#tasks tbody tr a.id') == first_id and len(first_id) == 32
         assert page.get_attribute('#tasks tbody tr time', 'title')        # absolute, on hover
         assert 'showing 25 of 38' in page.inner_text('#shown')
         page.click('#more')
-        page.wait_for_function("document.querySelectorAll('#tasks tbody tr').length === 38")
+        page.wait_for_function("() => document.querySelectorAll('#tasks tbody tr').length === 38")
         assert page.is_hidden('#more')
         page.click('#tasks th[data-sort=attempts]')
         page.click('#tasks th[data-sort=attempts]')                        # descending
         assert page.inner_text('#tasks tbody tr td:nth-child(4)') == '1'
         page.fill('#filter-task', 'BrokenTask')
         page.click('#filters button[type=submit]')
-        page.wait_for_function("document.querySelectorAll('#tasks tbody tr').length === 1")
+        page.wait_for_function("() => document.querySelectorAll('#tasks tbody tr').length === 1")
         cards = "document.querySelector('#counts .card[data-status=%s] .n').innerText"
-        page.wait_for_function('%s === "0"' % (cards % 'succeeded'))          # the filter's counts
+        page.wait_for_function('() => %s === "0"' % (cards % 'succeeded'))          # the filter's counts
         assert page.inner_text('#counts .card[data-status=failed] .n') == '1'
         page.fill('#filter-task', '')
         page.select_option('#filter-queue', 'default')
         page.click('#filters button[type=submit]')
-        page.wait_for_function('%s === "6"' % (cards % 'succeeded'))
+        page.wait_for_function('() => %s === "6"' % (cards % 'succeeded'))
     finally:
         page.close()
 
@@ -263,9 +264,81 @@ def test_old_stopped_workers_are_collapsed_and_a_quiet_system_still_charts(brows
         assert 'h:2@recent' in workers and 'h:1@old' not in workers
         assert page.inner_text('#old-workers') == 'show 1 workers stopped more than a day ago'
         page.click('#old-workers')
-        page.wait_for_function("document.querySelector('#workers tbody').innerText"
+        page.wait_for_function("() => document.querySelector('#workers tbody').innerText"
                                ".includes('h:1@old')")
         assert page.inner_text('.charts .window') == 'last day'
         assert page.query_selector('#chart-throughput svg polyline, #chart-throughput svg circle')
     finally:
         page.close()
+
+
+#: Markup that runs script if a page ever treats it as HTML.
+HOSTILE = '<img src=x onerror="window.__xss=1"><script>window.__xss=2</script>'
+
+
+def test_markup_in_every_stored_field_is_shown_as_text_and_never_runs(browser, web,
+                                                                       records_url):
+    import time
+    now = time.time()
+    store = records.store()
+    store.write([], [{'id': 'xss-task', 'task': 'app.' + HOSTILE, 'queue': HOSTILE,
+                      'status': 'failed', 'attempts': 1, 'published_at': now - 5,
+                      'started_at': now - 4, 'finished_at': now - 3, 'updated_at': now - 3,
+                      'labels': {'tenant': HOSTILE, HOSTILE[:20]: 'x'},
+                      'inputs': {'args': [HOSTILE], 'kwargs': {'k': HOSTILE}},
+                      'worker': HOSTILE[:150], 'error_type': HOSTILE,
+                      'error_message': HOSTILE, 'error_traceback': 'Traceback\n' + HOSTILE,
+                      'dead_letter_reason': HOSTILE, 'result': HOSTILE}],
+                [{'id': HOSTILE[:150], 'role': 'worker', 'host': HOSTILE[:100], 'pid': 1,
+                  'queues': [HOSTILE], 'version': '1', 'started_at': now,
+                  'heartbeat_at': now, 'heartbeat_sec': 10.0, 'current_task': 'xss-task',
+                  'current_task_name': HOSTILE}], attempt_rows=[])
+    page = open_dashboard(browser, web)
+    try:
+        page.click('#tabs button[data-status=""]')
+        page.wait_for_selector('#tasks tr[data-id="xss-task"]')
+        page.click('#tasks tr[data-id="xss-task"] a.id')
+        page.wait_for_selector('#detail pre.traceback')
+        assert HOSTILE in page.inner_text('#detail')              # shown, as text
+        assert HOSTILE in page.inner_text('#tasks')
+        assert HOSTILE[:100] in page.inner_text('#workers')
+        assert page.evaluate('window.__xss') is None
+        assert page.query_selector('img[src="x"]') is None
+        assert page.query_selector('body script:not([src])') is None
+    finally:
+        page.close()
+
+
+def test_a_page_on_another_site_cannot_change_anything(browser, web, memory_broker, records_url,
+                                                       tmp_path):
+    """The attack itself: the operator visits a page on another origin that
+    submits a form and fires no-cors fetches at kale web."""
+    import http.server
+    import threading
+    task_id = rt.PlainTask.publish(None, 5)
+    records.get(task_id)
+    target = web + 'api/tasks/%s/cancel' % task_id
+    (tmp_path / 'evil.html').write_text(
+        '<form method="POST" enctype="text/plain" action="%s"><input name="x" value="y"></form>'
+        '<script>fetch("%s", {method: "POST", mode: "no-cors", body: "x"});'
+        'fetch("%s", {method: "POST", mode: "no-cors", headers: {"Content-Type": "text/plain"}});'
+        'setTimeout(() => document.forms[0].submit(), 200);</script>' % (target, target, target))
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, directory=str(tmp_path), **kwargs)
+
+        def log_message(self, *args):
+            pass
+    server = http.server.ThreadingHTTPServer(('127.0.0.2', 0), Quiet)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    page = browser.new_page()
+    try:
+        page.goto('http://127.0.0.2:%d/evil.html' % server.server_address[1])
+        page.wait_for_url(target, timeout=10000)          # the form was submitted
+        assert 'another site' in page.inner_text('body') or 'X-Kale-Request' in page.inner_text(
+            'body')
+    finally:
+        page.close()
+        server.shutdown()
+    assert records.get(task_id).status == 'queued'

@@ -49,7 +49,7 @@ def test_kale_worker_serves_its_metrics_on_the_metrics_port(sqs, tmp_path):
     finally:
         worker.signal(signal.SIGTERM)
     assert worker.wait(15) == 0, worker.output()
-    assert 'serving metrics at http://0.0.0.0:%d/metrics' % port in worker.output()
+    assert 'serving metrics at http://127.0.0.1:%d/metrics' % port in worker.output()
 
 
 def test_concurrency_serves_one_endpoint_for_all_its_workers(sqs, record, tmp_path):

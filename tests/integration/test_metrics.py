@@ -242,3 +242,11 @@ def test_unreachable_endpoints_count_as_errors(registry):
     with pytest.raises(EndpointUnreachableError):
         transport.queue_exists('anything')
     assert value(registry, 'kale_sqs_requests_total', operation='GetQueueUrl', result='error') == 1
+
+
+def test_task_labels_stay_bounded_whatever_messages_name():
+    from kale.contrib.metrics import MAX_TASK_SERIES, task_label
+    assert task_label('app.tasks.SendMail', 0) == 'app.tasks.SendMail'
+    assert task_label('app.tasks.SendMail', MAX_TASK_SERIES) == 'other'
+    for hostile in ('<script>', 'a' * 300, 'no_dots', 'x.y z', ''):
+        assert task_label(hostile, 0) == '?'

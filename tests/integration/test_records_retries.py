@@ -6,7 +6,6 @@ import re
 import threading
 
 import pytest
-from starlette.testclient import TestClient
 
 from kale import records
 from kale.cli import main
@@ -14,6 +13,7 @@ from kale.conf import settings
 from kale.exceptions import RecordConflictError, RecordNotFoundError
 from kale.web.app import create_app
 from tests import records_tasks as rt
+from tests.support.web import api_client
 from tests.support.work import work
 
 
@@ -111,7 +111,7 @@ def test_the_cli_retries_every_failed_task_of_a_filter_once(memory_broker, faile
 
 
 def test_the_api_retries_once_in_bulk_and_by_prefix(memory_broker, failed):
-    client = TestClient(create_app(broker=lambda: memory_broker))
+    client = api_client(create_app(broker=lambda: memory_broker))
     one = client.post('/api/tasks/%s/retry' % failed[0][:8]).json()
     assert one['published'] and one['retry_of'] == failed[0]
     again = client.post('/api/tasks/%s/retry' % failed[0]).json()
@@ -127,7 +127,7 @@ def test_the_api_retries_once_in_bulk_and_by_prefix(memory_broker, failed):
 def test_the_api_purges_a_queue_only_with_its_name_as_confirmation(memory_broker,
                                                                    any_records_url):
     waiting = rt.PlainTask.publish(None, 1)
-    client = TestClient(create_app(broker=lambda: memory_broker))
+    client = api_client(create_app(broker=lambda: memory_broker))
     refused = client.post('/api/queues/default/purge?confirm=yes')
     assert refused.status_code == 400 and refused.json()['error'] == (
         'purging queue default deletes every message in it: repeat its name as confirm=default')
@@ -147,7 +147,7 @@ def test_every_attempt_is_kept_with_its_times_worker_and_outcome(memory_broker, 
     assert [a['error_message'] for a in history] == ['attempt 1 fails', 'attempt 2 fails', None]
     assert all(a['worker'] and a['started_at'] and a['duration_sec'] is not None
                for a in history)
-    client = TestClient(create_app(broker=lambda: memory_broker))
+    client = api_client(create_app(broker=lambda: memory_broker))
     answer = client.get('/api/tasks/%s' % task_id).json()
     assert [a['status'] for a in answer['attempt_history']] == ['failed', 'failed', 'succeeded']
     assert answer['attempt_history'][0]['started_at'].endswith('Z')

@@ -172,11 +172,27 @@ def test_a_store_outage_on_read_is_a_store_error_not_a_decode_error(store):
         codec.decode(body, QUEUE)
 
 
-def test_workers_read_pointers_even_with_payload_bucket_off(store):
+def test_a_pointer_reads_only_the_configured_bucket_under_the_payload_prefix(store):
     message = make_message(os.urandom(BIG))
     body = codec.encode(message, QUEUE)
     with settings.override(PAYLOAD_BUCKET=''):
-        assert codec.decode(body, QUEUE) == message
+        with pytest.raises(DecodeError, match="names bucket .*, not PAYLOAD_BUCKET ''"):
+            codec.decode(body, QUEUE)
+    with settings.override(PAYLOAD_BUCKET='another-bucket'):
+        with pytest.raises(DecodeError, match='not PAYLOAD_BUCKET'):
+            codec.decode(body, QUEUE)
+    assert codec.decode(body, QUEUE) == message
+
+
+@pytest.mark.parametrize('key', ['other/secret', 'kale-payloads/../etc/passwd',
+                                 'kale-payloads//x'])
+def test_a_signed_pointer_outside_the_payload_prefix_is_refused(store, key):
+    frame = codec.get_codec().open(codec.encode(make_message(os.urandom(BIG)), QUEUE), QUEUE)
+    step = next(step for step in codec.get_codec().payload_steps if step.name == 'offload')
+    frame.headers[PAYLOAD_KEY] = key
+    frame.data = b''
+    with pytest.raises(DecodeError, match='outside kale-payloads/'):
+        step.decode(frame)
 
 
 # --- copies reuse the object --------------------------------------------------

@@ -6,17 +6,17 @@ import time
 import pytest
 from starlette.applications import Starlette
 from starlette.routing import Mount
-from starlette.testclient import TestClient
 
 from kale import records
 from kale.web import create_app
 from tests import records_tasks as rt
+from tests.support.web import api_client
 from tests.support.work import work
 
 
 @pytest.fixture
 def client(memory_broker, records_url):
-    return TestClient(create_app(broker=lambda: memory_broker))
+    return api_client(create_app(broker=lambda: memory_broker))
 
 
 def publish_some(n=5, **labels):
@@ -131,7 +131,7 @@ def test_queues_have_their_counts(client):
 
 
 def test_a_token_is_required_when_one_is_set(memory_broker, records_url):
-    client = TestClient(create_app(token='s' * 32, broker=lambda: memory_broker))
+    client = api_client(create_app(token='s' * 32, broker=lambda: memory_broker))
     assert client.get('/api/tasks').status_code == 401
     assert client.get('/api/tasks', headers={'Authorization': 'Bearer ' + 's' * 32}).status_code == 200
     assert client.get('/').status_code == 200            # the page holds no data
@@ -150,7 +150,7 @@ def test_every_api_route_is_in_the_openapi_document_and_nothing_else(memory_brok
     served = {(route.path, method.lower()) for route in app.routes if isinstance(route, Route)
               and route.path.startswith('/api/') and route.path != '/api/openapi.json'
               for method in route.methods if method != 'HEAD'}
-    paths = TestClient(app).get('/api/openapi.json').json()['paths']
+    paths = api_client(app).get('/api/openapi.json').json()['paths']
     documented = {(path, method) for path, operations in paths.items() for method in operations}
     assert served == documented and len(served) >= 13
     for path, method in documented:
@@ -160,14 +160,14 @@ def test_every_api_route_is_in_the_openapi_document_and_nothing_else(memory_brok
         assert in_path == set(re.findall(r'{(\w+)}', path)), (path, method)
     for path, method in documented:          # each answers as its route (not 404/405)
         url = path.replace('{task_id}', 'nosuch').replace('{name}', 'default')
-        answer = TestClient(app).request(method.upper(), url)
+        answer = api_client(app).request(method.upper(), url)
         assert answer.status_code != 405, (method, url)
         assert not answer.json().get('error', '').startswith('no route'), (method, url)
 
 
 def test_the_app_mounts_inside_another_asgi_app(memory_broker, records_url):
     outer = Starlette(routes=[Mount('/kale', app=create_app(broker=lambda: memory_broker))])
-    client = TestClient(outer)
+    client = api_client(outer)
     assert client.get('/kale/api/tasks/count').json() == {'count': 0}
     assert 'Kale dashboard' in client.get('/kale/').text
 
@@ -220,7 +220,7 @@ def test_since_and_until_filter_by_publish_time(client):
 
 def test_a_store_that_cannot_be_reached_is_a_503_with_one_line(memory_broker, records_url):
     unreachable = 'sqlite:////nonexistent-kale-dir/records.db'
-    client = TestClient(create_app(records_url=unreachable, broker=lambda: memory_broker))
+    client = api_client(create_app(records_url=unreachable, broker=lambda: memory_broker))
     answer = client.get('/api/tasks/count')
     assert answer.status_code == 503
     assert 'records store' in answer.json()['error'] and '\n' not in answer.json()['error']

@@ -4,17 +4,17 @@ import time
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from starlette.testclient import TestClient
 
 from kale import records
 from kale.web import create_app
 from tests import records_tasks as rt
+from tests.support.web import api_client
 from tests.support.work import work
 
 
 @pytest.fixture
 def client(memory_broker, records_url):
-    return TestClient(create_app(broker=lambda: memory_broker))
+    return api_client(create_app(broker=lambda: memory_broker))
 
 
 def scrape(client, **headers):
@@ -54,7 +54,7 @@ def test_metrics_has_the_oldest_queued_task_per_queue(client):
 
 
 def test_metrics_needs_the_token_when_one_is_set(memory_broker, records_url):
-    client = TestClient(create_app(token='s' * 32, broker=lambda: memory_broker))
+    client = api_client(create_app(token='s' * 32, broker=lambda: memory_broker))
     assert client.get('/metrics').status_code == 401
     assert ('kale_queue_up', (('queue', 'default'),)) in scrape(
         client, Authorization='Bearer ' + 's' * 32)

@@ -43,12 +43,17 @@ function svg(tag, attrs) {
 
 function token() {
   const match = location.hash.match(/token=([^&]+)/);
-  if (match) sessionStorage.setItem('kale-token', decodeURIComponent(match[1]));
+  if (match) {
+    sessionStorage.setItem('kale-token', decodeURIComponent(match[1]));
+    // The token leaves the address bar and the history at once.
+    history.replaceState(null, '', location.pathname + location.search);
+  }
   return sessionStorage.getItem('kale-token');
 }
 
 async function api(path, options) {
-  const headers = {};
+  // X-Kale-Request: a header no other site's page can send (see kale/web/protect.py).
+  const headers = { 'X-Kale-Request': '1' };
   const bearer = token();
   if (bearer) headers.Authorization = 'Bearer ' + bearer;
   const response = await fetch('api/' + path, Object.assign({ headers }, options || {}));

@@ -1,0 +1,65 @@
+"""Files the records store makes, made so that only their owner can read them.
+
+A SQLite database holds what tasks were given and returned; its signal file
+(:mod:`kale.records.cancels`) tells workers about cancellations. Both are
+created owner-only (0600; SQLite gives its ``-wal`` and ``-shm`` files the
+database's mode), never through a symbolic link someone else planted: a
+link in a directory anyone can write to (``/tmp``) is refused, and the
+signal file is never opened through a link at all.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import stat
+
+from kale.exceptions import ImproperlyConfigured
+
+logger = logging.getLogger(__name__)
+
+#: Owner read and write only.
+PRIVATE_FILE = 0o600
+
+#: Opening flags that refuse a symbolic link at the path itself.
+NO_FOLLOW = getattr(os, 'O_NOFOLLOW', 0) | getattr(os, 'O_CLOEXEC', 0)
+
+
+def shared_directory(path: str) -> bool:
+    """Whether others may create files in the directory holding ``path``."""
+    try:
+        mode = os.stat(os.path.dirname(os.path.abspath(path)) or '.').st_mode
+    except OSError:
+        return False
+    return bool(mode & stat.S_IWOTH)
+
+
+def prepare_database(path: str) -> None:
+    """Make the SQLite database file owner-only if it does not exist yet;
+    ImproperlyConfigured for a symbolic link in a directory anyone can write to."""
+    if os.path.islink(path) and shared_directory(path):
+        raise ImproperlyConfigured(
+            'RECORDS_URL names %s, a symbolic link in a directory anyone can write to: name '
+            'the database file itself, in a directory of your own' % path)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NO_FOLLOW, PRIVATE_FILE)
+    except OSError:         # there already, or out of reach: SQLite says so when used
+        return
+    os.close(fd)
+    if shared_directory(path):
+        logger.warning('records: the database %s is in a directory anyone can write to; it is '
+                       'readable by its owner only, but a directory of your own is safer', path)
+
+
+def open_private(path: str, flags: int) -> int:
+    """``os.open`` of a file Kale owns: created owner-only, never through a
+    symbolic link; an existing file of this user left readable by others is
+    made owner-only."""
+    fd = os.open(path, flags | NO_FOLLOW, PRIVATE_FILE)
+    try:
+        found = os.fstat(fd)
+        if found.st_uid == os.geteuid() and found.st_mode & 0o077:
+            os.fchmod(fd, PRIVATE_FILE)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd

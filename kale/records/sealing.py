@@ -1,0 +1,185 @@
+"""What the records database may hold of a task's data, and what it may make a worker do.
+
+**Sealed at rest.** With ``MESSAGE_ENCRYPTION_KEY`` set, SQS holds task
+arguments encrypted; the records then hold them (and results, error
+messages and tracebacks) encrypted too, under a key derived from the same
+one (AES-256-GCM, the key's id in front, the column's name bound in): a JSON
+column holds ``{"kale_sealed": "v1:KEYID:BASE64"}`` and a text column
+``kale-sealed:v1:KEYID:BASE64``; a dead-letter reason keeps its reason and
+the exception's type, not its message (so does the dead letter's
+``kale_dead_letter_reason`` attribute on SQS). Readers that have the key (``kale web``,
+``kale tasks``, :mod:`kale.records`) open them; one without it shows that
+the value is sealed. ``RECORDS_SENSITIVE_DATA = 'drop'`` stores none of them
+at all.
+
+**Authenticated inputs.** A retry from a record publishes the record's
+arguments again. So that someone who can write to the database, but holds
+neither SQS access nor the signing key, cannot make a worker run a task or
+arguments of their choosing, the stored inputs carry ``mac``: an HMAC-SHA256,
+under a key derived from ``MESSAGE_SIGNING_KEY``, of the task path and the
+arguments exactly as stored. A retry checks it first (old signing keys are
+accepted, as for messages).
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+from typing import Any, Optional
+
+from kale.codec.keys import KeyRing, encryption_keys, signing_keys
+from kale.config import Config
+from kale.exceptions import RecordConflictError, short_reason
+
+#: The JSON key of a sealed JSON value, and the prefix of a sealed text.
+SEALED_KEY = 'kale_sealed'
+SEALED_PREFIX = 'kale-sealed:'
+VERSION = 'v1'
+NONCE_BYTES = 12
+
+#: Columns whose values are sealed (JSON ones, then text ones).
+SEALED_JSON_COLUMNS = ('inputs', 'result')
+SEALED_TEXT_COLUMNS = ('error_message', 'error_traceback')
+
+#: Shown in place of a value sealed under a key this process does not have.
+UNREADABLE = '(sealed with a key this process does not have)'
+
+
+def _derived(key: bytes, purpose: bytes) -> bytes:
+    return hmac.new(key, b'kale-records:' + purpose, hashlib.sha256).digest()
+
+
+def canonical(task: str, args: Any, kwargs: Any) -> bytes:
+    """The bytes an inputs MAC covers."""
+    return json.dumps([task, args, kwargs], sort_keys=True, separators=(',', ':'),
+                      ensure_ascii=True).encode()
+
+
+class Sealer:
+    """Seals and opens record values, and signs and checks stored inputs,
+    under one configuration's keys."""
+
+    def __init__(self, config: Config):
+        self.mode = config.RECORDS_SENSITIVE_DATA
+        signing = signing_keys(config=config)
+        self._mac_keys = {kid: _derived(key, b'inputs') for kid, key in signing.accepted.items()}
+        self._mac_id = signing.current_id
+        ring: Optional[KeyRing] = encryption_keys(config)
+        self._ciphers: dict[str, Any] = {}
+        self._seal_id = ''
+        if ring is not None:
+            from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+            self._ciphers = {kid: AESGCM(_derived(key, b'seal'))
+                             for kid, key in ring.accepted.items()}
+            self._seal_id = ring.current_id if ring.current is not None else ''
+
+    @property
+    def sealing(self) -> bool:
+        """Whether new values are sealed."""
+        return bool(self._seal_id) and self.mode == 'encrypt'
+
+    @property
+    def dropping(self) -> bool:
+        return self.mode == 'drop'
+
+    # --- inputs ------------------------------------------------------------------
+
+    def sign_inputs(self, task: str, inputs: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
+        """``inputs`` with its ``mac`` (when they are exact: only those can be retried)."""
+        if inputs is None or not inputs.get('exact'):
+            return inputs
+        digest = hmac.new(self._mac_keys[self._mac_id],
+                          canonical(task, inputs.get('args'), inputs.get('kwargs')),
+                          hashlib.sha256).hexdigest()
+        return dict(inputs, mac='%s:%s' % (self._mac_id, digest))
+
+    def check_inputs(self, task_id: str, task: str, inputs: dict[str, Any]) -> None:
+        """RecordConflictError unless ``inputs`` carry a MAC this deployment made
+        for ``task`` and these very arguments."""
+        kid, _, digest = str(inputs.get('mac') or '').partition(':')
+        key = self._mac_keys.get(kid)
+        if key is None or not hmac.compare_digest(digest, hmac.new(
+                key, canonical(task, inputs.get('args'), inputs.get('kwargs')),
+                hashlib.sha256).hexdigest()):
+            raise RecordConflictError(
+                'task %s cannot be retried: its stored task and arguments are not signed by '
+                'this deployment\'s MESSAGE_SIGNING_KEY (written by something else, or signed '
+                'with a key since retired)' % task_id)
+
+    # --- values at rest -----------------------------------------------------------
+
+    def _seal_bytes(self, column: str, data: bytes) -> str:
+        kid = self._seal_id
+        nonce = os.urandom(NONCE_BYTES)
+        sealed = self._ciphers[kid].encrypt(nonce, data, column.encode())
+        return '%s:%s:%s' % (VERSION, kid, base64.b64encode(nonce + sealed).decode())
+
+    def _open_bytes(self, column: str, token: str) -> Optional[bytes]:
+        version, _, rest = token.partition(':')
+        kid, _, body = rest.partition(':')
+        cipher = self._ciphers.get(kid)
+        if version != VERSION or cipher is None:
+            return None
+        from cryptography.exceptions import InvalidTag
+        try:
+            raw = base64.b64decode(body, validate=True)
+            return bytes(cipher.decrypt(raw[:NONCE_BYTES], raw[NONCE_BYTES:], column.encode()))
+        except (InvalidTag, ValueError):
+            return None
+
+    def stored(self, row: dict[str, Any], published: bool = False) -> dict[str, Any]:
+        """A copy of ``row`` as the database may hold it: a publication's
+        inputs signed, then sensitive values sealed or dropped (the same row
+        when nothing changes)."""
+        if published and row.get('inputs') is not None:
+            row = dict(row, inputs=self.sign_inputs(row.get('task', ''), row['inputs']))
+        if self.sealing or self.dropping:
+            row = self.seal_row(dict(row))
+        return row
+
+    def seal_row(self, row: dict[str, Any]) -> dict[str, Any]:
+        """The row as the database may hold it (changed in place, and returned)."""
+        if self.dropping:
+            for column in SEALED_JSON_COLUMNS + SEALED_TEXT_COLUMNS:
+                if row.get(column) is not None:
+                    row[column] = None
+            return row
+        if not self.sealing:
+            return row
+        for column in SEALED_JSON_COLUMNS:
+            value = row.get(column)
+            if value is not None:
+                data = json.dumps(value, separators=(',', ':')).encode()
+                row[column] = {SEALED_KEY: self._seal_bytes(column, data)}
+        for column in SEALED_TEXT_COLUMNS:
+            value = row.get(column)
+            if value is not None:
+                row[column] = SEALED_PREFIX + self._seal_bytes(column, value.encode())
+        if row.get('dead_letter_reason'):
+            row['dead_letter_reason'] = short_reason(row['dead_letter_reason'])
+        return row
+
+    def open_row(self, row: dict[str, Any]) -> dict[str, Any]:
+        """The row with its sealed values opened (or marked unreadable)."""
+        for column in SEALED_JSON_COLUMNS:
+            value = row.get(column)
+            if isinstance(value, dict) and set(value) == {SEALED_KEY}:
+                data = self._open_bytes(column, str(value[SEALED_KEY]))
+                row[column] = json.loads(data) if data is not None else (
+                    {'sealed': UNREADABLE} if column == 'inputs' else UNREADABLE)
+        for column in SEALED_TEXT_COLUMNS:
+            value = row.get(column)
+            if isinstance(value, str) and value.startswith(SEALED_PREFIX):
+                data = self._open_bytes(column, value[len(SEALED_PREFIX):])
+                row[column] = data.decode() if data is not None else UNREADABLE
+        return row
+
+
+def sealer(config: Config) -> Sealer:
+    """The configuration's sealer, made once per process."""
+    return config.part('records-sealer', lambda: Sealer(config))
+
+
+__all__ = ['Sealer', 'canonical', 'sealer']

@@ -1,0 +1,120 @@
+"""What keeps ``kale web`` safe to open in a browser.
+
+A browser sends requests on behalf of any page the operator visits, so the
+API must tell the dashboard's own requests from those another site makes:
+
+- **Cross-site requests.** A request that changes anything (every method but
+  GET, HEAD and OPTIONS) must carry the header ``X-Kale-Request: 1``. A page
+  on another site cannot add a custom header without a CORS preflight, which
+  is never granted, so a form or a ``fetch`` from there never reaches a
+  handler. A request whose ``Sec-Fetch-Site`` says ``cross-site`` or
+  ``same-site``, or whose ``Origin`` is not this server, is refused as well.
+  GET routes only read.
+- **DNS rebinding.** A name the attacker controls may resolve to 127.0.0.1,
+  making the attacker's page "same origin" with the API. The ``Host`` header
+  then names the attacker's domain: only the served address, the loopback
+  names and ``WEB_ALLOWED_HOSTS`` are answered.
+- **Stored script.** Task names, arguments, labels, errors and tracebacks come
+  from publishers and tasks. The dashboard renders them as text only, and
+  every answer carries a Content-Security-Policy that allows no inline or
+  foreign script, ``X-Content-Type-Options: nosniff`` and
+  ``frame-ancestors 'none'``.
+- **Tokens.** A token in the query string is refused (URLs end up in logs and
+  histories); the bearer token is compared in constant time
+  (:class:`kale.web.app.BearerToken`).
+"""
+from __future__ import annotations
+
+from typing import Iterable, Optional
+from urllib.parse import parse_qsl, urlsplit
+
+from starlette.datastructures import Headers
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+#: The header the dashboard (and any script of the operator's) sends with a
+#: request that changes state.
+REQUEST_HEADER = 'x-kale-request'
+
+#: Methods that only read.
+SAFE_METHODS = frozenset({'GET', 'HEAD', 'OPTIONS'})
+
+#: Names that always mean this machine.
+LOOPBACK_HOSTS = ('localhost', '127.0.0.1', '::1')
+
+#: Query parameters that would carry a credential in a URL.
+CREDENTIAL_PARAMETERS = frozenset({'token', 'access_token', 'bearer', 'auth', 'authorization'})
+
+CONTENT_SECURITY_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; "
+                           "img-src 'self' data:; connect-src 'self'; base-uri 'none'; "
+                           "form-action 'none'; frame-ancestors 'none'")
+
+SECURITY_HEADERS = [
+    (b'content-security-policy', CONTENT_SECURITY_POLICY.encode()),
+    (b'x-content-type-options', b'nosniff'),
+    (b'x-frame-options', b'DENY'),
+    (b'referrer-policy', b'no-referrer'),
+    (b'cross-origin-opener-policy', b'same-origin'),
+    (b'cross-origin-resource-policy', b'same-origin'),
+]
+
+
+def host_name(value: str) -> str:
+    """The host of a ``Host`` header or an origin's netloc, without port or brackets."""
+    value = value.strip().lower()
+    if value.startswith('['):
+        return value[1:value.find(']')] if ']' in value else value[1:]
+    if value.count(':') == 1:
+        return value.split(':', 1)[0]
+    return value
+
+
+class BrowserSafety:
+    """ASGI middleware: the checks and headers of this module's docstring.
+    ``allowed_hosts`` are the host names answered (``*`` answers any)."""
+
+    def __init__(self, app: ASGIApp, allowed_hosts: Iterable[str]):
+        self.app = app
+        self.allowed_hosts = {host_name(host) for host in allowed_hosts}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope['type'] != 'http':
+            await self.app(scope, receive, send)
+            return
+        problem = self.refusal(scope)
+        if problem is not None:
+            status, message = problem
+            await JSONResponse({'error': message}, status_code=status,
+                               headers={name.decode(): value.decode()
+                                        for name, value in SECURITY_HEADERS})(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message['type'] == 'http.response.start':
+                message['headers'] = list(message.get('headers', [])) + SECURITY_HEADERS
+            await send(message)
+        await self.app(scope, receive, send_with_headers)
+
+    def refusal(self, scope: Scope) -> Optional[tuple[int, str]]:
+        """(status, one-line reason) for a request refused, or None."""
+        headers = Headers(scope=scope)
+        host = host_name(headers.get('host', ''))
+        if '*' not in self.allowed_hosts and host not in self.allowed_hosts:
+            return 421, ('kale web does not answer for host %r: add it to WEB_ALLOWED_HOSTS '
+                         'if it is yours' % host[:100])
+        query = scope.get('query_string', b'').decode('latin-1')
+        if any(name.lower() in CREDENTIAL_PARAMETERS for name, _ in parse_qsl(query)):
+            return 400, ('a token is never accepted in the URL: send it in the Authorization '
+                         'header')
+        if scope['method'] in SAFE_METHODS:
+            return None
+        site = headers.get('sec-fetch-site', '')
+        if site in ('cross-site', 'same-site'):
+            return 403, 'kale web refuses a request another site made (Sec-Fetch-Site: %s)' % site
+        origin = headers.get('origin')
+        if origin is not None and (origin == 'null' or host_name(urlsplit(origin).netloc) != host):
+            return 403, 'kale web refuses a request from another origin (%s)' % origin[:100]
+        if headers.get(REQUEST_HEADER) != '1':
+            return 403, ('a request that changes state needs the header X-Kale-Request: 1 '
+                         '(browsers cannot send it from another site)')
+        return None
