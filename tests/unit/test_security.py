@@ -148,3 +148,29 @@ def test_an_endpoint_elsewhere_needs_a_strong_key_too(monkeypatch):
     with settings.override(MESSAGE_QUEUE_ENDPOINT_URL='http://localhost:1',
                            MESSAGE_SIGNING_KEY='kale-development-key-not-for-production'):
         Worker()                        # this machine: the development key is fine
+
+
+def test_a_queue_config_cannot_construct_python_objects(tmp_path):
+    from kale.exceptions import QueueConfigError
+    from kale.queue_config import load_queue_config
+    hostile = tmp_path / 'queues.yaml'
+    hostile.write_text('default: !!python/object/apply:os.system ["touch %s"]\n'
+                       % (tmp_path / 'pwned'))
+    with pytest.raises(QueueConfigError, match='not valid YAML'):
+        load_queue_config(str(hostile))
+    assert not (tmp_path / 'pwned').exists()
+
+
+def test_the_supervisors_metrics_directory_is_its_own(monkeypatch):
+    import os
+    import stat
+    pytest.importorskip('prometheus_client')
+    from kale.contrib.exposition import SupervisorEndpoint
+    endpoint = SupervisorEndpoint(0, '127.0.0.1')
+    env = {}
+    endpoint.start(env)
+    try:
+        assert stat.S_IMODE(os.stat(endpoint.path).st_mode) == 0o700
+        assert endpoint.server.httpd.server_address[0] == '127.0.0.1'
+    finally:
+        endpoint.stop()
