@@ -45,6 +45,9 @@ from kale.version import __version__
 
 logger = logging.getLogger(__name__)
 
+#: The code of a batch entry an answer did not name (sent again).
+NO_ANSWER = 'NoAnswer'
+
 DEAD_LETTER_RETENTION_SEC = 14 * 24 * 3600
 BATCH_SEND_ATTEMPTS = 3
 
@@ -352,14 +355,24 @@ class SQSTransport:
             response = self._call('SendMessageBatch', queue, self.client.send_message_batch,
                                   QueueUrl=self.url(queue),
                                   Entries=[_entry(i, messages[i]) for i in pending])
+            answered = set()
             for ok in response.get('Successful', []):
                 ids[int(ok['Id'])] = ok['MessageId']
                 failed.pop(int(ok['Id']), None)
+                answered.add(int(ok['Id']))
             retry = []
             for bad in response.get('Failed', []):
                 index = int(bad['Id'])
+                answered.add(index)
                 failed[index] = (bad.get('Code', ''), bad.get('Message', ''))
                 if not bad.get('SenderFault'):
+                    retry.append(index)
+            # An answer cut short parses as one that lists nothing: an entry
+            # it does not name may or may not have been sent, so it is sent
+            # again (the same body, the same task id: at worst a duplicate).
+            for index in pending:
+                if index not in answered:
+                    failed[index] = (NO_ANSWER, 'the answer does not say whether it was sent')
                     retry.append(index)
             if not retry:
                 break
@@ -401,10 +414,19 @@ class SQSTransport:
             chunk = entries[start:start + MAX_BATCH_ENTRIES]
             response = self._call(action, queue, method, QueueUrl=self.url(queue),
                                   Entries=[dict(entry, Id=str(i)) for i, entry in enumerate(chunk)])
+            done = {str(ok.get('Id')) for ok in response.get('Successful', [])}
             for bad in response.get('Failed', []):
                 handle = chunk[int(bad['Id'])]['ReceiptHandle']
                 logger.warning('%s on queue %s: entry failed: %s', action, queue, bad.get('Code'))
                 failed.append(handle)
+                done.add(str(bad['Id']))
+            # An entry the answer does not name (an answer cut short) is
+            # reported failed: settling tries it again, which is harmless.
+            unnamed = [entry['ReceiptHandle'] for i, entry in enumerate(chunk) if str(i) not in done]
+            if unnamed:
+                logger.warning('%s on queue %s: the answer does not name %d of %d entries; '
+                               'they count as failed', action, queue, len(unnamed), len(chunk))
+                failed.extend(unnamed)
         return failed
 
     def delete_batch(self, queue: str, receipt_handles: Sequence[str]) -> list[str]:

@@ -1,0 +1,289 @@
+"""An HTTP proxy in front of an SQS endpoint that fails requests the ways
+real SQS does, seeded, on 127.0.0.1.
+
+    proxy = FaultProxy('http://127.0.0.1:9324', seed=3).start()
+    proxy.inject('throttle', seconds=4, probability=0.5)     # a burst
+    ...                                                       # clients use proxy.url
+    proxy.stop()
+
+A fault is a burst: for ``seconds``, each request whose operation is among
+``operations`` (default: any) meets it with ``probability``. Kinds:
+
+``throttle``
+    400 ``ThrottlingException`` or ``RequestThrottled``, not forwarded.
+``server_error``
+    500 ``InternalError`` or 503 ``ServiceUnavailable``, not forwarded.
+``slow``
+    forwarded after a pause of 2-5 s (longer than a short read timeout).
+``lost_answer``
+    forwarded and applied, then the connection is closed with no answer.
+``cut_answer``
+    forwarded and applied, then half the answer is sent and the connection
+    closed.
+``partial_batch``
+    a ``SendMessageBatch``, ``DeleteMessageBatch`` or
+    ``ChangeMessageVisibilityBatch`` has some of its entries removed before
+    it is forwarded; the answer lists them under ``Failed`` (as SQS does when
+    part of a batch fails), so what the answer says is what happened.
+
+Requests in the JSON protocol (``X-Amz-Target: AmazonSQS.Operation``) and in
+the query protocol (``Action=Operation``) are understood; every other
+request (S3) is forwarded untouched. :attr:`FaultProxy.met` counts the
+faults met by kind and operation, :attr:`FaultProxy.applied_unanswered`
+the requests that were applied but whose answer never arrived whole.
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import http.client
+import http.server
+import json
+import random
+import socket
+import threading
+import time
+from typing import Iterable, Optional
+from urllib.parse import parse_qs, urlparse
+
+KINDS = ('throttle', 'server_error', 'slow', 'lost_answer', 'cut_answer', 'partial_batch')
+BATCH_OPERATIONS = frozenset({'SendMessageBatch', 'DeleteMessageBatch',
+                              'ChangeMessageVisibilityBatch'})
+HOP_HEADERS = frozenset({'connection', 'keep-alive', 'transfer-encoding', 'proxy-connection'})
+
+
+@dataclasses.dataclass
+class Burst:
+    kind: str
+    until: float                       # monotonic
+    probability: float
+    operations: Optional[frozenset[str]]
+
+
+class FaultProxy:
+    """See the module docstring."""
+
+    def __init__(self, upstream: str, seed: int = 0):
+        parsed = urlparse(upstream)
+        self.upstream = (parsed.hostname or '127.0.0.1', parsed.port or 80)
+        self.rng = random.Random(seed)
+        self._lock = threading.Lock()
+        self.bursts: list[Burst] = []
+        self.met: collections.Counter[tuple[str, str]] = collections.Counter()
+        self.applied_unanswered: collections.Counter[str] = collections.Counter()
+        self.requests: collections.Counter[str] = collections.Counter()
+        self.server: Optional[http.server.ThreadingHTTPServer] = None
+        self.url = ''
+
+    # --- control --------------------------------------------------------------------
+
+    def start(self) -> 'FaultProxy':
+        proxy = self
+
+        class Handler(_Handler):
+            owner = proxy
+        self.server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Handler)
+        self.server.daemon_threads = True
+        self.url = 'http://127.0.0.1:%d' % self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, name='fault-proxy',
+                         daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+            self.server = None
+
+    def inject(self, kind: str, seconds: float, probability: float = 0.5,
+               operations: Optional[Iterable[str]] = None) -> None:
+        """A burst of ``kind`` for ``seconds`` from now."""
+        if kind not in KINDS:
+            raise ValueError('unknown fault %r: use one of %s' % (kind, ', '.join(KINDS)))
+        with self._lock:
+            self.bursts.append(Burst(kind, time.monotonic() + seconds, probability,
+                                     frozenset(operations) if operations else None))
+
+    def calm(self) -> None:
+        """End every burst now."""
+        with self._lock:
+            self.bursts.clear()
+
+    def fault_for(self, operation: str) -> Optional[str]:
+        """The fault this request meets, if any (drawn from the seeded generator)."""
+        now = time.monotonic()
+        with self._lock:
+            self.requests[operation] += 1
+            self.bursts = [b for b in self.bursts if b.until > now]
+            for burst in self.bursts:
+                if burst.operations is not None and operation not in burst.operations:
+                    continue
+                if burst.kind == 'partial_batch' and operation not in BATCH_OPERATIONS:
+                    continue
+                if self.rng.random() < burst.probability:
+                    self.met[(burst.kind, operation)] += 1
+                    return burst.kind
+        return None
+
+    def draw(self, low: float, high: float) -> float:
+        with self._lock:
+            return self.rng.uniform(low, high)
+
+    def choose_failed(self, count: int) -> set[int]:
+        """Which entries of a batch of ``count`` fail (at least one)."""
+        with self._lock:
+            failing = {i for i in range(count) if self.rng.random() < 0.4}
+            return failing or {self.rng.randrange(count)}
+
+    def summary(self) -> dict[str, int]:
+        """Faults met, by kind."""
+        by_kind: collections.Counter[str] = collections.Counter()
+        for (kind, _), count in self.met.items():
+            by_kind[kind] += count
+        return dict(by_kind)
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    owner: FaultProxy
+    protocol_version = 'HTTP/1.1'
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        self.relay()
+
+    def do_GET(self) -> None:
+        self.relay()
+
+    def do_PUT(self) -> None:
+        self.relay()
+
+    def do_DELETE(self) -> None:
+        self.relay()
+
+    def do_HEAD(self) -> None:
+        self.relay()
+
+    # --- one request ------------------------------------------------------------------
+
+    def relay(self) -> None:
+        length = int(self.headers.get('Content-Length') or 0)
+        body = self.rfile.read(length) if length else b''
+        json_protocol = 'AmazonSQS.' in self.headers.get('X-Amz-Target', '')
+        operation = operation_of(self.headers.get('X-Amz-Target', ''), body)
+        fault = self.owner.fault_for(operation) if operation else None
+        if fault == 'throttle':
+            code = 'ThrottlingException' if self.owner.draw(0, 1) < 0.5 else 'RequestThrottled'
+            return self.error(400, code, 'Rate exceeded', json_protocol)
+        if fault == 'server_error':
+            if self.owner.draw(0, 1) < 0.5:
+                return self.error(500, 'InternalError', 'injected', json_protocol)
+            return self.error(503, 'ServiceUnavailable', 'injected', json_protocol)
+        if fault == 'slow':
+            time.sleep(self.owner.draw(2.0, 5.0))
+        failed: list[dict[str, object]] = []
+        if fault == 'partial_batch' and json_protocol:
+            body, failed = self.drop_entries(body)
+            if body is None:            # every entry failed: nothing to forward
+                return self.answer(200, {'Content-Type': 'application/x-amz-json-1.0'},
+                                   json.dumps({'Successful': [], 'Failed': failed}).encode())
+        try:
+            status, headers, answer = self.forward(body)
+        except OSError:
+            self.close_connection = True
+            return self.error(503, 'ServiceUnavailable', 'upstream unreachable', json_protocol)
+        if failed and status == 200:
+            found = json.loads(answer or b'{}')
+            found['Failed'] = list(found.get('Failed') or []) + failed
+            found.setdefault('Successful', [])
+            answer = json.dumps(found).encode()
+        if fault == 'lost_answer':
+            self.owner.applied_unanswered[operation] += 1
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+            return None
+        if fault == 'cut_answer':
+            self.owner.applied_unanswered[operation] += 1
+            self.send_response(status)
+            for name, value in headers:
+                if name.lower() not in HOP_HEADERS and name.lower() != 'content-length':
+                    self.send_header(name, value)
+            self.send_header('Content-Length', str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer[:len(answer) // 2])
+            self.wfile.flush()
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+            return None
+        return self.answer(status, dict(headers), answer)
+
+    def drop_entries(self, body: bytes) -> tuple[Optional[bytes], list[dict[str, object]]]:
+        request = json.loads(body or b'{}')
+        entries = list(request.get('Entries') or [])
+        if not entries:
+            return body, []
+        failing = self.owner.choose_failed(len(entries))
+        failed = [{'Id': entry['Id'], 'SenderFault': False, 'Code': 'InternalError',
+                   'Message': 'injected partial failure'}
+                  for index, entry in enumerate(entries) if index in failing]
+        kept = [entry for index, entry in enumerate(entries) if index not in failing]
+        if not kept:
+            return None, failed
+        request['Entries'] = kept
+        return json.dumps(request).encode(), failed
+
+    def forward(self, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
+        connection = getattr(self, '_upstream', None)
+        for attempt in (1, 2):
+            if connection is None:
+                connection = self._upstream = http.client.HTTPConnection(
+                    *self.owner.upstream, timeout=60)
+            try:
+                headers = {name: value for name, value in self.headers.items()
+                           if name.lower() not in HOP_HEADERS and name.lower() != 'content-length'}
+                headers['Content-Length'] = str(len(body))
+                connection.request(self.command, self.path, body=body, headers=headers)
+                response = connection.getresponse()
+                return response.status, response.getheaders(), response.read()
+            except (http.client.HTTPException, OSError):
+                connection.close()
+                connection = self._upstream = None
+                if attempt == 2:
+                    raise
+        raise OSError('unreachable')
+
+    def error(self, status: int, code: str, message: str, json_protocol: bool) -> None:
+        if json_protocol:
+            body = json.dumps({'__type': 'com.amazonaws.sqs#%s' % code,
+                               'message': message}).encode()
+            headers = {'Content-Type': 'application/x-amz-json-1.0',
+                       'x-amzn-query-error': '%s;Sender' % code}
+        else:
+            body = ('<ErrorResponse><Error><Type>Sender</Type><Code>%s</Code><Message>%s'
+                    '</Message></Error><RequestId>x</RequestId></ErrorResponse>'
+                    % (code, message)).encode()
+            headers = {'Content-Type': 'text/xml'}
+        self.answer(status, headers, body)
+
+    def answer(self, status: int, headers: dict[str, str], body: bytes) -> None:
+        self.send_response(status)
+        for name, value in headers.items():
+            if name.lower() not in HOP_HEADERS and name.lower() != 'content-length':
+                self.send_header(name, value)
+        self.send_header('Content-Length', str(len(body)))
+        self.end_headers()
+        if self.command != 'HEAD':
+            self.wfile.write(body)
+
+
+def operation_of(target: str, body: bytes) -> str:
+    """The SQS operation a request asks for ('' for anything else)."""
+    if target.startswith('AmazonSQS.'):
+        return target[len('AmazonSQS.'):]
+    if body[:200].find(b'Action=') >= 0:
+        try:
+            return parse_qs(body.decode('ascii', 'replace')).get('Action', [''])[0]
+        except ValueError:
+            return ''
+    return ''

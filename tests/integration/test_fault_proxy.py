@@ -1,0 +1,137 @@
+"""The chaos run's fault-injecting proxy (bench/faults.py) fails requests
+the way SQS does, in front of the embedded endpoint."""
+import time
+import uuid
+
+import boto3
+import pytest
+from botocore.config import Config
+from botocore.exceptions import ClientError, ConnectionClosedError, EndpointConnectionError
+
+from bench.faults import FaultProxy
+
+
+@pytest.fixture
+def proxy(sqs_endpoint):
+    found = FaultProxy(sqs_endpoint, seed=1).start()
+    yield found
+    found.stop()
+
+
+def client(url, attempts=1):
+    return boto3.client('sqs', endpoint_url=url, region_name='us-east-1',
+                        aws_access_key_id='test', aws_secret_access_key='test',
+                        config=Config(retries={'mode': 'standard', 'total_max_attempts': attempts},
+                                      read_timeout=10))
+
+
+@pytest.fixture
+def queue(sqs_endpoint):
+    direct = client(sqs_endpoint)
+    url = direct.create_queue(QueueName='fp-%s' % uuid.uuid4().hex[:8])['QueueUrl']
+    return direct, url
+
+
+def bodies(direct, url):
+    found = []
+    while True:
+        batch = direct.receive_message(QueueUrl=url, MaxNumberOfMessages=10,
+                                       VisibilityTimeout=60).get('Messages', [])
+        if not batch:
+            return sorted(m['Body'] for m in found)
+        found.extend(batch)
+
+
+def test_requests_pass_untouched_without_a_burst(proxy, queue):
+    direct, url = queue
+    client(proxy.url).send_message(QueueUrl=url, MessageBody='a')
+    assert bodies(direct, url) == ['a'] and proxy.requests['SendMessage'] == 1
+
+
+@pytest.mark.parametrize('kind, codes', [('throttle', {'ThrottlingException', 'RequestThrottled'}),
+                                         ('server_error', {'InternalError', 'ServiceUnavailable'})])
+def test_throttling_and_server_errors_are_answered_and_not_applied(proxy, queue, kind, codes):
+    direct, url = queue
+    proxy.inject(kind, 30, probability=1.0, operations=['SendMessage'])
+    with pytest.raises(ClientError) as raised:
+        client(proxy.url).send_message(QueueUrl=url, MessageBody='a')
+    assert raised.value.response['Error']['Code'] in codes
+    assert bodies(direct, url) == [] and proxy.summary() == {kind: 1}
+
+
+def test_an_answer_lost_after_the_request_was_applied(proxy, queue):
+    direct, url = queue
+    proxy.inject('lost_answer', 30, probability=1.0, operations=['SendMessage'])
+    with pytest.raises((ConnectionClosedError, EndpointConnectionError)):
+        client(proxy.url).send_message(QueueUrl=url, MessageBody='a')
+    assert bodies(direct, url) == ['a']                  # applied all the same
+    assert proxy.applied_unanswered['SendMessage'] == 1
+
+
+def test_an_answer_cut_short_reaches_botocore_as_one_that_says_nothing(proxy, queue):
+    """botocore parses a cut JSON body as an empty answer, without an error:
+    what Kale's transport must not take for success (see below)."""
+    direct, url = queue
+    proxy.inject('cut_answer', 30, probability=1.0, operations=['SendMessage'])
+    answer = client(proxy.url).send_message(QueueUrl=url, MessageBody='a')
+    assert 'MessageId' not in answer
+    assert bodies(direct, url) == ['a']
+
+
+def test_a_partial_batch_failure_says_what_was_not_applied(proxy, queue):
+    direct, url = queue
+    proxy.inject('partial_batch', 30, probability=1.0)
+    answer = client(proxy.url).send_message_batch(QueueUrl=url, Entries=[
+        {'Id': str(i), 'MessageBody': 'm%d' % i} for i in range(10)])
+    failed = {entry['Id'] for entry in answer['Failed']}
+    sent = {entry['Id'] for entry in answer['Successful']}
+    assert failed and failed.isdisjoint(sent) and failed | sent == {str(i) for i in range(10)}
+    assert bodies(direct, url) == sorted('m%s' % i for i in sent)
+
+
+@pytest.mark.real_time('the proxy holds a request for 2-5 s of real time')
+def test_a_latency_spike_holds_the_request(proxy, queue):
+    _, url = queue
+    proxy.inject('slow', 30, probability=1.0, operations=['GetQueueAttributes'])
+    started = time.monotonic()
+    client(proxy.url).get_queue_attributes(QueueUrl=url, AttributeNames=['All'])
+    assert time.monotonic() - started >= 2.0
+
+
+def test_an_unknown_fault_is_refused(proxy):
+    with pytest.raises(ValueError, match='unknown fault'):
+        proxy.inject('gremlins', 1)
+
+
+# --- what Kale's transport makes of them ---------------------------------------------
+
+@pytest.fixture
+def kale_transport(proxy, queue):
+    from kale.transport.sqs import SQSTransport
+    _, url = queue
+    transport = SQSTransport(client(proxy.url, attempts=3))
+    return transport, url.rsplit('/', 1)[1]
+
+
+def test_a_batch_send_whose_answer_was_cut_is_sent_again_not_taken_for_sent(
+        proxy, queue, kale_transport):
+    """Regression: a cut answer parses as one that names no entry, and the
+    send counted as done although the transport could not know."""
+    from kale.transport import OutgoingMessage
+    direct, url = queue
+    transport, name = kale_transport
+    proxy.inject('cut_answer', 30, probability=1.0, operations=['SendMessageBatch'])
+    from kale.exceptions import BatchSendError
+    with pytest.raises(BatchSendError, match='NoAnswer'):
+        transport.send_batch(name, [OutgoingMessage('task-1')])
+    proxy.calm()
+    assert set(bodies(direct, url)) == {'task-1'}          # applied, perhaps more than once
+
+
+def test_a_batch_delete_whose_answer_was_cut_counts_as_failed(proxy, queue, kale_transport):
+    direct, url = queue
+    transport, name = kale_transport
+    direct.send_message(QueueUrl=url, MessageBody='x')
+    [received] = transport.receive(name, 1, 0, 30)
+    proxy.inject('cut_answer', 30, probability=1.0, operations=['DeleteMessageBatch'])
+    assert transport.delete_batch(name, [received.receipt_handle]) == [received.receipt_handle]
