@@ -1,18 +1,34 @@
-"""`python -m bench.chaos`: load, random kills, outages and hostile input, and an account.
+"""`python -m bench.chaos`: load, random faults, and an account of every task.
 
-It starts the embedded endpoint behind a TCP proxy it controls, feeds N tasks
-over three priority queues, runs W `kale worker` processes, and for a
-bounded time injects at random: kill -9 of a worker, SIGTERM of a worker
-(each replaced), endpoint outages of 1-5 s, and hostile messages sent with
-raw boto3 (garbage, a wrong signature, a pickle that would create a file, a
-valid message for an unknown task, an oversized body). Among the tasks are
-ones that raise, ones that run past their time limit, ones that always fail,
-and one that kills its own worker every time it runs. Then it lets the
-workers finish, and prints what happened to every task and message. It exits
-1 if anything that must be zero is not.
+It starts the embedded endpoint behind two proxies it controls (a TCP proxy
+it can take down, in front of the fault-injecting HTTP proxy of
+bench/faults.py), feeds N tasks over three priority queues, runs W
+`kale worker` processes, and for a bounded time injects the faults of each
+scenario at random:
 
-    python -m bench.chaos                         # 600 tasks, 3 workers, 90 s of faults
-    python -m bench.chaos --tasks 120 --workers 2 --duration 40 --seed 3
+``kills``          kill -9 and SIGTERM of workers (each replaced), endpoint
+                   outages of 1-5 s, hostile messages sent with raw boto3
+                   (garbage, a wrong signature, a pickle that would create a
+                   file, an unknown task, an oversized body, a replayed or
+                   misdirected body), and a task that kills its own worker
+``throttle``       bursts of ThrottlingException / RequestThrottled and of
+                   500/503 answers, on any call
+``lost-answers``   answers lost or cut after the request was applied, on any
+                   call and especially SendMessageBatch, DeleteMessageBatch
+                   and ChangeMessageVisibilityBatch
+``latency``        latency spikes of 2-5 s
+``partial-batch``  batch sends, deletes and visibility changes with some
+                   entries failed
+``all``            all of the above at once
+
+The run publishes through the fault proxy too, retrying a publish that
+raised with the same task ids. Among the tasks are ones that raise, ones
+that run past their time limit and ones that always fail. Then it lets the
+workers finish, and prints what happened to every task and message, then a
+table of the scenarios. It exits 1 if anything that must be zero is not.
+
+    python -m bench.chaos                         # every scenario, 600 tasks, 90 s of faults each
+    python -m bench.chaos --scenarios throttle,lost-answers --tasks 120 --duration 20 --seed 3
 """
 from __future__ import annotations
 
@@ -31,6 +47,7 @@ import uuid
 from typing import Any, Optional, Sequence
 from urllib.parse import urlparse
 
+from bench.faults import FaultProxy
 from bench.fleet import Fleet
 from bench.raw import boto3_client
 from kale.cli.sqs_local import SQSLocalProcess
@@ -41,7 +58,17 @@ QUEUES = ['chaos_high', 'chaos_default', 'chaos_low']
 HOSTILE_KINDS = ['garbage', 'wrong_signature', 'pickle', 'unknown_task', 'oversized', 'replayed',
                  'other_queue']
 DAY = 24 * 3600.0
-ACTIONS = ['kill -9', 'SIGTERM', 'outage', 'hostile', 'hostile']
+#: What each scenario injects: actions drawn at random, one every 1.5-4 s.
+SCENARIOS: dict[str, list[str]] = {
+    'kills': ['kill -9', 'SIGTERM', 'outage', 'hostile', 'hostile'],
+    'throttle': ['throttle', 'server_error'],
+    'lost-answers': ['lost_answer', 'cut_answer', 'lost_answer settling'],
+    'latency': ['slow'],
+    'partial-batch': ['partial_batch'],
+}
+SCENARIOS['all'] = [action for actions in SCENARIOS.values() for action in actions]
+#: The operations that settle and extend: where a lost answer means a duplicate at worst.
+SETTLING = ('DeleteMessageBatch', 'SendMessageBatch', 'ChangeMessageVisibilityBatch')
 
 
 class CreatesFile:
@@ -57,8 +84,10 @@ class CreatesFile:
 class Chaos:
     """One chaos run: the endpoint, the proxy, the fleet, the tasks, the account."""
 
-    def __init__(self, args: argparse.Namespace):
+    def __init__(self, args: argparse.Namespace, scenario: str = 'kills'):
         self.args = args
+        self.scenario = scenario
+        self.actions = SCENARIOS[scenario]
         self.rng = random.Random(args.seed)
         self.workdir = tempfile.mkdtemp(prefix='kale-chaos-')
         self.log_path = os.path.join(self.workdir, 'tasks.log')
@@ -70,18 +99,24 @@ class Chaos:
         self.outage_sec = 0.0
         self.server: Optional[SQSLocalProcess] = None
         self.proxy: Optional[TCPProxy] = None
+        self.faults: Optional[FaultProxy] = None
         self.fleet: Optional[Fleet] = None
+        self.publish_errors = 0
 
     # --- setting up ----------------------------------------------------------------
 
     def start(self) -> None:
         self.server = SQSLocalProcess(cwd=ROOT)
         self.endpoint = self.server.url
-        parsed = urlparse(self.endpoint)
+        self.faults = FaultProxy(self.endpoint, seed=self.args.seed).start()
+        parsed = urlparse(self.faults.url)
         self.proxy = TCPProxy(parsed.hostname or '127.0.0.1', parsed.port or 0).start()
         base = {'KALE_SETTINGS_MODULE': 'bench.chaos_settings', 'KALE_CHAOS_PREFIX': self.prefix,
                 'KALE_CHAOS_LOG': self.log_path}
-        os.environ.update(base, KALE_CHAOS_ENDPOINT=self.endpoint)   # we publish directly
+        # The run publishes through the fault proxy (a lost answer to a
+        # publish is one of the faults); hostile messages and the account
+        # go straight to the endpoint.
+        os.environ.update(base, KALE_CHAOS_ENDPOINT=self.faults.url)
         from kale.conf import settings
         settings.reload()
         worker_env = dict(os.environ, KALE_CHAOS_ENDPOINT=self.proxy.url,
@@ -97,6 +132,8 @@ class Chaos:
             self.fleet.stop()
         if self.proxy is not None:
             self.proxy.stop()
+        if self.faults is not None:
+            self.faults.stop()
         if self.server is not None:
             self.server.stop()
 
@@ -115,8 +152,24 @@ class Chaos:
                 kind = 'flaky' if roll < 0.08 else 'slow' if roll < 0.11 else 'ok'
             by_class[(task_class, kind)].append(((kind,), {}))
         for (task_class, kind), calls in by_class.items():
-            for task_id in task_class.publish_batch(None, calls):
-                self.kinds[task_id] = kind
+            keyed = [(args, dict(kwargs, key=uuid.uuid4().hex)) for args, kwargs in calls]
+            self.publish(task_class, keyed)
+            for _, kwargs in keyed:
+                self.kinds[kwargs['key']] = kind
+
+    def publish(self, task_class: Any, calls: list[tuple[tuple, dict]]) -> None:
+        """Publish, and publish again with the same task ids while it raises
+        (a fault may have eaten the answer after SQS took the messages: the
+        ids stay, so at worst a task is delivered twice, never as two tasks)."""
+        from kale.exceptions import KaleError
+        for attempt in range(60):
+            try:
+                task_class.publish_batch(None, calls)
+                return
+            except KaleError:
+                self.publish_errors += 1
+                time.sleep(min(0.1 * 2 ** attempt, 2.0))
+        raise RuntimeError('chaos: could not publish after 60 attempts')
 
     def publish_killer(self) -> None:
         from bench import chaos_tasks
@@ -178,9 +231,19 @@ class Chaos:
             time.sleep(min(0.2, max(0.0, end - time.monotonic())))
 
     def inject(self) -> None:
-        assert self.fleet is not None and self.proxy is not None
-        action = self.rng.choice(ACTIONS)
-        if action == 'kill -9' and self.fleet.kill9():
+        assert self.fleet is not None and self.proxy is not None and self.faults is not None
+        action = self.rng.choice(self.actions)
+        if action in ('throttle', 'server_error', 'slow', 'lost_answer', 'cut_answer',
+                      'partial_batch'):
+            seconds = self.rng.uniform(1, 4)
+            self.faults.inject(action, seconds,
+                               probability=0.3 if action in ('slow', 'lost_answer') else 0.5)
+            self.injected['%s burst' % action] += 1
+        elif action == 'lost_answer settling':
+            self.faults.inject('lost_answer', self.rng.uniform(1, 4), probability=0.6,
+                               operations=SETTLING)
+            self.injected['lost_answer burst (settling)'] += 1
+        elif action == 'kill -9' and self.fleet.kill9():
             self.injected['kill -9'] += 1
         elif action == 'SIGTERM' and self.fleet.sigterm():
             self.injected['SIGTERM'] += 1
@@ -209,7 +272,7 @@ class Chaos:
                 remaining = self.args.tasks - 10 - published_waves * per_wave
                 self.publish_wave(per_wave if published_waves < waves - 1 else remaining)
                 published_waves += 1
-            if killer_at and now >= killer_at:
+            if killer_at and now >= killer_at and 'kill -9' in self.actions:
                 self.publish_killer()
                 killer_at = 0
             if now >= next_fault:
@@ -232,6 +295,8 @@ class Chaos:
         while time.monotonic() < deadline:
             done = {line[1] for line in self.log_lines() if line[0] == 'done'}
             due = {task_id for task_id, kind in self.kinds.items() if kind in ('ok', 'flaky', 'slow')}
+            assert self.faults is not None
+            self.faults.calm()                      # faults end: recovery is measured
             if due <= done and not any(self.counts(queue) for queue in QUEUES):
                 return True
             self.wait(1.0)
@@ -296,6 +361,11 @@ class Chaos:
             'worker crashes other than injected': len(unexpected),
             'worker exits by cause': dict(collections.Counter(e.cause for e in self.fleet.exits)),
             'faults injected': dict(self.injected, **{'outage seconds': round(self.outage_sec, 1)}),
+            'faults met by requests': self.faults.summary() if self.faults else {},
+            'answers lost after the request was applied': dict(
+                self.faults.applied_unanswered) if self.faults else {},
+            'publishes retried with the same task ids': self.publish_errors,
+            'duplicates allowed by at-least-once': self.duplicates_explained(),
             'queues drained at the end': settled,
             'wall time (s)': round(wall_sec, 1),
             '_failures': {
@@ -308,22 +378,25 @@ class Chaos:
             },
         }
 
+    def duplicates_explained(self) -> str:
+        """What may have run a task twice: a worker killed after a run, an
+        answer to a delete or a send lost after it was applied, a redelivery
+        after an extension's answer was lost."""
+        kills = self.injected.get('kill -9', 0) + self.injected.get('SIGTERM', 0)
+        lost = self.faults.applied_unanswered if self.faults else {}
+        return 'kills %d, settling answers lost %d, publish answers lost %d' % (
+            kills, sum(lost.get(op, 0) for op in ('DeleteMessageBatch',
+                                                  'ChangeMessageVisibilityBatch')),
+            lost.get('SendMessageBatch', 0))
+
     def args_max_receive(self) -> int:
         from kale.conf import settings
         return int(settings.MAX_RECEIVE_COUNT)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog='python -m bench.chaos', description=__doc__.split('\n')[0])
-    parser.add_argument('--tasks', type=int, default=600, help='tasks to publish (default 600)')
-    parser.add_argument('--workers', type=int, default=3, help='worker processes (default 3)')
-    parser.add_argument('--duration', type=float, default=90, help='seconds of faults (default 90)')
-    parser.add_argument('--drain-timeout', type=float, default=120,
-                        help='seconds to wait for the workers to finish afterwards (default 120)')
-    parser.add_argument('--seed', type=int, default=7)
-    parser.add_argument('--json', metavar='FILE', help='also write the account as JSON')
-    args = parser.parse_args(argv)
-    chaos = Chaos(args)
+def run_scenario(args: argparse.Namespace, scenario: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One scenario, start to account: (report, failures)."""
+    chaos = Chaos(args, scenario)
     started = time.monotonic()
     try:
         chaos.start()
@@ -336,16 +409,61 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     finally:
         chaos.stop()
     failures = {name: found for name, found in report.pop('_failures').items() if found}
-    print('chaos: %d tasks, %d workers, %g s of faults, seed %d (logs in %s)'
-          % (args.tasks, args.workers, args.duration, args.seed, chaos.workdir))
+    print('chaos %s: %d tasks, %d workers, %g s of faults, seed %d (logs in %s)'
+          % (scenario, args.tasks, args.workers, args.duration, args.seed, chaos.workdir))
     width = max(len(name) for name in report)
     for name, value in report.items():
-        print('%s  %s' % (name.ljust(width), value))
-    print('result: %s' % ('PASS' if not failures else 'FAIL %s' % json.dumps(failures)))
+        print('  %s  %s' % (name.ljust(width), value))
+    print('  result: %s' % ('PASS' if not failures else 'FAIL %s' % json.dumps(failures)))
+    return report, failures
+
+
+SUMMARY_COLUMNS = ('scenario', 'faults injected', 'published', 'ran', 'lost', 'duplicates',
+                   'wrongly dead-lettered', 'records wrong', 'result')
+
+
+def summary_row(scenario: str, report: dict[str, Any], failures: dict[str, Any]) -> list[str]:
+    faults = sum(v for k, v in report['faults injected'].items() if k != 'outage seconds')
+    return [scenario, str(faults), str(report['tasks published']),
+            str(report['tasks completed at least once']), str(report['tasks lost']),
+            report['duplicate executions'].split()[0],
+            str(report['tasks dead-lettered that should have completed']), '-',
+            'PASS' if not failures else 'FAIL']
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog='python -m bench.chaos', description=__doc__.split('\n')[0])
+    parser.add_argument('--scenarios', default=','.join(SCENARIOS),
+                        help='comma-separated, of %s (default: all of them in turn)'
+                        % ', '.join(SCENARIOS))
+    parser.add_argument('--tasks', type=int, default=600, help='tasks to publish (default 600)')
+    parser.add_argument('--workers', type=int, default=3, help='worker processes (default 3)')
+    parser.add_argument('--duration', type=float, default=90,
+                        help='seconds of faults per scenario (default 90)')
+    parser.add_argument('--drain-timeout', type=float, default=120,
+                        help='seconds to wait for the workers to finish afterwards (default 120)')
+    parser.add_argument('--seed', type=int, default=7)
+    parser.add_argument('--json', metavar='FILE', help='also write the accounts as JSON')
+    args = parser.parse_args(argv)
+    scenarios = [name.strip() for name in args.scenarios.split(',') if name.strip()]
+    unknown = [name for name in scenarios if name not in SCENARIOS]
+    if unknown or not scenarios:
+        parser.error('unknown scenario %r: use %s' % (', '.join(unknown), ', '.join(SCENARIOS)))
+    results: dict[str, Any] = {}
+    rows = []
+    for scenario in scenarios:
+        report, failures = run_scenario(args, scenario)
+        results[scenario] = dict(report, failures=failures)
+        rows.append(summary_row(scenario, report, failures))
+    widths = [max(len(str(row[i])) for row in rows + [list(SUMMARY_COLUMNS)])
+              for i in range(len(SUMMARY_COLUMNS))]
+    print()
+    for row in [list(SUMMARY_COLUMNS)] + rows:
+        print('  '.join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)))
     if args.json:
         with open(args.json, 'w') as f:
-            json.dump(dict(report, failures=failures), f, indent=2)
-    return 1 if failures else 0
+            json.dump(results, f, indent=2)
+    return 1 if any(result['failures'] for result in results.values()) else 0
 
 
 if __name__ == '__main__':

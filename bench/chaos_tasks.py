@@ -21,13 +21,25 @@ def log(event: str, task_id: str) -> None:
     append_line(path, '%s %s %d %.3f' % (event, task_id, os.getpid(), time.time()))
 
 
+def keyed_id(key):
+    """The task id the chaos run chose (so a publish it retries after an
+    error keeps its ids), or a random one."""
+    from kale.ids import random_id
+    return key or random_id()
+
+
 class ChaosTask(task.Task):
     """``kind`` says how it behaves: 'ok' works; 'flaky' raises on its first
-    attempt; 'slow' runs past its time limit on its first attempt."""
+    attempt; 'slow' runs past its time limit on its first attempt. ``key``,
+    when given, is the task id."""
 
     queue = 'chaos_default'
     time_limit = 1.0
     max_retries = 3
+
+    @classmethod
+    def make_task_id(cls, *args, key=None, **kwargs):
+        return keyed_id(key)
 
     def run_task(self, kind: str = 'ok', *args, **kwargs):
         first = self.message is None or self.message.failure_num == 0
@@ -55,6 +67,10 @@ class ChaosFailingTask(task.Task):
     queue = 'chaos_default'
     time_limit = 1.0
     max_retries = 1
+
+    @classmethod
+    def make_task_id(cls, *args, key=None, **kwargs):
+        return keyed_id(key)
 
     def run_task(self, *args, **kwargs):
         log('raised', self.task_id)

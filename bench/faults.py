@@ -82,7 +82,11 @@ class FaultProxy:
 
         class Handler(_Handler):
             owner = proxy
-        self.server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Handler)
+
+        class Server(http.server.ThreadingHTTPServer):
+            def handle_error(self, request: object, client_address: object) -> None:
+                pass            # a client that went away (a read timeout) is no news
+        self.server = Server(('127.0.0.1', 0), Handler)
         self.server.daemon_threads = True
         self.url = 'http://127.0.0.1:%d' % self.server.server_address[1]
         threading.Thread(target=self.server.serve_forever, name='fault-proxy',

@@ -41,6 +41,7 @@ from kale.transport import (
     responses,
 )
 from kale.transport.endpoint import endpoint_url, is_local
+from kale.transport.requests import message_fields, send_entry, split_batches
 from kale.version import __version__
 
 logger = logging.getLogger(__name__)
@@ -168,49 +169,6 @@ def one_line(text: str, limit: int = 160) -> str:
     return text if len(text) <= limit else text[:limit - 3] + '...'
 
 
-def _sqs_attributes(attributes: dict[str, Any]) -> dict[str, dict[str, str]]:
-    return {name: {'DataType': 'Number' if isinstance(value, int) else 'String',
-                   'StringValue': str(value)}
-            for name, value in attributes.items()}
-
-
-def _message_fields(message: OutgoingMessage) -> dict[str, Any]:
-    """The request fields of one message (SendMessage, or a batch entry)."""
-    fields: dict[str, Any] = {'MessageBody': message.body}
-    if message.delay_sec or not message.group_id:   # FIFO queues take no per-message delay
-        fields['DelaySeconds'] = int(message.delay_sec)
-    if message.attributes:
-        fields['MessageAttributes'] = _sqs_attributes(dict(message.attributes))
-    if message.group_id:
-        fields['MessageGroupId'] = message.group_id
-    if message.dedup_id:
-        fields['MessageDeduplicationId'] = message.dedup_id
-    return fields
-
-
-def _entry(index: int, message: OutgoingMessage) -> dict[str, Any]:
-    return dict(_message_fields(message), Id=str(index))
-
-
-def split_batches(messages: Sequence[OutgoingMessage], byte_limit: int,
-                  max_entries: int = MAX_BATCH_ENTRIES) -> list[list[int]]:
-    """Group message indexes into requests of at most ``max_entries`` entries
-    and ``byte_limit`` bytes (a message bigger than the limit goes alone)."""
-    groups: list[list[int]] = []
-    current: list[int] = []
-    size = 0
-    for index, message in enumerate(messages):
-        message_size = message.size()
-        if current and (len(current) == max_entries or size + message_size > byte_limit):
-            groups.append(current)
-            current, size = [], 0
-        current.append(index)
-        size += message_size
-    if current:
-        groups.append(current)
-    return groups
-
-
 class SQSTransport:
     """:class:`kale.transport.Transport` over a boto3 SQS client."""
 
@@ -320,7 +278,7 @@ class SQSTransport:
     # --- sending ----------------------------------------------------------------
 
     def send(self, queue: str, message: OutgoingMessage) -> str:
-        kwargs = dict(_message_fields(message), QueueUrl=self.url(queue))
+        kwargs = dict(message_fields(message), QueueUrl=self.url(queue))
         return self._call('SendMessage', queue, self.client.send_message, **kwargs)['MessageId']
 
     def send_batch(self, queue: str, messages: Sequence[OutgoingMessage]) -> list[str]:
@@ -354,7 +312,7 @@ class SQSTransport:
                 time.sleep(0.05 * 2 ** attempt)
             response = self._call('SendMessageBatch', queue, self.client.send_message_batch,
                                   QueueUrl=self.url(queue),
-                                  Entries=[_entry(i, messages[i]) for i in pending])
+                                  Entries=[send_entry(i, messages[i]) for i in pending])
             answered = set()
             for ok in response.get('Successful', []):
                 ids[int(ok['Id'])] = ok['MessageId']
@@ -409,25 +367,46 @@ class SQSTransport:
 
     def _batched(self, action: str, queue: str, method: Callable[..., Any],
                  entries: list[dict[str, Any]]) -> list[str]:
+        """Run a batch of deletes or visibility changes; the receipt handles
+        that failed. Entries that failed on SQS's side (not the sender's),
+        and entries an answer cut short does not name, are tried again, as
+        failed sends are."""
         failed: list[str] = []
         for start in range(0, len(entries), MAX_BATCH_ENTRIES):
-            chunk = entries[start:start + MAX_BATCH_ENTRIES]
-            response = self._call(action, queue, method, QueueUrl=self.url(queue),
-                                  Entries=[dict(entry, Id=str(i)) for i, entry in enumerate(chunk)])
-            done = {str(ok.get('Id')) for ok in response.get('Successful', [])}
-            for bad in response.get('Failed', []):
-                handle = chunk[int(bad['Id'])]['ReceiptHandle']
-                logger.warning('%s on queue %s: entry failed: %s', action, queue, bad.get('Code'))
-                failed.append(handle)
-                done.add(str(bad['Id']))
-            # An entry the answer does not name (an answer cut short) is
-            # reported failed: settling tries it again, which is harmless.
-            unnamed = [entry['ReceiptHandle'] for i, entry in enumerate(chunk) if str(i) not in done]
-            if unnamed:
-                logger.warning('%s on queue %s: the answer does not name %d of %d entries; '
-                               'they count as failed', action, queue, len(unnamed), len(chunk))
-                failed.extend(unnamed)
+            pending = entries[start:start + MAX_BATCH_ENTRIES]
+            for attempt in range(BATCH_SEND_ATTEMPTS):
+                if attempt:
+                    time.sleep(0.05 * 2 ** attempt)
+                retry = self._batch_request(action, queue, method, pending, failed)
+                if not retry:
+                    break
+                pending = retry
+            else:
+                logger.warning('%s on queue %s: %d entries still failed after %d attempts',
+                               action, queue, len(pending), BATCH_SEND_ATTEMPTS)
+                failed.extend(entry['ReceiptHandle'] for entry in pending)
         return failed
+
+    def _batch_request(self, action: str, queue: str, method: Callable[..., Any],
+                       chunk: list[dict[str, Any]], failed: list[str]) -> list[dict[str, Any]]:
+        """One request: adds the handles that failed for good to ``failed``;
+        returns the entries to try again."""
+        response = self._call(action, queue, method, QueueUrl=self.url(queue),
+                              Entries=[dict(entry, Id=str(i)) for i, entry in enumerate(chunk)])
+        done = {str(ok.get('Id')) for ok in response.get('Successful', [])}
+        retry = []
+        for bad in response.get('Failed', []):
+            entry = chunk[int(bad['Id'])]
+            done.add(str(bad['Id']))
+            if bad.get('SenderFault'):
+                logger.warning('%s on queue %s: entry failed: %s', action, queue, bad.get('Code'))
+                failed.append(entry['ReceiptHandle'])
+            else:
+                retry.append(entry)
+        # An entry the answer does not name (an answer cut short) is tried
+        # again: deleting or changing a message twice is harmless.
+        retry.extend(entry for i, entry in enumerate(chunk) if str(i) not in done)
+        return retry
 
     def delete_batch(self, queue: str, receipt_handles: Sequence[str]) -> list[str]:
         return self._batched('DeleteMessageBatch', queue, self.client.delete_message_batch,

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import logging
 from typing import Callable, Optional, Sequence, TypeVar
 
@@ -60,6 +61,10 @@ from kale.worker.batch import Batch, visibility_clock_start
 from kale.worker.suspects import release, release_copy
 
 logger = logging.getLogger(__name__)
+
+#: How many more times entries of a delete that SQS failed are tried, at most
+#: (each after a back-off, and only while the batch's budget lasts).
+ENTRY_RETRY_ROUNDS = 5
 
 #: Outcomes whose message is simply deleted.
 DELETED_UNCOPIED = (Outcome.SUCCEEDED, Outcome.SKIPPED, Outcome.CANCELLED)
@@ -298,6 +303,23 @@ class Consumer:
             % (len(handles), batch.queue.name))
         if failed is None:
             return
+        # Entries SQS failed (an internal error on its side) are tried again
+        # while the batch's budget lasts: each one left is a task run twice.
+        backoff = Backoff(maximum=self.max_backoff_sec)
+        for _ in range(ENTRY_RETRY_ROUNDS):
+            delay = backoff.next_delay()
+            if not failed or retry is False or \
+                    self.clock.monotonic() + delay >= batch.deadline - COPY_MIN_SEC:
+                break
+            self.clock.sleep(delay)
+            still = self._failed_handles(
+                batch, 'delete', functools.partial(self.broker.delete, batch.queue,
+                                                   sorted(failed)), retry,
+                'could not delete %d settled messages on queue %s (they will run again)'
+                % (len(failed), batch.queue.name))
+            if still is None:
+                break
+            failed = still
         for settlement in settlements:
             settlement.settled = settlement.received.receipt_handle not in failed
             envelope = settlement.envelope

@@ -135,3 +135,22 @@ def test_a_batch_delete_whose_answer_was_cut_counts_as_failed(proxy, queue, kale
     [received] = transport.receive(name, 1, 0, 30)
     proxy.inject('cut_answer', 30, probability=1.0, operations=['DeleteMessageBatch'])
     assert transport.delete_batch(name, [received.receipt_handle]) == [received.receipt_handle]
+
+
+def test_batch_deletes_that_failed_on_sqss_side_are_tried_again(proxy, queue, kale_transport):
+    """Regression (the chaos run's partial-batch scenario): a delete entry that
+    failed with InternalError was given up at once, so its task ran again."""
+    direct, url = queue
+    transport, name = kale_transport
+    for i in range(10):
+        direct.send_message(QueueUrl=url, MessageBody='m%d' % i)
+    received = []
+    while len(received) < 10:
+        received += transport.receive(name, 10, 0, 60)
+    proxy.inject('partial_batch', 30, probability=0.5, operations=['DeleteMessageBatch'])
+    assert transport.delete_batch(name, [m.receipt_handle for m in received]) == []
+    assert proxy.summary().get('partial_batch', 0) >= 1
+    proxy.calm()
+    counts = direct.get_queue_attributes(QueueUrl=url, AttributeNames=['All'])['Attributes']
+    assert counts['ApproximateNumberOfMessages'] == counts['ApproximateNumberOfMessagesNotVisible'] \
+        == '0'

@@ -203,3 +203,23 @@ def test_a_copy_send_is_not_retried_into_the_end_of_the_budget():
     Consumer(recording, clock=clock).settle(batch)
     assert recording.calls == ['send']           # the next try would end too near the deadline
     assert not batch.settlements[0].copied and not batch.settlements[0].settled
+
+
+def test_deletes_sqs_failed_are_tried_again_while_the_budget_lasts(memory_broker):
+    """Regression (the chaos run's partial-batch scenario): a delete entry SQS
+    failed on its side was not tried again, so its task ran twice."""
+    batch = received_batch(memory_broker, 3)
+    batch.settlements = [Settlement(m, Outcome.SUCCEEDED) for m in batch.messages]
+    real_delete = memory_broker.delete
+    calls = []
+
+    def flaky_delete(queue, handles):
+        calls.append(list(handles))
+        failing = list(handles[:1]) if len(calls) <= 2 else []
+        real_delete(queue, [h for h in handles if h not in failing])
+        return failing
+    memory_broker.delete = flaky_delete
+    clock = NoSleepClock()
+    Consumer(memory_broker, clock=clock).settle(batch)
+    assert len(calls) == 3 and all(s.settled for s in batch.settlements)
+    assert memory_broker.counts(batch.queue).total == 0 and len(clock.slept) == 2

@@ -1,0 +1,52 @@
+"""The fields of SQS requests made from Kale's messages, and how messages are
+grouped into batch requests (no AWS library needed)."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from kale.transport import MAX_BATCH_ENTRIES, OutgoingMessage
+
+
+def sqs_attributes(attributes: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """Message attributes as SQS takes them."""
+    return {name: {'DataType': 'Number' if isinstance(value, int) else 'String',
+                   'StringValue': str(value)}
+            for name, value in attributes.items()}
+
+
+def message_fields(message: OutgoingMessage) -> dict[str, Any]:
+    """The request fields of one message (SendMessage, or a batch entry)."""
+    fields: dict[str, Any] = {'MessageBody': message.body}
+    if message.delay_sec or not message.group_id:   # FIFO queues take no per-message delay
+        fields['DelaySeconds'] = int(message.delay_sec)
+    if message.attributes:
+        fields['MessageAttributes'] = sqs_attributes(dict(message.attributes))
+    if message.group_id:
+        fields['MessageGroupId'] = message.group_id
+    if message.dedup_id:
+        fields['MessageDeduplicationId'] = message.dedup_id
+    return fields
+
+
+def send_entry(index: int, message: OutgoingMessage) -> dict[str, Any]:
+    """A SendMessageBatch entry of ``message``, with its index as the id."""
+    return dict(message_fields(message), Id=str(index))
+
+
+def split_batches(messages: Sequence[OutgoingMessage], byte_limit: int,
+                  max_entries: int = MAX_BATCH_ENTRIES) -> list[list[int]]:
+    """Group message indexes into requests of at most ``max_entries`` entries
+    and ``byte_limit`` bytes (a message bigger than the limit goes alone)."""
+    groups: list[list[int]] = []
+    current: list[int] = []
+    size = 0
+    for index, message in enumerate(messages):
+        message_size = message.size()
+        if current and (len(current) == max_entries or size + message_size > byte_limit):
+            groups.append(current)
+            current, size = [], 0
+        current.append(index)
+        size += message_size
+    if current:
+        groups.append(current)
+    return groups
