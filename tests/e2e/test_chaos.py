@@ -17,11 +17,12 @@ def test_a_bounded_chaos_run_loses_nothing(tmp_path):
     report_path = tmp_path / 'chaos.json'
     env = {k: v for k, v in os.environ.items() if not k.startswith('KALE_')}
     env['PYTHONPATH'] = ROOT
-    result = subprocess.run([sys.executable, '-m', 'bench.chaos', '--tasks', '120', '--workers',
-                             '2', '--duration', '40', '--seed', '3', '--json', str(report_path)],
+    result = subprocess.run([sys.executable, '-m', 'bench.chaos', '--scenarios', 'kills',
+                             '--tasks', '120', '--workers', '2', '--duration', '40', '--seed', '3',
+                             '--json', str(report_path)],
                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
     assert result.returncode == 0, result.stdout + result.stderr
-    report = json.loads(report_path.read_text())
+    report = json.loads(report_path.read_text())['kills']
     assert report['failures'] == {}
     assert report['tasks lost'] == 0
     assert report['worker crashes other than injected'] == 0
@@ -31,3 +32,23 @@ def test_a_bounded_chaos_run_loses_nothing(tmp_path):
     assert hostile_dead == hostile_sent > 0
     assert report['faults injected'].get('kill -9', 0) + report['faults injected'].get(
         'outage', 0) > 0
+
+
+def test_throttling_lost_answers_and_partial_batches_lose_nothing(tmp_path):
+    """The fault proxy's scenarios, short: throttling and server errors,
+    answers lost or cut after the request was applied, partial batch
+    failures, latency spikes; none may lose or wrongly dead-letter a task."""
+    report_path = tmp_path / 'chaos.json'
+    env = {k: v for k, v in os.environ.items() if not k.startswith('KALE_')}
+    env['PYTHONPATH'] = ROOT
+    result = subprocess.run([sys.executable, '-m', 'bench.chaos', '--scenarios', 'all',
+                             '--tasks', '80', '--workers', '2', '--duration', '15', '--seed', '5',
+                             '--drain-timeout', '60', '--json', str(report_path)],
+                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    report = json.loads(report_path.read_text())['all']
+    assert report['failures'] == {}
+    assert report['tasks lost'] == 0 and report['tasks dead-lettered that should have completed'] == 0
+    met = report['faults met by requests']
+    assert sum(met.values()) > 0, met
+    assert 'scenario' in result.stdout and 'PASS' in result.stdout
