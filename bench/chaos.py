@@ -19,7 +19,10 @@ scenario at random:
 ``latency``        latency spikes of 2-5 s
 ``partial-batch``  batch sends, deletes and visibility changes with some
                    entries failed
-``all``            all of the above at once
+``records-outage`` the task-records database stopped for 2-6 s and started
+                   again (PostgreSQL with ``--records postgres``), or, on
+                   SQLite, locked by another writer for 2-6 s
+``all``            all of the above at once (but the records outage)
 
 The run publishes through the fault proxy too, retrying a publish that
 raised with the same task ids. Among the tasks are ones that raise, ones
@@ -67,6 +70,7 @@ SCENARIOS: dict[str, list[str]] = {
     'partial-batch': ['partial_batch'],
 }
 SCENARIOS['all'] = [action for actions in SCENARIOS.values() for action in actions]
+SCENARIOS['records-outage'] = ['records outage', 'kill -9']
 #: The operations that settle and extend: where a lost answer means a duplicate at worst.
 SETTLING = ('DeleteMessageBatch', 'SendMessageBatch', 'ChangeMessageVisibilityBatch')
 
@@ -102,6 +106,8 @@ class Chaos:
         self.faults: Optional[FaultProxy] = None
         self.fleet: Optional[Fleet] = None
         self.publish_errors = 0
+        self.records_url = ''
+        self.cluster: Any = None
 
     # --- setting up ----------------------------------------------------------------
 
@@ -111,8 +117,9 @@ class Chaos:
         self.faults = FaultProxy(self.endpoint, seed=self.args.seed).start()
         parsed = urlparse(self.faults.url)
         self.proxy = TCPProxy(parsed.hostname or '127.0.0.1', parsed.port or 0).start()
+        self.records_url = self.make_records()
         base = {'KALE_SETTINGS_MODULE': 'bench.chaos_settings', 'KALE_CHAOS_PREFIX': self.prefix,
-                'KALE_CHAOS_LOG': self.log_path}
+                'KALE_CHAOS_LOG': self.log_path, 'KALE_CHAOS_RECORDS': self.records_url}
         # The run publishes through the fault proxy (a lost answer to a
         # publish is one of the faults); hostile messages and the account
         # go straight to the endpoint.
@@ -127,6 +134,39 @@ class Chaos:
                            self.rng)
         self.fleet.fill()
 
+    def make_records(self) -> str:
+        """The records database the run asked for ('' for none)."""
+        if self.args.records == 'sqlite':
+            return 'sqlite:///%s' % os.path.join(self.workdir, 'records.db')
+        if self.args.records == 'postgres':
+            from tests.support.postgres import Cluster, find_binaries
+            binaries = find_binaries()
+            if binaries is None:
+                raise SystemExit('chaos: --records postgres needs PostgreSQL (initdb, pg_ctl)')
+            self.cluster = Cluster(binaries)
+            return self.cluster.new_database()
+        return ''
+
+    def records_outage(self) -> None:
+        """Stop PostgreSQL for 2-6 s (or lock the SQLite file as long)."""
+        seconds = self.rng.uniform(2, 6)
+        if self.cluster is not None:
+            self.cluster.stop('immediate')
+            self.wait(seconds)
+            self.cluster.start()
+        elif self.records_url.startswith('sqlite:///'):
+            import sqlite3
+            conn = sqlite3.connect(self.records_url[len('sqlite:///'):], timeout=30,
+                                   isolation_level=None)
+            conn.execute('BEGIN EXCLUSIVE')
+            self.wait(seconds)
+            conn.execute('ROLLBACK')
+            conn.close()
+        else:
+            return
+        self.injected['records outage'] += 1
+        self.outage_sec += seconds
+
     def stop(self) -> None:
         if self.fleet is not None:
             self.fleet.stop()
@@ -136,6 +176,8 @@ class Chaos:
             self.faults.stop()
         if self.server is not None:
             self.server.stop()
+        if self.cluster is not None:
+            self.cluster.destroy()
 
     # --- tasks ----------------------------------------------------------------------
 
@@ -243,6 +285,8 @@ class Chaos:
             self.faults.inject('lost_answer', self.rng.uniform(1, 4), probability=0.6,
                                operations=SETTLING)
             self.injected['lost_answer burst (settling)'] += 1
+        elif action == 'records outage':
+            self.records_outage()
         elif action == 'kill -9' and self.fleet.kill9():
             self.injected['kill -9'] += 1
         elif action == 'SIGTERM' and self.fleet.sigterm():
@@ -339,6 +383,9 @@ class Chaos:
         wrongly_dead = sorted(t for t in should_finish if t in dead_tasks)
         unfinished = sorted(t for t in should_finish if t not in completed)
         killer = [t for t, kind in self.kinds.items() if kind == 'killer']
+        records_wrong_ids = self.wrong_records(completed & should_finish,
+                                               set(dead_tasks) & (should_die - set(killer)))
+        records_wrong = len(records_wrong_ids)
         pwned = [name for name in os.listdir(self.workdir) if name.startswith('pwned-')]
         unexpected = [exit for exit in self.fleet.exits if exit.cause == 'unexpected']
         return {
@@ -366,6 +413,7 @@ class Chaos:
                 self.faults.applied_unanswered) if self.faults else {},
             'publishes retried with the same task ids': self.publish_errors,
             'duplicates allowed by at-least-once': self.duplicates_explained(),
+            'records wrong': records_wrong if self.records_url else '-',
             'queues drained at the end': settled,
             'wall time (s)': round(wall_sec, 1),
             '_failures': {
@@ -375,8 +423,31 @@ class Chaos:
                 'pwned': pwned, 'killer_not_redriven': [
                     t for t in killer if not dead_tasks.get(t, '').startswith('redrive')],
                 'not_settled': [] if settled else ['queues not drained'],
+                'records_wrong': records_wrong_ids,
             },
         }
+
+    def wrong_records(self, completed: set[str], dead: set[str]) -> list[str]:
+        """Tasks whose record does not say what happened: every completed
+        task must be ``succeeded`` and every task Kale dead-lettered ``failed``
+        (the killer, moved by SQS while its worker died, is left out: no
+        worker lived to record its end)."""
+        if not self.records_url:
+            return []
+        from kale import records
+        wrong = []
+        deadline = time.monotonic() + 30          # the workers' writers catch up
+        while True:
+            wrong = []
+            for task_id in sorted(completed | dead):
+                record = records.get(task_id, self.records_url)
+                want = 'succeeded' if task_id in completed else 'failed'
+                if record is None or record.status != want:
+                    wrong.append('%s: %s, not %s' % (task_id, record.status if record else
+                                                     'no record', want))
+            if not wrong or time.monotonic() > deadline:
+                return wrong
+            time.sleep(1.0)
 
     def duplicates_explained(self) -> str:
         """What may have run a task twice: a worker killed after a run, an
@@ -427,15 +498,16 @@ def summary_row(scenario: str, report: dict[str, Any], failures: dict[str, Any])
     return [scenario, str(faults), str(report['tasks published']),
             str(report['tasks completed at least once']), str(report['tasks lost']),
             report['duplicate executions'].split()[0],
-            str(report['tasks dead-lettered that should have completed']), '-',
+            str(report['tasks dead-lettered that should have completed']),
+            str(report['records wrong']),
             'PASS' if not failures else 'FAIL']
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog='python -m bench.chaos', description=__doc__.split('\n')[0])
-    parser.add_argument('--scenarios', default=','.join(SCENARIOS),
-                        help='comma-separated, of %s (default: all of them in turn)'
-                        % ', '.join(SCENARIOS))
+    parser.add_argument('--scenarios', default='',
+                        help='comma-separated, of %s (default: all of them in turn; '
+                             'records-outage only with --records)' % ', '.join(SCENARIOS))
     parser.add_argument('--tasks', type=int, default=600, help='tasks to publish (default 600)')
     parser.add_argument('--workers', type=int, default=3, help='worker processes (default 3)')
     parser.add_argument('--duration', type=float, default=90,
@@ -443,9 +515,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument('--drain-timeout', type=float, default=120,
                         help='seconds to wait for the workers to finish afterwards (default 120)')
     parser.add_argument('--seed', type=int, default=7)
+    parser.add_argument('--records', choices=('off', 'sqlite', 'postgres'), default='off',
+                        help='task records on, in a SQLite file or a PostgreSQL server of the '
+                             "run's own, checked against what happened (default off)")
     parser.add_argument('--json', metavar='FILE', help='also write the accounts as JSON')
     args = parser.parse_args(argv)
-    scenarios = [name.strip() for name in args.scenarios.split(',') if name.strip()]
+    scenarios = [name.strip() for name in args.scenarios.split(',') if name.strip()] or [
+        name for name in SCENARIOS if name != 'records-outage' or args.records != 'off']
     unknown = [name for name in scenarios if name not in SCENARIOS]
     if unknown or not scenarios:
         parser.error('unknown scenario %r: use %s' % (', '.join(unknown), ', '.join(SCENARIOS)))

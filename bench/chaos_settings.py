@@ -20,3 +20,8 @@ SQS_ERROR_MAX_BACKOFF_SEC = 2
 DIE_ON_RESIDENT_SET_SIZE_MB = 0
 # Below SQS's 1 MiB, so the hostile 300 KB body is refused as too large.
 SQS_TASK_SIZE_LIMIT = 256000
+
+# Task records, when the run asks for them (--records): a SQLite file or a
+# PostgreSQL database of the run's own.
+RECORDS_URL = os.environ.get('KALE_CHAOS_RECORDS', '')
+RECORDS_HEARTBEAT_SEC = 1

@@ -102,6 +102,7 @@ class Config:
     RECORDS_PURGE_INTERVAL_SEC: float
     RECORDS_MAX_VALUE_CHARS: int
     RECORDS_SENSITIVE_DATA: str
+    RECORDS_SETTLE_WAIT_SEC: float
     WEB_TOKEN: str
     WEB_ALLOWED_HOSTS: Sequence[str]
     METRICS_PORT: int

@@ -250,6 +250,13 @@ RECORDS_HEARTBEAT_SEC = 10
 # purges about this often, at a random offset).
 RECORDS_PURGE_INTERVAL_SEC = 300
 
+# Seconds a worker waits for a batch's outcomes to be written to the records
+# before it deletes the batch's messages, so that a worker killed right after
+# a delete leaves no record behind what happened. A store that is down or
+# slow costs each batch at most this long; 0 does not wait (outcomes then
+# follow the deletes, and kill -9 can lose the last ones).
+RECORDS_SETTLE_WAIT_SEC = 2.0
+
 # What records keep of a task's arguments, result, error message and
 # traceback: 'encrypt' keeps them, sealed under a key derived from
 # MESSAGE_ENCRYPTION_KEY when one is set (in clear otherwise, as SQS holds

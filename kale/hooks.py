@@ -100,6 +100,11 @@ class WorkerHooks:
     def before_batch(self, queue: 'TaskQueue', batch: 'Batch') -> None:
         """After a batch was received, before its first task runs."""
 
+    def before_settle(self, queue: 'TaskQueue', batch: 'Batch') -> None:
+        """After a batch's runs, before its messages are deleted or copied:
+        what must be kept before SQS forgets a message is kept here (the
+        records write their outcome rows)."""
+
     def after_batch(self, queue: 'TaskQueue', batch: 'Batch') -> None:
         """After a batch was settled; ``batch.settlements`` says what happened."""
 

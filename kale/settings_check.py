@@ -200,6 +200,7 @@ CHECKS: dict[str, Callable[[Any], Optional[str]]] = {
     'RECORDS_MAX_VALUE_CHARS': _number(100, 1000000, whole=True),
     'WEB_TOKEN': _TEXT,
     'RECORDS_SENSITIVE_DATA': _one_of('encrypt', 'drop'),
+    'RECORDS_SETTLE_WAIT_SEC': _number(0, 60),
     'WEB_ALLOWED_HOSTS': _host_names,
     'METRICS_PORT': _number(0, 65535, whole=True),
     'METRICS_HOST': _TEXT,

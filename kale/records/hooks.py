@@ -90,6 +90,8 @@ class RecordsHooks(PublishHooks, WorkerHooks):
         #: (keyed by receive: the next attempt of a task may start here before the
         #: batch of the one before is reported)
         self._started: dict[str, float] = {}
+        #: Receipt handles whose outcome was handed over before the settle.
+        self._written_early: set[str] = set()
 
     @property
     def recorder(self) -> Recorder:
@@ -176,19 +178,62 @@ class RecordsHooks(PublishHooks, WorkerHooks):
         row['started_at'] = now
         return row
 
+    def before_settle(self, queue: 'TaskQueue', batch: 'Batch') -> None:
+        """Write each outcome before its message is deleted (waiting up to
+        RECORDS_SETTLE_WAIT_SEC): a worker killed between the delete and the
+        write would leave the record behind what happened, for good."""
+        writer = self.recorder.writer
+        # Not while the store is down (the rows wait in the buffer), and never
+        # past the batch's budget: a message must not come back because its
+        # record was slow.
+        wait = min(self.recorder.settle_wait_sec, batch.deadline - time.monotonic() - 1.0)
+        if wait <= 0 or writer.down:
+            return
+        later = self._outcome_rows(queue, batch, early=True)
+        if later:
+            writer.event(later)
+            writer.flush(timeout=wait)
+
     def after_batch(self, queue: 'TaskQueue', batch: 'Batch') -> None:
-        """Hand each settled message's outcome to the writer, which builds its
-        row on its own thread (rendering a result or a traceback there too)."""
+        """Hand each settled message's outcome not written before the settle
+        to the writer, which builds its row on its own thread (rendering a
+        result or a traceback there too)."""
         recorder = self.recorder
+        later = self._outcome_rows(queue, batch, early=False)
+        process = recorder.row
+        if process is not None and batch.settlements:
+            counts = process.counts
+            for s in batch.settlements:
+                counts[s.outcome.value] += 1
+            process.dirty = True
+        if later:
+            recorder.writer.event(later)
+
+    def _outcome_rows(self, queue: 'TaskQueue', batch: 'Batch', early: bool) -> list[LaterRow]:
+        """The rows of the batch's outcomes: before the settle (``early``),
+        those of verified runs; after it, those of settled ones not written
+        before."""
         started = self._started
+        written = self._written_early
         later = []
         for s in batch.settlements:
-            started_at = started.pop(s.received.receipt_handle, None)
-            if not s.settled or not s.verified:
-                continue            # unsettled, or unverified: no task id to trust
+            handle = s.received.receipt_handle
+            if early:
+                if not s.verified or handle in written:
+                    continue
+                started_at = started.get(handle)
+            else:
+                started_at = started.pop(handle, None)
+                if handle in written:
+                    written.discard(handle)
+                    continue
+                if not s.settled or not s.verified:
+                    continue            # unsettled, or unverified: no task id to trust
             status = s.outcome.record_status
             if status == QUEUED and started_at is None:
                 continue            # released unstarted: its record has not changed
+            if early:
+                written.add(handle)
             # The event's time is when its run ended, not when the batch is
             # reported: another worker may already have run the retry copy and
             # recorded its outcome, which must stay the newer one.
@@ -208,14 +253,7 @@ class RecordsHooks(PublishHooks, WorkerHooks):
                 later.append(LaterRow(s.task_id, at, self._outcome_row,
                                       (queue.name, s, status, started_at, at),
                                       ends_attempt=status == SCHEDULED and started_at is not None))
-        process = recorder.row
-        if process is not None and batch.settlements:
-            counts = process.counts
-            for s in batch.settlements:
-                counts[s.outcome.value] += 1
-            process.dirty = True
-        if later:
-            recorder.writer.event(later)
+        return later
 
     def _outcome_row(self, queue: str, s: 'Settlement', status: str,
                      started_at: Optional[float], now: float) -> Row:

@@ -77,6 +77,9 @@ class Recorder:
         self.max_value_chars = int(settings.RECORDS_MAX_VALUE_CHARS)
         self.buffer_size = int(settings.RECORDS_BUFFER_SIZE)
         self.heartbeat_sec = float(settings.RECORDS_HEARTBEAT_SEC)
+        #: How long a worker waits for a batch's outcomes to be written before
+        #: it deletes their messages (0: it does not wait).
+        self.settle_wait_sec = float(settings.RECORDS_SETTLE_WAIT_SEC)
         self.succeeded_ttl = settings.RECORDS_SUCCEEDED_TTL_SEC
         self.failed_ttl = settings.RECORDS_FAILED_TTL_SEC
         self.queued_ttl = settings.RECORDS_QUEUED_TTL_SEC

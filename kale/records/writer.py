@@ -164,6 +164,11 @@ class RecordWriter:
                          self.dropped)
 
     @property
+    def down(self) -> bool:
+        """Whether the last write failed (the store is down or refusing)."""
+        return self._down_since is not None
+
+    @property
     def pending(self) -> int:
         with self._lock:
             return len(self._published) + len(self._events)

@@ -82,8 +82,7 @@ SETTLE_PARTS_AFTER_SEC = 1.0
 class Worker:
     """Runs tasks from the configured queues until stopped."""
 
-    #: How a run is held to its time limit (swap for another BaseTimeout).
-    timeout_class: type[BaseTimeout] = SignalTimeout
+    timeout_class: type[BaseTimeout] = SignalTimeout      # how runs are held to their limit
 
     def __init__(self, queue_names: Optional[Sequence[str]] = None, burst: bool = False,
                  broker: Optional[Broker] = None, hooks: Sequence[Any] = (),
@@ -383,6 +382,7 @@ class Worker:
         """Hand the batch to the settler (inline on a fast endpoint, else its
         threads): release, copy, delete. The next receive does not wait for it."""
         assert self.settler is not None, 'settle() runs inside run()'
+        self.hooks(WorkerHooks.before_settle, batch.queue, batch)
         self.settler.submit(batch)
 
     def report_settled(self) -> None:

@@ -413,3 +413,34 @@ def test_a_write_of_more_rows_than_one_statement_carries_keeps_the_newest_event(
     if store.dialect == 'sqlite':
         assert sizes == [75, 58, 58, 34]    # 7 values per publication row, 17 per event
 
+
+
+def test_an_outcome_is_written_before_its_message_is_deleted(broker):
+    """Regression (the chaos run with records, kill -9): outcomes were written
+    after the delete, so a worker killed in between left the record queued for good."""
+    task_id = rt.PlainTask.publish(None, 3)
+    seen = []
+    delete = broker.delete
+
+    def checking_delete(queue, handles):
+        seen.append(records.store().get(task_id)['status'])
+        return delete(queue, handles)
+    broker.delete = checking_delete
+    work(broker)
+    assert seen == ['succeeded']
+
+
+def test_with_no_settle_wait_the_outcome_follows_the_delete(broker):
+    task_id = rt.PlainTask.publish(None, 3)
+    seen = []
+    delete = broker.delete
+
+    def checking_delete(queue, handles):
+        seen.append(records.store().get(task_id)['status'])
+        return delete(queue, handles)
+    broker.delete = checking_delete
+    with settings.override(RECORDS_SETTLE_WAIT_SEC=0):
+        from kale.records.recorder import reset_recorders
+        reset_recorders()
+        work(broker)
+    assert seen == ['queued'] and records.get(task_id).status == 'succeeded'
