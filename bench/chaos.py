@@ -19,6 +19,10 @@ scenario at random:
 ``latency``        latency spikes of 2-5 s
 ``partial-batch``  batch sends, deletes and visibility changes with some
                    entries failed
+``fifo``           kill -9 and SIGTERM of workers and lost answers while a FIFO
+                   queue's groups run; each group must keep its order (needs
+                   ``--endpoint fauxqs``: moto breaks FIFO order by itself
+                   when a group's in-flight messages time out together)
 ``records-outage`` the task-records database stopped for 2-6 s and started
                    again (PostgreSQL with ``--records postgres``), or, on
                    SQLite, locked by another writer for 2-6 s
@@ -57,7 +61,7 @@ from kale.cli.sqs_local import SQSLocalProcess
 from tests.support.tcp_proxy import TCPProxy
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-QUEUES = ['chaos_high', 'chaos_default', 'chaos_low']
+QUEUES = ['chaos_high', 'chaos_default', 'chaos_low', 'chaos_ordered']
 HOSTILE_KINDS = ['garbage', 'wrong_signature', 'pickle', 'unknown_task', 'oversized', 'replayed',
                  'other_queue']
 DAY = 24 * 3600.0
@@ -70,7 +74,10 @@ SCENARIOS: dict[str, list[str]] = {
     'partial-batch': ['partial_batch'],
 }
 SCENARIOS['all'] = [action for actions in SCENARIOS.values() for action in actions]
+SCENARIOS['fifo'] = ['kill -9', 'SIGTERM', 'lost_answer settling', 'partial_batch']
 SCENARIOS['records-outage'] = ['records outage', 'kill -9']
+#: FIFO groups the fifo scenario publishes to.
+FIFO_GROUPS = 5
 #: The operations that settle and extend: where a lost answer means a duplicate at worst.
 SETTLING = ('DeleteMessageBatch', 'SendMessageBatch', 'ChangeMessageVisibilityBatch')
 
@@ -101,19 +108,26 @@ class Chaos:
         self.hostile_bodies: dict[str, str] = {}        # body -> hostile id
         self.injected: collections.Counter[str] = collections.Counter()
         self.outage_sec = 0.0
-        self.server: Optional[SQSLocalProcess] = None
+        self.server: Any = None                        # SQSLocalProcess or Fauxqs
         self.proxy: Optional[TCPProxy] = None
         self.faults: Optional[FaultProxy] = None
         self.fleet: Optional[Fleet] = None
         self.publish_errors = 0
         self.records_url = ''
         self.cluster: Any = None
+        self.sequence: dict[str, int] = {}              # FIFO group -> last seq published
+        self.ordered_ids: dict[str, tuple[str, int]] = {}
 
     # --- setting up ----------------------------------------------------------------
 
     def start(self) -> None:
-        self.server = SQSLocalProcess(cwd=ROOT)
-        self.endpoint = self.server.url
+        if self.args.endpoint == 'fauxqs':
+            from bench.servers import Fauxqs
+            self.server = Fauxqs()
+            self.endpoint = self.server.start()
+        else:
+            self.server = SQSLocalProcess(cwd=ROOT)
+            self.endpoint = self.server.url
         self.faults = FaultProxy(self.endpoint, seed=self.args.seed).start()
         parsed = urlparse(self.faults.url)
         self.proxy = TCPProxy(parsed.hostname or '127.0.0.1', parsed.port or 0).start()
@@ -182,6 +196,9 @@ class Chaos:
     # --- tasks ----------------------------------------------------------------------
 
     def publish_wave(self, count: int) -> None:
+        if self.scenario == 'fifo':
+            self.publish_ordered(count)
+            return
         from bench import chaos_tasks
         classes = [chaos_tasks.ChaosHighTask, chaos_tasks.ChaosTask, chaos_tasks.ChaosLowTask]
         by_class: dict[Any, list[tuple[tuple, dict]]] = collections.defaultdict(list)
@@ -199,14 +216,42 @@ class Chaos:
             for _, kwargs in keyed:
                 self.kinds[kwargs['key']] = kind
 
-    def publish(self, task_class: Any, calls: list[tuple[tuple, dict]]) -> None:
+    def publish_ordered(self, count: int) -> None:
+        """The fifo scenario's tasks: ``count`` spread over FIFO_GROUPS groups,
+        each group's in sequence; 10% raise on their first attempt."""
+        from bench import chaos_tasks
+        by_group: dict[str, list[tuple[tuple, dict]]] = collections.defaultdict(list)
+        for _ in range(count):
+            group = 'g%d' % self.rng.randrange(FIFO_GROUPS)
+            seq = self.sequence[group] = self.sequence.get(group, 0) + 1
+            kind = 'flaky' if self.rng.random() < 0.1 else 'ok'
+            key = uuid.uuid4().hex
+            by_group[group].append(((group, seq, kind), {'key': key}))
+            self.kinds[key] = kind
+            self.ordered_ids[key] = (group, seq)
+        for group, calls in by_group.items():
+            self.publish(chaos_tasks.ChaosOrderedTask, calls, group_id=group)
+
+    def order_broken(self) -> list[str]:
+        """FIFO groups whose tasks first completed out of their publish order."""
+        seen: set[str] = set()
+        by_group: dict[str, list[int]] = collections.defaultdict(list)
+        for line in self.log_lines():
+            if line[0] == 'done' and line[1] in self.ordered_ids and line[1] not in seen:
+                seen.add(line[1])
+                group, seq = self.ordered_ids[line[1]]
+                by_group[group].append(seq)
+        return ['%s: %s' % (group, seqs) for group, seqs in sorted(by_group.items())
+                if seqs != sorted(seqs)]
+
+    def publish(self, task_class: Any, calls: list[tuple[tuple, dict]], **options: Any) -> None:
         """Publish, and publish again with the same task ids while it raises
         (a fault may have eaten the answer after SQS took the messages: the
         ids stay, so at worst a task is delivered twice, never as two tasks)."""
         from kale.exceptions import KaleError
         for attempt in range(60):
             try:
-                task_class.publish_batch(None, calls)
+                task_class.publish_batch(None, calls, **options)
                 return
             except KaleError:
                 self.publish_errors += 1
@@ -224,7 +269,7 @@ class Chaos:
         from kale.conf import settings
         kind = HOSTILE_KINDS[len(self.hostile) % len(HOSTILE_KINDS)]     # each kind in turn
         hostile_id = '%s-%d' % (kind, len(self.hostile))
-        queue = self.rng.choice(QUEUES)
+        queue = self.rng.choice(QUEUES[:3])             # standard queues: no group id
         here = self.prefix + queue
         ok = kale_message.Message(hostile_id, 'bench.chaos_tasks.ChaosTask', ('ok',))
         if kind == 'garbage':
@@ -243,7 +288,7 @@ class Chaos:
             body = kale_codec.encode(dataclasses.replace(ok, published_at=time.time() - 400 * DAY),
                                      here)
         elif kind == 'other_queue':     # captured on one queue, replayed into another
-            other = next(q for q in QUEUES if q != queue)
+            other = next(q for q in QUEUES[:3] if q != queue)
             body = kale_codec.encode(ok, self.prefix + other)
         else:
             body = 'kale2:' + hostile_id + 'A' * 300000
@@ -326,8 +371,13 @@ class Chaos:
 
     # --- the account ----------------------------------------------------------------------
 
+    def sqs_name(self, queue: str, dead: bool = False) -> str:
+        """The SQS name of a chaos queue (or of its dead-letter queue)."""
+        return self.prefix + ('dlq-' if dead else '') + queue + (
+            '.fifo' if queue == 'chaos_ordered' else '')
+
     def counts(self, queue: str) -> int:
-        url = self.raw.get_queue_url(QueueName=self.prefix + queue)['QueueUrl']
+        url = self.raw.get_queue_url(QueueName=self.sqs_name(queue))['QueueUrl']
         attributes = self.raw.get_queue_attributes(QueueUrl=url, AttributeNames=[
             'ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible',
             'ApproximateNumberOfMessagesDelayed'])['Attributes']
@@ -349,7 +399,7 @@ class Chaos:
     def dead_letters(self) -> list[dict[str, Any]]:
         found = []
         for queue in QUEUES:
-            url = self.raw.get_queue_url(QueueName=self.prefix + 'dlq-' + queue)['QueueUrl']
+            url = self.raw.get_queue_url(QueueName=self.sqs_name(queue, dead=True))['QueueUrl']
             while True:
                 batch = self.raw.receive_message(QueueUrl=url, MaxNumberOfMessages=10,
                                                  MessageAttributeNames=['All'],
@@ -386,6 +436,7 @@ class Chaos:
         records_wrong_ids = self.wrong_records(completed & should_finish,
                                                set(dead_tasks) & (should_die - set(killer)))
         records_wrong = len(records_wrong_ids)
+        out_of_order = self.order_broken()
         pwned = [name for name in os.listdir(self.workdir) if name.startswith('pwned-')]
         unexpected = [exit for exit in self.fleet.exits if exit.cause == 'unexpected']
         return {
@@ -414,6 +465,7 @@ class Chaos:
             'publishes retried with the same task ids': self.publish_errors,
             'duplicates allowed by at-least-once': self.duplicates_explained(),
             'records wrong': records_wrong if self.records_url else '-',
+            'FIFO groups out of order': '%d / %d' % (len(out_of_order), len(self.sequence)),
             'queues drained at the end': settled,
             'wall time (s)': round(wall_sec, 1),
             '_failures': {
@@ -424,6 +476,7 @@ class Chaos:
                     t for t in killer if not dead_tasks.get(t, '').startswith('redrive')],
                 'not_settled': [] if settled else ['queues not drained'],
                 'records_wrong': records_wrong_ids,
+                'fifo_order': out_of_order,
             },
         }
 
@@ -515,16 +568,23 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument('--drain-timeout', type=float, default=120,
                         help='seconds to wait for the workers to finish afterwards (default 120)')
     parser.add_argument('--seed', type=int, default=7)
+    parser.add_argument('--endpoint', choices=('moto', 'fauxqs'), default='moto',
+                        help='the SQS endpoint the run starts: the embedded moto (default) or '
+                             'fauxqs (from npm; see bench/README.md)')
     parser.add_argument('--records', choices=('off', 'sqlite', 'postgres'), default='off',
                         help='task records on, in a SQLite file or a PostgreSQL server of the '
                              "run's own, checked against what happened (default off)")
     parser.add_argument('--json', metavar='FILE', help='also write the accounts as JSON')
     args = parser.parse_args(argv)
     scenarios = [name.strip() for name in args.scenarios.split(',') if name.strip()] or [
-        name for name in SCENARIOS if name != 'records-outage' or args.records != 'off']
+        name for name in SCENARIOS if (name != 'records-outage' or args.records != 'off')
+        and (name != 'fifo' or args.endpoint != 'moto')]
     unknown = [name for name in scenarios if name not in SCENARIOS]
     if unknown or not scenarios:
         parser.error('unknown scenario %r: use %s' % (', '.join(unknown), ', '.join(SCENARIOS)))
+    if 'fifo' in scenarios and args.endpoint == 'moto':
+        parser.error('the fifo scenario needs --endpoint fauxqs: moto hands out a later message '
+                     "of a FIFO group first when several of the group's messages time out together")
     results: dict[str, Any] = {}
     rows = []
     for scenario in scenarios:

@@ -87,3 +87,28 @@ class ChaosKillerTask(task.Task):
     def run_task(self, *args, **kwargs):
         log('killer', self.task_id)
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+class ChaosOrderedTask(task.Task):
+    """On the FIFO queue: logs "ordered <task id> <pid> <time> <group> <seq>"
+    when it starts and "done ..." when it ends; 'flaky' ones raise on their
+    first attempt (the group waits for the retry)."""
+
+    queue = 'chaos_ordered'
+    time_limit = 1.0
+    max_retries = 3
+
+    @classmethod
+    def make_task_id(cls, *args, key=None, **kwargs):
+        return keyed_id(key)
+
+    def run_task(self, group: str, seq: int, kind: str = 'ok', **kwargs):
+        path = os.environ.get('KALE_CHAOS_LOG')
+        if path:
+            append_line(path, 'ordered %s %d %.3f %s %d' % (self.task_id, os.getpid(),
+                                                           time.time(), group, seq))
+        if kind == 'flaky' and (self.message is None or self.message.failure_num == 0):
+            log('raised', self.task_id)
+            raise ConnectionError('a service timed out')
+        time.sleep(random.uniform(0, 0.02))
+        log('done', self.task_id)

@@ -24,7 +24,9 @@ A fault is a burst: for ``seconds``, each request whose operation is among
     a ``SendMessageBatch``, ``DeleteMessageBatch`` or
     ``ChangeMessageVisibilityBatch`` has some of its entries removed before
     it is forwarded; the answer lists them under ``Failed`` (as SQS does when
-    part of a batch fails), so what the answer says is what happened.
+    part of a batch fails), so what the answer says is what happened. On a
+    FIFO queue a failed entry fails the later entries of its group too, so
+    the group's order holds.
 
 Requests in the JSON protocol (``X-Amz-Target: AmazonSQS.Operation``) and in
 the query protocol (``Action=Operation``) are understood; every other
@@ -228,6 +230,15 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if not entries:
             return body, []
         failing = self.owner.choose_failed(len(entries))
+        if str(request.get('QueueUrl', '')).endswith('.fifo'):
+            # A FIFO queue keeps each group in order: an entry that fails
+            # fails the group's later entries of the batch with it.
+            stopped: set[str] = set()
+            for index, entry in enumerate(entries):
+                group = str(entry.get('MessageGroupId', ''))
+                if index in failing or group in stopped:
+                    failing.add(index)
+                    stopped.add(group)
         failed = [{'Id': entry['Id'], 'SenderFault': False, 'Code': 'InternalError',
                    'Message': 'injected partial failure'}
                   for index, entry in enumerate(entries) if index in failing]

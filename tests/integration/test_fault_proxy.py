@@ -154,3 +154,18 @@ def test_batch_deletes_that_failed_on_sqss_side_are_tried_again(proxy, queue, ka
     counts = direct.get_queue_attributes(QueueUrl=url, AttributeNames=['All'])['Attributes']
     assert counts['ApproximateNumberOfMessages'] == counts['ApproximateNumberOfMessagesNotVisible'] \
         == '0'
+
+
+def test_a_partial_failure_on_a_fifo_queue_fails_the_rest_of_the_group(proxy, sqs_endpoint):
+    direct = client(sqs_endpoint)
+    url = direct.create_queue(QueueName='fp-%s.fifo' % uuid.uuid4().hex[:8], Attributes={
+        'FifoQueue': 'true', 'ContentBasedDeduplication': 'true'})['QueueUrl']
+    proxy.inject('partial_batch', 30, probability=1.0)
+    entries = [{'Id': str(i), 'MessageBody': 'm%d' % i, 'MessageGroupId': 'g%d' % (i % 2)}
+               for i in range(10)]
+    answer = client(proxy.url).send_message_batch(QueueUrl=url, Entries=entries)
+    failed = {int(entry['Id']) for entry in answer['Failed']}
+    for group in (0, 1):
+        members = [i for i in range(10) if i % 2 == group]
+        flags = [i in failed for i in members]
+        assert flags == sorted(flags), 'a failure in %s is followed by a success' % members
