@@ -23,6 +23,9 @@ scenario at random:
                    queue's groups run; each group must keep its order (needs
                    ``--endpoint fauxqs``: moto breaks FIFO order by itself
                    when a group's in-flight messages time out together)
+``heartbeat``      tasks longer than their queue's visibility timeout, while the
+                   visibility extensions meet throttling, errors and lost
+                   answers, and workers are killed
 ``records-outage`` the task-records database stopped for 2-6 s and started
                    again (PostgreSQL with ``--records postgres``), or, on
                    SQLite, locked by another writer for 2-6 s
@@ -74,8 +77,11 @@ SCENARIOS: dict[str, list[str]] = {
     'partial-batch': ['partial_batch'],
 }
 SCENARIOS['all'] = [action for actions in SCENARIOS.values() for action in actions]
+SCENARIOS['heartbeat'] = ['heartbeat fault', 'heartbeat fault', 'kill -9']
 SCENARIOS['fifo'] = ['kill -9', 'SIGTERM', 'lost_answer settling', 'partial_batch']
 SCENARIOS['records-outage'] = ['records outage', 'kill -9']
+#: The kinds of task that must end by completing.
+FINISHING = ('ok', 'flaky', 'slow', 'long')
 #: FIFO groups the fifo scenario publishes to.
 FIFO_GROUPS = 5
 #: The operations that settle and extend: where a lost answer means a duplicate at worst.
@@ -206,6 +212,8 @@ class Chaos:
             roll = self.rng.random()
             if roll < 0.03:
                 task_class, kind = chaos_tasks.ChaosFailingTask, 'fails'
+            elif self.scenario == 'heartbeat' and roll > 0.9:
+                task_class, kind = chaos_tasks.ChaosLongTask, 'long'
             else:
                 task_class = self.rng.choice(classes)
                 kind = 'flaky' if roll < 0.08 else 'slow' if roll < 0.11 else 'ok'
@@ -332,6 +340,12 @@ class Chaos:
             self.injected['lost_answer burst (settling)'] += 1
         elif action == 'records outage':
             self.records_outage()
+        elif action == 'heartbeat fault':
+            kind = self.rng.choice(['throttle', 'server_error', 'lost_answer'])
+            self.faults.inject(kind, self.rng.uniform(2, 5), probability=0.7,
+                               operations=['ChangeMessageVisibilityBatch',
+                                           'ChangeMessageVisibility'])
+            self.injected['%s burst (extensions)' % kind] += 1
         elif action == 'kill -9' and self.fleet.kill9():
             self.injected['kill -9'] += 1
         elif action == 'SIGTERM' and self.fleet.sigterm():
@@ -388,7 +402,7 @@ class Chaos:
         deadline = time.monotonic() + self.args.drain_timeout
         while time.monotonic() < deadline:
             done = {line[1] for line in self.log_lines() if line[0] == 'done'}
-            due = {task_id for task_id, kind in self.kinds.items() if kind in ('ok', 'flaky', 'slow')}
+            due = {task_id for task_id, kind in self.kinds.items() if kind in FINISHING}
             assert self.faults is not None
             self.faults.calm()                      # faults end: recovery is measured
             if due <= done and not any(self.counts(queue) for queue in QUEUES):
@@ -427,7 +441,7 @@ class Chaos:
                 continue
             task_id = kale_codec.get_codec().open(message['Body'], '', check_age=False).task_id
             dead_tasks[task_id] = reason
-        should_finish = {t for t, kind in self.kinds.items() if kind in ('ok', 'flaky', 'slow')}
+        should_finish = {t for t, kind in self.kinds.items() if kind in FINISHING}
         should_die = {t for t, kind in self.kinds.items() if kind in ('fails', 'killer')}
         lost = sorted(t for t in self.kinds if t not in completed and t not in dead_tasks)
         wrongly_dead = sorted(t for t in should_finish if t in dead_tasks)
@@ -466,6 +480,8 @@ class Chaos:
             'duplicates allowed by at-least-once': self.duplicates_explained(),
             'records wrong': records_wrong if self.records_url else '-',
             'FIFO groups out of order': '%d / %d' % (len(out_of_order), len(self.sequence)),
+            'long tasks run again while running': '%d / %d (each after its extensions failed)'
+            % (len(self.overlapping_runs()), sum(1 for k in self.kinds.values() if k == 'long')),
             'queues drained at the end': settled,
             'wall time (s)': round(wall_sec, 1),
             '_failures': {
@@ -501,6 +517,27 @@ class Chaos:
             if not wrong or time.monotonic() > deadline:
                 return wrong
             time.sleep(1.0)
+
+    def overlapping_runs(self) -> list[str]:
+        """Long tasks that started again while a run of theirs was still going
+        (one that went on to complete): a heartbeat that failed to keep the
+        message invisible."""
+        runs: dict[str, list[tuple[float, float]]] = collections.defaultdict(list)
+        started: dict[tuple[str, str], float] = {}
+        for line in self.log_lines():
+            if line[0] == 'long':
+                started[(line[1], line[2])] = float(line[3])
+            elif line[0] == 'done' and (line[1], line[2]) in started:
+                runs[line[1]].append((started.pop((line[1], line[2])), float(line[3])))
+        found = []
+        for task_id, spans in runs.items():
+            begins = sorted(begin for begin, _ in spans) + sorted(
+                begin for (tid, _), begin in started.items() if tid == task_id)
+            for begin, end in spans:
+                if any(begin < other < end for other in begins if other != begin):
+                    found.append(task_id)
+                    break
+        return sorted(found)
 
     def duplicates_explained(self) -> str:
         """What may have run a task twice: a worker killed after a run, an

@@ -112,3 +112,22 @@ class ChaosOrderedTask(task.Task):
             raise ConnectionError('a service timed out')
         time.sleep(random.uniform(0, 0.02))
         log('done', self.task_id)
+
+
+class ChaosLongTask(task.Task):
+    """Runs 7-10 s on a queue whose visibility timeout is 6 s: the worker's
+    heartbeat must keep its message invisible until it ends. Logs "long
+    <task id> <pid> <time>" when it starts."""
+
+    queue = 'chaos_default'
+    time_limit = 15.0
+    max_retries = 3
+
+    @classmethod
+    def make_task_id(cls, *args, key=None, **kwargs):
+        return keyed_id(key)
+
+    def run_task(self, kind: str = 'long', **kwargs):
+        log('long', self.task_id)
+        time.sleep(random.uniform(7, 10))
+        log('done', self.task_id)
