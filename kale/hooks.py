@@ -97,6 +97,13 @@ class WorkerHooks:
         once per batch, so a hook can answer with one query."""
         return ()
 
+    def succeeded_tasks(self, queue: 'TaskQueue', task_ids: Sequence[str]) -> Collection[str]:
+        """Before a batch runs, with ``cancelled_tasks``: the ids among
+        ``task_ids`` whose task already succeeded (a duplicate delivery: a
+        publish or a copy SQS took twice, a delete whose answer was lost).
+        The worker deletes their messages unrun, as skipped."""
+        return ()
+
     def before_batch(self, queue: 'TaskQueue', batch: 'Batch') -> None:
         """After a batch was received, before its first task runs."""
 

@@ -11,7 +11,8 @@ compiled for the dialect once, and run on a raw cursor:
                        first; a finished earlier life of the id starts again)
 ``event``              insert or update from a worker's event, unless the row
                        holds a newer one ("newest event wins")
-``cancelled_among``    which of N task ids are cancelled
+``cancelled_among``    which of N task ids are cancelled (``status_among``: or
+                       have another status: succeeded, for duplicates)
 ``all_cancelled``      up to N cancelled ids (SQLite's signal-file check)
 =====================  ========================================================
 
@@ -233,12 +234,16 @@ class Driver:
 
     def cancelled_among(self, task_ids: Sequence[str]) -> tuple[str, Any]:
         """SQL and parameters: which of ``task_ids`` are cancelled."""
+        return self.status_among(CANCELLED, task_ids)
+
+    def status_among(self, status: str, task_ids: Sequence[str]) -> tuple[str, Any]:
+        """SQL and parameters: which of ``task_ids`` have ``status``."""
         count = len(task_ids) if self.name != 'postgresql' else 0
         query = self._queries.get(('cancelled_among', count))
         if query is None:
             query = self._queries[('cancelled_among', count)] = Query(
                 cancelled_among_statement(self.name, count), self.dialect)
-        values: dict[str, Any] = {'status': CANCELLED, 'ids': list(task_ids)}
+        values: dict[str, Any] = {'status': status, 'ids': list(task_ids)}
         values.update(('id%d' % i, task_id) for i, task_id in enumerate(task_ids))
         return query.sql, query.parameters(values)
 

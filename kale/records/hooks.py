@@ -26,7 +26,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Collection, Optional, Sequence
 
-from kale.events import process_identity
+from kale.events import Outcome, process_identity
 from kale.hooks import PublishHooks, WorkerHooks
 from kale.records.recorder import Recorder, get_recorder
 from kale.records.render import error_fields, render_inputs, render_result
@@ -150,6 +150,9 @@ class RecordsHooks(PublishHooks, WorkerHooks):
     def cancelled_tasks(self, queue: 'TaskQueue', task_ids: Sequence[str]) -> Collection[str]:
         return self.recorder.cancelled_among(task_ids)
 
+    def succeeded_tasks(self, queue: 'TaskQueue', task_ids: Sequence[str]) -> Collection[str]:
+        return self.recorder.succeeded_among(task_ids)
+
     def on_task_started(self, queue: 'TaskQueue', received: 'ReceivedMessage',
                         message: 'Message') -> None:
         now = time.time()
@@ -230,8 +233,8 @@ class RecordsHooks(PublishHooks, WorkerHooks):
                 if not s.settled or not s.verified:
                     continue            # unsettled, or unverified: no task id to trust
             status = s.outcome.record_status
-            if status == QUEUED and started_at is None:
-                continue            # released unstarted: its record has not changed
+            if started_at is None and (status == QUEUED or s.outcome is Outcome.SKIPPED):
+                continue            # released, or a duplicate skipped, unstarted: no change
             if early:
                 written.add(handle)
             # The event's time is when its run ended, not when the batch is

@@ -17,7 +17,7 @@ import random
 import socket
 import threading
 import time
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from kale.conf import settings
 from kale.events import process_identity
@@ -153,15 +153,24 @@ class Recorder:
     def cancelled_among(self, task_ids: Sequence[str]) -> set[str]:
         """The cancelled ones among a batch's ids; none when the store fails
         (a worker never stops for its records), logged now and then."""
+        return self._among(self.store.cancelled_among, task_ids)
+
+    def succeeded_among(self, task_ids: Sequence[str]) -> set[str]:
+        """The ones among a batch's ids that already succeeded (none when the
+        store fails)."""
+        return self._among(self.store.succeeded_among, task_ids)
+
+    def _among(self, ask: Callable[[Sequence[str]], set[str]],
+               task_ids: Sequence[str]) -> set[str]:
         try:
-            found = self.store.cancelled_among(task_ids)
+            found = ask(task_ids)
         except Exception as exc:
             self._cancel_failures += 1
             now = time.monotonic()
             if now - self._cancel_logged >= 30.0:
                 self._cancel_logged = now
-                logger.warning('records: cannot check cancellations (%d batches so far), running '
-                               'them: %s', self._cancel_failures, exc)
+                logger.warning('records: cannot check cancelled and finished tasks (%d checks so '
+                               'far), running them: %s', self._cancel_failures, exc)
             return set()
         return found
 

@@ -351,6 +351,15 @@ class RecordStore:
                     return set()
             return {row[0] for row in self._check(*self.driver.cancelled_among(list(task_ids)))}
 
+    def succeeded_among(self, task_ids: Sequence[str]) -> set[str]:
+        """Which of these ids already succeeded (one query, on the kept cursor)."""
+        if not task_ids:
+            return set()
+        self.migrate()
+        with self._check_lock:
+            return {row[0] for row in self._check(*self.driver.status_among(
+                SUCCEEDED, list(task_ids)))}
+
     def _all_cancelled(self, limit: int) -> list[str]:
         """Up to ``limit`` ids of cancelled tasks (under the check lock)."""
         return [row[0] for row in self._check(*self.driver.all_cancelled(limit))]

@@ -444,3 +444,23 @@ def test_with_no_settle_wait_the_outcome_follows_the_delete(broker):
         reset_recorders()
         work(broker)
     assert seen == ['queued'] and records.get(task_id).status == 'succeeded'
+
+
+def test_a_duplicate_delivery_of_a_task_that_succeeded_is_not_run_again(broker, any_records_url):
+    """A publish whose answer was lost is sent again with the same task id
+    (issue: faults). With records on, the second copy is deleted unrun and
+    the record keeps the first run."""
+    rt.PlainTask.ran.clear()
+    task_id = rt.PlainTask.publish(None, 7)
+    work(broker)
+    first = records.get(task_id)
+    assert first.status == 'succeeded' and rt.PlainTask.ran == [7]
+    queue = broker.queues['default']
+    from kale.codec import get_codec
+    from kale.message import Message
+    again = Message(task_id, rt.PlainTask.task_path(), (7,), {}, published_at=first.published_at)
+    broker.send(queue, [get_codec().to_outgoing(again, broker.sqs_name(queue))])
+    work(broker)
+    assert rt.PlainTask.ran == [7]                       # not run again
+    assert broker.counts(queue).total == 0               # the duplicate was deleted
+    assert records.get(task_id).started_at == first.started_at
