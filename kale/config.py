@@ -103,6 +103,7 @@ class Config:
     RECORDS_MAX_VALUE_CHARS: int
     RECORDS_SENSITIVE_DATA: str
     RECORDS_SETTLE_WAIT_SEC: float
+    RECORDS_SPOOL_DIR: str
     WEB_TOKEN: str
     WEB_ALLOWED_HOSTS: Sequence[str]
     METRICS_PORT: int

@@ -257,6 +257,13 @@ RECORDS_PURGE_INTERVAL_SEC = 300
 # follow the deletes, and kill -9 can lose the last ones).
 RECORDS_SETTLE_WAIT_SEC = 2.0
 
+# Directory where a worker keeps, on disk, the outcomes the records store did
+# not take within that wait (down or slow), until the store has them; a
+# worker that starts writes those of gone workers of this machine. Empty:
+# '<database>-kale-spool' beside a SQLite file, else kale/records-spool in
+# the user's cache directory.
+RECORDS_SPOOL_DIR = ''
+
 # What records keep of a task's arguments, result, error message and
 # traceback: 'encrypt' keeps them, sealed under a key derived from
 # MESSAGE_ENCRYPTION_KEY when one is set (in clear otherwise, as SQS holds

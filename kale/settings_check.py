@@ -201,6 +201,7 @@ CHECKS: dict[str, Callable[[Any], Optional[str]]] = {
     'WEB_TOKEN': _TEXT,
     'RECORDS_SENSITIVE_DATA': _one_of('encrypt', 'drop'),
     'RECORDS_SETTLE_WAIT_SEC': _number(0, 60),
+    'RECORDS_SPOOL_DIR': _TEXT,
     'WEB_ALLOWED_HOSTS': _host_names,
     'METRICS_PORT': _number(0, 65535, whole=True),
     'METRICS_HOST': _TEXT,

@@ -185,17 +185,22 @@ class RecordsHooks(PublishHooks, WorkerHooks):
         """Write each outcome before its message is deleted (waiting up to
         RECORDS_SETTLE_WAIT_SEC): a worker killed between the delete and the
         write would leave the record behind what happened, for good."""
-        writer = self.recorder.writer
-        # Not while the store is down (the rows wait in the buffer), and never
-        # past the batch's budget: a message must not come back because its
-        # record was slow.
-        wait = min(self.recorder.settle_wait_sec, batch.deadline - time.monotonic() - 1.0)
-        if wait <= 0 or writer.down:
+        recorder = self.recorder
+        if recorder.settle_wait_sec <= 0:
             return
         later = self._outcome_rows(queue, batch, early=True)
-        if later:
-            writer.event(later)
-            writer.flush(timeout=wait)
+        if not later:
+            return
+        writer = recorder.writer
+        writer.event(later)
+        # Not while the store is down, and never past the batch's budget (a
+        # message must not come back because its record was slow): what the
+        # store did not take in time is kept on disk before the delete.
+        wait = min(recorder.settle_wait_sec, batch.deadline - time.monotonic() - 1.0)
+        if wait > 0 and not writer.down and writer.flush(timeout=wait):
+            recorder.spool.written()       # all handed over so far is in the store
+            return
+        recorder.keep_on_disk(later)
 
     def after_batch(self, queue: 'TaskQueue', batch: 'Batch') -> None:
         """Hand each settled message's outcome not written before the settle

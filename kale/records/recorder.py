@@ -17,13 +17,14 @@ import random
 import socket
 import threading
 import time
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from kale.conf import settings
 from kale.events import process_identity
 from kale.exceptions import ImproperlyConfigured
+from kale.records.spool import Spool, default_directory
 from kale.records.store import RecordStore, retried_attempts, safe_url
-from kale.records.writer import RecordWriter, Row
+from kale.records.writer import LaterRow, RecordWriter, Row
 from kale.version import __version__
 
 logger = logging.getLogger(__name__)
@@ -80,6 +81,10 @@ class Recorder:
         #: How long a worker waits for a batch's outcomes to be written before
         #: it deletes their messages (0: it does not wait).
         self.settle_wait_sec = float(settings.RECORDS_SETTLE_WAIT_SEC)
+        #: Where outcomes the store could not take in time wait on disk.
+        self.spool = Spool(settings.RECORDS_SPOOL_DIR
+                           or default_directory(url, self.store.database_file))
+        self._next_replay = 0.0
         self.succeeded_ttl = settings.RECORDS_SUCCEEDED_TTL_SEC
         self.failed_ttl = settings.RECORDS_FAILED_TTL_SEC
         self.queued_ttl = settings.RECORDS_QUEUED_TTL_SEC
@@ -110,6 +115,7 @@ class Recorder:
 
     def start_process(self, role: str, queues: Sequence[str], purges: bool) -> ProcessRow:
         self.row = ProcessRow(role, queues, self.heartbeat_sec)
+        self.replay_spools()
         if purges:
             self._next_purge = time.monotonic() + random.uniform(0.1, 1.0) * self.purge_interval
         self.writer.event([])           # wakes the thread, which writes the row
@@ -121,7 +127,9 @@ class Recorder:
             self.row.stopped_at = time.time()
             self.row.dirty = True
         self._next_purge = None
-        self.flush(EXIT_FLUSH_SEC)
+        if self.flush(EXIT_FLUSH_SEC):
+            self.spool.written()
+            self.replay_spools()          # the last chance this process has
 
     def flush(self, timeout: float = EXIT_FLUSH_SEC) -> bool:
         """Write everything handed over so far (and this process's row)."""
@@ -129,9 +137,29 @@ class Recorder:
             return True
         return self._writer.flush(timeout, periodic=self.row is not None and self.row.dirty)
 
+    def keep_on_disk(self, later: Sequence[Any]) -> None:
+        """Spool outcomes the store did not take in time (see :mod:`kale.records.spool`)."""
+        rows = [self.store.sealer.stored(item.build(*item.args) if isinstance(item, LaterRow)
+                                         else dict(item)) for item in later]
+        try:
+            self.spool.keep(rows)
+        except OSError as exc:
+            logger.error('records: %d outcomes could not be kept on disk (%s); a worker killed '
+                         'before the store answers leaves their records behind', len(rows), exc)
+
+    def replay_spools(self) -> None:
+        """Write the spools of gone workers of this machine (see :mod:`kale.records.spool`)."""
+        self._next_replay = time.monotonic() + SPOOL_REPLAY_SEC
+        try:
+            self.spool.replay(lambda rows: self.store.write([], rows, [], sealed=True))
+        except OSError as exc:
+            logger.warning('records: spools in %s cannot be read: %s', self.spool.directory, exc)
+
     def _periodic(self) -> list[Row]:
         """On the writer thread: the row when due, and a purge when due."""
         now = time.monotonic()
+        if self.row is not None and now >= self._next_replay:
+            self.replay_spools()
         if self._next_purge is not None and now >= self._next_purge:
             self._next_purge = now + self.purge_interval
             try:
@@ -179,6 +207,9 @@ class Recorder:
             self._writer.close(EXIT_FLUSH_SEC)
             self._writer = None
 
+
+#: Seconds between two looks for spools of gone workers.
+SPOOL_REPLAY_SEC = 10.0
 
 _recorders: dict[str, Recorder] = {}
 _recorders_pid = os.getpid()

@@ -102,6 +102,9 @@ class RecordStore:
         #: beside it, and a worker queries only for batches that may hold one
         #: (see :mod:`kale.records.cancels`).
         self.cancel_signal = cancels.signal_path(target)
+        #: The SQLite database file (None for a database server).
+        self.database_file: Optional[str] = (
+            self.cancel_signal[:-len(cancels.SIGNAL_SUFFIX)] if self.cancel_signal else None)
         self._cancelled_ids = cancels.CancelledIds(self.cancel_signal) \
             if self.cancel_signal else None
         self.dialect = self.engine.dialect.name
@@ -185,19 +188,22 @@ class RecordStore:
 
     def write(self, published: Sequence[dict[str, Any]], events: Sequence[dict[str, Any]],
               worker_rows: Sequence[dict[str, Any]],
-              attempt_rows: Optional[Sequence[dict[str, Any]]] = None) -> None:
+              attempt_rows: Optional[Sequence[dict[str, Any]]] = None,
+              sealed: bool = False) -> None:
         """Everything a writer holds, in one transaction: new publications and
         task transitions (one statement each, or one for each set of columns
         their rows have: a column a row leaves out is written as null), worker
         rows, and a history row for each attempt that failed and is retried
         (by default from the ``scheduled`` events of runs among ``events``;
-        a writer that merged events passes those it saw)."""
+        a writer that merged events passes those it saw). ``sealed``: the
+        events were already made what the database may hold (a spool's)."""
         if attempt_rows is None:
             attempt_rows = retried_attempts(events)
         sealer = self.sealer
         published = [sealer.stored(row, published=True) for row in published]
-        if sealer.sealing or sealer.dropping:
+        if (sealer.sealing or sealer.dropping) and not sealed:
             events = [sealer.stored(row) for row in events]
+            attempt_rows = [sealer.stored(row) for row in attempt_rows]
         with self.begin(write=True) as conn:
             for group in same_keys(published):
                 self._executemany(conn, 'published', group)
@@ -240,7 +246,7 @@ class RecordStore:
     def attempts(self, task_id: str) -> list[dict[str, Any]]:
         """The task's attempts before its last one, oldest first."""
         with self.begin() as conn:
-            return [dict(row) for row in conn.execute(select(attempts).where(
+            return [self.sealer.open_row(dict(row)) for row in conn.execute(select(attempts).where(
                 attempts.c.task_id == task_id).order_by(attempts.c.attempt)).mappings()]
 
     def _worker_statement(self, row: dict[str, Any]) -> Any:

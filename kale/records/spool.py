@@ -1,0 +1,122 @@
+"""Outcomes kept on this machine's disk while the records store cannot take them.
+
+A worker writes a batch's outcomes to the records before it deletes the
+batch's messages (``RECORDS_SETTLE_WAIT_SEC``). When the store is down or
+slow past that wait, the outcomes stay in the writer's memory, to be written
+when the store answers again; a worker killed meanwhile would lose them, and
+its records would stay ``queued`` or ``running`` for tasks that finished. So
+before the delete goes ahead, the rows are appended to a spool file of this
+process (``<dir>/<host>_<pid>.jsonl``, owner-only, flushed to disk), as the
+database would hold them (sealed when task data is encrypted). Once the
+writer has written everything, the file is emptied. A worker that starts,
+and the writer of every worker now and then, writes the spools of processes
+on this machine that are gone into the store and deletes them: newest event
+wins, so a row written twice changes nothing.
+
+The directory is ``RECORDS_SPOOL_DIR``; by default ``<database>-kale-spool``
+beside a SQLite file, else ``kale/records-spool`` in the user's cache
+directory (``$XDG_CACHE_HOME`` or ``~/.cache``).
+"""
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import logging
+import os
+import socket
+from typing import Any, Callable, Optional, Sequence
+
+from kale.records.files import open_private
+
+logger = logging.getLogger(__name__)
+
+SUFFIX = '.jsonl'
+
+
+def default_directory(url: str, database_file: Optional[str]) -> str:
+    """Where a store's spools go unless RECORDS_SPOOL_DIR says."""
+    if database_file:
+        return os.path.realpath(database_file) + '-kale-spool'
+    cache = os.environ.get('XDG_CACHE_HOME') or os.path.join(os.path.expanduser('~'), '.cache')
+    digest = hashlib.sha256(url.encode()).hexdigest()[:12]
+    return os.path.join(cache, 'kale', 'records-spool', digest)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class Spool:
+    """This process's spool file, and the replay of dead processes' ones."""
+
+    def __init__(self, directory: str):
+        self.directory = directory
+        self.host = socket.gethostname().replace('_', '-')
+        self.path = os.path.join(directory, '%s_%d%s' % (self.host, os.getpid(), SUFFIX))
+        self._holds = False
+
+    def _ensure_directory(self) -> None:
+        os.makedirs(self.directory, mode=0o700, exist_ok=True)
+
+    def keep(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Append ``rows`` and flush them to disk (OSError when it cannot)."""
+        if not rows:
+            return
+        self._ensure_directory()
+        data = ''.join(json.dumps(row, default=str, separators=(',', ':')) + '\n'
+                       for row in rows).encode()
+        fd = open_private(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self._holds = True
+
+    def written(self) -> None:
+        """Everything this process kept is in the store now: empty the file."""
+        if not self._holds:
+            return
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+        self._holds = False
+
+    def replay(self, write: Callable[[list[dict[str, Any]]], None]) -> int:
+        """Write the spools of gone processes of this machine with ``write``
+        and delete them; returns how many rows. A spool that cannot be written
+        yet (the store is still down) stays for the next replay."""
+        total = 0
+        for path in glob.glob(os.path.join(self.directory, '%s_*%s' % (self.host, SUFFIX))):
+            if path == self.path:
+                continue
+            try:
+                pid = int(os.path.basename(path)[len(self.host) + 1:-len(SUFFIX)])
+            except ValueError:
+                continue
+            if _alive(pid):
+                continue
+            try:
+                with open(path) as f:
+                    rows = [json.loads(line) for line in f if line.strip()]
+            except (OSError, ValueError) as exc:
+                logger.warning('records: spool %s cannot be read: %s', path, exc)
+                continue
+            try:
+                write(rows)
+            except Exception as exc:        # the store is still down: next time
+                logger.info('records: spool %s of a gone worker waits for the store: %s',
+                            path, exc)
+                continue
+            os.unlink(path)
+            total += len(rows)
+            logger.info('records: wrote %d rows a gone worker had kept in %s', len(rows), path)
+        return total
