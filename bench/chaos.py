@@ -171,7 +171,9 @@ class Chaos:
         """Stop PostgreSQL for 2-6 s (or lock the SQLite file as long)."""
         seconds = self.rng.uniform(2, 6)
         if self.cluster is not None:
-            self.cluster.stop('immediate')
+            # A clean stop: the test cluster runs with synchronous_commit off, so an
+            # immediate one would lose commits PostgreSQL had already confirmed.
+            self.cluster.stop('fast')
             self.wait(seconds)
             self.cluster.start()
         elif self.records_url.startswith('sqlite:///'):
@@ -511,9 +513,12 @@ class Chaos:
             for task_id in sorted(completed | dead):
                 record = records.get(task_id, self.records_url)
                 want = 'succeeded' if task_id in completed else 'failed'
-                if record is None or record.status != want:
-                    wrong.append('%s: %s, not %s' % (task_id, record.status if record else
-                                                     'no record', want))
+                if record is None:
+                    wrong.append('%s: no record, not %s' % (task_id, want))
+                elif record.status != want:
+                    wrong.append('%s: %s, not %s (published %.3f, started %s, updated %.3f, by %s)'
+                                 % (task_id, record.status, want, record.published_at,
+                                    record.started_at, record.updated_at, record.worker))
             if not wrong or time.monotonic() > deadline:
                 return wrong
             time.sleep(1.0)

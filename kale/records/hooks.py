@@ -124,7 +124,10 @@ class RecordsHooks(PublishHooks, WorkerHooks):
                 # The columns a new task has no value for yet are left out:
                 # they are written as null, with fewer values to bind.
                 'published_at': message.sent_at or now, 'next_attempt_at': next_at,
-                'message_id': message_id, 'updated_at': now})
+                # As old as the send itself: a worker may run the task and
+                # record its end before this publish's bookkeeping is done,
+                # and that event must stay the newer one.
+                'message_id': message_id, 'updated_at': message.sent_at or now})
         if publication.queue.fifo and publication.message_ids:
             mark_deduplicated(recorder, rows, now)
         recorder.writer.publish(rows)

@@ -464,3 +464,21 @@ def test_a_duplicate_delivery_of_a_task_that_succeeded_is_not_run_again(broker, 
     assert rt.PlainTask.ran == [7]                       # not run again
     assert broker.counts(queue).total == 0               # the duplicate was deleted
     assert records.get(task_id).started_at == first.started_at
+
+
+def test_a_task_that_ends_before_its_publisher_is_done_keeps_its_outcome(broker, any_records_url,
+                                                                           monkeypatch):
+    """Regression (chaos, records-outage): the published row carried the time
+    the publisher finished its bookkeeping; a task that ran and ended sooner,
+    its event written after the published row, lost to it and stayed queued."""
+    import types
+
+    import kale.records.hooks as records_hooks
+    later = time.time() + 5                   # the publisher's bookkeeping, slow
+    monkeypatch.setattr(records_hooks, 'time', types.SimpleNamespace(
+        time=lambda: later, monotonic=time.monotonic))
+    task_id = rt.PlainTask.publish(None, 1)
+    records.get(task_id)                      # the published row is written first
+    monkeypatch.undo()
+    work(broker)
+    assert records.get(task_id).status == 'succeeded'
