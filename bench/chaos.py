@@ -119,6 +119,8 @@ class Chaos:
         self.faults: Optional[FaultProxy] = None
         self.fleet: Optional[Fleet] = None
         self.publish_errors = 0
+        #: Seconds from the end of the faults until every queue was drained.
+        self.recovery_sec = 0.0
         self.records_url = ''
         self.cluster: Any = None
         self.sequence: dict[str, int] = {}              # FIFO group -> last seq published
@@ -485,6 +487,7 @@ class Chaos:
             'long tasks run again while running': '%d / %d (each after its extensions failed)'
             % (len(self.overlapping_runs()), sum(1 for k in self.kinds.values() if k == 'long')),
             'queues drained at the end': settled,
+            'drained within (s) of the faults ending': round(self.recovery_sec, 1),
             'wall time (s)': round(wall_sec, 1),
             '_failures': {
                 'lost': lost, 'unfinished': unfinished, 'wrongly_dead': wrongly_dead,
@@ -567,7 +570,9 @@ def run_scenario(args: argparse.Namespace, scenario: str) -> tuple[dict[str, Any
     try:
         chaos.start()
         chaos.run_faults()
+        faults_ended = time.monotonic()
         settled = chaos.settle_down()
+        chaos.recovery_sec = time.monotonic() - faults_ended
         assert chaos.fleet is not None
         chaos.fleet.stop()
         chaos.fleet.reap(chaos.killer_pids, replace=False)
