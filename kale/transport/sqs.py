@@ -219,12 +219,24 @@ class SQSTransport:
         with self._errors(action, queue):
             return method(**kwargs)
 
+    def _field(self, action: str, queue: str, answer: Any, *path: str) -> Any:
+        """``answer[path[0]][path[1]]...``. An answer cut short parses as an
+        empty one without error; a field it lacks is a retryable SQSError
+        (code NO_ANSWER), not a KeyError: the request may have been applied."""
+        value = answer
+        for key in path:
+            if not isinstance(value, dict) or key not in value:
+                raise SQSError('%s on queue %r: the answer from %s has no %s (cut short?)'
+                               % (action, queue, self.endpoint, key), NO_ANSWER, retryable=True)
+            value = value[key]
+        return value
+
     def url(self, queue: str) -> str:
         """The queue's URL (cached)."""
         url = self._urls.get(queue)
         if url is None:
-            url = self._call('GetQueueUrl', queue, self.client.get_queue_url,
-                             QueueName=queue)['QueueUrl']
+            answer = self._call('GetQueueUrl', queue, self.client.get_queue_url, QueueName=queue)
+            url = self._field('GetQueueUrl', queue, answer, 'QueueUrl')
             self._urls[queue] = url
         return url
 
@@ -240,8 +252,9 @@ class SQSTransport:
     def _get_or_create(self, name: str, attributes: dict[str, str]) -> str:
         if self.queue_exists(name):
             return self._urls[name]
-        url = self._call('CreateQueue', name, self.client.create_queue,
-                         QueueName=name, Attributes=attributes)['QueueUrl']
+        answer = self._call('CreateQueue', name, self.client.create_queue,
+                            QueueName=name, Attributes=attributes)
+        url = self._field('CreateQueue', name, answer, 'QueueUrl')
         logger.info('created SQS queue %s', name)
         self._urls[name] = url
         return url
@@ -256,18 +269,21 @@ class SQSTransport:
             dlq_url = self._get_or_create(
                 dead_letter_queue,
                 dict(fifo, MessageRetentionPeriod=str(DEAD_LETTER_RETENTION_SEC)))
-            arn = self._call('GetQueueAttributes', dead_letter_queue,
-                             self.client.get_queue_attributes, QueueUrl=dlq_url,
-                             AttributeNames=['QueueArn'])['Attributes']['QueueArn']
+            answer = self._call('GetQueueAttributes', dead_letter_queue,
+                                self.client.get_queue_attributes, QueueUrl=dlq_url,
+                                AttributeNames=['QueueArn'])
+            arn = self._field('GetQueueAttributes', dead_letter_queue, answer,
+                              'Attributes', 'QueueArn')
             attributes['RedrivePolicy'] = json.dumps(
                 {'deadLetterTargetArn': arn, 'maxReceiveCount': str(int(max_receive_count))})
         self._get_or_create(name, attributes)
 
     def counts(self, queue: str) -> QueueCounts:
-        attributes = self._call(
+        answer = self._call(
             'GetQueueAttributes', queue, self.client.get_queue_attributes, QueueUrl=self.url(queue),
             AttributeNames=['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible',
-                            'ApproximateNumberOfMessagesDelayed'])['Attributes']
+                            'ApproximateNumberOfMessagesDelayed'])
+        attributes = self._field('GetQueueAttributes', queue, answer, 'Attributes')
         return QueueCounts(visible=int(attributes.get('ApproximateNumberOfMessages', 0)),
                            in_flight=int(attributes.get('ApproximateNumberOfMessagesNotVisible', 0)),
                            delayed=int(attributes.get('ApproximateNumberOfMessagesDelayed', 0)))
@@ -279,7 +295,8 @@ class SQSTransport:
 
     def send(self, queue: str, message: OutgoingMessage) -> str:
         kwargs = dict(message_fields(message), QueueUrl=self.url(queue))
-        return self._call('SendMessage', queue, self.client.send_message, **kwargs)['MessageId']
+        answer = self._call('SendMessage', queue, self.client.send_message, **kwargs)
+        return str(self._field('SendMessage', queue, answer, 'MessageId'))
 
     def send_batch(self, queue: str, messages: Sequence[OutgoingMessage]) -> list[str]:
         ids: list[Optional[str]] = [None] * len(messages)

@@ -169,3 +169,30 @@ def test_a_partial_failure_on_a_fifo_queue_fails_the_rest_of_the_group(proxy, sq
         members = [i for i in range(10) if i % 2 == group]
         flags = [i in failed for i in members]
         assert flags == sorted(flags), 'a failure in %s is followed by a success' % members
+
+
+def test_a_single_send_whose_answer_was_cut_is_a_retryable_error_not_a_key_error(
+        proxy, queue, kale_transport):
+    """Regression (the full chaos run's publisher crashed): a cut SendMessage
+    answer parses as an empty one, and indexing its MessageId raised KeyError."""
+    from kale.exceptions import SQSError
+    from kale.transport import OutgoingMessage
+    from kale.transport.sqs import NO_ANSWER
+    direct, url = queue
+    transport, name = kale_transport
+    proxy.inject('cut_answer', 30, probability=1.0, operations=['SendMessage'])
+    with pytest.raises(SQSError, match='no MessageId') as raised:
+        transport.send(name, OutgoingMessage('task-1'))
+    assert raised.value.code == NO_ANSWER and raised.value.retryable
+    proxy.calm()
+    assert set(bodies(direct, url)) == {'task-1'}
+
+
+def test_queue_counts_from_a_cut_answer_are_a_retryable_error(proxy, queue, kale_transport):
+    from kale.exceptions import SQSError
+    transport, name = kale_transport
+    transport.url(name)
+    proxy.inject('cut_answer', 30, probability=1.0, operations=['GetQueueAttributes'])
+    with pytest.raises(SQSError, match='no Attributes') as raised:
+        transport.counts(name)
+    assert raised.value.retryable
