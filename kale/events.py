@@ -32,6 +32,7 @@ class Outcome(enum.Enum):
     RETRY = 'retry'              # send the retry copy, then delete
     DEAD_LETTER = 'dead_letter'  # send the dead-letter copy, then delete
     RELEASE = 'release'          # not run: send a fresh copy (visible at once), then delete
+    DUPLICATE = 'duplicate'      # another delivery of the task is in the batch: delete, unrun
 
     __hash__ = speed.identity_hash       # see kale.speed for the figure
 
@@ -83,6 +84,8 @@ _NAMES: dict[Outcome, OutcomeNames] = {
     Outcome.DEAD_LETTER: OutcomeNames('failed', 'dead_lettered', 'dead_letter',
                                       'on_task_dead_lettered', run_failed=True),
     Outcome.RELEASE: OutcomeNames('queued', 'released', 'release', 'on_task_released'),
+    # The task's record is left to the delivery that runs.
+    Outcome.DUPLICATE: OutcomeNames('queued', 'duplicate', 'delete', 'on_task_duplicate'),
 }
 
 

@@ -139,6 +139,10 @@ class WorkerHooks:
         """A message went to the dead-letter queue (or was dropped when that is off):
         retries exhausted, a non-retriable error, or a message that cannot be decoded."""
 
+    def on_task_duplicate(self, settlement: 'Settlement') -> None:
+        """A second delivery of a task whose other delivery in the same batch
+        runs: deleted unrun (see :mod:`kale.worker.duplicates`)."""
+
     # The names these hooks had before they followed the outcomes. A hooks
     # class that still defines one is called under the new name, with a
     # warning once (see DEPRECATED_HOOKS).

@@ -67,7 +67,10 @@ logger = logging.getLogger(__name__)
 ENTRY_RETRY_ROUNDS = 5
 
 #: Outcomes whose message is simply deleted.
-DELETED_UNCOPIED = (Outcome.SUCCEEDED, Outcome.SKIPPED, Outcome.CANCELLED)
+DELETED_UNCOPIED = (Outcome.SUCCEEDED, Outcome.SKIPPED, Outcome.CANCELLED, Outcome.DUPLICATE)
+#: Deleted outcomes whose task is done: its payload's S3 object goes too (a
+#: duplicate's object is the one the delivery that runs reads).
+TASK_DONE = (Outcome.SUCCEEDED, Outcome.SKIPPED, Outcome.CANCELLED)
 OUTCOMES = tuple(Outcome)
 #: Least time a batch's budget must have left for a copy to be sent: the copy
 #: and the delete of its original must both land before SQS may deliver the
@@ -333,7 +336,7 @@ class Consumer:
         assert envelope is not None
         dropped = settlement.outcome is Outcome.DEAD_LETTER \
             and self.broker.dead_letter_name(batch.queue) is None
-        if settlement.outcome not in DELETED_UNCOPIED and not dropped:
+        if settlement.outcome not in TASK_DONE and not dropped:
             return
         try:
             self.codec.discard(envelope)

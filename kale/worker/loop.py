@@ -12,7 +12,7 @@ told to stop. Each step is a method of its own:
   a row, stopping at an empty one);
 - :meth:`idle`, when every queue looked empty, long-polls them all at once;
 - :meth:`skip_cancelled` asks the hooks once which of a batch's tasks were
-  cancelled, and settles those unrun;
+  cancelled, and settles those unrun (and a task's extra copies);
 - :meth:`run_batch` runs a batch's tasks one by one within its budget;
 - :meth:`settle` hands the batch to a thread that releases, copies and
   deletes in batch requests, while the loop receives the next batch;
@@ -45,6 +45,7 @@ from kale.worker.batch import Batch
 from kale.worker.burst import BurstEnd
 from kale.worker.cancelled import skip_cancelled
 from kale.worker.consumer import Consumer
+from kale.worker.duplicates import drop_duplicates
 from kale.worker.heartbeat import Heartbeat
 from kale.worker.limits import (
     EXIT_MEMORY_LIMIT,
@@ -263,6 +264,7 @@ class Worker:
         a long one invisible from now until it ends."""
         self.verify(batch)
         self.skip_cancelled(batch)
+        drop_duplicates(batch)
         self.prefetch.received(batch.queue, sum(
             1 for opened in batch.opened.values() if batch.is_long(opened.task_class.time_limit)))
         alone = isolate_suspect(batch, self.name) or isolate_long(batch)
@@ -432,8 +434,6 @@ class Worker:
     def stop(self) -> None:
         """Ask the worker to stop after the running task (what SIGTERM does)."""
         self._stopping = True
-
-    # --- helpers ------------------------------------------------------------
 
     def _sleep(self, seconds: float) -> None:
         """Sleep, waking early when the worker is told to stop."""

@@ -52,6 +52,9 @@ class Reporter:
         if s.outcome is Outcome.CANCELLED:
             logger.info('%s cancelled: deleted without running', where, extra=extra)
             self.hooks(HOOKS[s.outcome], s)
+        elif s.outcome is Outcome.DUPLICATE:
+            logger.info('%s deleted without running: %s', where, s.reason, extra=extra)
+            self.hooks(HOOKS[s.outcome], s)
         elif s.outcome is Outcome.RETRY and s.lapsed:
             logger.warning('%s failed in %.3fs: %s; its retry was not sent before its visibility '
                            'timeout ended, so SQS delivers it again', where, s.duration_sec,
