@@ -44,6 +44,14 @@ class BrokenTask(task.Task):
         raise ValueError('bad input 42')
 
 
+class NamedTask(PlainTask):
+    """Succeeds, under an id the application makes."""
+
+    @classmethod
+    def make_task_id(cls, n):
+        return 'named-ok-%s' % n
+
+
 class NamedBrokenTask(BrokenTask):
     """Fails for good, under an id the application makes: publishing it again
     starts a new life of the same record."""

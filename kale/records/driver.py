@@ -8,7 +8,8 @@ compiled for the dialect once, and run on a raw cursor:
 
 =====================  ========================================================
 ``published``          insert a publication (upsert: a worker may have written
-                       first; a finished earlier life of the id starts again)
+                       first; an earlier life of the id that ended unsuccessfully
+                       starts again)
 ``event``              insert or update from a worker's event, unless the row
                        holds a newer one ("newest event wins")
 ``cancelled_among``    which of N task ids are cancelled (``status_among``: or
@@ -31,7 +32,7 @@ import sqlalchemy
 from sqlalchemy import and_, any_, bindparam, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
 
-from kale.records.schema import CANCELLED, FINAL, KEPT_COLUMNS, tasks
+from kale.records.schema import CANCELLED, FINAL, KEPT_COLUMNS, SUCCEEDED, tasks
 
 #: Bound variables one SQLite statement may have (the limit of SQLite
 #: before 3.32; later versions allow more).
@@ -52,10 +53,13 @@ def insert_for(dialect_name: str) -> Callable[[Any], Any]:
 def published_statement(dialect_name: str) -> Any:
     """Insert a publication; a row that is already there (a worker wrote
     first) gets the publisher's columns. A row of an earlier life of the
-    same id (a task whose make_task_id repeats) starts again as queued."""
+    same id (a task whose make_task_id repeats) that ended unsuccessfully
+    starts again as queued. A succeeded one stays succeeded: workers delete
+    a delivery of a task that already succeeded unrun (a publish sent again
+    because its answer was lost is that, not a new life)."""
     insert = insert_for(dialect_name)(tasks)
     finished = or_(*(tasks.c.status == sqlalchemy.literal_column("'%s'" % status)
-                     for status in FINAL))      # no expanding IN in an executemany
+                     for status in FINAL if status != SUCCEEDED))  # no expanding IN here
     new_life = and_(finished, tasks.c.finished_at < insert.excluded.published_at)
     values: dict[str, Any] = {name: insert.excluded[name] for name in PUBLISHED_COLUMNS}
     for name in ('status', 'attempts', 'started_at', 'finished_at', 'next_attempt_at',

@@ -236,6 +236,25 @@ def test_an_id_published_again_after_it_failed_starts_a_new_life(broker):
         None, None, None)
 
 
+def test_an_id_published_again_after_it_succeeded_stays_succeeded_and_does_not_run(broker):
+    """A publish sent again (its answer lost, say) after the task ran: the
+    worker deletes the second delivery unrun, and the record agrees."""
+    rt.PlainTask.ran.clear()
+    task_id = rt.NamedTask.publish(None, 7)
+    work(broker)
+    succeeded = records.get(task_id)
+    assert succeeded.status == 'succeeded'
+    time.sleep(0.01)
+    assert rt.NamedTask.publish(None, 7) == task_id
+    assert records.get(task_id).status == 'succeeded'
+    worker = work(broker)
+    assert rt.PlainTask.ran == [7]
+    assert worker.stats['skipped'] == 1
+    record = records.get(task_id)
+    assert (record.status, record.finished_at, record.attempts) == (
+        'succeeded', succeeded.finished_at, succeeded.attempts)
+
+
 def test_a_finished_task_cannot_be_cancelled(broker):
     task_id = rt.PlainTask.publish(None, 1)
     work(broker)
