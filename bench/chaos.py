@@ -448,7 +448,14 @@ class Chaos:
         should_finish = {t for t, kind in self.kinds.items() if kind in FINISHING}
         should_die = {t for t, kind in self.kinds.items() if kind in ('fails', 'killer')}
         lost = sorted(t for t in self.kinds if t not in completed and t not in dead_tasks)
-        wrongly_dead = sorted(t for t in should_finish if t in dead_tasks)
+        # A completed task's extra copy (a send applied twice, a delete whose
+        # answer was lost) that SQS's redrive policy moved after deliveries no
+        # worker saw through (answers lost, workers killed) is a duplicate
+        # that ended in the dead-letter queue instead of running again.
+        redriven_copies = sorted(t for t in should_finish if t in completed
+                                 and dead_tasks.get(t, '').startswith('redrive'))
+        wrongly_dead = sorted(t for t in should_finish if t in dead_tasks
+                              and t not in redriven_copies)
         unfinished = sorted(t for t in should_finish if t not in completed)
         killer = [t for t, kind in self.kinds.items() if kind == 'killer']
         records_wrong_ids = self.wrong_records(completed & should_finish,
@@ -470,6 +477,8 @@ class Chaos:
                 dead_tasks.get(t, '').startswith('redrive') for t in killer),
             'duplicate executions': '%d (%.1f%%)' % (len(done) - len(completed), 100.0 * (
                 len(done) - len(completed)) / max(len(completed), 1)),
+            'extra copies of completed tasks redriven to the dead-letter queue':
+                len(redriven_copies),
             'dead-lettered tasks by reason': dict(collections.Counter(dead_tasks.values())),
             'hostile messages dead-lettered': '%d / %d' % (len(dead_hostile), len(self.hostile)),
             'hostile messages by reason': dict(collections.Counter(dead_hostile.values())),
