@@ -43,7 +43,7 @@ ADD = 'tests.tasks.AddTask'
 
 def test_every_settlement_outcome_has_its_label():
     assert {outcome.metric_label for outcome in Outcome} == {
-        'succeeded', 'retried', 'dead_lettered', 'skipped', 'released', 'cancelled'}
+        'succeeded', 'retried', 'dead_lettered', 'skipped', 'released', 'cancelled', 'duplicate'}
 
 
 def test_succeeded_tasks_are_counted_by_queue_and_task(memory_broker, hooks, registry):
