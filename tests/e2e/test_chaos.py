@@ -37,18 +37,21 @@ def test_a_bounded_chaos_run_loses_nothing(tmp_path):
 def test_throttling_lost_answers_and_partial_batches_lose_nothing(tmp_path):
     """The fault proxy's scenarios, short: throttling and server errors,
     answers lost or cut after the request was applied, partial batch
-    failures, latency spikes; none may lose or wrongly dead-letter a task."""
+    failures, latency spikes; none may lose or wrongly dead-letter a task,
+    and every task's record (SQLite) must say what happened to it."""
     report_path = tmp_path / 'chaos.json'
     env = {k: v for k, v in os.environ.items() if not k.startswith('KALE_')}
     env['PYTHONPATH'] = ROOT
     result = subprocess.run([sys.executable, '-m', 'bench.chaos', '--scenarios', 'all',
                              '--tasks', '80', '--workers', '2', '--duration', '15', '--seed', '5',
-                             '--drain-timeout', '60', '--json', str(report_path)],
+                             '--drain-timeout', '60', '--records', 'sqlite',
+                             '--json', str(report_path)],
                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     report = json.loads(report_path.read_text())['all']
     assert report['failures'] == {}
     assert report['tasks lost'] == 0 and report['tasks dead-lettered that should have completed'] == 0
+    assert report['records wrong'] == 0
     met = report['faults met by requests']
     assert sum(met.values()) > 0, met
     assert 'scenario' in result.stdout and 'PASS' in result.stdout
