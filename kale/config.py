@@ -86,6 +86,9 @@ class Config:
     SQS_MAX_TASK_DELAY_SEC: float
     RETRY_DELAY_JITTER: float
     DIE_ON_RESIDENT_SET_SIZE_MB: float
+    WORKER_POOL: str
+    WORKER_MAX_IN_FLIGHT: Optional[int]
+    WORKER_STUCK_GRACE_SEC: float
     ON_WORKER_STARTUP: Optional[Union[str, Callable[[], Any]]]
     ON_WORKER_SHUTDOWN: Optional[Union[str, Callable[[], Any]]]
     WORKER_HOOKS: Sequence[HookSpec]

@@ -184,6 +184,23 @@ RETRY_DELAY_JITTER = 0.0
 # restart it. 0 turns the check off.
 DIE_ON_RESIDENT_SET_SIZE_MB = 256
 
+# How a worker runs its tasks (`kale worker --pool`): 'serial', one at a
+# time (CPU-bound work: scale with processes); 'threads', up to
+# WORKER_MAX_IN_FLIGHT at once on threads of the worker (blocking I/O);
+# 'asyncio', up to WORKER_MAX_IN_FLIGHT at once, `async def run_task` on the
+# worker's event loop and plain tasks on its threads (asyncio code).
+WORKER_POOL = 'serial'
+
+# Tasks one worker process runs at once on the threads and asyncio pools
+# (`kale worker --max-in-flight`). None: 16 for threads, 100 for asyncio.
+WORKER_MAX_IN_FLIGHT = None
+
+# Seconds a task may go on running after its time_limit stopped it (a
+# thread blocked in a C call, a coroutine that never awaits) before the
+# worker stops taking tasks and exits with code 4 (kale.worker.EXIT_STUCK)
+# for its supervisor to start a fresh process.
+WORKER_STUCK_GRACE_SEC = 10
+
 # Callables (or dotted paths to them) run once when a worker starts and once
 # when it stops: the on_worker_startup and on_worker_shutdown hooks, written
 # as plain functions. A startup function that raises stops the worker from

@@ -204,6 +204,17 @@ class TimeLimitExceeded(TaskError):
         return (type(self), (self.seconds,))
 
 
+class ThreadTimeLimit(TimeLimitExceeded):
+    """What a worker raises inside a task's thread at its time limit (made
+    there without arguments; the task fails with a TimeLimitExceeded naming
+    its limit in its place)."""
+
+    def __init__(self, seconds: float = 0.0):
+        super().__init__(seconds)
+        if not seconds:
+            self.args = ('time limit exceeded',)
+
+
 class NonRetriableTaskError(TaskError):
     """Raise from ``run_task`` to fail the task permanently, with no retry."""
 
@@ -306,6 +317,7 @@ __all__ = [
     'TaskProcessDied',
     'TaskResultError',
     'TaskWaitTimeout',
+    'ThreadTimeLimit',
     'ThrottledError',
     'TimeLimitExceeded',
     'UnknownQueueError',

@@ -12,6 +12,11 @@ Two classes, one per side of the queue:
 A feature that watches both sides (metrics, tracing, records) subclasses
 both. Hooks run in the calling process, in the order listed.
 
+**Coroutines.** A hook may be a coroutine function (``async def``): it is
+awaited, on the worker's event loop when it has one, before the worker goes
+on. In a pool's coroutine tasks, ``on_task_started`` and
+``on_task_finished`` are awaited in the task's own asyncio task.
+
 **Failures.** A hook that raises is logged with its traceback and the other
 hooks still run, so a broken metrics hook cannot stop work or lose a task.
 The exceptions are ``on_worker_startup`` and ``on_supervisor_startup``: a
@@ -38,9 +43,11 @@ that failed verification, only the SQS message id is known for certain.
 """
 from __future__ import annotations
 
+import asyncio
+import inspect
 import logging
 import warnings
-from typing import TYPE_CHECKING, Any, Callable, Collection, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Collection, Optional, Sequence
 
 from kale.conf import import_string, settings
 from kale.config import Config
@@ -238,6 +245,13 @@ def feature_hooks(config: Optional[Config] = None) -> list[str]:
     return [path for setting, path in FEATURE_HOOKS if config.get(setting)]
 
 
+def _run_to_end(awaitable: Awaitable[Any]) -> Any:
+    """A coroutine hook's awaitable, run on a loop of its own."""
+    async def wait() -> Any:
+        return await awaitable
+    return asyncio.run(wait())
+
+
 class HookDispatcher:
     """Calls one hook on every registered object, isolating failures.
 
@@ -248,6 +262,9 @@ class HookDispatcher:
     def __init__(self, hooks: Sequence[Any]):
         self.hooks = list(hooks)
         self._overriding: dict[Callable[..., None], list[Any]] = {}
+        #: Runs a coroutine hook's awaitable to its end (a worker sets its
+        #: event loop's; by default a loop of the call's own).
+        self.awaiter: Callable[[Awaitable[Any]], Any] = _run_to_end
 
     def __bool__(self) -> bool:
         return bool(self.hooks)
@@ -258,7 +275,24 @@ class HookDispatcher:
             targets = self._overriding[hook] = self._targets(hook)
         for target in targets:
             try:
-                target(*args)
+                result = target(*args)
+                if result is not None and inspect.isawaitable(result):
+                    self.awaiter(result)      # a coroutine hook: awaited
+            except Exception:
+                logger.exception('hook %s.%s failed', type(target.__self__).__name__,
+                                 hook.__name__)
+
+    async def acall(self, hook: Callable[..., None], *args: Any) -> None:
+        """Call the hook as :meth:`__call__` does, from a coroutine on an event
+        loop: a coroutine hook is awaited there."""
+        targets = self._overriding.get(hook)
+        if targets is None:
+            targets = self._overriding[hook] = self._targets(hook)
+        for target in targets:
+            try:
+                result = target(*args)
+                if result is not None and inspect.isawaitable(result):
+                    await result
             except Exception:
                 logger.exception('hook %s.%s failed', type(target.__self__).__name__,
                                  hook.__name__)
@@ -286,7 +320,10 @@ class HookDispatcher:
         answers = []
         for target in targets:
             try:
-                answers.append(target(*args))
+                answer = target(*args)
+                if answer is not None and inspect.isawaitable(answer):
+                    answer = self.awaiter(answer)
+                answers.append(answer)
             except Exception:
                 logger.exception('hook %s.%s failed', type(target.__self__).__name__,
                                  hook.__name__)
@@ -309,7 +346,9 @@ class HookDispatcher:
         name = hook.__name__
         for target in self.hooks:
             try:
-                getattr(target, name)(*args)
+                result = getattr(target, name)(*args)
+                if result is not None and inspect.isawaitable(result):
+                    self.awaiter(result)
             except HookError:
                 raise
             except Exception as exc:

@@ -13,15 +13,31 @@ and after it was sent.
 """
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import contextvars
 import dataclasses
+import functools
 import inspect
 import logging
 import math
 import numbers
+import os
 import re
 import string
+import threading
 import time
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Protocol, Sequence
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Iterable,
+    Mapping,
+    Optional,
+    Protocol,
+    Sequence,
+    TypeVar,
+)
 
 from kale.codec import get_codec
 from kale.conf import settings
@@ -43,6 +59,9 @@ if TYPE_CHECKING:
     from kale.task import Task
 
 logger = logging.getLogger(__name__)
+
+
+T = TypeVar('T')
 
 
 class Sender(Protocol):
@@ -343,6 +362,55 @@ class Publisher:
         for m in messages:
             logger.debug('published task %s (%s) to queue %s', m.task_id, name, queue.name)
         return publication.task_ids
+
+
+    async def apublish(self, task_class: type['Task'], app_data: Any, args: tuple,
+                       kwargs: Mapping[str, Any], delay_sec: Any = 0,
+                       group_id: Optional[str] = None, dedup_id: Optional[str] = None,
+                       labels: Optional[Mapping[str, str]] = None) -> str:
+        """:meth:`publish` from a coroutine: sent on a thread (see
+        :func:`off_the_loop`), the caller's event loop never blocked."""
+        return await off_the_loop(functools.partial(
+            self.publish, task_class, app_data, args, kwargs, delay_sec, group_id, dedup_id,
+            labels))
+
+    async def apublish_batch(self, task_class: type['Task'], app_data: Any,
+                             calls: Iterable[Any], delay_sec: Any = 0,
+                             group_id: Optional[str] = None,
+                             labels: Optional[Mapping[str, str]] = None) -> list[str]:
+        """:meth:`publish_batch` from a coroutine (see :meth:`apublish`)."""
+        calls = list(calls)
+        return await off_the_loop(functools.partial(
+            self.publish_batch, task_class, app_data, calls, delay_sec, group_id, None, labels))
+
+
+#: Threads that send the publishes of coroutines (apublish): boto3 blocks,
+#: and an asyncio SQS client was not faster (see bench/README.md, apublish).
+ASYNC_PUBLISH_THREADS = 16
+_async_threads: Optional[concurrent.futures.ThreadPoolExecutor] = None
+_async_threads_lock = threading.Lock()
+
+
+def _forget_async_threads() -> None:
+    global _async_threads
+    _async_threads = None
+
+
+os.register_at_fork(after_in_child=_forget_async_threads)
+
+
+async def off_the_loop(call: Callable[[], T]) -> T:
+    """``call()`` on one of the publishing threads, awaited: the running event
+    loop goes on meanwhile. The caller's context (a trace, a settings
+    override) goes along."""
+    global _async_threads
+    if _async_threads is None:
+        with _async_threads_lock:
+            if _async_threads is None:
+                _async_threads = concurrent.futures.ThreadPoolExecutor(
+                    ASYNC_PUBLISH_THREADS, thread_name_prefix='kale-apublish')
+    context = contextvars.copy_context()
+    return await asyncio.get_running_loop().run_in_executor(_async_threads, context.run, call)
 
 
 def with_context(message: Message, context: Mapping[str, str]) -> Message:

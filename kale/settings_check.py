@@ -13,6 +13,8 @@ from kale.exceptions import ImproperlyConfigured
 
 #: Where a task may run (TASK_ISOLATION): in the worker, or in a forked child.
 TASK_ISOLATION_MODES = ('none', 'process')
+#: How a worker runs its tasks (WORKER_POOL).
+WORKER_POOLS = ('serial', 'threads', 'asyncio')
 
 
 def _number(low: Optional[float] = None, high: Optional[float] = None,
@@ -138,6 +140,15 @@ def _ttl(value: Any) -> Optional[str]:
     return None if value is None else _number(1)(value)
 
 
+def _optional(check: Callable[[Any], Optional[str]]) -> Callable[[Any], Optional[str]]:
+    def optional(value: Any) -> Optional[str]:
+        if value is None:
+            return None
+        problem = check(value)
+        return problem and problem + ', or None'
+    return optional
+
+
 _BOOL = _kind(bool, 'True or False')
 _TEXT = _kind(str, 'a string')
 _KEY = _kind((str, bytes), 'a string')
@@ -186,6 +197,9 @@ CHECKS: dict[str, Callable[[Any], Optional[str]]] = {
     'SQS_MAX_TASK_DELAY_SEC': _number(0, 900),
     'RETRY_DELAY_JITTER': _number(0, 1),
     'DIE_ON_RESIDENT_SET_SIZE_MB': _number(0),
+    'WORKER_POOL': _one_of(*WORKER_POOLS),
+    'WORKER_MAX_IN_FLIGHT': _optional(_number(1, 10000, whole=True)),
+    'WORKER_STUCK_GRACE_SEC': _number(0.1, 3600),
     'WORKER_HOOKS': _kind((list, tuple), 'a list'),
     'PUBLISH_HOOKS': _kind((list, tuple), 'a list'),
     'TASK_ISOLATION': _one_of(*TASK_ISOLATION_MODES),

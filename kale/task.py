@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional
 
 from kale.conf import settings
 from kale.exceptions import (
@@ -34,6 +34,7 @@ from kale.retry import (  # noqa: F401  (the reasons' home before kale.retry)
     PERMANENT_FAILURE_RETRIES_EXHAUSTED,
     RetryPolicy,
 )
+from kale.timeout import failure_of
 
 if TYPE_CHECKING:
     from kale.config import Config
@@ -60,10 +61,10 @@ RENAMED_HOOKS = {
 }
 
 
-#: Methods a worker calls as plain functions; a coroutine function there
-#: would return a coroutine that never runs, so it is refused.
-SYNCHRONOUS_METHODS = ('run_task', 'should_run_task', 'before_run', 'after_success',
-                       'after_failure', 'on_target_runtime_exceeded', 'on_permanent_failure')
+#: The task's methods a worker calls. Any of them may be a coroutine
+#: function (``async def``): the task then runs on the worker's event loop.
+TASK_METHODS = ('run_task', 'should_run_task', 'before_run', 'after_success',
+                'after_failure', 'on_target_runtime_exceeded', 'on_permanent_failure')
 
 
 class _Skipped:
@@ -103,6 +104,14 @@ class Task:
     record_args: bool = True
     #: With records on: store what run_task returned (JSON-safe, bounded).
     store_result: bool = False
+    #: At most this many runs of this task at once in one worker process
+    #: (None: no cap beyond the worker's ``--max-in-flight``). The others
+    #: wait in the worker while their visibility budget allows, else are
+    #: released.
+    max_concurrency: Optional[int] = None
+    #: Whether ``run_task`` or a hook is a coroutine function (set for each
+    #: subclass): such a task runs on the worker's event loop (see :meth:`arun`).
+    is_coroutine: bool = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -111,13 +120,15 @@ class Task:
                 raise TaskDefinitionError(
                     'task %s defines %s, a hook of the original Kale that Kale never calls: '
                     'rename it %s' % (cls.task_path(), old, new))
-        for name in SYNCHRONOUS_METHODS:
+        for name in TASK_METHODS:
             method = vars(cls).get(name)
-            if inspect.iscoroutinefunction(method) or inspect.isasyncgenfunction(method):
+            if inspect.isasyncgenfunction(method) or inspect.isgeneratorfunction(method):
                 raise TaskDefinitionError(
-                    'task %s defines %s with async def, but workers call it as a plain function '
-                    '(its coroutine would never run): define it with def, and call '
-                    'asyncio.run(...) inside it if it must await' % (cls.task_path(), name))
+                    'task %s defines %s as a generator (it yields), but a worker calls it '
+                    'once for its result: return the result instead (with def or async def)'
+                    % (cls.task_path(), name))
+        cls.is_coroutine = any(inspect.iscoroutinefunction(getattr(cls, name))
+                               for name in TASK_METHODS)
 
     def __init__(self, message: Optional[Message] = None):
         self.message = message
@@ -179,6 +190,27 @@ class Task:
         return get_publisher().publish_batch(cls, app_data, calls, delay_sec=delay_sec,
                                              group_id=group_id, labels=labels)
 
+    @classmethod
+    async def apublish(cls, app_data: Any, *args: Any, delay_sec: float = 0,
+                       group_id: Optional[str] = None, dedup_id: Optional[str] = None,
+                       labels: Optional[Mapping[str, str]] = None, **kwargs: Any) -> str:
+        """:meth:`publish` for asyncio applications (FastAPI and others):
+        ``await MyTask.apublish(app_data, ...)`` checks the call as
+        ``publish`` does and returns the task id, never blocking the event loop."""
+        cls._check_importable()
+        return await get_publisher().apublish(cls, app_data, args, kwargs, delay_sec=delay_sec,
+                                              group_id=group_id, dedup_id=dedup_id,
+                                              labels=labels)
+
+    @classmethod
+    async def apublish_batch(cls, app_data: Any, calls: Iterable[Any], delay_sec: float = 0,
+                             group_id: Optional[str] = None,
+                             labels: Optional[Mapping[str, str]] = None) -> list[str]:
+        """:meth:`publish_batch` for asyncio applications (see :meth:`apublish`)."""
+        cls._check_importable()
+        return await get_publisher().apublish_batch(cls, app_data, calls, delay_sec=delay_sec,
+                                                    group_id=group_id, labels=labels)
+
     # --- retry policy --------------------------------------------------------
 
     @classmethod
@@ -229,8 +261,33 @@ class Task:
             self.after_success(result)
         return result
 
+    async def arun(self, *args: Any, **kwargs: Any) -> Any:
+        """:meth:`run` on an event loop: each hook and ``run_task`` that is a
+        coroutine function is awaited, the others are called. A run stopped
+        at its time limit calls ``after_failure`` with TimeLimitExceeded, as
+        :meth:`run` does."""
+        cls = type(self)
+        if cls.should_run_task is not _SHOULD_RUN \
+                and not await _call(self.should_run_task, *args, **kwargs):
+            return SKIPPED
+        if cls.before_run is not _BEFORE_RUN:
+            await _call(self.before_run, *args, **kwargs)
+        try:
+            result = await _call(self.run_task, *args, **kwargs)
+        except BaseException as exc:
+            failure = failure_of(exc)
+            if not isinstance(failure, Exception):
+                raise           # a stop of the worker, not the task's failure
+            await _call(self.after_failure, failure)
+            if failure is exc:
+                raise
+            raise failure from exc
+        if cls.after_success is not _AFTER_SUCCESS:
+            await _call(self.after_success, result)
+        return result
+
     def run_task(self, *args: Any, **kwargs: Any) -> Any:
-        """The work itself; subclasses implement it."""
+        """The work itself; subclasses implement it (with def or async def)."""
         raise NotImplementedError('%s must implement run_task' % self.task_path())
 
     # --- hooks: override any of these; the defaults do nothing -----------------------
@@ -254,6 +311,15 @@ class Task:
 
     def on_permanent_failure(self, exc: BaseException, reason: str) -> None:
         """Called once when the task fails for good and goes to the dead-letter queue."""
+
+
+async def _call(method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Call a task's method; await what it returns if it is awaitable (a
+    coroutine method's call)."""
+    value = method(*args, **kwargs)
+    if inspect.isawaitable(value):
+        return await value
+    return value
 
 
 _SHOULD_RUN = Task.should_run_task

@@ -13,9 +13,14 @@ context managers. Swap the mechanism by setting ``Worker.timeout_class`` (or
 the ``TASK_TIMEOUT_CLASS`` setting) to another class with the same
 constructor; SignalTimeout's lazy arming (one ``setitimer`` per batch) stays
 inside it.
+
+A coroutine (``async def run_task``) is held to its limit on its event loop
+by :class:`AsyncLimit`, which cancels it; tasks on a worker's threads by
+:class:`kale.worker.threads.ThreadGuard`, which raises in their thread.
 """
 from __future__ import annotations
 
+import contextvars
 import signal
 import time
 from types import FrameType, TracebackType
@@ -249,3 +254,75 @@ class TimeoutGuard:
             if timer.fired and not isinstance(exc, (TimeLimitExceeded, *self.passes_through)):
                 raise TimeLimitExceeded(timer.seconds) from exc
             raise
+
+
+class AsyncLimit:
+    """Holds a coroutine's run to ``seconds`` on its event loop: at the limit
+    its asyncio task is cancelled, and again every ``repeat_sec`` while it
+    swallows the cancellation. Inside the run, :func:`failure_of` turns that
+    cancellation into :class:`TimeLimitExceeded` (and a cancellation asked
+    for by :meth:`stop`, at a worker's shutdown, into ``stop_error``).
+
+    Use within the run's task: ``with AsyncLimit(2.5, stop_error): await run()``.
+    """
+
+    repeat_sec = 0.25
+
+    def __init__(self, seconds: float, stop_error: Optional[type[BaseException]] = None):
+        self.seconds = float(seconds)
+        self.stop_error = stop_error
+        self.fired = False
+        self.stopped = False
+        self._task: Any = None
+        self._handle: Any = None
+        self._token: Any = None
+
+    def __enter__(self) -> 'AsyncLimit':
+        import asyncio
+        self._task = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        self._handle = loop.call_later(max(self.seconds, 0.001), self._fire)
+        self._token = _CURRENT_LIMIT.set(self)
+        return self
+
+    def __exit__(self, exc_type: Optional[type], exc: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> None:
+        _CURRENT_LIMIT.reset(self._token)
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+        self._task = None
+
+    def _fire(self) -> None:
+        task = self._task
+        if task is None or task.done():
+            return
+        self.fired = True
+        task.cancel()
+        self._handle = task.get_loop().call_later(self.repeat_sec, self._fire)
+
+    def stop(self) -> None:
+        """Cancel the run now, for the worker's shutdown (on the loop's thread)."""
+        task = self._task
+        if task is not None and not task.done():
+            self.stopped = True
+            task.cancel()
+
+
+_CURRENT_LIMIT: 'contextvars.ContextVar[Optional[AsyncLimit]]' = contextvars.ContextVar(
+    'kale_async_limit', default=None)
+
+
+def failure_of(exc: BaseException) -> BaseException:
+    """What a coroutine's run failed with: a cancellation made by the run's
+    :class:`AsyncLimit` is its time limit (or the worker's stop); anything
+    else is itself."""
+    import asyncio
+    limit = _CURRENT_LIMIT.get()
+    if limit is None or not isinstance(exc, asyncio.CancelledError):
+        return exc
+    if limit.stopped and limit.stop_error is not None:
+        return limit.stop_error()
+    if limit.fired:
+        return TimeLimitExceeded(limit.seconds)
+    return exc

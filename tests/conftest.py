@@ -121,6 +121,19 @@ def any_records_url(request, tmp_path, monkeypatch):
     reset_recorders()
 
 
+@pytest.fixture(params=['serial', 'threads', 'asyncio'])
+def pool(request):
+    """Each pool in turn: every Worker(...) the test makes runs its tasks so
+    (WORKER_POOL). A module runs all its tests on every pool with
+    ``pytestmark = pytest.mark.usefixtures('pool')``."""
+    from kale.conf import settings
+    serial_only = request.node.get_closest_marker('serial_only')
+    if serial_only is not None and request.param != 'serial':
+        pytest.skip('serial pool only: %s' % serial_only.args[0])
+    with settings.override(WORKER_POOL=request.param):
+        yield request.param
+
+
 @pytest.fixture
 def record(tmp_path, monkeypatch):
     """The file tasks in tests/tasks.py record their events in (KALE_TEST_RECORD)."""

@@ -133,7 +133,11 @@ class SleepTask(task.Task):
 
     def run_task(self, seconds, *args, **kwargs):
         record('start', self, self.message.retry_num if self.message else 0)
-        time.sleep(seconds)
+        # In short sleeps: a pool's thread is stopped between two, as it
+        # would be in any Python code (a signal cuts even one long sleep).
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            time.sleep(min(0.05, max(deadline - time.monotonic(), 0)))
         record('ran', self)
 
     def after_failure(self, exc):

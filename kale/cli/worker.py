@@ -5,6 +5,8 @@ import argparse
 
 from kale.cli.options import common_options, port_number, positive_int, queue_list
 from kale.conf import settings
+from kale.exceptions import CommandError
+from kale.settings_check import WORKER_POOLS as POOLS
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -16,7 +18,12 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 def run_worker(args: argparse.Namespace) -> int:
     from kale.worker import Worker
-    worker = Worker(queue_names=args.queues, burst=args.burst)   # validates the configuration
+    pool = args.pool or settings.WORKER_POOL
+    if pool == 'serial' and args.max_in_flight is not None:
+        raise CommandError('--max-in-flight needs --pool threads or --pool asyncio (the serial '
+                           'pool runs one task at a time: use --concurrency for more processes)')
+    worker = Worker(queue_names=args.queues, burst=args.burst, pool=pool,
+                    max_in_flight=args.max_in_flight)   # validates the configuration
     if args.concurrency is None:
         return worker.run()
     from kale.worker.supervisor import Supervisor, worker_command
@@ -31,7 +38,8 @@ def add_commands(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]'
                     'them until SIGTERM or Ctrl-C: the first signal finishes the running task and '
                     'releases the rest of its batch; a second one stops the running task too. '
                     'Exit codes: 0 stopped or burst done, 1 configuration error, 3 memory limit '
-                    '(DIE_ON_RESIDENT_SET_SIZE_MB).')
+                    '(DIE_ON_RESIDENT_SET_SIZE_MB), 4 a task stuck past its time limit '
+                    '(WORKER_STUCK_GRACE_SEC).')
     parser.add_argument('--queues', type=queue_list, metavar='A,B',
                         help='serve only these queues (default: every configured queue)')
     parser.add_argument('--burst', action='store_true',
@@ -39,6 +47,15 @@ def add_commands(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]'
     parser.add_argument('--concurrency', type=positive_int, metavar='N',
                         help='run N worker processes under a supervisor that restarts any that '
                              'exit abnormally (default: one worker, in this process)')
+    parser.add_argument('--pool', choices=POOLS,
+                        help='how the worker runs its tasks: serial, one at a time (CPU-bound '
+                             'work); threads, many at once on threads (blocking I/O); asyncio, '
+                             'many at once, async def tasks on an event loop (default: the '
+                             'WORKER_POOL setting, serial)')
+    parser.add_argument('--max-in-flight', type=positive_int, metavar='N',
+                        help='tasks one worker process runs at once on the threads and asyncio '
+                             'pools (default: WORKER_MAX_IN_FLIGHT, or 16 for threads and 100 '
+                             'for asyncio)')
     parser.add_argument('--metrics-port', type=port_number, metavar='N',
                         help='serve Prometheus metrics on http://METRICS_HOST:N/metrics (one '
                              'endpoint for all workers with --concurrency); 0 turns them off '

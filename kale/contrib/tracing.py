@@ -71,7 +71,9 @@ class TracingHooks(PublishHooks, WorkerHooks):
         self.tracer = trace.get_tracer('kale', __version__, tracer_provider=tracer_provider)
         self._publishing: dict[int, Any] = {}
         #: The run in progress: (span, context token, SQS message id).
-        self._running: Optional[tuple[Any, Any, str]] = None
+        #: The runs going on, by SQS message id: their span and context token
+        #: (a worker with a pool runs many at once).
+        self._running: dict[str, tuple[Any, Any]] = {}
         #: Runs that ended, by SQS message id, waiting for their settle span.
         self._ran: dict[str, Any] = {}
         self._broker: Any = None
@@ -120,7 +122,7 @@ class TracingHooks(PublishHooks, WorkerHooks):
 
     def on_task_started(self, queue: 'TaskQueue', received: 'ReceivedMessage',
                         message: 'Message') -> None:
-        self._end_run()                 # one left open by a run that never finished
+        self._end_run(received.message_id)      # one left open by a run that never finished
         parent = propagate.extract(message.context) if message.context else None
         span = self.tracer.start_span('kale.run', context=parent, kind=SpanKind.CONSUMER,
                                       attributes={
@@ -133,16 +135,16 @@ class TracingHooks(PublishHooks, WorkerHooks):
                                           'kale.task.id': message.task_id,
                                           'kale.attempt': message.attempt})
         token = otel_context.attach(trace.set_span_in_context(span))
-        self._running = (span, token, received.message_id)
+        self._running[received.message_id] = (span, token)
 
     def on_task_finished(self, settlement: 'Settlement') -> None:
-        self._end_run(settlement)
+        self._end_run(settlement.received.message_id, settlement)
 
-    def _end_run(self, settlement: Optional['Settlement'] = None) -> None:
-        if self._running is None:
+    def _end_run(self, message_id: str, settlement: Optional['Settlement'] = None) -> None:
+        running = self._running.pop(message_id, None)
+        if running is None:
             return
-        span, token, message_id = self._running
-        self._running = None
+        span, token = running
         otel_context.detach(token)
         if settlement is not None:
             outcome = settlement.outcome

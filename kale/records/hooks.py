@@ -166,13 +166,14 @@ class RecordsHooks(PublishHooks, WorkerHooks):
             recorder.row.dirty = True
         # Built on the writer thread, and only if the task still runs when it
         # gets there: most tasks end before, and their outcome says all.
-        recorder.writer.running(LaterRow(message.task_id, now, self._running_row, (
-            message.task_id, message.task_name, queue.name,
-            message.published_at or message.sent_at, message.attempt, now)))
+        recorder.writer.running(received.receipt_handle, LaterRow(
+            message.task_id, now, self._running_row,
+            (message.task_id, message.task_name, queue.name,
+             message.published_at or message.sent_at, message.attempt, now)))
 
     def on_task_finished(self, settlement: 'Settlement') -> None:
         recorder = self.recorder
-        recorder.writer.running(None)
+        recorder.writer.running(settlement.received.receipt_handle, None)
         row = recorder.row
         if row is not None:
             row.current = None

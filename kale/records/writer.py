@@ -22,7 +22,7 @@ import collections
 import logging
 import threading
 import time
-from typing import Any, Callable, NamedTuple, Optional, Sequence, Union
+from typing import Any, Callable, Hashable, NamedTuple, Optional, Sequence, Union
 
 from kale.backoff import Backoff
 
@@ -76,11 +76,11 @@ class RecordWriter:
         self.periodic = periodic
         self._published: collections.deque[Row] = collections.deque()
         self._events: collections.deque[Union[Row, LaterRow]] = collections.deque()
-        #: The running task's event (see :meth:`running`), set without the
-        #: lock; taken into ``_events`` (and counted) once, by the thread or
-        #: by flush.
-        self._current: Optional[LaterRow] = None
-        self._current_taken: Optional[LaterRow] = None
+        #: The running tasks' events by key (see :meth:`running`), set
+        #: without the lock; each taken into ``_events`` (and counted) once,
+        #: by the thread or by flush.
+        self._current: dict[Hashable, LaterRow] = {}
+        self._current_taken: dict[Hashable, LaterRow] = {}
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._written = threading.Condition(self._lock)
@@ -112,30 +112,36 @@ class RecordWriter:
         the thread if still the task's newest event when it writes."""
         self._put(self._events, rows)
 
-    def running(self, later: Optional[LaterRow]) -> None:
-        """The event of the task this process runs now (None: none runs). It
-        is written at the thread's next round, or by a flush, if the task is
-        still the one running then, and only once. Takes no lock, so it is
-        cheap enough to call around every run."""
-        self._current = later
-        if later is not None and self._idle:
+    def running(self, key: Hashable, later: Optional[LaterRow]) -> None:
+        """The event of a task this process runs now, under ``key`` (None:
+        the run under ``key`` ended). It is written at the thread's next
+        round, or by a flush, if the task is still running then, and only
+        once. Takes no lock, so it is cheap enough to call around every run
+        (a worker with a pool runs many at once, each under its own key)."""
+        if later is None:
+            self._current.pop(key, None)
+            self._current_taken.pop(key, None)
+            return
+        self._current[key] = later
+        if self._idle:
             with self._lock:
                 self._wake.notify()
 
     def _take_current(self) -> None:
-        """(Under the lock.) Hand over the running task's event, once."""
-        current = self._current
-        if current is not None and current is not self._current_taken:
-            self._current_taken = current
-            self._events.append(current)
-            self._put_count += 1
-            held = len(self._published) + len(self._events)
-            if held > self.max_rows:
-                self._drop(held - self.max_rows)
+        """(Under the lock.) Hand over the running tasks' events, each once."""
+        taken = self._current_taken
+        for key, current in list(self._current.items()):
+            if taken.get(key) is not current:
+                taken[key] = current
+                self._events.append(current)
+                self._put_count += 1
+        held = len(self._published) + len(self._events)
+        if held > self.max_rows:
+            self._drop(held - self.max_rows)
 
     def _current_waits(self) -> bool:
-        current = self._current
-        return current is not None and current is not self._current_taken
+        taken = self._current_taken
+        return any(taken.get(key) is not current for key, current in list(self._current.items()))
 
     def _put(self, target: collections.deque[Any], rows: Sequence[Any]) -> None:
         with self._lock:

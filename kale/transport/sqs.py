@@ -116,6 +116,11 @@ def user_agent() -> str:
         __version__, botocore.__version__, platform.python_version())
 
 
+#: Connections a client keeps open (botocore's: 10): a worker with a pool has
+#: receives, settles, polls and extensions out at once; apublish has threads.
+MAX_CONNECTIONS = 50
+
+
 def make_client(for_commands: bool = False, settings_in: Optional[kale_config.Config] = None
                 ) -> Any:
     """A new boto3 SQS client built from ``settings_in`` (by default the
@@ -137,6 +142,7 @@ def make_client(for_commands: bool = False, settings_in: Optional[kale_config.Co
             # an SQSError naming the request.
             parameter_validation=False,
             user_agent=user_agent(),
+            max_pool_connections=MAX_CONNECTIONS,
         )
         client = session.client('sqs', endpoint_url=endpoint or None, region_name=region,
                                 config=config)

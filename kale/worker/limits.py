@@ -3,19 +3,28 @@
 - Resident memory over ``DIE_ON_RESIDENT_SET_SIZE_MB``: the worker releases
   what it holds and exits with :data:`EXIT_MEMORY_LIMIT`, for its
   supervisor to start a fresh one.
+- A task still running ``WORKER_STUCK_GRACE_SEC`` after its time limit
+  (:class:`TaskStuck`): the worker settles what ended, releases what did
+  not start and exits with :data:`EXIT_STUCK`; the stuck task's message
+  comes back after its visibility timeout.
 - A supervisor that is gone (``kale worker --concurrency`` sets
   :data:`SUPERVISOR_PID_VARIABLE`): the worker stops gracefully instead of
   running on unsupervised.
 """
 from __future__ import annotations
 
+import logging
 import os
 import resource
 import sys
 from typing import Optional
 
+logger = logging.getLogger('kale.worker')
+
 EXIT_OK = 0
 EXIT_MEMORY_LIMIT = 3
+#: A task did not come back from its time limit (see TaskStuck).
+EXIT_STUCK = 4
 
 #: Set by ``kale worker --concurrency`` to the supervisor's pid.
 SUPERVISOR_PID_VARIABLE = 'KALE_SUPERVISOR_PID'
@@ -66,3 +75,24 @@ def supervisor_pid() -> Optional[int]:
 def supervisor_gone(pid: Optional[int]) -> bool:
     """Whether the supervisor with ``pid`` no longer is this process's parent."""
     return pid is not None and os.getppid() != pid
+
+
+def over_limits(who: str, supervisor: Optional[int], memory: MemoryLimit) -> Optional[int]:
+    """The code to exit with, once logged why, when the supervisor that
+    started the worker is gone (EXIT_OK: a graceful stop) or its memory is
+    over the limit; None while neither."""
+    if supervisor_gone(supervisor):
+        logger.error('%s: supervisor %d is gone; stopping', who, supervisor)
+        return EXIT_OK
+    if memory.exceeded():
+        logger.error('%s: resident memory %.0f MB is over DIE_ON_RESIDENT_SET_SIZE_MB=%g; '
+                     'exiting with code %d', who, resident_set_size_mb(), memory.limit_mb,
+                     EXIT_MEMORY_LIMIT)
+        return EXIT_MEMORY_LIMIT
+    return None
+
+
+class TaskStuck(BaseException):
+    """A task is still running ``WORKER_STUCK_GRACE_SEC`` after its time
+    limit stopped it (a thread blocked in a C call, a coroutine that does not
+    come back): the worker stops and exits with :data:`EXIT_STUCK`."""

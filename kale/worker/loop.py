@@ -18,51 +18,32 @@ told to stop. Each step is a method of its own:
   deletes in batch requests, while the loop receives the next batch;
 - :meth:`check_limits` stops the worker when it uses too much memory.
 
-:meth:`Worker.run` returns ``EXIT_OK`` (0) after a shutdown signal or a
-finished burst, and ``EXIT_MEMORY_LIMIT`` (3) when resident memory passed
-``DIE_ON_RESIDENT_SET_SIZE_MB``. A configuration error raises
-ImproperlyConfigured, which ``kale worker`` reports in one line, exiting 1.
+:meth:`Worker.run` returns an exit code of :mod:`kale.worker.limits`. This
+is the serial pool; :mod:`kale.worker.flight` runs many tasks at once.
 """
 from __future__ import annotations
 
 import gc
 import logging
 import random
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
 
 from kale import logs
-from kale.app import App, default_app
-from kale.broker import Broker
-from kale.clock import SYSTEM_CLOCK, Clock
+from kale.app import default_app
 from kale.events import HOLDS_GROUP, Settlement, process_identity
 from kale.exceptions import SQSError
-from kale.hooks import HookDispatcher, WorkerHooks
+from kale.hooks import WorkerHooks
 from kale.queue_config import TaskQueue
 from kale.queue_selector import QueueInfo
-from kale.timeout import BaseTimeout, SignalTimeout
 from kale.transport import ReceivedMessage
+from kale.worker.base import SHUTDOWN_SETTLE_SEC, WorkerBase
 from kale.worker.batch import Batch
-from kale.worker.burst import BurstEnd
-from kale.worker.cancelled import skip_cancelled
-from kale.worker.consumer import Consumer
 from kale.worker.duplicates import drop_duplicates
-from kale.worker.heartbeat import Heartbeat
-from kale.worker.limits import (
-    EXIT_MEMORY_LIMIT,
-    EXIT_OK,
-    MemoryLimit,
-    resident_set_size_mb,
-    supervisor_gone,
-    supervisor_pid,
-)
-from kale.worker.outage import Outage
-from kale.worker.parts import load_selector, load_timeout, load_worker_hooks
+from kale.worker.limits import TaskStuck
 from kale.worker.prefetch import Prefetch
 from kale.worker.receiver import Receiver
-from kale.worker.report import Reporter
-from kale.worker.runner import TaskRunner
 from kale.worker.settler import Settler
-from kale.worker.signals import StopSignals, WorkerInterrupt
+from kale.worker.signals import WorkerInterrupt
 from kale.worker.suspects import isolate_long, isolate_suspect, release
 
 logger = logging.getLogger('kale.worker')
@@ -71,72 +52,32 @@ logger = logging.getLogger('kale.worker')
 #: long_poll_time_sec 0 are not polled in a tight loop.
 IDLE_PAUSE_SEC = 0.25
 
-#: Longest time a stopping worker keeps retrying the requests that settle its
-#: last batches while SQS is unreachable.
-SHUTDOWN_SETTLE_SEC = 5.0
-
 #: A batch whose tasks take longer than this is settled in parts, as they end,
 #: so that what ended is deleted, logged and counted without waiting for the rest.
 SETTLE_PARTS_AFTER_SEC = 1.0
 
 
-class Worker:
-    """Runs tasks from the configured queues until stopped."""
+class Worker(WorkerBase):
+    """Runs tasks from the configured queues until stopped, one at a time.
+    ``Worker(pool='threads'|'asyncio')`` (or the ``WORKER_POOL`` setting)
+    makes a :class:`~kale.worker.flight.FlightWorker` instead."""
 
-    timeout_class: type[BaseTimeout] = SignalTimeout      # how runs are held to their limit
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        if cls is Worker:
+            app = kwargs.get('app') or default_app()
+            if (kwargs.get('pool') or app.config.WORKER_POOL) != 'serial':
+                from kale.worker.flight import FlightWorker
+                return FlightWorker(*args, **kwargs)    # not a Worker: made whole here
+        return super().__new__(cls)
 
-    def __init__(self, queue_names: Optional[Sequence[str]] = None, burst: bool = False,
-                 broker: Optional[Broker] = None, hooks: Sequence[Any] = (),
-                 selector_class: Any = None, clock: Clock = SYSTEM_CLOCK,
-                 app: Optional[App] = None):
-        self.app = app or default_app()        # its settings and parts
-        config = self.config = self.app.config
-        self.clock = clock
-        self.broker = broker or self.app.broker
-        self.queues = self._choose_queues(queue_names)
-        self.burst = burst
-        self.name = 'worker %s' % process_identity()[0]
-        self.hooks = HookDispatcher(load_worker_hooks(hooks, config))
-        self.reporter = Reporter(self.hooks)
-        # Asked once: a per-task hook that nobody overrides costs nothing per task.
-        self._on_started = self.hooks.overridden(WorkerHooks.on_task_started)
-        self._on_finished = self.hooks.overridden(WorkerHooks.on_task_finished)
-        # Settling keeps trying until each batch's deadline, stopping or not.
-        self.consumer = Consumer(self.broker, clock=clock,
-                                 max_backoff_sec=config.SQS_ERROR_MAX_BACKOFF_SEC,
-                                 codec=self.app.codec)
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
         self.prefetch = Prefetch()
         self.receiver = Receiver(self.consumer, self.queues, stopping=lambda: self._stopping,
-                                 prefetch=self.prefetch, clock=clock)
+                                 prefetch=self.prefetch, clock=self.clock)
         self.queue_info = QueueInfo(self.queues, self.receiver.probe)
-        self.selector = load_selector(selector_class, config)(self.queue_info)
-        self.runner = TaskRunner(load_timeout(self.timeout_class, config), clock=clock,
-                                 isolation=config.TASK_ISOLATION or 'none',
-                                 codec=self.app.codec, registry=self.app.registry, config=config)
-        self.settler: Optional[Settler] = None
-        self.heartbeat = Heartbeat(self.broker, clock=clock)
-        self.outage = Outage(self.name, config.SQS_ERROR_MAX_BACKOFF_SEC,
-                             config.BURST_GIVE_UP_SEC if burst else None,
-                             lambda seconds: self._sleep(seconds), clock=clock)
-        self.burst_end = BurstEnd(self.name, wall_clock=clock.time)
-        self.memory_limit = MemoryLimit(config.DIE_ON_RESIDENT_SET_SIZE_MB)
-        self.signals = StopSignals(self.name, on_stop=self.stop, in_task=lambda: self._in_task)
-        self.exit_code = EXIT_OK
+        self.selector = self.selector_class(self.queue_info)
         self._idle = False
-        self._stopping = False
-        self._supervisor_pid = supervisor_pid()
-        self._in_task = False
-
-    @property
-    def stats(self) -> Any:
-        """Settled messages by outcome (a Counter)."""
-        return self.reporter.stats
-
-    def _choose_queues(self, names: Optional[Sequence[str]]) -> list[TaskQueue]:
-        config = self.broker.queues
-        if not names:
-            return list(config.values())
-        return [config.get_queue(name, who='--queues') for name in dict.fromkeys(names)]
 
     # --- the loop ---------------------------------------------------------
 
@@ -168,6 +109,7 @@ class Worker:
         finally:
             gc.unfreeze()           # a worker run in a longer process gives them back
             self.runner.guard.teardown()
+            self.runner.close()
             self.signals.restore()
             logs.set_worker(None)
         return self.exit_code
@@ -291,21 +233,6 @@ class Worker:
         if opened is not None and alone.is_long(opened.task_class.time_limit):
             self.heartbeat.keep(alone, received)
 
-    def verify(self, batch: Batch) -> None:
-        """Verify every message's envelope and find its task; one that fails is
-        settled for the dead-letter queue. Payloads are decoded later, one at a
-        time, just before each run."""
-        for received in batch.messages:
-            opened = self.runner.open(batch, received)
-            if isinstance(opened, Settlement):
-                batch.settlements.append(opened)
-            else:
-                batch.opened[received.message_id] = opened
-
-    def skip_cancelled(self, batch: Batch) -> None:
-        """Settle, unrun, the tasks the hooks say were cancelled (asked once a batch)."""
-        skip_cancelled(self.hooks, batch)
-
     def run_batch(self, batch: Batch) -> None:
         """Run the batch's tasks one by one, in order, while they fit its budget.
         On a FIFO queue, once a group's message is retried or released, the
@@ -325,7 +252,12 @@ class Worker:
                     continue
                 if self._stopping:
                     break
-                settlement = self.run_one(batch, received)
+                try:
+                    settlement = self.run_one(batch, received)
+                except TaskStuck as stuck:      # left to SQS: back after its visibility timeout
+                    batch.messages.remove(received)
+                    self.stuck(str(stuck))
+                    break
                 batch.settlements.append(settlement)
                 if batch.fifo and settlement.outcome in HOLDS_GROUP:
                     batch.held_groups.add(received.group_id)
@@ -380,71 +312,7 @@ class Worker:
             self.report_settled()
         return self.clock.monotonic()
 
-    def settle(self, batch: Batch) -> None:
-        """Hand the batch to the settler (inline on a fast endpoint, else its
-        threads): release, copy, delete. The next receive does not wait for it."""
-        assert self.settler is not None, 'settle() runs inside run()'
-        self.hooks(WorkerHooks.before_settle, batch.queue, batch)
-        self.settler.submit(batch)
-
-    def report_settled(self) -> None:
-        """Log and dispatch hooks for every batch settled since the last call."""
-        if self.settler is None:
-            return
-        for batch in self.settler.completed():
-            self.reporter.batch_settled(batch)
-
-    def check_limits(self) -> None:
-        """Stop (with EXIT_MEMORY_LIMIT) once resident memory passed the limit,
-        or gracefully once the supervisor that started this worker is gone."""
-        if supervisor_gone(self._supervisor_pid):
-            logger.error('%s: supervisor %d is gone; stopping', self.name, self._supervisor_pid)
-            self._stopping = True
-        elif self.memory_limit.exceeded():
-            logger.error('%s: resident memory %.0f MB is over DIE_ON_RESIDENT_SET_SIZE_MB=%g; '
-                         'exiting with code %d', self.name, resident_set_size_mb(),
-                         self.memory_limit.limit_mb, EXIT_MEMORY_LIMIT)
-            self.exit_code = EXIT_MEMORY_LIMIT
-            self._stopping = True
-
-    def drained(self) -> bool:
-        """Nothing visible, in flight or delayed on any of this worker's queues."""
-        if self.settler is not None:
-            self.settler.flush()
-            self.report_settled()
-        try:
-            drained = self.burst_end.drained({q: self.broker.counts(q) for q in self.queues})
-        except SQSError as exc:
-            self.outage.failed('counting messages', exc)
-            return False
-        self.outage.reached()
-        return drained
-
-    # --- start and stop -------------------------------------------------------------
-
-    def startup(self) -> None:
-        """Run the start-up hooks; one that fails stops the worker (HookError)."""
-        logger.info('%s: serving queues %s', self.name, ', '.join(q.name for q in self.queues))
-        self.hooks.strict(WorkerHooks.on_worker_startup, self)
-
-    def shutdown(self) -> None:
-        self.hooks(WorkerHooks.on_worker_shutdown, self)
-        logger.info('%s: stopped (%s)', self.name, self.reporter.summary() or 'no tasks')
-
-    def stop(self) -> None:
-        """Ask the worker to stop after the running task (what SIGTERM does)."""
-        self._stopping = True
-
-    def _sleep(self, seconds: float) -> None:
-        """Sleep, waking early when the worker is told to stop."""
-        end = self.clock.monotonic() + seconds
-        while not self._stopping:
-            left = end - self.clock.monotonic()
-            if left <= 0:
-                return
-            self.clock.sleep(min(left, 0.1))
-
-    def _go_idle(self) -> None:
+    def _go_idle(self) -> None:     # every queue looked empty
         self._idle = True
         logger.debug('%s: idle, long polling %s', self.name, ', '.join(
             '%s (%d s)' % (q.name, q.long_poll_time_sec) for q in self.queues))

@@ -12,6 +12,7 @@ from kale.conf import import_string, resolve_callable, settings
 from kale.config import Config
 from kale.exceptions import ImproperlyConfigured
 from kale.hooks import SettingsHooks, WorkerHooks, feature_hooks, load_hooks
+from kale.queue_config import QueueConfig, TaskQueue
 from kale.queue_selector import SelectQueueBase
 from kale.timeout import BaseTimeout
 
@@ -53,3 +54,10 @@ def load_worker_hooks(given: Sequence[Any], config: Optional[Config] = None
     return hooks + load_hooks(feature_hooks(config) + list(config.WORKER_HOOKS or ())
                               + list(given), WorkerHooks, 'WORKER_HOOKS')
 
+
+
+def choose_queues(config: QueueConfig, names: Optional[Sequence[str]]) -> list[TaskQueue]:
+    """The queues named (each once; unknown ones refused), or every configured queue."""
+    if not names:
+        return list(config.values())
+    return [config.get_queue(name, who='--queues') for name in dict.fromkeys(names)]

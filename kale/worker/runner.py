@@ -14,9 +14,12 @@ be reached (or refuses the request) the message is released for
 """
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import dataclasses
+import inspect
 import logging
-from typing import Any, Callable, Optional, Union
+from typing import Any, Awaitable, Callable, Optional, Union
 
 from kale.clock import SYSTEM_CLOCK, Clock
 from kale.codec import Codec, get_codec
@@ -30,6 +33,7 @@ from kale.exceptions import (
     ImproperlyConfigured,
     KaleError,
     PayloadStoreError,
+    TimeLimitExceeded,
     describe,
     short_reason,
 )
@@ -38,10 +42,12 @@ from kale.queue_config import TaskQueue
 from kale.registry import Registry, get_registry
 from kale.settings_check import TASK_ISOLATION_MODES
 from kale.task import SKIPPED, Task
-from kale.timeout import BaseTimeout, Guard, SignalTimeout, TimeoutGuard
+from kale.timeout import AsyncLimit, BaseTimeout, Guard, SignalTimeout, TimeoutGuard, failure_of
 from kale.transport import OutgoingMessage, ReceivedMessage
+from kale.worker.aio import TaskLoop
 from kale.worker.batch import Batch, Opened
 from kale.worker.isolation import run_in_child
+from kale.worker.limits import TaskStuck
 from kale.worker.signals import WorkerInterrupt
 from kale.worker.suspects import release_copy
 
@@ -121,6 +127,8 @@ class TaskRunner:
         self._registry = registry
         self._config = config
         self.isolation = isolation
+        self._loop: Optional[TaskLoop] = None
+        self._limits: set[AsyncLimit] = set()
 
     @property
     def codec(self) -> Codec:
@@ -171,34 +179,152 @@ class TaskRunner:
             task_class: type[Task], envelope: Optional[Frame] = None) -> Settlement:
         """Run the task under its time limit and decide what settling does.
         The settlement keeps the opened ``envelope``: its copies reseal it, and
-        once the task is done its payload's S3 object, if any, is deleted."""
+        once the task is done its payload's S3 object, if any, is deleted. A
+        coroutine task runs on the worker's event loop meanwhile (see
+        :meth:`arun` for one started there)."""
         started = self.clock.monotonic()
         task: Any = None
         try:
             task = task_class(message)
             if self.isolation == 'process':
                 result = run_in_child(
-                    lambda: task.run(*message.args, **message.kwargs), task_class.time_limit,
+                    lambda: _run_anywhere(task, message), task_class.time_limit,
                     lambda exc: ChildTaskError(describe(exc), task_class.is_retriable(exc)))
+            elif task_class.is_coroutine:
+                result = self._wait_for_coroutine(task, message, task_class.time_limit)
             else:
                 result = self.guard.run(lambda: task.run(*message.args, **message.kwargs),
                                         task_class.time_limit)
         except WorkerInterrupt:
-            return Settlement(received, Outcome.RELEASE, message=message, envelope=envelope,
-                              reason='stopped by shutdown', duration_sec=self.clock.monotonic() - started)
+            return self._stopped(received, message, envelope, started)
+        except TaskStuck:
+            raise
         except BaseException as exc:  # a task's failure, whatever it raised
             return self.failed(batch, received, message, task_class, task, exc,
                                self.clock.monotonic() - started, envelope)
         duration = self.clock.monotonic() - started
-        if result is SKIPPED:
-            return Settlement(received, Outcome.SKIPPED, message=message, task=task,
-                              reason='should_run_task declined', duration_sec=duration,
-                              envelope=envelope)
+        slow = self._over_target(task_class, message, duration)
+        if slow:
+            self._wait_for_hook(task.on_target_runtime_exceeded, duration)
+        return self._ended(received, message, task, result, duration, envelope)
+
+    async def arun(self, batch: Batch, received: ReceivedMessage, message: Message,
+                   task_class: type[Task], envelope: Optional[Frame] = None) -> Settlement:
+        """:meth:`run` for a coroutine task, on the worker's event loop: held
+        to its time limit by :class:`~kale.timeout.AsyncLimit` (cancelled at
+        the limit), and stopped by :meth:`stop_coroutines`."""
+        started = self.clock.monotonic()
+        task: Any = None
+        error: Optional[BaseException] = None
+        result: Any = None
+        try:
+            task = task_class(message)
+            with AsyncLimit(task_class.time_limit, WorkerInterrupt) as limit:
+                self._limits.add(limit)
+                try:
+                    result = await task.arun(*message.args, **message.kwargs)
+                except BaseException as exc:    # a task's failure, whatever it raised
+                    error = failure_of(exc)
+                finally:
+                    self._limits.discard(limit)
+            if error is None and limit.fired:   # it swallowed the cancellation and ended
+                error = TimeLimitExceeded(task_class.time_limit)
+        except BaseException as exc:            # the task could not even be made
+            error = exc
+        if isinstance(error, WorkerInterrupt):
+            return self._stopped(received, message, envelope, started)
+        duration = self.clock.monotonic() - started
+        if error is not None:
+            return self.failed(batch, received, message, task_class, task, error, duration,
+                               envelope)
+        if self._over_target(task_class, message, duration):
+            try:
+                await _awaited(task.on_target_runtime_exceeded(duration))
+            except Exception:
+                logger.exception('task hook on_target_runtime_exceeded failed')
+        return self._ended(received, message, task, result, duration, envelope)
+
+    def stop_coroutines(self) -> None:
+        """Stop every coroutine task running now (a second shutdown signal):
+        each ends as released, like a task a signal interrupted."""
+        if self._loop is not None:
+            for limit in list(self._limits):
+                self._loop.call(limit.stop)
+
+    @property
+    def stuck_grace_sec(self) -> float:
+        """Seconds a task may run past its time limit before the worker
+        counts it stuck (WORKER_STUCK_GRACE_SEC)."""
+        return float(self.config.WORKER_STUCK_GRACE_SEC)
+
+    def await_hook(self, awaitable: Awaitable[Any]) -> Any:
+        """A coroutine hook's awaitable, run to its end on the worker's loop."""
+        return self.loop.run_hook(awaitable, self.stuck_grace_sec)
+
+    @property
+    def loop(self) -> TaskLoop:
+        """The worker's event loop (started on first use)."""
+        if self._loop is None:
+            self._loop = TaskLoop()
+        return self._loop
+
+    def close(self) -> None:
+        """Stop the event loop, if one was started."""
+        if self._loop is not None:
+            self._loop.close()
+            self._loop = None
+
+    def _wait_for_coroutine(self, task: Task, message: Message, seconds: float) -> Any:
+        """Run a coroutine task on the worker's loop and wait for it (the
+        serial pool); one that outlives its limit by the stuck grace stops
+        the worker (TaskStuck)."""
+        async def limited() -> Any:
+            with AsyncLimit(seconds, WorkerInterrupt):
+                try:
+                    return await task.arun(*message.args, **message.kwargs)
+                except BaseException as exc:
+                    failure = failure_of(exc)
+                    if failure is exc:
+                        raise
+                    raise failure from exc
+        try:
+            return self.loop.run(limited(), seconds + self.stuck_grace_sec)
+        except concurrent.futures.TimeoutError:
+            raise TaskStuck('task %s (%s) is still running %gs after its time limit'
+                            % (message.task_id, message.task_name,
+                               self.stuck_grace_sec)) from None
+
+    def _wait_for_hook(self, hook: Callable[..., Any], *args: Any) -> None:
+        """Call a task's hook; a coroutine hook is run on the worker's loop."""
+        try:
+            value = hook(*args)
+            if inspect.isawaitable(value):
+                self.loop.run_hook(value, self.stuck_grace_sec)
+        except Exception:
+            logger.exception('task hook %s failed', getattr(hook, '__qualname__', hook))
+
+    @staticmethod
+    def _over_target(task_class: type[Task], message: Message, duration: float) -> bool:
         target = task_class.target_runtime
         if target and duration > target:
             logger.warning('task %s (%s) ran %.3fs, over its target_runtime of %gs',
                            message.task_id, message.task_name, duration, target)
-            _call_task_hook(task.on_target_runtime_exceeded, duration)
+            return True
+        return False
+
+    def _stopped(self, received: ReceivedMessage, message: Message,
+                 envelope: Optional[Frame], started: float) -> Settlement:
+        return Settlement(received, Outcome.RELEASE, message=message, envelope=envelope,
+                          reason='stopped by shutdown',
+                          duration_sec=self.clock.monotonic() - started)
+
+    @staticmethod
+    def _ended(received: ReceivedMessage, message: Message, task: Any, result: Any,
+               duration: float, envelope: Optional[Frame]) -> Settlement:
+        if result is SKIPPED:
+            return Settlement(received, Outcome.SKIPPED, message=message, task=task,
+                              reason='should_run_task declined', duration_sec=duration,
+                              envelope=envelope)
         return Settlement(received, Outcome.SUCCEEDED, message=message, task=task,
                           duration_sec=duration, result=result, envelope=envelope)
 
@@ -267,8 +393,12 @@ def retry_decision(task_class: type[Task], message: Message, exc: BaseException,
     return None, policy.delay_sec(message.retry_num)
 
 
-def _call_task_hook(hook: Callable[..., Any], *args: Any) -> None:
-    try:
-        hook(*args)
-    except Exception:
-        logger.exception('task hook %s failed', getattr(hook, '__qualname__', hook))
+def _run_anywhere(task: Task, message: Message) -> Any:
+    """A task's run in a child process: a coroutine task on a loop of its own."""
+    if type(task).is_coroutine:
+        return asyncio.run(task.arun(*message.args, **message.kwargs))
+    return task.run(*message.args, **message.kwargs)
+
+
+async def _awaited(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value

@@ -145,6 +145,10 @@ def worker_command(args: Any) -> list[str]:
         command += ['--queues', ','.join(args.queues)]
     if args.burst:
         command.append('--burst')
+    if getattr(args, 'pool', None):
+        command += ['--pool', args.pool]
+    if getattr(args, 'max_in_flight', None) is not None:
+        command += ['--max-in-flight', str(args.max_in_flight)]
     if getattr(args, 'metrics_port', None) is not None:
         command += ['--metrics-port', str(args.metrics_port)]
     return command

@@ -334,13 +334,24 @@ def test_every_dropped_setting_the_readme_lists_is_warned_about():
 
 
 @pytest.mark.parametrize('name', ['run_task', 'before_run', 'should_run_task'])
-def test_an_async_task_method_is_refused_when_the_task_is_defined(name):
+def test_an_async_task_method_makes_a_coroutine_task(name):
     async def method(self, *args):
         return 1
-    with pytest.raises(TaskDefinitionError, match=r'^task [\w.]+OldStyleTask defines %s with async '
-                                                  'def, but workers call it as a plain function'
-                                                  % name):
-        type('OldStyleTask', (Task,), {name: method})
+    assert type('AsyncStyleTask', (Task,), {name: method}).is_coroutine
+    assert not type('PlainStyleTask', (Task,), {name: lambda self, *args: 1}).is_coroutine
+
+
+@pytest.mark.parametrize('name', ['run_task', 'after_success'])
+def test_a_generator_task_method_is_refused_when_the_task_is_defined(name):
+    async def agen(self, *args):
+        yield 1
+
+    def gen(self, *args):
+        yield 1
+    for method in (agen, gen):
+        with pytest.raises(TaskDefinitionError, match=r'^task [\w.]+YieldingTask defines %s as a '
+                                                      'generator' % name):
+            type('YieldingTask', (Task,), {name: method})
 
 
 def test_the_default_time_limit_fits_the_shipped_queues_with_room_for_a_batch():

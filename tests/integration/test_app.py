@@ -20,8 +20,11 @@ TEST_SETTINGS = 'tests.kale_test_settings'
 
 
 def an_app(endpoint: str, key: str) -> App:
+    # RECORDS_URL: the settings module is imported once per process, with the
+    # environment of the test that came first.
     return App(Config.load(TEST_SETTINGS), MESSAGE_QUEUE_ENDPOINT_URL=endpoint,
-               QUEUE_PREFIX='a%s-' % uuid.uuid4().hex[:10], MESSAGE_SIGNING_KEY=key)
+               QUEUE_PREFIX='a%s-' % uuid.uuid4().hex[:10], MESSAGE_SIGNING_KEY=key,
+               RECORDS_URL='')
 
 
 def test_the_config_has_a_typed_field_for_every_setting_and_nothing_else():

@@ -22,6 +22,9 @@ from tests import tasks
 from tests.support.clock import ShiftedClock
 from tests.support.work import work
 
+#: Every test here runs on each pool (serial, threads, asyncio).
+pytestmark = pytest.mark.usefixtures('pool')
+
 
 @pytest.fixture
 def broker(memory_broker, any_records_url):
@@ -71,6 +74,7 @@ def one_pass(broker, queues=None):
     worker.shutdown()
 
 
+@pytest.mark.serial_only("one pass of the serial loop; test_pools.py checks a pool's scheduled records")
 def test_a_failure_that_will_retry_is_scheduled_with_its_error(broker, monkeypatch):
     monkeypatch.setattr(rt.BrokenTask, 'max_retries', 1)
     task_id = rt.BrokenTask.publish(None)
@@ -82,6 +86,7 @@ def test_a_failure_that_will_retry_is_scheduled_with_its_error(broker, monkeypat
     assert record.next_attempt_at > record.started_at
 
 
+@pytest.mark.serial_only('it drives the serial loop step by step')
 def test_an_attempt_reported_late_does_not_hide_the_outcome_of_the_next_one(broker,
                                                                            monkeypatch):
     """Two workers: the first runs attempt 1 (retried at once) but reports its
@@ -105,6 +110,7 @@ def test_an_attempt_reported_late_does_not_hide_the_outcome_of_the_next_one(brok
     assert record.dead_letter_reason.startswith('retries_exhausted')
 
 
+@pytest.mark.serial_only('it drives the serial loop step by step')
 def test_attempts_one_worker_ran_before_reporting_keep_their_own_start_times(broker,
                                                                             monkeypatch):
     """The first worker runs attempts 1 and 2 before it reports either; the
@@ -129,6 +135,7 @@ def test_attempts_one_worker_ran_before_reporting_keep_their_own_start_times(bro
     assert (record.status, record.attempts) == ('failed', 3)
 
 
+@pytest.mark.serial_only('one pass of the serial loop')
 def test_a_fifo_retry_held_by_visibility_is_scheduled_until_its_message_reappears(
         broker, record, caplog):
     """On a FIFO queue a retry keeps its message, invisible for the delay
@@ -212,6 +219,7 @@ class CountingStore(WorkerHooks):
         return ()
 
 
+@pytest.mark.serial_only("the serial loop's receive sizes")
 def test_cancellations_are_checked_once_per_batch_not_per_task(broker):
     rt.PlainTask.publish_batch(None, [((i,), {}) for i in range(10)])
     counting = CountingStore()

@@ -17,6 +17,9 @@ from tests import tasks
 from tests.support.records import read_records, recorded_ids
 from tests.support.work import work
 
+#: Every test here runs on each pool (serial, threads, asyncio).
+pytestmark = pytest.mark.usefixtures('pool')
+
 
 def labels(record, event, group=None):
     """The labels recorded for ``event``, in order (of one group's tasks: ``a1``...)."""

@@ -15,6 +15,9 @@ from kale.worker.heartbeat import Heartbeat, extension_lead
 from tests import tasks
 from tests.support.records import recorded_ids
 
+#: Every test here runs on each pool (serial, threads, asyncio).
+pytestmark = pytest.mark.usefixtures('pool')
+
 
 def received_batch(broker, queue_name='beat'):
     queue = broker.queues[queue_name]

@@ -92,7 +92,7 @@ def test_the_running_task_is_written_once_by_a_flush():
     store = FlakyStore()
     writer = RecordWriter(store.write)
     built = []
-    writer.running(_later('a', 1.0, built))
+    writer.running('a', _later('a', 1.0, built))
     assert writer.flush(5) and writer.flush(5)
     assert built == ['a'] and [(r['id'], r['status']) for r in store.events] == [('a', 'running')]
     writer.close()
@@ -106,8 +106,8 @@ def test_a_task_that_ran_between_two_rounds_costs_only_its_outcome():
     writer.event([{'id': 'x', 'status': 'succeeded', 'updated_at': 1.0}])
     wait_for(lambda: not writer._idle, 5)        # gathering: takes nothing until it ends
     built = []
-    writer.running(_later('a', 1.0, built))
-    writer.running(None)
+    writer.running('a', _later('a', 1.0, built))
+    writer.running('a', None)
     writer.event([{'id': 'a', 'status': 'succeeded', 'updated_at': 2.0}])
     assert writer.flush(10)
     assert built == [] and store.transactions == 1
@@ -121,7 +121,7 @@ def test_a_running_task_wakes_an_idle_writer(monkeypatch):
     store = FlakyStore()
     writer = RecordWriter(store.write)
     wait_for(lambda: writer._idle, 5)
-    writer.running(_later('a', 1.0, []))
+    writer.running('a', _later('a', 1.0, []))
     wait_for(lambda: store.events, 10)         # not the 60 s idle pause
     assert [(r['id'], r['status']) for r in store.events] == [('a', 'running')]
     writer.close()
@@ -135,7 +135,7 @@ def test_an_older_running_event_never_hides_the_outcome():
     writer = RecordWriter(store.write)
     built = []
     writer.event([{'id': 'a', 'status': 'succeeded', 'updated_at': 2.0}])
-    writer.running(_later('a', 1.0, built))
+    writer.running('a', _later('a', 1.0, built))
     store.down.clear()
     assert writer.flush(10)
     assert built == [] and [(r['id'], r['status']) for r in store.events] == [
@@ -143,11 +143,29 @@ def test_an_older_running_event_never_hides_the_outcome():
     writer.close()
 
 
+def test_every_task_running_at_once_is_written_once_and_an_ended_one_not_at_all():
+    """A worker with a pool names each run under its own key."""
+    store = FlakyStore()
+    writer = RecordWriter(store.write, gather_sec=30.0)
+    wait_for(lambda: writer._idle, 5)
+    writer.event([{'id': 'x', 'status': 'succeeded', 'updated_at': 1.0}])
+    wait_for(lambda: not writer._idle, 5)        # gathering: takes nothing until it ends
+    built = []
+    for key in 'abc':
+        writer.running(key, _later(key, 1.0, built))
+    writer.running('b', None)
+    assert writer.flush(10) and writer.flush(10)
+    assert sorted(built) == ['a', 'c']
+    assert sorted((r['id'], r['status']) for r in store.events) == [
+        ('a', 'running'), ('c', 'running'), ('x', 'succeeded')]
+    writer.close()
+
+
 def test_a_running_event_waits_out_the_gather_window_with_the_rows_after_it():
     store = FlakyStore()
     writer = RecordWriter(store.write, gather_sec=1.0)
     wait_for(lambda: writer._idle, 5)
-    writer.running(_later('a', 1.0, []))
+    writer.running('a', _later('a', 1.0, []))
     time.sleep(0.2)                              # the thread is gathering, not writing
     writer.event([{'id': 'b', 'status': 'succeeded', 'updated_at': 2.0}])
     assert writer.flush(5)

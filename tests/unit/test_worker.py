@@ -10,6 +10,9 @@ from kale.transport import OutgoingMessage
 from tests import tasks
 from tests.support.records import recorded_ids
 
+#: Every test here runs on each pool (serial, threads, asyncio).
+pytestmark = pytest.mark.usefixtures('pool')
+
 events = recorded_ids
 
 
@@ -146,7 +149,7 @@ def test_what_start_up_made_is_kept_out_of_the_collectors_way_while_the_worker_r
 def test_memory_limit_releases_the_batch_and_exits_3(memory_broker, record_file):
     ids = tasks.RecordTask.publish_batch(None, [((i,), {}) for i in range(5)])
     with settings.override(DIE_ON_RESIDENT_SET_SIZE_MB=1):
-        _worker, code = run_worker(memory_broker)
+        _worker, code = run_worker(memory_broker, max_in_flight=1)     # a pool: one at a time
     assert code == kale_worker.EXIT_MEMORY_LIMIT
     assert len(events(record_file, 'ran')) == 1
     counts = memory_broker.counts(memory_broker.queues['default'])
@@ -192,6 +195,8 @@ def test_a_bad_selector_setting_is_a_clear_error(memory_broker):
             kale_worker.Worker(broker=memory_broker)
 
 
+@pytest.mark.serial_only('it stops the serial loop in its back-off pause; test_pools.py '
+                         'stops a pool during an outage')
 def test_a_stop_request_during_an_outage_backoff_stops_cleanly(memory_broker, monkeypatch):
     """Regression (found by the chaos run): SIGTERM while backing off after a
     failed long poll escaped as an exception and the worker exited 1.

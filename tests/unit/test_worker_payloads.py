@@ -15,6 +15,9 @@ from kale.transport.payloads import MemoryPayloadStore, using_payload_store
 from tests import tasks
 from tests.support.records import recorded_ids
 
+#: Every test here runs on each pool (serial, threads, asyncio).
+pytestmark = pytest.mark.usefixtures('pool')
+
 BUCKET = 'payload-bucket'
 BIG = 3 * 1024 * 1024
 

@@ -1,0 +1,178 @@
+"""What every worker has, whatever runs its tasks: its parts, and the steps
+each pool's loop shares.
+
+:class:`WorkerBase` builds a worker's parts from its app (the broker, hooks,
+consumer, runner, heartbeat, limits, signals) and holds the steps the serial
+loop (:class:`kale.worker.loop.Worker`) and the pools' loop
+(:class:`kale.worker.flight.FlightWorker`) share: verifying a batch, asking
+which of its tasks were cancelled, settling, reporting, checking limits, and
+starting and stopping.
+
+:meth:`Worker(...) <kale.worker.loop.Worker>` makes the worker of its
+``pool`` (default: the ``WORKER_POOL`` setting): ``serial`` is the serial
+loop, ``threads`` and ``asyncio`` the pools' loop.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Optional, Sequence
+
+from kale.app import App, default_app
+from kale.broker import Broker
+from kale.clock import SYSTEM_CLOCK, Clock
+from kale.events import Settlement, process_identity
+from kale.exceptions import SQSError
+from kale.hooks import HookDispatcher, WorkerHooks
+from kale.timeout import BaseTimeout, SignalTimeout
+from kale.worker.batch import Batch
+from kale.worker.burst import BurstEnd
+from kale.worker.cancelled import skip_cancelled
+from kale.worker.consumer import Consumer
+from kale.worker.heartbeat import Heartbeat
+from kale.worker.limits import EXIT_OK, EXIT_STUCK, MemoryLimit, over_limits, supervisor_pid
+from kale.worker.outage import Outage
+from kale.worker.parts import choose_queues, load_selector, load_timeout, load_worker_hooks
+from kale.worker.report import Reporter
+from kale.worker.runner import TaskRunner
+from kale.worker.settler import Settler
+from kale.worker.signals import StopSignals
+
+logger = logging.getLogger('kale.worker')
+
+#: Longest time a stopping worker keeps retrying the requests that settle its
+#: last batches while SQS is unreachable.
+SHUTDOWN_SETTLE_SEC = 5.0
+
+
+class WorkerBase:
+    """A worker's parts and shared steps (see the module docstring)."""
+
+    timeout_class: type[BaseTimeout] = SignalTimeout      # how runs are held to their limit
+
+    def __init__(self, queue_names: Optional[Sequence[str]] = None, burst: bool = False,
+                 broker: Optional[Broker] = None, hooks: Sequence[Any] = (),
+                 selector_class: Any = None, clock: Clock = SYSTEM_CLOCK,
+                 app: Optional[App] = None, pool: Optional[str] = None,
+                 max_in_flight: Optional[int] = None):
+        self.app = app or default_app()        # its settings and parts
+        config = self.config = self.app.config
+        self.pool = pool or config.WORKER_POOL
+        self.clock = clock
+        self.broker = broker or self.app.broker
+        self.queues = choose_queues(self.broker.queues, queue_names)
+        self.burst = burst
+        self.name = 'worker %s' % process_identity()[0]
+        self.selector_class = load_selector(selector_class, config)
+        self.hooks = HookDispatcher(load_worker_hooks(hooks, config))
+        self.reporter = Reporter(self.hooks)
+        # Asked once: a per-task hook that nobody overrides costs nothing per task.
+        self._on_started = self.hooks.overridden(WorkerHooks.on_task_started)
+        self._on_finished = self.hooks.overridden(WorkerHooks.on_task_finished)
+        # Settling keeps trying until each batch's deadline, stopping or not.
+        self.consumer = Consumer(self.broker, clock=clock,
+                                 max_backoff_sec=config.SQS_ERROR_MAX_BACKOFF_SEC,
+                                 codec=self.app.codec)
+        self.runner = TaskRunner(load_timeout(self.timeout_class, config), clock=clock,
+                                 isolation=config.TASK_ISOLATION or 'none',
+                                 codec=self.app.codec, registry=self.app.registry, config=config)
+        self.hooks.awaiter = self.runner.await_hook     # coroutine hooks run on its loop
+        self.settler: Optional[Settler] = None
+        self.heartbeat = Heartbeat(self.broker, clock=clock)
+        self.outage = Outage(self.name, config.SQS_ERROR_MAX_BACKOFF_SEC,
+                             config.BURST_GIVE_UP_SEC if burst else None,
+                             lambda seconds: self._sleep(seconds), clock=clock)
+        self.burst_end = BurstEnd(self.name, wall_clock=clock.time)
+        self.memory_limit = MemoryLimit(config.DIE_ON_RESIDENT_SET_SIZE_MB)
+        self.signals = StopSignals(self.name, on_stop=self.stop, in_task=lambda: self._in_task)
+        self.exit_code = EXIT_OK
+        self._stopping = False
+        self._supervisor_pid = supervisor_pid()
+        self._in_task = False
+
+    @property
+    def stats(self) -> Any:
+        """Settled messages by outcome (a Counter)."""
+        return self.reporter.stats
+
+    # --- shared steps ------------------------------------------------------------------
+
+    def verify(self, batch: Batch) -> None:
+        """Verify every message's envelope and find its task; one that fails is
+        settled for the dead-letter queue. Payloads are decoded later, one at a
+        time, just before each run."""
+        for received in batch.messages:
+            opened = self.runner.open(batch, received)
+            if isinstance(opened, Settlement):
+                batch.settlements.append(opened)
+            else:
+                batch.opened[received.message_id] = opened
+
+    def skip_cancelled(self, batch: Batch) -> None:
+        """Settle, unrun, the tasks the hooks say were cancelled (asked once a batch)."""
+        skip_cancelled(self.hooks, batch)
+
+    def settle(self, batch: Batch) -> None:
+        """Hand the batch to the settler (inline on a fast endpoint, else its
+        threads): release, copy, delete. The next receive does not wait for it."""
+        assert self.settler is not None, 'settle() runs inside run()'
+        self.hooks(WorkerHooks.before_settle, batch.queue, batch)
+        self.settler.submit(batch)
+
+    def report_settled(self) -> None:
+        """Log and dispatch hooks for every batch settled since the last call."""
+        if self.settler is None:
+            return
+        for batch in self.settler.completed():
+            self.reporter.batch_settled(batch)
+
+    def check_limits(self) -> None:
+        """Stop (with EXIT_MEMORY_LIMIT) once resident memory passed the limit,
+        or gracefully once the supervisor that started this worker is gone."""
+        code = over_limits(self.name, self._supervisor_pid, self.memory_limit)
+        if code is not None:
+            self.exit_code = code
+            self._stopping = True
+
+    def stuck(self, what: str) -> None:
+        """A task did not come back from its time limit: stop, exiting EXIT_STUCK."""
+        logger.error('%s: %s; exiting with code %d', self.name, what, EXIT_STUCK)
+        self.exit_code = EXIT_STUCK
+        self._stopping = True
+
+    def drained(self) -> bool:
+        """Nothing visible, in flight or delayed on any of this worker's queues."""
+        if self.settler is not None:
+            self.settler.flush()
+            self.report_settled()
+        try:
+            drained = self.burst_end.drained({q: self.broker.counts(q) for q in self.queues})
+        except SQSError as exc:
+            self.outage.failed('counting messages', exc)
+            return False
+        self.outage.reached()
+        return drained
+
+    # --- start and stop -------------------------------------------------------------
+
+    def startup(self) -> None:
+        """Run the start-up hooks; one that fails stops the worker (HookError)."""
+        logger.info('%s: serving queues %s', self.name, ', '.join(q.name for q in self.queues))
+        self.hooks.strict(WorkerHooks.on_worker_startup, self)
+
+    def shutdown(self) -> None:
+        self.hooks(WorkerHooks.on_worker_shutdown, self)
+        logger.info('%s: stopped (%s)', self.name, self.reporter.summary() or 'no tasks')
+
+    def stop(self) -> None:
+        """Ask the worker to stop after the running task (what SIGTERM does)."""
+        self._stopping = True
+
+    def _sleep(self, seconds: float) -> None:
+        """Sleep, waking early when the worker is told to stop."""
+        end = self.clock.monotonic() + seconds
+        while not self._stopping:
+            left = end - self.clock.monotonic()
+            if left <= 0:
+                return
+            self.clock.sleep(min(left, 0.1))
+

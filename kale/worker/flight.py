@@ -1,0 +1,362 @@
+"""A worker that runs many tasks at once: ``kale worker --pool threads|asyncio``.
+
+The serial worker (:class:`~kale.worker.loop.Worker`) runs one task at a
+time; an I/O-bound task then holds a whole process while it waits. A
+:class:`FlightWorker` keeps up to ``max_in_flight`` tasks running: plain
+tasks on threads of its own, coroutine tasks (``async def run_task``) on its
+event loop. ``--pool threads`` (16 in flight by default) suits blocking I/O,
+``--pool asyncio`` (100) asyncio code; each pool runs both kinds of task.
+
+Its loop, on the main thread, is a handful of named steps around one queue of
+events (a task ended, a receive answered, a task is stuck):
+
+- :meth:`take_events` waits for the next events and handles each: a batch
+  that arrived is verified and its messages wait to start
+  (:meth:`admit`); a task that ended is settled (:meth:`finished`);
+- :meth:`start_waiting` starts waiting messages while there is room, each
+  only while its ``time_limit`` fits its own budget (its receive time plus
+  its queue's visibility timeout; a task longer than that runs under the
+  heartbeat); one that no longer fits is released;
+- the gatherer settles what ended close together in batch requests;
+- :meth:`refill` asks the intake (:mod:`kale.worker.intake`) for as many
+  messages as there is room for, selection by selection.
+
+What the serial worker promises holds here too: a FIFO group has one message
+running at a time, in order, and a retry or release of one holds back its
+group's later messages; a suspect (a message a worker died holding) runs
+alone, once everything else has ended; ``max_concurrency`` caps a task's runs
+in the process; the first SIGTERM stops receiving, releases what waits and
+lets running tasks end (each within its time limit), a second one stops them
+too (released); a task stuck past its limit (see :mod:`kale.worker.watchdog`)
+stops the worker, which exits with ``EXIT_STUCK`` once the others ended.
+"""
+from __future__ import annotations
+
+import collections
+import gc
+import logging
+import queue
+from typing import Any, Optional
+
+from kale import logs
+from kale.events import HOLDS_GROUP, process_identity
+from kale.exceptions import ImproperlyConfigured
+from kale.hooks import WorkerHooks
+from kale.settings_check import WORKER_POOLS
+from kale.task import Task
+from kale.worker.base import SHUTDOWN_SETTLE_SEC, WorkerBase
+from kale.worker.batch import Batch
+from kale.worker.cancelled import skip_cancelled
+from kale.worker.duplicates import drop_duplicates
+from kale.worker.gather import Gatherer
+from kale.worker.heartbeat import extension_lead
+from kale.worker.intake import Arrival, Intake
+from kale.worker.jobs import Job, JobRunner
+from kale.worker.outage import Outage
+from kale.worker.settler import Settler
+from kale.worker.signals import WorkerInterrupt
+from kale.worker.suspects import isolate_suspect, release
+from kale.worker.threads import ThreadGuard, Threads
+from kale.worker.watchdog import Watchdog
+
+logger = logging.getLogger('kale.worker')
+
+#: The pools a worker can run its tasks in, and their default in-flight limits.
+POOLS = WORKER_POOLS
+DEFAULT_IN_FLIGHT = {'serial': 1, 'threads': 16, 'asyncio': 100}
+
+#: Longest the loop waits for an event before it looks after itself.
+TICK_SEC = 0.1
+#: Receives at once, at most (each brings up to ten messages).
+MAX_RECEIVES = 8
+#: Settling threads: on a remote endpoint each settle request takes a round trip.
+SETTLE_THREADS = 4
+
+
+class FlightWorker(WorkerBase):
+    """Runs up to ``max_in_flight`` tasks at once; see the module docstring."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        config = self.config
+        if self.pool not in DEFAULT_IN_FLIGHT or self.pool == 'serial':
+            raise ImproperlyConfigured('a FlightWorker runs the threads or asyncio pool, not %r '
+                                       '(Worker(pool=...) picks the right worker)' % self.pool)
+        self.max_in_flight = int(kwargs.get('max_in_flight') or config.WORKER_MAX_IN_FLIGHT
+                                 or DEFAULT_IN_FLIGHT[self.pool])
+        self.events: 'queue.SimpleQueue[tuple[str, Any]]' = queue.SimpleQueue()
+        self.watchdog = Watchdog(config.WORKER_STUCK_GRACE_SEC,
+                                 on_stuck=lambda job: self.events.put(('stuck', job)))
+        self.runner.guard = self.guard = ThreadGuard(self.watchdog,
+                                                     passes_through=(WorkerInterrupt,))
+        self.threads = Threads(self.max_in_flight)
+        self.jobs = JobRunner(self.runner, self.hooks, self.threads, self.watchdog, self.events)
+        self.intake = Intake(self.consumer, self.queues, self.selector_class,
+            lambda arrival: self.events.put(('arrival', arrival)),
+            max_receives=min(MAX_RECEIVES, -(-self.max_in_flight // 10)),
+            clock=self.clock)
+        self.outage = Outage(self.name, config.SQS_ERROR_MAX_BACKOFF_SEC,
+                             config.BURST_GIVE_UP_SEC if self.burst else None,
+                             self.intake.pause, clock=self.clock)
+        self.gatherer = Gatherer(self.settle, clock=self.clock)
+        self.waiting: list[Job] = []
+        self.alone: list[Job] = []
+        self.running: set[Job] = set()
+        self._groups: set[tuple[str, str]] = set()
+        self._per_class: collections.Counter[type] = collections.Counter()
+        self._limits_checked = 0.0
+
+    # --- the loop -----------------------------------------------------------------
+
+    def run(self) -> int:
+        """Work until a signal, a finished burst, the memory limit or a stuck
+        task; returns the exit code."""
+        self.signals.install()
+        self.settler = Settler(self.consumer, clock=self.clock, threads=SETTLE_THREADS,
+                               max_pending=2 * SETTLE_THREADS)
+        logs.set_worker(process_identity()[0])
+        self._limits_checked = self.clock.monotonic()
+        try:
+            self.startup()
+            if self.pool == 'asyncio':
+                self.watchdog.watch_loop(self.runner.loop,
+                                        lambda: self.jobs.holding_the_loop(self.running))
+            gc.freeze()
+            try:
+                while self.work_once():
+                    pass
+            finally:
+                self.finish()
+        finally:
+            gc.unfreeze()
+            self.signals.restore()
+            self.watchdog.close()
+            self.runner.close()
+            self.threads.close()
+            logs.set_worker(None)
+        return self.exit_code
+
+    def work_once(self) -> bool:
+        """One round of the loop; False once the worker is done."""
+        self.report_settled()
+        self.take_events(self._wait_sec())
+        self.start_waiting()
+        self.gatherer.flush(everything=not self.running)
+        if self._stopping:
+            return any(not job.stuck for job in self.running)
+        if self.burst and self.burst_done():
+            return False
+        self.refill()
+        now = self.clock.monotonic()
+        if now - self._limits_checked >= TICK_SEC * 10:
+            self._limits_checked = now
+            self.check_limits()
+        return True
+
+    # --- steps ------------------------------------------------------------------------
+
+    def take_events(self, wait_sec: float) -> None:
+        """Wait up to ``wait_sec`` for events, then handle every one there is."""
+        try:
+            event = self.events.get(timeout=wait_sec)
+        except queue.Empty:
+            return
+        while True:
+            kind, value = event
+            if kind == 'done':
+                self.finished(value)
+            elif kind == 'arrival':
+                self.arrived(value)
+            else:
+                self.stuck_job(value)
+            try:
+                event = self.events.get_nowait()
+            except queue.Empty:
+                return
+
+    def arrived(self, arrival: Arrival) -> None:
+        """A receive answered: admit its batch, or back off after its error."""
+        batch = self.intake.arrived(arrival)
+        if arrival.error is not None:
+            self.outage.failed('receiving', arrival.error)
+            return
+        self.outage.reached()
+        if batch is not None:
+            self.admit(batch)
+
+    def admit(self, batch: Batch) -> None:
+        """Verify a batch that arrived; its messages wait to start (a suspect
+        waits to run alone). What is decided before running is settled."""
+        if self._stopping:
+            self.settle(batch)                  # nothing settled: every message released
+            return
+        self.verify(batch)
+        skip_cancelled(self.hooks, batch)
+        drop_duplicates(batch)
+        alone = isolate_suspect(batch, self.name)
+        decided = batch.split_decided()
+        if decided is not None:
+            self.gatherer.add(decided)
+        if batch.messages:
+            self.hooks(WorkerHooks.before_batch, batch.queue, batch)
+            self.waiting.extend(Job.of(batch, received) for received in batch.messages)
+        if alone is not None:           # its before_batch comes when it starts
+            self.alone.append(Job.of(alone, alone.messages[0]))
+
+    def start_waiting(self) -> None:
+        """Start what waits while there is room, in the order it arrived; give
+        back what no longer fits its budget. A suspect runs once nothing else does."""
+        if self._stopping or not (self.waiting or self.alone):
+            return
+        now = self.clock.monotonic()
+        if self.alone:
+            self.waiting = [job for job in self.waiting if self._fits(job, now)]
+            if not self.running:
+                job = self.alone.pop(0)
+                if self._fits(job, now):
+                    self.hooks(WorkerHooks.before_batch, job.batch.queue, job.batch)
+                    self.start(job, now)
+            return
+        kept = []
+        for job in self.waiting:
+            if not self._fits(job, now):
+                continue
+            if len(self.running) >= self.max_in_flight or job.group in self._groups or \
+                    self._capped(job.task_class):
+                kept.append(job)
+            else:
+                self.start(job, now)
+        self.waiting = kept
+
+    def start(self, job: Job, now: float) -> None:
+        """Run the job's task: a coroutine task on the event loop, another on a thread."""
+        job.started = now
+        self.running.add(job)
+        if job.group is not None:
+            self._groups.add(job.group)
+        self._per_class[job.task_class] += 1
+        if job.batch.is_long(job.task_class.time_limit):
+            job.long = True
+            self.heartbeat.keep(job.batch, job.received)
+        self.jobs.start(job, now)
+
+    def finished(self, job: Job) -> None:
+        """A job's task ended: free its place and settle it (soon, with others)."""
+        self.running.discard(job)
+        if job.group is not None:
+            self._groups.discard(job.group)
+        self._per_class[job.task_class] -= 1
+        if job.watched is not None:
+            self.watchdog.unwatch(job.watched)
+        if job.long:
+            self.heartbeat.stop(job.received)
+        settlement = job.settlement
+        assert settlement is not None
+        job.batch.settlements.append(settlement)
+        self.gatherer.add(job.batch)
+        if job.group is not None and settlement.outcome in HOLDS_GROUP:
+            self._hold_group(job.group, job.received.group_id)
+        if self.memory_limit.exceeded():
+            self.check_limits()
+
+    def refill(self) -> None:
+        """Ask the intake for as many messages as there is room for."""
+        room = 0 if self.alone else \
+            self.max_in_flight - len(self.running) - len(self.waiting)
+        self.intake.refill(room)
+
+    def burst_done(self) -> bool:
+        """A burst is done once every queue was found empty with nothing held,
+        and the queues' counts agree (nothing in flight or delayed)."""
+        if not self.intake.quiet or self.running or self.waiting or self.alone or self.gatherer:
+            return False
+        if self.drained():
+            logger.info('%s: every queue is drained, burst finished', self.name)
+            return True
+        self.intake.answered_empty.clear()
+        return False
+
+    def stuck_job(self, job: Job) -> None:
+        """A task did not come back from its time limit: stop taking tasks; the
+        worker exits once the others ended, leaving its message to SQS."""
+        job.stuck = True
+        self.stuck(str(job))
+
+    def stop(self) -> None:
+        """The first call (SIGTERM) stops receiving and lets running tasks end;
+        a second signal stops them too."""
+        self._stopping = True
+        if self.signals.count >= 2:
+            self.guard.stop_all(WorkerInterrupt)
+            self.runner.stop_coroutines()
+
+    def finish(self) -> None:
+        """Release what waits, settle what ended, stop the intake and the settler."""
+        self.intake.close()
+        for job in self.waiting + self.alone:
+            self._give_back(job, 'not started: the worker stopped')
+        self.waiting, self.alone = [], []
+        self._take_late_arrivals()
+        self.gatherer.flush(everything=True)
+        self.consumer.give_up_at = self.clock.monotonic() + SHUTDOWN_SETTLE_SEC
+        assert self.settler is not None
+        self.settler.close()
+        self.heartbeat.close()
+        self.report_settled()
+        self.shutdown()
+
+    # --- helpers ----------------------------------------------------------------------------
+
+    def _fits(self, job: Job, now: float) -> bool:
+        """Whether the job may still start; one that may not is given back."""
+        time_limit = job.task_class.time_limit
+        batch = job.batch
+        if batch.is_long(time_limit):       # the heartbeat keeps it: it needs time to start it
+            if batch.time_left(now) > extension_lead(batch.queue.visibility_timeout_sec):
+                return True
+        elif batch.fits(time_limit, now):
+            return True
+        self._give_back(job, 'time_limit %gs does not fit the %.1fs left of its visibility '
+                             'timeout' % (time_limit, batch.time_left(now)))
+        return False
+
+    def _capped(self, task_class: type[Task]) -> bool:
+        cap = task_class.max_concurrency
+        return cap is not None and self._per_class[task_class] >= cap
+
+    def _give_back(self, job: Job, reason: str) -> None:
+        job.batch.settlements.append(release(job.batch, job.received, reason))
+        self.gatherer.add(job.batch)
+        if job.group is not None:
+            self._hold_group(job.group, job.received.group_id)
+
+    def _hold_group(self, group: tuple[str, str], group_id: Optional[str]) -> None:
+        """A FIFO message of ``group`` went back to SQS: so do its group's later
+        messages waiting here, to keep the group in order."""
+        later = [job for job in self.waiting if job.group == group]
+        if not later:
+            return
+        self.waiting = [job for job in self.waiting if job.group != group]
+        for job in later:
+            job.batch.settlements.append(release(
+                job.batch, job.received, 'an earlier task of group %r has not completed'
+                % group_id))
+            self.gatherer.add(job.batch)
+
+    def _take_late_arrivals(self) -> None:
+        """Release batches that arrived while the worker was stopping."""
+        while True:
+            try:
+                kind, value = self.events.get_nowait()
+            except queue.Empty:
+                return
+            if kind == 'arrival':
+                batch = self.intake.arrived(value)
+                if batch is not None:
+                    self.settle(batch)
+            elif kind == 'done':
+                self.finished(value)
+
+    def _wait_sec(self) -> float:
+        due = self.gatherer.due_in()
+        return TICK_SEC if due is None else min(due, TICK_SEC)

@@ -1,0 +1,252 @@
+"""Receiving for a worker whose tasks run side by side: receives kept in
+flight while its pool has room.
+
+The worker tells the intake how many more messages it could start now
+(:meth:`Intake.refill`, its *room*: free places less the messages waiting to
+start less those already asked for). The intake starts one receive per ten
+messages of room, up to ``max_receives`` at once, each on a thread of its
+own, and each a whole queue selection: the selector's lottery (with its
+probes, each a short-poll receive whose messages are kept) picks the queue,
+so capacity is shared out by priority, draw by draw, rather than taken by
+the first busy queue. What a receive brings, or the news that every queue
+looked empty, comes back to the worker as an event.
+
+Once a selection found every queue empty the intake is *idle*: it long-polls
+every queue at once, each again as soon as it answers empty (no sooner than
+``MIN_POLL_INTERVAL_SEC`` after its last poll began), as the serial worker's
+watch does, until one brings messages; then selections start again.
+
+A failed receive pauses the intake for the worker's back-off
+(:meth:`pause`). After :meth:`close`, what a receive still out brings is
+released at once.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import random
+import threading
+from typing import Callable, Optional, Sequence
+
+from kale.clock import SYSTEM_CLOCK, Clock
+from kale.exceptions import SQSError
+from kale.queue_config import AUTO_PREFETCH, TaskQueue
+from kale.queue_selector import QueueInfo, SelectQueueBase
+from kale.worker.batch import Batch
+from kale.worker.consumer import Consumer
+from kale.worker.receiver import MIN_POLL_INTERVAL_SEC
+from kale.worker.threads import Threads
+
+logger = logging.getLogger(__name__)
+
+#: Messages one receive may bring (SQS's limit).
+MAX_ASK = 10
+
+
+class Arrival:
+    """What one receive brought back: a batch, an empty selection, or an error."""
+
+    def __init__(self, asked: int, batch: Optional[Batch] = None,
+                 empty: Optional[TaskQueue] = None, error: Optional[SQSError] = None,
+                 polled: Optional[TaskQueue] = None, polled_at: float = 0.0):
+        self.asked = asked
+        self.batch = batch
+        self.empty = empty          # the selection found every queue empty
+        self.error = error
+        self.polled = polled        # a long poll of this queue (while idle)
+        self.polled_at = polled_at  # when that poll began (monotonic)
+
+
+class _Selecting(threading.local):
+    """A receiving thread's own selector, its probes' findings and its ask."""
+
+    selector: Optional[SelectQueueBase] = None
+    found: dict[str, Batch]
+    empty: set[str]
+    ask = 1
+
+
+class Intake:
+    """See the module docstring. Main-thread API but for the receiving threads."""
+
+    def __init__(self, consumer: Consumer, queues: Sequence[TaskQueue],
+                 selector_class: type[SelectQueueBase], deliver: Callable[[Arrival], None],
+                 max_receives: int, clock: Clock = SYSTEM_CLOCK):
+        self.consumer = consumer
+        self.queues = list(queues)
+        self.selector_class = selector_class
+        self.deliver = deliver
+        self.max_receives = max_receives
+        self.clock = clock
+        self.idle = False
+        #: Messages asked for by receives still out.
+        self.asked = 0
+        self._receives = 0
+        self._polling: set[str] = set()
+        self._next_poll: dict[str, float] = {}
+        #: Queues that answered a long poll empty since the intake went idle.
+        self.answered_empty: set[str] = set()
+        self._paused_until = 0.0
+        self._closed = False
+        self._close_lock = threading.Lock()
+        self._local = _Selecting()
+        self._threads = Threads(max_receives, name='kale-receive')
+
+    # --- the worker's side --------------------------------------------------------
+
+    def refill(self, room: int) -> None:
+        """Start receives for ``room`` more messages, less those asked for."""
+        if self._closed or self.clock.monotonic() < self._paused_until:
+            return
+        room -= self.asked
+        if self.idle:
+            self._watch(room)
+            return
+        while room > 0 and self._receives < self.max_receives:
+            ask = min(room, MAX_ASK)
+            self._receives += 1
+            self.asked += ask
+            self._threads.submit(functools.partial(self._select, ask))
+            room -= ask
+
+    def arrived(self, arrival: Arrival) -> Optional[Batch]:
+        """Account for one receive's answer; the batch it brought, if any."""
+        self.asked -= arrival.asked
+        if arrival.polled is not None:
+            self._polling.discard(arrival.polled.name)
+        else:
+            self._receives -= 1
+        if arrival.error is not None:
+            return None
+        batch = arrival.batch
+        if batch is not None and batch.messages:
+            self.idle = False
+            if arrival.polled is not None:
+                self._next_poll.pop(arrival.polled.name, None)
+            return batch
+        if arrival.polled is not None:
+            self.answered_empty.add(arrival.polled.name)
+            self._next_poll[arrival.polled.name] = arrival.polled_at + MIN_POLL_INTERVAL_SEC
+        elif not self.idle:
+            self.idle = True
+            self.answered_empty.clear()
+        return None
+
+    def pause(self, seconds: float) -> None:
+        """Start no receive for ``seconds`` (the worker's back-off after an error)."""
+        self._paused_until = self.clock.monotonic() + seconds
+
+    @property
+    def quiet(self) -> bool:
+        """Idle, with every queue found empty since, and no receive out."""
+        return self.idle and self._receives == 0 and \
+            self.answered_empty >= {q.name for q in self.queues}
+
+    def close(self) -> None:
+        """Start nothing more; what a receive still out brings is released."""
+        with self._close_lock:
+            self._closed = True
+        self._threads.close()
+
+    # --- the receiving threads' side ---------------------------------------------
+
+    def _report(self, arrival: Arrival) -> None:
+        with self._close_lock:
+            if not self._closed:
+                self.deliver(arrival)
+                return
+        if arrival.batch is not None and arrival.batch.messages:
+            try:
+                self.consumer.settle(arrival.batch)     # no settlements: all released
+            except Exception:
+                logger.exception('could not release a batch of queue %s',
+                                 arrival.batch.queue.name)
+
+    def _selecting(self) -> _Selecting:
+        local = self._local
+        if local.selector is None:
+            local.found, local.empty = {}, set()
+            local.selector = self.selector_class(QueueInfo(self.queues, self._probe))
+        return local
+
+    def _probe(self, queue_: TaskQueue) -> bool:
+        """A selector's question: a short-poll receive whose messages are kept."""
+        local = self._local
+        batch = self._receive(queue_, 0, local.ask)
+        if batch.messages:
+            local.found[queue_.name] = batch
+            return True
+        local.empty.add(queue_.name)
+        return False
+
+    def _select(self, ask: int) -> None:
+        local = self._selecting()
+        local.ask, local.found, local.empty = ask, {}, set()
+        try:
+            chosen = self._choose(local)
+            batch = local.found.pop(chosen.name, None)
+            if batch is None and chosen.name not in local.empty:
+                batch = self._receive(chosen, 0, ask)
+            for other in local.found.values():      # a selector that probed on
+                self._report(Arrival(0, batch=other))
+            if batch is not None and batch.messages:
+                self._report(Arrival(ask, batch=batch))
+            else:
+                self._report(Arrival(ask, empty=chosen))
+        except SQSError as exc:
+            self._report(Arrival(ask, error=exc))
+        except Exception as exc:        # the receiving thread must always report back
+            logger.exception('receiving failed')
+            self._report(Arrival(ask, error=SQSError(str(exc))))
+
+    def _choose(self, local: _Selecting) -> TaskQueue:
+        """The selector's choice; a random queue when it fails or names a
+        queue the worker does not serve (an SQS error passes through)."""
+        assert local.selector is not None
+        try:
+            chosen = local.selector.select()
+        except SQSError:
+            raise
+        except Exception:
+            logger.exception('queue selector failed; drawing at random')
+            return random.choice(self.queues)
+        if chosen not in self.queues:
+            logger.error("queue selector chose %r, not one of the worker's queues; drawing at "
+                         'random', chosen)
+            return random.choice(self.queues)
+        return chosen
+
+    def _receive(self, queue_: TaskQueue, wait_sec: int, ask: int) -> Batch:
+        if queue_.prefetch != AUTO_PREFETCH:
+            ask = min(ask, int(queue_.prefetch))
+        ask = max(1, min(ask, queue_.batch_size))
+        batch = self.consumer.receive(queue_, wait_sec=wait_sec, max_messages=ask)
+        batch.asked = ask
+        return batch
+
+    # --- idle: every queue long-polled at once ---------------------------------------
+
+    def _watch(self, room: int) -> None:
+        if room <= 0:
+            return
+        now = self.clock.monotonic()
+        for queue_ in self.queues:
+            if queue_.name in self._polling or now < self._next_poll.get(queue_.name, 0.0):
+                continue
+            ask = max(1, min(room, queue_.batch_size))
+            self._polling.add(queue_.name)
+            self.asked += ask
+            threading.Thread(target=self._poll, args=(queue_, ask, now), daemon=True,
+                             name='kale-poll-%s' % queue_.name).start()
+
+    def _poll(self, queue_: TaskQueue, ask: int, started: float) -> None:
+        try:
+            batch = self._receive(queue_, queue_.long_poll_time_sec, ask)
+            self._report(Arrival(ask, batch=batch, polled=queue_, polled_at=started))
+        except SQSError as exc:
+            self._report(Arrival(ask, error=exc, polled=queue_, polled_at=started))
+        except Exception as exc:        # the polling thread must always report back
+            logger.exception('long poll on queue %s failed', queue_.name)
+            self._report(Arrival(ask, error=SQSError(str(exc)), polled=queue_,
+                                 polled_at=started))
+

@@ -1,0 +1,171 @@
+"""The messages a worker with a pool holds, and how each one's task runs.
+
+A :class:`Job` is one received message: waiting to start, running, or
+ended. Its ``batch`` holds it alone, so it keeps its own budget (its
+receive time plus its queue's visibility timeout, moved on by the heartbeat
+for a long task) and its own settlement.
+
+:class:`JobRunner` runs a job's task where it belongs: a coroutine task
+(``async def run_task``) on the worker's event loop, any other on one of the
+worker's threads. Either way the payload is decoded, the
+``on_task_started`` and ``on_task_finished`` hooks are called and the log
+lines name the task from where the task runs (its thread, or its asyncio
+task), and ``('done', job)`` is put on the worker's events when it ends.
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import dataclasses
+import logging
+import queue
+from typing import Any, Optional
+
+from kale import logs
+from kale.events import Settlement
+from kale.hooks import HookDispatcher, WorkerHooks
+from kale.task import Task
+from kale.transport import ReceivedMessage
+from kale.worker.batch import Batch, Opened
+from kale.worker.runner import TaskRunner
+from kale.worker.suspects import release
+from kale.worker.threads import Threads, run_for
+from kale.worker.watchdog import Watchdog, Watched
+
+logger = logging.getLogger('kale.worker')
+
+
+@dataclasses.dataclass(eq=False)
+class Job:
+    """One message the worker holds (see the module docstring)."""
+
+    batch: Batch
+    received: ReceivedMessage
+    opened: Opened
+    started: float = 0.0
+    settlement: Optional[Settlement] = None
+    #: A coroutine job's entry with the watchdog.
+    watched: Optional[Watched] = None
+    #: Its task outlasts the visibility timeout: the heartbeat keeps it.
+    long: bool = False
+    #: It did not come back from its time limit.
+    stuck: bool = False
+    #: A coroutine job's coroutine (to tell which one holds the loop).
+    coroutine: Any = None
+
+    @classmethod
+    def of(cls, batch: Batch, received: ReceivedMessage) -> 'Job':
+        """The job of one message of a received batch, with the batch's budget."""
+        opened = batch.opened[received.message_id]
+        return cls(Batch(batch.queue, [received], batch.received_at, batch.sqs_name,
+                         opened={received.message_id: opened}), received, opened)
+
+    @property
+    def task_class(self) -> type[Task]:
+        return self.opened.task_class
+
+    @property
+    def group(self) -> Optional[tuple[str, str]]:
+        """The FIFO group it belongs to (None on a standard queue)."""
+        if not self.batch.fifo:
+            return None
+        return (self.batch.queue.name, self.received.group_id or '')
+
+    def __str__(self) -> str:
+        return 'task %s (%s)' % (self.opened.task_id, self.task_class.task_path())
+
+
+class JobRunner:
+    """Runs jobs on ``threads`` or on ``runner``'s event loop; see the module docstring."""
+
+    def __init__(self, runner: TaskRunner, hooks: HookDispatcher, threads: Threads,
+                 watchdog: Watchdog, events: 'queue.SimpleQueue[tuple[str, Any]]'):
+        self.runner = runner
+        self.hooks = hooks
+        self.threads = threads
+        self.watchdog = watchdog
+        self.events = events
+        # Asked once: a per-task hook that nobody overrides costs nothing per task.
+        self._on_started = hooks.overridden(WorkerHooks.on_task_started)
+        self._on_finished = hooks.overridden(WorkerHooks.on_task_finished)
+
+    def start(self, job: Job, now: float) -> None:
+        if job.task_class.is_coroutine and self.runner.isolation != 'process':
+            job.watched = Watched(now + job.task_class.time_limit, str(job), owner=job)
+            self.watchdog.watch(job.watched)
+            job.coroutine = self._run_coroutine(job)
+            future = self.runner.loop.submit(job.coroutine)
+            future.add_done_callback(lambda done: self._ended(job, done))
+        else:
+            self.threads.submit(lambda: self._run_on_thread(job))
+
+    def holding_the_loop(self, running: set[Job]) -> str:
+        """The coroutine job running on the loop now (for the watchdog's log)."""
+        for job in list(running):
+            if job.coroutine is not None and job.coroutine.cr_running:
+                return str(job)
+        return ''
+
+    # --- on a worker thread -----------------------------------------------------------
+
+    def _run_on_thread(self, job: Job) -> None:
+        run_for(job)
+        try:
+            job.settlement = self._execute(job)
+        except BaseException as exc:    # a job must always come back
+            logger.exception('running %s failed', job)
+            job.settlement = _lost(job, exc)
+        self.events.put(('done', job))
+
+    def _execute(self, job: Job) -> Settlement:
+        message = self.runner.read(job.batch, job.received, job.opened)
+        if isinstance(message, Settlement):
+            return message
+        if self._on_started:
+            self.hooks(WorkerHooks.on_task_started, job.batch.queue, job.received, message)
+        context = logs.task_started(message.task_id, message.task_name, job.batch.queue.name,
+                                    message.attempt)
+        try:
+            settlement = self.runner.run(job.batch, job.received, message, job.task_class,
+                                         job.opened.envelope)
+        finally:
+            logs.task_ended(context)
+        if self._on_finished:
+            self.hooks(WorkerHooks.on_task_finished, settlement)
+        return settlement
+
+    # --- on the event loop ---------------------------------------------------------------
+
+    async def _run_coroutine(self, job: Job) -> Settlement:
+        if job.opened.envelope.offloaded:       # its payload is read from S3: off the loop
+            message = await asyncio.get_running_loop().run_in_executor(
+                None, self.runner.read, job.batch, job.received, job.opened)
+        else:
+            message = self.runner.read(job.batch, job.received, job.opened)
+        if isinstance(message, Settlement):
+            return message
+        if self._on_started:
+            await self.hooks.acall(WorkerHooks.on_task_started, job.batch.queue, job.received,
+                                   message)
+        context = logs.task_started(message.task_id, message.task_name, job.batch.queue.name,
+                                    message.attempt)
+        try:
+            settlement = await self.runner.arun(job.batch, job.received, message,
+                                                job.task_class, job.opened.envelope)
+        finally:
+            logs.task_ended(context)
+        if self._on_finished:
+            await self.hooks.acall(WorkerHooks.on_task_finished, settlement)
+        return settlement
+
+    def _ended(self, job: Job, done: 'concurrent.futures.Future[Settlement]') -> None:
+        """(On the loop's thread.) A coroutine job ended: tell the worker."""
+        try:
+            job.settlement = done.result()
+        except BaseException as exc:        # cancelled with the loop, or a bug: given back
+            job.settlement = _lost(job, exc)
+        self.events.put(('done', job))
+
+
+def _lost(job: Job, exc: BaseException) -> Settlement:
+    return release(job.batch, job.received, 'not run: %s' % (exc,))

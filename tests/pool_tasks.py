@@ -1,0 +1,118 @@
+"""Task classes the pool tests publish: plain and coroutine tasks that record
+when they start and end, and ones that outlast their limits."""
+import asyncio
+import time
+
+from kale import task
+from kale.exceptions import TimeLimitExceeded
+from tests.tasks import record
+
+
+class AsyncRecordTask(task.Task):
+    queue = 'default'
+    time_limit = 5
+
+    async def run_task(self, *args):
+        await asyncio.sleep(0)
+        record('ran', self, *args)
+        return len(args)
+
+
+class SpanTask(task.Task):
+    """Records its start and end, ``seconds`` apart (blocking)."""
+    queue = 'default'
+    time_limit = 10
+
+    def run_task(self, seconds=0.2):
+        record('start', self)
+        time.sleep(seconds)
+        record('end', self)
+
+
+class AsyncSpanTask(task.Task):
+    """Records its start and end, ``seconds`` apart (awaiting)."""
+    queue = 'default'
+    time_limit = 10
+
+    async def run_task(self, seconds=0.2):
+        record('start', self)
+        await asyncio.sleep(seconds)
+        record('end', self)
+
+
+class CappedSpanTask(SpanTask):
+    """At most two at once in a worker."""
+    max_concurrency = 2
+
+
+class AsyncOverLimitTask(task.Task):
+    """Awaits past its time limit; fails for good."""
+    queue = 'default'
+    time_limit = 0.3
+    max_retries = 0
+
+    async def run_task(self):
+        await asyncio.sleep(30)
+
+    def after_failure(self, exc):
+        record('after_failure', self, 'TimeLimitExceeded' if isinstance(exc, TimeLimitExceeded)
+               else type(exc).__name__)
+
+
+class BusyOverLimitTask(task.Task):
+    """Computes past its time limit (Python code: a thread can be interrupted)."""
+    queue = 'default'
+    time_limit = 0.3
+    max_retries = 0
+
+    def run_task(self):
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            pass
+
+    def after_failure(self, exc):
+        record('after_failure', self, 'TimeLimitExceeded' if isinstance(exc, TimeLimitExceeded)
+               else type(exc).__name__)
+
+
+class StuckTask(task.Task):
+    """Blocks in one C call far past its time limit: no interruption reaches it."""
+    queue = 'default'
+    time_limit = 0.2
+    max_retries = 0
+
+    def run_task(self, seconds=30):
+        record('start', self)
+        time.sleep(seconds)
+
+
+class LoopBlockingTask(task.Task):
+    """A coroutine that blocks its event loop (a blocking call in async def)."""
+    queue = 'default'
+    time_limit = 5
+
+    async def run_task(self, seconds=1.0):
+        time.sleep(seconds)
+        record('ran', self)
+
+
+class AsyncHooksTask(task.Task):
+    """Coroutine hooks around a plain run_task."""
+    queue = 'default'
+    time_limit = 5
+
+    async def should_run_task(self, go=True):
+        await asyncio.sleep(0)
+        return go
+
+    async def before_run(self, go=True):
+        await asyncio.sleep(0)
+        record('before', self)
+
+    def run_task(self, go=True):
+        record('ran', self)
+        return 'done'
+
+    async def after_success(self, result):
+        await asyncio.sleep(0)
+        record('after', self, result)

@@ -1,0 +1,220 @@
+"""The pools: tasks side by side on threads or on an event loop, held to their
+limits, capped per task, stopped cleanly; coroutine tasks and hooks on every
+pool (in-process, memory transport). The worker behaviours every pool shares
+run on each pool in test_worker.py, test_fifo.py, test_suspects.py,
+test_heartbeat.py, test_worker_payloads.py and test_records.py."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+
+import pytest
+
+from kale.conf import settings
+from kale.hooks import WorkerHooks
+from kale.worker import EXIT_OK, EXIT_STUCK, FlightWorker, Worker
+from tests import pool_tasks, tasks
+from tests.support.records import read_records, recorded_ids
+
+POOLS = ['serial', 'threads', 'asyncio']
+
+
+def run(broker, pool, queues=('default',), **kwargs):
+    worker = Worker(queue_names=list(queues), burst=True, broker=broker, pool=pool, **kwargs)
+    return worker, worker.run()
+
+
+def most_at_once(path):
+    """The most runs recorded as going on at one time (start/end lines)."""
+    edges = sorted((float(r[3]), 1 if r[0] == 'start' else -1) for r in read_records(path)
+                   if r[0] in ('start', 'end'))
+    # At equal times an end comes first: it freed the place the start took.
+    edges.sort(key=lambda edge: (edge[0], edge[1]))
+    most = now = 0
+    for _, step in edges:
+        now += step
+        most = max(most, now)
+    return most
+
+
+@pytest.mark.parametrize('pool', POOLS)
+def test_every_kind_of_task_runs_on_every_pool(memory_broker, record, pool):
+    plain = tasks.RecordTask.publish(None, 'p')
+    coroutine = pool_tasks.AsyncRecordTask.publish(None, 'c')
+    hooked = pool_tasks.AsyncHooksTask.publish(None)
+    declined = pool_tasks.AsyncHooksTask.publish(None, go=False)
+    worker, code = run(memory_broker, pool)
+    assert code == EXIT_OK
+    assert isinstance(worker, FlightWorker) == (pool != 'serial')
+    assert sorted(recorded_ids(record, 'ran')) == sorted([plain, coroutine, hooked])
+    assert recorded_ids(record, 'before') == [hooked]
+    assert [r[4] for r in read_records(record) if r[0] == 'after'] == ['done']
+    assert worker.stats == {'succeeded': 3, 'skipped': 1}
+    assert declined not in recorded_ids(record, 'before')
+
+
+@pytest.mark.parametrize('pool, task_class', [('threads', pool_tasks.SpanTask),
+                                              ('asyncio', pool_tasks.AsyncSpanTask),
+                                              ('asyncio', pool_tasks.SpanTask),
+                                              ('threads', pool_tasks.AsyncSpanTask)])
+def test_tasks_run_side_by_side_up_to_the_in_flight_limit(memory_broker, record, pool,
+                                                           task_class):
+    task_class.publish_batch(None, [((0.3,), {}) for _ in range(12)])
+    worker, code = run(memory_broker, pool, max_in_flight=4)
+    assert code == EXIT_OK and worker.stats['succeeded'] == 12
+    assert most_at_once(record) == 4
+
+
+def test_the_serial_pool_runs_one_task_at_a_time(memory_broker, record):
+    pool_tasks.SpanTask.publish_batch(None, [((0.05,), {}) for _ in range(4)])
+    _, code = run(memory_broker, 'serial')
+    assert code == EXIT_OK and most_at_once(record) == 1
+
+
+@pytest.mark.parametrize('pool', ['threads', 'asyncio'])
+def test_max_concurrency_caps_a_tasks_runs_in_the_process(memory_broker, record, pool):
+    pool_tasks.CappedSpanTask.publish_batch(None, [((0.2,), {}) for _ in range(6)])
+    tasks.RecordTask.publish_batch(None, [((i,), {}) for i in range(4)])
+    worker, code = run(memory_broker, pool, max_in_flight=8)
+    assert code == EXIT_OK and worker.stats['succeeded'] == 10
+    assert most_at_once(record) == 2
+
+
+@pytest.mark.real_time('the run must be cut well before its coroutine would end by itself')
+@pytest.mark.parametrize('pool', POOLS)
+def test_a_coroutine_past_its_time_limit_is_cancelled_and_fails_as_a_time_limit(
+        memory_broker, record, pool):
+    task_id = pool_tasks.AsyncOverLimitTask.publish(None)
+    started = time.monotonic()
+    worker, code = run(memory_broker, pool)
+    assert code == EXIT_OK and worker.stats == {'dead_letter': 1}
+    assert time.monotonic() - started < 10, 'the run was not cut at its limit'
+    assert [r[1:2] + r[4:] for r in read_records(record)] == [
+        [task_id, 'TimeLimitExceeded']]
+    queue = memory_broker.queues['default']
+    [dead] = memory_broker.transport.receive(memory_broker.dead_letter_name(queue), 10, 0, 30)
+    assert dead.attributes['kale_dead_letter_reason'].startswith('no_retries: TimeLimitExceeded')
+
+
+@pytest.mark.parametrize('pool', POOLS)
+def test_python_code_past_its_time_limit_is_stopped_on_every_pool(memory_broker, record, pool):
+    task_id = pool_tasks.BusyOverLimitTask.publish(None)
+    worker, code = run(memory_broker, pool)
+    assert code == EXIT_OK and worker.stats == {'dead_letter': 1}
+    assert [r[1:2] + r[4:] for r in read_records(record)] == [
+        [task_id, 'TimeLimitExceeded']]
+
+
+@pytest.mark.parametrize('pool, stuck_class', [('threads', pool_tasks.StuckTask),
+                                               ('asyncio', pool_tasks.StuckTask),
+                                               ('asyncio', pool_tasks.LoopBlockingTask)])
+def test_a_task_that_does_not_come_back_from_its_limit_stops_the_worker(
+        memory_broker, record, pool, stuck_class, caplog):
+    """A thread blocked in a C call, or a coroutine blocking the loop, past
+    the grace period: what ended is settled, the stuck message is left to SQS,
+    and the worker exits with EXIT_STUCK for a fresh process."""
+    stuck_class.time_limit = 0.2
+    try:
+        stuck = stuck_class.publish(None, 3)
+        with settings.override(WORKER_STUCK_GRACE_SEC=0.5), \
+                caplog.at_level(logging.ERROR, logger='kale.worker'):
+            _, code = run(memory_broker, pool, max_in_flight=1)
+    finally:
+        stuck_class.time_limit = 5 if stuck_class is pool_tasks.LoopBlockingTask else 0.2
+    assert code == EXIT_STUCK
+    assert any('task %s' % stuck in r.getMessage() and 'still running' in r.getMessage()
+               for r in caplog.records)
+    counts = memory_broker.counts(memory_broker.queues['default'])
+    assert (counts.visible, counts.in_flight) == (0, 1), 'the stuck message is left to SQS'
+    time.sleep(3)                               # the stuck call ends before the next test
+
+
+def test_a_coroutine_that_blocks_the_event_loop_is_logged_by_name(memory_broker, record, caplog):
+    task_id = pool_tasks.LoopBlockingTask.publish(None, 1.0)
+    with caplog.at_level(logging.WARNING, logger='kale.worker'):
+        worker, code = run(memory_broker, 'asyncio')
+    assert code == EXIT_OK and worker.stats == {'succeeded': 1}
+    assert any('event loop has been blocked' in r.getMessage() and task_id in r.getMessage()
+               for r in caplog.records)
+
+
+class AsyncHooks(WorkerHooks):
+    def __init__(self):
+        self.calls = []
+
+    async def on_task_started(self, queue, received, message):
+        await asyncio.sleep(0)
+        self.calls.append(('started', message.task_id))
+
+    async def on_task_succeeded(self, settlement):
+        await asyncio.sleep(0)
+        self.calls.append(('succeeded', settlement.task_id))
+
+
+@pytest.mark.parametrize('pool', POOLS)
+def test_coroutine_worker_hooks_are_awaited(memory_broker, record, pool):
+    plain = tasks.RecordTask.publish(None, 1)
+    coroutine = pool_tasks.AsyncRecordTask.publish(None, 2)
+    hooks = AsyncHooks()
+    _, code = run(memory_broker, pool, hooks=[hooks])
+    assert code == EXIT_OK
+    assert sorted(hooks.calls) == sorted([('started', plain), ('started', coroutine),
+                                          ('succeeded', plain), ('succeeded', coroutine)])
+
+
+class StopAtFirstStart(WorkerHooks):
+    def __init__(self):
+        self.worker = None
+
+    def on_worker_startup(self, worker):
+        self.worker = worker
+
+    def on_task_started(self, queue, received, message):
+        self.worker.stop()
+
+
+@pytest.mark.parametrize('pool, task_class', [('threads', pool_tasks.SpanTask),
+                                              ('asyncio', pool_tasks.AsyncSpanTask)])
+def test_a_stop_lets_running_tasks_end_and_releases_the_rest(memory_broker, record, pool,
+                                                             task_class):
+    task_class.publish_batch(None, [((0.5,), {}) for _ in range(8)])
+    worker = Worker(queue_names=['default'], broker=memory_broker, pool=pool, max_in_flight=2,
+                    hooks=[StopAtFirstStart()])
+    assert worker.run() == EXIT_OK
+    started, ended = recorded_ids(record, 'start'), recorded_ids(record, 'end')
+    assert sorted(started) == sorted(ended) and 1 <= len(started) <= 2
+    assert worker.stats['succeeded'] == len(started)
+    counts = memory_broker.counts(memory_broker.queues['default'])
+    assert counts.visible == 8 - len(started) and counts.in_flight == 0
+
+
+@pytest.mark.real_time('the stopped task would otherwise run for 20 s')
+@pytest.mark.parametrize('pool, task_class', [('threads', pool_tasks.BusyOverLimitTask),
+                                              ('asyncio', pool_tasks.AsyncOverLimitTask)])
+def test_a_second_signal_stops_running_tasks_which_are_released(memory_broker, record, pool,
+                                                               task_class):
+    task_class.time_limit = 20
+    try:
+        task_class.publish(None)
+        worker = Worker(queue_names=['default'], broker=memory_broker, pool=pool)
+        timer = threading.Timer(0.5, lambda: (worker.signals.handle(15, None),
+                                              time.sleep(0.6), worker.signals.handle(15, None)))
+        timer.start()
+        started = time.monotonic()
+        assert worker.run() == EXIT_OK
+    finally:
+        task_class.time_limit = 0.3
+    assert time.monotonic() - started < 10
+    assert worker.stats == {'release': 1}
+    assert memory_broker.counts(memory_broker.queues['default']).visible == 1
+
+
+@pytest.mark.parametrize('pool', ['threads', 'asyncio'])
+def test_the_in_flight_limit_defaults_by_pool_and_follows_the_setting(memory_broker, pool):
+    assert Worker(broker=memory_broker, pool=pool).max_in_flight == {'threads': 16,
+                                                                     'asyncio': 100}[pool]
+    with settings.override(WORKER_MAX_IN_FLIGHT=7):
+        assert Worker(broker=memory_broker, pool=pool).max_in_flight == 7
+        assert Worker(broker=memory_broker, pool=pool, max_in_flight=3).max_in_flight == 3
