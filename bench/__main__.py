@@ -20,13 +20,13 @@ import sys
 import time
 from typing import Any, Callable, NoReturn, Optional, Sequence
 
-from bench import idle, records, report, scenarios
+from bench import idle, pools, records, report, scenarios
 from bench.environment import EQUAL_LONG_POLLS, ROOT, Environment, shipped_long_polls
 from bench.servers import BenchError, Endpoint
 
 SCENARIOS = ('publish', 'drain', 'latency', 'latency-shipped', 'idle', 'idle-shipped')
 #: Run only when named in --scenarios.
-OPTIONAL_SCENARIOS = ('drain-metrics',)
+OPTIONAL_SCENARIOS = ('drain-metrics', 'io-asyncio', 'io-threads', 'drain-pools')
 #: Kale with task records on beside off (bench/records.py); run with --records.
 RECORDS_SCENARIOS = ('publish-records', 'drain-records')
 
@@ -43,6 +43,9 @@ def collect(env: Environment, args: argparse.Namespace) -> dict[str, dict[str, A
         'idle': lambda: idle.idle_cost(env, args.idle_window, EQUAL_LONG_POLLS, 'equal'),
         'idle-shipped': lambda: idle.idle_cost(env, args.idle_window, shipped, 'shipped'),
         'drain-metrics': lambda: scenarios.drain_with_metrics(env, args.tasks),
+        'io-asyncio': lambda: pools.io_figures(env, args.io_tasks or 3000, 'asyncio'),
+        'io-threads': lambda: pools.io_figures(env, args.io_tasks or 2000, 'threads'),
+        'drain-pools': lambda: pools.drain_pools(env, args.tasks),
         'publish-records': lambda: records.publish_rates(env, args.tasks),
         'drain-records': lambda: records.drain_rates(env, args.tasks),
     }
@@ -111,13 +114,16 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                              '(AWS in-region: 10-20)')
     parser.add_argument('--tasks', type=int, default=300, help='tasks per run (default 300)')
     parser.add_argument('--runs', type=int, default=3, help='runs per scenario (default 3)')
+    parser.add_argument('--io-tasks', type=int, default=0, metavar='N',
+                        help='tasks of io-asyncio and io-threads (default 3000 and 2000)')
     parser.add_argument('--latency-samples', type=int, default=50, metavar='M')
     parser.add_argument('--idle-window', type=float, default=40.0, metavar='SEC',
                         help='how long idle cost is measured (default 40)')
     parser.add_argument('--scenarios', default=','.join(SCENARIOS),
                         type=lambda text: text.split(','),
                         help='which to run, of %s (default: all), and %s (the drain with '
-                             'Prometheus metrics on and off)'
+                             'Prometheus metrics on and off, I/O-bound tasks on a pool, the '
+                             'drain on each pool; see bench/README.md)'
                              % (', '.join(SCENARIOS), ', '.join(OPTIONAL_SCENARIOS)))
     parser.add_argument('--records', action='store_true',
                         help='also run %s: Kale with task records on (SQLite) beside records off'

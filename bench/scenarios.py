@@ -127,10 +127,10 @@ def publish_rates(env: Environment, n: int) -> Figures:
 # --- 2, 3, 6, 7. draining, requests per task, memory, CPU ----------------------------------
 
 def kale_pipeline(env: Environment, n: int, batch: bool, metrics: bool = False,
-                  records_url: str = '') -> dict[str, Any]:
+                  records_url: str = '', pool: str = 'serial') -> dict[str, Any]:
     """Publish n no-op tasks over three queues with Kale; one worker drains them
     (with ``metrics``, a worker serving Prometheus metrics on a free port; with
-    task records on ``records_url``, when given)."""
+    task records on ``records_url``, when given; its tasks run in ``pool``)."""
     run = env.new_run(records_url=records_url)
     for task_class, count in zip(NOOP_TASKS, split(n), strict=False):
         if batch:
@@ -149,14 +149,14 @@ def kale_pipeline(env: Environment, n: int, batch: bool, metrics: bool = False,
     if env.memory:
         with settings.override(METRICS_PORT=port):
             worker = Worker(queue_names=[q.name for q in run.queues], burst=True,
-                            broker=run.broker)
+                            broker=run.broker, pool=pool)
         with environment_variable(REPORT_VARIABLE, path):
             worker.run()
         report = read_report(path)
         report['late_settles'] = run.transport.late_settles
         worker_requests = run.counter.total - published
     else:
-        env.start_worker('--burst', '--metrics-port', str(port),
+        env.start_worker('--burst', '--metrics-port', str(port), '--pool', pool,
                          **{REPORT_VARIABLE: path}).wait(600)
         report = read_report(path)
         worker_requests = len(report['requests'])

@@ -1,6 +1,7 @@
 """Tasks the benchmarks publish."""
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 
@@ -54,3 +55,27 @@ class LatencyHighTask(LatencyTask):
 
 class LatencyLowTask(LatencyTask):
     queue = 'bench_low'
+
+
+class IoAsyncTask(task.Task):
+    """Waits ``seconds`` the asyncio way, as a call to another service would."""
+
+    queue = 'bench_default'
+    time_limit = 10
+
+    async def run_task(self, seconds=0.1):
+        await asyncio.sleep(seconds)
+        LAST_RUN_AT[0] = time.time()
+        LAST_RUN_CPU[0] = time.process_time()
+
+
+class IoSleepTask(task.Task):
+    """Waits ``seconds`` in a blocking call, as a blocking HTTP client would."""
+
+    queue = 'bench_default'
+    time_limit = 10
+
+    def run_task(self, seconds=0.1):
+        time.sleep(seconds)
+        LAST_RUN_AT[0] = time.time()
+        LAST_RUN_CPU[0] = time.process_time()

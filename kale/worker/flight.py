@@ -53,6 +53,7 @@ from kale.worker.heartbeat import extension_lead
 from kale.worker.intake import Arrival, Intake
 from kale.worker.jobs import Job, JobRunner
 from kale.worker.outage import Outage
+from kale.worker.prefetch import NEWEST_RUN_WEIGHT
 from kale.worker.settler import Settler
 from kale.worker.signals import WorkerInterrupt
 from kale.worker.suspects import isolate_suspect, release
@@ -71,6 +72,8 @@ TICK_SEC = 0.1
 MAX_RECEIVES = 8
 #: Settling threads: on a remote endpoint each settle request takes a round trip.
 SETTLE_THREADS = 4
+#: Receives' worth of time the messages held ready beyond the free places last.
+READ_AHEAD_RECEIVES = 2
 
 
 class FlightWorker(WorkerBase):
@@ -98,13 +101,17 @@ class FlightWorker(WorkerBase):
         self.outage = Outage(self.name, config.SQS_ERROR_MAX_BACKOFF_SEC,
                              config.BURST_GIVE_UP_SEC if self.burst else None,
                              self.intake.pause, clock=self.clock)
-        self.gatherer = Gatherer(self.settle, clock=self.clock)
+        self.gatherer = Gatherer(self.settle, clock=self.clock,
+                                 busy=lambda: self.settler is not None and self.settler.busy())
         self.waiting: list[Job] = []
         self.alone: list[Job] = []
         self.running: set[Job] = set()
         self._groups: set[tuple[str, str]] = set()
         self._per_class: collections.Counter[type] = collections.Counter()
         self._limits_checked = 0.0
+        #: The recent mean run time of the tasks that ran (0.0: none yet).
+        self._mean_run_sec = 0.0
+        self._reserve = (0.0, 0)        # until when, and the reserve worked out
 
     # --- the loop -----------------------------------------------------------------
 
@@ -216,6 +223,7 @@ class FlightWorker(WorkerBase):
                 if self._fits(job, now):
                     self.hooks(WorkerHooks.before_batch, job.batch.queue, job.batch)
                     self.start(job, now)
+                    self.jobs.flush()
             return
         kept = []
         for job in self.waiting:
@@ -227,6 +235,7 @@ class FlightWorker(WorkerBase):
             else:
                 self.start(job, now)
         self.waiting = kept
+        self.jobs.flush()
 
     def start(self, job: Job, now: float) -> None:
         """Run the job's task: a coroutine task on the event loop, another on a thread."""
@@ -252,6 +261,10 @@ class FlightWorker(WorkerBase):
             self.heartbeat.stop(job.received)
         settlement = job.settlement
         assert settlement is not None
+        if settlement.duration_sec:
+            mean = self._mean_run_sec
+            self._mean_run_sec = settlement.duration_sec if not mean else \
+                mean + NEWEST_RUN_WEIGHT * (settlement.duration_sec - mean)
         job.batch.settlements.append(settlement)
         self.gatherer.add(job.batch)
         if job.group is not None and settlement.outcome in HOLDS_GROUP:
@@ -260,10 +273,28 @@ class FlightWorker(WorkerBase):
             self.check_limits()
 
     def refill(self) -> None:
-        """Ask the intake for as many messages as there is room for."""
-        room = 0 if self.alone else \
-            self.max_in_flight - len(self.running) - len(self.waiting)
-        self.intake.refill(room)
+        """Ask the intake for as many messages as there is room for, and for
+        those that will find room while a receive is out (:meth:`reserve`)."""
+        if self.alone:
+            return
+        self.intake.refill(self.max_in_flight + self.reserve() - len(self.running)
+                           - len(self.waiting))
+
+    def reserve(self) -> int:
+        """Messages to hold ready beyond the free places: as many as the tasks
+        running end (by their mean run time) during two receives, so a place
+        that frees does not wait a round trip for its next message. At most
+        ``max_in_flight``; none before a task has run."""
+        mean = self._mean_run_sec
+        if not mean:
+            return 0
+        now = self.clock.monotonic()
+        if now < self._reserve[0]:
+            return self._reserve[1]
+        lookahead = READ_AHEAD_RECEIVES * max(self.consumer.recent_receive_sec, 0.001)
+        reserve = min(self.max_in_flight, -int(-self.max_in_flight * lookahead // mean))
+        self._reserve = (now + TICK_SEC, reserve)       # worked out again each tick
+        return reserve
 
     def burst_done(self) -> bool:
         """A burst is done once every queue was found empty with nothing held,

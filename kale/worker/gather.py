@@ -3,10 +3,12 @@
 With many tasks in flight a worker's messages end one by one, each with its
 own budget. Each is settled as soon as its task ends, but not in a request of
 its own: what ends within ``hold_sec`` of the first on the same queue goes
-in one settle, up to ``size`` messages (SQS takes ten entries per request),
-and nothing waits longer than ``hold_sec``. The merged batch's deadline is
-the earliest of its messages', so its copies are sent only while every one
-of them still has time.
+in one settle, up to ``size`` messages (SQS takes ten entries per request).
+While every settling thread is busy (``busy()``), a settle handed over would
+only wait for one, so the gatherer keeps adding to it instead, up to
+``size`` messages or ``busy_hold_sec``. The merged batch's deadline is the
+earliest of its messages', so its copies are sent only while every one of
+them still has time.
 """
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ from kale.worker.batch import Batch
 
 #: Longest a settled message waits for others to share its requests.
 HOLD_SEC = 0.003
+#: Longest it waits while every settling thread is busy.
+BUSY_HOLD_SEC = 0.05
 #: Messages settled in one batch (SQS's limit per request).
 SIZE = 10
 
@@ -39,11 +43,14 @@ class Gatherer:
     """Holds decided parts per queue and hands them to ``settle`` merged."""
 
     def __init__(self, settle: Callable[[Batch], None], clock: Clock = SYSTEM_CLOCK,
-                 hold_sec: float = HOLD_SEC, size: int = SIZE):
+                 hold_sec: float = HOLD_SEC, size: int = SIZE,
+                 busy: Callable[[], bool] = lambda: False, busy_hold_sec: float = BUSY_HOLD_SEC):
         self.settle = settle
         self.clock = clock
         self.hold_sec = hold_sec
         self.size = size
+        self.busy = busy
+        self.busy_hold_sec = busy_hold_sec
         self._held: dict[str, tuple[float, list[Batch], int]] = {}
 
     def add(self, part: Batch) -> None:
@@ -73,10 +80,18 @@ class Gatherer:
         if not self._held:
             return
         now = self.clock.monotonic()
+        busy: Optional[bool] = None
         for name, (since, parts, _) in list(self._held.items()):
-            if everything or now - since >= self.hold_sec:
-                del self._held[name]
-                self.settle(merge(parts))
+            held = now - since
+            if not everything and held < self.hold_sec:
+                continue
+            if not everything and held < self.busy_hold_sec:
+                if busy is None:
+                    busy = self.busy()
+                if busy:
+                    continue
+            del self._held[name]
+            self.settle(merge(parts))
 
     def __bool__(self) -> bool:
         return bool(self._held)

@@ -5,10 +5,12 @@ The worker tells the intake how many more messages it could start now
 (:meth:`Intake.refill`, its *room*: free places less the messages waiting to
 start less those already asked for). The intake starts one receive per ten
 messages of room, up to ``max_receives`` at once, each on a thread of its
-own, and each a whole queue selection: the selector's lottery (with its
-probes, each a short-poll receive whose messages are kept) picks the queue,
-so capacity is shared out by priority, draw by draw, rather than taken by
-the first busy queue. What a receive brings, or the news that every queue
+own. Each thread makes queue selections: the selector's lottery (with its
+probes, each a short-poll receive whose messages are kept) picks a queue,
+and the thread receives from it while it brings full batches, up to the
+queue's ``num_iterations`` receives, as the serial worker does; so capacity
+is shared out by priority, draw by draw, rather than taken by the first busy
+queue. What a receive brings, or the news that every queue
 looked empty, comes back to the worker as an event.
 
 Once a selection found every queue empty the intake is *idle*: it long-polls
@@ -58,12 +60,15 @@ class Arrival:
 
 
 class _Selecting(threading.local):
-    """A receiving thread's own selector, its probes' findings and its ask."""
+    """A receiving thread's own selector, its probes' findings and its ask,
+    and the queue it keeps receiving from while that brings full batches."""
 
     selector: Optional[SelectQueueBase] = None
     found: dict[str, Batch]
     empty: set[str]
     ask = 1
+    current: Optional[TaskQueue] = None
+    left = 0
 
 
 class Intake:
@@ -103,6 +108,8 @@ class Intake:
             self._watch(room)
             return
         while room > 0 and self._receives < self.max_receives:
+            if room < MAX_ASK and self._receives:
+                return          # the receive out brings messages first: ask in tens
             ask = min(room, MAX_ASK)
             self._receives += 1
             self.asked += ask
@@ -180,13 +187,22 @@ class Intake:
         return False
 
     def _select(self, ask: int) -> None:
+        """One receive: from the queue this thread chose last while it brings
+        full batches (up to its ``num_iterations`` receives, as the serial
+        worker does), else from the queue a new selection chooses."""
         local = self._selecting()
         local.ask, local.found, local.empty = ask, {}, set()
         try:
-            chosen = self._choose(local)
+            if local.current is not None and local.left > 0:
+                chosen, local.left = local.current, local.left - 1
+            else:
+                chosen = self._choose(local)
+                local.current, local.left = chosen, chosen.num_iterations - 1
             batch = local.found.pop(chosen.name, None)
             if batch is None and chosen.name not in local.empty:
                 batch = self._receive(chosen, 0, ask)
+            if batch is None or len(batch.messages) < batch.asked:
+                local.left = 0          # (nearly) drained: select again next time
             for other in local.found.values():      # a selector that probed on
                 self._report(Arrival(0, batch=other))
             if batch is not None and batch.messages:

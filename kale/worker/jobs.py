@@ -15,8 +15,8 @@ task), and ``('done', job)`` is put on the worker's events when it ends.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import dataclasses
+import functools
 import logging
 import queue
 from typing import Any, Optional
@@ -85,19 +85,33 @@ class JobRunner:
         self.threads = threads
         self.watchdog = watchdog
         self.events = events
+        self._coroutines: list[Job] = []
         # Asked once: a per-task hook that nobody overrides costs nothing per task.
         self._on_started = hooks.overridden(WorkerHooks.on_task_started)
         self._on_finished = hooks.overridden(WorkerHooks.on_task_finished)
 
     def start(self, job: Job, now: float) -> None:
+        """Start the job's run (a coroutine job: on the next :meth:`flush`)."""
         if job.task_class.is_coroutine and self.runner.isolation != 'process':
-            job.watched = Watched(now + job.task_class.time_limit, str(job), owner=job)
+            job.watched = Watched(now + job.task_class.time_limit, job)
             self.watchdog.watch(job.watched)
-            job.coroutine = self._run_coroutine(job)
-            future = self.runner.loop.submit(job.coroutine)
-            future.add_done_callback(lambda done: self._ended(job, done))
+            self._coroutines.append(job)
         else:
             self.threads.submit(lambda: self._run_on_thread(job))
+
+    def flush(self) -> None:
+        """Hand the coroutine jobs started since the last call to the loop, in
+        one wake-up of its thread."""
+        if self._coroutines:
+            jobs, self._coroutines = self._coroutines, []
+            self.runner.loop.call(self._create_tasks, jobs)
+
+    def _create_tasks(self, jobs: list[Job]) -> None:
+        """(On the loop's thread.) An asyncio task for each job."""
+        loop = self.runner.loop.loop
+        for job in jobs:
+            job.coroutine = self._run_coroutine(job)
+            loop.create_task(job.coroutine).add_done_callback(functools.partial(self._ended, job))
 
     def holding_the_loop(self, running: set[Job]) -> str:
         """The coroutine job running on the loop now (for the watchdog's log)."""
@@ -158,7 +172,7 @@ class JobRunner:
             await self.hooks.acall(WorkerHooks.on_task_finished, settlement)
         return settlement
 
-    def _ended(self, job: Job, done: 'concurrent.futures.Future[Settlement]') -> None:
+    def _ended(self, job: Job, done: 'asyncio.Future[Settlement]') -> None:
         """(On the loop's thread.) A coroutine job ended: tell the worker."""
         try:
             job.settlement = done.result()

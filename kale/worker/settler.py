@@ -82,6 +82,10 @@ class Settler:
             return
         self._jobs.put(batch)
 
+    def busy(self) -> bool:
+        """Whether every settling thread has a batch (a new one would wait)."""
+        return self._jobs.unfinished_tasks >= len(self._threads)
+
     def flush(self) -> None:
         """Wait until every batch handed over has been settled."""
         self._jobs.join()

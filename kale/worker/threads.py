@@ -101,8 +101,7 @@ class ThreadGuard:
     def run(self, call: Callable[[], T], seconds: float) -> T:
         run = GuardedRun(threading.get_ident(), seconds, time.monotonic() + seconds)
         owner = _RUN_OWNER.value
-        watched = Watched(run.deadline, str(owner) if owner is not None else 'a task',
-                          run.interrupt, owner)
+        watched = Watched(run.deadline, owner if owner is not None else 'a task', run.interrupt)
         self._active.add(run)
         self.watchdog.watch(watched)
         try:

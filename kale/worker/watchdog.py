@@ -8,7 +8,7 @@ when no signal can, and notices runs that do not come back.
   :class:`~kale.timeout.AsyncLimit`; the watchdog only watches it.
 - A run still going ``grace_sec`` after its limit (a thread blocked in a C
   call, a coroutine that swallows cancellation or never awaits) is *stuck*:
-  ``on_stuck`` is called once with its owner (or label), and the worker stops (see
+  ``on_stuck`` is called once with its owner, and the worker stops (see
   :data:`kale.worker.limits.EXIT_STUCK`).
 - An event loop that could not run its callbacks for ``blocked_after_sec``
   (a coroutine running without awaiting) is logged once per such stretch,
@@ -39,10 +39,10 @@ class Watched:
     every ``repeat_sec`` after while the run goes on."""
 
     deadline: float                                  # monotonic
-    label: str
+    #: What the run is for the worker (its job): handed to ``on_stuck``, and
+    #: named by its ``str()`` in the log.
+    owner: Any
     interrupt: Optional[Callable[[], object]] = None
-    #: What the run is for the worker (its job), handed to ``on_stuck``.
-    owner: Any = None
     next_interrupt: float = 0.0
     stuck: bool = False
 
@@ -118,8 +118,8 @@ class Watchdog:
             run.stuck = True
             logger.error('%s is still running %.1fs after its time limit: the worker stops '
                          'taking tasks and exits for a fresh process (WORKER_STUCK_GRACE_SEC)',
-                         run.label, now - run.deadline)
-            self.on_stuck(run.owner if run.owner is not None else run.label)
+                         run.owner, now - run.deadline)
+            self.on_stuck(run.owner)
             return
         if run.interrupt is not None and now >= run.next_interrupt:
             run.interrupt()
