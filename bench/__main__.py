@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import signal
 import sys
 import time
@@ -26,7 +27,8 @@ from bench.servers import BenchError, Endpoint
 
 SCENARIOS = ('publish', 'drain', 'latency', 'latency-shipped', 'idle', 'idle-shipped')
 #: Run only when named in --scenarios.
-OPTIONAL_SCENARIOS = ('drain-metrics', 'io-asyncio', 'io-threads', 'drain-pools')
+OPTIONAL_SCENARIOS = ('drain-metrics', 'io-asyncio', 'io-threads', 'drain-pools',
+                      'drain-versus')
 #: Kale with task records on beside off (bench/records.py); run with --records.
 RECORDS_SCENARIOS = ('publish-records', 'drain-records')
 
@@ -46,6 +48,7 @@ def collect(env: Environment, args: argparse.Namespace) -> dict[str, dict[str, A
         'io-asyncio': lambda: pools.io_figures(env, args.io_tasks or 3000, 'asyncio'),
         'io-threads': lambda: pools.io_figures(env, args.io_tasks or 2000, 'threads'),
         'drain-pools': lambda: pools.drain_pools(env, args.tasks),
+        'drain-versus': lambda: scenarios.drain_versus(env, args.tasks, args.versus),
         'publish-records': lambda: records.publish_rates(env, args.tasks),
         'drain-records': lambda: records.drain_rates(env, args.tasks),
     }
@@ -125,6 +128,9 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                              'Prometheus metrics on and off, I/O-bound tasks on a pool, the '
                              'drain on each pool; see bench/README.md)'
                              % (', '.join(SCENARIOS), ', '.join(OPTIONAL_SCENARIOS)))
+    parser.add_argument('--versus', metavar='DIR',
+                        help="drain-versus: another checkout of Kale (an earlier commit's "
+                             "worktree) whose serial worker is the baseline")
     parser.add_argument('--records', action='store_true',
                         help='also run %s: Kale with task records on (SQLite) beside records off'
                         % ' and '.join(RECORDS_SCENARIOS))
@@ -135,6 +141,11 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     unknown = [name for name in args.scenarios if name not in known]
     if unknown:
         parser.error('unknown scenario %s; choose from %s' % (', '.join(unknown), ', '.join(known)))
+    if 'drain-versus' in args.scenarios and not (args.versus and os.path.isdir(
+            os.path.join(args.versus, 'kale'))):
+        parser.error('drain-versus needs --versus DIR, a checkout of Kale')
+    if 'drain-versus' in args.scenarios and args.transport == 'memory':
+        parser.error('drain-versus runs worker processes: it needs the SQS transport')
     if args.records:
         args.scenarios += [name for name in RECORDS_SCENARIOS if name not in args.scenarios]
     if args.transport == 'memory' and (args.endpoint or args.endpoint_url):

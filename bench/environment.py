@@ -157,17 +157,18 @@ class Environment:
         settings.reload()
         return Run(self, prefix)
 
-    def worker_env(self, **extra: str) -> dict[str, str]:
+    def worker_env(self, root: str = ROOT, **extra: str) -> dict[str, str]:
         env = dict(os.environ)
-        env['PYTHONPATH'] = ROOT + os.pathsep + env.get('PYTHONPATH', '')
+        env['PYTHONPATH'] = root + os.pathsep + env.get('PYTHONPATH', '')
         env.update(extra)
         return env
 
-    def start_worker(self, *args: str, **extra_env: str) -> subprocess.Popen:
-        """`kale worker` as its own process (SQS transport)."""
+    def start_worker(self, *args: str, root: str = ROOT, **extra_env: str) -> subprocess.Popen:
+        """`kale worker` as its own process (SQS transport), from the checkout
+        at ``root`` (another one: ``--versus``)."""
         return subprocess.Popen([sys.executable, '-m', 'kale', 'worker', '--log-level', 'WARNING',
                                  '--queues', ','.join(QUEUE_NAMES), *args],
-                                cwd=ROOT, env=self.worker_env(**extra_env))
+                                cwd=root, env=self.worker_env(root, **extra_env))
 
     def report_path(self) -> str:
         return os.path.join(self.workdir, 'report-%s.json' % uuid.uuid4().hex[:8])

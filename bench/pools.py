@@ -7,7 +7,8 @@ serial one. Each returns {figure: (kale, baseline)} for one run.
 - ``io-threads``: tasks that each ``time.sleep(0.1)``, ``--pool threads
   --max-in-flight 32``; the ideal is 32 / 0.1 s.
 - ``drain-pools``: the no-op drain (publish_batch, one burst worker) on the
-  asyncio and threads pools beside the serial pool, in alternating order.
+  asyncio pool (a coroutine no-op) and the threads pool (a plain one) beside
+  the serial pool, in alternating order.
 
 The serial pool's rate on the I/O tasks is measured too, on
 :data:`SERIAL_TASKS` of them (it runs one at a time: 10 a second).

@@ -26,6 +26,8 @@ from kale.conf import settings
 from kale.worker import Worker
 
 NOOP_TASKS = [tasks.NoopHighTask, tasks.NoopTask, tasks.NoopLowTask]
+#: The no-op tasks of the asyncio pool: coroutines, run on its event loop.
+NOOP_ASYNC_TASKS = [tasks.NoopAsyncHighTask, tasks.NoopAsyncTask, tasks.NoopAsyncLowTask]
 WAVE = 100          # moto slows down as a queue grows: publish at most this many at a time
 
 Figures = dict[str, tuple[Optional[float], Optional[float]]]
@@ -127,12 +129,15 @@ def publish_rates(env: Environment, n: int) -> Figures:
 # --- 2, 3, 6, 7. draining, requests per task, memory, CPU ----------------------------------
 
 def kale_pipeline(env: Environment, n: int, batch: bool, metrics: bool = False,
-                  records_url: str = '', pool: str = 'serial') -> dict[str, Any]:
+                  records_url: str = '', pool: str = 'serial', root: str = ROOT
+                  ) -> dict[str, Any]:
     """Publish n no-op tasks over three queues with Kale; one worker drains them
     (with ``metrics``, a worker serving Prometheus metrics on a free port; with
-    task records on ``records_url``, when given; its tasks run in ``pool``)."""
+    task records on ``records_url``, when given; its tasks run in ``pool``; the
+    worker from the checkout at ``root``)."""
     run = env.new_run(records_url=records_url)
-    for task_class, count in zip(NOOP_TASKS, split(n), strict=False):
+    noop_tasks = NOOP_ASYNC_TASKS if pool == 'asyncio' else NOOP_TASKS
+    for task_class, count in zip(noop_tasks, split(n), strict=False):
         if batch:
             task_class.publish_batch(None, [((i,), {}) for i in range(count)])
         else:
@@ -156,7 +161,8 @@ def kale_pipeline(env: Environment, n: int, batch: bool, metrics: bool = False,
         report['late_settles'] = run.transport.late_settles
         worker_requests = run.counter.total - published
     else:
-        env.start_worker('--burst', '--metrics-port', str(port), '--pool', pool,
+        options = ['--pool', pool] if pool != 'serial' else []    # an older checkout has none
+        env.start_worker('--burst', '--metrics-port', str(port), *options, root=root,
                          **{REPORT_VARIABLE: path}).wait(600)
         report = read_report(path)
         worker_requests = len(report['requests'])
@@ -240,3 +246,22 @@ def drain_with_metrics(env: Environment, n: int) -> Figures:
         off, on = kale_pipeline(env, n, True), kale_pipeline(env, n, True, metrics=True)
     return {METRICS_DRAIN: (on['rate'], off['rate']),
             METRICS_CPU: (on['cpu_us_per_task'], off['cpu_us_per_task'])}
+
+
+# --- this checkout beside another ----------------------------------------------------------
+
+VERSUS_DRAIN = 'worker drain (tasks/s; baseline: the --versus checkout)'
+VERSUS_CPU = 'worker CPU per task (µs; baseline: the --versus checkout)'
+_versus_first = [False]
+
+
+def drain_versus(env: Environment, n: int, other_root: str) -> Figures:
+    """The serial drain of this checkout beside that of another (an earlier
+    commit's worktree), in alternating order from run to run."""
+    _versus_first[0] = not _versus_first[0]
+    if _versus_first[0]:
+        other, this = kale_pipeline(env, n, True, root=other_root), kale_pipeline(env, n, True)
+    else:
+        this, other = kale_pipeline(env, n, True), kale_pipeline(env, n, True, root=other_root)
+    return {VERSUS_DRAIN: (this['rate'], other['rate']),
+            VERSUS_CPU: (this['cpu_us_per_task'], other['cpu_us_per_task'])}

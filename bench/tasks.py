@@ -79,3 +79,22 @@ class IoSleepTask(task.Task):
         time.sleep(seconds)
         LAST_RUN_AT[0] = time.time()
         LAST_RUN_CPU[0] = time.process_time()
+
+
+class NoopAsyncTask(task.Task):
+    """NoopTask as a coroutine: what the asyncio pool runs on its event loop."""
+
+    queue = 'bench_default'
+    time_limit = 10
+
+    async def run_task(self, *args, **kwargs):
+        LAST_RUN_AT[0] = time.time()
+        LAST_RUN_CPU[0] = time.process_time()
+
+
+class NoopAsyncHighTask(NoopAsyncTask):
+    queue = 'bench_high'
+
+
+class NoopAsyncLowTask(NoopAsyncTask):
+    queue = 'bench_low'

@@ -48,8 +48,10 @@ def _number(value: object) -> int:
 def drop_duplicates(batch: Batch) -> int:
     """Settle as duplicates the messages whose task id another, more
     advanced message of the batch carries; returns how many."""
-    if batch.fifo or len(batch.opened) < 2:
-        return 0
+    opened_by_id = batch.opened
+    if batch.fifo or len(opened_by_id) < 2 or \
+            len({opened.task_id for opened in opened_by_id.values()}) == len(opened_by_id):
+        return 0        # the usual case: one message per task
     decided = {id(s.received) for s in batch.settlements}
     kept: dict[str, tuple[tuple[int, int, int], str]] = {}
     for received in batch.messages:

@@ -203,10 +203,15 @@ class TaskRunner:
             return self.failed(batch, received, message, task_class, task, exc,
                                self.clock.monotonic() - started, envelope)
         duration = self.clock.monotonic() - started
-        slow = self._over_target(task_class, message, duration)
-        if slow:
+        if result is SKIPPED:
+            return Settlement(received, Outcome.SKIPPED, message=message, task=task,
+                              reason='should_run_task declined', duration_sec=duration,
+                              envelope=envelope)
+        target = task_class.target_runtime
+        if target and duration > target and self._over_target(task_class, message, duration):
             self._wait_for_hook(task.on_target_runtime_exceeded, duration)
-        return self._ended(received, message, task, result, duration, envelope)
+        return Settlement(received, Outcome.SUCCEEDED, message=message, task=task,
+                          duration_sec=duration, result=result, envelope=envelope)
 
     async def arun(self, batch: Batch, received: ReceivedMessage, message: Message,
                    task_class: type[Task], envelope: Optional[Frame] = None) -> Settlement:
