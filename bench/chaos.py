@@ -65,6 +65,8 @@ from tests.support.tcp_proxy import TCPProxy
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QUEUES = ['chaos_high', 'chaos_default', 'chaos_low', 'chaos_ordered']
+#: The pools a worker may run (kale worker --pool).
+POOLS = ['serial', 'threads', 'asyncio']
 HOSTILE_KINDS = ['garbage', 'wrong_signature', 'pickle', 'unknown_task', 'oversized', 'replayed',
                  'other_queue']
 DAY = 24 * 3600.0
@@ -152,8 +154,9 @@ class Chaos:
                           PYTHONPATH=ROOT + os.pathsep + os.environ.get('PYTHONPATH', ''))
         self.raw = boto3_client(self.endpoint, access_key='chaos', secret_key='chaos')
         self.publish_wave(10)           # creates the queues before any worker starts
+        pools = POOLS if self.args.pool == 'mixed' else [self.args.pool]
         self.fleet = Fleet(self.args.workers, worker_env, ROOT, self.workdir, ','.join(QUEUES),
-                           self.rng)
+                           self.rng, pools)
         self.fleet.fill()
 
     def make_records(self) -> str:
@@ -272,7 +275,9 @@ class Chaos:
 
     def publish_killer(self) -> None:
         from bench import chaos_tasks
-        self.kinds[chaos_tasks.ChaosKillerTask.publish(None)] = 'killer'
+        key = uuid.uuid4().hex
+        self.publish(chaos_tasks.ChaosKillerTask, [((), {'key': key})])
+        self.kinds[key] = 'killer'
         self.injected['killer task'] += 1
 
     def send_hostile(self) -> None:
@@ -589,8 +594,9 @@ def run_scenario(args: argparse.Namespace, scenario: str) -> tuple[dict[str, Any
     finally:
         chaos.stop()
     failures = {name: found for name, found in report.pop('_failures').items() if found}
-    print('chaos %s: %d tasks, %d workers, %g s of faults, seed %d (logs in %s)'
-          % (scenario, args.tasks, args.workers, args.duration, args.seed, chaos.workdir))
+    print('chaos %s: %d tasks, %d workers (pool %s), %g s of faults, seed %d (logs in %s)'
+          % (scenario, args.tasks, args.workers, args.pool, args.duration, args.seed,
+             chaos.workdir))
     width = max(len(name) for name in report)
     for name, value in report.items():
         print('  %s  %s' % (name.ljust(width), value))
@@ -627,6 +633,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument('--endpoint', choices=('moto', 'fauxqs'), default='moto',
                         help='the SQS endpoint the run starts: the embedded moto (default) or '
                              'fauxqs (from npm; see bench/README.md)')
+    parser.add_argument('--pool', choices=POOLS + ['mixed'], default='serial',
+                        help="the workers' pool (kale worker --pool); mixed: each worker in "
+                             'turn takes the next of serial, threads and asyncio (default serial)')
     parser.add_argument('--records', choices=('off', 'sqlite', 'postgres'), default='off',
                         help='task records on, in a SQLite file or a PostgreSQL server of the '
                              "run's own, checked against what happened (default off)")

@@ -48,7 +48,9 @@ class ChaosTask(task.Task):
             raise ConnectionError('a service timed out')
         if kind == 'slow' and first:
             log('slow', self.task_id)
-            time.sleep(3 * self.time_limit)
+            deadline = time.monotonic() + 3 * self.time_limit
+            while time.monotonic() < deadline:      # Python code a pool's thread can stop
+                time.sleep(0.05)
         time.sleep(random.uniform(0, 0.02))
         log('done', self.task_id)
 
@@ -83,6 +85,10 @@ class ChaosKillerTask(task.Task):
 
     queue = 'chaos_default'
     time_limit = 1.0
+
+    @classmethod
+    def make_task_id(cls, *args, key=None, **kwargs):
+        return keyed_id(key)
 
     def run_task(self, *args, **kwargs):
         log('killer', self.task_id)

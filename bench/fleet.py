@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 
 @dataclasses.dataclass
@@ -28,8 +28,10 @@ class Fleet:
     """Keeps ``size`` worker processes running."""
 
     def __init__(self, size: int, env: dict[str, str], cwd: str, log_dir: str,
-                 queues: str, rng: random.Random):
+                 queues: str, rng: random.Random, pools: Sequence[str] = ('serial',)):
         self.size = size
+        #: The pools the workers run in turn (worker n: pools[n % len(pools)]).
+        self.pools = list(pools)
         self.env = env
         self.cwd = cwd
         self.log_dir = log_dir
@@ -44,10 +46,11 @@ class Fleet:
     def start_one(self) -> int:
         self.started += 1
         log_path = os.path.join(self.log_dir, 'worker-%03d.log' % self.started)
+        pool = self.pools[self.started % len(self.pools)]
         with open(log_path, 'w') as log:
             process = subprocess.Popen(
                 [sys.executable, '-m', 'kale', 'worker', '--queues', self.queues,
-                 '--log-level', 'INFO'], cwd=self.cwd, env=self.env, stdout=log,
+                 '--log-level', 'INFO', '--pool', pool], cwd=self.cwd, env=self.env, stdout=log,
                 stderr=subprocess.STDOUT)
         self.workers[process.pid] = (process, log_path)
         self.born[process.pid] = time.monotonic()

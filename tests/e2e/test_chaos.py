@@ -1,6 +1,7 @@
 """A bounded chaos run: kills, stops, outages, hostile messages and a task that
 kills its worker, under load. Fails on any lost task, unexpected worker crash,
-executed hostile payload, or hostile message not dead-lettered."""
+executed hostile payload, or hostile message not dead-lettered. The workers
+run every pool (--pool mixed: serial, threads and asyncio in turn)."""
 import json
 import os
 import subprocess
@@ -18,7 +19,8 @@ def test_a_bounded_chaos_run_loses_nothing(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith('KALE_')}
     env['PYTHONPATH'] = ROOT
     result = subprocess.run([sys.executable, '-m', 'bench.chaos', '--scenarios', 'kills',
-                             '--tasks', '120', '--workers', '2', '--duration', '40', '--seed', '3',
+                             '--tasks', '120', '--workers', '3', '--pool', 'mixed',
+                             '--duration', '40', '--seed', '3',
                              '--json', str(report_path)],
                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -43,7 +45,8 @@ def test_throttling_lost_answers_and_partial_batches_lose_nothing(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith('KALE_')}
     env['PYTHONPATH'] = ROOT
     result = subprocess.run([sys.executable, '-m', 'bench.chaos', '--scenarios', 'all',
-                             '--tasks', '80', '--workers', '2', '--duration', '15', '--seed', '5',
+                             '--tasks', '80', '--workers', '3', '--pool', 'mixed',
+                             '--duration', '15', '--seed', '5',
                              '--drain-timeout', '60', '--records', 'sqlite',
                              '--json', str(report_path)],
                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
