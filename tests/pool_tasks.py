@@ -1,6 +1,7 @@
 """Task classes the pool tests publish: plain and coroutine tasks that record
 when they start and end, and ones that outlast their limits."""
 import asyncio
+import os
 import time
 
 from kale import task
@@ -116,3 +117,30 @@ class AsyncHooksTask(task.Task):
     async def after_success(self, result):
         await asyncio.sleep(0)
         record('after', self, result)
+
+
+class StuckOnceTask(task.Task):
+    """On the 'short' queue (visibility timeout 4 s): its first run anywhere
+    blocks in one C call for 4 s, past its limit and the stuck grace; later
+    runs end at once."""
+    queue = 'short'
+    time_limit = 0.5
+
+    def run_task(self):
+        marker = os.environ['KALE_TEST_RECORD'] + '.stuck'
+        if not os.path.exists(marker):
+            open(marker, 'w').close()
+            record('stuck', self)
+            time.sleep(4)
+        record('ran', self)
+
+
+class AsyncShortTask(task.Task):
+    """An awaiting task on the 'short' queue (visibility timeout 4 s)."""
+    queue = 'short'
+    time_limit = 2
+
+    async def run_task(self, seconds=0.0):
+        record('start', self)
+        await asyncio.sleep(seconds)
+        record('ran', self)

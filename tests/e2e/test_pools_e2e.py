@@ -1,0 +1,84 @@
+"""Real `kale worker --pool threads|asyncio` processes against the embedded
+endpoint: tasks side by side, a SIGTERM, kill -9, and a stuck task that makes
+the supervisor start a fresh worker. (The chaos run in test_chaos.py runs
+every pool too.)"""
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from tests import pool_tasks, tasks
+from tests.support.processes import WorkerProcess, events, wait_for
+from tests.support.records import recorded_ids
+
+pytestmark = pytest.mark.slow
+
+ids = recorded_ids
+POOLS = ['threads', 'asyncio']
+
+
+def most_at_once(path):
+    edges = sorted((float(r[3]), 1 if r[0] == 'start' else -1)
+                   for r in events(path, 'start') + events(path, 'end'))
+    most = now = 0
+    for _, step in edges:
+        now += step
+        most = max(most, now)
+    return most
+
+
+@pytest.mark.parametrize('pool', POOLS)
+def test_plain_and_coroutine_tasks_run_side_by_side_and_none_is_lost(sqs, record, tmp_path,
+                                                                      pool):
+    spans = pool_tasks.AsyncSpanTask.publish_batch(None, [((0.5,), {}) for _ in range(8)])
+    plain = pool_tasks.SpanTask.publish_batch(None, [((0.5,), {}) for _ in range(8)])
+    quick = tasks.QuickTask.publish_batch(None, [((i,), {}) for i in range(20)])
+    worker = WorkerProcess(tmp_path, '--queues', 'default', '--burst', '--pool', pool,
+                           '--max-in-flight', '8')
+    assert worker.wait(90) == 0, worker.output()
+    assert sorted(ids(record, 'end')) == sorted(spans + plain)
+    assert sorted(ids(record, 'ran')) == sorted(quick)
+    assert most_at_once(record) >= 4, 'the tasks did not run side by side'
+
+
+@pytest.mark.parametrize('pool', POOLS)
+def test_sigterm_lets_the_running_tasks_end_and_releases_the_rest(sqs, record, tmp_path, pool):
+    published = pool_tasks.AsyncSpanTask.publish_batch(None, [((2.0,), {}) for _ in range(10)])
+    worker = WorkerProcess(tmp_path, '--queues', 'default', '--pool', pool,
+                           '--max-in-flight', '3')
+    wait_for(lambda: len(events(record, 'start')) >= 3, 30, 'three tasks to start')
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(15) == 0, worker.output()
+    started, ended = ids(record, 'start'), ids(record, 'end')
+    assert sorted(started) == sorted(ended) and 3 <= len(started) < 10
+    left = sqs.receive_all('default', expected=10 - len(started), timeout=5.0)
+    assert sorted(sqs.decode(m['Body']).task_id for m in left) == \
+        sorted(set(published) - set(started))
+
+
+@pytest.mark.parametrize('pool', POOLS)
+def test_kill_9_of_a_worker_with_many_tasks_in_flight_loses_nothing(sqs, record, tmp_path,
+                                                                     pool):
+    published = pool_tasks.AsyncShortTask.publish_batch(None, [((1.0,), {})] * 6)
+    worker = WorkerProcess(tmp_path, '--queues', 'short', '--pool', pool)
+    wait_for(lambda: len(events(record, 'start')) >= 3, 30, 'tasks to start')
+    worker.signal(signal.SIGKILL)
+    worker.wait(10)
+    second = WorkerProcess(tmp_path, '--queues', 'short', '--burst', '--pool', pool)
+    assert second.wait(90) == 0, second.output()
+    assert set(ids(record, 'ran')) == set(published)
+
+
+def test_a_stuck_task_makes_its_worker_exit_4_and_the_supervisor_starts_a_fresh_one(
+        sqs, record, tmp_path):
+    stuck = pool_tasks.StuckOnceTask.publish(None)
+    others = tasks.ShortVisibilityTask.publish_batch(None, [((), {})] * 3)
+    supervisor = WorkerProcess(tmp_path, '--queues', 'short', '--burst', '--pool', 'threads',
+                               '--concurrency', '1', KALE_TEST_STUCK_GRACE='1')
+    assert supervisor.wait(90) == 0, supervisor.output()
+    output = supervisor.output()
+    assert 'task %s (tests.pool_tasks.StuckOnceTask) is still running' % stuck in output
+    assert 'exited with code 4' in output or 'code 4' in output, output
+    assert ids(record, 'stuck') == [stuck]
+    assert sorted(ids(record, 'ran')) == sorted(others + [stuck])
