@@ -475,3 +475,38 @@ def test_fifo_redrives_to_a_fifo_dead_letter_queue_in_the_same_group(transport, 
     assert transport.receive(queue, 10, 0, 30) == []       # moved on this receive
     [moved] = receive_all(transport, dead, 1)
     assert (moved.body, moved.group_id) == ('x', 'g')
+
+
+# --- a worker on each transport, under each pool ------------------------------------
+
+
+@pytest.mark.parametrize('pool', ['serial', 'threads', 'asyncio'])
+def test_a_worker_on_each_pool_settles_everything_on_this_transport(transport, name, pool,
+                                                                   record):
+    """Plain and coroutine tasks, a retry and a dead letter, through the
+    broker on this transport: the worker's settles must mean the same on both."""
+    from kale import publisher
+    from kale.broker import Broker
+    from kale.conf import settings
+    from kale.queue_config import get_queue_config
+    from kale.worker import Worker
+    from tests import pool_tasks, tasks
+    from tests.support.records import recorded_ids
+    broker = Broker(transport, get_queue_config(), prefix=name(''))
+    previous = publisher.set_publisher(publisher.Publisher(broker))
+    try:
+        with settings.override(RETRY_DELAY_MULTIPLE_SEC=0):
+            plain = tasks.RecordTask.publish_batch(None, [((i,), {}) for i in range(4)])
+            coroutine = pool_tasks.AsyncRecordTask.publish_batch(None, [((i,), {})
+                                                                        for i in range(4)])
+            flaky = tasks.FlakyOnceTask.publish(None)
+            tasks.NonRetriableTask.publish(None)
+            worker = Worker(queue_names=['default'], burst=True, broker=broker, pool=pool)
+            assert worker.run() == 0
+    finally:
+        publisher.set_publisher(previous)
+    assert sorted(recorded_ids(record, 'ran')) == sorted(plain + coroutine + [flaky])
+    assert worker.stats == {'succeeded': 9, 'retry': 1, 'dead_letter': 1}
+    queue = broker.queues['default']
+    assert broker.counts(queue).total == 0
+    assert len(transport.receive(broker.dead_letter_name(queue), 10, 0, 30)) == 1

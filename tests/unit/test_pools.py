@@ -218,3 +218,102 @@ def test_the_in_flight_limit_defaults_by_pool_and_follows_the_setting(memory_bro
     with settings.override(WORKER_MAX_IN_FLIGHT=7):
         assert Worker(broker=memory_broker, pool=pool).max_in_flight == 7
         assert Worker(broker=memory_broker, pool=pool, max_in_flight=3).max_in_flight == 3
+
+
+class TurnSelector:
+    """A selector that picks the queues in turn, counting selections over
+    every thread's selector."""
+
+    made = 0
+    selections = 0
+
+    def __init__(self, queue_info):
+        self.queue_info = queue_info
+        TurnSelector.made += 1
+
+    def select(self):
+        TurnSelector.selections += 1
+        queues = self.queue_info.get_queues()
+        return queues[TurnSelector.selections % len(queues)]
+
+
+def test_the_intake_shares_room_out_by_selections_not_to_the_first_busy_queue():
+    """Room for 40: four receives at once, each a selection on a thread of
+    its own, so the queues share the room by the selector's choices."""
+    import queue as queue_module
+
+    from kale.broker import Broker
+    from kale.queue_config import get_queue_config
+    from kale.transport.memory import MemoryTransport
+    from kale.worker.consumer import Consumer
+    from kale.worker.intake import Intake
+    broker = Broker(MemoryTransport(latency_sec=0.1), get_queue_config())
+    queues = [broker.queues[name] for name in ('high', 'default')]
+    for queue in queues:
+        broker.send(queue, [tasks_outgoing(broker, queue, i) for i in range(30)])
+    arrivals = queue_module.SimpleQueue()
+    TurnSelector.made = TurnSelector.selections = 0
+    intake = Intake(Consumer(broker), queues, TurnSelector, arrivals.put, max_receives=4)
+    intake.refill(40)
+    assert intake.asked == 40
+    got = [intake.arrived(arrivals.get(timeout=10)) for _ in range(4)]
+    intake.close()
+    assert TurnSelector.made == TurnSelector.selections == 4
+    assert sorted(batch.queue.name for batch in got) == ['default', 'default', 'high', 'high']
+    assert sum(len(batch.messages) for batch in got) == 40 and intake.asked == 0
+
+
+def tasks_outgoing(broker, queue, i):
+    from kale import codec
+    from kale.message import Message
+    return codec.to_outgoing(Message('t%s%d' % (queue.name, i), tasks.RecordTask.task_path(),
+                                     (i,)), broker.sqs_name(queue))
+
+
+@pytest.mark.parametrize('pool', ['threads', 'asyncio'])
+def test_a_stop_during_an_outage_stops_a_pool_at_once(memory_broker, monkeypatch, pool):
+    from kale.exceptions import EndpointUnreachableError
+
+    def unreachable(*args):
+        raise EndpointUnreachableError('connection refused')
+    monkeypatch.setattr(memory_broker.transport, 'receive', unreachable)
+    worker = Worker(queue_names=['default'], broker=memory_broker, pool=pool)
+    threading.Timer(1.0, lambda: worker.signals.handle(15, None)).start()
+    assert worker.run() == EXIT_OK
+    assert worker.stats == {}
+
+
+@pytest.mark.parametrize('pool', ['threads', 'asyncio'])
+def test_records_follow_runs_side_by_side_and_a_retry_is_scheduled(memory_broker, records_url,
+                                                                    record, pool, monkeypatch):
+    """While three tasks run at once each record says running; a failure that
+    will retry says scheduled, with its error."""
+    from kale import records
+    from tests import records_tasks as rt
+    monkeypatch.setattr(rt.BrokenTask, 'max_retries', 1)
+    spans = pool_tasks.AsyncSpanTask.publish_batch(None, [((1.5,), {}) for _ in range(3)])
+    broken = rt.BrokenTask.publish(None)
+    worker = Worker(queue_names=['default'], broker=memory_broker, pool=pool, max_in_flight=4)
+    seen = {}
+
+    def watch():
+        deadline = time.monotonic() + 10
+        try:
+            while time.monotonic() < deadline and 'running' not in seen:
+                found = [records.get(t) for t in spans]
+                if all(r is not None and r.status == 'running' for r in found):
+                    seen['running'] = True
+                time.sleep(0.05)
+            while time.monotonic() < deadline and records.get(broken).status != 'scheduled':
+                time.sleep(0.05)
+        finally:
+            worker.stop()
+    watcher = threading.Thread(target=watch)
+    with settings.override(RETRY_DELAY_MULTIPLE_SEC=30, RETRY_DELAY_JITTER=0):
+        watcher.start()
+        assert worker.run() == EXIT_OK
+    watcher.join(10)
+    assert seen == {'running': True}
+    failed = records.get(broken)
+    assert failed.status == 'scheduled' and failed.error_type == 'ValueError'
+    assert [records.get(t).status for t in spans] == ['succeeded'] * 3
