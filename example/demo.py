@@ -1,7 +1,8 @@
 """`make demo`: the example task worker, start to finish, on the embedded endpoint.
 
 It starts `kale sqs-local` on a free port, publishes a mix of example tasks
-to three priority queues, runs `kale worker --burst --concurrency 2` on them
+(among them a coroutine task) to three priority queues, runs `kale worker
+--burst --concurrency 2 --pool asyncio` on them
 with a live progress line, prints a summary per queue and outcome, and stops
 everything it started, also on Ctrl-C. It exits 0 only when every task ended
 as expected: done, or dead-lettered after its retries.
@@ -36,10 +37,15 @@ TIMEOUT_SEC = 90
 
 # (task class, queue, how many, args) and what each should end as.
 PLAN = [('FibonacciTask', 'high_priority', 30), ('FlakyTask', 'default', 8),
-        ('AlwaysFailsTask', 'default', 2), ('SlowReportTask', 'low_priority', 4)]
+        ('FetchPageTask', 'default', 40), ('AlwaysFailsTask', 'default', 2),
+        ('SlowReportTask', 'low_priority', 4)]
 EXPECTED = {'FibonacciTask': {'done': 30}, 'FlakyTask': {'done': 8, 'retried': 8},
+            'FetchPageTask': {'done': 40},
             'AlwaysFailsTask': {'retried': 2, 'dead-lettered': 2},
             'SlowReportTask': {'done': 4}}
+#: The worker the demo runs: two processes, each running many tasks at once
+#: (coroutines on its event loop, the others on its threads).
+WORKER_OPTIONS = ['--burst', '--concurrency', '2', '--pool', 'asyncio']
 OUTCOMES = ['done', 'retried', 'dead-lettered']
 
 
@@ -54,6 +60,8 @@ def publish() -> int:
             calls = [(('order-%d' % i,), {}) for i in range(count)]
         elif name == 'SlowReportTask':
             calls = [((), {'seconds': 0.3})] * count
+        elif name == 'FetchPageTask':
+            calls = [(('/page/%d' % i,), {}) for i in range(count)]
         else:
             calls = [((i,), {}) for i in range(count)]
         task_class.publish_batch(None, calls)
@@ -78,7 +86,7 @@ def progress_line(outcomes: list[dict], published: int) -> str:
 def run_worker(outcomes_path: str, published: int, log_path: str) -> int:
     with open(log_path, 'w') as log:
         worker = subprocess.Popen(
-            [sys.executable, '-m', 'kale', 'worker', '--burst', '--concurrency', '2',
+            [sys.executable, '-m', 'kale', 'worker', *WORKER_OPTIONS,
              '--log-level', 'WARNING'], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
         shown = ''
         interactive = sys.stdout.isatty()
@@ -193,7 +201,7 @@ def main() -> int:
         published = publish()
         print('demo: published %d tasks: %s' % (published, ', '.join(
             '%d %s -> %s' % (count, name, queue) for name, queue, count in PLAN)))
-        print('demo: running `kale worker --burst --concurrency 2`')
+        print('demo: running `kale worker %s`' % ' '.join(WORKER_OPTIONS))
         code = run_worker(outcomes_path, published, os.path.join(workdir, 'worker.log'))
         table, by_task = summary(read_outcomes(outcomes_path))
         print(table)

@@ -6,38 +6,33 @@ KALE_EXAMPLE_OUTCOMES to a file path to turn it on.
 import json
 import os
 
+from kale.events import Outcome
 from kale.hooks import WorkerHooks
+
+#: What the demo calls each outcome it shows.
+SHOWN = {Outcome.SUCCEEDED: 'done', Outcome.RETRY: 'retried',
+         Outcome.DEAD_LETTER: 'dead-lettered', Outcome.RELEASE: 'released'}
 
 
 class OutcomeFile(WorkerHooks):
-    """Appends {"queue", "task", "id", "outcome"} to $KALE_EXAMPLE_OUTCOMES."""
+    """Appends {"queue", "task", "id", "outcome"} to $KALE_EXAMPLE_OUTCOMES for
+    every message a worker settled (after_batch names the queue of each
+    batch, on every pool: batches of a pool's worker are settled as their
+    tasks end, not one after another)."""
 
     def __init__(self):
         self.path = os.environ.get('KALE_EXAMPLE_OUTCOMES', '')
-        self.queue = ''
 
-    def _write(self, settlement, outcome):
+    def after_batch(self, queue, batch):
         if not self.path:
             return
-        line = json.dumps({'queue': self.queue, 'task': settlement.task_name.rsplit('.', 1)[-1],
-                           'id': settlement.task_id, 'outcome': outcome})
+        lines = [json.dumps({'queue': queue.name, 'task': s.task_name.rsplit('.', 1)[-1],
+                             'id': s.task_id, 'outcome': SHOWN[s.outcome]})
+                 for s in batch.settlements if s.settled and s.outcome in SHOWN]
+        if not lines:
+            return
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            os.write(fd, (line + '\n').encode())
+            os.write(fd, ''.join(line + '\n' for line in lines).encode())
         finally:
             os.close(fd)
-
-    def before_batch(self, queue, batch):
-        self.queue = queue.name     # the outcomes that follow are this batch's
-
-    def on_task_succeeded(self, settlement):
-        self._write(settlement, 'done')
-
-    def on_task_retried(self, settlement):
-        self._write(settlement, 'retried')
-
-    def on_task_dead_lettered(self, settlement):
-        self._write(settlement, 'dead-lettered')
-
-    def on_task_released(self, settlement):
-        self._write(settlement, 'released')

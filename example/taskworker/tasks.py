@@ -1,4 +1,5 @@
 """Example tasks: one of each behaviour a task queue has to handle."""
+import asyncio
 import json
 import os
 import time
@@ -43,6 +44,20 @@ class FlakyTask(task.Task):
             record(self, 'failed_once', order_id=order_id)
             raise ConnectionError('payment service timed out for order %s' % order_id)
         record(self, 'done', order_id=order_id)
+
+
+class FetchPageTask(task.Task):
+    """An I/O-bound coroutine: ``async def run_task`` runs on the worker's
+    event loop, and on ``--pool asyncio`` a worker runs many at once while
+    each waits (here 0.2 s stands in for an HTTP call, e.g. with httpx's
+    AsyncClient)."""
+
+    queue = 'default'
+    time_limit = 5
+
+    async def run_task(self, page, *args, **kwargs):
+        await asyncio.sleep(0.2)
+        record(self, 'done', page=page)
 
 
 class AlwaysFailsTask(task.Task):
