@@ -17,6 +17,9 @@ from kale.hooks import WorkerHooks
 from tests import tasks
 from tests.support.work import work
 
+#: Every test here runs on each pool (serial, threads, asyncio).
+pytestmark = pytest.mark.usefixtures('pool')
+
 
 @pytest.fixture
 def registry():

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 import time
 
@@ -317,3 +318,15 @@ def test_records_follow_runs_side_by_side_and_a_retry_is_scheduled(memory_broker
     failed = records.get(broken)
     assert failed.status == 'scheduled' and failed.error_type == 'ValueError'
     assert [records.get(t).status for t in spans] == ['succeeded'] * 3
+
+
+@pytest.mark.parametrize('pool', ['threads', 'asyncio'])
+def test_process_isolation_runs_each_task_in_a_child_on_a_pool(memory_broker, record, pool):
+    plain = tasks.RecordTask.publish_batch(None, [((i,), {}) for i in range(3)])
+    coroutine = pool_tasks.AsyncRecordTask.publish(None, 'c')
+    with settings.override(TASK_ISOLATION='process'):
+        worker, code = run(memory_broker, pool)
+    assert code == EXIT_OK and worker.stats == {'succeeded': 4}
+    ran = [r for r in read_records(record) if r[0] == 'ran']
+    assert sorted(r[1] for r in ran) == sorted(plain + [coroutine])
+    assert str(os.getpid()) not in {r[2] for r in ran}, 'a task ran in the worker itself'

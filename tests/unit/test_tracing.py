@@ -18,6 +18,9 @@ from kale.message import Message
 from tests import tasks
 from tests.support.work import work
 
+#: Every test here runs on each pool (serial, threads, asyncio).
+pytestmark = pytest.mark.usefixtures('pool')
+
 
 @pytest.fixture
 def exporter():
@@ -85,6 +88,18 @@ def test_the_run_span_is_current_while_the_task_runs(traced, memory_broker, hook
     work(memory_broker, [hooks], queues=['default'])
     [run] = spans(exporter, 'kale.run')
     assert tasks.TraceTask.spans[0].span_id == run.context.span_id
+
+
+def test_each_run_side_by_side_has_its_own_current_span(traced, memory_broker, hooks,
+                                                        exporter):
+    """On a pool several tasks run at once: each sees its own kale.run span."""
+    tasks.TraceTask.publish_batch(None, [((), {}) for _ in range(6)])
+    work(memory_broker, [hooks], queues=['default'])
+    runs = spans(exporter, 'kale.run')
+    assert len(runs) == 6
+    assert sorted(c.span_id for c in tasks.TraceTask.spans) == sorted(
+        run.context.span_id for run in runs)
+    assert len({settle.parent.span_id for settle in spans(exporter, 'kale.settle')}) == 6
 
 
 def test_a_retry_joins_the_trace_of_its_publish(traced, memory_broker, hooks, exporter):
