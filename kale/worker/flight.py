@@ -52,6 +52,7 @@ from kale.worker.gather import Gatherer
 from kale.worker.heartbeat import extension_lead
 from kale.worker.intake import Arrival, Intake
 from kale.worker.jobs import Job, JobRunner
+from kale.worker.loop import IDLE_PAUSE_SEC
 from kale.worker.outage import Outage
 from kale.worker.prefetch import NEWEST_RUN_WEIGHT
 from kale.worker.settler import Settler
@@ -109,6 +110,7 @@ class FlightWorker(WorkerBase):
         self._groups: set[tuple[str, str]] = set()
         self._per_class: collections.Counter[type] = collections.Counter()
         self._limits_checked = 0.0
+        self._counted_at = 0.0          # when a burst last asked the queues' counts
         #: The recent mean run time of the tasks that ran (0.0: none yet).
         self._mean_run_sec = 0.0
         self._reserve = (0.0, 0)        # until when, and the reserve worked out
@@ -297,14 +299,19 @@ class FlightWorker(WorkerBase):
         return reserve
 
     def burst_done(self) -> bool:
-        """A burst is done once every queue was found empty with nothing held,
-        and the queues' counts agree (nothing in flight or delayed)."""
-        if not self.intake.quiet or self.running or self.waiting or self.alone or self.gatherer:
+        """A burst is done once a selection found every queue empty, the
+        worker holds nothing, and the queues' counts agree (nothing visible,
+        in flight or delayed); the counts are asked at most every
+        IDLE_PAUSE_SEC while the long polls go on."""
+        if not self.intake.idle or self.running or self.waiting or self.alone or self.gatherer:
             return False
+        now = self.clock.monotonic()
+        if now < self._counted_at + IDLE_PAUSE_SEC:
+            return False
+        self._counted_at = now
         if self.drained():
             logger.info('%s: every queue is drained, burst finished', self.name)
             return True
-        self.intake.answered_empty.clear()
         return False
 
     def stuck_job(self, job: Job) -> None:

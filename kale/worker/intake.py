@@ -89,8 +89,6 @@ class Intake:
         self._receives = 0
         self._polling: set[str] = set()
         self._next_poll: dict[str, float] = {}
-        #: Queues that answered a long poll empty since the intake went idle.
-        self.answered_empty: set[str] = set()
         self._paused_until = 0.0
         self._closed = False
         self._close_lock = threading.Lock()
@@ -132,22 +130,14 @@ class Intake:
                 self._next_poll.pop(arrival.polled.name, None)
             return batch
         if arrival.polled is not None:
-            self.answered_empty.add(arrival.polled.name)
             self._next_poll[arrival.polled.name] = arrival.polled_at + MIN_POLL_INTERVAL_SEC
-        elif not self.idle:
+        else:
             self.idle = True
-            self.answered_empty.clear()
         return None
 
     def pause(self, seconds: float) -> None:
         """Start no receive for ``seconds`` (the worker's back-off after an error)."""
         self._paused_until = self.clock.monotonic() + seconds
-
-    @property
-    def quiet(self) -> bool:
-        """Idle, with every queue found empty since, and no receive out."""
-        return self.idle and self._receives == 0 and \
-            self.answered_empty >= {q.name for q in self.queues}
 
     def close(self) -> None:
         """Start nothing more; what a receive still out brings is released."""

@@ -122,7 +122,7 @@ def test_make_demo_web_leaves_the_dashboard_serving_the_records_until_ctrl_c():
         if demo.poll() is None:
             os.killpg(demo.pid, signal.SIGKILL)
     assert demo.returncode == 0, ''.join(lines) + output
-    assert 'kale web stopped' in output and 'all 44 tasks accounted for' in output
+    assert 'kale web stopped' in output and 'all 84 tasks accounted for' in output
     deadline = time.monotonic() + 15
     while processes_with('KALE_DEMO_TEST_RUN=' + marker) and time.monotonic() < deadline:
         time.sleep(0.2)
