@@ -44,7 +44,7 @@ from kale.exceptions import ImproperlyConfigured
 from kale.hooks import WorkerHooks
 from kale.settings_check import WORKER_POOLS
 from kale.task import Task
-from kale.worker.base import SHUTDOWN_SETTLE_SEC, WorkerBase
+from kale.worker.base import IDLE_PAUSE_SEC, SHUTDOWN_SETTLE_SEC, WorkerBase
 from kale.worker.batch import Batch
 from kale.worker.cancelled import skip_cancelled
 from kale.worker.duplicates import drop_duplicates
@@ -52,7 +52,6 @@ from kale.worker.gather import Gatherer
 from kale.worker.heartbeat import extension_lead
 from kale.worker.intake import Arrival, Intake
 from kale.worker.jobs import Job, JobRunner
-from kale.worker.loop import IDLE_PAUSE_SEC
 from kale.worker.outage import Outage
 from kale.worker.prefetch import NEWEST_RUN_WEIGHT
 from kale.worker.settler import Settler
@@ -106,6 +105,8 @@ class FlightWorker(WorkerBase):
                                  busy=lambda: self.settler is not None and self.settler.busy())
         self.waiting: list[Job] = []
         self.alone: list[Job] = []
+        #: The suspect running alone (nothing else starts meanwhile).
+        self._alone_running: Optional[Job] = None
         self.running: set[Job] = set()
         self._groups: set[tuple[str, str]] = set()
         self._per_class: collections.Counter[type] = collections.Counter()
@@ -214,16 +215,28 @@ class FlightWorker(WorkerBase):
 
     def start_waiting(self) -> None:
         """Start what waits while there is room, in the order it arrived; give
-        back what no longer fits its budget. A suspect runs once nothing else does."""
+        back what no longer fits its budget. A suspect runs once nothing else
+        does, and alone: what waits then, or arrives while it runs, is given
+        back first (settled before it starts), so that a suspect that kills
+        its worker takes no other message's delivery count with it."""
         if self._stopping or not (self.waiting or self.alone):
             return
         now = self.clock.monotonic()
-        if self.alone:
-            self.waiting = [job for job in self.waiting if self._fits(job, now)]
-            if not self.running:
-                job = self.alone.pop(0)
+        if self.alone or self._alone_running is not None:
+            if self.running and self._alone_running is None:
+                self.waiting = [job for job in self.waiting if self._fits(job, now)]
+                return          # the suspect starts once these have ended
+            for job in self.waiting:
+                self._give_back(job, 'given back: a suspect runs alone')
+            self.waiting = []
+            if self.alone and not self.running and not self.intake.receiving:
+                job = self.alone.pop(0)     # (what a receive still out brings, is given back)
                 if self._fits(job, now):
+                    self.gatherer.flush(everything=True)
+                    assert self.settler is not None
+                    self.settler.flush()            # given back before it starts
                     self.hooks(WorkerHooks.before_batch, job.batch.queue, job.batch)
+                    self._alone_running = job
                     self.start(job, now)
                     self.jobs.flush()
             return
@@ -254,6 +267,8 @@ class FlightWorker(WorkerBase):
     def finished(self, job: Job) -> None:
         """A job's task ended: free its place and settle it (soon, with others)."""
         self.running.discard(job)
+        if job is self._alone_running:
+            self._alone_running = None
         if job.group is not None:
             self._groups.discard(job.group)
         self._per_class[job.task_class] -= 1
@@ -276,8 +291,9 @@ class FlightWorker(WorkerBase):
 
     def refill(self) -> None:
         """Ask the intake for as many messages as there is room for, and for
-        those that will find room while a receive is out (:meth:`reserve`)."""
-        if self.alone:
+        those that will find room while a receive is out (:meth:`reserve`);
+        none while a suspect waits to run alone or runs."""
+        if self.alone or self._alone_running is not None:
             return
         self.intake.refill(self.max_in_flight + self.reserve() - len(self.running)
                            - len(self.waiting))

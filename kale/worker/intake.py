@@ -114,6 +114,11 @@ class Intake:
             self._threads.submit(functools.partial(self._select, ask))
             room -= ask
 
+    @property
+    def receiving(self) -> bool:
+        """Whether a receive (not an idle long poll) is out: it answers soon."""
+        return self._receives > 0
+
     def arrived(self, arrival: Arrival) -> Optional[Batch]:
         """Account for one receive's answer; the batch it brought, if any."""
         self.asked -= arrival.asked

@@ -190,3 +190,32 @@ def test_held_deliveries_count_only_receives_that_could_have_been_held_to_their_
     assert held_deliveries(message(2, 29.5), 30) == 1         # SQS's clock a little ahead
     assert held_deliveries(message(5, 65.0), 30) == 2         # at most two fit in 65 s
     assert held_deliveries(message(3, None), 30) == 2         # the endpoint did not say
+
+
+class InFlightAtSuspectStart(WorkerHooks):
+    """How many messages of the queue the worker held when each suspect started."""
+
+    def __init__(self, broker):
+        self.broker = broker
+        self.held = []
+
+    def on_task_started(self, queue, received, message):
+        if received.receive_count > 1:
+            self.held.append(self.broker.counts(queue).in_flight)
+
+
+def test_a_suspect_starts_with_no_other_message_held(tmp_path, monkeypatch, shifted):
+    """Were others held while a suspect ran, a suspect that kills its worker
+    would count a delivery against each of them too, until the redrive
+    policy dead-letters innocent tasks."""
+    monkeypatch.setenv('KALE_TEST_RECORD', str(tmp_path / 'record'))
+    memory_broker, clock = shifted
+    queue = memory_broker.queues['default']
+    suspect = tasks.RecordTask.publish(None, 'suspect')
+    memory_broker.transport.receive(memory_broker.sqs_name(queue), 10, 0, 30)  # a worker died
+    clock.offset += 31                                                         # holding it
+    fresh = tasks.RecordTask.publish_batch(None, [((i,), {}) for i in range(9)])
+    hook = InFlightAtSuspectStart(memory_broker)
+    Worker(queue_names=['default'], burst=True, broker=memory_broker, hooks=[hook]).run()
+    assert sorted(recorded_ids(str(tmp_path / 'record'), 'ran')) == sorted([suspect, *fresh])
+    assert hook.held == [1]
