@@ -44,6 +44,7 @@ that failed verification, only the SQS message id is known for certain.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import inspect
 import logging
 import warnings
@@ -246,10 +247,17 @@ def feature_hooks(config: Optional[Config] = None) -> list[str]:
 
 
 def _run_to_end(awaitable: Awaitable[Any]) -> Any:
-    """A coroutine hook's awaitable, run on a loop of its own."""
+    """A coroutine hook's awaitable, run on a loop of its own: on this thread,
+    or on a thread of its own when this one already runs a loop (``publish``
+    called from async code), which cannot run a second."""
     async def wait() -> Any:
         return await awaitable
-    return asyncio.run(wait())
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(wait())
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix='kale-hook') as pool:
+        return pool.submit(asyncio.run, wait()).result()
 
 
 class HookDispatcher:

@@ -1,0 +1,35 @@
+"""A coroutine hook is awaited wherever its dispatcher is called from: plain
+code, or code that already runs an event loop (``publish`` inside an async
+web handler), which cannot start a second loop on its thread."""
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from kale.hooks import HookDispatcher, PublishHooks
+
+
+class Recorded(PublishHooks):
+    def __init__(self):
+        self.threads = []
+
+    async def after_publish(self, publication):
+        await asyncio.sleep(0)
+        self.threads.append((threading.current_thread().name, publication))
+
+
+def test_a_coroutine_hook_is_awaited_from_plain_code():
+    hook = Recorded()
+    HookDispatcher([hook])(PublishHooks.after_publish, 'p1')
+    assert hook.threads == [(threading.current_thread().name, 'p1')]
+
+
+def test_a_coroutine_hook_is_awaited_from_code_running_an_event_loop():
+    hook = Recorded()
+
+    async def handler():
+        HookDispatcher([hook])(PublishHooks.after_publish, 'p2')
+        return threading.current_thread().name
+    caller = asyncio.run(handler())
+    [(thread, publication)] = hook.threads
+    assert publication == 'p2' and thread.startswith('kale-hook') and thread != caller
