@@ -12,6 +12,8 @@ from kale.conf import settings
 from kale.hooks import WorkerHooks
 
 REPORT_VARIABLE = 'KALE_BENCH_REPORT'
+#: Beside the report: written once the worker has started.
+READY_SUFFIX = '.ready'
 
 
 def peak_rss_mb() -> float:
@@ -52,6 +54,9 @@ class BenchHooks(WorkerHooks):
             self.counter.attach(client)
         self.started = time.time()
         self.cpu_started = time.process_time()
+        path = os.environ.get(REPORT_VARIABLE)
+        if path:                 # the bench waits for it before it measures
+            open(path + READY_SUFFIX, 'w').close()
 
     def on_task_succeeded(self, settlement):
         self.tasks += 1

@@ -20,13 +20,15 @@ from typing import Any, Callable, Iterator
 
 from bench import tasks
 from bench.environment import Environment, LongPolls, Run, read_report
-from bench.hooks import REPORT_VARIABLE
+from bench.hooks import READY_SUFFIX, REPORT_VARIABLE
 from bench.raw import IdlePollers
 from bench.scenarios import Figures, counting_raw, environment_variable
 from kale.worker import Worker
 
 LATENCY_TASKS = [tasks.LatencyHighTask, tasks.LatencyTask, tasks.LatencyLowTask]
 IDLE_WARM_UP_SEC = 3.0
+#: How long a worker process may take to start (a loaded machine is slow to import).
+WORKER_START_SEC = 60.0
 #: Pauses between latency samples cover the worker's idle cycle (the longest
 #: long poll) when it is at most this long ...
 FULL_CYCLE_MAX_SEC = 5.0
@@ -66,6 +68,12 @@ def worker_process(env: Environment, report_path: str, latency_file: str = '') -
     process = env.start_worker(**{REPORT_VARIABLE: report_path,
                                   'KALE_BENCH_LATENCY_FILE': latency_file})
     try:
+        started_by = time.monotonic() + WORKER_START_SEC
+        while not os.path.exists(report_path + READY_SUFFIX):
+            if process.poll() is not None or time.monotonic() > started_by:
+                raise RuntimeError('bench: the worker did not start (exit code %s)'
+                                   % process.poll())
+            time.sleep(0.05)
         time.sleep(IDLE_WARM_UP_SEC)
         yield
     finally:
