@@ -58,7 +58,7 @@ def get(task_id: str, url: Optional[str] = None) -> Optional[TaskRecord]:
     """The task's record, or None. Records this process handed to its writer
     are written first, so a publisher reads its own tasks."""
     recorder = get_recorder(url)
-    recorder.flush(timeout=1.0)
+    recorder.flush(timeout=5.0)
     row = recorder.store.get(task_id)
     return TaskRecord.from_row(row) if row is not None else None
 

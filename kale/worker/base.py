@@ -43,6 +43,11 @@ logger = logging.getLogger('kale.worker')
 #: last batches while SQS is unreachable.
 SHUTDOWN_SETTLE_SEC = 5.0
 
+#: Shortest time between two idle watches, so that queues with
+#: long_poll_time_sec 0 are not polled in a tight loop (and between two
+#: counts of the queues by a burst that found them empty).
+IDLE_PAUSE_SEC = 0.25
+
 
 class WorkerBase:
     """A worker's parts and shared steps (see the module docstring)."""

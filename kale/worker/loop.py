@@ -36,7 +36,7 @@ from kale.hooks import WorkerHooks
 from kale.queue_config import TaskQueue
 from kale.queue_selector import QueueInfo
 from kale.transport import ReceivedMessage
-from kale.worker.base import SHUTDOWN_SETTLE_SEC, WorkerBase
+from kale.worker.base import IDLE_PAUSE_SEC, SHUTDOWN_SETTLE_SEC, WorkerBase
 from kale.worker.batch import Batch
 from kale.worker.duplicates import drop_duplicates
 from kale.worker.limits import TaskStuck
@@ -47,10 +47,6 @@ from kale.worker.signals import WorkerInterrupt
 from kale.worker.suspects import isolate_long, isolate_suspect, release
 
 logger = logging.getLogger('kale.worker')
-
-#: Shortest time between two idle watches, so that queues with
-#: long_poll_time_sec 0 are not polled in a tight loop.
-IDLE_PAUSE_SEC = 0.25
 
 #: A batch whose tasks take longer than this is settled in parts, as they end,
 #: so that what ended is deleted, logged and counted without waiting for the rest.

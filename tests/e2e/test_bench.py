@@ -58,11 +58,19 @@ def run_bench(tmp_path, *args):
     return result.stdout, json.loads(out.read_text())
 
 
+#: The SQS endpoint runs each kind of scenario once: the "shipped" long-poll
+#: variants run the same code with other queue settings (the memory
+#: transport's run below has them).
+EQUAL_SCENARIOS = 'publish,drain,latency,idle'
+
+
 @pytest.mark.slow
 def test_every_scenario_runs_on_an_sqs_endpoint(tmp_path, sqs_endpoint):
-    table, report = run_bench(tmp_path, '--endpoint-url', sqs_endpoint)
+    table, report = run_bench(tmp_path, '--endpoint-url', sqs_endpoint,
+                              '--scenarios', EQUAL_SCENARIOS)
     [configuration] = report['configurations']
-    assert FIGURES | {'worker peak memory (MB)'} == set(configuration['results'])
+    assert {f for f in FIGURES if 'shipped' not in f} | {'worker peak memory (MB)'} \
+        == set(configuration['results'])
     for figure, result in configuration['results'].items():
         assert result['kale']['median'] >= 0, figure
         assert figure in table

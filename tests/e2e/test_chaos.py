@@ -19,8 +19,8 @@ def test_a_bounded_chaos_run_loses_nothing(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith('KALE_')}
     env['PYTHONPATH'] = ROOT
     result = subprocess.run([sys.executable, '-m', 'bench.chaos', '--scenarios', 'kills',
-                             '--tasks', '120', '--workers', '3', '--pool', 'mixed',
-                             '--duration', '40', '--seed', '3',
+                             '--tasks', '80', '--workers', '3', '--pool', 'mixed',
+                             '--duration', '25', '--seed', '4',
                              '--json', str(report_path)],
                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -59,7 +59,7 @@ def test_a_slow_task_is_stopped_at_its_limit_retried_then_dead_lettered_once(sqs
     assert worker.wait(90) == 0, worker.output()
     starts = [float(r[3]) for r in events(record, 'start')]
     failures = [float(r[3]) for r in events(record, 'failed')]
-    assert len(starts) == tasks.SleepTask.max_retries + 1
+    assert len(starts) == tasks.SleepTask.max_retries + 1, worker.output()
     for started, failed in zip(starts, failures, strict=False):
         assert tasks.SleepTask.time_limit <= failed - started <= tasks.SleepTask.time_limit + 0.5
     with settings.override(RETRY_DELAY_MULTIPLE_SEC=1):

@@ -15,7 +15,7 @@ from kale.conf import settings as kale_settings
 from kale.exceptions import DecodeError
 from kale.message import Message
 
-PROPERTY_SETTINGS = hypothesis_settings(max_examples=300, deadline=None,
+PROPERTY_SETTINGS = hypothesis_settings(max_examples=100, deadline=None,
                                         suppress_health_check=[HealthCheck.function_scoped_fixture])
 QUEUE = 'tq-default'
 SECRET = 'an-encryption-secret-of-32-chars!!'

@@ -15,10 +15,6 @@ from kale.worker.heartbeat import Heartbeat, extension_lead
 from tests import tasks
 from tests.support.records import recorded_ids
 
-#: Every test here runs on each pool (serial, threads, asyncio).
-pytestmark = pytest.mark.usefixtures('pool')
-
-
 def received_batch(broker, queue_name='beat'):
     queue = broker.queues[queue_name]
     name = broker.declare(queue)
@@ -107,6 +103,7 @@ def test_nothing_is_extended_past_twelve_hours_from_the_receive(memory_broker):
         heartbeat.close()
 
 
+@pytest.mark.usefixtures('pool')      # on each pool: serial, threads, asyncio
 def test_a_long_task_runs_alone_once_and_is_settled_in_time(memory_broker, record):
     quick = tasks.BeatRecordTask.publish_batch(None, [((i,), {}) for i in range(3)])
     long_ids = tasks.LongTask.publish_batch(None, [((4.0,), {}), ((0.1,), {})])
