@@ -384,8 +384,9 @@ class Publisher:
             self.publish_batch, task_class, app_data, calls, delay_sec, group_id, None, labels))
 
 
-#: Threads that send the publishes of coroutines (apublish): boto3 blocks,
-#: and an asyncio SQS client was not faster (see bench/README.md, apublish).
+#: Threads that send the publishes of coroutines (apublish): boto3 blocks.
+#: An asyncio SQS client (aiobotocore) sends single messages about twice as
+#: fast, but pins botocore to one release (see bench/README.md, apublish).
 ASYNC_PUBLISH_THREADS = 16
 _async_threads: Optional[concurrent.futures.ThreadPoolExecutor] = None
 _async_threads_lock = threading.Lock()
