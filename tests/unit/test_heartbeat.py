@@ -15,6 +15,7 @@ from kale.worker.heartbeat import Heartbeat, extension_lead
 from tests import tasks
 from tests.support.records import recorded_ids
 
+
 def received_batch(broker, queue_name='beat'):
     queue = broker.queues[queue_name]
     name = broker.declare(queue)
