@@ -4,6 +4,7 @@ web handler), which cannot start a second loop on its thread."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 
 from kale.hooks import HookDispatcher, PublishHooks
@@ -30,6 +31,9 @@ def test_a_coroutine_hook_is_awaited_from_code_running_an_event_loop():
     async def handler():
         HookDispatcher([hook])(PublishHooks.after_publish, 'p2')
         return threading.current_thread().name
-    caller = asyncio.run(handler())
+    # On a thread of its own, as in an application: the test process may
+    # already run a loop on this one (the dashboard tests' browser driver).
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        caller = pool.submit(asyncio.run, handler()).result(30)
     [(thread, publication)] = hook.threads
     assert publication == 'p2' and thread.startswith('kale-hook') and thread != caller
