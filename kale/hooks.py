@@ -246,7 +246,7 @@ def feature_hooks(config: Optional[Config] = None) -> list[str]:
     return [path for setting, path in FEATURE_HOOKS if config.get(setting)]
 
 
-def _run_to_end(awaitable: Awaitable[Any]) -> Any:
+def run_to_end(awaitable: Awaitable[Any]) -> Any:
     """A coroutine hook's awaitable, run on a loop of its own: on this thread,
     or on a thread of its own when this one already runs a loop (``publish``
     called from async code), which cannot run a second."""
@@ -272,7 +272,7 @@ class HookDispatcher:
         self._overriding: dict[Callable[..., None], list[Any]] = {}
         #: Runs a coroutine hook's awaitable to its end (a worker sets its
         #: event loop's; by default a loop of the call's own).
-        self.awaiter: Callable[[Awaitable[Any]], Any] = _run_to_end
+        self.awaiter: Callable[[Awaitable[Any]], Any] = run_to_end
 
     def __bool__(self) -> bool:
         return bool(self.hooks)

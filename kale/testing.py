@@ -33,6 +33,7 @@ from kale import publisher as kale_publisher
 from kale.codec import get_codec
 from kale.conf import settings
 from kale.exceptions import QueueConfigError
+from kale.hooks import run_to_end
 from kale.message import Message
 from kale.queue_config import TaskQueue, get_queue_config
 from kale.registry import resolve_task
@@ -56,7 +57,11 @@ def run_body(body: str, queue: str) -> EagerRun:
     task_class = resolve_task(message.task_name)
     run = EagerRun(message)
     try:
-        run.result = task_class(message).run(*message.args, **dict(message.kwargs))
+        task = task_class(message)
+        if task_class.is_coroutine:         # async def run_task: awaited to its end
+            run.result = run_to_end(task.arun(*message.args, **dict(message.kwargs)))
+        else:
+            run.result = task.run(*message.args, **dict(message.kwargs))
     except Exception as exc:
         run.exception = exc
     return run

@@ -30,6 +30,16 @@ class SpanTask(task.Task):
         record('end', self)
 
 
+class AsyncFailingTask(task.Task):
+    """Fails after an await, every time."""
+    queue = 'default'
+    max_retries = 0
+
+    async def run_task(self):
+        await asyncio.sleep(0)
+        raise ValueError('bad input')
+
+
 class AsyncSpanTask(task.Task):
     """Records its start and end, ``seconds`` apart (awaiting)."""
     queue = 'default'

@@ -5,11 +5,19 @@ from kale import testing
 from kale.conf import settings
 from kale.exceptions import SerializationError, UnknownQueueError
 from kale.task import SKIPPED
-from tests import tasks
+from tests import pool_tasks, tasks
 
 
 def test_run_eagerly_returns_what_run_task_returned():
     assert testing.run_eagerly(tasks.AddTask, None, 2, 3) == 5
+
+
+def test_an_async_task_runs_eagerly_to_its_end(record):
+    """``async def run_task`` is awaited in eager mode: its result, not a
+    coroutine object; its failure, raised."""
+    assert testing.run_eagerly(pool_tasks.AsyncRecordTask, None, 'a', 'b') == 2
+    with pytest.raises(ValueError, match='^bad input$'):
+        testing.run_eagerly(pool_tasks.AsyncFailingTask, None)
 
 
 def test_eager_publish_runs_the_task_with_its_app_data():
