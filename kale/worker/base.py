@@ -145,12 +145,16 @@ class WorkerBase:
         self._stopping = True
 
     def drained(self) -> bool:
-        """Nothing visible, in flight or delayed on any of this worker's queues."""
+        """Nothing visible, in flight or delayed on any of this worker's queues,
+        by two counts in a row: SQS counts each figure apart, so a message
+        whose delay ends meanwhile can be in neither the delayed nor the
+        visible figure of one answer."""
         if self.settler is not None:
             self.settler.flush()
             self.report_settled()
         try:
-            drained = self.burst_end.drained({q: self.broker.counts(q) for q in self.queues})
+            drained = self.burst_end.drained({q: self.broker.counts(q) for q in self.queues}) \
+                and self.burst_end.drained({q: self.broker.counts(q) for q in self.queues})
         except SQSError as exc:
             self.outage.failed('counting messages', exc)
             return False

@@ -110,7 +110,9 @@ def test_sigterm_finishes_the_running_task_and_releases_the_rest_at_once(sqs, re
     signalled = time.monotonic()
     worker.signal(signal.SIGTERM)
     assert worker.wait(10) == 0, worker.output()
-    assert time.monotonic() - signalled < 2.0 + 1.5
+    # The running task's 2 s and a margin for a loaded machine; the five
+    # tasks run one after another would take 10 s.
+    assert time.monotonic() - signalled < 2.0 + 3.0
     [finished] = ids(record, 'ran')
     assert ids(record, 'start') == [finished]
     released_at = time.monotonic()

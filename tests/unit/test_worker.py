@@ -291,3 +291,22 @@ def test_a_worker_stops_soon_even_if_the_endpoint_is_gone_at_shutdown(memory_bro
     assert worker.run() == kale_worker.EXIT_OK
     assert time.monotonic() - started < kale_worker.SHUTDOWN_SETTLE_SEC + 2
     assert len(events(record_file, 'ran')) == 1
+
+
+def test_a_burst_is_not_ended_by_one_count_that_missed_a_message(memory_broker, record,
+                                                                  monkeypatch):
+    """SQS counts visible, in-flight and delayed messages apart: a message
+    whose delay ends meanwhile can be in none of one answer's figures. A
+    burst ends only when two counts in a row find the queues empty."""
+    from kale.transport import QueueCounts
+    task_id = tasks.RecordTask.publish(None, 'late', delay_sec=1)
+    real_counts = memory_broker.transport.counts
+    answers = []
+
+    def counts(queue):
+        answers.append(queue)
+        return QueueCounts(0, 0, 0) if len(answers) == 1 else real_counts(queue)
+    monkeypatch.setattr(memory_broker.transport, 'counts', counts)
+    worker = kale_worker.Worker(queue_names=['default'], burst=True, broker=memory_broker)
+    assert worker.run() == 0
+    assert recorded_ids(record, 'ran') == [task_id]
