@@ -21,8 +21,13 @@ class Recorded(PublishHooks):
 
 def test_a_coroutine_hook_is_awaited_from_plain_code():
     hook = Recorded()
-    HookDispatcher([hook])(PublishHooks.after_publish, 'p1')
-    assert hook.threads == [(threading.current_thread().name, 'p1')]
+
+    def plain():        # on a thread that runs no loop (the test's own may)
+        HookDispatcher([hook])(PublishHooks.after_publish, 'p1')
+        return threading.current_thread().name
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        caller = pool.submit(plain).result(30)
+    assert hook.threads == [(caller, 'p1')]
 
 
 def test_a_coroutine_hook_is_awaited_from_code_running_an_event_loop():
