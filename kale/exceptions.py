@@ -270,6 +270,17 @@ class BadFilterError(RecordsError):
     """A records filter (status, cursor, limit, time, label) is not valid."""
 
 
+# --- workflows ------------------------------------------------------------
+
+class WorkflowError(KaleError):
+    """A workflow could not be built, submitted or followed."""
+
+
+class InvalidFlowError(WorkflowError):
+    """A flow that cannot run: a cycle, a reference to a node outside it, a
+    node placed twice, or arguments that do not bind to a node's run_task."""
+
+
 class CommandError(KaleError):
     """A command was used wrongly (bad JSON, no confirmation)."""
 

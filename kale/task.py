@@ -34,6 +34,7 @@ from kale.retry import (  # noqa: F401  (the reasons' home before kale.retry)
     PERMANENT_FAILURE_RETRIES_EXHAUSTED,
     RetryPolicy,
 )
+from kale.signature import Signature
 from kale.timeout import failure_of
 
 if TYPE_CHECKING:
@@ -159,6 +160,13 @@ class Task:
         """Labels for the record of a run with these arguments (e.g. a tenant),
         merged under those given to ``publish(..., labels=...)``. None: none."""
         return None
+
+    @classmethod
+    def s(cls, *args: Any, **kwargs: Any) -> Signature:
+        """A node of a workflow that will run this task with these arguments
+        (see :mod:`kale.workflow`); nothing is sent. An argument may be
+        ``workflow.ref(node)``: the result of another node."""
+        return Signature(cls, args, kwargs)
 
     @classmethod
     def publish(cls, app_data: Any, *args: Any, delay_sec: float = 0,

@@ -1,0 +1,35 @@
+"""A task invocation made but not sent: a node of a workflow.
+
+``MyTask.s(*args, **kwargs)`` makes one (nothing is published); the
+workflow building blocks in :mod:`kale.workflow` arrange signatures into a
+flow. Each signature has its task id from the moment it is made, so a node
+is a future with a stable id before anything is submitted.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional
+
+from kale.ids import random_id
+
+
+class Signature:
+    """``task_class`` with its arguments, to run as one node of a flow."""
+
+    __slots__ = ('args', 'kwargs', 'queue', 'task_class', 'task_id')
+
+    def __init__(self, task_class: type, args: tuple, kwargs: Mapping[str, Any],
+                 queue: Optional[str] = None):
+        self.task_class = task_class
+        self.args = tuple(args)
+        self.kwargs = dict(kwargs)
+        #: The queue the node runs on (None: the task's own).
+        self.queue = queue
+        self.task_id = random_id()
+
+    @property
+    def name(self) -> str:
+        """The task's dotted path."""
+        return str(self.task_class.task_path())  # type: ignore[attr-defined]
+
+    def __repr__(self) -> str:
+        return '<Signature %s %s>' % (self.name, self.task_id)

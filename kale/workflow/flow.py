@@ -1,0 +1,98 @@
+"""The building blocks of a flow: nodes, chains, groups, chords and references.
+
+- A node is a :class:`~kale.signature.Signature`, ``MyTask.s(*args, **kwargs)``.
+- ``chain(a, b, c)``: each part's result is put before the next part's
+  positional arguments.
+- ``group(a, b, ...)``: the parts run side by side; as an input, a group's
+  result is the list of its parts' results, in order.
+- ``chord(group, callback)``: the callback gets that list as its first argument.
+- ``ref(part)`` as an argument of a node (at any depth of a list, tuple or
+  dict): the result of that part.
+
+Chains and groups nest. Nothing here is sent: :mod:`kale.workflow.graph`
+turns a flow into nodes and edges.
+"""
+from __future__ import annotations
+
+from typing import Union
+
+from kale.exceptions import InvalidFlowError
+from kale.signature import Signature
+
+
+class Chain:
+    """Parts run one after another, each result passed to the next."""
+
+    __slots__ = ('parts',)
+
+    def __init__(self, *parts: 'Part'):
+        self.parts = _parts('chain', parts)
+
+    def __repr__(self) -> str:
+        return 'chain(%s)' % ', '.join(map(repr, self.parts))
+
+
+class Group:
+    """Parts run side by side; their results, in order, are the group's."""
+
+    __slots__ = ('parts',)
+
+    def __init__(self, *parts: 'Part'):
+        self.parts = _parts('group', parts)
+
+    def __repr__(self) -> str:
+        return 'group(%s)' % ', '.join(map(repr, self.parts))
+
+
+#: What a flow is made of.
+Part = Union[Signature, Chain, Group]
+
+
+class Ref:
+    """Stands, in a node's arguments, for the result of ``part``."""
+
+    __slots__ = ('part',)
+
+    def __init__(self, part: Part):
+        if not isinstance(part, (Signature, Chain, Group)):
+            raise InvalidFlowError('workflow.ref() takes a node (MyTask.s(...)), a chain or '
+                                   'a group, got %r' % (part,))
+        self.part = part
+
+    def __repr__(self) -> str:
+        return 'ref(%r)' % (self.part,)
+
+
+def _parts(kind: str, parts: tuple) -> tuple:
+    if not parts:
+        raise InvalidFlowError('workflow.%s() needs at least one part' % kind)
+    for part in parts:
+        if not isinstance(part, (Signature, Chain, Group)):
+            raise InvalidFlowError('workflow.%s() takes nodes (MyTask.s(...)), chains and '
+                                   'groups, got %r' % (kind, part))
+    return tuple(parts)
+
+
+def chain(*parts: Part) -> Chain:
+    """``parts`` one after another, each one's result put first in the next
+    one's positional arguments."""
+    return Chain(*parts)
+
+
+def group(*parts: Part) -> Group:
+    """``parts`` side by side; as an input, the list of their results."""
+    return Group(*parts)
+
+
+def chord(header: Group, callback: Part) -> Chain:
+    """The parts of ``header`` side by side, then ``callback`` with the list
+    of their results as its first argument."""
+    if not isinstance(header, Group):
+        raise InvalidFlowError('workflow.chord() takes a group first, got %r' % (header,))
+    return Chain(header, callback)
+
+
+def ref(part: Part) -> Ref:
+    """The result of ``part`` (a node, a chain's last result, a group's list),
+    as an argument of another node of the same flow."""
+    return Ref(part)

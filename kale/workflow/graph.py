@@ -1,0 +1,231 @@
+"""A flow as nodes and edges, checked before anything is written.
+
+:meth:`Graph.build` places every node of a flow once, turns each chain
+link and each :func:`~kale.workflow.flow.ref` into an edge, and refuses, in
+one line naming the node, a flow that cannot run: a node placed twice, a
+reference to a part outside the flow, a cycle, or arguments that do not
+bind to a node's ``run_task`` (with its upstream results in place).
+
+A node's arguments keep the shape they were given, with each upstream
+result standing as an :class:`Upstream` (one node's result) or an
+:class:`UpstreamList` (a group's results, in order); :func:`resolve`
+puts the results in their place when the node runs.
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+from typing import Any, Callable, Iterator, Mapping, Optional, Union
+
+from kale.exceptions import InvalidFlowError, PublishError
+from kale.publisher import check_arguments
+from kale.signature import Signature
+from kale.workflow.flow import Chain, Part, Ref
+
+
+@dataclasses.dataclass(frozen=True)
+class Upstream:
+    """The result of the node ``task_id``."""
+
+    task_id: str
+
+
+@dataclasses.dataclass(frozen=True)
+class UpstreamList:
+    """The results of a group's parts, in order."""
+
+    items: tuple['Output', ...]
+
+
+#: What a part of a flow gives its downstream.
+Output = Union[Upstream, UpstreamList]
+
+
+@dataclasses.dataclass
+class Node:
+    """One task of the flow: its arguments (with upstream results standing
+    as :class:`Upstream`/:class:`UpstreamList`) and its edges."""
+
+    task_id: str
+    task_class: type
+    queue: Optional[str]
+    args: tuple
+    kwargs: dict[str, Any]
+    #: The nodes whose results it needs, in the order they first appear.
+    upstream: tuple[str, ...] = ()
+    #: The nodes that need its result.
+    downstream: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return str(self.task_class.task_path())  # type: ignore[attr-defined]
+
+    def describe(self) -> str:
+        return 'node %s (%s)' % (self.task_id, self.name)
+
+
+class Graph:
+    """The nodes of a flow in an order where each comes after its upstream,
+    and the flow's own result (the last part of a chain, a group's list)."""
+
+    def __init__(self, nodes: list[Node], result: Output):
+        self.nodes = {node.task_id: node for node in nodes}
+        self.result = result
+
+    @classmethod
+    def build(cls, flow: Part) -> 'Graph':
+        """Place and check every node of ``flow`` (InvalidFlowError, one line)."""
+        builder = _Builder()
+        result = builder.place(flow, None)
+        nodes = builder.finish()
+        return cls(nodes, result)
+
+    def roots(self) -> list[Node]:
+        """The nodes with no upstream: they are queued at once."""
+        return [node for node in self.nodes.values() if not node.upstream]
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.signatures: dict[str, Signature] = {}
+        self.prepended: dict[str, Optional[Output]] = {}
+        self.outputs: dict[int, Output] = {}          # id(part) -> what it gives
+
+    def place(self, part: Part, before: Optional[Output]) -> Output:
+        """Place ``part`` with ``before`` (the previous link's output) put
+        first in its nodes' arguments; returns what the part gives."""
+        if isinstance(part, Signature):
+            if part.task_id in self.signatures:
+                raise InvalidFlowError('workflow: node %s (%s) is placed twice in the flow; '
+                                       'make another with .s()' % (part.task_id, part.name))
+            self.signatures[part.task_id] = part
+            self.prepended[part.task_id] = before
+            output: Output = Upstream(part.task_id)
+        elif isinstance(part, Chain):
+            output = self.place(part.parts[0], before)
+            for link in part.parts[1:]:
+                output = self.place(link, output)
+        else:
+            output = UpstreamList(tuple(self.place(member, before) for member in part.parts))
+        self.outputs[id(part)] = output
+        return output
+
+    def finish(self) -> list[Node]:
+        nodes = {}
+        for task_id, signature in self.signatures.items():
+            before = self.prepended[task_id]
+            args = tuple(self._template(signature, value) for value in signature.args)
+            if before is not None:
+                args = (before,) + args
+            kwargs = {key: self._template(signature, value)
+                      for key, value in signature.kwargs.items()}
+            upstream = tuple(dict.fromkeys(_upstream_ids((args, kwargs))))
+            node = Node(task_id, signature.task_class, signature.queue, args, kwargs, upstream)
+            _check_binding(node)
+            nodes[task_id] = node
+        for node in nodes.values():
+            for upstream_id in node.upstream:
+                nodes[upstream_id].downstream.append(node.task_id)
+        return _in_order(nodes)
+
+    def _template(self, owner: Signature, value: Any) -> Any:
+        """``value`` with each reference replaced by what its part gives."""
+        def replace(item: Any) -> Any:
+            if isinstance(item, Ref):
+                output = self.outputs.get(id(item.part))
+                if output is None:
+                    raise InvalidFlowError(
+                        'workflow: node %s (%s) refers to %r, which is not in the flow'
+                        % (owner.task_id, owner.name, item.part))
+                return output
+            return None
+        return _walk(value, replace)
+
+
+def _walk(value: Any, replace: Callable[[Any], Any]) -> Any:
+    """``value`` with every item ``replace`` answers for (not None) replaced,
+    at any depth of lists, tuples and dicts."""
+    found = replace(value)
+    if found is not None:
+        return found
+    if isinstance(value, list):
+        return [_walk(item, replace) for item in value]
+    if isinstance(value, tuple) and type(value) is tuple:
+        return tuple(_walk(item, replace) for item in value)
+    if isinstance(value, dict):
+        return {key: _walk(item, replace) for key, item in value.items()}
+    return value
+
+
+def _upstream_ids(value: Any) -> Iterator[str]:
+    if isinstance(value, Upstream):
+        yield value.task_id
+    elif isinstance(value, UpstreamList):
+        for item in value.items:
+            yield from _upstream_ids(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _upstream_ids(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _upstream_ids(item)
+
+
+def _check_binding(node: Node) -> None:
+    try:
+        check_arguments(node.task_class, node.args, node.kwargs)
+    except PublishError as exc:
+        raise InvalidFlowError('workflow: node %s: %s' % (node.task_id, exc)) from None
+
+
+def _in_order(nodes: Mapping[str, Node]) -> list[Node]:
+    """The nodes, each after all its upstream (Kahn's algorithm); a cycle is refused."""
+    missing = {task_id: len(node.upstream) for task_id, node in nodes.items()}
+    ready = collections.deque(task_id for task_id, count in missing.items() if count == 0)
+    ordered = []
+    while ready:
+        node = nodes[ready.popleft()]
+        ordered.append(node)
+        for later in node.downstream:
+            missing[later] -= 1
+            if missing[later] == 0:
+                ready.append(later)
+    if len(ordered) < len(nodes):
+        stuck = next(nodes[task_id] for task_id, count in missing.items() if count)
+        raise InvalidFlowError('workflow: the flow has a cycle through %s' % stuck.describe())
+    return ordered
+
+
+def resolve(value: Any, results: Mapping[str, Any]) -> Any:
+    """``value`` (a node's arguments) with each upstream result in its place."""
+    def replace(item: Any) -> Any:
+        if isinstance(item, Upstream):
+            return _Found(results[item.task_id])
+        if isinstance(item, UpstreamList):
+            return _Found([resolve(member, results) for member in item.items])
+        return None
+    return _unwrap(_walk(value, replace))
+
+
+class _Found:
+    """A resolved value (which may itself be None or a container)."""
+
+    __slots__ = ('value',)
+
+    def __init__(self, value: Any):
+        self.value = value
+
+
+def _unwrap(value: Any) -> Any:
+    if isinstance(value, _Found):
+        return value.value
+    if isinstance(value, list):
+        return [_unwrap(item) for item in value]
+    if isinstance(value, tuple) and type(value) is tuple:
+        return tuple(_unwrap(item) for item in value)
+    if isinstance(value, dict):
+        return {key: _unwrap(item) for key, item in value.items()}
+    return value

@@ -1,0 +1,118 @@
+"""Building a flow: nodes, chains, groups, chords and references become nodes
+and edges; a flow that cannot run is refused in one line before anything is
+written."""
+import itertools
+
+import pytest
+
+from kale import workflow
+from kale.exceptions import InvalidFlowError
+from kale.workflow.graph import Graph, Upstream, UpstreamList, resolve
+from tests import tasks
+
+
+def test_a_signature_is_a_node_with_its_own_id_and_nothing_is_sent(memory_broker):
+    node = tasks.AddTask.s(1, 2)
+    other = tasks.AddTask.s(1, 2)
+    assert (node.task_class, node.args, node.kwargs) == (tasks.AddTask, (1, 2), {})
+    assert len(node.task_id) == 32 and node.task_id != other.task_id
+    queue = memory_broker.queues['default']
+    assert memory_broker.counts(queue).total == 0
+
+
+def test_a_diamond_joins_both_results():
+    a = tasks.AddTask.s(1, 2)
+    b, c = tasks.AddTask.s(workflow.ref(a), 10), tasks.AddTask.s(workflow.ref(a), 20)
+    d = tasks.AddTask.s(workflow.ref(b), b=workflow.ref(c))
+    graph = Graph.build(workflow.group(d, b, c, a))
+    assert list(graph.nodes) == [a.task_id, b.task_id, c.task_id, d.task_id]   # upstream first
+    assert [n.task_id for n in graph.roots()] == [a.task_id]
+    joined = graph.nodes[d.task_id]
+    assert joined.upstream == (b.task_id, c.task_id)
+    assert joined.args == (Upstream(b.task_id),) and joined.kwargs == {'b': Upstream(c.task_id)}
+    assert sorted(graph.nodes[a.task_id].downstream) == sorted([b.task_id, c.task_id])
+    assert resolve((joined.args, joined.kwargs), {b.task_id: 13, c.task_id: 23}) == \
+        ((13,), {'b': 23})
+
+
+def test_a_chain_puts_each_result_before_the_next_nodes_arguments():
+    links = [tasks.AddTask.s(1, 1)] + [tasks.AddTask.s(1) for _ in range(9)]
+    graph = Graph.build(workflow.chain(*links))
+    assert list(graph.nodes) == [s.task_id for s in links]
+    for earlier, later in itertools.pairwise(links):
+        assert graph.nodes[later.task_id].args == (Upstream(earlier.task_id), 1)
+    assert graph.result == Upstream(links[-1].task_id)
+
+
+def test_a_chord_gives_its_callback_the_groups_results_in_order():
+    parts = [tasks.AddTask.s(i, i) for i in range(3)]
+    callback = tasks.EchoTask.s('total')
+    graph = Graph.build(workflow.chord(workflow.group(*parts), callback))
+    [first] = graph.nodes[callback.task_id].args[:1]
+    assert first == UpstreamList(tuple(Upstream(p.task_id) for p in parts))
+    assert resolve(graph.nodes[callback.task_id].args,
+                   {p.task_id: n * 2 for n, p in enumerate(parts)}) == ([0, 2, 4], 'total')
+
+
+def test_groups_and_chains_nest_and_a_group_result_is_a_list():
+    a, b, c = tasks.AddTask.s(1, 1), tasks.AddTask.s(2), tasks.AddTask.s(3)
+    inner = workflow.chain(a, workflow.group(b, c))         # a's result goes to b and c
+    graph = Graph.build(inner)
+    assert graph.nodes[b.task_id].args == (Upstream(a.task_id), 2)
+    assert graph.nodes[c.task_id].args == (Upstream(a.task_id), 3)
+    assert graph.result == UpstreamList((Upstream(b.task_id), Upstream(c.task_id)))
+
+
+def test_a_reference_may_sit_inside_a_list_or_a_dict():
+    a = tasks.AddTask.s(1, 1)
+    echo = tasks.EchoTask.s([1, workflow.ref(a)], opts={'n': workflow.ref(a)})
+    graph = Graph.build(workflow.group(a, echo))
+    node = graph.nodes[echo.task_id]
+    assert node.upstream == (a.task_id,)
+    assert resolve((node.args, node.kwargs), {a.task_id: None}) == \
+        (([1, None],), {'opts': {'n': None}})
+
+
+def test_a_reference_to_a_node_outside_the_flow_is_refused():
+    outside = tasks.AddTask.s(1, 1)
+    inside = tasks.AddTask.s(workflow.ref(outside), 1)
+    with pytest.raises(InvalidFlowError, match=r'^workflow: node %s \(tests\.tasks\.AddTask\) '
+                                               r'refers to .*which is not in the flow$'
+                                               % inside.task_id):
+        Graph.build(inside)
+
+
+def test_a_cycle_is_refused():
+    b = tasks.AddTask.s(1)
+    a = tasks.AddTask.s(workflow.ref(b), 1)
+    with pytest.raises(InvalidFlowError, match=r'^workflow: the flow has a cycle through node '):
+        Graph.build(workflow.chain(a, b))       # b after a, and a needs b
+
+
+def test_a_node_placed_twice_is_refused():
+    a = tasks.AddTask.s(1, 1)
+    with pytest.raises(InvalidFlowError, match=r'is placed twice in the flow; make another '
+                                               r'with \.s\(\)$'):
+        Graph.build(workflow.group(a, a))
+
+
+def test_arguments_that_do_not_bind_are_refused_with_the_upstream_result_counted():
+    a = tasks.AddTask.s(1, 1)
+    b = tasks.AddTask.s(1, 2)            # with a's result first: three positional arguments
+    with pytest.raises(InvalidFlowError, match=r'^workflow: node %s: task tests\.tasks\.AddTask: '
+                                               r'arguments do not match run_task\(a, b, '
+                                               r'\*\*kwargs\): too many' % b.task_id):
+        Graph.build(workflow.chain(a, b))
+
+
+@pytest.mark.parametrize('build, message', [
+    (lambda: workflow.chain(), r'^workflow\.chain\(\) needs at least one part$'),
+    (lambda: workflow.group(tasks.AddTask.s(1, 1), 'x'),
+     r"^workflow\.group\(\) takes nodes \(MyTask\.s\(\.\.\.\)\), chains and groups, got 'x'$"),
+    (lambda: workflow.chord(tasks.AddTask.s(1, 1), tasks.AddTask.s(1, 1)),
+     r'^workflow\.chord\(\) takes a group first'),
+    (lambda: workflow.ref(42), r'^workflow\.ref\(\) takes a node'),
+])
+def test_bad_building_blocks_are_refused_in_one_line(build, message):
+    with pytest.raises(InvalidFlowError, match=message):
+        build()
