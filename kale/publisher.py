@@ -13,30 +13,23 @@ and after it was sent.
 """
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-import contextvars
 import dataclasses
 import functools
 import inspect
 import logging
 import math
 import numbers
-import os
 import re
 import string
-import threading
 import time
 from typing import (
     TYPE_CHECKING,
     Any,
-    Callable,
     Iterable,
     Mapping,
     Optional,
     Protocol,
     Sequence,
-    TypeVar,
 )
 
 from kale.codec import get_codec
@@ -52,6 +45,7 @@ from kale.exceptions import (
 from kale.hooks import HookDispatcher, PublishHooks, feature_hooks, load_hooks
 from kale.ids import random_id
 from kale.message import Message, publisher_identity
+from kale.off_loop import off_the_loop
 from kale.queue_config import TaskQueue, get_queue_config
 from kale.transport import MAX_DELAY_SEC, MAX_VISIBILITY_SEC, AttributeValue, OutgoingMessage
 
@@ -59,9 +53,6 @@ if TYPE_CHECKING:
     from kale.task import Task
 
 logger = logging.getLogger(__name__)
-
-
-T = TypeVar('T')
 
 
 class Sender(Protocol):
@@ -191,9 +182,11 @@ def check_labels(task_name: str, labels: Any, who: str = 'labels') -> dict[str, 
     return checked
 
 
-def task_queue(task_class: type['Task'], config: Optional[Config] = None) -> TaskQueue:
-    """The configured queue the task publishes to, with its time limit checked."""
-    queue = get_queue_config(config).get_queue(task_class.queue,
+def task_queue(task_class: type['Task'], config: Optional[Config] = None,
+               queue_name: Optional[str] = None) -> TaskQueue:
+    """The configured queue the task publishes to (``queue_name``, from
+    ``with_options(queue=...)``, else the task's own), with its time limit checked."""
+    queue = get_queue_config(config).get_queue(queue_name or task_class.queue,
                                                who='task %s' % task_class.task_path())
     check_time_limit(task_class, queue)
     return queue
@@ -256,9 +249,10 @@ class Publisher:
         """The configuration this publisher publishes with."""
         return self._config or settings.config
 
-    def queue_of(self, task_class: type['Task']) -> TaskQueue:
-        """The queue ``task_class`` publishes to (from the queue config)."""
-        return task_queue(task_class, self.config)
+    def queue_of(self, task_class: type['Task'], queue_name: Optional[str] = None) -> TaskQueue:
+        """The queue ``task_class`` publishes to (from the queue config):
+        ``queue_name`` when given, else the task's own."""
+        return task_queue(task_class, self.config, queue_name)
 
     @property
     def sender(self) -> Sender:
@@ -302,22 +296,25 @@ class Publisher:
     def publish(self, task_class: type['Task'], app_data: Any, args: tuple,
                 kwargs: Mapping[str, Any], delay_sec: Any = 0, group_id: Optional[str] = None,
                 dedup_id: Optional[str] = None,
-                labels: Optional[Mapping[str, str]] = None) -> str:
+                labels: Optional[Mapping[str, str]] = None,
+                queue_name: Optional[str] = None) -> str:
         """Publish one invocation; returns its task id."""
         return self.publish_batch(task_class, app_data, [(args, kwargs)], delay_sec,
-                                  group_id, dedup_id, labels)[0]
+                                  group_id, dedup_id, labels, queue_name)[0]
 
     def publish_batch(self, task_class: type['Task'], app_data: Any, calls: Iterable[Any],
                       delay_sec: Any = 0, group_id: Optional[str] = None,
                       dedup_id: Optional[str] = None,
-                      labels: Optional[Mapping[str, str]] = None) -> list[str]:
+                      labels: Optional[Mapping[str, str]] = None,
+                      queue_name: Optional[str] = None) -> list[str]:
         """Publish many invocations of one task; returns their task ids in order.
         On a FIFO queue they join ``group_id`` in this order, each deduplicated
-        by its task id (or by ``dedup_id``, for a single invocation)."""
+        by its task id (or by ``dedup_id``, for a single invocation).
+        ``queue_name`` names another configured queue than the task's own."""
         name = task_class.task_path()
         delay = check_delay(name, delay_sec)
         given = check_labels(name, labels)
-        queue = self.queue_of(task_class)
+        queue = self.queue_of(task_class, queue_name)
         check_fifo_ids(name, queue, group_id, dedup_id, delay)
         pairs = [_call_pair(name, number, call) for number, call in enumerate(calls)]
         messages = [self.build(task_class, app_data, args, kwargs) for args, kwargs in pairs]
@@ -367,51 +364,24 @@ class Publisher:
     async def apublish(self, task_class: type['Task'], app_data: Any, args: tuple,
                        kwargs: Mapping[str, Any], delay_sec: Any = 0,
                        group_id: Optional[str] = None, dedup_id: Optional[str] = None,
-                       labels: Optional[Mapping[str, str]] = None) -> str:
+                       labels: Optional[Mapping[str, str]] = None,
+                       queue_name: Optional[str] = None) -> str:
         """:meth:`publish` from a coroutine: sent on a thread (see
         :func:`off_the_loop`), the caller's event loop never blocked."""
         return await off_the_loop(functools.partial(
             self.publish, task_class, app_data, args, kwargs, delay_sec, group_id, dedup_id,
-            labels))
+            labels, queue_name))
 
     async def apublish_batch(self, task_class: type['Task'], app_data: Any,
                              calls: Iterable[Any], delay_sec: Any = 0,
                              group_id: Optional[str] = None,
-                             labels: Optional[Mapping[str, str]] = None) -> list[str]:
+                             labels: Optional[Mapping[str, str]] = None,
+                             queue_name: Optional[str] = None) -> list[str]:
         """:meth:`publish_batch` from a coroutine (see :meth:`apublish`)."""
         calls = list(calls)
         return await off_the_loop(functools.partial(
-            self.publish_batch, task_class, app_data, calls, delay_sec, group_id, None, labels))
-
-
-#: Threads that send the publishes of coroutines (apublish): boto3 blocks.
-#: An asyncio SQS client (aiobotocore) sends single messages about twice as
-#: fast, but pins botocore to one release (see bench/README.md, apublish).
-ASYNC_PUBLISH_THREADS = 16
-_async_threads: Optional[concurrent.futures.ThreadPoolExecutor] = None
-_async_threads_lock = threading.Lock()
-
-
-def _forget_async_threads() -> None:
-    global _async_threads
-    _async_threads = None
-
-
-os.register_at_fork(after_in_child=_forget_async_threads)
-
-
-async def off_the_loop(call: Callable[[], T]) -> T:
-    """``call()`` on one of the publishing threads, awaited: the running event
-    loop goes on meanwhile. The caller's context (a trace, a settings
-    override) goes along."""
-    global _async_threads
-    if _async_threads is None:
-        with _async_threads_lock:
-            if _async_threads is None:
-                _async_threads = concurrent.futures.ThreadPoolExecutor(
-                    ASYNC_PUBLISH_THREADS, thread_name_prefix='kale-apublish')
-    context = contextvars.copy_context()
-    return await asyncio.get_running_loop().run_in_executor(_async_threads, context.run, call)
+            self.publish_batch, task_class, app_data, calls, delay_sec, group_id, None, labels,
+            queue_name))
 
 
 def with_context(message: Message, context: Mapping[str, str]) -> Message:

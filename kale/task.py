@@ -162,6 +162,17 @@ class Task:
         return None
 
     @classmethod
+    def with_options(cls, queue: Optional[str] = None) -> 'TaskOptions':
+        """This task sent elsewhere: ``MyTask.with_options(queue='shard-2')``
+        has ``publish``, ``publish_batch``, ``apublish``, ``apublish_batch``
+        and ``s`` as the task does, to ``queue`` (a queue of the queue config,
+        checked as the task's own is), run by the workers that serve it."""
+        if queue is not None and (not isinstance(queue, str) or not queue):
+            raise PublishError('task %s: with_options(queue=...) takes a queue name, got %r'
+                               % (cls.task_path(), queue))
+        return TaskOptions(cls, queue)
+
+    @classmethod
     def s(cls, *args: Any, **kwargs: Any) -> Signature:
         """A node of a workflow that will run this task with these arguments
         (see :mod:`kale.workflow`); nothing is sent. An argument may be
@@ -333,3 +344,57 @@ async def _call(method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 _SHOULD_RUN = Task.should_run_task
 _BEFORE_RUN = Task.before_run
 _AFTER_SUCCESS = Task.after_success
+
+
+class TaskOptions:
+    """A task class with options for where it goes (see :meth:`Task.with_options`)."""
+
+    __slots__ = ('queue', 'task_class')
+
+    def __init__(self, task_class: type[Task], queue: Optional[str]):
+        self.task_class = task_class
+        self.queue = queue
+
+    def publish(self, app_data: Any, *args: Any, delay_sec: float = 0,
+                group_id: Optional[str] = None, dedup_id: Optional[str] = None,
+                labels: Optional[Mapping[str, str]] = None, **kwargs: Any) -> str:
+        """:meth:`Task.publish`, to this queue."""
+        self.task_class._check_importable()
+        return get_publisher().publish(self.task_class, app_data, args, kwargs,
+                                       delay_sec=delay_sec, group_id=group_id,
+                                       dedup_id=dedup_id, labels=labels, queue_name=self.queue)
+
+    def publish_batch(self, app_data: Any, calls: Iterable[Any], delay_sec: float = 0,
+                      group_id: Optional[str] = None,
+                      labels: Optional[Mapping[str, str]] = None) -> list[str]:
+        """:meth:`Task.publish_batch`, to this queue."""
+        self.task_class._check_importable()
+        return get_publisher().publish_batch(self.task_class, app_data, calls,
+                                             delay_sec=delay_sec, group_id=group_id,
+                                             labels=labels, queue_name=self.queue)
+
+    async def apublish(self, app_data: Any, *args: Any, delay_sec: float = 0,
+                       group_id: Optional[str] = None, dedup_id: Optional[str] = None,
+                       labels: Optional[Mapping[str, str]] = None, **kwargs: Any) -> str:
+        """:meth:`Task.apublish`, to this queue."""
+        self.task_class._check_importable()
+        return await get_publisher().apublish(self.task_class, app_data, args, kwargs,
+                                              delay_sec=delay_sec, group_id=group_id,
+                                              dedup_id=dedup_id, labels=labels,
+                                              queue_name=self.queue)
+
+    async def apublish_batch(self, app_data: Any, calls: Iterable[Any], delay_sec: float = 0,
+                             group_id: Optional[str] = None,
+                             labels: Optional[Mapping[str, str]] = None) -> list[str]:
+        """:meth:`Task.apublish_batch`, to this queue."""
+        self.task_class._check_importable()
+        return await get_publisher().apublish_batch(self.task_class, app_data, calls,
+                                                    delay_sec=delay_sec, group_id=group_id,
+                                                    labels=labels, queue_name=self.queue)
+
+    def s(self, *args: Any, **kwargs: Any) -> Signature:
+        """:meth:`Task.s`, a node that runs on this queue."""
+        return Signature(self.task_class, args, kwargs, queue=self.queue)
+
+    def __repr__(self) -> str:
+        return '<%s with_options(queue=%r)>' % (self.task_class.task_path(), self.queue)

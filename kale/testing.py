@@ -91,13 +91,13 @@ class EagerSender:
 class EagerPublisher(kale_publisher.Publisher):
     """A publisher that runs each task in-process, with or without a queue config."""
 
-    def queue_of(self, task_class: type[Task]) -> TaskQueue:
+    def queue_of(self, task_class: type[Task], queue_name: Optional[str] = None) -> TaskQueue:
         try:
             get_queue_config()
         except QueueConfigError:        # none to read: the task's queue, as named
             kale_publisher.check_time_limit(task_class, STAND_IN_QUEUE)
-            return dataclasses.replace(STAND_IN_QUEUE, name=task_class.queue)
-        return super().queue_of(task_class)
+            return dataclasses.replace(STAND_IN_QUEUE, name=queue_name or task_class.queue)
+        return super().queue_of(task_class, queue_name)
 
 
 #: The queue a task runs on in eager mode when there is no queue config.
