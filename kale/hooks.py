@@ -233,6 +233,7 @@ def load_hooks(entries: Sequence[Any], base: type, setting: str) -> list[Any]:
 #: optional libraries a feature needs) while its setting is off.
 FEATURE_HOOKS = [
     ('RECORDS_URL', 'kale.records.hooks.RecordsHooks'),
+    ('RECORDS_URL', 'kale.workflow.run.WorkflowHooks'),
     ('METRICS_PORT', 'kale.contrib.metrics.PrometheusHooks'),
     ('TRACING', 'kale.contrib.tracing.TracingHooks'),
 ]

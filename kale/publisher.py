@@ -306,11 +306,15 @@ class Publisher:
                       delay_sec: Any = 0, group_id: Optional[str] = None,
                       dedup_id: Optional[str] = None,
                       labels: Optional[Mapping[str, str]] = None,
-                      queue_name: Optional[str] = None) -> list[str]:
+                      queue_name: Optional[str] = None,
+                      task_ids: Optional[Sequence[str]] = None,
+                      context: Optional[Mapping[str, str]] = None) -> list[str]:
         """Publish many invocations of one task; returns their task ids in order.
         On a FIFO queue they join ``group_id`` in this order, each deduplicated
         by its task id (or by ``dedup_id``, for a single invocation).
-        ``queue_name`` names another configured queue than the task's own."""
+        ``queue_name`` names another configured queue than the task's own;
+        ``task_ids`` (one per call) are ids given beforehand (a workflow's
+        nodes), and ``context`` travels in every message."""
         name = task_class.task_path()
         delay = check_delay(name, delay_sec)
         given = check_labels(name, labels)
@@ -320,6 +324,9 @@ class Publisher:
         messages = [self.build(task_class, app_data, args, kwargs) for args, kwargs in pairs]
         if not messages:
             return []
+        if task_ids is not None:
+            messages = [dataclasses.replace(m, task_id=task_id)
+                        for m, task_id in zip(messages, task_ids, strict=True)]
         if dedup_id is not None and len(messages) > 1:
             raise InvalidGroupError('task %s: dedup_id is for one task; publish_batch '
                                     'deduplicates each task by its task id' % name)
@@ -330,20 +337,21 @@ class Publisher:
                                         '(1-128 letters, digits or punctuation); pass dedup_id='
                                         % (name, task_dedup_id))
         sender = self.sender
-        queue_name = sender.sqs_name(queue)
+        sqs_name = sender.sqs_name(queue)
         publication = Publication(task_class, queue, messages, delay, [{} for _ in messages],
                                   group_id=group_id or '',
                                   labels=[self.labels(task_class, given, args, kwargs)
                                           for args, kwargs in pairs],
-                                  sqs_name=queue_name, context=[{} for _ in messages])
+                                  sqs_name=sqs_name,
+                                  context=[dict(context or {}) for _ in messages])
         hooks = self.hooks
         hooks(PublishHooks.before_publish, publication)
         # Encoding is inside the try: a hook that opened something in
         # before_publish (a trace span) always sees after_publish.
         try:
             codec = get_codec(self.config)
-            outgoing = [codec.to_outgoing(with_context(m, context), queue_name, delay, extra)
-                        for m, extra, context in zip(messages, publication.attributes,
+            outgoing = [codec.to_outgoing(with_context(m, carried), sqs_name, delay, extra)
+                        for m, extra, carried in zip(messages, publication.attributes,
                                                      publication.context, strict=True)]
             if queue.fifo:
                 outgoing = [dataclasses.replace(out, group_id=publication.group_id, dedup_id=did)

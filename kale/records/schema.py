@@ -1,4 +1,4 @@
-"""The records schema: two tables, created and migrated by Kale, versioned.
+"""The records schema: the tables, created and migrated by Kale, versioned.
 
 ``kale_tasks`` has one row per task id; ``kale_workers`` one per worker
 process and supervisor; ``kale_schema`` holds the schema's version. Times
@@ -118,6 +118,41 @@ attempts = Table(
     Column('error_message', Text),
 )
 
+#: One row per submitted workflow (schema version 5).
+workflows = Table(
+    'kale_workflows', metadata,
+    Column('id', String(128), primary_key=True),
+    Column('status', String(16), nullable=False),         # running, succeeded, failed, cancelled
+    Column('labels', JSON(none_as_null=True)),
+    #: What the flow gives: its last node's result, or a group's list (JSON,
+    #: upstream results standing as markers, see kale.workflow.state).
+    Column('result', JSON(none_as_null=True)),
+    Column('created_at', Float, nullable=False),
+    Column('deadline_at', Float),
+    Column('finished_at', Float),
+    Index('kale_workflows_created', 'created_at'),
+)
+
+#: One row per node of a workflow: its state, its missing inputs, its call
+#: (JSON, upstream results standing as markers) and, once it succeeded, its
+#: result (schema version 5).
+workflow_nodes = Table(
+    'kale_workflow_nodes', metadata,
+    Column('task_id', String(128), primary_key=True),
+    Column('workflow_id', String(128), nullable=False),
+    Column('task', String(255), nullable=False),
+    Column('queue', String(128), nullable=False),
+    Column('state', String(16), nullable=False),   # pending, queued, succeeded, failed, cancelled
+    Column('missing', Integer, nullable=False),
+    Column('upstream', JSON(none_as_null=True)),
+    Column('downstream', JSON(none_as_null=True)),
+    Column('call', JSON(none_as_null=True)),
+    Column('result', JSON(none_as_null=True)),
+    Column('published', Integer, nullable=False, default=0),
+    Column('reason', Text),
+    Index('kale_workflow_nodes_workflow', 'workflow_id'),
+)
+
 schema_version = Table('kale_schema', metadata, Column('version', Integer, nullable=False))
 
 
@@ -131,7 +166,7 @@ ADDED_COLUMNS = {'message_id': 2, 'duplicate_of': 2, 'retried_as': 3}
 def _create_v1(conn: Connection) -> None:
     """The tables as this Kale defines them (a new store gets every column at
     once; the later migrations then find nothing to add)."""
-    for table in (tasks, workers, attempts):
+    for table in (tasks, workers, attempts, workflows, workflow_nodes):
         table.create(conn, checkfirst=True)
 
 
@@ -162,12 +197,18 @@ def _widen_worker_v4(conn: Connection) -> None:
         conn.exec_driver_sql('ALTER TABLE kale_tasks ALTER COLUMN worker TYPE VARCHAR(160)')
 
 
+def _add_workflows_v5(conn: Connection) -> None:
+    workflows.create(conn, checkfirst=True)
+    workflow_nodes.create(conn, checkfirst=True)
+
+
 #: (version, what it does, how): applied in order to bring a store up to date.
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, 'create kale_tasks and kale_workers', _create_v1),
     (2, 'add kale_tasks.message_id and duplicate_of', _add_message_columns_v2),
     (3, 'add kale_tasks.retried_as and kale_attempts', _add_attempts_v3),
     (4, 'widen kale_tasks.worker to a kale_workers.id', _widen_worker_v4),
+    (5, 'add kale_workflows and kale_workflow_nodes', _add_workflows_v5),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -3,11 +3,14 @@
 Build a flow from nodes (``MyTask.s(...)``) with :func:`chain`,
 :func:`group` and :func:`chord`, and pass one node's result to another with
 :func:`ref`. :class:`~kale.workflow.graph.Graph` turns a flow into its nodes
-and edges, refusing one that cannot run.
+and edges, refusing one that cannot run; :func:`submit` records and starts
+it (state in the task records, ``RECORDS_URL``) and returns a
+:class:`Workflow` to follow.
 """
 from kale.signature import Signature
 from kale.workflow.flow import Chain, Group, Ref, chain, chord, group, ref
 from kale.workflow.graph import Graph, Node, Upstream, UpstreamList
+from kale.workflow.run import Workflow, get, submit
 
 __all__ = ['Chain', 'Graph', 'Group', 'Node', 'Ref', 'Signature', 'Upstream', 'UpstreamList',
-           'chain', 'chord', 'group', 'ref']
+           'Workflow', 'chain', 'chord', 'get', 'group', 'ref', 'submit']

@@ -1,0 +1,136 @@
+"""Submitting a flow, moving it on as its nodes succeed, and following it.
+
+:func:`submit` records every node in one transaction, then publishes the
+nodes without inputs; each node's message carries its workflow's id (in
+its signed context). When a node succeeds, :class:`WorkflowHooks` (loaded
+by workers and publishers whenever ``RECORDS_URL`` is set) stores its
+result and publishes the nodes that now have all their inputs, before the
+node's message is deleted: a worker that dies in between runs the node
+again, and the second success changes nothing.
+"""
+from __future__ import annotations
+
+import collections
+import time
+from typing import Any, Optional
+
+from kale.clock import SYSTEM_CLOCK, Clock
+from kale.conf import settings
+from kale.events import Outcome, Settlement
+from kale.exceptions import WorkflowError
+from kale.hooks import PublishHooks, WorkerHooks
+from kale.ids import random_id
+from kale.publisher import get_publisher
+from kale.records import store as records_store
+from kale.registry import resolve_task
+from kale.workflow.flow import Part
+from kale.workflow.graph import Graph, resolve
+from kale.workflow.state import FINAL, SUCCEEDED, WorkflowState, from_json
+
+#: The key of a node message's context that names its workflow.
+WORKFLOW_CONTEXT = 'kale_workflow'
+
+
+def _state() -> WorkflowState:
+    if not settings.RECORDS_URL:
+        raise WorkflowError('workflows keep their state in the task records: set RECORDS_URL '
+                            '(sqlite:///... on one machine, postgresql://... for a fleet)')
+    return WorkflowState(records_store())
+
+
+def submit(flow: Part, labels: Optional[dict[str, str]] = None,
+           deadline_sec: Optional[float] = None, clock: Clock = SYSTEM_CLOCK) -> 'Workflow':
+    """Check ``flow`` (InvalidFlowError), record it, publish the nodes that
+    need no input; returns its :class:`Workflow`."""
+    state = _state()
+    graph = Graph.build(flow)
+    publisher = get_publisher()
+    queues = {node.task_id: publisher.queue_of(node.task_class, node.queue).name
+              for node in graph.nodes.values()}
+    now = clock.time()
+    workflow_id = random_id()
+    state.record(workflow_id, graph, queues, labels,
+                 now + deadline_sec if deadline_sec is not None else None, now)
+    roots = [{'task_id': node.task_id, 'task': node.name, 'queue': queues[node.task_id],
+              'workflow_id': workflow_id, 'args': node.args, 'kwargs': node.kwargs}
+             for node in graph.roots()]
+    publish_nodes(state, roots)
+    return Workflow(workflow_id)
+
+
+def publish_nodes(state: WorkflowState, ready: list[dict[str, Any]]) -> None:
+    """Publish nodes that have all their inputs, a batch per task and queue."""
+    batches: dict[tuple[str, str, str], list[dict[str, Any]]] = collections.defaultdict(list)
+    for node in ready:
+        batches[(node['task'], node['queue'], node['workflow_id'])].append(node)
+    publisher = get_publisher()
+    for (task, queue, workflow_id), batch in batches.items():
+        publisher.publish_batch(resolve_task(task), None,
+                                [(node['args'], node['kwargs']) for node in batch],
+                                queue_name=queue, task_ids=[node['task_id'] for node in batch],
+                                context={WORKFLOW_CONTEXT: workflow_id})
+        state.mark_published([node['task_id'] for node in batch])
+
+
+class WorkflowHooks(PublishHooks, WorkerHooks):
+    """Moves a workflow on when one of its nodes succeeds (with RECORDS_URL set)."""
+
+    def on_task_finished(self, settlement: Settlement) -> None:
+        message = settlement.message
+        if message is None or settlement.outcome is not Outcome.SUCCEEDED:
+            return
+        workflow_id = message.context.get(WORKFLOW_CONTEXT)
+        if not workflow_id:
+            return
+        state = _state()
+        publish_nodes(state, state.complete(message.task_id, settlement.result, time.time()))
+
+
+class Workflow:
+    """A submitted workflow, from any process: ``workflow.get(id)``."""
+
+    def __init__(self, workflow_id: str):
+        self.id = workflow_id
+
+    def _row(self) -> Any:
+        row = _state().workflow(self.id)
+        if row is None:
+            raise WorkflowError('no workflow %s in the task records' % self.id)
+        return row
+
+    def status(self) -> str:
+        """``running``, ``succeeded``, ``failed`` or ``cancelled``."""
+        return str(self._row().status)
+
+    def nodes(self) -> list[dict[str, Any]]:
+        """Each node's task id, task, state, queue and upstream ids."""
+        return [{'task_id': row.task_id, 'task': row.task, 'state': row.state,
+                 'queue': row.queue, 'upstream': list(row.upstream or ())}
+                for row in _state().nodes(self.id)]
+
+    def wait(self, timeout: float, poll_sec: float = 0.1) -> str:
+        """Wait until the workflow is final; its status (WorkflowError on timeout)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            status = self.status()
+            if status in FINAL:
+                return status
+            if time.monotonic() >= deadline:
+                raise WorkflowError('workflow %s still %s after %gs' % (self.id, status, timeout))
+            time.sleep(poll_sec)
+
+    def result(self, timeout: Optional[float] = None) -> Any:
+        """What the flow gives (its last node's result, a group's list), once
+        it succeeded; WorkflowError if it did not."""
+        status = self.wait(timeout) if timeout is not None else self.status()
+        if status != SUCCEEDED:
+            raise WorkflowError('workflow %s is %s, it has no result' % (self.id, status))
+        results = {row.task_id: row.result for row in _state().nodes(self.id)}
+        return resolve(from_json(self._row().result), results)
+
+
+def get(workflow_id: str) -> Workflow:
+    """The workflow ``workflow_id`` (WorkflowError when there is none)."""
+    workflow = Workflow(workflow_id)
+    workflow._row()
+    return workflow

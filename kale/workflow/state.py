@@ -1,0 +1,153 @@
+"""A workflow's state in the task-records store: its nodes, inputs and results.
+
+Each node's call is kept as JSON, its upstream results standing as one-key
+markers, so that either serializer's tasks can be recorded without
+unpickling anything read back from the database. :meth:`WorkflowState.complete`
+is the one transaction that moves a workflow on: the node that succeeded
+keeps its result, each downstream node's count of missing inputs goes
+down, and a node left with none becomes ``queued`` and is returned, with
+its upstream results in place, to be published by exactly one caller.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping, Optional, Sequence
+
+from sqlalchemy import select, update
+
+from kale.exceptions import InvalidFlowError
+from kale.records.schema import workflow_nodes as nodes_table
+from kale.records.schema import workflows as workflows_table
+from kale.records.store import RecordStore
+from kale.workflow.graph import Graph, Upstream, UpstreamList, resolve
+
+#: A node's states. ``pending``: waiting for inputs; ``queued``: published
+#: (or about to be); then final.
+PENDING, QUEUED, SUCCEEDED, FAILED, CANCELLED = (
+    'pending', 'queued', 'succeeded', 'failed', 'cancelled')
+FINAL = (SUCCEEDED, FAILED, CANCELLED)
+#: A workflow's statuses.
+RUNNING = 'running'
+
+#: How an upstream result stands in a stored call.
+UPSTREAM, UPSTREAM_LIST = '__kale_upstream__', '__kale_upstream_list__'
+
+
+def to_json(value: Any) -> Any:
+    """``value`` with its upstream markers as one-key dicts."""
+    if isinstance(value, Upstream):
+        return {UPSTREAM: value.task_id}
+    if isinstance(value, UpstreamList):
+        return {UPSTREAM_LIST: [to_json(item) for item in value.items]}
+    if isinstance(value, (list, tuple)):
+        return [to_json(item) for item in value]
+    if isinstance(value, dict):
+        return {key: to_json(item) for key, item in value.items()}
+    return value
+
+
+def from_json(value: Any) -> Any:
+    """A stored value with its markers back as :class:`Upstream`/:class:`UpstreamList`."""
+    if isinstance(value, dict):
+        if len(value) == 1 and UPSTREAM in value:
+            return Upstream(value[UPSTREAM])
+        if len(value) == 1 and UPSTREAM_LIST in value:
+            return UpstreamList(tuple(from_json(item) for item in value[UPSTREAM_LIST]))
+        return {key: from_json(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [from_json(item) for item in value]
+    return value
+
+
+def check_json(what: str, value: Any) -> Any:
+    """``value`` as JSON, or InvalidFlowError naming ``what``."""
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError) as exc:
+        raise InvalidFlowError('workflow: %s cannot be stored as JSON: %s' % (what, exc)) from None
+    return value
+
+
+class WorkflowState:
+    """The workflow tables of one records store."""
+
+    def __init__(self, store: RecordStore):
+        self.store = store
+
+    def record(self, workflow_id: str, graph: Graph, queues: Mapping[str, str],
+               labels: Optional[Mapping[str, str]], deadline_at: Optional[float],
+               now: float) -> None:
+        """Every node, ``pending`` or (without inputs) ``queued``, in one transaction."""
+        rows = []
+        for node in graph.nodes.values():
+            call = {'args': to_json(list(node.args)), 'kwargs': to_json(node.kwargs)}
+            rows.append({'task_id': node.task_id, 'workflow_id': workflow_id, 'task': node.name,
+                         'queue': queues[node.task_id],
+                         'state': QUEUED if not node.upstream else PENDING,
+                         'missing': len(node.upstream), 'upstream': list(node.upstream),
+                         'downstream': list(node.downstream),
+                         'call': check_json(node.describe() + "'s arguments", call),
+                         'result': None, 'published': 0, 'reason': None})
+        with self.store.begin(write=True) as conn:
+            conn.execute(workflows_table.insert().values(
+                id=workflow_id, status=RUNNING, labels=dict(labels or {}) or None,
+                result=to_json(graph.result), created_at=now, deadline_at=deadline_at))
+            conn.execute(nodes_table.insert(), rows)
+
+    def complete(self, task_id: str, result: Any, now: float) -> list[dict[str, Any]]:
+        """The node succeeded with ``result``: the nodes that now have all
+        their inputs, each once, with its call resolved (``args``, ``kwargs``).
+        A node that is not ``queued`` (a second delivery, a cancelled one)
+        changes nothing."""
+        with self.store.begin(write=True) as conn:
+            done = conn.execute(update(nodes_table).where(
+                nodes_table.c.task_id == task_id, nodes_table.c.state == QUEUED).values(
+                state=SUCCEEDED, result=check_json('the result of node %s' % task_id, result)))
+            if done.rowcount != 1:
+                return []
+            row = conn.execute(select(nodes_table.c.workflow_id, nodes_table.c.downstream).where(
+                nodes_table.c.task_id == task_id)).one()
+            ready = []
+            for later in row.downstream or ():
+                conn.execute(update(nodes_table).where(nodes_table.c.task_id == later).values(
+                    missing=nodes_table.c.missing - 1))
+                claimed = conn.execute(update(nodes_table).where(
+                    nodes_table.c.task_id == later, nodes_table.c.missing == 0,
+                    nodes_table.c.state == PENDING).values(state=QUEUED))
+                if claimed.rowcount == 1:
+                    ready.append(self._resolved(conn, later))
+            self._finish_if_done(conn, row.workflow_id, now)
+            return ready
+
+    def _resolved(self, conn: Any, task_id: str) -> dict[str, Any]:
+        node = conn.execute(select(nodes_table).where(nodes_table.c.task_id == task_id)).one()
+        results = dict(conn.execute(select(nodes_table.c.task_id, nodes_table.c.result).where(
+            nodes_table.c.task_id.in_(node.upstream))).all())
+        call = from_json(node.call)
+        return {'task_id': node.task_id, 'task': node.task, 'queue': node.queue,
+                'workflow_id': node.workflow_id,
+                'args': tuple(resolve(call['args'], results)),
+                'kwargs': resolve(call['kwargs'], results)}
+
+    def _finish_if_done(self, conn: Any, workflow_id: str, now: float) -> None:
+        states = {state for (state,) in conn.execute(select(nodes_table.c.state).where(
+            nodes_table.c.workflow_id == workflow_id)).all()}
+        if states == {SUCCEEDED}:
+            conn.execute(update(workflows_table).where(
+                workflows_table.c.id == workflow_id, workflows_table.c.status == RUNNING).values(
+                status=SUCCEEDED, finished_at=now))
+
+    def mark_published(self, task_ids: Sequence[str]) -> None:
+        with self.store.begin(write=True) as conn:
+            conn.execute(update(nodes_table).where(nodes_table.c.task_id.in_(list(task_ids)))
+                         .values(published=1))
+
+    def workflow(self, workflow_id: str) -> Optional[Any]:
+        with self.store.begin() as conn:
+            return conn.execute(select(workflows_table).where(
+                workflows_table.c.id == workflow_id)).one_or_none()
+
+    def nodes(self, workflow_id: str) -> list[Any]:
+        with self.store.begin() as conn:
+            return list(conn.execute(select(nodes_table).where(
+                nodes_table.c.workflow_id == workflow_id)).all())

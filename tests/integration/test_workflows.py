@@ -1,0 +1,121 @@
+"""Workflows run by real worker loops on the in-memory transport, their state
+on SQLite and on PostgreSQL: results flow downstream, a join is published
+once, a flow's own result comes back."""
+import pytest
+
+from kale import workflow
+from kale.exceptions import InvalidFlowError, WorkflowError
+from kale.records.schema import workflow_nodes
+from tests import workflow_tasks as wt
+from tests.support.work import work
+
+
+@pytest.fixture
+def broker(memory_broker, any_records_url):
+    return memory_broker
+
+
+def run_until_final(broker, flow, rounds=10, **options):
+    wf = workflow.submit(flow, **options)
+    for _ in range(rounds):
+        if wf.status() != 'running':
+            break
+        work(broker)
+    return wf
+
+
+def test_a_diamond_gives_the_join_both_results(broker):
+    a = wt.Add.s(1, 2)
+    b, c = wt.Add.s(workflow.ref(a), 10), wt.Add.s(workflow.ref(a), 20)
+    d = wt.Pair.s(workflow.ref(b), workflow.ref(c))
+    wf = run_until_final(broker, workflow.group(a, b, c, d))
+    assert wf.status() == 'succeeded'
+    assert wf.result() == [3, 13, 23, [13, 23]]
+    nodes = {n['task_id']: n for n in wf.nodes()}
+    assert nodes[d.task_id]['upstream'] == [b.task_id, c.task_id]
+    assert nodes[d.task_id]['queue'] == 'low' and {n['state'] for n in nodes.values()} == \
+        {'succeeded'}
+
+
+def test_a_chain_passes_each_result_on(broker):
+    links = [wt.Add.s(1)] + [wt.Add.s(1) for _ in range(9)]
+    wf = run_until_final(broker, workflow.chain(*links), rounds=15)
+    assert wf.result() == 10
+    assert workflow.get(wf.id).status() == 'succeeded'
+
+
+@pytest.mark.usefixtures('pool')      # on each pool: serial, threads, asyncio
+def test_a_chord_gives_its_callback_every_result_in_order(broker):
+    header = workflow.group(*(wt.Add.s(i, i) for i in range(20)))
+    wf = run_until_final(broker, workflow.chord(header, wt.Total.s(1000)))
+    assert wf.result() == sum(2 * i for i in range(20)) + 1000
+
+
+def test_a_node_can_be_placed_on_another_queue(broker):
+    a = wt.Add.with_options(queue='high').s(1, 1)
+    wf = workflow.submit(workflow.chain(a, wt.Add.s(5)))
+    work(broker, queues=['high'])
+    assert {n['task_id']: n['state'] for n in wf.nodes()}[a.task_id] == 'succeeded'
+    work(broker, queues=['default'])
+    assert wf.result() == 7
+
+
+def test_a_second_success_of_a_node_changes_nothing(broker):
+    """A node run twice (a worker died after its run, before the delete)
+    publishes its downstream once."""
+    from kale.workflow.run import _state
+    a = wt.Add.s(1, 1)
+    wf = workflow.submit(workflow.chain(a, wt.Add.s(1)))
+    state = _state()
+    ready = state.complete(a.task_id, 2, 0.0)
+    assert len(ready) == 1 and ready[0]['args'] == (2, 1)
+    assert state.complete(a.task_id, 2, 0.0) == []
+    with state.store.begin() as conn:
+        rows = conn.execute(workflow_nodes.select()).all()
+    assert sorted(r.state for r in rows if r.workflow_id == wf.id) == ['queued', 'succeeded']
+
+
+def test_a_refused_flow_writes_nothing(broker):
+    outside = wt.Add.s(1)
+    with pytest.raises(InvalidFlowError):
+        workflow.submit(wt.Add.s(workflow.ref(outside)))
+    with pytest.raises(InvalidFlowError, match=r'cannot be stored as JSON'):
+        workflow.submit(wt.Add.s(object()))
+    from kale.workflow.run import _state
+    with _state().store.begin() as conn:
+        assert conn.execute(workflow_nodes.select()).all() == []
+
+
+def test_submit_without_records_says_what_is_missing(memory_broker):
+    with pytest.raises(WorkflowError, match=r'^workflows keep their state in the task records: '
+                                            r'set RECORDS_URL'):
+        workflow.submit(wt.Add.s(1))
+
+
+def test_two_workers_finishing_a_joins_last_inputs_at_once_publish_it_once(broker):
+    """Each input's success lowers the join's missing count in its own
+    transaction; only the one that brings it to zero claims the join."""
+    import threading
+
+    from kale.workflow.graph import Graph
+    from kale.workflow.run import _state
+    state = _state()
+    for round_number in range(10):
+        left, right = wt.Add.s(1), wt.Add.s(2)
+        join = wt.Pair.s(workflow.ref(left), workflow.ref(right))
+        graph = Graph.build(workflow.group(left, right, join))
+        state.record('race-%d' % round_number, graph,
+                     {node_id: 'default' for node_id in graph.nodes}, None, None, 0.0)
+        claims: list = []
+        barrier = threading.Barrier(2)
+
+        def finish(node, value, barrier=barrier, claims=claims):
+            barrier.wait()
+            claims.extend(state.complete(node.task_id, value, 0.0))
+        threads = [threading.Thread(target=finish, args=pair)
+                   for pair in ((left, 1), (right, 2))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        assert [(c['task_id'], c['args']) for c in claims] == [(join.task_id, (1, 2))]

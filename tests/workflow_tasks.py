@@ -1,0 +1,27 @@
+"""Tasks the workflow tests arrange into flows."""
+from kale import task
+
+
+class Add(task.Task):
+    queue = 'default'
+    time_limit = 5
+
+    def run_task(self, a, b=0):
+        return a + b
+
+
+class Total(task.Task):
+    """The sum of a list of numbers and of any further ones."""
+    queue = 'default'
+    time_limit = 5
+
+    def run_task(self, values, *more):
+        return sum(values) + sum(more)
+
+
+class Pair(task.Task):
+    queue = 'low'
+    time_limit = 5
+
+    def run_task(self, left, right):
+        return [left, right]
