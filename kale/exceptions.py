@@ -281,6 +281,11 @@ class InvalidFlowError(WorkflowError):
     node placed twice, or arguments that do not bind to a node's run_task."""
 
 
+class WorkflowFailed(WorkflowError):
+    """A workflow's node failed for good: ``Workflow.result`` raises it, naming
+    the node and its error."""
+
+
 class CommandError(KaleError):
     """A command was used wrongly (bad JSON, no confirmation)."""
 

@@ -1,5 +1,6 @@
 """Tasks the workflow tests arrange into flows."""
 from kale import task
+from kale.exceptions import NonRetriableTaskError
 
 
 class Add(task.Task):
@@ -25,3 +26,12 @@ class Pair(task.Task):
 
     def run_task(self, left, right):
         return [left, right]
+
+
+class Broken(task.Task):
+    """Fails for good, at once."""
+    queue = 'default'
+    time_limit = 5
+
+    def run_task(self, value):
+        raise NonRetriableTaskError('cannot use %r' % (value,))

@@ -14,18 +14,18 @@ import collections
 import time
 from typing import Any, Optional
 
+from kale import records
 from kale.clock import SYSTEM_CLOCK, Clock
 from kale.conf import settings
 from kale.events import Outcome, Settlement
-from kale.exceptions import WorkflowError
+from kale.exceptions import RecordsError, WorkflowError, WorkflowFailed
 from kale.hooks import PublishHooks, WorkerHooks
 from kale.ids import random_id
 from kale.publisher import get_publisher
-from kale.records import store as records_store
 from kale.registry import resolve_task
 from kale.workflow.flow import Part
 from kale.workflow.graph import Graph, resolve
-from kale.workflow.state import FINAL, SUCCEEDED, WorkflowState, from_json
+from kale.workflow.state import FAILED, FINAL, SUCCEEDED, WorkflowState, from_json
 
 #: The key of a node message's context that names its workflow.
 WORKFLOW_CONTEXT = 'kale_workflow'
@@ -35,7 +35,7 @@ def _state() -> WorkflowState:
     if not settings.RECORDS_URL:
         raise WorkflowError('workflows keep their state in the task records: set RECORDS_URL '
                             '(sqlite:///... on one machine, postgresql://... for a fleet)')
-    return WorkflowState(records_store())
+    return WorkflowState(records.store())
 
 
 def submit(flow: Part, labels: Optional[dict[str, str]] = None,
@@ -77,13 +77,34 @@ class WorkflowHooks(PublishHooks, WorkerHooks):
 
     def on_task_finished(self, settlement: Settlement) -> None:
         message = settlement.message
-        if message is None or settlement.outcome is not Outcome.SUCCEEDED:
+        if message is None or settlement.outcome not in (Outcome.SUCCEEDED, Outcome.DEAD_LETTER):
             return
         workflow_id = message.context.get(WORKFLOW_CONTEXT)
         if not workflow_id:
             return
         state = _state()
-        publish_nodes(state, state.complete(message.task_id, settlement.result, time.time()))
+        if settlement.outcome is Outcome.SUCCEEDED:
+            publish_nodes(state, state.complete(message.task_id, settlement.result, time.time()))
+        else:
+            _cancel_tasks(state.fail(message.task_id, settlement.reason or 'failed', time.time()))
+
+
+def _cancel_tasks(task_ids: list[str]) -> None:
+    """Cancel the tasks of published nodes a workflow no longer needs: a
+    worker deletes them unrun (one that already runs has its result thrown
+    away by the workflow)."""
+    for task_id in task_ids:
+        try:
+            records.cancel(task_id)
+        except RecordsError:          # running or finished meanwhile
+            pass
+
+
+def cancel(workflow_id: str) -> 'Workflow':
+    """Cancel every node of the workflow that is not final, and the workflow."""
+    workflow = get(workflow_id)
+    _cancel_tasks(_state().cancel(workflow_id, time.time()))
+    return workflow
 
 
 class Workflow:
@@ -123,6 +144,13 @@ class Workflow:
         """What the flow gives (its last node's result, a group's list), once
         it succeeded; WorkflowError if it did not."""
         status = self.wait(timeout) if timeout is not None else self.status()
+        if status == FAILED:
+            failed = [row for row in _state().nodes(self.id)
+                      if row.state == FAILED and row.reason != 'upstream_failed']
+            first = failed[0] if failed else None
+            raise WorkflowFailed('workflow %s failed: node %s (%s): %s' % (
+                self.id, first.task_id if first else '?', first.task if first else '?',
+                first.reason if first else 'unknown'))
         if status != SUCCEEDED:
             raise WorkflowError('workflow %s is %s, it has no result' % (self.id, status))
         results = {row.task_id: row.result for row in _state().nodes(self.id)}

@@ -137,6 +137,64 @@ class WorkflowState:
                 workflows_table.c.id == workflow_id, workflows_table.c.status == RUNNING).values(
                 status=SUCCEEDED, finished_at=now))
 
+    def fail(self, task_id: str, reason: str, now: float) -> list[str]:
+        """The node failed for good: every node downstream of it fails
+        (``upstream_failed``), every unfinished node that only fed failed
+        nodes is cancelled, and the workflow fails. Returns the published
+        nodes this cancelled or failed, whose tasks are to be cancelled."""
+        with self.store.begin(write=True) as conn:
+            failed = conn.execute(update(nodes_table).where(
+                nodes_table.c.task_id == task_id, nodes_table.c.state == QUEUED).values(
+                state=FAILED, reason=reason[:2000]))
+            if failed.rowcount != 1:
+                return []
+            workflow_id = conn.execute(select(nodes_table.c.workflow_id).where(
+                nodes_table.c.task_id == task_id)).scalar_one()
+            ended = self._end(conn, workflow_id, FAILED, now, first_failed=task_id)
+            return ended
+
+    def cancel(self, workflow_id: str, now: float) -> list[str]:
+        """Cancel every node that is not final, and the workflow; returns the
+        published nodes cancelled (their tasks are to be cancelled too)."""
+        with self.store.begin(write=True) as conn:
+            return self._end(conn, workflow_id, CANCELLED, now)
+
+    def _end(self, conn: Any, workflow_id: str, status: str, now: float,
+             first_failed: Optional[str] = None) -> list[str]:
+        rows = {row.task_id: row for row in conn.execute(select(
+            nodes_table.c.task_id, nodes_table.c.state, nodes_table.c.downstream,
+            nodes_table.c.published).where(nodes_table.c.workflow_id == workflow_id)).all()}
+        states = {task_id: row.state for task_id, row in rows.items()}
+        reasons: dict[str, str] = {}
+        if first_failed is not None:
+            later = list(rows[first_failed].downstream or ())
+            while later:                         # everything downstream fails
+                node = later.pop()
+                if states[node] not in FINAL:
+                    states[node], reasons[node] = FAILED, 'upstream_failed'
+                    later.extend(rows[node].downstream or ())
+            changed = True
+            while changed:                       # what only fed failed nodes is useless
+                changed = False
+                for node, row in rows.items():
+                    downstream = row.downstream or ()
+                    if states[node] not in FINAL and downstream and all(
+                            states[d] in (FAILED, CANCELLED) for d in downstream):
+                        states[node], reasons[node] = CANCELLED, 'not needed: upstream_failed'
+                        changed = True
+        else:
+            for node in rows:
+                if states[node] not in FINAL:
+                    states[node], reasons[node] = CANCELLED, 'workflow cancelled'
+        for node, reason in reasons.items():
+            conn.execute(update(nodes_table).where(
+                nodes_table.c.task_id == node, nodes_table.c.state.in_((PENDING, QUEUED))).values(
+                state=states[node], reason=reason))
+        conn.execute(update(workflows_table).where(
+            workflows_table.c.id == workflow_id, workflows_table.c.status == RUNNING).values(
+            status=status, finished_at=now))
+        return [node for node in reasons if rows[node].published]
+
     def mark_published(self, task_ids: Sequence[str]) -> None:
         with self.store.begin(write=True) as conn:
             conn.execute(update(nodes_table).where(nodes_table.c.task_id.in_(list(task_ids)))

@@ -3,8 +3,8 @@ on SQLite and on PostgreSQL: results flow downstream, a join is published
 once, a flow's own result comes back."""
 import pytest
 
-from kale import workflow
-from kale.exceptions import InvalidFlowError, WorkflowError
+from kale import records, workflow
+from kale.exceptions import InvalidFlowError, WorkflowError, WorkflowFailed
 from kale.records.schema import workflow_nodes
 from tests import workflow_tasks as wt
 from tests.support.work import work
@@ -119,3 +119,34 @@ def test_two_workers_finishing_a_joins_last_inputs_at_once_publish_it_once(broke
         for thread in threads:
             thread.join(30)
         assert [(c['task_id'], c['args']) for c in claims] == [(join.task_id, (1, 2))]
+
+
+def test_a_failure_fails_downstream_and_cancels_what_only_fed_it(broker):
+    a = wt.Add.s(1)
+    bad = wt.Broken.s(workflow.ref(a))
+    feeder = wt.Add.with_options(queue='low').s(workflow.ref(a), 5)   # feeds only the join
+    join = wt.Pair.s(workflow.ref(bad), workflow.ref(feeder))
+    wf = workflow.submit(workflow.group(a, bad, feeder, join))
+    work(broker, queues=['default'])          # a, then bad fails for good
+    assert wf.status() == 'failed'
+    states = {n['task_id']: n['state'] for n in wf.nodes()}
+    assert states == {a.task_id: 'succeeded', bad.task_id: 'failed', feeder.task_id: 'cancelled',
+                      join.task_id: 'failed'}
+    work(broker, queues=['low'])              # the feeder's task was cancelled: not run
+    assert records.get(feeder.task_id).status == 'cancelled'
+    with pytest.raises(WorkflowFailed, match=r'^workflow %s failed: node %s '
+                                             r'\(tests\.workflow_tasks\.Broken\): non_retriable'
+                                             % (wf.id, bad.task_id)):
+        wf.result()
+
+
+def test_cancel_stops_every_node_that_has_not_ended(broker):
+    a = wt.Add.with_options(queue='low').s(1)
+    wf = workflow.submit(workflow.chain(a, wt.Add.s(2)))
+    workflow.cancel(wf.id)
+    work(broker)
+    assert wf.status() == 'cancelled'
+    assert {n['state'] for n in wf.nodes()} == {'cancelled'}
+    assert records.get(a.task_id).status == 'cancelled'
+    with pytest.raises(WorkflowError, match=r'is cancelled, it has no result$'):
+        wf.result()
