@@ -85,6 +85,7 @@ class WorkflowHooks(PublishHooks, WorkerHooks):
         state = _state()
         if settlement.outcome is Outcome.SUCCEEDED:
             publish_nodes(state, state.complete(message.task_id, settlement.result, time.time()))
+            _cancel_tasks(state.expired)
         else:
             _cancel_tasks(state.fail(message.task_id, settlement.reason or 'failed', time.time()))
 
@@ -120,8 +121,14 @@ class Workflow:
         return row
 
     def status(self) -> str:
-        """``running``, ``succeeded``, ``failed`` or ``cancelled``."""
-        return str(self._row().status)
+        """``running``, ``succeeded``, ``failed`` or ``cancelled``. A running
+        workflow past its deadline fails here, if no node's end failed it first."""
+        row = self._row()
+        if row.status == 'running' and row.deadline_at is not None and \
+                time.time() > row.deadline_at:
+            _cancel_tasks(_state().expire(self.id, time.time()))
+            row = self._row()
+        return str(row.status)
 
     def nodes(self) -> list[dict[str, Any]]:
         """Each node's task id, task, state, queue and upstream ids."""

@@ -29,6 +29,9 @@ FINAL = (SUCCEEDED, FAILED, CANCELLED)
 #: A workflow's statuses.
 RUNNING = 'running'
 
+#: The reason of the nodes a workflow past its deadline failed.
+DEADLINE_EXCEEDED = 'deadline_exceeded'
+
 #: How an upstream result stands in a stored call.
 UPSTREAM, UPSTREAM_LIST = '__kale_upstream__', '__kale_upstream_list__'
 
@@ -73,6 +76,9 @@ class WorkflowState:
 
     def __init__(self, store: RecordStore):
         self.store = store
+        #: The published nodes the last :meth:`complete` failed for being
+        #: past the workflow's deadline (their tasks are to be cancelled).
+        self.expired: list[str] = []
 
     def record(self, workflow_id: str, graph: Graph, queues: Mapping[str, str],
                labels: Optional[Mapping[str, str]], deadline_at: Optional[float],
@@ -100,6 +106,10 @@ class WorkflowState:
         A node that is not ``queued`` (a second delivery, a cancelled one)
         changes nothing."""
         with self.store.begin(write=True) as conn:
+            workflow_id = conn.execute(select(nodes_table.c.workflow_id).where(
+                nodes_table.c.task_id == task_id)).scalar()
+            if workflow_id is not None:
+                self.expired = self._expire(conn, workflow_id, now)
             done = conn.execute(update(nodes_table).where(
                 nodes_table.c.task_id == task_id, nodes_table.c.state == QUEUED).values(
                 state=SUCCEEDED, result=check_json('the result of node %s' % task_id, result)))
@@ -153,6 +163,20 @@ class WorkflowState:
             ended = self._end(conn, workflow_id, FAILED, now, first_failed=task_id)
             return ended
 
+    def expire(self, workflow_id: str, now: float) -> list[str]:
+        """A running workflow past its deadline fails its unfinished nodes
+        (``deadline_exceeded``); returns the published ones, as :meth:`fail` does."""
+        with self.store.begin(write=True) as conn:
+            return self._expire(conn, workflow_id, now)
+
+    def _expire(self, conn: Any, workflow_id: str, now: float) -> list[str]:
+        row = conn.execute(select(workflows_table.c.status, workflows_table.c.deadline_at).where(
+            workflows_table.c.id == workflow_id)).one_or_none()
+        if row is None or row.status != RUNNING or row.deadline_at is None or \
+                now <= row.deadline_at:
+            return []
+        return self._end(conn, workflow_id, FAILED, now)
+
     def cancel(self, workflow_id: str, now: float) -> list[str]:
         """Cancel every node that is not final, and the workflow; returns the
         published nodes cancelled (their tasks are to be cancelled too)."""
@@ -183,9 +207,11 @@ class WorkflowState:
                         states[node], reasons[node] = CANCELLED, 'not needed: upstream_failed'
                         changed = True
         else:
+            ending, reason = (FAILED, DEADLINE_EXCEEDED) if status == FAILED else \
+                (CANCELLED, 'workflow cancelled')
             for node in rows:
                 if states[node] not in FINAL:
-                    states[node], reasons[node] = CANCELLED, 'workflow cancelled'
+                    states[node], reasons[node] = ending, reason
         for node, reason in reasons.items():
             conn.execute(update(nodes_table).where(
                 nodes_table.c.task_id == node, nodes_table.c.state.in_((PENDING, QUEUED))).values(

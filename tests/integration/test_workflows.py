@@ -150,3 +150,26 @@ def test_cancel_stops_every_node_that_has_not_ended(broker):
     assert records.get(a.task_id).status == 'cancelled'
     with pytest.raises(WorkflowError, match=r'is cancelled, it has no result$'):
         wf.result()
+
+
+def test_a_workflow_past_its_deadline_fails_its_unfinished_nodes(broker):
+    import time
+    a = wt.Add.with_options(queue='low').s(1)
+    wf = workflow.submit(workflow.chain(a, wt.Add.s(2)), deadline_sec=0.3)
+    time.sleep(0.5)
+    assert wf.status() == 'failed'           # whoever looks first ends it
+    assert {n['state'] for n in wf.nodes()} == {'failed'}
+    assert records.get(a.task_id).status == 'cancelled'
+    with pytest.raises(WorkflowFailed, match=r': deadline_exceeded$'):
+        wf.result()
+
+
+def test_a_node_that_ends_after_the_deadline_moves_nothing_on(broker):
+    import time
+    a, b = wt.Add.s(1), wt.Add.s(2)
+    wf = workflow.submit(workflow.chain(a, b), deadline_sec=0.3)
+    time.sleep(0.5)
+    work(broker)                              # a runs; its end finds the deadline past
+    states = {n['task_id']: n['state'] for n in wf.nodes()}
+    assert states == {a.task_id: 'failed', b.task_id: 'failed'}
+    assert workflow.get(wf.id).status() == 'failed'
