@@ -35,3 +35,12 @@ class Broken(task.Task):
 
     def run_task(self, value):
         raise NonRetriableTaskError('cannot use %r' % (value,))
+
+
+class Opaque(task.Task):
+    """Returns what JSON cannot hold."""
+    queue = 'default'
+    time_limit = 5
+
+    def run_task(self):
+        return {1, 2}

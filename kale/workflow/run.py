@@ -18,7 +18,7 @@ from kale import records
 from kale.clock import SYSTEM_CLOCK, Clock
 from kale.conf import settings
 from kale.events import Outcome, Settlement
-from kale.exceptions import RecordsError, WorkflowError, WorkflowFailed
+from kale.exceptions import InvalidFlowError, RecordsError, WorkflowError, WorkflowFailed
 from kale.hooks import PublishHooks, WorkerHooks
 from kale.ids import random_id
 from kale.publisher import get_publisher
@@ -84,7 +84,12 @@ class WorkflowHooks(PublishHooks, WorkerHooks):
             return
         state = _state()
         if settlement.outcome is Outcome.SUCCEEDED:
-            publish_nodes(state, state.complete(message.task_id, settlement.result, time.time()))
+            try:
+                ready = state.complete(message.task_id, settlement.result, time.time())
+            except InvalidFlowError as exc:     # a result that cannot be stored: the node fails
+                _cancel_tasks(state.fail(message.task_id, str(exc), time.time()))
+                return
+            publish_nodes(state, ready)
             _cancel_tasks(state.expired)
         else:
             _cancel_tasks(state.fail(message.task_id, settlement.reason or 'failed', time.time()))

@@ -105,6 +105,7 @@ class WorkflowState:
         their inputs, each once, with its call resolved (``args``, ``kwargs``).
         A node that is not ``queued`` (a second delivery, a cancelled one)
         changes nothing."""
+        self.expired = []
         with self.store.begin(write=True) as conn:
             workflow_id = conn.execute(select(nodes_table.c.workflow_id).where(
                 nodes_table.c.task_id == task_id)).scalar()

@@ -173,3 +173,12 @@ def test_a_node_that_ends_after_the_deadline_moves_nothing_on(broker):
     states = {n['task_id']: n['state'] for n in wf.nodes()}
     assert states == {a.task_id: 'failed', b.task_id: 'failed'}
     assert workflow.get(wf.id).status() == 'failed'
+
+
+def test_a_result_that_cannot_be_stored_fails_its_node(broker):
+    opaque = wt.Opaque.s()
+    wf = run_until_final(broker, workflow.chain(opaque, wt.Total.s()))
+    assert wf.status() == 'failed'
+    with pytest.raises(WorkflowFailed, match=r'the result of node %s cannot be stored as JSON'
+                                             % opaque.task_id):
+        wf.result()
