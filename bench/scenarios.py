@@ -14,7 +14,7 @@ import socket
 import subprocess
 import sys
 import time
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional, TypeVar
 
 from bench import tasks
 from bench.environment import ROOT, Environment, Run, read_report
@@ -228,6 +228,22 @@ def drain_and_requests(env: Environment, n: int) -> Figures:
     return figures
 
 
+T = TypeVar('T')
+
+
+def alternating(flag: list[bool], first: Callable[[], T], second: Callable[[], T]
+                ) -> tuple[T, T]:
+    """Both runs, in the other order than the last time ``flag`` was
+    flipped, so that neither always runs on a warmer process or endpoint;
+    their results in the order given."""
+    flag[0] = not flag[0]
+    if flag[0]:
+        a = first()
+        return a, second()
+    b = second()
+    return first(), b
+
+
 # --- the cost of metrics --------------------------------------------------------------------
 
 METRICS_DRAIN = 'worker drain, metrics on (tasks/s; baseline: metrics off)'
@@ -239,11 +255,8 @@ def drain_with_metrics(env: Environment, n: int) -> Figures:
     """The same drain with and without ``--metrics-port``, in alternating order
     from one run to the next (so neither always runs on a warmer process or
     endpoint); the "baseline" of these figures is the worker without metrics."""
-    _metrics_first[0] = not _metrics_first[0]
-    if _metrics_first[0]:
-        on, off = kale_pipeline(env, n, True, metrics=True), kale_pipeline(env, n, True)
-    else:
-        off, on = kale_pipeline(env, n, True), kale_pipeline(env, n, True, metrics=True)
+    on, off = alternating(_metrics_first, lambda: kale_pipeline(env, n, True, metrics=True),
+                          lambda: kale_pipeline(env, n, True))
     return {METRICS_DRAIN: (on['rate'], off['rate']),
             METRICS_CPU: (on['cpu_us_per_task'], off['cpu_us_per_task'])}
 
@@ -258,10 +271,7 @@ _versus_first = [False]
 def drain_versus(env: Environment, n: int, other_root: str) -> Figures:
     """The serial drain of this checkout beside that of another (an earlier
     commit's worktree), in alternating order from run to run."""
-    _versus_first[0] = not _versus_first[0]
-    if _versus_first[0]:
-        other, this = kale_pipeline(env, n, True, root=other_root), kale_pipeline(env, n, True)
-    else:
-        this, other = kale_pipeline(env, n, True), kale_pipeline(env, n, True, root=other_root)
+    this, other = alternating(_versus_first, lambda: kale_pipeline(env, n, True),
+                              lambda: kale_pipeline(env, n, True, root=other_root))
     return {VERSUS_DRAIN: (this['rate'], other['rate']),
             VERSUS_CPU: (this['cpu_us_per_task'], other['cpu_us_per_task'])}

@@ -16,6 +16,12 @@ LAST_RUN_CPU = [0.0]
 STARTED_AT: dict[str, float] = {}
 
 
+def ran() -> None:
+    """Note the time and the process's CPU of the run that just ended."""
+    LAST_RUN_AT[0] = time.time()
+    LAST_RUN_CPU[0] = time.process_time()
+
+
 class NoopTask(task.Task):
     """Does nothing: the framework's cost is all that is measured."""
 
@@ -23,8 +29,7 @@ class NoopTask(task.Task):
     time_limit = 10
 
     def run_task(self, *args, **kwargs):
-        LAST_RUN_AT[0] = time.time()
-        LAST_RUN_CPU[0] = time.process_time()
+        ran()
 
 
 class NoopHighTask(NoopTask):
@@ -65,8 +70,7 @@ class IoAsyncTask(task.Task):
 
     async def run_task(self, seconds=0.1):
         await asyncio.sleep(seconds)
-        LAST_RUN_AT[0] = time.time()
-        LAST_RUN_CPU[0] = time.process_time()
+        ran()
 
 
 class IoSleepTask(task.Task):
@@ -77,8 +81,7 @@ class IoSleepTask(task.Task):
 
     def run_task(self, seconds=0.1):
         time.sleep(seconds)
-        LAST_RUN_AT[0] = time.time()
-        LAST_RUN_CPU[0] = time.process_time()
+        ran()
 
 
 class NoopAsyncTask(task.Task):
@@ -88,8 +91,7 @@ class NoopAsyncTask(task.Task):
     time_limit = 10
 
     async def run_task(self, *args, **kwargs):
-        LAST_RUN_AT[0] = time.time()
-        LAST_RUN_CPU[0] = time.process_time()
+        ran()
 
 
 class NoopAsyncHighTask(NoopAsyncTask):

@@ -20,28 +20,31 @@ from kale.exceptions import InvalidFlowError
 from kale.signature import Signature
 
 
-class Chain:
+class _Parts:
+    """Parts of a flow, arranged as the subclass says."""
+
+    __slots__ = ('parts',)
+    kind = ''
+
+    def __init__(self, *parts: 'Part'):
+        self.parts = _parts(self.kind, parts)
+
+    def __repr__(self) -> str:
+        return '%s(%s)' % (self.kind, ', '.join(map(repr, self.parts)))
+
+
+class Chain(_Parts):
     """Parts run one after another, each result passed to the next."""
 
-    __slots__ = ('parts',)
-
-    def __init__(self, *parts: 'Part'):
-        self.parts = _parts('chain', parts)
-
-    def __repr__(self) -> str:
-        return 'chain(%s)' % ', '.join(map(repr, self.parts))
+    __slots__ = ()
+    kind = 'chain'
 
 
-class Group:
+class Group(_Parts):
     """Parts run side by side; their results, in order, are the group's."""
 
-    __slots__ = ('parts',)
-
-    def __init__(self, *parts: 'Part'):
-        self.parts = _parts('group', parts)
-
-    def __repr__(self) -> str:
-        return 'group(%s)' % ', '.join(map(repr, self.parts))
+    __slots__ = ()
+    kind = 'group'
 
 
 #: What a flow is made of.

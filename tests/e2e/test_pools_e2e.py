@@ -10,22 +10,12 @@ import pytest
 
 from tests import pool_tasks, tasks
 from tests.support.processes import WorkerProcess, events, wait_for
-from tests.support.records import recorded_ids
+from tests.support.records import most_at_once, recorded_ids
 
 pytestmark = pytest.mark.slow
 
 ids = recorded_ids
 POOLS = ['threads', 'asyncio']
-
-
-def most_at_once(path):
-    edges = sorted((float(r[3]), 1 if r[0] == 'start' else -1)
-                   for r in events(path, 'start') + events(path, 'end'))
-    most = now = 0
-    for _, step in edges:
-        now += step
-        most = max(most, now)
-    return most
 
 
 @pytest.mark.parametrize('pool', POOLS)

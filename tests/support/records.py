@@ -31,3 +31,16 @@ def recorded_ids(path: str, event: str) -> list[str]:
 def records_of(path: str, event: str) -> list[list[str]]:
     """The records of one event, in order."""
     return [r for r in read_records(path) if r[0] == event]
+
+
+def most_at_once(path: str) -> int:
+    """The most runs recorded as going on at one time (start/end lines)."""
+    edges = [(float(r[3]), 1 if r[0] == 'start' else -1) for r in read_records(path)
+             if r[0] in ('start', 'end')]
+    # At equal times an end comes first: it freed the place the start took.
+    edges.sort()
+    most = now = 0
+    for _, step in edges:
+        now += step
+        most = max(most, now)
+    return most

@@ -17,7 +17,7 @@ from kale.conf import settings
 from kale.hooks import WorkerHooks
 from kale.worker import EXIT_OK, EXIT_STUCK, FlightWorker, Worker
 from tests import pool_tasks, tasks
-from tests.support.records import read_records, recorded_ids
+from tests.support.records import most_at_once, read_records, recorded_ids
 
 POOLS = ['serial', 'threads', 'asyncio']
 
@@ -25,19 +25,6 @@ POOLS = ['serial', 'threads', 'asyncio']
 def run(broker, pool, queues=('default',), **kwargs):
     worker = Worker(queue_names=list(queues), burst=True, broker=broker, pool=pool, **kwargs)
     return worker, worker.run()
-
-
-def most_at_once(path):
-    """The most runs recorded as going on at one time (start/end lines)."""
-    edges = sorted((float(r[3]), 1 if r[0] == 'start' else -1) for r in read_records(path)
-                   if r[0] in ('start', 'end'))
-    # At equal times an end comes first: it freed the place the start took.
-    edges.sort(key=lambda edge: (edge[0], edge[1]))
-    most = now = 0
-    for _, step in edges:
-        now += step
-        most = max(most, now)
-    return most
 
 
 @pytest.mark.parametrize('pool', POOLS)
