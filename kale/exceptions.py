@@ -281,6 +281,10 @@ class InvalidFlowError(WorkflowError):
     node placed twice, or arguments that do not bind to a node's run_task."""
 
 
+class WorkflowNotFoundError(WorkflowError):
+    """No workflow has the id asked for."""
+
+
 class WorkflowFailed(WorkflowError):
     """A workflow's node failed for good: ``Workflow.result`` raises it, naming
     the node and its error."""
@@ -310,6 +314,7 @@ __all__ = [
     'EndpointUnreachableError',
     'HookError',
     'ImproperlyConfigured',
+    'InvalidFlowError',
     'InvalidDelayError',
     'InvalidTimeLimitError',
     'KaleError',
@@ -338,6 +343,9 @@ __all__ = [
     'TimeLimitExceeded',
     'UnknownQueueError',
     'UnknownTaskPathError',
+    'WorkflowError',
+    'WorkflowFailed',
+    'WorkflowNotFoundError',
     'describe',
     'short_reason',
 ]

@@ -10,7 +10,7 @@ it (state in the task records, ``RECORDS_URL``) and returns a
 from kale.signature import Signature
 from kale.workflow.flow import Chain, Group, Ref, chain, chord, group, ref
 from kale.workflow.graph import Graph, Node, Upstream, UpstreamList
-from kale.workflow.run import Workflow, cancel, get, submit
+from kale.workflow.run import Workflow, cancel, get, list_workflows, submit
 
 __all__ = ['Chain', 'Graph', 'Group', 'Node', 'Ref', 'Signature', 'Upstream', 'UpstreamList',
-           'Workflow', 'cancel', 'chain', 'chord', 'get', 'group', 'ref', 'submit']
+           'Workflow', 'cancel', 'chain', 'chord', 'get', 'group', 'list_workflows', 'ref', 'submit']

@@ -18,24 +18,26 @@ from kale import records
 from kale.clock import SYSTEM_CLOCK, Clock
 from kale.conf import settings
 from kale.events import Outcome, Settlement
-from kale.exceptions import InvalidFlowError, RecordsError, WorkflowError, WorkflowFailed
+from kale.exceptions import (InvalidFlowError, RecordsError, WorkflowError, WorkflowFailed,
+                             WorkflowNotFoundError)
 from kale.hooks import PublishHooks, WorkerHooks
 from kale.ids import random_id
 from kale.publisher import get_publisher
 from kale.registry import resolve_task
 from kale.workflow.flow import Part
 from kale.workflow.graph import Graph, resolve
-from kale.workflow.state import FAILED, FINAL, SUCCEEDED, WorkflowState, from_json
+from kale.records.record import iso
+from kale.workflow.state import FAILED, FINAL, RUNNING, SUCCEEDED, WorkflowState, from_json
 
 #: The key of a node message's context that names its workflow.
 WORKFLOW_CONTEXT = 'kale_workflow'
 
 
-def _state() -> WorkflowState:
-    if not settings.RECORDS_URL:
+def _state(records_url: Optional[str] = None) -> WorkflowState:
+    if not (records_url or settings.RECORDS_URL):
         raise WorkflowError('workflows keep their state in the task records: set RECORDS_URL '
                             '(sqlite:///... on one machine, postgresql://... for a fleet)')
-    return WorkflowState(records.store())
+    return WorkflowState(records.store(records_url))
 
 
 def submit(flow: Part, labels: Optional[dict[str, str]] = None,
@@ -95,34 +97,38 @@ class WorkflowHooks(PublishHooks, WorkerHooks):
             _cancel_tasks(state.fail(message.task_id, settlement.reason or 'failed', time.time()))
 
 
-def _cancel_tasks(task_ids: list[str]) -> None:
+def _cancel_tasks(task_ids: list[str], records_url: Optional[str] = None) -> None:
     """Cancel the tasks of published nodes a workflow no longer needs: a
     worker deletes them unrun (one that already runs has its result thrown
     away by the workflow)."""
     for task_id in task_ids:
         try:
-            records.cancel(task_id)
+            records.cancel(task_id, records_url)
         except RecordsError:          # running or finished meanwhile
             pass
 
 
-def cancel(workflow_id: str) -> 'Workflow':
+def cancel(workflow_id: str, records_url: Optional[str] = None) -> 'Workflow':
     """Cancel every node of the workflow that is not final, and the workflow."""
-    workflow = get(workflow_id)
-    _cancel_tasks(_state().cancel(workflow_id, time.time()))
+    workflow = get(workflow_id, records_url)
+    _cancel_tasks(_state(records_url).cancel(workflow_id, time.time()), records_url)
     return workflow
 
 
 class Workflow:
     """A submitted workflow, from any process: ``workflow.get(id)``."""
 
-    def __init__(self, workflow_id: str):
+    def __init__(self, workflow_id: str, records_url: Optional[str] = None):
         self.id = workflow_id
+        self._records_url = records_url
+
+    def _state(self) -> WorkflowState:
+        return _state(self._records_url)
 
     def _row(self) -> Any:
-        row = _state().workflow(self.id)
+        row = self._state().workflow(self.id)
         if row is None:
-            raise WorkflowError('no workflow %s in the task records' % self.id)
+            raise WorkflowNotFoundError('no workflow %s in the task records' % self.id[:200])
         return row
 
     def status(self) -> str:
@@ -131,15 +137,27 @@ class Workflow:
         row = self._row()
         if row.status == 'running' and row.deadline_at is not None and \
                 time.time() > row.deadline_at:
-            _cancel_tasks(_state().expire(self.id, time.time()))
+            _cancel_tasks(self._state().expire(self.id, time.time()), self._records_url)
             row = self._row()
         return str(row.status)
+
+    def describe(self) -> dict[str, Any]:
+        """The workflow as JSON-ready data: its fields, each node (task id,
+        task, state, queue, upstream and downstream ids, reason, whether
+        published) and its edges ``[from, to]``."""
+        self.status()                       # a deadline past moves it on first
+        nodes = self._state().nodes(self.id)
+        return dict(_summary(self._row(), _count(nodes)), nodes=[{
+            'task_id': row.task_id, 'task': row.task, 'state': row.state, 'queue': row.queue,
+            'upstream': list(row.upstream or ()), 'downstream': list(row.downstream or ()),
+            'reason': row.reason, 'published': bool(row.published)} for row in nodes],
+            edges=[[upstream, row.task_id] for row in nodes for upstream in row.upstream or ()])
 
     def nodes(self) -> list[dict[str, Any]]:
         """Each node's task id, task, state, queue and upstream ids."""
         return [{'task_id': row.task_id, 'task': row.task, 'state': row.state,
                  'queue': row.queue, 'upstream': list(row.upstream or ())}
-                for row in _state().nodes(self.id)]
+                for row in self._state().nodes(self.id)]
 
     def wait(self, timeout: float, poll_sec: float = 0.1) -> str:
         """Wait until the workflow is final; its status (WorkflowError on timeout)."""
@@ -157,7 +175,7 @@ class Workflow:
         it succeeded; WorkflowError if it did not."""
         status = self.wait(timeout) if timeout is not None else self.status()
         if status == FAILED:
-            failed = [row for row in _state().nodes(self.id)
+            failed = [row for row in self._state().nodes(self.id)
                       if row.state == FAILED and row.reason != 'upstream_failed']
             first = failed[0] if failed else None
             raise WorkflowFailed('workflow %s failed: node %s (%s): %s' % (
@@ -165,12 +183,37 @@ class Workflow:
                 first.reason if first else 'unknown'))
         if status != SUCCEEDED:
             raise WorkflowError('workflow %s is %s, it has no result' % (self.id, status))
-        results = {row.task_id: row.result for row in _state().nodes(self.id)}
+        results = {row.task_id: row.result for row in self._state().nodes(self.id)}
         return resolve(from_json(self._row().result), results)
 
 
-def get(workflow_id: str) -> Workflow:
+def _count(nodes: list[Any]) -> dict[str, int]:
+    return dict(collections.Counter(str(row.state) for row in nodes))
+
+
+def _summary(row: Any, counts: dict[str, int]) -> dict[str, Any]:
+    return {'id': row.id, 'status': row.status, 'labels': row.labels or {},
+            'created_at': iso(row.created_at), 'deadline_at': iso(row.deadline_at),
+            'finished_at': iso(row.finished_at), 'node_count': sum(counts.values()),
+            'node_states': counts}
+
+
+def list_workflows(status: Optional[str] = None, limit: int = 50, before: Optional[float] = None,
+                   records_url: Optional[str] = None) -> list[dict[str, Any]]:
+    """Up to ``limit`` workflows, newest first, as JSON-ready summaries
+    (``status`` one of running, succeeded, failed, cancelled, or None for all;
+    ``before``: created before that epoch time, to page on)."""
+    if status is not None and status not in (RUNNING,) + FINAL:
+        raise WorkflowError('workflow status must be one of running, succeeded, failed, '
+                            'cancelled, got %r' % status[:100])
+    if not 1 <= limit <= 1000:
+        raise WorkflowError('limit must be from 1 to 1000, got %r' % limit)
+    return [_summary(row, counts) for row, counts in
+            _state(records_url).workflows(status, limit, before)]
+
+
+def get(workflow_id: str, records_url: Optional[str] = None) -> Workflow:
     """The workflow ``workflow_id`` (WorkflowError when there is none)."""
-    workflow = Workflow(workflow_id)
+    workflow = Workflow(workflow_id, records_url)
     workflow._row()
     return workflow

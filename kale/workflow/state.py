@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping, Optional, Sequence
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 
 from kale.exceptions import InvalidFlowError
 from kale.records.schema import workflow_nodes as nodes_table
@@ -236,3 +236,24 @@ class WorkflowState:
         with self.store.begin() as conn:
             return list(conn.execute(select(nodes_table).where(
                 nodes_table.c.workflow_id == workflow_id)).all())
+
+    def workflows(self, status: Optional[str] = None, limit: int = 50,
+                  before: Optional[float] = None) -> list[tuple[Any, dict[str, int]]]:
+        """Up to ``limit`` workflows, newest first (created before ``before``
+        when given), each with its count of nodes by state."""
+        query = select(workflows_table).order_by(workflows_table.c.created_at.desc(),
+                                                 workflows_table.c.id.desc()).limit(limit)
+        if status is not None:
+            query = query.where(workflows_table.c.status == status)
+        if before is not None:
+            query = query.where(workflows_table.c.created_at < before)
+        with self.store.begin() as conn:
+            rows = list(conn.execute(query).all())
+            counts: dict[str, dict[str, int]] = {row.id: {} for row in rows}
+            if rows:
+                for workflow_id, state, count in conn.execute(
+                        select(nodes_table.c.workflow_id, nodes_table.c.state, func.count())
+                        .where(nodes_table.c.workflow_id.in_(list(counts)))
+                        .group_by(nodes_table.c.workflow_id, nodes_table.c.state)).all():
+                    counts[workflow_id][state] = int(count)
+        return [(row, counts[row.id]) for row in rows]

@@ -182,3 +182,24 @@ def test_a_result_that_cannot_be_stored_fails_its_node(broker):
     with pytest.raises(WorkflowFailed, match=r'the result of node %s cannot be stored as JSON'
                                              % opaque.task_id):
         wf.result()
+
+
+def test_workflows_are_listed_newest_first_and_described_with_their_edges(broker):
+    a = wt.Add.s(1, 2)
+    first = run_until_final(broker, workflow.chain(a, wt.Add.s(3)), labels={'team': 'ops'})
+    second = workflow.submit(workflow.chain(wt.Broken.s(1), wt.Add.s(1)))
+    listed = workflow.list_workflows()
+    assert [w['id'] for w in listed] == [second.id, first.id]
+    assert listed[1]['status'] == 'succeeded' and listed[1]['labels'] == {'team': 'ops'}
+    assert listed[1]['node_states'] == {'succeeded': 2} and listed[0]['node_count'] == 2
+    assert [w['id'] for w in workflow.list_workflows(status='running')] == [second.id]
+    assert [w['id'] for w in workflow.list_workflows(limit=1)] == [second.id]
+    described = first.describe()
+    later = [n['task_id'] for n in described['nodes'] if n['task_id'] != a.task_id][0]
+    assert described['edges'] == [[a.task_id, later]]
+    assert {n['task_id']: n['downstream'] for n in described['nodes']}[a.task_id] == [later]
+    assert described['finished_at'].endswith('Z') and described['node_count'] == 2
+    with pytest.raises(WorkflowError, match='status must be one of'):
+        workflow.list_workflows(status='done')
+    with pytest.raises(WorkflowError, match='no workflow nope'):
+        workflow.get('nope')
