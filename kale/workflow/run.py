@@ -18,15 +18,20 @@ from kale import records
 from kale.clock import SYSTEM_CLOCK, Clock
 from kale.conf import settings
 from kale.events import Outcome, Settlement
-from kale.exceptions import (InvalidFlowError, RecordsError, WorkflowError, WorkflowFailed,
-                             WorkflowNotFoundError)
+from kale.exceptions import (
+    InvalidFlowError,
+    RecordsError,
+    WorkflowError,
+    WorkflowFailed,
+    WorkflowNotFoundError,
+)
 from kale.hooks import PublishHooks, WorkerHooks
 from kale.ids import random_id
 from kale.publisher import get_publisher
+from kale.records.record import iso
 from kale.registry import resolve_task
 from kale.workflow.flow import Part
 from kale.workflow.graph import Graph, resolve
-from kale.records.record import iso
 from kale.workflow.state import FAILED, FINAL, RUNNING, SUCCEEDED, WorkflowState, from_json
 
 #: The key of a node message's context that names its workflow.

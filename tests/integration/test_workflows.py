@@ -195,7 +195,7 @@ def test_workflows_are_listed_newest_first_and_described_with_their_edges(broker
     assert [w['id'] for w in workflow.list_workflows(status='running')] == [second.id]
     assert [w['id'] for w in workflow.list_workflows(limit=1)] == [second.id]
     described = first.describe()
-    later = [n['task_id'] for n in described['nodes'] if n['task_id'] != a.task_id][0]
+    later = next(n['task_id'] for n in described['nodes'] if n['task_id'] != a.task_id)
     assert described['edges'] == [[a.task_id, later]]
     assert {n['task_id']: n['downstream'] for n in described['nodes']}[a.task_id] == [later]
     assert described['finished_at'].endswith('Z') and described['node_count'] == 2
