@@ -292,6 +292,22 @@ RECORDS_SENSITIVE_DATA = 'encrypt'
 # kept in its record; longer ones are kept cut, marked as truncated.
 RECORDS_MAX_VALUE_CHARS = 4000
 
+# Largest serialized result of a workflow node kept in the records
+# database; a larger one is kept in S3 when PAYLOAD_BUCKET is set, and fails
+# its node otherwise.
+WORKFLOW_RESULT_MAX_BYTES = 256 * 1024
+
+# Seconds between a worker's sweeps of the workflows: each publishes the
+# nodes that were recorded ready to run but never published (their
+# submitter or worker died in between) and fails the nodes of workflows past
+# their deadline.
+WORKFLOW_SWEEP_SEC = 2.0
+
+# Seconds a node may stay recorded ready to run but unpublished before a
+# sweep publishes it: long enough that the process that made it ready has
+# published it in the meantime, under normal operation.
+WORKFLOW_PUBLISH_GRACE_SEC = 5.0
+
 # Bearer token `kale web` requires when it listens on anything but a loopback
 # address (the environment variable KALE_WEB_TOKEN overrides it). Without
 # one, `kale web --host 0.0.0.0` refuses to start.

@@ -38,9 +38,26 @@ class Broken(task.Task):
 
 
 class Opaque(task.Task):
-    """Returns what JSON cannot hold."""
+    """Returns what no serializer can hold."""
     queue = 'default'
     time_limit = 5
 
     def run_task(self):
-        return {1, 2}
+        return lambda: None
+
+
+class Blob(task.Task):
+    """Returns ``size`` bytes' worth of text."""
+    queue = 'default'
+    time_limit = 5
+
+    def run_task(self, size):
+        return 'x' * size
+
+
+class Length(task.Task):
+    queue = 'default'
+    time_limit = 5
+
+    def run_task(self, text):
+        return len(text)

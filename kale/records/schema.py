@@ -131,11 +131,12 @@ workflows = Table(
     Column('deadline_at', Float),
     Column('finished_at', Float),
     Index('kale_workflows_created', 'created_at'),
+    Index('kale_workflows_deadline', 'status', 'deadline_at'),
 )
 
 #: One row per node of a workflow: its state, its missing inputs, its call
-#: (JSON, upstream results standing as markers) and, once it succeeded, its
-#: result (schema version 5).
+#: and, once it succeeded, its result (both serialized and signed, see
+#: kale.workflow.values), and when it became ready to run (schema version 5).
 workflow_nodes = Table(
     'kale_workflow_nodes', metadata,
     Column('task_id', String(128), primary_key=True),
@@ -146,11 +147,13 @@ workflow_nodes = Table(
     Column('missing', Integer, nullable=False),
     Column('upstream', JSON(none_as_null=True)),
     Column('downstream', JSON(none_as_null=True)),
-    Column('call', JSON(none_as_null=True)),
-    Column('result', JSON(none_as_null=True)),
+    Column('call', Text),
+    Column('result', Text),
     Column('published', Integer, nullable=False, default=0),
+    Column('queued_at', Float),
     Column('reason', Text),
-    Index('kale_workflow_nodes_workflow', 'workflow_id'),
+    Index('kale_workflow_nodes_workflow', 'workflow_id', 'state'),
+    Index('kale_workflow_nodes_unpublished', 'published', 'state'),
 )
 
 schema_version = Table('kale_schema', metadata, Column('version', Integer, nullable=False))

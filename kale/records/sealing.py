@@ -110,6 +110,14 @@ class Sealer:
 
     # --- values at rest -----------------------------------------------------------
 
+    def seal_bytes(self, column: str, data: bytes) -> str:
+        """``data`` sealed under the current key, ``column`` bound in (only while :attr:`sealing`)."""
+        return self._seal_bytes(column, data)
+
+    def open_bytes(self, column: str, token: str) -> Optional[bytes]:
+        """What :meth:`seal_bytes` sealed, or None under a key this process lacks."""
+        return self._open_bytes(column, token)
+
     def _seal_bytes(self, column: str, data: bytes) -> str:
         kid = self._seal_id
         nonce = os.urandom(NONCE_BYTES)

@@ -10,6 +10,7 @@ again, and the second success changes nothing.
 """
 from __future__ import annotations
 
+import asyncio
 import collections
 import time
 from typing import Any, Optional
@@ -32,7 +33,9 @@ from kale.records.record import iso
 from kale.registry import resolve_task
 from kale.workflow.flow import Part
 from kale.workflow.graph import Graph, resolve
-from kale.workflow.state import FAILED, FINAL, RUNNING, SUCCEEDED, WorkflowState, from_json
+from kale.workflow.state import FAILED, FINAL, RUNNING, SUCCEEDED, WorkflowState
+from kale.workflow.sweep import Sweeper
+from kale.workflow.values import from_json, values
 
 #: The key of a node message's context that names its workflow.
 WORKFLOW_CONTEXT = 'kale_workflow'
@@ -42,7 +45,7 @@ def _state(records_url: Optional[str] = None) -> WorkflowState:
     if not (records_url or settings.RECORDS_URL):
         raise WorkflowError('workflows keep their state in the task records: set RECORDS_URL '
                             '(sqlite:///... on one machine, postgresql://... for a fleet)')
-    return WorkflowState(records.store(records_url))
+    return WorkflowState(records.store(records_url), values(settings.config))
 
 
 def submit(flow: Part, labels: Optional[dict[str, str]] = None,
@@ -80,26 +83,57 @@ def publish_nodes(state: WorkflowState, ready: list[dict[str, Any]]) -> None:
 
 
 class WorkflowHooks(PublishHooks, WorkerHooks):
-    """Moves a workflow on when one of its nodes succeeds (with RECORDS_URL set)."""
+    """Moves a workflow on when one of its nodes ends, and sweeps the
+    workflows from each worker (loaded with RECORDS_URL set)."""
 
-    def on_task_finished(self, settlement: Settlement) -> None:
+    def __init__(self) -> None:
+        self._sweeper: Optional[Sweeper] = None
+        self._clock: Clock = SYSTEM_CLOCK
+
+    def on_worker_startup(self, worker: Any) -> None:
+        config = settings.config
+        self._clock = getattr(worker, 'clock', SYSTEM_CLOCK)
+        self._sweeper = Sweeper(_state, publish_nodes, _cancel_tasks,
+                                interval_sec=float(config.WORKFLOW_SWEEP_SEC),
+                                grace_sec=float(config.WORKFLOW_PUBLISH_GRACE_SEC),
+                                clock=self._clock)
+        self._sweeper.start()
+
+    def on_worker_shutdown(self, worker: Any) -> None:
+        if self._sweeper is not None:
+            self._sweeper.close()
+            self._sweeper = None
+
+    def on_task_finished(self, settlement: Settlement) -> Any:
         message = settlement.message
-        if message is None or settlement.outcome not in (Outcome.SUCCEEDED, Outcome.DEAD_LETTER):
+        if message is None or settlement.outcome not in (Outcome.SUCCEEDED, Outcome.DEAD_LETTER) \
+                or not message.context.get(WORKFLOW_CONTEXT):
+            return None
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return advance(settlement, self._clock)
+        # On an event loop (the asyncio pool): the database work runs on a
+        # thread, awaited, so the loop's other tasks go on meanwhile.
+        return loop.run_in_executor(None, advance, settlement, self._clock)
+
+
+def advance(settlement: Settlement, clock: Clock = SYSTEM_CLOCK) -> None:
+    """Move the workflow of a node that succeeded or failed for good."""
+    message = settlement.message
+    assert message is not None
+    state = _state()
+    now = clock.time()
+    if settlement.outcome is Outcome.SUCCEEDED:
+        try:
+            ready = state.complete(message.task_id, settlement.result, now)
+        except InvalidFlowError as exc:     # a result that cannot be kept: the node fails
+            _cancel_tasks(state.fail(message.task_id, str(exc), now))
             return
-        workflow_id = message.context.get(WORKFLOW_CONTEXT)
-        if not workflow_id:
-            return
-        state = _state()
-        if settlement.outcome is Outcome.SUCCEEDED:
-            try:
-                ready = state.complete(message.task_id, settlement.result, time.time())
-            except InvalidFlowError as exc:     # a result that cannot be stored: the node fails
-                _cancel_tasks(state.fail(message.task_id, str(exc), time.time()))
-                return
-            publish_nodes(state, ready)
-            _cancel_tasks(state.expired)
-        else:
-            _cancel_tasks(state.fail(message.task_id, settlement.reason or 'failed', time.time()))
+        publish_nodes(state, ready)
+        _cancel_tasks(state.expired)
+    else:
+        _cancel_tasks(state.fail(message.task_id, settlement.reason or 'failed', now))
 
 
 def _cancel_tasks(task_ids: list[str], records_url: Optional[str] = None) -> None:
@@ -188,7 +222,9 @@ class Workflow:
                 first.reason if first else 'unknown'))
         if status != SUCCEEDED:
             raise WorkflowError('workflow %s is %s, it has no result' % (self.id, status))
-        results = {row.task_id: row.result for row in self._state().nodes(self.id)}
+        state = self._state()
+        with state.store.begin() as conn:
+            results = state.results(conn, [row.task_id for row in state.nodes(self.id)])
         return resolve(from_json(self._row().result), results)
 
 

@@ -1,8 +1,7 @@
 """A workflow's state in the task-records store: its nodes, inputs and results.
 
-Each node's call is kept as JSON, its upstream results standing as one-key
-markers, so that either serializer's tasks can be recorded without
-unpickling anything read back from the database. :meth:`WorkflowState.complete`
+Each node's call and result are kept serialized and signed
+(:mod:`kale.workflow.values`). :meth:`WorkflowState.complete`
 is the one transaction that moves a workflow on: the node that succeeded
 keeps its result, each downstream node's count of missing inputs goes
 down, and a node left with none becomes ``queued`` and is returned, with
@@ -10,16 +9,15 @@ its upstream results in place, to be published by exactly one caller.
 """
 from __future__ import annotations
 
-import json
 from typing import Any, Mapping, Optional, Sequence
 
 from sqlalchemy import func, select, update
 
-from kale.exceptions import InvalidFlowError
 from kale.records.schema import workflow_nodes as nodes_table
 from kale.records.schema import workflows as workflows_table
 from kale.records.store import RecordStore
-from kale.workflow.graph import Graph, Upstream, UpstreamList, resolve
+from kale.workflow.graph import Graph, resolve
+from kale.workflow.values import Values, to_json
 
 #: A node's states. ``pending``: waiting for inputs; ``queued``: published
 #: (or about to be); then final.
@@ -32,50 +30,12 @@ RUNNING = 'running'
 #: The reason of the nodes a workflow past its deadline failed.
 DEADLINE_EXCEEDED = 'deadline_exceeded'
 
-#: How an upstream result stands in a stored call.
-UPSTREAM, UPSTREAM_LIST = '__kale_upstream__', '__kale_upstream_list__'
-
-
-def to_json(value: Any) -> Any:
-    """``value`` with its upstream markers as one-key dicts."""
-    if isinstance(value, Upstream):
-        return {UPSTREAM: value.task_id}
-    if isinstance(value, UpstreamList):
-        return {UPSTREAM_LIST: [to_json(item) for item in value.items]}
-    if isinstance(value, (list, tuple)):
-        return [to_json(item) for item in value]
-    if isinstance(value, dict):
-        return {key: to_json(item) for key, item in value.items()}
-    return value
-
-
-def from_json(value: Any) -> Any:
-    """A stored value with its markers back as :class:`Upstream`/:class:`UpstreamList`."""
-    if isinstance(value, dict):
-        if len(value) == 1 and UPSTREAM in value:
-            return Upstream(value[UPSTREAM])
-        if len(value) == 1 and UPSTREAM_LIST in value:
-            return UpstreamList(tuple(from_json(item) for item in value[UPSTREAM_LIST]))
-        return {key: from_json(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [from_json(item) for item in value]
-    return value
-
-
-def check_json(what: str, value: Any) -> Any:
-    """``value`` as JSON, or InvalidFlowError naming ``what``."""
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError) as exc:
-        raise InvalidFlowError('workflow: %s cannot be stored as JSON: %s' % (what, exc)) from None
-    return value
-
-
 class WorkflowState:
     """The workflow tables of one records store."""
 
-    def __init__(self, store: RecordStore):
+    def __init__(self, store: RecordStore, values: Values):
         self.store = store
+        self.values = values
         #: The published nodes the last :meth:`complete` failed for being
         #: past the workflow's deadline (their tasks are to be cancelled).
         self.expired: list[str] = []
@@ -86,14 +46,15 @@ class WorkflowState:
         """Every node, ``pending`` or (without inputs) ``queued``, in one transaction."""
         rows = []
         for node in graph.nodes.values():
-            call = {'args': to_json(list(node.args)), 'kwargs': to_json(node.kwargs)}
+            queue = queues[node.task_id]
+            call = self.values.pack_call(node.task_id, node.name, queue,
+                                         {'args': list(node.args), 'kwargs': node.kwargs})
             rows.append({'task_id': node.task_id, 'workflow_id': workflow_id, 'task': node.name,
-                         'queue': queues[node.task_id],
-                         'state': QUEUED if not node.upstream else PENDING,
+                         'queue': queue, 'state': QUEUED if not node.upstream else PENDING,
                          'missing': len(node.upstream), 'upstream': list(node.upstream),
-                         'downstream': list(node.downstream),
-                         'call': check_json(node.describe() + "'s arguments", call),
-                         'result': None, 'published': 0, 'reason': None})
+                         'downstream': list(node.downstream), 'call': call, 'result': None,
+                         'published': 0, 'queued_at': None if node.upstream else now,
+                         'reason': None})
         with self.store.begin(write=True) as conn:
             conn.execute(workflows_table.insert().values(
                 id=workflow_id, status=RUNNING, labels=dict(labels or {}) or None,
@@ -104,8 +65,9 @@ class WorkflowState:
         """The node succeeded with ``result``: the nodes that now have all
         their inputs, each once, with its call resolved (``args``, ``kwargs``).
         A node that is not ``queued`` (a second delivery, a cancelled one)
-        changes nothing."""
+        changes nothing. InvalidFlowError when the result cannot be kept."""
         self.expired = []
+        stored = self.values.pack_result(task_id, result)
         with self.store.begin(write=True) as conn:
             workflow_id = conn.execute(select(nodes_table.c.workflow_id).where(
                 nodes_table.c.task_id == task_id)).scalar()
@@ -113,7 +75,7 @@ class WorkflowState:
                 self.expired = self._expire(conn, workflow_id, now)
             done = conn.execute(update(nodes_table).where(
                 nodes_table.c.task_id == task_id, nodes_table.c.state == QUEUED).values(
-                state=SUCCEEDED, result=check_json('the result of node %s' % task_id, result)))
+                state=SUCCEEDED, result=stored))
             if done.rowcount != 1:
                 return []
             row = conn.execute(select(nodes_table.c.workflow_id, nodes_table.c.downstream).where(
@@ -124,7 +86,7 @@ class WorkflowState:
                     missing=nodes_table.c.missing - 1))
                 claimed = conn.execute(update(nodes_table).where(
                     nodes_table.c.task_id == later, nodes_table.c.missing == 0,
-                    nodes_table.c.state == PENDING).values(state=QUEUED))
+                    nodes_table.c.state == PENDING).values(state=QUEUED, queued_at=now))
                 if claimed.rowcount == 1:
                     ready.append(self._resolved(conn, later))
             self._finish_if_done(conn, row.workflow_id, now)
@@ -132,18 +94,24 @@ class WorkflowState:
 
     def _resolved(self, conn: Any, task_id: str) -> dict[str, Any]:
         node = conn.execute(select(nodes_table).where(nodes_table.c.task_id == task_id)).one()
-        results = dict(conn.execute(select(nodes_table.c.task_id, nodes_table.c.result).where(
-            nodes_table.c.task_id.in_(node.upstream))).all())
-        call = from_json(node.call)
+        results = self.results(conn, node.upstream or ())
+        call = self.values.unpack_call(node.task_id, node.task, node.queue, node.call)
         return {'task_id': node.task_id, 'task': node.task, 'queue': node.queue,
                 'workflow_id': node.workflow_id,
                 'args': tuple(resolve(call['args'], results)),
                 'kwargs': resolve(call['kwargs'], results)}
 
+    def results(self, conn: Any, task_ids: Sequence[str]) -> dict[str, Any]:
+        """The results of these succeeded nodes, checked and deserialized."""
+        return {row.task_id: self.values.unpack_result(row.task_id, row.result)
+                for row in conn.execute(select(nodes_table.c.task_id, nodes_table.c.result).where(
+                    nodes_table.c.task_id.in_(list(task_ids)))).all()}
+
     def _finish_if_done(self, conn: Any, workflow_id: str, now: float) -> None:
-        states = {state for (state,) in conn.execute(select(nodes_table.c.state).where(
-            nodes_table.c.workflow_id == workflow_id)).all()}
-        if states == {SUCCEEDED}:
+        unfinished = conn.execute(select(nodes_table.c.task_id).where(
+            nodes_table.c.workflow_id == workflow_id,
+            nodes_table.c.state != SUCCEEDED).limit(1)).first()
+        if unfinished is None:
             conn.execute(update(workflows_table).where(
                 workflows_table.c.id == workflow_id, workflows_table.c.status == RUNNING).values(
                 status=SUCCEEDED, finished_at=now))
@@ -221,6 +189,31 @@ class WorkflowState:
             workflows_table.c.id == workflow_id, workflows_table.c.status == RUNNING).values(
             status=status, finished_at=now))
         return [node for node in reasons if rows[node].published]
+
+    def stranded(self, now: float, grace_sec: float, limit: int = 100) -> list[dict[str, Any]]:
+        """Nodes ready to run for over ``grace_sec`` but never published (the
+        process that made them ready died first), each claimed by moving its
+        ``queued_at`` to ``now`` (another sweep leaves it alone for as long),
+        with its call resolved: to be published by the caller."""
+        with self.store.begin(write=True) as conn:
+            found = conn.execute(select(nodes_table.c.task_id, nodes_table.c.queued_at).where(
+                nodes_table.c.published == 0, nodes_table.c.state == QUEUED,
+                nodes_table.c.queued_at <= now - grace_sec).limit(limit)).all()
+            claimed = []
+            for task_id, queued_at in found:
+                if conn.execute(update(nodes_table).where(
+                        nodes_table.c.task_id == task_id, nodes_table.c.published == 0,
+                        nodes_table.c.queued_at == queued_at).values(queued_at=now)).rowcount:
+                    claimed.append(self._resolved(conn, task_id))
+            return claimed
+
+    def overdue(self, now: float, limit: int = 100) -> list[str]:
+        """Running workflows past their deadline."""
+        with self.store.begin() as conn:
+            return [workflow_id for (workflow_id,) in conn.execute(
+                select(workflows_table.c.id).where(
+                    workflows_table.c.status == RUNNING,
+                    workflows_table.c.deadline_at < now).limit(limit)).all()]
 
     def mark_published(self, task_ids: Sequence[str]) -> None:
         with self.store.begin(write=True) as conn:

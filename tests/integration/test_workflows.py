@@ -7,6 +7,7 @@ from kale import records, workflow
 from kale.exceptions import InvalidFlowError, WorkflowError, WorkflowFailed
 from kale.records.schema import workflow_nodes
 from tests import workflow_tasks as wt
+from tests.support.clock import ShiftedClock
 from tests.support.work import work
 
 
@@ -79,8 +80,9 @@ def test_a_refused_flow_writes_nothing(broker):
     outside = wt.Add.s(1)
     with pytest.raises(InvalidFlowError):
         workflow.submit(wt.Add.s(workflow.ref(outside)))
-    with pytest.raises(InvalidFlowError, match=r'cannot be stored as JSON'):
-        workflow.submit(wt.Add.s(object()))
+    with pytest.raises(InvalidFlowError, match=r"the arguments of node \S+ cannot be "
+                                               r"serialized with (pickle|json)"):
+        workflow.submit(wt.Add.s(lambda: 0))
     from kale.workflow.run import _state
     with _state().store.begin() as conn:
         assert conn.execute(workflow_nodes.select()).all() == []
@@ -179,7 +181,7 @@ def test_a_result_that_cannot_be_stored_fails_its_node(broker):
     opaque = wt.Opaque.s()
     wf = run_until_final(broker, workflow.chain(opaque, wt.Total.s()))
     assert wf.status() == 'failed'
-    with pytest.raises(WorkflowFailed, match=r'the result of node %s cannot be stored as JSON'
+    with pytest.raises(WorkflowFailed, match=r'the result of node %s cannot be serialized with'
                                              % opaque.task_id):
         wf.result()
 
@@ -203,3 +205,41 @@ def test_workflows_are_listed_newest_first_and_described_with_their_edges(broker
         workflow.list_workflows(status='done')
     with pytest.raises(WorkflowError, match='no workflow nope'):
         workflow.get('nope')
+
+
+def _sweeper(now_offset):
+    """A sweeper whose clock reads ``now_offset`` seconds from now."""
+    from kale.workflow.run import _cancel_tasks, _state, publish_nodes
+    from kale.workflow.sweep import Sweeper
+    return Sweeper(_state, publish_nodes, _cancel_tasks, interval_sec=1, grace_sec=5,
+                   clock=ShiftedClock(now_offset))
+
+
+def test_a_sweep_publishes_a_node_whose_submitter_died_before_publishing(broker, monkeypatch):
+    """A submitter that dies between its commit and its publish leaves its
+    roots unpublished: a sweep publishes them once they waited the grace,
+    once (a second sweep finds them claimed), and the workflow completes."""
+    from kale.workflow import run
+    monkeypatch.setattr(run, 'publish_nodes', lambda state, ready: None)
+    a = wt.Add.s(1, 2)
+    wf = workflow.submit(workflow.chain(a, wt.Add.s(3)))
+    monkeypatch.undo()
+    work(broker)
+    assert {n['task_id']: n['state'] for n in wf.nodes()}[a.task_id] == 'queued'
+    assert _sweeper(1).sweep() == (0, 0)               # within the grace: left alone
+    sweeper = _sweeper(6)
+    assert sweeper.sweep() == (1, 0)
+    assert sweeper.sweep() == (0, 0)                   # claimed: not published again
+    for _ in range(3):
+        work(broker)
+    assert wf.result() == 6
+    assert {n['task_id']: n['published'] for n in wf.describe()['nodes']}[a.task_id] is True
+
+
+def test_a_sweep_fails_a_workflow_past_its_deadline_with_nothing_ending(broker):
+    wf = workflow.submit(workflow.chain(wt.Add.s(1, 2), wt.Add.s(3)), deadline_sec=30)
+    assert _sweeper(10).sweep() == (0, 0)
+    assert _sweeper(31).sweep() == (0, 1)
+    from kale.workflow.run import _state
+    assert _state().workflow(wf.id).status == 'failed'
+    assert {n['reason'] for n in wf.describe()['nodes']} == {'deadline_exceeded'}

@@ -1,0 +1,205 @@
+"""How a workflow keeps its nodes' calls and results at rest.
+
+A node's call (its arguments, upstream results standing as markers) and,
+once it succeeded, its result are serialized with the message codec's
+serializer (``SERIALIZER``: pickle or JSON), so a workflow carries what a
+plain publish would. Each stored value is one line of text::
+
+    kw1:<serializer code>:<key id>:<HMAC-SHA256>:<where><sealed>:<body>
+
+- The HMAC, under a key derived from ``MESSAGE_SIGNING_KEY``, covers the
+  value's column, its node's task id (and, for a call, the node's task and
+  queue) and the serialized bytes. A worker checks it before it
+  deserializes anything read back from the database: someone who can write
+  to the database but holds no signing key cannot make a worker publish a
+  task or arguments of their choosing, nor move one node's result to another.
+- With ``MESSAGE_ENCRYPTION_KEY`` set the bytes are sealed (AES-256-GCM, as
+  the task records seal theirs) and ``sealed`` is ``e``, else ``p``;
+  ``where`` is ``d`` (the body is the base64 bytes in the database) or ``s``
+  (the body is the key of an S3 object in ``PAYLOAD_BUCKET``).
+- With the JSON serializer, upstream results in a call stand as one-key
+  markers (:func:`to_json`); pickle keeps them as they are.
+- A result larger than ``WORKFLOW_RESULT_MAX_BYTES`` serialized goes to S3
+  under ``kale-payloads/workflows/`` when ``PAYLOAD_BUCKET`` is set (the
+  prefix the payloads' lifecycle rule expires); without a bucket it fails
+  its node, with a reason that says so.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import pickle
+from typing import Any
+
+from kale.codec.keys import signing_keys
+from kale.codec.serialize import SERIALIZER_CODES, SERIALIZER_NAMES
+from kale.config import Config
+from kale.exceptions import InvalidFlowError, KaleError, WorkflowError
+from kale.records.sealing import sealer
+from kale.transport.payloads import KEY_PREFIX, get_payload_store
+from kale.workflow.graph import Upstream, UpstreamList
+
+VERSION = 'kw1'
+#: Where the bytes are: in the database, or in an S3 object; and whether sealed.
+IN_DATABASE, IN_S3 = 'd', 's'
+SEALED, PLAIN = 'e', 'p'
+#: How an upstream result stands in a call stored as JSON.
+UPSTREAM, UPSTREAM_LIST = '__kale_upstream__', '__kale_upstream_list__'
+#: The key prefix of results kept in S3.
+S3_PREFIX = KEY_PREFIX + 'workflows/'
+#: The columns a value is kept in (bound into its MAC and its seal).
+CALL, RESULT = 'call', 'result'
+
+
+def to_json(value: Any) -> Any:
+    """``value`` with its upstream markers as one-key dicts."""
+    if isinstance(value, Upstream):
+        return {UPSTREAM: value.task_id}
+    if isinstance(value, UpstreamList):
+        return {UPSTREAM_LIST: [to_json(item) for item in value.items]}
+    if isinstance(value, (list, tuple)):
+        return [to_json(item) for item in value]
+    if isinstance(value, dict):
+        return {key: to_json(item) for key, item in value.items()}
+    return value
+
+
+def from_json(value: Any) -> Any:
+    """A stored value with its markers back as :class:`Upstream`/:class:`UpstreamList`."""
+    if isinstance(value, dict):
+        if len(value) == 1 and UPSTREAM in value:
+            return Upstream(value[UPSTREAM])
+        if len(value) == 1 and UPSTREAM_LIST in value:
+            return UpstreamList(tuple(from_json(item) for item in value[UPSTREAM_LIST]))
+        return {key: from_json(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [from_json(item) for item in value]
+    return value
+
+
+def _derived(key: bytes) -> bytes:
+    return hmac.new(key, b'kale-workflow-values', hashlib.sha256).digest()
+
+
+class Values:
+    """Packs and unpacks workflow values under one configuration's keys."""
+
+    def __init__(self, config: Config):
+        self.serializer = str(config.SERIALIZER)
+        self.pickle_protocol = int(config.PICKLE_PROTOCOL)
+        self.max_result_bytes = int(config.WORKFLOW_RESULT_MAX_BYTES)
+        self.max_bytes = int(config.MAX_DECOMPRESSED_BYTES)
+        self.bucket = str(config.PAYLOAD_BUCKET or '')
+        self._config = config
+        ring = signing_keys(config=config)
+        self._mac_keys = {kid: _derived(key) for kid, key in ring.accepted.items()}
+        self._mac_id = ring.current_id
+        self._sealer = sealer(config)
+
+    # --- the two kinds of value ----------------------------------------------------
+
+    def pack_call(self, task_id: str, task: str, queue: str, call: Any) -> str:
+        """A node's call (``{'args': [...], 'kwargs': {...}}``) as stored text
+        (InvalidFlowError when the serializer cannot hold it)."""
+        if self.serializer == 'json':
+            call = to_json(call)
+        return self._pack(CALL, _bound(task_id, task, queue), call, 'the arguments of node %s'
+                          % task_id, limit=0)
+
+    def unpack_call(self, task_id: str, task: str, queue: str, text: str) -> Any:
+        code, call = self._unpack(CALL, _bound(task_id, task, queue), text)
+        return from_json(call) if code == SERIALIZER_CODES['json'] else call
+
+    def pack_result(self, task_id: str, result: Any) -> str:
+        """A node's result as stored text; InvalidFlowError when the
+        serializer cannot hold it, or it is too large for the database with
+        no bucket to keep it in."""
+        return self._pack(RESULT, task_id, result, 'the result of node %s' % task_id,
+                          limit=self.max_result_bytes)
+
+    def unpack_result(self, task_id: str, text: str) -> Any:
+        return self._unpack(RESULT, task_id, text)[1]
+
+    # --- the work ------------------------------------------------------------------
+
+    def _pack(self, column: str, bound: str, value: Any, what: str, limit: int) -> str:
+        raw = self._dumps(value, what)
+        code = SERIALIZER_CODES[self.serializer]
+        digest = hmac.new(self._mac_keys[self._mac_id], _covered(column, bound, code, raw),
+                          hashlib.sha256).hexdigest()
+        data, sealed = raw, PLAIN
+        if self._sealer.sealing:
+            data, sealed = self._sealer.seal_bytes('workflow-' + column, raw).encode(), SEALED
+        where, body = IN_DATABASE, base64.b64encode(data).decode()
+        if limit and len(raw) > limit:
+            if not self.bucket:
+                raise InvalidFlowError(
+                    'result_too_large: %s is %d bytes serialized, over WORKFLOW_RESULT_MAX_BYTES '
+                    'of %d (set PAYLOAD_BUCKET to keep larger results in S3)'
+                    % (what, len(raw), limit))
+            key = '%s%s/%s' % (S3_PREFIX, bound, digest[:16])
+            try:
+                get_payload_store(self._config).put(self.bucket, key, data)
+            except KaleError as exc:
+                raise WorkflowError('%s could not be stored in S3: %s' % (what, exc)) from exc
+            where, body = IN_S3, key
+        return ':'.join((VERSION, code, self._mac_id, digest, where + sealed, body))
+
+    def _unpack(self, column: str, bound: str, text: str) -> tuple[str, Any]:
+        """The serializer code and the value."""
+        node = bound.split('\0')[0]
+        parts = str(text).split(':', 5)
+        if len(parts) != 6 or parts[0] != VERSION or parts[1] not in SERIALIZER_NAMES or \
+                len(parts[4]) != 2:
+            raise WorkflowError('workflow %s of node %s is not a value this Kale stored'
+                                % (column, node))
+        _, code, kid, digest, place, body = parts
+        where, sealed = place[0], place[1]
+        if where == IN_S3:
+            if not body.startswith(S3_PREFIX) or not self.bucket:
+                raise WorkflowError('workflow %s of node %s points at S3, but PAYLOAD_BUCKET is '
+                                'not set' % (column, node))
+            data = get_payload_store(self._config).get(self.bucket, body, self.max_bytes + 64)
+        else:
+            data = base64.b64decode(body.encode())
+        if sealed == SEALED:
+            opened = self._sealer.open_bytes('workflow-' + column, data.decode('ascii', 'replace'))
+            if opened is None:
+                raise WorkflowError('workflow %s of node %s is sealed with a key this process '
+                                    'does not have' % (column, node))
+            data = opened
+        key = self._mac_keys.get(kid)
+        if key is None or not hmac.compare_digest(digest, hmac.new(
+                key, _covered(column, bound, code, data), hashlib.sha256).hexdigest()):
+            raise WorkflowError('workflow %s of node %s is not signed by this deployment\'s '
+                                'MESSAGE_SIGNING_KEY (written by something else, or changed)'
+                                % (column, node))
+        if SERIALIZER_NAMES[code] == 'pickle':
+            return code, pickle.loads(data)
+        return code, json.loads(data.decode('utf-8'))
+
+    def _dumps(self, value: Any, what: str) -> bytes:
+        try:
+            if self.serializer == 'pickle':
+                return pickle.dumps(value, protocol=self.pickle_protocol)
+            return json.dumps(value, separators=(',', ':'), ensure_ascii=True,
+                              allow_nan=False).encode('ascii')
+        except (pickle.PicklingError, TypeError, ValueError, AttributeError,
+                RecursionError) as exc:
+            raise InvalidFlowError('workflow: %s cannot be serialized with %s: %s: %s' % (
+                what, self.serializer, type(exc).__name__, exc)) from None
+
+
+def _bound(task_id: str, task: str, queue: str) -> str:
+    return '\0'.join((task_id, task, queue))
+
+
+def _covered(column: str, bound: str, code: str, raw: bytes) -> bytes:
+    return b'\0'.join((column.encode(), bound.encode(), code.encode(), raw))
+
+
+def values(config: Config) -> Values:
+    """The configuration's workflow values, made once per process."""
+    return config.part('workflow-values', lambda: Values(config))
