@@ -61,3 +61,19 @@ class Length(task.Task):
 
     def run_task(self, text):
         return len(text)
+
+
+class Mark(task.Task):
+    """Adds one to ``value`` after noting its process id in the file at
+    ``path`` and sleeping ``sleep`` seconds (a test counts the runs, and
+    knows which worker runs it)."""
+    queue = 'default'
+    time_limit = 20
+
+    def run_task(self, value, path, sleep=0.0):
+        import os
+        import time
+        with open(path, 'a') as out:
+            out.write('%d\n' % os.getpid())
+        time.sleep(sleep)
+        return value + 1

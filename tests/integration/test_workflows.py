@@ -243,3 +243,13 @@ def test_a_sweep_fails_a_workflow_past_its_deadline_with_nothing_ending(broker):
     from kale.workflow.run import _state
     assert _state().workflow(wf.id).status == 'failed'
     assert {n['reason'] for n in wf.describe()['nodes']} == {'deadline_exceeded'}
+
+
+@pytest.mark.slow
+def test_a_thousand_way_fan_out_into_a_chord(broker):
+    header = workflow.group(*(wt.Add.s(i, 1) for i in range(1000)))
+    wf = run_until_final(broker, workflow.chord(header, wt.Total.s()), rounds=5)
+    assert wf.status() == 'succeeded'
+    assert wf.result() == sum(range(1, 1001))
+    described = wf.describe()
+    assert described['node_states'] == {'succeeded': 1001} and len(described['edges']) == 1000
