@@ -1,8 +1,9 @@
 """`make demo`: the example task worker, start to finish, on the embedded endpoint.
 
 It starts `kale sqs-local` on a free port, publishes a mix of example tasks
-(among them a coroutine task) to three priority queues, runs `kale worker
---burst --concurrency 2 --pool asyncio` on them
+(among them a coroutine task) to three priority queues, submits a small
+workflow (a chord: word counts side by side, then their sum), runs `kale
+worker --burst --concurrency 2 --pool asyncio` on them
 with a live progress line, prints a summary per queue and outcome, and stops
 everything it started, also on Ctrl-C. It exits 0 only when every task ended
 as expected: done, or dead-lettered after its retries.
@@ -42,7 +43,13 @@ PLAN = [('FibonacciTask', 'high_priority', 30), ('FlakyTask', 'default', 8),
 EXPECTED = {'FibonacciTask': {'done': 30}, 'FlakyTask': {'done': 8, 'retried': 8},
             'FetchPageTask': {'done': 40},
             'AlwaysFailsTask': {'retried': 2, 'dead-lettered': 2},
-            'SlowReportTask': {'done': 4}}
+            'SlowReportTask': {'done': 4}, 'CountWordsTask': {'done': 3},
+            'SumCountsTask': {'done': 1}}
+#: The workflow's tasks in the summary, with their queues.
+WORKFLOW_ROWS = [('CountWordsTask', 'high_priority,default', 3), ('SumCountsTask', 'low_priority', 1)]
+#: The texts of the demo's workflow, and the sum of their words it should give.
+WORKFLOW_TEXTS = ['the quick brown fox', 'jumps over', 'the lazy dog']
+WORKFLOW_RESULT = 9
 #: The worker the demo runs: two processes, each running many tasks at once
 #: (coroutines on its event loop, the others on its threads).
 WORKER_OPTIONS = ['--burst', '--concurrency', '2', '--pool', 'asyncio']
@@ -67,6 +74,27 @@ def publish() -> int:
         task_class.publish_batch(None, calls)
         total += count
     return total
+
+
+def submit_workflow() -> tuple[str, int]:
+    """The example workflow, submitted: its id and its number of nodes."""
+    from example.taskworker import tasks
+    from kale import workflow
+    wf = workflow.submit(tasks.workflow_flow(WORKFLOW_TEXTS), labels={'demo': 'word-count'})
+    return wf.id, len(wf.nodes())
+
+
+def workflow_line(workflow_id: str) -> tuple[str, bool]:
+    """What became of the workflow, and whether it gave the expected result."""
+    from kale import workflow
+    from kale.exceptions import KaleError
+    wf = workflow.get(workflow_id)
+    try:
+        result = wf.result()
+    except KaleError as exc:
+        return 'demo: workflow %s: %s' % (workflow_id, exc), False
+    return ('demo: workflow %s (%d word counts, then their sum): %s, result %s'
+            % (workflow_id, len(WORKFLOW_TEXTS), wf.status(), result), result == WORKFLOW_RESULT)
 
 
 def read_outcomes(path: str) -> list[dict]:
@@ -117,7 +145,7 @@ def summary(outcomes: list[dict]) -> tuple[str, dict[str, dict[str, int]]]:
         by_task[outcome['task']][outcome['outcome']] += 1
     rows = [('queue', 'task') + tuple(OUTCOMES)]
     totals: collections.Counter = collections.Counter()
-    for name, queue, _ in PLAN:
+    for name, queue, _ in PLAN + WORKFLOW_ROWS:
         counts = by_task[name]
         rows.append((queue, name) + tuple(str(counts[o]) for o in OUTCOMES))
         totals.update(counts)
@@ -201,11 +229,17 @@ def main() -> int:
         published = publish()
         print('demo: published %d tasks: %s' % (published, ', '.join(
             '%d %s -> %s' % (count, name, queue) for name, queue, count in PLAN)))
+        workflow_id, nodes = submit_workflow()
+        published += nodes
+        print('demo: submitted workflow %s: %d CountWordsTask side by side (one placed on '
+              'high_priority), then SumCountsTask with their counts' % (workflow_id, nodes - 1))
         print('demo: running `kale worker %s`' % ' '.join(WORKER_OPTIONS))
         code = run_worker(outcomes_path, published, os.path.join(workdir, 'worker.log'))
         table, by_task = summary(read_outcomes(outcomes_path))
         print(table)
         print(dead_letter_line())
+        line, workflow_ok = workflow_line(workflow_id)
+        print(line)
         web, web_url = start_web()
         try:
             print(api_counts(web_url))
@@ -221,7 +255,7 @@ def main() -> int:
             if web.poll() is None:
                 web.terminate()
                 web.wait(10)
-        if code != 0 or by_task != EXPECTED:
+        if code != 0 or by_task != EXPECTED or not workflow_ok:
             print('demo: unexpected result (worker exit code %d); worker log: %s'
                   % (code, os.path.join(workdir, 'worker.log')))
             return 1

@@ -85,3 +85,32 @@ class SlowReportTask(task.Task):
     def run_task(self, seconds=0.3, *args, **kwargs):
         time.sleep(seconds)
         record(self, 'done', seconds=seconds, pid=os.getpid())
+
+
+class CountWordsTask(task.Task):
+    """Counts the words of a text: a workflow's fan-out (see ``workflow_flow``)."""
+
+    queue = 'default'
+    time_limit = 5
+
+    def run_task(self, text, *args, **kwargs):
+        return len(text.split())
+
+
+class SumCountsTask(task.Task):
+    """Adds up the counts of a workflow's group: a chord's callback."""
+
+    queue = 'low_priority'
+    time_limit = 5
+
+    def run_task(self, counts, *args, **kwargs):
+        return sum(counts)
+
+
+def workflow_flow(texts):
+    """A chord: count each text's words side by side (the first text on the
+    high-priority queue, placed there by ``with_options``), then sum them."""
+    from kale import workflow
+    counts = [CountWordsTask.with_options(queue='high_priority').s(texts[0])]
+    counts += [CountWordsTask.s(text) for text in texts[1:]]
+    return workflow.chord(workflow.group(*counts), SumCountsTask.s())
