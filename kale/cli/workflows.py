@@ -1,0 +1,140 @@
+"""``kale workflows list|show|cancel``: the workflows kept in the task records
+(``RECORDS_URL``), as tables, or with ``--json`` as ``kale.workflow`` gives them."""
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from kale.cli.options import common_options, positive_int
+from kale.cli.tasks import table
+
+LIST_COLUMNS = [('ID', 'id'), ('STATUS', 'status'), ('SUCCEEDED', 'succeeded'),
+                ('FAILED', 'failed'), ('CREATED', 'created_at'), ('LABELS', 'labels')]
+NODE_COLUMNS = [('TASK ID', 'task_id'), ('TASK', 'task'), ('QUEUE', 'queue'),
+                ('STATE', 'state'), ('UPSTREAM', 'after'), ('REASON', 'reason')]
+SUMMARY_FIELDS = ('id', 'status', 'labels', 'created_at', 'deadline_at', 'finished_at')
+#: How many hex digits of an upstream task id ``show`` prints (``kale tasks
+#: show`` takes such a prefix).
+SHORT_ID = 8
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, sort_keys=True))
+
+
+def _states(counts: dict[str, int]) -> str:
+    return ', '.join('%s %d' % item for item in sorted(counts.items())) or 'none'
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from kale import workflow
+    found = workflow.list_workflows(status=args.status, limit=args.limit)
+    if args.json:
+        _print_json(found)
+        return 0
+    rows = [dict(row, succeeded='%d/%d' % (row['node_states'].get('succeeded', 0),
+                                            row['node_count']),
+                 failed=row['node_states'].get('failed', 0)) for row in found]
+    print(table(LIST_COLUMNS, rows) if rows else 'no workflows%s' % (
+        ' %s' % args.status if args.status else ''))
+    return 0
+
+
+def roots_first(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``nodes`` in layers: those without upstream, then those whose upstream
+    are all in earlier layers, and so on; the given order within a layer."""
+    index = {node['task_id']: i for i, node in enumerate(nodes)}
+    missing = {node['task_id']: sum(1 for up in node['upstream'] if up in index)
+               for node in nodes}
+    ordered: list[dict[str, Any]] = []
+    layer = [node for node in nodes if not missing[node['task_id']]]
+    while layer:
+        ordered.extend(layer)
+        following = []
+        for node in layer:
+            for later in node['downstream']:
+                if later in missing:
+                    missing[later] -= 1
+                    if not missing[later]:
+                        following.append(nodes[index[later]])
+        layer = sorted(following, key=lambda node: index[node['task_id']])
+    placed = {node['task_id'] for node in ordered}
+    return ordered + [node for node in nodes if node['task_id'] not in placed]
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from kale import workflow
+    described = workflow.get(args.workflow_id).describe()
+    if args.json:
+        _print_json(described)
+        return 0
+    width = max(len(key) for key in SUMMARY_FIELDS)
+    for key in SUMMARY_FIELDS:
+        value = described[key]
+        shown = json.dumps(value, sort_keys=True) if key == 'labels' else value or '-'
+        print('%s  %s' % (key.ljust(width), shown))
+    print('%s  %d: %s' % ('nodes'.ljust(width), described['node_count'],
+                          _states(described['node_states'])))
+    rows = [dict(node, after=[up[:SHORT_ID] for up in node['upstream']])
+            for node in roots_first(described['nodes'])]
+    print()
+    print(table(NODE_COLUMNS, rows))
+    return 0
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    from kale import workflow
+    found = workflow.get(args.workflow_id)
+    before = found.describe()['node_states'].get('cancelled', 0)
+    workflow.cancel(found.id)
+    summary = {key: value for key, value in found.describe().items()
+               if key not in ('nodes', 'edges')}
+    cancelled = summary['node_states'].get('cancelled', 0) - before
+    if args.json:
+        _print_json(dict(summary, cancelled_nodes=cancelled))
+        return 0
+    print('workflow %s: %s; %d node%s cancelled now (%s)%s' % (
+        found.id, summary['status'], cancelled, '' if cancelled == 1 else 's',
+        _states(summary['node_states']),
+        '' if cancelled or summary['status'] == 'cancelled' else '; it had already ended'))
+    return 0
+
+
+def add_commands(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]') -> None:
+    """Register ``kale workflows``."""
+    parser = commands.add_parser(
+        'workflows', help='workflows: list, show, cancel',
+        description='Workflows submitted with kale.workflow.submit, read from the task records '
+                    '(RECORDS_URL): list them, show one node by node, or cancel one (every node '
+                    'not ended yet is cancelled, its task too if it was published). Tables by '
+                    'default; --json prints what kale.workflow gives.')
+    sub = parser.add_subparsers(dest='workflows_command', metavar='COMMAND')
+    sub.required = True
+    common = common_options()
+    listing = sub.add_parser(
+        'list', parents=[common], help='workflows, newest first',
+        description='Workflows, newest first: status, nodes succeeded of all, nodes failed.')
+    listing.add_argument('--status', help='running, succeeded, failed or cancelled')
+    listing.add_argument('--limit', type=positive_int, default=50,
+                         help='at most N, up to 1000 (default 50)')
+    listing.add_argument('--json', action='store_true', help='print JSON')
+    listing.set_defaults(func=cmd_list)
+    show = sub.add_parser(
+        'show', parents=[common], help="one workflow's fields and nodes",
+        description="A workflow's fields, then its nodes, each after its upstream (roots "
+                    'first): task id, task, queue, state, the first %d digits of its upstream '
+                    'task ids and why it failed or was cancelled. --json adds the edges '
+                    '[from, to].' % SHORT_ID)
+    show.add_argument('workflow_id', metavar='WORKFLOW_ID')
+    show.add_argument('--json', action='store_true', help='print JSON')
+    show.set_defaults(func=cmd_show)
+    cancel = sub.add_parser(
+        'cancel', parents=[common], help='cancel every node not ended yet, and the workflow',
+        description='Cancel the workflow: every node that has not ended is cancelled (a '
+                    'published task is deleted unrun; one already running has its result '
+                    'thrown away). Prints the resulting status and how many nodes this '
+                    'cancelled; a workflow already ended is left as it is.')
+    cancel.add_argument('workflow_id', metavar='WORKFLOW_ID')
+    cancel.add_argument('--json', action='store_true', help='print JSON')
+    cancel.set_defaults(func=cmd_cancel)
