@@ -31,6 +31,8 @@ from kale.records.schema import (
     attempts,
     tasks,
     workers,
+    workflow_nodes,
+    workflows,
 )
 
 try:
@@ -303,10 +305,21 @@ class RecordStore:
                                    tasks.c.updated_at < now - queued_ttl))
         if not conditions:
             return 0
+        ended = []                          # workflows, by the same TTLs as their tasks
+        if succeeded_ttl is not None:
+            ended.append(and_(workflows.c.status == SUCCEEDED,
+                              workflows.c.finished_at < now - succeeded_ttl))
+        if failed_ttl is not None:
+            ended.append(and_(workflows.c.status.in_((FAILED, CANCELLED)),
+                              workflows.c.finished_at < now - failed_ttl))
         with self.begin(write=True) as conn:
             deleted = conn.execute(tasks.delete().where(or_(*conditions))).rowcount
             if failed_ttl is not None:     # workers that stopped or went silent long ago
                 conn.execute(workers.delete().where(workers.c.heartbeat_at < now - failed_ttl))
+            if ended:
+                gone = select(workflows.c.id).where(or_(*ended)).scalar_subquery()
+                conn.execute(workflow_nodes.delete().where(workflow_nodes.c.workflow_id.in_(gone)))
+                conn.execute(workflows.delete().where(or_(*ended)))
         return int(deleted or 0)
 
     def mark_purged(self, queue: str, before: float, now: Optional[float] = None) -> int:

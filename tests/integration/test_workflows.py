@@ -1,6 +1,8 @@
 """Workflows run by real worker loops on the in-memory transport, their state
 on SQLite and on PostgreSQL: results flow downstream, a join is published
 once, a flow's own result comes back."""
+import time
+
 import pytest
 
 from kale import records, workflow
@@ -253,3 +255,17 @@ def test_a_thousand_way_fan_out_into_a_chord(broker):
     assert wf.result() == sum(range(1, 1001))
     described = wf.describe()
     assert described['node_states'] == {'succeeded': 1001} and len(described['edges']) == 1000
+
+
+def test_ended_workflows_are_purged_with_their_nodes_by_the_tasks_ttls(broker):
+    done = run_until_final(broker, workflow.chain(wt.Add.s(1, 2), wt.Add.s(3)))
+    running = workflow.submit(wt.Add.s(5, 5))
+    from kale.workflow.run import _state
+    store = _state().store
+    store.purge_expired(succeeded_ttl=3600, failed_ttl=3600)
+    assert {w['id'] for w in workflow.list_workflows()} == {done.id, running.id}
+    store.purge_expired(succeeded_ttl=3600, failed_ttl=3600, now=time.time() + 7200)
+    assert [w['id'] for w in workflow.list_workflows()] == [running.id]
+    with store.begin() as conn:
+        left = {row.workflow_id for row in conn.execute(workflow_nodes.select()).all()}
+    assert left == {running.id}
