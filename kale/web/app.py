@@ -4,7 +4,7 @@
     app = create_app()                    # or mount it: Mount('/kale', app=create_app())
 
 Every route answers JSON; a bad request is a 400 with ``{"error": "..."}``
-in one line, an unknown task a 404, an action the task's state does not
+in one line, an unknown task or workflow a 404, an action the task's state does not
 allow a 409, a store that cannot be reached a 503. With a token, every
 ``/api`` route needs ``Authorization: Bearer TOKEN`` (the dashboard asks for
 it once and keeps it in the browser's session storage), and so does
@@ -34,6 +34,8 @@ from kale.exceptions import (
     RecordNotFoundError,
     RecordsUnavailableError,
     SQSError,
+    WorkflowError,
+    WorkflowNotFoundError,
 )
 from kale.web import routes
 from kale.web.openapi import ENDPOINTS, OPENAPI
@@ -44,7 +46,8 @@ STATIC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'static')
 #: Exception class -> HTTP status, most specific first.
 STATUS_OF: list[tuple[type[Exception], int]] = [
     (BadFilterError, 400), (RecordNotFoundError, 404), (RecordConflictError, 409),
-    (RecordsUnavailableError, 503), (SQSError, 502), (KaleError, 400)]
+    (RecordsUnavailableError, 503), (SQSError, 502), (WorkflowNotFoundError, 404),
+    (WorkflowError, 400), (KaleError, 400)]
 
 
 def error(status: int, message: str) -> JSONResponse:

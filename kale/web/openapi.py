@@ -44,6 +44,11 @@ _int: dict[str, Any] = {'type': 'integer'}
 
 _text: dict[str, Any] = {'type': 'string'}
 NAME = _param('name', 'queue name', where='path', required=True)
+WORKFLOW_ID = _param('workflow_id', 'the workflow id', where='path', required=True)
+#: What ``/api/workflows/{workflow_id}`` and its cancel answer.
+WORKFLOW = dict(id=_text, status=_text, labels=_obj, created_at=_text, finished_at=_text,
+                node_count=_int, node_states=_obj, nodes=_list,
+                edges={'type': 'array', 'items': {'type': 'array', 'items': _text}})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,6 +107,20 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              'Delete every message of the queue; its waiting records become purged',
              _answer('what was purged', queue=_text, records_marked_purged=_int),
              (NAME, _param('confirm', 'the queue name again', required=True))),
+    Endpoint('GET', '/api/workflows', 'list_workflows',
+             'Workflows, newest first, each with its count of nodes by state (pages)',
+             _answer('a page', workflows=_list, next={'type': 'string', 'nullable': True}),
+             (_param('status', 'running, succeeded, failed or cancelled'),
+              _param('limit', '1..1000, default 50', 'integer'),
+              _param('cursor', '"next" of the previous page'))),
+    Endpoint('GET', '/api/workflows/{workflow_id}', 'get_workflow',
+             'The workflow, each node (task id, task, state, queue, upstream, downstream, '
+             'reason) and its edges [from, to]',
+             {**_answer('the workflow', **WORKFLOW), '404': ERROR}, (WORKFLOW_ID,)),
+    Endpoint('POST', '/api/workflows/{workflow_id}/cancel', 'cancel_workflow',
+             'Cancel a running workflow: every node not ended, and its published tasks',
+             {**_answer('the workflow, cancelled', **WORKFLOW), '404': ERROR, '409': ERROR},
+             (WORKFLOW_ID,)),
     Endpoint('GET', '/api/workers', 'workers', 'Worker and supervisor processes',
              _answer('the workers', workers=_list),
              (_param('state', 'running, stopped or lost'),)),
@@ -127,7 +146,8 @@ def document(endpoints: Sequence[Endpoint] = ENDPOINTS) -> dict[str, Any]:
     return {
         'openapi': '3.0.3',
         'info': {'title': 'Kale task records', 'version': __version__,
-                 'description': 'Task records, queues and workers of a Kale deployment.'},
+                 'description': 'Task records, workflows, queues and workers of a Kale '
+                                'deployment.'},
         'components': {'securitySchemes': {'bearer': {'type': 'http', 'scheme': 'bearer'}}},
         'security': [{}, {'bearer': []}],
         'paths': paths,

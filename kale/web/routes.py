@@ -3,21 +3,33 @@ queues, return a JSON-ready value. Errors are KaleErrors; the app turns
 them into one-line JSON answers with the right status."""
 from __future__ import annotations
 
+import base64
+import binascii
+import datetime
+import json
 import threading
 import time
 from typing import Any, Callable, Optional
 
 from starlette.requests import Request
 
-from kale import admin, records
+from kale import admin, records, workflow
 from kale.broker import Broker
-from kale.exceptions import BadFilterError, RecordNotFoundError, RecordsError
+from kale.exceptions import (
+    BadFilterError,
+    RecordConflictError,
+    RecordNotFoundError,
+    RecordsError,
+)
 from kale.records.queries import Queries, parse_filter, parse_limit
 from kale.records.record import iso
 from kale.records.recorder import get_recorder
 
 #: The windows ``/api/timeline?window=auto`` tries, shortest first.
 AUTO_WINDOWS_SEC = (3600, 24 * 3600, 7 * 24 * 3600)
+
+#: The most rows one ``list_workflows`` call returns.
+WORKFLOWS_MAX = 1000
 
 
 def command_broker() -> Broker:
@@ -44,6 +56,61 @@ def _number(request: Request, name: str, default: float, low: float, high: float
     if not low <= value <= high:
         raise BadFilterError('%s must be a number from %g to %g, got %r' % (name, low, high, text))
     return value
+
+
+def encode_workflow_cursor(created_at: str, last_id: str, seen: int) -> str:
+    raw = json.dumps([created_at, last_id, seen], separators=(',', ':')).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip('=')
+
+
+def decode_workflow_cursor(text: str) -> tuple[str, float, str, int]:
+    """(created_at as listed, the end of its millisecond as epoch seconds,
+    the last id served, how many of that millisecond were served)."""
+    try:
+        raw = base64.urlsafe_b64decode(text + '=' * (-len(text) % 4))
+        created_at, last_id, seen = json.loads(raw)
+        moment = datetime.datetime.fromisoformat(created_at.replace('Z', '+00:00'))
+        if isinstance(last_id, str) and len(last_id) <= 128 and type(seen) is int \
+                and 0 < seen < WORKFLOWS_MAX and moment.tzinfo is not None:
+            return created_at, moment.timestamp() + 0.001, last_id, seen
+    except (ValueError, TypeError, AttributeError, binascii.Error):
+        pass
+    raise BadFilterError('cursor %r is not one this server gave out' % text[:100])
+
+
+def workflow_page(status: Optional[str], limit: int, cursor: Optional[str],
+                  records_url: Optional[str]) -> tuple[list[dict[str, Any]], Optional[str]]:
+    """Up to ``limit`` workflows, newest first, after ``cursor``; and the
+    cursor of the next page (None on the last).
+
+    Workflows are listed with ``created_at`` to the millisecond and paged by
+    "created before", so a cursor names the last row's millisecond, its id
+    and how many of that millisecond were served: the next page reads from
+    the end of that millisecond and skips those (in the store's own order,
+    the same every time), so rows created in one instant are neither lost
+    nor repeated."""
+    created_at, before, last_id, seen = decode_workflow_cursor(cursor) if cursor else \
+        ('', None, '', 0)
+    # + 1 to tell whether more follow, + 1 for a row rounded up into the next millisecond
+    want = min(limit + seen + 2, WORKFLOWS_MAX)
+    read = workflow.list_workflows(status, want, before, records_url)
+    rows, skip = read, 0
+    if cursor:
+        rows = [row for row in read if row['created_at'] <= created_at]
+        ids = [row['id'] for row in rows[:seen + 1] if row['created_at'] == created_at]
+        skip = ids.index(last_id) + 1 if last_id in ids else seen
+    page = rows[skip:skip + limit]
+    if not page:
+        return page, None
+    last = page[-1]
+    served = sum(1 for row in rows[:skip + limit] if row['created_at'] == last['created_at'])
+    after = encode_workflow_cursor(last['created_at'], last['id'], served)
+    if len(rows) > skip + limit:
+        return page, after
+    if len(read) < want or served + 3 > WORKFLOWS_MAX:
+        return page, None
+    # The read stopped at WORKFLOWS_MAX rows: whether more follow, a page of one tells.
+    return page, after if workflow_page(status, 1, after, records_url)[0] else None
 
 
 class Api:
@@ -136,6 +203,36 @@ class Api:
         window = _number(request, 'window', 3600, 60, 7 * 24 * 3600)
         bucket = int(_number(request, 'bucket', max(60, window // 60), 1, 24 * 3600))
         return self.queries.timeline(window, bucket)
+
+    # --- workflows --------------------------------------------------------------------
+
+    def _workflow_records(self) -> None:
+        """Task records are on (workflows keep their state in them), or the
+        same answer as every records route when they are off."""
+        records.store(self.records_url)
+
+    def list_workflows(self, request: Request) -> dict[str, Any]:
+        self._workflow_records()
+        params = request.query_params
+        rows, cursor = workflow_page(params.get('status') or None, parse_limit(params.get('limit')),
+                                     params.get('cursor') or None, self.records_url)
+        return {'workflows': rows, 'next': cursor}
+
+    def get_workflow(self, request: Request) -> dict[str, Any]:
+        """The workflow, its nodes and its edges."""
+        self._workflow_records()
+        return workflow.get(request.path_params['workflow_id'], self.records_url).describe()
+
+    def cancel_workflow(self, request: Request) -> dict[str, Any]:
+        """Cancel every node of a running workflow that has not ended; the
+        workflow as it is then."""
+        self._workflow_records()
+        found = workflow.get(request.path_params['workflow_id'], self.records_url)
+        status = found.status()
+        if status != 'running':
+            raise RecordConflictError('workflow %s is %s: only a running workflow can be '
+                                      'cancelled' % (found.id[:200], status))
+        return workflow.cancel(found.id, self.records_url).describe()
 
     # --- queues and workers --------------------------------------------------------------
 

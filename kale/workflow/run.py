@@ -89,10 +89,13 @@ class WorkflowHooks(PublishHooks, WorkerHooks):
     def __init__(self) -> None:
         self._sweeper: Optional[Sweeper] = None
         self._clock: Clock = SYSTEM_CLOCK
+        #: The worker runs an event loop of its own (the asyncio pool).
+        self._on_loop = False
 
     def on_worker_startup(self, worker: Any) -> None:
         config = settings.config
         self._clock = getattr(worker, 'clock', SYSTEM_CLOCK)
+        self._on_loop = getattr(worker, 'pool', None) == 'asyncio'
         self._sweeper = Sweeper(_state, publish_nodes, _cancel_tasks,
                                 interval_sec=float(config.WORKFLOW_SWEEP_SEC),
                                 grace_sec=float(config.WORKFLOW_PUBLISH_GRACE_SEC),
@@ -109,13 +112,18 @@ class WorkflowHooks(PublishHooks, WorkerHooks):
         if message is None or settlement.outcome not in (Outcome.SUCCEEDED, Outcome.DEAD_LETTER) \
                 or not message.context.get(WORKFLOW_CONTEXT):
             return None
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return advance(settlement, self._clock)
-        # On an event loop (the asyncio pool): the database work runs on a
-        # thread, awaited, so the loop's other tasks go on meanwhile.
-        return loop.run_in_executor(None, advance, settlement, self._clock)
+        if self._on_loop:
+            # Called on the asyncio pool's loop: the database work runs on a
+            # thread, awaited, so the loop's other tasks go on meanwhile.
+            # (Only there: another loop running in a serial worker's thread,
+            # a notebook's, is not the one that awaits this hook.)
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                pass
+            else:
+                return loop.run_in_executor(None, advance, settlement, self._clock)
+        return advance(settlement, self._clock)
 
 
 def advance(settlement: Settlement, clock: Clock = SYSTEM_CLOCK) -> None:

@@ -3,6 +3,7 @@ process: it shows the counts, queues, workers and failures of real records,
 and its retry button publishes a failed task again."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -342,3 +343,132 @@ def test_a_page_on_another_site_cannot_change_anything(browser, web, memory_brok
         page.close()
         server.shutdown()
     assert records.get(task_id).status == 'queued'
+
+
+# --- workflows ---------------------------------------------------------------------------------
+
+def run_workflows(tmp_path, *flows):
+    """Each workflow's final status, its nodes run by a real `kale worker`
+    (in this process, Playwright's event loop would be taken for the worker's)."""
+    import signal
+
+    from tests.support.processes import WorkerProcess
+    worker = WorkerProcess(tmp_path, '--queues', 'default,low')
+    try:
+        return [flow.wait(60) for flow in flows]
+    finally:
+        worker.signal(signal.SIGTERM)
+        assert worker.wait(30) == 0, worker.output()
+
+
+def drawn_nodes(page):
+    """{task id: the state written in its box} of the workflow's graph."""
+    return {box.get_attribute('data-task-id'): box.query_selector('text.state').text_content()
+            for box in page.query_selector_all('#workflow svg g.node')}
+
+
+#: For each edge drawn: does it start on its upstream box's right side and end
+#: on its downstream box's left side?
+EDGES_JOIN_BOXES = """() => [...document.querySelectorAll('#workflow svg path.edge')].map((edge) => {
+    const box = (id) => document.querySelector('#workflow svg g.node[data-task-id="' + id + '"]')
+        .getBoundingClientRect();
+    const from = box(edge.dataset.from); const to = box(edge.dataset.to);
+    const start = edge.getPointAtLength(0); const end = edge.getPointAtLength(edge.getTotalLength());
+    const at = (point) => edge.ownerSVGElement.getBoundingClientRect();
+    const x = (p) => at(p).left + p.x; const y = (p) => at(p).top + p.y;
+    const near = (a, b) => Math.abs(a - b) < 1.5;
+    return [edge.dataset.from, edge.dataset.to,
+            near(x(start), from.right) && y(start) > from.top && y(start) < from.bottom
+            && near(x(end), to.left) && y(end) > to.top && y(end) < to.bottom];
+})"""
+
+
+def test_a_workflow_is_drawn_as_its_graph_and_a_node_opens_its_task(browser, web, records_url,
+                                                                    tmp_path):
+    from kale import workflow
+    from tests import workflow_tasks as wt
+    a = wt.Add.s(1, 2)
+    b, c = wt.Add.s(workflow.ref(a), 10), wt.Add.s(workflow.ref(a), 20)
+    d = wt.Pair.s(workflow.ref(b), workflow.ref(c))
+    diamond = workflow.submit(workflow.group(a, b, c, d))
+    first, broken, after = wt.Add.s(1), wt.Broken.s(), wt.Add.s(1)
+    failing = workflow.submit(workflow.chain(first, broken, after))
+    assert run_workflows(tmp_path, diamond, failing) == ['succeeded', 'failed']
+    page = open_dashboard(browser, web)
+    try:
+        row = page.wait_for_selector('#workflows tr[data-id="%s"]' % diamond.id)
+        assert '4 succeeded' in row.inner_text() and 'succeeded' in row.query_selector(
+            '.badge').inner_text()
+        page.click('#workflows tr[data-id="%s"] a.id' % diamond.id)
+        page.wait_for_selector('#workflow:not([hidden]) svg g.node')
+        assert drawn_nodes(page) == {node.task_id: 'succeeded' for node in (a, b, c, d)}
+        layers = {box.get_attribute('data-task-id'): box.get_attribute('data-layer')
+                  for box in page.query_selector_all('#workflow svg g.node')}
+        assert layers == {a.task_id: '0', b.task_id: '1', c.task_id: '1', d.task_id: '2'}
+        assert page.text_content('#workflow svg g.node[data-task-id="%s"] text.task'
+                                 % d.task_id) == 'Pair'
+        edges = page.evaluate(EDGES_JOIN_BOXES)
+        assert sorted((start, end) for start, end, _ in edges) == sorted([
+            (a.task_id, b.task_id), (a.task_id, c.task_id),
+            (b.task_id, d.task_id), (c.task_id, d.task_id)])
+        assert all(joined for _, _, joined in edges), edges
+        assert page.is_hidden('#workflow-cancel'), 'a workflow that ended cannot be cancelled'
+        page.click('#workflow svg g.node[data-task-id="%s"]' % d.task_id)
+        page.wait_for_function("(id) => !document.getElementById('detail').hidden && "
+                               "document.getElementById('detail-id').innerText === id", arg=d.task_id)
+        assert 'tests.workflow_tasks.Pair' in page.inner_text('#detail-body')
+        assert json.loads(page.text_content('#detail-body pre.json')) == \
+            {'args': [13, 23], 'kwargs': {}}                  # b's and c's results, passed on
+
+        page.click('#workflows tr[data-id="%s"] a.id' % failing.id)
+        page.wait_for_function("(id) => document.getElementById('workflow-id').innerText === id",
+                               arg=failing.id)
+        assert drawn_nodes(page) == {first.task_id: 'succeeded', broken.task_id: 'failed',
+                                     after.task_id: 'failed'}
+        assert page.locator('#workflow svg path.edge').count() == 2
+        assert page.get_attribute('#workflow svg g.node[data-task-id="%s"]' % broken.task_id,
+                                  'class') == 'node failed link'
+        nodes_table = page.inner_text('#workflow table.nodes')
+        assert 'cannot use 1' in nodes_table and 'upstream_failed' in nodes_table
+        assert '1 succeeded' in page.inner_text('#workflow-body') and \
+            '2 failed' in page.inner_text('#workflow-body')
+    finally:
+        page.close()
+
+
+def test_a_running_workflow_is_cancelled_from_its_panel_after_a_confirmation(
+        browser, web, records_url):
+    from kale import workflow
+    from tests import workflow_tasks as wt
+    first, then = wt.Add.s(1), wt.Add.s(2)
+    running = workflow.submit(workflow.chain(first, then), labels={'tenant': HOSTILE})
+    page = open_dashboard(browser, web)
+    asked = []
+
+    def answer(dialog):
+        asked.append(dialog.message)
+        dialog.accept() if len(asked) > 1 else dialog.dismiss()
+    page.on('dialog', answer)
+    try:
+        page.click('#workflows tr[data-id="%s"] a.id' % running.id)
+        page.wait_for_selector('#workflow:not([hidden]) svg g.node')
+        assert drawn_nodes(page) == {first.task_id: 'queued', then.task_id: 'pending'}
+        assert page.get_attribute('#workflow svg g.node[data-task-id="%s"]' % then.task_id,
+                                  'class') == 'node pending', 'no task yet: no link'
+        assert HOSTILE in page.inner_text('#workflow-body')          # the label, as text
+        page.click('#workflow-cancel')
+        assert len(asked) == 1 and running.id in asked[0]
+        assert running.status() == 'running', 'not confirmed: nothing changes'
+        page.click('#workflow-cancel')
+        page.wait_for_selector('#banner:has-text("cancelled workflow %s")' % running.id)
+        assert running.status() == 'cancelled'
+        assert drawn_nodes(page) == {first.task_id: 'cancelled', then.task_id: 'cancelled'}
+        assert page.is_hidden('#workflow-cancel')
+        assert records.get(first.task_id).status == 'cancelled'
+        page.click('#workflow-tabs button[data-status=cancelled]')
+        page.wait_for_function("() => document.querySelectorAll('#workflows tbody tr[data-id]')"
+                               ".length === 1")
+        assert page.evaluate('window.__xss') is None
+        assert page.query_selector('img[src="x"]') is None
+    finally:
+        page.close()

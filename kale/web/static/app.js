@@ -1,6 +1,7 @@
 // The Kale dashboard: plain JavaScript, no dependencies, nothing from a CDN.
 // It reads the REST API next to it (relative URLs, so it also works mounted
-// under a prefix) every few seconds and draws tables and two SVG charts.
+// under a prefix) every few seconds and draws tables, two SVG charts and,
+// for a workflow opened, its graph in SVG.
 'use strict';
 
 const STATUSES = ['queued', 'running', 'scheduled', 'succeeded', 'failed', 'cancelled', 'purged',
@@ -12,11 +13,14 @@ const PAGE = 25;
 const DAY_MS = 24 * 3600 * 1000;
 
 // What the page shows: the status tab, the filters, how many rows, the sort,
-// whether old stopped workers are listed, and the task open in the detail panel.
+// whether old stopped workers are listed, the task open in the detail panel,
+// and the workflows' own.
 const state = {
   status: 'failed', labels: null, task: '', queue: '', sinceSec: '', pages: 1,
   sort: null, descending: false, oldWorkers: false, detail: null,
   timer: null, busy: false, rows: [],
+  // The workflows listed (status, pages) and the one open in its panel.
+  workflowStatus: '', workflowPages: 1, workflow: null, workflowShown: null,
 };
 
 // --- helpers ---------------------------------------------------------------------------
@@ -349,6 +353,185 @@ function renderTimeline(answer) {
   drawChart('chart-duration', answer.series, (p) => p.mean_duration_sec, 's', answer.window_sec);
 }
 
+// --- workflows -------------------------------------------------------------------------------
+
+const WORKFLOW_PAGE = 10;
+// The DAG's geometry, in pixels: a node's box, and the gaps between layers
+// (left to right) and between the boxes of one layer (top to bottom).
+const BOX = { width: 180, height: 46, gapX: 64, gapY: 16, pad: 16 };
+
+function nodeStates(counts) {
+  return el('span', { class: 'node-states' }, ...Object.entries(counts || {}).map(([s, n]) =>
+    el('span', { class: 'state-text ' + s }, n + ' ' + s)));
+}
+
+function renderWorkflows(answer) {
+  const body = document.querySelector('#workflows tbody');
+  const rows = answer.workflows.map((w) => el('tr', { 'data-id': w.id },
+    el('td', {}, el('a', { class: 'id mono', onclick: () => showWorkflow(w.id) }, w.id)),
+    el('td', {}, badge(w.status)), el('td', {}, nodeStates(w.node_states)),
+    el('td', { class: 'mono' }, labelsText(w.labels)), el('td', {}, ago(w.created_at)),
+    el('td', {}, ago(w.finished_at))));
+  body.replaceChildren(...(rows.length ? rows : [el('tr', {}, el('td', { colspan: 6, class: 'muted' }, 'no workflows'))]));
+  document.getElementById('workflows-more').hidden = !answer.next;
+}
+
+function workflowsQuery() {
+  const params = new URLSearchParams({ limit: String(WORKFLOW_PAGE * state.workflowPages) });
+  if (state.workflowStatus) params.set('status', state.workflowStatus);
+  return params.toString();
+}
+
+// Each node's layer: the longest path to it from a root (Kahn's order).
+function layersOf(nodes) {
+  const layer = new Map(nodes.map((n) => [n.task_id, 0]));
+  const waiting = new Map(nodes.map((n) => [n.task_id, n.upstream.filter((u) => layer.has(u)).length]));
+  const ready = nodes.filter((n) => waiting.get(n.task_id) === 0).map((n) => n.task_id);
+  const byId = new Map(nodes.map((n) => [n.task_id, n]));
+  while (ready.length) {
+    const id = ready.shift();
+    for (const later of byId.get(id).downstream) {
+      if (!layer.has(later)) continue;
+      layer.set(later, Math.max(layer.get(later), layer.get(id) + 1));
+      waiting.set(later, waiting.get(later) - 1);
+      if (waiting.get(later) === 0) ready.push(later);
+    }
+  }
+  return layer;
+}
+
+// Where each node's box goes: layers left to right; in a layer, nodes in
+// the mean order of their upstream nodes, so that edges cross less.
+function placeNodes(nodes) {
+  const layer = layersOf(nodes);
+  const columns = [];
+  nodes.forEach((n, index) => {
+    const column = layer.get(n.task_id);
+    (columns[column] = columns[column] || []).push({ node: n, index });
+  });
+  const row = new Map();
+  for (const column of columns) {
+    if (!column) continue;
+    const weight = (item) => {
+      const rows = item.node.upstream.filter((u) => row.has(u)).map((u) => row.get(u));
+      return rows.length ? rows.reduce((a, b) => a + b, 0) / rows.length : item.index;
+    };
+    column.sort((a, b) => weight(a) - weight(b) || a.index - b.index);
+    column.forEach((item, i) => row.set(item.node.task_id, i));
+  }
+  const tallest = Math.max(1, ...columns.map((c) => (c ? c.length : 0)));
+  const place = new Map();
+  columns.forEach((column, c) => {
+    const offset = (tallest - column.length) * (BOX.height + BOX.gapY) / 2;
+    column.forEach((item, i) => place.set(item.node.task_id, {
+      x: BOX.pad + c * (BOX.width + BOX.gapX),
+      y: BOX.pad + offset + i * (BOX.height + BOX.gapY), layer: c }));
+  });
+  return { place, width: 2 * BOX.pad + columns.length * BOX.width + (columns.length - 1) * BOX.gapX,
+    height: 2 * BOX.pad + tallest * BOX.height + (tallest - 1) * BOX.gapY };
+}
+
+function fitted(text, chars) { return text.length > chars ? text.slice(0, chars - 1) + '\u2026' : text; }
+
+function dagNode(node, at) {
+  const group = svg('g', { class: 'node ' + node.state, 'data-task-id': node.task_id,
+    'data-state': node.state, 'data-layer': at.layer, transform: 'translate(' + at.x + ',' + at.y + ')' });
+  const title = svg('title');
+  title.textContent = node.task + '\n' + node.task_id + ' (' + node.queue + ')'
+    + (node.reason ? '\n' + node.reason : '') + (node.published ? '' : '\nnot published: no task yet');
+  const name = svg('text', { class: 'task', x: 10, y: 19 });
+  name.textContent = fitted(short(node.task), 24);
+  const said = svg('text', { class: 'state', x: 10, y: 36 });
+  said.textContent = node.state;
+  group.append(title, svg('rect', { width: BOX.width, height: BOX.height, rx: 6 }), name, said);
+  if (node.published) {
+    group.classList.add('link');
+    group.setAttribute('tabindex', '0');
+    group.setAttribute('role', 'link');
+    group.addEventListener('click', () => showTask(node.task_id));
+    group.addEventListener('keydown', (e) => { if (e.key === 'Enter') showTask(node.task_id); });
+  }
+  return group;
+}
+
+// The workflow's graph: a box per node, coloured and labelled by its state,
+// and an arrow per edge from the right side of one box to the left of the next.
+function drawDag(wf, placed) {
+  const { place, width, height } = placed;
+  const chart = svg('svg', { width, height, viewBox: '0 0 ' + width + ' ' + height,
+    role: 'img', 'aria-label': 'the graph of workflow ' + wf.id });
+  const marker = svg('marker', { id: 'dag-arrow', viewBox: '0 0 10 10', refX: 10, refY: 5,
+    markerWidth: 7, markerHeight: 7, orient: 'auto-start-reverse' });
+  marker.append(svg('path', { class: 'arrow', d: 'M0,0 L10,5 L0,10 z' }));
+  const defs = svg('defs');
+  defs.append(marker);
+  chart.append(defs);
+  for (const [from, to] of wf.edges) {
+    const a = place.get(from); const b = place.get(to);
+    if (!a || !b) continue;
+    const x1 = a.x + BOX.width; const y1 = a.y + BOX.height / 2;
+    const x2 = b.x; const y2 = b.y + BOX.height / 2; const middle = (x1 + x2) / 2;
+    chart.append(svg('path', { class: 'edge', 'data-from': from, 'data-to': to,
+      'marker-end': 'url(#dag-arrow)',
+      d: 'M' + x1 + ',' + y1 + ' C' + middle + ',' + y1 + ' ' + middle + ',' + y2 + ' ' + x2 + ',' + y2 }));
+  }
+  for (const node of wf.nodes) chart.append(dagNode(node, place.get(node.task_id)));
+  return el('div', { class: 'dag' }, chart);
+}
+
+function renderWorkflow(wf) {
+  state.workflowShown = JSON.stringify(wf);
+  document.getElementById('workflow-id').textContent = wf.id;
+  document.getElementById('workflow-status').replaceChildren(badge(wf.status));
+  document.getElementById('workflow-cancel').hidden = wf.status !== 'running';
+  const facts = el('dl', { class: 'facts' },
+    ...field('nodes', String(wf.node_count), ': ', nodeStates(wf.node_states)),
+    ...field('labels', labelsText(wf.labels) || '-'),
+    ...field('created', ago(wf.created_at), ' ', el('span', { class: 'muted' }, absolute(wf.created_at))),
+    ...field('finished', ago(wf.finished_at)));
+  if (wf.deadline_at) facts.append(...field('deadline', absolute(wf.deadline_at)));
+  const placed = placeNodes(wf.nodes);
+  const at = (n) => placed.place.get(n.task_id);
+  const inOrder = wf.nodes.slice().sort((a, b) => at(a).x - at(b).x || at(a).y - at(b).y);
+  const table = el('table', { class: 'nodes' },
+    el('thead', {}, el('tr', {}, ...['node (its task)', 'task', 'state', 'queue', 'reason'].map((h) => el('th', {}, h)))),
+    el('tbody', {}, ...inOrder.map((n) => el('tr', { 'data-id': n.task_id },
+      el('td', {}, n.published ? taskId(n.task_id) : el('span', { class: 'mono muted', title: 'not published: no task yet' }, n.task_id)),
+      el('td', { title: n.task }, short(n.task)), el('td', {}, badge(n.state)),
+      el('td', {}, n.queue), el('td', { class: 'wrap' }, n.reason || '')))));
+  document.getElementById('workflow-body').replaceChildren(facts, drawDag(wf, placed), table);
+}
+
+// Open the workflow's panel; ``quiet``: a refresh, which redraws only what changed.
+async function showWorkflow(id, quiet) {
+  try {
+    const wf = await api('workflows/' + encodeURIComponent(id));
+    if (quiet && state.workflow !== wf.id) return;          // closed or another opened meanwhile
+    state.workflow = wf.id;
+    if (!quiet || JSON.stringify(wf) !== state.workflowShown) renderWorkflow(wf);
+    const panel = document.getElementById('workflow');
+    panel.hidden = false;
+    if (!quiet) { panel.scrollIntoView(); banner(''); }
+  } catch (error) { banner(error.message); }
+}
+
+async function cancelWorkflow() {
+  const id = state.workflow;
+  if (!id || !window.confirm('Cancel workflow ' + id + '? Its nodes that have not ended will never run.')) return;
+  try {
+    renderWorkflow(await api('workflows/' + encodeURIComponent(id) + '/cancel', { method: 'POST' }));
+    banner('cancelled workflow ' + id);
+    refresh();
+  } catch (error) { banner(error.message); }
+}
+
+function selectWorkflowStatus(status) {
+  state.workflowStatus = status;
+  state.workflowPages = 1;
+  document.querySelectorAll('#workflow-tabs button').forEach((b) => b.classList.toggle('active', b.dataset.status === status));
+  refresh();
+}
+
 // --- refreshing ------------------------------------------------------------------------------
 
 async function refresh() {
@@ -361,6 +544,8 @@ async function refresh() {
     renderCounts(summary); renderTasks(tasks, count.count); renderWorkers(workers);
     renderTimeline(timeline);
     try { renderQueues(await api('queues')); } catch (error) { banner('queues: ' + error.message); }
+    try { renderWorkflows(await api('workflows?' + workflowsQuery())); } catch (error) { banner('workflows: ' + error.message); }
+    if (state.workflow) await showWorkflow(state.workflow, true);
     document.getElementById('updated').textContent = 'updated ' + new Date().toLocaleTimeString();
     document.body.dataset.loaded = 'true';
   } catch (error) {
@@ -373,7 +558,11 @@ async function refresh() {
 function selectStatus(status) {
   state.status = status;
   state.pages = 1;
-  document.querySelectorAll('#tabs button').forEach((b) => b.classList.toggle('active', b.dataset.status === status));
+  document.getElementById('workflow-close').addEventListener('click', () => { document.getElementById('workflow').hidden = true; state.workflow = null; });
+document.getElementById('workflow-cancel').addEventListener('click', cancelWorkflow);
+document.getElementById('workflows-more').addEventListener('click', () => { state.workflowPages += 1; refresh(); });
+document.querySelectorAll('#workflow-tabs button').forEach((b) => b.addEventListener('click', () => selectWorkflowStatus(b.dataset.status)));
+document.querySelectorAll('#tabs button').forEach((b) => b.classList.toggle('active', b.dataset.status === status));
   const filter = filterText();
   document.getElementById('tasks-title').textContent = (status === 'failed' ? 'Recent failures'
     : (status ? 'Tasks: ' + status : 'All tasks')) + (filter ? ' (' + filter + ')' : '');
@@ -464,6 +653,10 @@ document.getElementById('detail-copy').addEventListener('click', () => copy(docu
 document.getElementById('bulk-retry').addEventListener('click', bulkRetry);
 document.getElementById('more').addEventListener('click', () => { state.pages += 1; refresh(); });
 document.getElementById('old-workers').addEventListener('click', () => { state.oldWorkers = !state.oldWorkers; refresh(); });
+document.getElementById('workflow-close').addEventListener('click', () => { document.getElementById('workflow').hidden = true; state.workflow = null; });
+document.getElementById('workflow-cancel').addEventListener('click', cancelWorkflow);
+document.getElementById('workflows-more').addEventListener('click', () => { state.workflowPages += 1; refresh(); });
+document.querySelectorAll('#workflow-tabs button').forEach((b) => b.addEventListener('click', () => selectWorkflowStatus(b.dataset.status)));
 document.querySelectorAll('#tabs button').forEach((b) => b.addEventListener('click', () => selectStatus(b.dataset.status)));
 document.querySelectorAll('#tasks th[data-sort]').forEach((th) => th.addEventListener('click', () => sortBy(th.dataset.sort)));
 document.getElementById('auto').addEventListener('change', (e) => {
