@@ -308,6 +308,22 @@ WORKFLOW_SWEEP_SEC = 2.0
 # published it in the meantime, under normal operation.
 WORKFLOW_PUBLISH_GRACE_SEC = 5.0
 
+# Directory of executor programs (`kale worker --executors DIR`): a task
+# whose method is NAME runs the program DIR/NAME, its arguments as a JSON
+# list on its standard input and its result as JSON on its standard output.
+# Empty: this worker runs no executors.
+EXECUTOR_DIR = ''
+
+# Bytes of an executor program's standard error kept (its last ones) in its
+# task's record, and of its standard output read (more fails the run as
+# bad_output).
+EXECUTOR_STDERR_MAX_BYTES = 64 * 1024
+EXECUTOR_STDOUT_MAX_BYTES = 16 * 1024 * 1024
+
+# Seconds between the SIGTERM an executor program's process group gets at
+# its time limit and the SIGKILL that follows if it has not exited.
+EXECUTOR_KILL_GRACE_SEC = 5.0
+
 # Bearer token `kale web` requires when it listens on anything but a loopback
 # address (the environment variable KALE_WEB_TOKEN overrides it). Without
 # one, `kale web --host 0.0.0.0` refuses to start.

@@ -219,6 +219,21 @@ class NonRetriableTaskError(TaskError):
     """Raise from ``run_task`` to fail the task permanently, with no retry."""
 
 
+class ExecutorError(TaskError):
+    """An executor program could not run, or its run failed. The message
+    starts with the reason: ``unknown_method``, ``bad_input`` (exit status
+    65, or arguments that are not a JSON list), ``bad_output`` (standard
+    output that is not one JSON value, or too long) or ``failed`` (another
+    exit status, or a signal)."""
+
+    #: Reasons that fail the task for good, with no retry.
+    PERMANENT = ('unknown_method', 'bad_input')
+
+    @property
+    def reason(self) -> str:
+        return str(self).split(':', 1)[0]
+
+
 class TaskProcessDied(TaskError):
     """The child process running a task (``TASK_ISOLATION = 'process'``)
     exited without reporting a result."""
@@ -312,6 +327,7 @@ __all__ = [
     'CommandError',
     'DecodeError',
     'EndpointUnreachableError',
+    'ExecutorError',
     'HookError',
     'ImproperlyConfigured',
     'InvalidDelayError',

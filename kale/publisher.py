@@ -288,6 +288,7 @@ class Publisher:
               kwargs: Mapping[str, Any]) -> Message:
         """A new message for one invocation (its arguments checked)."""
         check_arguments(task_class, args, kwargs, self.config)
+        task_class.check_call(args, kwargs)
         return Message(task_id=task_class.make_task_id(*args, **kwargs),
                        task_name=task_class.task_path(), args=tuple(args), kwargs=dict(kwargs),
                        app_data=app_data, sent_at=time.time(),

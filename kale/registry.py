@@ -15,11 +15,13 @@ from typing import Any, Mapping, Optional, Sequence
 from kale.conf import settings
 from kale.config import Config
 from kale.exceptions import DecodeError
+from kale.executors.catalog import PREFIX as EXECUTOR_PREFIX
 from kale.task import Task
 
 #: Resolved classes kept before the cache starts again (a bound on memory,
 #: since task names come from the wire).
 CACHE_SIZE = 1000
+
 
 class Registry:
     """The task classes messages name, under one configuration's TASK_MAPPER
@@ -45,6 +47,9 @@ class Registry:
 
     def _resolve(self, task_name: str) -> type[Task]:
         target = self.mapper.get(task_name, task_name)
+        if target.startswith(EXECUTOR_PREFIX):     # a program of the executor directory
+            from kale.executors.task import executor_task
+            return executor_task(target[len(EXECUTOR_PREFIX):], checked=False)
         if not allowed(target, self.modules):
             raise DecodeError(DecodeError.UNKNOWN_TASK, 'task %r is outside TASK_MODULES; its '
                               'module was not imported' % (target,))

@@ -162,6 +162,12 @@ class Task:
         return None
 
     @classmethod
+    def check_call(cls, args: tuple, kwargs: Mapping[str, Any]) -> None:
+        """Refuse a call at publish time (raise PublishError naming the
+        problem) beyond the check that the arguments bind to ``run_task``.
+        Accepts every call by default."""
+
+    @classmethod
     def with_options(cls, queue: Optional[str] = None) -> 'TaskOptions':
         """This task sent elsewhere: ``MyTask.with_options(queue='shard-2')``
         has ``publish``, ``publish_batch``, ``apublish``, ``apublish_batch``

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+from typing import Any
 
 from kale.cli.options import common_options, port_number, positive_int, queue_list
 from kale.conf import settings
@@ -10,8 +12,14 @@ from kale.settings_check import WORKER_POOLS as POOLS
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    if args.metrics_port is not None:        # the option stands for the setting
-        with settings.override(METRICS_PORT=args.metrics_port):
+    overrides: dict[str, Any] = {}           # the options stand for the settings
+    if args.metrics_port is not None:
+        overrides['METRICS_PORT'] = args.metrics_port
+    if args.executors:
+        args.executors = os.path.abspath(args.executors)
+        overrides['EXECUTOR_DIR'] = args.executors
+    if overrides:
+        with settings.override(**overrides):
             return run_worker(args)
     return run_worker(args)
 
@@ -22,6 +30,9 @@ def run_worker(args: argparse.Namespace) -> int:
     if pool == 'serial' and args.max_in_flight is not None:
         raise CommandError('--max-in-flight needs --pool threads or --pool asyncio (the serial '
                            'pool runs one task at a time: use --concurrency for more processes)')
+    if settings.EXECUTOR_DIR:                # a directory that cannot serve: said at start
+        from kale.executors.task import catalog
+        catalog()
     worker = Worker(queue_names=args.queues, burst=args.burst, pool=pool,
                     max_in_flight=args.max_in_flight)   # validates the configuration
     if args.concurrency is None:
@@ -42,6 +53,10 @@ def add_commands(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]'
                     '(WORKER_STUCK_GRACE_SEC).')
     parser.add_argument('--queues', type=queue_list, metavar='A,B',
                         help='serve only these queues (default: every configured queue)')
+    parser.add_argument('--executors', metavar='DIR',
+                        help='run executor tasks: a task whose method is NAME runs the program '
+                             'DIR/NAME, arguments as a JSON list on its standard input, result '
+                             'as JSON on its standard output (default: the EXECUTOR_DIR setting)')
     parser.add_argument('--burst', action='store_true',
                         help='exit once every served queue has nothing visible, in flight or delayed')
     parser.add_argument('--concurrency', type=positive_int, metavar='N',

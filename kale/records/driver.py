@@ -64,7 +64,7 @@ def published_statement(dialect_name: str) -> Any:
     values: dict[str, Any] = {name: insert.excluded[name] for name in PUBLISHED_COLUMNS}
     for name in ('status', 'attempts', 'started_at', 'finished_at', 'next_attempt_at',
                  'duration_sec', 'worker', 'error_type', 'error_message', 'error_traceback',
-                 'dead_letter_reason', 'result', 'updated_at'):
+                 'dead_letter_reason', 'result', 'stderr', 'updated_at'):
         values[name] = sqlalchemy.case((new_life, insert.excluded[name]), else_=tasks.c[name])
     return insert.on_conflict_do_update(index_elements=[tasks.c.id], set_=values)
 

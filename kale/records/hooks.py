@@ -279,11 +279,14 @@ class RecordsHooks(PublishHooks, WorkerHooks):
             published = s.envelope.published_at if s.envelope is not None else now
         if status == CANCELLED:
             attempts -= 1
+        stderr = getattr(s.task, 'stderr', None) if s.task is not None else None
         if status == SUCCEEDED:       # one with a result to store, or known by its envelope
             row = self._succeeded_row(queue, task_id, task_name, attempts, published, started_at,
                                       now, s.duration_sec)
             if s.task is not None and getattr(s.task, 'store_result', False):
                 row['result'] = render_result(s.result, self.recorder.max_value_chars)
+            if stderr is not None:
+                row['stderr'] = stderr
             return row
         row = self._event(task_id, task_name, queue, published, attempts, status, now)
         if status == CANCELLED:
@@ -298,6 +301,8 @@ class RecordsHooks(PublishHooks, WorkerHooks):
             row['duration_sec'] = round(s.duration_sec, 6) if started_at else None
             row['dead_letter_reason'] = s.reason[:512] or None
             row.update(error_fields(s.exception, s.reason))
+        if stderr is not None and status in (SCHEDULED, FAILED):
+            row['stderr'] = stderr
         return row
 
     def _succeeded_row(self, queue: str, task_id: str, task_name: str, attempts: int,

@@ -11,7 +11,7 @@ from typing import Any, Mapping, Optional
 from kale.records.schema import FINAL, PENDING
 
 #: Fields left out of task lists (``GET /api/tasks``, ``kale tasks list``).
-DETAIL_FIELDS = ('inputs', 'error_traceback', 'result')
+DETAIL_FIELDS = ('inputs', 'error_traceback', 'result', 'stderr')
 #: A worker whose heartbeat is older than this many intervals is lost.
 LOST_AFTER_HEARTBEATS = 3
 
@@ -53,6 +53,8 @@ class TaskRecord:
     duplicate_of: Optional[str] = None
     #: The task published by retrying this one from its record (once).
     retried_as: Optional[str] = None
+    #: The end of an executor program's standard error, from its last run.
+    stderr: Optional[str] = None
     #: The MAC over the task and its stored arguments that a retry checks
     #: (:mod:`kale.records.sealing`); not shown by the API.
     inputs_mac: Optional[str] = dataclasses.field(default=None, repr=False)

@@ -74,6 +74,9 @@ tasks = Table(
     #: The task published by retrying this one from its record, once
     #: (schema version 3): a second retry answers with it.
     Column('retried_as', String(128)),
+    #: The last bytes an executor program wrote to its standard error
+    #: (schema version 6).
+    Column('stderr', Text),
     #: When the last event written to the row happened: an older event that
     #: arrives later (another process's writer was slower) changes nothing.
     Column('updated_at', Float, nullable=False),
@@ -205,6 +208,11 @@ def _add_workflows_v5(conn: Connection) -> None:
     workflow_nodes.create(conn, checkfirst=True)
 
 
+def _add_stderr_v6(conn: Connection) -> None:
+    if 'stderr' not in {column['name'] for column in inspect(conn).get_columns('kale_tasks')}:
+        conn.exec_driver_sql('ALTER TABLE kale_tasks ADD COLUMN stderr TEXT')
+
+
 #: (version, what it does, how): applied in order to bring a store up to date.
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, 'create kale_tasks and kale_workers', _create_v1),
@@ -212,6 +220,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (3, 'add kale_tasks.retried_as and kale_attempts', _add_attempts_v3),
     (4, 'widen kale_tasks.worker to a kale_workers.id', _widen_worker_v4),
     (5, 'add kale_workflows and kale_workflow_nodes', _add_workflows_v5),
+    (6, 'add kale_tasks.stderr', _add_stderr_v6),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -41,7 +41,7 @@ NONCE_BYTES = 12
 
 #: Columns whose values are sealed (JSON ones, then text ones).
 SEALED_JSON_COLUMNS = ('inputs', 'result')
-SEALED_TEXT_COLUMNS = ('error_message', 'error_traceback')
+SEALED_TEXT_COLUMNS = ('error_message', 'error_traceback', 'stderr')
 
 #: Shown in place of a value sealed under a key this process does not have.
 UNREADABLE = '(sealed with a key this process does not have)'

@@ -151,4 +151,6 @@ def worker_command(args: Any) -> list[str]:
         command += ['--max-in-flight', str(args.max_in_flight)]
     if getattr(args, 'metrics_port', None) is not None:
         command += ['--metrics-port', str(args.metrics_port)]
+    if getattr(args, 'executors', None):
+        command += ['--executors', args.executors]
     return command

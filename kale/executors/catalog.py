@@ -1,0 +1,173 @@
+"""The executor directory: which programs may run, and each one's settings.
+
+A method name is ``[A-Za-z0-9._-]{1,128}`` not starting with a dot; it
+names the file ``DIR/NAME``, which must be an executable regular file whose
+real path (symlinks followed) lies inside the real path of ``DIR``. Nothing
+else can be run.
+
+``DIR/executors.yaml`` (optional) sets, per method and as defaults, the
+time limit, retries and queue, and which environment variables of the
+worker the program gets besides a minimal set::
+
+    defaults:
+      time_limit: 60
+      max_retries: 4
+      queue: default
+      env: [HTTP_PROXY]
+    methods:
+      send-mail:
+        time_limit: 10
+        queue: mail
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import stat
+import threading
+from typing import Any, Optional
+
+from kale.exceptions import ExecutorError, ImproperlyConfigured
+
+#: How a message names an executor program's task: this, then the method.
+PREFIX = 'executor:'
+#: What a method name may be.
+METHOD_NAME = re.compile(r'[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}')
+#: The optional settings file in the directory.
+SETTINGS_FILE = 'executors.yaml'
+#: Keys of a method's settings.
+KEYS = ('time_limit', 'max_retries', 'queue', 'env')
+#: The environment every program gets from the worker's, when set.
+BASE_ENV = ('PATH', 'HOME', 'LANG', 'LC_ALL', 'TZ', 'TMPDIR')
+
+
+@dataclasses.dataclass(frozen=True)
+class MethodSettings:
+    """A method's settings: ``executors.yaml``'s, else its defaults, else Kale's."""
+
+    time_limit: float = 30.0
+    max_retries: Optional[int] = 4
+    queue: str = 'default'
+    env: tuple[str, ...] = ()
+
+
+def check_name(method: str) -> str:
+    """``method`` when it is a valid method name; ExecutorError (``unknown_method``) otherwise."""
+    if not isinstance(method, str) or not METHOD_NAME.fullmatch(method):
+        raise ExecutorError('unknown_method: %r is not a method name ([A-Za-z0-9._-], 1 to 128 '
+                            'characters, not starting with a dot)' % (str(method)[:140],))
+    return method
+
+
+def _settings(raw: Any, where: str, base: MethodSettings) -> MethodSettings:
+    if raw is None:
+        return base
+    if not isinstance(raw, dict):
+        raise ImproperlyConfigured('%s: must be a mapping of %s' % (where, ', '.join(KEYS)))
+    unknown = sorted(set(raw) - set(KEYS))
+    if unknown:
+        raise ImproperlyConfigured('%s: unknown key %s (known: %s)'
+                                   % (where, unknown[0], ', '.join(KEYS)))
+    values: dict[str, Any] = {}
+    if 'time_limit' in raw:
+        limit = raw['time_limit']
+        if isinstance(limit, bool) or not isinstance(limit, (int, float)) or \
+                not 0 < limit <= 12 * 3600:
+            raise ImproperlyConfigured('%s: time_limit must be seconds from 0 to 43200, got %r'
+                                       % (where, limit))
+        values['time_limit'] = float(limit)
+    if 'max_retries' in raw:
+        retries = raw['max_retries']
+        if retries is not None and (isinstance(retries, bool) or not isinstance(retries, int)
+                                    or retries < 0):
+            raise ImproperlyConfigured('%s: max_retries must be a whole number from 0, or null, '
+                                       'got %r' % (where, retries))
+        values['max_retries'] = retries
+    if 'queue' in raw:
+        if not isinstance(raw['queue'], str) or not raw['queue']:
+            raise ImproperlyConfigured('%s: queue must be a queue name, got %r'
+                                       % (where, raw['queue']))
+        values['queue'] = raw['queue']
+    if 'env' in raw:
+        names = raw['env']
+        if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+            raise ImproperlyConfigured('%s: env must be a list of variable names, got %r'
+                                       % (where, names))
+        values['env'] = tuple(names)
+    return dataclasses.replace(base, **values)
+
+
+class Catalog:
+    """The programs of one executor directory, and their settings."""
+
+    def __init__(self, directory: str):
+        if not directory:
+            raise ImproperlyConfigured('EXECUTOR_DIR is empty: name the directory of the '
+                                       'executor programs (kale worker --executors DIR)')
+        real = os.path.realpath(directory)
+        if not os.path.isdir(real):
+            raise ImproperlyConfigured('EXECUTOR_DIR %s is not a directory' % directory)
+        self.directory = real
+        self.defaults, self.methods = self._load()
+        self._lock = threading.Lock()
+
+    def _load(self) -> tuple[MethodSettings, dict[str, MethodSettings]]:
+        path = os.path.join(self.directory, SETTINGS_FILE)
+        if not os.path.exists(path):
+            return MethodSettings(), {}
+        import yaml
+        try:
+            with open(path) as f:
+                raw = yaml.safe_load(f) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise ImproperlyConfigured('%s cannot be read: %s'
+                                       % (path, str(exc).splitlines()[0])) from None
+        if not isinstance(raw, dict) or set(raw) - {'defaults', 'methods'}:
+            raise ImproperlyConfigured('%s: the top level may hold defaults and methods only'
+                                       % path)
+        defaults = _settings(raw.get('defaults'), '%s defaults' % path, MethodSettings())
+        methods_raw = raw.get('methods') or {}
+        if not isinstance(methods_raw, dict):
+            raise ImproperlyConfigured('%s: methods must be a mapping of method names' % path)
+        methods = {}
+        for name, settings in methods_raw.items():
+            try:
+                check_name(str(name))
+            except ExecutorError as exc:
+                raise ImproperlyConfigured('%s: %s' % (path, exc)) from None
+            methods[str(name)] = _settings(settings, '%s method %s' % (path, name), defaults)
+        return defaults, methods
+
+    def settings(self, method: str) -> MethodSettings:
+        return self.methods.get(method, self.defaults)
+
+    def program(self, method: str) -> str:
+        """The path of the method's program; ExecutorError (``unknown_method``)
+        when it is not an executable file inside the directory."""
+        check_name(method)
+        if method == SETTINGS_FILE:
+            raise ExecutorError('unknown_method: %s is the settings file, not a program' % method)
+        path = os.path.join(self.directory, method)
+        real = os.path.realpath(path)
+        if os.path.dirname(real) != self.directory and \
+                not real.startswith(self.directory + os.sep):
+            raise ExecutorError('unknown_method: %s leads outside the executor directory'
+                                % method)
+        try:
+            info = os.stat(real)
+        except OSError:
+            raise ExecutorError('unknown_method: no program %s in the executor directory %s'
+                                % (method, self.directory)) from None
+        if not stat.S_ISREG(info.st_mode) or not os.access(real, os.X_OK):
+            raise ExecutorError('unknown_method: %s in the executor directory is not an '
+                                'executable file' % method)
+        return real
+
+    def environment(self, method: str, extra: dict[str, str]) -> dict[str, str]:
+        """The program's environment: the base variables and the method's
+        ``env`` names, from the worker's, then ``extra``."""
+        names = BASE_ENV + self.settings(method).env
+        env = {name: os.environ[name] for name in names if name in os.environ}
+        env.update(extra)
+        return env
