@@ -18,7 +18,8 @@ setup(
     long_description=long_description,
     long_description_content_type='text/markdown',
     packages=find_packages(include=['kale', 'kale.*']),
-    package_data={'kale': ['py.typed', 'presets/queue_config.yaml', 'web/static/*']},
+    package_data={'kale': ['py.typed', 'presets/queue_config.yaml', 'web/static/*',
+                           'schemas/*.json']},
     python_requires='>=3.10',
     install_requires=[
         'boto3>=1.26',
@@ -33,7 +34,9 @@ setup(
         # Task records on PostgreSQL.
         'postgres': ['SQLAlchemy>=2.0', 'psycopg[binary]>=3.1'],
         # `kale web`: the REST API and the dashboard.
-        'web': ['SQLAlchemy>=2.0', 'starlette>=0.37', 'uvicorn>=0.29'],
+        'web': ['SQLAlchemy>=2.0', 'starlette>=0.37', 'uvicorn>=0.29', 'jsonschema>=4.18'],
+        # `kale submit`: tasks and workflows submitted as JSON, checked by their schema.
+        'submit': ['jsonschema>=4.18'],
         # Prometheus metrics: METRICS_PORT, `kale worker --metrics-port`, and
         # kale web's /metrics.
         'metrics': ['prometheus_client>=0.17'],
@@ -49,6 +52,7 @@ setup(
             'mypy>=1.10',
             'import-linter>=2.1',
             'types-PyYAML',
+            'types-jsonschema',
             'httpx>=0.27',           # Starlette's test client
             'playwright>=1.40',      # the dashboard's test, on Debian's chromium
             # the tracing tests export spans to memory

@@ -115,6 +115,7 @@ class Config:
     EXECUTOR_STDOUT_MAX_BYTES: int
     EXECUTOR_KILL_GRACE_SEC: float
     WEB_TOKEN: str
+    WEB_ALLOW_SUBMIT_WITHOUT_TOKEN: bool
     WEB_ALLOWED_HOSTS: Sequence[str]
     METRICS_PORT: int
     METRICS_HOST: str

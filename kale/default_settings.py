@@ -329,6 +329,10 @@ EXECUTOR_KILL_GRACE_SEC = 5.0
 # one, `kale web --host 0.0.0.0` refuses to start.
 WEB_TOKEN = ''
 
+# Lets `kale web` take submissions (POST /api/workflows) without a bearer
+# token, for local use on loopback. Off: submitting needs WEB_TOKEN.
+WEB_ALLOW_SUBMIT_WITHOUT_TOKEN = False
+
 # Host names `kale web` answers for, besides the loopback names and the
 # address it serves (a `Host` header naming anything else is refused, so a
 # page on an attacker's domain that resolves to 127.0.0.1 cannot read the

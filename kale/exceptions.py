@@ -296,6 +296,16 @@ class InvalidFlowError(WorkflowError):
     node placed twice, or arguments that do not bind to a node's run_task."""
 
 
+class NotAllowedError(KaleError):
+    """What ``kale web`` does not do as configured (submitting without a token)."""
+
+
+class SubmissionError(KaleError):
+    """A JSON submission (``kale submit``, ``POST /api/workflows``) that
+    cannot run: not JSON, off the schema, a reference to nothing, a cycle,
+    an unknown task or queue. Nothing was recorded or sent."""
+
+
 class WorkflowNotFoundError(WorkflowError):
     """No workflow has the id asked for."""
 
@@ -337,6 +347,7 @@ __all__ = [
     'MessageTooLargeError',
     'NoDeadLetterQueueError',
     'NonRetriableTaskError',
+    'NotAllowedError',
     'PayloadMissingError',
     'PayloadStoreError',
     'PortInUseError',
@@ -349,6 +360,7 @@ __all__ = [
     'RecordsUnavailableError',
     'SQSError',
     'SerializationError',
+    'SubmissionError',
     'TaskDefinitionError',
     'TaskError',
     'TaskProcessDied',

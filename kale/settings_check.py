@@ -220,6 +220,7 @@ CHECKS: dict[str, Callable[[Any], Optional[str]]] = {
     'EXECUTOR_KILL_GRACE_SEC': _number(0, 600),
     'RECORDS_MAX_VALUE_CHARS': _number(100, 1000000, whole=True),
     'WEB_TOKEN': _TEXT,
+    'WEB_ALLOW_SUBMIT_WITHOUT_TOKEN': _BOOL,
     'RECORDS_SENSITIVE_DATA': _one_of('encrypt', 'drop'),
     'RECORDS_SETTLE_WAIT_SEC': _number(0, 60),
     'RECORDS_SPOOL_DIR': _TEXT,

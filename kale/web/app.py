@@ -18,6 +18,7 @@ import os
 from typing import Any, Callable, Optional, Sequence
 
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
@@ -30,6 +31,7 @@ from kale.conf import settings
 from kale.exceptions import (
     BadFilterError,
     KaleError,
+    NotAllowedError,
     RecordConflictError,
     RecordNotFoundError,
     RecordsUnavailableError,
@@ -47,7 +49,7 @@ STATIC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'static')
 STATUS_OF: list[tuple[type[Exception], int]] = [
     (BadFilterError, 400), (RecordNotFoundError, 404), (RecordConflictError, 409),
     (RecordsUnavailableError, 503), (SQSError, 502), (WorkflowNotFoundError, 404),
-    (WorkflowError, 400), (KaleError, 400)]
+    (WorkflowError, 400), (NotAllowedError, 403), (KaleError, 400)]
 
 
 def error(status: int, message: str) -> JSONResponse:
@@ -90,6 +92,20 @@ def _handled(endpoint: Callable[..., Any]) -> Callable[[Request], Response]:
     return handle
 
 
+def _handled_body(endpoint: Callable[..., Any]) -> Callable[[Request], Any]:
+    """As :func:`_handled`, for an endpoint that takes the request's body too
+    (read here, on the event loop; the work runs on Starlette's thread pool)."""
+    async def handle(request: Request) -> Response:
+        body = await request.body()
+        try:
+            return JSONResponse(await run_in_threadpool(endpoint, request, body))
+        except KaleError as exc:
+            status = next(code for kind, code in STATUS_OF if isinstance(exc, kind))
+            return error(status, str(exc))
+    handle.__name__ = endpoint.__name__
+    return handle
+
+
 def _metrics(api: routes.Api) -> Callable[[Request], Response]:
     """``/metrics`` in Prometheus' text format (or OpenMetrics, when asked)."""
     def metrics(request: Request) -> Response:
@@ -124,10 +140,12 @@ def create_app(records_url: Optional[str] = None, token: Optional[str] = None,
     ``allowed_hosts``: the ``Host`` names answered (default
     :func:`allowed_hosts_for`); a state-changing request needs
     ``X-Kale-Request: 1`` (see :mod:`kale.web.protect`)."""
-    api = routes.Api(records_url, broker)
+    api = routes.Api(records_url, broker, submit_allowed=bool(token) or bool(
+        settings.WEB_ALLOW_SUBMIT_WITHOUT_TOKEN))
     handlers = [
-        *(Route(endpoint.path, _handled(getattr(api, endpoint.handler)),
-                methods=[endpoint.method]) for endpoint in ENDPOINTS),
+        *(Route(endpoint.path, (_handled_body if endpoint.body is not None else _handled)(
+            getattr(api, endpoint.handler)), methods=[endpoint.method])
+          for endpoint in ENDPOINTS),
         Route('/api/openapi.json', lambda request: JSONResponse(OPENAPI), methods=['GET']),
         Route('/metrics', _metrics(api), methods=['GET']),
         Route('/', lambda request: FileResponse(os.path.join(STATIC_DIR, 'index.html')),

@@ -3,7 +3,7 @@ description generated from it (served at ``/api/openapi.json``)."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 from kale.version import __version__
 
@@ -62,6 +62,9 @@ class Endpoint:
     summary: str
     responses: dict[str, Any]
     parameters: tuple[dict[str, Any], ...] = ()
+    #: The JSON request body's schema, for a handler that reads one
+    #: (called with the request and the body's bytes).
+    body: Optional[dict[str, Any]] = None
 
 
 #: The REST API. ``kale web`` makes its routes from this table and the
@@ -113,6 +116,13 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              (_param('status', 'running, succeeded, failed or cancelled'),
               _param('limit', '1..1000, default 50', 'integer'),
               _param('cursor', '"next" of the previous page'))),
+    Endpoint('POST', '/api/workflows', 'submit_workflow',
+             'Submit tasks or a workflow written as JSON (executor methods and Python tasks, '
+             'results passed by ref); needs the bearer token, or '
+             'WEB_ALLOW_SUBMIT_WITHOUT_TOKEN',
+             {**_answer('the ids', workflow_id={'type': 'string', 'nullable': True},
+                        tasks=_obj), '403': ERROR},
+             body={'$ref': '#/components/schemas/Submission'}),
     Endpoint('GET', '/api/workflows/{workflow_id}', 'get_workflow',
              'The workflow, each node (task id, task, state, queue, upstream, downstream, '
              'reason) and its edges [from, to]',
@@ -133,6 +143,12 @@ ENDPOINTS: tuple[Endpoint, ...] = (
 )
 
 
+def _submission_schema() -> dict[str, Any]:
+    """The submission's JSON Schema, as the file kale/schemas keeps it."""
+    from kale.submission import schema
+    return schema()
+
+
 def document(endpoints: Sequence[Endpoint] = ENDPOINTS) -> dict[str, Any]:
     """The OpenAPI 3.0 document of these endpoints."""
     paths: dict[str, dict[str, Any]] = {}
@@ -142,13 +158,17 @@ def document(endpoints: Sequence[Endpoint] = ENDPOINTS) -> dict[str, Any]:
                                      'responses': endpoint.responses}
         if endpoint.parameters:
             operation['parameters'] = list(endpoint.parameters)
+        if endpoint.body is not None:
+            operation['requestBody'] = {'required': True, 'content': {
+                'application/json': {'schema': endpoint.body}}}
         paths.setdefault(endpoint.path, {})[endpoint.method.lower()] = operation
     return {
         'openapi': '3.0.3',
         'info': {'title': 'Kale task records', 'version': __version__,
                  'description': 'Task records, workflows, queues and workers of a Kale '
                                 'deployment.'},
-        'components': {'securitySchemes': {'bearer': {'type': 'http', 'scheme': 'bearer'}}},
+        'components': {'securitySchemes': {'bearer': {'type': 'http', 'scheme': 'bearer'}},
+                       'schemas': {'Submission': _submission_schema()}},
         'security': [{}, {'bearer': []}],
         'paths': paths,
     }

@@ -17,6 +17,7 @@ from kale import admin, records, workflow
 from kale.broker import Broker
 from kale.exceptions import (
     BadFilterError,
+    NotAllowedError,
     RecordConflictError,
     RecordNotFoundError,
     RecordsError,
@@ -117,8 +118,11 @@ class Api:
     """The routes' work, on one records store and one broker."""
 
     def __init__(self, records_url: Optional[str],
-                 broker: Optional[Callable[[], Broker]] = None):
+                 broker: Optional[Callable[[], Broker]] = None, submit_allowed: bool = False):
         self.records_url = records_url
+        #: POST /api/workflows is served (a token guards the API, or the
+        #: operator allowed submitting without one).
+        self.submit_allowed = submit_allowed
         self._make_broker = broker or command_broker
         self._broker: Optional[Broker] = None
         self._registry: Any = None          # /metrics' registry, made at the first scrape
@@ -222,6 +226,17 @@ class Api:
         """The workflow, its nodes and its edges."""
         self._workflow_records()
         return workflow.get(request.path_params['workflow_id'], self.records_url).describe()
+
+    def submit_workflow(self, request: Request, body: bytes) -> dict[str, Any]:
+        """Submit tasks or a workflow written as JSON (kale.submission); the
+        workflow id and each entry's task id. Only with a bearer token set, or
+        WEB_ALLOW_SUBMIT_WITHOUT_TOKEN."""
+        if not self.submit_allowed:
+            raise NotAllowedError('submitting needs a bearer token: start kale web with '
+                                  'WEB_TOKEN (or KALE_WEB_TOKEN) set, or set '
+                                  'WEB_ALLOW_SUBMIT_WITHOUT_TOKEN = True for local use')
+        from kale import submission
+        return submission.submit(submission.parse(body), records_url=self.records_url)
 
     def cancel_workflow(self, request: Request) -> dict[str, Any]:
         """Cancel every node of a running workflow that has not ended; the

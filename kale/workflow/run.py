@@ -49,10 +49,11 @@ def _state(records_url: Optional[str] = None) -> WorkflowState:
 
 
 def submit(flow: Part, labels: Optional[dict[str, str]] = None,
-           deadline_sec: Optional[float] = None, clock: Clock = SYSTEM_CLOCK) -> 'Workflow':
+           deadline_sec: Optional[float] = None, clock: Clock = SYSTEM_CLOCK,
+           records_url: Optional[str] = None) -> 'Workflow':
     """Check ``flow`` (InvalidFlowError), record it, publish the nodes that
     need no input; returns its :class:`Workflow`."""
-    state = _state()
+    state = _state(records_url)
     graph = Graph.build(flow)
     publisher = get_publisher()
     queues = {node.task_id: publisher.queue_of(node.task_class, node.queue).name
@@ -65,7 +66,7 @@ def submit(flow: Part, labels: Optional[dict[str, str]] = None,
               'workflow_id': workflow_id, 'args': node.args, 'kwargs': node.kwargs}
              for node in graph.roots()]
     publish_nodes(state, roots)
-    return Workflow(workflow_id)
+    return Workflow(workflow_id, records_url)
 
 
 def publish_nodes(state: WorkflowState, ready: list[dict[str, Any]]) -> None:

@@ -1,0 +1,195 @@
+"""Tasks submitted as JSON: ``kale submit FILE`` and ``POST /api/workflows``.
+
+The format is the JSON Schema ``kale/schemas/submission.schema.json``::
+
+    {"tasks": [{"id": "save", "method": "save-user-data", "args": [{"value": {"uid": 1}}]},
+               {"id": "mail", "method": "send-mail", "args": [{"ref": "save"}]}],
+     "labels": {"team": "growth"}, "deadline_sec": 3600}
+
+An entry names an executor program (``method``) or a Python task class
+(``task``); each argument is a JSON ``value`` or the result of the entry it
+``ref``\\ s. One entry without references is published as a plain task; any
+other submission is a workflow (:mod:`kale.workflow`, so ``RECORDS_URL``).
+Everything is checked (the schema, ids, references, cycles, task paths,
+queues, arguments) before anything is recorded or sent; a problem is one
+:class:`~kale.exceptions.SubmissionError` line naming the entry.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+from typing import Any, Mapping, Optional
+
+from kale.exceptions import DecodeError, KaleError, SubmissionError
+from kale.signature import Signature
+
+#: The schema file, shipped in the package.
+SCHEMA_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'schemas',
+                           'submission.schema.json')
+#: Largest document accepted, in bytes.
+MAX_BYTES = 16 * 1024 * 1024
+
+
+@functools.lru_cache(maxsize=1)
+def schema() -> dict[str, Any]:
+    with open(SCHEMA_PATH) as f:
+        loaded: dict[str, Any] = json.load(f)
+    return loaded
+
+
+def parse(text: str | bytes) -> Any:
+    """The JSON document, or SubmissionError saying where it is not JSON."""
+    if len(text) > MAX_BYTES:
+        raise SubmissionError('the submission is %d bytes, over the %d accepted'
+                              % (len(text), MAX_BYTES))
+    try:
+        return json.loads(text)
+    except UnicodeDecodeError as exc:
+        raise SubmissionError('the submission is not UTF-8 text: %s' % exc) from None
+    except ValueError as exc:
+        raise SubmissionError('the submission is not JSON: %s' % exc) from None
+
+
+def validate(document: Any) -> None:
+    """SubmissionError naming the first place ``document`` breaks the schema."""
+    try:
+        import jsonschema
+    except ImportError:          # pragma: no cover - depends on the extras installed
+        raise SubmissionError('checking a submission needs jsonschema: pip install '
+                              '"kale-sqs[submit]"') from None
+    validator = jsonschema.Draft202012Validator(schema())
+    error = jsonschema.exceptions.best_match(validator.iter_errors(document))
+    if error is not None:
+        where = ''.join('[%d]' % part if isinstance(part, int) else '.%s' % part
+                        for part in error.absolute_path).lstrip('.')
+        raise SubmissionError('%s%s' % ('%s: ' % where if where else '', error.message[:300]))
+
+
+def _entry_ids(entries: list[dict[str, Any]]) -> list[str]:
+    ids = [entry.get('id', str(index)) for index, entry in enumerate(entries)]
+    seen: set[str] = set()
+    for index, entry_id in enumerate(ids):
+        if entry_id in seen:
+            raise SubmissionError('tasks[%d]: id %r is given to two entries' % (index, entry_id))
+        seen.add(entry_id)
+    return ids
+
+
+def _refs(entry: dict[str, Any]) -> list[str]:
+    arguments = list(entry.get('args', ())) + list(entry.get('kwargs', {}).values())
+    return [argument['ref'] for argument in arguments if 'ref' in argument]
+
+
+def _order(entries: list[dict[str, Any]], ids: list[str]) -> list[int]:
+    """Entry indexes, each after the entries it references; SubmissionError
+    for a reference to nothing or a cycle."""
+    index_of = {entry_id: index for index, entry_id in enumerate(ids)}
+    for index, entry in enumerate(entries):
+        for ref in _refs(entry):
+            if ref not in index_of:
+                raise SubmissionError('tasks[%d] (%s): ref %r names no entry'
+                                      % (index, ids[index], ref))
+            if ref == ids[index]:
+                raise SubmissionError('tasks[%d] (%s): refers to itself' % (index, ids[index]))
+    order: list[int] = []
+    state: dict[int, str] = {}
+
+    def visit(index: int, path: list[str]) -> None:
+        if state.get(index) == 'done':
+            return
+        if state.get(index) == 'open':
+            cycle = path[path.index(ids[index]):] + [ids[index]]
+            raise SubmissionError('the references make a cycle: %s' % ' -> '.join(cycle))
+        state[index] = 'open'
+        for ref in _refs(entries[index]):
+            visit(index_of[ref], path + [ids[index]])
+        state[index] = 'done'
+        order.append(index)
+
+    for index in range(len(entries)):
+        visit(index, [])
+    return order
+
+
+def _task_class(index: int, entry_id: str, entry: dict[str, Any]) -> Any:
+    where = 'tasks[%d] (%s)' % (index, entry_id)
+    if 'method' in entry:
+        from kale.executors.task import executor_task
+        try:
+            return executor_task(entry['method'])
+        except KaleError as exc:
+            raise SubmissionError('%s: %s' % (where, exc)) from None
+    from kale.registry import resolve_task
+    try:
+        return resolve_task(entry['task'])
+    except DecodeError as exc:
+        raise SubmissionError('%s: %s' % (where, str(exc).split(': ', 1)[-1])) from None
+
+
+def submit(document: Any, labels: Optional[Mapping[str, str]] = None,
+           records_url: Optional[str] = None) -> dict[str, Any]:
+    """Check and submit a parsed submission; returns ``{"workflow_id": id or
+    None, "tasks": {entry id: task id}}``."""
+    from kale import workflow
+    from kale.publisher import get_publisher
+    validate(document)
+    entries: list[dict[str, Any]] = document['tasks']
+    ids = _entry_ids(entries)
+    order = _order(entries, ids)
+    given_labels = dict(document.get('labels') or {}, **(labels or {}))
+    given_labels = {key: str(value).lower() if isinstance(value, bool) else str(value)
+                    for key, value in given_labels.items()}
+    nodes: dict[int, Signature] = {}
+    for index in order:
+        entry = entries[index]
+        task_class = _task_class(index, ids[index], entry)
+        target = task_class.with_options(queue=entry['queue']) if 'queue' in entry else task_class
+
+        def argument(value: dict[str, Any]) -> Any:
+            if 'ref' in value:
+                return workflow.ref(nodes[ids.index(value['ref'])])
+            return value['value']
+        args = [argument(value) for value in entry.get('args', ())]
+        kwargs = {key: argument(value) for key, value in entry.get('kwargs', {}).items()}
+        try:
+            if 'method' in entry and kwargs:
+                task_class.check_call(tuple(args), kwargs)
+            get_publisher().queue_of(task_class, entry.get('queue'))
+            nodes[index] = target.s(*args, **kwargs)
+        except KaleError as exc:
+            raise SubmissionError('tasks[%d] (%s): %s' % (index, ids[index], exc)) from None
+    if len(entries) == 1 and not _refs(entries[0]):
+        return _publish_one(ids[0], entries[0], nodes[0], given_labels,
+                            document.get('deadline_sec'))
+    flow = workflow.group(*(nodes[index] for index in range(len(entries))))
+    try:
+        submitted = workflow.submit(flow, labels=given_labels or None,
+                                    deadline_sec=document.get('deadline_sec'),
+                                    records_url=records_url)
+    except KaleError as exc:
+        raise SubmissionError(_named(str(exc), ids, nodes)) from None
+    return {'workflow_id': submitted.id,
+            'tasks': {ids[index]: nodes[index].task_id for index in range(len(entries))}}
+
+
+def _publish_one(entry_id: str, entry: dict[str, Any], node: Signature,
+                 labels: dict[str, str], deadline_sec: Optional[float]) -> dict[str, Any]:
+    if deadline_sec is not None:
+        raise SubmissionError('deadline_sec is for workflows: a single task has its time '
+                              'limit instead')
+    from kale.publisher import get_publisher
+    try:
+        get_publisher().publish_batch(node.task_class, None, [(node.args, node.kwargs)],
+                                      labels=labels or None, queue_name=entry.get('queue'),
+                                      task_ids=[node.task_id])
+    except KaleError as exc:
+        raise SubmissionError('tasks[0] (%s): %s' % (entry_id, exc)) from None
+    return {'workflow_id': None, 'tasks': {entry_id: node.task_id}}
+
+
+def _named(text: str, ids: list[str], nodes: dict[int, Signature]) -> str:
+    """An error about a node, its task id replaced by the entry's id."""
+    for index, node in nodes.items():
+        text = text.replace(node.task_id, '%s (tasks[%d])' % (ids[index], index))
+    return text
