@@ -21,6 +21,7 @@ import collections
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -52,7 +53,13 @@ WORKFLOW_TEXTS = ['the quick brown fox', 'jumps over', 'the lazy dog']
 WORKFLOW_RESULT = 9
 #: The worker the demo runs: two processes, each running many tasks at once
 #: (coroutines on its event loop, the others on its threads).
-WORKER_OPTIONS = ['--burst', '--concurrency', '2', '--pool', 'asyncio']
+WORKER_OPTIONS = ['--burst', '--concurrency', '2', '--pool', 'asyncio',
+                  '--executors', 'example/executors']
+#: Programs in any language (example/executors): a chain submitted as JSON
+#: with `kale submit`; its Node step needs node on the PATH.
+EXECUTOR_FILE = 'example/executors/signup.json'
+EXECUTOR_ROWS = [('executor:save-user-data', 'default', 1), ('executor:send-mail', 'default', 1)]
+EXECUTOR_RESULT = {'to': 'user-1234@example.com', 'subject': 'Welcome, Ada', 'sent': True}
 OUTCOMES = ['done', 'retried', 'dead-lettered']
 
 
@@ -97,6 +104,35 @@ def workflow_line(workflow_id: str) -> tuple[str, bool]:
             % (workflow_id, len(WORKFLOW_TEXTS), wf.status(), result), result == WORKFLOW_RESULT)
 
 
+def submit_executors() -> Optional[dict]:
+    """`kale submit` the executor chain, as a user would: the ids it prints
+    (None, and a note, without node)."""
+    if shutil.which('node') is None:
+        print('demo: skipping the executor example (send-mail is a Node program and node is '
+              'not installed)')
+        return None
+    done = subprocess.run([sys.executable, '-m', 'kale', 'submit', EXECUTOR_FILE], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        raise SystemExit('demo: kale submit %s failed: %s' % (EXECUTOR_FILE, done.stderr.strip()))
+    ids: dict = json.loads(done.stdout)
+    print('demo: `kale submit %s`: workflow %s, save-user-data (shell) then send-mail (Node)'
+          % (EXECUTOR_FILE, ids['workflow_id']))
+    return ids
+
+
+def executor_line(ids: dict) -> tuple[str, bool]:
+    from kale import workflow
+    from kale.exceptions import KaleError
+    try:
+        result = workflow.get(ids['workflow_id']).result()
+    except KaleError as exc:
+        return 'demo: executor workflow %s: %s' % (ids['workflow_id'], exc), False
+    return ('demo: executor workflow %s: send-mail gave %s' % (ids['workflow_id'],
+                                                               json.dumps(result[1])),
+            result[1] == EXECUTOR_RESULT)
+
+
 def read_outcomes(path: str) -> list[dict]:
     if not os.path.exists(path):
         return []
@@ -139,13 +175,13 @@ def run_worker(outcomes_path: str, published: int, log_path: str) -> int:
         return worker.returncode
 
 
-def summary(outcomes: list[dict]) -> tuple[str, dict[str, dict[str, int]]]:
+def summary(outcomes: list[dict], extra_rows: list) -> tuple[str, dict[str, dict[str, int]]]:
     by_task: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     for outcome in outcomes:
         by_task[outcome['task']][outcome['outcome']] += 1
     rows = [('queue', 'task') + tuple(OUTCOMES)]
     totals: collections.Counter = collections.Counter()
-    for name, queue, _ in PLAN + WORKFLOW_ROWS:
+    for name, queue, _ in PLAN + extra_rows:
         counts = by_task[name]
         rows.append((queue, name) + tuple(str(counts[o]) for o in OUTCOMES))
         totals.update(counts)
@@ -231,15 +267,25 @@ def main() -> int:
             '%d %s -> %s' % (count, name, queue) for name, queue, count in PLAN)))
         workflow_id, nodes = submit_workflow()
         published += nodes
+        executor_ids = submit_executors()
+        expected, rows = dict(EXPECTED), list(WORKFLOW_ROWS)
+        if executor_ids is not None:
+            published += len(executor_ids['tasks'])
+            expected.update({name: {'done': count} for name, _, count in EXECUTOR_ROWS})
+            rows += EXECUTOR_ROWS
         print('demo: submitted workflow %s: %d CountWordsTask side by side (one placed on '
               'high_priority), then SumCountsTask with their counts' % (workflow_id, nodes - 1))
         print('demo: running `kale worker %s`' % ' '.join(WORKER_OPTIONS))
         code = run_worker(outcomes_path, published, os.path.join(workdir, 'worker.log'))
-        table, by_task = summary(read_outcomes(outcomes_path))
+        table, by_task = summary(read_outcomes(outcomes_path), rows)
         print(table)
         print(dead_letter_line())
         line, workflow_ok = workflow_line(workflow_id)
         print(line)
+        if executor_ids is not None:
+            line, executors_ok = executor_line(executor_ids)
+            print(line)
+            workflow_ok = workflow_ok and executors_ok
         web, web_url = start_web()
         try:
             print(api_counts(web_url))
@@ -255,7 +301,7 @@ def main() -> int:
             if web.poll() is None:
                 web.terminate()
                 web.wait(10)
-        if code != 0 or by_task != EXPECTED or not workflow_ok:
+        if code != 0 or by_task != expected or not workflow_ok:
             print('demo: unexpected result (worker exit code %d); worker log: %s'
                   % (code, os.path.join(workdir, 'worker.log')))
             return 1
