@@ -289,7 +289,8 @@ def test_markup_in_every_stored_field_is_shown_as_text_and_never_runs(browser, w
                       'inputs': {'args': [HOSTILE], 'kwargs': {'k': HOSTILE}},
                       'worker': HOSTILE[:150], 'error_type': HOSTILE,
                       'error_message': HOSTILE, 'error_traceback': 'Traceback\n' + HOSTILE,
-                      'dead_letter_reason': HOSTILE, 'result': HOSTILE}],
+                      'dead_letter_reason': HOSTILE, 'result': HOSTILE,
+                      'stderr': 'the program said ' + HOSTILE}],
                 [{'id': HOSTILE[:150], 'role': 'worker', 'host': HOSTILE[:100], 'pid': 1,
                   'queues': [HOSTILE], 'version': '1', 'started_at': now,
                   'heartbeat_at': now, 'heartbeat_sec': 10.0, 'current_task': 'xss-task',
@@ -301,6 +302,7 @@ def test_markup_in_every_stored_field_is_shown_as_text_and_never_runs(browser, w
         page.click('#tasks tr[data-id="xss-task"] a.id')
         page.wait_for_selector('#detail pre.traceback')
         assert HOSTILE in page.inner_text('#detail')              # shown, as text
+        assert page.inner_text('#detail pre.stderr') == 'the program said ' + HOSTILE
         assert HOSTILE in page.inner_text('#tasks')
         assert HOSTILE[:100] in page.inner_text('#workers')
         assert page.evaluate('window.__xss') is None

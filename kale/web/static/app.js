@@ -277,6 +277,7 @@ function renderDetail(record) {
     parts.push(el('h3', {}, 'Error'), el('p', { class: 'error' }, record.error_type + ': ' + (record.error_message || '')));
     if (record.error_traceback) parts.push(el('pre', { class: 'traceback' }, record.error_traceback));
   }
+  if (record.stderr) parts.push(el('h3', {}, 'Standard error (its end)'), el('pre', { class: 'traceback stderr' }, record.stderr));
   const history = record.attempt_history || [];
   parts.push(el('h3', {}, 'Attempts'), history.length ? el('table', { class: 'attempts' },
     el('thead', {}, el('tr', {}, ...['#', 'outcome', 'started', 'duration', 'worker', 'error'].map((h) => el('th', {}, h)))),
