@@ -290,3 +290,22 @@ def test_a_python_task_and_a_program_in_one_workflow(programs):
             break
         work(programs.broker)
     assert wf.result() == 113
+
+
+@pytest.mark.parametrize('codec', [
+    {'SERIALIZER': 'json'},
+    {'SERIALIZER': 'pickle', 'COMPRESSION_MIN_BYTES': 1},
+    {'MESSAGE_ENCRYPTION_KEY': 'an-encryption-secret-of-32-chars!!', 'COMPRESSION_MIN_BYTES': 1},
+])
+def test_executor_tasks_go_through_every_codec_setting(programs, codec):
+    programs('echo-args', SHELL_ECHO)
+    with settings.override(**codec):
+        record = run(programs, 'echo-args', 'x' * 300)
+    assert record.status == 'succeeded' and record.result == {'got': ['x' * 300]}
+
+
+def test_kale_worker_with_a_bad_executor_dir_says_so_in_one_line(tmp_path, capsys):
+    from kale.cli import main
+    assert main(['worker', '--burst', '--executors', str(tmp_path / 'nope')]) == 1
+    error = capsys.readouterr().err.strip().splitlines()
+    assert error == ['kale: error: EXECUTOR_DIR %s is not a directory' % (tmp_path / 'nope')]
