@@ -224,6 +224,6 @@ def test_without_records_the_workflow_routes_answer_as_the_task_routes_do(memory
 
 def test_the_workflow_routes_are_documented(client):
     paths = client.get('/api/openapi.json').json()['paths']
-    assert set(paths['/api/workflows']) == {'get'}
+    assert set(paths['/api/workflows']) == {'get', 'post'}
     assert set(paths['/api/workflows/{workflow_id}']) == {'get'}
     assert set(paths['/api/workflows/{workflow_id}/cancel']) == {'post'}
