@@ -114,6 +114,9 @@ class Config:
     EXECUTOR_STDERR_MAX_BYTES: int
     EXECUTOR_STDOUT_MAX_BYTES: int
     EXECUTOR_KILL_GRACE_SEC: float
+    OUTBOX_URL: str
+    OUTBOX_POLL_SEC: float
+    CONSUMED_TTL_SEC: Optional[float]
     WEB_TOKEN: str
     WEB_ALLOW_SUBMIT_WITHOUT_TOKEN: bool
     WEB_ALLOWED_HOSTS: Sequence[str]

@@ -324,6 +324,19 @@ EXECUTOR_STDOUT_MAX_BYTES = 16 * 1024 * 1024
 # its time limit and the SIGKILL that follows if it has not exited.
 EXECUTOR_KILL_GRACE_SEC = 5.0
 
+# The database whose outbox `kale relay` sends (a SQLAlchemy URL: the
+# application's own database, where outbox.publish inserts). Empty: give
+# `kale relay --url URL`.
+OUTBOX_URL = ''
+
+# Seconds between the relay's polls of the outbox (on PostgreSQL it also
+# wakes at once on NOTIFY).
+OUTBOX_POLL_SEC = 1.0
+
+# Seconds a consumed task id (outbox.consume_once) is kept: longer than SQS
+# keeps a message (14 days), so no redelivery can find it gone.
+CONSUMED_TTL_SEC = 15 * 24 * 3600
+
 # Bearer token `kale web` requires when it listens on anything but a loopback
 # address (the environment variable KALE_WEB_TOKEN overrides it). Without
 # one, `kale web --host 0.0.0.0` refuses to start.

@@ -300,6 +300,11 @@ class NotAllowedError(KaleError):
     """What ``kale web`` does not do as configured (submitting without a token)."""
 
 
+class OutboxError(KaleError):
+    """The outbox cannot take a task, or the relay cannot serve a database
+    (its tables missing, another relay holding a SQLite database)."""
+
+
 class SubmissionError(KaleError):
     """A JSON submission (``kale submit``, ``POST /api/workflows``) that
     cannot run: not JSON, off the schema, a reference to nothing, a cycle,
@@ -348,6 +353,7 @@ __all__ = [
     'NoDeadLetterQueueError',
     'NonRetriableTaskError',
     'NotAllowedError',
+    'OutboxError',
     'PayloadMissingError',
     'PayloadStoreError',
     'PortInUseError',

@@ -25,6 +25,7 @@ import time
 from typing import (
     TYPE_CHECKING,
     Any,
+    Callable,
     Iterable,
     Mapping,
     Optional,
@@ -225,6 +226,10 @@ class Publication:
     #: Each message's labels (from ``publish(..., labels=...)`` and the task's
     #: ``labels()``), for the records; they do not travel in the message.
     labels: list[dict[str, str]] = dataclasses.field(default_factory=list)
+    #: Encoded for a later send (the outbox keeps it in the caller's
+    #: transaction): ``after_publish`` sees no message ids, and the records
+    #: are written by whatever sends it.
+    deferred: bool = False
 
     @property
     def task_ids(self) -> list[str]:
@@ -309,13 +314,16 @@ class Publisher:
                       labels: Optional[Mapping[str, str]] = None,
                       queue_name: Optional[str] = None,
                       task_ids: Optional[Sequence[str]] = None,
-                      context: Optional[Mapping[str, str]] = None) -> list[str]:
+                      context: Optional[Mapping[str, str]] = None,
+                      deferred: Optional[Callable[[Publication, list[OutgoingMessage]], None]]
+                      = None) -> list[str]:
         """Publish many invocations of one task; returns their task ids in order.
         On a FIFO queue they join ``group_id`` in this order, each deduplicated
         by its task id (or by ``dedup_id``, for a single invocation).
         ``queue_name`` names another configured queue than the task's own;
         ``task_ids`` (one per call) are ids given beforehand (a workflow's
-        nodes), and ``context`` travels in every message."""
+        nodes), and ``context`` travels in every message. With ``deferred``,
+        nothing is sent: the encoded messages are handed to it (the outbox)."""
         name = task_class.task_path()
         delay = check_delay(name, delay_sec)
         given = check_labels(name, labels)
@@ -344,7 +352,8 @@ class Publisher:
                                   labels=[self.labels(task_class, given, args, kwargs)
                                           for args, kwargs in pairs],
                                   sqs_name=sqs_name,
-                                  context=[dict(context or {}) for _ in messages])
+                                  context=[dict(context or {}) for _ in messages],
+                                  deferred=deferred is not None)
         hooks = self.hooks
         hooks(PublishHooks.before_publish, publication)
         # Encoding is inside the try: a hook that opened something in
@@ -357,7 +366,10 @@ class Publisher:
             if queue.fifo:
                 outgoing = [dataclasses.replace(out, group_id=publication.group_id, dedup_id=did)
                             for out, did in zip(outgoing, dedup_ids, strict=True)]
-            publication.message_ids = sender.send(queue, outgoing)
+            if deferred is not None:
+                deferred(publication, outgoing)       # kept for a later send, no network I/O
+            else:
+                publication.message_ids = sender.send(queue, outgoing)
         except Exception as exc:
             if isinstance(exc, BatchSendError):
                 exc.task_ids = publication.task_ids  # type: ignore[attr-defined]

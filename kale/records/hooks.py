@@ -59,6 +59,34 @@ EVENT_COLUMNS = tuple(c.name for c in tasks.columns
 _EVENT_TEMPLATE: Row = dict.fromkeys(EVENT_COLUMNS)
 
 
+def publication_rows(publication: 'Publication', limit: int, now: float) -> list[Row]:
+    """The ``queued`` records of a publication's tasks (with their SQS
+    message ids once sent)."""
+    task_class = publication.task_class
+    keep_inputs = getattr(task_class, 'record_args', True)
+    name, queue = task_class.task_path(), publication.queue.name
+    next_at = now + publication.delay_sec if publication.delay_sec else None
+    labels = publication.labels or [{}] * len(publication.messages)
+    message_ids: Sequence[Optional[str]] = publication.message_ids or \
+        [None] * len(publication.messages)
+    rows = []
+    for message, own_labels, message_id in zip(publication.messages, labels, message_ids,
+                                               strict=False):
+        rows.append({
+            'id': message.task_id, 'task': name, 'queue': queue, 'status': QUEUED,
+            'attempts': 0, 'labels': own_labels or None,
+            'inputs': render_inputs(message.args, message.kwargs, limit) if keep_inputs
+            else None,
+            # The columns a new task has no value for yet are left out:
+            # they are written as null, with fewer values to bind.
+            'published_at': message.sent_at or now, 'next_attempt_at': next_at,
+            # As old as the send itself: a worker may run the task and
+            # record its end before this publish's bookkeeping is done,
+            # and that event must stay the newer one.
+            'message_id': message_id, 'updated_at': message.sent_at or now})
+    return rows
+
+
 def mark_deduplicated(recorder: Recorder, rows: list[dict[str, Any]], now: float) -> None:
     """FIFO: SQS answers a publish it deduplicated with the message id of the
     task it kept. Such a row is recorded ``deduplicated``, pointing at that
@@ -102,32 +130,11 @@ class RecordsHooks(PublishHooks, WorkerHooks):
     # --- publishing ---------------------------------------------------------------
 
     def after_publish(self, publication: 'Publication') -> None:
-        if publication.error is not None:
-            return
+        if publication.error is not None or publication.deferred:
+            return      # a deferred publication is recorded by whatever sends it (the relay)
         recorder = self.recorder
-        task_class = publication.task_class
-        keep_inputs = getattr(task_class, 'record_args', True)
-        name, queue, limit = task_class.task_path(), publication.queue.name, recorder.max_value_chars
         now = time.time()
-        next_at = now + publication.delay_sec if publication.delay_sec else None
-        labels = publication.labels or [{}] * len(publication.messages)
-        message_ids: Sequence[Optional[str]] = publication.message_ids or \
-            [None] * len(publication.messages)
-        rows = []
-        for message, own_labels, message_id in zip(publication.messages, labels, message_ids,
-                                                   strict=False):
-            rows.append({
-                'id': message.task_id, 'task': name, 'queue': queue, 'status': QUEUED,
-                'attempts': 0, 'labels': own_labels or None,
-                'inputs': render_inputs(message.args, message.kwargs, limit) if keep_inputs
-                else None,
-                # The columns a new task has no value for yet are left out:
-                # they are written as null, with fewer values to bind.
-                'published_at': message.sent_at or now, 'next_attempt_at': next_at,
-                # As old as the send itself: a worker may run the task and
-                # record its end before this publish's bookkeeping is done,
-                # and that event must stay the newer one.
-                'message_id': message_id, 'updated_at': message.sent_at or now})
+        rows = publication_rows(publication, recorder.max_value_chars, now)
         if publication.queue.fifo and publication.message_ids:
             mark_deduplicated(recorder, rows, now)
         recorder.writer.publish(rows)

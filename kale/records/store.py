@@ -81,25 +81,32 @@ def _sqlite_connection_setup(engine: Engine) -> None:
         cursor.close()
 
 
+def make_engine(url: str, setting: str = 'RECORDS_URL', pool_size: int = 2) -> Engine:
+    """An engine on ``url``: SQLite in WAL mode (Kale says BEGIN itself), or
+    PostgreSQL through psycopg. ImproperlyConfigured naming ``setting`` when
+    the URL cannot be used."""
+    try:
+        target = engine_url(url)
+        if target.get_backend_name() == 'sqlite':
+            if cancels.signal_path(target):          # a database in a file
+                files.prepare_database(str(target.database))
+            engine = sqlalchemy.create_engine(target, connect_args={'check_same_thread': False})
+            _sqlite_connection_setup(engine)
+            return engine
+        return sqlalchemy.create_engine(target, pool_pre_ping=True, pool_size=pool_size,
+                                        max_overflow=4)
+    except (SQLAlchemyError, ImportError, ValueError) as exc:
+        raise ImproperlyConfigured('%s %r cannot be used: %s'
+                                   % (setting, safe_url(url), exc)) from exc
+
+
 class RecordStore:
     """Reads and writes task and worker records on one database."""
 
     def __init__(self, url: str):
         self.url = url
-        try:
-            target = engine_url(url)
-            if target.get_backend_name() == 'sqlite':
-                if cancels.signal_path(target):          # a database in a file
-                    files.prepare_database(str(target.database))
-                self.engine = sqlalchemy.create_engine(
-                    target, connect_args={'check_same_thread': False})
-                _sqlite_connection_setup(self.engine)
-            else:
-                self.engine = sqlalchemy.create_engine(target, pool_pre_ping=True,
-                                                       pool_size=2, max_overflow=4)
-        except (SQLAlchemyError, ImportError, ValueError) as exc:
-            raise ImproperlyConfigured('RECORDS_URL %r cannot be used: %s'
-                                       % (safe_url(url), exc)) from exc
+        self.engine = make_engine(url)
+        target = engine_url(url)
         #: SQLite in a file: cancellations signal the workers through a file
         #: beside it, and a worker queries only for batches that may hold one
         #: (see :mod:`kale.records.cancels`).

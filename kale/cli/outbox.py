@@ -1,0 +1,125 @@
+"""``kale outbox init`` and ``kale relay``: the outbox's tables, and the
+process that sends what committed into them (see :mod:`kale.outbox`)."""
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import threading
+from typing import Any, Optional
+
+from kale.cli.options import common_options, port_number
+from kale.conf import settings
+from kale.exceptions import CommandError
+
+logger = logging.getLogger('kale.outbox')
+
+
+def _url(args: argparse.Namespace) -> str:
+    url = args.url or settings.OUTBOX_URL
+    if not url:
+        raise CommandError('no outbox database: give --url URL (the application\'s database, '
+                           'a SQLAlchemy URL) or set OUTBOX_URL')
+    return str(url)
+
+
+def cmd_outbox_init(args: argparse.Namespace) -> int:
+    from kale.outbox.schema import SCHEMA_VERSION, init, open_database
+    from kale.records.store import safe_url
+    url = _url(args)
+    applied = init(open_database(url, '--url'))
+    print('outbox of %s: %s (version %d)' % (safe_url(url), 'applied ' + '; '.join(applied)
+                                             if applied else 'up to date', SCHEMA_VERSION))
+    return 0
+
+
+def _write_records() -> Optional[Any]:
+    if not settings.RECORDS_URL:
+        return None
+    from kale.records.recorder import get_recorder
+    recorder = get_recorder()
+
+    def write(rows: list[dict[str, Any]]) -> None:
+        recorder.writer.publish(rows)
+        recorder.flush(timeout=5.0)
+    return write
+
+
+def cmd_relay(args: argparse.Namespace) -> int:
+    from kale.broker import Broker
+    from kale.outbox.relay import Relay
+    from kale.outbox.schema import open_database
+    from kale.records.store import safe_url
+    url = _url(args)
+    relay = Relay(open_database(url, '--url'), Broker.from_settings(),
+                  poll_sec=float(settings.OUTBOX_POLL_SEC),
+                  consumed_ttl_sec=settings.CONSUMED_TTL_SEC, write_records=_write_records())
+    if args.metrics_port is not None:
+        _serve_metrics(relay, args.metrics_port)
+    stop = threading.Event()
+
+    def stop_on(signum: int, frame: Any) -> None:
+        logger.info('outbox relay: %s received; stopping', signal.Signals(signum).name)
+        stop.set()
+        relay.wake()
+    signal.signal(signal.SIGTERM, stop_on)
+    signal.signal(signal.SIGINT, stop_on)
+    logger.info('outbox relay: sending the outbox of %s', safe_url(url))
+    relay.run(stop, until_empty=args.burst)
+    logger.info('outbox relay: stopped after sending %d tasks', relay.counts.sent)
+    return 0
+
+
+def _serve_metrics(relay: Any, port: int) -> None:
+    """kale_outbox_pending, kale_outbox_lag_seconds (read at each scrape) and
+    kale_outbox_sent_total on http://METRICS_HOST:port/metrics."""
+    try:
+        from prometheus_client import CollectorRegistry, start_http_server
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+    except ImportError:
+        raise CommandError('--metrics-port needs prometheus_client: pip install '
+                           '"kale-sqs[metrics]"') from None
+
+    class Collector:
+        def collect(self) -> Any:
+            pending, lag = relay.pending()
+            yield GaugeMetricFamily('kale_outbox_pending', 'Rows waiting in kale_outbox',
+                                    value=pending)
+            yield GaugeMetricFamily('kale_outbox_lag_seconds',
+                                    'Age of the oldest row waiting in kale_outbox',
+                                    value=lag or 0.0)
+            yield CounterMetricFamily('kale_outbox_sent', 'Tasks the relay sent',
+                                      value=relay.counts.sent)
+    registry = CollectorRegistry()
+    registry.register(Collector())
+    start_http_server(port, addr=str(settings.METRICS_HOST), registry=registry)
+
+
+def add_commands(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]') -> None:
+    """Register ``kale outbox`` and ``kale relay``."""
+    parser = commands.add_parser(
+        'outbox', help='the outbox\'s tables in your database',
+        description='Tasks published with kale.outbox.publish wait in the table kale_outbox of '
+                    'your own database until `kale relay` sends them.')
+    sub = parser.add_subparsers(dest='outbox_command', metavar='COMMAND')
+    sub.required = True
+    init = sub.add_parser(
+        'init', parents=[common_options()], help='create or update the outbox tables',
+        description='Create kale_outbox and kale_consumed (and on PostgreSQL the trigger that '
+                    'wakes the relays), or bring them up to this Kale\'s version; safe to run '
+                    'again.')
+    init.add_argument('--url', help='the database (a SQLAlchemy URL; default: OUTBOX_URL)')
+    init.set_defaults(func=cmd_outbox_init)
+    relay = commands.add_parser(
+        'relay', parents=[common_options()], help='send the outbox\'s committed tasks to SQS',
+        description='Send the rows committed into kale_outbox with SendMessageBatch, then '
+                    'delete them; at least once (a relay killed in between sends them again, '
+                    'with the same task ids). Several relays may run on PostgreSQL; one on '
+                    'SQLite. Stops on SIGTERM or Ctrl-C.')
+    relay.add_argument('--url', help='the database (default: OUTBOX_URL)')
+    relay.add_argument('--metrics-port', type=port_number, metavar='N',
+                       help='serve kale_outbox_pending, kale_outbox_sent_total and '
+                            'kale_outbox_lag_seconds on http://METRICS_HOST:N/metrics')
+    relay.add_argument('--burst', action='store_true',
+                       help='exit once the outbox is empty')
+    relay.set_defaults(func=cmd_relay)

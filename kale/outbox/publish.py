@@ -1,0 +1,118 @@
+"""Publishing inside the caller's transaction, and consuming once.
+
+:func:`publish` and :func:`publish_batch` check and encode a call exactly as
+``MyTask.publish`` does (same exceptions, same signature, same hooks), then
+insert the signed messages into ``kale_outbox`` on the caller's connection:
+no network I/O, and nothing at all if the transaction rolls back. The relay
+(:mod:`kale.outbox.relay`) sends what commits. :func:`consume_once` is the
+inbox: a task id inserted once per database, in the caller's transaction.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Iterable, Mapping, Optional
+
+from sqlalchemy import Connection
+from sqlalchemy.exc import SQLAlchemyError
+
+from kale.exceptions import OutboxError
+from kale.outbox.schema import consumed, outbox
+from kale.publisher import Publication, get_publisher
+from kale.transport import OutgoingMessage
+
+
+def _connection(conn: Any) -> Connection:
+    """The Connection of a SQLAlchemy Connection or Session."""
+    if isinstance(conn, Connection):
+        return conn
+    connection = getattr(conn, 'connection', None)
+    if callable(connection):               # a Session: its connection in its transaction
+        found = connection()
+        if isinstance(found, Connection):
+            return found
+    raise OutboxError('outbox: conn must be a SQLAlchemy Connection or Session in an open '
+                      'transaction, got %s' % type(conn).__name__)
+
+
+def _target(task: Any) -> tuple[type, Optional[str]]:
+    """(task class, queue) of a Task class or of ``Task.with_options(queue=...)``."""
+    options_queue = getattr(task, 'queue', None) if hasattr(task, 'task_class') else None
+    task_class = getattr(task, 'task_class', task)
+    return task_class, options_queue
+
+
+def publish(conn: Any, task: Any, app_data: Any, *args: Any, delay_sec: float = 0,
+            group_id: Optional[str] = None, dedup_id: Optional[str] = None,
+            labels: Optional[Mapping[str, str]] = None, **kwargs: Any) -> str:
+    """Publish one run of ``task`` (a Task class, or ``Task.with_options(...)``)
+    when ``conn``'s transaction commits; returns its task id."""
+    return publish_batch(conn, task, app_data, [(args, kwargs)], delay_sec=delay_sec,
+                         group_id=group_id, dedup_id=dedup_id, labels=labels)[0]
+
+
+def publish_batch(conn: Any, task: Any, app_data: Any, calls: Iterable[Any],
+                  delay_sec: float = 0, group_id: Optional[str] = None,
+                  dedup_id: Optional[str] = None,
+                  labels: Optional[Mapping[str, str]] = None) -> list[str]:
+    """Publish many runs of ``task`` when ``conn``'s transaction commits
+    (each call ``(args, kwargs)``, ``args`` or a single value, as
+    ``publish_batch`` takes them); their task ids in order."""
+    connection = _connection(conn)
+    task_class, queue_name = _target(task)
+    getattr(task_class, '_check_importable', lambda: None)()
+    rows: list[dict[str, Any]] = []
+
+    def keep(publication: Publication, outgoing: list[OutgoingMessage]) -> None:
+        now = time.time()
+        records = _record_rows(publication, now)
+        for number, (message, out) in enumerate(zip(publication.messages, outgoing,
+                                                    strict=True)):
+            rows.append({'task_id': message.task_id, 'task': message.task_name,
+                         'queue': publication.queue.name, 'body': out.body,
+                         'attributes': dict(out.attributes) or None, 'delay_sec': out.delay_sec,
+                         'group_id': out.group_id or None, 'dedup_id': out.dedup_id or None,
+                         'record': records[number] if records else None, 'created_at': now})
+
+    task_ids = get_publisher().publish_batch(task_class, app_data, calls, delay_sec, group_id,
+                                             dedup_id, labels, queue_name, deferred=keep)
+    if rows:
+        try:
+            connection.execute(outbox.insert(), rows)
+        except SQLAlchemyError as exc:
+            raise OutboxError('outbox: cannot insert into kale_outbox (run `kale outbox init '
+                              '--url URL` on this database first?): %s'
+                              % str(exc).splitlines()[0]) from exc
+    return task_ids
+
+
+def _record_rows(publication: Publication, now: float) -> Optional[list[dict[str, Any]]]:
+    """The tasks' ``queued`` records, for the relay to write once they are
+    sent (None with records off)."""
+    from kale.conf import settings
+    if not settings.RECORDS_URL:
+        return None
+    from kale.records.hooks import publication_rows
+    from kale.records.recorder import get_recorder
+    rows = publication_rows(publication, get_recorder().max_value_chars, now)
+    return [{key: value for key, value in row.items() if value is not None} for row in rows]
+
+
+def consume_once(conn: Any, task_id: str) -> bool:
+    """Note ``task_id`` as consumed in ``conn``'s transaction: True the first
+    time, False when it already was (commit the effects with it: a
+    redelivered message then changes nothing). Two transactions racing on one
+    id: the second waits for the first, and gets False if it commits."""
+    if not isinstance(task_id, str) or not task_id or len(task_id) > 128:
+        raise OutboxError('consume_once: task_id must be the task\'s id (1-128 characters), '
+                          'got %r' % (str(task_id)[:140],))
+    connection = _connection(conn)
+    from kale.records.driver import insert_for
+    statement = insert_for(connection.dialect.name)(consumed).values(
+        task_id=task_id, consumed_at=time.time()).on_conflict_do_nothing(
+        index_elements=[consumed.c.task_id]).returning(consumed.c.task_id)
+    try:
+        return connection.execute(statement).first() is not None
+    except SQLAlchemyError as exc:
+        raise OutboxError('consume_once: cannot insert into kale_consumed (run `kale outbox '
+                          'init --url URL` on this database first?): %s'
+                          % str(exc).splitlines()[0]) from exc

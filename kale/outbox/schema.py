@@ -1,0 +1,145 @@
+"""The outbox's tables, in the application's own database.
+
+``kale_outbox`` holds encoded, signed messages inserted in the caller's
+transaction until the relay sends them; ``kale_consumed`` the task ids whose
+effects a transaction applied (:func:`kale.outbox.consume_once`). On
+PostgreSQL an insert into ``kale_outbox`` notifies the channel
+``kale_outbox`` (a statement trigger), which wakes the relays. ``kale outbox
+init`` applies the migrations a database lacks, idempotently, under an
+advisory lock on PostgreSQL, and records the version reached in
+``kale_outbox_schema``.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Column,
+    Connection,
+    Engine,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    select,
+)
+
+metadata = MetaData()
+
+#: One row per message waiting to be sent.
+outbox = Table(
+    'kale_outbox', metadata,
+    Column('id', BigInteger().with_variant(Integer, 'sqlite'), primary_key=True,
+           autoincrement=True),
+    Column('task_id', String(128), nullable=False),
+    Column('task', String(255), nullable=False),
+    Column('queue', String(128), nullable=False),          # its name in the queue config
+    Column('body', Text, nullable=False),                  # signed, as SQS gets it
+    Column('attributes', JSON(none_as_null=True)),
+    Column('delay_sec', Integer, nullable=False, default=0),
+    Column('group_id', String(128)),
+    Column('dedup_id', String(128)),
+    #: The task's ``queued`` record, written by the relay once it is sent
+    #: (null with records off).
+    Column('record', JSON(none_as_null=True)),
+    Column('created_at', Float, nullable=False),
+)
+
+#: The task ids whose effects were applied, once each.
+consumed = Table(
+    'kale_consumed', metadata,
+    Column('task_id', String(128), primary_key=True),
+    Column('consumed_at', Float, nullable=False),
+    Index('kale_consumed_at', 'consumed_at'),
+)
+
+schema_version = Table('kale_outbox_schema', metadata,
+                       Column('version', Integer, nullable=False))
+
+#: The channel an insert notifies, and the trigger that does it.
+CHANNEL = 'kale_outbox'
+NOTIFY_FUNCTION = '''
+CREATE OR REPLACE FUNCTION kale_outbox_notify() RETURNS trigger AS $$
+BEGIN
+    PERFORM pg_notify('kale_outbox', '');
+    RETURN NULL;
+END $$ LANGUAGE plpgsql
+'''
+NOTIFY_TRIGGER = ('CREATE TRIGGER kale_outbox_notify AFTER INSERT ON kale_outbox '
+                  'FOR EACH STATEMENT EXECUTE FUNCTION kale_outbox_notify()')
+
+#: The advisory lock taken while migrating ('kalo' in ASCII).
+MIGRATION_LOCK = 0x6B616C6F
+
+
+def _create_v1(conn: Connection) -> None:
+    outbox.create(conn, checkfirst=True)
+    consumed.create(conn, checkfirst=True)
+    if conn.dialect.name == 'postgresql':
+        conn.exec_driver_sql(NOTIFY_FUNCTION)
+        conn.exec_driver_sql('DROP TRIGGER IF EXISTS kale_outbox_notify ON kale_outbox')
+        conn.exec_driver_sql(NOTIFY_TRIGGER)
+
+
+#: (version, what it does, how), applied in order.
+MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
+    (1, 'create kale_outbox, kale_consumed and the notify trigger', _create_v1),
+]
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+
+def open_database(url: str, setting: str = 'OUTBOX_URL') -> Engine:
+    """An engine on the application's database at ``url`` whose
+    ``engine.begin()`` is a real transaction (on SQLite too: BEGIN is said
+    explicitly, as SQLAlchemy's documentation advises for pysqlite)."""
+    from sqlalchemy import create_engine, event
+
+    from kale.exceptions import ImproperlyConfigured
+    from kale.records.store import engine_url, safe_url
+    try:
+        target = engine_url(url)
+        if target.get_backend_name() != 'sqlite':
+            return create_engine(target, pool_pre_ping=True)
+        engine = create_engine(target, connect_args={'check_same_thread': False,
+                                                     'timeout': 30})
+    except Exception as exc:
+        raise ImproperlyConfigured('%s %r cannot be used: %s' % (setting, safe_url(url), exc)) \
+            from exc
+
+    @event.listens_for(engine, 'connect')
+    def connect(dbapi_connection: Any, record: Any) -> None:
+        dbapi_connection.isolation_level = None
+        dbapi_connection.execute('PRAGMA journal_mode = WAL')
+
+    @event.listens_for(engine, 'begin')
+    def begin(conn: Connection) -> None:
+        conn.exec_driver_sql('BEGIN IMMEDIATE')
+    return engine
+
+
+def current_version(conn: Connection) -> int:
+    schema_version.create(conn, checkfirst=True)
+    return int(conn.execute(select(schema_version.c.version)).scalar() or 0)
+
+
+def init(engine: Engine) -> list[str]:
+    """Bring the outbox tables up to date; what was applied (empty when nothing was)."""
+    applied = []
+    with engine.begin() as conn:
+        if conn.dialect.name == 'postgresql':
+            conn.exec_driver_sql('SELECT pg_advisory_xact_lock(%d)' % MIGRATION_LOCK)
+        version = current_version(conn)
+        for number, what, apply in MIGRATIONS:
+            if number > version:
+                apply(conn)
+                applied.append('%d: %s' % (number, what))
+                version = number
+        conn.execute(schema_version.delete())
+        conn.execute(schema_version.insert().values(version=version))
+    return applied
+

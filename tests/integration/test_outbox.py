@@ -1,0 +1,246 @@
+"""The outbox on SQLite and on PostgreSQL, relayed to in-memory SQS and run
+by real worker loops with records on: a rollback sends nothing, a commit
+sends once, concurrent transactions all arrive, two PostgreSQL relays never
+send a row twice, a relay that dies before its delete sends a duplicate the
+workers run once, an SQS outage loses nothing, FIFO order holds, and
+consume_once applies an effect once."""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from sqlalchemy import Column, Integer, MetaData, String, Table, func, select
+from sqlalchemy.orm import Session
+
+from kale import outbox, records
+from kale.exceptions import OutboxError, PublishError, SQSError
+from kale.outbox.relay import Relay
+from kale.outbox.schema import open_database
+from kale.outbox.schema import outbox as outbox_table
+from tests import outbox_tasks as ot
+from tests.support.work import work
+
+effects = Table('app_effects', MetaData(), Column('id', Integer, primary_key=True),
+                Column('task_id', String(128)))
+
+
+@pytest.fixture
+def app(memory_broker, any_records_url):
+    """The application's database (here the records' own), with the outbox
+    tables and a table of its own; and its relay."""
+    engine = open_database(any_records_url)
+    outbox.init(engine)
+    effects.create(engine, checkfirst=True)
+
+    def write(rows):
+        from kale.records.recorder import get_recorder
+        get_recorder().writer.publish(rows)
+        get_recorder().flush(timeout=5)
+    relay = Relay(engine, memory_broker, poll_sec=0.05, write_records=write)
+    yield engine, relay, memory_broker
+    engine.dispose()
+
+
+def lines(path):
+    return path.read_text().split() if path.exists() else []
+
+
+def pending(engine):
+    with engine.begin() as conn:
+        return conn.execute(select(func.count()).select_from(outbox_table)).scalar()
+
+
+def test_a_rollback_sends_nothing_and_a_commit_sends_once(app, tmp_path):
+    engine, relay, broker = app
+    out = tmp_path / 'runs'
+    with pytest.raises(RuntimeError):
+        with engine.begin() as conn:
+            outbox.publish(conn, ot.Note, None, str(out), 'rolled-back')
+            raise RuntimeError('the order failed')
+    with engine.begin() as conn:
+        task_id = outbox.publish(conn, ot.Note, None, str(out), 'committed',
+                                 labels={'order': '7'})
+    assert records.get(task_id) is None                # nothing recorded before the send
+    assert pending(engine) == 1
+    assert relay.send_round() == 1 and relay.send_round() == 0
+    assert pending(engine) == 0
+    record = records.get(task_id)
+    assert record.status == 'queued' and record.labels == {'order': '7'}
+    assert record.message_id
+    work(broker)
+    assert lines(out) == ['committed']
+    assert records.get(task_id).status == 'succeeded'
+
+
+def test_a_session_and_with_options_and_publish_batch(app, tmp_path):
+    engine, relay, broker = app
+    out = tmp_path / 'runs'
+    with Session(engine) as session, session.begin():
+        ids = outbox.publish_batch(session, ot.Note.with_options(queue='high'), None,
+                                   [((str(out), 'a'), {}), ((str(out), 'b'), {})])
+    relay.send_round()
+    assert {records.get(task_id).queue for task_id in ids} == {'high'}
+    work(broker, queues=['high'])
+    assert sorted(lines(out)) == ['a', 'b']
+
+
+def test_a_bad_call_is_refused_like_publish_and_inserts_nothing(app, tmp_path):
+    engine = app[0]
+    with engine.begin() as conn:
+        with pytest.raises(PublishError, match='arguments do not match run_task'):
+            outbox.publish(conn, ot.Note, None, 'only-one')
+        with pytest.raises(PublishError, match='delay_sec'):
+            outbox.publish(conn, ot.Note, None, 'a', 'b', delay_sec=-1)
+    assert pending(engine) == 0
+    with pytest.raises(OutboxError, match='SQLAlchemy Connection or Session'):
+        outbox.publish(object(), ot.Note, None, 'a', 'b')
+
+
+@pytest.mark.slow
+def test_a_thousand_rows_from_four_concurrent_transactions_all_arrive(app, tmp_path):
+    engine, relay, broker = app
+    out = tmp_path / 'runs'
+    failures = []
+
+    def writer(number):
+        try:
+            with engine.begin() as conn:
+                outbox.publish_batch(conn, ot.Note, None,
+                                     [((str(out), '%d-%d' % (number, i)), {}) for i in range(250)])
+        except Exception as exc:                       # pragma: no cover - reported below
+            failures.append(exc)
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    relay.run(threading.Event(), until_empty=True)
+    assert relay.counts.sent == 1000 and pending(engine) == 0
+    for _ in range(3):
+        work(broker)
+    assert len(lines(out)) == 1000 and len(set(lines(out))) == 1000
+
+
+def test_two_relays_on_postgresql_never_send_a_row_twice(app, tmp_path, request):
+    engine, relay, broker = app
+    if engine.dialect.name != 'postgresql':
+        pytest.skip('SQLite allows one relay')
+    out = tmp_path / 'runs'
+    with engine.begin() as conn:
+        outbox.publish_batch(conn, ot.Note, None, [((str(out), str(i)), {}) for i in range(400)])
+    other = Relay(engine, broker, poll_sec=0.05)
+    runs = [threading.Thread(target=r.run, args=(threading.Event(), True)) for r in (relay, other)]
+    for thread in runs:
+        thread.start()
+    for thread in runs:
+        thread.join(60)
+    assert relay.counts.sent + other.counts.sent == 400
+    for _ in range(3):
+        work(broker)
+    assert sorted(lines(out), key=int) == [str(i) for i in range(400)]   # each once
+
+
+def test_a_relay_that_dies_before_its_delete_sends_again_and_the_task_runs_once(app, tmp_path):
+    engine, relay, broker = app
+    out = tmp_path / 'runs'
+    with engine.begin() as conn:
+        task_id = outbox.publish(conn, ot.Note, None, str(out), 'once')
+
+    class Died(Exception):
+        pass
+
+    dying = Relay(engine, broker)
+    real_send = broker.send
+
+    def send_then_die(queue, messages):
+        real_send(queue, messages)
+        raise Died('killed after the send, before the delete')
+    broker.send = send_then_die
+    with pytest.raises(Died):
+        dying.send_round()
+    broker.send = real_send
+    assert pending(engine) == 1                      # not deleted: sent again
+    assert relay.send_round() == 1
+    for _ in range(2):
+        work(broker)
+    assert lines(out) == ['once']                     # two messages, one run
+    assert records.get(task_id).status == 'succeeded'
+
+
+def test_an_sqs_outage_loses_nothing(app, tmp_path):
+    engine, relay, broker = app
+    out = tmp_path / 'runs'
+    with engine.begin() as conn:
+        outbox.publish_batch(conn, ot.Note, None, [((str(out), str(i)), {}) for i in range(25)])
+    real_send, failures = broker.send, []
+
+    def send(queue, messages):
+        if len(failures) < 3:
+            failures.append(1)
+            raise SQSError('SQS is down (a test outage)', retryable=True)
+        return real_send(queue, messages)
+    broker.send = send
+    started = time.monotonic()
+    relay.run(threading.Event(), until_empty=True)
+    assert relay.counts.failures == 3 and relay.counts.sent == 25
+    assert time.monotonic() - started < 15
+    work(broker)
+    assert len(lines(out)) == 25
+
+
+def test_fifo_order_holds_through_the_relay(app, tmp_path):
+    engine, relay, broker = app
+    out = tmp_path / 'runs'
+    for start in (0, 10, 20):
+        with engine.begin() as conn:
+            for i in range(start, start + 10):
+                outbox.publish(conn, ot.OrderedNote, None, str(out), str(i), group_id='g')
+    relay.run(threading.Event(), until_empty=True)
+    for _ in range(3):
+        work(broker, queues=['ordered'])
+    assert lines(out) == [str(i) for i in range(30)]
+
+
+def test_consume_once_applies_an_effect_once_under_two_concurrent_deliveries(app):
+    engine = app[0]
+    applied, errors, started = [], [], threading.Barrier(2)
+
+    def deliver():
+        started.wait()
+        try:
+            with engine.begin() as conn:
+                if not outbox.consume_once(conn, 'task-1'):
+                    return
+                conn.execute(effects.insert().values(task_id='task-1'))
+                time.sleep(0.2)                        # the other delivery arrives meanwhile
+                applied.append(1)
+        except Exception as exc:                       # pragma: no cover - reported below
+            errors.append(exc)
+    threads = [threading.Thread(target=deliver) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert errors == []
+    with engine.begin() as conn:
+        assert conn.execute(select(func.count()).select_from(effects)).scalar() == 1
+        assert outbox.consume_once(conn, 'task-2') is True
+        assert outbox.consume_once(conn, 'task-2') is False
+    assert applied == [1]
+
+
+def test_a_second_relay_on_one_sqlite_database_says_so(app):
+    engine, relay, broker = app
+    if engine.dialect.name != 'sqlite':
+        pytest.skip('PostgreSQL takes any number of relays')
+    relay.claim_database()
+    with pytest.raises(OutboxError, match='another relay already sends the outbox of .*SQLite '
+                                          'allows one relay per database'):
+        Relay(engine, broker).claim_database()
+
+
+def test_init_is_idempotent(app):
+    engine = app[0]
+    assert outbox.init(engine) == []

@@ -1,0 +1,16 @@
+"""Tasks the outbox tests publish: each run appends its argument to a file."""
+from kale import task
+
+
+class Note(task.Task):
+    """Appends ``text`` and a newline to the file at ``path``."""
+    queue = 'default'
+    time_limit = 5
+
+    def run_task(self, path, text):
+        with open(path, 'a') as out:
+            out.write('%s\n' % text)
+
+
+class OrderedNote(Note):
+    queue = 'ordered'
