@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
+import threading
 from typing import Any, Iterator, Optional
 
 from kale.config import ENVIRONMENT_VARIABLE, Config
@@ -35,6 +36,10 @@ class Settings:
         self._fresh = False
         #: Where the settings module's name comes from, for error messages.
         self.source = ENVIRONMENT_VARIABLE
+        #: Held while the settings are read: threads that first touch them at
+        #: once (publishers started together) must not run the settings
+        #: module twice at the same time, and read a half-run one.
+        self._loading = threading.RLock()
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith('_'):
@@ -45,15 +50,19 @@ class Settings:
     def config(self) -> Config:
         """The settings in force: the settings module's, with any overrides."""
         config = self._config
-        if config is None:
-            if self._base is None:
-                self._base = Config.load(source=self.source, fresh=self._fresh)
-                self._fresh = False
-            config = self._base
-            for layer in self._overrides:
-                config = config.replace(**layer)
-            self._config = config
-        return config
+        if config is not None:
+            return config
+        with self._loading:
+            config = self._config
+            if config is None:
+                if self._base is None:
+                    self._base = Config.load(source=self.source, fresh=self._fresh)
+                    self._fresh = False
+                config = self._base
+                for layer in self._overrides:
+                    config = config.replace(**layer)
+                self._config = config
+            return config
 
     @property
     def module_name(self) -> Optional[str]:

@@ -77,6 +77,16 @@ class PublishHooks:
         """After the send: ``publication.error`` is None when every message was
         sent, else the exception the publisher is about to raise."""
 
+    def claim_unique(self, claims: Sequence[tuple[str, str]],
+                     for_sec: float) -> Optional[list[str]]:
+        """Unique tasks: for each (key, task id) the id of the task holding
+        the key (this one when it was free), or None when this hook does not
+        decide (the task records do, with RECORDS_URL set)."""
+        return None
+
+    def release_unique(self, claims: Sequence[tuple[str, str]]) -> None:
+        """Free keys claimed for tasks whose send then failed."""
+
 
 class WorkerHooks:
     """Every hook a worker calls. All do nothing here."""

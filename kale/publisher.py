@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import inspect
+import json
 import logging
 import math
 import numbers
@@ -299,14 +301,25 @@ class Publisher:
                        app_data=app_data, sent_at=time.time(),
                        publisher=publisher_identity())
 
+    def _claim_unique(self, name: str, claims: list[tuple[str, str]],
+                      for_sec: float) -> list[str]:
+        """The holder of each unique key, decided by a hook (the task records')."""
+        for answer in self.hooks.collect(PublishHooks.claim_unique, claims, for_sec):
+            if answer is not None:
+                return list(answer)
+        raise PublishError('task %s: unique_for_sec is decided in the task records: set '
+                           'RECORDS_URL' % name)
+
     def publish(self, task_class: type['Task'], app_data: Any, args: tuple,
                 kwargs: Mapping[str, Any], delay_sec: Any = 0, group_id: Optional[str] = None,
                 dedup_id: Optional[str] = None,
                 labels: Optional[Mapping[str, str]] = None,
-                queue_name: Optional[str] = None) -> str:
+                queue_name: Optional[str] = None,
+                unique_for_sec: Optional[float] = None) -> str:
         """Publish one invocation; returns its task id."""
         return self.publish_batch(task_class, app_data, [(args, kwargs)], delay_sec,
-                                  group_id, dedup_id, labels, queue_name)[0]
+                                  group_id, dedup_id, labels, queue_name,
+                                  unique_for_sec=unique_for_sec)[0]
 
     def publish_batch(self, task_class: type['Task'], app_data: Any, calls: Iterable[Any],
                       delay_sec: Any = 0, group_id: Optional[str] = None,
@@ -316,7 +329,7 @@ class Publisher:
                       task_ids: Optional[Sequence[str]] = None,
                       context: Optional[Mapping[str, str]] = None,
                       deferred: Optional[Callable[[Publication, list[OutgoingMessage]], None]]
-                      = None) -> list[str]:
+                      = None, unique_for_sec: Optional[float] = None) -> list[str]:
         """Publish many invocations of one task; returns their task ids in order.
         On a FIFO queue they join ``group_id`` in this order, each deduplicated
         by its task id (or by ``dedup_id``, for a single invocation).
@@ -336,6 +349,20 @@ class Publisher:
         if task_ids is not None:
             messages = [dataclasses.replace(m, task_id=task_id)
                         for m, task_id in zip(messages, task_ids, strict=True)]
+        unique_sec = unique_for_sec if unique_for_sec is not None else \
+            getattr(task_class, 'unique_for_sec', None)
+        holders: Optional[list[str]] = None
+        claims = unique_claims(self.config, name, unique_sec, pairs, messages) \
+            if deferred is None else None
+        if claims:
+            holders = self._claim_unique(name, claims, float(unique_sec or 0))
+            kept = [number for number, (m, holder) in enumerate(zip(messages, holders,
+                                                                      strict=True))
+                    if holder == m.task_id]
+            messages = [messages[number] for number in kept]
+            pairs = [pairs[number] for number in kept]
+            if not messages:            # each is a task already waiting or running
+                return holders
         if dedup_id is not None and len(messages) > 1:
             raise InvalidGroupError('task %s: dedup_id is for one task; publish_batch '
                                     'deduplicates each task by its task id' % name)
@@ -375,11 +402,15 @@ class Publisher:
                 exc.task_ids = publication.task_ids  # type: ignore[attr-defined]
             publication.error = exc
             hooks(PublishHooks.after_publish, publication)
+            if claims:                  # not sent: the keys must not hold them
+                unsent = set(publication.task_ids)
+                hooks(PublishHooks.release_unique,
+                      [(key, task_id) for key, task_id in claims if task_id in unsent])
             raise
         hooks(PublishHooks.after_publish, publication)
         for m in messages:
             logger.debug('published task %s (%s) to queue %s', m.task_id, name, queue.name)
-        return publication.task_ids
+        return holders if holders is not None else publication.task_ids
 
 
     async def apublish(self, task_class: type['Task'], app_data: Any, args: tuple,
@@ -403,6 +434,32 @@ class Publisher:
         return await off_the_loop(functools.partial(
             self.publish_batch, task_class, app_data, calls, delay_sec, group_id, None, labels,
             queue_name))
+
+
+def unique_key(task_name: str, args: tuple, kwargs: Mapping[str, Any]) -> str:
+    """The key of a unique task's run: a SHA-256 of its path and arguments
+    (as sorted JSON; what JSON cannot hold, by its repr)."""
+    encoded = json.dumps([task_name, list(args), kwargs], sort_keys=True, default=repr,
+                         separators=(',', ':'))
+    return hashlib.sha256(encoded.encode('utf-8', 'surrogatepass')).hexdigest()
+
+
+def unique_claims(config: Config, task_name: str, unique_sec: Optional[float],
+                  pairs: Sequence[tuple[tuple, Mapping[str, Any]]],
+                  messages: Sequence[Message]) -> Optional[list[tuple[str, str]]]:
+    """(key, task id) of each run of a unique task; None for another task.
+    PublishError without task records, or for a bad ``unique_for_sec``."""
+    if unique_sec is None:
+        return None
+    if isinstance(unique_sec, bool) or not isinstance(unique_sec, (int, float)) or \
+            not 0 < unique_sec <= 365 * 24 * 3600:
+        raise PublishError('task %s: unique_for_sec must be seconds from 0 to a year, got %r'
+                           % (task_name, unique_sec))
+    if not config.RECORDS_URL:
+        raise PublishError('task %s: unique_for_sec is decided in the task records: set '
+                           'RECORDS_URL' % task_name)
+    return [(unique_key(task_name, args, kwargs), m.task_id)
+            for (args, kwargs), m in zip(pairs, messages, strict=True)]
 
 
 def with_context(message: Message, context: Mapping[str, str]) -> Message:

@@ -110,6 +110,10 @@ class Task:
     #: wait in the worker while their visibility budget allows, else are
     #: released.
     max_concurrency: Optional[int] = None
+    #: Seconds a publish of this task with the same arguments returns the id
+    #: of one still queued, scheduled or running instead of sending another
+    #: (decided in the task records, RECORDS_URL). None: every publish sends.
+    unique_for_sec: Optional[float] = None
     #: Whether ``run_task`` or a hook is a coroutine function (set for each
     #: subclass): such a task runs on the worker's event loop (see :meth:`arun`).
     is_coroutine: bool = False
@@ -188,7 +192,8 @@ class Task:
     @classmethod
     def publish(cls, app_data: Any, *args: Any, delay_sec: float = 0,
                 group_id: Optional[str] = None, dedup_id: Optional[str] = None,
-                labels: Optional[Mapping[str, str]] = None, **kwargs: Any) -> str:
+                labels: Optional[Mapping[str, str]] = None,
+                unique_for_sec: Optional[float] = None, **kwargs: Any) -> str:
         """Publish one run of this task; returns its task id.
 
         ``app_data`` travels beside the arguments for custom workers;
@@ -196,24 +201,29 @@ class Task:
         ``group_id`` (required) names the group whose tasks run in publish
         order, and ``dedup_id`` (default: the task id) makes SQS drop a second
         publish with the same id within five minutes. ``labels`` (a dict of
-        strings) is kept in the task's record. None of them is passed to
-        ``run_task``.
+        strings) is kept in the task's record. ``unique_for_sec`` (default:
+        the class's) makes a publish of the same task with the same arguments
+        return the id of one still waiting or running, younger than that, and
+        send nothing. None of them is passed to ``run_task``.
         """
         cls._check_importable()
         return get_publisher().publish(cls, app_data, args, kwargs, delay_sec=delay_sec,
-                                       group_id=group_id, dedup_id=dedup_id, labels=labels)
+                                       group_id=group_id, dedup_id=dedup_id, labels=labels,
+                                       unique_for_sec=unique_for_sec)
 
     @classmethod
     def publish_batch(cls, app_data: Any, calls: Iterable[Any], delay_sec: float = 0,
                       group_id: Optional[str] = None,
-                      labels: Optional[Mapping[str, str]] = None) -> list[str]:
+                      labels: Optional[Mapping[str, str]] = None,
+                      unique_for_sec: Optional[float] = None) -> list[str]:
         """Publish many runs, ``[(args, kwargs), ...]``, with SendMessageBatch
         (up to 10 per request); returns their task ids in order. On a FIFO
         queue they join ``group_id`` (required) in this order. ``labels``
-        apply to every run."""
+        apply to every run; ``unique_for_sec`` as in :meth:`publish`."""
         cls._check_importable()
         return get_publisher().publish_batch(cls, app_data, calls, delay_sec=delay_sec,
-                                             group_id=group_id, labels=labels)
+                                             group_id=group_id, labels=labels,
+                                             unique_for_sec=unique_for_sec)
 
     @classmethod
     async def apublish(cls, app_data: Any, *args: Any, delay_sec: float = 0,

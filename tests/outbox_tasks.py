@@ -14,3 +14,8 @@ class Note(task.Task):
 
 class OrderedNote(Note):
     queue = 'ordered'
+
+
+class UniqueNote(Note):
+    """At most one waiting or running per arguments, for a minute."""
+    unique_for_sec = 60

@@ -45,6 +45,13 @@ def _write_records() -> Optional[Any]:
     return write
 
 
+def _claim_unique() -> Optional[Any]:
+    if not settings.RECORDS_URL:
+        return None
+    from kale import records
+    return records.store().claim_unique
+
+
 def cmd_relay(args: argparse.Namespace) -> int:
     from kale.broker import Broker
     from kale.outbox.relay import Relay
@@ -53,7 +60,8 @@ def cmd_relay(args: argparse.Namespace) -> int:
     url = _url(args)
     relay = Relay(open_database(url, '--url'), Broker.from_settings(),
                   poll_sec=float(settings.OUTBOX_POLL_SEC),
-                  consumed_ttl_sec=settings.CONSUMED_TTL_SEC, write_records=_write_records())
+                  consumed_ttl_sec=settings.CONSUMED_TTL_SEC, write_records=_write_records(),
+                  claim_unique=_claim_unique())
     if args.metrics_port is not None:
         _serve_metrics(relay, args.metrics_port)
     stop = threading.Event()

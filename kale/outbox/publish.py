@@ -15,9 +15,10 @@ from typing import Any, Iterable, Mapping, Optional
 from sqlalchemy import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
+from kale.conf import settings
 from kale.exceptions import OutboxError
 from kale.outbox.schema import consumed, outbox
-from kale.publisher import Publication, get_publisher
+from kale.publisher import Publication, get_publisher, unique_claims
 from kale.transport import OutgoingMessage
 
 
@@ -43,35 +44,48 @@ def _target(task: Any) -> tuple[type, Optional[str]]:
 
 def publish(conn: Any, task: Any, app_data: Any, *args: Any, delay_sec: float = 0,
             group_id: Optional[str] = None, dedup_id: Optional[str] = None,
-            labels: Optional[Mapping[str, str]] = None, **kwargs: Any) -> str:
+            labels: Optional[Mapping[str, str]] = None,
+            unique_for_sec: Optional[float] = None, **kwargs: Any) -> str:
     """Publish one run of ``task`` (a Task class, or ``Task.with_options(...)``)
     when ``conn``'s transaction commits; returns its task id."""
     return publish_batch(conn, task, app_data, [(args, kwargs)], delay_sec=delay_sec,
-                         group_id=group_id, dedup_id=dedup_id, labels=labels)[0]
+                         group_id=group_id, dedup_id=dedup_id, labels=labels,
+                         unique_for_sec=unique_for_sec)[0]
 
 
 def publish_batch(conn: Any, task: Any, app_data: Any, calls: Iterable[Any],
                   delay_sec: float = 0, group_id: Optional[str] = None,
                   dedup_id: Optional[str] = None,
-                  labels: Optional[Mapping[str, str]] = None) -> list[str]:
+                  labels: Optional[Mapping[str, str]] = None,
+                  unique_for_sec: Optional[float] = None) -> list[str]:
     """Publish many runs of ``task`` when ``conn``'s transaction commits
     (each call ``(args, kwargs)``, ``args`` or a single value, as
-    ``publish_batch`` takes them); their task ids in order."""
+    ``publish_batch`` takes them); their task ids in order. A unique task
+    (``unique_for_sec``) is decided when the relay sends it: a run whose key
+    another task holds is not sent, and is recorded ``deduplicated``."""
     connection = _connection(conn)
     task_class, queue_name = _target(task)
     getattr(task_class, '_check_importable', lambda: None)()
+    unique_sec = unique_for_sec if unique_for_sec is not None else \
+        getattr(task_class, 'unique_for_sec', None)
     rows: list[dict[str, Any]] = []
 
     def keep(publication: Publication, outgoing: list[OutgoingMessage]) -> None:
         now = time.time()
         records = _record_rows(publication, now)
+        claims = unique_claims(settings.config, publication.task_class.task_path(), unique_sec,
+                               [(m.args, m.kwargs) for m in publication.messages],
+                               publication.messages)
         for number, (message, out) in enumerate(zip(publication.messages, outgoing,
                                                     strict=True)):
             rows.append({'task_id': message.task_id, 'task': message.task_name,
                          'queue': publication.queue.name, 'body': out.body,
                          'attributes': dict(out.attributes) or None, 'delay_sec': out.delay_sec,
                          'group_id': out.group_id or None, 'dedup_id': out.dedup_id or None,
-                         'record': records[number] if records else None, 'created_at': now})
+                         'record': records[number] if records else None,
+                         'unique_key': claims[number][0] if claims else None,
+                         'unique_for_sec': float(unique_sec) if claims and unique_sec else None,
+                         'created_at': now})
 
     task_ids = get_publisher().publish_batch(task_class, app_data, calls, delay_sec, group_id,
                                              dedup_id, labels, queue_name, deferred=keep)
@@ -88,7 +102,6 @@ def publish_batch(conn: Any, task: Any, app_data: Any, calls: Iterable[Any],
 def _record_rows(publication: Publication, now: float) -> Optional[list[dict[str, Any]]]:
     """The tasks' ``queued`` records, for the relay to write once they are
     sent (None with records off)."""
-    from kale.conf import settings
     if not settings.RECORDS_URL:
         return None
     from kale.records.hooks import publication_rows

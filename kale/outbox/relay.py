@@ -63,13 +63,16 @@ class Relay:
 
     def __init__(self, engine: Engine, broker: Broker, poll_sec: float = 1.0,
                  consumed_ttl_sec: Optional[float] = 15 * 24 * 3600, clock: Clock = SYSTEM_CLOCK,
-                 write_records: Optional[Callable[[list[dict[str, Any]]], None]] = None):
+                 write_records: Optional[Callable[[list[dict[str, Any]]], None]] = None,
+                 claim_unique: Optional[Callable[..., list[str]]] = None):
         self.engine = engine
         self.broker = broker
         self.poll_sec = poll_sec
         self.consumed_ttl_sec = consumed_ttl_sec
         self.clock = clock
         self.write_records = write_records
+        #: The records' claim of unique keys (RecordStore.claim_unique).
+        self.claim_unique = claim_unique
         self.counts = Counts()
         self.postgres = engine.dialect.name == 'postgresql'
         self._lock_file: Optional[int] = None
@@ -79,25 +82,22 @@ class Relay:
     # --- one round --------------------------------------------------------------------
 
     def send_round(self) -> int:
-        """Claim, send, record and delete up to BATCH rows; how many were sent."""
-        with self.engine.begin() as conn:
-            rows = self._claim(conn)
+        """Claim, send, delete and record up to BATCH rows; how many were sent."""
+        if self.postgres:        # claimed rows stay locked until the delete commits
+            with self.engine.begin() as conn:
+                rows = self._claim(conn)
+                if not rows:
+                    return 0
+                records = self._send(rows)
+                conn.execute(delete(outbox).where(outbox.c.id.in_([row.id for row in rows])))
+        else:                    # one relay per database: read, send, then delete
+            with self.engine.connect().execution_options(kale_read=True) as conn, conn.begin():
+                rows = self._claim(conn)
             if not rows:
                 return 0
-            by_queue: dict[str, list[Any]] = {}
-            for row in rows:
-                by_queue.setdefault(row.queue, []).append(row)
-            records = []
-            for queue_name, queued in by_queue.items():
-                queue = self.broker.queues.get_queue(queue_name)
-                outgoing = [OutgoingMessage(row.body, dict(row.attributes or {}), row.delay_sec,
-                                            row.group_id or '', row.dedup_id or '')
-                            for row in queued]
-                message_ids = self.broker.send(queue, outgoing)
-                for row, message_id in zip(queued, message_ids, strict=False):
-                    if row.record:
-                        records.append(dict(row.record, message_id=message_id))
-            conn.execute(delete(outbox).where(outbox.c.id.in_([row.id for row in rows])))
+            records = self._send(rows)
+            with self.engine.begin() as conn:
+                conn.execute(delete(outbox).where(outbox.c.id.in_([row.id for row in rows])))
         self.counts.sent += len(rows)
         # After the commit: the records may live in this very database (on
         # SQLite, one writer at a time). A relay that dies here leaves the
@@ -105,6 +105,46 @@ class Relay:
         if records and self.write_records is not None:
             self.write_records(records)
         return len(rows)
+
+    def _send(self, rows: list[Any]) -> list[dict[str, Any]]:
+        """Send the rows (but those of unique tasks already held), in order,
+        queue by queue; the records to write."""
+        records, held = self._unique(rows)
+        by_queue: dict[str, list[Any]] = {}
+        for row in rows:
+            if row.id not in held:
+                by_queue.setdefault(row.queue, []).append(row)
+        for queue_name, queued in by_queue.items():
+            queue = self.broker.queues.get_queue(queue_name)
+            outgoing = [OutgoingMessage(row.body, dict(row.attributes or {}), row.delay_sec,
+                                        row.group_id or '', row.dedup_id or '')
+                        for row in queued]
+            message_ids = self.broker.send(queue, outgoing)
+            for row, message_id in zip(queued, message_ids, strict=False):
+                if row.record:
+                    records.append(dict(row.record, message_id=message_id))
+        return records
+
+    def _unique(self, rows: list[Any]) -> tuple[list[dict[str, Any]], set[int]]:
+        """Claim the keys of unique tasks: the ``deduplicated`` records of the
+        rows whose key another task holds, and those rows' ids (not sent)."""
+        unique = [row for row in rows if row.unique_key]
+        if not unique:
+            return [], set()
+        if self.claim_unique is None:
+            raise OutboxError('the outbox holds unique tasks (unique_for_sec), decided in the '
+                              'task records: set RECORDS_URL for the relay')
+        now = self.clock.time()
+        records, held = [], set()
+        for row in unique:
+            [holder] = self.claim_unique([(row.unique_key, row.task_id)], now,
+                                         row.unique_for_sec)
+            if holder != row.task_id:
+                held.add(row.id)
+                if row.record:
+                    records.append(dict(row.record, status='deduplicated', duplicate_of=holder,
+                                        finished_at=now, updated_at=now))
+        return records, held
 
     def _claim(self, conn: Any) -> list[Any]:
         query = select(outbox).order_by(outbox.c.id).limit(BATCH)

@@ -47,6 +47,10 @@ outbox = Table(
     #: The task's ``queued`` record, written by the relay once it is sent
     #: (null with records off).
     Column('record', JSON(none_as_null=True)),
+    #: A unique task's key and window (``unique_for_sec``): the relay claims
+    #: the key in the task records before it sends.
+    Column('unique_key', String(64)),
+    Column('unique_for_sec', Float),
     Column('created_at', Float, nullable=False),
 )
 
@@ -118,7 +122,9 @@ def open_database(url: str, setting: str = 'OUTBOX_URL') -> Engine:
 
     @event.listens_for(engine, 'begin')
     def begin(conn: Connection) -> None:
-        conn.exec_driver_sql('BEGIN IMMEDIATE')
+        # A reader asks for a deferred BEGIN: in WAL mode it blocks no writer.
+        conn.exec_driver_sql('BEGIN' if conn.get_execution_options().get('kale_read')
+                             else 'BEGIN IMMEDIATE')
     return engine
 
 

@@ -139,6 +139,16 @@ class RecordsHooks(PublishHooks, WorkerHooks):
             mark_deduplicated(recorder, rows, now)
         recorder.writer.publish(rows)
 
+    def claim_unique(self, claims: Sequence[tuple[str, str]],
+                     for_sec: float) -> Optional[list[str]]:
+        # The store of the settings in force (looked up each time: a claim
+        # is a database round trip anyway, and tests switch RECORDS_URL).
+        return get_recorder(self._url).store.claim_unique(claims, time.time(), for_sec)
+
+    def release_unique(self, claims: Sequence[tuple[str, str]]) -> None:
+        if claims:
+            get_recorder(self._url).store.release_unique(claims)
+
     # --- the worker's process ---------------------------------------------------------
 
     def on_worker_startup(self, worker: Any) -> None:

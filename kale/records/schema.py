@@ -159,6 +159,15 @@ workflow_nodes = Table(
     Index('kale_workflow_nodes_unpublished', 'published', 'state'),
 )
 
+#: Unique tasks (``unique_for_sec``): which task holds each key (a hash of
+#: the task path and its arguments), until when (schema version 7).
+unique_keys = Table(
+    'kale_unique', metadata,
+    Column('key', String(64), primary_key=True),
+    Column('task_id', String(128), nullable=False),
+    Column('expires_at', Float, nullable=False),
+)
+
 schema_version = Table('kale_schema', metadata, Column('version', Integer, nullable=False))
 
 
@@ -172,7 +181,7 @@ ADDED_COLUMNS = {'message_id': 2, 'duplicate_of': 2, 'retried_as': 3}
 def _create_v1(conn: Connection) -> None:
     """The tables as this Kale defines them (a new store gets every column at
     once; the later migrations then find nothing to add)."""
-    for table in (tasks, workers, attempts, workflows, workflow_nodes):
+    for table in (tasks, workers, attempts, workflows, workflow_nodes, unique_keys):
         table.create(conn, checkfirst=True)
 
 
@@ -213,6 +222,10 @@ def _add_stderr_v6(conn: Connection) -> None:
         conn.exec_driver_sql('ALTER TABLE kale_tasks ADD COLUMN stderr TEXT')
 
 
+def _add_unique_v7(conn: Connection) -> None:
+    unique_keys.create(conn, checkfirst=True)
+
+
 #: (version, what it does, how): applied in order to bring a store up to date.
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, 'create kale_tasks and kale_workers', _create_v1),
@@ -221,6 +234,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (4, 'widen kale_tasks.worker to a kale_workers.id', _widen_worker_v4),
     (5, 'add kale_workflows and kale_workflow_nodes', _add_workflows_v5),
     (6, 'add kale_tasks.stderr', _add_stderr_v6),
+    (7, 'add kale_unique', _add_unique_v7),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

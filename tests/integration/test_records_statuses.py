@@ -116,7 +116,7 @@ def test_a_version_1_store_is_migrated_keeping_its_rows(tmp_path):
         columns = {c['name'] for c in inspect(conn).get_columns('kale_tasks')}
         version = conn.execute(text('SELECT version FROM kale_schema')).scalar()
         tables = set(inspect(conn).get_table_names())
-    assert {'message_id', 'duplicate_of', 'retried_as'} <= columns and version == SCHEMA_VERSION == 6
+    assert {'message_id', 'duplicate_of', 'retried_as'} <= columns and version == SCHEMA_VERSION == 7
     assert {'kale_attempts', 'kale_workflows', 'kale_workflow_nodes'} <= tables
 
 
