@@ -5,6 +5,7 @@
     python -m bench --transport memory --latency-ms 20
     python -m bench --endpoint-url http://127.0.0.1:9324 --tasks 600 --runs 5 --json out.json
     python -m bench --endpoint fauxqs --records --scenarios publish,drain --tasks 2000
+    python -m bench --endpoint fauxqs --scenarios workflow-chord,workflow-chain --latency-ms 0,10
 
 Each ``--latency-ms`` value is a configuration of its own; all scenarios run
 in each, then a summary puts them side by side. See bench/README.md for what
@@ -21,14 +22,16 @@ import sys
 import time
 from typing import Any, Callable, NoReturn, Optional, Sequence
 
-from bench import idle, pools, records, report, scenarios
+from bench import idle, pools, records, report, scenarios, workflows
 from bench.environment import EQUAL_LONG_POLLS, ROOT, Environment, shipped_long_polls
 from bench.servers import BenchError, Endpoint
 
 SCENARIOS = ('publish', 'drain', 'latency', 'latency-shipped', 'idle', 'idle-shipped')
 #: Run only when named in --scenarios.
 OPTIONAL_SCENARIOS = ('drain-metrics', 'io-asyncio', 'io-threads', 'drain-pools',
-                      'drain-versus')
+                      'drain-versus', 'workflow-chord', 'workflow-chain')
+#: Of those, the ones that run worker processes (not on the memory transport).
+PROCESS_SCENARIOS = ('drain-versus', 'workflow-chord', 'workflow-chain')
 #: Kale with task records on beside off (bench/records.py); run with --records.
 RECORDS_SCENARIOS = ('publish-records', 'drain-records')
 
@@ -51,6 +54,11 @@ def collect(env: Environment, args: argparse.Namespace) -> dict[str, dict[str, A
         'drain-versus': lambda: scenarios.drain_versus(env, args.tasks, args.versus),
         'publish-records': lambda: records.publish_rates(env, args.tasks),
         'drain-records': lambda: records.drain_rates(env, args.tasks),
+        'workflow-chord': lambda: workflows.chord_figures(
+            env, args.chord_width, args.workflow_workers, args.workflow_records_url),
+        'workflow-chain': lambda: workflows.chain_figures(
+            env, args.chain_length, args.workflow_samples, args.workflow_workers,
+            args.workflow_records_url),
     }
     for name, scenario in plan.items():
         if name not in args.scenarios:
@@ -78,6 +86,7 @@ def measure(endpoint: Optional[Endpoint], latency_ms: float,
         results = collect(env, args)
     finally:
         env.stop()
+    report.TARGETS.update(workflows.targets(args.chord_width, args.chain_length))
     report.judge(results, env.memory, latency_ms)
     label = 'no added latency' if not latency_ms else '+%g ms per request' % latency_ms
     seconds = time.monotonic() - started
@@ -90,6 +99,8 @@ def measure(endpoint: Optional[Endpoint], latency_ms: float,
 
 
 def run(args: argparse.Namespace) -> list[dict[str, Any]]:
+    if args.workflow_trace:
+        os.environ[workflows.TRACE_VARIABLE] = '1'      # the workers' environment
     endpoint = None
     if args.transport == 'sqs':
         endpoint = Endpoint('url', args.endpoint_url) if args.endpoint_url \
@@ -126,11 +137,27 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                         type=lambda text: text.split(','),
                         help='which to run, of %s (default: all), and %s (the drain with '
                              'Prometheus metrics on and off, I/O-bound tasks on a pool, the '
-                             'drain on each pool; see bench/README.md)'
+                             'drain on each pool, another checkout, workflows; see '
+                             'bench/README.md)'
                              % (', '.join(SCENARIOS), ', '.join(OPTIONAL_SCENARIOS)))
     parser.add_argument('--versus', metavar='DIR',
                         help="drain-versus: another checkout of Kale (an earlier commit's "
                              "worktree) whose serial worker is the baseline")
+    parser.add_argument('--chord-width', type=int, default=1000, metavar='W',
+                        help='workflow-chord: tasks in the chord (default 1000)')
+    parser.add_argument('--chain-length', type=int, default=10, metavar='L',
+                        help='workflow-chain: nodes in the chain (default 10)')
+    parser.add_argument('--workflow-samples', type=int, default=10, metavar='S',
+                        help='workflow-chain: chains and single tasks timed each run (default 10)')
+    parser.add_argument('--workflow-workers', type=int, default=2, metavar='N',
+                        help='workflow-chord and -chain: worker processes (default 2)')
+    parser.add_argument('--workflow-records-url', default='', metavar='URL',
+                        help='workflow-chord and -chain: task records there (e.g. '
+                             'postgresql://...) instead of a fresh SQLite file each run')
+    parser.add_argument('--workflow-trace', action='store_true',
+                        help='workflow-chord and -chain: time what the workers do (the workflow '
+                             'hook, its SQL statements by kind, the records\' settle) and print '
+                             'it per task on stderr; slows them down a little')
     parser.add_argument('--records', action='store_true',
                         help='also run %s: Kale with task records on (SQLite) beside records off'
                         % ' and '.join(RECORDS_SCENARIOS))
@@ -144,8 +171,13 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     if 'drain-versus' in args.scenarios and not (args.versus and os.path.isdir(
             os.path.join(args.versus, 'kale'))):
         parser.error('drain-versus needs --versus DIR, a checkout of Kale')
-    if 'drain-versus' in args.scenarios and args.transport == 'memory':
-        parser.error('drain-versus runs worker processes: it needs the SQS transport')
+    for name in PROCESS_SCENARIOS:
+        if name in args.scenarios and args.transport == 'memory':
+            parser.error('%s runs worker processes: it needs the SQS transport' % name)
+    if min(args.chord_width, args.chain_length, args.workflow_samples,
+           args.workflow_workers) < 1:
+        parser.error('--chord-width, --chain-length, --workflow-samples and --workflow-workers '
+                     'must be at least 1')
     if args.records:
         args.scenarios += [name for name in RECORDS_SCENARIOS if name not in args.scenarios]
     if args.transport == 'memory' and (args.endpoint or args.endpoint_url):
@@ -175,13 +207,26 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print('\nSummary (medians of %d runs; %d tasks; long polls equal %s s, shipped %s s; %.0fs in all)'
           % (args.runs, args.tasks, ','.join(map(str, EQUAL_LONG_POLLS)),
              ','.join(map(str, shipped_long_polls())), time.monotonic() - started))
-    print(report.summary(configurations))
+    headline = report.summary(configurations)
+    if '\n' in headline:           # not only the header: figures of the default scenarios
+        print(headline)
+    flows = workflows.summary(configurations, args.chord_width, args.chain_length)
+    if flows:
+        print('\nWorkflows (medians; baseline in brackets; %d worker process%s, records on %s)\n%s'
+              % (args.workflow_workers, 'es' if args.workflow_workers > 1 else '',
+                 'the given URL' if args.workflow_records_url else 'SQLite', flows))
     if args.json:
         path = report.json_path(args.json)
         with open(path, 'w') as f:
             json.dump({'transport': args.transport, 'tasks': args.tasks, 'runs': args.runs,
                        'latency_samples': args.latency_samples, 'idle_window': args.idle_window,
                        'long_polls': {'equal': EQUAL_LONG_POLLS, 'shipped': shipped_long_polls()},
+                       'workflows': {'chord_width': args.chord_width,
+                                     'chain_length': args.chain_length,
+                                     'samples': args.workflow_samples,
+                                     'workers': args.workflow_workers,
+                                     'records': 'given URL' if args.workflow_records_url
+                                     else 'sqlite'},
                        'configurations': configurations}, f, indent=2)
         print('bench: results written to %s' % path, file=sys.stderr)
     return 0
