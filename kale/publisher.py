@@ -15,13 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import inspect
-import json
 import logging
 import math
 import numbers
-import re
 import string
 import time
 from typing import (
@@ -47,10 +44,12 @@ from kale.exceptions import (
 )
 from kale.hooks import HookDispatcher, PublishHooks, feature_hooks, load_hooks
 from kale.ids import random_id
+from kale.labels import check_labels
 from kale.message import Message, publisher_identity
 from kale.off_loop import off_the_loop
 from kale.queue_config import TaskQueue, get_queue_config
 from kale.transport import MAX_DELAY_SEC, MAX_VISIBILITY_SEC, AttributeValue, OutgoingMessage
+from kale.unique import unique_claims
 
 if TYPE_CHECKING:
     from kale.task import Task
@@ -150,39 +149,6 @@ def check_arguments(task_class: type['Task'], args: tuple, kwargs: Mapping[str, 
         shown = str(signature).replace('(self, ', '(', 1).replace('(self)', '()', 1)
         raise PublishError('task %s: arguments do not match run_task%s: %s'
                            % (task_class.task_path(), shown, exc)) from None
-
-
-#: What a label key may be: it also appears in filters, ``label.KEY=VALUE``.
-LABEL_KEY = re.compile(r'[A-Za-z0-9_.:-]{1,64}')
-MAX_LABEL_CHARS = 256
-MAX_LABELS = 32
-
-
-def check_labels(task_name: str, labels: Any, who: str = 'labels') -> dict[str, str]:
-    """Labels as a dict of strings, or PublishError naming the task and the
-    bad entry. Numbers and booleans become their text."""
-    if labels is None:
-        return {}
-    if not isinstance(labels, Mapping):
-        raise PublishError('task %s: %s must be a dict of strings, got %r' % (task_name, who, labels))
-    if len(labels) > MAX_LABELS:
-        raise PublishError('task %s: %s has %d entries, at most %d are allowed'
-                           % (task_name, who, len(labels), MAX_LABELS))
-    checked = {}
-    for key, value in labels.items():
-        if not (isinstance(key, str) and LABEL_KEY.fullmatch(key)):
-            raise PublishError('task %s: %s key %r must be 1-64 letters, digits or _.:-'
-                               % (task_name, who, key))
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            value = str(value)
-        elif isinstance(value, bool):
-            value = 'true' if value else 'false'
-        if not isinstance(value, str) or len(value) > MAX_LABEL_CHARS:
-            raise PublishError('task %s: %s value of %r must be a string of at most %d '
-                               'characters, got %r' % (task_name, who, key, MAX_LABEL_CHARS,
-                                                       value))
-        checked[key] = value
-    return checked
 
 
 def task_queue(task_class: type['Task'], config: Optional[Config] = None,
@@ -434,32 +400,6 @@ class Publisher:
         return await off_the_loop(functools.partial(
             self.publish_batch, task_class, app_data, calls, delay_sec, group_id, None, labels,
             queue_name))
-
-
-def unique_key(task_name: str, args: tuple, kwargs: Mapping[str, Any]) -> str:
-    """The key of a unique task's run: a SHA-256 of its path and arguments
-    (as sorted JSON; what JSON cannot hold, by its repr)."""
-    encoded = json.dumps([task_name, list(args), kwargs], sort_keys=True, default=repr,
-                         separators=(',', ':'))
-    return hashlib.sha256(encoded.encode('utf-8', 'surrogatepass')).hexdigest()
-
-
-def unique_claims(config: Config, task_name: str, unique_sec: Optional[float],
-                  pairs: Sequence[tuple[tuple, Mapping[str, Any]]],
-                  messages: Sequence[Message]) -> Optional[list[tuple[str, str]]]:
-    """(key, task id) of each run of a unique task; None for another task.
-    PublishError without task records, or for a bad ``unique_for_sec``."""
-    if unique_sec is None:
-        return None
-    if isinstance(unique_sec, bool) or not isinstance(unique_sec, (int, float)) or \
-            not 0 < unique_sec <= 365 * 24 * 3600:
-        raise PublishError('task %s: unique_for_sec must be seconds from 0 to a year, got %r'
-                           % (task_name, unique_sec))
-    if not config.RECORDS_URL:
-        raise PublishError('task %s: unique_for_sec is decided in the task records: set '
-                           'RECORDS_URL' % task_name)
-    return [(unique_key(task_name, args, kwargs), m.task_id)
-            for (args, kwargs), m in zip(pairs, messages, strict=True)]
 
 
 def with_context(message: Message, context: Mapping[str, str]) -> Message:

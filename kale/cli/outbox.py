@@ -48,8 +48,11 @@ def _write_records() -> Optional[Any]:
 def _claim_unique() -> Optional[Any]:
     if not settings.RECORDS_URL:
         return None
+    import functools
+
     from kale import records
-    return records.store().claim_unique
+    from kale.records.unique import claim_unique
+    return functools.partial(claim_unique, records.store())
 
 
 def cmd_relay(args: argparse.Namespace) -> int:

@@ -143,11 +143,13 @@ class RecordsHooks(PublishHooks, WorkerHooks):
                      for_sec: float) -> Optional[list[str]]:
         # The store of the settings in force (looked up each time: a claim
         # is a database round trip anyway, and tests switch RECORDS_URL).
-        return get_recorder(self._url).store.claim_unique(claims, time.time(), for_sec)
+        from kale.records.unique import claim_unique
+        return claim_unique(get_recorder(self._url).store, claims, time.time(), for_sec)
 
     def release_unique(self, claims: Sequence[tuple[str, str]]) -> None:
         if claims:
-            get_recorder(self._url).store.release_unique(claims)
+            from kale.records.unique import release_unique
+            release_unique(get_recorder(self._url).store, claims)
 
     # --- the worker's process ---------------------------------------------------------
 

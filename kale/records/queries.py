@@ -23,7 +23,7 @@ from typing import Any, Iterator, Mapping, Optional
 from sqlalchemy import Integer, and_, cast, func, or_, select
 
 from kale.exceptions import BadFilterError
-from kale.publisher import LABEL_KEY
+from kale.labels import LABEL_KEY
 from kale.records.record import LOST_AFTER_HEARTBEATS, TaskRecord, WorkerRecord, iso
 from kale.records.schema import (
     CANCELLED,

@@ -38,7 +38,7 @@ from kale.records.schema import (
 
 try:
     import sqlalchemy
-    from sqlalchemy import Connection, Engine, and_, event, or_, select, update
+    from sqlalchemy import Connection, Engine, and_, event, or_, select
     from sqlalchemy.exc import SQLAlchemyError
 except ImportError as exc:  # pragma: no cover - depends on the extras installed
     raise ImproperlyConfigured('task records need SQLAlchemy: pip install "kale-sqs[records]" '
@@ -330,54 +330,6 @@ class RecordStore:
                 conn.execute(workflow_nodes.delete().where(workflow_nodes.c.workflow_id.in_(gone)))
                 conn.execute(workflows.delete().where(or_(*ended)))
         return int(deleted or 0)
-
-    def claim_unique(self, claims: Sequence[tuple[str, str]], now: float,
-                     for_sec: float) -> list[str]:
-        """For each (key, task id): the task id that holds the key, this one
-        if it is free. A key is held while its task's record is not final (or
-        not written yet) and it is younger than ``for_sec``; two publishers
-        racing on one key get one holder (a conditional insert or update)."""
-        holders: list[str] = []
-        with self.begin(write=True) as conn:
-            taken: dict[str, str] = {}
-            for key, task_id in claims:
-                if key in taken:                     # twice in one batch: the first holds
-                    holders.append(taken[key])
-                    continue
-                holder = self._claim_key(conn, key, task_id, now, for_sec)
-                taken[key] = holder
-                holders.append(holder)
-        return holders
-
-    def _claim_key(self, conn: Connection, key: str, task_id: str, now: float,
-                   for_sec: float) -> str:
-        for _ in range(3):
-            claimed = conn.execute(self._insert(unique_keys).values(
-                key=key, task_id=task_id, expires_at=now + for_sec).on_conflict_do_nothing(
-                index_elements=[unique_keys.c.key]).returning(unique_keys.c.task_id)).first()
-            if claimed is not None:
-                return task_id
-            held = conn.execute(select(unique_keys.c.task_id, unique_keys.c.expires_at).where(
-                unique_keys.c.key == key)).first()
-            if held is None:                         # freed meanwhile: claim it again
-                continue
-            status = conn.execute(select(tasks.c.status).where(
-                tasks.c.id == held.task_id)).scalar()
-            if held.expires_at > now and status not in FINAL:
-                return str(held.task_id)
-            moved = conn.execute(update(unique_keys).where(
-                unique_keys.c.key == key, unique_keys.c.task_id == held.task_id).values(
-                task_id=task_id, expires_at=now + for_sec).returning(unique_keys.c.task_id)).first()
-            if moved is not None:
-                return task_id
-        return task_id
-
-    def release_unique(self, claims: Sequence[tuple[str, str]]) -> None:
-        """Free keys this process claimed for tasks it then could not send."""
-        with self.begin(write=True) as conn:
-            for key, task_id in claims:
-                conn.execute(unique_keys.delete().where(unique_keys.c.key == key,
-                                                        unique_keys.c.task_id == task_id))
 
     def mark_purged(self, queue: str, before: float, now: Optional[float] = None) -> int:
         """Its queue was purged at ``before``: the queue's tasks that were

@@ -10,10 +10,9 @@ again, and the second success changes nothing.
 """
 from __future__ import annotations
 
-import asyncio
 import collections
 import time
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from kale import records
 from kale.clock import SYSTEM_CLOCK, Clock
@@ -90,13 +89,10 @@ class WorkflowHooks(PublishHooks, WorkerHooks):
     def __init__(self) -> None:
         self._sweeper: Optional[Sweeper] = None
         self._clock: Clock = SYSTEM_CLOCK
-        #: The worker runs an event loop of its own (the asyncio pool).
-        self._on_loop = False
 
     def on_worker_startup(self, worker: Any) -> None:
         config = settings.config
         self._clock = getattr(worker, 'clock', SYSTEM_CLOCK)
-        self._on_loop = getattr(worker, 'pool', None) == 'asyncio'
         self._sweeper = Sweeper(_state, publish_nodes, _cancel_tasks,
                                 interval_sec=float(config.WORKFLOW_SWEEP_SEC),
                                 grace_sec=float(config.WORKFLOW_PUBLISH_GRACE_SEC),
@@ -108,41 +104,38 @@ class WorkflowHooks(PublishHooks, WorkerHooks):
             self._sweeper.close()
             self._sweeper = None
 
-    def on_task_finished(self, settlement: Settlement) -> Any:
-        message = settlement.message
-        if message is None or settlement.outcome not in (Outcome.SUCCEEDED, Outcome.DEAD_LETTER) \
-                or not message.context.get(WORKFLOW_CONTEXT):
-            return None
-        if self._on_loop:
-            # Called on the asyncio pool's loop: the database work runs on a
-            # thread, awaited, so the loop's other tasks go on meanwhile.
-            # (Only there: another loop running in a serial worker's thread,
-            # a notebook's, is not the one that awaits this hook.)
-            try:
-                loop = asyncio.get_running_loop()
-            except RuntimeError:
-                pass
-            else:
-                return loop.run_in_executor(None, advance, settlement, self._clock)
-        return advance(settlement, self._clock)
+    def before_settle(self, queue: Any, batch: Any) -> None:
+        """Move on the workflows of the batch's nodes that ended, before
+        their messages are deleted: a worker that dies first runs them
+        again, and the second end changes nothing. The batch's successes go
+        in one transaction."""
+        ended = [s for s in batch.settlements
+                 if s.message is not None and s.outcome in (Outcome.SUCCEEDED, Outcome.DEAD_LETTER)
+                 and s.message.context.get(WORKFLOW_CONTEXT)]
+        if ended:
+            advance(ended, self._clock)
 
 
-def advance(settlement: Settlement, clock: Clock = SYSTEM_CLOCK) -> None:
-    """Move the workflow of a node that succeeded or failed for good."""
-    message = settlement.message
-    assert message is not None
+def advance(ended: Sequence[Settlement], clock: Clock = SYSTEM_CLOCK) -> None:
+    """Move the workflows of nodes that succeeded or failed for good."""
     state = _state()
     now = clock.time()
-    if settlement.outcome is Outcome.SUCCEEDED:
+    done = []
+    for settlement in ended:
+        message = settlement.message
+        assert message is not None
+        if settlement.outcome is not Outcome.SUCCEEDED:
+            _cancel_tasks(state.fail(message.task_id, settlement.reason or 'failed', now))
+            continue
         try:
-            ready = state.complete(message.task_id, settlement.result, now)
+            done.append((message.task_id, state.values.pack_result(message.task_id,
+                                                                     settlement.result)))
         except InvalidFlowError as exc:     # a result that cannot be kept: the node fails
             _cancel_tasks(state.fail(message.task_id, str(exc), now))
-            return
+    if done:
+        ready = state.complete_many(done, now)
         publish_nodes(state, ready)
         _cancel_tasks(state.expired)
-    else:
-        _cancel_tasks(state.fail(message.task_id, settlement.reason or 'failed', now))
 
 
 def _cancel_tasks(task_ids: list[str], records_url: Optional[str] = None) -> None:

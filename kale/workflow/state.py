@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional, Sequence
 
-from sqlalchemy import func, select, update
+from sqlalchemy import and_, bindparam, case, func, select, update
 
 from kale.records.schema import workflow_nodes as nodes_table
 from kale.records.schema import workflows as workflows_table
@@ -29,6 +29,22 @@ RUNNING = 'running'
 
 #: The reason of the nodes a workflow past its deadline failed.
 DEADLINE_EXCEEDED = 'deadline_exceeded'
+
+#: complete()'s statements, built once (building one costs more than running it).
+_WORKFLOW_OF = select(workflows_table.c.id, workflows_table.c.deadline_at).select_from(
+    workflows_table.join(nodes_table, nodes_table.c.workflow_id == workflows_table.c.id)).where(
+    nodes_table.c.task_id == bindparam('t'))
+_SUCCEED = update(nodes_table).where(
+    nodes_table.c.task_id == bindparam('t'), nodes_table.c.state == QUEUED).values(
+    state=SUCCEEDED, result=bindparam('r')).returning(
+    nodes_table.c.workflow_id, nodes_table.c.downstream)
+_CLAIMS = and_(nodes_table.c.missing == bindparam('n'), nodes_table.c.state == PENDING)
+_ARRIVE = update(nodes_table).where(nodes_table.c.task_id == bindparam('t')).values(
+    missing=nodes_table.c.missing - bindparam('n'),
+    state=case((_CLAIMS, QUEUED), else_=nodes_table.c.state),
+    queued_at=case((_CLAIMS, bindparam('now')), else_=nodes_table.c.queued_at)).returning(
+    nodes_table.c.missing, nodes_table.c.state)
+
 
 class WorkflowState:
     """The workflow tables of one records store."""
@@ -66,30 +82,39 @@ class WorkflowState:
         their inputs, each once, with its call resolved (``args``, ``kwargs``).
         A node that is not ``queued`` (a second delivery, a cancelled one)
         changes nothing. InvalidFlowError when the result cannot be kept."""
+        return self.complete_many([(task_id, self.values.pack_result(task_id, result))], now)
+
+    def complete_many(self, done: Sequence[tuple[str, str]], now: float) -> list[dict[str, Any]]:
+        """:meth:`complete` for several nodes (a batch's), their results
+        already packed (``Values.pack_result``), in one transaction: a node
+        several of them feed has its count lowered once, by as many."""
         self.expired = []
-        stored = self.values.pack_result(task_id, result)
         with self.store.begin(write=True) as conn:
-            workflow_id = conn.execute(select(nodes_table.c.workflow_id).where(
-                nodes_table.c.task_id == task_id)).scalar()
-            if workflow_id is not None:
-                self.expired = self._expire(conn, workflow_id, now)
-            done = conn.execute(update(nodes_table).where(
-                nodes_table.c.task_id == task_id, nodes_table.c.state == QUEUED).values(
-                state=SUCCEEDED, result=stored))
-            if done.rowcount != 1:
-                return []
-            row = conn.execute(select(nodes_table.c.workflow_id, nodes_table.c.downstream).where(
-                nodes_table.c.task_id == task_id)).one()
+            arrivals: dict[str, int] = {}
+            sinks: set[str] = set()
+            checked: set[str] = set()
+            for task_id, stored in done:
+                workflow = conn.execute(_WORKFLOW_OF, {'t': task_id}).first()
+                if workflow is not None and workflow.deadline_at is not None and \
+                        workflow.id not in checked:
+                    checked.add(workflow.id)
+                    self.expired += self._expire(conn, workflow.id, now)
+                row = conn.execute(_SUCCEED, {'t': task_id, 'r': stored}).first()
+                if row is None:          # not queued: a second delivery, a cancelled node
+                    continue
+                for later in row.downstream or ():
+                    arrivals[later] = arrivals.get(later, 0) + 1
+                if not row.downstream:   # the last node to succeed has no downstream
+                    sinks.add(row.workflow_id)
             ready = []
-            for later in row.downstream or ():
-                conn.execute(update(nodes_table).where(nodes_table.c.task_id == later).values(
-                    missing=nodes_table.c.missing - 1))
-                claimed = conn.execute(update(nodes_table).where(
-                    nodes_table.c.task_id == later, nodes_table.c.missing == 0,
-                    nodes_table.c.state == PENDING).values(state=QUEUED, queued_at=now))
-                if claimed.rowcount == 1:
+            for later, count in arrivals.items():
+                # One statement lowers the count and, at zero, claims the
+                # node: the row's lock makes exactly one caller see zero.
+                left = conn.execute(_ARRIVE, {'t': later, 'n': count, 'now': now}).first()
+                if left is not None and left.missing == 0 and left.state == QUEUED:
                     ready.append(self._resolved(conn, later))
-            self._finish_if_done(conn, row.workflow_id, now)
+            for workflow_id in sinks:
+                self._finish_if_done(conn, workflow_id, now)
             return ready
 
     def _resolved(self, conn: Any, task_id: str) -> dict[str, Any]:
@@ -195,10 +220,14 @@ class WorkflowState:
         process that made them ready died first), each claimed by moving its
         ``queued_at`` to ``now`` (another sweep leaves it alone for as long),
         with its call resolved: to be published by the caller."""
+        query = select(nodes_table.c.task_id, nodes_table.c.queued_at).where(
+            nodes_table.c.published == 0, nodes_table.c.state == QUEUED,
+            nodes_table.c.queued_at <= now - grace_sec).limit(limit)
+        with self.store.begin() as conn:       # most sweeps find nothing: no write lock
+            if conn.execute(query).first() is None:
+                return []
         with self.store.begin(write=True) as conn:
-            found = conn.execute(select(nodes_table.c.task_id, nodes_table.c.queued_at).where(
-                nodes_table.c.published == 0, nodes_table.c.state == QUEUED,
-                nodes_table.c.queued_at <= now - grace_sec).limit(limit)).all()
+            found = conn.execute(query).all()
             claimed = []
             for task_id, queued_at in found:
                 if conn.execute(update(nodes_table).where(

@@ -5,6 +5,7 @@ get one task, a finished or expired one frees the key, and the outbox
 honours it when its relay sends."""
 from __future__ import annotations
 
+import functools
 import threading
 import time
 
@@ -109,8 +110,9 @@ def test_the_outbox_honours_it_when_the_relay_sends(broker, any_records_url, tmp
         from kale.records.recorder import get_recorder
         get_recorder().writer.publish(rows)
         get_recorder().flush(timeout=5)
+    from kale.records.unique import claim_unique
     relay = Relay(engine, broker, write_records=write,
-                  claim_unique=records.store().claim_unique)
+                  claim_unique=functools.partial(claim_unique, records.store()))
     assert relay.send_round() == 2
     work(broker)
     assert runs(tmp_path / 'runs') == ['once']
