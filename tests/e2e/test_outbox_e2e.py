@@ -1,0 +1,68 @@
+"""The outbox through the real commands over HTTP: `kale outbox init`
+creates the tables, the application commits a task, `kale relay --burst`
+sends it to the embedded SQS endpoint and a real worker runs it; a second
+relay on the same SQLite database is refused in one line."""
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from kale import outbox, records
+from kale.outbox.schema import open_database
+from tests import outbox_tasks as ot
+from tests.support.endpoint import ROOT, subprocess_env
+from tests.support.processes import WorkerProcess, wait_for
+
+pytestmark = pytest.mark.slow
+
+
+def kale(*args, **kwargs):
+    return subprocess.run([sys.executable, '-m', 'kale', *args], cwd=ROOT, env=subprocess_env(),
+                          capture_output=True, text=True, timeout=60, **kwargs)
+
+
+def test_init_relay_and_a_worker(sqs, records_url, tmp_path):
+    app_url = 'sqlite:///%s' % (tmp_path / 'app.db')
+    first = kale('outbox', 'init', '--url', app_url)
+    assert first.returncode == 0, first.stderr
+    assert 'applied 1: create kale_outbox' in first.stdout
+    assert 'up to date' in kale('outbox', 'init', '--url', app_url).stdout
+    out = tmp_path / 'runs'
+    engine = open_database(app_url)
+    with engine.begin() as conn:
+        task_id = outbox.publish(conn, ot.Note, None, str(out), 'committed')
+    engine.dispose()
+    relay = kale('relay', '--url', app_url, '--burst')
+    assert relay.returncode == 0, relay.stderr
+    assert records.get(task_id).status == 'queued'
+    worker = WorkerProcess(tmp_path, '--queues', 'default')
+    try:
+        wait_for(lambda: out.exists(), 60, 'the task to run')
+    finally:
+        worker.signal(signal.SIGTERM)
+        assert worker.wait(30) == 0
+    assert out.read_text() == 'committed\n'
+
+
+def test_a_second_relay_on_one_sqlite_database_is_refused(sqs, tmp_path):
+    app_url = 'sqlite:///%s' % (tmp_path / 'app.db')
+    assert kale('outbox', 'init', '--url', app_url).returncode == 0
+    running = subprocess.Popen([sys.executable, '-m', 'kale', 'relay', '--url', app_url],
+                               cwd=ROOT, env=subprocess_env(), stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(lambda: 'sending the outbox' in (running.stdout.readline() or ''), 30,
+                 'the first relay to start')
+        second = kale('relay', '--url', app_url, '--burst')
+        assert second.returncode == 1
+        assert second.stderr.strip().splitlines()[-1].startswith(
+            'kale: error: another relay already sends the outbox of')
+    finally:
+        running.send_signal(signal.SIGTERM)
+        running.wait(30)
+
+
+def test_relay_without_a_url_says_what_to_give(tmp_path):
+    done = kale('relay', '--burst')
+    assert done.returncode == 1 and "no outbox database: give --url URL" in done.stderr
