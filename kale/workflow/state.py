@@ -31,9 +31,9 @@ RUNNING = 'running'
 DEADLINE_EXCEEDED = 'deadline_exceeded'
 
 #: complete()'s statements, built once (building one costs more than running it).
-_WORKFLOW_OF = select(workflows_table.c.id, workflows_table.c.deadline_at).select_from(
+_WORKFLOWS_OF = select(workflows_table.c.id, workflows_table.c.deadline_at).select_from(
     workflows_table.join(nodes_table, nodes_table.c.workflow_id == workflows_table.c.id)).where(
-    nodes_table.c.task_id == bindparam('t'))
+    nodes_table.c.task_id.in_(bindparam('t', expanding=True))).distinct()
 _SUCCEED = update(nodes_table).where(
     nodes_table.c.task_id == bindparam('t'), nodes_table.c.state == QUEUED).values(
     state=SUCCEEDED, result=bindparam('r')).returning(
@@ -92,13 +92,10 @@ class WorkflowState:
         with self.store.begin(write=True) as conn:
             arrivals: dict[str, int] = {}
             sinks: set[str] = set()
-            checked: set[str] = set()
-            for task_id, stored in done:
-                workflow = conn.execute(_WORKFLOW_OF, {'t': task_id}).first()
-                if workflow is not None and workflow.deadline_at is not None and \
-                        workflow.id not in checked:
-                    checked.add(workflow.id)
+            for workflow in conn.execute(_WORKFLOWS_OF, {'t': [t for t, _ in done]}).all():
+                if workflow.deadline_at is not None:
                     self.expired += self._expire(conn, workflow.id, now)
+            for task_id, stored in done:
                 row = conn.execute(_SUCCEED, {'t': task_id, 'r': stored}).first()
                 if row is None:          # not queued: a second delivery, a cancelled node
                     continue
