@@ -169,6 +169,7 @@ def test_a_relay_that_dies_before_its_delete_sends_again_and_the_task_runs_once(
     assert records.get(task_id).status == 'succeeded'
 
 
+@pytest.mark.real_time('the relay backs off on the real clock through the outage')
 def test_an_sqs_outage_loses_nothing(app, tmp_path):
     engine, relay, broker = app
     out = tmp_path / 'runs'

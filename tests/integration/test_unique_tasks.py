@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import functools
 import threading
-import time
 
 import pytest
 
@@ -45,13 +44,12 @@ def test_a_second_publish_returns_the_waiting_task(broker, tmp_path):
     assert ids[0] == ids[1] and ids[2] == again
 
 
-@pytest.mark.real_time('waits out a short unique_for_sec on the real clock')
-def test_an_expired_key_is_free_again(broker, tmp_path):
-    out = str(tmp_path / 'runs')
-    first = ot.Note.publish(None, out, 'x', unique_for_sec=0.3)
-    assert ot.Note.publish(None, out, 'x', unique_for_sec=0.3) == first
-    time.sleep(0.4)
-    assert ot.Note.publish(None, out, 'x', unique_for_sec=0.3) != first
+def test_an_expired_key_is_free_again(broker):
+    from kale.records.unique import claim_unique
+    store = records.store()
+    assert claim_unique(store, [('k', 'first')], 1000.0, 10) == ['first']
+    assert claim_unique(store, [('k', 'second')], 1009.0, 10) == ['first']   # held
+    assert claim_unique(store, [('k', 'third')], 1011.0, 10) == ['third']    # expired
 
 
 def test_racing_publishers_get_one_task(broker, tmp_path):
