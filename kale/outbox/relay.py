@@ -160,9 +160,7 @@ class Relay:
 
     def pending(self) -> tuple[int, Optional[float]]:
         """Rows waiting, and the age in seconds of the oldest."""
-        with self.engine.begin() as conn:
-            count, oldest = conn.execute(select(func.count(), func.min(outbox.c.created_at))).one()
-        return int(count), (self.clock.time() - oldest) if oldest is not None else None
+        return pending(self.engine, self.clock.time())
 
     def purge_consumed(self) -> int:
         if self.consumed_ttl_sec is None:
@@ -236,6 +234,13 @@ class Relay:
 
     def wake(self) -> None:
         self._wake.set()
+
+
+def pending(engine: Engine, now: float) -> tuple[int, Optional[float]]:
+    """Rows of the outbox waiting to be sent, and the age in seconds of the oldest."""
+    with engine.connect().execution_options(kale_read=True) as conn, conn.begin():
+        count, oldest = conn.execute(select(func.count(), func.min(outbox.c.created_at))).one()
+    return int(count), (now - oldest) if oldest is not None else None
 
 
 class _Listener:

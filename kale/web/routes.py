@@ -15,16 +15,19 @@ from starlette.requests import Request
 
 from kale import admin, records, workflow
 from kale.broker import Broker
+from kale.conf import settings
 from kale.exceptions import (
     BadFilterError,
     NotAllowedError,
     RecordConflictError,
     RecordNotFoundError,
     RecordsError,
+    RecordsUnavailableError,
 )
 from kale.records.queries import Queries, parse_filter, parse_limit
 from kale.records.record import iso
 from kale.records.recorder import get_recorder
+from kale.records.store import safe_url
 
 #: The windows ``/api/timeline?window=auto`` tries, shortest first.
 AUTO_WINDOWS_SEC = (3600, 24 * 3600, 7 * 24 * 3600)
@@ -126,6 +129,7 @@ class Api:
         self._make_broker = broker or command_broker
         self._broker: Optional[Broker] = None
         self._registry: Any = None          # /metrics' registry, made at the first scrape
+        self._outbox: Optional[tuple[str, Any]] = None     # (OUTBOX_URL, its engine)
         self._lock = threading.Lock()
 
     @property
@@ -237,6 +241,28 @@ class Api:
                                   'WEB_ALLOW_SUBMIT_WITHOUT_TOKEN = True for local use')
         from kale import submission
         return submission.submit(submission.parse(body), records_url=self.records_url)
+
+    def outbox(self, request: Request) -> dict[str, Any]:
+        """The outbox of OUTBOX_URL: rows waiting for the relay, and the
+        oldest one's age (``configured`` false without OUTBOX_URL)."""
+        url = settings.OUTBOX_URL
+        if not url:
+            return {'configured': False}
+        from sqlalchemy.exc import SQLAlchemyError
+
+        from kale.outbox.relay import pending
+        from kale.outbox.schema import open_database
+        with self._lock:
+            if self._outbox is None or self._outbox[0] != url:
+                self._outbox = (url, open_database(url))
+            engine = self._outbox[1]
+        try:
+            count, oldest = pending(engine, time.time())
+        except SQLAlchemyError as exc:
+            raise RecordsUnavailableError('outbox %s: %s' % (
+                safe_url(url), str(exc).splitlines()[0])) from None
+        return {'configured': True, 'pending': count,
+                'oldest_age_sec': round(oldest, 3) if oldest is not None else None}
 
     def cancel_workflow(self, request: Request) -> dict[str, Any]:
         """Cancel every node of a running workflow that has not ended; the

@@ -245,3 +245,18 @@ def test_a_second_relay_on_one_sqlite_database_says_so(app):
 def test_init_is_idempotent(app):
     engine = app[0]
     assert outbox.init(engine) == []
+
+
+def test_kale_web_shows_the_outbox_of_outbox_url(app, memory_broker):
+    from kale.conf import settings
+    from kale.web import create_app
+    from tests.support.web import api_client
+    engine = app[0]
+    client = api_client(create_app(broker=lambda: memory_broker))
+    assert client.get('/api/outbox').json() == {'configured': False}
+    with engine.begin() as conn:
+        outbox.publish(conn, ot.Note, None, 'x', 'y')
+    with settings.override(OUTBOX_URL=engine.url.render_as_string(hide_password=False)):
+        answer = client.get('/api/outbox').json()
+    assert answer['configured'] is True and answer['pending'] == 1
+    assert 0 <= answer['oldest_age_sec'] < 60

@@ -179,6 +179,16 @@ function renderQueues(answer) {
       el('button', { class: 'danger', onclick: () => purge(q.name) }, 'purge')))));
 }
 
+// The outbox (OUTBOX_URL): rows committed and not yet sent by a relay.
+function renderOutbox(answer) {
+  const line = document.getElementById('outbox');
+  line.hidden = !answer.configured;
+  if (!answer.configured) return;
+  const age = answer.oldest_age_sec === null ? '' : ', the oldest waiting ' + answer.oldest_age_sec.toFixed(1) + ' s';
+  line.textContent = 'outbox: ' + answer.pending + ' waiting for the relay' + age;
+  line.classList.toggle('warn', answer.oldest_age_sec !== null && answer.oldest_age_sec > 60);
+}
+
 // Running and lost workers, and those stopped within a day; older stopped
 // ones behind a button.
 function renderWorkers(answer) {
@@ -545,6 +555,7 @@ async function refresh() {
     renderCounts(summary); renderTasks(tasks, count.count); renderWorkers(workers);
     renderTimeline(timeline);
     try { renderQueues(await api('queues')); } catch (error) { banner('queues: ' + error.message); }
+    try { renderOutbox(await api('outbox')); } catch (error) { banner('outbox: ' + error.message); }
     try { renderWorkflows(await api('workflows?' + workflowsQuery())); } catch (error) { banner('workflows: ' + error.message); }
     if (state.workflow) await showWorkflow(state.workflow, true);
     document.getElementById('updated').textContent = 'updated ' + new Date().toLocaleTimeString();
