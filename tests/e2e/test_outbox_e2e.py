@@ -66,3 +66,33 @@ def test_a_second_relay_on_one_sqlite_database_is_refused(sqs, tmp_path):
 def test_relay_without_a_url_says_what_to_give(tmp_path):
     done = kale('relay', '--burst')
     assert done.returncode == 1 and "no outbox database: give --url URL" in done.stderr
+
+
+def test_the_relay_serves_its_metrics(sqs, tmp_path):
+    import socket
+    import urllib.request
+    app_url = 'sqlite:///%s' % (tmp_path / 'app.db')
+    assert kale('outbox', 'init', '--url', app_url).returncode == 0
+    engine = open_database(app_url)
+    with engine.begin() as conn:
+        outbox.publish(conn, ot.Note, None, str(tmp_path / 'runs'), 'x')
+    engine.dispose()
+    with socket.socket() as probe:
+        probe.bind(('127.0.0.1', 0))
+        port = probe.getsockname()[1]
+    running = subprocess.Popen([sys.executable, '-m', 'kale', 'relay', '--url', app_url,
+                                '--metrics-port', str(port)], cwd=ROOT,
+                               env=subprocess_env(),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        def scraped():
+            try:
+                with urllib.request.urlopen('http://127.0.0.1:%d/metrics' % port, timeout=2) as r:
+                    text = r.read().decode()
+            except OSError:
+                return False
+            return 'kale_outbox_sent_total 1.0' in text and 'kale_outbox_pending 0.0' in text
+        wait_for(scraped, 30, 'the relay to send the row and say so on /metrics')
+    finally:
+        running.send_signal(signal.SIGTERM)
+        assert running.wait(30) == 0
