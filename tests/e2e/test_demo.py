@@ -57,7 +57,7 @@ def test_make_demo_exits_0_with_the_expected_outcome_counts():
     assert re.search(r'^demo: task records via http://127\.0\.0\.1:\d+/api/tasks/summary: '
                      r'succeeded %d, failed 2$' % DONE, result.stdout, re.M), \
         [line for line in lines if 'task records' in line]
-    assert elapsed < 60
+    assert elapsed < 90          # the demo says it runs in about a minute on a fresh machine
 
 
 def processes_with(marker):
