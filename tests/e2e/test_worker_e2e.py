@@ -227,7 +227,7 @@ def test_sigterm_while_long_polling_stops_at_once(sqs, tmp_path):
         signalled = time.monotonic()
         worker.signal(signal.SIGTERM)
         assert worker.wait(10) == 0, worker.output()
-        assert time.monotonic() - signalled < 2.0
+        assert time.monotonic() - signalled < 5.0       # not the 20 s the long poll would take
     finally:
         proxy.close()
 
