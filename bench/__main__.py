@@ -6,6 +6,7 @@
     python -m bench --endpoint-url http://127.0.0.1:9324 --tasks 600 --runs 5 --json out.json
     python -m bench --endpoint fauxqs --records --scenarios publish,drain --tasks 2000
     python -m bench --endpoint fauxqs --scenarios workflow-chord,workflow-chain --latency-ms 0,10
+    python -m bench --endpoint fauxqs --scenarios outbox-relay,outbox-lag,outbox-publish --latency-ms 0,10
 
 Each ``--latency-ms`` value is a configuration of its own; all scenarios run
 in each, then a summary puts them side by side. See bench/README.md for what
@@ -22,16 +23,16 @@ import sys
 import time
 from typing import Any, Callable, NoReturn, Optional, Sequence
 
-from bench import idle, pools, records, report, scenarios, workflows
+from bench import idle, outbox, pools, records, report, scenarios, workflows
 from bench.environment import EQUAL_LONG_POLLS, ROOT, Environment, shipped_long_polls
 from bench.servers import BenchError, Endpoint
 
 SCENARIOS = ('publish', 'drain', 'latency', 'latency-shipped', 'idle', 'idle-shipped')
 #: Run only when named in --scenarios.
 OPTIONAL_SCENARIOS = ('drain-metrics', 'io-asyncio', 'io-threads', 'drain-pools',
-                      'drain-versus', 'workflow-chord', 'workflow-chain')
+                      'drain-versus', 'workflow-chord', 'workflow-chain') + outbox.SCENARIOS
 #: Of those, the ones that run worker processes (not on the memory transport).
-PROCESS_SCENARIOS = ('drain-versus', 'workflow-chord', 'workflow-chain')
+PROCESS_SCENARIOS = ('drain-versus', 'workflow-chord', 'workflow-chain') + outbox.SCENARIOS
 #: Kale with task records on beside off (bench/records.py); run with --records.
 RECORDS_SCENARIOS = ('publish-records', 'drain-records')
 
@@ -59,6 +60,15 @@ def collect(env: Environment, args: argparse.Namespace) -> dict[str, dict[str, A
         'workflow-chain': lambda: workflows.chain_figures(
             env, args.chain_length, args.workflow_samples, args.workflow_workers,
             args.workflow_records_url),
+        'outbox-relay': lambda: outbox.relay_figures(env, args.outbox_databases,
+                                                     args.outbox_tasks, args.outbox_profile),
+        'outbox-lag': lambda: outbox.lag_figures(env, args.outbox_databases, args.outbox_rate,
+                                                 args.outbox_seconds, False, args.outbox_relays),
+        'outbox-lag-poll': lambda: outbox.lag_figures(env, args.outbox_databases,
+                                                      args.outbox_rate, args.outbox_seconds,
+                                                      True, args.outbox_relays),
+        'outbox-publish': lambda: outbox.publish_figures(env, args.outbox_databases,
+                                                         args.outbox_transactions),
     }
     for name, scenario in plan.items():
         if name not in args.scenarios:
@@ -87,6 +97,7 @@ def measure(endpoint: Optional[Endpoint], latency_ms: float,
     finally:
         env.stop()
     report.TARGETS.update(workflows.targets(args.chord_width, args.chain_length))
+    report.TARGETS.update(outbox.targets(args.outbox_rate))
     report.judge(results, env.memory, latency_ms)
     label = 'no added latency' if not latency_ms else '+%g ms per request' % latency_ms
     seconds = time.monotonic() - started
@@ -105,11 +116,14 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     if args.transport == 'sqs':
         endpoint = Endpoint('url', args.endpoint_url) if args.endpoint_url \
             else Endpoint(args.endpoint or 'moto', cwd=ROOT)
+    # The outbox scenarios' database: a throwaway PostgreSQL cluster started on first use.
+    args.outbox_databases = outbox.Databases(args.outbox_url, args.outbox_sync_commit)
     try:
         if endpoint is not None:
             endpoint.start()
         return [measure(endpoint, latency_ms, args) for latency_ms in args.latency_ms]
     finally:
+        args.outbox_databases.stop()
         if endpoint is not None:
             endpoint.stop()
 
@@ -137,7 +151,7 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                         type=lambda text: text.split(','),
                         help='which to run, of %s (default: all), and %s (the drain with '
                              'Prometheus metrics on and off, I/O-bound tasks on a pool, the '
-                             'drain on each pool, another checkout, workflows; see '
+                             'drain on each pool, another checkout, workflows, the outbox; see '
                              'bench/README.md)'
                              % (', '.join(SCENARIOS), ', '.join(OPTIONAL_SCENARIOS)))
     parser.add_argument('--versus', metavar='DIR',
@@ -161,6 +175,7 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser.add_argument('--records', action='store_true',
                         help='also run %s: Kale with task records on (SQLite) beside records off'
                         % ' and '.join(RECORDS_SCENARIOS))
+    outbox.add_arguments(parser)
     parser.add_argument('--json', metavar='FILE', help='also write the results as JSON (a bare '
                         'file name goes to bench/results/)')
     args = parser.parse_args(argv)
@@ -178,6 +193,7 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
            args.workflow_workers) < 1:
         parser.error('--chord-width, --chain-length, --workflow-samples and --workflow-workers '
                      'must be at least 1')
+    outbox.check_arguments(parser, args)
     if args.records:
         args.scenarios += [name for name in RECORDS_SCENARIOS if name not in args.scenarios]
     if args.transport == 'memory' and (args.endpoint or args.endpoint_url):
@@ -215,6 +231,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print('\nWorkflows (medians; baseline in brackets; %d worker process%s, records on %s)\n%s'
               % (args.workflow_workers, 'es' if args.workflow_workers > 1 else '',
                  'the given URL' if args.workflow_records_url else 'SQLite', flows))
+    boxes = outbox.summary(configurations, args.outbox_rate)
+    if boxes:
+        print('\nOutbox (medians; baseline in brackets; the database: %s; %d relay process%s '
+              'in the lag scenarios)\n%s'
+              % (outbox.Databases(args.outbox_url, args.outbox_sync_commit).describe(),
+                 args.outbox_relays, 'es' if args.outbox_relays > 1 else '', boxes))
     if args.json:
         path = report.json_path(args.json)
         with open(path, 'w') as f:
@@ -227,6 +249,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                      'workers': args.workflow_workers,
                                      'records': 'given URL' if args.workflow_records_url
                                      else 'sqlite'},
+                       'outbox': outbox.describe(args),
                        'configurations': configurations}, f, indent=2)
         print('bench: results written to %s' % path, file=sys.stderr)
     return 0
