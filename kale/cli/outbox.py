@@ -6,7 +6,7 @@ import argparse
 import logging
 import signal
 import threading
-from typing import Any, Optional
+from typing import Any
 
 from kale.cli.options import common_options, port_number
 from kale.conf import settings
@@ -33,38 +33,15 @@ def cmd_outbox_init(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_records() -> Optional[Any]:
-    if not settings.RECORDS_URL:
-        return None
-    from kale.records.recorder import get_recorder
-    recorder = get_recorder()
-
-    def write(rows: list[dict[str, Any]]) -> None:
-        recorder.writer.publish(rows)
-        recorder.flush(timeout=5.0)
-    return write
-
-
-def _claim_unique() -> Optional[Any]:
-    if not settings.RECORDS_URL:
-        return None
-    import functools
-
-    from kale import records
-    from kale.records.unique import claim_unique
-    return functools.partial(claim_unique, records.store())
-
-
 def cmd_relay(args: argparse.Namespace) -> int:
     from kale.broker import Broker
-    from kale.outbox.relay import Relay
+    from kale.outbox.relay import Relay, with_records
     from kale.outbox.schema import open_database
     from kale.records.store import safe_url
     url = _url(args)
     relay = Relay(open_database(url, '--url'), Broker.from_settings(),
                   poll_sec=float(settings.OUTBOX_POLL_SEC),
-                  consumed_ttl_sec=settings.CONSUMED_TTL_SEC, write_records=_write_records(),
-                  claim_unique=_claim_unique())
+                  consumed_ttl_sec=settings.CONSUMED_TTL_SEC, **with_records())
     if args.metrics_port is not None:
         _serve_metrics(relay, args.metrics_port)
     stop = threading.Event()

@@ -243,6 +243,26 @@ def pending(engine: Engine, now: float) -> tuple[int, Optional[float]]:
     return int(count), (now - oldest) if oldest is not None else None
 
 
+def with_records(url: Optional[str] = None) -> dict[str, Any]:
+    """A Relay's ``write_records`` and ``claim_unique`` on the task records of
+    ``url`` (default RECORDS_URL); none when records are off."""
+    from kale.conf import settings
+    url = url or settings.RECORDS_URL
+    if not url:
+        return {}
+    from kale.records.recorder import get_recorder
+    from kale.records.unique import claim_unique
+
+    def write(rows: list[dict[str, Any]]) -> None:
+        recorder = get_recorder(url)
+        recorder.writer.publish(rows)
+        recorder.flush(timeout=5.0)
+
+    def claim(claims: Any, now: float, for_sec: float) -> list[str]:
+        return claim_unique(get_recorder(url).store, claims, now, for_sec)
+    return {'write_records': write, 'claim_unique': claim}
+
+
 class _Listener:
     """LISTEN kale_outbox on a connection of its own, on a thread that sets
     ``wake`` at each notification."""

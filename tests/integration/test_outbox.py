@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from kale import outbox, records
 from kale.exceptions import OutboxError, PublishError, SQSError
-from kale.outbox.relay import Relay
+from kale.outbox.relay import Relay, with_records
 from kale.outbox.schema import open_database
 from kale.outbox.schema import outbox as outbox_table
 from tests import outbox_tasks as ot
@@ -33,11 +33,7 @@ def app(memory_broker, any_records_url):
     outbox.init(engine)
     effects.create(engine, checkfirst=True)
 
-    def write(rows):
-        from kale.records.recorder import get_recorder
-        get_recorder().writer.publish(rows)
-        get_recorder().flush(timeout=5)
-    relay = Relay(engine, memory_broker, poll_sec=0.05, write_records=write)
+    relay = Relay(engine, memory_broker, poll_sec=0.05, **with_records())
     yield engine, relay, memory_broker
     engine.dispose()
 

@@ -5,7 +5,6 @@ get one task, a finished or expired one frees the key, and the outbox
 honours it when its relay sends."""
 from __future__ import annotations
 
-import functools
 import threading
 
 import pytest
@@ -13,7 +12,7 @@ import pytest
 from kale import outbox, records
 from kale.conf import settings
 from kale.exceptions import PublishError, SQSError
-from kale.outbox.relay import Relay
+from kale.outbox.relay import Relay, with_records
 from kale.outbox.schema import open_database
 from tests import outbox_tasks as ot
 from tests.support.work import work
@@ -104,13 +103,7 @@ def test_the_outbox_honours_it_when_the_relay_sends(broker, any_records_url, tmp
         second = outbox.publish(conn, ot.UniqueNote, None, out, 'once')
     assert first != second
 
-    def write(rows):
-        from kale.records.recorder import get_recorder
-        get_recorder().writer.publish(rows)
-        get_recorder().flush(timeout=5)
-    from kale.records.unique import claim_unique
-    relay = Relay(engine, broker, write_records=write,
-                  claim_unique=functools.partial(claim_unique, records.store()))
+    relay = Relay(engine, broker, **with_records())
     assert relay.send_round() == 2
     work(broker)
     assert runs(tmp_path / 'runs') == ['once']
