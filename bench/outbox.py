@@ -341,14 +341,13 @@ def relay_burst(url: str, report_path: str, log: RoundLog, profile_path: str = '
     comes later: the round that finds nothing, and the LISTEN thread's end)."""
     from bench.counter import RequestCounter
     from kale.broker import Broker
-    from kale.cli import outbox as cli_outbox
     from kale.conf import settings
-    from kale.outbox.relay import Relay
+    from kale.outbox.relay import Relay, with_records
     from kale.outbox.schema import init, open_database
     relay = Relay(open_database(url, '--url'), Broker.from_settings(),
                   poll_sec=float(settings.OUTBOX_POLL_SEC),
                   consumed_ttl_sec=settings.CONSUMED_TTL_SEC,
-                  write_records=cli_outbox._write_records(), claim_unique=cli_outbox._claim_unique())
+                  **with_records())
     init(relay.engine)                                  # and a connection in the pool
     for name in QUEUE_NAMES:
         relay.broker.declare(relay.broker.queues[name])
