@@ -7,9 +7,11 @@ import subprocess
 import sys
 
 import pytest
+from sqlalchemy import select
 
 from kale import outbox, records
 from kale.outbox.schema import open_database
+from kale.outbox.schema import outbox as outbox_table
 from tests import outbox_tasks as ot
 from tests.support.endpoint import ROOT, subprocess_env
 from tests.support.processes import WorkerProcess, wait_for
@@ -96,3 +98,36 @@ def test_the_relay_serves_its_metrics(sqs, tmp_path):
     finally:
         running.send_signal(signal.SIGTERM)
         assert running.wait(30) == 0
+
+
+def test_a_relay_killed_between_send_and_delete_sends_again_and_the_task_runs_once(
+        sqs, any_records_url, tmp_path):
+    """A real ``kale relay`` process SIGKILLed after its SendMessageBatch and
+    before its delete: the next relay sends the row again with the same task
+    id, the queue holds two messages, and the worker (records on) runs the
+    task once and settles the duplicate as skipped."""
+    assert kale('outbox', 'init', '--url', any_records_url).returncode == 0
+    out = tmp_path / 'runs'
+    engine = open_database(any_records_url)
+    with engine.begin() as conn:
+        task_id = outbox.publish(conn, ot.Note, None, str(out), 'once')
+    dying = subprocess.run([sys.executable, '-m', 'tests.support.dying_relay', 'relay', '--url',
+                            any_records_url, '--burst'], cwd=ROOT, env=subprocess_env(),
+                           capture_output=True, text=True, timeout=60)
+    assert dying.returncode == -signal.SIGKILL, dying.stderr
+    with engine.begin() as conn:                      # the row outlived its send
+        assert conn.execute(select(outbox_table.c.task_id)).scalars().all() == [task_id]
+    again = kale('relay', '--url', any_records_url, '--burst')
+    assert again.returncode == 0, again.stderr
+    with engine.begin() as conn:
+        assert conn.execute(select(outbox_table.c.task_id)).scalars().all() == []
+    engine.dispose()
+    assert sqs.count('default') == 2                  # at least once: the duplicate is there
+    worker = WorkerProcess(tmp_path, '--queues', 'default')
+    try:
+        wait_for(lambda: sqs.count('default') == 0 and records.get(task_id).status == 'succeeded',
+                 60, 'both messages to settle')
+    finally:
+        worker.signal(signal.SIGTERM)
+        assert worker.wait(30) == 0
+    assert out.read_text() == 'once\n'

@@ -58,6 +58,13 @@ class SQSHelper:
     def queue_url(self, name: str) -> str:
         return self.client.get_queue_url(QueueName=self.prefix + name)['QueueUrl']
 
+    def count(self, name: str) -> int:
+        """Messages in the queue, visible or in flight."""
+        attributes = self.client.get_queue_attributes(
+            QueueUrl=self.queue_url(name), AttributeNames=[
+                'ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible'])
+        return sum(int(value) for value in attributes['Attributes'].values())
+
     def receive_all(self, name: str, expected: Optional[int] = None,
                     timeout: float = 5) -> list[dict[str, Any]]:
         """Everything visible in the queue (received, then deleted)."""
