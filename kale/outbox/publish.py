@@ -9,6 +9,7 @@ inbox: a task id inserted once per database, in the caller's transaction.
 """
 from __future__ import annotations
 
+import json
 import time
 from typing import Any, Iterable, Mapping, Optional
 
@@ -91,12 +92,50 @@ def publish_batch(conn: Any, task: Any, app_data: Any, calls: Iterable[Any],
                                              dedup_id, labels, queue_name, deferred=keep)
     if rows:
         try:
-            connection.execute(outbox.insert(), rows)
+            sql = _insert_sql(connection)
+            if sql is None:
+                connection.execute(outbox.insert(), rows)
+            else:
+                params = [_driver_row(row) for row in rows]
+                connection.exec_driver_sql(sql, params[0] if len(params) == 1 else params)
         except SQLAlchemyError as exc:
             raise OutboxError('outbox: cannot insert into kale_outbox (run `kale outbox init '
                               '--url URL` on this database first?): %s'
                               % str(exc).splitlines()[0]) from exc
     return task_ids
+
+
+#: The columns publish_batch inserts, in order.
+_COLUMNS = ('task_id', 'task', 'queue', 'body', 'attributes', 'delay_sec', 'group_id',
+            'dedup_id', 'record', 'unique_key', 'unique_for_sec', 'created_at')
+_JSON_COLUMNS = ('attributes', 'record')
+_INSERTS: dict[str, str] = {}
+
+
+def _insert_sql(connection: Connection) -> Optional[str]:
+    """The INSERT into kale_outbox in the driver's own parameter style, built
+    once per driver (None for a driver without one here): the statement runs in
+    the caller's transaction, where SQLAlchemy's compile and result set-up
+    would cost more than the insert."""
+    driver = connection.dialect.driver
+    if driver not in _INSERTS:
+        if driver in ('psycopg', 'psycopg2'):
+            marks = ['%%(%s)s' % name for name in _COLUMNS]
+        elif driver == 'pysqlite':
+            marks = [':%s' % name for name in _COLUMNS]
+        else:
+            return None
+        _INSERTS[driver] = 'INSERT INTO %s (%s) VALUES (%s)' % (
+            outbox.name, ', '.join(_COLUMNS), ', '.join(marks))
+    return _INSERTS[driver]
+
+
+def _driver_row(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` as the driver takes it: the JSON columns as JSON text."""
+    for name in _JSON_COLUMNS:
+        if row[name] is not None:
+            row[name] = json.dumps(row[name], separators=(',', ':'))
+    return row
 
 
 def _record_rows(publication: Publication, now: float) -> Optional[list[dict[str, Any]]]:

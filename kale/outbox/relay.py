@@ -7,13 +7,19 @@ killed between the send and the commit sends those rows again, with the same
 task ids: delivery is at least once, and a worker with records on skips a
 task that already succeeded.
 
-- PostgreSQL: any number of relays. Rows are claimed ``FOR UPDATE SKIP
-  LOCKED``, so two healthy relays never send one row; rows of FIFO groups are
-  sent only by the relay holding an advisory lock, in insertion order. A
-  relay wakes on ``NOTIFY kale_outbox`` and also polls every
+- PostgreSQL: any number of relays, each running ``LOOPS`` rounds at once.
+  A round claims its rows with one ``DELETE ... RETURNING`` of rows picked
+  ``FOR UPDATE SKIP LOCKED``, so two healthy rounds never send one row, and
+  commits the delete once they are sent (asynchronously: a delete lost in a
+  server crash means a duplicate, which at-least-once allows). Rows of FIFO
+  groups are sent only by the round holding an advisory lock, in insertion
+  order. A relay wakes on ``NOTIFY kale_outbox`` and also polls every
   ``OUTBOX_POLL_SEC`` for anything it missed.
 - SQLite: one relay per database, held by a lock on a file beside it; a
   second relay says so and exits. It polls every ``OUTBOX_POLL_SEC``.
+
+A round sends its rows ten to a SendMessageBatch, the requests of a standard
+queue at once (``SEND_THREADS``), those of a FIFO queue one after another.
 
 An outage of SQS or of the database makes the relay back off (doubling up
 to ``MAX_BACKOFF_SEC``) and try again: nothing is lost. It also purges
@@ -26,9 +32,10 @@ import fcntl
 import logging
 import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Optional
 
-from sqlalchemy import Engine, delete, func, select
+from sqlalchemy import Engine, bindparam, delete, event, func, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from kale.broker import Broker
@@ -47,6 +54,13 @@ MAX_BACKOFF_SEC = 30.0
 PURGE_EVERY_SEC = 600.0
 #: The advisory lock of the relay that sends FIFO rows ('kalf').
 FIFO_LOCK = 0x6B616C66
+#: Rounds running at once in one relay on PostgreSQL (a commit arriving while
+#: one round waits on SQS is taken by another at once).
+LOOPS = 2
+#: SendMessageBatch requests of one round in flight at once.
+SEND_THREADS = 8
+#: Messages in one SendMessageBatch.
+SEND_BATCH = 10
 
 
 @dataclasses.dataclass
@@ -78,18 +92,23 @@ class Relay:
         self._lock_file: Optional[int] = None
         self._last_purge = 0.0
         self._wake = threading.Event()
+        self._counting = threading.Lock()
+        self._senders: Optional[ThreadPoolExecutor] = None
+        self._fifo = any(broker.queues[name].fifo for name in broker.queues)
+        self._claims = _claim_statements()
+        if self.postgres:
+            event.listen(engine, 'connect', _asynchronous_commit)
 
     # --- one round --------------------------------------------------------------------
 
     def send_round(self) -> int:
         """Claim, send, delete and record up to BATCH rows; how many were sent."""
-        if self.postgres:        # claimed rows stay locked until the delete commits
+        if self.postgres:        # deleted as claimed: the delete commits once they are sent
             with self.engine.begin() as conn:
                 rows = self._claim(conn)
                 if not rows:
                     return 0
                 records = self._send(rows)
-                conn.execute(delete(outbox).where(outbox.c.id.in_([row.id for row in rows])))
         else:                    # one relay per database: read, send, then delete
             with self.engine.connect().execution_options(kale_read=True) as conn, conn.begin():
                 rows = self._claim(conn)
@@ -98,7 +117,8 @@ class Relay:
             records = self._send(rows)
             with self.engine.begin() as conn:
                 conn.execute(delete(outbox).where(outbox.c.id.in_([row.id for row in rows])))
-        self.counts.sent += len(rows)
+        with self._counting:
+            self.counts.sent += len(rows)
         # After the commit: the records may live in this very database (on
         # SQLite, one writer at a time). A relay that dies here leaves the
         # tasks without their queued record; a worker's first event writes it.
@@ -114,16 +134,36 @@ class Relay:
         for row in rows:
             if row.id not in held:
                 by_queue.setdefault(row.queue, []).append(row)
+        requests = []
         for queue_name, queued in by_queue.items():
             queue = self.broker.queues.get_queue(queue_name)
-            outgoing = [OutgoingMessage(row.body, dict(row.attributes or {}), row.delay_sec,
-                                        row.group_id or '', row.dedup_id or '')
-                        for row in queued]
-            message_ids = self.broker.send(queue, outgoing)
-            for row, message_id in zip(queued, message_ids, strict=False):
+            step = len(queued) if queue.fifo else SEND_BATCH     # a FIFO queue: in order
+            requests += [(queue, queued[start:start + step])
+                         for start in range(0, len(queued), step)]
+        for (_, sent), message_ids in zip(requests, self._send_requests(requests), strict=True):
+            for row, message_id in zip(sent, message_ids, strict=False):
                 if row.record:
                     records.append(dict(row.record, message_id=message_id))
         return records
+
+    def _send_requests(self, requests: list[tuple[Any, list[Any]]]) -> list[list[str]]:
+        """Send each (queue, rows), at once when there are several; the message
+        ids of each. Every request is waited for before the first failure is
+        raised (the round's rows are then all sent again)."""
+        def send(queue: Any, rows: list[Any]) -> list[str]:
+            return self.broker.send(queue, [
+                OutgoingMessage(row.body, dict(row.attributes or {}), row.delay_sec,
+                                row.group_id or '', row.dedup_id or '') for row in rows])
+        if len(requests) == 1:
+            return [send(*requests[0])]
+        if self._senders is None:
+            self._senders = ThreadPoolExecutor(SEND_THREADS, thread_name_prefix='kale-relay-send')
+        futures = [self._senders.submit(send, queue, rows) for queue, rows in requests]
+        errors = [future.exception() for future in futures]
+        for error in errors:
+            if error is not None:
+                raise error
+        return [future.result() for future in futures]
 
     def _unique(self, rows: list[Any]) -> tuple[list[dict[str, Any]], set[int]]:
         """Claim the keys of unique tasks: the ``deduplicated`` records of the
@@ -147,16 +187,17 @@ class Relay:
         return records, held
 
     def _claim(self, conn: Any) -> list[Any]:
-        query = select(outbox).order_by(outbox.c.id).limit(BATCH)
+        """Up to BATCH rows in insertion order: on PostgreSQL deleted as they
+        are claimed (the delete commits with the round), on SQLite read."""
         if not self.postgres:
-            return list(conn.execute(query).all())
-        rows = list(conn.execute(query.where(outbox.c.group_id.is_(None))
-                                 .with_for_update(skip_locked=True)).all())
+            return list(conn.execute(self._claims['read']).all())
+        if not self._fifo:           # no FIFO queue configured: every row is any relay's
+            return sorted(conn.execute(self._claims['any']).all(), key=_row_id)
+        rows = list(conn.execute(self._claims['standard']).all())
         if len(rows) < BATCH and conn.exec_driver_sql(
                 'SELECT pg_try_advisory_xact_lock(%d)' % FIFO_LOCK).scalar():
-            rows += conn.execute(query.where(outbox.c.group_id.is_not(None))
-                                 .limit(BATCH - len(rows)).with_for_update()).all()
-        return rows
+            rows += conn.execute(self._claims['fifo'], {'limit': BATCH - len(rows)}).all()
+        return sorted(rows, key=_row_id)
 
     def pending(self) -> tuple[int, Optional[float]]:
         """Rows waiting, and the age in seconds of the oldest."""
@@ -192,48 +233,101 @@ class Relay:
         self._lock_file = handle
 
     def run(self, stop: threading.Event, until_empty: bool = False) -> None:
-        """Send until ``stop`` is set (or, ``until_empty``, until a round finds nothing)."""
+        """Send until ``stop`` is set (or, ``until_empty``, until a round finds
+        nothing), with LOOPS rounds at once on PostgreSQL."""
         self.claim_database()
-        listener = _Listener(self.engine, self._wake) if self.postgres else None
-        backoff = 0.0
+        listener = _Listener(self.engine, self._wake) if self.postgres and not until_empty \
+            else None
+        others = [threading.Thread(target=self._loop, args=(stop, until_empty),
+                                   name='kale-relay-%d' % number, daemon=True)
+                  for number in range(1, LOOPS if self.postgres else 1)]
         try:
-            while not stop.is_set():
-                try:
-                    sent = self.send_round()
-                    self._maybe_purge()
-                    backoff = 0.0
-                except (KaleError, SQLAlchemyError) as exc:
-                    self.counts.failures += 1
-                    backoff = min(MAX_BACKOFF_SEC, max(0.5, backoff * 2))
-                    logger.warning('outbox relay: %s; trying again in %.1fs',
-                                   str(exc).splitlines()[0], backoff)
-                    stop.wait(backoff)
-                    continue
-                self.counts.rounds += 1
-                if sent >= BATCH:
-                    continue
-                if until_empty and sent == 0:
-                    return
-                if sent == 0:
-                    self._wake.wait(self.poll_sec)
-                    self._wake.clear()
+            for thread in others:
+                thread.start()
+            self._loop(stop, until_empty)
+            for thread in others:
+                while thread.is_alive():
+                    self._wake.set()          # a loop waiting for work sees stop
+                    thread.join(0.1)
         finally:
             if listener is not None:
                 listener.close()
+            if self._senders is not None:
+                self._senders.shutdown()
+                self._senders = None
             if self._lock_file is not None:
                 os.close(self._lock_file)
                 self._lock_file = None
 
+    def _loop(self, stop: threading.Event, until_empty: bool) -> None:
+        backoff = 0.0
+        while not stop.is_set():
+            try:
+                sent = self.send_round()
+                self._maybe_purge()
+                backoff = 0.0
+            except (KaleError, SQLAlchemyError) as exc:
+                with self._counting:
+                    self.counts.failures += 1
+                backoff = min(MAX_BACKOFF_SEC, max(0.5, backoff * 2))
+                logger.warning('outbox relay: %s; trying again in %.1fs',
+                               str(exc).splitlines()[0], backoff)
+                stop.wait(backoff)
+                continue
+            with self._counting:
+                self.counts.rounds += 1
+            if sent >= BATCH:
+                continue
+            if until_empty and sent == 0:
+                return
+            if sent == 0:
+                self._wake.wait(self.poll_sec)
+                self._wake.clear()
+
     def _maybe_purge(self) -> None:
         now = self.clock.monotonic()
-        if now - self._last_purge >= PURGE_EVERY_SEC:
+        with self._counting:
+            if now - self._last_purge < PURGE_EVERY_SEC:
+                return
             self._last_purge = now
-            purged = self.purge_consumed()
-            if purged:
-                logger.info('outbox relay: purged %d consumed task ids', purged)
+        purged = self.purge_consumed()
+        if purged:
+            logger.info('outbox relay: purged %d consumed task ids', purged)
 
     def wake(self) -> None:
         self._wake.set()
+
+
+def _row_id(row: Any) -> int:
+    return int(row.id)
+
+
+def _claim_statements() -> dict[str, Any]:
+    """The claims of a round, built once: ``read`` (SQLite's one relay);
+    ``any``, ``standard`` (rows without a FIFO group) and ``fifo`` (of the
+    advisory lock's holder, up to ``:limit``), each a DELETE of the rows it
+    picks, RETURNING them."""
+    first = select(outbox.c.id).order_by(outbox.c.id)
+
+    def take(picked: Any) -> Any:
+        return delete(outbox).where(outbox.c.id.in_(picked.scalar_subquery())) \
+            .returning(*outbox.c)
+    return {
+        'read': select(outbox).order_by(outbox.c.id).limit(BATCH),
+        'any': take(first.limit(BATCH).with_for_update(skip_locked=True)),
+        'standard': take(first.where(outbox.c.group_id.is_(None)).limit(BATCH)
+                         .with_for_update(skip_locked=True)),
+        'fifo': take(first.where(outbox.c.group_id.is_not(None))
+                     .limit(bindparam('limit')).with_for_update()),
+    }
+
+
+def _asynchronous_commit(dbapi_connection: Any, record: Any) -> None:
+    """The relay's commits do not wait for the server's disk: a delete lost
+    in a crash of the database server sends its rows again (at least once)."""
+    with dbapi_connection.cursor() as cursor:
+        cursor.execute('SET synchronous_commit = off')
+    dbapi_connection.commit()
 
 
 def pending(engine: Engine, now: float) -> tuple[int, Optional[float]]:
