@@ -1,8 +1,11 @@
 """`make demo`: the example task worker, start to finish, on the embedded endpoint.
 
 It starts `kale sqs-local` on a free port, publishes a mix of example tasks
-(among them a coroutine task) to three priority queues, submits a small
-workflow (a chord: word counts side by side, then their sum), runs `kale
+(among them a coroutine task) to three priority queues, commits orders
+with their tasks through the outbox (and `kale relay` sends them), publishes
+events to a topic with two subscribers, submits a small workflow (a chord:
+word counts side by side, then their sum) and a chain of programs in other
+languages (`kale submit`), runs `kale
 worker --burst --concurrency 2 --pool asyncio` on them
 with a live progress line, prints a summary per queue and outcome, and stops
 everything it started, also on Ctrl-C. It exits 0 only when every task ended
@@ -60,6 +63,12 @@ WORKER_OPTIONS = ['--burst', '--concurrency', '2', '--pool', 'asyncio',
 EXECUTOR_FILE = 'example/executors/signup.json'
 EXECUTOR_ROWS = [('executor:save-user-data', 'default', 1), ('executor:send-mail', 'default', 1)]
 EXECUTOR_RESULT = {'to': 'user-1234@example.com', 'subject': 'Welcome, Ada', 'sent': True}
+#: Orders committed with their task through the outbox (one more is rolled back).
+OUTBOX_ORDERS = [101, 102]
+#: Events of the topic ``orders``, and its subscribers (a copy of each event each).
+TOPIC_EVENTS = [1, 2, 3]
+TOPIC_ROWS = [('SendReceiptTask', 'default', 3), ('UpdateStockTask', 'low_priority', 3)]
+EXTRA_ROWS = [('ConfirmOrderTask', 'default', len(OUTBOX_ORDERS))] + TOPIC_ROWS
 OUTCOMES = ['done', 'retried', 'dead-lettered']
 
 
@@ -81,6 +90,53 @@ def publish() -> int:
         task_class.publish_batch(None, calls)
         total += count
     return total
+
+
+def publish_outbox(workdir: str) -> int:
+    """Orders stored with their confirmation task in one transaction (the
+    outbox, in a SQLite database of the demo's), one rolled back with its
+    task, then `kale relay --burst` sends what committed; how many were sent."""
+    from sqlalchemy import Column, Integer, MetaData, Table
+
+    from example.taskworker import tasks
+    from kale import outbox
+    from kale.outbox.schema import open_database
+    url = 'sqlite:///%s' % os.path.join(workdir, 'shop.db')
+    subprocess.run([sys.executable, '-m', 'kale', 'outbox', 'init', '--url', url], cwd=ROOT,
+                   check=True, capture_output=True)
+    engine = open_database(url)
+    orders = Table('orders', MetaData(), Column('id', Integer, primary_key=True))
+    orders.create(engine)
+    for order_id in OUTBOX_ORDERS:
+        with engine.begin() as conn:
+            conn.execute(orders.insert().values(id=order_id))
+            outbox.publish(conn, tasks.ConfirmOrderTask, None, order_id)
+    try:
+        with engine.begin() as conn:
+            conn.execute(orders.insert().values(id=999))
+            outbox.publish(conn, tasks.ConfirmOrderTask, None, 999)
+            raise RuntimeError('payment declined')
+    except RuntimeError:
+        pass                            # the order and its task are gone together
+    engine.dispose()
+    relay = subprocess.run([sys.executable, '-m', 'kale', 'relay', '--url', url, '--burst'],
+                           cwd=ROOT, capture_output=True, text=True)
+    if relay.returncode != 0:
+        raise SystemExit('demo: kale relay failed: %s' % relay.stderr.strip()[-300:])
+    print('demo: outbox: %d orders committed with their ConfirmOrderTask, 1 rolled back with its '
+          'task; `kale relay --burst` sent the %d' % (len(OUTBOX_ORDERS), len(OUTBOX_ORDERS)))
+    return len(OUTBOX_ORDERS)
+
+
+def publish_events() -> int:
+    """Events of the topic ``orders``, each copied by SNS to its two
+    subscribers' queues; how many tasks that makes."""
+    from kale import topics
+    topics.publish_batch('orders', [{'order_id': n, 'sku': 'sku-%d' % n} for n in TOPIC_EVENTS])
+    subscribers = ', '.join(name for name, _, _ in TOPIC_ROWS)
+    print('demo: published %d events to topic orders: each reaches %s'
+          % (len(TOPIC_EVENTS), subscribers))
+    return len(TOPIC_EVENTS) * len(TOPIC_ROWS)
 
 
 def submit_workflow() -> tuple[str, int]:
@@ -265,10 +321,13 @@ def main() -> int:
         published = publish()
         print('demo: published %d tasks: %s' % (published, ', '.join(
             '%d %s -> %s' % (count, name, queue) for name, queue, count in PLAN)))
+        published += publish_outbox(workdir)
+        published += publish_events()
         workflow_id, nodes = submit_workflow()
         published += nodes
         executor_ids = submit_executors()
-        expected, rows = dict(EXPECTED), list(WORKFLOW_ROWS)
+        expected, rows = dict(EXPECTED), list(WORKFLOW_ROWS) + EXTRA_ROWS
+        expected.update({name: {'done': count} for name, _, count in EXTRA_ROWS})
         if executor_ids is not None:
             published += len(executor_ids['tasks'])
             expected.update({name: {'done': count} for name, _, count in EXECUTOR_ROWS})

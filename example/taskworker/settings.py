@@ -26,5 +26,13 @@ EXAMPLE_RESULTS_FILE = os.environ.get('KALE_EXAMPLE_RESULTS', '')
 # off when the variable is not set.
 RECORDS_URL = os.environ.get('KALE_RECORDS_URL', '')
 
+# The example's task classes: subscribers of topics are found by importing
+# these modules, and messages naming a task elsewhere are refused.
+TASK_MODULES = ('example.taskworker',)
+
+# Create the topics and subscribe their subscribers' queues on first use (as
+# `kale topics sync` does): the embedded endpoint serves SNS too.
+AUTO_CREATE_TOPICS = True
+
 # Report each task outcome to $KALE_EXAMPLE_OUTCOMES (used by `make demo`).
 WORKER_HOOKS = ['example.taskworker.hooks.OutcomeFile']

@@ -114,3 +114,35 @@ def workflow_flow(texts):
     counts = [CountWordsTask.with_options(queue='high_priority').s(texts[0])]
     counts += [CountWordsTask.s(text) for text in texts[1:]]
     return workflow.chord(workflow.group(*counts), SumCountsTask.s())
+
+
+class ConfirmOrderTask(task.Task):
+    """Published through the outbox, in the transaction that stores the order."""
+
+    queue = 'default'
+    time_limit = 5
+
+    def run_task(self, order_id, *args, **kwargs):
+        return 'order %s confirmed' % order_id
+
+
+class SendReceiptTask(task.Task):
+    """One subscriber of the topic ``orders``: its own copy of each event."""
+
+    queue = 'default'
+    subscribes = ('orders',)
+    time_limit = 5
+
+    def run_task(self, event, *args, **kwargs):
+        return 'receipt for order %s' % event['order_id']
+
+
+class UpdateStockTask(task.Task):
+    """Another subscriber of ``orders``, on another queue, with its own retries."""
+
+    queue = 'low_priority'
+    subscribes = ('orders',)
+    time_limit = 5
+
+    def run_task(self, event, *args, **kwargs):
+        return {'sku': event['sku'], 'reserved': 1}

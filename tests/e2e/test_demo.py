@@ -17,7 +17,8 @@ SOME_DONE = re.compile(r'demo: done +[1-9]')
 
 #: The executor example's Node step runs where node is installed: two more tasks.
 NODE = shutil.which('node') is not None
-DONE = 86 + (2 if NODE else 0)
+#: Two orders through the outbox, three events to two subscribers each.
+DONE = 86 + 2 + 6 + (2 if NODE else 0)
 
 
 def test_make_demo_exits_0_with_the_expected_outcome_counts():
@@ -40,6 +41,9 @@ def test_make_demo_exits_0_with_the_expected_outcome_counts():
                     ('low_priority', 'SlowReportTask'): ['4', '0', '0'],
                     ('high_priority,default', 'CountWordsTask'): ['3', '0', '0'],
                     ('low_priority', 'SumCountsTask'): ['1', '0', '0'],
+                    ('default', 'ConfirmOrderTask'): ['2', '0', '0'],
+                    ('default', 'SendReceiptTask'): ['3', '0', '0'],
+                    ('low_priority', 'UpdateStockTask'): ['3', '0', '0'],
                     **({('default', 'executor:save-user-data'): ['1', '0', '0'],
                         ('default', 'executor:send-mail'): ['1', '0', '0']} if NODE else {})}
     assert next(line for line in lines if line.startswith('total')).split() == \
@@ -49,6 +53,10 @@ def test_make_demo_exits_0_with_the_expected_outcome_counts():
     assert 'running `kale worker --burst --concurrency 2 --pool asyncio --executors ' \
         'example/executors`' in result.stdout
     assert 'dead-letter queues now hold: dlq-default 2' in result.stdout
+    assert 'demo: outbox: 2 orders committed with their ConfirmOrderTask, 1 rolled back with its ' \
+        'task; `kale relay --burst` sent the 2' in result.stdout
+    assert 'demo: published 3 events to topic orders: each reaches SendReceiptTask, ' \
+        'UpdateStockTask' in result.stdout
     assert 'done  %d | retried  10 | dead-lettered  2 | remaining   0' % DONE in result.stdout
     if NODE:
         assert re.search(r'^demo: executor workflow \w+: send-mail gave \{"to": '
