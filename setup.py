@@ -42,6 +42,8 @@ setup(
         'metrics': ['prometheus_client>=0.17'],
         # OpenTelemetry traces: TRACING (configure the SDK and an exporter yourself).
         'otel': ['opentelemetry-api>=1.20'],
+        # Webhooks (kale.webhooks): deliveries over HTTP, with the task records.
+        'webhooks': ['httpx>=0.27', 'SQLAlchemy>=2.0'],
         # Test, lint and type-checking tools.
         'dev': [
             'pytest>=7',

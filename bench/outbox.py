@@ -283,13 +283,15 @@ def wait_empty(engine: Any, what: str, timeout: float = DRAIN_TIMEOUT_SEC) -> No
 class RoundLog:
     """Times the rounds of every Relay of this process: for each round that
     claimed rows, when it started, claimed, had sent and ended, and the task
-    ids claimed; how many rounds found nothing, and their time."""
+    ids claimed; how many rounds found nothing, and their time. A relay runs
+    several rounds at once, each on a thread of its own."""
 
     def __init__(self) -> None:
         self.rounds: list[dict[str, Any]] = []
         self.empty = 0
         self.empty_seconds = 0.0
-        self._current: Optional[dict[str, Any]] = None
+        self._local = threading.local()
+        self._lock = threading.Lock()
 
     def install(self) -> None:
         from kale.outbox.relay import Relay
@@ -298,31 +300,34 @@ class RoundLog:
 
         def timed_round(relay: Any) -> int:
             entry: dict[str, Any] = {'start': time.time()}
-            log._current = entry
+            log._local.current = entry
             try:
                 return send_round(relay)
             finally:
                 entry['end'] = time.time()
-                log._current = None
-                if entry.get('tasks'):
-                    log.rounds.append(entry)
-                else:
-                    log.empty += 1
-                    log.empty_seconds += entry['end'] - entry['start']
+                log._local.current = None
+                with log._lock:
+                    if entry.get('tasks'):
+                        log.rounds.append(entry)
+                    else:
+                        log.empty += 1
+                        log.empty_seconds += entry['end'] - entry['start']
 
         def timed_claim(relay: Any, conn: Any) -> list[Any]:
             rows = claim(relay, conn)
-            if log._current is not None:
-                log._current['claimed'] = time.time()
-                log._current['tasks'] = [row.task_id for row in rows]
+            current = getattr(log._local, 'current', None)
+            if current is not None:
+                current['claimed'] = time.time()
+                current['tasks'] = [row.task_id for row in rows]
             return rows
 
         def timed_send(relay: Any, rows: list[Any]) -> list[dict[str, Any]]:
             try:
                 return send(relay, rows)
             finally:
-                if log._current is not None:
-                    log._current['sent'] = time.time()
+                current = getattr(log._local, 'current', None)
+                if current is not None:
+                    current['sent'] = time.time()
 
         for name, timed in (('send_round', timed_round), ('_claim', timed_claim),
                             ('_send', timed_send)):

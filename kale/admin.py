@@ -196,8 +196,10 @@ def redrive(broker: Broker, queue: TaskQueue, limit: Optional[int] = None,
     batch's copies are sent before its originals are deleted, so an
     interruption can duplicate a task but never lose one. Dead letters that do
     not verify for this queue (bad signature, not Kale's, signed for another
-    queue) stay where they are. ``dry_run`` moves nothing and reports what
-    would move.
+    queue) stay where they are. A dead run that failed for good (see
+    :meth:`kale.task.Task.run_dead_task`) goes back to the queue's dead-run
+    queue, to run its handler again. ``dry_run`` moves nothing and reports
+    what would move.
     """
     dead_name = _dead_letter_name(broker, queue)
     report = RedriveReport()
@@ -212,9 +214,12 @@ def redrive(broker: Broker, queue: TaskQueue, limit: Optional[int] = None,
                 break
             movable = _movable(broker, queue, batch, reason, report, left_handles)
             if dry_run:
-                left_handles += [received.receipt_handle for received, _ in movable]
-            else:
-                _move(broker, queue, dead_name, movable, report)
+                left_handles += [received.receipt_handle for received, _, _ in movable]
+            else:       # failed dead runs go back to the dead-run queue
+                _move(broker, queue, dead_name, [m[:2] for m in movable if not m[2]], report,
+                      broker.send)
+                _move(broker, queue, dead_name, [m[:2] for m in movable if m[2]], report,
+                      broker.send_dead_runs)
             progress(report)
     finally:
         if left_handles:
@@ -225,11 +230,13 @@ def redrive(broker: Broker, queue: TaskQueue, limit: Optional[int] = None,
 
 def _movable(broker: Broker, queue: TaskQueue, batch: Sequence[ReceivedMessage],
              reason: Optional[str], report: RedriveReport,
-             left_handles: list[str]) -> list[tuple[ReceivedMessage, OutgoingMessage]]:
-    """The batch's dead letters to move, with their fresh copies; the others
-    are counted and kept for release."""
+             left_handles: list[str]) -> list[tuple[ReceivedMessage, OutgoingMessage, bool]]:
+    """The batch's dead letters to move, with their fresh copies and whether
+    each is a dead run (signed for the dead-run queue, and going back there);
+    the others are counted and kept for release."""
     codec = get_codec()
     sqs_name = broker.sqs_name(queue)
+    dead_run_name = broker.dead_run_name(queue)
     movable = []
     for received in batch:
         why = dead_letter_reason(received)
@@ -238,7 +245,14 @@ def _movable(broker: Broker, queue: TaskQueue, batch: Sequence[ReceivedMessage],
             left_handles.append(received.receipt_handle)
             continue
         try:
-            envelope = codec.open(received.body, sqs_name, check_age=False)
+            target = sqs_name
+            try:
+                envelope = codec.open(received.body, sqs_name, check_age=False)
+            except DecodeError as exc:
+                if exc.reason != DecodeError.WRONG_QUEUE or dead_run_name is None:
+                    raise
+                target = dead_run_name          # a dead run that failed for good
+                envelope = codec.open(received.body, target, check_age=False)
             message = codec.read(envelope)          # a payload in S3 is checked, too
         except DecodeError as exc:
             report.skipped += 1
@@ -248,22 +262,23 @@ def _movable(broker: Broker, queue: TaskQueue, batch: Sequence[ReceivedMessage],
         now = time.time()
         fresh = dataclasses.replace(message, retry_num=0, failure_num=0, sent_at=now,
                                     published_at=now, unsettled=0, publisher=publisher_identity())
-        copy = codec.reissue(envelope, fresh, sqs_name)    # a payload in S3: same object
+        copy = codec.reissue(envelope, fresh, target)      # a payload in S3: same object
         if queue.fifo:      # back into its group; moving it twice sends it once
             copy = dataclasses.replace(copy, group_id=received.group_id or 'kale',
                                        dedup_id='redrive-' + received.message_id)
-        movable.append((received, copy))
+        movable.append((received, copy, target != sqs_name))
         report.count_moved(why, message.published_at)
     return movable
 
 
 def _move(broker: Broker, queue: TaskQueue, dead_name: str,
           movable: Sequence[tuple[ReceivedMessage, OutgoingMessage]],
-          report: RedriveReport) -> None:
+          report: RedriveReport,
+          send: Callable[[TaskQueue, Sequence[OutgoingMessage]], Any]) -> None:
     if not movable:
         return
     try:
-        broker.send(queue, [copy for _, copy in movable])
+        send(queue, [copy for _, copy in movable])
     except BatchSendError as exc:      # delete only what was copied, then report
         report.moved -= len(exc.failed)
         _delete_moved(broker, dead_name, [received for i, (received, _) in enumerate(movable)

@@ -1,7 +1,8 @@
 """The broker: configured queues on top of a transport.
 
 It turns a :class:`~kale.queue_config.TaskQueue` into SQS names (with
-``QUEUE_PREFIX``, and ``dlq-<name>`` for its dead-letter queue), declares each
+``QUEUE_PREFIX``, ``dlq-<name>`` for its dead-letter queue and
+``dlq-<name>-runs`` for its dead-run queue), declares each
 queue once per process (creating it when missing and allowed), and offers the
 send / receive / delete operations the publisher and the worker use.
 
@@ -18,7 +19,13 @@ from kale.codec.keys import signing_keys
 from kale.conf import settings
 from kale.config import Config
 from kale.exceptions import ImproperlyConfigured, QueueNotFoundError
-from kale.queue_config import QUEUE_NAME_PATTERN, QueueConfig, TaskQueue, get_queue_config
+from kale.queue_config import (
+    QUEUE_NAME_PATTERN,
+    QueueConfig,
+    TaskQueue,
+    dead_run_side,
+    get_queue_config,
+)
 from kale.transport import (
     FIFO_SUFFIX,
     OutgoingMessage,
@@ -49,6 +56,7 @@ class Broker:
         self.max_receive_count = max_receive_count
         self._declared: set[str] = set()
         self._lock = threading.Lock()
+        self._dead_run_sides: dict[str, TaskQueue] = {}
 
     @classmethod
     def from_config(cls, config: Config, transport: Optional[Transport] = None) -> 'Broker':
@@ -86,6 +94,22 @@ class Broker:
             return None
         return self._checked(self.prefix + queue.dead_letter_queue
                              + (FIFO_SUFFIX if queue.fifo else ''))
+
+    def dead_run_queue(self, queue: TaskQueue) -> TaskQueue:
+        """The dead-run side of ``queue`` (see :func:`~kale.queue_config.dead_run_side`):
+        a queue of its own beside the dead-letter queue, which also holds
+        dead letters that wait for ``kale dlq redrive`` and no worker may take."""
+        side = self._dead_run_sides.get(queue.name)
+        if side is None:
+            side = self._dead_run_sides[queue.name] = dead_run_side(queue)
+        return side
+
+    def dead_run_name(self, queue: TaskQueue) -> Optional[str]:
+        """The full SQS name of the queue's dead-run queue, or None when
+        dead-letter queues are disabled (a task that fails for good is dropped)."""
+        if not self.dead_letters:
+            return None
+        return self.sqs_name(self.dead_run_queue(queue))
 
     # --- declaring ----------------------------------------------------------------
 
@@ -133,6 +157,15 @@ class Broker:
         if name is None:
             raise ImproperlyConfigured('ENABLE_DEAD_LETTER_QUEUE is off')
         return self._send(queue, name, messages)
+
+    def send_dead_runs(self, queue: TaskQueue, messages: Sequence[OutgoingMessage]) -> list[str]:
+        """Send dead runs of the queue's tasks to its dead-run queue (created
+        when missing and allowed, with the redrive policy to the dead-letter
+        queue)."""
+        if not self.dead_letters:
+            raise ImproperlyConfigured('ENABLE_DEAD_LETTER_QUEUE is off')
+        side = self.dead_run_queue(queue)
+        return self._send(side, self.declare(side), messages)
 
     def receive(self, queue: TaskQueue, max_messages: Optional[int] = None,
                 wait_sec: Optional[int] = None,

@@ -61,6 +61,7 @@ class Config:
     QUEUE_CLASS: PathOr
     QUEUE_SELECTOR: PathOr
     CREATE_MISSING_QUEUES: bool
+    AUTO_CREATE_TOPICS: bool
     ENABLE_DEAD_LETTER_QUEUE: bool
     MAX_RECEIVE_COUNT: int
     MESSAGE_SIGNING_KEY: Key
@@ -120,6 +121,9 @@ class Config:
     WEB_TOKEN: str
     WEB_ALLOW_SUBMIT_WITHOUT_TOKEN: bool
     WEB_ALLOWED_HOSTS: Sequence[str]
+    WEBHOOK_QUEUE: str
+    WEBHOOK_TIMEOUT_SEC: float
+    WEBHOOK_ALLOWED_HOSTS: Sequence[str]
     METRICS_PORT: int
     METRICS_HOST: str
     LOG_FORMAT: str
@@ -212,7 +216,8 @@ SETTING_NAMES = frozenset(field.name for field in dataclasses.fields(Config)
                           if field.name.isupper())
 #: Settings given as lists that are kept as tuples.
 _SEQUENCES = ('ACCEPT_SERIALIZERS', 'TASK_MODULES', 'PUBLISH_HOOKS', 'WORKER_HOOKS',
-              'MESSAGE_SIGNING_OLD_KEYS', 'MESSAGE_ENCRYPTION_OLD_KEYS', 'WEB_ALLOWED_HOSTS')
+              'MESSAGE_SIGNING_OLD_KEYS', 'MESSAGE_ENCRYPTION_OLD_KEYS', 'WEB_ALLOWED_HOSTS',
+              'WEBHOOK_ALLOWED_HOSTS')
 
 
 def defaults() -> dict[str, Any]:

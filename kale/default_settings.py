@@ -58,6 +58,12 @@ QUEUE_SELECTOR = 'kale.queue_selector.ReducedLottery'
 # CloudFormation) and the worker's IAM role may not create them.
 CREATE_MISSING_QUEUES = True
 
+# Create SNS topics, their SQS subscriptions and the queue policies that let
+# them deliver on first use (publishers when they publish, workers when they
+# start), as `kale topics sync` does. On in the local and ElasticMQ presets;
+# off for AWS, where topics are set up at deploy time.
+AUTO_CREATE_TOPICS = False
+
 # Send permanently failed and undecodable messages to 'dlq-<queue name>'.
 # When False they are logged and deleted.
 ENABLE_DEAD_LETTER_QUEUE = True
@@ -352,6 +358,20 @@ WEB_ALLOW_SUBMIT_WITHOUT_TOKEN = False
 # API). With a token set, the token guards the API and any host is answered
 # unless this list is set. '*' answers any host.
 WEB_ALLOWED_HOSTS = ()
+
+# --- Webhooks ----------------------------------------------------------------
+
+# The queue the deliveries of webhooks (kale.webhooks) are published to.
+WEBHOOK_QUEUE = 'default'
+
+# Seconds one delivery may take, redirects included (connecting, sending,
+# and reading the start of the answer); a slower one is retried.
+WEBHOOK_TIMEOUT_SEC = 10
+
+# Hosts webhooks may reach although their addresses are private, loopback,
+# link-local or otherwise not public (those are refused otherwise): names or
+# IP addresses, each optionally with ':PORT', e.g. ('hooks.internal:8443',).
+WEBHOOK_ALLOWED_HOSTS = ()
 
 # --- Observability ----------------------------------------------------------
 

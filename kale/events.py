@@ -119,6 +119,10 @@ class Settlement:
     #: (or nearly): SQS may have delivered the original again, so the message
     #: is left for SQS to deliver, once.
     lapsed: bool = False
+    #: DEAD_LETTER of a task that handles its dead letters: the dead run sent
+    #: to the queue's dead-run queue in place of the dead-letter copy (None
+    #: again when it could not be sent and the copy went instead).
+    dead_run: Optional[Message] = None
 
     @property
     def retry_delay_sec(self) -> int:

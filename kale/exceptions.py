@@ -133,6 +133,12 @@ class SQSError(KaleError):
         return (type(self), (str(self), self.code, self.retryable))
 
 
+class TopicError(SQSError):
+    """A topic cannot be published to or set up: an SNS request failed, the
+    topic does not exist (and AUTO_CREATE_TOPICS is off), or its subscribers
+    are declared wrongly."""
+
+
 class QueueNotFoundError(SQSError):
     """The SQS queue does not exist (and Kale was not allowed to create it)."""
 
@@ -328,6 +334,41 @@ class PortInUseError(KaleError):
     """A local server cannot listen on the address and port asked for."""
 
 
+# --- webhooks ---------------------------------------------------------------
+
+class WebhookError(KaleError):
+    """A webhook that cannot be added or changed (its topic, URL, method,
+    headers or labels), or one that cannot be used as stored."""
+
+
+class WebhookNotFoundError(RecordNotFoundError):
+    """No webhook has the id asked for."""
+
+
+class WebhookAddressRefused(WebhookError):
+    """A webhook's URL leads to an address it may not reach (private,
+    loopback, link-local, metadata, ...) and its host is not in
+    WEBHOOK_ALLOWED_HOSTS."""
+
+
+class WebhookDeliveryError(TaskError):
+    """A delivery that failed in a way worth retrying (408, 429, 5xx, a
+    timeout, a connection error); ``retry_after_sec``: the delay the answer's
+    ``Retry-After`` asked for, which the retry honours (kale.retry)."""
+
+    def __init__(self, description: str, retry_after_sec: Optional[float] = None):
+        super().__init__(description)
+        self.retry_after_sec = retry_after_sec
+
+    def __reduce__(self) -> Any:
+        return (type(self), (str(self), self.retry_after_sec))
+
+
+class WebhookRejectedError(NonRetriableTaskError):
+    """A delivery that failed for good: another 4xx, an address refused,
+    too many redirects, a webhook whose stored row does not verify."""
+
+
 def describe(exc: BaseException) -> str:
     """One line naming an exception's type and message, for logs and reasons."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ''
@@ -377,6 +418,11 @@ __all__ = [
     'TimeLimitExceeded',
     'UnknownQueueError',
     'UnknownTaskPathError',
+    'WebhookAddressRefused',
+    'WebhookDeliveryError',
+    'WebhookError',
+    'WebhookNotFoundError',
+    'WebhookRejectedError',
     'WorkflowError',
     'WorkflowFailed',
     'WorkflowNotFoundError',

@@ -246,6 +246,7 @@ FEATURE_HOOKS = [
     ('RECORDS_URL', 'kale.workflow.run.WorkflowHooks'),
     ('METRICS_PORT', 'kale.contrib.metrics.PrometheusHooks'),
     ('TRACING', 'kale.contrib.tracing.TracingHooks'),
+    ('AUTO_CREATE_TOPICS', 'kale.topics.hooks.TopicHooks'),
 ]
 
 

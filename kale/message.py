@@ -7,6 +7,7 @@ class it names.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import time
 import types
 from typing import Any, Mapping, NoReturn
@@ -23,6 +24,10 @@ NUMBER_ATTRIBUTES = (ATTR_RETRY_NUM, ATTR_FAILURE_NUM)
 #: Set on dead-letter copies: why the message could not be handled, and where it came from.
 ATTR_DEAD_LETTER_REASON = 'kale_dead_letter_reason'
 ATTR_SOURCE_QUEUE = 'kale_source_queue'
+#: Set on a dead run: the id of the task whose dead letter it handles.
+ATTR_DEAD_OF = 'kale_dead_of'
+#: Longest final error a dead run carries (characters; the rest is cut).
+MAX_DEAD_ERROR_CHARS = 1024
 
 
 #: No envelope fields (a legacy body carries them in its payload).
@@ -58,6 +63,11 @@ class Message:
     #: added by a publish hook). Travels in the signed envelope, so the worker
     #: can trust it; retry, release and dead-letter copies keep it.
     context: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    #: A dead run (see :meth:`dead_run`): the id of the task that failed for
+    #: good, and its final error, one line. '' for any other message. Both
+    #: travel in the signed envelope; retry and dead-letter copies keep them.
+    dead_of: str = ''
+    dead_error: str = ''
 
     @property
     def attempt(self) -> int:
@@ -67,14 +77,33 @@ class Message:
 
     def attributes(self) -> dict[str, Any]:
         """SQS message attributes, so operators see these without decoding."""
-        return {ATTR_TASK_ID: self.task_id, ATTR_TASK_NAME: self.task_name,
-                ATTR_RETRY_NUM: self.retry_num, ATTR_FAILURE_NUM: self.failure_num}
+        attributes: dict[str, Any] = {
+            ATTR_TASK_ID: self.task_id, ATTR_TASK_NAME: self.task_name,
+            ATTR_RETRY_NUM: self.retry_num, ATTR_FAILURE_NUM: self.failure_num}
+        if self.dead_of:
+            attributes[ATTR_DEAD_OF] = self.dead_of
+        return attributes
 
     def next_attempt(self) -> 'Message':
         """The copy to publish for a retry after a failure (counts incremented)."""
         return dataclasses.replace(self, retry_num=self.retry_num + 1,
                                    failure_num=self.failure_num + 1,
                                    sent_at=time.time(), publisher=publisher_identity())
+
+    def dead_run(self, error: str) -> 'Message':
+        """The dead run of this task, which failed for good with ``error``:
+        a new task with the same arguments, app_data and context, its counts
+        at zero, linked to this one (``dead_of``). Its id is derived from this
+        task's id and publish time: when this message is delivered again
+        (its worker died before deleting it) and fails again, it makes the
+        same dead run, which runs once."""
+        now = time.time()
+        seed = '%s@%r' % (self.task_id, self.published_at)
+        line = ' '.join(error.split())[:MAX_DEAD_ERROR_CHARS]
+        return dataclasses.replace(
+            self, task_id=hashlib.sha256(b'kale-dead-run:' + seed.encode()).hexdigest()[:32],
+            retry_num=0, failure_num=0, unsettled=0, sent_at=now, published_at=now,
+            publisher=publisher_identity(), dead_of=self.task_id, dead_error=line)
 
     def to_payload(self) -> dict[str, Any]:
         """The serialized part (the envelope carries the task id and path again,
@@ -87,8 +116,9 @@ class Message:
     @classmethod
     def from_payload(cls, payload: Any, envelope: Mapping[str, Any] = _NO_FIELDS) -> 'Message':
         """Build from a deserialized payload and the fields its envelope carries
-        (``published_at``, ``unsettled`` and ``context``, and the counts, which win
-        over the payload's); ValueError says what is wrong."""
+        (``published_at``, ``unsettled``, ``context``, ``dead_of`` and
+        ``dead_error``, and the counts, which win over the payload's);
+        ValueError says what is wrong."""
         if type(payload) is not dict:
             raise ValueError('payload is a %s, not a mapping' % type(payload).__name__)
         get = payload.get
@@ -109,7 +139,7 @@ class Message:
                   'kwargs': kwargs, 'app_data': get('app_data'), 'retry_num': retry_num,
                   'failure_num': failure_num, 'sent_at': float(sent_at),
                   'publisher': publisher, 'unsettled': unsettled, 'published_at': 0.0,
-                  'context': {}}
+                  'context': {}, 'dead_of': '', 'dead_error': ''}
         fields.update(envelope)
         return speed.build(cls, fields)      # every field set and checked (see kale.speed)
 

@@ -43,6 +43,9 @@ INTEGER_FIELDS: dict[str, tuple[int, Optional[int]]] = {
 
 #: The ``prefetch`` value that lets workers choose how many messages to receive.
 AUTO_PREFETCH = 'auto'
+#: The dead-run queue of a queue is its dead-letter queue's name with this
+#: suffix (before QUEUE_PREFIX and ``.fifo``): ``dlq-default-runs``.
+DEAD_RUN_SUFFIX = '-runs'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +70,19 @@ class TaskQueue:
     def __post_init__(self) -> None:
         if not self.dead_letter_queue:
             object.__setattr__(self, 'dead_letter_queue', 'dlq-' + self.name)
+
+    @property
+    def dead_run_queue(self) -> str:
+        """The name (before QUEUE_PREFIX) of the queue its tasks' dead runs go to."""
+        return self.dead_letter_queue + DEAD_RUN_SUFFIX
+
+
+def dead_run_side(queue: TaskQueue) -> TaskQueue:
+    """The queue a ``kale worker --dead-letters`` serves for ``queue``: its
+    dead-run queue, with the same fields (priority, batch size, visibility
+    timeout...) and the same dead-letter queue."""
+    return dataclasses.replace(queue, name=queue.dead_run_queue,
+                               dead_letter_queue=queue.dead_letter_queue)
 
 
 class QueueConfig(Mapping[str, TaskQueue]):
@@ -200,7 +216,7 @@ def parse_queue_config(path: str, data: Any, queue_class: type = TaskQueue) -> Q
             queue = queue_class(**values)
         except (TypeError, ValueError) as exc:
             raise QueueConfigError('%s: queue %r: %s' % (path, key, exc)) from exc
-        for sqs_name in (queue.name, queue.dead_letter_queue):
+        for sqs_name in (queue.name, queue.dead_letter_queue, queue.dead_run_queue):
             if sqs_name in owners:
                 raise QueueConfigError('%s: queue %r: name %r is already used by queue %r'
                                        % (path, key, sqs_name, owners[sqs_name]))

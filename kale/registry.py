@@ -9,14 +9,25 @@ answers, so a worker imports each task once.
 from __future__ import annotations
 
 import importlib
+import logging
 import threading
 from typing import Any, Mapping, Optional, Sequence
 
 from kale.conf import settings
 from kale.config import Config
-from kale.exceptions import DecodeError
+from kale.exceptions import DecodeError, KaleError
 from kale.executors.catalog import PREFIX as EXECUTOR_PREFIX
 from kale.task import Task
+from kale.topics.names import signed_for, topic_of
+from kale.topics.subscribers import Subscriptions, get_subscriptions
+
+logger = logging.getLogger(__name__)
+
+#: Modules of the tasks Kale itself publishes (webhook deliveries and their
+#: fan-out), allowed whatever TASK_MODULES says.
+BUILTIN_TASK_MODULES = ('kale.webhooks',)
+#: The webhooks' fan-out, a feature loaded by path when webhooks are on.
+WEBHOOK_FANOUT = 'kale.webhooks.fanout'
 
 #: Resolved classes kept before the cache starts again (a bound on memory,
 #: since task names come from the wire).
@@ -28,10 +39,12 @@ class Registry:
     and TASK_MODULES, resolved once each."""
 
     def __init__(self, config: Config):
+        self.config = config
         self.mapper: Mapping[str, str] = config.TASK_MAPPER or {}
         self.modules: Sequence[str] = config.TASK_MODULES or ()
         self._lock = threading.Lock()
         self._resolved: dict[str, type[Task]] = {}
+        self._topics: Optional[tuple[Optional[Subscriptions]]] = None
 
     def resolve(self, task_name: str) -> type[Task]:
         """The Task class a message names, after TASK_MAPPER; DecodeError
@@ -45,12 +58,63 @@ class Registry:
                 self._resolved[task_name] = found
         return found
 
+    def topics_of(self, queue: str) -> frozenset[str]:
+        """The topics (their signed names) the queue called ``queue`` in the
+        queue config subscribes to: through TASK_MODULES' subscribers, and on
+        ``WEBHOOK_QUEUE`` every topic with active webhooks. Empty when the
+        subscribers cannot be found (said in the log: the queue then accepts
+        no event of theirs)."""
+        subscriptions = self._subscriptions()
+        signed = subscriptions.signed_names(queue) if subscriptions is not None else frozenset()
+        webhooks = self._webhook_topics(queue)
+        return signed | {signed_for(self.config, topic) for topic in webhooks} if webhooks \
+            else signed
+
+    def subscriber(self, task_name: str, queue: str) -> type[Task]:
+        """The task class that runs ``queue``'s copy of an event of the topic
+        ``task_name`` (``topic:NAME``) names: the subscriber of TASK_MODULES on
+        that queue, else on ``WEBHOOK_QUEUE`` the webhooks' fan-out;
+        DecodeError (``unknown_task``) when none does."""
+        topic = topic_of(task_name)
+        subscriptions = self._subscriptions()
+        found = subscriptions.subscriber(topic, queue) if subscriptions is not None else None
+        if found is not None:
+            return found.task_class
+        if topic in self._webhook_topics(queue):
+            fanout: type[Task] = importlib.import_module(WEBHOOK_FANOUT).WebhookFanout
+            return fanout
+        raise DecodeError(DecodeError.UNKNOWN_TASK, 'no task of TASK_MODULES subscribes to '
+                          '%s on queue %r' % (task_name, queue))
+
+    def _webhook_topics(self, queue: str) -> frozenset[str]:
+        """The topics with active webhooks when ``queue`` is WEBHOOK_QUEUE and
+        records are on (the webhooks live there); loaded by path, as a feature."""
+        if not self.config.RECORDS_URL or queue != self.config.WEBHOOK_QUEUE:
+            return frozenset()
+        try:
+            topics: frozenset[str] = importlib.import_module(WEBHOOK_FANOUT).webhook_topics(
+                self.config.RECORDS_URL)
+        except KaleError as exc:
+            logger.error('the topics with webhooks cannot be read: %s', exc)
+            return frozenset()
+        return topics
+
+    def _subscriptions(self) -> Optional[Subscriptions]:
+        if self._topics is None:
+            try:
+                self._topics = (get_subscriptions(self.config),)
+            except KaleError as exc:
+                logger.error('topic subscribers cannot be found, no queue accepts events: %s',
+                             exc)
+                self._topics = (None,)
+        return self._topics[0]
+
     def _resolve(self, task_name: str) -> type[Task]:
         target = self.mapper.get(task_name, task_name)
         if target.startswith(EXECUTOR_PREFIX):     # a program of the executor directory
             from kale.executors.task import executor_task
             return executor_task(target[len(EXECUTOR_PREFIX):], checked=False)
-        if not allowed(target, self.modules):
+        if not (allowed(target, self.modules) or allowed(target, BUILTIN_TASK_MODULES)):
             raise DecodeError(DecodeError.UNKNOWN_TASK, 'task %r is outside TASK_MODULES; its '
                               'module was not imported' % (target,))
         found, problem = import_path(target)

@@ -8,6 +8,11 @@ settings (:meth:`kale.task.Task.retry_policy`); the task's
 ``retry_delay_sec``, ``is_retriable`` and ``permanent_failure_reason``
 classmethods delegate to it, and a task that overrides one of them keeps its
 own answer.
+
+A failure may ask for its own delay: an exception with a ``retry_after_sec``
+attribute (a number of seconds, e.g. an HTTP answer's ``Retry-After``) is
+retried after that long, within SQS's 0..900, instead of the exponential
+delay (:func:`requested_delay_sec`).
 """
 from __future__ import annotations
 
@@ -26,6 +31,15 @@ if TYPE_CHECKING:
 PERMANENT_FAILURE_NON_RETRIABLE = 'non_retriable'
 PERMANENT_FAILURE_NO_RETRIES = 'no_retries'
 PERMANENT_FAILURE_RETRIES_EXHAUSTED = 'retries_exhausted'
+
+
+def requested_delay_sec(exc: Optional[BaseException]) -> Optional[float]:
+    """The delay ``exc`` asks for: its ``retry_after_sec`` attribute when that
+    is a number of seconds (not a bool, not NaN), else None."""
+    asked = getattr(exc, 'retry_after_sec', None) if exc is not None else None
+    if isinstance(asked, bool) or not isinstance(asked, (int, float)) or asked != asked:
+        return None
+    return float(asked)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,8 +82,14 @@ class RetryPolicy:
         return None
 
     def delay_sec(self, retry_num: int,
-                  uniform: Callable[[float, float], float] = random.uniform) -> int:
-        """Whole seconds before retry number ``retry_num + 1`` runs, within SQS's 0..900."""
+                  uniform: Callable[[float, float], float] = random.uniform,
+                  exc: Optional[BaseException] = None) -> int:
+        """Whole seconds before retry number ``retry_num + 1`` runs, within
+        SQS's 0..900: what ``exc`` asks for (:func:`requested_delay_sec`), or
+        the exponential delay."""
+        asked = requested_delay_sec(exc)
+        if asked is not None:
+            return int(math.ceil(min(max(asked, 0), MAX_DELAY_SEC)))
         delay = min(self.delay_multiple_sec * 2 ** min(retry_num, 30), self.max_delay_sec)
         if self.jitter:
             delay *= uniform(1 - self.jitter, 1 + self.jitter)

@@ -42,8 +42,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# Reasons a task fails permanently (the dead-letter copy carries one).
-
 
 #: Hooks of the original Kale and their names here. A task that still
 #: defines an old name would silently never be called, so it is refused.
@@ -64,7 +62,7 @@ RENAMED_HOOKS = {
 
 #: The task's methods a worker calls. Any of them may be a coroutine
 #: function (``async def``): the task then runs on the worker's event loop.
-TASK_METHODS = ('run_task', 'should_run_task', 'before_run', 'after_success',
+TASK_METHODS = ('run_task', 'run_dead_task', 'should_run_task', 'before_run', 'after_success',
                 'after_failure', 'on_target_runtime_exceeded', 'on_permanent_failure')
 
 
@@ -117,6 +115,9 @@ class Task:
     #: Whether ``run_task`` or a hook is a coroutine function (set for each
     #: subclass): such a task runs on the worker's event loop (see :meth:`arun`).
     is_coroutine: bool = False
+    #: Whether the class overrides ``run_dead_task`` (set for each subclass):
+    #: such a task's permanent failures become dead runs (see :meth:`run_dead_task`).
+    handles_dead_letters: bool = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -134,6 +135,7 @@ class Task:
                     % (cls.task_path(), name))
         cls.is_coroutine = any(inspect.iscoroutinefunction(getattr(cls, name))
                                for name in TASK_METHODS)
+        cls.handles_dead_letters = _check_dead_task(cls)
 
     def __init__(self, message: Optional[Message] = None):
         self.message = message
@@ -287,8 +289,12 @@ class Task:
             return SKIPPED
         if cls.before_run is not _BEFORE_RUN:
             self.before_run(*args, **kwargs)
+        message = self.message
         try:
-            result = self.run_task(*args, **kwargs)
+            if message is not None and message.dead_of:
+                result = self.run_dead_task(message.dead_error, *args, **kwargs)
+            else:
+                result = self.run_task(*args, **kwargs)
         except Exception as exc:
             self.after_failure(exc)
             raise
@@ -307,8 +313,12 @@ class Task:
             return SKIPPED
         if cls.before_run is not _BEFORE_RUN:
             await _call(self.before_run, *args, **kwargs)
+        message = self.message
         try:
-            result = await _call(self.run_task, *args, **kwargs)
+            if message is not None and message.dead_of:
+                result = await _call(self.run_dead_task, message.dead_error, *args, **kwargs)
+            else:
+                result = await _call(self.run_task, *args, **kwargs)
         except BaseException as exc:
             failure = failure_of(exc)
             if not isinstance(failure, Exception):
@@ -324,6 +334,16 @@ class Task:
     def run_task(self, *args: Any, **kwargs: Any) -> Any:
         """The work itself; subclasses implement it (with def or async def)."""
         raise NotImplementedError('%s must implement run_task' % self.task_path())
+
+    def run_dead_task(self, error: str, *args: Any, **kwargs: Any) -> Any:
+        """The dead-letter handler, if a subclass defines it (def or async def):
+        each run of this task that fails for good then gets a dead run, a new
+        task with the same arguments calling this with the final error, one
+        line (``retries_exhausted: ValueError: refused``), run by ``kale worker
+        --dead-letters``; ``self.message.dead_of`` is the failed task's id."""
+        raise NonRetriableTaskError('task %s defines no run_dead_task, so it has no dead runs: '
+                                    'this one came from a version of the class that did'
+                                    % self.task_path())
 
     # --- hooks: override any of these; the defaults do nothing -----------------------
 
@@ -355,6 +375,20 @@ async def _call(method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     if inspect.isawaitable(value):
         return await value
     return value
+
+
+def _check_dead_task(cls: type[Task]) -> bool:
+    """Whether ``cls`` overrides ``run_dead_task`` (TaskDefinitionError if it cannot take the error)."""
+    method = cls.run_dead_task
+    if method is Task.run_dead_task:
+        return False
+    try:
+        inspect.signature(method).bind_partial(None, 'error')
+    except (TypeError, ValueError):
+        raise TaskDefinitionError('task %s: run_dead_task must be a method that takes the error, '
+                                  'def run_dead_task(self, error, *args, **kwargs), got %r'
+                                  % (cls.task_path(), method)) from None
+    return True
 
 
 _SHOULD_RUN = Task.should_run_task

@@ -24,3 +24,6 @@ WORKER_STUCK_GRACE_SEC = float(os.environ.get('KALE_TEST_STUCK_GRACE', '10'))
 # In-process workers share the test process, which grows past any worker's
 # limit over a whole run; the memory limit's tests set it themselves.
 DIE_ON_RESIDENT_SET_SIZE_MB = 0
+# The topic tests name their subscribers' module and let Kale set topics up.
+TASK_MODULES = tuple(m for m in os.environ.get('KALE_TEST_TASK_MODULES', '').split(',') if m)
+AUTO_CREATE_TOPICS = os.environ.get('KALE_TEST_AUTO_CREATE_TOPICS', '') == '1'

@@ -16,7 +16,18 @@ import sys
 from typing import Optional, Sequence
 
 from kale import logs
-from kale.cli import admin, outbox, sqs_local, submit, tasks, web, worker, workflows
+from kale.cli import (
+    admin,
+    outbox,
+    sqs_local,
+    submit,
+    tasks,
+    topics,
+    web,
+    webhooks,
+    worker,
+    workflows,
+)
 from kale.conf import ENVIRONMENT_VARIABLE, settings
 from kale.exceptions import ImproperlyConfigured, KaleError
 from kale.version import __version__
@@ -25,7 +36,8 @@ EXIT_ERROR = 1
 EXIT_INTERRUPTED = 130
 
 #: The modules whose commands ``kale`` offers, in the order ``--help`` lists them.
-COMMAND_MODULES = [worker, admin, tasks, workflows, submit, outbox, web, sqs_local]
+COMMAND_MODULES = [worker, admin, tasks, workflows, submit, outbox, topics, webhooks, web,
+                   sqs_local]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -34,7 +34,8 @@ def run_worker(args: argparse.Namespace) -> int:
         from kale.executors.task import catalog
         catalog()
     worker = Worker(queue_names=args.queues, burst=args.burst, pool=pool,
-                    max_in_flight=args.max_in_flight)   # validates the configuration
+                    max_in_flight=args.max_in_flight,
+                    dead_letters=args.dead_letters)     # validates the configuration
     if args.concurrency is None:
         return worker.run()
     from kale.worker.supervisor import Supervisor, worker_command
@@ -57,6 +58,9 @@ def add_commands(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]'
                         help='run executor tasks: a task whose method is NAME runs the program '
                              'DIR/NAME, arguments as a JSON list on its standard input, result '
                              'as JSON on its standard output (default: the EXECUTOR_DIR setting)')
+    parser.add_argument('--dead-letters', action='store_true',
+                        help="serve the dead-run queues of the queues instead: run the dead "
+                             'runs (run_dead_task) of their tasks that failed for good')
     parser.add_argument('--burst', action='store_true',
                         help='exit once every served queue has nothing visible, in flight or delayed')
     parser.add_argument('--concurrency', type=positive_int, metavar='N',

@@ -27,6 +27,7 @@ from urllib.parse import parse_qsl, urlencode
 from kale import speed
 from kale.exceptions import DecodeError, MessageTooLargeError
 from kale.message import (
+    ATTR_DEAD_OF,
     ATTR_FAILURE_NUM,
     ATTR_RETRY_NUM,
     ATTR_TASK_ID,
@@ -54,6 +55,11 @@ PAYLOAD_KEY = 'o'      # the object's key, under kale-payloads/
 PAYLOAD_SIZE = 'l'     # the object's length in bytes
 PAYLOAD_SHA256 = 'h'   # the object's SHA-256, in hex
 CONTEXT = 'x'          # the message's context (a trace context), form-encoded
+DEAD_OF = 'a'          # a dead run: the id of the task whose dead letter it handles
+DEAD_ERROR = 'w'       # a dead run: that task's final error, one line
+# A subscriber's copy of a topic event (kale.topics): the event's task id and
+# name, as its payload has them, while the task id and name headers are the copy's.
+EVENT = 'E'
 
 
 def render_context(context: Mapping[str, str]) -> str:
@@ -94,6 +100,9 @@ class Frame:
     legacy: bool = False
     #: On the way in: whether the envelope steps check the publish time.
     check_age: bool = True
+    #: On the way in: the topics (their signed names) the receiving queue
+    #: subscribes to; a body signed for one of them is accepted there.
+    topics: frozenset[str] = frozenset()
 
     def clone(self) -> 'Frame':
         """A clone whose headers can change without touching this frame's (a
@@ -101,6 +110,16 @@ class Frame:
         times more on the worker's path)."""
         twin = speed.build(Frame, self.__dict__)
         twin.headers = dict(self.headers)
+        return twin
+
+    def for_subscriber(self, task_id: str, task_name: str) -> 'Frame':
+        """A verified topic event's envelope as ``task_name``'s copy of it,
+        under ``task_id``: copies resealed from it keep being that copy."""
+        twin = self.clone()
+        if EVENT not in twin.headers:
+            twin.headers[EVENT] = '%s %s' % (self.task_id, self.task_name)
+        twin.headers[TASK_ID], twin.headers[TASK_NAME] = task_id, task_name
+        twin.label = 'task %s (%s)' % (task_name, task_id)
         return twin
 
     @property
@@ -121,6 +140,11 @@ class Frame:
         return int(self.headers.get(UNSETTLED, 0) or 0)
 
     @property
+    def dead_of(self) -> str:
+        """For a dead run, the id of the task whose dead letter it handles; else ''."""
+        return self.headers.get(DEAD_OF, '')
+
+    @property
     def offloaded(self) -> bool:
         """Whether the payload is kept in S3 and the envelope points at it."""
         return PAYLOAD_KEY in self.headers
@@ -130,9 +154,13 @@ class Frame:
         publishing set them (a worker does not receive them: they are unsigned)."""
         if self.legacy:
             return {}
-        return {ATTR_TASK_ID: self.task_id, ATTR_TASK_NAME: self.task_name,
-                ATTR_RETRY_NUM: int(self.headers.get(RETRY_NUM, 0) or 0),
-                ATTR_FAILURE_NUM: int(self.headers.get(FAILURE_NUM, 0) or 0)}
+        attributes: dict[str, AttributeValue] = {
+            ATTR_TASK_ID: self.task_id, ATTR_TASK_NAME: self.task_name,
+            ATTR_RETRY_NUM: int(self.headers.get(RETRY_NUM, 0) or 0),
+            ATTR_FAILURE_NUM: int(self.headers.get(FAILURE_NUM, 0) or 0)}
+        if self.dead_of:
+            attributes[ATTR_DEAD_OF] = self.dead_of
+        return attributes
 
 
 class Step(Protocol):
@@ -184,6 +212,9 @@ class Codec:
             FAILURE_NUM: str(message.failure_num)})
         if message.context:
             frame.headers[CONTEXT] = render_context(message.context)
+        if message.dead_of:
+            frame.headers[DEAD_OF] = message.dead_of
+            frame.headers[DEAD_ERROR] = message.dead_error
         for step in self.steps:
             step.encode(frame)
         return frame
@@ -254,12 +285,14 @@ class Codec:
 
     # --- in -----------------------------------------------------------------------
 
-    def open(self, body: str, queue: str, check_age: bool = True) -> Frame:
-        """Verify a body received on ``queue`` (its full SQS name): the envelope
-        steps only. DecodeError (with the body) for a body that is refused.
-        Tools that read dead letters of any queue pass ``queue=''`` (no queue
+    def open(self, body: str, queue: str, check_age: bool = True,
+             topics: frozenset[str] = frozenset()) -> Frame:
+        """Verify a body received on ``queue`` (its full SQS name), which
+        subscribes to ``topics`` (their signed names): the envelope steps
+        only. DecodeError (with the body) for a body that is refused. Tools
+        that read dead letters of any queue pass ``queue=''`` (no queue
         check) and ``check_age=False``; a worker never does."""
-        frame = Frame(body=body, queue=queue, check_age=check_age)
+        frame = Frame(body=body, queue=queue, check_age=check_age, topics=topics)
         try:
             for step in reversed(self.envelope_steps):
                 step.decode(frame)
@@ -286,10 +319,15 @@ class Codec:
             except ValueError as exc:
                 raise DecodeError(DecodeError.CORRUPT, str(exc)) from exc
             headers = frame.headers
-            if message.task_id != headers.get(TASK_ID, '') \
-                    or message.task_name != headers.get(TASK_NAME, ''):
+            event = headers.get(EVENT)
+            named = tuple(event.split(' ', 1)) if event else (
+                headers.get(TASK_ID, ''), headers.get(TASK_NAME, ''))
+            if (message.task_id, message.task_name) != named:
                 raise DecodeError(DecodeError.CORRUPT, 'payload names another task than the '
                                                        'envelope')
+            if event:                   # a subscriber's copy of an event
+                message = dataclasses.replace(message, task_id=headers[TASK_ID],
+                                              task_name=headers[TASK_NAME])
             return message
         except DecodeError as exc:
             exc.body = frame.body
@@ -302,13 +340,17 @@ class Codec:
 
 def envelope_fields(headers: Mapping[str, str]) -> dict[str, Any]:
     """The Message fields a verified envelope carries: publish time, unsettled
-    deliveries, context, and the retry and failure counts (a body signed
-    without counts leaves the payload's). ValueError for a count that is not one."""
+    deliveries, context, a dead run's link and error, and the retry and
+    failure counts (a body signed without counts leaves the payload's).
+    ValueError for a count that is not one."""
     context = headers.get(CONTEXT)
     fields: dict[str, Any] = {
         'published_at': float(headers.get(PUBLISHED_AT, 0) or 0),
         'unsettled': int(headers.get(UNSETTLED, 0) or 0),
         'context': parse_context(context) if context else {}}
+    dead_of = headers.get(DEAD_OF)
+    if dead_of:
+        fields['dead_of'], fields['dead_error'] = dead_of, headers.get(DEAD_ERROR, '')
     for field, header in _COUNT_HEADERS:
         value = headers.get(header)
         if value is not None:

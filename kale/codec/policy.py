@@ -8,7 +8,8 @@ queue):
   a message at most 14 days and delays it at most 15 minutes, so no honest
   delivery is older; a captured body replayed later is.
 - ``wrong_queue``: a body received on another queue than the one it was
-  signed for (a task for one queue replayed into another).
+  signed for (a task for one queue replayed into another), or an event of a
+  topic the receiving queue does not subscribe to.
 - ``serializer_not_accepted``: a body whose serializer is not in
   ``ACCEPT_SERIALIZERS``, so a worker set to JSON never unpickles.
 
@@ -59,6 +60,7 @@ class PolicyStep:
         if frame.check_age and age > self.max_age_sec:
             raise DecodeError(DecodeError.EXPIRED, 'published %.0f s ago, over MESSAGE_MAX_AGE_SEC '
                               'of %g s' % (age, self.max_age_sec))
-        if frame.queue and signed_for != frame.queue:
-            raise DecodeError(DecodeError.WRONG_QUEUE, 'signed for queue %r, received on %r'
-                              % (signed_for, frame.queue))
+        if frame.queue and signed_for != frame.queue and signed_for not in frame.topics:
+            raise DecodeError(DecodeError.WRONG_QUEUE, 'signed for %s %r, received on %r'
+                              % ('topic' if signed_for.startswith('topic:') else 'queue',
+                                 signed_for, frame.queue))

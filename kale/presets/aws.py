@@ -34,3 +34,7 @@ MESSAGE_SIGNING_OLD_KEYS = tuple(
 MESSAGE_ENCRYPTION_KEY = os.environ.get('KALE_ENCRYPTION_KEY', '')
 MESSAGE_ENCRYPTION_OLD_KEYS = tuple(
     key for key in os.environ.get('KALE_ENCRYPTION_OLD_KEYS', '').split(',') if key)
+
+# Topics: set up at deploy time with `kale topics sync` (the IAM roles of
+# workers and publishers need not create them).
+AUTO_CREATE_TOPICS = False

@@ -22,3 +22,6 @@ QUEUE_CONFIG = default_queue_config()
 
 # A development key, known to everyone who has Kale.
 MESSAGE_SIGNING_KEY = 'kale-development-key-not-for-production'
+
+# Topics: created on first use (`kale topics sync` at deploy time otherwise)
+AUTO_CREATE_TOPICS = True

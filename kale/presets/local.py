@@ -33,3 +33,6 @@ RETRY_DELAY_MULTIPLE_SEC = 2
 # worker processes on this machine share it); `kale web` shows them.
 # KALE_RECORDS_URL points them elsewhere; set it to '' to turn them off.
 RECORDS_URL = os.environ.get('KALE_RECORDS_URL', 'sqlite:///kale-records.db')
+
+# Topics: created on first use (`kale topics sync` at deploy time otherwise)
+AUTO_CREATE_TOPICS = True

@@ -179,6 +179,10 @@ def retry_reporting(task_id: str, url: Optional[str] = None) -> tuple[str, bool]
     if record.status not in (FAILED, CANCELLED):
         raise RecordConflictError('task %s cannot be retried: it is %s, not failed'
                                   % (task_id, record.status))
+    if record.dead_of:
+        raise RecordConflictError('task %s cannot be retried: it is the dead run of task %s '
+                                  '(kale dlq redrive moves it back to run its handler again)'
+                                  % (task_id, record.dead_of))
     if not record.inputs or not record.inputs.get('exact'):
         raise RecordConflictError('task %s cannot be retried: its arguments were not stored '
                                   'whole (record_args = False, or too large)' % task_id)

@@ -38,8 +38,10 @@ from kale.records.schema import CANCELLED, FINAL, KEPT_COLUMNS, SUCCEEDED, tasks
 #: before 3.32; later versions allow more).
 SQLITE_MAX_VARIABLES = 999
 
-#: Columns a publisher fills in and a worker never changes.
-PUBLISHED_COLUMNS = ('task', 'queue', 'labels', 'inputs', 'published_at', 'message_id')
+#: Columns a publisher fills in and a worker never changes (a dead run's
+#: ``dead_of`` is published by the worker that sent it).
+PUBLISHED_COLUMNS = ('task', 'queue', 'labels', 'inputs', 'published_at', 'message_id',
+                     'dead_of')
 
 #: The names of the write statements.
 WRITES = ('published', 'event')

@@ -87,6 +87,24 @@ def publication_rows(publication: 'Publication', limit: int, now: float) -> list
     return rows
 
 
+def dead_run_rows(queue: 'TaskQueue', dead_lettered: Sequence['Settlement'],
+                  limit: int) -> list[Row]:
+    """The ``queued`` records of the dead runs sent for tasks that failed for
+    good, each linked to its task (``dead_of``), on the queue's dead-run queue."""
+    rows = []
+    for s in dead_lettered:
+        dead_run = s.dead_run
+        assert dead_run is not None
+        keep_inputs = getattr(s.task, 'record_args', True)
+        rows.append({
+            'id': dead_run.task_id, 'task': dead_run.task_name,
+            'queue': queue.dead_run_queue, 'status': QUEUED, 'attempts': 0, 'labels': None,
+            'inputs': render_inputs(dead_run.args, dead_run.kwargs, limit) if keep_inputs
+            else None, 'published_at': dead_run.sent_at, 'next_attempt_at': None,
+            'message_id': None, 'dead_of': dead_run.dead_of, 'updated_at': dead_run.sent_at})
+    return rows
+
+
 def mark_deduplicated(recorder: Recorder, rows: list[dict[str, Any]], now: float) -> None:
     """FIFO: SQS answers a publish it deduplicated with the message id of the
     task it kept. Such a row is recorded ``deduplicated``, pointing at that
@@ -188,7 +206,7 @@ class RecordsHooks(PublishHooks, WorkerHooks):
         recorder.writer.running(received.receipt_handle, LaterRow(
             message.task_id, now, self._running_row,
             (message.task_id, message.task_name, queue.name,
-             message.published_at or message.sent_at, message.attempt, now)))
+             message.published_at or message.sent_at, message.attempt, now, message.dead_of)))
 
     def on_task_finished(self, settlement: 'Settlement') -> None:
         recorder = self.recorder
@@ -199,9 +217,11 @@ class RecordsHooks(PublishHooks, WorkerHooks):
             row.dirty = True
 
     def _running_row(self, task_id: str, task_name: str, queue: str, published_at: float,
-                     attempts: int, now: float) -> Row:
+                     attempts: int, now: float, dead_of: str = '') -> Row:
         row = self._event(task_id, task_name, queue, published_at, attempts, RUNNING, now)
         row['started_at'] = now
+        if dead_of:
+            row['dead_of'] = dead_of
         return row
 
     def before_settle(self, queue: 'TaskQueue', batch: 'Batch') -> None:
@@ -239,6 +259,9 @@ class RecordsHooks(PublishHooks, WorkerHooks):
             process.dirty = True
         if later:
             recorder.writer.event(later)
+        dead_runs = [s for s in batch.settlements if s.dead_run is not None and s.settled]
+        if dead_runs:
+            recorder.writer.publish(dead_run_rows(queue, dead_runs, recorder.max_value_chars))
 
     def _outcome_rows(self, queue: 'TaskQueue', batch: 'Batch', early: bool) -> list[LaterRow]:
         """The rows of the batch's outcomes: before the settle (``early``),
@@ -270,7 +293,7 @@ class RecordsHooks(PublishHooks, WorkerHooks):
             # recorded its outcome, which must stay the newer one.
             at = started_at + s.duration_sec if started_at is not None else time.time()
             message = s.message
-            if status == SUCCEEDED and message is not None \
+            if status == SUCCEEDED and message is not None and not message.dead_of \
                     and (s.task is None or not s.task.store_result):
                 # The usual outcome is handed over as values alone: holding the
                 # settlement (its message, body and task) until the writer's
@@ -322,6 +345,9 @@ class RecordsHooks(PublishHooks, WorkerHooks):
             row.update(error_fields(s.exception, s.reason))
         if stderr is not None and status in (SCHEDULED, FAILED):
             row['stderr'] = stderr
+        dead_of = s.envelope.dead_of if s.envelope is not None else ''
+        if dead_of:             # a dead run's row, if this event is the first written
+            row['dead_of'] = dead_of
         return row
 
     def _succeeded_row(self, queue: str, task_id: str, task_name: str, attempts: int,

@@ -55,6 +55,8 @@ class TaskRecord:
     retried_as: Optional[str] = None
     #: The end of an executor program's standard error, from its last run.
     stderr: Optional[str] = None
+    #: A dead run: the task that failed for good, whose dead letter it handles.
+    dead_of: Optional[str] = None
     #: The MAC over the task and its stored arguments that a retry checks
     #: (:mod:`kale.records.sealing`); not shown by the API.
     inputs_mac: Optional[str] = dataclasses.field(default=None, repr=False)

@@ -77,6 +77,8 @@ tasks = Table(
     #: The last bytes an executor program wrote to its standard error
     #: (schema version 6).
     Column('stderr', Text),
+    #: A dead run: the task whose dead letter it handles (schema version 8).
+    Column('dead_of', String(128)),
     #: When the last event written to the row happened: an older event that
     #: arrives later (another process's writer was slower) changes nothing.
     Column('updated_at', Float, nullable=False),
@@ -168,20 +170,42 @@ unique_keys = Table(
     Column('expires_at', Float, nullable=False),
 )
 
+#: Webhooks (kale.webhooks, schema version 9): where the events of a topic are
+#: delivered. ``secret`` is the signing secret (``whsec_...``), sealed under
+#: MESSAGE_ENCRYPTION_KEY when one is set; ``mac`` authenticates the row
+#: under a key derived from MESSAGE_SIGNING_KEY (kale.webhooks.store).
+webhooks = Table(
+    'kale_webhooks', metadata,
+    Column('id', String(64), primary_key=True),
+    Column('topic', String(255), nullable=False),
+    Column('url', Text, nullable=False),
+    Column('method', String(8), nullable=False),
+    Column('headers', JSON(none_as_null=True)),
+    #: An event is delivered only when its labels include all of these.
+    Column('labels', JSON(none_as_null=True)),
+    Column('secret', Text, nullable=False),
+    Column('mac', String(160), nullable=False),
+    Column('active', Integer, nullable=False, default=1),
+    Column('created_at', Float, nullable=False),
+    Column('updated_at', Float, nullable=False),
+    Index('kale_webhooks_topic', 'topic', 'active'),
+)
+
 schema_version = Table('kale_schema', metadata, Column('version', Integer, nullable=False))
 
 
-#: Columns a worker's event never writes: set by a publish or a retry.
-KEPT_COLUMNS = ('message_id', 'duplicate_of', 'retried_as')
+#: Columns a worker's event never writes: set by a publish or a retry (a
+#: dead run's event sets ``dead_of`` only on a row it inserts).
+KEPT_COLUMNS = ('message_id', 'duplicate_of', 'retried_as', 'dead_of')
 
 #: Columns added after version 1, each with the version that added it.
-ADDED_COLUMNS = {'message_id': 2, 'duplicate_of': 2, 'retried_as': 3}
+ADDED_COLUMNS = {'message_id': 2, 'duplicate_of': 2, 'retried_as': 3, 'dead_of': 8}
 
 
 def _create_v1(conn: Connection) -> None:
     """The tables as this Kale defines them (a new store gets every column at
     once; the later migrations then find nothing to add)."""
-    for table in (tasks, workers, attempts, workflows, workflow_nodes, unique_keys):
+    for table in (tasks, workers, attempts, workflows, workflow_nodes, unique_keys, webhooks):
         table.create(conn, checkfirst=True)
 
 
@@ -226,6 +250,14 @@ def _add_unique_v7(conn: Connection) -> None:
     unique_keys.create(conn, checkfirst=True)
 
 
+def _add_dead_of_v8(conn: Connection) -> None:
+    _add_columns(conn, 8)
+
+
+def _add_webhooks_v9(conn: Connection) -> None:
+    webhooks.create(conn, checkfirst=True)
+
+
 #: (version, what it does, how): applied in order to bring a store up to date.
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, 'create kale_tasks and kale_workers', _create_v1),
@@ -235,6 +267,8 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (5, 'add kale_workflows and kale_workflow_nodes', _add_workflows_v5),
     (6, 'add kale_tasks.stderr', _add_stderr_v6),
     (7, 'add kale_unique', _add_unique_v7),
+    (8, 'add kale_tasks.dead_of', _add_dead_of_v8),
+    (9, 'add kale_webhooks', _add_webhooks_v9),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

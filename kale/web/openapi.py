@@ -45,6 +45,10 @@ _int: dict[str, Any] = {'type': 'integer'}
 _text: dict[str, Any] = {'type': 'string'}
 NAME = _param('name', 'queue name', where='path', required=True)
 WORKFLOW_ID = _param('workflow_id', 'the workflow id', where='path', required=True)
+WEBHOOK_ID = _param('webhook_id', 'the webhook id', where='path', required=True)
+#: What the webhook routes answer (header values hidden; the secret only when added).
+WEBHOOK = dict(id=_text, topic=_text, url=_text, method=_text, headers=_obj, labels=_obj,
+               active={'type': 'boolean'}, created_at=_text, updated_at=_text)
 #: What ``/api/workflows/{workflow_id}`` and its cancel answer.
 WORKFLOW = dict(id=_text, status=_text, labels=_obj, created_at=_text, finished_at=_text,
                 node_count=_int, node_states=_obj, nodes=_list,
@@ -144,6 +148,29 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              (_param('window', 'seconds back, default 3600; auto: the shortest of an hour, a '
                                'day and a week with tasks in it'),
               _param('bucket', 'seconds per point', 'number'))),
+    Endpoint('GET', '/api/webhooks', 'list_webhooks',
+             'Webhooks, oldest first, without their secrets or header values',
+             _answer('the webhooks', webhooks=_list), (_param('topic', 'only those of this topic'),)),
+    Endpoint('POST', '/api/webhooks', 'add_webhook',
+             'Add a webhook; the answer holds its secret, shown only now. Needs the bearer '
+             'token, or WEB_ALLOW_SUBMIT_WITHOUT_TOKEN',
+             {**_answer('the webhook, with its secret', **WEBHOOK, secret=_text), '403': ERROR},
+             body={'type': 'object', 'required': ['topic', 'url'], 'properties': {
+                 'topic': _text, 'url': _text, 'method': {'type': 'string',
+                                                          'enum': ['POST', 'PUT', 'GET']},
+                 'headers': {'type': 'object', 'additionalProperties': _text},
+                 'labels': {'type': 'object', 'additionalProperties': _text}}}),
+    Endpoint('DELETE', '/api/webhooks/{webhook_id}', 'remove_webhook', 'Delete a webhook',
+             {**_answer('what was deleted', deleted=_text), '404': ERROR}, (WEBHOOK_ID,)),
+    Endpoint('POST', '/api/webhooks/{webhook_id}/disable', 'disable_webhook',
+             'Stop delivering to a webhook (its queued deliveries are skipped)',
+             {**_answer('the webhook', **WEBHOOK), '404': ERROR}, (WEBHOOK_ID,)),
+    Endpoint('POST', '/api/webhooks/{webhook_id}/enable', 'enable_webhook',
+             'Deliver to a disabled webhook again',
+             {**_answer('the webhook', **WEBHOOK), '404': ERROR}, (WEBHOOK_ID,)),
+    Endpoint('POST', '/api/webhooks/{webhook_id}/test', 'test_webhook',
+             'Publish one delivery of {"test": true} to the webhook; its task id',
+             {**_answer('the delivery task', task_id=_text), '404': ERROR}, (WEBHOOK_ID,)),
 )
 
 

@@ -330,3 +330,51 @@ class Api:
     def workers(self, request: Request) -> dict[str, Any]:
         state = request.query_params.get('state') or None
         return {'workers': [w.as_json() for w in self.queries.workers(state)]}
+
+    # --- webhooks -------------------------------------------------------------------------
+
+    def list_webhooks(self, request: Request) -> dict[str, Any]:
+        from kale.webhooks import store
+        found = store.list_webhooks(request.query_params.get('topic') or None, self.records_url)
+        return {'webhooks': [hook.as_json() for hook in found]}
+
+    def add_webhook(self, request: Request, body: bytes) -> dict[str, Any]:
+        """Add a webhook (it sends events to a URL of the caller's choice: only
+        with a bearer token set, or WEB_ALLOW_SUBMIT_WITHOUT_TOKEN); the answer
+        holds its secret, once."""
+        if not self.submit_allowed:
+            raise NotAllowedError('adding a webhook needs a bearer token: start kale web with '
+                                  'WEB_TOKEN (or KALE_WEB_TOKEN) set, or set '
+                                  'WEB_ALLOW_SUBMIT_WITHOUT_TOKEN = True for local use')
+        from kale.webhooks import store
+        try:
+            fields = json.loads(body)
+        except ValueError:
+            fields = None
+        if not isinstance(fields, dict) or not {'topic', 'url'} <= set(fields) or set(fields) - {
+                'topic', 'url', 'method', 'headers', 'labels'}:
+            raise BadFilterError('a webhook is a JSON object with topic and url, and optionally '
+                                 'method, headers and labels')
+        from kale.webhooks.fanout import subscription_of
+        hook = store.add(fields['topic'], fields['url'], fields.get('method') or 'POST',
+                         fields.get('headers'), fields.get('labels'), self.records_url)
+        return dict(hook.as_json(with_secret=True), subscribed=subscription_of(hook.topic))
+
+    def remove_webhook(self, request: Request) -> dict[str, Any]:
+        from kale.webhooks import store
+        store.remove(request.path_params['webhook_id'], self.records_url)
+        return {'deleted': request.path_params['webhook_id']}
+
+    def disable_webhook(self, request: Request) -> dict[str, Any]:
+        from kale.webhooks import store
+        return store.set_active(request.path_params['webhook_id'], False,
+                                self.records_url).as_json()
+
+    def enable_webhook(self, request: Request) -> dict[str, Any]:
+        from kale.webhooks import store
+        return store.set_active(request.path_params['webhook_id'], True,
+                                self.records_url).as_json()
+
+    def test_webhook(self, request: Request) -> dict[str, Any]:
+        from kale.webhooks.fanout import send_test
+        return {'task_id': send_test(request.path_params['webhook_id'], self.records_url)}

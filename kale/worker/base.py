@@ -31,7 +31,13 @@ from kale.worker.consumer import Consumer
 from kale.worker.heartbeat import Heartbeat
 from kale.worker.limits import EXIT_OK, EXIT_STUCK, MemoryLimit, over_limits, supervisor_pid
 from kale.worker.outage import Outage
-from kale.worker.parts import choose_queues, load_selector, load_timeout, load_worker_hooks
+from kale.worker.parts import (
+    choose_queues,
+    dead_run_queues,
+    load_selector,
+    load_timeout,
+    load_worker_hooks,
+)
 from kale.worker.report import Reporter
 from kale.worker.runner import TaskRunner
 from kale.worker.settler import Settler
@@ -58,13 +64,15 @@ class WorkerBase:
                  broker: Optional[Broker] = None, hooks: Sequence[Any] = (),
                  selector_class: Any = None, clock: Clock = SYSTEM_CLOCK,
                  app: Optional[App] = None, pool: Optional[str] = None,
-                 max_in_flight: Optional[int] = None):
+                 max_in_flight: Optional[int] = None, dead_letters: bool = False):
         self.app = app or default_app()        # its settings and parts
         config = self.config = self.app.config
         self.pool = pool or config.WORKER_POOL
         self.clock = clock
         self.broker = broker or self.app.broker
         self.queues = choose_queues(self.broker.queues, queue_names)
+        if dead_letters:            # the dead runs of those queues' tasks
+            self.queues = dead_run_queues(self.broker, self.queues)
         self.burst = burst
         self.name = 'worker %s' % process_identity()[0]
         self.selector_class = load_selector(selector_class, config)

@@ -3,7 +3,9 @@
 Settling follows one order, so that a crash at any point can duplicate a
 task but never lose one:
 
-1. send copies: fresh copies of unstarted messages, retry copies, and
+1. send copies: fresh copies of unstarted messages, retry copies, the dead
+   runs of tasks that handle their dead letters (to the queue's dead-run
+   queue; one that cannot be sent falls back to its dead-letter copy), and
    dead-letter copies;
 2. delete the originals: succeeded, skipped and cancelled ones, and those whose copy
    was sent. A message whose copy could not be sent is left alone; it
@@ -47,7 +49,7 @@ import collections
 import dataclasses
 import functools
 import logging
-from typing import Callable, Optional, Sequence, TypeVar
+from typing import Callable, Collection, Optional, Sequence, TypeVar
 
 from kale.backoff import Backoff
 from kale.broker import Broker
@@ -159,6 +161,7 @@ class Consumer:
             self._hold(batch, by_outcome[Outcome.RELEASE] + by_outcome[Outcome.RETRY], retry)
             for settlement in by_outcome[Outcome.DEAD_LETTER]:
                 settlement.copy = fifo_copy(settlement)
+            self._send_dead_runs(batch, by_outcome[Outcome.DEAD_LETTER], retry)
             self._send_copies(batch, by_outcome[Outcome.DEAD_LETTER], dead_letter=True,
                               retry=retry)
             self._delete(batch, [s for s in batch.settlements if not s.settled and (
@@ -173,6 +176,7 @@ class Consumer:
                                                batch.queue.visibility_timeout_sec, self.codec)
         self._send_copies(batch, releases + by_outcome[Outcome.RETRY],
                           dead_letter=False, retry=retry)
+        self._send_dead_runs(batch, by_outcome[Outcome.DEAD_LETTER], retry)
         self._send_copies(batch, by_outcome[Outcome.DEAD_LETTER], dead_letter=True, retry=retry)
         self._delete(batch, [s for s in batch.settlements if not s.settled and (
             s.copied or s.outcome in DELETED_UNCOPIED)], retry=retry)
@@ -296,6 +300,57 @@ class Consumer:
         for settlement in settlements:
             settlement.copied = True
 
+    def _send_dead_runs(self, batch: Batch, dead_letters: Sequence[Settlement],
+                        retry: bool = True) -> None:
+        """Send the dead runs of dead-lettered tasks that handle their dead
+        letters to the queue's dead-run queue, in place of their dead-letter
+        copies. A dead run that cannot be encoded or sent is dropped, and its
+        task's dead-letter copy is sent instead, as for any other task."""
+        pending = [s for s in dead_letters if s.dead_run is not None and not s.copied]
+        if not pending or batch.deadline - self.clock.monotonic() < COPY_MIN_SEC:
+            return          # the dead-letter copies' send says what became of them
+        sent: list[Settlement] = []
+        copies: list[OutgoingMessage] = []
+        for settlement in pending:
+            dead_run = settlement.dead_run
+            assert dead_run is not None
+            try:
+                name = self.broker.dead_run_name(batch.queue)
+                if name is None:        # no dead-letter queues: the task is dropped
+                    settlement.dead_run = None
+                    continue
+                copy = self.codec.to_outgoing(dead_run, name)
+            except KaleError as exc:
+                logger.error('task %s (%s): its dead run could not be made, so it is '
+                             'dead-lettered instead: %s', settlement.task_id,
+                             settlement.task_name, exc)
+                settlement.dead_run = None
+                continue
+            if batch.fifo:      # in the message's group; a second send of it is dropped
+                copy = dataclasses.replace(copy, group_id=settlement.received.group_id or 'kale',
+                                           dedup_id=dead_run.task_id)
+            sent.append(settlement)
+            copies.append(copy)
+        if not copies:
+            return
+        failed: Collection[int] = ()
+        try:
+            self._attempt(batch, 'dead run', lambda: self.broker.send_dead_runs(
+                batch.queue, copies), retry, COPY_MIN_SEC)
+        except SettleDeferred:
+            raise
+        except SQSError as exc:     # a refusal, or an outage until the budget's end
+            failed = exc.failed if isinstance(exc, BatchSendError) else range(len(sent))
+            logger.error('%d of %d dead runs not sent from queue %s: %s', len(failed),
+                         len(sent), batch.queue.name, exc)
+        for i, settlement in enumerate(sent):
+            if i in failed:
+                logger.error('task %s (%s): its dead run was not sent, so it is dead-lettered '
+                             'instead', settlement.task_id, settlement.task_name)
+                settlement.dead_run = None
+            else:
+                settlement.copied = True
+
     def _delete(self, batch: Batch, settlements: Sequence[Settlement], retry: bool = True) -> None:
         if not settlements:
             return
@@ -334,8 +389,10 @@ class Consumer:
         whose task is done."""
         envelope = settlement.envelope
         assert envelope is not None
-        dropped = settlement.outcome is Outcome.DEAD_LETTER \
-            and self.broker.dead_letter_name(batch.queue) is None
+        # Dropped (no dead-letter queue), or handled by a dead run, which
+        # carries a payload of its own.
+        dropped = settlement.outcome is Outcome.DEAD_LETTER and (
+            settlement.dead_run is not None or self.broker.dead_letter_name(batch.queue) is None)
         if settlement.outcome not in TASK_DONE and not dropped:
             return
         try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
+from kale.broker import Broker
 from kale.conf import import_string, resolve_callable, settings
 from kale.config import Config
 from kale.exceptions import ImproperlyConfigured
@@ -54,6 +55,14 @@ def load_worker_hooks(given: Sequence[Any], config: Optional[Config] = None
     return hooks + load_hooks(feature_hooks(config) + list(config.WORKER_HOOKS or ())
                               + list(given), WorkerHooks, 'WORKER_HOOKS')
 
+
+
+def dead_run_queues(broker: Broker, queues: Sequence[TaskQueue]) -> list[TaskQueue]:
+    """The dead-run queues of ``queues`` (what ``kale worker --dead-letters`` serves)."""
+    if not broker.dead_letters:
+        raise ImproperlyConfigured('--dead-letters: ENABLE_DEAD_LETTER_QUEUE is off, so no task '
+                                   'has dead runs to serve')
+    return [broker.dead_run_queue(queue) for queue in queues]
 
 
 def choose_queues(config: QueueConfig, names: Optional[Sequence[str]]) -> list[TaskQueue]:

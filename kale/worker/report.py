@@ -67,6 +67,11 @@ class Reporter:
         elif s.outcome is Outcome.DEAD_LETTER and not s.settled:
             logger.error('%s failed permanently in %.3fs, but its dead-letter copy was not sent; '
                          'it will run again: %s', where, s.duration_sec, s.reason, extra=extra)
+        elif s.outcome is Outcome.DEAD_LETTER and s.dead_run is not None:
+            logger.error('%s failed permanently in %.3fs, its dead run %s queued: %s', where,
+                         s.duration_sec, s.dead_run.task_id, s.reason, extra=extra)
+            self.hooks(HOOKS[s.outcome], s)
+            self._on_permanent_failure(where, s)
         elif s.outcome is Outcome.DEAD_LETTER:
             logger.error('%s failed permanently in %.3fs, dead-lettered: %s', where,
                          s.duration_sec, s.reason, extra=extra)

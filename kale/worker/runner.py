@@ -43,6 +43,7 @@ from kale.registry import Registry, get_registry
 from kale.settings_check import TASK_ISOLATION_MODES
 from kale.task import SKIPPED, Task
 from kale.timeout import AsyncLimit, BaseTimeout, Guard, SignalTimeout, TimeoutGuard, failure_of
+from kale.topics.names import TOPIC_PREFIX, copy_task_id
 from kale.transport import OutgoingMessage, ReceivedMessage
 from kale.worker.aio import TaskLoop
 from kale.worker.batch import Batch, Opened
@@ -149,14 +150,20 @@ class TaskRunner:
         """Verify the envelope (signature, replay window, queue, serializer) and
         find the task class, without decoding the payload; or a dead-letter
         settlement saying why not."""
-        codec, resolve = self.codec, self.registry.resolve
+        codec, registry = self.codec, self.registry
         envelope = None
         try:
-            envelope = codec.open(received.body, batch.sqs_name)
+            envelope = codec.open(received.body, batch.sqs_name,
+                                  topics=registry.topics_of(batch.queue.name))
             if envelope.legacy:         # its task is named in the payload only
                 message = codec.read(envelope)
-                return Opened(envelope, resolve(message.task_name), message)
-            return Opened(envelope, resolve(envelope.task_name))
+                return Opened(envelope, registry.resolve(message.task_name), message)
+            if envelope.task_name.startswith(TOPIC_PREFIX):     # this queue's copy of an event
+                task_class = registry.subscriber(envelope.task_name, batch.queue.name)
+                return Opened(envelope.for_subscriber(
+                    copy_task_id(envelope.task_id, task_class.task_path()),
+                    task_class.task_path()), task_class)
+            return Opened(envelope, registry.resolve(envelope.task_name))
         except DecodeError as exc:
             return _refused(batch, received, exc, envelope)
 
@@ -337,7 +344,10 @@ class TaskRunner:
                task_class: Any, task: Any, exc: BaseException, duration: float,
                envelope: Optional[Frame] = None) -> Settlement:
         """A retry (with its delayed copy) or, when the task may not retry, a
-        dead letter. A copy of a payload kept in S3 points at the same object."""
+        dead letter (with the dead run of a task that handles its dead
+        letters, see :meth:`kale.task.Task.run_dead_task`; a dead run's own
+        failure is a plain dead letter). A copy of a payload kept in S3
+        points at the same object."""
         try:
             permanent, delay = retry_decision(task_class, message, exc, self.config)
         except Exception as policy_error:
@@ -372,8 +382,12 @@ class TaskRunner:
                 message, exc, envelope)
             settlement.task, settlement.duration_sec = task, duration
             return settlement
-        return Settlement(received, outcome, message=message, copy=copy, reason=reason, task=task,
-                          exception=exc, duration_sec=duration, envelope=envelope)
+        settlement = Settlement(received, outcome, message=message, copy=copy, reason=reason,
+                                task=task, exception=exc, duration_sec=duration, envelope=envelope)
+        if permanent and getattr(task_class, 'handles_dead_letters', False) \
+                and not message.dead_of:       # sent in place of the copy, if it can be
+            settlement.dead_run = message.dead_run(public)
+        return settlement
 
 
 def _overrides(task_class: type[Task], name: str) -> bool:
@@ -395,7 +409,7 @@ def retry_decision(task_class: type[Task], message: Message, exc: BaseException,
         return permanent, 0
     if _overrides(task_class, 'retry_delay_sec'):
         return None, int(task_class.retry_delay_sec(message.retry_num))
-    return None, policy.delay_sec(message.retry_num)
+    return None, policy.delay_sec(message.retry_num, exc=exc)
 
 
 def _run_anywhere(task: Task, message: Message) -> Any:

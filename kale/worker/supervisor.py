@@ -145,6 +145,8 @@ def worker_command(args: Any) -> list[str]:
         command += ['--queues', ','.join(args.queues)]
     if args.burst:
         command.append('--burst')
+    if getattr(args, 'dead_letters', False):
+        command.append('--dead-letters')
     if getattr(args, 'pool', None):
         command += ['--pool', args.pool]
     if getattr(args, 'max_in_flight', None) is not None:

@@ -109,9 +109,9 @@ class WorkflowHooks(PublishHooks, WorkerHooks):
         their messages are deleted: a worker that dies first runs them
         again, and the second end changes nothing. The batch's successes go
         in one transaction."""
-        ended = [s for s in batch.settlements
+        ended = [s for s in batch.settlements   # a node's dead run is no node of its own
                  if s.message is not None and s.outcome in (Outcome.SUCCEEDED, Outcome.DEAD_LETTER)
-                 and s.message.context.get(WORKFLOW_CONTEXT)]
+                 and s.message.context.get(WORKFLOW_CONTEXT) and not s.message.dead_of]
         if ended:
             advance(ended, self._clock)
 

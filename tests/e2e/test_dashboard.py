@@ -13,7 +13,6 @@ import pytest
 
 from kale import records
 from tests import records_tasks as rt
-from tests.support.browser import find_chromium
 from tests.support.endpoint import ROOT, subprocess_env
 from tests.support.work import work
 
@@ -21,19 +20,6 @@ pytestmark = pytest.mark.slow
 
 #: Set to a path (e.g. docs/dashboard.png) to keep the test's screenshot there.
 SCREENSHOT_VARIABLE = 'KALE_DASHBOARD_SCREENSHOT'
-
-
-@pytest.fixture(scope='session')
-def browser():
-    chromium = find_chromium()
-    if chromium is None:
-        pytest.skip('no Chromium found (apt-get install chromium): the dashboard tests need one')
-    sync_api = pytest.importorskip('playwright.sync_api')
-    with sync_api.sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=chromium, headless=True,
-                                              args=['--no-sandbox', '--disable-gpu'])
-        yield launched
-        launched.close()
 
 
 @pytest.fixture
@@ -501,5 +487,45 @@ def test_the_queues_panel_shows_what_waits_in_the_outbox(browser, outbox_waiting
         page.wait_for_selector('#outbox:not([hidden])')
         assert re.fullmatch(r'outbox: 2 waiting for the relay, the oldest waiting [0-9.]+ s',
                             page.inner_text('#outbox'))
+    finally:
+        page.close()
+
+
+def test_a_webhooks_deliveries_show_each_attempts_answer_and_the_panel_disables_it(
+        browser, web, memory_broker, records_url):
+    """A delivery answered 503, then 200: the webhooks panel lists the
+    webhook, its deliveries button finds the task, whose page shows both
+    attempts (status, latency, the answer) and the result."""
+    from kale import webhooks
+    from kale.conf import settings
+    from kale.webhooks import fanout, sender
+    from tests.support.webhook_receiver import Receiver, Reply
+    receiver = Receiver()
+    receiver.answer('/hook', Reply(503, b'busy, come back'))
+    try:
+        with settings.override(WEBHOOK_ALLOWED_HOSTS=('127.0.0.1',), RETRY_DELAY_MULTIPLE_SEC=0):
+            hook = webhooks.add('orders', receiver.url())
+            [task_id] = fanout.deliver('orders', 'evt_1', {'order': 7})
+            work(memory_broker)
+    finally:
+        sender.close()
+        receiver.close()
+    page = open_dashboard(browser, web)
+    try:
+        row = '#webhooks tr[data-webhook="%s"]' % hook.id
+        page.wait_for_selector(row)
+        assert 'orders' in page.inner_text(row) and 'active' in page.inner_text(row)
+        page.click(row + ' button:has-text("deliveries")')
+        page.wait_for_function("() => document.querySelectorAll('#tasks tbody tr').length === 1")
+        page.click('#tasks tr[data-id="%s"] a.id' % task_id)
+        page.wait_for_selector('#detail:not([hidden]) table.attempts')
+        rows = [r.inner_text() for r in page.query_selector_all('#detail table.attempts tbody tr')]
+        assert [r.split('\t')[:2] for r in rows] == [['1', 'failed'], ['2', 'succeeded']]
+        assert re.search(r'WebhookDeliveryError: HTTP 503 in \d+ ms: busy, come back', rows[0])
+        assert '"status": 200' in page.inner_text('#detail-body')
+        page.click(row + ' button:has-text("disable")')
+        page.wait_for_selector('#banner:has-text("disabled")')
+        assert not webhooks.get(hook.id).active
+        assert hook.secret not in page.content()
     finally:
         page.close()

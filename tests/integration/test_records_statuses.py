@@ -116,8 +116,9 @@ def test_a_version_1_store_is_migrated_keeping_its_rows(tmp_path):
         columns = {c['name'] for c in inspect(conn).get_columns('kale_tasks')}
         version = conn.execute(text('SELECT version FROM kale_schema')).scalar()
         tables = set(inspect(conn).get_table_names())
-    assert {'message_id', 'duplicate_of', 'retried_as'} <= columns and version == SCHEMA_VERSION == 7
-    assert {'kale_attempts', 'kale_workflows', 'kale_workflow_nodes'} <= tables
+    assert {'message_id', 'duplicate_of', 'retried_as', 'dead_of'} <= columns
+    assert version == SCHEMA_VERSION
+    assert {'kale_attempts', 'kale_workflows', 'kale_workflow_nodes', 'kale_webhooks'} <= tables
 
 
 def test_a_version_3_postgresql_store_widens_worker_to_fit_a_workers_id(postgres_cluster):

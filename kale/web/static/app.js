@@ -209,6 +209,33 @@ function renderWorkers(answer) {
     : 'show ' + hidden.length + ' workers stopped more than a day ago';
 }
 
+// Webhooks: where the events of each topic are delivered (header values and
+// secrets are never sent here). "deliveries" lists the webhook's delivery tasks.
+function renderWebhooks(answer) {
+  const body = document.querySelector('#webhooks tbody');
+  const rows = answer.webhooks.map((w) => el('tr', { 'data-webhook': w.id },
+    el('td', { class: 'mono' }, w.id), el('td', {}, w.topic),
+    el('td', { class: 'wrap' }, w.method + ' ' + w.url), el('td', {}, labelsText(w.labels) || '-'),
+    el('td', {}, w.active ? 'active' : 'disabled'),
+    el('td', {}, el('button', { onclick: () => webhookDeliveries(w.id) }, 'deliveries'),
+      el('button', { onclick: () => toggleWebhook(w) }, w.active ? 'disable' : 'enable'))));
+  body.replaceChildren(...(rows.length ? rows : [el('tr', {}, el('td', { colspan: 6, class: 'muted' }, 'no webhooks'))]));
+}
+
+function webhookDeliveries(id) {
+  document.getElementById('search-text').value = 'webhook=' + id;
+  state.labels = [['webhook', id]];
+  selectStatus('');
+}
+
+async function toggleWebhook(w) {
+  try {
+    await api('webhooks/' + encodeURIComponent(w.id) + '/' + (w.active ? 'disable' : 'enable'), { method: 'POST' });
+    banner('webhook ' + w.id + (w.active ? ' disabled' : ' enabled'));
+    refresh();
+  } catch (error) { banner(error.message); }
+}
+
 function sortedRows(rows) {
   if (!state.sort) return rows;
   const key = state.sort;
@@ -243,7 +270,7 @@ function renderTasks(answer, total) {
 
 function actions(t) {
   const box = el('span', { class: 'actions' });
-  if ((t.status === 'failed' || t.status === 'cancelled') && !t.retried_as) {
+  if ((t.status === 'failed' || t.status === 'cancelled') && !t.retried_as && !t.dead_of) {
     box.append(el('button', { onclick: () => act(t.id, 'retry') }, 'retry'));
   }
   if (t.retried_as && !t.retried_as.startsWith('retrying:')) {
@@ -274,7 +301,7 @@ function renderDetail(record) {
     ...field('started', ago(record.started_at)), ...field('finished', ago(record.finished_at)),
     ...field('duration', record.duration_sec === null ? '-' : record.duration_sec.toFixed(3) + ' s'),
     ...field('worker', record.worker || '-'));
-  for (const [name, key] of [['retry of', 'labels'], ['duplicate of', 'duplicate_of'], ['retried as', 'retried_as']]) {
+  for (const [name, key] of [['retry of', 'labels'], ['duplicate of', 'duplicate_of'], ['retried as', 'retried_as'], ['dead run of', 'dead_of']]) {
     const id = key === 'labels' ? (record.labels || {}).retry_of : record[key];
     if (id && !id.startsWith('retrying:')) facts.append(...field(name, el('a', { class: 'id mono', onclick: () => showTask(id) }, id)));
   }
@@ -557,6 +584,7 @@ async function refresh() {
     try { renderQueues(await api('queues')); } catch (error) { banner('queues: ' + error.message); }
     try { renderOutbox(await api('outbox')); } catch (error) { banner('outbox: ' + error.message); }
     try { renderWorkflows(await api('workflows?' + workflowsQuery())); } catch (error) { banner('workflows: ' + error.message); }
+    try { renderWebhooks(await api('webhooks')); } catch (error) { banner('webhooks: ' + error.message); }
     if (state.workflow) await showWorkflow(state.workflow, true);
     document.getElementById('updated').textContent = 'updated ' + new Date().toLocaleTimeString();
     document.body.dataset.loaded = 'true';

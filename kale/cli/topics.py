@@ -1,0 +1,87 @@
+"""``kale topics sync|list``: the SNS topics that TASK_MODULES' subscriber
+classes name, their subscriptions and the queue policies that let them deliver."""
+from __future__ import annotations
+
+import argparse
+import json
+
+from kale.cli.options import common_options
+from kale.cli.tasks import table
+from kale.exceptions import CommandError
+
+COLUMNS = [('TOPIC', 'topic'), ('SUBSCRIBER', 'task'), ('QUEUE', 'queue'),
+           ('LABELS', 'labels'), ('SUBSCRIBED', 'subscribed')]
+
+
+def _subscriptions() -> object:
+    from kale.conf import settings
+    from kale.topics.subscribers import get_subscriptions
+    found = get_subscriptions(settings.config)
+    if not found.searched:
+        raise CommandError('TASK_MODULES is empty: name the modules of your subscriber task '
+                           'classes there (subscribers are found by importing them)')
+    return found
+
+
+def cmd_sync(args: argparse.Namespace) -> int:
+    from kale.conf import settings
+    from kale.topics.backend import topics_backend
+    from kale.topics.sync import sync
+    _subscriptions()
+    lines = sync(settings.config, topics_backend())
+    for line in lines:
+        print('subscribed: %s' % line)
+    if not lines:
+        print('no task class of TASK_MODULES subscribes to a topic')
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from kale.conf import settings
+    from kale.topics.backend import topics_backend
+    from kale.topics.sync import describe
+    _subscriptions()
+    found = describe(settings.config, topics_backend())
+    if args.json:
+        print(json.dumps(found, indent=2, sort_keys=True))
+        return 0
+    rows = []
+    for topic in found:
+        queues = {sub['queue'] for sub in topic['subscriptions'] or []}
+        for sub in topic['subscribers']:
+            rows.append({'topic': topic['topic'], 'task': sub['task'], 'queue': sub['queue'],
+                         'labels': ','.join('%s=%s' % item for item in sorted(
+                             sub['labels'].items())) or '-',
+                         'subscribed': 'no topic' if topic['arn'] is None else
+                         'yes' if sub['sqs_name'] in queues else 'no'})
+        known = {sub['sqs_name'] for sub in topic['subscribers']}
+        for queue in sorted(queues - known):
+            rows.append({'topic': topic['topic'], 'task': '(none in TASK_MODULES)',
+                         'queue': queue, 'labels': '-', 'subscribed': 'yes'})
+    print(table(COLUMNS, rows) if rows else 'no task class of TASK_MODULES subscribes to a '
+                                            'topic')
+    return 0
+
+
+def add_commands(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]') -> None:
+    """Register ``kale topics``."""
+    parser = commands.add_parser(
+        'topics', help='topics: sync, list',
+        description='SNS topics and their SQS subscribers, as the task classes of TASK_MODULES '
+                    'declare them (subscribes = (...)).')
+    sub = parser.add_subparsers(dest='topics_command', metavar='COMMAND')
+    sub.required = True
+    common = common_options()
+    syncing = sub.add_parser(
+        'sync', parents=[common], help='create topics, subscriptions and queue policies',
+        description='Create each topic a subscriber names, declare its subscribers\' queues, '
+                    'subscribe them with raw delivery and their label filters, and set the '
+                    'queue policies that let the topics deliver. Idempotent; removes nothing.')
+    syncing.set_defaults(func=cmd_sync)
+    listing = sub.add_parser(
+        'list', parents=[common], help='each topic, its subscribers and their queues',
+        description='Each topic the subscribers name, its subscriber classes and queues, and '
+                    'whether SNS has the subscription (a queue SNS delivers to that no class '
+                    'declares is listed too).')
+    listing.add_argument('--json', action='store_true', help='print JSON')
+    listing.set_defaults(func=cmd_list)

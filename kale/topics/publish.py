@@ -1,0 +1,98 @@
+"""Publishing events: one SNS Publish (or PublishBatch) per event, whatever
+the number of subscribers.
+
+An event is a JSON-serializable value. It travels as a Kale message signed
+(and, with MESSAGE_ENCRYPTION_KEY, encrypted; with PAYLOAD_BUCKET, kept in
+S3 when big) like any task, for ``topic:<SNS name>`` rather than a queue,
+under task name ``topic:<name>`` and a task id that is the event's id. Its
+labels travel beside it as SNS message attributes, for the subscriptions'
+filter policies; they are not signed and never trusted by a worker.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any, Iterable, Mapping, Optional
+
+from kale.codec import get_codec
+from kale.conf import settings
+from kale.config import Config
+from kale.exceptions import PublishError, TopicError
+from kale.ids import random_id
+from kale.labels import check_labels
+from kale.message import Message
+from kale.topics.backend import topics_backend
+from kale.topics.names import (
+    check_topic,
+    event_context,
+    label_attributes,
+    signed_for,
+    sns_name,
+    task_name,
+)
+
+_synced: set[int] = set()
+_sync_lock = threading.Lock()
+
+
+def topic_arn(backend: Any, config: Config, topic: str) -> str:
+    """The topic's ARN. With AUTO_CREATE_TOPICS the topic is created (and,
+    once per process, the subscriptions of TASK_MODULES' subscribers);
+    without it a missing topic is a TopicError saying what to run."""
+    name = sns_name(config, topic)
+    if config.AUTO_CREATE_TOPICS:
+        if id(backend) not in _synced:
+            with _sync_lock:
+                if id(backend) not in _synced:
+                    from kale.topics.subscribers import get_subscriptions
+                    from kale.topics.sync import sync
+                    if get_subscriptions(config).subscribers:
+                        sync(config, backend)
+                    _synced.add(id(backend))
+        return str(backend.create_topic(name))
+    arn = backend.find_topic(name)
+    if arn is None:
+        raise TopicError('topic %r (SNS name %r) does not exist: run `kale topics sync`, or turn '
+                         'AUTO_CREATE_TOPICS on' % (topic, name))
+    return str(arn)
+
+
+def _event_message(topic: str, event: Any, labels: Mapping[str, str]) -> Message:
+    try:
+        json.dumps(event)
+    except (TypeError, ValueError) as exc:
+        raise PublishError('topic %s: the event is not JSON-serializable: %s' % (topic, exc)) \
+            from None
+    event_id = random_id()
+    return Message(task_id=event_id, task_name=task_name(topic), args=(event,), kwargs={},
+                   published_at=time.time(), context=event_context(topic, event_id, labels))
+
+
+def publish(topic: str, event: Any, labels: Optional[Mapping[str, Any]] = None) -> str:
+    """Publish ``event`` to every subscriber of ``topic`` (one SNS Publish);
+    returns the event's id."""
+    return publish_batch(topic, [event], labels)[0]
+
+
+def publish_batch(topic: str, events: Iterable[Any],
+                  labels: Optional[Mapping[str, Any]] = None) -> list[str]:
+    """Publish several events to ``topic`` (SNS PublishBatch, ten a
+    request), all with the same ``labels``; their event ids, in order."""
+    config = settings.config
+    check_topic(topic)
+    checked = check_labels(task_name(topic), labels)
+    attributes = label_attributes(topic, checked)
+    messages = [_event_message(topic, event, checked) for event in events]
+    if not messages:
+        return []
+    codec = get_codec(config)
+    signed = signed_for(config, topic)
+    bodies = [codec.to_outgoing(message, signed).body for message in messages]
+    backend = topics_backend(config)
+    arn = topic_arn(backend, config, topic)
+    if len(bodies) == 1:
+        backend.publish(arn, bodies[0], attributes)
+    else:
+        backend.publish_batch(arn, [(body, attributes) for body in bodies])
+    return [message.task_id for message in messages]

@@ -1,0 +1,130 @@
+"""Finding the task classes that subscribe to topics.
+
+A task class subscribes with ``subscribes = ('orders', ...)``, optionally
+limited to events whose labels match ``subscription_labels`` (``{'tenant':
+'acme'}``, or a list of accepted values per key). Subscriber classes are
+found by importing the modules named in ``TASK_MODULES`` (packages with all
+their modules): only a class that declares ``subscribes`` itself counts. Each
+subscriber's queue gets its own copy of every event, so one queue has at
+most one subscriber per topic.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+import pkgutil
+from typing import Any, Mapping, Optional
+
+from kale.config import Config
+from kale.exceptions import TopicError
+from kale.queue_config import get_queue_config
+from kale.task import Task
+from kale.topics.names import check_topic, signed_for
+
+
+@dataclasses.dataclass(frozen=True)
+class Subscriber:
+    """One task class's subscription to one topic."""
+
+    topic: str
+    task_class: type[Task]
+    queue: str                         # its name in the queue config
+    labels: Mapping[str, Any]          # the filter: {} for every event
+
+    @property
+    def task_path(self) -> str:
+        return self.task_class.task_path()
+
+
+class Subscriptions:
+    """Every subscriber found under one configuration, by topic and by queue."""
+
+    def __init__(self, config: Config, subscribers: list[Subscriber], searched: bool):
+        self.config = config
+        self.subscribers = subscribers
+        #: Whether TASK_MODULES named anything to search.
+        self.searched = searched
+        self._by_key = {(s.topic, s.queue): s for s in subscribers}
+        self._signed: dict[str, frozenset[str]] = {}
+        for sub in subscribers:
+            self._signed[sub.queue] = self._signed.get(sub.queue, frozenset()) | {
+                signed_for(config, sub.topic)}
+
+    @property
+    def topics(self) -> list[str]:
+        return sorted({s.topic for s in self.subscribers})
+
+    def of_topic(self, topic: str) -> list[Subscriber]:
+        return [s for s in self.subscribers if s.topic == topic]
+
+    def signed_names(self, queue: str) -> frozenset[str]:
+        """What events arriving on ``queue`` (its config name) may be signed for."""
+        return self._signed.get(queue, frozenset())
+
+    def subscriber(self, topic: str, queue: str) -> Optional[Subscriber]:
+        return self._by_key.get((topic, queue))
+
+
+def find_subscribers(config: Config) -> Subscriptions:
+    """Import TASK_MODULES and collect their subscriber classes; TopicError
+    for a bad declaration (a topic name, a queue not configured, two
+    subscribers of one topic on one queue)."""
+    modules = list(config.TASK_MODULES or ())
+    queues = get_queue_config(config)
+    found: dict[tuple[str, str], Subscriber] = {}
+    for task_class in _task_classes(modules):
+        topics = task_class.__dict__['subscribes']
+        if isinstance(topics, str):
+            topics = (topics,)
+        labels = getattr(task_class, 'subscription_labels', None) or {}
+        if not isinstance(labels, Mapping):
+            raise TopicError('task %s: subscription_labels must be a dict, got %r'
+                             % (task_class.task_path(), labels))
+        task_queue = queues.get_queue(task_class.queue, 'task %s' % task_class.task_path())
+        if task_queue.fifo:
+            raise TopicError('task %s subscribes to topics on FIFO queue %r: topics deliver to '
+                             'standard queues only' % (task_class.task_path(), task_queue.name))
+        queue = task_queue.name
+        for topic in topics:
+            check_topic(topic, 'task %s subscribes to' % task_class.task_path())
+            other = found.get((topic, queue))
+            if other is not None and other.task_class is not task_class:
+                raise TopicError('topic %r: %s and %s both subscribe on queue %r; a queue takes '
+                                 'one copy of each event, so give one of them a queue of its own'
+                                 % (topic, other.task_path, task_class.task_path(), queue))
+            found[(topic, queue)] = Subscriber(topic, task_class, queue, dict(labels))
+    return Subscriptions(config, sorted(found.values(), key=lambda s: (s.topic, s.queue)),
+                         searched=bool(modules))
+
+
+def _task_classes(modules: list[str]) -> list[type[Task]]:
+    classes: dict[str, type[Task]] = {}
+    for name in modules:
+        for module in _modules(name):
+            for _, value in inspect.getmembers(module, inspect.isclass):
+                if issubclass(value, Task) and 'subscribes' in value.__dict__ \
+                        and value.__module__ == module.__name__:
+                    classes[value.task_path()] = value
+    return [classes[path] for path in sorted(classes)]
+
+
+def _modules(name: str) -> list[Any]:
+    try:
+        module = importlib.import_module(name)
+    except Exception as exc:
+        raise TopicError('TASK_MODULES entry %r cannot be imported: %s: %s'
+                         % (name, type(exc).__name__, exc)) from None
+    found = [module]
+    for info in pkgutil.walk_packages(getattr(module, '__path__', []), name + '.'):
+        try:
+            found.append(importlib.import_module(info.name))
+        except Exception as exc:
+            raise TopicError('module %s (under TASK_MODULES entry %r) cannot be imported: %s: %s'
+                             % (info.name, name, type(exc).__name__, exc)) from None
+    return found
+
+
+def get_subscriptions(config: Config) -> Subscriptions:
+    """The subscribers of ``config``, found once per process."""
+    return config.part('topic_subscriptions', lambda: find_subscribers(config))

@@ -1,0 +1,87 @@
+"""Setting topics up: ``kale topics sync``, and workers and publishers on
+first use with AUTO_CREATE_TOPICS.
+
+For each topic a subscriber of TASK_MODULES names (and, with records on,
+each topic with active webhooks, whose subscriber is the webhooks' fan-out
+on ``WEBHOOK_QUEUE``): the SNS topic is
+created, the subscriber's queue (and its dead-letter queue) declared and
+subscribed with raw delivery and its label filter, and each subscriber
+queue's policy set to let its topics send to it. Everything is idempotent;
+nothing is removed (a subscription no class declares any longer stays until
+it is deleted on SNS; ``kale topics list`` shows it).
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any, Collection, Optional
+
+from kale.config import Config
+from kale.topics.names import filter_policy, sns_name
+from kale.topics.subscribers import Subscriber, get_subscriptions
+
+#: The webhooks' fan-out (a feature above this layer, loaded by path).
+WEBHOOK_FANOUT = 'kale.webhooks.fanout'
+
+
+def sync(config: Config, backend: Any, queues: Optional[Collection[str]] = None) -> list[str]:
+    """Create and subscribe what the subscribers of ``config`` need (only
+    those on ``queues``, config names, when given); one line per subscription."""
+    from kale.topics.backend import current_broker
+    broker = current_broker(config)
+    lines: list[str] = []
+    allowed: dict[str, list[str]] = {}
+    for sub in every_subscriber(config, lines):
+        if queues is not None and sub.queue not in queues:
+            continue
+        arn = backend.create_topic(sns_name(config, sub.topic))
+        queue_name = broker.declare(broker.queues[sub.queue])
+        allowed.setdefault(queue_name, []).append(arn)
+        backend.subscribe(arn, backend.queue_arn(queue_name), filter_policy(sub.labels))
+        lines.append('%s -> %s on queue %s%s' % (
+            sub.topic, sub.task_path, sub.queue,
+            ' (labels %s)' % ', '.join('%s=%s' % item for item in sorted(sub.labels.items()))
+            if sub.labels else ''))
+    for queue_name, arns in allowed.items():      # every topic of the queue: all are here
+        backend.allow_topics(queue_name, sorted(set(arns)))
+    return lines
+
+
+def every_subscriber(config: Config, notes: Optional[list[str]] = None) -> list[Subscriber]:
+    """The subscribers of TASK_MODULES, then the webhooks' fan-out on
+    WEBHOOK_QUEUE for each topic with active webhooks (records on), unless a
+    class already takes that queue's copy of the topic (said in ``notes``)."""
+    subscribers = list(get_subscriptions(config).subscribers)
+    if not config.RECORDS_URL:
+        return subscribers
+    taken = {(sub.topic, sub.queue): sub for sub in subscribers}
+    for sub in importlib.import_module(WEBHOOK_FANOUT).webhook_subscribers(config):
+        holder = taken.get((sub.topic, sub.queue))
+        if holder is None:
+            subscribers.append(sub)
+        elif notes is not None:
+            notes.append('%s: its webhooks get nothing: queue %s (WEBHOOK_QUEUE) takes %s\'s '
+                         'copy; set WEBHOOK_QUEUE to a queue no subscriber of it uses'
+                         % (sub.topic, sub.queue, holder.task_path))
+    return sorted(subscribers, key=lambda s: (s.topic, s.queue))
+
+
+def describe(config: Config, backend: Any) -> list[dict[str, Any]]:
+    """Each topic the subscribers name, with its subscribers (class, queue,
+    labels) and the SQS subscriptions SNS has for it (``None`` when the
+    topic does not exist yet)."""
+    from kale.topics.backend import current_broker
+    broker = current_broker(config)
+    subscribers = every_subscriber(config)
+    found = []
+    for topic in sorted({sub.topic for sub in subscribers}):
+        arn = backend.find_topic(sns_name(config, topic))
+        subs = backend.subscriptions(arn) if arn else None
+        found.append({
+            'topic': topic, 'sns_name': sns_name(config, topic), 'arn': arn,
+            'subscribers': [{'task': s.task_path, 'queue': s.queue,
+                             'sqs_name': broker.sqs_name(broker.queues[s.queue]),
+                             'labels': dict(s.labels)} for s in subscribers if s.topic == topic],
+            'subscriptions': None if subs is None else [
+                {'queue': sub['queue_arn'].rsplit(':', 1)[-1], 'filter': sub['filter']}
+                for sub in subs]})
+    return found

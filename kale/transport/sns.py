@@ -1,0 +1,227 @@
+"""Topics on SNS, over boto3 (with :mod:`kale.transport.sqs` and
+:mod:`kale.transport.s3`, the only modules that talk to AWS).
+
+The SNS client is built from the same settings as the SQS client (region,
+credentials, endpoint: moto's server and fauxqs serve SNS on the SQS port).
+A topic's subscriptions are SQS queues with raw delivery, so a subscriber
+queue receives the very body that was published; a queue's policy lets
+the topics it subscribes to send to it. botocore's exceptions never leave
+this module: they become :class:`kale.exceptions.TopicError`.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from typing import Any, Iterator, Mapping, Optional, Sequence
+
+import botocore.exceptions
+from botocore.config import Config
+
+from kale import config as kale_config
+from kale.conf import settings
+from kale.exceptions import ImproperlyConfigured, TopicError
+from kale.transport.endpoint import endpoint_url
+from kale.transport.sqs import (
+    CREDENTIALS_ERRORS,
+    THROTTLING_CODES,
+    SQSTransport,
+    aws_session,
+    no_credentials,
+    one_line,
+)
+
+#: Entries of one PublishBatch (SNS's limit).
+MAX_PUBLISH_BATCH = 10
+#: The Sid of the statement Kale keeps in a subscriber queue's policy.
+POLICY_SID = 'kale-topics'
+
+
+def make_sns_client(settings_in: Optional[kale_config.Config] = None) -> Any:
+    """A new boto3 SNS client built from ``settings_in`` (by default the
+    settings in force)."""
+    kale = settings_in or settings.config
+    endpoint = endpoint_url(kale)
+    try:
+        session, region = aws_session(endpoint, kale)
+        config = Config(connect_timeout=kale.SQS_CONNECT_TIMEOUT_SEC,
+                        read_timeout=float(kale.SQS_READ_TIMEOUT_SEC),
+                        retries={'mode': 'standard', 'max_attempts': 3})
+        return session.client('sns', endpoint_url=endpoint or None, region_name=region,
+                              config=config)
+    except (ValueError, botocore.exceptions.BotoCoreError) as exc:
+        raise ImproperlyConfigured(
+            'the SNS client cannot be built from MESSAGE_QUEUE_ENDPOINT_URL=%r and AWS_REGION=%r: '
+            '%s' % (endpoint, kale.AWS_REGION, one_line(str(exc)))) from None
+
+
+class SNSTopics:
+    """Topic operations over a boto3 SNS client, and the SQS side of a
+    subscription (queue ARNs and policies) over the SQS transport's client."""
+
+    def __init__(self, sqs: SQSTransport, client: Any = None,
+                 config: Optional[kale_config.Config] = None):
+        self.sqs = sqs
+        self.client = client if client is not None else make_sns_client(config)
+        self.endpoint = self.client.meta.endpoint_url
+        self._arns: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def _errors(self, action: str, topic: str) -> Iterator[None]:
+        try:
+            yield
+        except botocore.exceptions.ClientError as exc:
+            error = exc.response.get('Error', {})
+            code = str(error.get('Code', '') or '')
+            status = exc.response.get('ResponseMetadata', {}).get('HTTPStatusCode', 0)
+            raise TopicError('%s on topic %r: %s: %s' % (action, topic, code,
+                                                         one_line(str(error.get('Message', '')))),
+                             code, retryable=status >= 500 or code in THROTTLING_CODES) from None
+        except CREDENTIALS_ERRORS as exc:
+            raise no_credentials(exc) from None
+        except (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError) as exc:
+            raise TopicError('%s on topic %r: endpoint %s unreachable: %s'
+                             % (action, topic, self.endpoint, exc), retryable=True) from None
+        except botocore.exceptions.BotoCoreError as exc:
+            raise TopicError('%s on topic %r failed: %s: %s' % (action, topic, type(exc).__name__,
+                                                                exc), retryable=True) from None
+
+    # --- topics -------------------------------------------------------------------
+
+    def create_topic(self, name: str) -> str:
+        """The topic's ARN, created when missing (CreateTopic is idempotent)."""
+        with self._errors('CreateTopic', name):
+            arn = str(self.client.create_topic(Name=name)['TopicArn'])
+        with self._lock:
+            self._arns[name] = arn
+        return arn
+
+    def find_topic(self, name: str) -> Optional[str]:
+        """The ARN of an existing topic (ListTopics, cached), or None."""
+        if name in self._arns:
+            return self._arns[name]
+        found: dict[str, str] = {}
+        with self._errors('ListTopics', name):
+            for page in self.client.get_paginator('list_topics').paginate():
+                for topic in page.get('Topics', []):
+                    arn = str(topic['TopicArn'])
+                    found[arn.rsplit(':', 1)[-1]] = arn
+        with self._lock:
+            self._arns.update(found)
+        return found.get(name)
+
+    def publish(self, arn: str, body: str, attributes: Mapping[str, str]) -> str:
+        with self._errors('Publish', arn):
+            answer = self.client.publish(TopicArn=arn, Message=body,
+                                         MessageAttributes=_attributes(attributes))
+        return str(answer.get('MessageId', ''))
+
+    def publish_batch(self, arn: str, entries: Sequence[tuple[str, Mapping[str, str]]]
+                      ) -> list[str]:
+        """Publish (body, attributes) entries, ten to a PublishBatch; their
+        message ids. TopicError when any entry is refused (the ones before it
+        were published)."""
+        ids: list[str] = []
+        for start in range(0, len(entries), MAX_PUBLISH_BATCH):
+            chunk = entries[start:start + MAX_PUBLISH_BATCH]
+            with self._errors('PublishBatch', arn):
+                answer = self.client.publish_batch(TopicArn=arn, PublishBatchRequestEntries=[
+                    {'Id': str(number), 'Message': body,
+                     'MessageAttributes': _attributes(attributes)}
+                    for number, (body, attributes) in enumerate(chunk)])
+            failed = answer.get('Failed') or []
+            if failed:
+                first = failed[0]
+                raise TopicError('PublishBatch on topic %r: %d of %d events not published (%s: %s)'
+                                 % (arn, len(failed), len(chunk), first.get('Code', ''),
+                                    one_line(str(first.get('Message', '')))),
+                                 str(first.get('Code', '')),
+                                 retryable=not first.get('SenderFault', False))
+            by_id = {int(entry['Id']): str(entry['MessageId'])
+                     for entry in answer.get('Successful', [])}
+            ids.extend(by_id.get(number, '') for number in range(len(chunk)))
+        return ids
+
+    # --- subscriptions --------------------------------------------------------------
+
+    def subscriptions(self, arn: str) -> list[dict[str, Any]]:
+        """The topic's SQS subscriptions: ``arn``, ``queue_arn`` and ``filter``
+        (its filter policy, a dict, empty for none)."""
+        found = []
+        with self._errors('ListSubscriptionsByTopic', arn):
+            pages = self.client.get_paginator('list_subscriptions_by_topic').paginate(TopicArn=arn)
+            for page in pages:
+                for sub in page.get('Subscriptions', []):
+                    if sub.get('Protocol') != 'sqs' or not str(sub.get('SubscriptionArn', '')) \
+                            .startswith('arn:'):
+                        continue
+                    attributes = self.client.get_subscription_attributes(
+                        SubscriptionArn=sub['SubscriptionArn']).get('Attributes', {})
+                    found.append({'arn': sub['SubscriptionArn'], 'queue_arn': sub['Endpoint'],
+                                  'filter': json.loads(attributes.get('FilterPolicy') or '{}'),
+                                  'raw': attributes.get('RawMessageDelivery') == 'true'})
+        return found
+
+    def subscribe(self, arn: str, queue_arn: str, filter_policy: Mapping[str, Any]) -> str:
+        """Subscribe the queue with raw delivery and ``filter_policy`` (none
+        when empty); an existing subscription of that queue is brought to
+        these attributes. The subscription's ARN."""
+        for sub in self.subscriptions(arn):
+            if sub['queue_arn'] == queue_arn:
+                self._set(sub['arn'], 'RawMessageDelivery', 'true', sub['raw'])
+                wanted = dict(filter_policy)
+                if sub['filter'] != wanted:
+                    # An empty policy cannot be set: '{}' would match nothing on some servers.
+                    self._set(sub['arn'], 'FilterPolicy',
+                              json.dumps(wanted) if wanted else '', False)
+                return str(sub['arn'])
+        attributes = {'RawMessageDelivery': 'true'}
+        if filter_policy:
+            attributes['FilterPolicy'] = json.dumps(dict(filter_policy))
+        with self._errors('Subscribe', arn):
+            answer = self.client.subscribe(TopicArn=arn, Protocol='sqs', Endpoint=queue_arn,
+                                           Attributes=attributes, ReturnSubscriptionArn=True)
+        return str(answer['SubscriptionArn'])
+
+    def _set(self, subscription: str, name: str, value: str, already: bool) -> None:
+        if already:
+            return
+        with self._errors('SetSubscriptionAttributes', subscription):
+            self.client.set_subscription_attributes(SubscriptionArn=subscription,
+                                                    AttributeName=name, AttributeValue=value)
+
+    def unsubscribe(self, subscription: str) -> None:
+        with self._errors('Unsubscribe', subscription):
+            self.client.unsubscribe(SubscriptionArn=subscription)
+
+    # --- the queues' side ---------------------------------------------------------
+
+    def queue_arn(self, queue: str) -> str:
+        client = self.sqs.client
+        answer = self.sqs._call('GetQueueAttributes', queue, client.get_queue_attributes,
+                                QueueUrl=self.sqs.url(queue), AttributeNames=['QueueArn'])
+        return str(self.sqs._field('GetQueueAttributes', queue, answer, 'Attributes', 'QueueArn'))
+
+    def allow_topics(self, queue: str, topic_arns: Sequence[str]) -> None:
+        """Set the queue's policy to let these topics send to it (the
+        statement ``kale-topics``; Kale owns the queue policy)."""
+        statement = {'Sid': POLICY_SID, 'Effect': 'Allow',
+                     'Principal': {'Service': 'sns.amazonaws.com'}, 'Action': 'sqs:SendMessage',
+                     'Resource': self.queue_arn(queue),
+                     'Condition': {'ArnEquals': {'aws:SourceArn': sorted(topic_arns)}}}
+        policy = json.dumps({'Version': '2012-10-17', 'Statement': [statement]})
+        self.sqs._call('SetQueueAttributes', queue, self.sqs.client.set_queue_attributes,
+                       QueueUrl=self.sqs.url(queue), Attributes={'Policy': policy})
+
+
+def _attributes(attributes: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    return {name: {'DataType': 'String', 'StringValue': value}
+            for name, value in attributes.items()}
+
+
+def get_sns(config: Optional[kale_config.Config] = None) -> SNSTopics:
+    """This process's SNS topics for ``config`` (by default the settings in force)."""
+    from kale.transport.sqs import get_transport
+    config = config or settings.config
+    return config.part('sns', lambda: SNSTopics(get_transport(config), config=config))

@@ -1,0 +1,152 @@
+"""An event of a topic becomes one delivery per webhook that wants it.
+
+:class:`WebhookFanout` is the topic's subscriber on ``WEBHOOK_QUEUE`` (for
+every topic with active webhooks); :func:`deliver` is what it calls for each
+event: every
+active webhook of the topic whose label filter the event's labels satisfy
+gets a :class:`~kale.webhooks.delivery.DeliverWebhook` task, published in
+batches to ``WEBHOOK_QUEUE``. :func:`send_test` publishes one delivery of a
+test event to one webhook (``kale webhooks test ID``).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any, Mapping, Optional
+
+from kale.conf import settings
+from kale.config import Config
+from kale.exceptions import KaleError, NonRetriableTaskError, WebhookError
+from kale.ids import random_id
+from kale.task import Task
+from kale.topics.names import event_of
+from kale.topics.subscribers import Subscriber
+from kale.webhooks.delivery import DeliverWebhook
+
+logger = logging.getLogger(__name__)
+
+#: The event ``kale webhooks test`` delivers.
+TEST_EVENT = {'test': True}
+
+
+def deliver(topic: str, event_id: str, event: Any,
+            labels: Optional[Mapping[str, str]] = None) -> list[str]:
+    """Publish one delivery of ``event`` (JSON-ready) to each active webhook
+    of ``topic`` whose filter ``labels`` satisfy; their task ids (none
+    without RECORDS_URL: webhooks are kept there). WebhookError, and nothing
+    published, for an event JSON cannot encode."""
+    if not settings.RECORDS_URL:
+        return []
+    from kale.webhooks import store  # SQLAlchemy, only where webhooks are kept
+    hooks = [hook for hook in store.list_webhooks(topic, active_only=True)
+             if hook.matches(labels)]
+    if not hooks:
+        return []
+    try:
+        json.dumps(event)
+    except (TypeError, ValueError) as exc:
+        raise WebhookError('event %s of topic %s cannot be delivered to webhooks: it is not '
+                           'JSON (%s)' % (event_id, topic, exc)) from None
+    kwargs = {'labels': dict(labels)} if labels else {}
+    calls = [((hook.id, event_id, topic, event), kwargs) for hook in hooks]
+    return DeliverWebhook.with_options(queue=settings.WEBHOOK_QUEUE).publish_batch(None, calls)
+
+
+def send_test(webhook_id: str, records_url: Optional[str] = None) -> str:
+    """Publish one delivery of :data:`TEST_EVENT` to the webhook (whatever
+    its filter); the task id. WebhookError when it is disabled."""
+    from kale.webhooks import store
+    hook = store.get(webhook_id, records_url)
+    if not hook.active:
+        raise WebhookError('webhook %s is disabled: enable it first' % hook.id)
+    return DeliverWebhook.with_options(queue=settings.WEBHOOK_QUEUE).publish(
+        None, hook.id, 'evt_test_' + random_id()[:20], hook.topic, TEST_EVENT)
+
+
+#: Seconds the topics with active webhooks are kept before they are read again.
+TOPICS_CACHE_SEC = 10.0
+_topics: dict[str, tuple[float, frozenset[str]]] = {}
+
+
+class _WebhookQueue:
+    """``WEBHOOK_QUEUE``, read when asked for."""
+
+    def __get__(self, instance: Any, owner: Any) -> str:
+        return str(settings.WEBHOOK_QUEUE)
+
+
+class WebhookFanout(Task):
+    """The subscriber on ``WEBHOOK_QUEUE`` of every topic that has active
+    webhooks: it turns its copy of each event into one delivery per webhook
+    (:func:`deliver`). No class declares it; the topics' sync subscribes the
+    queue, and the worker runs it for the queue's copies of those topics."""
+
+    queue = _WebhookQueue()
+    store_result = True         # the deliveries it published, in its record
+    time_limit = 30
+
+    def run_task(self, event: Any) -> dict[str, Any]:
+        context = self.message.context if self.message is not None else {}
+        topic, event_id, labels = event_of(context)
+        if not topic or not event_id:
+            raise NonRetriableTaskError('the event carries no topic or id in its context')
+        return {'deliveries': deliver(topic, event_id, event, labels)}
+
+
+def webhook_topics(records_url: Optional[str] = None) -> frozenset[str]:
+    """The topics that have active webhooks, read at most every TOPICS_CACHE_SEC."""
+    url = records_url or settings.RECORDS_URL
+    if not url:
+        return frozenset()
+    now = time.monotonic()
+    held = _topics.get(url)
+    if held is None or now - held[0] > TOPICS_CACHE_SEC:
+        from kale.webhooks import store
+        try:
+            topics = frozenset(hook.topic for hook in store.list_webhooks(
+                records_url=url, active_only=True))
+        except Exception as exc:    # the records unreachable: keep what was known
+            logger.error('the topics with webhooks cannot be read (kept as they were for %.0f '
+                         's): %s', TOPICS_CACHE_SEC, str(exc).splitlines()[0] if str(exc) else
+                         type(exc).__name__)
+            topics = held[1] if held is not None else frozenset()
+        held = (now, topics)
+        _topics[url] = held
+    return held[1]
+
+
+def forget_topics() -> None:
+    """Read the topics with webhooks afresh next time (a webhook was added)."""
+    _topics.clear()
+
+
+def webhook_subscribers(config: Config) -> list[Subscriber]:
+    """A subscription of ``WEBHOOK_QUEUE`` for each topic with active webhooks,
+    for the topics' sync (none without RECORDS_URL)."""
+    if not config.RECORDS_URL:
+        return []
+    return [Subscriber(topic, WebhookFanout, str(config.WEBHOOK_QUEUE), {})
+            for topic in sorted(webhook_topics(config.RECORDS_URL))]
+
+
+def subscribe_topics(config: Optional[Config] = None) -> list[str]:
+    """Subscribe WEBHOOK_QUEUE to every topic with active webhooks (after
+    ``kale webhooks add``): the topics' sync for that queue; its lines."""
+    from kale.topics.backend import topics_backend
+    from kale.topics.sync import sync
+    config = config or settings.config
+    forget_topics()
+    return sync(config, topics_backend(config), queues={str(config.WEBHOOK_QUEUE)})
+
+
+def subscription_of(topic: str) -> str:
+    """Subscribe WEBHOOK_QUEUE to a new webhook's topic; what came of it, in
+    one line (a failure is said, not raised: the webhook is kept, and
+    ``kale topics sync`` subscribes later)."""
+    try:
+        lines = [line for line in subscribe_topics() if line.startswith(topic + ' ')]
+    except KaleError as exc:
+        return 'topic %s not subscribed yet (%s): run `kale topics sync`' % (
+            topic, str(exc).splitlines()[0])
+    return '; '.join(lines) or 'topic %s not subscribed' % topic

@@ -1,0 +1,176 @@
+"""Sending one delivery over HTTP, with httpx.
+
+One ``httpx.Client`` per process (made on first use, again after a fork)
+keeps connections alive between deliveries. It never reads proxy settings
+from the environment, follows no redirect by itself, and connects through
+:class:`GuardedBackend`, which checks every address it connects to
+(:mod:`kale.webhooks.guard`). Redirects (301, 302, 303, 307 and 308, up to
+:data:`MAX_REDIRECTS`) are followed here: the same request, signed afresh,
+goes to the new location; the webhook's own headers go along only while
+the scheme, host and port stay those of its URL.
+
+Only the first :data:`EXCERPT_BYTES` of an answer are read.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+import typing
+from typing import Mapping, Optional
+from urllib.parse import urljoin
+
+import httpcore
+import httpx
+
+from kale.clock import SYSTEM_CLOCK, Clock
+from kale.conf import settings
+from kale.exceptions import (
+    WebhookAddressRefused,
+    WebhookDeliveryError,
+    WebhookError,
+    WebhookRejectedError,
+)
+from kale.version import __version__
+from kale.webhooks import guard, signing
+
+MAX_REDIRECTS = 5
+REDIRECTS = frozenset({301, 302, 303, 307, 308})
+#: How much of an answer's body is read, kept in the record and shown.
+EXCERPT_BYTES = 1024
+USER_AGENT = 'kale-webhooks/%s' % __version__
+
+
+class GuardedBackend(httpcore.SyncBackend):
+    """httpcore's network backend, connecting only to the addresses
+    :func:`kale.webhooks.guard.checked_addresses` allows, the host's name
+    kept for TLS (SNI and certificate checks)."""
+
+    def connect_tcp(self, host: str, port: int, timeout: Optional[float] = None,
+                    local_address: Optional[str] = None,
+                    socket_options: Optional[typing.Iterable[typing.Any]] = None
+                    ) -> httpcore.NetworkStream:
+        try:
+            addresses = guard.checked_addresses(host, port,
+                                                settings.config.WEBHOOK_ALLOWED_HOSTS)
+        except OSError as exc:
+            raise httpcore.ConnectError('%s does not resolve: %s' % (host, exc)) from exc
+        failure: Optional[Exception] = None
+        for address in addresses:
+            try:
+                return super().connect_tcp(address, port, timeout, local_address,
+                                           socket_options)
+            except httpcore.ConnectError as exc:
+                failure = exc
+        assert failure is not None
+        raise failure
+
+
+_lock = threading.Lock()
+_client: Optional[tuple[int, httpx.Client]] = None
+
+
+def client() -> httpx.Client:
+    """This process's client (connections are not shared across a fork)."""
+    global _client
+    with _lock:
+        if _client is None or _client[0] != os.getpid():
+            transport = httpx.HTTPTransport(trust_env=False)
+            # httpx takes no network backend: its pool is replaced by one with ours.
+            transport._pool = httpcore.ConnectionPool(
+                ssl_context=httpx.create_ssl_context(trust_env=False),
+                max_connections=100, max_keepalive_connections=20, keepalive_expiry=5.0,
+                network_backend=GuardedBackend())
+            _client = (os.getpid(), httpx.Client(
+                transport=transport, follow_redirects=False, trust_env=False,
+                headers={'user-agent': USER_AGENT}))
+        return _client[1]
+
+
+def close() -> None:
+    """Close this process's client and its connections."""
+    global _client
+    with _lock:
+        held, _client = _client, None
+    if held is not None:
+        held[1].close()
+
+
+@dataclasses.dataclass(frozen=True)
+class Answer:
+    """What the (last) URL answered."""
+
+    status: int
+    latency_ms: int
+    #: The first EXCERPT_BYTES of the body, as text.
+    excerpt: str
+    retry_after: Optional[str] = None
+
+    def describe(self) -> str:
+        text = ' '.join(self.excerpt.split())
+        return 'HTTP %d in %d ms%s' % (self.status, self.latency_ms,
+                                       ': %s' % text if text else '')
+
+
+def _read_excerpt(response: httpx.Response) -> str:
+    data = b''
+    for chunk in response.iter_bytes():
+        data += chunk
+        if len(data) >= EXCERPT_BYTES:
+            break
+    return data[:EXCERPT_BYTES].decode('utf-8', 'replace')
+
+
+def _origin(target: guard.Target) -> tuple[str, str, int]:
+    return target.scheme, target.host, target.port
+
+
+def send(method: str, url: str, own_headers: Mapping[str, str], message_id: str, secret: str,
+         body: bytes, timeout_sec: float, clock: Clock = SYSTEM_CLOCK) -> Answer:
+    """Send the signed request, following redirects; the answer. Raises
+    WebhookDeliveryError for a timeout or a connection error (retriable) and
+    WebhookRejectedError for an address refused, a bad redirect or too many."""
+    http = client()
+    started = clock.monotonic()
+    deadline = started + timeout_sec
+    first = _origin(guard.parse_url(url))
+    for hop in range(MAX_REDIRECTS + 1):
+        try:
+            target = guard.parse_url(url)
+        except WebhookError as exc:
+            raise WebhookRejectedError('%s%s' % ('redirect refused: ' if hop else '', exc)
+                                       ) from None
+        timestamp = int(clock.time())
+        headers = dict(own_headers) if _origin(target) == first else {}
+        headers.update({'content-type': 'application/json', 'webhook-id': message_id,
+                        'webhook-timestamp': str(timestamp),
+                        'webhook-signature': signing.sign(secret, message_id, timestamp, body)})
+        left = deadline - clock.monotonic()
+        try:
+            if left <= 0:
+                raise httpx.TimeoutException('no time left for the redirect')
+            with http.stream(method, url, content=body, headers=headers,
+                             timeout=left) as response:
+                excerpt = _read_excerpt(response)
+        except WebhookAddressRefused as exc:
+            raise WebhookRejectedError('%s%s' % (
+                'redirect to %s refused: ' % url[:200] if hop else '', exc)) from None
+        except httpx.TimeoutException as exc:
+            raise WebhookDeliveryError('timed out after %d ms (%s)' % (
+                _ms(clock.monotonic() - started), type(exc).__name__)) from None
+        except httpx.TransportError as exc:
+            raise WebhookDeliveryError('no answer after %d ms: %s: %s' % (
+                _ms(clock.monotonic() - started), type(exc).__name__,
+                str(exc).splitlines()[0][:300] if str(exc) else '')) from None
+        location = response.headers.get('location')
+        if response.status_code in REDIRECTS and location:
+            url = urljoin(url, location)
+            continue
+        return Answer(response.status_code, _ms(clock.monotonic() - started), excerpt,
+                      response.headers.get('retry-after'))
+    raise WebhookRejectedError('more than %d redirects, the last to %s' % (MAX_REDIRECTS,
+                                                                          url[:200]))
+
+
+def _ms(seconds: float) -> int:
+    return int(round(seconds * 1000))

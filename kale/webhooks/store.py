@@ -1,0 +1,279 @@
+"""Webhooks kept in the task records database (``RECORDS_URL``), table
+``kale_webhooks``.
+
+Each row says where the events of one topic go: the URL, the method, extra
+headers, a label filter (an event is delivered only when its labels include
+all of these) and the signing secret. What the row holds is authenticated:
+``mac`` is an HMAC-SHA256, under a key derived from ``MESSAGE_SIGNING_KEY``,
+of the id, topic, URL, method, headers, filter and secret, so someone who
+can write to the database but holds no key cannot point a webhook elsewhere
+or swap its secret (a delivery refuses a row that does not verify). With
+``MESSAGE_ENCRYPTION_KEY`` set, the secret and the headers are sealed at
+rest under a key derived from it (:mod:`kale.records.sealing`).
+
+The secret is returned once, by :func:`add`; listings show header names
+with their values hidden.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import hmac
+import json
+import re
+from typing import Any, Mapping, Optional
+
+from sqlalchemy import delete, select, update
+
+from kale import records
+from kale.clock import SYSTEM_CLOCK, Clock
+from kale.codec.keys import signing_keys
+from kale.conf import settings
+from kale.exceptions import ImproperlyConfigured, WebhookError, WebhookNotFoundError
+from kale.ids import random_id
+from kale.labels import LABEL_KEY, MAX_LABEL_CHARS, MAX_LABELS
+from kale.records.record import iso
+from kale.records.schema import webhooks as table
+from kale.records.sealing import SEALED_KEY, SEALED_PREFIX, sealer
+from kale.records.store import RecordStore
+from kale.webhooks import guard, signing
+
+METHODS = ('POST', 'PUT', 'GET')
+ID_PREFIX = 'wh_'
+MAX_TOPIC_CHARS = 255
+MAX_HEADERS = 32
+MAX_HEADER_CHARS = 4096
+HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}")
+#: Headers a webhook may not set: the signature's, and those of the request itself.
+RESERVED_HEADERS = frozenset({
+    'webhook-id', 'webhook-timestamp', 'webhook-signature', 'content-type', 'content-length',
+    'host', 'transfer-encoding', 'connection', 'te', 'trailer', 'upgrade', 'keep-alive',
+    'proxy-authorization', 'proxy-connection'})
+#: Shown in place of a header's value.
+HIDDEN = '(hidden)'
+
+
+@dataclasses.dataclass(frozen=True)
+class Webhook:
+    """One webhook. ``secret`` (``whsec_...``) and the header values are
+    what the worker sends with; ``verified``: the row's MAC verifies."""
+
+    id: str
+    topic: str
+    url: str
+    method: str
+    headers: dict[str, str]
+    labels: dict[str, str]
+    active: bool
+    created_at: float
+    updated_at: float
+    secret: str = dataclasses.field(default='', repr=False)
+    verified: bool = True
+
+    def matches(self, labels: Optional[Mapping[str, str]]) -> bool:
+        """Whether an event with ``labels`` passes this webhook's filter."""
+        given = labels or {}
+        return all(given.get(key) == value for key, value in self.labels.items())
+
+    def as_json(self, with_secret: bool = False) -> dict[str, Any]:
+        """The webhook as JSON: header values hidden, the secret only when
+        asked (once, when it was added)."""
+        answer: dict[str, Any] = {
+            'id': self.id, 'topic': self.topic, 'url': self.url, 'method': self.method,
+            'headers': {name: HIDDEN for name in self.headers}, 'labels': dict(self.labels),
+            'active': self.active, 'created_at': iso(self.created_at),
+            'updated_at': iso(self.updated_at)}
+        if not self.verified:
+            answer['verified'] = False
+        if with_secret:
+            answer['secret'] = self.secret
+        return answer
+
+
+# --- checks -----------------------------------------------------------------------
+
+def check_topic(topic: Any) -> str:
+    if not isinstance(topic, str) or not 0 < len(topic) <= MAX_TOPIC_CHARS \
+            or any(c.isspace() or not c.isprintable() for c in topic):
+        raise WebhookError('a webhook topic must be 1 to %d characters without spaces, got %r'
+                           % (MAX_TOPIC_CHARS, str(topic)[:100]))
+    return topic
+
+
+def check_method(method: Any) -> str:
+    upper = method.upper() if isinstance(method, str) else method
+    if upper not in METHODS:
+        raise WebhookError('a webhook method must be one of %s, got %r'
+                           % (', '.join(METHODS), str(method)[:20]))
+    return str(upper)
+
+
+def check_headers(headers: Any) -> dict[str, str]:
+    if headers is None:
+        return {}
+    if not isinstance(headers, Mapping) or len(headers) > MAX_HEADERS:
+        raise WebhookError('webhook headers must be a mapping of at most %d names to values'
+                           % MAX_HEADERS)
+    checked: dict[str, str] = {}
+    for name, value in headers.items():
+        if not (isinstance(name, str) and HEADER_NAME.fullmatch(name)):
+            raise WebhookError('webhook header name %r is not a valid HTTP header name'
+                               % str(name)[:100])
+        if name.lower() in RESERVED_HEADERS:
+            raise WebhookError('webhook header %s is set by Kale itself' % name)
+        if not isinstance(value, str) or len(value) > MAX_HEADER_CHARS or any(
+                (ord(c) < 32 and c != '\t') or ord(c) == 127 for c in value):
+            raise WebhookError('webhook header %s must have a value of at most %d characters, '
+                               'without line breaks or control characters' % (name,
+                                                                               MAX_HEADER_CHARS))
+        checked[name] = value
+    return checked
+
+
+def check_labels(labels: Any) -> dict[str, str]:
+    if labels is None:
+        return {}
+    if not isinstance(labels, Mapping) or len(labels) > MAX_LABELS:
+        raise WebhookError('a webhook label filter must be a mapping of at most %d labels'
+                           % MAX_LABELS)
+    for key, value in labels.items():
+        if not (isinstance(key, str) and LABEL_KEY.fullmatch(key)) or not isinstance(
+                value, str) or len(value) > MAX_LABEL_CHARS:
+            raise WebhookError('webhook label %r must be KEY=VALUE: a key of 1-64 letters, '
+                               'digits or _.:-, a value of at most %d characters'
+                               % (str(key)[:100], MAX_LABEL_CHARS))
+    return dict(labels)
+
+
+# --- the store --------------------------------------------------------------------
+
+def _store(records_url: Optional[str]) -> RecordStore:
+    if not (records_url or settings.RECORDS_URL):
+        raise ImproperlyConfigured('webhooks are kept in the task records: set RECORDS_URL '
+                                   '(sqlite:///... on one machine, postgresql://... for a fleet)')
+    return records.store(records_url)
+
+
+def _mac_keys() -> tuple[str, dict[str, bytes]]:
+    ring = signing_keys(config=settings.config)
+    return ring.current_id, {kid: hmac.new(key, b'kale-webhooks', hashlib.sha256).digest()
+                             for kid, key in ring.accepted.items()}
+
+
+def _covered(row: Mapping[str, Any], secret: str, headers: Mapping[str, str]) -> bytes:
+    return json.dumps([row['id'], row['topic'], row['url'], row['method'], headers,
+                       row['labels'] or {}, secret], sort_keys=True, separators=(',', ':'),
+                      ensure_ascii=True).encode()
+
+
+def _mac(row: Mapping[str, Any], secret: str, headers: Mapping[str, str]) -> str:
+    current, keys = _mac_keys()
+    return '%s:%s' % (current, hmac.new(keys[current], _covered(row, secret, headers),
+                                        hashlib.sha256).hexdigest())
+
+
+def _verifies(row: Mapping[str, Any], secret: str, headers: Mapping[str, str]) -> bool:
+    kid, _, digest = str(row['mac'] or '').partition(':')
+    key = _mac_keys()[1].get(kid)
+    return key is not None and hmac.compare_digest(digest, hmac.new(
+        key, _covered(row, secret, headers), hashlib.sha256).hexdigest())
+
+
+def _sealed(secret: str, headers: dict[str, str]) -> tuple[str, Any]:
+    seal = sealer(settings.config)
+    if not seal.sealing:
+        return secret, headers
+    data = json.dumps(headers, separators=(',', ':')).encode()
+    return (SEALED_PREFIX + seal.seal_bytes('webhook_secret', secret.encode()),
+            {SEALED_KEY: seal.seal_bytes('webhook_headers', data)})
+
+
+def _opened(stored_secret: str, stored_headers: Any) -> tuple[Optional[str], Optional[dict]]:
+    """The secret and headers, or None for one sealed under a key this process lacks."""
+    seal = sealer(settings.config)
+    secret: Optional[str] = stored_secret
+    if stored_secret.startswith(SEALED_PREFIX):
+        data = seal.open_bytes('webhook_secret', stored_secret[len(SEALED_PREFIX):])
+        secret = data.decode() if data is not None else None
+    headers: Optional[dict] = stored_headers or {}
+    if isinstance(stored_headers, dict) and set(stored_headers) == {SEALED_KEY}:
+        opened = seal.open_bytes('webhook_headers', str(stored_headers[SEALED_KEY]))
+        headers = json.loads(opened) if opened is not None else None
+    return secret, headers
+
+
+def _webhook(row: Mapping[str, Any]) -> Webhook:
+    secret, headers = _opened(row['secret'], row['headers'])
+    verified = secret is not None and headers is not None and _verifies(row, secret, headers)
+    return Webhook(row['id'], row['topic'], row['url'], row['method'], dict(headers or {}),
+                   dict(row['labels'] or {}), bool(row['active']), row['created_at'],
+                   row['updated_at'], secret or '', verified)
+
+
+def add(topic: str, url: str, method: str = 'POST', headers: Optional[Mapping[str, str]] = None,
+        labels: Optional[Mapping[str, str]] = None, records_url: Optional[str] = None,
+        clock: Clock = SYSTEM_CLOCK) -> Webhook:
+    """Add an active webhook; returned with its new secret (shown only now).
+    WebhookError for a bad topic, URL, method, header or label, or a URL
+    whose host is an IP address deliveries may not reach."""
+    guard.check_literal(url, settings.config.WEBHOOK_ALLOWED_HOSTS)
+    now = clock.time()
+    row: dict[str, Any] = {
+        'id': ID_PREFIX + random_id()[:24], 'topic': check_topic(topic), 'url': url,
+        'method': check_method(method), 'labels': check_labels(labels) or None, 'active': 1,
+        'created_at': now, 'updated_at': now}
+    clear_headers = check_headers(headers)
+    secret = signing.new_secret()
+    row['mac'] = _mac(row, secret, clear_headers)
+    row['secret'], row['headers'] = _sealed(secret, clear_headers)
+    with _store(records_url).begin(write=True) as conn:
+        conn.execute(table.insert().values(**row))
+    return _webhook(row)
+
+
+def list_webhooks(topic: Optional[str] = None, records_url: Optional[str] = None,
+                  active_only: bool = False) -> list[Webhook]:
+    """Every webhook (of ``topic``; only the active ones), oldest first."""
+    query = select(table).order_by(table.c.created_at, table.c.id)
+    if topic is not None:
+        query = query.where(table.c.topic == topic)
+    if active_only:
+        query = query.where(table.c.active == 1)
+    with _store(records_url).begin() as conn:
+        rows = [dict(row) for row in conn.execute(query).mappings()]
+    return [_webhook(row) for row in rows]
+
+
+def find(webhook_id: str, records_url: Optional[str] = None) -> Optional[Webhook]:
+    """The webhook, or None when there is none (any more)."""
+    with _store(records_url).begin() as conn:
+        row = conn.execute(select(table).where(table.c.id == webhook_id)).mappings().first()
+    return _webhook(dict(row)) if row is not None else None
+
+
+def get(webhook_id: str, records_url: Optional[str] = None) -> Webhook:
+    """The webhook; WebhookNotFoundError when there is none."""
+    found = find(webhook_id, records_url)
+    if found is None:
+        raise WebhookNotFoundError('no webhook %s' % str(webhook_id)[:100])
+    return found
+
+
+def set_active(webhook_id: str, active: bool, records_url: Optional[str] = None,
+               clock: Clock = SYSTEM_CLOCK) -> Webhook:
+    """Enable or disable the webhook (a disabled one receives nothing, and
+    its deliveries already queued are skipped); the webhook as it is now."""
+    with _store(records_url).begin(write=True) as conn:
+        changed = conn.execute(update(table).where(table.c.id == webhook_id).values(
+            active=1 if active else 0, updated_at=clock.time())).rowcount
+    if not changed:
+        raise WebhookNotFoundError('no webhook %s' % str(webhook_id)[:100])
+    return get(webhook_id, records_url)
+
+
+def remove(webhook_id: str, records_url: Optional[str] = None) -> None:
+    """Delete the webhook; its deliveries already queued are skipped."""
+    with _store(records_url).begin(write=True) as conn:
+        deleted = conn.execute(delete(table).where(table.c.id == webhook_id)).rowcount
+    if not deleted:
+        raise WebhookNotFoundError('no webhook %s' % str(webhook_id)[:100])
