@@ -44,6 +44,9 @@ setup(
         'otel': ['opentelemetry-api>=1.20'],
         # Webhooks (kale.webhooks): deliveries over HTTP, with the task records.
         'webhooks': ['httpx>=0.27', 'SQLAlchemy>=2.0'],
+        # Periodic tasks (kale scheduler): cron expressions, time zones on
+        # systems without a zone database, and the task records for the lease.
+        'schedules': ['cronsim>=2.6', 'tzdata', 'SQLAlchemy>=2.0'],
         # Test, lint and type-checking tools.
         'dev': [
             'pytest>=7',

@@ -111,6 +111,9 @@ class Config:
     WORKFLOW_RESULT_MAX_BYTES: int
     WORKFLOW_SWEEP_SEC: float
     WORKFLOW_PUBLISH_GRACE_SEC: float
+    SCHEDULES: Mapping[str, Mapping[str, Any]]
+    SCHEDULER_LEASE_SEC: float
+    CONCURRENCY_LEASE_SEC: float
     EXECUTOR_DIR: str
     EXECUTOR_STDERR_MAX_BYTES: int
     EXECUTOR_STDOUT_MAX_BYTES: int

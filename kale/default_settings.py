@@ -314,6 +314,23 @@ WORKFLOW_SWEEP_SEC = 2.0
 # published it in the meantime, under normal operation.
 WORKFLOW_PUBLISH_GRACE_SEC = 5.0
 
+# Periodic tasks run by `kale scheduler` (or `kale worker --scheduler`) for
+# tasks whose classes do not say `schedule = ...` themselves: a dict of
+# schedule names to {'task': 'myapp.tasks.Report', 'schedule': '0 3 * * *'
+# (five-field cron) or 300 (every N seconds), and optionally 'tz' (an IANA
+# zone, default 'UTC'), 'args', 'kwargs', 'catch_up' ('last', 'all' or
+# 'none') and 'queue'}. See README "Periodic tasks and long delays".
+SCHEDULES = {}  # type: dict[str, dict]
+
+# Seconds within which a scheduler that dies is replaced by another: the
+# leader renews its lease in the task records every quarter of this.
+SCHEDULER_LEASE_SEC = 15
+
+# Seconds within which a slot of a task's concurrency_limit held by a worker
+# that died (kill -9) is free again: a worker renews the leases of its runs
+# every third of this. See README "Flow control".
+CONCURRENCY_LEASE_SEC = 60
+
 # Directory of executor programs (`kale worker --executors DIR`): a task
 # whose method is NAME runs the program DIR/NAME, its arguments as a JSON
 # list on its standard input and its result as JSON on its standard output.

@@ -33,6 +33,7 @@ class Outcome(enum.Enum):
     DEAD_LETTER = 'dead_letter'  # send the dead-letter copy, then delete
     RELEASE = 'release'          # not run: send a fresh copy (visible at once), then delete
     DUPLICATE = 'duplicate'      # another delivery of the task is in the batch: delete, unrun
+    WAITING = 'waiting'          # before its due time (kale.delays): send it on delayed, then delete
 
     __hash__ = speed.identity_hash       # see kale.speed for the figure
 
@@ -86,6 +87,8 @@ _NAMES: dict[Outcome, OutcomeNames] = {
     Outcome.RELEASE: OutcomeNames('queued', 'released', 'release', 'on_task_released'),
     # The task's record is left to the delivery that runs.
     Outcome.DUPLICATE: OutcomeNames('queued', 'duplicate', 'delete', 'on_task_duplicate'),
+    # Not run, and not a retry: its record stays scheduled, with its due time.
+    Outcome.WAITING: OutcomeNames('scheduled', 'waiting', 'wait', 'on_task_waiting'),
 }
 
 

@@ -51,8 +51,9 @@ class InvalidTimeLimitError(PublishError):
 
 
 class InvalidDelayError(PublishError):
-    """``delay_sec`` is not a number of seconds within 0..900 (or not 0 on a
-    FIFO queue, which cannot delay a message)."""
+    """``delay_sec`` is not a number of seconds within 0..365 days, ``eta`` is
+    not a timezone-aware datetime within 365 days, both are given, or either
+    delays a task on a FIFO queue (which cannot delay a message)."""
 
 
 class InvalidGroupError(PublishError):
@@ -369,6 +370,15 @@ class WebhookRejectedError(NonRetriableTaskError):
     too many redirects, a webhook whose stored row does not verify."""
 
 
+class ScheduleError(ImproperlyConfigured):
+    """A schedule that cannot run (its cron, zone, interval, catch-up, task
+    or queue), or a scheduler that cannot start."""
+
+
+class ScheduleNotFoundError(RecordNotFoundError):
+    """No schedule has the name asked for."""
+
+
 def describe(exc: BaseException) -> str:
     """One line naming an exception's type and message, for logs and reasons."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ''
@@ -406,6 +416,8 @@ __all__ = [
     'RecordsError',
     'RecordsUnavailableError',
     'SQSError',
+    'ScheduleError',
+    'ScheduleNotFoundError',
     'SerializationError',
     'SubmissionError',
     'TaskDefinitionError',

@@ -161,6 +161,11 @@ class WorkerHooks:
         """A second delivery of a task whose other delivery in the same batch
         runs: deleted unrun (see :mod:`kale.worker.duplicates`)."""
 
+    def on_task_waiting(self, settlement: 'Settlement') -> None:
+        """A task that arrived before its due time (a wait longer than SQS's
+        15-minute delay, see :mod:`kale.delays`) was sent on unrun, delayed
+        by the time still to wait (``settlement.copy.delay_sec``)."""
+
     # The names these hooks had before they followed the outcomes. A hooks
     # class that still defines one is called under the new name, with a
     # warning once (see DEPRECATED_HOOKS).

@@ -68,6 +68,10 @@ class Message:
     #: travel in the signed envelope; retry and dead-letter copies keep them.
     dead_of: str = ''
     dead_error: str = ''
+    #: When a task published with a wait longer than SQS's 15-minute delay is
+    #: due (epoch seconds; 0: no such wait). Travels in the signed envelope;
+    #: a copy that arrives before it is sent on unrun (see :mod:`kale.delays`).
+    due_at: float = 0.0
 
     @property
     def attempt(self) -> int:
@@ -103,7 +107,7 @@ class Message:
         return dataclasses.replace(
             self, task_id=hashlib.sha256(b'kale-dead-run:' + seed.encode()).hexdigest()[:32],
             retry_num=0, failure_num=0, unsettled=0, sent_at=now, published_at=now,
-            publisher=publisher_identity(), dead_of=self.task_id, dead_error=line)
+            publisher=publisher_identity(), dead_of=self.task_id, dead_error=line, due_at=0.0)
 
     def to_payload(self) -> dict[str, Any]:
         """The serialized part (the envelope carries the task id and path again,
@@ -139,7 +143,7 @@ class Message:
                   'kwargs': kwargs, 'app_data': get('app_data'), 'retry_num': retry_num,
                   'failure_num': failure_num, 'sent_at': float(sent_at),
                   'publisher': publisher, 'unsettled': unsettled, 'published_at': 0.0,
-                  'context': {}, 'dead_of': '', 'dead_error': ''}
+                  'context': {}, 'dead_of': '', 'dead_error': '', 'due_at': 0.0}
         fields.update(envelope)
         return speed.build(cls, fields)      # every field set and checked (see kale.speed)
 

@@ -2,8 +2,9 @@
 
 Every check runs before anything is sent, and each failure has its own
 exception naming the task and the bad value: the queue must be configured,
-``time_limit`` must be at most 12 hours, ``delay_sec`` must be within 0..900,
-a FIFO queue needs a ``group_id`` (and a standard one takes none), the
+``time_limit`` must be at most 12 hours, ``delay_sec`` must be within 0..365
+days (or ``eta`` a timezone-aware datetime, see :mod:`kale.delays`), a FIFO
+queue needs a ``group_id`` and takes no delay (a standard one takes no group), the
 arguments must serialize, and the message must fit ``SQS_TASK_SIZE_LIMIT``.
 A batch is checked whole before any of it is sent.
 
@@ -17,7 +18,6 @@ import dataclasses
 import functools
 import inspect
 import logging
-import math
 import numbers
 import string
 import time
@@ -32,9 +32,11 @@ from typing import (
     Sequence,
 )
 
+from kale.clock import SYSTEM_CLOCK, Clock
 from kale.codec import get_codec
 from kale.conf import settings
 from kale.config import Config
+from kale.delays import check_delay, check_wait  # noqa: F401  (check_delay's home was here)
 from kale.exceptions import (
     BatchSendError,
     InvalidDelayError,
@@ -48,7 +50,7 @@ from kale.labels import check_labels
 from kale.message import Message, publisher_identity
 from kale.off_loop import off_the_loop
 from kale.queue_config import TaskQueue, get_queue_config
-from kale.transport import MAX_DELAY_SEC, MAX_VISIBILITY_SEC, AttributeValue, OutgoingMessage
+from kale.transport import MAX_VISIBILITY_SEC, AttributeValue, OutgoingMessage
 from kale.unique import unique_claims
 
 if TYPE_CHECKING:
@@ -67,15 +69,6 @@ class Sender(Protocol):
         """Send the messages; returns their SQS message ids."""
 
 
-def check_delay(task_name: str, delay_sec: Any) -> int:
-    """``delay_sec`` as whole seconds for SQS (rounded up), or InvalidDelayError."""
-    if isinstance(delay_sec, bool) or not isinstance(delay_sec, numbers.Real) \
-            or math.isnan(delay_sec) or not 0 <= float(delay_sec) <= MAX_DELAY_SEC:
-        raise InvalidDelayError('task %s: delay_sec must be a number of seconds within 0..%d, '
-                                'got %r' % (task_name, MAX_DELAY_SEC, delay_sec))
-    return int(math.ceil(delay_sec))
-
-
 #: The characters SQS accepts in a message group id or deduplication id.
 FIFO_ID_CHARACTERS = frozenset(string.ascii_letters + string.digits + string.punctuation)
 
@@ -86,7 +79,7 @@ def _valid_fifo_id(value: Any) -> bool:
 
 
 def check_fifo_ids(task_name: str, queue: TaskQueue, group_id: Any, dedup_id: Any,
-                   delay: int) -> None:
+                   delay: Any) -> None:
     """A FIFO queue needs a ``group_id`` and takes no delay; a standard queue
     takes neither ``group_id`` nor ``dedup_id``. Both are 1..128 characters
     of letters, digits and punctuation."""
@@ -104,9 +97,11 @@ def check_fifo_ids(task_name: str, queue: TaskQueue, group_id: Any, dedup_id: An
         if value is not None and not _valid_fifo_id(value):
             raise InvalidGroupError('task %s: %s must be 1-128 letters, digits or punctuation, '
                                     'got %r' % (task_name, name, value))
-    if delay:
+    if delay:                   # the delay_sec or eta given
         raise InvalidDelayError('task %s: queue %r is a FIFO queue, which cannot delay a '
-                                'message; got delay_sec=%r' % (task_name, queue.name, delay))
+                                'message; got %s=%r' % (task_name, queue.name, 'delay_sec' if
+                                                        isinstance(delay, numbers.Real) else
+                                                        'eta', delay))
 
 
 def check_time_limit(task_class: type['Task'], queue: TaskQueue) -> None:
@@ -198,6 +193,9 @@ class Publication:
     #: transaction): ``after_publish`` sees no message ids, and the records
     #: are written by whatever sends it.
     deferred: bool = False
+    #: When the tasks are due (epoch seconds), for a wait longer than SQS's
+    #: 15-minute delay (``delay_sec`` is then 900; see :mod:`kale.delays`).
+    due_at: Optional[float] = None
 
     @property
     def task_ids(self) -> list[str]:
@@ -211,8 +209,9 @@ class Publisher:
     hooks; without it, the settings in force at each publish do."""
 
     def __init__(self, sender: Optional[Sender] = None, hooks: Sequence[Any] = (),
-                 config: Optional[Config] = None):
+                 config: Optional[Config] = None, clock: Clock = SYSTEM_CLOCK):
         self._sender = sender
+        self.clock = clock          # what delays and ETAs count from
         self._extra_hooks = list(hooks)
         self._config = config
         self._hooks: Optional[tuple[Config, HookDispatcher]] = None
@@ -281,11 +280,11 @@ class Publisher:
                 dedup_id: Optional[str] = None,
                 labels: Optional[Mapping[str, str]] = None,
                 queue_name: Optional[str] = None,
-                unique_for_sec: Optional[float] = None) -> str:
+                unique_for_sec: Optional[float] = None, eta: Any = None) -> str:
         """Publish one invocation; returns its task id."""
         return self.publish_batch(task_class, app_data, [(args, kwargs)], delay_sec,
                                   group_id, dedup_id, labels, queue_name,
-                                  unique_for_sec=unique_for_sec)[0]
+                                  unique_for_sec=unique_for_sec, eta=eta)[0]
 
     def publish_batch(self, task_class: type['Task'], app_data: Any, calls: Iterable[Any],
                       delay_sec: Any = 0, group_id: Optional[str] = None,
@@ -295,19 +294,23 @@ class Publisher:
                       task_ids: Optional[Sequence[str]] = None,
                       context: Optional[Mapping[str, str]] = None,
                       deferred: Optional[Callable[[Publication, list[OutgoingMessage]], None]]
-                      = None, unique_for_sec: Optional[float] = None) -> list[str]:
+                      = None, unique_for_sec: Optional[float] = None,
+                      eta: Any = None) -> list[str]:
         """Publish many invocations of one task; returns their task ids in order.
         On a FIFO queue they join ``group_id`` in this order, each deduplicated
         by its task id (or by ``dedup_id``, for a single invocation).
         ``queue_name`` names another configured queue than the task's own;
         ``task_ids`` (one per call) are ids given beforehand (a workflow's
         nodes), and ``context`` travels in every message. With ``deferred``,
-        nothing is sent: the encoded messages are handed to it (the outbox)."""
+        nothing is sent: the encoded messages are handed to it (the outbox).
+        ``delay_sec`` (up to 365 days) or ``eta`` delays the first run (see
+        :mod:`kale.delays` for waits over SQS's 15 minutes)."""
         name = task_class.task_path()
-        delay = check_delay(name, delay_sec)
+        delay, due_at = check_wait(name, delay_sec, eta, self.clock.time())
         given = check_labels(name, labels)
         queue = self.queue_of(task_class, queue_name)
-        check_fifo_ids(name, queue, group_id, dedup_id, delay)
+        check_fifo_ids(name, queue, group_id, dedup_id,
+                       delay and (delay_sec if eta is None else eta))
         pairs = [_call_pair(name, number, call) for number, call in enumerate(calls)]
         messages = [self.build(task_class, app_data, args, kwargs) for args, kwargs in pairs]
         if not messages:
@@ -315,6 +318,8 @@ class Publisher:
         if task_ids is not None:
             messages = [dataclasses.replace(m, task_id=task_id)
                         for m, task_id in zip(messages, task_ids, strict=True)]
+        if due_at is not None:          # signed in the envelope (kale.delays)
+            messages = [dataclasses.replace(m, due_at=due_at) for m in messages]
         unique_sec = unique_for_sec if unique_for_sec is not None else \
             getattr(task_class, 'unique_for_sec', None)
         holders: Optional[list[str]] = None
@@ -346,7 +351,7 @@ class Publisher:
                                           for args, kwargs in pairs],
                                   sqs_name=sqs_name,
                                   context=[dict(context or {}) for _ in messages],
-                                  deferred=deferred is not None)
+                                  deferred=deferred is not None, due_at=due_at)
         hooks = self.hooks
         hooks(PublishHooks.before_publish, publication)
         # Encoding is inside the try: a hook that opened something in
@@ -383,23 +388,23 @@ class Publisher:
                        kwargs: Mapping[str, Any], delay_sec: Any = 0,
                        group_id: Optional[str] = None, dedup_id: Optional[str] = None,
                        labels: Optional[Mapping[str, str]] = None,
-                       queue_name: Optional[str] = None) -> str:
+                       queue_name: Optional[str] = None, eta: Any = None) -> str:
         """:meth:`publish` from a coroutine: sent on a thread (see
         :func:`off_the_loop`), the caller's event loop never blocked."""
         return await off_the_loop(functools.partial(
             self.publish, task_class, app_data, args, kwargs, delay_sec, group_id, dedup_id,
-            labels, queue_name))
+            labels, queue_name, eta=eta))
 
     async def apublish_batch(self, task_class: type['Task'], app_data: Any,
                              calls: Iterable[Any], delay_sec: Any = 0,
                              group_id: Optional[str] = None,
                              labels: Optional[Mapping[str, str]] = None,
-                             queue_name: Optional[str] = None) -> list[str]:
+                             queue_name: Optional[str] = None, eta: Any = None) -> list[str]:
         """:meth:`publish_batch` from a coroutine (see :meth:`apublish`)."""
         calls = list(calls)
         return await off_the_loop(functools.partial(
             self.publish_batch, task_class, app_data, calls, delay_sec, group_id, None, labels,
-            queue_name))
+            queue_name, eta=eta))
 
 
 def with_context(message: Message, context: Mapping[str, str]) -> Message:

@@ -136,6 +136,14 @@ def _records_url(value: Any) -> Optional[str]:
     return None
 
 
+def _schedules(value: Any) -> Optional[str]:
+    if isinstance(value, Mapping) and all(isinstance(name, str) and isinstance(entry, Mapping)
+                                          for name, entry in value.items()):
+        return None
+    return ("must be a dict of schedule names to dicts, e.g. {'nightly': {'task': "
+            "'myapp.tasks.Report', 'schedule': '0 3 * * *'}}")
+
+
 def _ttl(value: Any) -> Optional[str]:
     return None if value is None else _number(1)(value)
 
@@ -215,6 +223,9 @@ CHECKS: dict[str, Callable[[Any], Optional[str]]] = {
     'WORKFLOW_RESULT_MAX_BYTES': _number(1024, 64 * 1024 * 1024, whole=True),
     'WORKFLOW_SWEEP_SEC': _number(0.05, 3600),
     'WORKFLOW_PUBLISH_GRACE_SEC': _number(0.1, 3600),
+    'SCHEDULES': _schedules,
+    'SCHEDULER_LEASE_SEC': _number(1, 3600),
+    'CONCURRENCY_LEASE_SEC': _number(3, 3600),
     'EXECUTOR_DIR': _kind(str, 'a directory path'),
     'EXECUTOR_STDERR_MAX_BYTES': _number(0, 16 * 1024 * 1024, whole=True),
     'EXECUTOR_STDOUT_MAX_BYTES': _number(1, 1024 * 1024 * 1024, whole=True),

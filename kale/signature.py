@@ -15,7 +15,7 @@ from kale.ids import random_id
 class Signature:
     """``task_class`` with its arguments, to run as one node of a flow."""
 
-    __slots__ = ('args', 'kwargs', 'queue', 'task_class', 'task_id')
+    __slots__ = ('args', 'delay_sec', 'eta', 'kwargs', 'queue', 'task_class', 'task_id')
 
     def __init__(self, task_class: type, args: tuple, kwargs: Mapping[str, Any],
                  queue: Optional[str] = None):
@@ -25,6 +25,18 @@ class Signature:
         #: The queue the node runs on (None: the task's own).
         self.queue = queue
         self.task_id = random_id()
+        #: Its run delayed (see :meth:`set`).
+        self.delay_sec: float = 0
+        self.eta: Any = None
+
+    def set(self, delay_sec: float = 0, eta: Any = None) -> 'Signature':
+        """This node with its run delayed, as ``publish(delay_sec=..., eta=...)``
+        delays a task: ``delay_sec`` (up to 365 days) counts from when the node
+        is published, once it has all its inputs; ``eta`` (a timezone-aware
+        datetime) is when it runs at the earliest. Checked at submit. Returns
+        the signature: ``Report.s('daily').set(delay_sec=3600)``."""
+        self.delay_sec, self.eta = delay_sec, eta
+        return self
 
     @property
     def name(self) -> str:

@@ -35,6 +35,7 @@ from kale.retry import (  # noqa: F401  (the reasons' home before kale.retry)
     RetryPolicy,
 )
 from kale.signature import Signature
+from kale.task_options import TaskOptions
 from kale.timeout import failure_of
 
 if TYPE_CHECKING:
@@ -174,7 +175,7 @@ class Task:
         Accepts every call by default."""
 
     @classmethod
-    def with_options(cls, queue: Optional[str] = None) -> 'TaskOptions':
+    def with_options(cls, queue: Optional[str] = None) -> TaskOptions:
         """This task sent elsewhere: ``MyTask.with_options(queue='shard-2')``
         has ``publish``, ``publish_batch``, ``apublish``, ``apublish_batch``
         and ``s`` as the task does, to ``queue`` (a queue of the queue config,
@@ -195,11 +196,12 @@ class Task:
     def publish(cls, app_data: Any, *args: Any, delay_sec: float = 0,
                 group_id: Optional[str] = None, dedup_id: Optional[str] = None,
                 labels: Optional[Mapping[str, str]] = None,
-                unique_for_sec: Optional[float] = None, **kwargs: Any) -> str:
+                unique_for_sec: Optional[float] = None, eta: Any = None, **kwargs: Any) -> str:
         """Publish one run of this task; returns its task id.
 
         ``app_data`` travels beside the arguments for custom workers;
-        ``delay_sec`` (0..900) delays the first run. On a FIFO queue,
+        ``delay_sec`` (up to 365 days) or ``eta`` (a timezone-aware datetime)
+        delays the first run (see :mod:`kale.delays`). On a FIFO queue,
         ``group_id`` (required) names the group whose tasks run in publish
         order, and ``dedup_id`` (default: the task id) makes SQS drop a second
         publish with the same id within five minutes. ``labels`` (a dict of
@@ -211,13 +213,13 @@ class Task:
         cls._check_importable()
         return get_publisher().publish(cls, app_data, args, kwargs, delay_sec=delay_sec,
                                        group_id=group_id, dedup_id=dedup_id, labels=labels,
-                                       unique_for_sec=unique_for_sec)
+                                       unique_for_sec=unique_for_sec, eta=eta)
 
     @classmethod
     def publish_batch(cls, app_data: Any, calls: Iterable[Any], delay_sec: float = 0,
                       group_id: Optional[str] = None,
                       labels: Optional[Mapping[str, str]] = None,
-                      unique_for_sec: Optional[float] = None) -> list[str]:
+                      unique_for_sec: Optional[float] = None, eta: Any = None) -> list[str]:
         """Publish many runs, ``[(args, kwargs), ...]``, with SendMessageBatch
         (up to 10 per request); returns their task ids in order. On a FIFO
         queue they join ``group_id`` (required) in this order. ``labels``
@@ -225,28 +227,30 @@ class Task:
         cls._check_importable()
         return get_publisher().publish_batch(cls, app_data, calls, delay_sec=delay_sec,
                                              group_id=group_id, labels=labels,
-                                             unique_for_sec=unique_for_sec)
+                                             unique_for_sec=unique_for_sec, eta=eta)
 
     @classmethod
     async def apublish(cls, app_data: Any, *args: Any, delay_sec: float = 0,
                        group_id: Optional[str] = None, dedup_id: Optional[str] = None,
-                       labels: Optional[Mapping[str, str]] = None, **kwargs: Any) -> str:
+                       labels: Optional[Mapping[str, str]] = None, eta: Any = None,
+                       **kwargs: Any) -> str:
         """:meth:`publish` for asyncio applications (FastAPI and others):
         ``await MyTask.apublish(app_data, ...)`` checks the call as
         ``publish`` does and returns the task id, never blocking the event loop."""
         cls._check_importable()
         return await get_publisher().apublish(cls, app_data, args, kwargs, delay_sec=delay_sec,
                                               group_id=group_id, dedup_id=dedup_id,
-                                              labels=labels)
+                                              labels=labels, eta=eta)
 
     @classmethod
     async def apublish_batch(cls, app_data: Any, calls: Iterable[Any], delay_sec: float = 0,
                              group_id: Optional[str] = None,
-                             labels: Optional[Mapping[str, str]] = None) -> list[str]:
+                             labels: Optional[Mapping[str, str]] = None,
+                             eta: Any = None) -> list[str]:
         """:meth:`publish_batch` for asyncio applications (see :meth:`apublish`)."""
         cls._check_importable()
         return await get_publisher().apublish_batch(cls, app_data, calls, delay_sec=delay_sec,
-                                                    group_id=group_id, labels=labels)
+                                                    group_id=group_id, labels=labels, eta=eta)
 
     # --- retry policy --------------------------------------------------------
 
@@ -395,56 +399,3 @@ _SHOULD_RUN = Task.should_run_task
 _BEFORE_RUN = Task.before_run
 _AFTER_SUCCESS = Task.after_success
 
-
-class TaskOptions:
-    """A task class with options for where it goes (see :meth:`Task.with_options`)."""
-
-    __slots__ = ('queue', 'task_class')
-
-    def __init__(self, task_class: type[Task], queue: Optional[str]):
-        self.task_class = task_class
-        self.queue = queue
-
-    def publish(self, app_data: Any, *args: Any, delay_sec: float = 0,
-                group_id: Optional[str] = None, dedup_id: Optional[str] = None,
-                labels: Optional[Mapping[str, str]] = None, **kwargs: Any) -> str:
-        """:meth:`Task.publish`, to this queue."""
-        self.task_class._check_importable()
-        return get_publisher().publish(self.task_class, app_data, args, kwargs,
-                                       delay_sec=delay_sec, group_id=group_id,
-                                       dedup_id=dedup_id, labels=labels, queue_name=self.queue)
-
-    def publish_batch(self, app_data: Any, calls: Iterable[Any], delay_sec: float = 0,
-                      group_id: Optional[str] = None,
-                      labels: Optional[Mapping[str, str]] = None) -> list[str]:
-        """:meth:`Task.publish_batch`, to this queue."""
-        self.task_class._check_importable()
-        return get_publisher().publish_batch(self.task_class, app_data, calls,
-                                             delay_sec=delay_sec, group_id=group_id,
-                                             labels=labels, queue_name=self.queue)
-
-    async def apublish(self, app_data: Any, *args: Any, delay_sec: float = 0,
-                       group_id: Optional[str] = None, dedup_id: Optional[str] = None,
-                       labels: Optional[Mapping[str, str]] = None, **kwargs: Any) -> str:
-        """:meth:`Task.apublish`, to this queue."""
-        self.task_class._check_importable()
-        return await get_publisher().apublish(self.task_class, app_data, args, kwargs,
-                                              delay_sec=delay_sec, group_id=group_id,
-                                              dedup_id=dedup_id, labels=labels,
-                                              queue_name=self.queue)
-
-    async def apublish_batch(self, app_data: Any, calls: Iterable[Any], delay_sec: float = 0,
-                             group_id: Optional[str] = None,
-                             labels: Optional[Mapping[str, str]] = None) -> list[str]:
-        """:meth:`Task.apublish_batch`, to this queue."""
-        self.task_class._check_importable()
-        return await get_publisher().apublish_batch(self.task_class, app_data, calls,
-                                                    delay_sec=delay_sec, group_id=group_id,
-                                                    labels=labels, queue_name=self.queue)
-
-    def s(self, *args: Any, **kwargs: Any) -> Signature:
-        """:meth:`Task.s`, a node that runs on this queue."""
-        return Signature(self.task_class, args, kwargs, queue=self.queue)
-
-    def __repr__(self) -> str:
-        return '<%s with_options(queue=%r)>' % (self.task_class.task_path(), self.queue)

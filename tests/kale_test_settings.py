@@ -1,6 +1,7 @@
 """Settings module the test suite runs under (in-process and in worker
 subprocesses); the endpoint and queue prefix come from the environment so each
 test can point it at its own server and queues."""
+import json
 import os
 
 MESSAGE_QUEUE_ENDPOINT_URL = os.environ.get('KALE_TEST_ENDPOINT', '')
@@ -27,3 +28,7 @@ DIE_ON_RESIDENT_SET_SIZE_MB = 0
 # The topic tests name their subscribers' module and let Kale set topics up.
 TASK_MODULES = tuple(m for m in os.environ.get('KALE_TEST_TASK_MODULES', '').split(',') if m)
 AUTO_CREATE_TOPICS = os.environ.get('KALE_TEST_AUTO_CREATE_TOPICS', '') == '1'
+# The periodic-task tests: schedules as JSON, and a short lease for the
+# processes that stand in for a leader dying.
+SCHEDULES = json.loads(os.environ.get('KALE_TEST_SCHEDULES') or '{}')
+SCHEDULER_LEASE_SEC = float(os.environ.get('KALE_TEST_SCHEDULER_LEASE_SEC', '15'))

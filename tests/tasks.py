@@ -473,3 +473,18 @@ class CopiesTask(task.Task):
 
     def run_task(self, *args):
         record('ran', self, self.message.failure_num)
+
+
+class DueTask(task.Task):
+    """Notes in ``runs`` when each run started by its class's ``clock`` (a
+    test's), with the message's counts: a task published to wait."""
+
+    queue = 'default'
+    time_limit = 5
+    clock = None
+    runs: list = []
+
+    def run_task(self, *args):
+        message = self.message
+        DueTask.runs.append((self.task_id, DueTask.clock.time(), message.retry_num,
+                             message.failure_num, message.due_at))

@@ -19,6 +19,7 @@ from kale import logs
 from kale.cli import (
     admin,
     outbox,
+    schedules,
     sqs_local,
     submit,
     tasks,
@@ -36,8 +37,8 @@ EXIT_ERROR = 1
 EXIT_INTERRUPTED = 130
 
 #: The modules whose commands ``kale`` offers, in the order ``--help`` lists them.
-COMMAND_MODULES = [worker, admin, tasks, workflows, submit, outbox, topics, webhooks, web,
-                   sqs_local]
+COMMAND_MODULES = [worker, admin, tasks, workflows, submit, outbox, schedules, topics, webhooks,
+                   web, sqs_local]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -39,13 +39,15 @@ def format_table(rows: list[admin.QueueStatus]) -> str:
 
 
 def cmd_queues(args: argparse.Namespace) -> int:
+    if args.json:                   # with the autoscaling signals (kale.scaling)
+        from kale.scaling import queue_signals
+        signals = queue_signals(command_broker(), settings.RECORDS_URL or None)
+        print(json.dumps([row.as_dict() for row in signals], indent=2))
+        return 0
     rows = admin.queue_statuses(command_broker())
-    if args.json:
-        print(json.dumps([row.as_dict() for row in rows], indent=2))
-    else:
-        print(format_table(rows))
-        if any(row.visible is None for row in rows):
-            print('(- : the queue does not exist yet; it is created on first use)')
+    print(format_table(rows))
+    if any(row.visible is None for row in rows):
+        print('(- : the queue does not exist yet; it is created on first use)')
     return 0
 
 
@@ -221,5 +223,5 @@ def add_commands(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]'
     publish.add_argument('--app-data', metavar='JSON', type=_app_data,
                          help='app_data for the task, any JSON value')
     publish.add_argument('--delay', type=float, default=0, metavar='S',
-                         help='seconds before the task may run, 0..900')
+                         help='seconds before the task may run, up to 365 days (31536000)')
     publish.set_defaults(func=cmd_publish)

@@ -78,7 +78,10 @@ def cmd_list(args: argparse.Namespace) -> int:
         return 0
     for row, record in zip(rows, page, strict=True):
         row['duration_sec'] = record.duration_sec
-    print(table(LIST_COLUMNS, rows) if rows else 'no task records match')
+    columns = LIST_COLUMNS
+    if any(row.get('next_attempt_at') for row in rows):     # tasks waiting for a due time
+        columns = LIST_COLUMNS[:6] + [('DUE', 'next_attempt_at')] + LIST_COLUMNS[6:]
+    print(table(columns, rows) if rows else 'no task records match')
     if cursor:
         print('(more: --cursor %s)' % cursor)
     return 0

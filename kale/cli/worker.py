@@ -33,9 +33,17 @@ def run_worker(args: argparse.Namespace) -> int:
     if settings.EXECUTOR_DIR:                # a directory that cannot serve: said at start
         from kale.executors.task import catalog
         catalog()
+    hooks: list[Any] = []
+    if args.scheduler:              # no records or no schedules: one line, before starting
+        from kale.schedules.hooks import SchedulerHooks
+        from kale.schedules.scheduler import records_state, runnable_schedules
+        runnable_schedules(settings.config)
+        records_state(settings.config)
+        if args.concurrency is None:            # each supervised worker runs its own
+            hooks.append(SchedulerHooks())
     worker = Worker(queue_names=args.queues, burst=args.burst, pool=pool,
-                    max_in_flight=args.max_in_flight,
-                    dead_letters=args.dead_letters)     # validates the configuration
+                    max_in_flight=args.max_in_flight, dead_letters=args.dead_letters,
+                    hooks=hooks)     # validates the configuration
     if args.concurrency is None:
         return worker.run()
     from kale.worker.supervisor import Supervisor, worker_command
@@ -61,6 +69,9 @@ def add_commands(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]'
     parser.add_argument('--dead-letters', action='store_true',
                         help="serve the dead-run queues of the queues instead: run the dead "
                              'runs (run_dead_task) of their tasks that failed for good')
+    parser.add_argument('--scheduler', action='store_true',
+                        help='also run a scheduler on a thread of the worker, publishing the '
+                             'periodic tasks while it leads (see kale scheduler)')
     parser.add_argument('--burst', action='store_true',
                         help='exit once every served queue has nothing visible, in flight or delayed')
     parser.add_argument('--concurrency', type=positive_int, metavar='N',

@@ -60,6 +60,9 @@ DEAD_ERROR = 'w'       # a dead run: that task's final error, one line
 # A subscriber's copy of a topic event (kale.topics): the event's task id and
 # name, as its payload has them, while the task id and name headers are the copy's.
 EVENT = 'E'
+# When a task that waits longer than SQS's 15-minute delay is due (epoch
+# seconds, to the millisecond; see kale.delays): an earlier copy is sent on unrun.
+DUE_AT = 'D'
 
 
 def render_context(context: Mapping[str, str]) -> str:
@@ -140,6 +143,11 @@ class Frame:
         return int(self.headers.get(UNSETTLED, 0) or 0)
 
     @property
+    def due_at(self) -> float:
+        """When the task is due (epoch seconds; 0: no wait past SQS's own delay)."""
+        return float(self.headers.get(DUE_AT, 0) or 0)
+
+    @property
     def dead_of(self) -> str:
         """For a dead run, the id of the task whose dead letter it handles; else ''."""
         return self.headers.get(DEAD_OF, '')
@@ -215,6 +223,8 @@ class Codec:
         if message.dead_of:
             frame.headers[DEAD_OF] = message.dead_of
             frame.headers[DEAD_ERROR] = message.dead_error
+        if message.due_at:
+            frame.headers[DUE_AT] = '%.3f' % message.due_at
         for step in self.steps:
             step.encode(frame)
         return frame
@@ -340,7 +350,7 @@ class Codec:
 
 def envelope_fields(headers: Mapping[str, str]) -> dict[str, Any]:
     """The Message fields a verified envelope carries: publish time, unsettled
-    deliveries, context, a dead run's link and error, and the retry and
+    deliveries, context, a dead run's link and error, a due time, and the retry and
     failure counts (a body signed without counts leaves the payload's).
     ValueError for a count that is not one."""
     context = headers.get(CONTEXT)
@@ -351,6 +361,9 @@ def envelope_fields(headers: Mapping[str, str]) -> dict[str, Any]:
     dead_of = headers.get(DEAD_OF)
     if dead_of:
         fields['dead_of'], fields['dead_error'] = dead_of, headers.get(DEAD_ERROR, '')
+    due_at = headers.get(DUE_AT)
+    if due_at:
+        fields['due_at'] = float(due_at)
     for field, header in _COUNT_HEADERS:
         value = headers.get(header)
         if value is not None:

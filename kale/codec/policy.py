@@ -6,7 +6,12 @@ queue):
 
 - ``expired``: a body published more than ``MESSAGE_MAX_AGE_SEC`` ago. SQS keeps
   a message at most 14 days and delays it at most 15 minutes, so no honest
-  delivery is older; a captured body replayed later is.
+  delivery is older; a captured body replayed later is. A task that waits
+  past SQS's delay (a signed due time, :mod:`kale.delays`) is re-sent until
+  then, each copy a new SQS message: its age counts from 15 minutes before
+  its due time (or from its publish, if later), so it never expires while it
+  waits, and the window closes as long after its due time as after any
+  other task's publish.
 - ``wrong_queue``: a body received on another queue than the one it was
   signed for (a task for one queue replayed into another), or an event of a
   topic the receiving queue does not subscribe to.
@@ -18,12 +23,14 @@ serializer is checked.
 """
 from __future__ import annotations
 
+import math
 import time
 from typing import Callable, Collection
 
-from kale.codec.pipeline import PUBLISHED_AT, QUEUE, SERIALIZER, Frame
+from kale.codec.pipeline import DUE_AT, PUBLISHED_AT, QUEUE, SERIALIZER, Frame
 from kale.codec.serialize import SERIALIZER_NAMES
 from kale.exceptions import DecodeError
+from kale.transport import MAX_DELAY_SEC
 
 
 class PolicyStep:
@@ -56,11 +63,31 @@ class PolicyStep:
         except (KeyError, ValueError) as exc:
             raise DecodeError(DecodeError.CORRUPT, 'envelope lacks a valid publish time or '
                                                    'queue') from exc
-        age = self.clock() - published
+        since = published
+        due = frame.headers.get(DUE_AT)
+        if due is not None:             # a long wait: counted from its last stretch
+            since = max(published, _due_time(due) - MAX_DELAY_SEC)
+        age = self.clock() - since
         if frame.check_age and age > self.max_age_sec:
-            raise DecodeError(DecodeError.EXPIRED, 'published %.0f s ago, over MESSAGE_MAX_AGE_SEC '
-                              'of %g s' % (age, self.max_age_sec))
+            if since == published:
+                raise DecodeError(DecodeError.EXPIRED, 'published %.0f s ago, over '
+                                  'MESSAGE_MAX_AGE_SEC of %g s' % (age, self.max_age_sec))
+            raise DecodeError(DecodeError.EXPIRED, 'due %.0f s ago, over MESSAGE_MAX_AGE_SEC of '
+                              '%g s from 15 minutes before its due time'
+                              % (age - MAX_DELAY_SEC, self.max_age_sec))
         if frame.queue and signed_for != frame.queue and signed_for not in frame.topics:
             raise DecodeError(DecodeError.WRONG_QUEUE, 'signed for %s %r, received on %r'
                               % ('topic' if signed_for.startswith('topic:') else 'queue',
                                  signed_for, frame.queue))
+
+
+def _due_time(text: str) -> float:
+    """A signed due time header's epoch seconds (CORRUPT when it is not one)."""
+    try:
+        due_at = float(text)
+    except ValueError:
+        due_at = math.nan
+    if not math.isfinite(due_at):
+        raise DecodeError(DecodeError.CORRUPT, 'envelope has a due time %r that is not one'
+                          % text[:40])
+    return due_at

@@ -19,7 +19,11 @@ queue and per dead-letter queue), so scrape every 15 s or less often.
 - ``kale_queue_oldest_task_age_seconds{queue}``: how long the oldest task
   still waiting in each queue has waited, from ``oldest_queued`` (epoch
   seconds when it became due: its publish, or the end of its delay; by queue
-  name), e.g. from the records.
+  name), e.g. from the records; without it from ``oldest_ages`` (seconds by
+  SQS name), e.g. CloudWatch's ``ApproximateAgeOfOldestMessage``;
+- ``kale_queue_workers{queue}`` and ``kale_queue_backlog_per_worker{queue}``
+  (visible / workers, left out while no worker serves the queue): from
+  ``workers``, the running workers serving each queue, e.g. from the records.
 """
 from __future__ import annotations
 
@@ -47,11 +51,18 @@ class QueueCollector:
     def __init__(self, broker: 'Broker',
                  task_counts: Optional[Callable[[], Mapping[str, int]]] = None,
                  oldest_queued: Optional[Callable[[], Mapping[str, float]]] = None,
-                 clock: Callable[[], float] = time.time):
+                 clock: Callable[[], float] = time.time,
+                 workers: Optional[Callable[[], Mapping[str, int]]] = None,
+                 oldest_ages: Optional[Callable[[list[str]], Mapping[str, float]]] = None):
         self.broker = broker
         self.task_counts = task_counts
         self.oldest_queued = oldest_queued
         self.clock = clock
+        #: Running workers serving each queue (by name), e.g. from the records.
+        self.workers = workers
+        #: The oldest message's age by SQS name, e.g. CloudWatch's, when
+        #: ``oldest_queued`` is not given.
+        self.oldest_ages = oldest_ages
 
     def describe(self) -> list[Metric]:
         """The families, without asking SQS (a registry calls this when the
@@ -59,15 +70,33 @@ class QueueCollector:
         return list(self._families())
 
     def collect(self) -> Iterator[Metric]:
-        messages, up, records, oldest = self._families()
+        messages, up, records, oldest, serving, backlog = self._families()
+        visible: dict[str, int] = {}
         for queue in self.broker.queues.values():
             counts = self._counts(queue)
             up.add_metric([queue.name], 0 if counts is None else 1)
             if counts is not None:
+                visible[queue.name] = counts[0]
                 for state, value in zip(STATES, counts, strict=True):
                     messages.add_metric([queue.name, state], value)
         yield messages
         yield up
+        if self.workers is not None:
+            found = self._call(self.workers, 'workers')
+            for queue in self.broker.queues.values():
+                count = int(found.get(queue.name, 0))
+                serving.add_metric([queue.name], count)
+                if count and queue.name in visible:
+                    backlog.add_metric([queue.name], visible[queue.name] / count)
+            yield serving
+            yield backlog
+        if self.oldest_queued is None and self.oldest_ages is not None:
+            names = {self.broker.sqs_name(q): q.name for q in self.broker.queues.values()
+                     if q.name in visible}
+            ages = self.oldest_ages(sorted(names))
+            for sqs_name, age in ages.items():
+                oldest.add_metric([names[sqs_name]], age)
+            yield oldest
         if self.task_counts is not None:
             for status, count in self._call(self.task_counts, 'task counts').items():
                 records.add_metric([str(status)], count)
@@ -87,6 +116,11 @@ class QueueCollector:
             GaugeMetricFamily('kale_records_tasks', 'Task records by status', labels=['status']),
             GaugeMetricFamily('kale_queue_oldest_task_age_seconds', 'How long the oldest task '
                               'waiting in each queue has waited', labels=['queue']),
+            GaugeMetricFamily('kale_queue_workers', 'Running workers serving each queue',
+                              labels=['queue']),
+            GaugeMetricFamily('kale_queue_backlog_per_worker', 'Visible messages per running '
+                              'worker serving the queue (the autoscaling signal)',
+                              labels=['queue']),
         )
 
     def _counts(self, queue: Any) -> Optional[tuple[int, int, int, int]]:
@@ -118,11 +152,14 @@ class QueueCollector:
 
 
 def queue_registry(broker: 'Broker', task_counts: Optional[Callable[[], Mapping[str, int]]] = None,
-                   oldest_queued: Optional[Callable[[], Mapping[str, float]]] = None
+                   oldest_queued: Optional[Callable[[], Mapping[str, float]]] = None,
+                   workers: Optional[Callable[[], Mapping[str, int]]] = None,
+                   oldest_ages: Optional[Callable[[list[str]], Mapping[str, float]]] = None
                    ) -> CollectorRegistry:
     """A registry holding a :class:`QueueCollector`, for a web app to serve."""
     registry = CollectorRegistry()
-    registry.register(QueueCollector(broker, task_counts, oldest_queued))
+    registry.register(QueueCollector(broker, task_counts, oldest_queued, workers=workers,
+                                     oldest_ages=oldest_ages))
     return registry
 
 

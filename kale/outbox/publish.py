@@ -46,19 +46,22 @@ def _target(task: Any) -> tuple[type, Optional[str]]:
 def publish(conn: Any, task: Any, app_data: Any, *args: Any, delay_sec: float = 0,
             group_id: Optional[str] = None, dedup_id: Optional[str] = None,
             labels: Optional[Mapping[str, str]] = None,
-            unique_for_sec: Optional[float] = None, **kwargs: Any) -> str:
+            unique_for_sec: Optional[float] = None, eta: Any = None, **kwargs: Any) -> str:
     """Publish one run of ``task`` (a Task class, or ``Task.with_options(...)``)
-    when ``conn``'s transaction commits; returns its task id."""
+    when ``conn``'s transaction commits; returns its task id. A wait longer
+    than SQS's 15-minute delay (``delay_sec``, or ``eta``) is a due time
+    counted from this call, whenever the relay sends it; a shorter
+    ``delay_sec`` counts from the relay's send."""
     return publish_batch(conn, task, app_data, [(args, kwargs)], delay_sec=delay_sec,
                          group_id=group_id, dedup_id=dedup_id, labels=labels,
-                         unique_for_sec=unique_for_sec)[0]
+                         unique_for_sec=unique_for_sec, eta=eta)[0]
 
 
 def publish_batch(conn: Any, task: Any, app_data: Any, calls: Iterable[Any],
                   delay_sec: float = 0, group_id: Optional[str] = None,
                   dedup_id: Optional[str] = None,
                   labels: Optional[Mapping[str, str]] = None,
-                  unique_for_sec: Optional[float] = None) -> list[str]:
+                  unique_for_sec: Optional[float] = None, eta: Any = None) -> list[str]:
     """Publish many runs of ``task`` when ``conn``'s transaction commits
     (each call ``(args, kwargs)``, ``args`` or a single value, as
     ``publish_batch`` takes them); their task ids in order. A unique task
@@ -89,7 +92,7 @@ def publish_batch(conn: Any, task: Any, app_data: Any, calls: Iterable[Any],
                          'created_at': now})
 
     task_ids = get_publisher().publish_batch(task_class, app_data, calls, delay_sec, group_id,
-                                             dedup_id, labels, queue_name, deferred=keep)
+                                             dedup_id, labels, queue_name, deferred=keep, eta=eta)
     if rows:
         try:
             sql = _insert_sql(connection)

@@ -42,7 +42,7 @@ from kale.broker import Broker
 from kale.clock import SYSTEM_CLOCK, Clock
 from kale.exceptions import KaleError, OutboxError
 from kale.outbox.schema import CHANNEL, consumed, init, outbox
-from kale.transport import OutgoingMessage
+from kale.transport import MAX_DELAY_SEC, OutgoingMessage
 
 logger = logging.getLogger(__name__)
 
@@ -151,8 +151,11 @@ class Relay:
         ids of each. Every request is waited for before the first failure is
         raised (the round's rows are then all sent again)."""
         def send(queue: Any, rows: list[Any]) -> list[str]:
+            # A longer wait is a due time in the signed body (kale.delays): SQS
+            # takes 15 minutes at most, and workers send it on from there.
             return self.broker.send(queue, [
-                OutgoingMessage(row.body, dict(row.attributes or {}), row.delay_sec,
+                OutgoingMessage(row.body, dict(row.attributes or {}),
+                                min(row.delay_sec, MAX_DELAY_SEC),
                                 row.group_id or '', row.dedup_id or '') for row in rows])
         if len(requests) == 1:
             return [send(*requests[0])]

@@ -5,7 +5,8 @@ Kale adds :class:`RecordsHooks` to the publish and worker hooks itself when
 only builds rows and hands them to the process's writer thread, so a slow or
 unreachable store never holds up a publish or a task:
 
-- ``after_publish``: the publication's tasks, ``queued``, in one statement;
+- ``after_publish``: the publication's tasks, ``queued`` (``scheduled``, with
+  their due time, for a wait past SQS's 15-minute delay), in one statement;
 - ``on_task_started``: names the running task to the writer, which writes
   its ``running`` event if it still runs at the writer's next round (a
   short task's outcome says all);
@@ -61,11 +62,15 @@ _EVENT_TEMPLATE: Row = dict.fromkeys(EVENT_COLUMNS)
 
 def publication_rows(publication: 'Publication', limit: int, now: float) -> list[Row]:
     """The ``queued`` records of a publication's tasks (with their SQS
-    message ids once sent)."""
+    message ids once sent); ``scheduled`` with their due time for a wait
+    past SQS's delay (:mod:`kale.delays`)."""
     task_class = publication.task_class
     keep_inputs = getattr(task_class, 'record_args', True)
     name, queue = task_class.task_path(), publication.queue.name
     next_at = now + publication.delay_sec if publication.delay_sec else None
+    status = QUEUED
+    if publication.due_at is not None:
+        next_at, status = publication.due_at, SCHEDULED
     labels = publication.labels or [{}] * len(publication.messages)
     message_ids: Sequence[Optional[str]] = publication.message_ids or \
         [None] * len(publication.messages)
@@ -73,7 +78,7 @@ def publication_rows(publication: 'Publication', limit: int, now: float) -> list
     for message, own_labels, message_id in zip(publication.messages, labels, message_ids,
                                                strict=False):
         rows.append({
-            'id': message.task_id, 'task': name, 'queue': queue, 'status': QUEUED,
+            'id': message.task_id, 'task': name, 'queue': queue, 'status': status,
             'attempts': 0, 'labels': own_labels or None,
             'inputs': render_inputs(message.args, message.kwargs, limit) if keep_inputs
             else None,
@@ -284,8 +289,12 @@ class RecordsHooks(PublishHooks, WorkerHooks):
                 if not s.settled or not s.verified:
                     continue            # unsettled, or unverified: no task id to trust
             status = s.outcome.record_status
-            if started_at is None and (status == QUEUED or s.outcome is Outcome.SKIPPED):
-                continue            # released, or a duplicate skipped, unstarted: no change
+            if started_at is None and (status == QUEUED or s.outcome is Outcome.SKIPPED
+                                       or s.outcome is Outcome.WAITING):
+                # Released, a duplicate skipped, or sent on before its due
+                # time, unstarted: no change (a waiting task stays scheduled
+                # from its publish; an event here could hide a cancel).
+                continue
             if early:
                 written.add(handle)
             # The event's time is when its run ended, not when the batch is

@@ -191,6 +191,53 @@ webhooks = Table(
     Index('kale_webhooks_topic', 'topic', 'active'),
 )
 
+#: Periodic tasks (kale.schedules, schema version 10): the schedulers' lease
+#: (one row per lease; the holder leads until expires_at) and each
+#: schedule's progress: ticks at or before ``watermark`` are done (published
+#: or skipped), ``last_tick`` is the last one published, as ``last_task_id``.
+scheduler_lease = Table(
+    'kale_scheduler_lease', metadata,
+    Column('name', String(64), primary_key=True),
+    Column('holder', String(160), nullable=False),
+    Column('acquired_at', Float, nullable=False),
+    Column('expires_at', Float, nullable=False),
+)
+schedules = Table(
+    'kale_schedules', metadata,
+    Column('name', String(255), primary_key=True),
+    Column('task', String(255), nullable=False),
+    Column('watermark', Float, nullable=False),
+    Column('last_tick', Float),
+    Column('last_task_id', String(128)),
+    Column('last_published_at', Float),
+)
+
+#: Flow control (kale.flow, schema version 11): a token bucket per rate
+#: limit's key, the tokens reserved for refused runs (by task id, until
+#: ``expires_at``), and a lease per run holding a slot of a concurrency
+#: limit's key (``worker`` renews its leases; one past ``expires_at`` is free).
+rate_buckets = Table(
+    'kale_rate_buckets', metadata,
+    Column('key', String(255), primary_key=True),
+    Column('tokens', Float, nullable=False),
+    Column('updated_at', Float, nullable=False),
+)
+rate_reservations = Table(
+    'kale_rate_reservations', metadata,
+    Column('key', String(255), primary_key=True),
+    Column('holder', String(128), primary_key=True),
+    Column('expires_at', Float, nullable=False),
+    Index('kale_rate_reservations_expiry', 'key', 'expires_at'),
+)
+concurrency_leases = Table(
+    'kale_concurrency_leases', metadata,
+    Column('key', String(255), primary_key=True),
+    Column('holder', String(255), primary_key=True),
+    Column('worker', String(160), nullable=False),
+    Column('expires_at', Float, nullable=False),
+    Index('kale_concurrency_leases_worker', 'worker'),
+)
+
 schema_version = Table('kale_schema', metadata, Column('version', Integer, nullable=False))
 
 
@@ -205,7 +252,8 @@ ADDED_COLUMNS = {'message_id': 2, 'duplicate_of': 2, 'retried_as': 3, 'dead_of':
 def _create_v1(conn: Connection) -> None:
     """The tables as this Kale defines them (a new store gets every column at
     once; the later migrations then find nothing to add)."""
-    for table in (tasks, workers, attempts, workflows, workflow_nodes, unique_keys, webhooks):
+    for table in (tasks, workers, attempts, workflows, workflow_nodes, unique_keys, webhooks,
+                  scheduler_lease, schedules):
         table.create(conn, checkfirst=True)
 
 
@@ -258,6 +306,17 @@ def _add_webhooks_v9(conn: Connection) -> None:
     webhooks.create(conn, checkfirst=True)
 
 
+def _add_schedules_v10(conn: Connection) -> None:
+    scheduler_lease.create(conn, checkfirst=True)
+    schedules.create(conn, checkfirst=True)
+
+
+def _add_flow_v11(conn: Connection) -> None:
+    rate_buckets.create(conn, checkfirst=True)
+    rate_reservations.create(conn, checkfirst=True)
+    concurrency_leases.create(conn, checkfirst=True)
+
+
 #: (version, what it does, how): applied in order to bring a store up to date.
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, 'create kale_tasks and kale_workers', _create_v1),
@@ -269,6 +328,9 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (7, 'add kale_unique', _add_unique_v7),
     (8, 'add kale_tasks.dead_of', _add_dead_of_v8),
     (9, 'add kale_webhooks', _add_webhooks_v9),
+    (10, 'add kale_scheduler_lease and kale_schedules', _add_schedules_v10),
+    (11, 'add kale_rate_buckets, kale_rate_reservations and kale_concurrency_leases',
+     _add_flow_v11),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

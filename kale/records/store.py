@@ -299,7 +299,8 @@ class RecordStore:
         """Delete records older than their TTL; returns how many. Finished ones
         count from when they finished (failed, cancelled, purged and
         deduplicated ones share ``failed_ttl``); queued and scheduled ones
-        from their last event, past which SQS no longer holds their message."""
+        from their last event or their due time, whichever is later, past
+        which SQS no longer holds their message."""
         now = time.time() if now is None else now
         conditions = []
         if succeeded_ttl is not None:
@@ -308,9 +309,11 @@ class RecordStore:
         if failed_ttl is not None:
             conditions.append(and_(tasks.c.status.in_((FAILED, CANCELLED, PURGED, DEDUPLICATED)),
                                    tasks.c.finished_at < now - failed_ttl))
-        if queued_ttl is not None:
+        if queued_ttl is not None:      # a task due later waits in SQS until then
             conditions.append(and_(tasks.c.status.in_((QUEUED, SCHEDULED)),
-                                   tasks.c.updated_at < now - queued_ttl))
+                                   tasks.c.updated_at < now - queued_ttl,
+                                   or_(tasks.c.next_attempt_at.is_(None),
+                                       tasks.c.next_attempt_at < now - queued_ttl)))
         if not conditions:
             return 0
         ended = []                          # workflows, by the same TTLs as their tasks

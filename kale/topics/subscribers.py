@@ -11,15 +11,13 @@ most one subscriber per topic.
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import inspect
-import pkgutil
 from typing import Any, Mapping, Optional
 
 from kale.config import Config
 from kale.exceptions import TopicError
 from kale.queue_config import get_queue_config
 from kale.task import Task
+from kale.task_modules import declaring_classes
 from kale.topics.names import check_topic, signed_for
 
 
@@ -73,7 +71,7 @@ def find_subscribers(config: Config) -> Subscriptions:
     modules = list(config.TASK_MODULES or ())
     queues = get_queue_config(config)
     found: dict[tuple[str, str], Subscriber] = {}
-    for task_class in _task_classes(modules):
+    for task_class in declaring_classes(modules, 'subscribes', TopicError):
         topics = task_class.__dict__['subscribes']
         if isinstance(topics, str):
             topics = (topics,)
@@ -96,33 +94,6 @@ def find_subscribers(config: Config) -> Subscriptions:
             found[(topic, queue)] = Subscriber(topic, task_class, queue, dict(labels))
     return Subscriptions(config, sorted(found.values(), key=lambda s: (s.topic, s.queue)),
                          searched=bool(modules))
-
-
-def _task_classes(modules: list[str]) -> list[type[Task]]:
-    classes: dict[str, type[Task]] = {}
-    for name in modules:
-        for module in _modules(name):
-            for _, value in inspect.getmembers(module, inspect.isclass):
-                if issubclass(value, Task) and 'subscribes' in value.__dict__ \
-                        and value.__module__ == module.__name__:
-                    classes[value.task_path()] = value
-    return [classes[path] for path in sorted(classes)]
-
-
-def _modules(name: str) -> list[Any]:
-    try:
-        module = importlib.import_module(name)
-    except Exception as exc:
-        raise TopicError('TASK_MODULES entry %r cannot be imported: %s: %s'
-                         % (name, type(exc).__name__, exc)) from None
-    found = [module]
-    for info in pkgutil.walk_packages(getattr(module, '__path__', []), name + '.'):
-        try:
-            found.append(importlib.import_module(info.name))
-        except Exception as exc:
-            raise TopicError('module %s (under TASK_MODULES entry %r) cannot be imported: %s: %s'
-                             % (info.name, name, type(exc).__name__, exc)) from None
-    return found
 
 
 def get_subscriptions(config: Config) -> Subscriptions:

@@ -46,6 +46,8 @@ _text: dict[str, Any] = {'type': 'string'}
 NAME = _param('name', 'queue name', where='path', required=True)
 WORKFLOW_ID = _param('workflow_id', 'the workflow id', where='path', required=True)
 WEBHOOK_ID = _param('webhook_id', 'the webhook id', where='path', required=True)
+SCHEDULE_NAME = _param('name', "the schedule's name (a task path, or a key of SCHEDULES)",
+                       where='path', required=True)
 #: What the webhook routes answer (header values hidden; the secret only when added).
 WEBHOOK = dict(id=_text, topic=_text, url=_text, method=_text, headers=_obj, labels=_obj,
                active={'type': 'boolean'}, created_at=_text, updated_at=_text)
@@ -148,6 +150,15 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              (_param('window', 'seconds back, default 3600; auto: the shortest of an hour, a '
                                'day and a week with tasks in it'),
               _param('bucket', 'seconds per point', 'number'))),
+    Endpoint('GET', '/api/schedules', 'list_schedules',
+             'The periodic tasks: each schedule, its next run times, its last tick and the '
+             "state of that tick's task; and the scheduler that leads",
+             _answer('the schedules', schedules=_list,
+                     leader={'type': 'object', 'nullable': True})),
+    Endpoint('POST', '/api/schedules/{name}/run', 'run_schedule',
+             'Publish one run of a schedule now, with a task id of its own',
+             {**_answer('the task', schedule=_text, task_id=_text), '404': ERROR},
+             (SCHEDULE_NAME,)),
     Endpoint('GET', '/api/webhooks', 'list_webhooks',
              'Webhooks, oldest first, without their secrets or header values',
              _answer('the webhooks', webhooks=_list), (_param('topic', 'only those of this topic'),)),

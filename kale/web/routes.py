@@ -28,6 +28,7 @@ from kale.records.queries import Queries, parse_filter, parse_limit
 from kale.records.record import iso
 from kale.records.recorder import get_recorder
 from kale.records.store import safe_url
+from kale.scaling import serving_workers
 
 #: The windows ``/api/timeline?window=auto`` tries, shortest first.
 AUTO_WINDOWS_SEC = (3600, 24 * 3600, 7 * 24 * 3600)
@@ -323,13 +324,30 @@ class Api:
             if self._registry is None:
                 self._registry = queue_metrics.queue_registry(
                     self._broker_unlocked(), task_counts=lambda: self.queries.counts_by_status(),
-                    oldest_queued=lambda: self.queries.oldest_queued())
+                    oldest_queued=lambda: self.queries.oldest_queued(),
+                    workers=lambda: serving_workers(self.queries))
             registry = self._registry
         return queue_metrics.render(registry, accept)
 
     def workers(self, request: Request) -> dict[str, Any]:
         state = request.query_params.get('state') or None
         return {'workers': [w.as_json() for w in self.queries.workers(state)]}
+
+    # --- schedules ------------------------------------------------------------------------
+
+    def list_schedules(self, request: Request) -> dict[str, Any]:
+        from kale.schedules.status import describe
+        return describe(settings.config, records_url=self.records_url)
+
+    def run_schedule(self, request: Request) -> dict[str, Any]:
+        """Publish one run of the schedule now; its record is written before
+        the answer when records are on."""
+        from kale.schedules.status import run_now
+        name = request.path_params['name']
+        task_id = run_now(settings.config, name)
+        if self.records_url or settings.RECORDS_URL:
+            get_recorder(self.records_url).flush(timeout=5.0)
+        return {'schedule': name, 'task_id': task_id}
 
     # --- webhooks -------------------------------------------------------------------------
 

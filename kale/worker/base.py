@@ -28,6 +28,7 @@ from kale.worker.batch import Batch
 from kale.worker.burst import BurstEnd
 from kale.worker.cancelled import skip_cancelled
 from kale.worker.consumer import Consumer
+from kale.worker.flow import FlowGate
 from kale.worker.heartbeat import Heartbeat
 from kale.worker.limits import EXIT_OK, EXIT_STUCK, MemoryLimit, over_limits, supervisor_pid
 from kale.worker.outage import Outage
@@ -42,6 +43,7 @@ from kale.worker.report import Reporter
 from kale.worker.runner import TaskRunner
 from kale.worker.settler import Settler
 from kale.worker.signals import StopSignals
+from kale.worker.waiting import send_on_early
 
 logger = logging.getLogger('kale.worker')
 
@@ -91,6 +93,7 @@ class WorkerBase:
         self.hooks.awaiter = self.runner.await_hook     # coroutine hooks run on its loop
         self.settler: Optional[Settler] = None
         self.heartbeat = Heartbeat(self.broker, clock=clock)
+        self.flow = FlowGate(config, clock=clock, codec=self.app.codec)
         self.outage = Outage(self.name, config.SQS_ERROR_MAX_BACKOFF_SEC,
                              config.BURST_GIVE_UP_SEC if burst else None,
                              lambda seconds: self._sleep(seconds), clock=clock)
@@ -124,11 +127,23 @@ class WorkerBase:
         """Settle, unrun, the tasks the hooks say were cancelled (asked once a batch)."""
         skip_cancelled(self.hooks, batch)
 
+    def limit_flow(self, batch: Batch) -> None:
+        """Take the tokens and slots of the rate and concurrency limits of the
+        batch's tasks; release, unrun and delayed, those refused (see
+        :mod:`kale.worker.flow`)."""
+        self.flow.admit(batch)
+
+    def send_on_early(self, batch: Batch) -> None:
+        """Settle, unrun, the tasks that arrived before their due time: each is
+        sent on, delayed by the time still to wait (see :mod:`kale.worker.waiting`)."""
+        send_on_early(batch, self.clock.time(), self.app.codec)
+
     def settle(self, batch: Batch) -> None:
         """Hand the batch to the settler (inline on a fast endpoint, else its
         threads): release, copy, delete. The next receive does not wait for it."""
         assert self.settler is not None, 'settle() runs inside run()'
         self.hooks(WorkerHooks.before_settle, batch.queue, batch)
+        self.flow.settled(batch)            # its slots of concurrency limits are free
         self.settler.submit(batch)
 
     def report_settled(self) -> None:
@@ -160,9 +175,12 @@ class WorkerBase:
         if self.settler is not None:
             self.settler.flush()
             self.report_settled()
+        waiting = self.reporter.waiting.count      # sent on until their due time: not waited for
         try:
-            drained = self.burst_end.drained({q: self.broker.counts(q) for q in self.queues}) \
-                and self.burst_end.drained({q: self.broker.counts(q) for q in self.queues})
+            drained = self.burst_end.drained({q: self.broker.counts(q) for q in self.queues},
+                                             waiting) \
+                and self.burst_end.drained({q: self.broker.counts(q) for q in self.queues},
+                                           waiting)
         except SQSError as exc:
             self.outage.failed('counting messages', exc)
             return False

@@ -3,7 +3,9 @@
 Settling follows one order, so that a crash at any point can duplicate a
 task but never lose one:
 
-1. send copies: fresh copies of unstarted messages, retry copies, the dead
+1. send copies: fresh copies of unstarted messages, retry copies, the
+   delayed copies of tasks that arrived before their due time
+   (:mod:`kale.worker.waiting`), the dead
    runs of tasks that handle their dead letters (to the queue's dead-run
    queue; one that cannot be sent falls back to its dead-letter copy), and
    dead-letter copies;
@@ -174,8 +176,8 @@ class Consumer:
                 settlement.copy = release_copy(settlement.received, batch.sqs_name,
                                                settlement.envelope,
                                                batch.queue.visibility_timeout_sec, self.codec)
-        self._send_copies(batch, releases + by_outcome[Outcome.RETRY],
-                          dead_letter=False, retry=retry)
+        self._send_copies(batch, releases + by_outcome[Outcome.RETRY]
+                          + by_outcome[Outcome.WAITING], dead_letter=False, retry=retry)
         self._send_dead_runs(batch, by_outcome[Outcome.DEAD_LETTER], retry)
         self._send_copies(batch, by_outcome[Outcome.DEAD_LETTER], dead_letter=True, retry=retry)
         self._delete(batch, [s for s in batch.settlements if not s.settled and (

@@ -203,6 +203,8 @@ class FlightWorker(WorkerBase):
         self.verify(batch)
         skip_cancelled(self.hooks, batch)
         drop_duplicates(batch)
+        self.send_on_early(batch)
+        self.limit_flow(batch)
         alone = isolate_suspect(batch, self.name)
         decided = batch.split_decided()
         if decided is not None:

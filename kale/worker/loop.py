@@ -13,6 +13,8 @@ told to stop. Each step is a method of its own:
 - :meth:`idle`, when every queue looked empty, long-polls them all at once;
 - :meth:`skip_cancelled` asks the hooks once which of a batch's tasks were
   cancelled, and settles those unrun (and a task's extra copies);
+  :meth:`send_on_early` sends on those that arrived before their due time;
+  :meth:`limit_flow` releases, delayed, those over a rate or concurrency limit;
 - :meth:`run_batch` runs a batch's tasks one by one within its budget;
 - :meth:`settle` hands the batch to a thread that releases, copies and
   deletes in batch requests, while the loop receives the next batch;
@@ -203,6 +205,8 @@ class Worker(WorkerBase):
         self.verify(batch)
         self.skip_cancelled(batch)
         drop_duplicates(batch)
+        self.send_on_early(batch)
+        self.limit_flow(batch)
         self.prefetch.received(batch.queue, sum(
             1 for opened in batch.opened.values() if batch.is_long(opened.task_class.time_limit)))
         alone = isolate_suspect(batch, self.name) or isolate_long(batch)

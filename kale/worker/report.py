@@ -15,6 +15,7 @@ from kale.events import Outcome, Settlement
 from kale.hooks import HookDispatcher, WorkerHooks
 from kale.queue_config import TaskQueue
 from kale.worker.batch import Batch
+from kale.worker.waiting import WaitingCopies
 
 logger = logging.getLogger('kale.worker')
 
@@ -32,6 +33,8 @@ class Reporter:
         self.hooks = hooks
         self.stats: collections.Counter[str] = collections.Counter()
         self._on_succeeded = hooks.overridden(WorkerHooks.on_task_succeeded)
+        #: Tasks sent on before their due time, not seen since (for a burst's end).
+        self.waiting = WaitingCopies()
 
     def batch_settled(self, batch: Batch) -> None:
         for settlement in batch.settlements:
@@ -40,6 +43,8 @@ class Reporter:
 
     def settled(self, queue: TaskQueue, s: Settlement) -> None:
         self.stats[_NAMES[s.outcome]] += 1
+        if self.waiting.by_queue or s.outcome is Outcome.WAITING:
+            self.waiting.settled(queue.name, s)
         if s.outcome is Outcome.SUCCEEDED or s.outcome is Outcome.SKIPPED:
             if logger.isEnabledFor(logging.INFO):
                 logger.info('task %s (%s) on %s %s in %.3fs', s.task_id, s.task_name, queue.name,
@@ -54,6 +59,11 @@ class Reporter:
             self.hooks(HOOKS[s.outcome], s)
         elif s.outcome is Outcome.DUPLICATE:
             logger.info('%s deleted without running: %s', where, s.reason, extra=extra)
+            self.hooks(HOOKS[s.outcome], s)
+        elif s.outcome is Outcome.WAITING:      # every 15 minutes of a long wait: no INFO line
+            logger.debug('%s arrived early, %s: %s', where, s.reason, 'not sent on before its '
+                         'visibility timeout ended, SQS delivers it again' if s.lapsed else
+                         'sent on, delayed %d s' % s.retry_delay_sec, extra=extra)
             self.hooks(HOOKS[s.outcome], s)
         elif s.outcome is Outcome.RETRY and s.lapsed:
             logger.warning('%s failed in %.3fs: %s; its retry was not sent before its visibility '

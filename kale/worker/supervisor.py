@@ -147,6 +147,8 @@ def worker_command(args: Any) -> list[str]:
         command.append('--burst')
     if getattr(args, 'dead_letters', False):
         command.append('--dead-letters')
+    if getattr(args, 'scheduler', False):
+        command.append('--scheduler')
     if getattr(args, 'pool', None):
         command += ['--pool', args.pool]
     if getattr(args, 'max_in_flight', None) is not None:

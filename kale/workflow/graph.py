@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import time
 from typing import Any, Callable, Iterator, Mapping, Optional, Union
 
+from kale.delays import check_wait
 from kale.exceptions import InvalidFlowError, PublishError
 from kale.publisher import check_arguments
 from kale.signature import Signature
@@ -55,6 +57,9 @@ class Node:
     upstream: tuple[str, ...] = ()
     #: The nodes that need its result.
     downstream: list[str] = dataclasses.field(default_factory=list)
+    #: Its run delayed (``Signature.set``): ``{'delay_sec': seconds}`` or
+    #: ``{'eta': epoch seconds}``, kept with its call; empty for none.
+    wait: dict[str, float] = dataclasses.field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -123,7 +128,8 @@ class _Builder:
             kwargs = {key: self._template(signature, value)
                       for key, value in signature.kwargs.items()}
             upstream = tuple(dict.fromkeys(_upstream_ids((args, kwargs))))
-            node = Node(task_id, signature.task_class, signature.queue, args, kwargs, upstream)
+            node = Node(task_id, signature.task_class, signature.queue, args, kwargs, upstream,
+                        wait=_wait_of(signature))
             _check_binding(node)
             nodes[task_id] = node
         for node in nodes.values():
@@ -179,6 +185,17 @@ def _check_binding(node: Node) -> None:
         check_arguments(node.task_class, node.args, node.kwargs)
     except PublishError as exc:
         raise InvalidFlowError('workflow: node %s: %s' % (node.task_id, exc)) from None
+
+
+def _wait_of(signature: Signature) -> dict[str, float]:
+    """A node's delay (``Signature.set``), checked as publish checks one."""
+    try:
+        check_wait(signature.name, signature.delay_sec, signature.eta, time.time())
+    except PublishError as exc:
+        raise InvalidFlowError('workflow: node %s: %s' % (signature.task_id, exc)) from None
+    if signature.eta is not None:
+        return {'eta': signature.eta.timestamp()}
+    return {'delay_sec': float(signature.delay_sec)} if signature.delay_sec else {}
 
 
 def _in_order(nodes: Mapping[str, Node]) -> list[Node]:

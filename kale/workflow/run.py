@@ -11,6 +11,7 @@ again, and the second success changes nothing.
 from __future__ import annotations
 
 import collections
+import datetime
 import time
 from typing import Any, Optional, Sequence
 
@@ -62,23 +63,29 @@ def submit(flow: Part, labels: Optional[dict[str, str]] = None,
     state.record(workflow_id, graph, queues, labels,
                  now + deadline_sec if deadline_sec is not None else None, now)
     roots = [{'task_id': node.task_id, 'task': node.name, 'queue': queues[node.task_id],
-              'workflow_id': workflow_id, 'args': node.args, 'kwargs': node.kwargs}
-             for node in graph.roots()]
+              'workflow_id': workflow_id, 'args': node.args, 'kwargs': node.kwargs,
+              'wait': node.wait} for node in graph.roots()]
     publish_nodes(state, roots)
     return Workflow(workflow_id, records_url)
 
 
 def publish_nodes(state: WorkflowState, ready: list[dict[str, Any]]) -> None:
-    """Publish nodes that have all their inputs, a batch per task and queue."""
-    batches: dict[tuple[str, str, str], list[dict[str, Any]]] = collections.defaultdict(list)
+    """Publish nodes that have all their inputs, a batch per task, queue and
+    delay (a node's ``delay_sec`` counts from now, its ``eta`` stands)."""
+    batches: dict[tuple[str, str, str, float, Optional[float]], list[dict[str, Any]]] = \
+        collections.defaultdict(list)
     for node in ready:
-        batches[(node['task'], node['queue'], node['workflow_id'])].append(node)
+        wait = node.get('wait') or {}
+        batches[(node['task'], node['queue'], node['workflow_id'], wait.get('delay_sec', 0),
+                 wait.get('eta'))].append(node)
     publisher = get_publisher()
-    for (task, queue, workflow_id), batch in batches.items():
+    for (task, queue, workflow_id, delay_sec, eta), batch in batches.items():
         publisher.publish_batch(resolve_task(task), None,
                                 [(node['args'], node['kwargs']) for node in batch],
                                 queue_name=queue, task_ids=[node['task_id'] for node in batch],
-                                context={WORKFLOW_CONTEXT: workflow_id})
+                                context={WORKFLOW_CONTEXT: workflow_id}, delay_sec=delay_sec,
+                                eta=None if eta is None else datetime.datetime.fromtimestamp(
+                                    eta, datetime.timezone.utc))
         state.mark_published([node['task_id'] for node in batch])
 
 

@@ -64,7 +64,8 @@ class WorkflowState:
         for node in graph.nodes.values():
             queue = queues[node.task_id]
             call = self.values.pack_call(node.task_id, node.name, queue,
-                                         {'args': list(node.args), 'kwargs': node.kwargs})
+                                         {'args': list(node.args), 'kwargs': node.kwargs,
+                                          **node.wait})
             rows.append({'task_id': node.task_id, 'workflow_id': workflow_id, 'task': node.name,
                          'queue': queue, 'state': QUEUED if not node.upstream else PENDING,
                          'missing': len(node.upstream), 'upstream': list(node.upstream),
@@ -121,7 +122,8 @@ class WorkflowState:
         return {'task_id': node.task_id, 'task': node.task, 'queue': node.queue,
                 'workflow_id': node.workflow_id,
                 'args': tuple(resolve(call['args'], results)),
-                'kwargs': resolve(call['kwargs'], results)}
+                'kwargs': resolve(call['kwargs'], results),
+                'wait': {key: call[key] for key in ('delay_sec', 'eta') if key in call}}
 
     def results(self, conn: Any, task_ids: Sequence[str]) -> dict[str, Any]:
         """The results of these succeeded nodes, checked and deserialized."""

@@ -195,8 +195,8 @@ def test_publish_errors_are_one_line(sqs, kale):
         (('tests.tasks.AddTask', '--kwargs', '[1]'), '--kwargs must be a JSON object, got list'),
         (('tests.tasks.Nope',), "'tests.tasks.Nope' is not an importable kale Task class"),
         (('tests.tasks.NotATask',), 'is not an importable kale Task class'),
-        (('tests.tasks.AddTask', '--args', '[1, 2]', '--delay', '901'),
-         'delay_sec must be a number of seconds within 0..900'),
+        (('tests.tasks.AddTask', '--args', '[1, 2]', '--delay', '31622400'),
+         'delay_sec must be a number of seconds within 0..31536000 (365 days)'),
         (('tests.tasks.UnknownQueueTask',), "queue 'no_such_queue' is not in the queue config"),
         (('tests.tasks.AddTask', '--kwargs', '{"delay_sec": 5}'), 'give the delay with --delay'),
     ]

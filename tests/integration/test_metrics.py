@@ -46,7 +46,8 @@ ADD = 'tests.tasks.AddTask'
 
 def test_every_settlement_outcome_has_its_label():
     assert {outcome.metric_label for outcome in Outcome} == {
-        'succeeded', 'retried', 'dead_lettered', 'skipped', 'released', 'cancelled', 'duplicate'}
+        'succeeded', 'retried', 'dead_lettered', 'skipped', 'released', 'cancelled', 'duplicate',
+        'waiting'}
 
 
 def test_succeeded_tasks_are_counted_by_queue_and_task(memory_broker, hooks, registry):

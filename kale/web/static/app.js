@@ -98,7 +98,8 @@ function due(t) {
   const seconds = (Date.parse(t.next_attempt_at) - Date.now()) / 1000;
   if (seconds <= 0) return '';
   const text = seconds < 60 ? Math.round(seconds) + 's' : seconds < 3600
-    ? Math.round(seconds / 60) + 'm' : Math.round(seconds / 3600) + 'h';
+    ? Math.round(seconds / 60) + 'm' : seconds < 172800 ? Math.round(seconds / 3600) + 'h'
+      : Math.round(seconds / 86400) + 'd';
   return el('span', { class: 'due muted', title: absolute(t.next_attempt_at) }, ' due in ' + text);
 }
 
@@ -209,6 +210,36 @@ function renderWorkers(answer) {
     : 'show ' + hidden.length + ' workers stopped more than a day ago';
 }
 
+// Schedules: each periodic task, when it runs next, its last tick and that
+// tick's task (a click opens it); "run now" publishes one run at once.
+function renderSchedules(answer) {
+  const body = document.querySelector('#schedules tbody');
+  const rows = answer.schedules.map((s) => el('tr', { 'data-schedule': s.name },
+    el('td', { class: 'mono' }, s.name), el('td', { title: s.task }, short(s.task)),
+    el('td', {}, s.schedule + (s.kind === 'cron' ? ' (' + s.tz + ')' : '')),
+    el('td', {}, ...s.next_runs.map((t) => el('div', { title: t }, absolute(t)))),
+    el('td', {}, ago(s.last_tick)),
+    el('td', {}, s.last_task_id ? taskId(s.last_task_id) : '-', ' ',
+      s.last_task_id ? badge(s.last_task_status || 'unrecorded') : ''),
+    el('td', {}, el('button', { onclick: () => runSchedule(s.name) }, 'run now'))));
+  body.replaceChildren(...(rows.length ? rows : [el('tr', {}, el('td', { colspan: 7, class: 'muted' },
+    answer.searched ? 'no schedules' : 'no schedules: set TASK_MODULES or SCHEDULES'))]));
+  const leader = answer.leader;
+  document.getElementById('schedules-leader').textContent = !rows.length ? ''
+    : leader ? 'leading scheduler: ' + leader.holder + ', since ' + absolute(leader.since)
+      : answer.records ? 'no scheduler leads: start kale scheduler or kale worker --scheduler'
+        : 'task records are off: a scheduler needs RECORDS_URL';
+}
+
+async function runSchedule(name) {
+  if (!window.confirm('Publish one run of ' + name + ' now?')) return;
+  try {
+    const answer = await api('schedules/' + encodeURIComponent(name) + '/run', { method: 'POST' });
+    banner('published a run of ' + name + ' as ' + answer.task_id);
+    refresh();
+  } catch (error) { banner(error.message); }
+}
+
 // Webhooks: where the events of each topic are delivered (header values and
 // secrets are never sent here). "deliveries" lists the webhook's delivery tasks.
 function renderWebhooks(answer) {
@@ -305,6 +336,7 @@ function renderDetail(record) {
     const id = key === 'labels' ? (record.labels || {}).retry_of : record[key];
     if (id && !id.startsWith('retrying:')) facts.append(...field(name, el('a', { class: 'id mono', onclick: () => showTask(id) }, id)));
   }
+  if (due(record)) facts.append(...field('due', absolute(record.next_attempt_at)));
   if (record.dead_letter_reason) facts.append(...field('dead-letter reason', record.dead_letter_reason));
   const parts = [facts, el('h3', {}, 'Arguments')];
   parts.push(record.inputs ? json({ args: record.inputs.args, kwargs: record.inputs.kwargs })
@@ -584,6 +616,7 @@ async function refresh() {
     try { renderQueues(await api('queues')); } catch (error) { banner('queues: ' + error.message); }
     try { renderOutbox(await api('outbox')); } catch (error) { banner('outbox: ' + error.message); }
     try { renderWorkflows(await api('workflows?' + workflowsQuery())); } catch (error) { banner('workflows: ' + error.message); }
+    try { renderSchedules(await api('schedules')); } catch (error) { banner('schedules: ' + error.message); }
     try { renderWebhooks(await api('webhooks')); } catch (error) { banner('webhooks: ' + error.message); }
     if (state.workflow) await showWorkflow(state.workflow, true);
     document.getElementById('updated').textContent = 'updated ' + new Date().toLocaleTimeString();

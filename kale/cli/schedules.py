@@ -1,0 +1,96 @@
+"""``kale scheduler`` (publishes each schedule's ticks, one leader among any
+number) and ``kale schedules list|run`` (see :mod:`kale.schedules`)."""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+from typing import Any
+
+from kale.cli.options import common_options
+from kale.cli.tasks import table
+from kale.conf import settings
+
+logger = logging.getLogger('kale.schedules')
+
+COLUMNS = [('NAME', 'name'), ('TASK', 'task'), ('SCHEDULE', 'schedule'), ('TZ', 'tz'),
+           ('NEXT RUNS', 'next'), ('LAST TICK', 'last_tick'), ('ITS TASK', 'last_task')]
+
+
+def cmd_scheduler(args: argparse.Namespace) -> int:
+    from kale.schedules.scheduler import make_scheduler
+    scheduler = make_scheduler(settings.config)
+
+    def stop_on(signum: int, frame: Any) -> None:
+        logger.info('scheduler: %s received; stopping', signal.Signals(signum).name)
+        scheduler.stop()
+    signal.signal(signal.SIGTERM, stop_on)
+    signal.signal(signal.SIGINT, stop_on)
+    scheduler.run()
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from kale.schedules.discovery import NOTHING_TO_SEARCH
+    from kale.schedules.status import describe
+    found = describe(settings.config)
+    if args.json:
+        print(json.dumps(found, indent=2, sort_keys=True))
+        return 0
+    if not found['searched']:
+        print(NOTHING_TO_SEARCH)
+        return 0
+    rows = [dict(row, next=' '.join(run[:19] + 'Z' for run in row['next_runs']),
+                 last_tick=row['last_tick'][:19] + 'Z' if row['last_tick'] else None,
+                 last_task='%s %s' % (row['last_task_id'][:8], row['last_task_status'] or
+                                      'unrecorded') if row['last_task_id'] else None)
+            for row in found['schedules']]
+    print(table(COLUMNS, rows) if rows else 'no schedules: no task class of TASK_MODULES says '
+                                            'schedule = ..., and SCHEDULES is empty')
+    if not found['records']:
+        print('(task records are off: no last ticks; a scheduler needs RECORDS_URL)')
+    elif found['leader']:
+        print('leading scheduler: %s, since %s' % (found['leader']['holder'],
+                                                   found['leader']['since']))
+    else:
+        print('no scheduler leads: start `kale scheduler` or `kale worker --scheduler`')
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from kale.schedules.status import run_now
+    print(run_now(settings.config, args.name))
+    return 0
+
+
+def add_commands(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]') -> None:
+    """Register ``kale scheduler`` and ``kale schedules``."""
+    running = commands.add_parser(
+        'scheduler', parents=[common_options()], help='publish the periodic tasks',
+        description='Publish each schedule\'s ticks (task classes of TASK_MODULES that say '
+                    'schedule = ..., and SCHEDULES) until SIGTERM or Ctrl-C. Run as many as you '
+                    'like: the one holding the lease in the task records (RECORDS_URL) leads, '
+                    'and another takes over within SCHEDULER_LEASE_SEC when it dies.')
+    running.set_defaults(func=cmd_scheduler)
+    parser = commands.add_parser(
+        'schedules', help='periodic tasks: list, run',
+        description='The periodic tasks: task classes of TASK_MODULES that say schedule = ..., '
+                    'and the SCHEDULES setting.')
+    sub = parser.add_subparsers(dest='schedules_command', metavar='COMMAND')
+    sub.required = True
+    common = common_options()
+    listing = sub.add_parser(
+        'list', parents=[common], help='each schedule, its next runs and its last tick',
+        description='Each schedule: its task, its cron expression or interval and time zone, '
+                    'its next three run times (UTC), and from the task records its last tick '
+                    'and the state of that tick\'s task; and which scheduler leads.')
+    listing.add_argument('--json', action='store_true', help='print JSON')
+    listing.set_defaults(func=cmd_list)
+    running_one = sub.add_parser(
+        'run', parents=[common], help='publish one run of a schedule now',
+        description='Publish one run of the schedule NAME now, with a task id of its own (its '
+                    'ticks go on as before); prints the task id.')
+    running_one.add_argument('name', metavar='NAME', help='the schedule: its task path, or its '
+                                                          'key in SCHEDULES')
+    running_one.set_defaults(func=cmd_run)

@@ -1,0 +1,90 @@
+"""Autoscaling signals: what a fleet of workers should be sized on, per queue.
+
+For each configured queue: the messages visible, in flight and delayed (SQS),
+the age of the oldest waiting task (from the task records when they are on,
+else CloudWatch's ``ApproximateAgeOfOldestMessage``), the workers serving the
+queue (records: running worker processes whose queues include it), and the
+backlog per worker, visible / workers: the figure AWS's target-tracking
+guidance scales on (``None`` while no worker serves the queue). ``kale
+queues --json`` and ``kale web``'s ``/metrics`` give them.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import time
+from typing import Any, Callable, Optional
+
+from kale.admin import queue_statuses
+from kale.broker import Broker
+
+
+@dataclasses.dataclass
+class QueueSignals:
+    """One queue's figures (None where unknown: a queue not created yet, no
+    records and no CloudWatch value, no worker)."""
+
+    name: str
+    sqs_name: str
+    priority: int
+    visible: Optional[int]
+    in_flight: Optional[int]
+    delayed: Optional[int]
+    dead_letters: Optional[int]
+    #: Seconds the oldest waiting task has waited, and where that came from
+    #: ('records' or 'cloudwatch').
+    oldest_age_sec: Optional[float] = None
+    oldest_from: Optional[str] = None
+    #: Running worker processes serving the queue (records only).
+    workers: Optional[int] = None
+    backlog_per_worker: Optional[float] = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def serving_workers(queries: Any, now: Optional[float] = None) -> dict[str, int]:
+    """Running worker processes (not supervisors) by the queue names they serve,
+    from the records' worker rows (``queries``: :func:`kale.records.queries`)."""
+    serving: dict[str, int] = {}
+    for worker in queries.workers('running', now):
+        if worker.role == 'worker':
+            for name in worker.queues:
+                serving[name] = serving.get(name, 0) + 1
+    return serving
+
+
+def queue_signals(broker: Broker, records_url: Optional[str] = None,
+                  now: Optional[float] = None,
+                  cloudwatch: Optional[Callable[[list[str]], dict[str, float]]] = None
+                  ) -> list[QueueSignals]:
+    """Every configured queue's signals. With ``records_url`` the ages and
+    the workers come from the records; without, the ages from ``cloudwatch``
+    (by default CloudWatch itself) and the workers stay unknown."""
+    now = time.time() if now is None else now
+    rows = [QueueSignals(**status.as_dict()) for status in queue_statuses(broker)]
+    if records_url:
+        from kale import records
+        queries = records.queries(records_url)
+        oldest = queries.oldest_queued(now)
+        serving = serving_workers(queries, now)
+        for row in rows:
+            if row.name in oldest:
+                row.oldest_age_sec, row.oldest_from = max(0.0, now - oldest[row.name]), 'records'
+            elif row.visible == 0 and not row.delayed:
+                row.oldest_age_sec, row.oldest_from = 0.0, 'records'
+            row.workers = serving.get(row.name, 0)
+            if row.workers and row.visible is not None:
+                row.backlog_per_worker = row.visible / row.workers
+        return rows
+    if cloudwatch is None:
+        from kale.transport.cloudwatch import oldest_message_ages
+        moment = datetime.datetime.fromtimestamp(now, datetime.timezone.utc)
+
+        def cloudwatch(names: list[str]) -> dict[str, float]:
+            return oldest_message_ages(names, moment)
+    ages = cloudwatch([row.sqs_name for row in rows if row.visible is not None])
+    for row in rows:
+        if row.sqs_name in ages:
+            row.oldest_age_sec, row.oldest_from = ages[row.sqs_name], 'cloudwatch'
+    return rows

@@ -1,0 +1,132 @@
+"""Finding the schedules: task classes of ``TASK_MODULES`` that declare
+``schedule`` themselves, and the entries of the ``SCHEDULES`` setting.
+
+On a class::
+
+    class NightlyReport(task.Task):
+        schedule = '0 3 * * *'            # or 300: every 300 seconds
+        schedule_tz = 'Europe/Paris'      # default 'UTC'
+        schedule_args = ('eu',)
+        schedule_kwargs = {'full': True}
+        schedule_catch_up = 'last'        # 'all', 'none'
+
+Its schedule's name is the task's path. An entry of ``SCHEDULES`` names a
+task defined anywhere, under a name of its own::
+
+    SCHEDULES = {'nightly-report': {'task': 'myapp.tasks.Report',
+                                    'schedule': '0 3 * * *', 'tz': 'Europe/Paris',
+                                    'args': [...], 'kwargs': {...}, 'catch_up': 'last',
+                                    'queue': 'low'}}
+
+Everything is checked when the schedules are found: one ScheduleError line
+naming the schedule and the field.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping, Optional
+
+from kale.config import Config
+from kale.exceptions import KaleError, ScheduleError, ScheduleNotFoundError
+from kale.publisher import check_arguments, task_queue
+from kale.registry import get_registry
+from kale.schedules.spec import Schedule, check_fields, check_name
+from kale.task import Task
+from kale.task_modules import declaring_classes
+
+#: A class's attributes and the fields they give.
+CLASS_FIELDS: tuple[tuple[str, str, Any], ...] = (
+    ('schedule_tz', 'tz', 'UTC'), ('schedule_args', 'args', ()),
+    ('schedule_kwargs', 'kwargs', {}), ('schedule_catch_up', 'catch_up', 'last'))
+#: The fields of a SCHEDULES entry.
+ENTRY_FIELDS = ('task', 'schedule', 'tz', 'args', 'kwargs', 'catch_up', 'queue')
+
+#: Said when nothing could hold a schedule.
+NOTHING_TO_SEARCH = ('no schedules: TASK_MODULES and SCHEDULES are both empty (name the modules '
+                     'of your task classes that say schedule = ... in TASK_MODULES, or list '
+                     'schedules in SCHEDULES)')
+
+
+@dataclasses.dataclass(frozen=True)
+class Schedules:
+    """Every schedule of one configuration, by name."""
+
+    schedules: tuple[Schedule, ...]
+    #: Whether TASK_MODULES or SCHEDULES named anything to look in.
+    searched: bool
+
+    def __iter__(self) -> Any:
+        return iter(self.schedules)
+
+    def __len__(self) -> int:
+        return len(self.schedules)
+
+    def get(self, name: str) -> Schedule:
+        for schedule in self.schedules:
+            if schedule.name == name:
+                return schedule
+        raise ScheduleNotFoundError('no schedule is called %r (schedules: %s)' % (
+            name[:200], ', '.join(s.name for s in self.schedules) or 'none'))
+
+
+def find_schedules(config: Config) -> Schedules:
+    """Import TASK_MODULES and the tasks of SCHEDULES, and check every
+    schedule (ScheduleError naming the schedule and the field)."""
+    found: dict[str, Schedule] = {}
+    for task_class in declaring_classes(list(config.TASK_MODULES or ()), 'schedule',
+                                        ScheduleError):
+        name = task_class.task_path()
+        fields = {field: getattr(task_class, attribute, default)
+                  for attribute, field, default in CLASS_FIELDS}
+        found[name] = _schedule(config, name, task_class, task_class.__dict__['schedule'],
+                                fields, None)
+    for name, entry in (config.SCHEDULES or {}).items():
+        check_name(name)
+        if name in found:
+            raise ScheduleError('schedule %r is defined twice: by its task class, which says '
+                                'schedule = ..., and in SCHEDULES' % name)
+        found[name] = _entry(config, name, entry)
+    return Schedules(tuple(found[name] for name in sorted(found)),
+                     searched=bool(config.TASK_MODULES or config.SCHEDULES))
+
+
+def _entry(config: Config, name: str, entry: Mapping[str, Any]) -> Schedule:
+    unknown = sorted(set(entry) - set(ENTRY_FIELDS))
+    if unknown:
+        raise ScheduleError('schedule %r: unknown field %r (fields: %s)'
+                            % (name, unknown[0], ', '.join(ENTRY_FIELDS)))
+    for field in ('task', 'schedule'):
+        if field not in entry:
+            raise ScheduleError('schedule %r: %s is missing' % (name, field))
+    path = entry['task']
+    if not isinstance(path, str):
+        raise ScheduleError('schedule %r: task must be a task path (module.Class), got %r'
+                            % (name, path))
+    try:
+        task_class = get_registry(config).resolve(path)
+    except KaleError as exc:        # DecodeError: "task 'x.Y' cannot be imported: ..."
+        raise ScheduleError('schedule %r: %s' % (name, getattr(exc, 'detail', exc))) from None
+    queue = entry.get('queue')
+    if queue is not None and not isinstance(queue, str):
+        raise ScheduleError('schedule %r: queue must be a queue name, got %r' % (name, queue))
+    fields = {field: entry.get(field, default) for _, field, default in CLASS_FIELDS}
+    return _schedule(config, name, task_class, entry['schedule'], fields, queue)
+
+
+def _schedule(config: Config, name: str, task_class: type[Task], every: Any,
+              fields: dict[str, Any], queue: Optional[str]) -> Schedule:
+    checked = check_fields(name, every, **fields)
+    try:
+        task_queue(task_class, config, queue)
+    except KaleError as exc:
+        raise ScheduleError('schedule %r: queue: %s' % (name, exc)) from None
+    try:
+        check_arguments(task_class, checked['args'], checked['kwargs'], config)
+    except KaleError as exc:
+        raise ScheduleError('schedule %r: args and kwargs: %s' % (name, exc)) from None
+    return Schedule(name=name, task_class=task_class, queue=queue, **checked)
+
+
+def get_schedules(config: Config) -> Schedules:
+    """The schedules of ``config``, found once per process."""
+    return config.part('schedules', lambda: find_schedules(config))

@@ -1,0 +1,280 @@
+"""The scheduler: publishes each schedule's ticks while it leads.
+
+Any number of schedulers may run (``kale scheduler``, ``kale worker
+--scheduler``); the one holding the lease in the task records leads. It
+renews the lease every quarter of ``SCHEDULER_LEASE_SEC``, each time for
+three quarters of it, so a leader that dies is replaced within
+``SCHEDULER_LEASE_SEC`` (the others try again at least every quarter, and
+at once when the lease they saw expires). A leader that cannot renew stops
+publishing when its lease ends; each tick is claimed in the records (only
+by the lease's holder, only if not done) before it is sent, so a tick is
+published at most once. The loop sleeps until the next tick or lease
+round, so a tick is published within a few milliseconds of its time.
+
+Ticks that came while no scheduler led (those at or before the leader's
+taking of the lease) are *missed*: ``catch_up = 'last'`` publishes the
+latest of them once, ``'all'`` every one (the latest
+:data:`~kale.schedules.spec.CATCH_UP_ALL_MAX`), ``'none'`` none.
+"""
+from __future__ import annotations
+
+import collections
+import logging
+import math
+import threading
+from typing import Any, Callable, Optional
+
+from kale.clock import SYSTEM_CLOCK, Clock
+from kale.config import Config
+from kale.events import process_identity
+from kale.exceptions import KaleError, ScheduleError
+from kale.publisher import Publisher, get_publisher
+from kale.schedules.discovery import NOTHING_TO_SEARCH, Schedules, get_schedules
+from kale.schedules.spec import (
+    CATCH_UP_ALL_MAX,
+    SCHEDULE_LABEL,
+    Schedule,
+    fifo_group,
+    tick_id,
+)
+from kale.schedules.state import Lease, Progress, ScheduleState
+
+logger = logging.getLogger('kale.schedules')
+
+#: Seconds before retrying a tick whose publish failed.
+RETRY_SEC = 1.0
+#: Published ticks a scheduler remembers (for its tests and its owner).
+PUBLISHED_KEPT = 1000
+
+
+def publish_run(publisher: Publisher, schedule: Schedule,
+                task_id: Optional[str] = None) -> str:
+    """Publish one run of ``schedule`` (as ``task_id``, else a new id),
+    labelled with its schedule's name; its task id."""
+    queue = publisher.queue_of(schedule.task_class, schedule.queue)
+    return publisher.publish_batch(
+        schedule.task_class, None, [(schedule.args, dict(schedule.kwargs))],
+        labels={SCHEDULE_LABEL: schedule.name}, queue_name=schedule.queue,
+        group_id=fifo_group(schedule.name) if queue.fifo else None,
+        task_ids=[task_id] if task_id is not None else None)[0]
+
+
+def records_state(config: Config, url: Optional[str] = None) -> ScheduleState:
+    """The schedulers' state in the task records on ``url`` (default
+    ``config``'s RECORDS_URL); ScheduleError without them."""
+    url = url or config.RECORDS_URL
+    if not url:
+        raise ScheduleError("the scheduler keeps its lease and each schedule's last tick in the "
+                            "task records: set RECORDS_URL (a SQLite file on one machine, e.g. "
+                            "'sqlite:///kale-records.db'; PostgreSQL for schedulers on several)")
+    from kale import records
+    return ScheduleState(records.store(url))
+
+
+def runnable_schedules(config: Config) -> Schedules:
+    """The schedules a scheduler runs; ScheduleError, in one line, when there are none."""
+    found = get_schedules(config)
+    if not found.searched:
+        raise ScheduleError(NOTHING_TO_SEARCH)
+    if not len(found):
+        raise ScheduleError('no schedules: no task class of TASK_MODULES (%s) says schedule = '
+                            '..., and SCHEDULES is empty' % ', '.join(config.TASK_MODULES))
+    return found
+
+
+class Scheduler:
+    """Leads or follows; while leading, publishes each due tick once."""
+
+    def __init__(self, schedules: Schedules, state: ScheduleState, lease_sec: float,
+                 publisher: Optional[Publisher] = None, clock: Clock = SYSTEM_CLOCK,
+                 holder: Optional[str] = None,
+                 wait: Optional[Callable[[float], bool]] = None):
+        self.schedules = schedules
+        self.state = state
+        self.lease_sec = float(lease_sec)
+        self.renew_sec = self.lease_sec / 4
+        self.publisher = publisher
+        self.clock = clock
+        self.holder = holder or process_identity()[0]
+        self._stop = threading.Event()
+        #: Waits up to its argument in seconds; True once the scheduler stops
+        #: (a test's waits move its clock instead).
+        self._wait = wait or self._stop.wait
+        self._lease: Optional[Lease] = None
+        self._leading_since: Optional[float] = None
+        self._lease_until = 0.0
+        self._next_lease_round = 0.0
+        self._retry_at = math.inf
+        self._lease_error = False
+        #: (schedule name, tick, task id) of the last ticks this scheduler published.
+        self.published: collections.deque[tuple[str, float, str]] = collections.deque(
+            maxlen=PUBLISHED_KEPT)
+
+    @property
+    def leading(self) -> bool:
+        return self.clock.time() < self._lease_until
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def run(self) -> None:
+        """Lead or follow until :meth:`stop`; gives the lease up on the way out."""
+        logger.info('scheduler %s: %d schedules (%s); lease %g s', self.holder,
+                    len(self.schedules), ', '.join(s.name for s in self.schedules),
+                    self.lease_sec)
+        self.warm_up()
+        try:
+            while not self._wait(self.step()):      # one round at least, even if stopped at once
+                pass
+        finally:
+            if self._lease_until > self.clock.time():
+                try:
+                    self.state.release(self.holder, self.clock.time())
+                except KaleError as exc:
+                    logger.warning('scheduler %s: could not give the lease up: %s',
+                                   self.holder, exc)
+            logger.info('scheduler %s: stopped', self.holder)
+
+    def warm_up(self) -> None:
+        """Make what publishing needs (the client, the publish hooks, the
+        queues), so that a scheduler that comes to lead publishes at once."""
+        publisher = self.publisher or get_publisher()
+        try:
+            _ = getattr(publisher, 'hooks', None)
+            declare = getattr(getattr(publisher, 'sender', None), 'declare', None)
+            for schedule in self.schedules:
+                if declare is not None:
+                    declare(publisher.queue_of(schedule.task_class, schedule.queue))
+        except Exception as exc:             # the first publish says so again
+            logger.warning('scheduler %s: publishing is not ready yet: %s: %s', self.holder,
+                           type(exc).__name__, exc)
+
+    def step(self) -> float:
+        """One round: the lease when due, then the due ticks while leading;
+        the seconds until the next round."""
+        now = self.clock.time()
+        if now >= self._next_lease_round:
+            self._lease_round(now)
+        now = self.clock.time()
+        wake = self._next_lease_round
+        if now < self._lease_until:
+            self._retry_at = math.inf
+            try:
+                self._publish_due(now)
+            except KaleError as exc:           # the records store is down: next round
+                logger.warning('scheduler %s: ticks not published: %s', self.holder, exc)
+                self._retry_at = now + RETRY_SEC
+            now = self.clock.time()
+            wake = min(wake, self._retry_at, self._lease_until,
+                       *(schedule.next_after(now) for schedule in self.schedules))
+        return max(0.0, wake - self.clock.time())
+
+    # --- the lease --------------------------------------------------------------------
+
+    def _lease_round(self, now: float) -> None:
+        self._next_lease_round = now + self.renew_sec
+        try:
+            mine, lease = self.state.acquire(self.holder, now, self.lease_sec * 3 / 4)
+        except KaleError as exc:
+            if not self._lease_error:
+                logger.warning('scheduler %s: the lease cannot be renewed: %s%s', self.holder,
+                               exc, ' (publishing stops when it ends)' if self.leading else '')
+            self._lease_error = True
+            return
+        self._lease_error = False
+        was_leading = self._leading_since is not None and now < self._lease_until
+        if mine and lease is not None:
+            if not was_leading or lease.acquired_at != self._leading_since:
+                logger.info('scheduler %s leads, for %d schedules', self.holder,
+                            len(self.schedules))
+                self.state.start([(s.name, s.task_path) for s in self.schedules], now)
+            self._leading_since = lease.acquired_at
+            self._lease_until = lease.expires_at
+        else:
+            if was_leading or self._lease is None or (
+                    lease is not None and lease.holder != self._lease.holder):
+                logger.info('scheduler %s follows %s', self.holder,
+                            lease.holder if lease is not None else 'nobody')
+            self._leading_since = None
+            self._lease_until = 0.0
+            if lease is not None and lease.expires_at > now:    # take over as it ends
+                self._next_lease_round = min(self._next_lease_round, lease.expires_at + 0.001)
+        self._lease = lease
+
+    # --- ticks ------------------------------------------------------------------------
+
+    def _publish_due(self, now: float) -> None:
+        progress = self.state.progress()
+        since = self._leading_since if self._leading_since is not None else now
+        for schedule in self.schedules:
+            row = progress.get(schedule.name)
+            if row is None:                  # added since this scheduler started leading
+                self.state.start([(schedule.name, schedule.task_path)], now)
+                continue
+            due = schedule.ticks_between(row.watermark, now, CATCH_UP_ALL_MAX + 1)
+            if due:
+                self._publish_ticks(schedule, row, due, since, now)
+
+    def _publish_ticks(self, schedule: Schedule, row: Progress, due: list[float],
+                       since: float, now: float) -> None:
+        missed = [tick for tick in due if tick <= since]
+        on_time = due[len(missed):]
+        if schedule.catch_up == 'all':
+            if len(due) > CATCH_UP_ALL_MAX:
+                logger.warning('schedule %s: more than %d ticks were missed; publishing the '
+                               'latest %d', schedule.name, CATCH_UP_ALL_MAX, CATCH_UP_ALL_MAX)
+            chosen = due[-CATCH_UP_ALL_MAX:]
+        elif schedule.catch_up == 'last':
+            chosen = missed[-1:] + on_time
+        else:
+            chosen = on_time
+        skipped = len(due) - len(chosen)
+        if skipped and schedule.catch_up != 'all':
+            logger.info('schedule %s: %d missed ticks skipped (catch_up %r)', schedule.name,
+                        skipped, schedule.catch_up)
+        if not chosen:
+            self.state.skip(schedule.name, self.holder, due[-1], now)
+        for tick in chosen:
+            after = self._publish_tick(schedule, row, tick, now)
+            if after is None:
+                return
+            row = after
+
+    def _publish_tick(self, schedule: Schedule, row: Progress, tick: float,
+                      now: float) -> Optional[Progress]:
+        """Claim and publish one tick; the schedule's row after it (None when
+        it was not published)."""
+        task_id = tick_id(schedule.name, tick)
+        if not self.state.claim(schedule.name, self.holder, tick, task_id, now):
+            return None                   # done meanwhile, or the lease was lost
+        try:
+            published = publish_run(self.publisher or get_publisher(), schedule, task_id)
+        except Exception as exc:
+            logger.error('schedule %s: the tick of %s could not be published (tried again in '
+                         '%g s): %s: %s', schedule.name, _when(tick), RETRY_SEC,
+                         type(exc).__name__, exc)
+            self.state.unclaim(row, tick, task_id)
+            self._retry_at = now + RETRY_SEC
+            return None
+        if published != task_id:          # the task's unique_for_sec: an earlier run holds it
+            logger.info('schedule %s: tick of %s not sent: task %s (unique_for_sec) still '
+                        'waits or runs', schedule.name, _when(tick), published)
+        else:
+            logger.info('schedule %s: published the tick of %s as task %s', schedule.name,
+                        _when(tick), task_id)
+        self.published.append((schedule.name, tick, published))
+        return Progress(schedule.name, tick, tick, task_id, now)
+
+
+def _when(tick: float) -> Any:
+    from kale.records.record import iso
+    return iso(tick)
+
+
+def make_scheduler(config: Config, clock: Clock = SYSTEM_CLOCK,
+                   publisher: Optional[Publisher] = None, **options: Any) -> Scheduler:
+    """A scheduler of ``config``'s schedules on its task records (ScheduleError
+    in one line without records or schedules)."""
+    found = runnable_schedules(config)
+    return Scheduler(found, records_state(config), float(config.SCHEDULER_LEASE_SEC),
+                     publisher=publisher, clock=clock, **options)

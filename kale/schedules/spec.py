@@ -1,0 +1,191 @@
+"""One schedule: what it runs, when, and the times of its ticks.
+
+A schedule is a five-field cron expression in a time zone (parsed and
+iterated by ``cronsim``, which treats daylight-saving changes as Debian's
+cron does: a job at a fixed time runs once on the day the clock skips or
+repeats it, at the first valid minute after a skipped one and at the first
+of a repeated one; a job whose hour is a wildcard runs at every real
+instant that matches), or an interval of N seconds, ticking at the
+multiples of N since the Unix epoch. Tick times are epoch seconds.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import hashlib
+import math
+import re
+from typing import Any, Mapping, Optional, Union
+
+from kale.exceptions import ScheduleError
+from kale.task import Task
+
+#: What a scheduler does with ticks that came while no scheduler led.
+CATCH_UP = ('last', 'all', 'none')
+#: The most missed ticks ``catch_up = 'all'`` publishes (the latest ones).
+CATCH_UP_ALL_MAX = 100
+#: The label every scheduled run carries, naming its schedule.
+SCHEDULE_LABEL = 'kale.schedule'
+MAX_NAME_CHARS = 200
+
+UTC = datetime.timezone.utc
+
+
+def _cronsim() -> Any:
+    try:
+        import cronsim
+    except ImportError:
+        raise ScheduleError('cron schedules need cronsim: pip install "kale-sqs[schedules]"') \
+            from None
+    return cronsim
+
+
+def zone(name: str) -> datetime.tzinfo:
+    """The time zone called ``name`` (UTC as the fixed zone, which has no
+    daylight-saving time to handle); ValueError for an unknown one."""
+    if name == 'UTC':
+        return UTC
+    import zoneinfo
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, TypeError) as exc:
+        raise ValueError(str(exc) or name) from None
+
+
+@dataclasses.dataclass(frozen=True)
+class Schedule:
+    """A task published at every tick of a cron expression or an interval."""
+
+    #: The task's path for a class's own schedule; the key in SCHEDULES.
+    name: str
+    task_class: type[Task]
+    #: A five-field cron expression, or whole seconds.
+    every: Union[str, int]
+    tz: str = 'UTC'
+    args: tuple = ()
+    kwargs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    catch_up: str = 'last'
+    #: A queue of the queue config other than the task's own.
+    queue: Optional[str] = None
+
+    @property
+    def task_path(self) -> str:
+        return self.task_class.task_path()
+
+    @property
+    def is_cron(self) -> bool:
+        return isinstance(self.every, str)
+
+    def describe(self) -> str:
+        """The schedule as a person reads it: the cron expression, or ``every N s``."""
+        return str(self.every) if self.is_cron else 'every %d s' % int(self.every)
+
+    def _iterate(self, at: float, reverse: bool) -> Any:
+        """cronsim's ticks after ``at`` (whole seconds), or before it."""
+        start = datetime.datetime.fromtimestamp(math.floor(at), zone(self.tz))
+        return _cronsim().CronSim(str(self.every), start, reverse=reverse)
+
+    def next_after(self, at: float) -> float:
+        """The first tick strictly after ``at``."""
+        if not self.is_cron:
+            step = int(self.every)
+            return float((math.floor(at / step) + 1) * step)
+        try:
+            return float(next(self._iterate(at, reverse=False)).timestamp())
+        except StopIteration:        # a date that never comes again (Feb 30)
+            return math.inf
+
+    def upcoming(self, at: float, count: int) -> list[float]:
+        """The next ``count`` ticks after ``at``."""
+        found: list[float] = []
+        for _ in range(count):
+            at = self.next_after(at)
+            if at == math.inf:
+                break
+            found.append(at)
+        return found
+
+    def ticks_between(self, after: float, until: float, limit: int) -> list[float]:
+        """The ticks in (``after``, ``until``], oldest first: the latest
+        ``limit`` of them when there are more."""
+        if not self.is_cron:
+            step = int(self.every)
+            last = math.floor(until / step)
+            first = max(math.floor(after / step) + 1, last - limit + 1)
+            return [float(k * step) for k in range(first, last + 1)]
+        found: list[float] = []
+        # Reverse from the second after until: cronsim goes strictly before it.
+        for moment in self._iterate(math.floor(until) + 1, reverse=True):
+            tick = float(moment.timestamp())
+            if tick <= after or len(found) >= limit:
+                break
+            found.append(tick)
+        return found[::-1]
+
+
+def tick_id(name: str, tick: float) -> str:
+    """The task id of a schedule's tick: the same in every scheduler, so a
+    tick published twice would be one task (32 hex digits)."""
+    text = '%s\x00%d' % (name, round(tick * 1000))
+    return hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()[:32]
+
+
+def fifo_group(name: str) -> str:
+    """The message group of a schedule's runs on a FIFO queue."""
+    return name if re.fullmatch(r'[!-~]{1,128}', name) else \
+        hashlib.sha256(name.encode('utf-8', 'surrogatepass')).hexdigest()[:32]
+
+
+# --- checks -----------------------------------------------------------------------------
+
+def check_name(name: Any) -> str:
+    if not isinstance(name, str) or not 0 < len(name) <= MAX_NAME_CHARS \
+            or any(c.isspace() or not c.isprintable() or c == '/' for c in name):
+        raise ScheduleError('a schedule name must be 1 to %d characters without spaces or '
+                            'slashes, got %r' % (MAX_NAME_CHARS, str(name)[:100]))
+    return name
+
+
+def check_every(name: str, every: Any) -> Union[str, int]:
+    """A five-field cron expression cronsim accepts, or whole seconds >= 1."""
+    if isinstance(every, str):
+        if len(every.split()) != 5:
+            raise ScheduleError('schedule %r: schedule %r is not a five-field cron expression '
+                                '(minute hour day-of-month month day-of-week)' % (name, every))
+        cronsim = _cronsim()
+        try:
+            cronsim.CronSim(every, datetime.datetime(2000, 1, 1, tzinfo=UTC))
+        except cronsim.CronSimError as exc:
+            raise ScheduleError('schedule %r: schedule %r is not a valid cron expression: %s'
+                                % (name, every, exc)) from None
+        return every
+    if isinstance(every, bool) or not isinstance(every, (int, float)) \
+            or not math.isfinite(every) or every != int(every) or every < 1:
+        raise ScheduleError('schedule %r: schedule must be a five-field cron string or whole '
+                            'seconds of at least 1, got %r' % (name, every))
+    return int(every)
+
+
+def check_fields(name: str, every: Any, tz: Any, args: Any, kwargs: Any,
+                 catch_up: Any) -> dict[str, Any]:
+    """The checked fields of one schedule (ScheduleError naming the schedule
+    and the field)."""
+    checked: dict[str, Any] = {'every': check_every(name, every)}
+    if not isinstance(tz, str):
+        raise ScheduleError('schedule %r: tz must be an IANA time zone name, got %r' % (name, tz))
+    try:
+        zone(tz)
+    except ValueError:
+        raise ScheduleError('schedule %r: tz %r is not a known IANA time zone name (e.g. '
+                            "'Europe/Paris'; pip install tzdata where the system has no "
+                            'zone database)' % (name, tz)) from None
+    if not isinstance(args, (list, tuple)):
+        raise ScheduleError('schedule %r: args must be a list, got %r' % (name, args))
+    if not isinstance(kwargs, Mapping) or not all(isinstance(k, str) for k in kwargs):
+        raise ScheduleError('schedule %r: kwargs must be a dict of names to values, got %r'
+                            % (name, kwargs))
+    if catch_up not in CATCH_UP:
+        raise ScheduleError('schedule %r: catch_up must be one of %s, got %r'
+                            % (name, ', '.join(map(repr, CATCH_UP)), catch_up))
+    checked.update(tz=tz, args=tuple(args), kwargs=dict(kwargs), catch_up=catch_up)
+    return checked

@@ -1,0 +1,147 @@
+"""The schedulers' shared state, in the task records database.
+
+``kale_scheduler_lease`` has one row: the scheduler that holds it leads
+until ``expires_at``. It is taken and renewed by one conditional UPDATE
+(held by me, or expired), so two schedulers racing get one leader, on
+SQLite as on PostgreSQL. ``kale_schedules`` has one row per schedule: ticks
+at or before its ``watermark`` are done. A tick is claimed by moving the
+watermark up to it, with a conditional UPDATE that also checks the lease,
+before its task is sent: a tick is claimed once, so it is published at most
+once, whichever schedulers run and fail.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Iterable, Optional
+
+from sqlalchemy import and_, case, exists, or_, select, update
+
+from kale.records.driver import insert_for
+from kale.records.schema import scheduler_lease, schedules, tasks
+from kale.records.store import RecordStore
+
+#: The lease's row (one lease: one leader for every schedule).
+LEASE = 'scheduler'
+
+
+@dataclasses.dataclass(frozen=True)
+class Lease:
+    """Who leads, since when (this holder's leadership) and until when."""
+
+    holder: str
+    acquired_at: float
+    expires_at: float
+
+    def held_by(self, holder: str, now: float) -> bool:
+        return self.holder == holder and self.expires_at > now
+
+
+@dataclasses.dataclass(frozen=True)
+class Progress:
+    """A schedule's row: ticks up to ``watermark`` are done; the last one
+    published, its task and when."""
+
+    name: str
+    watermark: float
+    last_tick: Optional[float] = None
+    last_task_id: Optional[str] = None
+    last_published_at: Optional[float] = None
+
+
+class ScheduleState:
+    """The lease and the schedules' progress on one records store."""
+
+    def __init__(self, store: RecordStore):
+        self.store = store
+        self._insert = insert_for(store.dialect)
+
+    def _mine(self, holder: str, now: float) -> Any:
+        return exists().where(scheduler_lease.c.name == LEASE,
+                              scheduler_lease.c.holder == holder,
+                              scheduler_lease.c.expires_at > now)
+
+    def acquire(self, holder: str, now: float, length_sec: float) -> tuple[bool, Optional[Lease]]:
+        """Take or renew the lease until ``now + length_sec`` when it is
+        ``holder``'s or has expired: (whether ``holder`` leads, the lease)."""
+        lease = scheduler_lease.c
+        with self.store.begin(write=True) as conn:
+            conn.execute(self._insert(scheduler_lease).values(
+                name=LEASE, holder='', acquired_at=0.0, expires_at=0.0).on_conflict_do_nothing(
+                index_elements=[lease.name]))
+            taken = conn.execute(update(scheduler_lease).where(
+                lease.name == LEASE, or_(lease.holder == holder, lease.expires_at <= now)).values(
+                holder=holder, expires_at=now + length_sec,
+                acquired_at=case((and_(lease.holder == holder, lease.expires_at > now),
+                                  lease.acquired_at), else_=now))).rowcount
+            row = conn.execute(select(lease.holder, lease.acquired_at, lease.expires_at).where(
+                lease.name == LEASE)).first()
+        found = Lease(row.holder, row.acquired_at, row.expires_at) if row is not None else None
+        return taken == 1, found
+
+    def release(self, holder: str, now: float) -> None:
+        """Give the lease up (a scheduler that stops): another takes it at once."""
+        with self.store.begin(write=True) as conn:
+            conn.execute(update(scheduler_lease).where(
+                scheduler_lease.c.name == LEASE, scheduler_lease.c.holder == holder).values(
+                expires_at=now))
+
+    def lease(self) -> Optional[Lease]:
+        with self.store.begin() as conn:
+            row = conn.execute(select(scheduler_lease).where(
+                scheduler_lease.c.name == LEASE)).first()
+        return Lease(row.holder, row.acquired_at, row.expires_at) \
+            if row is not None and row.holder else None
+
+    def progress(self, names: Optional[Iterable[str]] = None) -> dict[str, Progress]:
+        """Each schedule's row, by name (those of ``names``, or all)."""
+        query = select(schedules.c.name, schedules.c.watermark, schedules.c.last_tick,
+                       schedules.c.last_task_id, schedules.c.last_published_at)
+        if names is not None:
+            query = query.where(schedules.c.name.in_(list(names)))
+        with self.store.begin() as conn:
+            return {row.name: Progress(*row) for row in conn.execute(query)}
+
+    def start(self, rows: Iterable[tuple[str, str]], now: float) -> None:
+        """Give each new schedule (name, task) its row, done up to ``now``:
+        a schedule starts with its next tick, nothing to catch up."""
+        values = [{'name': name, 'task': task[:255], 'watermark': now} for name, task in rows]
+        if values:
+            with self.store.begin(write=True) as conn:
+                for row in values:
+                    conn.execute(self._insert(schedules).values(**row).on_conflict_do_nothing(
+                        index_elements=[schedules.c.name]))
+
+    def claim(self, name: str, holder: str, tick: float, task_id: str, now: float) -> bool:
+        """Claim ``tick`` for publishing as ``task_id``: only while ``holder``
+        leads and the tick is not done. Whether it was claimed."""
+        with self.store.begin(write=True) as conn:
+            return conn.execute(update(schedules).where(
+                schedules.c.name == name, schedules.c.watermark < tick,
+                self._mine(holder, now)).values(
+                watermark=tick, last_tick=tick, last_task_id=task_id,
+                last_published_at=now)).rowcount == 1
+
+    def unclaim(self, before: Progress, tick: float, task_id: str) -> None:
+        """Give back a tick whose send failed: the row as it was."""
+        with self.store.begin(write=True) as conn:
+            conn.execute(update(schedules).where(
+                schedules.c.name == before.name, schedules.c.watermark == tick,
+                schedules.c.last_task_id == task_id).values(
+                watermark=before.watermark, last_tick=before.last_tick,
+                last_task_id=before.last_task_id, last_published_at=before.last_published_at))
+
+    def skip(self, name: str, holder: str, up_to: float, now: float) -> bool:
+        """Mark the ticks up to ``up_to`` done without publishing them."""
+        with self.store.begin(write=True) as conn:
+            return conn.execute(update(schedules).where(
+                schedules.c.name == name, schedules.c.watermark < up_to,
+                self._mine(holder, now)).values(watermark=up_to)).rowcount == 1
+
+    def task_statuses(self, task_ids: Iterable[str]) -> dict[str, str]:
+        """The records' status of each of these tasks that has a record."""
+        ids = [task_id for task_id in task_ids if task_id]
+        if not ids:
+            return {}
+        with self.store.begin() as conn:
+            return dict(conn.execute(select(tasks.c.id, tasks.c.status).where(
+                tasks.c.id.in_(ids))).all())

@@ -1,0 +1,71 @@
+"""The age of each queue's oldest message from CloudWatch, over boto3 (with
+:mod:`kale.transport.sqs`, :mod:`kale.transport.sns` and
+:mod:`kale.transport.s3`, the only modules that talk to AWS).
+
+SQS publishes ``ApproximateAgeOfOldestMessage`` to CloudWatch (namespace
+``AWS/SQS``, dimension ``QueueName``) every minute; one GetMetricData asks for
+the latest value of every queue at once. It is the autoscaling signal's
+source when task records are off. botocore's errors never leave this module:
+a queue whose age cannot be read has none (and the reason is logged).
+"""
+from __future__ import annotations
+
+import datetime
+import logging
+from typing import Any, Optional, Sequence
+
+import botocore.exceptions
+from botocore.config import Config
+
+from kale import config as kale_config
+from kale.conf import settings
+from kale.transport.endpoint import endpoint_url, is_local
+from kale.transport.sqs import aws_session, one_line
+
+logger = logging.getLogger(__name__)
+
+#: How far back GetMetricData looks for the latest minute SQS reported.
+WINDOW_SEC = 600
+METRIC = 'ApproximateAgeOfOldestMessage'
+
+
+def make_cloudwatch_client(settings_in: Optional[kale_config.Config] = None) -> Any:
+    kale = settings_in or settings.config
+    endpoint = endpoint_url(kale)
+    local = endpoint if is_local(endpoint) else ''
+    session, region = aws_session(local, kale)
+    return session.client('cloudwatch', endpoint_url=local or None, region_name=region,
+                          config=Config(connect_timeout=kale.SQS_CONNECT_TIMEOUT_SEC,
+                                        read_timeout=float(kale.SQS_READ_TIMEOUT_SEC),
+                                        retries={'mode': 'standard', 'max_attempts': 2}))
+
+
+def oldest_message_ages(sqs_names: Sequence[str], now: datetime.datetime,
+                        client: Any = None) -> dict[str, float]:
+    """The latest ``ApproximateAgeOfOldestMessage`` of each queue (seconds),
+    by SQS name; queues CloudWatch has no recent value for are left out."""
+    if not sqs_names:
+        return {}
+    try:
+        client = client if client is not None else make_cloudwatch_client()
+        answer = client.get_metric_data(
+            MetricDataQueries=[{
+                'Id': 'q%d' % number, 'ReturnData': True,
+                'MetricStat': {'Metric': {'Namespace': 'AWS/SQS', 'MetricName': METRIC,
+                                          'Dimensions': [{'Name': 'QueueName', 'Value': name}]},
+                               'Period': 60, 'Stat': 'Maximum'}}
+                for number, name in enumerate(sqs_names)],
+            StartTime=now - datetime.timedelta(seconds=WINDOW_SEC),
+            EndTime=now + datetime.timedelta(seconds=60),     # the minute under way too
+            ScanBy='TimestampDescending')
+    except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError, ValueError) as exc:
+        logger.info('CloudWatch %s not read: %s', METRIC, one_line(str(exc)))
+        return {}
+    ages = {}
+    for result in answer.get('MetricDataResults', []):
+        values = result.get('Values') or []
+        stamps = result.get('Timestamps') or []
+        if values:
+            latest = max(range(len(values)), key=lambda i: stamps[i] if i < len(stamps) else 0)
+            ages[sqs_names[int(result['Id'][1:])]] = float(values[latest])
+    return ages

@@ -1,0 +1,243 @@
+"""The worker's flow-control step: take a token and a slot before a run, or release it unrun.
+
+:meth:`FlowGate.admit` (limits kept by :mod:`kale.flow`) runs once per batch, beside the cancel check, in
+every pool. For each message not yet decided whose class has a
+``rate_limit`` or ``concurrency_limit`` (:mod:`kale.flow.spec`), it takes a
+slot of the concurrency key (a lease), then a token of the rate key. A
+message refused either is settled as :attr:`~kale.events.Outcome.RELEASE`
+with a delayed copy: not run, not a retry and not a failure (its copy keeps
+its retry and failure counts), back when the token reserved for it is there
+(it then runs without asking again; for a slot: after 1 to 5 s, with
+jitter). On a FIFO queue, which cannot delay a
+copy, the message is held invisible as long instead.
+
+A slot is held from the batch's admission until the message is settled
+(:meth:`FlowGate.settled`, whatever the outcome), and renewed every third
+of CONCURRENCY_LEASE_SEC by a thread of the worker while any is held; a
+worker killed holds its slots until their leases expire. A message whose
+class has a limit but no records store to keep it (RECORDS_URL empty), or a
+malformed limit, is not run: one error line per class, and it is released
+for a minute, to be run by a worker that can.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import random
+import threading
+from typing import TYPE_CHECKING, Any, Optional, Union
+
+from kale.clock import SYSTEM_CLOCK, Clock
+from kale.events import Outcome, Settlement, process_identity
+from kale.exceptions import KaleError, TaskDefinitionError
+from kale.flow.spec import FlowSpec, spec_of
+from kale.transport import ReceivedMessage
+from kale.worker.batch import Batch, Opened
+from kale.worker.suspects import release_copy
+
+if TYPE_CHECKING:
+    from kale.flow.state import Ask, FlowState
+
+logger = logging.getLogger('kale.flow')
+
+#: Seconds a message is released for when it cannot be gated here (no
+#: records store, a bad limit, the store unreachable).
+UNGATED_DELAY_SEC = 60
+#: A message refused a concurrency slot comes back after this many seconds
+#: (drawn at random, so that the refused do not all come back at once).
+SLOT_BACKOFF_SEC = (1, 5)
+
+
+@dataclasses.dataclass
+class Refusal:
+    delay_sec: int
+    reason: str
+
+
+class FlowGate:
+    """One worker's flow control: the step, the slots it holds, their renewal."""
+
+    def __init__(self, config: Any, clock: Clock = SYSTEM_CLOCK, codec: Any = None):
+        self.url = getattr(config, 'RECORDS_URL', '') or ''
+        self.lease_sec = float(getattr(config, 'CONCURRENCY_LEASE_SEC', 60))
+        self.clock = clock
+        self.codec = codec
+        self.worker = process_identity()[0]
+        self._state: Optional['FlowState'] = None
+        self._held: dict[int, tuple[str, str]] = {}     # id(received) -> (key, holder)
+        self._lock = threading.Lock()
+        self._renewer: Optional[threading.Thread] = None
+        self._wake = threading.Event()
+        self._warned: set[Any] = set()
+
+    @property
+    def state(self) -> 'FlowState':
+        """The buckets and leases, on the records store (SQLAlchemy is
+        imported only once a limited task comes)."""
+        if self._state is None:
+            from kale.flow.state import FlowState
+            from kale.records import store
+            self._state = FlowState(store(self.url))
+        return self._state
+
+    # --- the step ---------------------------------------------------------------------
+
+    def admit(self, batch: Batch) -> int:
+        """Take what the batch's limited messages need (one transaction for
+        the batch); settle those refused as released with a delay. Returns
+        how many were refused."""
+        if not batch.opened:
+            return 0
+        decided = {id(s.received) for s in batch.settlements}
+        refusals: list[tuple[ReceivedMessage, Opened, Refusal]] = []
+        asking: list[tuple[ReceivedMessage, Opened, FlowSpec, 'Ask']] = []
+        for received in batch.messages:
+            opened = batch.opened.get(received.message_id)
+            if opened is None or id(received) in decided:
+                continue
+            found = self._ask_of(received, opened)
+            if isinstance(found, Refusal):
+                refusals.append((received, opened, found))
+            elif found is not None:
+                asking.append((received, opened, found[0], found[1]))
+        if asking:
+            refusals.extend(self._ask(asking))
+        for received, opened, refusal in refusals:
+            batch.settlements.append(self._release(batch, received, opened, refusal))
+        return len(refusals)
+
+    def _ask_of(self, received: ReceivedMessage,
+                opened: Opened) -> Union[Refusal, tuple[FlowSpec, 'Ask'], None]:
+        """What the message needs (None: nothing), or why it cannot be asked."""
+        task_class = opened.task_class
+        try:
+            spec = spec_of(task_class)
+        except TaskDefinitionError as exc:
+            self._warn_once(task_class, '%s; its tasks are not run' % exc)
+            return Refusal(UNGATED_DELAY_SEC, str(exc))
+        if spec is None:
+            return None
+        if not self.url:
+            self._warn_once(task_class, '%s has a rate_limit or concurrency_limit, which needs '
+                            'RECORDS_URL (the task records keep the limits); its tasks are not '
+                            'run by this worker' % spec.name)
+            return Refusal(UNGATED_DELAY_SEC, 'RECORDS_URL is not set')
+        try:
+            rate_key, slot_key = self._keys(spec, opened)
+        except Exception as exc:        # a key method that fails, or a payload that does not decode
+            if isinstance(exc, KaleError):
+                return None             # the run dead-letters it, as without limits
+            logger.exception('%s: computing its flow-control key failed', spec.name)
+            return Refusal(UNGATED_DELAY_SEC, 'its flow-control key failed: %s' % exc)
+        from kale.flow.state import Ask
+        return spec, Ask(opened.task_id, rate=spec.rate, rate_key=rate_key,
+                         limit=spec.concurrency, slot_key=slot_key,
+                         holder='%s/%s' % (self.worker, received.message_id),
+                         worker=self.worker)
+
+    def _ask(self, asking: list[tuple[ReceivedMessage, Opened, FlowSpec, 'Ask']]
+             ) -> list[tuple[ReceivedMessage, Opened, Refusal]]:
+        """Ask the store for the lot; hold the slots granted; the refusals."""
+        try:
+            answers = self.state.ask([ask for _, _, _, ask in asking], self.clock.time(),
+                                     self.lease_sec)
+        except KaleError as exc:        # the store is unreachable: hold the runs back
+            logger.warning('flow control: %s; releasing %d message(s) for %d s', exc,
+                           len(asking), UNGATED_DELAY_SEC)
+            return [(received, opened, Refusal(UNGATED_DELAY_SEC, str(exc)))
+                    for received, opened, _, _ in asking]
+        refusals = []
+        for (received, opened, spec, ask), answer in zip(asking, answers, strict=True):
+            if answer.slot:
+                refusals.append((received, opened, Refusal(
+                    random.randint(*SLOT_BACKOFF_SEC),
+                    'concurrency_limit %s of %r reached' % (spec.concurrency, ask.slot_key))))
+            elif answer.wait_sec:
+                refusals.append((received, opened, Refusal(
+                    int(answer.wait_sec), 'rate_limit %s of %r reached' % (spec.rate,
+                                                                           ask.rate_key))))
+            elif ask.limit is not None:
+                self._hold(received, (ask.slot_key, ask.holder))
+        return refusals
+
+    def _keys(self, spec: FlowSpec, opened: Opened) -> tuple[str, str]:
+        if not spec.keyed:
+            return spec.name, spec.name
+        message = opened.message or self._codec().read(opened.envelope)
+        task = opened.task_class(message)
+        args, kwargs = message.args, message.kwargs
+        rate_key = spec.rate_key(task, args, kwargs) if spec.rate is not None else spec.name
+        slot_key = spec.concurrency_key(task, args, kwargs) \
+            if spec.concurrency is not None else spec.name
+        return rate_key, slot_key
+
+    def _release(self, batch: Batch, received: ReceivedMessage, opened: Opened,
+                 refusal: Refusal) -> Settlement:
+        settlement = Settlement(received, Outcome.RELEASE, message=opened.message,
+                                envelope=opened.envelope,
+                                reason='%s: back in %d s' % (refusal.reason, refusal.delay_sec))
+        if batch.fifo:
+            settlement.hold_sec = refusal.delay_sec
+        else:
+            copy = release_copy(received, batch.sqs_name, opened.envelope,
+                                batch.queue.visibility_timeout_sec, self._codec())
+            settlement.copy = dataclasses.replace(copy, delay_sec=refusal.delay_sec)
+        return settlement
+
+    def _codec(self) -> Any:
+        if self.codec is None:
+            from kale.codec import get_codec
+            self.codec = get_codec()
+        return self.codec
+
+    def _warn_once(self, what: Any, line: str) -> None:
+        if what not in self._warned:
+            self._warned.add(what)
+            logger.error(line)
+
+    # --- slots held -------------------------------------------------------------------
+
+    def _hold(self, received: ReceivedMessage, slot: tuple[str, str]) -> None:
+        with self._lock:
+            self._held[id(received)] = slot
+            self._wake.clear()
+            if self._renewer is None:
+                self._renewer = threading.Thread(target=self._renew_while_held,
+                                                 name='kale-flow-leases', daemon=True)
+                self._renewer.start()
+
+    @property
+    def held(self) -> int:
+        """Slots this worker holds."""
+        return len(self._held)
+
+    def settled(self, batch: Batch) -> None:
+        """The batch is being settled: give back the slots its messages held."""
+        if not self._held:
+            return
+        with self._lock:
+            slots = [self._held.pop(id(s.received)) for s in batch.settlements
+                     if id(s.received) in self._held]
+            if not self._held:
+                self._wake.set()
+        if slots:
+            try:
+                self.state.give_back(slots)
+            except KaleError as exc:        # they expire after CONCURRENCY_LEASE_SEC
+                logger.warning('flow control: giving back %d slot(s) failed: %s', len(slots), exc)
+
+    def renew(self) -> int:
+        """Renew every lease this worker holds; returns how many."""
+        return self.state.renew(self.worker, self.clock.time(), self.lease_sec)
+
+    def _renew_while_held(self) -> None:
+        while True:
+            self._wake.wait(self.lease_sec / 3.0)
+            with self._lock:
+                if not self._held:
+                    self._renewer = None
+                    return
+            try:
+                self.renew()
+            except KaleError as exc:
+                logger.warning('flow control: renewing leases failed: %s', exc)

@@ -1,0 +1,137 @@
+"""Rate and concurrency limits (kale.flow) with real workers on the in-memory
+transport, records on SQLite; the buckets and leases raced on SQLite and
+PostgreSQL."""
+import collections
+import threading
+import time
+import uuid
+
+import pytest
+
+from kale import records
+from kale.flow.spec import Rate
+from kale.flow.state import FlowState
+from kale.worker import Worker
+from tests import flow_tasks as ft
+from tests.support.work import work
+
+
+@pytest.fixture
+def flow(memory_broker, records_url):
+    ft.runs.clear()
+    yield memory_broker
+    ft.runs.clear()
+
+
+def released(worker):
+    return worker.stats['release']
+
+
+@pytest.mark.real_time('the bucket refills on the machine\'s clock')
+@pytest.mark.usefixtures('pool')
+def test_a_rate_limit_spaces_the_runs_and_releases_unrun(flow):
+    ft.RatedTask.publish_batch(None, [((n,), {}) for n in range(12)])
+    transport = flow.transport
+    started = time.time()
+    worker = work(flow, queues=['default'])
+    assert sorted(item[0] for item in ft.runs.items) == list(range(12))
+    # 5/s, a burst of five: the 12th starts 7/5 s after the first, at the soonest
+    starts = sorted(item[1] for item in ft.runs.items)
+    assert starts[-1] - starts[0] >= 7 / 5 - 0.1
+    assert time.time() - started < 10
+    # released unrun, not failed: every run is still the first attempt
+    assert set(worker.stats) == {'release', 'succeeded'}
+    assert all(item[3] == 1 for item in ft.runs.items)
+    assert released(worker) > 0
+    # a refused message comes back when its reserved token is there and runs:
+    # each of the 7 refused at first is released once, received twice
+    assert released(worker) == 7
+    assert transport.requests['ReceiveMessage'] <= 50
+
+
+@pytest.mark.real_time('the bucket refills on the machine\'s clock')
+def test_one_saturated_key_does_not_hold_back_another(flow):
+    calls = [(('busy', n), {}) for n in range(8)] + [(('free', n), {}) for n in range(2)]
+    ft.PerCustomerTask.publish_batch(None, calls)
+    work(flow, queues=['default'])
+    ends = collections.defaultdict(list)
+    for key, started, _ended, attempt in ft.runs.items:
+        ends[key].append(started)
+        assert attempt == 1
+    assert len(ends['busy']) == 8 and len(ends['free']) == 2
+    first = min(ends['busy'] + ends['free'])
+    # 'free' (2 at 2/s, a burst of two) runs at once; 'busy' (8) takes 3 s or more
+    assert max(ends['free']) - first < 1.0
+    assert max(ends['busy']) - first >= 3.0 - 0.1
+
+
+@pytest.mark.real_time('runs take a second each, on threads')
+def test_a_concurrency_limit_holds_across_workers(flow, monkeypatch):
+    monkeypatch.setattr('kale.worker.signals.StopSignals.install', lambda self: None)
+    monkeypatch.setattr('kale.worker.signals.StopSignals.restore', lambda self: None)
+    ft.SlowTask.publish_batch(None, [((n,), {}) for n in range(6)])
+    workers = [Worker(queue_names=['default'], burst=True, broker=flow, pool='threads',
+                      max_in_flight=3)
+               for _ in range(3)]
+    threads = [threading.Thread(target=w.run) for w in workers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert sorted(item[0] for item in ft.runs.items) == list(range(6))
+    assert ft.runs.most == 2
+    assert all(item[3] == 1 for item in ft.runs.items)
+    assert all(set(w.stats) <= {'release', 'succeeded'} for w in workers)
+    assert FlowState(records.store()).holders('tests.flow_tasks.SlowTask:shared',
+                                              time.time()) == []
+
+
+@pytest.mark.real_time('a lease expires on the machine\'s clock')
+@pytest.mark.usefixtures('pool')
+def test_a_dead_workers_slot_frees_when_its_lease_expires(flow):
+    state = FlowState(records.store())
+    expires = time.time() + 1.5
+    assert state.take_slot('tests.flow_tasks.OneAtATimeTask', 1, 'dead/1', 'dead', time.time(),
+                           1.5)
+    ft.OneAtATimeTask.publish(None, 1)
+    worker = work(flow, queues=['default'])
+    assert [item[0] for item in ft.runs.items] == [1]
+    assert ft.runs.items[0][1] >= expires
+    assert released(worker) >= 1 and set(worker.stats) == {'release', 'succeeded'}
+
+
+@pytest.mark.slow
+def test_a_slot_is_never_given_twice_under_a_race(any_records_url):
+    state = FlowState(records.store(any_records_url))
+    now = time.time()
+    taken = []
+
+    def take(n):
+        taken.append(state.take_slot('race', 3, 'h%d' % n, 'w%d' % n, now, 30))
+    threads = [threading.Thread(target=take, args=(n,)) for n in range(12)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert taken.count(True) == 3 and len(state.holders('race', now)) == 3
+
+
+@pytest.mark.slow
+def test_a_bucket_gives_no_more_than_it_holds_under_a_race(any_records_url):
+    state = FlowState(records.store(any_records_url))
+    now = time.time()
+    rate = Rate(5, 1.0)                      # five tokens; no time passes
+    waits = []
+
+    def take():
+        for _ in range(4):
+            waits.append(state.take_token('race', rate, uuid.uuid4().hex, now))
+    threads = [threading.Thread(target=take) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert waits.count(0.0) == 5
+    # the 19 refused reserve the next tokens: five a second, over four seconds
+    refused = collections.Counter(wait for wait in waits if wait)
+    assert refused == {1.0: 5, 2.0: 5, 3.0: 5, 4.0: 4}

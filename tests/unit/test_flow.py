@@ -1,0 +1,188 @@
+"""Flow control (kale.flow, kale.worker.flow): the parsing, the bucket's
+arithmetic on a FakeClock, the buckets and leases on SQLite, the gate's
+error line. Workers under limits: tests/integration/test_flow_limits.py."""
+import collections
+import logging
+import random
+import time
+import types
+
+import pytest
+
+from kale import records
+from kale.exceptions import TaskDefinitionError
+from kale.flow.bucket import MAX_DELAY_SEC, Bucket
+from kale.flow.spec import Rate, parse_rate, spec_of
+from kale.flow.state import RESERVATION_GRACE_SEC, FlowState
+from kale.records.store import RecordStore
+from kale.task import Task
+from kale.worker.flow import UNGATED_DELAY_SEC, FlowGate
+from tests import flow_tasks as ft
+from tests.support.clock import FakeClock
+
+# --- what a class asks for ------------------------------------------------------------
+
+
+@pytest.mark.parametrize('text,rate', [('100/m', Rate(100, 60.0)), ('20/s', Rate(20, 1.0)),
+                                       (' 3 / h ', Rate(3, 3600.0))])
+def test_rates_parse(text, rate):
+    assert parse_rate(text) == rate
+
+
+@pytest.mark.parametrize('text', ['100', '0/s', '-1/s', '1.5/s', '10/d', '10/min', '', 10, None])
+def test_bad_rates_are_refused(text):
+    with pytest.raises(ValueError):
+        parse_rate(text)
+
+
+def test_a_bad_limit_is_one_line_naming_the_class():
+    class BadRate(Task):
+        rate_limit = 'fast'
+
+    class BadConcurrency(Task):
+        concurrency_limit = 0
+
+    for cls, attribute in ((BadRate, 'rate_limit'), (BadConcurrency, 'concurrency_limit')):
+        with pytest.raises(TaskDefinitionError) as info:
+            spec_of(cls)
+        text = str(info.value)
+        assert '\n' not in text and cls.__qualname__ in text and attribute in text
+
+
+def test_a_class_without_limits_has_no_spec():
+    assert spec_of(ft.runs.__class__) is None
+    spec = spec_of(ft.PerCustomerTask)
+    assert spec.rate == Rate(2, 1.0) and spec.rate_keyed and spec.keyed
+    assert spec.name == 'tests.flow_tasks.PerCustomerTask'
+
+
+# --- the bucket's arithmetic ----------------------------------------------------------
+
+
+def test_the_bucket_holds_a_second_or_a_twentieth_of_a_period():
+    assert Rate(100, 60.0).capacity == 5.0 and Rate(20, 1.0).capacity == 20.0
+    assert Rate(10, 60.0).capacity == 1.0 and Rate(7200, 3600.0).capacity == 360.0
+
+
+def runs_of_a_minute(arrivals_per_sec, seed=7):
+    """Messages arrive at random at ``arrivals_per_sec`` on a FakeClock for a
+    minute and ask a 20/s bucket; a refused one comes back when told, and
+    runs on its reserved token. The run times, in the minute."""
+    clock = FakeClock()
+    rate = Rate(20, 1.0)
+    bucket = Bucket(rate.capacity, clock.time())
+    start = clock.time()
+    rng = random.Random(seed)
+    runs = []
+    while clock.time() < start + 60:
+        clock.advance(rng.expovariate(arrivals_per_sec))
+        wait, reserved = bucket.take(rate, clock.time())
+        if not wait:
+            runs.append(clock.time())
+        elif reserved:
+            runs.append(clock.time() + wait)
+    return [t for t in runs if t < start + 60]
+
+
+@pytest.mark.parametrize('arrivals_per_sec', [25, 200, 2000])
+def test_a_minute_of_many_takers_stays_within_five_percent(arrivals_per_sec):
+    runs = runs_of_a_minute(arrivals_per_sec)
+    assert 1200 * 0.95 <= len(runs) <= 1200 * 1.05 + 1
+
+
+def test_refused_runs_are_told_to_come_back_in_turn_each_once():
+    clock = FakeClock()
+    rate = Rate(20, 1.0)
+    bucket = Bucket(0.0, clock.time())
+    answers = [bucket.take(rate, clock.time()) for _ in range(100)]
+    assert all(reserved for _, reserved in answers)
+    delays = [wait for wait, _ in answers]
+    # 100 refused at 20/s: back over five seconds, 20 a second, not all at once
+    assert collections.Counter(delays) == {1.0: 20, 2.0: 20, 3.0: 20, 4.0: 20, 5.0: 20}
+
+
+def test_a_delay_is_at_most_fifteen_minutes_and_reserves_nothing_further():
+    clock = FakeClock()
+    bucket = Bucket(0.0, clock.time())
+    answers = [bucket.take(Rate(1, 3600.0), clock.time()) for _ in range(3)]
+    assert answers == [(MAX_DELAY_SEC, False)] * 3 and bucket.tokens == 0.0
+
+
+# --- the store ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def state(tmp_path):
+    store = RecordStore('sqlite:///%s' % (tmp_path / 'flow.db'))
+    yield FlowState(store)
+    store.dispose()
+
+
+def test_tokens_are_taken_then_waited_for(state):
+    clock = FakeClock()
+    rate = Rate(2, 1.0)                     # a burst of two
+    assert state.take_token('k', rate, 't1', clock.time()) == 0.0
+    assert state.take_token('k', rate, 't2', clock.time()) == 0.0
+    assert state.take_token('k', rate, 't3', clock.time()) == 1.0   # half a second: 1 s
+    assert state.take_token('k', rate, 't4', clock.time()) == 1.0   # the next half second
+    assert state.take_token('other', rate, 't5', clock.time()) == 0.0   # keys are apart
+    clock.advance(1.0)
+    # t3 and t4 come back: their tokens were reserved; t6 waits behind them
+    assert state.take_token('k', rate, 't3', clock.time()) == 0.0
+    assert state.take_token('k', rate, 't6', clock.time()) == 1.0
+    assert state.take_token('k', rate, 't4', clock.time()) == 0.0
+    assert state.take_token('k', rate, 't4', clock.time()) == 1.0   # a reservation is used once
+
+
+def test_a_reservation_not_taken_in_time_lapses(state):
+    clock = FakeClock()
+    rate = Rate(1, 1.0)
+    assert state.take_token('k', rate, 't1', clock.time()) == 0.0
+    assert state.take_token('k', rate, 't2', clock.time()) == 1.0
+    clock.advance(1.0 + RESERVATION_GRACE_SEC + 1)
+    assert state.take_token('k', rate, 't2', clock.time()) == 0.0     # a token of the refill
+    assert state.take_token('k', rate, 't2', clock.time()) == 1.0
+
+
+def test_slots_are_leases_that_expire_and_are_renewed(state):
+    clock = FakeClock()
+    now = clock.time()
+    assert state.take_slot('k', 2, 'a', 'w1', now, 10)
+    assert state.take_slot('k', 2, 'b', 'w2', now, 10)
+    assert not state.take_slot('k', 2, 'c', 'w3', now, 10)
+    clock.advance(8)
+    assert state.renew('w1', clock.time(), 10) == 1
+    clock.advance(3)                        # b (w2, not renewed) has expired
+    assert state.take_slot('k', 2, 'c', 'w3', clock.time(), 10)
+    assert state.holders('k', clock.time()) == ['a', 'c']
+    state.give_back([('k', 'a')])
+    assert state.holders('k', clock.time()) == ['c']
+
+
+# --- the worker's step ----------------------------------------------------------------
+
+
+def test_without_records_a_limited_task_is_held_back_with_one_error_line(caplog):
+    gate = FlowGate(types.SimpleNamespace(RECORDS_URL='', CONCURRENCY_LEASE_SEC=60))
+    opened = types.SimpleNamespace(task_class=ft.RatedTask)
+    with caplog.at_level(logging.ERROR, logger='kale.flow'):
+        for _ in range(3):
+            refusal = gate._ask_of(None, opened)
+            assert refusal.delay_sec == UNGATED_DELAY_SEC
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1 and 'RECORDS_URL' in lines[0] and 'RatedTask' in lines[0]
+
+
+@pytest.fixture
+def flow(memory_broker, records_url):
+    yield memory_broker
+
+
+def test_the_gate_renews_the_leases_it_holds(flow):
+    gate = FlowGate(types.SimpleNamespace(RECORDS_URL=records.store().url,
+                                          CONCURRENCY_LEASE_SEC=30))
+    state = gate.state
+    now = time.time()
+    assert state.take_slot('k', 1, gate.worker + '/m1', gate.worker, now - 29, 30)
+    assert gate.renew() == 1
+    assert not state.take_slot('k', 1, 'other/m2', 'other', now + 5, 30)
