@@ -7,6 +7,7 @@ publisher's and the workers' one ShiftedClock), never by sleeping."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import datetime
 
 import pytest
@@ -143,13 +144,19 @@ def test_a_fifo_queue_refuses_a_long_wait_as_any_delay(memory_broker):
         tasks.OrderedTask.publish(None, 'x', group_id='g', delay_sec=7200)
 
 
+def run(coroutine):
+    """``asyncio.run`` on a thread of its own: a session fixture of this
+    process (Playwright's sync API) may hold an event loop on this one."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
 def test_publish_batch_and_apublish_take_the_wait_too(timeline):
     broker, clock = timeline
     tasks.DueTask.publish_batch(None, [((1,), {}), ((2,), {})], delay_sec=86400)
     eta = datetime.datetime.fromtimestamp(clock.time() + 7200, UTC)
-    asyncio.run(tasks.DueTask.apublish(None, 3, eta=eta))
-    asyncio.run(tasks.DueTask.with_options(queue='default').apublish_batch(
-        None, [((4,), {})], eta=eta))
+    run(tasks.DueTask.apublish(None, 3, eta=eta))
+    run(tasks.DueTask.with_options(queue='default').apublish_batch(None, [((4,), {})], eta=eta))
     dues = sorted(opened(broker, stored).due_at - clock.time()
                   for stored in waiting_copies(broker))
     assert dues == pytest.approx([7200, 7200, 86400, 86400], abs=1)
