@@ -22,6 +22,7 @@ from kale.schedules.state import ScheduleState
 from kale.web import create_app
 from tests.support.clock import FakeClock
 from tests.support.records import read_records
+from tests.support.schedules import run_until
 from tests.support.web import api_client
 from tests.support.work import work
 
@@ -40,14 +41,6 @@ def queued(broker, queue='default'):
     return broker.transport.counts(name).total if broker.transport.queue_exists(name) else 0
 
 
-def run_until(clock, until, *running):
-    due = {scheduler: clock.time() for scheduler in running}
-    while True:
-        scheduler, when = min(due.items(), key=lambda item: item[1])
-        if when > until:
-            return
-        clock.now += max(0.0, when - clock.time())
-        due[scheduler] = clock.time() + scheduler.step()
 
 
 def test_ticks_are_published_under_their_ids_and_run(any_records_url, memory_broker, scheduled,

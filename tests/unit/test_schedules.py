@@ -15,6 +15,7 @@ from kale.schedules.spec import CATCH_UP_ALL_MAX, Schedule, check_fields, tick_i
 from kale.schedules.state import ScheduleState
 from tests import schedule_tasks as st
 from tests.support.clock import FakeClock
+from tests.support.schedules import run_until
 
 PARIS = ZoneInfo('Europe/Paris')
 NEW_YORK = ZoneInfo('America/New_York')
@@ -232,15 +233,6 @@ def schedulers(state, clock, schedule, *holders, lease_sec=15):
                        for holder in holders]
 
 
-def run_until(clock, until, *running):
-    """Step each scheduler whenever its wait is over, until ``until``."""
-    due = {scheduler: clock.time() for scheduler in running}
-    while True:
-        scheduler, when = min(due.items(), key=lambda item: item[1])
-        if when > until:
-            return
-        clock.now += max(0.0, when - clock.time())
-        due[scheduler] = clock.time() + scheduler.step()
 
 
 def ticks_of(published, name='s'):
