@@ -26,6 +26,7 @@ from kale.exceptions import (
     SQSError,
     UnknownTaskPathError,
 )
+from kale.fair import keep_tenant
 from kale.message import ATTR_DEAD_LETTER_REASON, publisher_identity
 from kale.queue_config import TaskQueue
 from kale.registry import resolve_task
@@ -266,6 +267,8 @@ def _movable(broker: Broker, queue: TaskQueue, batch: Sequence[ReceivedMessage],
         if queue.fifo:      # back into its group; moving it twice sends it once
             copy = dataclasses.replace(copy, group_id=received.group_id or 'kale',
                                        dedup_id='redrive-' + received.message_id)
+        elif queue.fair:    # back in its tenant
+            copy = keep_tenant(copy, received.group_id)
         movable.append((received, copy, target != sqs_name))
         report.count_moved(why, message.published_at)
     return movable

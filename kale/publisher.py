@@ -4,7 +4,8 @@ Every check runs before anything is sent, and each failure has its own
 exception naming the task and the bad value: the queue must be configured,
 ``time_limit`` must be at most 12 hours, ``delay_sec`` must be within 0..365
 days (or ``eta`` a timezone-aware datetime, see :mod:`kale.delays`), a FIFO
-queue needs a ``group_id`` and takes no delay (a standard one takes no group), the
+queue needs a ``group_id`` and takes no delay (a standard one takes a group,
+its tenant, only when configured ``fair``, see :mod:`kale.fair`), the
 arguments must serialize, and the message must fit ``SQS_TASK_SIZE_LIMIT``.
 A batch is checked whole before any of it is sent.
 
@@ -19,7 +20,6 @@ import functools
 import inspect
 import logging
 import numbers
-import string
 import time
 from typing import (
     TYPE_CHECKING,
@@ -44,6 +44,7 @@ from kale.exceptions import (
     InvalidTimeLimitError,
     PublishError,
 )
+from kale.fair import check_group_id, tenants, valid_group_id, with_tenants
 from kale.hooks import HookDispatcher, PublishHooks, feature_hooks, load_hooks
 from kale.ids import random_id
 from kale.labels import check_labels
@@ -69,32 +70,23 @@ class Sender(Protocol):
         """Send the messages; returns their SQS message ids."""
 
 
-#: The characters SQS accepts in a message group id or deduplication id.
-FIFO_ID_CHARACTERS = frozenset(string.ascii_letters + string.digits + string.punctuation)
-
-
-def _valid_fifo_id(value: Any) -> bool:
-    return isinstance(value, str) and 1 <= len(value) <= 128 \
-        and FIFO_ID_CHARACTERS.issuperset(value)
-
-
 def check_fifo_ids(task_name: str, queue: TaskQueue, group_id: Any, dedup_id: Any,
                    delay: Any) -> None:
     """A FIFO queue needs a ``group_id`` and takes no delay; a standard queue
-    takes neither ``group_id`` nor ``dedup_id``. Both are 1..128 characters
-    of letters, digits and punctuation."""
+    takes no ``dedup_id``, and a ``group_id`` (the tenant) only when it is
+    fair. Both are 1..128 characters of letters, digits and punctuation."""
     if not queue.fifo:
-        for name, value in (('group_id', group_id), ('dedup_id', dedup_id)):
-            if value is not None:
-                raise InvalidGroupError(
-                    'task %s: %s is only for FIFO queues, and queue %r is not one (set fifo: '
-                    'true in the queue config)' % (task_name, name, queue.name))
+        if dedup_id is not None:
+            raise InvalidGroupError(
+                'task %s: dedup_id is only for FIFO queues, and queue %r is not one (set fifo: '
+                'true in the queue config)' % (task_name, queue.name))
+        check_group_id(task_name, queue, group_id)
         return
     if group_id is None:
         raise InvalidGroupError('task %s: queue %r is a FIFO queue: publish needs group_id=, '
                                 'the group whose tasks run in order' % (task_name, queue.name))
     for name, value in (('group_id', group_id), ('dedup_id', dedup_id)):
-        if value is not None and not _valid_fifo_id(value):
+        if value is not None and not valid_group_id(value):
             raise InvalidGroupError('task %s: %s must be 1-128 letters, digits or punctuation, '
                                     'got %r' % (task_name, name, value))
     if delay:                   # the delay_sec or eta given
@@ -184,7 +176,7 @@ class Publication:
     context: list[dict[str, str]] = dataclasses.field(default_factory=list)
     #: The SQS message ids, in order, once sent (for ``after_publish``).
     message_ids: list[str] = dataclasses.field(default_factory=list)
-    #: The message group, on a FIFO queue.
+    #: The message group, on a FIFO queue (the tenant given, on a fair queue).
     group_id: str = ''
     #: Each message's labels (from ``publish(..., labels=...)`` and the task's
     #: ``labels()``), for the records; they do not travel in the message.
@@ -320,6 +312,7 @@ class Publisher:
                         for m, task_id in zip(messages, task_ids, strict=True)]
         if due_at is not None:          # signed in the envelope (kale.delays)
             messages = [dataclasses.replace(m, due_at=due_at) for m in messages]
+        groups = tenants(task_class, group_id, messages) if queue.fair else []
         unique_sec = unique_for_sec if unique_for_sec is not None else \
             getattr(task_class, 'unique_for_sec', None)
         holders: Optional[list[str]] = None
@@ -332,6 +325,7 @@ class Publisher:
                     if holder == m.task_id]
             messages = [messages[number] for number in kept]
             pairs = [pairs[number] for number in kept]
+            groups = [groups[number] for number in kept] if groups else groups
             if not messages:            # each is a task already waiting or running
                 return holders
         if dedup_id is not None and len(messages) > 1:
@@ -339,7 +333,7 @@ class Publisher:
                                     'deduplicates each task by its task id' % name)
         dedup_ids = [dedup_id or m.task_id for m in messages] if queue.fifo else []
         for task_dedup_id in dedup_ids:
-            if not _valid_fifo_id(task_dedup_id):
+            if not valid_group_id(task_dedup_id):
                 raise InvalidGroupError('task %s: its task id %r cannot be a deduplication id '
                                         '(1-128 letters, digits or punctuation); pass dedup_id='
                                         % (name, task_dedup_id))
@@ -364,6 +358,8 @@ class Publisher:
             if queue.fifo:
                 outgoing = [dataclasses.replace(out, group_id=publication.group_id, dedup_id=did)
                             for out, did in zip(outgoing, dedup_ids, strict=True)]
+            elif groups:        # a fair queue: each task's tenant
+                outgoing = with_tenants(outgoing, groups)
             if deferred is not None:
                 deferred(publication, outgoing)       # kept for a later send, no network I/O
             else:

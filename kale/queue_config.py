@@ -11,6 +11,7 @@ Each top-level key is a queue; its fields say how workers treat it::
       num_iterations: 10         # batches taken before selecting a queue again
       dead_letter_queue: dlq-high_priority   # optional, this is the default
       fifo: false                # optional: a FIFO queue (SQS name <prefix><name>.fifo)
+      fair: false                # optional: a standard queue whose tasks carry a tenant (group_id)
       prefetch: auto             # optional: messages per receive, 'auto' or 1..batch_size
 
 Every error names the file, the queue and the field.
@@ -66,10 +67,18 @@ class TaskQueue:
     #: expects to start soon, judged by the queue's recent task durations, at
     #: most ``batch_size``; see :mod:`kale.worker.prefetch`) or a fixed number.
     prefetch: Union[str, int] = AUTO_PREFETCH
+    #: A fair queue: a standard queue whose tasks may carry a tenant, the
+    #: ``group_id`` of publish or the task's ``fair_key``, sent as SQS's
+    #: ``MessageGroupId``; SQS then keeps one tenant's backlog from delaying
+    #: the others (see the README's "Fair queues"). No order, delays allowed.
+    fair: bool = False
 
     def __post_init__(self) -> None:
         if not self.dead_letter_queue:
             object.__setattr__(self, 'dead_letter_queue', 'dlq-' + self.name)
+        if self.fifo and self.fair:
+            raise ValueError("fields 'fifo' and 'fair' cannot both be true: a FIFO queue "
+                             'already runs each group in order; fair is for standard queues')
 
     @property
     def dead_run_queue(self) -> str:
@@ -180,9 +189,10 @@ def _validate_entry(path: str, key: Any, entry: Any, fields: set[str]) -> dict[s
             raise QueueConfigError(
                 "%s: field %r must be an SQS queue name (1-80 letters, digits, '-' or '_'), got %r"
                 % (where, field, values[field]))
-    if 'fifo' in values and not isinstance(values['fifo'], bool):
-        raise QueueConfigError('%s: field %r must be true or false, got %r (%s)'
-                               % (where, 'fifo', values['fifo'], _type_name(values['fifo'])))
+    for field in ('fifo', 'fair'):
+        if field in values and not isinstance(values[field], bool):
+            raise QueueConfigError('%s: field %r must be true or false, got %r (%s)'
+                                   % (where, field, values[field], _type_name(values[field])))
     for field, (low, high) in INTEGER_FIELDS.items():
         if field not in values:
             raise QueueConfigError('%s: missing field %r' % (where, field))

@@ -92,3 +92,45 @@ class FleetTask(task.Task):
     def run_task(self, n):
         pass
 
+
+
+class TenantTask(task.Task):
+    """On the fair queue 'tenants': its tenant is its first argument; it fails
+    its first run when asked to (the retry must keep the tenant)."""
+    queue = 'tenants'
+    time_limit = 5
+
+    def fair_key(self, tenant, n, fail=False):
+        return tenant
+
+    def run_task(self, tenant, n, fail=False):
+        started = time.time()
+        runs.started()
+        runs.ended((tenant, n), started, self.message.attempt)
+        if fail and self.message.attempt == 1:
+            raise RuntimeError('the first run of %s/%s fails' % (tenant, n))
+
+
+class UntenantedTask(task.Task):
+    """On the fair queue, without a fair_key: a tenant only when given."""
+    queue = 'tenants'
+    time_limit = 5
+
+    def run_task(self, n):
+        pass
+
+
+class BadTenantTask(task.Task):
+    queue = 'tenants'
+    time_limit = 5
+
+    def fair_key(self, n):
+        return 'tenant with spaces é' if n else None
+
+    def run_task(self, n):
+        pass
+
+
+class DoomedTenantTask(TenantTask):
+    """Dead-lettered at its first failure: its dead-letter copy shows its tenant."""
+    max_retries = 0

@@ -307,7 +307,8 @@ def _row_id(row: Any) -> int:
 
 def _claim_statements() -> dict[str, Any]:
     """The claims of a round, built once: ``read`` (SQLite's one relay);
-    ``any``, ``standard`` (rows without a FIFO group) and ``fifo`` (of the
+    ``any``, ``standard`` (rows without a deduplication id, which every FIFO
+    row has; a fair queue's row may have a group, its tenant) and ``fifo`` (of the
     advisory lock's holder, up to ``:limit``), each a DELETE of the rows it
     picks, RETURNING them."""
     first = select(outbox.c.id).order_by(outbox.c.id)
@@ -318,9 +319,9 @@ def _claim_statements() -> dict[str, Any]:
     return {
         'read': select(outbox).order_by(outbox.c.id).limit(BATCH),
         'any': take(first.limit(BATCH).with_for_update(skip_locked=True)),
-        'standard': take(first.where(outbox.c.group_id.is_(None)).limit(BATCH)
+        'standard': take(first.where(outbox.c.dedup_id.is_(None)).limit(BATCH)
                          .with_for_update(skip_locked=True)),
-        'fifo': take(first.where(outbox.c.group_id.is_not(None))
+        'fifo': take(first.where(outbox.c.dedup_id.is_not(None))
                      .limit(bindparam('limit')).with_for_update()),
     }
 

@@ -162,7 +162,7 @@ class MemoryTransport:
         attributes = {name: str(value) for name, value in message.attributes.items()}
         return _Stored(random_id(), message.body, attributes, self.clock.time(),
                        self.clock.monotonic() + message.delay_sec,
-                       group_id=message.group_id if queue.fifo else '')
+                       group_id=message.group_id)     # a standard queue keeps it too
 
     # --- queues ---------------------------------------------------------------
 

@@ -17,7 +17,9 @@ def sqs_attributes(attributes: dict[str, Any]) -> dict[str, dict[str, str]]:
 def message_fields(message: OutgoingMessage) -> dict[str, Any]:
     """The request fields of one message (SendMessage, or a batch entry)."""
     fields: dict[str, Any] = {'MessageBody': message.body}
-    if message.delay_sec or not message.group_id:   # FIFO queues take no per-message delay
+    # FIFO queues (whose messages all carry a deduplication id) take no
+    # per-message delay; a fair queue's message carries a group and a delay.
+    if message.delay_sec or not message.dedup_id:
         fields['DelaySeconds'] = int(message.delay_sec)
     if message.attributes:
         fields['MessageAttributes'] = sqs_attributes(dict(message.attributes))

@@ -61,8 +61,8 @@ THROTTLING_CODES = frozenset({
 T = TypeVar('T')
 
 #: SQS's own attributes a receive asks for (see SQSTransport.receive).
-_SYSTEM_ATTRIBUTES = ['ApproximateReceiveCount', 'ApproximateFirstReceiveTimestamp']
-_SYSTEM_ATTRIBUTES_FIFO = _SYSTEM_ATTRIBUTES + ['MessageGroupId']
+_SYSTEM_ATTRIBUTES = ['ApproximateReceiveCount', 'ApproximateFirstReceiveTimestamp',
+                      'MessageGroupId']
 
 
 def _since_first_receive(attributes: dict[str, str], now_ms: float) -> Optional[float]:
@@ -371,10 +371,10 @@ class SQSTransport:
             VisibilityTimeout=visibility_timeout_sec, MessageAttributeNames=list(attribute_names),
             # The receive count and the first receive's time tell a worker which
             # messages a dead worker held (and, on a FIFO queue, how often a
-            # task failed); nothing else is asked for but a FIFO message's
-            # group, as every field costs parsing.
-            MessageSystemAttributeNames=_SYSTEM_ATTRIBUTES_FIFO if is_fifo(queue)
-            else _SYSTEM_ATTRIBUTES)
+            # task failed); nothing else is asked for but the message's group
+            # (a FIFO queue's, or a fair queue's tenant), as every field costs
+            # parsing.
+            MessageSystemAttributeNames=_SYSTEM_ATTRIBUTES)
         wanted = None if 'All' in attribute_names else set(attribute_names)
         now_ms = time.time() * 1000.0
         return [ReceivedMessage(

@@ -59,6 +59,7 @@ from kale.clock import SYSTEM_CLOCK, Clock
 from kale.codec import Codec, get_codec
 from kale.events import Outcome, Settlement
 from kale.exceptions import BatchSendError, KaleError, SQSError
+from kale.fair import keep_tenant
 from kale.queue_config import TaskQueue
 from kale.transport import OutgoingMessage, VisibilityChange
 from kale.worker.batch import Batch, visibility_clock_start
@@ -176,6 +177,10 @@ class Consumer:
                 settlement.copy = release_copy(settlement.received, batch.sqs_name,
                                                settlement.envelope,
                                                batch.queue.visibility_timeout_sec, self.codec)
+        if batch.queue.fair:        # each copy in its task's tenant (kale.fair)
+            for settlement in batch.settlements:
+                if settlement.copy is not None:
+                    settlement.copy = keep_tenant(settlement.copy, settlement.received.group_id)
         self._send_copies(batch, releases + by_outcome[Outcome.RETRY]
                           + by_outcome[Outcome.WAITING], dead_letter=False, retry=retry)
         self._send_dead_runs(batch, by_outcome[Outcome.DEAD_LETTER], retry)
@@ -331,6 +336,8 @@ class Consumer:
             if batch.fifo:      # in the message's group; a second send of it is dropped
                 copy = dataclasses.replace(copy, group_id=settlement.received.group_id or 'kale',
                                            dedup_id=dead_run.task_id)
+            elif batch.queue.fair:
+                copy = keep_tenant(copy, settlement.received.group_id)
             sent.append(settlement)
             copies.append(copy)
         if not copies:

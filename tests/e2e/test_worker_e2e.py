@@ -209,7 +209,7 @@ def test_worker_command_errors_are_one_line(sqs, tmp_path):
     assert worker.wait(30) == 1
     lines = worker.output().strip().splitlines()
     assert lines == ["kale: error: --queues: queue 'nope' is not in the queue config %s "
-                     "(queues: high, default, low, budget, short, beat, ordered, slowpoll)"
+                     "(queues: high, default, low, budget, short, beat, ordered, slowpoll, tenants)"
                      % os.path.join(ROOT, 'tests', 'queue_config.yaml')]
 
 

@@ -198,6 +198,28 @@ def test_fifo_order_holds_through_the_relay(app, tmp_path):
     assert lines(out) == [str(i) for i in range(30)]
 
 
+def test_a_fair_queues_rows_are_relayed_with_their_tenant_and_in_parallel(app, tmp_path):
+    """A fair queue's row has a group (its tenant) and no deduplication id: it
+    is claimed as a standard row (any relay, no FIFO lock) and sent with its
+    MessageGroupId and its delay."""
+    engine, relay, broker = app
+    out = tmp_path / 'runs'
+    with engine.begin() as conn:
+        outbox.publish(conn, ot.Note.with_options(queue='tenants'), None, str(out), 'a',
+                       group_id='acme')
+        outbox.publish(conn, ot.Note.with_options(queue='tenants'), None, str(out), 'b',
+                       group_id='globex', delay_sec=1)
+    with engine.begin() as conn:
+        rows = conn.execute(select(outbox_table.c.group_id, outbox_table.c.dedup_id)
+                            .order_by(outbox_table.c.id)).all()
+    assert [tuple(row) for row in rows] == [('acme', None), ('globex', None)]
+    assert relay.send_round() == 2
+    name = broker.sqs_name(broker.queues['tenants'])
+    time.sleep(1.1)
+    received = broker.transport.receive(name, 10, 0, 30)
+    assert sorted(m.group_id for m in received) == ['acme', 'globex']
+
+
 def test_consume_once_applies_an_effect_once_under_two_concurrent_deliveries(app):
     engine = app[0]
     applied, errors, started = [], [], threading.Barrier(2)

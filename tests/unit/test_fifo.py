@@ -56,11 +56,14 @@ def test_a_fifo_queue_needs_a_group_id(memory_broker):
 
 
 def test_a_standard_queue_refuses_group_and_dedup_ids(memory_broker):
-    for keyword in ('group_id', 'dedup_id'):
-        with pytest.raises(InvalidGroupError, match=r"task tests.tasks.RecordTask: %s is only for "
-                                                    r"FIFO queues, and queue 'default' is not "
-                                                    r"one" % keyword):
-            tasks.RecordTask.publish(None, 'x', **{keyword: 'g'})
+    with pytest.raises(InvalidGroupError, match=r"task tests.tasks.RecordTask: dedup_id is only "
+                                                r"for FIFO queues, and queue 'default' is not "
+                                                r"one"):
+        tasks.RecordTask.publish(None, 'x', dedup_id='g')
+    with pytest.raises(InvalidGroupError, match=r"task tests.tasks.RecordTask: group_id is for "
+                                                r"FIFO and fair queues, and queue 'default' is "
+                                                r"neither \(set fifo: true or fair: true"):
+        tasks.RecordTask.publish(None, 'x', group_id='g')
 
 
 @pytest.mark.parametrize('bad', ['', 'has space', 'x' * 129, 7, 'é'])

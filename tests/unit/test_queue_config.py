@@ -143,5 +143,6 @@ def test_relative_path_is_found_beside_the_settings_module(monkeypatch, tmp_path
 def test_unknown_queue_lists_the_known_ones():
     with pytest.raises(UnknownQueueError,
                        match=r"queue 'nope' is not in the queue config .* "
-                             r"\(queues: high, default, low, budget, short, beat, ordered, slowpoll\)"):
+                             r"\(queues: high, default, low, budget, short, beat, ordered, slowpoll, "
+                             r"tenants\)"):
         get_queue_config().get_queue('nope')
