@@ -7,6 +7,7 @@
     python -m bench --endpoint fauxqs --records --scenarios publish,drain --tasks 2000
     python -m bench --endpoint fauxqs --scenarios workflow-chord,workflow-chain --latency-ms 0,10
     python -m bench --endpoint fauxqs --scenarios outbox-relay,outbox-lag,outbox-publish --latency-ms 0,10
+    python -m bench --endpoint fauxqs --scenarios flow-rate,flow-concurrency,flow-fleet --latency-ms 0,10
 
 Each ``--latency-ms`` value is a configuration of its own; all scenarios run
 in each, then a summary puts them side by side. See bench/README.md for what
@@ -23,16 +24,18 @@ import sys
 import time
 from typing import Any, Callable, NoReturn, Optional, Sequence
 
-from bench import idle, outbox, pools, records, report, scenarios, workflows
+from bench import flow, idle, outbox, pools, records, report, scenarios, workflows
 from bench.environment import EQUAL_LONG_POLLS, ROOT, Environment, shipped_long_polls
 from bench.servers import BenchError, Endpoint
 
 SCENARIOS = ('publish', 'drain', 'latency', 'latency-shipped', 'idle', 'idle-shipped')
 #: Run only when named in --scenarios.
 OPTIONAL_SCENARIOS = ('drain-metrics', 'io-asyncio', 'io-threads', 'drain-pools',
-                      'drain-versus', 'workflow-chord', 'workflow-chain') + outbox.SCENARIOS
+                      'drain-versus', 'workflow-chord', 'workflow-chain') + outbox.SCENARIOS \
+    + flow.SCENARIOS
 #: Of those, the ones that run worker processes (not on the memory transport).
-PROCESS_SCENARIOS = ('drain-versus', 'workflow-chord', 'workflow-chain') + outbox.SCENARIOS
+PROCESS_SCENARIOS = ('drain-versus', 'workflow-chord', 'workflow-chain', 'flow-fleet') \
+    + outbox.SCENARIOS
 #: Kale with task records on beside off (bench/records.py); run with --records.
 RECORDS_SCENARIOS = ('publish-records', 'drain-records')
 
@@ -70,6 +73,9 @@ def collect(env: Environment, args: argparse.Namespace) -> dict[str, dict[str, A
         'outbox-publish': lambda: outbox.publish_figures(env, args.outbox_databases,
                                                          args.outbox_transactions),
     }
+    for name in flow.SCENARIOS:
+        plan[name] = lambda name=name: flow.figures(env, name, args.tasks, args.flow_seconds,
+                                                    args.flow_databases)
     for name, scenario in plan.items():
         if name not in args.scenarios:
             continue
@@ -98,6 +104,7 @@ def measure(endpoint: Optional[Endpoint], latency_ms: float,
         env.stop()
     report.TARGETS.update(workflows.targets(args.chord_width, args.chain_length))
     report.TARGETS.update(outbox.targets(args.outbox_rate))
+    report.TARGETS.update(flow.targets())
     report.judge(results, env.memory, latency_ms)
     label = 'no added latency' if not latency_ms else '+%g ms per request' % latency_ms
     seconds = time.monotonic() - started
@@ -118,12 +125,14 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             else Endpoint(args.endpoint or 'moto', cwd=ROOT)
     # The outbox scenarios' database: a throwaway PostgreSQL cluster started on first use.
     args.outbox_databases = outbox.Databases(args.outbox_url, args.outbox_sync_commit)
+    args.flow_databases = flow.databases(args.flow_url)
     try:
         if endpoint is not None:
             endpoint.start()
         return [measure(endpoint, latency_ms, args) for latency_ms in args.latency_ms]
     finally:
         args.outbox_databases.stop()
+        args.flow_databases.stop()
         if endpoint is not None:
             endpoint.stop()
 
@@ -151,7 +160,8 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                         type=lambda text: text.split(','),
                         help='which to run, of %s (default: all), and %s (the drain with '
                              'Prometheus metrics on and off, I/O-bound tasks on a pool, the '
-                             'drain on each pool, another checkout, workflows, the outbox; see '
+                             'drain on each pool, another checkout, workflows, the outbox, '
+                             'flow control; see '
                              'bench/README.md)'
                              % (', '.join(SCENARIOS), ', '.join(OPTIONAL_SCENARIOS)))
     parser.add_argument('--versus', metavar='DIR',
@@ -176,6 +186,12 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                         help='also run %s: Kale with task records on (SQLite) beside records off'
                         % ' and '.join(RECORDS_SCENARIOS))
     outbox.add_arguments(parser)
+    parser.add_argument('--flow-url', default='sqlite', metavar='URL',
+                        help="flow-*: where the limits are kept: 'sqlite' (a fresh file a run, "
+                             "the default), 'postgres' (a fresh database a run on a throwaway "
+                             'cluster) or a URL')
+    parser.add_argument('--flow-seconds', type=float, default=60.0, metavar='S',
+                        help='flow-fleet: the window its runs are counted in (default 60)')
     parser.add_argument('--json', metavar='FILE', help='also write the results as JSON (a bare '
                         'file name goes to bench/results/)')
     args = parser.parse_args(argv)
@@ -250,6 +266,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                      'records': 'given URL' if args.workflow_records_url
                                      else 'sqlite'},
                        'outbox': outbox.describe(args),
+                       'flow': {'store': args.flow_databases.describe(),
+                                'fleet_seconds': args.flow_seconds},
                        'configurations': configurations}, f, indent=2)
         print('bench: results written to %s' % path, file=sys.stderr)
     return 0

@@ -142,9 +142,11 @@ class Environment:
             self._proxy.stop()
             self._proxy = None
 
-    def new_run(self, long_polls: LongPolls = DRAIN_LONG_POLLS, records_url: str = '') -> Run:
+    def new_run(self, long_polls: LongPolls = DRAIN_LONG_POLLS, records_url: str = '',
+                rate_limit_url: str = '') -> Run:
         """Fresh queues (and settings) for one run; ``long_polls`` in QUEUE_NAMES order.
-        ``records_url`` turns task records on for the run (its workers too)."""
+        ``records_url`` turns task records on for the run (its workers too);
+        ``rate_limit_url`` is where its flow control keeps buckets and leases."""
         prefix = 'b%s-' % uuid.uuid4().hex[:8]
         config = os.path.join(self.workdir, prefix + 'queues.yaml')
         with open(config, 'w') as f:
@@ -153,7 +155,8 @@ class Environment:
                               'num_iterations': 10}
                        for name, long_poll in zip(QUEUE_NAMES, long_polls, strict=True)}, f)
         os.environ.update({'KALE_BENCH_PREFIX': prefix, 'KALE_BENCH_QUEUE_CONFIG': config,
-                           'KALE_BENCH_RECORDS_URL': records_url})
+                           'KALE_BENCH_RECORDS_URL': records_url,
+                           'KALE_BENCH_RATE_LIMIT_URL': rate_limit_url})
         settings.reload()
         return Run(self, prefix)
 

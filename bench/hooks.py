@@ -47,11 +47,26 @@ class BenchHooks(WorkerHooks):
         self.started = 0.0
         self.cpu_started = 0.0
         self.tasks = 0
+        self.flow_statements = 0
+        self.flow_transactions = 0
+
+    def _count_flow(self, engine):
+        from sqlalchemy import event
+
+        def statement(*args):
+            self.flow_statements += 1
+
+        def commit(*args):
+            self.flow_transactions += 1
+        event.listen(engine, 'before_cursor_execute', statement)
+        event.listen(engine, 'commit', commit)
 
     def on_worker_startup(self, worker):
         client = getattr(worker.broker.transport, 'client', None)
         if client is not None:
             self.counter.attach(client)
+        if settings.RATE_LIMIT_URL:      # flow control's statements and transactions
+            self._count_flow(worker.flow.state.store.engine)
         self.started = time.time()
         self.cpu_started = time.process_time()
         path = os.environ.get(REPORT_VARIABLE)
@@ -70,6 +85,8 @@ class BenchHooks(WorkerHooks):
                   # Records (when on) were written by the records hooks' shutdown, just before.
                   'records_written_at': records_written_at(),
                   'cpu_sec_to_exit': time.process_time() - self.cpu_started,
-                  'requests': self.counter.events, 'peak_rss_mb': peak_rss_mb()}
+                  'requests': self.counter.events, 'peak_rss_mb': peak_rss_mb(),
+                  'flow_statements': self.flow_statements,
+                  'flow_transactions': self.flow_transactions}
         with open(path, 'w') as f:
             json.dump(report, f)

@@ -129,14 +129,16 @@ def publish_rates(env: Environment, n: int) -> Figures:
 # --- 2, 3, 6, 7. draining, requests per task, memory, CPU ----------------------------------
 
 def kale_pipeline(env: Environment, n: int, batch: bool, metrics: bool = False,
-                  records_url: str = '', pool: str = 'serial', root: str = ROOT
+                  records_url: str = '', pool: str = 'serial', root: str = ROOT,
+                  noop_tasks: Optional[list[type]] = None, rate_limit_url: str = ''
                   ) -> dict[str, Any]:
     """Publish n no-op tasks over three queues with Kale; one worker drains them
     (with ``metrics``, a worker serving Prometheus metrics on a free port; with
     task records on ``records_url``, when given; its tasks run in ``pool``; the
-    worker from the checkout at ``root``)."""
-    run = env.new_run(records_url=records_url)
-    noop_tasks = NOOP_ASYNC_TASKS if pool == 'asyncio' else NOOP_TASKS
+    worker from the checkout at ``root``; ``noop_tasks``, one class per queue,
+    instead of the plain no-ops; flow control's store on ``rate_limit_url``)."""
+    run = env.new_run(records_url=records_url, rate_limit_url=rate_limit_url)
+    noop_tasks = noop_tasks or (NOOP_ASYNC_TASKS if pool == 'asyncio' else NOOP_TASKS)
     for task_class, count in zip(noop_tasks, split(n), strict=False):
         if batch:
             task_class.publish_batch(None, [((i,), {}) for i in range(count)])

@@ -12,3 +12,5 @@ WORKER_HOOKS = ['bench.hooks.BenchHooks']
 DIE_ON_RESIDENT_SET_SIZE_MB = 0
 # Off unless a run of the records comparison turns them on (bench/records.py).
 RECORDS_URL = os.environ.get('KALE_BENCH_RECORDS_URL', '')
+# The store of flow control's buckets and leases (bench/flow.py).
+RATE_LIMIT_URL = os.environ.get('KALE_BENCH_RATE_LIMIT_URL', '')

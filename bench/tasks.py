@@ -100,3 +100,49 @@ class NoopAsyncHighTask(NoopAsyncTask):
 
 class NoopAsyncLowTask(NoopAsyncTask):
     queue = 'bench_low'
+
+
+#: Far above any rate a benchmark reaches: a token is always there, and what
+#: is measured is the asking.
+UNREACHED_RATE = '1000000/s'
+
+
+class RatedNoopTask(NoopTask):
+    """NoopTask under a rate limit it never reaches."""
+
+    rate_limit = UNREACHED_RATE
+
+
+class RatedNoopHighTask(RatedNoopTask):
+    queue = 'bench_high'
+
+
+class RatedNoopLowTask(RatedNoopTask):
+    queue = 'bench_low'
+
+
+class SlottedNoopTask(NoopTask):
+    """NoopTask under a concurrency limit it never reaches."""
+
+    concurrency_limit = 1000000
+
+
+class SlottedNoopHighTask(SlottedNoopTask):
+    queue = 'bench_high'
+
+
+class SlottedNoopLowTask(SlottedNoopTask):
+    queue = 'bench_low'
+
+
+class FleetRatedTask(NoopTask):
+    """Shared by a fleet of workers at 20 a second (bench/flow.py's flow-fleet);
+    each run appends when it started to $KALE_BENCH_LATENCY_FILE."""
+
+    rate_limit = '20/s'
+
+    def run_task(self, *args, **kwargs):
+        path = os.environ.get('KALE_BENCH_LATENCY_FILE')
+        if path:
+            append_line(path, '%s %.6f' % (self.task_id, time.time()))
+        ran()

@@ -114,6 +114,7 @@ class Config:
     SCHEDULES: Mapping[str, Mapping[str, Any]]
     SCHEDULER_LEASE_SEC: float
     CONCURRENCY_LEASE_SEC: float
+    RATE_LIMIT_URL: str
     EXECUTOR_DIR: str
     EXECUTOR_STDERR_MAX_BYTES: int
     EXECUTOR_STDOUT_MAX_BYTES: int

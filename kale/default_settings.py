@@ -331,6 +331,12 @@ SCHEDULER_LEASE_SEC = 15
 # every third of this. See README "Flow control".
 CONCURRENCY_LEASE_SEC = 60
 
+# Where the token buckets of rate_limit and the leases of concurrency_limit
+# are kept: a SQLAlchemy URL ('sqlite:///flow.db' for the workers of one
+# machine, 'postgresql://...' for a fleet). Empty: the task records'
+# database (RECORDS_URL). See README "Flow control".
+RATE_LIMIT_URL = ''
+
 # Directory of executor programs (`kale worker --executors DIR`): a task
 # whose method is NAME runs the program DIR/NAME, its arguments as a JSON
 # list on its standard input and its result as JSON on its standard output.

@@ -136,6 +136,15 @@ def _records_url(value: Any) -> Optional[str]:
     return None
 
 
+def _rate_limit_url(value: Any) -> Optional[str]:
+    if isinstance(value, str) and re.match(r'(redis|rediss|unix)://', value):
+        return ('Redis is not supported: flow control keeps its buckets and leases in SQLite or '
+                "PostgreSQL, which measured fast enough (README 'Flow control'); give a URL like "
+                "'sqlite:///flow.db' or 'postgresql://user@host/db', or leave it empty for "
+                'RECORDS_URL')
+    return _records_url(value)
+
+
 def _schedules(value: Any) -> Optional[str]:
     if isinstance(value, Mapping) and all(isinstance(name, str) and isinstance(entry, Mapping)
                                           for name, entry in value.items()):
@@ -226,6 +235,7 @@ CHECKS: dict[str, Callable[[Any], Optional[str]]] = {
     'SCHEDULES': _schedules,
     'SCHEDULER_LEASE_SEC': _number(1, 3600),
     'CONCURRENCY_LEASE_SEC': _number(3, 3600),
+    'RATE_LIMIT_URL': _rate_limit_url,
     'EXECUTOR_DIR': _kind(str, 'a directory path'),
     'EXECUTOR_STDERR_MAX_BYTES': _number(0, 16 * 1024 * 1024, whole=True),
     'EXECUTOR_STDOUT_MAX_BYTES': _number(1, 1024 * 1024 * 1024, whole=True),

@@ -1,21 +1,24 @@
-"""The buckets and leases of flow control, in the task records database.
+"""The buckets and leases of flow control, in their database.
 
-A worker asks once per batch (:meth:`FlowState.ask`): one short write
-transaction for all the batch's limited messages. On SQLite, BEGIN
-IMMEDIATE serializes the writers; on PostgreSQL a concurrency key's leases
-are counted under a transaction-scoped advisory lock on the key, and a
-bucket's row is read FOR UPDATE, the leases' keys first then the buckets',
-each in order, so two workers never wait on each other in a circle. Times
-are epoch seconds from the callers' clocks, so the workers' clocks must
-agree to well under a second.
+The database is RATE_LIMIT_URL's, else the task records' (RECORDS_URL), with
+the records' schema. A worker asks once per batch (:meth:`FlowState.ask`):
+one short write transaction for all the batch's limited messages. On
+SQLite, BEGIN IMMEDIATE serializes the writers; on PostgreSQL a concurrency
+key's leases are counted under a transaction-scoped advisory lock on the
+key, and a bucket's row is read FOR UPDATE, the leases' keys first then the
+buckets', each in order, so two workers never wait on each other in a
+circle. Times are epoch seconds from the callers' clocks, so the workers'
+clocks must agree to well under a second.
 
-Costs, in statements, in that one transaction: per concurrency key a
-DELETE of its expired leases, a COUNT, and an INSERT per slot taken; per
-rate key an INSERT of a new bucket (ON CONFLICT DO NOTHING), a SELECT, an
-UPDATE, a DELETE of the batch's reservations (RETURNING: a reserved run
-needs no token), and for refused runs a DELETE of the key's lapsed
-reservations and an INSERT of theirs. A slot given back is one DELETE; a
-worker's renewal one UPDATE for all its leases.
+The statements are text built once (SQLAlchemy's constructs cost more to
+execute than these statements take in SQLite). Costs, in that one
+transaction: per concurrency key a COUNT of the others' live leases and one
+INSERT of the slots taken (and, when the key is at its limit, a DELETE of
+its expired leases); per rate key a DELETE of the batch's reservations
+(RETURNING: a reserved run needs no token), a SELECT of the bucket (an
+INSERT first for a new one), an UPDATE, and for refused runs a DELETE of the
+key's lapsed reservations and an INSERT of theirs. Giving back a batch's
+slots is one DELETE; a worker's renewal one UPDATE for all its leases.
 """
 from __future__ import annotations
 
@@ -23,12 +26,11 @@ import dataclasses
 import itertools
 from typing import Any, Optional, Sequence
 
-from sqlalchemy import delete, func, select, text, update
+from sqlalchemy import bindparam, text
+from sqlalchemy.sql.elements import TextClause
 
 from kale.flow.bucket import Bucket
 from kale.flow.spec import Rate
-from kale.records.driver import insert_for
-from kale.records.schema import concurrency_leases, rate_buckets, rate_reservations
 from kale.records.store import RecordStore
 
 #: Seconds a token reserved for a refused run is kept after the run was told
@@ -63,13 +65,49 @@ class Answer:
         return not self.wait_sec and not self.slot
 
 
+def _sql(statement: str, *expanding: str) -> TextClause:
+    clause = text(statement)
+    if expanding:
+        clause = clause.bindparams(*(bindparam(name, expanding=True) for name in expanding))
+    return clause
+
+
+_LEASES = 'kale_concurrency_leases'
+_BUCKETS = 'kale_rate_buckets'
+_RESERVED = 'kale_rate_reservations'
+_LOCK_KEY = _sql('SELECT pg_advisory_xact_lock(hashtext(:key))')
+_COUNT_OTHERS = _sql('SELECT count(*) FROM %s WHERE key = :key AND expires_at > :now '
+                     'AND holder NOT IN :holders' % _LEASES, 'holders')
+_DROP_EXPIRED = _sql('DELETE FROM %s WHERE key = :key AND expires_at <= :now' % _LEASES)
+_TAKE_SLOT = _sql('INSERT INTO %s (key, holder, worker, expires_at) '
+                  'VALUES (:key, :holder, :worker, :expires_at) ON CONFLICT (key, holder) '
+                  'DO UPDATE SET expires_at = excluded.expires_at, worker = excluded.worker'
+                  % _LEASES)
+_GIVE_BACK = _sql('DELETE FROM %s WHERE key IN :keys AND holder IN :holders' % _LEASES,
+                  'keys', 'holders')
+_RENEW = _sql('UPDATE %s SET expires_at = :expires_at WHERE worker = :worker' % _LEASES)
+_HOLDERS = _sql('SELECT holder FROM %s WHERE key = :key AND expires_at > :now '
+                'ORDER BY holder' % _LEASES)
+_TAKE_RESERVED = _sql('DELETE FROM %s WHERE key = :key AND holder IN :holders '
+                      'RETURNING holder, expires_at' % _RESERVED, 'holders')
+_READ_BUCKET = 'SELECT tokens, updated_at FROM %s WHERE key = :key' % _BUCKETS
+_NEW_BUCKET = _sql('INSERT INTO %s (key, tokens, updated_at) VALUES (:key, :tokens, :now) '
+                   'ON CONFLICT (key) DO NOTHING' % _BUCKETS)
+_WRITE_BUCKET = _sql('UPDATE %s SET tokens = :tokens, updated_at = :updated_at WHERE key = :key'
+                     % _BUCKETS)
+_DROP_LAPSED = _sql('DELETE FROM %s WHERE key = :key AND expires_at <= :now' % _RESERVED)
+_RESERVE = _sql('INSERT INTO %s (key, holder, expires_at) VALUES (:key, :holder, :expires_at) '
+                'ON CONFLICT (key, holder) DO UPDATE SET expires_at = excluded.expires_at'
+                % _RESERVED)
+
+
 class FlowState:
-    """Token buckets and concurrency leases on one records store."""
+    """Token buckets and concurrency leases on one store."""
 
     def __init__(self, store: RecordStore):
         self.store = store
-        self._insert = insert_for(store.dialect)
         self._postgres = store.dialect == 'postgresql'
+        self._read_bucket = _sql(_READ_BUCKET + (' FOR UPDATE' if self._postgres else ''))
 
     def ask(self, asks: Sequence[Ask], now: float, lease_sec: float) -> list[Answer]:
         """Take what each ask needs, in one transaction; a run refused its
@@ -89,48 +127,45 @@ class FlowState:
                 members = list(group)
                 self._tokens(conn, key, [asks[i] for i in members],
                              [answers[i] for i in members], now)
-            c = concurrency_leases.c
-            for ask, answer in zip(asks, answers, strict=True):
-                if ask.limit is not None and answer.wait_sec:       # its slot goes back
-                    conn.execute(delete(concurrency_leases).where(
-                        c.key == ask.slot_key, c.holder == ask.holder))
+            returned = [(ask.slot_key, ask.holder) for ask, answer in zip(asks, answers,
+                                                                        strict=True)
+                        if ask.limit is not None and answer.wait_sec]
+            if returned:                # refused a token: their slots go back
+                self._give_back(conn, returned)
         return answers
 
     def _slots(self, conn: Any, key: str, asks: list[Ask], answers: list[Answer], now: float,
                lease_sec: float) -> None:
-        c = concurrency_leases.c
         if self._postgres:
-            conn.execute(text('SELECT pg_advisory_xact_lock(hashtext(:key))'),
-                         {'key': 'kale.flow:' + key})
-        conn.execute(delete(concurrency_leases).where(c.key == key, c.expires_at <= now))
-        holders = {ask.holder for ask in asks}
-        held = conn.execute(select(func.count()).select_from(concurrency_leases).where(
-            c.key == key, c.holder.not_in(holders))).scalar() or 0
+            conn.execute(_LOCK_KEY, {'key': 'kale.flow:' + key})
+        limit = asks[0].limit
+        assert limit is not None
+        held = conn.execute(_COUNT_OTHERS, {'key': key, 'now': now, 'holders': sorted(
+            {ask.holder for ask in asks})}).scalar() or 0
+        if held + len(asks) > limit:    # at the limit: the dead workers' leases go
+            conn.execute(_DROP_EXPIRED, {'key': key, 'now': now})
+        taken = []
         for ask, answer in zip(asks, answers, strict=True):
-            assert ask.limit is not None
-            if held >= ask.limit:
+            if held >= limit:
                 answer.slot = True
                 continue
             held += 1
-            conn.execute(self._insert(concurrency_leases).values(
-                key=key, holder=ask.holder, worker=ask.worker, expires_at=now + lease_sec,
-            ).on_conflict_do_update(index_elements=[c.key, c.holder],
-                                    set_={'expires_at': now + lease_sec, 'worker': ask.worker}))
+            taken.append({'key': key, 'holder': ask.holder, 'worker': ask.worker,
+                          'expires_at': now + lease_sec})
+        if taken:
+            conn.execute(_TAKE_SLOT, taken)
 
     def _tokens(self, conn: Any, key: str, asks: list[Ask], answers: list[Answer],
                 now: float) -> None:
-        b, r = rate_buckets.c, rate_reservations.c
         rate = asks[0].rate
         assert rate is not None
-        kept = {row.holder: row.expires_at for row in conn.execute(
-            delete(rate_reservations).where(r.key == key, r.holder.in_(
-                {ask.task_id for ask in asks})).returning(r.holder, r.expires_at))}
-        conn.execute(self._insert(rate_buckets).values(
-            key=key, tokens=rate.capacity, updated_at=now,
-        ).on_conflict_do_nothing(index_elements=[b.key]))
-        row = conn.execute(select(b.tokens, b.updated_at).where(
-            b.key == key).with_for_update()).one()
-        bucket = Bucket(row.tokens, row.updated_at)
+        kept = {row[0]: row[1] for row in conn.execute(_TAKE_RESERVED, {
+            'key': key, 'holders': sorted({ask.task_id for ask in asks})})}
+        row = conn.execute(self._read_bucket, {'key': key}).first()
+        if row is None:                 # a new key: a full bucket
+            conn.execute(_NEW_BUCKET, {'key': key, 'tokens': rate.capacity, 'now': now})
+            row = conn.execute(self._read_bucket, {'key': key}).one()
+        bucket = Bucket(row[0], row[1])
         reserved = []
         for ask, answer in zip(asks, answers, strict=True):
             if kept.pop(ask.task_id, 0.0) > now:
@@ -140,14 +175,16 @@ class FlowState:
             if reserve:
                 reserved.append({'key': key, 'holder': ask.task_id,
                                  'expires_at': now + wait + RESERVATION_GRACE_SEC})
-        conn.execute(update(rate_buckets).where(b.key == key).values(
-            tokens=bucket.tokens, updated_at=bucket.updated_at))
+        conn.execute(_WRITE_BUCKET, {'key': key, 'tokens': bucket.tokens,
+                                     'updated_at': bucket.updated_at})
         if reserved:
-            conn.execute(delete(rate_reservations).where(r.key == key, r.expires_at <= now))
-            conn.execute(self._insert(rate_reservations).on_conflict_do_update(
-                index_elements=[r.key, r.holder],
-                set_={'expires_at': self._insert(rate_reservations).excluded.expires_at}),
-                reserved)
+            conn.execute(_DROP_LAPSED, {'key': key, 'now': now})
+            conn.execute(_RESERVE, reserved)
+
+    @staticmethod
+    def _give_back(conn: Any, slots: Sequence[tuple[str, str]]) -> None:
+        conn.execute(_GIVE_BACK, {'keys': sorted({key for key, _ in slots}),
+                                  'holders': sorted({holder for _, holder in slots})})
 
     # --- one at a time (tests, tools) -------------------------------------------------
 
@@ -160,29 +197,24 @@ class FlowState:
     def take_slot(self, key: str, limit: int, holder: str, worker: str, now: float,
                   lease_sec: float) -> bool:
         """Take one of ``key``'s ``limit`` slots for ``holder`` until ``now +
-        lease_sec`` (leases past their expiry are dropped first): whether taken."""
+        lease_sec`` (leases past their expiry do not count): whether taken."""
         ask = Ask('', limit=limit, slot_key=key, holder=holder, worker=worker)
         return self.ask([ask], now, lease_sec)[0].granted
 
     def give_back(self, slots: Sequence[tuple[str, str]]) -> None:
-        """End the leases ``(key, holder)``."""
+        """End the leases ``(key, holder)``: one statement."""
         if not slots:
             return
-        c = concurrency_leases.c
         with self.store.begin(write=True) as conn:
-            for key, holder in slots:
-                conn.execute(delete(concurrency_leases).where(c.key == key, c.holder == holder))
+            self._give_back(conn, slots)
 
     def renew(self, worker: str, now: float, lease_sec: float) -> int:
         """Move every lease of ``worker`` to ``now + lease_sec``; returns how many."""
-        c = concurrency_leases.c
         with self.store.begin(write=True) as conn:
-            return conn.execute(update(concurrency_leases).where(c.worker == worker).values(
-                expires_at=now + lease_sec)).rowcount
+            return int(conn.execute(_RENEW, {'worker': worker,
+                                             'expires_at': now + lease_sec}).rowcount)
 
     def holders(self, key: str, now: float) -> list[str]:
         """The holders of ``key``'s live leases (for tests and the operator)."""
-        c = concurrency_leases.c
         with self.store.begin() as conn:
-            return [row.holder for row in conn.execute(select(c.holder).where(
-                c.key == key, c.expires_at > now).order_by(c.holder))]
+            return [row[0] for row in conn.execute(_HOLDERS, {'key': key, 'now': now})]

@@ -15,8 +15,8 @@ A slot is held from the batch's admission until the message is settled
 (:meth:`FlowGate.settled`, whatever the outcome), and renewed every third
 of CONCURRENCY_LEASE_SEC by a thread of the worker while any is held; a
 worker killed holds its slots until their leases expire. A message whose
-class has a limit but no records store to keep it (RECORDS_URL empty), or a
-malformed limit, is not run: one error line per class, and it is released
+class has a limit but no store to keep it (RATE_LIMIT_URL and RECORDS_URL
+both empty), or a malformed limit, is not run: one error line per class, and it is released
 for a minute, to be run by a worker that can.
 """
 from __future__ import annotations
@@ -58,7 +58,10 @@ class FlowGate:
     """One worker's flow control: the step, the slots it holds, their renewal."""
 
     def __init__(self, config: Any, clock: Clock = SYSTEM_CLOCK, codec: Any = None):
-        self.url = getattr(config, 'RECORDS_URL', '') or ''
+        #: Where the buckets and leases are: RATE_LIMIT_URL, else the task records'.
+        self._explicit = bool(getattr(config, 'RATE_LIMIT_URL', ''))
+        self.url = getattr(config, 'RATE_LIMIT_URL', '') or getattr(config, 'RECORDS_URL', '') \
+            or ''
         self.lease_sec = float(getattr(config, 'CONCURRENCY_LEASE_SEC', 60))
         self.clock = clock
         self.codec = codec
@@ -72,13 +75,24 @@ class FlowGate:
 
     @property
     def state(self) -> 'FlowState':
-        """The buckets and leases, on the records store (SQLAlchemy is
+        """The buckets and leases, on their store (a records store: SQLAlchemy is
         imported only once a limited task comes)."""
         if self._state is None:
             from kale.flow.state import FlowState
             from kale.records import store
             self._state = FlowState(store(self.url))
         return self._state
+
+    def start(self) -> None:
+        """At the worker's start: with RATE_LIMIT_URL set, open its store now
+        (a wrong URL shows at once, and the first limited batch does not pay
+        for the import and the connection)."""
+        if not self._explicit:
+            return
+        try:
+            self.state.store.migrate()
+        except KaleError as exc:        # asked again at each limited batch
+            logger.warning('flow control: %s', exc)
 
     # --- the step ---------------------------------------------------------------------
 
@@ -119,9 +133,9 @@ class FlowGate:
             return None
         if not self.url:
             self._warn_once(task_class, '%s has a rate_limit or concurrency_limit, which needs '
-                            'RECORDS_URL (the task records keep the limits); its tasks are not '
-                            'run by this worker' % spec.name)
-            return Refusal(UNGATED_DELAY_SEC, 'RECORDS_URL is not set')
+                            'RATE_LIMIT_URL or RECORDS_URL (a database keeps the limits); its '
+                            'tasks are not run by this worker' % spec.name)
+            return Refusal(UNGATED_DELAY_SEC, 'neither RATE_LIMIT_URL nor RECORDS_URL is set')
         try:
             rate_key, slot_key = self._keys(spec, opened)
         except Exception as exc:        # a key method that fails, or a payload that does not decode

@@ -3,7 +3,20 @@ from __future__ import annotations
 
 import pytest
 
+from bench.servers import BenchError, Fauxqs
 from tests.support.browser import find_chromium
+
+
+@pytest.fixture
+def fauxqs_installed():
+    """Skip, saying why, when fauxqs cannot be installed (npm) or started here."""
+    server = Fauxqs()
+    try:
+        server.start()
+    except BenchError as exc:
+        pytest.skip('fauxqs is not available: %s' % exc)
+    finally:
+        server.stop()
 
 
 @pytest.fixture(scope='session')

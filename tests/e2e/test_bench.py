@@ -10,7 +10,6 @@ import pytest
 
 from bench import records as bench_records
 from bench.counter import RequestCounter
-from bench.servers import BenchError, Fauxqs
 from tests.support.endpoint import ROOT, raw_client, subprocess_env
 
 FIGURES = {'publish one by one (tasks/s)', 'publish_batch (tasks/s)',
@@ -104,18 +103,6 @@ def listening(url):
     except OSError:
         return False
     return True
-
-
-@pytest.fixture
-def fauxqs_installed():
-    """Skip, saying why, when fauxqs cannot be installed (npm) or started here."""
-    server = Fauxqs()
-    try:
-        server.start()
-    except BenchError as exc:
-        pytest.skip('fauxqs is not available: %s' % exc)
-    finally:
-        server.stop()
 
 
 @pytest.mark.slow

@@ -9,6 +9,7 @@ import uuid
 import pytest
 
 from kale import records
+from kale.conf import settings
 from kale.flow.spec import Rate
 from kale.flow.state import FlowState
 from kale.worker import Worker
@@ -47,6 +48,23 @@ def test_a_rate_limit_spaces_the_runs_and_releases_unrun(flow):
     # each of the 7 refused at first is released once, received twice
     assert released(worker) == 7
     assert transport.requests['ReceiveMessage'] <= 50
+
+
+@pytest.mark.real_time('the bucket refills on the machine\'s clock')
+def test_rate_limit_url_keeps_the_limits_with_the_records_off(memory_broker, tmp_path):
+    """RATE_LIMIT_URL alone: the buckets live there, and no task record is kept."""
+    ft.runs.clear()
+    url = 'sqlite:///%s' % (tmp_path / 'flow.db')
+    with settings.override(RATE_LIMIT_URL=url, RECORDS_URL=''):
+        ft.RatedTask.publish_batch(None, [((n,), {}) for n in range(8)])
+        worker = work(memory_broker, queues=['default'])
+    starts = sorted(item[1] for item in ft.runs.items)
+    assert len(starts) == 8 and starts[-1] - starts[0] >= 3 / 5 - 0.1   # 5/s, a burst of 5
+    assert worker.stats['release'] == 3
+    store = records.store(url)
+    with store.begin() as conn:
+        assert conn.exec_driver_sql('SELECT count(*) FROM kale_rate_buckets').scalar() == 1
+        assert conn.exec_driver_sql('SELECT count(*) FROM kale_tasks').scalar() == 0
 
 
 @pytest.mark.real_time('the bucket refills on the machine\'s clock')

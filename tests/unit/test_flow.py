@@ -170,7 +170,16 @@ def test_without_records_a_limited_task_is_held_back_with_one_error_line(caplog)
             refusal = gate._ask_of(None, opened)
             assert refusal.delay_sec == UNGATED_DELAY_SEC
     lines = [r.getMessage() for r in caplog.records]
-    assert len(lines) == 1 and 'RECORDS_URL' in lines[0] and 'RatedTask' in lines[0]
+    assert len(lines) == 1 and 'RatedTask' in lines[0]
+    assert 'needs RATE_LIMIT_URL or RECORDS_URL' in lines[0]
+
+
+def test_rate_limit_url_keeps_the_limits_apart_from_the_records(tmp_path):
+    url = 'sqlite:///%s' % (tmp_path / 'flow.db')
+    gate = FlowGate(types.SimpleNamespace(RATE_LIMIT_URL=url, RECORDS_URL='sqlite:///other.db',
+                                          CONCURRENCY_LEASE_SEC=60))
+    assert gate.url == url and gate.state.store.url == url
+    assert FlowGate(types.SimpleNamespace(RECORDS_URL=url, CONCURRENCY_LEASE_SEC=60)).url == url
 
 
 @pytest.fixture

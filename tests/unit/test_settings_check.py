@@ -20,6 +20,8 @@ from kale.settings_check import CHECKS
     ('METRICS_PORT', 70000, 'must be a whole number from 0 to 65535'),
     ('LOG_FORMAT', 'xml', "must be one of 'text', 'json'"),
     ('TRACING', 'yes', 'must be True or False'),
+    ('RATE_LIMIT_URL', 'redis://localhost:6379/0', 'Redis is not supported: flow control keeps'),
+    ('RATE_LIMIT_URL', 'mysql://db/flow', "must be a URL like 'sqlite:///records.db'"),
 ])
 def test_a_wrong_value_is_one_clear_error(name, value, problem):
     with pytest.raises(ImproperlyConfigured, match=r'^setting %s %s.*, got' % (name, problem)):

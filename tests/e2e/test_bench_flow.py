@@ -1,0 +1,63 @@
+"""The flow-control benchmarks (bench/flow.py) keep working: tiny runs of
+flow-rate and flow-concurrency on the memory transport, and of flow-fleet
+(two then four worker processes sharing 20/s) on fauxqs, each
+figure printed with its target and plausible. No timing is asserted beyond
+the fleet's limit; figures come from `python -m bench --scenarios flow-...`
+on fauxqs (bench/README.md)."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from bench import flow
+from tests.support.endpoint import ROOT, subprocess_env
+
+pytestmark = pytest.mark.slow
+
+
+def run_bench(tmp_path, *args):
+    out = tmp_path / 'bench.json'
+    env = {k: v for k, v in subprocess_env().items() if not k.startswith('KALE_')}
+    result = subprocess.run([sys.executable, '-m', 'bench', '--runs', '1', '--json', str(out),
+                             *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    [configuration] = json.loads(out.read_text())['configurations']
+    return result.stdout, configuration['results']
+
+
+def median(results, figure, side='kale'):
+    return results[figure][side]['median']
+
+
+def test_a_limit_never_reached_costs_one_transaction_a_batch(tmp_path):
+    stdout, results = run_bench(tmp_path, '--transport', 'memory', '--tasks', '200',
+                                '--scenarios', 'flow-rate,flow-concurrency')
+    for kind, transactions in (('rate', 1), ('concurrency', 2)):
+        names = flow.names(kind)
+        assert median(results, names['drain']) > 0 < median(results, names['drain'], 'baseline')
+        assert results[names['drain']]['target'] == '>= 0.9 x none'
+        assert median(results, names['cpu']) > 0
+        # A batch of up to ten asks in one transaction (the concurrency limit
+        # gives its slots back in a second one), a few statements each.
+        assert 0.9 * transactions / 10 <= median(results, names['transactions']) \
+            <= 2 * transactions / 10
+        assert 0 < median(results, names['statements']) < 1
+        assert names['drain'] in stdout
+
+
+@pytest.mark.real_time('runs a second, counted on the machine\'s clock by the benchmark')
+def test_a_fleet_of_two_then_four_keeps_within_the_shared_rate(tmp_path, fauxqs_installed):
+    """On fauxqs: the embedded endpoint refuses and releases the backlog so
+    slowly that the runs of reserved tokens come back only after the window."""
+    stdout, results = run_bench(tmp_path, '--endpoint', 'fauxqs', '--scenarios', 'flow-fleet',
+                                '--flow-seconds', '4')
+    for workers in (2, 4):
+        figure = flow.fleet_figure(workers)
+        assert median(results, figure, 'baseline') == flow.FLEET_RATE
+        # never over the limit (a bucket's burst is spent in the warm-up);
+        # two loaded cores may keep it under
+        assert 0 < median(results, figure) <= flow.FLEET_RATE * 1.05 + 1 / 4
+        assert results[figure]['target'] == 'within 5 %'
+        assert figure in stdout
