@@ -1,11 +1,12 @@
 """`make demo`: the example task worker, start to finish, on the embedded endpoint.
 
 It starts `kale sqs-local` on a free port, publishes a mix of example tasks
-(among them a coroutine task) to three priority queues, commits orders
-with their tasks through the outbox (and `kale relay` sends them), publishes
-events to a topic with two subscribers, submits a small workflow (a chord:
-word counts side by side, then their sum) and a chain of programs in other
-languages (`kale submit`), runs `kale
+(among them a coroutine task under a rate limit, a tenant per site on a fair
+queue) to three priority queues, commits orders with their tasks through the
+outbox (and `kale relay` sends them), publishes events to a topic with two
+subscribers, lists a periodic task and runs it once (`kale schedules`),
+submits a small workflow (a chord: word counts side by side, then their sum)
+and a chain of programs in other languages (`kale submit`), runs `kale
 worker --burst --concurrency 2 --pool asyncio` on them
 with a live progress line, prints a summary per queue and outcome, and stops
 everything it started, also on Ctrl-C. It exits 0 only when every task ended
@@ -68,7 +69,12 @@ OUTBOX_ORDERS = [101, 102]
 #: Events of the topic ``orders``, and its subscribers (a copy of each event each).
 TOPIC_EVENTS = [1, 2, 3]
 TOPIC_ROWS = [('SendReceiptTask', 'default', 3), ('UpdateStockTask', 'low_priority', 3)]
-EXTRA_ROWS = [('ConfirmOrderTask', 'default', len(OUTBOX_ORDERS))] + TOPIC_ROWS
+#: The periodic task `kale schedules run` publishes once.
+SCHEDULE = 'example.taskworker.tasks.DailyDigestTask'
+EXTRA_ROWS = [('ConfirmOrderTask', 'default', len(OUTBOX_ORDERS))] + TOPIC_ROWS \
+    + [('DailyDigestTask', 'low_priority', 1)]
+#: FetchPageTask's pages are on this many sites: a tenant each on fair queue default.
+SITES = 4
 OUTCOMES = ['done', 'retried', 'dead-lettered']
 
 
@@ -84,7 +90,8 @@ def publish() -> int:
         elif name == 'SlowReportTask':
             calls = [((), {'seconds': 0.3})] * count
         elif name == 'FetchPageTask':
-            calls = [(('/page/%d' % i,), {}) for i in range(count)]
+            calls = [(('https://site-%d.example/page/%d' % (i % SITES, i),), {})
+                     for i in range(count)]
         else:
             calls = [((i,), {}) for i in range(count)]
         task_class.publish_batch(None, calls)
@@ -137,6 +144,37 @@ def publish_events() -> int:
     print('demo: published %d events to topic orders: each reaches %s'
           % (len(TOPIC_EVENTS), subscribers))
     return len(TOPIC_EVENTS) * len(TOPIC_ROWS)
+
+
+def run_schedule() -> int:
+    """`kale schedules list --json` and `kale schedules run`, as a user runs
+    them: the periodic task's next run, then one run published now."""
+    def kale(*args: str) -> str:
+        done = subprocess.run([sys.executable, '-m', 'kale', 'schedules', *args], cwd=ROOT,
+                              capture_output=True, text=True, timeout=60)
+        if done.returncode != 0:
+            raise SystemExit('demo: kale schedules %s failed: %s' % (args[0], done.stderr.strip()))
+        return done.stdout
+    [found] = [row for row in json.loads(kale('list', '--json'))['schedules']
+               if row['name'] == SCHEDULE]
+    kale('run', SCHEDULE)
+    print("demo: `kale schedules list`: %s runs at '%s' (%s), next %s; `kale schedules run` "
+          'published one now' % (SCHEDULE.rsplit('.', 1)[-1], found['schedule'], found['tz'],
+                                 found['next_runs'][0][:16] + 'Z'))
+    return 1
+
+
+def flow_line(outcomes: list[dict]) -> str:
+    """What the rate limit and the fair queue did to FetchPageTask."""
+    runs = sorted(o['at'] for o in outcomes
+                  if o['task'] == 'FetchPageTask' and o['outcome'] == 'done')
+    released = sum(1 for o in outcomes if o['task'] == 'FetchPageTask'
+                   and o['outcome'] == 'released')
+    spread = runs[-1] - runs[0] if runs else 0.0
+    return ('demo: flow control: %d FetchPageTask under rate_limit 20/s across both workers, '
+            'over %.1fs; %d released unrun until their reserved token, none counted as a '
+            'failure; %d sites, each a tenant of fair queue default'
+            % (len(runs), spread, released, SITES))
 
 
 def submit_workflow() -> tuple[str, int]:
@@ -234,7 +272,8 @@ def run_worker(outcomes_path: str, published: int, log_path: str) -> int:
 def summary(outcomes: list[dict], extra_rows: list) -> tuple[str, dict[str, dict[str, int]]]:
     by_task: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     for outcome in outcomes:
-        by_task[outcome['task']][outcome['outcome']] += 1
+        if outcome['outcome'] in OUTCOMES:      # not a release: a message sent back unrun
+            by_task[outcome['task']][outcome['outcome']] += 1
     rows = [('queue', 'task') + tuple(OUTCOMES)]
     totals: collections.Counter = collections.Counter()
     for name, queue, _ in PLAN + extra_rows:
@@ -323,6 +362,7 @@ def main() -> int:
             '%d %s -> %s' % (count, name, queue) for name, queue, count in PLAN)))
         published += publish_outbox(workdir)
         published += publish_events()
+        published += run_schedule()
         workflow_id, nodes = submit_workflow()
         published += nodes
         executor_ids = submit_executors()
@@ -336,8 +376,10 @@ def main() -> int:
               'high_priority), then SumCountsTask with their counts' % (workflow_id, nodes - 1))
         print('demo: running `kale worker %s`' % ' '.join(WORKER_OPTIONS))
         code = run_worker(outcomes_path, published, os.path.join(workdir, 'worker.log'))
-        table, by_task = summary(read_outcomes(outcomes_path), rows)
+        outcomes = read_outcomes(outcomes_path)
+        table, by_task = summary(outcomes, rows)
         print(table)
+        print(flow_line(outcomes))
         print(dead_letter_line())
         line, workflow_ok = workflow_line(workflow_id)
         print(line)

@@ -1,8 +1,10 @@
 """Task classes for the flow-control tests (rate and concurrency limits)."""
+import os
 import threading
 import time
 
 from kale import task
+from tests.support.records import append_line
 
 
 class Runs:
@@ -134,3 +136,17 @@ class BadTenantTask(task.Task):
 class DoomedTenantTask(TenantTask):
     """Dead-lettered at its first failure: its dead-letter copy shows its tenant."""
     max_retries = 0
+
+
+class PairTask(task.Task):
+    """Two at a time across the fleet; each run writes its start and end, with
+    its worker's pid, to $KALE_TEST_RECORD (worker processes share the file)."""
+    queue = 'default'
+    time_limit = 20
+    concurrency_limit = 2
+
+    def run_task(self, n, seconds):
+        path = os.environ['KALE_TEST_RECORD']
+        append_line(path, 'start %s %d %.6f' % (self.task_id, os.getpid(), time.time()))
+        time.sleep(seconds)
+        append_line(path, 'end %s %d %.6f' % (self.task_id, os.getpid(), time.time()))

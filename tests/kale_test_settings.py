@@ -32,3 +32,5 @@ AUTO_CREATE_TOPICS = os.environ.get('KALE_TEST_AUTO_CREATE_TOPICS', '') == '1'
 # processes that stand in for a leader dying.
 SCHEDULES = json.loads(os.environ.get('KALE_TEST_SCHEDULES') or '{}')
 SCHEDULER_LEASE_SEC = float(os.environ.get('KALE_TEST_SCHEDULER_LEASE_SEC', '15'))
+# The concurrency-limit tests kill a worker and wait for its slot's lease.
+CONCURRENCY_LEASE_SEC = float(os.environ.get('KALE_TEST_CONCURRENCY_LEASE_SEC', '60'))

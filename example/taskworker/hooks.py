@@ -5,6 +5,7 @@ KALE_EXAMPLE_OUTCOMES to a file path to turn it on.
 """
 import json
 import os
+import time
 
 from kale.events import Outcome
 from kale.hooks import WorkerHooks
@@ -15,7 +16,7 @@ SHOWN = {Outcome.SUCCEEDED: 'done', Outcome.RETRY: 'retried',
 
 
 class OutcomeFile(WorkerHooks):
-    """Appends {"queue", "task", "id", "outcome"} to $KALE_EXAMPLE_OUTCOMES for
+    """Appends {"queue", "task", "id", "outcome", "at"} to $KALE_EXAMPLE_OUTCOMES for
     every message a worker settled (after_batch names the queue of each
     batch, on every pool: batches of a pool's worker are settled as their
     tasks end, not one after another)."""
@@ -26,8 +27,9 @@ class OutcomeFile(WorkerHooks):
     def after_batch(self, queue, batch):
         if not self.path:
             return
+        now = round(time.time(), 3)
         lines = [json.dumps({'queue': queue.name, 'task': s.task_name.rsplit('.', 1)[-1],
-                             'id': s.task_id, 'outcome': SHOWN[s.outcome]})
+                             'id': s.task_id, 'outcome': SHOWN[s.outcome], 'at': now})
                  for s in batch.settlements if s.settled and s.outcome in SHOWN]
         if not lines:
             return

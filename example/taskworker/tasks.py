@@ -3,6 +3,7 @@ import asyncio
 import json
 import os
 import time
+import urllib.parse
 
 from kale import settings, task
 
@@ -50,10 +51,19 @@ class FetchPageTask(task.Task):
     """An I/O-bound coroutine: ``async def run_task`` runs on the worker's
     event loop, and on ``--pool asyncio`` a worker runs many at once while
     each waits (here 0.2 s stands in for an HTTP call, e.g. with httpx's
-    AsyncClient)."""
+    AsyncClient).
+
+    Flow control: at most 20 fetches a second across every worker (a token
+    bucket in the task records), and on the fair queue ``default`` each site
+    is a tenant of its own, so one site's backlog does not hold up the
+    others' pages."""
 
     queue = 'default'
     time_limit = 5
+    rate_limit = '20/s'
+
+    def fair_key(self, page, *args, **kwargs):
+        return urllib.parse.urlsplit(page).hostname
 
     async def run_task(self, page, *args, **kwargs):
         await asyncio.sleep(0.2)
@@ -146,3 +156,17 @@ class UpdateStockTask(task.Task):
 
     def run_task(self, event, *args, **kwargs):
         return {'sku': event['sku'], 'reserved': 1}
+
+
+class DailyDigestTask(task.Task):
+    """A periodic task: `kale scheduler` (or `kale worker --scheduler`)
+    publishes it every day at 07:00 in Paris; `kale schedules run` publishes
+    one run now."""
+
+    queue = 'low_priority'
+    time_limit = 5
+    schedule = '0 7 * * *'
+    schedule_tz = 'Europe/Paris'
+
+    def run_task(self, *args, **kwargs):
+        return 'digest sent'

@@ -17,8 +17,9 @@ SOME_DONE = re.compile(r'demo: done +[1-9]')
 
 #: The executor example's Node step runs where node is installed: two more tasks.
 NODE = shutil.which('node') is not None
-#: Two orders through the outbox, three events to two subscribers each.
-DONE = 86 + 2 + 6 + (2 if NODE else 0)
+#: Two orders through the outbox, three events to two subscribers each, one
+#: periodic task run now.
+DONE = 86 + 2 + 6 + 1 + (2 if NODE else 0)
 
 
 def test_make_demo_exits_0_with_the_expected_outcome_counts():
@@ -44,6 +45,7 @@ def test_make_demo_exits_0_with_the_expected_outcome_counts():
                     ('default', 'ConfirmOrderTask'): ['2', '0', '0'],
                     ('default', 'SendReceiptTask'): ['3', '0', '0'],
                     ('low_priority', 'UpdateStockTask'): ['3', '0', '0'],
+                    ('low_priority', 'DailyDigestTask'): ['1', '0', '0'],
                     **({('default', 'executor:save-user-data'): ['1', '0', '0'],
                         ('default', 'executor:send-mail'): ['1', '0', '0']} if NODE else {})}
     assert next(line for line in lines if line.startswith('total')).split() == \
@@ -58,6 +60,16 @@ def test_make_demo_exits_0_with_the_expected_outcome_counts():
     assert 'demo: published 3 events to topic orders: each reaches SendReceiptTask, ' \
         'UpdateStockTask' in result.stdout
     assert 'done  %d | retried  10 | dead-lettered  2 | remaining   0' % DONE in result.stdout
+    assert re.search(r"^demo: `kale schedules list`: DailyDigestTask runs at '0 7 \* \* \*' "
+                     r'\(Europe/Paris\), next \d{4}-\d\d-\d\dT0[56]:00Z; `kale schedules run` '
+                     r'published one now$', result.stdout, re.M), result.stdout
+    flow = re.search(r'^demo: flow control: 40 FetchPageTask under rate_limit 20/s across both '
+                     r'workers, over ([\d.]+)s; (\d+) released unrun until their reserved '
+                     r'token, none counted as a failure; 4 sites, each a tenant of fair queue '
+                     r'default$', result.stdout, re.M)
+    assert flow, result.stdout
+    # 40 runs at 20/s from a full bucket of 20: the last a second or more after the first
+    assert float(flow.group(1)) >= 0.9 and int(flow.group(2)) > 0
     if NODE:
         assert re.search(r'^demo: executor workflow \w+: send-mail gave \{"to": '
                          r'"user-1234@example.com", "subject": "Welcome, Ada", "sent": true\}$',

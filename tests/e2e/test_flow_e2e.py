@@ -1,4 +1,6 @@
-"""A rate limit shared by a fleet: two, then four, real ``kale worker``
+"""Flow control across real ``kale worker`` processes.
+
+A rate limit shared by a fleet: two, then four, real ``kale worker``
 processes on the embedded endpoint and one SQLite records file, one
 ``rate_limit = '5/s'`` task.
 
@@ -8,7 +10,10 @@ tasks a second with two workers, so 20/s would measure the rig: the test
 runs 5/s, a 12 s window after a 2 s warm-up (the bucket starts full), and
 asks that the runs in it are at most 5 % (+1) over the limit. It does not
 ask how close under it they come: that measures the rig, and other suites
-running beside it on the same cores (some runs reach 95 %, a loaded one 15 %)."""
+running beside it on the same cores (some runs reach 95 %, a loaded one 15 %).
+``python -m bench --scenarios flow-fleet`` measures 20/s over 60 s on fauxqs.
+
+A concurrency limit across three workers, one killed with SIGKILL."""
 import collections
 import re
 import signal
@@ -17,8 +22,9 @@ import time
 import pytest
 
 from kale import records
+from kale.flow.state import FlowState
 from tests import flow_tasks as ft
-from tests.support.processes import WorkerProcess
+from tests.support.processes import WorkerProcess, events, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -59,3 +65,63 @@ def test_a_fleet_stays_within_five_percent_of_a_shared_rate(sqs, records_url, tm
         r'task ([0-9a-f]+) \S+ on default released: rate_limit', ''.join(
             w.output() for w in workers)))
     assert releases and max(releases.values()) == 1
+
+
+LEASE_SEC = 6.0
+
+
+def most_at_once(intervals):
+    """The most intervals (start, end) open at one moment."""
+    edges = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
+    most = now = 0
+    for _, step in edges:
+        now += step
+        most = max(most, now)
+    return most
+
+
+@pytest.mark.real_time('real worker processes, one killed; a lease expires on the machine\'s clock')
+def test_a_concurrency_limit_across_three_workers_frees_a_killed_workers_slot(sqs, records_url,
+                                                                            record, tmp_path):
+    """Three serial workers, ``concurrency_limit = 2``, runs of 3 s: one
+    worker is SIGKILLed in the middle of a run. Its slot stays taken until
+    its lease (CONCURRENCY_LEASE_SEC, 6 s here) expires, then two run at once
+    again; never more than two."""
+    ft.PairTask.publish_batch(None, [((n, 3.0), {}) for n in range(6)])
+    env = {'KALE_TEST_CONCURRENCY_LEASE_SEC': str(LEASE_SEC)}
+    workers = [WorkerProcess(tmp_path, '--queues', 'default', **env) for _ in range(3)]
+    by_pid = {w.process.pid: w for w in workers}
+    try:
+        wait_for(lambda: len(events(record, 'start')) >= 2, 60, 'two runs started')
+        _, victim_task, pid, _ = events(record, 'start')[0]
+        victim = by_pid[int(pid)]
+        victim.process.kill()
+        killed_at = time.time()
+        victim.wait(10)
+        # the killed run's lease is still there, then gone within the lease
+        state = FlowState(records.store())
+        key = 'tests.flow_tasks.PairTask'
+        mine = ':%s@' % pid                     # its holders: <host>:<pid>@<start>/<message>
+        assert any(mine in h for h in state.holders(key, time.time())), \
+            state.holders(key, time.time())
+        wait_for(lambda: not [h for h in state.holders(key, time.time()) if mine in h],
+                 LEASE_SEC + 5, 'the killed worker\'s lease to expire')
+        freed_at = time.time()
+        assert freed_at - killed_at <= LEASE_SEC + 2
+        # the five other tasks all run, on the two workers left
+        wait_for(lambda: len([e for e in events(record, 'end') if e[1] != victim_task]) >= 5,
+                 90, 'the other five runs')
+    finally:
+        for worker in workers:
+            if worker.process.poll() is None:
+                worker.signal(signal.SIGTERM)
+        for worker in workers:
+            if worker is not victim:
+                assert worker.wait(30) == 0, worker.output()
+    starts = {e[1]: float(e[3]) for e in events(record, 'start')}
+    ends = {e[1]: float(e[3]) for e in events(record, 'end')}
+    intervals = [(starts[t], ends.get(t, killed_at)) for t in starts]
+    assert most_at_once(intervals) <= 2, intervals
+    # after the lease expired, two ran at once again: the slot came back
+    after = [(max(s, freed_at), e) for s, e in intervals if e > freed_at]
+    assert most_at_once([(s, e) for s, e in after if e > s]) == 2, (freed_at, intervals)
