@@ -1,7 +1,9 @@
 # The two commands: `make demo` and `make test`. Both create .venv when it is
 # missing and install Kale into it first. `make test` runs the lint, the type
-# check and the whole suite; `make test-fast` skips the slow end-to-end tests
-# for the edit loop.
+# check and the suite but its tests marked slow (real processes for seconds,
+# the demo, the benchmarks, the chaos run), in about two minutes;
+# `make test-slow` runs those; CI runs both (.ci/run). `make test-fast` is
+# `make test` without the lint and the type check, for the edit loop.
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -10,8 +12,13 @@ PYTEST_ARGS ?=
 # Most tests wait on processes and sockets rather than compute, so several
 # run at once even on two cores.
 WORKERS ?= 6
+# Tests and the processes they start compile Kale and the test modules once
+# and keep the bytecode (and pytest its rewritten asserts): with
+# PYTHONDONTWRITEBYTECODE set, every xdist worker and every `kale` process a
+# test starts would compile them again.
+unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: demo test test-fast lint types install clean
+.PHONY: demo test test-slow test-fast lint types install clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,7 +42,10 @@ types: $(VENV)/.installed
 	$(BIN)/mypy
 
 test: lint types
-	$(BIN)/python -m pytest -n $(WORKERS) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(WORKERS) -m 'not slow' $(PYTEST_ARGS)
+
+test-slow: $(VENV)/.installed
+	$(BIN)/python -m pytest -n $(WORKERS) -m slow $(PYTEST_ARGS)
 
 test-fast: $(VENV)/.installed
 	$(BIN)/python -m pytest -n $(WORKERS) -m 'not slow' $(PYTEST_ARGS)
