@@ -15,8 +15,9 @@
 The limits are kept on ``--flow-url`` (``sqlite``, the default: a fresh
 SQLite file a run; ``postgres``: a fresh database a run on a throwaway
 PostgreSQL cluster; or a URL), given to the workers as RATE_LIMIT_URL, with
-task records off on both sides. The worker reports how many statements and
-transactions it sent that store, per task.
+task records off on both sides. The worker reports how many requests
+(statements sent: BEGIN counted, a multi-row INSERT one) and transactions it
+sent that store, per task.
 """
 from __future__ import annotations
 
@@ -54,7 +55,7 @@ FLEET_SPARE_SEC = 20.0
 def names(kind: str) -> dict[str, str]:
     return {'drain': '%s limit never reached/none: worker drain (tasks/s)' % kind,
             'cpu': '%s limit never reached/none: worker CPU per task (µs)' % kind,
-            'statements': '%s limit: store statements per task' % kind,
+            'requests': '%s limit: store requests per task' % kind,
             'transactions': '%s limit: store transactions per task' % kind}
 
 
@@ -98,7 +99,7 @@ def limit_figures(env: Environment, n: int, kind: str, stores: Databases) -> Fig
     figure = names(kind)
     return {figure['drain']: (on_report['rate'], off_report['rate']),
             figure['cpu']: (on_report['cpu_us_per_task'], off_report['cpu_us_per_task']),
-            figure['statements']: (on_report['flow_statements'] / n, None),
+            figure['requests']: (on_report['flow_requests'] / n, None),
             figure['transactions']: (on_report['flow_transactions'] / n, None)}
 
 

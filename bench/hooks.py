@@ -47,14 +47,14 @@ class BenchHooks(WorkerHooks):
         self.started = 0.0
         self.cpu_started = 0.0
         self.tasks = 0
-        self.flow_statements = 0
+        self.flow_requests = 0
         self.flow_transactions = 0
 
     def _count_flow(self, engine):
         from sqlalchemy import event
 
-        def statement(*args):
-            self.flow_statements += 1
+        def statement(*args):         # a statement sent; an executemany is one
+            self.flow_requests += 1
 
         def commit(*args):
             self.flow_transactions += 1
@@ -65,7 +65,7 @@ class BenchHooks(WorkerHooks):
         client = getattr(worker.broker.transport, 'client', None)
         if client is not None:
             self.counter.attach(client)
-        if settings.RATE_LIMIT_URL:      # flow control's statements and transactions
+        if settings.RATE_LIMIT_URL:      # flow control's requests and transactions
             self._count_flow(worker.flow.state.store.engine)
         self.started = time.time()
         self.cpu_started = time.process_time()
@@ -86,7 +86,7 @@ class BenchHooks(WorkerHooks):
                   'records_written_at': records_written_at(),
                   'cpu_sec_to_exit': time.process_time() - self.cpu_started,
                   'requests': self.counter.events, 'peak_rss_mb': peak_rss_mb(),
-                  'flow_statements': self.flow_statements,
+                  'flow_requests': self.flow_requests,
                   'flow_transactions': self.flow_transactions}
         with open(path, 'w') as f:
             json.dump(report, f)

@@ -3,22 +3,28 @@
 The database is RATE_LIMIT_URL's, else the task records' (RECORDS_URL), with
 the records' schema. A worker asks once per batch (:meth:`FlowState.ask`):
 one short write transaction for all the batch's limited messages. On
-SQLite, BEGIN IMMEDIATE serializes the writers; on PostgreSQL a concurrency
+SQLite, BEGIN IMMEDIATE serializes the writers. On PostgreSQL a concurrency
 key's leases are counted under a transaction-scoped advisory lock on the
-key, and a bucket's row is read FOR UPDATE, the leases' keys first then the
-buckets', each in order, so two workers never wait on each other in a
-circle. Times are epoch seconds from the callers' clocks, so the workers'
-clocks must agree to well under a second.
+key, and a rate key's bucket row is locked (read FOR UPDATE, inserted first
+when new) before its reservations are touched; the leases' keys are taken
+first, then the buckets', each in order, so two workers never wait on each
+other in a circle. Times are epoch seconds from the callers' clocks, so the
+workers' clocks must agree to well under a second.
 
 The statements are text built once (SQLAlchemy's constructs cost more to
 execute than these statements take in SQLite). Costs, in that one
 transaction: per concurrency key a COUNT of the others' live leases and one
 INSERT of the slots taken (and, when the key is at its limit, a DELETE of
-its expired leases); per rate key a DELETE of the batch's reservations
-(RETURNING: a reserved run needs no token), a SELECT of the bucket (an
-INSERT first for a new one), an UPDATE, and for refused runs a DELETE of the
-key's lapsed reservations and an INSERT of theirs. Giving back a batch's
-slots is one DELETE; a worker's renewal one UPDATE for all its leases.
+its expired leases); per rate key a SELECT of the bucket (an INSERT first
+for a new one), a DELETE of the batch's reservations (RETURNING: a reserved
+run needs no token), an UPDATE, and for refused runs a DELETE of the key's
+lapsed reservations and an INSERT of theirs. Giving back a batch's slots is
+one DELETE; a worker's renewal one UPDATE for the leases it holds.
+
+A lease's holder is ``<worker>/<message id>``: one message holds at most one
+slot (its class has one concurrency key), so a holder names one lease, and
+the statements that end or renew several match ``key IN (...) AND holder IN
+(...)``.
 """
 from __future__ import annotations
 
@@ -85,7 +91,8 @@ _TAKE_SLOT = _sql('INSERT INTO %s (key, holder, worker, expires_at) '
                   % _LEASES)
 _GIVE_BACK = _sql('DELETE FROM %s WHERE key IN :keys AND holder IN :holders' % _LEASES,
                   'keys', 'holders')
-_RENEW = _sql('UPDATE %s SET expires_at = :expires_at WHERE worker = :worker' % _LEASES)
+_RENEW = _sql('UPDATE %s SET expires_at = :expires_at WHERE key IN :keys AND holder IN :holders'
+              % _LEASES, 'keys', 'holders')
 _HOLDERS = _sql('SELECT holder FROM %s WHERE key = :key AND expires_at > :now '
                 'ORDER BY holder' % _LEASES)
 _TAKE_RESERVED = _sql('DELETE FROM %s WHERE key = :key AND holder IN :holders '
@@ -159,13 +166,15 @@ class FlowState:
                 now: float) -> None:
         rate = asks[0].rate
         assert rate is not None
-        kept = {row[0]: row[1] for row in conn.execute(_TAKE_RESERVED, {
-            'key': key, 'holders': sorted({ask.task_id for ask in asks})})}
+        # The bucket's row first: on PostgreSQL its lock keeps the key's
+        # reservations to this transaction (see the module docstring).
         row = conn.execute(self._read_bucket, {'key': key}).first()
         if row is None:                 # a new key: a full bucket
             conn.execute(_NEW_BUCKET, {'key': key, 'tokens': rate.capacity, 'now': now})
             row = conn.execute(self._read_bucket, {'key': key}).one()
         bucket = Bucket(row[0], row[1])
+        kept = {row[0]: row[1] for row in conn.execute(_TAKE_RESERVED, {
+            'key': key, 'holders': sorted({ask.task_id for ask in asks})})}
         reserved = []
         for ask, answer in zip(asks, answers, strict=True):
             if kept.pop(ask.task_id, 0.0) > now:
@@ -208,11 +217,16 @@ class FlowState:
         with self.store.begin(write=True) as conn:
             self._give_back(conn, slots)
 
-    def renew(self, worker: str, now: float, lease_sec: float) -> int:
-        """Move every lease of ``worker`` to ``now + lease_sec``; returns how many."""
+    def renew(self, slots: Sequence[tuple[str, str]], now: float, lease_sec: float) -> int:
+        """Move the leases ``(key, holder)`` to ``now + lease_sec`` (those
+        still there); returns how many."""
+        if not slots:
+            return 0
         with self.store.begin(write=True) as conn:
-            return int(conn.execute(_RENEW, {'worker': worker,
-                                             'expires_at': now + lease_sec}).rowcount)
+            return int(conn.execute(_RENEW, {
+                'keys': sorted({key for key, _ in slots}),
+                'holders': sorted({holder for _, holder in slots}),
+                'expires_at': now + lease_sec}).rowcount)
 
     def holders(self, key: str, now: float) -> list[str]:
         """The holders of ``key``'s live leases (for tests and the operator)."""

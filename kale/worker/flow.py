@@ -241,8 +241,11 @@ class FlowGate:
                 logger.warning('flow control: giving back %d slot(s) failed: %s', len(slots), exc)
 
     def renew(self) -> int:
-        """Renew every lease this worker holds; returns how many."""
-        return self.state.renew(self.worker, self.clock.time(), self.lease_sec)
+        """Renew the leases of the slots this worker holds (not one whose
+        give-back failed: that one expires); returns how many."""
+        with self._lock:
+            slots = list(self._held.values())
+        return self.state.renew(slots, self.clock.time(), self.lease_sec)
 
     def _renew_while_held(self) -> None:
         while True:

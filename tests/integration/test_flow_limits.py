@@ -11,7 +11,7 @@ import pytest
 from kale import records
 from kale.conf import settings
 from kale.flow.spec import Rate
-from kale.flow.state import FlowState
+from kale.flow.state import RESERVATION_GRACE_SEC, FlowState
 from kale.worker import Worker
 from tests import flow_tasks as ft
 from tests.support.work import work
@@ -153,3 +153,34 @@ def test_a_bucket_gives_no_more_than_it_holds_under_a_race(any_records_url):
     # the 19 refused reserve the next tokens: five a second, over four seconds
     refused = collections.Counter(wait for wait in waits if wait)
     assert refused == {1.0: 5, 2.0: 5, 3.0: 5, 4.0: 4}
+
+
+@pytest.mark.slow
+def test_a_reserved_run_and_a_lapse_cleanup_never_deadlock_on_postgresql(postgres_url):
+    """A run coming back for its reserved token waits for the bucket's row
+    before it touches the key's reservations: another transaction holding
+    the bucket while it deletes the key's lapsed reservations goes through."""
+    from sqlalchemy import text
+    state = FlowState(records.store(postgres_url))
+    rate, now = Rate(1, 60.0), 1000.0
+    state.take_token('k', rate, 'first', now)                 # the bucket is empty
+    wait = state.take_token('k', rate, 'back', now)           # a token reserved for 'back'
+    later = now + wait + RESERVATION_GRACE_SEC + 1            # ...and lapsed by then
+    errors = []
+
+    def come_back():
+        try:
+            state.take_token('k', rate, 'back', later)
+        except Exception as exc:                              # a deadlock, say
+            errors.append(exc)
+    with state.store.engine.connect() as holder:
+        holder.begin()
+        holder.execute(text("SELECT tokens FROM kale_rate_buckets WHERE key = 'k' FOR UPDATE"))
+        thread = threading.Thread(target=come_back)
+        thread.start()
+        thread.join(0.5)                                      # it waits for the bucket
+        holder.execute(text('DELETE FROM kale_rate_reservations WHERE key = :key AND '
+                            'expires_at <= :now'), {'key': 'k', 'now': later})
+        holder.commit()
+    thread.join(30)
+    assert not thread.is_alive() and errors == []

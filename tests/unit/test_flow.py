@@ -10,7 +10,7 @@ import types
 import pytest
 
 from kale import records
-from kale.exceptions import TaskDefinitionError
+from kale.exceptions import RecordsUnavailableError, TaskDefinitionError
 from kale.flow.bucket import MAX_DELAY_SEC, Bucket
 from kale.flow.spec import Rate, parse_rate, spec_of
 from kale.flow.state import RESERVATION_GRACE_SEC, FlowState
@@ -151,7 +151,7 @@ def test_slots_are_leases_that_expire_and_are_renewed(state):
     assert state.take_slot('k', 2, 'b', 'w2', now, 10)
     assert not state.take_slot('k', 2, 'c', 'w3', now, 10)
     clock.advance(8)
-    assert state.renew('w1', clock.time(), 10) == 1
+    assert state.renew([('k', 'a')], clock.time(), 10) == 1
     clock.advance(3)                        # b (w2, not renewed) has expired
     assert state.take_slot('k', 2, 'c', 'w3', clock.time(), 10)
     assert state.holders('k', clock.time()) == ['a', 'c']
@@ -187,11 +187,22 @@ def flow(memory_broker, records_url):
     yield memory_broker
 
 
-def test_the_gate_renews_the_leases_it_holds(flow):
+def test_the_gate_renews_the_leases_it_holds_and_no_other(flow, monkeypatch):
     gate = FlowGate(types.SimpleNamespace(RECORDS_URL=records.store().url,
                                           CONCURRENCY_LEASE_SEC=30))
+    monkeypatch.setattr(gate, '_renew_while_held', lambda: None)    # renewed by hand here
     state = gate.state
     now = time.time()
-    assert state.take_slot('k', 1, gate.worker + '/m1', gate.worker, now - 29, 30)
+    held, lost = object(), object()
+    for message, received in (('m1', held), ('m2', lost)):
+        assert state.take_slot('k', 2, gate.worker + '/' + message, gate.worker, now - 29, 30)
+        gate._hold(received, ('k', gate.worker + '/' + message))
+    # the give-back of m2's slot fails: the slot is no longer held, and is
+    # left to expire, not renewed for as long as the worker holds others
+    monkeypatch.setattr(state, 'give_back', lambda slots: (_ for _ in ()).throw(
+        RecordsUnavailableError('records store: down')))
+    gate.settled(types.SimpleNamespace(settlements=[types.SimpleNamespace(received=lost)]))
+    assert gate.held == 1
     assert gate.renew() == 1
-    assert not state.take_slot('k', 1, 'other/m2', 'other', now + 5, 30)
+    assert state.holders('k', now + 5) == [gate.worker + '/m1']
+    assert state.take_slot('k', 2, 'other/m3', 'other', now + 5, 30)
