@@ -19,7 +19,8 @@ its expired leases); per rate key a SELECT of the bucket (an INSERT first
 for a new one), a DELETE of the batch's reservations (RETURNING: a reserved
 run needs no token), an UPDATE, and for refused runs a DELETE of the key's
 lapsed reservations and an INSERT of theirs. Giving back a batch's slots is
-one DELETE; a worker's renewal one UPDATE for the leases it holds.
+one DELETE; a worker's renewal one UPDATE for the leases it holds, and one
+DELETE of the leases of any key expired for longer than a lease.
 
 A lease's holder is ``<worker>/<message id>``: one message holds at most one
 slot (its class has one concurrency key), so a holder names one lease, and
@@ -93,6 +94,7 @@ _GIVE_BACK = _sql('DELETE FROM %s WHERE key IN :keys AND holder IN :holders' % _
                   'keys', 'holders')
 _RENEW = _sql('UPDATE %s SET expires_at = :expires_at WHERE key IN :keys AND holder IN :holders'
               % _LEASES, 'keys', 'holders')
+_DROP_DEAD = _sql('DELETE FROM %s WHERE expires_at <= :before' % _LEASES)
 _HOLDERS = _sql('SELECT holder FROM %s WHERE key = :key AND expires_at > :now '
                 'ORDER BY holder' % _LEASES)
 _TAKE_RESERVED = _sql('DELETE FROM %s WHERE key = :key AND holder IN :holders '
@@ -223,10 +225,14 @@ class FlowState:
         if not slots:
             return 0
         with self.store.begin(write=True) as conn:
-            return int(conn.execute(_RENEW, {
+            renewed = int(conn.execute(_RENEW, {
                 'keys': sorted({key for key, _ in slots}),
                 'holders': sorted({holder for _, holder in slots}),
                 'expires_at': now + lease_sec}).rowcount)
+            # the leases of dead workers, of any key, a lease's length after
+            # they expired (a key at its limit drops its own sooner)
+            conn.execute(_DROP_DEAD, {'before': now - lease_sec})
+        return renewed
 
     def holders(self, key: str, now: float) -> list[str]:
         """The holders of ``key``'s live leases (for tests and the operator)."""

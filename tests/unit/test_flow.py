@@ -157,6 +157,15 @@ def test_slots_are_leases_that_expire_and_are_renewed(state):
     assert state.holders('k', clock.time()) == ['a', 'c']
     state.give_back([('k', 'a')])
     assert state.holders('k', clock.time()) == ['c']
+    # a dead worker's lease of a key never at its limit: dropped by a renewal
+    # once expired for a lease's length
+    assert state.take_slot('other', 5, 'dead', 'w4', clock.time(), 10)
+    clock.advance(21)
+    # c's worker still holds it: renewed, even past its expiry
+    assert state.renew([('k', 'c')], clock.time(), 10) == 1
+    with state.store.begin() as conn:
+        left = conn.exec_driver_sql('SELECT key, holder FROM kale_concurrency_leases').all()
+    assert [tuple(row) for row in left] == [('k', 'c')]
 
 
 # --- the worker's step ----------------------------------------------------------------
