@@ -8,7 +8,11 @@ The issue asks for 20/s over 60 s. This rig (the embedded endpoint, the
 records on SQLite, every process on two cores) runs only some 12 plain
 tasks a second with two workers, so 20/s would measure the rig: the test
 runs 5/s, a 12 s window after a 2 s warm-up (the bucket starts full), and
-asks that the runs in it are at most 5 % (+1) over the limit. It does not
+asks that the runs that start in it are at most 5 % over the limit, counted
+over the window and one second more: a run refused comes back after whole
+seconds (SQS delays are whole seconds), so it starts up to a second after the
+token reserved for it, and a 12 s window of starts may hold 13 s of tokens
+(5 runs, 8 % here; 2 % of a 60 s window). It does not
 ask how close under it they come: that measures the rig, and other suites
 running beside it on the same cores (some runs reach 95 %, a loaded one 15 %).
 ``python -m bench --scenarios flow-fleet`` measures 20/s over 60 s on fauxqs.
@@ -31,6 +35,8 @@ pytestmark = pytest.mark.slow
 RATE = 5
 WARM_UP_SEC = 2.0
 WINDOW_SEC = 12.0
+#: How much later than its token a refused run may start: its delay is whole seconds.
+START_LAG_SEC = 1.0
 #: Seconds a worker process takes to start serving, on a loaded machine.
 START_SEC = 6.0
 
@@ -56,7 +62,8 @@ def test_a_fleet_stays_within_five_percent_of_a_shared_rate(sqs, records_url, tm
     first = starts[0] + WARM_UP_SEC
     in_window = [t for t in starts if first <= t < first + WINDOW_SEC]
     expected = RATE * WINDOW_SEC
-    assert len(in_window) <= expected * 1.05 + 1, (len(in_window), len(starts))
+    assert len(in_window) <= RATE * (WINDOW_SEC + START_LAG_SEC) * 1.05, (len(in_window),
+                                                                         len(starts))
     print('fleet of %d: %d runs in the %g s window (limit %d)' % (
         processes, len(in_window), WINDOW_SEC, expected))
     # a refused message is released once, then runs on its token, reserved
