@@ -40,12 +40,21 @@ ids = recorded_ids
 
 
 def test_100_tasks_over_three_queues_two_workers_none_lost(sqs, record, tmp_path):
+    # Both serving before anything is published: a worker slow to start on a
+    # loaded machine would otherwise find the other one done with the lot.
+    workers = [WorkerProcess(tmp_path, '--queues', 'high,default,low') for _ in range(2)]
+    for worker in workers:
+        worker.wait_for_log('serving queues', 60)
     published = []
     published += tasks.HighRecordTask.publish_batch(None, [((i,), {}) for i in range(34)])
     published += tasks.RecordTask.publish_batch(None, [((i,), {}) for i in range(33)])
     published += tasks.LowRecordTask.publish_batch(None, [((i,), {}) for i in range(33)])
-    workers = [WorkerProcess(tmp_path, '--queues', 'high,default,low', '--burst') for _ in range(2)]
-    codes = [w.wait(120) for w in workers]
+    try:
+        wait_for(lambda: len(set(ids(record, 'ran'))) >= 100, 120, 'the 100 tasks to run')
+    finally:
+        for worker in workers:
+            worker.signal(signal.SIGTERM)
+        codes = [w.wait(30) for w in workers]
     assert codes == [0, 0], [w.output() for w in workers]
     ran = ids(record, 'ran')
     assert set(ran) == set(published)
