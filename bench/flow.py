@@ -31,6 +31,7 @@ from typing import Any, Iterator, Optional
 from bench import tasks
 from bench.environment import Environment
 from bench.outbox import Databases
+from bench.records import both, forget_records
 from bench.scenarios import Figures, kale_pipeline
 from bench.servers import BenchError
 
@@ -84,29 +85,19 @@ def databases(flow_url: str) -> Databases:
 def limit_figures(env: Environment, n: int, kind: str, stores: Databases) -> Figures:
     """A drain under a limit never reached, beside one without (order alternating)."""
     limited = RATED if kind == 'rate' else SLOTTED
-    reports: dict[str, dict[str, Any]] = {}
 
-    def on() -> None:
+    def on() -> dict[str, Any]:
         with stores.database(env) as url:
-            reports['on'] = kale_pipeline(env, n, True, noop_tasks=limited, rate_limit_url=url)
-            forget_stores()
-
-    def off() -> None:
-        reports['off'] = kale_pipeline(env, n, True)
-    for side in ((on, off) if uuid.uuid4().int % 2 else (off, on)):
-        side()
-    on_report, off_report = reports['on'], reports['off']
+            try:
+                return kale_pipeline(env, n, True, noop_tasks=limited, rate_limit_url=url)
+            finally:
+                forget_records()            # each run has a database of its own
+    on_report, off_report = both(lambda: kale_pipeline(env, n, True), on)
     figure = names(kind)
     return {figure['drain']: (on_report['rate'], off_report['rate']),
             figure['cpu']: (on_report['cpu_us_per_task'], off_report['cpu_us_per_task']),
             figure['requests']: (on_report['flow_requests'] / n, None),
             figure['transactions']: (on_report['flow_transactions'] / n, None)}
-
-
-def forget_stores() -> None:
-    """Close this process's stores (each run has a database of its own)."""
-    from kale.records.recorder import reset_recorders
-    reset_recorders()
 
 
 def fleet_figures(env: Environment, seconds: float, stores: Databases) -> Figures:
@@ -146,7 +137,7 @@ def fleet_rate(env: Environment, workers: int, seconds: float, url: str) -> floa
         for process in processes:
             process.wait(60)
         run.close()
-        forget_stores()
+        forget_records()
     starts = sorted(read_starts(starts_path))
     in_window = [t for t in starts if opens <= t < opens + seconds]
     if not in_window:
