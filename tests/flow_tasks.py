@@ -138,6 +138,13 @@ class DoomedTenantTask(TenantTask):
     max_retries = 0
 
 
+class HandledTenantTask(DoomedTenantTask):
+    """Its permanent failures become dead runs, which keep the tenant too."""
+
+    def run_dead_task(self, error, tenant, n, fail=False):
+        runs.ended(('dead run', tenant, n), time.time(), self.message.attempt)
+
+
 class PairTask(task.Task):
     """Two at a time across the fleet; each run writes its start and end, with
     its worker's pid, to $KALE_TEST_RECORD (worker processes share the file)."""

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from kale import outbox, records
 from kale.exceptions import OutboxError, PublishError, SQSError
-from kale.outbox.relay import MAX_BACKOFF_SEC, Relay, with_records
+from kale.outbox.relay import MAX_BACKOFF_SEC, Relay, _claim_statements, with_records
 from kale.outbox.schema import open_database
 from kale.outbox.schema import outbox as outbox_table
 from tests import outbox_tasks as ot
@@ -213,6 +213,13 @@ def test_a_fair_queues_rows_are_relayed_with_their_tenant_and_in_parallel(app, t
         rows = conn.execute(select(outbox_table.c.group_id, outbox_table.c.dedup_id)
                             .order_by(outbox_table.c.id)).all()
     assert [tuple(row) for row in rows] == [('acme', None), ('globex', None)]
+    # the claim any PostgreSQL relay makes takes them (the FIFO one, under its
+    # lock, is for rows with a deduplication id); rolled back, sent below
+    with engine.connect() as conn, conn.begin() as transaction:
+        claims = _claim_statements()
+        assert len(conn.execute(claims['standard']).all()) == 2
+        assert conn.execute(claims['fifo'], {'limit': 10}).all() == []
+        transaction.rollback()
     assert relay.send_round() == 2
     name = broker.sqs_name(broker.queues['tenants'])
     time.sleep(1.1)

@@ -68,6 +68,14 @@ def test_group_id_is_the_tenant_and_delays_stay_allowed(memory_broker, sent):
     assert 'MessageDeduplicationId' not in fields
     assert message_fields(second)['DelaySeconds'] == 0
     assert 'MessageGroupId' not in message_fields(second)
+    # a tenant without a delay still says DelaySeconds 0 (only FIFO messages,
+    # which carry a deduplication id, leave it out)
+    ft.UntenantedTask.publish(None, 3, group_id='acme')
+    third = sent.to(memory_broker, 'tenants')[2]
+    assert message_fields(third)['DelaySeconds'] == 0
+    fifo = tasks.OrderedTask.publish(None, 'x', group_id='g')
+    [ordered] = sent.to(memory_broker, 'ordered')
+    assert fifo and 'DelaySeconds' not in message_fields(ordered)
 
 
 def test_fair_key_gives_each_task_its_tenant_and_group_id_overrides_it(memory_broker, sent):
@@ -151,3 +159,12 @@ def test_a_dead_letter_keeps_its_tenant_and_a_redrive_puts_it_back_in_it(memory_
     report = admin.redrive(memory_broker, queue)
     assert report.moved == 1
     assert [m.group_id for m in sent.to(memory_broker, 'tenants')] == ['acme', 'acme']
+
+
+@pytest.mark.usefixtures('pool')
+def test_a_dead_run_keeps_its_tenant(memory_broker, sent):
+    ft.HandledTenantTask.publish(None, 'acme', 1, fail=True)
+    work(memory_broker, queues=['tenants'])
+    queue = memory_broker.queues['tenants']
+    [dead_run] = sent.by_queue[memory_broker.dead_run_name(queue)]
+    assert dead_run.group_id == 'acme'

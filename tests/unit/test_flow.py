@@ -215,3 +215,20 @@ def test_the_gate_renews_the_leases_it_holds_and_no_other(flow, monkeypatch):
     assert gate.renew() == 1
     assert state.holders('k', now + 5) == [gate.worker + '/m1']
     assert state.take_slot('k', 2, 'other/m3', 'other', now + 5, 30)
+
+
+def test_a_worker_opens_rate_limit_url_at_start_and_only_that(tmp_path, caplog):
+    url = 'sqlite:///%s' % (tmp_path / 'flow.db')
+    gate = FlowGate(types.SimpleNamespace(RATE_LIMIT_URL=url, CONCURRENCY_LEASE_SEC=60))
+    gate.start()
+    with gate.state.store.begin() as conn:       # migrated before any limited batch
+        assert conn.exec_driver_sql('SELECT count(*) FROM kale_rate_buckets').scalar() == 0
+    records_only = FlowGate(types.SimpleNamespace(RECORDS_URL=url, CONCURRENCY_LEASE_SEC=60))
+    records_only.start()
+    assert records_only._state is None                # opened by the first limited batch
+    unreachable = FlowGate(types.SimpleNamespace(
+        RATE_LIMIT_URL='sqlite:///%s' % (tmp_path / 'missing' / 'flow.db'),
+        CONCURRENCY_LEASE_SEC=60))
+    with caplog.at_level(logging.WARNING, logger='kale.flow'):
+        unreachable.start()                           # a warning, and the worker goes on
+    assert [r.getMessage() for r in caplog.records if r.getMessage().startswith('flow control: ')]
