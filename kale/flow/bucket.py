@@ -1,13 +1,27 @@
 """The token bucket's arithmetic, kept apart from where the bucket is stored.
 
-A bucket holds ``tokens`` at ``updated_at`` (epoch seconds). It refills at
-the rate, up to its capacity; a run takes one whole token. A run refused
-(no whole token there) reserves the next one all the same: the bucket goes
-below zero by one token per reservation, and the refused run is told to
-come back once its token has been refilled, so that the refused runs of a
-key come back one after the other at the rate, each once, and run then
-without asking the bucket again (the reservation is kept with the run's
-task id, see :mod:`kale.flow.state`).
+A bucket holds ``tokens`` at ``updated_at`` (epoch seconds): real tokens,
+refilled at the rate up to the rate's capacity, and up to PLACE_HOLD_SEC of
+the rate more for the places reserved (below). Every run that starts takes
+one whole token at the time it starts, so the runs that start in any window
+of ``L`` seconds are at most the capacity plus ``L + PLACE_HOLD_SEC``
+seconds of the rate (:func:`most_starts`), however late some of them
+arrive.
+
+A run refused (no whole token there for it) is given a reservation: a place
+in line. ``reserved`` counts the places given and not yet used, and a new
+run takes a token only when one is whole beyond them (or when the bucket is
+full: the reserved runs are late, and the token would be lost). The refused
+run is told to come back once the tokens before it and its own will have
+been refilled; it then takes a token ahead of the new runs, without
+queueing again. Places are kept with the runs' task ids
+(:mod:`kale.flow.state`).
+
+So the refused runs of a key come back one after the other at the rate,
+each once when they arrive on time. A late one takes a token left by the
+lateness; when others took them all (or the bucket, full, lost some while
+it was late), it keeps its place at the end of the line. It never adds to
+the runs of the time it arrives at.
 """
 from __future__ import annotations
 
@@ -21,31 +35,69 @@ from kale.flow.spec import Rate
 MAX_DELAY_SEC = 900
 #: Shortest one (a delay of 0 would be received again at once).
 MIN_DELAY_SEC = 1
+#: Seconds of tokens a bucket keeps beyond its capacity for the places
+#: reserved: a refused run comes back after whole seconds (SQS delays are
+#: whole seconds), up to a second after its token, and is received a little
+#: later still; a full bucket would lose the tokens waiting for it.
+PLACE_HOLD_SEC = 1.0
+
+
+def most_starts(rate: Rate, seconds: float) -> float:
+    """The most runs of one key that can start in any ``seconds``: the
+    bucket's burst, and the rate over the window and the places' hold."""
+    return rate.capacity + rate.per_sec * (seconds + PLACE_HOLD_SEC)
 
 
 @dataclasses.dataclass
 class Bucket:
-    """A bucket's stored state (a new one is full)."""
+    """A bucket's stored state (a new one is full), and the places reserved in it."""
 
     tokens: float
     updated_at: float
+    reserved: int = 0
+    #: Places moved to the end of the line at ``updated_at``.
+    _moved: int = dataclasses.field(default=0, repr=False, compare=False)
 
     def refill(self, rate: Rate, now: float) -> None:
+        if now > self.updated_at:
+            self._moved = 0
         elapsed = max(0.0, now - self.updated_at)
-        self.tokens = min(rate.capacity, self.tokens + elapsed * rate.per_sec)
+        most = rate.capacity + min(self.reserved, rate.per_sec * PLACE_HOLD_SEC)
+        self.tokens = min(max(self.tokens, most), self.tokens + elapsed * rate.per_sec)
         self.updated_at = max(self.updated_at, now)
 
     def take(self, rate: Rate, now: float) -> tuple[float, bool]:
-        """Take a token: ``(0.0, False)`` when taken; else the whole seconds
-        (MIN_DELAY_SEC to MAX_DELAY_SEC) until the token reserved for this
-        run is there, and whether one was reserved (not when it would be
-        further away than MAX_DELAY_SEC)."""
+        """A new run takes a token: ``(0.0, False)`` when taken; else the
+        whole seconds (MIN_DELAY_SEC to MAX_DELAY_SEC) until its token will
+        be there behind the places reserved, and whether a place was
+        reserved for it (not when further away than MAX_DELAY_SEC)."""
+        self.refill(rate, now)
+        if self.tokens - self.reserved >= 1.0:
+            self.tokens -= 1.0
+            return 0.0, False
+        wait = (self.reserved + 1.0 - self.tokens) / rate.per_sec
+        if wait > MAX_DELAY_SEC:
+            return float(MAX_DELAY_SEC), False
+        self.reserved += 1
+        return _whole(wait), True
+
+    def take_reserved(self, rate: Rate, now: float) -> float:
+        """A run back on its reservation takes a token, ahead of the new
+        runs: 0.0 when taken (its place is used). Else, late behind others
+        that took the tokens of its time (or early), it keeps its place but
+        moves to the end of the line: the whole seconds until the tokens of
+        the places before it are there (at most MAX_DELAY_SEC). Several
+        moved at one time take the last places one after the other, so that
+        they do not all come back together."""
         self.refill(rate, now)
         if self.tokens >= 1.0:
             self.tokens -= 1.0
-            return 0.0, False
-        wait = (1.0 - self.tokens) / rate.per_sec       # until this run's token is whole
-        if wait > MAX_DELAY_SEC:
-            return float(MAX_DELAY_SEC), False
-        self.tokens -= 1.0
-        return float(max(MIN_DELAY_SEC, math.ceil(wait))), True
+            self.reserved = max(0, self.reserved - 1)
+            return 0.0
+        wait = (max(1, self.reserved - self._moved) - self.tokens) / rate.per_sec
+        self._moved += 1
+        return min(float(MAX_DELAY_SEC), _whole(wait))
+
+
+def _whole(wait: float) -> float:
+    return float(max(MIN_DELAY_SEC, math.ceil(wait - 1e-9)))

@@ -15,12 +15,20 @@ The statements are text built once (SQLAlchemy's constructs cost more to
 execute than these statements take in SQLite). Costs, in that one
 transaction: per concurrency key a COUNT of the others' live leases and one
 INSERT of the slots taken (and, when the key is at its limit, a DELETE of
-its expired leases); per rate key a SELECT of the bucket (an INSERT first
-for a new one), a DELETE of the batch's reservations (RETURNING: a reserved
-run needs no token), an UPDATE, and for refused runs a DELETE of the key's
-lapsed reservations and an INSERT of theirs. Giving back a batch's slots is
-one DELETE; a worker's renewal one UPDATE for the leases it holds, and one
+its expired leases); per rate key a SELECT of the bucket with the count of
+its live reservations (on PostgreSQL, a COUNT after it; an INSERT first
+for a new one), a DELETE of the
+batch's reservations (RETURNING: a reserved run takes its token ahead of
+the new ones), an UPDATE, and for refused runs a DELETE of the key's lapsed
+reservations and an INSERT of theirs. Giving back a batch's slots is one
+DELETE; a worker's renewal one UPDATE for the leases it holds, and one
 DELETE of the leases of any key expired for longer than a lease.
+
+A reservation is a place in line (:mod:`kale.flow.bucket`): every run that
+starts takes a real token when it starts, so a reserved run that arrives
+late (a backlog received slowly, a copy a killed worker held until its
+visibility timeout) never starts beside the fresh tokens of its arrival.
+A place not used within RESERVATION_GRACE_SEC of its time lapses.
 
 A lease's holder is ``<worker>/<message id>``: one message holds at most one
 slot (its class has one concurrency key), so a holder names one lease, and
@@ -40,8 +48,8 @@ from kale.flow.bucket import Bucket
 from kale.flow.spec import Rate
 from kale.records.store import RecordStore
 
-#: Seconds a token reserved for a refused run is kept after the run was told
-#: to come back; one not taken by then is lost (the run, if it comes, asks again).
+#: Seconds a place reserved for a refused run is kept after the run was told
+#: to come back; one not used by then lapses (the run, if it comes, asks again).
 RESERVATION_GRACE_SEC = 60.0
 
 
@@ -62,7 +70,7 @@ class Ask:
 @dataclasses.dataclass
 class Answer:
     """Granted (``wait_sec`` 0), or refused: for a slot (``slot`` True, come
-    back soon) or for a token (come back in ``wait_sec``, a token reserved)."""
+    back soon) or for a token (come back in ``wait_sec``, a place reserved)."""
 
     wait_sec: float = 0.0
     slot: bool = False
@@ -100,6 +108,7 @@ _HOLDERS = _sql('SELECT holder FROM %s WHERE key = :key AND expires_at > :now '
 _TAKE_RESERVED = _sql('DELETE FROM %s WHERE key = :key AND holder IN :holders '
                       'RETURNING holder, expires_at' % _RESERVED, 'holders')
 _READ_BUCKET = 'SELECT tokens, updated_at FROM %s WHERE key = :key' % _BUCKETS
+_COUNT_RESERVED = 'SELECT count(*) FROM %s WHERE key = :key AND expires_at > :now' % _RESERVED
 _NEW_BUCKET = _sql('INSERT INTO %s (key, tokens, updated_at) VALUES (:key, :tokens, :now) '
                    'ON CONFLICT (key) DO NOTHING' % _BUCKETS)
 _WRITE_BUCKET = _sql('UPDATE %s SET tokens = :tokens, updated_at = :updated_at WHERE key = :key'
@@ -116,7 +125,17 @@ class FlowState:
     def __init__(self, store: RecordStore):
         self.store = store
         self._postgres = store.dialect == 'postgresql'
-        self._read_bucket = _sql(_READ_BUCKET + (' FOR UPDATE' if self._postgres else ''))
+        # SQLite reads the bucket and counts its places in one statement
+        # (BEGIN IMMEDIATE holds every writer off); PostgreSQL counts after
+        # the row's lock is held, in a statement of its own, whose snapshot
+        # sees what the transaction it waited for committed.
+        if self._postgres:
+            self._read_bucket = _sql(_READ_BUCKET + ' FOR UPDATE')
+            self._count_reserved: Optional[TextClause] = _sql(_COUNT_RESERVED)
+        else:
+            self._read_bucket = _sql('SELECT tokens, updated_at, (%s) FROM %s WHERE key = :key'
+                                     % (_COUNT_RESERVED, _BUCKETS))
+            self._count_reserved = None
 
     def ask(self, asks: Sequence[Ask], now: float, lease_sec: float) -> list[Answer]:
         """Take what each ask needs, in one transaction; a run refused its
@@ -170,27 +189,33 @@ class FlowState:
         assert rate is not None
         # The bucket's row first: on PostgreSQL its lock keeps the key's
         # reservations to this transaction (see the module docstring).
-        row = conn.execute(self._read_bucket, {'key': key}).first()
+        row = conn.execute(self._read_bucket, {'key': key, 'now': now}).first()
         if row is None:                 # a new key: a full bucket
             conn.execute(_NEW_BUCKET, {'key': key, 'tokens': rate.capacity, 'now': now})
-            row = conn.execute(self._read_bucket, {'key': key}).one()
-        bucket = Bucket(row[0], row[1])
+            row = conn.execute(self._read_bucket, {'key': key, 'now': now}).one()
+        if self._count_reserved is None:
+            reserved = row[2]
+        else:
+            reserved = conn.execute(self._count_reserved, {'key': key, 'now': now}).scalar()
+        bucket = Bucket(row[0], row[1], int(reserved or 0))
         kept = {row[0]: row[1] for row in conn.execute(_TAKE_RESERVED, {
             'key': key, 'holders': sorted({ask.task_id for ask in asks})})}
-        reserved = []
+        places = []
         for ask, answer in zip(asks, answers, strict=True):
-            if kept.pop(ask.task_id, 0.0) > now:
-                continue                    # its token was reserved when it was refused
-            wait, reserve = bucket.take(rate, now)
-            answer.wait_sec = wait
-            if reserve:
-                reserved.append({'key': key, 'holder': ask.task_id,
-                                 'expires_at': now + wait + RESERVATION_GRACE_SEC})
+            expires_at = kept.pop(ask.task_id, 0.0)
+            if expires_at > now:        # back on its place: a token ahead of the new runs
+                answer.wait_sec = bucket.take_reserved(rate, now)
+                place = bool(answer.wait_sec)
+            else:
+                answer.wait_sec, place = bucket.take(rate, now)
+            if place:
+                places.append({'key': key, 'holder': ask.task_id,
+                                 'expires_at': now + answer.wait_sec + RESERVATION_GRACE_SEC})
         conn.execute(_WRITE_BUCKET, {'key': key, 'tokens': bucket.tokens,
                                      'updated_at': bucket.updated_at})
-        if reserved:
+        if places:
             conn.execute(_DROP_LAPSED, {'key': key, 'now': now})
-            conn.execute(_RESERVE, reserved)
+            conn.execute(_RESERVE, places)
 
     @staticmethod
     def _give_back(conn: Any, slots: Sequence[tuple[str, str]]) -> None:
@@ -200,9 +225,10 @@ class FlowState:
     # --- one at a time (tests, tools) -------------------------------------------------
 
     def take_token(self, key: str, rate: Rate, holder: str, now: float) -> float:
-        """Take a token of ``key``'s bucket for the run of task ``holder``:
-        0.0 when taken (or reserved for it earlier), else the whole seconds
-        it should wait (a token is then reserved for it)."""
+        """Take a token of ``key``'s bucket for the run of task ``holder``
+        (ahead of new runs when a place was reserved for it): 0.0 when
+        taken, else the whole seconds it should wait (a place is then kept
+        for it)."""
         return self.ask([Ask(holder, rate=rate, rate_key=key)], now, 0.0)[0].wait_sec
 
     def take_slot(self, key: str, limit: int, holder: str, worker: str, now: float,

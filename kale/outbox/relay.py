@@ -348,13 +348,13 @@ def with_records(url: Optional[str] = None) -> dict[str, Any]:
     url = url or settings.RECORDS_URL
     if not url:
         return {}
-    from kale.records.recorder import get_recorder
+    from kale.records.recorder import OWN_WRITES_SEC, get_recorder
     from kale.records.unique import claim_unique
 
     def write(rows: list[dict[str, Any]]) -> None:
         recorder = get_recorder(url)
         recorder.writer.publish(rows)
-        recorder.flush(timeout=5.0)
+        recorder.flush(timeout=OWN_WRITES_SEC)
 
     def claim(claims: Any, now: float, for_sec: float) -> list[str]:
         return claim_unique(get_recorder(url).store, claims, now, for_sec)

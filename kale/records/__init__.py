@@ -35,7 +35,7 @@ from kale.exceptions import (
 )
 from kale.records.queries import Queries, TaskFilter
 from kale.records.record import TaskRecord, WorkerRecord
-from kale.records.recorder import get_recorder
+from kale.records.recorder import OWN_WRITES_SEC, get_recorder
 from kale.records.retries import CLAIM_PREFIX, retry_once
 from kale.records.schema import CANCELLED, FAILED, FINAL, PENDING, STATUSES, SUCCEEDED, tasks
 from kale.records.store import RecordStore
@@ -58,7 +58,7 @@ def get(task_id: str, url: Optional[str] = None) -> Optional[TaskRecord]:
     """The task's record, or None. Records this process handed to its writer
     are written first, so a publisher reads its own tasks."""
     recorder = get_recorder(url)
-    recorder.flush(timeout=5.0)
+    recorder.flush(timeout=OWN_WRITES_SEC)
     row = recorder.store.get(task_id)
     return TaskRecord.from_row(row) if row is not None else None
 
@@ -72,7 +72,7 @@ def resolve(id_or_prefix: str, url: Optional[str] = None) -> str:
     (as ``git`` takes a commit). RecordNotFoundError when none does,
     RecordConflictError when several do."""
     recorder = get_recorder(url)
-    recorder.flush(timeout=1.0)
+    recorder.flush(timeout=OWN_WRITES_SEC)
     if recorder.store.get(id_or_prefix) is not None:
         return id_or_prefix
     if len(id_or_prefix) < MIN_PREFIX_CHARS:
@@ -141,7 +141,7 @@ def mark_purged(queue: str, before: float, url: Optional[str] = None) -> int:
     """Its queue was purged at ``before`` (epoch seconds): the queue's records
     that were queued or scheduled then become ``purged``; returns how many."""
     recorder = get_recorder(url)
-    recorder.flush(timeout=1.0)
+    recorder.flush(timeout=OWN_WRITES_SEC)
     return recorder.store.mark_purged(queue, before)
 
 
@@ -150,7 +150,7 @@ def cancel(task_id: str, url: Optional[str] = None) -> TaskRecord:
     the worker that receives it deletes it unrun. Returns the record;
     RecordConflictError when it already runs or finished."""
     recorder = get_recorder(url)
-    recorder.flush(timeout=1.0)
+    recorder.flush(timeout=OWN_WRITES_SEC)
     if not recorder.store.cancel(task_id):
         found = recorder.store.get(task_id)
         if found is None:
@@ -220,7 +220,7 @@ def retry_matching(where: TaskFilter, url: Optional[str] = None,
             published.append({'id': new_id, 'retry_of': record.id})
         else:
             earlier += 1
-    get_recorder(url).flush(timeout=5.0)
+    get_recorder(url).flush(timeout=OWN_WRITES_SEC)
     return {'published': published, 'already_retried': earlier, 'refused': refused}
 
 

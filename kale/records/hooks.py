@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Collection, Optional, Sequence
 
 from kale.events import Outcome, process_identity
 from kale.hooks import PublishHooks, WorkerHooks
-from kale.records.recorder import Recorder, get_recorder
+from kale.records.recorder import OWN_WRITES_SEC, Recorder, get_recorder
 from kale.records.render import error_fields, render_inputs, render_result
 from kale.records.schema import (
     CANCELLED,
@@ -115,7 +115,7 @@ def mark_deduplicated(recorder: Recorder, rows: list[dict[str, Any]], now: float
     task it kept. Such a row is recorded ``deduplicated``, pointing at that
     task, instead of ``queued`` for ever. (Reads the store, after writing
     what this process holds: FIFO queues only.)"""
-    recorder.flush(timeout=1.0)
+    recorder.flush(timeout=OWN_WRITES_SEC)
     owners = recorder.store.message_owners([row['message_id'] for row in rows],
                                            not_ids=[row['id'] for row in rows])
     for row in rows:

@@ -33,6 +33,11 @@ logger = logging.getLogger(__name__)
 ROW_REFRESH_SEC = 1.0
 #: Seconds a stopping process waits for its records to be written.
 EXIT_FLUSH_SEC = 5.0
+#: Seconds a read or a change of the records waits, at most, for what this
+#: process handed its writer to be written first (a publisher reads and
+#: cancels its own tasks). A bound for a store that does not answer, not a
+#: pause: the wait ends as soon as the rows are written.
+OWN_WRITES_SEC = 15.0
 
 
 class ProcessRow:

@@ -26,7 +26,7 @@ from kale.exceptions import (
 )
 from kale.records.queries import Queries, parse_filter, parse_limit
 from kale.records.record import iso
-from kale.records.recorder import get_recorder
+from kale.records.recorder import OWN_WRITES_SEC, get_recorder
 from kale.records.store import safe_url
 from kale.scaling import serving_workers
 
@@ -186,7 +186,7 @@ class Api:
         whoever reads it next (any process) finds it."""
         task_id = records.resolve(request.path_params['task_id'], self.records_url)
         new_id, published = records.retry_reporting(task_id, self.records_url)
-        get_recorder(self.records_url).flush(timeout=5.0)
+        get_recorder(self.records_url).flush(timeout=OWN_WRITES_SEC)
         return {'id': new_id, 'retry_of': task_id, 'published': published}
 
     def retry_tasks(self, request: Request) -> dict[str, Any]:
@@ -346,7 +346,7 @@ class Api:
         name = request.path_params['name']
         task_id = run_now(settings.config, name)
         if self.records_url or settings.RECORDS_URL:
-            get_recorder(self.records_url).flush(timeout=5.0)
+            get_recorder(self.records_url).flush(timeout=OWN_WRITES_SEC)
         return {'schedule': name, 'task_id': task_id}
 
     # --- webhooks -------------------------------------------------------------------------

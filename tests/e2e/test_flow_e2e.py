@@ -8,14 +8,13 @@ The issue asks for 20/s over 60 s. This rig (the embedded endpoint, the
 records on SQLite, every process on two cores) runs only some 12 plain
 tasks a second with two workers, so 20/s would measure the rig: the test
 runs 5/s, a 12 s window after a 2 s warm-up (the bucket starts full), and
-asks that the runs that start in it are at most 5 % over the limit, counted
-over the window and one second more: a run refused comes back after whole
-seconds (SQS delays are whole seconds), so it starts up to a second after the
-token reserved for it, and a 12 s window of starts may hold 13 s of tokens
-(5 runs, 8 % here; 2 % of a 60 s window). It does not
-ask how close under it they come: that measures the rig, and other suites
-running beside it on the same cores (some runs reach 95 %, a loaded one 15 %).
-``python -m bench --scenarios flow-fleet`` measures 20/s over 60 s on fauxqs.
+asks that the runs that start in it are at most what the bucket allows in
+any 12 s (kale.flow.bucket.most_starts: its burst, and the rate over the
+window and a second more, the places' hold: a refused run comes back after
+whole seconds). It does not ask how close under it they come: that
+measures the rig, and other suites running beside it on the same cores
+(some runs reach 95 %, a loaded one 15 %). ``python -m bench --scenarios
+flow-fleet`` measures 20/s over 60 s on fauxqs.
 
 A concurrency limit across three workers, one killed with SIGKILL."""
 import collections
@@ -26,6 +25,8 @@ import time
 import pytest
 
 from kale import records
+from kale.flow.bucket import most_starts
+from kale.flow.spec import parse_rate
 from kale.flow.state import FlowState
 from tests import flow_tasks as ft
 from tests.support.processes import WorkerProcess, events, wait_for
@@ -35,8 +36,6 @@ pytestmark = pytest.mark.slow
 RATE = 5
 WARM_UP_SEC = 2.0
 WINDOW_SEC = 12.0
-#: How much later than its token a refused run may start: its delay is whole seconds.
-START_LAG_SEC = 1.0
 #: Seconds a worker process takes to start serving, on a loaded machine.
 START_SEC = 6.0
 
@@ -62,17 +61,19 @@ def test_a_fleet_stays_within_five_percent_of_a_shared_rate(sqs, records_url, tm
     first = starts[0] + WARM_UP_SEC
     in_window = [t for t in starts if first <= t < first + WINDOW_SEC]
     expected = RATE * WINDOW_SEC
-    assert len(in_window) <= RATE * (WINDOW_SEC + START_LAG_SEC) * 1.05, (len(in_window),
-                                                                         len(starts))
+    assert len(in_window) <= most_starts(parse_rate(ft.FleetTask.rate_limit), WINDOW_SEC), (
+        len(in_window), len(starts))
     print('fleet of %d: %d runs in the %g s window (limit %d)' % (
         processes, len(in_window), WINDOW_SEC, expected))
-    # a refused message is released once, then runs on its token, reserved
-    # for it: its receives are not burnt in a loop
+    # a refused message is released once, then runs on the token of its
+    # place; one received late, behind others that took the tokens of its
+    # time, once more, to the end of the line (some 40 s here): its receives
+    # are not burnt in a loop
     releases = collections.Counter(re.findall(
         r'task ([0-9a-f]+) \S+ on default released: rate_limit', ''.join(
             w.output() for w in workers)))
-    assert releases and max(releases.values()) == 1
-
+    assert releases and max(releases.values()) <= 2
+    assert list(releases.values()).count(1) > len(releases) / 2
 
 LEASE_SEC = 6.0
 

@@ -1,6 +1,7 @@
 """Rate and concurrency limits (kale.flow) with real workers on the in-memory
 transport, records on SQLite; the buckets and leases raced on SQLite and
 PostgreSQL."""
+import bisect
 import collections
 import threading
 import time
@@ -8,12 +9,17 @@ import uuid
 
 import pytest
 
-from kale import records
+from kale import publisher, records
+from kale.broker import Broker
 from kale.conf import settings
 from kale.flow.spec import Rate
 from kale.flow.state import RESERVATION_GRACE_SEC, FlowState
+from kale.hooks import WorkerHooks
+from kale.queue_config import get_queue_config
+from kale.transport.memory import MemoryTransport
 from kale.worker import Worker
 from tests import flow_tasks as ft
+from tests.support.clock import FakeClock
 from tests.support.work import work
 
 
@@ -184,3 +190,51 @@ def test_a_reserved_run_and_a_lapse_cleanup_never_deadlock_on_postgresql(postgre
         holder.commit()
     thread.join(30)
     assert not thread.is_alive() and errors == []
+
+
+class LateCopies(MemoryTransport):
+    """The in-memory transport, but the first ``count`` delayed copies sent
+    all come back at ``back_at`` on its clock, late (as copies a killed
+    worker held come back together when its visibility timeout ends)."""
+
+    def __init__(self, back_at, count, clock):
+        super().__init__(clock=clock)
+        self.back_at, self.count = back_at, count
+
+    def _new(self, queue, message):
+        stored = super()._new(queue, message)
+        if message.delay_sec and self.count:
+            self.count -= 1
+            stored.visible_at = self.back_at
+        return stored
+
+
+class Starts(WorkerHooks):
+    def __init__(self, clock):
+        self.clock, self.times = clock, []
+
+    def on_task_started(self, queue, received, message):
+        self.times.append(self.clock.time())
+
+
+def test_runs_refused_then_delivered_late_never_exceed_the_rate(flow):
+    """RatedTask's 5/s (a burst of five) on a FakeClock: the copies of the
+    first twenty runs refused, due back over four seconds, all come back
+    eight seconds after the first receive, beside the runs refused after
+    them, which come back on time. No second holds more than the burst and
+    a second of the rate, and every task runs once."""
+    clock = FakeClock()
+    transport = LateCopies(clock.monotonic() + 8.0, 20, clock)
+    broker = Broker(transport, get_queue_config())
+    previous = publisher.set_publisher(publisher.Publisher(broker))
+    try:
+        ft.RatedTask.publish_batch(None, [((n,), {}) for n in range(50)])
+    finally:
+        publisher.set_publisher(previous)
+    starts = Starts(clock)
+    Worker(queue_names=['default'], burst=True, broker=broker, hooks=[starts],
+           clock=clock).run()
+    assert sorted(item[0] for item in ft.runs.items) == list(range(50))
+    times = sorted(starts.times)
+    most = max(bisect.bisect_left(times, t + 1.0) - i for i, t in enumerate(times))
+    assert most <= 5 + 5, most

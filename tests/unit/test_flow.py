@@ -1,7 +1,10 @@
 """Flow control (kale.flow, kale.worker.flow): the parsing, the bucket's
 arithmetic on a FakeClock, the buckets and leases on SQLite, the gate's
 error line. Workers under limits: tests/integration/test_flow_limits.py."""
+import bisect
 import collections
+import heapq
+import itertools
 import logging
 import random
 import time
@@ -11,7 +14,7 @@ import pytest
 
 from kale import records
 from kale.exceptions import RecordsUnavailableError, TaskDefinitionError
-from kale.flow.bucket import MAX_DELAY_SEC, Bucket
+from kale.flow.bucket import MAX_DELAY_SEC, Bucket, most_starts
 from kale.flow.spec import Rate, parse_rate, spec_of
 from kale.flow.state import RESERVATION_GRACE_SEC, FlowState
 from kale.records.store import RecordStore
@@ -64,30 +67,122 @@ def test_the_bucket_holds_a_second_or_a_twentieth_of_a_period():
     assert Rate(10, 60.0).capacity == 1.0 and Rate(7200, 3600.0).capacity == 360.0
 
 
-def runs_of_a_minute(arrivals_per_sec, seed=7):
+def runs_of_a_minute(arrivals_per_sec, late_share=0.0, seed=7):
     """Messages arrive at random at ``arrivals_per_sec`` on a FakeClock for a
-    minute and ask a 20/s bucket; a refused one comes back when told, and
-    runs on its reserved token. The run times, in the minute."""
+    minute and ask a 20/s bucket; a refused one comes back when told (or,
+    ``late_share`` of the times, up to ten seconds later: a backlog received
+    slowly, a copy a killed worker held) and takes its token ahead of the
+    new runs, or is told again. The start times, in the minute."""
     clock = FakeClock()
     rate = Rate(20, 1.0)
     bucket = Bucket(rate.capacity, clock.time())
     start = clock.time()
     rng = random.Random(seed)
+    comebacks = []                              # (time, n): a reserved run due back
     runs = []
-    while clock.time() < start + 60:
-        clock.advance(rng.expovariate(arrivals_per_sec))
-        wait, reserved = bucket.take(rate, clock.time())
+    arrival = start
+    for n in itertools.count():
+        arrival += rng.expovariate(arrivals_per_sec)
+        while comebacks and comebacks[0][0] <= arrival:
+            when, _ = heapq.heappop(comebacks)
+            wait = bucket.take_reserved(rate, when)
+            if not wait:
+                runs.append(when)
+            else:
+                heapq.heappush(comebacks, (when + wait, n))
+        if arrival >= start + 60:
+            break
+        wait, reserved = bucket.take(rate, arrival)
         if not wait:
-            runs.append(clock.time())
+            runs.append(arrival)
         elif reserved:
-            runs.append(clock.time() + wait)
-    return [t for t in runs if t < start + 60]
+            late = rng.uniform(0, 10) if rng.random() < late_share else 0.0
+            heapq.heappush(comebacks, (arrival + wait + late, n))
+    return runs
 
 
 @pytest.mark.parametrize('arrivals_per_sec', [25, 200, 2000])
 def test_a_minute_of_many_takers_stays_within_five_percent(arrivals_per_sec):
     runs = runs_of_a_minute(arrivals_per_sec)
     assert 1200 * 0.95 <= len(runs) <= 1200 * 1.05 + 1
+
+
+def most_in_a_second(runs):
+    runs = sorted(runs)
+    return max(bisect.bisect_left(runs, t + 1.0) - i for i, t in enumerate(runs))
+
+
+@pytest.mark.parametrize('arrivals_per_sec', [25, 200, 2000])
+def test_runs_coming_back_late_never_start_beside_the_fresh_tokens(arrivals_per_sec):
+    """A third of the refused runs come back up to ten seconds late: no
+    second holds more than the bucket's burst and a second of the rate, and
+    the minute stays within five percent."""
+    runs = runs_of_a_minute(arrivals_per_sec, late_share=0.3)
+    assert most_in_a_second(runs) <= 20 + 20
+    assert len(runs) <= 1200 * 1.05 + 20
+    # the late still run: the bucket is not left idle for them
+    assert len(runs) >= 1200 * 0.9
+
+
+def test_reserved_runs_coming_back_together_late_start_at_the_rate():
+    """A hundred runs refused at 10/s are due back over ten seconds; a killed
+    worker held their copies, and they all come back together 30 s late,
+    beside new runs: the bucket's burst and its hold for the places start,
+    the others are told to come back, each keeping its place ahead of the
+    new runs, and start at the rate."""
+    clock = FakeClock()
+    rate = Rate(10, 1.0)
+    bucket = Bucket(rate.capacity, clock.time())
+    assert [bucket.take(rate, clock.time()) for _ in range(10)] == [(0.0, False)] * 10
+    assert all(reserved for _, reserved in (bucket.take(rate, clock.time()) for _ in range(100)))
+    clock.advance(30.0)
+    back = {n: clock.time() for n in range(100)}           # when each comes back
+    starts = []
+    while back:
+        now = clock.time()
+        for n in [n for n, when in back.items() if when <= now]:
+            wait = bucket.take_reserved(rate, now)
+            if wait:
+                back[n] = now + wait
+            else:
+                starts.append(now)
+                del back[n]
+        # five new runs a second meanwhile: behind the places, none starts
+        assert all(bucket.take(rate, now)[0] for _ in range(5))
+        clock.advance(1.0)
+    per_second = collections.Counter(int(t) for t in starts)
+    assert sum(per_second.values()) == 100
+    first = min(per_second)
+    assert per_second[first] == most_starts(rate, 0) == 10 + 10
+    assert max(n for second, n in per_second.items() if second != first) == 10
+    assert most_in_a_second(starts) <= most_starts(rate, 1)
+
+
+def test_late_reserved_runs_start_ahead_of_new_ones():
+    clock = FakeClock()
+    rate = Rate(2, 1.0)
+    bucket = Bucket(0.0, clock.time())
+    assert [bucket.take(rate, clock.time()) for _ in range(2)] == [(1.0, True)] * 2
+    clock.advance(5.0)              # they were due in 1 s, and come in 5 s
+    # the bucket kept its two tokens and, for the places, a second more
+    assert bucket.take(rate, clock.time()) == (0.0, False)
+    assert bucket.take(rate, clock.time()) == (0.0, False)
+    assert bucket.take(rate, clock.time()) == (1.0, True)      # behind the two places
+    assert bucket.take_reserved(rate, clock.time()) == 0.0
+    assert bucket.take_reserved(rate, clock.time()) == 0.0
+    assert bucket.reserved == 1 and bucket.tokens == 0.0
+
+
+def test_a_reserved_run_finding_no_token_keeps_its_place_at_the_end_of_the_line():
+    clock = FakeClock()
+    rate = Rate(2, 1.0)
+    bucket = Bucket(0.0, clock.time())
+    waits = [bucket.take(rate, clock.time())[0] for _ in range(10)]
+    assert waits == [1.0, 1.0, 2.0, 2.0, 3.0, 3.0, 4.0, 4.0, 5.0, 5.0]
+    # the first comes back early (or late, after others took its token):
+    # behind the ten places, five seconds on; it still holds its place
+    assert bucket.take_reserved(rate, clock.time()) == 5.0
+    assert bucket.reserved == 10
 
 
 def test_refused_runs_are_told_to_come_back_in_turn_each_once():
@@ -106,6 +201,7 @@ def test_a_delay_is_at_most_fifteen_minutes_and_reserves_nothing_further():
     bucket = Bucket(0.0, clock.time())
     answers = [bucket.take(Rate(1, 3600.0), clock.time()) for _ in range(3)]
     assert answers == [(MAX_DELAY_SEC, False)] * 3 and bucket.tokens == 0.0
+    assert bucket.reserved == 0
 
 
 # --- the store ------------------------------------------------------------------------

@@ -79,7 +79,13 @@ def test_outcomes_the_store_did_not_take_reach_it_through_the_next_worker(
     assert memory_broker.counts(memory_broker.queues['default']).total == 0     # deleted
     assert any(task_id in line for line in open(recorder.spool.path))
     writer = recorder.writer
-    with writer._lock:                  # killed now: what it held in memory is gone
+    with writer._lock:                  # killed now: its thread stops...
+        writer._stopping = True
+        writer._wake.notify()
+    writer._stop.set()
+    writer._thread.join(10)
+    assert not writer._thread.is_alive()
+    with writer._lock:                  # ...and what it held in memory is gone
         writer._events.clear()
         writer._published.clear()
     monkeypatch.undo()
