@@ -14,6 +14,7 @@ import logging
 import time
 from typing import Any, Callable, Optional, Sequence
 
+from kale import internal
 from kale.broker import Broker
 from kale.codec import Codec, get_codec
 from kale.exceptions import (
@@ -310,4 +311,7 @@ def publish_by_path(task_path: str, args: Sequence[Any], kwargs: dict[str, Any],
         raise UnknownTaskPathError(
             '%r is not an importable kale Task class (give module.ClassName, importable from '
             'the current directory)' % task_path) from None
+    refused = internal.refuse(task_class)
+    if refused:
+        raise PublishError(refused)
     return task_class.publish(app_data, *args, delay_sec=delay_sec, **kwargs)

@@ -21,6 +21,7 @@ import json
 import os
 from typing import Any, Mapping, Optional
 
+from kale import internal
 from kale.exceptions import DecodeError, KaleError, SubmissionError
 from kale.signature import Signature
 
@@ -122,9 +123,13 @@ def _task_class(index: int, entry_id: str, entry: dict[str, Any]) -> Any:
             raise SubmissionError('%s: %s' % (where, exc)) from None
     from kale.registry import resolve_task
     try:
-        return resolve_task(entry['task'])
+        task_class = resolve_task(entry['task'])
     except DecodeError as exc:
         raise SubmissionError('%s: %s' % (where, str(exc).split(': ', 1)[-1])) from None
+    refused = internal.refuse(task_class)
+    if refused:
+        raise SubmissionError('%s: %s' % (where, refused))
+    return task_class
 
 
 def submit(document: Any, labels: Optional[Mapping[str, str]] = None,

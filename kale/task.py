@@ -119,6 +119,8 @@ class Task:
     #: Whether the class overrides ``run_dead_task`` (set for each subclass):
     #: such a task's permanent failures become dead runs (see :meth:`run_dead_task`).
     handles_dead_letters: bool = False
+    #: One of Kale's own tasks, which only Kale publishes (see :mod:`kale.internal`).
+    kale_internal: bool = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -118,3 +118,16 @@ class TellingBrokenTask(task.Task):
 
     def run_task(self, given):
         raise ValueError('refused %s' % given)
+
+
+class SwitchTask(task.Task):
+    """Fails while ``failing`` is set, else succeeds (retries from records)."""
+    queue = 'default'
+    time_limit = 5
+    max_retries = 0
+    failing = True
+
+    def run_task(self, *args):
+        if SwitchTask.failing:
+            raise ValueError('switched off')
+        return list(args)

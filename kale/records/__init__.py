@@ -33,6 +33,8 @@ from kale.exceptions import (
     TaskResultError,
     TaskWaitTimeout,
 )
+from kale.internal import is_internal
+from kale.publisher import get_publisher
 from kale.records.queries import Queries, TaskFilter
 from kale.records.record import TaskRecord, WorkerRecord
 from kale.records.recorder import OWN_WRITES_SEC, get_recorder
@@ -188,14 +190,25 @@ def retry_reporting(task_id: str, url: Optional[str] = None) -> tuple[str, bool]
                                   'whole (record_args = False, or too large)' % task_id)
     if record.retried_as and not record.retried_as.startswith(CLAIM_PREFIX):
         return record.retried_as, False
-    store(url).sealer.check_inputs(task_id, record.task,
-                                   dict(record.inputs, mac=record.inputs_mac))
+    sealer = store(url).sealer
+    sealer.check_inputs({'id': task_id, 'task': record.task, 'queue': record.queue,
+                         'labels': record.labels,
+                         'inputs': dict(record.inputs, mac=record.inputs_mac)})
     task_class = resolve_task(record.task)
+    if is_internal(task_class):
+        raise RecordConflictError('task %s cannot be retried: %s is one of Kale\'s own tasks, '
+                                  'published only by Kale' % (task_id, record.task))
     labels = dict(record.labels)
     labels['retry_of'] = task_id[:256]
     inputs = record.inputs
-    return retry_once(store(url), task_id, lambda: task_class.publish(
-        None, *inputs['args'], labels=labels, **inputs['kwargs']))
+    new_id = sealer.retry_id(task_id)
+
+    def publish() -> str:
+        [published] = get_publisher().publish_batch(
+            task_class, None, [(tuple(inputs['args']), dict(inputs['kwargs']))], labels=labels,
+            queue_name=record.queue, task_ids=[new_id])
+        return published
+    return retry_once(store(url), task_id, publish)
 
 
 #: Tasks one bulk retry publishes again, at most.

@@ -15,10 +15,16 @@ at all.
 **Authenticated inputs.** A retry from a record publishes the record's
 arguments again. So that someone who can write to the database, but holds
 neither SQS access nor the signing key, cannot make a worker run a task or
-arguments of their choosing, the stored inputs carry ``mac``: an HMAC-SHA256,
-under a key derived from ``MESSAGE_SIGNING_KEY``, of the task path and the
-arguments exactly as stored. A retry checks it first (old signing keys are
-accepted, as for messages).
+arguments of their choosing, the stored inputs carry ``mac``: an
+HMAC-SHA256, under a key derived from ``MESSAGE_SIGNING_KEY``, of the task
+id, the task path, the queue, the arguments and the labels exactly as
+stored, made by the publisher from what it published (never by a reader
+of a table: the outbox's relay writes the record its publisher sealed). A
+retry checks it first (old signing keys are accepted, as for messages):
+inputs copied onto another row, or labels changed, fail it. The retry of a
+record is published under an id derived from the record's (:func:`retry_id`),
+so a retry claimed again (its ``retried_as`` cleared) sends the same task
+again, which a worker with records skips once it succeeded.
 """
 from __future__ import annotations
 
@@ -27,7 +33,7 @@ import hashlib
 import hmac
 import json
 import os
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 from kale.codec.keys import KeyRing, encryption_keys, signing_keys
 from kale.config import Config
@@ -51,10 +57,17 @@ def _derived(key: bytes, purpose: bytes) -> bytes:
     return hmac.new(key, b'kale-records:' + purpose, hashlib.sha256).digest()
 
 
-def canonical(task: str, args: Any, kwargs: Any) -> bytes:
-    """The bytes an inputs MAC covers."""
-    return json.dumps([task, args, kwargs], sort_keys=True, separators=(',', ':'),
-                      ensure_ascii=True).encode()
+#: The version of what an inputs MAC covers, in front of its key id.
+MAC_VERSION = 'm2'
+
+
+def canonical(row: Mapping[str, Any]) -> bytes:
+    """The bytes a record's inputs MAC covers: its task id, task, queue,
+    arguments and labels."""
+    inputs = row.get('inputs') or {}
+    return json.dumps([MAC_VERSION, row.get('id'), row.get('task'), row.get('queue'),
+                       inputs.get('args'), inputs.get('kwargs'), row.get('labels') or {}],
+                      sort_keys=True, separators=(',', ':'), ensure_ascii=True).encode()
 
 
 class Sealer:
@@ -66,6 +79,7 @@ class Sealer:
         signing = signing_keys(config=config)
         self._mac_keys = {kid: _derived(key, b'inputs') for kid, key in signing.accepted.items()}
         self._mac_id = signing.current_id
+        self._retry_key = _derived(self._mac_keys[self._mac_id], b'retry')
         ring: Optional[KeyRing] = encryption_keys(config)
         self._ciphers: dict[str, Any] = {}
         self._seal_id = ''
@@ -86,27 +100,35 @@ class Sealer:
 
     # --- inputs ------------------------------------------------------------------
 
-    def sign_inputs(self, task: str, inputs: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
-        """``inputs`` with its ``mac`` (when they are exact: only those can be retried)."""
+    def sign_inputs(self, row: Mapping[str, Any]) -> Optional[dict[str, Any]]:
+        """The row's inputs with their ``mac`` (when they are exact: only
+        those can be retried)."""
+        inputs = row.get('inputs')
         if inputs is None or not inputs.get('exact'):
             return inputs
-        digest = hmac.new(self._mac_keys[self._mac_id],
-                          canonical(task, inputs.get('args'), inputs.get('kwargs')),
-                          hashlib.sha256).hexdigest()
-        return dict(inputs, mac='%s:%s' % (self._mac_id, digest))
+        digest = hmac.new(self._mac_keys[self._mac_id], canonical(row), hashlib.sha256)
+        return dict(inputs, mac='%s:%s:%s' % (MAC_VERSION, self._mac_id, digest.hexdigest()))
 
-    def check_inputs(self, task_id: str, task: str, inputs: dict[str, Any]) -> None:
-        """RecordConflictError unless ``inputs`` carry a MAC this deployment made
-        for ``task`` and these very arguments."""
-        kid, _, digest = str(inputs.get('mac') or '').partition(':')
+    def check_inputs(self, row: Mapping[str, Any]) -> None:
+        """RecordConflictError unless the row's inputs carry a MAC this
+        deployment made for this very task id, task, queue, arguments and
+        labels."""
+        inputs = row.get('inputs') or {}
+        version, _, rest = str(inputs.get('mac') or '').partition(':')
+        kid, _, digest = rest.partition(':')
         key = self._mac_keys.get(kid)
-        if key is None or not hmac.compare_digest(digest, hmac.new(
-                key, canonical(task, inputs.get('args'), inputs.get('kwargs')),
-                hashlib.sha256).hexdigest()):
+        if version != MAC_VERSION or key is None or not hmac.compare_digest(
+                digest, hmac.new(key, canonical(row), hashlib.sha256).hexdigest()):
             raise RecordConflictError(
                 'task %s cannot be retried: its stored task and arguments are not signed by '
-                'this deployment\'s MESSAGE_SIGNING_KEY (written by something else, or signed '
-                'with a key since retired)' % task_id)
+                'this deployment\'s MESSAGE_SIGNING_KEY for this task (written by something '
+                'else, copied from another task, or signed with a key since retired)'
+                % row.get('id'))
+
+    def retry_id(self, task_id: str) -> str:
+        """The id of the task that retries ``task_id``: the same for every
+        retry of it, and not one anybody without the signing key can tell."""
+        return hmac.new(self._retry_key, task_id.encode(), hashlib.sha256).hexdigest()[:32]
 
     # --- values at rest -----------------------------------------------------------
 
@@ -142,7 +164,7 @@ class Sealer:
         inputs signed, then sensitive values sealed or dropped (the same row
         when nothing changes)."""
         if published and row.get('inputs') is not None:
-            row = dict(row, inputs=self.sign_inputs(row.get('task', ''), row['inputs']))
+            row = dict(row, inputs=self.sign_inputs(row))
         if self.sealing or self.dropping:
             row = self.seal_row(dict(row))
         return row

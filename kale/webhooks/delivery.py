@@ -80,6 +80,7 @@ class DeliverWebhook(Task):
     queue = 'default'
     time_limit = _TimeLimit()
     store_result = True
+    kale_internal = True
 
     @classmethod
     def labels(cls, webhook_id: str, event_id: str, topic: str, event: Any,
@@ -101,6 +102,10 @@ class DeliverWebhook(Task):
                 "webhook %s cannot be used as stored: its row is not signed by this "
                 "deployment's MESSAGE_SIGNING_KEY, or it is sealed under a key this process "
                 "does not have" % webhook_id)
+        if topic != hook.topic:
+            raise WebhookRejectedError('webhook %s subscribes to topic %s, not %s: event %s '
+                                       'not delivered' % (webhook_id, hook.topic[:200],
+                                                          str(topic)[:200], event_id))
         try:
             from kale.webhooks import sender
         except ImportError as exc:

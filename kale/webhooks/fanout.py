@@ -15,10 +15,12 @@ import logging
 import time
 from typing import Any, Mapping, Optional
 
+from kale import internal
 from kale.conf import settings
 from kale.config import Config
 from kale.exceptions import KaleError, NonRetriableTaskError, WebhookError
 from kale.ids import random_id
+from kale.publisher import get_publisher
 from kale.task import Task
 from kale.topics.names import event_of
 from kale.topics.subscribers import Subscriber
@@ -49,8 +51,15 @@ def deliver(topic: str, event_id: str, event: Any,
         raise WebhookError('event %s of topic %s cannot be delivered to webhooks: it is not '
                            'JSON (%s)' % (event_id, topic, exc)) from None
     kwargs = {'labels': dict(labels)} if labels else {}
-    calls = [((hook.id, event_id, topic, event), kwargs) for hook in hooks]
-    return DeliverWebhook.with_options(queue=settings.WEBHOOK_QUEUE).publish_batch(None, calls)
+    return _publish([((hook.id, event_id, topic, event), kwargs) for hook in hooks])
+
+
+def _publish(calls: list[Any]) -> list[str]:
+    """Publish deliveries to WEBHOOK_QUEUE, as Kale's own tasks (kale.internal)."""
+    config = settings.config
+    return get_publisher().publish_batch(DeliverWebhook, None, calls,
+                                         queue_name=str(config.WEBHOOK_QUEUE),
+                                         context=internal.context(config, DeliverWebhook))
 
 
 def send_test(webhook_id: str, records_url: Optional[str] = None) -> str:
@@ -60,8 +69,9 @@ def send_test(webhook_id: str, records_url: Optional[str] = None) -> str:
     hook = store.get(webhook_id, records_url)
     if not hook.active:
         raise WebhookError('webhook %s is disabled: enable it first' % hook.id)
-    return DeliverWebhook.with_options(queue=settings.WEBHOOK_QUEUE).publish(
-        None, hook.id, 'evt_test_' + random_id()[:20], hook.topic, TEST_EVENT)
+    [task_id] = _publish([((hook.id, 'evt_test_' + random_id()[:20], hook.topic, TEST_EVENT),
+                           {})])
+    return task_id
 
 
 #: Seconds the topics with active webhooks are kept before they are read again.
@@ -85,6 +95,7 @@ class WebhookFanout(Task):
     queue = _WebhookQueue()
     store_result = True         # the deliveries it published, in its record
     time_limit = 30
+    kale_internal = True        # run for a topic's copies, named by their topic
 
     def run_task(self, event: Any) -> dict[str, Any]:
         context = self.message.context if self.message is not None else {}

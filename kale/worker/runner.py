@@ -19,11 +19,11 @@ import concurrent.futures
 import dataclasses
 import inspect
 import logging
-from typing import Any, Awaitable, Callable, Optional, Union
+from typing import Any, Awaitable, Callable, Mapping, Optional, Union
 
 from kale.clock import SYSTEM_CLOCK, Clock
 from kale.codec import Codec, get_codec
-from kale.codec.pipeline import Frame
+from kale.codec.pipeline import CONTEXT, Frame, parse_context
 from kale.conf import settings
 from kale.config import Config
 from kale.events import Outcome, Settlement
@@ -37,6 +37,7 @@ from kale.exceptions import (
     describe,
     short_reason,
 )
+from kale.internal import is_internal, proven
 from kale.message import ATTR_DEAD_LETTER_REASON, ATTR_SOURCE_QUEUE, Message
 from kale.queue_config import TaskQueue
 from kale.registry import Registry, get_registry
@@ -157,15 +158,27 @@ class TaskRunner:
                                   topics=registry.topics_of(batch.queue.name))
             if envelope.legacy:         # its task is named in the payload only
                 message = codec.read(envelope)
-                return Opened(envelope, registry.resolve(message.task_name), message)
+                return Opened(envelope, self._accepted(registry.resolve(message.task_name),
+                                                       message.context), message)
             if envelope.task_name.startswith(TOPIC_PREFIX):     # this queue's copy of an event
                 task_class = registry.subscriber(envelope.task_name, batch.queue.name)
                 return Opened(envelope.for_subscriber(
                     copy_task_id(envelope.task_id, task_class.task_path()),
                     task_class.task_path()), task_class)
-            return Opened(envelope, registry.resolve(envelope.task_name))
+            task_class = registry.resolve(envelope.task_name)
+            if task_class.kale_internal:
+                self._accepted(task_class, parse_context(envelope.headers.get(CONTEXT, '')))
+            return Opened(envelope, task_class)
         except DecodeError as exc:
             return _refused(batch, received, exc, envelope)
+
+    def _accepted(self, task_class: type[Task], context: Mapping[str, str]) -> type[Task]:
+        """``task_class``, unless it is one of Kale's own tasks and the
+        message lacks the proof that Kale's own path made it (kale.internal)."""
+        if is_internal(task_class) and not proven(self.config, task_class.task_path(), context):
+            raise DecodeError(DecodeError.UNKNOWN_TASK, '%s is one of Kale\'s own tasks, and '
+                              'this message was not published by Kale' % task_class.task_path())
+        return task_class
 
     def read(self, batch: Batch, received: ReceivedMessage,
              opened: Opened) -> Union[Message, Settlement]:

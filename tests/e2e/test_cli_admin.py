@@ -199,6 +199,9 @@ def test_publish_errors_are_one_line(sqs, kale):
          'delay_sec must be a number of seconds within 0..31536000 (365 days)'),
         (('tests.tasks.UnknownQueueTask',), "queue 'no_such_queue' is not in the queue config"),
         (('tests.tasks.AddTask', '--kwargs', '{"delay_sec": 5}'), 'give the delay with --delay'),
+        (('kale.webhooks.delivery.DeliverWebhook', '--args', '["wh", "e", "orders", {}]'),
+         "kale.webhooks.delivery.DeliverWebhook is one of Kale's own tasks: only Kale "
+         "publishes it"),
     ]
     for args, expected in cases:
         assert expected in one_line_error(kale('publish', *args)), args

@@ -28,6 +28,13 @@ def failed_task(broker, *args):
     return task_id
 
 
+def failed_switch(broker, *args):
+    task_id = rt.SwitchTask.publish(None, *args)
+    work(broker)
+    assert records.get(task_id).status == 'failed'
+    return task_id
+
+
 def raw_row(task_id):
     with records.store().begin() as conn:
         return dict(conn.execute(select(tasks).where(tasks.c.id == task_id)).mappings().one())
@@ -67,6 +74,50 @@ def test_a_record_changed_in_the_database_is_never_published_again(
         records.retry(task_id)
     assert queued(memory_broker) == 0
     assert records.get(task_id).retried_as is None
+
+
+@pytest.mark.parametrize('change', ['copied whole', 'labels', 'queue'])
+def test_the_inputs_mac_covers_the_task_id_the_labels_and_the_queue(
+        memory_broker, any_records_url, change):
+    """Inputs and MAC copied whole from another task of the same class and
+    arguments, labels added, or the queue changed: the retry is refused."""
+    task_id = failed_switch(memory_broker, 'same')
+    other = failed_switch(memory_broker, 'same')
+    if change == 'copied whole':
+        tamper(task_id, inputs=raw_row(other)['inputs'])
+        raw = raw_row(task_id)
+        assert raw['inputs'] == raw_row(other)['inputs']
+    elif change == 'labels':
+        tamper(task_id, labels={'tenant': 'attacker'})
+        assert records.get(task_id).labels == {'tenant': 'attacker'}
+    else:
+        tamper(task_id, queue='high')
+    with pytest.raises(RecordConflictError, match='not signed by this deployment'):
+        records.retry(task_id)
+    assert queued(memory_broker) == 0
+    records.retry(other)                        # the original still retries
+    assert queued(memory_broker) == 1
+
+
+def test_a_retry_claimed_again_sends_the_same_task_again(memory_broker, any_records_url):
+    """A database writer who clears ``retried_as`` gets the retry published
+    again, under the same task id: one task, which a worker with records
+    runs once."""
+    task_id = failed_switch(memory_broker, 'x')
+    first = records.retry(task_id)
+    tamper(task_id, retried_as=None)
+    assert records.retry(task_id) == first
+    rt.SwitchTask.failing = False
+    try:
+        work(memory_broker)
+        tamper(task_id, retried_as=None)
+        assert records.retry(task_id) == first          # sent again...
+        worker = work(memory_broker)
+    finally:
+        rt.SwitchTask.failing = True
+    assert worker.stats['skipped'] == 1                  # ...and not run again
+    record = records.get(first)
+    assert (record.status, record.attempts) == ('succeeded', 1)
 
 
 def test_the_api_answers_a_tampered_retry_with_a_409(memory_broker, records_url):

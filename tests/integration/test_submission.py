@@ -121,6 +121,14 @@ def test_one_entry_alone_is_a_plain_task(programs):
      r'^.*x \(tasks\[0\]\).*'),
     ('{"tasks": [{"id": "m", "method": "send-mail", "kwargs": {"to": {"value": 1}}}]}',
      r'^tasks\[0\] \(m\): executor send-mail takes positional arguments only'),
+    # Kale's own tasks: a delivery would carry a webhook's valid signature
+    ('{"tasks": [{"id": "d", "task": "kale.webhooks.delivery.DeliverWebhook", "args": '
+     '[{"value": "wh"}, {"value": "evt"}, {"value": "orders"}, {"value": {}}]}]}',
+     r"^tasks\[0\] \(d\): kale\.webhooks\.delivery\.DeliverWebhook is one of Kale's own "
+     r"tasks: only Kale publishes it$"),
+    ('{"tasks": [{"id": "f", "task": "kale.webhooks.fanout.WebhookFanout", "args": '
+     '[{"value": {}}]}, {"method": "m", "args": [{"ref": "f"}]}]}',
+     r"^tasks\[0\] \(f\): kale\.webhooks\.fanout\.WebhookFanout is one of Kale's own"),
 ])
 def test_a_bad_submission_is_one_line_and_nothing_is_recorded_or_sent(programs, document,
                                                                        error):

@@ -229,3 +229,33 @@ def test_more_than_five_redirects_or_one_off_http_fail_for_good(receiver, memory
     record = deliver_one(memory_broker, webhooks.add('ftp', receiver.url('/ftp')))
     assert record.status == 'failed' and 'redirect refused: a webhook URL must be http' in \
         record.error_message
+
+
+def test_a_delivery_not_published_by_kale_is_dead_lettered_unsent(receiver, memory_broker):
+    """DeliverWebhook published as an application would (the signing key, no
+    proof of Kale's own path): the worker refuses it, nothing is delivered."""
+    from kale.webhooks.delivery import DeliverWebhook
+    hook = webhooks.add('orders', receiver.url())
+    DeliverWebhook.with_options(queue=settings.WEBHOOK_QUEUE).publish(
+        None, hook.id, 'evt_forged', 'orders', {'refund': 10**6})
+    worker = work(memory_broker)
+    assert receiver.requests == [] and worker.stats['dead_letter'] == 1
+    queue = memory_broker.queues[settings.WEBHOOK_QUEUE]
+    [dead] = memory_broker.transport.receive(memory_broker.dead_letter_name(queue), 10, 0, 30)
+    assert dead.attributes['kale_dead_letter_reason'].startswith('unknown_task: ')
+    assert "Kale's own tasks" in dead.attributes['kale_dead_letter_reason']
+
+
+def test_a_delivery_for_another_topic_than_its_webhooks_is_refused(receiver, memory_broker):
+    """Even with Kale's proof, an event of a topic the webhook does not
+    subscribe to is not delivered to it."""
+    hook = webhooks.add('orders', receiver.url())
+    [task_id] = fanout._publish([((hook.id, 'evt_2', 'payroll', {'salary': 1}), {})])
+    work(memory_broker)
+    record = records.get(task_id)
+    assert record.status == 'failed' and receiver.requests == []
+    assert 'subscribes to topic orders, not payroll' in record.error_message
+    # nor is a failed delivery published again from its record
+    from kale.exceptions import RecordConflictError
+    with pytest.raises(RecordConflictError, match="is one of Kale's own tasks"):
+        records.retry(task_id)

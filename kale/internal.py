@@ -1,0 +1,70 @@
+"""Kale's own tasks: published by Kale's own code, never by a submission.
+
+Some tasks run with Kale's authority rather than an application's: a
+webhook delivery (:class:`~kale.webhooks.delivery.DeliverWebhook`) signs its
+request with the webhook's secret, and the webhooks' fan-out
+(:class:`~kale.webhooks.fanout.WebhookFanout`) publishes deliveries. A class
+says it is one with ``kale_internal = True``.
+
+- Kale's own paths publish them with a proof in the signed envelope's
+  context (:data:`CONTEXT_KEY`): an HMAC, under a key derived from
+  ``MESSAGE_SIGNING_KEY``, of the class's path (:func:`context`).
+- The public paths refuse them (:func:`refuse`): ``kale submit`` and
+  ``POST /api/workflows``, ``kale publish``, and a retry from a record.
+- A worker dead-letters a message that names one without the proof
+  (:func:`proven`). A topic's copy that the fan-out handles names its topic,
+  not the class, and needs none.
+
+Someone with the signing key can make the proof, as they can sign any
+message: the proof tells Kale's paths from the paths that publish on behalf
+of someone who holds no key (a bearer token of ``kale web``, a file given to
+``kale submit``).
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+from typing import Any, Mapping, Optional
+
+from kale.codec.keys import signing_keys
+from kale.config import Config
+
+#: The context key that carries the proof.
+CONTEXT_KEY = 'kale-internal'
+
+
+def is_internal(task_class: Any) -> bool:
+    """Whether ``task_class`` is one of Kale's own tasks."""
+    return bool(getattr(task_class, 'kale_internal', False))
+
+
+def _digest(key: bytes, task_path: str) -> str:
+    derived = hmac.new(key, b'kale-internal', hashlib.sha256).digest()
+    return hmac.new(derived, task_path.encode(), hashlib.sha256).hexdigest()[:32]
+
+
+def context(config: Config, task_class: Any) -> dict[str, str]:
+    """The context that proves a message of ``task_class`` came from Kale's own path."""
+    keys = signing_keys(config=config)
+    assert keys.current is not None
+    return {CONTEXT_KEY: '%s:%s' % (keys.current_id,
+                                    _digest(keys.current, task_class.task_path()))}
+
+
+def proven(config: Config, task_path: str, carried: Optional[Mapping[str, str]]) -> bool:
+    """Whether ``carried`` (a message's context) holds the proof for ``task_path``
+    (under the current signing key or an old one)."""
+    kid, _, digest = str((carried or {}).get(CONTEXT_KEY, '')).partition(':')
+    key = signing_keys(config=config).accepted.get(kid)
+    return key is not None and hmac.compare_digest(digest, _digest(key, task_path))
+
+
+def refuse(task_class: Any) -> Optional[str]:
+    """Why a public path cannot publish ``task_class`` (None: it can)."""
+    if not is_internal(task_class):
+        return None
+    return ('%s is one of Kale\'s own tasks: only Kale publishes it'
+            % task_class.task_path())
+
+
+__all__ = ['CONTEXT_KEY', 'context', 'is_internal', 'proven', 'refuse']
