@@ -19,3 +19,8 @@ class OrderedNote(Note):
 class UniqueNote(Note):
     """At most one waiting or running per arguments, for a minute."""
     unique_for_sec = 60
+
+
+class FinalNote(Note):
+    """Fails for good at the first error (a path that cannot be written)."""
+    max_retries = 0

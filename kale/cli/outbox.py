@@ -54,13 +54,16 @@ def cmd_relay(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, stop_on)
     logger.info('outbox relay: sending the outbox of %s', safe_url(url))
     relay.run(stop, until_empty=args.burst)
-    logger.info('outbox relay: stopped after sending %d tasks', relay.counts.sent)
+    logger.info('outbox relay: stopped after sending %d tasks%s', relay.counts.sent,
+                ' (%d rows set aside in kale_outbox_rejected)' % relay.counts.rejected
+                if relay.counts.rejected else '')
     return 0
 
 
 def _serve_metrics(relay: Any, port: int) -> None:
-    """kale_outbox_pending, kale_outbox_lag_seconds (read at each scrape) and
-    kale_outbox_sent_total on http://METRICS_HOST:port/metrics."""
+    """kale_outbox_pending, kale_outbox_lag_seconds (read at each scrape),
+    kale_outbox_sent_total and kale_outbox_rejected_total on
+    http://METRICS_HOST:port/metrics."""
     try:
         from prometheus_client import CollectorRegistry, start_http_server
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -78,6 +81,10 @@ def _serve_metrics(relay: Any, port: int) -> None:
                                     value=lag or 0.0)
             yield CounterMetricFamily('kale_outbox_sent', 'Tasks the relay sent',
                                       value=relay.counts.sent)
+            yield CounterMetricFamily('kale_outbox_rejected',
+                                      'Rows the relay set aside in kale_outbox_rejected, '
+                                      'unsent: their publisher\'s MAC failed',
+                                      value=relay.counts.rejected)
     registry = CollectorRegistry()
     registry.register(Collector())
     start_http_server(port, addr=str(settings.METRICS_HOST), registry=registry)

@@ -2,7 +2,9 @@
 
 :func:`publish` and :func:`publish_batch` check and encode a call exactly as
 ``MyTask.publish`` does (same exceptions, same signature, same hooks), then
-insert the signed messages into ``kale_outbox`` on the caller's connection:
+insert the signed messages, with their records sealed and the publisher's
+MAC over each row (:mod:`kale.outbox.proof`), into ``kale_outbox`` on the
+caller's connection:
 no network I/O, and nothing at all if the transaction rolls back. The relay
 (:mod:`kale.outbox.relay`) sends what commits. :func:`consume_once` is the
 inbox: a task id inserted once per database, in the caller's transaction.
@@ -18,6 +20,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from kale.conf import settings
 from kale.exceptions import OutboxError
+from kale.outbox import proof
+from kale.outbox.proof import as_stored
 from kale.outbox.schema import consumed, outbox
 from kale.publisher import Publication, get_publisher, unique_claims
 from kale.transport import OutgoingMessage
@@ -74,6 +78,8 @@ def publish_batch(conn: Any, task: Any, app_data: Any, calls: Iterable[Any],
         getattr(task_class, 'unique_for_sec', None)
     rows: list[dict[str, Any]] = []
 
+    config = settings.config
+
     def keep(publication: Publication, outgoing: list[OutgoingMessage]) -> None:
         now = time.time()
         records = _record_rows(publication, now)
@@ -82,14 +88,17 @@ def publish_batch(conn: Any, task: Any, app_data: Any, calls: Iterable[Any],
                                publication.messages)
         for number, (message, out) in enumerate(zip(publication.messages, outgoing,
                                                     strict=True)):
-            rows.append({'task_id': message.task_id, 'task': message.task_name,
-                         'queue': publication.queue.name, 'body': out.body,
-                         'attributes': dict(out.attributes) or None, 'delay_sec': out.delay_sec,
-                         'group_id': out.group_id or None, 'dedup_id': out.dedup_id or None,
-                         'record': records[number] if records else None,
-                         'unique_key': claims[number][0] if claims else None,
-                         'unique_for_sec': float(unique_sec) if claims and unique_sec else None,
-                         'created_at': now})
+            row = {'task_id': message.task_id, 'task': message.task_name,
+                   'queue': publication.queue.name, 'body': out.body,
+                   'attributes': as_stored(dict(out.attributes) or None),
+                   'delay_sec': out.delay_sec,
+                   'group_id': out.group_id or None, 'dedup_id': out.dedup_id or None,
+                   'record': as_stored(records[number]) if records else None,
+                   'unique_key': claims[number][0] if claims else None,
+                   'unique_for_sec': float(unique_sec) if claims and unique_sec else None,
+                   'created_at': now}
+            row['mac'] = proof.sign(config, row)
+            rows.append(row)
 
     task_ids = get_publisher().publish_batch(task_class, app_data, calls, delay_sec, group_id,
                                              dedup_id, labels, queue_name, deferred=keep, eta=eta)
@@ -109,8 +118,7 @@ def publish_batch(conn: Any, task: Any, app_data: Any, calls: Iterable[Any],
 
 
 #: The columns publish_batch inserts, in order.
-_COLUMNS = ('task_id', 'task', 'queue', 'body', 'attributes', 'delay_sec', 'group_id',
-            'dedup_id', 'record', 'unique_key', 'unique_for_sec', 'created_at')
+_COLUMNS = proof.COLUMNS + ('mac',)
 _JSON_COLUMNS = ('attributes', 'record')
 _INSERTS: dict[str, str] = {}
 
@@ -142,14 +150,18 @@ def _driver_row(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def _record_rows(publication: Publication, now: float) -> Optional[list[dict[str, Any]]]:
-    """The tasks' ``queued`` records, for the relay to write once they are
-    sent (None with records off)."""
+    """The tasks' ``queued`` records, as the records database will hold them
+    (inputs MACed, values sealed: the relay writes them as they are), for
+    the relay to write once they are sent (None with records off)."""
     if not settings.RECORDS_URL:
         return None
     from kale.records.hooks import publication_rows
     from kale.records.recorder import get_recorder
-    rows = publication_rows(publication, get_recorder().max_value_chars, now)
-    return [{key: value for key, value in row.items() if value is not None} for row in rows]
+    recorder = get_recorder()
+    rows = publication_rows(publication, recorder.max_value_chars, now)
+    sealer = recorder.store.sealer
+    return [sealer.stored({key: value for key, value in row.items() if value is not None},
+                          published=True) for row in rows]
 
 
 def consume_once(conn: Any, task_id: str) -> bool:

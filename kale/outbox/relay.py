@@ -1,8 +1,11 @@
 """The relay: sends what committed into ``kale_outbox``, then deletes it.
 
-Each round claims up to ``BATCH`` rows in one transaction, sends them with
-SendMessageBatch (in insertion order, queue by queue), deletes them and
-commits, then writes their tasks' ``queued`` records when records are on. A relay
+Each round claims up to ``BATCH`` rows in one transaction, checks each row's
+publisher's MAC (:mod:`kale.outbox.proof`: a row that fails is set aside in
+``kale_outbox_rejected``, logged and counted, never sent), sends the others
+with SendMessageBatch (in insertion order, queue by queue), deletes them and
+commits, then writes their tasks' ``queued`` records, as their publisher
+sealed them, when records are on. A relay
 killed between the send and the commit sends those rows again, with the same
 task ids: delivery is at least once, and a worker with records on skips a
 task that already succeeded.
@@ -40,8 +43,12 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from kale.broker import Broker
 from kale.clock import SYSTEM_CLOCK, Clock
+from kale.conf import settings
+from kale.config import Config
 from kale.exceptions import KaleError, OutboxError
+from kale.outbox import proof
 from kale.outbox.schema import CHANNEL, consumed, init, outbox
+from kale.outbox.schema import rejected as rejected_table
 from kale.transport import MAX_DELAY_SEC, OutgoingMessage
 
 logger = logging.getLogger(__name__)
@@ -70,6 +77,8 @@ class Counts:
     sent: int = 0
     rounds: int = 0
     failures: int = 0
+    #: Rows set aside in kale_outbox_rejected: their publisher's MAC failed.
+    rejected: int = 0
 
 
 class Relay:
@@ -78,8 +87,11 @@ class Relay:
     def __init__(self, engine: Engine, broker: Broker, poll_sec: float = 1.0,
                  consumed_ttl_sec: Optional[float] = 15 * 24 * 3600, clock: Clock = SYSTEM_CLOCK,
                  write_records: Optional[Callable[[list[dict[str, Any]]], None]] = None,
-                 claim_unique: Optional[Callable[..., list[str]]] = None):
+                 claim_unique: Optional[Callable[..., list[str]]] = None,
+                 config: Optional[Config] = None):
         self.engine = engine
+        #: Whose signing keys check the rows' MACs (by default the settings').
+        self.config = config or settings.config
         self.broker = broker
         self.poll_sec = poll_sec
         self.consumed_ttl_sec = consumed_ttl_sec
@@ -102,29 +114,59 @@ class Relay:
     # --- one round --------------------------------------------------------------------
 
     def send_round(self) -> int:
-        """Claim, send, delete and record up to BATCH rows; how many were sent."""
+        """Claim, check, send, delete and record up to BATCH rows; how many
+        were sent (rows that fail their check are set aside instead)."""
         if self.postgres:        # deleted as claimed: the delete commits once they are sent
             with self.engine.begin() as conn:
                 rows = self._claim(conn)
                 if not rows:
                     return 0
+                rows, rejected = self._checked(rows)
                 records = self._send(rows)
+                self._set_aside(conn, rejected)
         else:                    # one relay per database: read, send, then delete
             with self.engine.connect().execution_options(kale_read=True) as conn, conn.begin():
-                rows = self._claim(conn)
-            if not rows:
+                claimed = self._claim(conn)
+            if not claimed:
                 return 0
+            rows, rejected = self._checked(claimed)
             records = self._send(rows)
             with self.engine.begin() as conn:
-                conn.execute(delete(outbox).where(outbox.c.id.in_([row.id for row in rows])))
+                conn.execute(delete(outbox).where(outbox.c.id.in_([row.id for row in claimed])))
+                self._set_aside(conn, rejected)
         with self._counting:
             self.counts.sent += len(rows)
+            self.counts.rejected += len(rejected)
         # After the commit: the records may live in this very database (on
         # SQLite, one writer at a time). A relay that dies here leaves the
         # tasks without their queued record; a worker's first event writes it.
         if records and self.write_records is not None:
             self.write_records(records)
         return len(rows)
+
+    def _checked(self, rows: list[Any]) -> tuple[list[Any], list[tuple[Any, str]]]:
+        """The rows whose publisher's MAC holds, and the others with why
+        (:mod:`kale.outbox.proof`): the relay never signs what it reads."""
+        good, rejected = [], []
+        for row in rows:
+            reason = proof.problem(self.config, row._mapping)
+            if reason is None:
+                good.append(row)
+            else:
+                rejected.append((row, reason))
+                logger.error('outbox relay: row %d (task %r) set aside in %s, not sent: %s',
+                             row.id, str(row.task_id)[:128], rejected_table.name, reason)
+        return good, rejected
+
+    def _set_aside(self, conn: Any, rejected: list[tuple[Any, str]]) -> None:
+        """Keep the rejected rows, as they were, in kale_outbox_rejected."""
+        if not rejected:
+            return
+        now = self.clock.time()
+        conn.execute(rejected_table.insert(), [
+            dict({name: value for name, value in row._mapping.items() if name != 'id'},
+                 outbox_id=row.id, reason=reason[:500], rejected_at=now)
+            for row, reason in rejected])
 
     def _send(self, rows: list[Any]) -> list[dict[str, Any]]:
         """Send the rows (but those of unique tasks already held), in order,
@@ -348,13 +390,13 @@ def with_records(url: Optional[str] = None) -> dict[str, Any]:
     url = url or settings.RECORDS_URL
     if not url:
         return {}
-    from kale.records.recorder import OWN_WRITES_SEC, get_recorder
+    from kale.records.recorder import get_recorder
     from kale.records.unique import claim_unique
 
     def write(rows: list[dict[str, Any]]) -> None:
-        recorder = get_recorder(url)
-        recorder.writer.publish(rows)
-        recorder.flush(timeout=OWN_WRITES_SEC)
+        # As the publisher made them (inputs MACed, values sealed), checked
+        # with their row: written as they are, never signed here.
+        get_recorder(url).store.write(rows, [], [], sealed=True)
 
     def claim(claims: Any, now: float, for_sec: float) -> list[str]:
         return claim_unique(get_recorder(url).store, claims, now, for_sec)

@@ -1,7 +1,9 @@
 """The outbox's tables, in the application's own database.
 
 ``kale_outbox`` holds encoded, signed messages inserted in the caller's
-transaction until the relay sends them; ``kale_consumed`` the task ids whose
+transaction until the relay sends them, each with its publisher's MAC
+(:mod:`kale.outbox.proof`); ``kale_outbox_rejected`` the rows the relay set
+aside because that MAC failed; ``kale_consumed`` the task ids whose
 effects a transaction applied (:func:`kale.outbox.consume_once`). On
 PostgreSQL an insert into ``kale_outbox`` notifies the channel
 ``kale_outbox`` (a statement trigger), which wakes the relays. ``kale outbox
@@ -52,6 +54,20 @@ outbox = Table(
     Column('unique_key', String(64)),
     Column('unique_for_sec', Float),
     Column('created_at', Float, nullable=False),
+    #: The publisher's MAC over the row (kale.outbox.proof; version 2).
+    Column('mac', String(128)),
+)
+
+#: Rows the relay set aside, unsent: their MAC failed (version 2). Kept as
+#: they were, with the id they had in kale_outbox, why, and when.
+rejected = Table(
+    'kale_outbox_rejected', metadata,
+    Column('id', BigInteger().with_variant(Integer, 'sqlite'), primary_key=True,
+           autoincrement=True),
+    Column('outbox_id', BigInteger, nullable=False),
+    *[Column(column.name, column.type) for column in outbox.columns if column.name != 'id'],
+    Column('reason', String(500), nullable=False),
+    Column('rejected_at', Float, nullable=False),
 )
 
 #: The task ids whose effects were applied, once each.
@@ -90,9 +106,20 @@ def _create_v1(conn: Connection) -> None:
         conn.exec_driver_sql(NOTIFY_TRIGGER)
 
 
+def _add_mac_v2(conn: Connection) -> None:
+    """Rows of version 1 have no MAC: the relay sets them aside (send what
+    an older Kale's relay left before upgrading it)."""
+    from sqlalchemy import inspect
+    if 'mac' not in {column['name'] for column in inspect(conn).get_columns('kale_outbox')}:
+        conn.exec_driver_sql('ALTER TABLE kale_outbox ADD COLUMN mac VARCHAR(128)')
+    rejected.create(conn, checkfirst=True)
+
+
 #: (version, what it does, how), applied in order.
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
-    (1, 'create kale_outbox, kale_consumed and the notify trigger', _create_v1),
+    (1, 'create kale_outbox and kale_consumed (and on PostgreSQL the notify trigger)',
+     _create_v1),
+    (2, 'add kale_outbox.mac and kale_outbox_rejected', _add_mac_v2),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -104,6 +131,7 @@ def open_database(url: str, setting: str = 'OUTBOX_URL') -> Engine:
     from sqlalchemy import create_engine, event
 
     from kale.exceptions import ImproperlyConfigured
+    from kale.records.files import prepare_database
     from kale.records.store import engine_url, safe_url
     try:
         target = engine_url(url)
@@ -114,6 +142,8 @@ def open_database(url: str, setting: str = 'OUTBOX_URL') -> Engine:
     except Exception as exc:
         raise ImproperlyConfigured('%s %r cannot be used: %s' % (setting, safe_url(url), exc)) \
             from exc
+    if target.database and target.database != ':memory:':
+        prepare_database(str(target.database), setting)         # owner-only (0600)
 
     @event.listens_for(engine, 'connect')
     def connect(dbapi_connection: Any, record: Any) -> None:

@@ -1,6 +1,7 @@
-"""Files the records store makes, made so that only their owner can read them.
+"""Files the records store and the outbox make, made so that only their owner can read them.
 
-A SQLite database holds what tasks were given and returned; its signal file
+A SQLite database holds what tasks were given and returned (the records'),
+or what is about to be sent (the outbox's); the records' signal file
 (:mod:`kale.records.cancels`) tells workers about cancellations. Both are
 created owner-only (0600; SQLite gives its ``-wal`` and ``-shm`` files the
 database's mode), never through a symbolic link someone else planted: a
@@ -33,21 +34,23 @@ def shared_directory(path: str) -> bool:
     return bool(mode & stat.S_IWOTH)
 
 
-def prepare_database(path: str) -> None:
+def prepare_database(path: str, setting: str = 'RECORDS_URL') -> None:
     """Make the SQLite database file owner-only if it does not exist yet;
-    ImproperlyConfigured for a symbolic link in a directory anyone can write to."""
+    ImproperlyConfigured (naming ``setting``) for a symbolic link in a
+    directory anyone can write to."""
     if os.path.islink(path) and shared_directory(path):
         raise ImproperlyConfigured(
-            'RECORDS_URL names %s, a symbolic link in a directory anyone can write to: name '
-            'the database file itself, in a directory of your own' % path)
+            '%s names %s, a symbolic link in a directory anyone can write to: name '
+            'the database file itself, in a directory of your own' % (setting, path))
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NO_FOLLOW, PRIVATE_FILE)
     except OSError:         # there already, or out of reach: SQLite says so when used
         return
     os.close(fd)
     if shared_directory(path):
-        logger.warning('records: the database %s is in a directory anyone can write to; it is '
-                       'readable by its owner only, but a directory of your own is safer', path)
+        logger.warning('%s: the database %s is in a directory anyone can write to; it is '
+                       'readable by its owner only, but a directory of your own is safer',
+                       setting, path)
 
 
 def open_private(path: str, flags: int) -> int:

@@ -206,11 +206,13 @@ class RecordStore:
         rows, and a history row for each attempt that failed and is retried
         (by default from the ``scheduled`` events of runs among ``events``;
         a writer that merged events passes those it saw). ``sealed``: the
-        events were already made what the database may hold (a spool's)."""
+        rows were already made what the database may hold (a spool's
+        events, the publications an outbox's publisher sealed)."""
         if attempt_rows is None:
             attempt_rows = retried_attempts(events)
         sealer = self.sealer
-        published = [sealer.stored(row, published=True) for row in published]
+        if not sealed:
+            published = [sealer.stored(row, published=True) for row in published]
         if (sealer.sealing or sealer.dropping) and not sealed:
             events = [sealer.stored(row) for row in events]
             attempt_rows = [sealer.stored(row) for row in attempt_rows]

@@ -131,3 +131,50 @@ def test_a_relay_killed_between_send_and_delete_sends_again_and_the_task_runs_on
         worker.signal(signal.SIGTERM)
         assert worker.wait(30) == 0
     assert out.read_text() == 'once\n'
+
+
+def test_a_row_written_with_sql_never_becomes_a_signed_task(sqs, records_url, tmp_path):
+    """Someone who can write only the application's database inserts a
+    kale_outbox row: a garbage body, and a record naming a task and
+    arguments of their choice, failed. A real ``kale relay`` sets it aside
+    unsent (its publisher's MAC fails) and writes no record; ``kale tasks
+    retry --failed`` finds nothing to publish; a real worker never runs
+    the inserted arguments. A genuine row committed beside it goes through."""
+    import json
+    import time
+    app_url = 'sqlite:///%s' % (tmp_path / 'app.db')
+    assert kale('outbox', 'init', '--url', app_url).returncode == 0
+    out = tmp_path / 'runs'
+    forged = 'f' * 32
+    engine = open_database(app_url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            "INSERT INTO kale_outbox (task_id, task, queue, body, delay_sec, record, created_at) "
+            "VALUES (?, 'tests.outbox_tasks.Note', 'default', 'not a kale message', 0, ?, ?)",
+            (forged, json.dumps({'id': forged, 'task': 'tests.outbox_tasks.Note',
+                                 'queue': 'default', 'status': 'failed', 'attempts': 1,
+                                 'inputs': {'args': [str(out), 'INJECTED'], 'kwargs': {},
+                                            'exact': True},
+                                 'published_at': time.time(), 'updated_at': time.time()}),
+             time.time()))
+        genuine = outbox.publish(conn, ot.Note, None, str(out), 'genuine')
+    relay = kale('relay', '--url', app_url, '--burst')
+    assert relay.returncode == 0, relay.stderr
+    assert 'set aside in kale_outbox_rejected' in relay.stderr and forged in relay.stderr
+    with engine.begin() as conn:
+        assert conn.execute(select(outbox_table.c.task_id)).scalars().all() == []
+        [kept] = conn.exec_driver_sql('SELECT task_id, reason FROM kale_outbox_rejected').all()
+    engine.dispose()
+    assert kept[0] == forged and 'MAC' in kept[1]
+    assert records.get(forged) is None and records.get(genuine).status == 'queued'
+    assert sqs.count('default') == 1
+    retried = kale('tasks', 'retry', '--failed')
+    assert retried.returncode == 0, retried.stderr
+    worker = WorkerProcess(tmp_path, '--queues', 'default')
+    try:
+        wait_for(lambda: records.get(genuine).status == 'succeeded' and sqs.count('default') == 0,
+                 60, 'the genuine task to run')
+    finally:
+        worker.signal(signal.SIGTERM)
+        assert worker.wait(30) == 0
+    assert out.read_text() == 'genuine\n'

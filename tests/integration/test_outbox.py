@@ -283,3 +283,80 @@ def test_kale_web_shows_the_outbox_of_outbox_url(app, memory_broker):
         answer = client.get('/api/outbox').json()
     assert answer['configured'] is True and answer['pending'] == 1
     assert 0 <= answer['oldest_age_sec'] < 60
+
+
+def outbox_rows(engine):
+    with engine.begin() as conn:
+        return [dict(row) for row in conn.execute(select(outbox_table)).mappings()]
+
+
+@pytest.mark.parametrize('change', ['record', 'body', 'queue', 'unsigned'])
+def test_a_row_changed_in_the_database_is_set_aside_unsent(app, tmp_path, change):
+    """The relay checks each row's publisher's MAC before it sends it or
+    writes its record; a row that fails is kept in kale_outbox_rejected."""
+    from kale.outbox.schema import rejected
+    engine, relay, broker = app
+    out = tmp_path / 'runs'
+    with engine.begin() as conn:
+        task_id = outbox.publish(conn, ot.Note, None, str(out), 'ordered')
+        kept = outbox.publish(conn, ot.Note, None, str(out), 'untouched')
+    [row, _] = outbox_rows(engine)
+    if change == 'record':
+        values = {'record': dict(row['record'], inputs={'args': [str(out), 'INJECTED'],
+                                                        'kwargs': {}, 'exact': True})}
+    elif change == 'body':
+        [other, _] = outbox_rows(engine)
+        values = {'body': other['body'].replace('a', 'b', 1)}
+    elif change == 'queue':
+        values = {'queue': 'high'}
+    else:
+        values = {'mac': None}
+    with engine.begin() as conn:
+        conn.execute(outbox_table.update().where(outbox_table.c.id == row['id']).values(**values))
+    assert relay.send_round() == 1 and relay.counts.rejected == 1
+    assert pending(engine) == 0 and records.get(task_id) is None
+    with engine.begin() as conn:
+        [aside] = conn.execute(select(rejected)).mappings().all()
+    assert aside['task_id'] == task_id and aside['outbox_id'] == row['id']
+    assert 'MAC' in aside['reason'] and aside['body'] == dict(row, **values)['body']
+    work(broker, queues=['default', 'high'])
+    assert lines(out) == ['untouched'] and records.get(kept).status == 'succeeded'
+
+
+def test_with_an_encryption_key_the_outbox_holds_no_argument_in_clear(app, tmp_path):
+    from kale.conf import settings
+    engine, relay, broker = app
+    secret = 'card 4111-1111-1111-1111'
+    with settings.override(MESSAGE_ENCRYPTION_KEY='an-encryption-secret-of-32-chars!!'):
+        with engine.begin() as conn:
+            task_id = outbox.publish(conn, ot.Note, None, str(tmp_path / 'runs'), secret)
+        [row] = outbox_rows(engine)
+        assert secret not in repr(row)
+        assert set(row['record']['inputs']) == {'kale_sealed'}
+        assert relay.send_round() == 1
+        assert records.get(task_id).args == [str(tmp_path / 'runs'), secret]
+
+
+def test_a_relayed_task_that_failed_is_retried_from_its_record(app, tmp_path):
+    """The record the relay writes carries the inputs MAC its publisher made."""
+    engine, relay, broker = app
+    with engine.begin() as conn:
+        task_id = outbox.publish(conn, ot.FinalNote, None, str(tmp_path / 'no' / 'dir'), 'x')
+    relay.send_round()
+    work(broker)
+    assert records.get(task_id).status == 'failed'
+    new_id = records.retry(task_id)
+    assert records.get(new_id).status == 'queued'
+    assert broker.counts(broker.queues['default']).visible == 1
+
+
+def test_outbox_init_makes_its_sqlite_file_owner_only(tmp_path):
+    import os
+    import stat
+    path = tmp_path / 'app.db'
+    old = os.umask(0o022)
+    try:
+        outbox.init(open_database('sqlite:///%s' % path))
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
