@@ -16,6 +16,8 @@ queue and per dead-letter queue), so scrape every 15 s or less often.
 - ``kale_queue_up{queue}``: 1 when the queue's counts were read, 0 when SQS
   could not answer (its other series are left out of that scrape);
 - ``kale_records_tasks{status}``: task counts by status, from ``task_counts``;
+  labels read from stored data are bounded: a status Kale does not know
+  counts under ``other``, as does (below) a queue not in the queue config;
 - ``kale_queue_oldest_task_age_seconds{queue}``: how long the oldest task
   still waiting in each queue has waited, from ``oldest_queued`` (epoch
   seconds when it became due: its publish, or the end of its delay; by queue
@@ -43,6 +45,12 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 STATES = ('visible', 'in_flight', 'delayed', 'dead_letters')
+#: The label of series whose value read from stored data is not a configured
+#: queue or a known status: stored data never makes a series of its own.
+OTHER = 'other'
+#: The record statuses that get a series of their own.
+RECORD_STATUSES = frozenset({'queued', 'running', 'scheduled', 'succeeded', 'failed',
+                             'cancelled', 'purged', 'deduplicated'})
 
 
 class QueueCollector:
@@ -98,13 +106,21 @@ class QueueCollector:
                 oldest.add_metric([names[sqs_name]], age)
             yield oldest
         if self.task_counts is not None:
+            by_status: dict[str, int] = {}
             for status, count in self._call(self.task_counts, 'task counts').items():
-                records.add_metric([str(status)], count)
+                label = str(status) if status in RECORD_STATUSES else OTHER
+                by_status[label] = by_status.get(label, 0) + int(count)
+            for label, count in by_status.items():
+                records.add_metric([label], count)
             yield records
         if self.oldest_queued is not None:
             now = self.clock()
+            by_queue: dict[str, float] = {}
             for name, published in self._call(self.oldest_queued, 'oldest tasks').items():
-                oldest.add_metric([str(name)], max(0.0, now - published))
+                label = str(name) if name in self.broker.queues else OTHER
+                by_queue[label] = max(by_queue.get(label, 0.0), now - published)
+            for label, age in by_queue.items():
+                oldest.add_metric([label], max(0.0, age))
             yield oldest
 
     def _families(self) -> tuple[GaugeMetricFamily, ...]:

@@ -57,9 +57,15 @@ def error(status: int, message: str) -> JSONResponse:
                         status_code=status)
 
 
+#: The documents under /api that need no token (the API's description), by exact path.
+OPEN_API_PATHS = frozenset({'/api/openapi.json'})
+
+
 class BearerToken:
-    """ASGI middleware: ``/api`` routes and ``/metrics`` need ``Authorization:
-    Bearer TOKEN`` (Prometheus sends it with ``authorization: {credentials: ...}``)."""
+    """ASGI middleware: every ``/api`` route and ``/metrics`` need
+    ``Authorization: Bearer TOKEN`` (Prometheus sends it with
+    ``authorization: {credentials: ...}``), but the exact paths of
+    :data:`OPEN_API_PATHS`."""
 
     def __init__(self, app: ASGIApp, token: str):
         self.app = app
@@ -67,9 +73,9 @@ class BearerToken:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         root = scope.get('root_path', '')
-        if scope['type'] == 'http' and (scope['path'] == root + '/metrics' or (
-                scope['path'].startswith(root + '/api')
-                and not scope['path'].endswith('/openapi.json'))):
+        path = scope['path'][len(root):] if scope['path'].startswith(root) else scope['path']
+        if scope['type'] == 'http' and (path == '/metrics' or (
+                (path == '/api' or path.startswith('/api/')) and path not in OPEN_API_PATHS)):
             given = dict(scope['headers']).get(b'authorization', b'')
             if not hmac.compare_digest(given, self.expected):
                 response = error(401, 'a bearer token is required: send Authorization: Bearer '

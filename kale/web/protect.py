@@ -8,7 +8,8 @@ API must tell the dashboard's own requests from those another site makes:
   on another site cannot add a custom header without a CORS preflight, which
   is never granted, so a form or a ``fetch`` from there never reaches a
   handler. A request whose ``Sec-Fetch-Site`` says ``cross-site`` or
-  ``same-site``, or whose ``Origin`` is not this server, is refused as well.
+  ``same-site``, or whose ``Origin`` is not this server (scheme, host and
+  port), is refused as well.
   GET routes only read.
 - **DNS rebinding.** A name the attacker controls may resolve to 127.0.0.1,
   making the attacker's page "same origin" with the API. The ``Host`` header
@@ -69,6 +70,30 @@ def host_name(value: str) -> str:
     return value
 
 
+#: The port a scheme means when none is given.
+DEFAULT_PORTS = {'http': 80, 'https': 443}
+
+
+def _port(scheme: str, netloc: str) -> int:
+    """The port of an origin's netloc or a ``Host`` header (the scheme's own when none)."""
+    try:
+        port = urlsplit('//' + netloc).port
+    except ValueError:
+        return -1
+    return port if port is not None else DEFAULT_PORTS.get(scheme, -1)
+
+
+def same_origin(origin: str, scheme: str, host_header: str) -> bool:
+    """Whether ``origin`` is this server's: the same scheme, host and port
+    as the request it came with."""
+    if origin == 'null':
+        return False
+    parts = urlsplit(origin.strip().lower())
+    scheme = scheme.lower()
+    return (parts.scheme == scheme and host_name(parts.netloc) == host_name(host_header)
+            and _port(scheme, parts.netloc) == _port(scheme, host_header.strip().lower()))
+
+
 class BrowserSafety:
     """ASGI middleware: the checks and headers of this module's docstring.
     ``allowed_hosts`` are the host names answered (``*`` answers any)."""
@@ -112,7 +137,8 @@ class BrowserSafety:
         if site in ('cross-site', 'same-site'):
             return 403, 'kale web refuses a request another site made (Sec-Fetch-Site: %s)' % site
         origin = headers.get('origin')
-        if origin is not None and (origin == 'null' or host_name(urlsplit(origin).netloc) != host):
+        if origin is not None and not same_origin(origin, scope.get('scheme', 'http'),
+                                                  headers.get('host', '')):
             return 403, 'kale web refuses a request from another origin (%s)' % origin[:100]
         if headers.get(REQUEST_HEADER) != '1':
             return 403, ('a request that changes state needs the header X-Kale-Request: 1 '

@@ -70,6 +70,35 @@ def test_the_dashboard_shows_the_records_and_retries_a_failure(browser, web, som
         page.close()
 
 
+def test_the_page_loads_with_no_console_error_and_no_csp_violation(browser, web,
+                                                                   some_records):
+    """The page draws its cards, tables and charts (a legend with its
+    swatches) under its own Content-Security-Policy: nothing is blocked."""
+    page = browser.new_page(viewport={'width': 1280, 'height': 1000})
+    errors = []
+    page.on('console', lambda message: errors.append(message.text)
+            if message.type == 'error' else None)
+    page.on('pageerror', lambda exc: errors.append(str(exc)))
+    page.on('response', lambda r: errors.append('%d %s' % (r.status, r.url)) if r.status >= 400 else None)
+    try:
+        page.add_init_script("window.__violations = []; document.addEventListener("
+                             "'securitypolicyviolation', (e) => window.__violations.push("
+                             "e.violatedDirective + ' ' + e.blockedURI));")
+        page.goto(web)
+        page.wait_for_selector('body[data-loaded=true]', timeout=15000)
+        page.wait_for_selector('.legend i')
+        assert page.evaluate('window.__violations') == []
+        assert errors == []
+        color = page.eval_on_selector('#counts .card[data-status=failed] .n',
+                                      'node => getComputedStyle(node).color')
+        assert color == 'rgb(197, 48, 48)'             # --failed, from the stylesheet
+        swatch = page.eval_on_selector('.legend i',
+                                       'node => getComputedStyle(node).backgroundColor')
+        assert swatch != 'rgba(0, 0, 0, 0)'
+    finally:
+        page.close()
+
+
 def test_search_by_label_and_by_task_id(browser, web, some_records):
     page = browser.new_page()
     try:

@@ -80,3 +80,24 @@ def test_without_prometheus_client_metrics_is_one_line_501(client, monkeypatch):
     assert answer.status_code == 501
     assert answer.json() == {'error': "/metrics needs prometheus_client: pip install "
                                       "'kale-sqs[metrics]'"}
+
+
+def test_labels_read_from_the_records_are_bounded_to_the_configured_queues(client,
+                                                                          memory_broker):
+    """3000 records naming 3000 queues (written straight into the database)
+    make no series of their own: they count under ``other``."""
+    now = time.time()
+    records.store().write([{'id': 'x%d' % n, 'task': 't.T', 'queue': 'q%d' % n,
+                            'status': 'queued', 'attempts': 0, 'published_at': now - n,
+                            'updated_at': now} for n in range(3000)], [], [])
+    found = scrape(client)
+    oldest = {dict(labels)['queue']: value for (name, labels), value in found.items()
+              if name == 'kale_queue_oldest_task_age_seconds'}
+    assert set(oldest) <= set(memory_broker.queues) | {'other'}
+    assert oldest['other'] >= 2999 - 5
+
+
+def test_the_record_statuses_metrics_know_are_the_records_own():
+    from kale.contrib.queue_metrics import RECORD_STATUSES
+    from kale.records.schema import STATUSES
+    assert RECORD_STATUSES == set(STATUSES)

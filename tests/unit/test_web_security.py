@@ -40,6 +40,9 @@ def test_a_cross_site_form_cannot_cancel_a_task(app):
 @pytest.mark.parametrize('headers', [
     {'Origin': 'http://evil.example'},
     {'Origin': 'null'},
+    {'Origin': 'http://127.0.0.1:8080'},         # another port of this host: another origin
+    {'Origin': 'https://127.0.0.1'},             # another scheme
+    {'Origin': 'http://127.0.0.1:x'},
     {'Sec-Fetch-Site': 'same-site'},
     {},                                          # no X-Kale-Request
 ])
@@ -63,6 +66,18 @@ def test_the_dashboards_own_requests_are_answered(app):
     same_origin = {'Origin': 'http://127.0.0.1', 'Sec-Fetch-Site': 'same-origin'}
     answer = api_client(app).post('/api/tasks/%s/cancel' % task_id, headers=same_origin)
     assert answer.status_code == 200 and records.get(task_id).status == 'cancelled'
+
+
+def test_the_origin_port_is_compared_with_the_hosts(app):
+    task_id = queued_task()
+    browser = TestClient(app, base_url='http://127.0.0.1:8000')
+    dashboard = {'X-Kale-Request': '1', 'Sec-Fetch-Site': 'same-origin'}
+    other = browser.post('/api/tasks/%s/cancel' % task_id,
+                         headers=dict(dashboard, Origin='http://127.0.0.1:9000'))
+    assert other.status_code == 403 and records.get(task_id).status == 'queued'
+    own = browser.post('/api/tasks/%s/cancel' % task_id,
+                       headers=dict(dashboard, Origin='http://127.0.0.1:8000'))
+    assert own.status_code == 200 and records.get(task_id).status == 'cancelled'
 
 
 def test_reads_need_no_header_and_change_nothing(app):
@@ -103,6 +118,19 @@ def test_a_token_in_the_query_string_is_refused(memory_broker, records_url):
     for name in ('token', 'access_token'):
         answer = api_client(app).get('/api/tasks?%s=%s' % (name, token))
         assert answer.status_code == 400 and 'Authorization header' in answer.json()['error']
+
+
+def test_every_api_path_needs_the_token_but_the_exact_documents(memory_broker, records_url):
+    """A path that merely ends like an open document is not one: the API's
+    description is open at its exact path only."""
+    token = 's' * 32
+    client = api_client(create_app(token=token, broker=lambda: memory_broker))
+    for path in ('/api/tasks/openapi.json', '/api/openapi.json/', '/api/x/openapi.json',
+                 '/api', '/api/', '/api/tasks', '/metrics'):
+        assert client.get(path).status_code == 401, path
+    assert client.get('/api/openapi.json').status_code == 200
+    assert client.get('/api/tasks/openapi.json',
+                      headers={'Authorization': 'Bearer ' + token}).status_code != 401
 
 
 def test_every_answer_carries_the_security_headers(app, memory_broker):

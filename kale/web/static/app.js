@@ -6,6 +6,7 @@
 
 const STATUSES = ['queued', 'running', 'scheduled', 'succeeded', 'failed', 'cancelled', 'purged',
   'deduplicated', 'pending'];
+// The series' colours; app.css gives the legend's .swatch-N the same (no inline style: the CSP).
 const PALETTE = ['#1f6feb', '#2f855a', '#c53030', '#b7791f', '#805ad5', '#0d9488', '#db2777',
   '#4b5563'];
 const REFRESH_MS = 3000;
@@ -160,7 +161,7 @@ function renderCounts(summary) {
   box.replaceChildren(...STATUSES.map((status) => el('div', {
     class: 'card', 'data-status': status, title: 'show ' + status + ' tasks',
     onclick: () => selectStatus(status),
-  }, el('div', { class: 'n', style: 'color: var(--' + status + ')' }, summary.by_status[status] || 0),
+  }, el('div', { class: 'n' }, summary.by_status[status] || 0),
   el('div', { class: 'label' }, status))));
 }
 
@@ -410,7 +411,7 @@ function drawChart(id, series, value, unit, windowSec) {
     chart.append(svg('polyline', { fill: 'none', stroke: color, 'stroke-width': 2,
       points: own.map(([t, v]) => x(t).toFixed(1) + ',' + y(v).toFixed(1)).join(' ') }));
     for (const [t, v] of own) chart.append(svg('circle', { cx: x(t), cy: y(v), r: 2.5, fill: color }));
-    legend.append(el('span', {}, el('i', { style: 'background:' + color }), short(name)));
+    legend.append(el('span', {}, el('i', { class: 'swatch-' + (i % PALETTE.length) }), short(name)));
   });
   box.replaceChildren(chart, points.length ? legend : el('div', { class: 'muted' }, 'nothing finished in the last week'));
 }
