@@ -325,7 +325,7 @@ def test_a_row_changed_in_the_database_is_set_aside_unsent(app, tmp_path, change
 
 def test_with_an_encryption_key_the_outbox_holds_no_argument_in_clear(app, tmp_path):
     from kale.conf import settings
-    engine, relay, broker = app
+    engine, relay, _ = app
     secret = 'card 4111-1111-1111-1111'
     with settings.override(MESSAGE_ENCRYPTION_KEY='an-encryption-secret-of-32-chars!!'):
         with engine.begin() as conn:
