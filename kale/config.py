@@ -131,6 +131,7 @@ class Config:
     METRICS_PORT: int
     METRICS_HOST: str
     LOG_FORMAT: str
+    LOG_EXCEPTION_MESSAGES: bool
     TRACING: bool
     #: The application's own UPPER_CASE names from the settings module.
     extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)

@@ -414,6 +414,12 @@ METRICS_HOST = '127.0.0.1'
 # task_id, task, queue, attempt and worker where known), for `kale` commands.
 LOG_FORMAT = 'text'
 
+# Whether a worker's log lines about a failed run carry the exception's
+# message ('retrying in 60s: ValueError: card 4111... refused') or only its
+# type ('ValueError'). Messages often carry arguments: with
+# MESSAGE_ENCRYPTION_KEY set the lines carry the type only, whatever this says.
+LOG_EXCEPTION_MESSAGES = True
+
 # OpenTelemetry traces: spans kale.publish, kale.run (a child of the
 # publisher's span, whose context travels in the signed envelope) and
 # kale.settle, through opentelemetry's global tracer provider and propagator.

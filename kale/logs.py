@@ -8,7 +8,10 @@ credentials, session tokens and message bodies. Even then,
 ``X-Amz-Security-Token`` headers, ``Credential=`` and ``Signature=`` values,
 and message bodies, in whatever those libraries log.
 
-Kale's own log lines carry task ids, names and queues, never arguments.
+Kale's own log lines carry task ids, names and queues, never arguments. A
+failed run's line carries its exception's type, and its message too unless
+``LOG_EXCEPTION_MESSAGES`` is off or ``MESSAGE_ENCRYPTION_KEY`` is set
+(:func:`exception_messages`): messages often carry arguments.
 
 **Fields.** Every record that passes through the handler :func:`configure`
 installs carries ``task_id``, ``task``, ``queue``, ``attempt`` and
@@ -28,6 +31,13 @@ import json
 import logging
 import re
 from typing import Any, Optional
+
+
+def exception_messages(config: Any) -> bool:
+    """Whether a worker's lines about failed runs may carry exception
+    messages: ``LOG_EXCEPTION_MESSAGES``, and never with task data encrypted."""
+    return bool(config.LOG_EXCEPTION_MESSAGES) and not config.MESSAGE_ENCRYPTION_KEY
+
 
 #: Fields a record may carry about the task and worker it concerns.
 TASK_FIELDS = ('task_id', 'task', 'queue', 'attempt')

@@ -256,6 +256,7 @@ CHECKS: dict[str, Callable[[Any], Optional[str]]] = {
     'METRICS_PORT': _number(0, 65535, whole=True),
     'METRICS_HOST': _TEXT,
     'LOG_FORMAT': _one_of('text', 'json'),
+    'LOG_EXCEPTION_MESSAGES': _BOOL,
     'TRACING': _BOOL,
 }
 

@@ -23,6 +23,7 @@ from kale.clock import SYSTEM_CLOCK, Clock
 from kale.events import Settlement, process_identity
 from kale.exceptions import SQSError
 from kale.hooks import HookDispatcher, WorkerHooks
+from kale.logs import exception_messages
 from kale.timeout import BaseTimeout, SignalTimeout
 from kale.worker.batch import Batch
 from kale.worker.burst import BurstEnd
@@ -79,7 +80,7 @@ class WorkerBase:
         self.name = 'worker %s' % process_identity()[0]
         self.selector_class = load_selector(selector_class, config)
         self.hooks = HookDispatcher(load_worker_hooks(hooks, config))
-        self.reporter = Reporter(self.hooks)
+        self.reporter = Reporter(self.hooks, exception_messages=exception_messages(config))
         # Asked once: a per-task hook that nobody overrides costs nothing per task.
         self._on_started = self.hooks.overridden(WorkerHooks.on_task_started)
         self._on_finished = self.hooks.overridden(WorkerHooks.on_task_finished)

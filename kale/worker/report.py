@@ -1,9 +1,11 @@
 """What a worker says about each settled message: one log line per outcome,
 the matching hook, the task's own ``on_permanent_failure``, and counts.
 
-Log lines carry ids, never arguments. A message that failed verification is
-named by its SQS message id: its attributes are unsigned, so they are not
-reported as its task.
+Log lines carry ids, never arguments. A failed run's line carries the
+exception's type, and its message only when :func:`kale.logs.exception_messages`
+allows (decided once, when the worker starts). A message that failed
+verification is named by its SQS message id: its attributes are unsigned, so
+they are not reported as its task.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import logging
 
 from kale import logs
 from kale.events import Outcome, Settlement
+from kale.exceptions import short_reason
 from kale.hooks import HookDispatcher, WorkerHooks
 from kale.queue_config import TaskQueue
 from kale.worker.batch import Batch
@@ -29,8 +32,10 @@ HOOKS = {outcome: getattr(WorkerHooks, outcome.hook_name) for outcome in Outcome
 class Reporter:
     """Logs and dispatches the outcome of every settled message."""
 
-    def __init__(self, hooks: HookDispatcher):
+    def __init__(self, hooks: HookDispatcher, exception_messages: bool = True):
         self.hooks = hooks
+        #: A failure's reason as logged: whole, or without the exception's message.
+        self._failure = str if exception_messages else short_reason
         self.stats: collections.Counter[str] = collections.Counter()
         self._on_succeeded = hooks.overridden(WorkerHooks.on_task_succeeded)
         #: Tasks sent on before their due time, not seen since (for a burst's end).
@@ -54,6 +59,7 @@ class Reporter:
             return
         where = 'task %s (%s) on %s' % (s.task_id, s.task_name, queue.name)
         extra = fields(queue, s)
+        failure = self._failure(s.reason) if s.outcome.run_failed else s.reason
         if s.outcome is Outcome.CANCELLED:
             logger.info('%s cancelled: deleted without running', where, extra=extra)
             self.hooks(HOOKS[s.outcome], s)
@@ -68,23 +74,23 @@ class Reporter:
         elif s.outcome is Outcome.RETRY and s.lapsed:
             logger.warning('%s failed in %.3fs: %s; its retry was not sent before its visibility '
                            'timeout ended, so SQS delivers it again', where, s.duration_sec,
-                           s.reason, extra=extra)
+                           failure, extra=extra)
             self.hooks(HOOKS[s.outcome], s)
         elif s.outcome is Outcome.RETRY:
             logger.warning('%s failed in %.3fs, retrying in %ds: %s', where, s.duration_sec,
-                           s.retry_delay_sec, s.reason, extra=extra)
+                           s.retry_delay_sec, failure, extra=extra)
             self.hooks(HOOKS[s.outcome], s)
         elif s.outcome is Outcome.DEAD_LETTER and not s.settled:
             logger.error('%s failed permanently in %.3fs, but its dead-letter copy was not sent; '
-                         'it will run again: %s', where, s.duration_sec, s.reason, extra=extra)
+                         'it will run again: %s', where, s.duration_sec, failure, extra=extra)
         elif s.outcome is Outcome.DEAD_LETTER and s.dead_run is not None:
             logger.error('%s failed permanently in %.3fs, its dead run %s queued: %s', where,
-                         s.duration_sec, s.dead_run.task_id, s.reason, extra=extra)
+                         s.duration_sec, s.dead_run.task_id, failure, extra=extra)
             self.hooks(HOOKS[s.outcome], s)
             self._on_permanent_failure(where, s)
         elif s.outcome is Outcome.DEAD_LETTER:
             logger.error('%s failed permanently in %.3fs, dead-lettered: %s', where,
-                         s.duration_sec, s.reason, extra=extra)
+                         s.duration_sec, failure, extra=extra)
             self.hooks(HOOKS[s.outcome], s)
             self._on_permanent_failure(where, s)
         elif s.lapsed:

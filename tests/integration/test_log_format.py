@@ -113,3 +113,22 @@ def test_log_format_json_makes_kale_commands_log_json(sqs, capsys, monkeypatch):
 def test_an_unknown_log_format_is_refused():
     with pytest.raises(ValueError, match="log format must be one of text, json, got 'xml'"):
         logs.formatter('xml')
+
+
+@pytest.mark.parametrize('setting', [{'MESSAGE_ENCRYPTION_KEY': 'an-encryption-secret-of-32-chars!!'},
+                                     {'LOG_EXCEPTION_MESSAGES': False}])
+def test_failed_runs_are_logged_with_the_exceptions_type_only(memory_broker, output, setting):
+    """With task data encrypted, or LOG_EXCEPTION_MESSAGES off, a failed
+    run's line names the exception's type, not its message (which often
+    carries arguments); the message is logged otherwise."""
+    from kale.conf import settings
+    from tests import records_tasks as rt
+    stream = output(None)
+    with settings.override(**setting):
+        rt.TellingBrokenTask.publish(None, 'card-4111')
+        work(memory_broker, queues=['default'])
+    text = stream.getvalue()
+    assert 'dead-lettered: no_retries: ValueError\n' in text and '4111' not in text
+    rt.TellingBrokenTask.publish(None, 'card-4111')
+    work(memory_broker, queues=['default'])
+    assert 'dead-lettered: no_retries: ValueError: refused card-4111' in stream.getvalue()
