@@ -309,3 +309,47 @@ def test_kale_worker_with_a_bad_executor_dir_says_so_in_one_line(tmp_path, capsy
     assert main(['worker', '--burst', '--executors', str(tmp_path / 'nope')]) == 1
     error = capsys.readouterr().err.strip().splitlines()
     assert error == ['kale: error: EXECUTOR_DIR %s is not a directory' % (tmp_path / 'nope')]
+
+
+LEAVES_A_DAEMON = '''
+    #!/usr/bin/env python3
+    # A child that leaves the program's session (setsid) and outlives its
+    # parent, written as a daemon would be; then the program {then}.
+    import os, sys, time
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            with open('daemon.pid', 'w') as out:
+                out.write(str(os.getpid()))
+            time.sleep(120)
+        os._exit(0)
+    os.wait()
+    while not os.path.exists('daemon.pid'):
+        time.sleep(0.01)
+    {end}
+'''
+
+
+@pytest.mark.real_time('a real program runs into its time limit and kill grace')
+@pytest.mark.parametrize('then, end', [
+    ('runs past its time limit', 'time.sleep(60)'),
+    ('exits at once', 'print("1")'),
+])
+def test_a_descendant_that_left_the_session_is_ended_with_the_run(programs, then, end):
+    programs('executors.yaml', 'methods:\n  daemonic:\n    time_limit: 1\n    max_retries: 0\n',
+             mode=0o644)
+    programs('daemonic', LEAVES_A_DAEMON.replace('{then}', then).replace('{end}', end))
+    record = run(programs, 'daemonic')
+    assert record.status == ('failed' if 'past' in then else 'succeeded'), record.error_message
+    daemon = int((programs.directory / 'daemon.pid').read_text())
+    deadline = time.monotonic() + 10
+    while alive(daemon) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(daemon)
+    assert not os.path.exists('/proc/%d' % daemon)      # reaped too: no zombie left
+
+
+def test_a_program_that_cannot_be_started_is_unknown_method(programs):
+    programs('badline', '#!/no/such/interpreter\n')
+    record = run(programs, 'badline')
+    assert record.status == 'failed' and 'cannot be started' in record.error_message

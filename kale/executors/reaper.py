@@ -1,0 +1,120 @@
+"""The parent of everything one executor program starts (Linux), so that none of it outlives the run.
+
+Run as a script, with the standard library only (``python -I -S reaper.py
+STATUS_FD PROGRAM``), by :func:`kale.executors.program.run_program`. It
+makes itself a child subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``): a
+descendant of the program whose parent dies is re-parented to it rather
+than to init, even one that called ``setsid()``. So every descendant stays
+in its tree, and it can end them all:
+
+- it starts the program (standard input, output and error are its own: the
+  worker's pipes) and waits for it;
+- SIGTERM, which the worker sends to the process group at the time limit,
+  is for the program: this process ignores it;
+- SIGUSR1 (the worker's, once the kill grace is over) kills every
+  descendant with SIGKILL at once;
+- when the program has ended, it kills whatever descendants are left,
+  reaps them (no zombie is left), and exits as the program did: its exit
+  status, or the signal that killed it.
+
+A program that cannot be started (a bad ``#!`` line) is reported on
+``STATUS_FD`` as its errno, for the worker to raise the OSError that
+``subprocess`` would have.
+"""
+import ctypes
+import os
+import signal
+import sys
+import time
+
+PR_SET_CHILD_SUBREAPER = 36
+#: Seconds spent killing and reaping leftovers at most (a process stuck in
+#: the kernel dies when it comes out; one that never does is left).
+CLEANUP_SEC = 10.0
+#: Signals the program gets back at their default disposition.
+DEFAULT_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGPIPE,
+                   signal.SIGXFSZ)
+
+
+def descendants(root: int) -> list[int]:
+    """Every process whose chain of parents reaches ``root`` (read from /proc)."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir('/proc'):
+        if not name.isdigit():
+            continue
+        try:
+            with open('/proc/%s/stat' % name, 'rb') as stat:
+                data = stat.read()
+        except OSError:
+            continue
+        parent = int(data[data.rindex(b')') + 2:].split()[1])
+        children.setdefault(parent, []).append(int(name))
+    found: list[int] = []
+    frontier = [root]
+    while frontier:
+        for child in children.get(frontier.pop(), ()):
+            found.append(child)
+            frontier.append(child)
+    return found
+
+
+def kill_all() -> None:
+    for pid in descendants(os.getpid()):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def reap(program: int, status: int | None) -> int | None:
+    """Reap every child that has ended; the program's status once it has."""
+    while True:
+        try:
+            pid, code = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return status
+        if pid == 0:
+            return status
+        if pid == program:
+            status = code
+
+
+def main(argv: list[str]) -> int:
+    status_fd, program_argv = int(argv[1]), argv[2:]
+    os.set_inheritable(status_fd, False)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)      # without it: the tree as it stands
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGUSR1, lambda signum, frame: kill_all())
+    try:
+        program = os.posix_spawn(program_argv[0], program_argv, os.environ,
+                                 setsigdef=DEFAULT_SIGNALS)
+    except OSError as exc:
+        os.write(status_fd, str(exc.errno or 0).encode())
+        return 127
+    status: int | None = None
+    while status is None:
+        try:
+            pid, code = os.waitpid(program, 0)
+        except ChildProcessError:           # reaped by the cleanup below
+            break
+        if pid == program:
+            status = code
+    deadline = time.monotonic() + CLEANUP_SEC
+    while descendants(os.getpid()) and time.monotonic() < deadline:
+        kill_all()
+        time.sleep(0.005)
+        status = reap(program, status)
+    status = reap(program, status)
+    if status is None or os.WIFEXITED(status):
+        return os.WEXITSTATUS(status) if status is not None else 1
+    signum = os.WTERMSIG(status)
+    signal.signal(signum, signal.SIG_DFL)
+    sys.stdout.flush()
+    os.kill(os.getpid(), signum)
+    return 128 + signum
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv))
