@@ -24,7 +24,7 @@ import sys
 import time
 from typing import Any, Callable, NoReturn, Optional, Sequence
 
-from bench import flow, idle, outbox, pools, records, report, scenarios, workflows
+from bench import baseline, flow, idle, outbox, pools, records, report, scenarios, workflows
 from bench.environment import EQUAL_LONG_POLLS, ROOT, Environment, shipped_long_polls
 from bench.servers import BenchError, Endpoint
 
@@ -167,6 +167,9 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser.add_argument('--versus', metavar='DIR',
                         help="drain-versus: another checkout of Kale (an earlier commit's "
                              "worktree) whose serial worker is the baseline")
+    parser.add_argument('--versus-baseline', action='store_true',
+                        help='drain-versus: against the commit bench/baseline pins (checked '
+                             'out into the cache once); see bench/README.md')
     parser.add_argument('--chord-width', type=int, default=1000, metavar='W',
                         help='workflow-chord: tasks in the chord (default 1000)')
     parser.add_argument('--chain-length', type=int, default=10, metavar='L',
@@ -199,6 +202,13 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     unknown = [name for name in args.scenarios if name not in known]
     if unknown:
         parser.error('unknown scenario %s; choose from %s' % (', '.join(unknown), ', '.join(known)))
+    if args.versus_baseline:
+        if args.versus:
+            parser.error('give --versus DIR or --versus-baseline, not both')
+        try:
+            args.versus = baseline.checkout()
+        except BenchError as exc:
+            parser.error(str(exc))
     if 'drain-versus' in args.scenarios and not (args.versus and os.path.isdir(
             os.path.join(args.versus, 'kale'))):
         parser.error('drain-versus needs --versus DIR, a checkout of Kale')

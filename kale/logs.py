@@ -36,7 +36,8 @@ from typing import Any, Optional
 def exception_messages(config: Any) -> bool:
     """Whether a worker's lines about failed runs may carry exception
     messages: ``LOG_EXCEPTION_MESSAGES``, and never with task data encrypted."""
-    return bool(config.LOG_EXCEPTION_MESSAGES) and not config.MESSAGE_ENCRYPTION_KEY
+    return bool(getattr(config, 'LOG_EXCEPTION_MESSAGES', True)) \
+        and not getattr(config, 'MESSAGE_ENCRYPTION_KEY', None)
 
 
 #: Fields a record may carry about the task and worker it concerns.

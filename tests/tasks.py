@@ -488,3 +488,18 @@ class DueTask(task.Task):
         message = self.message
         DueTask.runs.append((self.task_id, DueTask.clock.time(), message.retry_num,
                              message.failure_num, message.due_at))
+
+
+class RetriedTellingTask(task.Task):
+    """Fails saying what it was given, retried once at once, then succeeds."""
+    queue = 'default'
+    time_limit = 5
+    max_retries = 1
+
+    @classmethod
+    def retry_delay_sec(cls, retry_num):
+        return 0
+
+    def run_task(self, given):
+        if self.message.failure_num == 0:
+            raise ValueError('refused %s' % given)

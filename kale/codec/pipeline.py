@@ -317,7 +317,9 @@ class Codec:
         payload's: a copy of an offloaded payload changes only the envelope.
         A payload kept in S3 is fetched first, and a failure to fetch it that
         is not the object's fault raises :class:`~kale.exceptions.PayloadStoreError`."""
-        frame = envelope.clone()
+        # The payload steps change the payload, never the headers: the twin
+        # shares the envelope's headers (no copy of them per run).
+        frame = speed.build(Frame, envelope.__dict__)
         try:
             for step in reversed(self.payload_steps):
                 step.decode(frame)

@@ -29,6 +29,7 @@ import threading
 from typing import IO, Mapping, Optional, Sequence
 
 from kale.clock import SYSTEM_CLOCK, Clock
+from kale.executors.reaper import descendants
 
 #: Bytes read from a pipe at a time.
 CHUNK = 65536
@@ -217,8 +218,12 @@ def _stop(process: subprocess.Popen, grace_sec: float, reaper: bool) -> None:
             process.send_signal(signal.SIGUSR1)
             process.wait(REAPER_SEC)
             return
-        except subprocess.TimeoutExpired:
-            pass
+        except subprocess.TimeoutExpired:   # stopped, or stuck: its tree is killed from here
+            for pid in descendants(process.pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
     _signal_group(process, signal.SIGKILL)
     process.wait()
 

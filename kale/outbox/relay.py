@@ -49,6 +49,7 @@ from kale.exceptions import KaleError, OutboxError
 from kale.outbox import proof
 from kale.outbox.schema import CHANNEL, consumed, init, outbox
 from kale.outbox.schema import rejected as rejected_table
+from kale.records.files import open_private
 from kale.transport import MAX_DELAY_SEC, OutgoingMessage
 
 logger = logging.getLogger(__name__)
@@ -267,7 +268,12 @@ class Relay:
         if not database or database == ':memory:':
             return
         path = os.path.abspath(database) + '-kale-relay.lock'
-        handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            handle = open_private(path, os.O_RDWR | os.O_CREAT)     # never through a link
+        except OSError as exc:
+            raise OutboxError('the relay\'s lock file %s cannot be opened (%s): it must be a '
+                              'file of this user, not a symbolic link' % (path, exc.strerror)) \
+                from None
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -35,22 +35,49 @@ def shared_directory(path: str) -> bool:
 
 
 def prepare_database(path: str, setting: str = 'RECORDS_URL') -> None:
-    """Make the SQLite database file owner-only if it does not exist yet;
-    ImproperlyConfigured (naming ``setting``) for a symbolic link in a
-    directory anyone can write to."""
+    """Make the SQLite database file owner-only (a new one, and one of ours
+    that others could read); ImproperlyConfigured (naming ``setting``) for a
+    symbolic link, or another user's file, in a directory anyone can write to."""
     if os.path.islink(path) and shared_directory(path):
         raise ImproperlyConfigured(
             '%s names %s, a symbolic link in a directory anyone can write to: name '
             'the database file itself, in a directory of your own' % (setting, path))
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NO_FOLLOW, PRIVATE_FILE)
-    except OSError:         # there already, or out of reach: SQLite says so when used
+    except FileExistsError:
+        _check_existing(path, setting)
+        return
+    except OSError:         # out of reach: SQLite says so when used
         return
     os.close(fd)
     if shared_directory(path):
         logger.warning('%s: the database %s is in a directory anyone can write to; it is '
                        'readable by its owner only, but a directory of your own is safer',
                        setting, path)
+
+
+def _check_existing(path: str, setting: str) -> None:
+    """A database file that was there already: ImproperlyConfigured when
+    another user made it in a directory anyone can write to (they could read
+    all it holds); one of ours that others may read is made owner-only."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return
+    if found.st_uid != os.geteuid():
+        if shared_directory(path):
+            raise ImproperlyConfigured(
+                '%s names %s, a file another user made in a directory anyone can write to: '
+                'they could read what it holds; use a database file of your own, in a '
+                'directory of your own' % (setting, path))
+        return
+    if found.st_mode & 0o077:
+        try:
+            os.chmod(path, PRIVATE_FILE)
+            logger.warning('%s: the database %s was readable by others; it is now readable by '
+                           'its owner only', setting, path)
+        except OSError:
+            pass
 
 
 def open_private(path: str, flags: int) -> int:

@@ -160,23 +160,39 @@ def _mac_keys() -> tuple[str, dict[str, bytes]]:
                              for kid, key in ring.accepted.items()}
 
 
-def _covered(row: Mapping[str, Any], secret: str, headers: Mapping[str, str]) -> bytes:
-    return json.dumps([row['id'], row['topic'], row['url'], row['method'], headers,
-                       row['labels'] or {}, secret], sort_keys=True, separators=(',', ':'),
+#: The version of what a webhook row's MAC covers (version 1, without it,
+#: covered everything but ``active``; such a row is read as it was, and
+#: gets a MAC of this version at its next change).
+MAC_VERSION = 'w2'
+
+
+def _covered(row: Mapping[str, Any], secret: str, headers: Mapping[str, str],
+             version: str = MAC_VERSION) -> bytes:
+    covered = [row['id'], row['topic'], row['url'], row['method'], headers,
+               row['labels'] or {}, secret]
+    if version == MAC_VERSION:
+        covered = [MAC_VERSION] + covered + [bool(row['active'])]
+    return json.dumps(covered, sort_keys=True, separators=(',', ':'),
                       ensure_ascii=True).encode()
 
 
 def _mac(row: Mapping[str, Any], secret: str, headers: Mapping[str, str]) -> str:
     current, keys = _mac_keys()
-    return '%s:%s' % (current, hmac.new(keys[current], _covered(row, secret, headers),
-                                        hashlib.sha256).hexdigest())
+    return '%s:%s:%s' % (MAC_VERSION, current, hmac.new(
+        keys[current], _covered(row, secret, headers), hashlib.sha256).hexdigest())
 
 
 def _verifies(row: Mapping[str, Any], secret: str, headers: Mapping[str, str]) -> bool:
-    kid, _, digest = str(row['mac'] or '').partition(':')
+    parts = str(row['mac'] or '').split(':')
+    if len(parts) == 3 and parts[0] == MAC_VERSION:
+        version, kid, digest = parts
+    elif len(parts) == 2:           # version 1: a row made before ``active`` was covered
+        version, (kid, digest) = '', parts
+    else:
+        return False
     key = _mac_keys()[1].get(kid)
     return key is not None and hmac.compare_digest(digest, hmac.new(
-        key, _covered(row, secret, headers), hashlib.sha256).hexdigest())
+        key, _covered(row, secret, headers, version), hashlib.sha256).hexdigest())
 
 
 def _sealed(secret: str, headers: dict[str, str]) -> tuple[str, Any]:
@@ -262,10 +278,20 @@ def get(webhook_id: str, records_url: Optional[str] = None) -> Webhook:
 def set_active(webhook_id: str, active: bool, records_url: Optional[str] = None,
                clock: Clock = SYSTEM_CLOCK) -> Webhook:
     """Enable or disable the webhook (a disabled one receives nothing, and
-    its deliveries already queued are skipped); the webhook as it is now."""
+    its deliveries already queued are skipped); the webhook as it is now.
+    Its MAC is made again (it covers ``active``): a webhook whose row does
+    not verify cannot be changed, only removed."""
+    hook = get(webhook_id, records_url)
+    if not hook.verified:
+        raise WebhookError('webhook %s cannot be changed: its row is not signed by this '
+                           "deployment's MESSAGE_SIGNING_KEY (remove it and add it again)"
+                           % hook.id)
+    row = {'id': hook.id, 'topic': hook.topic, 'url': hook.url, 'method': hook.method,
+           'labels': hook.labels or None, 'active': 1 if active else 0}
     with _store(records_url).begin(write=True) as conn:
         changed = conn.execute(update(table).where(table.c.id == webhook_id).values(
-            active=1 if active else 0, updated_at=clock.time())).rowcount
+            active=row['active'], mac=_mac(row, hook.secret, hook.headers),
+            updated_at=clock.time())).rowcount
     if not changed:
         raise WebhookNotFoundError('no webhook %s' % str(webhook_id)[:100])
     return get(webhook_id, records_url)

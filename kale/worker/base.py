@@ -20,6 +20,7 @@ from typing import Any, Optional, Sequence
 from kale.app import App, default_app
 from kale.broker import Broker
 from kale.clock import SYSTEM_CLOCK, Clock
+from kale.codec.pipeline import DUE_AT, TASK_ID
 from kale.events import Settlement, process_identity
 from kale.exceptions import SQSError
 from kale.hooks import HookDispatcher, WorkerHooks
@@ -84,6 +85,8 @@ class WorkerBase:
         # Asked once: a per-task hook that nobody overrides costs nothing per task.
         self._on_started = self.hooks.overridden(WorkerHooks.on_task_started)
         self._on_finished = self.hooks.overridden(WorkerHooks.on_task_finished)
+        self._asks_unrun = self.hooks.overridden(WorkerHooks.succeeded_tasks) or \
+            self.hooks.overridden(WorkerHooks.cancelled_tasks)
         # Settling keeps trying until each batch's deadline, stopping or not.
         self.consumer = Consumer(self.broker, clock=clock,
                                  max_backoff_sec=config.SQS_ERROR_MAX_BACKOFF_SEC,
@@ -117,16 +120,29 @@ class WorkerBase:
         """Verify every message's envelope and find its task; one that fails is
         settled for the dead-letter queue. Payloads are decoded later, one at a
         time, just before each run."""
+        runner, opened_by_id = self.runner, batch.opened
+        topics = runner.registry.topics_of(batch.queue.name)
+        task_ids, classes = batch.task_ids, batch.task_classes
         for received in batch.messages:
-            opened = self.runner.open(batch, received)
+            opened = runner.open(batch, received, topics)
             if isinstance(opened, Settlement):
                 batch.settlements.append(opened)
-            else:
-                batch.opened[received.message_id] = opened
+                continue
+            opened_by_id[received.message_id] = opened
+            classes.add(opened.task_class)
+            if opened.message is None:
+                headers = opened.envelope.headers
+                task_ids.append(headers.get(TASK_ID, ''))
+                if DUE_AT in headers:
+                    batch.has_due = True
+            else:                       # a legacy body: its payload names it
+                task_ids.append(opened.message.task_id)
 
     def skip_cancelled(self, batch: Batch) -> None:
-        """Settle, unrun, the tasks the hooks say were cancelled (asked once a batch)."""
-        skip_cancelled(self.hooks, batch)
+        """Settle, unrun, the tasks the hooks say were cancelled (asked once a
+        batch, when a hook can say: decided when the worker starts)."""
+        if self._asks_unrun:
+            skip_cancelled(self.hooks, batch)
 
     def limit_flow(self, batch: Batch) -> None:
         """Take the tokens and slots of the rate and concurrency limits of the
@@ -137,7 +153,8 @@ class WorkerBase:
     def send_on_early(self, batch: Batch) -> None:
         """Settle, unrun, the tasks that arrived before their due time: each is
         sent on, delayed by the time still to wait (see :mod:`kale.worker.waiting`)."""
-        send_on_early(batch, self.clock.time(), self.app.codec)
+        if batch.has_due:
+            send_on_early(batch, self.clock.time(), self.app.codec)
 
     def settle(self, batch: Batch) -> None:
         """Hand the batch to the settler (inline on a fast endpoint, else its

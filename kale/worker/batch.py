@@ -78,6 +78,12 @@ class Batch:
     alone_group: Optional[str] = None
     #: How many messages the receive asked for (0: the queue's batch_size).
     asked: int = 0
+    #: Found by verifying (see ``Worker.verify``), so that the steps a batch
+    #: does not need cost it nothing: the task ids of the opened messages in
+    #: order, their task classes, and whether any carries a due time.
+    task_ids: list[str] = dataclasses.field(default_factory=list)
+    task_classes: set[type[Task]] = dataclasses.field(default_factory=set)
+    has_due: bool = False
     #: Whether the queue is a FIFO queue (asked several times per message).
     fifo: bool = dataclasses.field(init=False)
 
@@ -124,7 +130,8 @@ class Batch:
         decided = {id(s.received) for s in self.settlements}
         part = dataclasses.replace(
             self, messages=[m for m in self.messages if id(m) in decided],
-            settlements=self.settlements, opened={}, settle_started=0.0, settle_ended=0.0)
+            settlements=self.settlements, opened={}, settle_started=0.0, settle_ended=0.0,
+            task_ids=[], task_classes=set())
         self.messages = [m for m in self.messages if id(m) not in decided]
         self.settlements = []
         return part

@@ -49,8 +49,8 @@ def drop_duplicates(batch: Batch) -> int:
     """Settle as duplicates the messages whose task id another, more
     advanced message of the batch carries; returns how many."""
     opened_by_id = batch.opened
-    if batch.fifo or len(opened_by_id) < 2 or \
-            len({opened.task_id for opened in opened_by_id.values()}) == len(opened_by_id):
+    task_ids = batch.task_ids or [opened.task_id for opened in opened_by_id.values()]
+    if batch.fifo or len(opened_by_id) < 2 or len(set(task_ids)) == len(opened_by_id):
         return 0        # the usual case: one message per task
     decided = {id(s.received) for s in batch.settlements}
     kept: dict[str, tuple[tuple[int, int, int], str]] = {}

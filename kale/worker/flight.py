@@ -46,7 +46,6 @@ from kale.settings_check import WORKER_POOLS
 from kale.task import Task
 from kale.worker.base import IDLE_PAUSE_SEC, SHUTDOWN_SETTLE_SEC, WorkerBase
 from kale.worker.batch import Batch
-from kale.worker.cancelled import skip_cancelled
 from kale.worker.duplicates import drop_duplicates
 from kale.worker.gather import Gatherer
 from kale.worker.heartbeat import extension_lead
@@ -201,7 +200,7 @@ class FlightWorker(WorkerBase):
             self.settle(batch)                  # nothing settled: every message released
             return
         self.verify(batch)
-        skip_cancelled(self.hooks, batch)
+        self.skip_cancelled(batch)
         drop_duplicates(batch)
         self.send_on_early(batch)
         self.limit_flow(batch)

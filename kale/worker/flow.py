@@ -29,8 +29,9 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 
 from kale.clock import SYSTEM_CLOCK, Clock
 from kale.events import Outcome, Settlement, process_identity
-from kale.exceptions import KaleError, TaskDefinitionError
+from kale.exceptions import KaleError, TaskDefinitionError, describe
 from kale.flow.spec import FlowSpec, spec_of
+from kale.logs import exception_messages
 from kale.transport import ReceivedMessage
 from kale.worker.batch import Batch, Opened
 from kale.worker.suspects import release_copy
@@ -65,6 +66,8 @@ class FlowGate:
         self.lease_sec = float(getattr(config, 'CONCURRENCY_LEASE_SEC', 60))
         self.clock = clock
         self.codec = codec
+        #: Whether log lines may carry exception messages (kale.logs.exception_messages).
+        self.messages = exception_messages(config)
         self.worker = process_identity()[0]
         self._state: Optional['FlowState'] = None
         self._held: dict[int, tuple[str, str]] = {}     # id(received) -> (key, holder)
@@ -72,6 +75,8 @@ class FlowGate:
         self._renewer: Optional[threading.Thread] = None
         self._wake = threading.Event()
         self._warned: set[Any] = set()
+        #: Task classes seen with no rate or concurrency limit.
+        self._unlimited: set[type] = set()
 
     @property
     def state(self) -> 'FlowState':
@@ -100,7 +105,7 @@ class FlowGate:
         """Take what the batch's limited messages need (one transaction for
         the batch); settle those refused as released with a delay. Returns
         how many were refused."""
-        if not batch.opened:
+        if not batch.opened or not self._limited(batch):
             return 0
         decided = {id(s.received) for s in batch.settlements}
         refusals: list[tuple[ReceivedMessage, Opened, Refusal]] = []
@@ -119,6 +124,21 @@ class FlowGate:
         for received, opened, refusal in refusals:
             batch.settlements.append(self._release(batch, received, opened, refusal))
         return len(refusals)
+
+    def _limited(self, batch: Batch) -> bool:
+        """Whether a task class of the batch may have limits (a class known
+        to have none costs the batch nothing after its first)."""
+        unlimited = self._unlimited
+        for task_class in batch.task_classes or {o.task_class for o in batch.opened.values()}:
+            if task_class in unlimited:
+                continue
+            try:
+                if spec_of(task_class) is not None:
+                    return True
+            except TaskDefinitionError:
+                return True             # _ask_of says so, once
+            unlimited.add(task_class)
+        return False
 
     def _ask_of(self, received: ReceivedMessage,
                 opened: Opened) -> Union[Refusal, tuple[FlowSpec, 'Ask'], None]:
@@ -141,8 +161,13 @@ class FlowGate:
         except Exception as exc:        # a key method that fails, or a payload that does not decode
             if isinstance(exc, KaleError):
                 return None             # the run dead-letters it, as without limits
-            logger.exception('%s: computing its flow-control key failed', spec.name)
-            return Refusal(UNGATED_DELAY_SEC, 'its flow-control key failed: %s' % exc)
+            if self.messages:
+                logger.exception('%s: computing its flow-control key failed', spec.name)
+                said = describe(exc)
+            else:                       # the message may quote the arguments
+                said = type(exc).__name__
+                logger.error('%s: computing its flow-control key failed: %s', spec.name, said)
+            return Refusal(UNGATED_DELAY_SEC, 'its flow-control key failed: %s' % said)
         from kale.flow.state import Ask
         return spec, Ask(opened.task_id, rate=spec.rate, rate_key=rate_key,
                          limit=spec.concurrency, slot_key=slot_key,

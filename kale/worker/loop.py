@@ -207,8 +207,9 @@ class Worker(WorkerBase):
         drop_duplicates(batch)
         self.send_on_early(batch)
         self.limit_flow(batch)
+        longs = [cls for cls in batch.task_classes if batch.is_long(cls.time_limit)]
         self.prefetch.received(batch.queue, sum(
-            1 for opened in batch.opened.values() if batch.is_long(opened.task_class.time_limit)))
+            1 for opened in batch.opened.values() if opened.task_class in longs) if longs else 0)
         alone = isolate_suspect(batch, self.name) or isolate_long(batch)
         if alone is not None:
             self.keep_if_long(alone)

@@ -158,7 +158,8 @@ class Receiver:
         self._busy_until = until
         if not until:
             return
-        self._collect()
+        if self._polling:               # results arrive only from polls still out
+            self._collect()
         if not self._ready:
             return
         doomed = [batch for batch in self._ready if self._doomed(batch)]

@@ -14,7 +14,7 @@ import logging
 
 from kale import logs
 from kale.events import Outcome, Settlement
-from kale.exceptions import short_reason
+from kale.exceptions import without_message
 from kale.hooks import HookDispatcher, WorkerHooks
 from kale.queue_config import TaskQueue
 from kale.worker.batch import Batch
@@ -34,8 +34,8 @@ class Reporter:
 
     def __init__(self, hooks: HookDispatcher, exception_messages: bool = True):
         self.hooks = hooks
-        #: A failure's reason as logged: whole, or without the exception's message.
-        self._failure = str if exception_messages else short_reason
+        #: Whether a failure's reason is logged whole, or without the exception's message.
+        self._messages = exception_messages
         self.stats: collections.Counter[str] = collections.Counter()
         self._on_succeeded = hooks.overridden(WorkerHooks.on_task_succeeded)
         #: Tasks sent on before their due time, not seen since (for a burst's end).
@@ -59,7 +59,8 @@ class Reporter:
             return
         where = 'task %s (%s) on %s' % (s.task_id, s.task_name, queue.name)
         extra = fields(queue, s)
-        failure = self._failure(s.reason) if s.outcome.run_failed else s.reason
+        failure = s.reason if self._messages or not s.outcome.run_failed else \
+            without_message(s.reason, s.exception)
         if s.outcome is Outcome.CANCELLED:
             logger.info('%s cancelled: deleted without running', where, extra=extra)
             self.hooks(HOOKS[s.outcome], s)

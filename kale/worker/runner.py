@@ -35,7 +35,7 @@ from kale.exceptions import (
     PayloadStoreError,
     TimeLimitExceeded,
     describe,
-    short_reason,
+    without_message,
 )
 from kale.internal import is_internal, proven
 from kale.message import ATTR_DEAD_LETTER_REASON, ATTR_SOURCE_QUEUE, Message
@@ -147,15 +147,18 @@ class TaskRunner:
         """Finds the task class a message names (by default the settings')."""
         return self._registry or get_registry()
 
-    def open(self, batch: Batch, received: ReceivedMessage) -> Union[Opened, Settlement]:
+    def open(self, batch: Batch, received: ReceivedMessage,
+             topics: Optional[frozenset[str]] = None) -> Union[Opened, Settlement]:
         """Verify the envelope (signature, replay window, queue, serializer) and
         find the task class, without decoding the payload; or a dead-letter
-        settlement saying why not."""
+        settlement saying why not. ``topics``: those the batch's queue
+        subscribes to (asked of the registry when not given)."""
         codec, registry = self.codec, self.registry
         envelope = None
+        if topics is None:
+            topics = registry.topics_of(batch.queue.name)
         try:
-            envelope = codec.open(received.body, batch.sqs_name,
-                                  topics=registry.topics_of(batch.queue.name))
+            envelope = codec.open(received.body, batch.sqs_name, topics=topics)
             if envelope.legacy:         # its task is named in the payload only
                 message = codec.read(envelope)
                 return Opened(envelope, self._accepted(registry.resolve(message.task_name),
@@ -370,7 +373,7 @@ class TaskRunner:
         reason = '%s: %s' % (permanent, describe(exc)) if permanent else describe(exc)
         # The error's message may quote the task's data: with task data
         # encrypted, the dead letter's attribute (clear on SQS) does not carry it.
-        public = short_reason(reason) if self.config.MESSAGE_ENCRYPTION_KEY else reason
+        public = without_message(reason, exc) if self.config.MESSAGE_ENCRYPTION_KEY else reason
         codec, queue = self.codec, batch.queue
         # Copies are signed with the current key, for this queue (a dead letter
         # for the queue it came from), and keep the task's first issue time.

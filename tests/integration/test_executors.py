@@ -353,3 +353,35 @@ def test_a_program_that_cannot_be_started_is_unknown_method(programs):
     programs('badline', '#!/no/such/interpreter\n')
     record = run(programs, 'badline')
     assert record.status == 'failed' and 'cannot be started' in record.error_message
+
+
+STOPS_ITS_REAPER = '''
+    #!/usr/bin/env python3
+    import os, signal, time
+    if os.fork() == 0:
+        os.setsid()
+        with open('daemon.pid', 'w') as out:
+            out.write(str(os.getpid()))
+        time.sleep(120)
+    while not os.path.exists('daemon.pid'):
+        time.sleep(0.01)
+    os.kill(os.getppid(), signal.SIGSTOP)
+    time.sleep(60)
+'''
+
+
+@pytest.mark.real_time('a real program runs into its time limit and kill grace')
+def test_a_reaper_stopped_by_its_program_has_its_tree_killed_by_the_worker(programs,
+                                                                         monkeypatch):
+    from kale.executors import program
+    monkeypatch.setattr(program, 'REAPER_SEC', 1.0)
+    programs('executors.yaml', 'methods:\n  stopper:\n    time_limit: 1\n    max_retries: 0\n',
+             mode=0o644)
+    programs('stopper', STOPS_ITS_REAPER)
+    record = run(programs, 'stopper')
+    assert record.status == 'failed' and record.error_type == 'TimeLimitExceeded'
+    daemon = int((programs.directory / 'daemon.pid').read_text())
+    deadline = time.monotonic() + 10
+    while alive(daemon) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(daemon)

@@ -126,9 +126,11 @@ def test_failed_runs_are_logged_with_the_exceptions_type_only(memory_broker, out
     stream = output(None)
     with settings.override(**setting):
         rt.TellingBrokenTask.publish(None, 'card-4111')
+        tasks.RetriedTellingTask.publish(None, 'card-4112')
         work(memory_broker, queues=['default'])
     text = stream.getvalue()
     assert 'dead-lettered: no_retries: ValueError\n' in text and '4111' not in text
+    assert 'retrying in 0s: ValueError\n' in text and '4112' not in text
     rt.TellingBrokenTask.publish(None, 'card-4111')
     work(memory_broker, queues=['default'])
     assert 'dead-lettered: no_retries: ValueError: refused card-4111' in stream.getvalue()

@@ -204,3 +204,39 @@ def test_a_database_behind_a_link_in_a_shared_directory_is_refused(tmp_path):
     os.symlink(tmp_path / 'elsewhere.db', shared / 'records.db')
     with pytest.raises(ImproperlyConfigured, match='symbolic link in a directory anyone'):
         RecordStore('sqlite:///%s' % (shared / 'records.db'))
+
+
+def test_a_database_file_another_user_made_in_a_shared_directory_is_refused(tmp_path,
+                                                                          monkeypatch):
+    """A file squatted in /tmp by someone else before Kale opened it: refused
+    in one line; a file of ours that others could read is made owner-only."""
+    from kale.records import files
+    shared = tmp_path / 'shared'
+    shared.mkdir()
+    shared.chmod(0o1777)
+    squatted = shared / 'records.db'
+    squatted.write_bytes(b'')
+    monkeypatch.setattr(files.os, 'geteuid', lambda: os.stat(squatted).st_uid + 1)
+    with pytest.raises(ImproperlyConfigured, match='a file another user made in a directory '
+                                                   'anyone can write to'):
+        files.prepare_database(str(squatted), 'OUTBOX_URL')
+    monkeypatch.undo()
+    squatted.chmod(0o644)
+    files.prepare_database(str(squatted))
+    assert mode(squatted) == 0o600
+
+
+def test_the_relays_lock_file_is_never_opened_through_a_link(tmp_path):
+    from kale.broker import Broker
+    from kale.exceptions import OutboxError
+    from kale.outbox.relay import Relay
+    from kale.outbox.schema import open_database
+    from kale.queue_config import get_queue_config
+    from kale.transport.memory import MemoryTransport
+    target = tmp_path / 'elsewhere'
+    (tmp_path / 'app.db-kale-relay.lock').symlink_to(target)
+    relay = Relay(open_database('sqlite:///%s' % (tmp_path / 'app.db')),
+                  Broker(MemoryTransport(), get_queue_config()))
+    with pytest.raises(OutboxError, match='must be a file of this user, not a symbolic link'):
+        relay.claim_database()
+    assert not target.exists()

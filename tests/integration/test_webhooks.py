@@ -190,6 +190,23 @@ def test_a_row_changed_in_the_database_is_not_delivered(receiver, memory_broker)
     assert receiver.requests == []
 
 
+def test_a_webhook_disabled_and_enabled_again_in_the_database_is_not_delivered_to(
+        receiver, memory_broker):
+    """``active`` is covered by the row's MAC: disabling and enabling through
+    Kale keep the row verified; flipping it back with SQL does not."""
+    hook = webhooks.add('orders', receiver.url())
+    webhooks.set_active(hook.id, False)
+    webhooks.set_active(hook.id, True)
+    assert webhooks.get(hook.id).verified
+    webhooks.set_active(hook.id, False)
+    with records.store().begin(write=True) as conn:
+        conn.execute(update(webhooks_table).where(webhooks_table.c.id == hook.id).values(
+            active=1))
+    assert webhooks.get(hook.id).verified is False
+    record = deliver_one(memory_broker, hook)
+    assert record.status == 'failed' and receiver.requests == []
+
+
 def test_with_an_encryption_key_the_secret_and_headers_are_sealed_at_rest(receiver,
                                                                         memory_broker):
     with settings.override(MESSAGE_ENCRYPTION_KEY='k' * 40):
