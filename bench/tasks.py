@@ -29,7 +29,9 @@ class NoopTask(task.Task):
     time_limit = 10
 
     def run_task(self, *args, **kwargs):
-        ran()
+        # ran(), inline: the no-op the baseline checkout's worker runs is the same
+        LAST_RUN_AT[0] = time.time()
+        LAST_RUN_CPU[0] = time.process_time()
 
 
 class NoopHighTask(NoopTask):

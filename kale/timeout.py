@@ -8,7 +8,7 @@ again every ``repeat_sec``, and a run that outlives its limit counts as timed
 out even if it swallowed every interruption.
 
 A worker holds runs to their limits through a :class:`Guard`
-(``guard.run(call, seconds)``); :class:`TimeoutGuard` makes one of these
+(``guard.run(call, seconds, *args, **kwargs)``); :class:`TimeoutGuard` makes one of these
 context managers. Swap the mechanism by setting ``Worker.timeout_class`` (or
 the ``TASK_TIMEOUT_CLASS`` setting) to another class with the same
 constructor; SignalTimeout's lazy arming (one ``setitimer`` per batch) stays
@@ -216,8 +216,8 @@ class Guard(Protocol):
     def after_batch(self) -> None:
         """After the last run of a batch, before the worker settles it."""
 
-    def run(self, call: Callable[[], T], seconds: float) -> T:
-        """``call()`` under a limit of ``seconds``."""
+    def run(self, call: Callable[..., T], seconds: float, /, *args: Any, **kwargs: Any) -> T:
+        """``call(*args, **kwargs)`` under a limit of ``seconds``."""
 
 
 class TimeoutGuard:
@@ -241,14 +241,14 @@ class TimeoutGuard:
     def after_batch(self) -> None:
         self.timeout_class.after_batch()
 
-    def run(self, call: Callable[[], T], seconds: float) -> T:
+    def run(self, call: Callable[..., T], seconds: float, /, *args: Any, **kwargs: Any) -> T:
         timer = self._timers.get(seconds)
         if timer is None:
             timer = self._timers[seconds] = self.timeout_class(seconds)
         timer.fired = False
         try:
             with timer:
-                return call()
+                return call(*args, **kwargs)
         except BaseException as exc:
             timer.disarm()          # even if the alarm interrupted the timer's own exit
             if timer.fired and not isinstance(exc, (TimeLimitExceeded, *self.passes_through)):

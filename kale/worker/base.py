@@ -20,8 +20,7 @@ from typing import Any, Optional, Sequence
 from kale.app import App, default_app
 from kale.broker import Broker
 from kale.clock import SYSTEM_CLOCK, Clock
-from kale.codec.pipeline import DUE_AT, TASK_ID
-from kale.events import Settlement, process_identity
+from kale.events import process_identity
 from kale.exceptions import SQSError
 from kale.hooks import HookDispatcher, WorkerHooks
 from kale.logs import exception_messages
@@ -119,24 +118,8 @@ class WorkerBase:
     def verify(self, batch: Batch) -> None:
         """Verify every message's envelope and find its task; one that fails is
         settled for the dead-letter queue. Payloads are decoded later, one at a
-        time, just before each run."""
-        runner, opened_by_id = self.runner, batch.opened
-        topics = runner.registry.topics_of(batch.queue.name)
-        task_ids, classes = batch.task_ids, batch.task_classes
-        for received in batch.messages:
-            opened = runner.open(batch, received, topics)
-            if isinstance(opened, Settlement):
-                batch.settlements.append(opened)
-                continue
-            opened_by_id[received.message_id] = opened
-            classes.add(opened.task_class)
-            if opened.message is None:
-                headers = opened.envelope.headers
-                task_ids.append(headers.get(TASK_ID, ''))
-                if DUE_AT in headers:
-                    batch.has_due = True
-            else:                       # a legacy body: its payload names it
-                task_ids.append(opened.message.task_id)
+        time, just before each run (see :meth:`TaskRunner.open_batch`)."""
+        self.runner.open_batch(batch)
 
     def skip_cancelled(self, batch: Batch) -> None:
         """Settle, unrun, the tasks the hooks say were cancelled (asked once a

@@ -242,7 +242,8 @@ class Worker(WorkerBase):
         settled while the rest runs."""
         self.hooks(WorkerHooks.before_batch, batch.queue, batch)
         decided = {id(s.received): s for s in batch.settlements}
-        last_part = self.clock.monotonic()
+        last_part = started = self.clock.monotonic()
+        ran = 0
         try:
             for received in list(batch.messages):
                 settlement = decided.get(id(received))
@@ -260,6 +261,7 @@ class Worker(WorkerBase):
                     self.stuck(str(stuck))
                     break
                 batch.settlements.append(settlement)
+                ran += 1
                 if batch.fifo and settlement.outcome in HOLDS_GROUP:
                     batch.held_groups.add(received.group_id)
                 if self.memory_limit.exceeded():
@@ -270,6 +272,8 @@ class Worker(WorkerBase):
             self._stopping = True
         finally:
             self.runner.guard.after_batch()
+            if ran:         # the mean run time, once a batch (what the next receive asks)
+                self.prefetch.ran(batch.queue, (self.clock.monotonic() - started) / ran)
 
     def run_one(self, batch: Batch, received: ReceivedMessage) -> Settlement:
         """Run one message's task if it may run now, else release it."""
@@ -299,7 +303,6 @@ class Worker(WorkerBase):
             self._in_task = False
             self.receiver.busy_until(0.0)
             logs.task_ended(context)
-        self.prefetch.ran(batch.queue, settlement.duration_sec)
         if self._on_finished:
             self.hooks(WorkerHooks.on_task_finished, settlement)
         return settlement

@@ -14,9 +14,9 @@ import logging
 
 from kale import logs
 from kale.events import Outcome, Settlement
-from kale.exceptions import without_message
 from kale.hooks import HookDispatcher, WorkerHooks
 from kale.queue_config import TaskQueue
+from kale.reasons import without_message
 from kale.worker.batch import Batch
 from kale.worker.waiting import WaitingCopies
 

@@ -23,7 +23,7 @@ from typing import Any, Awaitable, Callable, Mapping, Optional, Union
 
 from kale.clock import SYSTEM_CLOCK, Clock
 from kale.codec import Codec, get_codec
-from kale.codec.pipeline import CONTEXT, Frame, parse_context
+from kale.codec.pipeline import CONTEXT, DUE_AT, TASK_ID, Frame, parse_context
 from kale.conf import settings
 from kale.config import Config
 from kale.events import Outcome, Settlement
@@ -35,81 +35,29 @@ from kale.exceptions import (
     PayloadStoreError,
     TimeLimitExceeded,
     describe,
-    without_message,
 )
 from kale.internal import is_internal, proven
 from kale.message import ATTR_DEAD_LETTER_REASON, ATTR_SOURCE_QUEUE, Message
-from kale.queue_config import TaskQueue
+from kale.reasons import without_message
 from kale.registry import Registry, get_registry
 from kale.settings_check import TASK_ISOLATION_MODES
 from kale.task import SKIPPED, Task
 from kale.timeout import AsyncLimit, BaseTimeout, Guard, SignalTimeout, TimeoutGuard, failure_of
 from kale.topics.names import TOPIC_PREFIX, copy_task_id
-from kale.transport import OutgoingMessage, ReceivedMessage
+from kale.transport import ReceivedMessage
 from kale.worker.aio import TaskLoop
 from kale.worker.batch import Batch, Opened
 from kale.worker.isolation import run_in_child
 from kale.worker.limits import TaskStuck
+from kale.worker.refusals import (
+    MAX_REASON_CHARS,
+    payload_not_fetched,
+    refused,
+    verbatim_dead_letter,
+)
 from kale.worker.signals import WorkerInterrupt
-from kale.worker.suspects import release_copy
 
 logger = logging.getLogger(__name__)
-
-MAX_REASON_CHARS = 256
-#: Delay of the copy that releases a message whose payload S3 did not give
-#: back, so that an outage is not a busy loop.
-PAYLOAD_RETRY_DELAY_SEC = 30
-
-
-def dead_letter_attributes(received: ReceivedMessage, queue: TaskQueue,
-                           reason: str) -> dict[str, Any]:
-    attributes: dict[str, Any] = dict(received.attributes)
-    attributes[ATTR_DEAD_LETTER_REASON] = reason[:MAX_REASON_CHARS]
-    attributes[ATTR_SOURCE_QUEUE] = queue.name
-    return attributes
-
-
-def verbatim_dead_letter(received: ReceivedMessage, queue: TaskQueue, reason: str,
-                         message: Optional[Message] = None,
-                         exception: Optional[BaseException] = None,
-                         envelope: Optional[Frame] = None) -> Settlement:
-    """Dead-letter the body exactly as received (it could not be decoded or
-    re-encoded), with the task's attributes when its envelope verified, so
-    operators see which task it was."""
-    attributes = dead_letter_attributes(received, queue, reason)
-    if envelope is not None:
-        try:
-            attributes = dict(envelope.message_attributes(), **attributes)
-        except ValueError:          # a signed but malformed count: the reason says so
-            pass
-    copy = OutgoingMessage(received.body, attributes)
-    return Settlement(received, Outcome.DEAD_LETTER, message=message, copy=copy, reason=reason,
-                      exception=exception, envelope=envelope)
-
-
-def _refused(batch: Batch, received: ReceivedMessage, exc: DecodeError,
-             envelope: Optional[Frame] = None) -> Settlement:
-    logger.error('message %r on queue %s cannot be handled: %s', received.message_id,
-                 batch.queue.name, exc, extra={'queue': batch.queue.name})
-    return verbatim_dead_letter(received, batch.queue, str(exc), envelope=envelope)
-
-
-def _payload_not_fetched(batch: Batch, received: ReceivedMessage, envelope: Frame,
-                         exc: PayloadStoreError) -> Settlement:
-    """Release a message whose payload S3 did not give back (not the message's
-    fault) for PAYLOAD_RETRY_DELAY_SEC: as a delayed copy, or on a FIFO queue,
-    where copies take no delay, held invisible in its group."""
-    logger.error('task %s (%s): payload not fetched from S3, released for %d s: %s',
-                 envelope.task_id, envelope.task_name, PAYLOAD_RETRY_DELAY_SEC, exc)
-    reason = 'payload not fetched: %s' % exc
-    if batch.fifo:
-        return Settlement(received, Outcome.RELEASE, reason=reason, envelope=envelope,
-                          hold_sec=PAYLOAD_RETRY_DELAY_SEC)
-    copy = release_copy(received, batch.sqs_name, envelope,
-                        batch.queue.visibility_timeout_sec)
-    return Settlement(received, Outcome.RELEASE, reason=reason, envelope=envelope,
-                      copy=dataclasses.replace(copy, delay_sec=PAYLOAD_RETRY_DELAY_SEC))
-
 
 class TaskRunner:
     """Decodes and runs received messages, one at a time, in this process."""
@@ -147,13 +95,37 @@ class TaskRunner:
         """Finds the task class a message names (by default the settings')."""
         return self._registry or get_registry()
 
+    def open_batch(self, batch: Batch) -> None:
+        """:meth:`open` every message of the batch: the opened ones into
+        ``batch.opened``, with their task ids, task classes and whether any
+        has a due time (so that the steps a batch does not need cost it
+        nothing), the others settled for the dead-letter queue."""
+        codec, registry = self.codec, self.registry
+        topics = registry.topics_of(batch.queue.name)
+        opened_by_id, task_ids, classes = batch.opened, batch.task_ids, batch.task_classes
+        for received in batch.messages:
+            opened = self.open(batch, received, topics, codec, registry)
+            if isinstance(opened, Settlement):
+                batch.settlements.append(opened)
+                continue
+            opened_by_id[received.message_id] = opened
+            classes.add(opened.task_class)
+            if opened.message is None:
+                headers = opened.envelope.headers
+                task_ids.append(headers.get(TASK_ID, ''))
+                if DUE_AT in headers:
+                    batch.has_due = True
+            else:                       # a legacy body: its payload names it
+                task_ids.append(opened.message.task_id)
+
     def open(self, batch: Batch, received: ReceivedMessage,
-             topics: Optional[frozenset[str]] = None) -> Union[Opened, Settlement]:
+             topics: Optional[frozenset[str]] = None, codec: Optional[Codec] = None,
+             registry: Optional[Registry] = None) -> Union[Opened, Settlement]:
         """Verify the envelope (signature, replay window, queue, serializer) and
         find the task class, without decoding the payload; or a dead-letter
         settlement saying why not. ``topics``: those the batch's queue
         subscribes to (asked of the registry when not given)."""
-        codec, registry = self.codec, self.registry
+        codec, registry = codec or self.codec, registry or self.registry
         envelope = None
         if topics is None:
             topics = registry.topics_of(batch.queue.name)
@@ -173,7 +145,7 @@ class TaskRunner:
                 self._accepted(task_class, parse_context(envelope.headers.get(CONTEXT, '')))
             return Opened(envelope, task_class)
         except DecodeError as exc:
-            return _refused(batch, received, exc, envelope)
+            return refused(batch, received, exc, envelope)
 
     def _accepted(self, task_class: type[Task], context: Mapping[str, str]) -> type[Task]:
         """``task_class``, unless it is one of Kale's own tasks and the
@@ -190,9 +162,9 @@ class TaskRunner:
         try:
             message = opened.message or self.codec.read(opened.envelope)
         except DecodeError as exc:
-            return _refused(batch, received, exc, opened.envelope)
+            return refused(batch, received, exc, opened.envelope)
         except PayloadStoreError as exc:
-            return _payload_not_fetched(batch, received, opened.envelope, exc)
+            return payload_not_fetched(batch, received, opened.envelope, exc)
         if batch.fifo:          # retries keep the message: its receives count them
             earlier = received.receive_count - 1
             message = dataclasses.replace(message, retry_num=earlier, failure_num=earlier)
@@ -216,8 +188,8 @@ class TaskRunner:
             elif task_class.is_coroutine:
                 result = self._wait_for_coroutine(task, message, task_class.time_limit)
             else:
-                result = self.guard.run(lambda: task.run(*message.args, **message.kwargs),
-                                        task_class.time_limit)
+                result = self.guard.run(task.run, task_class.time_limit, *message.args,
+                                        **message.kwargs)
         except WorkerInterrupt:
             return self._stopped(received, message, envelope, started)
         except TaskStuck:

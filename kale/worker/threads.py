@@ -98,7 +98,7 @@ class ThreadGuard:
         for run in list(self._active):
             run.interrupt(exc_type)
 
-    def run(self, call: Callable[[], T], seconds: float) -> T:
+    def run(self, call: Callable[..., T], seconds: float, /, *args: Any, **kwargs: Any) -> T:
         run = GuardedRun(threading.get_ident(), seconds, time.monotonic() + seconds)
         owner = _RUN_OWNER.value
         watched = Watched(run.deadline, owner if owner is not None else 'a task', run.interrupt)
@@ -106,7 +106,7 @@ class ThreadGuard:
         self.watchdog.watch(watched)
         try:
             try:
-                result = call()
+                result = call(*args, **kwargs)
             finally:
                 with run.lock:          # see the module docstring
                     run.done = True

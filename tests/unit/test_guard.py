@@ -74,11 +74,11 @@ class RecordingGuard:
     def after_batch(self):
         pass
 
-    def run(self, call, seconds):
+    def run(self, call, seconds, /, *args, **kwargs):
         self.calls.append(seconds)
         if seconds < 1:
             raise TimeLimitExceeded(seconds)
-        return call()
+        return call(*args, **kwargs)
 
 
 def test_the_runner_runs_every_task_through_the_guard_it_is_given():

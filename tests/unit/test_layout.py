@@ -101,8 +101,8 @@ def test_documented_paths_import(path):
 
 def test_exceptions_exports_only_its_own_names():
     exported = [getattr(exceptions, name) for name in exceptions.__all__]
-    assert all(isinstance(item, type) and issubclass(item, Exception) for item in exported[:-2])
-    assert exported[-2:] == [exceptions.describe, exceptions.short_reason]
+    assert all(isinstance(item, type) and issubclass(item, Exception) for item in exported[:-1])
+    assert exported[-1:] == [exceptions.describe]
     assert 'Any' not in exceptions.__all__ and 'Optional' not in exceptions.__all__
 
 

@@ -1,0 +1,73 @@
+"""Settlements for messages that cannot run: dead letters of bodies kept
+verbatim, and releases of messages whose payload S3 did not give back."""
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any, Optional
+
+from kale.codec.pipeline import Frame
+from kale.events import Outcome, Settlement
+from kale.exceptions import DecodeError, PayloadStoreError
+from kale.message import ATTR_DEAD_LETTER_REASON, ATTR_SOURCE_QUEUE, Message
+from kale.queue_config import TaskQueue
+from kale.transport import OutgoingMessage, ReceivedMessage
+from kale.worker.batch import Batch
+from kale.worker.suspects import release_copy
+
+logger = logging.getLogger('kale.worker.runner')
+
+MAX_REASON_CHARS = 256
+#: Delay of the copy that releases a message whose payload S3 did not give
+#: back, so that an outage is not a busy loop.
+PAYLOAD_RETRY_DELAY_SEC = 30
+
+
+def dead_letter_attributes(received: ReceivedMessage, queue: TaskQueue,
+                           reason: str) -> dict[str, Any]:
+    attributes: dict[str, Any] = dict(received.attributes)
+    attributes[ATTR_DEAD_LETTER_REASON] = reason[:MAX_REASON_CHARS]
+    attributes[ATTR_SOURCE_QUEUE] = queue.name
+    return attributes
+
+
+def verbatim_dead_letter(received: ReceivedMessage, queue: TaskQueue, reason: str,
+                         message: Optional[Message] = None,
+                         exception: Optional[BaseException] = None,
+                         envelope: Optional[Frame] = None) -> Settlement:
+    """Dead-letter the body exactly as received (it could not be decoded or
+    re-encoded), with the task's attributes when its envelope verified, so
+    operators see which task it was."""
+    attributes = dead_letter_attributes(received, queue, reason)
+    if envelope is not None:
+        try:
+            attributes = dict(envelope.message_attributes(), **attributes)
+        except ValueError:          # a signed but malformed count: the reason says so
+            pass
+    copy = OutgoingMessage(received.body, attributes)
+    return Settlement(received, Outcome.DEAD_LETTER, message=message, copy=copy, reason=reason,
+                      exception=exception, envelope=envelope)
+
+
+def refused(batch: Batch, received: ReceivedMessage, exc: DecodeError,
+             envelope: Optional[Frame] = None) -> Settlement:
+    logger.error('message %r on queue %s cannot be handled: %s', received.message_id,
+                 batch.queue.name, exc, extra={'queue': batch.queue.name})
+    return verbatim_dead_letter(received, batch.queue, str(exc), envelope=envelope)
+
+
+def payload_not_fetched(batch: Batch, received: ReceivedMessage, envelope: Frame,
+                         exc: PayloadStoreError) -> Settlement:
+    """Release a message whose payload S3 did not give back (not the message's
+    fault) for PAYLOAD_RETRY_DELAY_SEC: as a delayed copy, or on a FIFO queue,
+    where copies take no delay, held invisible in its group."""
+    logger.error('task %s (%s): payload not fetched from S3, released for %d s: %s',
+                 envelope.task_id, envelope.task_name, PAYLOAD_RETRY_DELAY_SEC, exc)
+    reason = 'payload not fetched: %s' % exc
+    if batch.fifo:
+        return Settlement(received, Outcome.RELEASE, reason=reason, envelope=envelope,
+                          hold_sec=PAYLOAD_RETRY_DELAY_SEC)
+    copy = release_copy(received, batch.sqs_name, envelope,
+                        batch.queue.visibility_timeout_sec)
+    return Settlement(received, Outcome.RELEASE, reason=reason, envelope=envelope,
+                      copy=dataclasses.replace(copy, delay_sec=PAYLOAD_RETRY_DELAY_SEC))
