@@ -23,7 +23,7 @@ from typing import Any, Awaitable, Callable, Mapping, Optional, Union
 
 from kale.clock import SYSTEM_CLOCK, Clock
 from kale.codec import Codec, get_codec
-from kale.codec.pipeline import CONTEXT, DUE_AT, TASK_ID, Frame, parse_context
+from kale.codec.pipeline import CONTEXT, DUE_AT, TASK_ID, TASK_NAME, Frame, parse_context
 from kale.conf import settings
 from kale.config import Config
 from kale.events import Outcome, Settlement
@@ -135,12 +135,13 @@ class TaskRunner:
                 message = codec.read(envelope)
                 return Opened(envelope, self._accepted(registry.resolve(message.task_name),
                                                        message.context), message)
-            if envelope.task_name.startswith(TOPIC_PREFIX):     # this queue's copy of an event
-                task_class = registry.subscriber(envelope.task_name, batch.queue.name)
+            name = envelope.headers.get(TASK_NAME, '')
+            if name.startswith(TOPIC_PREFIX):     # this queue's copy of an event
+                task_class = registry.subscriber(name, batch.queue.name)
                 return Opened(envelope.for_subscriber(
                     copy_task_id(envelope.task_id, task_class.task_path()),
                     task_class.task_path()), task_class)
-            task_class = registry.resolve(envelope.task_name)
+            task_class = registry.resolve(name)
             if task_class.kale_internal:
                 self._accepted(task_class, parse_context(envelope.headers.get(CONTEXT, '')))
             return Opened(envelope, task_class)
