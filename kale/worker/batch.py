@@ -84,6 +84,9 @@ class Batch:
     task_ids: list[str] = dataclasses.field(default_factory=list)
     task_classes: set[type[Task]] = dataclasses.field(default_factory=set)
     has_due: bool = False
+    #: Whether a message may be a suspect (delivered before, or left
+    #: unsettled before): see :mod:`kale.worker.suspects`.
+    may_hold_suspect: bool = False
     #: Whether the queue is a FIFO queue (asked several times per message).
     fifo: bool = dataclasses.field(init=False)
 
@@ -131,7 +134,7 @@ class Batch:
         part = dataclasses.replace(
             self, messages=[m for m in self.messages if id(m) in decided],
             settlements=self.settlements, opened={}, settle_started=0.0, settle_ended=0.0,
-            task_ids=[], task_classes=set())
+            task_ids=[], task_classes=set(), may_hold_suspect=False)
         self.messages = [m for m in self.messages if id(m) not in decided]
         self.settlements = []
         return part

@@ -210,7 +210,7 @@ class Worker(WorkerBase):
         longs = [cls for cls in batch.task_classes if batch.is_long(cls.time_limit)]
         self.prefetch.received(batch.queue, sum(
             1 for opened in batch.opened.values() if opened.task_class in longs) if longs else 0)
-        alone = isolate_suspect(batch, self.name) or isolate_long(batch)
+        alone = isolate_suspect(batch, self.name) or (isolate_long(batch) if longs else None)
         if alone is not None:
             self.keep_if_long(alone)
         try:

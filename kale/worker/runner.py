@@ -23,7 +23,15 @@ from typing import Any, Awaitable, Callable, Mapping, Optional, Union
 
 from kale.clock import SYSTEM_CLOCK, Clock
 from kale.codec import Codec, get_codec
-from kale.codec.pipeline import CONTEXT, DUE_AT, TASK_ID, TASK_NAME, Frame, parse_context
+from kale.codec.pipeline import (
+    CONTEXT,
+    DUE_AT,
+    TASK_ID,
+    TASK_NAME,
+    UNSETTLED,
+    Frame,
+    parse_context,
+)
 from kale.conf import settings
 from kale.config import Config
 from kale.events import Outcome, Settlement
@@ -110,13 +118,18 @@ class TaskRunner:
                 continue
             opened_by_id[received.message_id] = opened
             classes.add(opened.task_class)
+            if received.receive_count > 1:
+                batch.may_hold_suspect = True
             if opened.message is None:
                 headers = opened.envelope.headers
                 task_ids.append(headers.get(TASK_ID, ''))
                 if DUE_AT in headers:
                     batch.has_due = True
+                if UNSETTLED in headers and headers[UNSETTLED] != '0':
+                    batch.may_hold_suspect = True
             else:                       # a legacy body: its payload names it
                 task_ids.append(opened.message.task_id)
+                batch.may_hold_suspect = True
 
     def open(self, batch: Batch, received: ReceivedMessage,
              topics: Optional[frozenset[str]] = None, codec: Optional[Codec] = None,

@@ -109,8 +109,8 @@ def isolate_suspect(batch: Batch, who: str = 'worker') -> Optional[Batch]:
     None when the batch holds no suspect. On a FIFO queue, where a receive
     count above 1 is an ordinary retry and order matters, there are none.
     """
-    if batch.fifo:
-        return None
+    if batch.fifo or (not batch.may_hold_suspect and batch.task_ids):
+        return None         # (verified: no message was delivered or left unsettled before)
     suspects = []
     opened_by_id = batch.opened
     for received in batch.unsettled():
