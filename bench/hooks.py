@@ -34,7 +34,7 @@ def records_written_at() -> float:
     if not settings.RECORDS_URL:
         return 0.0
     from kale.records.recorder import get_recorder
-    return get_recorder().last_written_at
+    return get_recorder(settings.config).last_written_at
 
 
 class BenchHooks(WorkerHooks):

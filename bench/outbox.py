@@ -352,7 +352,7 @@ def relay_burst(url: str, report_path: str, log: RoundLog, profile_path: str = '
     relay = Relay(open_database(url, '--url'), Broker.from_settings(),
                   poll_sec=float(settings.OUTBOX_POLL_SEC),
                   consumed_ttl_sec=settings.CONSUMED_TTL_SEC,
-                  **with_records())
+                  config=settings.config, **with_records(settings.config))
     init(relay.engine)                                  # and a connection in the pool
     for name in QUEUE_NAMES:
         relay.broker.declare(relay.broker.queues[name])

@@ -29,6 +29,7 @@ from typing import Any, Callable
 from bench.environment import Environment
 from bench.scenarios import WAVE, Figures, counting_raw, kale_pipeline, kale_publish_wave
 from bench.servers import BenchError
+from kale.conf import settings
 
 PUBLISH_SINGLE = 'records on/off: publish one by one (tasks/s)'
 PUBLISH_BATCH = 'records on/off: publish_batch (tasks/s)'
@@ -60,7 +61,7 @@ def both(off: Callable[[], Any], on: Callable[[], Any]) -> tuple[Any, Any]:
 
 def flush_records(url: str) -> None:
     from kale.records.recorder import get_recorder
-    if not get_recorder(url).flush(FLUSH_TIMEOUT_SEC):
+    if not get_recorder(settings.config, url).flush(FLUSH_TIMEOUT_SEC):
         raise BenchError('task records on %s were not written within %gs' % (url, FLUSH_TIMEOUT_SEC))
 
 

@@ -9,7 +9,7 @@ make one explicitly; two apps with different settings work side by side in
 one process::
 
     from kale import App
-    from kale.config import Config
+    from kale.config import Config, register_default
 
     eu = App(Config.load('myapp.settings_eu'))
     us = App(Config.load('myapp.settings_us'))
@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
 from kale.broker import Broker, get_broker
 from kale.codec import Codec, get_codec
 from kale.conf import settings
-from kale.config import Config
-from kale.publisher import Publisher
+from kale.config import Config, register_default
+from kale.publisher import Publisher, get_publisher
 from kale.queue_config import QueueConfig, get_queue_config
 from kale.registry import Registry, get_registry
 
@@ -44,6 +44,8 @@ class App:
         if config is None:
             config = Config.load()
         self.config: Config = config.replace(**values) if values else config
+        #: The default app (see :func:`default_app`).
+        self._default = False
 
     def __repr__(self) -> str:
         return 'App(%s)' % (self.config.module_name or 'defaults')
@@ -70,7 +72,10 @@ class App:
 
     @property
     def publisher(self) -> Publisher:
-        """The publisher, with this app's publish hooks."""
+        """The publisher, with this app's publish hooks (the default app's is
+        the one ``MyTask.publish`` uses, which eager mode and tests may set)."""
+        if self._default:
+            return get_publisher()
         config = self.config
         return config.part('publisher', lambda: Publisher(config=config))
 
@@ -96,4 +101,21 @@ def default_app() -> App:
     """The app the settings build: ``KALE_SETTINGS_MODULE`` and any
     :meth:`kale.conf.Settings.override` in force."""
     config = settings.config
+    return config.part('app', lambda: _made_default(App(config)))
+
+
+def app_of(config: Config) -> App:
+    """The app whose configuration is ``config``: the default app for the
+    settings' own, else one made once for it (feature hooks, given a
+    configuration, reach their app's parts this way)."""
+    if config is settings.config:
+        return default_app()
     return config.part('app', lambda: App(config))
+
+
+def _made_default(app: App) -> App:
+    app._default = True
+    return app
+
+
+register_default(lambda: default_app().config)

@@ -12,13 +12,12 @@ own is not affected.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import os
 import threading
 from typing import Any, Iterator, Optional
 
 from kale.config import ENVIRONMENT_VARIABLE, Config
-from kale.exceptions import ImproperlyConfigured
+from kale.dotted import import_string, resolve_callable
 from kale.settings_check import check_settings
 
 __all__ = ['ENVIRONMENT_VARIABLE', 'Settings', 'import_string',
@@ -125,34 +124,3 @@ class Settings:
 
 
 settings = Settings()
-
-def import_string(path: str, what: str = 'object') -> Any:
-    """Import ``package.module.Name`` and return ``Name``.
-
-    Raises ImproperlyConfigured naming ``what`` (e.g. the setting) on failure.
-    """
-    module_name, _, attr = path.rpartition('.')
-    if not module_name:
-        raise ImproperlyConfigured('%s %r is not a dotted path like "package.module.Name"'
-                                   % (what, path))
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ImproperlyConfigured('%s %r cannot be imported: %s' % (what, path, exc)) from exc
-    try:
-        return getattr(module, attr)
-    except AttributeError:
-        raise ImproperlyConfigured('%s %r: module %r has no %r'
-                                   % (what, path, module_name, attr)) from None
-
-
-def resolve_callable(value: Any, setting: str) -> Any:
-    """A setting that holds a callable or a dotted path to one."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        value = import_string(value, setting)
-    if not callable(value):
-        raise ImproperlyConfigured('%s must be a callable or a dotted path to one, got %r'
-                                   % (setting, value))
-    return value

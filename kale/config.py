@@ -225,6 +225,27 @@ _SEQUENCES = ('ACCEPT_SERIALIZERS', 'TASK_MODULES', 'PUBLISH_HOOKS', 'WORKER_HOO
               'WEBHOOK_ALLOWED_HOSTS')
 
 
+#: What gives the default app's configuration (registered by :mod:`kale.app`).
+_default_provider: Optional[Callable[[], 'Config']] = None
+
+
+def default_config() -> 'Config':
+    """The default app's configuration (``KALE_SETTINGS_MODULE``'s): only for
+    the public entry points below :mod:`kale.app` that application code calls
+    without an app (``MyTask.publish``, ``executor_task``, ``topics.publish``);
+    every part below them is given its configuration."""
+    if _default_provider is None:
+        importlib.import_module('kale.app')         # it registers the default app
+    assert _default_provider is not None
+    return _default_provider()
+
+
+def register_default(provider: Callable[[], 'Config']) -> None:
+    """Make ``provider`` what :func:`default_config` asks (:mod:`kale.app` does)."""
+    global _default_provider
+    _default_provider = provider
+
+
 def defaults() -> dict[str, Any]:
     """Every setting's default (a fresh dict)."""
     return _public_names(default_settings)

@@ -50,8 +50,8 @@ import logging
 import warnings
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Collection, Optional, Sequence
 
-from kale.conf import import_string, settings
 from kale.config import Config
+from kale.dotted import import_string
 from kale.exceptions import HookError, ImproperlyConfigured
 
 if TYPE_CHECKING:
@@ -255,12 +255,17 @@ FEATURE_HOOKS = [
 ]
 
 
-def feature_hooks(config: Optional[Config] = None) -> list[str]:
-    """Dotted paths of the shipped features' hooks whose setting is on in
-    ``config`` (by default the settings in force): the publisher, the worker
-    and the supervisor add them to the hooks they load."""
-    config = config or settings.config
+def feature_hooks(config: Config) -> list[str]:
+    """Dotted paths of the shipped features' hooks whose setting is on in ``config``."""
     return [path for setting, path in FEATURE_HOOKS if config.get(setting)]
+
+
+def load_feature_hooks(config: Config) -> list[Any]:
+    """The hooks of the features turned on in ``config``, each built for it
+    (``HookClass.for_config(config)``): the publisher, the worker and the
+    supervisor of an app put them first among the hooks they load."""
+    return [import_string(path, 'feature hook').for_config(config)
+            for path in feature_hooks(config)]
 
 
 def run_to_end(awaitable: Awaitable[Any]) -> Any:

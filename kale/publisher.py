@@ -34,8 +34,7 @@ from typing import (
 
 from kale.clock import SYSTEM_CLOCK, Clock
 from kale.codec import get_codec
-from kale.conf import settings
-from kale.config import Config
+from kale.config import Config, default_config
 from kale.delays import check_delay, check_wait  # noqa: F401  (check_delay's home was here)
 from kale.exceptions import (
     BatchSendError,
@@ -45,7 +44,7 @@ from kale.exceptions import (
     PublishError,
 )
 from kale.fair import check_group_id, tenants, valid_group_id, with_tenants
-from kale.hooks import HookDispatcher, PublishHooks, feature_hooks, load_hooks
+from kale.hooks import HookDispatcher, PublishHooks, load_feature_hooks, load_hooks
 from kale.ids import random_id
 from kale.labels import check_labels
 from kale.message import Message, publisher_identity
@@ -115,11 +114,11 @@ _signatures: dict[type, Optional[inspect.Signature]] = {}
 
 
 def check_arguments(task_class: type['Task'], args: tuple, kwargs: Mapping[str, Any],
-                    config: Optional[Config] = None) -> None:
+                    config: Config) -> None:
     """The arguments must bind to ``run_task``'s signature, or PublishError
     naming the task and the problem (unless the task or CHECK_TASK_ARGUMENTS
     turns the check off)."""
-    if not ((config or settings.config).CHECK_TASK_ARGUMENTS
+    if not (config.CHECK_TASK_ARGUMENTS
             and getattr(task_class, 'check_arguments', True)):
         return
     if task_class not in _signatures:
@@ -198,7 +197,8 @@ class Publisher:
     """Builds, checks and sends task messages, calling the publish hooks.
 
     ``config`` (an :class:`~kale.app.App`'s) gives the queues, codec, broker and
-    hooks; without it, the settings in force at each publish do."""
+    hooks; without it, the default app's at each publish (the publisher
+    ``MyTask.publish`` uses, see :func:`get_publisher`)."""
 
     def __init__(self, sender: Optional[Sender] = None, hooks: Sequence[Any] = (),
                  config: Optional[Config] = None, clock: Clock = SYSTEM_CLOCK):
@@ -211,7 +211,7 @@ class Publisher:
     @property
     def config(self) -> Config:
         """The configuration this publisher publishes with."""
-        return self._config or settings.config
+        return self._config or default_config()
 
     def queue_of(self, task_class: type['Task'], queue_name: Optional[str] = None) -> TaskQueue:
         """The queue ``task_class`` publishes to (from the queue config):
@@ -232,8 +232,10 @@ class Publisher:
         loaded once per configuration."""
         config = self.config
         if self._hooks is None or self._hooks[0] is not config:
-            loaded = load_hooks(feature_hooks(config) + list(config.PUBLISH_HOOKS or ())
-                                + self._extra_hooks, PublishHooks, 'PUBLISH_HOOKS')
+            loaded = [hook for hook in load_feature_hooks(config)
+                      if isinstance(hook, PublishHooks)] + load_hooks(
+                list(config.PUBLISH_HOOKS or ()) + self._extra_hooks, PublishHooks,
+                'PUBLISH_HOOKS')
             self._hooks = (config, HookDispatcher(loaded))
         return self._hooks[1]
 
@@ -418,7 +420,7 @@ def get_publisher() -> Publisher:
     place (eager mode, tests), else the settings' (the default app's)."""
     if _default is not None:
         return _default
-    config = settings.config
+    config = default_config()
     return config.part('publisher', lambda: Publisher(config=config))
 
 

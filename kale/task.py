@@ -20,7 +20,7 @@ import inspect
 import logging
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional
 
-from kale.conf import settings
+from kale.config import Config, default_config
 from kale.exceptions import (
     NonRetriableTaskError,
     PublishError,
@@ -121,6 +121,9 @@ class Task:
     handles_dead_letters: bool = False
     #: One of Kale's own tasks, which only Kale publishes (see :mod:`kale.internal`).
     kale_internal: bool = False
+    #: The app whose worker runs this instance (set before ``run_task``; None
+    #: outside a worker): its settings are what the run reads (:attr:`config`).
+    app: Any = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -139,6 +142,12 @@ class Task:
         cls.is_coroutine = any(inspect.iscoroutinefunction(getattr(cls, name))
                                for name in TASK_METHODS)
         cls.handles_dead_letters = _check_dead_task(cls)
+
+    @property
+    def config(self) -> Config:
+        """The settings of the app that runs this task (the default app's
+        outside a worker)."""
+        return self.app.config if self.app is not None else default_config()
 
     def __init__(self, message: Optional[Message] = None):
         self.message = message
@@ -261,7 +270,7 @@ class Task:
         """What a worker does with this task's failures: ``max_retries``,
         ``EXCEPTION_LIST`` and the RETRY_DELAY_* settings of ``config``
         (default: the settings')."""
-        return RetryPolicy.from_config(config or settings.config, cls.max_retries,
+        return RetryPolicy.from_config(config or default_config(), cls.max_retries,
                                        tuple(cls.EXCEPTION_LIST))
 
     @classmethod

@@ -8,10 +8,10 @@ import time
 from typing import Any, Optional
 
 from kale import admin
+from kale.app import default_app
 from kale.broker import Broker
 from kale.cli.options import common_options as common
 from kale.cli.options import positive_int
-from kale.conf import settings
 from kale.exceptions import CommandError
 
 COLUMNS = [('QUEUE', 'name'), ('PRIORITY', 'priority'), ('VISIBLE', 'visible'),
@@ -41,7 +41,7 @@ def format_table(rows: list[admin.QueueStatus]) -> str:
 def cmd_queues(args: argparse.Namespace) -> int:
     if args.json:                   # with the autoscaling signals (kale.scaling)
         from kale.scaling import queue_signals
-        signals = queue_signals(command_broker(), settings.RECORDS_URL or None)
+        signals = queue_signals(command_broker(), default_app().config.RECORDS_URL or None)
         print(json.dumps([row.as_dict() for row in signals], indent=2))
         return 0
     rows = admin.queue_statuses(command_broker())
@@ -64,12 +64,12 @@ def cmd_purge(args: argparse.Namespace) -> int:
     target = broker.dead_letter_name(queue) if args.dead_letters else broker.sqs_name(queue)
     if not args.yes and not _confirm('Delete every message in SQS queue %r?' % target):
         raise CommandError('purge of %r cancelled (nothing was deleted)' % target)
-    if args.dead_letters and settings.PAYLOAD_BUCKET:
+    if args.dead_letters and default_app().config.PAYLOAD_BUCKET:
         return _purge_dead_letters(broker, queue, str(target))
     before = time.time()
     admin.purge(broker, queue, dead_letters=args.dead_letters)
     print('purged %s' % target)
-    if settings.RECORDS_URL and not args.dead_letters:
+    if default_app().config.RECORDS_URL and not args.dead_letters:
         _mark_purged(queue.name, before)
     return 0
 

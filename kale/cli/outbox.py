@@ -8,15 +8,15 @@ import signal
 import threading
 from typing import Any
 
+from kale.app import default_app
 from kale.cli.options import common_options, port_number
-from kale.conf import settings
 from kale.exceptions import CommandError
 
 logger = logging.getLogger('kale.outbox')
 
 
 def _url(args: argparse.Namespace) -> str:
-    url = args.url or settings.OUTBOX_URL
+    url = args.url or default_app().config.OUTBOX_URL
     if not url:
         raise CommandError('no outbox database: give --url URL (the application\'s database, '
                            'a SQLAlchemy URL) or set OUTBOX_URL')
@@ -34,14 +34,14 @@ def cmd_outbox_init(args: argparse.Namespace) -> int:
 
 
 def cmd_relay(args: argparse.Namespace) -> int:
-    from kale.broker import Broker
     from kale.outbox.relay import Relay, with_records
     from kale.outbox.schema import open_database
     from kale.records.store import safe_url
     url = _url(args)
-    relay = Relay(open_database(url, '--url'), Broker.from_settings(),
-                  poll_sec=float(settings.OUTBOX_POLL_SEC),
-                  consumed_ttl_sec=settings.CONSUMED_TTL_SEC, **with_records())
+    app = default_app()
+    config = app.config
+    relay = Relay(open_database(url, '--url'), app.broker, poll_sec=float(config.OUTBOX_POLL_SEC),
+                  consumed_ttl_sec=config.CONSUMED_TTL_SEC, config=config, **with_records(config))
     if args.metrics_port is not None:
         _serve_metrics(relay, args.metrics_port)
     stop = threading.Event()
@@ -87,7 +87,7 @@ def _serve_metrics(relay: Any, port: int) -> None:
                                       value=relay.counts.rejected)
     registry = CollectorRegistry()
     registry.register(Collector())
-    start_http_server(port, addr=str(settings.METRICS_HOST), registry=registry)
+    start_http_server(port, addr=str(default_app().config.METRICS_HOST), registry=registry)
 
 
 def add_commands(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]') -> None:

@@ -8,9 +8,9 @@ import logging
 import signal
 from typing import Any
 
+from kale.app import default_app
 from kale.cli.options import common_options
 from kale.cli.tasks import table
-from kale.conf import settings
 
 logger = logging.getLogger('kale.schedules')
 
@@ -20,7 +20,7 @@ COLUMNS = [('NAME', 'name'), ('TASK', 'task'), ('SCHEDULE', 'schedule'), ('TZ', 
 
 def cmd_scheduler(args: argparse.Namespace) -> int:
     from kale.schedules.scheduler import make_scheduler
-    scheduler = make_scheduler(settings.config)
+    scheduler = make_scheduler(default_app().config)
 
     def stop_on(signum: int, frame: Any) -> None:
         logger.info('scheduler: %s received; stopping', signal.Signals(signum).name)
@@ -34,7 +34,7 @@ def cmd_scheduler(args: argparse.Namespace) -> int:
 def cmd_list(args: argparse.Namespace) -> int:
     from kale.schedules.discovery import NOTHING_TO_SEARCH
     from kale.schedules.status import describe
-    found = describe(settings.config)
+    found = describe(default_app().config)
     if args.json:
         print(json.dumps(found, indent=2, sort_keys=True))
         return 0
@@ -60,7 +60,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from kale.schedules.status import run_now
-    print(run_now(settings.config, args.name))
+    print(run_now(default_app().config, args.name))
     return 0
 
 

@@ -147,16 +147,17 @@ def _confirm(question: str) -> bool:
 
 def cmd_purge(args: argparse.Namespace) -> int:
     from kale import records
-    from kale.conf import settings
+    from kale.app import default_app
+    config = default_app().config
     where = _filter(args)
     if where.empty and not args.all:
-        purged = records.store().purge_expired(settings.RECORDS_SUCCEEDED_TTL_SEC,
-                                               settings.RECORDS_FAILED_TTL_SEC,
-                                               queued_ttl=settings.RECORDS_QUEUED_TTL_SEC)
+        purged = records.store().purge_expired(config.RECORDS_SUCCEEDED_TTL_SEC,
+                                               config.RECORDS_FAILED_TTL_SEC,
+                                               queued_ttl=config.RECORDS_QUEUED_TTL_SEC)
         print('purged %d expired records (RECORDS_SUCCEEDED_TTL_SEC %s, RECORDS_FAILED_TTL_SEC %s, '
-              'RECORDS_QUEUED_TTL_SEC %s)' % (purged, settings.RECORDS_SUCCEEDED_TTL_SEC,
-                                              settings.RECORDS_FAILED_TTL_SEC,
-                                              settings.RECORDS_QUEUED_TTL_SEC))
+              'RECORDS_QUEUED_TTL_SEC %s)' % (purged, config.RECORDS_SUCCEEDED_TTL_SEC,
+                                              config.RECORDS_FAILED_TTL_SEC,
+                                              config.RECORDS_QUEUED_TTL_SEC))
         return 0
     queries = records.queries()
     count = queries.count(where)

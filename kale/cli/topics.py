@@ -14,9 +14,9 @@ COLUMNS = [('TOPIC', 'topic'), ('SUBSCRIBER', 'task'), ('QUEUE', 'queue'),
 
 
 def _subscriptions() -> object:
-    from kale.conf import settings
+    from kale.app import default_app
     from kale.topics.subscribers import get_subscriptions
-    found = get_subscriptions(settings.config)
+    found = get_subscriptions(default_app().config)
     if not found.searched:
         raise CommandError('TASK_MODULES is empty: name the modules of your subscriber task '
                            'classes there (subscribers are found by importing them)')
@@ -24,11 +24,11 @@ def _subscriptions() -> object:
 
 
 def cmd_sync(args: argparse.Namespace) -> int:
-    from kale.conf import settings
+    from kale.app import default_app
     from kale.topics.backend import topics_backend
     from kale.topics.sync import sync
     _subscriptions()
-    lines = sync(settings.config, topics_backend())
+    lines = sync(default_app().config, topics_backend())
     for line in lines:
         print('subscribed: %s' % line)
     if not lines:
@@ -37,11 +37,11 @@ def cmd_sync(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from kale.conf import settings
+    from kale.app import default_app
     from kale.topics.backend import topics_backend
     from kale.topics.sync import describe
     _subscriptions()
-    found = describe(settings.config, topics_backend())
+    found = describe(default_app().config, topics_backend())
     if args.json:
         print(json.dumps(found, indent=2, sort_keys=True))
         return 0

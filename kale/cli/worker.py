@@ -6,48 +6,47 @@ import os
 from typing import Any
 
 from kale.cli.options import common_options, port_number, positive_int, queue_list
-from kale.conf import settings
 from kale.exceptions import CommandError
 from kale.settings_check import WORKER_POOLS as POOLS
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
+    from kale.app import App, default_app
     overrides: dict[str, Any] = {}           # the options stand for the settings
     if args.metrics_port is not None:
         overrides['METRICS_PORT'] = args.metrics_port
     if args.executors:
         args.executors = os.path.abspath(args.executors)
         overrides['EXECUTOR_DIR'] = args.executors
-    if overrides:
-        with settings.override(**overrides):
-            return run_worker(args)
-    return run_worker(args)
+    app = default_app()
+    return run_worker(args, App(app.config.replace(**overrides)) if overrides else app)
 
 
-def run_worker(args: argparse.Namespace) -> int:
+def run_worker(args: argparse.Namespace, app: Any) -> int:
     from kale.worker import Worker
-    pool = args.pool or settings.WORKER_POOL
+    config = app.config
+    pool = args.pool or config.WORKER_POOL
     if pool == 'serial' and args.max_in_flight is not None:
         raise CommandError('--max-in-flight needs --pool threads or --pool asyncio (the serial '
                            'pool runs one task at a time: use --concurrency for more processes)')
-    if settings.EXECUTOR_DIR:                # a directory that cannot serve: said at start
+    if config.EXECUTOR_DIR:                 # a directory that cannot serve: said at start
         from kale.executors.task import catalog
-        catalog()
+        catalog(config)
     hooks: list[Any] = []
     if args.scheduler:              # no records or no schedules: one line, before starting
         from kale.schedules.hooks import SchedulerHooks
         from kale.schedules.scheduler import records_state, runnable_schedules
-        runnable_schedules(settings.config)
-        records_state(settings.config)
+        runnable_schedules(config)
+        records_state(config)
         if args.concurrency is None:            # each supervised worker runs its own
             hooks.append(SchedulerHooks())
     worker = Worker(queue_names=args.queues, burst=args.burst, pool=pool,
                     max_in_flight=args.max_in_flight, dead_letters=args.dead_letters,
-                    hooks=hooks)     # validates the configuration
+                    hooks=hooks, app=app)     # validates the configuration
     if args.concurrency is None:
         return worker.run()
     from kale.worker.supervisor import Supervisor, worker_command
-    return Supervisor(worker_command(args), args.concurrency,
+    return Supervisor(worker_command(args), args.concurrency, config,
                       queue_names=args.queues or ()).run()
 
 

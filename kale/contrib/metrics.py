@@ -35,7 +35,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from kale.conf import settings
+from kale.config import Config
 from kale.events import Outcome
 from kale.exceptions import ImproperlyConfigured
 from kale.hooks import PublishHooks, WorkerHooks
@@ -192,17 +192,21 @@ class PrometheusHooks(PublishHooks, WorkerHooks):
     one unless given) and serves them from a worker, or a supervisor, on
     ``port`` (``METRICS_PORT`` unless given; 0: not served)."""
 
-    def __init__(self, registry: Any = None, port: Optional[int] = None,
-                 host: Optional[str] = None):
+    def __init__(self, registry: Any = None, port: int = 0, host: str = '127.0.0.1'):
         self.registry = registry if registry is not None else prometheus_client.REGISTRY
-        self.port = int(settings.METRICS_PORT if port is None else port)
-        self.host = str(settings.METRICS_HOST if host is None else host)
+        self.port = int(port)
+        self.host = str(host)
         self._metrics: Optional[KaleMetrics] = None
         self._tasks: dict[tuple[str, str], TaskSeries] = {}
         self._queues: dict[str, tuple[Any, Any]] = {}
         self._requests: Optional[RequestCounter] = None
         self._server: Optional[exposition.Server] = None
         self._endpoint: Optional[exposition.SupervisorEndpoint] = None
+
+    @classmethod
+    def for_config(cls, config: Config) -> 'PrometheusHooks':
+        """The hooks of an app whose configuration is ``config`` (METRICS_PORT, METRICS_HOST)."""
+        return cls(port=int(config.METRICS_PORT), host=str(config.METRICS_HOST))
 
     @property
     def metrics(self) -> KaleMetrics:

@@ -36,6 +36,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Optional
 
+from kale.config import Config
 from kale.exceptions import ImproperlyConfigured
 from kale.hooks import PublishHooks, WorkerHooks
 from kale.version import __version__
@@ -77,6 +78,11 @@ class TracingHooks(PublishHooks, WorkerHooks):
         #: Runs that ended, by SQS message id, waiting for their settle span.
         self._ran: dict[str, Any] = {}
         self._broker: Any = None
+
+    @classmethod
+    def for_config(cls, config: Config) -> 'TracingHooks':
+        """The hooks of an app whose configuration is ``config`` (with TRACING on)."""
+        return cls()
 
     # --- publishing -----------------------------------------------------------------
 

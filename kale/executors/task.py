@@ -22,7 +22,7 @@ import json
 import threading
 from typing import Any, Mapping, Optional
 
-from kale.conf import settings
+from kale.config import Config, default_config
 from kale.exceptions import ExecutorError, PublishError, TimeLimitExceeded
 from kale.executors.catalog import PREFIX, Catalog, MethodSettings, check_name
 from kale.executors.program import Finished, run_program
@@ -42,9 +42,8 @@ _classes: dict[str, type['ExecutorTask']] = {}
 _lock = threading.Lock()
 
 
-def catalog() -> Optional[Catalog]:
-    """The executor directory of the settings in force, or None without one."""
-    config = settings.config
+def catalog(config: Config) -> Optional[Catalog]:
+    """The executor directory of ``config`` (EXECUTOR_DIR), or None without one."""
     if not config.EXECUTOR_DIR:
         return None
     return config.part('executor-catalog', lambda: Catalog(config.EXECUTOR_DIR))
@@ -90,7 +89,8 @@ class ExecutorTask(Task):
     def run_task(self, *args: Any, **kwargs: Any) -> Any:
         if kwargs:
             raise ExecutorError('bad_input: executor %s takes no keyword arguments' % self.method)
-        found = catalog()
+        config = self.config
+        found = catalog(config)
         if found is None:
             raise ExecutorError('unknown_method: this worker runs no executor programs '
                                 '(start it with --executors DIR, or set EXECUTOR_DIR)')
@@ -99,7 +99,6 @@ class ExecutorTask(Task):
             stdin = json.dumps(list(args), allow_nan=False).encode()
         except (TypeError, ValueError) as exc:
             raise ExecutorError('bad_input: the arguments are not JSON: %s' % exc) from None
-        config = settings.config
         extra = {'KALE_TASK_ID': self.task_id or '', 'KALE_METHOD': self.method,
                  'KALE_ATTEMPT': str((self.message.failure_num if self.message else 0) + 1)}
         try:
@@ -127,7 +126,7 @@ class ExecutorTask(Task):
         if finished.stdout_overflow:
             raise ExecutorError('bad_output: %s wrote more than EXECUTOR_STDOUT_MAX_BYTES (%d) '
                                 'to its standard output'
-                                % (self.method, int(settings.EXECUTOR_STDOUT_MAX_BYTES)))
+                                % (self.method, int(self.config.EXECUTOR_STDOUT_MAX_BYTES)))
         try:
             return json.loads(finished.stdout.decode('utf-8'))
         except (UnicodeDecodeError, ValueError) as exc:
@@ -142,19 +141,22 @@ def _last_line(text: str) -> str:
     return ': %s' % lines[-1][:300] if lines else ''
 
 
-def executor_task(method: str, checked: bool = True) -> type[ExecutorTask]:
-    """The Task class of executor ``method``, with this process's
-    ``executors.yaml`` settings when it has EXECUTOR_DIR. A bad name is
-    refused (PublishError), or with ``checked`` off (a worker resolving a
-    message) left for the run to fail as ``unknown_method``."""
+def executor_task(method: str, checked: bool = True,
+                  config: Optional[Config] = None) -> type[ExecutorTask]:
+    """The Task class of executor ``method``, with the ``executors.yaml``
+    settings of ``config``'s EXECUTOR_DIR (by default the default app's:
+    application code publishing a method). A bad name is refused
+    (PublishError), or with ``checked`` off (a worker resolving a message)
+    left for the run to fail as ``unknown_method``."""
     if checked:
         try:
             check_name(method)
         except ExecutorError as exc:
             raise PublishError(str(exc)) from None
-    found = catalog()
+    config = config or default_config()
+    found = catalog(config)
     own: MethodSettings = found.settings(method) if found is not None else MethodSettings()
-    key = '%s|%r' % (method, own)
+    key = '%s|%r|%r' % (method, own, float(config.EXECUTOR_KILL_GRACE_SEC))
     cls = _classes.get(key)
     if cls is None:
         with _lock:
@@ -162,7 +164,7 @@ def executor_task(method: str, checked: bool = True) -> type[ExecutorTask]:
             if cls is None:
                 if len(_classes) >= MAX_CLASSES:
                     _classes.clear()
-                grace = float(settings.EXECUTOR_KILL_GRACE_SEC)
+                grace = float(config.EXECUTOR_KILL_GRACE_SEC)
                 cls = type('Executor[%s]' % method, (ExecutorTask,), {
                     '__module__': __name__, 'method': method, 'queue': own.queue,
                     'max_retries': own.max_retries, 'program_time_limit': own.time_limit,

@@ -18,7 +18,8 @@ from typing import Any, Iterable, Mapping, Optional
 from sqlalchemy import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
-from kale.conf import settings
+from kale.app import App
+from kale.config import Config
 from kale.exceptions import OutboxError
 from kale.outbox import proof
 from kale.outbox.proof import as_stored
@@ -50,7 +51,8 @@ def _target(task: Any) -> tuple[type, Optional[str]]:
 def publish(conn: Any, task: Any, app_data: Any, *args: Any, delay_sec: float = 0,
             group_id: Optional[str] = None, dedup_id: Optional[str] = None,
             labels: Optional[Mapping[str, str]] = None,
-            unique_for_sec: Optional[float] = None, eta: Any = None, **kwargs: Any) -> str:
+            unique_for_sec: Optional[float] = None, eta: Any = None, app: Optional[App] = None,
+            **kwargs: Any) -> str:
     """Publish one run of ``task`` (a Task class, or ``Task.with_options(...)``)
     when ``conn``'s transaction commits; returns its task id. A wait longer
     than SQS's 15-minute delay (``delay_sec``, or ``eta``) is a due time
@@ -58,14 +60,15 @@ def publish(conn: Any, task: Any, app_data: Any, *args: Any, delay_sec: float = 
     ``delay_sec`` counts from the relay's send."""
     return publish_batch(conn, task, app_data, [(args, kwargs)], delay_sec=delay_sec,
                          group_id=group_id, dedup_id=dedup_id, labels=labels,
-                         unique_for_sec=unique_for_sec, eta=eta)[0]
+                         unique_for_sec=unique_for_sec, eta=eta, app=app)[0]
 
 
 def publish_batch(conn: Any, task: Any, app_data: Any, calls: Iterable[Any],
                   delay_sec: float = 0, group_id: Optional[str] = None,
                   dedup_id: Optional[str] = None,
                   labels: Optional[Mapping[str, str]] = None,
-                  unique_for_sec: Optional[float] = None, eta: Any = None) -> list[str]:
+                  unique_for_sec: Optional[float] = None, eta: Any = None,
+                  app: Optional[App] = None) -> list[str]:
     """Publish many runs of ``task`` when ``conn``'s transaction commits
     (each call ``(args, kwargs)``, ``args`` or a single value, as
     ``publish_batch`` takes them); their task ids in order. A unique task
@@ -78,12 +81,15 @@ def publish_batch(conn: Any, task: Any, app_data: Any, calls: Iterable[Any],
         getattr(task_class, 'unique_for_sec', None)
     rows: list[dict[str, Any]] = []
 
-    config = settings.config
+    # The default app publishes through the publisher Task.publish uses (one
+    # set in place by eager mode or a test included).
+    publisher = app.publisher if app is not None else get_publisher()
+    config = publisher.config
 
     def keep(publication: Publication, outgoing: list[OutgoingMessage]) -> None:
         now = time.time()
-        records = _record_rows(publication, now)
-        claims = unique_claims(settings.config, publication.task_class.task_path(), unique_sec,
+        records = _record_rows(publication, now, config)
+        claims = unique_claims(config, publication.task_class.task_path(), unique_sec,
                                [(m.args, m.kwargs) for m in publication.messages],
                                publication.messages)
         for number, (message, out) in enumerate(zip(publication.messages, outgoing,
@@ -100,7 +106,7 @@ def publish_batch(conn: Any, task: Any, app_data: Any, calls: Iterable[Any],
             row['mac'] = proof.sign(config, row)
             rows.append(row)
 
-    task_ids = get_publisher().publish_batch(task_class, app_data, calls, delay_sec, group_id,
+    task_ids = publisher.publish_batch(task_class, app_data, calls, delay_sec, group_id,
                                              dedup_id, labels, queue_name, deferred=keep, eta=eta)
     if rows:
         try:
@@ -149,15 +155,16 @@ def _driver_row(row: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def _record_rows(publication: Publication, now: float) -> Optional[list[dict[str, Any]]]:
-    """The tasks' ``queued`` records, as the records database will hold them
-    (inputs MACed, values sealed: the relay writes them as they are), for
-    the relay to write once they are sent (None with records off)."""
-    if not settings.RECORDS_URL:
+def _record_rows(publication: Publication, now: float,
+                 config: Config) -> Optional[list[dict[str, Any]]]:
+    """The tasks' ``queued`` records, as ``config``'s records database will
+    hold them (inputs MACed, values sealed: the relay writes them as they
+    are), for the relay to write once they are sent (None with records off)."""
+    if not config.RECORDS_URL:
         return None
     from kale.records.hooks import publication_rows
     from kale.records.recorder import get_recorder
-    recorder = get_recorder()
+    recorder = get_recorder(config)
     rows = publication_rows(publication, recorder.max_value_chars, now)
     sealer = recorder.store.sealer
     return [sealer.stored({key: value for key, value in row.items() if value is not None},

@@ -43,7 +43,6 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from kale.broker import Broker
 from kale.clock import SYSTEM_CLOCK, Clock
-from kale.conf import settings
 from kale.config import Config
 from kale.exceptions import KaleError, OutboxError
 from kale.outbox import proof
@@ -91,8 +90,10 @@ class Relay:
                  claim_unique: Optional[Callable[..., list[str]]] = None,
                  config: Optional[Config] = None):
         self.engine = engine
-        #: Whose signing keys check the rows' MACs (by default the settings').
-        self.config = config or settings.config
+        #: Whose signing keys check the rows' MACs: the app's whose broker it is.
+        if config is None:
+            raise TypeError('Relay needs the config of the app that publishes into its outbox')
+        self.config = config
         self.broker = broker
         self.poll_sec = poll_sec
         self.consumed_ttl_sec = consumed_ttl_sec
@@ -389,11 +390,10 @@ def pending(engine: Engine, now: float) -> tuple[int, Optional[float]]:
     return int(count), (now - oldest) if oldest is not None else None
 
 
-def with_records(url: Optional[str] = None) -> dict[str, Any]:
+def with_records(config: Config, url: Optional[str] = None) -> dict[str, Any]:
     """A Relay's ``write_records`` and ``claim_unique`` on the task records of
-    ``url`` (default RECORDS_URL); none when records are off."""
-    from kale.conf import settings
-    url = url or settings.RECORDS_URL
+    ``url`` (default ``config``'s RECORDS_URL); none when records are off."""
+    url = url or config.RECORDS_URL
     if not url:
         return {}
     from kale.records.recorder import get_recorder
@@ -402,10 +402,10 @@ def with_records(url: Optional[str] = None) -> dict[str, Any]:
     def write(rows: list[dict[str, Any]]) -> None:
         # As the publisher made them (inputs MACed, values sealed), checked
         # with their row: written as they are, never signed here.
-        get_recorder(url).store.write(rows, [], [], sealed=True)
+        get_recorder(config, url).store.write(rows, [], [], sealed=True)
 
     def claim(claims: Any, now: float, for_sec: float) -> list[str]:
-        return claim_unique(get_recorder(url).store, claims, now, for_sec)
+        return claim_unique(get_recorder(config, url).store, claims, now, for_sec)
     return {'write_records': write, 'claim_unique': claim}
 
 

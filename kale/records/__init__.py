@@ -25,6 +25,7 @@ from typing import Any, Optional
 
 from sqlalchemy import select
 
+from kale.app import App, default_app
 from kale.exceptions import (
     DecodeError,
     RecordConflictError,
@@ -37,7 +38,7 @@ from kale.internal import is_internal
 from kale.publisher import get_publisher
 from kale.records.queries import Queries, TaskFilter
 from kale.records.record import TaskRecord, WorkerRecord
-from kale.records.recorder import OWN_WRITES_SEC, get_recorder
+from kale.records.recorder import OWN_WRITES_SEC, Recorder, get_recorder
 from kale.records.retries import CLAIM_PREFIX, retry_once
 from kale.records.schema import CANCELLED, FAILED, FINAL, PENDING, STATUSES, SUCCEEDED, tasks
 from kale.records.store import RecordStore
@@ -47,40 +48,48 @@ from kale.registry import resolve_task
 WAIT_POLL_MAX_SEC = 0.5
 
 
-def store(url: Optional[str] = None) -> RecordStore:
-    """The store on ``url`` (default RECORDS_URL), shared by this process."""
-    return get_recorder(url).store
+def recorder_for(url: Optional[str] = None, app: Optional[App] = None) -> Recorder:
+    """The recorder of ``app`` (default: the default app) for ``url``
+    (default its RECORDS_URL), shared by this process."""
+    return get_recorder((app or default_app()).config, url)
 
 
-def queries(url: Optional[str] = None) -> Queries:
-    return Queries(store(url))
+def store(url: Optional[str] = None, app: Optional[App] = None) -> RecordStore:
+    """The store on ``url`` (default ``app``'s RECORDS_URL), shared by this process."""
+    return recorder_for(url, app).store
 
 
-def get(task_id: str, url: Optional[str] = None) -> Optional[TaskRecord]:
+def queries(url: Optional[str] = None, app: Optional[App] = None) -> Queries:
+    return Queries(store(url, app))
+
+
+def get(task_id: str, url: Optional[str] = None,
+        app: Optional[App] = None) -> Optional[TaskRecord]:
     """The task's record, or None. Records this process handed to its writer
     are written first, so a publisher reads its own tasks."""
-    recorder = get_recorder(url)
-    recorder.flush(timeout=OWN_WRITES_SEC)
-    row = recorder.store.get(task_id)
-    return TaskRecord.from_row(row) if row is not None else None
+    rec = recorder_for(url, app)
+    rec.flush(timeout=OWN_WRITES_SEC)
+    row = rec.store.get(task_id)
+    return TaskRecord.from_row(row, rec.store.sealer) if row is not None else None
 
 
 #: The shortest id prefix :func:`resolve` looks up.
 MIN_PREFIX_CHARS = 4
 
 
-def resolve(id_or_prefix: str, url: Optional[str] = None) -> str:
+def resolve(id_or_prefix: str, url: Optional[str] = None,
+        app: Optional[App] = None) -> str:
     """The full id of the task whose id is, or starts with, ``id_or_prefix``
     (as ``git`` takes a commit). RecordNotFoundError when none does,
     RecordConflictError when several do."""
-    recorder = get_recorder(url)
-    recorder.flush(timeout=OWN_WRITES_SEC)
-    if recorder.store.get(id_or_prefix) is not None:
+    rec = recorder_for(url, app)
+    rec.flush(timeout=OWN_WRITES_SEC)
+    if rec.store.get(id_or_prefix) is not None:
         return id_or_prefix
     if len(id_or_prefix) < MIN_PREFIX_CHARS:
         raise RecordNotFoundError('no record of task %s' % id_or_prefix[:200])
     escaped = id_or_prefix.replace('\\', '\\\\').replace('%', '\\%').replace('_', '\\_')
-    with recorder.store.begin() as conn:
+    with rec.store.begin() as conn:
         found = list(conn.execute(select(tasks.c.id).where(
             tasks.c.id.like(escaped + '%', escape='\\')).order_by(tasks.c.id).limit(3)).scalars())
     if not found:
@@ -93,13 +102,14 @@ def resolve(id_or_prefix: str, url: Optional[str] = None) -> str:
     return str(found[0])
 
 
-def wait(task_id: str, timeout: float, url: Optional[str] = None) -> TaskRecord:
+def wait(task_id: str, timeout: float, url: Optional[str] = None,
+        app: Optional[App] = None) -> TaskRecord:
     """The task's record once it succeeded, failed for good or was cancelled;
     TaskWaitTimeout when it has not within ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     pause = 0.02
     while True:
-        record = get(task_id, url)
+        record = get(task_id, url, app)
         if record is not None and record.finished:
             return record
         left = deadline - time.monotonic()
@@ -110,13 +120,14 @@ def wait(task_id: str, timeout: float, url: Optional[str] = None) -> TaskRecord:
         pause = min(pause * 2, WAIT_POLL_MAX_SEC)
 
 
-def result(task_id: str, timeout: Optional[float] = None, url: Optional[str] = None) -> Any:
+def result(task_id: str, timeout: Optional[float] = None, url: Optional[str] = None,
+        app: Optional[App] = None) -> Any:
     """What the task's ``run_task`` returned (as stored: JSON-safe, bounded;
     the task needs ``store_result = True``). With ``timeout``, waits up to
     that many seconds for the task to finish (TaskWaitTimeout after).
     TaskResultError when it failed, was cancelled, has not finished, or its
     task class does not store results."""
-    record = wait(task_id, timeout, url) if timeout is not None else get(task_id, url)
+    record = wait(task_id, timeout, url, app) if timeout is not None else get(task_id, url, app)
     if record is None:
         raise RecordNotFoundError('no record of task %s' % task_id)
     if record.status != SUCCEEDED:
@@ -139,43 +150,47 @@ def _stores_result(task_name: str) -> bool:
         return True
 
 
-def mark_purged(queue: str, before: float, url: Optional[str] = None) -> int:
+def mark_purged(queue: str, before: float, url: Optional[str] = None,
+        app: Optional[App] = None) -> int:
     """Its queue was purged at ``before`` (epoch seconds): the queue's records
     that were queued or scheduled then become ``purged``; returns how many."""
-    recorder = get_recorder(url)
-    recorder.flush(timeout=OWN_WRITES_SEC)
-    return recorder.store.mark_purged(queue, before)
+    rec = recorder_for(url, app)
+    rec.flush(timeout=OWN_WRITES_SEC)
+    return rec.store.mark_purged(queue, before)
 
 
-def cancel(task_id: str, url: Optional[str] = None) -> TaskRecord:
+def cancel(task_id: str, url: Optional[str] = None,
+        app: Optional[App] = None) -> TaskRecord:
     """Cancel a task that has not started (queued, or scheduled for a retry):
     the worker that receives it deletes it unrun. Returns the record;
     RecordConflictError when it already runs or finished."""
-    recorder = get_recorder(url)
-    recorder.flush(timeout=OWN_WRITES_SEC)
-    if not recorder.store.cancel(task_id):
-        found = recorder.store.get(task_id)
+    rec = recorder_for(url, app)
+    rec.flush(timeout=OWN_WRITES_SEC)
+    if not rec.store.cancel(task_id):
+        found = rec.store.get(task_id)
         if found is None:
             raise RecordNotFoundError('no record of task %s' % task_id)
         raise RecordConflictError('task %s cannot be cancelled: it is %s'
                                   % (task_id, found['status']))
-    row = recorder.store.get(task_id)
+    row = rec.store.get(task_id)
     assert row is not None
-    return TaskRecord.from_row(row)
+    return TaskRecord.from_row(row, rec.store.sealer)
 
 
-def retry(task_id: str, url: Optional[str] = None) -> str:
+def retry(task_id: str, url: Optional[str] = None,
+        app: Optional[App] = None) -> str:
     """Publish a failed (or cancelled) task again, with the arguments and
     labels in its record; returns the new task's id. Once: retrying the same
     task again returns the id the first retry published. RecordConflictError
     when it did not fail or its arguments were not stored whole."""
-    return retry_reporting(task_id, url)[0]
+    return retry_reporting(task_id, url, app)[0]
 
 
-def retry_reporting(task_id: str, url: Optional[str] = None) -> tuple[str, bool]:
+def retry_reporting(task_id: str, url: Optional[str] = None,
+        app: Optional[App] = None) -> tuple[str, bool]:
     """:func:`retry`, also saying whether this call published (False: an
     earlier retry of the task did, and its id is returned)."""
-    record = get(task_id, url)
+    record = get(task_id, url, app)
     if record is None:
         raise RecordNotFoundError('no record of task %s' % task_id)
     if record.status not in (FAILED, CANCELLED):
@@ -190,7 +205,7 @@ def retry_reporting(task_id: str, url: Optional[str] = None) -> tuple[str, bool]
                                   'whole (record_args = False, or too large)' % task_id)
     if record.retried_as and not record.retried_as.startswith(CLAIM_PREFIX):
         return record.retried_as, False
-    sealer = store(url).sealer
+    sealer = store(url, app).sealer
     sealer.check_inputs({'id': task_id, 'task': record.task, 'queue': record.queue,
                          'labels': record.labels,
                          'inputs': dict(record.inputs, mac=record.inputs_mac)})
@@ -204,11 +219,12 @@ def retry_reporting(task_id: str, url: Optional[str] = None) -> tuple[str, bool]
     new_id = sealer.retry_id(task_id)
 
     def publish() -> str:
-        [published] = get_publisher().publish_batch(
+        publisher = app.publisher if app is not None else get_publisher()
+        [published] = publisher.publish_batch(
             task_class, None, [(tuple(inputs['args']), dict(inputs['kwargs']))], labels=labels,
             queue_name=record.queue, task_ids=[new_id])
         return published
-    return retry_once(store(url), task_id, publish)
+    return retry_once(store(url, app), task_id, publish)
 
 
 #: Tasks one bulk retry publishes again, at most.
@@ -216,6 +232,7 @@ BULK_RETRY_MAX = 1000
 
 
 def retry_matching(where: TaskFilter, url: Optional[str] = None,
+        app: Optional[App] = None,
                    limit: int = BULK_RETRY_MAX) -> dict[str, Any]:
     """Retry every failed task ``where`` matches (and cancelled ones, when
     its status filter names them), each once, at most ``limit``: what was
@@ -223,9 +240,9 @@ def retry_matching(where: TaskFilter, url: Optional[str] = None,
     statuses = set(where.statuses) & {FAILED, CANCELLED} or {FAILED}
     where = dataclasses.replace(where, statuses=tuple(sorted(statuses)))
     published, earlier, refused = [], 0, []
-    for record in itertools.islice(queries(url).iterate(where), limit):
+    for record in itertools.islice(queries(url, app).iterate(where), limit):
         try:
-            new_id, new = retry_reporting(record.id, url)
+            new_id, new = retry_reporting(record.id, url, app)
         except RecordsError as exc:
             refused.append({'id': record.id, 'error': str(exc)})
             continue
@@ -233,17 +250,18 @@ def retry_matching(where: TaskFilter, url: Optional[str] = None,
             published.append({'id': new_id, 'retry_of': record.id})
         else:
             earlier += 1
-    get_recorder(url).flush(timeout=OWN_WRITES_SEC)
+    recorder_for(url, app).flush(timeout=OWN_WRITES_SEC)
     return {'published': published, 'already_retried': earlier, 'refused': refused}
 
 
-def attempts(task_id: str, url: Optional[str] = None) -> list[dict[str, Any]]:
+def attempts(task_id: str, url: Optional[str] = None,
+        app: Optional[App] = None) -> list[dict[str, Any]]:
     """Every attempt of the task, oldest first: those that failed and were
     retried, then its last (from its record, if it started)."""
-    record = get(task_id, url)
+    record = get(task_id, url, app)
     if record is None:
         raise RecordNotFoundError('no record of task %s' % task_id)
-    found = store(url).attempts(task_id)
+    found = store(url, app).attempts(task_id)
     if record.started_at is not None:
         found = [a for a in found if a['attempt'] != record.attempts] + [{
             'task_id': task_id, 'attempt': record.attempts, 'status': record.status,

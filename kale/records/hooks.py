@@ -27,6 +27,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Collection, Optional, Sequence
 
+from kale.config import Config
 from kale.events import Outcome, process_identity
 from kale.hooks import PublishHooks, WorkerHooks
 from kale.records.recorder import OWN_WRITES_SEC, Recorder, get_recorder
@@ -133,7 +134,9 @@ def worker_identity() -> str:
 class RecordsHooks(PublishHooks, WorkerHooks):
     """Writes task records and this process's row (see the module docstring)."""
 
-    def __init__(self, url: Optional[str] = None):
+    def __init__(self, config: Config, url: Optional[str] = None):
+        #: Whose records: its RECORDS_URL (or ``url``) and its records settings.
+        self.config = config
         self._url = url
         self._recorder: Optional[Recorder] = None
         self._worker = worker_identity()
@@ -144,10 +147,15 @@ class RecordsHooks(PublishHooks, WorkerHooks):
         #: Receipt handles whose outcome was handed over before the settle.
         self._written_early: set[str] = set()
 
+    @classmethod
+    def for_config(cls, config: Config) -> 'RecordsHooks':
+        """The hooks of an app whose configuration is ``config``."""
+        return cls(config)
+
     @property
     def recorder(self) -> Recorder:
         if self._recorder is None:
-            self._recorder = get_recorder(self._url)
+            self._recorder = get_recorder(self.config, self._url)
         return self._recorder
 
     # --- publishing ---------------------------------------------------------------
@@ -164,15 +172,13 @@ class RecordsHooks(PublishHooks, WorkerHooks):
 
     def claim_unique(self, claims: Sequence[tuple[str, str]],
                      for_sec: float) -> Optional[list[str]]:
-        # The store of the settings in force (looked up each time: a claim
-        # is a database round trip anyway, and tests switch RECORDS_URL).
         from kale.records.unique import claim_unique
-        return claim_unique(get_recorder(self._url).store, claims, time.time(), for_sec)
+        return claim_unique(self.recorder.store, claims, time.time(), for_sec)
 
     def release_unique(self, claims: Sequence[tuple[str, str]]) -> None:
         if claims:
             from kale.records.unique import release_unique
-            release_unique(get_recorder(self._url).store, claims)
+            release_unique(self.recorder.store, claims)
 
     # --- the worker's process ---------------------------------------------------------
 

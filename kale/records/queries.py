@@ -200,7 +200,8 @@ class Queries:
                                          tasks.c.id < task_id)))
         query = query.order_by(tasks.c.published_at.desc(), tasks.c.id.desc()).limit(limit + 1)
         with self.store.begin() as conn:
-            rows = [TaskRecord.from_row(row) for row in conn.execute(query).mappings()]
+            rows = [TaskRecord.from_row(row, self.store.sealer)
+                    for row in conn.execute(query).mappings()]
         more = len(rows) > limit
         rows = rows[:limit]
         return rows, encode_cursor(rows[-1]) if more and rows else None

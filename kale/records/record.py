@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from typing import Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 from kale.records.schema import FINAL, PENDING
+
+if TYPE_CHECKING:
+    from kale.records.sealing import Sealer
 
 #: Fields left out of task lists (``GET /api/tasks``, ``kale tasks list``).
 DETAIL_FIELDS = ('inputs', 'error_traceback', 'result', 'stderr')
@@ -62,11 +65,10 @@ class TaskRecord:
     inputs_mac: Optional[str] = dataclasses.field(default=None, repr=False)
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any] | Any) -> 'TaskRecord':
-        """The record of a row, its sealed values opened (:mod:`kale.records.sealing`)."""
-        from kale.conf import settings
-        from kale.records.sealing import sealer
-        values: dict[str, Any] = sealer(settings.config).open_row(
+    def from_row(cls, row: Mapping[str, Any] | Any, sealer: 'Sealer') -> 'TaskRecord':
+        """The record of a row, its sealed values opened by its store's
+        ``sealer`` (:mod:`kale.records.sealing`)."""
+        values: dict[str, Any] = sealer.open_row(
             {field.name: row.get(field.name) for field in dataclasses.fields(cls)})
         inputs = values['inputs']
         if isinstance(inputs, dict) and 'mac' in inputs:

@@ -19,7 +19,7 @@ import threading
 import time
 from typing import Any, Callable, Optional, Sequence
 
-from kale.conf import settings
+from kale.config import Config
 from kale.events import process_identity
 from kale.exceptions import ImproperlyConfigured
 from kale.records.spool import Spool, default_directory
@@ -75,25 +75,27 @@ class ProcessRow:
 
 
 class Recorder:
-    """The store, its writer and this process's row."""
+    """The store, its writer and this process's row, under one configuration's
+    records settings."""
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, config: Config):
         self.url = url
-        self.store = RecordStore(url)
-        self.max_value_chars = int(settings.RECORDS_MAX_VALUE_CHARS)
-        self.buffer_size = int(settings.RECORDS_BUFFER_SIZE)
-        self.heartbeat_sec = float(settings.RECORDS_HEARTBEAT_SEC)
+        self.config = config
+        self.store = RecordStore(url, config)
+        self.max_value_chars = int(config.RECORDS_MAX_VALUE_CHARS)
+        self.buffer_size = int(config.RECORDS_BUFFER_SIZE)
+        self.heartbeat_sec = float(config.RECORDS_HEARTBEAT_SEC)
         #: How long a worker waits for a batch's outcomes to be written before
         #: it deletes their messages (0: it does not wait).
-        self.settle_wait_sec = float(settings.RECORDS_SETTLE_WAIT_SEC)
+        self.settle_wait_sec = float(config.RECORDS_SETTLE_WAIT_SEC)
         #: Where outcomes the store could not take in time wait on disk.
-        self.spool = Spool(settings.RECORDS_SPOOL_DIR
+        self.spool = Spool(config.RECORDS_SPOOL_DIR
                            or default_directory(url, self.store.database_file))
         self._next_replay = 0.0
-        self.succeeded_ttl = settings.RECORDS_SUCCEEDED_TTL_SEC
-        self.failed_ttl = settings.RECORDS_FAILED_TTL_SEC
-        self.queued_ttl = settings.RECORDS_QUEUED_TTL_SEC
-        self.purge_interval = float(settings.RECORDS_PURGE_INTERVAL_SEC)
+        self.succeeded_ttl = config.RECORDS_SUCCEEDED_TTL_SEC
+        self.failed_ttl = config.RECORDS_FAILED_TTL_SEC
+        self.queued_ttl = config.RECORDS_QUEUED_TTL_SEC
+        self.purge_interval = float(config.RECORDS_PURGE_INTERVAL_SEC)
         self.row: Optional[ProcessRow] = None
         self._writer: Optional[RecordWriter] = None
         self._lock = threading.Lock()
@@ -216,15 +218,16 @@ class Recorder:
 #: Seconds between two looks for spools of gone workers.
 SPOOL_REPLAY_SEC = 10.0
 
-_recorders: dict[str, Recorder] = {}
+_recorders: dict[tuple[str, str], Recorder] = {}
 _recorders_pid = os.getpid()
 _recorders_lock = threading.Lock()
 
 
-def get_recorder(url: Optional[str] = None) -> Recorder:
-    """The recorder of this process for ``url`` (default RECORDS_URL)."""
+def get_recorder(config: Config, url: Optional[str] = None) -> Recorder:
+    """The recorder of this process for ``url`` (default ``config``'s
+    RECORDS_URL), made with ``config``'s records settings by the first to ask."""
     global _recorders_pid
-    url = url or settings.RECORDS_URL
+    url = url or config.RECORDS_URL
     if not url:
         raise ImproperlyConfigured('task records are off: set RECORDS_URL (e.g. '
                                    "'sqlite:///kale-records.db')")
@@ -232,11 +235,22 @@ def get_recorder(url: Optional[str] = None) -> Recorder:
         if _recorders_pid != os.getpid():           # a forked child: its own threads
             _recorders.clear()
             _recorders_pid = os.getpid()
-        recorder = _recorders.get(url)
+        key = (url, _keys_of(config))
+        recorder = _recorders.get(key)
         if recorder is None:
-            recorder = _recorders[url] = Recorder(url)
+            recorder = _recorders[key] = Recorder(url, config)
             logger.debug('records: store %s', safe_url(url))
     return recorder
+
+
+#: The settings that decide what a store seals and signs: configurations
+#: that differ in them never share a recorder.
+SEALING_SETTINGS = ('MESSAGE_SIGNING_KEY', 'MESSAGE_SIGNING_OLD_KEYS', 'MESSAGE_ENCRYPTION_KEY',
+                    'MESSAGE_ENCRYPTION_OLD_KEYS', 'RECORDS_SENSITIVE_DATA')
+
+
+def _keys_of(config: Config) -> str:
+    return repr(tuple(config.get(name) for name in SEALING_SETTINGS))
 
 
 @atexit.register

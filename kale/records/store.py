@@ -15,7 +15,7 @@ import threading
 import time
 from typing import Any, Iterator, Optional, Sequence
 
-from kale.conf import settings
+from kale.config import Config
 from kale.exceptions import ImproperlyConfigured, RecordsUnavailableError
 from kale.records import cancels, files, schema
 from kale.records.schema import (
@@ -104,8 +104,10 @@ def make_engine(url: str, setting: str = 'RECORDS_URL', pool_size: int = 2) -> E
 class RecordStore:
     """Reads and writes task and worker records on one database."""
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, config: Config):
         self.url = url
+        #: Whose keys seal, open and sign what the store holds.
+        self.config = config
         self.engine = make_engine(url)
         target = engine_url(url)
         #: SQLite in a file: cancellations signal the workers through a file
@@ -252,8 +254,8 @@ class RecordStore:
     @property
     def sealer(self) -> Sealer:
         """Signs stored inputs and seals what the database may not hold in
-        clear, under the settings' keys (:mod:`kale.records.sealing`)."""
-        return sealer(settings.config)
+        clear, under its configuration's keys (:mod:`kale.records.sealing`)."""
+        return sealer(self.config)
 
     def attempts(self, task_id: str) -> list[dict[str, Any]]:
         """The task's attempts before its last one, oldest first."""

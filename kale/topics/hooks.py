@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from kale.conf import settings
+from kale.config import Config
 from kale.exceptions import KaleError
 from kale.hooks import PublishHooks, WorkerHooks
 
@@ -15,11 +15,19 @@ logger = logging.getLogger(__name__)
 class TopicHooks(PublishHooks, WorkerHooks):
     """Subscribes a starting worker's queues to their subscribers' topics."""
 
+    def __init__(self, config: Config):
+        self.config = config
+
+    @classmethod
+    def for_config(cls, config: Config) -> 'TopicHooks':
+        """The hooks of an app whose configuration is ``config``."""
+        return cls(config)
+
     def on_worker_startup(self, worker: Any) -> None:
         from kale.topics.backend import topics_backend
         from kale.topics.subscribers import get_subscriptions
         from kale.topics.sync import sync
-        config = settings.config
+        config = self.config
         try:
             if not get_subscriptions(config).subscribers:
                 return

@@ -26,8 +26,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from kale.app import App, default_app
 from kale.broker import Broker
-from kale.conf import settings
 from kale.exceptions import (
     BadFilterError,
     KaleError,
@@ -127,11 +127,12 @@ def _metrics(api: routes.Api) -> Callable[[Request], Response]:
     return metrics
 
 
-def allowed_hosts_for(token: Optional[str], served: Sequence[str] = ()) -> list[str]:
+def allowed_hosts_for(token: Optional[str], served: Sequence[str] = (),
+                      app: Optional[App] = None) -> list[str]:
     """The host names answered (see :mod:`kale.web.protect`): the loopback
-    names, ``served`` and WEB_ALLOWED_HOSTS; with a token and no
+    names, ``served`` and ``app``'s WEB_ALLOWED_HOSTS; with a token and no
     WEB_ALLOWED_HOSTS, any."""
-    listed = list(settings.WEB_ALLOWED_HOSTS or ())
+    listed = list((app or default_app()).config.WEB_ALLOWED_HOSTS or ())
     if token and not listed:
         return ['*']
     return [*LOOPBACK_HOSTS, *served, *listed]
@@ -139,15 +140,18 @@ def allowed_hosts_for(token: Optional[str], served: Sequence[str] = ()) -> list[
 
 def create_app(records_url: Optional[str] = None, token: Optional[str] = None,
                broker: Optional[Callable[[], Broker]] = None,
-               allowed_hosts: Optional[Sequence[str]] = None) -> Starlette:
+               allowed_hosts: Optional[Sequence[str]] = None,
+               app: Optional[App] = None) -> Starlette:
     """The API and dashboard for the records on ``records_url`` (default
     RECORDS_URL) and the configured queues (``broker`` makes the broker;
     default: one from the settings). With ``token``, ``/api`` needs it.
     ``allowed_hosts``: the ``Host`` names answered (default
     :func:`allowed_hosts_for`); a state-changing request needs
-    ``X-Kale-Request: 1`` (see :mod:`kale.web.protect`)."""
+    ``X-Kale-Request: 1`` (see :mod:`kale.web.protect`). ``app``: the app
+    served (default: the default app)."""
+    config = (app or default_app()).config
     api = routes.Api(records_url, broker, submit_allowed=bool(token) or bool(
-        settings.WEB_ALLOW_SUBMIT_WITHOUT_TOKEN))
+        config.WEB_ALLOW_SUBMIT_WITHOUT_TOKEN), app=app)
     handlers = [
         *(Route(endpoint.path, (_handled_body if endpoint.body is not None else _handled)(
             getattr(api, endpoint.handler)), methods=[endpoint.method])
@@ -158,7 +162,7 @@ def create_app(records_url: Optional[str] = None, token: Optional[str] = None,
               methods=['GET']),
         Mount('/static', app=StaticFiles(directory=STATIC_DIR), name='static'),
     ]
-    hosts = allowed_hosts if allowed_hosts is not None else allowed_hosts_for(token)
+    hosts = allowed_hosts if allowed_hosts is not None else allowed_hosts_for(token, app=app)
     middleware = [Middleware(BrowserSafety, allowed_hosts=hosts)]
     if token:
         middleware.append(Middleware(BearerToken, token=token))
@@ -169,7 +173,7 @@ def create_app(records_url: Optional[str] = None, token: Optional[str] = None,
     async def not_allowed(request: Request, exc: Exception) -> Response:
         return error(405, 'method %s not allowed on %s' % (request.method, request.url.path))
 
-    app = Starlette(routes=handlers, middleware=middleware,
+    web = Starlette(routes=handlers, middleware=middleware,
                     exception_handlers={404: not_found, 405: not_allowed})
-    app.state.api = api
-    return app
+    web.state.api = api
+    return web

@@ -14,8 +14,8 @@ from typing import Any, Callable, Optional
 from starlette.requests import Request
 
 from kale import admin, records, workflow
+from kale.app import App, default_app
 from kale.broker import Broker
-from kale.conf import settings
 from kale.exceptions import (
     BadFilterError,
     NotAllowedError,
@@ -26,7 +26,7 @@ from kale.exceptions import (
 )
 from kale.records.queries import Queries, parse_filter, parse_limit
 from kale.records.record import iso
-from kale.records.recorder import OWN_WRITES_SEC, get_recorder
+from kale.records.recorder import OWN_WRITES_SEC
 from kale.records.store import safe_url
 from kale.scaling import serving_workers
 
@@ -122,8 +122,11 @@ class Api:
     """The routes' work, on one records store and one broker."""
 
     def __init__(self, records_url: Optional[str],
-                 broker: Optional[Callable[[], Broker]] = None, submit_allowed: bool = False):
+                 broker: Optional[Callable[[], Broker]] = None, submit_allowed: bool = False,
+                 app: Optional[App] = None):
         self.records_url = records_url
+        #: The app served (None: the default app, as the settings are when asked).
+        self._app = app
         #: POST /api/workflows is served (a token guards the API, or the
         #: operator allowed submitting without one).
         self.submit_allowed = submit_allowed
@@ -134,8 +137,12 @@ class Api:
         self._lock = threading.Lock()
 
     @property
+    def app(self) -> App:
+        return self._app if self._app is not None else default_app()
+
+    @property
     def queries(self) -> Queries:
-        return records.queries(self.records_url)
+        return records.queries(self.records_url, self._app)
 
     @property
     def broker(self) -> Broker:
@@ -158,15 +165,15 @@ class Api:
 
     def get_task(self, request: Request) -> dict[str, Any]:
         """The record, found by its id or a unique prefix of it, with every attempt."""
-        task_id = records.resolve(request.path_params['task_id'], self.records_url)
-        record = records.get(task_id, self.records_url)
+        task_id = records.resolve(request.path_params['task_id'], self.records_url, app=self._app)
+        record = records.get(task_id, self.records_url, app=self._app)
         if record is None:
             raise RecordNotFoundError('no record of task %s' % task_id[:200])
         answer = record.as_json()
         answer['attempt_history'] = [
             dict(attempt, started_at=iso(attempt['started_at']),
                  finished_at=iso(attempt['finished_at']))
-            for attempt in records.attempts(task_id, self.records_url)]
+            for attempt in records.attempts(task_id, self.records_url, app=self._app)]
         return answer
 
     def count_tasks(self, request: Request) -> dict[str, Any]:
@@ -184,19 +191,20 @@ class Api:
     def retry_task(self, request: Request) -> dict[str, Any]:
         """Publish the task again; its record is written before the answer, so
         whoever reads it next (any process) finds it."""
-        task_id = records.resolve(request.path_params['task_id'], self.records_url)
-        new_id, published = records.retry_reporting(task_id, self.records_url)
-        get_recorder(self.records_url).flush(timeout=OWN_WRITES_SEC)
+        task_id = records.resolve(request.path_params['task_id'], self.records_url, app=self._app)
+        new_id, published = records.retry_reporting(task_id, self.records_url, app=self._app)
+        records.recorder_for(self.records_url, self._app).flush(timeout=OWN_WRITES_SEC)
         return {'id': new_id, 'retry_of': task_id, 'published': published}
 
     def retry_tasks(self, request: Request) -> dict[str, Any]:
         """Retry every failed task the filter matches (status failed unless
         the filter names cancelled), each once, at most BULK_RETRY_MAX."""
-        return records.retry_matching(parse_filter(request.query_params), self.records_url)
+        return records.retry_matching(parse_filter(request.query_params), self.records_url,
+                                      app=self._app)
 
     def cancel_task(self, request: Request) -> dict[str, Any]:
-        task_id = records.resolve(request.path_params['task_id'], self.records_url)
-        return records.cancel(task_id, self.records_url).as_json()
+        task_id = records.resolve(request.path_params['task_id'], self.records_url, app=self._app)
+        return records.cancel(task_id, self.records_url, app=self._app).as_json()
 
     def timeline(self, request: Request) -> dict[str, Any]:
         """Tasks finished over a window; ``window=auto``: the shortest of an
@@ -218,7 +226,7 @@ class Api:
     def _workflow_records(self) -> None:
         """Task records are on (workflows keep their state in them), or the
         same answer as every records route when they are off."""
-        records.store(self.records_url)
+        records.store(self.records_url, self._app)
 
     def list_workflows(self, request: Request) -> dict[str, Any]:
         self._workflow_records()
@@ -246,7 +254,7 @@ class Api:
     def outbox(self, request: Request) -> dict[str, Any]:
         """The outbox of OUTBOX_URL: rows waiting for the relay, and the
         oldest one's age (``configured`` false without OUTBOX_URL)."""
-        url = settings.OUTBOX_URL
+        url = self.app.config.OUTBOX_URL
         if not url:
             return {'configured': False}
         from sqlalchemy.exc import SQLAlchemyError
@@ -301,7 +309,7 @@ class Api:
                                  'as confirm=%s' % (queue.name, queue.name))
         before = time.time()
         admin.purge(broker, queue)
-        marked = records.mark_purged(queue.name, before, self.records_url)
+        marked = records.mark_purged(queue.name, before, self.records_url, app=self._app)
         return {'queue': queue.name, 'purged': True, 'records_marked_purged': marked}
 
     def redrive(self, request: Request) -> dict[str, Any]:
@@ -337,16 +345,16 @@ class Api:
 
     def list_schedules(self, request: Request) -> dict[str, Any]:
         from kale.schedules.status import describe
-        return describe(settings.config, records_url=self.records_url)
+        return describe(self.app.config, records_url=self.records_url)
 
     def run_schedule(self, request: Request) -> dict[str, Any]:
         """Publish one run of the schedule now; its record is written before
         the answer when records are on."""
         from kale.schedules.status import run_now
         name = request.path_params['name']
-        task_id = run_now(settings.config, name)
-        if self.records_url or settings.RECORDS_URL:
-            get_recorder(self.records_url).flush(timeout=OWN_WRITES_SEC)
+        task_id = run_now(self.app.config, name)
+        if self.records_url or self.app.config.RECORDS_URL:
+            records.recorder_for(self.records_url, self._app).flush(timeout=OWN_WRITES_SEC)
         return {'schedule': name, 'task_id': task_id}
 
     # --- webhooks -------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import socket
 import sys
 from typing import Callable, Optional
 
-from kale.conf import settings
+from kale.app import App, default_app
 from kale.exceptions import ImproperlyConfigured, PortInUseError
 
 logger = logging.getLogger(__name__)
@@ -31,8 +31,9 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def configured_token(given: Optional[str] = None) -> str:
-    return given or os.environ.get(TOKEN_VARIABLE, '') or settings.WEB_TOKEN or ''
+def configured_token(given: Optional[str] = None, app: Optional[App] = None) -> str:
+    return given or os.environ.get(TOKEN_VARIABLE, '') or \
+        (app or default_app()).config.WEB_TOKEN or ''
 
 
 def check_exposure(host: str, token: str) -> None:
@@ -71,18 +72,20 @@ def url_of(sock: socket.socket) -> str:
 
 
 def serve(host: str = '127.0.0.1', port: int = 8000, token: Optional[str] = None,
-          announce: Callable[[str], None] = lambda line: print(line, flush=True)) -> int:
-    """Serve until Ctrl-C or SIGTERM; returns 0."""
+          announce: Callable[[str], None] = lambda line: print(line, flush=True),
+          app: Optional[App] = None) -> int:
+    """Serve ``app`` (default: the default app) until Ctrl-C or SIGTERM; returns 0."""
     import uvicorn
 
     from kale import records
     from kale.web import create_app
-    token = configured_token(token)
+    app = app or default_app()
+    token = configured_token(token, app)
     check_exposure(host, token)
-    if not settings.RECORDS_URL:
+    if not app.config.RECORDS_URL:
         raise ImproperlyConfigured("kale web shows task records: set RECORDS_URL (e.g. "
                                    "'sqlite:///kale-records.db')")
-    records.store().migrate()              # the tables exist before the first request
+    records.store(app=app).migrate()        # the tables exist before the first request
     sock = listening_socket(host, port)
     url = url_of(sock)
     announce('kale web: serving the dashboard at %s and the API at %sapi/ (Ctrl-C stops)%s'
@@ -90,8 +93,9 @@ def serve(host: str = '127.0.0.1', port: int = 8000, token: Optional[str] = None
     # No access log: a request line may carry what a caller should not have
     # put in a URL; the token itself is refused there (kale.web.protect).
     from kale.web.app import allowed_hosts_for
-    app = create_app(token=token or None, allowed_hosts=allowed_hosts_for(token, [host]))
-    config = uvicorn.Config(app, log_level='warning', access_log=False, lifespan='off')
+    web = create_app(token=token or None, allowed_hosts=allowed_hosts_for(token, [host], app),
+                     app=app)
+    config = uvicorn.Config(web, log_level='warning', access_log=False, lifespan='off')
     uvicorn.Server(config).run(sockets=[sock])
     sys.stdout.flush()
     return 0

@@ -91,8 +91,7 @@ class WorkerBase:
                                  max_backoff_sec=config.SQS_ERROR_MAX_BACKOFF_SEC,
                                  codec=self.app.codec)
         self.runner = TaskRunner(load_timeout(self.timeout_class, config), clock=clock,
-                                 isolation=config.TASK_ISOLATION or 'none',
-                                 codec=self.app.codec, registry=self.app.registry, config=config)
+                                 isolation=config.TASK_ISOLATION or 'none', app=self.app)
         self.hooks.awaiter = self.runner.await_hook     # coroutine hooks run on its loop
         self.settler: Optional[Settler] = None
         self.heartbeat = Heartbeat(self.broker, clock=clock)

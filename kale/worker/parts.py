@@ -9,10 +9,11 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence
 
 from kale.broker import Broker
-from kale.conf import import_string, resolve_callable, settings
+from kale.conf import settings
 from kale.config import Config
+from kale.dotted import import_string, resolve_callable
 from kale.exceptions import ImproperlyConfigured
-from kale.hooks import SettingsHooks, WorkerHooks, feature_hooks, load_hooks
+from kale.hooks import SettingsHooks, WorkerHooks, load_feature_hooks, load_hooks
 from kale.queue_config import QueueConfig, TaskQueue
 from kale.queue_selector import SelectQueueBase
 from kale.timeout import BaseTimeout
@@ -41,19 +42,18 @@ def load_timeout(default: type[BaseTimeout],
     return found
 
 
-def load_worker_hooks(given: Sequence[Any], config: Optional[Config] = None
-                      ) -> list[WorkerHooks]:
+def load_worker_hooks(given: Sequence[Any], config: Config) -> list[WorkerHooks]:
     """``ON_WORKER_STARTUP``/``ON_WORKER_SHUTDOWN`` first, then the hooks of
-    features turned on (records, metrics, tracing), then ``WORKER_HOOKS``,
-    then the hooks given to the worker."""
-    config = config or settings.config
+    features turned on (records, metrics, tracing), built for ``config``,
+    then ``WORKER_HOOKS``, then the hooks given to the worker."""
     startup = resolve_callable(config.ON_WORKER_STARTUP, 'ON_WORKER_STARTUP')
     shutdown = resolve_callable(config.ON_WORKER_SHUTDOWN, 'ON_WORKER_SHUTDOWN')
     hooks: list[WorkerHooks] = []
     if startup is not None or shutdown is not None:
         hooks.append(SettingsHooks(startup, shutdown))
-    return hooks + load_hooks(feature_hooks(config) + list(config.WORKER_HOOKS or ())
-                              + list(given), WorkerHooks, 'WORKER_HOOKS')
+    features = [hook for hook in load_feature_hooks(config) if isinstance(hook, WorkerHooks)]
+    return hooks + features + load_hooks(list(config.WORKER_HOOKS or ()) + list(given),
+                                         WorkerHooks, 'WORKER_HOOKS')
 
 
 

@@ -21,8 +21,9 @@ import inspect
 import logging
 from typing import Any, Awaitable, Callable, Mapping, Optional, Union
 
+from kale.app import App, default_app
 from kale.clock import SYSTEM_CLOCK, Clock
-from kale.codec import Codec, get_codec
+from kale.codec import Codec
 from kale.codec.pipeline import (
     CONTEXT,
     DUE_AT,
@@ -32,7 +33,6 @@ from kale.codec.pipeline import (
     Frame,
     parse_context,
 )
-from kale.conf import settings
 from kale.config import Config
 from kale.events import Outcome, Settlement
 from kale.exceptions import (
@@ -47,7 +47,7 @@ from kale.exceptions import (
 from kale.internal import is_internal, proven
 from kale.message import ATTR_DEAD_LETTER_REASON, ATTR_SOURCE_QUEUE, Message
 from kale.reasons import without_message
-from kale.registry import Registry, get_registry
+from kale.registry import Registry
 from kale.settings_check import TASK_ISOLATION_MODES
 from kale.task import SKIPPED, Task
 from kale.timeout import AsyncLimit, BaseTimeout, Guard, SignalTimeout, TimeoutGuard, failure_of
@@ -72,8 +72,7 @@ class TaskRunner:
 
     def __init__(self, guard: Union[Guard, type[BaseTimeout]] = SignalTimeout,
                  clock: Clock = SYSTEM_CLOCK, isolation: str = 'none',
-                 codec: Optional[Codec] = None, registry: Optional[Registry] = None,
-                 config: Optional[Config] = None):
+                 app: Optional[App] = None, config: Optional[Config] = None):
         if isolation not in TASK_ISOLATION_MODES:
             raise ImproperlyConfigured('TASK_ISOLATION must be one of %s, got %r'
                                        % (', '.join(map(repr, TASK_ISOLATION_MODES)), isolation))
@@ -81,27 +80,16 @@ class TaskRunner:
         self.guard: Guard = (TimeoutGuard(guard, passes_through=(WorkerInterrupt,))
                              if isinstance(guard, type) else guard)
         self.clock = clock
-        self._codec = codec
-        self._registry = registry
-        self._config = config
+        #: The app whose tasks it runs (its codec, registry and settings; the
+        #: default app when none is given), or one with ``config`` for settings.
+        self.app: App = app if app is not None else (
+            App(config) if config is not None else default_app())
+        self.codec: Codec = self.app.codec
+        self.registry: Registry = self.app.registry
+        self.config: Config = self.app.config
         self.isolation = isolation
         self._loop: Optional[TaskLoop] = None
         self._limits: set[AsyncLimit] = set()
-
-    @property
-    def codec(self) -> Codec:
-        """Opens, reads and re-signs messages (by default the settings')."""
-        return self._codec or get_codec()
-
-    @property
-    def config(self) -> Config:
-        """Whose RETRY_DELAY_* settings apply (by default the settings')."""
-        return self._config or settings.config
-
-    @property
-    def registry(self) -> Registry:
-        """Finds the task class a message names (by default the settings')."""
-        return self._registry or get_registry()
 
     def open_batch(self, batch: Batch) -> None:
         """:meth:`open` every message of the batch: the opened ones into
@@ -195,6 +183,7 @@ class TaskRunner:
         task: Any = None
         try:
             task = task_class(message)
+            task.app = self.app
             if self.isolation == 'process':
                 result = run_in_child(
                     lambda: _run_anywhere(task, message), task_class.time_limit,
@@ -233,6 +222,7 @@ class TaskRunner:
         result: Any = None
         try:
             task = task_class(message)
+            task.app = self.app
             with AsyncLimit(task_class.time_limit, WorkerInterrupt) as limit:
                 self._limits.add(limit)
                 try:

@@ -24,6 +24,7 @@ from types import FrameType
 from typing import Any, Optional, Sequence
 
 from kale.backoff import Backoff
+from kale.config import Config
 from kale.exceptions import HookError
 from kale.hooks import HookDispatcher, WorkerHooks
 from kale.worker.limits import SUPERVISOR_PID_VARIABLE
@@ -46,13 +47,13 @@ class Child:
 class Supervisor:
     """Keeps ``processes`` copies of ``command`` running."""
 
-    def __init__(self, command: Sequence[str], processes: int, env: Optional[dict] = None,
-                 queue_names: Sequence[str] = ()):
+    def __init__(self, command: Sequence[str], processes: int, config: Config,
+                 env: Optional[dict] = None, queue_names: Sequence[str] = ()):
         self.command = list(command)
         self.processes = processes
         #: The queues its workers serve (empty: all), for hooks that report it.
         self.queue_names = list(queue_names)
-        self.hooks = HookDispatcher(load_worker_hooks(()))
+        self.hooks = HookDispatcher(load_worker_hooks((), config))
         self.env = dict(env if env is not None else os.environ)
         self.env[SUPERVISOR_PID_VARIABLE] = str(os.getpid())
         self.children: dict[int, Child] = {}

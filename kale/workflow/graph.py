@@ -18,6 +18,8 @@ import dataclasses
 import time
 from typing import Any, Callable, Iterator, Mapping, Optional, Union
 
+from kale.app import default_app
+from kale.config import Config
 from kale.delays import check_wait
 from kale.exceptions import InvalidFlowError, PublishError
 from kale.publisher import check_arguments
@@ -78,9 +80,10 @@ class Graph:
         self.result = result
 
     @classmethod
-    def build(cls, flow: Part) -> 'Graph':
-        """Place and check every node of ``flow`` (InvalidFlowError, one line)."""
-        builder = _Builder()
+    def build(cls, flow: Part, config: Optional[Config] = None) -> 'Graph':
+        """Place and check every node of ``flow`` (InvalidFlowError, one
+        line), its arguments as ``config`` (by default the default app's) says."""
+        builder = _Builder(config or default_app().config)
         result = builder.place(flow, None)
         nodes = builder.finish()
         return cls(nodes, result)
@@ -94,7 +97,8 @@ class Graph:
 
 
 class _Builder:
-    def __init__(self) -> None:
+    def __init__(self, config: Config) -> None:
+        self.config = config
         self.signatures: dict[str, Signature] = {}
         self.prepended: dict[str, Optional[Output]] = {}
         self.outputs: dict[int, Output] = {}          # id(part) -> what it gives
@@ -130,7 +134,7 @@ class _Builder:
             upstream = tuple(dict.fromkeys(_upstream_ids((args, kwargs))))
             node = Node(task_id, signature.task_class, signature.queue, args, kwargs, upstream,
                         wait=_wait_of(signature))
-            _check_binding(node)
+            _check_binding(node, self.config)
             nodes[task_id] = node
         for node in nodes.values():
             for upstream_id in node.upstream:
@@ -180,9 +184,9 @@ def _upstream_ids(value: Any) -> Iterator[str]:
             yield from _upstream_ids(item)
 
 
-def _check_binding(node: Node) -> None:
+def _check_binding(node: Node, config: Config) -> None:
     try:
-        check_arguments(node.task_class, node.args, node.kwargs)
+        check_arguments(node.task_class, node.args, node.kwargs, config)
     except PublishError as exc:
         raise InvalidFlowError('workflow: node %s: %s' % (node.task_id, exc)) from None
 

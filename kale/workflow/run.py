@@ -16,8 +16,9 @@ import time
 from typing import Any, Optional, Sequence
 
 from kale import records
+from kale.app import App, app_of, default_app
 from kale.clock import SYSTEM_CLOCK, Clock
-from kale.conf import settings
+from kale.config import Config
 from kale.events import Outcome, Settlement
 from kale.exceptions import (
     InvalidFlowError,
@@ -28,9 +29,7 @@ from kale.exceptions import (
 )
 from kale.hooks import PublishHooks, WorkerHooks
 from kale.ids import random_id
-from kale.publisher import get_publisher
 from kale.records.record import iso
-from kale.registry import resolve_task
 from kale.workflow.flow import Part
 from kale.workflow.graph import Graph, resolve
 from kale.workflow.state import FAILED, FINAL, RUNNING, SUCCEEDED, WorkflowState
@@ -41,21 +40,23 @@ from kale.workflow.values import from_json, values
 WORKFLOW_CONTEXT = 'kale_workflow'
 
 
-def _state(records_url: Optional[str] = None) -> WorkflowState:
-    if not (records_url or settings.RECORDS_URL):
+def _state(app: App, records_url: Optional[str] = None) -> WorkflowState:
+    if not (records_url or app.config.RECORDS_URL):
         raise WorkflowError('workflows keep their state in the task records: set RECORDS_URL '
                             '(sqlite:///... on one machine, postgresql://... for a fleet)')
-    return WorkflowState(records.store(records_url), values(settings.config))
+    return WorkflowState(records.store(records_url, app), values(app.config))
 
 
 def submit(flow: Part, labels: Optional[dict[str, str]] = None,
            deadline_sec: Optional[float] = None, clock: Clock = SYSTEM_CLOCK,
-           records_url: Optional[str] = None) -> 'Workflow':
-    """Check ``flow`` (InvalidFlowError), record it, publish the nodes that
-    need no input; returns its :class:`Workflow`."""
-    state = _state(records_url)
-    graph = Graph.build(flow)
-    publisher = get_publisher()
+           records_url: Optional[str] = None, app: Optional[App] = None) -> 'Workflow':
+    """Check ``flow`` (InvalidFlowError), record it in ``app``'s records (by
+    default the default app's), publish the nodes that need no input;
+    returns its :class:`Workflow`."""
+    app = app or default_app()
+    state = _state(app, records_url)
+    graph = Graph.build(flow, app.config)
+    publisher = app.publisher
     queues = {node.task_id: publisher.queue_of(node.task_class, node.queue).name
               for node in graph.nodes.values()}
     now = clock.time()
@@ -65,11 +66,11 @@ def submit(flow: Part, labels: Optional[dict[str, str]] = None,
     roots = [{'task_id': node.task_id, 'task': node.name, 'queue': queues[node.task_id],
               'workflow_id': workflow_id, 'args': node.args, 'kwargs': node.kwargs,
               'wait': node.wait} for node in graph.roots()]
-    publish_nodes(state, roots)
-    return Workflow(workflow_id, records_url)
+    publish_nodes(state, roots, app)
+    return Workflow(workflow_id, records_url, app)
 
 
-def publish_nodes(state: WorkflowState, ready: list[dict[str, Any]]) -> None:
+def publish_nodes(state: WorkflowState, ready: list[dict[str, Any]], app: App) -> None:
     """Publish nodes that have all their inputs, a batch per task, queue and
     delay (a node's ``delay_sec`` counts from now, its ``eta`` stands)."""
     batches: dict[tuple[str, str, str, float, Optional[float]], list[dict[str, Any]]] = \
@@ -78,9 +79,9 @@ def publish_nodes(state: WorkflowState, ready: list[dict[str, Any]]) -> None:
         wait = node.get('wait') or {}
         batches[(node['task'], node['queue'], node['workflow_id'], wait.get('delay_sec', 0),
                  wait.get('eta'))].append(node)
-    publisher = get_publisher()
+    publisher = app.publisher
     for (task, queue, workflow_id, delay_sec, eta), batch in batches.items():
-        publisher.publish_batch(resolve_task(task), None,
+        publisher.publish_batch(app.registry.resolve(task), None,
                                 [(node['args'], node['kwargs']) for node in batch],
                                 queue_name=queue, task_ids=[node['task_id'] for node in batch],
                                 context={WORKFLOW_CONTEXT: workflow_id}, delay_sec=delay_sec,
@@ -93,14 +94,23 @@ class WorkflowHooks(PublishHooks, WorkerHooks):
     """Moves a workflow on when one of its nodes ends, and sweeps the
     workflows from each worker (loaded with RECORDS_URL set)."""
 
-    def __init__(self) -> None:
+    def __init__(self, app: App) -> None:
+        self.app = app
         self._sweeper: Optional[Sweeper] = None
         self._clock: Clock = SYSTEM_CLOCK
 
+    @classmethod
+    def for_config(cls, config: Config) -> 'WorkflowHooks':
+        """The hooks of an app whose configuration is ``config``."""
+        return cls(app_of(config))
+
     def on_worker_startup(self, worker: Any) -> None:
-        config = settings.config
+        app = self.app
+        config = app.config
         self._clock = getattr(worker, 'clock', SYSTEM_CLOCK)
-        self._sweeper = Sweeper(_state, publish_nodes, _cancel_tasks,
+        self._sweeper = Sweeper(lambda: _state(app),
+                                lambda state, ready: publish_nodes(state, ready, app),
+                                lambda task_ids: _cancel_tasks(task_ids, app=app),
                                 interval_sec=float(config.WORKFLOW_SWEEP_SEC),
                                 grace_sec=float(config.WORKFLOW_PUBLISH_GRACE_SEC),
                                 clock=self._clock)
@@ -120,58 +130,64 @@ class WorkflowHooks(PublishHooks, WorkerHooks):
                  if s.message is not None and s.outcome in (Outcome.SUCCEEDED, Outcome.DEAD_LETTER)
                  and s.message.context.get(WORKFLOW_CONTEXT) and not s.message.dead_of]
         if ended:
-            advance(ended, self._clock)
+            advance(ended, self.app, self._clock)
 
 
-def advance(ended: Sequence[Settlement], clock: Clock = SYSTEM_CLOCK) -> None:
+def advance(ended: Sequence[Settlement], app: App, clock: Clock = SYSTEM_CLOCK) -> None:
     """Move the workflows of nodes that succeeded or failed for good."""
-    state = _state()
+    state = _state(app)
     now = clock.time()
     done = []
     for settlement in ended:
         message = settlement.message
         assert message is not None
         if settlement.outcome is not Outcome.SUCCEEDED:
-            _cancel_tasks(state.fail(message.task_id, settlement.reason or 'failed', now))
+            _cancel_tasks(state.fail(message.task_id, settlement.reason or 'failed', now), app=app)
             continue
         try:
             done.append((message.task_id, state.values.pack_result(message.task_id,
                                                                      settlement.result)))
         except InvalidFlowError as exc:     # a result that cannot be kept: the node fails
-            _cancel_tasks(state.fail(message.task_id, str(exc), now))
+            _cancel_tasks(state.fail(message.task_id, str(exc), now), app=app)
     if done:
         ready = state.complete_many(done, now)
-        publish_nodes(state, ready)
-        _cancel_tasks(state.expired)
+        publish_nodes(state, ready, app)
+        _cancel_tasks(state.expired, app=app)
 
 
-def _cancel_tasks(task_ids: list[str], records_url: Optional[str] = None) -> None:
+def _cancel_tasks(task_ids: list[str], records_url: Optional[str] = None,
+                  app: Optional[App] = None) -> None:
     """Cancel the tasks of published nodes a workflow no longer needs: a
     worker deletes them unrun (one that already runs has its result thrown
     away by the workflow)."""
     for task_id in task_ids:
         try:
-            records.cancel(task_id, records_url)
+            records.cancel(task_id, records_url, app=app)
         except RecordsError:          # running or finished meanwhile
             pass
 
 
-def cancel(workflow_id: str, records_url: Optional[str] = None) -> 'Workflow':
+def cancel(workflow_id: str, records_url: Optional[str] = None,
+           app: Optional[App] = None) -> 'Workflow':
     """Cancel every node of the workflow that is not final, and the workflow."""
-    workflow = get(workflow_id, records_url)
-    _cancel_tasks(_state(records_url).cancel(workflow_id, time.time()), records_url)
+    workflow = get(workflow_id, records_url, app)
+    _cancel_tasks(_state(workflow.app, records_url).cancel(workflow_id, time.time()),
+                  records_url, workflow.app)
     return workflow
 
 
 class Workflow:
     """A submitted workflow, from any process: ``workflow.get(id)``."""
 
-    def __init__(self, workflow_id: str, records_url: Optional[str] = None):
+    def __init__(self, workflow_id: str, records_url: Optional[str] = None,
+                 app: Optional[App] = None):
         self.id = workflow_id
         self._records_url = records_url
+        #: The app whose records keep it.
+        self.app = app or default_app()
 
     def _state(self) -> WorkflowState:
-        return _state(self._records_url)
+        return _state(self.app, self._records_url)
 
     def _row(self) -> Any:
         row = self._state().workflow(self.id)
@@ -185,7 +201,8 @@ class Workflow:
         row = self._row()
         if row.status == 'running' and row.deadline_at is not None and \
                 time.time() > row.deadline_at:
-            _cancel_tasks(self._state().expire(self.id, time.time()), self._records_url)
+            _cancel_tasks(self._state().expire(self.id, time.time()), self._records_url,
+                          self.app)
             row = self._row()
         return str(row.status)
 
@@ -249,7 +266,8 @@ def _summary(row: Any, counts: dict[str, int]) -> dict[str, Any]:
 
 
 def list_workflows(status: Optional[str] = None, limit: int = 50, before: Optional[float] = None,
-                   records_url: Optional[str] = None) -> list[dict[str, Any]]:
+                   records_url: Optional[str] = None,
+                   app: Optional[App] = None) -> list[dict[str, Any]]:
     """Up to ``limit`` workflows, newest first, as JSON-ready summaries
     (``status`` one of running, succeeded, failed, cancelled, or None for all;
     ``before``: created before that epoch time, to page on)."""
@@ -259,11 +277,12 @@ def list_workflows(status: Optional[str] = None, limit: int = 50, before: Option
     if not 1 <= limit <= 1000:
         raise WorkflowError('limit must be from 1 to 1000, got %r' % limit)
     return [_summary(row, counts) for row, counts in
-            _state(records_url).workflows(status, limit, before)]
+            _state(app or default_app(), records_url).workflows(status, limit, before)]
 
 
-def get(workflow_id: str, records_url: Optional[str] = None) -> Workflow:
+def get(workflow_id: str, records_url: Optional[str] = None,
+        app: Optional[App] = None) -> Workflow:
     """The workflow ``workflow_id`` (WorkflowError when there is none)."""
-    workflow = Workflow(workflow_id, records_url)
+    workflow = Workflow(workflow_id, records_url, app)
     workflow._row()
     return workflow

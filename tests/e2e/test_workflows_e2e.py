@@ -38,7 +38,7 @@ from kale import workflow
 from kale.workflow import run
 from tests import workflow_tasks as wt
 
-def die(state, ready):            # recorded, committed, and killed before the publish
+def die(state, ready, app):          # recorded, committed, and killed before the publish
     os.kill(os.getpid(), signal.SIGKILL)
 
 run.publish_nodes = die

@@ -91,3 +91,36 @@ def test_two_apps_with_different_settings_publish_and_work_side_by_side(sqs_endp
     assert worker.stats['succeeded'] == 1
     assert first.broker.counts(queue).visible == 0
     assert second.broker.counts(queue).visible == 1      # left for the second app's workers
+
+
+def test_two_apps_keep_their_own_records_and_workflows(sqs_endpoint, tmp_path):
+    """Two apps in one process, each with its own queues and its own records
+    database: each publishes, works (its worker built with the app), records
+    and moves its workflows on in its own database only."""
+    from kale import records, workflow
+    from tests import workflow_tasks as wt
+    apps = []
+    for name in ('first', 'second'):
+        apps.append(App(an_app(sqs_endpoint, '%s-app-signing-key-0123456789ab' % name).config,
+                        RECORDS_URL='sqlite:///%s' % (tmp_path / ('%s.db' % name))))
+    first, second = apps
+    one = first.publish(tasks.AddTask, None, 1, 2)
+    two = second.publish(tasks.AddTask, None, 3, 4)
+    flows = [workflow.submit(workflow.chain(wt.Add.s(1, 2), wt.Add.s(10)), app=app)
+             for app in apps]
+    for app in apps:
+        for _ in range(3):                      # the chain's second node, once the first ran
+            Worker(app=app, burst=True).run()
+    assert records.get(one, app=first).status == 'succeeded'
+    assert records.get(two, app=second).status == 'succeeded'
+    assert records.get(one, app=second) is None and records.get(two, app=first) is None
+    assert [flow.result() for flow in flows] == [13, 13]
+    assert workflow.get(flows[0].id, app=first).status() == 'succeeded'
+    with pytest.raises(kale.exceptions.WorkflowNotFoundError):
+        workflow.get(flows[0].id, app=second)
+    for app in apps:
+        ids = {record.id for record in records.queries(app=app).iterate(
+            records.TaskFilter())}
+        assert (one in ids) == (app is first) and (two in ids) == (app is second)
+        [row] = records.queries(app=app).workers()       # this process, in each
+        assert row.state == 'stopped'

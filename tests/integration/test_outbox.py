@@ -14,6 +14,7 @@ from sqlalchemy import Column, Integer, MetaData, String, Table, func, select
 from sqlalchemy.orm import Session
 
 from kale import outbox, records
+from kale.conf import settings
 from kale.exceptions import OutboxError, PublishError, SQSError
 from kale.outbox.relay import MAX_BACKOFF_SEC, Relay, _claim_statements, with_records
 from kale.outbox.schema import open_database
@@ -33,7 +34,8 @@ def app(memory_broker, any_records_url):
     outbox.init(engine)
     effects.create(engine, checkfirst=True)
 
-    relay = Relay(engine, memory_broker, poll_sec=0.05, **with_records())
+    relay = Relay(engine, memory_broker, poll_sec=0.05, config=settings.config,
+                  **with_records(settings.config))
     yield engine, relay, memory_broker
     engine.dispose()
 
@@ -126,7 +128,7 @@ def test_two_relays_on_postgresql_never_send_a_row_twice(app, tmp_path, request)
     out = tmp_path / 'runs'
     with engine.begin() as conn:
         outbox.publish_batch(conn, ot.Note, None, [((str(out), str(i)), {}) for i in range(400)])
-    other = Relay(engine, broker, poll_sec=0.05)
+    other = Relay(engine, broker, poll_sec=0.05, config=settings.config)
     runs = [threading.Thread(target=r.run, args=(threading.Event(), True)) for r in (relay, other)]
     for thread in runs:
         thread.start()
@@ -147,7 +149,7 @@ def test_a_relay_that_dies_before_its_delete_sends_again_and_the_task_runs_once(
     class Died(Exception):
         pass
 
-    dying = Relay(engine, broker)
+    dying = Relay(engine, broker, config=settings.config)
     real_send = broker.send
 
     def send_then_die(queue, messages):
@@ -262,7 +264,7 @@ def test_a_second_relay_on_one_sqlite_database_says_so(app):
     relay.claim_database()
     with pytest.raises(OutboxError, match='another relay already sends the outbox of .*SQLite '
                                           'allows one relay per database'):
-        Relay(engine, broker).claim_database()
+        Relay(engine, broker, config=settings.config).claim_database()
 
 
 def test_init_is_idempotent(app):

@@ -332,7 +332,7 @@ def test_the_worker_has_a_row_that_says_it_stopped(broker):
 @pytest.mark.real_time('waits for the records writer thread')
 def test_a_worker_row_keeps_beating_from_the_writer_thread_while_idle(broker):
     from kale.records.recorder import get_recorder
-    recorder = get_recorder()
+    recorder = get_recorder(settings.config)
     recorder.heartbeat_sec = 0.1
     recorder.start_process('worker', ['default'], purges=False)
     recorder.flush()
@@ -371,7 +371,7 @@ def test_workers_purge_expired_records_now_and_then(broker):
     from kale.records.recorder import get_recorder
     old = rt.PlainTask.publish(None, 1)
     work(broker)
-    recorder = get_recorder()
+    recorder = get_recorder(settings.config)
     long_ago = time.time() - 3600
     recorder.store.write([], [dict(records.store().get(old), finished_at=long_ago,
                                    updated_at=time.time() + 1)], [])
@@ -391,7 +391,7 @@ def test_the_schema_is_created_at_its_version_and_migrating_again_changes_nothin
     store.migrate()
     with store.begin() as conn:
         assert current_version(conn) == SCHEMA_VERSION >= 1
-    again = RecordStore(store.url)          # another process's first use
+    again = RecordStore(store.url, settings.config)          # another process's first use
     again.migrate()
     with again.begin() as conn:
         assert current_version(conn) == SCHEMA_VERSION

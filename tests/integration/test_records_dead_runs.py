@@ -94,12 +94,12 @@ def test_the_link_is_kept_whichever_writer_comes_first(any_records_url):
 
 
 def test_schema_version_8_adds_dead_of_once(any_records_url):
-    store = RecordStore(any_records_url)
+    store = RecordStore(any_records_url, settings.config)
     store.migrate()
     with store.begin(write=True) as conn:       # a store migrated before, told it is at 7
         conn.execute(text('UPDATE kale_schema SET version = 7'))
     store.dispose()
-    again = RecordStore(any_records_url)
+    again = RecordStore(any_records_url, settings.config)
     again.migrate()                             # the column is there: nothing to add
     with again.begin() as conn:
         assert conn.execute(text('SELECT version FROM kale_schema')).scalar() == SCHEMA_VERSION

@@ -203,7 +203,7 @@ def test_a_database_behind_a_link_in_a_shared_directory_is_refused(tmp_path):
     os.chmod(shared, 0o1777)
     os.symlink(tmp_path / 'elsewhere.db', shared / 'records.db')
     with pytest.raises(ImproperlyConfigured, match='symbolic link in a directory anyone'):
-        RecordStore('sqlite:///%s' % (shared / 'records.db'))
+        RecordStore('sqlite:///%s' % (shared / 'records.db'), settings.config)
 
 
 def test_a_database_file_another_user_made_in_a_shared_directory_is_refused(tmp_path,
@@ -236,7 +236,7 @@ def test_the_relays_lock_file_is_never_opened_through_a_link(tmp_path):
     target = tmp_path / 'elsewhere'
     (tmp_path / 'app.db-kale-relay.lock').symlink_to(target)
     relay = Relay(open_database('sqlite:///%s' % (tmp_path / 'app.db')),
-                  Broker(MemoryTransport(), get_queue_config()))
+                  Broker(MemoryTransport(), get_queue_config()), config=settings.config)
     with pytest.raises(OutboxError, match='must be a file of this user, not a symbolic link'):
         relay.claim_database()
     assert not target.exists()

@@ -11,6 +11,7 @@ from sqlalchemy import create_engine, inspect, text
 from kale import records
 from kale.cli import admin as cli_admin
 from kale.cli import main
+from kale.conf import settings
 from kale.records.schema import SCHEMA_VERSION
 from kale.records.store import RecordStore
 from tests import records_tasks as rt
@@ -110,7 +111,7 @@ def test_a_version_1_store_is_migrated_keeping_its_rows(tmp_path):
         conn.execute(text('CREATE TABLE kale_schema (version INTEGER NOT NULL)'))
         conn.execute(text('INSERT INTO kale_schema (version) VALUES (1)'))
     engine.dispose()
-    store = RecordStore(url)
+    store = RecordStore(url, settings.config)
     assert store.get('old')['status'] == 'queued'
     with store.begin() as conn:
         columns = {c['name'] for c in inspect(conn).get_columns('kale_tasks')}
@@ -125,7 +126,7 @@ def test_a_version_3_postgresql_store_widens_worker_to_fit_a_workers_id(postgres
     """kale_tasks.worker holds a kale_workers.id: after migrating to version 4
     a 160-character process id fits both, where version 3 refused it."""
     url = postgres_cluster.new_database()
-    first = RecordStore(url)                      # today's tables, then back to version 3
+    first = RecordStore(url, settings.config)                      # today's tables, then back to version 3
     first.migrate()
     first.dispose()
     engine = create_engine(url)
@@ -142,7 +143,7 @@ def test_a_version_3_postgresql_store_widens_worker_to_fit_a_workers_id(postgres
                               'published_at, updated_at, worker) VALUES (:id, :task, :queue, '
                               ':status, :attempts, :published_at, :updated_at, :worker)'), row)
     engine.dispose()
-    store = RecordStore(url)
+    store = RecordStore(url, settings.config)
     store.migrate()
     store.write([row], [], [])
     assert store.get('old')['worker'] == long_id

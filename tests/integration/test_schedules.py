@@ -64,7 +64,7 @@ def test_ticks_are_published_under_their_ids_and_run(any_records_url, memory_bro
 
 
 def test_schedulers_racing_get_one_lease_and_claim_a_tick_once(any_records_url):
-    stores = [RecordStore(any_records_url) for _ in range(6)]
+    stores = [RecordStore(any_records_url, settings.config) for _ in range(6)]
     states = [ScheduleState(store) for store in stores]
     now = 1_800_000_000.0
     states[0].start([('ticks', 'tests.schedule_tasks.Tick')], now)
@@ -99,7 +99,7 @@ def test_a_leader_that_stops_renewing_is_replaced_and_no_tick_is_lost_or_doubled
     second leads within SCHEDULER_LEASE_SEC and publishes what came meanwhile."""
     clock = FakeClock()
     start = clock.time()
-    stores = [RecordStore(any_records_url) for _ in range(2)]
+    stores = [RecordStore(any_records_url, settings.config) for _ in range(2)]
     schedules = get_schedules(settings.config)
     first, second = [Scheduler(schedules, ScheduleState(store), 15, clock=clock, holder=holder)
                      for store, holder in zip(stores, ('first', 'second'), strict=True)]
@@ -124,7 +124,7 @@ def test_schedules_list_shows_next_runs_last_tick_and_its_state(any_records_url,
     clock = FakeClock()
     scheduler = make_scheduler(settings.config, clock=clock, holder='lister')
     run_until(clock, clock.time() + 61, scheduler)
-    get_recorder().flush(timeout=5)                  # the scheduler's records, written
+    get_recorder(settings.config).flush(timeout=5)                  # the scheduler's records, written
     assert main(['schedules', 'list', '--json']) == 0
     answer = json.loads(capsys.readouterr().out)
     [row] = answer['schedules']

@@ -103,7 +103,7 @@ def test_the_outbox_honours_it_when_the_relay_sends(broker, any_records_url, tmp
         second = outbox.publish(conn, ot.UniqueNote, None, out, 'once')
     assert first != second
 
-    relay = Relay(engine, broker, **with_records())
+    relay = Relay(engine, broker, config=settings.config, **with_records(settings.config))
     assert relay.send_round() == 2
     work(broker)
     assert runs(tmp_path / 'runs') == ['once']

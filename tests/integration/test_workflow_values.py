@@ -6,6 +6,7 @@ import pytest
 from sqlalchemy import select, update
 
 from kale import workflow
+from kale.app import default_app
 from kale.conf import settings
 from kale.exceptions import WorkflowError, WorkflowFailed
 from kale.records.schema import workflow_nodes
@@ -23,13 +24,13 @@ def broker(memory_broker, any_records_url):
 
 
 def _rows(wf):
-    with _state().store.begin() as conn:
+    with _state(default_app()).store.begin() as conn:
         return {row.task_id: row for row in conn.execute(select(workflow_nodes).where(
             workflow_nodes.c.workflow_id == wf.id)).all()}
 
 
 def _set(task_id, **values):
-    with _state().store.begin(write=True) as conn:
+    with _state(default_app()).store.begin(write=True) as conn:
         conn.execute(update(workflow_nodes).where(workflow_nodes.c.task_id == task_id)
                      .values(**values))
 
@@ -49,10 +50,10 @@ def test_a_call_changed_in_the_database_is_refused_before_it_is_read(broker):
     rows = _rows(wf)
     _set(b.task_id, task='tests.workflow_tasks.Broken')
     with pytest.raises(WorkflowError, match=r'call of node %s is not signed' % b.task_id):
-        _state().complete(a.task_id, 3, 0.0)
+        _state(default_app()).complete(a.task_id, 3, 0.0)
     _set(b.task_id, task=rows[b.task_id].task, call=rows[c.task_id].call)   # another node's
     with pytest.raises(WorkflowError, match=r'not signed'):
-        _state().complete(a.task_id, 3, 0.0)
+        _state(default_app()).complete(a.task_id, 3, 0.0)
 
 
 def test_a_result_changed_in_the_database_is_refused(broker):

@@ -6,6 +6,7 @@ import time
 import pytest
 
 from kale import records, workflow
+from kale.app import default_app
 from kale.exceptions import InvalidFlowError, WorkflowError, WorkflowFailed
 from kale.records.schema import workflow_nodes
 from tests import workflow_tasks as wt
@@ -69,7 +70,7 @@ def test_a_second_success_of_a_node_changes_nothing(broker):
     from kale.workflow.run import _state
     a = wt.Add.s(1, 1)
     wf = workflow.submit(workflow.chain(a, wt.Add.s(1)))
-    state = _state()
+    state = _state(default_app())
     ready = state.complete(a.task_id, 2, 0.0)
     assert len(ready) == 1 and ready[0]['args'] == (2, 1)
     assert state.complete(a.task_id, 2, 0.0) == []
@@ -86,7 +87,7 @@ def test_a_refused_flow_writes_nothing(broker):
                                                r"serialized with (pickle|json)"):
         workflow.submit(wt.Add.s(lambda: 0))
     from kale.workflow.run import _state
-    with _state().store.begin() as conn:
+    with _state(default_app()).store.begin() as conn:
         assert conn.execute(workflow_nodes.select()).all() == []
 
 
@@ -103,7 +104,7 @@ def test_two_workers_finishing_a_joins_last_inputs_at_once_publish_it_once(broke
 
     from kale.workflow.graph import Graph
     from kale.workflow.run import _state
-    state = _state()
+    state = _state(default_app())
     for round_number in range(10):
         left, right = wt.Add.s(1), wt.Add.s(2)
         join = wt.Pair.s(workflow.ref(left), workflow.ref(right))
@@ -213,8 +214,10 @@ def _sweeper(now_offset):
     """A sweeper whose clock reads ``now_offset`` seconds from now."""
     from kale.workflow.run import _cancel_tasks, _state, publish_nodes
     from kale.workflow.sweep import Sweeper
-    return Sweeper(_state, publish_nodes, _cancel_tasks, interval_sec=1, grace_sec=5,
-                   clock=ShiftedClock(now_offset))
+    app = default_app()
+    return Sweeper(lambda: _state(app), lambda state, ready: publish_nodes(state, ready, app),
+                   lambda task_ids: _cancel_tasks(task_ids, app=app), interval_sec=1,
+                   grace_sec=5, clock=ShiftedClock(now_offset))
 
 
 def test_a_sweep_publishes_a_node_whose_submitter_died_before_publishing(broker, monkeypatch):
@@ -222,7 +225,7 @@ def test_a_sweep_publishes_a_node_whose_submitter_died_before_publishing(broker,
     roots unpublished: a sweep publishes them once they waited the grace,
     once (a second sweep finds them claimed), and the workflow completes."""
     from kale.workflow import run
-    monkeypatch.setattr(run, 'publish_nodes', lambda state, ready: None)
+    monkeypatch.setattr(run, 'publish_nodes', lambda state, ready, app: None)
     a = wt.Add.s(1, 2)
     wf = workflow.submit(workflow.chain(a, wt.Add.s(3)))
     monkeypatch.undo()
@@ -243,7 +246,7 @@ def test_a_sweep_fails_a_workflow_past_its_deadline_with_nothing_ending(broker):
     assert _sweeper(10).sweep() == (0, 0)
     assert _sweeper(31).sweep() == (0, 1)
     from kale.workflow.run import _state
-    assert _state().workflow(wf.id).status == 'failed'
+    assert _state(default_app()).workflow(wf.id).status == 'failed'
     assert {n['reason'] for n in wf.describe()['nodes']} == {'deadline_exceeded'}
 
 
@@ -261,7 +264,7 @@ def test_ended_workflows_are_purged_with_their_nodes_by_the_tasks_ttls(broker):
     done = run_until_final(broker, workflow.chain(wt.Add.s(1, 2), wt.Add.s(3)))
     running = workflow.submit(wt.Add.s(5, 5))
     from kale.workflow.run import _state
-    store = _state().store
+    store = _state(default_app()).store
     store.purge_expired(succeeded_ttl=3600, failed_ttl=3600)
     assert {w['id'] for w in workflow.list_workflows()} == {done.id, running.id}
     store.purge_expired(succeeded_ttl=3600, failed_ttl=3600, now=time.time() + 7200)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kale import records
+from kale.conf import settings
 from kale.events import Outcome
 from kale.hooks import HookDispatcher, WorkerHooks
 from kale.records.hooks import RecordsHooks
@@ -23,7 +24,7 @@ def test_every_outcome_has_a_name_in_every_layer(outcome):
 
 @pytest.mark.parametrize('outcome', list(Outcome))
 def test_the_records_write_every_outcome_of_a_run(outcome, records_url):
-    hooks = RecordsHooks()
+    hooks = RecordsHooks(settings.config)
     batch, s = settled(outcome)
     hooks.on_task_started(batch.queue, s.received, s.message)
     hooks.after_batch(batch.queue, batch)

@@ -13,6 +13,7 @@ import types
 import pytest
 
 from kale import records
+from kale.conf import settings
 from kale.exceptions import RecordsUnavailableError, TaskDefinitionError
 from kale.flow.bucket import MAX_DELAY_SEC, Bucket, most_starts
 from kale.flow.spec import Rate, parse_rate, spec_of
@@ -209,7 +210,7 @@ def test_a_delay_is_at_most_fifteen_minutes_and_reserves_nothing_further():
 
 @pytest.fixture
 def state(tmp_path):
-    store = RecordStore('sqlite:///%s' % (tmp_path / 'flow.db'))
+    store = RecordStore('sqlite:///%s' % (tmp_path / 'flow.db'), settings.config)
     yield FlowState(store)
     store.dispose()
 

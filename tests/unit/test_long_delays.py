@@ -318,7 +318,8 @@ def test_the_outbox_sends_a_long_wait_as_sqs_longest_delay_with_its_due_time(
     due_at = clock.time() + 7200
     with engine.begin() as conn:
         task_id = outbox.publish(conn, tasks.DueTask, None, 'boxed', delay_sec=7200)
-    assert Relay(engine, broker, **with_records()).send_round() == 1
+    assert Relay(engine, broker, config=settings.config,
+                 **with_records(settings.config)).send_round() == 1
     [stored] = waiting_copies(broker)
     assert stored.visible_at == pytest.approx(clock.monotonic() + 900, abs=1)
     assert records.get(task_id).status == 'scheduled'

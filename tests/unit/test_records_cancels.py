@@ -7,6 +7,7 @@ import pytest
 import sqlalchemy
 
 from kale import records
+from kale.conf import settings
 from kale.exceptions import RecordsUnavailableError
 from kale.records import cancels
 from kale.records.store import RecordStore
@@ -23,7 +24,7 @@ def worker_store(memory_broker, records_url):
 @pytest.fixture
 def other_store(records_url):
     """Another process's store on the same file (``kale web`` or the CLI)."""
-    store = RecordStore(records_url)
+    store = RecordStore(records_url, settings.config)
     yield store
     store.dispose()
 
@@ -123,7 +124,7 @@ def test_too_many_cancelled_records_to_keep_means_a_query_per_batch(memory_broke
                                                                     other_store, monkeypatch,
                                                                     queries):
     monkeypatch.setattr(cancels, 'MAX_KEPT', 2)
-    worker_store = RecordStore(records_url)
+    worker_store = RecordStore(records_url, settings.config)
     try:
         ids = queued(6)
         for task_id in ids[:3]:

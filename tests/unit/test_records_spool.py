@@ -7,6 +7,7 @@ import subprocess
 import pytest
 
 from kale import records
+from kale.conf import settings
 from kale.records.spool import Spool
 from tests import records_tasks as rt
 from tests.support.work import work
@@ -66,7 +67,7 @@ def test_outcomes_the_store_did_not_take_reach_it_through_the_next_worker(
     is then killed, the next worker to start writes them."""
     from kale.records.recorder import get_recorder
     task_id = rt.PlainTask.publish(None, 1)
-    recorder = get_recorder()
+    recorder = get_recorder(settings.config)
     assert recorder.flush()
 
     def down(*args, **kwargs):
@@ -103,4 +104,4 @@ def test_with_no_settle_wait_nothing_is_spooled(memory_broker, records_url, wait
         reset_recorders()
         rt.PlainTask.publish(None, 1)
         work(memory_broker)
-        assert not os.path.exists(get_recorder().spool.path)
+        assert not os.path.exists(get_recorder(settings.config).spool.path)

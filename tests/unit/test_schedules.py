@@ -7,6 +7,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from kale.conf import settings
 from kale.exceptions import ScheduleError, ScheduleNotFoundError
 from kale.records.store import RecordStore
 from kale.schedules.discovery import Schedules, find_schedules
@@ -221,7 +222,7 @@ class Published:
 
 @pytest.fixture
 def state(tmp_path):
-    store = RecordStore('sqlite:///%s' % (tmp_path / 'records.db'))
+    store = RecordStore('sqlite:///%s' % (tmp_path / 'records.db'), settings.config)
     yield ScheduleState(store)
     store.dispose()
 
