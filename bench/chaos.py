@@ -61,6 +61,7 @@ from bench.faults import FaultProxy
 from bench.fleet import Fleet
 from bench.raw import boto3_client
 from kale.cli.sqs_local import SQSLocalProcess
+from kale.conf import settings
 from tests.support.tcp_proxy import TCPProxy
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -448,7 +449,7 @@ class Chaos:
             if message['Body'] in self.hostile_bodies:
                 dead_hostile[self.hostile_bodies[message['Body']]] = reason
                 continue
-            task_id = kale_codec.get_codec().open(message['Body'], '', check_age=False).task_id
+            task_id = kale_codec.get_codec(settings.config).open(message['Body'], '', check_age=False).task_id
             dead_tasks[task_id] = reason
         should_finish = {t for t, kind in self.kinds.items() if kind in FINISHING}
         should_die = {t for t, kind in self.kinds.items() if kind in ('fails', 'killer')}

@@ -64,10 +64,10 @@ class Run:
         self.raw_counter = RequestCounter()   # the baseline's
         if env.memory:
             self.transport = MemoryTransport(env.latency_sec, on_request=self._count)
-            self.broker = Broker(self.transport, get_queue_config(), prefix=prefix)
+            self.broker = Broker(self.transport, get_queue_config(settings.config), prefix=prefix)
             self.raw = RawQueues(memory=self.transport)
         else:
-            self.broker = get_broker()
+            self.broker = get_broker(settings.config)
             self.counter.attach(self.broker.transport.client)
             self.raw = RawQueues(boto3_client(env.endpoint, access_key='bench',
                                               secret_key='bench'))

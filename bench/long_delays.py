@@ -33,6 +33,7 @@ import time
 from typing import Any
 
 from kale import task
+from kale.conf import settings
 
 QUEUE_CONFIG = """\
 default:
@@ -100,7 +101,7 @@ def measure(tasks: int, days: float) -> dict[str, Any]:
             return found
 
     transport = Counting(clock=clock)
-    broker = Broker(transport, get_queue_config())
+    broker = Broker(transport, get_queue_config(settings.config))
     queue = broker.queues['default']
     previous = publisher.set_publisher(publisher.Publisher(broker, clock=clock))
     try:

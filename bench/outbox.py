@@ -349,7 +349,7 @@ def relay_burst(url: str, report_path: str, log: RoundLog, profile_path: str = '
     from kale.conf import settings
     from kale.outbox.relay import Relay, with_records
     from kale.outbox.schema import init, open_database
-    relay = Relay(open_database(url, '--url'), Broker.from_settings(),
+    relay = Relay(open_database(url, '--url'), Broker.from_config(settings.config),
                   poll_sec=float(settings.OUTBOX_POLL_SEC),
                   consumed_ttl_sec=settings.CONSUMED_TTL_SEC,
                   config=settings.config, **with_records(settings.config))

@@ -289,10 +289,10 @@ def summary(outcomes: list[dict], extra_rows: list) -> tuple[str, dict[str, dict
 
 def dead_letter_line() -> str:
     from kale.admin import queue_statuses
-    from kale.broker import get_broker
+    from kale.app import default_app
     from kale.exceptions import KaleError
     try:
-        rows = queue_statuses(get_broker())
+        rows = queue_statuses(default_app().broker)
     except KaleError as exc:
         return 'demo: cannot count dead letters: %s' % exc
     held = ['dlq-%s %d' % (row.name, row.dead_letters) for row in rows if row.dead_letters]

@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from kale import internal
 from kale.broker import Broker
-from kale.codec import Codec, get_codec
+from kale.codec import Codec
 from kale.exceptions import (
     BatchSendError,
     DecodeError,
@@ -122,7 +122,7 @@ def purge_dead_letters(broker: Broker, queue: TaskQueue,
     PayloadStoreError saying how far it got; the rest stays, for another try.
     """
     dead_name = _dead_letter_name(broker, queue)
-    codec = get_codec()
+    codec = broker.codec
     report = PurgeReport()
     while True:
         batch = broker.transport.receive(dead_name, MAX_BATCH_ENTRIES, 1,
@@ -236,7 +236,7 @@ def _movable(broker: Broker, queue: TaskQueue, batch: Sequence[ReceivedMessage],
     """The batch's dead letters to move, with their fresh copies and whether
     each is a dead run (signed for the dead-run queue, and going back there);
     the others are counted and kept for release."""
-    codec = get_codec()
+    codec = broker.codec
     sqs_name = broker.sqs_name(queue)
     dead_run_name = broker.dead_run_name(queue)
     movable = []

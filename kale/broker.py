@@ -15,9 +15,9 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable, Optional, Sequence, TypeVar
 
+from kale.codec import Codec, get_codec
 from kale.codec.keys import signing_keys
-from kale.conf import settings
-from kale.config import Config
+from kale.config import Config, default_config
 from kale.exceptions import ImproperlyConfigured, QueueNotFoundError
 from kale.queue_config import (
     QUEUE_NAME_PATTERN,
@@ -46,9 +46,13 @@ class Broker:
         if prefix and not QUEUE_NAME_PATTERN.match(prefix):
             raise ImproperlyConfigured("QUEUE_PREFIX may hold only letters, digits, '-' and '_', "
                                        'got %r' % (prefix,))
-        if not getattr(transport, 'local', False):
-            signing_keys(strong=True, config=config)   # remote queues: no short or development keys
+        if not getattr(transport, 'local', False):      # remote queues: no short or development keys
+            if config is None:
+                raise TypeError('a broker over a remote transport needs its configuration')
+            signing_keys(strong=True, config=config)
         self.transport = transport
+        #: The configuration it was built from (None: made by hand, as tests do).
+        self.config = config
         self.queues = queues
         self.prefix = prefix
         self.create_missing = create_missing
@@ -57,6 +61,12 @@ class Broker:
         self._declared: set[str] = set()
         self._lock = threading.Lock()
         self._dead_run_sides: dict[str, TaskQueue] = {}
+
+    @property
+    def codec(self) -> Codec:
+        """The codec of its configuration (of the default app for a broker
+        made without one)."""
+        return get_codec(self.config or default_config())
 
     @classmethod
     def from_config(cls, config: Config, transport: Optional[Transport] = None) -> 'Broker':
@@ -70,10 +80,6 @@ class Broker:
                    dead_letters=bool(config.ENABLE_DEAD_LETTER_QUEUE),
                    max_receive_count=int(config.MAX_RECEIVE_COUNT), config=config)
 
-    @classmethod
-    def from_settings(cls, transport: Optional[Transport] = None) -> 'Broker':
-        """The broker the settings in force describe."""
-        return cls.from_config(settings.config, transport)
 
     # --- names ------------------------------------------------------------
 
@@ -197,8 +203,6 @@ class Broker:
         return self._request(queue, self.transport.counts, self.declare(queue))
 
 
-def get_broker(config: Optional[Config] = None) -> Broker:
-    """This process's broker over SQS for ``config`` (by default the settings
-    in force), built on first use."""
-    config = config or settings.config
+def get_broker(config: Config) -> Broker:
+    """This process's broker over SQS for ``config``, built on first use."""
     return config.part('broker', lambda: Broker.from_config(config))

@@ -137,7 +137,7 @@ def check_arguments(task_class: type['Task'], args: tuple, kwargs: Mapping[str, 
                            % (task_class.task_path(), shown, exc)) from None
 
 
-def task_queue(task_class: type['Task'], config: Optional[Config] = None,
+def task_queue(task_class: type['Task'], config: Config,
                queue_name: Optional[str] = None) -> TaskQueue:
     """The configured queue the task publishes to (``queue_name``, from
     ``with_options(queue=...)``, else the task's own), with its time limit checked."""

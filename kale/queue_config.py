@@ -25,7 +25,6 @@ from typing import Any, Iterator, Mapping, Optional, Union
 
 import yaml
 
-from kale.conf import settings
 from kale.config import Config
 from kale.dotted import import_string
 from kale.exceptions import QueueConfigError, UnknownQueueError
@@ -270,8 +269,6 @@ def build_queue_config(config: Config) -> QueueConfig:
     return load_queue_config(path, queue_class, named=config.QUEUE_CONFIG)
 
 
-def get_queue_config(config: Optional[Config] = None) -> QueueConfig:
-    """The queue config of ``config`` (by default the settings in force), read
-    once per process."""
-    config = config or settings.config
+def get_queue_config(config: Config) -> QueueConfig:
+    """The queue config of ``config``, read once per process."""
     return config.part('queue_config', lambda: build_queue_config(config))

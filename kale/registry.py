@@ -13,8 +13,7 @@ import logging
 import threading
 from typing import Any, Mapping, Optional, Sequence
 
-from kale.conf import settings
-from kale.config import Config
+from kale.config import Config, default_config
 from kale.exceptions import DecodeError, KaleError
 from kale.executors.catalog import PREFIX as EXECUTOR_PREFIX
 from kale.task import Task
@@ -93,7 +92,7 @@ class Registry:
             return frozenset()
         try:
             topics: frozenset[str] = importlib.import_module(WEBHOOK_FANOUT).webhook_topics(
-                self.config.RECORDS_URL)
+                self.config)
         except KaleError as exc:
             logger.error('the topics with webhooks cannot be read: %s', exc)
             return frozenset()
@@ -113,7 +112,8 @@ class Registry:
         target = self.mapper.get(task_name, task_name)
         if target.startswith(EXECUTOR_PREFIX):     # a program of the executor directory
             from kale.executors.task import executor_task
-            return executor_task(target[len(EXECUTOR_PREFIX):], checked=False)
+            return executor_task(target[len(EXECUTOR_PREFIX):], checked=False,
+                                 config=self.config)
         if not (allowed(target, self.modules) or allowed(target, BUILTIN_TASK_MODULES)):
             raise DecodeError(DecodeError.UNKNOWN_TASK, 'task %r is outside TASK_MODULES; its '
                               'module was not imported' % (target,))
@@ -125,15 +125,15 @@ class Registry:
         return found
 
 
-def get_registry(config: Optional[Config] = None) -> Registry:
-    """The registry of ``config`` (by default the settings in force)."""
-    config = config or settings.config
+def get_registry(config: Config) -> Registry:
+    """The registry of ``config``, made once."""
     return config.part('registry', lambda: Registry(config))
 
 
-def resolve_task(task_name: str) -> type[Task]:
-    """The Task class a message names, under the settings in force."""
-    return get_registry().resolve(task_name)
+def resolve_task(task_name: str, config: Optional[Config] = None) -> type[Task]:
+    """The Task class a message names, under ``config`` (by default the
+    default app's: application code and tools naming a task by its path)."""
+    return get_registry(config or default_config()).resolve(task_name)
 
 
 def allowed(path: str, prefixes: Sequence[str]) -> bool:

@@ -16,6 +16,7 @@ import time
 from typing import Any, Callable, Optional
 
 from kale.admin import queue_statuses
+from kale.app import default_app
 from kale.broker import Broker
 
 
@@ -82,7 +83,7 @@ def queue_signals(broker: Broker, records_url: Optional[str] = None,
         moment = datetime.datetime.fromtimestamp(now, datetime.timezone.utc)
 
         def cloudwatch(names: list[str]) -> dict[str, float]:
-            return oldest_message_ages(names, moment)
+            return oldest_message_ages(names, moment, config=broker.config or default_app().config)
     ages = cloudwatch([row.sqs_name for row in rows if row.visible is not None])
     for row in rows:
         if row.sqs_name in ages:

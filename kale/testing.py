@@ -30,13 +30,11 @@ import secrets
 from typing import Any, Iterator, Optional, Sequence
 
 from kale import publisher as kale_publisher
-from kale.codec import get_codec
-from kale.conf import settings
+from kale.app import App, default_app
 from kale.exceptions import QueueConfigError
 from kale.hooks import run_to_end
 from kale.message import Message
 from kale.queue_config import TaskQueue, get_queue_config
-from kale.registry import resolve_task
 from kale.task import Task
 from kale.transport import MAX_VISIBILITY_SEC, OutgoingMessage
 from kale.transport.payloads import MemoryPayloadStore, using_payload_store
@@ -51,13 +49,16 @@ class EagerRun:
     exception: Optional[BaseException] = None
 
 
-def run_body(body: str, queue: str) -> EagerRun:
-    """Decode a signed body received on ``queue`` and run its task in this process."""
-    message = get_codec().decode(body, queue)
-    task_class = resolve_task(message.task_name)
+def run_body(body: str, queue: str, app: Optional[App] = None) -> EagerRun:
+    """Decode a signed body received on ``queue`` and run its task in this
+    process, as a worker of ``app`` (by default the default app) would."""
+    app = app or default_app()
+    message = app.codec.decode(body, queue)
+    task_class = app.registry.resolve(message.task_name)
     run = EagerRun(message)
     try:
         task = task_class(message)
+        task.app = app
         if task_class.is_coroutine:         # async def run_task: awaited to its end
             run.result = run_to_end(task.arun(*message.args, **dict(message.kwargs)))
         else:
@@ -70,17 +71,18 @@ def run_body(body: str, queue: str) -> EagerRun:
 class EagerSender:
     """A publisher's sender that runs each message instead of sending it."""
 
-    def __init__(self, propagate: bool = True):
+    def __init__(self, app: App, propagate: bool = True):
+        self.app = app
         self.propagate = propagate
         self.runs: list[EagerRun] = []
 
     def sqs_name(self, queue: TaskQueue) -> str:
-        return (settings.QUEUE_PREFIX or '') + queue.name
+        return (self.app.config.QUEUE_PREFIX or '') + queue.name
 
     def send(self, queue: TaskQueue, messages: Sequence[OutgoingMessage]) -> list[str]:
         ids = []
         for outgoing in messages:
-            run = run_body(outgoing.body, self.sqs_name(queue))
+            run = run_body(outgoing.body, self.sqs_name(queue), self.app)
             self.runs.append(run)
             ids.append(run.message.task_id)
             if run.exception is not None and self.propagate:
@@ -93,7 +95,7 @@ class EagerPublisher(kale_publisher.Publisher):
 
     def queue_of(self, task_class: type[Task], queue_name: Optional[str] = None) -> TaskQueue:
         try:
-            get_queue_config()
+            get_queue_config(self.config)
         except QueueConfigError:        # none to read: the task's queue, as named
             kale_publisher.check_time_limit(task_class, STAND_IN_QUEUE)
             return dataclasses.replace(STAND_IN_QUEUE, name=queue_name or task_class.queue)
@@ -107,24 +109,19 @@ STAND_IN_QUEUE = TaskQueue(name='eager', priority=1, batch_size=10,
 
 
 @contextlib.contextmanager
-def _signing_key() -> Iterator[None]:
-    if settings.MESSAGE_SIGNING_KEY:
-        yield
-    else:
-        with settings.override(MESSAGE_SIGNING_KEY=secrets.token_hex(32)):
-            yield
-
-
-@contextlib.contextmanager
 def eager(propagate: bool = True) -> Iterator[list[EagerRun]]:
     """Within the block, ``Task.publish`` runs tasks in-process; yields the runs.
 
     Without MESSAGE_SIGNING_KEY set, a throwaway key is used for the block;
     payloads that would go to S3 stay in memory.
     """
-    sender = EagerSender(propagate)
-    with _signing_key(), using_payload_store(MemoryPayloadStore(settings.PAYLOAD_BUCKET)):
-        previous = kale_publisher.set_publisher(EagerPublisher(sender))
+    config = default_app().config
+    if not config.MESSAGE_SIGNING_KEY:
+        config = config.replace(MESSAGE_SIGNING_KEY=secrets.token_hex(32))
+    app = App(config)
+    sender = EagerSender(app, propagate)
+    with using_payload_store(MemoryPayloadStore(config.PAYLOAD_BUCKET)):
+        previous = kale_publisher.set_publisher(EagerPublisher(sender, config=config))
         try:
             yield sender.runs
         finally:

@@ -67,7 +67,7 @@ def memory_broker():
     from kale.broker import Broker
     from kale.queue_config import get_queue_config
     from kale.transport.memory import MemoryTransport
-    broker = Broker(MemoryTransport(), get_queue_config())
+    broker = Broker(MemoryTransport(), get_queue_config(settings.config))
     previous = publisher.set_publisher(publisher.Publisher(broker))
     yield broker
     publisher.set_publisher(previous)

@@ -22,7 +22,9 @@ def command_broker() -> Broker:
     """The broker, with a client that gives up on an endpoint that does not
     answer in about SQS_READ_TIMEOUT_SEC seconds (one attempt per request)."""
     from kale.transport.sqs import SQSTransport, make_client
-    return Broker.from_settings(SQSTransport(make_client(for_commands=True)))
+    config = default_app().config
+    return Broker.from_config(config, SQSTransport(make_client(for_commands=True,
+                                                             config=config), config=config))
 
 
 def format_table(rows: list[admin.QueueStatus]) -> str:

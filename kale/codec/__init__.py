@@ -28,8 +28,7 @@ from kale.codec.pipeline import Codec, Frame, Step
 from kale.codec.policy import PolicyStep
 from kale.codec.serialize import SerializeStep
 from kale.codec.sign import SignStep
-from kale.conf import settings
-from kale.config import Config
+from kale.config import Config, default_config
 from kale.message import Message
 from kale.transport import AttributeValue, OutgoingMessage
 from kale.transport.payloads import get_payload_store
@@ -37,22 +36,19 @@ from kale.transport.payloads import get_payload_store
 __all__ = ['Codec', 'Frame', 'Step', 'build_codec', 'decode', 'encode', 'get_codec', 'to_outgoing']
 
 
-def accepted_serializers(config: Optional[Config] = None) -> list[str]:
+def accepted_serializers(config: Config) -> list[str]:
     """``ACCEPT_SERIALIZERS``, or just ``SERIALIZER`` when it is not set."""
-    config = config or settings.config
     return list(config.ACCEPT_SERIALIZERS or [config.SERIALIZER])
 
 
-def offload_threshold(config: Optional[Config] = None) -> int:
+def offload_threshold(config: Config) -> int:
     """Largest message kept whole in SQS: ``PAYLOAD_OFFLOAD_BYTES``, but at
     most ``SQS_TASK_SIZE_LIMIT``."""
-    config = config or settings.config
     return min(int(config.PAYLOAD_OFFLOAD_BYTES), int(config.SQS_TASK_SIZE_LIMIT))
 
 
-def build_codec(config: Optional[Config] = None) -> Codec:
-    """The codec ``config`` (by default the settings in force) describes."""
-    config = config or settings.config
+def build_codec(config: Config) -> Codec:
+    """The codec ``config`` describes."""
     max_bytes = config.MAX_DECOMPRESSED_BYTES
     envelope: list[Step] = [
         PolicyStep(config.MESSAGE_MAX_AGE_SEC, accepted_serializers(config)),
@@ -68,25 +64,24 @@ def build_codec(config: Optional[Config] = None) -> Codec:
     return Codec(payload, envelope, config.SQS_TASK_SIZE_LIMIT)
 
 
-def get_codec(config: Optional[Config] = None) -> Codec:
-    """The codec of ``config`` (by default the settings in force), built once
-    per process."""
-    config = config or settings.config
+def get_codec(config: Config) -> Codec:
+    """The codec of ``config``, built once per process."""
     return config.part('codec', lambda: build_codec(config))
 
 
 def encode(message: Message, queue: str) -> str:
-    """The signed body for ``message`` sent to ``queue``, with the current settings."""
-    return get_codec().encode(message, queue).body
+    """The signed body for ``message`` sent to ``queue``, with the default app's settings."""
+    return get_codec(default_config()).encode(message, queue).body
 
 
 def to_outgoing(message: Message, queue: str, delay_sec: int = 0,
                 extra_attributes: Optional[Mapping[str, AttributeValue]] = None
                 ) -> OutgoingMessage:
-    """``message`` ready to send to ``queue``, with the current settings."""
-    return get_codec().to_outgoing(message, queue, delay_sec, extra_attributes)
+    """``message`` ready to send to ``queue``, with the default app's settings."""
+    return get_codec(default_config()).to_outgoing(message, queue, delay_sec, extra_attributes)
 
 
 def decode(body: str, queue: str, check_age: bool = True) -> Message:
-    """Verify and decode ``body`` received on ``queue`` (DecodeError if refused)."""
-    return get_codec().decode(body, queue, check_age)
+    """Verify and decode ``body`` received on ``queue`` (DecodeError if refused),
+    with the default app's settings."""
+    return get_codec(default_config()).decode(body, queue, check_age)

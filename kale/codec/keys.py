@@ -1,4 +1,4 @@
-"""The keys that sign and encrypt message bodies, read from the settings.
+"""The keys that sign and encrypt message bodies, read from a configuration.
 
 Every key has a short public id (the first 8 hex digits of its SHA-256), which
 the envelope names so that verifying and decrypting try the right key first;
@@ -14,7 +14,6 @@ import dataclasses
 import hashlib
 from typing import Any, Optional
 
-from kale.conf import settings
 from kale.config import Config
 from kale.exceptions import ImproperlyConfigured
 
@@ -82,11 +81,10 @@ def _ring(current: bytes, old: list[bytes]) -> KeyRing:
     return KeyRing(current, accepted)
 
 
-def signing_keys(strong: bool = False, config: Optional[Config] = None) -> KeyRing:
-    """``MESSAGE_SIGNING_KEY`` and ``MESSAGE_SIGNING_OLD_KEYS`` of ``config``
-    (by default the settings in force). With ``strong`` (a remote endpoint),
-    short keys and development keys are refused."""
-    config = config or settings.config
+def signing_keys(strong: bool = False, *, config: Config) -> KeyRing:
+    """``MESSAGE_SIGNING_KEY`` and ``MESSAGE_SIGNING_OLD_KEYS`` of ``config``.
+    With ``strong`` (a remote endpoint), short keys and development keys are
+    refused."""
     if not config.MESSAGE_SIGNING_KEY:
         raise ImproperlyConfigured(NO_KEY_HELP)
     minimum = STRONG_KEY_BYTES if strong else MIN_KEY_BYTES
@@ -117,12 +115,11 @@ def derive_aes_key(secret: bytes) -> bytes:
                 info=_HKDF_INFO).derive(secret)
 
 
-def encryption_keys(config: Optional[Config] = None) -> Optional[KeyRing]:
+def encryption_keys(config: Config) -> Optional[KeyRing]:
     """``MESSAGE_ENCRYPTION_KEY`` and ``MESSAGE_ENCRYPTION_OLD_KEYS`` as derived
     AES keys (ids are of the derived keys); None when neither is set. With old
     keys only, nothing new is encrypted but queued bodies still decrypt (the
     way to turn encryption off)."""
-    config = config or settings.config
     old = [derive_aes_key(_key_bytes(k, 'MESSAGE_ENCRYPTION_OLD_KEYS', STRONG_KEY_BYTES))
            for k in _key_list(config.MESSAGE_ENCRYPTION_OLD_KEYS)]
     if not config.MESSAGE_ENCRYPTION_KEY:

@@ -42,7 +42,7 @@ from kale.codec.pipeline import (
 )
 from kale.exceptions import DecodeError, PayloadMissingError, PayloadStoreError
 from kale.transport import OutgoingMessage
-from kale.transport.payloads import KEY_PREFIX, PayloadStore, get_payload_store
+from kale.transport.payloads import KEY_PREFIX, PayloadStore
 
 #: What encrypting adds to a payload (nonce and tag), with room to spare: an
 #: object may be this much bigger than MAX_DECOMPRESSED_BYTES.
@@ -94,7 +94,7 @@ class OffloadStep:
 
     def __init__(self, bucket: str, threshold: int, max_bytes: int,
                  envelope_steps: Sequence[Step],
-                 store: Callable[[], PayloadStore] = get_payload_store):
+                 store: Callable[[], PayloadStore]):
         #: Where new payloads go, and the only bucket a pointer may name; ''
         #: keeps every payload in its message (and refuses pointers).
         self.bucket = bucket

@@ -87,12 +87,10 @@ class Relay:
     def __init__(self, engine: Engine, broker: Broker, poll_sec: float = 1.0,
                  consumed_ttl_sec: Optional[float] = 15 * 24 * 3600, clock: Clock = SYSTEM_CLOCK,
                  write_records: Optional[Callable[[list[dict[str, Any]]], None]] = None,
-                 claim_unique: Optional[Callable[..., list[str]]] = None,
-                 config: Optional[Config] = None):
+                 claim_unique: Optional[Callable[..., list[str]]] = None, *,
+                 config: Config):
         self.engine = engine
         #: Whose signing keys check the rows' MACs: the app's whose broker it is.
-        if config is None:
-            raise TypeError('Relay needs the config of the app that publishes into its outbox')
         self.config = config
         self.broker = broker
         self.poll_sec = poll_sec

@@ -5,16 +5,20 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from kale.conf import settings
-from kale.config import Config
+from kale.config import Config, default_config
 
 
 def current_broker(config: Optional[Config] = None) -> Any:
-    """The broker ``Task.publish`` sends through (the in-memory one in tests)."""
+    """The broker ``config``'s app (by default the default app) publishes
+    through: the in-memory one in tests and eager runs."""
     from kale.broker import Broker, get_broker
     from kale.publisher import get_publisher
-    sender = get_publisher().sender
-    return sender if isinstance(sender, Broker) else get_broker(config or settings.config)
+    config = config or default_config()
+    if config is default_config():      # the default app's publisher may be set (tests)
+        sender = get_publisher().sender
+        if isinstance(sender, Broker):
+            return sender
+    return get_broker(config)
 
 
 def topics_backend(config: Optional[Config] = None) -> Any:
@@ -26,4 +30,4 @@ def topics_backend(config: Optional[Config] = None) -> Any:
         from kale.transport.memory_topics import topics_of
         return topics_of(transport)
     from kale.transport.sns import get_sns
-    return get_sns(config or settings.config)
+    return get_sns(config or default_config())

@@ -16,8 +16,7 @@ import time
 from typing import Any, Iterable, Mapping, Optional
 
 from kale.codec import get_codec
-from kale.conf import settings
-from kale.config import Config
+from kale.config import Config, default_config
 from kale.exceptions import PublishError, TopicError
 from kale.ids import random_id
 from kale.labels import check_labels
@@ -69,17 +68,20 @@ def _event_message(topic: str, event: Any, labels: Mapping[str, str]) -> Message
                    published_at=time.time(), context=event_context(topic, event_id, labels))
 
 
-def publish(topic: str, event: Any, labels: Optional[Mapping[str, Any]] = None) -> str:
-    """Publish ``event`` to every subscriber of ``topic`` (one SNS Publish);
-    returns the event's id."""
-    return publish_batch(topic, [event], labels)[0]
+def publish(topic: str, event: Any, labels: Optional[Mapping[str, Any]] = None,
+            app: Optional[Any] = None) -> str:
+    """Publish ``event`` to every subscriber of ``topic`` (one SNS Publish)
+    in ``app``'s deployment (by default the default app's); returns the
+    event's id."""
+    return publish_batch(topic, [event], labels, app=app)[0]
 
 
 def publish_batch(topic: str, events: Iterable[Any],
-                  labels: Optional[Mapping[str, Any]] = None) -> list[str]:
+                  labels: Optional[Mapping[str, Any]] = None,
+                  app: Optional[Any] = None) -> list[str]:
     """Publish several events to ``topic`` (SNS PublishBatch, ten a
     request), all with the same ``labels``; their event ids, in order."""
-    config = settings.config
+    config = app.config if app is not None else default_config()
     check_topic(topic)
     checked = check_labels(task_name(topic), labels)
     attributes = label_attributes(topic, checked)

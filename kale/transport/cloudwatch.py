@@ -15,10 +15,9 @@ import logging
 from typing import Any, Optional, Sequence
 
 import botocore.exceptions
-from botocore.config import Config
+from botocore.config import Config as BotoConfig
 
 from kale import config as kale_config
-from kale.conf import settings
 from kale.transport.endpoint import endpoint_url, is_local
 from kale.transport.sqs import aws_session, one_line
 
@@ -29,25 +28,29 @@ WINDOW_SEC = 600
 METRIC = 'ApproximateAgeOfOldestMessage'
 
 
-def make_cloudwatch_client(settings_in: Optional[kale_config.Config] = None) -> Any:
-    kale = settings_in or settings.config
+def make_cloudwatch_client(config: kale_config.Config) -> Any:
+    kale = config
     endpoint = endpoint_url(kale)
     local = endpoint if is_local(endpoint) else ''
     session, region = aws_session(local, kale)
     return session.client('cloudwatch', endpoint_url=local or None, region_name=region,
-                          config=Config(connect_timeout=kale.SQS_CONNECT_TIMEOUT_SEC,
+                          config=BotoConfig(connect_timeout=kale.SQS_CONNECT_TIMEOUT_SEC,
                                         read_timeout=float(kale.SQS_READ_TIMEOUT_SEC),
                                         retries={'mode': 'standard', 'max_attempts': 2}))
 
 
 def oldest_message_ages(sqs_names: Sequence[str], now: datetime.datetime,
-                        client: Any = None) -> dict[str, float]:
+                        client: Any = None,
+                        config: Optional[kale_config.Config] = None) -> dict[str, float]:
     """The latest ``ApproximateAgeOfOldestMessage`` of each queue (seconds),
     by SQS name; queues CloudWatch has no recent value for are left out."""
     if not sqs_names:
         return {}
     try:
-        client = client if client is not None else make_cloudwatch_client()
+        if client is None:
+            if config is None:
+                raise TypeError('oldest_message_ages needs a client or a configuration')
+            client = make_cloudwatch_client(config)
         answer = client.get_metric_data(
             MetricDataQueries=[{
                 'Id': 'q%d' % number, 'ReturnData': True,

@@ -3,17 +3,14 @@ this machine (the embedded endpoint, ElasticMQ) or remote (AWS)."""
 from __future__ import annotations
 
 import ipaddress
-from typing import Optional
 from urllib.parse import urlsplit
 
-from kale.conf import settings
 from kale.config import Config
 from kale.exceptions import ImproperlyConfigured
 
 
-def endpoint_url(config: Optional[Config] = None) -> str:
+def endpoint_url(config: Config) -> str:
     """The endpoint from MESSAGE_QUEUE_ENDPOINT_URL or the proxy settings; '' for AWS."""
-    config = config or settings.config
     url = config.MESSAGE_QUEUE_ENDPOINT_URL
     if url:
         return str(url)

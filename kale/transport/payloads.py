@@ -91,10 +91,10 @@ class MemoryPayloadStore:
 _override: Optional[PayloadStore] = None
 
 
-def get_payload_store(config: Optional[Config] = None) -> PayloadStore:
+def get_payload_store(config: Config) -> PayloadStore:
     """The store the codec uses: S3 (one client per process, from the same
-    endpoint, region and credential settings as SQS, of ``config`` or the
-    settings in force), unless :func:`using_payload_store` put another in place."""
+    endpoint, region and credential settings of ``config`` as SQS), unless
+    :func:`using_payload_store` put another in place."""
     if _override is not None:
         return _override
     from kale.transport.s3 import get_s3_store

@@ -14,10 +14,9 @@ import contextlib
 from typing import Any, Iterator, Optional
 
 import botocore.exceptions
-from botocore.config import Config
+from botocore.config import Config as BotoConfig
 
 from kale import config as kale_config
-from kale.conf import settings
 from kale.exceptions import ImproperlyConfigured, PayloadMissingError, PayloadStoreError
 from kale.transport.endpoint import endpoint_url, is_local
 from kale.transport.sqs import (
@@ -31,22 +30,21 @@ from kale.transport.sqs import (
 MISSING_KEY_CODES = frozenset({'NoSuchKey', '404', 'NotFound'})
 
 
-def make_s3_client(settings_in: Optional[kale_config.Config] = None) -> Any:
-    """A new boto3 S3 client built from ``settings_in`` (by default the
-    settings in force); a setting boto3 refuses is one ImproperlyConfigured
-    line naming the settings involved."""
-    kale = settings_in or settings.config
+def make_s3_client(config: kale_config.Config) -> Any:
+    """A new boto3 S3 client built from ``config``; a setting boto3
+    refuses is one ImproperlyConfigured line naming the settings involved."""
+    kale = config
     endpoint = endpoint_url(kale)
     local = endpoint if is_local(endpoint) else ''
     try:
         session, region = aws_session(local, kale)
-        config = Config(connect_timeout=kale.SQS_CONNECT_TIMEOUT_SEC,
+        boto_config = BotoConfig(connect_timeout=kale.SQS_CONNECT_TIMEOUT_SEC,
                         read_timeout=float(kale.SQS_READ_TIMEOUT_SEC),
                         retries={'mode': 'standard', 'max_attempts': 3},
                         # An emulator on 127.0.0.1 has no bucket host names.
                         s3={'addressing_style': 'path'} if local else None)
         return session.client('s3', endpoint_url=local or None, region_name=region,
-                              config=config)
+                              config=boto_config)
     except (ValueError, botocore.exceptions.BotoCoreError) as exc:
         raise ImproperlyConfigured(
             'the S3 client for PAYLOAD_BUCKET cannot be built from MESSAGE_QUEUE_ENDPOINT_URL=%r '
@@ -57,7 +55,12 @@ class S3PayloadStore:
     """:class:`kale.transport.payloads.PayloadStore` over a boto3 S3 client."""
 
     def __init__(self, client: Any = None, config: Optional[kale_config.Config] = None):
-        self.client = client if client is not None else make_s3_client(config)
+        """Over ``client``, or one built from ``config``."""
+        if client is None:
+            if config is None:
+                raise TypeError('S3PayloadStore needs a client or a configuration')
+            client = make_s3_client(config)
+        self.client = client
         self.endpoint = self.client.meta.endpoint_url
 
     @contextlib.contextmanager
@@ -107,8 +110,6 @@ class S3PayloadStore:
             self.client.delete_object(Bucket=bucket, Key=key)
 
 
-def get_s3_store(config: Optional[kale_config.Config] = None) -> S3PayloadStore:
-    """This process's S3 payload store for ``config`` (by default the
-    settings in force), built on first use."""
-    config = config or settings.config
+def get_s3_store(config: kale_config.Config) -> S3PayloadStore:
+    """This process's S3 payload store for ``config``, built on first use."""
     return config.part('s3', lambda: S3PayloadStore(config=config))

@@ -16,10 +16,9 @@ import threading
 from typing import Any, Iterator, Mapping, Optional, Sequence
 
 import botocore.exceptions
-from botocore.config import Config
+from botocore.config import Config as BotoConfig
 
 from kale import config as kale_config
-from kale.conf import settings
 from kale.exceptions import ImproperlyConfigured, TopicError
 from kale.transport.endpoint import endpoint_url
 from kale.transport.sqs import (
@@ -37,18 +36,17 @@ MAX_PUBLISH_BATCH = 10
 POLICY_SID = 'kale-topics'
 
 
-def make_sns_client(settings_in: Optional[kale_config.Config] = None) -> Any:
-    """A new boto3 SNS client built from ``settings_in`` (by default the
-    settings in force)."""
-    kale = settings_in or settings.config
+def make_sns_client(config: kale_config.Config) -> Any:
+    """A new boto3 SNS client built from ``config``."""
+    kale = config
     endpoint = endpoint_url(kale)
     try:
         session, region = aws_session(endpoint, kale)
-        config = Config(connect_timeout=kale.SQS_CONNECT_TIMEOUT_SEC,
+        boto_config = BotoConfig(connect_timeout=kale.SQS_CONNECT_TIMEOUT_SEC,
                         read_timeout=float(kale.SQS_READ_TIMEOUT_SEC),
                         retries={'mode': 'standard', 'max_attempts': 3})
         return session.client('sns', endpoint_url=endpoint or None, region_name=region,
-                              config=config)
+                              config=boto_config)
     except (ValueError, botocore.exceptions.BotoCoreError) as exc:
         raise ImproperlyConfigured(
             'the SNS client cannot be built from MESSAGE_QUEUE_ENDPOINT_URL=%r and AWS_REGION=%r: '
@@ -62,7 +60,11 @@ class SNSTopics:
     def __init__(self, sqs: SQSTransport, client: Any = None,
                  config: Optional[kale_config.Config] = None):
         self.sqs = sqs
-        self.client = client if client is not None else make_sns_client(config)
+        if client is None:
+            if config is None:
+                raise TypeError('SNSTopics needs a client or a configuration')
+            client = make_sns_client(config)
+        self.client = client
         self.endpoint = self.client.meta.endpoint_url
         self._arns: dict[str, str] = {}
         self._lock = threading.Lock()
@@ -220,8 +222,7 @@ def _attributes(attributes: Mapping[str, str]) -> dict[str, dict[str, str]]:
             for name, value in attributes.items()}
 
 
-def get_sns(config: Optional[kale_config.Config] = None) -> SNSTopics:
-    """This process's SNS topics for ``config`` (by default the settings in force)."""
+def get_sns(config: kale_config.Config) -> SNSTopics:
+    """This process's SNS topics for ``config``."""
     from kale.transport.sqs import get_transport
-    config = config or settings.config
     return config.part('sns', lambda: SNSTopics(get_transport(config), config=config))

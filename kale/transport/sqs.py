@@ -18,10 +18,9 @@ from typing import Any, Callable, Iterator, Optional, Sequence, TypeVar
 import boto3
 import botocore
 import botocore.exceptions
-from botocore.config import Config
+from botocore.config import Config as BotoConfig
 
 from kale import config as kale_config
-from kale.conf import settings
 from kale.exceptions import (
     BatchSendError,
     EndpointUnreachableError,
@@ -76,11 +75,11 @@ def _since_first_receive(attributes: dict[str, str], now_ms: float) -> Optional[
     return max(0.0, (now_ms - int(first)) / 1000.0)
 
 
-def read_timeout_sec(config: Optional[kale_config.Config] = None) -> float:
+def read_timeout_sec(config: kale_config.Config) -> float:
     """How long the client waits for any answer: ``SQS_READ_TIMEOUT_SEC`` beyond
     the longest long poll a receive may ask for (a long poll holds its answer
     back that long by design)."""
-    return float((config or settings.config).SQS_READ_TIMEOUT_SEC) + MAX_LONG_POLL_SEC
+    return float(config.SQS_READ_TIMEOUT_SEC) + MAX_LONG_POLL_SEC
 
 
 #: Operator commands (``kale queues``, ``purge``, ``dlq redrive``) make one
@@ -121,18 +120,17 @@ def user_agent() -> str:
 MAX_CONNECTIONS = 50
 
 
-def make_client(for_commands: bool = False, settings_in: Optional[kale_config.Config] = None
-                ) -> Any:
-    """A new boto3 SQS client built from ``settings_in`` (by default the
-    settings in force; ``for_commands``: see COMMAND_LONG_POLL_SEC). A setting
+def make_client(for_commands: bool = False, *, config: kale_config.Config) -> Any:
+    """A new boto3 SQS client built from ``config`` (``for_commands``:
+    see COMMAND_LONG_POLL_SEC). A setting
     boto3 refuses is one ImproperlyConfigured line naming the settings involved."""
-    kale = settings_in or settings.config
+    kale = config
     endpoint = endpoint_url(kale)
     try:
         session, region = aws_session(endpoint, kale)
         read_timeout = (float(kale.SQS_READ_TIMEOUT_SEC) + COMMAND_LONG_POLL_SEC
                         if for_commands else read_timeout_sec(kale))
-        config = Config(
+        boto_config = BotoConfig(
             connect_timeout=kale.SQS_CONNECT_TIMEOUT_SEC,
             read_timeout=read_timeout,
             retries={'mode': 'standard', 'max_attempts': 1 if for_commands else 3},
@@ -145,7 +143,7 @@ def make_client(for_commands: bool = False, settings_in: Optional[kale_config.Co
             max_pool_connections=MAX_CONNECTIONS,
         )
         client = session.client('sqs', endpoint_url=endpoint or None, region_name=region,
-                                config=config)
+                                config=boto_config)
     except (ValueError, botocore.exceptions.BotoCoreError) as exc:
         raise ImproperlyConfigured(
             'the SQS client cannot be built from MESSAGE_QUEUE_ENDPOINT_URL=%r and AWS_REGION=%r: '
@@ -178,9 +176,8 @@ def one_line(text: str, limit: int = 160) -> str:
 class SQSTransport:
     """:class:`kale.transport.Transport` over a boto3 SQS client."""
 
-    def __init__(self, client: Any = None, config: Optional[kale_config.Config] = None):
-        config = config or settings.config
-        self.client = client if client is not None else make_client(settings_in=config)
+    def __init__(self, client: Any = None, *, config: kale_config.Config):
+        self.client = client if client is not None else make_client(config=config)
         #: SQS_BATCH_REQUEST_LIMIT: bytes in one SendMessageBatch.
         self.batch_request_limit = int(config.SQS_BATCH_REQUEST_LIMIT)
         self._urls: dict[str, str] = {}
@@ -443,8 +440,7 @@ class SQSTransport:
                                'VisibilityTimeout': int(change.timeout_sec)} for change in changes])
 
 
-def get_transport(config: Optional[kale_config.Config] = None) -> SQSTransport:
+def get_transport(config: kale_config.Config) -> SQSTransport:
     """This process's SQS transport for ``config`` (by default the settings
     in force), built on first use."""
-    config = config or settings.config
     return config.part('sqs', lambda: SQSTransport(config=config))

@@ -40,7 +40,9 @@ WORKFLOWS_MAX = 1000
 def command_broker() -> Broker:
     """A broker whose client gives up soon on an endpoint that does not answer."""
     from kale.transport.sqs import SQSTransport, make_client
-    return Broker.from_settings(SQSTransport(make_client(for_commands=True)))
+    config = default_app().config
+    return Broker.from_config(config, SQSTransport(make_client(for_commands=True,
+                                                             config=config), config=config))
 
 
 def _flag(request: Request, name: str) -> bool:
@@ -361,7 +363,8 @@ class Api:
 
     def list_webhooks(self, request: Request) -> dict[str, Any]:
         from kale.webhooks import store
-        found = store.list_webhooks(request.query_params.get('topic') or None, self.records_url)
+        found = store.list_webhooks(request.query_params.get('topic') or None, self.records_url,
+                                   app=self._app)
         return {'webhooks': [hook.as_json() for hook in found]}
 
     def add_webhook(self, request: Request, body: bytes) -> dict[str, Any]:
@@ -383,24 +386,27 @@ class Api:
                                  'method, headers and labels')
         from kale.webhooks.fanout import subscription_of
         hook = store.add(fields['topic'], fields['url'], fields.get('method') or 'POST',
-                         fields.get('headers'), fields.get('labels'), self.records_url)
-        return dict(hook.as_json(with_secret=True), subscribed=subscription_of(hook.topic))
+                         fields.get('headers'), fields.get('labels'), self.records_url,
+                         app=self._app)
+        return dict(hook.as_json(with_secret=True), subscribed=subscription_of(hook.topic,
+                                                                      self.app.config))
 
     def remove_webhook(self, request: Request) -> dict[str, Any]:
         from kale.webhooks import store
-        store.remove(request.path_params['webhook_id'], self.records_url)
+        store.remove(request.path_params['webhook_id'], self.records_url, app=self._app)
         return {'deleted': request.path_params['webhook_id']}
 
     def disable_webhook(self, request: Request) -> dict[str, Any]:
         from kale.webhooks import store
         return store.set_active(request.path_params['webhook_id'], False,
-                                self.records_url).as_json()
+                                self.records_url, app=self._app).as_json()
 
     def enable_webhook(self, request: Request) -> dict[str, Any]:
         from kale.webhooks import store
         return store.set_active(request.path_params['webhook_id'], True,
-                                self.records_url).as_json()
+                                self.records_url, app=self._app).as_json()
 
     def test_webhook(self, request: Request) -> dict[str, Any]:
         from kale.webhooks.fanout import send_test
-        return {'task_id': send_test(request.path_params['webhook_id'], self.records_url)}
+        return {'task_id': send_test(request.path_params['webhook_id'], self.records_url,
+                                      app=self._app)}

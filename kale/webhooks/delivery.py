@@ -22,7 +22,7 @@ import logging
 from typing import Any, Mapping, Optional
 
 from kale.clock import SYSTEM_CLOCK
-from kale.conf import settings
+from kale.config import default_config
 from kale.exceptions import (
     ImproperlyConfigured,
     WebhookDeliveryError,
@@ -38,11 +38,12 @@ TIME_LIMIT_MARGIN_SEC = 5.0
 
 
 class _TimeLimit:
-    """``WEBHOOK_TIMEOUT_SEC`` and a margin, read when asked for (settings
-    are read when first used, not when the class is defined)."""
+    """``WEBHOOK_TIMEOUT_SEC`` and a margin, read when asked for (from the
+    running app's settings; the class alone reads the default app's)."""
 
     def __get__(self, instance: Any, owner: Any) -> float:
-        return float(settings.config.WEBHOOK_TIMEOUT_SEC) + TIME_LIMIT_MARGIN_SEC
+        config = instance.config if instance is not None else default_config()
+        return float(config.WEBHOOK_TIMEOUT_SEC) + TIME_LIMIT_MARGIN_SEC
 
 
 def retry_after_sec(value: Optional[str], now: float) -> Optional[float]:
@@ -92,7 +93,7 @@ class DeliverWebhook(Task):
     def run_task(self, webhook_id: str, event_id: str, topic: str, event: Any,
                  labels: Optional[Mapping[str, str]] = None) -> dict[str, Any]:
         from kale.webhooks import store  # SQLAlchemy, only where deliveries run
-        hook = store.find(webhook_id)
+        hook = store.find(webhook_id, app=self.app)
         if hook is None or not hook.active:
             state = 'removed' if hook is None else 'disabled'
             logger.info('webhook %s is %s: event %s not delivered', webhook_id, state, event_id)
@@ -117,7 +118,8 @@ class DeliverWebhook(Task):
         answer = sender.send(hook.method, hook.url, hook.headers,
                              signing.message_id(webhook_id, event_id), hook.secret,
                              signing.body(topic, event_id, event, published),
-                             float(settings.config.WEBHOOK_TIMEOUT_SEC))
+                             float(self.config.WEBHOOK_TIMEOUT_SEC),
+                             self.config.WEBHOOK_ALLOWED_HOSTS)
         result = judge(answer.status, answer.latency_ms, answer.excerpt, answer.describe(),
                        retry_after_sec(answer.retry_after, SYSTEM_CLOCK.time()))
         logger.info('webhook %s: event %s delivered, HTTP %d in %d ms', webhook_id, event_id,

@@ -16,8 +16,7 @@ import time
 from typing import Any, Mapping, Optional
 
 from kale import internal
-from kale.conf import settings
-from kale.config import Config
+from kale.config import Config, default_config
 from kale.exceptions import KaleError, NonRetriableTaskError, WebhookError
 from kale.ids import random_id
 from kale.publisher import get_publisher
@@ -33,15 +32,16 @@ TEST_EVENT = {'test': True}
 
 
 def deliver(topic: str, event_id: str, event: Any,
-            labels: Optional[Mapping[str, str]] = None) -> list[str]:
+            labels: Optional[Mapping[str, str]] = None, app: Optional[Any] = None) -> list[str]:
     """Publish one delivery of ``event`` (JSON-ready) to each active webhook
-    of ``topic`` whose filter ``labels`` satisfy; their task ids (none
-    without RECORDS_URL: webhooks are kept there). WebhookError, and nothing
-    published, for an event JSON cannot encode."""
-    if not settings.RECORDS_URL:
+    of ``topic`` in ``app`` (by default the default app) whose filter
+    ``labels`` satisfy; their task ids (none without RECORDS_URL: webhooks
+    are kept there). WebhookError, and nothing published, for an event JSON
+    cannot encode."""
+    if not _config(app).RECORDS_URL:
         return []
     from kale.webhooks import store  # SQLAlchemy, only where webhooks are kept
-    hooks = [hook for hook in store.list_webhooks(topic, active_only=True)
+    hooks = [hook for hook in store.list_webhooks(topic, active_only=True, app=app)
              if hook.matches(labels)]
     if not hooks:
         return []
@@ -51,26 +51,32 @@ def deliver(topic: str, event_id: str, event: Any,
         raise WebhookError('event %s of topic %s cannot be delivered to webhooks: it is not '
                            'JSON (%s)' % (event_id, topic, exc)) from None
     kwargs = {'labels': dict(labels)} if labels else {}
-    return _publish([((hook.id, event_id, topic, event), kwargs) for hook in hooks])
+    return _publish(app, [((hook.id, event_id, topic, event), kwargs) for hook in hooks])
 
 
-def _publish(calls: list[Any]) -> list[str]:
+def _config(app: Optional[Any]) -> Config:
+    return app.config if app is not None else default_config()
+
+
+def _publish(app: Optional[Any], calls: list[Any]) -> list[str]:
     """Publish deliveries to WEBHOOK_QUEUE, as Kale's own tasks (kale.internal)."""
-    config = settings.config
-    return get_publisher().publish_batch(DeliverWebhook, None, calls,
-                                         queue_name=str(config.WEBHOOK_QUEUE),
-                                         context=internal.context(config, DeliverWebhook))
+    config = _config(app)
+    publisher = app.publisher if app is not None else get_publisher()
+    return publisher.publish_batch(DeliverWebhook, None, calls,
+                                   queue_name=str(config.WEBHOOK_QUEUE),
+                                   context=internal.context(config, DeliverWebhook))
 
 
-def send_test(webhook_id: str, records_url: Optional[str] = None) -> str:
+def send_test(webhook_id: str, records_url: Optional[str] = None,
+              app: Optional[Any] = None) -> str:
     """Publish one delivery of :data:`TEST_EVENT` to the webhook (whatever
     its filter); the task id. WebhookError when it is disabled."""
     from kale.webhooks import store
-    hook = store.get(webhook_id, records_url)
+    hook = store.get(webhook_id, records_url, app)
     if not hook.active:
         raise WebhookError('webhook %s is disabled: enable it first' % hook.id)
-    [task_id] = _publish([((hook.id, 'evt_test_' + random_id()[:20], hook.topic, TEST_EVENT),
-                           {})])
+    [task_id] = _publish(app, [((hook.id, 'evt_test_' + random_id()[:20], hook.topic,
+                                 TEST_EVENT), {})])
     return task_id
 
 
@@ -80,10 +86,12 @@ _topics: dict[str, tuple[float, frozenset[str]]] = {}
 
 
 class _WebhookQueue:
-    """``WEBHOOK_QUEUE``, read when asked for."""
+    """``WEBHOOK_QUEUE``, read when asked for (the running app's; the class
+    alone reads the default app's)."""
 
     def __get__(self, instance: Any, owner: Any) -> str:
-        return str(settings.WEBHOOK_QUEUE)
+        config = instance.config if instance is not None else default_config()
+        return str(config.WEBHOOK_QUEUE)
 
 
 class WebhookFanout(Task):
@@ -102,21 +110,23 @@ class WebhookFanout(Task):
         topic, event_id, labels = event_of(context)
         if not topic or not event_id:
             raise NonRetriableTaskError('the event carries no topic or id in its context')
-        return {'deliveries': deliver(topic, event_id, event, labels)}
+        return {'deliveries': deliver(topic, event_id, event, labels, app=self.app)}
 
 
-def webhook_topics(records_url: Optional[str] = None) -> frozenset[str]:
-    """The topics that have active webhooks, read at most every TOPICS_CACHE_SEC."""
-    url = records_url or settings.RECORDS_URL
+def webhook_topics(config: Config) -> frozenset[str]:
+    """The topics that have active webhooks in ``config``'s records, read at
+    most every TOPICS_CACHE_SEC."""
+    url = config.RECORDS_URL
     if not url:
         return frozenset()
     now = time.monotonic()
     held = _topics.get(url)
     if held is None or now - held[0] > TOPICS_CACHE_SEC:
+        from kale.app import app_of
         from kale.webhooks import store
         try:
             topics = frozenset(hook.topic for hook in store.list_webhooks(
-                records_url=url, active_only=True))
+                active_only=True, app=app_of(config)))
         except Exception as exc:    # the records unreachable: keep what was known
             logger.error('the topics with webhooks cannot be read (kept as they were for %.0f '
                          's): %s', TOPICS_CACHE_SEC, str(exc).splitlines()[0] if str(exc) else
@@ -138,25 +148,26 @@ def webhook_subscribers(config: Config) -> list[Subscriber]:
     if not config.RECORDS_URL:
         return []
     return [Subscriber(topic, WebhookFanout, str(config.WEBHOOK_QUEUE), {})
-            for topic in sorted(webhook_topics(config.RECORDS_URL))]
+            for topic in sorted(webhook_topics(config))]
 
 
-def subscribe_topics(config: Optional[Config] = None) -> list[str]:
+def subscribe_topics(config: Config) -> list[str]:
     """Subscribe WEBHOOK_QUEUE to every topic with active webhooks (after
     ``kale webhooks add``): the topics' sync for that queue; its lines."""
     from kale.topics.backend import topics_backend
     from kale.topics.sync import sync
-    config = config or settings.config
     forget_topics()
     return sync(config, topics_backend(config), queues={str(config.WEBHOOK_QUEUE)})
 
 
-def subscription_of(topic: str) -> str:
-    """Subscribe WEBHOOK_QUEUE to a new webhook's topic; what came of it, in
-    one line (a failure is said, not raised: the webhook is kept, and
-    ``kale topics sync`` subscribes later)."""
+def subscription_of(topic: str, config: Optional[Config] = None) -> str:
+    """Subscribe WEBHOOK_QUEUE to a new webhook's topic (in ``config``'s
+    deployment, by default the default app's); what came of it, in one line
+    (a failure is said, not raised: the webhook is kept, and ``kale topics
+    sync`` subscribes later)."""
     try:
-        lines = [line for line in subscribe_topics() if line.startswith(topic + ' ')]
+        lines = [line for line in subscribe_topics(config or default_config())
+                 if line.startswith(topic + ' ')]
     except KaleError as exc:
         return 'topic %s not subscribed yet (%s): run `kale topics sync`' % (
             topic, str(exc).splitlines()[0])

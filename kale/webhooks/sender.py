@@ -17,14 +17,13 @@ import dataclasses
 import os
 import threading
 import typing
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Sequence
 from urllib.parse import urljoin
 
 import httpcore
 import httpx
 
 from kale.clock import SYSTEM_CLOCK, Clock
-from kale.conf import settings
 from kale.exceptions import (
     WebhookAddressRefused,
     WebhookDeliveryError,
@@ -44,15 +43,19 @@ USER_AGENT = 'kale-webhooks/%s' % __version__
 class GuardedBackend(httpcore.SyncBackend):
     """httpcore's network backend, connecting only to the addresses
     :func:`kale.webhooks.guard.checked_addresses` allows, the host's name
-    kept for TLS (SNI and certificate checks)."""
+    kept for TLS (SNI and certificate checks), under the app's
+    ``WEBHOOK_ALLOWED_HOSTS``."""
+
+    def __init__(self, allowed_hosts: Sequence[str]):
+        super().__init__()
+        self.allowed_hosts = tuple(allowed_hosts)
 
     def connect_tcp(self, host: str, port: int, timeout: Optional[float] = None,
                     local_address: Optional[str] = None,
                     socket_options: Optional[typing.Iterable[typing.Any]] = None
                     ) -> httpcore.NetworkStream:
         try:
-            addresses = guard.checked_addresses(host, port,
-                                                settings.config.WEBHOOK_ALLOWED_HOSTS)
+            addresses = guard.checked_addresses(host, port, self.allowed_hosts)
         except OSError as exc:
             raise httpcore.ConnectError('%s does not resolve: %s' % (host, exc)) from exc
         failure: Optional[Exception] = None
@@ -67,33 +70,35 @@ class GuardedBackend(httpcore.SyncBackend):
 
 
 _lock = threading.Lock()
-_client: Optional[tuple[int, httpx.Client]] = None
+_clients: dict[tuple[str, ...], tuple[int, httpx.Client]] = {}
 
 
-def client() -> httpx.Client:
-    """This process's client (connections are not shared across a fork)."""
-    global _client
+def client(allowed_hosts: Sequence[str] = ()) -> httpx.Client:
+    """This process's client for ``allowed_hosts`` (the private hosts its
+    deliveries may reach; connections are not shared across a fork)."""
+    key = tuple(allowed_hosts)
     with _lock:
-        if _client is None or _client[0] != os.getpid():
+        held = _clients.get(key)
+        if held is None or held[0] != os.getpid():
             transport = httpx.HTTPTransport(trust_env=False)
             # httpx takes no network backend: its pool is replaced by one with ours.
             transport._pool = httpcore.ConnectionPool(
                 ssl_context=httpx.create_ssl_context(trust_env=False),
                 max_connections=100, max_keepalive_connections=20, keepalive_expiry=5.0,
-                network_backend=GuardedBackend())
-            _client = (os.getpid(), httpx.Client(
+                network_backend=GuardedBackend(key))
+            held = _clients[key] = (os.getpid(), httpx.Client(
                 transport=transport, follow_redirects=False, trust_env=False,
                 headers={'user-agent': USER_AGENT}))
-        return _client[1]
+        return held[1]
 
 
 def close() -> None:
-    """Close this process's client and its connections."""
-    global _client
+    """Close this process's clients and their connections."""
     with _lock:
-        held, _client = _client, None
-    if held is not None:
-        held[1].close()
+        held = list(_clients.values())
+        _clients.clear()
+    for _, http in held:
+        http.close()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,11 +131,12 @@ def _origin(target: guard.Target) -> tuple[str, str, int]:
 
 
 def send(method: str, url: str, own_headers: Mapping[str, str], message_id: str, secret: str,
-         body: bytes, timeout_sec: float, clock: Clock = SYSTEM_CLOCK) -> Answer:
+         body: bytes, timeout_sec: float, allowed_hosts: Sequence[str] = (),
+         clock: Clock = SYSTEM_CLOCK) -> Answer:
     """Send the signed request, following redirects; the answer. Raises
     WebhookDeliveryError for a timeout or a connection error (retriable) and
     WebhookRejectedError for an address refused, a bad redirect or too many."""
-    http = client()
+    http = client(allowed_hosts)
     started = clock.monotonic()
     deadline = started + timeout_sec
     first = _origin(guard.parse_url(url))

@@ -26,9 +26,10 @@ from typing import Any, Mapping, Optional
 from sqlalchemy import delete, select, update
 
 from kale import records
+from kale.app import App
 from kale.clock import SYSTEM_CLOCK, Clock
 from kale.codec.keys import signing_keys
-from kale.conf import settings
+from kale.config import Config, default_config
 from kale.exceptions import ImproperlyConfigured, WebhookError, WebhookNotFoundError
 from kale.ids import random_id
 from kale.labels import LABEL_KEY, MAX_LABEL_CHARS, MAX_LABELS
@@ -147,15 +148,19 @@ def check_labels(labels: Any) -> dict[str, str]:
 
 # --- the store --------------------------------------------------------------------
 
-def _store(records_url: Optional[str]) -> RecordStore:
-    if not (records_url or settings.RECORDS_URL):
+def _config(app: Optional[App]) -> Config:
+    return app.config if app is not None else default_config()
+
+
+def _store(records_url: Optional[str], app: Optional[App]) -> RecordStore:
+    if not (records_url or _config(app).RECORDS_URL):
         raise ImproperlyConfigured('webhooks are kept in the task records: set RECORDS_URL '
                                    '(sqlite:///... on one machine, postgresql://... for a fleet)')
-    return records.store(records_url)
+    return records.store(records_url, app)
 
 
-def _mac_keys() -> tuple[str, dict[str, bytes]]:
-    ring = signing_keys(config=settings.config)
+def _mac_keys(config: Config) -> tuple[str, dict[str, bytes]]:
+    ring = signing_keys(config=config)
     return ring.current_id, {kid: hmac.new(key, b'kale-webhooks', hashlib.sha256).digest()
                              for kid, key in ring.accepted.items()}
 
@@ -176,13 +181,15 @@ def _covered(row: Mapping[str, Any], secret: str, headers: Mapping[str, str],
                       ensure_ascii=True).encode()
 
 
-def _mac(row: Mapping[str, Any], secret: str, headers: Mapping[str, str]) -> str:
-    current, keys = _mac_keys()
+def _mac(config: Config, row: Mapping[str, Any], secret: str,
+         headers: Mapping[str, str]) -> str:
+    current, keys = _mac_keys(config)
     return '%s:%s:%s' % (MAC_VERSION, current, hmac.new(
         keys[current], _covered(row, secret, headers), hashlib.sha256).hexdigest())
 
 
-def _verifies(row: Mapping[str, Any], secret: str, headers: Mapping[str, str]) -> bool:
+def _verifies(config: Config, row: Mapping[str, Any], secret: str,
+              headers: Mapping[str, str]) -> bool:
     parts = str(row['mac'] or '').split(':')
     if len(parts) == 3 and parts[0] == MAC_VERSION:
         version, kid, digest = parts
@@ -190,13 +197,13 @@ def _verifies(row: Mapping[str, Any], secret: str, headers: Mapping[str, str]) -
         version, (kid, digest) = '', parts
     else:
         return False
-    key = _mac_keys()[1].get(kid)
+    key = _mac_keys(config)[1].get(kid)
     return key is not None and hmac.compare_digest(digest, hmac.new(
         key, _covered(row, secret, headers, version), hashlib.sha256).hexdigest())
 
 
-def _sealed(secret: str, headers: dict[str, str]) -> tuple[str, Any]:
-    seal = sealer(settings.config)
+def _sealed(config: Config, secret: str, headers: dict[str, str]) -> tuple[str, Any]:
+    seal = sealer(config)
     if not seal.sealing:
         return secret, headers
     data = json.dumps(headers, separators=(',', ':')).encode()
@@ -204,9 +211,10 @@ def _sealed(secret: str, headers: dict[str, str]) -> tuple[str, Any]:
             {SEALED_KEY: seal.seal_bytes('webhook_headers', data)})
 
 
-def _opened(stored_secret: str, stored_headers: Any) -> tuple[Optional[str], Optional[dict]]:
+def _opened(config: Config, stored_secret: str,
+            stored_headers: Any) -> tuple[Optional[str], Optional[dict]]:
     """The secret and headers, or None for one sealed under a key this process lacks."""
-    seal = sealer(settings.config)
+    seal = sealer(config)
     secret: Optional[str] = stored_secret
     if stored_secret.startswith(SEALED_PREFIX):
         data = seal.open_bytes('webhook_secret', stored_secret[len(SEALED_PREFIX):])
@@ -218,9 +226,10 @@ def _opened(stored_secret: str, stored_headers: Any) -> tuple[Optional[str], Opt
     return secret, headers
 
 
-def _webhook(row: Mapping[str, Any]) -> Webhook:
-    secret, headers = _opened(row['secret'], row['headers'])
-    verified = secret is not None and headers is not None and _verifies(row, secret, headers)
+def _webhook(config: Config, row: Mapping[str, Any]) -> Webhook:
+    secret, headers = _opened(config, row['secret'], row['headers'])
+    verified = secret is not None and headers is not None and _verifies(config, row, secret,
+                                                                        headers)
     return Webhook(row['id'], row['topic'], row['url'], row['method'], dict(headers or {}),
                    dict(row['labels'] or {}), bool(row['active']), row['created_at'],
                    row['updated_at'], secret or '', verified)
@@ -228,11 +237,13 @@ def _webhook(row: Mapping[str, Any]) -> Webhook:
 
 def add(topic: str, url: str, method: str = 'POST', headers: Optional[Mapping[str, str]] = None,
         labels: Optional[Mapping[str, str]] = None, records_url: Optional[str] = None,
-        clock: Clock = SYSTEM_CLOCK) -> Webhook:
-    """Add an active webhook; returned with its new secret (shown only now).
-    WebhookError for a bad topic, URL, method, header or label, or a URL
-    whose host is an IP address deliveries may not reach."""
-    guard.check_literal(url, settings.config.WEBHOOK_ALLOWED_HOSTS)
+        clock: Clock = SYSTEM_CLOCK, app: Optional[App] = None) -> Webhook:
+    """Add an active webhook to ``app``'s records (by default the default
+    app's); returned with its new secret (shown only now). WebhookError for
+    a bad topic, URL, method, header or label, or a URL whose host is an IP
+    address deliveries may not reach."""
+    config = _config(app)
+    guard.check_literal(url, config.WEBHOOK_ALLOWED_HOSTS)
     now = clock.time()
     row: dict[str, Any] = {
         'id': ID_PREFIX + random_id()[:24], 'topic': check_topic(topic), 'url': url,
@@ -240,66 +251,70 @@ def add(topic: str, url: str, method: str = 'POST', headers: Optional[Mapping[st
         'created_at': now, 'updated_at': now}
     clear_headers = check_headers(headers)
     secret = signing.new_secret()
-    row['mac'] = _mac(row, secret, clear_headers)
-    row['secret'], row['headers'] = _sealed(secret, clear_headers)
-    with _store(records_url).begin(write=True) as conn:
+    row['mac'] = _mac(config, row, secret, clear_headers)
+    row['secret'], row['headers'] = _sealed(config, secret, clear_headers)
+    with _store(records_url, app).begin(write=True) as conn:
         conn.execute(table.insert().values(**row))
-    return _webhook(row)
+    return _webhook(config, row)
 
 
 def list_webhooks(topic: Optional[str] = None, records_url: Optional[str] = None,
-                  active_only: bool = False) -> list[Webhook]:
+                  active_only: bool = False, app: Optional[App] = None) -> list[Webhook]:
     """Every webhook (of ``topic``; only the active ones), oldest first."""
     query = select(table).order_by(table.c.created_at, table.c.id)
     if topic is not None:
         query = query.where(table.c.topic == topic)
     if active_only:
         query = query.where(table.c.active == 1)
-    with _store(records_url).begin() as conn:
+    with _store(records_url, app).begin() as conn:
         rows = [dict(row) for row in conn.execute(query).mappings()]
-    return [_webhook(row) for row in rows]
+    config = _config(app)
+    return [_webhook(config, row) for row in rows]
 
 
-def find(webhook_id: str, records_url: Optional[str] = None) -> Optional[Webhook]:
+def find(webhook_id: str, records_url: Optional[str] = None,
+         app: Optional[App] = None) -> Optional[Webhook]:
     """The webhook, or None when there is none (any more)."""
-    with _store(records_url).begin() as conn:
+    with _store(records_url, app).begin() as conn:
         row = conn.execute(select(table).where(table.c.id == webhook_id)).mappings().first()
-    return _webhook(dict(row)) if row is not None else None
+    return _webhook(_config(app), dict(row)) if row is not None else None
 
 
-def get(webhook_id: str, records_url: Optional[str] = None) -> Webhook:
+def get(webhook_id: str, records_url: Optional[str] = None,
+        app: Optional[App] = None) -> Webhook:
     """The webhook; WebhookNotFoundError when there is none."""
-    found = find(webhook_id, records_url)
+    found = find(webhook_id, records_url, app)
     if found is None:
         raise WebhookNotFoundError('no webhook %s' % str(webhook_id)[:100])
     return found
 
 
 def set_active(webhook_id: str, active: bool, records_url: Optional[str] = None,
-               clock: Clock = SYSTEM_CLOCK) -> Webhook:
+               clock: Clock = SYSTEM_CLOCK, app: Optional[App] = None) -> Webhook:
     """Enable or disable the webhook (a disabled one receives nothing, and
     its deliveries already queued are skipped); the webhook as it is now.
     Its MAC is made again (it covers ``active``): a webhook whose row does
     not verify cannot be changed, only removed."""
-    hook = get(webhook_id, records_url)
+    hook = get(webhook_id, records_url, app)
     if not hook.verified:
         raise WebhookError('webhook %s cannot be changed: its row is not signed by this '
                            "deployment's MESSAGE_SIGNING_KEY (remove it and add it again)"
                            % hook.id)
     row = {'id': hook.id, 'topic': hook.topic, 'url': hook.url, 'method': hook.method,
            'labels': hook.labels or None, 'active': 1 if active else 0}
-    with _store(records_url).begin(write=True) as conn:
+    with _store(records_url, app).begin(write=True) as conn:
         changed = conn.execute(update(table).where(table.c.id == webhook_id).values(
-            active=row['active'], mac=_mac(row, hook.secret, hook.headers),
+            active=row['active'], mac=_mac(_config(app), row, hook.secret, hook.headers),
             updated_at=clock.time())).rowcount
     if not changed:
         raise WebhookNotFoundError('no webhook %s' % str(webhook_id)[:100])
-    return get(webhook_id, records_url)
+    return get(webhook_id, records_url, app)
 
 
-def remove(webhook_id: str, records_url: Optional[str] = None) -> None:
+def remove(webhook_id: str, records_url: Optional[str] = None,
+           app: Optional[App] = None) -> None:
     """Delete the webhook; its deliveries already queued are skipped."""
-    with _store(records_url).begin(write=True) as conn:
+    with _store(records_url, app).begin(write=True) as conn:
         deleted = conn.execute(delete(table).where(table.c.id == webhook_id)).rowcount
     if not deleted:
         raise WebhookNotFoundError('no webhook %s' % str(webhook_id)[:100])

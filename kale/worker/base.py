@@ -95,7 +95,7 @@ class WorkerBase:
         self.hooks.awaiter = self.runner.await_hook     # coroutine hooks run on its loop
         self.settler: Optional[Settler] = None
         self.heartbeat = Heartbeat(self.broker, clock=clock)
-        self.flow = FlowGate(config, clock=clock, codec=self.app.codec)
+        self.flow = FlowGate(config, self.app.codec, clock=clock)
         self.outage = Outage(self.name, config.SQS_ERROR_MAX_BACKOFF_SEC,
                              config.BURST_GIVE_UP_SEC if burst else None,
                              lambda seconds: self._sleep(seconds), clock=clock)

@@ -56,7 +56,7 @@ from typing import Callable, Collection, Optional, Sequence, TypeVar
 from kale.backoff import Backoff
 from kale.broker import Broker
 from kale.clock import SYSTEM_CLOCK, Clock
-from kale.codec import Codec, get_codec
+from kale.codec import Codec
 from kale.events import Outcome, Settlement
 from kale.exceptions import BatchSendError, KaleError, SQSError
 from kale.fair import keep_tenant
@@ -108,8 +108,8 @@ class Consumer:
 
     @property
     def codec(self) -> Codec:
-        """The codec that signs release copies (by default the settings')."""
-        return self._codec or get_codec()
+        """The codec that signs release copies (by default the broker's)."""
+        return self._codec or self.broker.codec
 
     def __init__(self, broker: Broker, clock: Clock = SYSTEM_CLOCK, max_backoff_sec: float = 30.0,
                  codec: Optional[Codec] = None):
@@ -174,9 +174,9 @@ class Consumer:
         releases = self._give_back_late(batch, by_outcome[Outcome.RELEASE], retry)
         for settlement in releases:
             if settlement.copy is None:
-                settlement.copy = release_copy(settlement.received, batch.sqs_name,
+                settlement.copy = release_copy(settlement.received, batch.sqs_name, self.codec,
                                                settlement.envelope,
-                                               batch.queue.visibility_timeout_sec, self.codec)
+                                               batch.queue.visibility_timeout_sec)
         if batch.queue.fair:        # each copy in its task's tenant (kale.fair)
             for settlement in batch.settlements:
                 if settlement.copy is not None:

@@ -28,6 +28,7 @@ import threading
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 from kale.clock import SYSTEM_CLOCK, Clock
+from kale.codec import Codec
 from kale.events import Outcome, Settlement, process_identity
 from kale.exceptions import KaleError, TaskDefinitionError, describe
 from kale.flow.spec import FlowSpec, spec_of
@@ -58,7 +59,7 @@ class Refusal:
 class FlowGate:
     """One worker's flow control: the step, the slots it holds, their renewal."""
 
-    def __init__(self, config: Any, clock: Clock = SYSTEM_CLOCK, codec: Any = None):
+    def __init__(self, config: Any, codec: Codec, clock: Clock = SYSTEM_CLOCK):
         #: Where the buckets and leases are: RATE_LIMIT_URL, else the task records'.
         self._explicit = bool(getattr(config, 'RATE_LIMIT_URL', ''))
         self.url = getattr(config, 'RATE_LIMIT_URL', '') or getattr(config, 'RECORDS_URL', '') \
@@ -202,7 +203,7 @@ class FlowGate:
     def _keys(self, spec: FlowSpec, opened: Opened) -> tuple[str, str]:
         if not spec.keyed:
             return spec.name, spec.name
-        message = opened.message or self._codec().read(opened.envelope)
+        message = opened.message or self.codec.read(opened.envelope)
         task = opened.task_class(message)
         args, kwargs = message.args, message.kwargs
         rate_key = spec.rate_key(task, args, kwargs) if spec.rate is not None else spec.name
@@ -218,16 +219,10 @@ class FlowGate:
         if batch.fifo:
             settlement.hold_sec = refusal.delay_sec
         else:
-            copy = release_copy(received, batch.sqs_name, opened.envelope,
-                                batch.queue.visibility_timeout_sec, self._codec())
+            copy = release_copy(received, batch.sqs_name, self.codec, opened.envelope,
+                                batch.queue.visibility_timeout_sec)
             settlement.copy = dataclasses.replace(copy, delay_sec=refusal.delay_sec)
         return settlement
-
-    def _codec(self) -> Any:
-        if self.codec is None:
-            from kale.codec import get_codec
-            self.codec = get_codec()
-        return self.codec
 
     def _warn_once(self, what: Any, line: str) -> None:
         if what not in self._warned:

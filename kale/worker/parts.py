@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence
 
 from kale.broker import Broker
-from kale.conf import settings
 from kale.config import Config
 from kale.dotted import import_string, resolve_callable
 from kale.exceptions import ImproperlyConfigured
@@ -19,9 +18,9 @@ from kale.queue_selector import SelectQueueBase
 from kale.timeout import BaseTimeout
 
 
-def load_selector(given: Any = None, config: Optional[Config] = None) -> type[SelectQueueBase]:
-    """``given``, or the ``QUEUE_SELECTOR`` setting, as a selector class."""
-    found = given or (config or settings.config).QUEUE_SELECTOR
+def load_selector(given: Any, config: Config) -> type[SelectQueueBase]:
+    """``given``, or ``config``'s ``QUEUE_SELECTOR``, as a selector class."""
+    found = given or config.QUEUE_SELECTOR
     if isinstance(found, str):
         found = import_string(found, 'QUEUE_SELECTOR')
     if not (isinstance(found, type) and issubclass(found, SelectQueueBase)):
@@ -30,10 +29,9 @@ def load_selector(given: Any = None, config: Optional[Config] = None) -> type[Se
     return found
 
 
-def load_timeout(default: type[BaseTimeout],
-                 config: Optional[Config] = None) -> type[BaseTimeout]:
-    """The ``TASK_TIMEOUT_CLASS`` setting, or ``default`` when it is empty."""
-    found = (config or settings.config).TASK_TIMEOUT_CLASS or default
+def load_timeout(default: type[BaseTimeout], config: Config) -> type[BaseTimeout]:
+    """``config``'s ``TASK_TIMEOUT_CLASS``, or ``default`` when it is empty."""
+    found = config.TASK_TIMEOUT_CLASS or default
     if isinstance(found, str):
         found = import_string(found, 'TASK_TIMEOUT_CLASS')
     if not (isinstance(found, type) and issubclass(found, BaseTimeout)):

@@ -6,6 +6,7 @@ import dataclasses
 import logging
 from typing import Any, Optional
 
+from kale.codec import Codec
 from kale.codec.pipeline import Frame
 from kale.events import Outcome, Settlement
 from kale.exceptions import DecodeError, PayloadStoreError
@@ -57,7 +58,7 @@ def refused(batch: Batch, received: ReceivedMessage, exc: DecodeError,
 
 
 def payload_not_fetched(batch: Batch, received: ReceivedMessage, envelope: Frame,
-                         exc: PayloadStoreError) -> Settlement:
+                         exc: PayloadStoreError, codec: Codec) -> Settlement:
     """Release a message whose payload S3 did not give back (not the message's
     fault) for PAYLOAD_RETRY_DELAY_SEC: as a delayed copy, or on a FIFO queue,
     where copies take no delay, held invisible in its group."""
@@ -67,7 +68,7 @@ def payload_not_fetched(batch: Batch, received: ReceivedMessage, envelope: Frame
     if batch.fifo:
         return Settlement(received, Outcome.RELEASE, reason=reason, envelope=envelope,
                           hold_sec=PAYLOAD_RETRY_DELAY_SEC)
-    copy = release_copy(received, batch.sqs_name, envelope,
+    copy = release_copy(received, batch.sqs_name, codec, envelope,
                         batch.queue.visibility_timeout_sec)
     return Settlement(received, Outcome.RELEASE, reason=reason, envelope=envelope,
                       copy=dataclasses.replace(copy, delay_sec=PAYLOAD_RETRY_DELAY_SEC))

@@ -166,7 +166,7 @@ class TaskRunner:
         except DecodeError as exc:
             return refused(batch, received, exc, opened.envelope)
         except PayloadStoreError as exc:
-            return payload_not_fetched(batch, received, opened.envelope, exc)
+            return payload_not_fetched(batch, received, opened.envelope, exc, self.codec)
         if batch.fifo:          # retries keep the message: its receives count them
             earlier = received.receive_count - 1
             message = dataclasses.replace(message, retry_num=earlier, failure_num=earlier)

@@ -18,7 +18,7 @@ import dataclasses
 import logging
 from typing import Any, Optional
 
-from kale.codec import Codec, get_codec
+from kale.codec import Codec
 from kale.codec.pipeline import UNSETTLED, Frame
 from kale.events import Outcome, Settlement
 from kale.exceptions import KaleError
@@ -63,9 +63,9 @@ def _attributes(received: ReceivedMessage) -> dict[str, Any]:
             for name, value in received.attributes.items()}
 
 
-def release_copy(received: ReceivedMessage, queue: str, envelope: Optional[Frame] = None,
-                 visibility_timeout_sec: Optional[float] = None,
-                 codec: Optional[Codec] = None) -> OutgoingMessage:
+def release_copy(received: ReceivedMessage, queue: str, codec: Codec,
+                 envelope: Optional[Frame] = None,
+                 visibility_timeout_sec: Optional[float] = None) -> OutgoingMessage:
     """The fresh copy that releases an unstarted message received on ``queue``.
 
     A verified body is sent back signed with the current key (never an old
@@ -74,7 +74,6 @@ def release_copy(received: ReceivedMessage, queue: str, envelope: Optional[Frame
     is not decoded. A body that does not verify goes back as it came, to be
     dead-lettered when it is run.
     """
-    codec = codec or get_codec()
     try:
         if envelope is None:
             envelope = codec.open(received.body, queue, check_age=False)

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from typing import Optional
 
 from kale.codec import Codec
 from kale.delays import arrived_early, remaining_delay
@@ -37,7 +36,7 @@ def due_text(due_at: float) -> str:
         '%Y-%m-%dT%H:%M:%SZ')
 
 
-def send_on_early(batch: Batch, now: float, codec: Optional[Codec] = None) -> int:
+def send_on_early(batch: Batch, now: float, codec: Codec) -> int:
     """Settle each unsettled message of ``batch`` whose due time is later
     than ``now`` (epoch seconds) as waiting, with its delayed copy; returns how many."""
     if batch.fifo or not batch.opened:
@@ -52,8 +51,8 @@ def send_on_early(batch: Batch, now: float, codec: Optional[Codec] = None) -> in
         due_at = envelope.due_at if not envelope.legacy else 0.0
         if not arrived_early(due_at, now):
             continue
-        copy = release_copy(received, batch.sqs_name, envelope,
-                            batch.queue.visibility_timeout_sec, codec)
+        copy = release_copy(received, batch.sqs_name, codec, envelope,
+                            batch.queue.visibility_timeout_sec)
         batch.settlements.append(Settlement(
             received, Outcome.WAITING, envelope=envelope, message=opened.message,
             copy=dataclasses.replace(copy, delay_sec=remaining_delay(due_at, now)),

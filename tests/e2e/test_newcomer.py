@@ -93,7 +93,7 @@ def test_an_endpoint_without_a_scheme_stops_the_worker_with_one_line(tmp_path):
 def test_a_region_boto3_refuses_is_one_line_naming_it():
     with settings.override(AWS_REGION='-x', MESSAGE_QUEUE_ENDPOINT_URL='http://127.0.0.1:1'):
         with pytest.raises(ImproperlyConfigured) as info:
-            sqs.make_client()
+            sqs.make_client(config=settings.config)
     assert "AWS_REGION='-x'" in str(info.value) and '\n' not in str(info.value)
 
 
@@ -129,7 +129,7 @@ def test_an_html_error_page_is_one_line(sqs):
 
 
 def sqs_transport():
-    return sqs.SQSTransport(sqs.make_client())
+    return sqs.SQSTransport(sqs.make_client(config=settings.config), config=settings.config)
 
 
 class SilentEndpoint:
@@ -207,8 +207,8 @@ def test_the_ready_settings_modules_ship_with_the_package(tmp_path, monkeypatch)
     settings_module(tmp_path, monkeypatch, 'myproject_settings',
                     'from kale.presets.local import *\nQUEUE_PREFIX = "mine-"\n')
     assert settings.MESSAGE_QUEUE_ENDPOINT_URL == 'http://127.0.0.1:4000'
-    assert os.path.dirname(get_queue_config().path).endswith(os.path.join('kale', 'presets'))
-    assert '..' not in get_queue_config().path
+    assert os.path.dirname(get_queue_config(settings.config).path).endswith(os.path.join('kale', 'presets'))
+    assert '..' not in get_queue_config(settings.config).path
 
 
 def test_eager_mode_runs_tasks_without_a_queue_config(tmp_path, monkeypatch):
@@ -307,7 +307,7 @@ def test_an_old_hook_name_is_refused_when_the_task_is_defined(old, new):
 
 
 def test_queue_info_keeps_the_original_is_queue_empty():
-    queues = list(get_queue_config().values())[:2]
+    queues = list(get_queue_config(settings.config).values())[:2]
     info = QueueInfo(queues, lambda queue: queue is queues[0])
     assert (info.is_queue_empty(queues[0]), info.is_queue_empty(queues[1])) == (False, True)
 
@@ -315,7 +315,7 @@ def test_queue_info_keeps_the_original_is_queue_empty():
 def test_a_second_purge_within_a_minute_says_what_it_means(sqs):
     from kale import admin
     from kale.broker import get_broker
-    broker = get_broker()
+    broker = get_broker(settings.config)
     queue = broker.queues['default']
     broker.declare(queue)
     admin.purge(broker, queue)

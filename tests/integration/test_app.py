@@ -124,3 +124,54 @@ def test_two_apps_keep_their_own_records_and_workflows(sqs_endpoint, tmp_path):
         assert (one in ids) == (app is first) and (two in ids) == (app is second)
         [row] = records.queries(app=app).workers()       # this process, in each
         assert row.state == 'stopped'
+
+
+def test_two_apps_keep_their_own_limits_and_outboxes(sqs_endpoint, tmp_path):
+    """Two apps with their own QUEUE_PREFIX, RECORDS_URL, RATE_LIMIT_URL and
+    OUTBOX_URL: each relays its outbox to its own queues, and its workers
+    take their rate-limit tokens from its own limits database, recording in
+    its own records database only."""
+    import threading
+
+    import sqlalchemy
+
+    from kale import outbox, records
+    from kale.outbox.relay import Relay, with_records
+    from tests import flow_tasks as ft
+
+    def db(app_name: str, what: str) -> str:
+        return 'sqlite:///%s' % (tmp_path / ('%s-%s.db' % (app_name, what)))
+
+    apps = {name: App(an_app(sqs_endpoint, '%s-app-signing-key-0123456789ab' % name).config,
+                      RECORDS_URL=db(name, 'records'), RATE_LIMIT_URL=db(name, 'limits'),
+                      OUTBOX_URL=db(name, 'outbox'))
+            for name in ('first', 'second')}
+    relayed, rated = {}, {}
+    for name, app in apps.items():
+        engine = outbox.open_database(app.config.OUTBOX_URL)
+        outbox.init(engine)
+        with engine.begin() as conn:
+            relayed[name] = outbox.publish(conn, tasks.AddTask, None, 1, 2, app=app)
+        relay = Relay(engine, app.broker, poll_sec=0.05, config=app.config,
+                      **with_records(app.config))
+        relay.run(threading.Event(), until_empty=True)
+        assert relay.counts.sent == 1 and relay.counts.rejected == 0
+        engine.dispose()
+        rated[name] = app.publish(ft.RatedTask, None, 1)
+    for app in apps.values():
+        Worker(app=app, burst=True).run()
+
+    for name, app in apps.items():
+        other = apps['second' if name == 'first' else 'first']
+        for task_id in (relayed[name], rated[name]):
+            assert records.get(task_id, app=app).status == 'succeeded'
+            assert records.get(task_id, app=other) is None
+        limits = sqlalchemy.create_engine(app.config.RATE_LIMIT_URL)
+        with limits.connect() as conn:
+            keys = [row[0] for row in conn.exec_driver_sql('SELECT key FROM kale_rate_buckets')]
+        limits.dispose()
+        assert keys == [ft.RatedTask.task_path()], (name, keys)
+        own_records = sqlalchemy.create_engine(app.config.RECORDS_URL)
+        with own_records.connect() as conn:         # the limits are kept apart from the records
+            assert conn.exec_driver_sql('SELECT count(*) FROM kale_rate_buckets').scalar() == 0
+        own_records.dispose()

@@ -9,6 +9,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError, ConnectionClosedError, EndpointConnectionError
 
 from bench.faults import FaultProxy
+from kale.conf import settings
 
 
 @pytest.fixture
@@ -109,7 +110,7 @@ def test_an_unknown_fault_is_refused(proxy):
 def kale_transport(proxy, queue):
     from kale.transport.sqs import SQSTransport
     _, url = queue
-    transport = SQSTransport(client(proxy.url, attempts=3))
+    transport = SQSTransport(client(proxy.url, attempts=3), config=settings.config)
     return transport, url.rsplit('/', 1)[1]
 
 

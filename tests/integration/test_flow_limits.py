@@ -225,7 +225,7 @@ def test_runs_refused_then_delivered_late_never_exceed_the_rate(flow):
     a second of the rate, and every task runs once."""
     clock = FakeClock()
     transport = LateCopies(clock.monotonic() + 8.0, 20, clock)
-    broker = Broker(transport, get_queue_config())
+    broker = Broker(transport, get_queue_config(settings.config))
     previous = publisher.set_publisher(publisher.Publisher(broker))
     try:
         ft.RatedTask.publish_batch(None, [((n,), {}) for n in range(50)])

@@ -227,7 +227,8 @@ def test_a_port_in_use_stops_the_worker_with_one_line(memory_broker, registry):
 def test_sqs_requests_are_counted_by_operation_and_result(sqs, registry):
     from kale.transport.sqs import SQSTransport, make_client
     counter = RequestCounter(metrics_for(registry).requests)
-    transport = SQSTransport(make_client(for_commands=True))
+    config = settings.config
+    transport = SQSTransport(make_client(for_commands=True, config=config), config=config)
     counter.attach(transport)
     transport.ensure_queue(sqs.prefix + 'counted', 30, None, 10)
     assert value(registry, 'kale_sqs_requests_total', operation='CreateQueue', result='ok') == 1
@@ -240,7 +241,8 @@ def test_sqs_requests_are_counted_by_operation_and_result(sqs, registry):
 def test_unreachable_endpoints_count_as_errors(registry):
     from kale.transport.sqs import SQSTransport, make_client
     with settings.override(MESSAGE_QUEUE_ENDPOINT_URL='http://127.0.0.1:%d' % free_port()):
-        transport = SQSTransport(make_client(for_commands=True))
+        config = settings.config
+        transport = SQSTransport(make_client(for_commands=True, config=config), config=config)
     counter = RequestCounter(metrics_for(registry).requests)
     counter.attach(transport)
     with pytest.raises(EndpointUnreachableError):

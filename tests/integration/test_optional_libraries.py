@@ -29,7 +29,7 @@ from kale.transport.memory import MemoryTransport
 from tests import tasks
 
 with settings.override(**json.loads(sys.argv[1])):
-    broker = Broker(MemoryTransport(), get_queue_config())
+    broker = Broker(MemoryTransport(), get_queue_config(settings.config))
     publisher.set_publisher(publisher.Publisher(broker))
     try:
         tasks.AddTask.publish(None, 1, 2)

@@ -67,16 +67,16 @@ def test_a_missing_bucket_is_a_store_error_naming_it(store_and_bucket):
 
 
 def test_the_s3_store_reaches_the_local_endpoint_from_the_settings(payload_bucket):
-    store = get_s3_store()
+    store = get_s3_store(settings.config)
     store.put(payload_bucket.name, KEY, b'from the settings')
     assert payload_bucket.read(KEY) == b'from the settings'
-    assert get_s3_store() is store, 'one client per process and configuration'
+    assert get_s3_store(settings.config) is store, 'one client per process and configuration'
 
 
 def test_an_unreachable_s3_is_a_retryable_store_error():
     with settings.override(MESSAGE_QUEUE_ENDPOINT_URL='http://127.0.0.1:9',
                            SQS_CONNECT_TIMEOUT_SEC=1):
-        store = S3PayloadStore(make_s3_client())
+        store = S3PayloadStore(make_s3_client(settings.config))
         with pytest.raises(PayloadStoreError, match='unreachable') as raised:
             store.get('bucket', KEY, 10)
     assert raised.value.retryable
@@ -88,11 +88,11 @@ def test_without_a_region_the_s3_client_is_one_clear_line(monkeypatch):
     monkeypatch.setenv('AWS_CONFIG_FILE', '/nonexistent')
     with settings.override(MESSAGE_QUEUE_ENDPOINT_URL='', AWS_REGION=''):
         with pytest.raises(ImproperlyConfigured, match='AWS_REGION'):
-            make_s3_client()
+            make_s3_client(settings.config)
 
 
 def test_using_payload_store_puts_another_store_in_place_for_the_block():
     memory = MemoryPayloadStore('b')
     with using_payload_store(memory):
-        assert get_payload_store() is memory
-    assert get_payload_store() is not memory
+        assert get_payload_store(settings.config) is memory
+    assert get_payload_store(settings.config) is not memory

@@ -490,7 +490,7 @@ def test_a_duplicate_delivery_of_a_task_that_succeeded_is_not_run_again(broker, 
     from kale.codec import get_codec
     from kale.message import Message
     again = Message(task_id, rt.PlainTask.task_path(), (7,), {}, published_at=first.published_at)
-    broker.send(queue, [get_codec().to_outgoing(again, broker.sqs_name(queue))])
+    broker.send(queue, [get_codec(settings.config).to_outgoing(again, broker.sqs_name(queue))])
     work(broker)
     assert rt.PlainTask.ran == [7]                       # not run again
     assert broker.counts(queue).total == 0               # the duplicate was deleted

@@ -236,7 +236,7 @@ def test_the_relays_lock_file_is_never_opened_through_a_link(tmp_path):
     target = tmp_path / 'elsewhere'
     (tmp_path / 'app.db-kale-relay.lock').symlink_to(target)
     relay = Relay(open_database('sqlite:///%s' % (tmp_path / 'app.db')),
-                  Broker(MemoryTransport(), get_queue_config()), config=settings.config)
+                  Broker(MemoryTransport(), get_queue_config(settings.config)), config=settings.config)
     with pytest.raises(OutboxError, match='must be a file of this user, not a symbolic link'):
         relay.claim_database()
     assert not target.exists()

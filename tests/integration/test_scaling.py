@@ -15,6 +15,7 @@ from prometheus_client import generate_latest
 from kale import records
 from kale.broker import get_broker
 from kale.cli import main
+from kale.conf import settings
 from kale.contrib.queue_metrics import queue_registry
 from kale.records.schema import workers
 from kale.scaling import queue_signals, serving_workers
@@ -43,7 +44,7 @@ def test_the_signals_with_records_on(sqs, records_url, capsys):
     now = time.time()
     add_workers(records_url, now)
     later = now + 30
-    rows = {row.name: row for row in queue_signals(get_broker(), records_url, now=later)}
+    rows = {row.name: row for row in queue_signals(get_broker(settings.config), records_url, now=later)}
     default = rows['default']
     assert (default.visible, default.in_flight, default.delayed) == (6, 0, 0)
     assert default.workers == 2 and default.backlog_per_worker == 3.0
@@ -59,7 +60,7 @@ def test_the_signals_with_records_on(sqs, records_url, capsys):
 
     queries = records.queries(records_url)
     text = generate_latest(queue_registry(
-        get_broker(), oldest_queued=lambda: queries.oldest_queued(),
+        get_broker(settings.config), oldest_queued=lambda: queries.oldest_queued(),
         workers=lambda: serving_workers(queries))).decode()
     assert 'kale_queue_workers{queue="default"} 2.0' in text
     assert 'kale_queue_backlog_per_worker{queue="default"} 3.0' in text
@@ -69,7 +70,7 @@ def test_the_signals_with_records_on(sqs, records_url, capsys):
 
 def test_without_records_the_oldest_age_comes_from_cloudwatch(sqs):
     tasks.AddTask.publish(None, 1, 2)
-    broker = get_broker()
+    broker = get_broker(settings.config)
     name = broker.sqs_name(broker.queues['default'])
     cloudwatch = boto3.client('cloudwatch', endpoint_url=sqs.url, region_name='us-east-1',
                               aws_access_key_id='test', aws_secret_access_key='test')

@@ -93,28 +93,28 @@ def test_override_applies_inside_the_block_only():
 
 def test_endpoint_url_setting_wins():
     with settings.override(MESSAGE_QUEUE_ENDPOINT_URL='http://example:1', MESSAGE_QUEUE_USE_PROXY=True):
-        assert sqs.endpoint_url() == 'http://example:1'
+        assert sqs.endpoint_url(settings.config) == 'http://example:1'
 
 
 def test_proxy_settings_are_honoured():
     with settings.override(MESSAGE_QUEUE_ENDPOINT_URL='', MESSAGE_QUEUE_USE_PROXY=True,
                            MESSAGE_QUEUE_PROXY_HOST='elasticmq', MESSAGE_QUEUE_PROXY_PORT=9324):
-        assert sqs.endpoint_url() == 'http://elasticmq:9324'
-        assert sqs.make_client().meta.endpoint_url == 'http://elasticmq:9324'
+        assert sqs.endpoint_url(settings.config) == 'http://elasticmq:9324'
+        assert sqs.make_client(config=settings.config).meta.endpoint_url == 'http://elasticmq:9324'
 
 
 def test_no_endpoint_and_no_proxy_means_aws():
     with settings.override(MESSAGE_QUEUE_ENDPOINT_URL='', MESSAGE_QUEUE_USE_PROXY=False,
                            AWS_REGION='eu-west-1'):
-        assert sqs.endpoint_url() == ''
-        assert 'eu-west-1' in sqs.make_client().meta.endpoint_url
+        assert sqs.endpoint_url(settings.config) == ''
+        assert 'eu-west-1' in sqs.make_client(config=settings.config).meta.endpoint_url
 
 
 def test_proxy_without_host_is_a_clear_error():
     with settings.override(MESSAGE_QUEUE_ENDPOINT_URL='', MESSAGE_QUEUE_USE_PROXY=True,
                            MESSAGE_QUEUE_PROXY_HOST=''):
         with pytest.raises(ImproperlyConfigured, match='MESSAGE_QUEUE_PROXY_HOST'):
-            sqs.endpoint_url()
+            sqs.endpoint_url(settings.config)
 
 
 def test_no_region_for_aws_is_a_clear_error(monkeypatch):
@@ -123,7 +123,7 @@ def test_no_region_for_aws_is_a_clear_error(monkeypatch):
     monkeypatch.setenv('AWS_CONFIG_FILE', '/nonexistent')
     with settings.override(MESSAGE_QUEUE_ENDPOINT_URL='', AWS_REGION=''):
         with pytest.raises(ImproperlyConfigured, match='no AWS region'):
-            sqs.make_client()
+            sqs.make_client(config=settings.config)
 
 
 def test_every_default_setting_is_documented():

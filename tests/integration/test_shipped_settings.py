@@ -27,14 +27,14 @@ def use(monkeypatch, module, **env):
 def test_local_settings_use_the_embedded_endpoint_and_a_named_dev_key(monkeypatch):
     monkeypatch.delenv('KALE_SQS_ENDPOINT', raising=False)
     use(monkeypatch, 'settings.local')
-    assert sqs.endpoint_url() == 'http://127.0.0.1:9324'
+    assert sqs.endpoint_url(settings.config) == 'http://127.0.0.1:9324'
     assert 'development' in settings.MESSAGE_SIGNING_KEY
     assert os.path.exists(settings.QUEUE_CONFIG)
 
 
 def test_elasticmq_settings_use_the_proxy_settings(monkeypatch):
     use(monkeypatch, 'settings.elasticmq')
-    assert sqs.endpoint_url() == 'http://127.0.0.1:9324'
+    assert sqs.endpoint_url(settings.config) == 'http://127.0.0.1:9324'
     encode(Message('id', 'tests.tasks.AddTask'), 'default')     # the key is usable
 
 
@@ -52,7 +52,7 @@ def test_aws_settings_come_from_the_environment(monkeypatch):
     assert settings.MESSAGE_SIGNING_OLD_KEYS == ('o' * 32, 'p' * 32)
     monkeypatch.delenv('KALE_SQS_ENDPOINT', raising=False)
     settings.reload()
-    assert 'eu-central-1' in sqs.make_client().meta.endpoint_url
+    assert 'eu-central-1' in sqs.make_client(config=settings.config).meta.endpoint_url
 
 
 def test_worker_without_aws_key_is_a_one_line_error():

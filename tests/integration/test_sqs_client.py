@@ -11,7 +11,7 @@ from kale.transport.sqs import SQSTransport, make_client
 def test_the_read_timeout_is_the_setting_beyond_the_longest_long_poll():
     with settings.override(MESSAGE_QUEUE_ENDPOINT_URL='http://127.0.0.1:1', SQS_READ_TIMEOUT_SEC=5,
                            SQS_CONNECT_TIMEOUT_SEC=2):
-        config = sqs.make_client().meta.config
+        config = sqs.make_client(config=settings.config).meta.config
     assert config.read_timeout == 5 + MAX_LONG_POLL_SEC
     assert config.connect_timeout == 2
 
@@ -26,7 +26,7 @@ def test_hot_answers_read_without_botocores_parser_are_what_botocore_gives(sqs, 
     read = []
     monkeypatch.setattr(responses, 'json', type('CountingJson', (), {
         'loads': staticmethod(lambda body: read.append(body) or json.loads(body))}))
-    kale = make_client()
+    kale = make_client(config=settings.config)
     url = kale.create_queue(QueueName=sqs.prefix + 'answers')['QueueUrl']
     attributes = {'text': {'DataType': 'String', 'StringValue': 'tenant-1'},
                   'count': {'DataType': 'Number', 'StringValue': '7'},
@@ -74,7 +74,7 @@ def test_a_value_sqs_refuses_comes_back_as_one_sqs_error(sqs):
     """The client does not check parameters itself (Kale builds them): the
     endpoint's refusal is an SQSError naming the request and the queue."""
     from kale.exceptions import SQSError
-    transport = SQSTransport()
+    transport = SQSTransport(config=settings.config)
     transport.ensure_queue(sqs.prefix + 'refused', 30, None, 0)
     sent = []
     transport.client.meta.events.register('before-send.sqs.ReceiveMessage',
@@ -89,7 +89,7 @@ def test_requests_carry_kales_user_agent_as_given(sqs_endpoint, monkeypatch):
     request): requests say they come from Kale."""
     monkeypatch.setenv('KALE_TEST_ENDPOINT', sqs_endpoint)
     settings.reload()
-    client = make_client()
+    client = make_client(config=settings.config)
     sent = []
     client.meta.events.register('before-send.sqs', lambda request, **kw: sent.append(
         request.headers['User-Agent']))
@@ -115,6 +115,6 @@ def test_no_credentials_is_one_line_for_sqs_and_for_s3(sqs_endpoint, monkeypatch
     with settings.override(MESSAGE_QUEUE_ENDPOINT_URL=sqs_endpoint, AWS_ACCESS_KEY_ID='',
                            AWS_SECRET_ACCESS_KEY='', AWS_REGION='us-east-1'):
         with pytest.raises(ImproperlyConfigured, match='no usable AWS credentials'):
-            SQSTransport().queue_exists('kale-no-credentials')
+            SQSTransport(config=settings.config).queue_exists('kale-no-credentials')
         with pytest.raises(ImproperlyConfigured, match='no usable AWS credentials'):
-            S3PayloadStore(make_s3_client()).get('kale-no-credentials', 'k', 10)
+            S3PayloadStore(make_s3_client(settings.config)).get('kale-no-credentials', 'k', 10)

@@ -23,7 +23,7 @@ def count_requests():
     def record(event_name, **kwargs):
         operations.append(event_name.rsplit('.', 1)[-1])
 
-    events = kale_sqs.get_transport().client.meta.events
+    events = kale_sqs.get_transport(settings.config).client.meta.events
     events.register('before-send.sqs', record, unique_id='test-count-requests')
     try:
         yield operations
@@ -74,7 +74,7 @@ def test_batches_are_split_by_request_size(sqs):
 def test_delayed_publish_is_not_visible_at_once(sqs):
     tasks.AddTask.publish(None, 1, 2, delay_sec=60)
     assert sqs.receive_all('default', timeout=0.5) == []
-    counts = get_broker().counts(get_queue_config()['default'])
+    counts = get_broker(settings.config).counts(get_queue_config(settings.config)['default'])
     assert counts.delayed == 1
 
 
@@ -142,7 +142,7 @@ def test_partial_batch_failures_are_retried_then_reported(sqs):
     """A stub client answers with failures: server-side ones are retried, sender ones reported."""
     from botocore.stub import Stubber
     client = raw_client(sqs.url)
-    transport = kale_sqs.SQSTransport(client)
+    transport = kale_sqs.SQSTransport(client, config=settings.config)
     transport._urls['q'] = 'http://queue/q'
     messages = [OutgoingMessage('body%d' % i) for i in range(3)]
     with Stubber(client) as stub:

@@ -78,7 +78,7 @@ def test_an_event_replayed_onto_a_queue_that_does_not_subscribe_is_wrong_queue(
     only ('default', whose subscriber takes orders): refused unread."""
     from kale.message import Message
     out = tmp_path / 'runs'
-    body = get_codec().to_outgoing(Message(task_id='e1', task_name='topic:refunds',
+    body = get_codec(settings.config).to_outgoing(Message(task_id='e1', task_name='topic:refunds',
                                            args=({'out': str(out), 'n': 9},)),
                                    'topic:%srefunds' % settings.QUEUE_PREFIX).body
     topics.publish('orders', {'out': str(out), 'n': 1})        # creates and subscribes

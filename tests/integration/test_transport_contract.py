@@ -17,6 +17,7 @@ from typing import Any, Callable, Optional, TypeVar
 
 import pytest
 
+from kale.conf import settings
 from kale.exceptions import QueueNotFoundError, SQSError
 from kale.transport import OutgoingMessage, ReceivedMessage, Transport, VisibilityChange
 from kale.transport.memory import MemoryTransport
@@ -41,7 +42,7 @@ def sqs_client(sqs_endpoint: str) -> Any:
 def transport(request: pytest.FixtureRequest) -> Transport:
     if request.param == 'memory':
         return MemoryTransport()
-    return SQSTransport(request.getfixturevalue('sqs_client'))
+    return SQSTransport(request.getfixturevalue('sqs_client'), config=settings.config)
 
 
 @pytest.fixture
@@ -492,7 +493,7 @@ def test_a_worker_on_each_pool_settles_everything_on_this_transport(transport, n
     from kale.worker import Worker
     from tests import pool_tasks, tasks
     from tests.support.records import recorded_ids
-    broker = Broker(transport, get_queue_config(), prefix=name(''))
+    broker = Broker(transport, get_queue_config(settings.config), prefix=name(''))
     previous = publisher.set_publisher(publisher.Publisher(broker))
     try:
         with settings.override(RETRY_DELAY_MULTIPLE_SEC=0):

@@ -11,6 +11,7 @@ import pytest
 from kale import publisher
 from kale.broker import Broker
 from kale.codec import decode
+from kale.conf import settings
 from kale.exceptions import PublishError
 from kale.queue_config import get_queue_config
 from kale.transport.memory import MemoryTransport
@@ -20,7 +21,7 @@ from tests import pool_tasks, tasks
 @pytest.fixture
 def slow_broker():
     """A broker whose every request takes 0.2 s."""
-    broker = Broker(MemoryTransport(latency_sec=0.2), get_queue_config())
+    broker = Broker(MemoryTransport(latency_sec=0.2), get_queue_config(settings.config))
     previous = publisher.set_publisher(publisher.Publisher(broker))
     yield broker
     publisher.set_publisher(previous)

@@ -82,7 +82,7 @@ def test_plain_json_bodies_are_readable_text():
 
 def test_the_envelope_names_task_time_queue_and_key():
     message = make_message()
-    frame = codec.get_codec().open(encode(message), QUEUE)
+    frame = codec.get_codec(settings.config).open(encode(message), QUEUE)
     assert (frame.task_id, frame.task_name, frame.published_at) == \
         ('abc123', 'tests.tasks.EchoTask', message.published_at)
     assert frame.headers['q'] == QUEUE
@@ -313,10 +313,10 @@ def test_a_body_over_the_size_limit_is_refused_before_it_is_verified():
 
 
 def test_the_codec_is_built_once_per_configuration():
-    first = codec.get_codec()
-    assert codec.get_codec() is first
+    first = codec.get_codec(settings.config)
+    assert codec.get_codec(settings.config) is first
     with settings.override(SERIALIZER='json'):
-        assert codec.get_codec() is not first
+        assert codec.get_codec(settings.config) is not first
         assert 's=j' in codec.encode(make_message(), QUEUE).split(':')[1]
 
 
@@ -330,7 +330,7 @@ def test_a_step_can_add_attributes_on_the_way_out():
         def decode(self, frame):
             pass
 
-    built = codec.build_codec()
+    built = codec.build_codec(settings.config)
     built.payload_steps.insert(0, Tag())
     outgoing = built.to_outgoing(make_message(), QUEUE)
     assert outgoing.attributes['trace'] == 'abc'
@@ -342,7 +342,7 @@ def test_opening_a_body_does_not_decode_its_payload(monkeypatch):
     touched = []
     monkeypatch.setattr(zlib, 'decompressobj', lambda *a: touched.append(a))
     monkeypatch.setattr(serialize, '_loads', lambda *a: touched.append(a))
-    frame = codec.get_codec().open(body, QUEUE)
+    frame = codec.get_codec(settings.config).open(body, QUEUE)
     assert frame.task_name == 'tests.tasks.EchoTask'
     assert touched == []
 
@@ -383,7 +383,7 @@ def test_resealing_signs_with_the_current_key_and_keeps_time_and_queue():
     with settings.override(MESSAGE_SIGNING_KEY=OTHER_KEY, MESSAGE_MAX_AGE_SEC=10 ** 9):
         old_body = encode(message)
     with settings.override(MESSAGE_SIGNING_OLD_KEYS=[OTHER_KEY], MESSAGE_MAX_AGE_SEC=10 ** 9):
-        built = codec.get_codec()
+        built = codec.get_codec(settings.config)
         resealed = built.reseal(built.open(old_body, QUEUE), u='2')
     with settings.override(MESSAGE_MAX_AGE_SEC=10 ** 9):
         again = decode(resealed)             # the old key is no longer needed
@@ -482,7 +482,7 @@ def test_encryption_can_be_turned_off_while_queued_bodies_drain():
 def test_a_short_encryption_key_is_refused():
     with settings.override(MESSAGE_ENCRYPTION_KEY='short'):
         with pytest.raises(ImproperlyConfigured, match='MESSAGE_ENCRYPTION_KEY is too short'):
-            codec.get_codec()
+            codec.get_codec(settings.config)
 
 
 def test_tampered_ciphertext_fails_the_signature_before_decryption():

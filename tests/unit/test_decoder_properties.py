@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from kale import codec
 from kale.codec import encrypt, serialize
+from kale.conf import settings
 from kale.conf import settings as kale_settings
 from kale.exceptions import DecodeError
 from kale.message import Message
@@ -59,7 +60,7 @@ def touched(monkeypatch, keys):
 
 
 def is_verified(body):
-    sign = codec.get_codec().envelope_steps[-1]
+    sign = codec.get_codec(settings.config).envelope_steps[-1]
     try:
         sign.verify(body)
     except DecodeError:

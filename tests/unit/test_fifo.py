@@ -31,7 +31,7 @@ def labels(record, event, group=None):
 
 
 def test_a_fifo_queue_and_its_dead_letter_queue_end_in_fifo():
-    broker = Broker(MemoryTransport(), get_queue_config(), prefix='app-')
+    broker = Broker(MemoryTransport(), get_queue_config(settings.config), prefix='app-')
     ordered = broker.queues['ordered']
     assert broker.sqs_name(ordered) == 'app-ordered.fifo'
     assert broker.dead_letter_name(ordered) == 'app-dlq-ordered.fifo'

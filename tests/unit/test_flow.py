@@ -268,8 +268,14 @@ def test_slots_are_leases_that_expire_and_are_renewed(state):
 # --- the worker's step ----------------------------------------------------------------
 
 
+def gate_of(**values):
+    """A worker's flow gate for settings ``values`` (with the test settings' codec)."""
+    from kale.codec import get_codec
+    return FlowGate(types.SimpleNamespace(**values), get_codec(settings.config))
+
+
 def test_without_records_a_limited_task_is_held_back_with_one_error_line(caplog):
-    gate = FlowGate(types.SimpleNamespace(RECORDS_URL='', CONCURRENCY_LEASE_SEC=60))
+    gate = gate_of(RECORDS_URL='', CONCURRENCY_LEASE_SEC=60)
     opened = types.SimpleNamespace(task_class=ft.RatedTask)
     with caplog.at_level(logging.ERROR, logger='kale.flow'):
         for _ in range(3):
@@ -282,10 +288,10 @@ def test_without_records_a_limited_task_is_held_back_with_one_error_line(caplog)
 
 def test_rate_limit_url_keeps_the_limits_apart_from_the_records(tmp_path):
     url = 'sqlite:///%s' % (tmp_path / 'flow.db')
-    gate = FlowGate(types.SimpleNamespace(RATE_LIMIT_URL=url, RECORDS_URL='sqlite:///other.db',
-                                          CONCURRENCY_LEASE_SEC=60))
+    gate = gate_of(RATE_LIMIT_URL=url, RECORDS_URL='sqlite:///other.db',
+                   CONCURRENCY_LEASE_SEC=60)
     assert gate.url == url and gate.state.store.url == url
-    assert FlowGate(types.SimpleNamespace(RECORDS_URL=url, CONCURRENCY_LEASE_SEC=60)).url == url
+    assert gate_of(RECORDS_URL=url, CONCURRENCY_LEASE_SEC=60).url == url
 
 
 @pytest.fixture
@@ -294,8 +300,8 @@ def flow(memory_broker, records_url):
 
 
 def test_the_gate_renews_the_leases_it_holds_and_no_other(flow, monkeypatch):
-    gate = FlowGate(types.SimpleNamespace(RECORDS_URL=records.store().url,
-                                          CONCURRENCY_LEASE_SEC=30))
+    gate = gate_of(RECORDS_URL=records.store().url,
+                   CONCURRENCY_LEASE_SEC=30)
     monkeypatch.setattr(gate, '_renew_while_held', lambda: None)    # renewed by hand here
     state = gate.state
     now = time.time()
@@ -316,16 +322,16 @@ def test_the_gate_renews_the_leases_it_holds_and_no_other(flow, monkeypatch):
 
 def test_a_worker_opens_rate_limit_url_at_start_and_only_that(tmp_path, caplog):
     url = 'sqlite:///%s' % (tmp_path / 'flow.db')
-    gate = FlowGate(types.SimpleNamespace(RATE_LIMIT_URL=url, CONCURRENCY_LEASE_SEC=60))
+    gate = gate_of(RATE_LIMIT_URL=url, CONCURRENCY_LEASE_SEC=60)
     gate.start()
     with gate.state.store.begin() as conn:       # migrated before any limited batch
         assert conn.exec_driver_sql('SELECT count(*) FROM kale_rate_buckets').scalar() == 0
-    records_only = FlowGate(types.SimpleNamespace(RECORDS_URL=url, CONCURRENCY_LEASE_SEC=60))
+    records_only = gate_of(RECORDS_URL=url, CONCURRENCY_LEASE_SEC=60)
     records_only.start()
     assert records_only._state is None                # opened by the first limited batch
-    unreachable = FlowGate(types.SimpleNamespace(
+    unreachable = gate_of(
         RATE_LIMIT_URL='sqlite:///%s' % (tmp_path / 'missing' / 'flow.db'),
-        CONCURRENCY_LEASE_SEC=60))
+        CONCURRENCY_LEASE_SEC=60)
     with caplog.at_level(logging.WARNING, logger='kale.flow'):
         unreachable.start()                           # a warning, and the worker goes on
     assert [r.getMessage() for r in caplog.records if r.getMessage().startswith('flow control: ')]

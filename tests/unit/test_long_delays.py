@@ -38,7 +38,7 @@ def timeline():
     from kale.queue_config import get_queue_config
     from kale.transport.memory import MemoryTransport
     clock = ShiftedClock()
-    broker = Broker(MemoryTransport(clock=clock), get_queue_config())
+    broker = Broker(MemoryTransport(clock=clock), get_queue_config(settings.config))
     previous = publisher.set_publisher(publisher.Publisher(broker, clock=clock))
     tasks.DueTask.clock, tasks.DueTask.runs = clock, []
     yield broker, clock
@@ -53,7 +53,7 @@ def waiting_copies(broker):
 
 def opened(broker, stored):
     """A waiting message's verified envelope."""
-    return kale_codec.get_codec().open(stored.body, broker.sqs_name(broker.queues['default']))
+    return kale_codec.get_codec(settings.config).open(stored.body, broker.sqs_name(broker.queues['default']))
 
 
 def next_arrival(broker, clock):
@@ -167,14 +167,14 @@ def test_publish_batch_and_apublish_take_the_wait_too(timeline):
 def sealed(published_at, due_at):
     message = Message('t-window', 'tests.tasks.DueTask', published_at=published_at,
                       due_at=due_at)
-    return kale_codec.get_codec().encode(message, QUEUE).body
+    return kale_codec.get_codec(settings.config).encode(message, QUEUE).body
 
 
 def test_the_replay_window_counts_from_15_minutes_before_the_due_time():
     import time
     now = time.time()
     with settings.override(MESSAGE_MAX_AGE_SEC=3600):
-        codec = kale_codec.get_codec()
+        codec = kale_codec.get_codec(settings.config)
         # Waiting for a year, published long before the window: never expired while it waits.
         assert codec.open(sealed(now - 30 * 86400, now + 300 * 86400), QUEUE).due_at > now
         # Due a little while ago: within the window, counted from its due time less 900 s.

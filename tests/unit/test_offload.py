@@ -51,7 +51,7 @@ def test_a_payload_over_the_limit_is_kept_in_the_bucket_under_its_task_id(store)
 
 def test_the_pointer_names_bucket_key_size_and_sha256_and_is_signed(store):
     outgoing = codec.to_outgoing(make_message(os.urandom(BIG)), QUEUE)
-    envelope = codec.get_codec().open(outgoing.body, QUEUE)
+    envelope = codec.get_codec(settings.config).open(outgoing.body, QUEUE)
     [key] = store.keys(BUCKET)
     stored = store.objects[BUCKET, key]
     assert envelope.headers['b'] == BUCKET
@@ -82,7 +82,7 @@ def test_payload_offload_bytes_lowers_the_threshold(store):
 
 def test_the_threshold_never_exceeds_sqs_task_size_limit(store):
     with settings.override(PAYLOAD_OFFLOAD_BYTES=1048576, SQS_TASK_SIZE_LIMIT=262144):
-        assert codec.offload_threshold() == 262144
+        assert codec.offload_threshold(settings.config) == 262144
         codec.encode(make_message(os.urandom(300000)), QUEUE)
     assert len(store.puts) == 1
 
@@ -187,8 +187,8 @@ def test_a_pointer_reads_only_the_configured_bucket_under_the_payload_prefix(sto
 @pytest.mark.parametrize('key', ['other/secret', 'kale-payloads/../etc/passwd',
                                  'kale-payloads//x'])
 def test_a_signed_pointer_outside_the_payload_prefix_is_refused(store, key):
-    frame = codec.get_codec().open(codec.encode(make_message(os.urandom(BIG)), QUEUE), QUEUE)
-    step = next(step for step in codec.get_codec().payload_steps if step.name == 'offload')
+    frame = codec.get_codec(settings.config).open(codec.encode(make_message(os.urandom(BIG)), QUEUE), QUEUE)
+    step = next(step for step in codec.get_codec(settings.config).payload_steps if step.name == 'offload')
     frame.headers[PAYLOAD_KEY] = key
     frame.data = b''
     with pytest.raises(DecodeError, match='outside kale-payloads/'):
@@ -199,7 +199,7 @@ def test_a_signed_pointer_outside_the_payload_prefix_is_refused(store, key):
 
 def test_a_retry_copy_points_at_the_same_object_with_its_own_counts(store):
     message = make_message(os.urandom(BIG))
-    the_codec = codec.get_codec()
+    the_codec = codec.get_codec(settings.config)
     envelope = the_codec.open(codec.encode(message, QUEUE), QUEUE)
     retry = the_codec.reissue(envelope, message.next_attempt(), QUEUE, delay_sec=5)
     assert len(store.puts) == 1, 'not uploaded again'
@@ -212,7 +212,7 @@ def test_a_retry_copy_points_at_the_same_object_with_its_own_counts(store):
 
 def test_a_copy_of_a_small_message_is_encoded_afresh(store):
     message = make_message(b'small')
-    the_codec = codec.get_codec()
+    the_codec = codec.get_codec(settings.config)
     envelope = the_codec.open(codec.encode(message, QUEUE), QUEUE)
     copy = the_codec.reissue(envelope, dataclasses.replace(message, retry_num=3), QUEUE)
     assert the_codec.decode(copy.body, QUEUE).retry_num == 3
@@ -220,7 +220,7 @@ def test_a_copy_of_a_small_message_is_encoded_afresh(store):
 
 
 def test_discard_deletes_the_object_a_message_points_at(store):
-    the_codec = codec.get_codec()
+    the_codec = codec.get_codec(settings.config)
     envelope = the_codec.open(codec.encode(make_message(os.urandom(BIG)), QUEUE), QUEUE)
     the_codec.discard(envelope)
     assert store.keys(BUCKET) == []

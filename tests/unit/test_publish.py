@@ -233,10 +233,10 @@ def test_a_weak_or_development_key_is_refused_for_remote_queues_before_any_reque
                          ('sixteen-byte-key', 'is too short')]:
         with settings.override(MESSAGE_SIGNING_KEY=key):
             with pytest.raises(ImproperlyConfigured, match='MESSAGE_SIGNING_KEY ' + problem):
-                Broker(Remote(), get_queue_config())
+                Broker(Remote(), get_queue_config(settings.config), config=settings.config)
     with settings.override(MESSAGE_SIGNING_OLD_KEYS=['kale-development-key-not-for-production']):
         with pytest.raises(ImproperlyConfigured, match='MESSAGE_SIGNING_OLD_KEYS is a development'):
-            Broker(Remote(), get_queue_config())
+            Broker(Remote(), get_queue_config(settings.config), config=settings.config)
 
 
 def test_the_publisher_identity_names_this_process_also_after_a_fork():

@@ -108,7 +108,7 @@ def test_copies_keep_the_first_issue_time_and_are_signed_for_the_queue():
     with settings.override(MESSAGE_MAX_AGE_SEC=10 ** 10):
         received = ReceivedMessage('mid', 'h', kale_codec.encode(message, QUEUE), {})
         settlement = run(received)
-        frame = kale_codec.get_codec().open(settlement.copy.body, QUEUE)
+        frame = kale_codec.get_codec(settings.config).open(settlement.copy.body, QUEUE)
     assert settlement.outcome is Outcome.RETRY
     assert frame.published_at == 1000.0 and frame.headers['q'] == QUEUE
 

@@ -209,7 +209,7 @@ class Published:
 
     def queue_of(self, task_class, queue_name=None):
         from kale.publisher import task_queue
-        return task_queue(task_class, None, queue_name)
+        return task_queue(task_class, settings.config, queue_name)
 
     def publish_batch(self, task_class, app_data, calls, labels=None, queue_name=None,
                       group_id=None, task_ids=None):

@@ -52,7 +52,8 @@ def test_a_body_replayed_into_another_queue_never_runs(memory_broker, record):
     work(memory_broker, queues=('default',))
     assert recorded_ids(record, 'ran') == []
     assert reasons(dead_letters(memory_broker)) == ['wrong_queue']
-    assert task_id == codec.get_codec().open(captured.body, memory_broker.sqs_name(high)).task_id
+    opened = codec.get_codec(settings.config).open(captured.body, memory_broker.sqs_name(high))
+    assert task_id == opened.task_id
 
 
 def test_a_json_worker_dead_letters_a_signed_pickle_without_unpickling_it(memory_broker, tmp_path):

@@ -5,6 +5,7 @@ import time
 
 import pytest
 
+from kale.conf import settings
 from kale.events import Outcome, Settlement
 from kale.exceptions import EndpointUnreachableError
 from kale.queue_config import get_queue_config
@@ -17,7 +18,7 @@ from tests.support.clock import NoSleepClock
 
 
 def received(broker, count):
-    queue = get_queue_config()['default']
+    queue = get_queue_config(settings.config)['default']
     tasks.AddTask.publish_batch(None, [((i, i), {}) for i in range(count)])
     return Batch(queue, broker.receive(queue), time.monotonic(), broker.sqs_name(queue))
 

@@ -38,8 +38,9 @@ def received(message_id, receive_count, unsettled=0):
 
 def batch_of(*items):
     from kale.queue_config import get_queue_config
-    batch = Batch(get_queue_config()['default'], [r for r, _ in items], time.monotonic(), QUEUE)
-    codec = kale_codec.get_codec()
+    batch = Batch(get_queue_config(settings.config)['default'], [r for r, _ in items],
+                  time.monotonic(), QUEUE)
+    codec = kale_codec.get_codec(settings.config)
     batch.opened = {r.message_id: Opened(codec.open(r.body, QUEUE), tasks.RecordTask)
                     for r, _ in items}
     return batch
@@ -58,26 +59,27 @@ def test_the_message_left_unsettled_most_often_runs_alone():
     assert [m.message_id for m in batch.messages] == ['fresh', 'once']
     [waiting] = batch.settlements
     assert waiting.outcome is Outcome.RELEASE and waiting.received.message_id == 'once'
-    copy = release_copy(waiting.received, QUEUE, waiting.envelope)
+    copy = release_copy(waiting.received, QUEUE, kale_codec.get_codec(settings.config), waiting.envelope)
     assert kale_codec.decode(copy.body, QUEUE).unsettled == 1   # its history travels along
 
 
 def test_a_release_copy_carries_the_history_of_unsettled_deliveries():
     fresh, _ = received('fresh', 1)
-    copy = kale_codec.decode(release_copy(fresh, QUEUE).body, QUEUE)
+    copy = kale_codec.decode(release_copy(fresh, QUEUE, kale_codec.get_codec(settings.config)).body, QUEUE)
     assert (copy.task_id, copy.unsettled) == ('task-fresh', 0)
     twice, _message = received('twice', 3, unsettled=1)
-    assert kale_codec.decode(release_copy(twice, QUEUE).body, QUEUE).unsettled == 3
+    codec = kale_codec.get_codec(settings.config)
+    assert kale_codec.decode(release_copy(twice, QUEUE, codec).body, QUEUE).unsettled == 3
     garbage = ReceivedMessage('g', 'h', 'not kale', {'kale_retry_num': '2'}, 4)
-    assert release_copy(garbage, QUEUE).body == 'not kale'
-    assert release_copy(garbage, QUEUE).attributes == {'kale_retry_num': 2}
+    assert release_copy(garbage, QUEUE, codec).body == 'not kale'
+    assert release_copy(garbage, QUEUE, codec).attributes == {'kale_retry_num': 2}
 
 
 def test_a_release_copy_never_sends_an_old_key_body_back_unchanged():
     with settings.override(MESSAGE_SIGNING_KEY=OTHER_KEY):
         old, message = received('old', 1)
     with settings.override(MESSAGE_SIGNING_OLD_KEYS=[OTHER_KEY]):
-        copy = release_copy(old, QUEUE)
+        copy = release_copy(old, QUEUE, kale_codec.get_codec(settings.config))
     assert copy.body != old.body
     # the current key alone verifies it
     assert kale_codec.decode(copy.body, QUEUE).task_id == message.task_id
@@ -86,8 +88,10 @@ def test_a_release_copy_never_sends_an_old_key_body_back_unchanged():
 def test_a_release_copy_keeps_the_first_issue_time():
     message = kale_message.Message('t', 'tests.tasks.RecordTask', published_at=time.time() - 3600)
     body = kale_codec.encode(message, QUEUE)
-    copy = release_copy(ReceivedMessage('m', 'h', body, {}, 2), QUEUE)
-    assert kale_codec.get_codec().open(copy.body, QUEUE).published_at == int(message.published_at)
+    copy = release_copy(ReceivedMessage('m', 'h', body, {}, 2), QUEUE,
+                        kale_codec.get_codec(settings.config))
+    opened = kale_codec.get_codec(settings.config).open(copy.body, QUEUE)
+    assert opened.published_at == int(message.published_at)
 
 
 def test_a_batch_without_suspects_is_left_alone():
@@ -127,7 +131,7 @@ def shifted():
     from kale.queue_config import get_queue_config
     from kale.transport.memory import MemoryTransport
     clock = ShiftedClock()
-    broker = Broker(MemoryTransport(clock=clock), get_queue_config())
+    broker = Broker(MemoryTransport(clock=clock), get_queue_config(settings.config))
     previous = publisher.set_publisher(publisher.Publisher(broker))
     yield broker, clock
     publisher.set_publisher(previous)
@@ -151,7 +155,7 @@ def test_a_worker_runs_each_suspect_alone(tmp_path, monkeypatch, shifted):
 def test_a_release_copy_carries_the_attributes_of_its_verified_envelope():
     message = kale_message.Message('t-attr', 'tests.tasks.RecordTask', retry_num=2, failure_num=1)
     received = ReceivedMessage('m', 'h', kale_codec.encode(message, QUEUE), {}, 1)
-    assert release_copy(received, QUEUE).attributes == {
+    assert release_copy(received, QUEUE, kale_codec.get_codec(settings.config)).attributes == {
         'kale_task_id': 't-attr', 'kale_task_name': 'tests.tasks.RecordTask',
         'kale_retry_num': 2, 'kale_failure_num': 1}
 
