@@ -16,9 +16,8 @@ import os
 import threading
 from typing import Any, Iterator, Optional
 
-from kale.config import ENVIRONMENT_VARIABLE, Config
+from kale.config import ENVIRONMENT_VARIABLE, Config, check_settings
 from kale.dotted import import_string, resolve_callable
-from kale.settings_check import check_settings
 
 __all__ = ['ENVIRONMENT_VARIABLE', 'Settings', 'import_string',
            'resolve_callable', 'settings']

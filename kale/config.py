@@ -1,16 +1,17 @@
 """The configuration: every setting, typed, parsed and checked once.
 
-A :class:`Config` is a frozen dataclass with one field per setting of
-``kale.default_settings`` (same name, same meaning, documented there and in
-the README's table). :meth:`Config.load` reads the defaults and the module
-named by ``KALE_SETTINGS_MODULE``; :meth:`Config.from_values` builds one
-from a mapping; :meth:`Config.replace` derives another. Each runs the
-``CHECKS`` of :mod:`kale.settings_check`, so a wrong value is one line naming
+A :class:`Config` is a frozen dataclass with one field per setting: it
+extends the table of ``kale.default_settings``, where each setting is
+declared once (name, type, default, check, meaning). :meth:`Config.load`
+reads the defaults and the module named by ``KALE_SETTINGS_MODULE``;
+:meth:`Config.from_values` builds one from a mapping; :meth:`Config.replace` derives another. Each runs the
+table's checks (:func:`check_settings`), so a wrong value is one line naming
 the setting, at start. UPPER_CASE names of the settings module that are not
 Kale's stay readable in :attr:`Config.extra`.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import importlib
@@ -20,21 +21,15 @@ import sys
 import threading
 import types
 from collections.abc import Mapping
-from typing import Any, Callable, Optional, Sequence, TypeVar, Union
+from typing import Any, Callable, Optional, TypeVar
 
-from kale import default_settings
+from kale.default_settings import TABLE, Settings
 from kale.exceptions import ImproperlyConfigured
-from kale.settings_check import check_settings
 
 ENVIRONMENT_VARIABLE = 'KALE_SETTINGS_MODULE'
 
 logger = logging.getLogger(__name__)
 
-Key = Union[str, bytes]
-#: A hook: an instance, a class, or the dotted path of one.
-HookSpec = Any
-#: A dotted path, or the object it names.
-PathOr = Union[str, Any]
 T = TypeVar('T')
 
 #: Held while a part is built (re-entrant: the broker builds the transport).
@@ -42,97 +37,11 @@ _parts_lock = threading.RLock()
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class Config:
-    """Every setting, checked; see ``kale/default_settings.py`` for each one's
-    meaning. Build with :meth:`load`, :meth:`from_values` or :meth:`replace`."""
+class Config(Settings):
+    """Every setting, checked: a field per row of the table in
+    :mod:`kale.default_settings` (its meaning is there). Build with
+    :meth:`load`, :meth:`from_values` or :meth:`replace`."""
 
-    MESSAGE_QUEUE_ENDPOINT_URL: str
-    MESSAGE_QUEUE_USE_PROXY: bool
-    MESSAGE_QUEUE_PROXY_HOST: str
-    MESSAGE_QUEUE_PROXY_PORT: Union[int, str, None]
-    AWS_REGION: str
-    AWS_ACCESS_KEY_ID: str
-    AWS_SECRET_ACCESS_KEY: str
-    AWS_SESSION_TOKEN: str
-    SQS_CONNECT_TIMEOUT_SEC: float
-    SQS_READ_TIMEOUT_SEC: float
-    QUEUE_CONFIG: str
-    QUEUE_PREFIX: str
-    QUEUE_CLASS: PathOr
-    QUEUE_SELECTOR: PathOr
-    CREATE_MISSING_QUEUES: bool
-    AUTO_CREATE_TOPICS: bool
-    ENABLE_DEAD_LETTER_QUEUE: bool
-    MAX_RECEIVE_COUNT: int
-    MESSAGE_SIGNING_KEY: Key
-    MESSAGE_SIGNING_OLD_KEYS: Union[Key, Sequence[Key]]
-    MESSAGE_MAX_AGE_SEC: float
-    ACCEPT_SERIALIZERS: Sequence[str]
-    ACCEPT_LEGACY_MESSAGES: bool
-    MESSAGE_ENCRYPTION_KEY: Key
-    MESSAGE_ENCRYPTION_OLD_KEYS: Union[Key, Sequence[Key]]
-    MAX_DECOMPRESSED_BYTES: int
-    TASK_MODULES: Sequence[str]
-    SERIALIZER: str
-    PICKLE_PROTOCOL: int
-    COMPRESSION_MIN_BYTES: int
-    SQS_TASK_SIZE_LIMIT: int
-    SQS_BATCH_REQUEST_LIMIT: int
-    PAYLOAD_BUCKET: str
-    PAYLOAD_OFFLOAD_BYTES: int
-    TASK_MAPPER: Mapping[str, str]
-    CHECK_TASK_ARGUMENTS: bool
-    PUBLISH_HOOKS: Sequence[HookSpec]
-    RETRY_DELAY_MULTIPLE_SEC: float
-    SQS_MAX_TASK_DELAY_SEC: float
-    RETRY_DELAY_JITTER: float
-    DIE_ON_RESIDENT_SET_SIZE_MB: float
-    WORKER_POOL: str
-    WORKER_MAX_IN_FLIGHT: Optional[int]
-    WORKER_STUCK_GRACE_SEC: float
-    ON_WORKER_STARTUP: Optional[Union[str, Callable[[], Any]]]
-    ON_WORKER_SHUTDOWN: Optional[Union[str, Callable[[], Any]]]
-    WORKER_HOOKS: Sequence[HookSpec]
-    TASK_ISOLATION: str
-    TASK_TIMEOUT_CLASS: PathOr
-    SQS_ERROR_MAX_BACKOFF_SEC: float
-    BURST_GIVE_UP_SEC: float
-    RECORDS_URL: str
-    RECORDS_SUCCEEDED_TTL_SEC: Optional[float]
-    RECORDS_FAILED_TTL_SEC: Optional[float]
-    RECORDS_QUEUED_TTL_SEC: Optional[float]
-    RECORDS_BUFFER_SIZE: int
-    RECORDS_HEARTBEAT_SEC: float
-    RECORDS_PURGE_INTERVAL_SEC: float
-    RECORDS_MAX_VALUE_CHARS: int
-    RECORDS_SENSITIVE_DATA: str
-    RECORDS_SETTLE_WAIT_SEC: float
-    RECORDS_SPOOL_DIR: str
-    WORKFLOW_RESULT_MAX_BYTES: int
-    WORKFLOW_SWEEP_SEC: float
-    WORKFLOW_PUBLISH_GRACE_SEC: float
-    SCHEDULES: Mapping[str, Mapping[str, Any]]
-    SCHEDULER_LEASE_SEC: float
-    CONCURRENCY_LEASE_SEC: float
-    RATE_LIMIT_URL: str
-    EXECUTOR_DIR: str
-    EXECUTOR_STDERR_MAX_BYTES: int
-    EXECUTOR_STDOUT_MAX_BYTES: int
-    EXECUTOR_KILL_GRACE_SEC: float
-    OUTBOX_URL: str
-    OUTBOX_POLL_SEC: float
-    CONSUMED_TTL_SEC: Optional[float]
-    WEB_TOKEN: str
-    WEB_ALLOW_SUBMIT_WITHOUT_TOKEN: bool
-    WEB_ALLOWED_HOSTS: Sequence[str]
-    WEBHOOK_QUEUE: str
-    WEBHOOK_TIMEOUT_SEC: float
-    WEBHOOK_ALLOWED_HOSTS: Sequence[str]
-    METRICS_PORT: int
-    METRICS_HOST: str
-    LOG_FORMAT: str
-    LOG_EXCEPTION_MESSAGES: bool
-    TRACING: bool
     #: The application's own UPPER_CASE names from the settings module.
     extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     #: The settings module read, or None when only defaults (and values) apply.
@@ -216,13 +125,21 @@ class Config:
             raise AttributeError('Kale has no setting %r' % (name,)) from None
 
 
-#: The settings, in the order of kale/default_settings.py.
-SETTING_NAMES = frozenset(field.name for field in dataclasses.fields(Config)
-                          if field.name.isupper())
-#: Settings given as lists that are kept as tuples.
-_SEQUENCES = ('ACCEPT_SERIALIZERS', 'TASK_MODULES', 'PUBLISH_HOOKS', 'WORKER_HOOKS',
-              'MESSAGE_SIGNING_OLD_KEYS', 'MESSAGE_ENCRYPTION_OLD_KEYS', 'WEB_ALLOWED_HOSTS',
-              'WEBHOOK_ALLOWED_HOSTS')
+#: The settings, in the order of the table.
+SETTING_NAMES = frozenset(TABLE)
+#: Settings whose default is a tuple: a list given for one is kept as a tuple.
+_SEQUENCES = tuple(name for name, field in TABLE.items()
+                   if isinstance(field.metadata['default'], tuple))
+
+
+def check_settings(values: Mapping[str, Any]) -> None:
+    """Raise ImproperlyConfigured, in one line naming it, for the first
+    setting of ``values`` whose value fails its check in the table."""
+    for name, field in TABLE.items():
+        if name in values:
+            problem = field.metadata['check'](values[name])
+            if problem:
+                raise ImproperlyConfigured('setting %s %s, got %r' % (name, problem, values[name]))
 
 
 #: What gives the default app's configuration (registered by :mod:`kale.app`).
@@ -248,7 +165,7 @@ def register_default(provider: Callable[[], 'Config']) -> None:
 
 def defaults() -> dict[str, Any]:
     """Every setting's default (a fresh dict)."""
-    return _public_names(default_settings)
+    return {name: copy.copy(field.metadata['default']) for name, field in TABLE.items()}
 
 
 def _public_names(module: types.ModuleType) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from typing import Optional, Sequence
 from kale import logs
 from kale.cli import (
     admin,
+    config,
     outbox,
     schedules,
     sqs_local,
@@ -38,7 +39,7 @@ EXIT_INTERRUPTED = 130
 
 #: The modules whose commands ``kale`` offers, in the order ``--help`` lists them.
 COMMAND_MODULES = [worker, admin, tasks, workflows, submit, outbox, schedules, topics, webhooks,
-                   web, sqs_local]
+                   web, config, sqs_local]
 
 
 def build_parser() -> argparse.ArgumentParser:

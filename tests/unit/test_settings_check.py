@@ -2,8 +2,8 @@
 import pytest
 
 from kale.conf import ENVIRONMENT_VARIABLE, settings
+from kale.default_settings import TABLE
 from kale.exceptions import ImproperlyConfigured
-from kale.settings_check import CHECKS
 
 
 @pytest.mark.parametrize('name,value,problem', [
@@ -43,5 +43,6 @@ def test_the_defaults_pass_their_own_checks(monkeypatch):
     settings.reload()
     settings.load()                                   # reading them runs every check
     assert settings.module_name is None               # nothing but the defaults
-    problems = {name: check(getattr(settings, name)) for name, check in CHECKS.items()}
+    problems = {name: field.metadata['check'](getattr(settings, name))
+                for name, field in TABLE.items()}
     assert {name: problem for name, problem in problems.items() if problem} == {}
