@@ -28,7 +28,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
     from kale.topics.backend import topics_backend
     from kale.topics.sync import sync
     _subscriptions()
-    lines = sync(default_app().config, topics_backend())
+    lines = sync(default_app().config, topics_backend(default_app().config))
     for line in lines:
         print('subscribed: %s' % line)
     if not lines:
@@ -41,7 +41,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     from kale.topics.backend import topics_backend
     from kale.topics.sync import describe
     _subscriptions()
-    found = describe(default_app().config, topics_backend())
+    found = describe(default_app().config, topics_backend(default_app().config))
     if args.json:
         print(json.dumps(found, indent=2, sort_keys=True))
         return 0

@@ -3,17 +3,16 @@ transport (tests, eager runs), found through the broker ``Task.publish``
 sends with."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from kale.config import Config, default_config
 
 
-def current_broker(config: Optional[Config] = None) -> Any:
-    """The broker ``config``'s app (by default the default app) publishes
-    through: the in-memory one in tests and eager runs."""
+def current_broker(config: Config) -> Any:
+    """The broker ``config``'s app publishes through: the in-memory one in
+    tests and eager runs."""
     from kale.broker import Broker, get_broker
     from kale.publisher import get_publisher
-    config = config or default_config()
     if config is default_config():      # the default app's publisher may be set (tests)
         sender = get_publisher().sender
         if isinstance(sender, Broker):
@@ -21,7 +20,7 @@ def current_broker(config: Optional[Config] = None) -> Any:
     return get_broker(config)
 
 
-def topics_backend(config: Optional[Config] = None) -> Any:
+def topics_backend(config: Config) -> Any:
     """The topics of the transport ``Task.publish`` sends to: SNS for SQS,
     in memory for the in-memory transport."""
     transport = current_broker(config).transport
@@ -30,4 +29,4 @@ def topics_backend(config: Optional[Config] = None) -> Any:
         from kale.transport.memory_topics import topics_of
         return topics_of(transport)
     from kale.transport.sns import get_sns
-    return get_sns(config or default_config())
+    return get_sns(config)

@@ -117,9 +117,9 @@ def test_two_subscribers_of_one_topic_on_one_queue_are_refused(monkeypatch):
 
 def test_sync_subscribes_each_queue_with_its_filter(subscribed):
     from kale.topics.sync import sync
-    lines_ = sync(settings.config, topics_backend())
+    lines_ = sync(settings.config, topics_backend(settings.config))
     assert 'orders -> tests.topic_tasks.AcmeAudit on queue low (labels tenant=acme)' in lines_
-    backend = topics_backend()
+    backend = topics_backend(settings.config)
     arn = backend.find_topic(settings.QUEUE_PREFIX + 'orders')
     assert {sub['queue_arn'].rsplit(':', 1)[-1] for sub in backend.subscriptions(arn)} == {
         subscribed.sqs_name(subscribed.queues[name]) for name in ('default', 'high', 'low')}
