@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
 
 from kale.broker import Broker, get_broker
+from kale.clock import SYSTEM_CLOCK, Clock
 from kale.codec import Codec, get_codec
 from kale.conf import settings
 from kale.config import Config, register_default
@@ -33,19 +34,44 @@ from kale.registry import Registry, get_registry
 
 if TYPE_CHECKING:
     from kale.task import Task
+    from kale.transport import Transport
 
 
 class App:
     """A configuration and the parts built from it; see the module docstring."""
 
-    def __init__(self, config: Optional[Config] = None, **values: Any):
+    def __init__(self, config: Optional[Config] = None, *,
+                 transport: Optional['Transport'] = None, clock: Clock = SYSTEM_CLOCK,
+                 **values: Any):
         """``config`` (by default the defaults and the settings module that
-        ``KALE_SETTINGS_MODULE`` names), with ``values`` over it."""
+        ``KALE_SETTINGS_MODULE`` names), with ``values`` over it. ``transport``
+        replaces SQS under its broker (the in-memory transport, in tests);
+        ``clock`` is what its publisher and workers read time from."""
         if config is None:
             config = Config.load()
         self.config: Config = config.replace(**values) if values else config
+        #: The transport its broker uses; None: SQS, as the settings say.
+        self.transport = transport
+        self.clock = clock
         #: The default app (see :func:`default_app`).
         self._default = False
+        #: The parts it builds itself (over its own transport or clock).
+        self._parts: dict[str, Any] = {}
+
+    def replace(self, **values: Any) -> 'App':
+        """This app with some settings changed: the same transport and clock,
+        parts built afresh for the new settings."""
+        return App(self.config.replace(**values), transport=self.transport, clock=self.clock)
+
+    def _own(self) -> bool:
+        """Whether its broker and publisher are its own, not the process's for
+        its configuration."""
+        return self.transport is not None or self.clock is not SYSTEM_CLOCK
+
+    def _part(self, name: str, build: Any) -> Any:
+        if name not in self._parts:
+            self._parts[name] = build()
+        return self._parts[name]
 
     def __repr__(self) -> str:
         return 'App(%s)' % (self.config.module_name or 'defaults')
@@ -62,8 +88,12 @@ class App:
 
     @property
     def broker(self) -> Broker:
-        """The broker over SQS (this process's client for this app)."""
-        return get_broker(self.config)
+        """The broker over SQS (this process's client for this app), or over
+        the app's own transport."""
+        if self.transport is None:
+            return get_broker(self.config)
+        transport = self.transport
+        return self._part('broker', lambda: Broker.from_config(self.config, transport))
 
     @property
     def registry(self) -> Registry:
@@ -77,6 +107,9 @@ class App:
         if self._default:
             return get_publisher()
         config = self.config
+        if self._own():
+            return self._part('publisher', lambda: Publisher(
+                self.broker, config=config, clock=self.clock))
         return config.part('publisher', lambda: Publisher(config=config))
 
     def publish(self, task_class: type['Task'], app_data: Any, *args: Any,

@@ -22,14 +22,54 @@ from tests.support.endpoint import (
 os.environ[ENVIRONMENT_VARIABLE] = TEST_SETTINGS
 
 
-@pytest.fixture(autouse=True)
-def test_settings(monkeypatch: pytest.MonkeyPatch):
-    """A test that points the settings elsewhere (a fixture's endpoint, a
-    settings module of its own) leaves the next one the suite's configuration,
-    the same object, not read again."""
+@pytest.fixture
+def app():
+    """An app of its own for a test of one part: the test settings on the
+    in-memory transport, with a FakeClock (``app.clock``) its publisher and
+    workers read; ``app.replace(NAME=value)`` changes a setting. The global
+    settings are not touched."""
+    from kale.app import App
+    from kale.config import Config
+    from kale.transport.memory import MemoryTransport
+    from tests.support.clock import FakeClock
+    clock = FakeClock()
+    return App(Config.load(TEST_SETTINGS), transport=MemoryTransport(clock=clock), clock=clock)
+
+
+@pytest.fixture
+def settings_env(monkeypatch: pytest.MonkeyPatch):
+    """For a test that changes the test settings' environment (KALE_TEST_*,
+    or KALE_SETTINGS_MODULE) for itself and the processes it starts: call it
+    with the variables; the settings are read again. At the end they are the
+    suite's again, the same configuration object."""
     with settings.kept():
-        yield settings
+        def change(**variables: str) -> None:
+            for name, value in variables.items():
+                monkeypatch.setenv(name, value)
+            settings.reload()
+        yield change
         monkeypatch.undo()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    item.stash[_SETTINGS_BEFORE] = settings.config
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item):
+    """No test leaves the global settings changed (a test that changes them
+    does it through a fixture that puts them back: settings_env, sqs,
+    records_url, ...): a leak fails here, naming the test, rather than
+    some later test."""
+    before = item.stash.get(_SETTINGS_BEFORE, None)
+    if before is not None and settings.config is not before:
+        raise AssertionError('%s left the global settings changed: change them through the '
+                             'settings_env fixture (or settings.override as a with block)'
+                             % item.nodeid)
+
+
+_SETTINGS_BEFORE = pytest.StashKey[object]()
 
 
 @pytest.fixture(scope='session')
@@ -41,22 +81,19 @@ def sqs_endpoint():
 
 
 @pytest.fixture
-def sqs(sqs_endpoint: str, monkeypatch: pytest.MonkeyPatch):
+def sqs(sqs_endpoint: str, settings_env):
     """Settings pointed at the endpoint with queues of this test's own."""
     prefix = 't%s-' % uuid.uuid4().hex[:10]
-    monkeypatch.setenv('KALE_TEST_ENDPOINT', sqs_endpoint)
-    monkeypatch.setenv('KALE_TEST_PREFIX', prefix)
-    settings.reload()
+    settings_env(KALE_TEST_ENDPOINT=sqs_endpoint, KALE_TEST_PREFIX=prefix)
     yield SQSHelper(sqs_endpoint, prefix)
 
 
 @pytest.fixture
-def payload_bucket(sqs: SQSHelper, monkeypatch: pytest.MonkeyPatch):
+def payload_bucket(sqs: SQSHelper, settings_env):
     """A bucket of this test's own on the endpoint's S3, set as PAYLOAD_BUCKET
     (for worker subprocesses too); yields a helper to look into it."""
     bucket = PayloadBucket(sqs.url, 'kale-test-%s' % uuid.uuid4().hex[:12])
-    monkeypatch.setenv('KALE_TEST_PAYLOAD_BUCKET', bucket.name)
-    settings.reload()
+    settings_env(KALE_TEST_PAYLOAD_BUCKET=bucket.name)
     yield bucket
 
 
@@ -73,18 +110,17 @@ def memory_broker():
     publisher.set_publisher(previous)
 
 
-def _use_records(url: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv('KALE_TEST_RECORDS_URL', url)
-    settings.reload()
+def _use_records(url: str, settings_env) -> str:
+    settings_env(KALE_TEST_RECORDS_URL=url)
     return url
 
 
 @pytest.fixture
-def records_url(tmp_path, monkeypatch):
+def records_url(tmp_path, settings_env):
     """Task records on, in a SQLite file of this test's own (also for worker
     subprocesses, through KALE_TEST_RECORDS_URL)."""
     from kale.records.recorder import reset_recorders
-    yield _use_records('sqlite:///%s' % (tmp_path / 'records.db'), monkeypatch)
+    yield _use_records('sqlite:///%s' % (tmp_path / 'records.db'), settings_env)
     reset_recorders()
 
 
@@ -102,22 +138,22 @@ def postgres_cluster():
 
 
 @pytest.fixture
-def postgres_url(postgres_cluster, monkeypatch):
+def postgres_url(postgres_cluster, settings_env):
     """Task records on, in a fresh database of the session's PostgreSQL server."""
     from kale.records.recorder import reset_recorders
-    yield _use_records(postgres_cluster.new_database(), monkeypatch)
+    yield _use_records(postgres_cluster.new_database(), settings_env)
     reset_recorders()
 
 
 @pytest.fixture(params=['sqlite', 'postgres'])
-def any_records_url(request, tmp_path, monkeypatch):
+def any_records_url(request, tmp_path, settings_env):
     """Task records on, once in SQLite and once in PostgreSQL."""
     from kale.records.recorder import reset_recorders
     if request.param == 'sqlite':
         url = 'sqlite:///%s' % (tmp_path / 'records.db')
     else:
         url = request.getfixturevalue('postgres_cluster').new_database()
-    yield _use_records(url, monkeypatch)
+    yield _use_records(url, settings_env)
     reset_recorders()
 
 

@@ -19,7 +19,7 @@ from typing import Any, Optional, Sequence
 
 from kale.app import App, default_app
 from kale.broker import Broker
-from kale.clock import SYSTEM_CLOCK, Clock
+from kale.clock import Clock
 from kale.events import process_identity
 from kale.exceptions import SQSError
 from kale.hooks import HookDispatcher, WorkerHooks
@@ -65,13 +65,13 @@ class WorkerBase:
 
     def __init__(self, queue_names: Optional[Sequence[str]] = None, burst: bool = False,
                  broker: Optional[Broker] = None, hooks: Sequence[Any] = (),
-                 selector_class: Any = None, clock: Clock = SYSTEM_CLOCK,
+                 selector_class: Any = None, clock: Optional[Clock] = None,
                  app: Optional[App] = None, pool: Optional[str] = None,
                  max_in_flight: Optional[int] = None, dead_letters: bool = False):
         self.app = app or default_app()        # its settings and parts
         config = self.config = self.app.config
         self.pool = pool or config.WORKER_POOL
-        self.clock = clock
+        self.clock = clock = clock or self.app.clock
         self.broker = broker or self.app.broker
         self.queues = choose_queues(self.broker.queues, queue_names)
         if dead_letters:            # the dead runs of those queues' tasks

@@ -492,22 +492,18 @@ def test_a_running_workflow_is_cancelled_from_its_panel_after_a_confirmation(
 
 
 @pytest.fixture
-def outbox_waiting(tmp_path, monkeypatch, memory_broker, records_url):
+def outbox_waiting(tmp_path, monkeypatch, memory_broker, records_url, settings_env):
     """An application database (OUTBOX_URL, also for `kale web`) holding two
     committed outbox rows no relay has sent."""
     from kale import outbox
-    from kale.conf import settings
     url = 'sqlite:///%s' % (tmp_path / 'app.db')
     engine = outbox.open_database(url)
     outbox.init(engine)
     with engine.begin() as conn:
         outbox.publish_batch(conn, rt.PlainTask, None, [((1,), {}), ((2,), {})])
     engine.dispose()
-    monkeypatch.setenv('KALE_TEST_OUTBOX_URL', url)
-    settings.reload()
+    settings_env(KALE_TEST_OUTBOX_URL=url)
     yield url
-    monkeypatch.delenv('KALE_TEST_OUTBOX_URL')
-    settings.reload()                   # no later test of this process sees it
 
 
 def test_the_queues_panel_shows_what_waits_in_the_outbox(browser, outbox_waiting, web):

@@ -11,7 +11,6 @@ import time
 
 import pytest
 
-from kale.conf import settings
 from tests import tasks
 from tests.support.processes import WorkerProcess, wait_for
 from tests.support.records import recorded_ids
@@ -35,11 +34,11 @@ rp-slow:
 
 
 @pytest.fixture
-def racing_queues(tmp_path, monkeypatch):
+def racing_queues(tmp_path, monkeypatch, settings_env):
     path = tmp_path / 'queues.yaml'
     path.write_text(QUEUES)
     monkeypatch.setenv('KALE_TEST_QUEUE_CONFIG', str(path))
-    settings.reload()
+    settings_env()
     return path
 
 

@@ -40,11 +40,11 @@ def one_line(result):
     return lines[0]
 
 
-def settings_module(tmp_path, monkeypatch, name, text):
+def settings_module(settings_env, tmp_path, monkeypatch, name, text):
     (tmp_path / ('%s.py' % name)).write_text(textwrap.dedent(text))
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv(ENVIRONMENT_VARIABLE, name)
-    settings.reload()
+    settings_env()
 
 
 # --- settings that used to fail quietly or with a traceback -------------------------
@@ -98,9 +98,9 @@ def test_a_region_boto3_refuses_is_one_line_naming_it():
 
 
 def test_a_misspelt_setting_is_warned_about_once_with_the_right_name(tmp_path, monkeypatch,
-                                                                     caplog):
+                                                                     caplog, settings_env):
     kale_config._warned.clear()
-    settings_module(tmp_path, monkeypatch, 'typo_settings', '''
+    settings_module(settings_env, tmp_path, monkeypatch, 'typo_settings', '''
         from tests.kale_test_settings import *
         QUEUE_PREFX = 'x-'
         USE_DEAD_LETTER_QUEUE = False
@@ -108,7 +108,7 @@ def test_a_misspelt_setting_is_warned_about_once_with_the_right_name(tmp_path, m
     ''')
     with caplog.at_level(logging.WARNING, logger='kale.config'):
         settings.load()
-        settings.reload()
+        settings_env()
         settings.load()
     lines = [r.getMessage() for r in caplog.records]
     assert lines == [
@@ -201,19 +201,19 @@ def test_naming_a_yaml_key_instead_of_the_queue_name_says_which_name_to_use(tmp_
 
 # --- the ready settings modules, and the eager helper ---------------------------------
 
-def test_the_ready_settings_modules_ship_with_the_package(tmp_path, monkeypatch):
+def test_the_ready_settings_modules_ship_with_the_package(tmp_path, monkeypatch, settings_env):
     monkeypatch.chdir(tmp_path)               # a project without a queue config of its own
     monkeypatch.setenv('KALE_SQS_ENDPOINT', 'http://127.0.0.1:4000')
-    settings_module(tmp_path, monkeypatch, 'myproject_settings',
+    settings_module(settings_env, tmp_path, monkeypatch, 'myproject_settings',
                     'from kale.presets.local import *\nQUEUE_PREFIX = "mine-"\n')
     assert settings.MESSAGE_QUEUE_ENDPOINT_URL == 'http://127.0.0.1:4000'
     assert os.path.dirname(get_queue_config(settings.config).path).endswith(os.path.join('kale', 'presets'))
     assert '..' not in get_queue_config(settings.config).path
 
 
-def test_eager_mode_runs_tasks_without_a_queue_config(tmp_path, monkeypatch):
+def test_eager_mode_runs_tasks_without_a_queue_config(tmp_path, monkeypatch, settings_env):
     monkeypatch.chdir(tmp_path)
-    settings_module(tmp_path, monkeypatch, 'bare_settings', 'X = 1\n')
+    settings_module(settings_env, tmp_path, monkeypatch, 'bare_settings', 'X = 1\n')
     assert testing.run_eagerly(tasks.AddTask, None, 1, 2) == 3
     with testing.eager() as runs:
         tasks.HighRecordTask.publish(None)

@@ -121,12 +121,11 @@ def test_a_worker_with_a_scheduler_publishes_and_runs_the_ticks(sqs, records_url
 
 
 @pytest.fixture
-def ticks_every_minute(sqs, records_url, monkeypatch):
+def ticks_every_minute(sqs, records_url, monkeypatch, settings_env):
     """A schedule for this process and the ``kale web`` it starts."""
-    from kale.conf import settings
     monkeypatch.setenv('KALE_TEST_SCHEDULES', json.dumps({'ticks': {
         'task': 'tests.schedule_tasks.Tick', 'schedule': 60}}))
-    settings.reload()
+    settings_env()
 
 
 @pytest.fixture

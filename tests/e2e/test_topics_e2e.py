@@ -11,7 +11,6 @@ import sys
 import pytest
 
 from kale import topics
-from kale.conf import settings
 from tests.support.endpoint import ROOT, subprocess_env
 from tests.support.processes import WorkerProcess, wait_for
 
@@ -21,7 +20,7 @@ ENV = {'KALE_TEST_TASK_MODULES': 'tests.topic_tasks', 'KALE_TEST_RETRY_DELAY': '
 
 
 @pytest.fixture(params=['moto', 'fauxqs'])
-def endpoint(request, sqs, monkeypatch):
+def endpoint(request, sqs, monkeypatch, settings_env):
     """The endpoint of this test's queues and topics: moto's (the sqs
     fixture's) or a fauxqs of its own."""
     for key, value in ENV.items():
@@ -34,13 +33,12 @@ def endpoint(request, sqs, monkeypatch):
         except BenchError as exc:
             pytest.skip('fauxqs is not available: %s' % exc)
         monkeypatch.setenv('KALE_TEST_ENDPOINT', url)
-        settings.reload()
+        settings_env()
         yield url
         server.stop()
     else:
-        settings.reload()
+        settings_env()
         yield sqs.url
-    settings.reload()
 
 
 def kale(*args, **env):

@@ -254,9 +254,9 @@ def test_the_worker_runs_from_python_as_in_the_original(sqs, record, tmp_path):
 
 
 def test_a_task_that_kills_its_worker_every_time_is_redriven_alone(sqs, record, tmp_path,
-                                                                   monkeypatch):
+                                                                   monkeypatch, settings_env):
     monkeypatch.setenv('KALE_TEST_MAX_RECEIVE_COUNT', '3')
-    settings.reload()
+    settings_env()
     killer = tasks.CrashEveryTimeTask.publish(None)
     others = tasks.ShortRecordTask.publish_batch(None, [((i,), {}) for i in range(6)])
     supervisor = WorkerProcess(tmp_path, '--queues', 'short', '--burst', '--concurrency', '1')

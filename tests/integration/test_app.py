@@ -175,3 +175,20 @@ def test_two_apps_keep_their_own_limits_and_outboxes(sqs_endpoint, tmp_path):
         with own_records.connect() as conn:         # the limits are kept apart from the records
             assert conn.exec_driver_sql('SELECT count(*) FROM kale_rate_buckets').scalar() == 0
         own_records.dispose()
+
+
+def test_an_app_on_its_own_transport_and_clock_publishes_and_works_there(app):
+    """The test fixture's app: the in-memory transport and a FakeClock; its
+    workers read the clock, and replace() keeps both."""
+    from kale.transport.memory import MemoryTransport
+    assert isinstance(app.transport, MemoryTransport) and app.broker.transport is app.transport
+    assert app.publisher.clock is app.clock
+    task_id = app.publish(tasks.AddTask, None, 1, 2)
+    assert default_app().broker.transport is not app.transport     # nothing went elsewhere
+    changed = app.replace(RETRY_DELAY_JITTER=0.5)
+    assert (changed.transport, changed.clock) == (app.transport, app.clock)
+    assert changed.config.RETRY_DELAY_JITTER == 0.5 and app.config.RETRY_DELAY_JITTER == 0.0
+    worker = Worker(app=changed, burst=True)
+    assert worker.clock is app.clock
+    assert worker.run() == 0 and worker.stats['succeeded'] == 1
+    assert task_id

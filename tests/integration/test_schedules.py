@@ -31,9 +31,9 @@ TICKS = {'ticks': {'task': 'tests.schedule_tasks.Tick', 'schedule': 60, 'args': 
 
 
 @pytest.fixture
-def scheduled(monkeypatch):
+def scheduled(monkeypatch, settings_env):
     monkeypatch.setenv('KALE_TEST_SCHEDULES', json.dumps(TICKS))
-    settings.reload()
+    settings_env()
 
 
 def queued(broker, queue='default'):
@@ -153,7 +153,7 @@ def test_schedules_run_publishes_one_run_now(any_records_url, memory_broker, sch
 
 
 def test_the_scheduler_refuses_to_start_without_schedules_or_records(records_url, capsys,
-                                                                     monkeypatch):
+                                                                     monkeypatch, settings_env):
     nothing = ('kale: error: no schedules: TASK_MODULES and SCHEDULES are both empty (name the '
                'modules of your task classes that say schedule = ... in TASK_MODULES, or list '
                'schedules in SCHEDULES)')
@@ -163,7 +163,7 @@ def test_the_scheduler_refuses_to_start_without_schedules_or_records(records_url
     assert capsys.readouterr().err.strip() == nothing
     monkeypatch.setenv('KALE_TEST_SCHEDULES', json.dumps(TICKS))
     monkeypatch.setenv('KALE_TEST_RECORDS_URL', '')
-    settings.reload()
+    settings_env()
     assert main(['scheduler']) == 1
     err = capsys.readouterr().err.strip()
     assert err.startswith("kale: error: the scheduler keeps its lease and each schedule's last "

@@ -31,48 +31,48 @@ def test_importing_kale_does_not_read_settings():
     assert 'imported' in result.stdout
 
 
-def test_missing_settings_module_is_a_clear_error(monkeypatch):
+def test_missing_settings_module_is_a_clear_error(monkeypatch, settings_env):
     monkeypatch.setenv(ENVIRONMENT_VARIABLE, 'no_such_settings_module')
-    settings.reload()
+    settings_env()
     with pytest.raises(ImproperlyConfigured, match="KALE_SETTINGS_MODULE 'no_such_settings_module' "
                                                    'cannot be imported'):
         settings.QUEUE_CONFIG
 
 
-def test_broken_settings_module_is_a_clear_error(monkeypatch, tmp_path):
+def test_broken_settings_module_is_a_clear_error(monkeypatch, tmp_path, settings_env):
     write_module(tmp_path, 'broken_kale_settings', 'QUEUE_CONFIG = "x"\n1 / 0\n')
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv(ENVIRONMENT_VARIABLE, 'broken_kale_settings')
-    settings.reload()
+    settings_env()
     with pytest.raises(ImproperlyConfigured, match='broken_kale_settings.*ZeroDivisionError'):
         settings.QUEUE_CONFIG
 
 
-def test_settings_are_read_when_first_used_not_frozen(monkeypatch, tmp_path):
+def test_settings_are_read_when_first_used_not_frozen(monkeypatch, tmp_path, settings_env):
     write_module(tmp_path, 'first_kale_settings', 'QUEUE_PREFIX = "first-"\n')
     write_module(tmp_path, 'second_kale_settings', 'QUEUE_PREFIX = "second-"\n')
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv(ENVIRONMENT_VARIABLE, 'first_kale_settings')
-    settings.reload()
+    settings_env()
     assert settings.QUEUE_PREFIX == 'first-'
     monkeypatch.setenv(ENVIRONMENT_VARIABLE, 'second_kale_settings')
-    settings.reload()
+    settings_env()
     assert settings.QUEUE_PREFIX == 'second-'
 
 
-def test_lowercase_names_in_settings_module_are_ignored(monkeypatch, tmp_path):
+def test_lowercase_names_in_settings_module_are_ignored(monkeypatch, tmp_path, settings_env):
     write_module(tmp_path, 'lower_kale_settings', 'queue_prefix = "nope"\nimport os\n')
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv(ENVIRONMENT_VARIABLE, 'lower_kale_settings')
-    settings.reload()
+    settings_env()
     assert settings.QUEUE_PREFIX == ''
     with pytest.raises(AttributeError):
         settings.queue_prefix
 
 
-def test_without_a_settings_module_the_defaults_apply(monkeypatch):
+def test_without_a_settings_module_the_defaults_apply(monkeypatch, settings_env):
     monkeypatch.delenv(ENVIRONMENT_VARIABLE)
-    settings.reload()
+    settings_env()
     assert settings.module_name is None
     assert settings.QUEUE_CONFIG == 'queue_config.yaml'
 

@@ -84,11 +84,11 @@ def test_a_value_sqs_refuses_comes_back_as_one_sqs_error(sqs):
     assert sent                 # it reached the endpoint: botocore did not check it first
 
 
-def test_requests_carry_kales_user_agent_as_given(sqs_endpoint, monkeypatch):
+def test_requests_carry_kales_user_agent_as_given(sqs_endpoint, monkeypatch, settings_env):
     """The User-Agent is given whole (botocore would build its own for every
     request): requests say they come from Kale."""
     monkeypatch.setenv('KALE_TEST_ENDPOINT', sqs_endpoint)
-    settings.reload()
+    settings_env()
     client = make_client(config=settings.config)
     sent = []
     client.meta.events.register('before-send.sqs', lambda request, **kw: sent.append(

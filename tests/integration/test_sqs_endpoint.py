@@ -92,10 +92,10 @@ def test_queue_and_dead_letter_queue_are_created_with_a_redrive_policy(sqs):
     assert attributes['VisibilityTimeout'] == '30'
 
 
-def test_queue_prefix_keeps_environments_apart(sqs, monkeypatch):
+def test_queue_prefix_keeps_environments_apart(sqs, monkeypatch, settings_env):
     tasks.AddTask.publish(None, 1, 1)
     monkeypatch.setenv('KALE_TEST_PREFIX', sqs.prefix + 'other-')
-    settings.reload()
+    settings_env()
     tasks.AddTask.publish(None, 2, 2)
     tasks.AddTask.publish(None, 3, 3)
     mine = sqs.receive_all('default', expected=1)

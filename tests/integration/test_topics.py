@@ -20,14 +20,14 @@ from tests.support.work import work
 
 
 @pytest.fixture
-def subscribed(memory_broker, monkeypatch):
+def subscribed(memory_broker, monkeypatch, settings_env):
     """Subscribers from tests.topic_tasks, topics created on first use."""
     monkeypatch.setenv('KALE_TEST_TASK_MODULES', 'tests.topic_tasks')
     monkeypatch.setenv('KALE_TEST_AUTO_CREATE_TOPICS', '1')
     monkeypatch.setenv('KALE_TEST_RETRY_DELAY', '0')
-    settings.reload()
+    settings_env()
     yield memory_broker
-    settings.reload()
+    settings_env()
 
 
 def lines(path):
@@ -101,16 +101,16 @@ def test_what_is_published_is_checked_first(subscribed):
         topics.publish('orders', {}, labels={'a:b': 'x'})
 
 
-def test_without_auto_create_a_missing_topic_says_what_to_run(memory_broker, monkeypatch):
+def test_without_auto_create_a_missing_topic_says_what_to_run(memory_broker, monkeypatch, settings_env):
     monkeypatch.setenv('KALE_TEST_TASK_MODULES', 'tests.topic_tasks')
-    settings.reload()
+    settings_env()
     with pytest.raises(TopicError, match='run `kale topics sync`'):
         topics.publish('orders', {})
 
 
-def test_two_subscribers_of_one_topic_on_one_queue_are_refused(monkeypatch):
+def test_two_subscribers_of_one_topic_on_one_queue_are_refused(monkeypatch, settings_env):
     monkeypatch.setenv('KALE_TEST_TASK_MODULES', 'tests.topic_tasks,tests.topic_clash')
-    settings.reload()
+    settings_env()
     with pytest.raises(TopicError, match="both subscribe on queue 'default'"):
         find_subscribers(settings.config)
 

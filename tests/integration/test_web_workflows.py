@@ -209,10 +209,10 @@ def test_cancel_from_another_site_is_refused(memory_broker, records_url):
 
 
 def test_without_records_the_workflow_routes_answer_as_the_task_routes_do(memory_broker,
-                                                                          monkeypatch):
+                                                                          monkeypatch, settings_env):
     from kale.conf import settings
     monkeypatch.delenv('KALE_TEST_RECORDS_URL', raising=False)
-    settings.reload()
+    settings_env()
     assert not settings.RECORDS_URL
     client = api_client(create_app(broker=lambda: memory_broker))
     tasks = client.get('/api/tasks')

@@ -29,18 +29,18 @@ def test_a_wrong_value_is_one_clear_error(name, value, problem):
             pass
 
 
-def test_a_settings_module_with_a_wrong_value_fails_when_read(monkeypatch, tmp_path):
+def test_a_settings_module_with_a_wrong_value_fails_when_read(monkeypatch, tmp_path, settings_env):
     (tmp_path / 'wrong_kale_settings.py').write_text('MAX_RECEIVE_COUNT = "many"\n')
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv(ENVIRONMENT_VARIABLE, 'wrong_kale_settings')
-    settings.reload()
+    settings_env()
     with pytest.raises(ImproperlyConfigured, match="setting MAX_RECEIVE_COUNT must be a whole"):
         settings.QUEUE_PREFIX
 
 
-def test_the_defaults_pass_their_own_checks(monkeypatch):
+def test_the_defaults_pass_their_own_checks(monkeypatch, settings_env):
     monkeypatch.delenv(ENVIRONMENT_VARIABLE)
-    settings.reload()
+    settings_env()
     settings.load()                                   # reading them runs every check
     assert settings.module_name is None               # nothing but the defaults
     problems = {name: field.metadata['check'](getattr(settings, name))

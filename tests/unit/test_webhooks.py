@@ -153,9 +153,13 @@ def test_the_retry_waits_what_the_failure_asked_for_within_sqs_limits():
     assert (str(copy), copy.retry_after_sec) == ('HTTP 503', 37.2)
 
 
-def test_the_time_limit_follows_the_timeout_setting(test_settings):
-    with test_settings.override(WEBHOOK_TIMEOUT_SEC=20):
+def test_the_time_limit_follows_the_timeout_setting(app):
+    from kale.conf import settings
+    with settings.override(WEBHOOK_TIMEOUT_SEC=20):     # the class: the default app's
         assert DeliverWebhook.time_limit == 25
+    task = DeliverWebhook()
+    task.app = app.replace(WEBHOOK_TIMEOUT_SEC=30)      # a run: its app's
+    assert task.time_limit == 35
 
 
 @pytest.mark.parametrize('check, value, problem', [
