@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
 
 from kale.broker import Broker, get_broker
 from kale.clock import SYSTEM_CLOCK, Clock
-from kale.codec import Codec, get_codec
+from kale.codec import Codec, build_codec, get_codec
 from kale.conf import settings
 from kale.config import Config, register_default
 from kale.publisher import Publisher, get_publisher
@@ -84,6 +84,8 @@ class App:
     @property
     def codec(self) -> Codec:
         """The codec: keys, serializer, compression, encryption, payload store."""
+        if self._own():
+            return self._part('codec', lambda: build_codec(self.config, self.clock))
         return get_codec(self.config)
 
     @property

@@ -33,7 +33,8 @@ def app():
     from kale.transport.memory import MemoryTransport
     from tests.support.clock import FakeClock
     clock = FakeClock()
-    return App(Config.load(TEST_SETTINGS), transport=MemoryTransport(clock=clock), clock=clock)
+    config = Config.load(TEST_SETTINGS, fresh=True)     # under this test's environment
+    return App(config, transport=MemoryTransport(clock=clock), clock=clock)
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Mapping, Optional
 
+from kale.clock import SYSTEM_CLOCK, Clock
 from kale.codec.compress import CompressStep
 from kale.codec.encrypt import EncryptStep
 from kale.codec.keys import encryption_keys
@@ -47,11 +48,11 @@ def offload_threshold(config: Config) -> int:
     return min(int(config.PAYLOAD_OFFLOAD_BYTES), int(config.SQS_TASK_SIZE_LIMIT))
 
 
-def build_codec(config: Config) -> Codec:
-    """The codec ``config`` describes."""
+def build_codec(config: Config, clock: Clock = SYSTEM_CLOCK) -> Codec:
+    """The codec ``config`` describes; ``clock`` tells a body's age."""
     max_bytes = config.MAX_DECOMPRESSED_BYTES
     envelope: list[Step] = [
-        PolicyStep(config.MESSAGE_MAX_AGE_SEC, accepted_serializers(config)),
+        PolicyStep(config.MESSAGE_MAX_AGE_SEC, accepted_serializers(config), clock=clock.time),
         SignStep.from_config(config),
     ]
     payload: list[Step] = [

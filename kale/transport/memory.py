@@ -237,14 +237,16 @@ class MemoryTransport:
                            'InvalidParameterValue')
         self._request('ReceiveMessage')
         deadline = self.clock.monotonic() + wait_sec
+        waited = 0.0        # a long poll ends after wait_sec of waiting, on a FakeClock too
         with self._lock:
             while True:
                 found = self._take(self._queue(queue), max_messages, visibility_timeout_sec,
                                    attribute_names)
-                left = deadline - self.clock.monotonic()
+                left = min(deadline - self.clock.monotonic(), wait_sec - waited)
                 if found or left <= 0:
                     return found
                 self._lock.wait(min(left, 0.05))
+                waited += min(left, 0.05)
 
     def _take(self, queue: _Queue, max_messages: int, timeout: int,
               attribute_names: Sequence[str]) -> list[ReceivedMessage]:

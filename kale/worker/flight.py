@@ -111,6 +111,10 @@ class FlightWorker(WorkerBase):
         self._per_class: collections.Counter[type] = collections.Counter()
         self._limits_checked = 0.0
         self._counted_at = 0.0          # when a burst last asked the queues' counts
+        #: Seconds waited for events in vain since then: a burst asks again after
+        #: IDLE_PAUSE_SEC of them too, whatever its clock says (a FakeClock
+        #: stands still while the worker waits on its events).
+        self._idle_waited = 0.0
         #: The recent mean run time of the tasks that ran (0.0: none yet).
         self._mean_run_sec = 0.0
         self._reserve = (0.0, 0)        # until when, and the reserve worked out
@@ -148,7 +152,10 @@ class FlightWorker(WorkerBase):
     def work_once(self) -> bool:
         """One round of the loop; False once the worker is done."""
         self.report_settled()
-        self.take_events(self._wait_sec())
+        waited = self.take_events(self._wait_sec())
+        if waited:
+            self._idle_waited += waited
+            self.intake.waited(waited)
         self.start_waiting()
         self.gatherer.flush(everything=not self.running)
         if self._stopping:
@@ -164,12 +171,13 @@ class FlightWorker(WorkerBase):
 
     # --- steps ------------------------------------------------------------------------
 
-    def take_events(self, wait_sec: float) -> None:
-        """Wait up to ``wait_sec`` for events, then handle every one there is."""
+    def take_events(self, wait_sec: float) -> float:
+        """Wait up to ``wait_sec`` for events, then handle every one there is;
+        the seconds waited in vain (0 when an event came)."""
         try:
             event = self.events.get(timeout=wait_sec)
         except queue.Empty:
-            return
+            return wait_sec
         while True:
             kind, value = event
             if kind == 'done':
@@ -181,7 +189,7 @@ class FlightWorker(WorkerBase):
             try:
                 event = self.events.get_nowait()
             except queue.Empty:
-                return
+                return 0.0
 
     def arrived(self, arrival: Arrival) -> None:
         """A receive answered: admit its batch, or back off after its error."""
@@ -323,9 +331,9 @@ class FlightWorker(WorkerBase):
         if not self.intake.idle or self.running or self.waiting or self.alone or self.gatherer:
             return False
         now = self.clock.monotonic()
-        if now < self._counted_at + IDLE_PAUSE_SEC:
+        if now < self._counted_at + IDLE_PAUSE_SEC and self._idle_waited < IDLE_PAUSE_SEC:
             return False
-        self._counted_at = now
+        self._counted_at, self._idle_waited = now, 0.0
         if self.drained():
             logger.info('%s: every queue is drained, burst finished', self.name)
             return True

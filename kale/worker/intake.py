@@ -88,7 +88,11 @@ class Intake:
         self.asked = 0
         self._receives = 0
         self._polling: set[str] = set()
-        self._next_poll: dict[str, float] = {}
+        #: When a queue that answered empty may be polled again: (its clock's
+        #: time, or once the worker has waited this long in vain in all).
+        self._next_poll: dict[str, tuple[float, float]] = {}
+        #: Seconds the worker waited for events in vain (see :meth:`waited`).
+        self._waited = 0.0
         self._paused_until = 0.0
         self._closed = False
         self._close_lock = threading.Lock()
@@ -135,10 +139,18 @@ class Intake:
                 self._next_poll.pop(arrival.polled.name, None)
             return batch
         if arrival.polled is not None:
-            self._next_poll[arrival.polled.name] = arrival.polled_at + MIN_POLL_INTERVAL_SEC
+            self._next_poll[arrival.polled.name] = (arrival.polled_at + MIN_POLL_INTERVAL_SEC,
+                                                    self._waited + MIN_POLL_INTERVAL_SEC)
         else:
             self.idle = True
         return None
+
+    def waited(self, seconds: float) -> None:
+        """The worker waited ``seconds`` for events and none came: a queue's
+        next poll is due after MIN_POLL_INTERVAL_SEC of such waits too, whatever
+        the clock says (a test's FakeClock stands still while the worker waits;
+        on the machine's clock this never comes first)."""
+        self._waited += seconds
 
     def pause(self, seconds: float) -> None:
         """Start no receive for ``seconds`` (the worker's back-off after an error)."""
@@ -242,7 +254,8 @@ class Intake:
             return
         now = self.clock.monotonic()
         for queue_ in self.queues:
-            if queue_.name in self._polling or now < self._next_poll.get(queue_.name, 0.0):
+            due, waited = self._next_poll.get(queue_.name, (0.0, 0.0))
+            if queue_.name in self._polling or (now < due and self._waited < waited):
                 continue
             ask = max(1, min(room, queue_.batch_size))
             self._polling.add(queue_.name)

@@ -22,7 +22,7 @@ import logging
 from typing import Any, Awaitable, Callable, Mapping, Optional, Union
 
 from kale.app import App, default_app
-from kale.clock import SYSTEM_CLOCK, Clock
+from kale.clock import Clock
 from kale.codec import Codec
 from kale.codec.pipeline import (
     CONTEXT,
@@ -71,7 +71,7 @@ class TaskRunner:
     """Decodes and runs received messages, one at a time, in this process."""
 
     def __init__(self, guard: Union[Guard, type[BaseTimeout]] = SignalTimeout,
-                 clock: Clock = SYSTEM_CLOCK, isolation: str = 'none',
+                 clock: Optional[Clock] = None, isolation: str = 'none',
                  app: Optional[App] = None, config: Optional[Config] = None):
         if isolation not in TASK_ISOLATION_MODES:
             raise ImproperlyConfigured('TASK_ISOLATION must be one of %s, got %r'
@@ -79,11 +79,11 @@ class TaskRunner:
         #: Holds each run to its time limit (a BaseTimeout class is made one).
         self.guard: Guard = (TimeoutGuard(guard, passes_through=(WorkerInterrupt,))
                              if isinstance(guard, type) else guard)
-        self.clock = clock
         #: The app whose tasks it runs (its codec, registry and settings; the
         #: default app when none is given), or one with ``config`` for settings.
         self.app: App = app if app is not None else (
             App(config) if config is not None else default_app())
+        self.clock: Clock = clock or self.app.clock
         self.codec: Codec = self.app.codec
         self.registry: Registry = self.app.registry
         self.config: Config = self.app.config

@@ -9,7 +9,8 @@ import pytest
 
 from kale import codec
 from kale.codec import serialize
-from kale.codec.keys import key_id
+from kale.codec.keys import key_id, signing_keys
+from kale.codec.sign import signature
 from kale.conf import settings
 from kale.exceptions import (
     DecodeError,
@@ -23,27 +24,48 @@ from tests.support.hostile import (
     CreatesFileWhenUnpickled,
     envelope_headers,
     signed_body,
-    signed_legacy_body,
 )
 
 QUEUE = 'tq-default'
 
 
-def encode(message, serializer=None, queue=QUEUE):
-    """The body for ``message``, with SERIALIZER set to ``serializer`` if given."""
-    if serializer is None:
-        return codec.encode(message, queue)
-    with settings.override(SERIALIZER=serializer, ACCEPT_SERIALIZERS=('pickle', 'json')):
-        return codec.encode(message, queue)
+def encode(app, message, serializer=None, queue=QUEUE):
+    """The body ``app`` makes for ``message``, with SERIALIZER set to ``serializer`` if given."""
+    if serializer is not None:
+        app = app.replace(SERIALIZER=serializer, ACCEPT_SERIALIZERS=('pickle', 'json'))
+    return app.codec.encode(message, queue).body
 
 
-def decode(body, queue=QUEUE, **kwargs):
-    with settings.override(ACCEPT_SERIALIZERS=('pickle', 'json')):
-        return codec.decode(body, queue, **kwargs)
+def decode(app, body, queue=QUEUE, **kwargs):
+    """``body`` decoded by ``app``, accepting both serializers."""
+    return app.replace(ACCEPT_SERIALIZERS=('pickle', 'json')).codec.decode(body, queue, **kwargs)
 
 
-def to_outgoing(message, delay_sec=0):
-    return codec.to_outgoing(message, QUEUE, delay_sec)
+def to_outgoing(app, message, delay_sec=0):
+    return app.codec.to_outgoing(message, QUEUE, delay_sec)
+
+
+def current_key(app):
+    """The signing key ``app`` signs with, as bytes."""
+    return signing_keys(config=app.config).current
+
+
+def hostile_headers(app, queue=QUEUE, **changes):
+    """Envelope headers of a body for ``queue`` issued now, naming ``app``'s current key."""
+    return envelope_headers(queue, **{'k': key_id(current_key(app)), **changes})
+
+
+def hostile_body(app, data, headers=None, key=None):
+    """A kale2 body with any headers and data, signed with ``app``'s current key
+    unless ``key`` is given."""
+    headers = headers if headers is not None else hostile_headers(app)
+    return signed_body(data, headers, key=key or current_key(app))
+
+
+def legacy_body(app, flags, data):
+    """A body of the earlier kale1 format, signed with ``app``'s current key."""
+    header = ('kale1:%s:' % flags).encode()
+    return (header + signature(current_key(app), header + data) + b':' + data).decode()
 
 
 #: One publish time for every message of a test run (whole seconds, as on the
@@ -62,91 +84,90 @@ def make_message(**changes):
 
 
 @pytest.mark.parametrize('serializer', ['pickle', 'json'])
-def test_round_trip(serializer):
+def test_round_trip(app, serializer):
     original = make_message()
-    decoded = decode(encode(original, serializer))
+    decoded = decode(app, encode(app, original, serializer))
     assert decoded == original
 
 
-def test_pickle_round_trips_python_objects():
+def test_pickle_round_trips_python_objects(app):
     original = make_message(args=({1, 2}, b'bytes', 3 + 4j))
-    assert decode(encode(original, 'pickle')).args == ({1, 2}, b'bytes', 3 + 4j)
+    assert decode(app, encode(app, original, 'pickle')).args == ({1, 2}, b'bytes', 3 + 4j)
 
 
-def test_plain_json_bodies_are_readable_text():
-    body = encode(make_message(), 'json')
+def test_plain_json_bodies_are_readable_text(app):
+    body = encode(app, make_message(), 'json')
     assert body.startswith('kale2:')
     assert 'd=t' in body.split(':')[1]
     assert '"task":"tests.tasks.EchoTask"' in body
 
 
-def test_the_envelope_names_task_time_queue_and_key():
+def test_the_envelope_names_task_time_queue_and_key(app):
     message = make_message()
-    frame = codec.get_codec(settings.config).open(encode(message), QUEUE)
+    frame = app.codec.open(encode(app, message), QUEUE)
     assert (frame.task_id, frame.task_name, frame.published_at) == \
         ('abc123', 'tests.tasks.EchoTask', message.published_at)
     assert frame.headers['q'] == QUEUE
-    assert frame.headers['k'] == key_id(settings.MESSAGE_SIGNING_KEY.encode())
+    assert frame.headers['k'] == key_id(app.config.MESSAGE_SIGNING_KEY.encode())
 
 
-def test_large_bodies_are_compressed_when_smaller():
+def test_large_bodies_are_compressed_when_smaller(app):
     message = make_message(args=('x' * 50000,))
     for serializer in ('pickle', 'json'):
-        body = encode(message, serializer)
+        body = encode(app, message, serializer)
         assert 'c=z' in body.split(':')[1]
         assert len(body) < 5000
-        assert decode(body) == message
+        assert decode(app, body) == message
 
 
-def test_incompressible_bodies_are_left_alone():
+def test_incompressible_bodies_are_left_alone(app):
     message = make_message(args=(os.urandom(3000),))
-    body = encode(message, 'pickle')
+    body = encode(app, message, 'pickle')
     assert 'c=-' in body.split(':')[1]
-    assert decode(body) == message
+    assert decode(app, body) == message
 
 
-def test_flipping_one_byte_breaks_the_signature():
-    body = encode(make_message(), 'json')
+def test_flipping_one_byte_breaks_the_signature(app):
+    body = encode(app, make_message(), 'json')
     position = body.index('two')
     tampered = body[:position] + 'twO' + body[position + 3:]
     with pytest.raises(DecodeError) as info:
-        decode(tampered)
+        decode(app, tampered)
     assert info.value.reason == DecodeError.BAD_SIGNATURE
     assert info.value.body == tampered
 
 
 @pytest.mark.parametrize('position', [0, 8, 20, -1])
-def test_any_changed_character_is_refused(position):
-    body = encode(make_message(), 'pickle')
+def test_any_changed_character_is_refused(app, position):
+    body = encode(app, make_message(), 'pickle')
     index = position % len(body)
     changed = body[:index] + ('A' if body[index] != 'A' else 'B') + body[index + 1:]
     with pytest.raises(DecodeError) as info:
-        decode(changed)
+        decode(app, changed)
     assert info.value.reason in (DecodeError.BAD_SIGNATURE, DecodeError.NOT_KALE)
 
 
-def test_changing_a_header_breaks_the_signature():
-    body = encode(make_message(), 'json')
+def test_changing_a_header_breaks_the_signature(app):
+    body = encode(app, make_message(), 'json')
     for old, new in [('s=j', 's=p'), ('q=' + QUEUE, 'q=tq-other'), ('u=0', 'u=1')]:
         with pytest.raises(DecodeError, match='bad_signature'):
-            decode(body.replace(old, new, 1), queue='tq-other' if 'other' in new else QUEUE)
+            decode(app, body.replace(old, new, 1), queue='tq-other' if 'other' in new else QUEUE)
 
 
-def test_body_signed_with_another_key_is_refused():
-    with settings.override(MESSAGE_SIGNING_KEY=OTHER_KEY):
-        body = encode(make_message())
+def test_body_signed_with_another_key_is_refused(app):
+    body = encode(app.replace(MESSAGE_SIGNING_KEY=OTHER_KEY), make_message())
     with pytest.raises(DecodeError) as info:
-        decode(body)
+        decode(app, body)
     assert info.value.reason == DecodeError.BAD_SIGNATURE
 
 
-def test_a_body_naming_the_current_key_but_signed_with_another_is_refused():
-    body = signed_body(b'data', envelope_headers(QUEUE), key=OTHER_KEY.encode())
+def test_a_body_naming_the_current_key_but_signed_with_another_is_refused(app):
+    body = hostile_body(app, b'data', hostile_headers(app), key=OTHER_KEY.encode())
     with pytest.raises(DecodeError, match='bad_signature'):
-        decode(body)
+        decode(app, body)
 
 
-def test_unsigned_pickle_is_never_unpickled(tmp_path):
+def test_unsigned_pickle_is_never_unpickled(app, tmp_path):
     marker = tmp_path / 'unpickled'
     evil = pickle.dumps(CreatesFileWhenUnpickled(str(marker)))
     encoded = base64.b64encode(evil).decode()
@@ -163,15 +184,15 @@ def test_unsigned_pickle_is_never_unpickled(tmp_path):
     marker.unlink()
     for body in bodies:
         with pytest.raises(DecodeError) as info:
-            decode(body)
+            decode(app, body)
         assert info.value.reason in (DecodeError.NOT_KALE, DecodeError.BAD_SIGNATURE)
     assert not marker.exists()
 
 
-def test_body_without_the_header_is_not_a_kale_message():
+def test_body_without_the_header_is_not_a_kale_message(app):
     for body in ['', 'hello', '{"id": 1}', 'kale3:p-:sig:data', 'kale2:only-two']:
         with pytest.raises(DecodeError) as info:
-            decode(body)
+            decode(app, body)
         assert info.value.reason == DecodeError.NOT_KALE
 
 
@@ -189,111 +210,105 @@ def test_body_without_the_header_is_not_a_kale_message():
                            b'"kwargs": {}}'),
     ({'e': 'feedbeef'}, base64.b64encode(b'x' * 40)),
 ])
-def test_signed_garbage_is_a_corrupt_body(changes, data):
-    headers = envelope_headers(QUEUE, **changes)
-    with settings.override(ACCEPT_SERIALIZERS=('pickle', 'json', )):
-        with pytest.raises(DecodeError) as info:
-            codec.decode(signed_body(data, headers), QUEUE)
+def test_signed_garbage_is_a_corrupt_body(app, changes, data):
+    headers = hostile_headers(app, **changes)
+    both = app.replace(ACCEPT_SERIALIZERS=('pickle', 'json', ))
+    with pytest.raises(DecodeError) as info:
+        both.codec.decode(hostile_body(app, data, headers), QUEUE)
     assert info.value.reason in (DecodeError.CORRUPT, DecodeError.SERIALIZER_NOT_ACCEPTED)
 
 
 @pytest.mark.parametrize('extra', ['junk', 'i=again', '=empty-name'])
-def test_headers_that_do_not_parse_are_a_corrupt_body(extra):
-    from kale.codec.sign import signature
-    tag, head, _, data = signed_body(b'ZGF0YQ==', envelope_headers(QUEUE)).split(':', 3)
+def test_headers_that_do_not_parse_are_a_corrupt_body(app, extra):
+    tag, head, _, data = hostile_body(app, b'ZGF0YQ==', hostile_headers(app)).split(':', 3)
     head += ';' + extra                     # signed as it stands: only the key holder can
     signed = ('%s:%s:%s' % (tag, head, data)).encode()
-    sig = signature(settings.MESSAGE_SIGNING_KEY.encode(), signed).decode()
+    sig = signature(app.config.MESSAGE_SIGNING_KEY.encode(), signed).decode()
     with pytest.raises(DecodeError, match='corrupt_body: envelope headers .* do not parse'):
-        decode('%s:%s:%s:%s' % (tag, head, sig, data))
+        decode(app, '%s:%s:%s:%s' % (tag, head, sig, data))
 
 
-def test_decoding_never_resolves_the_task():
-    body = encode(make_message(task_name='tests.tasks.NoSuchTask'))
-    assert decode(body).task_name == 'tests.tasks.NoSuchTask'
+def test_decoding_never_resolves_the_task(app):
+    body = encode(app, make_message(task_name='tests.tasks.NoSuchTask'))
+    assert decode(app, body).task_name == 'tests.tasks.NoSuchTask'
 
 
-def test_key_rotation_old_key_still_verifies():
-    with settings.override(MESSAGE_SIGNING_KEY=OTHER_KEY):
-        old_body = encode(make_message())
-    current = settings.MESSAGE_SIGNING_KEY
-    with settings.override(MESSAGE_SIGNING_OLD_KEYS=[OTHER_KEY]):
-        assert decode(old_body) == make_message()
-        new_body = encode(make_message())
-    with settings.override(MESSAGE_SIGNING_KEY=OTHER_KEY, MESSAGE_SIGNING_OLD_KEYS=(current,)):
-        assert decode(new_body) == make_message()
+def test_key_rotation_old_key_still_verifies(app):
+    old_body = encode(app.replace(MESSAGE_SIGNING_KEY=OTHER_KEY), make_message())
+    current = app.config.MESSAGE_SIGNING_KEY
+    rotating = app.replace(MESSAGE_SIGNING_OLD_KEYS=[OTHER_KEY])
+    assert decode(rotating, old_body) == make_message()
+    new_body = encode(rotating, make_message())
+    rotated = app.replace(MESSAGE_SIGNING_KEY=OTHER_KEY, MESSAGE_SIGNING_OLD_KEYS=(current,))
+    assert decode(rotated, new_body) == make_message()
     with pytest.raises(DecodeError, match='bad_signature'):
-        decode(old_body)
+        decode(app, old_body)
 
 
-def test_no_signing_key_says_how_to_set_one():
-    with settings.override(MESSAGE_SIGNING_KEY=''):
-        with pytest.raises(ImproperlyConfigured,
-                           match='MESSAGE_SIGNING_KEY is not set.*secrets.token_hex'):
-            encode(make_message())
-        with pytest.raises(ImproperlyConfigured, match='MESSAGE_SIGNING_KEY is not set'):
-            decode('kale2:x:y:z')
+def test_no_signing_key_says_how_to_set_one(app):
+    unsigned = app.replace(MESSAGE_SIGNING_KEY='')
+    with pytest.raises(ImproperlyConfigured,
+                       match='MESSAGE_SIGNING_KEY is not set.*secrets.token_hex'):
+        encode(unsigned, make_message())
+    with pytest.raises(ImproperlyConfigured, match='MESSAGE_SIGNING_KEY is not set'):
+        decode(unsigned, 'kale2:x:y:z')
 
 
-def test_short_signing_key_is_refused():
-    with settings.override(MESSAGE_SIGNING_KEY='short'):
-        with pytest.raises(ImproperlyConfigured, match='MESSAGE_SIGNING_KEY is too short'):
-            encode(make_message())
+def test_short_signing_key_is_refused(app):
+    short = app.replace(MESSAGE_SIGNING_KEY='short')
+    with pytest.raises(ImproperlyConfigured, match='MESSAGE_SIGNING_KEY is too short'):
+        encode(short, make_message())
 
 
-def test_size_limit_names_the_task_and_both_sizes():
+def test_size_limit_names_the_task_and_both_sizes(app):
     message = make_message(args=(os.urandom(2000),))
-    with settings.override(SQS_TASK_SIZE_LIMIT=1024):
-        with pytest.raises(MessageTooLargeError) as info:
-            to_outgoing(message)
+    with pytest.raises(MessageTooLargeError) as info:
+        to_outgoing(app.replace(SQS_TASK_SIZE_LIMIT=1024), message)
     text = str(info.value)
     assert 'tests.tasks.EchoTask' in text
-    size = to_outgoing(message).size()
+    size = to_outgoing(app, message).size()
     assert '%d bytes, over SQS_TASK_SIZE_LIMIT of 1024 bytes' % size in text
 
 
-def test_attributes_carry_id_name_and_counts():
-    outgoing = to_outgoing(make_message(), delay_sec=7)
+def test_attributes_carry_id_name_and_counts(app):
+    outgoing = to_outgoing(app, make_message(), delay_sec=7)
     assert outgoing.attributes == {'kale_task_id': 'abc123',
                                    'kale_task_name': 'tests.tasks.EchoTask',
                                    'kale_retry_num': 2, 'kale_failure_num': 1}
     assert outgoing.delay_sec == 7
 
 
-def test_json_refuses_what_it_cannot_represent():
+def test_json_refuses_what_it_cannot_represent(app):
     with pytest.raises(SerializationError, match=r'task tests.tasks.EchoTask \(abc123\): '
                                                  'arguments cannot be serialized with json'):
-        encode(make_message(args=(object(),)), 'json')
+        encode(app, make_message(args=(object(),)), 'json')
 
 
-def test_pickle_refuses_what_it_cannot_pickle():
+def test_pickle_refuses_what_it_cannot_pickle(app):
     with pytest.raises(SerializationError, match='cannot be serialized with pickle'):
-        encode(make_message(args=(lambda: None,)), 'pickle')
+        encode(app, make_message(args=(lambda: None,)), 'pickle')
 
 
-def test_unknown_serializer_setting_is_a_clear_error():
+def test_unknown_serializer_setting_is_a_clear_error(app):
     with pytest.raises(ImproperlyConfigured, match="setting SERIALIZER must be one of 'pickle', "
                                                    "'json', got 'yaml'"):
-        with settings.override(SERIALIZER='yaml'):
-            pass
+        app.replace(SERIALIZER='yaml')
 
 
-def test_decompression_is_bounded():
+def test_decompression_is_bounded(app):
     bomb = base64.b64encode(zlib.compress(b'\0' * (1024 * 1024 + 10)))
-    body = signed_body(bomb, envelope_headers(QUEUE, compression='z'))
-    with settings.override(MAX_DECOMPRESSED_BYTES=1024 * 1024):
-        with pytest.raises(DecodeError, match='corrupt_body: decompresses to more than 1048576 '
-                                              r'bytes \(MAX_DECOMPRESSED_BYTES\)'):
-            decode(body)
+    body = hostile_body(app, bomb, hostile_headers(app, compression='z'))
+    with pytest.raises(DecodeError, match='corrupt_body: decompresses to more than 1048576 '
+                                          r'bytes \(MAX_DECOMPRESSED_BYTES\)'):
+        decode(app.replace(MAX_DECOMPRESSED_BYTES=1024 * 1024), body)
 
 
-def test_publishing_refuses_a_payload_no_worker_would_decompress():
+def test_publishing_refuses_a_payload_no_worker_would_decompress(app):
     message = make_message(args=('x' * 5000,))
-    with settings.override(MAX_DECOMPRESSED_BYTES=4096):
-        with pytest.raises(MessageTooLargeError, match=r'task tests.tasks.EchoTask \(abc123\): '
-                                                       r'serialized payload is \d+ bytes, over '
-                                                       'MAX_DECOMPRESSED_BYTES of 4096'):
-            encode(message)
+    with pytest.raises(MessageTooLargeError, match=r'task tests.tasks.EchoTask \(abc123\): '
+                                                   r'serialized payload is \d+ bytes, over '
+                                                   'MAX_DECOMPRESSED_BYTES of 4096'):
+        encode(app.replace(MAX_DECOMPRESSED_BYTES=4096), message)
 
 
 def test_next_attempt_counts_retries_and_failures_and_keeps_the_issue_time():
@@ -303,24 +318,37 @@ def test_next_attempt_counts_retries_and_failures_and_keeps_the_issue_time():
         ('abc123', 3, 2, 1000.0)
 
 
-def test_a_body_over_the_size_limit_is_refused_before_it_is_verified():
-    body = encode(make_message(args=(os.urandom(3000),)))
-    with settings.override(SQS_TASK_SIZE_LIMIT=len(body) - 1):
-        with pytest.raises(DecodeError) as info:
-            decode(body)
+def test_a_body_over_the_size_limit_is_refused_before_it_is_verified(app):
+    body = encode(app, make_message(args=(os.urandom(3000),)))
+    with pytest.raises(DecodeError) as info:
+        decode(app.replace(SQS_TASK_SIZE_LIMIT=len(body) - 1), body)
     assert info.value.reason == DecodeError.TOO_LARGE
     assert 'over SQS_TASK_SIZE_LIMIT' in str(info.value)
 
 
-def test_the_codec_is_built_once_per_configuration():
+def test_the_codec_is_built_once_per_configuration(app):
+    first = codec.get_codec(app.config)
+    assert codec.get_codec(app.config) is first
+    assert app.codec is app.codec                   # an app on its own clock: its own, once
+    as_json = app.replace(SERIALIZER='json')
+    assert codec.get_codec(as_json.config) is not first
+    assert 's=j' in as_json.codec.encode(make_message(), QUEUE).body.split(':')[1]
+
+
+def test_the_module_level_functions_follow_the_default_apps_settings():
+    # On the global settings on purpose: codec.encode, decode and to_outgoing
+    # are the default app's, whose codec is rebuilt when its settings change.
     first = codec.get_codec(settings.config)
     assert codec.get_codec(settings.config) is first
-    with settings.override(SERIALIZER='json'):
+    with settings.override(SERIALIZER='json', ACCEPT_SERIALIZERS=['json']):
         assert codec.get_codec(settings.config) is not first
-        assert 's=j' in codec.encode(make_message(), QUEUE).split(':')[1]
+        body = codec.encode(make_message(), QUEUE)
+        assert 's=j' in body.split(':')[1]
+        assert codec.decode(body, QUEUE) == make_message()
+        assert 's=j' in codec.to_outgoing(make_message(), QUEUE).body.split(':')[1]
 
 
-def test_a_step_can_add_attributes_on_the_way_out():
+def test_a_step_can_add_attributes_on_the_way_out(app):
     class Tag:
         name = 'tag'
 
@@ -330,97 +358,96 @@ def test_a_step_can_add_attributes_on_the_way_out():
         def decode(self, frame):
             pass
 
-    built = codec.build_codec(settings.config)
+    built = codec.build_codec(app.config)
     built.payload_steps.insert(0, Tag())
     outgoing = built.to_outgoing(make_message(), QUEUE)
     assert outgoing.attributes['trace'] == 'abc'
     assert built.decode(outgoing.body, QUEUE) == make_message()
 
 
-def test_opening_a_body_does_not_decode_its_payload(monkeypatch):
-    body = encode(make_message(args=('x' * 50000,)))
+def test_opening_a_body_does_not_decode_its_payload(app, monkeypatch):
+    body = encode(app, make_message(args=('x' * 50000,)))
     touched = []
     monkeypatch.setattr(zlib, 'decompressobj', lambda *a: touched.append(a))
     monkeypatch.setattr(serialize, '_loads', lambda *a: touched.append(a))
-    frame = codec.get_codec(settings.config).open(body, QUEUE)
+    frame = app.codec.open(body, QUEUE)
     assert frame.task_name == 'tests.tasks.EchoTask'
     assert touched == []
 
 
 # --- the replay window and the queue binding ---------------------------------------
 
-def test_a_body_older_than_the_replay_window_is_expired():
-    with settings.override(MESSAGE_MAX_AGE_SEC=3600):
-        fresh = encode(make_message(published_at=__import__('time').time() - 3500))
-        old = encode(make_message(published_at=__import__('time').time() - 3700))
-        assert decode(fresh).task_id == 'abc123'
-        with pytest.raises(DecodeError) as info:
-            decode(old)
+def test_a_body_older_than_the_replay_window_is_expired(app):
+    windowed = app.replace(MESSAGE_MAX_AGE_SEC=3600)
+    fresh = encode(windowed, make_message(published_at=app.clock.time() - 3500))
+    old = encode(windowed, make_message(published_at=app.clock.time() - 3700))
+    assert decode(windowed, fresh).task_id == 'abc123'
+    app.clock.advance(-200)                         # its clock, not the machine's, tells ages
+    assert decode(windowed, old).task_id == 'abc123'
+    app.clock.advance(200)
+    with pytest.raises(DecodeError) as info:
+        decode(windowed, old)
     assert info.value.reason == DecodeError.EXPIRED
     assert 'over MESSAGE_MAX_AGE_SEC of 3600' in str(info.value)
 
 
-def test_the_default_window_is_fourteen_days_and_fifteen_minutes():
-    assert settings.MESSAGE_MAX_AGE_SEC == 14 * 24 * 3600 + 15 * 60
+def test_the_default_window_is_fourteen_days_and_fifteen_minutes(app):
+    assert app.config.MESSAGE_MAX_AGE_SEC == 14 * 24 * 3600 + 15 * 60
     day = 24 * 3600.0
-    now = __import__('time').time()
-    assert decode(encode(make_message(published_at=now - 14 * day))).task_id == 'abc123'
+    now = app.clock.time()                          # the app's codec tells ages by its clock
+    assert decode(app, encode(app, make_message(published_at=now - 14 * day))).task_id == 'abc123'
     with pytest.raises(DecodeError, match='expired'):
-        decode(encode(make_message(published_at=now - 14 * day - 16 * 60)))
+        decode(app, encode(app, make_message(published_at=now - 14 * day - 16 * 60)))
 
 
-def test_a_body_signed_for_one_queue_is_refused_on_another():
-    body = encode(make_message(), queue='tq-payments')
+def test_a_body_signed_for_one_queue_is_refused_on_another(app):
+    body = encode(app, make_message(), queue='tq-payments')
     with pytest.raises(DecodeError) as info:
-        decode(body, queue='tq-default')
+        decode(app, body, queue='tq-default')
     assert info.value.reason == DecodeError.WRONG_QUEUE
     assert "signed for queue 'tq-payments', received on 'tq-default'" in str(info.value)
-    assert decode(body, queue='tq-payments').task_id == 'abc123'
+    assert decode(app, body, queue='tq-payments').task_id == 'abc123'
 
 
-def test_resealing_signs_with_the_current_key_and_keeps_time_and_queue():
+def test_resealing_signs_with_the_current_key_and_keeps_time_and_queue(app):
     message = make_message(published_at=1700000000.0)
-    with settings.override(MESSAGE_SIGNING_KEY=OTHER_KEY, MESSAGE_MAX_AGE_SEC=10 ** 9):
-        old_body = encode(message)
-    with settings.override(MESSAGE_SIGNING_OLD_KEYS=[OTHER_KEY], MESSAGE_MAX_AGE_SEC=10 ** 9):
-        built = codec.get_codec(settings.config)
-        resealed = built.reseal(built.open(old_body, QUEUE), u='2')
-    with settings.override(MESSAGE_MAX_AGE_SEC=10 ** 9):
-        again = decode(resealed)             # the old key is no longer needed
+    old_body = encode(app.replace(MESSAGE_SIGNING_KEY=OTHER_KEY, MESSAGE_MAX_AGE_SEC=10 ** 9), message)
+    built = app.replace(MESSAGE_SIGNING_OLD_KEYS=[OTHER_KEY], MESSAGE_MAX_AGE_SEC=10 ** 9).codec
+    resealed = built.reseal(built.open(old_body, QUEUE), u='2')
+    again = decode(app.replace(MESSAGE_MAX_AGE_SEC=10 ** 9), resealed)    # the old key is no longer needed
     assert again == dataclasses.replace(message, unsettled=2)
 
 
 # --- what a worker accepts ---------------------------------------------------------
 
-def test_a_json_worker_never_unpickles(monkeypatch):
-    body = encode(make_message(), 'pickle')
+def test_a_json_worker_never_unpickles(app, monkeypatch):
+    body = encode(app, make_message(), 'pickle')
     loaded = []
     monkeypatch.setattr(serialize, '_loads', lambda *a: loaded.append(a))
-    with settings.override(SERIALIZER='json'):
-        with pytest.raises(DecodeError) as info:
-            codec.decode(body, QUEUE)
+    with pytest.raises(DecodeError) as info:
+        app.replace(SERIALIZER='json').codec.decode(body, QUEUE)
     assert info.value.reason == DecodeError.SERIALIZER_NOT_ACCEPTED
     assert loaded == []
 
 
-def test_accept_serializers_defaults_to_the_serializer():
-    body = encode(make_message(), 'json')
-    with settings.override(SERIALIZER='pickle'):
-        with pytest.raises(DecodeError, match='serializer_not_accepted'):
-            codec.decode(body, QUEUE)
-        with settings.override(ACCEPT_SERIALIZERS=['pickle', 'json']):
-            assert codec.decode(body, QUEUE).task_id == 'abc123'
+def test_accept_serializers_defaults_to_the_serializer(app):
+    body = encode(app, make_message(), 'json')
+    pickling = app.replace(SERIALIZER='pickle')
+    with pytest.raises(DecodeError, match='serializer_not_accepted'):
+        pickling.codec.decode(body, QUEUE)
+    accepting = pickling.replace(ACCEPT_SERIALIZERS=['pickle', 'json'])
+    assert accepting.codec.decode(body, QUEUE).task_id == 'abc123'
 
 
-def test_old_format_bodies_are_refused_unless_accepted():
+def test_old_format_bodies_are_refused_unless_accepted(app):
     payload = make_message().to_payload()
-    body = signed_legacy_body('j-', serialize.SerializeStep('json')._dumps(payload))
+    body = legacy_body(app, 'j-', serialize.SerializeStep('json')._dumps(payload))
     with pytest.raises(DecodeError) as info:
-        decode(body)
+        decode(app, body)
     assert info.value.reason == DecodeError.NOT_KALE
     assert 'ACCEPT_LEGACY_MESSAGES' in str(info.value)
-    with settings.override(ACCEPT_LEGACY_MESSAGES=True, ACCEPT_SERIALIZERS=['json']):
-        legacy = codec.decode(body, QUEUE)
+    legacy_app = app.replace(ACCEPT_LEGACY_MESSAGES=True, ACCEPT_SERIALIZERS=['json'])
+    legacy = legacy_app.codec.decode(body, QUEUE)
     assert legacy.task_id == 'abc123' and legacy.published_at == payload['enqueued_at']
 
 
@@ -430,69 +457,65 @@ SECRET = 'an-encryption-secret-of-32-chars!!'
 OLD_SECRET = 'the-previous-encryption-secret-0123'
 
 
-def test_encrypted_bodies_hide_every_argument():
+def test_encrypted_bodies_hide_every_argument(app):
     message = make_message(args=('card 4111-1111',), kwargs={'email': 'a@example.com'})
-    with settings.override(MESSAGE_ENCRYPTION_KEY=SECRET, SERIALIZER='json',
-                           ACCEPT_SERIALIZERS=['json']):
-        outgoing = codec.to_outgoing(message, QUEUE)
-        assert codec.decode(outgoing.body, QUEUE) == message
+    encrypting = app.replace(MESSAGE_ENCRYPTION_KEY=SECRET, SERIALIZER='json',
+                             ACCEPT_SERIALIZERS=['json'])
+    outgoing = encrypting.codec.to_outgoing(message, QUEUE)
+    assert encrypting.codec.decode(outgoing.body, QUEUE) == message
     wire = outgoing.body + repr(outgoing.attributes)
     for secret in ('4111', 'example.com', 'email', 'card'):
         assert secret not in wire
         assert secret.encode() not in base64.b64decode(outgoing.body.split(':')[3])
 
 
-def test_each_body_gets_a_fresh_nonce():
-    with settings.override(MESSAGE_ENCRYPTION_KEY=SECRET):
-        first, second = encode(make_message()), encode(make_message())
+def test_each_body_gets_a_fresh_nonce(app):
+    encrypting = app.replace(MESSAGE_ENCRYPTION_KEY=SECRET)
+    first, second = encode(encrypting, make_message()), encode(encrypting, make_message())
     assert first.split(':')[3] != second.split(':')[3]
 
 
-def test_an_encrypted_body_needs_its_key():
-    with settings.override(MESSAGE_ENCRYPTION_KEY=SECRET):
-        body = encode(make_message())
+def test_an_encrypted_body_needs_its_key(app):
+    body = encode(app.replace(MESSAGE_ENCRYPTION_KEY=SECRET), make_message())
     with pytest.raises(DecodeError, match="corrupt_body: encrypted with key '[0-9a-f]{8}', "
                                           'which is neither MESSAGE_ENCRYPTION_KEY nor an old key'):
-        decode(body)
-    with settings.override(MESSAGE_ENCRYPTION_KEY=OLD_SECRET):
-        with pytest.raises(DecodeError, match='corrupt_body'):
-            decode(body)
+        decode(app, body)
+    with pytest.raises(DecodeError, match='corrupt_body'):
+        decode(app.replace(MESSAGE_ENCRYPTION_KEY=OLD_SECRET), body)
 
 
-def test_encryption_key_rotation():
-    with settings.override(MESSAGE_ENCRYPTION_KEY=OLD_SECRET):
-        old_body = encode(make_message())
-    with settings.override(MESSAGE_ENCRYPTION_KEY=SECRET, MESSAGE_ENCRYPTION_OLD_KEYS=[OLD_SECRET]):
-        assert decode(old_body) == make_message()       # queued bodies drain
-        new_body = encode(make_message())
-    with settings.override(MESSAGE_ENCRYPTION_KEY=SECRET):
-        assert decode(new_body) == make_message()       # the old key can go
-        with pytest.raises(DecodeError):
-            decode(old_body)
+def test_encryption_key_rotation(app):
+    old_body = encode(app.replace(MESSAGE_ENCRYPTION_KEY=OLD_SECRET), make_message())
+    rotating = app.replace(MESSAGE_ENCRYPTION_KEY=SECRET, MESSAGE_ENCRYPTION_OLD_KEYS=[OLD_SECRET])
+    assert decode(rotating, old_body) == make_message()         # queued bodies drain
+    new_body = encode(rotating, make_message())
+    rotated = app.replace(MESSAGE_ENCRYPTION_KEY=SECRET)
+    assert decode(rotated, new_body) == make_message()          # the old key can go
+    with pytest.raises(DecodeError):
+        decode(rotated, old_body)
 
 
-def test_encryption_can_be_turned_off_while_queued_bodies_drain():
-    with settings.override(MESSAGE_ENCRYPTION_KEY=SECRET):
-        encrypted = encode(make_message())
-    with settings.override(MESSAGE_ENCRYPTION_OLD_KEYS=[SECRET]):
-        assert decode(encrypted) == make_message()
-        assert 'e=' not in encode(make_message()).split(':')[1]
+def test_encryption_can_be_turned_off_while_queued_bodies_drain(app):
+    encrypted = encode(app.replace(MESSAGE_ENCRYPTION_KEY=SECRET), make_message())
+    draining = app.replace(MESSAGE_ENCRYPTION_OLD_KEYS=[SECRET])
+    assert decode(draining, encrypted) == make_message()
+    assert 'e=' not in encode(draining, make_message()).split(':')[1]
 
 
-def test_a_short_encryption_key_is_refused():
-    with settings.override(MESSAGE_ENCRYPTION_KEY='short'):
-        with pytest.raises(ImproperlyConfigured, match='MESSAGE_ENCRYPTION_KEY is too short'):
-            codec.get_codec(settings.config)
+def test_a_short_encryption_key_is_refused(app):
+    short = app.replace(MESSAGE_ENCRYPTION_KEY='short')
+    with pytest.raises(ImproperlyConfigured, match='MESSAGE_ENCRYPTION_KEY is too short'):
+        codec.get_codec(short.config)
 
 
-def test_tampered_ciphertext_fails_the_signature_before_decryption():
-    with settings.override(MESSAGE_ENCRYPTION_KEY=SECRET):
-        body = encode(make_message())
-        head, data = body.rsplit(':', 1)
-        raw = bytearray(base64.b64decode(data))
-        raw[-1] ^= 1
-        with pytest.raises(DecodeError, match='bad_signature'):
-            codec.decode(head + ':' + base64.b64encode(bytes(raw)).decode(), QUEUE)
+def test_tampered_ciphertext_fails_the_signature_before_decryption(app):
+    encrypting = app.replace(MESSAGE_ENCRYPTION_KEY=SECRET)
+    body = encode(encrypting, make_message())
+    head, data = body.rsplit(':', 1)
+    raw = bytearray(base64.b64decode(data))
+    raw[-1] ^= 1
+    with pytest.raises(DecodeError, match='bad_signature'):
+        encrypting.codec.decode(head + ':' + base64.b64encode(bytes(raw)).decode(), QUEUE)
 
 
 @pytest.mark.parametrize('text', ['a', 'a=1;b', 'a=1=2', 'a=1;a=2', '=1', 'a=1;;b=2', 'a=1;'])

@@ -7,18 +7,27 @@ from __future__ import annotations
 import pytest
 
 from kale import worker as kale_worker
-from kale.broker import Broker
-from kale.conf import settings
+from kale.app import App
 from kale.exceptions import InvalidDelayError, InvalidGroupError, QueueConfigError
 from kale.hooks import WorkerHooks
-from kale.queue_config import get_queue_config, parse_queue_config
+from kale.queue_config import parse_queue_config
 from kale.transport.memory import MemoryTransport
 from tests import tasks
 from tests.support.records import read_records, recorded_ids
-from tests.support.work import work
 
 #: Every test here runs on each pool (serial, threads, asyncio).
 pytestmark = pytest.mark.usefixtures('pool')
+
+
+@pytest.fixture
+def app(app, pool):
+    """An app of the test's own: the test settings (the conftest app's) on an
+    in-memory transport, its workers on this run's pool (WORKER_POOL: the
+    ``pool`` fixture sets it in the global settings only). On the machine's
+    clock, not a FakeClock: these bursts wait out retry delays and
+    visibility timeouts, which only a moving clock ends, and a FakeClock
+    moves only when the test moves it, not while ``worker.run()`` blocks."""
+    return App(app.config, transport=MemoryTransport(), WORKER_POOL=pool)
 
 
 def labels(record, event, group=None):
@@ -27,11 +36,20 @@ def labels(record, event, group=None):
     return [label for label in found if group is None or label.startswith(group)]
 
 
+def work_on(app, queues=('ordered',)):
+    """A burst worker of ``app`` on ``queues`` (tests.support.work.work, for an
+    app); asserts it exits 0. Returns the worker."""
+    worker = kale_worker.Worker(queue_names=list(queues), burst=True, app=app)
+    code = worker.run()
+    assert code == 0, 'the worker exited %d, not 0' % code
+    return worker
+
+
 # --- names and config -------------------------------------------------------------
 
 
-def test_a_fifo_queue_and_its_dead_letter_queue_end_in_fifo():
-    broker = Broker(MemoryTransport(), get_queue_config(settings.config), prefix='app-')
+def test_a_fifo_queue_and_its_dead_letter_queue_end_in_fifo(app):
+    broker = app.replace(QUEUE_PREFIX='app-').broker
     ordered = broker.queues['ordered']
     assert broker.sqs_name(ordered) == 'app-ordered.fifo'
     assert broker.dead_letter_name(ordered) == 'app-dlq-ordered.fifo'
@@ -90,90 +108,89 @@ def memory_broker_publish_batch_with_dedup():
                                   group_id='g', dedup_id='d')
 
 
-def test_a_repeated_dedup_id_is_delivered_once(memory_broker, record):
-    tasks.OrderedTask.publish(None, 'first', group_id='g', dedup_id='order-17')
-    tasks.OrderedTask.publish(None, 'again', group_id='g', dedup_id='order-17')
-    work(memory_broker, queues=['ordered'])
+def test_a_repeated_dedup_id_is_delivered_once(app, record):
+    app.publish(tasks.OrderedTask, None, 'first', group_id='g', dedup_id='order-17')
+    app.publish(tasks.OrderedTask, None, 'again', group_id='g', dedup_id='order-17')
+    work_on(app)
     assert labels(record, 'ran') == ['first']
 
 
-def test_the_task_id_deduplicates_by_default(memory_broker, record, monkeypatch):
+def test_the_task_id_deduplicates_by_default(app, record, monkeypatch):
     monkeypatch.setattr(tasks.OrderedTask, 'make_task_id',
                         classmethod(lambda cls, label, *a, **k: 'order-' + label))
-    tasks.OrderedTask.publish(None, 'x', group_id='g')
-    tasks.OrderedTask.publish(None, 'x', group_id='g')
-    tasks.OrderedTask.publish(None, 'y', group_id='g')
-    work(memory_broker, queues=['ordered'])
+    app.publish(tasks.OrderedTask, None, 'x', group_id='g')
+    app.publish(tasks.OrderedTask, None, 'x', group_id='g')
+    app.publish(tasks.OrderedTask, None, 'y', group_id='g')
+    work_on(app)
     assert labels(record, 'ran') == ['x', 'y']
 
 
 # --- running --------------------------------------------------------------------
 
 
-def test_a_group_completes_in_publish_order_through_a_failure_and_its_retry(memory_broker,
-                                                                            record):
-    with settings.override(RETRY_DELAY_MULTIPLE_SEC=0):
-        tasks.OrderedTask.publish_batch(None, [(('a1',), {}), (('a2', 1), {}), (('a3',), {})],
-                                        group_id='a')
-        tasks.OrderedTask.publish_batch(None, [(('b1',), {}), (('b2',), {})], group_id='b')
-        tasks.OrderedTask.publish(None, 'a4', group_id='a')
-        sent = memory_broker.transport.requests.copy()
-        worker = work(memory_broker, queues=['ordered'])
+def test_a_group_completes_in_publish_order_through_a_failure_and_its_retry(app, record):
+    app = app.replace(RETRY_DELAY_MULTIPLE_SEC=0)
+    app.publish_batch(tasks.OrderedTask, None, [(('a1',), {}), (('a2', 1), {}), (('a3',), {})],
+                      group_id='a')
+    app.publish_batch(tasks.OrderedTask, None, [(('b1',), {}), (('b2',), {})], group_id='b')
+    app.publish(tasks.OrderedTask, None, 'a4', group_id='a')
+    sent = app.transport.requests.copy()
+    worker = work_on(app)
     assert labels(record, 'ran', 'a') == ['a1', 'a2', 'a3', 'a4']
     assert labels(record, 'ran', 'b') == ['b1', 'b2']
     assert labels(record, 'failed') == ['a2']
     assert worker.stats['succeeded'] == 6
-    requests = memory_broker.transport.requests
+    requests = app.transport.requests
     assert (requests['SendMessage'], requests['SendMessageBatch']) == \
         (sent['SendMessage'], sent['SendMessageBatch']), 'a retry must not send a copy'
     assert requests['ChangeMessageVisibilityBatch'] >= 1, 'the retry keeps its message'
 
 
-def test_other_groups_run_while_one_waits_for_its_retry(memory_broker, record):
-    with settings.override(RETRY_DELAY_MULTIPLE_SEC=1):
-        tasks.OrderedTask.publish_batch(None, [(('a1', 1), {}), (('a2',), {})], group_id='a')
-        tasks.OrderedTask.publish_batch(None, [(('b%d' % i, 0, 0.05), {}) for i in range(1, 6)],
-                                        group_id='b')
-        work(memory_broker, queues=['ordered'])
+def test_other_groups_run_while_one_waits_for_its_retry(app, record):
+    app = app.replace(RETRY_DELAY_MULTIPLE_SEC=1)
+    app.publish_batch(tasks.OrderedTask, None, [(('a1', 1), {}), (('a2',), {})], group_id='a')
+    app.publish_batch(tasks.OrderedTask, None, [(('b%d' % i, 0, 0.05), {}) for i in range(1, 6)],
+                      group_id='b')
+    work_on(app)
     ran = labels(record, 'ran')
     assert ran.index('b5') < ran.index('a1'), 'group b waited for group a'
     assert labels(record, 'ran', 'a') == ['a1', 'a2']
 
 
 def test_failures_are_counted_from_the_receive_count_then_dead_lettered_in_the_group(
-        memory_broker, record):
-    with settings.override(RETRY_DELAY_MULTIPLE_SEC=0):
-        failing = tasks.OrderedTask.publish(None, 'a1', 99, group_id='a')
-        tasks.OrderedTask.publish(None, 'a2', group_id='a')
-        worker = work(memory_broker, queues=['ordered'])
+        app, record):
+    app = app.replace(RETRY_DELAY_MULTIPLE_SEC=0)
+    failing = app.publish(tasks.OrderedTask, None, 'a1', 99, group_id='a')
+    app.publish(tasks.OrderedTask, None, 'a2', group_id='a')
+    worker = work_on(app)
     assert labels(record, 'failed') == ['a1'] * (tasks.OrderedTask.max_retries + 1)
     assert labels(record, 'ran') == ['a2'], 'the group goes on once a1 is dead-lettered'
     assert recorded_ids(record, 'failed') == [failing] * 3
     assert worker.stats['dead_letter'] == 1
-    dead = memory_broker.transport.receive('dlq-ordered.fifo', 10, 0, 30)
+    dead = app.transport.receive(app.broker.dead_letter_name(app.queues['ordered']), 10, 0, 30)
     assert [(m.group_id, m.receive_count) for m in dead] == [('a', 1)]
 
 
-def test_a_fifo_dead_letter_is_redriven_into_its_group(memory_broker, record):
+def test_a_fifo_dead_letter_is_redriven_into_its_group(app, record):
     from kale import admin
-    from kale.codec import decode
-    with settings.override(RETRY_DELAY_MULTIPLE_SEC=0):
-        failing = tasks.OrderedTask.publish(None, 'a1', 99, group_id='a')
-        work(memory_broker, queues=['ordered'])
-    report = admin.redrive(memory_broker, memory_broker.queues['ordered'])
+    retrying = app.replace(RETRY_DELAY_MULTIPLE_SEC=0)
+    failing = retrying.publish(tasks.OrderedTask, None, 'a1', 99, group_id='a')
+    work_on(retrying)
+    ordered = app.queues['ordered']
+    report = admin.redrive(app.broker, ordered)
     assert report.moved == 1
-    [back] = memory_broker.transport.receive('ordered.fifo', 10, 0, 30)
+    [back] = app.transport.receive(app.broker.sqs_name(ordered), 10, 0, 30)
     assert (back.group_id, back.receive_count) == ('a', 1)
-    assert decode(back.body, 'ordered.fifo').task_id == failing
+    assert app.codec.decode(back.body, app.broker.sqs_name(ordered)).task_id == failing
 
 
-def test_a_long_task_runs_alone_in_its_place_in_the_group(memory_broker, record):
-    with settings.override(RETRY_DELAY_MULTIPLE_SEC=0):
-        tasks.OrderedTask.publish(None, 'a1', 1, group_id='a')
-        tasks.OrderedLongTask.publish(None, 'a2', group_id='a')
-        tasks.OrderedTask.publish(None, 'a3', group_id='a')
-        tasks.OrderedTask.publish(None, 'b1', group_id='b')
-        work(memory_broker, queues=['ordered'])
+def test_a_long_task_runs_alone_in_its_place_in_the_group(app, record):
+    app = app.replace(RETRY_DELAY_MULTIPLE_SEC=0)
+    app.publish(tasks.OrderedTask, None, 'a1', 1, group_id='a')
+    app.publish(tasks.OrderedLongTask, None, 'a2', group_id='a')
+    app.publish(tasks.OrderedTask, None, 'a3', group_id='a')
+    app.publish(tasks.OrderedTask, None, 'b1', group_id='b')
+    work_on(app)
     assert labels(record, 'failed') == ['a1']
     assert labels(record, 'ran', 'a') == ['a1', 'a2', 'a3']
     assert labels(record, 'ran', 'b') == ['b1']
@@ -184,10 +201,10 @@ class CancelEverything(WorkerHooks):
         return task_ids
 
 
-def test_a_cancelled_task_on_a_fifo_queue_is_deleted_unrun(memory_broker, record):
-    tasks.OrderedTask.publish(None, 'a1', group_id='a')
-    worker = kale_worker.Worker(queue_names=['ordered'], burst=True, broker=memory_broker,
+def test_a_cancelled_task_on_a_fifo_queue_is_deleted_unrun(app, record):
+    app.publish(tasks.OrderedTask, None, 'a1', group_id='a')
+    worker = kale_worker.Worker(queue_names=['ordered'], burst=True, app=app,
                                 hooks=[CancelEverything()])
     assert worker.run() == kale_worker.EXIT_OK
     assert labels(record, 'ran') == []
-    assert memory_broker.counts(memory_broker.queues['ordered']).total == 0
+    assert app.broker.counts(app.queues['ordered']).total == 0

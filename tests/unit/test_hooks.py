@@ -5,7 +5,6 @@ import logging
 import pytest
 
 from kale import publisher
-from kale.conf import settings
 from kale.exceptions import EndpointUnreachableError, HookError, ImproperlyConfigured
 from kale.hooks import PublishHooks, WorkerHooks
 from kale.transport import OutgoingMessage
@@ -74,32 +73,32 @@ def test_after_publish_sees_the_error_of_a_failed_send():
     assert isinstance(hook.seen[-1][2], EndpointUnreachableError)
 
 
-def test_publish_hooks_setting_takes_dotted_paths(memory_broker):
+def test_publish_hooks_setting_takes_dotted_paths(app):
     Tracing.instances.clear()
-    with settings.override(PUBLISH_HOOKS=['tests.unit.test_hooks.Tracing']):
-        task_id = tasks.EchoTask.publish(None, 1)
+    task_id = app.replace(PUBLISH_HOOKS=['tests.unit.test_hooks.Tracing']).publish(
+        tasks.EchoTask, None, 1)
     [hook] = Tracing.instances
     assert hook.seen[-1] == ('after', [task_id], None)
 
 
-def test_a_failing_publish_hook_is_logged_and_the_task_still_goes_out(memory_broker, caplog):
-    with settings.override(PUBLISH_HOOKS=[BrokenPublishHook]):
-        with caplog.at_level(logging.ERROR, logger='kale.hooks'):
-            tasks.EchoTask.publish(None, 1)
-    assert len(received_attributes(memory_broker)) == 1
+def test_a_failing_publish_hook_is_logged_and_the_task_still_goes_out(app, caplog):
+    broken = app.replace(PUBLISH_HOOKS=[BrokenPublishHook])
+    with caplog.at_level(logging.ERROR, logger='kale.hooks'):
+        broken.publish(tasks.EchoTask, None, 1)
+    assert len(received_attributes(broken.broker)) == 1
     assert 'hook BrokenPublishHook.before_publish failed' in caplog.text
 
 
-def test_a_hook_that_is_not_a_hook_class_is_a_clear_error(memory_broker):
-    with settings.override(PUBLISH_HOOKS=['tests.unit.test_hooks.FailingSender']):
-        with pytest.raises(ImproperlyConfigured, match="PUBLISH_HOOKS entry 'tests.unit.test_hooks."
-                                                       "FailingSender' is not a kale.hooks."
-                                                       "PublishHooks"):
-            tasks.EchoTask.publish(None, 1)
-    with settings.override(WORKER_HOOKS=[Tracing]):
-        with pytest.raises(ImproperlyConfigured, match='WORKER_HOOKS entry .* is not a kale.hooks.'
-                                                       'WorkerHooks'):
-            Worker(broker=memory_broker)
+def test_a_hook_that_is_not_a_hook_class_is_a_clear_error(app):
+    not_a_hook = app.replace(PUBLISH_HOOKS=['tests.unit.test_hooks.FailingSender'])
+    with pytest.raises(ImproperlyConfigured, match="PUBLISH_HOOKS entry 'tests.unit.test_hooks."
+                                                   "FailingSender' is not a kale.hooks."
+                                                   "PublishHooks"):
+        not_a_hook.publish(tasks.EchoTask, None, 1)
+    publish_hook = app.replace(WORKER_HOOKS=[Tracing])
+    with pytest.raises(ImproperlyConfigured, match='WORKER_HOOKS entry .* is not a kale.hooks.'
+                                                   'WorkerHooks'):
+        Worker(app=publish_hook)
 
 
 class Timeline(WorkerHooks):
@@ -125,7 +124,9 @@ class Timeline(WorkerHooks):
         self._note('dead:%s' % settlement.verified, settlement.task_id)
 
 
-def run_worker(broker, **kwargs):
+def run_worker(broker=None, **kwargs):
+    """A burst worker on 'default': over ``broker`` (the default app's
+    settings), or of the ``app=`` given."""
     return Worker(queue_names=['default'], burst=True, broker=broker, **kwargs).run()
 
 
@@ -172,15 +173,14 @@ def test_a_failing_startup_hook_stops_the_worker_before_any_task_runs(memory_bro
     assert recorded_ids(record, 'ran') == []
 
 
-def test_the_startup_setting_follows_the_same_rule_and_is_named(memory_broker, record):
-    tasks.RecordTask.publish(None)
+def test_the_startup_setting_follows_the_same_rule_and_is_named(app, record):
+    app.publish(tasks.RecordTask, None)
 
     def broken():
         raise RuntimeError('no cache')
 
-    with settings.override(ON_WORKER_STARTUP=broken):
-        with pytest.raises(HookError, match='ON_WORKER_STARTUP failed: RuntimeError: no cache'):
-            run_worker(memory_broker)
+    with pytest.raises(HookError, match='ON_WORKER_STARTUP failed: RuntimeError: no cache'):
+        run_worker(app=app.replace(ON_WORKER_STARTUP=broken))
     assert recorded_ids(record, 'ran') == []
 
 
@@ -192,7 +192,7 @@ def test_a_failing_shutdown_hook_is_logged_and_the_worker_exits_0(memory_broker,
     assert 'hook FailsToStop.on_worker_shutdown failed' in caplog.text
 
 
-def test_the_settings_hooks_run_first_and_last(memory_broker):
+def test_the_settings_hooks_run_first_and_last(app):
     calls = []
 
     class Hook(WorkerHooks):
@@ -202,22 +202,19 @@ def test_the_settings_hooks_run_first_and_last(memory_broker):
         def on_worker_shutdown(self, worker):
             calls.append('hook down')
 
-    with settings.override(ON_WORKER_STARTUP=lambda: calls.append('setting up'),
-                           ON_WORKER_SHUTDOWN=lambda: calls.append('setting down')):
-        run_worker(memory_broker, hooks=[Hook()])
+    run_worker(app=app.replace(ON_WORKER_STARTUP=lambda: calls.append('setting up'),
+                               ON_WORKER_SHUTDOWN=lambda: calls.append('setting down')),
+               hooks=[Hook()])
     assert calls == ['setting up', 'hook up', 'setting down', 'hook down']
 
 
-def test_retry_copies_are_not_publications(memory_broker):
+def test_retry_copies_are_not_publications(app, record):
     """Publish hooks see what the application publishes, not the worker's copies."""
     hook = Tracing()
-    previous = publisher.set_publisher(publisher.Publisher(memory_broker, hooks=[hook]))
-    try:
-        with settings.override(RETRY_DELAY_MULTIPLE_SEC=0):
-            tasks.FlakyOnceTask.publish(None)
-            run_worker(memory_broker)
-    finally:
-        publisher.set_publisher(previous)
+    retrying = app.replace(RETRY_DELAY_MULTIPLE_SEC=0, PUBLISH_HOOKS=[hook])
+    task_id = retrying.publish(tasks.FlakyOnceTask, None)
+    assert run_worker(app=retrying) == 0
+    assert recorded_ids(record, 'ran') == [task_id]         # the retry copy ran
     assert [entry[0] for entry in hook.seen] == ['before', 'after']
 
 

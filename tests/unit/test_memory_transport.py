@@ -84,3 +84,11 @@ def test_every_request_is_reported(clock):
     send(transport, *['m%d' % i for i in range(12)])
     transport.receive('q', 10, 0, 30)
     assert seen == ['CreateQueue', 'SendMessageBatch', 'SendMessageBatch', 'ReceiveMessage']
+
+
+@pytest.mark.real_time('a long poll on a FakeClock ends after its seconds of real waiting')
+def test_a_long_poll_on_a_clock_that_stands_still_ends_after_its_wait(transport):
+    import time
+    started = time.monotonic()
+    assert transport.receive('q', 10, 1, 30) == []          # the FakeClock never moves
+    assert 0.9 <= time.monotonic() - started < 5

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from kale import codec
+from kale.codec.keys import key_id, signing_keys
 from kale.codec.pipeline import PAYLOAD_KEY, PAYLOAD_SHA256, PAYLOAD_SIZE
 from kale.conf import settings
 from kale.exceptions import (
@@ -33,25 +34,40 @@ def make_message(data=b'', **changes):
     return Message(**fields)
 
 
+def pointer_body(app, **pointer):
+    """A body for QUEUE with the pointer headers ``pointer`` and no data,
+    correctly signed with ``app``'s current key."""
+    key = signing_keys(config=app.config).current
+    headers = envelope_headers(QUEUE, k=key_id(key), **pointer)
+    return signed_body(b'', headers, QUEUE, key=key)
+
+
 @pytest.fixture
 def store():
+    """The payload store the codec keeps payloads in, in memory."""
     memory = MemoryPayloadStore(BUCKET)
-    with using_payload_store(memory), settings.override(PAYLOAD_BUCKET=BUCKET):
+    with using_payload_store(memory):
         yield memory
 
 
-def test_a_payload_over_the_limit_is_kept_in_the_bucket_under_its_task_id(store):
+@pytest.fixture
+def bucket_app(app, store):
+    """The test app with PAYLOAD_BUCKET set: its codec keeps big payloads in ``store``."""
+    return app.replace(PAYLOAD_BUCKET=BUCKET)
+
+
+def test_a_payload_over_the_limit_is_kept_in_the_bucket_under_its_task_id(store, bucket_app):
     message = make_message(os.urandom(BIG))
-    outgoing = codec.to_outgoing(message, QUEUE)
+    outgoing = bucket_app.codec.to_outgoing(message, QUEUE)
     assert outgoing.size() < 1024, 'the message carries a pointer, not the data'
     [key] = store.keys(BUCKET)
     assert key.startswith('kale-payloads/task-1/')
-    assert codec.decode(outgoing.body, QUEUE) == message
+    assert bucket_app.codec.decode(outgoing.body, QUEUE) == message
 
 
-def test_the_pointer_names_bucket_key_size_and_sha256_and_is_signed(store):
-    outgoing = codec.to_outgoing(make_message(os.urandom(BIG)), QUEUE)
-    envelope = codec.get_codec(settings.config).open(outgoing.body, QUEUE)
+def test_the_pointer_names_bucket_key_size_and_sha256_and_is_signed(store, bucket_app):
+    outgoing = bucket_app.codec.to_outgoing(make_message(os.urandom(BIG)), QUEUE)
+    envelope = bucket_app.codec.open(outgoing.body, QUEUE)
     [key] = store.keys(BUCKET)
     stored = store.objects[BUCKET, key]
     assert envelope.headers['b'] == BUCKET
@@ -62,61 +78,62 @@ def test_the_pointer_names_bucket_key_size_and_sha256_and_is_signed(store):
     assert digest in outgoing.body
     forged = outgoing.body.replace(digest, hashlib.sha256(b'other data').hexdigest())
     with pytest.raises(DecodeError) as raised:
-        codec.decode(forged, QUEUE)
+        bucket_app.codec.decode(forged, QUEUE)
     assert raised.value.reason == DecodeError.BAD_SIGNATURE
 
 
-def test_a_payload_under_the_limit_stays_in_its_message(store):
+def test_a_payload_under_the_limit_stays_in_its_message(store, bucket_app):
     message = make_message(b'small')
-    assert codec.decode(codec.encode(message, QUEUE), QUEUE) == message
+    the_codec = bucket_app.codec
+    assert the_codec.decode(the_codec.encode(message, QUEUE).body, QUEUE) == message
     assert store.puts == []
 
 
-def test_payload_offload_bytes_lowers_the_threshold(store):
+def test_payload_offload_bytes_lowers_the_threshold(store, bucket_app):
     message = make_message(os.urandom(4000))
-    with settings.override(PAYLOAD_OFFLOAD_BYTES=2000):
-        body = codec.encode(message, QUEUE)
-        assert len(store.puts) == 1
-        assert codec.decode(body, QUEUE) == message
+    lowered = bucket_app.replace(PAYLOAD_OFFLOAD_BYTES=2000)
+    body = lowered.codec.encode(message, QUEUE).body
+    assert len(store.puts) == 1
+    assert lowered.codec.decode(body, QUEUE) == message
 
 
-def test_the_threshold_never_exceeds_sqs_task_size_limit(store):
-    with settings.override(PAYLOAD_OFFLOAD_BYTES=1048576, SQS_TASK_SIZE_LIMIT=262144):
-        assert codec.offload_threshold(settings.config) == 262144
-        codec.encode(make_message(os.urandom(300000)), QUEUE)
+def test_the_threshold_never_exceeds_sqs_task_size_limit(store, bucket_app):
+    capped = bucket_app.replace(PAYLOAD_OFFLOAD_BYTES=1048576, SQS_TASK_SIZE_LIMIT=262144)
+    assert codec.offload_threshold(capped.config) == 262144
+    capped.codec.encode(make_message(os.urandom(300000)), QUEUE)
     assert len(store.puts) == 1
 
 
-def test_without_a_bucket_a_big_payload_is_refused_at_publish_naming_payload_bucket():
+def test_without_a_bucket_a_big_payload_is_refused_at_publish_naming_payload_bucket(app):
     store = MemoryPayloadStore(BUCKET)
-    with using_payload_store(store), settings.override(PAYLOAD_BUCKET=''):
+    with using_payload_store(store):
         with pytest.raises(MessageTooLargeError, match='PAYLOAD_BUCKET'):
-            codec.to_outgoing(make_message(os.urandom(BIG)), QUEUE)
+            app.replace(PAYLOAD_BUCKET='').codec.to_outgoing(make_message(os.urandom(BIG)), QUEUE)
     assert store.puts == []
 
 
-def test_a_bucket_that_refuses_the_object_is_an_error_at_publish(store):
-    with settings.override(PAYLOAD_BUCKET='another-bucket'):
-        with pytest.raises(PayloadStoreError, match=r'task tests.tasks.EchoTask \(task-1\).*'
-                                                    'another-bucket'):
-            codec.to_outgoing(make_message(os.urandom(BIG)), QUEUE)
+def test_a_bucket_that_refuses_the_object_is_an_error_at_publish(bucket_app):
+    elsewhere = bucket_app.replace(PAYLOAD_BUCKET='another-bucket')
+    with pytest.raises(PayloadStoreError, match=r'task tests.tasks.EchoTask \(task-1\).*'
+                                                'another-bucket'):
+        elsewhere.codec.to_outgoing(make_message(os.urandom(BIG)), QUEUE)
 
 
-def test_the_size_that_counts_is_after_compression(store):
+def test_the_size_that_counts_is_after_compression(store, bucket_app):
     message = make_message(b'a' * BIG)
-    body = codec.encode(message, QUEUE)
+    body = bucket_app.codec.encode(message, QUEUE).body
     assert store.puts == [], '3 MB of one letter compresses to a few kB'
-    assert codec.decode(body, QUEUE) == message
+    assert bucket_app.codec.decode(body, QUEUE) == message
 
 
-def test_the_object_is_encrypted_with_the_message_encryption_key(store):
+def test_the_object_is_encrypted_with_the_message_encryption_key(store, bucket_app):
     pytest.importorskip('cryptography')
     data = os.urandom(BIG)
-    with settings.override(MESSAGE_ENCRYPTION_KEY='k' * 40):
-        body = codec.encode(make_message(data), QUEUE)
-        [key] = store.keys(BUCKET)
-        assert data[:64] not in store.objects[BUCKET, key]
-        assert codec.decode(body, QUEUE).args == (data,)
+    encrypting = bucket_app.replace(MESSAGE_ENCRYPTION_KEY='k' * 40)
+    body = encrypting.codec.encode(make_message(data), QUEUE).body
+    [key] = store.keys(BUCKET)
+    assert data[:64] not in store.objects[BUCKET, key]
+    assert encrypting.codec.decode(body, QUEUE).args == (data,)
 
 
 # --- what comes back is checked ------------------------------------------------
@@ -131,64 +148,62 @@ def _tamper(store, change):
     lambda data: data[:-10],                              # shorter
     lambda data: data + b'more',                          # longer
 ])
-def test_an_object_changed_since_publish_is_refused_as_payload_mismatch(store, change):
-    body = codec.encode(make_message(os.urandom(BIG)), QUEUE)
+def test_an_object_changed_since_publish_is_refused_as_payload_mismatch(store, bucket_app, change):
+    body = bucket_app.codec.encode(make_message(os.urandom(BIG)), QUEUE).body
     _tamper(store, change)
     with pytest.raises(DecodeError) as raised:
-        codec.decode(body, QUEUE)
+        bucket_app.codec.decode(body, QUEUE)
     assert raised.value.reason == DecodeError.PAYLOAD_MISMATCH
     assert 's3://%s/kale-payloads/task-1/' % BUCKET in str(raised.value)
 
 
-def test_an_object_that_is_gone_is_refused_as_payload_missing(store):
-    body = codec.encode(make_message(os.urandom(BIG)), QUEUE)
+def test_an_object_that_is_gone_is_refused_as_payload_missing(store, bucket_app):
+    body = bucket_app.codec.encode(make_message(os.urandom(BIG)), QUEUE).body
     store.objects.clear()
     with pytest.raises(DecodeError) as raised:
-        codec.decode(body, QUEUE)
+        bucket_app.codec.decode(body, QUEUE)
     assert raised.value.reason == DecodeError.PAYLOAD_MISSING
 
 
-def test_a_pointer_to_more_than_max_decompressed_bytes_is_refused_before_any_request(store):
-    headers = envelope_headers(QUEUE, b=BUCKET, o='kale-payloads/x/0', l=str(10 ** 9),
-                               h='0' * 64)
-    body = signed_body(b'', headers, QUEUE)
+def test_a_pointer_to_more_than_max_decompressed_bytes_is_refused_before_any_request(store,
+                                                                                      bucket_app):
+    body = pointer_body(bucket_app, b=BUCKET, o='kale-payloads/x/0', l=str(10 ** 9), h='0' * 64)
     with pytest.raises(DecodeError) as raised:
-        codec.decode(body, QUEUE)
+        bucket_app.codec.decode(body, QUEUE)
     assert raised.value.reason == DecodeError.TOO_LARGE
     assert store.gets == []
 
 
-def test_a_malformed_pointer_is_refused_as_corrupt(store):
-    headers = envelope_headers(QUEUE, b=BUCKET, o='kale-payloads/x/0', l='ten', h='zz')
+def test_a_malformed_pointer_is_refused_as_corrupt(bucket_app):
+    body = pointer_body(bucket_app, b=BUCKET, o='kale-payloads/x/0', l='ten', h='zz')
     with pytest.raises(DecodeError) as raised:
-        codec.decode(signed_body(b'', headers, QUEUE), QUEUE)
+        bucket_app.codec.decode(body, QUEUE)
     assert raised.value.reason == DecodeError.CORRUPT
 
 
-def test_a_store_outage_on_read_is_a_store_error_not_a_decode_error(store):
-    body = codec.encode(make_message(os.urandom(BIG)), QUEUE)
+def test_a_store_outage_on_read_is_a_store_error_not_a_decode_error(store, bucket_app):
+    body = bucket_app.codec.encode(make_message(os.urandom(BIG)), QUEUE).body
     store.buckets.clear()
     with pytest.raises(PayloadStoreError):
-        codec.decode(body, QUEUE)
+        bucket_app.codec.decode(body, QUEUE)
 
 
-def test_a_pointer_reads_only_the_configured_bucket_under_the_payload_prefix(store):
+def test_a_pointer_reads_only_the_configured_bucket_under_the_payload_prefix(bucket_app):
     message = make_message(os.urandom(BIG))
-    body = codec.encode(message, QUEUE)
-    with settings.override(PAYLOAD_BUCKET=''):
-        with pytest.raises(DecodeError, match="names bucket .*, not PAYLOAD_BUCKET ''"):
-            codec.decode(body, QUEUE)
-    with settings.override(PAYLOAD_BUCKET='another-bucket'):
-        with pytest.raises(DecodeError, match='not PAYLOAD_BUCKET'):
-            codec.decode(body, QUEUE)
-    assert codec.decode(body, QUEUE) == message
+    body = bucket_app.codec.encode(message, QUEUE).body
+    with pytest.raises(DecodeError, match="names bucket .*, not PAYLOAD_BUCKET ''"):
+        bucket_app.replace(PAYLOAD_BUCKET='').codec.decode(body, QUEUE)
+    with pytest.raises(DecodeError, match='not PAYLOAD_BUCKET'):
+        bucket_app.replace(PAYLOAD_BUCKET='another-bucket').codec.decode(body, QUEUE)
+    assert bucket_app.codec.decode(body, QUEUE) == message
 
 
 @pytest.mark.parametrize('key', ['other/secret', 'kale-payloads/../etc/passwd',
                                  'kale-payloads//x'])
-def test_a_signed_pointer_outside_the_payload_prefix_is_refused(store, key):
-    frame = codec.get_codec(settings.config).open(codec.encode(make_message(os.urandom(BIG)), QUEUE), QUEUE)
-    step = next(step for step in codec.get_codec(settings.config).payload_steps if step.name == 'offload')
+def test_a_signed_pointer_outside_the_payload_prefix_is_refused(bucket_app, key):
+    the_codec = bucket_app.codec
+    frame = the_codec.open(the_codec.encode(make_message(os.urandom(BIG)), QUEUE).body, QUEUE)
+    step = next(step for step in the_codec.payload_steps if step.name == 'offload')
     frame.headers[PAYLOAD_KEY] = key
     frame.data = b''
     with pytest.raises(DecodeError, match='outside kale-payloads/'):
@@ -197,10 +212,10 @@ def test_a_signed_pointer_outside_the_payload_prefix_is_refused(store, key):
 
 # --- copies reuse the object --------------------------------------------------
 
-def test_a_retry_copy_points_at_the_same_object_with_its_own_counts(store):
+def test_a_retry_copy_points_at_the_same_object_with_its_own_counts(store, bucket_app):
     message = make_message(os.urandom(BIG))
-    the_codec = codec.get_codec(settings.config)
-    envelope = the_codec.open(codec.encode(message, QUEUE), QUEUE)
+    the_codec = bucket_app.codec
+    envelope = the_codec.open(the_codec.encode(message, QUEUE).body, QUEUE)
     retry = the_codec.reissue(envelope, message.next_attempt(), QUEUE, delay_sec=5)
     assert len(store.puts) == 1, 'not uploaded again'
     assert retry.delay_sec == 5
@@ -210,21 +225,21 @@ def test_a_retry_copy_points_at_the_same_object_with_its_own_counts(store):
     assert retry.attributes['kale_retry_num'] == 1
 
 
-def test_a_copy_of_a_small_message_is_encoded_afresh(store):
+def test_a_copy_of_a_small_message_is_encoded_afresh(store, bucket_app):
     message = make_message(b'small')
-    the_codec = codec.get_codec(settings.config)
-    envelope = the_codec.open(codec.encode(message, QUEUE), QUEUE)
+    the_codec = bucket_app.codec
+    envelope = the_codec.open(the_codec.encode(message, QUEUE).body, QUEUE)
     copy = the_codec.reissue(envelope, dataclasses.replace(message, retry_num=3), QUEUE)
     assert the_codec.decode(copy.body, QUEUE).retry_num == 3
     assert store.puts == []
 
 
-def test_discard_deletes_the_object_a_message_points_at(store):
-    the_codec = codec.get_codec(settings.config)
-    envelope = the_codec.open(codec.encode(make_message(os.urandom(BIG)), QUEUE), QUEUE)
+def test_discard_deletes_the_object_a_message_points_at(store, bucket_app):
+    the_codec = bucket_app.codec
+    envelope = the_codec.open(the_codec.encode(make_message(os.urandom(BIG)), QUEUE).body, QUEUE)
     the_codec.discard(envelope)
     assert store.keys(BUCKET) == []
-    the_codec.discard(the_codec.open(codec.encode(make_message(b'x'), QUEUE), QUEUE))
+    the_codec.discard(the_codec.open(the_codec.encode(make_message(b'x'), QUEUE).body, QUEUE))
 
 
 # --- settings -----------------------------------------------------------------
@@ -236,21 +251,21 @@ def test_discard_deletes_the_object_a_message_points_at(store):
     ('PAYLOAD_OFFLOAD_BYTES', -1, 'must be a whole number from 0 to 1048576'),
     ('PAYLOAD_OFFLOAD_BYTES', 2 * 1048576, 'must be a whole number from 0 to 1048576'),
 ])
-def test_a_wrong_payload_setting_is_one_line_naming_it(name, value, problem):
+def test_a_wrong_payload_setting_is_one_line_naming_it(app, name, value, problem):
     with pytest.raises(ImproperlyConfigured) as raised:
-        with settings.override(**{name: value}):
-            pass
+        app.replace(**{name: value})
     message = str(raised.value)
     assert message.startswith('setting %s %s' % (name, problem))
     assert '\n' not in message
 
 
-def test_the_defaults_keep_payloads_in_sqs_up_to_its_limit():
-    assert settings.PAYLOAD_BUCKET == ''
-    assert settings.PAYLOAD_OFFLOAD_BYTES == settings.SQS_TASK_SIZE_LIMIT == 1048576
+def test_the_defaults_keep_payloads_in_sqs_up_to_its_limit(app):
+    assert app.config.PAYLOAD_BUCKET == ''
+    assert app.config.PAYLOAD_OFFLOAD_BYTES == app.config.SQS_TASK_SIZE_LIMIT == 1048576
 
 
 def test_eager_mode_keeps_big_payloads_in_memory_not_in_s3():
+    """Eager mode is the default app's (``MyTask.publish``): its settings are the global ones."""
     from kale import testing
     from tests import tasks
     data = os.urandom(BIG)

@@ -251,6 +251,37 @@ def test_the_intake_shares_room_out_by_selections_not_to_the_first_busy_queue():
     assert sum(len(batch.messages) for batch in got) == 40 and intake.asked == 0
 
 
+def test_an_idle_queue_is_polled_again_after_its_pause_of_waiting_on_a_still_clock(
+        memory_broker):
+    """On a FakeClock the pools' intake still polls an idle queue again: after
+    MIN_POLL_INTERVAL_SEC of the worker's waits in vain, as on the machine's
+    clock after that long."""
+    from kale.worker.consumer import Consumer
+    from kale.worker.intake import Arrival, Intake
+    from kale.worker.receiver import MIN_POLL_INTERVAL_SEC
+    from tests.support.clock import FakeClock
+    queue = memory_broker.queues['default']
+    intake = Intake(Consumer(memory_broker), [queue], TurnSelector, lambda arrival: None,
+                    max_receives=1, clock=FakeClock())
+    intake.idle = True
+    polls = []
+    intake._poll = lambda queue_, ask, started: polls.append(queue_.name)
+    intake._polling.clear()
+    intake.arrived(Arrival(1, None, polled=queue, polled_at=intake.clock.monotonic()))
+    intake.refill(10)
+    assert polls == []                                   # it answered empty just now
+    intake.waited(MIN_POLL_INTERVAL_SEC / 2)
+    intake.refill(10)
+    assert polls == []
+    intake.waited(MIN_POLL_INTERVAL_SEC / 2)
+    intake.refill(10)                                    # the poll starts on a thread of its own
+    deadline = time.monotonic() + 10
+    while not polls and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert polls == ['default']
+    intake.close()
+
+
 def tasks_outgoing(broker, queue, i):
     from kale import codec
     from kale.message import Message

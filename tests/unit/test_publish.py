@@ -6,7 +6,6 @@ import pytest
 
 from kale import codec
 from kale import publisher as kale_publisher
-from kale.conf import settings
 from kale.exceptions import (
     DecodeError,
     ImproperlyConfigured,
@@ -50,6 +49,11 @@ def sender():
 
 def decode(body, queue='tq-default'):
     return codec.decode(body, queue)
+
+
+def sends(app):
+    """The send requests the app's (in-memory) transport got."""
+    return app.transport.requests['SendMessage'] + app.transport.requests['SendMessageBatch']
 
 
 def test_publish_returns_the_task_id_and_sends_one_signed_message(sender):
@@ -118,29 +122,28 @@ def test_non_positive_time_limit_is_refused(sender):
         tasks.ZeroLimitTask.publish(None)
 
 
-def test_oversized_message_is_refused(sender):
-    with settings.override(SQS_TASK_SIZE_LIMIT=2048):
-        with pytest.raises(MessageTooLargeError, match=r'task tests.tasks.EchoTask \(\w+\): encoded '
-                                                       r'message is \d+ bytes, over '
-                                                       r'SQS_TASK_SIZE_LIMIT of 2048 bytes'):
-            tasks.EchoTask.publish(None, os.urandom(4096))
-    assert sender.sent == []
+def test_oversized_message_is_refused(app):
+    small = app.replace(SQS_TASK_SIZE_LIMIT=2048)
+    with pytest.raises(MessageTooLargeError, match=r'task tests.tasks.EchoTask \(\w+\): encoded '
+                                                   r'message is \d+ bytes, over '
+                                                   r'SQS_TASK_SIZE_LIMIT of 2048 bytes'):
+        small.publish(tasks.EchoTask, None, os.urandom(4096))
+    assert sends(app) == 0
 
 
-def test_unserializable_arguments_are_refused(sender):
+def test_unserializable_arguments_are_refused(app):
     with pytest.raises(SerializationError, match=r'task tests.tasks.EchoTask \(\w+\): arguments cannot be '
                                                  'serialized with pickle'):
-        tasks.EchoTask.publish(None, lambda: 1)
-    with settings.override(SERIALIZER='json'):
-        with pytest.raises(SerializationError, match='serialized with json'):
-            tasks.EchoTask.publish(None, {1, 2})
-    assert sender.sent == []
+        app.publish(tasks.EchoTask, None, lambda: 1)
+    with pytest.raises(SerializationError, match='serialized with json'):
+        app.replace(SERIALIZER='json').publish(tasks.EchoTask, None, {1, 2})
+    assert sends(app) == 0         # app.replace keeps the transport: neither app sent
 
 
-def test_publishing_without_a_signing_key_explains_how_to_set_one(sender):
-    with settings.override(MESSAGE_SIGNING_KEY=''):
-        with pytest.raises(ImproperlyConfigured, match='MESSAGE_SIGNING_KEY is not set'):
-            tasks.AddTask.publish(None, 1, 2)
+def test_publishing_without_a_signing_key_explains_how_to_set_one(app):
+    keyless = app.replace(MESSAGE_SIGNING_KEY='')
+    with pytest.raises(ImproperlyConfigured, match='MESSAGE_SIGNING_KEY is not set'):
+        keyless.publish(tasks.AddTask, None, 1, 2)
 
 
 def test_a_task_defined_in_a_function_cannot_be_published(sender):
@@ -173,17 +176,21 @@ def test_publish_batch_of_nothing_sends_nothing(sender):
     assert sender.sent == []
 
 
-def test_retry_delay_grows_exponentially_up_to_the_cap():
-    with settings.override(RETRY_DELAY_MULTIPLE_SEC=60, SQS_MAX_TASK_DELAY_SEC=900):
-        assert [Task.retry_delay_sec(n) for n in range(6)] == [60, 120, 240, 480, 900, 900]
-    with settings.override(RETRY_DELAY_MULTIPLE_SEC=0.5):
-        assert [Task.retry_delay_sec(n) for n in range(3)] == [1, 1, 2]
-    assert Task.retry_delay_sec(1000) <= 900
+def test_retry_delay_grows_exponentially_up_to_the_cap(app):
+    # The policy a worker of the app retries by (Task.retry_delay_sec is the
+    # default app's; test_retry holds the two equal).
+    policy = Task.retry_policy(app.replace(RETRY_DELAY_MULTIPLE_SEC=60,
+                                           SQS_MAX_TASK_DELAY_SEC=900).config)
+    assert [policy.delay_sec(n) for n in range(6)] == [60, 120, 240, 480, 900, 900]
+    policy = Task.retry_policy(app.replace(RETRY_DELAY_MULTIPLE_SEC=0.5).config)
+    assert [policy.delay_sec(n) for n in range(3)] == [1, 1, 2]
+    assert Task.retry_policy(app.config).delay_sec(1000) <= 900
 
 
-def test_retry_delay_jitter_stays_within_its_spread():
-    with settings.override(RETRY_DELAY_MULTIPLE_SEC=100, RETRY_DELAY_JITTER=0.2):
-        delays = {Task.retry_delay_sec(0) for _ in range(200)}
+def test_retry_delay_jitter_stays_within_its_spread(app):
+    policy = Task.retry_policy(app.replace(RETRY_DELAY_MULTIPLE_SEC=100,
+                                           RETRY_DELAY_JITTER=0.2).config)
+    delays = {policy.delay_sec(0) for _ in range(200)}
     assert min(delays) >= 80 and max(delays) <= 120 and len(delays) > 5
 
 
@@ -219,9 +226,8 @@ def test_each_body_is_signed_for_the_queue_it_is_sent_to(sender):
         decode(outgoing.body, 'tq-default')
 
 
-def test_a_weak_or_development_key_is_refused_for_remote_queues_before_any_request():
+def test_a_weak_or_development_key_is_refused_for_remote_queues_before_any_request(app):
     from kale.broker import Broker
-    from kale.queue_config import get_queue_config
 
     class Remote:
         local = False
@@ -231,12 +237,12 @@ def test_a_weak_or_development_key_is_refused_for_remote_queues_before_any_reque
 
     for key, problem in [('kale-development-key-not-for-production', 'is a development key'),
                          ('sixteen-byte-key', 'is too short')]:
-        with settings.override(MESSAGE_SIGNING_KEY=key):
-            with pytest.raises(ImproperlyConfigured, match='MESSAGE_SIGNING_KEY ' + problem):
-                Broker(Remote(), get_queue_config(settings.config), config=settings.config)
-    with settings.override(MESSAGE_SIGNING_OLD_KEYS=['kale-development-key-not-for-production']):
-        with pytest.raises(ImproperlyConfigured, match='MESSAGE_SIGNING_OLD_KEYS is a development'):
-            Broker(Remote(), get_queue_config(settings.config), config=settings.config)
+        weak = app.replace(MESSAGE_SIGNING_KEY=key)
+        with pytest.raises(ImproperlyConfigured, match='MESSAGE_SIGNING_KEY ' + problem):
+            Broker(Remote(), weak.queues, config=weak.config)
+    old = app.replace(MESSAGE_SIGNING_OLD_KEYS=['kale-development-key-not-for-production'])
+    with pytest.raises(ImproperlyConfigured, match='MESSAGE_SIGNING_OLD_KEYS is a development'):
+        Broker(Remote(), old.queues, config=old.config)
 
 
 def test_the_publisher_identity_names_this_process_also_after_a_fork():

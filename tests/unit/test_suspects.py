@@ -3,12 +3,12 @@ import time
 
 import pytest
 
-from kale import codec as kale_codec
 from kale import message as kale_message
-from kale.conf import settings
+from kale.app import App
 from kale.events import Outcome
 from kale.hooks import WorkerHooks
 from kale.transport import ReceivedMessage
+from kale.transport.memory import MemoryTransport
 from kale.worker import Worker
 from kale.worker.batch import Batch, Opened
 from kale.worker.consumer import Consumer
@@ -29,86 +29,86 @@ pytestmark = pytest.mark.usefixtures('pool')
 QUEUE = 'tq-default'
 
 
-def received(message_id, receive_count, unsettled=0):
+@pytest.fixture
+def app(app, pool):
+    """The test app (in-memory transport, FakeClock), its workers on each pool in turn."""
+    return app.replace(WORKER_POOL=pool)
+
+
+def received(app, message_id, receive_count, unsettled=0):
     message = kale_message.Message('task-' + message_id, 'tests.tasks.RecordTask',
                                    unsettled=unsettled)
-    body = kale_codec.encode(message, QUEUE)
+    body = app.codec.encode(message, QUEUE).body
     return ReceivedMessage(message_id, 'handle-' + message_id, body, {}, receive_count), message
 
 
-def batch_of(*items):
-    from kale.queue_config import get_queue_config
-    batch = Batch(get_queue_config(settings.config)['default'], [r for r, _ in items],
-                  time.monotonic(), QUEUE)
-    codec = kale_codec.get_codec(settings.config)
-    batch.opened = {r.message_id: Opened(codec.open(r.body, QUEUE), tasks.RecordTask)
+def batch_of(app, *items):
+    batch = Batch(app.queues['default'], [r for r, _ in items], time.monotonic(), QUEUE)
+    batch.opened = {r.message_id: Opened(app.codec.open(r.body, QUEUE), tasks.RecordTask)
                     for r, _ in items}
     return batch
 
 
-def test_unsettled_deliveries_add_the_copy_history_to_the_receive_count():
-    first, message = received('a', 3, unsettled=2)
+def test_unsettled_deliveries_add_the_copy_history_to_the_receive_count(app):
+    first, message = received(app, 'a', 3, unsettled=2)
     assert unsettled_deliveries(first, message.unsettled) == 4
 
 
-def test_the_message_left_unsettled_most_often_runs_alone():
-    fresh, often, once = received('fresh', 1), received('often', 3), received('once', 2)
-    batch = batch_of(fresh, often, once)
+def test_the_message_left_unsettled_most_often_runs_alone(app):
+    fresh, often, once = received(app, 'fresh', 1), received(app, 'often', 3), received(app, 'once', 2)
+    batch = batch_of(app, fresh, often, once)
     alone = isolate_suspect(batch)
     assert [m.message_id for m in alone.messages] == ['often']
     assert [m.message_id for m in batch.messages] == ['fresh', 'once']
     [waiting] = batch.settlements
     assert waiting.outcome is Outcome.RELEASE and waiting.received.message_id == 'once'
-    copy = release_copy(waiting.received, QUEUE, kale_codec.get_codec(settings.config), waiting.envelope)
-    assert kale_codec.decode(copy.body, QUEUE).unsettled == 1   # its history travels along
+    copy = release_copy(waiting.received, QUEUE, app.codec, waiting.envelope)
+    assert app.codec.decode(copy.body, QUEUE).unsettled == 1    # its history travels along
 
 
-def test_a_release_copy_carries_the_history_of_unsettled_deliveries():
-    fresh, _ = received('fresh', 1)
-    copy = kale_codec.decode(release_copy(fresh, QUEUE, kale_codec.get_codec(settings.config)).body, QUEUE)
+def test_a_release_copy_carries_the_history_of_unsettled_deliveries(app):
+    codec = app.codec
+    fresh, _ = received(app, 'fresh', 1)
+    copy = codec.decode(release_copy(fresh, QUEUE, codec).body, QUEUE)
     assert (copy.task_id, copy.unsettled) == ('task-fresh', 0)
-    twice, _message = received('twice', 3, unsettled=1)
-    codec = kale_codec.get_codec(settings.config)
-    assert kale_codec.decode(release_copy(twice, QUEUE, codec).body, QUEUE).unsettled == 3
+    twice, _message = received(app, 'twice', 3, unsettled=1)
+    assert codec.decode(release_copy(twice, QUEUE, codec).body, QUEUE).unsettled == 3
     garbage = ReceivedMessage('g', 'h', 'not kale', {'kale_retry_num': '2'}, 4)
     assert release_copy(garbage, QUEUE, codec).body == 'not kale'
     assert release_copy(garbage, QUEUE, codec).attributes == {'kale_retry_num': 2}
 
 
-def test_a_release_copy_never_sends_an_old_key_body_back_unchanged():
-    with settings.override(MESSAGE_SIGNING_KEY=OTHER_KEY):
-        old, message = received('old', 1)
-    with settings.override(MESSAGE_SIGNING_OLD_KEYS=[OTHER_KEY]):
-        copy = release_copy(old, QUEUE, kale_codec.get_codec(settings.config))
+def test_a_release_copy_never_sends_an_old_key_body_back_unchanged(app):
+    old, message = received(app.replace(MESSAGE_SIGNING_KEY=OTHER_KEY), 'old', 1)
+    copy = release_copy(old, QUEUE, app.replace(MESSAGE_SIGNING_OLD_KEYS=[OTHER_KEY]).codec)
     assert copy.body != old.body
     # the current key alone verifies it
-    assert kale_codec.decode(copy.body, QUEUE).task_id == message.task_id
+    assert app.codec.decode(copy.body, QUEUE).task_id == message.task_id
 
 
-def test_a_release_copy_keeps_the_first_issue_time():
+def test_a_release_copy_keeps_the_first_issue_time(app):
     message = kale_message.Message('t', 'tests.tasks.RecordTask', published_at=time.time() - 3600)
-    body = kale_codec.encode(message, QUEUE)
-    copy = release_copy(ReceivedMessage('m', 'h', body, {}, 2), QUEUE,
-                        kale_codec.get_codec(settings.config))
-    opened = kale_codec.get_codec(settings.config).open(copy.body, QUEUE)
+    body = app.codec.encode(message, QUEUE).body
+    copy = release_copy(ReceivedMessage('m', 'h', body, {}, 2), QUEUE, app.codec)
+    opened = app.codec.open(copy.body, QUEUE)
     assert opened.published_at == int(message.published_at)
 
 
-def test_a_batch_without_suspects_is_left_alone():
-    batch = batch_of(received('a', 1), received('b', 1))
+def test_a_batch_without_suspects_is_left_alone(app):
+    batch = batch_of(app, received(app, 'a', 1), received(app, 'b', 1))
     assert isolate_suspect(batch) is None
     assert len(batch.messages) == 2 and batch.settlements == []
 
 
-def test_a_copy_that_carries_history_is_still_a_suspect():
-    batch = batch_of(received('copy', 1, unsettled=1), received('b', 1))
+def test_a_copy_that_carries_history_is_still_a_suspect(app):
+    batch = batch_of(app, received(app, 'copy', 1, unsettled=1), received(app, 'b', 1))
     assert [m.message_id for m in isolate_suspect(batch).messages] == ['copy']
 
 
-def test_released_messages_come_back_with_a_fresh_receive_count(memory_broker):
-    queue = memory_broker.queues['default']
-    tasks.RecordTask.publish(None)
-    consumer = Consumer(memory_broker)
+def test_released_messages_come_back_with_a_fresh_receive_count(app):
+    queue = app.broker.queues['default']
+    app.publish(tasks.RecordTask, None)
+    consumer = Consumer(app.broker, clock=app.clock)
     for _ in range(3):
         batch = consumer.receive(queue)
         assert [m.receive_count for m in batch.messages] == [1]
@@ -124,45 +124,44 @@ class BatchSizes(WorkerHooks):
 
 
 @pytest.fixture
-def shifted():
-    """A memory broker whose transport runs on a ShiftedClock; Task.publish sends to it."""
-    from kale import publisher
-    from kale.broker import Broker
-    from kale.queue_config import get_queue_config
-    from kale.transport.memory import MemoryTransport
+def shifted(app):
+    """The test app (on its pool) on the machine's clock, over an in-memory
+    transport whose clock the test moves ahead (a ShiftedClock): a worker's
+    burst ends only as real time passes (a flight worker waits for events in
+    real time and asks the queues' counts again once its clock has moved on,
+    which a FakeClock never does by itself)."""
     clock = ShiftedClock()
-    broker = Broker(MemoryTransport(clock=clock), get_queue_config(settings.config))
-    previous = publisher.set_publisher(publisher.Publisher(broker))
-    yield broker, clock
-    publisher.set_publisher(previous)
+    return App(app.config, transport=MemoryTransport(clock=clock)), clock
 
 
 def test_a_worker_runs_each_suspect_alone(tmp_path, monkeypatch, shifted):
     monkeypatch.setenv('KALE_TEST_RECORD', str(tmp_path / 'record'))
-    memory_broker, clock = shifted
-    queue = memory_broker.queues['default']
-    ids = tasks.RecordTask.publish_batch(None, [((i,), {}) for i in range(4)])
-    memory_broker.transport.receive(memory_broker.sqs_name(queue), 10, 0, 30)  # a worker died
-    clock.offset += 31                                                         # holding them
+    app, clock = shifted
+    broker = app.broker
+    queue = broker.queues['default']
+    ids = app.publish_batch(tasks.RecordTask, None, [((i,), {}) for i in range(4)])
+    broker.transport.receive(broker.sqs_name(queue), 10, 0, 30)    # a worker died
+    clock.offset += 31                                              # holding them
     sizes = BatchSizes()
-    Worker(queue_names=['default'], burst=True, broker=memory_broker, hooks=[sizes]).run()
+    Worker(queue_names=['default'], burst=True, app=app, hooks=[sizes]).run()
     ran = recorded_ids(str(tmp_path / 'record'), 'ran')
     assert sorted(ran) == sorted(ids)
     suspect_runs = [size for size in sizes.sizes if any(count > 1 for count in size)]
     assert suspect_runs and all(len(size) == 1 for size in suspect_runs)
 
 
-def test_a_release_copy_carries_the_attributes_of_its_verified_envelope():
+def test_a_release_copy_carries_the_attributes_of_its_verified_envelope(app):
     message = kale_message.Message('t-attr', 'tests.tasks.RecordTask', retry_num=2, failure_num=1)
-    received = ReceivedMessage('m', 'h', kale_codec.encode(message, QUEUE), {}, 1)
-    assert release_copy(received, QUEUE, kale_codec.get_codec(settings.config)).attributes == {
+    received = ReceivedMessage('m', 'h', app.codec.encode(message, QUEUE).body, {}, 1)
+    assert release_copy(received, QUEUE, app.codec).attributes == {
         'kale_task_id': 't-attr', 'kale_task_name': 'tests.tasks.RecordTask',
         'kale_retry_num': 2, 'kale_failure_num': 1}
 
 
-def test_a_worker_receives_no_unsigned_attributes(memory_broker):
-    tasks.RecordTask.publish(None)
-    [received] = Consumer(memory_broker).receive(memory_broker.queues['default']).messages
+def test_a_worker_receives_no_unsigned_attributes(app):
+    app.publish(tasks.RecordTask, None)
+    consumer = Consumer(app.broker, clock=app.clock)
+    [received] = consumer.receive(app.broker.queues['default']).messages
     assert received.attributes == {}
 
 
@@ -171,14 +170,15 @@ def test_a_receive_that_gave_the_message_back_at_once_does_not_make_it_a_suspect
     """A receive with visibility 0 (the SQS console's "poll for messages")
     counts toward the receive count, but nobody held the message."""
     monkeypatch.setenv('KALE_TEST_RECORD', str(tmp_path / 'record'))
-    memory_broker, clock = shifted
-    queue = memory_broker.queues['default']
-    ids = tasks.RecordTask.publish_batch(None, [((i,), {}) for i in range(4)])
-    memory_broker.transport.receive(memory_broker.sqs_name(queue), 10, 0, 0)   # a peek
+    app, clock = shifted
+    broker = app.broker
+    queue = broker.queues['default']
+    ids = app.publish_batch(tasks.RecordTask, None, [((i,), {}) for i in range(4)])
+    broker.transport.receive(broker.sqs_name(queue), 10, 0, 0)     # a peek
     clock.offset += 5                         # less than the 30-second visibility timeout
     sizes = BatchSizes()
     with caplog.at_level('WARNING', logger='kale.worker'):
-        Worker(queue_names=['default'], burst=True, broker=memory_broker, hooks=[sizes]).run()
+        Worker(queue_names=['default'], burst=True, app=app, hooks=[sizes]).run()
     assert sorted(recorded_ids(str(tmp_path / 'record'), 'ran')) == sorted(ids)
     # Nobody run alone (the serial worker's first receive takes one message).
     assert sizes.sizes == ([[2], [2, 2, 2]] if pool == 'serial' else [[2, 2, 2, 2]])
@@ -213,13 +213,14 @@ def test_a_suspect_starts_with_no_other_message_held(tmp_path, monkeypatch, shif
     would count a delivery against each of them too, until the redrive
     policy dead-letters innocent tasks."""
     monkeypatch.setenv('KALE_TEST_RECORD', str(tmp_path / 'record'))
-    memory_broker, clock = shifted
-    queue = memory_broker.queues['default']
-    suspect = tasks.RecordTask.publish(None, 'suspect')
-    memory_broker.transport.receive(memory_broker.sqs_name(queue), 10, 0, 30)  # a worker died
-    clock.offset += 31                                                         # holding it
-    fresh = tasks.RecordTask.publish_batch(None, [((i,), {}) for i in range(9)])
-    hook = InFlightAtSuspectStart(memory_broker)
-    Worker(queue_names=['default'], burst=True, broker=memory_broker, hooks=[hook]).run()
+    app, clock = shifted
+    broker = app.broker
+    queue = broker.queues['default']
+    suspect = app.publish(tasks.RecordTask, None, 'suspect')
+    broker.transport.receive(broker.sqs_name(queue), 10, 0, 30)    # a worker died
+    clock.offset += 31                                              # holding it
+    fresh = app.publish_batch(tasks.RecordTask, None, [((i,), {}) for i in range(9)])
+    hook = InFlightAtSuspectStart(broker)
+    Worker(queue_names=['default'], burst=True, app=app, hooks=[hook]).run()
     assert sorted(recorded_ids(str(tmp_path / 'record'), 'ran')) == sorted([suspect, *fresh])
     assert hook.held == [1]

@@ -11,10 +11,11 @@ from opentelemetry.trace import SpanKind, StatusCode
 from kale import codec
 from kale import publisher as kale_publisher
 from kale import worker as kale_worker
-from kale.conf import settings
+from kale.app import App
 from kale.contrib.tracing import TracingHooks
 from kale.exceptions import MessageTooLargeError
 from kale.message import Message
+from kale.transport.memory import MemoryTransport
 from tests import tasks
 from tests.support.work import work
 
@@ -42,6 +43,27 @@ def traced(memory_broker, hooks):
     tasks.TraceTask.spans = []
     yield publisher
     kale_publisher.set_publisher(previous)
+
+
+@pytest.fixture
+def traced_app(app, hooks, pool):
+    """The app, publishing with the tracing hooks, its workers on this test's pool."""
+    tasks.TraceTask.spans = []
+    return app.replace(WORKER_POOL=pool, PUBLISH_HOOKS=[hooks])
+
+
+def on_system_clock(app):
+    """``app`` on a new in-memory transport read on the machine's clock: a
+    retry's copy is due after its delay, which only a moving clock brings,
+    and a FakeClock moves only when the test moves it, not while
+    ``worker.run()`` blocks."""
+    return App(app.config, transport=MemoryTransport())
+
+
+def work_traced(app, hooks):
+    """A burst worker of ``app`` on 'default' with the tracing hooks; it must exit 0."""
+    code = kale_worker.Worker(queue_names=['default'], burst=True, app=app, hooks=[hooks]).run()
+    assert code == 0, 'the worker exited %d, not 0' % code
 
 
 def spans(exporter, name):
@@ -102,10 +124,10 @@ def test_each_run_side_by_side_has_its_own_current_span(traced, memory_broker, h
     assert len({settle.parent.span_id for settle in spans(exporter, 'kale.settle')}) == 6
 
 
-def test_a_retry_joins_the_trace_of_its_publish(traced, memory_broker, hooks, exporter):
-    with settings.override(RETRY_DELAY_MULTIPLE_SEC=0):
-        tasks.TraceTask.publish(None, fail=True)
-        work(memory_broker, [hooks], queues=['default'])
+def test_a_retry_joins_the_trace_of_its_publish(traced_app, hooks, exporter):
+    retrying = on_system_clock(traced_app.replace(RETRY_DELAY_MULTIPLE_SEC=0))
+    retrying.publish(tasks.TraceTask, None, fail=True)
+    work_traced(retrying, hooks)
     [publish] = spans(exporter, 'kale.publish')
     runs = spans(exporter, 'kale.run')
     assert len(runs) == 2
@@ -113,10 +135,10 @@ def test_a_retry_joins_the_trace_of_its_publish(traced, memory_broker, hooks, ex
     assert [run.attributes['kale.attempt'] for run in runs] == [1, 2]
 
 
-def test_a_failed_run_is_an_error_span_with_the_exception(traced, memory_broker, hooks, exporter):
-    with settings.override(RETRY_DELAY_MULTIPLE_SEC=0):
-        tasks.TraceTask.publish(None, fail=True)
-        work(memory_broker, [hooks], queues=['default'])
+def test_a_failed_run_is_an_error_span_with_the_exception(traced_app, hooks, exporter):
+    retrying = on_system_clock(traced_app.replace(RETRY_DELAY_MULTIPLE_SEC=0))
+    retrying.publish(tasks.TraceTask, None, fail=True)
+    work_traced(retrying, hooks)
     failed = spans(exporter, 'kale.run')[0]
     assert failed.status.status_code == StatusCode.ERROR
     assert failed.events[0].name == 'exception'
@@ -129,10 +151,10 @@ def test_a_batch_publish_is_one_span(traced, exporter):
     assert publish.attributes['messaging.batch.message_count'] == 3
 
 
-def test_a_publish_that_fails_ends_its_span_as_an_error(traced, exporter):
-    with settings.override(SQS_TASK_SIZE_LIMIT=1024):
-        with pytest.raises(MessageTooLargeError):                   # refused while encoding
-            tasks.TraceTask.publish(None, fail=secrets.token_hex(2000))
+def test_a_publish_that_fails_ends_its_span_as_an_error(traced_app, exporter):
+    small = traced_app.replace(SQS_TASK_SIZE_LIMIT=1024)
+    with pytest.raises(MessageTooLargeError):                       # refused while encoding
+        small.publish(tasks.TraceTask, None, fail=secrets.token_hex(2000))
     [publish] = spans(exporter, 'kale.publish')
     assert publish.status.status_code == StatusCode.ERROR
 
@@ -159,9 +181,9 @@ def test_a_message_without_context_has_no_context_header():
     assert ';x=' not in body.split(':')[1] and codec.decode(body, 'q').context == {}
 
 
-def test_tracing_turns_the_hooks_on_for_workers_and_publishers(memory_broker):
-    with settings.override(TRACING=True):
-        worker = kale_worker.Worker(queue_names=['default'], burst=True, broker=memory_broker)
-        publisher = kale_publisher.Publisher(memory_broker)
-        assert any(isinstance(h, TracingHooks) for h in worker.hooks.hooks)
-        assert any(isinstance(h, TracingHooks) for h in publisher.hooks.hooks)
+def test_tracing_turns_the_hooks_on_for_workers_and_publishers(app, pool):
+    tracing = app.replace(TRACING=True, WORKER_POOL=pool)
+    worker = kale_worker.Worker(queue_names=['default'], burst=True, app=tracing)
+    assert worker.pool == pool
+    assert any(isinstance(h, TracingHooks) for h in worker.hooks.hooks)
+    assert any(isinstance(h, TracingHooks) for h in tracing.publisher.hooks.hooks)

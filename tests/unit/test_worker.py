@@ -3,10 +3,11 @@ processes are covered by test_worker_e2e.py)."""
 import pytest
 
 from kale import worker as kale_worker
-from kale.conf import settings
+from kale.app import App
 from kale.exceptions import EndpointUnreachableError, UnknownQueueError
 from kale.hooks import WorkerHooks
 from kale.transport import OutgoingMessage
+from kale.transport.memory import MemoryTransport
 from tests import tasks
 from tests.support.records import recorded_ids
 
@@ -14,6 +15,17 @@ from tests.support.records import recorded_ids
 pytestmark = pytest.mark.usefixtures('pool')
 
 events = recorded_ids
+
+
+@pytest.fixture
+def app(app, pool):
+    """An app of the test's own: the test settings (the conftest app's) on an
+    in-memory transport, its workers on this run's pool (WORKER_POOL: the
+    ``pool`` fixture sets it in the global settings only). On the machine's
+    clock, not a FakeClock: these bursts wait out retry delays and
+    visibility timeouts, which only a moving clock ends, and a FakeClock
+    moves only when the test moves it, not while ``worker.run()`` blocks."""
+    return App(app.config, transport=MemoryTransport(), WORKER_POOL=pool)
 
 
 @pytest.fixture
@@ -55,63 +67,62 @@ class BrokenHooks(WorkerHooks):
         raise RuntimeError('metrics are down')
 
 
-def run_worker(broker, queues=('default',), **kwargs):
-    worker = kale_worker.Worker(queue_names=list(queues), burst=True, broker=broker, **kwargs)
+def run_worker(app, queues=('default',), **kwargs):
+    worker = kale_worker.Worker(queue_names=list(queues), burst=True, app=app, **kwargs)
     return worker, worker.run()
 
 
-def test_burst_runs_every_task_then_exits_0(memory_broker, record_file):
-    ids = tasks.RecordTask.publish_batch(None, [((i,), {}) for i in range(25)])
-    high = tasks.HighRecordTask.publish(None, 'h')
-    worker, code = run_worker(memory_broker, queues=('default', 'high'))
+def test_burst_runs_every_task_then_exits_0(app, record_file):
+    ids = app.publish_batch(tasks.RecordTask, None, [((i,), {}) for i in range(25)])
+    high = app.publish(tasks.HighRecordTask, None, 'h')
+    worker, code = run_worker(app, queues=('default', 'high'))
     assert code == kale_worker.EXIT_OK
     assert sorted(events(record_file, 'ran')) == sorted(ids + [high])
     assert worker.stats['succeeded'] == 26
 
 
-def test_failures_are_retried_then_dead_lettered_once_with_the_hook(memory_broker, record_file):
-    with settings.override(RETRY_DELAY_MULTIPLE_SEC=0):
-        task_id = tasks.SleepTask.publish(None, 5)
-        _worker, code = run_worker(memory_broker)
+def test_failures_are_retried_then_dead_lettered_once_with_the_hook(app, record_file):
+    app = app.replace(RETRY_DELAY_MULTIPLE_SEC=0)
+    task_id = app.publish(tasks.SleepTask, None, 5)
+    _worker, code = run_worker(app)
     assert code == 0
     assert events(record_file, 'start') == [task_id] * (tasks.SleepTask.max_retries + 1)
     assert events(record_file, 'permanent') == [task_id]
-    queue = memory_broker.queues['default']
-    dead = memory_broker.transport.receive(memory_broker.dead_letter_name(queue), 10, 0, 30)
+    queue = app.queues['default']
+    dead = app.transport.receive(app.broker.dead_letter_name(queue), 10, 0, 30)
     assert len(dead) == 1
     assert dead[0].attributes['kale_dead_letter_reason'].startswith('retries_exhausted: '
                                                                      'TimeLimitExceeded')
 
 
-def test_a_transient_failure_succeeds_on_retry(memory_broker, record_file):
-    with settings.override(RETRY_DELAY_MULTIPLE_SEC=0):
-        task_id = tasks.FlakyOnceTask.publish(None)
-        worker, _ = run_worker(memory_broker)
+def test_a_transient_failure_succeeds_on_retry(app, record_file):
+    app = app.replace(RETRY_DELAY_MULTIPLE_SEC=0)
+    task_id = app.publish(tasks.FlakyOnceTask, None)
+    worker, _ = run_worker(app)
     assert events(record_file, 'failed') == [task_id]
     assert events(record_file, 'ran') == [task_id]
     assert worker.stats == {'retry': 1, 'succeeded': 1}
 
 
-def test_undecodable_messages_are_dead_lettered_and_the_worker_carries_on(memory_broker,
-                                                                          record_file):
-    queue = memory_broker.queues['default']
-    memory_broker.send(queue, [OutgoingMessage('garbage'), OutgoingMessage('kale2:s=p:x:y')])
-    task_id = tasks.RecordTask.publish(None)
-    _worker, code = run_worker(memory_broker)
+def test_undecodable_messages_are_dead_lettered_and_the_worker_carries_on(app, record_file):
+    queue = app.queues['default']
+    app.broker.send(queue, [OutgoingMessage('garbage'), OutgoingMessage('kale2:s=p:x:y')])
+    task_id = app.publish(tasks.RecordTask, None)
+    _worker, code = run_worker(app)
     assert code == 0
     assert events(record_file, 'ran') == [task_id]
-    dead = memory_broker.transport.receive(memory_broker.dead_letter_name(queue), 10, 0, 30)
+    dead = app.transport.receive(app.broker.dead_letter_name(queue), 10, 0, 30)
     assert sorted(m.attributes['kale_dead_letter_reason'].split(':')[0] for m in dead) == \
         ['bad_signature', 'not_kale_message']
 
 
-def test_hooks_are_called_and_a_failing_hook_does_not_stop_work(memory_broker, record_file):
+def test_hooks_are_called_and_a_failing_hook_does_not_stop_work(app, record_file):
     hooks = RecordingHooks()
-    with settings.override(RETRY_DELAY_MULTIPLE_SEC=0):
-        tasks.RecordTask.publish(None)
-        tasks.NonRetriableTask.publish(None)
-        tasks.FlakyOnceTask.publish(None)
-        run_worker(memory_broker, hooks=[BrokenHooks(), hooks])
+    app = app.replace(RETRY_DELAY_MULTIPLE_SEC=0)
+    app.publish(tasks.RecordTask, None)
+    app.publish(tasks.NonRetriableTask, None)
+    app.publish(tasks.FlakyOnceTask, None)
+    run_worker(app, hooks=[BrokenHooks(), hooks])
     assert hooks.calls[0] == 'startup' and hooks.calls[-1] == 'shutdown'
     assert hooks.calls.count('succeeded') == 2
     assert hooks.calls.count('failed') == 1
@@ -119,16 +130,15 @@ def test_hooks_are_called_and_a_failing_hook_does_not_stop_work(memory_broker, r
     assert hooks.calls.count('before_batch') == hooks.calls.count('after_batch') >= 2
 
 
-def test_worker_startup_and_shutdown_settings_are_called(memory_broker):
+def test_worker_startup_and_shutdown_settings_are_called(app):
     calls = []
-    with settings.override(ON_WORKER_STARTUP=lambda: calls.append('up'),
-                           ON_WORKER_SHUTDOWN=lambda: calls.append('down')):
-        run_worker(memory_broker)
+    run_worker(app.replace(ON_WORKER_STARTUP=lambda: calls.append('up'),
+                           ON_WORKER_SHUTDOWN=lambda: calls.append('down')))
     assert calls == ['up', 'down']
 
 
 def test_what_start_up_made_is_kept_out_of_the_collectors_way_while_the_worker_runs(
-        memory_broker, record_file):
+        app, record_file):
     """gc.freeze() after start-up: the cyclic collector skips the long-lived
     objects (modules, settings, libraries) a full collection would walk."""
     import gc
@@ -140,25 +150,25 @@ def test_what_start_up_made_is_kept_out_of_the_collectors_way_while_the_worker_r
             self.frozen = gc.get_freeze_count()
 
     hooks = FreezeHooks()
-    tasks.RecordTask.publish(None)
-    run_worker(memory_broker, hooks=[hooks])
+    app.publish(tasks.RecordTask, None)
+    run_worker(app, hooks=[hooks])
     assert hooks.frozen > 1000
     assert gc.get_freeze_count() == 0       # given back when the run ends
 
 
-def test_memory_limit_releases_the_batch_and_exits_3(memory_broker, record_file):
-    ids = tasks.RecordTask.publish_batch(None, [((i,), {}) for i in range(5)])
-    with settings.override(DIE_ON_RESIDENT_SET_SIZE_MB=1):
-        _worker, code = run_worker(memory_broker, max_in_flight=1)     # a pool: one at a time
+def test_memory_limit_releases_the_batch_and_exits_3(app, record_file):
+    ids = app.publish_batch(tasks.RecordTask, None, [((i,), {}) for i in range(5)])
+    _worker, code = run_worker(app.replace(DIE_ON_RESIDENT_SET_SIZE_MB=1),
+                               max_in_flight=1)     # a pool: one at a time
     assert code == kale_worker.EXIT_MEMORY_LIMIT
     assert len(events(record_file, 'ran')) == 1
-    counts = memory_broker.counts(memory_broker.queues['default'])
+    counts = app.broker.counts(app.queues['default'])
     assert counts.visible == 4 and counts.in_flight == 0
     assert len(ids) == 5
 
 
-def test_endpoint_outages_are_survived(memory_broker, record_file, monkeypatch):
-    transport = memory_broker.transport
+def test_endpoint_outages_are_survived(app, record_file, monkeypatch):
+    transport = app.transport
     real_receive = transport.receive
     outages = iter([True, True, True])
 
@@ -169,35 +179,35 @@ def test_endpoint_outages_are_survived(memory_broker, record_file, monkeypatch):
 
     monkeypatch.setattr(transport, 'receive', flaky_receive)
     monkeypatch.setattr(kale_worker.Worker, '_sleep', lambda self, seconds: None)
-    task_id = tasks.RecordTask.publish(None)
-    worker, code = run_worker(memory_broker)
+    task_id = app.publish(tasks.RecordTask, None)
+    worker, code = run_worker(app)
     assert code == 0
     assert events(record_file, 'ran') == [task_id]
     assert worker.outage.backoff.failures == 0
 
 
-def test_only_the_named_queues_are_served(memory_broker, record_file):
-    tasks.HighRecordTask.publish(None)
-    mine = tasks.RecordTask.publish(None)
-    run_worker(memory_broker, queues=('default',))
+def test_only_the_named_queues_are_served(app, record_file):
+    app.publish(tasks.HighRecordTask, None)
+    mine = app.publish(tasks.RecordTask, None)
+    run_worker(app, queues=('default',))
     assert events(record_file, 'ran') == [mine]
 
 
-def test_an_unknown_queue_name_is_a_clear_error(memory_broker):
+def test_an_unknown_queue_name_is_a_clear_error(app):
     with pytest.raises(UnknownQueueError, match="--queues: queue 'nope' is not in the queue config"):
-        kale_worker.Worker(queue_names=['nope'], broker=memory_broker)
+        kale_worker.Worker(queue_names=['nope'], app=app)
 
 
-def test_a_bad_selector_setting_is_a_clear_error(memory_broker):
+def test_a_bad_selector_setting_is_a_clear_error(app):
     from kale.exceptions import ImproperlyConfigured
-    with settings.override(QUEUE_SELECTOR='os.path'):
-        with pytest.raises(ImproperlyConfigured, match='QUEUE_SELECTOR'):
-            kale_worker.Worker(broker=memory_broker)
+    app = app.replace(QUEUE_SELECTOR='os.path')
+    with pytest.raises(ImproperlyConfigured, match='QUEUE_SELECTOR'):
+        kale_worker.Worker(app=app)
 
 
 @pytest.mark.serial_only('it stops the serial loop in its back-off pause; test_pools.py '
                          'stops a pool during an outage')
-def test_a_stop_request_during_an_outage_backoff_stops_cleanly(memory_broker, monkeypatch):
+def test_a_stop_request_during_an_outage_backoff_stops_cleanly(app, monkeypatch):
     """Regression (found by the chaos run): SIGTERM while backing off after a
     failed long poll escaped as an exception and the worker exited 1.
 
@@ -205,15 +215,15 @@ def test_a_stop_request_during_an_outage_backoff_stops_cleanly(memory_broker, mo
     the main thread, in the backoff pause (no real signal reaches pytest)."""
     import signal
 
-    real_receive = memory_broker.transport.receive
+    real_receive = app.transport.receive
 
     def long_polls_fail(queue, max_messages, wait_sec, *args):
         if wait_sec:                                     # the idle watch, not the probes
             raise EndpointUnreachableError('connection refused')
         return real_receive(queue, max_messages, wait_sec, *args)
 
-    monkeypatch.setattr(memory_broker.transport, 'receive', long_polls_fail)
-    worker = kale_worker.Worker(queue_names=['slowpoll'], broker=memory_broker)
+    monkeypatch.setattr(app.transport, 'receive', long_polls_fail)
+    worker = kale_worker.Worker(queue_names=['slowpoll'], app=app)
     worker.outage.backoff.initial = 2.0                         # a long pause to be stopped in
     pause = worker._sleep
     pauses = []
@@ -228,50 +238,50 @@ def test_a_stop_request_during_an_outage_backoff_stops_cleanly(memory_broker, mo
     assert len(pauses) == 1 and pauses[0] >= 1.6          # the backoff pause, cut short
 
 
-def test_a_queue_named_twice_is_served_once(memory_broker, record_file):
-    task_id = tasks.RecordTask.publish(None)
-    worker, code = run_worker(memory_broker, queues=('default', 'default'))
+def test_a_queue_named_twice_is_served_once(app, record_file):
+    task_id = app.publish(tasks.RecordTask, None)
+    worker, code = run_worker(app, queues=('default', 'default'))
     assert code == 0 and [q.name for q in worker.queues] == ['default']
     assert events(record_file, 'ran') == [task_id]
 
 
-def test_a_selector_that_answers_nonsense_does_not_stop_the_worker(memory_broker, record_file):
+def test_a_selector_that_answers_nonsense_does_not_stop_the_worker(app, record_file):
     from kale.queue_selector import SelectQueueBase
 
     class Nonsense(SelectQueueBase):
         def get_queue(self):
             return 'not a queue'
 
-    task_id = tasks.RecordTask.publish(None)
-    run_worker(memory_broker, selector_class=Nonsense)
+    task_id = app.publish(tasks.RecordTask, None)
+    run_worker(app, selector_class=Nonsense)
     assert events(record_file, 'ran') == [task_id]
 
 
-def test_a_worker_without_a_signing_key_refuses_to_start(memory_broker):
+def test_a_worker_without_a_signing_key_refuses_to_start(app):
     from kale.exceptions import ImproperlyConfigured
-    with settings.override(MESSAGE_SIGNING_KEY=''):
-        with pytest.raises(ImproperlyConfigured, match='MESSAGE_SIGNING_KEY is not set'):
-            kale_worker.Worker(broker=memory_broker)
+    app = app.replace(MESSAGE_SIGNING_KEY='')
+    with pytest.raises(ImproperlyConfigured, match='MESSAGE_SIGNING_KEY is not set'):
+        kale_worker.Worker(app=app)
 
 
-def test_a_timeout_class_that_is_not_one_is_refused(memory_broker):
+def test_a_timeout_class_that_is_not_one_is_refused(app):
     from kale.exceptions import ImproperlyConfigured
-    with settings.override(TASK_TIMEOUT_CLASS='os.path'):
-        with pytest.raises(ImproperlyConfigured, match='TASK_TIMEOUT_CLASS must name'):
-            kale_worker.Worker(broker=memory_broker)
+    app = app.replace(TASK_TIMEOUT_CLASS='os.path')
+    with pytest.raises(ImproperlyConfigured, match='TASK_TIMEOUT_CLASS must name'):
+        kale_worker.Worker(app=app)
 
 
-def test_a_development_key_is_fine_on_queues_in_this_process(memory_broker, caplog):
-    with settings.override(MESSAGE_SIGNING_KEY='kale-development-key-not-for-production',
-                           MESSAGE_QUEUE_ENDPOINT_URL='', MESSAGE_QUEUE_USE_PROXY=False):
-        kale_worker.Worker(broker=memory_broker)
+def test_a_development_key_is_fine_on_queues_in_this_process(app, caplog):
+    kale_worker.Worker(app=app.replace(
+        MESSAGE_SIGNING_KEY='kale-development-key-not-for-production',
+        MESSAGE_QUEUE_ENDPOINT_URL='', MESSAGE_QUEUE_USE_PROXY=False))
     assert 'development key' not in caplog.text
 
 
 @pytest.mark.real_time('settling may retry on a thread of its own, which a test clock would '
                        'let run ahead of the stop')
-def test_a_worker_stops_soon_even_if_the_endpoint_is_gone_at_shutdown(memory_broker,
-                                                                        record_file, monkeypatch):
+def test_a_worker_stops_soon_even_if_the_endpoint_is_gone_at_shutdown(app, record_file,
+                                                                        monkeypatch):
     """Regression (found by the demo's Ctrl-C test): the deletes of its last
     batch were retried until the 30 s visibility timeout ran out."""
     import time
@@ -283,30 +293,28 @@ def test_a_worker_stops_soon_even_if_the_endpoint_is_gone_at_shutdown(memory_bro
         def on_task_finished(self, settlement):
             worker.stop()
 
-    monkeypatch.setattr(memory_broker.transport, 'delete_batch', unreachable)
-    tasks.RecordTask.publish(None)
-    worker = kale_worker.Worker(queue_names=['default'], broker=memory_broker,
-                                hooks=[StopAfterTheTask()])
+    monkeypatch.setattr(app.transport, 'delete_batch', unreachable)
+    app.publish(tasks.RecordTask, None)
+    worker = kale_worker.Worker(queue_names=['default'], app=app, hooks=[StopAfterTheTask()])
     started = time.monotonic()
     assert worker.run() == kale_worker.EXIT_OK
     assert time.monotonic() - started < kale_worker.SHUTDOWN_SETTLE_SEC + 2
     assert len(events(record_file, 'ran')) == 1
 
 
-def test_a_burst_is_not_ended_by_one_count_that_missed_a_message(memory_broker, record,
-                                                                  monkeypatch):
+def test_a_burst_is_not_ended_by_one_count_that_missed_a_message(app, record, monkeypatch):
     """SQS counts visible, in-flight and delayed messages apart: a message
     whose delay ends meanwhile can be in none of one answer's figures. A
     burst ends only when two counts in a row find the queues empty."""
     from kale.transport import QueueCounts
-    task_id = tasks.RecordTask.publish(None, 'late', delay_sec=1)
-    real_counts = memory_broker.transport.counts
+    task_id = app.publish(tasks.RecordTask, None, 'late', delay_sec=1)
+    real_counts = app.transport.counts
     answers = []
 
     def counts(queue):
         answers.append(queue)
         return QueueCounts(0, 0, 0) if len(answers) == 1 else real_counts(queue)
-    monkeypatch.setattr(memory_broker.transport, 'counts', counts)
-    worker = kale_worker.Worker(queue_names=['default'], burst=True, broker=memory_broker)
+    monkeypatch.setattr(app.transport, 'counts', counts)
+    worker = kale_worker.Worker(queue_names=['default'], burst=True, app=app)
     assert worker.run() == 0
     assert recorded_ids(record, 'ran') == [task_id]
