@@ -16,6 +16,7 @@ import time
 from typing import TYPE_CHECKING, Any, Optional
 
 from kale import speed
+from kale.statuses import TaskStatus
 
 if TYPE_CHECKING:
     from kale.codec.pipeline import Frame
@@ -38,7 +39,7 @@ class Outcome(enum.Enum):
     __hash__ = speed.identity_hash       # see kale.speed for the figure
 
     @property
-    def record_status(self) -> str:
+    def record_status(self) -> TaskStatus:
         """The task record's status after it (a released task that ran is queued again)."""
         return _NAMES[self].record_status
 
@@ -67,7 +68,7 @@ class Outcome(enum.Enum):
 class OutcomeNames:
     """One outcome's name in each layer that shows it."""
 
-    record_status: str
+    record_status: TaskStatus
     metric_label: str
     settle_operation: str
     hook_name: str
@@ -77,18 +78,21 @@ class OutcomeNames:
 #: Every outcome's names: the one table records, metrics, tracing and the
 #: hooks read (a new Outcome without a row here fails the suite).
 _NAMES: dict[Outcome, OutcomeNames] = {
-    Outcome.SUCCEEDED: OutcomeNames('succeeded', 'succeeded', 'delete', 'on_task_succeeded'),
-    Outcome.SKIPPED: OutcomeNames('succeeded', 'skipped', 'delete', 'on_task_succeeded'),
-    Outcome.CANCELLED: OutcomeNames('cancelled', 'cancelled', 'delete', 'on_task_cancelled'),
-    Outcome.RETRY: OutcomeNames('scheduled', 'retried', 'retry', 'on_task_retried',
+    Outcome.SUCCEEDED: OutcomeNames(TaskStatus.SUCCEEDED, 'succeeded', 'delete',
+                                    'on_task_succeeded'),
+    Outcome.SKIPPED: OutcomeNames(TaskStatus.SUCCEEDED, 'skipped', 'delete', 'on_task_succeeded'),
+    Outcome.CANCELLED: OutcomeNames(TaskStatus.CANCELLED, 'cancelled', 'delete',
+                                    'on_task_cancelled'),
+    Outcome.RETRY: OutcomeNames(TaskStatus.SCHEDULED, 'retried', 'retry', 'on_task_retried',
                                 run_failed=True),
-    Outcome.DEAD_LETTER: OutcomeNames('failed', 'dead_lettered', 'dead_letter',
+    Outcome.DEAD_LETTER: OutcomeNames(TaskStatus.FAILED, 'dead_lettered', 'dead_letter',
                                       'on_task_dead_lettered', run_failed=True),
-    Outcome.RELEASE: OutcomeNames('queued', 'released', 'release', 'on_task_released'),
+    Outcome.RELEASE: OutcomeNames(TaskStatus.QUEUED, 'released', 'release', 'on_task_released'),
     # The task's record is left to the delivery that runs.
-    Outcome.DUPLICATE: OutcomeNames('queued', 'duplicate', 'delete', 'on_task_duplicate'),
+    Outcome.DUPLICATE: OutcomeNames(TaskStatus.QUEUED, 'duplicate', 'delete',
+                                    'on_task_duplicate'),
     # Not run, and not a retry: its record stays scheduled, with its due time.
-    Outcome.WAITING: OutcomeNames('scheduled', 'waiting', 'wait', 'on_task_waiting'),
+    Outcome.WAITING: OutcomeNames(TaskStatus.SCHEDULED, 'waiting', 'wait', 'on_task_waiting'),
 }
 
 

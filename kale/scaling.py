@@ -18,6 +18,7 @@ from typing import Any, Callable, Optional
 from kale.admin import queue_statuses
 from kale.app import default_app
 from kale.broker import Broker
+from kale.statuses import WorkerState
 
 
 @dataclasses.dataclass
@@ -48,7 +49,7 @@ def serving_workers(queries: Any, now: Optional[float] = None) -> dict[str, int]
     """Running worker processes (not supervisors) by the queue names they serve,
     from the records' worker rows (``queries``: :func:`kale.records.queries`)."""
     serving: dict[str, int] = {}
-    for worker in queries.workers('running', now):
+    for worker in queries.workers(WorkerState.RUNNING, now):
         if worker.role == 'worker':
             for name in worker.queues:
                 serving[name] = serving.get(name, 0) + 1

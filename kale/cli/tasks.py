@@ -10,6 +10,7 @@ from typing import Any, Sequence
 
 from kale.cli.options import common_options, positive_int
 from kale.exceptions import CommandError
+from kale.statuses import PENDING_FILTER, TaskStatus, WorkerState, status_values
 
 LIST_COLUMNS = [('ID', 'id'), ('TASK', 'task'), ('QUEUE', 'queue'), ('STATUS', 'status'),
                 ('ATTEMPTS', 'attempts'), ('PUBLISHED', 'published_at'),
@@ -207,9 +208,8 @@ def cmd_workers(args: argparse.Namespace) -> int:
 
 
 def _filters(parser: argparse.ArgumentParser, json_option: bool = True) -> None:
-    parser.add_argument('--status', help='queued, running, scheduled, succeeded, failed, '
-                                         'cancelled, purged, deduplicated or pending; several '
-                                         'separated by commas')
+    parser.add_argument('--status', help='%s or %s; several separated by commas' % (
+        ', '.join(status_values(TaskStatus)), PENDING_FILTER))
     parser.add_argument('--task', help='task path (module.Class) or class name')
     parser.add_argument('--queue', help='queue name')
     parser.add_argument('--label', action='append', metavar='KEY=VALUE',
@@ -269,7 +269,7 @@ def add_commands(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]'
                                   description='Workers and supervisors that recorded themselves: '
                                               'running, stopped, or lost (no heartbeat for three '
                                               'intervals).')
-    workers.add_argument('--state', choices=['running', 'stopped', 'lost'])
+    workers.add_argument('--state', choices=status_values(WorkerState))
     workers.add_argument('--json', action='store_true', help='print JSON')
     workers.set_defaults(func=cmd_workers)
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from kale.cli.options import common_options, positive_int
 from kale.cli.tasks import table
+from kale.statuses import NodeStatus, WorkflowStatus, status_values
 
 LIST_COLUMNS = [('ID', 'id'), ('STATUS', 'status'), ('SUCCEEDED', 'succeeded'),
                 ('FAILED', 'failed'), ('CREATED', 'created_at'), ('LABELS', 'labels')]
@@ -33,9 +34,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(found)
         return 0
-    rows = [dict(row, succeeded='%d/%d' % (row['node_states'].get('succeeded', 0),
+    rows = [dict(row, succeeded='%d/%d' % (row['node_states'].get(NodeStatus.SUCCEEDED, 0),
                                             row['node_count']),
-                 failed=row['node_states'].get('failed', 0)) for row in found]
+                 failed=row['node_states'].get(NodeStatus.FAILED, 0)) for row in found]
     print(table(LIST_COLUMNS, rows) if rows else 'no workflows%s' % (
         ' %s' % args.status if args.status else ''))
     return 0
@@ -86,18 +87,19 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_cancel(args: argparse.Namespace) -> int:
     from kale import workflow
     found = workflow.get(args.workflow_id)
-    before = found.describe()['node_states'].get('cancelled', 0)
+    before = found.describe()['node_states'].get(NodeStatus.CANCELLED, 0)
     workflow.cancel(found.id)
     summary = {key: value for key, value in found.describe().items()
                if key not in ('nodes', 'edges')}
-    cancelled = summary['node_states'].get('cancelled', 0) - before
+    cancelled = summary['node_states'].get(NodeStatus.CANCELLED, 0) - before
     if args.json:
         _print_json(dict(summary, cancelled_nodes=cancelled))
         return 0
     print('workflow %s: %s; %d node%s cancelled now (%s)%s' % (
         found.id, summary['status'], cancelled, '' if cancelled == 1 else 's',
         _states(summary['node_states']),
-        '' if cancelled or summary['status'] == 'cancelled' else '; it had already ended'))
+        '' if cancelled or summary['status'] == WorkflowStatus.CANCELLED
+        else '; it had already ended'))
     return 0
 
 
@@ -115,7 +117,7 @@ def add_commands(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]'
     listing = sub.add_parser(
         'list', parents=[common], help='workflows, newest first',
         description='Workflows, newest first: status, nodes succeeded of all, nodes failed.')
-    listing.add_argument('--status', help='running, succeeded, failed or cancelled')
+    listing.add_argument('--status', help=', '.join(status_values(WorkflowStatus)))
     listing.add_argument('--limit', type=positive_int, default=50,
                          help='at most N, up to 1000 (default 50)')
     listing.add_argument('--json', action='store_true', help='print JSON')

@@ -38,6 +38,7 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
 from kale.exceptions import QueueNotFoundError, SQSError
+from kale.statuses import TaskStatus, status_values
 
 if TYPE_CHECKING:
     from kale.broker import Broker
@@ -49,8 +50,7 @@ STATES = ('visible', 'in_flight', 'delayed', 'dead_letters')
 #: queue or a known status: stored data never makes a series of its own.
 OTHER = 'other'
 #: The record statuses that get a series of their own.
-RECORD_STATUSES = frozenset({'queued', 'running', 'scheduled', 'succeeded', 'failed',
-                             'cancelled', 'purged', 'deduplicated'})
+RECORD_STATUSES = frozenset(status_values(TaskStatus))
 
 
 class QueueCollector:

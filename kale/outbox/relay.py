@@ -49,6 +49,7 @@ from kale.outbox import proof
 from kale.outbox.schema import CHANNEL, consumed, init, outbox
 from kale.outbox.schema import rejected as rejected_table
 from kale.records.files import open_private
+from kale.statuses import TaskStatus
 from kale.transport import MAX_DELAY_SEC, OutgoingMessage
 
 logger = logging.getLogger(__name__)
@@ -227,7 +228,8 @@ class Relay:
             if holder != row.task_id:
                 held.add(row.id)
                 if row.record:
-                    records.append(dict(row.record, status='deduplicated', duplicate_of=holder,
+                    records.append(dict(row.record, status=TaskStatus.DEDUPLICATED,
+                                        duplicate_of=holder,
                                         finished_at=now, updated_at=now))
         return records, held
 

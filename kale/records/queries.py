@@ -36,6 +36,7 @@ from kale.records.schema import (
     workers,
 )
 from kale.records.store import RecordStore
+from kale.statuses import PENDING_FILTER, TaskStatus, WorkerState, status_values
 
 #: Statuses a worker ends a task with (the timeline's; a purge or a
 #: deduplication is not a run).
@@ -43,7 +44,6 @@ RAN = (SUCCEEDED, FAILED, CANCELLED)
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 1000
-WORKER_STATES = ('running', 'stopped', 'lost')
 #: Query parameters that are not filters.
 NOT_FILTERS = ('limit', 'cursor', 'all', 'state', 'window', 'bucket')
 
@@ -87,13 +87,13 @@ class TaskFilter:
 def parse_statuses(text: str) -> tuple[str, ...]:
     found: list[str] = []
     for status in (part.strip() for part in text.split(',') if part.strip()):
-        if status == 'pending':
+        if status == PENDING_FILTER:
             found.extend(PENDING)
         elif status in STATUSES:
-            found.append(status)
+            found.append(TaskStatus(status))
         else:
-            raise BadFilterError('unknown status %r: use one of %s, pending'
-                                 % (status, ', '.join(STATUSES)))
+            raise BadFilterError('unknown status %r: use one of %s, %s'
+                                 % (status, ', '.join(STATUSES), PENDING_FILTER))
     return tuple(dict.fromkeys(found))
 
 
@@ -224,7 +224,7 @@ class Queries:
         """Counts by status, by task and status, by queue and status."""
         query = select(tasks.c.task, tasks.c.queue, tasks.c.status, func.count()) \
             .where(where.where()).group_by(tasks.c.task, tasks.c.queue, tasks.c.status)
-        by_status = dict.fromkeys(STATUSES, 0)
+        by_status: dict[str, int] = {status.value: 0 for status in TaskStatus}
         by_task: dict[str, dict[str, int]] = {}
         by_queue: dict[str, dict[str, int]] = {}
         with self.store.begin() as conn:
@@ -233,12 +233,12 @@ class Queries:
                 for table, key in ((by_task, task), (by_queue, queue)):
                     table.setdefault(key, {})
                     table[key][status] = table[key].get(status, 0) + n
-        by_status['pending'] = sum(by_status[s] for s in PENDING)
+        by_status[PENDING_FILTER] = sum(by_status[s] for s in PENDING)
         return {'by_status': by_status, 'by_task': by_task, 'by_queue': by_queue}
 
     def counts_by_status(self) -> dict[str, int]:
         """Every record counted by status (each status present, 0 when none)."""
-        counts = dict.fromkeys(STATUSES, 0)
+        counts: dict[str, int] = {status.value: 0 for status in TaskStatus}
         with self.store.begin() as conn:
             for status, n in conn.execute(select(tasks.c.status, func.count())
                                           .group_by(tasks.c.status)):
@@ -282,10 +282,10 @@ class Queries:
         with self.store.begin() as conn:
             for task, number, status, n, mean in conn.execute(query):
                 point = series.setdefault(task, {}).setdefault(
-                    int(number), {'succeeded': 0, 'failed': 0, 'cancelled': 0,
+                    int(number), {**{ran.value: 0 for ran in RAN},
                                   'duration_sum': 0.0, 'timed': 0})
                 point[status] += n
-                if mean is not None and status != 'cancelled':
+                if mean is not None and status != TaskStatus.CANCELLED:
                     point['duration_sum'] += float(mean) * n
                     point['timed'] += n
             last_minute = {queue: n for queue, n in conn.execute(per_queue)}
@@ -298,21 +298,21 @@ class Queries:
     def workers(self, state: Optional[str] = None,
                 now: Optional[float] = None) -> list[WorkerRecord]:
         """Worker and supervisor rows, running first, newest first."""
-        if state is not None and state not in WORKER_STATES:
+        if state is not None and state not in status_values(WorkerState):
             raise BadFilterError('unknown worker state %r: use one of %s'
-                                 % (state, ', '.join(WORKER_STATES)))
+                                 % (state, ', '.join(status_values(WorkerState))))
         now = time.time() if now is None else now
         query = select(workers).order_by(workers.c.started_at.desc()).limit(MAX_LIMIT)
-        if state == 'stopped':
+        if state == WorkerState.STOPPED:
             query = query.where(workers.c.stopped_at.is_not(None))
         elif state is not None:
             lost = workers.c.heartbeat_at < now - LOST_AFTER_HEARTBEATS * workers.c.heartbeat_sec
-            query = query.where(workers.c.stopped_at.is_(None), lost if state == 'lost'
-                                else ~lost)
+            query = query.where(workers.c.stopped_at.is_(None),
+                                lost if state == WorkerState.LOST else ~lost)
         with self.store.begin() as conn:
             found = [WorkerRecord.from_row(row, now) for row in conn.execute(query).mappings()]
-        order = {'running': 0, 'lost': 1, 'stopped': 2}
-        return sorted(found, key=lambda w: (order[w.state], -w.started_at))
+        order = {WorkerState.RUNNING: 0, WorkerState.LOST: 1, WorkerState.STOPPED: 2}
+        return sorted(found, key=lambda w: (order[WorkerState(w.state)], -w.started_at))
 
 
 def _point(start: float, point: dict[str, Any]) -> dict[str, Any]:

@@ -9,6 +9,7 @@ import datetime
 from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 from kale.records.schema import FINAL, PENDING
+from kale.statuses import WorkerState
 
 if TYPE_CHECKING:
     from kale.records.sealing import Sealer
@@ -142,9 +143,9 @@ class WorkerRecord:
         return data
 
 
-def worker_state(row: Mapping[str, Any], now: float) -> str:
+def worker_state(row: Mapping[str, Any], now: float) -> WorkerState:
     if row.get('stopped_at') is not None:
-        return 'stopped'
+        return WorkerState.STOPPED
     if now - row['heartbeat_at'] > LOST_AFTER_HEARTBEATS * row['heartbeat_sec']:
-        return 'lost'
-    return 'running'
+        return WorkerState.LOST
+    return WorkerState.RUNNING

@@ -28,20 +28,22 @@ from sqlalchemy import (
     select,
 )
 
+from kale.statuses import FINAL_TASK, PENDING_TASK, TaskStatus
+
 logger = logging.getLogger(__name__)
 
 metadata = MetaData()
 
-#: Statuses a record can have. ``pending`` is a filter for the first three.
-#: ``purged``: its queue was purged before it ran. ``deduplicated``: SQS
-#: dropped its message as a repeat of another task's on a FIFO queue
-#: (``duplicate_of``), so it never runs.
-QUEUED, RUNNING, SCHEDULED = 'queued', 'running', 'scheduled'
-SUCCEEDED, FAILED, CANCELLED = 'succeeded', 'failed', 'cancelled'
-PURGED, DEDUPLICATED = 'purged', 'deduplicated'
-STATUSES = (QUEUED, RUNNING, SCHEDULED, SUCCEEDED, FAILED, CANCELLED, PURGED, DEDUPLICATED)
-PENDING = (QUEUED, RUNNING, SCHEDULED)
-FINAL = (SUCCEEDED, FAILED, CANCELLED, PURGED, DEDUPLICATED)
+#: Statuses a record can have (:class:`kale.statuses.TaskStatus`). ``pending``
+#: is a filter for the first three. ``purged``: its queue was purged before it
+#: ran. ``deduplicated``: SQS dropped its message as a repeat of another task's
+#: on a FIFO queue (``duplicate_of``), so it never runs.
+QUEUED, RUNNING, SCHEDULED = TaskStatus.QUEUED, TaskStatus.RUNNING, TaskStatus.SCHEDULED
+SUCCEEDED, FAILED, CANCELLED = TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.CANCELLED
+PURGED, DEDUPLICATED = TaskStatus.PURGED, TaskStatus.DEDUPLICATED
+STATUSES = tuple(TaskStatus)
+PENDING = PENDING_TASK
+FINAL = FINAL_TASK
 
 tasks = Table(
     'kale_tasks', metadata,

@@ -46,6 +46,7 @@ except ImportError as exc:  # pragma: no cover - depends on the extras installed
 
 from kale.records.driver import Driver, insert_for, same_keys
 from kale.records.sealing import Sealer, sealer
+from kale.statuses import TaskStatus
 
 logger = logging.getLogger(__name__)
 
@@ -277,7 +278,7 @@ class RecordStore:
         self._signal_cancel()
         with self.begin(write=True) as conn:
             done = bool(conn.execute(tasks.update().where(
-                tasks.c.id == task_id, tasks.c.status.in_(('queued', 'scheduled'))).values(
+                tasks.c.id == task_id, tasks.c.status.in_((TaskStatus.QUEUED, TaskStatus.SCHEDULED))).values(
                 status=CANCELLED, finished_at=now, next_attempt_at=None,
                 updated_at=now)).rowcount)
         if done:

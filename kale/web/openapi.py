@@ -5,19 +5,26 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Optional, Sequence
 
+from kale.statuses import PENDING_FILTER, PENDING_TASK, TaskStatus, WorkerState, WorkflowStatus, status_values
 from kale.version import __version__
 
 
 def _param(name: str, description: str, kind: str = 'string', where: str = 'query',
-           required: bool = False) -> dict[str, Any]:
+           required: bool = False, one_of: Optional[list[str]] = None) -> dict[str, Any]:
+    schema: dict[str, Any] = {'type': kind}
+    if one_of is not None:
+        schema['enum'] = one_of
     return {'name': name, 'in': where, 'required': required, 'description': description,
-            'schema': {'type': kind}}
+            'schema': schema}
+
+
+def _statuses(status: Any) -> str:
+    return ', '.join(status_values(status))
 
 
 FILTERS = [
-    _param('status', 'queued, running, scheduled, succeeded, failed, cancelled, purged, '
-                     'deduplicated or pending (queued + running + scheduled); several separated '
-                     'by commas'),
+    _param('status', '%s or %s (%s); several separated by commas' % (
+        _statuses(TaskStatus), PENDING_FILTER, ' + '.join(PENDING_TASK))),
     _param('task', 'task path (module.Class), or a class name'),
     _param('queue', 'queue name from the queue config'),
     {'name': 'label.KEY', 'in': 'query', 'required': False,
@@ -119,7 +126,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint('GET', '/api/workflows', 'list_workflows',
              'Workflows, newest first, each with its count of nodes by state (pages)',
              _answer('a page', workflows=_list, next={'type': 'string', 'nullable': True}),
-             (_param('status', 'running, succeeded, failed or cancelled'),
+             (_param('status', _statuses(WorkflowStatus),
+                     one_of=status_values(WorkflowStatus)),
               _param('limit', '1..1000, default 50', 'integer'),
               _param('cursor', '"next" of the previous page'))),
     Endpoint('POST', '/api/workflows', 'submit_workflow',
@@ -143,7 +151,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                      oldest_age_sec={'type': 'number', 'nullable': True})),
     Endpoint('GET', '/api/workers', 'workers', 'Worker and supervisor processes',
              _answer('the workers', workers=_list),
-             (_param('state', 'running, stopped or lost'),)),
+             (_param('state', _statuses(WorkerState), one_of=status_values(WorkerState)),)),
     Endpoint('GET', '/api/timeline', 'timeline',
              'Tasks finished and mean duration per task over time',
              _answer('the series', series=_obj),

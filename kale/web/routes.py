@@ -29,6 +29,7 @@ from kale.records.record import iso
 from kale.records.recorder import OWN_WRITES_SEC
 from kale.records.store import safe_url
 from kale.scaling import serving_workers
+from kale.statuses import WorkflowStatus
 
 #: The windows ``/api/timeline?window=auto`` tries, shortest first.
 AUTO_WINDOWS_SEC = (3600, 24 * 3600, 7 * 24 * 3600)
@@ -281,7 +282,7 @@ class Api:
         self._workflow_records()
         found = workflow.get(request.path_params['workflow_id'], self.records_url)
         status = found.status()
-        if status != 'running':
+        if status is not WorkflowStatus.RUNNING:
             raise RecordConflictError('workflow %s is %s: only a running workflow can be '
                                       'cancelled' % (found.id[:200], status))
         return workflow.cancel(found.id, self.records_url).describe()

@@ -30,9 +30,10 @@ from kale.exceptions import (
 from kale.hooks import PublishHooks, WorkerHooks
 from kale.ids import random_id
 from kale.records.record import iso
+from kale.statuses import WorkflowStatus, status_values
 from kale.workflow.flow import Part
 from kale.workflow.graph import Graph, resolve
-from kale.workflow.state import FAILED, FINAL, RUNNING, SUCCEEDED, WorkflowState
+from kale.workflow.state import FAILED, WorkflowState
 from kale.workflow.sweep import Sweeper
 from kale.workflow.values import from_json, values
 
@@ -195,16 +196,16 @@ class Workflow:
             raise WorkflowNotFoundError('no workflow %s in the task records' % self.id[:200])
         return row
 
-    def status(self) -> str:
+    def status(self) -> WorkflowStatus:
         """``running``, ``succeeded``, ``failed`` or ``cancelled``. A running
         workflow past its deadline fails here, if no node's end failed it first."""
         row = self._row()
-        if row.status == 'running' and row.deadline_at is not None and \
+        if row.status == WorkflowStatus.RUNNING and row.deadline_at is not None and \
                 time.time() > row.deadline_at:
             _cancel_tasks(self._state().expire(self.id, time.time()), self._records_url,
                           self.app)
             row = self._row()
-        return str(row.status)
+        return WorkflowStatus(row.status)
 
     def describe(self) -> dict[str, Any]:
         """The workflow as JSON-ready data: its fields, each node (task id,
@@ -224,12 +225,12 @@ class Workflow:
                  'queue': row.queue, 'upstream': list(row.upstream or ())}
                 for row in self._state().nodes(self.id)]
 
-    def wait(self, timeout: float, poll_sec: float = 0.1) -> str:
+    def wait(self, timeout: float, poll_sec: float = 0.1) -> WorkflowStatus:
         """Wait until the workflow is final; its status (WorkflowError on timeout)."""
         deadline = time.monotonic() + timeout
         while True:
             status = self.status()
-            if status in FINAL:
+            if status is not WorkflowStatus.RUNNING:
                 return status
             if time.monotonic() >= deadline:
                 raise WorkflowError('workflow %s still %s after %gs' % (self.id, status, timeout))
@@ -239,14 +240,14 @@ class Workflow:
         """What the flow gives (its last node's result, a group's list), once
         it succeeded; WorkflowError if it did not."""
         status = self.wait(timeout) if timeout is not None else self.status()
-        if status == FAILED:
+        if status is WorkflowStatus.FAILED:
             failed = [row for row in self._state().nodes(self.id)
                       if row.state == FAILED and row.reason != 'upstream_failed']
             first = failed[0] if failed else None
             raise WorkflowFailed('workflow %s failed: node %s (%s): %s' % (
                 self.id, first.task_id if first else '?', first.task if first else '?',
                 first.reason if first else 'unknown'))
-        if status != SUCCEEDED:
+        if status is not WorkflowStatus.SUCCEEDED:
             raise WorkflowError('workflow %s is %s, it has no result' % (self.id, status))
         state = self._state()
         with state.store.begin() as conn:
@@ -271,9 +272,9 @@ def list_workflows(status: Optional[str] = None, limit: int = 50, before: Option
     """Up to ``limit`` workflows, newest first, as JSON-ready summaries
     (``status`` one of running, succeeded, failed, cancelled, or None for all;
     ``before``: created before that epoch time, to page on)."""
-    if status is not None and status not in (RUNNING,) + FINAL:
-        raise WorkflowError('workflow status must be one of running, succeeded, failed, '
-                            'cancelled, got %r' % status[:100])
+    if status is not None and status not in status_values(WorkflowStatus):
+        raise WorkflowError('workflow status must be one of %s, got %r'
+                            % (', '.join(status_values(WorkflowStatus)), status[:100]))
     if not 1 <= limit <= 1000:
         raise WorkflowError('limit must be from 1 to 1000, got %r' % limit)
     return [_summary(row, counts) for row, counts in

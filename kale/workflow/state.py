@@ -16,16 +16,17 @@ from sqlalchemy import and_, bindparam, case, func, select, update
 from kale.records.schema import workflow_nodes as nodes_table
 from kale.records.schema import workflows as workflows_table
 from kale.records.store import RecordStore
+from kale.statuses import FINAL_NODE, NodeStatus, WorkflowStatus
 from kale.workflow.graph import Graph, resolve
 from kale.workflow.values import Values, to_json
 
-#: A node's states. ``pending``: waiting for inputs; ``queued``: published
-#: (or about to be); then final.
-PENDING, QUEUED, SUCCEEDED, FAILED, CANCELLED = (
-    'pending', 'queued', 'succeeded', 'failed', 'cancelled')
-FINAL = (SUCCEEDED, FAILED, CANCELLED)
-#: A workflow's statuses.
-RUNNING = 'running'
+#: A node's states (:class:`kale.statuses.NodeStatus`). ``pending``: waiting
+#: for inputs; ``queued``: published (or about to be); then final.
+PENDING, QUEUED = NodeStatus.PENDING, NodeStatus.QUEUED
+SUCCEEDED, FAILED, CANCELLED = NodeStatus.SUCCEEDED, NodeStatus.FAILED, NodeStatus.CANCELLED
+FINAL = FINAL_NODE
+#: A workflow's statuses (:class:`kale.statuses.WorkflowStatus`).
+RUNNING = WorkflowStatus.RUNNING
 
 #: The reason of the nodes a workflow past its deadline failed.
 DEADLINE_EXCEEDED = 'deadline_exceeded'
@@ -138,7 +139,7 @@ class WorkflowState:
         if unfinished is None:
             conn.execute(update(workflows_table).where(
                 workflows_table.c.id == workflow_id, workflows_table.c.status == RUNNING).values(
-                status=SUCCEEDED, finished_at=now))
+                status=WorkflowStatus.SUCCEEDED, finished_at=now))
 
     def fail(self, task_id: str, reason: str, now: float) -> list[str]:
         """The node failed for good: every node downstream of it fails
@@ -153,7 +154,8 @@ class WorkflowState:
                 return []
             workflow_id = conn.execute(select(nodes_table.c.workflow_id).where(
                 nodes_table.c.task_id == task_id)).scalar_one()
-            ended = self._end(conn, workflow_id, FAILED, now, first_failed=task_id)
+            ended = self._end(conn, workflow_id, WorkflowStatus.FAILED, now,
+                              first_failed=task_id)
             return ended
 
     def expire(self, workflow_id: str, now: float) -> list[str]:
@@ -168,15 +170,15 @@ class WorkflowState:
         if row is None or row.status != RUNNING or row.deadline_at is None or \
                 now <= row.deadline_at:
             return []
-        return self._end(conn, workflow_id, FAILED, now)
+        return self._end(conn, workflow_id, WorkflowStatus.FAILED, now)
 
     def cancel(self, workflow_id: str, now: float) -> list[str]:
         """Cancel every node that is not final, and the workflow; returns the
         published nodes cancelled (their tasks are to be cancelled too)."""
         with self.store.begin(write=True) as conn:
-            return self._end(conn, workflow_id, CANCELLED, now)
+            return self._end(conn, workflow_id, WorkflowStatus.CANCELLED, now)
 
-    def _end(self, conn: Any, workflow_id: str, status: str, now: float,
+    def _end(self, conn: Any, workflow_id: str, status: WorkflowStatus, now: float,
              first_failed: Optional[str] = None) -> list[str]:
         rows = {row.task_id: row for row in conn.execute(select(
             nodes_table.c.task_id, nodes_table.c.state, nodes_table.c.downstream,
@@ -200,8 +202,8 @@ class WorkflowState:
                         states[node], reasons[node] = CANCELLED, 'not needed: upstream_failed'
                         changed = True
         else:
-            ending, reason = (FAILED, DEADLINE_EXCEEDED) if status == FAILED else \
-                (CANCELLED, 'workflow cancelled')
+            ending, reason = (FAILED, DEADLINE_EXCEEDED) if status is WorkflowStatus.FAILED \
+                else (CANCELLED, 'workflow cancelled')
             for node in rows:
                 if states[node] not in FINAL:
                     states[node], reasons[node] = ending, reason
