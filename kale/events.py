@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import logging
 import os
 import socket
 import time
@@ -24,80 +25,148 @@ if TYPE_CHECKING:
     from kale.transport import OutgoingMessage, ReceivedMessage
 
 
-class Outcome(enum.Enum):
-    """What settling does with one received message."""
+class Settle(enum.Enum):
+    """What settling does with a message, by kind (an outcome's ``settle``)."""
 
-    SUCCEEDED = 'succeeded'      # delete
-    SKIPPED = 'skipped'          # should_run_task said no: delete
-    CANCELLED = 'cancelled'      # a hook's cancelled_tasks named it: delete, unrun
-    RETRY = 'retry'              # send the retry copy, then delete
-    DEAD_LETTER = 'dead_letter'  # send the dead-letter copy, then delete
-    RELEASE = 'release'          # not run: send a fresh copy (visible at once), then delete
-    DUPLICATE = 'duplicate'      # another delivery of the task is in the batch: delete, unrun
-    WAITING = 'waiting'          # before its due time (kale.delays): send it on delayed, then delete
+    DELETE = 'delete'            # delete it; nothing is sent
+    COPY = 'copy'                # send its copy (delayed: a retry, a wait), then delete it
+    RELEASE = 'release'          # a fresh copy visible at once (late: made visible), then delete
+    DEAD_LETTER = 'dead_letter'  # its dead-letter copy (or its dead run), then delete it
+
+
+class Outcome(enum.Enum):
+    """What became of one received message; its row in :data:`OUTCOMES` says
+    what settling, the records, metrics, traces, hooks and logs do with it."""
+
+    SUCCEEDED = 'succeeded'
+    SKIPPED = 'skipped'          # should_run_task said no
+    CANCELLED = 'cancelled'      # a hook's cancelled_tasks named it: unrun
+    RETRY = 'retry'
+    DEAD_LETTER = 'dead_letter'
+    RELEASE = 'release'          # not run: back to the queue
+    DUPLICATE = 'duplicate'      # another delivery of the task is in the batch: unrun
+    WAITING = 'waiting'          # before its due time (kale.delays): sent on, delayed
 
     __hash__ = speed.identity_hash       # see kale.speed for the figure
 
     @property
+    def row(self) -> OutcomeRow:
+        """Its row of the table."""
+        return OUTCOMES[self]
+
+    @property
+    def settle(self) -> Settle:
+        """What settling does with its message."""
+        return OUTCOMES[self].settle
+
+    @property
     def record_status(self) -> TaskStatus:
         """The task record's status after it (a released task that ran is queued again)."""
-        return _NAMES[self].record_status
+        return OUTCOMES[self].record_status
 
     @property
     def metric_label(self) -> str:
         """The ``outcome`` label of ``kale_tasks_total``."""
-        return _NAMES[self].metric_label
+        return OUTCOMES[self].metric_label
 
     @property
     def settle_operation(self) -> str:
-        """What settling does with the message (the ``kale.settle`` span's operation)."""
-        return _NAMES[self].settle_operation
+        """The ``kale.settle`` span's operation."""
+        return OUTCOMES[self].settle_operation
 
     @property
     def hook_name(self) -> str:
         """The WorkerHooks method called for it once settled."""
-        return _NAMES[self].hook_name
+        return OUTCOMES[self].hook_name
 
     @property
     def run_failed(self) -> bool:
         """Whether its run failed (the span's status is an error)."""
-        return _NAMES[self].run_failed
+        return OUTCOMES[self].run_failed
 
 
 @dataclasses.dataclass(frozen=True)
-class OutcomeNames:
-    """One outcome's name in each layer that shows it."""
+class OutcomeRow:
+    """One outcome: what settling does, and its name and words in each layer
+    that shows it. A line is a %-format over the fields ``where``,
+    ``duration``, ``reason``, ``failure``, ``delay`` and ``dead_run``."""
 
+    settle: Settle
     record_status: TaskStatus
     metric_label: str
     settle_operation: str
     hook_name: str
+    #: The log line's level, and the line.
+    level: int
+    line: str
     run_failed: bool = False
+    #: Its task is over: an offloaded payload's S3 object goes with the message.
+    task_done: bool = False
+    #: On a FIFO queue its message stays in its group, invisible, holding the rest back.
+    holds_group: bool = False
+    #: The line when its copy was not sent before the batch's visibility
+    #: timeout ended, and SQS delivers the message again.
+    lapsed_line: str = ''
+    #: The task's ``on_permanent_failure`` runs once it is settled.
+    permanent: bool = False
+    #: DEAD_LETTER: the line when a dead run was queued in place of the copy,
+    #: and when no copy was sent at all (no hook then: it runs again).
+    dead_run_line: str = ''
+    unsent_line: str = ''
 
 
-#: Every outcome's names: the one table records, metrics, tracing and the
-#: hooks read (a new Outcome without a row here fails the suite).
-_NAMES: dict[Outcome, OutcomeNames] = {
-    Outcome.SUCCEEDED: OutcomeNames(TaskStatus.SUCCEEDED, 'succeeded', 'delete',
-                                    'on_task_succeeded'),
-    Outcome.SKIPPED: OutcomeNames(TaskStatus.SUCCEEDED, 'skipped', 'delete', 'on_task_succeeded'),
-    Outcome.CANCELLED: OutcomeNames(TaskStatus.CANCELLED, 'cancelled', 'delete',
-                                    'on_task_cancelled'),
-    Outcome.RETRY: OutcomeNames(TaskStatus.SCHEDULED, 'retried', 'retry', 'on_task_retried',
-                                run_failed=True),
-    Outcome.DEAD_LETTER: OutcomeNames(TaskStatus.FAILED, 'dead_lettered', 'dead_letter',
-                                      'on_task_dead_lettered', run_failed=True),
-    Outcome.RELEASE: OutcomeNames(TaskStatus.QUEUED, 'released', 'release', 'on_task_released'),
+_RAN = '%(where)s %(outcome)s in %(duration).3fs'
+_LAPSED = 'visibility timeout ended'
+
+#: Every outcome's row: the one table settling, the reporter, records,
+#: metrics and tracing read (a new Outcome without a row fails at import).
+OUTCOMES: dict[Outcome, OutcomeRow] = {
+    Outcome.SUCCEEDED: OutcomeRow(
+        Settle.DELETE, TaskStatus.SUCCEEDED, 'succeeded', 'delete', 'on_task_succeeded',
+        logging.INFO, _RAN, task_done=True),
+    Outcome.SKIPPED: OutcomeRow(
+        Settle.DELETE, TaskStatus.SUCCEEDED, 'skipped', 'delete', 'on_task_succeeded',
+        logging.INFO, _RAN, task_done=True),
+    Outcome.CANCELLED: OutcomeRow(
+        Settle.DELETE, TaskStatus.CANCELLED, 'cancelled', 'delete', 'on_task_cancelled',
+        logging.INFO, '%(where)s cancelled: deleted without running', task_done=True),
+    Outcome.RETRY: OutcomeRow(
+        Settle.COPY, TaskStatus.SCHEDULED, 'retried', 'retry', 'on_task_retried',
+        logging.WARNING, '%(where)s failed in %(duration).3fs, retrying in %(delay)ds: '
+        '%(failure)s', run_failed=True, holds_group=True,
+        lapsed_line='%(where)s failed in %(duration).3fs: %(failure)s; its retry was not sent '
+                    'before its ' + _LAPSED + ', so SQS delivers it again'),
+    Outcome.DEAD_LETTER: OutcomeRow(
+        Settle.DEAD_LETTER, TaskStatus.FAILED, 'dead_lettered', 'dead_letter',
+        'on_task_dead_lettered', logging.ERROR,
+        '%(where)s failed permanently in %(duration).3fs, dead-lettered: %(failure)s',
+        run_failed=True, permanent=True,
+        dead_run_line='%(where)s failed permanently in %(duration).3fs, its dead run '
+                      '%(dead_run)s queued: %(failure)s',
+        unsent_line='%(where)s failed permanently in %(duration).3fs, but its dead-letter copy '
+                    'was not sent; it will run again: %(failure)s'),
+    Outcome.RELEASE: OutcomeRow(
+        Settle.RELEASE, TaskStatus.QUEUED, 'released', 'release', 'on_task_released',
+        logging.INFO, '%(where)s released: %(reason)s', holds_group=True,
+        lapsed_line='%(where)s not run (%(reason)s): its ' + _LAPSED + ' first, so SQS '
+                    'delivers it again'),
     # The task's record is left to the delivery that runs.
-    Outcome.DUPLICATE: OutcomeNames(TaskStatus.QUEUED, 'duplicate', 'delete',
-                                    'on_task_duplicate'),
+    Outcome.DUPLICATE: OutcomeRow(
+        Settle.DELETE, TaskStatus.QUEUED, 'duplicate', 'delete', 'on_task_duplicate',
+        logging.INFO, '%(where)s deleted without running: %(reason)s'),
     # Not run, and not a retry: its record stays scheduled, with its due time.
-    Outcome.WAITING: OutcomeNames(TaskStatus.SCHEDULED, 'waiting', 'wait', 'on_task_waiting'),
+    # Every 15 minutes of a long wait: no INFO line.
+    Outcome.WAITING: OutcomeRow(
+        Settle.COPY, TaskStatus.SCHEDULED, 'waiting', 'wait', 'on_task_waiting',
+        logging.DEBUG, '%(where)s arrived early, %(reason)s: sent on, delayed %(delay)d s',
+        lapsed_line='%(where)s arrived early, %(reason)s: not sent on before its ' + _LAPSED
+                    + ', SQS delivers it again'),
 }
-
+if set(OUTCOMES) != set(Outcome):
+    raise AssertionError('an Outcome without its row: %s' % (set(Outcome) - set(OUTCOMES)))
 
 #: Outcomes that leave a FIFO message in its group, holding back the rest.
-HOLDS_GROUP = (Outcome.RETRY, Outcome.RELEASE)
+HOLDS_GROUP = tuple(outcome for outcome, row in OUTCOMES.items() if row.holds_group)
 
 
 @dataclasses.dataclass

@@ -57,7 +57,7 @@ from kale.backoff import Backoff
 from kale.broker import Broker
 from kale.clock import SYSTEM_CLOCK, Clock
 from kale.codec import Codec
-from kale.events import Outcome, Settlement
+from kale.events import OUTCOMES, Settle, Settlement
 from kale.exceptions import BatchSendError, KaleError, SQSError
 from kale.fair import keep_tenant
 from kale.queue_config import TaskQueue
@@ -71,12 +71,6 @@ logger = logging.getLogger(__name__)
 #: (each after a back-off, and only while the batch's budget lasts).
 ENTRY_RETRY_ROUNDS = 5
 
-#: Outcomes whose message is simply deleted.
-DELETED_UNCOPIED = (Outcome.SUCCEEDED, Outcome.SKIPPED, Outcome.CANCELLED, Outcome.DUPLICATE)
-#: Deleted outcomes whose task is done: its payload's S3 object goes too (a
-#: duplicate's object is the one the delivery that runs reads).
-TASK_DONE = (Outcome.SUCCEEDED, Outcome.SKIPPED, Outcome.CANCELLED)
-OUTCOMES = tuple(Outcome)
 #: Least time a batch's budget must have left for a copy to be sent: the copy
 #: and the delete of its original must both land before SQS may deliver the
 #: original again.
@@ -157,21 +151,23 @@ class Consumer:
         for received in batch.unsettled():
             # With its verified envelope when it has one: hooks see its task.
             batch.settlements.append(release(batch, received, 'not reached'))
-        by_outcome: dict[Outcome, list[Settlement]] = {outcome: [] for outcome in OUTCOMES}
+        # What each settlement's outcome does is its row's ``settle`` (kale.events.OUTCOMES).
+        by_kind: dict[Settle, list[Settlement]] = {kind: [] for kind in Settle}
         for settlement in batch.settlements:
-            by_outcome[settlement.outcome].append(settlement)
-        if batch.fifo:
-            self._hold(batch, by_outcome[Outcome.RELEASE] + by_outcome[Outcome.RETRY], retry)
-            for settlement in by_outcome[Outcome.DEAD_LETTER]:
+            by_kind[settlement.outcome.settle].append(settlement)
+        dead_letters = by_kind[Settle.DEAD_LETTER]
+        if batch.fifo:      # a retry or release stays in its group; no copy jumps the line
+            self._hold(batch, [s for s in batch.settlements
+                               if OUTCOMES[s.outcome].holds_group], retry)
+            for settlement in dead_letters:
                 settlement.copy = fifo_copy(settlement)
-            self._send_dead_runs(batch, by_outcome[Outcome.DEAD_LETTER], retry)
-            self._send_copies(batch, by_outcome[Outcome.DEAD_LETTER], dead_letter=True,
-                              retry=retry)
+            self._send_dead_runs(batch, dead_letters, retry)
+            self._send_copies(batch, dead_letters, dead_letter=True, retry=retry)
             self._delete(batch, [s for s in batch.settlements if not s.settled and (
-                s.copied or s.outcome in DELETED_UNCOPIED)], retry=retry)
+                s.copied or s.outcome.settle is Settle.DELETE)], retry=retry)
             batch.settle_ended = self.clock.time()
             return
-        releases = self._give_back_late(batch, by_outcome[Outcome.RELEASE], retry)
+        releases = self._give_back_late(batch, by_kind[Settle.RELEASE], retry)
         for settlement in releases:
             if settlement.copy is None:
                 settlement.copy = release_copy(settlement.received, batch.sqs_name, self.codec,
@@ -181,12 +177,11 @@ class Consumer:
             for settlement in batch.settlements:
                 if settlement.copy is not None:
                     settlement.copy = keep_tenant(settlement.copy, settlement.received.group_id)
-        self._send_copies(batch, releases + by_outcome[Outcome.RETRY]
-                          + by_outcome[Outcome.WAITING], dead_letter=False, retry=retry)
-        self._send_dead_runs(batch, by_outcome[Outcome.DEAD_LETTER], retry)
-        self._send_copies(batch, by_outcome[Outcome.DEAD_LETTER], dead_letter=True, retry=retry)
+        self._send_copies(batch, releases + by_kind[Settle.COPY], dead_letter=False, retry=retry)
+        self._send_dead_runs(batch, dead_letters, retry)
+        self._send_copies(batch, dead_letters, dead_letter=True, retry=retry)
         self._delete(batch, [s for s in batch.settlements if not s.settled and (
-            s.copied or s.outcome in DELETED_UNCOPIED)], retry=retry)
+            s.copied or s.outcome.settle is Settle.DELETE)], retry=retry)
         batch.settle_ended = self.clock.time()
 
     def _give_back_late(self, batch: Batch, releases: list[Settlement],
@@ -400,9 +395,9 @@ class Consumer:
         assert envelope is not None
         # Dropped (no dead-letter queue), or handled by a dead run, which
         # carries a payload of its own.
-        dropped = settlement.outcome is Outcome.DEAD_LETTER and (
+        dropped = settlement.outcome.settle is Settle.DEAD_LETTER and (
             settlement.dead_run is not None or self.broker.dead_letter_name(batch.queue) is None)
-        if settlement.outcome not in TASK_DONE and not dropped:
+        if not OUTCOMES[settlement.outcome].task_done and not dropped:
             return
         try:
             self.codec.discard(envelope)

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import collections
 import logging
+from typing import Any
 
 from kale import logs
-from kale.events import Outcome, Settlement
+from kale.events import OUTCOMES, Outcome, Settle, Settlement
 from kale.hooks import HookDispatcher, WorkerHooks
 from kale.queue_config import TaskQueue
 from kale.reasons import without_message
@@ -23,21 +24,24 @@ from kale.worker.waiting import WaitingCopies
 logger = logging.getLogger('kale.worker')
 
 
-#: Each outcome's name, read without Enum's ``value`` descriptor.
-_NAMES = {outcome: outcome.value for outcome in Outcome}
-#: The hook each outcome calls once settled (see ``Outcome.hook_name``).
-HOOKS = {outcome: getattr(WorkerHooks, outcome.hook_name) for outcome in Outcome}
+#: Each outcome's value, read without Enum's ``value`` descriptor (per task).
+_VALUES = {outcome: outcome.value for outcome in Outcome}
+#: The hook each outcome calls once settled (its row's ``hook_name``).
+HOOKS = {outcome: getattr(WorkerHooks, row.hook_name) for outcome, row in OUTCOMES.items()}
 
 
 class Reporter:
-    """Logs and dispatches the outcome of every settled message."""
+    """Logs and dispatches the outcome of every settled message, as its row of
+    :data:`kale.events.OUTCOMES` says."""
 
     def __init__(self, hooks: HookDispatcher, exception_messages: bool = True):
         self.hooks = hooks
         #: Whether a failure's reason is logged whole, or without the exception's message.
         self._messages = exception_messages
         self.stats: collections.Counter[str] = collections.Counter()
-        self._on_succeeded = hooks.overridden(WorkerHooks.on_task_succeeded)
+        #: The outcomes whose hook someone overrides (asked once: a hook nobody
+        #: overrides costs nothing per task).
+        self._hooked = {outcome for outcome, hook in HOOKS.items() if hooks.overridden(hook)}
         #: Tasks sent on before their due time, not seen since (for a burst's end).
         self.waiting = WaitingCopies()
 
@@ -47,72 +51,46 @@ class Reporter:
         self.hooks(WorkerHooks.after_batch, batch.queue, batch)
 
     def settled(self, queue: TaskQueue, s: Settlement) -> None:
-        self.stats[_NAMES[s.outcome]] += 1
-        if self.waiting.by_queue or s.outcome is Outcome.WAITING:
+        outcome = s.outcome
+        row = OUTCOMES[outcome]
+        self.stats[_VALUES[outcome]] += 1
+        if self.waiting.by_queue or outcome is Outcome.WAITING:
             self.waiting.settled(queue.name, s)
-        if s.outcome is Outcome.SUCCEEDED or s.outcome is Outcome.SKIPPED:
-            if logger.isEnabledFor(logging.INFO):
-                logger.info('task %s (%s) on %s %s in %.3fs', s.task_id, s.task_name, queue.name,
-                            s.outcome.value, s.duration_sec, extra=fields(queue, s))
-            if self._on_succeeded:
-                self.hooks(HOOKS[s.outcome], s)
-            return
-        where = 'task %s (%s) on %s' % (s.task_id, s.task_name, queue.name)
-        extra = fields(queue, s)
+        line, hooked = row.line, outcome in self._hooked
+        if s.lapsed and row.lapsed_line:
+            line = row.lapsed_line
+        elif row.settle is Settle.DEAD_LETTER and not s.settled:
+            line, hooked = row.unsent_line, False       # not settled: it runs again
+        elif s.dead_run is not None and row.dead_run_line:
+            line = row.dead_run_line
+        if logger.isEnabledFor(row.level):
+            logger.log(row.level, line, self._fields(queue, s), extra=fields(queue, s))
+        if hooked:
+            self.hooks(HOOKS[outcome], s)
+        if row.permanent and (s.settled or row.settle is not Settle.DEAD_LETTER):
+            self._on_permanent_failure(queue, s)
+
+    def _fields(self, queue: TaskQueue, s: Settlement) -> dict[str, Any]:
+        """What a line of the table may name."""
         failure = s.reason if self._messages or not s.outcome.run_failed else \
             without_message(s.reason, s.exception)
-        if s.outcome is Outcome.CANCELLED:
-            logger.info('%s cancelled: deleted without running', where, extra=extra)
-            self.hooks(HOOKS[s.outcome], s)
-        elif s.outcome is Outcome.DUPLICATE:
-            logger.info('%s deleted without running: %s', where, s.reason, extra=extra)
-            self.hooks(HOOKS[s.outcome], s)
-        elif s.outcome is Outcome.WAITING:      # every 15 minutes of a long wait: no INFO line
-            logger.debug('%s arrived early, %s: %s', where, s.reason, 'not sent on before its '
-                         'visibility timeout ended, SQS delivers it again' if s.lapsed else
-                         'sent on, delayed %d s' % s.retry_delay_sec, extra=extra)
-            self.hooks(HOOKS[s.outcome], s)
-        elif s.outcome is Outcome.RETRY and s.lapsed:
-            logger.warning('%s failed in %.3fs: %s; its retry was not sent before its visibility '
-                           'timeout ended, so SQS delivers it again', where, s.duration_sec,
-                           failure, extra=extra)
-            self.hooks(HOOKS[s.outcome], s)
-        elif s.outcome is Outcome.RETRY:
-            logger.warning('%s failed in %.3fs, retrying in %ds: %s', where, s.duration_sec,
-                           s.retry_delay_sec, failure, extra=extra)
-            self.hooks(HOOKS[s.outcome], s)
-        elif s.outcome is Outcome.DEAD_LETTER and not s.settled:
-            logger.error('%s failed permanently in %.3fs, but its dead-letter copy was not sent; '
-                         'it will run again: %s', where, s.duration_sec, failure, extra=extra)
-        elif s.outcome is Outcome.DEAD_LETTER and s.dead_run is not None:
-            logger.error('%s failed permanently in %.3fs, its dead run %s queued: %s', where,
-                         s.duration_sec, s.dead_run.task_id, failure, extra=extra)
-            self.hooks(HOOKS[s.outcome], s)
-            self._on_permanent_failure(where, s)
-        elif s.outcome is Outcome.DEAD_LETTER:
-            logger.error('%s failed permanently in %.3fs, dead-lettered: %s', where,
-                         s.duration_sec, failure, extra=extra)
-            self.hooks(HOOKS[s.outcome], s)
-            self._on_permanent_failure(where, s)
-        elif s.lapsed:
-            logger.info('%s not run (%s): its visibility timeout ended first, so SQS delivers '
-                        'it again', where, s.reason, extra=extra)
-            self.hooks(HOOKS[s.outcome], s)
-        else:
-            logger.info('%s released: %s', where, s.reason, extra=extra)
-            self.hooks(HOOKS[s.outcome], s)
+        return {'where': 'task %s (%s) on %s' % (s.task_id, s.task_name, queue.name),
+                'outcome': _VALUES[s.outcome], 'duration': s.duration_sec, 'reason': s.reason,
+                'failure': failure, 'delay': s.retry_delay_sec,
+                'dead_run': s.dead_run.task_id if s.dead_run is not None else ''}
 
     def summary(self) -> str:
         return ', '.join('%d %s' % (n, outcome) for outcome, n in sorted(self.stats.items()))
 
     @staticmethod
-    def _on_permanent_failure(where: str, s: Settlement) -> None:
+    def _on_permanent_failure(queue: TaskQueue, s: Settlement) -> None:
         if s.task is None:
             return
         try:
             s.task.on_permanent_failure(s.exception, s.reason)
         except Exception:
-            logger.exception('%s: on_permanent_failure hook failed', where)
+            logger.exception('task %s (%s) on %s: on_permanent_failure hook failed',
+                             s.task_id, s.task_name, queue.name)
 
 
 def fields(queue: TaskQueue, s: Settlement) -> dict:
