@@ -56,6 +56,7 @@ setup(
             'ruff>=0.6',
             'mypy>=1.10',
             'import-linter>=2.1',
+            'radon>=6',              # the complexity the layout tests bound
             'types-PyYAML',
             'types-jsonschema',
             'httpx>=0.27',           # Starlette's test client

@@ -24,7 +24,8 @@ from kale.exceptions import OutboxError
 from kale.outbox import proof
 from kale.outbox.proof import as_stored
 from kale.outbox.schema import consumed, outbox
-from kale.publisher import Publication, get_publisher, unique_claims
+from kale.publisher import Publication, Sender, get_publisher, unique_claims
+from kale.queue_config import TaskQueue
 from kale.transport import OutgoingMessage
 
 
@@ -79,15 +80,33 @@ def publish_batch(conn: Any, task: Any, app_data: Any, calls: Iterable[Any],
     getattr(task_class, '_check_importable', lambda: None)()
     unique_sec = unique_for_sec if unique_for_sec is not None else \
         getattr(task_class, 'unique_for_sec', None)
-    rows: list[dict[str, Any]] = []
-
     # The default app publishes through the publisher Task.publish uses (one
     # set in place by eager mode or a test included).
     publisher = app.publisher if app is not None else get_publisher()
-    config = publisher.config
+    sender = OutboxSender(publisher.sender, publisher.config, unique_sec)
+    task_ids = publisher.publish_batch(task_class, app_data, calls, delay_sec, group_id,
+                                       dedup_id, labels, queue_name, eta=eta, sender=sender)
+    sender.insert(connection)
+    return task_ids
 
-    def keep(publication: Publication, outgoing: list[OutgoingMessage]) -> None:
-        now = time.time()
+
+class OutboxSender:
+    """The publisher's sender into the outbox (a
+    :class:`~kale.publisher.KeepingSender`): each encoded message becomes a
+    ``kale_outbox`` row, MACed, with its ``queued`` record and unique key, for
+    :meth:`insert` to write in the caller's transaction and the relay to send."""
+
+    def __init__(self, names: Sender, config: Config, unique_sec: Optional[float]):
+        self.names = names              # the queues' SQS names, which bodies are signed for
+        self.config = config
+        self.unique_sec = unique_sec
+        self.rows: list[dict[str, Any]] = []
+
+    def sqs_name(self, queue: TaskQueue) -> str:
+        return self.names.sqs_name(queue)
+
+    def keep(self, publication: Publication, outgoing: list[OutgoingMessage]) -> None:
+        now, config, unique_sec = time.time(), self.config, self.unique_sec
         records = _record_rows(publication, now, config)
         claims = unique_claims(config, publication.task_class.task_path(), unique_sec,
                                [(m.args, m.kwargs) for m in publication.messages],
@@ -104,23 +123,23 @@ def publish_batch(conn: Any, task: Any, app_data: Any, calls: Iterable[Any],
                    'unique_for_sec': float(unique_sec) if claims and unique_sec else None,
                    'created_at': now}
             row['mac'] = proof.sign(config, row)
-            rows.append(row)
+            self.rows.append(row)
 
-    task_ids = publisher.publish_batch(task_class, app_data, calls, delay_sec, group_id,
-                                             dedup_id, labels, queue_name, deferred=keep, eta=eta)
-    if rows:
+    def insert(self, connection: Connection) -> None:
+        """Write the rows kept into ``kale_outbox``, in ``connection``'s transaction."""
+        if not self.rows:
+            return
         try:
             sql = _insert_sql(connection)
             if sql is None:
-                connection.execute(outbox.insert(), rows)
+                connection.execute(outbox.insert(), self.rows)
             else:
-                params = [_driver_row(row) for row in rows]
+                params = [_driver_row(row) for row in self.rows]
                 connection.exec_driver_sql(sql, params[0] if len(params) == 1 else params)
         except SQLAlchemyError as exc:
             raise OutboxError('outbox: cannot insert into kale_outbox (run `kale outbox init '
                               '--url URL` on this database first?): %s'
                               % str(exc).splitlines()[0]) from exc
-    return task_ids
 
 
 #: The columns publish_batch inserts, in order.

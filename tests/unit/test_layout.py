@@ -120,3 +120,22 @@ def test_every_kale_exception_lives_in_the_exceptions_module():
                            if isinstance(v, type) and issubclass(v, exceptions.KaleError)
                            and v.__module__ == module.__name__]
     assert strays == []
+
+
+#: Modules whose every function is short and simple (radon: complexity under
+#: C, i.e. at most 10, and at most 60 lines): the publish pipeline's.
+SIMPLE_MODULES = ('publisher.py', 'publication.py', 'publish_checks.py', 'outbox/publish.py')
+
+
+def test_the_publish_pipeline_has_no_long_or_complex_function():
+    from radon.complexity import cc_visit
+    found = []
+    for name in SIMPLE_MODULES:
+        with open(os.path.join(PACKAGE_DIR, name)) as f:
+            blocks = cc_visit(f.read())
+        for block in blocks:
+            lines = block.endline - block.lineno + 1
+            if block.complexity > 10 or (block.letter in 'FM' and lines > 60):
+                found.append('%s %s: complexity %d, %d lines' % (name, block.fullname,
+                                                                  block.complexity, lines))
+    assert found == []

@@ -261,3 +261,25 @@ def test_the_publisher_identity_names_this_process_also_after_a_fork():
     os.waitpid(pid, 0)
     with os.fdopen(read, 'rb') as f:
         assert f.read().decode().startswith('%s:%d@' % (socket.gethostname(), pid))
+
+
+def test_a_keeping_sender_is_handed_the_signed_messages_and_nothing_is_sent(app):
+    """The pipeline's last stage hands a KeepingSender (the outbox's kind)
+    the publication and its encoded bodies, instead of sending them."""
+    queue = app.queues['default']
+    kept = []
+
+    class Keeper:
+        def sqs_name(self, queue_):
+            return app.broker.sqs_name(queue_)
+
+        def keep(self, publication, outgoing):
+            kept.append((publication, outgoing))
+
+    ids = app.publisher.publish_batch(tasks.AddTask, None, [((1, 2), {}), ((3, 4), {})],
+                                      sender=Keeper())
+    [(publication, outgoing)] = kept
+    assert publication.deferred and publication.task_ids == ids and not publication.message_ids
+    name = app.broker.sqs_name(queue)
+    assert [app.codec.decode(out.body, name).args for out in outgoing] == [(1, 2), (3, 4)]
+    assert app.broker.counts(queue).visible == 0
