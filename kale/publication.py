@@ -47,7 +47,7 @@ class KeepingSender(Protocol):
         """Keep the encoded messages of ``publication``; nothing is sent."""
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(slots=True)
 class PublishCall:
     """What one ``publish``/``publish_batch`` call asks, as given."""
 
@@ -67,7 +67,7 @@ class PublishCall:
     eta: Any = None
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class Draft:
     """A call checked and its messages built, not yet encoded: the first
     stage's product, which the unique claim may thin out."""

@@ -41,7 +41,6 @@ from kale.message import Message, publisher_identity
 from kale.off_loop import off_the_loop
 from kale.publication import (
     Draft,
-    KeepingSender,
     Publication,
     PublishCall,
     Sender,
@@ -201,10 +200,13 @@ class Publisher:
         if not draft.messages:
             return []
         sender = sender if sender is not None else self.sender
-        holders, claims = self.claim(call, draft, sender)
+        # A KeepingSender keeps, and decides unique tasks when it sends (asked
+        # by attribute: a runtime Protocol check costs more than a publish).
+        keeps = callable(getattr(sender, 'keep', None))
+        holders, claims = self.claim(call, draft, keeps)
         if holders is not None and not draft.messages:
             return holders          # each is a task already waiting or running
-        publication = self.send(call, draft, sender, claims)
+        publication = self.send(call, draft, sender, keeps, claims)
         return holders if holders is not None else publication.task_ids
 
     def draft(self, call: PublishCall) -> Draft:
@@ -234,14 +236,14 @@ class Publisher:
             messages = [dataclasses.replace(m, due_at=due_at) for m in messages]
         return messages
 
-    def claim(self, call: PublishCall, draft: Draft, sender: Any
+    def claim(self, call: PublishCall, draft: Draft, keeps: bool
               ) -> tuple[Optional[list[str]], Optional[list[tuple[str, str]]]]:
         """The unique claim: the holder of each unique task's key, the draft
         thinned to the tasks that hold their own; (None, None) for a task that
         is not unique, or a sender that decides at its send (the outbox)."""
         unique_sec = call.unique_for_sec if call.unique_for_sec is not None else \
             getattr(call.task_class, 'unique_for_sec', None)
-        if isinstance(sender, KeepingSender):
+        if keeps:
             return None, None
         claims = unique_claims(self.config, draft.name, unique_sec, draft.pairs,
                                draft.messages)
@@ -260,20 +262,20 @@ class Publisher:
         raise PublishError('task %s: unique_for_sec is decided in the task records: set '
                            'RECORDS_URL' % name)
 
-    def send(self, call: PublishCall, draft: Draft, sender: Any,
+    def send(self, call: PublishCall, draft: Draft, sender: Any, keeps: bool,
              claims: Optional[list[tuple[str, str]]]) -> Publication:
         """The last stages, between the hooks: encode and sign, then send (or
         keep). A failure is seen by ``after_publish``, and frees the unique
         keys claimed for what was not sent."""
         ids = dedup_ids(draft.name, draft.queue, draft.messages, call.dedup_id)
-        publication = self.publication(call, draft, sender)
+        publication = self.publication(call, draft, sender.sqs_name(draft.queue), keeps)
         hooks = self.hooks
         hooks(PublishHooks.before_publish, publication)
         # Encoding is inside the try: a hook that opened something in
         # before_publish (a trace span) always sees after_publish.
         try:
             outgoing = self.encode(publication, draft, ids)
-            if isinstance(sender, KeepingSender):
+            if keeps:
                 sender.keep(publication, outgoing)      # kept for a later send, no network I/O
             else:
                 publication.message_ids = sender.send(draft.queue, outgoing)
@@ -294,16 +296,17 @@ class Publisher:
                              draft.queue.name)
         return publication
 
-    def publication(self, call: PublishCall, draft: Draft, sender: Any) -> Publication:
+    def publication(self, call: PublishCall, draft: Draft, sqs_name: str,
+                    keeps: bool) -> Publication:
         """What the publish hooks see of the call."""
         count = len(draft.messages)
         return Publication(call.task_class, draft.queue, draft.messages, draft.delay,
                            [{} for _ in range(count)], group_id=call.group_id or '',
                            labels=[self.labels(call.task_class, draft.labels, args, kwargs)
                                    for args, kwargs in draft.pairs],
-                           sqs_name=sender.sqs_name(draft.queue),
+                           sqs_name=sqs_name,
                            context=[dict(call.context or {}) for _ in range(count)],
-                           deferred=isinstance(sender, KeepingSender), due_at=draft.due_at)
+                           deferred=keeps, due_at=draft.due_at)
 
     def encode(self, publication: Publication, draft: Draft,
                ids: list[str]) -> list[OutgoingMessage]:
