@@ -1,6 +1,6 @@
 """Unique tasks (``unique_for_sec``): the key of a run, and the claims a
-publish makes. The task records decide who holds a key
-(:mod:`kale.records.unique`), through the publish hook ``claim_unique``."""
+publish makes. The task records' store decides who holds a key (its unique
+facet, :mod:`kale.store.unique`), through the publish hook ``claim_unique``."""
 from __future__ import annotations
 
 import hashlib

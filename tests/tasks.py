@@ -112,8 +112,9 @@ class RecordTask(task.Task):
     queue = 'default'
     time_limit = 5
 
-    def run_task(self, *args, **kwargs):
+    def run_task(self, *args, pause_sec=0.0, **kwargs):
         record('ran', self, *args)
+        time.sleep(pause_sec)           # a run that takes time: the work is shared
 
 
 class HighRecordTask(RecordTask):

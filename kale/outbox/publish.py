@@ -199,7 +199,7 @@ def consume_once(conn: Any, task_id: str) -> bool:
         raise OutboxError('consume_once: task_id must be the task\'s id (1-128 characters), '
                           'got %r' % (str(task_id)[:140],))
     connection = _connection(conn)
-    from kale.records.driver import insert_for
+    from kale.store.sql.driver import insert_for
     statement = insert_for(connection.dialect.name)(consumed).values(
         task_id=task_id, consumed_at=time.time()).on_conflict_do_nothing(
         index_elements=[consumed.c.task_id]).returning(consumed.c.task_id)

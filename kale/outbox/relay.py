@@ -397,7 +397,6 @@ def with_records(config: Config, url: Optional[str] = None) -> dict[str, Any]:
     if not url:
         return {}
     from kale.records.recorder import get_recorder
-    from kale.records.unique import claim_unique
 
     def write(rows: list[dict[str, Any]]) -> None:
         # As the publisher made them (inputs MACed, values sealed), checked
@@ -405,7 +404,7 @@ def with_records(config: Config, url: Optional[str] = None) -> dict[str, Any]:
         get_recorder(config, url).store.write(rows, [], [], sealed=True)
 
     def claim(claims: Any, now: float, for_sec: float) -> list[str]:
-        return claim_unique(get_recorder(config, url).store, claims, now, for_sec)
+        return get_recorder(config, url).store.unique.claim(claims, now, for_sec)
     return {'write_records': write, 'claim_unique': claim}
 
 

@@ -40,9 +40,9 @@ from kale.records.queries import Queries, TaskFilter
 from kale.records.record import TaskRecord, WorkerRecord
 from kale.records.recorder import OWN_WRITES_SEC, Recorder, get_recorder
 from kale.records.retries import CLAIM_PREFIX, retry_once
-from kale.records.schema import CANCELLED, FAILED, FINAL, PENDING, STATUSES, SUCCEEDED, tasks
 from kale.records.store import RecordStore
 from kale.registry import resolve_task
+from kale.store.sql.schema import CANCELLED, FAILED, FINAL, PENDING, STATUSES, SUCCEEDED, tasks
 
 #: Longest pause between two reads while waiting for a task.
 WAIT_POLL_MAX_SEC = 0.5

@@ -32,7 +32,8 @@ from kale.events import Outcome, process_identity
 from kale.hooks import PublishHooks, WorkerHooks
 from kale.records.recorder import OWN_WRITES_SEC, Recorder, get_recorder
 from kale.records.render import error_fields, render_inputs, render_result
-from kale.records.schema import (
+from kale.records.writer import LaterRow, Row
+from kale.store.sql.schema import (
     CANCELLED,
     DEDUPLICATED,
     FAILED,
@@ -43,7 +44,6 @@ from kale.records.schema import (
     SUCCEEDED,
     tasks,
 )
-from kale.records.writer import LaterRow, Row
 
 if TYPE_CHECKING:
     from kale.events import Settlement
@@ -172,13 +172,11 @@ class RecordsHooks(PublishHooks, WorkerHooks):
 
     def claim_unique(self, claims: Sequence[tuple[str, str]],
                      for_sec: float) -> Optional[list[str]]:
-        from kale.records.unique import claim_unique
-        return claim_unique(self.recorder.store, claims, time.time(), for_sec)
+        return self.recorder.store.unique.claim(claims, time.time(), for_sec)
 
     def release_unique(self, claims: Sequence[tuple[str, str]]) -> None:
         if claims:
-            from kale.records.unique import release_unique
-            release_unique(self.recorder.store, claims)
+            self.recorder.store.unique.release(claims)
 
     # --- the worker's process ---------------------------------------------------------
 

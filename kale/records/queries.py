@@ -25,7 +25,9 @@ from sqlalchemy import Integer, and_, cast, func, or_, select
 from kale.exceptions import BadFilterError
 from kale.labels import LABEL_KEY
 from kale.records.record import LOST_AFTER_HEARTBEATS, TaskRecord, WorkerRecord, iso
-from kale.records.schema import (
+from kale.records.store import RecordStore
+from kale.statuses import PENDING_FILTER, TaskStatus, WorkerState, status_values
+from kale.store.sql.schema import (
     CANCELLED,
     FAILED,
     PENDING,
@@ -35,8 +37,6 @@ from kale.records.schema import (
     tasks,
     workers,
 )
-from kale.records.store import RecordStore
-from kale.statuses import PENDING_FILTER, TaskStatus, WorkerState, status_values
 
 #: Statuses a worker ends a task with (the timeline's; a purge or a
 #: deduplication is not a run).

@@ -8,8 +8,8 @@ import dataclasses
 import datetime
 from typing import TYPE_CHECKING, Any, Mapping, Optional
 
-from kale.records.schema import FINAL, PENDING
 from kale.statuses import WorkerState
+from kale.store.sql.schema import FINAL, PENDING
 
 if TYPE_CHECKING:
     from kale.records.sealing import Sealer

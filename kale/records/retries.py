@@ -16,8 +16,8 @@ from sqlalchemy import select
 
 from kale.exceptions import RecordConflictError
 from kale.ids import random_id
-from kale.records.schema import tasks
 from kale.records.store import RecordStore
+from kale.store.sql.schema import tasks
 
 #: Marks a claim whose publish is under way (a task id never starts so).
 CLAIM_PREFIX = 'retrying:'

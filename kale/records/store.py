@@ -10,15 +10,18 @@ process's writer is slower, an older event never overwrites a newer one.
 from __future__ import annotations
 
 import contextlib
+import functools
+import importlib
 import logging
 import threading
 import time
-from typing import Any, Iterator, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence
 
 from kale.config import Config
 from kale.exceptions import ImproperlyConfigured, RecordsUnavailableError
-from kale.records import cancels, files, schema
-from kale.records.schema import (
+from kale.records import cancels, files
+from kale.store.sql import schema
+from kale.store.sql.schema import (
     CANCELLED,
     DEDUPLICATED,
     FAILED,
@@ -35,6 +38,7 @@ from kale.records.schema import (
     workflow_nodes,
     workflows,
 )
+from kale.store.sql.urls import engine_url, safe_url
 
 try:
     import sqlalchemy
@@ -44,9 +48,13 @@ except ImportError as exc:  # pragma: no cover - depends on the extras installed
     raise ImproperlyConfigured('task records need SQLAlchemy: pip install "kale-sqs[records]" '
                                '(%s)' % exc) from exc
 
-from kale.records.driver import Driver, insert_for, same_keys
 from kale.records.sealing import Sealer, sealer
 from kale.statuses import TaskStatus
+from kale.store.sql.driver import Driver, insert_for, same_keys
+
+if TYPE_CHECKING:
+    from kale.store.schedules import ScheduleStore
+    from kale.store.unique import UniqueStore
 
 logger = logging.getLogger(__name__)
 
@@ -61,15 +69,6 @@ def retried_attempts(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
              'duration_sec': row.get('duration_sec'), 'worker': row.get('worker'),
              'error_type': row.get('error_type'), 'error_message': row.get('error_message')}
             for row in events if row.get('status') == SCHEDULED and row.get('started_at')]
-
-
-def engine_url(url: str) -> sqlalchemy.URL:
-    """The URL to connect with: ``postgresql://`` means psycopg (version 3),
-    the driver ``kale-sqs[postgres]`` installs."""
-    parsed = sqlalchemy.make_url(url)
-    if parsed.drivername == 'postgresql':
-        parsed = parsed.set(drivername='postgresql+psycopg')
-    return parsed
 
 
 def _sqlite_connection_setup(engine: Engine) -> None:
@@ -135,6 +134,16 @@ class RecordStore:
 
     def __repr__(self) -> str:
         return 'RecordStore(%r)' % safe_url(self.url)
+
+    @functools.cached_property
+    def schedules(self) -> 'ScheduleStore':
+        """The schedules facet (:mod:`kale.store.schedules`) on this database."""
+        return importlib.import_module('kale.store.sql.schedules').SQLSchedules(self)
+
+    @functools.cached_property
+    def unique(self) -> 'UniqueStore':
+        """The unique keys' facet (:mod:`kale.store.unique`) on this database."""
+        return importlib.import_module('kale.store.sql.unique').SQLUnique(self)
 
     # --- connections -------------------------------------------------------------
 
@@ -429,12 +438,4 @@ def raw_errors() -> tuple[type[Exception], ...]:
     return tuple(errors)
 
 
-def safe_url(url: str) -> str:
-    """The URL with any password hidden, for messages and logs."""
-    try:
-        return sqlalchemy.make_url(url).render_as_string(hide_password=True)
-    except Exception:
-        return '<unparsable URL>'
-
-
-__all__ = ['FINAL', 'PENDING', 'RecordStore', 'safe_url']
+__all__ = ['FINAL', 'PENDING', 'RecordStore', 'engine_url', 'safe_url']

@@ -37,7 +37,7 @@ from kale.schedules.spec import (
     fifo_group,
     tick_id,
 )
-from kale.schedules.state import Lease, Progress, ScheduleState
+from kale.store.schedules import Lease, Progress, ScheduleStore
 
 logger = logging.getLogger('kale.schedules')
 
@@ -59,7 +59,7 @@ def publish_run(publisher: Publisher, schedule: Schedule,
         task_ids=[task_id] if task_id is not None else None)[0]
 
 
-def records_state(config: Config, url: Optional[str] = None) -> ScheduleState:
+def records_state(config: Config, url: Optional[str] = None) -> ScheduleStore:
     """The schedulers' state in the task records on ``url`` (default
     ``config``'s RECORDS_URL); ScheduleError without them."""
     url = url or config.RECORDS_URL
@@ -68,7 +68,7 @@ def records_state(config: Config, url: Optional[str] = None) -> ScheduleState:
                             "task records: set RECORDS_URL (a SQLite file on one machine, e.g. "
                             "'sqlite:///kale-records.db'; PostgreSQL for schedulers on several)")
     from kale import records
-    return ScheduleState(records.store(url))
+    return records.store(url).schedules
 
 
 def runnable_schedules(config: Config) -> Schedules:
@@ -85,7 +85,7 @@ def runnable_schedules(config: Config) -> Schedules:
 class Scheduler:
     """Leads or follows; while leading, publishes each due tick once."""
 
-    def __init__(self, schedules: Schedules, state: ScheduleState, lease_sec: float,
+    def __init__(self, schedules: Schedules, state: ScheduleStore, lease_sec: float,
                  publisher: Optional[Publisher] = None, clock: Clock = SYSTEM_CLOCK,
                  holder: Optional[str] = None,
                  wait: Optional[Callable[[float], bool]] = None):

@@ -11,7 +11,7 @@ from kale.publisher import Publisher, get_publisher
 from kale.records.record import iso
 from kale.schedules.discovery import get_schedules
 from kale.schedules.scheduler import publish_run, records_state
-from kale.schedules.state import Lease, Progress
+from kale.store.schedules import Lease, Progress
 
 #: Next run times listed for each schedule.
 NEXT_RUNS = 3

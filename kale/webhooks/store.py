@@ -34,9 +34,9 @@ from kale.exceptions import ImproperlyConfigured, WebhookError, WebhookNotFoundE
 from kale.ids import random_id
 from kale.labels import LABEL_KEY, MAX_LABEL_CHARS, MAX_LABELS
 from kale.records.record import iso
-from kale.records.schema import webhooks as table
 from kale.records.sealing import SEALED_KEY, SEALED_PREFIX, sealer
 from kale.records.store import RecordStore
+from kale.store.sql.schema import webhooks as table
 from kale.webhooks import guard, signing
 
 METHODS = ('POST', 'PUT', 'GET')

@@ -13,10 +13,10 @@ from typing import Any, Mapping, Optional, Sequence
 
 from sqlalchemy import and_, bindparam, case, func, select, update
 
-from kale.records.schema import workflow_nodes as nodes_table
-from kale.records.schema import workflows as workflows_table
 from kale.records.store import RecordStore
 from kale.statuses import FINAL_NODE, NodeStatus, WorkflowStatus
+from kale.store.sql.schema import workflow_nodes as nodes_table
+from kale.store.sql.schema import workflows as workflows_table
 from kale.workflow.graph import Graph, resolve
 from kale.workflow.values import Values, to_json
 

@@ -13,7 +13,6 @@ import pytest
 
 from kale import records
 from kale.schedules.spec import tick_id
-from kale.schedules.state import ScheduleState
 from tests.support.endpoint import ROOT, subprocess_env
 from tests.support.processes import WorkerProcess, console_script, wait_for
 
@@ -50,7 +49,7 @@ class SchedulerProcess:
 
 
 def state():
-    return ScheduleState(records.store())
+    return records.store().schedules
 
 
 @pytest.mark.real_time('real scheduler processes on the real clock: the takeover within the '

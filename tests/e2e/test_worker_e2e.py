@@ -45,10 +45,14 @@ def test_100_tasks_over_three_queues_two_workers_none_lost(sqs, record, tmp_path
     workers = [WorkerProcess(tmp_path, '--queues', 'high,default,low') for _ in range(2)]
     for worker in workers:
         worker.wait_for_log('serving queues', 60)
+    # Each run takes 50 ms: one worker cannot drain a queue while the other's
+    # long poll waits on it (an instant run let one worker take all 100 on a
+    # loaded machine, the other's poll seeing each queue's messages in flight).
     published = []
-    published += tasks.HighRecordTask.publish_batch(None, [((i,), {}) for i in range(34)])
-    published += tasks.RecordTask.publish_batch(None, [((i,), {}) for i in range(33)])
-    published += tasks.LowRecordTask.publish_batch(None, [((i,), {}) for i in range(33)])
+    pause = {'pause_sec': 0.05}
+    published += tasks.HighRecordTask.publish_batch(None, [((i,), pause) for i in range(34)])
+    published += tasks.RecordTask.publish_batch(None, [((i,), pause) for i in range(33)])
+    published += tasks.LowRecordTask.publish_batch(None, [((i,), pause) for i in range(33)])
     try:
         wait_for(lambda: len(set(ids(record, 'ran'))) >= 100, 120, 'the 100 tasks to run')
     finally:

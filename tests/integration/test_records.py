@@ -385,8 +385,8 @@ def test_workers_purge_expired_records_now_and_then(broker):
 
 
 def test_the_schema_is_created_at_its_version_and_migrating_again_changes_nothing(broker):
-    from kale.records.schema import SCHEMA_VERSION, current_version
     from kale.records.store import RecordStore
+    from kale.store.sql.schema import SCHEMA_VERSION, current_version
     store = records.store()
     store.migrate()
     with store.begin() as conn:
@@ -418,8 +418,8 @@ def test_a_write_of_more_rows_than_one_statement_carries_keeps_the_newest_event(
     """SQLite takes many rows per statement (58 events of 17 values under its
     999-variable limit); each row is still applied in order, so an older
     event later in the same write does not overwrite a newer one."""
-    from kale.records.driver import WriteStatement as DriverStatement
     from kale.records.hooks import EVENT_COLUMNS
+    from kale.store.sql.driver import WriteStatement as DriverStatement
     sizes = []
     multirow_sql = DriverStatement.multirow_sql
     monkeypatch.setattr(DriverStatement, 'multirow_sql',

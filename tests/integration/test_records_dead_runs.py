@@ -12,8 +12,8 @@ from sqlalchemy import text
 from kale import records
 from kale.cli import main
 from kale.conf import settings
-from kale.records.schema import SCHEMA_VERSION
 from kale.records.store import RecordStore
+from kale.store.sql.schema import SCHEMA_VERSION
 from kale.web.app import create_app
 from kale.worker import Worker
 from tests import dead_letter_tasks as dt

@@ -1,4 +1,4 @@
-"""kale/records/driver.py: every statement the store runs on the raw driver
+"""kale/store/sql/driver.py: every statement the store runs on the raw driver
 gives what SQLAlchemy's own execution of the same statement gives, on SQLite
 and PostgreSQL."""
 import pytest
@@ -7,14 +7,14 @@ from hypothesis import strategies as st
 from sqlalchemy import select
 
 from kale import records
-from kale.records.driver import (
+from kale.store.sql.driver import (
     all_cancelled_statement,
     cancelled_among_statement,
     event_statement,
     many_rows_sql,
     published_statement,
 )
-from kale.records.schema import tasks
+from kale.store.sql.schema import tasks
 
 KEYS = ('id', 'task', 'queue', 'status', 'attempts', 'published_at', 'updated_at', 'labels')
 

@@ -12,8 +12,8 @@ from kale import records
 from kale.conf import settings
 from kale.exceptions import ImproperlyConfigured, RecordConflictError
 from kale.records import cancels
-from kale.records.schema import tasks
 from kale.records.sealing import UNREADABLE
+from kale.store.sql.schema import tasks
 from tests import records_tasks as rt
 from tests.support.work import work
 

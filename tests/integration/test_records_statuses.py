@@ -12,8 +12,8 @@ from kale import records
 from kale.cli import admin as cli_admin
 from kale.cli import main
 from kale.conf import settings
-from kale.records.schema import SCHEMA_VERSION
 from kale.records.store import RecordStore
+from kale.store.sql.schema import SCHEMA_VERSION
 from tests import records_tasks as rt
 from tests import tasks
 from tests.support.work import work

@@ -17,8 +17,8 @@ from kale.broker import get_broker
 from kale.cli import main
 from kale.conf import settings
 from kale.contrib.queue_metrics import queue_registry
-from kale.records.schema import workers
 from kale.scaling import queue_signals, serving_workers
+from kale.store.sql.schema import workers
 from tests import tasks
 
 

@@ -18,7 +18,6 @@ from kale.schedules.discovery import get_schedules
 from kale.schedules.hooks import SchedulerHooks
 from kale.schedules.scheduler import Scheduler, make_scheduler
 from kale.schedules.spec import SCHEDULE_LABEL, tick_id
-from kale.schedules.state import ScheduleState
 from kale.web import create_app
 from tests.support.clock import FakeClock
 from tests.support.records import read_records
@@ -65,7 +64,7 @@ def test_ticks_are_published_under_their_ids_and_run(any_records_url, memory_bro
 
 def test_schedulers_racing_get_one_lease_and_claim_a_tick_once(any_records_url):
     stores = [RecordStore(any_records_url, settings.config) for _ in range(6)]
-    states = [ScheduleState(store) for store in stores]
+    states = [store.schedules for store in stores]
     now = 1_800_000_000.0
     states[0].start([('ticks', 'tests.schedule_tasks.Tick')], now)
     barrier = threading.Barrier(len(states))
@@ -101,7 +100,7 @@ def test_a_leader_that_stops_renewing_is_replaced_and_no_tick_is_lost_or_doubled
     start = clock.time()
     stores = [RecordStore(any_records_url, settings.config) for _ in range(2)]
     schedules = get_schedules(settings.config)
-    first, second = [Scheduler(schedules, ScheduleState(store), 15, clock=clock, holder=holder)
+    first, second = [Scheduler(schedules, store.schedules, 15, clock=clock, holder=holder)
                      for store, holder in zip(stores, ('first', 'second'), strict=True)]
     try:
         run_until(clock, start + 130, first, second)
@@ -109,7 +108,7 @@ def test_a_leader_that_stops_renewing_is_replaced_and_no_tick_is_lost_or_doubled
         died = clock.time()
         run_until(clock, start + 600, second)
         assert second.leading
-        assert died < ScheduleState(stores[1]).lease().acquired_at <= died + 15
+        assert died < stores[1].schedules.lease().acquired_at <= died + 15
     finally:
         for store in stores:
             store.dispose()
@@ -193,7 +192,7 @@ def test_a_worker_runs_a_scheduler_that_leads_and_gives_its_lease_up(records_url
     hooks = SchedulerHooks()
     work(memory_broker, [hooks])
     assert hooks.scheduler is None
-    lease = ScheduleState(records.store()).lease()
+    lease = records.store().schedules.lease()
     assert lease.holder == process_identity()[0]
     # Given up: it ended when the worker stopped, not 3/4 of a lease after its last renewal.
     assert lease.expires_at < lease.acquired_at + settings.SCHEDULER_LEASE_SEC * 3 / 4 - 1

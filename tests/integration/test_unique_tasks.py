@@ -44,11 +44,10 @@ def test_a_second_publish_returns_the_waiting_task(broker, tmp_path):
 
 
 def test_an_expired_key_is_free_again(broker):
-    from kale.records.unique import claim_unique
-    store = records.store()
-    assert claim_unique(store, [('k', 'first')], 1000.0, 10) == ['first']
-    assert claim_unique(store, [('k', 'second')], 1009.0, 10) == ['first']   # held
-    assert claim_unique(store, [('k', 'third')], 1011.0, 10) == ['third']    # expired
+    unique = records.store().unique
+    assert unique.claim([('k', 'first')], 1000.0, 10) == ['first']
+    assert unique.claim([('k', 'second')], 1009.0, 10) == ['first']   # held
+    assert unique.claim([('k', 'third')], 1011.0, 10) == ['third']    # expired
 
 
 def test_racing_publishers_get_one_task(broker, tmp_path):

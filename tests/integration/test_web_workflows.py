@@ -103,7 +103,7 @@ def test_a_page_of_the_most_rows_still_says_whether_more_follow(client):
     import time
 
     from kale import records
-    from kale.records.schema import workflows
+    from kale.store.sql.schema import workflows
     now = time.time()
     with records.store().begin(write=True) as conn:
         conn.execute(workflows.insert(), [{'id': 'w%04d' % i, 'status': 'running',

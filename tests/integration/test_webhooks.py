@@ -15,7 +15,7 @@ from kale import records, webhooks
 from kale.conf import settings
 from kale.exceptions import WebhookError
 from kale.hooks import WorkerHooks
-from kale.records.schema import webhooks as webhooks_table
+from kale.store.sql.schema import webhooks as webhooks_table
 from kale.webhooks import fanout, guard, sender
 from tests.support.clock import ShiftedClock
 from tests.support.webhook_receiver import Receiver, Reply, verify

@@ -9,7 +9,7 @@ from kale import workflow
 from kale.app import default_app
 from kale.conf import settings
 from kale.exceptions import WorkflowError, WorkflowFailed
-from kale.records.schema import workflow_nodes
+from kale.store.sql.schema import workflow_nodes
 from kale.transport.payloads import MemoryPayloadStore, using_payload_store
 from kale.workflow.run import _state
 from tests import workflow_tasks as wt

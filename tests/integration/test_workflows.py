@@ -8,7 +8,7 @@ import pytest
 from kale import records, workflow
 from kale.app import default_app
 from kale.exceptions import InvalidFlowError, WorkflowError, WorkflowFailed
-from kale.records.schema import workflow_nodes
+from kale.store.sql.schema import workflow_nodes
 from tests import workflow_tasks as wt
 from tests.support.clock import ShiftedClock
 from tests.support.work import work

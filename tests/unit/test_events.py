@@ -10,8 +10,8 @@ from kale.conf import settings
 from kale.events import HOLDS_GROUP, OUTCOMES, Outcome, Settle, Settlement
 from kale.hooks import HookDispatcher, WorkerHooks
 from kale.records.hooks import RecordsHooks
-from kale.records.schema import STATUSES
 from kale.statuses import TaskStatus
+from kale.store.sql.schema import STATUSES
 from kale.worker.report import Reporter
 from tests.support.received import settled
 

@@ -13,7 +13,6 @@ from kale.records.store import RecordStore
 from kale.schedules.discovery import Schedules, find_schedules
 from kale.schedules.scheduler import Scheduler
 from kale.schedules.spec import CATCH_UP_ALL_MAX, Schedule, check_fields, tick_id
-from kale.schedules.state import ScheduleState
 from tests import schedule_tasks as st
 from tests.support.clock import FakeClock
 from tests.support.schedules import run_until
@@ -223,7 +222,7 @@ class Published:
 @pytest.fixture
 def state(tmp_path):
     store = RecordStore('sqlite:///%s' % (tmp_path / 'records.db'), settings.config)
-    yield ScheduleState(store)
+    yield store.schedules
     store.dispose()
 
 

@@ -32,7 +32,7 @@ import sqlalchemy
 from sqlalchemy import and_, any_, bindparam, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
 
-from kale.records.schema import CANCELLED, FINAL, KEPT_COLUMNS, SUCCEEDED, tasks
+from kale.store.sql.schema import CANCELLED, FINAL, KEPT_COLUMNS, SUCCEEDED, tasks
 
 #: Bound variables one SQLite statement may have (the limit of SQLite
 #: before 3.32; later versions allow more).

@@ -1,57 +1,26 @@
-"""The schedulers' shared state, in the task records database.
-
-``kale_scheduler_lease`` has one row: the scheduler that holds it leads
-until ``expires_at``. It is taken and renewed by one conditional UPDATE
-(held by me, or expired), so two schedulers racing get one leader, on
-SQLite as on PostgreSQL. ``kale_schedules`` has one row per schedule: ticks
-at or before its ``watermark`` are done. A tick is claimed by moving the
-watermark up to it, with a conditional UPDATE that also checks the lease,
-before its task is sent: a tick is claimed once, so it is published at most
-once, whichever schedulers run and fail.
-"""
+"""The schedules facet on a database (see :class:`kale.store.schedules.ScheduleStore`)."""
 from __future__ import annotations
 
-import dataclasses
-from typing import Any, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 from sqlalchemy import and_, case, exists, or_, select, update
 
-from kale.records.driver import insert_for
-from kale.records.schema import scheduler_lease, schedules, tasks
-from kale.records.store import RecordStore
+from kale.store.schedules import LEASE, Lease, Progress
+from kale.store.sql.driver import insert_for
+from kale.store.sql.schema import scheduler_lease, schedules, tasks
 
-#: The lease's row (one lease: one leader for every schedule).
-LEASE = 'scheduler'
-
-
-@dataclasses.dataclass(frozen=True)
-class Lease:
-    """Who leads, since when (this holder's leadership) and until when."""
-
-    holder: str
-    acquired_at: float
-    expires_at: float
-
-    def held_by(self, holder: str, now: float) -> bool:
-        return self.holder == holder and self.expires_at > now
+if TYPE_CHECKING:
+    from kale.records.store import RecordStore
 
 
-@dataclasses.dataclass(frozen=True)
-class Progress:
-    """A schedule's row: ticks up to ``watermark`` are done; the last one
-    published, its task and when."""
+class SQLSchedules:
+    """The lease and the schedules' progress on a database (see
+    :class:`kale.store.schedules.ScheduleStore`): ``kale_scheduler_lease``'s
+    one row, taken and renewed by one conditional UPDATE, and a row per
+    schedule in ``kale_schedules``, whose watermark a conditional UPDATE that
+    also checks the lease moves."""
 
-    name: str
-    watermark: float
-    last_tick: Optional[float] = None
-    last_task_id: Optional[str] = None
-    last_published_at: Optional[float] = None
-
-
-class ScheduleState:
-    """The lease and the schedules' progress on one records store."""
-
-    def __init__(self, store: RecordStore):
+    def __init__(self, store: 'RecordStore'):
         self.store = store
         self._insert = insert_for(store.dialect)
 

@@ -1,0 +1,22 @@
+"""The store seam: every row Kale keeps (task records, workers, workflows,
+unique keys, the outbox, schedules, rate and concurrency limits, webhooks)
+goes through a store, by named operations grouped in facets, one
+:class:`typing.Protocol` each. A store on a database runs them as named SQL
+statements (:mod:`kale.store.sql`, SQLite and PostgreSQL); the memory store
+(:mod:`kale.store.memory`) keeps them in this process, for unit tests.
+
+One contract suite (``tests/contract/``) runs every facet against the
+memory, SQLite and PostgreSQL stores: a new backend passes it to be accepted.
+
+The facets moved here so far: :class:`~kale.store.schedules.ScheduleStore`
+(``store.schedules``) and :class:`~kale.store.unique.UniqueStore`
+(``store.unique``). The others are still written where their feature is
+(:mod:`kale.records.store` and the features' ``state`` modules) and move here
+one by one.
+"""
+from __future__ import annotations
+
+from kale.store.schedules import Lease, Progress, ScheduleStore
+from kale.store.unique import UniqueStore
+
+__all__ = ['Lease', 'Progress', 'ScheduleStore', 'UniqueStore']

@@ -1,0 +1,21 @@
+"""The unique keys' facet of a store: who holds each unique task's key.
+
+A key is held while its task's record is not final (or not written yet)
+and younger than the task's ``unique_for_sec``. A claim takes a free key
+atomically (a conditional insert or update on a database), so two
+publishers racing get one holder.
+"""
+from __future__ import annotations
+
+from typing import Protocol, Sequence
+
+
+class UniqueStore(Protocol):
+    """Unique tasks' keys (``store.unique``)."""
+
+    def claim(self, claims: Sequence[tuple[str, str]], now: float, for_sec: float) -> list[str]:
+        """For each (key, task id): the task id that holds the key, this one
+        if it was free (a key twice in ``claims``: the first holds it)."""
+
+    def release(self, claims: Sequence[tuple[str, str]]) -> None:
+        """Free the keys claimed for these tasks (their send failed)."""
