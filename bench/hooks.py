@@ -66,7 +66,7 @@ class BenchHooks(WorkerHooks):
         if client is not None:
             self.counter.attach(client)
         if settings.RATE_LIMIT_URL:      # flow control's requests and transactions
-            self._count_flow(worker.flow.state.store.engine)
+            self._count_flow(worker.flow.store.engine)
         self.started = time.time()
         self.cpu_started = time.process_time()
         path = os.environ.get(REPORT_VARIABLE)

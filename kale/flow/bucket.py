@@ -15,7 +15,7 @@ full: the reserved runs are late, and the token would be lost). The refused
 run is told to come back once the tokens before it and its own will have
 been refilled; it then takes a token ahead of the new runs, without
 queueing again. Places are kept with the runs' task ids
-(:mod:`kale.flow.state`).
+(:mod:`kale.store.flow`).
 
 So the refused runs of a key come back one after the other at the rate,
 each once when they arrive on time. A late one takes a token left by the

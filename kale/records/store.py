@@ -10,17 +10,16 @@ process's writer is slower, an older event never overwrites a newer one.
 from __future__ import annotations
 
 import contextlib
-import functools
-import importlib
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence
 
 from kale.config import Config
 from kale.exceptions import ImproperlyConfigured, RecordsUnavailableError
 from kale.records import cancels, files
 from kale.store.sql import schema
+from kale.store.sql.facets import Facets
 from kale.store.sql.schema import (
     CANCELLED,
     DEDUPLICATED,
@@ -51,10 +50,6 @@ except ImportError as exc:  # pragma: no cover - depends on the extras installed
 from kale.records.sealing import Sealer, sealer
 from kale.statuses import TaskStatus
 from kale.store.sql.driver import Driver, insert_for, same_keys
-
-if TYPE_CHECKING:
-    from kale.store.schedules import ScheduleStore
-    from kale.store.unique import UniqueStore
 
 logger = logging.getLogger(__name__)
 
@@ -101,7 +96,7 @@ def make_engine(url: str, setting: str = 'RECORDS_URL', pool_size: int = 2) -> E
                                    % (setting, safe_url(url), exc)) from exc
 
 
-class RecordStore:
+class RecordStore(Facets):
     """Reads and writes task and worker records on one database."""
 
     def __init__(self, url: str, config: Config):
@@ -134,16 +129,6 @@ class RecordStore:
 
     def __repr__(self) -> str:
         return 'RecordStore(%r)' % safe_url(self.url)
-
-    @functools.cached_property
-    def schedules(self) -> 'ScheduleStore':
-        """The schedules facet (:mod:`kale.store.schedules`) on this database."""
-        return importlib.import_module('kale.store.sql.schedules').SQLSchedules(self)
-
-    @functools.cached_property
-    def unique(self) -> 'UniqueStore':
-        """The unique keys' facet (:mod:`kale.store.unique`) on this database."""
-        return importlib.import_module('kale.store.sql.unique').SQLUnique(self)
 
     # --- connections -------------------------------------------------------------
 

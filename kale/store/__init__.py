@@ -9,14 +9,18 @@ One contract suite (``tests/contract/``) runs every facet against the
 memory, SQLite and PostgreSQL stores: a new backend passes it to be accepted.
 
 The facets moved here so far: :class:`~kale.store.schedules.ScheduleStore`
-(``store.schedules``) and :class:`~kale.store.unique.UniqueStore`
-(``store.unique``). The others are still written where their feature is
-(:mod:`kale.records.store` and the features' ``state`` modules) and move here
-one by one.
+(``store.schedules``), :class:`~kale.store.unique.UniqueStore`
+(``store.unique``), :class:`~kale.store.flow.FlowStore` (``store.flow``) and
+:class:`~kale.store.webhooks.WebhookStore` (``store.webhooks``). The others
+are still written where their feature is (:mod:`kale.records.store` and the
+features' ``state`` modules) and move here one by one.
 """
 from __future__ import annotations
 
+from kale.store.flow import FlowStore
 from kale.store.schedules import Lease, Progress, ScheduleStore
 from kale.store.unique import UniqueStore
+from kale.store.webhooks import WebhookStore
 
-__all__ = ['Lease', 'Progress', 'ScheduleStore', 'UniqueStore']
+__all__ = ['FlowStore', 'Lease', 'Progress', 'ScheduleStore', 'UniqueStore',
+           'WebhookStore']

@@ -23,8 +23,6 @@ import json
 import re
 from typing import Any, Mapping, Optional
 
-from sqlalchemy import delete, select, update
-
 from kale import records
 from kale.app import App
 from kale.clock import SYSTEM_CLOCK, Clock
@@ -35,8 +33,7 @@ from kale.ids import random_id
 from kale.labels import LABEL_KEY, MAX_LABEL_CHARS, MAX_LABELS
 from kale.records.record import iso
 from kale.records.sealing import SEALED_KEY, SEALED_PREFIX, sealer
-from kale.records.store import RecordStore
-from kale.store.sql.schema import webhooks as table
+from kale.store.webhooks import WebhookStore
 from kale.webhooks import guard, signing
 
 METHODS = ('POST', 'PUT', 'GET')
@@ -152,11 +149,11 @@ def _config(app: Optional[App]) -> Config:
     return app.config if app is not None else default_config()
 
 
-def _store(records_url: Optional[str], app: Optional[App]) -> RecordStore:
+def _store(records_url: Optional[str], app: Optional[App]) -> WebhookStore:
     if not (records_url or _config(app).RECORDS_URL):
         raise ImproperlyConfigured('webhooks are kept in the task records: set RECORDS_URL '
                                    '(sqlite:///... on one machine, postgresql://... for a fleet)')
-    return records.store(records_url, app)
+    return records.store(records_url, app).webhooks
 
 
 def _mac_keys(config: Config) -> tuple[str, dict[str, bytes]]:
@@ -253,21 +250,14 @@ def add(topic: str, url: str, method: str = 'POST', headers: Optional[Mapping[st
     secret = signing.new_secret()
     row['mac'] = _mac(config, row, secret, clear_headers)
     row['secret'], row['headers'] = _sealed(config, secret, clear_headers)
-    with _store(records_url, app).begin(write=True) as conn:
-        conn.execute(table.insert().values(**row))
+    _store(records_url, app).add(row)
     return _webhook(config, row)
 
 
 def list_webhooks(topic: Optional[str] = None, records_url: Optional[str] = None,
                   active_only: bool = False, app: Optional[App] = None) -> list[Webhook]:
     """Every webhook (of ``topic``; only the active ones), oldest first."""
-    query = select(table).order_by(table.c.created_at, table.c.id)
-    if topic is not None:
-        query = query.where(table.c.topic == topic)
-    if active_only:
-        query = query.where(table.c.active == 1)
-    with _store(records_url, app).begin() as conn:
-        rows = [dict(row) for row in conn.execute(query).mappings()]
+    rows = _store(records_url, app).rows(topic, active_only)
     config = _config(app)
     return [_webhook(config, row) for row in rows]
 
@@ -275,9 +265,8 @@ def list_webhooks(topic: Optional[str] = None, records_url: Optional[str] = None
 def find(webhook_id: str, records_url: Optional[str] = None,
          app: Optional[App] = None) -> Optional[Webhook]:
     """The webhook, or None when there is none (any more)."""
-    with _store(records_url, app).begin() as conn:
-        row = conn.execute(select(table).where(table.c.id == webhook_id)).mappings().first()
-    return _webhook(_config(app), dict(row)) if row is not None else None
+    row = _store(records_url, app).row(webhook_id)
+    return _webhook(_config(app), row) if row is not None else None
 
 
 def get(webhook_id: str, records_url: Optional[str] = None,
@@ -302,10 +291,8 @@ def set_active(webhook_id: str, active: bool, records_url: Optional[str] = None,
                            % hook.id)
     row = {'id': hook.id, 'topic': hook.topic, 'url': hook.url, 'method': hook.method,
            'labels': hook.labels or None, 'active': 1 if active else 0}
-    with _store(records_url, app).begin(write=True) as conn:
-        changed = conn.execute(update(table).where(table.c.id == webhook_id).values(
-            active=row['active'], mac=_mac(_config(app), row, hook.secret, hook.headers),
-            updated_at=clock.time())).rowcount
+    changed = _store(records_url, app).set_active(
+        webhook_id, active, _mac(_config(app), row, hook.secret, hook.headers), clock.time())
     if not changed:
         raise WebhookNotFoundError('no webhook %s' % str(webhook_id)[:100])
     return get(webhook_id, records_url, app)
@@ -314,7 +301,5 @@ def set_active(webhook_id: str, active: bool, records_url: Optional[str] = None,
 def remove(webhook_id: str, records_url: Optional[str] = None,
            app: Optional[App] = None) -> None:
     """Delete the webhook; its deliveries already queued are skipped."""
-    with _store(records_url, app).begin(write=True) as conn:
-        deleted = conn.execute(delete(table).where(table.c.id == webhook_id)).rowcount
-    if not deleted:
+    if not _store(records_url, app).remove(webhook_id):
         raise WebhookNotFoundError('no webhook %s' % str(webhook_id)[:100])

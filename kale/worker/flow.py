@@ -38,7 +38,8 @@ from kale.worker.batch import Batch, Opened
 from kale.worker.suspects import release_copy
 
 if TYPE_CHECKING:
-    from kale.flow.state import Ask, FlowState
+    from kale.records.store import RecordStore
+    from kale.store.flow import Ask, FlowStore
 
 logger = logging.getLogger('kale.flow')
 
@@ -70,7 +71,7 @@ class FlowGate:
         #: Whether log lines may carry exception messages (kale.logs.exception_messages).
         self.messages = exception_messages(config)
         self.worker = process_identity()[0]
-        self._state: Optional['FlowState'] = None
+        self._store: Optional['RecordStore'] = None
         self._held: dict[int, tuple[str, str]] = {}     # id(received) -> (key, holder)
         self._lock = threading.Lock()
         self._renewer: Optional[threading.Thread] = None
@@ -80,14 +81,18 @@ class FlowGate:
         self._unlimited: set[type] = set()
 
     @property
-    def state(self) -> 'FlowState':
-        """The buckets and leases, on their store (a records store: SQLAlchemy is
-        imported only once a limited task comes)."""
-        if self._state is None:
-            from kale.flow.state import FlowState
+    def store(self) -> 'RecordStore':
+        """The store of the buckets and leases (SQLAlchemy is imported only
+        once a limited task comes)."""
+        if self._store is None:
             from kale.records import store
-            self._state = FlowState(store(self.url))
-        return self._state
+            self._store = store(self.url)
+        return self._store
+
+    @property
+    def state(self) -> 'FlowStore':
+        """The buckets and leases: the store's flow facet."""
+        return self.store.flow
 
     def start(self) -> None:
         """At the worker's start: with RATE_LIMIT_URL set, open its store now
@@ -96,7 +101,7 @@ class FlowGate:
         if not self._explicit:
             return
         try:
-            self.state.store.migrate()
+            self.store.migrate()
         except KaleError as exc:        # asked again at each limited batch
             logger.warning('flow control: %s', exc)
 
@@ -169,7 +174,7 @@ class FlowGate:
                 said = type(exc).__name__
                 logger.error('%s: computing its flow-control key failed: %s', spec.name, said)
             return Refusal(UNGATED_DELAY_SEC, 'its flow-control key failed: %s' % said)
-        from kale.flow.state import Ask
+        from kale.store.flow import Ask
         return spec, Ask(opened.task_id, rate=spec.rate, rate_key=rate_key,
                          limit=spec.concurrency, slot_key=slot_key,
                          holder='%s/%s' % (self.worker, received.message_id),

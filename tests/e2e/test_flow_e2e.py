@@ -27,7 +27,6 @@ import pytest
 from kale import records
 from kale.flow.bucket import most_starts
 from kale.flow.spec import parse_rate
-from kale.flow.state import FlowState
 from tests import flow_tasks as ft
 from tests.support.processes import WorkerProcess, events, wait_for
 
@@ -107,7 +106,7 @@ def test_a_concurrency_limit_across_three_workers_frees_a_killed_workers_slot(sq
         killed_at = time.time()
         victim.wait(10)
         # the killed run's lease is still there, then gone within the lease
-        state = FlowState(records.store())
+        state = records.store().flow
         key = 'tests.flow_tasks.PairTask'
         mine = ':%s@' % pid                     # its holders: <host>:<pid>@<start>/<message>
         assert any(mine in h for h in state.holders(key, time.time())), \

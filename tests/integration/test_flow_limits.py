@@ -13,13 +13,14 @@ from kale import publisher, records
 from kale.broker import Broker
 from kale.conf import settings
 from kale.flow.spec import Rate
-from kale.flow.state import RESERVATION_GRACE_SEC, FlowState
 from kale.hooks import WorkerHooks
 from kale.queue_config import get_queue_config
+from kale.store.flow import RESERVATION_GRACE_SEC
 from kale.transport.memory import MemoryTransport
 from kale.worker import Worker
 from tests import flow_tasks as ft
 from tests.support.clock import FakeClock
+from tests.support.flow import take_slot, take_token
 from tests.support.work import work
 
 
@@ -106,16 +107,16 @@ def test_a_concurrency_limit_holds_across_workers(flow, monkeypatch):
     assert ft.runs.most == 2
     assert all(item[3] == 1 for item in ft.runs.items)
     assert all(set(w.stats) <= {'release', 'succeeded'} for w in workers)
-    assert FlowState(records.store()).holders('tests.flow_tasks.SlowTask:shared',
+    assert records.store().flow.holders('tests.flow_tasks.SlowTask:shared',
                                               time.time()) == []
 
 
 @pytest.mark.real_time('a lease expires on the machine\'s clock')
 @pytest.mark.usefixtures('pool')
 def test_a_dead_workers_slot_frees_when_its_lease_expires(flow):
-    state = FlowState(records.store())
+    state = records.store().flow
     expires = time.time() + 1.5
-    assert state.take_slot('tests.flow_tasks.OneAtATimeTask', 1, 'dead/1', 'dead', time.time(),
+    assert take_slot(state, 'tests.flow_tasks.OneAtATimeTask', 1, 'dead/1', 'dead', time.time(),
                            1.5)
     ft.OneAtATimeTask.publish(None, 1)
     worker = work(flow, queues=['default'])
@@ -126,12 +127,12 @@ def test_a_dead_workers_slot_frees_when_its_lease_expires(flow):
 
 @pytest.mark.slow
 def test_a_slot_is_never_given_twice_under_a_race(any_records_url):
-    state = FlowState(records.store(any_records_url))
+    state = records.store(any_records_url).flow
     now = time.time()
     taken = []
 
     def take(n):
-        taken.append(state.take_slot('race', 3, 'h%d' % n, 'w%d' % n, now, 30))
+        taken.append(take_slot(state, 'race', 3, 'h%d' % n, 'w%d' % n, now, 30))
     threads = [threading.Thread(target=take, args=(n,)) for n in range(12)]
     for thread in threads:
         thread.start()
@@ -142,14 +143,14 @@ def test_a_slot_is_never_given_twice_under_a_race(any_records_url):
 
 @pytest.mark.slow
 def test_a_bucket_gives_no_more_than_it_holds_under_a_race(any_records_url):
-    state = FlowState(records.store(any_records_url))
+    state = records.store(any_records_url).flow
     now = time.time()
     rate = Rate(5, 1.0)                      # five tokens; no time passes
     waits = []
 
     def take():
         for _ in range(4):
-            waits.append(state.take_token('race', rate, uuid.uuid4().hex, now))
+            waits.append(take_token(state, 'race', rate, uuid.uuid4().hex, now))
     threads = [threading.Thread(target=take) for _ in range(6)]
     for thread in threads:
         thread.start()
@@ -167,16 +168,16 @@ def test_a_reserved_run_and_a_lapse_cleanup_never_deadlock_on_postgresql(postgre
     before it touches the key's reservations: another transaction holding
     the bucket while it deletes the key's lapsed reservations goes through."""
     from sqlalchemy import text
-    state = FlowState(records.store(postgres_url))
+    state = records.store(postgres_url).flow
     rate, now = Rate(1, 60.0), 1000.0
-    state.take_token('k', rate, 'first', now)                 # the bucket is empty
-    wait = state.take_token('k', rate, 'back', now)           # a token reserved for 'back'
+    take_token(state, 'k', rate, 'first', now)                 # the bucket is empty
+    wait = take_token(state, 'k', rate, 'back', now)           # a token reserved for 'back'
     later = now + wait + RESERVATION_GRACE_SEC + 1            # ...and lapsed by then
     errors = []
 
     def come_back():
         try:
-            state.take_token('k', rate, 'back', later)
+            take_token(state, 'k', rate, 'back', later)
         except Exception as exc:                              # a deadlock, say
             errors.append(exc)
     with state.store.engine.connect() as holder:

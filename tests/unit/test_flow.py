@@ -1,6 +1,7 @@
 """Flow control (kale.flow, kale.worker.flow): the parsing, the bucket's
-arithmetic on a FakeClock, the buckets and leases on SQLite, the gate's
-error line. Workers under limits: tests/integration/test_flow_limits.py."""
+arithmetic on a FakeClock, the gate's
+error line. The buckets and leases on every store:
+tests/contract/test_flow_store.py. Workers under limits: tests/integration/test_flow_limits.py."""
 import bisect
 import collections
 import heapq
@@ -17,12 +18,11 @@ from kale.conf import settings
 from kale.exceptions import RecordsUnavailableError, TaskDefinitionError
 from kale.flow.bucket import MAX_DELAY_SEC, Bucket, most_starts
 from kale.flow.spec import Rate, parse_rate, spec_of
-from kale.flow.state import RESERVATION_GRACE_SEC, FlowState
-from kale.records.store import RecordStore
 from kale.task import Task
 from kale.worker.flow import UNGATED_DELAY_SEC, FlowGate
 from tests import flow_tasks as ft
 from tests.support.clock import FakeClock
+from tests.support.flow import take_slot
 
 # --- what a class asks for ------------------------------------------------------------
 
@@ -205,66 +205,6 @@ def test_a_delay_is_at_most_fifteen_minutes_and_reserves_nothing_further():
     assert bucket.reserved == 0
 
 
-# --- the store ------------------------------------------------------------------------
-
-
-@pytest.fixture
-def state(tmp_path):
-    store = RecordStore('sqlite:///%s' % (tmp_path / 'flow.db'), settings.config)
-    yield FlowState(store)
-    store.dispose()
-
-
-def test_tokens_are_taken_then_waited_for(state):
-    clock = FakeClock()
-    rate = Rate(2, 1.0)                     # a burst of two
-    assert state.take_token('k', rate, 't1', clock.time()) == 0.0
-    assert state.take_token('k', rate, 't2', clock.time()) == 0.0
-    assert state.take_token('k', rate, 't3', clock.time()) == 1.0   # half a second: 1 s
-    assert state.take_token('k', rate, 't4', clock.time()) == 1.0   # the next half second
-    assert state.take_token('other', rate, 't5', clock.time()) == 0.0   # keys are apart
-    clock.advance(1.0)
-    # t3 and t4 come back: their tokens were reserved; t6 waits behind them
-    assert state.take_token('k', rate, 't3', clock.time()) == 0.0
-    assert state.take_token('k', rate, 't6', clock.time()) == 1.0
-    assert state.take_token('k', rate, 't4', clock.time()) == 0.0
-    assert state.take_token('k', rate, 't4', clock.time()) == 1.0   # a reservation is used once
-
-
-def test_a_reservation_not_taken_in_time_lapses(state):
-    clock = FakeClock()
-    rate = Rate(1, 1.0)
-    assert state.take_token('k', rate, 't1', clock.time()) == 0.0
-    assert state.take_token('k', rate, 't2', clock.time()) == 1.0
-    clock.advance(1.0 + RESERVATION_GRACE_SEC + 1)
-    assert state.take_token('k', rate, 't2', clock.time()) == 0.0     # a token of the refill
-    assert state.take_token('k', rate, 't2', clock.time()) == 1.0
-
-
-def test_slots_are_leases_that_expire_and_are_renewed(state):
-    clock = FakeClock()
-    now = clock.time()
-    assert state.take_slot('k', 2, 'a', 'w1', now, 10)
-    assert state.take_slot('k', 2, 'b', 'w2', now, 10)
-    assert not state.take_slot('k', 2, 'c', 'w3', now, 10)
-    clock.advance(8)
-    assert state.renew([('k', 'a')], clock.time(), 10) == 1
-    clock.advance(3)                        # b (w2, not renewed) has expired
-    assert state.take_slot('k', 2, 'c', 'w3', clock.time(), 10)
-    assert state.holders('k', clock.time()) == ['a', 'c']
-    state.give_back([('k', 'a')])
-    assert state.holders('k', clock.time()) == ['c']
-    # a dead worker's lease of a key never at its limit: dropped by a renewal
-    # once expired for a lease's length
-    assert state.take_slot('other', 5, 'dead', 'w4', clock.time(), 10)
-    clock.advance(21)
-    # c's worker still holds it: renewed, even past its expiry
-    assert state.renew([('k', 'c')], clock.time(), 10) == 1
-    with state.store.begin() as conn:
-        left = conn.exec_driver_sql('SELECT key, holder FROM kale_concurrency_leases').all()
-    assert [tuple(row) for row in left] == [('k', 'c')]
-
-
 # --- the worker's step ----------------------------------------------------------------
 
 
@@ -290,7 +230,7 @@ def test_rate_limit_url_keeps_the_limits_apart_from_the_records(tmp_path):
     url = 'sqlite:///%s' % (tmp_path / 'flow.db')
     gate = gate_of(RATE_LIMIT_URL=url, RECORDS_URL='sqlite:///other.db',
                    CONCURRENCY_LEASE_SEC=60)
-    assert gate.url == url and gate.state.store.url == url
+    assert gate.url == url and gate.store.url == url
     assert gate_of(RECORDS_URL=url, CONCURRENCY_LEASE_SEC=60).url == url
 
 
@@ -307,7 +247,7 @@ def test_the_gate_renews_the_leases_it_holds_and_no_other(flow, monkeypatch):
     now = time.time()
     held, lost = object(), object()
     for message, received in (('m1', held), ('m2', lost)):
-        assert state.take_slot('k', 2, gate.worker + '/' + message, gate.worker, now - 29, 30)
+        assert take_slot(state, 'k', 2, gate.worker + '/' + message, gate.worker, now - 29, 30)
         gate._hold(received, ('k', gate.worker + '/' + message))
     # the give-back of m2's slot fails: the slot is no longer held, and is
     # left to expire, not renewed for as long as the worker holds others
@@ -317,18 +257,18 @@ def test_the_gate_renews_the_leases_it_holds_and_no_other(flow, monkeypatch):
     assert gate.held == 1
     assert gate.renew() == 1
     assert state.holders('k', now + 5) == [gate.worker + '/m1']
-    assert state.take_slot('k', 2, 'other/m3', 'other', now + 5, 30)
+    assert take_slot(state, 'k', 2, 'other/m3', 'other', now + 5, 30)
 
 
 def test_a_worker_opens_rate_limit_url_at_start_and_only_that(tmp_path, caplog):
     url = 'sqlite:///%s' % (tmp_path / 'flow.db')
     gate = gate_of(RATE_LIMIT_URL=url, CONCURRENCY_LEASE_SEC=60)
     gate.start()
-    with gate.state.store.begin() as conn:       # migrated before any limited batch
+    with gate.store.begin() as conn:       # migrated before any limited batch
         assert conn.exec_driver_sql('SELECT count(*) FROM kale_rate_buckets').scalar() == 0
     records_only = gate_of(RECORDS_URL=url, CONCURRENCY_LEASE_SEC=60)
     records_only.start()
-    assert records_only._state is None                # opened by the first limited batch
+    assert records_only._store is None                # opened by the first limited batch
     unreachable = gate_of(
         RATE_LIMIT_URL='sqlite:///%s' % (tmp_path / 'missing' / 'flow.db'),
         CONCURRENCY_LEASE_SEC=60)

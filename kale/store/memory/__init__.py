@@ -5,8 +5,10 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from kale.store.memory.flow import MemoryFlow
 from kale.store.memory.schedules import MemorySchedules
 from kale.store.memory.unique import MemoryUnique
+from kale.store.memory.webhooks import MemoryWebhooks
 
 
 class MemoryStore:
@@ -19,6 +21,8 @@ class MemoryStore:
         self.task_status: dict[str, str] = {}
         self.schedules = MemorySchedules(self)
         self.unique = MemoryUnique(self)
+        self.flow = MemoryFlow(self)
+        self.webhooks = MemoryWebhooks(self)
 
     def __repr__(self) -> str:
         return 'MemoryStore(%r)' % self.url

@@ -1,0 +1,43 @@
+"""The facets of a store on a database, each made (and its module
+imported) when first used: ``store.schedules``, ``store.unique``,
+``store.flow``, ``store.webhooks``."""
+from __future__ import annotations
+
+import functools
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kale.store.flow import FlowStore
+    from kale.store.schedules import ScheduleStore
+    from kale.store.unique import UniqueStore
+    from kale.store.webhooks import WebhookStore
+
+
+def _made(module: str, name: str, store: Any) -> Any:
+    return getattr(importlib.import_module('kale.store.sql.' + module), name)(store)
+
+
+class Facets:
+    """What a store on a database (:class:`kale.records.store.RecordStore`)
+    gives of each facet."""
+
+    @functools.cached_property
+    def schedules(self) -> 'ScheduleStore':
+        """The schedules' facet (:mod:`kale.store.schedules`)."""
+        return _made('schedules', 'SQLSchedules', self)
+
+    @functools.cached_property
+    def unique(self) -> 'UniqueStore':
+        """The unique keys' facet (:mod:`kale.store.unique`)."""
+        return _made('unique', 'SQLUnique', self)
+
+    @functools.cached_property
+    def flow(self) -> 'FlowStore':
+        """The flow-control facet (:mod:`kale.store.flow`)."""
+        return _made('flow', 'SQLFlow', self)
+
+    @functools.cached_property
+    def webhooks(self) -> 'WebhookStore':
+        """The webhooks' facet (:mod:`kale.store.webhooks`)."""
+        return _made('webhooks', 'SQLWebhooks', self)

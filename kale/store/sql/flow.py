@@ -1,0 +1,172 @@
+"""The flow-control facet on a database (see :mod:`kale.store.flow`).
+
+The database is RATE_LIMIT_URL's, else the task records' (RECORDS_URL), with
+the records' schema. On SQLite, BEGIN IMMEDIATE serializes the writers. On
+PostgreSQL a concurrency key's leases are counted under a
+transaction-scoped advisory lock on the key, and a rate key's bucket row is
+locked (read FOR UPDATE, inserted first when new) before its reservations
+are touched.
+
+The statements are text built once (SQLAlchemy's constructs cost more to
+execute than these statements take in SQLite). Costs, in the one
+transaction of an ask: per concurrency key a COUNT of the others' live
+leases and one INSERT of the slots taken (and, when the key is at its
+limit, a DELETE of its expired leases); per rate key a SELECT of the bucket
+with the count of its live reservations (on PostgreSQL, a COUNT after it;
+an INSERT first for a new one), a DELETE of the batch's reservations
+(RETURNING: a reserved run takes its token ahead of the new ones), an
+UPDATE, and for refused runs a DELETE of the key's lapsed reservations and
+an INSERT of theirs. Giving back a batch's slots is one DELETE; a worker's
+renewal one UPDATE for the leases it holds, and one DELETE of the leases
+of any key expired for longer than a lease.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Optional, Sequence
+
+from sqlalchemy import bindparam, text
+from sqlalchemy.sql.elements import TextClause
+
+from kale.flow.bucket import Bucket
+from kale.flow.spec import Rate
+from kale.store.flow import Answer, Ask, decide
+
+if TYPE_CHECKING:
+    from kale.records.store import RecordStore
+
+
+def _sql(statement: str, *expanding: str) -> TextClause:
+    clause = text(statement)
+    if expanding:
+        clause = clause.bindparams(*(bindparam(name, expanding=True) for name in expanding))
+    return clause
+
+
+_LEASES = 'kale_concurrency_leases'
+_BUCKETS = 'kale_rate_buckets'
+_RESERVED = 'kale_rate_reservations'
+_LOCK_KEY = _sql('SELECT pg_advisory_xact_lock(hashtext(:key))')
+_COUNT_OTHERS = _sql('SELECT count(*) FROM %s WHERE key = :key AND expires_at > :now '
+                     'AND holder NOT IN :holders' % _LEASES, 'holders')
+_DROP_EXPIRED = _sql('DELETE FROM %s WHERE key = :key AND expires_at <= :now' % _LEASES)
+_TAKE_SLOT = _sql('INSERT INTO %s (key, holder, worker, expires_at) '
+                  'VALUES (:key, :holder, :worker, :expires_at) ON CONFLICT (key, holder) '
+                  'DO UPDATE SET expires_at = excluded.expires_at, worker = excluded.worker'
+                  % _LEASES)
+_GIVE_BACK = _sql('DELETE FROM %s WHERE key IN :keys AND holder IN :holders' % _LEASES,
+                  'keys', 'holders')
+_RENEW = _sql('UPDATE %s SET expires_at = :expires_at WHERE key IN :keys AND holder IN :holders'
+              % _LEASES, 'keys', 'holders')
+_DROP_DEAD = _sql('DELETE FROM %s WHERE expires_at <= :before' % _LEASES)
+_HOLDERS = _sql('SELECT holder FROM %s WHERE key = :key AND expires_at > :now '
+                'ORDER BY holder' % _LEASES)
+_TAKE_RESERVED = _sql('DELETE FROM %s WHERE key = :key AND holder IN :holders '
+                      'RETURNING holder, expires_at' % _RESERVED, 'holders')
+_READ_BUCKET = 'SELECT tokens, updated_at FROM %s WHERE key = :key' % _BUCKETS
+_COUNT_RESERVED = 'SELECT count(*) FROM %s WHERE key = :key AND expires_at > :now' % _RESERVED
+_NEW_BUCKET = _sql('INSERT INTO %s (key, tokens, updated_at) VALUES (:key, :tokens, :now) '
+                   'ON CONFLICT (key) DO NOTHING' % _BUCKETS)
+_WRITE_BUCKET = _sql('UPDATE %s SET tokens = :tokens, updated_at = :updated_at WHERE key = :key'
+                     % _BUCKETS)
+_DROP_LAPSED = _sql('DELETE FROM %s WHERE key = :key AND expires_at <= :now' % _RESERVED)
+_RESERVE = _sql('INSERT INTO %s (key, holder, expires_at) VALUES (:key, :holder, :expires_at) '
+                'ON CONFLICT (key, holder) DO UPDATE SET expires_at = excluded.expires_at'
+                % _RESERVED)
+# SQLite reads the bucket and counts its places in one statement (BEGIN
+# IMMEDIATE holds every writer off); PostgreSQL counts after the row's lock
+# is held, in a statement of its own, whose snapshot sees what the
+# transaction it waited for committed.
+_READ_BUCKET_SQLITE = _sql('SELECT tokens, updated_at, (%s) FROM %s WHERE key = :key'
+                           % (_COUNT_RESERVED, _BUCKETS))
+_READ_BUCKET_POSTGRES = _sql(_READ_BUCKET + ' FOR UPDATE')
+_COUNT_RESERVED_POSTGRES = _sql(_COUNT_RESERVED)
+
+
+class SQLFlow:
+    """Buckets and leases in ``kale_rate_buckets``, ``kale_rate_reservations``
+    and ``kale_concurrency_leases`` (see :class:`kale.store.flow.FlowStore`)."""
+
+    def __init__(self, store: 'RecordStore'):
+        self.store = store
+        self.postgres = store.dialect == 'postgresql'
+
+    def ask(self, asks: Sequence[Ask], now: float, lease_sec: float) -> list[Answer]:
+        with self.store.begin(write=True) as conn:
+            return decide(_Steps(conn, self.postgres), asks, now, lease_sec)
+
+    def give_back(self, slots: Sequence[tuple[str, str]]) -> None:
+        if not slots:
+            return
+        with self.store.begin(write=True) as conn:
+            _Steps(conn, self.postgres).give_back(slots)
+
+    def renew(self, slots: Sequence[tuple[str, str]], now: float, lease_sec: float) -> int:
+        if not slots:
+            return 0
+        with self.store.begin(write=True) as conn:
+            renewed = int(conn.execute(_RENEW, {
+                'keys': sorted({key for key, _ in slots}),
+                'holders': sorted({holder for _, holder in slots}),
+                'expires_at': now + lease_sec}).rowcount)
+            conn.execute(_DROP_DEAD, {'before': now - lease_sec})
+        return renewed
+
+    def holders(self, key: str, now: float) -> list[str]:
+        with self.store.begin() as conn:
+            return [row[0] for row in conn.execute(_HOLDERS, {'key': key, 'now': now})]
+
+
+class _Steps:
+    """:class:`kale.store.flow.FlowSteps` as statements on one connection."""
+
+    def __init__(self, conn: Any, postgres: bool):
+        self.conn = conn
+        self.postgres = postgres
+
+    def lock_slots(self, key: str) -> None:
+        if self.postgres:
+            self.conn.execute(_LOCK_KEY, {'key': 'kale.flow:' + key})
+
+    def count_others(self, key: str, holders: list[str], now: float) -> int:
+        return int(self.conn.execute(_COUNT_OTHERS, {'key': key, 'now': now,
+                                                     'holders': holders}).scalar() or 0)
+
+    def drop_expired(self, key: str, now: float) -> None:
+        self.conn.execute(_DROP_EXPIRED, {'key': key, 'now': now})
+
+    def take_slots(self, key: str, taken: list[tuple[str, str]], expires_at: float) -> None:
+        self.conn.execute(_TAKE_SLOT, [{'key': key, 'holder': holder, 'worker': worker,
+                                        'expires_at': expires_at} for holder, worker in taken])
+
+    def read_bucket(self, key: str, rate: Rate, now: float) -> Bucket:
+        # The bucket's row first: on PostgreSQL its lock keeps the key's
+        # reservations to this transaction.
+        read = _READ_BUCKET_POSTGRES if self.postgres else _READ_BUCKET_SQLITE
+        row = self.conn.execute(read, {'key': key, 'now': now}).first()
+        if row is None:                 # a new key: a full bucket
+            self.conn.execute(_NEW_BUCKET, {'key': key, 'tokens': rate.capacity, 'now': now})
+            row = self.conn.execute(read, {'key': key, 'now': now}).one()
+        reserved: Optional[int]
+        if self.postgres:
+            reserved = self.conn.execute(_COUNT_RESERVED_POSTGRES,
+                                         {'key': key, 'now': now}).scalar()
+        else:
+            reserved = row[2]
+        return Bucket(row[0], row[1], int(reserved or 0))
+
+    def take_reserved(self, key: str, holders: list[str]) -> dict[str, float]:
+        return {row[0]: row[1] for row in self.conn.execute(
+            _TAKE_RESERVED, {'key': key, 'holders': holders})}
+
+    def write_bucket(self, key: str, bucket: Bucket) -> None:
+        self.conn.execute(_WRITE_BUCKET, {'key': key, 'tokens': bucket.tokens,
+                                          'updated_at': bucket.updated_at})
+
+    def reserve(self, key: str, places: list[tuple[str, float]], now: float) -> None:
+        self.conn.execute(_DROP_LAPSED, {'key': key, 'now': now})
+        self.conn.execute(_RESERVE, [{'key': key, 'holder': holder, 'expires_at': expires_at}
+                                     for holder, expires_at in places])
+
+    def give_back(self, slots: Sequence[tuple[str, str]]) -> None:
+        self.conn.execute(_GIVE_BACK, {'keys': sorted({key for key, _ in slots}),
+                                       'holders': sorted({holder for _, holder in slots})})
