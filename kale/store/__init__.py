@@ -10,8 +10,9 @@ memory, SQLite and PostgreSQL stores: a new backend passes it to be accepted.
 
 The facets moved here so far: :class:`~kale.store.schedules.ScheduleStore`
 (``store.schedules``), :class:`~kale.store.unique.UniqueStore`
-(``store.unique``), :class:`~kale.store.flow.FlowStore` (``store.flow``) and
-:class:`~kale.store.webhooks.WebhookStore` (``store.webhooks``). The others
+(``store.unique``), :class:`~kale.store.flow.FlowStore` (``store.flow``),
+:class:`~kale.store.webhooks.WebhookStore` (``store.webhooks``) and
+:class:`~kale.store.workflows.WorkflowStore` (``store.workflows``). The others
 are still written where their feature is (:mod:`kale.records.store` and the
 features' ``state`` modules) and move here one by one.
 """
@@ -21,6 +22,7 @@ from kale.store.flow import FlowStore
 from kale.store.schedules import Lease, Progress, ScheduleStore
 from kale.store.unique import UniqueStore
 from kale.store.webhooks import WebhookStore
+from kale.store.workflows import WorkflowStore
 
 __all__ = ['FlowStore', 'Lease', 'Progress', 'ScheduleStore', 'UniqueStore',
-           'WebhookStore']
+           'WebhookStore', 'WorkflowStore']

@@ -45,7 +45,7 @@ def _state(app: App, records_url: Optional[str] = None) -> WorkflowState:
     if not (records_url or app.config.RECORDS_URL):
         raise WorkflowError('workflows keep their state in the task records: set RECORDS_URL '
                             '(sqlite:///... on one machine, postgresql://... for a fleet)')
-    return WorkflowState(records.store(records_url, app), values(app.config))
+    return WorkflowState(records.store(records_url, app).workflows, values(app.config))
 
 
 def submit(flow: Part, labels: Optional[dict[str, str]] = None,
@@ -250,8 +250,7 @@ class Workflow:
         if status is not WorkflowStatus.SUCCEEDED:
             raise WorkflowError('workflow %s is %s, it has no result' % (self.id, status))
         state = self._state()
-        with state.store.begin() as conn:
-            results = state.results(conn, [row.task_id for row in state.nodes(self.id)])
+        results = state.results([row.task_id for row in state.nodes(self.id)])
         return resolve(from_json(self._row().result), results)
 
 

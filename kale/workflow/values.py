@@ -31,7 +31,7 @@ import hashlib
 import hmac
 import json
 import pickle
-from typing import Any
+from typing import Any, Optional
 
 from kale.codec.keys import signing_keys
 from kale.codec.serialize import SERIALIZER_CODES, SERIALIZER_NAMES
@@ -108,7 +108,7 @@ class Values:
         return self._pack(CALL, _bound(task_id, task, queue), call, 'the arguments of node %s'
                           % task_id, limit=0)
 
-    def unpack_call(self, task_id: str, task: str, queue: str, text: str) -> Any:
+    def unpack_call(self, task_id: str, task: str, queue: str, text: Optional[str]) -> Any:
         code, call = self._unpack(CALL, _bound(task_id, task, queue), text)
         return from_json(call) if code == SERIALIZER_CODES['json'] else call
 
@@ -119,7 +119,7 @@ class Values:
         return self._pack(RESULT, task_id, result, 'the result of node %s' % task_id,
                           limit=self.max_result_bytes)
 
-    def unpack_result(self, task_id: str, text: str) -> Any:
+    def unpack_result(self, task_id: str, text: Optional[str]) -> Any:
         return self._unpack(RESULT, task_id, text)[1]
 
     # --- the work ------------------------------------------------------------------
@@ -147,7 +147,7 @@ class Values:
             where, body = IN_S3, key
         return ':'.join((VERSION, code, self._mac_id, digest, where + sealed, body))
 
-    def _unpack(self, column: str, bound: str, text: str) -> tuple[str, Any]:
+    def _unpack(self, column: str, bound: str, text: Optional[str]) -> tuple[str, Any]:
         """The serializer code and the value."""
         node = bound.split('\0')[0]
         parts = str(text).split(':', 5)

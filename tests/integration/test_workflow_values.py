@@ -5,7 +5,7 @@ in S3 or refused with a reason that says why."""
 import pytest
 from sqlalchemy import select, update
 
-from kale import workflow
+from kale import records, workflow
 from kale.app import default_app
 from kale.conf import settings
 from kale.exceptions import WorkflowError, WorkflowFailed
@@ -24,13 +24,13 @@ def broker(memory_broker, any_records_url):
 
 
 def _rows(wf):
-    with _state(default_app()).store.begin() as conn:
+    with records.store().begin() as conn:
         return {row.task_id: row for row in conn.execute(select(workflow_nodes).where(
             workflow_nodes.c.workflow_id == wf.id)).all()}
 
 
 def _set(task_id, **values):
-    with _state(default_app()).store.begin(write=True) as conn:
+    with records.store().begin(write=True) as conn:
         conn.execute(update(workflow_nodes).where(workflow_nodes.c.task_id == task_id)
                      .values(**values))
 

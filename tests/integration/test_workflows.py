@@ -74,9 +74,7 @@ def test_a_second_success_of_a_node_changes_nothing(broker):
     ready = state.complete(a.task_id, 2, 0.0)
     assert len(ready) == 1 and ready[0]['args'] == (2, 1)
     assert state.complete(a.task_id, 2, 0.0) == []
-    with state.store.begin() as conn:
-        rows = conn.execute(workflow_nodes.select()).all()
-    assert sorted(r.state for r in rows if r.workflow_id == wf.id) == ['queued', 'succeeded']
+    assert sorted(node.state for node in state.nodes(wf.id)) == ['queued', 'succeeded']
 
 
 def test_a_refused_flow_writes_nothing(broker):
@@ -86,8 +84,7 @@ def test_a_refused_flow_writes_nothing(broker):
     with pytest.raises(InvalidFlowError, match=r"the arguments of node \S+ cannot be "
                                                r"serialized with (pickle|json)"):
         workflow.submit(wt.Add.s(lambda: 0))
-    from kale.workflow.run import _state
-    with _state(default_app()).store.begin() as conn:
+    with records.store().begin() as conn:
         assert conn.execute(workflow_nodes.select()).all() == []
 
 
@@ -263,8 +260,7 @@ def test_a_thousand_way_fan_out_into_a_chord(broker):
 def test_ended_workflows_are_purged_with_their_nodes_by_the_tasks_ttls(broker):
     done = run_until_final(broker, workflow.chain(wt.Add.s(1, 2), wt.Add.s(3)))
     running = workflow.submit(wt.Add.s(5, 5))
-    from kale.workflow.run import _state
-    store = _state(default_app()).store
+    store = records.store()
     store.purge_expired(succeeded_ttl=3600, failed_ttl=3600)
     assert {w['id'] for w in workflow.list_workflows()} == {done.id, running.id}
     store.purge_expired(succeeded_ttl=3600, failed_ttl=3600, now=time.time() + 7200)

@@ -9,6 +9,7 @@ from kale.store.memory.flow import MemoryFlow
 from kale.store.memory.schedules import MemorySchedules
 from kale.store.memory.unique import MemoryUnique
 from kale.store.memory.webhooks import MemoryWebhooks
+from kale.store.memory.workflows import MemoryWorkflows
 
 
 class MemoryStore:
@@ -23,6 +24,7 @@ class MemoryStore:
         self.unique = MemoryUnique(self)
         self.flow = MemoryFlow(self)
         self.webhooks = MemoryWebhooks(self)
+        self.workflows = MemoryWorkflows(self)
 
     def __repr__(self) -> str:
         return 'MemoryStore(%r)' % self.url

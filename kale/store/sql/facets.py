@@ -1,6 +1,6 @@
 """The facets of a store on a database, each made (and its module
 imported) when first used: ``store.schedules``, ``store.unique``,
-``store.flow``, ``store.webhooks``."""
+``store.flow``, ``store.webhooks``, ``store.workflows``."""
 from __future__ import annotations
 
 import functools
@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from kale.store.schedules import ScheduleStore
     from kale.store.unique import UniqueStore
     from kale.store.webhooks import WebhookStore
+    from kale.store.workflows import WorkflowStore
 
 
 def _made(module: str, name: str, store: Any) -> Any:
@@ -36,6 +37,11 @@ class Facets:
     def flow(self) -> 'FlowStore':
         """The flow-control facet (:mod:`kale.store.flow`)."""
         return _made('flow', 'SQLFlow', self)
+
+    @functools.cached_property
+    def workflows(self) -> 'WorkflowStore':
+        """The workflows' facet (:mod:`kale.store.workflows`)."""
+        return _made('workflows', 'SQLWorkflows', self)
 
     @functools.cached_property
     def webhooks(self) -> 'WebhookStore':

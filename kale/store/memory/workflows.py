@@ -1,0 +1,139 @@
+"""The workflows' facet in memory (see :mod:`kale.store.workflows`)."""
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence
+
+from kale.statuses import NodeStatus, WorkflowStatus
+from kale.store.workflows import Node, WorkflowRow
+
+if TYPE_CHECKING:
+    from kale.store.memory import MemoryStore
+
+PENDING, QUEUED = NodeStatus.PENDING, NodeStatus.QUEUED
+
+
+class MemoryWorkflows:
+    """Workflows and nodes by id, under the memory store's lock. Rows are
+    frozen and replaced, never changed: a write transaction that raises puts
+    the dictionaries back as they were."""
+
+    def __init__(self, root: 'MemoryStore'):
+        self.root = root
+        self.rows: dict[str, WorkflowRow] = {}
+        self.node_rows: dict[str, Node] = {}
+
+    @contextlib.contextmanager
+    def begin(self, write: bool = False) -> Iterator['MemoryWorkflows']:
+        with self.root.lock:
+            kept = dict(self.rows), dict(self.node_rows)
+            try:
+                yield self
+            except BaseException:
+                self.rows, self.node_rows = kept
+                raise
+
+    def mark_published(self, task_ids: Sequence[str]) -> None:
+        with self.root.lock:
+            for task_id in task_ids:
+                if task_id in self.node_rows:
+                    self._change(task_id, published=1)
+
+    def overdue(self, now: float, limit: int = 100) -> list[str]:
+        with self.root.lock:
+            return [row.id for row in self.rows.values() if row.status == WorkflowStatus.RUNNING
+                    and row.deadline_at is not None and row.deadline_at < now][:limit]
+
+    def workflow(self, workflow_id: str) -> Optional[WorkflowRow]:
+        with self.root.lock:
+            return self.rows.get(workflow_id)
+
+    def workflows(self, status: Optional[str] = None, limit: int = 50,
+                  before: Optional[float] = None) -> list[tuple[WorkflowRow, dict[str, int]]]:
+        with self.root.lock:
+            rows = sorted((row for row in self.rows.values()
+                           if (status is None or row.status == status)
+                           and (before is None or row.created_at < before)),
+                          key=lambda row: (row.created_at, row.id), reverse=True)[:limit]
+            return [(row, dict(collections.Counter(str(node.state) for node in self.nodes(row.id))))
+                    for row in rows]
+
+    def _change(self, task_id: str, **values: Any) -> Node:
+        node = self.node_rows[task_id] = dataclasses.replace(self.node_rows[task_id], **values)
+        return node
+
+    # --- the steps of a transaction (kale.store.workflows.WorkflowSteps) -------------
+
+    def add(self, workflow: WorkflowRow, nodes: Sequence[Node]) -> None:
+        self.rows[workflow.id] = workflow
+        for node in nodes:
+            self.node_rows[node.task_id] = node
+
+    def deadlines(self, task_ids: Sequence[str]) -> list[tuple[str, Optional[float]]]:
+        ids = {self.node_rows[t].workflow_id for t in task_ids if t in self.node_rows}
+        return [(w, self.rows[w].deadline_at) for w in sorted(ids) if w in self.rows]
+
+    def succeed(self, task_id: str, result: str) -> Optional[tuple[str, list[str]]]:
+        node = self.node_rows.get(task_id)
+        if node is None or node.state != QUEUED:
+            return None
+        self._change(task_id, state=NodeStatus.SUCCEEDED, result=result)
+        return node.workflow_id, list(node.downstream or ())
+
+    def arrive(self, task_id: str, count: int, now: float) -> Optional[tuple[int, str]]:
+        node = self.node_rows.get(task_id)
+        if node is None:
+            return None
+        claims = node.missing == count and node.state == PENDING
+        node = self._change(task_id, missing=node.missing - count,
+                            state=QUEUED if claims else node.state,
+                            queued_at=now if claims else node.queued_at)
+        return node.missing, node.state
+
+    def node(self, task_id: str) -> Node:
+        return self.node_rows[task_id]
+
+    def results(self, task_ids: Sequence[str]) -> dict[str, Optional[str]]:
+        return {t: self.node_rows[t].result for t in task_ids if t in self.node_rows}
+
+    def all_succeeded(self, workflow_id: str) -> bool:
+        return all(node.state == NodeStatus.SUCCEEDED for node in self.nodes(workflow_id))
+
+    def finish(self, workflow_id: str, status: WorkflowStatus, now: float) -> None:
+        row = self.rows.get(workflow_id)
+        if row is not None and row.status == WorkflowStatus.RUNNING:
+            self.rows[workflow_id] = dataclasses.replace(row, status=status, finished_at=now)
+
+    def fail_queued(self, task_id: str, reason: str) -> Optional[str]:
+        node = self.node_rows.get(task_id)
+        if node is None or node.state != QUEUED:
+            return None
+        self._change(task_id, state=NodeStatus.FAILED, reason=reason)
+        return node.workflow_id
+
+    def status(self, workflow_id: str) -> Optional[tuple[str, Optional[float]]]:
+        row = self.rows.get(workflow_id)
+        return (row.status, row.deadline_at) if row is not None else None
+
+    def nodes(self, workflow_id: str) -> list[Node]:
+        with self.root.lock:
+            return [node for node in self.node_rows.values() if node.workflow_id == workflow_id]
+
+    def end_node(self, task_id: str, state: NodeStatus, reason: str) -> None:
+        node = self.node_rows.get(task_id)
+        if node is not None and node.state in (PENDING, QUEUED):
+            self._change(task_id, state=state, reason=reason)
+
+    def stranded(self, before: float, limit: int) -> list[tuple[str, float]]:
+        return [(node.task_id, node.queued_at) for node in self.node_rows.values()
+                if not node.published and node.state == QUEUED and node.queued_at is not None
+                and node.queued_at <= before][:limit]
+
+    def claim_stranded(self, task_id: str, queued_at: float, now: float) -> bool:
+        node = self.node_rows.get(task_id)
+        if node is None or node.published or node.queued_at != queued_at:
+            return False
+        self._change(task_id, queued_at=now)
+        return True

@@ -1,0 +1,172 @@
+"""The workflows' facet on a database (see :mod:`kale.store.workflows`):
+``kale_workflows`` and ``kale_workflow_nodes``. The statements of a node's
+completion are built once (building one costs more than running it); a
+node's arrival lowers its count and claims it in one UPDATE, so the row's
+lock makes exactly one caller see zero."""
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence
+
+from sqlalchemy import and_, bindparam, case, func, select, update
+
+from kale.statuses import NodeStatus, WorkflowStatus
+from kale.store.sql.schema import workflow_nodes as nodes_table
+from kale.store.sql.schema import workflows as workflows_table
+from kale.store.workflows import NODE_FIELDS, WORKFLOW_FIELDS, Node, WorkflowRow
+
+if TYPE_CHECKING:
+    from kale.records.store import RecordStore
+
+PENDING, QUEUED = NodeStatus.PENDING, NodeStatus.QUEUED
+
+_DEADLINES = select(workflows_table.c.id, workflows_table.c.deadline_at).select_from(
+    workflows_table.join(nodes_table, nodes_table.c.workflow_id == workflows_table.c.id)).where(
+    nodes_table.c.task_id.in_(bindparam('t', expanding=True))).distinct()
+_SUCCEED = update(nodes_table).where(
+    nodes_table.c.task_id == bindparam('t'), nodes_table.c.state == QUEUED).values(
+    state=NodeStatus.SUCCEEDED, result=bindparam('r')).returning(
+    nodes_table.c.workflow_id, nodes_table.c.downstream)
+_CLAIMS = and_(nodes_table.c.missing == bindparam('n'), nodes_table.c.state == PENDING)
+_ARRIVE = update(nodes_table).where(nodes_table.c.task_id == bindparam('t')).values(
+    missing=nodes_table.c.missing - bindparam('n'),
+    state=case((_CLAIMS, QUEUED), else_=nodes_table.c.state),
+    queued_at=case((_CLAIMS, bindparam('now')), else_=nodes_table.c.queued_at)).returning(
+    nodes_table.c.missing, nodes_table.c.state)
+_NODE = select(nodes_table).where(nodes_table.c.task_id == bindparam('t'))
+_UNFINISHED = select(nodes_table.c.task_id).where(
+    nodes_table.c.workflow_id == bindparam('w'),
+    nodes_table.c.state != NodeStatus.SUCCEEDED).limit(1)
+
+
+def _node(row: Any) -> Node:
+    return Node(*(row._mapping[name] for name in NODE_FIELDS))
+
+
+def _workflow(row: Any) -> WorkflowRow:
+    return WorkflowRow(*(row._mapping[name] for name in WORKFLOW_FIELDS))
+
+
+class SQLWorkflows:
+    """Workflows and their nodes on a database."""
+
+    def __init__(self, store: 'RecordStore'):
+        self.store = store
+
+    @contextlib.contextmanager
+    def begin(self, write: bool = False) -> Iterator['_Steps']:
+        with self.store.begin(write=write) as conn:
+            yield _Steps(conn)
+
+    def mark_published(self, task_ids: Sequence[str]) -> None:
+        with self.store.begin(write=True) as conn:
+            conn.execute(update(nodes_table).where(nodes_table.c.task_id.in_(list(task_ids)))
+                         .values(published=1))
+
+    def overdue(self, now: float, limit: int = 100) -> list[str]:
+        with self.store.begin() as conn:
+            return [workflow_id for (workflow_id,) in conn.execute(
+                select(workflows_table.c.id).where(
+                    workflows_table.c.status == WorkflowStatus.RUNNING,
+                    workflows_table.c.deadline_at < now).limit(limit)).all()]
+
+    def workflow(self, workflow_id: str) -> Optional[WorkflowRow]:
+        with self.store.begin() as conn:
+            row = conn.execute(select(workflows_table).where(
+                workflows_table.c.id == workflow_id)).one_or_none()
+        return _workflow(row) if row is not None else None
+
+    def nodes(self, workflow_id: str) -> list[Node]:
+        with self.store.begin() as conn:
+            return _Steps(conn).nodes(workflow_id)
+
+    def workflows(self, status: Optional[str] = None, limit: int = 50,
+                  before: Optional[float] = None) -> list[tuple[WorkflowRow, dict[str, int]]]:
+        query = select(workflows_table).order_by(workflows_table.c.created_at.desc(),
+                                                 workflows_table.c.id.desc()).limit(limit)
+        if status is not None:
+            query = query.where(workflows_table.c.status == status)
+        if before is not None:
+            query = query.where(workflows_table.c.created_at < before)
+        with self.store.begin() as conn:
+            rows = [_workflow(row) for row in conn.execute(query).all()]
+            counts: dict[str, dict[str, int]] = {row.id: {} for row in rows}
+            if rows:
+                for workflow_id, state, count in conn.execute(
+                        select(nodes_table.c.workflow_id, nodes_table.c.state, func.count())
+                        .where(nodes_table.c.workflow_id.in_(list(counts)))
+                        .group_by(nodes_table.c.workflow_id, nodes_table.c.state)).all():
+                    counts[workflow_id][state] = int(count)
+        return [(row, counts[row.id]) for row in rows]
+
+
+class _Steps:
+    """:class:`kale.store.workflows.WorkflowSteps` as statements on one connection."""
+
+    def __init__(self, conn: Any):
+        self.conn = conn
+
+    def add(self, workflow: WorkflowRow, nodes: Sequence[Node]) -> None:
+        self.conn.execute(workflows_table.insert().values(
+            **{name: getattr(workflow, name) for name in WORKFLOW_FIELDS}))
+        self.conn.execute(nodes_table.insert(), [
+            {name: getattr(node, name) for name in NODE_FIELDS} for node in nodes])
+
+    def deadlines(self, task_ids: Sequence[str]) -> list[tuple[str, Optional[float]]]:
+        return [(row[0], row[1]) for row in self.conn.execute(_DEADLINES, {'t': list(task_ids)})]
+
+    def succeed(self, task_id: str, result: str) -> Optional[tuple[str, list[str]]]:
+        row = self.conn.execute(_SUCCEED, {'t': task_id, 'r': result}).first()
+        return (row.workflow_id, list(row.downstream or ())) if row is not None else None
+
+    def arrive(self, task_id: str, count: int, now: float) -> Optional[tuple[int, str]]:
+        row = self.conn.execute(_ARRIVE, {'t': task_id, 'n': count, 'now': now}).first()
+        return (row.missing, row.state) if row is not None else None
+
+    def node(self, task_id: str) -> Node:
+        return _node(self.conn.execute(_NODE, {'t': task_id}).one())
+
+    def results(self, task_ids: Sequence[str]) -> dict[str, Optional[str]]:
+        return {row.task_id: row.result for row in self.conn.execute(
+            select(nodes_table.c.task_id, nodes_table.c.result).where(
+                nodes_table.c.task_id.in_(list(task_ids)))).all()}
+
+    def all_succeeded(self, workflow_id: str) -> bool:
+        return self.conn.execute(_UNFINISHED, {'w': workflow_id}).first() is None
+
+    def finish(self, workflow_id: str, status: WorkflowStatus, now: float) -> None:
+        self.conn.execute(update(workflows_table).where(
+            workflows_table.c.id == workflow_id,
+            workflows_table.c.status == WorkflowStatus.RUNNING).values(
+            status=status, finished_at=now))
+
+    def fail_queued(self, task_id: str, reason: str) -> Optional[str]:
+        failed = self.conn.execute(update(nodes_table).where(
+            nodes_table.c.task_id == task_id, nodes_table.c.state == QUEUED).values(
+            state=NodeStatus.FAILED, reason=reason).returning(nodes_table.c.workflow_id)).first()
+        return failed[0] if failed is not None else None
+
+    def status(self, workflow_id: str) -> Optional[tuple[str, Optional[float]]]:
+        row = self.conn.execute(select(workflows_table.c.status, workflows_table.c.deadline_at)
+                                .where(workflows_table.c.id == workflow_id)).one_or_none()
+        return (row[0], row[1]) if row is not None else None
+
+    def nodes(self, workflow_id: str) -> list[Node]:
+        return [_node(row) for row in self.conn.execute(select(nodes_table).where(
+            nodes_table.c.workflow_id == workflow_id)).all()]
+
+    def end_node(self, task_id: str, state: NodeStatus, reason: str) -> None:
+        self.conn.execute(update(nodes_table).where(
+            nodes_table.c.task_id == task_id, nodes_table.c.state.in_((PENDING, QUEUED))).values(
+            state=state, reason=reason))
+
+    def stranded(self, before: float, limit: int) -> list[tuple[str, float]]:
+        return [(row[0], row[1]) for row in self.conn.execute(
+            select(nodes_table.c.task_id, nodes_table.c.queued_at).where(
+                nodes_table.c.published == 0, nodes_table.c.state == QUEUED,
+                nodes_table.c.queued_at <= before).limit(limit)).all()]
+
+    def claim_stranded(self, task_id: str, queued_at: float, now: float) -> bool:
+        return bool(self.conn.execute(update(nodes_table).where(
+            nodes_table.c.task_id == task_id, nodes_table.c.published == 0,
+            nodes_table.c.queued_at == queued_at).values(queued_at=now)).rowcount)

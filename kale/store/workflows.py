@@ -1,0 +1,132 @@
+"""The workflows' facet of a store: each workflow's row and its nodes'.
+
+What moves a workflow on (:mod:`kale.workflow.state`) is written once, over
+the steps a backend gives inside one transaction (:class:`WorkflowSteps`,
+from :meth:`WorkflowStore.begin`): a node succeeds, its downstream nodes'
+counts of missing inputs go down (the one that reaches zero is claimed by
+exactly one caller), nodes end, the workflow finishes. Calls and results
+reach the store serialized and signed (:mod:`kale.workflow.values`).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ContextManager, Optional, Protocol, Sequence
+
+from kale.statuses import NodeStatus, WorkflowStatus
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkflowRow:
+    """A workflow: its status, labels, what it gives (JSON, upstream results
+    standing as markers) and its times."""
+
+    id: str
+    status: str
+    labels: Optional[dict[str, str]]
+    result: Any
+    created_at: float
+    deadline_at: Optional[float] = None
+    finished_at: Optional[float] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Node:
+    """A node: its task, state and count of missing inputs, the nodes before
+    and after it, its call and result (serialized and signed), whether it
+    was published, since when it is ready, why it ended."""
+
+    task_id: str
+    workflow_id: str
+    task: str
+    queue: str
+    state: str
+    missing: int
+    upstream: Optional[list[str]]
+    downstream: Optional[list[str]]
+    call: Optional[str]
+    result: Optional[str] = None
+    published: int = 0
+    queued_at: Optional[float] = None
+    reason: Optional[str] = None
+
+
+#: The fields of each row, in order.
+WORKFLOW_FIELDS = tuple(field.name for field in dataclasses.fields(WorkflowRow))
+NODE_FIELDS = tuple(field.name for field in dataclasses.fields(Node))
+
+
+class WorkflowSteps(Protocol):
+    """The steps of one transaction on the workflows (see the module docstring)."""
+
+    def add(self, workflow: WorkflowRow, nodes: Sequence[Node]) -> None:
+        """Keep a new workflow and its nodes."""
+
+    def deadlines(self, task_ids: Sequence[str]) -> list[tuple[str, Optional[float]]]:
+        """The workflows of these nodes (each once), with their deadlines."""
+
+    def succeed(self, task_id: str, result: str) -> Optional[tuple[str, list[str]]]:
+        """A ``queued`` node succeeds with ``result``: its workflow and its
+        downstream nodes; None (and nothing changed) when it was not queued."""
+
+    def arrive(self, task_id: str, count: int, now: float) -> Optional[tuple[int, str]]:
+        """``count`` inputs of a node arrived: its missing count goes down and,
+        when that reaches zero from ``pending``, it is claimed (``queued``
+        since ``now``) in the same step. Its count and state after; None
+        when there is no such node."""
+
+    def node(self, task_id: str) -> Node:
+        """The node (it exists)."""
+
+    def results(self, task_ids: Sequence[str]) -> dict[str, Optional[str]]:
+        """These nodes' stored results, by task id."""
+
+    def all_succeeded(self, workflow_id: str) -> bool:
+        """Whether every node of the workflow succeeded."""
+
+    def finish(self, workflow_id: str, status: WorkflowStatus, now: float) -> None:
+        """The workflow ends with ``status`` at ``now``, if it is still running."""
+
+    def fail_queued(self, task_id: str, reason: str) -> Optional[str]:
+        """A ``queued`` node fails for ``reason``: its workflow, None (and
+        nothing changed) when it was not queued."""
+
+    def status(self, workflow_id: str) -> Optional[tuple[str, Optional[float]]]:
+        """The workflow's status and deadline, None when there is none."""
+
+    def nodes(self, workflow_id: str) -> list[Node]:
+        """The workflow's nodes."""
+
+    def end_node(self, task_id: str, state: NodeStatus, reason: str) -> None:
+        """A node still ``pending`` or ``queued`` ends in ``state`` for ``reason``."""
+
+    def stranded(self, before: float, limit: int) -> list[tuple[str, float]]:
+        """Up to ``limit`` nodes queued at or before ``before`` and never
+        published: (task id, since when)."""
+
+    def claim_stranded(self, task_id: str, queued_at: float, now: float) -> bool:
+        """Move an unpublished node's ``queued_at`` from ``queued_at`` to
+        ``now``: whether this caller did (another sweep may have)."""
+
+
+class WorkflowStore(Protocol):
+    """Workflows and their nodes (``store.workflows``)."""
+
+    def begin(self, write: bool = False) -> ContextManager[WorkflowSteps]:
+        """One transaction's steps (``write``: one that changes rows)."""
+
+    def mark_published(self, task_ids: Sequence[str]) -> None:
+        """These nodes were published."""
+
+    def overdue(self, now: float, limit: int = 100) -> list[str]:
+        """Running workflows past their deadline."""
+
+    def workflow(self, workflow_id: str) -> Optional[WorkflowRow]:
+        """The workflow, None when there is none."""
+
+    def nodes(self, workflow_id: str) -> list[Node]:
+        """The workflow's nodes."""
+
+    def workflows(self, status: Optional[str] = None, limit: int = 50,
+                  before: Optional[float] = None) -> list[tuple[WorkflowRow, dict[str, int]]]:
+        """Up to ``limit`` workflows, newest first (created before ``before``
+        when given), each with its count of nodes by state."""

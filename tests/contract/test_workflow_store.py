@@ -1,0 +1,133 @@
+"""The workflows' facet's contract (kale.store.workflows.WorkflowStore), on
+every store: a workflow and its nodes kept as given; a queued node succeeds
+once; an arrival lowers a count and claims the node at zero, once however
+many race; nodes end only from pending or queued; a workflow finishes only
+while running; stranded nodes are claimed once; listings newest first with
+counts by state."""
+from __future__ import annotations
+
+import threading
+
+from kale.statuses import NodeStatus, WorkflowStatus
+from kale.store.workflows import Node, WorkflowRow
+
+QUEUED, PENDING = NodeStatus.QUEUED, NodeStatus.PENDING
+
+
+def chord(store, workflow_id='wf1', created_at=1.0, deadline_at=None):
+    """a and b feed c."""
+    nodes = [Node('%s-a' % workflow_id, workflow_id, 't.A', 'default', QUEUED, 0, [],
+                  ['%s-c' % workflow_id], 'call-a', queued_at=created_at),
+             Node('%s-b' % workflow_id, workflow_id, 't.B', 'default', QUEUED, 0, [],
+                  ['%s-c' % workflow_id], 'call-b', queued_at=created_at),
+             Node('%s-c' % workflow_id, workflow_id, 't.C', 'low', PENDING, 2,
+                  ['%s-a' % workflow_id, '%s-b' % workflow_id], [], 'call-c')]
+    row = WorkflowRow(workflow_id, WorkflowStatus.RUNNING, {'team': 'x'}, {'m': 1}, created_at,
+                      deadline_at)
+    with store.workflows.begin(write=True) as steps:
+        steps.add(row, nodes)
+    return row, nodes
+
+
+def test_a_workflow_and_its_nodes_are_kept_as_given(store):
+    row, nodes = chord(store)
+    assert store.workflows.workflow('wf1') == row
+    assert sorted(store.workflows.nodes('wf1'), key=lambda n: n.task_id) == nodes
+    assert store.workflows.workflow('missing') is None and store.workflows.nodes('missing') == []
+
+
+def test_a_queued_node_succeeds_once_and_the_last_arrival_claims_its_successor(store):
+    chord(store)
+    with store.workflows.begin(write=True) as steps:
+        assert steps.deadlines(['wf1-a', 'wf1-b']) == [('wf1', None)]
+        assert steps.succeed('wf1-a', 'result-a') == ('wf1', ['wf1-c'])
+        assert steps.succeed('wf1-a', 'again') is None          # not queued any more
+        assert steps.arrive('wf1-c', 1, 5.0) == (1, PENDING)
+        assert steps.succeed('wf1-b', 'result-b') == ('wf1', ['wf1-c'])
+        assert steps.arrive('wf1-c', 1, 6.0) == (0, QUEUED)
+        assert steps.node('wf1-c').queued_at == 6.0
+        assert steps.results(['wf1-a', 'wf1-b']) == {'wf1-a': 'result-a', 'wf1-b': 'result-b'}
+        assert not steps.all_succeeded('wf1')
+        assert steps.succeed('wf1-c', 'result-c') == ('wf1', [])
+        assert steps.all_succeeded('wf1')
+        steps.finish('wf1', WorkflowStatus.SUCCEEDED, 7.0)
+        steps.finish('wf1', WorkflowStatus.FAILED, 8.0)          # only while running
+    found = store.workflows.workflow('wf1')
+    assert (found.status, found.finished_at) == (WorkflowStatus.SUCCEEDED, 7.0)
+
+
+def test_racing_arrivals_claim_a_node_once(store):
+    width = 8
+    nodes = [Node('n%d' % i, 'wf', 't.A', 'default', QUEUED, 0, [], ['join'], 'call')
+             for i in range(width)]
+    nodes.append(Node('join', 'wf', 't.J', 'default', PENDING, width,
+                      ['n%d' % i for i in range(width)], [], 'call'))
+    with store.workflows.begin(write=True) as steps:
+        steps.add(WorkflowRow('wf', WorkflowStatus.RUNNING, None, None, 1.0), nodes)
+    claims = []
+
+    def arrive() -> None:
+        with store.workflows.begin(write=True) as steps:
+            claims.append(steps.arrive('join', 1, 2.0))
+
+    threads = [threading.Thread(target=arrive) for _ in range(width)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(missing for missing, _ in claims) == list(range(width))
+    assert [state for missing, state in claims if state == QUEUED] == [QUEUED]
+
+
+def test_nodes_end_only_from_pending_or_queued(store):
+    chord(store)
+    with store.workflows.begin(write=True) as steps:
+        steps.succeed('wf1-a', 'result')
+        assert steps.fail_queued('wf1-b', 'boom') == 'wf1'
+        assert steps.fail_queued('wf1-b', 'again') is None
+        steps.end_node('wf1-a', NodeStatus.CANCELLED, 'no')      # succeeded: stays
+        steps.end_node('wf1-c', NodeStatus.FAILED, 'upstream_failed')
+        assert steps.status('wf1') == (WorkflowStatus.RUNNING, None)
+        steps.finish('wf1', WorkflowStatus.FAILED, 9.0)
+    states = {n.task_id: (n.state, n.reason) for n in store.workflows.nodes('wf1')}
+    assert states == {'wf1-a': (NodeStatus.SUCCEEDED, None), 'wf1-b': (NodeStatus.FAILED, 'boom'),
+                      'wf1-c': (NodeStatus.FAILED, 'upstream_failed')}
+    assert store.workflows.workflow('wf1').status == WorkflowStatus.FAILED
+
+
+def test_a_write_that_raises_changes_nothing(store):
+    chord(store)
+    try:
+        with store.workflows.begin(write=True) as steps:
+            steps.succeed('wf1-a', 'result')
+            raise RuntimeError('the caller fails')
+    except RuntimeError:
+        pass
+    assert {n.task_id: n.state for n in store.workflows.nodes('wf1')}['wf1-a'] == QUEUED
+
+
+def test_stranded_nodes_are_claimed_once_and_published_ones_are_left(store):
+    chord(store, created_at=10.0)
+    store.workflows.mark_published(['wf1-b'])
+    with store.workflows.begin() as steps:
+        assert steps.stranded(9.0, 10) == []
+        assert steps.stranded(10.0, 10) == [('wf1-a', 10.0)]
+    with store.workflows.begin(write=True) as steps:
+        assert steps.claim_stranded('wf1-a', 10.0, 50.0)
+        assert not steps.claim_stranded('wf1-a', 10.0, 51.0)    # another sweep took it
+        assert steps.stranded(40.0, 10) == []
+
+
+def test_overdue_and_listings(store):
+    chord(store, 'old', created_at=1.0, deadline_at=5.0)
+    chord(store, 'new', created_at=2.0)
+    assert store.workflows.overdue(6.0) == ['old'] and store.workflows.overdue(4.0) == []
+    with store.workflows.begin(write=True) as steps:
+        steps.finish('new', WorkflowStatus.CANCELLED, 3.0)
+    listed = store.workflows.workflows()
+    assert [(row.id, counts) for row, counts in listed] == [
+        ('new', {'queued': 2, 'pending': 1}), ('old', {'queued': 2, 'pending': 1})]
+    assert [row.id for row, _ in store.workflows.workflows(status='running')] == ['old']
+    assert [row.id for row, _ in store.workflows.workflows(before=2.0)] == ['old']
+    assert [row.id for row, _ in store.workflows.workflows(limit=1)] == ['new']
+    assert store.workflows.overdue(6.0) == ['old']
