@@ -264,7 +264,7 @@ def open_outbox(url: str) -> Any:
 def pending(engine: Any) -> int:
     from sqlalchemy import func, select
 
-    from kale.outbox.schema import outbox as outbox_table
+    from kale.store.sql.outbox_schema import outbox as outbox_table
     with engine.begin() as conn:
         return int(conn.execute(select(func.count()).select_from(outbox_table)).scalar() or 0)
 
@@ -296,7 +296,7 @@ class RoundLog:
     def install(self) -> None:
         from kale.outbox.relay import Relay
         log = self
-        send_round, claim, send = Relay.send_round, Relay._claim, Relay._send
+        send_round, checked, send = Relay.send_round, Relay._checked, Relay._send
 
         def timed_round(relay: Any) -> int:
             entry: dict[str, Any] = {'start': time.time()}
@@ -313,13 +313,12 @@ class RoundLog:
                         log.empty += 1
                         log.empty_seconds += entry['end'] - entry['start']
 
-        def timed_claim(relay: Any, conn: Any) -> list[Any]:
-            rows = claim(relay, conn)
-            current = getattr(log._local, 'current', None)
+        def timed_checked(relay: Any, rows: list[Any]) -> Any:
+            current = getattr(log._local, 'current', None)   # checked as soon as claimed
             if current is not None:
                 current['claimed'] = time.time()
                 current['tasks'] = [row.task_id for row in rows]
-            return rows
+            return checked(relay, rows)
 
         def timed_send(relay: Any, rows: list[Any]) -> list[dict[str, Any]]:
             try:
@@ -329,7 +328,7 @@ class RoundLog:
                 if current is not None:
                     current['sent'] = time.time()
 
-        for name, timed in (('send_round', timed_round), ('_claim', timed_claim),
+        for name, timed in (('send_round', timed_round), ('_checked', timed_checked),
                             ('_send', timed_send)):
             setattr(Relay, name, timed)
 
@@ -348,12 +347,12 @@ def relay_burst(url: str, report_path: str, log: RoundLog, profile_path: str = '
     from kale.broker import Broker
     from kale.conf import settings
     from kale.outbox.relay import Relay, with_records
-    from kale.outbox.schema import init, open_database
+    from kale.store.sql.outbox_schema import open_database
     relay = Relay(open_database(url, '--url'), Broker.from_config(settings.config),
                   poll_sec=float(settings.OUTBOX_POLL_SEC),
                   consumed_ttl_sec=settings.CONSUMED_TTL_SEC,
                   config=settings.config, **with_records(settings.config))
-    init(relay.engine)                                  # and a connection in the pool
+    relay.store.init()                                  # and a connection in the pool
     for name in QUEUE_NAMES:
         relay.broker.declare(relay.broker.queues[name])
     transport: Any = relay.broker.transport
@@ -542,7 +541,7 @@ def notify_trigger(engine: Any, on: bool) -> Iterator[None]:
     if on or engine.dialect.name != 'postgresql':
         yield
         return
-    from kale.outbox.schema import NOTIFY_TRIGGER
+    from kale.store.sql.outbox_schema import NOTIFY_TRIGGER
     with engine.begin() as conn:
         conn.exec_driver_sql('DROP TRIGGER IF EXISTS kale_outbox_notify ON kale_outbox')
     try:
@@ -770,7 +769,7 @@ def direct_publish_seconds(samples: int) -> tuple[float, float]:
 def publish_figures(env: Environment, databases: Databases, transactions: int) -> Figures:
     from sqlalchemy import delete, func, select
 
-    from kale.outbox.schema import outbox as outbox_table
+    from kale.store.sql.outbox_schema import outbox as outbox_table
     orders = orders_table()
     run = env.new_run()
     try:

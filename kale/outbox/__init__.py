@@ -11,6 +11,6 @@ delivered. ``kale outbox init --url URL`` creates the tables.
 """
 from kale.outbox.publish import consume_once, publish, publish_batch
 from kale.outbox.relay import Relay
-from kale.outbox.schema import init, open_database
+from kale.store.sql.outbox_schema import init, open_database
 
 __all__ = ['Relay', 'consume_once', 'init', 'open_database', 'publish', 'publish_batch']

@@ -11,33 +11,36 @@ inbox: a task id inserted once per database, in the caller's transaction.
 """
 from __future__ import annotations
 
-import json
 import time
 from typing import Any, Iterable, Mapping, Optional
 
 from sqlalchemy import Connection
-from sqlalchemy.exc import SQLAlchemyError
 
 from kale.app import App
 from kale.config import Config
 from kale.exceptions import OutboxError
 from kale.outbox import proof
 from kale.outbox.proof import as_stored
-from kale.outbox.schema import consumed, outbox
 from kale.publisher import Publication, Sender, get_publisher, unique_claims
 from kale.queue_config import TaskQueue
+from kale.store.outbox import OutboxWriter
 from kale.transport import OutgoingMessage
 
 
-def _connection(conn: Any) -> Connection:
-    """The Connection of a SQLAlchemy Connection or Session."""
-    if isinstance(conn, Connection):
+def _writer(conn: Any) -> OutboxWriter:
+    """Where rows go in ``conn``'s transaction: a SQLAlchemy Connection or
+    Session, or a memory store's outbox (which has no transactions)."""
+    from kale.store.memory.outbox import MemoryOutbox
+    if isinstance(conn, MemoryOutbox):
         return conn
+    from kale.store.sql.outbox import SQLOutboxWriter
+    if isinstance(conn, Connection):
+        return SQLOutboxWriter(conn)
     connection = getattr(conn, 'connection', None)
     if callable(connection):               # a Session: its connection in its transaction
         found = connection()
         if isinstance(found, Connection):
-            return found
+            return SQLOutboxWriter(found)
     raise OutboxError('outbox: conn must be a SQLAlchemy Connection or Session in an open '
                       'transaction, got %s' % type(conn).__name__)
 
@@ -75,7 +78,7 @@ def publish_batch(conn: Any, task: Any, app_data: Any, calls: Iterable[Any],
     ``publish_batch`` takes them); their task ids in order. A unique task
     (``unique_for_sec``) is decided when the relay sends it: a run whose key
     another task holds is not sent, and is recorded ``deduplicated``."""
-    connection = _connection(conn)
+    writer = _writer(conn)
     task_class, queue_name = _target(task)
     getattr(task_class, '_check_importable', lambda: None)()
     unique_sec = unique_for_sec if unique_for_sec is not None else \
@@ -86,7 +89,7 @@ def publish_batch(conn: Any, task: Any, app_data: Any, calls: Iterable[Any],
     sender = OutboxSender(publisher.sender, publisher.config, unique_sec)
     task_ids = publisher.publish_batch(task_class, app_data, calls, delay_sec, group_id,
                                        dedup_id, labels, queue_name, eta=eta, sender=sender)
-    sender.insert(connection)
+    sender.insert(writer)
     return task_ids
 
 
@@ -125,53 +128,10 @@ class OutboxSender:
             row['mac'] = proof.sign(config, row)
             self.rows.append(row)
 
-    def insert(self, connection: Connection) -> None:
-        """Write the rows kept into ``kale_outbox``, in ``connection``'s transaction."""
-        if not self.rows:
-            return
-        try:
-            sql = _insert_sql(connection)
-            if sql is None:
-                connection.execute(outbox.insert(), self.rows)
-            else:
-                params = [_driver_row(row) for row in self.rows]
-                connection.exec_driver_sql(sql, params[0] if len(params) == 1 else params)
-        except SQLAlchemyError as exc:
-            raise OutboxError('outbox: cannot insert into kale_outbox (run `kale outbox init '
-                              '--url URL` on this database first?): %s'
-                              % str(exc).splitlines()[0]) from exc
-
-
-#: The columns publish_batch inserts, in order.
-_COLUMNS = proof.COLUMNS + ('mac',)
-_JSON_COLUMNS = ('attributes', 'record')
-_INSERTS: dict[str, str] = {}
-
-
-def _insert_sql(connection: Connection) -> Optional[str]:
-    """The INSERT into kale_outbox in the driver's own parameter style, built
-    once per driver (None for a driver without one here): the statement runs in
-    the caller's transaction, where SQLAlchemy's compile and result set-up
-    would cost more than the insert."""
-    driver = connection.dialect.driver
-    if driver not in _INSERTS:
-        if driver in ('psycopg', 'psycopg2'):
-            marks = ['%%(%s)s' % name for name in _COLUMNS]
-        elif driver == 'pysqlite':
-            marks = [':%s' % name for name in _COLUMNS]
-        else:
-            return None
-        _INSERTS[driver] = 'INSERT INTO %s (%s) VALUES (%s)' % (
-            outbox.name, ', '.join(_COLUMNS), ', '.join(marks))
-    return _INSERTS[driver]
-
-
-def _driver_row(row: dict[str, Any]) -> dict[str, Any]:
-    """``row`` as the driver takes it: the JSON columns as JSON text."""
-    for name in _JSON_COLUMNS:
-        if row[name] is not None:
-            row[name] = json.dumps(row[name], separators=(',', ':'))
-    return row
+    def insert(self, writer: OutboxWriter) -> None:
+        """Write the rows kept into ``kale_outbox``, in the caller's transaction."""
+        if self.rows:
+            writer.insert(self.rows)
 
 
 def _record_rows(publication: Publication, now: float,
@@ -198,14 +158,4 @@ def consume_once(conn: Any, task_id: str) -> bool:
     if not isinstance(task_id, str) or not task_id or len(task_id) > 128:
         raise OutboxError('consume_once: task_id must be the task\'s id (1-128 characters), '
                           'got %r' % (str(task_id)[:140],))
-    connection = _connection(conn)
-    from kale.store.sql.driver import insert_for
-    statement = insert_for(connection.dialect.name)(consumed).values(
-        task_id=task_id, consumed_at=time.time()).on_conflict_do_nothing(
-        index_elements=[consumed.c.task_id]).returning(consumed.c.task_id)
-    try:
-        return connection.execute(statement).first() is not None
-    except SQLAlchemyError as exc:
-        raise OutboxError('consume_once: cannot insert into kale_consumed (run `kale outbox '
-                          'init --url URL` on this database first?): %s'
-                          % str(exc).splitlines()[0]) from exc
+    return _writer(conn).consume(task_id, time.time())

@@ -31,14 +31,12 @@ to ``MAX_BACKOFF_SEC``) and try again: nothing is lost. It also purges
 from __future__ import annotations
 
 import dataclasses
-import fcntl
 import logging
-import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Union
 
-from sqlalchemy import Engine, bindparam, delete, event, func, select
+from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from kale.broker import Broker
@@ -46,10 +44,8 @@ from kale.clock import SYSTEM_CLOCK, Clock
 from kale.config import Config
 from kale.exceptions import KaleError, OutboxError
 from kale.outbox import proof
-from kale.outbox.schema import CHANNEL, consumed, init, outbox
-from kale.outbox.schema import rejected as rejected_table
-from kale.records.files import open_private
 from kale.statuses import TaskStatus
+from kale.store.outbox import OutboxRow, OutboxStore
 from kale.transport import MAX_DELAY_SEC, OutgoingMessage
 
 logger = logging.getLogger(__name__)
@@ -60,8 +56,6 @@ BATCH = 100
 MAX_BACKOFF_SEC = 30.0
 #: Seconds between purges of old kale_consumed rows.
 PURGE_EVERY_SEC = 600.0
-#: The advisory lock of the relay that sends FIFO rows ('kalf').
-FIFO_LOCK = 0x6B616C66
 #: Rounds running at once in one relay on PostgreSQL (a commit arriving while
 #: one round waits on SQS is taken by another at once).
 LOOPS = 2
@@ -85,12 +79,16 @@ class Counts:
 class Relay:
     """Sends the outbox of one database (``OUTBOX_URL``) to SQS."""
 
-    def __init__(self, engine: Engine, broker: Broker, poll_sec: float = 1.0,
+    def __init__(self, engine: Union[Engine, OutboxStore], broker: Broker, poll_sec: float = 1.0,
                  consumed_ttl_sec: Optional[float] = 15 * 24 * 3600, clock: Clock = SYSTEM_CLOCK,
                  write_records: Optional[Callable[[list[dict[str, Any]]], None]] = None,
                  claim_unique: Optional[Callable[..., list[str]]] = None, *,
                  config: Config):
-        self.engine = engine
+        #: The outbox's store: an OutboxStore, or the SQL one on an engine
+        #: (:func:`kale.outbox.open_database`).
+        self.store: OutboxStore = _on(engine) if isinstance(engine, Engine) else engine
+        #: The engine, when the store is on one.
+        self.engine: Optional[Engine] = getattr(self.store, 'engine', None)
         #: Whose signing keys check the rows' MACs: the app's whose broker it is.
         self.config = config
         self.broker = broker
@@ -101,40 +99,24 @@ class Relay:
         #: The records' claim of unique keys (RecordStore.claim_unique).
         self.claim_unique = claim_unique
         self.counts = Counts()
-        self.postgres = engine.dialect.name == 'postgresql'
-        self._lock_file: Optional[int] = None
         self._last_purge = 0.0
         self._wake = threading.Event()
         self._counting = threading.Lock()
         self._senders: Optional[ThreadPoolExecutor] = None
         self._fifo = any(broker.queues[name].fifo for name in broker.queues)
-        self._claims = _claim_statements()
-        if self.postgres:
-            event.listen(engine, 'connect', _asynchronous_commit)
 
     # --- one round --------------------------------------------------------------------
 
     def send_round(self) -> int:
         """Claim, check, send, delete and record up to BATCH rows; how many
-        were sent (rows that fail their check are set aside instead)."""
-        if self.postgres:        # deleted as claimed: the delete commits once they are sent
-            with self.engine.begin() as conn:
-                rows = self._claim(conn)
-                if not rows:
-                    return 0
-                rows, rejected = self._checked(rows)
-                records = self._send(rows)
-                self._set_aside(conn, rejected)
-        else:                    # one relay per database: read, send, then delete
-            with self.engine.connect().execution_options(kale_read=True) as conn, conn.begin():
-                claimed = self._claim(conn)
-            if not claimed:
+        were sent (rows that fail their check are set aside instead). Rows
+        claimed stay in the outbox when sending fails."""
+        with self.store.claim(BATCH, self._fifo) as claim:
+            if not claim.rows:
                 return 0
-            rows, rejected = self._checked(claimed)
+            rows, rejected = self._checked(claim.rows)
             records = self._send(rows)
-            with self.engine.begin() as conn:
-                conn.execute(delete(outbox).where(outbox.c.id.in_([row.id for row in claimed])))
-                self._set_aside(conn, rejected)
+            claim.set_aside(rejected, self.clock.time())
         with self._counting:
             self.counts.sent += len(rows)
             self.counts.rejected += len(rejected)
@@ -145,29 +127,20 @@ class Relay:
             self.write_records(records)
         return len(rows)
 
-    def _checked(self, rows: list[Any]) -> tuple[list[Any], list[tuple[Any, str]]]:
+    def _checked(self, rows: list[OutboxRow]
+                 ) -> tuple[list[OutboxRow], list[tuple[OutboxRow, str]]]:
         """The rows whose publisher's MAC holds, and the others with why
         (:mod:`kale.outbox.proof`): the relay never signs what it reads."""
         good, rejected = [], []
         for row in rows:
-            reason = proof.problem(self.config, row._mapping)
+            reason = proof.problem(self.config, row.fields())
             if reason is None:
                 good.append(row)
             else:
                 rejected.append((row, reason))
-                logger.error('outbox relay: row %d (task %r) set aside in %s, not sent: %s',
-                             row.id, str(row.task_id)[:128], rejected_table.name, reason)
+                logger.error('outbox relay: row %d (task %r) set aside in kale_outbox_rejected, '
+                             'not sent: %s', row.id, str(row.task_id)[:128], reason)
         return good, rejected
-
-    def _set_aside(self, conn: Any, rejected: list[tuple[Any, str]]) -> None:
-        """Keep the rejected rows, as they were, in kale_outbox_rejected."""
-        if not rejected:
-            return
-        now = self.clock.time()
-        conn.execute(rejected_table.insert(), [
-            dict({name: value for name, value in row._mapping.items() if name != 'id'},
-                 outbox_id=row.id, reason=reason[:500], rejected_at=now)
-            for row, reason in rejected])
 
     def _send(self, rows: list[Any]) -> list[dict[str, Any]]:
         """Send the rows (but those of unique tasks already held), in order,
@@ -233,66 +206,31 @@ class Relay:
                                         finished_at=now, updated_at=now))
         return records, held
 
-    def _claim(self, conn: Any) -> list[Any]:
-        """Up to BATCH rows in insertion order: on PostgreSQL deleted as they
-        are claimed (the delete commits with the round), on SQLite read."""
-        if not self.postgres:
-            return list(conn.execute(self._claims['read']).all())
-        if not self._fifo:           # no FIFO queue configured: every row is any relay's
-            return sorted(conn.execute(self._claims['any']).all(), key=_row_id)
-        rows = list(conn.execute(self._claims['standard']).all())
-        if len(rows) < BATCH and conn.exec_driver_sql(
-                'SELECT pg_try_advisory_xact_lock(%d)' % FIFO_LOCK).scalar():
-            rows += conn.execute(self._claims['fifo'], {'limit': BATCH - len(rows)}).all()
-        return sorted(rows, key=_row_id)
-
     def pending(self) -> tuple[int, Optional[float]]:
         """Rows waiting, and the age in seconds of the oldest."""
-        return pending(self.engine, self.clock.time())
+        return self.store.pending(self.clock.time())
 
     def purge_consumed(self) -> int:
         if self.consumed_ttl_sec is None:
             return 0
-        with self.engine.begin() as conn:
-            return int(conn.execute(delete(consumed).where(
-                consumed.c.consumed_at < self.clock.time() - self.consumed_ttl_sec)).rowcount or 0)
+        return self.store.purge_consumed(self.clock.time() - self.consumed_ttl_sec)
 
     # --- the loop ---------------------------------------------------------------------
 
     def claim_database(self) -> None:
-        """Check the tables, and on SQLite take the one relay's lock
-        (OutboxError when another relay holds it)."""
-        init(self.engine)
-        if self.postgres:
-            return
-        database = self.engine.url.database
-        if not database or database == ':memory:':
-            return
-        path = os.path.abspath(database) + '-kale-relay.lock'
-        try:
-            handle = open_private(path, os.O_RDWR | os.O_CREAT)     # never through a link
-        except OSError as exc:
-            raise OutboxError('the relay\'s lock file %s cannot be opened (%s): it must be a '
-                              'file of this user, not a symbolic link' % (path, exc.strerror)) \
-                from None
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(handle)
-            raise OutboxError('another relay already sends the outbox of %s: SQLite allows one '
-                              'relay per database (use PostgreSQL for several)' % database) \
-                from None
-        self._lock_file = handle
+        """Check the tables, and where a database allows one relay (SQLite)
+        take its place (OutboxError when another relay holds it)."""
+        self.store.init()
+        self.store.hold()
 
     def run(self, stop: threading.Event, until_empty: bool = False) -> None:
         """Send until ``stop`` is set (or, ``until_empty``, until a round finds
         nothing), with LOOPS rounds at once on PostgreSQL."""
         self.claim_database()
-        listener = _Listener(self.engine, self._wake) if self.postgres and not until_empty \
-            else None
+        listener = self.store.listen(self._wake) if not until_empty else None
         others = [threading.Thread(target=self._loop, args=(stop, until_empty),
                                    name='kale-relay-%d' % number, daemon=True)
-                  for number in range(1, LOOPS if self.postgres else 1)]
+                  for number in range(1, LOOPS if self.store.concurrent else 1)]
         try:
             for thread in others:
                 thread.start()
@@ -307,9 +245,7 @@ class Relay:
             if self._senders is not None:
                 self._senders.shutdown()
                 self._senders = None
-            if self._lock_file is not None:
-                os.close(self._lock_file)
-                self._lock_file = None
+            self.store.let_go()
 
     def _loop(self, stop: threading.Event, until_empty: bool) -> None:
         backoff = 0.0
@@ -350,44 +286,15 @@ class Relay:
         self._wake.set()
 
 
-def _row_id(row: Any) -> int:
-    return int(row.id)
-
-
-def _claim_statements() -> dict[str, Any]:
-    """The claims of a round, built once: ``read`` (SQLite's one relay);
-    ``any``, ``standard`` (rows without a deduplication id, which every FIFO
-    row has; a fair queue's row may have a group, its tenant) and ``fifo`` (of the
-    advisory lock's holder, up to ``:limit``), each a DELETE of the rows it
-    picks, RETURNING them."""
-    first = select(outbox.c.id).order_by(outbox.c.id)
-
-    def take(picked: Any) -> Any:
-        return delete(outbox).where(outbox.c.id.in_(picked.scalar_subquery())) \
-            .returning(*outbox.c)
-    return {
-        'read': select(outbox).order_by(outbox.c.id).limit(BATCH),
-        'any': take(first.limit(BATCH).with_for_update(skip_locked=True)),
-        'standard': take(first.where(outbox.c.dedup_id.is_(None)).limit(BATCH)
-                         .with_for_update(skip_locked=True)),
-        'fifo': take(first.where(outbox.c.dedup_id.is_not(None))
-                     .limit(bindparam('limit')).with_for_update()),
-    }
-
-
-def _asynchronous_commit(dbapi_connection: Any, record: Any) -> None:
-    """The relay's commits do not wait for the server's disk: a delete lost
-    in a crash of the database server sends its rows again (at least once)."""
-    with dbapi_connection.cursor() as cursor:
-        cursor.execute('SET synchronous_commit = off')
-    dbapi_connection.commit()
+def _on(engine: Engine) -> OutboxStore:
+    from kale.store.sql.outbox import SQLOutbox
+    return SQLOutbox(engine)
 
 
 def pending(engine: Engine, now: float) -> tuple[int, Optional[float]]:
-    """Rows of the outbox waiting to be sent, and the age in seconds of the oldest."""
-    with engine.connect().execution_options(kale_read=True) as conn, conn.begin():
-        count, oldest = conn.execute(select(func.count(), func.min(outbox.c.created_at))).one()
-    return int(count), (now - oldest) if oldest is not None else None
+    """Rows of the outbox on ``engine`` waiting to be sent, and the age in
+    seconds of the oldest."""
+    return _on(engine).pending(now)
 
 
 def with_records(config: Config, url: Optional[str] = None) -> dict[str, Any]:
@@ -406,34 +313,3 @@ def with_records(config: Config, url: Optional[str] = None) -> dict[str, Any]:
     def claim(claims: Any, now: float, for_sec: float) -> list[str]:
         return get_recorder(config, url).store.unique.claim(claims, now, for_sec)
     return {'write_records': write, 'claim_unique': claim}
-
-
-class _Listener:
-    """LISTEN kale_outbox on a connection of its own, on a thread that sets
-    ``wake`` at each notification."""
-
-    def __init__(self, engine: Engine, wake: threading.Event):
-        self.wake = wake
-        self._closed = threading.Event()
-        self._url = engine.url.set(drivername='postgresql').render_as_string(hide_password=False)
-        self._thread = threading.Thread(target=self._run, name='kale-outbox-listen', daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        import psycopg
-        while not self._closed.is_set():
-            try:
-                with psycopg.connect(self._url, autocommit=True) as conn:
-                    conn.execute('LISTEN %s' % CHANNEL)
-                    self.wake.set()               # anything sent while not listening
-                    while not self._closed.is_set():
-                        for _ in conn.notifies(timeout=1.0, stop_after=1):
-                            self.wake.set()
-            except psycopg.Error as exc:
-                logger.warning('outbox relay: LISTEN failed (%s); polling meanwhile',
-                               str(exc).splitlines()[0])
-                self._closed.wait(2.0)
-
-    def close(self) -> None:
-        self._closed.set()
-        self._thread.join(5)

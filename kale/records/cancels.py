@@ -26,7 +26,7 @@ mapped, and maps the new one when it was deleted or replaced. The file only
 ever holds its 8 bytes: like SQLite's own ``-shm`` file, it must not be
 truncated while workers run (reading a truncated mapping kills the process).
 It is made owner-only and never opened through a symbolic link
-(:mod:`kale.records.files`).
+(:mod:`kale.store.files`).
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ import os
 import time
 from typing import Any, Callable, Optional, Sequence
 
-from kale.records.files import NO_FOLLOW, open_private
+from kale.store.files import NO_FOLLOW, open_private
 
 logger = logging.getLogger(__name__)
 

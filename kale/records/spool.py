@@ -27,7 +27,7 @@ import os
 import socket
 from typing import Any, Callable, Optional, Sequence
 
-from kale.records.files import open_private
+from kale.store.files import open_private
 
 logger = logging.getLogger(__name__)
 

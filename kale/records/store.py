@@ -17,7 +17,8 @@ from typing import Any, Iterator, Optional, Sequence
 
 from kale.config import Config
 from kale.exceptions import ImproperlyConfigured, RecordsUnavailableError
-from kale.records import cancels, files
+from kale.records import cancels
+from kale.store import files
 from kale.store.sql import schema
 from kale.store.sql.facets import Facets
 from kale.store.sql.schema import (

@@ -11,18 +11,21 @@ memory, SQLite and PostgreSQL stores: a new backend passes it to be accepted.
 The facets moved here so far: :class:`~kale.store.schedules.ScheduleStore`
 (``store.schedules``), :class:`~kale.store.unique.UniqueStore`
 (``store.unique``), :class:`~kale.store.flow.FlowStore` (``store.flow``),
-:class:`~kale.store.webhooks.WebhookStore` (``store.webhooks``) and
-:class:`~kale.store.workflows.WorkflowStore` (``store.workflows``). The others
-are still written where their feature is (:mod:`kale.records.store` and the
-features' ``state`` modules) and move here one by one.
+:class:`~kale.store.webhooks.WebhookStore` (``store.webhooks``),
+:class:`~kale.store.workflows.WorkflowStore` (``store.workflows``) and
+:class:`~kale.store.outbox.OutboxStore` (``store.outbox``: on the application's
+own database, :class:`kale.store.sql.outbox.SQLOutbox`). The task records'
+statements are still in :mod:`kale.records` (the store, its queries and
+retries), and move here next.
 """
 from __future__ import annotations
 
 from kale.store.flow import FlowStore
+from kale.store.outbox import OutboxStore, OutboxWriter
 from kale.store.schedules import Lease, Progress, ScheduleStore
 from kale.store.unique import UniqueStore
 from kale.store.webhooks import WebhookStore
 from kale.store.workflows import WorkflowStore
 
-__all__ = ['FlowStore', 'Lease', 'Progress', 'ScheduleStore', 'UniqueStore',
-           'WebhookStore', 'WorkflowStore']
+__all__ = ['FlowStore', 'Lease', 'OutboxStore', 'OutboxWriter', 'Progress', 'ScheduleStore',
+           'UniqueStore', 'WebhookStore', 'WorkflowStore']

@@ -136,7 +136,7 @@ class Api:
         self._make_broker = broker or command_broker
         self._broker: Optional[Broker] = None
         self._registry: Any = None          # /metrics' registry, made at the first scrape
-        self._outbox: Optional[tuple[str, Any]] = None     # (OUTBOX_URL, its engine)
+        self._outbox: Optional[tuple[str, Any]] = None     # (OUTBOX_URL, its outbox store)
         self._lock = threading.Lock()
 
     @property
@@ -262,14 +262,14 @@ class Api:
             return {'configured': False}
         from sqlalchemy.exc import SQLAlchemyError
 
-        from kale.outbox.relay import pending
-        from kale.outbox.schema import open_database
+        from kale.store.sql.outbox import SQLOutbox
+        from kale.store.sql.outbox_schema import open_database
         with self._lock:
             if self._outbox is None or self._outbox[0] != url:
-                self._outbox = (url, open_database(url))
-            engine = self._outbox[1]
+                self._outbox = (url, SQLOutbox(open_database(url)))
+            store = self._outbox[1]
         try:
-            count, oldest = pending(engine, time.time())
+            count, oldest = store.pending(time.time())
         except SQLAlchemyError as exc:
             raise RecordsUnavailableError('outbox %s: %s' % (
                 safe_url(url), str(exc).splitlines()[0])) from None

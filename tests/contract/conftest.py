@@ -34,3 +34,26 @@ def set_status(store, task_id: str, status: TaskStatus) -> None:
         conn.execute(tasks.insert().values(id=task_id, task='t.T', queue='default',
                                            status=status, attempts=0, published_at=1.0,
                                            updated_at=1.0))
+
+
+@pytest.fixture(params=['memory', 'sqlite', 'postgres'])
+def outbox_store(request, tmp_path):
+    """A fresh outbox store of each kind, and a function that writes rows in
+    a transaction of its own (as ``outbox.publish`` does in the caller's)."""
+    if request.param == 'memory':
+        from kale.store.memory import MemoryStore
+        store = MemoryStore('memory://%s' % request.node.name).outbox
+        yield store, store.insert
+        return
+    from kale.outbox import init, open_database
+    from kale.store.sql.outbox import SQLOutbox, SQLOutboxWriter
+    url = 'sqlite:///%s' % (tmp_path / 'app.db') if request.param == 'sqlite' else \
+        request.getfixturevalue('postgres_cluster').new_database()
+    engine = open_database(url)
+    init(engine)
+
+    def write(rows):
+        with engine.begin() as conn:
+            SQLOutboxWriter(conn).insert(rows)
+    yield SQLOutbox(engine), write
+    engine.dispose()

@@ -10,8 +10,8 @@ import pytest
 from sqlalchemy import select
 
 from kale import outbox, records
-from kale.outbox.schema import open_database
-from kale.outbox.schema import outbox as outbox_table
+from kale.store.sql.outbox_schema import open_database
+from kale.store.sql.outbox_schema import outbox as outbox_table
 from tests import outbox_tasks as ot
 from tests.support.endpoint import ROOT, subprocess_env
 from tests.support.processes import WorkerProcess, wait_for

@@ -16,9 +16,10 @@ from sqlalchemy.orm import Session
 from kale import outbox, records
 from kale.conf import settings
 from kale.exceptions import OutboxError, PublishError, SQSError
-from kale.outbox.relay import MAX_BACKOFF_SEC, Relay, _claim_statements, with_records
-from kale.outbox.schema import open_database
-from kale.outbox.schema import outbox as outbox_table
+from kale.outbox.relay import MAX_BACKOFF_SEC, Relay, with_records
+from kale.store.sql import outbox as sql_outbox
+from kale.store.sql.outbox_schema import open_database
+from kale.store.sql.outbox_schema import outbox as outbox_table
 from tests import outbox_tasks as ot
 from tests.support.work import work
 
@@ -218,9 +219,8 @@ def test_a_fair_queues_rows_are_relayed_with_their_tenant_and_in_parallel(app, t
     # the claim any PostgreSQL relay makes takes them (the FIFO one, under its
     # lock, is for rows with a deduplication id); rolled back, sent below
     with engine.connect() as conn, conn.begin() as transaction:
-        claims = _claim_statements()
-        assert len(conn.execute(claims['standard']).all()) == 2
-        assert conn.execute(claims['fifo'], {'limit': 10}).all() == []
+        assert len(conn.execute(sql_outbox._STANDARD, {'limit': 10}).all()) == 2
+        assert conn.execute(sql_outbox._FIFO, {'limit': 10}).all() == []
         transaction.rollback()
     assert relay.send_round() == 2
     name = broker.sqs_name(broker.queues['tenants'])
@@ -296,7 +296,7 @@ def outbox_rows(engine):
 def test_a_row_changed_in_the_database_is_set_aside_unsent(app, tmp_path, change):
     """The relay checks each row's publisher's MAC before it sends it or
     writes its record; a row that fails is kept in kale_outbox_rejected."""
-    from kale.outbox.schema import rejected
+    from kale.store.sql.outbox_schema import rejected
     engine, relay, broker = app
     out = tmp_path / 'runs'
     with engine.begin() as conn:

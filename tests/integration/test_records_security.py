@@ -210,7 +210,7 @@ def test_a_database_file_another_user_made_in_a_shared_directory_is_refused(tmp_
                                                                           monkeypatch):
     """A file squatted in /tmp by someone else before Kale opened it: refused
     in one line; a file of ours that others could read is made owner-only."""
-    from kale.records import files
+    from kale.store import files
     shared = tmp_path / 'shared'
     shared.mkdir()
     shared.chmod(0o1777)
@@ -230,8 +230,8 @@ def test_the_relays_lock_file_is_never_opened_through_a_link(tmp_path):
     from kale.broker import Broker
     from kale.exceptions import OutboxError
     from kale.outbox.relay import Relay
-    from kale.outbox.schema import open_database
     from kale.queue_config import get_queue_config
+    from kale.store.sql.outbox_schema import open_database
     from kale.transport.memory import MemoryTransport
     target = tmp_path / 'elsewhere'
     (tmp_path / 'app.db-kale-relay.lock').symlink_to(target)

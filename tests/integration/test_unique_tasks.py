@@ -13,7 +13,7 @@ from kale import outbox, records
 from kale.conf import settings
 from kale.exceptions import PublishError, SQSError
 from kale.outbox.relay import Relay, with_records
-from kale.outbox.schema import open_database
+from kale.store.sql.outbox_schema import open_database
 from tests import outbox_tasks as ot
 from tests.support.work import work
 

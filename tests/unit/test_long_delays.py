@@ -311,7 +311,7 @@ def test_a_waiting_record_outlives_the_queued_ttl_until_its_due_time(records_url
 def test_the_outbox_sends_a_long_wait_as_sqs_longest_delay_with_its_due_time(
         timeline, records_url):
     from kale.outbox.relay import Relay, with_records
-    from kale.outbox.schema import open_database
+    from kale.store.sql.outbox_schema import open_database
     broker, clock = timeline
     engine = open_database(records_url)
     outbox.init(engine)

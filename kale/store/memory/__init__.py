@@ -6,6 +6,7 @@ import threading
 from typing import Any
 
 from kale.store.memory.flow import MemoryFlow
+from kale.store.memory.outbox import MemoryOutbox
 from kale.store.memory.schedules import MemorySchedules
 from kale.store.memory.unique import MemoryUnique
 from kale.store.memory.webhooks import MemoryWebhooks
@@ -25,6 +26,7 @@ class MemoryStore:
         self.flow = MemoryFlow(self)
         self.webhooks = MemoryWebhooks(self)
         self.workflows = MemoryWorkflows(self)
+        self.outbox = MemoryOutbox(self)
 
     def __repr__(self) -> str:
         return 'MemoryStore(%r)' % self.url

@@ -131,8 +131,8 @@ def open_database(url: str, setting: str = 'OUTBOX_URL') -> Engine:
     from sqlalchemy import create_engine, event
 
     from kale.exceptions import ImproperlyConfigured
-    from kale.records.files import prepare_database
-    from kale.records.store import engine_url, safe_url
+    from kale.store.files import prepare_database
+    from kale.store.sql.urls import engine_url, safe_url
     try:
         target = engine_url(url)
         if target.get_backend_name() != 'sqlite':

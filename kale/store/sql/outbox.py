@@ -1,0 +1,260 @@
+"""The outbox's facet on the application's database (see :mod:`kale.store.outbox`).
+
+- PostgreSQL: any number of relays, each with several rounds at once. A
+  round claims its rows with one ``DELETE ... RETURNING`` of rows picked
+  ``FOR UPDATE SKIP LOCKED``, so two healthy rounds never hold one row, and
+  its transaction commits (asynchronously: a delete lost in a server crash
+  means a duplicate, which at-least-once allows) once the block returns.
+  Rows of FIFO groups are claimed only by the round holding an advisory
+  lock, in insertion order. An insert notifies ``kale_outbox``.
+- SQLite: one relay per database, held by a lock on a file beside it. A
+  round reads its rows in a read transaction, and deletes them in a write
+  transaction once the block returns.
+
+The publish side inserts on the caller's connection with the driver's own
+statement (SQLAlchemy's compile and result set-up would cost more than the
+insert), built once per driver.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import threading
+from typing import Any, Iterator, Optional, Sequence
+
+from sqlalchemy import Connection, Engine, bindparam, delete, event, func, select
+from sqlalchemy.exc import SQLAlchemyError
+
+from kale.exceptions import OutboxError
+from kale.store.files import open_private
+from kale.store.outbox import ROW_FIELDS, OutboxRow
+from kale.store.sql.driver import insert_for
+from kale.store.sql.outbox_schema import CHANNEL, consumed, init, outbox, rejected
+
+logger = logging.getLogger(__name__)
+
+#: The advisory lock of the round that claims FIFO rows ('kalf').
+FIFO_LOCK = 0x6B616C66
+#: The columns the publish side writes (all but the id).
+WRITTEN = ROW_FIELDS[1:]
+_JSON_COLUMNS = ('attributes', 'record')
+_INSERTS: dict[str, str] = {}
+
+
+def _take(picked: Any) -> Any:
+    return delete(outbox).where(outbox.c.id.in_(picked.scalar_subquery())).returning(*outbox.c)
+
+
+_FIRST = select(outbox.c.id).order_by(outbox.c.id)
+#: SQLite's one relay reads; PostgreSQL's take any rows, the standard ones
+#: (without a deduplication id, which every FIFO row has), or the FIFO ones.
+_READ = select(outbox).order_by(outbox.c.id).limit(bindparam('limit'))
+_ANY = _take(_FIRST.limit(bindparam('limit')).with_for_update(skip_locked=True))
+_STANDARD = _take(_FIRST.where(outbox.c.dedup_id.is_(None)).limit(bindparam('limit'))
+                  .with_for_update(skip_locked=True))
+_FIFO = _take(_FIRST.where(outbox.c.dedup_id.is_not(None)).limit(bindparam('limit'))
+              .with_for_update())
+
+
+def _row(row: Any) -> OutboxRow:
+    return OutboxRow(*row)              # the table's columns are the row's fields, in order
+
+
+class _Claim:
+    def __init__(self, conn: Optional[Connection], rows: list[OutboxRow]):
+        self.conn = conn
+        self.rows = rows
+        self.rejected: list[dict[str, Any]] = []
+
+    def set_aside(self, rejected_rows: Sequence[tuple[OutboxRow, str]], now: float) -> None:
+        self.rejected += [dict({name: getattr(row, name) for name in WRITTEN}, outbox_id=row.id,
+                               reason=reason[:500], rejected_at=now)
+                          for row, reason in rejected_rows]
+        if self.conn is not None and self.rejected:     # PostgreSQL: in the round's transaction
+            self.conn.execute(rejected.insert(), self.rejected)
+            self.rejected = []
+
+
+class SQLOutbox:
+    """The relay's side of the outbox on ``engine`` (made by
+    :func:`kale.outbox.open_database`)."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self.concurrent = engine.dialect.name == 'postgresql'
+        self._lock_file: Optional[int] = None
+        if self.concurrent and not event.contains(engine, 'connect', _asynchronous_commit):
+            event.listen(engine, 'connect', _asynchronous_commit)
+
+    def init(self) -> list[str]:
+        return init(self.engine)
+
+    def hold(self) -> None:
+        database = self.engine.url.database
+        if self.concurrent or not database or database == ':memory:':
+            return
+        path = os.path.abspath(database) + '-kale-relay.lock'
+        try:
+            handle = open_private(path, os.O_RDWR | os.O_CREAT)     # never through a link
+        except OSError as exc:
+            raise OutboxError('the relay\'s lock file %s cannot be opened (%s): it must be a '
+                              'file of this user, not a symbolic link' % (path, exc.strerror)) \
+                from None
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(handle)
+            raise OutboxError('another relay already sends the outbox of %s: SQLite allows one '
+                              'relay per database (use PostgreSQL for several)' % database) \
+                from None
+        self._lock_file = handle
+
+    def let_go(self) -> None:
+        if self._lock_file is not None:
+            os.close(self._lock_file)
+            self._lock_file = None
+
+    @contextlib.contextmanager
+    def claim(self, limit: int, fifo: bool) -> Iterator[_Claim]:
+        if self.concurrent:              # deleted as claimed: the delete commits at the end
+            with self.engine.begin() as conn:
+                yield _Claim(conn, self._claim_concurrent(conn, limit, fifo))
+            return
+        with self.engine.connect().execution_options(kale_read=True) as conn, conn.begin():
+            rows = [_row(row) for row in conn.execute(_READ, {'limit': limit}).all()]
+        claim = _Claim(None, rows)
+        yield claim
+        if rows:
+            with self.engine.begin() as conn:
+                conn.execute(delete(outbox).where(outbox.c.id.in_([row.id for row in rows])))
+                if claim.rejected:
+                    conn.execute(rejected.insert(), claim.rejected)
+
+    @staticmethod
+    def _claim_concurrent(conn: Connection, limit: int, fifo: bool) -> list[OutboxRow]:
+        if not fifo:                     # no FIFO queue configured: every row is any round's
+            rows = list(conn.execute(_ANY, {'limit': limit}).all())
+        else:
+            rows = list(conn.execute(_STANDARD, {'limit': limit}).all())
+            if len(rows) < limit and conn.exec_driver_sql(
+                    'SELECT pg_try_advisory_xact_lock(%d)' % FIFO_LOCK).scalar():
+                rows += conn.execute(_FIFO, {'limit': limit - len(rows)}).all()
+        return sorted((_row(row) for row in rows), key=lambda row: row.id)
+
+    def pending(self, now: float) -> tuple[int, Optional[float]]:
+        with self.engine.connect().execution_options(kale_read=True) as conn, conn.begin():
+            count, oldest = conn.execute(select(func.count(),
+                                                func.min(outbox.c.created_at))).one()
+        return int(count), (now - oldest) if oldest is not None else None
+
+    def purge_consumed(self, before: float) -> int:
+        with self.engine.begin() as conn:
+            return int(conn.execute(delete(consumed).where(
+                consumed.c.consumed_at < before)).rowcount or 0)
+
+    def listen(self, wake: threading.Event) -> Optional['_Listener']:
+        return _Listener(self.engine, wake) if self.concurrent else None
+
+    @staticmethod
+    def writer(conn: Connection) -> 'SQLOutboxWriter':
+        return SQLOutboxWriter(conn)
+
+
+class SQLOutboxWriter:
+    """The publish side on the caller's connection, in its transaction."""
+
+    def __init__(self, connection: Connection):
+        self.connection = connection
+
+    def insert(self, rows: Sequence[dict[str, Any]]) -> None:
+        try:
+            self._insert(rows)
+        except SQLAlchemyError as exc:
+            raise OutboxError('outbox: cannot insert into kale_outbox (run `kale outbox init '
+                              '--url URL` on this database first?): %s'
+                              % str(exc).splitlines()[0]) from exc
+
+    def _insert(self, rows: Sequence[dict[str, Any]]) -> None:
+        sql = _insert_sql(self.connection)
+        if sql is None:
+            self.connection.execute(outbox.insert(), list(rows))
+            return
+        params = [_driver_row(row) for row in rows]     # the caller's rows, as the driver takes them
+        self.connection.exec_driver_sql(sql, params[0] if len(params) == 1 else params)
+
+    def consume(self, task_id: str, now: float) -> bool:
+        statement = insert_for(self.connection.dialect.name)(consumed).values(
+            task_id=task_id, consumed_at=now).on_conflict_do_nothing(
+            index_elements=[consumed.c.task_id]).returning(consumed.c.task_id)
+        try:
+            return self.connection.execute(statement).first() is not None
+        except SQLAlchemyError as exc:
+            raise OutboxError('consume_once: cannot insert into kale_consumed (run `kale outbox '
+                              'init --url URL` on this database first?): %s'
+                              % str(exc).splitlines()[0]) from exc
+
+
+def _insert_sql(connection: Connection) -> Optional[str]:
+    """The INSERT into kale_outbox in the driver's own parameter style (None
+    for a driver without one here)."""
+    driver = connection.dialect.driver
+    if driver not in _INSERTS:
+        if driver in ('psycopg', 'psycopg2'):
+            marks = ['%%(%s)s' % name for name in WRITTEN]
+        elif driver == 'pysqlite':
+            marks = [':%s' % name for name in WRITTEN]
+        else:
+            return None
+        _INSERTS[driver] = 'INSERT INTO %s (%s) VALUES (%s)' % (
+            outbox.name, ', '.join(WRITTEN), ', '.join(marks))
+    return _INSERTS[driver]
+
+
+def _driver_row(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` as the driver takes it: the JSON columns as JSON text."""
+    for name in _JSON_COLUMNS:
+        if row[name] is not None:
+            row[name] = json.dumps(row[name], separators=(',', ':'))
+    return row
+
+
+def _asynchronous_commit(dbapi_connection: Any, record: Any) -> None:
+    """The relay's commits do not wait for the server's disk: a delete lost
+    in a crash of the database server sends its rows again (at least once)."""
+    with dbapi_connection.cursor() as cursor:
+        cursor.execute('SET synchronous_commit = off')
+    dbapi_connection.commit()
+
+
+class _Listener:
+    """LISTEN kale_outbox on a connection of its own, on a thread that sets
+    ``wake`` at each notification."""
+
+    def __init__(self, engine: Engine, wake: threading.Event):
+        self.wake = wake
+        self._closed = threading.Event()
+        self._url = engine.url.set(drivername='postgresql').render_as_string(hide_password=False)
+        self._thread = threading.Thread(target=self._run, name='kale-outbox-listen', daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        import psycopg
+        while not self._closed.is_set():
+            try:
+                with psycopg.connect(self._url, autocommit=True) as conn:
+                    conn.execute('LISTEN %s' % CHANNEL)
+                    self.wake.set()               # anything sent while not listening
+                    while not self._closed.is_set():
+                        for _ in conn.notifies(timeout=1.0, stop_after=1):
+                            self.wake.set()
+            except psycopg.Error as exc:
+                logger.warning('outbox relay: LISTEN failed (%s); polling meanwhile',
+                               str(exc).splitlines()[0])
+                self._closed.wait(2.0)
+
+    def close(self) -> None:
+        self._closed.set()
+        self._thread.join(5)
