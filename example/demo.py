@@ -107,7 +107,7 @@ def publish_outbox(workdir: str) -> int:
 
     from example.taskworker import tasks
     from kale import outbox
-    from kale.outbox.schema import open_database
+    from kale.outbox import open_database
     url = 'sqlite:///%s' % os.path.join(workdir, 'shop.db')
     subprocess.run([sys.executable, '-m', 'kale', 'outbox', 'init', '--url', url], cwd=ROOT,
                    check=True, capture_output=True)

@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from kale import internal
 from kale.broker import Broker
-from kale.codec import Codec
+from kale.codec import Codec, Frame
 from kale.exceptions import (
     BatchSendError,
     DecodeError,
@@ -28,7 +28,7 @@ from kale.exceptions import (
     UnknownTaskPathError,
 )
 from kale.fair import keep_tenant
-from kale.message import ATTR_DEAD_LETTER_REASON, publisher_identity
+from kale.message import ATTR_DEAD_LETTER_REASON, Message, publisher_identity
 from kale.queue_config import TaskQueue
 from kale.registry import resolve_task
 from kale.transport import MAX_BATCH_ENTRIES, OutgoingMessage, ReceivedMessage, VisibilityChange
@@ -208,26 +208,42 @@ def redrive(broker: Broker, queue: TaskQueue, limit: Optional[int] = None,
     left_handles: list[str] = []
     try:
         while limit is None or report.moved < limit:
-            wanted = MAX_BATCH_ENTRIES if limit is None \
-                else min(MAX_BATCH_ENTRIES, limit - report.moved)
-            batch = broker.transport.receive(dead_name, wanted, 1, REDRIVE_VISIBILITY_SEC,
-                                             [ATTR_DEAD_LETTER_REASON])
+            batch = broker.transport.receive(dead_name, _wanted(limit, report.moved), 1,
+                                             REDRIVE_VISIBILITY_SEC, [ATTR_DEAD_LETTER_REASON])
             if not batch:
                 break
             movable = _movable(broker, queue, batch, reason, report, left_handles)
             if dry_run:
                 left_handles += [received.receipt_handle for received, _, _ in movable]
-            else:       # failed dead runs go back to the dead-run queue
-                _move(broker, queue, dead_name, [m[:2] for m in movable if not m[2]], report,
-                      broker.send)
-                _move(broker, queue, dead_name, [m[:2] for m in movable if m[2]], report,
-                      broker.send_dead_runs)
+            else:
+                _move_batch(broker, queue, dead_name, movable, report)
             progress(report)
     finally:
-        if left_handles:
-            broker.transport.change_visibility_batch(
-                dead_name, [VisibilityChange(handle, 0) for handle in left_handles])
+        _release(broker, dead_name, left_handles)
     return report
+
+
+def _wanted(limit: Optional[int], moved: int) -> int:
+    """How many dead letters to receive next, ``moved`` of at most ``limit`` moved."""
+    return MAX_BATCH_ENTRIES if limit is None else min(MAX_BATCH_ENTRIES, limit - moved)
+
+
+def _move_batch(broker: Broker, queue: TaskQueue, dead_name: str,
+                movable: Sequence[tuple[ReceivedMessage, OutgoingMessage, bool]],
+                report: RedriveReport) -> None:
+    """Move a batch's copies to the queue, and failed dead runs back to the
+    dead-run queue."""
+    _move(broker, queue, dead_name, [m[:2] for m in movable if not m[2]], report,
+          broker.send)
+    _move(broker, queue, dead_name, [m[:2] for m in movable if m[2]], report,
+          broker.send_dead_runs)
+
+
+def _release(broker: Broker, dead_name: str, left_handles: list[str]) -> None:
+    """Make the dead letters left in place visible again at once."""
+    if left_handles:
+        broker.transport.change_visibility_batch(
+            dead_name, [VisibilityChange(handle, 0) for handle in left_handles])
 
 
 def _movable(broker: Broker, queue: TaskQueue, batch: Sequence[ReceivedMessage],
@@ -247,32 +263,47 @@ def _movable(broker: Broker, queue: TaskQueue, batch: Sequence[ReceivedMessage],
             left_handles.append(received.receipt_handle)
             continue
         try:
-            target = sqs_name
-            try:
-                envelope = codec.open(received.body, sqs_name, check_age=False)
-            except DecodeError as exc:
-                if exc.reason != DecodeError.WRONG_QUEUE or dead_run_name is None:
-                    raise
-                target = dead_run_name          # a dead run that failed for good
-                envelope = codec.open(received.body, target, check_age=False)
-            message = codec.read(envelope)          # a payload in S3 is checked, too
+            target, envelope, message = _decode(codec, received, sqs_name, dead_run_name)
         except DecodeError as exc:
             report.skipped += 1
             report.skipped_reasons[exc.reason] = report.skipped_reasons.get(exc.reason, 0) + 1
             left_handles.append(received.receipt_handle)
             continue
-        now = time.time()
-        fresh = dataclasses.replace(message, retry_num=0, failure_num=0, sent_at=now,
-                                    published_at=now, unsettled=0, publisher=publisher_identity())
-        copy = codec.reissue(envelope, fresh, target)      # a payload in S3: same object
-        if queue.fifo:      # back into its group; moving it twice sends it once
-            copy = dataclasses.replace(copy, group_id=received.group_id or 'kale',
-                                       dedup_id='redrive-' + received.message_id)
-        elif queue.fair:    # back in its tenant
-            copy = keep_tenant(copy, received.group_id)
+        copy = _fresh_copy(codec, queue, received, envelope, message, target)
         movable.append((received, copy, target != sqs_name))
         report.count_moved(why, message.published_at)
     return movable
+
+
+def _decode(codec: Codec, received: ReceivedMessage, sqs_name: str,
+            dead_run_name: Optional[str]) -> tuple[str, Frame, Message]:
+    """The queue a dead letter was signed for (the queue, or its dead-run queue
+    for a dead run that failed for good), its envelope and its message;
+    DecodeError when it does not verify for either."""
+    target = sqs_name
+    try:
+        envelope = codec.open(received.body, sqs_name, check_age=False)
+    except DecodeError as exc:
+        if exc.reason != DecodeError.WRONG_QUEUE or dead_run_name is None:
+            raise
+        target = dead_run_name          # a dead run that failed for good
+        envelope = codec.open(received.body, target, check_age=False)
+    return target, envelope, codec.read(envelope)   # a payload in S3 is checked, too
+
+
+def _fresh_copy(codec: Codec, queue: TaskQueue, received: ReceivedMessage, envelope: Frame,
+                message: Message, target: str) -> OutgoingMessage:
+    """A copy of the dead letter for ``target``, its counts reset and issued now."""
+    now = time.time()
+    fresh = dataclasses.replace(message, retry_num=0, failure_num=0, sent_at=now,
+                                published_at=now, unsettled=0, publisher=publisher_identity())
+    copy = codec.reissue(envelope, fresh, target)      # a payload in S3: same object
+    if queue.fifo:      # back into its group; moving it twice sends it once
+        return dataclasses.replace(copy, group_id=received.group_id or 'kale',
+                                   dedup_id='redrive-' + received.message_id)
+    if queue.fair:      # back in its tenant
+        return keep_tenant(copy, received.group_id)
+    return copy
 
 
 def _move(broker: Broker, queue: TaskQueue, dead_name: str,

@@ -26,6 +26,34 @@ MAX_WAIT_SEC = 365 * 24 * 3600
 DUE_SLACK_SEC = 1.0
 
 
+def _eta_wait(task_name: str, delay_sec: Any, eta: Any, now: float) -> float:
+    """The seconds from ``now`` until ``eta`` (0 when it is past); InvalidDelayError when
+    ``delay_sec`` is given as well or ``eta`` is not a timezone-aware datetime within 365 days."""
+    if not (isinstance(delay_sec, numbers.Real) and not isinstance(delay_sec, bool)
+            and delay_sec == 0):
+        raise InvalidDelayError('task %s: give delay_sec or eta, not both (got delay_sec=%r '
+                                'and eta=%r)' % (task_name, delay_sec, eta))
+    if not isinstance(eta, datetime.datetime) or eta.utcoffset() is None:
+        raise InvalidDelayError('task %s: eta must be a timezone-aware datetime (e.g. '
+                                'datetime.now(timezone.utc) + timedelta(days=1)), got %r'
+                                % (task_name, eta))
+    wait = eta.timestamp() - now
+    if wait > MAX_WAIT_SEC:
+        raise InvalidDelayError('task %s: eta %s is more than 365 days away'
+                                % (task_name, eta.isoformat()))
+    return max(wait, 0.0)
+
+
+def _delay_wait(task_name: str, delay_sec: Any) -> float:
+    """``delay_sec`` as seconds; InvalidDelayError unless it is a number within 0..365 days."""
+    if isinstance(delay_sec, bool) or not isinstance(delay_sec, numbers.Real) \
+            or math.isnan(delay_sec) or not 0 <= float(delay_sec) <= MAX_WAIT_SEC:
+        raise InvalidDelayError('task %s: delay_sec must be a number of seconds within '
+                                '0..%d (365 days), got %r' % (task_name, MAX_WAIT_SEC,
+                                                              delay_sec))
+    return float(delay_sec)
+
+
 def check_wait(task_name: str, delay_sec: Any = 0, eta: Any = None,
                now: float = 0.0) -> tuple[int, Optional[float]]:
     """The SQS delay to send a task with (whole seconds, 0..900) and its due
@@ -34,26 +62,9 @@ def check_wait(task_name: str, delay_sec: Any = 0, eta: Any = None,
     the past runs now), at ``now``. InvalidDelayError, one line naming the
     task, for anything else."""
     if eta is not None:
-        if not (isinstance(delay_sec, numbers.Real) and not isinstance(delay_sec, bool)
-                and delay_sec == 0):
-            raise InvalidDelayError('task %s: give delay_sec or eta, not both (got delay_sec=%r '
-                                    'and eta=%r)' % (task_name, delay_sec, eta))
-        if not isinstance(eta, datetime.datetime) or eta.utcoffset() is None:
-            raise InvalidDelayError('task %s: eta must be a timezone-aware datetime (e.g. '
-                                    'datetime.now(timezone.utc) + timedelta(days=1)), got %r'
-                                    % (task_name, eta))
-        wait = eta.timestamp() - now
-        if wait > MAX_WAIT_SEC:
-            raise InvalidDelayError('task %s: eta %s is more than 365 days away'
-                                    % (task_name, eta.isoformat()))
-        wait = max(wait, 0.0)
+        wait = _eta_wait(task_name, delay_sec, eta, now)
     else:
-        if isinstance(delay_sec, bool) or not isinstance(delay_sec, numbers.Real) \
-                or math.isnan(delay_sec) or not 0 <= float(delay_sec) <= MAX_WAIT_SEC:
-            raise InvalidDelayError('task %s: delay_sec must be a number of seconds within '
-                                    '0..%d (365 days), got %r' % (task_name, MAX_WAIT_SEC,
-                                                                  delay_sec))
-        wait = float(delay_sec)
+        wait = _delay_wait(task_name, delay_sec)
     if wait <= MAX_DELAY_SEC:
         return int(math.ceil(wait)), None
     return MAX_DELAY_SEC, now + wait

@@ -131,13 +131,14 @@ class Message:
         unsettled, sent_at = get('unsettled', 0), get('enqueued_at', 0.0)
         publisher = get('publisher', '')
         # One test for the usual payload; the field by field search only to
-        # say what is wrong with another.
-        if not (type(task_id) is str and type(task_name) is str and type(publisher) is str
+        # say what is wrong with another. The counts are ints by then, and
+        # the OR of ints is negative when one of them is.
+        if not (type(task_id) is type(task_name) is type(publisher) is str
                 and type(args) in _SEQUENCE and type(kwargs) is dict
-                and type(retry_num) is int and type(failure_num) is int
-                and type(unsettled) is int and type(sent_at) in _NUMBER
-                and retry_num >= 0 and failure_num >= 0 and unsettled >= 0
-                and (not kwargs or all(type(name) is str for name in kwargs))):
+                and type(retry_num) is type(failure_num) is type(unsettled) is int
+                and type(sent_at) in _NUMBER
+                and (retry_num | failure_num | unsettled) >= 0
+                and (not kwargs or _text_names(kwargs))):
             _refuse(payload)
         fields = {'task_id': task_id, 'task_name': task_name, 'args': tuple(args),  # type: ignore[arg-type]
                   'kwargs': kwargs, 'app_data': get('app_data'), 'retry_num': retry_num,
@@ -146,6 +147,14 @@ class Message:
                   'context': {}, 'dead_of': '', 'dead_error': '', 'due_at': 0.0}
         fields.update(envelope)
         return speed.build(cls, fields)      # every field set and checked (see kale.speed)
+
+
+def _text_names(kwargs: dict[Any, Any]) -> bool:
+    """Whether every keyword argument name is a string."""
+    for name in kwargs:
+        if type(name) is not str:
+            return False
+    return True
 
 
 def _refuse(payload: dict[str, Any]) -> NoReturn:
@@ -162,7 +171,7 @@ def _refuse(payload: dict[str, Any]) -> NoReturn:
         value = get(key, default)
         if type(value) not in kinds:
             raise ValueError('payload field %r has type %s' % (key, type(value).__name__))
-    if not all(type(name) is str for name in payload['kwargs']):
+    if not _text_names(payload['kwargs']):
         raise ValueError('payload kwargs have a non-string name')
     raise ValueError('payload has a negative count')
 

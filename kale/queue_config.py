@@ -170,44 +170,72 @@ def _type_name(value: Any) -> str:
     return type(value).__name__
 
 
-def _validate_entry(path: str, key: Any, entry: Any, fields: set[str]) -> dict[str, Any]:
-    where = '%s: queue %r' % (path, key)
+def _check_key(path: str, key: Any, entry: Any, fields: set[str]) -> None:
+    """Refuse a queue key that is not a string, or an entry that is not a mapping of known fields."""
     if not isinstance(key, str):
         raise QueueConfigError('%s: queue name must be a string, got %r (%s)'
                                % (path, key, _type_name(key)))
+    where = '%s: queue %r' % (path, key)
     if not isinstance(entry, dict):
         raise QueueConfigError('%s: must be a mapping of fields, got %s' % (where, _type_name(entry)))
     unknown = sorted(set(entry) - fields)
     if unknown:
         raise QueueConfigError('%s: unknown field %r (fields: %s)'
                                % (where, unknown[0], ', '.join(sorted(fields))))
-    values = dict(entry)
-    values.setdefault('name', key)
+
+
+def _check_queue_names(where: str, values: dict[str, Any]) -> None:
+    """Refuse a queue or dead-letter queue name SQS would not accept."""
     for field in ('name', 'dead_letter_queue'):
         if field in values and not (isinstance(values[field], str)
                                     and QUEUE_NAME_PATTERN.match(values[field])):
             raise QueueConfigError(
                 "%s: field %r must be an SQS queue name (1-80 letters, digits, '-' or '_'), got %r"
                 % (where, field, values[field]))
+
+
+def _check_flags(where: str, values: dict[str, Any]) -> None:
+    """Refuse a ``fifo`` or ``fair`` that is not a boolean."""
     for field in ('fifo', 'fair'):
         if field in values and not isinstance(values[field], bool):
             raise QueueConfigError('%s: field %r must be true or false, got %r (%s)'
                                    % (where, field, values[field], _type_name(values[field])))
-    for field, (low, high) in INTEGER_FIELDS.items():
-        if field not in values:
-            raise QueueConfigError('%s: missing field %r' % (where, field))
-        value = values[field]
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise QueueConfigError('%s: field %r must be an integer, got %r (%s)'
-                                   % (where, field, value, _type_name(value)))
-        if value < low or (high is not None and value > high):
-            bounds = '%d..%d' % (low, high) if high is not None else 'at least %d' % low
-            raise QueueConfigError('%s: field %r must be %s, got %d' % (where, field, bounds, value))
+
+
+def _check_integer(where: str, values: dict[str, Any], field: str, low: int, high: Optional[int]) -> None:
+    """Refuse a missing integer field, a non-integer, or one outside ``low..high``."""
+    if field not in values:
+        raise QueueConfigError('%s: missing field %r' % (where, field))
+    value = values[field]
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise QueueConfigError('%s: field %r must be an integer, got %r (%s)'
+                               % (where, field, value, _type_name(value)))
+    if value < low or (high is not None and value > high):
+        bounds = '%d..%d' % (low, high) if high is not None else 'at least %d' % low
+        raise QueueConfigError('%s: field %r must be %s, got %d' % (where, field, bounds, value))
+
+
+def _check_prefetch(where: str, values: dict[str, Any]) -> None:
+    """Refuse a ``prefetch`` that is neither 'auto' nor an integer 1..batch_size."""
     prefetch = values.get('prefetch', AUTO_PREFETCH)
-    if prefetch != AUTO_PREFETCH and (isinstance(prefetch, bool) or not isinstance(prefetch, int)
-                                      or not 1 <= prefetch <= values['batch_size']):
+    if prefetch == AUTO_PREFETCH:
+        return
+    if (isinstance(prefetch, bool) or not isinstance(prefetch, int)
+            or not 1 <= prefetch <= values['batch_size']):
         raise QueueConfigError("%s: field 'prefetch' must be 'auto' or an integer 1..%d (its "
                                'batch_size), got %r' % (where, values['batch_size'], prefetch))
+
+
+def _validate_entry(path: str, key: Any, entry: Any, fields: set[str]) -> dict[str, Any]:
+    _check_key(path, key, entry, fields)
+    where = '%s: queue %r' % (path, key)
+    values = dict(entry)
+    values.setdefault('name', key)
+    _check_queue_names(where, values)
+    _check_flags(where, values)
+    for field, (low, high) in INTEGER_FIELDS.items():
+        _check_integer(where, values, field, low, high)
+    _check_prefetch(where, values)
     return values
 
 

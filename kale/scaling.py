@@ -66,27 +66,49 @@ def queue_signals(broker: Broker, records_url: Optional[str] = None,
     now = time.time() if now is None else now
     rows = [QueueSignals(**status.as_dict()) for status in queue_statuses(broker)]
     if records_url:
-        from kale import records
-        queries = records.queries(records_url)
-        oldest = queries.oldest_queued(now)
-        serving = serving_workers(queries, now)
-        for row in rows:
-            if row.name in oldest:
-                row.oldest_age_sec, row.oldest_from = max(0.0, now - oldest[row.name]), 'records'
-            elif row.visible == 0 and not row.delayed:
-                row.oldest_age_sec, row.oldest_from = 0.0, 'records'
-            row.workers = serving.get(row.name, 0)
-            if row.workers and row.visible is not None:
-                row.backlog_per_worker = row.visible / row.workers
+        _add_from_records(rows, records_url, now)
         return rows
-    if cloudwatch is None:
-        from kale.transport.cloudwatch import oldest_message_ages
-        moment = datetime.datetime.fromtimestamp(now, datetime.timezone.utc)
+    _add_from_cloudwatch(rows, _cloudwatch(broker, now) if cloudwatch is None else cloudwatch)
+    return rows
 
-        def cloudwatch(names: list[str]) -> dict[str, float]:
-            return oldest_message_ages(names, moment, config=broker.config or default_app().config)
+
+def _add_from_records(rows: list[QueueSignals], records_url: str, now: float) -> None:
+    """Fill in each queue's oldest task's age, its workers and its backlog per
+    worker from the records."""
+    from kale import records
+    queries = records.queries(records_url)
+    oldest = queries.oldest_queued(now)
+    serving = serving_workers(queries, now)
+    for row in rows:
+        _add_record_age(row, oldest, now)
+        row.workers = serving.get(row.name, 0)
+        if row.workers and row.visible is not None:
+            row.backlog_per_worker = row.visible / row.workers
+
+
+def _add_record_age(row: QueueSignals, oldest: dict[str, float], now: float) -> None:
+    """Fill in the age of the queue's oldest waiting task (``oldest``: when each
+    queue's became due); 0 for a queue with nothing waiting."""
+    if row.name in oldest:
+        row.oldest_age_sec, row.oldest_from = max(0.0, now - oldest[row.name]), 'records'
+    elif row.visible == 0 and not row.delayed:
+        row.oldest_age_sec, row.oldest_from = 0.0, 'records'
+
+
+def _add_from_cloudwatch(rows: list[QueueSignals],
+                         cloudwatch: Callable[[list[str]], dict[str, float]]) -> None:
+    """Fill in the oldest message's age of each queue that exists, from ``cloudwatch``."""
     ages = cloudwatch([row.sqs_name for row in rows if row.visible is not None])
     for row in rows:
         if row.sqs_name in ages:
             row.oldest_age_sec, row.oldest_from = ages[row.sqs_name], 'cloudwatch'
-    return rows
+
+
+def _cloudwatch(broker: Broker, now: float) -> Callable[[list[str]], dict[str, float]]:
+    """CloudWatch's age of the oldest message at ``now``, by SQS name."""
+    from kale.transport.cloudwatch import oldest_message_ages
+    moment = datetime.datetime.fromtimestamp(now, datetime.timezone.utc)
+
+    def cloudwatch(names: list[str]) -> dict[str, float]:
+        return oldest_message_ages(names, moment, config=broker.config or default_app().config)
+    return cloudwatch

@@ -132,50 +132,69 @@ def _task_class(index: int, entry_id: str, entry: dict[str, Any]) -> Any:
     return task_class
 
 
+def _given_labels(document: Any, labels: Optional[Mapping[str, str]]) -> dict[str, str]:
+    """The document's labels with ``labels`` over them, as strings (booleans as JSON spells them)."""
+    given = dict(document.get('labels') or {}, **(labels or {}))
+    return {key: str(value).lower() if isinstance(value, bool) else str(value)
+            for key, value in given.items()}
+
+
+def _argument(value: dict[str, Any], ids: list[str], nodes: dict[int, Signature]) -> Any:
+    """An entry's argument: its JSON value, or a reference to the result of the entry it names."""
+    if 'ref' in value:
+        from kale import workflow
+        return workflow.ref(nodes[ids.index(value['ref'])])
+    return value['value']
+
+
+def _node(index: int, entry: dict[str, Any], ids: list[str],
+          nodes: dict[int, Signature]) -> Signature:
+    """The signature of entry ``index``, its references to the ``nodes`` made before it."""
+    from kale.publisher import get_publisher
+    task_class = _task_class(index, ids[index], entry)
+    target = task_class.with_options(queue=entry['queue']) if 'queue' in entry else task_class
+    args = [_argument(value, ids, nodes) for value in entry.get('args', ())]
+    kwargs = {key: _argument(value, ids, nodes) for key, value in entry.get('kwargs', {}).items()}
+    try:
+        if 'method' in entry and kwargs:
+            task_class.check_call(tuple(args), kwargs)
+        get_publisher().queue_of(task_class, entry.get('queue'))
+        return target.s(*args, **kwargs)
+    except KaleError as exc:
+        raise SubmissionError('tasks[%d] (%s): %s' % (index, ids[index], exc)) from None
+
+
 def submit(document: Any, labels: Optional[Mapping[str, str]] = None,
            records_url: Optional[str] = None) -> dict[str, Any]:
     """Check and submit a parsed submission; returns ``{"workflow_id": id or
     None, "tasks": {entry id: task id}}``."""
-    from kale import workflow
-    from kale.publisher import get_publisher
     validate(document)
     entries: list[dict[str, Any]] = document['tasks']
     ids = _entry_ids(entries)
     order = _order(entries, ids)
-    given_labels = dict(document.get('labels') or {}, **(labels or {}))
-    given_labels = {key: str(value).lower() if isinstance(value, bool) else str(value)
-                    for key, value in given_labels.items()}
+    given_labels = _given_labels(document, labels)
     nodes: dict[int, Signature] = {}
     for index in order:
-        entry = entries[index]
-        task_class = _task_class(index, ids[index], entry)
-        target = task_class.with_options(queue=entry['queue']) if 'queue' in entry else task_class
-
-        def argument(value: dict[str, Any]) -> Any:
-            if 'ref' in value:
-                return workflow.ref(nodes[ids.index(value['ref'])])
-            return value['value']
-        args = [argument(value) for value in entry.get('args', ())]
-        kwargs = {key: argument(value) for key, value in entry.get('kwargs', {}).items()}
-        try:
-            if 'method' in entry and kwargs:
-                task_class.check_call(tuple(args), kwargs)
-            get_publisher().queue_of(task_class, entry.get('queue'))
-            nodes[index] = target.s(*args, **kwargs)
-        except KaleError as exc:
-            raise SubmissionError('tasks[%d] (%s): %s' % (index, ids[index], exc)) from None
+        nodes[index] = _node(index, entries[index], ids, nodes)
     if len(entries) == 1 and not _refs(entries[0]):
         return _publish_one(ids[0], entries[0], nodes[0], given_labels,
                             document.get('deadline_sec'))
-    flow = workflow.group(*(nodes[index] for index in range(len(entries))))
+    return _submit_workflow(document, ids, nodes, given_labels, records_url)
+
+
+def _submit_workflow(document: Any, ids: list[str], nodes: dict[int, Signature],
+                     labels: dict[str, str], records_url: Optional[str]) -> dict[str, Any]:
+    """Submit the entries' ``nodes`` as one workflow of the document."""
+    from kale import workflow
+    flow = workflow.group(*(nodes[index] for index in range(len(ids))))
     try:
-        submitted = workflow.submit(flow, labels=given_labels or None,
+        submitted = workflow.submit(flow, labels=labels or None,
                                     deadline_sec=document.get('deadline_sec'),
                                     records_url=records_url)
     except KaleError as exc:
         raise SubmissionError(_named(str(exc), ids, nodes)) from None
     return {'workflow_id': submitted.id,
-            'tasks': {ids[index]: nodes[index].task_id for index in range(len(entries))}}
+            'tasks': {ids[index]: nodes[index].task_id for index in range(len(ids))}}
 
 
 def _publish_one(entry_id: str, entry: dict[str, Any], node: Signature,

@@ -5,7 +5,7 @@ import argparse
 import json
 import sys
 import time
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from kale import admin
 from kale.app import default_app
@@ -111,34 +111,55 @@ def cmd_dlq_redrive(args: argparse.Namespace) -> int:
     broker = command_broker()
     queue = broker.queues.get_queue(args.queue)
     source, target = broker.dead_letter_name(queue), broker.sqs_name(queue)
-    which = 'dead letters of reason %r' % args.reason if args.reason else 'every dead letter'
-    if not (args.yes or args.dry_run) and not _confirm(
-            'Move %s from %s back to %s, to run again?' % (which, source, target)):
+    if not (args.yes or args.dry_run):
+        _confirm_redrive(args.reason, source, target)
+    report = admin.redrive(broker, queue, limit=args.limit, reason=args.reason,
+                           dry_run=args.dry_run,
+                           progress=_redrive_progress(queue.name, args.dry_run))
+    sys.stderr.write('\n' if report.moved or report.skipped or report.not_matching else '')
+    _print_moved(report, args.dry_run, source, target)
+    _print_left(report, target)
+    return 0
+
+
+def _confirm_redrive(reason: Optional[str], source: Optional[str], target: str) -> None:
+    """Ask before moving dead letters; CommandError when the answer is no."""
+    which = 'dead letters of reason %r' % reason if reason else 'every dead letter'
+    if not _confirm('Move %s from %s back to %s, to run again?' % (which, source, target)):
         raise CommandError('redrive of %r cancelled (nothing was moved)' % source)
 
+
+def _redrive_progress(queue: str, dry_run: bool) -> Callable[[admin.RedriveReport], None]:
+    """Reports on stderr, on one line, how far a redrive of ``queue`` got."""
     def progress(report: admin.RedriveReport) -> None:
         sys.stderr.write('\rredriving %s: %d %s, %d left in place' % (
-            queue.name, report.moved, 'would move' if args.dry_run else 'moved',
+            queue, report.moved, 'would move' if dry_run else 'moved',
             report.skipped + report.not_matching))
         sys.stderr.flush()
+    return progress
 
-    report = admin.redrive(broker, queue, limit=args.limit, reason=args.reason,
-                           dry_run=args.dry_run, progress=progress)
-    sys.stderr.write('\n' if report.moved or report.skipped or report.not_matching else '')
+
+def _print_moved(report: admin.RedriveReport, dry_run: bool, source: Optional[str],
+                 target: str) -> None:
+    """How many dead letters were moved (or would be), for which reasons, and
+    when they were first published."""
     print('%s %d dead letter%s from %s back to %s%s' % (
-        'would move' if args.dry_run else 'moved', report.moved,
+        'would move' if dry_run else 'moved', report.moved,
         '' if report.moved == 1 else 's', source, target,
         ' (%s)' % _counts(report.reasons) if report.reasons else ''))
     if report.moved:
         print('first published between %s and %s; %s' % (
             _when(report.first_published_at), _when(report.last_published_at),
-            'they would be issued afresh' if args.dry_run else 'the copies are issued afresh'))
+            'they would be issued afresh' if dry_run else 'the copies are issued afresh'))
+
+
+def _print_left(report: admin.RedriveReport, target: str) -> None:
+    """How many dead letters stayed in the dead-letter queue, and why."""
     if report.not_matching:
         print('left %d of other reasons in the dead-letter queue' % report.not_matching)
     if report.skipped:
         print('left %d in the dead-letter queue that cannot be decoded for %s (%s)'
               % (report.skipped, target, _counts(report.skipped_reasons)))
-    return 0
 
 
 def _json_option(text: Optional[str], option: str, kind: type, default: Any) -> Any:

@@ -41,21 +41,30 @@ def cmd_list(args: argparse.Namespace) -> int:
     if not found['searched']:
         print(NOTHING_TO_SEARCH)
         return 0
-    rows = [dict(row, next=' '.join(run[:19] + 'Z' for run in row['next_runs']),
-                 last_tick=row['last_tick'][:19] + 'Z' if row['last_tick'] else None,
-                 last_task='%s %s' % (row['last_task_id'][:8], row['last_task_status'] or
-                                      'unrecorded') if row['last_task_id'] else None)
-            for row in found['schedules']]
+    rows = [_table_row(row) for row in found['schedules']]
     print(table(COLUMNS, rows) if rows else 'no schedules: no task class of TASK_MODULES says '
                                             'schedule = ..., and SCHEDULES is empty')
-    if not found['records']:
-        print('(task records are off: no last ticks; a scheduler needs RECORDS_URL)')
-    elif found['leader']:
-        print('leading scheduler: %s, since %s' % (found['leader']['holder'],
-                                                   found['leader']['since']))
-    else:
-        print('no scheduler leads: start `kale scheduler` or `kale worker --scheduler`')
+    print(_leader_line(found))
     return 0
+
+
+def _table_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A schedule as ``describe`` gives it, with its table cells: times to the
+    second, the last tick's task id shortened."""
+    return dict(row, next=' '.join(run[:19] + 'Z' for run in row['next_runs']),
+                last_tick=row['last_tick'][:19] + 'Z' if row['last_tick'] else None,
+                last_task='%s %s' % (row['last_task_id'][:8], row['last_task_status'] or
+                                     'unrecorded') if row['last_task_id'] else None)
+
+
+def _leader_line(found: dict[str, Any]) -> str:
+    """Which scheduler leads, or why none is known to."""
+    if not found['records']:
+        return '(task records are off: no last ticks; a scheduler needs RECORDS_URL)'
+    if found['leader']:
+        return 'leading scheduler: %s, since %s' % (found['leader']['holder'],
+                                                    found['leader']['since'])
+    return 'no scheduler leads: start `kale scheduler` or `kale worker --scheduler`'
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -91,7 +91,6 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     from kale import records
     from kale.exceptions import RecordNotFoundError
-    from kale.records.record import iso
     task_id = records.resolve(args.task_id)
     record = records.get(task_id)
     if record is None:
@@ -103,19 +102,29 @@ def cmd_show(args: argparse.Namespace) -> int:
         return 0
     width = max(len(key) for key in data)
     for key, value in data.items():
-        if key == 'error_traceback' and value:
-            print('%s:\n%s' % (key, value.rstrip()))
-        else:
-            shown = json.dumps(value) if isinstance(value, (dict, list)) else _cell(value)
-            print('%s  %s' % (key.ljust(width), shown if key != 'duration_sec' else value))
+        print(_field_line(key, value, width))
     print('attempts:' if history else 'attempts: none started')
     for attempt in history:
-        print('  %d  %s  %s  %s  %s%s' % (
-            attempt['attempt'], attempt['status'], _cell(iso(attempt['started_at'])),
-            '%.3fs' % attempt['duration_sec'] if attempt['duration_sec'] is not None else '-',
-            attempt['worker'] or '-', '  %s: %s' % (attempt['error_type'], attempt[
-                'error_message']) if attempt['error_type'] else ''))
+        print(_attempt_line(attempt))
     return 0
+
+
+def _field_line(key: str, value: Any, width: int) -> str:
+    """One field of a record, its name padded to ``width`` (a traceback below its name)."""
+    if key == 'error_traceback' and value:
+        return '%s:\n%s' % (key, value.rstrip())
+    shown = json.dumps(value) if isinstance(value, (dict, list)) else _cell(value)
+    return '%s  %s' % (key.ljust(width), shown if key != 'duration_sec' else value)
+
+
+def _attempt_line(attempt: dict[str, Any]) -> str:
+    """One attempt of a task: its number, status, start, duration, worker and error."""
+    from kale.records.record import iso
+    return '  %d  %s  %s  %s  %s%s' % (
+        attempt['attempt'], attempt['status'], _cell(iso(attempt['started_at'])),
+        '%.3fs' % attempt['duration_sec'] if attempt['duration_sec'] is not None else '-',
+        attempt['worker'] or '-', '  %s: %s' % (attempt['error_type'], attempt[
+            'error_message']) if attempt['error_type'] else '')
 
 
 def cmd_count(args: argparse.Namespace) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 from kale.cli.options import common_options
 from kale.cli.tasks import table
@@ -45,22 +46,31 @@ def cmd_list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(found, indent=2, sort_keys=True))
         return 0
-    rows = []
-    for topic in found:
-        queues = {sub['queue'] for sub in topic['subscriptions'] or []}
-        for sub in topic['subscribers']:
-            rows.append({'topic': topic['topic'], 'task': sub['task'], 'queue': sub['queue'],
-                         'labels': ','.join('%s=%s' % item for item in sorted(
-                             sub['labels'].items())) or '-',
-                         'subscribed': 'no topic' if topic['arn'] is None else
-                         'yes' if sub['sqs_name'] in queues else 'no'})
-        known = {sub['sqs_name'] for sub in topic['subscribers']}
-        for queue in sorted(queues - known):
-            rows.append({'topic': topic['topic'], 'task': '(none in TASK_MODULES)',
-                         'queue': queue, 'labels': '-', 'subscribed': 'yes'})
+    rows = [row for topic in found for row in _topic_rows(topic)]
     print(table(COLUMNS, rows) if rows else 'no task class of TASK_MODULES subscribes to a '
                                             'topic')
     return 0
+
+
+def _topic_rows(topic: dict[str, Any]) -> list[dict[str, str]]:
+    """A row per subscriber class of the topic, then one per queue SNS delivers
+    to that no class declares."""
+    queues = {sub['queue'] for sub in topic['subscriptions'] or []}
+    rows = [_subscriber_row(topic, sub, queues) for sub in topic['subscribers']]
+    known = {sub['sqs_name'] for sub in topic['subscribers']}
+    rows.extend({'topic': topic['topic'], 'task': '(none in TASK_MODULES)', 'queue': queue,
+                 'labels': '-', 'subscribed': 'yes'} for queue in sorted(queues - known))
+    return rows
+
+
+def _subscriber_row(topic: dict[str, Any], sub: dict[str, Any],
+                    queues: set[str]) -> dict[str, str]:
+    """A subscriber class of the topic, and whether SNS delivers to its queue
+    (``queues``: the SQS names SNS delivers the topic to)."""
+    return {'topic': topic['topic'], 'task': sub['task'], 'queue': sub['queue'],
+            'labels': ','.join('%s=%s' % item for item in sorted(sub['labels'].items())) or '-',
+            'subscribed': 'no topic' if topic['arn'] is None else
+            'yes' if sub['sqs_name'] in queues else 'no'}
 
 
 def add_commands(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]') -> None:

@@ -46,22 +46,34 @@ def roots_first(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``nodes`` in layers: those without upstream, then those whose upstream
     are all in earlier layers, and so on; the given order within a layer."""
     index = {node['task_id']: i for i, node in enumerate(nodes)}
-    missing = {node['task_id']: sum(1 for up in node['upstream'] if up in index)
-               for node in nodes}
+    missing = _upstream_counts(nodes, index)
     ordered: list[dict[str, Any]] = []
     layer = [node for node in nodes if not missing[node['task_id']]]
     while layer:
         ordered.extend(layer)
-        following = []
-        for node in layer:
-            for later in node['downstream']:
-                if later in missing:
-                    missing[later] -= 1
-                    if not missing[later]:
-                        following.append(nodes[index[later]])
-        layer = sorted(following, key=lambda node: index[node['task_id']])
+        layer = _next_layer(nodes, index, missing, layer)
     placed = {node['task_id'] for node in ordered}
     return ordered + [node for node in nodes if node['task_id'] not in placed]
+
+
+def _upstream_counts(nodes: list[dict[str, Any]], index: dict[str, int]) -> dict[str, int]:
+    """How many of each node's upstream are among ``nodes``, by task id."""
+    return {node['task_id']: sum(1 for up in node['upstream'] if up in index)
+            for node in nodes}
+
+
+def _next_layer(nodes: list[dict[str, Any]], index: dict[str, int], missing: dict[str, int],
+                layer: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The nodes whose last upstream not placed yet is in ``layer``, in the given
+    order (``missing``: each node's upstream not placed yet, counted down)."""
+    following = []
+    for node in layer:
+        for later in node['downstream']:
+            if later in missing:
+                missing[later] -= 1
+                if not missing[later]:
+                    following.append(nodes[index[later]])
+    return sorted(following, key=lambda node: index[node['task_id']])
 
 
 def cmd_show(args: argparse.Namespace) -> int:

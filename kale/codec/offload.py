@@ -135,22 +135,7 @@ class OffloadStep:
         found = pointer(frame)
         if found is None:
             return
-        if frame.data:
-            raise DecodeError(DecodeError.CORRUPT, 'body carries data besides its pointer to %s'
-                              % found.url)
-        # Signed or not, a pointer reads only Kale's own objects: the
-        # configured bucket, under the payload prefix, no path tricks.
-        if found.bucket != self.bucket:
-            raise DecodeError(DecodeError.CORRUPT, 'pointer names bucket %r, not PAYLOAD_BUCKET %r'
-                              % (found.bucket[:100], self.bucket))
-        if not found.key.startswith(KEY_PREFIX) or '..' in found.key.split('/') \
-                or '//' in found.key:
-            raise DecodeError(DecodeError.CORRUPT, 'pointer names key %r, outside %s'
-                              % (found.key[:200], KEY_PREFIX))
-        if found.size > self.max_bytes:
-            raise DecodeError(DecodeError.TOO_LARGE, 'payload object %s of %d bytes is over the %d '
-                              'bytes MAX_DECOMPRESSED_BYTES allows'
-                              % (found.url, found.size, self.max_bytes))
+        self._check_pointer(frame, found)
         try:
             data = self.store().get(found.bucket, found.key, found.size)
         except PayloadMissingError:
@@ -167,6 +152,26 @@ class OffloadStep:
                               'SHA-256 of its signed pointer (changed since it was published)'
                               % found.url)
         frame.data = data
+
+    def _check_pointer(self, frame: Frame, found: Pointer) -> None:
+        """Refuse a pointer that comes with data in the body, names another
+        bucket or a key outside the payload prefix, or an object too large."""
+        if frame.data:
+            raise DecodeError(DecodeError.CORRUPT, 'body carries data besides its pointer to %s'
+                              % found.url)
+        # Signed or not, a pointer reads only Kale's own objects: the
+        # configured bucket, under the payload prefix, no path tricks.
+        if found.bucket != self.bucket:
+            raise DecodeError(DecodeError.CORRUPT, 'pointer names bucket %r, not PAYLOAD_BUCKET %r'
+                              % (found.bucket[:100], self.bucket))
+        if not found.key.startswith(KEY_PREFIX) or '..' in found.key.split('/') \
+                or '//' in found.key:
+            raise DecodeError(DecodeError.CORRUPT, 'pointer names key %r, outside %s'
+                              % (found.key[:200], KEY_PREFIX))
+        if found.size > self.max_bytes:
+            raise DecodeError(DecodeError.TOO_LARGE, 'payload object %s of %d bytes is over the %d '
+                              'bytes MAX_DECOMPRESSED_BYTES allows'
+                              % (found.url, found.size, self.max_bytes))
 
     def discard(self, frame: Frame) -> None:
         """Delete the object an opened frame points at (nothing if it has none)."""

@@ -51,10 +51,7 @@ class PolicyStep:
     def decode(self, frame: Frame) -> None:
         serializer = SERIALIZER_NAMES.get(frame.headers.get(SERIALIZER, ''), '')
         if serializer not in self.accept_serializers:
-            raise DecodeError(DecodeError.SERIALIZER_NOT_ACCEPTED,
-                              'serializer %r is not in ACCEPT_SERIALIZERS %s' % (
-                                  serializer or frame.headers.get(SERIALIZER, ''),
-                                  sorted(self.accept_serializers)))
+            raise _not_accepted(serializer, frame, self.accept_serializers)
         if frame.legacy:
             return
         try:
@@ -69,16 +66,34 @@ class PolicyStep:
             since = max(published, _due_time(due) - MAX_DELAY_SEC)
         age = self.clock() - since
         if frame.check_age and age > self.max_age_sec:
-            if since == published:
-                raise DecodeError(DecodeError.EXPIRED, 'published %.0f s ago, over '
-                                  'MESSAGE_MAX_AGE_SEC of %g s' % (age, self.max_age_sec))
-            raise DecodeError(DecodeError.EXPIRED, 'due %.0f s ago, over MESSAGE_MAX_AGE_SEC of '
-                              '%g s from 15 minutes before its due time'
-                              % (age - MAX_DELAY_SEC, self.max_age_sec))
+            raise _expired(age, since != published, self.max_age_sec)
         if frame.queue and signed_for != frame.queue and signed_for not in frame.topics:
-            raise DecodeError(DecodeError.WRONG_QUEUE, 'signed for %s %r, received on %r'
-                              % ('topic' if signed_for.startswith('topic:') else 'queue',
-                                 signed_for, frame.queue))
+            raise _wrong_queue(signed_for, frame.queue)
+
+
+def _not_accepted(serializer: str, frame: Frame, accepted: Collection[str]) -> DecodeError:
+    """The refusal of a body whose serializer (its name, else its header) is not accepted."""
+    return DecodeError(DecodeError.SERIALIZER_NOT_ACCEPTED,
+                       'serializer %r is not in ACCEPT_SERIALIZERS %s' % (
+                           serializer or frame.headers.get(SERIALIZER, ''), sorted(accepted)))
+
+
+def _expired(age: float, waited: bool, max_age_sec: float) -> DecodeError:
+    """The refusal of a body ``age`` seconds old, counted from its publish or, for a
+    task that ``waited`` past SQS's delay, from 15 minutes before its due time."""
+    if not waited:
+        return DecodeError(DecodeError.EXPIRED, 'published %.0f s ago, over '
+                           'MESSAGE_MAX_AGE_SEC of %g s' % (age, max_age_sec))
+    return DecodeError(DecodeError.EXPIRED, 'due %.0f s ago, over MESSAGE_MAX_AGE_SEC of '
+                       '%g s from 15 minutes before its due time'
+                       % (age - MAX_DELAY_SEC, max_age_sec))
+
+
+def _wrong_queue(signed_for: str, queue: str) -> DecodeError:
+    """The refusal of a body signed for a queue or topic other than ``queue``."""
+    return DecodeError(DecodeError.WRONG_QUEUE, 'signed for %s %r, received on %r'
+                       % ('topic' if signed_for.startswith('topic:') else 'queue',
+                          signed_for, queue))
 
 
 def _due_time(text: str) -> float:

@@ -79,6 +79,27 @@ class QueueCollector:
 
     def collect(self) -> Iterator[Metric]:
         messages, up, records, oldest, serving, backlog = self._families()
+        visible = self._add_queue_counts(messages, up)
+        yield messages
+        yield up
+        if self.workers is not None:
+            self._add_workers(self.workers, serving, backlog, visible)
+            yield serving
+            yield backlog
+        if self.oldest_queued is None and self.oldest_ages is not None:
+            self._add_oldest_ages(self.oldest_ages, oldest, visible)
+            yield oldest
+        if self.task_counts is not None:
+            self._add_task_counts(self.task_counts, records)
+            yield records
+        if self.oldest_queued is not None:
+            self._add_oldest_queued(self.oldest_queued, oldest)
+            yield oldest
+
+    def _add_queue_counts(self, messages: GaugeMetricFamily,
+                          up: GaugeMetricFamily) -> dict[str, int]:
+        """Add each queue's message counts and whether they were read; return
+        the visible messages of the queues that were read, by queue name."""
         visible: dict[str, int] = {}
         for queue in self.broker.queues.values():
             counts = self._counts(queue)
@@ -87,41 +108,49 @@ class QueueCollector:
                 visible[queue.name] = counts[0]
                 for state, value in zip(STATES, counts, strict=True):
                     messages.add_metric([queue.name, state], value)
-        yield messages
-        yield up
-        if self.workers is not None:
-            found = self._call(self.workers, 'workers')
-            for queue in self.broker.queues.values():
-                count = int(found.get(queue.name, 0))
-                serving.add_metric([queue.name], count)
-                if count and queue.name in visible:
-                    backlog.add_metric([queue.name], visible[queue.name] / count)
-            yield serving
-            yield backlog
-        if self.oldest_queued is None and self.oldest_ages is not None:
-            names = {self.broker.sqs_name(q): q.name for q in self.broker.queues.values()
-                     if q.name in visible}
-            ages = self.oldest_ages(sorted(names))
-            for sqs_name, age in ages.items():
-                oldest.add_metric([names[sqs_name]], age)
-            yield oldest
-        if self.task_counts is not None:
-            by_status: dict[str, int] = {}
-            for status, count in self._call(self.task_counts, 'task counts').items():
-                label = str(status) if status in RECORD_STATUSES else OTHER
-                by_status[label] = by_status.get(label, 0) + int(count)
-            for label, count in by_status.items():
-                records.add_metric([label], count)
-            yield records
-        if self.oldest_queued is not None:
-            now = self.clock()
-            by_queue: dict[str, float] = {}
-            for name, published in self._call(self.oldest_queued, 'oldest tasks').items():
-                label = str(name) if name in self.broker.queues else OTHER
-                by_queue[label] = max(by_queue.get(label, 0.0), now - published)
-            for label, age in by_queue.items():
-                oldest.add_metric([label], max(0.0, age))
-            yield oldest
+        return visible
+
+    def _add_workers(self, workers: Callable[[], Mapping[str, int]],
+                     serving: GaugeMetricFamily, backlog: GaugeMetricFamily,
+                     visible: Mapping[str, int]) -> None:
+        """Add the running workers of each queue and its backlog per worker."""
+        found = self._call(workers, 'workers')
+        for queue in self.broker.queues.values():
+            count = int(found.get(queue.name, 0))
+            serving.add_metric([queue.name], count)
+            if count and queue.name in visible:
+                backlog.add_metric([queue.name], visible[queue.name] / count)
+
+    def _add_oldest_ages(self, oldest_ages: Callable[[list[str]], Mapping[str, float]],
+                         oldest: GaugeMetricFamily, visible: Mapping[str, int]) -> None:
+        """Add the oldest message's age of each queue that was read, by SQS name."""
+        names = {self.broker.sqs_name(q): q.name for q in self.broker.queues.values()
+                 if q.name in visible}
+        ages = oldest_ages(sorted(names))
+        for sqs_name, age in ages.items():
+            oldest.add_metric([names[sqs_name]], age)
+
+    def _add_task_counts(self, task_counts: Callable[[], Mapping[str, int]],
+                         records: GaugeMetricFamily) -> None:
+        """Add the task counts by status, unknown statuses under ``other``."""
+        by_status: dict[str, int] = {}
+        for status, count in self._call(task_counts, 'task counts').items():
+            label = str(status) if status in RECORD_STATUSES else OTHER
+            by_status[label] = by_status.get(label, 0) + int(count)
+        for label, count in by_status.items():
+            records.add_metric([label], count)
+
+    def _add_oldest_queued(self, oldest_queued: Callable[[], Mapping[str, float]],
+                           oldest: GaugeMetricFamily) -> None:
+        """Add how long each queue's oldest task has waited, unknown queues
+        under ``other``."""
+        now = self.clock()
+        by_queue: dict[str, float] = {}
+        for name, published in self._call(oldest_queued, 'oldest tasks').items():
+            label = str(name) if name in self.broker.queues else OTHER
+            by_queue[label] = max(by_queue.get(label, 0.0), now - published)
+        for label, age in by_queue.items():
+            oldest.add_metric([label], max(0.0, age))
 
     def _families(self) -> tuple[GaugeMetricFamily, ...]:
         return (

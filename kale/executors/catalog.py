@@ -26,7 +26,7 @@ import os
 import re
 import stat
 import threading
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from kale.exceptions import ExecutorError, ImproperlyConfigured
 
@@ -60,6 +60,48 @@ def check_name(method: str) -> str:
     return method
 
 
+def _time_limit(value: Any, where: str) -> float:
+    """A method's time limit in seconds, more than 0 and at most 12 hours."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            not 0 < value <= 12 * 3600:
+        raise ImproperlyConfigured('%s: time_limit must be seconds from 0 to 43200, got %r'
+                                   % (where, value))
+    return float(value)
+
+
+def _max_retries(value: Any, where: str) -> Optional[int]:
+    """A method's retries: a whole number from 0, or None for no limit."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                              or value < 0):
+        raise ImproperlyConfigured('%s: max_retries must be a whole number from 0, or null, '
+                                   'got %r' % (where, value))
+    return value
+
+
+def _queue(value: Any, where: str) -> str:
+    """A method's queue: a non-empty name."""
+    if not isinstance(value, str) or not value:
+        raise ImproperlyConfigured('%s: queue must be a queue name, got %r' % (where, value))
+    return value
+
+
+def _env(value: Any, where: str) -> tuple[str, ...]:
+    """The names of the worker's variables a method's program gets."""
+    if not isinstance(value, list) or not all(isinstance(n, str) and n for n in value):
+        raise ImproperlyConfigured('%s: env must be a list of variable names, got %r'
+                                   % (where, value))
+    return tuple(value)
+
+
+#: Each key of a method's settings, and what checks and converts its value.
+_CHECKS: tuple[tuple[str, Callable[[Any, str], Any]], ...] = (
+    ('time_limit', _time_limit),
+    ('max_retries', _max_retries),
+    ('queue', _queue),
+    ('env', _env),
+)
+
+
 def _settings(raw: Any, where: str, base: MethodSettings) -> MethodSettings:
     if raw is None:
         return base
@@ -69,32 +111,7 @@ def _settings(raw: Any, where: str, base: MethodSettings) -> MethodSettings:
     if unknown:
         raise ImproperlyConfigured('%s: unknown key %s (known: %s)'
                                    % (where, unknown[0], ', '.join(KEYS)))
-    values: dict[str, Any] = {}
-    if 'time_limit' in raw:
-        limit = raw['time_limit']
-        if isinstance(limit, bool) or not isinstance(limit, (int, float)) or \
-                not 0 < limit <= 12 * 3600:
-            raise ImproperlyConfigured('%s: time_limit must be seconds from 0 to 43200, got %r'
-                                       % (where, limit))
-        values['time_limit'] = float(limit)
-    if 'max_retries' in raw:
-        retries = raw['max_retries']
-        if retries is not None and (isinstance(retries, bool) or not isinstance(retries, int)
-                                    or retries < 0):
-            raise ImproperlyConfigured('%s: max_retries must be a whole number from 0, or null, '
-                                       'got %r' % (where, retries))
-        values['max_retries'] = retries
-    if 'queue' in raw:
-        if not isinstance(raw['queue'], str) or not raw['queue']:
-            raise ImproperlyConfigured('%s: queue must be a queue name, got %r'
-                                       % (where, raw['queue']))
-        values['queue'] = raw['queue']
-    if 'env' in raw:
-        names = raw['env']
-        if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
-            raise ImproperlyConfigured('%s: env must be a list of variable names, got %r'
-                                       % (where, names))
-        values['env'] = tuple(names)
+    values = {key: check(raw[key], where) for key, check in _CHECKS if key in raw}
     return dataclasses.replace(base, **values)
 
 

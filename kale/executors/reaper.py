@@ -79,20 +79,19 @@ def reap(program: int, status: int | None) -> int | None:
             status = code
 
 
-def main(argv: list[str]) -> int:
-    status_fd, program_argv = int(argv[1]), argv[2:]
+def _become_subreaper(status_fd: int) -> None:
+    """Adopt the program's orphaned descendants, leave SIGTERM and SIGINT to
+    the program, and kill every descendant on SIGUSR1."""
     os.set_inheritable(status_fd, False)
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)      # without it: the tree as it stands
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGUSR1, lambda signum, frame: kill_all())
-    try:
-        program = os.posix_spawn(program_argv[0], program_argv, os.environ,
-                                 setsigdef=DEFAULT_SIGNALS)
-    except OSError as exc:
-        os.write(status_fd, str(exc.errno or 0).encode())
-        return 127
+
+
+def _wait_program(program: int) -> int | None:
+    """The program's status once it has ended (None when the cleanup reaped it)."""
     status: int | None = None
     while status is None:
         try:
@@ -101,12 +100,21 @@ def main(argv: list[str]) -> int:
             break
         if pid == program:
             status = code
+    return status
+
+
+def _clean_up(program: int, status: int | None) -> int | None:
+    """Kill and reap the descendants left, for CLEANUP_SEC at most; the program's status."""
     deadline = time.monotonic() + CLEANUP_SEC
     while descendants(os.getpid()) and time.monotonic() < deadline:
         kill_all()
         time.sleep(0.005)
         status = reap(program, status)
-    status = reap(program, status)
+    return reap(program, status)
+
+
+def _exit_as(status: int | None) -> int:
+    """End as the program did: its exit code, or the signal that killed it."""
     if status is None or os.WIFEXITED(status):
         return os.WEXITSTATUS(status) if status is not None else 1
     signum = os.WTERMSIG(status)
@@ -114,6 +122,19 @@ def main(argv: list[str]) -> int:
     sys.stdout.flush()
     os.kill(os.getpid(), signum)
     return 128 + signum
+
+
+def main(argv: list[str]) -> int:
+    status_fd, program_argv = int(argv[1]), argv[2:]
+    _become_subreaper(status_fd)
+    try:
+        program = os.posix_spawn(program_argv[0], program_argv, os.environ,
+                                 setsigdef=DEFAULT_SIGNALS)
+    except OSError as exc:
+        os.write(status_fd, str(exc.errno or 0).encode())
+        return 127
+    status = _wait_program(program)
+    return _exit_as(_clean_up(program, status))
 
 
 if __name__ == '__main__':

@@ -99,25 +99,40 @@ def spec_of(task_class: type) -> Optional[FlowSpec]:
     return spec
 
 
+def _read_rate(name: str, text: Any) -> Optional[Rate]:
+    """The class's ``rate_limit`` (None when it has none), checked."""
+    if text is None:
+        return None
+    try:
+        return parse_rate(text)
+    except ValueError as exc:
+        raise TaskDefinitionError('%s.rate_limit: %s' % (name, exc)) from None
+
+
+def _check_concurrency(name: str, limit: Any) -> None:
+    """Refuse a ``concurrency_limit`` that is not a positive integer (None: no limit)."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
+                              or limit < 1):
+        raise TaskDefinitionError('%s.concurrency_limit: %r is not a positive integer'
+                                  % (name, limit))
+
+
+def _check_key_methods(name: str, task_class: type) -> None:
+    """Refuse a ``rate_limit_key`` or ``concurrency_key`` that is not a method."""
+    for method in ('rate_limit_key', 'concurrency_key'):
+        if hasattr(task_class, method) and not callable(getattr(task_class, method)):
+            raise TaskDefinitionError('%s.%s must be a method' % (name, method))
+
+
 def _read(task_class: type) -> Optional[FlowSpec]:
     name = '%s.%s' % (task_class.__module__, task_class.__qualname__)
     text = getattr(task_class, 'rate_limit', None)
     limit = getattr(task_class, 'concurrency_limit', None)
     if text is None and limit is None:
         return None
-    rate = None
-    if text is not None:
-        try:
-            rate = parse_rate(text)
-        except ValueError as exc:
-            raise TaskDefinitionError('%s.rate_limit: %s' % (name, exc)) from None
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
-                              or limit < 1):
-        raise TaskDefinitionError('%s.concurrency_limit: %r is not a positive integer'
-                                  % (name, limit))
-    for method in ('rate_limit_key', 'concurrency_key'):
-        if hasattr(task_class, method) and not callable(getattr(task_class, method)):
-            raise TaskDefinitionError('%s.%s must be a method' % (name, method))
+    rate = _read_rate(name, text)
+    _check_concurrency(name, limit)
+    _check_key_methods(name, task_class)
     path = getattr(task_class, 'task_path', None)
     return FlowSpec(path() if callable(path) else name, rate, limit,
                     rate_keyed=callable(getattr(task_class, 'rate_limit_key', None)),

@@ -125,22 +125,9 @@ class CancelledIds:
         """The ids among ``task_ids`` that may be cancelled: the ones kept,
         loaded again with ``load(limit)`` first when the stamp changed; all of
         them when the kept ids cannot be trusted."""
-        stamp = self._stamp
-        if stamp is not None and time.monotonic() >= self._recheck_at and not self._same_file():
-            self.close()                # deleted or replaced: map the file there now
-            stamp = None
+        stamp = self._mapped()
         if stamp is None:
-            if time.monotonic() < self._retry_at:
-                return task_ids
-            try:
-                stamp, self._identity = open_stamp(self.path)
-                self._stamp = stamp
-                self._recheck_at = time.monotonic() + RECHECK_SEC
-            except OSError as exc:
-                self._retry_at = time.monotonic() + REOPEN_SEC
-                logger.warning('records: cannot open the cancellation signal %s, asking the '
-                               'store about every batch: %s', self.path, exc)
-                return task_ids
+            return task_ids
         seen = stamp[:STAMP_BYTES]
         if seen != self._seen:
             ids = load(self.max_kept + 1)
@@ -151,6 +138,26 @@ class CancelledIds:
         if known is None:
             return task_ids
         return [task_id for task_id in task_ids if task_id in known]
+
+    def _mapped(self) -> Any:
+        """The signal file's stamp, mapped again when the file was deleted or
+        replaced; None when it cannot be opened (tried again REOPEN_SEC later)."""
+        stamp = self._stamp
+        if stamp is not None and time.monotonic() >= self._recheck_at and not self._same_file():
+            self.close()                # deleted or replaced: map the file there now
+            stamp = None
+        if stamp is not None or time.monotonic() < self._retry_at:
+            return stamp
+        try:
+            stamp, self._identity = open_stamp(self.path)
+        except OSError as exc:
+            self._retry_at = time.monotonic() + REOPEN_SEC
+            logger.warning('records: cannot open the cancellation signal %s, asking the '
+                           'store about every batch: %s', self.path, exc)
+            return None
+        self._stamp = stamp
+        self._recheck_at = time.monotonic() + RECHECK_SEC
+        return stamp
 
     def _same_file(self) -> bool:
         """Whether the path still leads to the file mapped (checked once a

@@ -25,7 +25,7 @@ task id anyone can trust.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Collection, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Collection, Optional, Sequence
 
 from kale.config import Config
 from kale.events import Outcome, process_identity
@@ -276,22 +276,11 @@ class RecordsHooks(PublishHooks, WorkerHooks):
         """The rows of the batch's outcomes: before the settle (``early``),
         those of verified runs; after it, those of settled ones not written
         before."""
-        started = self._started
-        written = self._written_early
         later = []
         for s in batch.settlements:
-            handle = s.received.receipt_handle
-            if early:
-                if not s.verified or handle in written:
-                    continue
-                started_at = started.get(handle)
-            else:
-                started_at = started.pop(handle, None)
-                if handle in written:
-                    written.discard(handle)
-                    continue
-                if not s.settled or not s.verified:
-                    continue            # unsettled, or unverified: no task id to trust
+            started_at = self._start_of(s, early)
+            if started_at is _SKIP:
+                continue
             status = s.outcome.record_status
             if started_at is None and (status == QUEUED or s.outcome is Outcome.SKIPPED
                                        or s.outcome is Outcome.WAITING):
@@ -300,67 +289,66 @@ class RecordsHooks(PublishHooks, WorkerHooks):
                 # from its publish; an event here could hide a cancel).
                 continue
             if early:
-                written.add(handle)
+                self._written_early.add(s.received.receipt_handle)
             # The event's time is when its run ended, not when the batch is
             # reported: another worker may already have run the retry copy and
             # recorded its outcome, which must stay the newer one.
             at = started_at + s.duration_sec if started_at is not None else time.time()
-            message = s.message
-            if status == SUCCEEDED and message is not None and not message.dead_of \
-                    and (s.task is None or not s.task.store_result):
-                # The usual outcome is handed over as values alone: holding the
-                # settlement (its message, body and task) until the writer's
-                # round would keep all of it alive for the garbage collector
-                # to walk again and again.
-                later.append(LaterRow(message.task_id, at, self._succeeded_row, (
-                    queue.name, message.task_id, message.task_name, message.attempt,
-                    message.published_at or message.sent_at, started_at, at,
-                    s.duration_sec)))
-            else:
-                later.append(LaterRow(s.task_id, at, self._outcome_row,
-                                      (queue.name, s, status, started_at, at),
-                                      ends_attempt=status == SCHEDULED and started_at is not None))
+            later.append(self._later_row(queue.name, s, status, started_at, at))
         return later
+
+    def _start_of(self, s: 'Settlement', early: bool) -> Any:
+        """When the settlement's run started (None: it did not), or _SKIP when
+        its row is not for this call: before the settle, an unverified run or
+        one written already; after it, one written before, unsettled or
+        unverified (no task id to trust)."""
+        handle = s.received.receipt_handle
+        if early:
+            if not s.verified or handle in self._written_early:
+                return _SKIP
+            return self._started.get(handle)
+        started_at = self._started.pop(handle, None)
+        if handle in self._written_early:
+            self._written_early.discard(handle)
+            return _SKIP
+        return started_at if s.settled and s.verified else _SKIP
+
+    def _later_row(self, queue: str, s: 'Settlement', status: str, started_at: Optional[float],
+                   at: float) -> LaterRow:
+        """The row to build on the writer's thread."""
+        message = s.message
+        if status == SUCCEEDED and message is not None and not message.dead_of \
+                and (s.task is None or not s.task.store_result):
+            # The usual outcome is handed over as values alone: holding the
+            # settlement (its message, body and task) until the writer's
+            # round would keep all of it alive for the garbage collector to
+            # walk again and again.
+            return LaterRow(message.task_id, at, self._succeeded_row, (
+                queue, message.task_id, message.task_name, message.attempt,
+                message.published_at or message.sent_at, started_at, at, s.duration_sec))
+        return LaterRow(s.task_id, at, self._outcome_row, (queue, s, status, started_at, at),
+                        ends_attempt=status == SCHEDULED and started_at is not None)
 
     def _outcome_row(self, queue: str, s: 'Settlement', status: str,
                      started_at: Optional[float], now: float) -> Row:
         """The row of a settled message's outcome (built on the writer thread)."""
-        message = s.message
-        if message is not None:
-            task_id, task_name = message.task_id, message.task_name
-            attempts, published = message.attempt, message.published_at or message.sent_at
-        else:
-            task_id, task_name, attempts = s.task_id, s.task_name, 1
-            published = s.envelope.published_at if s.envelope is not None else now
-        if status == CANCELLED:
-            attempts -= 1
-        stderr = getattr(s.task, 'stderr', None) if s.task is not None else None
+        task_id, task_name, attempts, published = _identity(s, now)
         if status == SUCCEEDED:       # one with a result to store, or known by its envelope
             row = self._succeeded_row(queue, task_id, task_name, attempts, published, started_at,
                                       now, s.duration_sec)
             if s.task is not None and getattr(s.task, 'store_result', False):
                 row['result'] = render_result(s.result, self.recorder.max_value_chars)
-            if stderr is not None:
-                row['stderr'] = stderr
-            return row
-        row = self._event(task_id, task_name, queue, published, attempts, status, now)
-        if status == CANCELLED:
-            row['finished_at'] = now
-        elif status == SCHEDULED:     # a delayed copy, or (FIFO) the message held invisible
-            row['started_at'] = started_at
-            row['duration_sec'] = round(s.duration_sec, 6) if started_at else None
-            row['next_attempt_at'] = now + s.retry_delay_sec
-            row.update(error_fields(s.exception, s.reason))
-        elif status == FAILED:
-            row['started_at'], row['finished_at'] = started_at, now
-            row['duration_sec'] = round(s.duration_sec, 6) if started_at else None
-            row['dead_letter_reason'] = s.reason[:512] or None
-            row.update(error_fields(s.exception, s.reason))
-        if stderr is not None and status in (SCHEDULED, FAILED):
+        else:
+            if status == CANCELLED:
+                attempts -= 1
+            row = self._event(task_id, task_name, queue, published, attempts, status, now)
+            _ENDINGS.get(status, _no_more)(row, s, started_at, now)
+            dead_of = s.envelope.dead_of if s.envelope is not None else ''
+            if dead_of:             # a dead run's row, if this event is the first written
+                row['dead_of'] = dead_of
+        stderr = getattr(s.task, 'stderr', None) if s.task is not None else None
+        if stderr is not None and status in _WITH_STDERR:
             row['stderr'] = stderr
-        dead_of = s.envelope.dead_of if s.envelope is not None else ''
-        if dead_of:             # a dead run's row, if this event is the first written
-            row['dead_of'] = dead_of
         return row
 
     def _succeeded_row(self, queue: str, task_id: str, task_name: str, attempts: int,
@@ -383,3 +371,48 @@ class RecordsHooks(PublishHooks, WorkerHooks):
         row['published_at'] = published_at or now
         row['worker'], row['updated_at'] = self._worker, now
         return row
+
+
+#: The statuses whose row keeps an executor's stderr.
+_WITH_STDERR = (SUCCEEDED, SCHEDULED, FAILED)
+#: What _start_of gives for a settlement whose row is not for this call.
+_SKIP = object()
+
+
+def _identity(s: 'Settlement', now: float) -> tuple[str, str, int, float]:
+    """A settlement's task id, task name, attempt and publish time (from its
+    message, else from what the worker knew of it)."""
+    message = s.message
+    if message is not None:
+        return (message.task_id, message.task_name, message.attempt,
+                message.published_at or message.sent_at)
+    published = s.envelope.published_at if s.envelope is not None else now
+    return s.task_id, s.task_name, 1, published
+
+
+def _cancelled(row: Row, s: 'Settlement', started_at: Optional[float], now: float) -> None:
+    row['finished_at'] = now
+
+
+def _scheduled(row: Row, s: 'Settlement', started_at: Optional[float], now: float) -> None:
+    """A delayed copy, or (FIFO) the message held invisible."""
+    row['started_at'] = started_at
+    row['duration_sec'] = round(s.duration_sec, 6) if started_at else None
+    row['next_attempt_at'] = now + s.retry_delay_sec
+    row.update(error_fields(s.exception, s.reason))
+
+
+def _failed(row: Row, s: 'Settlement', started_at: Optional[float], now: float) -> None:
+    row['started_at'], row['finished_at'] = started_at, now
+    row['duration_sec'] = round(s.duration_sec, 6) if started_at else None
+    row['dead_letter_reason'] = s.reason[:512] or None
+    row.update(error_fields(s.exception, s.reason))
+
+
+def _no_more(row: Row, s: 'Settlement', started_at: Optional[float], now: float) -> None:
+    """An event whose status adds no column."""
+
+
+#: What each ending status adds to its event's row.
+_ENDINGS: dict[str, Callable[[Row, 'Settlement', Optional[float], float], None]] = {
+    CANCELLED: _cancelled, SCHEDULED: _scheduled, FAILED: _failed}

@@ -18,7 +18,7 @@ import datetime
 import json
 import math
 import time
-from typing import Any, Iterator, Mapping, Optional
+from typing import Any, Callable, Iterator, Mapping, Optional
 
 from sqlalchemy import Integer, and_, cast, func, or_, select
 
@@ -122,29 +122,42 @@ MAX_LABEL_VALUE_CHARS = 256
 MAX_CURSOR_ID_CHARS = 200
 
 
+def _name_filter(name: str, value: str) -> Optional[str]:
+    if len(value) > MAX_LABEL_VALUE_CHARS:
+        raise BadFilterError('%s filter: at most %d characters' % (name, MAX_LABEL_VALUE_CHARS))
+    return value or None
+
+
+#: Each field's filter: (the TaskFilter field, its parser of (name, value)).
+_FIELDS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
+    'status': ('statuses', lambda name, value: parse_statuses(value)),
+    'task': ('task', _name_filter),
+    'queue': ('queue', _name_filter),
+    'since': ('since', parse_time),
+    'until': ('until', parse_time),
+}
+
+
+def _label_filter(name: str, value: str) -> tuple[str, str]:
+    key = name[len('label.'):]
+    if not LABEL_KEY.fullmatch(key):
+        raise BadFilterError('label filter %r: a key is 1-64 letters, digits or _.:-' % name)
+    if len(value) > MAX_LABEL_VALUE_CHARS:
+        raise BadFilterError('label filter %r: a value is at most %d characters'
+                             % (name, MAX_LABEL_VALUE_CHARS))
+    return key, value
+
+
 def parse_filter(params: Mapping[str, str]) -> TaskFilter:
     """A filter from query parameters; BadFilterError for a bad or unknown one."""
     fields: dict[str, Any] = {}
     labels = []
     for name, value in params.items():
-        if name == 'status':
-            fields['statuses'] = parse_statuses(value)
-        elif name in ('task', 'queue'):
-            if len(value) > MAX_LABEL_VALUE_CHARS:
-                raise BadFilterError('%s filter: at most %d characters'
-                                     % (name, MAX_LABEL_VALUE_CHARS))
-            fields[name] = value or None
-        elif name in ('since', 'until'):
-            fields[name] = parse_time(name, value)
+        if name in _FIELDS:
+            field, parse = _FIELDS[name]
+            fields[field] = parse(name, value)
         elif name.startswith('label.'):
-            key = name[len('label.'):]
-            if not LABEL_KEY.fullmatch(key):
-                raise BadFilterError('label filter %r: a key is 1-64 letters, digits or _.:-'
-                                     % name)
-            if len(value) > MAX_LABEL_VALUE_CHARS:
-                raise BadFilterError('label filter %r: a value is at most %d characters'
-                                     % (name, MAX_LABEL_VALUE_CHARS))
-            labels.append((key, value))
+            labels.append(_label_filter(name, value))
             if len(labels) > MAX_LABEL_FILTERS:
                 raise BadFilterError('at most %d label filters at once' % MAX_LABEL_FILTERS)
         elif name not in NOT_FILTERS:

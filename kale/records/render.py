@@ -31,45 +31,60 @@ class _Rendering:
     def value(self, value: Any, depth: int = 0) -> Any:
         kind = type(value)
         if kind is str:
-            if len(value) > MAX_STRING_CHARS:
-                self.exact = False
-                return value[:MAX_STRING_CHARS] + '...'
-            return value
+            return self._string(value)
         if kind is bool or kind is int or value is None:
             return value
         if kind is float:
-            if math.isfinite(value):
-                return value
-            self.exact = False
-            return repr(value)
+            return self._float(value)
         if depth >= MAX_DEPTH:
             self.exact = False
             return '...'
         if kind is list or kind is tuple:
-            if kind is tuple:
-                self.exact = False     # comes back as a list
-            items = [self.value(item, depth + 1) for item in value[:MAX_ITEMS]]
-            if len(value) > MAX_ITEMS:
-                self.exact = False
-                items.append('... %d more' % (len(value) - MAX_ITEMS))
-            return items
+            return self._sequence(value, kind is tuple, depth)
         if kind is dict:
-            out = {}
-            for number, (key, item) in enumerate(value.items()):
-                if number >= MAX_ITEMS:
-                    self.exact = False
-                    out['...'] = '%d more' % (len(value) - MAX_ITEMS)
-                    break
-                if type(key) is not str:
-                    self.exact = False
-                    key = repr(key)
-                out[key] = self.value(item, depth + 1)
-            return out
+            return self._mapping(value, depth)
+        return self._other(value)
+
+    def _string(self, value: str) -> str:
+        if len(value) > MAX_STRING_CHARS:
+            self.exact = False
+            return value[:MAX_STRING_CHARS] + '...'
+        return value
+
+    def _float(self, value: float) -> Any:
+        if math.isfinite(value):
+            return value
+        self.exact = False
+        return repr(value)
+
+    def _sequence(self, value: Any, is_tuple: bool, depth: int) -> list[Any]:
+        if is_tuple:
+            self.exact = False         # comes back as a list
+        items = [self.value(item, depth + 1) for item in value[:MAX_ITEMS]]
+        if len(value) > MAX_ITEMS:
+            self.exact = False
+            items.append('... %d more' % (len(value) - MAX_ITEMS))
+        return items
+
+    def _mapping(self, value: dict[Any, Any], depth: int) -> dict[str, Any]:
+        out = {}
+        for number, (key, item) in enumerate(value.items()):
+            if number >= MAX_ITEMS:
+                self.exact = False
+                out['...'] = '%d more' % (len(value) - MAX_ITEMS)
+                break
+            if type(key) is not str:
+                self.exact = False
+                key = repr(key)
+            out[key] = self.value(item, depth + 1)
+        return out
+
+    def _other(self, value: Any) -> str:
         self.exact = False
         try:
             text = repr(value)
         except Exception as exc:       # a broken __repr__ must not lose the record
-            text = '<%s: repr failed: %s>' % (kind.__name__, type(exc).__name__)
+            text = '<%s: repr failed: %s>' % (type(value).__name__, type(exc).__name__)
         return text[:MAX_STRING_CHARS]
 
 

@@ -208,12 +208,8 @@ class RecordStore(Facets):
         events, the publications an outbox's publisher sealed)."""
         if attempt_rows is None:
             attempt_rows = retried_attempts(events)
-        sealer = self.sealer
         if not sealed:
-            published = [sealer.stored(row, published=True) for row in published]
-        if (sealer.sealing or sealer.dropping) and not sealed:
-            events = [sealer.stored(row) for row in events]
-            attempt_rows = [sealer.stored(row) for row in attempt_rows]
+            published, events, attempt_rows = self._stored(published, events, attempt_rows)
         with self.begin(write=True) as conn:
             for group in same_keys(published):
                 self._executemany(conn, 'published', group)
@@ -225,6 +221,17 @@ class RecordStore(Facets):
                 insert = self._insert(attempts)
                 conn.execute(insert.on_conflict_do_nothing(
                     index_elements=[attempts.c.task_id, attempts.c.attempt]), list(attempt_rows))
+
+    def _stored(self, published: Sequence[dict[str, Any]], events: Sequence[dict[str, Any]],
+                attempt_rows: Sequence[dict[str, Any]]) -> tuple[Sequence[dict[str, Any]], ...]:
+        """The rows as the database may hold them (inputs MACed; sealed or
+        dropped values, when the settings say so)."""
+        sealer = self.sealer
+        published = [sealer.stored(row, published=True) for row in published]
+        if sealer.sealing or sealer.dropping:
+            events = [sealer.stored(row) for row in events]
+            attempt_rows = [sealer.stored(row) for row in attempt_rows]
+        return published, events, attempt_rows
 
     def _executemany(self, conn: Connection, kind: str, rows: Sequence[dict[str, Any]]) -> None:
         """One statement for many rows, straight to the driver: SQLAlchemy's
@@ -302,27 +309,10 @@ class RecordStore(Facets):
         from their last event or their due time, whichever is later, past
         which SQS no longer holds their message."""
         now = time.time() if now is None else now
-        conditions = []
-        if succeeded_ttl is not None:
-            conditions.append(and_(tasks.c.status == SUCCEEDED,
-                                   tasks.c.finished_at < now - succeeded_ttl))
-        if failed_ttl is not None:
-            conditions.append(and_(tasks.c.status.in_((FAILED, CANCELLED, PURGED, DEDUPLICATED)),
-                                   tasks.c.finished_at < now - failed_ttl))
-        if queued_ttl is not None:      # a task due later waits in SQS until then
-            conditions.append(and_(tasks.c.status.in_((QUEUED, SCHEDULED)),
-                                   tasks.c.updated_at < now - queued_ttl,
-                                   or_(tasks.c.next_attempt_at.is_(None),
-                                       tasks.c.next_attempt_at < now - queued_ttl)))
+        conditions = _expired_tasks(succeeded_ttl, failed_ttl, queued_ttl, now)
         if not conditions:
             return 0
-        ended = []                          # workflows, by the same TTLs as their tasks
-        if succeeded_ttl is not None:
-            ended.append(and_(workflows.c.status == SUCCEEDED,
-                              workflows.c.finished_at < now - succeeded_ttl))
-        if failed_ttl is not None:
-            ended.append(and_(workflows.c.status.in_((FAILED, CANCELLED)),
-                              workflows.c.finished_at < now - failed_ttl))
+        ended = _ended_workflows(succeeded_ttl, failed_ttl, now)
         with self.begin(write=True) as conn:
             deleted = conn.execute(tasks.delete().where(or_(*conditions))).rowcount
             if failed_ttl is not None:     # workers that stopped or went silent long ago
@@ -409,6 +399,37 @@ class RecordStore(Facets):
             self._drop_check_connection()
             raise RecordsUnavailableError('records store %s: %s' % (
                 safe_url(self.url), str(exc).splitlines()[0] if str(exc) else exc)) from exc
+
+
+def _expired_tasks(succeeded_ttl: Optional[float], failed_ttl: Optional[float],
+                   queued_ttl: Optional[float], now: float) -> list[Any]:
+    """The conditions of the tasks past their TTL (one per TTL given)."""
+    conditions = []
+    if succeeded_ttl is not None:
+        conditions.append(and_(tasks.c.status == SUCCEEDED,
+                               tasks.c.finished_at < now - succeeded_ttl))
+    if failed_ttl is not None:
+        conditions.append(and_(tasks.c.status.in_((FAILED, CANCELLED, PURGED, DEDUPLICATED)),
+                               tasks.c.finished_at < now - failed_ttl))
+    if queued_ttl is not None:          # a task due later waits in SQS until then
+        conditions.append(and_(tasks.c.status.in_((QUEUED, SCHEDULED)),
+                               tasks.c.updated_at < now - queued_ttl,
+                               or_(tasks.c.next_attempt_at.is_(None),
+                                   tasks.c.next_attempt_at < now - queued_ttl)))
+    return conditions
+
+
+def _ended_workflows(succeeded_ttl: Optional[float], failed_ttl: Optional[float],
+                     now: float) -> list[Any]:
+    """The conditions of the workflows past the same TTLs as their tasks."""
+    ended = []
+    if succeeded_ttl is not None:
+        ended.append(and_(workflows.c.status == SUCCEEDED,
+                          workflows.c.finished_at < now - succeeded_ttl))
+    if failed_ttl is not None:
+        ended.append(and_(workflows.c.status.in_((FAILED, CANCELLED)),
+                          workflows.c.finished_at < now - failed_ttl))
+    return ended
 
 
 def raw_errors() -> tuple[type[Exception], ...]:

@@ -217,21 +217,10 @@ class RecordWriter:
     def _run(self) -> None:
         backoff = Backoff(initial=0.1, maximum=MAX_BACKOFF_SEC)
         while True:
-            with self._lock:
-                # Idle is set before looking: a running() after the look
-                # sees it and wakes the thread.
-                self._idle = True
-                if not (self._published or self._events or self._stopping
-                        or self._current_waits()):
-                    self._wake.wait(IDLE_WAKE_SEC)
-                self._idle = False
-                self._gather()
-                self._take_current()
-                if self._stopping:
-                    return
-                published, handed = list(self._published), list(self._events)
-                self._published.clear()
-                self._events.clear()
+            taken = self._take()
+            if taken is None:
+                return
+            published, handed = taken
             events = newest_events(handed)      # rows built here, not under the lock
             if len(events) < len(handed):
                 with self._lock:
@@ -241,19 +230,42 @@ class RecordWriter:
                 self._cycle_ended(0)
                 continue
             try:
-                if self.history is not None:
-                    self._write(published, events, worker_rows, self.history(
-                        [event.build(*event.args) if isinstance(event, LaterRow) else event
-                         for event in handed
-                         if not isinstance(event, LaterRow) or event.ends_attempt]))
-                else:
-                    self._write(published, events, worker_rows)
+                self._write(published, events, worker_rows, *self._histories(handed))
             except Exception as exc:
                 self._put_back(published, events)
                 self._failed(exc, backoff)
                 continue
             backoff.reset()
             self._cycle_ended(len(published) + len(events))
+
+    def _take(self) -> Optional[tuple[list[Row], list[Any]]]:
+        """Wait for rows (or a stop), let them gather, then take them all:
+        (the publications, the events handed over); None once stopping."""
+        with self._lock:
+            # Idle is set before looking: a running() after the look sees it
+            # and wakes the thread.
+            self._idle = True
+            if not (self._published or self._events or self._stopping
+                    or self._current_waits()):
+                self._wake.wait(IDLE_WAKE_SEC)
+            self._idle = False
+            self._gather()
+            self._take_current()
+            if self._stopping:
+                return None
+            published, handed = list(self._published), list(self._events)
+            self._published.clear()
+            self._events.clear()
+            return published, handed
+
+    def _histories(self, handed: list[Any]) -> tuple[Any, ...]:
+        """The attempts' history rows of the events handed over (the ones that
+        end an attempt), when a history is kept: () for the store's default."""
+        if self.history is None:
+            return ()
+        return (self.history([event.build(*event.args) if isinstance(event, LaterRow)
+                              else event for event in handed
+                              if not isinstance(event, LaterRow) or event.ends_attempt]),)
 
     def _gather(self) -> None:
         """(Under the lock.) Let rows gather for up to ``gather_sec`` so that

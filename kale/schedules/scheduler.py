@@ -176,30 +176,46 @@ class Scheduler:
         try:
             mine, lease = self.state.acquire(self.holder, now, self.lease_sec * 3 / 4)
         except KaleError as exc:
-            if not self._lease_error:
-                logger.warning('scheduler %s: the lease cannot be renewed: %s%s', self.holder,
-                               exc, ' (publishing stops when it ends)' if self.leading else '')
-            self._lease_error = True
+            self._lease_failed(exc)
             return
         self._lease_error = False
         was_leading = self._leading_since is not None and now < self._lease_until
         if mine and lease is not None:
-            if not was_leading or lease.acquired_at != self._leading_since:
-                logger.info('scheduler %s leads, for %d schedules', self.holder,
-                            len(self.schedules))
-                self.state.start([(s.name, s.task_path) for s in self.schedules], now)
-            self._leading_since = lease.acquired_at
-            self._lease_until = lease.expires_at
+            self._lead(lease, was_leading, now)
         else:
-            if was_leading or self._lease is None or (
-                    lease is not None and lease.holder != self._lease.holder):
-                logger.info('scheduler %s follows %s', self.holder,
-                            lease.holder if lease is not None else 'nobody')
-            self._leading_since = None
-            self._lease_until = 0.0
-            if lease is not None and lease.expires_at > now:    # take over as it ends
-                self._next_lease_round = min(self._next_lease_round, lease.expires_at + 0.001)
+            self._follow(lease, was_leading, now)
         self._lease = lease
+
+    def _lease_failed(self, exc: KaleError) -> None:
+        """Say once, until it works again, that the lease could not be renewed."""
+        if not self._lease_error:
+            logger.warning('scheduler %s: the lease cannot be renewed: %s%s', self.holder,
+                           exc, ' (publishing stops when it ends)' if self.leading else '')
+        self._lease_error = True
+
+    def _lead(self, lease: Lease, was_leading: bool, now: float) -> None:
+        """Hold ``lease``; a lease newly taken starts the schedules' progress."""
+        if not was_leading or lease.acquired_at != self._leading_since:
+            logger.info('scheduler %s leads, for %d schedules', self.holder,
+                        len(self.schedules))
+            self.state.start([(s.name, s.task_path) for s in self.schedules], now)
+        self._leading_since = lease.acquired_at
+        self._lease_until = lease.expires_at
+
+    def _follow(self, lease: Optional[Lease], was_leading: bool, now: float) -> None:
+        """Follow ``lease``'s holder, and try to take over as soon as it ends."""
+        if was_leading or self._leader_changed(lease):
+            logger.info('scheduler %s follows %s', self.holder,
+                        lease.holder if lease is not None else 'nobody')
+        self._leading_since = None
+        self._lease_until = 0.0
+        if lease is not None and lease.expires_at > now:    # take over as it ends
+            self._next_lease_round = min(self._next_lease_round, lease.expires_at + 0.001)
+
+    def _leader_changed(self, lease: Optional[Lease]) -> bool:
+        """Whether ``lease`` is the first seen, or held by another than the last one."""
+        return self._lease is None or (
+            lease is not None and lease.holder != self._lease.holder)
 
     # --- ticks ------------------------------------------------------------------------
 
@@ -217,21 +233,7 @@ class Scheduler:
 
     def _publish_ticks(self, schedule: Schedule, row: Progress, due: list[float],
                        since: float, now: float) -> None:
-        missed = [tick for tick in due if tick <= since]
-        on_time = due[len(missed):]
-        if schedule.catch_up == 'all':
-            if len(due) > CATCH_UP_ALL_MAX:
-                logger.warning('schedule %s: more than %d ticks were missed; publishing the '
-                               'latest %d', schedule.name, CATCH_UP_ALL_MAX, CATCH_UP_ALL_MAX)
-            chosen = due[-CATCH_UP_ALL_MAX:]
-        elif schedule.catch_up == 'last':
-            chosen = missed[-1:] + on_time
-        else:
-            chosen = on_time
-        skipped = len(due) - len(chosen)
-        if skipped and schedule.catch_up != 'all':
-            logger.info('schedule %s: %d missed ticks skipped (catch_up %r)', schedule.name,
-                        skipped, schedule.catch_up)
+        chosen = _chosen_ticks(schedule, due, since)
         if not chosen:
             self.state.skip(schedule.name, self.holder, due[-1], now)
         for tick in chosen:
@@ -264,6 +266,24 @@ class Scheduler:
                         _when(tick), task_id)
         self.published.append((schedule.name, tick, published))
         return Progress(schedule.name, tick, tick, task_id, now)
+
+
+def _chosen_ticks(schedule: Schedule, due: list[float], since: float) -> list[float]:
+    """The ticks of ``due`` to publish, by the schedule's ``catch_up``: those
+    at or before ``since`` were missed."""
+    missed = [tick for tick in due if tick <= since]
+    on_time = due[len(missed):]
+    if schedule.catch_up == 'all':
+        if len(due) > CATCH_UP_ALL_MAX:
+            logger.warning('schedule %s: more than %d ticks were missed; publishing the '
+                           'latest %d', schedule.name, CATCH_UP_ALL_MAX, CATCH_UP_ALL_MAX)
+        return due[-CATCH_UP_ALL_MAX:]
+    chosen = missed[-1:] + on_time if schedule.catch_up == 'last' else on_time
+    skipped = len(due) - len(chosen)
+    if skipped:
+        logger.info('schedule %s: %d missed ticks skipped (catch_up %r)', schedule.name,
+                    skipped, schedule.catch_up)
+    return chosen
 
 
 def _when(tick: float) -> Any:

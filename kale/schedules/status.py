@@ -11,6 +11,7 @@ from kale.publisher import Publisher, get_publisher
 from kale.records.record import iso
 from kale.schedules.discovery import get_schedules
 from kale.schedules.scheduler import publish_run, records_state
+from kale.schedules.spec import Schedule
 from kale.store.schedules import Lease, Progress
 
 #: Next run times listed for each schedule.
@@ -28,36 +29,58 @@ def describe(config: Config, clock: Clock = SYSTEM_CLOCK, count: int = NEXT_RUNS
     task's status; and the scheduler that leads, if one does."""
     now = clock.time()
     found = get_schedules(config)
+    records = bool(records_url or config.RECORDS_URL)
     progress: dict[str, Progress] = {}
     statuses: dict[str, str] = {}
     lease: Optional[Lease] = None
-    if records_url or config.RECORDS_URL:
-        state = records_state(config, records_url)
-        progress = state.progress()
-        lease = state.lease()
-        statuses = state.task_statuses(p.last_task_id for p in progress.values()
-                                       if p.last_task_id)
-    rows = []
-    for schedule in found:
-        row = progress.get(schedule.name)
-        last_task = row.last_task_id if row is not None else None
-        rows.append({
-            'name': schedule.name, 'task': schedule.task_path, 'schedule': schedule.describe(),
-            'kind': 'cron' if schedule.is_cron else 'interval', 'tz': schedule.tz,
-            'catch_up': schedule.catch_up,
-            'queue': schedule.queue or schedule.task_class.queue,
-            'args': _json(list(schedule.args)), 'kwargs': _json(dict(schedule.kwargs)),
-            'next_runs': [iso(tick) for tick in schedule.upcoming(now, count)],
-            'last_tick': iso(row.last_tick) if row is not None else None,
-            'last_task_id': last_task,
+    if records:
+        progress, statuses, lease = _from_records(config, records_url)
+    rows = [{**_schedule_row(schedule, now, count),
+             **_last_run(progress.get(schedule.name), statuses)} for schedule in found]
+    return {'schedules': rows, 'searched': found.searched, 'records': records,
+            'leader': _leader(lease, now)}
+
+
+def _from_records(config: Config, records_url: Optional[str]
+                  ) -> tuple[dict[str, Progress], dict[str, str], Optional[Lease]]:
+    """Each schedule's progress, the status of each last tick's task, and the lease."""
+    state = records_state(config, records_url)
+    progress = state.progress()
+    lease = state.lease()
+    statuses = state.task_statuses(p.last_task_id for p in progress.values()
+                                   if p.last_task_id)
+    return progress, statuses, lease
+
+
+def _schedule_row(schedule: Schedule, now: float, count: int) -> dict[str, Any]:
+    """What the schedule says: its task, when it runs, and its next ``count`` run times."""
+    return {
+        'name': schedule.name, 'task': schedule.task_path, 'schedule': schedule.describe(),
+        'kind': 'cron' if schedule.is_cron else 'interval', 'tz': schedule.tz,
+        'catch_up': schedule.catch_up,
+        'queue': schedule.queue or schedule.task_class.queue,
+        'args': _json(list(schedule.args)), 'kwargs': _json(dict(schedule.kwargs)),
+        'next_runs': [iso(tick) for tick in schedule.upcoming(now, count)]}
+
+
+def _last_run(row: Optional[Progress], statuses: dict[str, str]) -> dict[str, Any]:
+    """The schedule's last tick, that tick's task and the task's status (None
+    without progress in the records)."""
+    if row is None:
+        return {'last_tick': None, 'last_task_id': None, 'last_task_status': None,
+                'last_published_at': None}
+    last_task = row.last_task_id
+    return {'last_tick': iso(row.last_tick), 'last_task_id': last_task,
             'last_task_status': statuses.get(last_task) if last_task else None,
-            'last_published_at': iso(row.last_published_at) if row is not None else None})
-    leader = None
-    if lease is not None and lease.expires_at > now:
-        leader = {'holder': lease.holder, 'since': iso(lease.acquired_at),
-                  'expires_at': iso(lease.expires_at)}
-    return {'schedules': rows, 'searched': found.searched, 'records': bool(
-        records_url or config.RECORDS_URL), 'leader': leader}
+            'last_published_at': iso(row.last_published_at)}
+
+
+def _leader(lease: Optional[Lease], now: float) -> Optional[dict[str, Any]]:
+    """The scheduler that leads, if its lease has not ended."""
+    if lease is None or lease.expires_at <= now:
+        return None
+    return {'holder': lease.holder, 'since': iso(lease.acquired_at),
+            'expires_at': iso(lease.expires_at)}
 
 
 def run_now(config: Config, name: str, publisher: Optional[Publisher] = None) -> str:

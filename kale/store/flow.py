@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from typing import Optional, Protocol, Sequence
+from typing import Callable, Optional, Protocol, Sequence
 
 from kale.flow.bucket import Bucket
 from kale.flow.spec import Rate
@@ -116,22 +116,32 @@ def decide(steps: FlowSteps, asks: Sequence[Ask], now: float, lease_sec: float) 
     then the tokens, key by key in order (so two workers never wait on each
     other in a circle); a run refused a token gives its slot back."""
     answers = [Answer() for _ in asks]
-    slotted = sorted((i for i in range(len(asks)) if asks[i].limit is not None),
-                     key=lambda i: asks[i].slot_key)
-    for key, group in itertools.groupby(slotted, key=lambda i: asks[i].slot_key):
-        members = list(group)
+    for key, members in _by_key(asks, lambda ask, answer: ask.limit is not None, answers,
+                                lambda ask: ask.slot_key):
         _slots(steps, key, [asks[i] for i in members], [answers[i] for i in members], now,
                lease_sec)
-    rated = sorted((i for i in range(len(asks)) if asks[i].rate is not None
-                    and answers[i].granted), key=lambda i: asks[i].rate_key)
-    for key, group in itertools.groupby(rated, key=lambda i: asks[i].rate_key):
-        members = list(group)
+    for key, members in _by_key(asks, lambda ask, answer: ask.rate is not None
+                                and answer.granted, answers, lambda ask: ask.rate_key):
         _tokens(steps, key, [asks[i] for i in members], [answers[i] for i in members], now)
-    returned = [(ask.slot_key, ask.holder) for ask, answer in zip(asks, answers, strict=True)
-                if ask.limit is not None and answer.wait_sec]
+    returned = _refused_slots(asks, answers)
     if returned:                        # refused a token: their slots go back
         steps.give_back(returned)
     return answers
+
+
+def _by_key(asks: Sequence[Ask], wanted: Callable[[Ask, Answer], bool], answers: list[Answer],
+            key: Callable[[Ask], str]) -> list[tuple[str, list[int]]]:
+    """The indexes of the asks wanted, grouped by their key, the keys in order."""
+    ordered = sorted((i for i in range(len(asks)) if wanted(asks[i], answers[i])),
+                     key=lambda i: key(asks[i]))
+    return [(name, list(group)) for name, group in
+            itertools.groupby(ordered, key=lambda i: key(asks[i]))]
+
+
+def _refused_slots(asks: Sequence[Ask], answers: list[Answer]) -> list[tuple[str, str]]:
+    """The slots taken by runs then refused a token."""
+    return [(ask.slot_key, ask.holder) for ask, answer in zip(asks, answers, strict=True)
+            if ask.limit is not None and answer.wait_sec]
 
 
 def _slots(steps: FlowSteps, key: str, asks: list[Ask], answers: list[Answer], now: float,

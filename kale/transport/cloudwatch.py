@@ -39,6 +39,27 @@ def make_cloudwatch_client(config: kale_config.Config) -> Any:
                                         retries={'mode': 'standard', 'max_attempts': 2}))
 
 
+def _queries(sqs_names: Sequence[str]) -> list[dict[str, Any]]:
+    """One GetMetricData query per queue, its id ``q<index in sqs_names>``."""
+    return [{'Id': 'q%d' % number, 'ReturnData': True,
+             'MetricStat': {'Metric': {'Namespace': 'AWS/SQS', 'MetricName': METRIC,
+                                       'Dimensions': [{'Name': 'QueueName', 'Value': name}]},
+                            'Period': 60, 'Stat': 'Maximum'}}
+            for number, name in enumerate(sqs_names)]
+
+
+def _latest_ages(answer: dict[str, Any], sqs_names: Sequence[str]) -> dict[str, float]:
+    """The latest value of each query of the answer that has one, by SQS name."""
+    ages = {}
+    for result in answer.get('MetricDataResults', []):
+        values = result.get('Values') or []
+        stamps = result.get('Timestamps') or []
+        if values:
+            latest = max(range(len(values)), key=lambda i: stamps[i] if i < len(stamps) else 0)
+            ages[sqs_names[int(result['Id'][1:])]] = float(values[latest])
+    return ages
+
+
 def oldest_message_ages(sqs_names: Sequence[str], now: datetime.datetime,
                         client: Any = None,
                         config: Optional[kale_config.Config] = None) -> dict[str, float]:
@@ -52,23 +73,11 @@ def oldest_message_ages(sqs_names: Sequence[str], now: datetime.datetime,
                 raise TypeError('oldest_message_ages needs a client or a configuration')
             client = make_cloudwatch_client(config)
         answer = client.get_metric_data(
-            MetricDataQueries=[{
-                'Id': 'q%d' % number, 'ReturnData': True,
-                'MetricStat': {'Metric': {'Namespace': 'AWS/SQS', 'MetricName': METRIC,
-                                          'Dimensions': [{'Name': 'QueueName', 'Value': name}]},
-                               'Period': 60, 'Stat': 'Maximum'}}
-                for number, name in enumerate(sqs_names)],
+            MetricDataQueries=_queries(sqs_names),
             StartTime=now - datetime.timedelta(seconds=WINDOW_SEC),
             EndTime=now + datetime.timedelta(seconds=60),     # the minute under way too
             ScanBy='TimestampDescending')
     except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError, ValueError) as exc:
         logger.info('CloudWatch %s not read: %s', METRIC, one_line(str(exc)))
         return {}
-    ages = {}
-    for result in answer.get('MetricDataResults', []):
-        values = result.get('Values') or []
-        stamps = result.get('Timestamps') or []
-        if values:
-            latest = max(range(len(values)), key=lambda i: stamps[i] if i < len(stamps) else 0)
-            ages[sqs_names[int(result['Id'][1:])]] = float(values[latest])
-    return ages
+    return _latest_ages(answer, sqs_names)

@@ -63,26 +63,30 @@ class S3PayloadStore:
         self.client = client
         self.endpoint = self.client.meta.endpoint_url
 
+    def _client_error(self, exc: botocore.exceptions.ClientError, action: str, bucket: str,
+                      where: str) -> PayloadStoreError:
+        """What S3's error answer to ``action`` on ``where`` means: PayloadMissingError
+        for an object GetObject does not find, else a PayloadStoreError saying why."""
+        error = exc.response.get('Error', {})
+        code = str(error.get('Code', '') or '')
+        status = exc.response.get('ResponseMetadata', {}).get('HTTPStatusCode', 0)
+        message = one_line(str(error.get('Message', '') or ''))
+        if code in MISSING_KEY_CODES and action == 'GetObject':
+            return PayloadMissingError('payload object %s does not exist' % where, code)
+        if code == 'NoSuchBucket':
+            return PayloadStoreError('%s %s: payload bucket %r does not exist at %s (create it, '
+                                     'or correct PAYLOAD_BUCKET)' % (action, where, bucket,
+                                                                     self.endpoint), code)
+        return PayloadStoreError('%s %s: %s: %s' % (action, where, code, message), code,
+                                 retryable=status >= 500 or code in THROTTLING_CODES)
+
     @contextlib.contextmanager
     def _errors(self, action: str, bucket: str, key: str) -> Iterator[None]:
         where = 's3://%s/%s' % (bucket, key)
         try:
             yield
         except botocore.exceptions.ClientError as exc:
-            error = exc.response.get('Error', {})
-            code = str(error.get('Code', '') or '')
-            status = exc.response.get('ResponseMetadata', {}).get('HTTPStatusCode', 0)
-            message = one_line(str(error.get('Message', '') or ''))
-            if code in MISSING_KEY_CODES and action == 'GetObject':
-                raise PayloadMissingError('payload object %s does not exist' % where,
-                                          code) from None
-            if code == 'NoSuchBucket':
-                raise PayloadStoreError('%s %s: payload bucket %r does not exist at %s (create it, '
-                                        'or correct PAYLOAD_BUCKET)' % (action, where, bucket,
-                                                                        self.endpoint),
-                                        code) from None
-            raise PayloadStoreError('%s %s: %s: %s' % (action, where, code, message), code,
-                                    retryable=status >= 500 or code in THROTTLING_CODES) from None
+            raise self._client_error(exc, action, bucket, where) from None
         except CREDENTIALS_ERRORS as exc:
             raise no_credentials(exc) from None
         except (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError) as exc:

@@ -102,16 +102,12 @@ def workflow_page(status: Optional[str], limit: int, cursor: Optional[str],
     # + 1 to tell whether more follow, + 1 for a row rounded up into the next millisecond
     want = min(limit + seen + 2, WORKFLOWS_MAX)
     read = workflow.list_workflows(status, want, before, records_url)
-    rows, skip = read, 0
-    if cursor:
-        rows = [row for row in read if row['created_at'] <= created_at]
-        ids = [row['id'] for row in rows[:seen + 1] if row['created_at'] == created_at]
-        skip = ids.index(last_id) + 1 if last_id in ids else seen
+    rows, skip = _after_cursor(read, created_at, last_id, seen) if cursor else (read, 0)
     page = rows[skip:skip + limit]
     if not page:
         return page, None
     last = page[-1]
-    served = sum(1 for row in rows[:skip + limit] if row['created_at'] == last['created_at'])
+    served = _created_with(rows[:skip + limit], last['created_at'])
     after = encode_workflow_cursor(last['created_at'], last['id'], served)
     if len(rows) > skip + limit:
         return page, after
@@ -119,6 +115,20 @@ def workflow_page(status: Optional[str], limit: int, cursor: Optional[str],
         return page, None
     # The read stopped at WORKFLOWS_MAX rows: whether more follow, a page of one tells.
     return page, after if workflow_page(status, 1, after, records_url)[0] else None
+
+
+def _after_cursor(read: list[dict[str, Any]], created_at: str, last_id: str,
+                  seen: int) -> tuple[list[dict[str, Any]], int]:
+    """The rows read from a cursor's millisecond on, and how many of them its
+    page served already."""
+    rows = [row for row in read if row['created_at'] <= created_at]
+    ids = [row['id'] for row in rows[:seen + 1] if row['created_at'] == created_at]
+    return rows, ids.index(last_id) + 1 if last_id in ids else seen
+
+
+def _created_with(rows: list[dict[str, Any]], created_at: str) -> int:
+    """How many of ``rows`` were created in the millisecond ``created_at``."""
+    return sum(1 for row in rows if row['created_at'] == created_at)
 
 
 class Api:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 from typing import Iterable, NamedTuple, Optional, Sequence, Union
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from kale.exceptions import WebhookAddressRefused, WebhookError
 
@@ -47,26 +47,43 @@ class Target(NamedTuple):
     port: int
 
 
-def parse_url(url: str) -> Target:
-    """The scheme, host and port of a webhook URL; WebhookError for anything
-    but an absolute http or https URL without credentials."""
+def _check_text(url: str) -> None:
+    """Refuse a URL that is not a string of 1 to MAX_URL_CHARS printable characters."""
     if not isinstance(url, str) or not url or len(url) > MAX_URL_CHARS:
         raise WebhookError('a webhook URL must be a string of 1 to %d characters' % MAX_URL_CHARS)
     if any(ord(c) < 33 or ord(c) == 127 for c in url):
         raise WebhookError('a webhook URL may not hold spaces or control characters')
+
+
+def _split(url: str) -> tuple[SplitResult, Optional[int]]:
+    """The parts of ``url`` and its port (None when it names none)."""
     try:
         parts = urlsplit(url)
-        port = parts.port
+        return parts, parts.port
     except ValueError as exc:
         raise WebhookError('webhook URL %r does not parse: %s' % (url[:200], exc)) from None
+
+
+def _checked_host(url: str, parts: SplitResult) -> str:
+    """The host of ``url``; WebhookError when it is not http or https, has no host, or
+    carries credentials."""
     if parts.scheme.lower() not in SCHEMES or not parts.hostname:
         raise WebhookError('a webhook URL must be http:// or https:// with a host, got %r'
                            % url[:200])
     if parts.username is not None or parts.password is not None:
         raise WebhookError('a webhook URL may not carry credentials (user:password@): send '
                            'them in a header (--header)')
+    return parts.hostname
+
+
+def parse_url(url: str) -> Target:
+    """The scheme, host and port of a webhook URL; WebhookError for anything
+    but an absolute http or https URL without credentials."""
+    _check_text(url)
+    parts, port = _split(url)
+    host = _checked_host(url, parts)
     scheme = parts.scheme.lower()
-    return Target(scheme, _host(parts.hostname), port or (443 if scheme == 'https' else 80))
+    return Target(scheme, _host(host), port or (443 if scheme == 'https' else 80))
 
 
 def _host(host: str) -> str:
@@ -111,23 +128,17 @@ def host_allowed(host: str, port: int, allowed: Iterable[str]) -> bool:
     return False
 
 
-def refusal(address: str) -> Optional[str]:
-    """Why a delivery may not connect to ``address`` (e.g. 'a private
-    address'), or None for a public one."""
-    ip = _address(address)
-    if ip is None:
-        return 'not an IP address'
-    if ip in METADATA_ADDRESSES:
-        return 'a cloud metadata address'
-    if isinstance(ip, ipaddress.IPv6Address):
-        inner = ip.ipv4_mapped or ip.sixtofour or (
-            ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF) if ip in NAT64 else None)
-        if ip.teredo:
-            inner = ip.teredo[1]
-        if inner is not None:
-            return refusal(str(inner))
-        if ip.is_site_local:
-            return 'a site-local address'
+def _inner_ipv4(ip: ipaddress.IPv6Address) -> Optional[ipaddress.IPv4Address]:
+    """The IPv4 address inside an IPv6 one (Teredo, IPv4-mapped, 6to4 or NAT64), or None."""
+    if ip.teredo:
+        return ip.teredo[1]
+    return ip.ipv4_mapped or ip.sixtofour or (
+        ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF) if ip in NAT64 else None)
+
+
+def _special_range(ip: IPAddress) -> Optional[str]:
+    """The first special range ``ip`` lies in (e.g. 'a loopback address'), or None for a
+    public address."""
     for what, found in (('an unspecified address', ip.is_unspecified),
                         ('a loopback address', ip.is_loopback),
                         ('a link-local address', ip.is_link_local),
@@ -140,6 +151,23 @@ def refusal(address: str) -> Optional[str]:
         if found:
             return what
     return None
+
+
+def refusal(address: str) -> Optional[str]:
+    """Why a delivery may not connect to ``address`` (e.g. 'a private
+    address'), or None for a public one."""
+    ip = _address(address)
+    if ip is None:
+        return 'not an IP address'
+    if ip in METADATA_ADDRESSES:
+        return 'a cloud metadata address'
+    if isinstance(ip, ipaddress.IPv6Address):
+        inner = _inner_ipv4(ip)
+        if inner is not None:
+            return refusal(str(inner))
+        if ip.is_site_local:
+            return 'a site-local address'
+    return _special_range(ip)
 
 
 def resolve(host: str, port: int) -> list[str]:

@@ -130,6 +130,51 @@ def _origin(target: guard.Target) -> tuple[str, str, int]:
     return target.scheme, target.host, target.port
 
 
+def _hop_target(url: str, hop: int) -> guard.Target:
+    """Where hop ``hop`` goes (0: the webhook's URL, then each redirect's);
+    WebhookRejectedError for a URL a delivery may not use."""
+    try:
+        return guard.parse_url(url)
+    except WebhookError as exc:
+        raise WebhookRejectedError('%s%s' % ('redirect refused: ' if hop else '', exc)
+                                   ) from None
+
+
+def _signed_headers(own_headers: Mapping[str, str], message_id: str, secret: str, body: bytes,
+                    clock: Clock) -> dict[str, str]:
+    """``own_headers`` with the content type and the signature headers, signed now."""
+    timestamp = int(clock.time())
+    headers = dict(own_headers)
+    headers.update({'content-type': 'application/json', 'webhook-id': message_id,
+                    'webhook-timestamp': str(timestamp),
+                    'webhook-signature': signing.sign(secret, message_id, timestamp, body)})
+    return headers
+
+
+def _request(http: httpx.Client, method: str, url: str, body: bytes, headers: Mapping[str, str],
+             hop: int, started: float, deadline: float, clock: Clock
+             ) -> tuple[httpx.Response, str]:
+    """One request and the excerpt of its answer, in the time left before
+    ``deadline``; its failures as WebhookDeliveryError or WebhookRejectedError."""
+    left = deadline - clock.monotonic()
+    try:
+        if left <= 0:
+            raise httpx.TimeoutException('no time left for the redirect')
+        with http.stream(method, url, content=body, headers=headers,
+                         timeout=left) as response:
+            return response, _read_excerpt(response)
+    except WebhookAddressRefused as exc:
+        raise WebhookRejectedError('%s%s' % (
+            'redirect to %s refused: ' % url[:200] if hop else '', exc)) from None
+    except httpx.TimeoutException as exc:
+        raise WebhookDeliveryError('timed out after %d ms (%s)' % (
+            _ms(clock.monotonic() - started), type(exc).__name__)) from None
+    except httpx.TransportError as exc:
+        raise WebhookDeliveryError('no answer after %d ms: %s: %s' % (
+            _ms(clock.monotonic() - started), type(exc).__name__,
+            str(exc).splitlines()[0][:300] if str(exc) else '')) from None
+
+
 def send(method: str, url: str, own_headers: Mapping[str, str], message_id: str, secret: str,
          body: bytes, timeout_sec: float, allowed_hosts: Sequence[str] = (),
          clock: Clock = SYSTEM_CLOCK) -> Answer:
@@ -141,33 +186,12 @@ def send(method: str, url: str, own_headers: Mapping[str, str], message_id: str,
     deadline = started + timeout_sec
     first = _origin(guard.parse_url(url))
     for hop in range(MAX_REDIRECTS + 1):
-        try:
-            target = guard.parse_url(url)
-        except WebhookError as exc:
-            raise WebhookRejectedError('%s%s' % ('redirect refused: ' if hop else '', exc)
-                                       ) from None
-        timestamp = int(clock.time())
-        headers = dict(own_headers) if _origin(target) == first else {}
-        headers.update({'content-type': 'application/json', 'webhook-id': message_id,
-                        'webhook-timestamp': str(timestamp),
-                        'webhook-signature': signing.sign(secret, message_id, timestamp, body)})
-        left = deadline - clock.monotonic()
-        try:
-            if left <= 0:
-                raise httpx.TimeoutException('no time left for the redirect')
-            with http.stream(method, url, content=body, headers=headers,
-                             timeout=left) as response:
-                excerpt = _read_excerpt(response)
-        except WebhookAddressRefused as exc:
-            raise WebhookRejectedError('%s%s' % (
-                'redirect to %s refused: ' % url[:200] if hop else '', exc)) from None
-        except httpx.TimeoutException as exc:
-            raise WebhookDeliveryError('timed out after %d ms (%s)' % (
-                _ms(clock.monotonic() - started), type(exc).__name__)) from None
-        except httpx.TransportError as exc:
-            raise WebhookDeliveryError('no answer after %d ms: %s: %s' % (
-                _ms(clock.monotonic() - started), type(exc).__name__,
-                str(exc).splitlines()[0][:300] if str(exc) else '')) from None
+        target = _hop_target(url, hop)
+        # The webhook's own headers go only to its URL's origin.
+        own = own_headers if _origin(target) == first else {}
+        headers = _signed_headers(own, message_id, secret, body, clock)
+        response, excerpt = _request(http, method, url, body, headers, hop, started, deadline,
+                                     clock)
         location = response.headers.get('location')
         if response.status_code in REDIRECTS and location:
             url = urljoin(url, location)

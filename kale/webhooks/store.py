@@ -106,6 +106,24 @@ def check_method(method: Any) -> str:
     return str(upper)
 
 
+def _check_header_name(name: Any) -> None:
+    """Refuse a header name HTTP does not allow, or one Kale sets itself."""
+    if not (isinstance(name, str) and HEADER_NAME.fullmatch(name)):
+        raise WebhookError('webhook header name %r is not a valid HTTP header name'
+                           % str(name)[:100])
+    if name.lower() in RESERVED_HEADERS:
+        raise WebhookError('webhook header %s is set by Kale itself' % name)
+
+
+def _check_header_value(name: str, value: Any) -> None:
+    """Refuse a header value that is too long or holds line breaks or control characters."""
+    if not isinstance(value, str) or len(value) > MAX_HEADER_CHARS or any(
+            (ord(c) < 32 and c != '\t') or ord(c) == 127 for c in value):
+        raise WebhookError('webhook header %s must have a value of at most %d characters, '
+                           'without line breaks or control characters' % (name,
+                                                                           MAX_HEADER_CHARS))
+
+
 def check_headers(headers: Any) -> dict[str, str]:
     if headers is None:
         return {}
@@ -114,16 +132,8 @@ def check_headers(headers: Any) -> dict[str, str]:
                            % MAX_HEADERS)
     checked: dict[str, str] = {}
     for name, value in headers.items():
-        if not (isinstance(name, str) and HEADER_NAME.fullmatch(name)):
-            raise WebhookError('webhook header name %r is not a valid HTTP header name'
-                               % str(name)[:100])
-        if name.lower() in RESERVED_HEADERS:
-            raise WebhookError('webhook header %s is set by Kale itself' % name)
-        if not isinstance(value, str) or len(value) > MAX_HEADER_CHARS or any(
-                (ord(c) < 32 and c != '\t') or ord(c) == 127 for c in value):
-            raise WebhookError('webhook header %s must have a value of at most %d characters, '
-                               'without line breaks or control characters' % (name,
-                                                                               MAX_HEADER_CHARS))
+        _check_header_name(name)
+        _check_header_value(name, value)
         checked[name] = value
     return checked
 

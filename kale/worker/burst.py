@@ -34,19 +34,29 @@ class BurstEnd:
         when only delayed messages are left."""
         if all(c.total == 0 for c in counts.values()):
             return True
-        if waiting is not None and all(
-                not c.visible and not c.in_flight and c.delayed <= waiting(queue.name)
-                for queue, c in counts.items()):
+        if waiting is not None and _only_sent_on_left(counts, waiting):
             return True
         if any(c.visible or c.in_flight for c in counts.values()):
             self._told = False           # work to do: a later wait is told again
             return False
         if not self._told:
             self._told = True
-            delayed = ', '.join('%d on %s' % (c.delayed, queue.name)
-                                for queue, c in counts.items() if c.delayed)
-            latest = time.strftime('%H:%M:%S', time.localtime(self.wall_clock() + MAX_DELAY_SEC))
-            logger.info('%s: burst: waiting for delayed messages (%s); SQS makes each visible '
-                        'within %d minutes of its publish, so by %s at the latest',
-                        self.who, delayed, MAX_DELAY_SEC // 60, latest)
+            self._tell_waiting(counts)
         return False
+
+    def _tell_waiting(self, counts: Mapping[TaskQueue, QueueCounts]) -> None:
+        """Say what delayed messages the burst waits for, and until when at the latest."""
+        delayed = ', '.join('%d on %s' % (c.delayed, queue.name)
+                            for queue, c in counts.items() if c.delayed)
+        latest = time.strftime('%H:%M:%S', time.localtime(self.wall_clock() + MAX_DELAY_SEC))
+        logger.info('%s: burst: waiting for delayed messages (%s); SQS makes each visible '
+                    'within %d minutes of its publish, so by %s at the latest',
+                    self.who, delayed, MAX_DELAY_SEC // 60, latest)
+
+
+def _only_sent_on_left(counts: Mapping[TaskQueue, QueueCounts],
+                       waiting: Callable[[str], int]) -> bool:
+    """Whether all that is left on the queues is the delayed copies this
+    worker sent on (``waiting(queue name)`` of them on each)."""
+    return all(not c.visible and not c.in_flight and c.delayed <= waiting(queue.name)
+               for queue, c in counts.items())

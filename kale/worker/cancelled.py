@@ -16,6 +16,11 @@ from kale.worker.batch import Batch
 #: The reason of a duplicate delivery settled unrun.
 ALREADY_SUCCEEDED = 'already succeeded (a duplicate delivery)'
 
+#: The hooks asked, in this order (a task both hooks name is cancelled), and
+#: how each settles the tasks it names.
+_ASKED = ((WorkerHooks.succeeded_tasks, Outcome.SKIPPED, ALREADY_SUCCEEDED),
+          (WorkerHooks.cancelled_tasks, Outcome.CANCELLED, 'cancelled'))
+
 
 def skip_cancelled(hooks: HookDispatcher, batch: Batch) -> None:
     """Ask the hooks, once for the whole batch, which of its verified tasks
@@ -23,15 +28,7 @@ def skip_cancelled(hooks: HookDispatcher, batch: Batch) -> None:
     if not batch.opened:
         return
     opened_by_id = batch.opened
-    task_ids = [opened.task_id for opened in opened_by_id.values()]
-    unrun: dict[str, tuple[Outcome, str]] = {}
-    if hooks.overridden(WorkerHooks.succeeded_tasks):
-        for answer in hooks.collect(WorkerHooks.succeeded_tasks, batch.queue, task_ids):
-            unrun.update((task_id, (Outcome.SKIPPED, ALREADY_SUCCEEDED))
-                         for task_id in answer or ())
-    if hooks.overridden(WorkerHooks.cancelled_tasks):
-        for answer in hooks.collect(WorkerHooks.cancelled_tasks, batch.queue, task_ids):
-            unrun.update((task_id, (Outcome.CANCELLED, 'cancelled')) for task_id in answer or ())
+    unrun = _unrun(hooks, batch, [opened.task_id for opened in opened_by_id.values()])
     if not unrun:
         return
     for received in batch.messages:
@@ -41,3 +38,14 @@ def skip_cancelled(hooks: HookDispatcher, batch: Batch) -> None:
             batch.settlements.append(Settlement(
                 received, outcome, message=opened.message, reason=reason,
                 envelope=opened.envelope))
+
+
+def _unrun(hooks: HookDispatcher, batch: Batch,
+           task_ids: list[str]) -> dict[str, tuple[Outcome, str]]:
+    """The tasks the hooks name, each with its outcome and reason."""
+    unrun: dict[str, tuple[Outcome, str]] = {}
+    for hook, outcome, reason in _ASKED:
+        if hooks.overridden(hook):
+            for answer in hooks.collect(hook, batch.queue, task_ids):
+                unrun.update((task_id, (outcome, reason)) for task_id in answer or ())
+    return unrun

@@ -88,6 +88,20 @@ def fifo_copy(settlement: Settlement) -> Optional[OutgoingMessage]:
                                dedup_id=received.message_id)
 
 
+def _by_kind(settlements: Sequence[Settlement]) -> dict[Settle, list[Settlement]]:
+    """The settlements by what their outcome does: its row's ``settle`` (kale.events.OUTCOMES)."""
+    by_kind: dict[Settle, list[Settlement]] = {kind: [] for kind in Settle}
+    for settlement in settlements:
+        by_kind[settlement.outcome.settle].append(settlement)
+    return by_kind
+
+
+def _to_delete(settlements: Sequence[Settlement]) -> list[Settlement]:
+    """The messages still to delete: those whose copy was sent, and those done with."""
+    return [s for s in settlements if not s.settled and (
+        s.copied or s.outcome.settle is Settle.DELETE)]
+
+
 class SettleDeferred(Exception):
     """Settling met an outage with retrying off: resume the batch where waiting
     is allowed (see :meth:`Consumer.settle`)."""
@@ -151,22 +165,24 @@ class Consumer:
         for received in batch.unsettled():
             # With its verified envelope when it has one: hooks see its task.
             batch.settlements.append(release(batch, received, 'not reached'))
-        # What each settlement's outcome does is its row's ``settle`` (kale.events.OUTCOMES).
-        by_kind: dict[Settle, list[Settlement]] = {kind: [] for kind in Settle}
-        for settlement in batch.settlements:
-            by_kind[settlement.outcome.settle].append(settlement)
+        by_kind = _by_kind(batch.settlements)
         dead_letters = by_kind[Settle.DEAD_LETTER]
         if batch.fifo:      # a retry or release stays in its group; no copy jumps the line
             self._hold(batch, [s for s in batch.settlements
                                if OUTCOMES[s.outcome].holds_group], retry)
             for settlement in dead_letters:
                 settlement.copy = fifo_copy(settlement)
-            self._send_dead_runs(batch, dead_letters, retry)
-            self._send_copies(batch, dead_letters, dead_letter=True, retry=retry)
-            self._delete(batch, [s for s in batch.settlements if not s.settled and (
-                s.copied or s.outcome.settle is Settle.DELETE)], retry=retry)
-            batch.settle_ended = self.clock.time()
-            return
+        else:
+            self._send_releases(batch, by_kind, retry)
+        self._send_dead_runs(batch, dead_letters, retry)
+        self._send_copies(batch, dead_letters, dead_letter=True, retry=retry)
+        self._delete(batch, _to_delete(batch.settlements), retry=retry)
+        batch.settle_ended = self.clock.time()
+
+    def _send_releases(self, batch: Batch, by_kind: dict[Settle, list[Settlement]],
+                       retry: bool) -> None:
+        """Not FIFO: send the release copies (made here if need be) with the
+        other copies, each in its task's tenant on a fair queue."""
         releases = self._give_back_late(batch, by_kind[Settle.RELEASE], retry)
         for settlement in releases:
             if settlement.copy is None:
@@ -178,11 +194,6 @@ class Consumer:
                 if settlement.copy is not None:
                     settlement.copy = keep_tenant(settlement.copy, settlement.received.group_id)
         self._send_copies(batch, releases + by_kind[Settle.COPY], dead_letter=False, retry=retry)
-        self._send_dead_runs(batch, dead_letters, retry)
-        self._send_copies(batch, dead_letters, dead_letter=True, retry=retry)
-        self._delete(batch, [s for s in batch.settlements if not s.settled and (
-            s.copied or s.outcome.settle is Settle.DELETE)], retry=retry)
-        batch.settle_ended = self.clock.time()
 
     def _give_back_late(self, batch: Batch, releases: list[Settlement],
                         retry: bool) -> list[Settlement]:
@@ -265,26 +276,40 @@ class Consumer:
         settlements = [s for s in settlements if not s.copied]
         if not settlements:
             return
-        if batch.deadline - self.clock.monotonic() < COPY_MIN_SEC:
-            for settlement in settlements:      # SQS may deliver the original again
-                settlement.lapsed = True
-            logger.error('%d %s(s) on queue %s not sent: the batch\'s visibility timeout '
-                         'ended (or nearly); SQS delivers the originals again',
-                         len(settlements), 'dead-letter copy' if dead_letter else 'copy',
-                         batch.queue.name)
+        what = 'dead-letter copy' if dead_letter else 'copy'
+        if self._too_late_to_copy(batch, settlements, what):
             return
-        if dead_letter and self.broker.dead_letter_name(batch.queue) is None:
+        if not dead_letter:
+            self._send_marking(batch, settlements, self.broker.send, what, retry)
+        elif self.broker.dead_letter_name(batch.queue) is None:
             for settlement in settlements:
                 logger.error('task %s (%s) dropped: %s (ENABLE_DEAD_LETTER_QUEUE is off)',
                              settlement.task_id, settlement.task_name, settlement.reason)
                 settlement.copied = True
-            return
+        else:
+            self._send_marking(batch, settlements, self.broker.send_dead_letters, what, retry)
+
+    def _too_late_to_copy(self, batch: Batch, settlements: Sequence[Settlement],
+                          what: str) -> bool:
+        """Whether the batch's budget is too short for copies; if so, the
+        settlements are marked lapsed: SQS may deliver the originals again."""
+        if batch.deadline - self.clock.monotonic() >= COPY_MIN_SEC:
+            return False
+        for settlement in settlements:
+            settlement.lapsed = True
+        logger.error('%d %s(s) on queue %s not sent: the batch\'s visibility timeout '
+                     'ended (or nearly); SQS delivers the originals again',
+                     len(settlements), what, batch.queue.name)
+        return True
+
+    def _send_marking(self, batch: Batch, settlements: Sequence[Settlement],
+                      send: Callable[[TaskQueue, list[OutgoingMessage]], object], what: str,
+                      retry: bool) -> None:
+        """Send the settlements' copies in one request, marking those sent."""
         copies: list[OutgoingMessage] = []
         for settlement in settlements:
             assert settlement.copy is not None, 'a copy is needed to settle this way'
             copies.append(settlement.copy)
-        send = self.broker.send_dead_letters if dead_letter else self.broker.send
-        what = 'dead-letter copy' if dead_letter else 'copy'
         try:
             self._attempt(batch, what, lambda: send(batch.queue, copies), retry, COPY_MIN_SEC)
         except BatchSendError as exc:
@@ -311,6 +336,21 @@ class Consumer:
         pending = [s for s in dead_letters if s.dead_run is not None and not s.copied]
         if not pending or batch.deadline - self.clock.monotonic() < COPY_MIN_SEC:
             return          # the dead-letter copies' send says what became of them
+        sent, copies = self._dead_run_copies(batch, pending)
+        if not copies:
+            return
+        failed = self._failed_dead_runs(batch, copies, retry)
+        for i, settlement in enumerate(sent):
+            if i in failed:
+                logger.error('task %s (%s): its dead run was not sent, so it is dead-lettered '
+                             'instead', settlement.task_id, settlement.task_name)
+                settlement.dead_run = None
+            else:
+                settlement.copied = True
+
+    def _dead_run_copies(self, batch: Batch, pending: Sequence[Settlement]
+                         ) -> tuple[list[Settlement], list[OutgoingMessage]]:
+        """The settlements whose dead run could be made, and its message; others drop theirs."""
         sent: list[Settlement] = []
         copies: list[OutgoingMessage] = []
         for settlement in pending:
@@ -335,25 +375,22 @@ class Consumer:
                 copy = keep_tenant(copy, settlement.received.group_id)
             sent.append(settlement)
             copies.append(copy)
-        if not copies:
-            return
-        failed: Collection[int] = ()
+        return sent, copies
+
+    def _failed_dead_runs(self, batch: Batch, copies: list[OutgoingMessage],
+                          retry: bool) -> Collection[int]:
+        """Send the dead runs in one request; the indexes of those not sent."""
         try:
             self._attempt(batch, 'dead run', lambda: self.broker.send_dead_runs(
                 batch.queue, copies), retry, COPY_MIN_SEC)
         except SettleDeferred:
             raise
         except SQSError as exc:     # a refusal, or an outage until the budget's end
-            failed = exc.failed if isinstance(exc, BatchSendError) else range(len(sent))
+            failed = exc.failed if isinstance(exc, BatchSendError) else range(len(copies))
             logger.error('%d of %d dead runs not sent from queue %s: %s', len(failed),
-                         len(sent), batch.queue.name, exc)
-        for i, settlement in enumerate(sent):
-            if i in failed:
-                logger.error('task %s (%s): its dead run was not sent, so it is dead-lettered '
-                             'instead', settlement.task_id, settlement.task_name)
-                settlement.dead_run = None
-            else:
-                settlement.copied = True
+                         len(copies), batch.queue.name, exc)
+            return failed
+        return ()
 
     def _delete(self, batch: Batch, settlements: Sequence[Settlement], retry: bool = True) -> None:
         if not settlements:
@@ -365,8 +402,16 @@ class Consumer:
             % (len(handles), batch.queue.name))
         if failed is None:
             return
-        # Entries SQS failed (an internal error on its side) are tried again
-        # while the batch's budget lasts: each one left is a task run twice.
+        failed = self._delete_again(batch, failed, retry)
+        for settlement in settlements:
+            settlement.settled = settlement.received.receipt_handle not in failed
+            envelope = settlement.envelope
+            if settlement.settled and envelope is not None and envelope.offloaded:
+                self._discard_payload(batch, settlement)
+
+    def _delete_again(self, batch: Batch, failed: set[str], retry: bool) -> set[str]:
+        """Entries SQS failed (an internal error on its side), tried again while
+        the budget lasts (each one left is a task run twice); those still left."""
         backoff = Backoff(maximum=self.max_backoff_sec)
         for _ in range(ENTRY_RETRY_ROUNDS):
             delay = backoff.next_delay()
@@ -382,11 +427,7 @@ class Consumer:
             if still is None:
                 break
             failed = still
-        for settlement in settlements:
-            settlement.settled = settlement.received.receipt_handle not in failed
-            envelope = settlement.envelope
-            if settlement.settled and envelope is not None and envelope.offloaded:
-                self._discard_payload(batch, settlement)
+        return failed
 
     def _discard_payload(self, batch: Batch, settlement: Settlement) -> None:
         """Delete the S3 object of a deleted message (its payload offloaded)

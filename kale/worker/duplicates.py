@@ -28,6 +28,8 @@ from kale.worker.batch import Batch, Opened
 
 #: The reason of a delivery deleted because another copy of its task is in the batch.
 DUPLICATE_IN_BATCH = 'another delivery of the task is in the same batch'
+#: Each task id's most advanced message: its progress, and its message id.
+_Kept = dict[str, tuple[tuple[int, int, int], str]]
 
 
 def _progress(opened: Opened) -> tuple[int, int, int]:
@@ -48,26 +50,45 @@ def _number(value: object) -> int:
 def drop_duplicates(batch: Batch) -> int:
     """Settle as duplicates the messages whose task id another, more
     advanced message of the batch carries; returns how many."""
-    opened_by_id = batch.opened
-    task_ids = batch.task_ids or [opened.task_id for opened in opened_by_id.values()]
-    if batch.fifo or len(opened_by_id) < 2 or len(set(task_ids)) == len(opened_by_id):
+    if _one_message_per_task(batch):
         return 0        # the usual case: one message per task
     decided = {id(s.received) for s in batch.settlements}
-    kept: dict[str, tuple[tuple[int, int, int], str]] = {}
+    kept = _most_advanced(batch, decided)
+    if len(kept) == sum(1 for m in batch.messages
+                        if m.message_id in batch.opened and id(m) not in decided):
+        return 0
+    return _settle_others(batch, decided, kept)
+
+
+def _one_message_per_task(batch: Batch) -> bool:
+    """Whether the batch holds no two messages of one task (or may not drop any: FIFO)."""
+    opened_by_id = batch.opened
+    task_ids = batch.task_ids or [opened.task_id for opened in opened_by_id.values()]
+    return batch.fifo or len(opened_by_id) < 2 or len(set(task_ids)) == len(opened_by_id)
+
+
+def _most_advanced(batch: Batch, decided: set[int]) -> _Kept:
+    """For each task id, the progress and message id of its most advanced
+    message not decided yet."""
+    opened_by_id = batch.opened
+    kept: _Kept = {}
     for received in batch.messages:
-        opened = batch.opened.get(received.message_id)
+        opened = opened_by_id.get(received.message_id)
         if opened is None or id(received) in decided:
             continue
         progress = _progress(opened)
         best = kept.get(opened.task_id)
         if best is None or progress > best[0]:
             kept[opened.task_id] = (progress, received.message_id)
-    if len(kept) == sum(1 for m in batch.messages
-                        if m.message_id in batch.opened and id(m) not in decided):
-        return 0
+    return kept
+
+
+def _settle_others(batch: Batch, decided: set[int], kept: _Kept) -> int:
+    """Settle as duplicates the undecided messages not kept; returns how many."""
+    opened_by_id = batch.opened
     dropped = 0
     for received in batch.messages:
-        opened = batch.opened.get(received.message_id)
+        opened = opened_by_id.get(received.message_id)
         if opened is None or id(received) in decided:
             continue
         if kept[opened.task_id][1] != received.message_id:

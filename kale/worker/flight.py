@@ -232,23 +232,12 @@ class FlightWorker(WorkerBase):
             return
         now = self.clock.monotonic()
         if self.alone or self._alone_running is not None:
-            if self.running and self._alone_running is None:
-                self.waiting = [job for job in self.waiting if self._fits(job, now)]
-                return          # the suspect starts once these have ended
-            for job in self.waiting:
-                self._give_back(job, 'given back: a suspect runs alone')
-            self.waiting = []
-            if self.alone and not self.running and not self.intake.receiving:
-                job = self.alone.pop(0)     # (what a receive still out brings, is given back)
-                if self._fits(job, now):
-                    self.gatherer.flush(everything=True)
-                    assert self.settler is not None
-                    self.settler.flush()            # given back before it starts
-                    self.hooks(WorkerHooks.before_batch, job.batch.queue, job.batch)
-                    self._alone_running = job
-                    self.start(job, now)
-                    self.jobs.flush()
-            return
+            self._start_alone(now)
+        else:
+            self._start_in_order(now)
+
+    def _start_in_order(self, now: float) -> None:
+        """Start what waits and finds room (and its group free), in order."""
         kept = []
         for job in self.waiting:
             if not self._fits(job, now):
@@ -259,6 +248,31 @@ class FlightWorker(WorkerBase):
             else:
                 self.start(job, now)
         self.waiting = kept
+        self.jobs.flush()
+
+    def _start_alone(self, now: float) -> None:
+        """A suspect waits to run alone, or runs: what waits is kept while other
+        tasks run, and given back once none do; then the suspect starts."""
+        if self.running and self._alone_running is None:
+            self.waiting = [job for job in self.waiting if self._fits(job, now)]
+            return          # the suspect starts once these have ended
+        for job in self.waiting:
+            self._give_back(job, 'given back: a suspect runs alone')
+        self.waiting = []
+        if self.alone and not self.running and not self.intake.receiving:
+            job = self.alone.pop(0)     # (what a receive still out brings, is given back)
+            self._start_suspect(job, now)
+
+    def _start_suspect(self, job: Job, now: float) -> None:
+        """Start a suspect, alone, once what was given back is settled."""
+        if not self._fits(job, now):
+            return
+        self.gatherer.flush(everything=True)
+        assert self.settler is not None
+        self.settler.flush()            # given back before it starts
+        self.hooks(WorkerHooks.before_batch, job.batch.queue, job.batch)
+        self._alone_running = job
+        self.start(job, now)
         self.jobs.flush()
 
     def start(self, job: Job, now: float) -> None:
@@ -275,16 +289,7 @@ class FlightWorker(WorkerBase):
 
     def finished(self, job: Job) -> None:
         """A job's task ended: free its place and settle it (soon, with others)."""
-        self.running.discard(job)
-        if job is self._alone_running:
-            self._alone_running = None
-        if job.group is not None:
-            self._groups.discard(job.group)
-        self._per_class[job.task_class] -= 1
-        if job.watched is not None:
-            self.watchdog.unwatch(job.watched)
-        if job.long:
-            self.heartbeat.stop(job.received)
+        self._free(job)
         settlement = job.settlement
         assert settlement is not None
         if settlement.duration_sec:
@@ -297,6 +302,19 @@ class FlightWorker(WorkerBase):
             self._hold_group(job.group, job.received.group_id)
         if self.memory_limit.exceeded():
             self.check_limits()
+
+    def _free(self, job: Job) -> None:
+        """Free the place, group and watch of a job whose task ended."""
+        self.running.discard(job)
+        if job is self._alone_running:
+            self._alone_running = None
+        if job.group is not None:
+            self._groups.discard(job.group)
+        self._per_class[job.task_class] -= 1
+        if job.watched is not None:
+            self.watchdog.unwatch(job.watched)
+        if job.long:
+            self.heartbeat.stop(job.received)
 
     def refill(self) -> None:
         """Ask the intake for as many messages as there is room for, and for

@@ -113,6 +113,17 @@ class FlowGate:
         how many were refused."""
         if not batch.opened or not self._limited(batch):
             return 0
+        refusals, asking = self._asks(batch)
+        if asking:
+            refusals.extend(self._ask(asking))
+        for received, opened, refusal in refusals:
+            batch.settlements.append(self._release(batch, received, opened, refusal))
+        return len(refusals)
+
+    def _asks(self, batch: Batch) -> tuple[list[tuple[ReceivedMessage, Opened, Refusal]],
+                                           list[tuple[ReceivedMessage, Opened, FlowSpec, 'Ask']]]:
+        """What each message not decided yet needs: those refused at once, and
+        those to ask the store about."""
         decided = {id(s.received) for s in batch.settlements}
         refusals: list[tuple[ReceivedMessage, Opened, Refusal]] = []
         asking: list[tuple[ReceivedMessage, Opened, FlowSpec, 'Ask']] = []
@@ -125,11 +136,7 @@ class FlowGate:
                 refusals.append((received, opened, found))
             elif found is not None:
                 asking.append((received, opened, found[0], found[1]))
-        if asking:
-            refusals.extend(self._ask(asking))
-        for received, opened, refusal in refusals:
-            batch.settlements.append(self._release(batch, received, opened, refusal))
-        return len(refusals)
+        return refusals, asking
 
     def _limited(self, batch: Batch) -> bool:
         """Whether a task class of the batch may have limits (a class known

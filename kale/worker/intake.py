@@ -200,16 +200,8 @@ class Intake:
         local = self._selecting()
         local.ask, local.found, local.empty = ask, {}, set()
         try:
-            if local.current is not None and local.left > 0:
-                chosen, local.left = local.current, local.left - 1
-            else:
-                chosen = self._choose(local)
-                local.current, local.left = chosen, chosen.num_iterations - 1
-            batch = local.found.pop(chosen.name, None)
-            if batch is None and chosen.name not in local.empty:
-                batch = self._receive(chosen, 0, ask)
-            if batch is None or len(batch.messages) < batch.asked:
-                local.left = 0          # (nearly) drained: select again next time
+            chosen = self._next_queue(local)
+            batch = self._batch_of(local, chosen, ask)
             for other in local.found.values():      # a selector that probed on
                 self._report(Arrival(0, batch=other))
             if batch is not None and batch.messages:
@@ -221,6 +213,25 @@ class Intake:
         except Exception as exc:        # the receiving thread must always report back
             logger.exception('receiving failed')
             self._report(Arrival(ask, error=SQSError(str(exc))))
+
+    def _next_queue(self, local: _Selecting) -> TaskQueue:
+        """The queue chosen last while it has receives left, else a new choice."""
+        if local.current is not None and local.left > 0:
+            local.left -= 1
+            return local.current
+        chosen = self._choose(local)
+        local.current, local.left = chosen, chosen.num_iterations - 1
+        return chosen
+
+    def _batch_of(self, local: _Selecting, chosen: TaskQueue, ask: int) -> Optional[Batch]:
+        """The chosen queue's batch: what a probe found, else a receive (none
+        when a probe found it empty); a batch short of its ask ends the queue's turn."""
+        batch = local.found.pop(chosen.name, None)
+        if batch is None and chosen.name not in local.empty:
+            batch = self._receive(chosen, 0, ask)
+        if batch is None or len(batch.messages) < batch.asked:
+            local.left = 0          # (nearly) drained: select again next time
+        return batch
 
     def _choose(self, local: _Selecting) -> TaskQueue:
         """The selector's choice; a random queue when it fails or names a

@@ -126,22 +126,34 @@ class Worker(WorkerBase):
         queue = self.select_queue()
         if queue is None:
             return True
-        batch = self.receiver.take(queue)
-        if batch is None and not self.receiver.known_empty(queue):
-            batch = self.receive(queue)
+        batch = self._first_batch(queue)
         if batch is None or not batch.messages:
             self._go_idle()
             return True
         self.process(batch)
+        self._serve(queue, batch)
+        self.receiver.done_with(queue)
+        return True
+
+    def _first_batch(self, queue: TaskQueue) -> Optional[Batch]:
+        """The selected queue's first batch: what its probe kept, else a receive
+        (none when its probe found it empty)."""
+        batch = self.receiver.take(queue)
+        if batch is None and not self.receiver.known_empty(queue):
+            batch = self.receive(queue)
+        return batch
+
+    def _serve(self, queue: TaskQueue, batch: Batch) -> None:
+        """Receive and process the queue's next batches, up to its
+        ``num_iterations`` in all, while they come full."""
         for _ in range(queue.num_iterations - 1):
             if self._stopping or not batch.full or self.receiver.has_ready():
                 break           # a short batch means the queue is (nearly) drained
-            batch = self.receive(queue)
-            if batch is None or not batch.messages:
+            received = self.receive(queue)
+            if received is None or not received.messages:
                 break
+            batch = received
             self.process(batch)
-        self.receiver.done_with(queue)
-        return True
 
     # --- steps --------------------------------------------------------------
 
@@ -207,25 +219,34 @@ class Worker(WorkerBase):
         drop_duplicates(batch)
         self.send_on_early(batch)
         self.limit_flow(batch)
-        longs = [cls for cls in batch.task_classes if batch.is_long(cls.time_limit)]
-        self.prefetch.received(batch.queue, sum(
-            1 for opened in batch.opened.values() if opened.task_class in longs) if longs else 0)
-        alone = isolate_suspect(batch, self.name) or (isolate_long(batch) if longs else None)
+        alone = self._set_aside(batch)
         if alone is not None:
             self.keep_if_long(alone)
         try:
             self.run_batch(batch)
             self.settle(batch)
             if alone is not None:
-                if not self._stopping:
-                    assert self.settler is not None
-                    self.settler.flush()            # hold nothing else while it runs
-                    self.receiver.release_ready()
-                    self.run_batch(alone)
-                self.settle(alone)
+                self._run_alone(alone)
         finally:
             self.heartbeat.stop()
         self.check_limits()
+
+    def _set_aside(self, batch: Batch) -> Optional[Batch]:
+        """Take out of the batch the message to run alone: a suspect, or else
+        a long task; the prefetch learns how many long tasks came."""
+        longs = [cls for cls in batch.task_classes if batch.is_long(cls.time_limit)]
+        self.prefetch.received(batch.queue, sum(
+            1 for opened in batch.opened.values() if opened.task_class in longs) if longs else 0)
+        return isolate_suspect(batch, self.name) or (isolate_long(batch) if longs else None)
+
+    def _run_alone(self, alone: Batch) -> None:
+        """Run a batch of one once the rest is settled, holding nothing else meanwhile."""
+        if not self._stopping:
+            assert self.settler is not None
+            self.settler.flush()            # hold nothing else while it runs
+            self.receiver.release_ready()
+            self.run_batch(alone)
+        self.settle(alone)
 
     def keep_if_long(self, alone: Batch) -> None:
         """Start the heartbeat for a batch of one whose task is long."""
@@ -241,16 +262,14 @@ class Worker(WorkerBase):
         tasks have taken SETTLE_PARTS_AFTER_SEC, what is decided so far is
         settled while the rest runs."""
         self.hooks(WorkerHooks.before_batch, batch.queue, batch)
-        decided = {id(s.received): s for s in batch.settlements}
+        decided = _by_message(batch.settlements)
         last_part = started = self.clock.monotonic()
         ran = 0
         try:
             for received in list(batch.messages):
                 settlement = decided.get(id(received))
                 if settlement is not None:      # decided before the run (see suspects)
-                    if batch.fifo and settlement.outcome in HOLDS_GROUP \
-                            and received.group_id != batch.alone_group:
-                        batch.held_groups.add(received.group_id)
+                    _hold_decided(batch, received, settlement)
                     continue
                 if self._stopping:
                     break
@@ -272,8 +291,13 @@ class Worker(WorkerBase):
             self._stopping = True
         finally:
             self.runner.guard.after_batch()
-            if ran:         # the mean run time, once a batch (what the next receive asks)
-                self.prefetch.ran(batch.queue, (self.clock.monotonic() - started) / ran)
+            self._note_run_time(batch.queue, started, ran)
+
+    def _note_run_time(self, queue: TaskQueue, started: float, ran: int) -> None:
+        """Tell the prefetch the mean run time of the ``ran`` tasks run since
+        ``started``, once a batch (what the next receive asks)."""
+        if ran:
+            self.prefetch.ran(queue, (self.clock.monotonic() - started) / ran)
 
     def run_one(self, batch: Batch, received: ReceivedMessage) -> Settlement:
         """Run one message's task if it may run now, else release it."""
@@ -320,3 +344,16 @@ class Worker(WorkerBase):
         self._idle = True
         logger.debug('%s: idle, long polling %s', self.name, ', '.join(
             '%s (%d s)' % (q.name, q.long_poll_time_sec) for q in self.queues))
+
+
+def _by_message(settlements: list[Settlement]) -> dict[int, Settlement]:
+    """The settlements decided before a run, by their received message's id()."""
+    return {id(s.received): s for s in settlements}
+
+
+def _hold_decided(batch: Batch, received: ReceivedMessage, settlement: Settlement) -> None:
+    """FIFO: a message decided before the run (see suspects) that stays in its
+    group holds back the group's later messages, unless its group runs alone."""
+    if batch.fifo and settlement.outcome in HOLDS_GROUP \
+            and received.group_id != batch.alone_group:
+        batch.held_groups.add(received.group_id)

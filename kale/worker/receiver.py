@@ -28,7 +28,7 @@ import concurrent.futures
 import logging
 import queue
 import threading
-from typing import Callable, Optional, Sequence
+from typing import Callable, Collection, Optional, Sequence
 
 from kale.clock import SYSTEM_CLOCK, Clock
 from kale.exceptions import SQSError
@@ -241,16 +241,8 @@ class Receiver:
         answered: set[str] = set()
         deadline = self.clock.monotonic() + max_wait_sec
         while not self.stopping():
-            now = self.clock.monotonic()
-            for queue_ in self.queues:
-                if queue_.name in self._polling or (each_once and queue_.name in answered):
-                    continue
-                if now >= self._next_poll.get(queue_.name, 0.0):
-                    self._start_poll(queue_)
-            try:
-                result = self._results.get(timeout=WATCH_TICK_SEC)
-            except queue.Empty:
-                result = None
+            self._start_due_polls(answered if each_once else ())
+            result = self._next_result()
             if result is not None:
                 queue_, got_messages = self._take_result(result, raise_errors=True)
                 if got_messages:
@@ -261,6 +253,23 @@ class Receiver:
             if not each_once and self.clock.monotonic() >= deadline:
                 return False
         return False
+
+    def _start_due_polls(self, skipped: Collection[str]) -> None:
+        """Poll each queue whose poll is due, but for those polling still and
+        those ``skipped`` (by name)."""
+        now = self.clock.monotonic()
+        for queue_ in self.queues:
+            if queue_.name in self._polling or queue_.name in skipped:
+                continue
+            if now >= self._next_poll.get(queue_.name, 0.0):
+                self._start_poll(queue_)
+
+    def _next_result(self) -> Optional[tuple[TaskQueue, Optional[Batch], Optional[SQSError]]]:
+        """The next finished poll, waiting WATCH_TICK_SEC at most for one."""
+        try:
+            return self._results.get(timeout=WATCH_TICK_SEC)
+        except queue.Empty:
+            return None
 
     def _take_result(self, result: tuple[TaskQueue, Optional[Batch], Optional[SQSError]],
                      raise_errors: bool) -> tuple[TaskQueue, bool]:

@@ -14,7 +14,7 @@ import logging
 from typing import Any
 
 from kale import logs
-from kale.events import OUTCOMES, Outcome, Settle, Settlement
+from kale.events import OUTCOMES, Outcome, OutcomeRow, Settle, Settlement
 from kale.hooks import HookDispatcher, WorkerHooks
 from kale.queue_config import TaskQueue
 from kale.reasons import without_message
@@ -57,18 +57,14 @@ class Reporter:
         if self.waiting.by_queue or outcome is Outcome.WAITING:
             self.waiting.settled(queue.name, s)
         line, hooked = row.line, outcome in self._hooked
-        if s.lapsed and row.lapsed_line:
-            line = row.lapsed_line
-        elif row.settle is Settle.DEAD_LETTER and not s.settled:
-            line, hooked = row.unsent_line, False       # not settled: it runs again
-        elif s.dead_run is not None and row.dead_run_line:
-            line = row.dead_run_line
+        if s.lapsed or row.settle is Settle.DEAD_LETTER or s.dead_run is not None:
+            line, hooked = _special_line(row, s, hooked)
         if logger.isEnabledFor(row.level):
             logger.log(row.level, line, self._fields(queue, s), extra=fields(queue, s))
         if hooked:
             self.hooks(HOOKS[outcome], s)
-        if row.permanent and (s.settled or row.settle is not Settle.DEAD_LETTER):
-            self._on_permanent_failure(queue, s)
+        if row.permanent:
+            self._on_permanent_failure(queue, row, s)
 
     def _fields(self, queue: TaskQueue, s: Settlement) -> dict[str, Any]:
         """What a line of the table may name."""
@@ -83,14 +79,28 @@ class Reporter:
         return ', '.join('%d %s' % (n, outcome) for outcome, n in sorted(self.stats.items()))
 
     @staticmethod
-    def _on_permanent_failure(queue: TaskQueue, s: Settlement) -> None:
-        if s.task is None:
+    def _on_permanent_failure(queue: TaskQueue, row: OutcomeRow, s: Settlement) -> None:
+        """Run the task's ``on_permanent_failure``, once its message is settled
+        (a dead letter's copy not sent runs again)."""
+        if s.task is None or not (s.settled or row.settle is not Settle.DEAD_LETTER):
             return
         try:
             s.task.on_permanent_failure(s.exception, s.reason)
         except Exception:
             logger.exception('task %s (%s) on %s: on_permanent_failure hook failed',
                              s.task_id, s.task_name, queue.name)
+
+
+def _special_line(row: OutcomeRow, s: Settlement, hooked: bool) -> tuple[str, bool]:
+    """The line of a lapsed settlement, a dead letter or a dead run, and
+    whether its hook runs (not for a dead-letter copy not sent)."""
+    if s.lapsed and row.lapsed_line:
+        return row.lapsed_line, hooked
+    if row.settle is Settle.DEAD_LETTER and not s.settled:
+        return row.unsent_line, False       # not settled: it runs again
+    if s.dead_run is not None and row.dead_run_line:
+        return row.dead_run_line, hooked
+    return row.line, hooked
 
 
 def fields(queue: TaskQueue, s: Settlement) -> dict:

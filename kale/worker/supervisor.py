@@ -91,18 +91,27 @@ class Supervisor:
         previous = {signum: signal.signal(signum, self._forward)
                     for signum in (signal.SIGTERM, signal.SIGINT)}
         try:
-            for slot in range(self.processes):
-                self._start(slot)
-            while self.children or self._restart_at:
-                self._reap()
-                self._restart_due()
-                time.sleep(0.1)
+            self._supervise()
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
             self.hooks(WorkerHooks.on_supervisor_shutdown, self)
-        failed = [code for code in self.exit_codes.values() if code != 0]
         logger.info('supervisor: all workers exited (%d restarts)', self.restarts)
+        return self._exit_code()
+
+    def _supervise(self) -> None:
+        """Start every worker, then reap and restart them until all have exited."""
+        for slot in range(self.processes):
+            self._start(slot)
+        while self.children or self._restart_at:
+            self._reap()
+            self._restart_due()
+            time.sleep(0.1)
+
+    def _exit_code(self) -> int:
+        """0 when every worker exited cleanly or a stop was asked, else the
+        first failed worker's exit code."""
+        failed = [code for code in self.exit_codes.values() if code != 0]
         return 0 if not failed or self._stopping else failed[0]
 
     def _reap(self) -> None:

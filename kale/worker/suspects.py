@@ -110,18 +110,7 @@ def isolate_suspect(batch: Batch, who: str = 'worker') -> Optional[Batch]:
     """
     if batch.fifo or (not batch.may_hold_suspect and batch.task_ids):
         return None         # (verified: no message was delivered or left unsettled before)
-    suspects = []
-    opened_by_id = batch.opened
-    for received in batch.unsettled():
-        opened = opened_by_id.get(received.message_id)
-        # A first receive of a task never left unsettled is the usual case:
-        # its envelope says 0 (a header, read without building the count).
-        if opened is not None and (received.receive_count > 1 or opened.message is not None
-                                   or opened.envelope.headers.get(UNSETTLED, '0') != '0'):
-            count = unsettled_deliveries(received, opened.unsettled,
-                                         batch.queue.visibility_timeout_sec)
-            if count > 0:
-                suspects.append((count, received))
+    suspects = _suspects(batch)
     if not suspects:
         return None
     count, chosen = max(suspects, key=lambda pair: pair[0])
@@ -136,6 +125,23 @@ def isolate_suspect(batch: Batch, who: str = 'worker') -> Optional[Batch]:
                    opened.task_class.task_path(), batch.queue.name, count)
     return Batch(batch.queue, [chosen], batch.received_at, batch.sqs_name,
                  opened={chosen.message_id: opened})
+
+
+def _suspects(batch: Batch) -> list[tuple[int, ReceivedMessage]]:
+    """The batch's unsettled messages left unsettled before, each with how often."""
+    suspects = []
+    opened_by_id = batch.opened
+    for received in batch.unsettled():
+        opened = opened_by_id.get(received.message_id)
+        # A first receive of a task never left unsettled is the usual case:
+        # its envelope says 0 (a header, read without building the count).
+        if opened is not None and (received.receive_count > 1 or opened.message is not None
+                                   or opened.envelope.headers.get(UNSETTLED, '0') != '0'):
+            count = unsettled_deliveries(received, opened.unsettled,
+                                         batch.queue.visibility_timeout_sec)
+            if count > 0:
+                suspects.append((count, received))
+    return suspects
 
 
 def isolate_long(batch: Batch) -> Optional[Batch]:

@@ -241,17 +241,22 @@ class Workflow:
         it succeeded; WorkflowError if it did not."""
         status = self.wait(timeout) if timeout is not None else self.status()
         if status is WorkflowStatus.FAILED:
-            failed = [row for row in self._state().nodes(self.id)
-                      if row.state == FAILED and row.reason != 'upstream_failed']
-            first = failed[0] if failed else None
-            raise WorkflowFailed('workflow %s failed: node %s (%s): %s' % (
-                self.id, first.task_id if first else '?', first.task if first else '?',
-                first.reason if first else 'unknown'))
+            raise self._failure()
         if status is not WorkflowStatus.SUCCEEDED:
             raise WorkflowError('workflow %s is %s, it has no result' % (self.id, status))
         state = self._state()
         results = state.results([row.task_id for row in state.nodes(self.id)])
         return resolve(from_json(self._row().result), results)
+
+    def _failure(self) -> WorkflowFailed:
+        """Why the workflow failed: its first node that failed of itself (not
+        for its upstream), and that node's reason."""
+        failed = [row for row in self._state().nodes(self.id)
+                  if row.state == FAILED and row.reason != 'upstream_failed']
+        node, task, reason = (failed[0].task_id, failed[0].task, failed[0].reason) if failed \
+            else ('?', '?', 'unknown')
+        return WorkflowFailed('workflow %s failed: node %s (%s): %s' % (self.id, node, task,
+                                                                      reason))
 
 
 def _count(nodes: list[Any]) -> dict[str, int]:

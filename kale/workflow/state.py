@@ -71,20 +71,10 @@ class WorkflowState:
         several of them feed has its count lowered once, by as many."""
         self.expired = []
         with self.store.begin(write=True) as steps:
-            arrivals: dict[str, int] = {}
-            sinks: set[str] = set()
             for workflow_id, deadline_at in steps.deadlines([t for t, _ in done]):
                 if deadline_at is not None:
                     self.expired += self._expire(steps, workflow_id, now)
-            for task_id, stored in done:
-                succeeded = steps.succeed(task_id, stored)
-                if succeeded is None:    # not queued: a second delivery, a cancelled node
-                    continue
-                workflow_id, downstream = succeeded
-                for later in downstream:
-                    arrivals[later] = arrivals.get(later, 0) + 1
-                if not downstream:       # the last node to succeed has no downstream
-                    sinks.add(workflow_id)
+            arrivals, sinks = _succeed(steps, done)
             ready = []
             for later, count in arrivals.items():
                 left = steps.arrive(later, count, now)
@@ -195,6 +185,24 @@ class WorkflowState:
         return self.store.workflows(status, limit, before)
 
 
+def _succeed(steps: WorkflowSteps, done: Sequence[tuple[str, str]]
+             ) -> tuple[dict[str, int], set[str]]:
+    """The queued nodes among ``done`` succeed: how many inputs arrive at
+    each downstream node, and the workflows whose last node succeeded."""
+    arrivals: dict[str, int] = {}
+    sinks: set[str] = set()
+    for task_id, stored in done:
+        succeeded = steps.succeed(task_id, stored)
+        if succeeded is None:            # not queued: a second delivery, a cancelled node
+            continue
+        workflow_id, downstream = succeeded
+        for later in downstream:
+            arrivals[later] = arrivals.get(later, 0) + 1
+        if not downstream:               # the last node to succeed has no downstream
+            sinks.add(workflow_id)
+    return arrivals, sinks
+
+
 def _failed_from(rows: Mapping[str, Node], states: dict[str, str],
                  first_failed: str) -> dict[str, str]:
     """What a node's failure ends: everything downstream of it fails, then
@@ -207,13 +215,16 @@ def _failed_from(rows: Mapping[str, Node], states: dict[str, str],
         if states[node] not in FINAL:
             states[node], reasons[node] = FAILED, 'upstream_failed'
             later.extend(rows[node].downstream or ())
-    changed = True
-    while changed:                               # what only fed failed nodes is useless
-        changed = False
-        for node, row in rows.items():
-            downstream = row.downstream or ()
-            if states[node] not in FINAL and downstream and all(
-                    states[d] in (FAILED, CANCELLED) for d in downstream):
-                states[node], reasons[node] = CANCELLED, 'not needed: upstream_failed'
-                changed = True
-    return reasons
+    while True:                                  # what only fed failed nodes is useless
+        useless = [node for node, row in rows.items() if _only_feeds_ended(row, states)]
+        if not useless:
+            return reasons
+        for node in useless:
+            states[node], reasons[node] = CANCELLED, 'not needed: upstream_failed'
+
+
+def _only_feeds_ended(row: Node, states: Mapping[str, str]) -> bool:
+    """Whether an unfinished node feeds only nodes that failed or were cancelled."""
+    downstream = row.downstream or ()
+    return states[row.task_id] not in FINAL and bool(downstream) and all(
+        states[d] in (FAILED, CANCELLED) for d in downstream)

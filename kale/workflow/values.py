@@ -150,35 +150,42 @@ class Values:
     def _unpack(self, column: str, bound: str, text: Optional[str]) -> tuple[str, Any]:
         """The serializer code and the value."""
         node = bound.split('\0')[0]
-        parts = str(text).split(':', 5)
-        if len(parts) != 6 or parts[0] != VERSION or parts[1] not in SERIALIZER_NAMES or \
-                len(parts[4]) != 2:
-            raise WorkflowError('workflow %s of node %s is not a value this Kale stored'
-                                % (column, node))
-        _, code, kid, digest, place, body = parts
+        _, code, kid, digest, place, body = _split(column, node, text)
         where, sealed = place[0], place[1]
-        if where == IN_S3:
-            if not body.startswith(S3_PREFIX) or not self.bucket:
-                raise WorkflowError('workflow %s of node %s points at S3, but PAYLOAD_BUCKET is '
-                                'not set' % (column, node))
-            data = get_payload_store(self._config).get(self.bucket, body, self.max_bytes + 64)
-        else:
-            data = base64.b64decode(body.encode())
+        data = self._stored_bytes(column, node, where, body)
         if sealed == SEALED:
-            opened = self._sealer.open_bytes('workflow-' + column, data.decode('ascii', 'replace'))
-            if opened is None:
-                raise WorkflowError('workflow %s of node %s is sealed with a key this process '
-                                    'does not have' % (column, node))
-            data = opened
+            data = self._opened(column, node, data)
+        self._verify(column, bound, node, code, kid, digest, data)
+        if SERIALIZER_NAMES[code] == 'pickle':
+            return code, pickle.loads(data)
+        return code, json.loads(data.decode('utf-8'))
+
+    def _stored_bytes(self, column: str, node: str, where: str, body: str) -> bytes:
+        """The bytes of a value: the object in S3 its body names, or its base64 body."""
+        if where != IN_S3:
+            return base64.b64decode(body.encode())
+        if not body.startswith(S3_PREFIX) or not self.bucket:
+            raise WorkflowError('workflow %s of node %s points at S3, but PAYLOAD_BUCKET is '
+                                'not set' % (column, node))
+        return get_payload_store(self._config).get(self.bucket, body, self.max_bytes + 64)
+
+    def _opened(self, column: str, node: str, data: bytes) -> bytes:
+        """The bytes of a sealed value, opened."""
+        opened = self._sealer.open_bytes('workflow-' + column, data.decode('ascii', 'replace'))
+        if opened is None:
+            raise WorkflowError('workflow %s of node %s is sealed with a key this process '
+                                'does not have' % (column, node))
+        return opened
+
+    def _verify(self, column: str, bound: str, node: str, code: str, kid: str, digest: str,
+                data: bytes) -> None:
+        """Refuse a value whose MAC is not that of one of this deployment's keys."""
         key = self._mac_keys.get(kid)
         if key is None or not hmac.compare_digest(digest, hmac.new(
                 key, _covered(column, bound, code, data), hashlib.sha256).hexdigest()):
             raise WorkflowError('workflow %s of node %s is not signed by this deployment\'s '
                                 'MESSAGE_SIGNING_KEY (written by something else, or changed)'
                                 % (column, node))
-        if SERIALIZER_NAMES[code] == 'pickle':
-            return code, pickle.loads(data)
-        return code, json.loads(data.decode('utf-8'))
 
     def _dumps(self, value: Any, what: str) -> bytes:
         try:
@@ -190,6 +197,16 @@ class Values:
                 RecursionError) as exc:
             raise InvalidFlowError('workflow: %s cannot be serialized with %s: %s: %s' % (
                 what, self.serializer, type(exc).__name__, exc)) from None
+
+
+def _split(column: str, node: str, text: Optional[str]) -> list[str]:
+    """A stored value's six fields; WorkflowError when it is not one this Kale stores."""
+    parts = str(text).split(':', 5)
+    if len(parts) != 6 or parts[0] != VERSION or parts[1] not in SERIALIZER_NAMES or \
+            len(parts[4]) != 2:
+        raise WorkflowError('workflow %s of node %s is not a value this Kale stored'
+                            % (column, node))
+    return parts
 
 
 def _bound(task_id: str, task: str, queue: str) -> str:

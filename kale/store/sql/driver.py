@@ -97,6 +97,33 @@ def all_cancelled_statement() -> Any:
         bindparam('limit'))
 
 
+def _processors(compiled: Any, names: Sequence[str],
+                dialect: Any) -> list[tuple[int, Callable[[Any], Any]]]:
+    """(index, bind processor) of the columns whose values need one."""
+    found = []
+    for index, name in enumerate(names):
+        process = compiled.binds[name].type.dialect_impl(dialect).bind_processor(dialect)
+        if process is not None:
+            found.append((index, process))
+    return found
+
+
+def _process_columns(flat: list[Any], width: int,
+                     processed: Sequence[tuple[int, Callable[[Any], Any]]],
+                     processed_none: Sequence[tuple[int, Callable[[Any], Any]]]) -> None:
+    """Run the bind processors over the columns of rows laid out flat,
+    ``width`` values a row: on the values there, and on the None values of
+    the columns whose processor turns None into something else."""
+    for index, process in processed:
+        for at in range(index, len(flat), width):
+            if flat[at] is not None:
+                flat[at] = process(flat[at])
+    for index, process in processed_none:
+        for at in range(index, len(flat), width):
+            if flat[at] is None:
+                flat[at] = process(None)
+
+
 class WriteStatement:
     """A write statement compiled once, for the driver's own executemany: its
     SQL and how to turn rows into the driver's parameters (SQLAlchemy's bind
@@ -108,12 +135,9 @@ class WriteStatement:
         self.sql = str(compiled)
         self.positional = bool(compiled.positional)
         names = list(compiled.positiontup or ()) if self.positional else list(compiled.binds)
-        processors = [compiled.binds[name].type.dialect_impl(dialect).bind_processor(dialect)
-                      for name in names]
         self.names = names
         #: Where a value needs its bind processor (JSON to text): few columns do.
-        self.processed = [(index, process) for index, process in enumerate(processors)
-                          if process is not None]
+        self.processed = _processors(compiled, names, dialect)
         #: The same, for the columns whose processor may turn None into
         #: something else (a JSON column that stores None as 'null'): the
         #: others' None values are passed as they are.
@@ -149,14 +173,7 @@ class WriteStatement:
                 flat.extend(get(row) if get is not None else (row[names[0]],))
             except KeyError:
                 flat.extend([row.get(name) for name in names])
-        for index, process in self.processed:
-            for at in range(index, len(flat), width):
-                if flat[at] is not None:
-                    flat[at] = process(flat[at])
-        for index, process in self._processed_none:
-            for at in range(index, len(flat), width):
-                if flat[at] is None:
-                    flat[at] = process(None)
+        _process_columns(flat, width, self.processed, self._processed_none)
         return flat
 
     def parameters(self, rows: Sequence[dict[str, Any]]) -> list[Any]:
