@@ -220,7 +220,7 @@ class Databases:
         if self.given == 'sqlite':
             return 'a fresh SQLite file a run'
         if self.given:
-            from kale.records.store import safe_url
+            from kale.store.sql.records import safe_url
             return safe_url(self.given)
         return 'PostgreSQL (a throwaway cluster, synchronous_commit=%s)' % self.synchronous_commit
 

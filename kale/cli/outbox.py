@@ -24,8 +24,8 @@ def _url(args: argparse.Namespace) -> str:
 
 
 def cmd_outbox_init(args: argparse.Namespace) -> int:
-    from kale.records.store import safe_url
     from kale.store.sql.outbox_schema import SCHEMA_VERSION, init, open_database
+    from kale.store.sql.records import safe_url
     url = _url(args)
     applied = init(open_database(url, '--url'))
     print('outbox of %s: %s (version %d)' % (safe_url(url), 'applied ' + '; '.join(applied)
@@ -35,8 +35,8 @@ def cmd_outbox_init(args: argparse.Namespace) -> int:
 
 def cmd_relay(args: argparse.Namespace) -> int:
     from kale.outbox.relay import Relay, with_records
-    from kale.records.store import safe_url
     from kale.store.sql.outbox_schema import open_database
+    from kale.store.sql.records import safe_url
     url = _url(args)
     app = default_app()
     config = app.config

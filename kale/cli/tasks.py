@@ -119,7 +119,7 @@ def _field_line(key: str, value: Any, width: int) -> str:
 
 def _attempt_line(attempt: dict[str, Any]) -> str:
     """One attempt of a task: its number, status, start, duration, worker and error."""
-    from kale.records.record import iso
+    from kale.store.record import iso
     return '  %d  %s  %s  %s  %s%s' % (
         attempt['attempt'], attempt['status'], _cell(iso(attempt['started_at'])),
         '%.3fs' % attempt['duration_sec'] if attempt['duration_sec'] is not None else '-',

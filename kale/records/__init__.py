@@ -23,8 +23,6 @@ import itertools
 import time
 from typing import Any, Optional
 
-from sqlalchemy import select
-
 from kale.app import App, default_app
 from kale.exceptions import (
     DecodeError,
@@ -37,12 +35,17 @@ from kale.exceptions import (
 from kale.internal import is_internal
 from kale.publisher import get_publisher
 from kale.records.queries import Queries, TaskFilter
-from kale.records.record import TaskRecord, WorkerRecord
 from kale.records.recorder import OWN_WRITES_SEC, Recorder, get_recorder
 from kale.records.retries import CLAIM_PREFIX, retry_once
-from kale.records.store import RecordStore
 from kale.registry import resolve_task
-from kale.store.sql.schema import CANCELLED, FAILED, FINAL, PENDING, STATUSES, SUCCEEDED, tasks
+from kale.statuses import FINAL_TASK as FINAL
+from kale.statuses import PENDING_TASK as PENDING
+from kale.statuses import TaskStatus
+from kale.store.record import TaskRecord, WorkerRecord
+from kale.store.sql.records import RecordStore
+
+SUCCEEDED, FAILED, CANCELLED = TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.CANCELLED
+STATUSES = tuple(TaskStatus)
 
 #: Longest pause between two reads while waiting for a task.
 WAIT_POLL_MAX_SEC = 0.5
@@ -88,10 +91,7 @@ def resolve(id_or_prefix: str, url: Optional[str] = None,
         return id_or_prefix
     if len(id_or_prefix) < MIN_PREFIX_CHARS:
         raise RecordNotFoundError('no record of task %s' % id_or_prefix[:200])
-    escaped = id_or_prefix.replace('\\', '\\\\').replace('%', '\\%').replace('_', '\\_')
-    with rec.store.begin() as conn:
-        found = list(conn.execute(select(tasks.c.id).where(
-            tasks.c.id.like(escaped + '%', escape='\\')).order_by(tasks.c.id).limit(3)).scalars())
+    found = Queries(rec.store).ids_with_prefix(id_or_prefix, 3)
     if not found:
         raise RecordNotFoundError('no record of task %s, nor of one whose id starts with it'
                                   % id_or_prefix[:200])

@@ -23,8 +23,8 @@ from kale.config import Config
 from kale.events import process_identity
 from kale.exceptions import ImproperlyConfigured
 from kale.records.spool import Spool, default_directory
-from kale.records.store import RecordStore, retried_attempts, safe_url
 from kale.records.writer import LaterRow, RecordWriter, Row
+from kale.store.sql.records import RecordStore, retried_attempts, safe_url
 from kale.version import __version__
 
 logger = logging.getLogger(__name__)

@@ -10,14 +10,12 @@ caller that finds a claim still being published waits for it briefly.
 from __future__ import annotations
 
 import time
-from typing import Callable, Optional
-
-from sqlalchemy import select
+from typing import Callable
 
 from kale.exceptions import RecordConflictError
 from kale.ids import random_id
-from kale.records.store import RecordStore
-from kale.store.sql.schema import tasks
+from kale.store.sql import retries
+from kale.store.sql.records import RecordStore
 
 #: Marks a claim whose publish is under way (a task id never starts so).
 CLAIM_PREFIX = 'retrying:'
@@ -29,32 +27,21 @@ def retry_once(store: RecordStore, task_id: str, publish: Callable[[], str]) -> 
     """The id of the task that retries ``task_id`` and whether this call
     published it (False: an earlier retry did)."""
     claim = CLAIM_PREFIX + random_id()
-    with store.begin(write=True) as conn:
-        won = conn.execute(tasks.update().where(
-            tasks.c.id == task_id, tasks.c.retried_as.is_(None)).values(
-            retried_as=claim)).rowcount
-    if not won:
+    if not retries.claim(store, task_id, claim):
         return _earlier(store, task_id), False
     try:
         new_id = publish()
     except BaseException:
-        _set(store, task_id, claim, None)
+        retries.replace(store, task_id, claim, None)
         raise
-    _set(store, task_id, claim, new_id)
+    retries.replace(store, task_id, claim, new_id)
     return new_id, True
-
-
-def _set(store: RecordStore, task_id: str, claim: str, value: Optional[str]) -> None:
-    with store.begin(write=True) as conn:
-        conn.execute(tasks.update().where(tasks.c.id == task_id,
-                                          tasks.c.retried_as == claim).values(retried_as=value))
 
 
 def _earlier(store: RecordStore, task_id: str) -> str:
     deadline = time.monotonic() + CLAIM_WAIT_SEC
     while True:
-        with store.begin() as conn:
-            found = conn.execute(select(tasks.c.retried_as).where(tasks.c.id == task_id)).scalar()
+        found = retries.retried_as(store, task_id)
         if found and not found.startswith(CLAIM_PREFIX):
             return str(found)
         if found is None:          # the other publish failed and gave its claim back

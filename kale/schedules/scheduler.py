@@ -287,7 +287,7 @@ def _chosen_ticks(schedule: Schedule, due: list[float], since: float) -> list[fl
 
 
 def _when(tick: float) -> Any:
-    from kale.records.record import iso
+    from kale.store.record import iso
     return iso(tick)
 
 

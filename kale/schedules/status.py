@@ -8,10 +8,10 @@ from typing import Any, Optional
 from kale.clock import SYSTEM_CLOCK, Clock
 from kale.config import Config
 from kale.publisher import Publisher, get_publisher
-from kale.records.record import iso
 from kale.schedules.discovery import get_schedules
 from kale.schedules.scheduler import publish_run, records_state
 from kale.schedules.spec import Schedule
+from kale.store.record import iso
 from kale.store.schedules import Lease, Progress
 
 #: Next run times listed for each schedule.

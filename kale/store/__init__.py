@@ -15,8 +15,8 @@ The facets moved here so far: :class:`~kale.store.schedules.ScheduleStore`
 :class:`~kale.store.workflows.WorkflowStore` (``store.workflows``) and
 :class:`~kale.store.outbox.OutboxStore` (``store.outbox``: on the application's
 own database, :class:`kale.store.sql.outbox.SQLOutbox`). The task records'
-statements are still in :mod:`kale.records` (the store, its queries and
-retries), and move here next.
+statements are here too (:mod:`kale.store.sql.records`, ``queries``,
+``retries``, ``cancels``), with no facet Protocol nor memory store yet.
 """
 from __future__ import annotations
 

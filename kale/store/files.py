@@ -2,7 +2,7 @@
 
 A SQLite database holds what tasks were given and returned (the records'),
 or what is about to be sent (the outbox's); the records' signal file
-(:mod:`kale.records.cancels`) tells workers about cancellations. Both are
+(:mod:`kale.store.sql.cancels`) tells workers about cancellations. Both are
 created owner-only (0600; SQLite gives its ``-wal`` and ``-shm`` files the
 database's mode), never through a symbolic link someone else planted: a
 link in a directory anyone can write to (``/tmp``) is refused, and the

@@ -25,11 +25,11 @@ from kale.exceptions import (
     RecordsUnavailableError,
 )
 from kale.records.queries import Queries, parse_filter, parse_limit
-from kale.records.record import iso
 from kale.records.recorder import OWN_WRITES_SEC
-from kale.records.store import safe_url
 from kale.scaling import serving_workers
 from kale.statuses import WorkflowStatus
+from kale.store.record import iso
+from kale.store.sql.records import safe_url
 
 #: The windows ``/api/timeline?window=auto`` tries, shortest first.
 AUTO_WINDOWS_SEC = (3600, 24 * 3600, 7 * 24 * 3600)

@@ -9,7 +9,7 @@ of the id, topic, URL, method, headers, filter and secret, so someone who
 can write to the database but holds no key cannot point a webhook elsewhere
 or swap its secret (a delivery refuses a row that does not verify). With
 ``MESSAGE_ENCRYPTION_KEY`` set, the secret and the headers are sealed at
-rest under a key derived from it (:mod:`kale.records.sealing`).
+rest under a key derived from it (:mod:`kale.store.sealing`).
 
 The secret is returned once, by :func:`add`; listings show header names
 with their values hidden.
@@ -31,8 +31,8 @@ from kale.config import Config, default_config
 from kale.exceptions import ImproperlyConfigured, WebhookError, WebhookNotFoundError
 from kale.ids import random_id
 from kale.labels import LABEL_KEY, MAX_LABEL_CHARS, MAX_LABELS
-from kale.records.record import iso
-from kale.records.sealing import SEALED_KEY, SEALED_PREFIX, sealer
+from kale.store.record import iso
+from kale.store.sealing import SEALED_KEY, SEALED_PREFIX, sealer
 from kale.store.webhooks import WebhookStore
 from kale.webhooks import guard, signing
 

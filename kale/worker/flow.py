@@ -38,8 +38,8 @@ from kale.worker.batch import Batch, Opened
 from kale.worker.suspects import release_copy
 
 if TYPE_CHECKING:
-    from kale.records.store import RecordStore
     from kale.store.flow import Ask, FlowStore
+    from kale.store.sql.records import RecordStore
 
 logger = logging.getLogger('kale.flow')
 

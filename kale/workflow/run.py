@@ -29,8 +29,8 @@ from kale.exceptions import (
 )
 from kale.hooks import PublishHooks, WorkerHooks
 from kale.ids import random_id
-from kale.records.record import iso
 from kale.statuses import WorkflowStatus, status_values
+from kale.store.record import iso
 from kale.workflow.flow import Part
 from kale.workflow.graph import Graph, resolve
 from kale.workflow.state import FAILED, WorkflowState

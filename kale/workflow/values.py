@@ -37,7 +37,7 @@ from kale.codec.keys import signing_keys
 from kale.codec.serialize import SERIALIZER_CODES, SERIALIZER_NAMES
 from kale.config import Config
 from kale.exceptions import InvalidFlowError, KaleError, WorkflowError
-from kale.records.sealing import sealer
+from kale.store.sealing import sealer
 from kale.transport.payloads import KEY_PREFIX, get_payload_store
 from kale.workflow.graph import Upstream, UpstreamList
 

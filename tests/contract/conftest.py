@@ -15,7 +15,7 @@ def store(request, tmp_path):
         yield MemoryStore('memory://%s' % request.node.name)
         return
     from kale.config import Config
-    from kale.records.store import RecordStore
+    from kale.store.sql.records import RecordStore
     url = 'sqlite:///%s' % (tmp_path / 'store.db') if request.param == 'sqlite' else \
         request.getfixturevalue('postgres_cluster').new_database()
     made = RecordStore(url, Config.load('tests.kale_test_settings'))

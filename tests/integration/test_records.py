@@ -347,7 +347,7 @@ def test_a_worker_row_keeps_beating_from_the_writer_thread_while_idle(broker):
 
 
 def test_publish_batch_writes_its_records_in_one_statement(broker, monkeypatch):
-    from kale.records.store import RecordStore
+    from kale.store.sql.records import RecordStore
     statements = []
     executemany = RecordStore._executemany
 
@@ -385,7 +385,7 @@ def test_workers_purge_expired_records_now_and_then(broker):
 
 
 def test_the_schema_is_created_at_its_version_and_migrating_again_changes_nothing(broker):
-    from kale.records.store import RecordStore
+    from kale.store.sql.records import RecordStore
     from kale.store.sql.schema import SCHEMA_VERSION, current_version
     store = records.store()
     store.migrate()

@@ -12,7 +12,7 @@ from sqlalchemy import text
 from kale import records
 from kale.cli import main
 from kale.conf import settings
-from kale.records.store import RecordStore
+from kale.store.sql.records import RecordStore
 from kale.store.sql.schema import SCHEMA_VERSION
 from kale.web.app import create_app
 from kale.worker import Worker

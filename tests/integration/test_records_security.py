@@ -11,8 +11,8 @@ from sqlalchemy import select
 from kale import records
 from kale.conf import settings
 from kale.exceptions import ImproperlyConfigured, RecordConflictError
-from kale.records import cancels
-from kale.records.sealing import UNREADABLE
+from kale.store.sealing import UNREADABLE
+from kale.store.sql import cancels
 from kale.store.sql.schema import tasks
 from tests import records_tasks as rt
 from tests.support.work import work
@@ -197,7 +197,7 @@ def test_a_link_planted_at_the_signal_file_is_not_followed(memory_broker, record
 
 
 def test_a_database_behind_a_link_in_a_shared_directory_is_refused(tmp_path):
-    from kale.records.store import RecordStore
+    from kale.store.sql.records import RecordStore
     shared = tmp_path / 'shared'
     shared.mkdir()
     os.chmod(shared, 0o1777)

@@ -12,7 +12,7 @@ from kale import records
 from kale.cli import admin as cli_admin
 from kale.cli import main
 from kale.conf import settings
-from kale.records.store import RecordStore
+from kale.store.sql.records import RecordStore
 from kale.store.sql.schema import SCHEMA_VERSION
 from tests import records_tasks as rt
 from tests import tasks

@@ -13,11 +13,11 @@ from kale.cli import main
 from kale.conf import settings
 from kale.events import process_identity
 from kale.records.recorder import get_recorder
-from kale.records.store import RecordStore
 from kale.schedules.discovery import get_schedules
 from kale.schedules.hooks import SchedulerHooks
 from kale.schedules.scheduler import Scheduler, make_scheduler
 from kale.schedules.spec import SCHEDULE_LABEL, tick_id
+from kale.store.sql.records import RecordStore
 from kale.web import create_app
 from tests.support.clock import FakeClock
 from tests.support.records import read_records

@@ -19,7 +19,7 @@ from kale.conf import settings
 from kale.exceptions import DecodeError, InvalidDelayError, InvalidFlowError
 from kale.message import Message
 from kale.records.queries import TaskFilter
-from kale.records.record import iso
+from kale.store.record import iso
 from kale.worker import Worker
 from tests import tasks
 from tests import workflow_tasks as wt

@@ -1,6 +1,6 @@
 """Cancellation checks on a SQLite file: a worker keeps the cancelled ids and
 queries only for a batch that may hold one, told of new cancellations by the
-signal file beside the database (see kale.records.cancels)."""
+signal file beside the database (see kale.store.sql.cancels)."""
 import os
 
 import pytest
@@ -9,8 +9,8 @@ import sqlalchemy
 from kale import records
 from kale.conf import settings
 from kale.exceptions import RecordsUnavailableError
-from kale.records import cancels
-from kale.records.store import RecordStore
+from kale.store.sql import cancels
+from kale.store.sql.records import RecordStore
 from kale.worker import Worker
 from tests import records_tasks as rt
 

@@ -9,10 +9,10 @@ import pytest
 
 from kale.conf import settings
 from kale.exceptions import ScheduleError, ScheduleNotFoundError
-from kale.records.store import RecordStore
 from kale.schedules.discovery import Schedules, find_schedules
 from kale.schedules.scheduler import Scheduler
 from kale.schedules.spec import CATCH_UP_ALL_MAX, Schedule, check_fields, tick_id
+from kale.store.sql.records import RecordStore
 from tests import schedule_tasks as st
 from tests.support.clock import FakeClock
 from tests.support.schedules import run_until

@@ -20,7 +20,7 @@ def _made(module: str, name: str, store: Any) -> Any:
 
 
 class Facets:
-    """What a store on a database (:class:`kale.records.store.RecordStore`)
+    """What a store on a database (:class:`kale.store.sql.records.RecordStore`)
     gives of each facet."""
 
     @functools.cached_property

@@ -32,7 +32,7 @@ from kale.flow.spec import Rate
 from kale.store.flow import Answer, Ask, decide
 
 if TYPE_CHECKING:
-    from kale.records.store import RecordStore
+    from kale.store.sql.records import RecordStore
 
 
 def _sql(statement: str, *expanding: str) -> TextClause:

@@ -10,7 +10,7 @@ from kale.store.sql.driver import insert_for
 from kale.store.sql.schema import scheduler_lease, schedules, tasks
 
 if TYPE_CHECKING:
-    from kale.records.store import RecordStore
+    from kale.store.sql.records import RecordStore
 
 
 class SQLSchedules:

@@ -9,7 +9,7 @@ from kale.store.sql.driver import insert_for
 from kale.store.sql.schema import FINAL, tasks, unique_keys
 
 if TYPE_CHECKING:
-    from kale.records.store import RecordStore
+    from kale.store.sql.records import RecordStore
 
 
 class SQLUnique:

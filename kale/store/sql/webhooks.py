@@ -8,7 +8,7 @@ from sqlalchemy import delete, select, update
 from kale.store.sql.schema import webhooks as table
 
 if TYPE_CHECKING:
-    from kale.records.store import RecordStore
+    from kale.store.sql.records import RecordStore
 
 _ALL = select(table).order_by(table.c.created_at, table.c.id)
 

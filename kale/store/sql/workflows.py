@@ -16,7 +16,7 @@ from kale.store.sql.schema import workflows as workflows_table
 from kale.store.workflows import NODE_FIELDS, WORKFLOW_FIELDS, Node, WorkflowRow
 
 if TYPE_CHECKING:
-    from kale.records.store import RecordStore
+    from kale.store.sql.records import RecordStore
 
 PENDING, QUEUED = NodeStatus.PENDING, NodeStatus.QUEUED
 

@@ -17,9 +17,8 @@ from typing import Any, Iterator, Optional, Sequence
 
 from kale.config import Config
 from kale.exceptions import ImproperlyConfigured, RecordsUnavailableError
-from kale.records import cancels
 from kale.store import files
-from kale.store.sql import schema
+from kale.store.sql import cancels, schema
 from kale.store.sql.facets import Facets
 from kale.store.sql.schema import (
     CANCELLED,
@@ -48,8 +47,8 @@ except ImportError as exc:  # pragma: no cover - depends on the extras installed
     raise ImproperlyConfigured('task records need SQLAlchemy: pip install "kale-sqs[records]" '
                                '(%s)' % exc) from exc
 
-from kale.records.sealing import Sealer, sealer
 from kale.statuses import TaskStatus
+from kale.store.sealing import Sealer, sealer
 from kale.store.sql.driver import Driver, insert_for, same_keys
 
 logger = logging.getLogger(__name__)
@@ -108,7 +107,7 @@ class RecordStore(Facets):
         target = engine_url(url)
         #: SQLite in a file: cancellations signal the workers through a file
         #: beside it, and a worker queries only for batches that may hold one
-        #: (see :mod:`kale.records.cancels`).
+        #: (see :mod:`kale.store.sql.cancels`).
         self.cancel_signal = cancels.signal_path(target)
         #: The SQLite database file (None for a database server).
         self.database_file: Optional[str] = (
@@ -257,7 +256,7 @@ class RecordStore(Facets):
     @property
     def sealer(self) -> Sealer:
         """Signs stored inputs and seals what the database may not hold in
-        clear, under its configuration's keys (:mod:`kale.records.sealing`)."""
+        clear, under its configuration's keys (:mod:`kale.store.sealing`)."""
         return sealer(self.config)
 
     def attempts(self, task_id: str) -> list[dict[str, Any]]:
@@ -357,7 +356,7 @@ class RecordStore(Facets):
     def cancelled_among(self, task_ids: Sequence[str]) -> set[str]:
         """Which of these ids are cancelled: at most one query for a whole
         batch, and on a SQLite file none unless one of them may be (see
-        :mod:`kale.records.cancels`).
+        :mod:`kale.store.sql.cancels`).
 
         A worker asks before each batch, on its own path, so this goes
         straight to the driver, with a cursor kept for it: SQLAlchemy's

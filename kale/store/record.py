@@ -8,11 +8,12 @@ import dataclasses
 import datetime
 from typing import TYPE_CHECKING, Any, Mapping, Optional
 
+from kale.statuses import FINAL_TASK as FINAL
+from kale.statuses import PENDING_TASK as PENDING
 from kale.statuses import WorkerState
-from kale.store.sql.schema import FINAL, PENDING
 
 if TYPE_CHECKING:
-    from kale.records.sealing import Sealer
+    from kale.store.sealing import Sealer
 
 #: Fields left out of task lists (``GET /api/tasks``, ``kale tasks list``).
 DETAIL_FIELDS = ('inputs', 'error_traceback', 'result', 'stderr')
@@ -62,13 +63,13 @@ class TaskRecord:
     #: A dead run: the task that failed for good, whose dead letter it handles.
     dead_of: Optional[str] = None
     #: The MAC over the task and its stored arguments that a retry checks
-    #: (:mod:`kale.records.sealing`); not shown by the API.
+    #: (:mod:`kale.store.sealing`); not shown by the API.
     inputs_mac: Optional[str] = dataclasses.field(default=None, repr=False)
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any] | Any, sealer: 'Sealer') -> 'TaskRecord':
         """The record of a row, its sealed values opened by its store's
-        ``sealer`` (:mod:`kale.records.sealing`)."""
+        ``sealer`` (:mod:`kale.store.sealing`)."""
         values: dict[str, Any] = sealer.open_row(
             {field.name: row.get(field.name) for field in dataclasses.fields(cls)})
         inputs = values['inputs']
@@ -149,3 +150,19 @@ def worker_state(row: Mapping[str, Any], now: float) -> WorkerState:
     if now - row['heartbeat_at'] > LOST_AFTER_HEARTBEATS * row['heartbeat_sec']:
         return WorkerState.LOST
     return WorkerState.RUNNING
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskFilter:
+    """Which records a question is about; empty: all of them."""
+
+    statuses: tuple[str, ...] = ()
+    task: Optional[str] = None
+    queue: Optional[str] = None
+    labels: tuple[tuple[str, str], ...] = ()
+    since: Optional[float] = None
+    until: Optional[float] = None
+
+    @property
+    def empty(self) -> bool:
+        return self == TaskFilter()

@@ -1,0 +1,221 @@
+"""Questions about many records, on a database store: keyset pages,
+counts, summaries, deletes, throughput over time, workers, ids by prefix.
+
+Pages are keyset pages, newest first, on ``(published_at, id)``: a page
+costs the same however deep it is, and nothing but the page is ever held in
+memory. Counts, summaries and deletes run in the database.
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+import time
+from typing import Any, Iterator, Optional
+
+from sqlalchemy import Integer, and_, cast, func, or_, select
+
+from kale.exceptions import BadFilterError
+from kale.statuses import PENDING_FILTER, TaskStatus, WorkerState, status_values
+from kale.store.record import LOST_AFTER_HEARTBEATS, TaskFilter, TaskRecord, WorkerRecord, iso
+from kale.store.sql.records import RecordStore
+from kale.store.sql.schema import CANCELLED, FAILED, PENDING, QUEUED, SUCCEEDED, tasks, workers
+
+#: Statuses a worker ends a task with (the timeline's; a purge or a
+#: deduplication is not a run).
+RAN = (SUCCEEDED, FAILED, CANCELLED)
+
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 1000
+MAX_CURSOR_ID_CHARS = 200
+
+
+def where_of(where: TaskFilter) -> Any:
+    """The filter as a SQL condition on kale_tasks."""
+    conditions: list[Any] = []
+    if where.statuses:
+        conditions.append(tasks.c.status.in_(where.statuses))
+    if where.task:
+        if '.' in where.task:
+            conditions.append(tasks.c.task == where.task)
+        else:           # a class name alone matches it in any module
+            conditions.append(or_(tasks.c.task == where.task,
+                                  tasks.c.task.endswith('.' + where.task, autoescape=True)))
+    if where.queue:
+        conditions.append(tasks.c.queue == where.queue)
+    for key, value in where.labels:
+        conditions.append(tasks.c.labels[key].as_string() == value)
+    if where.since is not None:
+        conditions.append(tasks.c.published_at >= where.since)
+    if where.until is not None:
+        conditions.append(tasks.c.published_at < where.until)
+    return and_(True, *conditions)
+
+
+def encode_cursor(record: TaskRecord) -> str:
+    raw = json.dumps([record.published_at, record.id], separators=(',', ':')).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip('=')
+
+
+def decode_cursor(text: str) -> tuple[float, str]:
+    if len(text) > 2 * MAX_CURSOR_ID_CHARS:
+        raise BadFilterError('cursor %r is not one this server gave out' % text[:100])
+    try:
+        raw = base64.urlsafe_b64decode(text + '=' * (-len(text) % 4))
+        published_at, task_id = json.loads(raw)
+        if isinstance(published_at, (int, float)) and not isinstance(published_at, bool) \
+                and math.isfinite(published_at) and isinstance(task_id, str) \
+                and len(task_id) <= MAX_CURSOR_ID_CHARS:
+            return float(published_at), task_id
+    except (ValueError, binascii.Error, TypeError):
+        pass
+    raise BadFilterError('cursor %r is not one this server gave out' % text[:100])
+
+
+class Queries:
+    """Questions about many records, on one store."""
+
+    def __init__(self, store: RecordStore):
+        self.store = store
+
+    def page(self, where: TaskFilter, limit: int = DEFAULT_LIMIT,
+             cursor: Optional[str] = None) -> tuple[list[TaskRecord], Optional[str]]:
+        """Up to ``limit`` records, newest first, after ``cursor``; and the
+        cursor of the next page (None on the last)."""
+        query = select(tasks).where(where_of(where))
+        if cursor:
+            published_at, task_id = decode_cursor(cursor)
+            query = query.where(or_(tasks.c.published_at < published_at,
+                                    and_(tasks.c.published_at == published_at,
+                                         tasks.c.id < task_id)))
+        query = query.order_by(tasks.c.published_at.desc(), tasks.c.id.desc()).limit(limit + 1)
+        with self.store.begin() as conn:
+            rows = [TaskRecord.from_row(row, self.store.sealer)
+                    for row in conn.execute(query).mappings()]
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return rows, encode_cursor(rows[-1]) if more and rows else None
+
+    def iterate(self, where: TaskFilter, page_size: int = 500) -> Iterator[TaskRecord]:
+        """Every matching record, newest first, a page at a time."""
+        cursor: Optional[str] = None
+        while True:
+            rows, cursor = self.page(where, page_size, cursor)
+            yield from rows
+            if cursor is None:
+                return
+
+    def count(self, where: TaskFilter) -> int:
+        with self.store.begin() as conn:
+            return int(conn.execute(select(func.count()).select_from(tasks)
+                                    .where(where_of(where))).scalar() or 0)
+
+    def summary(self, where: TaskFilter) -> dict[str, Any]:
+        """Counts by status, by task and status, by queue and status."""
+        query = select(tasks.c.task, tasks.c.queue, tasks.c.status, func.count()) \
+            .where(where_of(where)).group_by(tasks.c.task, tasks.c.queue, tasks.c.status)
+        by_status: dict[str, int] = {status.value: 0 for status in TaskStatus}
+        by_task: dict[str, dict[str, int]] = {}
+        by_queue: dict[str, dict[str, int]] = {}
+        with self.store.begin() as conn:
+            for task, queue, status, n in conn.execute(query):
+                by_status[status] = by_status.get(status, 0) + n
+                for table, key in ((by_task, task), (by_queue, queue)):
+                    table.setdefault(key, {})
+                    table[key][status] = table[key].get(status, 0) + n
+        by_status[PENDING_FILTER] = sum(by_status[s] for s in PENDING)
+        return {'by_status': by_status, 'by_task': by_task, 'by_queue': by_queue}
+
+    def counts_by_status(self) -> dict[str, int]:
+        """Every record counted by status (each status present, 0 when none)."""
+        counts: dict[str, int] = {status.value: 0 for status in TaskStatus}
+        with self.store.begin() as conn:
+            for status, n in conn.execute(select(tasks.c.status, func.count())
+                                          .group_by(tasks.c.status)):
+                counts[status] = counts.get(status, 0) + n
+        return counts
+
+    def oldest_queued(self, now: Optional[float] = None) -> dict[str, float]:
+        """When the oldest task waiting in each queue became due (epoch
+        seconds: its publish, or the end of its delay), by queue name; tasks
+        whose delay has not passed yet are not waiting, and queues with none
+        waiting are left out."""
+        now = time.time() if now is None else now
+        due = func.coalesce(tasks.c.next_attempt_at, tasks.c.published_at)
+        query = select(tasks.c.queue, func.min(due)) \
+            .where(tasks.c.status == QUEUED, due <= now).group_by(tasks.c.queue)
+        with self.store.begin() as conn:
+            return {queue: float(oldest) for queue, oldest in conn.execute(query)}
+
+    def delete(self, where: TaskFilter) -> int:
+        with self.store.begin(write=True) as conn:
+            return int(conn.execute(tasks.delete().where(where_of(where))).rowcount or 0)
+
+    def timeline(self, window_sec: float = 3600, bucket_sec: int = 60,
+                 now: Optional[float] = None) -> dict[str, Any]:
+        """Tasks finished per bucket and their mean duration, per task, over
+        the last ``window_sec``; and per queue over the last minute."""
+        now = time.time() if now is None else now
+        since = now - window_sec
+        bucket: Any
+        if self.store.dialect == 'postgresql':
+            bucket = func.floor(tasks.c.finished_at / bucket_sec)
+        else:
+            bucket = cast(tasks.c.finished_at / bucket_sec, Integer)
+        query = select(tasks.c.task, bucket.label('bucket'), tasks.c.status, func.count(),
+                       func.avg(tasks.c.duration_sec)) \
+            .where(tasks.c.finished_at >= since, tasks.c.status.in_(RAN)) \
+            .group_by(tasks.c.task, bucket, tasks.c.status)
+        per_queue = select(tasks.c.queue, func.count()).where(
+            tasks.c.finished_at >= now - 60, tasks.c.status.in_(RAN)).group_by(tasks.c.queue)
+        series: dict[str, dict[int, dict[str, Any]]] = {}
+        with self.store.begin() as conn:
+            for task, number, status, n, mean in conn.execute(query):
+                point = series.setdefault(task, {}).setdefault(
+                    int(number), {**{ran.value: 0 for ran in RAN},
+                                  'duration_sum': 0.0, 'timed': 0})
+                point[status] += n
+                if mean is not None and status != TaskStatus.CANCELLED:
+                    point['duration_sum'] += float(mean) * n
+                    point['timed'] += n
+            last_minute = {queue: n for queue, n in conn.execute(per_queue)}
+        return {'bucket_sec': bucket_sec, 'window_sec': window_sec,
+                'series': {task: [_point(number * bucket_sec, p)
+                                  for number, p in sorted(points.items())]
+                           for task, points in sorted(series.items())},
+                'queues_last_minute': last_minute}
+
+    def ids_with_prefix(self, prefix: str, limit: int) -> list[str]:
+        """Up to ``limit`` task ids that start with ``prefix``, in order."""
+        escaped = prefix.replace('\\', '\\\\').replace('%', '\\%').replace('_', '\\_')
+        with self.store.begin() as conn:
+            return [str(found) for found in conn.execute(select(tasks.c.id).where(
+                tasks.c.id.like(escaped + '%', escape='\\')).order_by(tasks.c.id).limit(
+                limit)).scalars()]
+
+    def workers(self, state: Optional[str] = None,
+                now: Optional[float] = None) -> list[WorkerRecord]:
+        """Worker and supervisor rows, running first, newest first."""
+        if state is not None and state not in status_values(WorkerState):
+            raise BadFilterError('unknown worker state %r: use one of %s'
+                                 % (state, ', '.join(status_values(WorkerState))))
+        now = time.time() if now is None else now
+        query = select(workers).order_by(workers.c.started_at.desc()).limit(MAX_LIMIT)
+        if state == WorkerState.STOPPED:
+            query = query.where(workers.c.stopped_at.is_not(None))
+        elif state is not None:
+            lost = workers.c.heartbeat_at < now - LOST_AFTER_HEARTBEATS * workers.c.heartbeat_sec
+            query = query.where(workers.c.stopped_at.is_(None),
+                                lost if state == WorkerState.LOST else ~lost)
+        with self.store.begin() as conn:
+            found = [WorkerRecord.from_row(row, now) for row in conn.execute(query).mappings()]
+        order = {WorkerState.RUNNING: 0, WorkerState.LOST: 1, WorkerState.STOPPED: 2}
+        return sorted(found, key=lambda w: (order[WorkerState(w.state)], -w.started_at))
+
+
+def _point(start: float, point: dict[str, Any]) -> dict[str, Any]:
+    timed = point.pop('timed')
+    total = point.pop('duration_sum')
+    return {'t': iso(start), **point,
+            'mean_duration_sec': round(total / timed, 6) if timed else None}
