@@ -33,17 +33,8 @@ from kale.hooks import PublishHooks, WorkerHooks
 from kale.records.recorder import OWN_WRITES_SEC, Recorder, get_recorder
 from kale.records.render import error_fields, render_inputs, render_result
 from kale.records.writer import LaterRow, Row
-from kale.store.sql.schema import (
-    CANCELLED,
-    DEDUPLICATED,
-    FAILED,
-    KEPT_COLUMNS,
-    QUEUED,
-    RUNNING,
-    SCHEDULED,
-    SUCCEEDED,
-    tasks,
-)
+from kale.statuses import TaskStatus
+from kale.store.records import KEPT_COLUMNS, TASK_COLUMNS
 
 if TYPE_CHECKING:
     from kale.events import Settlement
@@ -53,9 +44,12 @@ if TYPE_CHECKING:
     from kale.transport import ReceivedMessage
     from kale.worker.batch import Batch
 
+CANCELLED, DEDUPLICATED, FAILED = TaskStatus.CANCELLED, TaskStatus.DEDUPLICATED, TaskStatus.FAILED
+QUEUED, RUNNING, SCHEDULED = TaskStatus.QUEUED, TaskStatus.RUNNING, TaskStatus.SCHEDULED
+SUCCEEDED = TaskStatus.SUCCEEDED
 #: Every column a worker's event sets (a snapshot, so events can be merged).
-EVENT_COLUMNS = tuple(c.name for c in tasks.columns
-                      if c.name not in ('labels', 'inputs') + KEPT_COLUMNS)
+EVENT_COLUMNS = tuple(name for name in TASK_COLUMNS
+                      if name not in ('labels', 'inputs') + KEPT_COLUMNS)
 #: An event row before its values are set: copying it keeps the column order
 #: every event shares (the writer compiles one statement for that order).
 _EVENT_TEMPLATE: Row = dict.fromkeys(EVENT_COLUMNS)

@@ -16,14 +16,8 @@ from typing import Any, Callable, Mapping, Optional
 from kale.exceptions import BadFilterError
 from kale.labels import LABEL_KEY
 from kale.statuses import PENDING_FILTER, PENDING_TASK, TaskStatus
-from kale.store.record import TaskFilter
-from kale.store.sql.queries import (
-    DEFAULT_LIMIT,
-    MAX_LIMIT,
-    Queries,
-    decode_cursor,
-    encode_cursor,
-)
+from kale.store.record import TaskFilter, decode_cursor, encode_cursor
+from kale.store.sql.queries import DEFAULT_LIMIT, MAX_LIMIT, Queries
 
 STATUSES = tuple(TaskStatus)
 #: Query parameters that are not filters.

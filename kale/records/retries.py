@@ -14,8 +14,7 @@ from typing import Callable
 
 from kale.exceptions import RecordConflictError
 from kale.ids import random_id
-from kale.store.sql import retries
-from kale.store.sql.records import RecordStore
+from kale.store.records import RecordsStore
 
 #: Marks a claim whose publish is under way (a task id never starts so).
 CLAIM_PREFIX = 'retrying:'
@@ -23,25 +22,25 @@ CLAIM_PREFIX = 'retrying:'
 CLAIM_WAIT_SEC = 5.0
 
 
-def retry_once(store: RecordStore, task_id: str, publish: Callable[[], str]) -> tuple[str, bool]:
+def retry_once(store: RecordsStore, task_id: str, publish: Callable[[], str]) -> tuple[str, bool]:
     """The id of the task that retries ``task_id`` and whether this call
     published it (False: an earlier retry did)."""
     claim = CLAIM_PREFIX + random_id()
-    if not retries.claim(store, task_id, claim):
+    if not store.claim_retry(task_id, claim):
         return _earlier(store, task_id), False
     try:
         new_id = publish()
     except BaseException:
-        retries.replace(store, task_id, claim, None)
+        store.replace_retry(task_id, claim, None)
         raise
-    retries.replace(store, task_id, claim, new_id)
+    store.replace_retry(task_id, claim, new_id)
     return new_id, True
 
 
-def _earlier(store: RecordStore, task_id: str) -> str:
+def _earlier(store: RecordsStore, task_id: str) -> str:
     deadline = time.monotonic() + CLAIM_WAIT_SEC
     while True:
-        found = retries.retried_as(store, task_id)
+        found = store.retried_as(task_id)
         if found and not found.startswith(CLAIM_PREFIX):
             return str(found)
         if found is None:          # the other publish failed and gave its claim back

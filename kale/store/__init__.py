@@ -8,24 +8,25 @@ statements (:mod:`kale.store.sql`, SQLite and PostgreSQL); the memory store
 One contract suite (``tests/contract/``) runs every facet against the
 memory, SQLite and PostgreSQL stores: a new backend passes it to be accepted.
 
-The facets moved here so far: :class:`~kale.store.schedules.ScheduleStore`
+The facets: :class:`~kale.store.schedules.ScheduleStore`
 (``store.schedules``), :class:`~kale.store.unique.UniqueStore`
 (``store.unique``), :class:`~kale.store.flow.FlowStore` (``store.flow``),
 :class:`~kale.store.webhooks.WebhookStore` (``store.webhooks``),
 :class:`~kale.store.workflows.WorkflowStore` (``store.workflows``) and
 :class:`~kale.store.outbox.OutboxStore` (``store.outbox``: on the application's
-own database, :class:`kale.store.sql.outbox.SQLOutbox`). The task records'
-statements are here too (:mod:`kale.store.sql.records`, ``queries``,
-``retries``, ``cancels``), with no facet Protocol nor memory store yet.
+own database, :class:`kale.store.sql.outbox.SQLOutbox`), and the task records'
+:class:`~kale.store.records.RecordsStore` (``store.records``) and
+:class:`~kale.store.records.RecordQueries` (``store.queries``).
 """
 from __future__ import annotations
 
 from kale.store.flow import FlowStore
 from kale.store.outbox import OutboxStore, OutboxWriter
+from kale.store.records import RecordQueries, RecordsStore
 from kale.store.schedules import Lease, Progress, ScheduleStore
 from kale.store.unique import UniqueStore
 from kale.store.webhooks import WebhookStore
 from kale.store.workflows import WorkflowStore
 
-__all__ = ['FlowStore', 'Lease', 'OutboxStore', 'OutboxWriter', 'Progress', 'ScheduleStore',
-           'UniqueStore', 'WebhookStore', 'WorkflowStore']
+__all__ = ['FlowStore', 'Lease', 'OutboxStore', 'OutboxWriter', 'Progress', 'RecordQueries',
+           'RecordsStore', 'ScheduleStore', 'UniqueStore', 'WebhookStore', 'WorkflowStore']

@@ -4,10 +4,15 @@ Times are epoch seconds in Python and ISO 8601 (UTC) in JSON.
 """
 from __future__ import annotations
 
+import base64
+import binascii
 import dataclasses
 import datetime
+import json
+import math
 from typing import TYPE_CHECKING, Any, Mapping, Optional
 
+from kale.exceptions import BadFilterError
 from kale.statuses import FINAL_TASK as FINAL
 from kale.statuses import PENDING_TASK as PENDING
 from kale.statuses import WorkerState
@@ -166,3 +171,27 @@ class TaskFilter:
     @property
     def empty(self) -> bool:
         return self == TaskFilter()
+
+
+#: The longest task id a keyset page's cursor may carry.
+MAX_CURSOR_ID_CHARS = 200
+
+
+def encode_cursor(record: TaskRecord) -> str:
+    raw = json.dumps([record.published_at, record.id], separators=(',', ':')).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip('=')
+
+
+def decode_cursor(text: str) -> tuple[float, str]:
+    if len(text) > 2 * MAX_CURSOR_ID_CHARS:
+        raise BadFilterError('cursor %r is not one this server gave out' % text[:100])
+    try:
+        raw = base64.urlsafe_b64decode(text + '=' * (-len(text) % 4))
+        published_at, task_id = json.loads(raw)
+        if isinstance(published_at, (int, float)) and not isinstance(published_at, bool) \
+                and math.isfinite(published_at) and isinstance(task_id, str) \
+                and len(task_id) <= MAX_CURSOR_ID_CHARS:
+            return float(published_at), task_id
+    except (ValueError, binascii.Error, TypeError):
+        pass
+    raise BadFilterError('cursor %r is not one this server gave out' % text[:100])

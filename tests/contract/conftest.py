@@ -11,8 +11,10 @@ from kale.statuses import TaskStatus
 def store(request, tmp_path):
     """A fresh store of each kind."""
     if request.param == 'memory':
+        from kale.config import Config
         from kale.store.memory import MemoryStore
-        yield MemoryStore('memory://%s' % request.node.name)
+        yield MemoryStore('memory://%s' % request.node.name,
+                          Config.load('tests.kale_test_settings'))
         return
     from kale.config import Config
     from kale.store.sql.records import RecordStore
@@ -24,16 +26,10 @@ def store(request, tmp_path):
 
 
 def set_status(store, task_id: str, status: TaskStatus) -> None:
-    """A task record with ``status`` (until the records facet moves into the
-    store, written by hand on a database)."""
-    if hasattr(store, 'set_task_status'):
-        store.set_task_status(task_id, status)
-        return
-    from kale.store.sql.schema import tasks
-    with store.begin(write=True) as conn:
-        conn.execute(tasks.insert().values(id=task_id, task='t.T', queue='default',
-                                           status=status, attempts=0, published_at=1.0,
-                                           updated_at=1.0))
+    """A task record with ``status``, written as a worker's event."""
+    store.records.write([], [{'id': task_id, 'task': 't.T', 'queue': 'default',
+                              'status': status, 'attempts': 0, 'published_at': 1.0,
+                              'updated_at': 1.0}], [], sealed=True)
 
 
 @pytest.fixture(params=['memory', 'sqlite', 'postgres'])

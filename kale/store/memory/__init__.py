@@ -3,10 +3,12 @@ lock, for unit tests (a process's tasks and workers cannot share it)."""
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, Optional
 
 from kale.store.memory.flow import MemoryFlow
 from kale.store.memory.outbox import MemoryOutbox
+from kale.store.memory.queries import MemoryQueries
+from kale.store.memory.records import MemoryRecords
 from kale.store.memory.schedules import MemorySchedules
 from kale.store.memory.unique import MemoryUnique
 from kale.store.memory.webhooks import MemoryWebhooks
@@ -16,22 +18,48 @@ from kale.store.memory.workflows import MemoryWorkflows
 class MemoryStore:
     """A store in this process's memory; ``url`` is ``memory://NAME``."""
 
-    def __init__(self, url: str = 'memory://'):
+    def __init__(self, url: str = 'memory://', config: Optional[Any] = None):
         self.url = url
+        #: Whose keys seal and sign the task records (none: kept as given).
+        self.config = config
         self.lock = threading.RLock()
-        #: The task records' status by task id (read by other facets).
-        self.task_status: dict[str, str] = {}
         self.schedules = MemorySchedules(self)
         self.unique = MemoryUnique(self)
         self.flow = MemoryFlow(self)
         self.webhooks = MemoryWebhooks(self)
         self.workflows = MemoryWorkflows(self)
         self.outbox = MemoryOutbox(self)
+        self.records = MemoryRecords(self)
+        self.queries = MemoryQueries(self.records)
 
     def __repr__(self) -> str:
         return 'MemoryStore(%r)' % self.url
 
-    def set_task_status(self, task_id: str, status: Any) -> None:
-        """What the records facet will do: note a task's status."""
+    @property
+    def sealer(self) -> Any:
+        """The configuration's sealer (:mod:`kale.store.sealing`), or one that
+        keeps rows as given."""
+        if self.config is None:
+            return _Plain()
+        from kale.store.sealing import sealer
+        return sealer(self.config)
+
+    def status_of(self, task_id: str) -> Optional[str]:
+        """The task's record's status (None without a record), for other facets."""
         with self.lock:
-            self.task_status[task_id] = str(status)
+            row = self.records.tasks.get(task_id)
+            return str(row['status']) if row is not None else None
+
+
+class _Plain:
+    """Keeps rows as given: no keys to sign or seal with."""
+
+    sealing = dropping = False
+
+    @staticmethod
+    def stored(row: dict[str, Any], published: bool = False) -> dict[str, Any]:
+        return row
+
+    @staticmethod
+    def open_row(row: dict[str, Any]) -> dict[str, Any]:
+        return row

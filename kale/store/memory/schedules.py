@@ -75,5 +75,5 @@ class MemorySchedules:
 
     def task_statuses(self, task_ids: Iterable[str]) -> dict[str, str]:
         with self.root.lock:
-            return {task_id: self.root.task_status[task_id] for task_id in task_ids
-                    if task_id and task_id in self.root.task_status}
+            found = {task_id: self.root.status_of(task_id) for task_id in task_ids if task_id}
+            return {task_id: status for task_id, status in found.items() if status is not None}

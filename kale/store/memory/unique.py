@@ -29,7 +29,7 @@ class MemoryUnique:
     def _claim(self, key: str, task_id: str, now: float, for_sec: float) -> str:
         held = self.keys.get(key)
         if held is not None and held[1] > now and \
-                self.root.task_status.get(held[0]) not in FINAL_TASK:
+                self.root.status_of(held[0]) not in FINAL_TASK:
             return held[0]
         self.keys[key] = (task_id, now + for_sec)
         return task_id

@@ -32,16 +32,13 @@ import sqlalchemy
 from sqlalchemy import and_, any_, bindparam, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
 
-from kale.store.sql.schema import CANCELLED, FINAL, KEPT_COLUMNS, SUCCEEDED, tasks
+from kale.store.records import KEPT_COLUMNS, PUBLISHED_COLUMNS
+from kale.store.sql.schema import CANCELLED, FINAL, SUCCEEDED, tasks
 
 #: Bound variables one SQLite statement may have (the limit of SQLite
 #: before 3.32; later versions allow more).
 SQLITE_MAX_VARIABLES = 999
 
-#: Columns a publisher fills in and a worker never changes (a dead run's
-#: ``dead_of`` is published by the worker that sent it).
-PUBLISHED_COLUMNS = ('task', 'queue', 'labels', 'inputs', 'published_at', 'message_id',
-                     'dead_of')
 
 #: The names of the write statements.
 WRITES = ('published', 'event')

@@ -1,6 +1,7 @@
 """The facets of a store on a database, each made (and its module
 imported) when first used: ``store.schedules``, ``store.unique``,
-``store.flow``, ``store.webhooks``, ``store.workflows``."""
+``store.flow``, ``store.webhooks``, ``store.workflows``, and the task
+records' ``store.records`` (the store itself) and ``store.queries``."""
 from __future__ import annotations
 
 import functools
@@ -9,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from kale.store.flow import FlowStore
+    from kale.store.records import RecordQueries, RecordsStore
     from kale.store.schedules import ScheduleStore
     from kale.store.unique import UniqueStore
     from kale.store.webhooks import WebhookStore
@@ -22,6 +24,16 @@ def _made(module: str, name: str, store: Any) -> Any:
 class Facets:
     """What a store on a database (:class:`kale.store.sql.records.RecordStore`)
     gives of each facet."""
+
+    @property
+    def records(self) -> 'RecordsStore':
+        """The task records' facet (:mod:`kale.store.records`): the store itself."""
+        return self  # type: ignore[return-value]
+
+    @functools.cached_property
+    def queries(self) -> 'RecordQueries':
+        """Questions about many records (:class:`kale.store.sql.queries.Queries`)."""
+        return _made('queries', 'Queries', self)
 
     @functools.cached_property
     def schedules(self) -> 'ScheduleStore':

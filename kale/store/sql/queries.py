@@ -7,10 +7,6 @@ memory. Counts, summaries and deletes run in the database.
 """
 from __future__ import annotations
 
-import base64
-import binascii
-import json
-import math
 import time
 from typing import Any, Iterator, Optional
 
@@ -18,7 +14,15 @@ from sqlalchemy import Integer, and_, cast, func, or_, select
 
 from kale.exceptions import BadFilterError
 from kale.statuses import PENDING_FILTER, TaskStatus, WorkerState, status_values
-from kale.store.record import LOST_AFTER_HEARTBEATS, TaskFilter, TaskRecord, WorkerRecord, iso
+from kale.store.record import (
+    LOST_AFTER_HEARTBEATS,
+    TaskFilter,
+    TaskRecord,
+    WorkerRecord,
+    decode_cursor,
+    encode_cursor,
+    iso,
+)
 from kale.store.sql.records import RecordStore
 from kale.store.sql.schema import CANCELLED, FAILED, PENDING, QUEUED, SUCCEEDED, tasks, workers
 
@@ -28,7 +32,6 @@ RAN = (SUCCEEDED, FAILED, CANCELLED)
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 1000
-MAX_CURSOR_ID_CHARS = 200
 
 
 def where_of(where: TaskFilter) -> Any:
@@ -51,26 +54,6 @@ def where_of(where: TaskFilter) -> Any:
     if where.until is not None:
         conditions.append(tasks.c.published_at < where.until)
     return and_(True, *conditions)
-
-
-def encode_cursor(record: TaskRecord) -> str:
-    raw = json.dumps([record.published_at, record.id], separators=(',', ':')).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip('=')
-
-
-def decode_cursor(text: str) -> tuple[float, str]:
-    if len(text) > 2 * MAX_CURSOR_ID_CHARS:
-        raise BadFilterError('cursor %r is not one this server gave out' % text[:100])
-    try:
-        raw = base64.urlsafe_b64decode(text + '=' * (-len(text) % 4))
-        published_at, task_id = json.loads(raw)
-        if isinstance(published_at, (int, float)) and not isinstance(published_at, bool) \
-                and math.isfinite(published_at) and isinstance(task_id, str) \
-                and len(task_id) <= MAX_CURSOR_ID_CHARS:
-            return float(published_at), task_id
-    except (ValueError, binascii.Error, TypeError):
-        pass
-    raise BadFilterError('cursor %r is not one this server gave out' % text[:100])
 
 
 class Queries:

@@ -17,8 +17,8 @@ from typing import Any, Iterator, Optional, Sequence
 
 from kale.config import Config
 from kale.exceptions import ImproperlyConfigured, RecordsUnavailableError
-from kale.store import files
 from kale.store.sql import cancels, schema
+from kale.store.sql.engine import make_engine
 from kale.store.sql.facets import Facets
 from kale.store.sql.schema import (
     CANCELLED,
@@ -40,61 +40,18 @@ from kale.store.sql.schema import (
 from kale.store.sql.urls import engine_url, safe_url
 
 try:
-    import sqlalchemy
-    from sqlalchemy import Connection, Engine, and_, event, or_, select
+    from sqlalchemy import Connection, and_, or_, select
     from sqlalchemy.exc import SQLAlchemyError
 except ImportError as exc:  # pragma: no cover - depends on the extras installed
     raise ImproperlyConfigured('task records need SQLAlchemy: pip install "kale-sqs[records]" '
                                '(%s)' % exc) from exc
 
 from kale.statuses import TaskStatus
+from kale.store.records import retried_attempts
 from kale.store.sealing import Sealer, sealer
 from kale.store.sql.driver import Driver, insert_for, same_keys
 
 logger = logging.getLogger(__name__)
-
-#: Seconds a SQLite writer waits for another process's write transaction.
-SQLITE_BUSY_TIMEOUT_MS = 10000
-
-
-def retried_attempts(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """History rows for the events that end a run with a retry."""
-    return [{'task_id': row['id'], 'attempt': row.get('attempts') or 0, 'status': FAILED,
-             'started_at': row['started_at'], 'finished_at': row.get('updated_at'),
-             'duration_sec': row.get('duration_sec'), 'worker': row.get('worker'),
-             'error_type': row.get('error_type'), 'error_message': row.get('error_message')}
-            for row in events if row.get('status') == SCHEDULED and row.get('started_at')]
-
-
-def _sqlite_connection_setup(engine: Engine) -> None:
-    @event.listens_for(engine, 'connect')
-    def connect(dbapi_connection: Any, record: Any) -> None:
-        dbapi_connection.isolation_level = None       # Kale says BEGIN itself
-        cursor = dbapi_connection.cursor()
-        cursor.execute('PRAGMA busy_timeout = %d' % SQLITE_BUSY_TIMEOUT_MS)
-        cursor.execute('PRAGMA journal_mode = WAL')
-        cursor.execute('PRAGMA synchronous = NORMAL')
-        cursor.close()
-
-
-def make_engine(url: str, setting: str = 'RECORDS_URL', pool_size: int = 2) -> Engine:
-    """An engine on ``url``: SQLite in WAL mode (Kale says BEGIN itself), or
-    PostgreSQL through psycopg. ImproperlyConfigured naming ``setting`` when
-    the URL cannot be used."""
-    try:
-        target = engine_url(url)
-        if target.get_backend_name() == 'sqlite':
-            if cancels.signal_path(target):          # a database in a file
-                files.prepare_database(str(target.database))
-            engine = sqlalchemy.create_engine(target, connect_args={'check_same_thread': False})
-            _sqlite_connection_setup(engine)
-            return engine
-        return sqlalchemy.create_engine(target, pool_pre_ping=True, pool_size=pool_size,
-                                        max_overflow=4)
-    except (SQLAlchemyError, ImportError, ValueError) as exc:
-        raise ImproperlyConfigured('%s %r cannot be used: %s'
-                                   % (setting, safe_url(url), exc)) from exc
-
 
 class RecordStore(Facets):
     """Reads and writes task and worker records on one database."""
@@ -322,6 +279,24 @@ class RecordStore(Facets):
                 conn.execute(workflow_nodes.delete().where(workflow_nodes.c.workflow_id.in_(gone)))
                 conn.execute(workflows.delete().where(or_(*ended)))
         return int(deleted or 0)
+
+    def claim_retry(self, task_id: str, marker: str) -> bool:
+        """A record's ``retried_as``, claimed with a conditional update
+        (see :mod:`kale.records.retries`)."""
+        with self.begin(write=True) as conn:
+            return bool(conn.execute(tasks.update().where(
+                tasks.c.id == task_id, tasks.c.retried_as.is_(None)).values(
+                retried_as=marker)).rowcount)
+
+    def replace_retry(self, task_id: str, marker: str, value: Optional[str]) -> None:
+        with self.begin(write=True) as conn:
+            conn.execute(tasks.update().where(tasks.c.id == task_id, tasks.c.retried_as == marker)
+                         .values(retried_as=value))
+
+    def retried_as(self, task_id: str) -> Optional[str]:
+        with self.begin() as conn:
+            found = conn.execute(select(tasks.c.retried_as).where(tasks.c.id == task_id)).scalar()
+        return str(found) if found is not None else None
 
     def mark_purged(self, queue: str, before: float, now: Optional[float] = None) -> int:
         """Its queue was purged at ``before``: the queue's tasks that were

@@ -245,7 +245,6 @@ schema_version = Table('kale_schema', metadata, Column('version', Integer, nulla
 
 #: Columns a worker's event never writes: set by a publish or a retry (a
 #: dead run's event sets ``dead_of`` only on a row it inserts).
-KEPT_COLUMNS = ('message_id', 'duplicate_of', 'retried_as', 'dead_of')
 
 #: Columns added after version 1, each with the version that added it.
 ADDED_COLUMNS = {'message_id': 2, 'duplicate_of': 2, 'retried_as': 3, 'dead_of': 8}

@@ -1,0 +1,156 @@
+"""Questions about many records, in memory (see :class:`kale.store.records.RecordQueries`)."""
+from __future__ import annotations
+
+import collections
+import math
+import time
+from typing import TYPE_CHECKING, Any, Iterator, Optional
+
+from kale.exceptions import BadFilterError
+from kale.statuses import PENDING_FILTER, PENDING_TASK, TaskStatus, WorkerState, status_values
+from kale.store.record import TaskFilter, TaskRecord, WorkerRecord, decode_cursor, encode_cursor, iso
+from kale.store.records import Row
+
+if TYPE_CHECKING:
+    from kale.store.memory.records import MemoryRecords
+
+#: Statuses a worker ends a task with (the timeline's).
+RAN = (TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.CANCELLED)
+MAX_WORKERS = 1000
+
+
+def matches(where: TaskFilter, row: Row) -> bool:
+    """Whether a task's row passes the filter."""
+    if where.statuses and row['status'] not in where.statuses:
+        return False
+    if where.task and row['task'] != where.task and (
+            '.' in where.task or not row['task'].endswith('.' + where.task)):
+        return False
+    if where.queue and row['queue'] != where.queue:
+        return False
+    labels = row['labels'] or {}
+    if any(labels.get(key) != value for key, value in where.labels):
+        return False
+    return (where.since is None or row['published_at'] >= where.since) and \
+        (where.until is None or row['published_at'] < where.until)
+
+
+class MemoryQueries:
+    """The questions of :class:`kale.store.sql.queries.Queries`, on rows in memory."""
+
+    def __init__(self, records: 'MemoryRecords'):
+        self.records = records
+
+    def _rows(self, where: TaskFilter) -> list[Row]:
+        with self.records.root.lock:
+            return [dict(row) for row in self.records.tasks.values() if matches(where, row)]
+
+    def page(self, where: TaskFilter, limit: int = 50,
+             cursor: Optional[str] = None) -> tuple[list[TaskRecord], Optional[str]]:
+        rows = sorted(self._rows(where), key=lambda row: (row['published_at'], row['id']),
+                      reverse=True)
+        if cursor:
+            after = decode_cursor(cursor)
+            rows = [row for row in rows if (row['published_at'], row['id']) < after]
+        found = [TaskRecord.from_row(row, self.records.sealer) for row in rows[:limit + 1]]
+        more = len(found) > limit
+        found = found[:limit]
+        return found, encode_cursor(found[-1]) if more and found else None
+
+    def iterate(self, where: TaskFilter, page_size: int = 500) -> Iterator[TaskRecord]:
+        cursor: Optional[str] = None
+        while True:
+            rows, cursor = self.page(where, page_size, cursor)
+            yield from rows
+            if cursor is None:
+                return
+
+    def count(self, where: TaskFilter) -> int:
+        return len(self._rows(where))
+
+    def summary(self, where: TaskFilter) -> dict[str, Any]:
+        by_status: dict[str, int] = {status.value: 0 for status in TaskStatus}
+        by_task: dict[str, dict[str, int]] = {}
+        by_queue: dict[str, dict[str, int]] = {}
+        for row in self._rows(where):
+            status = str(row['status'])
+            by_status[status] = by_status.get(status, 0) + 1
+            for table, key in ((by_task, row['task']), (by_queue, row['queue'])):
+                table.setdefault(key, {})
+                table[key][status] = table[key].get(status, 0) + 1
+        by_status[PENDING_FILTER] = sum(by_status[s] for s in PENDING_TASK)
+        return {'by_status': by_status, 'by_task': by_task, 'by_queue': by_queue}
+
+    def counts_by_status(self) -> dict[str, int]:
+        counts: dict[str, int] = {status.value: 0 for status in TaskStatus}
+        for row in self._rows(TaskFilter()):
+            counts[str(row['status'])] = counts.get(str(row['status']), 0) + 1
+        return counts
+
+    def oldest_queued(self, now: Optional[float] = None) -> dict[str, float]:
+        now = time.time() if now is None else now
+        oldest: dict[str, float] = {}
+        for row in self._rows(TaskFilter(statuses=(TaskStatus.QUEUED,))):
+            due = row['next_attempt_at'] if row['next_attempt_at'] is not None \
+                else row['published_at']
+            if due <= now:
+                oldest[row['queue']] = min(float(due), oldest.get(row['queue'], math.inf))
+        return oldest
+
+    def delete(self, where: TaskFilter) -> int:
+        with self.records.root.lock:
+            gone = [task_id for task_id, row in self.records.tasks.items() if matches(where, row)]
+            for task_id in gone:
+                del self.records.tasks[task_id]
+            return len(gone)
+
+    def timeline(self, window_sec: float = 3600, bucket_sec: int = 60,
+                 now: Optional[float] = None) -> dict[str, Any]:
+        now = time.time() if now is None else now
+        ran = [row for row in self._rows(TaskFilter(statuses=RAN))
+               if row['finished_at'] is not None]
+        series: dict[str, dict[int, dict[str, Any]]] = {}
+        for row in ran:
+            if row['finished_at'] < now - window_sec:
+                continue
+            point = series.setdefault(row['task'], {}).setdefault(
+                int(row['finished_at'] // bucket_sec),
+                {**{status.value: 0 for status in RAN}, 'duration_sum': 0.0, 'timed': 0})
+            point[str(row['status'])] += 1
+            if row['duration_sec'] is not None and row['status'] != TaskStatus.CANCELLED:
+                point['duration_sum'] += float(row['duration_sec'])
+                point['timed'] += 1
+        last_minute = collections.Counter(row['queue'] for row in ran
+                                          if row['finished_at'] >= now - 60)
+        return {'bucket_sec': bucket_sec, 'window_sec': window_sec,
+                'series': {task: [_point(number * bucket_sec, p)
+                                  for number, p in sorted(points.items())]
+                           for task, points in sorted(series.items())},
+                'queues_last_minute': dict(last_minute)}
+
+    def workers(self, state: Optional[str] = None,
+                now: Optional[float] = None) -> list[WorkerRecord]:
+        if state is not None and state not in status_values(WorkerState):
+            raise BadFilterError('unknown worker state %r: use one of %s'
+                                 % (state, ', '.join(status_values(WorkerState))))
+        now = time.time() if now is None else now
+        with self.records.root.lock:
+            rows = sorted((dict(row) for row in self.records.workers.values()),
+                          key=lambda row: -row['started_at'])[:MAX_WORKERS]
+        found = [WorkerRecord.from_row(row, now) for row in rows]
+        if state is not None:
+            found = [worker for worker in found if worker.state == state]
+        order = {WorkerState.RUNNING: 0, WorkerState.LOST: 1, WorkerState.STOPPED: 2}
+        return sorted(found, key=lambda w: (order[WorkerState(w.state)], -w.started_at))
+
+    def ids_with_prefix(self, prefix: str, limit: int) -> list[str]:
+        with self.records.root.lock:
+            return sorted(task_id for task_id in self.records.tasks
+                          if task_id.startswith(prefix))[:limit]
+
+
+def _point(start: float, point: dict[str, Any]) -> dict[str, Any]:
+    timed = point.pop('timed')
+    total = point.pop('duration_sum')
+    return {'t': iso(start), **point,
+            'mean_duration_sec': round(total / timed, 6) if timed else None}

@@ -1,0 +1,206 @@
+"""The task records' facet in memory (see :mod:`kale.store.records`): rows
+by task id, attempts, workers' rows, under the memory store's lock."""
+from __future__ import annotations
+
+import copy
+import time
+from typing import TYPE_CHECKING, Any, Optional, Sequence
+
+from kale.statuses import FINAL_TASK, TaskStatus, WorkflowStatus
+from kale.store.records import KEPT_COLUMNS, PUBLISHED_COLUMNS, TASK_COLUMNS, Row, retried_attempts
+
+if TYPE_CHECKING:
+    from kale.store.memory import MemoryStore
+
+#: The columns a publication that starts a new life takes from its row.
+_LIFE_COLUMNS = tuple(name for name in TASK_COLUMNS
+                      if name not in PUBLISHED_COLUMNS and name != 'id')
+#: The columns a worker's event sets.
+_EVENT_COLUMNS = tuple(name for name in TASK_COLUMNS
+                       if name not in PUBLISHED_COLUMNS + KEPT_COLUMNS and name != 'id')
+_ENDED_UNSUCCESSFULLY = tuple(status for status in FINAL_TASK if status != TaskStatus.SUCCEEDED)
+_FAILED_TTL = (TaskStatus.FAILED, TaskStatus.CANCELLED, TaskStatus.PURGED,
+               TaskStatus.DEDUPLICATED)
+_WAITING = (TaskStatus.QUEUED, TaskStatus.SCHEDULED)
+
+
+class MemoryRecords:
+    """Rows as the database would hold them (copies go in and out)."""
+
+    def __init__(self, root: 'MemoryStore'):
+        self.root = root
+        self.tasks: dict[str, Row] = {}
+        self.attempt_rows: dict[tuple[str, int], Row] = {}
+        self.workers: dict[str, Row] = {}
+
+    @property
+    def sealer(self) -> Any:
+        return self.root.sealer
+
+    # --- writes -----------------------------------------------------------------------
+
+    def write(self, published: Sequence[Row], events: Sequence[Row], worker_rows: Sequence[Row],
+              attempt_rows: Optional[Sequence[Row]] = None, sealed: bool = False) -> None:
+        if attempt_rows is None:
+            attempt_rows = retried_attempts(events)
+        if not sealed:
+            published = [self.sealer.stored(row, published=True) for row in published]
+            if self.sealer.sealing or self.sealer.dropping:
+                events = [self.sealer.stored(row) for row in events]
+                attempt_rows = [self.sealer.stored(row) for row in attempt_rows]
+        with self.root.lock:
+            for row in published:
+                self._publish(copy.deepcopy(row))
+            for row in events:
+                self._event(copy.deepcopy(row))
+            for row in worker_rows:
+                self.workers.setdefault(row['id'], {}).update(copy.deepcopy(row))
+            for row in attempt_rows:
+                self.attempt_rows.setdefault((row['task_id'], row['attempt']), copy.deepcopy(row))
+
+    def _publish(self, row: Row) -> None:
+        new = {name: row.get(name) for name in TASK_COLUMNS}
+        held = self.tasks.get(row['id'])
+        if held is None:
+            self.tasks[row['id']] = new
+            return
+        held.update({name: new[name] for name in PUBLISHED_COLUMNS})
+        if held['status'] in _ENDED_UNSUCCESSFULLY and held['finished_at'] is not None and \
+                held['finished_at'] < new['published_at']:       # a new life of the id
+            held.update({name: new[name] for name in _LIFE_COLUMNS})
+
+    def _event(self, row: Row) -> None:
+        held = self.tasks.get(row['id'])
+        if held is None:
+            self.tasks[row['id']] = {name: row.get(name) for name in TASK_COLUMNS}
+        elif held['updated_at'] <= row['updated_at']:           # the newest event wins
+            held.update({name: row.get(name) for name in _EVENT_COLUMNS})
+
+    def cancel(self, task_id: str, now: Optional[float] = None) -> bool:
+        now = time.time() if now is None else now
+        with self.root.lock:
+            held = self.tasks.get(task_id)
+            if held is None or held['status'] not in _WAITING:
+                return False
+            held.update(status=TaskStatus.CANCELLED, finished_at=now, next_attempt_at=None,
+                        updated_at=now)
+            return True
+
+    def mark_purged(self, queue: str, before: float, now: Optional[float] = None) -> int:
+        now = time.time() if now is None else now
+        with self.root.lock:
+            purged = [row for row in self.tasks.values() if row['queue'] == queue
+                      and row['status'] in _WAITING and row['updated_at'] <= before]
+            for row in purged:
+                row.update(status=TaskStatus.PURGED, finished_at=now, next_attempt_at=None,
+                           updated_at=now)
+            return len(purged)
+
+    def purge_expired(self, succeeded_ttl: Optional[float], failed_ttl: Optional[float],
+                      now: Optional[float] = None, queued_ttl: Optional[float] = None) -> int:
+        now = time.time() if now is None else now
+        if succeeded_ttl is None and failed_ttl is None and queued_ttl is None:
+            return 0
+        with self.root.lock:
+            gone = [task_id for task_id, row in self.tasks.items()
+                    if _expired(row, succeeded_ttl, failed_ttl, queued_ttl, now)]
+            for task_id in gone:
+                del self.tasks[task_id]
+            if failed_ttl is not None:
+                for worker_id in [w for w, row in self.workers.items()
+                                  if row['heartbeat_at'] < now - failed_ttl]:
+                    del self.workers[worker_id]
+            self.root.unique.keys = {key: held for key, held in self.root.unique.keys.items()
+                                     if held[1] >= now}
+            self._purge_workflows(succeeded_ttl, failed_ttl, now)
+            return len(gone)
+
+    def _purge_workflows(self, succeeded_ttl: Optional[float], failed_ttl: Optional[float],
+                         now: float) -> None:
+        flows = self.root.workflows
+        ended = {row.id for row in flows.rows.values()
+                 if row.finished_at is not None and _workflow_expired(
+                     row.status, row.finished_at, succeeded_ttl, failed_ttl, now)}
+        flows.rows = {key: row for key, row in flows.rows.items() if key not in ended}
+        flows.node_rows = {key: node for key, node in flows.node_rows.items()
+                           if node.workflow_id not in ended}
+
+    def claim_retry(self, task_id: str, marker: str) -> bool:
+        with self.root.lock:
+            held = self.tasks.get(task_id)
+            if held is None or held['retried_as'] is not None:
+                return False
+            held['retried_as'] = marker
+            return True
+
+    def replace_retry(self, task_id: str, marker: str, value: Optional[str]) -> None:
+        with self.root.lock:
+            held = self.tasks.get(task_id)
+            if held is not None and held['retried_as'] == marker:
+                held['retried_as'] = value
+
+    def retried_as(self, task_id: str) -> Optional[str]:
+        with self.root.lock:
+            held = self.tasks.get(task_id)
+            return str(held['retried_as']) if held and held['retried_as'] is not None else None
+
+    # --- reads ------------------------------------------------------------------------
+
+    def get(self, task_id: str) -> Optional[Row]:
+        with self.root.lock:
+            held = self.tasks.get(task_id)
+            return copy.deepcopy(held) if held is not None else None
+
+    def attempts(self, task_id: str) -> list[Row]:
+        with self.root.lock:
+            rows = [copy.deepcopy(row) for (held, _), row in sorted(self.attempt_rows.items())
+                    if held == task_id]
+        return [self.sealer.open_row(row) for row in rows]
+
+    def cancelled_among(self, task_ids: Sequence[str]) -> set[str]:
+        return self._with_status(TaskStatus.CANCELLED, task_ids)
+
+    def succeeded_among(self, task_ids: Sequence[str]) -> set[str]:
+        return self._with_status(TaskStatus.SUCCEEDED, task_ids)
+
+    def _with_status(self, status: TaskStatus, task_ids: Sequence[str]) -> set[str]:
+        with self.root.lock:
+            return {task_id for task_id in task_ids
+                    if self.tasks.get(task_id, {}).get('status') == status}
+
+    def message_owners(self, message_ids: Sequence[str],
+                       not_ids: Sequence[str] = ()) -> dict[str, str]:
+        wanted, left_out = set(message_ids), set(not_ids)
+        owners: dict[str, tuple[float, str]] = {}
+        with self.root.lock:
+            for row in self.tasks.values():
+                message_id = row['message_id']
+                if message_id in wanted and row['id'] not in left_out and (
+                        message_id not in owners or owners[message_id][0] > row['published_at']):
+                    owners[message_id] = (row['published_at'], row['id'])
+        return {message_id: task_id for message_id, (_, task_id) in owners.items()}
+
+
+def _expired(row: Row, succeeded_ttl: Optional[float], failed_ttl: Optional[float],
+             queued_ttl: Optional[float], now: float) -> bool:
+    status, finished = row['status'], row['finished_at']
+    if status == TaskStatus.SUCCEEDED and succeeded_ttl is not None:
+        return finished is not None and finished < now - succeeded_ttl
+    if status in _FAILED_TTL and failed_ttl is not None:
+        return finished is not None and finished < now - failed_ttl
+    if status in _WAITING and queued_ttl is not None:   # a task due later waits in SQS
+        due = row['next_attempt_at']
+        return row['updated_at'] < now - queued_ttl and (due is None or due < now - queued_ttl)
+    return False
+
+
+def _workflow_expired(status: str, finished_at: float, succeeded_ttl: Optional[float],
+                      failed_ttl: Optional[float], now: float) -> bool:
+    if status == WorkflowStatus.SUCCEEDED:
+        return succeeded_ttl is not None and finished_at < now - succeeded_ttl
+    if status in (WorkflowStatus.FAILED, WorkflowStatus.CANCELLED):
+        return failed_ttl is not None and finished_at < now - failed_ttl
+    return False
+
+
+__all__ = ['MemoryRecords']

@@ -1,0 +1,132 @@
+"""The task records' facet of a store: the tasks' rows, their attempts, the
+workers' rows (``store.records``), and the questions about many of them
+(``store.queries``).
+
+Writes follow two rules, whatever the backend. A publication inserts its
+row; a row already there (a worker wrote first) takes the publisher's
+columns, and one that ended unsuccessfully before this publish starts a new
+life with the publication's values. A worker's event inserts or updates its
+row unless the row holds a newer event (``updated_at``), and never changes
+the publisher's columns nor ``message_id``, ``duplicate_of``,
+``retried_as`` and ``dead_of``. Values reach the store as the sealer
+(:mod:`kale.store.sealing`) makes them, unless the caller says they are so
+already.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterator, Optional, Protocol, Sequence
+
+from kale.statuses import TaskStatus
+from kale.store.record import TaskFilter, TaskRecord, WorkerRecord
+
+Row = dict[str, Any]
+
+#: The columns of a task's row.
+TASK_COLUMNS = ('id', 'task', 'queue', 'status', 'attempts', 'labels', 'inputs', 'published_at',
+                'started_at', 'finished_at', 'next_attempt_at', 'duration_sec', 'worker',
+                'error_type', 'error_message', 'error_traceback', 'dead_letter_reason', 'result',
+                'message_id', 'duplicate_of', 'retried_as', 'stderr', 'dead_of', 'updated_at')
+#: Columns a publisher fills in and a worker never changes (a dead run's
+#: ``dead_of`` is published by the worker that sent it).
+PUBLISHED_COLUMNS = ('task', 'queue', 'labels', 'inputs', 'published_at', 'message_id',
+                     'dead_of')
+#: Columns no worker's event changes.
+KEPT_COLUMNS = ('message_id', 'duplicate_of', 'retried_as', 'dead_of')
+
+
+def retried_attempts(events: Sequence[Row]) -> list[Row]:
+    """History rows for the events that end a run with a retry."""
+    return [{'task_id': row['id'], 'attempt': row.get('attempts') or 0,
+             'status': TaskStatus.FAILED, 'started_at': row['started_at'],
+             'finished_at': row.get('updated_at'), 'duration_sec': row.get('duration_sec'),
+             'worker': row.get('worker'), 'error_type': row.get('error_type'),
+             'error_message': row.get('error_message')}
+            for row in events if row.get('status') == TaskStatus.SCHEDULED
+            and row.get('started_at')]
+
+
+class RecordsStore(Protocol):
+    """Rows of tasks, attempts and workers (``store.records``)."""
+
+    def write(self, published: Sequence[Row], events: Sequence[Row], worker_rows: Sequence[Row],
+              attempt_rows: Optional[Sequence[Row]] = None, sealed: bool = False) -> None:
+        """Publications, events, worker rows and failed attempts, in one transaction."""
+
+    def get(self, task_id: str) -> Optional[Row]:
+        """The task's row (its values as stored), None when there is none."""
+
+    def attempts(self, task_id: str) -> list[Row]:
+        """The task's attempts before its last one, oldest first, values opened."""
+
+    def cancel(self, task_id: str, now: Optional[float] = None) -> bool:
+        """A queued or scheduled task becomes cancelled: whether it did."""
+
+    def cancelled_among(self, task_ids: Sequence[str]) -> set[str]:
+        """Which of these tasks are cancelled."""
+
+    def succeeded_among(self, task_ids: Sequence[str]) -> set[str]:
+        """Which of these tasks succeeded."""
+
+    def message_owners(self, message_ids: Sequence[str],
+                       not_ids: Sequence[str] = ()) -> dict[str, str]:
+        """The task each SQS message id was recorded for (the first one
+        published), leaving out the tasks ``not_ids``."""
+
+    def mark_purged(self, queue: str, before: float, now: Optional[float] = None) -> int:
+        """The queue's tasks queued or scheduled, not changed since ``before``,
+        become purged; how many."""
+
+    def purge_expired(self, succeeded_ttl: Optional[float], failed_ttl: Optional[float],
+                      now: Optional[float] = None, queued_ttl: Optional[float] = None) -> int:
+        """Delete the tasks past their TTL (and workers silent for
+        ``failed_ttl``, unique keys expired, workflows ended by the same
+        TTLs); how many tasks."""
+
+    def claim_retry(self, task_id: str, marker: str) -> bool:
+        """Set the record's ``retried_as`` to ``marker`` if it has none:
+        whether this call did (one caller wins)."""
+
+    def replace_retry(self, task_id: str, marker: str, value: Optional[str]) -> None:
+        """Set ``retried_as`` to ``value`` if it is still ``marker``."""
+
+    def retried_as(self, task_id: str) -> Optional[str]:
+        """The record's ``retried_as`` (None when it has none, or no record)."""
+
+
+class RecordQueries(Protocol):
+    """Questions about many records (``store.queries``)."""
+
+    def page(self, where: TaskFilter, limit: int = 50,
+             cursor: Optional[str] = None) -> tuple[list[TaskRecord], Optional[str]]:
+        """Up to ``limit`` records, newest first (by publish time, then id),
+        after ``cursor``; and the next page's cursor (None on the last)."""
+
+    def iterate(self, where: TaskFilter, page_size: int = 500) -> Iterator[TaskRecord]:
+        """Every matching record, newest first."""
+
+    def count(self, where: TaskFilter) -> int:
+        """How many records match."""
+
+    def summary(self, where: TaskFilter) -> dict[str, Any]:
+        """Counts by status, by task and status, by queue and status."""
+
+    def counts_by_status(self) -> dict[str, int]:
+        """Every record counted by status (each status present)."""
+
+    def oldest_queued(self, now: Optional[float] = None) -> dict[str, float]:
+        """When the oldest task waiting in each queue became due, by queue."""
+
+    def delete(self, where: TaskFilter) -> int:
+        """Delete the matching records; how many."""
+
+    def timeline(self, window_sec: float = 3600, bucket_sec: int = 60,
+                 now: Optional[float] = None) -> dict[str, Any]:
+        """Tasks finished per bucket and their mean duration, per task; and
+        per queue over the last minute."""
+
+    def workers(self, state: Optional[str] = None,
+                now: Optional[float] = None) -> list[WorkerRecord]:
+        """Worker and supervisor rows, running first, newest first."""
+
+    def ids_with_prefix(self, prefix: str, limit: int) -> list[str]:
+        """Up to ``limit`` task ids that start with ``prefix``, in order."""
