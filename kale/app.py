@@ -57,6 +57,10 @@ class App:
         self._default = False
         #: The parts it builds itself (over its own transport or clock).
         self._parts: dict[str, Any] = {}
+        if self._own() and self.config is not settings.config:
+            # The features given only its configuration (their hooks, built
+            # with for_config) reach this app, its transport and clock.
+            self.config.part('app', lambda: self)
 
     def replace(self, **values: Any) -> 'App':
         """This app with some settings changed: the same transport and clock,

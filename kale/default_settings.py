@@ -228,7 +228,8 @@ class Settings:
 
     RECORDS_URL: str = setting('', records_url,
         'SQLAlchemy URL of the [task records](#task-records-and-the-dashboard) '
-        '(`sqlite:///...`, `postgresql://...`); empty: off')
+        '(`sqlite:///...`, `postgresql://...`; `memory://NAME`: kept in this process, for '
+        'its tests); empty: off')
     RECORDS_SUCCEEDED_TTL_SEC: Optional[float] = setting(24 * 3600, ttl,
         'seconds a succeeded record is kept after it finished; `None`: until purged by hand',
         shown='one day')

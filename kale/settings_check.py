@@ -132,10 +132,11 @@ def port(value: Any) -> Optional[str]:
 def records_url(value: Any) -> Optional[str]:
     if not isinstance(value, str):
         return 'must be a SQLAlchemy URL (a string)'
-    if value == '':
+    if value == '' or re.fullmatch(r'memory://[\w.-]*', value):
         return None
     if not re.match(r'(sqlite|postgresql)(\+\w+)?://', value):
-        return "must be a URL like 'sqlite:///records.db' or 'postgresql://user@host/db'"
+        return ("must be a URL like 'sqlite:///records.db' or 'postgresql://user@host/db' "
+                "(or 'memory://NAME' for one process's tests)")
     return None
 
 

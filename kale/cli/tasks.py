@@ -161,7 +161,7 @@ def cmd_purge(args: argparse.Namespace) -> int:
     config = default_app().config
     where = _filter(args)
     if where.empty and not args.all:
-        purged = records.store().purge_expired(config.RECORDS_SUCCEEDED_TTL_SEC,
+        purged = records.store().records.purge_expired(config.RECORDS_SUCCEEDED_TTL_SEC,
                                                config.RECORDS_FAILED_TTL_SEC,
                                                queued_ttl=config.RECORDS_QUEUED_TTL_SEC)
         print('purged %d expired records (RECORDS_SUCCEEDED_TTL_SEC %s, RECORDS_FAILED_TTL_SEC %s, '

@@ -308,7 +308,7 @@ def with_records(config: Config, url: Optional[str] = None) -> dict[str, Any]:
     def write(rows: list[dict[str, Any]]) -> None:
         # As the publisher made them (inputs MACed, values sealed), checked
         # with their row: written as they are, never signed here.
-        get_recorder(config, url).store.write(rows, [], [], sealed=True)
+        get_recorder(config, url).store.records.write(rows, [], [], sealed=True)
 
     def claim(claims: Any, now: float, for_sec: float) -> list[str]:
         return get_recorder(config, url).store.unique.claim(claims, now, for_sec)

@@ -41,7 +41,9 @@ from kale.registry import resolve_task
 from kale.statuses import FINAL_TASK as FINAL
 from kale.statuses import PENDING_TASK as PENDING
 from kale.statuses import TaskStatus
+from kale.store import Store
 from kale.store.record import TaskRecord, WorkerRecord
+from kale.store.records import RecordQueries
 from kale.store.sql.records import RecordStore
 
 SUCCEEDED, FAILED, CANCELLED = TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.CANCELLED
@@ -57,13 +59,14 @@ def recorder_for(url: Optional[str] = None, app: Optional[App] = None) -> Record
     return get_recorder((app or default_app()).config, url)
 
 
-def store(url: Optional[str] = None, app: Optional[App] = None) -> RecordStore:
+def store(url: Optional[str] = None, app: Optional[App] = None) -> Store:
     """The store on ``url`` (default ``app``'s RECORDS_URL), shared by this process."""
     return recorder_for(url, app).store
 
 
-def queries(url: Optional[str] = None, app: Optional[App] = None) -> Queries:
-    return Queries(store(url, app))
+def queries(url: Optional[str] = None, app: Optional[App] = None) -> RecordQueries:
+    """Questions about many records of ``url`` (default ``app``'s RECORDS_URL)."""
+    return store(url, app).queries
 
 
 def get(task_id: str, url: Optional[str] = None,
@@ -72,7 +75,7 @@ def get(task_id: str, url: Optional[str] = None,
     are written first, so a publisher reads its own tasks."""
     rec = recorder_for(url, app)
     rec.flush(timeout=OWN_WRITES_SEC)
-    row = rec.store.get(task_id)
+    row = rec.store.records.get(task_id)
     return TaskRecord.from_row(row, rec.store.sealer) if row is not None else None
 
 
@@ -87,11 +90,11 @@ def resolve(id_or_prefix: str, url: Optional[str] = None,
     RecordConflictError when several do."""
     rec = recorder_for(url, app)
     rec.flush(timeout=OWN_WRITES_SEC)
-    if rec.store.get(id_or_prefix) is not None:
+    if rec.store.records.get(id_or_prefix) is not None:
         return id_or_prefix
     if len(id_or_prefix) < MIN_PREFIX_CHARS:
         raise RecordNotFoundError('no record of task %s' % id_or_prefix[:200])
-    found = Queries(rec.store).ids_with_prefix(id_or_prefix, 3)
+    found = rec.store.queries.ids_with_prefix(id_or_prefix, 3)
     if not found:
         raise RecordNotFoundError('no record of task %s, nor of one whose id starts with it'
                                   % id_or_prefix[:200])
@@ -156,7 +159,7 @@ def mark_purged(queue: str, before: float, url: Optional[str] = None,
     that were queued or scheduled then become ``purged``; returns how many."""
     rec = recorder_for(url, app)
     rec.flush(timeout=OWN_WRITES_SEC)
-    return rec.store.mark_purged(queue, before)
+    return rec.store.records.mark_purged(queue, before)
 
 
 def cancel(task_id: str, url: Optional[str] = None,
@@ -166,13 +169,13 @@ def cancel(task_id: str, url: Optional[str] = None,
     RecordConflictError when it already runs or finished."""
     rec = recorder_for(url, app)
     rec.flush(timeout=OWN_WRITES_SEC)
-    if not rec.store.cancel(task_id):
-        found = rec.store.get(task_id)
+    if not rec.store.records.cancel(task_id):
+        found = rec.store.records.get(task_id)
         if found is None:
             raise RecordNotFoundError('no record of task %s' % task_id)
         raise RecordConflictError('task %s cannot be cancelled: it is %s'
                                   % (task_id, found['status']))
-    row = rec.store.get(task_id)
+    row = rec.store.records.get(task_id)
     assert row is not None
     return TaskRecord.from_row(row, rec.store.sealer)
 
@@ -224,7 +227,7 @@ def retry_reporting(task_id: str, url: Optional[str] = None,
             task_class, None, [(tuple(inputs['args']), dict(inputs['kwargs']))], labels=labels,
             queue_name=record.queue, task_ids=[new_id])
         return published
-    return retry_once(store(url, app), task_id, publish)
+    return retry_once(store(url, app).records, task_id, publish)
 
 
 #: Tasks one bulk retry publishes again, at most.
@@ -261,7 +264,7 @@ def attempts(task_id: str, url: Optional[str] = None,
     record = get(task_id, url, app)
     if record is None:
         raise RecordNotFoundError('no record of task %s' % task_id)
-    found = store(url, app).attempts(task_id)
+    found = store(url, app).records.attempts(task_id)
     if record.started_at is not None:
         found = [a for a in found if a['attempt'] != record.attempts] + [{
             'task_id': task_id, 'attempt': record.attempts, 'status': record.status,

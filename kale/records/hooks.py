@@ -111,7 +111,7 @@ def mark_deduplicated(recorder: Recorder, rows: list[dict[str, Any]], now: float
     task, instead of ``queued`` for ever. (Reads the store, after writing
     what this process holds: FIFO queues only.)"""
     recorder.flush(timeout=OWN_WRITES_SEC)
-    owners = recorder.store.message_owners([row['message_id'] for row in rows],
+    owners = recorder.store.records.message_owners([row['message_id'] for row in rows],
                                            not_ids=[row['id'] for row in rows])
     for row in rows:
         original = owners.get(row['message_id'])

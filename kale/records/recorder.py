@@ -24,7 +24,9 @@ from kale.events import process_identity
 from kale.exceptions import ImproperlyConfigured
 from kale.records.spool import Spool, default_directory
 from kale.records.writer import LaterRow, RecordWriter, Row
-from kale.store.sql.records import RecordStore, retried_attempts, safe_url
+from kale.store import Store, open_store
+from kale.store.records import retried_attempts
+from kale.store.sql.urls import safe_url
 from kale.version import __version__
 
 logger = logging.getLogger(__name__)
@@ -81,7 +83,7 @@ class Recorder:
     def __init__(self, url: str, config: Config):
         self.url = url
         self.config = config
-        self.store = RecordStore(url, config)
+        self.store: Store = open_store(url, config)
         self.max_value_chars = int(config.RECORDS_MAX_VALUE_CHARS)
         self.buffer_size = int(config.RECORDS_BUFFER_SIZE)
         self.heartbeat_sec = float(config.RECORDS_HEARTBEAT_SEC)
@@ -108,7 +110,7 @@ class Recorder:
         if self._writer is None:
             with self._lock:
                 if self._writer is None:
-                    self._writer = RecordWriter(self.store.write, self.buffer_size,
+                    self._writer = RecordWriter(self.store.records.write, self.buffer_size,
                                                 periodic=self._periodic,
                                                 history=retried_attempts)
         return self._writer
@@ -158,7 +160,7 @@ class Recorder:
         """Write the spools of gone workers of this machine (see :mod:`kale.records.spool`)."""
         self._next_replay = time.monotonic() + SPOOL_REPLAY_SEC
         try:
-            self.spool.replay(lambda rows: self.store.write([], rows, [], sealed=True))
+            self.spool.replay(lambda rows: self.store.records.write([], rows, [], sealed=True))
         except OSError as exc:
             logger.warning('records: spools in %s cannot be read: %s', self.spool.directory, exc)
 
@@ -170,7 +172,7 @@ class Recorder:
         if self._next_purge is not None and now >= self._next_purge:
             self._next_purge = now + self.purge_interval
             try:
-                purged = self.store.purge_expired(self.succeeded_ttl, self.failed_ttl,
+                purged = self.store.records.purge_expired(self.succeeded_ttl, self.failed_ttl,
                                                   queued_ttl=self.queued_ttl)
             except Exception as exc:
                 logger.warning('records: purge failed: %s', exc)
@@ -188,12 +190,12 @@ class Recorder:
     def cancelled_among(self, task_ids: Sequence[str]) -> set[str]:
         """The cancelled ones among a batch's ids; none when the store fails
         (a worker never stops for its records), logged now and then."""
-        return self._among(self.store.cancelled_among, task_ids)
+        return self._among(self.store.records.cancelled_among, task_ids)
 
     def succeeded_among(self, task_ids: Sequence[str]) -> set[str]:
         """The ones among a batch's ids that already succeeded (none when the
         store fails)."""
-        return self._among(self.store.succeeded_among, task_ids)
+        return self._among(self.store.records.succeeded_among, task_ids)
 
     def _among(self, ask: Callable[[Sequence[str]], set[str]],
                task_ids: Sequence[str]) -> set[str]:

@@ -24,11 +24,12 @@ from kale.exceptions import (
     RecordsError,
     RecordsUnavailableError,
 )
-from kale.records.queries import Queries, parse_filter, parse_limit
+from kale.records.queries import parse_filter, parse_limit
 from kale.records.recorder import OWN_WRITES_SEC
 from kale.scaling import serving_workers
 from kale.statuses import WorkflowStatus
 from kale.store.record import iso
+from kale.store.records import RecordQueries
 from kale.store.sql.records import safe_url
 
 #: The windows ``/api/timeline?window=auto`` tries, shortest first.
@@ -154,7 +155,7 @@ class Api:
         return self._app if self._app is not None else default_app()
 
     @property
-    def queries(self) -> Queries:
+    def queries(self) -> RecordQueries:
         return records.queries(self.records_url, self._app)
 
     @property

@@ -38,8 +38,8 @@ from kale.worker.batch import Batch, Opened
 from kale.worker.suspects import release_copy
 
 if TYPE_CHECKING:
+    from kale.store import Store
     from kale.store.flow import Ask, FlowStore
-    from kale.store.sql.records import RecordStore
 
 logger = logging.getLogger('kale.flow')
 
@@ -71,7 +71,7 @@ class FlowGate:
         #: Whether log lines may carry exception messages (kale.logs.exception_messages).
         self.messages = exception_messages(config)
         self.worker = process_identity()[0]
-        self._store: Optional['RecordStore'] = None
+        self._store: Optional['Store'] = None
         self._held: dict[int, tuple[str, str]] = {}     # id(received) -> (key, holder)
         self._lock = threading.Lock()
         self._renewer: Optional[threading.Thread] = None
@@ -81,7 +81,7 @@ class FlowGate:
         self._unlimited: set[type] = set()
 
     @property
-    def store(self) -> 'RecordStore':
+    def store(self) -> 'Store':
         """The store of the buckets and leases (SQLAlchemy is imported only
         once a limited task comes)."""
         if self._store is None:

@@ -16,7 +16,12 @@ from kale.store.memory.workflows import MemoryWorkflows
 
 
 class MemoryStore:
-    """A store in this process's memory; ``url`` is ``memory://NAME``."""
+    """A store in this process's memory; ``url`` is ``memory://NAME``
+    (``RECORDS_URL='memory://'``: the records, workflows, limits and the
+    rest of one process, for its tests)."""
+
+    #: No file: a spool of outcomes goes to the user's cache.
+    database_file = None
 
     def __init__(self, url: str = 'memory://', config: Optional[Any] = None):
         self.url = url
@@ -34,6 +39,12 @@ class MemoryStore:
 
     def __repr__(self) -> str:
         return 'MemoryStore(%r)' % self.url
+
+    def migrate(self) -> None:
+        """No tables to bring up to date."""
+
+    def dispose(self) -> None:
+        """No connections to let go of."""
 
     @property
     def sealer(self) -> Any:
