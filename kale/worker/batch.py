@@ -165,3 +165,18 @@ def settle_margin(time_limit: float, visibility_timeout_sec: float) -> float:
 def fits_budget(time_limit: float, time_left: float, visibility_timeout_sec: float) -> bool:
     """A run of up to ``time_limit`` seconds, then settling, must end before the budget does."""
     return time_limit + settle_margin(time_limit, visibility_timeout_sec) <= time_left
+
+
+#: Least time a batch's budget must have left for a copy to be sent: the copy
+#: and the delete of its original must both land before SQS may deliver the
+#: original again.
+COPY_MIN_SEC = 0.5
+
+
+class SettleDeferred(Exception):
+    """Settling met an outage with retrying off: resume the batch where waiting
+    is allowed (see :meth:`kale.worker.consumer.Consumer.settle`)."""
+
+    def __init__(self, cause: Exception):
+        super().__init__(str(cause))
+        self.cause = cause

@@ -51,7 +51,7 @@ import collections
 import dataclasses
 import functools
 import logging
-from typing import Callable, Collection, Optional, Sequence, TypeVar
+from typing import Callable, Optional, Sequence, TypeVar
 
 from kale.backoff import Backoff
 from kale.broker import Broker
@@ -62,7 +62,8 @@ from kale.exceptions import BatchSendError, KaleError, SQSError
 from kale.fair import keep_tenant
 from kale.queue_config import TaskQueue
 from kale.transport import OutgoingMessage, VisibilityChange
-from kale.worker.batch import Batch, visibility_clock_start
+from kale.worker.batch import COPY_MIN_SEC, Batch, SettleDeferred, visibility_clock_start
+from kale.worker.dead_runs import send_dead_runs
 from kale.worker.suspects import release, release_copy
 
 logger = logging.getLogger(__name__)
@@ -71,10 +72,6 @@ logger = logging.getLogger(__name__)
 #: (each after a back-off, and only while the batch's budget lasts).
 ENTRY_RETRY_ROUNDS = 5
 
-#: Least time a batch's budget must have left for a copy to be sent: the copy
-#: and the delete of its original must both land before SQS may deliver the
-#: original again.
-COPY_MIN_SEC = 0.5
 T = TypeVar('T')
 
 
@@ -100,15 +97,6 @@ def _to_delete(settlements: Sequence[Settlement]) -> list[Settlement]:
     """The messages still to delete: those whose copy was sent, and those done with."""
     return [s for s in settlements if not s.settled and (
         s.copied or s.outcome.settle is Settle.DELETE)]
-
-
-class SettleDeferred(Exception):
-    """Settling met an outage with retrying off: resume the batch where waiting
-    is allowed (see :meth:`Consumer.settle`)."""
-
-    def __init__(self, cause: SQSError):
-        super().__init__(str(cause))
-        self.cause = cause
 
 
 class Consumer:
@@ -329,68 +317,9 @@ class Consumer:
 
     def _send_dead_runs(self, batch: Batch, dead_letters: Sequence[Settlement],
                         retry: bool = True) -> None:
-        """Send the dead runs of dead-lettered tasks that handle their dead
-        letters to the queue's dead-run queue, in place of their dead-letter
-        copies. A dead run that cannot be encoded or sent is dropped, and its
-        task's dead-letter copy is sent instead, as for any other task."""
-        pending = [s for s in dead_letters if s.dead_run is not None and not s.copied]
-        if not pending or batch.deadline - self.clock.monotonic() < COPY_MIN_SEC:
-            return          # the dead-letter copies' send says what became of them
-        sent, copies = self._dead_run_copies(batch, pending)
-        if not copies:
-            return
-        failed = self._failed_dead_runs(batch, copies, retry)
-        for i, settlement in enumerate(sent):
-            if i in failed:
-                logger.error('task %s (%s): its dead run was not sent, so it is dead-lettered '
-                             'instead', settlement.task_id, settlement.task_name)
-                settlement.dead_run = None
-            else:
-                settlement.copied = True
-
-    def _dead_run_copies(self, batch: Batch, pending: Sequence[Settlement]
-                         ) -> tuple[list[Settlement], list[OutgoingMessage]]:
-        """The settlements whose dead run could be made, and its message; others drop theirs."""
-        sent: list[Settlement] = []
-        copies: list[OutgoingMessage] = []
-        for settlement in pending:
-            dead_run = settlement.dead_run
-            assert dead_run is not None
-            try:
-                name = self.broker.dead_run_name(batch.queue)
-                if name is None:        # no dead-letter queues: the task is dropped
-                    settlement.dead_run = None
-                    continue
-                copy = self.codec.to_outgoing(dead_run, name)
-            except KaleError as exc:
-                logger.error('task %s (%s): its dead run could not be made, so it is '
-                             'dead-lettered instead: %s', settlement.task_id,
-                             settlement.task_name, exc)
-                settlement.dead_run = None
-                continue
-            if batch.fifo:      # in the message's group; a second send of it is dropped
-                copy = dataclasses.replace(copy, group_id=settlement.received.group_id or 'kale',
-                                           dedup_id=dead_run.task_id)
-            elif batch.queue.fair:
-                copy = keep_tenant(copy, settlement.received.group_id)
-            sent.append(settlement)
-            copies.append(copy)
-        return sent, copies
-
-    def _failed_dead_runs(self, batch: Batch, copies: list[OutgoingMessage],
-                          retry: bool) -> Collection[int]:
-        """Send the dead runs in one request; the indexes of those not sent."""
-        try:
-            self._attempt(batch, 'dead run', lambda: self.broker.send_dead_runs(
-                batch.queue, copies), retry, COPY_MIN_SEC)
-        except SettleDeferred:
-            raise
-        except SQSError as exc:     # a refusal, or an outage until the budget's end
-            failed = exc.failed if isinstance(exc, BatchSendError) else range(len(copies))
-            logger.error('%d of %d dead runs not sent from queue %s: %s', len(failed),
-                         len(copies), batch.queue.name, exc)
-            return failed
-        return ()
+        """Send the dead runs of the dead-lettered tasks that handle their dead
+        letters, in place of their dead-letter copies (:mod:`kale.worker.dead_runs`)."""
+        send_dead_runs(self, batch, dead_letters, retry)
 
     def _delete(self, batch: Batch, settlements: Sequence[Settlement], retry: bool = True) -> None:
         if not settlements:
