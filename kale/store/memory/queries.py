@@ -21,18 +21,25 @@ MAX_WORKERS = 1000
 
 def matches(where: TaskFilter, row: Row) -> bool:
     """Whether a task's row passes the filter."""
-    if where.statuses and row['status'] not in where.statuses:
-        return False
-    if where.task and row['task'] != where.task and (
-            '.' in where.task or not row['task'].endswith('.' + where.task)):
-        return False
-    if where.queue and row['queue'] != where.queue:
-        return False
+    return (not where.statuses or row['status'] in where.statuses) and \
+        (not where.task or _same_task(where.task, row['task'])) and \
+        (not where.queue or row['queue'] == where.queue) and \
+        _labelled(where, row) and _published_within(where, row['published_at'])
+
+
+def _same_task(wanted: str, task: str) -> bool:
+    """A dotted path matches itself; a class name alone, in any module."""
+    return task == wanted or ('.' not in wanted and task.endswith('.' + wanted))
+
+
+def _labelled(where: TaskFilter, row: Row) -> bool:
     labels = row['labels'] or {}
-    if any(labels.get(key) != value for key, value in where.labels):
-        return False
-    return (where.since is None or row['published_at'] >= where.since) and \
-        (where.until is None or row['published_at'] < where.until)
+    return all(labels.get(key) == value for key, value in where.labels)
+
+
+def _published_within(where: TaskFilter, published_at: float) -> bool:
+    return (where.since is None or published_at >= where.since) and \
+        (where.until is None or published_at < where.until)
 
 
 class MemoryQueries:
@@ -111,15 +118,8 @@ class MemoryQueries:
                if row['finished_at'] is not None]
         series: dict[str, dict[int, dict[str, Any]]] = {}
         for row in ran:
-            if row['finished_at'] < now - window_sec:
-                continue
-            point = series.setdefault(row['task'], {}).setdefault(
-                int(row['finished_at'] // bucket_sec),
-                {**{status.value: 0 for status in RAN}, 'duration_sum': 0.0, 'timed': 0})
-            point[str(row['status'])] += 1
-            if row['duration_sec'] is not None and row['status'] != TaskStatus.CANCELLED:
-                point['duration_sum'] += float(row['duration_sec'])
-                point['timed'] += 1
+            if row['finished_at'] >= now - window_sec:
+                _count_run(series, row, bucket_sec)
         last_minute = collections.Counter(row['queue'] for row in ran
                                           if row['finished_at'] >= now - 60)
         return {'bucket_sec': bucket_sec, 'window_sec': window_sec,
@@ -147,6 +147,17 @@ class MemoryQueries:
         with self.records.root.lock:
             return sorted(task_id for task_id in self.records.tasks
                           if task_id.startswith(prefix))[:limit]
+
+
+def _count_run(series: dict[str, dict[int, dict[str, Any]]], row: Row, bucket_sec: int) -> None:
+    """Count a finished run in its task's bucket (and its duration, unless cancelled)."""
+    point = series.setdefault(row['task'], {}).setdefault(
+        int(row['finished_at'] // bucket_sec),
+        {**{status.value: 0 for status in RAN}, 'duration_sum': 0.0, 'timed': 0})
+    point[str(row['status'])] += 1
+    if row['duration_sec'] is not None and row['status'] != TaskStatus.CANCELLED:
+        point['duration_sum'] += float(row['duration_sec'])
+        point['timed'] += 1
 
 
 def _point(start: float, point: dict[str, Any]) -> dict[str, Any]:

@@ -44,10 +44,7 @@ class MemoryRecords:
         if attempt_rows is None:
             attempt_rows = retried_attempts(events)
         if not sealed:
-            published = [self.sealer.stored(row, published=True) for row in published]
-            if self.sealer.sealing or self.sealer.dropping:
-                events = [self.sealer.stored(row) for row in events]
-                attempt_rows = [self.sealer.stored(row) for row in attempt_rows]
+            published, events, attempt_rows = self._stored(published, events, attempt_rows)
         with self.root.lock:
             for row in published:
                 self._publish(copy.deepcopy(row))
@@ -57,6 +54,17 @@ class MemoryRecords:
                 self.workers.setdefault(row['id'], {}).update(copy.deepcopy(row))
             for row in attempt_rows:
                 self.attempt_rows.setdefault((row['task_id'], row['attempt']), copy.deepcopy(row))
+
+    def _stored(self, published: Sequence[Row], events: Sequence[Row],
+                attempt_rows: Sequence[Row]) -> tuple[Sequence[Row], ...]:
+        """The rows as a database would hold them (inputs signed; values
+        sealed or dropped, when the settings say so)."""
+        sealer = self.sealer
+        published = [sealer.stored(row, published=True) for row in published]
+        if sealer.sealing or sealer.dropping:
+            events = [sealer.stored(row) for row in events]
+            attempt_rows = [sealer.stored(row) for row in attempt_rows]
+        return published, events, attempt_rows
 
     def _publish(self, row: Row) -> None:
         new = {name: row.get(name) for name in TASK_COLUMNS}
@@ -102,18 +110,21 @@ class MemoryRecords:
         if succeeded_ttl is None and failed_ttl is None and queued_ttl is None:
             return 0
         with self.root.lock:
-            gone = [task_id for task_id, row in self.tasks.items()
-                    if _expired(row, succeeded_ttl, failed_ttl, queued_ttl, now)]
-            for task_id in gone:
-                del self.tasks[task_id]
-            if failed_ttl is not None:
-                for worker_id in [w for w, row in self.workers.items()
-                                  if row['heartbeat_at'] < now - failed_ttl]:
-                    del self.workers[worker_id]
-            self.root.unique.keys = {key: held for key, held in self.root.unique.keys.items()
-                                     if held[1] >= now}
-            self._purge_workflows(succeeded_ttl, failed_ttl, now)
-            return len(gone)
+            kept = {task_id: row for task_id, row in self.tasks.items()
+                    if not _expired(row, succeeded_ttl, failed_ttl, queued_ttl, now)}
+            gone, self.tasks = len(self.tasks) - len(kept), kept
+            self._purge_others(succeeded_ttl, failed_ttl, now)
+            return gone
+
+    def _purge_others(self, succeeded_ttl: Optional[float], failed_ttl: Optional[float],
+                      now: float) -> None:
+        """Workers silent for ``failed_ttl``, unique keys expired, workflows ended."""
+        if failed_ttl is not None:
+            self.workers = {worker_id: row for worker_id, row in self.workers.items()
+                            if row['heartbeat_at'] >= now - failed_ttl}
+        self.root.unique.keys = {key: held for key, held in self.root.unique.keys.items()
+                                 if held[1] >= now}
+        self._purge_workflows(succeeded_ttl, failed_ttl, now)
 
     def _purge_workflows(self, succeeded_ttl: Optional[float], failed_ttl: Optional[float],
                          now: float) -> None:
@@ -183,15 +194,20 @@ class MemoryRecords:
 
 def _expired(row: Row, succeeded_ttl: Optional[float], failed_ttl: Optional[float],
              queued_ttl: Optional[float], now: float) -> bool:
-    status, finished = row['status'], row['finished_at']
-    if status == TaskStatus.SUCCEEDED and succeeded_ttl is not None:
-        return finished is not None and finished < now - succeeded_ttl
-    if status in _FAILED_TTL and failed_ttl is not None:
-        return finished is not None and finished < now - failed_ttl
+    status = row['status']
+    if status == TaskStatus.SUCCEEDED:
+        return _finished_before(row, succeeded_ttl, now)
+    if status in _FAILED_TTL:
+        return _finished_before(row, failed_ttl, now)
     if status in _WAITING and queued_ttl is not None:   # a task due later waits in SQS
         due = row['next_attempt_at']
         return row['updated_at'] < now - queued_ttl and (due is None or due < now - queued_ttl)
     return False
+
+
+def _finished_before(row: Row, ttl: Optional[float], now: float) -> bool:
+    return ttl is not None and row['finished_at'] is not None and \
+        row['finished_at'] < now - ttl
 
 
 def _workflow_expired(status: str, finished_at: float, succeeded_ttl: Optional[float],
