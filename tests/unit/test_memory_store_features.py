@@ -33,9 +33,9 @@ def test_a_task_is_recorded_and_retried_once_on_memory(app, tmp_path):
     done = app.publish(RecordTask, None, 1)
     failed = app.publish(NonRetriableTask, None)
     work(app)
-    record = records.wait(done, 5, app=app)
+    record = records.wait(done, 30, app=app)
     assert record.status == TaskStatus.SUCCEEDED and record.args == [1]
-    assert records.wait(failed, 5, app=app).status == TaskStatus.FAILED
+    assert records.wait(failed, 30, app=app).status == TaskStatus.FAILED
     again, published = records.retry_reporting(failed, app=app)
     assert published and records.retry_reporting(failed, app=app) == (again, False)
     assert records.queries(app=app).count(records.TaskFilter()) == 3
