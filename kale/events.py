@@ -33,6 +33,8 @@ class Settle(enum.Enum):
     RELEASE = 'release'          # a fresh copy visible at once (late: made visible), then delete
     DEAD_LETTER = 'dead_letter'  # its dead-letter copy (or its dead run), then delete it
 
+    __hash__ = speed.identity_hash       # keyed by kind once a message (see kale.speed)
+
 
 class Outcome(enum.Enum):
     """What became of one received message; its row in :data:`OUTCOMES` says

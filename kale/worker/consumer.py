@@ -85,9 +85,13 @@ def fifo_copy(settlement: Settlement) -> Optional[OutgoingMessage]:
                                dedup_id=received.message_id)
 
 
+#: Every kind of settling, in order.
+_KINDS = tuple(Settle)
+
+
 def _by_kind(settlements: Sequence[Settlement]) -> dict[Settle, list[Settlement]]:
     """The settlements by what their outcome does: its row's ``settle`` (kale.events.OUTCOMES)."""
-    by_kind: dict[Settle, list[Settlement]] = {kind: [] for kind in Settle}
+    by_kind: dict[Settle, list[Settlement]] = {kind: [] for kind in _KINDS}
     for settlement in settlements:
         by_kind[settlement.outcome.settle].append(settlement)
     return by_kind
