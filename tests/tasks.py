@@ -504,3 +504,12 @@ class RetriedTellingTask(task.Task):
     def run_task(self, given):
         if self.message.failure_num == 0:
             raise ValueError('refused %s' % given)
+
+
+class ResizeImage(task.Task):
+    """The README's example task ("Testing with a worker ... in memory")."""
+    queue = 'default'
+    time_limit = 5
+
+    def run_task(self, image_id, width=0):
+        return image_id + width

@@ -90,3 +90,15 @@ def test_the_readme_documents_every_command():
     for command in ('kale worker', 'kale queues', 'kale purge', 'kale dlq redrive',
                     'kale publish', 'kale sqs-local'):
         assert '`%s' % command in text, command
+
+
+def test_the_readme_in_memory_testing_example_runs():
+    """The README's example of a worker with records in memory runs as written."""
+    text = open(os.path.join(ROOT, 'README.md')).read()
+    start = text.index('### Testing with a worker, records and workflows in memory')
+    block = text[text.index('```python\n', start) + len('```python\n'):]
+    block = block[:block.index('```')]
+    from tests.tasks import ResizeImage
+    namespace = {'ResizeImage': ResizeImage}
+    exec(compile(block, 'README.md', 'exec'), namespace)
+    namespace['test_the_worker_records_a_resize']()
