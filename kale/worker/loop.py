@@ -226,7 +226,7 @@ class Worker(WorkerBase):
             self.run_batch(batch)
             self.settle(batch)
             if alone is not None:
-                self._run_alone(alone)
+                self._run_alone(batch, alone)
         finally:
             self.heartbeat.stop()
         self.check_limits()
@@ -239,13 +239,23 @@ class Worker(WorkerBase):
             1 for opened in batch.opened.values() if opened.task_class in longs) if longs else 0)
         return isolate_suspect(batch, self.name) or (isolate_long(batch) if longs else None)
 
-    def _run_alone(self, alone: Batch) -> None:
-        """Run a batch of one once the rest is settled, holding nothing else meanwhile."""
+    def _run_alone(self, batch: Batch, alone: Batch) -> None:
+        """Run a batch of one once the rest is settled, holding nothing else
+        meanwhile. When some of the rest could not be settled (SQS refused or
+        was down; a lapsed one is SQS's again), the worker still holds them:
+        the one set aside is released unrun (a suspect that kills its worker would count another delivery
+        against each of them, until SQS's redrive policy dead-letters them)."""
         if not self._stopping:
             assert self.settler is not None
             self.settler.flush()            # hold nothing else while it runs
             self.receiver.release_ready()
-            self.run_batch(alone)
+            held = [s for s in batch.settlements if not (s.settled or s.lapsed)]
+            if not held:
+                self.run_batch(alone)
+            else:
+                logger.warning('%s: %d message(s) of the batch are still held (settling '
+                               'failed): %s is released, not run alone now', self.name,
+                               len(held), alone.messages[0].message_id)
         self.settle(alone)
 
     def keep_if_long(self, alone: Batch) -> None:

@@ -224,3 +224,40 @@ def test_a_suspect_starts_with_no_other_message_held(tmp_path, monkeypatch, shif
     Worker(queue_names=['default'], burst=True, app=app, hooks=[hook]).run()
     assert sorted(recorded_ids(str(tmp_path / 'record'), 'ran')) == sorted([suspect, *fresh])
     assert hook.held == [1]
+
+
+def test_a_suspect_is_released_unrun_while_the_others_could_not_be_given_back(
+        tmp_path, monkeypatch, shifted):
+    """The batch's other suspects are given back first; when SQS refuses
+    their copies, the worker still holds them, so the suspect it set aside is
+    released, not run (were it a killer, each would count one more delivery)."""
+    from kale.exceptions import SQSError
+    monkeypatch.setenv('KALE_TEST_RECORD', str(tmp_path / 'record'))
+    app, clock = shifted
+    broker = app.broker
+    queue = broker.queues['default']
+    ids = app.publish_batch(tasks.RecordTask, None, [((i,), {}) for i in range(3)])
+    broker.transport.receive(broker.sqs_name(queue), 10, 0, 30)    # a worker died
+    clock.offset += 31                                              # holding them
+    refused = []
+
+    def send_batch(name, messages):
+        refused.append(len(messages))
+        raise SQSError('SendMessageBatch refused (test)')
+    monkeypatch.setattr(broker.transport, 'send_batch', send_batch)
+    monkeypatch.setattr(broker.transport, 'send', lambda name, message: send_batch(name, [message]))
+    worker = Worker(queue_names=['default'], burst=True, app=app)
+    if type(worker).__name__ != 'Worker':
+        pytest.skip('serial pool only: a flight worker gives back and starts suspects apart')
+    from kale.worker.settler import Settler
+    worker.settler = Settler(worker.consumer, clock=worker.clock)
+    batch = worker.consumer.receive(queue)                          # all three, again
+    assert [m.receive_count for m in batch.messages] == [2, 2, 2]
+    worker.runner.guard.setup()                                     # as run() does
+    try:
+        worker.process(batch)
+    finally:
+        worker.runner.guard.teardown()
+    assert refused                                          # the releases were refused
+    assert recorded_ids(str(tmp_path / 'record'), 'ran') == []     # nor was the suspect run
+    assert len(ids) == 3 and broker.counts(queue).in_flight == 3
