@@ -39,7 +39,7 @@ import queue
 from typing import Any, Optional
 
 from kale import logs
-from kale.events import HOLDS_GROUP, process_identity
+from kale.events import HOLDS_GROUP, Settlement, process_identity
 from kale.exceptions import ImproperlyConfigured
 from kale.hooks import WorkerHooks
 from kale.settings_check import WORKER_POOLS
@@ -104,8 +104,8 @@ class FlightWorker(WorkerBase):
                                  busy=lambda: self.settler is not None and self.settler.busy())
         self.waiting: list[Job] = []
         self.alone: list[Job] = []
-        #: The suspect running alone (nothing else starts meanwhile).
-        self._alone_running: Optional[Job] = None
+        self._alone_running: Optional[Job] = None     # the suspect running alone
+        self._given_back: list[Settlement] = []       # for it (settled before it starts)
         self.running: set[Job] = set()
         self._groups: set[tuple[str, str]] = set()
         self._per_class: collections.Counter[type] = collections.Counter()
@@ -216,6 +216,8 @@ class FlightWorker(WorkerBase):
         decided = batch.split_decided()
         if decided is not None:
             self.gatherer.add(decided)
+            if alone is not None:       # the batch's other suspects, released
+                self._given_back += decided.settlements
         if batch.messages:
             self.hooks(WorkerHooks.before_batch, batch.queue, batch)
             self.waiting.extend(Job.of(batch, received) for received in batch.messages)
@@ -223,11 +225,9 @@ class FlightWorker(WorkerBase):
             self.alone.append(Job.of(alone, alone.messages[0]))
 
     def start_waiting(self) -> None:
-        """Start what waits while there is room, in the order it arrived; give
-        back what no longer fits its budget. A suspect runs once nothing else
-        does, and alone: what waits then, or arrives while it runs, is given
-        back first (settled before it starts), so that a suspect that kills
-        its worker takes no other message's delivery count with it."""
+        """Start what waits while there is room, in order; give back what no
+        longer fits its budget. A suspect runs alone once nothing else does:
+        what waits, or arrives while it runs, is given back first (settled)."""
         if self._stopping or not (self.waiting or self.alone):
             return
         now = self.clock.monotonic()
@@ -257,7 +257,7 @@ class FlightWorker(WorkerBase):
             self.waiting = [job for job in self.waiting if self._fits(job, now)]
             return          # the suspect starts once these have ended
         for job in self.waiting:
-            self._give_back(job, 'given back: a suspect runs alone')
+            self._given_back.append(self._give_back(job, 'given back: a suspect runs alone'))
         self.waiting = []
         if self.alone and not self.running and not self.intake.receiving:
             job = self.alone.pop(0)     # (what a receive still out brings, is given back)
@@ -270,6 +270,10 @@ class FlightWorker(WorkerBase):
         self.gatherer.flush(everything=True)
         assert self.settler is not None
         self.settler.flush()            # given back before it starts
+        given_back, self._given_back = self._given_back, []
+        if any(not (s.settled or s.lapsed) for s in given_back):    # still held: SQS refused
+            self._give_back(job, 'given back: others could not be, it may not run alone now')
+            return
         self.hooks(WorkerHooks.before_batch, job.batch.queue, job.batch)
         self._alone_running = job
         self.start(job, now)
@@ -405,11 +409,13 @@ class FlightWorker(WorkerBase):
         cap = task_class.max_concurrency
         return cap is not None and self._per_class[task_class] >= cap
 
-    def _give_back(self, job: Job, reason: str) -> None:
-        job.batch.settlements.append(release(job.batch, job.received, reason))
+    def _give_back(self, job: Job, reason: str) -> Settlement:
+        settlement = release(job.batch, job.received, reason)
+        job.batch.settlements.append(settlement)
         self.gatherer.add(job.batch)
         if job.group is not None:
             self._hold_group(job.group, job.received.group_id)
+        return settlement
 
     def _hold_group(self, group: tuple[str, str], group_id: Optional[str]) -> None:
         """A FIFO message of ``group`` went back to SQS: so do its group's later

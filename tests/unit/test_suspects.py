@@ -261,3 +261,41 @@ def test_a_suspect_is_released_unrun_while_the_others_could_not_be_given_back(
     assert refused                                          # the releases were refused
     assert recorded_ids(str(tmp_path / 'record'), 'ran') == []     # nor was the suspect run
     assert len(ids) == 3 and broker.counts(queue).in_flight == 3
+
+
+def test_no_suspect_starts_while_sqs_refused_to_take_back_the_others(
+        tmp_path, monkeypatch, shifted):
+    """On every pool: the batch's other suspects are given back first; while
+    SQS refuses their copies the worker still holds them, and the suspect
+    does not start. Once SQS delivers them again, all run, each suspect
+    with no other message held."""
+    import threading
+
+    from kale.exceptions import SQSError
+    monkeypatch.setenv('KALE_TEST_RECORD', str(tmp_path / 'record'))
+    app, clock = shifted
+    broker = app.broker
+    queue = broker.queues['default']
+    ids = app.publish_batch(tasks.RecordTask, None, [((i,), {}) for i in range(3)])
+    broker.transport.receive(broker.sqs_name(queue), 10, 0, 30)    # a worker died
+    clock.offset += 31                                              # holding them
+    sent = broker.transport.send_batch
+    refused = []
+
+    def send_batch(name, messages):
+        if not refused:
+            refused.append(len(messages))
+            # SQS lets the held ones go later: their visibility timeout ends
+            threading.Timer(0.5, lambda: setattr(clock, 'offset', clock.offset + 31)).start()
+            raise SQSError('SendMessageBatch refused (test)')
+        return sent(name, messages)
+    monkeypatch.setattr(broker.transport, 'send_batch', send_batch)
+    hook = InFlightAtSuspectStart(broker)
+    worker = Worker(queue_names=['default'], burst=True, app=app, hooks=[hook])
+    receive = worker.consumer.receive            # the three together, as they come back
+    worker.consumer.receive = lambda queue, wait_sec=None, max_messages=None: receive(
+        queue, wait_sec, 10)
+    assert worker.run() == 0
+    assert refused
+    assert sorted(set(recorded_ids(str(tmp_path / 'record'), 'ran'))) == sorted(ids)
+    assert hook.held and all(held == 1 for held in hook.held)
