@@ -172,6 +172,19 @@ def pool(request):
 
 
 @pytest.fixture
+def pool_app(app, pool):
+    """An app of the test's own: the test settings (the ``app`` fixture's) on
+    an in-memory transport, its workers on this run's pool (WORKER_POOL: the
+    ``pool`` fixture sets it in the global settings only). On the machine's
+    clock, not a FakeClock: these bursts wait out retry delays and
+    visibility timeouts, which only a moving clock ends, and a FakeClock
+    moves only when the test moves it, not while ``worker.run()`` blocks."""
+    from kale.app import App
+    from kale.transport.memory import MemoryTransport
+    return App(app.config, transport=MemoryTransport(), WORKER_POOL=pool)
+
+
+@pytest.fixture
 def record(tmp_path, monkeypatch):
     """The file tasks in tests/tasks.py record their events in (KALE_TEST_RECORD)."""
     path = str(tmp_path / 'record')

@@ -14,10 +14,10 @@ already.
 """
 from __future__ import annotations
 
-from typing import Any, Iterator, Optional, Protocol, Sequence
+from typing import Any, Callable, Iterator, Optional, Protocol, Sequence
 
 from kale.statuses import TaskStatus
-from kale.store.record import TaskFilter, TaskRecord, WorkerRecord
+from kale.store.record import TaskFilter, TaskRecord, WorkerRecord, iso
 
 Row = dict[str, Any]
 
@@ -43,6 +43,51 @@ def retried_attempts(events: Sequence[Row]) -> list[Row]:
              'error_message': row.get('error_message')}
             for row in events if row.get('status') == TaskStatus.SCHEDULED
             and row.get('started_at')]
+
+
+def rows_to_write(sealer: Any, published: Sequence[Row], events: Sequence[Row],
+                  attempt_rows: Optional[Sequence[Row]],
+                  sealed: bool) -> tuple[Sequence[Row], Sequence[Row], Sequence[Row]]:
+    """What a store's :meth:`RecordsStore.write` writes: the attempts' rows
+    (by default from the events that end a run with a retry), and every row
+    as the database may hold it (inputs signed; values sealed or dropped when
+    the settings say so) unless the caller made them so (``sealed``)."""
+    if attempt_rows is None:
+        attempt_rows = retried_attempts(events)
+    if sealed:
+        return published, events, attempt_rows
+    published = [sealer.stored(row, published=True) for row in published]
+    if sealer.sealing or sealer.dropping:
+        events = [sealer.stored(row) for row in events]
+        attempt_rows = [sealer.stored(row) for row in attempt_rows]
+    return published, events, attempt_rows
+
+
+#: Statuses a worker ends a task with (the timeline's; a purge or a
+#: deduplication is not a run).
+RAN = (TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.CANCELLED)
+
+Page = tuple[list[TaskRecord], Optional[str]]
+
+
+def every_page(page: Callable[[TaskFilter, int, Optional[str]], Page], where: TaskFilter,
+               page_size: int) -> Iterator[TaskRecord]:
+    """Every record ``page`` gives for ``where``, a page at a time."""
+    cursor: Optional[str] = None
+    while True:
+        rows, cursor = page(where, page_size, cursor)
+        yield from rows
+        if cursor is None:
+            return
+
+
+def timeline_point(start: float, point: dict[str, Any]) -> dict[str, Any]:
+    """A timeline bucket as the API gives it: its start, its counts by status
+    and the mean duration of its timed runs."""
+    timed = point.pop('timed')
+    total = point.pop('duration_sum')
+    return {'t': iso(start), **point,
+            'mean_duration_sec': round(total / timed, 6) if timed else None}
 
 
 class RecordsStore(Protocol):

@@ -7,11 +7,9 @@ from __future__ import annotations
 import pytest
 
 from kale import worker as kale_worker
-from kale.app import App
 from kale.exceptions import InvalidDelayError, InvalidGroupError, QueueConfigError
 from kale.hooks import WorkerHooks
 from kale.queue_config import parse_queue_config
-from kale.transport.memory import MemoryTransport
 from tests import tasks
 from tests.support.records import read_records, recorded_ids
 
@@ -20,14 +18,9 @@ pytestmark = pytest.mark.usefixtures('pool')
 
 
 @pytest.fixture
-def app(app, pool):
-    """An app of the test's own: the test settings (the conftest app's) on an
-    in-memory transport, its workers on this run's pool (WORKER_POOL: the
-    ``pool`` fixture sets it in the global settings only). On the machine's
-    clock, not a FakeClock: these bursts wait out retry delays and
-    visibility timeouts, which only a moving clock ends, and a FakeClock
-    moves only when the test moves it, not while ``worker.run()`` blocks."""
-    return App(app.config, transport=MemoryTransport(), WORKER_POOL=pool)
+def app(pool_app):
+    """The test's app on this run's pool (the ``pool_app`` fixture)."""
+    return pool_app
 
 
 def labels(record, event, group=None):

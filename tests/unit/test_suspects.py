@@ -6,12 +6,14 @@ import pytest
 from kale import message as kale_message
 from kale.app import App
 from kale.events import Outcome
+from kale.exceptions import SQSError
 from kale.hooks import WorkerHooks
 from kale.transport import ReceivedMessage
 from kale.transport.memory import MemoryTransport
 from kale.worker import Worker
 from kale.worker.batch import Batch, Opened
 from kale.worker.consumer import Consumer
+from kale.worker.settler import Settler
 from kale.worker.suspects import (
     held_deliveries,
     isolate_suspect,
@@ -226,19 +228,25 @@ def test_a_suspect_starts_with_no_other_message_held(tmp_path, monkeypatch, shif
     assert hook.held == [1]
 
 
-def test_a_suspect_is_released_unrun_while_the_others_could_not_be_given_back(
-        tmp_path, monkeypatch, shifted):
-    """The batch's other suspects are given back first; when SQS refuses
-    their copies, the worker still holds them, so the suspect it set aside is
-    released, not run (were it a killer, each would count one more delivery)."""
-    from kale.exceptions import SQSError
-    monkeypatch.setenv('KALE_TEST_RECORD', str(tmp_path / 'record'))
-    app, clock = shifted
+def three_held_suspects(app, clock):
+    """Three tasks a worker died holding, delivered again: (queue, task ids)."""
     broker = app.broker
     queue = broker.queues['default']
     ids = app.publish_batch(tasks.RecordTask, None, [((i,), {}) for i in range(3)])
     broker.transport.receive(broker.sqs_name(queue), 10, 0, 30)    # a worker died
     clock.offset += 31                                              # holding them
+    return queue, ids
+
+
+def test_a_suspect_is_released_unrun_while_the_others_could_not_be_given_back(
+        tmp_path, monkeypatch, shifted):
+    """The batch's other suspects are given back first; when SQS refuses
+    their copies, the worker still holds them, so the suspect it set aside is
+    released, not run (were it a killer, each would count one more delivery)."""
+    monkeypatch.setenv('KALE_TEST_RECORD', str(tmp_path / 'record'))
+    app, clock = shifted
+    broker = app.broker
+    queue, ids = three_held_suspects(app, clock)
     refused = []
 
     def send_batch(name, messages):
@@ -249,7 +257,6 @@ def test_a_suspect_is_released_unrun_while_the_others_could_not_be_given_back(
     worker = Worker(queue_names=['default'], burst=True, app=app)
     if type(worker).__name__ != 'Worker':
         pytest.skip('serial pool only: a flight worker gives back and starts suspects apart')
-    from kale.worker.settler import Settler
     worker.settler = Settler(worker.consumer, clock=worker.clock)
     batch = worker.consumer.receive(queue)                          # all three, again
     assert [m.receive_count for m in batch.messages] == [2, 2, 2]
@@ -269,27 +276,26 @@ def test_no_suspect_starts_while_sqs_refused_to_take_back_the_others(
     SQS refuses their copies the worker still holds them, and the suspect
     does not start. Once SQS delivers them again, all run, each suspect
     with no other message held."""
-    import threading
-
-    from kale.exceptions import SQSError
     monkeypatch.setenv('KALE_TEST_RECORD', str(tmp_path / 'record'))
     app, clock = shifted
     broker = app.broker
-    queue = broker.queues['default']
-    ids = app.publish_batch(tasks.RecordTask, None, [((i,), {}) for i in range(3)])
-    broker.transport.receive(broker.sqs_name(queue), 10, 0, 30)    # a worker died
-    clock.offset += 31                                              # holding them
-    sent = broker.transport.send_batch
+    _, ids = three_held_suspects(app, clock)
+    sent, counts = broker.transport.send_batch, broker.transport.counts
     refused = []
 
     def send_batch(name, messages):
         if not refused:
             refused.append(len(messages))
-            # SQS lets the held ones go later: their visibility timeout ends
-            threading.Timer(0.5, lambda: setattr(clock, 'offset', clock.offset + 31)).start()
             raise SQSError('SendMessageBatch refused (test)')
         return sent(name, messages)
+
+    def counts_then_time_out(name):
+        found = counts(name)
+        if refused and found.in_flight:     # the worker waits on what it holds: SQS lets it go
+            clock.offset += 31
+        return found
     monkeypatch.setattr(broker.transport, 'send_batch', send_batch)
+    monkeypatch.setattr(broker.transport, 'counts', counts_then_time_out)
     hook = InFlightAtSuspectStart(broker)
     worker = Worker(queue_names=['default'], burst=True, app=app, hooks=[hook])
     receive = worker.consumer.receive            # the three together, as they come back

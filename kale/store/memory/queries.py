@@ -8,14 +8,12 @@ from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 from kale.exceptions import BadFilterError
 from kale.statuses import PENDING_FILTER, PENDING_TASK, TaskStatus, WorkerState, status_values
-from kale.store.record import TaskFilter, TaskRecord, WorkerRecord, decode_cursor, encode_cursor, iso
-from kale.store.records import Row
+from kale.store.record import TaskFilter, TaskRecord, WorkerRecord, decode_cursor, encode_cursor
+from kale.store.records import RAN, Row, every_page, timeline_point
 
 if TYPE_CHECKING:
     from kale.store.memory.records import MemoryRecords
 
-#: Statuses a worker ends a task with (the timeline's).
-RAN = (TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.CANCELLED)
 MAX_WORKERS = 1000
 
 
@@ -65,12 +63,8 @@ class MemoryQueries:
         return found, encode_cursor(found[-1]) if more and found else None
 
     def iterate(self, where: TaskFilter, page_size: int = 500) -> Iterator[TaskRecord]:
-        cursor: Optional[str] = None
-        while True:
-            rows, cursor = self.page(where, page_size, cursor)
-            yield from rows
-            if cursor is None:
-                return
+        """Every matching record, newest first, a page at a time."""
+        return every_page(self.page, where, page_size)
 
     def count(self, where: TaskFilter) -> int:
         return len(self._rows(where))
@@ -123,7 +117,7 @@ class MemoryQueries:
         last_minute = collections.Counter(row['queue'] for row in ran
                                           if row['finished_at'] >= now - 60)
         return {'bucket_sec': bucket_sec, 'window_sec': window_sec,
-                'series': {task: [_point(number * bucket_sec, p)
+                'series': {task: [timeline_point(number * bucket_sec, p)
                                   for number, p in sorted(points.items())]
                            for task, points in sorted(series.items())},
                 'queues_last_minute': dict(last_minute)}
@@ -159,9 +153,3 @@ def _count_run(series: dict[str, dict[int, dict[str, Any]]], row: Row, bucket_se
         point['duration_sum'] += float(row['duration_sec'])
         point['timed'] += 1
 
-
-def _point(start: float, point: dict[str, Any]) -> dict[str, Any]:
-    timed = point.pop('timed')
-    total = point.pop('duration_sum')
-    return {'t': iso(start), **point,
-            'mean_duration_sec': round(total / timed, 6) if timed else None}

@@ -7,7 +7,7 @@ import time
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from kale.statuses import FINAL_TASK, TaskStatus, WorkflowStatus
-from kale.store.records import KEPT_COLUMNS, PUBLISHED_COLUMNS, TASK_COLUMNS, Row, retried_attempts
+from kale.store.records import KEPT_COLUMNS, PUBLISHED_COLUMNS, TASK_COLUMNS, Row, rows_to_write
 
 if TYPE_CHECKING:
     from kale.store.memory import MemoryStore
@@ -41,10 +41,8 @@ class MemoryRecords:
 
     def write(self, published: Sequence[Row], events: Sequence[Row], worker_rows: Sequence[Row],
               attempt_rows: Optional[Sequence[Row]] = None, sealed: bool = False) -> None:
-        if attempt_rows is None:
-            attempt_rows = retried_attempts(events)
-        if not sealed:
-            published, events, attempt_rows = self._stored(published, events, attempt_rows)
+        published, events, attempt_rows = rows_to_write(self.sealer, published, events,
+                                                        attempt_rows, sealed)
         with self.root.lock:
             for row in published:
                 self._publish(copy.deepcopy(row))
@@ -54,17 +52,6 @@ class MemoryRecords:
                 self.workers.setdefault(row['id'], {}).update(copy.deepcopy(row))
             for row in attempt_rows:
                 self.attempt_rows.setdefault((row['task_id'], row['attempt']), copy.deepcopy(row))
-
-    def _stored(self, published: Sequence[Row], events: Sequence[Row],
-                attempt_rows: Sequence[Row]) -> tuple[Sequence[Row], ...]:
-        """The rows as a database would hold them (inputs signed; values
-        sealed or dropped, when the settings say so)."""
-        sealer = self.sealer
-        published = [sealer.stored(row, published=True) for row in published]
-        if sealer.sealing or sealer.dropping:
-            events = [sealer.stored(row) for row in events]
-            attempt_rows = [sealer.stored(row) for row in attempt_rows]
-        return published, events, attempt_rows
 
     def _publish(self, row: Row) -> None:
         new = {name: row.get(name) for name in TASK_COLUMNS}

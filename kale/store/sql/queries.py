@@ -21,14 +21,10 @@ from kale.store.record import (
     WorkerRecord,
     decode_cursor,
     encode_cursor,
-    iso,
 )
+from kale.store.records import RAN, every_page, timeline_point
 from kale.store.sql.records import RecordStore
-from kale.store.sql.schema import CANCELLED, FAILED, PENDING, QUEUED, SUCCEEDED, tasks, workers
-
-#: Statuses a worker ends a task with (the timeline's; a purge or a
-#: deduplication is not a run).
-RAN = (SUCCEEDED, FAILED, CANCELLED)
+from kale.store.sql.schema import PENDING, QUEUED, tasks, workers
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 1000
@@ -82,12 +78,7 @@ class Queries:
 
     def iterate(self, where: TaskFilter, page_size: int = 500) -> Iterator[TaskRecord]:
         """Every matching record, newest first, a page at a time."""
-        cursor: Optional[str] = None
-        while True:
-            rows, cursor = self.page(where, page_size, cursor)
-            yield from rows
-            if cursor is None:
-                return
+        return every_page(self.page, where, page_size)
 
     def count(self, where: TaskFilter) -> int:
         with self.store.begin() as conn:
@@ -164,7 +155,7 @@ class Queries:
                     point['timed'] += n
             last_minute = {queue: n for queue, n in conn.execute(per_queue)}
         return {'bucket_sec': bucket_sec, 'window_sec': window_sec,
-                'series': {task: [_point(number * bucket_sec, p)
+                'series': {task: [timeline_point(number * bucket_sec, p)
                                   for number, p in sorted(points.items())]
                            for task, points in sorted(series.items())},
                 'queues_last_minute': last_minute}
@@ -196,9 +187,3 @@ class Queries:
         order = {WorkerState.RUNNING: 0, WorkerState.LOST: 1, WorkerState.STOPPED: 2}
         return sorted(found, key=lambda w: (order[WorkerState(w.state)], -w.started_at))
 
-
-def _point(start: float, point: dict[str, Any]) -> dict[str, Any]:
-    timed = point.pop('timed')
-    total = point.pop('duration_sum')
-    return {'t': iso(start), **point,
-            'mean_duration_sec': round(total / timed, 6) if timed else None}

@@ -47,7 +47,7 @@ except ImportError as exc:  # pragma: no cover - depends on the extras installed
                                '(%s)' % exc) from exc
 
 from kale.statuses import TaskStatus
-from kale.store.records import retried_attempts
+from kale.store.records import rows_to_write
 from kale.store.sealing import Sealer, sealer
 from kale.store.sql.driver import Driver, insert_for, same_keys
 
@@ -162,10 +162,8 @@ class RecordStore(Facets):
         a writer that merged events passes those it saw). ``sealed``: the
         rows were already made what the database may hold (a spool's
         events, the publications an outbox's publisher sealed)."""
-        if attempt_rows is None:
-            attempt_rows = retried_attempts(events)
-        if not sealed:
-            published, events, attempt_rows = self._stored(published, events, attempt_rows)
+        published, events, attempt_rows = rows_to_write(self.sealer, published, events,
+                                                        attempt_rows, sealed)
         with self.begin(write=True) as conn:
             for group in same_keys(published):
                 self._executemany(conn, 'published', group)
@@ -177,17 +175,6 @@ class RecordStore(Facets):
                 insert = self._insert(attempts)
                 conn.execute(insert.on_conflict_do_nothing(
                     index_elements=[attempts.c.task_id, attempts.c.attempt]), list(attempt_rows))
-
-    def _stored(self, published: Sequence[dict[str, Any]], events: Sequence[dict[str, Any]],
-                attempt_rows: Sequence[dict[str, Any]]) -> tuple[Sequence[dict[str, Any]], ...]:
-        """The rows as the database may hold them (inputs MACed; sealed or
-        dropped values, when the settings say so)."""
-        sealer = self.sealer
-        published = [sealer.stored(row, published=True) for row in published]
-        if sealer.sealing or sealer.dropping:
-            events = [sealer.stored(row) for row in events]
-            attempt_rows = [sealer.stored(row) for row in attempt_rows]
-        return published, events, attempt_rows
 
     def _executemany(self, conn: Connection, kind: str, rows: Sequence[dict[str, Any]]) -> None:
         """One statement for many rows, straight to the driver: SQLAlchemy's
