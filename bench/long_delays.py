@@ -11,13 +11,13 @@ that brought messages, the sends and the deletes (the workers' empty
 receives and queue counts are theirs whatever waits, and are left out).
 Also printed: how late after its due time each task ran, at most.
 
-The tasks are published at once, so their copies arrive together. A
-worker receives one message at a time from a queue whose tasks it has not
-seen run (``prefetch: auto``, see kale.worker.prefetch), as each of these
-new workers has not, so each copy costs its own receive, send and delete:
-the figure for a task that waits alone. ``--prefetch 10`` fixes the
-queue's receives at ten messages, and copies that arrive together share
-each request. The queue is the shipped ``default`` one, with no long poll
+The tasks are published at once, so their copies arrive together and
+share each receive, send and delete (ten to a request). ``--tasks 1`` gives
+the figure for a task that waits alone: each of its copies costs its own
+receive, send and delete. ``--prefetch N`` fixes the queue's receives at
+N messages (the default, ``auto``, takes a whole batch from a queue whose
+tasks the worker has not seen run, as each of these new workers has not).
+The queue is the shipped ``default`` one, with no long poll
 (a burst's last empty receive would otherwise wait a second each time).
 """
 from __future__ import annotations

@@ -171,6 +171,16 @@ class Frame:
         return attributes
 
 
+#: A received body's frame before the envelope steps (all of Frame's fields,
+#: but for the body's own, set by open; checked at import). Built without
+#: Frame's generated __init__: once a message (see kale.speed).
+_RECEIVED: dict[str, Any] = {'payload': None, 'data': b'', 'text': False, 'headers': {},
+                             'body': '', 'queue': '', 'attributes': {}, 'label': 'message',
+                             'legacy': False, 'check_age': True, 'topics': frozenset()}
+if set(_RECEIVED) != {field.name for field in dataclasses.fields(Frame)}:
+    raise TypeError('kale.codec.pipeline._RECEIVED must name every field of Frame')
+
+
 class Step(Protocol):
     """One stage of the codec. ``encode`` runs on the way out, in pipeline
     order; ``decode`` on the way in, in reverse order. Both change the frame in
@@ -302,7 +312,8 @@ class Codec:
         only. DecodeError (with the body) for a body that is refused. Tools
         that read dead letters of any queue pass ``queue=''`` (no queue
         check) and ``check_age=False``; a worker never does."""
-        frame = Frame(body=body, queue=queue, check_age=check_age, topics=topics)
+        frame = speed.build(Frame, dict(_RECEIVED, headers={}, attributes={}, body=body,
+                                        queue=queue, check_age=check_age, topics=topics))
         try:
             for step in reversed(self.envelope_steps):
                 step.decode(frame)

@@ -22,7 +22,10 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any
+from typing import Any, Optional, Sequence
+
+from kale import speed
+from kale.transport import ReceivedMessage
 
 #: Operations whose successful answers are read by :func:`read_json_answer`.
 OPERATIONS = ('ReceiveMessage', 'DeleteMessageBatch', 'SendMessage', 'SendMessageBatch',
@@ -61,3 +64,42 @@ def install(client: Any) -> None:
     for operation in OPERATIONS:
         client.meta.events.register('before-parse.sqs.%s' % operation, read_json_answer,
                                     unique_id='kale-read-json-%s' % operation)
+
+
+def received_messages(answer: dict[str, Any], attribute_names: Sequence[str],
+                      now_ms: float) -> list[ReceivedMessage]:
+    """The messages of a ReceiveMessage answer, with the message attributes
+    asked for (``attribute_names``; ``'All'``) and their receive bookkeeping
+    (``now_ms``: this machine's epoch milliseconds at the answer)."""
+    wanted = None if 'All' in attribute_names else set(attribute_names)
+    received = []
+    for raw in answer.get('Messages', ()):
+        system = raw.get('Attributes') or _NO_ATTRIBUTES
+        count = system.get('ApproximateReceiveCount', '1')
+        # Some emulators send every attribute whatever was asked: keep what was.
+        named = raw.get('MessageAttributes')
+        received.append(speed.build(ReceivedMessage, {      # every field (see kale.speed)
+            'message_id': raw['MessageId'], 'receipt_handle': raw['ReceiptHandle'],
+            'body': raw['Body'],
+            'attributes': {name: value.get('StringValue', '') for name, value in named.items()
+                           if wanted is None or name in wanted} if named and wanted != set()
+            else {},
+            'receive_count': 1 if count == '1' else int(count),
+            'group_id': system.get('MessageGroupId', ''),
+            'since_first_receive_sec': 0.0 if count == '1'
+            else _since_first_receive(system, now_ms)}))
+    return received
+
+
+_NO_ATTRIBUTES: dict[str, str] = {}
+
+
+def _since_first_receive(attributes: dict[str, str], now_ms: float) -> Optional[float]:
+    """Seconds since a message's first receive, from its SQS attributes (0 on
+    its first receive; None when the endpoint did not say)."""
+    if attributes.get('ApproximateReceiveCount', '1') == '1':
+        return 0.0
+    first = attributes.get('ApproximateFirstReceiveTimestamp')
+    if not first or not first.isdigit():
+        return None
+    return max(0.0, (now_ms - int(first)) / 1000.0)

@@ -64,17 +64,6 @@ _SYSTEM_ATTRIBUTES = ['ApproximateReceiveCount', 'ApproximateFirstReceiveTimesta
                       'MessageGroupId']
 
 
-def _since_first_receive(attributes: dict[str, str], now_ms: float) -> Optional[float]:
-    """Seconds since a message's first receive, from its SQS attributes (0 on
-    its first receive; None when the endpoint did not say)."""
-    if attributes.get('ApproximateReceiveCount', '1') == '1':
-        return 0.0
-    first = attributes.get('ApproximateFirstReceiveTimestamp')
-    if not first or not first.isdigit():
-        return None
-    return max(0.0, (now_ms - int(first)) / 1000.0)
-
-
 def read_timeout_sec(config: kale_config.Config) -> float:
     """How long the client waits for any answer: ``SQS_READ_TIMEOUT_SEC`` beyond
     the longest long poll a receive may ask for (a long poll holds its answer
@@ -372,18 +361,7 @@ class SQSTransport:
             # (a FIFO queue's, or a fair queue's tenant), as every field costs
             # parsing.
             MessageSystemAttributeNames=_SYSTEM_ATTRIBUTES)
-        wanted = None if 'All' in attribute_names else set(attribute_names)
-        now_ms = time.time() * 1000.0
-        return [ReceivedMessage(
-            message_id=raw['MessageId'], receipt_handle=raw['ReceiptHandle'], body=raw['Body'],
-            # Some emulators send every attribute whatever was asked: keep what was.
-            attributes={name: value.get('StringValue', '')
-                        for name, value in raw.get('MessageAttributes', {}).items()
-                        if wanted is None or name in wanted} if wanted != set() else {},
-            receive_count=int(raw.get('Attributes', {}).get('ApproximateReceiveCount', 1)),
-            group_id=raw.get('Attributes', {}).get('MessageGroupId', ''),
-            since_first_receive_sec=_since_first_receive(raw.get('Attributes', {}), now_ms),
-        ) for raw in response.get('Messages', [])]
+        return responses.received_messages(response, attribute_names, time.time() * 1000.0)
 
     def _batched(self, action: str, queue: str, method: Callable[..., Any],
                  entries: list[dict[str, Any]]) -> list[str]:

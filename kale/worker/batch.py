@@ -78,6 +78,10 @@ class Batch:
     alone_group: Optional[str] = None
     #: How many messages the receive asked for (0: the queue's batch_size).
     asked: int = 0
+    #: Received before the worker saw any task of the queue run (a whole
+    #: batch, blind): what has not started within the prefetch window is
+    #: given back (see :mod:`kale.worker.prefetch`).
+    blind: bool = False
     #: Found by verifying (see ``Worker.verify``), so that the steps a batch
     #: does not need cost it nothing: the task ids of the opened messages in
     #: order, their task classes, and whether any carries a due time.

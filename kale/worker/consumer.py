@@ -93,14 +93,14 @@ def _by_kind(settlements: Sequence[Settlement]) -> dict[Settle, list[Settlement]
     """The settlements by what their outcome does: its row's ``settle`` (kale.events.OUTCOMES)."""
     by_kind: dict[Settle, list[Settlement]] = {kind: [] for kind in _KINDS}
     for settlement in settlements:
-        by_kind[settlement.outcome.settle].append(settlement)
+        by_kind[OUTCOMES[settlement.outcome].settle].append(settlement)
     return by_kind
 
 
 def _to_delete(settlements: Sequence[Settlement]) -> list[Settlement]:
     """The messages still to delete: those whose copy was sent, and those done with."""
     return [s for s in settlements if not s.settled and (
-        s.copied or s.outcome.settle is Settle.DELETE)]
+        s.copied or OUTCOMES[s.outcome].settle is Settle.DELETE)]
 
 
 class Consumer:
@@ -345,6 +345,8 @@ class Consumer:
     def _delete_again(self, batch: Batch, failed: set[str], retry: bool) -> set[str]:
         """Entries SQS failed (an internal error on its side), tried again while
         the budget lasts (each one left is a task run twice); those still left."""
+        if not failed:
+            return failed
         backoff = Backoff(maximum=self.max_backoff_sec)
         for _ in range(ENTRY_RETRY_ROUNDS):
             delay = backoff.next_delay()

@@ -270,13 +270,18 @@ class Worker(WorkerBase):
         On a FIFO queue, once a group's message is retried or released, the
         group's later messages in the batch are released, not run. Once its
         tasks have taken SETTLE_PARTS_AFTER_SEC, what is decided so far is
-        settled while the rest runs."""
+        settled while the rest runs. A blind batch (see
+        :mod:`kale.worker.prefetch`) gives back what has not started once the
+        prefetch window has passed."""
         self.hooks(WorkerHooks.before_batch, batch.queue, batch)
         decided = _by_message(batch.settlements)
         last_part = started = self.clock.monotonic()
+        # A blind batch gives back what has not started within the window.
+        give_back_at = started + self.prefetch.window_sec if batch.blind else 0.0
         ran = 0
+        pending = list(batch.messages)
         try:
-            for received in list(batch.messages):
+            for index, received in enumerate(pending):
                 settlement = decided.get(id(received))
                 if settlement is not None:      # decided before the run (see suspects)
                     _hold_decided(batch, received, settlement)
@@ -295,11 +300,16 @@ class Worker(WorkerBase):
                     batch.held_groups.add(received.group_id)
                 if self.memory_limit.exceeded():
                     break
-                if self.clock.monotonic() - last_part >= SETTLE_PARTS_AFTER_SEC:
+                now = self.clock.monotonic()
+                if give_back_at and now >= give_back_at:
+                    give_back_at = 0.0
+                    _give_back(batch, pending[index + 1:], decided, self.prefetch.window_sec)
+                if now - last_part >= SETTLE_PARTS_AFTER_SEC:
                     last_part = self.settle_part(batch)
         except WorkerInterrupt:
             self._stopping = True
         finally:
+            self.receiver.busy_until(0.0)       # each run sets it (run_one); none runs now
             self.runner.guard.after_batch()
             self._note_run_time(batch.queue, started, ran)
 
@@ -334,8 +344,7 @@ class Worker(WorkerBase):
             settlement = self.runner.run(batch, received, message, task_class,
                                          opened.envelope)
         finally:
-            self._in_task = False
-            self.receiver.busy_until(0.0)
+            self._in_task = False       # still busy until the next run says (see run_batch)
             logs.task_ended(context)
         if self._on_finished:
             self.hooks(WorkerHooks.on_task_finished, settlement)
@@ -359,6 +368,19 @@ class Worker(WorkerBase):
 def _by_message(settlements: list[Settlement]) -> dict[int, Settlement]:
     """The settlements decided before a run, by their received message's id()."""
     return {id(s.received): s for s in settlements}
+
+
+def _give_back(batch: Batch, unstarted: list[ReceivedMessage],
+               decided: dict[int, Settlement], window_sec: float) -> None:
+    """Release the messages of a blind batch that did not start within the
+    prefetch window, for any worker to take (see :mod:`kale.worker.prefetch`)."""
+    for received in unstarted:
+        if id(received) not in decided:
+            settlement = release(batch, received, 'not started within %gs of its receive: '
+                                                  'given back for any worker to take'
+                                 % window_sec)
+            batch.settlements.append(settlement)
+            decided[id(received)] = settlement
 
 
 def _hold_decided(batch: Batch, received: ReceivedMessage, settlement: Settlement) -> None:

@@ -175,9 +175,9 @@ class Receiver:
 
     def _receive(self, queue: TaskQueue, wait_sec: int) -> Batch:
         """One receive, asking for as many messages as the worker will start soon."""
-        asked = self.prefetch.count(queue)
+        asked, blind = self.prefetch.count(queue), self.prefetch.blind(queue)
         batch = self.consumer.receive(queue, wait_sec=wait_sec, max_messages=asked)
-        batch.asked = asked
+        batch.asked, batch.blind = asked, blind
         return batch
 
     @property

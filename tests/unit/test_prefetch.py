@@ -20,8 +20,15 @@ QUEUE = TaskQueue(name='q', priority=1, batch_size=10, visibility_timeout_sec=30
                   long_poll_time_sec=0, num_iterations=5)
 
 
-def test_a_queue_whose_tasks_it_has_not_seen_run_gets_one_message_a_receive():
-    assert Prefetch().count(QUEUE) == 1
+def test_a_queue_whose_tasks_it_has_not_seen_run_gets_a_whole_batch_blind():
+    prefetch = Prefetch()
+    assert prefetch.count(QUEUE) == QUEUE.batch_size and prefetch.blind(QUEUE)
+    prefetch.ran(QUEUE, 0.5)
+    assert prefetch.count(QUEUE) == 2 and not prefetch.blind(QUEUE)
+
+
+def test_a_fixed_prefetch_is_never_blind():
+    assert not Prefetch().blind(dataclasses.replace(QUEUE, prefetch=3))
 
 
 @pytest.mark.parametrize('run_sec, count', [(0.001, 10), (0.1, 10), (0.4, 2), (0.9, 1), (2.0, 1)])
@@ -115,45 +122,59 @@ def run(broker, queue='default', **kwargs):
     return seen
 
 
-def test_a_worker_takes_one_message_first_then_as_many_as_start_soon(memory_broker, record):
+def test_a_worker_takes_whole_batches_of_fast_tasks_from_the_first_receive(memory_broker, record):
     ids = tasks.RecordTask.publish_batch(None, [((i,), {}) for i in range(25)])
     seen = run(memory_broker)
     assert sorted(recorded_ids(record, 'ran')) == sorted(ids)
-    assert seen.sizes[:3] == [1, 10, 10]
+    assert seen.sizes[:3] == [10, 10, 5]
+    assert seen.deferred == []
 
 
 def test_a_worker_holds_no_more_slow_tasks_than_it_starts_within_the_window(memory_broker, record):
-    """Tasks of 0.4 s: two a receive (the window is one second), never ten."""
-    tasks.SlowTask.publish_batch(None, [((0.4,), {}) for _ in range(5)])
-    seen = run(memory_broker)
-    assert len(recorded_ids(record, 'ran')) == 5
-    assert seen.sizes[0] == 1 and max(seen.sizes) == 2
+    """Tasks of 0.4 s on the worker's clock (the window is one second): the
+    first, blind batch gives back at once what has not started after a
+    second; later receives take two, never ten. Every task runs once."""
+    from tests.support.clock import FakeClock
+    clock = FakeClock()
+    tasks.ClockedTask.clock = clock
+    ids = tasks.ClockedQuickTask.publish_batch(None, [((0.4,), {}) for _ in range(6)])
+    seen = Seen()
+    Worker(queue_names=['default'], burst=True, broker=memory_broker, hooks=[seen],
+           clock=clock).run()
+    assert sorted(recorded_ids(record, 'start')) == sorted(ids)
+    assert seen.sizes[0] == 6
+    # Started at 0, 0.4 and 0.8 s; once the third ended (1.2 s) the rest went back.
+    assert len(seen.deferred) == 3 and len(set(seen.deferred)) == 3
+    assert max(seen.sizes[1:]) == 2
 
 
-def test_long_tasks_are_each_received_alone_and_never_released(memory_broker, record):
+def test_long_tasks_are_each_released_at_most_once_then_received_alone(memory_broker, record):
     """Tasks whose time limit does not fit the queue's visibility timeout run
-    alone; receiving them one at a time means none is received with another
-    only to be released for it."""
+    alone. The first, blind receive takes them all: one runs, the others go
+    back once; from then on the worker receives one at a time, so none is
+    received with another only to be released for it again."""
     ids = tasks.LongTask.publish_batch(None, [((0.0,), {}) for _ in range(5)])
     seen = run(memory_broker, queue='beat')
     assert sorted(recorded_ids(record, 'ran')) == sorted(ids)
-    assert seen.deferred == []
-    assert [size for size in seen.sizes if size] == [1] * 5     # 0: the long one taken out
+    assert len(seen.deferred) == 4 and set(seen.deferred) <= set(ids)
+    # Each runs in a batch of its own (0: the first batch, its long one taken
+    # out and the other four released).
+    assert [size for size in seen.sizes if size] == [1] * 5
 
 
 def test_a_long_batch_is_settled_and_reported_in_parts_as_its_tasks_end(memory_broker, record,
                                                                        monkeypatch):
-    """Tasks of 0.3 s three to a batch: the first task's success is deleted and
-    reported while the batch's last task still runs, not after it."""
+    """Tasks of 0.3 s four to a batch: the first task's success is deleted and
+    reported while the batch's next task still runs, not after the batch."""
     monkeypatch.setattr(loop, 'SETTLE_PARTS_AFTER_SEC', 0.1)
     tasks.SlowTask.publish_batch(None, [((0.3,), {}) for _ in range(4)])
     seen = run(memory_broker)
-    assert seen.sizes[:2] == [1, 3]
+    assert seen.sizes[0] == 4
     starts = {r[1]: float(r[3]) for r in read_records(record) if r[0] == 'start'}
     order = sorted(starts, key=starts.get)
-    batch_first, batch_last = order[1], order[3]
+    first, second = order[0], order[1]
     reported = dict(seen.succeeded)
-    assert reported[batch_first] < starts[batch_last] + 0.3      # before the last one ended
+    assert reported[first] < starts[second] + 0.3      # before the second one ended
 
 
 @pytest.mark.real_time("shows that the worker spent its own time, not the machine's")

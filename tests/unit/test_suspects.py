@@ -182,8 +182,8 @@ def test_a_receive_that_gave_the_message_back_at_once_does_not_make_it_a_suspect
     with caplog.at_level('WARNING', logger='kale.worker'):
         Worker(queue_names=['default'], burst=True, app=app, hooks=[sizes]).run()
     assert sorted(recorded_ids(str(tmp_path / 'record'), 'ran')) == sorted(ids)
-    # Nobody run alone (the serial worker's first receive takes one message).
-    assert sizes.sizes == ([[2], [2, 2, 2]] if pool == 'serial' else [[2, 2, 2, 2]])
+    # Nobody run alone: all four in one batch, each received twice.
+    assert sizes.sizes == [[2, 2, 2, 2]]
     assert 'left unsettled' not in caplog.text
 
 
