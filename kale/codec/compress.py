@@ -21,6 +21,7 @@ class CompressStep:
     """Compress payloads of at least ``min_bytes`` when that saves space on the wire."""
 
     name = 'compress'
+    plain_header = (HEADER, PLAIN)       # not compressed: decode does nothing
 
     def __init__(self, min_bytes: int, max_decompressed_bytes: int):
         self.min_bytes = min_bytes

@@ -23,6 +23,7 @@ class EncryptStep:
     """Encrypts payloads with the current key; decrypts with the key a body names."""
 
     name = 'encrypt'
+    plain_header = (ENCRYPTION, None)    # not encrypted: decode does nothing
 
     def __init__(self, keys: Optional[KeyRing]):
         self.keys = keys

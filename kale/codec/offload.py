@@ -91,6 +91,7 @@ class OffloadStep:
     """Keeps payloads over the threshold in S3; fetches and checks them back."""
 
     name = 'offload'
+    plain_header = (PAYLOAD_KEY, None)   # no pointer: decode does nothing
 
     def __init__(self, bucket: str, threshold: int, max_bytes: int,
                  envelope_steps: Sequence[Step],

@@ -198,6 +198,14 @@ class Step(Protocol):
         ...
 
 
+#: A payload step may say when its ``decode`` has nothing to do: a class
+#: attribute ``plain_header = (header, value)`` means it does nothing while
+#: ``headers.get(header, value) == value`` (the payload is not compressed,
+#: encrypted, kept in S3...). The codec then skips the call: a step that is
+#: off costs a message one dict lookup.
+PLAIN_HEADER = 'plain_header'
+
+
 class Codec:
     """Encodes messages into outgoing SQS messages and decodes bodies back."""
 
@@ -206,6 +214,10 @@ class Codec:
         self.payload_steps = list(payload_steps)
         self.envelope_steps = list(envelope_steps)
         self.size_limit = size_limit
+        #: The payload steps in decoding order, each with its plain header
+        #: (None: always called); see PLAIN_HEADER.
+        self._decoding: list[tuple[Optional[tuple[str, Optional[str]]], Step]] = [
+            (getattr(step, PLAIN_HEADER, None), step) for step in reversed(self.payload_steps)]
 
     @property
     def steps(self) -> list[Step]:
@@ -331,9 +343,11 @@ class Codec:
         # The payload steps change the payload, never the headers: the twin
         # shares the envelope's headers (no copy of them per run).
         frame = speed.build(Frame, envelope.__dict__)
+        headers = frame.headers
         try:
-            for step in reversed(self.payload_steps):
-                step.decode(frame)
+            for plain, step in self._decoding:
+                if plain is None or headers.get(plain[0], plain[1]) != plain[1]:
+                    step.decode(frame)
             try:
                 if frame.legacy:        # no envelope fields: the payload has them
                     message = Message.from_payload(frame.payload)
@@ -341,7 +355,6 @@ class Codec:
                 message = Message.from_payload(frame.payload, envelope_fields(frame.headers))
             except ValueError as exc:
                 raise DecodeError(DecodeError.CORRUPT, str(exc)) from exc
-            headers = frame.headers
             event = headers.get(EVENT)
             named = tuple(event.split(' ', 1)) if event else (
                 headers.get(TASK_ID, ''), headers.get(TASK_NAME, ''))

@@ -14,6 +14,7 @@ back (and never before the call began).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Optional
 
 from kale.codec.pipeline import Frame
@@ -126,7 +127,7 @@ class Batch:
         deadline = self.received_at + visibility
         if self.extended_until > deadline:
             deadline = self.extended_until
-        return fits_budget(time_limit, deadline - now, visibility)
+        return time_needed(time_limit, visibility) <= deadline - now
 
     def split_decided(self) -> Optional['Batch']:
         """Take the messages already decided (run, or settled before running)
@@ -168,7 +169,14 @@ def settle_margin(time_limit: float, visibility_timeout_sec: float) -> float:
 
 def fits_budget(time_limit: float, time_left: float, visibility_timeout_sec: float) -> bool:
     """A run of up to ``time_limit`` seconds, then settling, must end before the budget does."""
-    return time_limit + settle_margin(time_limit, visibility_timeout_sec) <= time_left
+    return time_needed(time_limit, visibility_timeout_sec) <= time_left
+
+
+@functools.lru_cache(maxsize=1024)
+def time_needed(time_limit: float, visibility_timeout_sec: float) -> float:
+    """A run's time limit and its settle margin (asked once a run, so kept:
+    a worker's tasks have a few time limits, its queues a few timeouts)."""
+    return time_limit + settle_margin(time_limit, visibility_timeout_sec)
 
 
 #: Least time a batch's budget must have left for a copy to be sent: the copy

@@ -201,3 +201,22 @@ def test_a_cancelled_task_on_a_fifo_queue_is_deleted_unrun(app, record):
     assert worker.run() == kale_worker.EXIT_OK
     assert labels(record, 'ran') == []
     assert app.broker.counts(app.queues['ordered']).total == 0
+
+
+@pytest.mark.serial_only("the serial worker's blind first batch (kale.worker.prefetch)")
+def test_what_a_blind_batch_gives_back_keeps_its_group_in_publish_order(app, record):
+    """The first receive takes the whole group blind; what has not started
+    after the prefetch window goes back, stays in its group, and runs next,
+    in publish order."""
+    app.publish_batch(tasks.OrderedTask, None,
+                      [(('a%d' % i, 0, 0.2), {}) for i in range(1, 7)], group_id='a')
+    released = []
+
+    class Released(WorkerHooks):
+        def on_task_released(self, settlement):
+            released.append(settlement.task_id)
+    worker = kale_worker.Worker(queue_names=['ordered'], burst=True, app=app, hooks=[Released()])
+    worker.prefetch.window_sec = 0.3
+    assert worker.run() == 0
+    assert labels(record, 'ran') == ['a%d' % i for i in range(1, 7)]
+    assert released, 'the blind batch gave nothing back'
