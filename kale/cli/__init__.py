@@ -36,6 +36,8 @@ from kale.version import __version__
 
 EXIT_ERROR = 1
 EXIT_INTERRUPTED = 130
+#: What a shell reports for a command whose output pipe closed (128 + SIGPIPE).
+EXIT_BROKEN_PIPE = 141
 
 #: The modules whose commands ``kale`` offers, in the order ``--help`` lists them.
 COMMAND_MODULES = [worker, admin, tasks, workflows, submit, outbox, schedules, topics, webhooks,
@@ -90,7 +92,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         log_format = _log_format()
         if log_format != 'text':
             logs.configure(args.log_level, args.aws_log_level, log_format=log_format)
-        return int(args.func(args))
+        code = int(args.func(args))
+        sys.stdout.flush()          # a closed pipe shows here, not at the interpreter's exit
+        return code
+    except BrokenPipeError:
+        # The reader went away (`kale tasks show ID | head`): the rest of the
+        # output has nowhere to go, and is dropped without a traceback.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except KaleError as exc:
         unset = isinstance(exc, ImproperlyConfigured) \
             and not os.environ.get(ENVIRONMENT_VARIABLE, '').strip()

@@ -45,3 +45,19 @@ def test_settings_name_explains_one_and_an_unknown_name_is_one_line(tmp_path):
     assert wrong.returncode == 1
     assert wrong.stderr == 'kale: error: no setting RETRY_DELAY_JITER (did you mean ' \
                            'RETRY_DELAY_JITTER?): `kale settings` lists them\n'
+
+
+def test_output_into_a_pipe_the_reader_closed_ends_quietly(tmp_path):
+    """`kale tasks show ID | head -1`: the reader leaves early; the command
+    ends without a BrokenPipeError traceback (exit 141, as a shell says).
+    Here the reader leaves before the first line, so the pipe is closed
+    whatever the size of the output."""
+    (tmp_path / 'shown_settings.py').write_text('from tests.kale_test_settings import *\n')
+    kale = subprocess.Popen([sys.executable, '-m', 'kale', 'settings'], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd=str(tmp_path),
+                            env=subprocess_env(KALE_SETTINGS_MODULE='shown_settings'))
+    assert kale.stdout is not None and kale.stderr is not None
+    kale.stdout.close()
+    errors = kale.stderr.read().decode()
+    assert kale.wait(60) == 141, errors
+    assert 'Traceback' not in errors and 'BrokenPipeError' not in errors, errors

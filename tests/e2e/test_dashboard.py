@@ -327,6 +327,25 @@ def test_markup_in_every_stored_field_is_shown_as_text_and_never_runs(browser, w
         page.close()
 
 
+def test_an_executor_task_is_shown_by_its_program_name(browser, web, records_url):
+    """``executor:resize.sh`` reads as resize.sh, not as its extension."""
+    import time
+    now = time.time()
+    records.store().write([], [{'id': 'exec-task', 'task': 'executor:resize.sh',
+                                'queue': 'default', 'status': 'succeeded', 'attempts': 1,
+                                'published_at': now - 3, 'started_at': now - 2,
+                                'finished_at': now - 1, 'updated_at': now - 1}],
+                          [], attempt_rows=[])
+    page = open_dashboard(browser, web)
+    try:
+        page.click('#tabs button[data-status=""]')
+        page.wait_for_selector('#tasks tr[data-id="exec-task"]')
+        row = page.inner_text('#tasks tr[data-id="exec-task"]')
+        assert 'resize.sh' in row, row
+    finally:
+        page.close()
+
+
 def test_a_page_on_another_site_cannot_change_anything(browser, web, memory_broker, records_url,
                                                        tmp_path):
     """The attack itself: the operator visits a page on another origin that

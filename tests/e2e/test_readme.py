@@ -102,3 +102,24 @@ def test_the_readme_in_memory_testing_example_runs():
     namespace = {'ResizeImage': ResizeImage}
     exec(compile(block, 'README.md', 'exec'), namespace)
     namespace['test_the_worker_records_a_resize']()
+
+
+def test_the_quick_start_task_module_passes_the_lint(tmp_path):
+    """The Quick start writes myapp/tasks.py into the checkout, where `make
+    lint` checks it too."""
+    text = open(os.path.join(ROOT, 'README.md')).read()
+    start = text.index("cat > myapp/tasks.py <<'EOF'\n") + len("cat > myapp/tasks.py <<'EOF'\n")
+    module = tmp_path / 'tasks.py'
+    module.write_text(text[start:text.index('\nEOF\n', start) + 1])
+    ruff = os.path.join(os.path.dirname(sys.executable), 'ruff')
+    result = subprocess.run([ruff, 'check', '--config', os.path.join(ROOT, 'ruff.toml'),
+                             str(module)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_extras_table_names_every_extra():
+    text = open(os.path.join(ROOT, 'README.md')).read()
+    setup = open(os.path.join(ROOT, 'setup.py')).read()
+    extras = set(re.findall(r"^        '([a-z]+)': \[", setup, re.M)) - {'dev'}
+    listed = set(re.findall(r'^\| `([a-z]+)` \|', text, re.M))
+    assert extras and extras <= listed, extras - listed

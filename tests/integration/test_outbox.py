@@ -272,6 +272,18 @@ def test_init_is_idempotent(app):
     assert outbox.init(engine) == []
 
 
+def test_init_says_what_it_did_on_the_database_at_hand(any_records_url):
+    """A notify trigger is made (and said) on PostgreSQL only."""
+    engine = open_database(any_records_url)
+    try:
+        applied = outbox.init(engine)
+    finally:
+        engine.dispose()
+    postgres = any_records_url.startswith('postgresql')
+    assert applied[0] == '1: create kale_outbox and kale_consumed' + (
+        ' and the notify trigger' if postgres else '')
+
+
 def test_kale_web_shows_the_outbox_of_outbox_url(app, memory_broker):
     from kale.conf import settings
     from kale.web import create_app

@@ -115,12 +115,20 @@ def _add_mac_v2(conn: Connection) -> None:
     rejected.create(conn, checkfirst=True)
 
 
-#: (version, what it does, how), applied in order.
+#: (version, what it does, how), applied in order. What it does is said
+#: for the database at hand: ``{postgresql: ...}`` is said only there.
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
-    (1, 'create kale_outbox and kale_consumed (and on PostgreSQL the notify trigger)',
-     _create_v1),
+    (1, 'create kale_outbox and kale_consumed{postgresql: and the notify trigger}', _create_v1),
     (2, 'add kale_outbox.mac and kale_outbox_rejected', _add_mac_v2),
 ]
+
+
+def _said(what: str, dialect: str) -> str:
+    """A migration's description for ``dialect``: its ``{name: text}`` parts
+    kept for that dialect and dropped for the others."""
+    import re
+    return re.sub(r'\{(\w+):([^}]*)\}',
+                  lambda part: part.group(2) if part.group(1) == dialect else '', what)
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 
@@ -173,7 +181,7 @@ def init(engine: Engine) -> list[str]:
         for number, what, apply in MIGRATIONS:
             if number > version:
                 apply(conn)
-                applied.append('%d: %s' % (number, what))
+                applied.append('%d: %s' % (number, _said(what, conn.dialect.name)))
                 version = number
         conn.execute(schema_version.delete())
         conn.execute(schema_version.insert().values(version=version))

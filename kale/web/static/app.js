@@ -104,7 +104,13 @@ function due(t) {
   return el('span', { class: 'due muted', title: absolute(t.next_attempt_at) }, ' due in ' + text);
 }
 
-function short(name) { return name ? name.split('.').pop() : '-'; }
+// A task's short name: a class path's last part (app.tasks.Resize: Resize);
+// a name with a kind before a colon keeps all after it (executor:resize.sh).
+function short(name) {
+  if (!name) return '-';
+  const colon = name.indexOf(':');
+  return colon >= 0 ? name.slice(colon + 1) : name.split('.').pop();
+}
 function labelsText(labels) {
   return Object.entries(labels || {}).map(([k, v]) => k + '=' + v).join(' ');
 }
