@@ -19,7 +19,7 @@ setup(
     long_description_content_type='text/markdown',
     packages=find_packages(include=['kale', 'kale.*']),
     package_data={'kale': ['py.typed', 'presets/queue_config.yaml', 'web/static/*',
-                           'schemas/*.json']},
+                           'schemas/*.json', 'fauxqs/*.json', 'fauxqs/serve.mjs']},
     python_requires='>=3.10',
     install_requires=[
         'boto3>=1.26',

@@ -16,11 +16,16 @@ import tarfile
 import tempfile
 
 from bench.environment import ROOT
-from bench.fauxqs import cache_dir
 from bench.servers import BenchError
 
 #: The file that names the pinned commit.
 BASELINE_FILE = os.path.join(ROOT, 'bench', 'baseline')
+
+
+def cache_dir() -> str:
+    """The benchmark's cache: ``$KALE_BENCH_CACHE``, default ``~/.cache/kale-bench``."""
+    return os.environ.get('KALE_BENCH_CACHE') or os.path.join(
+        os.environ.get('XDG_CACHE_HOME') or os.path.expanduser('~/.cache'), 'kale-bench')
 
 
 def pinned_commit(path: str = BASELINE_FILE) -> str:

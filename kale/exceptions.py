@@ -19,6 +19,11 @@ class ImproperlyConfigured(KaleError):
     """A setting, settings module or installed extra is missing or wrong."""
 
 
+class FauxqsError(ImproperlyConfigured):
+    """fauxqs (``kale sqs-local --engine fauxqs``) cannot be installed or
+    started: Node.js or npm missing, the npm registry unreachable."""
+
+
 class QueueConfigError(ImproperlyConfigured):
     """The queue configuration file cannot be read or does not validate."""
 

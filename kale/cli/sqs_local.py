@@ -2,7 +2,10 @@
 
 It runs moto's server (the ``local`` extra) on 127.0.0.1, by default on
 ElasticMQ's port 9324 so the same settings serve both. Queues live in the
-server's memory and are gone when it stops. moto serves S3 on the same port.
+server's memory and are gone when it stops. moto serves S3 and SNS on the
+same port. ``--engine fauxqs`` runs fauxqs instead (:mod:`kale.fauxqs`:
+Node.js from the system, the pinned version from npm), which serves SQS,
+SNS and S3 a hundred times faster: what to use to see Kale's own speed.
 
 :class:`SQSLocalProcess` starts ``kale sqs-local --port 0`` as a child
 process and reads the URL it announces: what the demo, the benchmarks and the
@@ -125,9 +128,81 @@ class LocalSQS:
             self._server = None
 
 
+class FauxqsServer:
+    """fauxqs in a child process (see :mod:`kale.fauxqs`): ``start()``,
+    ``url``, ``running``, ``stop()``."""
+
+    def __init__(self, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT):
+        self.host = host
+        self.port = port
+        self._process: Optional[subprocess.Popen] = None
+
+    def start(self) -> str:
+        from kale import fauxqs
+        _check_port(self.host, self.port)
+        if self.port == 0:
+            self.port = _free_port(self.host)
+        self._process = fauxqs.start(self.port, host=self.host)
+        deadline = time.monotonic() + START_TIMEOUT_SEC
+        while not _answers(self.host, self.port):
+            if self._process.poll() is not None or time.monotonic() > deadline:
+                errors = self._process.stderr.read() if self._process.stderr else ''
+                self.stop()
+                raise fauxqs.FauxqsError('fauxqs did not start on %s:%d: %s' % (
+                    self.host, self.port, ' '.join(errors.split())[-300:] or 'no output'))
+            time.sleep(0.05)
+        return self.url
+
+    @property
+    def url(self) -> str:
+        return 'http://%s:%d' % (self.host, self.port)
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def stop(self) -> None:
+        """SIGTERM to fauxqs (its own session), SIGKILL if it does not end."""
+        process, self._process = self._process, None
+        if process is None:
+            return
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(STOP_TIMEOUT_SEC)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        if process.stderr is not None:
+            process.stderr.close()
+
+
+#: Seconds fauxqs may take to answer after it is started (installed already).
+START_TIMEOUT_SEC = 30.0
+#: Seconds fauxqs may take to stop after SIGTERM.
+STOP_TIMEOUT_SEC = 10.0
+#: The engines ``--engine`` names.
+ENGINES = ('moto', 'fauxqs')
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])
+
+
+def _answers(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
 def serve(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, verbose: bool = False,
-          announce: Callable[[str], None] = print) -> None:
-    """Run the endpoint until SIGTERM or SIGINT (Ctrl-C), then stop it cleanly."""
+          announce: Callable[[str], None] = print, engine: str = 'moto') -> None:
+    """Run the endpoint until SIGTERM or SIGINT (Ctrl-C), then stop it cleanly
+    (with ``engine='fauxqs'``, its Node.js process too)."""
     # A plain flag, not a threading.Event: a second signal arriving while the
     # handler is inside Event.set() would block forever on the Event's lock.
     stopping: list[int] = []
@@ -136,11 +211,14 @@ def serve(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, verbose: bool = Fa
         stopping.append(signum)
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
-    server = LocalSQS(host, port, verbose)
+    server: Any = FauxqsServer(host, port) if engine == 'fauxqs' else LocalSQS(host, port, verbose)
     try:
         url = server.start()
-        announce('kale sqs-local: SQS endpoint at %s (queues live in memory; Ctrl-C stops it)' % url)
+        announce('kale sqs-local: SQS endpoint at %s (%s; queues live in memory; Ctrl-C stops it)'
+                 % (url, engine))
         while not stopping:
+            if engine == 'fauxqs' and not server.running:
+                raise ImproperlyConfigured('fauxqs stopped on its own')
             time.sleep(0.2)
     finally:
         server.stop()
@@ -155,17 +233,22 @@ def cmd_sqs_local(args: argparse.Namespace) -> int:
               'can reach it can read, fill and purge its queues, with no credentials'
               % args.host, file=sys.stderr, flush=True)
     serve(args.host, args.port, verbose=args.verbose,
-          announce=lambda line: print(line, flush=True))
+          announce=lambda line: print(line, flush=True), engine=args.engine)
     return 0
 
 
 def add_commands(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]') -> None:
     parser = commands.add_parser(
         'sqs-local', parents=[common_options()],
-        help='run an embedded SQS-compatible endpoint (moto) for development',
-        description="Run moto's SQS-compatible server on this machine until Ctrl-C or SIGTERM. "
-                    "Queues live in memory. Needs the 'local' extra: pip install "
-                    "'kale-sqs[local]' (in a checkout: pip install -e '.[local]').")
+        help='run an embedded SQS-compatible endpoint (moto or fauxqs) for development',
+        description="Run an SQS-compatible server (with S3 and SNS) on this machine until "
+                    "Ctrl-C or SIGTERM. Queues live in memory. The default engine, moto, "
+                    "needs the 'local' extra: pip install 'kale-sqs[local]' (in a checkout: "
+                    "pip install -e '.[local]'); it serves a few dozen tasks a second. "
+                    "--engine fauxqs serves thousands: it needs Node.js 20 or later with npm, "
+                    "and installs the pinned fauxqs from npm into a cache the first time.")
+    parser.add_argument('--engine', choices=ENGINES, default='moto',
+                        help='moto (default: pip only) or fauxqs (fast: Node.js and npm)')
     parser.add_argument('--host', default=DEFAULT_HOST,
                         help='address to listen on (default %(default)s)')
     parser.add_argument('--port', type=port_number, default=DEFAULT_PORT,

@@ -80,7 +80,7 @@ def test_the_proxy_refuses_bad_arguments_in_one_line():
 
 def test_fauxqs_without_node_or_npm_is_one_line_naming_them(tmp_path, monkeypatch):
     monkeypatch.setenv('PATH', str(tmp_path))                # neither node nor npm
-    with pytest.raises(fauxqs.FauxqsError, match=r'^--endpoint fauxqs needs Node.js 20 or later '
+    with pytest.raises(fauxqs.FauxqsError, match=r'^fauxqs needs Node.js 20 or later '
                                                  r'with npm on PATH \(found neither node nor '
                                                  r'npm\)$'):
         fauxqs.install(str(tmp_path / 'cache'))
@@ -103,7 +103,7 @@ def test_fauxqs_installs_from_npm_and_serves_sqs_on_loopback(tmp_path, monkeypat
             for d in os.environ.get('PATH', '').split(os.pathsep))):
         pytest.skip('npm is not installed')
     from tests.support.endpoint import raw_client
-    monkeypatch.setenv('KALE_BENCH_CACHE', str(tmp_path / 'cache'))
+    monkeypatch.setenv('KALE_FAUXQS_CACHE', str(tmp_path / 'cache'))
     port = free_port()
     try:
         server = fauxqs.start(port)

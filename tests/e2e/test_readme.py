@@ -24,13 +24,17 @@ def free_port():
         return probe.getsockname()[1]
 
 
-def run_block(block, cwd):
+def run_block(block, cwd, engine='moto'):
     """Run a README block with its `kale sqs-local` on a free port instead of
     9324 (KALE_SQS_ENDPOINT points the settings there), so that tests running
-    in parallel, or a developer's own endpoint, do not collide."""
+    in parallel, or a developer's own endpoint, do not collide; on
+    ``engine`` (fauxqs: given three seconds to start, not one)."""
     port = free_port()
     assert block.count('kale sqs-local &') == 1, block
-    block = block.replace('kale sqs-local &', 'kale sqs-local --port %d &' % port)
+    block = block.replace('kale sqs-local &', 'kale sqs-local --engine %s --port %d &'
+                          % (engine, port))
+    if engine == 'fauxqs':
+        block = block.replace('& sleep 1', '& sleep 3', 1)
     # Whatever happens, stop what the block started in the background. With
     # SIGKILL: the block's own `kill %1` has just sent SIGTERM, and a second
     # SIGTERM while `kale sqs-local` handles the first can hang it for good.

@@ -1,5 +1,5 @@
-// Starts fauxqs (installed next to this file by bench/fauxqs.py) on
-// 127.0.0.1 only. Usage: node serve.mjs PORT
+// Starts fauxqs (installed next to this file by kale/fauxqs/__init__.py) on
+// one address, 127.0.0.1 unless given. Usage: node serve.mjs PORT [HOST]
 import { buildApp } from "fauxqs";
 import { SqsStore } from "./node_modules/fauxqs/dist/sqs/sqsStore.js";
 import { SnsStore } from "./node_modules/fauxqs/dist/sns/snsStore.js";
@@ -12,7 +12,7 @@ if (!Number.isInteger(port) || port < 1 || port > 65535) {
 }
 const stores = { sqsStore: new SqsStore(), snsStore: new SnsStore(), s3Store: new S3Store() };
 const app = buildApp({ logger: false, stores });
-await app.listen({ port, host: "127.0.0.1" });
+await app.listen({ port, host: process.argv[3] ?? "127.0.0.1" });
 for (const signal of ["SIGTERM", "SIGINT"]) {
   process.on(signal, () => app.close().then(() => process.exit(0)));
 }
