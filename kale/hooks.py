@@ -48,7 +48,7 @@ import concurrent.futures
 import inspect
 import logging
 import warnings
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Collection, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Collection, Mapping, Optional, Sequence
 
 from kale.config import Config
 from kale.dotted import import_string
@@ -121,6 +121,14 @@ class WorkerHooks:
         publish or a copy SQS took twice, a delete whose answer was lost).
         The worker deletes their messages unrun, as skipped."""
         return ()
+
+    def tasks_due_after(self, after: float) -> Optional[Mapping[str, tuple[int, float]]]:
+        """For a burst worker left with only delayed messages: by queue name,
+        how many tasks wait for a due time later than ``after`` (epoch
+        seconds) and the earliest of those times; None when unknown (the
+        default). The burst leaves those behind instead of waiting for SQS
+        to show them (see :mod:`kale.worker.burst`)."""
+        return None
 
     def before_batch(self, queue: 'TaskQueue', batch: 'Batch') -> None:
         """After a batch was received, before its first task runs."""

@@ -24,8 +24,9 @@ task id anyone can trust.
 """
 from __future__ import annotations
 
+import logging
 import time
-from typing import TYPE_CHECKING, Any, Callable, Collection, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Collection, Mapping, Optional, Sequence
 
 from kale.config import Config
 from kale.events import Outcome, process_identity
@@ -35,6 +36,8 @@ from kale.records.render import error_fields, render_inputs, render_result
 from kale.records.writer import LaterRow, Row
 from kale.statuses import TaskStatus
 from kale.store.records import KEPT_COLUMNS, TASK_COLUMNS
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from kale.events import Settlement
@@ -195,6 +198,16 @@ class RecordsHooks(PublishHooks, WorkerHooks):
 
     def succeeded_tasks(self, queue: 'TaskQueue', task_ids: Sequence[str]) -> Collection[str]:
         return self.recorder.succeeded_among(task_ids)
+
+    def tasks_due_after(self, after: float) -> Optional[Mapping[str, tuple[int, float]]]:
+        """From the records (None when they cannot be read: the burst then
+        knows no more than SQS says)."""
+        self.recorder.flush(timeout=OWN_WRITES_SEC)     # this worker's own retries too
+        try:
+            return self.recorder.store.queries.scheduled_after(after)
+        except Exception as exc:
+            logger.warning('records: cannot read the tasks due later: %s', exc)
+            return None
 
     def on_task_started(self, queue: 'TaskQueue', received: 'ReceivedMessage',
                         message: 'Message') -> None:

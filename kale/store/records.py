@@ -161,6 +161,11 @@ class RecordQueries(Protocol):
     def oldest_queued(self, now: Optional[float] = None) -> dict[str, float]:
         """When the oldest task waiting in each queue became due, by queue."""
 
+    def scheduled_after(self, after: float) -> dict[str, tuple[int, float]]:
+        """By queue: how many scheduled tasks are due later than ``after``
+        (epoch seconds), and the earliest of those due times; queues with
+        none are left out."""
+
     def delete(self, where: TaskFilter) -> int:
         """Delete the matching records; how many."""
 

@@ -25,6 +25,7 @@ from kale.exceptions import SQSError
 from kale.hooks import HookDispatcher, WorkerHooks
 from kale.logs import exception_messages
 from kale.timeout import BaseTimeout, SignalTimeout
+from kale.transport import MAX_DELAY_SEC
 from kale.worker.batch import Batch
 from kale.worker.burst import BurstEnd
 from kale.worker.cancelled import skip_cancelled
@@ -175,17 +176,28 @@ class WorkerBase:
         if self.settler is not None:
             self.settler.flush()
             self.report_settled()
-        waiting = self.reporter.waiting.count      # sent on until their due time: not waited for
         try:
-            drained = self.burst_end.drained({q: self.broker.counts(q) for q in self.queues},
-                                             waiting) \
-                and self.burst_end.drained({q: self.broker.counts(q) for q in self.queues},
-                                           waiting)
+            drained = self._drained_once() and self._drained_once()
         except SQSError as exc:
             self.outage.failed('counting messages', exc)
             return False
         self.outage.reached()
         return drained
+
+    def _drained_once(self) -> bool:
+        """One count of the queues, judged by :class:`~kale.worker.burst.BurstEnd`
+        with what this worker and its hooks (the records) know of the delayed
+        messages."""
+        counts = {q: self.broker.counts(q) for q in self.queues}
+        due_later = None
+        if any(c.delayed for c in counts.values()):
+            for answer in self.hooks.collect(WorkerHooks.tasks_due_after,
+                                             self.clock.time() + MAX_DELAY_SEC):
+                if answer is not None:
+                    due_later = dict(answer) if due_later is None else {
+                        **due_later, **answer}
+        waiting = self.reporter.waiting
+        return self.burst_end.drained(counts, waiting.count, due_later, waiting.retries)
 
     # --- start and stop -------------------------------------------------------------
 

@@ -1,11 +1,21 @@
-"""When a burst worker is done: nothing visible, in flight or delayed on its queues.
+"""When a burst worker is done: nothing visible, in flight or delayed on its
+queues that it should wait for.
 
-A burst worker that finds only delayed messages (a ``delay_sec`` publish, a
-scheduled retry) waits for them, saying once what it waits for and until
-when at the latest: SQS delays a message at most 15 minutes and does not
-say when each is due. It does not wait for the tasks it sent on because
-they arrived before their due time (:mod:`kale.worker.waiting`): they may
-wait for days.
+SQS hides a delayed message and says nothing of when it is due, only how
+many are hidden. Messages delayed past the burst's reach are left behind,
+said in one line, never waited for:
+
+- the copies this worker sent on because they arrived before their due time
+  (:mod:`kale.worker.waiting`): they may wait for days;
+- with task records on (``RECORDS_URL``), the tasks the records say are due
+  later than SQS's longest delay from now (a ``delay_sec`` of an hour, a
+  ``Retry(after=...)`` of a day): SQS shows them within 15 minutes, only
+  for a worker to send them on again. The delayed messages left are due
+  within 15 minutes, and the burst waits for them, saying once until when
+  at the latest;
+- without records, the delayed messages the worker knows nothing of: the
+  burst waits only for its own delayed retries (whose delays it chose), then
+  leaves the rest behind and exits, saying how many are left on which queue.
 """
 from __future__ import annotations
 
@@ -18,6 +28,10 @@ from kale.transport import MAX_DELAY_SEC, QueueCounts
 
 logger = logging.getLogger('kale.worker')
 
+#: By queue name: how many tasks are due later than the burst waits, and
+#: the earliest of those due times (epoch seconds); None: not known.
+DueLater = Optional[Mapping[str, tuple[int, float]]]
+
 
 class BurstEnd:
     """Decides, from its queues' counts, whether a burst worker is done."""
@@ -26,19 +40,33 @@ class BurstEnd:
         self.who = who
         self.wall_clock = wall_clock
         self._told = False
+        self._left_told = False
 
     def drained(self, counts: Mapping[TaskQueue, QueueCounts],
-                waiting: Optional[Callable[[str], int]] = None) -> bool:
-        """True when every queue is empty, but for the ``waiting(queue name)``
-        delayed copies this worker sent on before their due time; logs once
-        when only delayed messages are left."""
+                sent_on: Optional[Callable[[str], int]] = None,
+                due_later: DueLater = None,
+                own_retries: Optional[Callable[[str], int]] = None) -> bool:
+        """True when every queue is empty but for delayed messages the burst
+        does not wait for (see the module): ``sent_on(queue name)`` copies this
+        worker sent on, ``due_later`` (from the records) and, without records,
+        all but ``own_retries(queue name)``, this worker's own retries not
+        back yet. Logs once what it waits for, and once what it leaves."""
         if all(c.total == 0 for c in counts.values()):
-            return True
-        if waiting is not None and _only_sent_on_left(counts, waiting):
             return True
         if any(c.visible or c.in_flight for c in counts.values()):
             self._told = False           # work to do: a later wait is told again
             return False
+        sent = {q: sent_on(q.name) if sent_on is not None else 0 for q in counts}
+        later = {q: (due_later or {}).get(q.name, (0, 0.0)) for q in counts}
+        unknown = {q: c.delayed - sent[q] - later[q][0] for q, c in counts.items()}
+        if all(n <= 0 for n in unknown.values()):
+            self._tell_left(counts, sent, later, {})
+            return True
+        if due_later is None:            # no records: only its own retries are known
+            own = {q: own_retries(q.name) if own_retries is not None else 0 for q in counts}
+            if not any(own.values()):
+                self._tell_left(counts, sent, later, {q: n for q, n in unknown.items() if n > 0})
+                return True
         if not self._told:
             self._told = True
             self._tell_waiting(counts)
@@ -53,10 +81,30 @@ class BurstEnd:
                     'within %d minutes of its publish, so by %s at the latest',
                     self.who, delayed, MAX_DELAY_SEC // 60, latest)
 
+    def _tell_left(self, counts: Mapping[TaskQueue, QueueCounts], sent: Mapping[TaskQueue, int],
+                   later: Mapping[TaskQueue, tuple[int, float]],
+                   unknown: Mapping[TaskQueue, int]) -> None:
+        """Say, once, what delayed messages the burst leaves behind."""
+        if self._left_told or not any(c.delayed for c in counts.values()):
+            return
+        self._left_told = True
+        parts = []
+        for queue, c in counts.items():
+            if not c.delayed:
+                continue
+            due = [when for n, when in (later[queue],) if n]
+            known = min(c.delayed, sent[queue] + later[queue][0])
+            if known:
+                parts.append('%d on %s due later%s' % (known, queue.name, (
+                    ' (the next at %s)' % _when(due[0])) if due else ''))
+            if unknown.get(queue):
+                parts.append('%d on %s whose due time SQS does not say' % (unknown[queue],
+                                                                         queue.name))
+        hint = ('; with RECORDS_URL set, a burst waits for those due within %d minutes and '
+                'leaves only the later ones' % (MAX_DELAY_SEC // 60)) if unknown else ''
+        logger.info('%s: burst: done, leaving delayed tasks behind: %s%s', self.who,
+                    ', '.join(parts), hint)
 
-def _only_sent_on_left(counts: Mapping[TaskQueue, QueueCounts],
-                       waiting: Callable[[str], int]) -> bool:
-    """Whether all that is left on the queues is the delayed copies this
-    worker sent on (``waiting(queue name)`` of them on each)."""
-    return all(not c.visible and not c.in_flight and c.delayed <= waiting(queue.name)
-               for queue, c in counts.items())
+
+def _when(epoch: float) -> str:
+    return time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(epoch))

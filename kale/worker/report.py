@@ -19,7 +19,7 @@ from kale.hooks import HookDispatcher, WorkerHooks
 from kale.queue_config import TaskQueue
 from kale.reasons import without_message
 from kale.worker.batch import Batch
-from kale.worker.waiting import WaitingCopies
+from kale.worker.waiting import NOTED, WaitingCopies
 
 logger = logging.getLogger('kale.worker')
 
@@ -54,7 +54,7 @@ class Reporter:
         outcome = s.outcome
         row = OUTCOMES[outcome]
         self.stats[_VALUES[outcome]] += 1
-        if self.waiting.by_queue or outcome is Outcome.WAITING:
+        if self.waiting.by_queue or self.waiting.retried or outcome in NOTED:
             self.waiting.settled(queue.name, s)
         line, hooked = row.line, outcome in self._hooked
         if s.lapsed or row.settle is Settle.DEAD_LETTER or s.dead_run is not None:

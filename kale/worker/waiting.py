@@ -17,6 +17,8 @@ a wait).
 
 A burst worker (:class:`WaitingCopies`) does not wait for the copies it
 sent on: once the only delayed messages of its queues are those, it is done.
+It does wait for its own delayed copies (retries, and releases held back by
+a rate limit), whose delays it chose (see :mod:`kale.worker.burst`).
 """
 from __future__ import annotations
 
@@ -61,19 +63,48 @@ def send_on_early(batch: Batch, now: float, codec: Codec) -> int:
     return count
 
 
+#: The outcomes :class:`WaitingCopies` notes even when it holds nothing:
+#: those whose copy may be delayed.
+NOTED = frozenset({Outcome.WAITING, Outcome.RETRY, Outcome.RELEASE})
+#: Tasks noted per queue, at most: a serving worker whose copies other
+#: workers take never sees them again (a burst with more left behind than
+#: this may end before some of its own retries are back).
+MAX_NOTED = 10_000
+
+
 class WaitingCopies:
-    """The tasks a worker sent on as waiting and has not seen since, by
-    queue: a burst is done when the only delayed messages left are those."""
+    """The tasks a worker sent on as waiting, and those it sent a delayed
+    copy of itself (a retry, a release held back by a rate limit), that it
+    has not seen since, by queue: a burst is done when the only delayed
+    messages left are the first, and waits for the second."""
 
     def __init__(self) -> None:
         self.by_queue: dict[str, set[str]] = {}
+        self.retried: dict[str, set[str]] = {}
 
     def settled(self, queue: str, s: Settlement) -> None:
-        """Note one settled message: a waiting copy sent, or the task seen again."""
+        """Note one settled message: a waiting copy sent, another delayed
+        copy sent, or the task seen again."""
         if s.outcome is Outcome.WAITING and s.settled:
-            self.by_queue.setdefault(queue, set()).add(s.task_id)
-        elif self.by_queue.get(queue):
+            _note(self.by_queue.setdefault(queue, set()), s.task_id)
+            return
+        if self.by_queue.get(queue):
             self.by_queue[queue].discard(s.task_id)
+        if self.retried.get(queue):
+            self.retried[queue].discard(s.task_id)
+        if s.settled and s.retry_delay_sec > 0:
+            _note(self.retried.setdefault(queue, set()), s.task_id)
 
     def count(self, queue: str) -> int:
         return len(self.by_queue.get(queue, ()))
+
+    def retries(self, queue: str) -> int:
+        """This worker's own delayed copies on ``queue`` (retries, held-back
+        releases) not seen since."""
+        return len(self.retried.get(queue, ()))
+
+
+def _note(tasks: set[str], task_id: str) -> None:
+    if len(tasks) >= MAX_NOTED:
+        tasks.pop()
+    tasks.add(task_id)

@@ -176,6 +176,16 @@ def test_summaries_and_counts(store):
     counts = queries.counts_by_status()
     assert counts['queued'] == 3 and counts['cancelled'] == 0 and sum(counts.values()) == 6
     assert queries.oldest_queued(now=1000.0) == {'default': 100.0, 'low': 104.0}
+
+
+def test_scheduled_tasks_due_later_are_counted_by_queue(store):
+    many(store)                                 # t3 scheduled on default, due at 300
+    store.records.write([], [event('t4', SCHEDULED, 200.0, next_attempt_at=5000.0),
+                             event('t5', SCHEDULED, 200.0, next_attempt_at=4000.0)], [])
+    queries = store.queries
+    assert queries.scheduled_after(250.0) == {'default': (1, 300.0), 'low': (2, 4000.0)}
+    assert queries.scheduled_after(300.0) == {'low': (2, 4000.0)}
+    assert queries.scheduled_after(5000.0) == {}
     assert queries.delete(TaskFilter(queue='low')) == 2 and queries.count(TaskFilter()) == 4
 
 

@@ -385,7 +385,9 @@ def test_a_run_under_its_time_limit_is_not_slow_unless_the_task_sets_a_target(ca
     assert runs(tasks.ClockedTargetTask) == ('succeeded', True)
 
 
-def test_a_burst_worker_waiting_for_a_delayed_task_says_so_once(memory_broker, caplog):
+def test_a_burst_worker_waiting_for_a_delayed_task_says_so_once(memory_broker, records_url,
+                                                                caplog):
+    """With records on, a task due in ten minutes is one the burst waits for."""
     from kale.worker import Worker
     worker = Worker(queue_names=['default'], burst=True, broker=memory_broker)
     tasks.RecordTask.publish(None, delay_sec=600)
@@ -404,11 +406,11 @@ def test_a_burst_worker_tells_a_new_wait_after_it_ran_something(caplog):
     from kale.worker.burst import BurstEnd
     queue = TaskQueue('q', 1, 10, 30, 0, 1)
     end = BurstEnd('w', wall_clock=lambda: 0.0)
-    with caplog.at_level('INFO', logger='kale.worker'):
-        assert not end.drained({queue: QueueCounts(0, 0, 2)})
-        assert not end.drained({queue: QueueCounts(1, 0, 1)})
-        assert not end.drained({queue: QueueCounts(0, 0, 1)})
-        assert end.drained({queue: QueueCounts(0, 0, 0)})
+    with caplog.at_level('INFO', logger='kale.worker'):     # the records know of no later task
+        assert not end.drained({queue: QueueCounts(0, 0, 2)}, due_later={})
+        assert not end.drained({queue: QueueCounts(1, 0, 1)}, due_later={})
+        assert not end.drained({queue: QueueCounts(0, 0, 1)}, due_later={})
+        assert end.drained({queue: QueueCounts(0, 0, 0)}, due_later={})
     assert [r.getMessage().split('(')[1].split(')')[0] for r in caplog.records] == \
         ['2 on q', '1 on q']
 

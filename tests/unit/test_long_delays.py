@@ -238,8 +238,9 @@ def test_a_worker_that_dies_holding_an_early_copy_loses_nothing_and_runs_nothing
 
 def test_a_burst_worker_does_not_wait_for_a_task_it_sent_on_but_waits_for_others(timeline):
     """A burst worker ends once the only delayed messages left are the tasks
-    it sent on (they may wait for days); a delayed task it has not seen yet
-    keeps it, as before."""
+    it sent on (they may wait for days); a delayed task it knows nothing of
+    keeps it when the records say it is due within 15 minutes, and is left
+    behind, said in one line, when there are no records to ask."""
     broker, clock = timeline
     tasks.DueTask.publish(None, delay_sec=5 * 86400)
     next_arrival(broker, clock)
@@ -247,8 +248,37 @@ def test_a_burst_worker_does_not_wait_for_a_task_it_sent_on_but_waits_for_others
     assert worker.stats['waiting'] == 1 and len(waiting_copies(broker)) == 1
     counts = {broker.queues['default']: broker.counts(broker.queues['default'])}
     assert counts[broker.queues['default']].delayed == 1
-    assert not Worker(queue_names=['default'], broker=broker, clock=clock).burst_end.drained(
-        counts, lambda queue: 0)                 # a worker that did not send it on waits
+    end = Worker(queue_names=['default'], broker=broker, clock=clock).burst_end
+    assert not end.drained(counts, lambda queue: 0, due_later={})   # the records know no later
+    assert end.drained(counts, lambda queue: 0, due_later={'default': (1, clock.time() + 9e4)})
+    assert end.drained(counts, lambda queue: 0)                     # no records: left behind
+
+
+def test_a_burst_worker_leaves_a_task_due_in_an_hour_at_once(timeline, records_url, caplog):
+    """With records on, a burst left with a task due in an hour exits at once
+    (SQS would show it within 15 minutes, only to have it sent on), saying
+    what it leaves; a task due in ten minutes keeps it."""
+    broker, clock = timeline
+    later = tasks.DueTask.publish(None, delay_sec=3600)
+    with caplog.at_level('INFO', logger='kale.worker'):
+        worker = Worker(queue_names=['default'], burst=True, broker=broker, clock=clock)
+        assert worker.drained()
+    [line] = [r.getMessage() for r in caplog.records if 'leaving delayed' in r.getMessage()]
+    assert '1 on default due later (the next at ' in line, line
+    assert records.get(later).status == 'scheduled'
+    tasks.DueTask.publish(None, delay_sec=600)
+    assert not Worker(queue_names=['default'], burst=True, broker=broker,
+                      clock=clock).drained()
+
+
+def test_without_records_a_burst_leaves_what_it_cannot_date_and_says_so(timeline, caplog):
+    broker, clock = timeline
+    tasks.DueTask.publish(None, delay_sec=600)
+    with caplog.at_level('INFO', logger='kale.worker'):
+        assert Worker(queue_names=['default'], burst=True, broker=broker, clock=clock).drained()
+    [line] = [r.getMessage() for r in caplog.records if 'leaving delayed' in r.getMessage()]
+    assert '1 on default whose due time SQS does not say; with RECORDS_URL set, a burst ' \
+           'waits for those due within 15 minutes' in line, line
 
 
 # --- records, cancels ----------------------------------------------------------------------

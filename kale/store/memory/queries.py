@@ -98,6 +98,15 @@ class MemoryQueries:
                 oldest[row['queue']] = min(float(due), oldest.get(row['queue'], math.inf))
         return oldest
 
+    def scheduled_after(self, after: float) -> dict[str, tuple[int, float]]:
+        found: dict[str, tuple[int, float]] = {}
+        for row in self._rows(TaskFilter(statuses=(TaskStatus.SCHEDULED,))):
+            due = row['next_attempt_at']
+            if due is not None and due > after:
+                n, earliest = found.get(row['queue'], (0, math.inf))
+                found[row['queue']] = (n + 1, min(earliest, float(due)))
+        return found
+
     def delete(self, where: TaskFilter) -> int:
         with self.records.root.lock:
             gone = [task_id for task_id, row in self.records.tasks.items() if matches(where, row)]

@@ -24,7 +24,7 @@ from kale.store.record import (
 )
 from kale.store.records import RAN, every_page, timeline_point
 from kale.store.sql.records import RecordStore
-from kale.store.sql.schema import PENDING, QUEUED, tasks, workers
+from kale.store.sql.schema import PENDING, QUEUED, SCHEDULED, tasks, workers
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 1000
@@ -121,6 +121,13 @@ class Queries:
             .where(tasks.c.status == QUEUED, due <= now).group_by(tasks.c.queue)
         with self.store.begin() as conn:
             return {queue: float(oldest) for queue, oldest in conn.execute(query)}
+
+    def scheduled_after(self, after: float) -> dict[str, tuple[int, float]]:
+        query = select(tasks.c.queue, func.count(), func.min(tasks.c.next_attempt_at)) \
+            .where(tasks.c.status == SCHEDULED, tasks.c.next_attempt_at > after) \
+            .group_by(tasks.c.queue)
+        with self.store.begin() as conn:
+            return {queue: (int(n), float(earliest)) for queue, n, earliest in conn.execute(query)}
 
     def delete(self, where: TaskFilter) -> int:
         with self.store.begin(write=True) as conn:
