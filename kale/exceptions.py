@@ -304,8 +304,8 @@ class WorkflowError(KaleError):
 
 
 class InvalidFlowError(WorkflowError):
-    """A flow that cannot run: a cycle, a reference to a node outside it, a
-    node placed twice, or arguments that do not bind to a node's run_task."""
+    """A flow that cannot run: a cycle, a node placed twice, or arguments
+    that do not bind to a node's run_task."""
 
 
 class NotAllowedError(KaleError):
@@ -325,6 +325,11 @@ class SubmissionError(KaleError):
 
 class WorkflowNotFoundError(WorkflowError):
     """No workflow has the id asked for."""
+
+
+class WorkflowConflictError(WorkflowError):
+    """The workflow's status does not allow the action (retry one that is
+    running or succeeded)."""
 
 
 class WorkflowFailed(WorkflowError):
@@ -440,6 +445,7 @@ __all__ = [
     'WebhookError',
     'WebhookNotFoundError',
     'WebhookRejectedError',
+    'WorkflowConflictError',
     'WorkflowError',
     'WorkflowFailed',
     'WorkflowNotFoundError',

@@ -65,6 +65,9 @@ class PublishCall:
     context: Optional[Mapping[str, str]] = None
     unique_for_sec: Optional[float] = None
     eta: Any = None
+    #: Runs each task had before, one per call (a workflow's node run again
+    #: by ``workflow.retry``): its first run here is attempt N + 1.
+    retry_nums: Optional[Sequence[int]] = None
 
 
 @dataclasses.dataclass(slots=True)

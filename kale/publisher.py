@@ -155,7 +155,8 @@ class Publisher:
                       task_ids: Optional[Sequence[str]] = None,
                       context: Optional[Mapping[str, str]] = None,
                       unique_for_sec: Optional[float] = None, eta: Any = None,
-                      sender: Optional[Any] = None) -> list[str]:
+                      sender: Optional[Any] = None,
+                      retry_nums: Optional[Sequence[int]] = None) -> list[str]:
         """Publish many invocations of one task; returns their task ids in order.
         On a FIFO queue they join ``group_id`` in this order, each deduplicated
         by its task id (or by ``dedup_id``, for a single invocation).
@@ -165,10 +166,11 @@ class Publisher:
         this publisher's (a :class:`KeepingSender` keeps the encoded messages
         instead: the outbox). ``delay_sec`` (up to 365 days) or ``eta``
         delays the first run (see :mod:`kale.delays` for waits over SQS's 15
-        minutes)."""
+        minutes). ``retry_nums`` (one per call): the runs each task had before
+        (a workflow's node run again), so its attempts count on."""
         return self.run(PublishCall(task_class, app_data, list(calls), delay_sec, group_id,
                                     dedup_id, labels, queue_name, task_ids, context,
-                                    unique_for_sec, eta), sender)
+                                    unique_for_sec, eta, retry_nums), sender)
 
     async def apublish(self, task_class: type['Task'], app_data: Any, args: tuple,
                        kwargs: Mapping[str, Any], delay_sec: Any = 0,
@@ -232,6 +234,9 @@ class Publisher:
         if messages and call.task_ids is not None:
             messages = [dataclasses.replace(m, task_id=task_id)
                         for m, task_id in zip(messages, call.task_ids, strict=True)]
+        if messages and call.retry_nums is not None:
+            messages = [dataclasses.replace(m, retry_num=count)
+                        for m, count in zip(messages, call.retry_nums, strict=True)]
         if due_at is not None:
             messages = [dataclasses.replace(m, due_at=due_at) for m in messages]
         return messages

@@ -77,3 +77,33 @@ class Mark(task.Task):
             out.write('%d\n' % os.getpid())
         time.sleep(sleep)
         return value + 1
+
+
+#: What Tally and TallyTotal ran, in order (a test clears it), and the values
+#: Tally fails on for now (a cause a test fixes by emptying it).
+RUNS: list = []
+FAILING: set = set()
+
+
+class Tally(task.Task):
+    """Doubles ``value``, noting the run in RUNS; fails for good while
+    ``value`` is in FAILING."""
+    queue = 'default'
+    time_limit = 5
+    max_retries = 0
+
+    def run_task(self, value):
+        RUNS.append(value)
+        if value in FAILING:
+            raise ValueError('cannot take %r yet' % (value,))
+        return value * 2
+
+
+class TallyTotal(task.Task):
+    """The sum of a list, noting its run in RUNS as 'total'."""
+    queue = 'default'
+    time_limit = 5
+
+    def run_task(self, values):
+        RUNS.append('total')
+        return sum(values)

@@ -68,6 +68,11 @@ class WorkflowSteps(Protocol):
         """A ``queued`` node succeeds with ``result``: its workflow and its
         downstream nodes; None (and nothing changed) when it was not queued."""
 
+    def succeed_cancelled(self, task_id: str, result: str) -> bool:
+        """A ``cancelled`` node whose task ran all the same (it was running
+        when its workflow ended) succeeds with ``result``; nothing moves on.
+        Whether it did."""
+
     def arrive(self, task_id: str, count: int, now: float) -> Optional[tuple[int, str]]:
         """``count`` inputs of a node arrived: its missing count goes down and,
         when that reaches zero from ``pending``, it is claimed (``queued``
@@ -93,11 +98,20 @@ class WorkflowSteps(Protocol):
     def status(self, workflow_id: str) -> Optional[tuple[str, Optional[float]]]:
         """The workflow's status and deadline, None when there is none."""
 
-    def nodes(self, workflow_id: str) -> list[Node]:
-        """The workflow's nodes."""
+    def nodes(self, workflow_id: str, lock: bool = False) -> list[Node]:
+        """The workflow's nodes (``lock``: held until the transaction ends,
+        where the backend has row locks)."""
 
     def end_node(self, task_id: str, state: NodeStatus, reason: str) -> None:
         """A node still ``pending`` or ``queued`` ends in ``state`` for ``reason``."""
+
+    def reopen(self, workflow_id: str, deadline_at: Optional[float]) -> bool:
+        """A ``failed`` or ``cancelled`` workflow runs again, with
+        ``deadline_at``: whether it did (one caller wins)."""
+
+    def reset_node(self, task_id: str, state: NodeStatus, missing: int, now: float) -> None:
+        """A node is to run again: ``pending`` with ``missing`` inputs, or
+        ``queued`` since ``now``; unpublished, with no result and no reason."""
 
     def stranded(self, before: float, limit: int) -> list[tuple[str, float]]:
         """Up to ``limit`` nodes queued at or before ``before`` and never

@@ -6,18 +6,21 @@
 - ``group(a, b, ...)``: the parts run side by side; as an input, a group's
   result is the list of its parts' results, in order.
 - ``chord(group, callback)``: the callback gets that list as its first argument.
+- ``map(MyTask, items)``: a group of one node per item, ``MyTask.s(item)``.
 - ``ref(part)`` as an argument of a node (at any depth of a list, tuple or
   dict): the result of that part.
 
 Chains and groups nest. Nothing here is sent: :mod:`kale.workflow.graph`
-turns a flow into nodes and edges.
+turns a flow into nodes and edges, with every part a reference reaches.
 """
 from __future__ import annotations
 
-from typing import Union
+from typing import Any, Iterable, Union
 
 from kale.exceptions import InvalidFlowError
 from kale.signature import Signature
+from kale.task import Task
+from kale.task_options import TaskOptions
 
 
 class _Parts:
@@ -30,7 +33,7 @@ class _Parts:
         self.parts = _parts(self.kind, parts)
 
     def __repr__(self) -> str:
-        return '%s(%s)' % (self.kind, ', '.join(map(repr, self.parts)))
+        return '%s(%s)' % (self.kind, ', '.join(repr(part) for part in self.parts))
 
 
 class Chain(_Parts):
@@ -97,5 +100,27 @@ def chord(header: Group, callback: Part) -> Chain:
 
 def ref(part: Part) -> Ref:
     """The result of ``part`` (a node, a chain's last result, a group's list),
-    as an argument of another node of the same flow."""
+    as an argument of another node. A part a flow refers to but does not
+    hold is submitted with it (and, in turn, what its nodes refer to)."""
     return Ref(part)
+
+
+def map(task: Union[type[Task], TaskOptions], items: Iterable[Any]) -> Group:
+    """A group of one node per item of ``items``, each ``task.s(item)``: the
+    item is the node's one positional argument, as given (a tuple is not
+    unpacked; a reference in it works as in any argument). ``task`` is a
+    task class or ``MyTask.with_options(...)``. Usable wherever a group is:
+    ``chord(map(MyTask, items), Callback.s())``. No items is refused, as an
+    empty group is."""
+    if not (isinstance(task, TaskOptions) or (isinstance(task, type) and issubclass(task, Task))):
+        raise InvalidFlowError('workflow.map() takes a task class (or MyTask.with_options(...)) '
+                               'first, got %r' % (task,))
+    try:
+        each = iter(items)
+    except TypeError:
+        raise InvalidFlowError('workflow.map() takes an iterable of items, one per node, got %r'
+                               % (items,)) from None
+    nodes = [task.s(item) for item in each]
+    if not nodes:
+        raise InvalidFlowError('workflow.map() needs at least one item, got none')
+    return Group(*nodes)

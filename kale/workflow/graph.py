@@ -1,10 +1,12 @@
 """A flow as nodes and edges, checked before anything is written.
 
-:meth:`Graph.build` places every node of a flow once, turns each chain
-link and each :func:`~kale.workflow.flow.ref` into an edge, and refuses, in
-one line naming the node, a flow that cannot run: a node placed twice, a
-reference to a part outside the flow, a cycle, or arguments that do not
-bind to a node's ``run_task`` (with its upstream results in place).
+:meth:`Graph.build` places every node of a flow once, with every part its
+nodes' :func:`~kale.workflow.flow.ref` reach (transitively: a referenced
+part the flow does not hold is placed beside it, each once), turns each
+chain link and each reference into an edge, and refuses, in one line naming
+the node, a flow that cannot run: a node placed twice, a cycle, or
+arguments that do not bind to a node's ``run_task`` (with its upstream
+results in place).
 
 A node's arguments keep the shape they were given, with each upstream
 result standing as an :class:`Upstream` (one node's result) or an
@@ -85,6 +87,7 @@ class Graph:
         line), its arguments as ``config`` (by default the default app's) says."""
         builder = _Builder(config or default_app().config)
         result = builder.place(flow, None)
+        builder.place_referenced()
         nodes = builder.finish()
         return cls(nodes, result)
 
@@ -126,10 +129,10 @@ class _Builder:
         nodes = {}
         for task_id, signature in self.signatures.items():
             before = self.prepended[task_id]
-            args = tuple(self._template(signature, value) for value in signature.args)
+            args = tuple(self._template(value) for value in signature.args)
             if before is not None:
                 args = (before,) + args
-            kwargs = {key: self._template(signature, value)
+            kwargs = {key: self._template(value)
                       for key, value in signature.kwargs.items()}
             upstream = tuple(dict.fromkeys(_upstream_ids((args, kwargs))))
             node = Node(task_id, signature.task_class, signature.queue, args, kwargs, upstream,
@@ -141,17 +144,22 @@ class _Builder:
                 nodes[upstream_id].downstream.append(node.task_id)
         return _in_order(nodes)
 
-    def _template(self, owner: Signature, value: Any) -> Any:
+    def place_referenced(self) -> None:
+        """Place, beside the flow, each part a placed node refers to that is
+        not placed yet (each once), then what the nodes placed so refer to."""
+        seen = 0
+        while seen < len(self.signatures):
+            newly = list(self.signatures.values())[seen:]
+            seen = len(self.signatures)
+            for signature in newly:
+                for part in _referenced((signature.args, signature.kwargs)):
+                    if id(part) not in self.outputs:
+                        self.place(part, None)
+
+    def _template(self, value: Any) -> Any:
         """``value`` with each reference replaced by what its part gives."""
         def replace(item: Any) -> Any:
-            if isinstance(item, Ref):
-                output = self.outputs.get(id(item.part))
-                if output is None:
-                    raise InvalidFlowError(
-                        'workflow: node %s (%s) refers to %r, which is not in the flow'
-                        % (owner.task_id, owner.name, item.part))
-                return output
-            return None
+            return self.outputs[id(item.part)] if isinstance(item, Ref) else None
         return _walk(value, replace)
 
 
@@ -168,6 +176,19 @@ def _walk(value: Any, replace: Callable[[Any], Any]) -> Any:
     if isinstance(value, dict):
         return {key: _walk(item, replace) for key, item in value.items()}
     return value
+
+
+def _referenced(value: Any) -> Iterator[Part]:
+    """The parts the references in ``value`` stand for, at any depth of the
+    lists, tuples and dicts :func:`_walk` looks into."""
+    if isinstance(value, Ref):
+        yield value.part
+    elif isinstance(value, list) or (isinstance(value, tuple) and type(value) is tuple):
+        for item in value:
+            yield from _referenced(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _referenced(item)
 
 
 def _upstream_ids(value: Any) -> Iterator[str]:

@@ -29,8 +29,9 @@ from kale.exceptions import (
 )
 from kale.hooks import PublishHooks, WorkerHooks
 from kale.ids import random_id
-from kale.statuses import WorkflowStatus, status_values
-from kale.store.record import iso
+from kale.records.recorder import OWN_WRITES_SEC
+from kale.statuses import FINAL_TASK, TaskStatus, WorkflowStatus, status_values
+from kale.store.record import TaskRecord, iso
 from kale.workflow.flow import Part
 from kale.workflow.graph import Graph, resolve
 from kale.workflow.state import FAILED, WorkflowState
@@ -73,7 +74,8 @@ def submit(flow: Part, labels: Optional[dict[str, str]] = None,
 
 def publish_nodes(state: WorkflowState, ready: list[dict[str, Any]], app: App) -> None:
     """Publish nodes that have all their inputs, a batch per task, queue and
-    delay (a node's ``delay_sec`` counts from now, its ``eta`` stands)."""
+    delay (a node's ``delay_sec`` counts from now, its ``eta`` stands; its
+    ``retry_num``, when given, the runs its task had before a retry)."""
     batches: dict[tuple[str, str, str, float, Optional[float]], list[dict[str, Any]]] = \
         collections.defaultdict(list)
     for node in ready:
@@ -82,13 +84,59 @@ def publish_nodes(state: WorkflowState, ready: list[dict[str, Any]], app: App) -
                  wait.get('eta'))].append(node)
     publisher = app.publisher
     for (task, queue, workflow_id, delay_sec, eta), batch in batches.items():
+        runs_before = [node.get('retry_num', 0) for node in batch]
         publisher.publish_batch(app.registry.resolve(task), None,
                                 [(node['args'], node['kwargs']) for node in batch],
                                 queue_name=queue, task_ids=[node['task_id'] for node in batch],
                                 context={WORKFLOW_CONTEXT: workflow_id}, delay_sec=delay_sec,
                                 eta=None if eta is None else datetime.datetime.fromtimestamp(
-                                    eta, datetime.timezone.utc))
+                                    eta, datetime.timezone.utc),
+                                retry_nums=runs_before if any(runs_before) else None)
         state.mark_published([node['task_id'] for node in batch])
+
+
+def requeue_records(ready: list[dict[str, Any]], app: App,
+                    records_url: Optional[str] = None) -> None:
+    """Before nodes run again (``workflow.retry``): the task record of each
+    that ended unsuccessfully is ``queued`` again now (a new life of its id,
+    its last attempt kept in its history), and the node's ``retry_num`` is
+    the runs its task had, so its attempts count on. A workflow that ended
+    cancelled its nodes' waiting tasks: a worker that found one still
+    ``cancelled`` would delete it unrun."""
+    recorder = records.recorder_for(records_url, app)
+    recorder.flush(timeout=OWN_WRITES_SEC)          # this process's own writes first
+    store = recorder.store
+    now = time.time()
+    queued, history = [], []
+    for node in ready:
+        row = store.records.get(node['task_id'])
+        record = TaskRecord.from_row(row, store.sealer) if row is not None else None
+        if record is None or record.status not in _ENDED_UNSUCCESSFULLY:
+            continue                        # never published, or not ended
+        node['retry_num'] = record.attempts or 0
+        queued.append({'id': record.id, 'task': node['task'], 'queue': node['queue'],
+                       'status': TaskStatus.QUEUED, 'attempts': record.attempts or 0,
+                       'published_at': now, 'updated_at': now})
+        if record.started_at is not None and record.attempts:
+            history.append({'task_id': record.id, 'attempt': record.attempts,
+                            'status': record.status, 'started_at': record.started_at,
+                            'finished_at': record.finished_at,
+                            'duration_sec': record.duration_sec, 'worker': record.worker,
+                            'error_type': record.error_type,
+                            'error_message': record.error_message})
+    if queued:
+        store.records.write(queued, [], [], history)
+
+
+#: The task statuses a record may start a new life from.
+_ENDED_UNSUCCESSFULLY = tuple(status for status in FINAL_TASK if status != TaskStatus.SUCCEEDED)
+
+
+def publish_stranded(state: WorkflowState, ready: list[dict[str, Any]], app: App) -> None:
+    """Publish nodes a sweep found ready but unpublished: their records
+    first made ``queued`` again when a retry's process died before it did."""
+    requeue_records(ready, app)
+    publish_nodes(state, ready, app)
 
 
 class WorkflowHooks(PublishHooks, WorkerHooks):
@@ -110,7 +158,7 @@ class WorkflowHooks(PublishHooks, WorkerHooks):
         config = app.config
         self._clock = getattr(worker, 'clock', SYSTEM_CLOCK)
         self._sweeper = Sweeper(lambda: _state(app),
-                                lambda state, ready: publish_nodes(state, ready, app),
+                                lambda state, ready: publish_stranded(state, ready, app),
                                 lambda task_ids: _cancel_tasks(task_ids, app=app),
                                 interval_sec=float(config.WORKFLOW_SWEEP_SEC),
                                 grace_sec=float(config.WORKFLOW_PUBLISH_GRACE_SEC),

@@ -6,12 +6,17 @@ is the one transaction that moves a workflow on: the node that succeeded
 keeps its result, each downstream node's count of missing inputs goes
 down, and a node left with none becomes ``queued`` and is returned, with
 its upstream results in place, to be published by exactly one caller.
+A node cancelled while its task ran (its workflow failed or was cancelled
+meanwhile) that then succeeds is ``succeeded``, its result kept: only
+nodes that never ran stay ``cancelled``. :meth:`WorkflowState.retry` runs
+a failed or cancelled workflow again from what did not succeed.
 The rows are the store's workflows facet's (:mod:`kale.store.workflows`).
 """
 from __future__ import annotations
 
 from typing import Any, Mapping, Optional, Sequence
 
+from kale.exceptions import WorkflowConflictError, WorkflowNotFoundError
 from kale.statuses import FINAL_NODE, NodeStatus, WorkflowStatus
 from kale.store.workflows import Node, WorkflowRow, WorkflowSteps, WorkflowStore
 from kale.workflow.graph import Graph, resolve
@@ -152,6 +157,37 @@ class WorkflowState:
         steps.finish(workflow_id, status, now)
         return [node for node in reasons if rows[node].published]
 
+    def retry(self, workflow_id: str, deadline_at: Optional[float],
+              now: float) -> list[dict[str, Any]]:
+        """Run a failed or cancelled workflow again, in one transaction: it is
+        ``running`` (with ``deadline_at``), and every node that did not
+        succeed and is not in flight (failed, cancelled, pending) waits
+        again for those of its inputs that did not succeed. Succeeded nodes
+        keep their results. Returns the nodes ready now, resolved, to be
+        published; WorkflowConflictError when it is not failed nor cancelled."""
+        with self.store.begin(write=True) as steps:
+            if not steps.reopen(workflow_id, deadline_at):
+                found = steps.status(workflow_id)
+                if found is None:
+                    raise WorkflowNotFoundError('no workflow %s in the task records'
+                                                % workflow_id[:200])
+                raise WorkflowConflictError('workflow %s cannot be retried: it is %s (only a '
+                                            'failed or cancelled one can be)'
+                                            % (workflow_id, found[0]))
+            rows = steps.nodes(workflow_id, lock=True)
+            succeeded = {node.task_id for node in rows if node.state == SUCCEEDED}
+            ready = []
+            for node in rows:
+                if node.state in (SUCCEEDED, QUEUED):    # kept, or in flight
+                    continue
+                missing = sum(1 for up in node.upstream or () if up not in succeeded)
+                steps.reset_node(node.task_id, PENDING if missing else QUEUED, missing, now)
+                if not missing:
+                    ready.append(node.task_id)
+            if len(succeeded) == len(rows):
+                steps.finish(workflow_id, WorkflowStatus.SUCCEEDED, now)
+            return [self._resolved(steps, task_id) for task_id in ready]
+
     def stranded(self, now: float, grace_sec: float, limit: int = 100) -> list[dict[str, Any]]:
         """Nodes ready to run for over ``grace_sec`` but never published (the
         process that made them ready died first), each claimed by moving its
@@ -193,7 +229,9 @@ def _succeed(steps: WorkflowSteps, done: Sequence[tuple[str, str]]
     sinks: set[str] = set()
     for task_id, stored in done:
         succeeded = steps.succeed(task_id, stored)
-        if succeeded is None:            # not queued: a second delivery, a cancelled node
+        if succeeded is None:            # not queued: a second delivery, or a node
+            # cancelled while its task ran (its workflow ended): it succeeded all the same
+            steps.succeed_cancelled(task_id, stored)
             continue
         workflow_id, downstream = succeeded
         for later in downstream:

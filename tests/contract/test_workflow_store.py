@@ -131,3 +131,48 @@ def test_overdue_and_listings(store):
     assert [row.id for row, _ in store.workflows.workflows(before=2.0)] == ['old']
     assert [row.id for row, _ in store.workflows.workflows(limit=1)] == ['new']
     assert store.workflows.overdue(6.0) == ['old']
+
+
+def test_a_cancelled_node_that_ran_succeeds_and_nothing_moves_on(store):
+    chord(store)
+    with store.workflows.begin(write=True) as steps:
+        steps.end_node('wf1-a', NodeStatus.CANCELLED, 'not needed')
+        steps.end_node('wf1-b', NodeStatus.FAILED, 'boom')
+        assert steps.succeed('wf1-a', 'late') is None               # not queued
+        assert steps.succeed_cancelled('wf1-a', 'late')
+        assert not steps.succeed_cancelled('wf1-a', 'again')        # succeeded now
+        assert not steps.succeed_cancelled('wf1-b', 'failed ones')  # only from cancelled
+    nodes = {n.task_id: n for n in store.workflows.nodes('wf1')}
+    assert (nodes['wf1-a'].state, nodes['wf1-a'].result, nodes['wf1-a'].reason) == \
+        (NodeStatus.SUCCEEDED, 'late', None)
+    assert nodes['wf1-b'].state == NodeStatus.FAILED and nodes['wf1-c'].missing == 2
+
+
+def test_a_failed_or_cancelled_workflow_reopens_once_and_its_nodes_reset(store):
+    chord(store, deadline_at=5.0)
+    with store.workflows.begin(write=True) as steps:
+        assert not steps.reopen('wf1', 50.0)                       # running: no
+        steps.succeed('wf1-a', 'result-a')
+        steps.fail_queued('wf1-b', 'boom')
+        steps.end_node('wf1-c', NodeStatus.FAILED, 'upstream_failed')
+        steps.finish('wf1', WorkflowStatus.FAILED, 9.0)
+    store.workflows.mark_published(['wf1-b'])
+    with store.workflows.begin(write=True) as steps:
+        assert [n.task_id for n in steps.nodes('wf1', lock=True)] == ['wf1-a', 'wf1-b', 'wf1-c']
+        assert steps.reopen('wf1', 50.0)
+        assert not steps.reopen('wf1', 60.0)                       # once
+        steps.reset_node('wf1-b', QUEUED, 0, 10.0)
+        steps.reset_node('wf1-c', PENDING, 1, 10.0)
+    found = store.workflows.workflow('wf1')
+    assert (found.status, found.deadline_at, found.finished_at) == \
+        (WorkflowStatus.RUNNING, 50.0, None)
+    nodes = {n.task_id: n for n in store.workflows.nodes('wf1')}
+    assert (nodes['wf1-a'].state, nodes['wf1-a'].result) == (NodeStatus.SUCCEEDED, 'result-a')
+    b, c = nodes['wf1-b'], nodes['wf1-c']
+    assert (b.state, b.missing, b.reason, b.published, b.queued_at) == (QUEUED, 0, None, 0, 10.0)
+    assert (c.state, c.missing, c.reason, c.queued_at) == (PENDING, 1, None, None)
+    with store.workflows.begin() as steps:
+        assert steps.stranded(10.0, 10) == [('wf1-b', 10.0)]      # the sweep's, if unpublished
+    with store.workflows.begin(write=True) as steps:
+        steps.finish('wf1', WorkflowStatus.CANCELLED, 11.0)
+        assert steps.reopen('wf1', None)                           # cancelled: yes

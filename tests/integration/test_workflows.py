@@ -41,6 +41,18 @@ def test_a_diamond_gives_the_join_both_results(broker):
         {'succeeded'}
 
 
+def test_submitting_a_part_runs_every_node_its_references_reach(broker):
+    """d refers to b and c, which refer to a: submitting d runs all four,
+    a once, and gives d's result."""
+    a = wt.Add.s(1, 2)
+    b, c = wt.Add.s(workflow.ref(a), 10), wt.Add.s(workflow.ref(a), 20)
+    d = wt.Pair.s(workflow.ref(b), workflow.ref(c))
+    wf = run_until_final(broker, d)
+    assert wf.result() == [13, 23]
+    assert {n['task_id'] for n in wf.nodes()} == {a.task_id, b.task_id, c.task_id, d.task_id}
+    assert records.get(a.task_id).status == 'succeeded'
+
+
 def test_a_chain_passes_each_result_on(broker):
     links = [wt.Add.s(1)] + [wt.Add.s(1) for _ in range(9)]
     wf = run_until_final(broker, workflow.chain(*links), rounds=15)
@@ -78,9 +90,11 @@ def test_a_second_success_of_a_node_changes_nothing(broker):
 
 
 def test_a_refused_flow_writes_nothing(broker):
-    outside = wt.Add.s(1)
-    with pytest.raises(InvalidFlowError):
-        workflow.submit(wt.Add.s(workflow.ref(outside)))
+    later: list = []
+    looped = wt.Total.s(later)
+    later.append(workflow.ref(wt.Add.s(workflow.ref(looped))))
+    with pytest.raises(InvalidFlowError, match='has a cycle through'):
+        workflow.submit(looped)
     with pytest.raises(InvalidFlowError, match=r"the arguments of node \S+ cannot be "
                                                r"serialized with (pickle|json)"):
         workflow.submit(wt.Add.s(lambda: 0))

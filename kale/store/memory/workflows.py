@@ -82,6 +82,13 @@ class MemoryWorkflows:
         self._change(task_id, state=NodeStatus.SUCCEEDED, result=result)
         return node.workflow_id, list(node.downstream or ())
 
+    def succeed_cancelled(self, task_id: str, result: str) -> bool:
+        node = self.node_rows.get(task_id)
+        if node is None or node.state != NodeStatus.CANCELLED:
+            return False
+        self._change(task_id, state=NodeStatus.SUCCEEDED, result=result, reason=None)
+        return True
+
     def arrive(self, task_id: str, count: int, now: float) -> Optional[tuple[int, str]]:
         node = self.node_rows.get(task_id)
         if node is None:
@@ -117,14 +124,26 @@ class MemoryWorkflows:
         row = self.rows.get(workflow_id)
         return (row.status, row.deadline_at) if row is not None else None
 
-    def nodes(self, workflow_id: str) -> list[Node]:
-        with self.root.lock:
+    def nodes(self, workflow_id: str, lock: bool = False) -> list[Node]:
+        with self.root.lock:            # held by the transaction, when in one
             return [node for node in self.node_rows.values() if node.workflow_id == workflow_id]
 
     def end_node(self, task_id: str, state: NodeStatus, reason: str) -> None:
         node = self.node_rows.get(task_id)
         if node is not None and node.state in (PENDING, QUEUED):
             self._change(task_id, state=state, reason=reason)
+
+    def reopen(self, workflow_id: str, deadline_at: Optional[float]) -> bool:
+        row = self.rows.get(workflow_id)
+        if row is None or row.status not in (WorkflowStatus.FAILED, WorkflowStatus.CANCELLED):
+            return False
+        self.rows[workflow_id] = dataclasses.replace(row, status=WorkflowStatus.RUNNING,
+                                                     finished_at=None, deadline_at=deadline_at)
+        return True
+
+    def reset_node(self, task_id: str, state: NodeStatus, missing: int, now: float) -> None:
+        self._change(task_id, state=state, missing=missing, result=None, reason=None,
+                     published=0, queued_at=now if state == QUEUED else None)
 
     def stranded(self, before: float, limit: int) -> list[tuple[str, float]]:
         return [(node.task_id, node.queued_at) for node in self.node_rows.values()

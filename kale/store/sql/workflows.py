@@ -119,6 +119,11 @@ class _Steps:
         row = self.conn.execute(_SUCCEED, {'t': task_id, 'r': result}).first()
         return (row.workflow_id, list(row.downstream or ())) if row is not None else None
 
+    def succeed_cancelled(self, task_id: str, result: str) -> bool:
+        return bool(self.conn.execute(update(nodes_table).where(
+            nodes_table.c.task_id == task_id, nodes_table.c.state == NodeStatus.CANCELLED).values(
+            state=NodeStatus.SUCCEEDED, result=result, reason=None)).rowcount)
+
     def arrive(self, task_id: str, count: int, now: float) -> Optional[tuple[int, str]]:
         row = self.conn.execute(_ARRIVE, {'t': task_id, 'n': count, 'now': now}).first()
         return (row.missing, row.state) if row is not None else None
@@ -151,14 +156,28 @@ class _Steps:
                                 .where(workflows_table.c.id == workflow_id)).one_or_none()
         return (row[0], row[1]) if row is not None else None
 
-    def nodes(self, workflow_id: str) -> list[Node]:
-        return [_node(row) for row in self.conn.execute(select(nodes_table).where(
-            nodes_table.c.workflow_id == workflow_id)).all()]
+    def nodes(self, workflow_id: str, lock: bool = False) -> list[Node]:
+        query = select(nodes_table).where(nodes_table.c.workflow_id == workflow_id)
+        if lock:
+            query = query.order_by(nodes_table.c.task_id).with_for_update()
+        return [_node(row) for row in self.conn.execute(query).all()]
 
     def end_node(self, task_id: str, state: NodeStatus, reason: str) -> None:
         self.conn.execute(update(nodes_table).where(
             nodes_table.c.task_id == task_id, nodes_table.c.state.in_((PENDING, QUEUED))).values(
             state=state, reason=reason))
+
+    def reopen(self, workflow_id: str, deadline_at: Optional[float]) -> bool:
+        return bool(self.conn.execute(update(workflows_table).where(
+            workflows_table.c.id == workflow_id,
+            workflows_table.c.status.in_((WorkflowStatus.FAILED, WorkflowStatus.CANCELLED)))
+            .values(status=WorkflowStatus.RUNNING, finished_at=None,
+                    deadline_at=deadline_at)).rowcount)
+
+    def reset_node(self, task_id: str, state: NodeStatus, missing: int, now: float) -> None:
+        self.conn.execute(update(nodes_table).where(nodes_table.c.task_id == task_id).values(
+            state=state, missing=missing, result=None, reason=None, published=0,
+            queued_at=now if state == QUEUED else None))
 
     def stranded(self, before: float, limit: int) -> list[tuple[str, float]]:
         return [(row[0], row[1]) for row in self.conn.execute(

@@ -1,0 +1,42 @@
+"""Running a failed or cancelled workflow again: ``workflow.retry(id)``.
+
+What did not succeed runs again; what succeeded keeps its result and does
+not run again (:meth:`~kale.workflow.state.WorkflowState.retry`). Each
+node keeps its task id, so its task record lives on: the record starts a
+new life, its last attempt kept in its attempt history, and the node's
+runs are numbered on from the ones before (``attempts`` grows). The records
+are made ``queued`` before anything is published
+(:func:`~kale.workflow.run.requeue_records`).
+"""
+from __future__ import annotations
+
+import time
+from typing import Optional
+
+from kale import records
+from kale.app import App
+from kale.records.recorder import OWN_WRITES_SEC
+from kale.workflow.run import Workflow, _state, get, publish_nodes, requeue_records
+
+
+def retry(workflow_id: str, records_url: Optional[str] = None,
+          app: Optional[App] = None) -> Workflow:
+    """Run the failed or cancelled workflow ``workflow_id`` again: its nodes
+    that failed, were cancelled or never ran run again, each join once all
+    its inputs succeeded; nodes that succeeded keep their results. A
+    deadline counts again from now, the same span as at submit. Returns
+    the workflow (``running``); WorkflowNotFoundError for an unknown id,
+    WorkflowConflictError for one running or succeeded."""
+    workflow = get(workflow_id, records_url, app)
+    state = _state(workflow.app, records_url)
+    row = state.workflow(workflow.id)
+    now = time.time()
+    deadline_at = now + (row.deadline_at - row.created_at) \
+        if row is not None and row.deadline_at is not None else None
+    ready = state.retry(workflow.id, deadline_at, now)
+    if ready:
+        requeue_records(ready, workflow.app, records_url)
+        publish_nodes(state, ready, workflow.app)
+        records.recorder_for(records_url, workflow.app).flush(timeout=OWN_WRITES_SEC)
+    return workflow
+
