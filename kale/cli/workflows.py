@@ -1,4 +1,4 @@
-"""``kale workflows list|show|cancel``: the workflows kept in the task records
+"""``kale workflows list|show|cancel|retry``: the workflows kept in the task records
 (``RECORDS_URL``), as tables, or with ``--json`` as ``kale.workflow`` gives them."""
 from __future__ import annotations
 
@@ -115,14 +115,33 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_retry(args: argparse.Namespace) -> int:
+    from kale import workflow
+    found = workflow.get(args.workflow_id)
+    before = found.describe()['node_states']
+    workflow.retry(found.id)
+    summary = {key: value for key, value in found.describe().items()
+               if key not in ('nodes', 'edges')}
+    again = sum(before.get(state, 0) for state in (NodeStatus.FAILED, NodeStatus.CANCELLED,
+                                                    NodeStatus.PENDING))
+    if args.json:
+        _print_json(dict(summary, nodes_run_again=again))
+        return 0
+    print('workflow %s: %s; %d node%s to run again, %d succeeded kept (%s)' % (
+        found.id, summary['status'], again, '' if again == 1 else 's',
+        before.get(NodeStatus.SUCCEEDED, 0), _states(summary['node_states'])))
+    return 0
+
+
 def add_commands(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]') -> None:
     """Register ``kale workflows``."""
     parser = commands.add_parser(
-        'workflows', help='workflows: list, show, cancel',
+        'workflows', help='workflows: list, show, cancel, retry',
         description='Workflows submitted with kale.workflow.submit, read from the task records '
-                    '(RECORDS_URL): list them, show one node by node, or cancel one (every node '
-                    'not ended yet is cancelled, its task too if it was published). Tables by '
-                    'default; --json prints what kale.workflow gives.')
+                    '(RECORDS_URL): list them, show one node by node, cancel one (every node '
+                    'not ended yet is cancelled, its task too if it was published), or retry a '
+                    'failed or cancelled one. Tables by default; --json prints what '
+                    'kale.workflow gives.')
     sub = parser.add_subparsers(dest='workflows_command', metavar='COMMAND')
     sub.required = True
     common = common_options()
@@ -152,3 +171,12 @@ def add_commands(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]'
     cancel.add_argument('workflow_id', metavar='WORKFLOW_ID')
     cancel.add_argument('--json', action='store_true', help='print JSON')
     cancel.set_defaults(func=cmd_cancel)
+    retry = sub.add_parser(
+        'retry', parents=[common], help='run a failed or cancelled workflow again',
+        description='Run a failed or cancelled workflow again: its nodes that failed, were '
+                    'cancelled or never ran run again (each join once all its inputs '
+                    'succeeded); nodes that succeeded keep their results and do not run again. '
+                    'A workflow running or succeeded is refused.')
+    retry.add_argument('workflow_id', metavar='WORKFLOW_ID')
+    retry.add_argument('--json', action='store_true', help='print JSON')
+    retry.set_defaults(func=cmd_retry)

@@ -36,6 +36,7 @@ from kale.exceptions import (
     RecordNotFoundError,
     RecordsUnavailableError,
     SQSError,
+    WorkflowConflictError,
     WorkflowError,
     WorkflowNotFoundError,
 )
@@ -49,7 +50,7 @@ STATIC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'static')
 STATUS_OF: list[tuple[type[Exception], int]] = [
     (BadFilterError, 400), (RecordNotFoundError, 404), (RecordConflictError, 409),
     (RecordsUnavailableError, 503), (SQSError, 502), (WorkflowNotFoundError, 404),
-    (WorkflowError, 400), (NotAllowedError, 403), (KaleError, 400)]
+    (WorkflowConflictError, 409), (WorkflowError, 400), (NotAllowedError, 403), (KaleError, 400)]
 
 
 def error(status: int, message: str) -> JSONResponse:

@@ -58,7 +58,7 @@ SCHEDULE_NAME = _param('name', "the schedule's name (a task path, or a key of SC
 #: What the webhook routes answer (header values hidden; the secret only when added).
 WEBHOOK = dict(id=_text, topic=_text, url=_text, method=_text, headers=_obj, labels=_obj,
                active={'type': 'boolean'}, created_at=_text, updated_at=_text)
-#: What ``/api/workflows/{workflow_id}`` and its cancel answer.
+#: What ``/api/workflows/{workflow_id}``, its cancel and its retry answer.
 WORKFLOW = dict(id=_text, status=_text, labels=_obj, created_at=_text, finished_at=_text,
                 node_count=_int, node_states=_obj, nodes=_list,
                 edges={'type': 'array', 'items': {'type': 'array', 'items': _text}})
@@ -144,6 +144,11 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint('POST', '/api/workflows/{workflow_id}/cancel', 'cancel_workflow',
              'Cancel a running workflow: every node not ended, and its published tasks',
              {**_answer('the workflow, cancelled', **WORKFLOW), '404': ERROR, '409': ERROR},
+             (WORKFLOW_ID,)),
+    Endpoint('POST', '/api/workflows/{workflow_id}/retry', 'retry_workflow',
+             'Run a failed or cancelled workflow again: its nodes that failed, were cancelled '
+             'or never ran run again; nodes that succeeded keep their results',
+             {**_answer('the workflow, running', **WORKFLOW), '404': ERROR, '409': ERROR},
              (WORKFLOW_ID,)),
     Endpoint('GET', '/api/outbox', 'outbox',
              'The outbox of OUTBOX_URL: rows waiting for the relay and the oldest one\'s age',

@@ -298,6 +298,12 @@ class Api:
                                       'cancelled' % (found.id[:200], status))
         return workflow.cancel(found.id, self.records_url).describe()
 
+    def retry_workflow(self, request: Request) -> dict[str, Any]:
+        """Run a failed or cancelled workflow again (what did not succeed);
+        the workflow as it is then, its nodes' records written first."""
+        self._workflow_records()
+        return workflow.retry(request.path_params['workflow_id'], self.records_url).describe()
+
     # --- queues and workers --------------------------------------------------------------
 
     def queues(self, request: Request) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""`kale workflows list|show|cancel`: in this process through ``kale.cli.main``
+"""`kale workflows list|show|cancel|retry`: in this process through ``kale.cli.main``
 on workflows run by in-process workers, and as the console script for help
 and for the one-line error without RECORDS_URL."""
 import json
@@ -126,7 +126,32 @@ def test_cancel_leaves_an_ended_workflow_as_it_is(broker, capsys):
                                          '(succeeded 1); it had already ended' % wf.id)
 
 
-@pytest.mark.parametrize('command', ['show', 'cancel'])
+def test_retry_runs_a_failed_workflow_again_and_refuses_a_running_one(broker, capsys):
+    wt.FAILING.clear()
+    wt.FAILING.add(2)
+    first, second = wt.Tally.s(1), wt.Tally.s(2)
+    wf = workflow.submit(workflow.chord(workflow.group(first, second), wt.TallyTotal.s()))
+    work(broker)
+    assert wf.status() == 'failed'
+    wt.FAILING.clear()
+    code, out, _ = run(capsys, 'workflows', 'retry', wf.id)
+    assert code == 0
+    assert out.strip() == ('workflow %s: running; 2 nodes to run again, 1 succeeded kept '
+                           '(pending 1, queued 1, succeeded 1)' % wf.id)
+    code, out, err = run(capsys, 'workflows', 'retry', wf.id)
+    assert code == 1 and out == ''
+    assert err.splitlines() == ['kale: error: workflow %s cannot be retried: it is running (only '
+                                'a failed or cancelled one can be)' % wf.id]
+    work(broker)
+    assert wf.result() == 6 and records.get(second.task_id).attempts == 2
+    workflow.cancel(workflow.submit(wt.Tally.s(3)).id)
+    cancelled = workflow.list_workflows(status='cancelled')[0]['id']
+    code, out, _ = run(capsys, 'workflows', 'retry', cancelled, '--json')
+    answer = json.loads(out)
+    assert code == 0 and answer['status'] == 'running' and answer['nodes_run_again'] == 1
+
+
+@pytest.mark.parametrize('command', ['show', 'cancel', 'retry'])
 def test_an_unknown_id_is_one_line_naming_it(broker, capsys, command):
     code, out, err = run(capsys, 'workflows', command, 'no-such-workflow')
     assert code == 1 and out == ''
@@ -146,5 +171,5 @@ def test_kale_help_lists_the_command_and_it_explains_itself():
     assert any(line.split()[:1] == ['workflows'] for line in listed.stdout.splitlines())
     explained = console_script('workflows', '--help')
     assert explained.returncode == 0 and 'RECORDS_URL' in explained.stdout
-    for command in ('list', 'show', 'cancel'):
+    for command in ('list', 'show', 'cancel', 'retry'):
         assert command in explained.stdout

@@ -449,6 +449,7 @@ def test_a_workflow_is_drawn_as_its_graph_and_a_node_opens_its_task(browser, web
             (b.task_id, d.task_id), (c.task_id, d.task_id)])
         assert all(joined for _, _, joined in edges), edges
         assert page.is_hidden('#workflow-cancel'), 'a workflow that ended cannot be cancelled'
+        assert page.is_hidden('#workflow-retry'), 'nor retried, when it succeeded'
         page.click('#workflow svg g.node[data-task-id="%s"]' % d.task_id)
         page.wait_for_function("(id) => !document.getElementById('detail').hidden && "
                                "document.getElementById('detail-id').innerText === id", arg=d.task_id)
@@ -468,6 +469,7 @@ def test_a_workflow_is_drawn_as_its_graph_and_a_node_opens_its_task(browser, web
         assert 'cannot use 1' in nodes_table and 'upstream_failed' in nodes_table
         assert '1 succeeded' in page.inner_text('#workflow-body') and \
             '2 failed' in page.inner_text('#workflow-body')
+        assert page.is_visible('#workflow-retry'), 'a failed workflow can be retried'
     finally:
         page.close()
 
@@ -508,6 +510,38 @@ def test_a_running_workflow_is_cancelled_from_its_panel_after_a_confirmation(
         assert page.query_selector('img[src="x"]') is None
     finally:
         page.close()
+
+
+def test_a_cancelled_workflow_is_retried_from_its_panel_after_a_confirmation(
+        browser, web, records_url, tmp_path):
+    from kale import workflow
+    from tests import workflow_tasks as wt
+    first, then = wt.Add.s(1), wt.Add.s(2)
+    wf = workflow.submit(workflow.chain(first, then))
+    workflow.cancel(wf.id)
+    page = open_dashboard(browser, web)
+    asked = []
+
+    def answer(dialog):
+        asked.append(dialog.message)
+        dialog.accept() if len(asked) > 1 else dialog.dismiss()
+    page.on('dialog', answer)
+    try:
+        page.click('#tabs button[data-status=succeeded]')        # a task tab adds no listener
+        page.click('#workflows tr[data-id="%s"] a.id' % wf.id)
+        page.wait_for_selector('#workflow:not([hidden]) svg g.node')
+        assert page.is_hidden('#workflow-cancel') and page.is_visible('#workflow-retry')
+        page.click('#workflow-retry')
+        assert len(asked) == 1 and wf.id in asked[0]
+        assert wf.status() == 'cancelled', 'not confirmed: nothing changes'
+        page.click('#workflow-retry')
+        page.wait_for_selector('#banner:has-text("retrying workflow %s")' % wf.id)
+        assert len(asked) == 2 and wf.status() == 'running'
+        assert drawn_nodes(page) == {first.task_id: 'queued', then.task_id: 'pending'}
+        assert page.is_hidden('#workflow-retry') and page.is_visible('#workflow-cancel')
+    finally:
+        page.close()
+    assert run_workflows(tmp_path, wf) == ['succeeded'] and wf.result() == 3
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """Workflows in the REST API of `kale web`, in-process (Starlette's test
 client) on real records: the list and its pages, one workflow's nodes and
-edges, cancel, and the errors."""
+edges, cancel, retry, and the errors."""
 import pytest
 
 from kale import workflow
@@ -158,7 +158,8 @@ def test_a_failed_node_is_shown_with_its_reason_and_what_it_failed(client, memor
 
 def test_an_unknown_workflow_is_a_one_line_404(client):
     for answer in (client.get('/api/workflows/nosuch'),
-                   client.post('/api/workflows/nosuch/cancel')):
+                   client.post('/api/workflows/nosuch/cancel'),
+                   client.post('/api/workflows/nosuch/retry')):
         assert answer.status_code == 404
         assert answer.json() == {'error': 'no workflow nosuch in the task records'}
 
@@ -187,6 +188,33 @@ def test_a_workflow_that_ended_cannot_be_cancelled(client, memory_broker):
     assert wf.status() == 'succeeded'
 
 
+def test_retry_runs_a_failed_workflow_again_and_answers_it_running(client, memory_broker):
+    from kale import records
+    wt.FAILING.clear()
+    wt.FAILING.add(2)
+    wf = workflow.submit(workflow.chord(workflow.map(wt.Tally, [1, 2]), wt.TallyTotal.s()))
+    assert run_to_the_end(memory_broker, wf) == 'failed'
+    wt.FAILING.clear()
+    answer = client.post('/api/workflows/%s/retry' % wf.id)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()['status'] == 'running' and answer.json()['id'] == wf.id
+    assert answer.json()['node_states'] == {'succeeded': 1, 'queued': 1, 'pending': 1}
+    failed = next(n['task_id'] for n in answer.json()['nodes'] if n['state'] == 'queued')
+    assert records.get(failed).status == 'queued', 'its record is written before the answer'
+    assert run_to_the_end(memory_broker, wf) == 'succeeded' and wf.result() == 6
+
+
+def test_retry_of_a_running_or_succeeded_workflow_is_a_one_line_409(client, memory_broker):
+    wf = workflow.submit(workflow.chain(wt.Add.s(1)))
+    answer = client.post('/api/workflows/%s/retry' % wf.id)
+    assert answer.status_code == 409
+    assert answer.json() == {'error': 'workflow %s cannot be retried: it is running (only a '
+                                      'failed or cancelled one can be)' % wf.id}
+    run_to_the_end(memory_broker, wf)
+    answer = client.post('/api/workflows/%s/retry' % wf.id)
+    assert answer.status_code == 409 and 'it is succeeded' in answer.json()['error']
+
+
 def test_with_a_token_every_workflow_route_needs_it(memory_broker, records_url):
     wf = workflow.submit(workflow.chain(wt.Add.s(1)))
     client = api_client(create_app(token=TOKEN, broker=lambda: memory_broker))
@@ -198,6 +226,10 @@ def test_with_a_token_every_workflow_route_needs_it(memory_broker, records_url):
     assert client.get('/api/workflows', headers=bearer).status_code == 200
     assert client.post('/api/workflows/%s/cancel' % wf.id, headers=bearer).status_code == 200
     assert wf.status() == 'cancelled'
+    assert client.post('/api/workflows/%s/retry' % wf.id).status_code == 401
+    assert wf.status() == 'cancelled'
+    assert client.post('/api/workflows/%s/retry' % wf.id, headers=bearer).status_code == 200
+    assert wf.status() == 'running'
 
 
 def test_cancel_from_another_site_is_refused(memory_broker, records_url):
@@ -206,6 +238,9 @@ def test_cancel_from_another_site_is_refused(memory_broker, records_url):
     client = TestClient(create_app(broker=lambda: memory_broker), base_url='http://127.0.0.1')
     assert client.post('/api/workflows/%s/cancel' % wf.id).status_code == 403
     assert wf.status() == 'running'
+    workflow.cancel(wf.id)
+    assert client.post('/api/workflows/%s/retry' % wf.id).status_code == 403
+    assert wf.status() == 'cancelled'
 
 
 def test_without_records_the_workflow_routes_answer_as_the_task_routes_do(memory_broker,
@@ -218,7 +253,7 @@ def test_without_records_the_workflow_routes_answer_as_the_task_routes_do(memory
     tasks = client.get('/api/tasks')
     assert tasks.status_code == 400 and 'task records are off' in tasks.json()['error']
     for answer in (client.get('/api/workflows'), client.get('/api/workflows/x'),
-                   client.post('/api/workflows/x/cancel')):
+                   client.post('/api/workflows/x/cancel'), client.post('/api/workflows/x/retry')):
         assert (answer.status_code, answer.json()) == (tasks.status_code, tasks.json())
 
 
@@ -227,3 +262,5 @@ def test_the_workflow_routes_are_documented(client):
     assert set(paths['/api/workflows']) == {'get', 'post'}
     assert set(paths['/api/workflows/{workflow_id}']) == {'get'}
     assert set(paths['/api/workflows/{workflow_id}/cancel']) == {'post'}
+    retry = paths['/api/workflows/{workflow_id}/retry']
+    assert set(retry) == {'post'} and set(retry['post']['responses']) >= {'200', '404', '409'}

@@ -561,6 +561,7 @@ function renderWorkflow(wf) {
   document.getElementById('workflow-id').textContent = wf.id;
   document.getElementById('workflow-status').replaceChildren(badge(wf.status));
   document.getElementById('workflow-cancel').hidden = wf.status !== 'running';
+  document.getElementById('workflow-retry').hidden = wf.status !== 'failed' && wf.status !== 'cancelled';
   const facts = el('dl', { class: 'facts' },
     ...field('nodes', String(wf.node_count), ': ', nodeStates(wf.node_states)),
     ...field('labels', labelsText(wf.labels) || '-'),
@@ -602,6 +603,16 @@ async function cancelWorkflow() {
   } catch (error) { banner(error.message); }
 }
 
+async function retryWorkflow() {
+  const id = state.workflow;
+  if (!id || !window.confirm('Retry workflow ' + id + '? Its nodes that failed, were cancelled or never ran run again; those that succeeded keep their results.')) return;
+  try {
+    renderWorkflow(await api('workflows/' + encodeURIComponent(id) + '/retry', { method: 'POST' }));
+    banner('retrying workflow ' + id);
+    refresh();
+  } catch (error) { banner(error.message); }
+}
+
 function selectWorkflowStatus(status) {
   state.workflowStatus = status;
   state.workflowPages = 1;
@@ -638,11 +649,7 @@ async function refresh() {
 function selectStatus(status) {
   state.status = status;
   state.pages = 1;
-  document.getElementById('workflow-close').addEventListener('click', () => { document.getElementById('workflow').hidden = true; state.workflow = null; });
-document.getElementById('workflow-cancel').addEventListener('click', cancelWorkflow);
-document.getElementById('workflows-more').addEventListener('click', () => { state.workflowPages += 1; refresh(); });
-document.querySelectorAll('#workflow-tabs button').forEach((b) => b.addEventListener('click', () => selectWorkflowStatus(b.dataset.status)));
-document.querySelectorAll('#tabs button').forEach((b) => b.classList.toggle('active', b.dataset.status === status));
+  document.querySelectorAll('#tabs button').forEach((b) => b.classList.toggle('active', b.dataset.status === status));
   const filter = filterText();
   document.getElementById('tasks-title').textContent = (status === 'failed' ? 'Recent failures'
     : (status ? 'Tasks: ' + status : 'All tasks')) + (filter ? ' (' + filter + ')' : '');
@@ -735,6 +742,7 @@ document.getElementById('more').addEventListener('click', () => { state.pages +=
 document.getElementById('old-workers').addEventListener('click', () => { state.oldWorkers = !state.oldWorkers; refresh(); });
 document.getElementById('workflow-close').addEventListener('click', () => { document.getElementById('workflow').hidden = true; state.workflow = null; });
 document.getElementById('workflow-cancel').addEventListener('click', cancelWorkflow);
+document.getElementById('workflow-retry').addEventListener('click', retryWorkflow);
 document.getElementById('workflows-more').addEventListener('click', () => { state.workflowPages += 1; refresh(); });
 document.querySelectorAll('#workflow-tabs button').forEach((b) => b.addEventListener('click', () => selectWorkflowStatus(b.dataset.status)));
 document.querySelectorAll('#tabs button').forEach((b) => b.addEventListener('click', () => selectStatus(b.dataset.status)));
