@@ -4,7 +4,8 @@ What moves a workflow on (:mod:`kale.workflow.state`) is written once, over
 the steps a backend gives inside one transaction (:class:`WorkflowSteps`,
 from :meth:`WorkflowStore.begin`): a node succeeds, its downstream nodes'
 counts of missing inputs go down (the one that reaches zero is claimed by
-exactly one caller), nodes end, the workflow finishes. Calls and results
+exactly one caller), nodes end, the workflow finishes; a workflow that
+ended reopens, once, and its nodes wait again (a retry). Calls and results
 reach the store serialized and signed (:mod:`kale.workflow.values`).
 """
 from __future__ import annotations
