@@ -1,6 +1,6 @@
 """The features that keep rows, on the memory store (RECORDS_URL='memory://'),
 end to end in one process: a task's record, a workflow moved on by the
-worker, a concurrency limit, a record retried once."""
+worker and one retried, a concurrency limit, a record retried once."""
 from __future__ import annotations
 
 from kale import records, workflow
@@ -48,6 +48,25 @@ def test_a_workflow_moves_on_in_memory(app):
         work(app)
     assert flow.status() == WorkflowStatus.SUCCEEDED
     assert flow.result() == 13
+
+
+def test_a_failed_workflow_is_retried_in_memory(app):
+    app = memory_app(app, 'retries')
+    wt.RUNS.clear()
+    wt.FAILING.add(2)
+    try:
+        flow = workflow.submit(workflow.chord(workflow.map(wt.Tally, [1, 2]), wt.TallyTotal.s()),
+                               app=app)
+        work(app)
+        assert flow.status() == WorkflowStatus.FAILED
+        wt.FAILING.clear()
+        workflow.retry(flow.id, app=app)
+        for _ in range(3):
+            work(app)
+        assert flow.result() == 6 and sorted(map(str, wt.RUNS)) == ['1', '2', '2', 'total']
+    finally:
+        wt.FAILING.clear()
+        wt.RUNS.clear()
 
 
 def test_a_concurrency_limit_holds_in_memory(app):
