@@ -10,17 +10,17 @@ are made ``queued`` before anything is published
 """
 from __future__ import annotations
 
-import time
 from typing import Optional
 
 from kale import records
 from kale.app import App
+from kale.clock import SYSTEM_CLOCK, Clock
 from kale.records.recorder import OWN_WRITES_SEC
 from kale.workflow.run import Workflow, _state, get, publish_nodes, requeue_records
 
 
-def retry(workflow_id: str, records_url: Optional[str] = None,
-          app: Optional[App] = None) -> Workflow:
+def retry(workflow_id: str, records_url: Optional[str] = None, app: Optional[App] = None,
+          clock: Clock = SYSTEM_CLOCK) -> Workflow:
     """Run the failed or cancelled workflow ``workflow_id`` again: its nodes
     that failed, were cancelled or never ran run again, each join once all
     its inputs succeeded; nodes that succeeded keep their results. A
@@ -30,7 +30,7 @@ def retry(workflow_id: str, records_url: Optional[str] = None,
     workflow = get(workflow_id, records_url, app)
     state = _state(workflow.app, records_url)
     row = state.workflow(workflow.id)
-    now = time.time()
+    now = clock.time()
     deadline_at = now + (row.deadline_at - row.created_at) \
         if row is not None and row.deadline_at is not None else None
     ready = state.retry(workflow.id, deadline_at, now)

@@ -14,6 +14,7 @@ from kale.app import default_app
 from kale.exceptions import WorkflowConflictError, WorkflowNotFoundError
 from kale.workflow.run import _state
 from tests import workflow_tasks as wt
+from tests.support.clock import FakeClock
 from tests.support.work import work
 
 
@@ -129,14 +130,15 @@ def test_a_join_waits_again_for_every_input_that_did_not_succeed(broker):
 
 
 def test_a_retry_gives_the_deadline_its_span_again(broker):
-    wf = workflow.submit(wt.Tally.s(1), deadline_sec=30)
+    clock = FakeClock(time.time())
+    wf = workflow.submit(wt.Tally.s(1), deadline_sec=30, clock=clock)
     state = _state(default_app())
-    state.expire(wf.id, time.time() + 31)
-    assert wf.status() == 'failed'
-    before = time.time()
-    workflow.retry(wf.id)
-    deadline = state.workflow(wf.id).deadline_at
-    assert before + 29 < deadline < time.time() + 31
+    clock.advance(31)
+    state.expire(wf.id, clock.time())
+    assert state.workflow(wf.id).status == 'failed'
+    clock.advance(100)
+    workflow.retry(wf.id, clock=clock)
+    assert state.workflow(wf.id).deadline_at == clock.time() + 30
     assert until_final(broker, wf) == 'succeeded'
 
 
