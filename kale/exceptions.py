@@ -304,8 +304,7 @@ class WorkflowError(KaleError):
 
 
 class InvalidFlowError(WorkflowError):
-    """A flow that cannot run: a cycle, a node placed twice, or arguments
-    that do not bind to a node's run_task."""
+    """A flow that cannot run: a cycle, a node placed twice, arguments run_task refuses."""
 
 
 class NotAllowedError(KaleError):
@@ -328,13 +327,11 @@ class WorkflowNotFoundError(WorkflowError):
 
 
 class WorkflowConflictError(WorkflowError):
-    """The workflow's status does not allow the action (retry one that is
-    running or succeeded)."""
+    """The workflow's status does not allow the action (retry a running one)."""
 
 
 class WorkflowFailed(WorkflowError):
-    """A workflow's node failed for good: ``Workflow.result`` raises it, naming
-    the node and its error."""
+    """A node failed for good: ``Workflow.result`` raises it, naming the node and error."""
 
 
 class CommandError(KaleError):
