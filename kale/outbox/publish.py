@@ -25,6 +25,7 @@ from kale.publisher import Publication, Sender, get_publisher, unique_claims
 from kale.queue_config import TaskQueue
 from kale.store.outbox import OutboxWriter
 from kale.transport import OutgoingMessage
+from kale.unique import unique_window
 
 
 def _writer(conn: Any) -> OutboxWriter:
@@ -81,8 +82,8 @@ def publish_batch(conn: Any, task: Any, app_data: Any, calls: Iterable[Any],
     writer = _writer(conn)
     task_class, queue_name = _target(task)
     getattr(task_class, '_check_importable', lambda: None)()
-    unique_sec = unique_for_sec if unique_for_sec is not None else \
-        getattr(task_class, 'unique_for_sec', None)
+    unique_sec = unique_window(task_class.task_path(), unique_for_sec,
+                               getattr(task_class, 'unique_for_sec', None))
     # The default app publishes through the publisher Task.publish uses (one
     # set in place by eager mode or a test included).
     publisher = app.publisher if app is not None else get_publisher()
