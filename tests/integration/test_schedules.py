@@ -231,6 +231,7 @@ def test_the_api_lists_schedules_and_runs_one(records_url, memory_broker, schedu
     answer = client.get('/api/schedules').json()
     assert [row['name'] for row in answer['schedules']] == ['ticks']
     assert answer['schedules'][0]['last_tick'] is None and answer['records'] is True
+    assert answer['broken'] == []
     refused = client.post('/api/schedules/ticks/run', headers={'X-Kale-Request': ''})
     assert refused.status_code == 403 and queued(memory_broker) == 0
     ran = client.post('/api/schedules/ticks/run')

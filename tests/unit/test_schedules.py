@@ -223,6 +223,16 @@ def test_a_task_module_that_cannot_be_imported_breaks_its_schedules_only(tmp_pat
                           'is not a valid cron expression: Bad hour (its schedules do not run)')
 
 
+def test_a_class_that_says_schedule_none_has_no_schedule(tmp_path, monkeypatch):
+    (tmp_path / 'unscheduled.py').write_text(
+        'from tests.schedule_tasks import EveryFiveSeconds\n\n\n'
+        'class Manual(EveryFiveSeconds):\n'
+        '    schedule = None\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    found = find_schedules(config(TASK_MODULES=('unscheduled',)))
+    assert (len(found), found.broken) == (0, ())
+
+
 def test_a_schedule_defined_twice_is_broken():
     found = find_schedules(config(TASK_MODULES=('tests.schedule_tasks',), SCHEDULES={
         'tests.schedule_tasks.NightlyReport': {'task': 'tests.schedule_tasks.Tick',
