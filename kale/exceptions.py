@@ -29,7 +29,7 @@ class QueueConfigError(ImproperlyConfigured):
 
 
 class TaskDefinitionError(ImproperlyConfigured):
-    """A Task subclass is defined in a way Kale cannot honour (an old hook name)."""
+    """A Task subclass is defined in a way Kale cannot honour (an old hook, a bad attribute)."""
 
 
 class HookError(KaleError):

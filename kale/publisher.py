@@ -55,7 +55,7 @@ from kale.publish_checks import (  # noqa: F401  (their home was here)
 )
 from kale.queue_config import TaskQueue
 from kale.transport import OutgoingMessage
-from kale.unique import unique_claims
+from kale.unique import unique_claims, unique_window
 
 if TYPE_CHECKING:
     from kale.task import Task
@@ -246,10 +246,10 @@ class Publisher:
         """The unique claim: the holder of each unique task's key, the draft
         thinned to the tasks that hold their own; (None, None) for a task that
         is not unique, or a sender that decides at its send (the outbox)."""
-        unique_sec = call.unique_for_sec if call.unique_for_sec is not None else \
-            getattr(call.task_class, 'unique_for_sec', None)
         if keeps:
             return None, None
+        unique_sec = unique_window(draft.name, call.unique_for_sec,
+                                   getattr(call.task_class, 'unique_for_sec', None))
         claims = unique_claims(self.config, draft.name, unique_sec, draft.pairs,
                                draft.messages)
         if not claims:

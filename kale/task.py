@@ -35,6 +35,7 @@ from kale.retry import (  # noqa: F401  (the reasons' home before kale.retry)
     RetryPolicy,
 )
 from kale.signature import Signature
+from kale.task_checks import check_attributes
 from kale.task_options import TaskOptions
 from kale.timeout import failure_of
 
@@ -139,6 +140,7 @@ class Task:
                     'task %s defines %s as a generator (it yields), but a worker calls it '
                     'once for its result: return the result instead (with def or async def)'
                     % (cls.task_path(), name))
+        check_attributes(cls)       # rate_limit, schedule, time_limit...: see kale.task_checks
         cls.is_coroutine = any(inspect.iscoroutinefunction(getattr(cls, name))
                                for name in TASK_METHODS)
         cls.handles_dead_letters = _check_dead_task(cls)

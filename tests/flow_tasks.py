@@ -44,6 +44,17 @@ class RatedTask(task.Task):
         runs.ended(n, started, self.message.attempt)
 
 
+class ChangedRateTask(task.Task):
+    """Defined with a good rate; a test misspells it afterwards, as a class
+    changed at run time (which the definition check cannot see) would be."""
+    queue = 'default'
+    time_limit = 5
+    rate_limit = '5/s'
+
+    def run_task(self, n):
+        runs.ended(n, time.time(), self.message.attempt)
+
+
 class PerCustomerTask(task.Task):
     queue = 'default'
     time_limit = 5

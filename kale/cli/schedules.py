@@ -37,15 +37,20 @@ def cmd_list(args: argparse.Namespace) -> int:
     found = describe(default_app().config)
     if args.json:
         print(json.dumps(found, indent=2, sort_keys=True))
-        return 0
+        return 1 if found['broken'] else 0
     if not found['searched']:
         print(NOTHING_TO_SEARCH)
         return 0
     rows = [_table_row(row) for row in found['schedules']]
-    print(table(COLUMNS, rows) if rows else 'no schedules: no task class of TASK_MODULES says '
-                                            'schedule = ..., and SCHEDULES is empty')
+    if rows:
+        print(table(COLUMNS, rows))
+    elif not found['broken']:
+        print('no schedules: no task class of TASK_MODULES says schedule = ..., and SCHEDULES '
+              'is empty')
+    for broken in found['broken']:
+        print('BROKEN (not run): %s' % broken['error'])
     print(_leader_line(found))
-    return 0
+    return 1 if found['broken'] else 0
 
 
 def _table_row(row: dict[str, Any]) -> dict[str, Any]:
@@ -93,7 +98,9 @@ def add_commands(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]'
         'list', parents=[common], help='each schedule, its next runs and its last tick',
         description='Each schedule: its task, its cron expression or interval and time zone, '
                     'its next three run times (UTC), and from the task records its last tick '
-                    'and the state of that tick\'s task; and which scheduler leads.')
+                    'and the state of that tick\'s task; and which scheduler leads. Each '
+                    'broken schedule (which the scheduler does not run) is one line saying what '
+                    'is wrong, and the exit code is then 1.')
     listing.add_argument('--json', action='store_true', help='print JSON')
     listing.set_defaults(func=cmd_list)
     running_one = sub.add_parser(

@@ -1,6 +1,7 @@
 """Flow control across the fleet: rate limits and concurrency limits per key.
 
-A task class says ``rate_limit = '100/m'`` (``/s``, ``/m``, ``/h``) and/or
+A task class says ``rate_limit = '100/m'`` (per second, minute, hour or
+day, in the usual spellings: :data:`kale.flow.spec.UNITS`) and/or
 ``concurrency_limit = N``; ``rate_limit_key(self, *args, **kwargs)`` and
 ``concurrency_key(self, *args, **kwargs)`` split the limit per key (a
 customer, say). Both are kept in a database, RATE_LIMIT_URL's, else the task

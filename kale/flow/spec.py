@@ -1,9 +1,13 @@
 """What a task class asks of flow control, read once per class and checked strictly.
 
-``rate_limit`` is ``'<count>/<s|m|h>'`` (``'100/m'``: a hundred runs a
-minute across the fleet); ``concurrency_limit`` a positive integer. A bad
-value is a :class:`~kale.exceptions.TaskDefinitionError` of one line naming
-the class.
+``rate_limit`` is ``'<count>/<unit>'`` (``'100/m'``: a hundred runs a
+minute across the fleet; see :data:`UNITS` for the units);
+``concurrency_limit`` a positive integer; ``rate_limit_key`` and
+``concurrency_key`` methods. A bad value is a
+:class:`~kale.exceptions.TaskDefinitionError` of one line naming the class
+and the attribute, raised when the class is defined
+(:mod:`kale.task_checks`) and again by :func:`spec_of` for a class changed
+since.
 """
 from __future__ import annotations
 
@@ -13,15 +17,27 @@ from typing import Any, Optional
 
 from kale.exceptions import TaskDefinitionError
 
-#: Seconds in each period a rate may be given per.
-PERIODS = {'s': 1.0, 'm': 60.0, 'h': 3600.0}
+#: Each unit a rate may be given per, and its seconds: the short and long
+#: spellings, singular and plural.
+UNITS = {
+    **dict.fromkeys(('s', 'sec', 'secs', 'second', 'seconds'), 1.0),
+    **dict.fromkeys(('m', 'min', 'mins', 'minute', 'minutes'), 60.0),
+    **dict.fromkeys(('h', 'hr', 'hrs', 'hour', 'hours'), 3600.0),
+    **dict.fromkeys(('d', 'day', 'days'), 86400.0),
+}
+#: The period's short name, as a rate is shown.
+SHORT = {1.0: 's', 60.0: 'm', 3600.0: 'h', 86400.0: 'd'}
+#: What a rate_limit error says is accepted.
+ACCEPTED = ("a whole count above 0 per second, minute, hour or day, such as '5/s', '100/m', "
+            "'100/min', '100/minute', '10/h' or '1000/day'")
 
 #: The bucket holds a second's worth of tokens, or this share of a period's
 #: count when that is more (at least one token): over a minute, runs stay
 #: within 5 % of the limit (1/60 over for a rate per second), + 1.
 BURST_SHARE = 0.05
 
-_RATE = re.compile(r'^\s*([1-9][0-9]*)\s*/\s*([smh])\s*$')
+_RATE = re.compile(r'^\s*([^/\s]*)\s*/\s*([^/\s]*)\s*$')
+_COUNT = re.compile(r'^[0-9]+$')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,17 +60,57 @@ class Rate:
         return max(1.0, self.count * BURST_SHARE, self.per_sec)
 
     def __str__(self) -> str:
-        unit = {1.0: 's', 60.0: 'm', 3600.0: 'h'}[self.period_sec]
-        return '%d/%s' % (self.count, unit)
+        return '%d/%s' % (self.count, SHORT[self.period_sec])
 
 
 def parse_rate(text: Any) -> Rate:
-    """``'100/m'`` -> Rate(100, 60.0); ValueError for anything else."""
-    match = _RATE.match(text) if isinstance(text, str) else None
+    """``'100/m'`` -> Rate(100, 60.0), ``'1000/day'`` -> Rate(1000, 86400.0);
+    ValueError, one line saying what is wrong and what is accepted, for
+    anything else."""
+    if not isinstance(text, str):
+        raise ValueError('%r is not a string: write %s' % (text, ACCEPTED))
+    match = _RATE.match(text)
     if match is None:
-        raise ValueError('%r is not a rate such as \'100/m\' (a positive count per s, m or h)'
-                         % (text,))
-    return Rate(int(match.group(1)), PERIODS[match.group(2)])
+        raise ValueError('%r is not <count>/<unit>: write %s' % (text, ACCEPTED))
+    count, unit = match.groups()
+    if not _COUNT.match(count) or int(count) < 1:
+        raise ValueError('%r: the count %r is not a whole number above 0: write %s'
+                         % (text, count, ACCEPTED))
+    if unit not in UNITS:
+        raise ValueError('%r: the unit %r is not one Kale knows: write %s'
+                         % (text, unit, ACCEPTED))
+    return Rate(int(count), UNITS[unit])
+
+
+def read_rate(name: str, text: Any) -> Optional[Rate]:
+    """The ``rate_limit`` of the task called ``name`` (None: it has none);
+    TaskDefinitionError naming the task and the attribute when it is bad."""
+    if text is None:
+        return None
+    try:
+        return parse_rate(text)
+    except ValueError as exc:
+        raise TaskDefinitionError('task %s: rate_limit %s' % (name, exc)) from None
+
+
+def check_concurrency(name: str, limit: Any) -> None:
+    """Refuse a ``concurrency_limit`` that is not a positive integer (None: no limit)."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
+                              or limit < 1):
+        raise TaskDefinitionError('task %s: concurrency_limit must be a whole number above 0, '
+                                  'or None for no limit; got %r' % (name, limit))
+
+
+#: The methods that split a limit per key.
+KEY_METHODS = ('rate_limit_key', 'concurrency_key')
+
+
+def check_key_method(name: str, method: str, value: Any) -> None:
+    """Refuse a ``rate_limit_key`` or ``concurrency_key`` that is not a method."""
+    if value is not None and not callable(value):
+        raise TaskDefinitionError('task %s: %s must be a method returning the key of a call, '
+                                  'def %s(self, *args, **kwargs); got %r'
+                                  % (name, method, method, value))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,41 +155,18 @@ def spec_of(task_class: type) -> Optional[FlowSpec]:
     return spec
 
 
-def _read_rate(name: str, text: Any) -> Optional[Rate]:
-    """The class's ``rate_limit`` (None when it has none), checked."""
-    if text is None:
-        return None
-    try:
-        return parse_rate(text)
-    except ValueError as exc:
-        raise TaskDefinitionError('%s.rate_limit: %s' % (name, exc)) from None
-
-
-def _check_concurrency(name: str, limit: Any) -> None:
-    """Refuse a ``concurrency_limit`` that is not a positive integer (None: no limit)."""
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
-                              or limit < 1):
-        raise TaskDefinitionError('%s.concurrency_limit: %r is not a positive integer'
-                                  % (name, limit))
-
-
-def _check_key_methods(name: str, task_class: type) -> None:
-    """Refuse a ``rate_limit_key`` or ``concurrency_key`` that is not a method."""
-    for method in ('rate_limit_key', 'concurrency_key'):
-        if hasattr(task_class, method) and not callable(getattr(task_class, method)):
-            raise TaskDefinitionError('%s.%s must be a method' % (name, method))
-
-
 def _read(task_class: type) -> Optional[FlowSpec]:
-    name = '%s.%s' % (task_class.__module__, task_class.__qualname__)
+    path = getattr(task_class, 'task_path', None)
+    name = path() if callable(path) else '%s.%s' % (task_class.__module__,
+                                                    task_class.__qualname__)
     text = getattr(task_class, 'rate_limit', None)
     limit = getattr(task_class, 'concurrency_limit', None)
     if text is None and limit is None:
         return None
-    rate = _read_rate(name, text)
-    _check_concurrency(name, limit)
-    _check_key_methods(name, task_class)
-    path = getattr(task_class, 'task_path', None)
-    return FlowSpec(path() if callable(path) else name, rate, limit,
+    rate = read_rate(name, text)
+    check_concurrency(name, limit)
+    for method in KEY_METHODS:
+        check_key_method(name, method, getattr(task_class, method, None))
+    return FlowSpec(name, rate, limit,
                     rate_keyed=callable(getattr(task_class, 'rate_limit_key', None)),
                     concurrency_keyed=callable(getattr(task_class, 'concurrency_key', None)))

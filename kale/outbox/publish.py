@@ -25,6 +25,7 @@ from kale.publisher import Publication, Sender, get_publisher, unique_claims
 from kale.queue_config import TaskQueue
 from kale.store.outbox import OutboxWriter
 from kale.transport import OutgoingMessage
+from kale.unique import unique_window
 
 
 def _writer(conn: Any) -> OutboxWriter:
@@ -81,12 +82,10 @@ def publish_batch(conn: Any, task: Any, app_data: Any, calls: Iterable[Any],
     writer = _writer(conn)
     task_class, queue_name = _target(task)
     getattr(task_class, '_check_importable', lambda: None)()
-    unique_sec = unique_for_sec if unique_for_sec is not None else \
-        getattr(task_class, 'unique_for_sec', None)
     # The default app publishes through the publisher Task.publish uses (one
     # set in place by eager mode or a test included).
     publisher = app.publisher if app is not None else get_publisher()
-    sender = OutboxSender(publisher.sender, publisher.config, unique_sec)
+    sender = OutboxSender(publisher.sender, publisher.config, unique_for_sec)
     task_ids = publisher.publish_batch(task_class, app_data, calls, delay_sec, group_id,
                                        dedup_id, labels, queue_name, eta=eta, sender=sender)
     sender.insert(writer)
@@ -99,19 +98,22 @@ class OutboxSender:
     ``kale_outbox`` row, MACed, with its ``queued`` record and unique key, for
     :meth:`insert` to write in the caller's transaction and the relay to send."""
 
-    def __init__(self, names: Sender, config: Config, unique_sec: Optional[float]):
+    def __init__(self, names: Sender, config: Config, unique_for_sec: Optional[float]):
         self.names = names              # the queues' SQS names, which bodies are signed for
         self.config = config
-        self.unique_sec = unique_sec
+        #: The call's ``unique_for_sec`` (None: the class's; 0: not unique).
+        self.unique_for_sec = unique_for_sec
         self.rows: list[dict[str, Any]] = []
 
     def sqs_name(self, queue: TaskQueue) -> str:
         return self.names.sqs_name(queue)
 
     def keep(self, publication: Publication, outgoing: list[OutgoingMessage]) -> None:
-        now, config, unique_sec = time.time(), self.config, self.unique_sec
+        now, config, name = time.time(), self.config, publication.task_class.task_path()
+        unique_sec = unique_window(name, self.unique_for_sec,
+                                   getattr(publication.task_class, 'unique_for_sec', None))
         records = _record_rows(publication, now, config)
-        claims = unique_claims(config, publication.task_class.task_path(), unique_sec,
+        claims = unique_claims(config, name, unique_sec,
                                [(m.args, m.kwargs) for m in publication.messages],
                                publication.messages)
         for number, (message, out) in enumerate(zip(publication.messages, outgoing,

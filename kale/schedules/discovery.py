@@ -18,8 +18,11 @@ task defined anywhere, under a name of its own::
                                     'args': [...], 'kwargs': {...}, 'catch_up': 'last',
                                     'queue': 'low'}}
 
-Everything is checked when the schedules are found: one ScheduleError line
-naming the schedule and the field.
+Everything is checked when the schedules are found. A schedule that cannot
+run is *broken*: it is kept aside with its one line naming the schedule and
+the field (:class:`Broken`), and every other schedule runs. So is a module
+of TASK_MODULES that cannot be imported (a class in it whose ``schedule``
+has a typo is refused when defined), whose schedules are then unknown.
 """
 from __future__ import annotations
 
@@ -32,7 +35,7 @@ from kale.publisher import check_arguments, task_queue
 from kale.registry import get_registry
 from kale.schedules.spec import Schedule, check_fields, check_name
 from kale.task import Task
-from kale.task_modules import declaring_classes
+from kale.task_modules import declaring_classes_and_failures
 
 #: A class's attributes and the fields they give.
 CLASS_FIELDS: tuple[tuple[str, str, Any], ...] = (
@@ -48,12 +51,25 @@ NOTHING_TO_SEARCH = ('no schedules: TASK_MODULES and SCHEDULES are both empty (n
 
 
 @dataclasses.dataclass(frozen=True)
+class Broken:
+    """A schedule that cannot run, or a module of TASK_MODULES that cannot be
+    imported (whose schedules are unknown), and why, in one line."""
+
+    name: str
+    error: str
+    #: The task's path, when known.
+    task: Optional[str] = None
+
+
+@dataclasses.dataclass(frozen=True)
 class Schedules:
-    """Every schedule of one configuration, by name."""
+    """Every schedule of one configuration, by name: those that run, and
+    those that are broken."""
 
     schedules: tuple[Schedule, ...]
     #: Whether TASK_MODULES or SCHEDULES named anything to look in.
     searched: bool
+    broken: tuple[Broken, ...] = ()
 
     def __iter__(self) -> Any:
         return iter(self.schedules)
@@ -65,29 +81,50 @@ class Schedules:
         for schedule in self.schedules:
             if schedule.name == name:
                 return schedule
+        for broken in self.broken:
+            if broken.name == name:
+                raise ScheduleError(broken.error)
         raise ScheduleNotFoundError('no schedule is called %r (schedules: %s)' % (
             name[:200], ', '.join(s.name for s in self.schedules) or 'none'))
 
 
 def find_schedules(config: Config) -> Schedules:
     """Import TASK_MODULES and the tasks of SCHEDULES, and check every
-    schedule (ScheduleError naming the schedule and the field)."""
+    schedule: those that cannot run are kept aside as broken, each with its
+    ScheduleError line naming the schedule and the field."""
     found: dict[str, Schedule] = {}
-    for task_class in declaring_classes(list(config.TASK_MODULES or ()), 'schedule',
-                                        ScheduleError):
+    broken: dict[str, Broken] = {}
+    classes, failures = declaring_classes_and_failures(list(config.TASK_MODULES or ()),
+                                                       'schedule')
+    for module, line in failures:
+        broken[module] = Broken(module, line + ' (its schedules do not run)')
+    for task_class in classes:
         name = task_class.task_path()
+        if task_class.__dict__['schedule'] is None:         # a subclass says it has none
+            continue
         fields = {field: getattr(task_class, attribute, default)
                   for attribute, field, default in CLASS_FIELDS}
-        found[name] = _schedule(config, name, task_class, task_class.__dict__['schedule'],
-                                fields, None)
+        try:
+            found[name] = _schedule(config, name, task_class, task_class.__dict__['schedule'],
+                                    fields, None)
+        except ScheduleError as exc:
+            broken[name] = Broken(name, str(exc), name)
     for name, entry in (config.SCHEDULES or {}).items():
-        check_name(name)
-        if name in found:
-            raise ScheduleError('schedule %r is defined twice: by its task class, which says '
-                                'schedule = ..., and in SCHEDULES' % name)
-        found[name] = _entry(config, name, entry)
+        try:
+            check_name(name)
+            if name in found or name in broken:
+                found.pop(name, None)
+                raise ScheduleError('schedule %r is defined twice: by its task class, which '
+                                    'says schedule = ..., and in SCHEDULES (rename the entry)'
+                                    % name)
+            found[name] = _entry(config, name, entry)
+        except ScheduleError as exc:
+            shown = name if isinstance(name, str) else repr(name)
+            task = entry.get('task') if isinstance(entry, Mapping) else None
+            broken[shown] = Broken(shown, str(exc), task if isinstance(task, str) else None)
     return Schedules(tuple(found[name] for name in sorted(found)),
-                     searched=bool(config.TASK_MODULES or config.SCHEDULES))
+                     searched=bool(config.TASK_MODULES or config.SCHEDULES),
+                     broken=tuple(broken[name] for name in sorted(broken)))
 
 
 def _entry(config: Config, name: str, entry: Mapping[str, Any]) -> Schedule:

@@ -72,10 +72,14 @@ def records_state(config: Config, url: Optional[str] = None) -> ScheduleStore:
 
 
 def runnable_schedules(config: Config) -> Schedules:
-    """The schedules a scheduler runs; ScheduleError, in one line, when there are none."""
+    """The schedules a scheduler runs (the broken ones aside, see
+    :meth:`Scheduler.run`); ScheduleError, in one line, when none can run."""
     found = get_schedules(config)
     if not found.searched:
         raise ScheduleError(NOTHING_TO_SEARCH)
+    if not len(found) and found.broken:
+        raise ScheduleError('no schedule can run: %d broken: %s' % (
+            len(found.broken), '; '.join(broken.error for broken in found.broken)))
     if not len(found):
         raise ScheduleError('no schedules: no task class of TASK_MODULES (%s) says schedule = '
                             '..., and SCHEDULES is empty' % ', '.join(config.TASK_MODULES))
@@ -122,6 +126,9 @@ class Scheduler:
         logger.info('scheduler %s: %d schedules (%s); lease %g s', self.holder,
                     len(self.schedules), ', '.join(s.name for s in self.schedules),
                     self.lease_sec)
+        for broken in self.schedules.broken:
+            logger.error('scheduler %s: broken, not run (the other schedules run): %s',
+                         self.holder, broken.error)
         self.warm_up()
         try:
             while not self._wait(self.step()):      # one round at least, even if stopped at once

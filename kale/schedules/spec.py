@@ -18,38 +18,24 @@ import re
 from typing import Any, Mapping, Optional, Union
 
 from kale.exceptions import ScheduleError
+from kale.schedule_checks import (  # noqa: F401  (CATCH_UP, UTC and zone are read from here too)
+    CATCH_UP,
+    UTC,
+    check_args,
+    check_catch_up,
+    check_kwargs,
+    check_tz,
+    cronsim_module,
+    zone,
+)
+from kale.schedule_checks import check_every as _check_every
 from kale.task import Task
 
-#: What a scheduler does with ticks that came while no scheduler led.
-CATCH_UP = ('last', 'all', 'none')
 #: The most missed ticks ``catch_up = 'all'`` publishes (the latest ones).
 CATCH_UP_ALL_MAX = 100
 #: The label every scheduled run carries, naming its schedule.
 SCHEDULE_LABEL = 'kale.schedule'
 MAX_NAME_CHARS = 200
-
-UTC = datetime.timezone.utc
-
-
-def _cronsim() -> Any:
-    try:
-        import cronsim
-    except ImportError:
-        raise ScheduleError('cron schedules need cronsim: pip install "kale-sqs[schedules]"') \
-            from None
-    return cronsim
-
-
-def zone(name: str) -> datetime.tzinfo:
-    """The time zone called ``name`` (UTC as the fixed zone, which has no
-    daylight-saving time to handle); ValueError for an unknown one."""
-    if name == 'UTC':
-        return UTC
-    import zoneinfo
-    try:
-        return zoneinfo.ZoneInfo(name)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError, TypeError) as exc:
-        raise ValueError(str(exc) or name) from None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,7 +69,7 @@ class Schedule:
     def _iterate(self, at: float, reverse: bool) -> Any:
         """cronsim's ticks after ``at`` (whole seconds), or before it."""
         start = datetime.datetime.fromtimestamp(math.floor(at), zone(self.tz))
-        return _cronsim().CronSim(str(self.every), start, reverse=reverse)
+        return cronsim_module().CronSim(str(self.every), start, reverse=reverse)
 
     def next_after(self, at: float) -> float:
         """The first tick strictly after ``at``."""
@@ -147,23 +133,17 @@ def check_name(name: Any) -> str:
 
 
 def check_every(name: str, every: Any) -> Union[str, int]:
-    """A five-field cron expression cronsim accepts, or whole seconds >= 1."""
-    if isinstance(every, str):
-        if len(every.split()) != 5:
-            raise ScheduleError('schedule %r: schedule %r is not a five-field cron expression '
-                                '(minute hour day-of-month month day-of-week)' % (name, every))
-        cronsim = _cronsim()
-        try:
-            cronsim.CronSim(every, datetime.datetime(2000, 1, 1, tzinfo=UTC))
-        except cronsim.CronSimError as exc:
-            raise ScheduleError('schedule %r: schedule %r is not a valid cron expression: %s'
-                                % (name, every, exc)) from None
-        return every
-    if isinstance(every, bool) or not isinstance(every, (int, float)) \
-            or not math.isfinite(every) or every != int(every) or every < 1:
-        raise ScheduleError('schedule %r: schedule must be a five-field cron string or whole '
-                            'seconds of at least 1, got %r' % (name, every))
-    return int(every)
+    """A five-field cron expression cronsim accepts, or whole seconds >= 1
+    (ScheduleError naming the schedule)."""
+    try:
+        return _check_every(every)
+    except ValueError as exc:
+        raise ScheduleError('schedule %r: schedule %s' % (name, exc)) from None
+
+
+#: Each field a schedule has beside its cron expression or interval, and its check.
+_FIELD_CHECKS = (('tz', check_tz), ('args', check_args), ('kwargs', check_kwargs),
+                 ('catch_up', check_catch_up))
 
 
 def check_fields(name: str, every: Any, tz: Any, args: Any, kwargs: Any,
@@ -171,21 +151,10 @@ def check_fields(name: str, every: Any, tz: Any, args: Any, kwargs: Any,
     """The checked fields of one schedule (ScheduleError naming the schedule
     and the field)."""
     checked: dict[str, Any] = {'every': check_every(name, every)}
-    if not isinstance(tz, str):
-        raise ScheduleError('schedule %r: tz must be an IANA time zone name, got %r' % (name, tz))
-    try:
-        zone(tz)
-    except ValueError:
-        raise ScheduleError('schedule %r: tz %r is not a known IANA time zone name (e.g. '
-                            "'Europe/Paris'; pip install tzdata where the system has no "
-                            'zone database)' % (name, tz)) from None
-    if not isinstance(args, (list, tuple)):
-        raise ScheduleError('schedule %r: args must be a list, got %r' % (name, args))
-    if not isinstance(kwargs, Mapping) or not all(isinstance(k, str) for k in kwargs):
-        raise ScheduleError('schedule %r: kwargs must be a dict of names to values, got %r'
-                            % (name, kwargs))
-    if catch_up not in CATCH_UP:
-        raise ScheduleError('schedule %r: catch_up must be one of %s, got %r'
-                            % (name, ', '.join(map(repr, CATCH_UP)), catch_up))
-    checked.update(tz=tz, args=tuple(args), kwargs=dict(kwargs), catch_up=catch_up)
+    given = {'tz': tz, 'args': args, 'kwargs': kwargs, 'catch_up': catch_up}
+    for field, check in _FIELD_CHECKS:
+        try:
+            checked[field] = check(given[field])
+        except ValueError as exc:
+            raise ScheduleError('schedule %r: %s %s' % (name, field, exc)) from None
     return checked

@@ -26,7 +26,8 @@ def describe(config: Config, clock: Clock = SYSTEM_CLOCK, count: int = NEXT_RUNS
              records_url: Optional[str] = None) -> dict[str, Any]:
     """Every schedule: its task, when it runs, its next ``count`` run times,
     and from the records (when on) its last tick, that tick's task and the
-    task's status; and the scheduler that leads, if one does."""
+    task's status; the broken ones, each with its one line; and the
+    scheduler that leads, if one does."""
     now = clock.time()
     found = get_schedules(config)
     records = bool(records_url or config.RECORDS_URL)
@@ -37,8 +38,9 @@ def describe(config: Config, clock: Clock = SYSTEM_CLOCK, count: int = NEXT_RUNS
         progress, statuses, lease = _from_records(config, records_url)
     rows = [{**_schedule_row(schedule, now, count),
              **_last_run(progress.get(schedule.name), statuses)} for schedule in found]
-    return {'schedules': rows, 'searched': found.searched, 'records': records,
-            'leader': _leader(lease, now)}
+    broken = [{'name': b.name, 'task': b.task, 'error': b.error} for b in found.broken]
+    return {'schedules': rows, 'broken': broken, 'searched': found.searched,
+            'records': records, 'leader': _leader(lease, now)}
 
 
 def _from_records(config: Config, records_url: Optional[str]

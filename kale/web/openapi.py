@@ -165,8 +165,9 @@ ENDPOINTS: tuple[Endpoint, ...] = (
               _param('bucket', 'seconds per point', 'number'))),
     Endpoint('GET', '/api/schedules', 'list_schedules',
              'The periodic tasks: each schedule, its next run times, its last tick and the '
-             "state of that tick's task; and the scheduler that leads",
-             _answer('the schedules', schedules=_list,
+             "state of that tick's task; the broken ones (not run), each with its error; and "
+             'the scheduler that leads',
+             _answer('the schedules', schedules=_list, broken=_list,
                      leader={'type': 'object', 'nullable': True})),
     Endpoint('POST', '/api/schedules/{name}/run', 'run_schedule',
              'Publish one run of a schedule now, with a task id of its own',

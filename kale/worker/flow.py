@@ -16,8 +16,11 @@ A slot is held from the batch's admission until the message is settled
 of CONCURRENCY_LEASE_SEC by a thread of the worker while any is held; a
 worker killed holds its slots until their leases expire. A message whose
 class has a limit but no store to keep it (RATE_LIMIT_URL and RECORDS_URL
-both empty), or a malformed limit, is not run: one error line per class, and it is released
-for a minute, to be run by a worker that can.
+both empty) is not run: one error line per class, and it is released
+for a minute, to be run by a worker that can. A malformed limit (refused
+when a class is defined, so only on a class changed since) cannot be
+honoured by any worker: the message is dead-lettered with the one-line
+reason, and its class gets one error line.
 """
 from __future__ import annotations
 
@@ -35,6 +38,7 @@ from kale.flow.spec import FlowSpec, spec_of
 from kale.logs import exception_messages
 from kale.transport import ReceivedMessage
 from kale.worker.batch import Batch, Opened
+from kale.worker.refusals import verbatim_dead_letter
 from kale.worker.suspects import release_copy
 
 if TYPE_CHECKING:
@@ -44,7 +48,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger('kale.flow')
 
 #: Seconds a message is released for when it cannot be gated here (no
-#: records store, a bad limit, the store unreachable).
+#: records store, the store unreachable).
 UNGATED_DELAY_SEC = 60
 #: A message refused a concurrency slot comes back after this many seconds
 #: (drawn at random, so that the refused do not all come back at once).
@@ -55,6 +59,8 @@ SLOT_BACKOFF_SEC = (1, 5)
 class Refusal:
     delay_sec: int
     reason: str
+    #: Dead-letter the message (a limit no worker can honour) rather than release it.
+    dead: Optional[BaseException] = None
 
 
 class FlowGate:
@@ -117,7 +123,12 @@ class FlowGate:
         if asking:
             refusals.extend(self._ask(asking))
         for received, opened, refusal in refusals:
-            batch.settlements.append(self._release(batch, received, opened, refusal))
+            if refusal.dead is not None:
+                batch.settlements.append(verbatim_dead_letter(
+                    received, batch.queue, refusal.reason, opened.message, refusal.dead,
+                    opened.envelope))
+            else:
+                batch.settlements.append(self._release(batch, received, opened, refusal))
         return len(refusals)
 
     def _asks(self, batch: Batch) -> tuple[list[tuple[ReceivedMessage, Opened, Refusal]],
@@ -160,8 +171,8 @@ class FlowGate:
         try:
             spec = spec_of(task_class)
         except TaskDefinitionError as exc:
-            self._warn_once(task_class, '%s; its tasks are not run' % exc)
-            return Refusal(UNGATED_DELAY_SEC, str(exc))
+            self._warn_once(task_class, '%s; its tasks are dead-lettered unrun' % exc)
+            return Refusal(0, str(exc), dead=exc)
         if spec is None:
             return None
         if not self.url:

@@ -4,6 +4,7 @@ and run by a worker, schedulers racing for the lease and for a tick, a
 leader handing over to another, ``kale schedules``, ``kale scheduler``'s
 refusals, ``/api/schedules`` and ``kale worker --scheduler``'s scheduler."""
 import json
+import logging
 import threading
 
 import pytest
@@ -60,6 +61,62 @@ def test_ticks_are_published_under_their_ids_and_run(any_records_url, memory_bro
         found = records.get(task_id)
         assert (found.status, found.task, found.labels) == (
             'succeeded', 'tests.schedule_tasks.Tick', {SCHEDULE_LABEL: 'ticks'})
+
+
+#: One good schedule and two broken ones.
+WITH_BROKEN = {**TICKS, 'typo': {'task': 'tests.schedule_tasks.Tick', 'schedule': '61 * * * *'},
+               'zone': {'task': 'tests.schedule_tasks.Tick', 'schedule': 60,
+                        'tz': 'Mars/Olympus'}}
+TYPO = "schedule 'typo': schedule '61 * * * *' is not a valid cron expression: Bad minute"
+ZONE = ("schedule 'zone': tz 'Mars/Olympus' is not a known IANA time zone name (e.g. "
+        "'Europe/Paris'; pip install tzdata where the system has no zone database)")
+
+
+def test_broken_schedules_stop_only_themselves_and_are_each_reported(
+        any_records_url, memory_broker, monkeypatch, settings_env, caplog, capsys, record):
+    monkeypatch.setenv('KALE_TEST_SCHEDULES', json.dumps(WITH_BROKEN))
+    settings_env()
+    clock = FakeClock()
+    start = clock.time()
+
+    def wait(seconds):          # the scheduler's sleeps move the clock, for two minutes
+        clock.now += seconds
+        return clock.time() > start + 125
+
+    with caplog.at_level(logging.INFO, logger='kale.schedules'):
+        scheduler = make_scheduler(settings.config, clock=clock, holder='one', wait=wait)
+        scheduler.run()
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors == ['scheduler one: broken, not run (the other schedules run): ' + TYPO,
+                      'scheduler one: broken, not run (the other schedules run): ' + ZONE]
+    ticks = get_schedules(settings.config).get('ticks').ticks_between(start, start + 125, 10)
+    assert [(name, task_id) for name, _, task_id in scheduler.published] == [
+        ('ticks', tick_id('ticks', tick)) for tick in ticks] and len(ticks) == 2
+    work(memory_broker)
+    assert sorted(r[1] for r in read_records(record)) == sorted(tick_id('ticks', t) for t in ticks)
+    get_recorder(settings.config).flush(timeout=5)
+    assert main(['schedules', 'list']) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].split()[:2] == ['ticks', 'tests.schedule_tasks.Tick']
+    assert out[2:4] == ['BROKEN (not run): ' + TYPO, 'BROKEN (not run): ' + ZONE]
+    assert main(['schedules', 'list', '--json']) == 1
+    answer = json.loads(capsys.readouterr().out)
+    assert [row['name'] for row in answer['schedules']] == ['ticks']
+    assert answer['broken'] == [
+        {'name': 'typo', 'task': 'tests.schedule_tasks.Tick', 'error': TYPO},
+        {'name': 'zone', 'task': 'tests.schedule_tasks.Tick', 'error': ZONE}]
+    assert main(['schedules', 'run', 'typo']) == 1
+    assert capsys.readouterr().err.strip() == 'kale: error: ' + TYPO
+
+
+def test_a_scheduler_whose_schedules_are_all_broken_says_each_in_one_line(
+        records_url, monkeypatch, settings_env, capsys):
+    monkeypatch.setenv('KALE_TEST_SCHEDULES', json.dumps(
+        {name: WITH_BROKEN[name] for name in ('typo', 'zone')}))
+    settings_env()
+    assert main(['scheduler']) == 1
+    assert capsys.readouterr().err.strip() == (
+        'kale: error: no schedule can run: 2 broken: %s; %s' % (TYPO, ZONE))
 
 
 def test_schedulers_racing_get_one_lease_and_claim_a_tick_once(any_records_url):
@@ -174,6 +231,7 @@ def test_the_api_lists_schedules_and_runs_one(records_url, memory_broker, schedu
     answer = client.get('/api/schedules').json()
     assert [row['name'] for row in answer['schedules']] == ['ticks']
     assert answer['schedules'][0]['last_tick'] is None and answer['records'] is True
+    assert answer['broken'] == []
     refused = client.post('/api/schedules/ticks/run', headers={'X-Kale-Request': ''})
     assert refused.status_code == 403 and queued(memory_broker) == 0
     ran = client.post('/api/schedules/ticks/run')

@@ -43,6 +43,26 @@ def test_a_second_publish_returns_the_waiting_task(broker, tmp_path):
     assert ids[0] == ids[1] and ids[2] == again
 
 
+def test_unique_for_sec_0_on_a_call_publishes_that_call_as_not_unique(broker, tmp_path):
+    out = str(tmp_path / 'runs')
+    first = ot.UniqueNote.publish(None, out, 'a')
+    second = ot.UniqueNote.publish(None, out, 'a', unique_for_sec=0)
+    assert second != first
+    assert ot.UniqueNote.publish(None, out, 'a') == first       # the class's window holds
+    assert ot.Note.publish(None, out, 'a', unique_for_sec=0.0) not in (first, second)
+    work(broker)
+    assert sorted(runs(tmp_path / 'runs')) == ['a', 'a', 'a']
+
+
+@pytest.mark.parametrize('window', [-1, True, float('nan'), 366 * 24 * 3600, '60'])
+def test_a_bad_unique_for_sec_on_a_call_says_what_is_accepted(broker, window):
+    with pytest.raises(PublishError) as caught:
+        ot.Note.publish(None, 'x', 'y', unique_for_sec=window)
+    assert str(caught.value) == (
+        'task tests.outbox_tasks.Note: unique_for_sec must be seconds above 0 and at most '
+        '31536000 (a year), or 0 for not unique on this call; got %r' % (window,))
+
+
 def test_an_expired_key_is_free_again(broker):
     unique = records.store().unique
     assert unique.claim([('k', 'first')], 1000.0, 10) == ['first']

@@ -18,7 +18,9 @@ from kale.conf import settings
 from kale.exceptions import RecordsUnavailableError, TaskDefinitionError
 from kale.flow.bucket import MAX_DELAY_SEC, Bucket, most_starts
 from kale.flow.spec import Rate, parse_rate, spec_of
+from kale.hooks import WorkerHooks
 from kale.task import Task
+from kale.worker import Worker
 from kale.worker.flow import UNGATED_DELAY_SEC, FlowGate
 from tests import flow_tasks as ft
 from tests.support.clock import FakeClock
@@ -27,30 +29,57 @@ from tests.support.flow import take_slot
 # --- what a class asks for ------------------------------------------------------------
 
 
-@pytest.mark.parametrize('text,rate', [('100/m', Rate(100, 60.0)), ('20/s', Rate(20, 1.0)),
-                                       (' 3 / h ', Rate(3, 3600.0))])
-def test_rates_parse(text, rate):
+@pytest.mark.parametrize('text,rate', [
+    ('5/s', Rate(5, 1.0)), ('20/sec', Rate(20, 1.0)), ('2/second', Rate(2, 1.0)),
+    ('3/seconds', Rate(3, 1.0)),
+    ('100/m', Rate(100, 60.0)), ('100/min', Rate(100, 60.0)), ('100/mins', Rate(100, 60.0)),
+    ('100/minute', Rate(100, 60.0)), ('100/minutes', Rate(100, 60.0)),
+    ('10/h', Rate(10, 3600.0)), ('10/hr', Rate(10, 3600.0)), ('10/hrs', Rate(10, 3600.0)),
+    ('10/hour', Rate(10, 3600.0)), ('10/hours', Rate(10, 3600.0)),
+    ('1000/d', Rate(1000, 86400.0)), ('1000/day', Rate(1000, 86400.0)),
+    ('1000/days', Rate(1000, 86400.0)),
+    (' 3 / h ', Rate(3, 3600.0)), ('7 /minute', Rate(7, 60.0))])
+def test_the_rate_spellings_people_write_parse(text, rate):
     assert parse_rate(text) == rate
 
 
-@pytest.mark.parametrize('text', ['100', '0/s', '-1/s', '1.5/s', '10/d', '10/min', '', 10, None])
-def test_bad_rates_are_refused(text):
-    with pytest.raises(ValueError):
+@pytest.mark.parametrize('rate,shown', [(Rate(100, 60.0), '100/m'), (Rate(5, 86400.0), '5/d')])
+def test_a_rate_is_shown_in_its_short_form(rate, shown):
+    assert str(rate) == shown
+
+
+@pytest.mark.parametrize('text,problem', [
+    ('100', "'100' is not <count>/<unit>"), ('0/s', "the count '0' is not a whole number above 0"),
+    ('-1/s', "the count '-1' is not a whole number above 0"),
+    ('1.5/s', "the count '1.5' is not a whole number above 0"),
+    ('1e3/s', "the count '1e3' is not a whole number above 0"),
+    ('10/fortnight', "the unit 'fortnight' is not one Kale knows"),
+    ('10/M', "the unit 'M' is not one Kale knows"), ('10/', "the unit '' is not one Kale knows"),
+    ('1/s/s', "'1/s/s' is not <count>/<unit>"), ('', "'' is not <count>/<unit>"),
+    (10, '10 is not a string'), (None, 'None is not a string'), (b'1/s', "b'1/s' is not a string")])
+def test_bad_rates_are_refused_saying_what_is_wrong_and_what_is_accepted(text, problem):
+    with pytest.raises(ValueError) as caught:
         parse_rate(text)
+    assert problem in str(caught.value)
+    assert str(caught.value).endswith(": write a whole count above 0 per second, minute, hour or "
+                                      "day, such as '5/s', '100/m', '100/min', '100/minute', "
+                                      "'10/h' or '1000/day'")
 
 
-def test_a_bad_limit_is_one_line_naming_the_class():
-    class BadRate(Task):
-        rate_limit = 'fast'
+def test_a_limit_made_bad_after_definition_is_refused_by_the_spec_in_the_same_words():
+    class ChangedRate(Task):
+        rate_limit = '5/s'
 
-    class BadConcurrency(Task):
-        concurrency_limit = 0
+    class ChangedConcurrency(Task):
+        concurrency_limit = 2
 
-    for cls, attribute in ((BadRate, 'rate_limit'), (BadConcurrency, 'concurrency_limit')):
+    ChangedRate.rate_limit = 'fast'
+    ChangedConcurrency.concurrency_limit = 0
+    for cls, attribute in ((ChangedRate, 'rate_limit'), (ChangedConcurrency, 'concurrency_limit')):
         with pytest.raises(TaskDefinitionError) as info:
             spec_of(cls)
         text = str(info.value)
-        assert '\n' not in text and cls.__qualname__ in text and attribute in text
+        assert '\n' not in text and text.startswith('task %s: %s ' % (cls.task_path(), attribute))
 
 
 def test_a_class_without_limits_has_no_spec():
@@ -224,6 +253,42 @@ def test_without_records_a_limited_task_is_held_back_with_one_error_line(caplog)
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 1 and 'RatedTask' in lines[0]
     assert 'needs RATE_LIMIT_URL or RECORDS_URL' in lines[0]
+
+
+class StopAtFirstSettled(WorkerHooks):
+    """Stops the worker once a message is released or dead-lettered (a
+    worker that released a bad limit's message would go on for ever)."""
+
+    def on_worker_startup(self, worker):
+        self.worker = worker
+
+    def on_task_released(self, settlement):
+        self.worker.stop()
+
+    on_task_dead_lettered = on_task_released
+
+
+@pytest.mark.usefixtures('pool')
+def test_a_rate_limit_made_bad_at_run_time_dead_letters_its_message_with_the_reason(
+        pool_app, monkeypatch, caplog):
+    monkeypatch.setattr(ft.ChangedRateTask, 'rate_limit', '5/fortnight')
+    ft.runs.clear()
+    task_id = pool_app.publish(ft.ChangedRateTask, None, 1)
+    with caplog.at_level(logging.ERROR, logger='kale.flow'):
+        worker = Worker(queue_names=['default'], burst=True, app=pool_app,
+                        hooks=[StopAtFirstSettled()])
+        assert worker.run() == 0
+    assert dict(worker.stats) == {'dead_letter': 1} and ft.runs.items == []
+    reason = ("task tests.flow_tasks.ChangedRateTask: rate_limit '5/fortnight': the unit "
+              "'fortnight' is not one Kale knows: write a whole count above 0 per second, "
+              "minute, hour or day, such as '5/s', '100/m', '100/min', '100/minute', '10/h' or "
+              "'1000/day'")
+    queue = pool_app.queues['default']
+    [dead] = pool_app.transport.receive(pool_app.broker.dead_letter_name(queue), 10, 0, 30)
+    assert dead.attributes['kale_dead_letter_reason'] == reason
+    assert dead.attributes['kale_task_id'] == task_id
+    assert [r.getMessage() for r in caplog.records if r.name == 'kale.flow'] == [
+        reason + '; its tasks are dead-lettered unrun']
 
 
 def test_rate_limit_url_keeps_the_limits_apart_from_the_records(tmp_path):

@@ -116,7 +116,9 @@ def test_fractional_time_limit_is_allowed(sender):
     assert len(sender.sent) == 1
 
 
-def test_non_positive_time_limit_is_refused(sender):
+def test_a_time_limit_made_non_positive_after_definition_is_refused_at_publish(sender,
+                                                                              monkeypatch):
+    monkeypatch.setattr(tasks.ZeroLimitTask, 'time_limit', 0)
     with pytest.raises(InvalidTimeLimitError, match='tests.tasks.ZeroLimitTask: time_limit must '
                                                     'be a positive number'):
         tasks.ZeroLimitTask.publish(None)

@@ -175,18 +175,72 @@ def test_task_modules_classes_and_schedules_entries_are_found_and_checked():
     ({'task': 'tests.schedule_tasks.Tick', 'schedule': 5, 'every': 3},
      "schedule 'x': unknown field 'every'"),
 ])
-def test_a_bad_schedules_entry_is_one_line(entry, message):
-    with pytest.raises(ScheduleError) as caught:
-        find_schedules(config(SCHEDULES={'x': entry}))
-    assert message in str(caught.value), str(caught.value)
+def test_a_bad_schedules_entry_is_broken_with_one_line(entry, message):
+    found = find_schedules(config(SCHEDULES={'x': entry, 'good': {
+        'task': 'tests.schedule_tasks.Tick', 'schedule': 5}}))
+    assert [s.name for s in found] == ['good']
+    [broken] = found.broken
+    assert broken.name == 'x' and message in broken.error and '\n' not in broken.error
+    with pytest.raises(ScheduleError) as caught:        # `kale schedules run x`
+        found.get('x')
+    assert str(caught.value) == broken.error
 
 
-def test_a_schedule_defined_twice_is_refused():
-    with pytest.raises(ScheduleError, match="schedule 'tests.schedule_tasks.NightlyReport' is "
-                                            'defined twice'):
-        find_schedules(config(TASK_MODULES=('tests.schedule_tasks',), SCHEDULES={
-            'tests.schedule_tasks.NightlyReport': {'task': 'tests.schedule_tasks.Tick',
-                                                   'schedule': 5}}))
+def test_every_bad_schedule_is_found_at_once_and_the_good_ones_kept():
+    found = find_schedules(config(TASK_MODULES=('tests.schedule_tasks',), SCHEDULES={
+        'typo': {'task': 'tests.schedule_tasks.Tick', 'schedule': '61 * * * *'},
+        'zone': {'task': 'tests.schedule_tasks.Tick', 'schedule': 60, 'tz': 'Mars/Olympus'},
+        'ticks': {'task': 'tests.schedule_tasks.Tick', 'schedule': 60}}))
+    assert [s.name for s in found] == ['tests.schedule_tasks.EveryFiveSeconds',
+                                       'tests.schedule_tasks.NightlyReport', 'ticks']
+    assert [(b.name, b.task, b.error) for b in found.broken] == [
+        ('typo', 'tests.schedule_tasks.Tick', "schedule 'typo': schedule '61 * * * *' is not a "
+                                              'valid cron expression: Bad minute'),
+        ('zone', 'tests.schedule_tasks.Tick', "schedule 'zone': tz 'Mars/Olympus' is not a known "
+                                              "IANA time zone name (e.g. 'Europe/Paris'; pip "
+                                              'install tzdata where the system has no zone '
+                                              'database)')]
+
+
+def test_a_task_module_that_cannot_be_imported_breaks_its_schedules_only(tmp_path,
+                                                                          monkeypatch):
+    """A class whose schedule has a typo is refused when defined: its module
+    cannot be imported, and is the broken one; the other modules' schedules run."""
+    (tmp_path / 'typo_schedules.py').write_text(
+        'from kale import task\n\n\n'
+        'class Typo(task.Task):\n'
+        "    schedule = '0 25 * * *'\n\n"
+        '    def run_task(self):\n'
+        '        pass\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    found = find_schedules(config(TASK_MODULES=('typo_schedules', 'tests.schedule_tasks')))
+    assert [s.name for s in found] == ['tests.schedule_tasks.EveryFiveSeconds',
+                                       'tests.schedule_tasks.NightlyReport']
+    [broken] = found.broken
+    assert (broken.name, broken.error) == (
+        'typo_schedules', "TASK_MODULES entry 'typo_schedules' cannot be imported: "
+                          "TaskDefinitionError: task typo_schedules.Typo: schedule '0 25 * * *' "
+                          'is not a valid cron expression: Bad hour (its schedules do not run)')
+
+
+def test_a_class_that_says_schedule_none_has_no_schedule(tmp_path, monkeypatch):
+    (tmp_path / 'unscheduled.py').write_text(
+        'from tests.schedule_tasks import EveryFiveSeconds\n\n\n'
+        'class Manual(EveryFiveSeconds):\n'
+        '    schedule = None\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    found = find_schedules(config(TASK_MODULES=('unscheduled',)))
+    assert (len(found), found.broken) == (0, ())
+
+
+def test_a_schedule_defined_twice_is_broken():
+    found = find_schedules(config(TASK_MODULES=('tests.schedule_tasks',), SCHEDULES={
+        'tests.schedule_tasks.NightlyReport': {'task': 'tests.schedule_tasks.Tick',
+                                               'schedule': 5}}))
+    assert [s.name for s in found] == ['tests.schedule_tasks.EveryFiveSeconds']
+    [broken] = found.broken
+    assert broken.error.startswith("schedule 'tests.schedule_tasks.NightlyReport' is defined "
+                                   'twice')
 
 
 def test_a_bad_schedules_setting_is_one_line():

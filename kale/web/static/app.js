@@ -229,6 +229,10 @@ function renderSchedules(answer) {
     el('td', {}, s.last_task_id ? taskId(s.last_task_id) : '-', ' ',
       s.last_task_id ? badge(s.last_task_status || 'unrecorded') : ''),
     el('td', {}, el('button', { onclick: () => runSchedule(s.name) }, 'run now'))));
+  // A broken schedule is not run by the scheduler: its row says why.
+  rows.push(...(answer.broken || []).map((b) => el('tr', { 'data-schedule': b.name, class: 'broken' },
+    el('td', { class: 'mono' }, b.name), el('td', { title: b.task || '' }, b.task ? short(b.task) : '-'),
+    el('td', {}, badge('broken')), el('td', { colspan: 4, class: 'error' }, b.error))));
   body.replaceChildren(...(rows.length ? rows : [el('tr', {}, el('td', { colspan: 7, class: 'muted' },
     answer.searched ? 'no schedules' : 'no schedules: set TASK_MODULES or SCHEDULES'))]));
   const leader = answer.leader;

@@ -1,0 +1,137 @@
+"""The attributes of a task class, checked when the class is defined.
+
+``Task.__init_subclass__`` calls :func:`check_attributes`: a typo in
+``rate_limit``, ``schedule`` or ``time_limit`` is refused when the module
+defining the class is imported (by the application, its tests, a worker),
+not found by a worker that then cannot run the task. Each refusal is one
+:class:`~kale.exceptions.TaskDefinitionError` line naming the class, the
+attribute and what is accepted.
+
+Only the attributes a class sets itself are checked: those it inherits were
+checked on the class that set them, and a base class that sets nothing
+passes. What needs the configuration (whether ``queue`` is in the queue
+config, a ``time_limit`` against SQS's 12 hours, a schedule's arguments
+against ``run_task``) is checked where the configuration is known: at
+publish, and when the scheduler finds its schedules. Reading the settings
+here would tie a class to the settings of the moment it is imported, before
+an application has set up its app.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any, Callable
+
+from kale.exceptions import TaskDefinitionError
+from kale.flow.spec import check_concurrency, check_key_method, read_rate
+from kale.schedule_checks import (
+    check_args,
+    check_catch_up,
+    check_every,
+    check_kwargs,
+    check_tz,
+    has_cronsim,
+    has_zone_database,
+)
+from kale.unique import declared_problem
+
+
+def check_attributes(cls: type) -> None:
+    """Refuse a bad value of an attribute ``cls`` sets itself
+    (TaskDefinitionError, one line naming the class and the attribute)."""
+    own = vars(cls)
+    name = '%s.%s' % (cls.__module__, cls.__qualname__)
+    for attribute, check in CHECKS:
+        if attribute in own:
+            check(name, attribute, getattr(cls, attribute))
+
+
+def _queue(name: str, attribute: str, value: Any) -> None:
+    if not isinstance(value, str) or not value.strip():
+        _refuse(name, attribute, 'must be the name of a queue of the queue config', value)
+
+
+def _time_limit(name: str, attribute: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) \
+            or not math.isfinite(value) or value <= 0:
+        _refuse(name, attribute, 'must be a number of seconds above 0 (a float is fine)', value)
+
+
+def _max_retries(name: str, attribute: str, value: Any) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                              or value < 0):
+        _refuse(name, attribute, 'must be a whole number from 0 (0: never retry), or None',
+                value)
+
+
+def _rate_limit(name: str, attribute: str, value: Any) -> None:
+    read_rate(name, value)
+
+
+def _concurrency_limit(name: str, attribute: str, value: Any) -> None:
+    check_concurrency(name, value)
+
+
+def _key_method(name: str, attribute: str, value: Any) -> None:
+    check_key_method(name, attribute, value)
+
+
+def _unique_for_sec(name: str, attribute: str, value: Any) -> None:
+    problem = declared_problem(name, value)
+    if problem:
+        raise TaskDefinitionError(problem)
+
+
+def _schedule(name: str, attribute: str, value: Any) -> None:
+    if value is None:               # no schedule (a subclass may say so)
+        return
+    # Without cronsim (the schedules extra), a cron expression's fields are
+    # counted here; the scheduler, which needs cronsim, parses it.
+    _field(name, attribute, value, lambda every: check_every(every, cron=has_cronsim()))
+
+
+def _schedule_tz(name: str, attribute: str, value: Any) -> None:
+    try:
+        check_tz(value)
+    except ValueError as exc:
+        # Where no zone database is installed every zone but UTC is unknown:
+        # left to the scheduler, which says to install tzdata.
+        if isinstance(value, str) and not has_zone_database():
+            return
+        raise TaskDefinitionError('task %s: %s %s' % (name, attribute, exc)) from None
+
+
+def _checked_by(check: Callable[[Any], Any]) -> Callable[[str, str, Any], None]:
+    def checked(name: str, attribute: str, value: Any) -> None:
+        _field(name, attribute, value, check)
+    return checked
+
+
+def _field(name: str, attribute: str, value: Any, check: Callable[[Any], Any]) -> None:
+    """Run a schedule field's check; its ValueError as TaskDefinitionError."""
+    try:
+        check(value)
+    except ValueError as exc:
+        raise TaskDefinitionError('task %s: %s %s' % (name, attribute, exc)) from None
+
+
+def _refuse(name: str, attribute: str, accepted: str, value: Any) -> None:
+    raise TaskDefinitionError('task %s: %s %s; got %r' % (name, attribute, accepted, value))
+
+
+#: Each attribute checked, and its check: (class path, attribute, value).
+CHECKS: tuple[tuple[str, Callable[[str, str, Any], None]], ...] = (
+    ('queue', _queue),
+    ('time_limit', _time_limit),
+    ('max_retries', _max_retries),
+    ('rate_limit', _rate_limit),
+    ('rate_limit_key', _key_method),
+    ('concurrency_limit', _concurrency_limit),
+    ('concurrency_key', _key_method),
+    ('unique_for_sec', _unique_for_sec),
+    ('schedule', _schedule),
+    ('schedule_tz', _schedule_tz),
+    ('schedule_args', _checked_by(check_args)),
+    ('schedule_kwargs', _checked_by(check_kwargs)),
+    ('schedule_catch_up', _checked_by(check_catch_up)),
+)
