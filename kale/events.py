@@ -201,12 +201,18 @@ class Settlement:
     #: to the queue's dead-run queue in place of the dead-letter copy (None
     #: again when it could not be sent and the copy went instead).
     dead_run: Optional[Message] = None
+    #: A retry whose copy waits longer than SQS's 15-minute delay (a
+    #: ``kale.Retry`` with a long ``after``): that whole wait, in seconds.
+    wait_sec: Optional[int] = None
 
     @property
     def retry_delay_sec(self) -> int:
-        """Seconds until a retry's next attempt: its copy's delay or, on a
-        FIFO queue, how long its message is held invisible."""
-        return self.copy.delay_sec if self.copy is not None else (self.hold_sec or 0)
+        """Seconds until a retry's next attempt: its copy's delay (its whole
+        wait, for a long one) or, on a FIFO queue, how long its message is
+        held invisible."""
+        if self.copy is not None:
+            return self.copy.delay_sec if self.wait_sec is None else self.wait_sec
+        return self.hold_sec or 0
 
     @property
     def verified(self) -> bool:

@@ -6,6 +6,7 @@ wrong (the task, the queue, the setting or the file).
 """
 from __future__ import annotations
 
+import numbers
 from typing import Any, Optional, Sequence
 
 
@@ -231,6 +232,39 @@ class NonRetriableTaskError(TaskError):
     """Raise from ``run_task`` to fail the task permanently, with no retry."""
 
 
+class InvalidRetryError(TaskError, ValueError):
+    """``Retry`` was given a bad ``after`` or ``exc`` (raised where it is made)."""
+
+
+#: The longest ``Retry(after=...)``: 365 days, as a publish's (kale.delays.MAX_WAIT_SEC).
+MAX_RETRY_AFTER_SEC = 365 * 24 * 3600
+
+
+class Retry(TaskError):
+    """Raise from ``run_task`` (``from kale import Retry``) to retry the task
+    after ``after`` seconds (0..365 days) instead of its usual delay, with
+    ``exc`` (optional) the cause its logs, record and dead-letter reason name:
+    ``raise Retry(after=30, exc=error)``. It counts against ``max_retries``;
+    ``is_retriable`` is not asked (see :mod:`kale.retry`). A bad ``after``
+    or ``exc`` raises InvalidRetryError at once, in the task."""
+
+    def __init__(self, after: float, exc: Optional[BaseException] = None):
+        if isinstance(after, bool) or not isinstance(after, numbers.Real) \
+                or not 0 <= float(after) <= MAX_RETRY_AFTER_SEC:   # NaN and inf fail this too
+            raise InvalidRetryError('Retry(after=...) must be a number of seconds within 0..%d '
+                                    '(365 days), got %r' % (MAX_RETRY_AFTER_SEC, after))
+        if exc is not None and not isinstance(exc, BaseException):
+            raise InvalidRetryError('Retry(exc=...) must be an exception or None, got %r' % (exc,))
+        seconds = ('%.3f' % float(after)).rstrip('0').rstrip('.')
+        super().__init__('after %s s' % seconds + (': ' + describe(exc) if exc is not None else ''))
+        self.after: float = float(after)
+        self.exc: Optional[BaseException] = exc
+        self.__cause__ = exc            # its traceback shows the cause's first
+
+    def __reduce__(self) -> Any:
+        return (type(self), (self.after, self.exc))
+
+
 class ExecutorError(TaskError):
     """An executor program could not run, or its run failed. The message
     starts with the reason: ``unknown_method``, ``bad_input`` (exit status
@@ -394,57 +428,18 @@ def describe(exc: BaseException) -> str:
 
 
 __all__ = [
-    'BadFilterError',
-    'BatchSendError',
-    'ChildTaskError',
-    'CommandError',
-    'DecodeError',
-    'EndpointUnreachableError',
-    'ExecutorError',
-    'HookError',
-    'ImproperlyConfigured',
-    'InvalidDelayError',
-    'InvalidFlowError',
-    'InvalidTimeLimitError',
-    'KaleError',
-    'MessageTooLargeError',
-    'NoDeadLetterQueueError',
-    'NonRetriableTaskError',
-    'NotAllowedError',
-    'OutboxError',
-    'PayloadMissingError',
-    'PayloadStoreError',
-    'PortInUseError',
-    'PublishError',
-    'QueueConfigError',
-    'QueueNotFoundError',
-    'RecordConflictError',
-    'RecordNotFoundError',
-    'RecordsError',
-    'RecordsUnavailableError',
-    'SQSError',
-    'ScheduleError',
-    'ScheduleNotFoundError',
-    'SerializationError',
-    'SubmissionError',
-    'TaskDefinitionError',
-    'TaskError',
-    'TaskProcessDied',
-    'TaskResultError',
-    'TaskWaitTimeout',
-    'ThreadTimeLimit',
-    'ThrottledError',
-    'TimeLimitExceeded',
-    'UnknownQueueError',
-    'UnknownTaskPathError',
-    'WebhookAddressRefused',
-    'WebhookDeliveryError',
-    'WebhookError',
-    'WebhookNotFoundError',
-    'WebhookRejectedError',
-    'WorkflowConflictError',
-    'WorkflowError',
-    'WorkflowFailed',
-    'WorkflowNotFoundError',
+    'BadFilterError', 'BatchSendError', 'ChildTaskError', 'CommandError', 'DecodeError',
+    'EndpointUnreachableError', 'ExecutorError', 'HookError', 'ImproperlyConfigured',
+    'InvalidDelayError', 'InvalidFlowError', 'InvalidRetryError', 'InvalidTimeLimitError',
+    'KaleError', 'MessageTooLargeError', 'NoDeadLetterQueueError', 'NonRetriableTaskError',
+    'NotAllowedError', 'OutboxError', 'PayloadMissingError', 'PayloadStoreError',
+    'PortInUseError', 'PublishError', 'QueueConfigError', 'QueueNotFoundError',
+    'RecordConflictError', 'RecordNotFoundError', 'RecordsError', 'RecordsUnavailableError',
+    'Retry', 'SQSError', 'ScheduleError', 'ScheduleNotFoundError', 'SerializationError',
+    'SubmissionError', 'TaskDefinitionError', 'TaskError', 'TaskProcessDied',
+    'TaskResultError', 'TaskWaitTimeout', 'ThreadTimeLimit', 'ThrottledError',
+    'TimeLimitExceeded', 'UnknownQueueError', 'UnknownTaskPathError', 'WebhookAddressRefused',
+    'WebhookDeliveryError', 'WebhookError', 'WebhookNotFoundError', 'WebhookRejectedError',
+    'WorkflowConflictError', 'WorkflowError', 'WorkflowFailed', 'WorkflowNotFoundError',
     'describe',
 ]

@@ -9,10 +9,15 @@ settings (:meth:`kale.task.Task.retry_policy`); the task's
 classmethods delegate to it, and a task that overrides one of them keeps its
 own answer.
 
-A failure may ask for its own delay: an exception with a ``retry_after_sec``
-attribute (a number of seconds, e.g. an HTTP answer's ``Retry-After``) is
-retried after that long, within SQS's 0..900, instead of the exponential
-delay (:func:`requested_delay_sec`).
+A run may choose its retry's delay: ``raise Retry(after=seconds, exc=cause)``
+(:class:`kale.exceptions.Retry`, exported as ``kale.Retry``) retries the task
+after that long, up to 365 days (past SQS's 15 minutes as a long delay, see
+:mod:`kale.delays`; on a FIFO queue, a longer hold), whatever
+``is_retriable`` would say of the cause, and counts against ``max_retries``
+as any failure does (:func:`kale.worker.runner.retry_decision`). An
+exception with a ``retry_after_sec`` attribute (a number of seconds, e.g. an
+HTTP answer's ``Retry-After``) is retried after that long too, within SQS's
+0..900, when it is retriable (:func:`requested_delay_sec`).
 """
 from __future__ import annotations
 
@@ -21,7 +26,7 @@ import math
 import random
 from typing import TYPE_CHECKING, Callable, Optional
 
-from kale.exceptions import ChildTaskError
+from kale.exceptions import ChildTaskError, Retry, describe
 from kale.transport import MAX_DELAY_SEC
 
 if TYPE_CHECKING:
@@ -31,6 +36,18 @@ if TYPE_CHECKING:
 PERMANENT_FAILURE_NON_RETRIABLE = 'non_retriable'
 PERMANENT_FAILURE_NO_RETRIES = 'no_retries'
 PERMANENT_FAILURE_RETRIES_EXHAUSTED = 'retries_exhausted'
+
+
+def child_stand_in(exc: BaseException,
+                   retriable: Callable[[BaseException], bool]) -> BaseException:
+    """What a task's child process (TASK_ISOLATION = 'process') sends back
+    for an exception that does not pickle: a ChildTaskError describing it
+    (and whether ``retriable`` says it may retry), or for a Retry whose cause
+    does not pickle (httpx's errors need their request), the Retry with its
+    delay and the cause so described."""
+    if isinstance(exc, Retry) and exc.exc is not None:
+        return Retry(exc.after, ChildTaskError(describe(exc.exc), retriable(exc.exc)))
+    return ChildTaskError(describe(exc), retriable(exc))
 
 
 def requested_delay_sec(exc: Optional[BaseException]) -> Optional[float]:

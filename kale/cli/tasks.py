@@ -118,13 +118,16 @@ def _field_line(key: str, value: Any, width: int) -> str:
 
 
 def _attempt_line(attempt: dict[str, Any]) -> str:
-    """One attempt of a task: its number, status, start, duration, worker and error."""
+    """One attempt of a task: its number, status, start, duration, worker,
+    error, and the delay of the retry that followed."""
     from kale.store.record import iso
-    return '  %d  %s  %s  %s  %s%s' % (
+    delay = attempt.get('retry_delay_sec')
+    return '  %d  %s  %s  %s  %s%s%s' % (
         attempt['attempt'], attempt['status'], _cell(iso(attempt['started_at'])),
         '%.3fs' % attempt['duration_sec'] if attempt['duration_sec'] is not None else '-',
         attempt['worker'] or '-', '  %s: %s' % (attempt['error_type'], attempt[
-            'error_message']) if attempt['error_type'] else '')
+            'error_message']) if attempt['error_type'] else '',
+        '  (retried after %gs)' % delay if delay is not None else '')
 
 
 def cmd_count(args: argparse.Namespace) -> int:

@@ -285,10 +285,12 @@ class Codec:
         :meth:`read`)."""
         if envelope is None or not envelope.offloaded:
             return self.to_outgoing(message, queue, delay_sec, extra_attributes)
-        body = self._seal(envelope, queue, {
-            RETRY_NUM: str(message.retry_num), FAILURE_NUM: str(message.failure_num),
-            UNSETTLED: str(message.unsettled),
-            PUBLISHED_AT: str(int(message.published_at or time.time()))})
+        headers = {RETRY_NUM: str(message.retry_num), FAILURE_NUM: str(message.failure_num),
+                   UNSETTLED: str(message.unsettled),
+                   PUBLISHED_AT: str(int(message.published_at or time.time()))}
+        if message.due_at:              # a retry's long delay (kale.Retry)
+            headers[DUE_AT] = '%.3f' % message.due_at
+        body = self._seal(envelope, queue, headers)
         attributes: dict[str, AttributeValue] = dict(message.attributes())
         attributes.update(extra_attributes or {})
         return self._checked(envelope, message, OutgoingMessage(body, attributes, delay_sec))

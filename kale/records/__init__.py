@@ -260,17 +260,20 @@ def retry_matching(where: TaskFilter, url: Optional[str] = None,
 def attempts(task_id: str, url: Optional[str] = None,
         app: Optional[App] = None) -> list[dict[str, Any]]:
     """Every attempt of the task, oldest first: those that failed and were
-    retried, then its last (from its record, if it started)."""
+    retried (each with its retry's delay, ``retry_delay_sec``), then its last
+    (from its record, if it started)."""
     record = get(task_id, url, app)
     if record is None:
         raise RecordNotFoundError('no record of task %s' % task_id)
     found = store(url, app).records.attempts(task_id)
     if record.started_at is not None:
+        retried = [a.get('retry_delay_sec') for a in found if a['attempt'] == record.attempts]
         found = [a for a in found if a['attempt'] != record.attempts] + [{
             'task_id': task_id, 'attempt': record.attempts, 'status': record.status,
             'started_at': record.started_at, 'finished_at': record.finished_at,
             'duration_sec': record.duration_sec, 'worker': record.worker,
-            'error_type': record.error_type, 'error_message': record.error_message}]
+            'error_type': record.error_type, 'error_message': record.error_message,
+            'retry_delay_sec': retried[0] if retried else None}]
     return found
 
 

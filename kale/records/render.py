@@ -15,6 +15,8 @@ import math
 import traceback
 from typing import Any, Optional
 
+from kale.exceptions import Retry
+
 MAX_STRING_CHARS = 1000
 MAX_ITEMS = 100
 MAX_DEPTH = 8
@@ -127,17 +129,21 @@ def render_result(result: Any, max_chars: int) -> Any:
 
 def error_fields(exc: Optional[BaseException], fallback: str = '') -> dict[str, Optional[str]]:
     """``error_type``, ``error_message`` and ``error_traceback`` (the end of the
-    traceback, which says where it failed, cut to a bound)."""
+    traceback, which says where it failed, cut to a bound). Of a
+    :class:`~kale.retry.Retry` with a cause: the cause's type and message
+    (the traceback, the Retry's, shows the cause's first)."""
     if exc is None:
         return {'error_type': None, 'error_message': fallback[:MAX_ERROR_MESSAGE_CHARS] or None,
                 'error_traceback': None}
+    trace = ''.join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    if len(trace) > MAX_TRACEBACK_CHARS:
+        trace = '...\n' + trace[-MAX_TRACEBACK_CHARS:]
+    if isinstance(exc, Retry) and exc.exc is not None:
+        exc = exc.exc
     try:
         message = str(exc)
     except Exception:
         message = '<str() failed>'
-    trace = ''.join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    if len(trace) > MAX_TRACEBACK_CHARS:
-        trace = '...\n' + trace[-MAX_TRACEBACK_CHARS:]
     return {'error_type': type(exc).__name__[:255],
             'error_message': message[:MAX_ERROR_MESSAGE_CHARS],
             'error_traceback': trace}

@@ -35,14 +35,22 @@ KEPT_COLUMNS = ('message_id', 'duplicate_of', 'retried_as', 'dead_of')
 
 
 def retried_attempts(events: Sequence[Row]) -> list[Row]:
-    """History rows for the events that end a run with a retry."""
+    """History rows for the events that end a run with a retry, each with
+    the retry's delay (its ``next_attempt_at`` less the event's time)."""
     return [{'task_id': row['id'], 'attempt': row.get('attempts') or 0,
              'status': TaskStatus.FAILED, 'started_at': row['started_at'],
              'finished_at': row.get('updated_at'), 'duration_sec': row.get('duration_sec'),
              'worker': row.get('worker'), 'error_type': row.get('error_type'),
-             'error_message': row.get('error_message')}
+             'error_message': row.get('error_message'),
+             'retry_delay_sec': _delay(row)}
             for row in events if row.get('status') == TaskStatus.SCHEDULED
             and row.get('started_at')]
+
+
+def _delay(event: Row) -> Optional[float]:
+    """Seconds from a retried run's event to its next attempt (None if unknown)."""
+    due, at = event.get('next_attempt_at'), event.get('updated_at')
+    return round(max(due - at, 0.0), 3) if due is not None and at is not None else None
 
 
 def rows_to_write(sealer: Any, published: Sequence[Row], events: Sequence[Row],

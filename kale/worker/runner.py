@@ -19,6 +19,7 @@ import concurrent.futures
 import dataclasses
 import inspect
 import logging
+import math
 from typing import Any, Awaitable, Callable, Mapping, Optional, Union
 
 from kale.app import App, default_app
@@ -36,11 +37,11 @@ from kale.codec.pipeline import (
 from kale.config import Config
 from kale.events import Outcome, Settlement
 from kale.exceptions import (
-    ChildTaskError,
     DecodeError,
     ImproperlyConfigured,
     KaleError,
     PayloadStoreError,
+    Retry,
     TimeLimitExceeded,
     describe,
 )
@@ -48,11 +49,12 @@ from kale.internal import is_internal, proven
 from kale.message import ATTR_DEAD_LETTER_REASON, ATTR_SOURCE_QUEUE, Message
 from kale.reasons import without_message
 from kale.registry import Registry
+from kale.retry import child_stand_in
 from kale.settings_check import TASK_ISOLATION_MODES
 from kale.task import SKIPPED, Task
 from kale.timeout import AsyncLimit, BaseTimeout, Guard, SignalTimeout, TimeoutGuard, failure_of
 from kale.topics.names import TOPIC_PREFIX, copy_task_id
-from kale.transport import ReceivedMessage
+from kale.transport import MAX_DELAY_SEC, MAX_VISIBILITY_SEC, ReceivedMessage
 from kale.worker.aio import TaskLoop
 from kale.worker.batch import Batch, Opened
 from kale.worker.isolation import run_in_child
@@ -66,6 +68,9 @@ from kale.worker.refusals import (
 from kale.worker.signals import WorkerInterrupt
 
 logger = logging.getLogger(__name__)
+
+#: What a FIFO retry's hold leaves of SQS's 12 hours from the message's receipt.
+FIFO_HOLD_MARGIN_SEC = 60
 
 class TaskRunner:
     """Decodes and runs received messages, one at a time, in this process."""
@@ -187,7 +192,7 @@ class TaskRunner:
             if self.isolation == 'process':
                 result = run_in_child(
                     lambda: _run_anywhere(task, message), task_class.time_limit,
-                    lambda exc: ChildTaskError(describe(exc), task_class.is_retriable(exc)))
+                    lambda exc: child_stand_in(exc, task_class.is_retriable))
             elif task_class.is_coroutine:
                 result = self._wait_for_coroutine(task, message, task_class.time_limit)
             else:
@@ -316,6 +321,18 @@ class TaskRunner:
             return True
         return False
 
+    def _fifo_hold_sec(self, batch: Batch, message: Message, delay: int) -> int:
+        """A FIFO retry's hold past SQS's 900 s: ``delay``, within the 12
+        hours SQS keeps a received message invisible (a warning when cut)."""
+        left = int(MAX_VISIBILITY_SEC - FIFO_HOLD_MARGIN_SEC
+                   - (self.clock.monotonic() - batch.received_at))
+        if delay <= left:
+            return delay
+        logger.warning('task %s (%s) on FIFO queue %s: its retry is held %d s, not the %d s '
+                       'asked for: SQS keeps a received message invisible at most 12 hours',
+                       message.task_id, message.task_name, batch.queue.name, left, delay)
+        return max(left, 0)
+
     def _stopped(self, received: ReceivedMessage, message: Message,
                  envelope: Optional[Frame], started: float) -> Settlement:
         return Settlement(received, Outcome.RELEASE, message=message, envelope=envelope,
@@ -362,11 +379,16 @@ class TaskRunner:
                      ATTR_SOURCE_QUEUE: queue.name})
                 outcome = Outcome.DEAD_LETTER
             elif batch.fifo:    # kept, invisible for the delay (see kale.worker.consumer)
+                if delay > MAX_DELAY_SEC:
+                    delay = self._fifo_hold_sec(batch, message, delay)
                 return Settlement(received, Outcome.RETRY, message=message, reason=reason,
                                   task=task, exception=exc, duration_sec=duration,
                                   hold_sec=delay, envelope=envelope)
             else:
-                copy = codec.reissue(envelope, message.next_attempt(), batch.sqs_name, delay)
+                retry = message.next_attempt()
+                if delay > MAX_DELAY_SEC:   # a long delay: the copy carries its due time
+                    retry = dataclasses.replace(retry, due_at=self.clock.time() + delay)
+                copy = codec.reissue(envelope, retry, batch.sqs_name, min(delay, MAX_DELAY_SEC))
                 outcome = Outcome.RETRY
         except KaleError as encode_error:
             settlement = verbatim_dead_letter(
@@ -376,6 +398,8 @@ class TaskRunner:
             return settlement
         settlement = Settlement(received, outcome, message=message, copy=copy, reason=reason,
                                 task=task, exception=exc, duration_sec=duration, envelope=envelope)
+        if not permanent and delay > MAX_DELAY_SEC:
+            settlement.wait_sec = delay
         if permanent and getattr(task_class, 'handles_dead_letters', False) \
                 and not message.dead_of:       # sent in place of the copy, if it can be
             settlement.dead_run = message.dead_run(public)
@@ -391,8 +415,12 @@ def retry_decision(task_class: type[Task], message: Message, exc: BaseException,
     """Why the failed run ends the task (None: retry it), and the retry's
     delay: the task's :class:`~kale.retry.RetryPolicy` under the worker's
     configuration, or the task's own ``permanent_failure_reason``,
-    ``is_retriable`` or ``retry_delay_sec`` where it overrides them."""
+    ``is_retriable`` or ``retry_delay_sec`` where it overrides them. A
+    :class:`~kale.retry.Retry` is judged by its count alone, and waits its
+    ``after`` (past SQS's 900 s: a long delay or, on FIFO, a longer hold)."""
     policy = task_class.retry_policy(config)
+    if isinstance(exc, Retry):
+        return policy.stop_reason(message.failure_num), int(math.ceil(exc.after))
     if _overrides(task_class, 'permanent_failure_reason') or _overrides(task_class, 'is_retriable'):
         permanent = task_class.permanent_failure_reason(message, exc)
     else:

@@ -123,6 +123,8 @@ attempts = Table(
     Column('worker', String(160)),
     Column('error_type', String(255)),
     Column('error_message', Text),
+    #: Seconds the retry that followed waited (schema version 12).
+    Column('retry_delay_sec', Float),
 )
 
 #: One row per submitted workflow (schema version 5).
@@ -318,6 +320,12 @@ def _add_flow_v11(conn: Connection) -> None:
     concurrency_leases.create(conn, checkfirst=True)
 
 
+def _add_retry_delay_v12(conn: Connection) -> None:
+    if 'retry_delay_sec' not in {column['name'] for column in
+                                 inspect(conn).get_columns('kale_attempts')}:
+        conn.exec_driver_sql('ALTER TABLE kale_attempts ADD COLUMN retry_delay_sec FLOAT')
+
+
 #: (version, what it does, how): applied in order to bring a store up to date.
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, 'create kale_tasks and kale_workers', _create_v1),
@@ -332,6 +340,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (10, 'add kale_scheduler_lease and kale_schedules', _add_schedules_v10),
     (11, 'add kale_rate_buckets, kale_rate_reservations and kale_concurrency_leases',
      _add_flow_v11),
+    (12, 'add kale_attempts.retry_delay_sec', _add_retry_delay_v12),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

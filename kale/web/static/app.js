@@ -360,13 +360,14 @@ function renderDetail(record) {
   if (record.stderr) parts.push(el('h3', {}, 'Standard error (its end)'), el('pre', { class: 'traceback stderr' }, record.stderr));
   const history = record.attempt_history || [];
   parts.push(el('h3', {}, 'Attempts'), history.length ? el('table', { class: 'attempts' },
-    el('thead', {}, el('tr', {}, ...['#', 'outcome', 'started', 'duration', 'worker', 'error'].map((h) => el('th', {}, h)))),
+    el('thead', {}, el('tr', {}, ...['#', 'outcome', 'started', 'duration', 'worker', 'error', 'retried after'].map((h) => el('th', {}, h)))),
     el('tbody', {}, ...history.map((a) => el('tr', {},
       el('td', { class: 'num' }, a.attempt), el('td', {}, badge(a.status)),
       el('td', {}, ago(a.started_at)),
       el('td', { class: 'num' }, a.duration_sec === null ? '-' : a.duration_sec.toFixed(3) + ' s'),
       el('td', { class: 'mono' }, a.worker || '-'),
-      el('td', { class: 'wrap' }, a.error_type ? a.error_type + ': ' + (a.error_message || '') : '')))))
+      el('td', { class: 'wrap' }, a.error_type ? a.error_type + ': ' + (a.error_message || '') : ''),
+      el('td', { class: 'num' }, a.retry_delay_sec === null || a.retry_delay_sec === undefined ? '' : a.retry_delay_sec + ' s')))))
     : el('p', { class: 'muted' }, 'not started yet'));
   document.getElementById('detail-body').replaceChildren(...parts);
 }
