@@ -81,6 +81,13 @@ def test_attempts_are_kept_once_oldest_first(store):
     assert records.attempts('none') == []
 
 
+def test_an_attempt_keeps_the_delay_of_the_retry_that_followed_it(store):
+    records = store.records
+    records.write([published('t1')], [event('t1', SCHEDULED, 110.0, next_attempt_at=140.5)], [])
+    records.write([], [event('t1', SCHEDULED, 150.0, attempts=2)], [])     # no due time known
+    assert [a['retry_delay_sec'] for a in records.attempts('t1')] == [30.5, None]
+
+
 def test_only_a_waiting_task_is_cancelled(store):
     records = store.records
     records.write([published('q'), published('s'), published('r')],

@@ -29,16 +29,16 @@ from kale.exceptions import (
     Retry,
     TaskError,
 )
-from kale.hooks import WorkerHooks
 from kale.message import ATTR_DEAD_LETTER_REASON
 from kale.retry import PERMANENT_FAILURE_NO_RETRIES, PERMANENT_FAILURE_RETRIES_EXHAUSTED
 from kale.transport import MAX_DELAY_SEC, MAX_VISIBILITY_SEC
 from kale.worker.batch import Batch
 from kale.worker.runner import TaskRunner, retry_decision
 from tests import retry_tasks as rt
-from tests.support.clock import FakeClock, ShiftedClock
+from tests.support.clock import FakeClock
 from tests.support.received import QUEUE, batch_for, received_for
 from tests.support.records import read_records
+from tests.support.retries import run_first, run_until_it_ran, shifted_broker
 
 #: The cause the test tasks give (a NonRetriableTaskError: only a Retry retries it).
 CAUSE = 'ThrottledError: 429 Too Many Requests'
@@ -250,56 +250,22 @@ def test_a_fifo_group_waits_for_its_retry_then_goes_on_in_order(app, record):
 
 @pytest.fixture
 def timeline():
-    """A memory broker on a ShiftedClock that the publisher, the workers and
-    LaterTask read."""
-    from kale import publisher
-    from kale.broker import Broker
-    from kale.queue_config import get_queue_config
-    from kale.transport.memory import MemoryTransport
-    clock = ShiftedClock()
-    broker = Broker(MemoryTransport(clock=clock), get_queue_config(settings.config))
-    previous = publisher.set_publisher(publisher.Publisher(broker, clock=clock))
-    rt.LaterTask.clock, rt.LaterTask.runs = clock, []
-    yield broker, clock
-    publisher.set_publisher(previous)
-
-
-def run_until_it_ran(broker, clock, max_arrivals=10):
-    """Deliver the default queue's message at each of its arrivals until
-    LaterTask has run again; the number of arrivals."""
-    queue = broker.sqs_name(broker.queues['default'])
-    for arrival in range(1, max_arrivals + 1):
-        waiting = list(broker.transport._queues[queue].messages.values())
-        clock.offset += max(0.0, min(m.visible_at for m in waiting) - clock.monotonic()) + 0.001
-        assert kale_worker.Worker(queue_names=['default'], burst=True, broker=broker,
-                                  clock=clock).run() == 0
-        if rt.LaterTask.runs:
-            return arrival
-    raise AssertionError('LaterTask did not run again in %d arrivals' % max_arrivals)
-
-
-def run_first(broker, clock):
-    """A worker that stops once it retried a task: a burst worker would wait
-    for the retry's copy, delayed 15 minutes, as for any delayed message."""
-    class StopAtRetry(WorkerHooks):
-        def on_task_retried(self, settlement):
-            worker.stop()
-    worker = kale_worker.Worker(queue_names=['default'], broker=broker, clock=clock,
-                                hooks=[StopAtRetry()])
-    assert worker.run() == 0
-    return worker
+    """A memory broker on a clock the test moves (tests.support.retries)."""
+    with shifted_broker() as (broker, clock):
+        yield broker, clock
 
 
 @pytest.mark.usefixtures('pool')
-@pytest.mark.parametrize('size', [0, 300 * 1024])
+@pytest.mark.parametrize('size', [0, 4096])
 def test_a_40_minute_retry_runs_on_time_through_early_arrivals(timeline, size):
     """Its copy arrives after 15 and 30 minutes, is sent on unrun, and runs
     at its due time, as a retry; so too when its payload is kept in S3."""
     from kale.transport.payloads import MemoryPayloadStore, using_payload_store
     broker, clock = timeline
-    with using_payload_store(MemoryPayloadStore('bucket')), \
-            settings.override(PAYLOAD_BUCKET='bucket' if size else ''):
+    with using_payload_store(MemoryPayloadStore('bucket')) as store, \
+            settings.override(PAYLOAD_BUCKET='bucket' if size else '', PAYLOAD_OFFLOAD_BYTES=1024):
         task_id = rt.LaterTask.publish(None, 2400, os.urandom(size))
+        assert len(store.keys('bucket')) == (1 if size else 0)
         assert run_first(broker, clock).stats == {'retry': 1}     # it asks for 40 minutes
         due_at = clock.time() + 2400
         assert run_until_it_ran(broker, clock) == 3             # at 15, 30 and 40 minutes
