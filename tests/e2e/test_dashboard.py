@@ -178,6 +178,7 @@ def test_the_task_page_shows_arguments_traceback_and_every_attempt(browser, web,
         assert [row.split('\t')[:2] for row in rows] == [['1', 'failed'], ['2', 'failed'],
                                                          ['3', 'succeeded']]
         assert 'attempt 1 fails' in rows[0] and '@' in rows[0]          # its worker's id
+        assert [row.split('\t')[-1].strip() for row in rows] == ['0 s', '0 s', '']   # retried after
         assert '"args": []' in page.inner_text('#detail-body')
         page.click('#tasks tr[data-id="%s"] a.id' % broken)
         page.wait_for_selector('#detail pre.traceback')
