@@ -273,3 +273,44 @@ def test_a_40_minute_retry_runs_on_time_through_early_arrivals(timeline, size):
     assert ran_id == task_id and due_at - 1 <= ran_at <= due_at + 2
     assert (retry_num, failure_num) == (1, 1)
     assert carried_due == pytest.approx(due_at, abs=1)
+
+
+# --- the README's example -----------------------------------------------------------------------
+
+def test_the_readmes_429_example_retries_after_the_answers_retry_after():
+    """The README's SyncContact, as written but for its URL, against a local
+    server answering 429 with Retry-After: 120, then 503, then 200: retried
+    after 120 s, then after the task's own delay, then done, on one client."""
+    from kale import message as kale_message
+    from kale.transport import ReceivedMessage
+    from tests.support.webhook_receiver import Receiver, Reply
+    text = open(os.path.join(os.path.dirname(__file__), '..', '..', 'README.md')).read()
+    start = text.index('`Retry-After`, with one `httpx.AsyncClient` for every run:')
+    block = text[text.index('```python\n', start) + len('```python\n'):]
+    block = block[:block.index('```')]
+    receiver = Receiver()
+    receiver.answer('/contacts/7', Reply(429, headers={'Retry-After': '120'}), Reply(503))
+    url = "'https://partner.example/contacts/%s'"
+    assert url in block
+    namespace = {}
+    exec(compile(block.replace(url, repr(receiver.url('/contacts/%s'))), 'README.md', 'exec'),
+         namespace)
+    runner = TaskRunner(config=quick_config())
+    try:
+        settlements, clients = [], []
+        for failures in range(3):
+            message = kale_message.Message('tid-readme', 'readme.SyncContact', (7,),
+                                           retry_num=failures, failure_num=failures)
+            received = ReceivedMessage('mid', 'handle', kale_codec.encode(message, QUEUE), {})
+            settlements.append(runner.run(batch_for(received), received, message,
+                                          namespace['SyncContact']))
+            clients.append(namespace['_client'])
+    finally:
+        runner.close()
+        receiver.close()
+    assert [s.outcome for s in settlements] == [Outcome.RETRY, Outcome.RETRY, Outcome.SUCCEEDED]
+    assert [s.retry_delay_sec for s in settlements[:2]] == [120, 10]     # 10: 5 * 2**1, its own
+    assert settlements[0].reason.startswith("Retry: after 120 s: HTTPStatusError: Client error "
+                                            "'429 Too Many Requests'")
+    assert settlements[1].reason.startswith("HTTPStatusError: Server error '503")
+    assert clients[0] is clients[1] is clients[2] is not None
