@@ -77,3 +77,17 @@ def test_schema_version_12_adds_the_attempts_retry_delay_once(any_records_url):
             assert conn.execute(text('SELECT retry_delay_sec FROM kale_attempts')).fetchall() \
                 == []
         again.dispose()
+
+
+def test_a_burst_worker_leaves_a_long_retry_behind_at_once(any_records_url):
+    """Its record is due at the end of the whole wait, an hour on: the burst
+    leaves it as it leaves any task due later, instead of waiting for the
+    retry's copy, delayed 15 minutes, only to send it on."""
+    from kale.worker import Worker
+    with shifted_broker() as (broker, clock):
+        clock.sleep = lambda seconds: setattr(clock, 'offset', clock.offset + seconds)  # no wait
+        rt.LaterTask.publish(None, 3600)
+        worker = Worker(queue_names=['default'], burst=True, broker=broker, clock=clock)
+        assert worker.run() == 0
+    assert worker.stats == {'retry': 1}             # not waited for, not sent on
+    assert clock.offset < 60
