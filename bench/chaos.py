@@ -29,6 +29,13 @@ scenario at random:
 ``records-outage`` the task-records database stopped for 2-6 s and started
                    again (PostgreSQL with ``--records postgres``), or, on
                    SQLite, locked by another writer for 2-6 s
+``workflows``      chains and chords on asyncio workers (unless ``--pool``
+                   says otherwise), a worker killed with kill -9 every
+                   1.5-4 s while they run, and the task that kills its
+                   worker; every workflow must finish, no join may run
+                   twice, and the run prints the recovery time (from the
+                   last kill to the last workflow finished) and the
+                   send-backs (see bench/chaos_workflows.py)
 ``all``            all of the above at once (but the records outage)
 
 The run publishes through the fault proxy too, retrying a publish that
@@ -57,6 +64,7 @@ import uuid
 from typing import Any, Optional, Sequence
 from urllib.parse import urlparse
 
+from bench.chaos_workflows import Workflows
 from bench.faults import FaultProxy
 from bench.fleet import Fleet
 from bench.raw import boto3_client
@@ -83,8 +91,9 @@ SCENARIOS['all'] = [action for actions in SCENARIOS.values() for action in actio
 SCENARIOS['heartbeat'] = ['heartbeat fault', 'heartbeat fault', 'kill -9']
 SCENARIOS['fifo'] = ['kill -9', 'SIGTERM', 'lost_answer settling', 'partial_batch']
 SCENARIOS['records-outage'] = ['records outage', 'kill -9']
+SCENARIOS['workflows'] = ['kill -9']
 #: The kinds of task that must end by completing.
-FINISHING = ('ok', 'flaky', 'slow', 'long')
+FINISHING = ('ok', 'flaky', 'slow', 'long', 'step', 'join')
 #: FIFO groups the fifo scenario publishes to.
 FIFO_GROUPS = 5
 #: The operations that settle and extend: where a lost answer means a duplicate at worst.
@@ -128,6 +137,11 @@ class Chaos:
         self.cluster: Any = None
         self.sequence: dict[str, int] = {}              # FIFO group -> last seq published
         self.ordered_ids: dict[str, tuple[str, int]] = {}
+        #: The workflows scenario's workflows (None in the others).
+        self.flows = Workflows(self.rng) if scenario == 'workflows' else None
+        #: The workers' pool: --pool, else asyncio for workflows, serial for the rest.
+        self.pool = args.pool or ('asyncio' if self.flows is not None else 'serial')
+        self.last_kill = 0.0                            # epoch time of the last kill -9
 
     # --- setting up ----------------------------------------------------------------
 
@@ -155,14 +169,15 @@ class Chaos:
                           PYTHONPATH=ROOT + os.pathsep + os.environ.get('PYTHONPATH', ''))
         self.raw = boto3_client(self.endpoint, access_key='chaos', secret_key='chaos')
         self.publish_wave(10)           # creates the queues before any worker starts
-        pools = POOLS if self.args.pool == 'mixed' else [self.args.pool]
+        pools = POOLS if self.pool == 'mixed' else [self.pool]
         self.fleet = Fleet(self.args.workers, worker_env, ROOT, self.workdir, ','.join(QUEUES),
                            self.rng, pools)
         self.fleet.fill()
 
     def make_records(self) -> str:
         """The records database the run asked for ('' for none)."""
-        if self.args.records == 'sqlite':
+        if self.args.records == 'sqlite' or (self.flows is not None
+                                             and self.args.records == 'off'):
             return 'sqlite:///%s' % os.path.join(self.workdir, 'records.db')
         if self.args.records == 'postgres':
             from tests.support.postgres import Cluster, find_binaries
@@ -210,6 +225,9 @@ class Chaos:
     # --- tasks ----------------------------------------------------------------------
 
     def publish_wave(self, count: int) -> None:
+        if self.flows is not None:
+            self.flows.submit(count, self.kinds)
+            return
         if self.scenario == 'fifo':
             self.publish_ordered(count)
             return
@@ -358,6 +376,7 @@ class Chaos:
             self.injected['%s burst (extensions)' % kind] += 1
         elif action == 'kill -9' and self.fleet.kill9():
             self.injected['kill -9'] += 1
+            self.last_kill = time.time()
         elif action == 'SIGTERM' and self.fleet.sigterm():
             self.injected['SIGTERM'] += 1
         elif action == 'outage':
@@ -415,7 +434,8 @@ class Chaos:
             due = {task_id for task_id, kind in self.kinds.items() if kind in FINISHING}
             assert self.faults is not None
             self.faults.calm()                      # faults end: recovery is measured
-            if due <= done and not any(self.counts(queue) for queue in QUEUES):
+            if due <= done and not any(self.counts(queue) for queue in QUEUES) and (
+                    self.flows is None or self.flows.all_finished()):
                 return True
             self.wait(1.0)
         return False
@@ -592,11 +612,15 @@ def run_scenario(args: argparse.Namespace, scenario: str) -> tuple[dict[str, Any
         chaos.fleet.stop()
         chaos.fleet.reap(chaos.killer_pids, replace=False)
         report = chaos.account(time.monotonic() - started, settled)
+        if chaos.flows is not None:
+            flows = chaos.flows.account(chaos.log_lines(), chaos.last_kill, chaos.workdir)
+            report['_failures'].update(flows.pop('_failures'))
+            report.update(flows)
     finally:
         chaos.stop()
     failures = {name: found for name, found in report.pop('_failures').items() if found}
     print('chaos %s: %d tasks, %d workers (pool %s), %g s of faults, seed %d (logs in %s)'
-          % (scenario, args.tasks, args.workers, args.pool, args.duration, args.seed,
+          % (scenario, args.tasks, args.workers, chaos.pool, args.duration, args.seed,
              chaos.workdir))
     width = max(len(name) for name in report)
     for name, value in report.items():
@@ -634,12 +658,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument('--endpoint', choices=('moto', 'fauxqs'), default='moto',
                         help='the SQS endpoint the run starts: the embedded moto (default) or '
                              'fauxqs (from npm; see bench/README.md)')
-    parser.add_argument('--pool', choices=POOLS + ['mixed'], default='serial',
+    parser.add_argument('--pool', choices=POOLS + ['mixed'], default=None,
                         help="the workers' pool (kale worker --pool); mixed: each worker in "
-                             'turn takes the next of serial, threads and asyncio (default serial)')
+                             'turn takes the next of serial, threads and asyncio (default '
+                             'asyncio for workflows, serial for the other scenarios)')
     parser.add_argument('--records', choices=('off', 'sqlite', 'postgres'), default='off',
                         help='task records on, in a SQLite file or a PostgreSQL server of the '
-                             "run's own, checked against what happened (default off)")
+                             "run's own, checked against what happened (default off; the "
+                             'workflows scenario keeps them in SQLite when off)')
     parser.add_argument('--json', metavar='FILE', help='also write the accounts as JSON')
     args = parser.parse_args(argv)
     scenarios = [name.strip() for name in args.scenarios.split(',') if name.strip()] or [

@@ -137,3 +137,32 @@ class ChaosLongTask(task.Task):
         log('long', self.task_id)
         time.sleep(random.uniform(7, 10))
         log('done', self.task_id)
+
+
+class ChaosStepTask(task.Task):
+    """A step of the workflows scenario's chains and chords: awaits 0.5-2 s
+    (so an asyncio worker holds many at once) and gives ``n``."""
+
+    queue = 'chaos_default'
+    time_limit = 3.0
+    max_retries = 3
+
+    async def run_task(self, n: int = 0, *inputs, **kwargs):
+        import asyncio
+        await asyncio.sleep(random.uniform(0.5, 2.0))
+        log('done', self.task_id)
+        return n
+
+
+class ChaosJoinTask(task.Task):
+    """The join of a chord in the workflows scenario: logs "join <task id> ..."
+    each time it runs (a join runs once: its workflow publishes it once)."""
+
+    queue = 'chaos_default'
+    time_limit = 3.0
+    max_retries = 3
+
+    async def run_task(self, results, *more, **kwargs):
+        log('join', self.task_id)
+        log('done', self.task_id)
+        return len(results) + len(more)
