@@ -253,10 +253,14 @@ def load_hooks(entries: Sequence[Any], base: type, setting: str) -> list[Any]:
 
 #: Hooks of the features Kale ships, by dotted path, and the setting that turns
 #: each on. Loaded by path so that the core never imports a feature (nor the
-#: optional libraries a feature needs) while its setting is off.
+#: optional libraries a feature needs) while its setting is off. A workflow
+#: moves on before its node's record says it succeeded (both in
+#: ``before_settle``): a worker that dies in between runs the node again, and
+#: the second success changes nothing; the other way round, the record would
+#: have the redelivery deleted unrun and the workflow would never move on.
 FEATURE_HOOKS = [
-    ('RECORDS_URL', 'kale.records.hooks.RecordsHooks'),
     ('RECORDS_URL', 'kale.workflow.run.WorkflowHooks'),
+    ('RECORDS_URL', 'kale.records.hooks.RecordsHooks'),
     ('METRICS_PORT', 'kale.contrib.metrics.PrometheusHooks'),
     ('TRACING', 'kale.contrib.tracing.TracingHooks'),
     ('AUTO_CREATE_TOPICS', 'kale.topics.hooks.TopicHooks'),

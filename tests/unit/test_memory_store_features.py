@@ -5,11 +5,17 @@ from __future__ import annotations
 
 from kale import records, workflow
 from kale import worker as kale_worker
+from kale.app import App
+from kale.records.hooks import RecordsHooks
 from kale.statuses import TaskStatus, WorkflowStatus
 from kale.store import open_store
 from kale.store.memory import MemoryStore
+from kale.transport.memory import MemoryTransport
+from kale.workflow.run import WorkflowHooks
 from tests import flow_tasks as ft
 from tests import workflow_tasks as wt
+from tests.support.clock import ShiftedClock
+from tests.support.killed import Killable, kill
 from tests.tasks import NonRetriableTask, RecordTask
 
 
@@ -76,3 +82,37 @@ def test_a_concurrency_limit_holds_in_memory(app):
     for _ in range(6):
         work(app)
     assert ft.runs.most == 1 and sorted(item[0] for item in ft.runs.items) == [0, 1, 2, 3]
+
+
+def test_a_workflow_moves_on_when_its_nodes_worker_dies_while_settling_it(app, monkeypatch):
+    """A worker killed between moving a workflow on and writing its node's
+    record: the node runs again and the workflow finishes. (Were the record
+    written first, the redelivery would be deleted unrun as a duplicate, and
+    the workflow would wait for good.)"""
+    clock = ShiftedClock()
+    config = app.config.replace(RECORDS_URL='memory://killed-settling', RECORDS_SETTLE_WAIT_SEC=5)
+    transport = MemoryTransport(clock=clock)        # (its app: the first made below)
+    flow = workflow.submit(workflow.chain(wt.Add.s(1, 2), wt.Add.s(10)),
+                           app=App(config, transport=transport))
+    first = []
+
+    def killed_after_the_first(before_settle):
+        def settling(self, queue, batch):
+            if Killable.current.dead:
+                return                  # a dead worker writes nothing more
+            before_settle(self, queue, batch)
+            if not first:
+                first.append(type(self).__name__)
+                kill()
+        return settling
+    for hooks in (RecordsHooks, WorkflowHooks):
+        monkeypatch.setattr(hooks, 'before_settle', killed_after_the_first(hooks.before_settle))
+    for _ in range(5):
+        life = Killable.current = Killable(transport)
+        kale_worker.Worker(queue_names=['default'], burst=True,
+                           app=App(config, transport=life)).run()
+        if flow.status() != WorkflowStatus.RUNNING:
+            break
+        clock.offset += 31              # what the dead worker held comes back
+    assert flow.status() == WorkflowStatus.SUCCEEDED and flow.result() == 13
+    assert first == ['WorkflowHooks']
