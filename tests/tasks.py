@@ -515,3 +515,17 @@ class ResizeImage(task.Task):
 
     def run_task(self, image_id, width=0):
         return image_id + width
+
+
+class PoisonTask(task.Task):
+    """Kills its worker every time it runs, in the test's own process (see
+    tests/support/killed.py): SQS's redrive policy must dead-letter it."""
+
+    queue = 'default'
+    time_limit = 5
+
+    def run_task(self, *args, pause_sec=0.0, **kwargs):
+        from tests.support.killed import kill
+        record('poison', self)
+        time.sleep(pause_sec)           # as a process may take a while to crash
+        kill()

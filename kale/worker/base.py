@@ -78,6 +78,9 @@ class WorkerBase:
         if dead_letters:            # the dead runs of those queues' tasks
             self.queues = dead_run_queues(self.broker, self.queues)
         self.burst = burst
+        #: Receives after which SQS's redrive policy dead-letters a message (0:
+        #: none); a suspect on its last one is given back (see kale.worker.suspects).
+        self.redrive_after = self.broker.max_receive_count if self.broker.dead_letters else 0
         self.name = 'worker %s' % process_identity()[0]
         self.selector_class = load_selector(selector_class, config)
         self.hooks = HookDispatcher(load_worker_hooks(hooks, config))

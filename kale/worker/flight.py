@@ -23,8 +23,9 @@ events (a task ended, a receive answered, a task is stuck):
 
 What the serial worker promises holds here too: a FIFO group has one message
 running at a time, in order, and a retry or release of one holds back its
-group's later messages; a suspect (a message a worker died holding) runs
-alone, once everything else has ended; ``max_concurrency`` caps a task's runs
+group's later messages; while it holds a suspect (a message a worker died
+holding) it holds no more messages than the suspect's cap (see
+:mod:`kale.worker.suspects`); ``max_concurrency`` caps a task's runs
 in the process; the first SIGTERM stops receiving, releases what waits and
 lets running tasks end (each within its time limit), a second one stops them
 too (released); a task stuck past its limit (see :mod:`kale.worker.watchdog`)
@@ -46,6 +47,7 @@ from kale.settings_check import WORKER_POOLS
 from kale.task import Task
 from kale.worker.base import IDLE_PAUSE_SEC, SHUTDOWN_SETTLE_SEC, WorkerBase
 from kale.worker.batch import Batch
+from kale.worker.caps import SuspectCaps
 from kale.worker.duplicates import drop_duplicates
 from kale.worker.gather import Gatherer
 from kale.worker.heartbeat import extension_lead
@@ -55,7 +57,7 @@ from kale.worker.outage import Outage
 from kale.worker.prefetch import NEWEST_RUN_WEIGHT
 from kale.worker.settler import Settler
 from kale.worker.signals import WorkerInterrupt
-from kale.worker.suspects import isolate_suspect, release
+from kale.worker.suspects import release, suspects_of
 from kale.worker.threads import ThreadGuard, Threads
 from kale.worker.watchdog import Watchdog
 
@@ -103,9 +105,7 @@ class FlightWorker(WorkerBase):
         self.gatherer = Gatherer(self.settle, clock=self.clock,
                                  busy=lambda: self.settler is not None and self.settler.busy())
         self.waiting: list[Job] = []
-        self.alone: list[Job] = []
-        self._alone_running: Optional[Job] = None     # the suspect running alone
-        self._given_back: list[Settlement] = []       # for it (settled before it starts)
+        self.suspects = SuspectCaps(self.name)      # the suspects held, and their cap
         self.running: set[Job] = set()
         self._groups: set[tuple[str, str]] = set()
         self._per_class: collections.Counter[type] = collections.Counter()
@@ -203,7 +203,7 @@ class FlightWorker(WorkerBase):
 
     def admit(self, batch: Batch) -> None:
         """Verify a batch that arrived; its messages wait to start (a suspect
-        waits to run alone). What is decided before running is settled."""
+        with its group's cap). What is decided before running is settled."""
         if self._stopping:
             self.settle(batch)                  # nothing settled: every message released
             return
@@ -212,29 +212,30 @@ class FlightWorker(WorkerBase):
         drop_duplicates(batch)
         self.send_on_early(batch)
         self.limit_flow(batch)
-        alone = isolate_suspect(batch, self.name)
+        suspects = suspects_of(batch, self.redrive_after) if batch.may_hold_suspect else None
         decided = batch.split_decided()
         if decided is not None:
             self.gatherer.add(decided)
-            if alone is not None:       # the batch's other suspects, released
-                self._given_back += decided.settlements
         if batch.messages:
             self.hooks(WorkerHooks.before_batch, batch.queue, batch)
-            self.waiting.extend(Job.of(batch, received) for received in batch.messages)
-        if alone is not None:           # its before_batch comes when it starts
-            self.alone.append(Job.of(alone, alone.messages[0]))
+            jobs = [Job.of(batch, received) for received in batch.messages]
+            if suspects:
+                self.suspects.hold(batch, jobs, suspects)
+            self.waiting.extend(jobs)
+        if not suspects and self.suspects.recent:
+            self.suspects.recent = 0            # batches come without suspects again
 
     def start_waiting(self) -> None:
         """Start what waits while there is room, in order; give back what no
-        longer fits its budget. A suspect runs alone once nothing else does:
-        what waits, or arrives while it runs, is given back first (settled)."""
-        if self._stopping or not (self.waiting or self.alone):
+        longer fits its budget. While suspects are held, what the worker holds
+        stays within their cap: what waits beyond it is given back (settled)
+        and nothing starts until enough of what runs has ended."""
+        if self._stopping or not self.waiting:
             return
         now = self.clock.monotonic()
-        if self.alone or self._alone_running is not None:
-            self._start_alone(now)
-        else:
-            self._start_in_order(now)
+        if self.suspects.jobs and not self._within_cap(now):
+            return
+        self._start_in_order(now)
 
     def _start_in_order(self, now: float) -> None:
         """Start what waits and finds room (and its group free), in order."""
@@ -250,34 +251,32 @@ class FlightWorker(WorkerBase):
         self.waiting = kept
         self.jobs.flush()
 
-    def _start_alone(self, now: float) -> None:
-        """A suspect waits to run alone, or runs: what waits is kept while other
-        tasks run, and given back once none do; then the suspect starts."""
-        if self.running and self._alone_running is None:
-            self.waiting = [job for job in self.waiting if self._fits(job, now)]
-            return          # the suspect starts once these have ended
-        for job in self.waiting:
-            self._given_back.append(self._give_back(job, 'given back: a suspect runs alone'))
+    def _within_cap(self, now: float) -> bool:
+        """Whether what waits may start with the suspects held (see
+        :mod:`kale.worker.caps`): what waits beyond their cap is given back
+        first, and SQS must have taken it back."""
+        suspects, running = self.suspects, len(self.running)
+        self.waiting, extra = suspects.over([job for job in self.waiting if self._fits(job, now)],
+                                            running)
+        for job, reason in extra:
+            suspects.given_back.append(self._give_back(job, reason))
+        # (an idle long poll still out is not waited for: what it brings is given back)
+        asked = self.intake.asked if self.intake.receiving else 0
+        if suspects.jobs and running + len(self.waiting) + asked > suspects.cap:
+            return False                # once enough of what runs has ended
+        if suspects.taken_back(self._settle_now):
+            return True
+        for job in self.waiting:        # SQS refused some: still held, so what waits goes too
+            suspects.given_back.append(self._give_back(
+                job, 'given back: others could not be, a suspect may not run now'))
         self.waiting = []
-        if self.alone and not self.running and not self.intake.receiving:
-            job = self.alone.pop(0)     # (what a receive still out brings, is given back)
-            self._start_suspect(job, now)
+        return False
 
-    def _start_suspect(self, job: Job, now: float) -> None:
-        """Start a suspect, alone, once what was given back is settled."""
-        if not self._fits(job, now):
-            return
+    def _settle_now(self) -> None:
+        """Settle what was decided, and wait until it is."""
         self.gatherer.flush(everything=True)
         assert self.settler is not None
-        self.settler.flush()            # given back before it starts
-        given_back, self._given_back = self._given_back, []
-        if any(not (s.settled or s.lapsed) for s in given_back):    # still held: SQS refused
-            self._give_back(job, 'given back: others could not be, it may not run alone now')
-            return
-        self.hooks(WorkerHooks.before_batch, job.batch.queue, job.batch)
-        self._alone_running = job
-        self.start(job, now)
-        self.jobs.flush()
+        self.settler.flush()
 
     def start(self, job: Job, now: float) -> None:
         """Run the job's task: a coroutine task on the event loop, another on a thread."""
@@ -310,8 +309,8 @@ class FlightWorker(WorkerBase):
     def _free(self, job: Job) -> None:
         """Free the place, group and watch of a job whose task ended."""
         self.running.discard(job)
-        if job is self._alone_running:
-            self._alone_running = None
+        if self.suspects.jobs:
+            self.suspects.discard(job)
         if job.group is not None:
             self._groups.discard(job.group)
         self._per_class[job.task_class] -= 1
@@ -323,11 +322,11 @@ class FlightWorker(WorkerBase):
     def refill(self) -> None:
         """Ask the intake for as many messages as there is room for, and for
         those that will find room while a receive is out (:meth:`reserve`);
-        none while a suspect waits to run alone or runs."""
-        if self.alone or self._alone_running is not None:
-            return
-        self.intake.refill(self.max_in_flight + self.reserve() - len(self.running)
-                           - len(self.waiting))
+        while suspects are held, no more than their cap allows."""
+        room = self.max_in_flight + self.reserve()
+        if self.suspects.jobs or self.suspects.recent:
+            room = min(room, self.suspects.room())
+        self.intake.refill(room - len(self.running) - len(self.waiting))
 
     def reserve(self) -> int:
         """Messages to hold ready beyond the free places: as many as the tasks
@@ -350,7 +349,7 @@ class FlightWorker(WorkerBase):
         worker holds nothing, and the queues' counts agree (nothing visible,
         in flight or delayed); the counts are asked at most every
         IDLE_PAUSE_SEC while the long polls go on."""
-        if not self.intake.idle or self.running or self.waiting or self.alone or self.gatherer:
+        if not self.intake.idle or self.running or self.waiting or self.gatherer:
             return False
         now = self.clock.monotonic()
         if now < self._counted_at + IDLE_PAUSE_SEC and self._idle_waited < IDLE_PAUSE_SEC:
@@ -378,9 +377,9 @@ class FlightWorker(WorkerBase):
     def finish(self) -> None:
         """Release what waits, settle what ended, stop the intake and the settler."""
         self.intake.close()
-        for job in self.waiting + self.alone:
+        for job in self.waiting:
             self._give_back(job, 'not started: the worker stopped')
-        self.waiting, self.alone = [], []
+        self.waiting = []
         self._take_late_arrivals()
         self.gatherer.flush(everything=True)
         self.consumer.give_up_at = self.clock.monotonic() + SHUTDOWN_SETTLE_SEC
@@ -410,6 +409,7 @@ class FlightWorker(WorkerBase):
         return cap is not None and self._per_class[task_class] >= cap
 
     def _give_back(self, job: Job, reason: str) -> Settlement:
+        self.suspects.discard(job)
         settlement = release(job.batch, job.received, reason)
         job.batch.settlements.append(settlement)
         self.gatherer.add(job.batch)
@@ -447,3 +447,4 @@ class FlightWorker(WorkerBase):
     def _wait_sec(self) -> float:
         due = self.gatherer.due_in()
         return TICK_SEC if due is None else min(due, TICK_SEC)
+

@@ -46,7 +46,7 @@ from kale.worker.prefetch import Prefetch
 from kale.worker.receiver import Receiver
 from kale.worker.settler import Settler
 from kale.worker.signals import WorkerInterrupt
-from kale.worker.suspects import isolate_long, isolate_suspect, release
+from kale.worker.suspects import isolate_long, isolate_suspects, release
 
 logger = logging.getLogger('kale.worker')
 
@@ -210,52 +210,67 @@ class Worker(WorkerBase):
         return True
 
     def process(self, batch: Batch) -> None:
-        """Verify a batch, run it, hand it to the settler, check the limits. A
-        suspect message, or else a task longer than the visibility timeout,
-        runs last, alone (see :mod:`kale.worker.suspects`); the heartbeat keeps
-        a long one invisible from now until it ends."""
+        """Verify a batch, run it, hand it to the settler, check the limits.
+        Suspect messages (a group of them, see :mod:`kale.worker.suspects`),
+        or else a task longer than the visibility timeout, run last, with
+        nothing else held; the heartbeat keeps a long one invisible from now
+        until it ends."""
         self.verify(batch)
         self.skip_cancelled(batch)
         drop_duplicates(batch)
         self.send_on_early(batch)
         self.limit_flow(batch)
         alone = self._set_aside(batch)
+        given_back = self._give_back_now(batch) if batch.may_hold_suspect else []
         if alone is not None:
             self.keep_if_long(alone)
         try:
             self.run_batch(batch)
             self.settle(batch)
             if alone is not None:
-                self._run_alone(batch, alone)
+                self._run_alone(batch.settlements + given_back, alone)
         finally:
             self.heartbeat.stop()
         self.check_limits()
 
     def _set_aside(self, batch: Batch) -> Optional[Batch]:
-        """Take out of the batch the message to run alone: a suspect, or else
-        a long task; the prefetch learns how many long tasks came."""
+        """Take out of the batch what runs last with nothing else held: its
+        suspects' group, or else a long task; the prefetch learns how many
+        long tasks came."""
         longs = [cls for cls in batch.task_classes if batch.is_long(cls.time_limit)]
         self.prefetch.received(batch.queue, sum(
             1 for opened in batch.opened.values() if opened.task_class in longs) if longs else 0)
-        return isolate_suspect(batch, self.name) or (isolate_long(batch) if longs else None)
+        return isolate_suspects(batch, self.redrive_after, self.name) or (
+            isolate_long(batch) if longs else None)
 
-    def _run_alone(self, batch: Batch, alone: Batch) -> None:
-        """Run a batch of one once the rest is settled, holding nothing else
-        meanwhile. When some of the rest could not be settled (SQS refused or
-        was down; a lapsed one is SQS's again), the worker still holds them:
-        the one set aside is released unrun (a suspect that kills its worker would count another delivery
+    def _give_back_now(self, batch: Batch) -> list[Settlement]:
+        """Settle at once what a batch that may hold suspects decided before
+        running (suspects given back among it): none stays held while the
+        rest runs. Its settlements."""
+        part = batch.split_decided() if not batch.fifo else None
+        if part is None:
+            return []
+        self.settle(part)
+        return part.settlements
+
+    def _run_alone(self, settlements: list[Settlement], alone: Batch) -> None:
+        """Run what was set aside (a suspects' group, a long task) once the
+        rest is settled, holding nothing else meanwhile. When some of the rest
+        could not be settled (SQS refused or was down; a lapsed one is SQS's
+        again), the worker still holds them: what was set aside is released
+        unrun (a suspect that kills its worker would count another delivery
         against each of them, until SQS's redrive policy dead-letters them)."""
         if not self._stopping:
             assert self.settler is not None
             self.settler.flush()            # hold nothing else while it runs
             self.receiver.release_ready()
-            held = [s for s in batch.settlements if not (s.settled or s.lapsed)]
+            held = [s for s in settlements if not (s.settled or s.lapsed)]
             if not held:
                 self.run_batch(alone)
             else:
                 logger.warning('%s: %d message(s) of the batch are still held (settling '
-                               'failed): %s is released, not run alone now', self.name,
-                               len(held), alone.messages[0].message_id)
+                               'failed): %s released, not run now', self.name,
+                               len(held), ', '.join(m.message_id for m in alone.messages))
         self.settle(alone)
 
     def keep_if_long(self, alone: Batch) -> None:
@@ -276,6 +291,9 @@ class Worker(WorkerBase):
         self.hooks(WorkerHooks.before_batch, batch.queue, batch)
         decided = _by_message(batch.settlements)
         last_part = started = self.clock.monotonic()
+        # A suspects' group settles each run as it ends: a suspect that kills
+        # the worker later in the group does not undo the runs before it.
+        parts_after = 0.0 if batch.suspects else SETTLE_PARTS_AFTER_SEC
         # A blind batch gives back what has not started within the window.
         give_back_at = started + self.prefetch.window_sec if batch.blind else 0.0
         ran = 0
@@ -304,7 +322,7 @@ class Worker(WorkerBase):
                 if give_back_at and now >= give_back_at:
                     give_back_at = 0.0
                     _give_back(batch, pending[index + 1:], decided, self.prefetch.window_sec)
-                if now - last_part >= SETTLE_PARTS_AFTER_SEC:
+                if now - last_part >= parts_after:
                     last_part = self.settle_part(batch)
         except WorkerInterrupt:
             self._stopping = True

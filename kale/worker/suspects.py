@@ -1,21 +1,65 @@
-"""Messages a worker died holding: run them alone, and keep count.
+"""Messages a worker died holding: tested in groups that halve, and counted.
 
 A receive count above 1 means a worker received the message before and
-never settled it (releases are fresh copies, see :mod:`kale.worker.consumer`): it
-died, perhaps killed by that very message (out of memory, a crash in native
-code, ``os._exit``). Such a *suspect* runs alone, after everything else the
-worker holds has been settled, so a message that kills its worker takes no
-other message down with it. Only its own receive count grows, until SQS's
-redrive policy moves it to the dead-letter queue after ``MAX_RECEIVE_COUNT``
-receives; its neighbours are never pushed there with it.
+never settled it (releases are fresh copies, see :mod:`kale.worker.consumer`):
+it died, perhaps killed by that very message (out of memory, a crash in
+native code, ``os._exit``), or it was killed (``kill -9``, a lost machine), or
+it lost the endpoint. Such a *suspect* carries its *rounds*: the deliveries
+that ended with nobody settling it (a copy carries the earlier ones in its
+signed envelope; a receive given back early is not counted, see
+:func:`held_deliveries`).
 
-A message re-sent as a fresh copy starts a new receive count, so the copy
-carries the count of unsettled deliveries so far, in its signed envelope.
+Which message killed the worker, if one did, nobody knows, and most of what
+it held is innocent. So suspects are tested in groups: while a worker holds a
+suspect of round n, it holds at most ``GROUP_SIZE >> (n - 1)`` messages in
+all (running, waiting or asked for), itself included: 128 after one death,
+64 after two, down to one, alone, after eight. After one ``kill -9``, what the
+worker held comes back in round 1 and runs as fast as before, up to 128 at a
+time. A message that kills its worker every time (a *poison*) takes only its
+group down with it; each of those comes back a round further, in a group
+half as large, so an innocent pays at most eight extra deliveries before it
+runs alone, and the poison ends up killing its worker alone, until SQS's
+redrive policy moves it to the dead-letter queue after ``MAX_RECEIVE_COUNT``
+receives.
+
+Innocents never reach the redrive policy with it. A worker that dies holding
+a message has used one of its receives (SQS's count, which the redrive policy
+reads; a fresh copy starts it anew): a message held in place by dying
+workers has had its rounds plus one receives. So a suspect left unsettled
+``MAX_RECEIVE_COUNT - 1`` times, on its last receive, runs alone too (with
+the default of 10 the halving gets there first, after eight): an innocent
+shares no run on its last receive, and the poison is dead-lettered after
+``MAX_RECEIVE_COUNT`` deaths, as when every suspect ran alone. A message on
+its last receive whose rounds say less (receives given back early raised its
+count) is given back unrun, as a fresh copy: its receive count starts anew,
+its rounds go on.
+
+A message the worker received but never started is innocent, but whether
+one started is not known after the worker's death: a death may follow a
+start by microseconds, before anything could be written down for it (the task
+records write a task's running row later, on their writer thread, and only
+if the task still runs then), and a durable mark written before each batch
+starts would cost every batch a request, worker death or not. Groups need
+no record: a message that never started pays a round like any other of its
+group, and after one death the group is as large as a pool holds.
+
+The serial worker (:mod:`kale.worker.loop`) runs a batch's suspects as a
+group once the rest of the batch is settled, holding nothing else (what does
+not fit the group is released, for later groups): the one left unsettled most
+often last, equals in random order (so a group whose rounds tie still
+splits), each run settled as it ends (a death later in the group does not
+undo it). A pool (:mod:`kale.worker.flight`, :mod:`kale.worker.caps`) bounds
+what it receives and starts by the smallest cap of the suspects it holds,
+gives back what waits beyond it, and starts nothing until SQS took that back.
+Only a batch that may hold a suspect (``Batch.may_hold_suspect``, found when
+its envelopes are verified) pays for any of this. On a FIFO queue, where a
+receive count above 1 is an ordinary retry and order matters, there are none.
 """
 from __future__ import annotations
 
 import dataclasses
 import logging
+import random
 from typing import Any, Optional
 
 from kale.codec import Codec
@@ -33,6 +77,15 @@ logger = logging.getLogger(__name__)
 #: of this machine's: a delivery held to the end of its visibility timeout is
 #: still counted as held.
 CLOCK_SKEW_SEC = 1.0
+
+#: The most messages a worker may hold while it holds a suspect left
+#: unsettled once, the suspect included; halved for each further time, so a
+#: suspect left unsettled 8 times runs alone (see the module docstring).
+GROUP_SIZE = 128
+
+#: Why a message on its last receive was given back unrun.
+LAST_RECEIVE = 'on its last receive before the dead-letter queue: given back, to start its ' \
+               'receive count anew'
 
 
 def held_deliveries(received: ReceivedMessage, visibility_timeout_sec: Optional[float]) -> int:
@@ -100,48 +153,123 @@ def release(batch: Batch, received: ReceivedMessage, reason: str) -> Settlement:
                       envelope=opened.envelope if opened else None)
 
 
-def isolate_suspect(batch: Batch, who: str = 'worker') -> Optional[Batch]:
-    """Take the suspect to run alone out of ``batch``, as a batch of its own.
+def group_cap(rounds: int, long: bool = False, redrive_after: int = 0) -> int:
+    """The most messages a worker may hold while it holds a suspect left
+    unsettled ``rounds`` times (itself included); 0 for a message never left
+    unsettled. A suspect longer than the visibility timeout runs alone (under
+    the heartbeat), and so does one left unsettled ``redrive_after - 1``
+    times (the redrive policy's maxReceiveCount; 0 for none): held in place
+    that often, it is on its last receive before the dead-letter queue."""
+    if rounds <= 0:
+        return 0
+    if long or 0 < redrive_after - 1 <= rounds:
+        return 1
+    return max(1, GROUP_SIZE >> (rounds - 1))
 
-    The suspect left unsettled most often is chosen; the batch's other
-    suspects are settled as releases, to run alone in later batches. Returns
-    None when the batch holds no suspect. On a FIFO queue, where a receive
-    count above 1 is an ordinary retry and order matters, there are none.
-    """
+
+@dataclasses.dataclass(frozen=True)
+class Suspect:
+    """A message of a batch left unsettled before, or on its last receive."""
+
+    received: ReceivedMessage
+    rounds: int         # deliveries that ended with nobody settling it
+    cap: int            # the most messages its worker may hold meanwhile (itself included)
+    #: On its last receive before SQS's redrive policy dead-letters it, and
+    #: not left unsettled often enough to run alone (receives given back
+    #: early raised its count): a death now, its own doing or not, would
+    #: dead-letter it, so it is given back unrun (a fresh copy starts its
+    #: receive count anew; its rounds go on).
+    last: bool = False
+
+
+def suspects_of(batch: Batch, redrive_after: int = 0) -> list[Suspect]:
+    """The batch's unsettled messages that were left unsettled before, or
+    are on their last receive (``redrive_after``: the redrive policy's
+    maxReceiveCount, 0 for none); the most bound first, those on their last
+    receive at the end. None on a FIFO queue, where a receive count above 1
+    is an ordinary retry and order matters."""
     if batch.fifo or (not batch.may_hold_suspect and batch.task_ids):
-        return None         # (verified: no message was delivered or left unsettled before)
-    suspects = _suspects(batch)
-    if not suspects:
-        return None
-    count, chosen = max(suspects, key=lambda pair: pair[0])
-    for others_count, received in suspects:
-        if received is not chosen:
-            batch.settlements.append(release(
-                batch, received, 'left unsettled %d times: waits to run alone' % others_count))
-    batch.messages.remove(chosen)
-    opened = batch.opened.pop(chosen.message_id)
-    logger.warning('%s: task %s (%s) on %s was left unsettled by %d earlier deliveries (its '
-                   'worker may have died); running it alone', who, opened.envelope.task_id,
-                   opened.task_class.task_path(), batch.queue.name, count)
-    return Batch(batch.queue, [chosen], batch.received_at, batch.sqs_name,
-                 opened={chosen.message_id: opened})
-
-
-def _suspects(batch: Batch) -> list[tuple[int, ReceivedMessage]]:
-    """The batch's unsettled messages left unsettled before, each with how often."""
-    suspects = []
+        return []       # (verified: no message was delivered or left unsettled before)
+    found = []
     opened_by_id = batch.opened
+    visibility = batch.queue.visibility_timeout_sec
     for received in batch.unsettled():
         opened = opened_by_id.get(received.message_id)
+        if opened is None:
+            continue
+        count = received.receive_count
+        rounds = 0
         # A first receive of a task never left unsettled is the usual case:
         # its envelope says 0 (a header, read without building the count).
-        if opened is not None and (received.receive_count > 1 or opened.message is not None
-                                   or opened.envelope.headers.get(UNSETTLED, '0') != '0'):
-            count = unsettled_deliveries(received, opened.unsettled,
-                                         batch.queue.visibility_timeout_sec)
-            if count > 0:
-                suspects.append((count, received))
-    return suspects
+        if count > 1 or opened.message is not None or \
+                opened.envelope.headers.get(UNSETTLED, '0') != '0':
+            rounds = unsettled_deliveries(received, opened.unsettled, visibility)
+        cap = group_cap(rounds, batch.is_long(opened.task_class.time_limit), redrive_after)
+        last = cap != 1 and 1 < count >= redrive_after > 0
+        if last:
+            cap = 1
+        if cap:
+            found.append(Suspect(received, rounds, cap, last))
+    found.sort(key=most_bound)
+    return found
+
+
+def most_bound(suspect: Suspect) -> tuple[bool, int, int, int]:
+    """How a suspect sorts: those on their last receive at the end, then the
+    smallest cap first, the one left unsettled most often, the one received
+    most often (were it given back, its count would start anew and a killer
+    would reach the dead-letter queue later); ties in the batch's order."""
+    return (suspect.last, suspect.cap, -suspect.rounds, -suspect.received.receive_count)
+
+
+def isolate_suspects(batch: Batch, redrive_after: int = 0, who: str = 'worker') -> Optional[Batch]:
+    """Take the batch's suspects out of ``batch``, as a batch of their own to
+    run once the rest is settled, with no other message held (the serial
+    worker's group). As many as the smallest cap allows stay in it, the most
+    bound first; the others are settled as releases, for later groups, as
+    are those on their last receive. Returns None when the batch holds no
+    suspect to run."""
+    suspects = suspects_of(batch, redrive_after)
+    if not suspects:
+        return None
+    for suspect in suspects:
+        if suspect.last:
+            batch.settlements.append(release(batch, suspect.received, LAST_RECEIVE))
+    suspects = [suspect for suspect in suspects if not suspect.last]
+    if not suspects:
+        return None
+    cap = suspects[0].cap
+    for later in suspects[cap:]:
+        batch.settlements.append(release(
+            batch, later.received, 'left unsettled %d times: waits for a group of at most %d'
+                                   % (later.rounds, later.cap)))
+    # The one left unsettled (and held) most often runs last: were it to
+    # kill the worker, the others' runs are settled by then. Equals run in a
+    # random order: suspects left unsettled together come back together, and
+    # a killer among them takes only those after it along.
+    group = [suspect.received for suspect in sorted(suspects[:cap], key=lambda suspect: (
+        suspect.rounds, suspect.received.receive_count, random.random()))]
+    chosen = {id(received) for received in group}
+    batch.messages = [received for received in batch.messages if id(received) not in chosen]
+    opened = {received.message_id: batch.opened.pop(received.message_id) for received in group}
+    alone = Batch(batch.queue, group, batch.received_at, batch.sqs_name, opened=opened,
+                  suspects=True)
+    log_suspects(who, alone, suspects[:cap], cap)
+    return alone
+
+
+def log_suspects(who: str, batch: Batch, suspects: list[Suspect], cap: int) -> None:
+    """One line for the suspects of ``batch`` that run: which, and their cap."""
+    named = []
+    for suspect in suspects[:3]:
+        opened = batch.opened.get(suspect.received.message_id)
+        named.append('%s (%s) %d times' % (opened.task_id, opened.task_class.task_path(),
+                                           suspect.rounds) if opened is not None
+                     else suspect.received.message_id)
+    logger.warning('%s: %d task(s) on %s were left unsettled by earlier deliveries (their worker '
+                   'may have died): %s%s; they run with at most %d message(s) held', who,
+                   len(suspects), batch.queue.name, ', '.join(named),
+                   ', ...' if len(suspects) > 3 else '', cap)
 
 
 def isolate_long(batch: Batch) -> Optional[Batch]:

@@ -1,4 +1,6 @@
-"""Messages a worker died holding run alone; releases never count toward redrive."""
+"""Messages a worker died holding run in groups that halve each time they are
+left unsettled again, down to one alone; releases never count toward redrive."""
+import collections
 import time
 
 import pytest
@@ -8,6 +10,7 @@ from kale.app import App
 from kale.events import Outcome
 from kale.exceptions import SQSError
 from kale.hooks import WorkerHooks
+from kale.ids import random_id
 from kale.transport import ReceivedMessage
 from kale.transport.memory import MemoryTransport
 from kale.worker import Worker
@@ -15,14 +18,18 @@ from kale.worker.batch import Batch, Opened
 from kale.worker.consumer import Consumer
 from kale.worker.settler import Settler
 from kale.worker.suspects import (
+    GROUP_SIZE,
+    LAST_RECEIVE,
+    group_cap,
     held_deliveries,
-    isolate_suspect,
+    isolate_suspects,
     release_copy,
     unsettled_deliveries,
 )
 from tests import tasks
 from tests.support.clock import ShiftedClock
 from tests.support.hostile import OTHER_KEY
+from tests.support.killed import Killable
 from tests.support.records import recorded_ids
 
 #: Every test here runs on each pool (serial, threads, asyncio).
@@ -37,11 +44,12 @@ def app(app, pool):
     return app.replace(WORKER_POOL=pool)
 
 
-def received(app, message_id, receive_count, unsettled=0):
+def received(app, message_id, receive_count, unsettled=0, since=None):
     message = kale_message.Message('task-' + message_id, 'tests.tasks.RecordTask',
                                    unsettled=unsettled)
     body = app.codec.encode(message, QUEUE).body
-    return ReceivedMessage(message_id, 'handle-' + message_id, body, {}, receive_count), message
+    return ReceivedMessage(message_id, 'handle-' + message_id, body, {}, receive_count,
+                           since_first_receive_sec=since), message
 
 
 def batch_of(app, *items):
@@ -56,16 +64,56 @@ def test_unsettled_deliveries_add_the_copy_history_to_the_receive_count(app):
     assert unsettled_deliveries(first, message.unsettled) == 4
 
 
+def test_a_suspects_group_halves_each_time_it_is_left_unsettled_again():
+    assert [group_cap(rounds) for rounds in range(0, 10)] == \
+        [0, GROUP_SIZE, 64, 32, 16, 8, 4, 2, 1, 1]
+    assert group_cap(1, long=True) == 1                 # runs under the heartbeat: alone
+    # Held in place that often, it is on its last receive before the redrive.
+    assert [group_cap(rounds, redrive_after=4) for rounds in range(0, 5)] == \
+        [0, GROUP_SIZE, 64, 1, 1]
+    assert group_cap(7, redrive_after=10) == 2 and group_cap(9, redrive_after=10) == 1
+
+
+def test_a_message_on_its_last_receive_is_given_back_unless_it_runs_alone_anyway(app):
+    """A death now, its own doing or another's, would make SQS dead-letter
+    it: it is given back, its copy's receive count starting anew. One left
+    unsettled often enough to run alone runs (a killer goes on to SQS's
+    redrive policy)."""
+    # Received ten times, held to the end of its visibility timeout twice.
+    last, fresh = received(app, 'last', 10, since=65), received(app, 'fresh', 1)
+    batch = batch_of(app, last, fresh)
+    assert isolate_suspects(batch, redrive_after=10) is None
+    [back] = batch.settlements
+    assert back.received.message_id == 'last' and back.reason == LAST_RECEIVE
+    batch = batch_of(app, received(app, 'last', 10, since=65))
+    assert isolate_suspects(batch, redrive_after=10) is None and len(batch.settlements) == 1
+    batch = batch_of(app, received(app, 'alone', 10, unsettled=7, since=65))
+    assert [m.message_id for m in isolate_suspects(batch, redrive_after=10).messages] == ['alone']
+    batch = batch_of(app, received(app, 'before', 9, since=65), received(app, 'fresh', 1))
+    assert [m.message_id for m in isolate_suspects(batch, redrive_after=10).messages] == \
+        ['before'] and batch.settlements == []                      # its group: 64
+
+
 def test_the_message_left_unsettled_most_often_runs_alone(app):
-    fresh, often, once = received(app, 'fresh', 1), received(app, 'often', 3), received(app, 'once', 2)
+    fresh, often, once = received(app, 'fresh', 1), received(app, 'often', 2, unsettled=7), \
+        received(app, 'once', 2)
     batch = batch_of(app, fresh, often, once)
-    alone = isolate_suspect(batch)
-    assert [m.message_id for m in alone.messages] == ['often']
+    alone = isolate_suspects(batch)
+    assert [m.message_id for m in alone.messages] == ['often']     # 8 times: alone
     assert [m.message_id for m in batch.messages] == ['fresh', 'once']
     [waiting] = batch.settlements
     assert waiting.outcome is Outcome.RELEASE and waiting.received.message_id == 'once'
     copy = release_copy(waiting.received, QUEUE, app.codec, waiting.envelope)
     assert app.codec.decode(copy.body, QUEUE).unsettled == 1    # its history travels along
+
+
+def test_suspects_left_unsettled_a_few_times_run_together(app):
+    fresh, twice, once = received(app, 'fresh', 1), received(app, 'twice', 3), \
+        received(app, 'once', 2)
+    batch = batch_of(app, fresh, twice, once)
+    group = isolate_suspects(batch)
+    assert [m.message_id for m in group.messages] == ['once', 'twice']     # most often last
+    assert [m.message_id for m in batch.messages] == ['fresh'] and batch.settlements == []
 
 
 def test_a_release_copy_carries_the_history_of_unsettled_deliveries(app):
@@ -98,13 +146,13 @@ def test_a_release_copy_keeps_the_first_issue_time(app):
 
 def test_a_batch_without_suspects_is_left_alone(app):
     batch = batch_of(app, received(app, 'a', 1), received(app, 'b', 1))
-    assert isolate_suspect(batch) is None
+    assert isolate_suspects(batch) is None
     assert len(batch.messages) == 2 and batch.settlements == []
 
 
 def test_a_copy_that_carries_history_is_still_a_suspect(app):
     batch = batch_of(app, received(app, 'copy', 1, unsettled=1), received(app, 'b', 1))
-    assert [m.message_id for m in isolate_suspect(batch).messages] == ['copy']
+    assert [m.message_id for m in isolate_suspects(batch).messages] == ['copy']
 
 
 def test_released_messages_come_back_with_a_fresh_receive_count(app):
@@ -136,20 +184,74 @@ def shifted(app):
     return App(app.config, transport=MemoryTransport(clock=clock)), clock
 
 
-def test_a_worker_runs_each_suspect_alone(tmp_path, monkeypatch, shifted):
-    monkeypatch.setenv('KALE_TEST_RECORD', str(tmp_path / 'record'))
-    app, clock = shifted
+def send_tasks(app, count, rounds=1, task_class=tasks.RecordTask, **kwargs):
+    """Send ``count`` tasks, each left unsettled ``rounds - 1`` times before
+    (carried in its envelope, as a copy carries it): their task ids."""
     broker = app.broker
     queue = broker.queues['default']
-    ids = app.publish_batch(tasks.RecordTask, None, [((i,), {}) for i in range(4)])
-    broker.transport.receive(broker.sqs_name(queue), 10, 0, 30)    # a worker died
-    clock.offset += 31                                              # holding them
-    sizes = BatchSizes()
-    Worker(queue_names=['default'], burst=True, app=app, hooks=[sizes]).run()
-    ran = recorded_ids(str(tmp_path / 'record'), 'ran')
-    assert sorted(ran) == sorted(ids)
-    suspect_runs = [size for size in sizes.sizes if any(count > 1 for count in size)]
-    assert suspect_runs and all(len(size) == 1 for size in suspect_runs)
+    name = broker.sqs_name(queue)
+    messages = [kale_message.Message(random_id(), task_class.task_path(), (i,), kwargs,
+                                     unsettled=rounds - 1) for i in range(count)]
+    for start in range(0, count, 10):
+        broker.send(queue, [app.codec.to_outgoing(m, name) for m in messages[start:start + 10]])
+    return [m.task_id for m in messages]
+
+
+def a_worker_dies_holding_them(app, clock):
+    """A worker receives every message of the queue and dies holding them."""
+    broker = app.broker
+    while broker.transport.receive(broker.sqs_name(broker.queues['default']), 10, 0, 30):
+        pass
+    clock.offset += 31                  # their visibility timeout ends
+
+
+def held_by_a_dead_worker(app, clock, count, rounds=1, task_class=tasks.RecordTask):
+    """``count`` tasks a worker died holding, each left unsettled ``rounds``
+    times in all: their task ids, in publish order."""
+    ids = send_tasks(app, count, rounds, task_class)
+    a_worker_dies_holding_them(app, clock)
+    return ids
+
+
+class InFlightAtSuspectStart(WorkerHooks):
+    """How many messages of the queue the worker held when each suspect
+    delivered again started (``copies``: released copies of suspects too)."""
+
+    def __init__(self, broker, copies=False):
+        self.broker = broker
+        self.copies = copies
+        self.held = []
+
+    def on_task_started(self, queue, received, message):
+        if received.receive_count > 1 or (self.copies and message.unsettled):
+            self.held.append(self.broker.counts(queue).in_flight)
+
+
+def test_messages_a_dead_worker_held_run_together_not_one_at_a_time(
+        tmp_path, monkeypatch, shifted):
+    """Forty tasks left unsettled once (their worker was killed) run in
+    groups as large as the pool takes: no send-back, a few batches, many
+    held at once; each task runs once."""
+    monkeypatch.setenv('KALE_TEST_RECORD', str(tmp_path / 'record'))
+    app, clock = shifted
+    ids = held_by_a_dead_worker(app, clock, 40)
+    sizes, hook = BatchSizes(), InFlightAtSuspectStart(app.broker)
+    worker = Worker(queue_names=['default'], burst=True, app=app, hooks=[sizes, hook])
+    assert worker.run() == 0
+    assert sorted(recorded_ids(str(tmp_path / 'record'), 'ran')) == sorted(ids)
+    assert worker.stats.get('release', 0) == 0                      # none sent back
+    assert len(sizes.sizes) <= len(ids) // 4
+    assert len(hook.held) == len(ids) and max(hook.held) >= 10      # together
+
+
+def test_a_worker_runs_each_suspect_left_unsettled_often_alone(tmp_path, monkeypatch, shifted):
+    monkeypatch.setenv('KALE_TEST_RECORD', str(tmp_path / 'record'))
+    app, clock = shifted
+    ids = held_by_a_dead_worker(app, clock, 4, rounds=8)
+    hook = InFlightAtSuspectStart(app.broker, copies=True)
+    Worker(queue_names=['default'], burst=True, app=app, hooks=[hook]).run()
+    assert sorted(recorded_ids(str(tmp_path / 'record'), 'ran')) == sorted(ids)
+    assert hook.held == [1, 1, 1, 1]
 
 
 def test_a_release_copy_carries_the_attributes_of_its_verified_envelope(app):
@@ -198,18 +300,6 @@ def test_held_deliveries_count_only_receives_that_could_have_been_held_to_their_
     assert held_deliveries(message(3, None), 30) == 2         # the endpoint did not say
 
 
-class InFlightAtSuspectStart(WorkerHooks):
-    """How many messages of the queue the worker held when each suspect started."""
-
-    def __init__(self, broker):
-        self.broker = broker
-        self.held = []
-
-    def on_task_started(self, queue, received, message):
-        if received.receive_count > 1:
-            self.held.append(self.broker.counts(queue).in_flight)
-
-
 def test_a_suspect_starts_with_no_other_message_held(tmp_path, monkeypatch, shifted):
     """Were others held while a suspect ran, a suspect that kills its worker
     would count a delivery against each of them too, until the redrive
@@ -217,10 +307,7 @@ def test_a_suspect_starts_with_no_other_message_held(tmp_path, monkeypatch, shif
     monkeypatch.setenv('KALE_TEST_RECORD', str(tmp_path / 'record'))
     app, clock = shifted
     broker = app.broker
-    queue = broker.queues['default']
-    suspect = app.publish(tasks.RecordTask, None, 'suspect')
-    broker.transport.receive(broker.sqs_name(queue), 10, 0, 30)    # a worker died
-    clock.offset += 31                                              # holding it
+    [suspect] = held_by_a_dead_worker(app, clock, 1, rounds=8)     # it runs alone
     fresh = app.publish_batch(tasks.RecordTask, None, [((i,), {}) for i in range(9)])
     hook = InFlightAtSuspectStart(broker)
     Worker(queue_names=['default'], burst=True, app=app, hooks=[hook]).run()
@@ -229,13 +316,9 @@ def test_a_suspect_starts_with_no_other_message_held(tmp_path, monkeypatch, shif
 
 
 def three_held_suspects(app, clock):
-    """Three tasks a worker died holding, delivered again: (queue, task ids)."""
-    broker = app.broker
-    queue = broker.queues['default']
-    ids = app.publish_batch(tasks.RecordTask, None, [((i,), {}) for i in range(3)])
-    broker.transport.receive(broker.sqs_name(queue), 10, 0, 30)    # a worker died
-    clock.offset += 31                                              # holding them
-    return queue, ids
+    """Three tasks a worker died holding, left unsettled often enough to run
+    alone each, delivered again: (queue, task ids)."""
+    return app.broker.queues['default'], held_by_a_dead_worker(app, clock, 3, rounds=8)
 
 
 def test_a_suspect_is_released_unrun_while_the_others_could_not_be_given_back(
@@ -305,3 +388,53 @@ def test_no_suspect_starts_while_sqs_refused_to_take_back_the_others(
     assert refused
     assert sorted(set(recorded_ids(str(tmp_path / 'record'), 'ran'))) == sorted(ids)
     assert hook.held and all(held == 1 for held in hook.held)
+
+
+class Succeeded(WorkerHooks):
+    """Each successful run: its task id and the receipt handle of its delivery."""
+
+    def __init__(self):
+        self.runs = []
+
+    def on_task_finished(self, settlement):
+        if settlement.outcome is Outcome.SUCCEEDED:
+            self.runs.append((settlement.task_id, settlement.received.receipt_handle))
+
+
+def test_a_poison_among_them_is_dead_lettered_and_every_innocent_runs_once(
+        tmp_path, monkeypatch, shifted):
+    """Thirty tasks and one that kills its worker every time it runs (a
+    fifth of a second in), all held by a worker that died: workers die until
+    SQS's redrive policy dead-letters the poison. No innocent is
+    dead-lettered with it, each one's run is settled once, and hardly any is
+    sent back to get there (each run alone, most of them were, many times)."""
+    monkeypatch.setenv('KALE_TEST_RECORD', str(tmp_path / 'record'))
+    app, clock = shifted
+    config = app.replace(MAX_RECEIVE_COUNT=4).config
+    app = App(config, transport=app.broker.transport)
+    innocents = send_tasks(app, 15)
+    [poison] = send_tasks(app, 1, task_class=tasks.PoisonTask, pause_sec=0.2)
+    innocents += send_tasks(app, 15)
+    a_worker_dies_holding_them(app, clock)
+    succeeded, lives, sent_back = Succeeded(), [], 0
+    while len(lives) < 20:
+        life = Killable.current = Killable(app.broker.transport)
+        worker = Worker(queue_names=['default'], burst=True, hooks=[succeeded],
+                        app=App(config, transport=life))
+        worker.run()
+        lives.append(life)
+        sent_back += worker.stats.get('release', 0)
+        if not life.dead:
+            break                       # it drained the queue
+        clock.offset += 31              # what it held comes back
+    assert not lives[-1].dead, 'the poison still kills workers after %d lives' % len(lives)
+    queue = app.broker.queues['default']
+    dead = app.broker.transport.receive(app.broker.dead_letter_name(queue), 10, 0, 30)
+    assert [app.codec.open(m.body, '', check_age=False).task_id for m in dead] == [poison]
+    deleted = set().union(*(life.deleted for life in lives))
+    settled_runs = collections.Counter(task_id for task_id, handle in succeeded.runs
+                                       if handle in deleted)
+    assert {task_id: settled_runs[task_id] for task_id in innocents} == \
+        dict.fromkeys(innocents, 1)
+    assert app.broker.counts(queue).total == 0
+    assert sent_back <= len(innocents)       # (each run alone, many were many times)

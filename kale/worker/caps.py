@@ -1,0 +1,99 @@
+"""The cap that the suspects a worker with a pool holds put on what it holds.
+
+A suspect (see :mod:`kale.worker.suspects`) comes with a cap: the most
+messages its worker may hold, running or waiting, while it holds the
+suspect. :class:`SuspectCaps` keeps the suspects a
+:class:`~kale.worker.flight.FlightWorker` holds and gives the smallest of
+their caps, which bounds what the worker receives and starts. When a
+suspect that arrived lowers the cap below what the worker holds, it says
+which of the waiting messages to give back: the suspect with the smallest
+cap (of those, the one left unsettled most often) is kept, waiting for what
+runs to end; the messages that are no suspect go first. A message on its
+last receive before the dead-letter queue, not yet bound to run alone, is
+given back at once. While batches keep bringing suspects, the worker asks
+for no more than the last one's cap (:meth:`SuspectCaps.room`), rather than
+receive more and give most of it back.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from kale.events import Settlement
+from kale.worker.batch import Batch
+from kale.worker.jobs import Job
+from kale.worker.suspects import LAST_RECEIVE, Suspect, log_suspects, most_bound
+
+#: A cap above any: what a message that is no suspect sorts by.
+UNBOUND = 1 << 30
+
+
+class SuspectCaps:
+    """The suspects a worker holds (waiting or running), and their cap."""
+
+    def __init__(self, who: str):
+        self.who = who
+        #: The jobs of the suspects held, each with its suspect (a plain job
+        #: carries nothing: a task that is no suspect pays nothing for this).
+        self.jobs: dict[Job, Suspect] = {}
+        #: What was given back for them: settled before one of them starts.
+        self.given_back: list[Settlement] = []
+        #: The smallest cap of the last batch that brought suspects (0: the
+        #: last batch brought none): while batches bring suspects, the worker
+        #: asks for no more than that, rather than give most of it back.
+        self.recent = 0
+
+    def room(self) -> int:
+        """The most messages the worker may hold, ask for included: the cap
+        of the suspects it holds, and that of the last batch that brought some."""
+        cap = self.cap if self.jobs else UNBOUND
+        return min(cap, self.recent) if self.recent else cap
+
+    @property
+    def cap(self) -> int:
+        """The most messages the worker may hold now (only while it holds a suspect)."""
+        return min(suspect.cap for suspect in self.jobs.values())
+
+    def hold(self, batch: Batch, jobs: list[Job], suspects: list[Suspect]) -> None:
+        """Keep the jobs of the batch's suspects, each with its suspect."""
+        by_message = {id(suspect.received): suspect for suspect in suspects}
+        for job in jobs:
+            suspect = by_message.get(id(job.received))
+            if suspect is not None:
+                self.jobs[job] = suspect
+        # (one on its last receive goes back at once: it bounds nothing)
+        self.recent = min((suspect.cap for suspect in suspects if not suspect.last), default=0)
+        log_suspects(self.who, batch, suspects, self.recent or 1)
+
+    def discard(self, job: Job) -> None:
+        """A job ended or was given back: it holds no cap any longer."""
+        self.jobs.pop(job, None)
+
+    def taken_back(self, settle_now: Callable[[], None]) -> bool:
+        """Whether SQS took back what was given back for them (``settle_now``
+        settles it first, and waits; none to wait for once none is held);
+        forgotten either way."""
+        given_back, self.given_back = self.given_back, []
+        if not given_back or not self.jobs:
+            return True
+        settle_now()
+        return all(s.settled or s.lapsed for s in given_back)
+
+    def over(self, waiting: list[Job], running: int) -> tuple[list[Job], list[tuple[Job, str]]]:
+        """What waits, split into what may stay and what is given back (with
+        why) so that the worker holds no more than the cap, the suspects
+        given back left out of it."""
+        jobs = self.jobs
+        back = [job for job in waiting if job in jobs and jobs[job].last]
+        if back:
+            waiting = [job for job in waiting if job not in back]
+        caps = [suspect.cap for job, suspect in jobs.items() if job not in back]
+        cap = min(caps) if caps else UNBOUND
+        reasons = [(job, LAST_RECEIVE) for job in back]
+        if running + len(waiting) <= cap:
+            return waiting, reasons
+        ordered = sorted(waiting, key=lambda job: most_bound(jobs[job]) if job in jobs
+                         else (True, UNBOUND, 0, 0))        # the suspects first
+        keep = max(cap - running, 1)
+        return ordered[:keep], reasons + [
+            (job, 'given back: a suspect runs with at most %d message(s) held' % cap)
+            for job in ordered[keep:]]
