@@ -154,3 +154,15 @@ class AsyncShortTask(task.Task):
         record('start', self)
         await asyncio.sleep(seconds)
         record('ran', self)
+
+
+class AsyncRecoveryTask(task.Task):
+    """Awaits ``seconds`` on the 'recovery' queue (visibility timeout 10 s),
+    recording its start and end."""
+    queue = 'recovery'
+    time_limit = 4
+
+    async def run_task(self, seconds=3.0):
+        record('start', self)
+        await asyncio.sleep(seconds)
+        record('end', self)

@@ -4,6 +4,7 @@ the supervisor start a fresh worker. (The chaos run in test_chaos.py runs
 every pool too.)"""
 from __future__ import annotations
 
+import collections
 import signal
 
 import pytest
@@ -73,3 +74,29 @@ def test_a_stuck_task_makes_its_worker_exit_4_and_the_supervisor_starts_a_fresh_
     assert 'exited with code 4' in output or 'code 4' in output, output
     assert ids(record, 'stuck') == [stuck]
     assert sorted(ids(record, 'ran')) == sorted(others + [stuck])
+
+
+def test_tasks_a_killed_asyncio_worker_held_run_together_after_the_restart(sqs, record, tmp_path):
+    """Two hundred tasks of three seconds each, all running on an asyncio
+    worker killed with SIGKILL: a new worker runs them again as they come
+    back, a hundred at a time (not one by one, the rest sent back), so they
+    finish within a few of their run times; each runs at most twice."""
+    published = pool_tasks.AsyncRecoveryTask.publish_batch(None, [((3.0,), {})] * 200)
+    worker = WorkerProcess(tmp_path, '--queues', 'recovery', '--pool', 'asyncio',
+                           '--max-in-flight', '200')
+    wait_for(lambda: len(events(record, 'start')) >= 200, 60, 'two hundred tasks to start')
+    worker.signal(signal.SIGKILL)
+    worker.wait(10)
+    killed = {r[1] for r in events(record, 'start')} - {r[1] for r in events(record, 'end')}
+    assert len(killed) >= 150, 'the worker was killed after most of them ended'
+    second = WorkerProcess(tmp_path, '--queues', 'recovery', '--burst', '--pool', 'asyncio')
+    assert second.wait(180) == 0, second.output()
+    assert sorted({r[1] for r in events(record, 'end')}) == sorted(set(published))
+    output = second.output()
+    assert ' released: ' not in output, output              # none sent back
+    runs = collections.Counter(r[1] for r in events(record, 'start'))
+    assert max(runs.values()) <= 2
+    pid = next(r[2] for r in events(record, 'start') if r[1] in killed and runs[r[1]] == 2
+               and r[2] != str(worker.process.pid))
+    assert most_at_once(record, pid) >= 50, 'the tasks killed did not run together'
+

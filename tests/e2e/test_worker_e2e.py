@@ -222,7 +222,8 @@ def test_worker_command_errors_are_one_line(sqs, tmp_path):
     assert worker.wait(30) == 1
     lines = worker.output().strip().splitlines()
     assert lines == ["kale: error: --queues: queue 'nope' is not in the queue config %s "
-                     "(queues: high, default, low, budget, short, beat, ordered, slowpoll, tenants)"
+                     "(queues: high, default, low, budget, short, beat, ordered, slowpoll, tenants, "
+                     "recovery)"
                      % os.path.join(ROOT, 'tests', 'queue_config.yaml')]
 
 

@@ -3,6 +3,7 @@ run, benchmark tasks) and read back by the test or benchmark that started them."
 from __future__ import annotations
 
 import os
+from typing import Optional
 
 
 def append_line(path: str, line: str) -> None:
@@ -33,10 +34,11 @@ def records_of(path: str, event: str) -> list[list[str]]:
     return [r for r in read_records(path) if r[0] == event]
 
 
-def most_at_once(path: str) -> int:
-    """The most runs recorded as going on at one time (start/end lines)."""
+def most_at_once(path: str, pid: Optional[str] = None) -> int:
+    """The most runs recorded as going on at one time (start/end lines; of
+    the process ``pid`` only, when given)."""
     edges = [(float(r[3]), 1 if r[0] == 'start' else -1) for r in read_records(path)
-             if r[0] in ('start', 'end')]
+             if r[0] in ('start', 'end') and (pid is None or r[2] == pid)]
     # At equal times an end comes first: it freed the place the start took.
     edges.sort()
     most = now = 0

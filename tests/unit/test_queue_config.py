@@ -144,5 +144,5 @@ def test_unknown_queue_lists_the_known_ones():
     with pytest.raises(UnknownQueueError,
                        match=r"queue 'nope' is not in the queue config .* "
                              r"\(queues: high, default, low, budget, short, beat, ordered, slowpoll, "
-                             r"tenants\)"):
+                             r"tenants, recovery\)"):
         get_queue_config(settings.config).get_queue('nope')
