@@ -1,7 +1,7 @@
 # The two commands: `make demo` and `make test`. Both create .venv when it is
 # missing and install Kale into it first. `make test` runs the lint, the type
 # check and the suite but its tests marked slow (real processes for seconds,
-# the demo, the benchmarks, the chaos run), in about two minutes;
+# the demo, the benchmarks, the chaos run), in about three minutes on two cores;
 # `make test-slow` runs those; CI runs both (.ci/run). `make test-fast` is
 # `make test` without the lint and the type check, for the edit loop.
 
