@@ -99,8 +99,14 @@ def test_a_concurrency_limit_across_three_workers_frees_a_killed_workers_slot(sq
     workers = [WorkerProcess(tmp_path, '--queues', 'default', **env) for _ in range(3)]
     by_pid = {w.process.pid: w for w in workers}
     try:
-        wait_for(lambda: len(events(record, 'start')) >= 2, 60, 'two runs started')
-        _, victim_task, pid, _ = events(record, 'start')[0]
+        def running():
+            ended = {e[1] for e in events(record, 'end')}
+            return [e for e in events(record, 'start') if e[1] not in ended]
+        # (a worker's first, blind receive may take several, and run them one
+        # after another: the victim is one whose run has not ended)
+        wait_for(lambda: len(events(record, 'start')) >= 2 and running(), 60,
+                 'two runs started, one still running')
+        _, victim_task, pid, _ = running()[0]
         victim = by_pid[int(pid)]
         victim.process.kill()
         killed_at = time.time()
