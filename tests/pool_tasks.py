@@ -160,7 +160,7 @@ class AsyncRecoveryTask(task.Task):
     """Awaits ``seconds`` on the 'recovery' queue (visibility timeout 30 s),
     recording its start and end."""
     queue = 'recovery'
-    time_limit = 10
+    time_limit = 17
 
     async def run_task(self, seconds=3.0):
         record('start', self)

@@ -77,12 +77,12 @@ def test_a_stuck_task_makes_its_worker_exit_4_and_the_supervisor_starts_a_fresh_
 
 
 def test_tasks_a_killed_asyncio_worker_held_run_together_after_the_restart(sqs, record, tmp_path):
-    """Two hundred tasks of eight seconds each (long enough for all to start
+    """Two hundred tasks of fifteen seconds each (long enough for all to start
     on a loaded machine before the first ends), all running on an asyncio
     worker killed with SIGKILL: a new worker runs them again as they come
     back, a hundred at a time (not one by one, the rest sent back), so they
     finish within a few of their run times; each runs at most twice."""
-    published = pool_tasks.AsyncRecoveryTask.publish_batch(None, [((8.0,), {})] * 200)
+    published = pool_tasks.AsyncRecoveryTask.publish_batch(None, [((15.0,), {})] * 200)
     worker = WorkerProcess(tmp_path, '--queues', 'recovery', '--pool', 'asyncio',
                            '--max-in-flight', '200')
     wait_for(lambda: len(events(record, 'start')) >= 200, 60, 'two hundred tasks to start')
