@@ -156,13 +156,7 @@ class AsyncShortTask(task.Task):
         record('ran', self)
 
 
-class AsyncRecoveryTask(task.Task):
-    """Awaits ``seconds`` on the 'recovery' queue (visibility timeout 30 s),
-    recording its start and end."""
+class AsyncRecoveryTask(AsyncSpanTask):
+    """An AsyncSpanTask on the 'recovery' queue (visibility timeout 30 s)."""
     queue = 'recovery'
     time_limit = 17
-
-    async def run_task(self, seconds=3.0):
-        record('start', self)
-        await asyncio.sleep(seconds)
-        record('end', self)

@@ -153,6 +153,18 @@ def test_a_delayed_task_shows_when_it_is_due(browser, web, some_records):
 
 # --- the task detail, filters, paging, bulk actions -----------------------------------------
 
+def confirm_the_second_time(page):
+    """Answer the page's confirmations: no to the first, yes to the others;
+    returns the list their questions go into."""
+    asked = []
+
+    def answer(dialog):
+        asked.append(dialog.message)
+        dialog.accept() if len(asked) > 1 else dialog.dismiss()
+    page.on('dialog', answer)
+    return asked
+
+
 def open_dashboard(browser, web):
     page = browser.new_page(viewport={'width': 1400, 'height': 1100})
     page.goto(web)
@@ -482,12 +494,7 @@ def test_a_running_workflow_is_cancelled_from_its_panel_after_a_confirmation(
     first, then = wt.Add.s(1), wt.Add.s(2)
     running = workflow.submit(workflow.chain(first, then), labels={'tenant': HOSTILE})
     page = open_dashboard(browser, web)
-    asked = []
-
-    def answer(dialog):
-        asked.append(dialog.message)
-        dialog.accept() if len(asked) > 1 else dialog.dismiss()
-    page.on('dialog', answer)
+    asked = confirm_the_second_time(page)
     try:
         page.click('#workflows tr[data-id="%s"] a.id' % running.id)
         page.wait_for_selector('#workflow:not([hidden]) svg g.node')
@@ -521,12 +528,7 @@ def test_a_cancelled_workflow_is_retried_from_its_panel_after_a_confirmation(
     wf = workflow.submit(workflow.chain(first, then))
     workflow.cancel(wf.id)
     page = open_dashboard(browser, web)
-    asked = []
-
-    def answer(dialog):
-        asked.append(dialog.message)
-        dialog.accept() if len(asked) > 1 else dialog.dismiss()
-    page.on('dialog', answer)
+    asked = confirm_the_second_time(page)
     try:
         page.click('#tabs button[data-status=succeeded]')        # a task tab adds no listener
         page.click('#workflows tr[data-id="%s"] a.id' % wf.id)

@@ -598,24 +598,23 @@ async function showWorkflow(id, quiet) {
   } catch (error) { banner(error.message); }
 }
 
-async function cancelWorkflow() {
+// A workflow panel's action (cancel, retry), asked first; the panel and the page refresh.
+async function workflowAction(action, question, done) {
   const id = state.workflow;
-  if (!id || !window.confirm('Cancel workflow ' + id + '? Its nodes that have not ended will never run.')) return;
+  if (!id || !window.confirm(question.replace('%s', id))) return;
   try {
-    renderWorkflow(await api('workflows/' + encodeURIComponent(id) + '/cancel', { method: 'POST' }));
-    banner('cancelled workflow ' + id);
+    renderWorkflow(await api('workflows/' + encodeURIComponent(id) + '/' + action, { method: 'POST' }));
+    banner(done + ' workflow ' + id);
     refresh();
   } catch (error) { banner(error.message); }
 }
 
-async function retryWorkflow() {
-  const id = state.workflow;
-  if (!id || !window.confirm('Retry workflow ' + id + '? Its nodes that failed, were cancelled or never ran run again; those that succeeded keep their results.')) return;
-  try {
-    renderWorkflow(await api('workflows/' + encodeURIComponent(id) + '/retry', { method: 'POST' }));
-    banner('retrying workflow ' + id);
-    refresh();
-  } catch (error) { banner(error.message); }
+function cancelWorkflow() {
+  return workflowAction('cancel', 'Cancel workflow %s? Its nodes that have not ended will never run.', 'cancelled');
+}
+
+function retryWorkflow() {
+  return workflowAction('retry', 'Retry workflow %s? Its nodes that failed, were cancelled or never ran run again; those that succeeded keep their results.', 'retrying');
 }
 
 function selectWorkflowStatus(status) {
