@@ -30,6 +30,12 @@ class SpanTask(task.Task):
         record('end', self)
 
 
+class ShortSpanTask(SpanTask):
+    """A SpanTask on the 'short' queue (visibility timeout 4 s), limited to 2 s."""
+    queue = 'short'
+    time_limit = 2
+
+
 class AsyncFailingTask(task.Task):
     """Fails after an await, every time."""
     queue = 'default'

@@ -75,6 +75,11 @@ MAX_RECEIVES = 8
 SETTLE_THREADS = 4
 #: Receives' worth of time the messages held ready beyond the free places last.
 READ_AHEAD_RECEIVES = 2
+#: Tasks that run this long on average get no messages held ready: a place
+#: freed after such a task loses a round trip in hundreds, while a message
+#: held ready may wait a whole run (when the tasks started together) and then
+#: no longer fit its visibility timeout, which releases it.
+READ_AHEAD_MAX_RUN_SEC = 1.0
 
 
 class FlightWorker(WorkerBase):
@@ -332,9 +337,10 @@ class FlightWorker(WorkerBase):
         """Messages to hold ready beyond the free places: as many as the tasks
         running end (by their mean run time) during two receives, so a place
         that frees does not wait a round trip for its next message. At most
-        ``max_in_flight``; none before a task has run."""
+        ``max_in_flight``; none before a task has run, nor while the tasks run
+        for READ_AHEAD_MAX_RUN_SEC or more on average."""
         mean = self._mean_run_sec
-        if not mean:
+        if not mean or mean >= READ_AHEAD_MAX_RUN_SEC:
             return 0
         now = self.clock.monotonic()
         if now < self._reserve[0]:

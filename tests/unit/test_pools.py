@@ -70,6 +70,16 @@ def test_max_concurrency_caps_a_tasks_runs_in_the_process(memory_broker, record,
     assert most_at_once(record) == 2
 
 
+@pytest.mark.parametrize('pool', ['threads', 'asyncio'])
+def test_tasks_of_a_second_or_more_get_no_message_held_ready(memory_broker, record, pool):
+    """Tasks of 1.5 s that start together on a queue of 4 s, limited to 2 s: a
+    message held ready beside them would wait a whole run and then no longer
+    fit what is left of its visibility timeout (released, sent again)."""
+    pool_tasks.ShortSpanTask.publish_batch(None, [((1.5,), {}) for _ in range(6)])
+    worker, code = run(memory_broker, pool, queues=('short',), max_in_flight=2)
+    assert code == EXIT_OK and worker.stats == {'succeeded': 6}
+
+
 @pytest.mark.real_time('the run must be cut well before its coroutine would end by itself')
 @pytest.mark.parametrize('pool', POOLS)
 def test_a_coroutine_past_its_time_limit_is_cancelled_and_fails_as_a_time_limit(
