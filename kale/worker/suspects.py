@@ -251,8 +251,7 @@ def isolate_suspects(batch: Batch, redrive_after: int = 0, who: str = 'worker') 
     chosen = {id(received) for received in group}
     batch.messages = [received for received in batch.messages if id(received) not in chosen]
     opened = {received.message_id: batch.opened.pop(received.message_id) for received in group}
-    alone = Batch(batch.queue, group, batch.received_at, batch.sqs_name, opened=opened,
-                  suspects=True)
+    alone = Batch(batch.queue, group, batch.received_at, batch.sqs_name, opened=opened)
     log_suspects(who, alone, suspects[:cap], cap)
     return alone
 
