@@ -92,8 +92,6 @@ class Batch:
     #: Whether a message may be a suspect (delivered before, or left
     #: unsettled before): see :mod:`kale.worker.suspects`.
     may_hold_suspect: bool = False
-    #: A group of suspects set aside to run with nothing else held.
-    suspects: bool = False
     #: Whether the queue is a FIFO queue (asked several times per message).
     fifo: bool = dataclasses.field(init=False)
 

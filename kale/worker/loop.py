@@ -266,7 +266,9 @@ class Worker(WorkerBase):
             self.receiver.release_ready()
             held = [s for s in settlements if not (s.settled or s.lapsed)]
             if not held:
-                self.run_batch(alone)
+                # Each run settled as it ends: a suspect that kills the worker
+                # later in the group does not undo the runs before it.
+                self.run_batch(alone, parts_after=0.0)
             else:
                 logger.warning('%s: %d message(s) of the batch are still held (settling '
                                'failed): %s released, not run now', self.name,
@@ -280,20 +282,19 @@ class Worker(WorkerBase):
         if opened is not None and alone.is_long(opened.task_class.time_limit):
             self.heartbeat.keep(alone, received)
 
-    def run_batch(self, batch: Batch) -> None:
+    def run_batch(self, batch: Batch, parts_after: Optional[float] = None) -> None:
         """Run the batch's tasks one by one, in order, while they fit its budget.
         On a FIFO queue, once a group's message is retried or released, the
         group's later messages in the batch are released, not run. Once its
-        tasks have taken SETTLE_PARTS_AFTER_SEC, what is decided so far is
-        settled while the rest runs. A blind batch (see
+        tasks have taken ``parts_after`` seconds (SETTLE_PARTS_AFTER_SEC by
+        default), what is decided so far is settled while the rest runs. A blind batch (see
         :mod:`kale.worker.prefetch`) gives back what has not started once the
         prefetch window has passed."""
         self.hooks(WorkerHooks.before_batch, batch.queue, batch)
         decided = _by_message(batch.settlements)
         last_part = started = self.clock.monotonic()
-        # A suspects' group settles each run as it ends: a suspect that kills
-        # the worker later in the group does not undo the runs before it.
-        parts_after = 0.0 if batch.suspects else SETTLE_PARTS_AFTER_SEC
+        if parts_after is None:
+            parts_after = SETTLE_PARTS_AFTER_SEC
         # A blind batch gives back what has not started within the window.
         give_back_at = started + self.prefetch.window_sec if batch.blind else 0.0
         ran = 0

@@ -25,14 +25,18 @@ receives.
 Innocents never reach the redrive policy with it. A worker that dies holding
 a message has used one of its receives (SQS's count, which the redrive policy
 reads; a fresh copy starts it anew): a message held in place by dying
-workers has had its rounds plus one receives. So a suspect left unsettled
-``MAX_RECEIVE_COUNT - 1`` times, on its last receive, runs alone too (with
-the default of 10 the halving gets there first, after eight): an innocent
-shares no run on its last receive, and the poison is dead-lettered after
-``MAX_RECEIVE_COUNT`` deaths, as when every suspect ran alone. A message on
-its last receive whose rounds say less (receives given back early raised its
-count) is given back unrun, as a fresh copy: its receive count starts anew,
-its rounds go on.
+workers has had its rounds plus one receives, so with the default
+``MAX_RECEIVE_COUNT`` of 10 a suspect runs alone (round 8) by its ninth
+receive, and the poison is dead-lettered after 10 deaths, as when every
+suspect ran alone. Whatever the setting, a message on its last receive that
+its rounds do not yet make run alone is given back unrun, as a fresh copy
+(its receive count starts anew, its rounds go on): a death now, the
+poison's or any other (a ``kill -9``), would dead-letter it. So the redrive
+policy dead-letters only a message left unsettled eight times, the last ones
+alone (or one whose worker dies in the instant between that receive and the
+give-back); with a ``MAX_RECEIVE_COUNT`` below 10 a poison pays for it,
+killing up to about ``8 + MAX_RECEIVE_COUNT`` workers instead of
+``MAX_RECEIVE_COUNT``.
 
 A message the worker received but never started is innocent, but whether
 one started is not known after the worker's death: a death may follow a
@@ -153,18 +157,14 @@ def release(batch: Batch, received: ReceivedMessage, reason: str) -> Settlement:
                       envelope=opened.envelope if opened else None)
 
 
-def group_cap(rounds: int, long: bool = False, redrive_after: int = 0) -> int:
+def group_cap(rounds: int, long: bool = False) -> int:
     """The most messages a worker may hold while it holds a suspect left
     unsettled ``rounds`` times (itself included); 0 for a message never left
     unsettled. A suspect longer than the visibility timeout runs alone (under
-    the heartbeat), and so does one left unsettled ``redrive_after - 1``
-    times (the redrive policy's maxReceiveCount; 0 for none): held in place
-    that often, it is on its last receive before the dead-letter queue."""
+    the heartbeat)."""
     if rounds <= 0:
         return 0
-    if long or 0 < redrive_after - 1 <= rounds:
-        return 1
-    return max(1, GROUP_SIZE >> (rounds - 1))
+    return 1 if long else max(1, GROUP_SIZE >> (rounds - 1))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,10 +175,9 @@ class Suspect:
     rounds: int         # deliveries that ended with nobody settling it
     cap: int            # the most messages its worker may hold meanwhile (itself included)
     #: On its last receive before SQS's redrive policy dead-letters it, and
-    #: not left unsettled often enough to run alone (receives given back
-    #: early raised its count): a death now, its own doing or not, would
-    #: dead-letter it, so it is given back unrun (a fresh copy starts its
-    #: receive count anew; its rounds go on).
+    #: not yet left unsettled often enough to run alone: a death now, its
+    #: own doing or not, would dead-letter it, so it is given back unrun (a
+    #: fresh copy starts its receive count anew; its rounds go on).
     last: bool = False
 
 
@@ -204,7 +203,7 @@ def suspects_of(batch: Batch, redrive_after: int = 0) -> list[Suspect]:
         if count > 1 or opened.message is not None or \
                 opened.envelope.headers.get(UNSETTLED, '0') != '0':
             rounds = unsettled_deliveries(received, opened.unsettled, visibility)
-        cap = group_cap(rounds, batch.is_long(opened.task_class.time_limit), redrive_after)
+        cap = group_cap(rounds, batch.is_long(opened.task_class.time_limit))
         last = cap != 1 and 1 < count >= redrive_after > 0
         if last:
             cap = 1
@@ -252,8 +251,7 @@ def isolate_suspects(batch: Batch, redrive_after: int = 0, who: str = 'worker') 
     chosen = {id(received) for received in group}
     batch.messages = [received for received in batch.messages if id(received) not in chosen]
     opened = {received.message_id: batch.opened.pop(received.message_id) for received in group}
-    alone = Batch(batch.queue, group, batch.received_at, batch.sqs_name, opened=opened,
-                  suspects=True)
+    alone = Batch(batch.queue, group, batch.received_at, batch.sqs_name, opened=opened)
     log_suspects(who, alone, suspects[:cap], cap)
     return alone
 

@@ -68,10 +68,6 @@ def test_a_suspects_group_halves_each_time_it_is_left_unsettled_again():
     assert [group_cap(rounds) for rounds in range(0, 10)] == \
         [0, GROUP_SIZE, 64, 32, 16, 8, 4, 2, 1, 1]
     assert group_cap(1, long=True) == 1                 # runs under the heartbeat: alone
-    # Held in place that often, it is on its last receive before the redrive.
-    assert [group_cap(rounds, redrive_after=4) for rounds in range(0, 5)] == \
-        [0, GROUP_SIZE, 64, 1, 1]
-    assert group_cap(7, redrive_after=10) == 2 and group_cap(9, redrive_after=10) == 1
 
 
 def test_a_message_on_its_last_receive_is_given_back_unless_it_runs_alone_anyway(app):
