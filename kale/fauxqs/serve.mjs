@@ -16,3 +16,10 @@ await app.listen({ port, host: process.argv[3] ?? "127.0.0.1" });
 for (const signal of ["SIGTERM", "SIGINT"]) {
   process.on(signal, () => app.close().then(() => process.exit(0)));
 }
+// Its parent (kale sqs-local, python -m bench.fauxqs) stops it on SIGTERM;
+// should the parent die without doing so (SIGKILL), this process is handed to
+// another parent, and ends too.
+const parent = process.ppid;
+setInterval(() => {
+  if (process.ppid !== parent) app.close().then(() => process.exit(0));
+}, 500).unref();

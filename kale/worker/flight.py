@@ -54,7 +54,7 @@ from kale.worker.heartbeat import extension_lead
 from kale.worker.intake import Arrival, Intake
 from kale.worker.jobs import Job, JobRunner
 from kale.worker.outage import Outage
-from kale.worker.prefetch import NEWEST_RUN_WEIGHT
+from kale.worker.prefetch import NEWEST_RUN_WEIGHT, READ_AHEAD_MAX_RUN_SEC, read_ahead
 from kale.worker.settler import Settler
 from kale.worker.signals import WorkerInterrupt
 from kale.worker.suspects import release, suspects_of
@@ -73,13 +73,6 @@ TICK_SEC = 0.1
 MAX_RECEIVES = 8
 #: Settling threads: on a remote endpoint each settle request takes a round trip.
 SETTLE_THREADS = 4
-#: Receives' worth of time the messages held ready beyond the free places last.
-READ_AHEAD_RECEIVES = 2
-#: Tasks that run this long on average get no messages held ready: a place
-#: freed after such a task loses a round trip in hundreds, while a message
-#: held ready may wait a whole run (when the tasks started together) and then
-#: no longer fit its visibility timeout, which releases it.
-READ_AHEAD_MAX_RUN_SEC = 1.0
 
 
 class FlightWorker(WorkerBase):
@@ -345,8 +338,7 @@ class FlightWorker(WorkerBase):
         now = self.clock.monotonic()
         if now < self._reserve[0]:
             return self._reserve[1]
-        lookahead = READ_AHEAD_RECEIVES * max(self.consumer.recent_receive_sec, 0.001)
-        reserve = min(self.max_in_flight, -int(-self.max_in_flight * lookahead // mean))
+        reserve = read_ahead(self.max_in_flight, self.consumer.recent_receive_sec, mean)
         self._reserve = (now + TICK_SEC, reserve)       # worked out again each tick
         return reserve
 

@@ -39,6 +39,23 @@ PREFETCH_WINDOW_SEC = 1.0
 #: Weight of the newest run time in a queue's running mean.
 NEWEST_RUN_WEIGHT = 0.3
 
+#: Receives' worth of time the messages a pool holds ready beyond its free
+#: places last.
+READ_AHEAD_RECEIVES = 2
+#: Tasks that run this long on average get no messages held ready: a place
+#: freed after such a task loses a round trip in hundreds, while a message
+#: held ready may wait a whole run (when the tasks started together) and then
+#: no longer fit its visibility timeout, which releases it.
+READ_AHEAD_MAX_RUN_SEC = 1.0
+
+
+def read_ahead(max_in_flight: int, receive_sec: float, mean_run_sec: float) -> int:
+    """Messages a pool holds ready beyond its free places: as many as its
+    running tasks end (by their mean run time) during READ_AHEAD_RECEIVES
+    receives, at most ``max_in_flight``."""
+    lookahead = READ_AHEAD_RECEIVES * max(receive_sec, 0.001)
+    return min(max_in_flight, -int(-max_in_flight * lookahead // mean_run_sec))
+
 
 class Prefetch:
     """Per-queue receive sizes for one worker (used from its main thread,

@@ -66,6 +66,26 @@ def test_sigterm_stops_fauxqs_with_its_parent(fauxqs_installed, command):
             parent.wait()
 
 
+@pytest.mark.slow
+def test_fauxqs_ends_when_its_parent_is_killed(fauxqs_installed):
+    """SIGKILL leaves `kale sqs-local` no time to stop its Node.js child: the
+    child sees it has a new parent and ends by itself."""
+    parent = subprocess.Popen([sys.executable, '-m', 'kale', 'sqs-local', '--engine', 'fauxqs',
+                               '--port', '0'], cwd=ROOT, env=subprocess_env(),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = parent.stdout.readline()
+        assert 'SQS endpoint at http://127.0.0.1:' in line, line + parent.stderr.read()
+        [node] = children(parent.pid)
+    finally:
+        parent.kill()
+        parent.wait()
+    deadline = time.monotonic() + 10
+    while alive(node) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(node), 'fauxqs (pid %d) outlived its killed parent' % node
+
+
 def test_without_node_it_is_one_line(tmp_path):
     env = subprocess_env(PATH=str(tmp_path), KALE_FAUXQS_CACHE=str(tmp_path / 'cache'))
     done = subprocess.run([sys.executable, '-m', 'kale', 'sqs-local', '--engine', 'fauxqs',
