@@ -35,6 +35,8 @@ logger = logging.getLogger(__name__)
 ROW_REFRESH_SEC = 1.0
 #: Seconds a stopping process waits for its records to be written.
 EXIT_FLUSH_SEC = 5.0
+#: Seconds between two foldings of the counters' changes by one writer.
+ROLL_UP_SEC = 2.0
 #: Seconds a read or a change of the records waits, at most, for what this
 #: process handed its writer to be written first (a publisher reads and
 #: cancels its own tasks). A bound for a store that does not answer, not a
@@ -102,6 +104,8 @@ class Recorder:
         self._writer: Optional[RecordWriter] = None
         self._lock = threading.Lock()
         self._next_purge: Optional[float] = None
+        self._next_roll_up = 0.0
+        self._rolled_at = 0               # the writer's ``written`` at the last roll-up
         self._cancel_failures = 0
         self._cancel_logged = 0.0
 
@@ -171,19 +175,38 @@ class Recorder:
             self.replay_spools()
         if self._next_purge is not None and now >= self._next_purge:
             self._next_purge = now + self.purge_interval
-            try:
-                purged = self.store.records.purge_expired(self.succeeded_ttl, self.failed_ttl,
-                                                  queued_ttl=self.queued_ttl)
-            except Exception as exc:
-                logger.warning('records: purge failed: %s', exc)
-            else:
-                if purged:
-                    logger.info('records: purged %d expired task records', purged)
+            self._purge()
+        self._roll_up(now)
         row = self.row
         if row is None or not row.due(now):
             return []
         row.written_at, row.dirty = now, False
         return [row.snapshot()]
+
+    def _purge(self) -> None:
+        started = time.monotonic()
+        try:
+            purged = self.store.records.purge_expired(self.succeeded_ttl, self.failed_ttl,
+                                                      queued_ttl=self.queued_ttl)
+        except Exception as exc:
+            logger.warning('records: purge failed: %s', exc)
+        else:
+            if purged:
+                logger.info('records: purged %d expired task records in %.1fs', purged,
+                            time.monotonic() - started)
+
+    def _roll_up(self, now: float) -> None:
+        """Fold the counters' changes (:mod:`kale.store.sql.counters`) every
+        ROLL_UP_SEC, when this process wrote since the last time."""
+        written = self._writer.written if self._writer is not None else 0
+        if now < self._next_roll_up or written == self._rolled_at:
+            return
+        self._next_roll_up = now + ROLL_UP_SEC
+        try:
+            if self.store.records.roll_up():
+                self._rolled_at = written
+        except Exception as exc:
+            logger.warning('records: folding the counters failed: %s', exc)
 
     # --- cancellations ------------------------------------------------------------
 

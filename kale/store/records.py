@@ -135,6 +135,11 @@ class RecordsStore(Protocol):
         ``failed_ttl``, unique keys expired, workflows ended by the same
         TTLs); how many tasks."""
 
+    def roll_up(self) -> bool:
+        """Fold the changes of the counters the summary and the timeline read
+        (:mod:`kale.store.counts`) into them; False when another process is
+        doing it."""
+
     def claim_retry(self, task_id: str, marker: str) -> bool:
         """Set the record's ``retried_as`` to ``marker`` if it has none:
         whether this call did (one caller wins)."""

@@ -7,7 +7,15 @@ import time
 from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 from kale.exceptions import BadFilterError
-from kale.statuses import PENDING_FILTER, PENDING_TASK, TaskStatus, WorkerState, status_values
+from kale.statuses import PENDING_FILTER, TaskStatus, WorkerState, status_values
+from kale.store.counts import (
+    MINUTE,
+    count_of,
+    counted,
+    first_whole_minute,
+    summary_of,
+    timeline_of,
+)
 from kale.store.record import TaskFilter, TaskRecord, WorkerRecord, decode_cursor, encode_cursor
 from kale.store.records import RAN, Row, every_page, timeline_point
 
@@ -67,25 +75,23 @@ class MemoryQueries:
         return every_page(self.page, where, page_size)
 
     def count(self, where: TaskFilter) -> int:
+        if counted(where):
+            with self.records.root.lock:
+                return count_of(self.records.counts.count_rows(), where)
         return len(self._rows(where))
 
     def summary(self, where: TaskFilter) -> dict[str, Any]:
-        by_status: dict[str, int] = {status.value: 0 for status in TaskStatus}
-        by_task: dict[str, dict[str, int]] = {}
-        by_queue: dict[str, dict[str, int]] = {}
-        for row in self._rows(where):
-            status = str(row['status'])
-            by_status[status] = by_status.get(status, 0) + 1
-            for table, key in ((by_task, row['task']), (by_queue, row['queue'])):
-                table.setdefault(key, {})
-                table[key][status] = table[key].get(status, 0) + 1
-        by_status[PENDING_FILTER] = sum(by_status[s] for s in PENDING_TASK)
-        return {'by_status': by_status, 'by_task': by_task, 'by_queue': by_queue}
+        if counted(where):
+            with self.records.root.lock:
+                rows = self.records.counts.count_rows()
+        else:
+            rows = [(row['task'], row['queue'], str(row['status']), 1)
+                    for row in self._rows(where)]
+        return summary_of(rows, where)
 
     def counts_by_status(self) -> dict[str, int]:
-        counts: dict[str, int] = {status.value: 0 for status in TaskStatus}
-        for row in self._rows(TaskFilter()):
-            counts[str(row['status'])] = counts.get(str(row['status']), 0) + 1
+        counts = self.summary(TaskFilter())['by_status']
+        counts.pop(PENDING_FILTER)
         return counts
 
     def oldest_queued(self, now: Optional[float] = None) -> dict[str, float]:
@@ -111,19 +117,31 @@ class MemoryQueries:
         with self.records.root.lock:
             gone = [task_id for task_id, row in self.records.tasks.items() if matches(where, row)]
             for task_id in gone:
-                del self.records.tasks[task_id]
+                self.records.counts.add(self.records.tasks.pop(task_id), -1)
             return len(gone)
 
     def timeline(self, window_sec: float = 3600, bucket_sec: int = 60,
                  now: Optional[float] = None) -> dict[str, Any]:
         now = time.time() if now is None else now
-        ran = [row for row in self._rows(TaskFilter(statuses=RAN))
-               if row['finished_at'] is not None]
-        series: dict[str, dict[int, dict[str, Any]]] = {}
-        for row in ran:
-            if row['finished_at'] >= now - window_sec:
-                _count_run(series, row, bucket_sec)
-        last_minute = collections.Counter(row['queue'] for row in ran
+        since = now - window_sec
+        first = first_whole_minute(since)
+        with self.records.root.lock:
+            minutes = self.records.counts.minute_rows(first)
+            recent = [dict(row) for row in self.records.tasks.values()
+                      if row['status'] in RAN and row['finished_at'] is not None
+                      and row['finished_at'] >= min(since, now - 60)]
+        edge = [(int(row['finished_at'] // MINUTE), row['task'], str(row['status']), 1,
+                 float(row['duration_sec'] or 0.0), int(row['duration_sec'] is not None))
+                for row in recent if since <= row['finished_at'] < first * MINUTE]
+        if bucket_sec % MINUTE:             # buckets that are not whole minutes: every run
+            minutes = []
+            edge = [(int(row['finished_at'] // bucket_sec), row['task'], str(row['status']), 1,
+                     float(row['duration_sec'] or 0.0), int(row['duration_sec'] is not None))
+                    for row in self._rows(TaskFilter(statuses=RAN))
+                    if row['finished_at'] is not None and row['finished_at'] >= since]
+        series = timeline_of(minutes, edge, bucket_sec,
+                             unit=MINUTE if not bucket_sec % MINUTE else bucket_sec)
+        last_minute = collections.Counter(row['queue'] for row in recent
                                           if row['finished_at'] >= now - 60)
         return {'bucket_sec': bucket_sec, 'window_sec': window_sec,
                 'series': {task: [timeline_point(number * bucket_sec, p)
@@ -150,15 +168,4 @@ class MemoryQueries:
         with self.records.root.lock:
             return sorted(task_id for task_id in self.records.tasks
                           if task_id.startswith(prefix))[:limit]
-
-
-def _count_run(series: dict[str, dict[int, dict[str, Any]]], row: Row, bucket_sec: int) -> None:
-    """Count a finished run in its task's bucket (and its duration, unless cancelled)."""
-    point = series.setdefault(row['task'], {}).setdefault(
-        int(row['finished_at'] // bucket_sec),
-        {**{status.value: 0 for status in RAN}, 'duration_sum': 0.0, 'timed': 0})
-    point[str(row['status'])] += 1
-    if row['duration_sec'] is not None and row['status'] != TaskStatus.CANCELLED:
-        point['duration_sum'] += float(row['duration_sec'])
-        point['timed'] += 1
 

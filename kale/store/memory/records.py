@@ -7,6 +7,7 @@ import time
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from kale.statuses import FINAL_TASK, TaskStatus, WorkflowStatus
+from kale.store.counts import TaskCounts
 from kale.store.records import KEPT_COLUMNS, PUBLISHED_COLUMNS, TASK_COLUMNS, Row, rows_to_write
 
 if TYPE_CHECKING:
@@ -32,6 +33,8 @@ class MemoryRecords:
         self.tasks: dict[str, Row] = {}
         self.attempt_rows: dict[tuple[str, int], Row] = {}
         self.workers: dict[str, Row] = {}
+        #: The counters the summary and the timeline read (kale.store.counts).
+        self.counts = TaskCounts()
 
     @property
     def sealer(self) -> Any:
@@ -58,18 +61,24 @@ class MemoryRecords:
         held = self.tasks.get(row['id'])
         if held is None:
             self.tasks[row['id']] = new
+            self.counts.add(new)
             return
+        self.counts.add(held, -1)
         held.update({name: new[name] for name in PUBLISHED_COLUMNS})
         if held['status'] in _ENDED_UNSUCCESSFULLY and held['finished_at'] is not None and \
                 held['finished_at'] < new['published_at']:       # a new life of the id
             held.update({name: new[name] for name in _LIFE_COLUMNS})
+        self.counts.add(held)
 
     def _event(self, row: Row) -> None:
         held = self.tasks.get(row['id'])
         if held is None:
-            self.tasks[row['id']] = {name: row.get(name) for name in TASK_COLUMNS}
+            held = self.tasks[row['id']] = {name: row.get(name) for name in TASK_COLUMNS}
+            self.counts.add(held)
         elif held['updated_at'] <= row['updated_at']:           # the newest event wins
+            self.counts.add(held, -1)
             held.update({name: row.get(name) for name in _EVENT_COLUMNS})
+            self.counts.add(held)
 
     def cancel(self, task_id: str, now: Optional[float] = None) -> bool:
         now = time.time() if now is None else now
@@ -77,8 +86,10 @@ class MemoryRecords:
             held = self.tasks.get(task_id)
             if held is None or held['status'] not in _WAITING:
                 return False
+            self.counts.add(held, -1)
             held.update(status=TaskStatus.CANCELLED, finished_at=now, next_attempt_at=None,
                         updated_at=now)
+            self.counts.add(held)
             return True
 
     def mark_purged(self, queue: str, before: float, now: Optional[float] = None) -> int:
@@ -87,8 +98,10 @@ class MemoryRecords:
             purged = [row for row in self.tasks.values() if row['queue'] == queue
                       and row['status'] in _WAITING and row['updated_at'] <= before]
             for row in purged:
+                self.counts.add(row, -1)
                 row.update(status=TaskStatus.PURGED, finished_at=now, next_attempt_at=None,
                            updated_at=now)
+                self.counts.add(row)
             return len(purged)
 
     def purge_expired(self, succeeded_ttl: Optional[float], failed_ttl: Optional[float],
@@ -99,6 +112,9 @@ class MemoryRecords:
         with self.root.lock:
             kept = {task_id: row for task_id, row in self.tasks.items()
                     if not _expired(row, succeeded_ttl, failed_ttl, queued_ttl, now)}
+            for task_id, row in self.tasks.items():
+                if task_id not in kept:
+                    self.counts.add(row, -1)
             gone, self.tasks = len(self.tasks) - len(kept), kept
             self._purge_others(succeeded_ttl, failed_ttl, now)
             return gone
@@ -122,6 +138,10 @@ class MemoryRecords:
         flows.rows = {key: row for key, row in flows.rows.items() if key not in ended}
         flows.node_rows = {key: node for key, node in flows.node_rows.items()
                            if node.workflow_id not in ended}
+
+    def roll_up(self) -> bool:
+        """Nothing to fold: the counters change with the rows."""
+        return True
 
     def claim_retry(self, task_id: str, marker: str) -> bool:
         with self.root.lock:

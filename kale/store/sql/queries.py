@@ -13,7 +13,8 @@ from typing import Any, Iterator, Optional
 from sqlalchemy import Integer, and_, cast, func, or_, select
 
 from kale.exceptions import BadFilterError
-from kale.statuses import PENDING_FILTER, TaskStatus, WorkerState, status_values
+from kale.statuses import PENDING_FILTER, WorkerState, status_values
+from kale.store.counts import MINUTE, MinuteRow, count_of, counted, summary_of, timeline_of
 from kale.store.record import (
     LOST_AFTER_HEARTBEATS,
     TaskFilter,
@@ -23,8 +24,10 @@ from kale.store.record import (
     encode_cursor,
 )
 from kale.store.records import RAN, every_page, timeline_point
+from kale.store.sql import counters
+from kale.store.sql.chunks import delete_in_chunks
 from kale.store.sql.records import RecordStore
-from kale.store.sql.schema import PENDING, QUEUED, SCHEDULED, tasks, workers
+from kale.store.sql.schema import QUEUED, SCHEDULED, tasks, workers
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 1000
@@ -81,33 +84,30 @@ class Queries:
         return every_page(self.page, where, page_size)
 
     def count(self, where: TaskFilter) -> int:
+        """How many records match: from the counters unless the filter has
+        labels or times."""
         with self.store.begin() as conn:
+            if counted(where):
+                return count_of(counters.count_rows(conn), where)
             return int(conn.execute(select(func.count()).select_from(tasks)
                                     .where(where_of(where))).scalar() or 0)
 
     def summary(self, where: TaskFilter) -> dict[str, Any]:
-        """Counts by status, by task and status, by queue and status."""
+        """Counts by status, by task and status, by queue and status: from
+        the counters (:mod:`kale.store.counts`) unless the filter has labels
+        or times."""
+        if counted(where):
+            with self.store.begin() as conn:
+                return summary_of(counters.count_rows(conn), where)
         query = select(tasks.c.task, tasks.c.queue, tasks.c.status, func.count()) \
             .where(where_of(where)).group_by(tasks.c.task, tasks.c.queue, tasks.c.status)
-        by_status: dict[str, int] = {status.value: 0 for status in TaskStatus}
-        by_task: dict[str, dict[str, int]] = {}
-        by_queue: dict[str, dict[str, int]] = {}
         with self.store.begin() as conn:
-            for task, queue, status, n in conn.execute(query):
-                by_status[status] = by_status.get(status, 0) + n
-                for table, key in ((by_task, task), (by_queue, queue)):
-                    table.setdefault(key, {})
-                    table[key][status] = table[key].get(status, 0) + n
-        by_status[PENDING_FILTER] = sum(by_status[s] for s in PENDING)
-        return {'by_status': by_status, 'by_task': by_task, 'by_queue': by_queue}
+            return summary_of(conn.execute(query), where)
 
     def counts_by_status(self) -> dict[str, int]:
         """Every record counted by status (each status present, 0 when none)."""
-        counts: dict[str, int] = {status.value: 0 for status in TaskStatus}
-        with self.store.begin() as conn:
-            for status, n in conn.execute(select(tasks.c.status, func.count())
-                                          .group_by(tasks.c.status)):
-                counts[status] = counts.get(status, 0) + n
+        counts = self.summary(TaskFilter())['by_status']
+        counts.pop(PENDING_FILTER)
         return counts
 
     def oldest_queued(self, now: Optional[float] = None) -> dict[str, float]:
@@ -130,42 +130,48 @@ class Queries:
             return {queue: (int(n), float(earliest)) for queue, n, earliest in conn.execute(query)}
 
     def delete(self, where: TaskFilter) -> int:
-        with self.store.begin(write=True) as conn:
-            return int(conn.execute(tasks.delete().where(where_of(where))).rowcount or 0)
+        """Delete the matching records, in chunks (:mod:`kale.store.sql.chunks`)."""
+        return delete_in_chunks(self.store, where_of(where))
 
     def timeline(self, window_sec: float = 3600, bucket_sec: int = 60,
                  now: Optional[float] = None) -> dict[str, Any]:
         """Tasks finished per bucket and their mean duration, per task, over
-        the last ``window_sec``; and per queue over the last minute."""
+        the last ``window_sec``; and per queue over the last minute. Buckets
+        of whole minutes are read from the counters."""
         now = time.time() if now is None else now
         since = now - window_sec
-        bucket: Any
-        if self.store.dialect == 'postgresql':
-            bucket = func.floor(tasks.c.finished_at / bucket_sec)
-        else:
-            bucket = cast(tasks.c.finished_at / bucket_sec, Integer)
-        query = select(tasks.c.task, bucket.label('bucket'), tasks.c.status, func.count(),
-                       func.avg(tasks.c.duration_sec)) \
-            .where(tasks.c.finished_at >= since, tasks.c.status.in_(RAN)) \
-            .group_by(tasks.c.task, bucket, tasks.c.status)
         per_queue = select(tasks.c.queue, func.count()).where(
             tasks.c.finished_at >= now - 60, tasks.c.status.in_(RAN)).group_by(tasks.c.queue)
-        series: dict[str, dict[int, dict[str, Any]]] = {}
         with self.store.begin() as conn:
-            for task, number, status, n, mean in conn.execute(query):
-                point = series.setdefault(task, {}).setdefault(
-                    int(number), {**{ran.value: 0 for ran in RAN},
-                                  'duration_sum': 0.0, 'timed': 0})
-                point[status] += n
-                if mean is not None and status != TaskStatus.CANCELLED:
-                    point['duration_sum'] += float(mean) * n
-                    point['timed'] += n
+            if bucket_sec % MINUTE == 0:
+                series = timeline_of(counters.minute_rows(conn, since),
+                                     counters.edge_rows(conn, since), bucket_sec)
+            else:
+                series = timeline_of([], self._scanned_runs(conn, since, bucket_sec), bucket_sec,
+                                     unit=bucket_sec)
             last_minute = {queue: n for queue, n in conn.execute(per_queue)}
         return {'bucket_sec': bucket_sec, 'window_sec': window_sec,
                 'series': {task: [timeline_point(number * bucket_sec, p)
                                   for number, p in sorted(points.items())]
                            for task, points in sorted(series.items())},
                 'queues_last_minute': last_minute}
+
+    def _scanned_runs(self, conn: Any, since: float, bucket_sec: int) -> list[MinuteRow]:
+        """The runs finished since ``since`` by task, bucket and status, read
+        from the records (buckets that are not whole minutes), shaped as the
+        counters' minutes but numbered in buckets."""
+        bucket: Any
+        if self.store.dialect == 'postgresql':
+            bucket = func.floor(tasks.c.finished_at / bucket_sec)
+        else:
+            bucket = cast(tasks.c.finished_at / bucket_sec, Integer)
+        query = select(bucket, tasks.c.task, tasks.c.status, func.count(),
+                       func.coalesce(func.sum(tasks.c.duration_sec), 0.0),
+                       func.count(tasks.c.duration_sec)) \
+            .where(tasks.c.finished_at >= since, tasks.c.status.in_(RAN)) \
+            .group_by(bucket, tasks.c.task, tasks.c.status)
+        return [(int(number), task, status, int(n), float(total), int(timed))
+                for number, task, status, n, total, timed in conn.execute(query)]
 
     def ids_with_prefix(self, prefix: str, limit: int) -> list[str]:
         """Up to ``limit`` task ids that start with ``prefix``, in order."""

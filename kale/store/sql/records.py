@@ -17,7 +17,8 @@ from typing import Any, Iterator, Optional, Sequence
 
 from kale.config import Config
 from kale.exceptions import ImproperlyConfigured, RecordsUnavailableError
-from kale.store.sql import cancels, schema
+from kale.store.sql import cancels, counters, schema
+from kale.store.sql.chunks import delete_in_chunks
 from kale.store.sql.engine import make_engine
 from kale.store.sql.facets import Facets
 from kale.store.sql.schema import (
@@ -256,8 +257,8 @@ class RecordStore(Facets):
         if not conditions:
             return 0
         ended = _ended_workflows(succeeded_ttl, failed_ttl, now)
+        deleted = delete_in_chunks(self, or_(*conditions))
         with self.begin(write=True) as conn:
-            deleted = conn.execute(tasks.delete().where(or_(*conditions))).rowcount
             if failed_ttl is not None:     # workers that stopped or went silent long ago
                 conn.execute(workers.delete().where(workers.c.heartbeat_at < now - failed_ttl))
             conn.execute(unique_keys.delete().where(unique_keys.c.expires_at < now))
@@ -265,7 +266,13 @@ class RecordStore(Facets):
                 gone = select(workflows.c.id).where(or_(*ended)).scalar_subquery()
                 conn.execute(workflow_nodes.delete().where(workflow_nodes.c.workflow_id.in_(gone)))
                 conn.execute(workflows.delete().where(or_(*ended)))
-        return int(deleted or 0)
+        return deleted
+
+    def roll_up(self) -> bool:
+        """Fold the counters' changes (:func:`kale.store.sql.counters.roll_up`):
+        a writer's thread does it every few seconds."""
+        with self.begin(write=True) as conn:
+            return counters.roll_up(conn)
 
     def claim_retry(self, task_id: str, marker: str) -> bool:
         """A record's ``retried_as``, claimed with a conditional update

@@ -326,6 +326,11 @@ def _add_retry_delay_v12(conn: Connection) -> None:
         conn.exec_driver_sql('ALTER TABLE kale_attempts ADD COLUMN retry_delay_sec FLOAT')
 
 
+def _add_counters_v13(conn: Connection) -> None:
+    from kale.store.sql import counters  # its tables are defined beside their triggers
+    counters.install(conn)
+
+
 #: (version, what it does, how): applied in order to bring a store up to date.
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, 'create kale_tasks and kale_workers', _create_v1),
@@ -341,6 +346,8 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (11, 'add kale_rate_buckets, kale_rate_reservations and kale_concurrency_leases',
      _add_flow_v11),
     (12, 'add kale_attempts.retry_delay_sec', _add_retry_delay_v12),
+    (13, 'add the counters kale_task_counts, kale_task_minutes and kale_task_changes, kept by '
+         'triggers on kale_tasks', _add_counters_v13),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

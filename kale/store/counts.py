@@ -1,0 +1,148 @@
+"""Counters of task records, kept as the records are written, so that the
+summary and the timeline read a few hundred rows instead of the whole table.
+
+Two sets of counters: records by (task, queue, status), and finished runs
+by (minute of ``finished_at``, task, status) with the sum of their durations
+and how many had one. A database store keeps them with triggers
+(:mod:`kale.store.sql.counters`), the memory store with :class:`TaskCounts`;
+both answer through :func:`summary_of` and :func:`timeline_of`, which give
+what a scan of the records gives (the contract tests compare the two).
+
+The counters answer a summary or a count whose filter names only statuses,
+a task and a queue (:func:`counted`); labels or publish times need a scan.
+The timeline's buckets must be whole minutes: its first, partial minute (the
+window rarely starts on one) is read from the records themselves, at most a
+minute of them.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable, Optional
+
+from kale.statuses import PENDING_FILTER, PENDING_TASK, TaskStatus
+from kale.store.record import TaskFilter
+from kale.store.records import RAN
+
+#: Seconds in a counted bucket of the timeline.
+MINUTE = 60
+
+#: (task, queue, status, how many)
+CountRow = tuple[str, str, str, int]
+#: (minute, task, status, runs, sum of their durations, runs with a duration)
+MinuteRow = tuple[int, str, str, int, float, int]
+
+
+def counted(where: TaskFilter) -> bool:
+    """Whether the counters answer for ``where`` (no labels, no times)."""
+    return not where.labels and where.since is None and where.until is None
+
+
+def same_task(wanted: str, task: str) -> bool:
+    """A task filter matches the path, or a class name alone in any module."""
+    return task == wanted or ('.' not in wanted and task.endswith('.' + wanted))
+
+
+def _matches(where: TaskFilter, task: str, queue: str, status: str) -> bool:
+    return (not where.statuses or status in where.statuses) \
+        and (not where.task or same_task(where.task, task)) \
+        and (not where.queue or queue == where.queue)
+
+
+def count_of(rows: Iterable[CountRow], where: TaskFilter) -> int:
+    """How many records ``where`` matches, from the counters."""
+    return sum(n for task, queue, status, n in rows if n and _matches(where, task, queue, status))
+
+
+def summary_of(rows: Iterable[CountRow], where: TaskFilter) -> dict[str, Any]:
+    """The summary (counts by status, by task and status, by queue and status)
+    from the counters, as a scan gives it."""
+    by_status: dict[str, int] = {status.value: 0 for status in TaskStatus}
+    by_task: dict[str, dict[str, int]] = {}
+    by_queue: dict[str, dict[str, int]] = {}
+    for task, queue, status, n in rows:
+        if n <= 0 or not _matches(where, task, queue, status):
+            continue
+        by_status[status] = by_status.get(status, 0) + n
+        for table, key in ((by_task, task), (by_queue, queue)):
+            table.setdefault(key, {})
+            table[key][status] = table[key].get(status, 0) + n
+    by_status[PENDING_FILTER] = sum(by_status[s] for s in PENDING_TASK)
+    return {'by_status': by_status, 'by_task': by_task, 'by_queue': by_queue}
+
+
+def first_whole_minute(since: float) -> int:
+    """The first minute that starts at or after ``since``."""
+    return math.ceil(since / MINUTE)
+
+
+def timeline_of(minutes: Iterable[MinuteRow], edge: Iterable[MinuteRow],
+                bucket_sec: int, unit: int = MINUTE) -> dict[str, dict[int, dict[str, Any]]]:
+    """The timeline's points by task and bucket number: the counted minutes,
+    and ``edge``, the runs of the partial minute before them (rows shaped
+    alike), summed into buckets of ``bucket_sec`` (a multiple of a minute;
+    rows numbered in ``unit`` seconds may have buckets of that unit). A point
+    holds each status's runs, and the sum and number of the timed runs'
+    durations as a scan's averages make them."""
+    sums: dict[tuple[str, int, str], list[float]] = {}
+    edge = list(edge)
+    for minute, task, status, n, total, timed in [*minutes, *edge]:
+        if n <= 0:
+            continue
+        number = (minute * unit) // bucket_sec
+        found = sums.setdefault((task, int(number), status), [0, 0.0, 0])
+        found[0] += n
+        found[1] += total
+        found[2] += timed
+    series: dict[str, dict[int, dict[str, Any]]] = {}
+    for (task, number, status), (n, total, timed) in sums.items():
+        point = series.setdefault(task, {}).setdefault(
+            number, {**{ran.value: 0 for ran in RAN}, 'duration_sum': 0.0, 'timed': 0})
+        point[status] += int(n)
+        if timed and status != TaskStatus.CANCELLED:      # a scan: mean of the timed, times all
+            point['duration_sum'] += total / timed * n
+            point['timed'] += int(n)
+    return series
+
+
+def count_key(row: dict[str, Any]) -> tuple[str, str, str]:
+    return str(row['task']), str(row['queue']), str(row['status'])
+
+
+def minute_key(row: dict[str, Any]) -> Optional[tuple[int, str, str]]:
+    """The run's counted minute, task and status (None: not a finished run)."""
+    if row.get('status') not in RAN or row.get('finished_at') is None:
+        return None
+    return int(row['finished_at'] // MINUTE), str(row['task']), str(row['status'])
+
+
+class TaskCounts:
+    """The counters of the memory store: :meth:`add` a row as it is stored,
+    ``add(row, -1)`` before it changes or goes."""
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple[str, str, str], int] = {}
+        self.minutes: dict[tuple[int, str, str], list[float]] = {}
+
+    def add(self, row: dict[str, Any], sign: int = 1) -> None:
+        key = count_key(row)
+        self.counts[key] = self.counts.get(key, 0) + sign
+        if not self.counts[key]:
+            del self.counts[key]
+        minute = minute_key(row)
+        if minute is None:
+            return
+        found = self.minutes.setdefault(minute, [0, 0.0, 0])
+        duration = row.get('duration_sec')
+        found[0] += sign
+        found[1] += sign * float(duration or 0.0)
+        found[2] += sign * (duration is not None)
+        if not found[0]:
+            del self.minutes[minute]
+
+    def count_rows(self) -> list[CountRow]:
+        return [(task, queue, status, n) for (task, queue, status), n in self.counts.items()]
+
+    def minute_rows(self, first: int) -> list[MinuteRow]:
+        return [(minute, task, status, int(n), total, int(timed))
+                for (minute, task, status), (n, total, timed) in self.minutes.items()
+                if minute >= first]

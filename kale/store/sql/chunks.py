@@ -1,0 +1,38 @@
+"""Deleting many task records in chunks: each chunk of
+:data:`CHUNK_ROWS` rows is a transaction of its own, so a purge of millions
+of rows never holds SQLite's write lock (or PostgreSQL's row locks) for
+long, and the workers' writes go in between. The counters' changes are
+folded as the chunks go (:func:`kale.store.sql.counters.roll_up`)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Optional
+
+from sqlalchemy import select
+
+from kale.store.sql import counters
+from kale.store.sql.schema import tasks
+
+if TYPE_CHECKING:
+    from kale.store.sql.records import RecordStore
+
+#: Rows deleted by one transaction.
+CHUNK_ROWS = 5000
+
+
+def delete_in_chunks(store: 'RecordStore', condition: Any,
+                     chunk_rows: Optional[int] = None) -> int:
+    """Delete the records ``condition`` matches, a chunk at a time
+    (:data:`CHUNK_ROWS` rows unless told); how many."""
+    chunk_rows = chunk_rows or CHUNK_ROWS
+    deleted = 0
+    while True:
+        with store.begin(write=True) as conn:
+            chunk = select(tasks.c.id).where(condition).limit(chunk_rows).scalar_subquery()
+            gone = int(conn.execute(tasks.delete().where(tasks.c.id.in_(chunk))).rowcount or 0)
+            counters.roll_up(conn)
+        deleted += gone
+        if gone < chunk_rows:
+            break
+    with store.begin(write=True) as conn:
+        counters.roll_up(conn, tidy=True)
+    return deleted

@@ -1,0 +1,225 @@
+"""The task records' counters on a database (see :mod:`kale.store.counts`):
+kept by triggers on ``kale_tasks``, in the transaction that writes the
+records, whichever statement writes them (a writer's upserts, a cancel, a
+queue's purge, ``kale tasks purge``, the TTL purge).
+
+A trigger appends what a row's change does to the counters to
+``kale_task_changes`` (minus the old row's keys, plus the new one's): an
+append takes no lock that another writer waits for, so two workers' writes
+never wait on, or deadlock over, a counter row. The writers' threads fold
+the changes into ``kale_task_counts`` and ``kale_task_minutes`` every few
+seconds (:func:`roll_up`, one folder at a time); a read adds the changes not
+folded yet, so it is exact at any time. Schema version 13 brings the tables
+and triggers, and counts the records already there (:func:`install`).
+"""
+from __future__ import annotations
+
+from sqlalchemy import Column, Connection, Float, Integer, String, Table, text
+
+from kale.store.counts import MINUTE, RAN, CountRow, MinuteRow, first_whole_minute
+from kale.store.sql.schema import metadata
+
+task_counts = Table(
+    'kale_task_counts', metadata,
+    Column('task', String(255), primary_key=True),
+    Column('queue', String(128), primary_key=True),
+    Column('status', String(16), primary_key=True),
+    Column('n', Integer, nullable=False),
+)
+task_minutes = Table(
+    'kale_task_minutes', metadata,
+    Column('minute', Integer, primary_key=True),        # floor(finished_at / 60)
+    Column('task', String(255), primary_key=True),
+    Column('status', String(16), primary_key=True),
+    Column('n', Integer, nullable=False),
+    Column('duration_sum', Float, nullable=False),
+    Column('timed', Integer, nullable=False),           # runs with a duration
+)
+#: Changes not folded into the two tables yet; ``minute`` is null for a row
+#: that is not a finished run.
+task_changes = Table(
+    'kale_task_changes', metadata,
+    Column('task', String(255), nullable=False),
+    Column('queue', String(128), nullable=False),
+    Column('status', String(16), nullable=False),
+    Column('minute', Integer),
+    Column('n', Integer, nullable=False),
+    Column('duration_sum', Float, nullable=False),
+    Column('timed', Integer, nullable=False),
+)
+
+_RAN_SQL = ', '.join("'%s'" % status.value for status in RAN)
+_COUNTED = 'status, task, queue, finished_at, duration_sec'
+
+
+def _values(row: str, sign: str, minute: str) -> str:
+    """A change row's values for ``row`` (NEW or OLD)."""
+    return ("({row}.task, {row}.queue, {row}.status, CASE WHEN {row}.finished_at IS NOT NULL "
+            "AND {row}.status IN ({ran}) THEN {minute} END, {sign}1, "
+            "{sign}coalesce({row}.duration_sec, 0), {sign}(CASE WHEN {row}.duration_sec IS NULL "
+            "THEN 0 ELSE 1 END))").format(row=row, sign=sign, ran=_RAN_SQL,
+                                          minute=minute.format(row=row))
+
+
+_SQLITE_MINUTE = 'CAST({row}.finished_at / %d AS INTEGER)' % MINUTE
+_PG_MINUTE = 'floor({row}.finished_at / %d)' % MINUTE
+_INSERT = 'INSERT INTO kale_task_changes VALUES '
+
+
+def _sqlite_triggers() -> list[str]:
+    changed = ' OR '.join('OLD.%s IS NOT NEW.%s' % (c, c) for c in _COUNTED.split(', '))
+    return [
+        'CREATE TRIGGER IF NOT EXISTS kale_task_counted_insert AFTER INSERT ON kale_tasks '
+        'BEGIN %s%s; END' % (_INSERT, _values('NEW', '', _SQLITE_MINUTE)),
+        'CREATE TRIGGER IF NOT EXISTS kale_task_counted_update AFTER UPDATE OF %s ON kale_tasks '
+        'WHEN %s BEGIN %s%s, %s; END' % (_COUNTED, changed, _INSERT,
+                                         _values('OLD', '-', _SQLITE_MINUTE),
+                                         _values('NEW', '', _SQLITE_MINUTE)),
+        'CREATE TRIGGER IF NOT EXISTS kale_task_counted_delete AFTER DELETE ON kale_tasks '
+        'BEGIN %s%s; END' % (_INSERT, _values('OLD', '-', _SQLITE_MINUTE)),
+    ]
+
+
+def _postgres_triggers() -> list[str]:
+    changed = ' OR '.join('OLD.%s IS DISTINCT FROM NEW.%s' % (c, c) for c in _COUNTED.split(', '))
+    function = (
+        'CREATE OR REPLACE FUNCTION kale_task_counted() RETURNS trigger LANGUAGE plpgsql AS $$ '
+        "BEGIN IF TG_OP = 'UPDATE' THEN {insert}{old}, {new}; "
+        "ELSIF TG_OP = 'DELETE' THEN {insert}{old}; "
+        'ELSE {insert}{new}; END IF; RETURN NULL; END $$').format(
+        insert=_INSERT, old=_values('OLD', '-', _PG_MINUTE), new=_values('NEW', '', _PG_MINUTE))
+    return [
+        function,
+        'CREATE TRIGGER kale_task_counted_insert AFTER INSERT ON kale_tasks '
+        'FOR EACH ROW EXECUTE FUNCTION kale_task_counted()',
+        'CREATE TRIGGER kale_task_counted_update AFTER UPDATE OF %s ON kale_tasks '
+        'FOR EACH ROW WHEN (%s) EXECUTE FUNCTION kale_task_counted()' % (_COUNTED, changed),
+        'CREATE TRIGGER kale_task_counted_delete AFTER DELETE ON kale_tasks '
+        'FOR EACH ROW EXECUTE FUNCTION kale_task_counted()',
+    ]
+
+
+TRIGGERS = ('kale_task_counted_insert', 'kale_task_counted_update', 'kale_task_counted_delete')
+
+
+def install(conn: Connection) -> None:
+    """Create the tables and the triggers, and count the records there."""
+    for table in (task_counts, task_minutes, task_changes):
+        table.create(conn, checkfirst=True)
+    add_triggers(conn)
+    recount(conn)
+
+
+def add_triggers(conn: Connection) -> None:
+    postgres = conn.dialect.name == 'postgresql'
+    if postgres:                                # a store migrated again
+        drop_triggers(conn)
+    for statement in _postgres_triggers() if postgres else _sqlite_triggers():
+        conn.exec_driver_sql(statement)
+
+
+def drop_triggers(conn: Connection) -> None:
+    """The triggers gone: writes as before the counters (the benchmark's
+    ``off``); the counters are then wrong until :func:`add_triggers` and
+    :func:`recount`."""
+    for name in TRIGGERS:
+        conn.exec_driver_sql('DROP TRIGGER IF EXISTS %s%s' % (
+            name, ' ON kale_tasks' if conn.dialect.name == 'postgresql' else ''))
+
+
+def recount(conn: Connection) -> None:
+    """Count every record again (under the caller's write transaction)."""
+    minute = (_PG_MINUTE if conn.dialect.name == 'postgresql' else _SQLITE_MINUTE).format(
+        row='kale_tasks')
+    for table in ('kale_task_changes', 'kale_task_counts', 'kale_task_minutes'):
+        conn.exec_driver_sql('DELETE FROM %s' % table)
+    conn.exec_driver_sql('INSERT INTO kale_task_counts (task, queue, status, n) '
+                         'SELECT task, queue, status, count(*) FROM kale_tasks '
+                         'GROUP BY task, queue, status')
+    conn.exec_driver_sql(
+        'INSERT INTO kale_task_minutes (minute, task, status, n, duration_sum, timed) '
+        'SELECT {m}, task, status, count(*), coalesce(sum(duration_sec), 0), count(duration_sec) '
+        'FROM kale_tasks WHERE finished_at IS NOT NULL AND status IN ({ran}) '
+        'GROUP BY {m}, task, status'.format(m=minute, ran=_RAN_SQL))
+
+
+#: The PostgreSQL advisory lock of the one folding the changes ('kalc').
+ROLL_UP_LOCK = 0x6B616C63
+
+_FOLD_COUNTS = (
+    'INSERT INTO kale_task_counts (task, queue, status, n) '
+    'SELECT task, queue, status, sum(n) FROM {source} GROUP BY task, queue, status '
+    '{order} ON CONFLICT (task, queue, status) DO UPDATE SET n = kale_task_counts.n + excluded.n')
+_FOLD_MINUTES = (
+    'INSERT INTO kale_task_minutes (minute, task, status, n, duration_sum, timed) '
+    'SELECT minute, task, status, sum(n), sum(duration_sum), sum(timed) FROM {source} '
+    'WHERE minute IS NOT NULL GROUP BY minute, task, status {order} '
+    'ON CONFLICT (minute, task, status) DO UPDATE SET n = kale_task_minutes.n + excluded.n, '
+    'duration_sum = kale_task_minutes.duration_sum + excluded.duration_sum, '
+    'timed = kale_task_minutes.timed + excluded.timed')
+
+
+def roll_up(conn: Connection, tidy: bool = False) -> bool:
+    """Fold the changes into the counters (in the caller's write
+    transaction); False when another process is folding them (PostgreSQL).
+    ``tidy``: also drop the counters that came down to 0 (after a purge)."""
+    if conn.dialect.name != 'postgresql':       # writes are one at a time: nothing comes between
+        conn.exec_driver_sql(_FOLD_COUNTS.format(source='kale_task_changes', order=''))
+        conn.exec_driver_sql(_FOLD_MINUTES.format(source='kale_task_changes', order=''))
+        conn.exec_driver_sql('DELETE FROM kale_task_changes')
+    else:
+        if not conn.exec_driver_sql('SELECT pg_try_advisory_xact_lock(%d)'
+                                    % ROLL_UP_LOCK).scalar():
+            return False
+        # One statement: the rows it deletes are the rows it folds, whatever
+        # commits meanwhile; its keys in order, so that no other writer of a
+        # counter row waits in a cycle with it.
+        conn.exec_driver_sql(
+            'WITH moved AS (DELETE FROM kale_task_changes RETURNING *), '
+            'counted AS (%s) %s' % (
+                _FOLD_COUNTS.format(source='moved', order='ORDER BY task, queue, status'),
+                _FOLD_MINUTES.format(source='moved', order='ORDER BY minute, task, status')))
+    if tidy:
+        conn.exec_driver_sql('DELETE FROM kale_task_counts WHERE n = 0')
+        conn.exec_driver_sql('DELETE FROM kale_task_minutes WHERE n = 0')
+    return True
+
+
+def count_rows(conn: Connection) -> list[CountRow]:
+    """(task, queue, status, n) of every record, the changes not folded included."""
+    found = conn.execute(text(
+        'SELECT task, queue, status, sum(n) FROM (SELECT task, queue, status, n FROM '
+        'kale_task_counts UNION ALL SELECT task, queue, status, n FROM kale_task_changes) AS c '
+        'GROUP BY task, queue, status'))
+    return [(task, queue, status, int(n)) for task, queue, status, n in found if n]
+
+
+def minute_rows(conn: Connection, since: float) -> list[MinuteRow]:
+    """The counted minutes that start at or after ``since``, the changes
+    not folded included."""
+    first = first_whole_minute(since)
+    found = conn.execute(text(
+        'SELECT minute, task, status, sum(n), sum(duration_sum), sum(timed) FROM ('
+        'SELECT minute, task, status, n, duration_sum, timed FROM kale_task_minutes '
+        'WHERE minute >= :first UNION ALL SELECT minute, task, status, n, duration_sum, timed '
+        'FROM kale_task_changes WHERE minute >= :first) AS m GROUP BY minute, task, status'),
+        {'first': first})
+    return [(int(minute), task, status, int(n), float(total), int(timed))
+            for minute, task, status, n, total, timed in found if n]
+
+
+def edge_rows(conn: Connection, since: float) -> list[MinuteRow]:
+    """The runs finished from ``since`` to the first whole minute after it
+    (read from the records: a minute of them at most)."""
+    first = first_whole_minute(since)
+    if first * MINUTE <= since:
+        return []
+    found = conn.execute(text(
+        'SELECT task, status, count(*), coalesce(sum(duration_sec), 0), count(duration_sec) '
+        'FROM kale_tasks WHERE finished_at >= :since AND finished_at < :until '
+        'AND status IN (%s) GROUP BY task, status' % _RAN_SQL),
+        {'since': since, 'until': float(first * MINUTE)})
+    return [(first - 1, task, status, int(n), float(total), int(timed))
+            for task, status, n, total, timed in found]
+
+
