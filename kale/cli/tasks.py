@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from typing import Any, Sequence
 
 from kale.cli.options import common_options, positive_int
@@ -163,20 +164,23 @@ def cmd_purge(args: argparse.Namespace) -> int:
     from kale.app import default_app
     config = default_app().config
     where = _filter(args)
+    started = time.monotonic()
     if where.empty and not args.all:
         purged = records.store().records.purge_expired(config.RECORDS_SUCCEEDED_TTL_SEC,
                                                config.RECORDS_FAILED_TTL_SEC,
                                                queued_ttl=config.RECORDS_QUEUED_TTL_SEC)
-        print('purged %d expired records (RECORDS_SUCCEEDED_TTL_SEC %s, RECORDS_FAILED_TTL_SEC %s, '
-              'RECORDS_QUEUED_TTL_SEC %s)' % (purged, config.RECORDS_SUCCEEDED_TTL_SEC,
-                                              config.RECORDS_FAILED_TTL_SEC,
-                                              config.RECORDS_QUEUED_TTL_SEC))
+        print('purged %d expired records in %.1fs (RECORDS_SUCCEEDED_TTL_SEC %s, '
+              'RECORDS_FAILED_TTL_SEC %s, RECORDS_QUEUED_TTL_SEC %s)'
+              % (purged, time.monotonic() - started, config.RECORDS_SUCCEEDED_TTL_SEC,
+                 config.RECORDS_FAILED_TTL_SEC, config.RECORDS_QUEUED_TTL_SEC))
         return 0
     queries = records.queries()
     count = queries.count(where)
     if not args.yes and not _confirm('Delete %d task records?' % count):
         raise CommandError('purge cancelled (nothing was deleted)')
-    print('deleted %d records' % queries.delete(where))
+    started = time.monotonic()
+    deleted = queries.delete(where)
+    print('deleted %d records in %.1fs' % (deleted, time.monotonic() - started))
     return 0
 
 

@@ -610,3 +610,55 @@ def test_a_webhooks_deliveries_show_each_attempts_answer_and_the_panel_disables_
         assert hook.secret not in page.content()
     finally:
         page.close()
+
+
+def is_summary(request) -> bool:
+    return '/api/tasks/summary' in request.url
+
+
+def test_an_unchanged_refresh_asks_with_its_etag_and_gets_a_304(browser, web, some_records):
+    """The refresh sends each answer's ETag back: the summary and the
+    timeline, unchanged, come back as 304s and the counts stay drawn."""
+    page = browser.new_page()
+    try:
+        with page.expect_response(lambda r: is_summary(r) and r.status == 304,
+                                  timeout=20000) as summary, \
+                page.expect_response(lambda r: '/api/timeline' in r.url and r.status == 304,
+                                     timeout=20000):
+            page.goto(web)
+        assert summary.value.request.headers['if-none-match'].startswith('W/"')
+        assert page.inner_text('#counts .card[data-status=succeeded] .n') == '6'
+    finally:
+        page.close()
+
+
+def set_visibility(page, state: str) -> None:
+    page.evaluate("(state) => { Object.defineProperty(document, 'visibilityState', "
+                  "{configurable: true, get: () => state}); "
+                  "document.dispatchEvent(new Event('visibilitychange')); }", state)
+
+
+def test_no_refresh_while_the_tab_is_hidden_and_one_at_once_when_shown(browser, web,
+                                                                      some_records):
+    page = browser.new_page()
+    asked = []
+    page.on('request', lambda request: asked.append(request.url) if is_summary(request) else None)
+    try:
+        page.clock.install()
+        page.goto(web)
+        page.wait_for_selector('body[data-loaded=true]', timeout=15000)
+        page.wait_for_selector('body[data-refresh-ms]')        # the next refresh is set
+        page.clock.pause_at(page.evaluate('Date.now()') / 1000 + 0.1)     # in seconds
+        with page.expect_request(is_summary):                   # the page's own clock drives it
+            page.clock.run_for(3500)
+        page.wait_for_load_state('networkidle')
+        set_visibility(page, 'hidden')
+        page.wait_for_load_state('networkidle')
+        before = len(asked)
+        page.clock.run_for(120_000)                             # forty refreshes' worth
+        page.evaluate('1')                                      # its requests seen by now
+        assert len(asked) == before
+        with page.expect_request(is_summary):
+            set_visibility(page, 'visible')
+    finally:
+        page.close()

@@ -64,6 +64,23 @@ def test_summary_counts_by_status_task_and_queue(client, memory_broker):
     assert summary['by_queue']['default'] == {'succeeded': 2, 'failed': 1}
 
 
+def test_an_unchanged_summary_or_timeline_is_a_304_and_a_changed_one_a_200(client,
+                                                                          memory_broker):
+    publish_some(2)
+    paths = ('/api/tasks/summary', '/api/timeline?window=auto')
+    etags = {path: client.get(path).headers['etag'] for path in paths}
+    for path, etag in etags.items():
+        again = client.get(path, headers={'If-None-Match': etag})
+        assert (again.status_code, again.content, again.headers['etag']) == (304, b'', etag)
+    work(memory_broker)                  # the tasks succeed: both answers change
+    for path, etag in etags.items():
+        changed = client.get(path, headers={'If-None-Match': etag})
+        assert changed.status_code == 200 and changed.json() and changed.headers['etag'] != etag
+    summary = client.get('/api/tasks/summary')
+    assert client.get('/api/tasks/summary', headers={
+        'If-None-Match': 'W/"other", ' + summary.headers['etag']}).status_code == 304
+
+
 def test_one_task_has_its_inputs_and_an_unknown_one_is_a_json_404(client):
     [task_id] = publish_some(1)
     assert client.get('/api/tasks/%s' % task_id).json()['inputs'] == \

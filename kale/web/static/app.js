@@ -10,6 +10,9 @@ const STATUSES = ['queued', 'running', 'scheduled', 'succeeded', 'failed', 'canc
 const PALETTE = ['#1f6feb', '#2f855a', '#c53030', '#b7791f', '#805ad5', '#0d9488', '#db2777',
   '#4b5563'];
 const REFRESH_MS = 3000;
+// A refresh slower than this doubles the pause before the next one, up to MAX_REFRESH_MS.
+const SLOW_MS = 1000;
+const MAX_REFRESH_MS = 60000;
 const PAGE = 25;
 const DAY_MS = 24 * 3600 * 1000;
 
@@ -19,7 +22,7 @@ const DAY_MS = 24 * 3600 * 1000;
 const state = {
   status: 'failed', labels: null, task: '', queue: '', sinceSec: '', pages: 1,
   sort: null, descending: false, oldWorkers: false, detail: null,
-  timer: null, busy: false, rows: [],
+  timer: null, busy: false, rows: [], delay: REFRESH_MS,
   // The workflows listed (status, pages) and the one open in its panel.
   workflowStatus: '', workflowPages: 1, workflow: null, workflowShown: null,
 };
@@ -56,13 +59,21 @@ function token() {
   return sessionStorage.getItem('kale-token');
 }
 
+// The last answer to each GET, with its ETag: asked again with If-None-Match,
+// an answer that did not change is a 304 and the same object comes back.
+const answers = new Map();
+
 async function api(path, options) {
   // X-Kale-Request: a header no other site's page can send (see kale/web/protect.py).
   const headers = { 'X-Kale-Request': '1' };
   const bearer = token();
   if (bearer) headers.Authorization = 'Bearer ' + bearer;
-  const response = await fetch('api/' + path, Object.assign({ headers }, options || {}));
+  const known = options ? null : answers.get(path);
+  if (known) headers['If-None-Match'] = known.etag;
+  const response = await fetch('api/' + path, Object.assign({ headers, cache: 'no-store' }, options || {}));
+  if (response.status === 304 && known) return known.body;
   const body = await response.json().catch(() => ({ error: response.statusText }));
+  if (!options && response.ok && response.headers.get('ETag')) answers.set(path, { etag: response.headers.get('ETag'), body });
   if (response.status === 401) {
     const given = window.prompt('This Kale dashboard needs its bearer token (KALE_WEB_TOKEN):');
     if (given) { sessionStorage.setItem('kale-token', given); return api(path, options); }
@@ -629,12 +640,16 @@ function selectWorkflowStatus(status) {
 async function refresh() {
   if (state.busy) return;
   state.busy = true;
+  const started = performance.now();
+  let failed = false;
   try {
     const [summary, tasks, count, workers, timeline] = await Promise.all([
       api('tasks/summary?' + filterParams(false)), api('tasks?' + tasksQuery()),
       api('tasks/count?' + filterParams(true)), api('workers'), api('timeline?window=auto')]);
-    renderCounts(summary); renderTasks(tasks, count.count); renderWorkers(workers);
-    renderTimeline(timeline);
+    if (summary !== state.summary) renderCounts(summary);
+    renderTasks(tasks, count.count); renderWorkers(workers);
+    if (timeline !== state.timeline) renderTimeline(timeline);
+    Object.assign(state, { summary, timeline });
     try { renderQueues(await api('queues')); } catch (error) { banner('queues: ' + error.message); }
     try { renderOutbox(await api('outbox')); } catch (error) { banner('outbox: ' + error.message); }
     try { renderWorkflows(await api('workflows?' + workflowsQuery())); } catch (error) { banner('workflows: ' + error.message); }
@@ -644,10 +659,24 @@ async function refresh() {
     document.getElementById('updated').textContent = 'updated ' + new Date().toLocaleTimeString();
     document.body.dataset.loaded = 'true';
   } catch (error) {
+    failed = true;
     banner(error.message);
   } finally {
     state.busy = false;
+    // Slow answers (or none): wait twice as long before the next; fast ones: the usual pause.
+    const slow = failed || performance.now() - started > SLOW_MS;
+    state.delay = slow ? Math.min(MAX_REFRESH_MS, state.delay * 2) : REFRESH_MS;
+    document.body.dataset.refreshMs = state.delay;
   }
+}
+
+// The next refresh, unless automatic refresh is off or the tab is hidden
+// (it refreshes at once when shown again).
+function schedule() {
+  clearTimeout(state.timer);
+  state.timer = null;
+  if (!document.getElementById('auto').checked || document.visibilityState === 'hidden') return;
+  state.timer = setTimeout(() => refresh().then(schedule), state.delay);
 }
 
 function selectStatus(status) {
@@ -751,9 +780,9 @@ document.getElementById('workflows-more').addEventListener('click', () => { stat
 document.querySelectorAll('#workflow-tabs button').forEach((b) => b.addEventListener('click', () => selectWorkflowStatus(b.dataset.status)));
 document.querySelectorAll('#tabs button').forEach((b) => b.addEventListener('click', () => selectStatus(b.dataset.status)));
 document.querySelectorAll('#tasks th[data-sort]').forEach((th) => th.addEventListener('click', () => sortBy(th.dataset.sort)));
-document.getElementById('auto').addEventListener('change', (e) => {
-  clearInterval(state.timer);
-  if (e.target.checked) state.timer = setInterval(refresh, REFRESH_MS);
+document.getElementById('auto').addEventListener('change', schedule);
+document.addEventListener('visibilitychange', () => {
+  if (document.visibilityState === 'hidden') schedule();
+  else refresh().then(schedule);
 });
-state.timer = setInterval(refresh, REFRESH_MS);
-refresh();
+refresh().then(schedule);
