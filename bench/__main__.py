@@ -8,6 +8,7 @@
     python -m bench --endpoint fauxqs --scenarios workflow-chord,workflow-chain --latency-ms 0,10
     python -m bench --endpoint fauxqs --scenarios outbox-relay,outbox-lag,outbox-publish --latency-ms 0,10
     python -m bench --endpoint fauxqs --scenarios flow-rate,flow-concurrency,flow-fleet --latency-ms 0,10
+    python -m bench --scenarios records-volume --runs 1
 
 Each ``--latency-ms`` value is a configuration of its own; all scenarios run
 in each, then a summary puts them side by side. See bench/README.md for what
@@ -24,7 +25,18 @@ import sys
 import time
 from typing import Any, Callable, NoReturn, Optional, Sequence
 
-from bench import baseline, flow, idle, outbox, pools, records, report, scenarios, workflows
+from bench import (
+    baseline,
+    flow,
+    idle,
+    outbox,
+    pools,
+    records,
+    report,
+    scenarios,
+    volume,
+    workflows,
+)
 from bench.environment import EQUAL_LONG_POLLS, ROOT, Environment, shipped_long_polls
 from bench.servers import BenchError, Endpoint
 
@@ -32,7 +44,7 @@ SCENARIOS = ('publish', 'drain', 'latency', 'latency-shipped', 'idle', 'idle-shi
 #: Run only when named in --scenarios.
 OPTIONAL_SCENARIOS = ('drain-metrics', 'io-asyncio', 'io-threads', 'drain-pools',
                       'drain-versus', 'workflow-chord', 'workflow-chain') + outbox.SCENARIOS \
-    + flow.SCENARIOS
+    + flow.SCENARIOS + (volume.SCENARIO,)
 #: Of those, the ones that run worker processes (not on the memory transport).
 PROCESS_SCENARIOS = ('drain-versus', 'workflow-chord', 'workflow-chain', 'flow-fleet') \
     + outbox.SCENARIOS
@@ -73,6 +85,8 @@ def collect(env: Environment, args: argparse.Namespace) -> dict[str, dict[str, A
         'outbox-publish': lambda: outbox.publish_figures(env, args.outbox_databases,
                                                          args.outbox_transactions),
     }
+    plan[volume.SCENARIO] = lambda: volume.figures(env, args.rows, args.volume_databases,
+                                                   args.volume_stores)
     for name in flow.SCENARIOS:
         plan[name] = lambda name=name: flow.figures(env, name, args.tasks, args.flow_seconds,
                                                     args.flow_databases)
@@ -105,6 +119,7 @@ def measure(endpoint: Optional[Endpoint], latency_ms: float,
     report.TARGETS.update(workflows.targets(args.chord_width, args.chain_length))
     report.TARGETS.update(outbox.targets(args.outbox_rate))
     report.TARGETS.update(flow.targets())
+    report.TARGETS.update(volume.targets())
     report.judge(results, env.memory, latency_ms)
     label = 'no added latency' if not latency_ms else '+%g ms per request' % latency_ms
     seconds = time.monotonic() - started
@@ -126,6 +141,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     # The outbox scenarios' database: a throwaway PostgreSQL cluster started on first use.
     args.outbox_databases = outbox.Databases(args.outbox_url, args.outbox_sync_commit)
     args.flow_databases = flow.databases(args.flow_url)
+    args.volume_stores = outbox.Databases()
     try:
         if endpoint is not None:
             endpoint.start()
@@ -133,6 +149,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     finally:
         args.outbox_databases.stop()
         args.flow_databases.stop()
+        args.volume_stores.stop()
         if endpoint is not None:
             endpoint.stop()
 
@@ -195,6 +212,11 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                              'cluster) or a URL')
     parser.add_argument('--flow-seconds', type=float, default=60.0, metavar='S',
                         help='flow-fleet: the window its runs are counted in (default 60)')
+    parser.add_argument('--rows', type=int, default=1_000_000, metavar='N',
+                        help='records-volume: records in the large store (default 1,000,000)')
+    parser.add_argument('--volume-databases', default=('sqlite', 'postgres'), metavar='DB[,DB]',
+                        type=lambda text: tuple(text.split(',')),
+                        help='records-volume: sqlite, postgres or both (the default)')
     parser.add_argument('--json', metavar='FILE', help='also write the results as JSON (a bare '
                         'file name goes to bench/results/)')
     args = parser.parse_args(argv)
@@ -220,6 +242,10 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
         parser.error('--chord-width, --chain-length, --workflow-samples and --workflow-workers '
                      'must be at least 1')
     outbox.check_arguments(parser, args)
+    if set(args.volume_databases) - {'sqlite', 'postgres'} or args.rows < 1:
+        parser.error('--volume-databases takes sqlite, postgres or both; --rows at least 1')
+    if args.scenarios == [volume.SCENARIO] and not (args.endpoint or args.endpoint_url):
+        args.transport = 'memory'               # it needs no SQS endpoint
     if args.records:
         args.scenarios += [name for name in RECORDS_SCENARIOS if name not in args.scenarios]
     if args.transport == 'memory' and (args.endpoint or args.endpoint_url):
@@ -263,6 +289,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               'in the lag scenarios)\n%s'
               % (outbox.Databases(args.outbox_url, args.outbox_sync_commit).describe(),
                  args.outbox_relays, 'es' if args.outbox_relays > 1 else '', boxes))
+    volumes = volume.summary(configurations, args.rows)
+    if volumes:
+        print('\nRecords at volume (medians; the baseline column: %d rows, and for the writer '
+              'the counters off)\n%s' % (volume.SMALL_ROWS, volumes))
     if args.json:
         path = report.json_path(args.json)
         with open(path, 'w') as f:

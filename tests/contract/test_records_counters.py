@@ -115,7 +115,7 @@ def assert_counters_match_a_scan(store):
         scanned = TaskFilter(**{**where.__dict__, 'since': -1e12})
         assert queries.summary(where) == queries.summary(scanned)
         assert queries.count(where) == queries.count(scanned)
-    for window, bucket in ((3600, 60), (7200, 120), (86400, 1440), (3600, 7)):
+    for window, bucket in ((3600, 60), (7200, 120), (86400, 1440), (604800, 10080), (3600, 7)):
         answer = queries.timeline(window, bucket, now=NOW)
         assert_same_timeline(answer['series'], scanned_timeline(store, window, bucket))
 
@@ -171,7 +171,8 @@ def test_a_version_12_store_is_counted_when_migrated(store):
         for name in ('insert', 'update', 'delete'):
             conn.exec_driver_sql('DROP TRIGGER kale_task_counted_%s%s' % (
                 name, ' ON kale_tasks' if store.dialect == 'postgresql' else ''))
-        for table in ('kale_task_counts', 'kale_task_minutes', 'kale_task_changes'):
+        for table in ('kale_task_counts', 'kale_task_minutes', 'kale_task_periods',
+                      'kale_task_changes'):
             conn.exec_driver_sql('DROP TABLE %s' % table)
         conn.exec_driver_sql('UPDATE kale_schema SET version = 12')
     store.records.write([published('late', NOW, 'app.a.Send', 'default')], [], [])

@@ -14,10 +14,16 @@ and triggers, and counts the records already there (:func:`install`).
 """
 from __future__ import annotations
 
+from typing import Optional
+
 from sqlalchemy import Column, Connection, Float, Integer, String, Table, text
 
 from kale.store.counts import MINUTE, RAN, CountRow, MinuteRow, first_whole_minute
 from kale.store.sql.schema import metadata
+
+#: Seconds in a period of kale_task_periods.
+PERIOD_SEC = 24 * MINUTE
+PER_PERIOD = PERIOD_SEC // MINUTE
 
 task_counts = Table(
     'kale_task_counts', metadata,
@@ -35,7 +41,18 @@ task_minutes = Table(
     Column('duration_sum', Float, nullable=False),
     Column('timed', Integer, nullable=False),           # runs with a duration
 )
-#: Changes not folded into the two tables yet; ``minute`` is null for a row
+#: The same as kale_task_minutes by periods of PERIOD_SEC (24 minutes): the
+#: timeline's buckets over a day (24 minutes) and a week (168) are whole periods.
+task_periods = Table(
+    'kale_task_periods', metadata,
+    Column('period', Integer, primary_key=True),        # floor(finished_at / PERIOD_SEC)
+    Column('task', String(255), primary_key=True),
+    Column('status', String(16), primary_key=True),
+    Column('n', Integer, nullable=False),
+    Column('duration_sum', Float, nullable=False),
+    Column('timed', Integer, nullable=False),
+)
+#: Changes not folded into the tables yet; ``minute`` is null for a row
 #: that is not a finished run.
 task_changes = Table(
     'kale_task_changes', metadata,
@@ -104,7 +121,7 @@ TRIGGERS = ('kale_task_counted_insert', 'kale_task_counted_update', 'kale_task_c
 
 def install(conn: Connection) -> None:
     """Create the tables and the triggers, and count the records there."""
-    for table in (task_counts, task_minutes, task_changes):
+    for table in (task_counts, task_minutes, task_periods, task_changes):
         table.create(conn, checkfirst=True)
     add_triggers(conn)
     recount(conn)
@@ -131,7 +148,8 @@ def recount(conn: Connection) -> None:
     """Count every record again (under the caller's write transaction)."""
     minute = (_PG_MINUTE if conn.dialect.name == 'postgresql' else _SQLITE_MINUTE).format(
         row='kale_tasks')
-    for table in ('kale_task_changes', 'kale_task_counts', 'kale_task_minutes'):
+    for table in ('kale_task_changes', 'kale_task_counts', 'kale_task_minutes',
+                  'kale_task_periods'):
         conn.exec_driver_sql('DELETE FROM %s' % table)
     conn.exec_driver_sql('INSERT INTO kale_task_counts (task, queue, status, n) '
                          'SELECT task, queue, status, count(*) FROM kale_tasks '
@@ -141,6 +159,7 @@ def recount(conn: Connection) -> None:
         'SELECT {m}, task, status, count(*), coalesce(sum(duration_sec), 0), count(duration_sec) '
         'FROM kale_tasks WHERE finished_at IS NOT NULL AND status IN ({ran}) '
         'GROUP BY {m}, task, status'.format(m=minute, ran=_RAN_SQL))
+    conn.exec_driver_sql(_FOLD_PERIODS.format(source='kale_task_minutes', order=''))
 
 
 #: The PostgreSQL advisory lock of the one folding the changes ('kalc').
@@ -158,6 +177,14 @@ _FOLD_MINUTES = (
     'duration_sum = kale_task_minutes.duration_sum + excluded.duration_sum, '
     'timed = kale_task_minutes.timed + excluded.timed')
 
+_FOLD_PERIODS = (
+    'INSERT INTO kale_task_periods (period, task, status, n, duration_sum, timed) '
+    'SELECT minute / %d, task, status, sum(n), sum(duration_sum), sum(timed) FROM {source} '
+    'WHERE minute IS NOT NULL GROUP BY minute / %d, task, status {order} '
+    'ON CONFLICT (period, task, status) DO UPDATE SET n = kale_task_periods.n + excluded.n, '
+    'duration_sum = kale_task_periods.duration_sum + excluded.duration_sum, '
+    'timed = kale_task_periods.timed + excluded.timed') % (PER_PERIOD, PER_PERIOD)
+
 
 def roll_up(conn: Connection, tidy: bool = False) -> bool:
     """Fold the changes into the counters (in the caller's write
@@ -166,6 +193,7 @@ def roll_up(conn: Connection, tidy: bool = False) -> bool:
     if conn.dialect.name != 'postgresql':       # writes are one at a time: nothing comes between
         conn.exec_driver_sql(_FOLD_COUNTS.format(source='kale_task_changes', order=''))
         conn.exec_driver_sql(_FOLD_MINUTES.format(source='kale_task_changes', order=''))
+        conn.exec_driver_sql(_FOLD_PERIODS.format(source='kale_task_changes', order=''))
         conn.exec_driver_sql('DELETE FROM kale_task_changes')
     else:
         if not conn.exec_driver_sql('SELECT pg_try_advisory_xact_lock(%d)'
@@ -176,12 +204,14 @@ def roll_up(conn: Connection, tidy: bool = False) -> bool:
         # counter row waits in a cycle with it.
         conn.exec_driver_sql(
             'WITH moved AS (DELETE FROM kale_task_changes RETURNING *), '
-            'counted AS (%s) %s' % (
+            'counted AS (%s), timed AS (%s) %s' % (
                 _FOLD_COUNTS.format(source='moved', order='ORDER BY task, queue, status'),
-                _FOLD_MINUTES.format(source='moved', order='ORDER BY minute, task, status')))
+                _FOLD_MINUTES.format(source='moved', order='ORDER BY minute, task, status'),
+                _FOLD_PERIODS.format(source='moved', order='ORDER BY 1, task, status')))
     if tidy:
         conn.exec_driver_sql('DELETE FROM kale_task_counts WHERE n = 0')
         conn.exec_driver_sql('DELETE FROM kale_task_minutes WHERE n = 0')
+        conn.exec_driver_sql('DELETE FROM kale_task_periods WHERE n = 0')
     return True
 
 
@@ -194,32 +224,54 @@ def count_rows(conn: Connection) -> list[CountRow]:
     return [(task, queue, status, int(n)) for task, queue, status, n in found if n]
 
 
-def minute_rows(conn: Connection, since: float) -> list[MinuteRow]:
-    """The counted minutes that start at or after ``since``, the changes
-    not folded included."""
-    first = first_whole_minute(since)
-    found = conn.execute(text(
-        'SELECT minute, task, status, sum(n), sum(duration_sum), sum(timed) FROM ('
-        'SELECT minute, task, status, n, duration_sum, timed FROM kale_task_minutes '
-        'WHERE minute >= :first UNION ALL SELECT minute, task, status, n, duration_sum, timed '
-        'FROM kale_task_changes WHERE minute >= :first) AS m GROUP BY minute, task, status'),
-        {'first': first})
-    return [(int(minute), task, status, int(n), float(total), int(timed))
-            for minute, task, status, n, total, timed in found if n]
+def run_rows(conn: Connection, since: float, bucket_sec: int) -> list[MinuteRow]:
+    """The runs finished since ``since`` by bucket number (of ``bucket_sec``,
+    a multiple of a minute), task and status: whole periods from
+    kale_task_periods when the buckets are whole periods, whole minutes from
+    kale_task_minutes, and the partial minute at the start from the records
+    (a minute of them at most); the changes not folded included."""
+    first_minute = first_whole_minute(since)
+    rows = _edge_rows(conn, since, first_minute, bucket_sec)
+    if bucket_sec % PERIOD_SEC:
+        return rows + _grouped(conn, 'minute', first_minute, None, bucket_sec)
+    first_period = -(-first_minute // PER_PERIOD)
+    return rows + _grouped(conn, 'minute', first_minute, first_period * PER_PERIOD, bucket_sec) \
+        + _grouped(conn, 'period', first_period, None, bucket_sec)
 
 
-def edge_rows(conn: Connection, since: float) -> list[MinuteRow]:
-    """The runs finished from ``since`` to the first whole minute after it
-    (read from the records: a minute of them at most)."""
-    first = first_whole_minute(since)
-    if first * MINUTE <= since:
+def _grouped(conn: Connection, unit: str, low: int, high: Optional[int],
+             bucket_sec: int) -> list[MinuteRow]:
+    """Runs by bucket, task and status from the minutes or the periods
+    numbered ``low`` up to ``high`` (excluded; None: no end)."""
+    if high is not None and high <= low:
+        return []
+    seconds = MINUTE if unit == 'minute' else PERIOD_SEC
+    of_change = 'minute' if unit == 'minute' else 'minute / %d' % PER_PERIOD
+    until = '' if high is None else ' AND {col} < :high'
+    found = conn.execute(text((
+        'SELECT ({col} * %d) / :bucket AS bucket, task, status, sum(n), sum(duration_sum), '
+        'sum(timed) FROM (SELECT {col}, task, status, n, duration_sum, timed FROM {table} '
+        'WHERE {col} >= :low%s UNION ALL SELECT %s AS {col}, task, status, n, duration_sum, timed '
+        'FROM kale_task_changes WHERE minute IS NOT NULL AND %s >= :low%s) AS m '
+        'GROUP BY ({col} * %d) / :bucket, task, status' % (
+            seconds, until, of_change, of_change, until.replace('{col}', of_change), seconds))
+        .format(col=unit, table='kale_task_%ss' % unit)),
+        {'low': low, 'high': high, 'bucket': bucket_sec})
+    return [(int(number), task, status, int(n), float(total), int(timed))
+            for number, task, status, n, total, timed in found if n]
+
+
+def _edge_rows(conn: Connection, since: float, first_minute: int,
+               bucket_sec: int) -> list[MinuteRow]:
+    """The runs finished from ``since`` to the first whole minute after it,
+    by bucket, read from the records."""
+    if first_minute * MINUTE <= since:
         return []
     found = conn.execute(text(
         'SELECT task, status, count(*), coalesce(sum(duration_sec), 0), count(duration_sec) '
         'FROM kale_tasks WHERE finished_at >= :since AND finished_at < :until '
         'AND status IN (%s) GROUP BY task, status' % _RAN_SQL),
-        {'since': since, 'until': float(first * MINUTE)})
-    return [(first - 1, task, status, int(n), float(total), int(timed))
+        {'since': since, 'until': float(first_minute * MINUTE)})
+    number = ((first_minute - 1) * MINUTE) // bucket_sec
+    return [(number, task, status, int(n), float(total), int(timed))
             for task, status, n, total, timed in found]
-
-

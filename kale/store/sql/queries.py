@@ -144,8 +144,8 @@ class Queries:
             tasks.c.finished_at >= now - 60, tasks.c.status.in_(RAN)).group_by(tasks.c.queue)
         with self.store.begin() as conn:
             if bucket_sec % MINUTE == 0:
-                series = timeline_of(counters.minute_rows(conn, since),
-                                     counters.edge_rows(conn, since), bucket_sec)
+                series = timeline_of([], counters.run_rows(conn, since, bucket_sec),
+                                     bucket_sec, unit=bucket_sec)
             else:
                 series = timeline_of([], self._scanned_runs(conn, since, bucket_sec), bucket_sec,
                                      unit=bucket_sec)

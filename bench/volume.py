@@ -1,0 +1,245 @@
+"""The records at volume: the `records-volume` scenario.
+
+For each database (a fresh SQLite file, and a fresh database on a throwaway
+PostgreSQL cluster, fsync and synchronous commit on), ``--rows`` records
+(default 1,000,000) and :data:`SMALL_ROWS` records are loaded fast
+(bench/volume_rows.py), and on each:
+
+* every request the dashboard makes, and a few more of the API, is timed
+  through ``kale web``'s application in this process (Starlette's test
+  client: routing, the queries, JSON; no socket): the median of
+  :data:`REPEATS` after one untimed;
+* the writer's cost per task (a publication and an outcome written as the
+  records writer writes them, in batches of :data:`BATCH`, with the fold of
+  the counters' changes; the rows already signed, as the thread hands them
+  over: the database's part, which the counters change) with the counters'
+  triggers on and off, in alternating rounds on the large store;
+* the TTL purge of the records older than half the week (in chunks), with
+  the longest a concurrent write waited meanwhile; then the counters are
+  compared with a scan.
+
+Kale's column is the large store, the baseline's the small one (the writer:
+counters on, and off; the purge: none).
+"""
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+import uuid
+from typing import Any, Optional
+
+from bench import volume_rows
+from bench.environment import Environment
+from bench.scenarios import Figures
+
+SCENARIO = 'records-volume'
+SMALL_ROWS = 10_000
+REPEATS = 7
+BATCH = 500
+WRITER_TASKS = 5000
+WRITER_ROUNDS = 3
+TARGET_MS = 50.0
+TARGET_WRITER = 1.1
+#: The dashboard's requests (its default view: failures), then more of the API.
+#: A name ending in '(scan)' needs a scan of the records: it has no target.
+REQUESTS: list[tuple[str, str]] = [
+    ('summary', '/api/tasks/summary'),
+    ('timeline', '/api/timeline?window=auto'),
+    ('tasks list, failed', '/api/tasks?status=failed&limit=25'),
+    ('count, failed', '/api/tasks/count?status=failed'),
+    ('workers', '/api/workers'),
+    ('tasks list', '/api/tasks?limit=50'),
+    ('tasks list, task and status', '/api/tasks?task=Task07&status=succeeded&limit=25'),
+    ('tasks list, label', '/api/tasks?label.tenant=t07&limit=25'),
+    ('count', '/api/tasks/count'),
+    ('count, queue', '/api/tasks/count?queue=default'),
+    ('timeline, a day', '/api/timeline?window=86400'),
+    ('one task', '/api/tasks/{id}'),
+    ('count, label (scan)', '/api/tasks/count?label.tenant=t07'),
+]
+
+
+def request_figure(database: str, name: str) -> str:
+    return 'volume %s: GET %s (ms)' % (database, name)
+
+
+def writer_figure(database: str) -> str:
+    return 'volume %s: writer per task, counters on (off) (µs)' % database
+
+
+def purge_figures(database: str) -> tuple[str, str, str]:
+    return ('volume %s: TTL purge, rows deleted' % database,
+            'volume %s: TTL purge in chunks (s)' % database,
+            'volume %s: longest write during the purge (ms)' % database)
+
+
+def targets(databases: tuple[str, ...] = ('sqlite', 'postgres')) -> dict[str, tuple[str, Any]]:
+    """Entries for bench.report.TARGETS."""
+    found: dict[str, tuple[str, Any]] = {}
+    for database in databases:
+        for name, _ in REQUESTS:
+            if not name.endswith('(scan)'):
+                found[request_figure(database, name)] = ('< %g' % TARGET_MS,
+                                                         lambda k, b: k < TARGET_MS)
+        found[writer_figure(database)] = ('<= %g x off' % TARGET_WRITER,
+                                          lambda k, b: b is not None and k <= TARGET_WRITER * b)
+    return found
+
+
+def figures(env: Environment, rows: int, databases: tuple[str, ...], stores: Any) -> Figures:
+    """One run: every figure of every database."""
+    found: Figures = {}
+    for database in databases:
+        if database == 'sqlite':
+            found.update(_database(database, rows, _sqlite_url(env), _sqlite_url(env)))
+        else:
+            with stores.database(env) as big, stores.database(env) as small:
+                found.update(_database(database, rows, big, small))
+    return found
+
+
+def _sqlite_url(env: Environment) -> str:
+    import os
+    return 'sqlite:///%s' % os.path.join(env.workdir, 'volume-%s.db' % uuid.uuid4().hex[:8])
+
+
+def _database(database: str, rows: int, big_url: str, small_url: str) -> Figures:
+    from kale.app import default_app
+    from kale.store.sql.records import RecordStore
+    config = default_app().config
+    now = time.time()
+    timed: dict[int, dict[str, float]] = {}
+    stores = {}
+    for size, url in ((rows, big_url), (SMALL_ROWS, small_url)):
+        store = stores[size] = RecordStore(url, config)
+        seconds = volume_rows.load(store, size, now)
+        _say('%s: %d records loaded in %.1fs' % (database, size, seconds))
+        timed[size] = time_requests(url)
+    found: Figures = {request_figure(database, name): (timed[rows][name], timed[SMALL_ROWS][name])
+                      for name, _ in REQUESTS}
+    found[writer_figure(database)] = writer_cost(stores[rows], now)
+    deleted, seconds, longest = purge(stores[rows], now)
+    for figure, value in zip(purge_figures(database), (deleted, seconds, longest), strict=True):
+        found[figure] = (value, None)
+    _say('%s: counters after the purge match a scan: %s' % (database, matches_scan(stores[rows])))
+    for store in stores.values():
+        store.dispose()
+    return found
+
+
+def time_requests(url: str) -> dict[str, float]:
+    """The median milliseconds of each request of REQUESTS."""
+    from starlette.testclient import TestClient
+
+    from kale.web import create_app
+    client = TestClient(create_app(records_url=url), base_url='http://127.0.0.1')
+    some_id = client.get('/api/tasks?limit=1').json()['tasks'][0]['id']
+    medians = {}
+    for name, path in REQUESTS:
+        path = path.replace('{id}', some_id)
+        samples = []
+        for number in range(REPEATS + 1):
+            started = time.perf_counter()
+            answer = client.get(path, headers={'X-Kale-Request': '1'})
+            if number:
+                samples.append((time.perf_counter() - started) * 1000)
+            if answer.status_code != 200:
+                raise RuntimeError('GET %s answered %d: %s' % (path, answer.status_code,
+                                                              answer.text[:200]))
+        medians[name] = statistics.median(samples)
+    return medians
+
+
+def writer_cost(store: Any, now: float) -> tuple[float, float]:
+    """Median µs per task (counters on, counters off), in alternating rounds:
+    the database's part of the writer's work, which the counters change (its
+    rows are given as the writer's thread hands them to the store, signed
+    and sealed already)."""
+    from kale.store.sql import counters
+    costs: dict[bool, list[float]] = {True: [], False: []}
+    published, events = volume_rows.writer_rows(BATCH, now, 'warm-')
+    store.write(published, [], [], sealed=True)          # the statements compiled
+    store.write([], events, [], sealed=True)
+    for number in range(WRITER_ROUNDS * 2):
+        on = bool(number % 2)
+        with store.begin(write=True) as conn:
+            (counters.add_triggers if on else counters.drop_triggers)(conn)
+        published, events = volume_rows.writer_rows(WRITER_TASKS, now, 'w%d-' % number)
+        started = time.perf_counter()
+        for start in range(0, WRITER_TASKS, BATCH):
+            store.write(published[start:start + BATCH], [], [], sealed=True)
+            store.write([], events[start:start + BATCH], [], sealed=True)
+        if on:
+            store.roll_up()
+        costs[on].append((time.perf_counter() - started) / WRITER_TASKS * 1e6)
+    with store.begin(write=True) as conn:          # the rounds off were not counted
+        counters.recount(conn)
+    return statistics.median(costs[True]), statistics.median(costs[False])
+
+
+def purge(store: Any, now: float) -> tuple[float, float, float]:
+    """(rows deleted, seconds, the longest a concurrent small write took
+    meanwhile in ms) of the TTL purge of what finished over half a week ago."""
+    longest = [0.0]
+    done = threading.Event()
+
+    def write_meanwhile() -> None:
+        number = 0
+        while not done.is_set():
+            published, _ = volume_rows.writer_rows(1, time.time(), 'p%d-' % number)
+            started = time.perf_counter()
+            store.write(published, [], [])
+            longest[0] = max(longest[0], (time.perf_counter() - started) * 1000)
+            number += 1
+            done.wait(0.05)
+    store.write(volume_rows.writer_rows(1, now, 'warm-p')[0], [], [])
+    writer = threading.Thread(target=write_meanwhile, daemon=True)
+    writer.start()
+    ttl = volume_rows.WEEK_SEC / 2
+    started = time.monotonic()
+    try:
+        deleted = store.purge_expired(ttl, ttl, now=now)
+    finally:
+        seconds = time.monotonic() - started
+        done.set()
+        writer.join()
+    return float(deleted), seconds, longest[0]
+
+
+def matches_scan(store: Any) -> bool:
+    from kale.store.record import TaskFilter
+    return bool(store.queries.summary(TaskFilter()) == store.queries.summary(
+        TaskFilter(since=-1e12)))
+
+
+def _say(text: str) -> None:
+    import sys
+    print('bench: records-volume: %s' % text, file=sys.stderr, flush=True)
+
+
+def summary(configurations: list[dict[str, Any]], rows: int) -> Optional[str]:
+    """The scenario's figures side by side: small store, large store, target."""
+    lines = []
+    for configuration in configurations:
+        results = configuration['results']
+        for figure, result in results.items():
+            if not figure.startswith('volume '):
+                continue
+            kale, base = result['kale'], result['baseline']
+            lines.append('%-72s | %12s | %12s | %s' % (
+                figure, _value(base), _value(kale),
+                '%s %s' % (result.get('target', ''), {True: 'met', False: 'NOT MET'}.get(
+                    result.get('met'), '')) if 'target' in result else ''))
+    if not lines:
+        return None
+    head = '%-72s | %12s | %12s | %s' % ('figure', '%d rows' % SMALL_ROWS, '%d rows' % rows,
+                                         'target')
+    return '\n'.join([head, '-' * len(head)] + lines)
+
+
+def _value(result: Optional[dict[str, Any]]) -> str:
+    if not result:
+        return '-'
+    value = result['median']
+    return '%.1f' % value if value < 1000 else '%.0f' % value
