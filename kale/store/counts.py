@@ -88,19 +88,18 @@ def timeline_of(minutes: Iterable[MinuteRow], edge: Iterable[MinuteRow],
     for minute, task, status, n, total, timed in [*minutes, *edge]:
         if n <= 0:
             continue
-        number = (minute * unit) // bucket_sec
-        found = sums.setdefault((task, int(number), status), [0, 0.0, 0])
+        found = sums.setdefault((task, int((minute * unit) // bucket_sec), status), [0, 0.0, 0])
         found[0] += n
         found[1] += total
         found[2] += timed
     series: dict[str, dict[int, dict[str, Any]]] = {}
-    for (task, number, status), (n, total, timed) in sums.items():
+    for (task, bucket, status), (runs, summed, timed_runs) in sums.items():
         point = series.setdefault(task, {}).setdefault(
-            number, {**{ran.value: 0 for ran in RAN}, 'duration_sum': 0.0, 'timed': 0})
-        point[status] += int(n)
-        if timed and status != TaskStatus.CANCELLED:      # a scan: mean of the timed, times all
-            point['duration_sum'] += total / timed * n
-            point['timed'] += int(n)
+            bucket, {**{ran.value: 0 for ran in RAN}, 'duration_sum': 0.0, 'timed': 0})
+        point[status] += int(runs)
+        if timed_runs and status != TaskStatus.CANCELLED:      # a scan: mean of the timed, times all
+            point['duration_sum'] += summed / timed_runs * runs
+            point['timed'] += int(runs)
     return series
 
 
