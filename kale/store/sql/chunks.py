@@ -1,5 +1,6 @@
 """Deleting many task records in chunks: each chunk of
-:data:`CHUNK_ROWS` rows is a transaction of its own, so a purge of millions
+:data:`CHUNK_ROWS` rows is a transaction of its own (a few tens of
+milliseconds), so a purge of millions
 of rows never holds SQLite's write lock (or PostgreSQL's row locks) for
 long, and the workers' writes go in between. The counters' changes are
 folded as the chunks go (:func:`kale.store.sql.counters.roll_up`)."""
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
     from kale.store.sql.records import RecordStore
 
 #: Rows deleted by one transaction.
-CHUNK_ROWS = 5000
+CHUNK_ROWS = 1000
 
 
 def delete_in_chunks(store: 'RecordStore', condition: Any,

@@ -140,8 +140,6 @@ class Queries:
         of whole minutes are read from the counters."""
         now = time.time() if now is None else now
         since = now - window_sec
-        per_queue = select(tasks.c.queue, func.count()).where(
-            tasks.c.finished_at >= now - 60, tasks.c.status.in_(RAN)).group_by(tasks.c.queue)
         with self.store.begin() as conn:
             if bucket_sec % MINUTE == 0:
                 series = timeline_of([], counters.run_rows(conn, since, bucket_sec),
@@ -149,7 +147,7 @@ class Queries:
             else:
                 series = timeline_of([], self._scanned_runs(conn, since, bucket_sec), bucket_sec,
                                      unit=bucket_sec)
-            last_minute = {queue: n for queue, n in conn.execute(per_queue)}
+            last_minute = counters.finished_by_queue(conn, now - 60)
         return {'bucket_sec': bucket_sec, 'window_sec': window_sec,
                 'series': {task: [timeline_point(number * bucket_sec, p)
                                   for number, p in sorted(points.items())]
