@@ -168,9 +168,8 @@ def test_a_version_12_store_is_counted_when_migrated(store):
     from kale.store.sql.records import RecordStore
     write_a_mix(store, random.Random(12))
     with store.begin(write=True) as conn:              # back to version 12
-        for name in ('insert', 'update', 'delete'):
-            conn.exec_driver_sql('DROP TRIGGER kale_task_counted_%s%s' % (
-                name, ' ON kale_tasks' if store.dialect == 'postgresql' else ''))
+        from kale.store.sql import counters
+        counters.drop_triggers(conn)
         for table in ('kale_task_counts', 'kale_task_minutes', 'kale_task_periods',
                       'kale_task_changes'):
             conn.exec_driver_sql('DROP TABLE %s' % table)
