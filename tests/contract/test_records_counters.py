@@ -182,3 +182,20 @@ def test_a_version_12_store_is_counted_when_migrated(store):
         assert again.queries.count(TaskFilter(statuses=(SUCCEEDED,), task='app.a.Send')) > 0
     finally:
         again.dispose()
+
+
+def test_rows_of_one_id_in_one_write_apply_in_order_and_are_counted_once(store):
+    """PostgreSQL writes a batch in one statement, which may not touch a row
+    twice: rows of one id go in statements of their own, in order."""
+    records = store.records
+    records.write([published('d1', NOW - 50, 'app.a.Send', 'default'),
+                   published('d1', NOW - 40, 'app.a.Send', 'default'),
+                   published('d2', NOW - 40, 'app.b.Send', 'low')],
+                  [event('d1', RUNNING, NOW - 30, 'app.a.Send', 'default', duration=None),
+                   event('d2', FAILED, NOW - 25, 'app.b.Send', 'low'),
+                   event('d1', SUCCEEDED, NOW - 20, 'app.a.Send', 'default'),
+                   event('d1', RUNNING, NOW - 35, 'app.a.Send', 'default')], [])    # older
+    assert (records.get('d1')['status'], records.get('d1')['published_at']) == \
+        (SUCCEEDED, NOW - 40)
+    assert_counters_match_a_scan(store)
+    assert store.queries.count(TaskFilter()) == 2

@@ -173,3 +173,12 @@ def test_a_running_event_waits_out_the_gather_window_with_the_rows_after_it():
     assert sorted((r['id'], r['status']) for r in store.events) == [
         ('a', 'running'), ('b', 'succeeded')]
     writer.close()
+
+
+def test_a_batch_is_cut_in_chunks_that_hold_an_id_once_when_asked():
+    from kale.store.sql.driver import chunks
+    rows = [{'id': name} for name in 'abacdaef']
+    assert [[row['id'] for row in chunk] for chunk in chunks(rows, 3)] == \
+        [['a', 'b', 'a'], ['c', 'd', 'a'], ['e', 'f']]
+    assert [[row['id'] for row in chunk] for chunk in chunks(rows, 3, ids_once=True)] == \
+        [['a', 'b'], ['a', 'c', 'd'], ['a', 'e', 'f']]

@@ -97,22 +97,38 @@ def _sqlite_triggers() -> list[str]:
     ]
 
 
+def _pg_changes(source: str, sign: str) -> str:
+    """The changes of a statement's rows ``source`` (a transition table),
+    summed by key: a statement of 500 rows appends a few rows."""
+    minute = _PG_MINUTE.format(row='r')
+    return ('SELECT r.task, r.queue, r.status, CASE WHEN r.finished_at IS NOT NULL AND r.status '
+            'IN ({ran}) THEN {minute} END AS minute, {sign}1 AS n, {sign}coalesce(r.duration_sec, '
+            '0) AS duration_sum, {sign}(CASE WHEN r.duration_sec IS NULL THEN 0 ELSE 1 END) AS '
+            'timed FROM {source} AS r').format(ran=_RAN_SQL, minute=minute, sign=sign,
+                                               source=source)
+
+
 def _postgres_triggers() -> list[str]:
-    changed = ' OR '.join('OLD.%s IS DISTINCT FROM NEW.%s' % (c, c) for c in _COUNTED.split(', '))
+    """Statement-level triggers: one run for each statement, whatever rows it
+    writes, reading the rows it changed from its transition tables."""
+    fold = ('INSERT INTO kale_task_changes SELECT task, queue, status, minute, sum(n), '
+            'sum(duration_sum), sum(timed) FROM (%s) AS c GROUP BY task, queue, status, minute '
+            'HAVING sum(n) <> 0 OR sum(duration_sum) <> 0 OR sum(timed) <> 0;')
     function = (
         'CREATE OR REPLACE FUNCTION kale_task_counted() RETURNS trigger LANGUAGE plpgsql AS $$ '
-        "BEGIN IF TG_OP = 'UPDATE' THEN {insert}{old}, {new}; "
-        "ELSIF TG_OP = 'DELETE' THEN {insert}{old}; "
-        'ELSE {insert}{new}; END IF; RETURN NULL; END $$').format(
-        insert=_INSERT, old=_values('OLD', '-', _PG_MINUTE), new=_values('NEW', '', _PG_MINUTE))
+        "BEGIN IF TG_OP = 'UPDATE' THEN %s ELSIF TG_OP = 'DELETE' THEN %s ELSE %s END IF; "
+        'RETURN NULL; END $$' % (
+            fold % ('%s UNION ALL %s' % (_pg_changes('old_rows', '-'), _pg_changes('new_rows', ''))),
+            fold % _pg_changes('old_rows', '-'), fold % _pg_changes('new_rows', '')))
     return [
         function,
-        'CREATE TRIGGER kale_task_counted_insert AFTER INSERT ON kale_tasks '
-        'FOR EACH ROW EXECUTE FUNCTION kale_task_counted()',
-        'CREATE TRIGGER kale_task_counted_update AFTER UPDATE OF %s ON kale_tasks '
-        'FOR EACH ROW WHEN (%s) EXECUTE FUNCTION kale_task_counted()' % (_COUNTED, changed),
-        'CREATE TRIGGER kale_task_counted_delete AFTER DELETE ON kale_tasks '
-        'FOR EACH ROW EXECUTE FUNCTION kale_task_counted()',
+        'CREATE TRIGGER kale_task_counted_insert AFTER INSERT ON kale_tasks REFERENCING NEW '
+        'TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION kale_task_counted()',
+        'CREATE TRIGGER kale_task_counted_update AFTER UPDATE ON kale_tasks REFERENCING OLD '
+        'TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION '
+        'kale_task_counted()',
+        'CREATE TRIGGER kale_task_counted_delete AFTER DELETE ON kale_tasks REFERENCING OLD '
+        'TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION kale_task_counted()',
     ]
 
 

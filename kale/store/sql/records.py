@@ -50,7 +50,7 @@ except ImportError as exc:  # pragma: no cover - depends on the extras installed
 from kale.statuses import TaskStatus
 from kale.store.records import rows_to_write
 from kale.store.sealing import Sealer, sealer
-from kale.store.sql.driver import Driver, insert_for, same_keys
+from kale.store.sql.driver import Driver, chunks, insert_for, same_keys
 
 logger = logging.getLogger(__name__)
 
@@ -184,15 +184,13 @@ class RecordStore(Facets):
         cursor = conn.connection.cursor()
         try:
             if statement.rows_per_statement > 1:
-                # SQLite: many rows to one statement, each chunk's values made
-                # just before it runs. The driver lets go of the GIL once per
+                # Many rows to one statement, each chunk's values made just
+                # before it runs. The driver lets go of the GIL once per
                 # statement, not once per row as in an executemany, so the
-                # worker's thread is not made to hand it over for every row.
-                step = statement.rows_per_statement
-                for start in range(0, len(rows), step):
-                    chunk = rows[start:start + step]
-                    cursor.execute(statement.multirow_sql(len(chunk)),
-                                   statement.flat_parameters(chunk))
+                # worker's thread is not made to hand it over for every row;
+                # PostgreSQL runs one statement (and its triggers) a chunk.
+                for chunk in chunks(rows, statement.rows_per_statement, statement.ids_once):
+                    cursor.execute(*statement.many(chunk))
             else:
                 cursor.executemany(statement.sql, statement.parameters(rows))
         finally:
