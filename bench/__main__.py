@@ -292,7 +292,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     volumes = volume.summary(configurations, args.rows)
     if volumes:
         print('\nRecords at volume (medians; the baseline column: %d rows, and for the writer '
-              'the counters off)\n%s' % (volume.SMALL_ROWS, volumes))
+              "today's writer)\n%s" % (volume.SMALL_ROWS, volumes))
     if args.json:
         path = report.json_path(args.json)
         with open(path, 'w') as f:

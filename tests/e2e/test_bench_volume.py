@@ -28,8 +28,9 @@ def test_a_small_records_volume_run_gives_every_figure(tmp_path):
     for name, _ in volume.REQUESTS:
         figure = results[volume.request_figure('sqlite', name)]
         assert figure['kale']['median'] > 0 and figure['baseline']['median'] > 0
-    writer = results[volume.writer_figure('sqlite')]
-    assert writer['kale']['median'] > 0 and writer['baseline']['median'] > 0
+    for mode in ('on', 'off'):
+        writer = results[volume.writer_figure('sqlite', mode)]
+        assert writer['kale']['median'] > 0 and writer['baseline']['median'] > 0
     deleted, seconds, longest = volume.purge_figures('sqlite')
     assert 0 < results[deleted]['kale']['median'] < 2000
     assert results[seconds]['kale']['median'] > 0 and results[longest]['kale']['median'] > 0

@@ -159,7 +159,8 @@ class WriteStatement:
     one statement a batch of 500 took 46-62 µs a task, where psycopg's
     executemany took 112-122)."""
 
-    def __init__(self, statement: Any, keys: Sequence[str], dialect: Any):
+    def __init__(self, statement: Any, keys: Sequence[str], dialect: Any,
+                 json_rows: bool = True):
         if dialect.name == 'postgresql':        # positional (%s), for the many-row form
             dialect = positional_postgresql(dialect)
         compiled = statement.compile(dialect=dialect, column_keys=list(keys))
@@ -189,7 +190,7 @@ class WriteStatement:
                 self.rows_per_statement = max(1, SQLITE_MAX_VARIABLES // len(names))
         elif dialect.name == 'postgresql':
             shape = _values_group(self.sql, len(names))
-            if shape is not None and all(name in tasks.c for name in names):
+            if json_rows and shape is not None and all(name in tasks.c for name in names):
                 head, _, tail = shape
                 self._recordset = '%sSELECT * FROM json_to_recordset(%%s::json) AS u(%s)%s' % (
                     head.replace(' VALUES ', ' '), ', '.join(
@@ -296,9 +297,12 @@ class Query:
 class Driver:
     """The named statements of one database dialect, compiled on first use."""
 
-    def __init__(self, dialect: Any):
+    def __init__(self, dialect: Any, json_rows: bool = True):
         self.dialect = dialect
         self.name = dialect.name
+        #: PostgreSQL: a batch in one statement of JSON rows (False: psycopg's
+        #: executemany, a statement a row, as before; the benchmark's baseline).
+        self.json_rows = json_rows
         self._writes: dict[tuple[str, tuple[str, ...]], WriteStatement] = {}
         self._queries: dict[tuple[str, int], Query] = {}
 
@@ -308,7 +312,7 @@ class Driver:
         if statement is None:
             build = published_statement if kind == 'published' else event_statement
             statement = self._writes[(kind, tuple(keys))] = WriteStatement(
-                build(self.name), keys, self.dialect)
+                build(self.name), keys, self.dialect, self.json_rows)
         return statement
 
     def cancelled_among(self, task_ids: Sequence[str]) -> tuple[str, Any]:
