@@ -11,6 +11,8 @@ from sqlalchemy import select
 from kale import records
 from kale.store.sql.driver import (
     POSTGRESQL_ROWS_PER_STATEMENT,
+    SQLITE_MAX_ROWS,
+    SQLITE_MAX_VARIABLES,
     all_cancelled_statement,
     cancelled_among_statement,
     event_statement,
@@ -79,7 +81,8 @@ def test_the_many_row_insert_is_sqlalchemys_own(any_records_url):
             assert 'json_to_recordset' in sql and json.loads(document)[0]['id'] == 'x'
             assert sql.endswith(statement.sql.split(') ON CONFLICT ', 1)[1])
             continue
-        assert statement.rows_per_statement == 999 // len(statement.names)
+        assert statement.rows_per_statement == min(SQLITE_MAX_ROWS, SQLITE_MAX_VARIABLES
+                                                   // len(statement.names))
         for count in (1, 2, 5, 17):
             assert statement.multirow_sql(count) == many_rows_sql(
                 build('sqlite'), KEYS, store.engine.dialect, count)
