@@ -77,8 +77,8 @@ def load(store: RecordStore, n: int, now: float) -> float:
     with store.begin(write=True) as conn:
         counters.recount(conn)
         counters.add_triggers(conn)
-        if store.dialect == 'postgresql':
-            conn.exec_driver_sql('ANALYZE kale_tasks')
+        if store.dialect == 'postgresql':       # as autovacuum would soon after
+            conn.exec_driver_sql('ANALYZE')
     return time.monotonic() - started
 
 
