@@ -75,6 +75,10 @@ def first_whole_minute(since: float) -> int:
     return math.ceil(since / MINUTE)
 
 
+_EMPTY_POINT: dict[str, Any] = {**{ran.value: 0 for ran in RAN}, 'duration_sum': 0.0, 'timed': 0}
+_CANCELLED = TaskStatus.CANCELLED.value
+
+
 def timeline_of(minutes: Iterable[MinuteRow], edge: Iterable[MinuteRow],
                 bucket_sec: int, unit: int = MINUTE) -> dict[str, dict[int, dict[str, Any]]]:
     """The timeline's points by task and bucket number: the counted minutes,
@@ -94,10 +98,12 @@ def timeline_of(minutes: Iterable[MinuteRow], edge: Iterable[MinuteRow],
         found[2] += timed
     series: dict[str, dict[int, dict[str, Any]]] = {}
     for (task, bucket, status), (runs, summed, timed_runs) in sums.items():
-        point = series.setdefault(task, {}).setdefault(
-            bucket, {**{ran.value: 0 for ran in RAN}, 'duration_sum': 0.0, 'timed': 0})
+        points = series.setdefault(task, {})
+        point = points.get(bucket)
+        if point is None:
+            point = points[bucket] = dict(_EMPTY_POINT)
         point[status] += int(runs)
-        if timed_runs and status != TaskStatus.CANCELLED:      # a scan: mean of the timed, times all
+        if timed_runs and status != _CANCELLED:      # a scan: mean of the timed, times all
             point['duration_sum'] += summed / timed_runs * runs
             point['timed'] += int(runs)
     return series
