@@ -664,3 +664,29 @@ def test_no_refresh_while_the_tab_is_hidden_and_one_at_once_when_shown(browser, 
             set_visibility(page, 'visible')
     finally:
         page.close()
+
+
+def test_a_slow_refresh_doubles_the_pause_before_the_next(browser, web, some_records):
+    """A refresh whose answers take over a second (on the page's clock) is
+    followed by a pause of twice REFRESH_MS; a quick one brings it back."""
+    page = browser.new_page()
+    held = []
+    try:
+        start = time.time()
+        page.clock.install(time=start)
+        page.clock.pause_at(start + 1)
+        page.goto(web)
+        page.wait_for_selector('body[data-refresh-ms="3000"]', timeout=15000)
+        page.route('**/api/tasks/summary*', lambda route: held.append(route))  # answered later
+        page.clock.run_for(3500)                                 # the next refresh starts
+        while not held:
+            page.wait_for_timeout(50)
+        page.clock.run_for(1500)                                 # the answer takes 1.5 s
+        held[0].continue_()
+        page.unroute('**/api/tasks/summary*')
+        page.wait_for_selector('body[data-refresh-ms="6000"]')
+        with page.expect_request(is_summary):
+            page.clock.run_for(6500)
+        page.wait_for_selector('body[data-refresh-ms="3000"]')
+    finally:
+        page.close()
