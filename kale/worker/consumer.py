@@ -57,7 +57,7 @@ from kale.backoff import Backoff
 from kale.broker import Broker
 from kale.clock import SYSTEM_CLOCK, Clock
 from kale.codec import Codec
-from kale.events import OUTCOMES, Settle, Settlement
+from kale.events import OUTCOMES, Outcome, Settle, Settlement
 from kale.exceptions import BatchSendError, KaleError, SQSError
 from kale.fair import keep_tenant
 from kale.queue_config import TaskQueue
@@ -87,6 +87,25 @@ def fifo_copy(settlement: Settlement) -> Optional[OutgoingMessage]:
 
 #: Every kind of settling, in order.
 _KINDS = tuple(Settle)
+
+
+def _behind_their_group(held: list[Settlement]) -> None:
+    """FIFO: a group's messages released because an earlier one of the group
+    is held for its retry stay invisible as long as that one (a release alone
+    is made visible at once). SQS would not deliver them before it anyway, but
+    an emulator may (LocalStack delivers a message made visible while an
+    earlier one of its group is still in flight), which breaks the order."""
+    holds: dict[str, int] = {}
+    for settlement in held:
+        group = settlement.received.group_id
+        if settlement.hold_sec and group is not None:
+            holds[group] = max(holds.get(group, 0), settlement.hold_sec)
+    if holds:
+        for settlement in held:
+            group = settlement.received.group_id
+            if settlement.outcome is Outcome.RELEASE and not settlement.hold_sec \
+                    and group in holds:
+                settlement.hold_sec = holds[group]
 
 
 def _by_kind(settlements: Sequence[Settlement]) -> dict[Settle, list[Settlement]]:
@@ -160,8 +179,9 @@ class Consumer:
         by_kind = _by_kind(batch.settlements)
         dead_letters = by_kind[Settle.DEAD_LETTER]
         if batch.fifo:      # a retry or release stays in its group; no copy jumps the line
-            self._hold(batch, [s for s in batch.settlements
-                               if OUTCOMES[s.outcome].holds_group], retry)
+            held = [s for s in batch.settlements if OUTCOMES[s.outcome].holds_group]
+            _behind_their_group(held)
+            self._hold(batch, held, retry)
             for settlement in dead_letters:
                 settlement.copy = fifo_copy(settlement)
         else:
