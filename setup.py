@@ -47,6 +47,9 @@ setup(
         # Periodic tasks (kale scheduler): cron expressions, time zones on
         # systems without a zone database, and the task records for the lease.
         'schedules': ['cronsim>=2.6', 'tzdata', 'SQLAlchemy>=2.0'],
+        # The docs site (`make docs`): MkDocs with the Material theme, and
+        # mkdocstrings for the Python API reference.
+        'docs': ['mkdocs>=1.6', 'mkdocs-material>=9.5', 'mkdocstrings[python]>=0.26'],
         # Test, lint and type-checking tools.
         'dev': [
             'pytest>=7',
