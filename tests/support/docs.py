@@ -81,10 +81,10 @@ def free_port() -> int:
 
 def scratch(path: str) -> None:
     """A scratch directory that looks like the checkout's root to a block:
-    the .venv, the queue config, the settings and the example."""
+    the .venv, the queue config, the settings, the example and the benchmarks."""
     import sys
     os.symlink(sys.prefix, os.path.join(path, '.venv'))
-    for name in ('queue_config.yaml', 'settings', 'example'):
+    for name in ('queue_config.yaml', 'settings', 'example', 'bench'):
         os.symlink(os.path.join(ROOT, name), os.path.join(path, name))
 
 

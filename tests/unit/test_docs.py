@@ -7,6 +7,8 @@ import importlib.util
 import json
 import os
 import re
+import sys
+import types
 
 import pytest
 import yaml
@@ -58,13 +60,20 @@ PYTHON_PAGES = sorted({block.page for block in docs.all_blocks()
 
 
 @pytest.mark.parametrize('page', PYTHON_PAGES)
-def test_the_python_blocks_of_a_page_run(page, tmp_path, monkeypatch):
+def test_the_python_blocks_of_a_page_run(page, tmp_path, monkeypatch, settings_env):
     """In order, in one namespace, in a scratch directory, with no settings
-    module: each block says what it needs (an App on the memory transport)."""
+    module (each block makes what it needs: an App on the memory transport),
+    beside the checkout's queue_config.yaml."""
+    docs.scratch(str(tmp_path))
     monkeypatch.chdir(tmp_path)
     for name in [name for name in os.environ if name.startswith('KALE_')]:
         monkeypatch.delenv(name)
-    namespace = {'__name__': 'docs_example'}
+    settings_env()                      # the settings read again: the defaults alone
+    # A module of its own, importable while the test runs, so that a worker
+    # finds the page's task classes by their path, as it finds yours.
+    module = types.ModuleType('docs_example_' + re.sub(r'\W', '_', page[:-3]))
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    namespace = module.__dict__
     for block in docs.runnable(page, 'python'):
         exec(compile(block.code, str(block), 'exec'), namespace)
         for name, value in list(namespace.items()):
