@@ -19,6 +19,7 @@ import os
 import re
 import socket
 import subprocess
+import sys
 from typing import Optional
 
 from tests.support.endpoint import ROOT
@@ -81,18 +82,20 @@ def free_port() -> int:
 
 def scratch(path: str) -> None:
     """A scratch directory that looks like the checkout's root to a block:
-    the .venv, the queue config, the settings, the example and the benchmarks."""
-    import sys
+    the .venv, the queue config, the settings, the example, the benchmarks and the
+    tests (which the benchmarks use)."""
     os.symlink(sys.prefix, os.path.join(path, '.venv'))
-    for name in ('queue_config.yaml', 'settings', 'example', 'bench'):
+    for name in ('queue_config.yaml', 'settings', 'example', 'bench', 'tests'):
         os.symlink(os.path.join(ROOT, name), os.path.join(path, name))
 
 
 def run_script(script: str, cwd: str, timeout: float = 240) -> subprocess.CompletedProcess:
     """Run shell blocks as one script: ``set -e``, the endpoint (``kale
-    sqs-local &``) and ``kale web &`` on free ports, and whatever the script
-    started in the background stopped at its end."""
+    sqs-local &``) and ``kale web &`` on free ports, the virtualenv active,
+    and whatever the script started in the background stopped at its end."""
     env = {k: v for k, v in os.environ.items() if not k.startswith('KALE_')}
+    # As in the reader's shell, the checkout's virtualenv is active.
+    env['PATH'] = os.path.dirname(sys.executable) + os.pathsep + env.get('PATH', '')
     if 'kale sqs-local &' in script:
         assert script.count('kale sqs-local &') == 1, script
         port = free_port()
