@@ -83,9 +83,10 @@ def test_the_python_blocks_of_a_page_run(page, tmp_path, monkeypatch, settings_e
 
 
 def test_the_checked_blocks_parse():
+    import jsonschema
+
     from kale.queue_config import parse_queue_config
     from kale.submission import schema
-    import jsonschema
     checked = [block for block in docs.all_blocks() if block.mode == 'check']
     assert {block.argument for block in checked} >= {'json', 'yaml', 'queue-config'}
     for block in checked:
@@ -155,7 +156,7 @@ def test_the_nav_names_every_page_and_only_pages_that_exist():
 
     def walk(entries):
         for entry in entries:
-            value = entry if isinstance(entry, str) else list(entry.values())[0]
+            value = entry if isinstance(entry, str) else next(iter(entry.values()))
             if isinstance(value, list):
                 walk(value)
             else:
