@@ -21,8 +21,9 @@ class Project:
     """The test project on one database, and on this test's queues when
     given ``sqs``."""
 
-    def __init__(self, database, sqs=None):
+    def __init__(self, database, sqs=None, root=PROJECT):
         self.database = database
+        self.root = root
         env = {k: v for k, v in os.environ.items() if not k.startswith('KALE_')}
         env.update(PYTHONPATH=ROOT, PYTHONUNBUFFERED='1', KALE_TEST_DJANGO_DB=database)
         env.pop('DJANGO_SETTINGS_MODULE', None)
@@ -31,7 +32,7 @@ class Project:
         self.env = env
 
     def manage(self, *args, check=True, **env):
-        result = subprocess.run([sys.executable, 'manage.py', *args], cwd=PROJECT,
+        result = subprocess.run([sys.executable, 'manage.py', *args], cwd=self.root,
                                 env=dict(self.env, **env), capture_output=True, text=True,
                                 timeout=120)
         if check:

@@ -1,4 +1,6 @@
 """The shop's tasks, found by Kale as the app's ``tasks`` module."""
+import os
+
 from kale import task
 
 
@@ -19,3 +21,21 @@ class Nightly(task.Task):
 
     def run_task(self):
         pass
+
+
+def _ran(name, order_id):
+    with open(os.environ['KALE_TEST_DJANGO_RUNS'], 'a') as out:
+        out.write('%s %s\n' % (name, order_id))
+
+
+class SendConfirmation(task.Task):
+    """The README's example task: notes its run in $KALE_TEST_DJANGO_RUNS."""
+    queue = 'default'
+
+    def run_task(self, order_id):
+        _ran('SendConfirmation', order_id)
+
+
+class ChargeCard(SendConfirmation):
+    def run_task(self, order_id):
+        _ran('ChargeCard', order_id)
