@@ -25,7 +25,7 @@ $(BIN)/python:
 
 # Reinstall when the packaging changes; the stamp records the last install.
 $(VENV)/.installed: setup.py | $(BIN)/python
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[local,records,postgres,web,submit,metrics,otel,webhooks,schedules,docs,dev]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[local,records,postgres,web,submit,metrics,otel,webhooks,schedules,django,docs,dev]'
 	@touch $@
 
 install: $(VENV)/.installed

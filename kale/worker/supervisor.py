@@ -147,8 +147,8 @@ class Supervisor:
 def worker_command(args: Any) -> list[str]:
     """The ``kale worker`` command line for one supervised worker."""
     import sys
-    command = [sys.executable, '-m', 'kale', 'worker', '--log-level', args.log_level,
-               '--aws-log-level', args.aws_log_level]
+    command = list(getattr(args, 'kale_command', None) or [sys.executable, '-m', 'kale'])
+    command += ['worker', '--log-level', args.log_level, '--aws-log-level', args.aws_log_level]
     if args.settings:
         command += ['--settings', args.settings]
     if args.queues:

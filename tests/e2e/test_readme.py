@@ -2,6 +2,7 @@
 (but for the endpoint's port: see :func:`run_block`)."""
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -75,6 +76,19 @@ def test_the_example_runs_as_its_readme_says(tmp_path):
     total = next(line.split() for line in result.stdout.splitlines() if line.startswith('total'))
     assert total == ['total', '0', '0', '0', '19', '1', '0', '0', '0'], 'records: queued ' \
         'running scheduled succeeded failed cancelled purged deduplicated'
+
+
+@pytest.mark.slow
+def test_the_django_example_runs_as_its_readme_says(tmp_path):
+    """In a copy of example/django (it writes its database there)."""
+    os.symlink(sys.prefix, tmp_path / '.venv')
+    shutil.copytree(os.path.join(ROOT, 'example', 'django'), tmp_path / 'example' / 'django',
+                    ignore=shutil.ignore_patterns('db.sqlite3*', '__pycache__'))
+    result = run_block(shell_block('example/django/README.md', '## Run it'), tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert re.search(r'order 1 placed; its confirmation is task [0-9a-f]{32}', result.stdout)
+    assert 'order 1 (a teapot) confirmed' in result.stderr, result.stderr
+    assert re.search(r'orders\.tasks\.SendConfirmation +default +succeeded', result.stdout)
 
 
 def test_the_readme_settings_reference_is_the_table():
