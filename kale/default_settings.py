@@ -9,9 +9,8 @@ application at any point before it publishes or works.
 
 The table is what everything else comes from: :class:`kale.config.Config`
 (its fields), the checks run when settings load (one line naming a wrong
-value), the README's settings reference and ``kale settings``
-(``kale settings --markdown`` prints the reference; a test holds the README
-to it).
+value), the docs' settings reference and ``kale settings`` (the docs
+site's reference page is ``kale settings --markdown``, made when it builds).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The README's web framework examples run as written: FastAPI and Flask
+"""The web frameworks guide's examples (docs/how-to/django-fastapi.md) run as written: FastAPI and Flask
 in this process (SendConfirmation and SendReminder from tests/web_tasks.py,
 an ``engine`` with the outbox's tables, the ``Order`` model or the
 ``orders`` table given), Django in a copy of the test project through
@@ -20,8 +20,8 @@ from tests.unit.test_apublish import queued
 
 
 def python_blocks(heading):
-    """The ```python blocks of the README's section ``heading``."""
-    text = open(os.path.join(ROOT, 'README.md')).read()
+    """The ```python blocks of the guide's section ``heading``."""
+    text = open(os.path.join(ROOT, 'docs', 'how-to', 'django-fastapi.md')).read()
     section = text.split('\n%s\n' % heading, 1)[1].split('\n## ', 1)[0].split('\n### ', 1)[0]
     return re.findall(r'```python\n(.*?)```', section, re.S)
 
@@ -48,10 +48,10 @@ def test_the_fastapi_example(memory_broker, engine):
         id = Column(Integer, primary_key=True)
         item = Column(String(100))
     model.metadata.create_all(engine)
-    [block] = python_blocks('### FastAPI')
+    [block] = python_blocks('## FastAPI')
     namespace = {'engine': engine, 'Order': Order, 'SendConfirmation': web_tasks.SendConfirmation,
                  'SendReminder': web_tasks.SendReminder}
-    exec(compile(block, 'README.md', 'exec'), namespace)
+    exec(compile(block, 'docs/how-to/django-fastapi.md', 'exec'), namespace)
     with TestClient(namespace['api']) as client:
         created = client.post('/orders', params={'item': 'teapot'})
         reminded = client.post('/orders/1/reminder')
@@ -66,11 +66,11 @@ def test_the_flask_example(memory_broker, engine):
     orders = Table('orders', MetaData(), Column('id', Integer, primary_key=True),
                    Column('item', String(100)))
     orders.create(engine)
-    [block] = python_blocks('### Flask')
+    [block] = python_blocks('## Flask')
     namespace = {'__name__': 'myapp', 'engine': engine, 'orders': orders,
                  'SendConfirmation': web_tasks.SendConfirmation,
                  'SendReminder': web_tasks.SendReminder}
-    exec(compile(block, 'README.md', 'exec'), namespace)
+    exec(compile(block, 'docs/how-to/django-fastapi.md', 'exec'), namespace)
     client = namespace['create_app']().test_client()
     created = client.post('/orders', data={'item': 'teapot'})
     reminded = client.post('/orders/1/reminder')
@@ -87,7 +87,7 @@ from project.settings import KALE as TEST_KALE
 
 INSTALLED_APPS = [app for app in INSTALLED_APPS if app != 'kale.contrib.django']  # noqa: F405
 %s
-KALE = {**TEST_KALE, **KALE}                # the README's, on the test's endpoint and queues
+KALE = {**TEST_KALE, **KALE}                # the guide's, on the test's endpoint and queues
 '''
 READMES_VIEW = '''from django.http import JsonResponse
 
@@ -99,13 +99,13 @@ from shop.tasks import ChargeCard, SendConfirmation
 
 @pytest.mark.slow
 def test_the_django_example(sqs, tmp_path):
-    """The README's settings and view in a copy of the test project: the
+    """The guide's settings and view in a copy of the test project: the
     view commits an order, its task on commit and another in the outbox;
     the relay and a worker run both."""
     from kale.records.recorder import reset_recorders
     root = tmp_path / 'project'
     shutil.copytree(PROJECT, root, ignore=shutil.ignore_patterns('__pycache__', '*.sqlite3'))
-    settings_block, view_block = python_blocks('### Django')
+    settings_block, view_block = python_blocks('## Django')
     (root / 'project' / 'readme_settings.py').write_text(READMES_SETTINGS % settings_block)
     (root / 'shop' / 'readme_views.py').write_text(READMES_VIEW % view_block)
     runs = tmp_path / 'runs'

@@ -89,17 +89,23 @@ def scratch(path: str) -> None:
         os.symlink(os.path.join(ROOT, name), os.path.join(path, name))
 
 
-def run_script(script: str, cwd: str, timeout: float = 240) -> subprocess.CompletedProcess:
+def run_script(script: str, cwd: str, timeout: float = 240,
+               engine: str = 'moto') -> subprocess.CompletedProcess:
     """Run shell blocks as one script: ``set -e``, the endpoint (``kale
-    sqs-local &``) and ``kale web &`` on free ports, the virtualenv active,
-    and whatever the script started in the background stopped at its end."""
+    sqs-local &``, on ``engine``) and ``kale web &`` on free ports, the
+    virtualenv active, and whatever the script started in the background
+    stopped at its end."""
     env = {k: v for k, v in os.environ.items() if not k.startswith('KALE_')}
     # As in the reader's shell, the checkout's virtualenv is active.
     env['PATH'] = os.path.dirname(sys.executable) + os.pathsep + env.get('PATH', '')
     if 'kale sqs-local &' in script:
         assert script.count('kale sqs-local &') == 1, script
         port = free_port()
-        script = script.replace('kale sqs-local &', 'kale sqs-local --port %d &' % port)
+        script = script.replace('kale sqs-local &', 'kale sqs-local --engine %s --port %d &'
+                                % (engine, port))
+        if engine == 'fauxqs':          # Node.js takes longer than moto to listen
+            script = script.replace('kale sqs-local --engine fauxqs --port %d & sleep 1' % port,
+                                    'kale sqs-local --engine fauxqs --port %d & sleep 3' % port)
         env['KALE_SQS_ENDPOINT'] = 'http://127.0.0.1:%d' % port
     if 'kale web &' in script:
         port = free_port()
