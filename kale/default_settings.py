@@ -190,7 +190,8 @@ class Settings:
     # --- The worker -----------------------------------------------------------
 
     DIE_ON_RESIDENT_SET_SIZE_MB: float = setting(256, number(0),
-        'exit with code 3 past this resident memory; 0 turns it off')
+        'exit with code 3 past this resident memory; 0 turns it off (a worker on the '
+        "in-memory transport, in a test's process, checks only a limit set explicitly)")
     WORKER_POOL: str = setting('serial', one_of(*WORKER_POOLS),
         "how a worker runs its tasks: `'serial'` (one at a time), `'threads'` or `'asyncio'` "
         '(many at once; see [Concurrency](#concurrency)); `kale worker --pool`')

@@ -103,6 +103,8 @@ class MemoryTransport:
 
     #: Its queues live in this process: development keys are fine.
     local = True
+    #: Its workers run in the process of a test (see kale.worker.limits).
+    in_process = True
 
     def __init__(self, latency_sec: float = 0.0, clock: Clock = SYSTEM_CLOCK,
                  on_request: Optional[Callable[[str], None]] = None,

@@ -32,7 +32,7 @@ from kale.worker.cancelled import skip_cancelled
 from kale.worker.consumer import Consumer
 from kale.worker.flow import FlowGate
 from kale.worker.heartbeat import Heartbeat
-from kale.worker.limits import EXIT_OK, EXIT_STUCK, MemoryLimit, over_limits, supervisor_pid
+from kale.worker.limits import EXIT_OK, EXIT_STUCK, MemoryLimit, memory_limit_mb, over_limits, supervisor_pid
 from kale.worker.outage import Outage
 from kale.worker.parts import (
     choose_queues,
@@ -104,7 +104,7 @@ class WorkerBase:
                              config.BURST_GIVE_UP_SEC if burst else None,
                              lambda seconds: self._sleep(seconds), clock=clock)
         self.burst_end = BurstEnd(self.name, wall_clock=clock.time)
-        self.memory_limit = MemoryLimit(config.DIE_ON_RESIDENT_SET_SIZE_MB)
+        self.memory_limit = MemoryLimit(memory_limit_mb(config, self.broker.transport))
         self.signals = StopSignals(self.name, on_stop=self.stop, in_task=lambda: self._in_task)
         self.exit_code = EXIT_OK
         self._stopping = False
