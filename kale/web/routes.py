@@ -24,6 +24,7 @@ from kale.exceptions import (
     RecordsError,
     RecordsUnavailableError,
 )
+from kale.records import controls
 from kale.records.queries import parse_filter, parse_limit
 from kale.records.recorder import OWN_WRITES_SEC
 from kale.scaling import serving_workers
@@ -307,17 +308,27 @@ class Api:
     # --- queues and workers --------------------------------------------------------------
 
     def queues(self, request: Request) -> dict[str, Any]:
+        """Each queue's counts, throughput over the last minute and whether
+        it is paused (records off: none is)."""
         statuses = admin.queue_statuses(self.broker)
         try:
             last_minute = self.queries.timeline(60, 60)['queues_last_minute']
+            paused = controls.paused_queues(self.records_url, self._app)
         except RecordsError:
-            last_minute = {}
+            last_minute, paused = {}, {}
         rows = []
         for status in statuses:
             row = status.as_dict()
             row['throughput_per_min'] = last_minute.get(status.name, 0)
+            row['paused_at'] = iso(paused.get(status.name))
             rows.append(row)
         return {'queues': rows}
+
+    def pause_queue(self, request: Request) -> dict[str, Any]:
+        return controls.pause_queue(request.path_params['name'], self.records_url, self._app)
+
+    def resume_queue(self, request: Request) -> dict[str, Any]:
+        return controls.resume_queue(request.path_params['name'], self.records_url, self._app)
 
     def purge(self, request: Request) -> dict[str, Any]:
         """Delete every message of the queue (SQS PurgeQueue), only when
@@ -359,7 +370,11 @@ class Api:
 
     def workers(self, request: Request) -> dict[str, Any]:
         state = request.query_params.get('state') or None
-        return {'workers': [w.as_json() for w in self.queries.workers(state)]}
+        return {'workers': controls.workers(state, self.records_url, self._app)}
+
+    def stop_worker(self, request: Request) -> dict[str, Any]:
+        return controls.stop_worker(request.path_params['worker_id'], self.records_url,
+                                    self._app)
 
     # --- schedules ------------------------------------------------------------------------
 
