@@ -181,6 +181,14 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              (_param('window', 'seconds back, default 3600; auto: the shortest of an hour, a '
                                'day and a week with tasks in it'),
               _param('bucket', 'seconds per point', 'number'))),
+    Endpoint('GET', '/api/activity', 'activity',
+             'Runs that ended over time per queue or per task: succeeded, failed, cancelled, '
+             'retried (attempts that failed and were retried) and the mean duration',
+             _answer('the series', by=_text, bucket_sec=_int, window_sec=_int, series=_obj),
+             (_param('by', 'queue (default) or task', one_of=['queue', 'task']),
+              _param('window', 'seconds back; auto (default): the shortest of an hour, a '
+                               'day and a week with runs in it'),
+              _param('bucket', 'seconds per point', 'number'))),
     Endpoint('GET', '/api/schedules', 'list_schedules',
              'The periodic tasks: each schedule, its next run times, its last tick and the '
              "state of that tick's task; the broken ones (not run), each with its error; and "

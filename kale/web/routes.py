@@ -236,6 +236,21 @@ class Api:
         bucket = int(_number(request, 'bucket', max(60, window // 60), 1, 24 * 3600))
         return self.queries.timeline(window, bucket)
 
+    def activity(self, request: Request) -> dict[str, Any]:
+        """Runs that ended over a window by outcome (retries too) and their
+        mean duration, per queue or per task; ``window=auto`` as the timeline's."""
+        by = request.query_params.get('by', 'queue')
+        if request.query_params.get('window', 'auto') == 'auto':
+            answer: dict[str, Any] = {}
+            for window_sec in AUTO_WINDOWS_SEC:
+                answer = self.queries.activity(by, window_sec, window_sec // 60)
+                if answer['series']:
+                    break
+            return answer
+        window = _number(request, 'window', 3600, 60, 7 * 24 * 3600)
+        bucket = int(_number(request, 'bucket', max(60, window // 60), 1, 24 * 3600))
+        return self.queries.activity(by, window, bucket)
+
     # --- workflows --------------------------------------------------------------------
 
     def _workflow_records(self) -> None:
