@@ -170,6 +170,9 @@ const tasks = {
     const [{ summary }, found, count, queues] = await Promise.all([summaryAndTimeline(filter, false),
       api('tasks?' + listed), api('tasks/count?' + withStatus), knownQueues()]);
     countCards(summary, params);
+    document.querySelectorAll('#tasks th[data-sort] a.sort').forEach((sort) => {
+      sort.setAttribute('href', sortHref(sort.parentElement.dataset.sort, params));
+    });
     const select = byId('filter-queue');
     if (select && select.options.length <= 2) {
       for (const name of queues) if (name !== params.get('queue')) select.append(el('option', { value: name }, name));
@@ -197,11 +200,16 @@ function sortHeader(header, route) {
   if (!key) return el('th', { scope: 'col' }, text);
   const current = route.params.get('sort');
   const descending = current === '-' + key;
-  const target = new URLSearchParams(route.params);
-  target.set('sort', current === key ? '-' + key : key);
   return el('th', { scope: 'col', class: header.endsWith(' #') ? 'num' : '', 'data-sort': key,
     'aria-sort': current === key ? 'ascending' : descending ? 'descending' : null },
-  a('#/tasks?' + target, text, { class: 'sort' }));
+  a(sortHref(key, route.params), text, { class: 'sort' }));
+}
+
+// The address that sorts by ``key`` (the other way when it sorts by it already).
+function sortHref(key, params) {
+  const target = new URLSearchParams(params);
+  target.set('sort', params.get('sort') === key ? '-' + key : key);
+  return '#/tasks?' + target;
 }
 
 function sorted(rows, params) {
