@@ -30,6 +30,7 @@ from kale.worker.batch import Batch
 from kale.worker.burst import BurstEnd
 from kale.worker.cancelled import skip_cancelled
 from kale.worker.consumer import Consumer
+from kale.worker.control import WorkerControl
 from kale.worker.flow import FlowGate
 from kale.worker.heartbeat import Heartbeat
 from kale.worker.limits import EXIT_OK, EXIT_STUCK, MemoryLimit, memory_limit_mb, over_limits, supervisor_pid
@@ -99,6 +100,9 @@ class WorkerBase:
         self.hooks.awaiter = self.runner.await_hook     # coroutine hooks run on its loop
         self.settler: Optional[Settler] = None
         self.heartbeat = Heartbeat(self.broker, clock=clock)
+        #: What operators ask of it through the records (kale.worker.control).
+        self.obey = WorkerControl(self.name, self, self.consumer.pauses,
+                                  [queue.name for queue in self.queues])
         self.flow = FlowGate(config, self.app.codec, clock=clock)
         self.outage = Outage(self.name, config.SQS_ERROR_MAX_BACKOFF_SEC,
                              config.BURST_GIVE_UP_SEC if burst else None,

@@ -63,6 +63,7 @@ from kale.fair import keep_tenant
 from kale.queue_config import TaskQueue
 from kale.transport import OutgoingMessage, VisibilityChange
 from kale.worker.batch import COPY_MIN_SEC, Batch, SettleDeferred, visibility_clock_start
+from kale.worker.control import QueuePauses
 from kale.worker.dead_runs import send_dead_runs
 from kale.worker.suspects import release, release_copy
 
@@ -140,20 +141,36 @@ class Consumer:
         #: When set (a ``clock()`` time), retrying stops then even if a batch's
         #: deadline is later: a stopping worker does not wait out an outage.
         self.give_up_at: Optional[float] = None
+        #: The queues nothing is received from (see :mod:`kale.worker.control`).
+        self.pauses = QueuePauses()
 
     # --- receiving -------------------------------------------------------------------
 
     def receive(self, queue: TaskQueue, wait_sec: Optional[int] = None,
               max_messages: Optional[int] = None) -> Batch:
         """Receive up to ``max_messages`` (default ``batch_size``) messages,
-        long polling ``wait_sec`` (default the queue's), as a Batch."""
+        long polling ``wait_sec`` (default the queue's), as a Batch. Nothing
+        from a paused queue: an empty batch, after the long poll's wait (cut
+        short by a resume), and what a receive brings once its queue was
+        paused meanwhile goes back to SQS at once."""
+        if queue.name in self.pauses:
+            self.pauses.wait(queue.name, queue.long_poll_time_sec if wait_sec is None
+                             else wait_sec)
+            now = self.clock.monotonic()
+            return Batch(queue, [], now, self.broker.sqs_name(queue))
         started = self.clock.monotonic()
         messages = self.broker.receive(queue, max_messages, wait_sec=wait_sec)
         ended = self.clock.monotonic()
         if wait_sec == 0:           # a long poll's wait says nothing about the endpoint
             self._receive_times.append(ended - started)
-        return Batch(queue, messages, visibility_clock_start(started, ended),
-                     self.broker.sqs_name(queue))
+        batch = Batch(queue, messages, visibility_clock_start(started, ended),
+                      self.broker.sqs_name(queue))
+        if messages and queue.name in self.pauses:
+            logger.info('queue %s was paused while a receive was out: %d message(s) given '
+                        'back unrun', queue.name, len(messages))
+            self.settle(batch)      # nothing settled: every message released
+            return Batch(queue, [], batch.received_at, batch.sqs_name)
+        return batch
 
     @property
     def recent_receive_sec(self) -> float:

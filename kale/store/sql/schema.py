@@ -242,6 +242,16 @@ concurrency_leases = Table(
     Index('kale_concurrency_leases_worker', 'worker'),
 )
 
+#: What operators ask of running workers (kale.store.controls, schema
+#: version 13): a paused queue (kind ``pause``, the queue's name) or a stop
+#: asked of a worker (kind ``stop``, its ``kale_workers.id``).
+controls = Table(
+    'kale_controls', metadata,
+    Column('kind', String(16), primary_key=True),
+    Column('name', String(160), primary_key=True),
+    Column('requested_at', Float, nullable=False),
+)
+
 schema_version = Table('kale_schema', metadata, Column('version', Integer, nullable=False))
 
 
@@ -256,7 +266,7 @@ def _create_v1(conn: Connection) -> None:
     """The tables as this Kale defines them (a new store gets every column at
     once; the later migrations then find nothing to add)."""
     for table in (tasks, workers, attempts, workflows, workflow_nodes, unique_keys, webhooks,
-                  scheduler_lease, schedules):
+                  scheduler_lease, schedules, controls):
         table.create(conn, checkfirst=True)
 
 
@@ -326,6 +336,10 @@ def _add_retry_delay_v12(conn: Connection) -> None:
         conn.exec_driver_sql('ALTER TABLE kale_attempts ADD COLUMN retry_delay_sec FLOAT')
 
 
+def _add_controls_v13(conn: Connection) -> None:
+    controls.create(conn, checkfirst=True)
+
+
 #: (version, what it does, how): applied in order to bring a store up to date.
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, 'create kale_tasks and kale_workers', _create_v1),
@@ -341,6 +355,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (11, 'add kale_rate_buckets, kale_rate_reservations and kale_concurrency_leases',
      _add_flow_v11),
     (12, 'add kale_attempts.retry_delay_sec', _add_retry_delay_v12),
+    (13, 'add kale_controls (paused queues, stops asked of workers)', _add_controls_v13),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
