@@ -30,6 +30,7 @@ from kale.cli import (
     worker,
     workflows,
 )
+from kale.cli.options import with_common_defaults
 from kale.conf import ENVIRONMENT_VARIABLE, settings
 from kale.exceptions import ImproperlyConfigured, KaleError
 from kale.version import __version__
@@ -91,7 +92,7 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = 'kale',
         # Settings and task modules import from here, as in a script; appended,
         # so a file here (a yaml.py) cannot shadow an installed package.
         sys.path.append(os.getcwd())
-    args = build_parser(prog).parse_args(argv)
+    args = with_common_defaults(build_parser(prog).parse_args(argv))
     args.kale_command = list(command) if command else [sys.executable, '-m', 'kale']
     logs.configure(args.log_level, args.aws_log_level)
     try:

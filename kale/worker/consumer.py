@@ -92,10 +92,12 @@ _KINDS = tuple(Settle)
 
 def _behind_their_group(held: list[Settlement]) -> None:
     """FIFO: a group's messages released because an earlier one of the group
-    is held for its retry stay invisible as long as that one (a release alone
-    is made visible at once). SQS would not deliver them before it anyway, but
-    an emulator may (LocalStack delivers a message made visible while an
-    earlier one of its group is still in flight), which breaks the order."""
+    is held for its retry stay invisible until a second before it (a release
+    alone is made visible at once). SQS would not deliver them before it
+    anyway, but an emulator may: LocalStack delivers a message made visible
+    by a change to 0 while an earlier one of its group is in flight, which
+    breaks the order. Not as long as it: moto, given a group's messages
+    visible again together, hands out the last of them first."""
     holds: dict[str, int] = {}
     for settlement in held:
         group = settlement.received.group_id
@@ -106,7 +108,7 @@ def _behind_their_group(held: list[Settlement]) -> None:
             group = settlement.received.group_id
             if settlement.outcome is Outcome.RELEASE and not settlement.hold_sec \
                     and group in holds:
-                settlement.hold_sec = holds[group]
+                settlement.hold_sec = max(holds[group] - 1, 0)
 
 
 def _by_kind(settlements: Sequence[Settlement]) -> dict[Settle, list[Settlement]]:

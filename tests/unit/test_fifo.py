@@ -144,9 +144,9 @@ def test_a_group_completes_in_publish_order_through_a_failure_and_its_retry(app,
 def test_a_group_keeps_its_order_where_a_message_made_visible_jumps_its_group(app, record):
     """LocalStack delivers a FIFO message made visible by a visibility change
     to 0 while an earlier one of its group is still in flight; the group's
-    messages released behind a retry are held as long as it, so they cannot
-    come early even there."""
-    app = App(app.config.replace(RETRY_DELAY_MULTIPLE_SEC=1),
+    messages released behind a retry are held until a second before it, so
+    they cannot come early even there."""
+    app = App(app.config.replace(RETRY_DELAY_MULTIPLE_SEC=2),
               transport=MemoryTransport(releases_jump_groups=True))
     app.publish_batch(tasks.OrderedTask, None, [(('a1', 1), {}), (('a2',), {}), (('a3',), {})],
                       group_id='a')
