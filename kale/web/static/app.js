@@ -217,7 +217,8 @@ async function refresh() {
     document.getElementById('updated').textContent = 'updated ' + new Date().toLocaleTimeString();
     document.body.dataset.loaded = 'true';
   } catch (error) {
-    banner(error.message);
+    // A view left while its data came has nothing to say (its elements are gone).
+    if (shown === page.route) banner(error.message);
   } finally {
     page.busy = false;
     if (page.again) { page.again = false; refresh(); }
