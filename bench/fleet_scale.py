@@ -197,15 +197,16 @@ class Postgres:
         reads are not counted) and the server's CPU seconds."""
         import psycopg
         assert self.cluster is not None
-        found: dict[str, Any] = {'cpu': self.cpu_seconds(), 'statements': {}}
+        found: dict[str, Any] = {'cpu': self.cpu_seconds(), 'statements': {}, 'exec_ms': {}}
         with psycopg.connect('host=127.0.0.1 port=%d user=kale dbname=postgres'
                              % self.cluster.port, autocommit=True) as conn:
             if self.statements:
-                for query, calls in conn.execute(
-                        'SELECT s.query, s.calls FROM pg_stat_statements s JOIN pg_database d '
-                        'ON d.oid = s.dbid WHERE d.datname = %s', (database,)):
+                for query, calls, exec_ms in conn.execute(
+                        'SELECT s.query, s.calls, s.total_exec_time FROM pg_stat_statements s '
+                        'JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = %s', (database,)):
                     kind = statement_kind(query)
                     found['statements'][kind] = found['statements'].get(kind, 0) + calls
+                    found['exec_ms'][kind] = found['exec_ms'].get(kind, 0.0) + exec_ms
             row = conn.execute(
                 'SELECT xact_commit, xact_rollback, tup_inserted, tup_updated, tup_deleted, '
                 "pg_current_wal_lsn() - '0/0'::pg_lsn FROM pg_stat_database "
@@ -246,11 +247,12 @@ class Postgres:
 
 def since(after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
     """What happened between two snapshots."""
-    kinds = set(after['statements']) | set(before['statements'])
-    changed = {kind: after['statements'].get(kind, 0) - before['statements'].get(kind, 0)
-               for kind in kinds}
-    found = {name: after[name] - before[name] for name in after if name != 'statements'}
-    found['statements'] = {kind: calls for kind, calls in changed.items() if calls}
+    found = {name: after[name] - before[name] for name in after
+             if name not in ('statements', 'exec_ms')}
+    for name in ('statements', 'exec_ms'):
+        changed = {kind: value - before[name].get(kind, 0)
+                   for kind, value in after[name].items()}
+        found[name] = {kind: value for kind, value in changed.items() if value}
     return found
 
 
@@ -417,13 +419,15 @@ def print_costs(result: dict[str, Any]) -> None:
         return '  %s: %s' % (label, ', '.join('%s %.3f' % (kind, count / n) for kind, count in
                                               sorted(counts.items(), key=lambda kv: -kv[1])))
     worked = result['worked']
-    print('bench: fleet of %d, %d tasks in %.1fs; per task:\n%s\n%s\n%s\n%s\n%s\n'
+    exec_us = {kind: 1000.0 * ms for kind, ms in worked['exec_ms'].items()}
+    print('bench: fleet of %d, %d tasks in %.1fs; per task:\n%s\n%s\n%s\n%s\n%s\n%s\n'
           '  rows: %.2f inserted, %.2f updated, %.2f deleted; WAL %.0f bytes working, '
           '%.0f submitting' % (
               result['size'], n, result['seconds'],
               line('SQS working', result['requests']),
               line('SQS submitting', result['submit_requests']),
               line('statements working', worked['statements']),
+              line('statements working, time in the server (µs)', exec_us),
               line('statements submitting', result['submitted']['statements']),
               line("workers' round trips", result['round_trips']),
               worked['inserted'] / n, worked['updated'] / n, worked['deleted'] / n,
