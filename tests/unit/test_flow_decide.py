@@ -21,8 +21,12 @@ class RecordedSteps(MemoryFlow):
         return value
 
 
-def asks(*task_ids, rate=Rate(1, 1.0)):
-    return [Ask(task_id, rate=rate, rate_key='k') for task_id in task_ids]
+#: A bucket of one token a second.
+ONE_A_SECOND = Rate(1, 1.0)
+
+
+def asks(*task_ids):
+    return [Ask(task_id, rate=ONE_A_SECOND, rate_key='k') for task_id in task_ids]
 
 
 def test_a_batch_asks_without_looking_for_places_when_none_is_reserved():
