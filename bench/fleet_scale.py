@@ -70,7 +70,8 @@ PG_OPTIONS = ('shared_preload_libraries=pg_stat_statements', 'pg_stat_statements
 class RoundTrips:
     """Calls this process makes into psycopg that reach the server: execute
     (and the BEGIN psycopg sends before the first statement of a
-    transaction), executemany (pipelined: one), commit, rollback."""
+    transaction), executemany (pipelined: one), commit, rollback (a commit
+    in pipeline mode goes with the statements before it: not counted)."""
 
     def __init__(self) -> None:
         self.counts: collections.Counter[str] = collections.Counter()
@@ -89,8 +90,9 @@ class RoundTrips:
                 busy = conn.info.transaction_status != idle
                 if name == 'execute' and not busy and not conn.autocommit:
                     counts['BEGIN'] += 1
-                if name in ('commit', 'rollback') and not busy:
-                    return original(self, *args, **kwargs)       # nothing sent
+                if name in ('commit', 'rollback') and (not busy or conn._pipeline):
+                    return original(self, *args, **kwargs)       # nothing sent, or sent
+                    # with the pipeline's statements, counted already
                 counts[kind(args)] += 1
                 return original(self, *args, **kwargs)
 
