@@ -18,14 +18,14 @@ WORKERS ?= 6
 # test starts would compile them again.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: demo test test-slow test-fast lint types install clean
+.PHONY: demo test test-slow test-fast lint types install clean docs docs-serve
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 # Reinstall when the packaging changes; the stamp records the last install.
 $(VENV)/.installed: setup.py | $(BIN)/python
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[local,records,postgres,web,submit,metrics,otel,webhooks,schedules,dev]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[local,records,postgres,web,submit,metrics,otel,webhooks,schedules,django,docs,dev]'
 	@touch $@
 
 install: $(VENV)/.installed
@@ -50,5 +50,15 @@ test-slow: $(VENV)/.installed
 test-fast: $(VENV)/.installed
 	$(BIN)/python -m pytest -n $(WORKERS) -m 'not slow' $(PYTEST_ARGS)
 
+# The docs site, from docs/ and mkdocs.yml into site/: strict, so any
+# warning, broken link or missing reference fails. The reference pages are
+# made from the code as it builds (docs/_tools/reference.py).
+export NO_MKDOCS_2_WARNING = 1
+docs: $(VENV)/.installed
+	$(BIN)/mkdocs build --strict
+
+docs-serve: $(VENV)/.installed
+	$(BIN)/mkdocs serve --strict --dev-addr 127.0.0.1:8001
+
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build site *.egg-info .pytest_cache .mypy_cache .ruff_cache

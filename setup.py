@@ -47,6 +47,13 @@ setup(
         # Periodic tasks (kale scheduler): cron expressions, time zones on
         # systems without a zone database, and the task records for the lease.
         'schedules': ['cronsim>=2.6', 'tzdata', 'SQLAlchemy>=2.0'],
+        # Django: INSTALLED_APPS += ['kale.contrib.django'], the setting KALE,
+        # `manage.py kale`, publish_on_commit and the outbox on Django's
+        # connection (add `postgres` for PostgreSQL).
+        'django': ['Django>=4.2', 'SQLAlchemy>=2.0'],
+        # The docs site (`make docs`): MkDocs with the Material theme, and
+        # mkdocstrings for the Python API reference.
+        'docs': ['mkdocs>=1.6', 'mkdocs-material>=9.5', 'mkdocstrings[python]>=0.26'],
         # Test, lint and type-checking tools.
         'dev': [
             'pytest>=7',
@@ -63,6 +70,9 @@ setup(
             'playwright>=1.40',      # the dashboard's test, on Debian's chromium
             # the tracing tests export spans to memory
             'opentelemetry-sdk>=1.20',
+            # the README's FastAPI and Flask examples run in the tests
+            'fastapi>=0.110',
+            'flask>=2.3',
         ],
     },
     entry_points={

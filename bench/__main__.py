@@ -8,6 +8,7 @@
     python -m bench --endpoint fauxqs --scenarios workflow-chord,workflow-chain --latency-ms 0,10
     python -m bench --endpoint fauxqs --scenarios outbox-relay,outbox-lag,outbox-publish --latency-ms 0,10
     python -m bench --endpoint fauxqs --scenarios flow-rate,flow-concurrency,flow-fleet --latency-ms 0,10
+    python -m bench --endpoint fauxqs --scenarios fleet --latency-ms 10 --fleet-workers 1,2,4,8
     python -m bench --scenarios records-volume --runs 1
 
 Each ``--latency-ms`` value is a configuration of its own; all scenarios run
@@ -27,6 +28,7 @@ from typing import Any, Callable, NoReturn, Optional, Sequence
 
 from bench import (
     baseline,
+    fleet_scale,
     flow,
     idle,
     outbox,
@@ -44,10 +46,10 @@ SCENARIOS = ('publish', 'drain', 'latency', 'latency-shipped', 'idle', 'idle-shi
 #: Run only when named in --scenarios.
 OPTIONAL_SCENARIOS = ('drain-metrics', 'io-asyncio', 'io-threads', 'drain-pools',
                       'drain-versus', 'workflow-chord', 'workflow-chain') + outbox.SCENARIOS \
-    + flow.SCENARIOS + (volume.SCENARIO,)
+    + flow.SCENARIOS + (fleet_scale.SCENARIO, volume.SCENARIO)
 #: Of those, the ones that run worker processes (not on the memory transport).
-PROCESS_SCENARIOS = ('drain-versus', 'workflow-chord', 'workflow-chain', 'flow-fleet') \
-    + outbox.SCENARIOS
+PROCESS_SCENARIOS = ('drain-versus', 'workflow-chord', 'workflow-chain', 'flow-fleet',
+                     fleet_scale.SCENARIO) + outbox.SCENARIOS
 #: Kale with task records on beside off (bench/records.py); run with --records.
 RECORDS_SCENARIOS = ('publish-records', 'drain-records')
 
@@ -85,6 +87,9 @@ def collect(env: Environment, args: argparse.Namespace) -> dict[str, dict[str, A
         'outbox-publish': lambda: outbox.publish_figures(env, args.outbox_databases,
                                                          args.outbox_transactions),
     }
+    plan[fleet_scale.SCENARIO] = lambda: fleet_scale.figures(
+        env, args.fleet_postgres, args.fleet_workers, args.fleet_tasks, args.fleet_in_flight,
+        args.fleet_limit)
     plan[volume.SCENARIO] = lambda: volume.figures(env, args.rows, args.volume_databases,
                                                    args.volume_stores)
     for name in flow.SCENARIOS:
@@ -141,6 +146,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     # The outbox scenarios' database: a throwaway PostgreSQL cluster started on first use.
     args.outbox_databases = outbox.Databases(args.outbox_url, args.outbox_sync_commit)
     args.flow_databases = flow.databases(args.flow_url)
+    args.fleet_postgres = fleet_scale.Postgres()
     args.volume_stores = outbox.Databases()
     try:
         if endpoint is not None:
@@ -149,6 +155,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     finally:
         args.outbox_databases.stop()
         args.flow_databases.stop()
+        args.fleet_postgres.stop()
         args.volume_stores.stop()
         if endpoint is not None:
             endpoint.stop()
@@ -212,6 +219,18 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                              'cluster) or a URL')
     parser.add_argument('--flow-seconds', type=float, default=60.0, metavar='S',
                         help='flow-fleet: the window its runs are counted in (default 60)')
+    parser.add_argument('--fleet-workers', default=list(fleet_scale.SIZES), metavar='N[,N...]',
+                        type=lambda text: [int(n) for n in text.split(',')],
+                        help='fleet: the fleet sizes, worker processes (default %s)'
+                        % ','.join(map(str, fleet_scale.SIZES)))
+    parser.add_argument('--fleet-tasks', type=int, default=fleet_scale.DEFAULT_TASKS, metavar='N',
+                        help='fleet: chord members per fleet, in chords of %d (default %d)'
+                        % (fleet_scale.CHORD_WIDTH, fleet_scale.DEFAULT_TASKS))
+    parser.add_argument('--fleet-in-flight', type=int, default=fleet_scale.DEFAULT_IN_FLIGHT,
+                        metavar='N', help='fleet: --max-in-flight of each worker (default %d)'
+                        % fleet_scale.DEFAULT_IN_FLIGHT)
+    parser.add_argument('--fleet-limit', choices=['rate', 'concurrency'], default='rate',
+                        help="fleet: the members' flow limit, never reached (default rate)")
     parser.add_argument('--rows', type=int, default=1_000_000, metavar='N',
                         help='records-volume: records in the large store (default 1,000,000)')
     parser.add_argument('--volume-databases', default=('sqlite', 'postgres'), metavar='DB[,DB]',
@@ -242,6 +261,8 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
         parser.error('--chord-width, --chain-length, --workflow-samples and --workflow-workers '
                      'must be at least 1')
     outbox.check_arguments(parser, args)
+    if min(args.fleet_workers + [args.fleet_tasks, args.fleet_in_flight]) < 1:
+        parser.error('--fleet-workers, --fleet-tasks and --fleet-in-flight must be at least 1')
     if set(args.volume_databases) - {'sqlite', 'postgres'} or args.rows < 1:
         parser.error('--volume-databases takes sqlite, postgres or both; --rows at least 1')
     if args.scenarios == [volume.SCENARIO] and not (args.endpoint or args.endpoint_url):
@@ -289,6 +310,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               'in the lag scenarios)\n%s'
               % (outbox.Databases(args.outbox_url, args.outbox_sync_commit).describe(),
                  args.outbox_relays, 'es' if args.outbox_relays > 1 else '', boxes))
+    fleets = fleet_scale.summary(configurations, args.fleet_workers)
+    if fleets:
+        print('\nFleet (medians of %d runs; %d chord members a fleet, asyncio pool, %d in flight '
+              'a worker; records, workflows and a %s limit on PostgreSQL)\n%s'
+              % (args.runs, args.fleet_tasks, args.fleet_in_flight, args.fleet_limit, fleets))
     volumes = volume.summary(configurations, args.rows)
     if volumes:
         print('\nRecords at volume (medians; the baseline column: %d rows, and for the writer '
@@ -306,6 +332,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                      'records': 'given URL' if args.workflow_records_url
                                      else 'sqlite'},
                        'outbox': outbox.describe(args),
+                       'fleet': {'workers': args.fleet_workers, 'tasks': args.fleet_tasks,
+                                 'in_flight': args.fleet_in_flight, 'limit': args.fleet_limit,
+                                 'database': args.fleet_postgres.describe()},
                        'flow': {'store': args.flow_databases.describe(),
                                 'fleet_seconds': args.flow_seconds},
                        'configurations': configurations}, f, indent=2)

@@ -36,7 +36,12 @@ scenario at random:
                    twice, and the run prints the recovery time (from the
                    last kill to the last workflow finished) and the
                    send-backs (see bench/chaos_workflows.py)
-``all``            all of the above at once (but the records outage)
+``rate-limit``     tasks under ``rate_limit = '10/s'`` (records in SQLite unless
+                   ``--records`` says otherwise), kill -9 and SIGTERM of workers and
+                   lost settling answers: the copies a killed worker held, and runs
+                   refused earlier, come back late; in no window of 1, 2 or 5 s may
+                   more runs start than the limit allows (``most_starts``)
+``all``            all of the above at once (but the records outage and the rate limit)
 
 The run publishes through the fault proxy too, retrying a publish that
 raised with the same task ids. Among the tasks are ones that raise, ones
@@ -92,6 +97,10 @@ SCENARIOS['heartbeat'] = ['heartbeat fault', 'heartbeat fault', 'kill -9']
 SCENARIOS['fifo'] = ['kill -9', 'SIGTERM', 'lost_answer settling', 'partial_batch']
 SCENARIOS['records-outage'] = ['records outage', 'kill -9']
 SCENARIOS['workflows'] = ['kill -9']
+SCENARIOS['rate-limit'] = ['kill -9', 'kill -9', 'SIGTERM', 'lost_answer settling']
+#: The rate-limit scenario's limit (ChaosRateTask.rate_limit), and the windows checked.
+RATE_LIMIT = '10/s'
+RATE_WINDOWS_SEC = (1.0, 2.0, 5.0)
 #: The kinds of task that must end by completing.
 FINISHING = ('ok', 'flaky', 'slow', 'long', 'step', 'join')
 #: FIFO groups the fifo scenario publishes to.
@@ -176,8 +185,9 @@ class Chaos:
 
     def make_records(self) -> str:
         """The records database the run asked for ('' for none)."""
-        if self.args.records == 'sqlite' or (self.flows is not None
-                                             and self.args.records == 'off'):
+        if self.args.records == 'sqlite' or (
+                (self.flows is not None or self.scenario == 'rate-limit')
+                and self.args.records == 'off'):
             return 'sqlite:///%s' % os.path.join(self.workdir, 'records.db')
         if self.args.records == 'postgres':
             from tests.support.postgres import Cluster, find_binaries
@@ -231,6 +241,12 @@ class Chaos:
         if self.scenario == 'fifo':
             self.publish_ordered(count)
             return
+        if self.scenario == 'rate-limit':
+            from bench import chaos_tasks
+            keys = [uuid.uuid4().hex for _ in range(count)]
+            self.publish(chaos_tasks.ChaosRateTask, [(('ok',), {'key': key}) for key in keys])
+            self.kinds.update(dict.fromkeys(keys, 'ok'))
+            return
         from bench import chaos_tasks
         classes = [chaos_tasks.ChaosHighTask, chaos_tasks.ChaosTask, chaos_tasks.ChaosLowTask]
         by_class: dict[Any, list[tuple[tuple, dict]]] = collections.defaultdict(list)
@@ -277,6 +293,30 @@ class Chaos:
                 by_group[group].append(seq)
         return ['%s: %s' % (group, seqs) for group, seqs in sorted(by_group.items())
                 if seqs != sorted(seqs)]
+
+    def rate_windows(self) -> list[tuple[float, int, int]]:
+        """For each window of RATE_WINDOWS_SEC: the most rate-limited runs that
+        started within one such window, and the most the limit allows."""
+        starts = sorted(float(line[3]) for line in self.log_lines() if line[0] == 'rated')
+        if not starts:
+            return []
+        from kale.flow.bucket import most_starts
+        from kale.flow.spec import parse_rate
+        rate = parse_rate(RATE_LIMIT)
+        found = []
+        for seconds in RATE_WINDOWS_SEC:
+            most, first = 0, 0
+            for last, at in enumerate(starts):
+                while at - starts[first] >= seconds:
+                    first += 1
+                most = max(most, last - first + 1)
+            found.append((seconds, most, int(most_starts(rate, seconds))))
+        return found
+
+    def over_rate(self) -> list[str]:
+        """Windows in which more rate-limited runs started than the limit allows."""
+        return ['%d starts in %g s (at most %d)' % (most, seconds, bound)
+                for seconds, most, bound in self.rate_windows() if most > bound]
 
     def publish(self, task_class: Any, calls: list[tuple[tuple, dict]], **options: Any) -> None:
         """Publish, and publish again with the same task ids while it raises
@@ -488,6 +528,7 @@ class Chaos:
                                                set(dead_tasks) & (should_die - set(killer)))
         records_wrong = len(records_wrong_ids)
         out_of_order = self.order_broken()
+        over_rate = self.over_rate()
         pwned = [name for name in os.listdir(self.workdir) if name.startswith('pwned-')]
         unexpected = [exit for exit in self.fleet.exits if exit.cause == 'unexpected']
         return {
@@ -519,6 +560,9 @@ class Chaos:
             'duplicates allowed by at-least-once': self.duplicates_explained(),
             'records wrong': records_wrong if self.records_url else '-',
             'FIFO groups out of order': '%d / %d' % (len(out_of_order), len(self.sequence)),
+            'most rate-limited starts in a window (bound)': ', '.join(
+                '%gs: %d (%d)' % (seconds, most, bound)
+                for seconds, most, bound in self.rate_windows()) or '-',
             'long tasks run again while running': '%d / %d (each after its extensions failed)'
             % (len(self.overlapping_runs()), sum(1 for k in self.kinds.values() if k == 'long')),
             'queues drained at the end': settled,
@@ -533,6 +577,7 @@ class Chaos:
                 'not_settled': [] if settled else ['queues not drained'],
                 'records_wrong': records_wrong_ids,
                 'fifo_order': out_of_order,
+                'over_rate': over_rate,
             },
         }
 

@@ -120,6 +120,27 @@ class ChaosOrderedTask(task.Task):
         log('done', self.task_id)
 
 
+class ChaosRateTask(task.Task):
+    """The rate-limit scenario's task: at most 10 starts a second across every
+    worker (the records keep the bucket). Logs "rated <task id> <pid> <time>"
+    when it starts; workers killed while they hold some, and runs refused
+    earlier, bring copies back late."""
+
+    queue = 'chaos_default'
+    time_limit = 1.0
+    max_retries = 3
+    rate_limit = '10/s'
+
+    @classmethod
+    def make_task_id(cls, *args, key=None, **kwargs):
+        return keyed_id(key)
+
+    def run_task(self, kind: str = 'ok', **kwargs):
+        log('rated', self.task_id)
+        time.sleep(random.uniform(0, 0.02))
+        log('done', self.task_id)
+
+
 class ChaosLongTask(task.Task):
     """Runs 7-10 s on a queue whose visibility timeout is 6 s: the worker's
     heartbeat must keep its message invisible until it ends. Logs "long

@@ -142,9 +142,11 @@ class Cluster:
     as the user ``postgres``. PostgreSQL's defaults otherwise (fsync on),
     but ``synchronous_commit`` as given."""
 
-    def __init__(self, synchronous_commit: str = 'on'):
+    def __init__(self, synchronous_commit: str = 'on', options: Sequence[str] = ()):
         self.binaries = pg_binaries()
         self.synchronous_commit = synchronous_commit
+        #: More server settings, each ``name=value`` (``-c`` of postgres).
+        self.options = list(options)
         self.owner: Optional[str] = None
         if os.geteuid() == 0:
             try:
@@ -178,8 +180,9 @@ class Cluster:
                   '--no-instructions')
         self.port = free_port()
         self._run('pg_ctl', '-D', data, '-l', os.path.join(self.root, 'log'), '-w', '-t', '60',
-                  '-o', '-p %d -k %s -c listen_addresses=127.0.0.1 -c synchronous_commit=%s'
-                  % (self.port, self.root, self.synchronous_commit), 'start')
+                  '-o', '-p %d -k %s -c listen_addresses=127.0.0.1 -c synchronous_commit=%s%s'
+                  % (self.port, self.root, self.synchronous_commit,
+                     ''.join(' -c %s' % option for option in self.options)), 'start')
         self.started = True
         return self
 

@@ -153,3 +153,27 @@ class FleetRatedTask(NoopTask):
         if path:
             append_line(path, '%s %.6f' % (self.task_id, time.time()))
         ran()
+
+
+class FleetTask(NoopAsyncTask):
+    """A fleet benchmark's chord member (bench/fleet_scale.py): a coroutine
+    no-op under a rate limit the fleet never reaches, one bucket for every
+    worker (a row they all ask)."""
+
+    rate_limit = UNREACHED_RATE
+
+
+class FleetSlottedTask(NoopAsyncTask):
+    """FleetTask under a concurrency limit instead (``--fleet-limit concurrency``)."""
+
+    concurrency_limit = 1000000
+
+
+class FleetCollect(task.Task):
+    """A fleet benchmark's chord callback: how many results it was given."""
+
+    queue = 'bench_default'
+    time_limit = 30
+
+    async def run_task(self, values, *more):
+        return len(values)

@@ -51,7 +51,7 @@ EXPECTED = {'FibonacciTask': {'done': 30}, 'FlakyTask': {'done': 8, 'retried': 8
             'SlowReportTask': {'done': 4}, 'CountWordsTask': {'done': 3},
             'SumCountsTask': {'done': 1}}
 #: The workflow's tasks in the summary, with their queues.
-WORKFLOW_ROWS = [('CountWordsTask', 'high_priority,default', 3), ('SumCountsTask', 'low_priority', 1)]
+WORKFLOW_ROWS = [('CountWordsTask', 'high_priority', 3), ('SumCountsTask', 'low_priority', 1)]
 #: The texts of the demo's workflow, and the sum of their words it should give.
 WORKFLOW_TEXTS = ['the quick brown fox', 'jumps over', 'the lazy dog']
 WORKFLOW_RESULT = 9
@@ -372,7 +372,7 @@ def main() -> int:
             published += len(executor_ids['tasks'])
             expected.update({name: {'done': count} for name, _, count in EXECUTOR_ROWS})
             rows += EXECUTOR_ROWS
-        print('demo: submitted workflow %s: %d CountWordsTask side by side (one placed on '
+        print('demo: submitted workflow %s: %d CountWordsTask side by side (workflow.map, on '
               'high_priority), then SumCountsTask with their counts' % (workflow_id, nodes - 1))
         print('demo: running `kale worker %s`' % ' '.join(WORKER_OPTIONS))
         code = run_worker(outcomes_path, published, os.path.join(workdir, 'worker.log'))

@@ -3,7 +3,8 @@
 ``from kale import settings`` gives the one :class:`Settings` object, a view
 of a :class:`~kale.config.Config`. Nothing is read at import: the first
 attribute access loads the defaults and then the module named by
-``KALE_SETTINGS_MODULE``; :meth:`Settings.reload` reads them again, and
+``KALE_SETTINGS_MODULE`` (or the values :meth:`Settings.use_values` gave:
+Django's ``KALE``); :meth:`Settings.reload` reads them again, and
 :meth:`Settings.override` changes some for a block. The default
 :class:`~kale.app.App` is built from :attr:`Settings.config`, so each of
 these gives the process a new default app; code that holds an app of its
@@ -14,10 +15,11 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Mapping, Optional, Union
 
 from kale.config import ENVIRONMENT_VARIABLE, Config, check_settings
 from kale.dotted import import_string, resolve_callable
+from kale.exceptions import ImproperlyConfigured
 
 __all__ = ['ENVIRONMENT_VARIABLE', 'Settings', 'import_string',
            'resolve_callable', 'settings']
@@ -32,6 +34,8 @@ class Settings:
         self._config: Optional[Config] = None
         self._overrides: list[dict[str, Any]] = []
         self._fresh = False
+        #: Settings given as values (:meth:`use_values`), in place of a module.
+        self._given: Optional[tuple[Any, str, Optional[str]]] = None
         #: Where the settings module's name comes from, for error messages.
         self.source = ENVIRONMENT_VARIABLE
         #: Held while the settings are read: threads that first touch them at
@@ -54,13 +58,30 @@ class Settings:
             config = self._config
             if config is None:
                 if self._base is None:
-                    self._base = Config.load(source=self.source, fresh=self._fresh)
-                    self._fresh = False
+                    self._base = self._load()
                 config = self._base
                 for layer in self._overrides:
                     config = config.replace(**layer)
                 self._config = config
             return config
+
+    def _load(self) -> Config:
+        if self._given is None:
+            config = Config.load(source=self.source, fresh=self._fresh)
+            self._fresh = False
+            return config
+        values, source, module_dir = self._given
+        try:
+            given = values() if callable(values) else values
+            return Config.from_values(given, module_name=source, module_dir=module_dir)
+        except ImproperlyConfigured as exc:
+            raise ImproperlyConfigured('%s: %s' % (source, exc)) from exc
+
+    @property
+    def given_values(self) -> bool:
+        """Whether the settings come from values (:meth:`use_values`), not a
+        settings module."""
+        return self._given is not None
 
     @property
     def module_name(self) -> Optional[str]:
@@ -80,8 +101,20 @@ class Settings:
         """Read the settings from module ``name`` from now on (also in child
         processes, through KALE_SETTINGS_MODULE); errors say it came from ``source``."""
         os.environ[ENVIRONMENT_VARIABLE] = name
+        self._given = None
         self.reload()
         self.source = source
+
+    def use_values(self, values: Union[Mapping[str, Any], Callable[[], Mapping[str, Any]]],
+                   source: str, module_dir: Optional[str] = None) -> None:
+        """Take the settings from ``values`` (over the defaults; or what
+        ``values()`` returns, called when they are first read) from now on,
+        instead of a settings module: a framework's own settings (Django's
+        ``KALE``). ``source`` names them in errors and stands for the
+        module's name; relative paths in them (QUEUE_CONFIG) are also looked
+        for under ``module_dir``. Checked when first read."""
+        self._given = (values if callable(values) else dict(values), source, module_dir)
+        self.reload()
 
     def reload(self) -> None:
         """Forget what was read; the next access reads the settings again
@@ -89,7 +122,7 @@ class Settings:
         module again."""
         self._base = self._config = None
         self._fresh = True
-        self.source = ENVIRONMENT_VARIABLE
+        self.source = ENVIRONMENT_VARIABLE if self._given is None else self._given[1]
 
     @contextlib.contextmanager
     def kept(self) -> Iterator['Settings']:
@@ -98,12 +131,12 @@ class Settings:
         the very configuration they were (tests)."""
         _ = self.config         # read now: what the block leaves behind is not read later
         saved = (self._base, self._config, list(self._overrides), self._fresh, self.source,
-                 os.environ.get(ENVIRONMENT_VARIABLE))
+                 self._given, os.environ.get(ENVIRONMENT_VARIABLE))
         try:
             yield self
         finally:
             (self._base, self._config, self._overrides, self._fresh, self.source,
-             module) = saved
+             self._given, module) = saved
             if module is None:
                 os.environ.pop(ENVIRONMENT_VARIABLE, None)
             else:

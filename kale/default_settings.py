@@ -9,9 +9,8 @@ application at any point before it publishes or works.
 
 The table is what everything else comes from: :class:`kale.config.Config`
 (its fields), the checks run when settings load (one line naming a wrong
-value), the README's settings reference and ``kale settings``
-(``kale settings --markdown`` prints the reference; a test holds the README
-to it).
+value), the docs' settings reference and ``kale settings`` (the docs
+site's reference page is ``kale settings --markdown``, made when it builds).
 """
 from __future__ import annotations
 
@@ -191,7 +190,8 @@ class Settings:
     # --- The worker -----------------------------------------------------------
 
     DIE_ON_RESIDENT_SET_SIZE_MB: float = setting(256, number(0),
-        'exit with code 3 past this resident memory; 0 turns it off')
+        'exit with code 3 past this resident memory; 0 turns it off (a worker on the '
+        "in-memory transport, in a test's process, checks only a limit set explicitly)")
     WORKER_POOL: str = setting('serial', one_of(*WORKER_POOLS),
         "how a worker runs its tasks: `'serial'` (one at a time), `'threads'` or `'asyncio'` "
         '(many at once; see [Concurrency](#concurrency)); `kale worker --pool`')

@@ -4,7 +4,7 @@ SQS treats the ``MessageGroupId`` of a message on a standard queue as its
 tenant: when one tenant holds a disproportionate share of the messages in
 flight, SQS returns the other tenants' messages first, so one tenant's
 backlog does not raise everyone's dwell time. No order is kept and delays
-stay allowed (see the README's "Fair queues").
+stay allowed (see docs/how-to/fair-queues.md).
 
 A task's tenant is the ``group_id`` given to publish, else what its class's
 ``fair_key(self, *args, **kwargs)`` returns for the call (None: no tenant),

@@ -61,7 +61,7 @@ class TaskQueue:
     num_iterations: int
     dead_letter_queue: str = ''
     #: A FIFO queue: tasks published with a ``group_id`` run in publish order
-    #: within their group (see the README's "FIFO queues").
+    #: within their group (see docs/how-to/fifo.md).
     fifo: bool = False
     #: How many messages a receive asks for: 'auto' (as many as the worker
     #: expects to start soon, judged by the queue's recent task durations, at
@@ -70,7 +70,7 @@ class TaskQueue:
     #: A fair queue: a standard queue whose tasks may carry a tenant, the
     #: ``group_id`` of publish or the task's ``fair_key``, sent as SQS's
     #: ``MessageGroupId``; SQS then keeps one tenant's backlog from delaying
-    #: the others (see the README's "Fair queues"). No order, delays allowed.
+    #: the others (see docs/how-to/fair-queues.md). No order, delays allowed.
     fair: bool = False
 
     def __post_init__(self) -> None:

@@ -143,7 +143,7 @@ def records_url(value: Any) -> Optional[str]:
 def rate_limit_url(value: Any) -> Optional[str]:
     if isinstance(value, str) and re.match(r'(redis|rediss|unix)://', value):
         return ('Redis is not supported: flow control keeps its buckets and leases in SQLite or '
-                "PostgreSQL, which measured fast enough (README 'Flow control'); give a URL like "
+                "PostgreSQL, which measured fast enough (docs: 'Flow control'); give a URL like "
                 "'sqlite:///flow.db' or 'postgresql://user@host/db', or leave it empty for "
                 'RECORDS_URL')
     return records_url(value)

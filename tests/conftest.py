@@ -59,10 +59,12 @@ def pytest_runtest_setup(item):
 
 @pytest.hookimpl(trylast=True)
 def pytest_runtest_teardown(item):
-    """No test leaves the global settings changed (a test that changes them
-    does it through a fixture that puts them back: settings_env, sqs,
-    records_url, ...): a leak fails here, naming the test, rather than
-    some later test."""
+    """A worker process a test left running is killed. No test leaves the
+    global settings changed (a test that changes them does it through a
+    fixture that puts them back: settings_env, sqs, records_url, ...): a
+    leak fails here, naming the test, rather than some later test."""
+    from tests.support.processes import kill_leftovers
+    kill_leftovers()
     before = item.stash.get(_SETTINGS_BEFORE, None)
     if before is not None and settings.config is not before:
         raise AssertionError('%s left the global settings changed: change them through the '

@@ -14,6 +14,10 @@ class PlainTask(task.Task):
         self.ran.append(n)
 
 
+class LowPlainTask(PlainTask):
+    queue = 'low'
+
+
 class ResultTask(task.Task):
     queue = 'default'
     time_limit = 5

@@ -30,6 +30,7 @@ from kale.cli import (
     worker,
     workflows,
 )
+from kale.cli.options import with_common_defaults
 from kale.conf import ENVIRONMENT_VARIABLE, settings
 from kale.exceptions import ImproperlyConfigured, KaleError
 from kale.version import __version__
@@ -44,9 +45,9 @@ COMMAND_MODULES = [worker, admin, tasks, workflows, submit, outbox, schedules, t
                    web, config, sqs_local]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = 'kale') -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog='kale', description='Kale: a task worker for Amazon SQS with priority queues. '
+        prog=prog, description='Kale: a task worker for Amazon SQS with priority queues. '
                                  'Settings come from the module named by --settings or '
                                  '$KALE_SETTINGS_MODULE; `kale COMMAND --help` explains each '
                                  'command.')
@@ -79,16 +80,24 @@ NO_SETTINGS_MODULE = ('no settings module is set: set %s to your settings module
                       'alone: ' % (ENVIRONMENT_VARIABLE, ENVIRONMENT_VARIABLE))
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Run one ``kale`` command line in this process; returns its exit code."""
+def main(argv: Optional[Sequence[str]] = None, prog: str = 'kale',
+         command: Optional[Sequence[str]] = None) -> int:
+    """Run one ``kale`` command line in this process; returns its exit code.
+    ``prog`` names the command in its help and errors, and ``command`` is
+    the command line that runs it again (for the workers of
+    ``--concurrency``; by default ``python -m kale``): ``manage.py kale``
+    gives both, and then ``--settings`` is Django's, not a Kale settings
+    module (its settings come from Django's)."""
     if os.getcwd() not in sys.path:
         # Settings and task modules import from here, as in a script; appended,
         # so a file here (a yaml.py) cannot shadow an installed package.
         sys.path.append(os.getcwd())
-    args = build_parser().parse_args(argv)
+    args = with_common_defaults(build_parser(prog).parse_args(argv))
+    args.kale_command = list(command) if command else [sys.executable, '-m', 'kale']
     logs.configure(args.log_level, args.aws_log_level)
     try:
-        _use_settings(getattr(args, 'settings', None))
+        if command is None:
+            _use_settings(getattr(args, 'settings', None))
         log_format = _log_format()
         if log_format != 'text':
             logs.configure(args.log_level, args.aws_log_level, log_format=log_format)
@@ -102,9 +111,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
     except KaleError as exc:
-        unset = isinstance(exc, ImproperlyConfigured) \
+        unset = isinstance(exc, ImproperlyConfigured) and not settings.given_values \
             and not os.environ.get(ENVIRONMENT_VARIABLE, '').strip()
-        print('kale: error: %s%s' % (NO_SETTINGS_MODULE if unset else '', exc), file=sys.stderr)
+        print('%s: error: %s%s' % (prog, NO_SETTINGS_MODULE if unset else '', exc),
+              file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED

@@ -1,4 +1,5 @@
-"""Operator commands: ``kale queues``, ``kale purge``, ``kale dlq redrive``, ``kale publish``."""
+"""Operator commands: ``kale queues`` (its ``pause`` and ``resume``: :mod:`kale.cli.control`),
+``kale purge``, ``kale dlq redrive``, ``kale publish``."""
 from __future__ import annotations
 
 import argparse
@@ -10,6 +11,7 @@ from typing import Any, Callable, Optional
 from kale import admin
 from kale.app import default_app
 from kale.broker import Broker
+from kale.cli.control import add_queue_commands, print_paused
 from kale.cli.options import common_options as common
 from kale.cli.options import positive_int
 from kale.exceptions import CommandError
@@ -50,6 +52,7 @@ def cmd_queues(args: argparse.Namespace) -> int:
     print(format_table(rows))
     if any(row.visible is None for row in rows):
         print('(- : the queue does not exist yet; it is created on first use)')
+    print_paused()
     return 0
 
 
@@ -202,6 +205,7 @@ def add_commands(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]'
                     'retries) and in its dead-letter queue. Creates nothing.')
     queues.add_argument('--json', action='store_true', help='print JSON for scripts')
     queues.set_defaults(func=cmd_queues)
+    add_queue_commands(queues)
 
     purge = commands.add_parser(
         'purge', parents=[common()], help='delete every message in a queue',

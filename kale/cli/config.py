@@ -4,8 +4,8 @@ one table of :mod:`kale.default_settings`.
 
 Secrets (signing and encryption keys, the AWS secret, the web token) are
 never printed, only whether they are set; a password in a database URL is
-masked. ``--markdown`` prints the README's settings reference (a test holds
-the README to it).
+masked. ``--markdown`` prints the settings reference (the docs site's
+reference page is made of it when the site builds).
 """
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def default_text(field: dataclasses.Field) -> str:
 
 
 def markdown() -> str:
-    """The README's settings reference: a table, a row per setting."""
+    """The settings reference: a table, a row per setting."""
     lines = ['| setting | default | meaning |', '|---|---|---|']
     for name, field in TABLE.items():
         lines.append('| `%s` | %s | %s |' % (name, default_text(field), field.metadata['doc']))
@@ -111,5 +111,5 @@ def add_commands(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]'
                         help='only the settings whose value is not the default')
     parser.add_argument('--json', action='store_true', help='print JSON')
     parser.add_argument('--markdown', action='store_true',
-                        help="print the README's settings reference (from the table)")
+                        help='print the settings reference, a Markdown table (from the table)')
     parser.set_defaults(func=cmd_settings)

@@ -8,17 +8,34 @@ from kale.conf import ENVIRONMENT_VARIABLE
 LEVELS = ['DEBUG', 'INFO', 'WARNING', 'ERROR']
 
 
+#: The common options' defaults, taken when no level of the command gave one.
+COMMON_DEFAULTS = {'settings': None, 'log_level': 'INFO', 'aws_log_level': 'WARNING'}
+
+
 def common_options() -> argparse.ArgumentParser:
-    """Options every subcommand takes: ``--settings`` and ``--log-level``."""
-    common = argparse.ArgumentParser(add_help=False)
+    """Options every subcommand takes: ``--settings`` and ``--log-level``.
+    They may come before or after a nested subcommand (``kale queues
+    --settings S pause NAME`` as ``kale queues pause NAME --settings S``): no
+    level sets a default that would hide a value given at another (see
+    :func:`with_common_defaults`)."""
+    common = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
     common.add_argument('--settings', metavar='MODULE',
                         help='settings module (default: $%s)' % ENVIRONMENT_VARIABLE)
-    common.add_argument('--log-level', default='INFO', choices=LEVELS,
-                        help="Kale's and the application's log level (default %(default)s)")
-    common.add_argument('--aws-log-level', default='WARNING', choices=LEVELS,
-                        help='log level of botocore, boto3 and urllib3 (default %(default)s); '
+    common.add_argument('--log-level', choices=LEVELS,
+                        help="Kale's and the application's log level (default INFO)")
+    common.add_argument('--aws-log-level', choices=LEVELS,
+                        help='log level of botocore, boto3 and urllib3 (default WARNING); '
                              'credentials and message bodies are redacted even at DEBUG')
     return common
+
+
+def with_common_defaults(args: argparse.Namespace) -> argparse.Namespace:
+    """The parsed command line with the common options no level gave set to
+    their defaults."""
+    for name, default in COMMON_DEFAULTS.items():
+        if not hasattr(args, name):
+            setattr(args, name, default)
+    return args
 
 
 def positive_int(text: str) -> int:

@@ -9,6 +9,7 @@ import sys
 import time
 from typing import Any, Sequence
 
+from kale.cli.control import add_worker_commands
 from kale.cli.options import common_options, positive_int
 from kale.exceptions import CommandError
 from kale.statuses import PENDING_FILTER, TaskStatus, WorkerState, status_values
@@ -215,7 +216,11 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 
 def cmd_workers(args: argparse.Namespace) -> int:
-    found = [worker.as_json() for worker in _queries().workers(args.state)]
+    from kale.records import controls
+    found = controls.workers(args.state)
+    if not args.json:       # a stop was asked of it: it is stopping
+        found = [dict(w, state='stopping') if w['stop_requested_at']
+                 and w['state'] == WorkerState.RUNNING else w for w in found]
     if args.json:
         _print_json({'workers': found})
     else:
@@ -288,4 +293,5 @@ def add_commands(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]'
     workers.add_argument('--state', choices=status_values(WorkerState))
     workers.add_argument('--json', action='store_true', help='print JSON')
     workers.set_defaults(func=cmd_workers)
+    add_worker_commands(workers)
 

@@ -12,4 +12,8 @@ only then.
 
 Nothing here is imported while its setting is off: the core names the hooks
 by dotted path (:data:`kale.hooks.FEATURE_HOOKS`).
+
+:mod:`~kale.contrib.django` is of another kind: Kale in a Django project (an
+app of ``INSTALLED_APPS``; extra ``kale-sqs[django]``), an entry point over
+the rest of Kale as the command line is.
 """

@@ -30,9 +30,9 @@ from kale.unique import unique_window
 
 def _writer(conn: Any) -> OutboxWriter:
     """Where rows go in ``conn``'s transaction: a SQLAlchemy Connection or
-    Session, or a memory store's outbox (which has no transactions)."""
-    from kale.store.memory.outbox import MemoryOutbox
-    if isinstance(conn, MemoryOutbox):
+    Session, or an :class:`~kale.store.outbox.OutboxWriter` itself (a memory
+    store's outbox, which has no transactions; one on Django's connection)."""
+    if callable(getattr(conn, 'insert', None)) and callable(getattr(conn, 'consume', None)):
         return conn
     from kale.store.sql.outbox import SQLOutboxWriter
     if isinstance(conn, Connection):

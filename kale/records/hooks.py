@@ -178,15 +178,19 @@ class RecordsHooks(PublishHooks, WorkerHooks):
     # --- the worker's process ---------------------------------------------------------
 
     def on_worker_startup(self, worker: Any) -> None:
+        """Its row; and what operators ask of it (a stop, paused queues) is
+        read with its heartbeat and handed to its ``obey`` (see
+        :mod:`kale.worker.control`)."""
         queues = [queue.name for queue in getattr(worker, 'queues', ())]
-        self.recorder.start_process('worker', queues, purges=True)
+        self.recorder.start_process('worker', queues, purges=True,
+                                    control=getattr(worker, 'obey', None))
 
     def on_worker_shutdown(self, worker: Any) -> None:
         self.recorder.stop_process()
 
     def on_supervisor_startup(self, supervisor: Any) -> None:
         self.recorder.start_process('supervisor', getattr(supervisor, 'queue_names', ()),
-                                    purges=False)
+                                    purges=False, control=getattr(supervisor, 'obey', None))
 
     def on_supervisor_shutdown(self, supervisor: Any) -> None:
         self.recorder.stop_process()

@@ -4,8 +4,10 @@ the row of this worker (or supervisor) process.
 One :class:`Recorder` per process and URL, made on first use
 (:func:`get_recorder`); a forked child makes its own. Its writer thread also
 keeps the process's row up to date (a heartbeat every
-``RECORDS_HEARTBEAT_SEC``, the task running now, counts by outcome) and,
-in workers, purges expired records every ``RECORDS_PURGE_INTERVAL_SEC`` or so.
+``RECORDS_HEARTBEAT_SEC``, the task running now, counts by outcome), reads
+what operators asked of the process (its stop, the paused queues: see
+:mod:`kale.worker.control`) every :data:`CONTROL_POLL_SEC` and, in
+workers, purges expired records every ``RECORDS_PURGE_INTERVAL_SEC`` or so.
 """
 from __future__ import annotations
 
@@ -42,6 +44,14 @@ ROLL_UP_SEC = 2.0
 #: cancels its own tasks). A bound for a store that does not answer, not a
 #: pause: the wait ends as soon as the rows are written.
 OWN_WRITES_SEC = 15.0
+#: Seconds between two reads of what operators asked of this process (a
+#: stop, paused queues): with the writer's round of at most a second
+#: (kale.records.writer.IDLE_WAKE_SEC), a pause or a stop is read within 3 s.
+CONTROL_POLL_SEC = 2.0
+
+#: What a process does with what it reads: (when a stop was asked of it,
+#: or None; the paused queues).
+ControlCallback = Callable[[Optional[float], list[str]], None]
 
 
 class ProcessRow:
@@ -60,6 +70,10 @@ class ProcessRow:
         self.stopped_at: Optional[float] = None
         self.written_at = 0.0          # monotonic; 0: never
         self.dirty = True
+        #: Told what operators ask of this process (None: it reads nothing).
+        self.control: Optional[ControlCallback] = None
+        self.control_at = 0.0          # monotonic time of the next read
+        self.stop_asked = False
 
     def due(self, now: float) -> bool:
         if self.written_at == 0.0 or (self.stopped_at is not None and self.dirty):
@@ -126,8 +140,10 @@ class Recorder:
 
     # --- this process's row ---------------------------------------------------------
 
-    def start_process(self, role: str, queues: Sequence[str], purges: bool) -> ProcessRow:
+    def start_process(self, role: str, queues: Sequence[str], purges: bool,
+                      control: Optional[ControlCallback] = None) -> ProcessRow:
         self.row = ProcessRow(role, queues, self.heartbeat_sec)
+        self.row.control = control
         self.replay_spools()
         if purges:
             self._next_purge = time.monotonic() + random.uniform(0.1, 1.0) * self.purge_interval
@@ -136,6 +152,8 @@ class Recorder:
 
     def stop_process(self) -> None:
         if self.row is not None:
+            if self.row.stop_asked:
+                self._forget_stop(self.row.id)
             self.row.current = None
             self.row.stopped_at = time.time()
             self.row.dirty = True
@@ -178,6 +196,9 @@ class Recorder:
             self._purge()
         self._roll_up(now)
         row = self.row
+        if row is not None and row.control is not None and now >= row.control_at:
+            row.control_at = now + CONTROL_POLL_SEC
+            self._read_control(row)
         if row is None or not row.due(now):
             return []
         row.written_at, row.dirty = now, False
@@ -207,6 +228,24 @@ class Recorder:
                 self._rolled_at = written
         except Exception as exc:
             logger.warning('records: folding the counters failed: %s', exc)
+
+    def _read_control(self, row: ProcessRow) -> None:
+        """Tell the process what operators ask of it (a store that does not
+        answer changes nothing: it is asked again next time)."""
+        assert row.control is not None
+        try:
+            stop_at, paused = self.store.controls.read(row.id)
+        except Exception as exc:
+            logger.debug('records: cannot read the controls: %s', exc)
+            return
+        row.stop_asked = row.stop_asked or stop_at is not None
+        row.control(stop_at, paused)
+
+    def _forget_stop(self, process_id: str) -> None:
+        try:
+            self.store.controls.forget_stop(process_id)
+        except Exception as exc:
+            logger.warning('records: cannot clear the stop asked of %s: %s', process_id, exc)
 
     # --- cancellations ------------------------------------------------------------
 

@@ -12,6 +12,7 @@ The facets: :class:`~kale.store.schedules.ScheduleStore`
 (``store.schedules``), :class:`~kale.store.unique.UniqueStore`
 (``store.unique``), :class:`~kale.store.flow.FlowStore` (``store.flow``),
 :class:`~kale.store.webhooks.WebhookStore` (``store.webhooks``),
+:class:`~kale.store.controls.ControlStore` (``store.controls``),
 :class:`~kale.store.workflows.WorkflowStore` (``store.workflows``) and
 :class:`~kale.store.outbox.OutboxStore` (``store.outbox``: on the application's
 own database, :class:`kale.store.sql.outbox.SQLOutbox`), and the task records'
@@ -23,6 +24,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, Optional, Protocol
 
+from kale.store.controls import ControlStore
 from kale.store.flow import FlowStore
 from kale.store.outbox import OutboxStore, OutboxWriter
 from kale.store.records import RecordQueries, RecordsStore
@@ -31,7 +33,7 @@ from kale.store.unique import UniqueStore
 from kale.store.webhooks import WebhookStore
 from kale.store.workflows import WorkflowStore
 
-__all__ = ['BACKENDS', 'FlowStore', 'Lease', 'OutboxStore', 'OutboxWriter', 'Progress',
+__all__ = ['BACKENDS', 'ControlStore', 'FlowStore', 'Lease', 'OutboxStore', 'OutboxWriter', 'Progress',
            'RecordQueries', 'RecordsStore', 'ScheduleStore', 'Store', 'UniqueStore',
            'WebhookStore', 'WorkflowStore', 'open_store']
 
@@ -48,6 +50,7 @@ class Store(Protocol):
     unique: UniqueStore
     flow: FlowStore
     webhooks: WebhookStore
+    controls: ControlStore
     workflows: Any
 
     @property

@@ -168,7 +168,10 @@ def _tokens(steps: FlowSteps, key: str, asks: list[Ask], answers: list[Answer],
     rate = asks[0].rate
     assert rate is not None
     bucket = steps.read_bucket(key, rate, now)
-    kept = steps.take_reserved(key, sorted({ask.task_id for ask in asks}))
+    # With no live place in the key's line, none is this batch's: a step less
+    # while the bucket's row is held (a lapsed place left goes at the next reserve).
+    kept = steps.take_reserved(key, sorted({ask.task_id for ask in asks})) \
+        if bucket.reserved else {}
     places = []
     for ask, answer in zip(asks, answers, strict=True):
         expires_at = kept.pop(ask.task_id, 0.0)

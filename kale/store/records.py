@@ -103,6 +103,24 @@ def timeline_point(start: float, point: dict[str, Any]) -> dict[str, Any]:
             'mean_duration_sec': round(total / timed, 6) if timed else None}
 
 
+#: What the activity's series are kept by.
+ACTIVITY_BY = ('queue', 'task')
+
+
+def activity_point() -> dict[str, Any]:
+    """An empty bucket of :meth:`RecordQueries.activity`."""
+    return {**{ran.value: 0 for ran in RAN}, 'retried': 0, 'duration_sum': 0.0, 'timed': 0}
+
+
+def activity_answer(by: str, window_sec: float, bucket_sec: int,
+                    series: dict[str, dict[int, dict[str, Any]]]) -> dict[str, Any]:
+    """The activity as the API gives it: each series' buckets in order."""
+    return {'by': by, 'bucket_sec': bucket_sec, 'window_sec': window_sec,
+            'series': {name: [timeline_point(number * bucket_sec, point)
+                              for number, point in sorted(points.items())]
+                       for name, points in sorted(series.items())}}
+
+
 class RecordsStore(Protocol):
     """Rows of tasks, attempts and workers (``store.records``)."""
 
@@ -191,6 +209,13 @@ class RecordQueries(Protocol):
                  now: Optional[float] = None) -> dict[str, Any]:
         """Tasks finished per bucket and their mean duration, per task; and
         per queue over the last minute."""
+
+    def activity(self, by: str, window_sec: float = 3600, bucket_sec: int = 60,
+                 now: Optional[float] = None) -> dict[str, Any]:
+        """Per ``by`` (``queue`` or ``task``): runs that ended per bucket over
+        the last ``window_sec`` by outcome (succeeded, failed, cancelled, and
+        ``retried``: attempts that failed and were retried), and their mean
+        duration; see :func:`activity_answer`."""
 
     def workers(self, state: Optional[str] = None,
                 now: Optional[float] = None) -> list[WorkerRecord]:

@@ -69,6 +69,12 @@ class WorkflowSteps(Protocol):
         """A ``queued`` node succeeds with ``result``: its workflow and its
         downstream nodes; None (and nothing changed) when it was not queued."""
 
+    def succeed_many(self, done: Sequence[tuple[str, str]]
+                     ) -> dict[str, tuple[str, list[str]]]:
+        """:meth:`succeed` for several (task id, result) pairs at once: the
+        nodes that were queued, by task id, each with its workflow and its
+        downstream nodes (a pair whose node was not queued changes nothing)."""
+
     def succeed_cancelled(self, task_id: str, result: str) -> bool:
         """A ``cancelled`` node whose task ran all the same (it was running
         when its workflow ended) succeeds with ``result``; nothing moves on.

@@ -80,6 +80,8 @@ class _Stored:
     version: int = 0
     group_id: str = ''
     first_received_at: float = 0.0  # on the transport's clock
+    #: Made visible by a visibility change to 0 (see ``releases_jump_groups``).
+    released: bool = False
 
 
 class _Queue:
@@ -101,10 +103,17 @@ class MemoryTransport:
 
     #: Its queues live in this process: development keys are fine.
     local = True
+    #: Its workers run in the process of a test (see kale.worker.limits).
+    in_process = True
 
     def __init__(self, latency_sec: float = 0.0, clock: Clock = SYSTEM_CLOCK,
-                 on_request: Optional[Callable[[str], None]] = None):
+                 on_request: Optional[Callable[[str], None]] = None,
+                 releases_jump_groups: bool = False):
         self.latency_sec = latency_sec
+        #: Behave as LocalStack does, not as SQS: a FIFO message made visible
+        #: by a visibility change to 0 is delivered even while an earlier
+        #: message of its group is in flight.
+        self.releases_jump_groups = releases_jump_groups
         self.clock = clock
         self.on_request = on_request
         self.requests: collections.Counter[str] = collections.Counter()
@@ -275,6 +284,7 @@ class MemoryTransport:
         stored.receipt_handle = _handle(stored.message_id)
         stored.visible_at = now + timeout
         stored.version += 1
+        stored.released = False
 
     def _take_fifo(self, queue: _Queue, max_messages: int, timeout: int,
                    now: float) -> list[_Stored]:
@@ -285,7 +295,7 @@ class MemoryTransport:
         for stored in list(queue.messages.values()):
             if len(delivered) == max_messages:
                 break
-            if stored.group_id in blocked:
+            if stored.group_id in blocked and not (stored.released and stored.visible_at <= now):
                 continue
             if stored.visible_at > now:             # held: the rest of its group waits
                 blocked.add(stored.group_id)
@@ -356,6 +366,7 @@ class MemoryTransport:
                 return False
             self._count_late(stored, handle)
             stored.visible_at = self.clock.monotonic() + timeout
+            stored.released = self.releases_jump_groups and timeout == 0
             stored.version += 1
             self._push(target, stored)
             return True

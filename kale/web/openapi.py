@@ -52,6 +52,8 @@ _int: dict[str, Any] = {'type': 'integer'}
 _text: dict[str, Any] = {'type': 'string'}
 NAME = _param('name', 'queue name', where='path', required=True)
 WORKFLOW_ID = _param('workflow_id', 'the workflow id', where='path', required=True)
+WORKER_ID = _param('worker_id', 'the worker\'s id (kale workers), or a unique prefix of it, '
+                   'e.g. host:pid', where='path', required=True)
 WEBHOOK_ID = _param('webhook_id', 'the webhook id', where='path', required=True)
 SCHEDULE_NAME = _param('name', "the schedule's name (a task path, or a key of SCHEDULES)",
                        where='path', required=True)
@@ -111,7 +113,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint('POST', '/api/tasks/{task_id}/cancel', 'cancel_task',
              'Cancel a task that has not started',
              {**_answer('the record'), '404': ERROR, '409': ERROR}, (TASK_ID,)),
-    Endpoint('GET', '/api/queues', 'queues', 'Every configured queue and its message counts',
+    Endpoint('GET', '/api/queues', 'queues',
+             'Every configured queue, its message counts and since when it is paused (paused_at)',
              _answer('the queues', queues=_list)),
     Endpoint('POST', '/api/queues/{name}/redrive', 'redrive',
              "Move the queue's dead letters back to it",
@@ -123,6 +126,15 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              'Delete every message of the queue; its waiting records become purged',
              _answer('what was purged', queue=_text, records_marked_purged=_int),
              (NAME, _param('confirm', 'the queue name again', required=True))),
+    Endpoint('POST', '/api/queues/{name}/pause', 'pause_queue',
+             'Pause the queue: every worker stops receiving from it within seconds; its '
+             'messages wait in SQS',
+             _answer('the queue, paused', queue=_text, paused={'type': 'boolean'},
+                     paused_at=_text), (NAME,)),
+    Endpoint('POST', '/api/queues/{name}/resume', 'resume_queue',
+             'Resume a paused queue: workers receive from it again within seconds',
+             _answer('the queue, resumed', queue=_text, paused={'type': 'boolean'},
+                     was_paused={'type': 'boolean'}), (NAME,)),
     Endpoint('GET', '/api/workflows', 'list_workflows',
              'Workflows, newest first, each with its count of nodes by state (pages)',
              _answer('a page', workflows=_list, next={'type': 'string', 'nullable': True}),
@@ -154,14 +166,28 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              'The outbox of OUTBOX_URL: rows waiting for the relay and the oldest one\'s age',
              _answer('the outbox', configured={'type': 'boolean'}, pending=_int,
                      oldest_age_sec={'type': 'number', 'nullable': True})),
-    Endpoint('GET', '/api/workers', 'workers', 'Worker and supervisor processes',
+    Endpoint('GET', '/api/workers', 'workers',
+             'Worker and supervisor processes (stop_requested_at: a stop was asked of it)',
              _answer('the workers', workers=_list),
              (_param('state', _statuses(WorkerState), one_of=status_values(WorkerState)),)),
+    Endpoint('POST', '/api/workers/{worker_id}/stop', 'stop_worker',
+             'Ask a worker to stop: it receives no more, lets what runs finish and exits 0 '
+             '(a supervisor stops its workers); read with its heartbeat, within seconds',
+             {**_answer('the worker, with stop_requested_at'), '404': ERROR, '409': ERROR},
+             (WORKER_ID,)),
     Endpoint('GET', '/api/timeline', 'timeline',
              'Tasks finished and mean duration per task over time',
              _answer('the series', series=_obj),
              (_param('window', 'seconds back, default 3600; auto: the shortest of an hour, a '
                                'day and a week with tasks in it'),
+              _param('bucket', 'seconds per point', 'number'))),
+    Endpoint('GET', '/api/activity', 'activity',
+             'Runs that ended over time per queue or per task: succeeded, failed, cancelled, '
+             'retried (attempts that failed and were retried) and the mean duration',
+             _answer('the series', by=_text, bucket_sec=_int, window_sec=_int, series=_obj),
+             (_param('by', 'queue (default) or task', one_of=['queue', 'task']),
+              _param('window', 'seconds back; auto (default): the shortest of an hour, a '
+                               'day and a week with runs in it'),
               _param('bucket', 'seconds per point', 'number'))),
     Endpoint('GET', '/api/schedules', 'list_schedules',
              'The periodic tasks: each schedule, its next run times, its last tick and the '

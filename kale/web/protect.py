@@ -55,9 +55,21 @@ SECURITY_HEADERS = [
     (b'x-content-type-options', b'nosniff'),
     (b'x-frame-options', b'DENY'),
     (b'referrer-policy', b'no-referrer'),
-    (b'cross-origin-opener-policy', b'same-origin'),
     (b'cross-origin-resource-policy', b'same-origin'),
 ]
+#: Sent only where a browser applies it: over HTTPS, or to a loopback name.
+#: Elsewhere (plain HTTP to a host name or address) Chromium ignores it and
+#: writes an error to the console on every page load.
+OPENER_POLICY = (b'cross-origin-opener-policy', b'same-origin')
+
+
+def trustworthy(scope: Scope) -> bool:
+    """Whether the browser deems the request's origin potentially
+    trustworthy: HTTPS (as the request or a proxy's X-Forwarded-Proto says),
+    or a loopback host."""
+    headers = Headers(scope=scope)
+    return scope.get('scheme') == 'https' or headers.get('x-forwarded-proto') == 'https' \
+        or host_name(headers.get('host', '')) in LOOPBACK_HOSTS
 
 
 def host_name(value: str) -> str:
@@ -114,9 +126,11 @@ class BrowserSafety:
                                         for name, value in SECURITY_HEADERS})(scope, receive, send)
             return
 
+        headers = SECURITY_HEADERS + [OPENER_POLICY] if trustworthy(scope) else SECURITY_HEADERS
+
         async def send_with_headers(message: Message) -> None:
             if message['type'] == 'http.response.start':
-                message['headers'] = list(message.get('headers', [])) + SECURITY_HEADERS
+                message['headers'] = list(message.get('headers', [])) + headers
             await send(message)
         await self.app(scope, receive, send_with_headers)
 

@@ -3,9 +3,6 @@ queues, return a JSON-ready value. Errors are KaleErrors; the app turns
 them into one-line JSON answers with the right status."""
 from __future__ import annotations
 
-import base64
-import binascii
-import datetime
 import json
 import threading
 import time
@@ -24,6 +21,7 @@ from kale.exceptions import (
     RecordsError,
     RecordsUnavailableError,
 )
+from kale.records import controls
 from kale.records.queries import parse_filter, parse_limit
 from kale.records.recorder import OWN_WRITES_SEC
 from kale.scaling import serving_workers
@@ -31,13 +29,10 @@ from kale.statuses import WorkflowStatus
 from kale.store.record import iso
 from kale.store.records import RecordQueries
 from kale.store.sql.records import safe_url
+from kale.web.pages import workflow_page
 
 #: The windows ``/api/timeline?window=auto`` tries, shortest first.
 AUTO_WINDOWS_SEC = (3600, 24 * 3600, 7 * 24 * 3600)
-
-#: The most rows one ``list_workflows`` call returns.
-WORKFLOWS_MAX = 1000
-
 
 def command_broker() -> Broker:
     """A broker whose client gives up soon on an endpoint that does not answer."""
@@ -65,71 +60,6 @@ def _number(request: Request, name: str, default: float, low: float, high: float
     if not low <= value <= high:
         raise BadFilterError('%s must be a number from %g to %g, got %r' % (name, low, high, text))
     return value
-
-
-def encode_workflow_cursor(created_at: str, last_id: str, seen: int) -> str:
-    raw = json.dumps([created_at, last_id, seen], separators=(',', ':')).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip('=')
-
-
-def decode_workflow_cursor(text: str) -> tuple[str, float, str, int]:
-    """(created_at as listed, the end of its millisecond as epoch seconds,
-    the last id served, how many of that millisecond were served)."""
-    try:
-        raw = base64.urlsafe_b64decode(text + '=' * (-len(text) % 4))
-        created_at, last_id, seen = json.loads(raw)
-        moment = datetime.datetime.fromisoformat(created_at.replace('Z', '+00:00'))
-        if isinstance(last_id, str) and len(last_id) <= 128 and type(seen) is int \
-                and 0 < seen < WORKFLOWS_MAX and moment.tzinfo is not None:
-            return created_at, moment.timestamp() + 0.001, last_id, seen
-    except (ValueError, TypeError, AttributeError, binascii.Error):
-        pass
-    raise BadFilterError('cursor %r is not one this server gave out' % text[:100])
-
-
-def workflow_page(status: Optional[str], limit: int, cursor: Optional[str],
-                  records_url: Optional[str]) -> tuple[list[dict[str, Any]], Optional[str]]:
-    """Up to ``limit`` workflows, newest first, after ``cursor``; and the
-    cursor of the next page (None on the last).
-
-    Workflows are listed with ``created_at`` to the millisecond and paged by
-    "created before", so a cursor names the last row's millisecond, its id
-    and how many of that millisecond were served: the next page reads from
-    the end of that millisecond and skips those (in the store's own order,
-    the same every time), so rows created in one instant are neither lost
-    nor repeated."""
-    created_at, before, last_id, seen = decode_workflow_cursor(cursor) if cursor else \
-        ('', None, '', 0)
-    # + 1 to tell whether more follow, + 1 for a row rounded up into the next millisecond
-    want = min(limit + seen + 2, WORKFLOWS_MAX)
-    read = workflow.list_workflows(status, want, before, records_url)
-    rows, skip = _after_cursor(read, created_at, last_id, seen) if cursor else (read, 0)
-    page = rows[skip:skip + limit]
-    if not page:
-        return page, None
-    last = page[-1]
-    served = _created_with(rows[:skip + limit], last['created_at'])
-    after = encode_workflow_cursor(last['created_at'], last['id'], served)
-    if len(rows) > skip + limit:
-        return page, after
-    if len(read) < want or served + 3 > WORKFLOWS_MAX:
-        return page, None
-    # The read stopped at WORKFLOWS_MAX rows: whether more follow, a page of one tells.
-    return page, after if workflow_page(status, 1, after, records_url)[0] else None
-
-
-def _after_cursor(read: list[dict[str, Any]], created_at: str, last_id: str,
-                  seen: int) -> tuple[list[dict[str, Any]], int]:
-    """The rows read from a cursor's millisecond on, and how many of them its
-    page served already."""
-    rows = [row for row in read if row['created_at'] <= created_at]
-    ids = [row['id'] for row in rows[:seen + 1] if row['created_at'] == created_at]
-    return rows, ids.index(last_id) + 1 if last_id in ids else seen
-
-
-def _created_with(rows: list[dict[str, Any]], created_at: str) -> int:
-    """How many of ``rows`` were created in the millisecond ``created_at``."""
-    return sum(1 for row in rows if row['created_at'] == created_at)
 
 
 class Api:
@@ -235,6 +165,21 @@ class Api:
         bucket = int(_number(request, 'bucket', max(60, window // 60), 1, 24 * 3600))
         return self.queries.timeline(window, bucket)
 
+    def activity(self, request: Request) -> dict[str, Any]:
+        """Runs that ended over a window by outcome (retries too) and their
+        mean duration, per queue or per task; ``window=auto`` as the timeline's."""
+        by = request.query_params.get('by', 'queue')
+        if request.query_params.get('window', 'auto') == 'auto':
+            answer: dict[str, Any] = {}
+            for window_sec in AUTO_WINDOWS_SEC:
+                answer = self.queries.activity(by, window_sec, window_sec // 60)
+                if answer['series']:
+                    break
+            return answer
+        window = _number(request, 'window', 3600, 60, 7 * 24 * 3600)
+        bucket = int(_number(request, 'bucket', max(60, window // 60), 1, 24 * 3600))
+        return self.queries.activity(by, window, bucket)
+
     # --- workflows --------------------------------------------------------------------
 
     def _workflow_records(self) -> None:
@@ -307,17 +252,27 @@ class Api:
     # --- queues and workers --------------------------------------------------------------
 
     def queues(self, request: Request) -> dict[str, Any]:
+        """Each queue's counts, throughput over the last minute and whether
+        it is paused (records off: none is)."""
         statuses = admin.queue_statuses(self.broker)
         try:
             last_minute = self.queries.timeline(60, 60)['queues_last_minute']
+            paused = controls.paused_queues(self.records_url, self._app)
         except RecordsError:
-            last_minute = {}
+            last_minute, paused = {}, {}
         rows = []
         for status in statuses:
             row = status.as_dict()
             row['throughput_per_min'] = last_minute.get(status.name, 0)
+            row['paused_at'] = iso(paused.get(status.name))
             rows.append(row)
         return {'queues': rows}
+
+    def pause_queue(self, request: Request) -> dict[str, Any]:
+        return controls.pause_queue(request.path_params['name'], self.records_url, self._app)
+
+    def resume_queue(self, request: Request) -> dict[str, Any]:
+        return controls.resume_queue(request.path_params['name'], self.records_url, self._app)
 
     def purge(self, request: Request) -> dict[str, Any]:
         """Delete every message of the queue (SQS PurgeQueue), only when
@@ -359,7 +314,11 @@ class Api:
 
     def workers(self, request: Request) -> dict[str, Any]:
         state = request.query_params.get('state') or None
-        return {'workers': [w.as_json() for w in self.queries.workers(state)]}
+        return {'workers': controls.workers(state, self.records_url, self._app)}
+
+    def stop_worker(self, request: Request) -> dict[str, Any]:
+        return controls.stop_worker(request.path_params['worker_id'], self.records_url,
+                                    self._app)
 
     # --- schedules ------------------------------------------------------------------------
 

@@ -30,9 +30,10 @@ from kale.worker.batch import Batch
 from kale.worker.burst import BurstEnd
 from kale.worker.cancelled import skip_cancelled
 from kale.worker.consumer import Consumer
+from kale.worker.control import WorkerControl
 from kale.worker.flow import FlowGate
 from kale.worker.heartbeat import Heartbeat
-from kale.worker.limits import EXIT_OK, EXIT_STUCK, MemoryLimit, over_limits, supervisor_pid
+from kale.worker.limits import EXIT_OK, EXIT_STUCK, MemoryLimit, memory_limit_mb, over_limits, supervisor_pid
 from kale.worker.outage import Outage
 from kale.worker.parts import (
     choose_queues,
@@ -99,12 +100,15 @@ class WorkerBase:
         self.hooks.awaiter = self.runner.await_hook     # coroutine hooks run on its loop
         self.settler: Optional[Settler] = None
         self.heartbeat = Heartbeat(self.broker, clock=clock)
+        #: What operators ask of it through the records (kale.worker.control).
+        self.obey = WorkerControl(self.name, self, self.consumer.pauses,
+                                  [queue.name for queue in self.queues])
         self.flow = FlowGate(config, self.app.codec, clock=clock)
         self.outage = Outage(self.name, config.SQS_ERROR_MAX_BACKOFF_SEC,
                              config.BURST_GIVE_UP_SEC if burst else None,
                              lambda seconds: self._sleep(seconds), clock=clock)
         self.burst_end = BurstEnd(self.name, wall_clock=clock.time)
-        self.memory_limit = MemoryLimit(config.DIE_ON_RESIDENT_SET_SIZE_MB)
+        self.memory_limit = MemoryLimit(memory_limit_mb(config, self.broker.transport))
         self.signals = StopSignals(self.name, on_stop=self.stop, in_task=lambda: self._in_task)
         self.exit_code = EXIT_OK
         self._stopping = False

@@ -57,12 +57,13 @@ from kale.backoff import Backoff
 from kale.broker import Broker
 from kale.clock import SYSTEM_CLOCK, Clock
 from kale.codec import Codec
-from kale.events import OUTCOMES, Settle, Settlement
+from kale.events import OUTCOMES, Outcome, Settle, Settlement
 from kale.exceptions import BatchSendError, KaleError, SQSError
 from kale.fair import keep_tenant
 from kale.queue_config import TaskQueue
 from kale.transport import OutgoingMessage, VisibilityChange
 from kale.worker.batch import COPY_MIN_SEC, Batch, SettleDeferred, visibility_clock_start
+from kale.worker.control import QueuePauses
 from kale.worker.dead_runs import send_dead_runs
 from kale.worker.suspects import release, release_copy
 
@@ -87,6 +88,27 @@ def fifo_copy(settlement: Settlement) -> Optional[OutgoingMessage]:
 
 #: Every kind of settling, in order.
 _KINDS = tuple(Settle)
+
+
+def _behind_their_group(held: list[Settlement]) -> None:
+    """FIFO: a group's messages released because an earlier one of the group
+    is held for its retry stay invisible until a second before it (a release
+    alone is made visible at once). SQS would not deliver them before it
+    anyway, but an emulator may: LocalStack delivers a message made visible
+    by a change to 0 while an earlier one of its group is in flight, which
+    breaks the order. Not as long as it: moto, given a group's messages
+    visible again together, hands out the last of them first."""
+    holds: dict[str, int] = {}
+    for settlement in held:
+        group = settlement.received.group_id
+        if settlement.hold_sec and group is not None:
+            holds[group] = max(holds.get(group, 0), settlement.hold_sec)
+    if holds:
+        for settlement in held:
+            group = settlement.received.group_id
+            if settlement.outcome is Outcome.RELEASE and not settlement.hold_sec \
+                    and group in holds:
+                settlement.hold_sec = max(holds[group] - 1, 0)
 
 
 def _by_kind(settlements: Sequence[Settlement]) -> dict[Settle, list[Settlement]]:
@@ -121,20 +143,36 @@ class Consumer:
         #: When set (a ``clock()`` time), retrying stops then even if a batch's
         #: deadline is later: a stopping worker does not wait out an outage.
         self.give_up_at: Optional[float] = None
+        #: The queues nothing is received from (see :mod:`kale.worker.control`).
+        self.pauses = QueuePauses()
 
     # --- receiving -------------------------------------------------------------------
 
     def receive(self, queue: TaskQueue, wait_sec: Optional[int] = None,
               max_messages: Optional[int] = None) -> Batch:
         """Receive up to ``max_messages`` (default ``batch_size``) messages,
-        long polling ``wait_sec`` (default the queue's), as a Batch."""
+        long polling ``wait_sec`` (default the queue's), as a Batch. Nothing
+        from a paused queue: an empty batch, after the long poll's wait (cut
+        short by a resume), and what a receive brings once its queue was
+        paused meanwhile goes back to SQS at once."""
+        if queue.name in self.pauses:
+            self.pauses.wait(queue.name, queue.long_poll_time_sec if wait_sec is None
+                             else wait_sec)
+            now = self.clock.monotonic()
+            return Batch(queue, [], now, self.broker.sqs_name(queue))
         started = self.clock.monotonic()
         messages = self.broker.receive(queue, max_messages, wait_sec=wait_sec)
         ended = self.clock.monotonic()
         if wait_sec == 0:           # a long poll's wait says nothing about the endpoint
             self._receive_times.append(ended - started)
-        return Batch(queue, messages, visibility_clock_start(started, ended),
-                     self.broker.sqs_name(queue))
+        batch = Batch(queue, messages, visibility_clock_start(started, ended),
+                      self.broker.sqs_name(queue))
+        if messages and queue.name in self.pauses:
+            logger.info('queue %s was paused while a receive was out: %d message(s) given '
+                        'back unrun', queue.name, len(messages))
+            self.settle(batch)      # nothing settled: every message released
+            return Batch(queue, [], batch.received_at, batch.sqs_name)
+        return batch
 
     @property
     def recent_receive_sec(self) -> float:
@@ -160,8 +198,9 @@ class Consumer:
         by_kind = _by_kind(batch.settlements)
         dead_letters = by_kind[Settle.DEAD_LETTER]
         if batch.fifo:      # a retry or release stays in its group; no copy jumps the line
-            self._hold(batch, [s for s in batch.settlements
-                               if OUTCOMES[s.outcome].holds_group], retry)
+            held = [s for s in batch.settlements if OUTCOMES[s.outcome].holds_group]
+            _behind_their_group(held)
+            self._hold(batch, held, retry)
             for settlement in dead_letters:
                 settlement.copy = fifo_copy(settlement)
         else:

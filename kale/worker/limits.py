@@ -17,7 +17,9 @@ import logging
 import os
 import resource
 import sys
-from typing import Optional
+from typing import Any, Optional
+
+from kale.default_settings import Settings
 
 logger = logging.getLogger('kale.worker')
 
@@ -45,6 +47,18 @@ def resident_set_size_mb() -> float:
 def peak_resident_set_size_mb() -> float:
     """The most resident memory this process has had, in MB (one system call)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / _MAXRSS_PER_MB
+
+
+def memory_limit_mb(config: Any, transport: Any) -> float:
+    """The resident memory a worker stops at: DIE_ON_RESIDENT_SET_SIZE_MB,
+    but for a worker on the in-memory transport, which runs in a test's
+    process (whose memory is the test runner's), only when set to other than
+    its default."""
+    limit = config.DIE_ON_RESIDENT_SET_SIZE_MB
+    if getattr(transport, 'in_process', False) and \
+            limit == Settings.__dataclass_fields__['DIE_ON_RESIDENT_SET_SIZE_MB'].default:
+        return 0.0
+    return float(limit)
 
 
 class MemoryLimit:

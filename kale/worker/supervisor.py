@@ -11,6 +11,9 @@ the first worker starts; it may add to their environment, ``env``),
 ``on_worker_exited`` for each worker that exits, and
 ``on_supervisor_shutdown``. The metrics feature uses them to serve one
 ``/metrics`` for all the workers.
+
+A worker stopped by ``kale workers stop`` exits 0 and is not restarted; a
+stop asked of the supervisor itself stops them all, as SIGTERM does.
 """
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ from kale.backoff import Backoff
 from kale.config import Config
 from kale.exceptions import HookError
 from kale.hooks import HookDispatcher, WorkerHooks
+from kale.worker.control import WorkerControl
 from kale.worker.limits import SUPERVISOR_PID_VARIABLE
 from kale.worker.parts import load_worker_hooks
 
@@ -62,6 +66,8 @@ class Supervisor:
         self._stopping = False
         self._backoffs = {slot: Backoff(initial=1.0, maximum=30.0) for slot in range(processes)}
         self._restart_at: dict[int, float] = {}
+        #: A stop asked of it through the records stops every worker (kale.worker.control).
+        self.obey = WorkerControl('supervisor', self)
 
     def _start(self, slot: int) -> None:
         # A session of its own: Ctrl-C in a terminal reaches only the supervisor,
@@ -71,6 +77,10 @@ class Supervisor:
         logger.info('supervisor: started worker %d (pid %d)', slot, process.pid)
         if self._stopping:                  # a stop request came while it was starting
             process.send_signal(signal.SIGTERM)
+
+    def stop(self) -> None:
+        """Stop every worker as SIGTERM does (a stop asked through the records)."""
+        self._forward(signal.SIGTERM, None)
 
     def _forward(self, signum: int, frame: Optional[FrameType]) -> None:
         self._stopping = True
@@ -147,8 +157,8 @@ class Supervisor:
 def worker_command(args: Any) -> list[str]:
     """The ``kale worker`` command line for one supervised worker."""
     import sys
-    command = [sys.executable, '-m', 'kale', 'worker', '--log-level', args.log_level,
-               '--aws-log-level', args.aws_log_level]
+    command = list(getattr(args, 'kale_command', None) or [sys.executable, '-m', 'kale'])
+    command += ['worker', '--log-level', args.log_level, '--aws-log-level', args.aws_log_level]
     if args.settings:
         command += ['--settings', args.settings]
     if args.queues:

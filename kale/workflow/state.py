@@ -227,13 +227,13 @@ def _succeed(steps: WorkflowSteps, done: Sequence[tuple[str, str]]
     each downstream node, and the workflows whose last node succeeded."""
     arrivals: dict[str, int] = {}
     sinks: set[str] = set()
+    succeeded = steps.succeed_many(done)
     for task_id, stored in done:
-        succeeded = steps.succeed(task_id, stored)
-        if succeeded is None:            # not queued: a second delivery, or a node
+        if task_id not in succeeded:     # not queued: a second delivery, or a node
             # cancelled while its task ran (its workflow ended): it succeeded all the same
             steps.succeed_cancelled(task_id, stored)
             continue
-        workflow_id, downstream = succeeded
+        workflow_id, downstream = succeeded.pop(task_id)
         for later in downstream:
             arrivals[later] = arrivals.get(later, 0) + 1
         if not downstream:               # the last node to succeed has no downstream

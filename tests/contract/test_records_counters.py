@@ -159,21 +159,21 @@ def test_a_delete_goes_in_chunks(store, monkeypatch):
     assert store.queries.summary(TaskFilter()) == store.queries.summary(SCANNED)
 
 
-def test_a_version_12_store_is_counted_when_migrated(store):
-    """Schema version 13 brings the counters: the records already there are
+def test_a_version_13_store_is_counted_when_migrated(store):
+    """Schema version 14 brings the counters: the records already there are
     counted, and the triggers count what comes after."""
     if not hasattr(store, 'engine'):
         pytest.skip('the memory store has no schema')
     from kale.config import Config
     from kale.store.sql.records import RecordStore
     write_a_mix(store, random.Random(12))
-    with store.begin(write=True) as conn:              # back to version 12
+    with store.begin(write=True) as conn:              # back to version 13
         from kale.store.sql import counters
         counters.drop_triggers(conn)
         for table in ('kale_task_counts', 'kale_task_minutes', 'kale_task_periods',
                       'kale_task_changes'):
             conn.exec_driver_sql('DROP TABLE %s' % table)
-        conn.exec_driver_sql('UPDATE kale_schema SET version = 12')
+        conn.exec_driver_sql('UPDATE kale_schema SET version = 13')
     store.records.write([published('late', NOW, 'app.a.Send', 'default')], [], [])
     again = RecordStore(store.url, Config.load('tests.kale_test_settings'))
     try:

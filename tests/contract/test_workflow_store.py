@@ -56,6 +56,25 @@ def test_a_queued_node_succeeds_once_and_the_last_arrival_claims_its_successor(s
     assert (found.status, found.finished_at) == (WorkflowStatus.SUCCEEDED, 7.0)
 
 
+def test_a_batch_of_queued_nodes_succeeds_in_one_step_and_others_stay_as_they_are(store):
+    chord(store)
+    chord(store, 'wf2')
+    with store.workflows.begin(write=True) as steps:
+        steps.end_node('wf2-b', NodeStatus.CANCELLED, 'workflow cancelled')
+        assert steps.succeed_many([('wf1-a', 'result-a'), ('wf1-b', 'result-b'),
+                                   ('wf2-a', 'result-2a'), ('wf2-b', 'cancelled'),
+                                   ('wf1-c', 'pending'), ('missing', 'none')]) == {
+            'wf1-a': ('wf1', ['wf1-c']), 'wf1-b': ('wf1', ['wf1-c']),
+            'wf2-a': ('wf2', ['wf2-c'])}
+        assert steps.succeed_many([('wf1-a', 'again')]) == {}       # not queued any more
+        assert steps.results(['wf1-a', 'wf1-b', 'wf2-a', 'wf2-b', 'wf1-c']) == {
+            'wf1-a': 'result-a', 'wf1-b': 'result-b', 'wf2-a': 'result-2a', 'wf2-b': None,
+            'wf1-c': None}
+    states = {node.task_id: node.state for node in store.workflows.nodes('wf2')}
+    assert states == {'wf2-a': NodeStatus.SUCCEEDED, 'wf2-b': NodeStatus.CANCELLED,
+                      'wf2-c': PENDING}
+
+
 def test_racing_arrivals_claim_a_node_once(store):
     width = 8
     nodes = [Node('n%d' % i, 'wf', 't.A', 'default', QUEUED, 0, [], ['join'], 'call')

@@ -40,7 +40,7 @@ def test_make_demo_exits_0_with_the_expected_outcome_counts():
                     ('default', 'FetchPageTask'): ['40', '0', '0'],
                     ('default', 'AlwaysFailsTask'): ['0', '2', '2'],
                     ('low_priority', 'SlowReportTask'): ['4', '0', '0'],
-                    ('high_priority,default', 'CountWordsTask'): ['3', '0', '0'],
+                    ('high_priority', 'CountWordsTask'): ['3', '0', '0'],
                     ('low_priority', 'SumCountsTask'): ['1', '0', '0'],
                     ('default', 'ConfirmOrderTask'): ['2', '0', '0'],
                     ('default', 'SendReceiptTask'): ['3', '0', '0'],

@@ -324,8 +324,8 @@ def test_a_second_purge_within_a_minute_says_what_it_means(sqs):
         admin.purge(broker, queue)
 
 
-def test_every_dropped_setting_the_readme_lists_is_warned_about():
-    with open(os.path.join(ROOT, 'README.md')) as handle:
+def test_every_dropped_setting_the_migration_guide_lists_is_warned_about():
+    with open(os.path.join(ROOT, 'docs', 'how-to', 'migrate-from-original-kale.md')) as handle:
         text = handle.read()
     table = text.split('Dropped settings.')[1].split('Changed defaults:')[0]
     listed = {name for row in table.splitlines() if row.startswith('| `')

@@ -89,7 +89,9 @@ def test_tasks_a_killed_asyncio_worker_held_run_together_after_the_restart(sqs, 
     worker.signal(signal.SIGKILL)
     worker.wait(10)
     killed = {r[1] for r in events(record, 'start')} - {r[1] for r in events(record, 'end')}
-    assert len(killed) >= 150, 'the worker was killed after most of them ended'
+    # (on a loaded machine the receives of two hundred take seconds, and the
+    # first tasks may end before the last start: half is enough to tell)
+    assert len(killed) >= 100, 'the worker was killed after most of them ended'
     second = WorkerProcess(tmp_path, '--queues', 'recovery', '--burst', '--pool', 'asyncio')
     assert second.wait(180) == 0, second.output()
     assert sorted({r[1] for r in events(record, 'end')}) == sorted(set(published))

@@ -1,13 +1,17 @@
-"""The README's quick start and the example's README work exactly as written
-(but for the endpoint's port: see :func:`run_block`)."""
+"""The example's READMEs work exactly as written (but for the endpoint's
+port: see :func:`run_block`); the docs name every command, the tutorial's
+task module passes the lint, the install guide names every extra. (The
+docs' own blocks run in tests/unit/test_docs.py and tests/e2e/test_docs.py.)"""
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
 
 import pytest
 
+from tests.support import docs
 from tests.support.endpoint import ROOT
 
 
@@ -46,18 +50,6 @@ def run_block(block, cwd, engine='moto'):
 
 
 @pytest.mark.slow
-def test_quick_start_publishes_a_task_and_a_worker_runs_it(tmp_path):
-    """Run the block in a scratch copy of the checkout (it writes myapp/)."""
-    os.symlink(sys.prefix, tmp_path / '.venv')
-    os.symlink(os.path.join(ROOT, 'settings'), tmp_path / 'settings')
-    os.symlink(os.path.join(ROOT, 'queue_config.yaml'), tmp_path / 'queue_config.yaml')
-    result = run_block(shell_block('README.md', '## Quick start'), tmp_path)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert re.search(r'published [0-9a-f]{32}', result.stdout), result.stdout
-    assert 'hello, world' in result.stdout, result.stdout + result.stderr
-
-
-@pytest.mark.slow
 def test_the_example_runs_as_its_readme_says(tmp_path):
     os.symlink(sys.prefix, tmp_path / '.venv')
     os.symlink(os.path.join(ROOT, 'example'), tmp_path / 'example')
@@ -77,44 +69,33 @@ def test_the_example_runs_as_its_readme_says(tmp_path):
         'running scheduled succeeded failed cancelled purged deduplicated'
 
 
-def test_the_readme_settings_reference_is_the_table():
-    """The README's reference is what `kale settings --markdown` prints from
-    the table of kale/default_settings.py: a setting added there and not to
-    the README (or changed in one only) fails here."""
-    from kale.cli.config import markdown
-    from kale.default_settings import TABLE
-    text = open(os.path.join(ROOT, 'README.md')).read()
-    reference = markdown()
-    assert len(TABLE) > 80 and reference.count('\n| `') == len(TABLE)
-    assert reference in text, 'run: kale settings --markdown, and paste it into README.md'
+@pytest.mark.slow
+def test_the_django_example_runs_as_its_readme_says(tmp_path):
+    """In a copy of example/django (it writes its database there)."""
+    os.symlink(sys.prefix, tmp_path / '.venv')
+    shutil.copytree(os.path.join(ROOT, 'example', 'django'), tmp_path / 'example' / 'django',
+                    ignore=shutil.ignore_patterns('db.sqlite3*', '__pycache__'))
+    result = run_block(shell_block('example/django/README.md', '## Run it'), tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert re.search(r'order 1 placed; its confirmation is task [0-9a-f]{32}', result.stdout)
+    assert 'order 1 (a teapot) confirmed' in result.stderr, result.stderr
+    assert re.search(r'orders\.tasks\.SendConfirmation +default +succeeded', result.stdout)
 
 
-def test_the_readme_documents_every_command():
-    text = open(os.path.join(ROOT, 'README.md')).read()
+def test_the_docs_document_every_command():
+    text = '\n'.join(open(os.path.join(ROOT, 'docs', page)).read() for page in docs.pages())
     for command in ('kale worker', 'kale queues', 'kale purge', 'kale dlq redrive',
                     'kale publish', 'kale sqs-local'):
         assert '`%s' % command in text, command
 
 
-def test_the_readme_in_memory_testing_example_runs():
-    """The README's example of a worker with records in memory runs as written."""
-    text = open(os.path.join(ROOT, 'README.md')).read()
-    start = text.index('### Testing with a worker, records and workflows in memory')
-    block = text[text.index('```python\n', start) + len('```python\n'):]
-    block = block[:block.index('```')]
-    from tests.tasks import ResizeImage
-    namespace = {'ResizeImage': ResizeImage}
-    exec(compile(block, 'README.md', 'exec'), namespace)
-    namespace['test_the_worker_records_a_resize']()
-
-
 def test_the_quick_start_task_module_passes_the_lint(tmp_path):
-    """The Quick start writes myapp/tasks.py into the checkout, where `make
+    """The tutorial writes myapp/tasks.py into the checkout, where `make
     lint` checks it too."""
-    text = open(os.path.join(ROOT, 'README.md')).read()
-    start = text.index("cat > myapp/tasks.py <<'EOF'\n") + len("cat > myapp/tasks.py <<'EOF'\n")
+    text = open(os.path.join(ROOT, 'docs', 'tutorial', 'first-task.md')).read()
+    start = text.index("cat > myapp/tasks.py <<'PY'\n") + len("cat > myapp/tasks.py <<'PY'\n")
     module = tmp_path / 'tasks.py'
-    module.write_text(text[start:text.index('\nEOF\n', start) + 1])
+    module.write_text(text[start:text.index('\nPY\n', start) + 1])
     ruff = os.path.join(os.path.dirname(sys.executable), 'ruff')
     result = subprocess.run([ruff, 'check', '--config', os.path.join(ROOT, 'ruff.toml'),
                              str(module)], capture_output=True, text=True, timeout=60)
@@ -122,8 +103,10 @@ def test_the_quick_start_task_module_passes_the_lint(tmp_path):
 
 
 def test_the_extras_table_names_every_extra():
-    text = open(os.path.join(ROOT, 'README.md')).read()
+    """The install guide's table names every extra an application may
+    install (not the tools: dev, docs)."""
+    text = open(os.path.join(ROOT, 'docs', 'how-to', 'install.md')).read()
     setup = open(os.path.join(ROOT, 'setup.py')).read()
-    extras = set(re.findall(r"^        '([a-z]+)': \[", setup, re.M)) - {'dev'}
+    extras = set(re.findall(r"^        '([a-z]+)': \[", setup, re.M)) - {'dev', 'docs'}
     listed = set(re.findall(r'^\| `([a-z]+)` \|', text, re.M))
     assert extras and extras <= listed, extras - listed

@@ -154,7 +154,7 @@ def test_the_dashboard_lists_the_schedules_and_runs_one_now(browser, web, memory
     [(_, _, last_task)] = scheduler.published
     page = browser.new_page(viewport={'width': 1400, 'height': 1100})
     try:
-        page.goto(web)
+        page.goto(web + '#/schedules')
         page.wait_for_selector('body[data-loaded=true]', timeout=15000)
         row = '#schedules tr[data-schedule="ticks"]'
         page.wait_for_selector(row)

@@ -1,4 +1,4 @@
-"""`kale sqs-local --engine fauxqs`: the Quick start runs on it as on moto,
+"""`kale sqs-local --engine fauxqs`: the tutorial's first step runs on it as on moto,
 its Node.js process ends with it, and without Node.js it is one line."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.e2e.test_readme import run_block, shell_block
+from tests.support import docs
 from tests.support.endpoint import ROOT, subprocess_env
 
 
@@ -32,10 +32,10 @@ def alive(pid):
 
 
 @pytest.mark.slow
-def test_the_quick_start_runs_on_fauxqs(tmp_path, fauxqs_installed):
-    os.symlink(sys.prefix, tmp_path / '.venv')
-    os.symlink(os.path.join(ROOT, 'queue_config.yaml'), tmp_path / 'queue_config.yaml')
-    result = run_block(shell_block('README.md', '## Quick start'), tmp_path, engine='fauxqs')
+def test_the_tutorials_first_step_runs_on_fauxqs(tmp_path, fauxqs_installed):
+    docs.scratch(str(tmp_path))
+    script = '\n'.join(block.code for block in docs.runnable('tutorial/first-task.md', 'sh'))
+    result = docs.run_script(script, str(tmp_path), engine='fauxqs')
     assert result.returncode == 0, result.stdout + result.stderr
     assert 'hello, world' in result.stdout, result.stdout + result.stderr
 

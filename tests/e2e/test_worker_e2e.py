@@ -345,11 +345,15 @@ def test_a_long_task_whose_worker_is_killed_comes_back_within_one_visibility_tim
 
 
 def test_two_workers_share_a_fifo_queue_and_keep_each_group_in_order(sqs, record, tmp_path):
+    """With retries two seconds later, so that the group's messages released
+    behind a retry are held (until a second before it) rather than made
+    visible at once: moto must still hand them out in order."""
     groups = 'abcd'
     for group in groups:
         calls = [(('%s%d' % (group, i), 1 if i == 2 else 0, 0.05), {}) for i in range(1, 6)]
         tasks.OrderedTask.publish_batch(None, calls, group_id=group)
-    workers = [WorkerProcess(tmp_path, '--queues', 'ordered', '--burst') for _ in range(2)]
+    workers = [WorkerProcess(tmp_path, '--queues', 'ordered', '--burst',
+                             KALE_TEST_RETRY_DELAY='2') for _ in range(2)]
     codes = [w.wait(90) for w in workers]
     assert codes == [0, 0], [w.output() for w in workers]
     ran = [r[4] for r in events(record, 'ran')]

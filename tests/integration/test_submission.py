@@ -167,16 +167,15 @@ def test_post_api_workflows_needs_the_token_unless_allowed(programs):
 
 
 def test_the_schema_file_validates_the_readme_examples():
-    """Every JSON example of the README's "Tasks in any language" passes the
-    schema, and so do the example's submission files."""
+    """Every JSON example of the executors guide (docs/how-to/executors.md)
+    passes the schema, and so do the example's submission files."""
     import re
 
     import jsonschema
 
     from tests.support.endpoint import ROOT
-    with open('%s/README.md' % ROOT) as f:
-        readme = f.read()
-    section = readme.split('## Tasks in any language', 1)[1].split('\n## ', 1)[0]
+    with open('%s/docs/how-to/executors.md' % ROOT) as f:
+        section = f.read()
     examples = [json.loads(block) for block in re.findall(r'```json\n(.*?)```', section, re.S)]
     with open('%s/example/executors/signup.json' % ROOT) as f:
         examples.append(json.load(f))

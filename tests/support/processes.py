@@ -13,7 +13,12 @@ from tests.support.records import read_records
 
 
 class WorkerProcess:
-    """`kale worker ...` in a subprocess with its log captured to a file."""
+    """`kale worker ...` in a subprocess with its log captured to a file.
+    One the test left running (it failed before stopping it) is killed after
+    the test (:func:`kill_leftovers`), so no worker outlives the suite."""
+
+    #: Every worker started and not yet waited for.
+    started: list['WorkerProcess'] = []
 
     def __init__(self, tmp_path, *args: str, endpoint: Optional[str] = None, **extra_env: str):
         self.log_path = tmp_path / ('worker-%d.log' % time.monotonic_ns())
@@ -23,6 +28,7 @@ class WorkerProcess:
         self.log = open(self.log_path, 'w')
         self.process = subprocess.Popen([sys.executable, '-m', 'kale', 'worker', *args],
                                         stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
+        WorkerProcess.started.append(self)
 
     def wait(self, timeout: float) -> int:
         try:
@@ -46,6 +52,17 @@ class WorkerProcess:
         """Wait until the worker has logged ``text``."""
         wait_for(lambda: text in self.output(), timeout, 'the worker to log %r' % text)
 
+
+
+def kill_leftovers() -> None:
+    """Kill the workers a test started and left running."""
+    for worker in WorkerProcess.started:
+        if worker.process.poll() is None:
+            worker.process.kill()
+            worker.process.wait()
+        if not worker.log.closed:
+            worker.log.close()
+    WorkerProcess.started.clear()
 
 
 def events(path, event):

@@ -7,9 +7,11 @@ from __future__ import annotations
 import pytest
 
 from kale import worker as kale_worker
+from kale.app import App
 from kale.exceptions import InvalidDelayError, InvalidGroupError, QueueConfigError
 from kale.hooks import WorkerHooks
 from kale.queue_config import parse_queue_config
+from kale.transport.memory import MemoryTransport
 from tests import tasks
 from tests.support.records import read_records, recorded_ids
 
@@ -137,6 +139,20 @@ def test_a_group_completes_in_publish_order_through_a_failure_and_its_retry(app,
     assert (requests['SendMessage'], requests['SendMessageBatch']) == \
         (sent['SendMessage'], sent['SendMessageBatch']), 'a retry must not send a copy'
     assert requests['ChangeMessageVisibilityBatch'] >= 1, 'the retry keeps its message'
+
+
+def test_a_group_keeps_its_order_where_a_message_made_visible_jumps_its_group(app, record):
+    """LocalStack delivers a FIFO message made visible by a visibility change
+    to 0 while an earlier one of its group is still in flight; the group's
+    messages released behind a retry are held until a second before it, so
+    they cannot come early even there."""
+    app = App(app.config.replace(RETRY_DELAY_MULTIPLE_SEC=2),
+              transport=MemoryTransport(releases_jump_groups=True))
+    app.publish_batch(tasks.OrderedTask, None, [(('a1', 1), {}), (('a2',), {}), (('a3',), {})],
+                      group_id='a')
+    work_on(app)
+    assert labels(record, 'failed') == ['a1']
+    assert labels(record, 'ran', 'a') == ['a1', 'a2', 'a3']
 
 
 def test_other_groups_run_while_one_waits_for_its_retry(app, record):

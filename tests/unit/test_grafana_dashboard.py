@@ -1,4 +1,4 @@
-"""The Grafana dashboard in example/grafana and the README's PromQL query only
+"""The Grafana dashboard in example/grafana and the monitoring guide's PromQL query only
 metrics Kale serves."""
 import json
 import os
@@ -12,7 +12,7 @@ from kale.contrib.queue_metrics import QueueCollector
 from tests.support.endpoint import ROOT
 
 DASHBOARD = os.path.join(ROOT, 'example', 'grafana', 'kale-dashboard.json')
-#: Metrics the README names that come from elsewhere: the CloudWatch exporter's
+#: Metrics the monitoring guide names that come from elsewhere: the CloudWatch exporter's
 #: ApproximateAgeOfOldestMessage.
 OTHERS = {'aws_sqs_approximate_age_of_oldest_message_maximum'}
 #: PromQL words that are not metric names.
@@ -102,8 +102,8 @@ def test_the_dashboard_shows(needed):
 
 
 def monitoring_queries():
-    with open(os.path.join(ROOT, 'README.md')) as f:
-        section = f.read().split('\n## Monitoring\n', 1)[1].split('\n## ', 1)[0]
+    with open(os.path.join(ROOT, 'docs', 'how-to', 'monitoring.md')) as f:
+        section = f.read()
     return re.findall(r'```promql\n(.*?)```', section, re.S)
 
 

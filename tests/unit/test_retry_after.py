@@ -275,16 +275,17 @@ def test_a_40_minute_retry_runs_on_time_through_early_arrivals(timeline, size):
     assert carried_due == pytest.approx(due_at, abs=1)
 
 
-# --- the README's example -----------------------------------------------------------------------
+# --- the tasks guide's example -----------------------------------------------------------------------
 
 def test_the_readmes_429_example_retries_after_the_answers_retry_after():
-    """The README's SyncContact, as written but for its URL, against a local
+    """The tasks guide's SyncContact, as written but for its URL, against a local
     server answering 429 with Retry-After: 120, then 503, then 200: retried
     after 120 s, then after the task's own delay, then done, on one client."""
     from kale import message as kale_message
     from kale.transport import ReceivedMessage
     from tests.support.webhook_receiver import Receiver, Reply
-    text = open(os.path.join(os.path.dirname(__file__), '..', '..', 'README.md')).read()
+    text = open(os.path.join(os.path.dirname(__file__), '..', '..', 'docs', 'how-to',
+                             'tasks.md')).read()
     start = text.index('`Retry-After`, with one `httpx.AsyncClient` for every run:')
     block = text[text.index('```python\n', start) + len('```python\n'):]
     block = block[:block.index('```')]
@@ -293,7 +294,7 @@ def test_the_readmes_429_example_retries_after_the_answers_retry_after():
     url = "'https://partner.example/contacts/%s'"
     assert url in block
     namespace = {}
-    exec(compile(block.replace(url, repr(receiver.url('/contacts/%s'))), 'README.md', 'exec'),
+    exec(compile(block.replace(url, repr(receiver.url('/contacts/%s'))), 'docs/how-to/tasks.md', 'exec'),
          namespace)
     runner = TaskRunner(config=quick_config())
     try:

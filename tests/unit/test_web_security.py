@@ -193,3 +193,19 @@ def test_a_cursor_with_a_number_that_is_not_finite_is_refused(app):
         assert json.loads(raw)
         cursor = base64.urlsafe_b64encode(raw).decode().rstrip('=')
         assert api_client(app).get('/api/tasks?cursor=' + cursor).status_code == 400
+
+
+@pytest.mark.parametrize('base_url, headers, sent', [
+    ('http://127.0.0.1', {}, True), ('http://localhost:8000', {}, True),
+    ('https://kale.example', {}, True),
+    ('http://kale.example', {'X-Forwarded-Proto': 'https'}, True),
+    ('http://kale.example', {}, False), ('http://192.0.2.7:8000', {}, False)])
+def test_the_opener_policy_is_sent_only_where_a_browser_applies_it(memory_broker, records_url,
+                                                                   base_url, headers, sent):
+    """Over plain HTTP to another host Chromium ignores the header and says
+    so in the console on every page load."""
+    web = create_app(token='t' * 32, broker=lambda: memory_broker)
+    answer = TestClient(web, base_url=base_url).get('/', headers=headers)
+    assert answer.status_code == 200
+    assert ('cross-origin-opener-policy' in answer.headers) is sent
+    assert answer.headers['content-security-policy'] == CONTENT_SECURITY_POLICY

@@ -160,6 +160,20 @@ def test_memory_limit_releases_the_batch_and_exits_3(app, record_file):
     assert len(ids) == 5
 
 
+def test_a_worker_in_a_tests_process_checks_only_a_memory_limit_set_explicitly(app):
+    """On the in-memory transport the worker runs in a test's process, whose
+    memory is the test runner's: the default limit (256 MB) does not stop it,
+    one given does; on SQS the default applies."""
+    from kale.config import Config
+    from kale.transport.sqs import SQSTransport
+    from kale.worker.limits import memory_limit_mb
+    defaults = Config.from_values({})
+    assert defaults.DIE_ON_RESIDENT_SET_SIZE_MB == 256
+    assert memory_limit_mb(defaults, app.transport) == 0
+    assert memory_limit_mb(defaults.replace(DIE_ON_RESIDENT_SET_SIZE_MB=300), app.transport) == 300
+    assert memory_limit_mb(defaults, SQSTransport.__new__(SQSTransport)) == 256
+
+
 def test_endpoint_outages_are_survived(app, record_file, monkeypatch):
     transport = app.transport
     real_receive = transport.receive

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Optional
 
+from kale.store.memory.controls import MemoryControls
 from kale.store.memory.flow import MemoryFlow
 from kale.store.memory.outbox import MemoryOutbox
 from kale.store.memory.queries import MemoryQueries
@@ -32,6 +33,7 @@ class MemoryStore:
         self.unique = MemoryUnique(self)
         self.flow = MemoryFlow(self)
         self.webhooks = MemoryWebhooks(self)
+        self.controls = MemoryControls(self)
         self.workflows = MemoryWorkflows(self)
         self.outbox = MemoryOutbox(self)
         self.records = MemoryRecords(self)

@@ -17,7 +17,15 @@ from kale.store.counts import (
     timeline_of,
 )
 from kale.store.record import TaskFilter, TaskRecord, WorkerRecord, decode_cursor, encode_cursor
-from kale.store.records import RAN, Row, every_page, timeline_point
+from kale.store.records import (
+    ACTIVITY_BY,
+    RAN,
+    Row,
+    activity_answer,
+    activity_point,
+    every_page,
+    timeline_point,
+)
 
 if TYPE_CHECKING:
     from kale.store.memory.records import MemoryRecords
@@ -148,6 +156,33 @@ class MemoryQueries:
                                   for number, p in sorted(points.items())]
                            for task, points in sorted(series.items())},
                 'queues_last_minute': dict(last_minute)}
+
+    def activity(self, by: str, window_sec: float = 3600, bucket_sec: int = 60,
+                 now: Optional[float] = None) -> dict[str, Any]:
+        if by not in ACTIVITY_BY:
+            raise BadFilterError('by must be one of %s, got %r' % (', '.join(ACTIVITY_BY), by))
+        since = (time.time() if now is None else now) - window_sec
+        series: dict[str, dict[int, dict[str, Any]]] = {}
+        for row in self._rows(TaskFilter(statuses=RAN)):
+            if row['finished_at'] is not None and row['finished_at'] >= since:
+                found = series.setdefault(row[by], {}).setdefault(
+                    int(row['finished_at'] // bucket_sec), activity_point())
+                found[str(row['status'])] += 1
+                if row['duration_sec'] is not None and row['status'] != TaskStatus.CANCELLED:
+                    found['duration_sum'] += float(row['duration_sec'])
+                    found['timed'] += 1
+        with self.records.root.lock:
+            retried = [(dict(self.records.tasks[task_id]), dict(row)) for (task_id, _), row
+                       in self.records.attempt_rows.items() if task_id in self.records.tasks]
+        for task, row in retried:
+            if row['finished_at'] is not None and row['finished_at'] >= since:
+                found = series.setdefault(task[by], {}).setdefault(
+                    int(row['finished_at'] // bucket_sec), activity_point())
+                found['retried'] += 1
+                if row['duration_sec'] is not None:
+                    found['duration_sum'] += float(row['duration_sec'])
+                    found['timed'] += 1
+        return activity_answer(by, window_sec, bucket_sec, series)
 
     def workers(self, state: Optional[str] = None,
                 now: Optional[float] = None) -> list[WorkerRecord]:

@@ -82,6 +82,15 @@ class MemoryWorkflows:
         self._change(task_id, state=NodeStatus.SUCCEEDED, result=result)
         return node.workflow_id, list(node.downstream or ())
 
+    def succeed_many(self, done: Sequence[tuple[str, str]]
+                     ) -> dict[str, tuple[str, list[str]]]:
+        found = {}
+        for task_id, result in done:
+            succeeded = self.succeed(task_id, result)
+            if succeeded is not None:
+                found[task_id] = succeeded
+        return found
+
     def succeed_cancelled(self, task_id: str, result: str) -> bool:
         node = self.node_rows.get(task_id)
         if node is None or node.state != NodeStatus.CANCELLED:

@@ -9,7 +9,7 @@ append takes no lock that another writer waits for, so two workers' writes
 never wait on, or deadlock over, a counter row. The writers' threads fold
 the changes into ``kale_task_counts`` and ``kale_task_minutes`` every few
 seconds (:func:`roll_up`, one folder at a time); a read adds the changes not
-folded yet, so it is exact at any time. Schema version 13 brings the tables
+folded yet, so it is exact at any time. Schema version 14 brings the tables
 and triggers, and counts the records already there (:func:`install`).
 """
 from __future__ import annotations

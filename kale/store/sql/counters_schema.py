@@ -1,13 +1,13 @@
 """The tables of the task records' counters and the triggers that keep them
 (see :mod:`kale.store.sql.counters`, which reads and folds them); schema
-version 13 makes them (:func:`install`)."""
+version 14 makes them (:func:`install`)."""
 from __future__ import annotations
 
 from sqlalchemy import Column, Connection, Float, Integer, MetaData, String, Table
 
 from kale.store.counts import MINUTE, RAN
 
-#: The counters' tables (their own: kale.store.sql.schema's migration 13 makes them).
+#: The counters' tables (their own: kale.store.sql.schema's migration 14 makes them).
 metadata = MetaData()
 
 #: Seconds in a period of kale_task_periods.

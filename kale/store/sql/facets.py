@@ -1,6 +1,6 @@
 """The facets of a store on a database, each made (and its module
 imported) when first used: ``store.schedules``, ``store.unique``,
-``store.flow``, ``store.webhooks``, ``store.workflows``, and the task
+``store.flow``, ``store.webhooks``, ``store.workflows``, ``store.controls``, and the task
 records' ``store.records`` (the store itself) and ``store.queries``."""
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from kale.store.controls import ControlStore
     from kale.store.flow import FlowStore
     from kale.store.records import RecordQueries, RecordsStore
     from kale.store.schedules import ScheduleStore
@@ -59,3 +60,8 @@ class Facets:
     def webhooks(self) -> 'WebhookStore':
         """The webhooks' facet (:mod:`kale.store.webhooks`)."""
         return _made('webhooks', 'SQLWebhooks', self)
+
+    @functools.cached_property
+    def controls(self) -> 'ControlStore':
+        """Paused queues and stops asked of workers (:mod:`kale.store.controls`)."""
+        return _made('controls', 'SQLControls', self)

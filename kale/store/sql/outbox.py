@@ -23,7 +23,7 @@ import json
 import logging
 import os
 import threading
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, Callable, ContextManager, Iterator, Optional, Sequence
 
 from sqlalchemy import Connection, Engine, bindparam, delete, event, func, select
 from sqlalchemy.exc import SQLAlchemyError
@@ -195,6 +195,45 @@ class SQLOutboxWriter:
             raise OutboxError('consume_once: cannot insert into kale_consumed (run `kale outbox '
                               'init --url URL` on this database first?): %s'
                               % str(exc).splitlines()[0]) from exc
+
+
+#: The insert and the consume in the DB-API's ``format`` paramstyle (``%s``),
+#: which SQLite (3.35 on) and PostgreSQL both run.
+FORMAT_INSERT = 'INSERT INTO %s (%s) VALUES (%s)' % (outbox.name, ', '.join(WRITTEN),
+                                                     ', '.join(['%s'] * len(WRITTEN)))
+FORMAT_CONSUME = ('INSERT INTO %s (task_id, consumed_at) VALUES (%%s, %%s) '
+                  'ON CONFLICT (task_id) DO NOTHING RETURNING task_id' % consumed.name)
+
+
+class CursorOutboxWriter:
+    """The publish side on a connection another library holds (Django's),
+    in its transaction: ``cursor()`` opens one of its DB-API cursors (a
+    context manager) taking ``%s`` parameters. ``errors`` are the database
+    errors it raises, turned into one OutboxError line ending in ``hint``."""
+
+    def __init__(self, cursor: Callable[[], ContextManager[Any]],
+                 errors: tuple[type[BaseException], ...], hint: str):
+        self.cursor = cursor
+        self.errors = errors
+        self.hint = hint
+
+    def insert(self, rows: Sequence[dict[str, Any]]) -> None:
+        params = [[stored[name] for name in WRITTEN] for stored in map(_driver_row, rows)]
+        try:
+            with self.cursor() as cursor:
+                cursor.executemany(FORMAT_INSERT, params)
+        except self.errors as exc:
+            raise OutboxError('outbox: cannot insert into kale_outbox (%s): %s'
+                              % (self.hint, str(exc).splitlines()[0])) from exc
+
+    def consume(self, task_id: str, now: float) -> bool:
+        try:
+            with self.cursor() as cursor:
+                cursor.execute(FORMAT_CONSUME, [task_id, now])
+                return cursor.fetchone() is not None
+        except self.errors as exc:
+            raise OutboxError('consume_once: cannot insert into kale_consumed (%s): %s'
+                              % (self.hint, str(exc).splitlines()[0])) from exc
 
 
 def _insert_sql(connection: Connection) -> Optional[str]:

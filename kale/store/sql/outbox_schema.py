@@ -166,6 +166,44 @@ def open_database(url: str, setting: str = 'OUTBOX_URL') -> Engine:
     return engine
 
 
+def create_statements(dialect_name: str) -> list[str]:
+    """The SQL that creates the tables at :data:`SCHEMA_VERSION` in a
+    database of ``dialect_name`` ('sqlite' or 'postgresql') that has none,
+    the version reached and the notify trigger included: what ``init``
+    would do, for a migration tool that runs SQL on its own connection and
+    in its own transaction (Django's migrations)."""
+    from sqlalchemy.schema import CreateIndex, CreateTable
+    dialect = _dialect(dialect_name)
+    statements = []
+    for table in (outbox, rejected, consumed, schema_version):
+        statements.append(str(CreateTable(table).compile(dialect=dialect)).strip())
+        statements += [str(CreateIndex(index).compile(dialect=dialect))
+                       for index in sorted(table.indexes, key=lambda index: str(index.name))]
+    statements.append('INSERT INTO %s (version) VALUES (%d)' % (schema_version.name,
+                                                                SCHEMA_VERSION))
+    if dialect_name == 'postgresql':
+        statements += [NOTIFY_FUNCTION.strip(), NOTIFY_TRIGGER]
+    return statements
+
+
+def drop_statements(dialect_name: str) -> list[str]:
+    """The SQL that drops what :func:`create_statements` made."""
+    tables = (schema_version, consumed, rejected, outbox)
+    statements = ['DROP TABLE IF EXISTS %s' % table.name for table in tables]
+    if dialect_name == 'postgresql':
+        statements.append('DROP FUNCTION IF EXISTS kale_outbox_notify()')
+    return statements
+
+
+def _dialect(name: str) -> Any:
+    from sqlalchemy.dialects import postgresql, sqlite
+    if name not in ('sqlite', 'postgresql'):
+        from kale.exceptions import ImproperlyConfigured
+        raise ImproperlyConfigured('the outbox works on SQLite and PostgreSQL, not on %s'
+                                   % name[:100])
+    return postgresql.dialect() if name == 'postgresql' else sqlite.dialect()
+
+
 def current_version(conn: Connection) -> int:
     schema_version.create(conn, checkfirst=True)
     return int(conn.execute(select(schema_version.c.version)).scalar() or 0)

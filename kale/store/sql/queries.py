@@ -171,6 +171,14 @@ class Queries:
         return [(int(number), task, status, int(n), float(total), int(timed))
                 for number, task, status, n, total, timed in conn.execute(query)]
 
+    def activity(self, by: str, window_sec: float = 3600, bucket_sec: int = 60,
+                 now: Optional[float] = None) -> dict[str, Any]:
+        """Runs that ended per bucket by outcome, and their mean duration, per
+        queue or per task (:mod:`kale.store.sql.activity`)."""
+        from kale.store.sql.activity import activity
+        return activity(self.store, by, window_sec, bucket_sec,
+                        time.time() if now is None else now)
+
     def ids_with_prefix(self, prefix: str, limit: int) -> list[str]:
         """Up to ``limit`` task ids that start with ``prefix``, in order."""
         escaped = prefix.replace('\\', '\\\\').replace('%', '\\%').replace('_', '\\_')

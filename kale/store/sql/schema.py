@@ -29,6 +29,7 @@ from sqlalchemy import (
 )
 
 from kale.statuses import FINAL_TASK, PENDING_TASK, TaskStatus
+from kale.store.sql import counters_schema
 
 logger = logging.getLogger(__name__)
 
@@ -242,6 +243,16 @@ concurrency_leases = Table(
     Index('kale_concurrency_leases_worker', 'worker'),
 )
 
+#: What operators ask of running workers (kale.store.controls, schema
+#: version 13): a paused queue (kind ``pause``, the queue's name) or a stop
+#: asked of a worker (kind ``stop``, its ``kale_workers.id``).
+controls = Table(
+    'kale_controls', metadata,
+    Column('kind', String(16), primary_key=True),
+    Column('name', String(160), primary_key=True),
+    Column('requested_at', Float, nullable=False),
+)
+
 schema_version = Table('kale_schema', metadata, Column('version', Integer, nullable=False))
 
 
@@ -256,7 +267,7 @@ def _create_v1(conn: Connection) -> None:
     """The tables as this Kale defines them (a new store gets every column at
     once; the later migrations then find nothing to add)."""
     for table in (tasks, workers, attempts, workflows, workflow_nodes, unique_keys, webhooks,
-                  scheduler_lease, schedules):
+                  scheduler_lease, schedules, controls):
         table.create(conn, checkfirst=True)
 
 
@@ -326,9 +337,12 @@ def _add_retry_delay_v12(conn: Connection) -> None:
         conn.exec_driver_sql('ALTER TABLE kale_attempts ADD COLUMN retry_delay_sec FLOAT')
 
 
-def _add_counters_v13(conn: Connection) -> None:
-    from kale.store.sql import counters  # its tables are defined beside their triggers
-    counters.install(conn)
+def _add_controls_v13(conn: Connection) -> None:
+    controls.create(conn, checkfirst=True)
+
+
+def _add_counters_v14(conn: Connection) -> None:
+    counters_schema.install(conn)
 
 
 #: (version, what it does, how): applied in order to bring a store up to date.
@@ -346,8 +360,9 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (11, 'add kale_rate_buckets, kale_rate_reservations and kale_concurrency_leases',
      _add_flow_v11),
     (12, 'add kale_attempts.retry_delay_sec', _add_retry_delay_v12),
-    (13, 'add the counters kale_task_counts, kale_task_minutes and kale_task_changes, kept by '
-         'triggers on kale_tasks', _add_counters_v13),
+    (13, 'add kale_controls (paused queues, stops asked of workers)', _add_controls_v13),
+    (14, 'add the counters kale_task_counts, kale_task_minutes, kale_task_periods and '
+         'kale_task_changes, kept by triggers on kale_tasks', _add_counters_v14),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -2,13 +2,15 @@
 ``kale_workflows`` and ``kale_workflow_nodes``. The statements of a node's
 completion are built once (building one costs more than running it); a
 node's arrival lowers its count and claims it in one UPDATE, so the row's
-lock makes exactly one caller see zero."""
+lock makes exactly one caller see zero. On PostgreSQL a batch's nodes
+succeed in one UPDATE (one round trip instead of one a node); SQLite, with
+no round trips to save, runs the one-node UPDATE for each."""
 from __future__ import annotations
 
 import contextlib
 from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence
 
-from sqlalchemy import and_, bindparam, case, func, select, update
+from sqlalchemy import and_, bindparam, case, func, select, text, update
 
 from kale.statuses import NodeStatus, WorkflowStatus
 from kale.store.sql.schema import workflow_nodes as nodes_table
@@ -27,6 +29,12 @@ _SUCCEED = update(nodes_table).where(
     nodes_table.c.task_id == bindparam('t'), nodes_table.c.state == QUEUED).values(
     state=NodeStatus.SUCCEEDED, result=bindparam('r')).returning(
     nodes_table.c.workflow_id, nodes_table.c.downstream)
+_SUCCEED_MANY = text(
+    'UPDATE kale_workflow_nodes AS n SET state = :succeeded, result = d.r '
+    'FROM unnest(CAST(:ids AS VARCHAR[]), CAST(:results AS TEXT[])) AS d(t, r) '
+    'WHERE n.task_id = d.t AND n.state = :queued '
+    'RETURNING n.task_id, n.workflow_id, n.downstream').columns(
+    nodes_table.c.task_id, nodes_table.c.workflow_id, nodes_table.c.downstream)
 _CLAIMS = and_(nodes_table.c.missing == bindparam('n'), nodes_table.c.state == PENDING)
 _ARRIVE = update(nodes_table).where(nodes_table.c.task_id == bindparam('t')).values(
     missing=nodes_table.c.missing - bindparam('n'),
@@ -118,6 +126,21 @@ class _Steps:
     def succeed(self, task_id: str, result: str) -> Optional[tuple[str, list[str]]]:
         row = self.conn.execute(_SUCCEED, {'t': task_id, 'r': result}).first()
         return (row.workflow_id, list(row.downstream or ())) if row is not None else None
+
+    def succeed_many(self, done: Sequence[tuple[str, str]]
+                     ) -> dict[str, tuple[str, list[str]]]:
+        if self.conn.dialect.name != 'postgresql':
+            found = {}
+            for task_id, result in done:
+                succeeded = self.succeed(task_id, result)
+                if succeeded is not None:
+                    found[task_id] = succeeded
+            return found
+        return {row.task_id: (row.workflow_id, list(row.downstream or ()))
+                for row in self.conn.execute(_SUCCEED_MANY, {
+                    'ids': [task_id for task_id, _ in done],
+                    'results': [result for _, result in done],
+                    'succeeded': NodeStatus.SUCCEEDED, 'queued': QUEUED})}
 
     def succeed_cancelled(self, task_id: str, result: str) -> bool:
         return bool(self.conn.execute(update(nodes_table).where(

@@ -1,0 +1,171 @@
+"""Kale's settings from Django's: the setting ``KALE``, a dict of Kale
+setting names (``QUEUE_CONFIG``, ``MESSAGE_SIGNING_KEY``, ``RECORDS_URL``...),
+builds the default app, so no ``KALE_SETTINGS_MODULE`` is needed.
+
+Besides what ``KALE`` says:
+
+- ``KALE['RECORDS'] = 'django'`` keeps the task records in
+  ``DATABASES['default']`` (``RECORDS_URL`` made from it);
+- ``OUTBOX_URL`` is ``DATABASES['default']`` unless ``KALE`` says otherwise
+  (SQLite or PostgreSQL), so ``manage.py kale relay`` sends its outbox;
+- ``TASK_MODULES`` also names the ``tasks`` module of each installed app
+  that has one (as Celery's autodiscover finds them);
+- the workers close Django's stale database connections around each task
+  (:class:`kale.contrib.django.hooks.DjangoHooks`), as a request does.
+
+Every value is checked as a settings module's is: a bad one is one line
+naming the key (``manage.py check`` says it, see
+:mod:`kale.contrib.django.checks`).
+"""
+from __future__ import annotations
+
+import difflib
+import importlib.util
+import os
+from collections.abc import Mapping
+from typing import Any, Optional, Sequence
+
+from kale.config import ENVIRONMENT_VARIABLE, SETTING_NAMES, check_settings
+from kale.exceptions import ImproperlyConfigured
+
+#: What errors about these settings name.
+SOURCE = 'the Django setting KALE'
+#: ``KALE['RECORDS']``: where the records go, when not at ``RECORDS_URL``.
+RECORDS = 'RECORDS'
+#: The hooks every worker of a Django project runs.
+HOOKS = 'kale.contrib.django.hooks.DjangoHooks'
+
+_SQLITE = 'django.db.backends.sqlite3'
+_POSTGRESQL = ('django.db.backends.postgresql', 'django.db.backends.postgresql_psycopg2')
+#: Django's PostgreSQL OPTIONS that libpq also takes in a URL.
+_PG_OPTIONS = ('sslmode', 'sslrootcert', 'sslcert', 'sslkey', 'application_name',
+               'connect_timeout', 'target_session_attrs', 'options')
+
+
+def database_url(database: Mapping[str, Any], alias: str = 'default') -> str:
+    """The SQLAlchemy URL of Django database ``alias`` (its entry in
+    ``DATABASES``): a SQLite file or a PostgreSQL database."""
+    engine = database.get('ENGINE', '')
+    if engine == _SQLITE:
+        name = str(database.get('NAME') or '')
+        if not name or name == ':memory:' or 'mode=memory' in name:
+            raise ImproperlyConfigured("DATABASES[%r] is an in-memory SQLite database, which "
+                                       "Kale's processes cannot open: give it a file" % alias)
+        return 'sqlite:///' + os.path.abspath(name)
+    if engine in _POSTGRESQL:
+        from sqlalchemy import URL
+        options = database.get('OPTIONS') or {}
+        query = {key: str(options[key]) for key in _PG_OPTIONS if key in options}
+        host = str(database.get('HOST') or '')
+        if host.startswith('/'):                # a Unix socket's directory
+            query['host'], host = host, ''
+        port = str(database.get('PORT') or '')
+        return URL.create('postgresql', username=database.get('USER') or None,
+                          password=database.get('PASSWORD') or None, host=host or None,
+                          port=int(port) if port.isdigit() else None,
+                          database=database.get('NAME') or None,
+                          query=query).render_as_string(hide_password=False)
+    raise ImproperlyConfigured("DATABASES[%r]: Kale's outbox and task records work on SQLite "
+                               'and PostgreSQL, not %s' % (alias, engine or 'no ENGINE'))
+
+
+def supported(database: Mapping[str, Any]) -> bool:
+    """Whether Kale can use this ``DATABASES`` entry (a SQLite file or PostgreSQL)."""
+    try:
+        database_url(database)
+    except ImproperlyConfigured:
+        return False
+    return True
+
+
+def kale_values(kale: Any, databases: Mapping[str, Any],
+                tasks_modules: Sequence[str] = ()) -> dict[str, Any]:
+    """The Kale settings ``KALE`` gives, checked, with what the module
+    docstring adds (``tasks_modules``: the apps' ``tasks`` modules).
+    ImproperlyConfigured names the bad key."""
+    if kale is None:
+        kale = {}
+    if not isinstance(kale, Mapping):
+        raise ImproperlyConfigured('must be a dict of Kale settings, e.g. {"QUEUE_CONFIG": '
+                                   '"queue_config.yaml"}, got %s' % type(kale).__name__)
+    values = {}
+    for key, value in kale.items():
+        if key == RECORDS:
+            continue
+        if key not in SETTING_NAMES:
+            close = difflib.get_close_matches(str(key), sorted(SETTING_NAMES) + [RECORDS], n=1,
+                                              cutoff=0.8)
+            raise ImproperlyConfigured('%r is not a Kale setting%s' % (
+                key, ' (did you mean %s?)' % close[0] if close else ''))
+        values[key] = value
+    check_settings(values)
+    default = databases.get('default') or {}
+    if RECORDS in kale:
+        if kale[RECORDS] != 'django':
+            raise ImproperlyConfigured("RECORDS must be 'django' (the task records in "
+                                       "DATABASES['default']), got %r" % (kale[RECORDS],))
+        if values.get('RECORDS_URL'):
+            raise ImproperlyConfigured("give RECORDS_URL or RECORDS = 'django', not both")
+        values['RECORDS_URL'] = database_url(default)
+    if 'OUTBOX_URL' not in values and supported(default):
+        values['OUTBOX_URL'] = database_url(default)
+    modules = list(values.get('TASK_MODULES') or ())
+    modules += [name for name in tasks_modules if name not in modules]
+    if modules:
+        values['TASK_MODULES'] = tuple(modules)
+    values['WORKER_HOOKS'] = tuple(values.get('WORKER_HOOKS') or ()) + (HOOKS,)
+    return values
+
+
+def apps_tasks_modules() -> list[str]:
+    """The ``tasks`` module of each installed app that has one."""
+    from django.apps import apps
+    found = []
+    for app_config in apps.get_app_configs():
+        name = app_config.name + '.tasks'
+        if app_config.name != 'kale.contrib.django' and _exists(name):
+            found.append(name)
+    return found
+
+
+def _exists(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ImportError:
+        return False
+
+
+def given() -> Optional[dict[str, Any]]:
+    """The Kale settings of this Django project (checked; ImproperlyConfigured
+    names a bad key); None when it has no ``KALE`` and
+    ``KALE_SETTINGS_MODULE`` names a Kale settings module, which then stays
+    in use."""
+    from django.conf import settings
+    kale = getattr(settings, 'KALE', None)
+    if kale is None and os.environ.get(ENVIRONMENT_VARIABLE, '').strip():
+        return None
+    return kale_values(kale, settings.DATABASES, apps_tasks_modules())
+
+
+def settings_dir() -> Optional[str]:
+    """The directory of Django's settings module, where a relative
+    QUEUE_CONFIG is also looked for."""
+    from django.conf import settings
+    module = os.environ.get('DJANGO_SETTINGS_MODULE') or getattr(settings, 'SETTINGS_MODULE', '')
+    try:
+        spec = importlib.util.find_spec(module) if module else None
+    except ImportError:
+        spec = None
+    return os.path.dirname(spec.origin) if spec is not None and spec.origin else None
+
+
+def install() -> None:
+    """Make ``KALE`` the default app's settings (read when Kale first needs
+    them: a bad value is said then, or by ``manage.py check``)."""
+    from django.conf import settings as django_settings
+
+    from kale.conf import settings
+    if getattr(django_settings, 'KALE', None) is None \
+            and os.environ.get(ENVIRONMENT_VARIABLE, '').strip():
+        return
+    settings.use_values(lambda: given() or {}, SOURCE, settings_dir())

@@ -1,0 +1,101 @@
+"""Operators' controls of running workers, kept in the task records (the
+workers read them with their heartbeat: see :mod:`kale.worker.control`)::
+
+    from kale.records import controls
+
+    controls.pause_queue('default')          # no worker receives from it
+    controls.resume_queue('default')
+    controls.stop_worker('web-1:4242')       # an id, or a unique prefix of one
+
+``kale queues pause|resume NAME``, ``kale workers stop ID`` and the routes
+``POST /api/queues/{name}/pause|resume`` and ``POST /api/workers/{id}/stop``
+call these.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Optional
+
+from kale.app import App, default_app
+from kale.exceptions import RecordConflictError, RecordNotFoundError
+from kale.queue_config import get_queue_config
+from kale.statuses import WorkerState
+from kale.store.controls import ControlStore
+from kale.store.record import WorkerRecord, iso
+
+
+def _controls(url: Optional[str], app: Optional[App]) -> ControlStore:
+    from kale.records import store
+    return store(url, app).controls
+
+
+def _queue_name(name: str, app: Optional[App]) -> str:
+    """The queue's name, once the queue config has it (UnknownQueueError else)."""
+    return get_queue_config((app or default_app()).config).get_queue(name).name
+
+
+def pause_queue(name: str, url: Optional[str] = None, app: Optional[App] = None) -> dict[str, Any]:
+    """Pause the queue ``name``: every worker stops receiving from it within
+    a few seconds; its messages wait in SQS. The queue and since when."""
+    queue = _queue_name(name, app)
+    since = _controls(url, app).pause(queue, time.time())
+    return {'queue': queue, 'paused': True, 'paused_at': iso(since)}
+
+
+def resume_queue(name: str, url: Optional[str] = None,
+                 app: Optional[App] = None) -> dict[str, Any]:
+    """Resume the queue ``name`` (whether it was paused is ``was_paused``)."""
+    queue = _queue_name(name, app)
+    was = _controls(url, app).resume(queue)
+    return {'queue': queue, 'paused': False, 'was_paused': was}
+
+
+def paused_queues(url: Optional[str] = None, app: Optional[App] = None) -> dict[str, float]:
+    """The paused queues, and since when (epoch seconds)."""
+    return _controls(url, app).paused()
+
+
+def find_worker(id_or_prefix: str, url: Optional[str] = None,
+                app: Optional[App] = None) -> WorkerRecord:
+    """The worker (or supervisor) whose id is, or starts with, ``id_or_prefix``
+    (``host:pid`` will do). RecordNotFoundError when none, RecordConflictError
+    when several that have not stopped do."""
+    from kale.records import queries
+    found = queries(url, app).workers()
+    exact = [w for w in found if w.id == id_or_prefix]
+    if exact:
+        return exact[0]
+    matching = [w for w in found if w.id.startswith(id_or_prefix)] if id_or_prefix else []
+    alive = [w for w in matching if w.state != WorkerState.STOPPED]
+    if len(alive) == 1 or len(matching) == 1:
+        return (alive or matching)[0]
+    if not matching:
+        raise RecordNotFoundError('no worker recorded as %s (kale workers lists them)'
+                                  % id_or_prefix[:200])
+    several = alive or matching
+    raise RecordConflictError('%d workers have ids that start with %s: %s' % (
+        len(several), id_or_prefix[:200], ', '.join(w.id for w in several[:3])))
+
+
+def stop_worker(id_or_prefix: str, url: Optional[str] = None,
+                app: Optional[App] = None) -> dict[str, Any]:
+    """Ask a worker to stop: it receives no more, lets what runs finish and
+    exits 0 (a supervisor stops its workers). Its row, with
+    ``stop_requested_at``. RecordConflictError when it has stopped."""
+    worker = find_worker(id_or_prefix, url, app)
+    if worker.state == WorkerState.STOPPED:
+        raise RecordConflictError('worker %s stopped at %s: there is nothing to stop'
+                                  % (worker.id, iso(worker.stopped_at)))
+    asked = _controls(url, app).ask_stop(worker.id, time.time())
+    return dict(worker.as_json(), stop_requested_at=iso(asked))
+
+
+def workers(state: Optional[str] = None, url: Optional[str] = None,
+            app: Optional[App] = None) -> list[dict[str, Any]]:
+    """The workers' rows as JSON, each with ``stop_requested_at`` (None: no
+    stop was asked of it, or it has stopped)."""
+    from kale.records import queries
+    found = queries(url, app).workers(state)
+    stops = _controls(url, app).stops()
+    return [dict(w.as_json(), stop_requested_at=iso(stops.get(w.id))
+                 if w.state != WorkerState.STOPPED else None) for w in found]

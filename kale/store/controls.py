@@ -1,0 +1,47 @@
+"""The controls' facet of a store: what operators ask of running workers
+through the records, and the workers read with their heartbeat.
+
+- A **paused queue** (``kale queues pause NAME``): no worker receives from
+  it until it is resumed; its messages wait in SQS.
+- A **stop** asked of one worker or supervisor (``kale workers stop ID``):
+  it stops receiving, lets what runs finish and exits 0.
+
+Each is a row of ``kale_controls``: its kind (:data:`PAUSE` or
+:data:`STOP`), the queue's name or the worker's id, and when it was asked.
+"""
+from __future__ import annotations
+
+from typing import Optional, Protocol
+
+#: The kind of a paused queue's row.
+PAUSE = 'pause'
+#: The kind of a stop asked of a worker.
+STOP = 'stop'
+
+
+class ControlStore(Protocol):
+    """Paused queues and stops asked of workers (``store.controls``)."""
+
+    def pause(self, queue: str, now: float) -> float:
+        """Pause ``queue``; when it was paused (the first pause's time when
+        it already was)."""
+
+    def resume(self, queue: str) -> bool:
+        """Resume ``queue``: whether it was paused."""
+
+    def paused(self) -> dict[str, float]:
+        """Every paused queue, and since when."""
+
+    def ask_stop(self, worker_id: str, now: float) -> float:
+        """Ask the worker (or supervisor) ``worker_id`` to stop; when that
+        was first asked."""
+
+    def stops(self) -> dict[str, float]:
+        """Every worker a stop was asked of, and when."""
+
+    def forget_stop(self, worker_id: str) -> None:
+        """The worker stopped: its stop's row goes."""
+
+    def read(self, worker_id: str) -> tuple[Optional[float], list[str]]:
+        """What a worker reads with its heartbeat, in one question: when a
+        stop was asked of it (None: not), and the paused queues."""

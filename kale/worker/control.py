@@ -1,0 +1,78 @@
+"""What operators ask of a running worker through the task records, which
+it reads with its heartbeat (:mod:`kale.records.recorder`, every
+:data:`kale.records.recorder.CONTROL_POLL_SEC`):
+
+- **Paused queues** (``kale queues pause NAME``): the worker's consumer
+  receives nothing from a paused queue. A receive asks SQS nothing and
+  answers empty, a long poll after waiting as long as it would have (or
+  until the queue is resumed); what a receive still out when the pause came
+  brings is given back at once, unrun. So no task of a paused queue starts
+  once its worker has read the pause, and its messages stay in SQS.
+- **A stop** (``kale workers stop ID``): the worker stops as on SIGTERM: it
+  receives no more, lets what runs finish, gives back the rest and exits 0
+  (a ``--concurrency`` supervisor does not restart a worker that exits 0).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Iterable, Optional
+
+logger = logging.getLogger('kale.worker')
+
+
+class QueuePauses:
+    """The names of the paused queues, as last read; thread-safe."""
+
+    def __init__(self) -> None:
+        self._paused: frozenset[str] = frozenset()
+        self._changed = threading.Condition()
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._paused
+
+    @property
+    def names(self) -> frozenset[str]:
+        return self._paused
+
+    def set(self, names: Iterable[str]) -> tuple[set[str], set[str]]:
+        """The paused queues are now ``names``: (those paused, those resumed)."""
+        new = frozenset(names)
+        with self._changed:
+            old, self._paused = self._paused, new
+            self._changed.notify_all()
+        return set(new - old), set(old - new)
+
+    def wait(self, name: str, seconds: float) -> None:
+        """Wait up to ``seconds`` while the queue ``name`` stays paused."""
+        with self._changed:
+            self._changed.wait_for(lambda: name not in self._paused, timeout=seconds)
+
+
+class WorkerControl:
+    """Applies what the records say to one worker (or supervisor): its
+    paused queues, and a stop asked of it (once)."""
+
+    def __init__(self, name: str, target: Any, pauses: Optional[QueuePauses] = None,
+                 queues: Iterable[str] = ()):
+        self.name = name
+        self.target = target                # has .stop()
+        self.pauses = pauses
+        #: The queues it serves: only their pauses are logged.
+        self.queues = set(queues)
+        self.stop_asked = False
+
+    def __call__(self, stop_at: Optional[float], paused: Iterable[str]) -> None:
+        if self.pauses is not None:
+            now_paused, resumed = self.pauses.set(paused)
+            for verb, names in (('paused', now_paused), ('resumed', resumed)):
+                mine = sorted(names & self.queues) if self.queues else sorted(names)
+                if mine:
+                    logger.info('%s: queue %s %s: %s', self.name, ', '.join(mine), verb,
+                                'receiving from it again' if verb == 'resumed'
+                                else 'receiving nothing from it until it is resumed')
+        if stop_at is not None and not self.stop_asked:
+            self.stop_asked = True
+            logger.info('%s: a stop was asked (kale workers stop); finishing what runs, '
+                        'then stopping', self.name)
+            self.target.stop()
