@@ -43,11 +43,13 @@ WRITER_TASKS = 5000
 WRITER_ROUNDS = 3
 TARGET_MS = 50.0
 TARGET_WRITER = 1.1
-#: The dashboard's requests (its default view: failures), then more of the API.
-#: A name ending in '(scan)' needs a scan of the records: it has no target.
+#: The dashboard's requests (its overview and its failures), then more of
+#: the API. A name ending in '(scan)' reads the records themselves, not the
+#: counters: it has no target.
 REQUESTS: list[tuple[str, str]] = [
     ('summary', '/api/tasks/summary'),
     ('timeline', '/api/timeline?window=auto'),
+    ('activity by queue (scan)', '/api/activity?by=queue&window=auto'),
     ('tasks list, failed', '/api/tasks?status=failed&limit=25'),
     ('count, failed', '/api/tasks/count?status=failed'),
     ('workers', '/api/workers'),

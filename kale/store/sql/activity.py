@@ -30,9 +30,13 @@ def activity(store: 'RecordStore', by: str, window_sec: float, bucket_sec: int,
     since = now - window_sec
     key = tasks.c[by]
     ended = _bucket(store.dialect, tasks.c.finished_at, bucket_sec).label('bucket')
-    runs = select(key, ended, tasks.c.status, func.count(), func.avg(tasks.c.duration_sec)) \
-        .where(tasks.c.finished_at >= since, tasks.c.status.in_(RAN)) \
-        .group_by(key, ended, tasks.c.status)
+    # Only the end time filters (the statuses are kept below), and SQLite
+    # groups by an expression: left to choose, it read the runs through the
+    # index of the grouped column or of the status, that is every record
+    # (280 ms at a million records; bench records-volume).
+    grouped = key.concat('') if store.dialect == 'sqlite' else key
+    runs = select(grouped, ended, tasks.c.status, func.count(), func.avg(tasks.c.duration_sec)) \
+        .where(tasks.c.finished_at >= since).group_by(grouped, ended, tasks.c.status)
     retried_at = _bucket(store.dialect, attempts.c.finished_at, bucket_sec).label('bucket')
     retries = select(key, retried_at, func.count(), func.avg(attempts.c.duration_sec)) \
         .select_from(attempts.join(tasks, tasks.c.id == attempts.c.task_id)) \
@@ -44,6 +48,8 @@ def activity(store: 'RecordStore', by: str, window_sec: float, bucket_sec: int,
 
     with store.begin() as conn:
         for name, number, status, n, mean in conn.execute(runs):
+            if status not in RAN:
+                continue
             found = point(name, number)
             found[status] += n
             if mean is not None and status != TaskStatus.CANCELLED:
