@@ -45,3 +45,36 @@ class ControlStore(Protocol):
     def read(self, worker_id: str) -> tuple[Optional[float], list[str]]:
         """What a worker reads with its heartbeat, in one question: when a
         stop was asked of it (None: not), and the paused queues."""
+
+
+class ControlRows:
+    """A :class:`ControlStore` made of three steps on its rows, which each
+    store writes its own way: add a row (keeping an earlier one's time),
+    the rows of a kind, remove a row."""
+
+    def _add(self, kind: str, name: str, now: float) -> float:
+        raise NotImplementedError
+
+    def _of(self, kind: str) -> dict[str, float]:
+        raise NotImplementedError
+
+    def _remove(self, kind: str, name: str) -> bool:
+        raise NotImplementedError
+
+    def pause(self, queue: str, now: float) -> float:
+        return self._add(PAUSE, queue, now)
+
+    def resume(self, queue: str) -> bool:
+        return self._remove(PAUSE, queue)
+
+    def paused(self) -> dict[str, float]:
+        return self._of(PAUSE)
+
+    def ask_stop(self, worker_id: str, now: float) -> float:
+        return self._add(STOP, worker_id, now)
+
+    def stops(self) -> dict[str, float]:
+        return self._of(STOP)
+
+    def forget_stop(self, worker_id: str) -> None:
+        self._remove(STOP, worker_id)

@@ -151,3 +151,15 @@ class WorkflowStore(Protocol):
                   before: Optional[float] = None) -> list[tuple[WorkflowRow, dict[str, int]]]:
         """Up to ``limit`` workflows, newest first (created before ``before``
         when given), each with its count of nodes by state."""
+
+
+def succeed_each(steps: WorkflowSteps, done: Sequence[tuple[str, str]]
+                 ) -> dict[str, tuple[str, list[str]]]:
+    """:meth:`WorkflowSteps.succeed_many` one node at a time (where a store
+    has no one statement for it)."""
+    found = {}
+    for task_id, result in done:
+        succeeded = steps.succeed(task_id, result)
+        if succeeded is not None:
+            found[task_id] = succeeded
+    return found

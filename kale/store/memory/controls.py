@@ -3,13 +3,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional
 
-from kale.store.controls import PAUSE, STOP
+from kale.store.controls import PAUSE, STOP, ControlRows
 
 if TYPE_CHECKING:
     from kale.store.memory import MemoryStore
 
 
-class MemoryControls:
+class MemoryControls(ControlRows):
     """Each control's time by (kind, name), under the memory store's lock."""
 
     def __init__(self, root: 'MemoryStore'):
@@ -24,25 +24,9 @@ class MemoryControls:
         with self.root.lock:
             return {name: at for (found, name), at in self.rows.items() if found == kind}
 
-    def pause(self, queue: str, now: float) -> float:
-        return self._add(PAUSE, queue, now)
-
-    def resume(self, queue: str) -> bool:
+    def _remove(self, kind: str, name: str) -> bool:
         with self.root.lock:
-            return self.rows.pop((PAUSE, queue), None) is not None
-
-    def paused(self) -> dict[str, float]:
-        return self._of(PAUSE)
-
-    def ask_stop(self, worker_id: str, now: float) -> float:
-        return self._add(STOP, worker_id, now)
-
-    def stops(self) -> dict[str, float]:
-        return self._of(STOP)
-
-    def forget_stop(self, worker_id: str) -> None:
-        with self.root.lock:
-            self.rows.pop((STOP, worker_id), None)
+            return self.rows.pop((kind, name), None) is not None
 
     def read(self, worker_id: str) -> tuple[Optional[float], list[str]]:
         with self.root.lock:

@@ -7,7 +7,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence
 
 from kale.statuses import NodeStatus, WorkflowStatus
-from kale.store.workflows import Node, WorkflowRow
+from kale.store.workflows import Node, WorkflowRow, succeed_each
 
 if TYPE_CHECKING:
     from kale.store.memory import MemoryStore
@@ -84,12 +84,7 @@ class MemoryWorkflows:
 
     def succeed_many(self, done: Sequence[tuple[str, str]]
                      ) -> dict[str, tuple[str, list[str]]]:
-        found = {}
-        for task_id, result in done:
-            succeeded = self.succeed(task_id, result)
-            if succeeded is not None:
-                found[task_id] = succeeded
-        return found
+        return succeed_each(self, done)
 
     def succeed_cancelled(self, task_id: str, result: str) -> bool:
         node = self.node_rows.get(task_id)

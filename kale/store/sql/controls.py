@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING, Optional
 
 from sqlalchemy import and_, delete, or_, select
 
-from kale.store.controls import PAUSE, STOP
+from kale.store.controls import PAUSE, STOP, ControlRows
 from kale.store.sql.driver import insert_for
 from kale.store.sql.schema import controls as table
 
@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from kale.store.sql.records import RecordStore
 
 
-class SQLControls:
+class SQLControls(ControlRows):
     """Rows of ``kale_controls``: (kind, name) -> requested_at."""
 
     def __init__(self, store: 'RecordStore'):
@@ -36,24 +36,6 @@ class SQLControls:
         with self.store.begin(write=True) as conn:
             return bool(conn.execute(delete(table).where(
                 table.c.kind == kind, table.c.name == name)).rowcount)
-
-    def pause(self, queue: str, now: float) -> float:
-        return self._add(PAUSE, queue, now)
-
-    def resume(self, queue: str) -> bool:
-        return self._remove(PAUSE, queue)
-
-    def paused(self) -> dict[str, float]:
-        return self._of(PAUSE)
-
-    def ask_stop(self, worker_id: str, now: float) -> float:
-        return self._add(STOP, worker_id, now)
-
-    def stops(self) -> dict[str, float]:
-        return self._of(STOP)
-
-    def forget_stop(self, worker_id: str) -> None:
-        self._remove(STOP, worker_id)
 
     def read(self, worker_id: str) -> tuple[Optional[float], list[str]]:
         stop_at, paused = None, []

@@ -15,7 +15,7 @@ from sqlalchemy import and_, bindparam, case, func, select, text, update
 from kale.statuses import NodeStatus, WorkflowStatus
 from kale.store.sql.schema import workflow_nodes as nodes_table
 from kale.store.sql.schema import workflows as workflows_table
-from kale.store.workflows import NODE_FIELDS, WORKFLOW_FIELDS, Node, WorkflowRow
+from kale.store.workflows import NODE_FIELDS, WORKFLOW_FIELDS, Node, WorkflowRow, succeed_each
 
 if TYPE_CHECKING:
     from kale.store.sql.records import RecordStore
@@ -130,12 +130,7 @@ class _Steps:
     def succeed_many(self, done: Sequence[tuple[str, str]]
                      ) -> dict[str, tuple[str, list[str]]]:
         if self.conn.dialect.name != 'postgresql':
-            found = {}
-            for task_id, result in done:
-                succeeded = self.succeed(task_id, result)
-                if succeeded is not None:
-                    found[task_id] = succeeded
-            return found
+            return succeed_each(self, done)
         return {row.task_id: (row.workflow_id, list(row.downstream or ()))
                 for row in self.conn.execute(_SUCCEED_MANY, {
                     'ids': [task_id for task_id, _ in done],
