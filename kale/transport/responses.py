@@ -45,12 +45,12 @@ def read_json_answer(response_dict: dict[str, Any], customized_response_dict: di
         return                  # botocore's parser says what is wrong with it
     if type(answer) is not dict:
         return
-    _decode_binary_values(answer)
+    decode_binary_values(answer)
     customized_response_dict.update(answer)
     response_dict['body'] = _EMPTY
 
 
-def _decode_binary_values(answer: dict[str, Any]) -> None:
+def decode_binary_values(answer: dict[str, Any]) -> None:
     """Base64-decode, in place, the binary attribute values of the answer's messages."""
     for message in answer.get('Messages') or ():
         for value in (message.get('MessageAttributes') or {}).values():

@@ -39,6 +39,7 @@ from kale.transport import (
     is_fifo,
     responses,
 )
+from kale.transport.direct import DirectRequests
 from kale.transport.endpoint import endpoint_url, is_local
 from kale.transport.requests import message_fields, send_entry, split_batches
 from kale.version import __version__
@@ -167,6 +168,9 @@ class SQSTransport:
 
     def __init__(self, client: Any = None, *, config: kale_config.Config):
         self.client = client if client is not None else make_client(config=config)
+        #: The hot requests built here (kale.transport.direct), for a client
+        #: Kale built; one given (a test's stub) gets every request itself.
+        self.direct = DirectRequests.of(self.client) if client is None else None
         #: SQS_BATCH_REQUEST_LIMIT: bytes in one SendMessageBatch.
         self.batch_request_limit = int(config.SQS_BATCH_REQUEST_LIMIT)
         self._urls: dict[str, str] = {}
@@ -210,6 +214,16 @@ class SQSTransport:
     def _call(self, action: str, queue: str, method: Callable[..., T], **kwargs: Any) -> T:
         with self._errors(action, queue):
             return method(**kwargs)
+
+    def _request(self, action: str, queue: str, method: Callable[..., Any],
+                 **kwargs: Any) -> Any:
+        """One of the hot requests (kale.transport.direct.OPERATIONS): built
+        here when it can be, else (and when that fails) through botocore."""
+        if self.direct is not None:
+            answer = self.direct.call(action, kwargs)
+            if answer is not None:
+                return answer
+        return self._call(action, queue, method, **kwargs)
 
     def _field(self, action: str, queue: str, answer: Any, *path: str) -> Any:
         """``answer[path[0]][path[1]]...``. An answer cut short parses as an
@@ -351,7 +365,7 @@ class SQSTransport:
     def receive(self, queue: str, max_messages: int, wait_sec: int,
                 visibility_timeout_sec: int,
                 attribute_names: Sequence[str] = ('All',)) -> list[ReceivedMessage]:
-        response = self._call(
+        response = self._request(
             'ReceiveMessage', queue, self.client.receive_message, QueueUrl=self.url(queue),
             MaxNumberOfMessages=max_messages, WaitTimeSeconds=wait_sec,
             VisibilityTimeout=visibility_timeout_sec, MessageAttributeNames=list(attribute_names),
@@ -389,8 +403,8 @@ class SQSTransport:
                        chunk: list[dict[str, Any]], failed: list[str]) -> list[dict[str, Any]]:
         """One request: adds the handles that failed for good to ``failed``;
         returns the entries to try again."""
-        response = self._call(action, queue, method, QueueUrl=self.url(queue),
-                              Entries=[dict(entry, Id=str(i)) for i, entry in enumerate(chunk)])
+        response = self._request(action, queue, method, QueueUrl=self.url(queue),
+                                 Entries=[dict(entry, Id=str(i)) for i, entry in enumerate(chunk)])
         done = {str(ok.get('Id')) for ok in response.get('Successful', [])}
         retry = []
         for bad in response.get('Failed', []):
