@@ -97,6 +97,11 @@ class Settings:
         "seconds to wait for a response beyond a long poll: a worker's client waits this plus "
         '20 s (the longest long poll) and retries twice; operator commands (`kale queues`, '
         '`purge`, `dlq redrive`) wait this plus 1 s, once, so they give up in about this long')
+    SQS_DIRECT_REQUESTS: bool = setting(True, BOOL,
+        "a worker's receives, deletes and visibility changes are built and signed by Kale and "
+        "sent on boto3's own HTTP session (half the client CPU of botocore's request pipeline; "
+        'anything but a success goes through botocore); False: every request through '
+        "botocore's pipeline, for handlers hooked onto its events before `before-send`")
 
     # --- Queues ---------------------------------------------------------------
 

@@ -170,7 +170,8 @@ class SQSTransport:
         self.client = client if client is not None else make_client(config=config)
         #: The hot requests built here (kale.transport.direct), for a client
         #: Kale built; one given (a test's stub) gets every request itself.
-        self.direct = DirectRequests.of(self.client) if client is None else None
+        self.direct = DirectRequests.of(self.client) \
+            if client is None and config.SQS_DIRECT_REQUESTS else None
         #: SQS_BATCH_REQUEST_LIMIT: bytes in one SendMessageBatch.
         self.batch_request_limit = int(config.SQS_BATCH_REQUEST_LIMIT)
         self._urls: dict[str, str] = {}

@@ -134,6 +134,7 @@ class FlightWorker(WorkerBase):
                                         lambda: self.jobs.holding_the_loop(self.running))
             gc.freeze()
             try:
+                self.refill()           # the first receives go out before the loop first waits
                 while self.work_once():
                     pass
             finally:

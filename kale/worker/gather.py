@@ -21,6 +21,11 @@ from kale.worker.batch import Batch
 HOLD_SEC = 0.003
 #: Longest it waits while every settling thread is busy.
 BUSY_HOLD_SEC = 0.05
+#: How often a part held past ``hold_sec`` while every settling thread is
+#: busy is looked at again (a thread that frees says nothing): without it a
+#: worker's loop turned thousands of times a second, taking the interpreter
+#: from the threads it waited for.
+BUSY_LOOK_SEC = 0.002
 #: Messages settled in one batch (SQS's limit per request).
 SIZE = 10
 
@@ -73,7 +78,12 @@ class Gatherer:
         if not self._held:
             return None
         oldest = min(since for since, _, _ in self._held.values())
-        return max(0.0, oldest + self.hold_sec - self.clock.monotonic())
+        now = self.clock.monotonic()
+        due = oldest + self.hold_sec - now
+        if due > 0.0:
+            return due
+        # Past its hold it is still here only while every settling thread is busy.
+        return max(0.0, min(BUSY_LOOK_SEC, oldest + self.busy_hold_sec - now))
 
     def flush(self, everything: bool = False) -> None:
         """Settle what was held ``hold_sec`` (``everything``: all that is held)."""

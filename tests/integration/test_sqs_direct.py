@@ -82,6 +82,17 @@ def test_a_client_given_to_the_transport_makes_every_request_itself(sqs):
     assert seen['build'] == ['ReceiveMessage']
 
 
+def test_the_setting_off_sends_every_request_through_botocore(sqs):
+    with settings.override(SQS_DIRECT_REQUESTS=False):
+        transport = SQSTransport(config=settings.config)
+    assert transport.direct is None
+    queue = sqs.prefix + 'off'
+    transport.ensure_queue(queue, 30, None, 0)
+    seen = _events(transport, ['ReceiveMessage'])
+    assert transport.receive(queue, 10, 0, 30) == []
+    assert seen['build'] == ['ReceiveMessage'] and seen['send'] == ['ReceiveMessage']
+
+
 def test_an_error_answer_is_botocores_to_raise(sqs):
     """A queue deleted under the worker: the direct request's 400 goes back
     through botocore, which raises what it always raised."""
