@@ -44,7 +44,8 @@ from bench.servers import BenchError, Endpoint
 
 SCENARIOS = ('publish', 'drain', 'latency', 'latency-shipped', 'idle', 'idle-shipped')
 #: Run only when named in --scenarios.
-OPTIONAL_SCENARIOS = ('drain-metrics', 'io-asyncio', 'io-threads', 'drain-pools',
+OPTIONAL_SCENARIOS = ('drain-metrics', 'io-asyncio', pools.IO_RECORDS_SCENARIO, 'io-threads',
+                      'drain-pools',
                       'drain-versus', 'workflow-chord', 'workflow-chain') + outbox.SCENARIOS \
     + flow.SCENARIOS + (fleet_scale.SCENARIO, volume.SCENARIO)
 #: Of those, the ones that run worker processes (not on the memory transport).
@@ -67,6 +68,7 @@ def collect(env: Environment, args: argparse.Namespace) -> dict[str, dict[str, A
         'idle-shipped': lambda: idle.idle_cost(env, args.idle_window, shipped, 'shipped'),
         'drain-metrics': lambda: scenarios.drain_with_metrics(env, args.tasks),
         'io-asyncio': lambda: pools.io_figures(env, args.io_tasks or 3000, 'asyncio'),
+        pools.IO_RECORDS_SCENARIO: lambda: pools.io_records_figures(env, args.io_tasks or 3000),
         'io-threads': lambda: pools.io_figures(env, args.io_tasks or 2000, 'threads'),
         'drain-pools': lambda: pools.drain_pools(env, args.tasks),
         'drain-versus': lambda: scenarios.drain_versus(env, args.tasks, args.versus),
@@ -125,6 +127,7 @@ def measure(endpoint: Optional[Endpoint], latency_ms: float,
     report.TARGETS.update(outbox.targets(args.outbox_rate))
     report.TARGETS.update(flow.targets())
     report.TARGETS.update(volume.targets())
+    report.TARGETS.update(pools.targets())
     report.judge(results, env.memory, latency_ms)
     label = 'no added latency' if not latency_ms else '+%g ms per request' % latency_ms
     seconds = time.monotonic() - started

@@ -31,9 +31,11 @@ SERIAL_TASKS = 30
 IN_FLIGHT = {'asyncio': 200, 'threads': 32}
 
 
-def io_drain(env: Environment, n: int, task_class: Any, pool: str, in_flight: int) -> dict:
-    """Publish ``n`` I/O tasks; one burst worker with ``pool`` drains them."""
-    run = env.new_run()
+def io_drain(env: Environment, n: int, task_class: Any, pool: str, in_flight: int,
+             records_url: str = '') -> dict:
+    """Publish ``n`` I/O tasks; one burst worker with ``pool`` drains them
+    (with task records on ``records_url``, when given)."""
+    run = env.new_run(records_url=records_url)
     for start in range(0, n, 500):
         task_class.publish_batch(None, [((IO_SEC,), {}) for _ in range(min(500, n - start))])
     published = run.counter.total
@@ -72,6 +74,44 @@ def io_figures(env: Environment, n: int, pool: str) -> Figures:
             pooled['cpu_us_per_task'], serial['cpu_us_per_task']),
         '%s requests per task (baseline: serial pool)' % name: (
             pooled['requests_per_task'], serial['requests_per_task']),
+    }
+
+
+#: The asyncio pool's I/O drain with task records on, beside off.
+IO_RECORDS_SCENARIO = 'io-asyncio-records'
+#: Its target: records on at least this fraction of records off.
+TARGET_IO_RECORDS = 0.85
+
+
+IO_RECORDS_FIGURE = ('io-asyncio drain, %d in flight, records on (tasks/s; baseline: records '
+                     'off)' % IN_FLIGHT['asyncio'])
+
+
+def targets() -> dict[str, tuple[str, Any]]:
+    """Entries for bench.report.TARGETS."""
+    return {IO_RECORDS_FIGURE: ('>= %g x off' % TARGET_IO_RECORDS,
+                                lambda k, b: b is not None and k >= TARGET_IO_RECORDS * b)}
+
+
+def io_records_figures(env: Environment, n: int) -> Figures:
+    """The asyncio pool's I/O drain (``io-asyncio``) with task records on a
+    SQLite file of its own beside records off, in alternating order."""
+    from bench import records
+    in_flight = IN_FLIGHT['asyncio']
+
+    def on() -> dict:
+        url = records.new_records_url(env)
+        try:
+            return io_drain(env, n, tasks.IoAsyncTask, 'asyncio', in_flight, records_url=url)
+        finally:
+            records.forget_records()
+
+    with_records, without = records.both(
+        lambda: io_drain(env, n, tasks.IoAsyncTask, 'asyncio', in_flight), on)
+    return {
+        IO_RECORDS_FIGURE: (with_records['rate'], without['rate']),
+        'io-asyncio worker CPU per task, records on (µs; baseline: records off)': (
+            with_records['cpu_us_per_task'], without['cpu_us_per_task']),
     }
 
 

@@ -42,6 +42,24 @@ def install_command(npm: str) -> list[str]:
     return [npm, 'ci', '--no-audit', '--no-fund', '--loglevel=error']
 
 
+def _place(source: str, target: str) -> None:
+    """``target`` made a copy of ``source``, unless it is one already; never
+    seen half written (another process may be starting node on it: copying
+    over it in place once left a starting fauxqs an empty serve.mjs)."""
+    with open(source, 'rb') as f:
+        content = f.read()
+    try:
+        with open(target, 'rb') as f:
+            if f.read() == content:
+                return
+    except FileNotFoundError:
+        pass
+    partial = '%s.%d.tmp' % (target, os.getpid())
+    with open(partial, 'wb') as f:
+        f.write(content)
+    os.replace(partial, target)
+
+
 def install(folder: Optional[str] = None) -> str:
     """fauxqs installed in ``folder`` (default :func:`cache_dir`); returns the folder."""
     folder = folder or cache_dir()
@@ -49,7 +67,7 @@ def install(folder: Optional[str] = None) -> str:
     digest = _lock_digest()
     os.makedirs(folder, exist_ok=True)
     for name in FILES:
-        shutil.copyfile(os.path.join(HERE, name), os.path.join(folder, name))
+        _place(os.path.join(HERE, name), os.path.join(folder, name))
     if os.path.exists(stamp) and open(stamp).read() == digest \
             and os.path.isdir(os.path.join(folder, 'node_modules', 'fauxqs')):
         return folder

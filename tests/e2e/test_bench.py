@@ -131,6 +131,21 @@ def test_the_metrics_scenario_drains_with_and_without_metrics(tmp_path):
     assert 'worker drain, metrics on' in table
 
 
+@pytest.mark.slow
+def test_the_asyncio_pools_io_drain_runs_with_records_on_beside_off(tmp_path):
+    from bench import pools
+    table, report = run_bench(tmp_path, '--transport', 'memory', '--scenarios',
+                              pools.IO_RECORDS_SCENARIO, '--io-tasks', '400')
+    [configuration] = report['configurations']
+    results = configuration['results']
+    assert set(results) == {pools.IO_RECORDS_FIGURE,
+                            'io-asyncio worker CPU per task, records on (µs; baseline: records off)'}
+    for result in results.values():
+        assert result['kale']['median'] > 0 and result['baseline']['median'] > 0
+    assert results[pools.IO_RECORDS_FIGURE]['target'] == '>= 0.85 x off'
+    assert 'records on' in table
+
+
 def test_an_unknown_scenario_is_refused_with_the_optional_ones_listed():
     from bench.__main__ import parse_args
     with pytest.raises(SystemExit):
