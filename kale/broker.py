@@ -12,13 +12,15 @@ neither publishing nor a worker starts, before any request is made.
 """
 from __future__ import annotations
 
+import concurrent.futures
+import logging
 import threading
 from typing import Any, Callable, Optional, Sequence, TypeVar
 
 from kale.codec import Codec, get_codec
 from kale.codec.keys import signing_keys
 from kale.config import Config, default_config
-from kale.exceptions import ImproperlyConfigured, QueueNotFoundError
+from kale.exceptions import ImproperlyConfigured, KaleError, QueueNotFoundError
 from kale.queue_config import (
     QUEUE_NAME_PATTERN,
     QueueConfig,
@@ -36,6 +38,8 @@ from kale.transport import (
 )
 
 _T = TypeVar('_T')
+
+logger = logging.getLogger(__name__)
 
 class Broker:
     """Queue operations on configured queues, by way of a transport."""
@@ -60,6 +64,7 @@ class Broker:
         self.max_receive_count = max_receive_count
         self._declared: set[str] = set()
         self._lock = threading.Lock()
+        self._declaring: dict[str, threading.Lock] = {}     # a lock per queue being declared
         self._dead_run_sides: dict[str, TaskQueue] = {}
 
     @property
@@ -125,6 +130,8 @@ class Broker:
         if name in self._declared:
             return name
         with self._lock:
+            lock = self._declaring.setdefault(name, threading.Lock())
+        with lock:          # one queue at a time, several queues at once
             if name not in self._declared:
                 if self.create_missing:
                     self.transport.ensure_queue(name, queue.visibility_timeout_sec,
@@ -135,6 +142,26 @@ class Broker:
                                              'CREATE_MISSING_QUEUES is off' % (queue.name, name))
                 self._declared.add(name)
         return name
+
+    def declare_all(self, queues: Sequence[TaskQueue]) -> None:
+        """Declare the queues not declared yet, all at once (a round trip for
+        them all, not one each, before a worker's first receives). One that
+        cannot be declared now is left to be declared, and to say why it
+        cannot, on first use."""
+        pending = [queue for queue in queues if self.sqs_name(queue) not in self._declared]
+        if len(pending) < 2:
+            for queue in pending:
+                self._try_declare(queue)
+            return
+        with concurrent.futures.ThreadPoolExecutor(
+                len(pending), thread_name_prefix='kale-declare') as declaring:
+            list(declaring.map(self._try_declare, pending))
+
+    def _try_declare(self, queue: TaskQueue) -> None:
+        try:
+            self.declare(queue)
+        except KaleError as exc:
+            logger.debug('queue %s not declared yet: %s', queue.name, exc)
 
     def _request(self, queue: TaskQueue, operation: Callable[..., _T], *args: Any) -> _T:
         """``operation(*args)``; a queue deleted under a running process

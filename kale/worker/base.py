@@ -211,6 +211,7 @@ class WorkerBase:
     def startup(self) -> None:
         """Run the start-up hooks; one that fails stops the worker (HookError)."""
         logger.info('%s: serving queues %s', self.name, ', '.join(q.name for q in self.queues))
+        self.broker.declare_all(self.queues)        # their URLs at once, not one per first receive
         self.flow.start()
         self.hooks.strict(WorkerHooks.on_worker_startup, self)
 
