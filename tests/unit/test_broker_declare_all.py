@@ -37,10 +37,8 @@ def _broker(transport):
 def test_the_queues_are_declared_together_not_one_after_another():
     transport = SlowTransport()
     broker = _broker(transport)
-    started = time.monotonic()
     broker.declare_all(QUEUES)
-    assert transport.most_at_once == 3
-    assert time.monotonic() - started < 0.14            # one round trip, not three
+    assert transport.most_at_once == 3                  # one round trip for the three, not three
     assert {broker.sqs_name(q) for q in QUEUES} <= broker._declared
 
 
