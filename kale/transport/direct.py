@@ -49,7 +49,6 @@ class DirectRequests:
     def __init__(self, client: Any):
         meta = client.meta
         model = meta.service_model
-        self._client = client
         self._events = meta.events
         self._url = meta.endpoint_url.rstrip('/') + '/'
         self._region = meta.region_name
