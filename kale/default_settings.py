@@ -98,7 +98,7 @@ class Settings:
         '20 s (the longest long poll) and retries twice; operator commands (`kale queues`, '
         '`purge`, `dlq redrive`) wait this plus 1 s, once, so they give up in about this long')
     SQS_DIRECT_REQUESTS: bool = setting(True, BOOL,
-        "a worker's receives, deletes and visibility changes are built and signed by Kale and "
+        "receives, deletes, visibility changes and sends are built and signed by Kale and "
         "sent on boto3's own HTTP session (half the client CPU of botocore's request pipeline; "
         'anything but a success goes through botocore); False: every request through '
         "botocore's pipeline, for handlers hooked onto its events before `before-send`")

@@ -1,7 +1,8 @@
-"""A worker's hot SQS requests sent without botocore's request pipeline.
+"""The hot SQS requests sent without botocore's request pipeline.
 
 A worker makes three requests over and over: ReceiveMessage,
-DeleteMessageBatch and ChangeMessageVisibilityBatch. Through a boto3 client
+DeleteMessageBatch and ChangeMessageVisibilityBatch; a publisher two,
+SendMessage and SendMessageBatch. Through a boto3 client
 each goes through botocore's whole pipeline (the operation's model walked to
 serialize the parameters, a dozen events emitted, the retry handler, the
 answer's model walked to parse it), which costs more CPU than the rest of
@@ -11,7 +12,7 @@ on this 2-core machine, against 76 µs for the same requests built here
 HTTP session). Measured on fauxqs with receives of ten messages and their
 delete batches, 1000 messages, medians of five rounds.
 
-:class:`DirectRequests` builds those three requests itself, from the same
+:class:`DirectRequests` builds those five requests itself, from the same
 client: its endpoint, region, credentials (refreshed as botocore refreshes
 them), User-Agent, HTTP session (its proxies, CA bundle, timeouts and
 connection pool). What others hook onto the client keeps working:
@@ -22,9 +23,11 @@ as an in-process mock does, gets the request sent through botocore), and
 Only a successful answer is read here. Anything else (an error answer, a
 connection that fails, credentials that cannot be had) returns None, and the
 caller makes the same request through botocore, which retries, raises and
-reports as it always has; the three requests may be made twice (a receive
-made again receives again; a delete or visibility change made again does
-the same again).
+reports as it always has; so a request may be made twice, as botocore's
+own retries make it (a receive made again receives again; a delete or
+visibility change made again does the same again; a send whose answer was
+lost may be sent again, and a worker's check of duplicates, or a FIFO
+queue's deduplication id, is what keeps it from running twice).
 """
 from __future__ import annotations
 
@@ -40,7 +43,8 @@ from kale.transport import responses
 logger = logging.getLogger(__name__)
 
 #: The requests sent directly.
-OPERATIONS = ('ReceiveMessage', 'DeleteMessageBatch', 'ChangeMessageVisibilityBatch')
+OPERATIONS = ('ReceiveMessage', 'DeleteMessageBatch', 'ChangeMessageVisibilityBatch',
+              'SendMessage', 'SendMessageBatch')
 
 
 class DirectRequests:

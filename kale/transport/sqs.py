@@ -302,7 +302,7 @@ class SQSTransport:
 
     def send(self, queue: str, message: OutgoingMessage) -> str:
         kwargs = dict(message_fields(message), QueueUrl=self.url(queue))
-        answer = self._call('SendMessage', queue, self.client.send_message, **kwargs)
+        answer = self._request('SendMessage', queue, self.client.send_message, **kwargs)
         return str(self._field('SendMessage', queue, answer, 'MessageId'))
 
     def send_batch(self, queue: str, messages: Sequence[OutgoingMessage]) -> list[str]:
@@ -334,9 +334,9 @@ class SQSTransport:
         for attempt in range(BATCH_SEND_ATTEMPTS):
             if attempt:
                 time.sleep(0.05 * 2 ** attempt)
-            response = self._call('SendMessageBatch', queue, self.client.send_message_batch,
-                                  QueueUrl=self.url(queue),
-                                  Entries=[send_entry(i, messages[i]) for i in pending])
+            response = self._request('SendMessageBatch', queue, self.client.send_message_batch,
+                                     QueueUrl=self.url(queue),
+                                     Entries=[send_entry(i, messages[i]) for i in pending])
             answered = set()
             for ok in response.get('Successful', []):
                 ids[int(ok['Id'])] = ok['MessageId']

@@ -35,18 +35,21 @@ def test_receive_delete_and_visibility_go_direct_and_answer_as_botocore_does(sqs
     sqs.client.send_message(QueueUrl=transport.url(queue), MessageBody='body 3', MessageAttributes={
         'blob': {'DataType': 'Binary', 'BinaryValue': b'\x00\xffkale'}})
     seen = _events(transport)
+    assert transport.send(queue, OutgoingMessage('body 4', {'tenant': 'acme'})) != ''
 
     received = sorted(transport.receive(queue, 10, 0, 30), key=lambda m: m.body)
-    assert [m.body for m in received] == ['body %d' % i for i in range(4)]
+    assert [m.body for m in received] == ['body %d' % i for i in range(5)]
     assert received[0].attributes == {'tenant': 'acme', 'n': '7'}
-    assert [m.receive_count for m in received] == [1, 1, 1, 1]
+    assert [m.receive_count for m in received] == [1] * 5
     assert transport.change_visibility_batch(
         queue, [VisibilityChange(m.receipt_handle, 0) for m in received[:2]]) == []
     assert transport.delete_batch(queue, [m.receipt_handle for m in received[2:]]) == []
     assert sorted(m.body for m in transport.receive(queue, 10, 0, 30)) == ['body 0', 'body 1']
+    ids = transport.send_batch(queue, [OutgoingMessage('more %d' % i) for i in range(3)])
+    assert len(ids) == 3 and len(set(ids)) == 3
 
-    sent = ['ReceiveMessage', 'ChangeMessageVisibilityBatch', 'DeleteMessageBatch',
-            'ReceiveMessage']
+    sent = ['SendMessage', 'ReceiveMessage', 'ChangeMessageVisibilityBatch',
+            'DeleteMessageBatch', 'ReceiveMessage', 'SendMessageBatch']
     assert seen['send'] == sent                 # every request is seen where counters look
     assert seen['after'] == [(operation, 200) for operation in sent]    # and by metrics
     assert seen['build'] == []                  # none went through botocore's pipeline
