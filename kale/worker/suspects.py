@@ -28,7 +28,8 @@ reads; a fresh copy starts it anew): a message held in place by dying
 workers has had its rounds plus one receives, so with the default
 ``MAX_RECEIVE_COUNT`` of 10 a suspect runs alone (round 8) by its ninth
 receive, and the poison is dead-lettered after 10 deaths, as when every
-suspect ran alone. Whatever the setting, a message on its last receive that
+suspect ran alone. Whatever the setting, a message on its last receive (or
+the one before it: LAST_RECEIVES_SLACK) that
 its rounds do not yet make run alone is given back unrun, as a fresh copy
 (its receive count starts anew, its rounds go on): a death now, the
 poison's or any other (a ``kill -9``), would dead-letter it. So the redrive
@@ -181,6 +182,22 @@ class Suspect:
     last: bool = False
 
 
+#: Receives before the redrive policy's last one that count as the last: a
+#: delivery can lapse unrun (a batch received just before an outage, its
+#: copies not sent before its deadline) and use a receive no worker sees, so
+#: a message held beside a killer is given back one receive early. A chaos
+#: run (MAX_RECEIVE_COUNT 4, kills and outages) dead-lettered an innocent
+#: whose third receive died with the killer and whose fourth lapsed.
+LAST_RECEIVES_SLACK = 1
+
+
+def near_redrive(count: int, redrive_after: int) -> bool:
+    """Whether a message received ``count`` times is on its last receive
+    before the redrive policy (``redrive_after``: its maxReceiveCount, 0 for
+    none), or within LAST_RECEIVES_SLACK of it; never on a first receive."""
+    return redrive_after > 0 and count > 1 and count >= redrive_after - LAST_RECEIVES_SLACK
+
+
 def suspects_of(batch: Batch, redrive_after: int = 0) -> list[Suspect]:
     """The batch's unsettled messages that were left unsettled before, or
     are on their last receive (``redrive_after``: the redrive policy's
@@ -204,7 +221,7 @@ def suspects_of(batch: Batch, redrive_after: int = 0) -> list[Suspect]:
                 opened.envelope.headers.get(UNSETTLED, '0') != '0':
             rounds = unsettled_deliveries(received, opened.unsettled, visibility)
         cap = group_cap(rounds, batch.is_long(opened.task_class.time_limit))
-        last = cap != 1 and 1 < count >= redrive_after > 0
+        last = cap != 1 and near_redrive(count, redrive_after)
         if last:
             cap = 1
         if cap:
