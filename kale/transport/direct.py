@@ -104,15 +104,9 @@ class DirectRequests:
         except Exception as exc:             # botocore sends it again, and says what failed
             logger.debug('%s sent directly failed (%s): sent through botocore', operation, exc)
             return None
-        if response.status_code != 200:
+        answer = responses.json_answer(response.content) if response.status_code == 200 else None
+        if answer is None:
             return None
-        try:
-            answer = json.loads(response.content)
-        except ValueError:
-            return None
-        if type(answer) is not dict:
-            return None
-        responses.decode_binary_values(answer)
         answer.setdefault('ResponseMetadata', {'HTTPStatusCode': 200,
                                                'HTTPHeaders': response.headers})
         self._events.emit('after-call.sqs.%s' % operation, http_response=response,

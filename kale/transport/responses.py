@@ -37,17 +37,28 @@ def read_json_answer(response_dict: dict[str, Any], customized_response_dict: di
                      **kwargs: Any) -> None:
     """botocore ``before-parse`` handler: decode a 200 JSON answer here."""
     body = response_dict.get('body')
-    if response_dict.get('status_code') != 200 or not body or body[:1] != b'{':
+    if response_dict.get('status_code') != 200:
         return
+    answer = json_answer(body)
+    if answer is None:
+        return                  # botocore's parser says what is wrong with it
+    customized_response_dict.update(answer)
+    response_dict['body'] = _EMPTY
+
+
+def json_answer(body: Optional[bytes]) -> Optional[dict[str, Any]]:
+    """A successful answer's body as botocore's client gives it (binary
+    attribute values decoded), or None when it is not a JSON object."""
+    if not body or body[:1] != b'{':
+        return None
     try:
         answer = json.loads(body)
     except ValueError:
-        return                  # botocore's parser says what is wrong with it
+        return None
     if type(answer) is not dict:
-        return
+        return None
     decode_binary_values(answer)
-    customized_response_dict.update(answer)
-    response_dict['body'] = _EMPTY
+    return answer
 
 
 def decode_binary_values(answer: dict[str, Any]) -> None:

@@ -1,6 +1,5 @@
 """A worker declares its queues at once before it serves (Broker.declare_all)."""
 import threading
-import time
 
 from kale.broker import Broker
 from kale.exceptions import QueueNotFoundError
@@ -12,21 +11,17 @@ QUEUES = [TaskQueue(name=name, priority=1, batch_size=10, visibility_timeout_sec
 
 
 class SlowTransport(MemoryTransport):
-    """Each queue's declaration takes a round trip; records how many overlap."""
+    """Each queue's declaration waits until ``together`` declarations are
+    under way at once (a barrier, not a clock: declarations one after
+    another break it after 5 s instead)."""
 
-    def __init__(self, missing=()):
+    def __init__(self, missing=(), together=3):
         super().__init__()
         self.missing = set(missing)
-        self.at_once = self.most_at_once = 0
-        self.lock = threading.Lock()
+        self.barrier = threading.Barrier(together, timeout=5)
 
     def queue_exists(self, name):
-        with self.lock:
-            self.at_once += 1
-            self.most_at_once = max(self.most_at_once, self.at_once)
-        time.sleep(0.05)
-        with self.lock:
-            self.at_once -= 1
+        self.barrier.wait()
         return name not in self.missing
 
 
@@ -37,8 +32,8 @@ def _broker(transport):
 def test_the_queues_are_declared_together_not_one_after_another():
     transport = SlowTransport()
     broker = _broker(transport)
-    broker.declare_all(QUEUES)
-    assert transport.most_at_once == 3                  # one round trip for the three, not three
+    broker.declare_all(QUEUES)                          # one after another: BrokenBarrierError
+    assert not transport.barrier.broken
     assert {broker.sqs_name(q) for q in QUEUES} <= broker._declared
 
 
@@ -47,6 +42,7 @@ def test_a_queue_that_cannot_be_declared_says_so_on_first_use():
     broker = _broker(transport)
     broker.declare_all(QUEUES)                          # no error at start
     assert broker.sqs_name(QUEUES[1]) not in broker._declared
+    transport.barrier = threading.Barrier(1)            # alone now
     try:
         broker.declare(QUEUES[1])
     except QueueNotFoundError as exc:

@@ -358,3 +358,35 @@ def test_process_isolation_runs_each_task_in_a_child_on_a_pool(memory_broker, re
     ran = [r for r in read_records(record) if r[0] == 'ran']
     assert sorted(r[1] for r in ran) == sorted(plain + [coroutine])
     assert str(os.getpid()) not in {r[2] for r in ran}, 'a task ran in the worker itself'
+
+
+class DeclaredAtStart(WorkerHooks):
+    def __init__(self):
+        self.declared = None
+
+    def on_worker_startup(self, worker):
+        self.declared = set(worker.broker._declared)
+
+
+@pytest.mark.parametrize('pool', ['threads', 'asyncio'])
+def test_a_pool_has_its_queues_and_its_first_receives_out_before_it_first_waits(
+        memory_broker, record, pool, monkeypatch):
+    """Its queues are declared together before it serves (one round trip,
+    not one each on the way to its first receives), and its first receives
+    are out before its first wait for events (that wait was a whole tick,
+    0.1 s, with nothing asked for)."""
+    tasks.RecordTask.publish(None, 'p')
+    receiving_at_first_wait = []
+    take_events = FlightWorker.take_events
+
+    def first_wait(self, wait_sec):
+        if not receiving_at_first_wait:
+            receiving_at_first_wait.append(self.intake.receiving)
+        return take_events(self, wait_sec)
+    monkeypatch.setattr(FlightWorker, 'take_events', first_wait)
+    hook = DeclaredAtStart()
+    worker, code = run(memory_broker, pool, queues=('default', 'high'), hooks=[hook])
+    assert code == EXIT_OK and worker.stats == {'succeeded': 1}
+    assert receiving_at_first_wait == [True]
+    assert hook.declared == {memory_broker.sqs_name(memory_broker.queues[name])
+                             for name in ('default', 'high')}
