@@ -37,6 +37,7 @@ from bench import (
     report,
     scenarios,
     volume,
+    volume_rows,
     workflows,
 )
 from bench.environment import EQUAL_LONG_POLLS, ROOT, Environment, shipped_long_polls
@@ -93,7 +94,7 @@ def collect(env: Environment, args: argparse.Namespace) -> dict[str, dict[str, A
         env, args.fleet_postgres, args.fleet_workers, args.fleet_tasks, args.fleet_in_flight,
         args.fleet_limit)
     plan[volume.SCENARIO] = lambda: volume.figures(env, args.rows, args.volume_databases,
-                                                   args.volume_stores)
+                                                   args.volume_stores, args.volume_ids)
     for name in flow.SCENARIOS:
         plan[name] = lambda name=name: flow.figures(env, name, args.tasks, args.flow_seconds,
                                                     args.flow_databases)
@@ -239,6 +240,9 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser.add_argument('--volume-databases', default=('sqlite', 'postgres'), metavar='DB[,DB]',
                         type=lambda text: tuple(text.split(',')),
                         help='records-volume: sqlite, postgres or both (the default)')
+    parser.add_argument('--volume-ids', choices=volume_rows.IDS, default='random',
+                        help="records-volume: the records' ids random, as Kale makes them (the "
+                        'default), or sorting by their publication time')
     parser.add_argument('--json', metavar='FILE', help='also write the results as JSON (a bare '
                         'file name goes to bench/results/)')
     args = parser.parse_args(argv)
@@ -320,8 +324,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               % (args.runs, args.fleet_tasks, args.fleet_in_flight, args.fleet_limit, fleets))
     volumes = volume.summary(configurations, args.rows)
     if volumes:
-        print('\nRecords at volume (medians; the baseline column: %d rows, and for the writer '
-              "today's writer)\n%s" % (volume.SMALL_ROWS, volumes))
+        print('\nRecords at volume (medians; %s ids; the baseline column: %d rows, and for the '
+              "writer today's writer)\n%s" % (args.volume_ids, volume.SMALL_ROWS, volumes))
     if args.json:
         path = report.json_path(args.json)
         with open(path, 'w') as f:

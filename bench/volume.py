@@ -92,15 +92,16 @@ def targets(databases: tuple[str, ...] = ('sqlite', 'postgres')) -> dict[str, tu
     return found
 
 
-def figures(env: Environment, rows: int, databases: tuple[str, ...], stores: Any) -> Figures:
-    """One run: every figure of every database."""
+def figures(env: Environment, rows: int, databases: tuple[str, ...], stores: Any,
+            ids: str = 'random') -> Figures:
+    """One run: every figure of every database (``ids``: volume_rows.IDS)."""
     found: Figures = {}
     for database in databases:
         if database == 'sqlite':
-            found.update(_database(database, rows, _sqlite_url(env), _sqlite_url(env)))
+            found.update(_database(database, rows, _sqlite_url(env), _sqlite_url(env), ids))
         else:
             with stores.database(env) as big, stores.database(env) as small:
-                found.update(_database(database, rows, big, small))
+                found.update(_database(database, rows, big, small, ids))
     return found
 
 
@@ -109,7 +110,7 @@ def _sqlite_url(env: Environment) -> str:
     return 'sqlite:///%s' % os.path.join(env.workdir, 'volume-%s.db' % uuid.uuid4().hex[:8])
 
 
-def _database(database: str, rows: int, big_url: str, small_url: str) -> Figures:
+def _database(database: str, rows: int, big_url: str, small_url: str, ids: str) -> Figures:
     from kale.app import default_app
     from kale.store.sql.records import RecordStore
     config = default_app().config
@@ -118,12 +119,12 @@ def _database(database: str, rows: int, big_url: str, small_url: str) -> Figures
     stores = {}
     for size, url in ((rows, big_url), (SMALL_ROWS, small_url)):
         store = stores[size] = RecordStore(url, config)
-        seconds = volume_rows.load(store, size, now)
+        seconds = volume_rows.load(store, size, now, ids)
         _say('%s: %d records loaded in %.1fs' % (database, size, seconds))
         timed[size] = time_requests(url)
     found: Figures = {request_figure(database, name): (timed[rows][name], timed[SMALL_ROWS][name])
                       for name, _ in REQUESTS}
-    writer = writer_cost(stores[rows], now)
+    writer = writer_cost(stores[rows], now, ids)
     for mode in ('on', 'off'):
         found[writer_figure(database, mode)] = (writer[mode], writer['today'])
     for figure, value in zip(purge_figures(database), purge(stores[rows], now), strict=True):
@@ -173,7 +174,7 @@ def _checkpoint(store: Any) -> None:
             conn.exec_driver_sql('PRAGMA wal_checkpoint(TRUNCATE)')
 
 
-def writer_cost(store: Any, now: float) -> dict[str, float]:
+def writer_cost(store: Any, now: float, ids: str = 'random') -> dict[str, float]:
     """Median µs per task of each of WRITER_MODES, in rounds that take turns:
     the database's part of the writer's work, which the counters change (its
     rows are given as the writer's thread hands them to the store, signed
@@ -182,9 +183,11 @@ def writer_cost(store: Any, now: float) -> dict[str, float]:
     from kale.store.sql.driver import Driver
     drivers = {True: store.driver, False: Driver(store.engine.dialect, fast=False)}
     costs: dict[str, list[float]] = {mode: [] for mode in WRITER_MODES}
+    first = now + 60.0      # each round's tasks after the last round's, as a writer's are
     for driver in drivers.values():             # the statements compiled
         store.driver = driver
-        published, events = volume_rows.writer_rows(BATCH, now, 'warm-')
+        published, events = volume_rows.writer_rows(BATCH, first, ids)
+        first += BATCH * volume_rows.TASK_SPACING_SEC
         store.write(published, [], [], sealed=True)
         store.write([], events, [], sealed=True)
     for number in range(WRITER_ROUNDS * len(WRITER_MODES)):
@@ -193,7 +196,8 @@ def writer_cost(store: Any, now: float) -> dict[str, float]:
         with store.begin(write=True) as conn:
             (counters.add_triggers if mode == 'on' else counters.drop_triggers)(conn)
         _checkpoint(store)
-        published, events = volume_rows.writer_rows(WRITER_TASKS, now, 'w%d-' % number)
+        published, events = volume_rows.writer_rows(WRITER_TASKS, first, ids)
+        first += WRITER_TASKS * volume_rows.TASK_SPACING_SEC
         started = time.perf_counter()
         for start in range(0, WRITER_TASKS, BATCH):
             store.write(published[start:start + BATCH], [], [], sealed=True)
@@ -217,18 +221,16 @@ def purge(store: Any, now: float) -> tuple[float, float, float, float]:
     done = threading.Event()
 
     def write_meanwhile() -> None:
-        number = 0
         while not done.is_set():
             started = time.perf_counter()
             with store.begin(write=True):
                 longest[0] = max(longest[0], (time.perf_counter() - started) * 1000)
-            published, _ = volume_rows.writer_rows(1, time.time(), 'p%d-' % number)
+            published, _ = volume_rows.writer_rows(1, time.time())
             started = time.perf_counter()
             store.write(published, [], [])
             longest[1] = max(longest[1], (time.perf_counter() - started) * 1000)
-            number += 1
             done.wait(0.05)
-    store.write(volume_rows.writer_rows(1, now, 'warm-p')[0], [], [])
+    store.write(volume_rows.writer_rows(1, now)[0], [], [])
     writer = threading.Thread(target=write_meanwhile, daemon=True)
     writer.start()
     ttl = volume_rows.WEEK_SEC / 2

@@ -5,7 +5,10 @@ counters counted once at the end (as the migration that brings them does).
 
 The records look like a week of a fleet's work: 40 task names, 3 queues, 50
 tenants (a label), published evenly over the last 7 days; 90 % succeeded, 5 %
-failed, 2 % cancelled, 1 % each queued, scheduled and running.
+failed, 2 % cancelled, 1 % each queued, scheduled and running. Their ids are
+random, as Kale's are (``uuid4().hex``), and each has the id SQS gave its
+message (a random UUID): so every new record lands at a random place of the
+indexes on both, as it does in a store that has been in use for a week.
 """
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ import time
 import uuid
 from typing import Any, Iterator
 
+from kale.ids import random_id
 from kale.store.sql import counters
 from kale.store.sql.records import RecordStore
 
@@ -23,8 +27,8 @@ QUEUES = ['high_priority', 'default', 'low_priority']
 TENANTS = ['t%02d' % i for i in range(50)]
 WEEK_SEC = 7 * 24 * 3600
 COLUMNS = ('id', 'task', 'queue', 'status', 'attempts', 'labels', 'inputs', 'published_at',
-           'started_at', 'finished_at', 'next_attempt_at', 'duration_sec', 'worker',
-           'error_type', 'error_message', 'updated_at')
+           'message_id', 'started_at', 'finished_at', 'next_attempt_at', 'duration_sec',
+           'worker', 'error_type', 'error_message', 'updated_at')
 #: (status, share of the rows in 1000ths)
 MIX = [('succeeded', 900), ('failed', 50), ('cancelled', 20), ('queued', 10),
        ('scheduled', 10), ('running', 10)]
@@ -37,7 +41,20 @@ def statuses(rng: random.Random) -> Iterator[str]:
         yield table[rng.randrange(len(table))]
 
 
-def rows(n: int, now: float, seed: int = 48) -> Iterator[tuple[Any, ...]]:
+#: How the records' ids are made (``--volume-ids``): ``random`` as Kale makes
+#: them (``uuid4().hex``), or ``ordered``, sorting by the time of their
+#: publication (a ``make_task_id`` of one's own, a UUIDv7), which puts every
+#: new record at the end of the index on them. Message ids are SQS's: random.
+IDS = ('random', 'ordered')
+
+
+def record_id(random_hex: str, at: float, ids: str = 'random') -> str:
+    """A record's id (see IDS), from 32 random hex digits and its publication time."""
+    return random_hex if ids == 'random' else '%012x%s' % (int(at * 1000), random_hex[12:])
+
+
+
+def rows(n: int, now: float, seed: int = 48, ids: str = 'random') -> Iterator[tuple[Any, ...]]:
     """``n`` rows in COLUMNS order, published over the week before ``now``."""
     rng = random.Random(seed)
     status_of = statuses(rng)
@@ -55,21 +72,23 @@ def rows(n: int, now: float, seed: int = 48) -> Iterator[tuple[Any, ...]]:
             error = ('ValueError', 'bad input %d' % i)
         if status == 'scheduled':
             next_at = published + 60
-        yield (uuid.UUID(int=rng.getrandbits(128)).hex, TASK_NAMES[i % 40], QUEUES[i % 3],
+        yield (record_id(uuid.UUID(int=rng.getrandbits(128)).hex, published, ids),
+               TASK_NAMES[i % 40], QUEUES[i % 3],
                status, 1, json.dumps({'tenant': TENANTS[i % 50]}),
-               json.dumps({'args': [i], 'kwargs': {}, 'exact': True}), published, started,
-               finished, next_at, duration if finished else None,
+               json.dumps({'args': [i], 'kwargs': {}, 'exact': True}), published,
+               str(uuid.UUID(int=rng.getrandbits(128), version=4)), started, finished,
+               next_at, duration if finished else None,
                'host:%d@0' % (i % 8) if started else None, error[0], error[1],
                finished or started or published)
 
 
-def load(store: RecordStore, n: int, now: float) -> float:
+def load(store: RecordStore, n: int, now: float, ids: str = 'random') -> float:
     """Load ``n`` rows into the store's empty kale_tasks; the seconds it took."""
     started = time.monotonic()
     store.migrate()
     with store.begin(write=True) as conn:
         counters.drop_triggers(conn)
-    made = rows(n, now)
+    made = rows(n, now, ids=ids)
     if store.dialect == 'postgresql':
         _copy(store, made)
     else:
@@ -99,19 +118,28 @@ def _copy(store: RecordStore, made: Iterator[tuple[Any, ...]]) -> None:
                 copy.write_row(row)
 
 
-def writer_rows(count: int, now: float, tag: str) -> tuple[list[dict[str, Any]],
-                                                           list[dict[str, Any]]]:
-    """A writer's rows for ``count`` tasks: their publications and their
-    outcomes (a running event merged away, as the writer does for short tasks)."""
+#: Seconds between two of a writer's tasks (writer_rows).
+TASK_SPACING_SEC = 0.001
+
+
+def writer_rows(count: int, start: float, ids: str = 'random'
+                ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A writer's rows for ``count`` tasks published from ``start`` on, one
+    every TASK_SPACING_SEC: their publications and their outcomes (a running
+    event merged away, as the writer does for short tasks). Ids made as
+    ``ids`` says (IDS) and message ids as SQS gives them, random: each new
+    row lands at a random place of the index on message ids (and, with
+    Kale's ids, of the one on ids), as a real writer's do."""
     published, events = [], []
     for i in range(count):
-        task_id = '%s%06d%s' % (tag, i, uuid.uuid4().hex[:16])
-        at = now + i * 0.001
+        at = start + i * TASK_SPACING_SEC
+        task_id = record_id(random_id(), at, ids)
         base = {'id': task_id, 'task': TASK_NAMES[i % 40], 'queue': QUEUES[i % 3]}
         published.append({**base, 'status': 'queued', 'attempts': 0,
                           'labels': {'tenant': TENANTS[i % 50]},
                           'inputs': {'args': [i], 'kwargs': {}, 'exact': True},
-                          'published_at': at, 'message_id': 'm-' + task_id, 'updated_at': at})
+                          'published_at': at, 'message_id': str(uuid.uuid4()),
+                          'updated_at': at})
         events.append({**base, 'status': 'succeeded', 'attempts': 1, 'published_at': at,
                        'started_at': at + 0.2, 'finished_at': at + 0.3, 'next_attempt_at': None,
                        'duration_sec': 0.1, 'worker': 'host:1@0', 'error_type': None,
