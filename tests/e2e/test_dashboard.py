@@ -335,6 +335,41 @@ def test_full_ids_filters_sorting_paging_and_cards_that_follow_the_filter(browse
         page.close()
 
 
+def _poll(page, condition, turns=300):
+    """Let the page run, 50 ms at a time, until ``condition()``."""
+    for _ in range(turns):
+        if condition():
+            return True
+        page.wait_for_timeout(50)
+    return condition()
+
+
+def test_a_fill_whose_address_was_left_meanwhile_leaves_the_next_address_alone(
+        browser, web, some_records):
+    """The tasks' list for #/tasks answers after #/tasks?status=failed was
+    opened (a second click on a sort, a filter): its rows must not land in
+    the failed tasks' table. A fresh clone's CI saw a second click on the
+    attempts column show the rows of the first click's address."""
+    page = open_dashboard(browser, web, 'workers')
+    held = []
+    page.route(lambda url: '/api/tasks?' in url, lambda route: held.append(route))   # answered later
+    try:
+        page.evaluate("location.hash = '#/tasks'")
+        assert _poll(page, lambda: len(held) == 1)
+        page.evaluate("location.hash = '#/tasks?status=failed'")
+        page.wait_for_selector('main[data-view=tasks] #filter-task')
+        held[0].continue_()                             # the list of every task, for the address left
+        assert _poll(page, lambda: len(held) == 2)      # the refresh for the failed ones asks
+        assert page.eval_on_selector_all('#tasks tbody tr[data-id]', 'rows => rows.length') == 0
+        assert 'status=failed' in held[1].request.url
+        held[1].continue_()
+        page.wait_for_function("() => document.querySelectorAll('#tasks tbody tr[data-id]')"
+                               ".length === 1")
+        assert page.get_attribute('#tasks tbody tr', 'data-id') == some_records
+    finally:
+        page.close()
+
+
 def test_bulk_retry_and_a_queue_purge_with_its_name_typed(browser, web, memory_broker,
                                                           records_url):
     failed = [rt.BrokenTask.publish(None) for _ in range(3)]

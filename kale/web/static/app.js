@@ -217,6 +217,16 @@ function route() {
   refresh();
 }
 
+// What ``promise`` gives, for a view filling ``route``: when another address
+// was opened while it came (a second click on a column's sort, a filter), it
+// throws instead, so that a fill never writes its rows into the frame of the
+// address that replaced its own (refresh says nothing of it, and fills anew).
+async function loaded(route, promise) {
+  const value = await promise;
+  if (route !== page.route) throw new Error('left ' + location.hash);
+  return value;
+}
+
 // Fill the current view with fresh data (every few seconds, and after an action).
 async function refresh() {
   if (page.busy) { page.again = true; return; }

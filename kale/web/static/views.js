@@ -94,10 +94,10 @@ const overview = {
       panel('Recent failures', table(TASK_HEADERS, [], 'loading', { id: 'tasks' }),
         el('p', {}, a(link('tasks', { status: 'failed' }), 'every failure'))));
   },
-  async fill() {
-    const [{ summary, timeline }, activity, failures] = await Promise.all([
+  async fill(route) {
+    const [{ summary, timeline }, activity, failures] = await loaded(route, Promise.all([
       summaryAndTimeline('', true), api('activity?by=queue&window=auto'),
-      api('tasks?status=failed&limit=5')]);
+      api('tasks?status=failed&limit=5')]));
     countCards(summary);
     throughputChart(byId('chart-queue-throughput').closest('figure'), activity);
     durationChart(byId('chart-queue-duration').closest('figure'), activity);
@@ -105,7 +105,7 @@ const overview = {
     throughputChart(byId('chart-throughput').closest('figure'), timeline);
     durationChart(byId('chart-duration').closest('figure'), timeline);
     fillBody('tasks', taskRows(failures.tasks), 'no failures', TASK_HEADERS.length);
-    const queues = await api('queues').catch((error) => { banner('queues: ' + error.message); return { queues: [] }; });
+    const queues = await loaded(route, api('queues').catch((error) => { banner('queues: ' + error.message); return { queues: [] }; }));
     fillBody('queues', queues.queues.map((q) => el('tr', { 'data-queue': q.name },
       el('td', {}, a(link('queues', q.name), q.name)), el('td', {}, q.paused_at ? badge('paused') : badge('active')),
       el('td', { class: 'num' }, q.visible ?? '-'), el('td', { class: 'num' }, q.in_flight ?? '-'),
@@ -167,8 +167,8 @@ const tasks = {
     if (params.get('status')) withStatus.set('status', params.get('status'));
     const listed = new URLSearchParams(withStatus);
     listed.set('limit', params.get('limit') || String(PAGE));
-    const [{ summary }, found, count, queues] = await Promise.all([summaryAndTimeline(filter, false),
-      api('tasks?' + listed), api('tasks/count?' + withStatus), knownQueues()]);
+    const [{ summary }, found, count, queues] = await loaded(route, Promise.all([summaryAndTimeline(filter, false),
+      api('tasks?' + listed), api('tasks/count?' + withStatus), knownQueues()]));
     countCards(summary, params);
     document.querySelectorAll('#tasks th[data-sort] a.sort').forEach((sort) => {
       sort.setAttribute('href', sortHref(sort.parentElement.dataset.sort, params));
@@ -257,7 +257,7 @@ const task = {
         chartFigure('chart-task-duration', 'This task: mean duration (s)')));
   },
   async fill(route) {
-    const record = await api('tasks/' + encodeURIComponent(route.id));
+    const record = await loaded(route, api('tasks/' + encodeURIComponent(route.id)));
     if (record.id !== route.id) {          // a prefix: the address gets the whole id
       history.replaceState(null, '', link('tasks', record.id));
       page.route = parseRoute();
@@ -265,7 +265,7 @@ const task = {
     byId('detail-id').textContent = record.id;
     byId('detail-actions').replaceChildren(taskActions(record));
     byId('detail-body').replaceChildren(...taskDetail(record));
-    const { timeline } = await summaryAndTimeline('task=' + encodeURIComponent(record.task), true);
+    const { timeline } = await loaded(route, summaryAndTimeline('task=' + encodeURIComponent(record.task), true));
     throughputChart(byId('chart-task-throughput').closest('figure'), timeline, [record.task]);
     durationChart(byId('chart-task-duration').closest('figure'), timeline, [record.task]);
   },
@@ -337,7 +337,7 @@ const workflows = {
   async fill(route) {
     const params = new URLSearchParams({ limit: route.params.get('limit') || String(WORKFLOW_PAGE) });
     if (route.params.get('status')) params.set('status', route.params.get('status'));
-    const answer = await api('workflows?' + params);
+    const answer = await loaded(route, api('workflows?' + params));
     fillBody('workflows', answer.workflows.map((w) => el('tr', { 'data-id': w.id },
       el('td', {}, a(link('workflows', w.id), w.id, { class: 'id mono' })),
       el('td', {}, badge(w.status)), el('td', {}, nodeStates(w.node_states)),
@@ -360,7 +360,7 @@ const workflow = {
       el('section', { class: 'panel' }, el('div', { id: 'workflow-body' }, el('p', { class: 'muted' }, 'loading'))));
   },
   async fill(route) {
-    const wf = await api('workflows/' + encodeURIComponent(route.id));
+    const wf = await loaded(route, api('workflows/' + encodeURIComponent(route.id)));
     const shown = JSON.stringify(wf);
     if (shown === page.workflowShown && byId('workflow-body').querySelector('svg')) return;
     page.workflowShown = shown;
@@ -424,8 +424,8 @@ const queues = {
       panel('', table(QUEUE_HEADERS, [], 'loading', { id: 'queues' }),
         el('p', { class: 'muted' }, 'A paused queue: no worker receives from it; its messages wait in SQS.')));
   },
-  async fill() {
-    const answer = await api('queues');
+  async fill(route) {
+    const answer = await loaded(route, api('queues'));
     fillBody('queues', answer.queues.map(queueRow), 'no queues', QUEUE_HEADERS.length);
   },
 };
@@ -443,7 +443,7 @@ const queue = {
       panel('Workers serving it', table(['state', 'worker', 'running now'], [], 'loading', { id: 'queue-workers' })));
   },
   async fill(route) {
-    const [answer, activity, found] = await Promise.all([api('queues'), api('activity?by=queue&window=auto'), api('workers?state=running')]);
+    const [answer, activity, found] = await loaded(route, Promise.all([api('queues'), api('activity?by=queue&window=auto'), api('workers?state=running')]));
     const q = answer.queues.find((row) => row.name === route.id);
     if (!q) throw new Error('no queue ' + route.id + ' in the queue config');
     byId('queue-state').replaceChildren(queueState(q));
@@ -487,7 +487,7 @@ const workers = {
         el('p', {}, a(link('workers', all ? {} : { all: '1' }), all ? 'hide workers stopped more than a day ago' : 'show workers stopped more than a day ago', { id: 'old-workers' }))));
   },
   async fill(route) {
-    const answer = await api('workers');
+    const answer = await loaded(route, api('workers'));
     const old = (w) => w.state === 'stopped' && w.stopped_at && Date.now() - Date.parse(w.stopped_at) > DAY_MS;
     const all = route.params.get('all') === '1';
     const shown = (all ? answer.workers : answer.workers.filter((w) => !old(w))).slice(0, 100);
@@ -512,7 +512,7 @@ const worker = {
       el('section', { class: 'panel' }, el('div', { id: 'worker-facts' }, el('p', { class: 'muted' }, 'loading'))));
   },
   async fill(route) {
-    const answer = await api('workers');
+    const answer = await loaded(route, api('workers'));
     const w = answer.workers.find((row) => row.id === route.id);
     if (!w) throw new Error('no worker recorded as ' + route.id);
     byId('worker-state').replaceChildren(workerState(w));
@@ -540,8 +540,8 @@ const schedules = {
     return el('div', { class: 'stack' }, heading('Schedules'),
       panel('', table(SCHEDULE_HEADERS, [], 'loading', { id: 'schedules' }), el('p', { id: 'schedules-leader', class: 'muted' })));
   },
-  async fill() {
-    const answer = await api('schedules');
+  async fill(route) {
+    const answer = await loaded(route, api('schedules'));
     const rows = answer.schedules.map((s) => el('tr', { 'data-schedule': s.name },
       el('td', { class: 'mono' }, s.name), el('td', { title: s.task }, short(s.task)),
       el('td', {}, s.schedule + (s.kind === 'cron' ? ' (' + s.tz + ')' : '')),
@@ -570,8 +570,8 @@ const webhooks = {
       panel('Webhooks', table(WEBHOOK_HEADERS, [], 'loading', { id: 'webhooks' })),
       panel('Outbox', el('p', { id: 'outbox', class: 'muted' }, 'loading')));
   },
-  async fill() {
-    const [answer, outbox] = await Promise.all([api('webhooks'), api('outbox')]);
+  async fill(route) {
+    const [answer, outbox] = await loaded(route, Promise.all([api('webhooks'), api('outbox')]));
     fillBody('webhooks', answer.webhooks.map((w) => el('tr', { 'data-webhook': w.id },
       el('td', { class: 'mono' }, w.id), el('td', {}, w.topic),
       el('td', { class: 'wrap' }, w.method + ' ' + w.url), el('td', {}, labelsText(w.labels) || '-'),
