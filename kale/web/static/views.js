@@ -258,9 +258,9 @@ const task = {
   },
   async fill(route) {
     const record = await loaded(route, api('tasks/' + encodeURIComponent(route.id)));
-    if (record.id !== route.id) {          // a prefix: the address gets the whole id
+    if (record.id !== route.id) {          // a prefix: the address gets the whole id, the same view
       history.replaceState(null, '', link('tasks', record.id));
-      page.route = parseRoute();
+      Object.assign(route, parseRoute());
     }
     byId('detail-id').textContent = record.id;
     byId('detail-actions').replaceChildren(taskActions(record));
