@@ -209,8 +209,8 @@ def test_search_by_label_and_by_task_id(browser, web, some_records):
         assert 'label.tenant=t2' in page.url
         page.fill('#search-text', some_records[:8])           # a unique prefix of the id
         page.click('#search button[type=submit]')
-        page.wait_for_function("(id) => document.getElementById('detail-id') && "
-                               "document.getElementById('detail-id').innerText === id",
+        page.wait_for_function("(id) => (document.getElementById('detail-id') || {}).innerText"
+                               " === id",
                                arg=some_records)
         assert 'ValueError: bad input 42' in page.inner_text('#detail-body')
     finally:
@@ -225,7 +225,7 @@ def test_the_cancel_button_cancels_a_queued_task_and_the_page_refreshes_itself(
         page.wait_for_selector('#banner:has-text("cancelled ")')
         cancelled = page.inner_text('#banner').split()[-1]
         assert records.get(cancelled).status == 'cancelled'
-        queued = "document.querySelector('#counts .card[data-status=queued] .n').innerText"
+        queued = "(document.querySelector('#counts .card[data-status=queued] .n') || {}).innerText"
         page.wait_for_function('() => %s === "0"' % queued)
         rt.PlainTask.publish(None, 7)              # no reload: the page's own timer shows it
         page.wait_for_function('() => %s === "1"' % queued, timeout=10000)
@@ -286,7 +286,7 @@ def test_the_task_page_shows_arguments_traceback_and_every_attempt(browser, web,
         assert 'Traceback (most recent call last)' in page.inner_text('#detail pre.traceback')
         # The detail's retry button, clicked twice: one new task.
         page.click('#detail-actions button:has-text("retry")')
-        page.wait_for_function("() => document.getElementById('banner').innerText !== ''")
+        page.wait_for_function("() => (document.getElementById('banner') || {}).innerText")
         said = page.inner_text('#banner')
         assert 'published again as' in said, said
         first = said.split()[-1]
@@ -427,8 +427,8 @@ def test_old_stopped_workers_are_collapsed_and_a_quiet_system_still_charts(brows
         assert 'h:2@recent' in workers and 'h:1@old' not in workers
         assert page.inner_text('#old-workers') == 'show 1 workers stopped more than a day ago'
         page.click('#old-workers')
-        page.wait_for_function("() => document.querySelector('#workers tbody').innerText"
-                               ".includes('h:1@old')")
+        page.wait_for_function("() => ((document.querySelector('#workers tbody') || {}).innerText"
+                               " || '').includes('h:1@old')")
         assert 'all=1' in page.url
         open_view(page, web, '')
         assert page.inner_text('#chart-throughput ~ .empty, figure .window') == 'last day'
@@ -612,8 +612,9 @@ def test_a_workflow_is_drawn_as_its_graph_and_a_node_opens_its_task(browser, web
 
         open_view(page, web, 'workflows')
         page.click('#workflows tr[data-id="%s"] a.id' % failing.id)
-        page.wait_for_function("(id) => document.getElementById('workflow-id').innerText === id",
-                               arg=failing.id)
+        # (a predicate that throws fails the wait: the id's element comes with the view)
+        page.wait_for_function("(id) => (document.getElementById('workflow-id') || {}).innerText"
+                               " === id", arg=failing.id)
         page.wait_for_selector('body[data-loaded=true] #workflow svg g.node')
         assert drawn_nodes(page) == {first.task_id: 'succeeded', broken.task_id: 'failed',
                                      after.task_id: 'failed'}

@@ -75,8 +75,8 @@ def test_the_dashboard_links_a_dead_run_to_the_task_it_handles(browser, web, mem
         facts = page.inner_text('#detail dl.facts')
         assert 'dead run of' in facts and task_id in facts, facts
         page.click('#detail dl.facts a.id:has-text("%s")' % task_id)
-        page.wait_for_function("(id) => document.getElementById('detail-id').textContent === id",
-                               arg=task_id)
+        page.wait_for_function("(id) => (document.getElementById('detail-id') || {}).textContent"
+                               " === id", arg=task_id)
         assert 'non_retriable: NonRetriableTaskError' in page.inner_text('#detail dl.facts')
     finally:
         page.close()
