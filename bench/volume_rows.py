@@ -53,7 +53,6 @@ def record_id(random_hex: str, at: float, ids: str = 'random') -> str:
     return random_hex if ids == 'random' else '%012x%s' % (int(at * 1000), random_hex[12:])
 
 
-
 def rows(n: int, now: float, seed: int = 48, ids: str = 'random') -> Iterator[tuple[Any, ...]]:
     """``n`` rows in COLUMNS order, published over the week before ``now``."""
     rng = random.Random(seed)
