@@ -44,11 +44,14 @@ def test_a_chord_and_a_chain_are_timed_beside_their_baselines(tmp_path, sqs_endp
     assert results[CHORD['time']]['target'] == '<= 1.3 x flat'
     assert results[CHAIN['time']]['target'] == '<= 1.5 x (3 x one)'
     # Each figure is in its own unit and plausible: seconds for the chord,
-    # milliseconds for the chain, which is longer than one task.
+    # milliseconds for the chain (three steps, each a round of SQS requests:
+    # tens of ms at least; in seconds it would read under 1). Not against one
+    # task's time: two samples each, and a loaded machine's single task took
+    # 341 ms where its chain of three took 278.
     assert results[CHORD['time']]['kale']['median'] < 120
     single = results[CHAIN['single']]['kale']['median']
     assert results[CHAIN['time']]['baseline']['median'] == pytest.approx(LENGTH * single)
-    assert results[CHAIN['time']]['kale']['median'] > single
+    assert 10 < results[CHAIN['time']]['kale']['median'] < 120_000
     assert results[CHAIN['step']]['baseline']['median'] == pytest.approx(single)
     assert 'Workflows (medians' in table
     assert 'chord of %d (flat)' % WIDTH in table and 'chain of %d' % LENGTH in table
