@@ -13,6 +13,7 @@ from kale.exceptions import EndpointUnreachableError, QueueNotFoundError
 from kale.transport import OutgoingMessage, VisibilityChange, direct
 from kale.transport import sqs as sqs_transport
 from kale.transport.sqs import SQSTransport
+from kale.version import BOTOCORE_TESTED
 
 
 def _events(transport, operations=direct.OPERATIONS):
@@ -198,11 +199,14 @@ def test_a_botocore_outside_the_tested_range_gets_every_request_with_one_warning
 
 
 def test_the_range_tested_is_the_range_required():
-    """setup.py requires the versions the code checks, and the botocore the
-    tests run on is one of them."""
+    """setup.py requires the versions the code checks, the docs name them,
+    and the botocore the tests run on is one of them."""
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     setup = open(os.path.join(root, 'setup.py')).read()
     assert re.search(r"'botocore>=%s,<%s' % about\['BOTOCORE_TESTED'\]", setup)
+    performance = open(os.path.join(root, 'docs', 'explanation', 'performance.md')).read()
+    assert 'botocore versions\nthey are tested with: %s up to, not including, %s' % BOTOCORE_TESTED \
+        in performance
     assert direct.tested_botocore(botocore.__version__)
     assert [direct.tested_botocore(v) for v in ('1.34.162', '1.35', '1.35.0', '1.44.99', '1.45.0',
                                                 '1.45.0rc1', '1.100.0', '2.0', '')] == [
