@@ -174,9 +174,10 @@ class DirectRequests:
     def call(self, operation: str, params: dict[str, Any]) -> Optional[dict[str, Any]]:
         """The answer of ``operation`` with ``params`` (as botocore's client
         would return it), or None: then make the request through botocore."""
+        api_call = _BASE_CLIENT.get('_make_api_call')
         seen, traced = self._api_call
-        if _BASE_CLIENT.get('_make_api_call') is not seen:
-            traced = self._traced(_BASE_CLIENT.get('_make_api_call'))
+        if api_call is not seen:
+            traced = self._traced(api_call)
         if traced:                          # a tracer sees botocore's requests only
             return None
         credentials = self._credentials()
