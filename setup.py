@@ -22,7 +22,11 @@ setup(
                            'schemas/*.json', 'fauxqs/*.json', 'fauxqs/serve.mjs']},
     python_requires='>=3.10',
     install_requires=[
-        'boto3>=1.26',
+        # The direct SQS requests read parts of botocore's client that are
+        # not its public API: the versions they are tested with
+        # (BOTOCORE_TESTED in kale/version.py).
+        'boto3>=%s' % about['BOTOCORE_TESTED'][0],
+        'botocore>=%s,<%s' % about['BOTOCORE_TESTED'],
         'PyYAML>=5.4',
     ],
     extras_require={
@@ -68,8 +72,11 @@ setup(
             'types-jsonschema',
             'httpx>=0.27',           # Starlette's test client
             'playwright>=1.40',      # the dashboard's test, on Debian's chromium
-            # the tracing tests export spans to memory
+            # the tracing tests export spans to memory, and check that the
+            # SQS requests reach OpenTelemetry's and X-Ray's botocore tracing
             'opentelemetry-sdk>=1.20',
+            'opentelemetry-instrumentation-botocore>=0.41b0',
+            'aws-xray-sdk>=2.10',
             # the README's FastAPI and Flask examples run in the tests
             'fastapi>=0.110',
             'flask>=2.3',

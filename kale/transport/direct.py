@@ -28,23 +28,81 @@ own retries make it (a receive made again receives again; a delete or
 visibility change made again does the same again; a send whose answer was
 lost may be sent again, and a worker's check of duplicates, or a FIFO
 queue's deduplication id, is what keeps it from running twice).
+
+**What it leans on.** The client's ``_endpoint.http_session``,
+``_request_signer`` and the signer's ``_credentials`` are not botocore's
+public API, so the direct requests are built only on the botocore versions
+they are tested with (:data:`kale.version.BOTOCORE_TESTED`, which setup.py
+requires too) and when the client has those parts; otherwise the transport
+logs one WARNING naming botocore's version and the range, and every request
+goes through botocore.
+
+**Tracers.** OpenTelemetry's botocore instrumentation, AWS X-Ray's SDK and
+Datadog's ddtrace trace a request by wrapping
+``BaseClient._make_api_call``, which a direct request never calls. So each
+request first looks whether that is still botocore's own function (one
+dictionary read and one identity check; the verdict is worked out again
+only when the function changes): while something wraps it, the request
+goes through botocore, and the tracer sees it as it sees every other.
 """
 from __future__ import annotations
 
 import json
 import logging
+import re
+import types
 from typing import Any, Optional
 
+import botocore
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
+from botocore.client import BaseClient
 
 from kale.transport import responses
+from kale.version import BOTOCORE_TESTED
 
 logger = logging.getLogger(__name__)
 
 #: The requests sent directly.
 OPERATIONS = ('ReceiveMessage', 'DeleteMessageBatch', 'ChangeMessageVisibilityBatch',
               'SendMessage', 'SendMessageBatch')
+
+#: BOTOCORE_TESTED as a requirement, for messages.
+TESTED_RANGE = 'botocore>=%s,<%s' % BOTOCORE_TESTED
+
+#: BaseClient's own attributes (a live view): where tracers wrap _make_api_call.
+_BASE_CLIENT = vars(BaseClient)
+
+
+def release(version: str) -> tuple[int, ...]:
+    """The numbers of a version: ``'1.44.8'`` is (1, 44, 8); anything else
+    ends them (``'1.45.0rc1'`` is (1, 45, 0))."""
+    numbers = []
+    for part in version.split('.'):
+        digits = re.match(r'\d+', part)
+        if digits is None:
+            break
+        numbers.append(int(digits.group()))
+        if digits.end() != len(part):
+            break
+    return tuple(numbers)
+
+
+def tested_botocore(version: str) -> bool:
+    """Whether botocore ``version`` is one the direct requests are tested
+    with (:data:`kale.version.BOTOCORE_TESTED`)."""
+    first, beyond = (release(bound) for bound in BOTOCORE_TESTED)
+    return first <= release(version) < beyond
+
+
+def botocores_own(function: Any) -> bool:
+    """Whether ``function`` (what ``BaseClient._make_api_call`` is now) is
+    botocore's own, not a tracer's wrapper around it: OpenTelemetry's, X-Ray's
+    and ddtrace's are wrapt proxies, and a ``functools.wraps`` wrapper is a
+    function of its own module (botocore decorates the method itself, in
+    ``botocore.context``)."""
+    return type(function) is types.FunctionType \
+        and str(function.__globals__.get('__name__', '')).partition('.')[0] == 'botocore'
 
 
 class DirectRequests:
@@ -57,8 +115,17 @@ class DirectRequests:
         self._url = meta.endpoint_url.rstrip('/') + '/'
         self._region = meta.region_name
         self._signing_name = model.signing_name
-        self._http = client._endpoint.http_session
+        # The parts of botocore that are not its public API; one missing
+        # (AttributeError) leaves the client to botocore (see of()).
+        self._send = client._endpoint.http_session.send
         self._signer = client._request_signer
+        if not hasattr(self._signer, '_credentials'):           # read by _credentials()
+            raise AttributeError('%s has no _credentials' % type(self._signer).__name__)
+        if '_make_api_call' not in _BASE_CLIENT:                # watched by call()
+            raise AttributeError('BaseClient has no _make_api_call')
+        #: What BaseClient._make_api_call was at the last look, and whether
+        #: that is a tracer's wrapper (the requests then go through botocore).
+        self._api_call: tuple[Any, bool] = (None, False)
         self._models = {name: model.operation_model(name) for name in OPERATIONS}
         self._headers = {
             'Content-Type': 'application/x-amz-json-%s' % model.metadata.get('jsonVersion', '1.0'),
@@ -70,7 +137,15 @@ class DirectRequests:
     @classmethod
     def of(cls, client: Any) -> Optional['DirectRequests']:
         """The direct requests of ``client``, or None when its requests cannot
-        be built here (not the JSON protocol, not SigV4, an unexpected client)."""
+        be built here: a botocore they are not tested with, or a client
+        without a part they need (one WARNING line), not the JSON protocol,
+        not SigV4."""
+        version = botocore.__version__
+        if not tested_botocore(version):
+            logger.warning('botocore %s is not among the versions the direct SQS requests are '
+                           'tested with (%s): every SQS request goes through botocore',
+                           version, TESTED_RANGE)
+            return None
         try:
             meta = client.meta
             model = meta.service_model
@@ -78,12 +153,33 @@ class DirectRequests:
                     or not meta.config.user_agent or not meta.endpoint_url:
                 return None
             return cls(client)              # raises for a client unlike botocore's
-        except (AttributeError, KeyError, TypeError):
+        except (AttributeError, KeyError, TypeError) as exc:
+            logger.warning('the direct SQS requests cannot be built on this client of botocore %s '
+                           '(%s: %s; tested with %s): every SQS request goes through botocore',
+                           version, type(exc).__name__, exc, TESTED_RANGE)
             return None
+
+    def _traced(self, api_call: Any) -> bool:
+        """Whether ``api_call``, what BaseClient._make_api_call has become,
+        is a tracer's wrapper; said once per change."""
+        traced = not botocores_own(api_call)
+        was_traced = self._api_call[1]
+        self._api_call = (api_call, traced)
+        if traced != was_traced:
+            logger.info('BaseClient._make_api_call %s: the hot SQS requests go %s',
+                        'is wrapped (a tracer)' if traced else 'is botocore\'s own again',
+                        'through botocore' if traced else 'directly')
+        return traced
 
     def call(self, operation: str, params: dict[str, Any]) -> Optional[dict[str, Any]]:
         """The answer of ``operation`` with ``params`` (as botocore's client
         would return it), or None: then make the request through botocore."""
+        api_call = _BASE_CLIENT.get('_make_api_call')
+        seen, traced = self._api_call
+        if api_call is not seen:
+            traced = self._traced(api_call)
+        if traced:                          # a tracer sees botocore's requests only
+            return None
         credentials = self._credentials()
         if credentials is None:
             return None
@@ -100,7 +196,7 @@ class DirectRequests:
         if answered[1] is not None:         # a handler answers for the endpoint: botocore's way
             return None
         try:
-            response = self._http.send(prepared)
+            response = self._send(prepared)
         except Exception as exc:             # botocore sends it again, and says what failed
             logger.debug('%s sent directly failed (%s): sent through botocore', operation, exc)
             return None

@@ -1,13 +1,19 @@
 """A worker's hot requests built without botocore's pipeline (kale.transport.direct):
 the same answers, the same hooks, and botocore's way whenever they fail."""
+import logging
+import os
+import re
 import socket
 
+import botocore
 import pytest
 
 from kale.conf import settings
 from kale.exceptions import EndpointUnreachableError, QueueNotFoundError
 from kale.transport import OutgoingMessage, VisibilityChange, direct
+from kale.transport import sqs as sqs_transport
 from kale.transport.sqs import SQSTransport
+from kale.version import BOTOCORE_TESTED
 
 
 def _events(transport, operations=direct.OPERATIONS):
@@ -156,3 +162,87 @@ def test_a_client_whose_requests_cannot_be_built_here_has_none():
     class Odd:
         meta = None
     assert direct.DirectRequests.of(Odd()) is None
+
+
+def _works_through_botocore(transport, queue):
+    """Every hot request of ``transport`` answers, and none went directly."""
+    transport.ensure_queue(queue, 30, None, 0)
+    seen = _events(transport)
+    assert transport.send(queue, OutgoingMessage('one')) != ''
+    assert len(transport.send_batch(queue, [OutgoingMessage('two'), OutgoingMessage('three')])) == 2
+    received = transport.receive(queue, 10, 0, 30)
+    assert sorted(m.body for m in received) == ['one', 'three', 'two']
+    assert transport.change_visibility_batch(
+        queue, [VisibilityChange(m.receipt_handle, 30) for m in received]) == []
+    assert transport.delete_batch(queue, [m.receipt_handle for m in received]) == []
+    sent = ['SendMessage', 'SendMessageBatch', 'ReceiveMessage', 'ChangeMessageVisibilityBatch',
+            'DeleteMessageBatch']
+    assert seen['build'] == sent and seen['send'] == sent     # each once, botocore's way
+
+
+def _direct_warnings(caplog):
+    return [r.getMessage() for r in caplog.records
+            if r.name == direct.__name__ and r.levelno >= logging.WARNING]
+
+
+@pytest.mark.parametrize('version', ['1.34.162', '1.45.0', '2.0.0', 'unknown'])
+def test_a_botocore_outside_the_tested_range_gets_every_request_with_one_warning(
+        sqs, monkeypatch, caplog, version):
+    monkeypatch.setattr(botocore, '__version__', version)
+    caplog.set_level(logging.INFO, logger=direct.__name__)
+    transport = SQSTransport(config=settings.config)
+    assert transport.direct is None
+    _works_through_botocore(transport, sqs.prefix + 'range')
+    warnings = _direct_warnings(caplog)
+    assert len(warnings) == 1, warnings
+    assert 'botocore %s ' % version in warnings[0] and direct.TESTED_RANGE in warnings[0]
+
+
+def test_the_range_tested_is_the_range_required():
+    """setup.py requires the versions the code checks, the docs name them,
+    and the botocore the tests run on is one of them."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    setup = open(os.path.join(root, 'setup.py')).read()
+    assert re.search(r"'botocore>=%s,<%s' % about\['BOTOCORE_TESTED'\]", setup)
+    performance = open(os.path.join(root, 'docs', 'explanation', 'performance.md')).read()
+    assert 'botocore versions\nthey are tested with: %s up to, not including, %s' % BOTOCORE_TESTED \
+        in performance
+    assert direct.tested_botocore(botocore.__version__)
+    assert [direct.tested_botocore(v) for v in ('1.34.162', '1.35', '1.35.0', '1.44.99', '1.45.0',
+                                                '1.45.0rc1', '1.100.0', '2.0', '')] == [
+        False, True, True, True, False, False, False, False, False]
+
+
+class _Without:
+    """``target`` without its attribute ``name``, as a botocore that keeps
+    that part elsewhere would be: botocore's own code, which holds ``target``
+    itself, still finds it."""
+
+    def __init__(self, target, name):
+        self._target, self._name = target, name
+
+    def __getattr__(self, attr):
+        if attr == self._name:
+            raise AttributeError('%r object has no attribute %r' % (type(self._target).__name__, attr))
+        return getattr(self._target, attr)
+
+
+@pytest.mark.parametrize('part,name', [('_endpoint', 'http_session'),
+                                       ('_request_signer', '_credentials')])
+def test_a_client_without_a_part_the_direct_requests_need_gets_every_request_with_one_warning(
+        sqs, monkeypatch, caplog, part, name):
+    def make_client(for_commands=False, *, config):
+        client = real_make_client(for_commands, config=config)
+        setattr(client, part, _Without(getattr(client, part), name))
+        return client
+
+    real_make_client = sqs_transport.make_client
+    monkeypatch.setattr(sqs_transport, 'make_client', make_client)
+    caplog.set_level(logging.INFO, logger=direct.__name__)
+    transport = SQSTransport(config=settings.config)
+    assert transport.direct is None
+    _works_through_botocore(transport, sqs.prefix + 'part')
+    warnings = _direct_warnings(caplog)
+    assert len(warnings) == 1, warnings
+    assert name in warnings[0] and 'botocore %s ' % botocore.__version__ in warnings[0] \
+        and direct.TESTED_RANGE in warnings[0]
