@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import sys
 import textwrap
 import threading
 import time
@@ -360,7 +361,7 @@ def test_a_program_that_cannot_be_started_is_unknown_method(programs):
 
 
 TREE = '''
-    #!/usr/bin/env python3
+    #!{python} -S
     # A tree of four: the reaper's program, a child in a process group of its
     # own (as a job-control shell makes), and a daemon that left the session
     # (setsid) after its parent exited. It writes their pids (the reaper's
@@ -401,12 +402,13 @@ TREE = '''
 
 
 def run_tree(programs, method: str, escape: str):
-    """Run the program TREE as ``method`` (time limit 1 s, no retry) with the
-    ``escape`` line; its record, once no process of its tree runs (a
-    failure after 10 s), and no thread of the worker still ends it."""
-    programs('executors.yaml', 'methods:\n  %s:\n    time_limit: 1\n    max_retries: 0\n'
+    """Run the program TREE as ``method`` (time limit 3 s: room to start on a
+    loaded machine; no retry) with the ``escape`` line; its record, once no
+    process of its tree runs (a failure after 10 s), and no thread of the
+    worker still ends it."""
+    programs('executors.yaml', 'methods:\n  %s:\n    time_limit: 3\n    max_retries: 0\n'
              % method, mode=0o644)
-    programs(method, TREE.replace('{escape}', escape))
+    programs(method, TREE.replace('{python}', sys.executable).replace('{escape}', escape))
     pids: list[int] = []
     try:
         record = run(programs, method)
@@ -427,13 +429,17 @@ def run_tree(programs, method: str, escape: str):
 
 @pytest.mark.slow
 @pytest.mark.real_time('a real program runs into its time limit and kill grace')
-@pytest.mark.usefixtures('pool')
-@pytest.mark.parametrize('margin', [None, 0.0], ids=['guard-margin', 'no-guard-margin'])
+@pytest.mark.parametrize('pool, margin', [
+    ('serial', None), ('serial', 0.0), ('threads', 0.0), ('asyncio', 0.0),
+], ids=['serial-guard-margin', 'serial-no-margin', 'threads-no-margin', 'asyncio-no-margin'],
+    indirect=['pool'])
 def test_a_reaper_stopped_by_its_program_has_its_whole_tree_killed_by_the_worker(
-        programs, monkeypatch, margin):
+        programs, monkeypatch, pool, margin):
     # The worker's guard (the task's time limit) fires GUARD_MARGIN_SEC after
-    # the program's limit and kill grace; with no margin it interrupts the
-    # worker right as it ends the tree, which must end all the same.
+    # the program's limit and kill grace, and again every 0.25 s; with no
+    # margin it interrupts the worker right as it ends the tree, which must
+    # end all the same, on each pool's guard (SIGALRM, or an exception
+    # raised in the run's thread).
     if margin is not None:
         monkeypatch.setattr(executor_task_module, 'GUARD_MARGIN_SEC', margin)
         monkeypatch.setattr(executor_task_module, '_classes', {})
