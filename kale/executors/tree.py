@@ -91,20 +91,25 @@ def _with_descendants(roots: set[int], procs: dict[int, Proc]) -> set[int]:
     return found
 
 
+def _roots(reaper: int, reaper_reaped: bool, procs: dict[int, Proc]) -> set[int]:
+    """The reaper's children while it lives, and its session. Once it is
+    reaped its pid may name another process: its session is asked for only
+    while no process has that pid."""
+    if not reaper_reaped:
+        return {pid for pid, proc in procs.items()
+                if proc.parent == reaper or proc.session == reaper}
+    if reaper in procs:
+        return set()
+    return {pid for pid, proc in procs.items() if proc.session == reaper}
+
+
 def members(reaper: int, reaper_reaped: bool, cookie: str) -> set[int]:
     """The processes of the run of ``reaper`` that still run (the reaper
-    itself aside). Once the reaper is reaped its pid may name another
-    process: its session is asked for only while no process has that pid."""
+    itself aside)."""
     procs = snapshot()
-    roots: set[int] = set()
-    if not reaper_reaped:
-        roots.update(pid for pid, proc in procs.items() if proc.parent == reaper)
-    if not reaper_reaped or reaper not in procs:
-        roots.update(pid for pid, proc in procs.items() if proc.session == reaper)
-    roots.update(_marked(procs, cookie))
-    found = _with_descendants(roots, procs)
-    found.difference_update((reaper, os.getpid()))
-    return {pid for pid in found if pid in procs and procs[pid].running}
+    roots = _roots(reaper, reaper_reaped, procs) | _marked(procs, cookie)
+    found = _with_descendants(roots, procs) - {reaper, os.getpid()}
+    return {pid for pid in found if procs[pid].running}
 
 
 def kill_tree(reaper: int, reaper_reaped: bool, cookie: str, sec: float = KILL_SEC) -> bool:
