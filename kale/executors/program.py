@@ -6,10 +6,18 @@ The program runs with no shell, in a session (and so a process group) of its
 own. On Linux it runs under :mod:`kale.executors.reaper`, a child
 subreaper: a descendant that leaves the group (``setsid()``) and whose
 parent dies is re-parented to the reaper, not to init, so nothing the
-program starts outlives its run. At the time limit the group gets SIGTERM;
-after ``kill_grace_sec`` the reaper kills every descendant with SIGKILL
-(elsewhere, the group gets SIGKILL, and a descendant that left it escapes).
-When the program ends, whatever it left running is killed and reaped.
+program starts leaves its tree while the reaper lives. At the time limit
+the group gets SIGTERM; after ``kill_grace_sec`` the worker itself kills
+every process of the tree with SIGKILL (:mod:`kale.executors.tree`),
+without asking the reaper, which the program may have stopped or killed;
+the reaper then reaps them and exits. When the program ends, the reaper
+kills and reaps whatever it left running; a reaper that dies first (the
+program killed it) has what is left killed by the worker. Elsewhere, the
+group gets SIGKILL, and a descendant that left it escapes.
+
+All this happens on a thread of the run's own, which the caller only waits
+for: the worker's guard, interrupting the caller past the task's limit,
+cannot cut the end of the tree short.
 
 Standard output is kept up to ``stdout_max_bytes`` (past that the rest is
 read and thrown away, and the run is marked ``stdout_overflow``); of
@@ -21,15 +29,20 @@ blocks on a full pipe. The reaper costs a small Python process a run (some
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
+import secrets
 import signal
 import subprocess
 import sys
 import threading
+import time
 from typing import IO, Mapping, Optional, Sequence
 
 from kale.clock import SYSTEM_CLOCK, Clock
-from kale.executors.reaper import descendants
+from kale.executors.tree import COOKIE_VARIABLE, kill_tree
+
+logger = logging.getLogger(__name__)
 
 #: Bytes read from a pipe at a time.
 CHUNK = 65536
@@ -106,8 +119,11 @@ class _Keep:
 REAPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'reaper.py')
 #: Whether programs run under the reaper (it needs Linux's child subreapers).
 USE_REAPER = sys.platform.startswith('linux')
-#: Seconds the reaper gets to kill and reap a program's tree once told to.
-REAPER_SEC = 15.0
+#: Seconds the reaper gets to reap its killed tree and exit, before SIGKILL.
+REAPER_SEC = 2.0
+#: Longest one wait of the caller for its run (an interruption, the
+#: guard's, is raised in the caller between two of them).
+JOIN_SEC = 0.05
 
 
 def run_program(argv: Sequence[str], stdin: bytes, time_limit_sec: float, *,
@@ -118,36 +134,39 @@ def run_program(argv: Sequence[str], stdin: bytes, time_limit_sec: float, *,
     time limit passes (then it and all it started are killed); OSError when
     it cannot be started."""
     started = clock.monotonic()
-    process, status = _start(argv, cwd, env)
+    cookie = secrets.token_hex(16)
+    process, status = _start(argv, cwd, _environment(env, cookie))
     assert process.stdin is not None and process.stdout is not None
     assert process.stderr is not None
+    run = _Run(process, status, cookie, time_limit_sec, kill_grace_sec)
     out = _Keep(process.stdout, stdout_max_bytes, keep_last=False)
     err = _Keep(process.stderr, stderr_max_bytes, keep_last=True)
     feeder = threading.Thread(target=_feed, args=(process.stdin, stdin), daemon=True,
                               name='kale-executor-stdin')
     feeder.start()
-    timed_out = False
-    try:
-        try:
-            process.wait(max(0.0, time_limit_sec))
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _stop(process, kill_grace_sec, status is not None)
-    finally:
-        if process.poll() is None:           # the caller was interrupted: nothing is left behind
-            _stop(process, 0.0, status is not None)
-        else:
-            _kill_group_leftovers(process)
+    run.wait()
     for keeper in (out, err):
         keeper.thread.join(max(1.0, kill_grace_sec))
     feeder.join(1.0)
-    if status is not None:
-        _raise_unstarted(status, argv[0])
+    if run.errno:
+        raise OSError(run.errno, os.strerror(run.errno), argv[0])
     code = process.returncode
+    if code is None:                    # a reaper that SIGKILL did not end (stuck in the kernel)
+        code = -signal.SIGKILL
     return Finished(exit_code=code if code >= 0 else None, signal=-code if code < 0 else None,
                     stdout=bytes(out.data), stderr=bytes(err.data), stdout_overflow=out.overflow,
-                    stderr_cut=err.overflow, timed_out=timed_out,
+                    stderr_cut=err.overflow, timed_out=run.timed_out,
                     duration_sec=clock.monotonic() - started)
+
+
+def _environment(env: Optional[Mapping[str, str]], cookie: str) -> Optional[dict[str, str]]:
+    """The program's environment (the worker's without ``env``), marked with
+    the run's cookie where the tree is killed by it (see kale.executors.tree)."""
+    if not USE_REAPER:
+        return dict(env) if env else None
+    marked = dict(env) if env else dict(os.environ)
+    marked[COOKIE_VARIABLE] = cookie
+    return marked
 
 
 def _start(argv: Sequence[str], cwd: Optional[str],
@@ -155,7 +174,7 @@ def _start(argv: Sequence[str], cwd: Optional[str],
     """The program started (under the reaper where there is one), and the
     read end of the reaper's status pipe (None without it)."""
     pipes = dict(stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,
-                 env=dict(env) if env else None, start_new_session=True, close_fds=True)
+                 env=env, start_new_session=True, close_fds=True)
     if not USE_REAPER:
         return subprocess.Popen(list(argv), **pipes), None      # type: ignore[call-overload]
     if not os.access(argv[0], os.X_OK):       # as Popen would say, before any process starts
@@ -172,17 +191,6 @@ def _start(argv: Sequence[str], cwd: Optional[str],
     return process, read
 
 
-def _raise_unstarted(status: int, program: str) -> None:
-    """OSError when the reaper could not start the program; closes the pipe."""
-    try:
-        said = os.read(status, 64)
-    finally:
-        os.close(status)
-    if said:
-        errno = int(said or 0)
-        raise OSError(errno, os.strerror(errno), program)
-
-
 def _feed(pipe: IO[bytes], data: bytes) -> None:
     try:
         pipe.write(data)
@@ -195,40 +203,122 @@ def _feed(pipe: IO[bytes], data: bytes) -> None:
             pass
 
 
+class _Run:
+    """A run followed to its end on a thread of its own, so that the caller's
+    guard cannot cut the end short: the caller only waits (``wait``), in
+    short steps, and an exception raised in it (the guard's at its time
+    limit, the worker's stop) ends that wait and hurries the run to its end,
+    which goes on, to its bounded end, on this thread.
+
+    The thread waits for the reaper (the program, elsewhere) to exit, up to
+    the time limit; then SIGTERM to the process group, and the kill grace;
+    then the whole tree is killed (:func:`kale.executors.tree.kill_tree`)
+    and the reaper, given SIGCONT, reaps it and exits (SIGKILL after
+    REAPER_SEC). A reaper that exits without writing ``+`` on its status
+    pipe (killed, or its clean-up cut short) has what is left of its tree
+    killed by the worker too. Without a reaper the group gets SIGKILL."""
+
+    def __init__(self, process: subprocess.Popen, status: Optional[int], cookie: str,
+                 time_limit_sec: float, kill_grace_sec: float):
+        self.process = process
+        self.status = status
+        self.cookie = cookie
+        self.timed_out = False
+        #: The reaper could not start the program: its errno.
+        self.errno = 0
+        self.hurry = False
+        self.thread = threading.Thread(target=self._follow, args=(time_limit_sec, kill_grace_sec),
+                                       name='kale-executor-run')
+        self.thread.start()
+
+    def wait(self) -> None:
+        """Until the run is over and its tree ended; see the class's docstring."""
+        try:
+            while self.thread.is_alive():
+                self.thread.join(JOIN_SEC)
+        finally:
+            self.hurry = True
+
+    def _follow(self, time_limit_sec: float, kill_grace_sec: float) -> None:
+        try:
+            if not self._exits_within(time_limit_sec) and not self._hurried():
+                self.timed_out = True
+                _signal_group(self.process, signal.SIGTERM)
+                self._exits_within(kill_grace_sec)
+            self._end()
+        except BaseException:
+            logger.exception('ending the executor run of process %d failed', self.process.pid)
+        finally:
+            if self.status is not None:
+                os.close(self.status)
+
+    def _hurried(self) -> bool:
+        """The caller was interrupted, or the worker is exiting (its main
+        thread is over): the tree is ended now, not at the time limit."""
+        return self.hurry or not threading.main_thread().is_alive()
+
+    def _exits_within(self, seconds: float) -> bool:
+        """Whether the process exits within ``seconds`` (the wait is cut
+        short when the caller is interrupted)."""
+        deadline = time.monotonic() + max(0.0, seconds)
+        pause = 0.0005
+        while not self._hurried():
+            if self.process.poll() is not None:
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            pause = min(pause * 2, left, JOIN_SEC)
+            time.sleep(pause)
+        return self.process.poll() is not None
+
+    def _end(self) -> None:
+        if self.status is None:
+            _signal_group(self.process, signal.SIGKILL)     # it, or what it left in its group
+            _wait(self.process, REAPER_SEC)
+            return
+        if self.process.poll() is None:
+            kill_tree(self.process.pid, False, self.cookie)
+            self._reap_reaper()
+        if self.process.returncode is not None and not self._reaper_left_nothing():
+            kill_tree(self.process.pid, True, self.cookie)
+
+    def _reap_reaper(self) -> None:
+        """Its tree killed, the reaper (stopped, perhaps) reaps it and exits."""
+        try:
+            self.process.send_signal(signal.SIGCONT)
+        except OSError:
+            pass
+        if not _wait(self.process, REAPER_SEC):
+            self.process.kill()
+            if not _wait(self.process, REAPER_SEC):
+                logger.warning('executor reaper %d does not end after SIGKILL',
+                               self.process.pid)
+
+    def _reaper_left_nothing(self) -> bool:
+        """What the reaper said: ``+`` once it killed and reaped all of its
+        tree; an errno when the program could not start."""
+        assert self.status is not None
+        os.set_blocking(self.status, False)
+        try:
+            said = os.read(self.status, 64)
+        except BlockingIOError:         # a process forked from the worker holds the pipe
+            said = b''
+        if said.isdigit():
+            self.errno = int(said)
+        return said == b'+' or said.isdigit()
+
+
+def _wait(process: subprocess.Popen, seconds: float) -> bool:
+    try:
+        process.wait(seconds)
+        return True
+    except subprocess.TimeoutExpired:
+        return False
+
+
 def _signal_group(process: subprocess.Popen, signum: int) -> None:
     try:
         os.killpg(process.pid, signum)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-def _stop(process: subprocess.Popen, grace_sec: float, reaper: bool) -> None:
-    """SIGTERM to the group; after ``grace_sec``, every descendant killed: by
-    the reaper (SIGUSR1), or with SIGKILL to the group, which is also the
-    last resort when the reaper does not end in REAPER_SEC."""
-    if grace_sec > 0:
-        _signal_group(process, signal.SIGTERM)
-        try:
-            process.wait(grace_sec)
-            return
-        except subprocess.TimeoutExpired:
-            pass
-    if reaper:
-        try:
-            process.send_signal(signal.SIGUSR1)
-            process.wait(REAPER_SEC)
-            return
-        except subprocess.TimeoutExpired:   # stopped, or stuck: its tree is killed from here
-            for pid in descendants(process.pid):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-    _signal_group(process, signal.SIGKILL)
-    process.wait()
-
-
-def _kill_group_leftovers(process: subprocess.Popen) -> None:
-    """The leader exited: whatever it started in its group and left running
-    (holding the pipes open) goes too."""
-    _signal_group(process, signal.SIGKILL)

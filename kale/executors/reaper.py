@@ -11,11 +11,15 @@ in its tree, and it can end them all:
   worker's pipes) and waits for it;
 - SIGTERM, which the worker sends to the process group at the time limit,
   is for the program: this process ignores it;
-- SIGUSR1 (the worker's, once the kill grace is over) kills every
-  descendant with SIGKILL at once;
 - when the program has ended, it kills whatever descendants are left,
-  reaps them (no zombie is left), and exits as the program did: its exit
-  status, or the signal that killed it.
+  reaps them (no zombie is left), writes ``+`` on ``STATUS_FD`` once none
+  is, and exits as the program did: its exit status, or the signal that
+  killed it.
+
+Once the kill grace is over the worker kills the tree itself
+(:mod:`kale.executors.tree`): this process may have been stopped or killed
+by the program. A reaper that exits without its ``+`` has what is left of
+its tree killed by the worker.
 
 A program that cannot be started (a bad ``#!`` line) is reported on
 ``STATUS_FD`` as its errno, for the worker to raise the OSError that
@@ -31,6 +35,8 @@ PR_SET_CHILD_SUBREAPER = 36
 #: Seconds spent killing and reaping leftovers at most (a process stuck in
 #: the kernel dies when it comes out; one that never does is left).
 CLEANUP_SEC = 10.0
+#: Written on the status pipe once no descendant is left.
+LEFT_NOTHING = b'+'
 #: Signals the program gets back at their default disposition.
 DEFAULT_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGPIPE,
                    signal.SIGXFSZ)
@@ -58,8 +64,8 @@ def descendants(root: int) -> list[int]:
     return found
 
 
-def kill_all() -> None:
-    for pid in descendants(os.getpid()):
+def kill_all(pids: list[int]) -> None:
+    for pid in pids:
         try:
             os.kill(pid, signal.SIGKILL)
         except OSError:
@@ -80,14 +86,13 @@ def reap(program: int, status: int | None) -> int | None:
 
 
 def _become_subreaper(status_fd: int) -> None:
-    """Adopt the program's orphaned descendants, leave SIGTERM and SIGINT to
-    the program, and kill every descendant on SIGUSR1."""
+    """Adopt the program's orphaned descendants, and leave SIGTERM and SIGINT
+    to the program."""
     os.set_inheritable(status_fd, False)
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)      # without it: the tree as it stands
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGUSR1, lambda signum, frame: kill_all())
 
 
 def _wait_program(program: int) -> int | None:
@@ -103,14 +108,17 @@ def _wait_program(program: int) -> int | None:
     return status
 
 
-def _clean_up(program: int, status: int | None) -> int | None:
-    """Kill and reap the descendants left, for CLEANUP_SEC at most; the program's status."""
+def _clean_up(program: int, status: int | None) -> tuple[int | None, bool]:
+    """Kill and reap the descendants left, for CLEANUP_SEC at most; the
+    program's status, and whether no descendant is left."""
     deadline = time.monotonic() + CLEANUP_SEC
-    while descendants(os.getpid()) and time.monotonic() < deadline:
-        kill_all()
+    while True:
+        left = descendants(os.getpid())
+        if not left or time.monotonic() >= deadline:
+            return reap(program, status), not left
+        kill_all(left)
         time.sleep(0.005)
         status = reap(program, status)
-    return reap(program, status)
 
 
 def _exit_as(status: int | None) -> int:
@@ -133,8 +141,10 @@ def main(argv: list[str]) -> int:
     except OSError as exc:
         os.write(status_fd, str(exc.errno or 0).encode())
         return 127
-    status = _wait_program(program)
-    return _exit_as(_clean_up(program, status))
+    status, left_nothing = _clean_up(program, _wait_program(program))
+    if left_nothing:
+        os.write(status_fd, LEFT_NOTHING)
+    return _exit_as(status)
 
 
 if __name__ == '__main__':

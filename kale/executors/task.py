@@ -10,8 +10,9 @@ input and reads its result from standard output:
   anything else fails the run as ``bad_output`` (retried by the policy);
 - exit status 65 (EX_DATAERR): ``bad_input``, failed for good;
 - another status, or a signal: ``failed``, retried by the policy;
-- past the time limit its process group gets SIGTERM, then SIGKILL after
-  ``EXECUTOR_KILL_GRACE_SEC``: the run fails as ``TimeLimitExceeded``.
+- past the time limit its process group gets SIGTERM, then its whole tree
+  SIGKILL after ``EXECUTOR_KILL_GRACE_SEC`` (see :mod:`kale.executors.program`):
+  the run fails as ``TimeLimitExceeded``.
 
 The last ``EXECUTOR_STDERR_MAX_BYTES`` of standard error go to the task's
 record (``stderr``), whatever the outcome.
@@ -35,7 +36,8 @@ MAX_CLASSES = 1000
 #: The exit status that says the input is bad (sysexits.h EX_DATAERR).
 EX_DATAERR = 65
 #: Seconds the worker's own time-limit guard waits beyond the program's
-#: limit and kill grace: the program's group is killed first.
+#: limit and kill grace: the program's tree is killed first (and should
+#: the guard fire meanwhile, the killing goes on: it has a thread of its own).
 GUARD_MARGIN_SEC = 2.0
 
 _classes: dict[str, type['ExecutorTask']] = {}

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import sys
 import textwrap
+import threading
 import time
 
 import pytest
@@ -15,7 +18,9 @@ from kale import records, workflow
 from kale.conf import settings
 from kale.exceptions import PublishError
 from kale.executors import executor_task
+from kale.executors import task as executor_task_module
 from tests import workflow_tasks as wt
+from tests.support.processes import wait_for
 from tests.support.work import work
 
 NODE = shutil.which('node')
@@ -355,33 +360,102 @@ def test_a_program_that_cannot_be_started_is_unknown_method(programs):
     assert record.status == 'failed' and 'cannot be started' in record.error_message
 
 
-STOPS_ITS_REAPER = '''
-    #!/usr/bin/env python3
+TREE = '''
+    #!{python} -S
+    # A tree of four: the reaper's program, a child in a process group of its
+    # own (as a job-control shell makes), and a daemon that left the session
+    # (setsid) after its parent exited. It writes their pids (the reaper's
+    # first) to tree.pids, does what the test makes it do to its reaper, and
+    # runs past its time limit.
     import os, signal, time
-    if os.fork() == 0:
-        os.setsid()
-        with open('daemon.pid', 'w') as out:
-            out.write(str(os.getpid()))
+
+    def child():
+        os.setpgid(0, 0)
         time.sleep(120)
+
+    def daemon():
+        os.setsid()
+        if os.fork() == 0:
+            with open('daemon.tmp', 'w') as out:
+                out.write(str(os.getpid()))
+            os.rename('daemon.tmp', 'daemon.pid')
+            time.sleep(120)
+
+    pids = [os.getppid(), os.getpid()]
+    for work in (child, daemon):
+        pid = os.fork()
+        if pid == 0:
+            work()
+            os._exit(0)
+        pids.append(pid)
+    os.waitpid(pids[-1], 0)
     while not os.path.exists('daemon.pid'):
         time.sleep(0.01)
-    os.kill(os.getppid(), signal.SIGSTOP)
+    with open('daemon.pid') as f:
+        pids[-1] = int(f.read())
+    with open('tree.tmp', 'w') as out:
+        out.write(' '.join(map(str, pids)))
+    os.rename('tree.tmp', 'tree.pids')
+    {escape}
     time.sleep(60)
 '''
 
 
+def run_tree(programs, method: str, escape: str):
+    """Run the program TREE as ``method`` (time limit 3 s: room to start on a
+    loaded machine; no retry) with the ``escape`` line; its record, once no
+    process of its tree runs (a failure after 10 s), and no thread of the
+    worker still ends it."""
+    programs('executors.yaml', 'methods:\n  %s:\n    time_limit: 3\n    max_retries: 0\n'
+             % method, mode=0o644)
+    programs(method, TREE.replace('{python}', sys.executable).replace('{escape}', escape))
+    pids: list[int] = []
+    try:
+        record = run(programs, method)
+        pids[:] = map(int, (programs.directory / 'tree.pids').read_text().split())
+        wait_for(lambda: not any(alive(pid) for pid in pids), 10,
+                 'the tree of %s to end: %s run' % (method, [p for p in pids if alive(p)]))
+        wait_for(lambda: not any(t.name == 'kale-executor-run' for t in threading.enumerate()),
+                 10, 'the worker to finish ending the tree')
+        return record
+    finally:
+        for pid in pids:        # a failing test leaves nothing behind either
+            for signum in (signal.SIGKILL, signal.SIGCONT):
+                try:
+                    os.kill(pid, signum)
+                except OSError:
+                    pass
+
+
+@pytest.mark.slow
 @pytest.mark.real_time('a real program runs into its time limit and kill grace')
-def test_a_reaper_stopped_by_its_program_has_its_tree_killed_by_the_worker(programs,
-                                                                         monkeypatch):
-    from kale.executors import program
-    monkeypatch.setattr(program, 'REAPER_SEC', 1.0)
-    programs('executors.yaml', 'methods:\n  stopper:\n    time_limit: 1\n    max_retries: 0\n',
-             mode=0o644)
-    programs('stopper', STOPS_ITS_REAPER)
-    record = run(programs, 'stopper')
+@pytest.mark.parametrize('pool, margin', [
+    ('serial', None), ('serial', 0.0), ('threads', 0.0), ('asyncio', 0.0),
+], ids=['serial-guard-margin', 'serial-no-margin', 'threads-no-margin', 'asyncio-no-margin'],
+    indirect=['pool'])
+def test_a_reaper_stopped_by_its_program_has_its_whole_tree_killed_by_the_worker(
+        programs, monkeypatch, pool, margin):
+    # The worker's guard (the task's time limit) fires GUARD_MARGIN_SEC after
+    # the program's limit and kill grace, and again every 0.25 s; with no
+    # margin it interrupts the worker right as it ends the tree, which must
+    # end all the same, on each pool's guard (SIGALRM, or an exception
+    # raised in the run's thread).
+    if margin is not None:
+        monkeypatch.setattr(executor_task_module, 'GUARD_MARGIN_SEC', margin)
+        monkeypatch.setattr(executor_task_module, '_classes', {})
+    record = run_tree(programs, 'stopper', 'os.kill(os.getppid(), signal.SIGSTOP)')
     assert record.status == 'failed' and record.error_type == 'TimeLimitExceeded'
-    daemon = int((programs.directory / 'daemon.pid').read_text())
-    deadline = time.monotonic() + 10
-    while alive(daemon) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not alive(daemon)
+
+
+@pytest.mark.slow
+@pytest.mark.real_time('a real program runs and its tree is watched ending')
+def test_a_reaper_killed_by_its_program_has_its_whole_tree_killed_by_the_worker(programs):
+    record = run_tree(programs, 'killer', 'os.kill(os.getppid(), signal.SIGKILL)')
+    assert record.status == 'failed' and 'killed by SIGKILL' in record.error_message
+
+
+@pytest.mark.slow
+@pytest.mark.real_time('a real program runs into its time limit and kill grace')
+def test_a_grandchild_that_called_setsid_is_killed_at_the_time_limit(programs):
+    record = run_tree(programs, 'daemonizer', 'pass')
+    assert record.status == 'failed' and record.error_type == 'TimeLimitExceeded'
