@@ -1,0 +1,56 @@
+"""What a worker with a pool stops waiting for when it stops.
+
+On the first shutdown signal a :class:`~kale.worker.flight.FlightWorker`
+receives no more and waits for the tasks that run. It waits only for runs
+that began: a job it started whose run no thread (nor the event loop) has
+begun yet is taken back (:meth:`~kale.worker.jobs.JobRunner.withdraw`) and
+its message given back, so that nothing the worker holds can keep it from
+exiting. A second signal interrupts the runs; what has still not come back
+:data:`GIVE_UP_SEC` later is given up too (its message released), so the
+worker exits as its log line promises, whatever its bookkeeping holds.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Iterable, Optional
+
+from kale.clock import Clock
+from kale.worker.jobs import Job, JobRunner
+
+logger = logging.getLogger('kale.worker')
+
+#: After a second shutdown signal, how long the runs it interrupted have to
+#: come back before the worker gives up on them and exits.
+GIVE_UP_SEC = 2.0
+
+
+class Stopping:
+    """The jobs a stopping worker no longer waits for (see the module docstring)."""
+
+    def __init__(self, name: str, jobs: JobRunner, clock: Clock):
+        self.name = name
+        self.jobs = jobs
+        self.clock = clock
+        self.give_up_at: Optional[float] = None
+
+    def second_signal(self) -> None:
+        """The runs were interrupted: give up on them after GIVE_UP_SEC."""
+        if self.give_up_at is None:
+            self.give_up_at = self.clock.monotonic() + GIVE_UP_SEC
+
+    def left_behind(self, running: Iterable[Job]) -> list[tuple[Job, str]]:
+        """The running jobs not to wait for, each with the reason its message
+        goes back: those whose run never began, and after a second signal's
+        grace every one."""
+        giving_up = self.give_up_at is not None and self.clock.monotonic() >= self.give_up_at
+        left = []
+        for job in list(running):
+            if self.jobs.withdraw(job):
+                logger.info('%s: %s given back: the worker stopped before its run began',
+                            self.name, job)
+                left.append((job, 'not started: the worker stopped'))
+            elif giving_up:
+                logger.warning('%s: gave up on %s: it did not end within %gs of the second '
+                               'signal; its message is released', self.name, job, GIVE_UP_SEC)
+                left.append((job, 'stopped: the worker gave up on it after a second signal'))
+        return left
