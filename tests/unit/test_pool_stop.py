@@ -150,3 +150,38 @@ def test_a_second_signal_ends_the_worker_whatever_still_runs(memory_broker, reco
                for r in caplog.records)
     counts = memory_broker.counts(memory_broker.queues['default'])
     assert (counts.visible, counts.in_flight) == (1, 0)
+
+
+class Claimed:
+    """A job runner whose jobs' runs have all begun."""
+
+    def withdraw(self, job):
+        return False
+
+
+class Job:
+    stuck = False
+
+    def __init__(self, name):
+        self.name = name
+
+    def __str__(self):
+        return self.name
+
+
+def test_a_stopping_worker_names_the_runs_it_still_waits_for_every_ten_seconds(caplog):
+    from kale.worker.stopping import SAY_WAITING_EVERY_SEC, Stopping
+    from tests.support.clock import FakeClock
+    clock = FakeClock()
+    stopping = Stopping('w', Claimed(), clock)
+    running = [Job('task a (T)'), Job('task b (T)')]
+    with caplog.at_level(logging.INFO, logger='kale.worker'):
+        assert stopping.left_behind(running) == []
+        clock.advance(SAY_WAITING_EVERY_SEC - 1)
+        stopping.left_behind(running)
+        assert caplog.records == []
+        clock.advance(1)
+        stopping.left_behind(running)
+        stopping.left_behind(running)
+    [line] = [r.getMessage() for r in caplog.records]
+    assert 'still waiting for 2 run(s): task a (T), task b (T)' in line
