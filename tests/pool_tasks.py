@@ -2,6 +2,7 @@
 when they start and end, and ones that outlast their limits."""
 import asyncio
 import os
+import threading
 import time
 
 from kale import task
@@ -166,3 +167,20 @@ class AsyncRecoveryTask(AsyncSpanTask):
     """An AsyncSpanTask on the 'recovery' queue (visibility timeout 30 s)."""
     queue = 'recovery'
     time_limit = 17
+
+
+#: Set by a BlockedTask as it blocks; set BLOCKED to let its run end.
+BLOCKING = threading.Event()
+BLOCKED = threading.Event()
+
+
+class BlockedTask(task.Task):
+    """Blocks in one C call (a lock's wait) until BLOCKED is set: neither a
+    time limit's nor a stop's interruption reaches it meanwhile."""
+    queue = 'default'
+    time_limit = 20
+
+    def run_task(self):
+        record('start', self)
+        BLOCKING.set()
+        BLOCKED.wait()

@@ -54,9 +54,10 @@ from kale.worker.heartbeat import extension_lead
 from kale.worker.intake import Arrival, Intake
 from kale.worker.jobs import Job, JobRunner
 from kale.worker.outage import Outage
-from kale.worker.prefetch import NEWEST_RUN_WEIGHT, READ_AHEAD_MAX_RUN_SEC, read_ahead
+from kale.worker.prefetch import Reserve
 from kale.worker.settler import Settler
 from kale.worker.signals import WorkerInterrupt
+from kale.worker.stopping import Stopping
 from kale.worker.suspects import release, suspects_of
 from kale.worker.threads import ThreadGuard, Threads
 from kale.worker.watchdog import Watchdog
@@ -93,6 +94,7 @@ class FlightWorker(WorkerBase):
                                                      passes_through=(WorkerInterrupt,))
         self.threads = Threads(self.max_in_flight)
         self.jobs = JobRunner(self.runner, self.hooks, self.threads, self.watchdog, self.events)
+        self.stopping = Stopping(self.name, self.jobs, self.clock)
         self.intake = Intake(self.consumer, self.queues, self.selector_class,
             lambda arrival: self.events.put(('arrival', arrival)),
             max_receives=min(MAX_RECEIVES, -(-self.max_in_flight // 10)),
@@ -113,9 +115,8 @@ class FlightWorker(WorkerBase):
         #: IDLE_PAUSE_SEC of them too, whatever its clock says (a FakeClock
         #: stands still while the worker waits on its events).
         self._idle_waited = 0.0
-        #: The recent mean run time of the tasks that ran (0.0: none yet).
-        self._mean_run_sec = 0.0
-        self._reserve = (0.0, 0)        # until when, and the reserve worked out
+        self.reserve = Reserve(self.max_in_flight, lambda: self.consumer.recent_receive_sec,
+                               self.clock, every_sec=TICK_SEC)
 
     # --- the loop -----------------------------------------------------------------
 
@@ -158,6 +159,9 @@ class FlightWorker(WorkerBase):
         self.start_waiting()
         self.gatherer.flush(everything=not self.running)
         if self._stopping:
+            for job, reason in self.stopping.left_behind(self.running):
+                self._free(job)
+                self._give_back(job, reason)
             return any(not job.stuck for job in self.running)
         if self.burst and self.burst_done():
             return False
@@ -290,14 +294,15 @@ class FlightWorker(WorkerBase):
         self.jobs.start(job, now)
 
     def finished(self, job: Job) -> None:
-        """A job's task ended: free its place and settle it (soon, with others)."""
+        """A job's task ended: free its place and settle it (soon, with others);
+        not one given up while stopping, whose message went back then."""
+        if job not in self.running:
+            return
         self._free(job)
         settlement = job.settlement
         assert settlement is not None
         if settlement.duration_sec:
-            mean = self._mean_run_sec
-            self._mean_run_sec = settlement.duration_sec if not mean else \
-                mean + NEWEST_RUN_WEIGHT * (settlement.duration_sec - mean)
+            self.reserve.ran(settlement.duration_sec)
         job.batch.settlements.append(settlement)
         self.gatherer.add(job.batch)
         if job.group is not None and settlement.outcome in HOLDS_GROUP:
@@ -320,28 +325,13 @@ class FlightWorker(WorkerBase):
 
     def refill(self) -> None:
         """Ask the intake for as many messages as there is room for, and for
-        those that will find room while a receive is out (:meth:`reserve`);
-        while suspects are held, no more than their cap allows."""
-        room = self.max_in_flight + self.reserve()
+        those that will find room while a receive is out (the reserve, see
+        :class:`~kale.worker.prefetch.Reserve`); while suspects are held, no
+        more than their cap allows."""
+        room = self.max_in_flight + self.reserve.count()
         if self.suspects.jobs or self.suspects.recent:
             room = min(room, self.suspects.room())
         self.intake.refill(room - len(self.running) - len(self.waiting))
-
-    def reserve(self) -> int:
-        """Messages to hold ready beyond the free places: as many as the tasks
-        running end (by their mean run time) during two receives, so a place
-        that frees does not wait a round trip for its next message. At most
-        ``max_in_flight``; none before a task has run, nor while the tasks run
-        for READ_AHEAD_MAX_RUN_SEC or more on average."""
-        mean = self._mean_run_sec
-        if not mean or mean >= READ_AHEAD_MAX_RUN_SEC:
-            return 0
-        now = self.clock.monotonic()
-        if now < self._reserve[0]:
-            return self._reserve[1]
-        reserve = read_ahead(self.max_in_flight, self.consumer.recent_receive_sec, mean)
-        self._reserve = (now + TICK_SEC, reserve)       # worked out again each tick
-        return reserve
 
     def burst_done(self) -> bool:
         """A burst is done once a selection found every queue empty, the
@@ -372,6 +362,7 @@ class FlightWorker(WorkerBase):
         if self.signals.count >= 2:
             self.guard.stop_all(WorkerInterrupt)
             self.runner.stop_coroutines()
+            self.stopping.second_signal()
 
     def finish(self) -> None:
         """Release what waits, settle what ended, stop the intake and the settler."""

@@ -19,6 +19,7 @@ import dataclasses
 import functools
 import logging
 import queue
+import threading
 from typing import Any, Optional
 
 from kale import logs
@@ -52,6 +53,12 @@ class Job:
     stuck: bool = False
     #: A coroutine job's coroutine (to tell which one holds the loop).
     coroutine: Any = None
+    #: A thread (or the event loop) began its run: it will come back as
+    #: ``('done', job)``. Set under :class:`JobRunner`'s lock.
+    claimed: bool = False
+    #: The worker took it back before its run began (:meth:`JobRunner.withdraw`):
+    #: it never runs.
+    withdrawn: bool = False
 
     @classmethod
     def of(cls, batch: Batch, received: ReceivedMessage) -> 'Job':
@@ -86,6 +93,7 @@ class JobRunner:
         self.watchdog = watchdog
         self.events = events
         self._coroutines: list[Job] = []
+        self._claims = threading.Lock()
         # Asked once: a per-task hook that nobody overrides costs nothing per task.
         self._on_started = hooks.overridden(WorkerHooks.on_task_started)
         self._on_finished = hooks.overridden(WorkerHooks.on_task_finished)
@@ -99,6 +107,24 @@ class JobRunner:
         else:
             self.threads.submit(lambda: self._run_on_thread(job))
 
+    def withdraw(self, job: Job) -> bool:
+        """Take back a started job whose run no thread (nor the loop) has
+        begun: True when it never will, so its message may be given back;
+        False when its run began (its ``done`` will come)."""
+        with self._claims:
+            if job.claimed:
+                return False
+            job.withdrawn = True
+            return True
+
+    def _claim(self, job: Job) -> bool:
+        """(Where the job runs.) Begin its run, unless it was withdrawn."""
+        with self._claims:
+            if job.withdrawn:
+                return False
+            job.claimed = True
+            return True
+
     def flush(self) -> None:
         """Hand the coroutine jobs started since the last call to the loop, in
         one wake-up of its thread."""
@@ -110,6 +136,8 @@ class JobRunner:
         """(On the loop's thread.) An asyncio task for each job."""
         loop = self.runner.loop.loop
         for job in jobs:
+            if not self._claim(job):
+                continue
             job.coroutine = self._run_coroutine(job)
             loop.create_task(job.coroutine).add_done_callback(functools.partial(self._ended, job))
 
@@ -123,13 +151,18 @@ class JobRunner:
     # --- on a worker thread -----------------------------------------------------------
 
     def _run_on_thread(self, job: Job) -> None:
-        run_for(job)
+        if not self._claim(job):
+            return                          # given back before this thread took it
         try:
+            run_for(job)
             job.settlement = self._execute(job)
         except BaseException as exc:    # a job must always come back
-            logger.exception('running %s failed', job)
             job.settlement = _lost(job, exc)
-        self.events.put(('done', job))
+            logger.exception('running %s failed', job)
+        finally:
+            if job.settlement is None:
+                job.settlement = _lost(job, RuntimeError('its run ended without an outcome'))
+            self.events.put(('done', job))
 
     def _execute(self, job: Job) -> Settlement:
         message = self.runner.read(job.batch, job.received, job.opened)

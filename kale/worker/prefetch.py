@@ -29,8 +29,9 @@ everything held is still expected to start within the window.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
+from kale.clock import Clock
 from kale.queue_config import AUTO_PREFETCH, TaskQueue
 
 #: A worker receives what it expects to start within this many seconds.
@@ -61,6 +62,41 @@ def read_ahead(max_in_flight: int, receive_sec: float, mean_run_sec: float) -> i
     receives, at most ``max_in_flight``."""
     lookahead = READ_AHEAD_RECEIVES * max(receive_sec, READ_AHEAD_MIN_RECEIVE_SEC)
     return min(max_in_flight, -int(-max_in_flight * lookahead // mean_run_sec))
+
+
+class Reserve:
+    """The messages a pool holds ready beyond its free places: as many as
+    its running tasks end (by their mean run time) during two receives, so a
+    place that frees does not wait a round trip for its next message. At
+    most ``max_in_flight``; none before a task has run, nor while the tasks
+    run for READ_AHEAD_MAX_RUN_SEC or more on average. Worked out again at
+    most every ``every_sec``."""
+
+    def __init__(self, max_in_flight: int, receive_sec: Callable[[], float], clock: Clock,
+                 every_sec: float):
+        self.max_in_flight = max_in_flight
+        self.receive_sec = receive_sec
+        self.clock = clock
+        self.every_sec = every_sec
+        #: The recent mean run time of the tasks that ran (0.0: none yet).
+        self.mean_run_sec = 0.0
+        self._until, self._count = 0.0, 0
+
+    def ran(self, seconds: float) -> None:
+        """A task ran for ``seconds``."""
+        mean = self.mean_run_sec
+        self.mean_run_sec = seconds if not mean else mean + NEWEST_RUN_WEIGHT * (seconds - mean)
+
+    def count(self) -> int:
+        """How many messages to hold ready now."""
+        mean = self.mean_run_sec
+        if not mean or mean >= READ_AHEAD_MAX_RUN_SEC:
+            return 0
+        now = self.clock.monotonic()
+        if now >= self._until:
+            self._until = now + self.every_sec
+            self._count = read_ahead(self.max_in_flight, self.receive_sec(), mean)
+        return self._count
 
 
 class Prefetch:

@@ -16,6 +16,10 @@ pytestmark = pytest.mark.slow
 #: How soon a worker must read a pause, a resume or a stop (it reads them
 #: with its heartbeat, every 2 s, on a writer round of at most 1 s).
 CONTROL_SEC = 5
+#: How soon workers must have started and recorded themselves: each imports
+#: Kale and declares its queues, which on a loaded 2-core machine takes
+#: seconds per process (an upper bound; the tests go on as soon as they have).
+START_SEC = 60
 
 
 def running_workers(role: str = 'worker') -> list:
@@ -37,7 +41,7 @@ def test_a_paused_queue_waits_in_sqs_while_the_others_run_and_a_stop_ends_the_wo
         pool, sqs, records_url, tmp_path):
     worker = WorkerProcess(tmp_path, '--pool', pool, '--queues', 'default,low')
     try:
-        wait_for(lambda: running_workers(), 30, 'the worker to record itself')
+        wait_for(lambda: running_workers(), START_SEC, 'the worker to record itself', worker.output)
         assert 'paused queue default' in kale('queues', 'pause', 'default')
         wait_for(lambda: 'queue default paused' in worker.output(), CONTROL_SEC,
                  'the worker to read the pause')
@@ -69,14 +73,15 @@ def test_a_supervisor_does_not_restart_a_worker_stopped_and_stops_them_all_when_
     group = WorkerProcess(tmp_path, '--concurrency', '2', '--pool', 'threads',
                           '--queues', 'default')
     try:
-        wait_for(lambda: len(running_workers()) == 2 and running_workers('supervisor'), 30,
-                 'two workers and their supervisor to record themselves')
+        wait_for(lambda: len(running_workers()) == 2 and running_workers('supervisor'), START_SEC,
+                 'two workers and their supervisor to record themselves', group.output)
         first, second = running_workers()
         kale('workers', 'stop', first.id)
         wait_for(lambda: 'exited with 0' in group.output(), CONTROL_SEC + 10,
-                 'the stopped worker to exit')
+                 'the stopped worker to exit', group.output)
         task_id = rt.PlainTask.publish(None, 1)         # the other one still works
-        wait_for(lambda: statuses([task_id]) == {'succeeded'}, 30, 'the task to run')
+        wait_for(lambda: statuses([task_id]) == {'succeeded'}, 30, 'the task to run',
+                 group.output)
         [supervisor] = running_workers('supervisor')
         assert [w.id for w in running_workers()] == [second.id]
         kale('workers', 'stop', supervisor.id)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 import pytest
 
@@ -69,13 +69,15 @@ def events(path, event):
     return [r for r in read_records(path) if r[0] == event]
 
 
-def wait_for(condition, timeout: float, what: str) -> None:
+def wait_for(condition, timeout: float, what: str, log: Optional[Callable[[], str]] = None) -> None:
+    """Wait until ``condition()`` holds; fail after ``timeout`` seconds,
+    with what ``log()`` gives (the processes' output) when there is one."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if condition():
             return
         time.sleep(0.05)
-    pytest.fail('timed out waiting for %s' % what)
+    pytest.fail('timed out waiting for %s%s' % (what, '; log:\n%s' % log() if log else ''))
 
 
 def dead_letters(sqs, queue):
