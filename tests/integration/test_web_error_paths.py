@@ -66,16 +66,23 @@ def test_a_queue_config_that_cannot_be_read_or_checked_is_not_named_by_its_path(
     assert_names_no_path(error, str(tmp_path), 'secret-place')
 
 
-def test_a_records_store_that_cannot_answer_is_named_by_its_kind(tmp_path, settings_env):
+@pytest.mark.parametrize('driver, status, said', [
+    ('sqlite', 503, 'records store (sqlite): '),
+    ('sqlite+nosuchdriver', 400, 'RECORDS_URL (sqlite) cannot be used'),
+])
+def test_a_records_store_that_cannot_answer_is_named_by_its_kind(tmp_path, settings_env, caplog,
+                                                                 driver, status, said):
+    """And a fault of the server's (5xx) is logged whole, path included, for its operator."""
     database = tmp_path / 'secret-place' / 'records.db'
     database.parent.mkdir()
     database.write_bytes(b'not a database, whatever the name says' * 200)
-    client = api_client(create_app(records_url='sqlite:///%s' % database))
+    client = api_client(create_app(records_url='%s:///%s' % (driver, database)))
     answer = client.get('/api/tasks/summary')
     error = answer.json()['error']
-    assert answer.status_code == 503
-    assert error.startswith('records store (sqlite): '), error
+    assert answer.status_code == status and error.startswith(said), error
     assert_names_no_path(error, str(tmp_path), 'secret-place')
+    logged = [r.getMessage() for r in caplog.records if r.name == 'kale.web.app']
+    assert [str(database) in line for line in logged] == ([True] if status >= 500 else [])
 
 
 def test_a_submission_on_an_unknown_queue_is_refused_without_the_configs_path(
@@ -101,3 +108,44 @@ def test_a_schedule_on_an_unknown_queue_is_shown_without_the_configs_path(
     answer = client.post('/api/schedules/x/run')
     assert answer.status_code == 400 and "queue 'nowhere'" in answer.json()['error']
     assert_names_no_path(answer.json()['error'], config_path, os.path.dirname(config_path))
+
+
+@pytest.mark.parametrize('settings_text, said', [
+    ('methods: [1]\n', 'executors.yaml: methods must be a mapping of method names'),
+    ('defaults: {time_limit: soon}\n', 'executors.yaml defaults: '),
+])
+def test_an_executors_settings_file_that_does_not_check_is_named_without_its_path(
+        memory_broker, records_url, tmp_path, settings_text, said):
+    from kale.conf import settings
+    directory = tmp_path / 'secret-place'
+    directory.mkdir()
+    (directory / 'executors.yaml').write_text(settings_text)
+    client = api_client(create_app(token=TOKEN, broker=lambda: memory_broker),
+                        Authorization='Bearer ' + TOKEN)
+    with settings.override(EXECUTOR_DIR=str(directory)):
+        answer = client.post('/api/workflows', content='{"tasks": [{"id": "a", "method": "m"}]}')
+    error = answer.json()['error']
+    assert answer.status_code == 400 and error.startswith('tasks[0] (a): ' + said), error
+    assert_names_no_path(error, str(tmp_path), 'secret-place')
+
+
+@pytest.mark.parametrize('case, said', [
+    ('symbolic link', 'OUTBOX_URL names a symbolic link in a directory anyone can write to'),
+    ('no such driver', 'OUTBOX_URL (sqlite) cannot be used'),
+])
+def test_an_outbox_database_that_cannot_be_used_is_named_without_its_path(
+        app, memory_broker, records_url, tmp_path, case, said):
+    shared = tmp_path / 'secret-place'
+    shared.mkdir()
+    shared.chmod(0o1777)                    # anyone may write there, as in /tmp
+    if case == 'symbolic link':
+        (shared / 'app.db').symlink_to(tmp_path / 'elsewhere.db')
+        url = 'sqlite:///%s' % (shared / 'app.db')
+    else:
+        url = 'sqlite+nosuchdriver:///%s' % (shared / 'app.db')
+    client = api_client(create_app(broker=lambda: memory_broker,
+                                   app=app.replace(OUTBOX_URL=url)))
+    answer = client.get('/api/outbox')
+    error = answer.json()['error']
+    assert answer.status_code == 400 and error.startswith(said), error
+    assert_names_no_path(error, str(tmp_path), 'secret-place')
