@@ -55,6 +55,7 @@ def behind(conn: Connection) -> bool:
         % (READ_FOLD_CHANGES + 1)).scalar()
     return int(found or 0) > READ_FOLD_CHANGES
 
+
 def roll_up(conn: Connection, tidy: bool = False) -> bool:
     """Fold the changes into the counters (in the caller's write
     transaction); False when another process is folding them (PostgreSQL).
@@ -170,5 +171,5 @@ def _edge_rows(conn: Connection, since: float, first_minute: int,
             for task, status, n, total, timed in found if status in RAN]
 
 
-__all__ = ['add_triggers', 'behind', 'count_rows', 'drop_triggers', 'finished_by_queue', 'install',
-           'recount', 'roll_up', 'run_rows']
+__all__ = ['add_triggers', 'behind', 'count_rows', 'drop_triggers', 'finished_by_queue',
+           'install', 'recount', 'roll_up', 'run_rows']
