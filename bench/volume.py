@@ -18,18 +18,23 @@ PostgreSQL cluster, fsync and synchronous commit on), ``--rows`` records
 * the TTL purge of the records older than half the week (in chunks), with
   the longest a concurrent writer waited for the write lock meanwhile, and
   the longest its one-row write took; then the counters are compared with a
-  scan.
+  scan;
+* records written while no Kale writer ran (:data:`UNFOLDED_ROWS`, their
+  changes not folded), on the small store: the summary, then the count,
+  timed as it read before readers folded (adding every change), as the
+  first read is now (it folds them) and folded.
 
 Kale's column is the large store, the baseline's the small one (the writer:
 counters on, or off, and today's writer; the purge: none).
 """
 from __future__ import annotations
 
+import contextlib
 import statistics
 import threading
 import time
 import uuid
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 from bench import volume_rows
 from bench.environment import Environment
@@ -42,6 +47,14 @@ BATCH = 500
 WRITER_TASKS = 5000
 WRITER_ROUNDS = 9
 TARGET_MS = 50.0
+#: Records written while no Kale writer ran, at most (and at most --rows,
+#: but twice the readers' bound at least, READ_FOLD_CHANGES): a database
+#: restored or loaded by another program, 300,000 as in the report that
+#: made readers fold.
+UNFOLDED_ROWS = 300_000
+#: The requests timed after such a write, and how.
+UNFOLDED_REQUESTS = (('summary', '/api/tasks/summary'), ('count', '/api/tasks/count'))
+UNFOLDED_READS = ('as read before readers folded', 'first (folds them)', 'folded')
 TARGET_WRITER = 1.1
 #: The dashboard's requests (its overview and its failures), then more of
 #: the API. A name ending in '(scan)' reads the records themselves, not the
@@ -77,6 +90,10 @@ def purge_figures(database: str) -> tuple[str, str, str, str]:
             'volume %s: TTL purge in chunks (s)' % database,
             'volume %s: purge: longest wait for the write lock (ms)' % database,
             'volume %s: purge: longest one-row write meanwhile (ms)' % database)
+
+
+def unfolded_figure(database: str, name: str, read: str) -> str:
+    return 'volume %s: GET %s after rows no writer folded, %s (ms)' % (database, name, read)
 
 
 def targets(databases: tuple[str, ...] = ('sqlite', 'postgres')) -> dict[str, tuple[str, Any]]:
@@ -130,6 +147,11 @@ def _database(database: str, rows: int, big_url: str, small_url: str, ids: str) 
     for figure, value in zip(purge_figures(database), purge(stores[rows], now), strict=True):
         found[figure] = (value, None)
     _say('%s: counters after the purge match a scan: %s' % (database, matches_scan(stores[rows])))
+    from kale.store.sql.counters import READ_FOLD_CHANGES
+    count = max(min(rows, UNFOLDED_ROWS), 2 * READ_FOLD_CHANGES)
+    for name, reads in unfolded(stores[SMALL_ROWS], small_url, count, now, ids).items():
+        for read, value in zip(UNFOLDED_READS, reads, strict=True):
+            found[unfolded_figure(database, name, read)] = (value, None)
     for store in stores.values():
         store.dispose()
     return found
@@ -246,6 +268,62 @@ def purge(store: Any, now: float) -> tuple[float, float, float, float]:
         done.set()
         writer.join()
     return float(deleted), seconds, longest[0], longest[1]
+
+
+def unfolded(store: Any, url: str, count: int, now: float,
+             ids: str = 'random') -> dict[str, tuple[float, float, float]]:
+    """For each of UNFOLDED_REQUESTS in turn: ``count`` more records written
+    while no Kale writer ran (their changes left unfolded), then the request
+    through ``kale web``'s application, in ms: once as it read before the
+    readers folded (adding every change), once as the first read is now
+    (the fold of the changes, then the read), and folded (the median of
+    REPEATS)."""
+    from starlette.testclient import TestClient
+
+    from kale.web import create_app
+    client = TestClient(create_app(records_url=url), base_url='http://127.0.0.1')
+    found = {}
+    for number, (name, path) in enumerate(UNFOLDED_REQUESTS):
+        seconds = volume_rows.write_unfolded(store, count, now, seed=100 + number, ids=ids)
+        waiting = _waiting(store)
+        with _readers_never_fold():
+            before = _timed(client, path)
+        first = _timed(client, path)
+        _say('%s after %d records written in %.1fs while no writer ran: %d changes waiting, '
+             '%d after the first read' % (name, count, seconds, waiting, _waiting(store)))
+        folded = statistics.median(_timed(client, path) for _ in range(REPEATS))
+        found[name] = (before, first, folded)
+    return found
+
+
+def _timed(client: Any, path: str) -> float:
+    """One GET of ``path``, in ms (RuntimeError when it is not a 200)."""
+    started = time.perf_counter()
+    answer = client.get(path, headers={'X-Kale-Request': '1'})
+    took = (time.perf_counter() - started) * 1000
+    if answer.status_code != 200:
+        raise RuntimeError('GET %s answered %d: %s' % (path, answer.status_code,
+                                                      answer.text[:200]))
+    return took
+
+
+def _waiting(store: Any) -> int:
+    """The counters' changes not folded yet."""
+    with store.begin() as conn:
+        return int(conn.exec_driver_sql('SELECT count(*) FROM kale_task_changes').scalar() or 0)
+
+
+@contextlib.contextmanager
+def _readers_never_fold() -> Iterator[None]:
+    """Reads as before readers folded: they add every change, however many
+    (and do not count them first)."""
+    from kale.store.sql import counters
+    behind = counters.behind
+    counters.behind = lambda conn: False
+    try:
+        yield
+    finally:
+        counters.behind = behind
 
 
 def matches_scan(store: Any) -> bool:

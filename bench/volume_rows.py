@@ -100,6 +100,21 @@ def load(store: RecordStore, n: int, now: float, ids: str = 'random') -> float:
     return time.monotonic() - started
 
 
+def write_unfolded(store: RecordStore, n: int, now: float, seed: int,
+                   ids: str = 'random') -> float:
+    """Write ``n`` more rows (of ``seed``: other ids than the loaded ones'),
+    as another program would while no Kale writer ran (a restore, a bulk
+    import): the counters' triggers on and no fold, so that their changes
+    wait in kale_task_changes for a reader. The seconds it took."""
+    started = time.monotonic()
+    made = rows(n, now, seed=seed, ids=ids)
+    if store.dialect == 'postgresql':
+        _copy(store, made)
+    else:
+        _insert(store, made, n)
+    return time.monotonic() - started
+
+
 def _insert(store: RecordStore, made: Iterator[tuple[Any, ...]], n: int) -> None:
     sql = 'INSERT INTO kale_tasks (%s) VALUES (%s)' % (', '.join(COLUMNS),
                                                         ', '.join('?' * len(COLUMNS)))

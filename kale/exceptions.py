@@ -2,7 +2,8 @@
 
 Catch ``KaleError`` to handle anything Kale reports; catch a subclass to
 handle one kind of problem. Messages are one line and name the thing that is
-wrong (the task, the queue, the setting or the file).
+wrong (the task, the queue, the setting or the file); an API answer gives
+an error's ``public`` message instead when it has one (no file's path).
 """
 from __future__ import annotations
 
@@ -11,7 +12,12 @@ from typing import Any, Optional, Sequence
 
 
 class KaleError(Exception):
-    """Root of every error Kale raises."""
+    """Root of every error Kale raises. ``public``: the message as an API
+    caller may read it, when the message names a file of the machine."""
+
+    def __init__(self, *args: Any, public: Optional[str] = None):
+        super().__init__(*args)
+        self.public = public
 
 
 # --- configuration --------------------------------------------------------
@@ -297,8 +303,6 @@ class ChildTaskError(TaskError):
     def __reduce__(self) -> Any:
         return (type(self), (str(self), self.retriable))
 
-
-# --- the command line and local tools ----------------------------------------
 
 # --- task records ---------------------------------------------------------
 

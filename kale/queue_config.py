@@ -118,16 +118,21 @@ class QueueConfig(Mapping[str, TaskQueue]):
         try:
             return self._queues[name]
         except KeyError:
-            prefix = '%s: ' % who if who else ''
+            raise self._unknown(name, who) from None
+
+    def _unknown(self, name: str, who: str) -> UnknownQueueError:
+        """The error of a queue ``name`` not here: naming the file, and
+        (``public``, for an API caller) without it."""
+        prefix = '%s: ' % who if who else ''
+
+        def problem(file: str) -> str:
             if name in self._renamed:
-                raise UnknownQueueError(
-                    '%squeue %r is a key in the queue config %s, whose queue is named %r: '
-                    "tasks, --queues and commands name a queue by its 'name' field; use %r"
-                    % (prefix, name, self.path, self._renamed[name], self._renamed[name])
-                ) from None
-            raise UnknownQueueError(
-                '%squeue %r is not in the queue config %s (queues: %s)'
-                % (prefix, name, self.path, ', '.join(self._queues) or 'none')) from None
+                return ("%squeue %r is a key in the queue config%s, whose queue is named %r: "
+                        "tasks, --queues and commands name a queue by its 'name' field; use %r"
+                        % (prefix, name, file, self._renamed[name], self._renamed[name]))
+            return '%squeue %r is not in the queue config%s (queues: %s)' % (
+                prefix, name, file, ', '.join(self._queues) or 'none')
+        return UnknownQueueError(problem(' ' + self.path), public=problem(''))
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -156,7 +161,8 @@ def _read_yaml(path: str, named: str) -> Any:
             text = f.read()
     except OSError as exc:
         raise QueueConfigError('%s: cannot read the queue config (QUEUE_CONFIG = %r): %s'
-                               % (path, named, exc.strerror or exc)) from exc
+                               % (path, named, exc.strerror or exc), public='the queue config '
+                               'cannot be read: %s' % (exc.strerror or 'error')) from exc
     try:
         return yaml.load(text, Loader=_StrictLoader)
     except yaml.YAMLError as exc:
@@ -266,8 +272,16 @@ def parse_queue_config(path: str, data: Any, queue_class: type = TaskQueue) -> Q
 
 def load_queue_config(path: str, queue_class: type = TaskQueue, named: str = '') -> QueueConfig:
     """Read and validate the queue config file at ``path`` (``named``: the
-    QUEUE_CONFIG value that led to it, for errors)."""
-    return parse_queue_config(path, _read_yaml(path, named or path), queue_class)
+    QUEUE_CONFIG value that led to it, for errors). An error's message
+    starts with the file's path; its ``public`` one, for an API caller, with
+    'the queue config' instead."""
+    try:
+        return parse_queue_config(path, _read_yaml(path, named or path), queue_class)
+    except QueueConfigError as exc:
+        message = str(exc)
+        if exc.public is None and message.startswith(path + ':'):
+            exc.public = 'the queue config' + message[len(path):]
+        raise
 
 
 def resolve_config_path(path: str, module_dir: Optional[str] = None) -> str:

@@ -120,7 +120,7 @@ def _task_class(index: int, entry_id: str, entry: dict[str, Any]) -> Any:
         try:
             return executor_task(entry['method'])
         except KaleError as exc:
-            raise SubmissionError('%s: %s' % (where, exc)) from None
+            raise _refused(where, exc) from None
     from kale.registry import resolve_task
     try:
         task_class = resolve_task(entry['task'])
@@ -161,7 +161,7 @@ def _node(index: int, entry: dict[str, Any], ids: list[str],
         get_publisher().queue_of(task_class, entry.get('queue'))
         return target.s(*args, **kwargs)
     except KaleError as exc:
-        raise SubmissionError('tasks[%d] (%s): %s' % (index, ids[index], exc)) from None
+        raise _refused('tasks[%d] (%s)' % (index, ids[index]), exc) from None
 
 
 def submit(document: Any, labels: Optional[Mapping[str, str]] = None,
@@ -192,7 +192,8 @@ def _submit_workflow(document: Any, ids: list[str], nodes: dict[int, Signature],
                                     deadline_sec=document.get('deadline_sec'),
                                     records_url=records_url)
     except KaleError as exc:
-        raise SubmissionError(_named(str(exc), ids, nodes)) from None
+        raise SubmissionError(_named(str(exc), ids, nodes),
+                              public=_named(exc.public or str(exc), ids, nodes)) from None
     return {'workflow_id': submitted.id,
             'tasks': {ids[index]: nodes[index].task_id for index in range(len(ids))}}
 
@@ -208,8 +209,14 @@ def _publish_one(entry_id: str, entry: dict[str, Any], node: Signature,
                                       labels=labels or None, queue_name=entry.get('queue'),
                                       task_ids=[node.task_id])
     except KaleError as exc:
-        raise SubmissionError('tasks[0] (%s): %s' % (entry_id, exc)) from None
+        raise _refused('tasks[0] (%s)' % entry_id, exc) from None
     return {'workflow_id': None, 'tasks': {entry_id: node.task_id}}
+
+
+def _refused(where: str, exc: KaleError) -> SubmissionError:
+    """The SubmissionError of ``exc`` at ``where`` (an entry), its
+    ``public`` message too."""
+    return SubmissionError('%s: %s' % (where, exc), public='%s: %s' % (where, exc.public or exc))
 
 
 def _named(text: str, ids: list[str], nodes: dict[int, Signature]) -> str:

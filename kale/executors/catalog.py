@@ -124,9 +124,14 @@ class Catalog:
                                        'executor programs (kale worker --executors DIR)')
         real = os.path.realpath(directory)
         if not os.path.isdir(real):
-            raise ImproperlyConfigured('EXECUTOR_DIR %s is not a directory' % directory)
+            raise ImproperlyConfigured('EXECUTOR_DIR %s is not a directory' % directory,
+                                       public='EXECUTOR_DIR is not a directory')
         self.directory = real
-        self.defaults, self.methods = self._load()
+        try:
+            self.defaults, self.methods = self._load()
+        except ImproperlyConfigured as exc:     # an API caller reads the file's name, not its path
+            exc.public = str(exc).replace(os.path.join(real, SETTINGS_FILE), SETTINGS_FILE)
+            raise
         self._lock = threading.Lock()
 
     def _load(self) -> tuple[MethodSettings, dict[str, MethodSettings]]:

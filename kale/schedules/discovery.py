@@ -59,6 +59,8 @@ class Broken:
     error: str
     #: The task's path, when known.
     task: Optional[str] = None
+    #: ``error`` as an API caller may read it, when it names a file (the queue config).
+    public: Optional[str] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,7 +85,7 @@ class Schedules:
                 return schedule
         for broken in self.broken:
             if broken.name == name:
-                raise ScheduleError(broken.error)
+                raise ScheduleError(broken.error, public=broken.public)
         raise ScheduleNotFoundError('no schedule is called %r (schedules: %s)' % (
             name[:200], ', '.join(s.name for s in self.schedules) or 'none'))
 
@@ -108,7 +110,7 @@ def find_schedules(config: Config) -> Schedules:
             found[name] = _schedule(config, name, task_class, task_class.__dict__['schedule'],
                                     fields, None)
         except ScheduleError as exc:
-            broken[name] = Broken(name, str(exc), name)
+            broken[name] = Broken(name, str(exc), name, exc.public)
     for name, entry in (config.SCHEDULES or {}).items():
         try:
             check_name(name)
@@ -121,7 +123,8 @@ def find_schedules(config: Config) -> Schedules:
         except ScheduleError as exc:
             shown = name if isinstance(name, str) else repr(name)
             task = entry.get('task') if isinstance(entry, Mapping) else None
-            broken[shown] = Broken(shown, str(exc), task if isinstance(task, str) else None)
+            broken[shown] = Broken(shown, str(exc), task if isinstance(task, str) else None,
+                                   exc.public)
     return Schedules(tuple(found[name] for name in sorted(found)),
                      searched=bool(config.TASK_MODULES or config.SCHEDULES),
                      broken=tuple(broken[name] for name in sorted(broken)))
@@ -156,7 +159,8 @@ def _schedule(config: Config, name: str, task_class: type[Task], every: Any,
     try:
         task_queue(task_class, config, queue)
     except KaleError as exc:
-        raise ScheduleError('schedule %r: queue: %s' % (name, exc)) from None
+        raise ScheduleError('schedule %r: queue: %s' % (name, exc),
+                            public='schedule %r: queue: %s' % (name, exc.public or exc)) from None
     try:
         check_arguments(task_class, checked['args'], checked['kwargs'], config)
     except KaleError as exc:

@@ -23,11 +23,12 @@ def _json(value: Any) -> Any:
 
 
 def describe(config: Config, clock: Clock = SYSTEM_CLOCK, count: int = NEXT_RUNS,
-             records_url: Optional[str] = None) -> dict[str, Any]:
+             records_url: Optional[str] = None, public: bool = False) -> dict[str, Any]:
     """Every schedule: its task, when it runs, its next ``count`` run times,
     and from the records (when on) its last tick, that tick's task and the
-    task's status; the broken ones, each with its one line; and the
-    scheduler that leads, if one does."""
+    task's status; the broken ones, each with its one line (``public``: as
+    an API caller may read it, without a file's path); and the scheduler
+    that leads, if one does."""
     now = clock.time()
     found = get_schedules(config)
     records = bool(records_url or config.RECORDS_URL)
@@ -38,7 +39,9 @@ def describe(config: Config, clock: Clock = SYSTEM_CLOCK, count: int = NEXT_RUNS
         progress, statuses, lease = _from_records(config, records_url)
     rows = [{**_schedule_row(schedule, now, count),
              **_last_run(progress.get(schedule.name), statuses)} for schedule in found]
-    broken = [{'name': b.name, 'task': b.task, 'error': b.error} for b in found.broken]
+    broken = [{'name': b.name, 'task': b.task,
+               'error': b.public if public and b.public is not None else b.error}
+              for b in found.broken]
     return {'schedules': rows, 'broken': broken, 'searched': found.searched,
             'records': records, 'leader': _leader(lease, now)}
 

@@ -39,9 +39,10 @@ def prepare_database(path: str, setting: str = 'RECORDS_URL') -> None:
     that others could read); ImproperlyConfigured (naming ``setting``) for a
     symbolic link, or another user's file, in a directory anyone can write to."""
     if os.path.islink(path) and shared_directory(path):
-        raise ImproperlyConfigured(
-            '%s names %s, a symbolic link in a directory anyone can write to: name '
-            'the database file itself, in a directory of your own' % (setting, path))
+        problem = ('a symbolic link in a directory anyone can write to: name the database '
+                   'file itself, in a directory of your own')
+        raise ImproperlyConfigured('%s names %s, %s' % (setting, path, problem),
+                                   public='%s names %s' % (setting, problem))
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NO_FOLLOW, PRIVATE_FILE)
     except FileExistsError:
@@ -66,10 +67,11 @@ def _check_existing(path: str, setting: str) -> None:
         return
     if found.st_uid != os.geteuid():
         if shared_directory(path):
-            raise ImproperlyConfigured(
-                '%s names %s, a file another user made in a directory anyone can write to: '
-                'they could read what it holds; use a database file of your own, in a '
-                'directory of your own' % (setting, path))
+            problem = ('a file another user made in a directory anyone can write to: they '
+                       'could read what it holds; use a database file of your own, in a '
+                       'directory of your own')
+            raise ImproperlyConfigured('%s names %s, %s' % (setting, path, problem),
+                                       public='%s names %s' % (setting, problem))
         return
     if found.st_mode & 0o077:
         try:

@@ -5,7 +5,9 @@
 
 Every route answers JSON; a bad request is a 400 with ``{"error": "..."}``
 in one line, an unknown task or workflow a 404, an action the task's state does not
-allow a 409, a store that cannot be reached a 503. With a token, every
+allow a 409, a store that cannot be reached a 503; an error names no file
+of the machine (its ``public`` message: see :mod:`kale.exceptions`; the
+whole message goes to the log when the fault is the server's). With a token, every
 ``/api`` route needs ``Authorization: Bearer TOKEN`` (the dashboard asks for
 it once and keeps it in the browser's session storage), and so does
 ``/metrics``, which serves Prometheus the queue gauges and the records' counts
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import os
 from typing import Any, Callable, Optional, Sequence
 
@@ -45,6 +48,8 @@ from kale.web import routes
 from kale.web.openapi import ENDPOINTS, OPENAPI
 from kale.web.protect import LOOPBACK_HOSTS, BrowserSafety
 
+logger = logging.getLogger(__name__)
+
 STATIC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'static')
 
 #: Exception class -> HTTP status, most specific first.
@@ -57,6 +62,17 @@ STATUS_OF: list[tuple[type[Exception], int]] = [
 def error(status: int, message: str) -> JSONResponse:
     return JSONResponse({'error': message.splitlines()[0] if message else 'error'},
                         status_code=status)
+
+
+def failed(exc: KaleError) -> JSONResponse:
+    """The answer to a request that raised ``exc``: its status, and its
+    message as an API caller may read it (its ``public`` one, without the
+    paths of the machine's files, when it has one). A fault of the server
+    (5xx) is logged whole, for its operator."""
+    status = next(code for kind, code in STATUS_OF if isinstance(exc, kind))
+    if status >= 500 and exc.public is not None:
+        logger.warning('kale web: %s', exc)
+    return error(status, exc.public if exc.public is not None else str(exc))
 
 
 #: The documents under /api that need no token (the API's description), by exact path.
@@ -111,8 +127,7 @@ def _handled(endpoint: Callable[..., Any]) -> Callable[[Request], Response]:
         try:
             return answer(request, endpoint(request))
         except KaleError as exc:
-            status = next(code for kind, code in STATUS_OF if isinstance(exc, kind))
-            return error(status, str(exc))
+            return failed(exc)
     handle.__name__ = endpoint.__name__
     return handle
 
@@ -125,8 +140,7 @@ def _handled_body(endpoint: Callable[..., Any]) -> Callable[[Request], Any]:
         try:
             return JSONResponse(await run_in_threadpool(endpoint, request, body))
         except KaleError as exc:
-            status = next(code for kind, code in STATUS_OF if isinstance(exc, kind))
-            return error(status, str(exc))
+            return failed(exc)
     handle.__name__ = endpoint.__name__
     return handle
 
@@ -141,7 +155,7 @@ def _metrics(api: routes.Api) -> Callable[[Request], Response]:
                 raise
             return error(501, "/metrics needs prometheus_client: pip install 'kale-sqs[metrics]'")
         except KaleError as exc:
-            return error(next(code for kind, code in STATUS_OF if isinstance(exc, kind)), str(exc))
+            return failed(exc)
         return Response(body, headers={'Content-Type': content_type})
     return metrics
 

@@ -19,7 +19,6 @@ from kale.exceptions import (
     RecordConflictError,
     RecordNotFoundError,
     RecordsError,
-    RecordsUnavailableError,
 )
 from kale.records import controls
 from kale.records.queries import parse_filter, parse_limit
@@ -28,7 +27,7 @@ from kale.scaling import serving_workers
 from kale.statuses import WorkflowStatus
 from kale.store.record import iso
 from kale.store.records import RecordQueries
-from kale.store.sql.records import safe_url
+from kale.store.sql.urls import unavailable
 from kale.web.pages import workflow_page
 
 #: The windows ``/api/timeline?window=auto`` tries, shortest first.
@@ -227,8 +226,7 @@ class Api:
         try:
             count, oldest = store.pending(time.time())
         except SQLAlchemyError as exc:
-            raise RecordsUnavailableError('outbox %s: %s' % (
-                safe_url(url), str(exc).splitlines()[0])) from None
+            raise unavailable('outbox', url, exc) from None
         return {'configured': True, 'pending': count,
                 'oldest_age_sec': round(oldest, 3) if oldest is not None else None}
 
@@ -324,7 +322,7 @@ class Api:
 
     def list_schedules(self, request: Request) -> dict[str, Any]:
         from kale.schedules.status import describe
-        return describe(self.app.config, records_url=self.records_url)
+        return describe(self.app.config, records_url=self.records_url, public=True)
 
     def run_schedule(self, request: Request) -> dict[str, Any]:
         """Publish one run of the schedule now; its record is written before

@@ -1,9 +1,12 @@
 """The records-volume benchmark (bench/volume.py) keeps working: a tiny run
 on SQLite loads its records, times every request beside the same requests
 on the small store, the writer with the counters on and off, and the purge,
-and finds the counters equal to a scan afterwards. No timing is asserted;
-the figures at a million rows are in bench/README.md."""
+and finds the counters equal to a scan afterwards; then records written
+while no writer ran are folded by the first summary, and again by the
+first count. No timing is asserted; the figures at a million rows are in
+bench/README.md."""
 import json
+import re
 import subprocess
 import sys
 
@@ -36,4 +39,9 @@ def test_a_small_records_volume_run_gives_every_figure(tmp_path):
     assert results[seconds]['kale']['median'] > 0
     assert results[waited]['kale']['median'] >= 0 and results[wrote]['kale']['median'] > 0
     assert 'counters after the purge match a scan: True' in result.stderr
+    for name, _ in volume.UNFOLDED_REQUESTS:
+        for read in volume.UNFOLDED_READS:
+            assert results[volume.unfolded_figure('sqlite', name, read)]['kale']['median'] > 0
+        assert re.search(r'%s after 20000 records written in \S+ while no writer ran: 20000 '
+                         r'changes waiting, 0 after the first read' % name, result.stderr)
     assert 'Records at volume' in result.stdout

@@ -25,11 +25,15 @@ pytestmark = pytest.mark.slow
 SCREENSHOT_VARIABLE = 'KALE_DASHBOARD_SCREENSHOT'
 
 
-@pytest.fixture
-def web(sqs, records_url):
-    """`kale web --port 0` on this test's records and queues; yields its URL."""
-    process = subprocess.Popen([sys.executable, '-m', 'kale', 'web', '--port', '0'], cwd=ROOT,
-                               env=subprocess_env(), stdout=subprocess.PIPE,
+#: The bearer token of `kale web` in the tests that set one.
+WEB_TOKEN = 'dashboard-test-token-0123456789'
+
+
+def serve_web(*options):
+    """`kale web --port 0` with ``options``, on this test's records and
+    queues; yields its URL, then stops it."""
+    process = subprocess.Popen([sys.executable, '-m', 'kale', 'web', '--port', '0', *options],
+                               cwd=ROOT, env=subprocess_env(), stdout=subprocess.PIPE,
                                stderr=subprocess.DEVNULL, text=True)
     line = process.stdout.readline()          # the line that says where it listens
     match = re.search(r'at (http://\S+/) and', line)
@@ -37,6 +41,18 @@ def web(sqs, records_url):
     yield match.group(1)
     process.terminate()
     process.wait(10)
+
+
+@pytest.fixture
+def web(sqs, records_url):
+    """`kale web --port 0` on this test's records and queues; yields its URL."""
+    yield from serve_web()
+
+
+@pytest.fixture
+def web_with_token(sqs, records_url):
+    """As ``web``, its API guarded by the bearer token WEB_TOKEN."""
+    yield from serve_web('--token', WEB_TOKEN)
 
 
 @pytest.fixture
@@ -213,6 +229,52 @@ def test_search_by_label_and_by_task_id(browser, web, some_records):
                                " === id",
                                arg=some_records)
         assert 'ValueError: bad input 42' in page.inner_text('#detail-body')
+    finally:
+        page.close()
+
+
+#: The view ``arg`` shown with its data, or the banner saying why not (never throws).
+VIEW_OR_BANNER = """(view) => {
+    const main = document.getElementById('view'); const banner = document.getElementById('banner');
+    return Boolean((main && main.dataset.view === view && document.body.dataset.loaded === 'true')
+                   || (banner && !banner.hidden));
+}"""
+
+
+def test_only_the_dashboards_own_token_address_sets_the_bearer_token(browser, web_with_token):
+    """``#token=TOKEN`` at the start of the address sets the token; a ``token=``
+    anywhere else in it (a link pasted with one in its filter, a search for
+    the label token=abc) belongs to the view: the token kept stays, no
+    prompt asks for one, and every request still carries it."""
+    page = browser.new_page()
+    sent = []               # (url, Authorization) of every API request
+    page.on('request', lambda r: sent.append((r.url, r.headers.get('authorization')))
+            if '/api/' in r.url else None)
+    prompts = []
+    page.on('dialog', lambda dialog: (prompts.append(dialog.message), dialog.dismiss()))
+
+    def kept():
+        return page.evaluate("() => sessionStorage.getItem('kale-token')")
+
+    def settled_on(view):
+        page.wait_for_function(VIEW_OR_BANNER, arg=view, timeout=15000)
+        assert (kept(), prompts, page.inner_text('#banner')) == (WEB_TOKEN, [], '')
+
+    try:
+        page.goto(web_with_token + '#token=' + WEB_TOKEN)
+        settled_on('overview')
+        assert page.url == web_with_token + '#/'           # the token left the address
+        page.goto(web_with_token + '#/tasks?status=failed&token=abc')     # a pasted link
+        settled_on('tasks')
+        assert page.url.endswith('#/tasks?status=failed&token=abc')
+        page.goto(web_with_token + '#/')
+        settled_on('overview')
+        page.fill('#search-text', 'token=abc')                  # a search for a label
+        page.click('#search button[type=submit]')
+        settled_on('tasks')
+        assert page.url.endswith('#/tasks?label.token=abc')
+        assert any('label.token=abc' in url for url, _ in sent)
+        assert {bearer for _, bearer in sent} == {'Bearer ' + WEB_TOKEN}, sent
     finally:
         page.close()
 

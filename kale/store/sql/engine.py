@@ -20,7 +20,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from kale.exceptions import ImproperlyConfigured
 from kale.store import files
 from kale.store.sql import cancels
-from kale.store.sql.urls import engine_url, safe_url
+from kale.store.sql.urls import engine_url, kind_of, safe_url
 
 #: Seconds a SQLite writer waits for another process's write transaction.
 SQLITE_BUSY_TIMEOUT_MS = 10000
@@ -78,5 +78,6 @@ def make_engine(url: str, setting: str = 'RECORDS_URL', pool_size: int = 2,
         _ping_when_idle(engine, clock)
         return engine
     except (SQLAlchemyError, ImportError, ValueError) as exc:
-        raise ImproperlyConfigured('%s %r cannot be used: %s'
-                                   % (setting, safe_url(url), exc)) from exc
+        raise ImproperlyConfigured('%s %r cannot be used: %s' % (setting, safe_url(url), exc),
+                                   public='%s (%s) cannot be used' % (setting, kind_of(url))
+                                   ) from exc

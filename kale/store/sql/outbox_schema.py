@@ -140,7 +140,7 @@ def open_database(url: str, setting: str = 'OUTBOX_URL') -> Engine:
 
     from kale.exceptions import ImproperlyConfigured
     from kale.store.files import prepare_database
-    from kale.store.sql.urls import engine_url, safe_url
+    from kale.store.sql.urls import engine_url, kind_of, safe_url
     try:
         target = engine_url(url)
         if target.get_backend_name() != 'sqlite':
@@ -148,8 +148,9 @@ def open_database(url: str, setting: str = 'OUTBOX_URL') -> Engine:
         engine = create_engine(target, connect_args={'check_same_thread': False,
                                                      'timeout': 30})
     except Exception as exc:
-        raise ImproperlyConfigured('%s %r cannot be used: %s' % (setting, safe_url(url), exc)) \
-            from exc
+        raise ImproperlyConfigured('%s %r cannot be used: %s' % (setting, safe_url(url), exc),
+                                   public='%s (%s) cannot be used' % (setting, kind_of(url))
+                                   ) from exc
     if target.database and target.database != ':memory:':
         prepare_database(str(target.database), setting)         # owner-only (0600)
 

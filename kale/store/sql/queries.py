@@ -7,12 +7,14 @@ memory. Counts, summaries and deletes run in the database.
 """
 from __future__ import annotations
 
+import contextlib
+import logging
 import time
 from typing import Any, Iterator, Optional
 
-from sqlalchemy import Integer, and_, cast, func, or_, select
+from sqlalchemy import Connection, Integer, and_, cast, func, or_, select
 
-from kale.exceptions import BadFilterError
+from kale.exceptions import BadFilterError, RecordsUnavailableError
 from kale.statuses import PENDING_FILTER, WorkerState, status_values
 from kale.store.counts import MINUTE, MinuteRow, count_of, counted, summary_of, timeline_of
 from kale.store.record import (
@@ -28,6 +30,8 @@ from kale.store.sql import counters
 from kale.store.sql.chunks import delete_in_chunks
 from kale.store.sql.records import RecordStore
 from kale.store.sql.schema import QUEUED, SCHEDULED, tasks, workers
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 1000
@@ -60,6 +64,28 @@ class Queries:
 
     def __init__(self, store: RecordStore):
         self.store = store
+        self._fold_refused = False          # said once: a reader that may not write
+
+    @contextlib.contextmanager
+    def _counted(self) -> Iterator[Connection]:
+        """A read transaction on the counters; first, when more than
+        READ_FOLD_CHANGES changes wait to be folded (rows written while no
+        Kale writer ran), their fold, under the lock the writers' folds
+        take (:meth:`RecordStore.roll_up`: SQLite's write lock, PostgreSQL's
+        advisory lock, left to whoever holds it)."""
+        with self.store.begin() as conn:
+            if not counters.behind(conn):
+                yield conn
+                return
+        try:
+            self.store.roll_up()
+        except RecordsUnavailableError as exc:      # the read adds them all, as before
+            if not self._fold_refused:
+                self._fold_refused = True
+                logger.warning('records: a reader could not fold the counters\' changes '
+                               '(reads stay slow until a writer does): %s', exc)
+        with self.store.begin() as conn:
+            yield conn
 
     def page(self, where: TaskFilter, limit: int = DEFAULT_LIMIT,
              cursor: Optional[str] = None) -> tuple[list[TaskRecord], Optional[str]]:
@@ -86,9 +112,10 @@ class Queries:
     def count(self, where: TaskFilter) -> int:
         """How many records match: from the counters unless the filter has
         labels or times."""
-        with self.store.begin() as conn:
-            if counted(where):
+        if counted(where):
+            with self._counted() as conn:
                 return count_of(counters.count_rows(conn), where)
+        with self.store.begin() as conn:
             return int(conn.execute(select(func.count()).select_from(tasks)
                                     .where(where_of(where))).scalar() or 0)
 
@@ -97,7 +124,7 @@ class Queries:
         the counters (:mod:`kale.store.counts`) unless the filter has labels
         or times."""
         if counted(where):
-            with self.store.begin() as conn:
+            with self._counted() as conn:
                 return summary_of(counters.count_rows(conn), where)
         query = select(tasks.c.task, tasks.c.queue, tasks.c.status, func.count()) \
             .where(where_of(where)).group_by(tasks.c.task, tasks.c.queue, tasks.c.status)
@@ -140,7 +167,7 @@ class Queries:
         of whole minutes are read from the counters."""
         now = time.time() if now is None else now
         since = now - window_sec
-        with self.store.begin() as conn:
+        with self._counted() as conn:
             if bucket_sec % MINUTE == 0:
                 series = timeline_of([], counters.run_rows(conn, since, bucket_sec),
                                      bucket_sec, unit=bucket_sec)

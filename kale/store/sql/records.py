@@ -38,7 +38,7 @@ from kale.store.sql.schema import (
     workflow_nodes,
     workflows,
 )
-from kale.store.sql.urls import engine_url, safe_url
+from kale.store.sql.urls import engine_url, kind_of, safe_url, unavailable
 
 try:
     from sqlalchemy import Connection, and_, or_, select
@@ -112,8 +112,7 @@ class RecordStore(Facets):
                     raise
                 conn.commit()
         except (SQLAlchemyError,) + raw_errors() as exc:
-            raise RecordsUnavailableError('records store %s: %s' % (
-                safe_url(self.url), str(exc).splitlines()[0] if str(exc) else exc)) from exc
+            raise unavailable('records store', self.url, exc) from exc
 
     def migrate(self) -> None:
         """Create or migrate the schema, once per process."""
@@ -239,9 +238,11 @@ class RecordStore(Facets):
         try:
             cancels.send(self.cancel_signal)
         except OSError as exc:
-            raise RecordsUnavailableError('records store %s: cannot write the cancellation '
-                                          'signal %s: %s' % (safe_url(self.url),
-                                                             self.cancel_signal, exc)) from exc
+            raise RecordsUnavailableError(
+                'records store %s: cannot write the cancellation signal %s: %s'
+                % (safe_url(self.url), self.cancel_signal, exc),
+                public='records store (%s): cannot write the cancellation signal: %s'
+                % (kind_of(self.url), exc.strerror or 'error')) from exc
 
     def purge_expired(self, succeeded_ttl: Optional[float], failed_ttl: Optional[float],
                       now: Optional[float] = None, queued_ttl: Optional[float] = None) -> int:
@@ -363,8 +364,7 @@ class RecordStore(Facets):
             return list(cursor.fetchall())
         except (SQLAlchemyError,) + raw_errors() as exc:
             self._drop_check_connection()
-            raise RecordsUnavailableError('records store %s: %s' % (
-                safe_url(self.url), str(exc).splitlines()[0] if str(exc) else exc)) from exc
+            raise unavailable('records store', self.url, exc) from exc
 
 
 def _expired_tasks(succeeded_ttl: Optional[float], failed_ttl: Optional[float],

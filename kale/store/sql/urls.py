@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import sqlalchemy
 
+from kale.exceptions import RecordsUnavailableError
+
 
 def engine_url(url: str) -> sqlalchemy.URL:
     """The URL to connect with: ``postgresql://`` means psycopg (version 3),
@@ -19,3 +21,21 @@ def safe_url(url: str) -> str:
         return sqlalchemy.make_url(url).render_as_string(hide_password=True)
     except Exception:
         return '<unparsable URL>'
+
+
+def kind_of(url: str) -> str:
+    """How an error for an API caller names the database at ``url``: its
+    kind (``sqlite``, ``postgresql``), never its file or its host."""
+    try:
+        return sqlalchemy.make_url(url).get_backend_name()
+    except Exception:
+        return 'database'
+
+
+def unavailable(what: str, url: str, problem: object) -> RecordsUnavailableError:
+    """The error of ``what`` (the records store, an outbox) at ``url`` that
+    did not answer: the URL and the driver's ``problem`` (its first line);
+    for an API caller (``public``) the database by its kind only."""
+    line = str(problem).splitlines()[0] if str(problem) else repr(problem)
+    return RecordsUnavailableError('%s %s: %s' % (what, safe_url(url), line),
+                                   public='%s (%s): %s' % (what, kind_of(url), line))

@@ -53,8 +53,12 @@ function link(...parts) {
 
 function a(href, text, attrs) { return el('a', Object.assign({ href }, attrs || {}), text); }
 
+// The bearer token: taken from the address only in the dashboard's own form,
+// #token=TOKEN at the start of its hash (a token= further on, as in a label
+// searched for or a pasted link's filter, is the view's and changes nothing);
+// else the one this tab keeps.
 function token() {
-  const match = location.hash.match(/token=([^&]+)/);
+  const match = location.hash.match(/^#token=([^&]+)/);
   if (match) {
     sessionStorage.setItem('kale-token', decodeURIComponent(match[1]));
     // The token leaves the address bar and the history at once.
