@@ -188,11 +188,13 @@ def received_messages(answer: dict[str, Any], attribute_names: Sequence[str],
                                        % (_shown(message_id), _kind(system)))
         count = system.get('ApproximateReceiveCount', '1')
         receive_count = 1 if count == '1' else _whole(count, 1)
+        if receive_count is None:
+            raise MalformedAnswerError('message %s: ApproximateReceiveCount is %s, not a whole '
+                                       'number from 1' % (_shown(message_id), _shown(count)))
         group = system.get('MessageGroupId', '')
-        if receive_count is None or type(group) is not str:
-            raise MalformedAnswerError('message %s: ApproximateReceiveCount %s or MessageGroupId '
-                                       '%s is not of its type (a whole number from 1, a string)'
-                                       % (_shown(message_id), _shown(count), _shown(group)))
+        if type(group) is not str:
+            raise MalformedAnswerError('message %s: MessageGroupId is %s, not a string'
+                                       % (_shown(message_id), _kind(group)))
         # Some emulators send every attribute whatever was asked: keep what was.
         named = raw.get('MessageAttributes')
         received.append(speed.build(ReceivedMessage, {      # every field (see kale.speed)
