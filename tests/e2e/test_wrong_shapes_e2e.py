@@ -25,11 +25,12 @@ def test_a_worker_survives_answers_of_the_wrong_shape_and_loses_nothing(sqs, rec
         proxy.inject('wrong_shape', 120, probability=1.0, operations=['ReceiveMessage'])
         worker = WorkerProcess(tmp_path, '--queues', 'short', '--pool', pool,
                                endpoint=proxy.url)
-        wait_for(lambda: all(proxy.shapes[('ReceiveMessage', shape)]
-                             for shape in WRONG_SHAPES['ReceiveMessage']), 60,
+        wait_for(lambda: worker.process.poll() is not None
+                 or all(proxy.shapes[('ReceiveMessage', shape)]
+                        for shape in WRONG_SHAPES['ReceiveMessage']), 60,
                  'a receive answer of each wrong shape')
         proxy.calm()
-        assert worker.process.poll() is None, worker.output()
+        assert worker.process.poll() is None, 'the worker exited:\n' + worker.output()
         wait_for(lambda: set(recorded_ids(record, 'ran')) >= set(published), 60,
                  'the tasks received in wrong answers to run')
         # Deletes answered with the wrong shape: failed, logged, the worker still up.
@@ -41,7 +42,7 @@ def test_a_worker_survives_answers_of_the_wrong_shape_and_loses_nothing(sqs, rec
         proxy.calm()
         wait_for(lambda: set(recorded_ids(record, 'ran')) >= set(published + more), 60,
                  'the later tasks to run')
-        assert worker.process.poll() is None, worker.output()
+        assert worker.process.poll() is None, 'the worker exited:\n' + worker.output()
     finally:
         if worker is not None:
             worker.signal(signal.SIGTERM)
