@@ -30,6 +30,7 @@ from kale.exceptions import (
     SQSError,
     ThrottledError,
 )
+from kale.logs import redact_aws_loggers
 from kale.transport import (
     MAX_BATCH_ENTRIES,
     MAX_LONG_POLL_SEC,
@@ -83,7 +84,9 @@ COMMAND_LONG_POLL_SEC = 1
 def aws_session(endpoint: str, config: kale_config.Config) -> tuple[Any, str]:
     """A boto3 session with the AWS_* settings (empty ones left to boto3's
     chain), and its region: ``us-east-1`` with a custom ``endpoint`` and no
-    region anywhere. The SQS client and the payload store's S3 client share it."""
+    region anywhere. Every client Kale builds starts here, and from here on
+    the AWS libraries' debug lines are redacted (kale.logs.redact_aws_loggers)."""
+    redact_aws_loggers()
     session = boto3.session.Session(
         aws_access_key_id=config.AWS_ACCESS_KEY_ID or None,
         aws_secret_access_key=config.AWS_SECRET_ACCESS_KEY or None,
