@@ -169,12 +169,7 @@ class ThrottledError(SQSError):
 
 
 class MalformedAnswerError(SQSError):
-    """The endpoint answered a request with HTTP 200 but not in the shape of
-    that request's answers (a field of the wrong type, a message without its
-    id, receipt handle or body, a batch entry named by an id that was not
-    sent, JSON nested too deeply). Nothing of the answer is used: the request
-    failed, as if the endpoint had answered 500, and the messages it
-    concerned are left to SQS's visibility timeout."""
+    """A 200 answer in a shape SQS never gives: that request failed (see kale.transport.responses)."""
 
     default_retryable = True
 
@@ -446,9 +441,9 @@ __all__ = [
     'BadFilterError', 'BatchSendError', 'ChildTaskError', 'CommandError', 'DecodeError',
     'EndpointUnreachableError', 'ExecutorError', 'FauxqsError', 'HookError',
     'ImproperlyConfigured', 'InvalidDelayError', 'InvalidFlowError', 'InvalidGroupError',
-    'InvalidRetryError', 'InvalidTimeLimitError', 'KaleError', 'MalformedAnswerError',
-    'MessageTooLargeError', 'NoDeadLetterQueueError', 'NonRetriableTaskError', 'NotAllowedError',
-    'OutboxError', 'PayloadMissingError', 'PayloadStoreError', 'PortInUseError', 'PublishError',
+    'InvalidRetryError', 'InvalidTimeLimitError', 'KaleError', 'MalformedAnswerError', 'MessageTooLargeError',
+    'NoDeadLetterQueueError', 'NonRetriableTaskError', 'NotAllowedError', 'OutboxError',
+    'PayloadMissingError', 'PayloadStoreError', 'PortInUseError', 'PublishError',
     'QueueConfigError', 'QueueNotFoundError', 'RecordConflictError', 'RecordNotFoundError',
     'RecordsError', 'RecordsUnavailableError', 'Retry', 'SQSError', 'ScheduleError',
     'ScheduleNotFoundError', 'SerializationError', 'SubmissionError', 'TaskDefinitionError',
