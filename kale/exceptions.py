@@ -168,12 +168,6 @@ class ThrottledError(SQSError):
     default_retryable = True
 
 
-class MalformedAnswerError(SQSError):
-    """A 200 answer in a shape SQS never gives: that request failed (see kale.transport.responses)."""
-
-    default_retryable = True
-
-
 class BatchSendError(SQSError):
     """Some entries of a batch send failed even after retrying.
 
@@ -441,7 +435,7 @@ __all__ = [
     'BadFilterError', 'BatchSendError', 'ChildTaskError', 'CommandError', 'DecodeError',
     'EndpointUnreachableError', 'ExecutorError', 'FauxqsError', 'HookError',
     'ImproperlyConfigured', 'InvalidDelayError', 'InvalidFlowError', 'InvalidGroupError',
-    'InvalidRetryError', 'InvalidTimeLimitError', 'KaleError', 'MalformedAnswerError', 'MessageTooLargeError',
+    'InvalidRetryError', 'InvalidTimeLimitError', 'KaleError', 'MessageTooLargeError',
     'NoDeadLetterQueueError', 'NonRetriableTaskError', 'NotAllowedError', 'OutboxError',
     'PayloadMissingError', 'PayloadStoreError', 'PortInUseError', 'PublishError',
     'QueueConfigError', 'QueueNotFoundError', 'RecordConflictError', 'RecordNotFoundError',

@@ -25,10 +25,11 @@ batch entry whose ``Id`` is not one sent, JSON nested past the recursion
 limit) raised a ``KeyError``, ``TypeError``, ``ValueError`` or
 ``RecursionError`` from wherever Kale or botocore's parser read it, and
 stopped the worker. The readers here check what Kale uses of an answer as
-they read it and raise :class:`kale.exceptions.MalformedAnswerError` naming
-what is wrong, never the values (they may be payloads): the request failed,
-the transport says so in one line, and the worker backs off as for an
-endpoint fault, leaving the messages involved to SQS's visibility timeout.
+they read it and raise :func:`malformed`: a retryable SQSError, code
+``MalformedAnswer``, naming what is wrong, never the values (they may be
+payloads). The request failed, the transport says so in one line, and the
+worker backs off as for an endpoint fault, leaving the messages involved to
+SQS's visibility timeout.
 The transport's other requests (the queue's URL, attributes and counts) are
 read here too, for the same reason, and an error answer botocore's parser
 could not read reaches it empty (an error named by its HTTP status). The
@@ -42,7 +43,7 @@ import json
 from typing import Any, Optional, Sequence
 
 from kale import speed
-from kale.exceptions import MalformedAnswerError
+from kale.exceptions import SQSError
 from kale.transport import QueueCounts, ReceivedMessage
 
 #: Operations whose successful answers are read by :func:`read_json_answer`.
@@ -54,6 +55,14 @@ OPERATIONS = ('ReceiveMessage', 'DeleteMessageBatch', 'SendMessage', 'SendMessag
 #: AttributeError on a string where its model has a map).
 QUEUE_OPERATIONS = ('GetQueueUrl', 'CreateQueue', 'GetQueueAttributes')
 _EMPTY = b'{}'
+#: The code of the SQSError for an answer of the wrong shape (retryable).
+MALFORMED_ANSWER = 'MalformedAnswer'
+
+
+def malformed(detail: str) -> SQSError:
+    """The error for an answer of the wrong shape, ``detail`` saying what is
+    wrong: the request failed and may be tried again, as after a 500."""
+    return SQSError(detail, MALFORMED_ANSWER, retryable=True)
 
 
 def read_json_answer(response_dict: dict[str, Any], customized_response_dict: dict[str, Any],
@@ -82,7 +91,7 @@ def json_answer(body: Optional[bytes]) -> Optional[dict[str, Any]]:
     """A successful answer's body as botocore's client gives it (binary
     attribute values decoded), or None when it is not JSON (an answer cut
     short: the caller treats it as one that says nothing). JSON that is not
-    an object, or is nested too deeply to read, is a MalformedAnswerError."""
+    an object, or is nested too deeply to read, is a :func:`malformed` error."""
     if not body:
         return None
     try:
@@ -90,9 +99,9 @@ def json_answer(body: Optional[bytes]) -> Optional[dict[str, Any]]:
     except ValueError:
         return None
     except RecursionError:
-        raise MalformedAnswerError('JSON nested too deeply to read') from None
+        raise malformed('JSON nested too deeply to read') from None
     if type(answer) is not dict:
-        raise MalformedAnswerError('the answer is %s, not an object' % _kind(answer))
+        raise malformed('the answer is %s, not an object' % _kind(answer))
     # botocore fills this in itself, and reads it back as a map.
     answer.pop('ResponseMetadata', None)
     decode_binary_values(answer)
@@ -132,7 +141,7 @@ def decode_binary_values(answer: dict[str, Any]) -> None:
                 try:
                     value['BinaryValue'] = base64.b64decode(value['BinaryValue'])
                 except (TypeError, ValueError):
-                    raise MalformedAnswerError('the BinaryValue of message attribute %s is not '
+                    raise malformed('the BinaryValue of message attribute %s is not '
                                                'base64' % _shown(name)) from None
 
 
@@ -147,17 +156,17 @@ def install(client: Any) -> None:
 def field(answer: Any, path: Sequence[str], kind: type) -> Any:
     """``answer[path[0]][path[1]]...`` when it is of type ``kind``; None when
     a field is missing (an answer cut short). A field on the way that is not
-    an object, or the last not of its ``kind``, is a MalformedAnswerError."""
+    an object, or the last not of its ``kind``, is a :func:`malformed` error."""
     value = answer
     for depth, key in enumerate(path):
         if type(value) is not dict:
-            raise MalformedAnswerError('%s is %s, not an object'
+            raise malformed('%s is %s, not an object'
                                        % ('.'.join(path[:depth]) or 'the answer', _kind(value)))
         if key not in value:
             return None
         value = value[key]
     if type(value) is not kind:
-        raise MalformedAnswerError('%s is %s, not %s' % ('.'.join(path), _kind(value),
+        raise malformed('%s is %s, not %s' % ('.'.join(path), _kind(value),
                                                          _kind(kind())))
     return value
 
@@ -167,14 +176,14 @@ def received_messages(answer: dict[str, Any], attribute_names: Sequence[str],
     """The messages of a ReceiveMessage answer, with the message attributes
     asked for (``attribute_names``; ``'All'``) and their receive bookkeeping
     (``now_ms``: this machine's epoch milliseconds at the answer). An answer
-    of the wrong shape is a MalformedAnswerError: none of its messages is
+    of the wrong shape is a :func:`malformed` error: none of its messages is
     used, and each is received again at the end of its visibility timeout."""
     wanted = None if 'All' in attribute_names else set(attribute_names)
     messages = answer.get('Messages')
     if messages is None:
         return []
     if type(messages) is not list:
-        raise MalformedAnswerError('Messages is %s, not a list' % _kind(messages))
+        raise malformed('Messages is %s, not a list' % _kind(messages))
     received = []
     for raw in messages:
         # Read as if of the right shape (the checks cost a few tenths of a µs
@@ -191,11 +200,11 @@ def received_messages(answer: dict[str, Any], attribute_names: Sequence[str],
                 if named and wanted != set() else {}
             ''.join(attributes.values())    # a TypeError unless each value is a string
         except (KeyError, TypeError, AttributeError):
-            raise MalformedAnswerError(_message_problem(raw, wanted)) from None
+            raise malformed(_message_problem(raw, wanted)) from None
         receive_count = 1 if count == '1' else _whole(count, 1)
         if receive_count is None or type(message_id) is not str or type(handle) is not str \
                 or type(body) is not str or type(group) is not str:
-            raise MalformedAnswerError(_message_problem(raw, wanted))
+            raise malformed(_message_problem(raw, wanted))
         received.append(speed.build(ReceivedMessage, {      # every field (see kale.speed)
             'message_id': message_id, 'receipt_handle': handle, 'body': body,
             'attributes': attributes,
@@ -210,7 +219,7 @@ _NO_ATTRIBUTES: dict[str, str] = {}
 
 
 def _message_problem(raw: Any, wanted: Optional[set[str]]) -> str:
-    """What is wrong with a received message: the line of its MalformedAnswerError."""
+    """What is wrong with a received message: the line of its :func:`malformed` error."""
     if type(raw) is not dict:
         return 'a message is %s, not an object' % _kind(raw)
     message_id = raw.get('MessageId')
@@ -258,7 +267,7 @@ def batch_entries(answer: dict[str, Any], sent: Sequence[int], success_field: st
     is in neither (an answer cut short). An answer whose lists or entries are
     not of their shape, that names an id not sent or names one twice, or
     (``success_field``: ``MessageId``) a successful entry without that
-    string, is a MalformedAnswerError."""
+    string, is a :func:`malformed` error."""
     ids = {str(index): index for index in sent}
     found: tuple[dict[int, dict[str, Any]], dict[int, dict[str, Any]]] = ({}, {})
     for key, entries in zip(('Successful', 'Failed'), found, strict=True):
@@ -266,21 +275,21 @@ def batch_entries(answer: dict[str, Any], sent: Sequence[int], success_field: st
         if listed is None:
             continue
         if type(listed) is not list:
-            raise MalformedAnswerError('%s is %s, not a list' % (key, _kind(listed)))
+            raise malformed('%s is %s, not a list' % (key, _kind(listed)))
         for entry in listed:
             if type(entry) is not dict:
-                raise MalformedAnswerError('an entry of %s is %s, not an object'
+                raise malformed('an entry of %s is %s, not an object'
                                            % (key, _kind(entry)))
             entry_id = entry.get('Id')
             index = ids.get(entry_id) if type(entry_id) is str else None
             if index is None:
-                raise MalformedAnswerError('an entry of %s has the Id %s, not one of the %d sent'
+                raise malformed('an entry of %s has the Id %s, not one of the %d sent'
                                            % (key, _shown(entry_id), len(ids)))
             if index in found[0] or index in found[1]:
-                raise MalformedAnswerError('the entry with the Id %r is named twice' % str(index))
+                raise malformed('the entry with the Id %r is named twice' % str(index))
             if not (_failure_shape(entry) if key == 'Failed'
                     else not success_field or type(entry.get(success_field)) is str):
-                raise MalformedAnswerError('the %s entry with the Id %r is not of its shape'
+                raise malformed('the %s entry with the Id %r is not of its shape'
                                            % (key, str(index)))
             entries[index] = entry
     return found
@@ -301,15 +310,15 @@ COUNT_ATTRIBUTES = {'visible': 'ApproximateNumberOfMessages',
 
 def queue_counts(attributes: Any) -> QueueCounts:
     """The counts in a GetQueueAttributes answer's ``Attributes`` (0 for one
-    not given); one that is not a whole number is a MalformedAnswerError."""
+    not given); one that is not a whole number is a :func:`malformed` error."""
     if type(attributes) is not dict:
-        raise MalformedAnswerError('Attributes is %s, not an object' % _kind(attributes))
+        raise malformed('Attributes is %s, not an object' % _kind(attributes))
     counts = {}
     for field, name in COUNT_ATTRIBUTES.items():
         value = attributes.get(name, '0')
         count = _whole(value, 0)
         if count is None:
-            raise MalformedAnswerError('%s is %s, not a whole number' % (name, _shown(value)))
+            raise malformed('%s is %s, not a whole number' % (name, _shown(value)))
         counts[field] = count
     return QueueCounts(**counts)
 

@@ -25,7 +25,6 @@ from kale.exceptions import (
     BatchSendError,
     EndpointUnreachableError,
     ImproperlyConfigured,
-    MalformedAnswerError,
     QueueNotFoundError,
     SQSError,
     ThrottledError,
@@ -190,9 +189,11 @@ class SQSTransport:
     def _errors(self, action: str, queue: str) -> Iterator[None]:
         try:
             yield
-        except (MalformedAnswerError, RecursionError) as exc:    # kale.transport.responses
-            raise MalformedAnswerError('%s on queue %r: the answer from %s is malformed: %s' % (
-                action, queue, self.endpoint, exc if isinstance(exc, MalformedAnswerError)
+        except (SQSError, RecursionError) as exc:   # kale.transport.responses.malformed
+            if isinstance(exc, SQSError) and exc.code != responses.MALFORMED_ANSWER:
+                raise
+            raise responses.malformed('%s on queue %r: the answer from %s is malformed: %s' % (
+                action, queue, self.endpoint, exc if isinstance(exc, SQSError)
                 else 'JSON nested too deeply to read')) from None
         except botocore.exceptions.ClientError as exc:
             error = exc.response.get('Error', {})
@@ -239,7 +240,7 @@ class SQSTransport:
         """``answer[path[0]][path[1]]...``, of type ``kind``. An answer cut
         short parses as an empty one without error; a field it lacks is a
         retryable SQSError (code NO_ANSWER), not a KeyError: the request may
-        have been applied. One not of its type is a MalformedAnswerError."""
+        have been applied. One not of its type is responses.malformed."""
         with self._errors(action, queue):
             value = responses.field(answer, path, kind)
         if value is None:

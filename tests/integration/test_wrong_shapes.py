@@ -1,14 +1,15 @@
 """An endpoint that answers 200 with the wrong shape (bench/faults.py's
 ``wrong_shape``, in front of the embedded endpoint): every request of the
-SQS transport, sent directly or through botocore, fails with one
-MalformedAnswerError line naming the request, and a message received in such
+SQS transport, sent directly or through botocore, fails with one retryable
+SQSError line (code MalformedAnswer) naming the request, and a message received in such
 an answer is left to its visibility timeout."""
 import pytest
 
 from bench.faults import WRONG_SHAPES, FaultProxy
 from kale.conf import settings
-from kale.exceptions import MalformedAnswerError
+from kale.exceptions import SQSError
 from kale.transport import OutgoingMessage, VisibilityChange
+from kale.transport.responses import MALFORMED_ANSWER
 from kale.transport.sqs import SQSTransport
 from tests.support.processes import wait_for
 
@@ -42,12 +43,13 @@ def each_shape_fails(proxy, transport, operation, queue, call):
     shapes = WRONG_SHAPES[operation]
     proxy.inject('wrong_shape', 60, probability=1.0, operations=[operation])
     for _ in shapes:
-        with pytest.raises(MalformedAnswerError) as raised:
+        with pytest.raises(SQSError) as raised:
             call()
         text = str(raised.value)
         assert text.startswith('%s on queue %r: the answer from %s is malformed: '
                                % (operation, queue, proxy.url)), text
         assert '\n' not in text and raised.value.retryable
+        assert raised.value.code == MALFORMED_ANSWER
     proxy.calm()
     assert {name: proxy.shapes[(operation, name)] for name in shapes} == dict.fromkeys(shapes, 1)
 
