@@ -27,12 +27,17 @@ A fault is a burst: for ``seconds``, each request whose operation is among
     part of a batch fails), so what the answer says is what happened. On a
     FIFO queue a failed entry fails the later entries of its group too, so
     the group's order holds.
+``wrong_shape``
+    forwarded and applied, then its 200 answer is replaced by one of the
+    wrong shape for its operation (the shapes of :data:`WRONG_SHAPES`, in
+    turn): what a faulty or hostile endpoint might send.
 
 Requests in the JSON protocol (``X-Amz-Target: AmazonSQS.Operation``) and in
 the query protocol (``Action=Operation``) are understood; every other
 request (S3) is forwarded untouched. :attr:`FaultProxy.met` counts the
 faults met by kind and operation, :attr:`FaultProxy.applied_unanswered`
-the requests that were applied but whose answer never arrived whole.
+the requests that were applied but whose answer never arrived whole,
+:attr:`FaultProxy.shapes` the wrong shapes sent by operation and shape.
 """
 from __future__ import annotations
 
@@ -48,7 +53,8 @@ import time
 from typing import Iterable, Optional
 from urllib.parse import parse_qs, urlparse
 
-KINDS = ('throttle', 'server_error', 'slow', 'lost_answer', 'cut_answer', 'partial_batch')
+KINDS = ('throttle', 'server_error', 'slow', 'lost_answer', 'cut_answer', 'partial_batch',
+         'wrong_shape')
 BATCH_OPERATIONS = frozenset({'SendMessageBatch', 'DeleteMessageBatch',
                               'ChangeMessageVisibilityBatch'})
 HOP_HEADERS = frozenset({'connection', 'keep-alive', 'transfer-encoding', 'proxy-connection'})
@@ -74,6 +80,7 @@ class FaultProxy:
         self.met: collections.Counter[tuple[str, str]] = collections.Counter()
         self.applied_unanswered: collections.Counter[str] = collections.Counter()
         self.requests: collections.Counter[str] = collections.Counter()
+        self.shapes: collections.Counter[tuple[str, str]] = collections.Counter()
         self.server: Optional[http.server.ThreadingHTTPServer] = None
         self.url = ''
 
@@ -141,6 +148,19 @@ class FaultProxy:
             failing = {i for i in range(count) if self.rng.random() < 0.4}
             return failing or {self.rng.randrange(count)}
 
+    def wrong_shape(self, operation: str, answer: bytes) -> bytes:
+        """The next wrong shape of ``operation``'s answer (in turn), made from ``answer``."""
+        shapes = WRONG_SHAPES.get(operation, DEFAULT_SHAPES)
+        with self._lock:
+            turn = sum(self.shapes[(operation, name)] for name in shapes)
+            name = list(shapes)[turn % len(shapes)]
+            self.shapes[(operation, name)] += 1
+        try:
+            found = json.loads(answer or b'{}')
+        except ValueError:
+            found = {}
+        return shapes[name](found if isinstance(found, dict) else {})
+
     def summary(self) -> dict[str, int]:
         """Faults met, by kind."""
         by_kind: collections.Counter[str] = collections.Counter()
@@ -204,6 +224,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             found['Failed'] = list(found.get('Failed') or []) + failed
             found.setdefault('Successful', [])
             answer = json.dumps(found).encode()
+        if fault == 'wrong_shape' and status == 200:
+            answer = self.owner.wrong_shape(operation, answer)
         if fault == 'lost_answer':
             self.owner.applied_unanswered[operation] += 1
             self.close_connection = True
@@ -290,6 +312,63 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != 'HEAD':
             self.wfile.write(body)
+
+
+# --- answers of the wrong shape -------------------------------------------------------
+
+#: Deeper than any parser's recursion limit.
+DEEP = 100_000
+
+
+def _deep(found: dict) -> bytes:
+    return b'{"Messages": ' + b'[' * DEEP + b']' * DEEP + b'}'
+
+
+def _messages(found: dict) -> list:
+    """The answer's messages, or a made-up one where it has none."""
+    return list(found.get('Messages') or [{'MessageId': 'made-up', 'ReceiptHandle': 'made-up',
+                                           'Body': 'made-up'}])
+
+
+def _messages_a_string(found: dict) -> bytes:
+    return json.dumps({'Messages': json.dumps(_messages(found))}).encode()
+
+
+def _no_message_id(found: dict) -> bytes:
+    return json.dumps({'Messages': [{k: v for k, v in m.items() if k != 'MessageId'}
+                                    for m in _messages(found)]}).encode()
+
+
+def _count_not_a_number(found: dict) -> bytes:
+    return json.dumps({'Messages': [dict(m, Attributes=dict(m.get('Attributes') or {},
+                                                             ApproximateReceiveCount='many'))
+                                    for m in _messages(found)]}).encode()
+
+
+def _entry_ids(found: dict, make_id) -> bytes:
+    """A batch answer whose entries' ids are ``make_id(id)`` (one made up where it names none)."""
+    successful = list(found.get('Successful') or []) or [{'Id': '0', 'MessageId': 'made-up'}]
+    return json.dumps({'Successful': [dict(e, Id=make_id(str(e.get('Id')))) for e in successful],
+                       'Failed': found.get('Failed') or []}).encode()
+
+
+#: The wrong shapes of each operation's answer, by name.
+WRONG_SHAPES = {
+    'ReceiveMessage': {'messages_a_string': _messages_a_string, 'no_message_id': _no_message_id,
+                       'count_not_a_number': _count_not_a_number, 'deep_nesting': _deep},
+    'SendMessage': {'message_id_a_number': lambda found: b'{"MessageId": 12345}',
+                    'deep_nesting': _deep},
+    'GetQueueAttributes': {'count_not_a_number': lambda found: json.dumps({'Attributes': {
+        name: 'lots' for name in (found.get('Attributes') or {'ApproximateNumberOfMessages': 0})
+    }}).encode(), 'attributes_a_list': lambda found: b'{"Attributes": []}'},
+    'GetQueueUrl': {'url_an_object': lambda found: b'{"QueueUrl": {}}'},
+    **{operation: {'id_not_a_number': lambda found: _entry_ids(found, lambda i: 'x' + i),
+                   'id_out_of_range': lambda found: _entry_ids(found, lambda i: str(int(i) + 99)
+                                                               if i.isdigit() else '99'),
+                   'deep_nesting': _deep}
+       for operation in BATCH_OPERATIONS},
+}
+DEFAULT_SHAPES = {'deep_nesting': _deep}
 
 
 def operation_of(target: str, body: bytes) -> str:

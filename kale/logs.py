@@ -6,7 +6,14 @@ libraries (botocore, boto3, urllib3) stay at WARNING unless
 credentials, session tokens and message bodies. Even then,
 :class:`RedactingFilter` blanks the ``Authorization`` and
 ``X-Amz-Security-Token`` headers, ``Credential=`` and ``Signature=`` values,
-and message bodies, in whatever those libraries log.
+the signature botocore's SigV4 signer logs, and message bodies, in whatever
+those libraries log. It sits on the handler :func:`configure` installs, and
+(:func:`redact_aws_loggers`, called whenever Kale builds an AWS client) on
+the AWS libraries' own loggers, so that an application's own logging setup,
+a plain ``logging.basicConfig(level=logging.DEBUG)``, shows none of them
+either: a filter on a logger applies only to the records of that logger,
+not of its children, so it goes on each of them (botocore.auth,
+botocore.endpoint, urllib3.connectionpool, ...).
 
 Kale's own log lines carry task ids, names and queues, never arguments. A
 failed run's line carries its exception's type, and its message too unless
@@ -57,8 +64,11 @@ _PATTERNS = [
     # Canonical requests: one header a line, 'x-amz-security-token:...'
     re.compile(r'(?P<keep>x-amz-security-token:)(?P<secret>\S+)', re.IGNORECASE),
     re.compile(r'(?P<keep>Credential=)(?P<secret>[^,\s\'"]+)'),
-    re.compile(r'(?P<keep>Signature=)(?P<secret>[0-9a-fA-F]+)'),
+    re.compile(r'(?P<keep>Signature=)(?P<secret>[^,&\s\'"]+)'),
+    # botocore.auth logs 'Signature:\n<hex>' for every request it signs.
+    re.compile(r'(?P<keep>\bSignature:\s*)(?P<secret>[0-9A-Za-z+/=]+)'),
     re.compile(r'(?P<keep>X-Amz-Credential=)(?P<secret>[^&\s\'"]+)', re.IGNORECASE),
+    re.compile(r'(?P<keep>X-Amz-Security-Token=)(?P<secret>[^&\s\'"]+)', re.IGNORECASE),
     # Message bodies, in request parameters and JSON requests and responses.
     re.compile(r"""(?P<keep>\\?['"](?:MessageBody|Body)\\?['"]\s*:\s*\\?['"])"""
                r"""(?P<secret>(?:\\\\.|[^'"\\])*)"""),
@@ -82,6 +92,23 @@ class RedactingFilter(logging.Filter):
             if cleaned != message:
                 record.msg, record.args = cleaned, None
         return True
+
+
+#: The filter :func:`redact_aws_loggers` puts on the AWS libraries' loggers.
+AWS_LOGGER_FILTER = RedactingFilter()
+
+
+def redact_aws_loggers() -> None:
+    """Put :data:`AWS_LOGGER_FILTER` on every logger of the AWS libraries
+    there is now (once each): their records are redacted whatever handlers
+    the application configured. Their modules make their loggers when
+    imported, all of them by the time a client is built."""
+    loggers = logging.Logger.manager.loggerDict
+    for name in list(AWS_LOGGERS) + [name for name in list(loggers)
+                                     if name.split('.', 1)[0] in AWS_LOGGERS]:
+        logger = logging.getLogger(name)
+        if AWS_LOGGER_FILTER not in logger.filters:
+            logger.addFilter(AWS_LOGGER_FILTER)
 
 
 # --- the task a worker is running, and the worker ---------------------------
@@ -185,4 +212,5 @@ def configure(level: str = 'INFO', aws_level: str = 'WARNING',
     logging.getLogger('kale').setLevel(level)
     for name in AWS_LOGGERS:
         logging.getLogger(name).setLevel(aws_level)
+    redact_aws_loggers()
     return handler

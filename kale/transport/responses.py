@@ -1,4 +1,5 @@
-"""Reading the answers of SQS's hot operations without botocore's generic parser.
+"""Reading the answers of SQS's hot operations without botocore's generic parser,
+and refusing those of the wrong shape.
 
 botocore turns every JSON answer into Python by walking the operation's
 output model, field by field. For the requests a worker and a publisher make
@@ -14,9 +15,26 @@ result to botocore as the "customized" part of the response, and leaves
 botocore an empty object to walk. The one binary field
 (``MessageAttributes.*.BinaryValue``) is base64-decoded as botocore would.
 Error answers, and answers in the older XML protocol, go through botocore's
-parser as before. Nothing is checked less: botocore does not validate an
-answer's fields either, and a body's integrity is the signature's job (see
+parser as before. A body's integrity is the signature's job (see
 :mod:`kale.codec.sign`), not SQS's MD5.
+
+**The answer's shape.** Nothing in an answer is trusted to have the shape
+SQS gives it. A 200 answer of another shape (``Messages`` a string, a
+message without its ``MessageId``, a receive count that is not a number, a
+batch entry whose ``Id`` is not one sent, JSON nested past the recursion
+limit) raised a ``KeyError``, ``TypeError``, ``ValueError`` or
+``RecursionError`` from wherever Kale or botocore's parser read it, and
+stopped the worker. The readers here check what Kale uses of an answer as
+they read it and raise :func:`malformed`: a retryable SQSError, code
+``MalformedAnswer``, naming what is wrong, never the values (they may be
+payloads). The request failed, the transport says so in one line, and the
+worker backs off as for an endpoint fault, leaving the messages involved to
+SQS's visibility timeout.
+The transport's other requests (the queue's URL, attributes and counts) are
+read here too, for the same reason, and an error answer botocore's parser
+could not read reaches it empty (an error named by its HTTP status). The
+checks are type tests on the fields read, a few tenths of a microsecond a
+message.
 """
 from __future__ import annotations
 
@@ -25,79 +43,174 @@ import json
 from typing import Any, Optional, Sequence
 
 from kale import speed
-from kale.transport import ReceivedMessage
+from kale.exceptions import SQSError
+from kale.transport import QueueCounts, ReceivedMessage
 
 #: Operations whose successful answers are read by :func:`read_json_answer`.
 OPERATIONS = ('ReceiveMessage', 'DeleteMessageBatch', 'SendMessage', 'SendMessageBatch',
               'ChangeMessageVisibilityBatch')
+#: The other requests the transport makes: their answers hold only strings
+#: and maps too, and are read the same way, so that one of the wrong shape
+#: meets Kale's checks rather than botocore's parser (which raises
+#: AttributeError on a string where its model has a map).
+QUEUE_OPERATIONS = ('GetQueueUrl', 'CreateQueue', 'GetQueueAttributes')
 _EMPTY = b'{}'
+#: The code of the SQSError for an answer of the wrong shape (retryable).
+MALFORMED_ANSWER = 'MalformedAnswer'
+
+
+def malformed(detail: str) -> SQSError:
+    """The error for an answer of the wrong shape, ``detail`` saying what is
+    wrong: the request failed and may be tried again, as after a 500."""
+    return SQSError(detail, MALFORMED_ANSWER, retryable=True)
 
 
 def read_json_answer(response_dict: dict[str, Any], customized_response_dict: dict[str, Any],
-                     **kwargs: Any) -> None:
-    """botocore ``before-parse`` handler: decode a 200 JSON answer here."""
+                     operation_model: Any = None, **kwargs: Any) -> None:
+    """botocore ``before-parse`` handler: decode a 200 JSON answer here, so
+    that botocore's parser, which raises AttributeError or UnicodeDecodeError
+    on a body of another shape, never walks one. A 200 body that is not JSON
+    (an answer cut short) becomes an empty answer, as botocore's parser makes
+    of it. An error answer that parser could not read is handed to it empty:
+    the request fails with the HTTP status as its code. Answers in the older
+    XML protocol are botocore's to read."""
+    if getattr(operation_model, 'metadata', {}).get('protocol') != 'json':
+        return
     body = response_dict.get('body')
     if response_dict.get('status_code') != 200:
+        if not _error_shape(body):
+            response_dict['body'] = b''
         return
     answer = json_answer(body)
-    if answer is None:
-        return                  # botocore's parser says what is wrong with it
-    customized_response_dict.update(answer)
+    if answer is not None:
+        customized_response_dict.update(answer)
     response_dict['body'] = _EMPTY
 
 
 def json_answer(body: Optional[bytes]) -> Optional[dict[str, Any]]:
     """A successful answer's body as botocore's client gives it (binary
-    attribute values decoded), or None when it is not a JSON object."""
-    if not body or body[:1] != b'{':
+    attribute values decoded), or None when it is not JSON (an answer cut
+    short: the caller treats it as one that says nothing). JSON that is not
+    an object, or is nested too deeply to read, is a :func:`malformed` error."""
+    if not body:
         return None
     try:
         answer = json.loads(body)
     except ValueError:
         return None
+    except RecursionError:
+        raise malformed('JSON nested too deeply to read') from None
     if type(answer) is not dict:
-        return None
+        raise malformed('the answer is %s, not an object' % _kind(answer))
+    # botocore fills this in itself, and reads it back as a map.
+    answer.pop('ResponseMetadata', None)
     decode_binary_values(answer)
     return answer
 
 
+def _error_shape(body: Optional[bytes]) -> bool:
+    """Whether botocore's parser can read an error answer's ``body``: none,
+    UTF-8 that is not JSON (it keeps the text as the message), or a JSON
+    object whose code and message are strings."""
+    if not body:
+        return True
+    try:
+        error = json.loads(body.decode('utf-8'))
+    except UnicodeDecodeError:
+        return False
+    except ValueError:
+        return True
+    except RecursionError:
+        return False
+    return type(error) is dict and all(type(error.get(key, '')) is str
+                                       for key in ('__type', 'message', 'Message'))
+
+
 def decode_binary_values(answer: dict[str, Any]) -> None:
-    """Base64-decode, in place, the binary attribute values of the answer's messages."""
-    for message in answer.get('Messages') or ():
-        for value in (message.get('MessageAttributes') or {}).values():
-            if 'BinaryValue' in value:
-                value['BinaryValue'] = base64.b64decode(value['BinaryValue'])
+    """Base64-decode, in place, the binary attribute values of the answer's
+    messages (messages of the wrong shape are left to :func:`received_messages`)."""
+    messages = answer.get('Messages')
+    if type(messages) is not list:
+        return
+    for message in messages:
+        named = message.get('MessageAttributes') if type(message) is dict else None
+        if type(named) is not dict:
+            continue
+        for name, value in named.items():
+            if type(value) is dict and 'BinaryValue' in value:
+                try:
+                    value['BinaryValue'] = base64.b64decode(value['BinaryValue'])
+                except (TypeError, ValueError):
+                    raise malformed('the BinaryValue of message attribute %s is not '
+                                               'base64' % _shown(name)) from None
 
 
 def install(client: Any) -> None:
-    """Read the hot operations' answers of ``client`` (a boto3 SQS client
-    built by Kale) with :func:`read_json_answer`."""
-    for operation in OPERATIONS:
+    """Read the answers of ``client`` (a boto3 SQS client built by Kale) to
+    the transport's requests with :func:`read_json_answer`."""
+    for operation in OPERATIONS + QUEUE_OPERATIONS:
         client.meta.events.register('before-parse.sqs.%s' % operation, read_json_answer,
                                     unique_id='kale-read-json-%s' % operation)
+
+
+def field(answer: Any, path: Sequence[str], kind: type) -> Any:
+    """``answer[path[0]][path[1]]...`` when it is of type ``kind``; None when
+    a field is missing (an answer cut short). A field on the way that is not
+    an object, or the last not of its ``kind``, is a :func:`malformed` error."""
+    value = answer
+    for depth, key in enumerate(path):
+        if type(value) is not dict:
+            raise malformed('%s is %s, not an object'
+                                       % ('.'.join(path[:depth]) or 'the answer', _kind(value)))
+        if key not in value:
+            return None
+        value = value[key]
+    if type(value) is not kind:
+        raise malformed('%s is %s, not %s' % ('.'.join(path), _kind(value),
+                                                         _kind(kind())))
+    return value
 
 
 def received_messages(answer: dict[str, Any], attribute_names: Sequence[str],
                       now_ms: float) -> list[ReceivedMessage]:
     """The messages of a ReceiveMessage answer, with the message attributes
     asked for (``attribute_names``; ``'All'``) and their receive bookkeeping
-    (``now_ms``: this machine's epoch milliseconds at the answer)."""
+    (``now_ms``: this machine's epoch milliseconds at the answer). An answer
+    of the wrong shape is a :func:`malformed` error: none of its messages is
+    used, and each is received again at the end of its visibility timeout."""
     wanted = None if 'All' in attribute_names else set(attribute_names)
+    messages = answer.get('Messages')
+    if messages is None:
+        return []
+    if type(messages) is not list:
+        raise malformed('Messages is %s, not a list' % _kind(messages))
     received = []
-    for raw in answer.get('Messages', ()):
-        system = raw.get('Attributes') or _NO_ATTRIBUTES
-        count = system.get('ApproximateReceiveCount', '1')
-        # Some emulators send every attribute whatever was asked: keep what was.
-        named = raw.get('MessageAttributes')
+    for raw in messages:
+        # Read as if of the right shape (the checks cost a few tenths of a µs
+        # a message); anything amiss is diagnosed by _message_problem.
+        try:
+            message_id, handle, body = raw['MessageId'], raw['ReceiptHandle'], raw['Body']
+            system = raw.get('Attributes') or _NO_ATTRIBUTES
+            count = system.get('ApproximateReceiveCount', '1')
+            group = system.get('MessageGroupId', '')
+            # Some emulators send every attribute whatever was asked: keep what was.
+            named = raw.get('MessageAttributes')
+            attributes = {name: value.get('StringValue', '') for name, value in named.items()
+                          if wanted is None or name in wanted} \
+                if named and wanted != set() else {}
+            ''.join(attributes.values())    # a TypeError unless each value is a string
+        except (KeyError, TypeError, AttributeError):
+            raise malformed(_message_problem(raw, wanted)) from None
+        receive_count = 1 if count == '1' else _whole(count, 1)
+        if receive_count is None or type(message_id) is not str or type(handle) is not str \
+                or type(body) is not str or type(group) is not str:
+            raise malformed(_message_problem(raw, wanted))
         received.append(speed.build(ReceivedMessage, {      # every field (see kale.speed)
-            'message_id': raw['MessageId'], 'receipt_handle': raw['ReceiptHandle'],
-            'body': raw['Body'],
-            'attributes': {name: value.get('StringValue', '') for name, value in named.items()
-                           if wanted is None or name in wanted} if named and wanted != set()
-            else {},
-            'receive_count': 1 if count == '1' else int(count),
-            'group_id': system.get('MessageGroupId', ''),
-            'since_first_receive_sec': 0.0 if count == '1'
+            'message_id': message_id, 'receipt_handle': handle, 'body': body,
+            'attributes': attributes,
+            'receive_count': receive_count,
+            'group_id': group,
+            'since_first_receive_sec': 0.0 if receive_count == 1
             else _since_first_receive(system, now_ms)}))
     return received
 
@@ -105,12 +218,131 @@ def received_messages(answer: dict[str, Any], attribute_names: Sequence[str],
 _NO_ATTRIBUTES: dict[str, str] = {}
 
 
-def _since_first_receive(attributes: dict[str, str], now_ms: float) -> Optional[float]:
-    """Seconds since a message's first receive, from its SQS attributes (0 on
-    its first receive; None when the endpoint did not say)."""
-    if attributes.get('ApproximateReceiveCount', '1') == '1':
-        return 0.0
+def _message_problem(raw: Any, wanted: Optional[set[str]]) -> str:
+    """What is wrong with a received message: the line of its :func:`malformed` error."""
+    if type(raw) is not dict:
+        return 'a message is %s, not an object' % _kind(raw)
+    message_id = raw.get('MessageId')
+    lacking = [name for name in ('MessageId', 'ReceiptHandle', 'Body')
+               if type(raw.get(name)) is not str]
+    if lacking:
+        which = 'message %s' % _shown(message_id) if type(message_id) is str else 'a message'
+        return '%s has no %s (as a string)' % (which, ', '.join(lacking))
+    which = 'message %s' % _shown(message_id)
+    system = raw.get('Attributes') or _NO_ATTRIBUTES
+    if type(system) is not dict:
+        return '%s: Attributes is %s, not an object' % (which, _kind(system))
+    count = system.get('ApproximateReceiveCount', '1')
+    if count != '1' and _whole(count, 1) is None:
+        return '%s: ApproximateReceiveCount is %s, not a whole number from 1' % (
+            which, _shown(count))
+    if type(system.get('MessageGroupId', '')) is not str:
+        return '%s: MessageGroupId is %s, not a string' % (
+            which, _kind(system.get('MessageGroupId')))
+    named = raw.get('MessageAttributes')
+    if named and type(named) is not dict:
+        return '%s: MessageAttributes is %s, not an object' % (which, _kind(named))
+    for name, value in (named or {}).items():
+        if (wanted is None or name in wanted) and (
+                type(value) is not dict or type(value.get('StringValue', '')) is not str):
+            return '%s: message attribute %s is not an object with a string StringValue' % (
+                which, _shown(name))
+    return '%s is not of its shape' % which
+
+
+def _since_first_receive(attributes: dict[str, Any], now_ms: float) -> Optional[float]:
+    """Seconds since a message's first receive (not its first), from its SQS
+    attributes; None when the endpoint did not say, or not as a number."""
     first = attributes.get('ApproximateFirstReceiveTimestamp')
-    if not first or not first.isdigit():
+    if type(first) is not str or not first.isdecimal() or len(first) > 18:
         return None
     return max(0.0, (now_ms - int(first)) / 1000.0)
+
+
+def batch_entries(answer: dict[str, Any], sent: Sequence[int], success_field: str = ''
+                  ) -> tuple[dict[int, dict[str, Any]], dict[int, dict[str, Any]]]:
+    """The entries a batch answer names, as ({index: entry} of ``Successful``,
+    {index: entry} of ``Failed``), for a request whose entries had the ids
+    ``str(i)`` for each ``i`` in ``sent``. An entry the answer does not name
+    is in neither (an answer cut short). An answer whose lists or entries are
+    not of their shape, that names an id not sent or names one twice, or
+    (``success_field``: ``MessageId``) a successful entry without that
+    string, is a :func:`malformed` error."""
+    ids = {str(index): index for index in sent}
+    found: tuple[dict[int, dict[str, Any]], dict[int, dict[str, Any]]] = ({}, {})
+    for key, entries in zip(('Successful', 'Failed'), found, strict=True):
+        listed = answer.get(key)
+        if listed is None:
+            continue
+        if type(listed) is not list:
+            raise malformed('%s is %s, not a list' % (key, _kind(listed)))
+        for entry in listed:
+            if type(entry) is not dict:
+                raise malformed('an entry of %s is %s, not an object'
+                                           % (key, _kind(entry)))
+            entry_id = entry.get('Id')
+            index = ids.get(entry_id) if type(entry_id) is str else None
+            if index is None:
+                raise malformed('an entry of %s has the Id %s, not one of the %d sent'
+                                           % (key, _shown(entry_id), len(ids)))
+            if index in found[0] or index in found[1]:
+                raise malformed('the entry with the Id %r is named twice' % str(index))
+            if not (_failure_shape(entry) if key == 'Failed'
+                    else not success_field or type(entry.get(success_field)) is str):
+                raise malformed('the %s entry with the Id %r is not of its shape'
+                                           % (key, str(index)))
+            entries[index] = entry
+    return found
+
+
+def _failure_shape(entry: dict[str, Any]) -> bool:
+    """Whether a Failed entry's Code and Message are strings and its
+    SenderFault a boolean, where given."""
+    return type(entry.get('Code', '')) is str and type(entry.get('Message', '')) is str \
+        and type(entry.get('SenderFault', False)) is bool
+
+
+#: The counts of GetQueueAttributes, by QueueCounts field.
+COUNT_ATTRIBUTES = {'visible': 'ApproximateNumberOfMessages',
+                    'in_flight': 'ApproximateNumberOfMessagesNotVisible',
+                    'delayed': 'ApproximateNumberOfMessagesDelayed'}
+
+
+def queue_counts(attributes: Any) -> QueueCounts:
+    """The counts in a GetQueueAttributes answer's ``Attributes`` (0 for one
+    not given); one that is not a whole number is a :func:`malformed` error."""
+    if type(attributes) is not dict:
+        raise malformed('Attributes is %s, not an object' % _kind(attributes))
+    counts = {}
+    for field, name in COUNT_ATTRIBUTES.items():
+        value = attributes.get(name, '0')
+        count = _whole(value, 0)
+        if count is None:
+            raise malformed('%s is %s, not a whole number' % (name, _shown(value)))
+        counts[field] = count
+    return QueueCounts(**counts)
+
+
+def _whole(value: Any, least: int) -> Optional[int]:
+    """``value``, a string of 1 to 18 decimal digits, as a number of at least
+    ``least``; None for anything else."""
+    if type(value) is str and 0 < len(value) <= 18 and value.isdecimal():
+        number = int(value)
+        if number >= least:
+            return number
+    return None
+
+
+def _kind(value: Any) -> str:
+    """A value's JSON kind, for a line about it (never the value: it may be a payload)."""
+    return {dict: 'an object', list: 'a list', str: 'a string', bool: 'a boolean',
+            int: 'a number', float: 'a number', type(None): 'null'}.get(type(value), 'a value')
+
+
+def _shown(value: Any) -> str:
+    """A short id, name or number, quoted, for a line; another value by its kind."""
+    if type(value) is str:
+        return repr(value if len(value) <= 40 else value[:37] + '...')
+    if type(value) in (int, float, bool):
+        return repr(value)[:40]
+    return _kind(value)

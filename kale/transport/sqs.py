@@ -29,6 +29,7 @@ from kale.exceptions import (
     SQSError,
     ThrottledError,
 )
+from kale.logs import redact_aws_loggers
 from kale.transport import (
     MAX_BATCH_ENTRIES,
     MAX_LONG_POLL_SEC,
@@ -82,7 +83,9 @@ COMMAND_LONG_POLL_SEC = 1
 def aws_session(endpoint: str, config: kale_config.Config) -> tuple[Any, str]:
     """A boto3 session with the AWS_* settings (empty ones left to boto3's
     chain), and its region: ``us-east-1`` with a custom ``endpoint`` and no
-    region anywhere. The SQS client and the payload store's S3 client share it."""
+    region anywhere. Every client Kale builds starts here, and from here on
+    the AWS libraries' debug lines are redacted (kale.logs.redact_aws_loggers)."""
+    redact_aws_loggers()
     session = boto3.session.Session(
         aws_access_key_id=config.AWS_ACCESS_KEY_ID or None,
         aws_secret_access_key=config.AWS_SECRET_ACCESS_KEY or None,
@@ -186,6 +189,12 @@ class SQSTransport:
     def _errors(self, action: str, queue: str) -> Iterator[None]:
         try:
             yield
+        except (SQSError, RecursionError) as exc:   # kale.transport.responses.malformed
+            if isinstance(exc, SQSError) and exc.code != responses.MALFORMED_ANSWER:
+                raise
+            raise responses.malformed('%s on queue %r: the answer from %s is malformed: %s' % (
+                action, queue, self.endpoint, exc if isinstance(exc, SQSError)
+                else 'JSON nested too deeply to read')) from None
         except botocore.exceptions.ClientError as exc:
             error = exc.response.get('Error', {})
             code = error.get('Code', '') or ''
@@ -220,22 +229,23 @@ class SQSTransport:
                  **kwargs: Any) -> Any:
         """One of the hot requests (kale.transport.direct.OPERATIONS): built
         here when it can be, else (and when that fails) through botocore."""
-        if self.direct is not None:
-            answer = self.direct.call(action, kwargs)
-            if answer is not None:
-                return answer
-        return self._call(action, queue, method, **kwargs)
+        with self._errors(action, queue):
+            if self.direct is not None:
+                answer = self.direct.call(action, kwargs)
+                if answer is not None:
+                    return answer
+            return method(**kwargs)
 
-    def _field(self, action: str, queue: str, answer: Any, *path: str) -> Any:
-        """``answer[path[0]][path[1]]...``. An answer cut short parses as an
-        empty one without error; a field it lacks is a retryable SQSError
-        (code NO_ANSWER), not a KeyError: the request may have been applied."""
-        value = answer
-        for key in path:
-            if not isinstance(value, dict) or key not in value:
-                raise SQSError('%s on queue %r: the answer from %s has no %s (cut short?)'
-                               % (action, queue, self.endpoint, key), NO_ANSWER, retryable=True)
-            value = value[key]
+    def _field(self, action: str, queue: str, answer: Any, *path: str, kind: type = str) -> Any:
+        """``answer[path[0]][path[1]]...``, of type ``kind``. An answer cut
+        short parses as an empty one without error; a field it lacks is a
+        retryable SQSError (code NO_ANSWER), not a KeyError: the request may
+        have been applied. One not of its type is responses.malformed."""
+        with self._errors(action, queue):
+            value = responses.field(answer, path, kind)
+        if value is None:
+            raise SQSError('%s on queue %r: the answer from %s has no %s (cut short?)'
+                           % (action, queue, self.endpoint, path[-1]), NO_ANSWER, retryable=True)
         return value
 
     def url(self, queue: str) -> str:
@@ -290,10 +300,9 @@ class SQSTransport:
             'GetQueueAttributes', queue, self.client.get_queue_attributes, QueueUrl=self.url(queue),
             AttributeNames=['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible',
                             'ApproximateNumberOfMessagesDelayed'])
-        attributes = self._field('GetQueueAttributes', queue, answer, 'Attributes')
-        return QueueCounts(visible=int(attributes.get('ApproximateNumberOfMessages', 0)),
-                           in_flight=int(attributes.get('ApproximateNumberOfMessagesNotVisible', 0)),
-                           delayed=int(attributes.get('ApproximateNumberOfMessagesDelayed', 0)))
+        attributes = self._field('GetQueueAttributes', queue, answer, 'Attributes', kind=dict)
+        with self._errors('GetQueueAttributes', queue):
+            return responses.queue_counts(attributes)
 
     def purge(self, queue: str) -> None:
         self._call('PurgeQueue', queue, self.client.purge_queue, QueueUrl=self.url(queue))
@@ -337,15 +346,13 @@ class SQSTransport:
             response = self._request('SendMessageBatch', queue, self.client.send_message_batch,
                                      QueueUrl=self.url(queue),
                                      Entries=[send_entry(i, messages[i]) for i in pending])
-            answered = set()
-            for ok in response.get('Successful', []):
-                ids[int(ok['Id'])] = ok['MessageId']
-                failed.pop(int(ok['Id']), None)
-                answered.add(int(ok['Id']))
+            with self._errors('SendMessageBatch', queue):
+                sent, refused = responses.batch_entries(response, pending, 'MessageId')
+            for index, ok in sent.items():
+                ids[index] = ok['MessageId']
+                failed.pop(index, None)
             retry = []
-            for bad in response.get('Failed', []):
-                index = int(bad['Id'])
-                answered.add(index)
+            for index, bad in refused.items():
                 failed[index] = (bad.get('Code', ''), bad.get('Message', ''))
                 if not bad.get('SenderFault'):
                     retry.append(index)
@@ -353,7 +360,7 @@ class SQSTransport:
             # it does not name may or may not have been sent, so it is sent
             # again (the same body, the same task id: at worst a duplicate).
             for index in pending:
-                if index not in answered:
+                if index not in sent and index not in refused:
                     failed[index] = (NO_ANSWER, 'the answer does not say whether it was sent')
                     retry.append(index)
             if not retry:
@@ -376,7 +383,8 @@ class SQSTransport:
             # (a FIFO queue's, or a fair queue's tenant), as every field costs
             # parsing.
             MessageSystemAttributeNames=_SYSTEM_ATTRIBUTES)
-        return responses.received_messages(response, attribute_names, time.time() * 1000.0)
+        with self._errors('ReceiveMessage', queue):
+            return responses.received_messages(response, attribute_names, time.time() * 1000.0)
 
     def _batched(self, action: str, queue: str, method: Callable[..., Any],
                  entries: list[dict[str, Any]]) -> list[str]:
@@ -406,19 +414,18 @@ class SQSTransport:
         returns the entries to try again."""
         response = self._request(action, queue, method, QueueUrl=self.url(queue),
                                  Entries=[dict(entry, Id=str(i)) for i, entry in enumerate(chunk)])
-        done = {str(ok.get('Id')) for ok in response.get('Successful', [])}
+        with self._errors(action, queue):
+            done, refused = responses.batch_entries(response, range(len(chunk)))
         retry = []
-        for bad in response.get('Failed', []):
-            entry = chunk[int(bad['Id'])]
-            done.add(str(bad['Id']))
+        for index, bad in refused.items():
             if bad.get('SenderFault'):
                 logger.warning('%s on queue %s: entry failed: %s', action, queue, bad.get('Code'))
-                failed.append(entry['ReceiptHandle'])
+                failed.append(chunk[index]['ReceiptHandle'])
             else:
-                retry.append(entry)
+                retry.append(chunk[index])
         # An entry the answer does not name (an answer cut short) is tried
         # again: deleting or changing a message twice is harmless.
-        retry.extend(entry for i, entry in enumerate(chunk) if str(i) not in done)
+        retry.extend(entry for i, entry in enumerate(chunk) if i not in done and i not in refused)
         return retry
 
     def delete_batch(self, queue: str, receipt_handles: Sequence[str]) -> list[str]:

@@ -2,6 +2,7 @@
 import io
 import logging
 import os
+import re
 import subprocess
 import sys
 
@@ -9,6 +10,8 @@ import pytest
 
 from kale import logs
 from kale.conf import settings
+from kale.transport import OutgoingMessage
+from kale.transport.sqs import SQSTransport
 from tests import tasks
 from tests.support.endpoint import ROOT, subprocess_env
 
@@ -43,6 +46,70 @@ def test_even_at_debug_no_credential_token_or_argument_is_logged(sqs, log_output
         assert secret not in text
 
 
+@pytest.fixture
+def plain_debug_logging():
+    """What ``logging.basicConfig(level=logging.DEBUG)`` gives a fresh process:
+    a plain handler on the root logger, at DEBUG, and the AWS libraries'
+    loggers at NOTSET (no level of their own). No filter of Kale's."""
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    root = logging.getLogger()
+    levels = {name: logging.getLogger(name).level for name in ('', *logs.AWS_LOGGERS)}
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+    for name in logs.AWS_LOGGERS:
+        logging.getLogger(name).setLevel(logging.NOTSET)
+    yield stream
+    root.removeHandler(handler)
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
+
+
+def signed_requests(direct):
+    """Make real signed requests (queue, send, receive, delete) with a Kale
+    transport under the credentials above; what they carried that must not
+    be logged: the access key id, each request's signature, the token."""
+    with settings.override(AWS_ACCESS_KEY_ID=ACCESS_KEY, AWS_SESSION_TOKEN=SESSION_TOKEN,
+                           SQS_DIRECT_REQUESTS=direct):
+        transport = SQSTransport(config=settings.config)
+    authorizations = []
+    transport.client.meta.events.register('before-send.sqs', lambda request, **kwargs: (
+        authorizations.append(request.headers['Authorization'])))
+    queue = settings.config.QUEUE_PREFIX + 'signed'
+    transport.ensure_queue(queue, 30, None, 0)
+    transport.send(queue, OutgoingMessage('body'))
+    received = []
+    while not received:
+        received = transport.receive(queue, 10, 0, 30)
+    assert transport.delete_batch(queue, [m.receipt_handle for m in received]) == []
+    text = ' '.join(a.decode() if isinstance(a, bytes) else a for a in authorizations)
+    assert set(re.findall(r'Credential=(\w+)/', text)) == {ACCESS_KEY}
+    signatures = re.findall(r'Signature=([0-9a-f]{64})', text)
+    assert len(signatures) == len(authorizations) >= 5
+    return [ACCESS_KEY, SESSION_TOKEN, *signatures]
+
+
+@pytest.mark.parametrize('direct', [True, False], ids=['direct', 'botocore'])
+def test_at_debug_kales_logging_shows_no_access_key_signature_or_token(sqs, log_output,
+                                                                       direct):
+    stream = log_output('DEBUG', 'DEBUG')
+    secrets = signed_requests(direct)
+    text = stream.getvalue()
+    assert 'Signature:' in text and 'Sending http request' in text     # botocore did log
+    for secret in secrets:
+        assert secret not in text
+
+
+@pytest.mark.parametrize('direct', [True, False], ids=['direct', 'botocore'])
+def test_a_plain_basic_config_at_debug_shows_none_of_them_either(sqs, plain_debug_logging,
+                                                                 direct):
+    secrets = signed_requests(direct)
+    text = plain_debug_logging.getvalue()
+    assert 'Signature:' in text and 'Sending http request' in text and '"POST / HTTP/1.1"' in text
+    for secret in secrets:
+        assert secret not in text
+
+
 @pytest.mark.parametrize('line', [
     "{'Authorization': b'AWS4-HMAC-SHA256 Credential=AKIAXX/20261122/us-east-1/sqs/aws4_request, "
     "SignedHeaders=host, Signature=abcdef0123', 'X-Amz-Security-Token': b'TOKEN'}",
@@ -51,6 +118,8 @@ def test_even_at_debug_no_credential_token_or_argument_is_logged(sqs, log_output
     "{'MessageBody': 'SECRETDATA', 'QueueUrl': 'u'}",
     '{"Messages":[{"Body":"SECRETDATA","MessageId":"m"}]}',
     'https://sqs/?X-Amz-Credential=AKIAXX%2F2026&X-Amz-Signature=abc',
+    'https://s3/k?X-Amz-Security-Token=TOKEN&X-Amz-Date=20261122T000000Z',
+    'Signature:\nabcdef0123',
 ])
 def test_redaction_blanks_what_the_aws_libraries_print(line):
     cleaned = logs.redact(line)

@@ -55,18 +55,22 @@ def test_hot_answers_read_without_botocores_parser_are_what_botocore_gives(sqs, 
         {'Id': 'ok', 'ReceiptHandle': handles[0]}, {'Id': 'bad', 'ReceiptHandle': 'no-such-handle'}])
     assert [entry['Id'] for entry in deleted['Successful']] == ['ok']
     assert [(entry['Id'], entry['SenderFault']) for entry in deleted['Failed']] == [('bad', True)]
-    assert len(read) == 3       # the send, the receive and the delete; not the raw client's
+    # The create, the send, the receive and the delete; not the raw client's.
+    assert len(read) == 4
 
 
 def test_error_answers_and_xml_answers_are_left_to_botocore():
     from kale.transport.responses import read_json_answer
-    for response in ({'status_code': 400, 'body': b'{"__type": "QueueDoesNotExist"}'},
-                     {'status_code': 200, 'body': b'<ReceiveMessageResponse/>'},
-                     {'status_code': 200, 'body': b'{not json'},
-                     {'status_code': 200, 'body': b''}):
+    json_protocol = type('Model', (), {'metadata': {'protocol': 'json'}})()
+    query_protocol = type('Model', (), {'metadata': {'protocol': 'query'}})()
+    for model, response in (
+            (json_protocol, {'status_code': 400, 'body': b'{"__type": "QueueDoesNotExist"}'}),
+            (query_protocol, {'status_code': 200, 'body': b'<ReceiveMessageResponse/>'}),
+            (query_protocol, {'status_code': 200, 'body': b'{not json'}),
+            (query_protocol, {'status_code': 200, 'body': b''})):
         customized: dict = {}
         body = response['body']
-        read_json_answer(response, customized)
+        read_json_answer(response, customized, operation_model=model)
         assert customized == {} and response['body'] == body
 
 
