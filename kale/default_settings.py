@@ -94,9 +94,11 @@ class Settings:
     SQS_CONNECT_TIMEOUT_SEC: float = setting(5, number(0.1, 300),
         'seconds to connect before the endpoint counts as unreachable')
     SQS_READ_TIMEOUT_SEC: float = setting(10, number(1, 600),
-        "seconds to wait for a response beyond a long poll: a worker's client waits this plus "
-        '20 s (the longest long poll) and retries twice; operator commands (`kale queues`, '
-        '`purge`, `dlq redrive`) wait this plus 1 s, once, so they give up in about this long')
+        "seconds to wait for a response beyond a long poll: a worker's or publisher's client "
+        'waits this plus 20 s (the longest long poll) and makes a request up to 3 times in all, '
+        'direct requests included (a receive sent whose answer did not come: once, as SQS may '
+        'have taken its messages); operator commands (`kale queues`, `purge`, `dlq redrive`) '
+        'wait this plus 1 s, once, so they give up in about this long')
     SQS_DIRECT_REQUESTS: bool = setting(True, BOOL,
         "receives, deletes, visibility changes and sends are built and signed by Kale and "
         "sent on boto3's own HTTP session (half the client CPU of botocore's request pipeline; "

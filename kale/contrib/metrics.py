@@ -20,7 +20,8 @@ bounded, never task ids or arguments):
   retries are left out, their backoff is deliberate);
 - ``kale_messages_received_total{queue}``, ``kale_batches_total{queue}``;
 - ``kale_sqs_requests_total{operation,result}``: the worker's SQS API calls
-  (result ``ok`` or ``error``; botocore's own retries inside one call count once);
+  (result ``ok`` or ``error``; each attempt made through botocore counts, and
+  a request is made up to three times: see :mod:`kale.transport.attempts`);
 - ``kale_worker_busy_seconds_total``: time spent running tasks;
 - ``kale_published_total{queue,task}``: messages published.
 

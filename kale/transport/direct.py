@@ -20,14 +20,16 @@ connection pool). What others hook onto the client keeps working:
 as an in-process mock does, gets the request sent through botocore), and
 ``after-call`` handlers (Kale's metrics) see every successful answer.
 
-Only a successful answer is read here. Anything else (an error answer, a
-connection that fails, credentials that cannot be had) returns None, and the
-caller makes the same request through botocore, which retries, raises and
-reports as it always has; so a request may be made twice, as botocore's
-own retries make it (a receive made again receives again; a delete or
-visibility change made again does the same again; a send whose answer was
-lost may be sent again, and a worker's check of duplicates, or a FIFO
-queue's deduplication id, is what keeps it from running twice).
+Only a successful answer is read here. A request that cannot be sent here
+(credentials that cannot be had, a ``before-send`` handler that answers, a
+tracer) returns None, and botocore makes it instead. One that was tried
+and failed raises: botocore's own exception when the connection failed or
+the answer did not come (the same as botocore's pipeline raises), and
+:class:`ErrorAnswer` for an answer that is not a success read here (an
+error answer, a body that is not JSON). The transport counts that as the
+request's first attempt and makes the next ones through botocore, which
+reads the error answer and raises what it always raised
+(:mod:`kale.transport.attempts`: how many, and after which failures).
 
 **What it leans on.** The client's ``_endpoint.http_session``,
 ``_request_signer`` and the signer's ``_credentials`` are not botocore's
@@ -72,6 +74,18 @@ TESTED_RANGE = 'botocore>=%s,<%s' % BOTOCORE_TESTED
 
 #: BaseClient's own attributes (a live view): where tracers wrap _make_api_call.
 _BASE_CLIENT = vars(BaseClient)
+
+
+class ErrorAnswer(Exception):
+    """A direct request was answered, but not with a success read here: the
+    HTTP ``status`` (200 for a body that is not a JSON object). The
+    transport turns it into an SQSError if no attempt through botocore
+    follows (kale.transport.sqs)."""
+
+    def __init__(self, status: int):
+        super().__init__('answered HTTP %d%s' % (
+            status, ' with a body that is not a JSON object' if status == 200 else ''))
+        self.status = status
 
 
 def release(version: str) -> tuple[int, ...]:
@@ -173,7 +187,9 @@ class DirectRequests:
 
     def call(self, operation: str, params: dict[str, Any]) -> Optional[dict[str, Any]]:
         """The answer of ``operation`` with ``params`` (as botocore's client
-        would return it), or None: then make the request through botocore."""
+        would return it), or None when it was not sent: then make the request
+        through botocore. Raises botocore's exception for a request that
+        failed on its way, ErrorAnswer for an answer that is not a success."""
         api_call = _BASE_CLIENT.get('_make_api_call')
         seen, traced = self._api_call
         if api_call is not seen:
@@ -195,14 +211,12 @@ class DirectRequests:
             context=context)
         if answered[1] is not None:         # a handler answers for the endpoint: botocore's way
             return None
-        try:
-            response = self._send(prepared)
-        except Exception as exc:             # botocore sends it again, and says what failed
-            logger.debug('%s sent directly failed (%s): sent through botocore', operation, exc)
-            return None
+        # A connection that fails raises botocore's exception here, as botocore's
+        # pipeline would: the transport's attempts say whether to make it again.
+        response = self._send(prepared)
         answer = responses.json_answer(response.content) if response.status_code == 200 else None
         if answer is None:
-            return None
+            raise ErrorAnswer(response.status_code)
         answer.setdefault('ResponseMetadata', {'HTTPStatusCode': 200,
                                                'HTTPHeaders': response.headers})
         self._events.emit('after-call.sqs.%s' % operation, http_response=response,

@@ -40,7 +40,8 @@ from kale.transport import (
     is_fifo,
     responses,
 )
-from kale.transport.direct import DirectRequests
+from kale.transport.attempts import REQUEST_ATTEMPTS, THROTTLING_CODES, Attempts, not_again
+from kale.transport.direct import DirectRequests, ErrorAnswer
 from kale.transport.endpoint import endpoint_url, is_local
 from kale.transport.requests import message_fields, send_entry, split_batches
 from kale.version import __version__
@@ -54,10 +55,6 @@ DEAD_LETTER_RETENTION_SEC = 14 * 24 * 3600
 BATCH_SEND_ATTEMPTS = 3
 
 NOT_FOUND_CODES = frozenset({'AWS.SimpleQueueService.NonExistentQueue', 'QueueDoesNotExist'})
-THROTTLING_CODES = frozenset({
-    'Throttling', 'ThrottlingException', 'RequestThrottled', 'TooManyRequestsException',
-    'RequestLimitExceeded', 'SlowDown', 'KmsThrottled',
-})
 
 T = TypeVar('T')
 
@@ -74,9 +71,10 @@ def read_timeout_sec(config: kale_config.Config) -> float:
 
 
 #: Operator commands (``kale queues``, ``purge``, ``dlq redrive``) make one
-#: attempt per request and wait SQS_READ_TIMEOUT_SEC plus this (redrive's
-#: short long poll): a command against an endpoint that never answers gives
-#: up in about ``SQS_READ_TIMEOUT_SEC`` seconds, not minutes.
+#: attempt per request (their transport is given its client, see
+#: SQSTransport) and wait SQS_READ_TIMEOUT_SEC plus this (redrive's short
+#: long poll): a command against an endpoint that never answers gives up in
+#: about ``SQS_READ_TIMEOUT_SEC`` seconds, not minutes.
 COMMAND_LONG_POLL_SEC = 1
 
 
@@ -126,7 +124,8 @@ def make_client(for_commands: bool = False, *, config: kale_config.Config) -> An
         boto_config = BotoConfig(
             connect_timeout=kale.SQS_CONNECT_TIMEOUT_SEC,
             read_timeout=read_timeout,
-            retries={'mode': 'standard', 'max_attempts': 1 if for_commands else 3},
+            # One attempt per call: the transport counts them (kale.transport.attempts).
+            retries={'mode': 'standard', 'total_max_attempts': 1},
             # Kale builds every request itself, with the types SQS takes; checking
             # them again costs 17 µs per message of a SendMessageBatch, about a
             # tenth of publishing's CPU. A value SQS refuses still comes back as
@@ -167,10 +166,14 @@ def one_line(text: str, limit: int = 160) -> str:
 
 
 class SQSTransport:
-    """:class:`kale.transport.Transport` over a boto3 SQS client."""
+    """:class:`kale.transport.Transport` over a boto3 SQS client: one Kale
+    builds from ``config``, whose requests are made up to REQUEST_ATTEMPTS
+    times, or ``client`` as given, each request made once (an operator
+    command's, a test's: its own retry settings apply)."""
 
     def __init__(self, client: Any = None, *, config: kale_config.Config):
         self.client = client if client is not None else make_client(config=config)
+        self.attempts = Attempts(REQUEST_ATTEMPTS if client is None else 1)
         #: The hot requests built here (kale.transport.direct), for a client
         #: Kale built; one given (a test's stub) gets every request itself.
         self.direct = DirectRequests.of(self.client) \
@@ -215,26 +218,27 @@ class SQSTransport:
         except CREDENTIALS_ERRORS as exc:
             raise no_credentials(exc) from None
         except (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError) as exc:
-            raise EndpointUnreachableError('%s on queue %r: endpoint %s unreachable: %s'
-                                           % (action, queue, self.endpoint, exc)) from None
+            raise EndpointUnreachableError('%s on queue %r: endpoint %s unreachable: %s%s' % (
+                action, queue, self.endpoint, exc, not_again(action, exc))) from None
+        except ErrorAnswer as exc:          # a direct attempt's answer, not made again
+            raise SQSError('%s on queue %r: endpoint %s %s%s' % (
+                action, queue, self.endpoint, exc, not_again(action, exc)), retryable=True) from None
         except botocore.exceptions.BotoCoreError as exc:    # e.g. an answer that does not parse
             raise SQSError('%s on queue %r failed: %s: %s' % (action, queue, type(exc).__name__,
                                                               exc), retryable=True) from None
 
     def _call(self, action: str, queue: str, method: Callable[..., T], **kwargs: Any) -> T:
         with self._errors(action, queue):
-            return method(**kwargs)
+            return self.attempts.make(action, lambda: method(**kwargs))
 
     def _request(self, action: str, queue: str, method: Callable[..., Any],
                  **kwargs: Any) -> Any:
-        """One of the hot requests (kale.transport.direct.OPERATIONS): built
-        here when it can be, else (and when that fails) through botocore."""
+        """One of the hot requests (kale.transport.direct.OPERATIONS): its
+        first attempt built here when it can be, the others through botocore."""
+        direct = self.direct
         with self._errors(action, queue):
-            if self.direct is not None:
-                answer = self.direct.call(action, kwargs)
-                if answer is not None:
-                    return answer
-            return method(**kwargs)
+            return self.attempts.make(action, lambda: method(**kwargs), None if direct is None
+                                      else lambda: direct.call(action, kwargs))
 
     def _field(self, action: str, queue: str, answer: Any, *path: str, kind: type = str) -> Any:
         """``answer[path[0]][path[1]]...``, of type ``kind``. An answer cut

@@ -1,0 +1,130 @@
+"""How many times the SQS transport makes one request, and after which failures.
+
+Kale counts the attempts itself, not botocore: the client Kale builds makes
+one attempt per call (``total_max_attempts`` 1), and :class:`Attempts` makes
+the call again. The hot requests are first built and sent by Kale
+(:mod:`kale.transport.direct`); were botocore to retry too, a request that
+failed there would be made once directly and then up to botocore's count
+again (five times in all with botocore's ``max_attempts`` 3, which means
+three retries). Here the direct request is the first attempt and botocore
+makes the next ones, so a request costs at most :data:`REQUEST_ATTEMPTS`
+whichever way it goes.
+
+A request is made again after an error answer SQS says may pass (throttling,
+a server error), and after a connection that failed before anything was
+sent. After the request was sent and its answer timed out, was cut or lost,
+it is made again too (a delete or a visibility change made twice does the
+same twice; a send made twice may hold a task twice, which the task id
+makes one task delivered twice), except a receive: SQS may have applied it,
+so the messages are taken until their visibility timeout ends and each one's
+receive count was raised. Receiving again at once would raise it again, and
+a few such receives in a row could send an untouched message to the
+dead-letter queue. So that receive fails: the worker backs off as after any
+failed receive, and the messages come back after their visibility timeout.
+"""
+from __future__ import annotations
+
+import logging
+import random
+import time
+from typing import Callable, Optional, TypeVar
+
+import botocore.exceptions
+
+from kale.transport.direct import ErrorAnswer
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar('T')
+
+#: The attempts of one request of a client Kale builds, in all: the first
+#: and two retries (a receive whose answer did not come: the first only).
+REQUEST_ATTEMPTS = 3
+
+#: The pause before the second attempt; it doubles for each later one, with
+#: up to half of it taken off at random so that workers do not retry in step.
+FIRST_PAUSE_SEC = 0.25
+
+#: Requests not made again once sent: what they did would be done again.
+TAKING = frozenset({'ReceiveMessage'})
+
+THROTTLING_CODES = frozenset({
+    'Throttling', 'ThrottlingException', 'RequestThrottled', 'TooManyRequestsException',
+    'RequestLimitExceeded', 'SlowDown', 'KmsThrottled',
+})
+#: Error codes of answers that say the request did not finish (botocore's
+#: standard retry mode makes them again too).
+TRANSIENT_CODES = frozenset({'RequestTimeout', 'RequestTimeoutException',
+                             'PriorRequestNotComplete'})
+
+
+def sent_nothing(exc: BaseException) -> bool:
+    """Whether ``exc`` failed a request before anything reached the endpoint:
+    no connection, or a connect timeout (botocore's ConnectionError family;
+    a read timeout or a connection closed on the answer is not one)."""
+    return isinstance(exc, botocore.exceptions.ConnectionError)
+
+
+def unanswered(action: str, exc: BaseException) -> bool:
+    """Whether ``exc`` is a request of ``action`` (one of :data:`TAKING`)
+    sent and left without an answer that can be read: not made again."""
+    if action not in TAKING or sent_nothing(exc):
+        return False
+    return isinstance(exc, botocore.exceptions.HTTPClientError) \
+        or (isinstance(exc, ErrorAnswer) and exc.status == 200)
+
+
+def not_again(action: str, exc: BaseException) -> str:
+    """What an error message adds when ``exc`` was :func:`unanswered`."""
+    return ('; not made again, as it may have been applied: what it took comes back after its '
+            'visibility timeout') if unanswered(action, exc) else ''
+
+
+def again(action: str, exc: BaseException) -> bool:
+    """Whether a request of ``action`` that failed with ``exc`` may be made again."""
+    if sent_nothing(exc):
+        return True
+    if unanswered(action, exc):
+        return False
+    if isinstance(exc, (botocore.exceptions.HTTPClientError, ErrorAnswer)):
+        return True         # an error answer is made again through botocore, which reads it
+    if isinstance(exc, botocore.exceptions.ClientError):
+        status = exc.response.get('ResponseMetadata', {}).get('HTTPStatusCode', 0)
+        code = exc.response.get('Error', {}).get('Code', '')
+        return status >= 500 or code in THROTTLING_CODES or code in TRANSIENT_CODES
+    return False
+
+
+class Attempts:
+    """The attempts of one transport's requests: up to ``limit`` each."""
+
+    def __init__(self, limit: int, sleep: Callable[[float], None] = time.sleep):
+        self.limit = limit
+        self.sleep = sleep
+
+    def pause_sec(self, attempt: int) -> float:
+        """The pause before attempt number ``attempt`` (2 for the first retry)."""
+        return FIRST_PAUSE_SEC * 2 ** (attempt - 2) * random.uniform(0.5, 1.0)
+
+    def make(self, action: str, call: Callable[[], T],
+             direct: Optional[Callable[[], Optional[T]]] = None) -> T:
+        """The answer of ``call()``, the request through botocore, made up to
+        ``limit`` times in all. ``direct``, when given, makes the first
+        attempt (None: it sent nothing, so ``call`` makes it). The last
+        failure is raised as it came (botocore's exception, or ErrorAnswer)."""
+        attempt = 1
+        while True:
+            try:
+                if attempt == 1 and direct is not None:
+                    answer = direct()
+                    if answer is not None:
+                        return answer
+                return call()
+            except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError,
+                    ErrorAnswer) as exc:
+                if attempt >= self.limit or not again(action, exc):
+                    raise
+                logger.debug('%s: attempt %d of %d failed (%s: %s)', action, attempt, self.limit,
+                             type(exc).__name__, exc)
+            attempt += 1
+            self.sleep(self.pause_sec(attempt))
