@@ -1,5 +1,6 @@
-"""Fixtures: test settings, and a real SQS endpoint (`kale sqs-local`) on 127.0.0.1;
-and the order tests run in (slow ones first)."""
+"""Fixtures: test settings, and a real SQS endpoint (`kale sqs-local` on
+127.0.0.1, or the one KALE_TEST_SQS_ENDPOINT names); and the order tests run
+in (slow ones first)."""
 from __future__ import annotations
 
 import os
@@ -10,10 +11,12 @@ import pytest
 from kale.cli.sqs_local import SQSLocalProcess
 from kale.conf import ENVIRONMENT_VARIABLE, settings
 from tests.support.endpoint import (
+    ENDPOINT_VARIABLE,
     ROOT,
     TEST_SETTINGS,
     PayloadBucket,
     SQSHelper,
+    given_endpoint,
     subprocess_env,
 )
 
@@ -77,7 +80,19 @@ _SETTINGS_BEFORE = pytest.StashKey[object]()
 
 @pytest.fixture(scope='session')
 def sqs_endpoint():
-    """One embedded endpoint for the session; tests isolate by QUEUE_PREFIX."""
+    """One endpoint for the session; tests isolate by QUEUE_PREFIX. The
+    embedded one, or the endpoint KALE_TEST_SQS_ENDPOINT names (LocalStack,
+    ElasticMQ, ...), which must answer: a test that needs it fails otherwise."""
+    given = os.environ.get(ENDPOINT_VARIABLE, '').strip()
+    if given:
+        try:
+            url, problem = given_endpoint(given), ''
+        except ValueError as exc:
+            url, problem = '', str(exc)
+        if problem:     # outside the except: the one line, without the ValueError's context
+            pytest.fail(problem, pytrace=False)
+        yield url
+        return
     endpoint = SQSLocalProcess(env=subprocess_env(), cwd=ROOT)
     yield endpoint.url
     endpoint.stop()

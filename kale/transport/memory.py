@@ -18,6 +18,20 @@ result in an error"; this transport always refuses it).
 
 ``latency_sec`` adds a pause to every request to model the round trip to a
 real SQS endpoint; ``requests`` counts requests by operation.
+
+``localstack_fifo`` makes FIFO queues behave as LocalStack's (2026.3,
+``FifoQueue`` in its ``services/sqs/models.py``) rather than as SQS's, for the
+tests of what Kale does there. A received message stays in flight, in
+receive order, until it is deleted or put back: at once by a visibility
+change to 0, or once its visibility timeout has ended, but only in receive
+order (LocalStack's walk over its in-flight messages stops at the first one
+still invisible, of any group). Putting a message back unblocks its group,
+even while other messages of the group are still in flight, and so does
+deleting the group's last message in flight; an unblocked group delivers its
+messages not in flight in send order, and is blocked again by that receive.
+A visibility change to a message put back (not in flight) is ignored. So a
+message made visible by a change to 0 while an earlier message of its group
+is held is delivered before it, which SQS never does.
 """
 from __future__ import annotations
 
@@ -80,8 +94,9 @@ class _Stored:
     version: int = 0
     group_id: str = ''
     first_received_at: float = 0.0  # on the transport's clock
-    #: Made visible by a visibility change to 0 (see ``releases_jump_groups``).
-    released: bool = False
+    #: ``localstack_fifo``: its place among the messages in flight (by their
+    #: last receive), 0 once it was put back.
+    in_flight: int = 0
 
 
 class _Queue:
@@ -96,6 +111,8 @@ class _Queue:
         self.fifo = is_fifo(name)
         #: FIFO: deduplication id -> (message id, when it is forgotten)
         self.dedup: dict[str, tuple[str, float]] = {}
+        #: ``localstack_fifo``: the groups a receive blocked and nothing unblocked since.
+        self.blocked: set[str] = set()
 
 
 class MemoryTransport:
@@ -108,12 +125,10 @@ class MemoryTransport:
 
     def __init__(self, latency_sec: float = 0.0, clock: Clock = SYSTEM_CLOCK,
                  on_request: Optional[Callable[[str], None]] = None,
-                 releases_jump_groups: bool = False):
+                 localstack_fifo: bool = False):
         self.latency_sec = latency_sec
-        #: Behave as LocalStack does, not as SQS: a FIFO message made visible
-        #: by a visibility change to 0 is delivered even while an earlier
-        #: message of its group is in flight.
-        self.releases_jump_groups = releases_jump_groups
+        #: FIFO queues behave as LocalStack's, not as SQS's (see the module's doc).
+        self.localstack_fifo = localstack_fifo
         self.clock = clock
         self.on_request = on_request
         self.requests: collections.Counter[str] = collections.Counter()
@@ -123,6 +138,7 @@ class MemoryTransport:
         self._queues: dict[str, _Queue] = {}
         self._lock = threading.Condition()
         self._sequence = itertools.count()
+        self._flights = itertools.count(1)
 
     # --- helpers ------------------------------------------------------------
 
@@ -214,6 +230,7 @@ class MemoryTransport:
             target = self._queue(queue)
             target.messages.clear()
             target.heap.clear()
+            target.blocked.clear()
 
     # --- sending -----------------------------------------------------------------
 
@@ -260,8 +277,12 @@ class MemoryTransport:
     def _take(self, queue: _Queue, max_messages: int, timeout: int,
               attribute_names: Sequence[str]) -> list[ReceivedMessage]:
         now = self.clock.monotonic()
-        delivered = self._take_fifo(queue, max_messages, timeout, now) if queue.fifo \
-            else self._take_standard(queue, max_messages, timeout, now)
+        if not queue.fifo:
+            delivered = self._take_standard(queue, max_messages, timeout, now)
+        elif self.localstack_fifo:
+            delivered = self._take_localstack(queue, max_messages, timeout, now)
+        else:
+            delivered = self._take_fifo(queue, max_messages, timeout, now)
         for stored in delivered:     # pushed after the loop: at most once per receive
             self._push(queue, stored)
         return [ReceivedMessage(s.message_id, s.receipt_handle, s.body,
@@ -284,7 +305,7 @@ class MemoryTransport:
         stored.receipt_handle = _handle(stored.message_id)
         stored.visible_at = now + timeout
         stored.version += 1
-        stored.released = False
+        stored.in_flight = next(self._flights)
 
     def _take_fifo(self, queue: _Queue, max_messages: int, timeout: int,
                    now: float) -> list[_Stored]:
@@ -295,7 +316,7 @@ class MemoryTransport:
         for stored in list(queue.messages.values()):
             if len(delivered) == max_messages:
                 break
-            if stored.group_id in blocked and not (stored.released and stored.visible_at <= now):
+            if stored.group_id in blocked:
                 continue
             if stored.visible_at > now:             # held: the rest of its group waits
                 blocked.add(stored.group_id)
@@ -304,6 +325,37 @@ class MemoryTransport:
                 self._deliver(stored, timeout, now)
                 delivered.append(stored)
         return delivered
+
+    def _take_localstack(self, queue: _Queue, max_messages: int, timeout: int,
+                         now: float) -> list[_Stored]:
+        """LocalStack's FIFO receive: the messages whose timeout ended put back
+        in receive order up to the first one still invisible, then the first
+        messages not in flight, in send order, of groups not blocked."""
+        for stored in sorted((s for s in queue.messages.values() if s.in_flight),
+                             key=lambda s: s.in_flight):
+            if stored.visible_at > now:
+                break
+            self._put_back(queue, stored)
+        delivered: list[_Stored] = []
+        taken: set[str] = set()
+        for stored in list(queue.messages.values()):
+            if len(delivered) == max_messages:
+                break
+            if stored.in_flight or stored.visible_at > now \
+                    or (stored.group_id in queue.blocked and stored.group_id not in taken):
+                continue
+            if not self._redriven(queue, stored):
+                self._deliver(stored, timeout, now)
+                delivered.append(stored)
+                taken.add(stored.group_id)
+        queue.blocked |= taken
+        return delivered
+
+    @staticmethod
+    def _put_back(queue: _Queue, stored: _Stored) -> None:
+        """``localstack_fifo``: a message in flight is no longer, and unblocks its group."""
+        stored.in_flight = 0
+        queue.blocked.discard(stored.group_id)
 
     def _take_standard(self, queue: _Queue, max_messages: int, timeout: int,
                        now: float) -> list[_Stored]:
@@ -354,6 +406,10 @@ class MemoryTransport:
                 self._count_late(stored, handle)
                 if handle == stored.receipt_handle:    # a stale handle deletes nothing
                     del target.messages[message_id]
+                    if self.localstack_fifo and target.fifo and not any(
+                            s.in_flight and s.group_id == stored.group_id
+                            for s in target.messages.values()):
+                        target.blocked.discard(stored.group_id)
             return True
         return self._settle('DeleteMessageBatch', queue, receipt_handles, delete,
                             [0] * len(receipt_handles))
@@ -365,8 +421,12 @@ class MemoryTransport:
             if stored is None or handle != stored.receipt_handle:
                 return False
             self._count_late(stored, handle)
+            if self.localstack_fifo and target.fifo:
+                if not stored.in_flight:
+                    return True         # put back already: LocalStack ignores the change
+                if timeout == 0:
+                    self._put_back(target, stored)
             stored.visible_at = self.clock.monotonic() + timeout
-            stored.released = self.releases_jump_groups and timeout == 0
             stored.version += 1
             self._push(target, stored)
             return True

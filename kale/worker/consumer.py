@@ -86,29 +86,41 @@ def fifo_copy(settlement: Settlement) -> Optional[OutgoingMessage]:
                                dedup_id=received.message_id)
 
 
+#: FIFO: the shortest hold of a message that its group's later messages are
+#: released behind (they are held a second less: never 0 s, see _behind_their_group).
+FIFO_HOLD_AHEAD_MIN_SEC = 2
+
 #: Every kind of settling, in order.
 _KINDS = tuple(Settle)
 
 
 def _behind_their_group(held: list[Settlement]) -> None:
     """FIFO: a group's messages released because an earlier one of the group
-    is held for its retry stay invisible until a second before it (a release
-    alone is made visible at once). SQS would not deliver them before it
-    anyway, but an emulator may: LocalStack delivers a message made visible
-    by a change to 0 while an earlier one of its group is in flight, which
-    breaks the order. Not as long as it: moto, given a group's messages
-    visible again together, hands out the last of them first."""
+    is held (for its retry, or a release's delay) stay invisible until a
+    second before it, and that message is held 2 s at least (a release alone
+    is made visible at once). SQS would not deliver them before it anyway,
+    but an emulator may: LocalStack delivers a message made visible by a
+    change to 0 while an earlier one of its group is in flight, so they are
+    never released for 0 s behind a hold (a 1 s hold, which left them 0 s,
+    ran them first there). Not as long as it: moto, given a group's messages
+    visible again together, hands out the last of them first. On SQS the
+    group waits for the held message anyway: the cost is a 1 s hold made 2 s."""
     holds: dict[str, int] = {}
     for settlement in held:
         group = settlement.received.group_id
         if settlement.hold_sec and group is not None:
             holds[group] = max(holds.get(group, 0), settlement.hold_sec)
-    if holds:
-        for settlement in held:
-            group = settlement.received.group_id
-            if settlement.outcome is Outcome.RELEASE and not settlement.hold_sec \
-                    and group in holds:
-                settlement.hold_sec = max(holds[group] - 1, 0)
+    behind = [s for s in held if s.outcome is Outcome.RELEASE and not s.hold_sec
+              and s.received.group_id in holds]
+    if not behind:
+        return
+    groups = {s.received.group_id for s in behind}
+    for settlement in held:
+        if settlement.hold_sec and settlement.received.group_id in groups:
+            settlement.hold_sec = max(settlement.hold_sec, FIFO_HOLD_AHEAD_MIN_SEC)
+    for settlement in behind:
+        settlement.hold_sec = max(holds[str(settlement.received.group_id)],
+                                  FIFO_HOLD_AHEAD_MIN_SEC) - 1
 
 
 def _by_kind(settlements: Sequence[Settlement]) -> dict[Settle, list[Settlement]]:

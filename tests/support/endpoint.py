@@ -1,17 +1,24 @@
-"""The test endpoint and settings: how tests reach `kale sqs-local` and start
-kale processes under the test settings."""
+"""The test endpoint and settings: how tests reach `kale sqs-local` (or the
+endpoint KALE_TEST_SQS_ENDPOINT names) and start kale processes under the
+test settings."""
 from __future__ import annotations
 
 import os
 import time
 from typing import Any, Optional
+from urllib.parse import urlsplit
 
 import boto3
+from botocore.config import Config
 
 from kale.conf import ENVIRONMENT_VARIABLE
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TEST_SETTINGS = 'tests.kale_test_settings'
+#: Aims the tests that need an SQS endpoint (the ``sqs_endpoint`` fixture: the
+#: transport contract suite, the end-to-end tests) at one already running,
+#: such as LocalStack's, instead of starting the embedded one (moto).
+ENDPOINT_VARIABLE = 'KALE_TEST_SQS_ENDPOINT'
 
 
 def subprocess_env(**extra: str) -> dict[str, str]:
@@ -35,6 +42,31 @@ def raw_s3_client(url: str) -> Any:
     """A plain boto3 S3 client for the endpoint at ``url`` (moto serves S3 there too)."""
     return boto3.client('s3', endpoint_url=url, region_name='us-east-1',
                         aws_access_key_id='test', aws_secret_access_key='test')
+
+
+def given_endpoint(url: str) -> str:
+    """The endpoint at ``url`` (from ENDPOINT_VARIABLE), once it answers an
+    SQS request; a ValueError in one line naming the variable when it is not
+    an http(s)://host:port address or does not answer."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if parts.scheme not in ('http', 'https') or not parts.hostname or port is None \
+            or parts.path.strip('/') or parts.query:
+        raise ValueError('%s must be an endpoint such as http://127.0.0.1:4566, got %r'
+                         % (ENDPOINT_VARIABLE, url))
+    client = boto3.client('sqs', endpoint_url=url, region_name='us-east-1',
+                          aws_access_key_id='test', aws_secret_access_key='test',
+                          config=Config(retries={'max_attempts': 1}, connect_timeout=5,
+                                        read_timeout=10))
+    try:
+        client.list_queues(MaxResults=1)
+    except Exception as exc:
+        raise ValueError('%s=%s: the endpoint does not answer an SQS request: %s'
+                         % (ENDPOINT_VARIABLE, url, str(exc).splitlines()[0][:200])) from None
+    return url.rstrip('/')
 
 
 class SQSHelper:

@@ -13,6 +13,7 @@ from kale.hooks import WorkerHooks
 from kale.queue_config import parse_queue_config
 from kale.transport.memory import MemoryTransport
 from tests import tasks
+from tests.retry_tasks import OrderedRetryTask
 from tests.support.records import read_records, recorded_ids
 
 #: Every test here runs on each pool (serial, threads, asyncio).
@@ -141,18 +142,41 @@ def test_a_group_completes_in_publish_order_through_a_failure_and_its_retry(app,
     assert requests['ChangeMessageVisibilityBatch'] >= 1, 'the retry keeps its message'
 
 
-def test_a_group_keeps_its_order_where_a_message_made_visible_jumps_its_group(app, record):
-    """LocalStack delivers a FIFO message made visible by a visibility change
-    to 0 while an earlier one of its group is still in flight; the group's
-    messages released behind a retry are held until a second before it, so
-    they cannot come early even there."""
-    app = App(app.config.replace(RETRY_DELAY_MULTIPLE_SEC=2),
-              transport=MemoryTransport(releases_jump_groups=True))
-    app.publish_batch(tasks.OrderedTask, None, [(('a1', 1), {}), (('a2',), {}), (('a3',), {})],
+def on_localstack(app, **settings):
+    """``app`` with ``settings`` on a memory transport whose FIFO queues behave
+    as LocalStack's: a message made visible by a visibility change to 0 is
+    delivered while an earlier one of its group is still held (see
+    kale.transport.memory)."""
+    return App(app.config.replace(**settings), transport=MemoryTransport(localstack_fifo=True))
+
+
+@pytest.mark.parametrize('settings', [
+    {'RETRY_DELAY_MULTIPLE_SEC': 2},
+    {'RETRY_DELAY_MULTIPLE_SEC': 1},
+    {'RETRY_DELAY_MULTIPLE_SEC': 0.5, 'RETRY_DELAY_JITTER': 0.9},     # 0.05..0.95: 1 s
+], ids=['wait-2', 'wait-1', 'jitter-to-1'])
+def test_a_group_keeps_its_order_where_a_message_made_visible_jumps_its_group(
+        app, record, settings):
+    """The group's messages released behind a retry are held until a second
+    before it, and never for 0 s (its hold is made 2 s): LocalStack cannot
+    run them first."""
+    app = on_localstack(app, **settings)
+    app.publish_batch(tasks.OrderedTask, None,
+                      [(('a1', 1), {})] + [(('a%d' % i,), {}) for i in range(2, 6)],
                       group_id='a')
     work_on(app)
     assert labels(record, 'failed') == ['a1']
-    assert labels(record, 'ran', 'a') == ['a1', 'a2', 'a3']
+    assert labels(record, 'ran', 'a') == ['a1', 'a2', 'a3', 'a4', 'a5']
+
+
+def test_a_group_keeps_its_order_on_localstack_through_a_retry_after_one_second(app, record):
+    app = on_localstack(app, RETRY_DELAY_MULTIPLE_SEC=0)
+    app.publish(OrderedRetryTask, None, 'a1', 1, 1, group_id='a')
+    app.publish_batch(OrderedRetryTask, None, [(('a%d' % i,), {}) for i in range(2, 6)],
+                      group_id='a')
+    work_on(app)
+    assert labels(record, 'start', 'a')[:2] == ['a1', 'a1']
+    assert labels(record, 'ran', 'a') == ['a1', 'a2', 'a3', 'a4', 'a5']
 
 
 def test_other_groups_run_while_one_waits_for_its_retry(app, record):
