@@ -144,11 +144,13 @@ def records_url(tmp_path, settings_env):
 
 @pytest.fixture(scope='session')
 def postgres_cluster():
-    """One throwaway PostgreSQL server for this pytest process, if installed."""
+    """One throwaway PostgreSQL server for this pytest process: the test
+    skips (fails in CI, see tests/support/unavailable.py) when none is installed."""
     from tests.support.postgres import Cluster, find_binaries
+    from tests.support.unavailable import unavailable
     binaries = find_binaries()
     if binaries is None:
-        pytest.skip('PostgreSQL is not installed (no initdb/pg_ctl): the PostgreSQL records '
+        unavailable('PostgreSQL is not installed (no initdb/pg_ctl): the PostgreSQL records '
                     'tests need it; .ci/run installs it with apt-get')
     cluster = Cluster(binaries)
     yield cluster

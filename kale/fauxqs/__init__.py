@@ -7,16 +7,21 @@ show Kale's own speed. It runs on Node.js 20 or later with npm, from the
 system. The version is pinned by ``package.json`` and its lock file beside
 this module: the first start installs exactly that with ``npm ci`` into a
 cache folder (``$KALE_FAUXQS_CACHE``, default ``~/.cache/kale-fauxqs``),
-again only when the lock file changes; later starts take a second.
-``serve.mjs`` starts it on one address.
+again only when the lock file changes or a package has gone missing; later
+starts take a second. Processes that start it at once install it once, under
+a file lock (:func:`install`). ``serve.mjs`` starts it on one address.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
+import json
 import os
 import shutil
 import subprocess
-from typing import Optional
+import tempfile
+from typing import Iterator, Optional
 
 from kale.exceptions import FauxqsError
 
@@ -25,6 +30,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 FILES = ('package.json', 'package-lock.json', 'serve.mjs')
 #: Seconds the first install may take.
 INSTALL_TIMEOUT_SEC = 600
+#: Written last, once ``node_modules`` holds every package of the lock file: its digest.
+STAMP = '.installed'
+#: The prefix of the folder an install runs in before it is renamed into place.
+STAGING = '.install-'
 
 
 def cache_dir() -> str:
@@ -47,7 +56,10 @@ def _place(source: str, target: str) -> None:
     seen half written (another process may be starting node on it: copying
     over it in place once left a starting fauxqs an empty serve.mjs)."""
     with open(source, 'rb') as f:
-        content = f.read()
+        _place_bytes(f.read(), target)
+
+
+def _place_bytes(content: bytes, target: str) -> None:
     try:
         with open(target, 'rb') as f:
             if f.read() == content:
@@ -61,21 +73,98 @@ def _place(source: str, target: str) -> None:
 
 
 def install(folder: Optional[str] = None) -> str:
-    """fauxqs installed in ``folder`` (default :func:`cache_dir`); returns the folder."""
+    """fauxqs installed in ``folder`` (default :func:`cache_dir`); returns the folder.
+
+    Safe when several processes start at once (a test run's workers, a
+    benchmark): the install runs under a lock on ``.lock`` in the folder, in
+    a staging folder renamed into place once every package of the lock file
+    is there, and the stamp ``.installed`` is written last. A stamp over an
+    incomplete ``node_modules`` (an install killed half way, a folder
+    deleted by hand) is found at the next start and the install redone."""
     folder = folder or cache_dir()
-    stamp = os.path.join(folder, '.installed')
     digest = _lock_digest()
     os.makedirs(folder, exist_ok=True)
     for name in FILES:
         _place(os.path.join(HERE, name), os.path.join(folder, name))
-    if os.path.exists(stamp) and open(stamp).read() == digest \
-            and os.path.isdir(os.path.join(folder, 'node_modules', 'fauxqs')):
+    if _installed(folder, digest):
         return folder
+    with _locked(folder):
+        if not _installed(folder, digest):     # another process may have done it meanwhile
+            _install(folder, digest)
+    return folder
+
+
+def missing_packages(folder: str) -> list[str]:
+    """The packages of the lock file with no ``package.json`` under ``folder``'s
+    ``node_modules`` (optional and development ones aside: npm may leave those
+    out)."""
+    with open(os.path.join(HERE, 'package-lock.json')) as f:
+        packages = json.load(f)['packages']
+    return [path for path, entry in packages.items()
+            if path.startswith('node_modules/') and not entry.get('optional')
+            and not entry.get('dev')
+            and not os.path.isfile(os.path.join(folder, path, 'package.json'))]
+
+
+def _installed(folder: str, digest: str) -> bool:
+    try:
+        with open(os.path.join(folder, STAMP)) as f:
+            if f.read() != digest:
+                return False
+    except FileNotFoundError:
+        return False
+    return not missing_packages(folder)
+
+
+@contextlib.contextmanager
+def _locked(folder: str) -> Iterator[None]:
+    """An exclusive ``flock`` on ``folder``/.lock while the block runs (it waits
+    for the holder). POSIX only, as the rest of Kale (the outbox relay's
+    lock is one too); on a network file system that does not pass flock
+    between machines, the staging rename still keeps a half install from
+    being stamped."""
+    handle = os.open(os.path.join(folder, '.lock'),
+                     os.O_RDWR | os.O_CREAT | getattr(os, 'O_NOFOLLOW', 0), 0o600)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(handle)                       # lets go of the lock
+
+
+def _install(folder: str, digest: str) -> None:
+    """``npm ci`` into a staging folder, checked complete, renamed over
+    ``node_modules``, then the stamp; run under the lock."""
     npm, node = shutil.which('npm'), shutil.which('node')
     if npm is None or node is None:
         raise FauxqsError('fauxqs needs Node.js 20 or later with npm on PATH (found neither %s)'
                           % ' nor '.join(name for name, path in (('node', node), ('npm', npm))
                                          if not path))
+    stamp = os.path.join(folder, STAMP)
+    if os.path.exists(stamp):
+        os.remove(stamp)
+    for name in os.listdir(folder):            # left by an install that was killed
+        if name.startswith(STAGING):
+            shutil.rmtree(os.path.join(folder, name), ignore_errors=True)
+    staging = tempfile.mkdtemp(prefix=STAGING, dir=folder)
+    try:
+        for name in ('package.json', 'package-lock.json'):
+            shutil.copyfile(os.path.join(HERE, name), os.path.join(staging, name))
+        _npm_ci(npm, staging)
+        missing = missing_packages(staging)
+        if missing:
+            raise FauxqsError('installing fauxqs with npm left out %d of its packages (%s)' % (
+                len(missing), ', '.join(path.split('node_modules/')[-1] for path in missing[:5])))
+        target = os.path.join(folder, 'node_modules')
+        if os.path.lexists(target):
+            os.rename(target, os.path.join(staging, 'node_modules.old'))
+        os.rename(os.path.join(staging, 'node_modules'), target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    _place_bytes(digest.encode(), stamp)
+
+
+def _npm_ci(npm: str, folder: str) -> None:
     try:
         done = subprocess.run(install_command(npm), cwd=folder, capture_output=True, text=True,
                               timeout=INSTALL_TIMEOUT_SEC)
@@ -85,9 +174,6 @@ def install(folder: Optional[str] = None) -> str:
     if done.returncode != 0:
         raise FauxqsError('installing fauxqs with npm failed (exit %d): %s' % (
             done.returncode, ' '.join((done.stderr or done.stdout).split())[-300:]))
-    with open(stamp, 'w') as f:
-        f.write(digest)
-    return folder
 
 
 def start(port: int, folder: Optional[str] = None, host: str = '127.0.0.1') -> subprocess.Popen:

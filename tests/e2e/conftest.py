@@ -5,16 +5,18 @@ import pytest
 
 from bench.servers import BenchError, Fauxqs
 from tests.support.browser import find_chromium
+from tests.support.unavailable import require_module, unavailable
 
 
 @pytest.fixture
 def fauxqs_installed():
-    """Skip, saying why, when fauxqs cannot be installed (npm) or started here."""
+    """fauxqs installed and able to start; skips (fails in CI) saying why when
+    it cannot be installed (npm) or started here."""
     server = Fauxqs()
     try:
         server.start()
     except BenchError as exc:
-        pytest.skip('fauxqs is not available: %s' % exc)
+        unavailable('fauxqs is not available: %s' % exc)
     finally:
         server.stop()
 
@@ -25,8 +27,8 @@ def browser():
     process: a second one in the same thread cannot start)."""
     chromium = find_chromium()
     if chromium is None:
-        pytest.skip('no Chromium found (apt-get install chromium): the dashboard tests need one')
-    sync_api = pytest.importorskip('playwright.sync_api')
+        unavailable('no Chromium found (apt-get install chromium): the dashboard tests need one')
+    sync_api = require_module('playwright.sync_api', 'the dashboard tests drive Chromium with it')
     with sync_api.sync_playwright() as playwright:
         launched = playwright.chromium.launch(executable_path=chromium, headless=True,
                                               args=['--no-sandbox', '--disable-gpu'])

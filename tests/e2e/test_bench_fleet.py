@@ -12,13 +12,15 @@ import pytest
 from bench import fleet_scale
 from tests.support.endpoint import ROOT, subprocess_env
 from tests.support.postgres import find_binaries
+from tests.support.unavailable import unavailable
 
 pytestmark = pytest.mark.slow
 
 
 def test_a_small_fleet_reports_its_costs_per_task(tmp_path, fauxqs_installed):
     if find_binaries() is None:
-        pytest.skip('PostgreSQL is not installed (no initdb/pg_ctl)')
+        unavailable('PostgreSQL is not installed (no initdb/pg_ctl): the fleet benchmark '
+                    'keeps its records in it')
     out = tmp_path / 'bench.json'
     env = {k: v for k, v in subprocess_env().items() if not k.startswith('KALE_')}
     result = subprocess.run(

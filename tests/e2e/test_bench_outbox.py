@@ -12,6 +12,7 @@ import pytest
 from bench import outbox
 from bench.servers import BenchError
 from tests.support.endpoint import ROOT, subprocess_env
+from tests.support.unavailable import unavailable
 
 TASKS, RATE = 120, 40.0
 LAG = outbox.lag_figure_names(False, RATE)
@@ -62,7 +63,7 @@ def test_the_outbox_scenarios_on_a_throwaway_postgresql_cluster(tmp_path, sqs_en
     try:
         outbox.pg_binaries()
     except BenchError as exc:
-        pytest.skip(str(exc))
+        unavailable(str(exc))
     table, log, report = run_bench(
         tmp_path, '--endpoint-url', sqs_endpoint, '--scenarios',
         'outbox-relay,outbox-lag,outbox-lag-poll,outbox-publish')

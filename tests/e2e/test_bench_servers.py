@@ -3,6 +3,7 @@ bench/fauxqs.py): no tool from outside the repository."""
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import pytest
 from bench import fauxqs
 from bench.servers import LatencyProxy, free_port, wait_for_port
 from tests.support.endpoint import ROOT
+from tests.support.unavailable import unavailable
 
 
 def echo_server():
@@ -98,17 +100,16 @@ def test_fauxqs_is_pinned_by_the_repository_lock_file():
 
 @pytest.mark.slow
 def test_fauxqs_installs_from_npm_and_serves_sqs_on_loopback(tmp_path, monkeypatch):
-    if not (os.path.exists('/usr/bin/npm') or any(
-            os.access(os.path.join(d, 'npm'), os.X_OK)
-            for d in os.environ.get('PATH', '').split(os.pathsep))):
-        pytest.skip('npm is not installed')
+    if shutil.which('npm') is None:
+        unavailable('npm is not installed: fauxqs is installed with it')
     from tests.support.endpoint import raw_client
     monkeypatch.setenv('KALE_FAUXQS_CACHE', str(tmp_path / 'cache'))
     port = free_port()
     try:
         server = fauxqs.start(port)
     except fauxqs.FauxqsError as exc:
-        pytest.skip('the npm registry is not reachable: %s' % exc)
+        unavailable('fauxqs cannot be installed or started (is the npm registry reachable?): %s'
+                    % exc)
     try:
         wait_for_port(port, server.pid, 'fauxqs')
         client = raw_client('http://127.0.0.1:%d' % port)

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from tests.support.endpoint import ROOT
+from tests.support.unavailable import in_ci, unavailable
 
 pytestmark = pytest.mark.slow
 
@@ -23,6 +24,8 @@ DONE = 86 + 2 + 6 + 1 + (2 if NODE else 0)
 
 
 def test_make_demo_exits_0_with_the_expected_outcome_counts():
+    if not NODE and in_ci():                   # elsewhere the demo runs without its Node step
+        unavailable('Node.js is not installed: the demo\'s executor step (send-mail) needs it')
     env = {k: v for k, v in os.environ.items() if not k.startswith('KALE_')}
     installed = os.path.join(sys.prefix, '.installed')
     started = time.monotonic()

@@ -13,6 +13,7 @@ import pytest
 from kale import topics
 from tests.support.endpoint import ROOT, subprocess_env
 from tests.support.processes import WorkerProcess, wait_for
+from tests.support.unavailable import unavailable
 
 pytestmark = pytest.mark.slow
 
@@ -31,7 +32,7 @@ def endpoint(request, sqs, monkeypatch, settings_env):
         try:
             url = server.start()
         except BenchError as exc:
-            pytest.skip('fauxqs is not available: %s' % exc)
+            unavailable('fauxqs is not available: %s' % exc)
         monkeypatch.setenv('KALE_TEST_ENDPOINT', url)
         settings_env()
         yield url

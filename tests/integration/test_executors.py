@@ -21,6 +21,7 @@ from kale.executors import executor_task
 from kale.executors import task as executor_task_module
 from tests import workflow_tasks as wt
 from tests.support.processes import wait_for
+from tests.support.unavailable import unavailable
 from tests.support.work import work
 
 NODE = shutil.which('node')
@@ -95,8 +96,9 @@ def test_a_python_program(programs):
     assert run(programs, 'sum', 1, 2, 39).result == 42
 
 
-@pytest.mark.skipif(NODE is None, reason='Node.js is not installed')
 def test_a_node_program(programs):
+    if NODE is None:
+        unavailable('Node.js is not installed: the test runs a Node program')
     programs('upper', NODE_UPPER)
     assert run(programs, 'upper', 'mail').result == {'upper': 'MAIL'}
 

@@ -5,7 +5,8 @@ per test, pg_ctl stop at the end.
 ``initdb`` refuses to run as root, so as root the cluster belongs to the
 ``postgres`` user (made by Debian's postgresql package), or to an
 unprivileged user made for it. Where no PostgreSQL is installed,
-:func:`find_binaries` returns None and the tests skip, saying why.
+:func:`find_binaries` returns None and the tests skip, saying why (and
+fail in CI: tests/support/unavailable.py).
 """
 from __future__ import annotations
 

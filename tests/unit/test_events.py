@@ -14,6 +14,7 @@ from kale.statuses import TaskStatus
 from kale.store.sql.schema import STATUSES
 from kale.worker.report import Reporter
 from tests.support.received import settled
+from tests.support.unavailable import require_module
 
 
 @pytest.mark.parametrize('outcome', list(Outcome))
@@ -47,7 +48,7 @@ def test_the_reporter_calls_each_outcomes_hook(outcome):
 
 @pytest.mark.parametrize('outcome', list(Outcome))
 def test_metrics_count_every_outcome_under_its_label(outcome):
-    prometheus = pytest.importorskip('prometheus_client')
+    prometheus = require_module('prometheus_client', 'the metrics hooks (extra metrics)')
     from kale.contrib.metrics import PrometheusHooks
     registry = prometheus.CollectorRegistry()
     hooks = PrometheusHooks(registry=registry)
@@ -59,7 +60,7 @@ def test_metrics_count_every_outcome_under_its_label(outcome):
 
 @pytest.mark.parametrize('outcome', list(Outcome))
 def test_tracing_names_every_outcomes_settle_operation(outcome):
-    pytest.importorskip('opentelemetry.sdk')
+    require_module('opentelemetry.sdk', 'the tracing tests export spans to memory')
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter

@@ -21,6 +21,7 @@ from kale.exceptions import (
 from kale.message import Message
 from kale.transport.payloads import MemoryPayloadStore, using_payload_store
 from tests.support.hostile import envelope_headers, signed_body
+from tests.support.unavailable import require_module
 
 QUEUE = 'tq-default'
 BUCKET = 'payload-bucket'
@@ -127,7 +128,7 @@ def test_the_size_that_counts_is_after_compression(store, bucket_app):
 
 
 def test_the_object_is_encrypted_with_the_message_encryption_key(store, bucket_app):
-    pytest.importorskip('cryptography')
+    require_module('cryptography', 'MESSAGE_ENCRYPTION_KEY encrypts with its AES-GCM')
     data = os.urandom(BIG)
     encrypting = bucket_app.replace(MESSAGE_ENCRYPTION_KEY='k' * 40)
     body = encrypting.codec.encode(make_message(data), QUEUE).body

@@ -14,6 +14,7 @@ from kale.worker.runner import TaskRunner
 from tests import tasks
 from tests.support.hostile import CreatesFileWhenUnpickled, signed_legacy_body
 from tests.support.records import recorded_ids
+from tests.support.unavailable import require_module
 
 DAY = 24 * 3600.0
 
@@ -168,7 +169,7 @@ def test_a_queue_config_cannot_construct_python_objects(tmp_path):
 def test_the_supervisors_metrics_directory_is_its_own(monkeypatch):
     import os
     import stat
-    pytest.importorskip('prometheus_client')
+    require_module('prometheus_client', 'the supervisor\'s metrics endpoint (extra metrics)')
     from kale.contrib.exposition import SupervisorEndpoint
     endpoint = SupervisorEndpoint(0, '127.0.0.1')
     env = {}
