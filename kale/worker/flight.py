@@ -318,8 +318,6 @@ class FlightWorker(WorkerBase):
         if job.group is not None:
             self._groups.discard(job.group)
         self._per_class[job.task_class] -= 1
-        if job.watched is not None:
-            self.watchdog.unwatch(job.watched)
         if job.long:
             self.heartbeat.stop(job.received)
 

@@ -101,8 +101,6 @@ class JobRunner:
     def start(self, job: Job, now: float) -> None:
         """Start the job's run (a coroutine job: on the next :meth:`flush`)."""
         if job.task_class.is_coroutine and self.runner.isolation != 'process':
-            job.watched = Watched(now + job.task_class.time_limit, job)
-            self.watchdog.watch(job.watched)
             self._coroutines.append(job)
         else:
             self.threads.submit(lambda: self._run_on_thread(job))
@@ -138,6 +136,9 @@ class JobRunner:
         for job in jobs:
             if not self._claim(job):
                 continue
+            # Watched from its start to its end here, on the loop's thread:
+            # the watchdog judges the run, not the worker's bookkeeping of it.
+            job.watched = self.watchdog.watch_for(job.task_class.time_limit, job)
             job.coroutine = self._run_coroutine(job)
             loop.create_task(job.coroutine).add_done_callback(functools.partial(self._ended, job))
 
@@ -206,7 +207,10 @@ class JobRunner:
         return settlement
 
     def _ended(self, job: Job, done: 'asyncio.Future[Settlement]') -> None:
-        """(On the loop's thread.) A coroutine job ended: tell the worker."""
+        """(On the loop's thread.) A coroutine job ended: no longer watched
+        (whenever the worker handles its end), and the worker is told."""
+        if job.watched is not None:
+            self.watchdog.unwatch(job.watched)
         try:
             job.settlement = done.result()
         except BaseException as exc:        # cancelled with the loop, or a bug: given back
