@@ -124,8 +124,10 @@ class FlightWorker(WorkerBase):
         """Work until a signal, a finished burst, the memory limit or a stuck
         task; returns the exit code."""
         self.signals.install()
+        # Never inline: a settle request that hangs would hold the loop, and
+        # what waits to start with it.
         self.settler = Settler(self.consumer, clock=self.clock, threads=SETTLE_THREADS,
-                               max_pending=2 * SETTLE_THREADS)
+                               max_pending=2 * SETTLE_THREADS, inline_below_sec=0.0)
         logs.set_worker(process_identity()[0])
         self._limits_checked = self.clock.monotonic()
         try:
@@ -267,6 +269,8 @@ class FlightWorker(WorkerBase):
         asked = self.intake.asked if self.intake.receiving else 0
         if suspects.jobs and running + len(self.waiting) + asked > suspects.cap:
             return False                # once enough of what runs has ended
+        if self.gatherer or (self.settler is not None and self.settler.settling()):
+            self._settle_now()          # what ended is held until SQS has settled it
         if suspects.taken_back(self._settle_now):
             return True
         for job in self.waiting:        # SQS refused some: still held, so what waits goes too
@@ -325,7 +329,9 @@ class FlightWorker(WorkerBase):
         """Ask the intake for as many messages as there is room for, and for
         those that will find room while a receive is out (the reserve, see
         :class:`~kale.worker.prefetch.Reserve`); while suspects are held, no
-        more than their cap allows."""
+        more than their cap allows; none while settling is behind."""
+        if self.settler is not None and self.settler.full():
+            return                  # settling is behind: receive no more meanwhile
         room = self.max_in_flight + self.reserve.count()
         if self.suspects.jobs or self.suspects.recent:
             room = min(room, self.suspects.room())

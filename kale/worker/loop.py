@@ -72,7 +72,9 @@ class Worker(WorkerBase):
         super().__init__(*args, **kwargs)
         self.prefetch = Prefetch()
         self.receiver = Receiver(self.consumer, self.queues, stopping=lambda: self._stopping,
-                                 prefetch=self.prefetch, clock=self.clock)
+                                 prefetch=self.prefetch, clock=self.clock,
+                                 settling_behind=lambda: self.settler is not None
+                                 and self.settler.full())
         self.queue_info = QueueInfo(self.queues, self.receiver.probe)
         self.selector = self.selector_class(self.queue_info)
         self._idle = False
@@ -114,13 +116,16 @@ class Worker(WorkerBase):
 
     def work_once(self) -> bool:
         """Batches that already arrived, else one selection and up to
-        ``num_iterations`` batches from it, else the idle watch. False once a
-        burst has nothing left to do."""
+        ``num_iterations`` batches from it, else the idle watch; nothing is
+        received while settling is behind (see :mod:`kale.worker.settler`).
+        False once a burst has nothing left to do."""
         self.report_settled()
         ready = self.receiver.next_ready()
         if ready is not None:
             self.process(ready)
             return True
+        assert self.settler is not None
+        self.settler.wait_until_not_full()      # receive only what can be settled
         if self._idle:
             return self.idle()
         queue = self.select_queue()
@@ -149,6 +154,8 @@ class Worker(WorkerBase):
         for _ in range(queue.num_iterations - 1):
             if self._stopping or not batch.full or self.receiver.has_ready():
                 break           # a short batch means the queue is (nearly) drained
+            assert self.settler is not None
+            self.settler.wait_until_not_full()
             received = self.receive(queue)
             if received is None or not received.messages:
                 break

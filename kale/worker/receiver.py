@@ -67,11 +67,14 @@ class Receiver:
     def __init__(self, consumer: Consumer, queues: Sequence[TaskQueue],
                  stopping: Callable[[], bool] = lambda: False,
                  read_ahead_above_sec: Optional[float] = READ_AHEAD_ABOVE_SEC,
-                 prefetch: Optional[Prefetch] = None, clock: Clock = SYSTEM_CLOCK):
+                 prefetch: Optional[Prefetch] = None, clock: Clock = SYSTEM_CLOCK,
+                 settling_behind: Callable[[], bool] = lambda: False):
         self.consumer = consumer
         self.clock = clock
         self.queues = list(queues)
         self.stopping = stopping
+        #: Whether the worker's settling is behind: nothing is received ahead then.
+        self.settling_behind = settling_behind
         #: How many messages each receive asks for.
         self.prefetch = prefetch or Prefetch()
         self._prefetched: dict[str, Batch] = {}
@@ -136,7 +139,7 @@ class Receiver:
             batch = self._receive(queue, 0)
         if self.read_ahead and batch.messages and len(batch.messages) >= batch.asked \
                 and self.prefetch.may_read_ahead(queue, READ_AHEAD_BATCHES) \
-                and not self.stopping():
+                and not self.stopping() and not self.settling_behind():
             ahead = self._ahead.setdefault(queue.name, collections.deque())
             while len(ahead) < READ_AHEAD_BATCHES:
                 ahead.append(self._reader().submit(self._receive_ahead, queue))
