@@ -44,7 +44,6 @@ from kale.events import HOLDS_GROUP, Settlement, process_identity
 from kale.exceptions import ImproperlyConfigured
 from kale.hooks import WorkerHooks
 from kale.settings_check import WORKER_POOLS
-from kale.task import Task
 from kale.worker.base import IDLE_PAUSE_SEC, SHUTDOWN_SETTLE_SEC, WorkerBase
 from kale.worker.batch import Batch
 from kale.worker.caps import SuspectCaps
@@ -52,7 +51,7 @@ from kale.worker.duplicates import drop_duplicates
 from kale.worker.gather import Gatherer
 from kale.worker.heartbeat import extension_lead
 from kale.worker.intake import Arrival, Intake
-from kale.worker.jobs import Job, JobRunner
+from kale.worker.jobs import Job, JobRunner, may_start
 from kale.worker.outage import Outage
 from kale.worker.prefetch import Reserve
 from kale.worker.settler import Settler
@@ -216,7 +215,6 @@ class FlightWorker(WorkerBase):
         self.skip_cancelled(batch)
         drop_duplicates(batch)
         self.send_on_early(batch)
-        self.limit_flow(batch)
         suspects = suspects_of(batch, self.redrive_after) if batch.may_hold_suspect else None
         decided = batch.split_decided()
         if decided is not None:
@@ -243,18 +241,27 @@ class FlightWorker(WorkerBase):
         self._start_in_order(now)
 
     def _start_in_order(self, now: float) -> None:
-        """Start what waits and finds room (and its group free), in order."""
-        kept = []
-        for job in self.waiting:
-            if not self._fits(job, now):
-                continue
-            if len(self.running) >= self.max_in_flight or job.group in self._groups or \
-                    self._capped(job.task_class):
-                kept.append(job)
-            else:
-                self.start(job, now)
-        self.waiting = kept
+        """Start what waits and finds room (and its group free), in order;
+        the limited ones take their tokens and slots as they start (those
+        refused are released, delayed, and leave their room to the next)."""
+        while self.waiting:
+            starting, self.waiting = self._may_start(now)
+            refused = {id(batch): settlement for batch, settlement in
+                       self.flow.refusals([(job.batch, job.received) for job in starting])}
+            for job in starting:
+                settlement = refused.get(id(job.batch))
+                if settlement is None:
+                    self.start(job, now)
+                else:
+                    self._settle_unrun(job, settlement)
+            if not refused:
+                break
         self.jobs.flush()
+
+    def _may_start(self, now: float) -> tuple[list[Job], list[Job]]:
+        """What may start now, and what waits on; what no longer fits is given back."""
+        return may_start([job for job in self.waiting if self._fits(job, now)],
+                         self.max_in_flight - len(self.running), self._groups, self._per_class)
 
     def _within_cap(self, now: float) -> bool:
         """Whether what waits may start with the suspects held (see
@@ -398,13 +405,12 @@ class FlightWorker(WorkerBase):
                              'timeout' % (time_limit, batch.time_left(now)))
         return False
 
-    def _capped(self, task_class: type[Task]) -> bool:
-        cap = task_class.max_concurrency
-        return cap is not None and self._per_class[task_class] >= cap
-
     def _give_back(self, job: Job, reason: str) -> Settlement:
+        return self._settle_unrun(job, release(job.batch, job.received, reason))
+
+    def _settle_unrun(self, job: Job, settlement: Settlement) -> Settlement:
+        """Settle a job that will not run (released: its group's later ones too)."""
         self.suspects.discard(job)
-        settlement = release(job.batch, job.received, reason)
         job.batch.settlements.append(settlement)
         self.gatherer.add(job.batch)
         if job.group is not None:

@@ -15,6 +15,7 @@ task), and ``('done', job)`` is put on the worker's events when it ends.
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import functools
 import logging
@@ -216,6 +217,28 @@ class JobRunner:
         except BaseException as exc:        # cancelled with the loop, or a bug: given back
             job.settlement = _lost(job, exc)
         self.events.put(('done', job))
+
+
+def may_start(waiting: list[Job], room: int, groups: set[tuple[str, str]],
+              per_class: 'collections.Counter[type]') -> tuple[list[Job], list[Job]]:
+    """Of the jobs ``waiting`` (in order), those that may start now and those
+    that wait on: ``room`` places, one job of a FIFO group at a time (none of
+    ``groups``, running), ``max_concurrency`` runs of a class at most (with
+    ``per_class`` running)."""
+    starting: list[Job] = []
+    kept = []
+    groups, per_class = set(groups), collections.Counter(per_class)
+    for job in waiting:
+        cap = job.task_class.max_concurrency
+        if len(starting) >= room or job.group in groups or \
+                (cap is not None and per_class[job.task_class] >= cap):
+            kept.append(job)
+            continue
+        starting.append(job)
+        per_class[job.task_class] += 1
+        if job.group is not None:
+            groups.add(job.group)
+    return starting, kept
 
 
 def _lost(job: Job, exc: BaseException) -> Settlement:

@@ -14,8 +14,9 @@ told to stop. Each step is a method of its own:
 - :meth:`skip_cancelled` asks the hooks once which of a batch's tasks were
   cancelled, and settles those unrun (and a task's extra copies);
   :meth:`send_on_early` sends on those that arrived before their due time;
-  :meth:`limit_flow` releases, delayed, those over a rate or concurrency limit;
-- :meth:`run_batch` runs a batch's tasks one by one within its budget;
+- :meth:`run_batch` runs a batch's tasks one by one within its budget (each
+  takes its token of a rate limit and its slot of a concurrency limit as it
+  starts, or is released, delayed: :mod:`kale.worker.flow`);
 - :meth:`settle` hands the batch to a thread that releases, copies and
   deletes in batch requests, while the loop receives the next batch;
 - :meth:`check_limits` stops the worker when it uses too much memory.
@@ -28,7 +29,7 @@ from __future__ import annotations
 import gc
 import logging
 import random
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from kale import logs
 from kale.app import default_app
@@ -226,7 +227,6 @@ class Worker(WorkerBase):
         self.skip_cancelled(batch)
         drop_duplicates(batch)
         self.send_on_early(batch)
-        self.limit_flow(batch)
         alone = self._set_aside(batch)
         given_back = self._give_back_now(batch) if batch.may_hold_suspect else []
         if alone is not None:
@@ -314,12 +314,15 @@ class Worker(WorkerBase):
                     continue
                 if self._stopping:
                     break
+                known = len(batch.settlements)
                 try:
-                    settlement = self.run_one(batch, received)
+                    settlement = self.run_one(batch, received, [
+                        later for later in pending[index + 1:] if id(later) not in decided])
                 except TaskStuck as stuck:      # left to SQS: back after its visibility timeout
                     batch.messages.remove(received)
                     self.stuck(str(stuck))
                     break
+                decided.update(_by_message(batch.settlements[known:]))   # refused meanwhile
                 batch.settlements.append(settlement)
                 ran += 1
                 if batch.fifo and settlement.outcome in HOLDS_GROUP:
@@ -345,8 +348,11 @@ class Worker(WorkerBase):
         if ran:
             self.prefetch.ran(queue, (self.clock.monotonic() - started) / ran)
 
-    def run_one(self, batch: Batch, received: ReceivedMessage) -> Settlement:
-        """Run one message's task if it may run now, else release it."""
+    def run_one(self, batch: Batch, received: ReceivedMessage,
+                later: Sequence[ReceivedMessage] = ()) -> Settlement:
+        """Run one message's task if it may run now, else release it. Its
+        token and slot of a flow limit are taken as it starts (with those of
+        the ``later`` ones that start soon after: see FlowGate.before_run)."""
         if batch.fifo and received.group_id in batch.held_groups:
             return release(batch, received, 'an earlier task of group %r has not completed'
                            % received.group_id)
@@ -356,6 +362,12 @@ class Worker(WorkerBase):
         if not batch.fits(task_class.time_limit, now) and not self.heartbeat.keeps(received):
             return release(batch, received, 'time_limit %gs does not fit the %.1fs left in the '
                                             'batch' % (task_class.time_limit, batch.time_left(now)))
+        refused, others = self.flow.before_run(batch, received, later,
+                                               self.prefetch.mean_run_sec(batch.queue))
+        for settlement in others:           # refused now, decided before their turn
+            batch.settlements.append(settlement)
+        if refused is not None:
+            return refused
         message = self.runner.read(batch, received, opened)
         if isinstance(message, Settlement):
             return message

@@ -28,7 +28,7 @@ def test_starts_at_the_rate_are_within_the_bound(tmp_path):
 def test_late_runs_stacked_on_fresh_ones_are_a_failure(tmp_path):
     starts = [100.0 + n * 0.1 for n in range(50)] + [102.5 + n * 0.01 for n in range(30)]
     chaos = chaos_with_starts(tmp_path, starts)
-    assert chaos.over_rate()[0] == '40 starts in 1 s (at most 30)'
+    assert chaos.over_rate()[0] == '40 starts in 1 s (at most 20)'
 
 
 def test_no_rate_limited_start_no_window(tmp_path):
