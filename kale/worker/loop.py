@@ -274,8 +274,13 @@ class Worker(WorkerBase):
             held = [s for s in settlements if not (s.settled or s.lapsed)]
             if not held:
                 # Each run settled as it ends: a suspect that kills the worker
-                # later in the group does not undo the runs before it.
-                self.run_batch(alone, parts_after=0.0)
+                # later in the group does not undo the runs before it. What
+                # a poll still out brings meanwhile goes back at once.
+                self.receiver.alone = True
+                try:
+                    self.run_batch(alone, parts_after=0.0)
+                finally:
+                    self.receiver.alone = False
             else:
                 logger.warning('%s: %d message(s) of the batch are still held (settling '
                                'failed): %s released, not run now', self.name,

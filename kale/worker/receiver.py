@@ -97,6 +97,10 @@ class Receiver:
         self._executor: Optional[concurrent.futures.ThreadPoolExecutor] = None
         #: Until when the running task may keep the worker busy (monotonic; 0: idle).
         self._busy_until = 0.0
+        #: While a message runs alone (a suspect, a long task), what a poll
+        #: still out brings is given back at once, in the poll's thread: a
+        #: suspect that kills its worker would take it along, unseen.
+        self.alone = False
 
     # --- selection ---------------------------------------------------------
 
@@ -318,10 +322,10 @@ class Receiver:
     def _deliver(self, queue_: TaskQueue, batch: Batch) -> None:
         """Hand a batch received on a thread to the worker, or back to SQS if
         the worker has gone."""
-        if batch.messages and self._doomed(batch):
-            logger.debug('a batch of %d from queue %s arrived while a task runs that may '
-                         'outlast its budget: given back at once', len(batch.messages),
-                         queue_.name)
+        if batch.messages and (self.alone or self._doomed(batch)):
+            logger.debug('a batch of %d from queue %s arrived while a task runs %s: given back '
+                         'at once', len(batch.messages), queue_.name,
+                         'alone' if self.alone else 'that may outlast its budget')
             self._release(batch)
             batch = Batch(queue_, [], batch.received_at, batch.sqs_name)
         with self._close_lock:
