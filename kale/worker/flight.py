@@ -336,13 +336,12 @@ class FlightWorker(WorkerBase):
         """Ask the intake for as many messages as there is room for, and for
         those that will find room while a receive is out (the reserve, see
         :class:`~kale.worker.prefetch.Reserve`); while suspects are held, no
-        more than their cap allows; none while settling is behind."""
-        if self.settler is not None and self.settler.full():
-            return                  # settling is behind: receive no more meanwhile
-        room = self.max_in_flight + self.reserve.count()
-        if self.suspects.jobs or self.suspects.recent:
-            room = min(room, self.suspects.room())
-        self.intake.refill(room - len(self.running) - len(self.waiting))
+        more than their cap allows (Intake.full); none while settling is behind."""
+        room = min(self.max_in_flight + self.reserve.count(), self.suspects.room()) \
+            - len(self.running) - len(self.waiting)
+        self.intake.full = bool(self.suspects.jobs) and room <= 0
+        if not (self.settler is not None and self.settler.full()):
+            self.intake.refill(room)
 
     def burst_done(self) -> bool:
         """A burst is done once a selection found every queue empty, the

@@ -101,6 +101,10 @@ class Intake:
         self._threads = Threads(max_receives, name='kale-receive')
         #: The receives and polls out (waited for when the worker stops).
         self.out = ReceivesOut()
+        #: The worker holds all a suspect allows (see kale.worker.caps): what
+        #: a receive still out brings is given back at once, in its thread,
+        #: rather than held beside the suspect unseen.
+        self.full = False
 
     # --- the worker's side --------------------------------------------------------
 
@@ -170,16 +174,22 @@ class Intake:
     # --- the receiving threads' side ---------------------------------------------
 
     def _report(self, arrival: Arrival) -> None:
+        batch = arrival.batch
+        if self.full and batch is not None and batch.messages:
+            self._release(batch)        # see full: the worker hears of an empty answer
+            arrival.batch = Batch(batch.queue, [], batch.received_at, batch.sqs_name)
         with self._close_lock:
             if not self._closed:
                 self.deliver(arrival)
                 return
         if arrival.batch is not None and arrival.batch.messages:
-            try:
-                self.consumer.settle(arrival.batch)     # no settlements: all released
-            except Exception:
-                logger.exception('could not release a batch of queue %s',
-                                 arrival.batch.queue.name)
+            self._release(arrival.batch)
+
+    def _release(self, batch: Batch) -> None:
+        try:
+            self.consumer.settle(batch)     # no settlements: all released
+        except Exception:
+            logger.exception('could not release a batch of queue %s', batch.queue.name)
 
     def _selecting(self) -> _Selecting:
         local = self._local
