@@ -138,7 +138,7 @@ class FlowGate:
         refused: list[tuple[Batch, ReceivedMessage, Opened, Refusal]] = []
         for batch, received in starting:
             opened = batch.opened.get(received.message_id)
-            if opened is None or not self._limits(opened.task_class):
+            if opened is None or not self.limits(opened.task_class):
                 continue
             found = self._ask_of(received, opened)
             if isinstance(found, Refusal):
@@ -159,7 +159,7 @@ class FlowGate:
         taken at most TOKEN_AHEAD_SEC ago with those of the next runs expected
         to start within that time (by the queue's ``mean_run_sec``)."""
         opened = batch.opened.get(received.message_id)
-        if opened is None or not self._limits(opened.task_class):
+        if opened is None or not self.limits(opened.task_class):
             return None, []
         now = self.clock.monotonic()
         taken = self._ahead.pop(id(received), None)
@@ -181,7 +181,7 @@ class FlowGate:
                                         refusal.dead, opened.envelope)
         return self._release(batch, received, opened, refusal)
 
-    def _limits(self, task_class: type) -> bool:
+    def limits(self, task_class: type) -> bool:
         """Whether the task class may have limits (a class known to have
         none costs its runs nothing after its first)."""
         if task_class in self._unlimited:

@@ -26,10 +26,11 @@ is the serial pool; :mod:`kale.worker.flight` runs many tasks at once.
 """
 from __future__ import annotations
 
+import functools
 import gc
 import logging
 import random
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from kale import logs
 from kale.app import default_app
@@ -126,7 +127,8 @@ class Worker(WorkerBase):
             self.process(ready)
             return True
         assert self.settler is not None
-        self.settler.wait_until_not_full()      # receive only what can be settled
+        if self.settler.full():
+            self.settler.wait_until_not_full()  # receive only what can be settled
         if self._idle:
             return self.idle()
         queue = self.select_queue()
@@ -321,8 +323,8 @@ class Worker(WorkerBase):
                     break
                 known = len(batch.settlements)
                 try:
-                    settlement = self.run_one(batch, received, [
-                        later for later in pending[index + 1:] if id(later) not in decided])
+                    settlement = self.run_one(batch, received, functools.partial(
+                        _undecided, pending[index + 1:], decided))
                 except TaskStuck as stuck:      # left to SQS: back after its visibility timeout
                     batch.messages.remove(received)
                     self.stuck(str(stuck))
@@ -354,10 +356,10 @@ class Worker(WorkerBase):
             self.prefetch.ran(queue, (self.clock.monotonic() - started) / ran)
 
     def run_one(self, batch: Batch, received: ReceivedMessage,
-                later: Sequence[ReceivedMessage] = ()) -> Settlement:
+                later: Callable[[], Sequence[ReceivedMessage]] = list) -> Settlement:
         """Run one message's task if it may run now, else release it. Its
         token and slot of a flow limit are taken as it starts (with those of
-        the ``later`` ones that start soon after: see FlowGate.before_run)."""
+        the ``later()`` ones that start soon after: see FlowGate.before_run)."""
         if batch.fifo and received.group_id in batch.held_groups:
             return release(batch, received, 'an earlier task of group %r has not completed'
                            % received.group_id)
@@ -367,12 +369,12 @@ class Worker(WorkerBase):
         if not batch.fits(task_class.time_limit, now) and not self.heartbeat.keeps(received):
             return release(batch, received, 'time_limit %gs does not fit the %.1fs left in the '
                                             'batch' % (task_class.time_limit, batch.time_left(now)))
-        refused, others = self.flow.before_run(batch, received, later,
-                                               self.prefetch.mean_run_sec(batch.queue))
-        for settlement in others:           # refused now, decided before their turn
-            batch.settlements.append(settlement)
-        if refused is not None:
-            return refused
+        if self.flow.limits(task_class):
+            refused, others = self.flow.before_run(batch, received, later(),
+                                                   self.prefetch.mean_run_sec(batch.queue))
+            batch.settlements.extend(others)        # refused now, decided before their turn
+            if refused is not None:
+                return refused
         message = self.runner.read(batch, received, opened)
         if isinstance(message, Settlement):
             return message
@@ -406,6 +408,11 @@ class Worker(WorkerBase):
         self._idle = True
         logger.debug('%s: idle, long polling %s', self.name, ', '.join(
             '%s (%d s)' % (q.name, q.long_poll_time_sec) for q in self.queues))
+
+
+def _undecided(messages: list[ReceivedMessage], decided: dict[int, Settlement]
+               ) -> list[ReceivedMessage]:
+    return [received for received in messages if id(received) not in decided]
 
 
 def _by_message(settlements: list[Settlement]) -> dict[int, Settlement]:
