@@ -32,6 +32,7 @@ from kale.ids import random_id
 from kale.records.recorder import OWN_WRITES_SEC
 from kale.statuses import FINAL_TASK, TaskStatus, WorkflowStatus, status_values
 from kale.store.record import TaskRecord, iso
+from kale.workflow.claims import keeper
 from kale.workflow.flow import Part
 from kale.workflow.graph import Graph, resolve
 from kale.workflow.state import FAILED, WorkflowState
@@ -40,13 +41,19 @@ from kale.workflow.values import from_json, values
 
 #: The key of a node message's context that names its workflow.
 WORKFLOW_CONTEXT = 'kale_workflow'
+#: Nodes sent by one publish call (ten SendMessageBatch requests), each such
+#: chunk marked published when sent: a publisher that dies in the middle of
+#: a wide fan-out leaves at most this many sent but unmarked, which the
+#: sweep sends again.
+PUBLISH_CHUNK = 100
 
 
 def _state(app: App, records_url: Optional[str] = None) -> WorkflowState:
     if not (records_url or app.config.RECORDS_URL):
         raise WorkflowError('workflows keep their state in the task records: set RECORDS_URL '
                             '(sqlite:///... on one machine, postgresql://... for a fleet)')
-    return WorkflowState(records.store(records_url, app).workflows, values(app.config))
+    return WorkflowState(records.store(records_url, app).workflows, values(app.config),
+                         keeper(app))
 
 
 def submit(flow: Part, labels: Optional[dict[str, str]] = None,
@@ -75,7 +82,12 @@ def submit(flow: Part, labels: Optional[dict[str, str]] = None,
 def publish_nodes(state: WorkflowState, ready: list[dict[str, Any]], app: App) -> None:
     """Publish nodes that have all their inputs, a batch per task, queue and
     delay (a node's ``delay_sec`` counts from now, its ``eta`` stands; its
-    ``retry_num``, when given, the runs its task had before a retry)."""
+    ``retry_num``, when given, the runs its task had before a retry). This
+    process claimed them when it made them ready: it holds the claims while
+    it publishes (:mod:`kale.workflow.claims`), so no sweep sends them
+    meanwhile, and marks each chunk published once sent."""
+    if not ready:
+        return
     batches: dict[tuple[str, str, str, float, Optional[float]], list[dict[str, Any]]] = \
         collections.defaultdict(list)
     for node in ready:
@@ -83,16 +95,24 @@ def publish_nodes(state: WorkflowState, ready: list[dict[str, Any]], app: App) -
         batches[(node['task'], node['queue'], node['workflow_id'], wait.get('delay_sec', 0),
                  wait.get('eta'))].append(node)
     publisher = app.publisher
-    for (task, queue, workflow_id, delay_sec, eta), batch in batches.items():
-        runs_before = [node.get('retry_num', 0) for node in batch]
-        publisher.publish_batch(app.registry.resolve(task), None,
-                                [(node['args'], node['kwargs']) for node in batch],
-                                queue_name=queue, task_ids=[node['task_id'] for node in batch],
-                                context={WORKFLOW_CONTEXT: workflow_id}, delay_sec=delay_sec,
-                                eta=None if eta is None else datetime.datetime.fromtimestamp(
-                                    eta, datetime.timezone.utc),
-                                retry_nums=runs_before if any(runs_before) else None)
-        state.mark_published([node['task_id'] for node in batch])
+    with state.publishing([node['task_id'] for node in ready]) as held:
+        for (task, queue, workflow_id, delay_sec, eta), nodes in batches.items():
+            for start in range(0, len(nodes), PUBLISH_CHUNK):
+                batch = [node for node in nodes[start:start + PUBLISH_CHUNK]
+                         if node['task_id'] not in held.lost]    # a sweep took these over
+                if not batch:
+                    continue
+                task_ids = [node['task_id'] for node in batch]
+                runs_before = [node.get('retry_num', 0) for node in batch]
+                publisher.publish_batch(
+                    app.registry.resolve(task), None,
+                    [(node['args'], node['kwargs']) for node in batch], queue_name=queue,
+                    task_ids=task_ids, context={WORKFLOW_CONTEXT: workflow_id},
+                    delay_sec=delay_sec, eta=None if eta is None else
+                    datetime.datetime.fromtimestamp(eta, datetime.timezone.utc),
+                    retry_nums=runs_before if any(runs_before) else None)
+                held.sent(task_ids)
+                state.mark_published(task_ids)
 
 
 def requeue_records(ready: list[dict[str, Any]], app: App,
