@@ -161,10 +161,10 @@ class WorkflowStore(Protocol):
         """These nodes were published."""
 
     def renew_claims(self, task_ids: Sequence[str], owner: str, until: float) -> list[str]:
-        """The claims ``owner`` holds on these nodes, still unpublished, now
-        last until ``until`` (``until`` at the present releases them: a
-        sweep takes them over at once); returns the task ids it still holds
-        (a claim that lapsed and was taken over is no longer its own)."""
+        """The claims ``owner`` holds on these nodes now last until ``until``
+        (``until`` at the present releases them: a sweep takes those still
+        unpublished over at once); returns the task ids it still holds (a
+        claim that lapsed and was taken over is no longer its own)."""
 
     def overdue(self, now: float, limit: int = 100) -> list[str]:
         """Running workflows past their deadline."""

@@ -133,6 +133,8 @@ class ClaimKeeper:
                 self.renew()
             except KaleError as exc:         # the next round tries again
                 logger.warning('workflow publish claims: renewing failed: %s', exc)
+            except Exception:               # never a renewer gone for good in silence
+                logger.exception('workflow publish claims: renewing failed')
 
 
 def keeper(app: 'App') -> ClaimKeeper:

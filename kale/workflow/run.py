@@ -32,7 +32,7 @@ from kale.ids import random_id
 from kale.records.recorder import OWN_WRITES_SEC
 from kale.statuses import FINAL_TASK, TaskStatus, WorkflowStatus, status_values
 from kale.store.record import TaskRecord, iso
-from kale.workflow.claims import keeper
+from kale.workflow.claims import Holding, keeper
 from kale.workflow.flow import Part
 from kale.workflow.graph import Graph, resolve
 from kale.workflow.state import FAILED, WorkflowState
@@ -86,8 +86,15 @@ def publish_nodes(state: WorkflowState, ready: list[dict[str, Any]], app: App) -
     process claimed them when it made them ready: it holds the claims while
     it publishes (:mod:`kale.workflow.claims`), so no sweep sends them
     meanwhile, and marks each chunk published once sent."""
-    if not ready:
-        return
+    if ready:
+        with state.publishing([node['task_id'] for node in ready]) as held:
+            send_nodes(state, ready, app, held)
+
+
+def send_nodes(state: WorkflowState, ready: list[dict[str, Any]], app: App,
+               held: Holding) -> None:
+    """:func:`publish_nodes`, inside the ``held`` claims of the nodes: those
+    a sweep took over are not sent."""
     batches: dict[tuple[str, str, str, float, Optional[float]], list[dict[str, Any]]] = \
         collections.defaultdict(list)
     for node in ready:
@@ -95,24 +102,23 @@ def publish_nodes(state: WorkflowState, ready: list[dict[str, Any]], app: App) -
         batches[(node['task'], node['queue'], node['workflow_id'], wait.get('delay_sec', 0),
                  wait.get('eta'))].append(node)
     publisher = app.publisher
-    with state.publishing([node['task_id'] for node in ready]) as held:
-        for (task, queue, workflow_id, delay_sec, eta), nodes in batches.items():
-            for start in range(0, len(nodes), PUBLISH_CHUNK):
-                batch = [node for node in nodes[start:start + PUBLISH_CHUNK]
-                         if node['task_id'] not in held.lost]    # a sweep took these over
-                if not batch:
-                    continue
-                task_ids = [node['task_id'] for node in batch]
-                runs_before = [node.get('retry_num', 0) for node in batch]
-                publisher.publish_batch(
-                    app.registry.resolve(task), None,
-                    [(node['args'], node['kwargs']) for node in batch], queue_name=queue,
-                    task_ids=task_ids, context={WORKFLOW_CONTEXT: workflow_id},
-                    delay_sec=delay_sec, eta=None if eta is None else
-                    datetime.datetime.fromtimestamp(eta, datetime.timezone.utc),
-                    retry_nums=runs_before if any(runs_before) else None)
-                held.sent(task_ids)
-                state.mark_published(task_ids)
+    for (task, queue, workflow_id, delay_sec, eta), nodes in batches.items():
+        for start in range(0, len(nodes), PUBLISH_CHUNK):
+            batch = [node for node in nodes[start:start + PUBLISH_CHUNK]
+                     if node['task_id'] not in held.lost]
+            if not batch:
+                continue
+            task_ids = [node['task_id'] for node in batch]
+            runs_before = [node.get('retry_num', 0) for node in batch]
+            publisher.publish_batch(
+                app.registry.resolve(task), None,
+                [(node['args'], node['kwargs']) for node in batch], queue_name=queue,
+                task_ids=task_ids, context={WORKFLOW_CONTEXT: workflow_id},
+                delay_sec=delay_sec, eta=None if eta is None else
+                datetime.datetime.fromtimestamp(eta, datetime.timezone.utc),
+                retry_nums=runs_before if any(runs_before) else None)
+            held.sent(task_ids)
+            state.mark_published(task_ids)
 
 
 def requeue_records(ready: list[dict[str, Any]], app: App,
@@ -153,10 +159,13 @@ _ENDED_UNSUCCESSFULLY = tuple(status for status in FINAL_TASK if status != TaskS
 
 
 def publish_stranded(state: WorkflowState, ready: list[dict[str, Any]], app: App) -> None:
-    """Publish nodes a sweep found ready but unpublished: their records
-    first made ``queued`` again when a retry's process died before it did."""
-    requeue_records(ready, app)
-    publish_nodes(state, ready, app)
+    """Publish nodes a sweep took over: their records first made ``queued``
+    again when a retry's process died before it did (the claims held
+    meanwhile: that can wait for the records' writer longer than a claim lasts)."""
+    if ready:
+        with state.publishing([node['task_id'] for node in ready]) as held:
+            requeue_records(ready, app)
+            send_nodes(state, ready, app, held)
 
 
 class WorkflowHooks(PublishHooks, WorkerHooks):

@@ -44,8 +44,7 @@ class MemoryWorkflows:
     def renew_claims(self, task_ids: Sequence[str], owner: str, until: float) -> list[str]:
         with self.root.lock:
             held = [task_id for task_id in task_ids if task_id in self.node_rows
-                    and self.node_rows[task_id].claimed_by == owner
-                    and not self.node_rows[task_id].published]
+                    and self.node_rows[task_id].claimed_by == owner]
             for task_id in held:
                 self._change(task_id, claimed_until=until)
             return held

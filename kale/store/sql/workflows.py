@@ -60,7 +60,7 @@ _TAKE_OVER = update(nodes_table).where(nodes_table.c.task_id == bindparam('t'), 
     claimed_by=bindparam('owner'), claimed_until=bindparam('until'))
 _RENEW = update(nodes_table).where(
     nodes_table.c.task_id.in_(bindparam('ids', expanding=True)),
-    nodes_table.c.claimed_by == bindparam('owner'), nodes_table.c.published == 0).values(
+    nodes_table.c.claimed_by == bindparam('owner')).values(
     claimed_until=bindparam('until')).returning(nodes_table.c.task_id)
 _NODE = select(nodes_table).where(nodes_table.c.task_id == bindparam('t'))
 _UNFINISHED = select(nodes_table.c.task_id).where(
