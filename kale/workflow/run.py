@@ -41,11 +41,13 @@ from kale.workflow.values import from_json, values
 
 #: The key of a node message's context that names its workflow.
 WORKFLOW_CONTEXT = 'kale_workflow'
-#: Nodes sent by one publish call (ten SendMessageBatch requests), each such
-#: chunk marked published when sent: a publisher that dies in the middle of
-#: a wide fan-out leaves at most this many sent but unmarked, which the
+#: Nodes sent by one publish call: one SendMessageBatch request.
+SEND_CHUNK = 10
+#: While a publish runs, the nodes sent are marked published once this many
+#: are unmarked, or this many seconds after the last mark, and at its end: a
+#: publisher that dies leaves at most so many sent but unmarked, which the
 #: sweep sends again.
-PUBLISH_CHUNK = 100
+MARK_EVERY, MARK_EVERY_SEC = 100, 1.0
 
 
 def _state(app: App, records_url: Optional[str] = None) -> WorkflowState:
@@ -85,7 +87,7 @@ def publish_nodes(state: WorkflowState, ready: list[dict[str, Any]], app: App) -
     ``retry_num``, when given, the runs its task had before a retry). This
     process claimed them when it made them ready: it holds the claims while
     it publishes (:mod:`kale.workflow.claims`), so no sweep sends them
-    meanwhile, and marks each chunk published once sent."""
+    meanwhile, and marks them published as it goes (``MARK_EVERY``)."""
     if ready:
         with state.publishing([node['task_id'] for node in ready]) as held:
             send_nodes(state, ready, app, held)
@@ -102,23 +104,39 @@ def send_nodes(state: WorkflowState, ready: list[dict[str, Any]], app: App,
         batches[(node['task'], node['queue'], node['workflow_id'], wait.get('delay_sec', 0),
                  wait.get('eta'))].append(node)
     publisher = app.publisher
-    for (task, queue, workflow_id, delay_sec, eta), nodes in batches.items():
-        for start in range(0, len(nodes), PUBLISH_CHUNK):
-            batch = [node for node in nodes[start:start + PUBLISH_CHUNK]
-                     if node['task_id'] not in held.lost]
-            if not batch:
-                continue
-            task_ids = [node['task_id'] for node in batch]
-            runs_before = [node.get('retry_num', 0) for node in batch]
-            publisher.publish_batch(
-                app.registry.resolve(task), None,
-                [(node['args'], node['kwargs']) for node in batch], queue_name=queue,
-                task_ids=task_ids, context={WORKFLOW_CONTEXT: workflow_id},
-                delay_sec=delay_sec, eta=None if eta is None else
-                datetime.datetime.fromtimestamp(eta, datetime.timezone.utc),
-                retry_nums=runs_before if any(runs_before) else None)
-            held.sent(task_ids)
-            state.mark_published(task_ids)
+    clock = state.claims.clock
+    sent: list[str] = []
+    marked_at = clock.monotonic()
+    try:
+        for (task, queue, workflow_id, delay_sec, eta), nodes in batches.items():
+            for start in range(0, len(nodes), SEND_CHUNK):
+                batch = [node for node in nodes[start:start + SEND_CHUNK]
+                         if node['task_id'] not in held.lost]
+                if not batch:
+                    continue
+                runs_before = [node.get('retry_num', 0) for node in batch]
+                publisher.publish_batch(
+                    app.registry.resolve(task), None,
+                    [(node['args'], node['kwargs']) for node in batch], queue_name=queue,
+                    task_ids=[node['task_id'] for node in batch],
+                    context={WORKFLOW_CONTEXT: workflow_id}, delay_sec=delay_sec,
+                    eta=None if eta is None else datetime.datetime.fromtimestamp(
+                        eta, datetime.timezone.utc),
+                    retry_nums=runs_before if any(runs_before) else None)
+                sent += [node['task_id'] for node in batch]
+                if len(sent) >= MARK_EVERY or clock.monotonic() - marked_at >= MARK_EVERY_SEC:
+                    _mark(state, held, sent)
+                    marked_at = clock.monotonic()
+    finally:                        # what was sent is marked, even when a later send raised
+        _mark(state, held, sent)
+
+
+def _mark(state: WorkflowState, held: Holding, sent: list[str]) -> None:
+    """The nodes in ``sent`` were sent: mark them published (emptying ``sent``)."""
+    if sent:
+        state.mark_published(sent)
+        held.sent(sent)
+        sent.clear()
 
 
 def requeue_records(ready: list[dict[str, Any]], app: App,

@@ -103,16 +103,26 @@ def test_a_slow_publish_is_never_sent_again_and_a_dead_publishers_nodes_are(app,
         assert flow.result() == sum(range(1, WIDTH + 1))
 
 
-def test_a_publish_that_raises_releases_its_claims_to_the_sweep(app, monkeypatch):
+def test_a_publish_that_raises_marks_what_it_sent_and_releases_the_rest(app, monkeypatch):
+    """SQS refuses the third request of a group's publish: the twenty nodes
+    sent are marked published, the claims of the ten others are released,
+    and the next sweep sends those ten at once (no wait for a claim to lapse)."""
     app = app.replace(RECORDS_URL='memory://claims-raised', RECORDS_SETTLE_WAIT_SEC=0)
+    send_batch, requests = app.transport.send_batch, []
 
-    def refused(queue, messages):
-        raise SQSError('SQS is down')
+    def refused_third(queue, messages):
+        requests.append(len(messages))
+        if len(requests) == 3:
+            raise SQSError('SQS is down')
+        return send_batch(queue, messages)
     with monkeypatch.context() as patched:
-        patched.setattr(app.transport, 'send_batch', refused)
+        patched.setattr(app.transport, 'send_batch', refused_third)
         with pytest.raises(SQSError, match='SQS is down'):
             workflow.submit(chord(), clock=app.clock, app=app)
-    assert sweeper(app).sweep() == (WIDTH, 0)       # at once: no wait for the claim to lapse
+    queue = app.broker.sqs_name(app.queues['default'])
+    assert app.transport.counts(queue).visible == 20
+    assert sweeper(app).sweep() == (WIDTH - 20, 0)
+    assert app.transport.counts(queue).visible == WIDTH
     for _ in range(3):
         work(app)
     [listed] = workflow.list_workflows(app=app)
