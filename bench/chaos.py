@@ -691,15 +691,16 @@ def summary_row(scenario: str, report: dict[str, Any], failures: dict[str, Any])
             'PASS' if not failures else 'FAIL']
 
 
-WORKFLOW_COLUMNS = ('scenario', 'workflows', 'nodes', 'republished', 'run twice', 'joins twice',
-                    'recovery (s)', 'result')
+WORKFLOW_COLUMNS = ('scenario', 'workflows', 'nodes', 'republished', 'run twice (settled)',
+                    'joins twice', 'recovery (s)', 'result')
 
 
 def workflow_row(scenario: str, report: dict[str, Any], failures: dict[str, Any]) -> list[str]:
     """The workflows scenario's own figures, for the table after the summary."""
     return [scenario, report['workflows finished'].replace(' ', ''),
             str(report['workflow nodes']), str(report['workflow nodes republished by a sweep']),
-            str(report['workflow nodes run more than once']),
+            '%d (%d)' % (report['workflow nodes run more than once'],
+                         report['workflow nodes run again after a run that settled']),
             report['workflow joins run more than once'].split()[0],
             '%s%.1f' % ('> ' if 'workflows_unfinished' in failures else '',
                         report["recovery (s): faults' end to last workflow finished"]),

@@ -19,7 +19,9 @@ its own worker is published too. The account adds:
   made) to the last workflow finished;
 - nodes republished: the nodes workers' sweeps published again (their
   ``publishing N workflow nodes left unpublished`` lines), and nodes run
-  more than once (a node's task completed twice);
+  more than once (a node's task completed twice), those whose earlier run
+  was settled apart (the others' worker was killed before it settled
+  them, which at-least-once delivery allows);
 - send-backs: the messages the workers gave back unrun as fresh copies
   (their ``released`` log lines), and how many of those were suspects (a
   message a worker died holding, released to be run later, see
@@ -100,16 +102,19 @@ class Workflows:
             time.sleep(0.5)
             states = self.finished_at() or {}
         runs: dict[str, list[int]] = collections.defaultdict(list)    # join -> pids, in order
-        completions: collections.Counter[str] = collections.Counter()
+        completions: dict[str, list[int]] = collections.defaultdict(list)   # node -> pids
         for line in lines:
             if line[0] == 'join':
                 runs[line[1]].append(int(line[2]))
             elif line[0] == 'done' and line[1] in self.node_ids:
-                completions[line[1]] += 1
+                completions[line[1]].append(int(line[2]))
         settled = settled_by_worker(workdir)
         twice = sorted(task_id for task_id, pids in runs.items() if len(pids) > 1)
         unexplained = sorted(task_id for task_id in twice
                              if any(task_id in settled.get(pid, ()) for pid in runs[task_id][:-1]))
+        again = [task_id for task_id, pids in completions.items() if len(pids) > 1]
+        after_settled = [task_id for task_id in again        # not a kill's at-least-once
+                         if any(task_id in settled.get(pid, ()) for pid in completions[task_id][:-1])]
         unfinished = sorted(wid for wid, (status, _) in states.items() if status != 'succeeded')
         last_finished = max((at for _, at in states.values()), default=0.0)
         if unfinished:          # still running: recovery is longer than the run lasted
@@ -122,7 +127,8 @@ class Workflows:
                                                  % (len(twice), len(self.joins),
                                                     len(twice) - len(unexplained)),
             'workflow nodes republished by a sweep': republished(workdir),
-            'workflow nodes run more than once': sum(1 for n in completions.values() if n > 1),
+            'workflow nodes run more than once': len(again),
+            'workflow nodes run again after a run that settled': len(after_settled),
             'workflow nodes': len(self.node_ids),
             'recovery (s): faults\' end to last workflow finished': recovery,
             'recovery (s): last kill to last workflow finished': '-' if not last_kill else
