@@ -47,7 +47,7 @@ SEND_CHUNK = 10
 #: are unmarked, or this many seconds after the last mark, and at its end: a
 #: publisher that dies leaves at most so many sent but unmarked, which the
 #: sweep sends again.
-MARK_EVERY, MARK_EVERY_SEC = 100, 1.0
+MARK_EVERY, MARK_EVERY_SEC = 100, 0.25
 
 
 def _state(app: App, records_url: Optional[str] = None) -> WorkflowState:
