@@ -147,7 +147,8 @@ class Chaos:
         self.sequence: dict[str, int] = {}              # FIFO group -> last seq published
         self.ordered_ids: dict[str, tuple[str, int]] = {}
         #: The workflows scenario's workflows (None in the others).
-        self.flows = Workflows(self.rng) if scenario == 'workflows' else None
+        self.flows = Workflows(self.rng, args.workflow_nodes) if scenario == 'workflows' \
+            else None
         #: The workers' pool: --pool, else asyncio for workflows, serial for the rest.
         self.pool = args.pool or ('asyncio' if self.flows is not None else 'serial')
         self.last_kill = 0.0                            # epoch time of the last kill -9
@@ -163,6 +164,7 @@ class Chaos:
             self.server = SQSLocalProcess(cwd=ROOT)
             self.endpoint = self.server.url
         self.faults = FaultProxy(self.endpoint, seed=self.args.seed).start()
+        self.faults.latency_sec = self.args.latency_ms / 1000.0
         parsed = urlparse(self.faults.url)
         self.proxy = TCPProxy(parsed.hostname or '127.0.0.1', parsed.port or 0).start()
         self.records_url = self.make_records()
@@ -650,7 +652,7 @@ def run_scenario(args: argparse.Namespace, scenario: str) -> tuple[dict[str, Any
     try:
         chaos.start()
         chaos.run_faults()
-        faults_ended = time.monotonic()
+        faults_ended, faults_ended_at = time.monotonic(), time.time()
         settled = chaos.settle_down()
         chaos.recovery_sec = time.monotonic() - faults_ended
         assert chaos.fleet is not None
@@ -658,15 +660,16 @@ def run_scenario(args: argparse.Namespace, scenario: str) -> tuple[dict[str, Any
         chaos.fleet.reap(chaos.killer_pids, replace=False)
         report = chaos.account(time.monotonic() - started, settled)
         if chaos.flows is not None:
-            flows = chaos.flows.account(chaos.log_lines(), chaos.last_kill, chaos.workdir)
+            flows = chaos.flows.account(chaos.log_lines(), chaos.last_kill, faults_ended_at,
+                                        chaos.workdir)
             report['_failures'].update(flows.pop('_failures'))
             report.update(flows)
     finally:
         chaos.stop()
     failures = {name: found for name, found in report.pop('_failures').items() if found}
-    print('chaos %s: %d tasks, %d workers (pool %s), %g s of faults, seed %d (logs in %s)'
+    print('chaos %s: %d tasks, %d workers (pool %s), %g s of faults, seed %d%s (logs in %s)'
           % (scenario, args.tasks, args.workers, chaos.pool, args.duration, args.seed,
-             chaos.workdir))
+             ', +%g ms a request' % args.latency_ms if args.latency_ms else '', chaos.workdir))
     width = max(len(name) for name in report)
     for name, value in report.items():
         print('  %s  %s' % (name.ljust(width), value))
@@ -686,6 +689,29 @@ def summary_row(scenario: str, report: dict[str, Any], failures: dict[str, Any])
             str(report['tasks dead-lettered that should have completed']),
             str(report['records wrong']),
             'PASS' if not failures else 'FAIL']
+
+
+WORKFLOW_COLUMNS = ('scenario', 'workflows', 'nodes', 'republished', 'run twice (settled)',
+                    'joins twice', 'recovery (s)', 'result')
+
+
+def workflow_row(scenario: str, report: dict[str, Any], failures: dict[str, Any]) -> list[str]:
+    """The workflows scenario's own figures, for the table after the summary."""
+    return [scenario, report['workflows finished'].replace(' ', ''),
+            str(report['workflow nodes']), str(report['workflow nodes republished by a sweep']),
+            '%d (%d)' % (report['workflow nodes run more than once'],
+                         report['workflow nodes run again after a run that settled']),
+            report['workflow joins run more than once'].split()[0],
+            '%s%.1f' % ('> ' if 'workflows_unfinished' in failures else '',
+                        report["recovery (s): faults' end to last workflow finished"]),
+            'PASS' if not failures else 'FAIL']
+
+
+def table(columns: Sequence[str], rows: list[list[str]]) -> None:
+    widths = [max(len(str(row[i])) for row in rows + [list(columns)]) for i in range(len(columns))]
+    print()
+    for row in [list(columns)] + rows:
+        print('  '.join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)))
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -711,6 +737,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help='task records on, in a SQLite file or a PostgreSQL server of the '
                              "run's own, checked against what happened (default off; the "
                              'workflows scenario keeps them in SQLite when off)')
+    parser.add_argument('--workflow-nodes', type=int, default=50,
+                        help="nodes in each of the workflows scenario's workflows, about "
+                             '(default 50)')
+    parser.add_argument('--latency-ms', type=float, default=0,
+                        help='milliseconds every SQS request waits in the fault proxy, the '
+                             'whole run long: a slow or far endpoint (default 0)')
     parser.add_argument('--json', metavar='FILE', help='also write the accounts as JSON')
     args = parser.parse_args(argv)
     scenarios = [name.strip() for name in args.scenarios.split(',') if name.strip()] or [
@@ -722,17 +754,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if 'fifo' in scenarios and args.endpoint == 'moto':
         parser.error('the fifo scenario needs --endpoint fauxqs: moto hands out a later message '
                      "of a FIFO group first when several of the group's messages time out together")
+    if args.workflow_nodes < 5:
+        parser.error('--workflow-nodes must be 5 or more, got %d' % args.workflow_nodes)
+    if args.latency_ms < 0:
+        parser.error('--latency-ms must be 0 or more, got %g' % args.latency_ms)
     results: dict[str, Any] = {}
-    rows = []
+    rows, flow_rows = [], []
     for scenario in scenarios:
         report, failures = run_scenario(args, scenario)
         results[scenario] = dict(report, failures=failures)
         rows.append(summary_row(scenario, report, failures))
-    widths = [max(len(str(row[i])) for row in rows + [list(SUMMARY_COLUMNS)])
-              for i in range(len(SUMMARY_COLUMNS))]
-    print()
-    for row in [list(SUMMARY_COLUMNS)] + rows:
-        print('  '.join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)))
+        if 'workflow nodes' in report:
+            flow_rows.append(workflow_row(scenario, report, failures))
+    table(SUMMARY_COLUMNS, rows)
+    if flow_rows:
+        table(WORKFLOW_COLUMNS, flow_rows)
     if args.json:
         with open(args.json, 'w') as f:
             json.dump(results, f, indent=2)

@@ -32,6 +32,10 @@ A fault is a burst: for ``seconds``, each request whose operation is among
     wrong shape for its operation (the shapes of :data:`WRONG_SHAPES`, in
     turn): what a faulty or hostile endpoint might send.
 
+:attr:`FaultProxy.latency_sec`, when set, delays every SQS request by as
+much before it is forwarded, for the whole run (a slow or far endpoint,
+not a fault).
+
 Requests in the JSON protocol (``X-Amz-Target: AmazonSQS.Operation``) and in
 the query protocol (``Action=Operation``) are understood; every other
 request (S3) is forwarded untouched. :attr:`FaultProxy.met` counts the
@@ -81,6 +85,8 @@ class FaultProxy:
         self.applied_unanswered: collections.Counter[str] = collections.Counter()
         self.requests: collections.Counter[str] = collections.Counter()
         self.shapes: collections.Counter[tuple[str, str]] = collections.Counter()
+        #: Seconds every SQS request waits before it is forwarded.
+        self.latency_sec = 0.0
         self.server: Optional[http.server.ThreadingHTTPServer] = None
         self.url = ''
 
@@ -199,6 +205,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         json_protocol = 'AmazonSQS.' in self.headers.get('X-Amz-Target', '')
         operation = operation_of(self.headers.get('X-Amz-Target', ''), body)
         fault = self.owner.fault_for(operation) if operation else None
+        if operation and self.owner.latency_sec:
+            time.sleep(self.owner.latency_sec)
         if fault == 'throttle':
             code = 'ThrottlingException' if self.owner.draw(0, 1) < 0.5 else 'RequestThrottled'
             return self.error(400, code, 'Rate exceeded', json_protocol)

@@ -276,8 +276,10 @@ class Settings:
         'how often each worker publishes workflow nodes left recorded but unpublished, and '
         'fails workflows past their deadline')
     WORKFLOW_PUBLISH_GRACE_SEC: float = setting(5.0, number(0.1, 3600),
-        'how long a node may wait recorded as ready but unpublished before a sweep publishes '
-        'it')
+        'how long the claim on publishing a workflow node ready to run lasts unrenewed: the '
+        'process that made the node ready renews it every third of this while its publish '
+        'runs, however long that takes; a sweep publishes a node only once its claim has '
+        'lapsed (its publisher died)')
     SCHEDULES: Mapping[str, Mapping[str, Any]] = setting({}, schedules,
         '[periodic tasks](#periodic-tasks) for tasks whose classes say no `schedule`: '
         "`{'name': {'task': 'myapp.tasks.Report', 'schedule': '0 3 * * *' or seconds, 'tz', "

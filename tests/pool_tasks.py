@@ -184,3 +184,13 @@ class BlockedTask(task.Task):
         record('start', self)
         BLOCKING.set()
         BLOCKED.wait()
+
+
+class AsyncQuickTask(task.Task):
+    """Awaits ``seconds``, well within its short time limit."""
+    queue = 'default'
+    time_limit = 0.5
+
+    async def run_task(self, seconds=0.05):
+        await asyncio.sleep(seconds)
+        record('ran', self)

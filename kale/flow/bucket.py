@@ -1,27 +1,25 @@
 """The token bucket's arithmetic, kept apart from where the bucket is stored.
 
-A bucket holds ``tokens`` at ``updated_at`` (epoch seconds): real tokens,
-refilled at the rate up to the rate's capacity, and up to PLACE_HOLD_SEC of
-the rate more for the places reserved (below). Every run that starts takes
-one whole token at the time it starts, so the runs that start in any window
-of ``L`` seconds are at most the capacity plus ``L + PLACE_HOLD_SEC``
-seconds of the rate (:func:`most_starts`), however late some of them
-arrive.
+A bucket holds ``tokens`` at ``updated_at`` (epoch seconds), refilled at the
+rate up to the rate's capacity (its burst). Every run that starts takes one
+whole token at the time it starts (the worker asks as the run starts, not
+when its message arrives), so the runs that start in any window of ``L``
+seconds are at most the capacity plus ``L`` seconds of the rate
+(:func:`most_starts`), however late some of them arrive.
 
 A run refused (no whole token there for it) is given a reservation: a place
 in line. ``reserved`` counts the places given and not yet used, and a new
-run takes a token only when one is whole beyond them (or when the bucket is
-full: the reserved runs are late, and the token would be lost). The refused
-run is told to come back once the tokens before it and its own will have
-been refilled; it then takes a token ahead of the new runs, without
-queueing again. Places are kept with the runs' task ids
-(:mod:`kale.store.flow`).
+run takes a token only when one is whole beyond them, or when the bucket is
+full: the reserved runs are late (they come back after whole seconds, SQS's
+delays), and the token would be lost. The refused run is told to come back
+once the tokens before it and its own will have been refilled; it then takes
+a token ahead of the new runs, without queueing again. Places are kept with
+the runs' task ids (:mod:`kale.store.flow`).
 
 So the refused runs of a key come back one after the other at the rate,
 each once when they arrive on time. A late one takes a token left by the
-lateness; when others took them all (or the bucket, full, lost some while
-it was late), it keeps its place at the end of the line. It never adds to
-the runs of the time it arrives at.
+lateness; when others took them all, it keeps its place at the end of the
+line. It never adds to the runs of the time it arrives at.
 """
 from __future__ import annotations
 
@@ -35,17 +33,12 @@ from kale.flow.spec import Rate
 MAX_DELAY_SEC = 900
 #: Shortest one (a delay of 0 would be received again at once).
 MIN_DELAY_SEC = 1
-#: Seconds of tokens a bucket keeps beyond its capacity for the places
-#: reserved: a refused run comes back after whole seconds (SQS delays are
-#: whole seconds), up to a second after its token, and is received a little
-#: later still; a full bucket would lose the tokens waiting for it.
-PLACE_HOLD_SEC = 1.0
 
 
 def most_starts(rate: Rate, seconds: float) -> float:
     """The most runs of one key that can start in any ``seconds``: the
-    bucket's burst, and the rate over the window and the places' hold."""
-    return rate.capacity + rate.per_sec * (seconds + PLACE_HOLD_SEC)
+    bucket's burst, and the rate over the window."""
+    return rate.capacity + rate.per_sec * seconds
 
 
 @dataclasses.dataclass
@@ -62,17 +55,17 @@ class Bucket:
         if now > self.updated_at:
             self._moved = 0
         elapsed = max(0.0, now - self.updated_at)
-        most = rate.capacity + min(self.reserved, rate.per_sec * PLACE_HOLD_SEC)
-        self.tokens = min(max(self.tokens, most), self.tokens + elapsed * rate.per_sec)
+        self.tokens = min(max(self.tokens, rate.capacity), self.tokens + elapsed * rate.per_sec)
         self.updated_at = max(self.updated_at, now)
 
     def take(self, rate: Rate, now: float) -> tuple[float, bool]:
-        """A new run takes a token: ``(0.0, False)`` when taken; else the
+        """A new run takes a token (one beyond the places reserved, or any
+        when the bucket is full): ``(0.0, False)`` when taken; else the
         whole seconds (MIN_DELAY_SEC to MAX_DELAY_SEC) until its token will
         be there behind the places reserved, and whether a place was
         reserved for it (not when further away than MAX_DELAY_SEC)."""
         self.refill(rate, now)
-        if self.tokens - self.reserved >= 1.0:
+        if self.tokens - self.reserved >= 1.0 or self.tokens >= rate.capacity:
             self.tokens -= 1.0
             return 0.0, False
         wait = (self.reserved + 1.0 - self.tokens) / rate.per_sec

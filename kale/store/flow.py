@@ -173,9 +173,11 @@ def _tokens(steps: FlowSteps, key: str, asks: list[Ask], answers: list[Answer],
     kept = steps.take_reserved(key, sorted({ask.task_id for ask in asks})) \
         if bucket.reserved else {}
     places = []
-    for ask, answer in zip(asks, answers, strict=True):
-        expires_at = kept.pop(ask.task_id, 0.0)
-        if expires_at > now:            # back on its place: a token ahead of the new runs
+    back = {id(ask) for ask in asks if kept.get(ask.task_id, 0.0) > now}
+    # Runs back on their places first: each takes a token ahead of the new runs.
+    for ask, answer in sorted(zip(asks, answers, strict=True), key=lambda pair: id(pair[0])
+                              not in back):
+        if id(ask) in back:
             answer.wait_sec = bucket.take_reserved(rate, now)
             place = bool(answer.wait_sec)
         else:

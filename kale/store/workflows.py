@@ -17,6 +17,20 @@ from kale.statuses import NodeStatus, WorkflowStatus
 
 
 @dataclasses.dataclass(frozen=True)
+class Claim:
+    """Who publishes a ready node, and until when: the process
+    (:func:`kale.events.process_identity`) that made the node ready, or the
+    sweep that took it over, and the epoch time its claim lapses unless
+    that process renews it. A node is claimed in the transaction that
+    makes it ready, so no other process publishes it while its publish
+    runs, however slow; a sweep takes over only a claim that lapsed (its
+    publisher died)."""
+
+    owner: str
+    until: float
+
+
+@dataclasses.dataclass(frozen=True)
 class WorkflowRow:
     """A workflow: its status, labels, what it gives (JSON, upstream results
     standing as markers) and its times."""
@@ -34,7 +48,8 @@ class WorkflowRow:
 class Node:
     """A node: its task, state and count of missing inputs, the nodes before
     and after it, its call and result (serialized and signed), whether it
-    was published, since when it is ready, why it ended."""
+    was published, since when it is ready, why it ended, and the
+    :class:`Claim` on its publish (who publishes or published it, until when)."""
 
     task_id: str
     workflow_id: str
@@ -49,6 +64,8 @@ class Node:
     published: int = 0
     queued_at: Optional[float] = None
     reason: Optional[str] = None
+    claimed_by: Optional[str] = None
+    claimed_until: Optional[float] = None
 
 
 #: The fields of each row, in order.
@@ -80,11 +97,12 @@ class WorkflowSteps(Protocol):
         when its workflow ended) succeeds with ``result``; nothing moves on.
         Whether it did."""
 
-    def arrive(self, task_id: str, count: int, now: float) -> Optional[tuple[int, str]]:
+    def arrive(self, task_id: str, count: int, now: float,
+               claim: Claim) -> Optional[tuple[int, str]]:
         """``count`` inputs of a node arrived: its missing count goes down and,
         when that reaches zero from ``pending``, it is claimed (``queued``
-        since ``now``) in the same step. Its count and state after; None
-        when there is no such node."""
+        since ``now``, its publish claimed by ``claim``) in the same step.
+        Its count and state after; None when there is no such node."""
 
     def node(self, task_id: str) -> Node:
         """The node (it exists)."""
@@ -116,17 +134,21 @@ class WorkflowSteps(Protocol):
         """A ``failed`` or ``cancelled`` workflow runs again, with
         ``deadline_at``: whether it did (one caller wins)."""
 
-    def reset_node(self, task_id: str, state: NodeStatus, missing: int, now: float) -> None:
-        """A node is to run again: ``pending`` with ``missing`` inputs, or
-        ``queued`` since ``now``; unpublished, with no result and no reason."""
+    def reset_node(self, task_id: str, state: NodeStatus, missing: int, now: float,
+                   claim: Claim) -> None:
+        """A node is to run again: ``pending`` with ``missing`` inputs and no
+        claim, or ``queued`` since ``now`` and claimed by ``claim``;
+        unpublished, with no result and no reason."""
 
-    def stranded(self, before: float, limit: int) -> list[tuple[str, float]]:
-        """Up to ``limit`` nodes queued at or before ``before`` and never
-        published: (task id, since when)."""
+    def stranded(self, now: float, grace_sec: float, limit: int) -> list[str]:
+        """Up to ``limit`` nodes queued and never published whose claim had
+        lapsed at ``now`` (a node without one, left by a Kale from before
+        claims: queued ``grace_sec`` before ``now`` or earlier)."""
 
-    def claim_stranded(self, task_id: str, queued_at: float, now: float) -> bool:
-        """Move an unpublished node's ``queued_at`` from ``queued_at`` to
-        ``now``: whether this caller did (another sweep may have)."""
+    def claim_stranded(self, task_id: str, now: float, grace_sec: float, claim: Claim) -> bool:
+        """Take over a :meth:`stranded` node's publish with ``claim``, if it is
+        still stranded at ``now``: whether this caller did (another sweep,
+        or its publisher renewing, may have come first)."""
 
 
 class WorkflowStore(Protocol):
@@ -137,6 +159,12 @@ class WorkflowStore(Protocol):
 
     def mark_published(self, task_ids: Sequence[str]) -> None:
         """These nodes were published."""
+
+    def renew_claims(self, task_ids: Sequence[str], owner: str, until: float) -> list[str]:
+        """The claims ``owner`` holds on these nodes now last until ``until``
+        (``until`` at the present releases them: a sweep takes those still
+        unpublished over at once); returns the task ids it still holds (a
+        claim that lapsed and was taken over is no longer its own)."""
 
     def overdue(self, now: float, limit: int = 100) -> list[str]:
         """Running workflows past their deadline."""

@@ -134,12 +134,6 @@ class WorkerBase:
         if self._asks_unrun:
             skip_cancelled(self.hooks, batch)
 
-    def limit_flow(self, batch: Batch) -> None:
-        """Take the tokens and slots of the rate and concurrency limits of the
-        batch's tasks; release, unrun and delayed, those refused (see
-        :mod:`kale.worker.flow`)."""
-        self.flow.admit(batch)
-
     def send_on_early(self, batch: Batch) -> None:
         """Settle, unrun, the tasks that arrived before their due time: each is
         sent on, delayed by the time still to wait (see :mod:`kale.worker.waiting`)."""

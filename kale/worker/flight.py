@@ -44,7 +44,6 @@ from kale.events import HOLDS_GROUP, Settlement, process_identity
 from kale.exceptions import ImproperlyConfigured
 from kale.hooks import WorkerHooks
 from kale.settings_check import WORKER_POOLS
-from kale.task import Task
 from kale.worker.base import IDLE_PAUSE_SEC, SHUTDOWN_SETTLE_SEC, WorkerBase
 from kale.worker.batch import Batch
 from kale.worker.caps import SuspectCaps
@@ -52,7 +51,7 @@ from kale.worker.duplicates import drop_duplicates
 from kale.worker.gather import Gatherer
 from kale.worker.heartbeat import extension_lead
 from kale.worker.intake import Arrival, Intake
-from kale.worker.jobs import Job, JobRunner
+from kale.worker.jobs import Job, JobRunner, may_start
 from kale.worker.outage import Outage
 from kale.worker.prefetch import Reserve
 from kale.worker.settler import Settler
@@ -124,8 +123,10 @@ class FlightWorker(WorkerBase):
         """Work until a signal, a finished burst, the memory limit or a stuck
         task; returns the exit code."""
         self.signals.install()
+        # Never inline: a settle request that hangs would hold the loop, and
+        # what waits to start with it.
         self.settler = Settler(self.consumer, clock=self.clock, threads=SETTLE_THREADS,
-                               max_pending=2 * SETTLE_THREADS)
+                               max_pending=2 * SETTLE_THREADS, inline_below_sec=0.0)
         logs.set_worker(process_identity()[0])
         self._limits_checked = self.clock.monotonic()
         try:
@@ -214,7 +215,6 @@ class FlightWorker(WorkerBase):
         self.skip_cancelled(batch)
         drop_duplicates(batch)
         self.send_on_early(batch)
-        self.limit_flow(batch)
         suspects = suspects_of(batch, self.redrive_after) if batch.may_hold_suspect else None
         decided = batch.split_decided()
         if decided is not None:
@@ -241,18 +241,27 @@ class FlightWorker(WorkerBase):
         self._start_in_order(now)
 
     def _start_in_order(self, now: float) -> None:
-        """Start what waits and finds room (and its group free), in order."""
-        kept = []
-        for job in self.waiting:
-            if not self._fits(job, now):
-                continue
-            if len(self.running) >= self.max_in_flight or job.group in self._groups or \
-                    self._capped(job.task_class):
-                kept.append(job)
-            else:
-                self.start(job, now)
-        self.waiting = kept
+        """Start what waits and finds room (and its group free), in order;
+        the limited ones take their tokens and slots as they start (those
+        refused are released, delayed, and leave their room to the next)."""
+        while self.waiting:
+            starting, self.waiting = self._may_start(now)
+            refused = {id(batch): settlement for batch, settlement in
+                       self.flow.refusals([(job.batch, job.received) for job in starting])}
+            for job in starting:
+                settlement = refused.get(id(job.batch))
+                if settlement is None:
+                    self.start(job, now)
+                else:
+                    self._settle_unrun(job, settlement)
+            if not refused:
+                break
         self.jobs.flush()
+
+    def _may_start(self, now: float) -> tuple[list[Job], list[Job]]:
+        """What may start now, and what waits on; what no longer fits is given back."""
+        return may_start([job for job in self.waiting if self._fits(job, now)],
+                         self.max_in_flight - len(self.running), self._groups, self._per_class)
 
     def _within_cap(self, now: float) -> bool:
         """Whether what waits may start with the suspects held (see
@@ -267,6 +276,8 @@ class FlightWorker(WorkerBase):
         asked = self.intake.asked if self.intake.receiving else 0
         if suspects.jobs and running + len(self.waiting) + asked > suspects.cap:
             return False                # once enough of what runs has ended
+        if self.gatherer or (self.settler is not None and self.settler.settling()):
+            self._settle_now()          # what ended is held until SQS has settled it
         if suspects.taken_back(self._settle_now):
             return True
         for job in self.waiting:        # SQS refused some: still held, so what waits goes too
@@ -318,8 +329,6 @@ class FlightWorker(WorkerBase):
         if job.group is not None:
             self._groups.discard(job.group)
         self._per_class[job.task_class] -= 1
-        if job.watched is not None:
-            self.watchdog.unwatch(job.watched)
         if job.long:
             self.heartbeat.stop(job.received)
 
@@ -327,11 +336,12 @@ class FlightWorker(WorkerBase):
         """Ask the intake for as many messages as there is room for, and for
         those that will find room while a receive is out (the reserve, see
         :class:`~kale.worker.prefetch.Reserve`); while suspects are held, no
-        more than their cap allows."""
-        room = self.max_in_flight + self.reserve.count()
-        if self.suspects.jobs or self.suspects.recent:
-            room = min(room, self.suspects.room())
-        self.intake.refill(room - len(self.running) - len(self.waiting))
+        more than their cap allows (Intake.full); none while settling is behind."""
+        room = min(self.max_in_flight + self.reserve.count(), self.suspects.room()) \
+            - len(self.running) - len(self.waiting)
+        self.intake.full = bool(self.suspects.jobs) and room <= 0
+        if not (self.settler is not None and self.settler.full()):
+            self.intake.refill(room)
 
     def burst_done(self) -> bool:
         """A burst is done once a selection found every queue empty, the
@@ -394,13 +404,12 @@ class FlightWorker(WorkerBase):
                              'timeout' % (time_limit, batch.time_left(now)))
         return False
 
-    def _capped(self, task_class: type[Task]) -> bool:
-        cap = task_class.max_concurrency
-        return cap is not None and self._per_class[task_class] >= cap
-
     def _give_back(self, job: Job, reason: str) -> Settlement:
+        return self._settle_unrun(job, release(job.batch, job.received, reason))
+
+    def _settle_unrun(self, job: Job, settlement: Settlement) -> Settlement:
+        """Settle a job that will not run (released: its group's later ones too)."""
         self.suspects.discard(job)
-        settlement = release(job.batch, job.received, reason)
         job.batch.settlements.append(settlement)
         self.gatherer.add(job.batch)
         if job.group is not None:

@@ -1,7 +1,11 @@
-"""The worker's flow-control step: take a token and a slot before a run, or release it unrun.
+"""The worker's flow-control step: take a token and a slot as a run starts, or release it unrun.
 
-:meth:`FlowGate.admit` (limits kept by :mod:`kale.flow`) runs once per batch, beside the cancel check, in
-every pool. For each message not yet decided whose class has a
+:meth:`FlowGate.refusals` (limits kept by :mod:`kale.flow`) is asked for
+the messages about to start, in every pool: the serial worker asks before
+each run, a pool once for the runs it starts together, so that a run takes
+its token when it starts, not when its batch arrived (a token taken at
+arrival and spent seconds later let starts bunch beyond the limit). For
+each message not yet decided whose class has a
 ``rate_limit`` or ``concurrency_limit`` (:mod:`kale.flow.spec`), it takes a
 slot of the concurrency key (a lease), then a token of the rate key. A
 message refused either is settled as :attr:`~kale.events.Outcome.RELEASE`
@@ -11,7 +15,7 @@ its retry and failure counts), back when the token reserved for it is there
 jitter). On a FIFO queue, which cannot delay a
 copy, the message is held invisible as long instead.
 
-A slot is held from the batch's admission until the message is settled
+A slot is held from the run's start until the message is settled
 (:meth:`FlowGate.settled`, whatever the outcome), and renewed every third
 of CONCURRENCY_LEASE_SEC by a thread of the worker while any is held; a
 worker killed holds its slots until their leases expire. A message whose
@@ -28,7 +32,7 @@ import dataclasses
 import logging
 import random
 import threading
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
 
 from kale.clock import SYSTEM_CLOCK, Clock
 from kale.codec import Codec
@@ -47,12 +51,22 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger('kale.flow')
 
+#: The serial worker takes a run's token at most this long before the run
+#: starts: with those of the next runs it expects to start that soon, in one
+#: transaction; a token older than that when its run comes is not used (the
+#: run asks again). So a key's starts in any window of L seconds stay within
+#: its burst and L + TOKEN_AHEAD_SEC seconds of its rate.
+TOKEN_AHEAD_SEC = 0.05
 #: Seconds a message is released for when it cannot be gated here (no
 #: records store, the store unreachable).
 UNGATED_DELAY_SEC = 60
 #: A message refused a concurrency slot comes back after this many seconds
 #: (drawn at random, so that the refused do not all come back at once).
 SLOT_BACKOFF_SEC = (1, 5)
+
+
+#: A message to ask the store about: its batch, itself, what it needs.
+_Asking = tuple[Batch, ReceivedMessage, Opened, FlowSpec, 'Ask']
 
 
 @dataclasses.dataclass
@@ -85,6 +99,8 @@ class FlowGate:
         self._warned: set[Any] = set()
         #: Task classes seen with no rate or concurrency limit.
         self._unlimited: set[type] = set()
+        #: Runs whose token was taken ahead of their start, and when (see before_run).
+        self._ahead: dict[int, float] = {}
 
     @property
     def store(self) -> 'Store':
@@ -113,55 +129,69 @@ class FlowGate:
 
     # --- the step ---------------------------------------------------------------------
 
-    def admit(self, batch: Batch) -> int:
-        """Take what the batch's limited messages need (one transaction for
-        the batch); settle those refused as released with a delay. Returns
-        how many were refused."""
-        if not batch.opened or not self._limited(batch):
-            return 0
-        refusals, asking = self._asks(batch)
-        if asking:
-            refusals.extend(self._ask(asking))
-        for received, opened, refusal in refusals:
-            if refusal.dead is not None:
-                batch.settlements.append(verbatim_dead_letter(
-                    received, batch.queue, refusal.reason, opened.message, refusal.dead,
-                    opened.envelope))
-            else:
-                batch.settlements.append(self._release(batch, received, opened, refusal))
-        return len(refusals)
-
-    def _asks(self, batch: Batch) -> tuple[list[tuple[ReceivedMessage, Opened, Refusal]],
-                                           list[tuple[ReceivedMessage, Opened, FlowSpec, 'Ask']]]:
-        """What each message not decided yet needs: those refused at once, and
-        those to ask the store about."""
-        decided = {id(s.received) for s in batch.settlements}
-        refusals: list[tuple[ReceivedMessage, Opened, Refusal]] = []
-        asking: list[tuple[ReceivedMessage, Opened, FlowSpec, 'Ask']] = []
-        for received in batch.messages:
+    def refusals(self, starting: Sequence[tuple[Batch, ReceivedMessage]]
+                 ) -> list[tuple[Batch, Settlement]]:
+        """Take what the limited messages about to start need (one transaction
+        for them all): the settlements of those refused (released with a
+        delay, or dead-lettered), each with its batch. The others may start."""
+        asking: list[_Asking] = []
+        refused: list[tuple[Batch, ReceivedMessage, Opened, Refusal]] = []
+        for batch, received in starting:
             opened = batch.opened.get(received.message_id)
-            if opened is None or id(received) in decided:
+            if opened is None or not self.limits(opened.task_class):
                 continue
             found = self._ask_of(received, opened)
             if isinstance(found, Refusal):
-                refusals.append((received, opened, found))
+                refused.append((batch, received, opened, found))
             elif found is not None:
-                asking.append((received, opened, found[0], found[1]))
-        return refusals, asking
+                asking.append((batch, received, opened, found[0], found[1]))
+        if asking:
+            refused.extend(self._ask(asking))
+        return [(batch, self._settlement(batch, received, opened, refusal))
+                for batch, received, opened, refusal in refused]
 
-    def _limited(self, batch: Batch) -> bool:
-        """Whether a task class of the batch may have limits (a class known
-        to have none costs the batch nothing after its first)."""
-        unlimited = self._unlimited
-        for task_class in batch.task_classes or {o.task_class for o in batch.opened.values()}:
-            if task_class in unlimited:
-                continue
-            try:
-                if spec_of(task_class) is not None:
-                    return True
-            except TaskDefinitionError:
-                return True             # _ask_of says so, once
-            unlimited.add(task_class)
+    def before_run(self, batch: Batch, received: ReceivedMessage,
+                   later: Sequence[ReceivedMessage], mean_run_sec: Optional[float]
+                   ) -> tuple[Optional[Settlement], list[Settlement]]:
+        """(The serial worker, before each run.) Whether ``received`` may start:
+        the settlement that refuses it, or None; and the settlements of the
+        ``later`` messages refused meanwhile. Its token is taken now, or was
+        taken at most TOKEN_AHEAD_SEC ago with those of the next runs expected
+        to start within that time (by the queue's ``mean_run_sec``)."""
+        opened = batch.opened.get(received.message_id)
+        if opened is None or not self.limits(opened.task_class):
+            return None, []
+        now = self.clock.monotonic()
+        taken = self._ahead.pop(id(received), None)
+        if taken is not None and now - taken <= TOKEN_AHEAD_SEC:
+            return None, []
+        more = int(TOKEN_AHEAD_SEC / mean_run_sec) if mean_run_sec else 0
+        asked = [received] + list(later[:more])
+        refused = {id(s.received): s for _, s in self.refusals([(batch, m) for m in asked])}
+        for ahead in asked[1:]:
+            if id(ahead) not in refused:
+                self._ahead[id(ahead)] = now
+        mine = refused.pop(id(received), None)
+        return mine, list(refused.values())
+
+    def _settlement(self, batch: Batch, received: ReceivedMessage, opened: Opened,
+                    refusal: Refusal) -> Settlement:
+        if refusal.dead is not None:
+            return verbatim_dead_letter(received, batch.queue, refusal.reason, opened.message,
+                                        refusal.dead, opened.envelope)
+        return self._release(batch, received, opened, refusal)
+
+    def limits(self, task_class: type) -> bool:
+        """Whether the task class may have limits (a class known to have
+        none costs its runs nothing after its first)."""
+        if task_class in self._unlimited:
+            return False
+        try:
+            if spec_of(task_class) is not None:
+                return True
+        except TaskDefinitionError:
+            return True             # _ask_of says so, once
+        self._unlimited.add(task_class)
         return False
 
     def _ask_of(self, received: ReceivedMessage,
@@ -198,25 +228,25 @@ class FlowGate:
                          holder='%s/%s' % (self.worker, received.message_id),
                          worker=self.worker)
 
-    def _ask(self, asking: list[tuple[ReceivedMessage, Opened, FlowSpec, 'Ask']]
-             ) -> list[tuple[ReceivedMessage, Opened, Refusal]]:
+    def _ask(self, asking: list['_Asking']
+             ) -> list[tuple[Batch, ReceivedMessage, Opened, Refusal]]:
         """Ask the store for the lot; hold the slots granted; the refusals."""
         try:
-            answers = self.state.ask([ask for _, _, _, ask in asking], self.clock.time(),
+            answers = self.state.ask([ask for *_, ask in asking], self.clock.time(),
                                      self.lease_sec)
         except KaleError as exc:        # the store is unreachable: hold the runs back
             logger.warning('flow control: %s; releasing %d message(s) for %d s', exc,
                            len(asking), UNGATED_DELAY_SEC)
-            return [(received, opened, Refusal(UNGATED_DELAY_SEC, str(exc)))
-                    for received, opened, _, _ in asking]
+            return [(batch, received, opened, Refusal(UNGATED_DELAY_SEC, str(exc)))
+                    for batch, received, opened, _, _ in asking]
         refusals = []
-        for (received, opened, spec, ask), answer in zip(asking, answers, strict=True):
+        for (batch, received, opened, spec, ask), answer in zip(asking, answers, strict=True):
             if answer.slot:
-                refusals.append((received, opened, Refusal(
+                refusals.append((batch, received, opened, Refusal(
                     random.randint(*SLOT_BACKOFF_SEC),
                     'concurrency_limit %s of %r reached' % (spec.concurrency, ask.slot_key))))
             elif answer.wait_sec:
-                refusals.append((received, opened, Refusal(
+                refusals.append((batch, received, opened, Refusal(
                     int(answer.wait_sec), 'rate_limit %s of %r reached' % (spec.rate,
                                                                            ask.rate_key))))
             elif ask.limit is not None:
@@ -269,7 +299,11 @@ class FlowGate:
         return len(self._held)
 
     def settled(self, batch: Batch) -> None:
-        """The batch is being settled: give back the slots its messages held."""
+        """The batch is being settled: give back the slots its messages held
+        (and forget the tokens taken ahead for runs that never came)."""
+        if self._ahead:
+            for s in batch.settlements:
+                self._ahead.pop(id(s.received), None)
         if not self._held:
             return
         with self._lock:

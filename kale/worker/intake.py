@@ -34,6 +34,7 @@ from kale.clock import SYSTEM_CLOCK, Clock
 from kale.exceptions import SQSError
 from kale.queue_config import AUTO_PREFETCH, TaskQueue
 from kale.queue_selector import QueueInfo, SelectQueueBase
+from kale.worker.answers import ReceivesOut, wait_for_answers
 from kale.worker.batch import Batch
 from kale.worker.consumer import Consumer
 from kale.worker.receiver import MIN_POLL_INTERVAL_SEC
@@ -98,6 +99,12 @@ class Intake:
         self._close_lock = threading.Lock()
         self._local = _Selecting()
         self._threads = Threads(max_receives, name='kale-receive')
+        #: The receives and polls out (waited for when the worker stops).
+        self.out = ReceivesOut()
+        #: The worker holds all a suspect allows (see kale.worker.caps): what
+        #: a receive still out brings is given back at once, in its thread,
+        #: rather than held beside the suspect unseen.
+        self.full = False
 
     # --- the worker's side --------------------------------------------------------
 
@@ -115,7 +122,7 @@ class Intake:
             ask = min(room, MAX_ASK)
             self._receives += 1
             self.asked += ask
-            self._threads.submit(functools.partial(self._select, ask))
+            self._threads.submit(functools.partial(self._select, ask, self.out.sent(0)))
             room -= ask
 
     @property
@@ -157,24 +164,32 @@ class Intake:
         self._paused_until = self.clock.monotonic() + seconds
 
     def close(self) -> None:
-        """Start nothing more; what a receive still out brings is released."""
+        """Start nothing more; wait for the receives still out (see
+        :mod:`kale.worker.answers`): what they bring is released."""
         with self._close_lock:
             self._closed = True
         self._threads.close()
+        wait_for_answers(self.out)
 
     # --- the receiving threads' side ---------------------------------------------
 
     def _report(self, arrival: Arrival) -> None:
+        batch = arrival.batch
+        if self.full and batch is not None and batch.messages:
+            self._release(batch)        # see full: the worker hears of an empty answer
+            arrival.batch = Batch(batch.queue, [], batch.received_at, batch.sqs_name)
         with self._close_lock:
             if not self._closed:
                 self.deliver(arrival)
                 return
         if arrival.batch is not None and arrival.batch.messages:
-            try:
-                self.consumer.settle(arrival.batch)     # no settlements: all released
-            except Exception:
-                logger.exception('could not release a batch of queue %s',
-                                 arrival.batch.queue.name)
+            self._release(arrival.batch)
+
+    def _release(self, batch: Batch) -> None:
+        try:
+            self.consumer.settle(batch)     # no settlements: all released
+        except Exception:
+            logger.exception('could not release a batch of queue %s', batch.queue.name)
 
     def _selecting(self) -> _Selecting:
         local = self._local
@@ -193,10 +208,16 @@ class Intake:
         local.empty.add(queue_.name)
         return False
 
-    def _select(self, ask: int) -> None:
+    def _select(self, ask: int, key: int) -> None:
         """One receive: from the queue this thread chose last while it brings
         full batches (up to its ``num_iterations`` receives, as the serial
         worker does), else from the queue a new selection chooses."""
+        try:
+            self._select_once(ask)
+        finally:
+            self.out.answered(key)
+
+    def _select_once(self, ask: int) -> None:
         local = self._selecting()
         local.ask, local.found, local.empty = ask, {}, set()
         try:
@@ -271,10 +292,17 @@ class Intake:
             ask = max(1, min(room, queue_.batch_size))
             self._polling.add(queue_.name)
             self.asked += ask
-            threading.Thread(target=self._poll, args=(queue_, ask, now), daemon=True,
+            key = self.out.sent(queue_.long_poll_time_sec)
+            threading.Thread(target=self._poll, args=(queue_, ask, now, key), daemon=True,
                              name='kale-poll-%s' % queue_.name).start()
 
-    def _poll(self, queue_: TaskQueue, ask: int, started: float) -> None:
+    def _poll(self, queue_: TaskQueue, ask: int, started: float, key: int) -> None:
+        try:
+            self._poll_once(queue_, ask, started)
+        finally:
+            self.out.answered(key)
+
+    def _poll_once(self, queue_: TaskQueue, ask: int, started: float) -> None:
         try:
             batch = self._receive(queue_, queue_.long_poll_time_sec, ask)
             self._report(Arrival(ask, batch=batch, polled=queue_, polled_at=started))

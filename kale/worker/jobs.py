@@ -15,6 +15,7 @@ task), and ``('done', job)`` is put on the worker's events when it ends.
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import functools
 import logging
@@ -101,8 +102,6 @@ class JobRunner:
     def start(self, job: Job, now: float) -> None:
         """Start the job's run (a coroutine job: on the next :meth:`flush`)."""
         if job.task_class.is_coroutine and self.runner.isolation != 'process':
-            job.watched = Watched(now + job.task_class.time_limit, job)
-            self.watchdog.watch(job.watched)
             self._coroutines.append(job)
         else:
             self.threads.submit(lambda: self._run_on_thread(job))
@@ -138,6 +137,9 @@ class JobRunner:
         for job in jobs:
             if not self._claim(job):
                 continue
+            # Watched from its start to its end here, on the loop's thread:
+            # the watchdog judges the run, not the worker's bookkeeping of it.
+            job.watched = self.watchdog.watch_for(job.task_class.time_limit, job)
             job.coroutine = self._run_coroutine(job)
             loop.create_task(job.coroutine).add_done_callback(functools.partial(self._ended, job))
 
@@ -206,12 +208,37 @@ class JobRunner:
         return settlement
 
     def _ended(self, job: Job, done: 'asyncio.Future[Settlement]') -> None:
-        """(On the loop's thread.) A coroutine job ended: tell the worker."""
+        """(On the loop's thread.) A coroutine job ended: no longer watched
+        (whenever the worker handles its end), and the worker is told."""
+        if job.watched is not None:
+            self.watchdog.unwatch(job.watched)
         try:
             job.settlement = done.result()
         except BaseException as exc:        # cancelled with the loop, or a bug: given back
             job.settlement = _lost(job, exc)
         self.events.put(('done', job))
+
+
+def may_start(waiting: list[Job], room: int, groups: set[tuple[str, str]],
+              per_class: 'collections.Counter[type]') -> tuple[list[Job], list[Job]]:
+    """Of the jobs ``waiting`` (in order), those that may start now and those
+    that wait on: ``room`` places, one job of a FIFO group at a time (none of
+    ``groups``, running), ``max_concurrency`` runs of a class at most (with
+    ``per_class`` running)."""
+    starting: list[Job] = []
+    kept = []
+    groups, per_class = set(groups), collections.Counter(per_class)
+    for job in waiting:
+        cap = job.task_class.max_concurrency
+        if len(starting) >= room or job.group in groups or \
+                (cap is not None and per_class[job.task_class] >= cap):
+            kept.append(job)
+            continue
+        starting.append(job)
+        per_class[job.task_class] += 1
+        if job.group is not None:
+            groups.add(job.group)
+    return starting, kept
 
 
 def _lost(job: Job, exc: BaseException) -> Settlement:

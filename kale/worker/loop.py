@@ -14,8 +14,9 @@ told to stop. Each step is a method of its own:
 - :meth:`skip_cancelled` asks the hooks once which of a batch's tasks were
   cancelled, and settles those unrun (and a task's extra copies);
   :meth:`send_on_early` sends on those that arrived before their due time;
-  :meth:`limit_flow` releases, delayed, those over a rate or concurrency limit;
-- :meth:`run_batch` runs a batch's tasks one by one within its budget;
+- :meth:`run_batch` runs a batch's tasks one by one within its budget (each
+  takes its token of a rate limit and its slot of a concurrency limit as it
+  starts, or is released, delayed: :mod:`kale.worker.flow`);
 - :meth:`settle` hands the batch to a thread that releases, copies and
   deletes in batch requests, while the loop receives the next batch;
 - :meth:`check_limits` stops the worker when it uses too much memory.
@@ -25,10 +26,11 @@ is the serial pool; :mod:`kale.worker.flight` runs many tasks at once.
 """
 from __future__ import annotations
 
+import functools
 import gc
 import logging
 import random
-from typing import Any, Optional
+from typing import Any, Callable, Optional, Sequence
 
 from kale import logs
 from kale.app import default_app
@@ -72,7 +74,9 @@ class Worker(WorkerBase):
         super().__init__(*args, **kwargs)
         self.prefetch = Prefetch()
         self.receiver = Receiver(self.consumer, self.queues, stopping=lambda: self._stopping,
-                                 prefetch=self.prefetch, clock=self.clock)
+                                 prefetch=self.prefetch, clock=self.clock,
+                                 settling_behind=lambda: self.settler is not None
+                                 and self.settler.full())
         self.queue_info = QueueInfo(self.queues, self.receiver.probe)
         self.selector = self.selector_class(self.queue_info)
         self._idle = False
@@ -114,13 +118,17 @@ class Worker(WorkerBase):
 
     def work_once(self) -> bool:
         """Batches that already arrived, else one selection and up to
-        ``num_iterations`` batches from it, else the idle watch. False once a
-        burst has nothing left to do."""
+        ``num_iterations`` batches from it, else the idle watch; nothing is
+        received while settling is behind (see :mod:`kale.worker.settler`).
+        False once a burst has nothing left to do."""
         self.report_settled()
         ready = self.receiver.next_ready()
         if ready is not None:
             self.process(ready)
             return True
+        assert self.settler is not None
+        if self.settler.full():
+            self.settler.wait_until_not_full()  # receive only what can be settled
         if self._idle:
             return self.idle()
         queue = self.select_queue()
@@ -149,6 +157,8 @@ class Worker(WorkerBase):
         for _ in range(queue.num_iterations - 1):
             if self._stopping or not batch.full or self.receiver.has_ready():
                 break           # a short batch means the queue is (nearly) drained
+            assert self.settler is not None
+            self.settler.wait_until_not_full()
             received = self.receive(queue)
             if received is None or not received.messages:
                 break
@@ -219,7 +229,6 @@ class Worker(WorkerBase):
         self.skip_cancelled(batch)
         drop_duplicates(batch)
         self.send_on_early(batch)
-        self.limit_flow(batch)
         alone = self._set_aside(batch)
         given_back = self._give_back_now(batch) if batch.may_hold_suspect else []
         if alone is not None:
@@ -267,8 +276,13 @@ class Worker(WorkerBase):
             held = [s for s in settlements if not (s.settled or s.lapsed)]
             if not held:
                 # Each run settled as it ends: a suspect that kills the worker
-                # later in the group does not undo the runs before it.
-                self.run_batch(alone, parts_after=0.0)
+                # later in the group does not undo the runs before it. What
+                # a poll still out brings meanwhile goes back at once.
+                self.receiver.alone = True
+                try:
+                    self.run_batch(alone, parts_after=0.0)
+                finally:
+                    self.receiver.alone = False
             else:
                 logger.warning('%s: %d message(s) of the batch are still held (settling '
                                'failed): %s released, not run now', self.name,
@@ -307,12 +321,15 @@ class Worker(WorkerBase):
                     continue
                 if self._stopping:
                     break
+                known = len(batch.settlements)
                 try:
-                    settlement = self.run_one(batch, received)
+                    settlement = self.run_one(batch, received, functools.partial(
+                        _undecided, pending[index + 1:], decided))
                 except TaskStuck as stuck:      # left to SQS: back after its visibility timeout
                     batch.messages.remove(received)
                     self.stuck(str(stuck))
                     break
+                decided.update(_by_message(batch.settlements[known:]))   # refused meanwhile
                 batch.settlements.append(settlement)
                 ran += 1
                 if batch.fifo and settlement.outcome in HOLDS_GROUP:
@@ -338,8 +355,11 @@ class Worker(WorkerBase):
         if ran:
             self.prefetch.ran(queue, (self.clock.monotonic() - started) / ran)
 
-    def run_one(self, batch: Batch, received: ReceivedMessage) -> Settlement:
-        """Run one message's task if it may run now, else release it."""
+    def run_one(self, batch: Batch, received: ReceivedMessage,
+                later: Callable[[], Sequence[ReceivedMessage]] = list) -> Settlement:
+        """Run one message's task if it may run now, else release it. Its
+        token and slot of a flow limit are taken as it starts (with those of
+        the ``later()`` ones that start soon after: see FlowGate.before_run)."""
         if batch.fifo and received.group_id in batch.held_groups:
             return release(batch, received, 'an earlier task of group %r has not completed'
                            % received.group_id)
@@ -349,6 +369,12 @@ class Worker(WorkerBase):
         if not batch.fits(task_class.time_limit, now) and not self.heartbeat.keeps(received):
             return release(batch, received, 'time_limit %gs does not fit the %.1fs left in the '
                                             'batch' % (task_class.time_limit, batch.time_left(now)))
+        if self.flow.limits(task_class):
+            refused, others = self.flow.before_run(batch, received, later(),
+                                                   self.prefetch.mean_run_sec(batch.queue))
+            batch.settlements.extend(others)        # refused now, decided before their turn
+            if refused is not None:
+                return refused
         message = self.runner.read(batch, received, opened)
         if isinstance(message, Settlement):
             return message
@@ -382,6 +408,11 @@ class Worker(WorkerBase):
         self._idle = True
         logger.debug('%s: idle, long polling %s', self.name, ', '.join(
             '%s (%d s)' % (q.name, q.long_poll_time_sec) for q in self.queues))
+
+
+def _undecided(messages: list[ReceivedMessage], decided: dict[int, Settlement]
+               ) -> list[ReceivedMessage]:
+    return [received for received in messages if id(received) not in decided]
 
 
 def _by_message(settlements: list[Settlement]) -> dict[int, Settlement]:

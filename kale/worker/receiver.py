@@ -34,6 +34,7 @@ from kale.clock import SYSTEM_CLOCK, Clock
 from kale.exceptions import SQSError
 from kale.queue_config import TaskQueue
 from kale.queue_selector import tickets
+from kale.worker.answers import ReceivesOut, wait_for_answers
 from kale.worker.batch import SETTLE_MARGIN_SEC, Batch
 from kale.worker.consumer import Consumer
 from kale.worker.prefetch import Prefetch
@@ -66,11 +67,14 @@ class Receiver:
     def __init__(self, consumer: Consumer, queues: Sequence[TaskQueue],
                  stopping: Callable[[], bool] = lambda: False,
                  read_ahead_above_sec: Optional[float] = READ_AHEAD_ABOVE_SEC,
-                 prefetch: Optional[Prefetch] = None, clock: Clock = SYSTEM_CLOCK):
+                 prefetch: Optional[Prefetch] = None, clock: Clock = SYSTEM_CLOCK,
+                 settling_behind: Callable[[], bool] = lambda: False):
         self.consumer = consumer
         self.clock = clock
         self.queues = list(queues)
         self.stopping = stopping
+        #: Whether the worker's settling is behind: nothing is received ahead then.
+        self.settling_behind = settling_behind
         #: How many messages each receive asks for.
         self.prefetch = prefetch or Prefetch()
         self._prefetched: dict[str, Batch] = {}
@@ -84,6 +88,8 @@ class Receiver:
         self._next_poll: dict[str, float] = {}
         self._closed = False
         self._close_lock = threading.Lock()
+        #: The idle watch's polls out (waited for when the worker stops).
+        self.out = ReceivesOut()
         #: Receive the next batches of a busy queue while the current one runs,
         #: once a receive takes this long (None: never).
         self.read_ahead_above_sec: Optional[float] = read_ahead_above_sec
@@ -91,6 +97,10 @@ class Receiver:
         self._executor: Optional[concurrent.futures.ThreadPoolExecutor] = None
         #: Until when the running task may keep the worker busy (monotonic; 0: idle).
         self._busy_until = 0.0
+        #: While a message runs alone (a suspect, a long task), what a poll
+        #: still out brings is given back at once, in the poll's thread: a
+        #: suspect that kills its worker would take it along, unseen.
+        self.alone = False
 
     # --- selection ---------------------------------------------------------
 
@@ -133,7 +143,7 @@ class Receiver:
             batch = self._receive(queue, 0)
         if self.read_ahead and batch.messages and len(batch.messages) >= batch.asked \
                 and self.prefetch.may_read_ahead(queue, READ_AHEAD_BATCHES) \
-                and not self.stopping():
+                and not self.stopping() and not self.settling_behind():
             ahead = self._ahead.setdefault(queue.name, collections.deque())
             while len(ahead) < READ_AHEAD_BATCHES:
                 ahead.append(self._reader().submit(self._receive_ahead, queue))
@@ -292,28 +302,30 @@ class Receiver:
     def _start_poll(self, queue_: TaskQueue) -> None:
         self._polling.add(queue_.name)
         self._poll_started[queue_.name] = self.clock.monotonic()
-        threading.Thread(target=self._poll, args=(queue_,), daemon=True,
+        key = self.out.sent(queue_.long_poll_time_sec)
+        threading.Thread(target=self._poll, args=(queue_, key), daemon=True,
                          name='kale-poll-%s' % queue_.name).start()
 
-    def _poll(self, queue_: TaskQueue) -> None:
+    def _poll(self, queue_: TaskQueue, key: int) -> None:
         try:
             batch = self._receive(queue_, queue_.long_poll_time_sec)
         except SQSError as exc:
             self._results.put((queue_, None, exc))
-            return
         except Exception as exc:   # a poll thread must always report back
             logger.exception('long poll on queue %s failed', queue_.name)
             self._results.put((queue_, None, SQSError(str(exc))))
-            return
-        self._deliver(queue_, batch)
+        else:
+            self._deliver(queue_, batch)
+        finally:
+            self.out.answered(key)
 
     def _deliver(self, queue_: TaskQueue, batch: Batch) -> None:
         """Hand a batch received on a thread to the worker, or back to SQS if
         the worker has gone."""
-        if batch.messages and self._doomed(batch):
-            logger.debug('a batch of %d from queue %s arrived while a task runs that may '
-                         'outlast its budget: given back at once', len(batch.messages),
-                         queue_.name)
+        if batch.messages and (self.alone or self._doomed(batch)):
+            logger.debug('a batch of %d from queue %s arrived while a task runs %s: given back '
+                         'at once', len(batch.messages), queue_.name,
+                         'alone' if self.alone else 'that may outlast its budget')
             self._release(batch)
             batch = Batch(queue_, [], batch.received_at, batch.sqs_name)
         with self._close_lock:
@@ -356,15 +368,15 @@ class Receiver:
             self._release(batch)
 
     def close(self) -> None:
-        """Release every batch received but not run. A poll still out when the
-        worker exits is not waited for: what it receives reappears after its
-        visibility timeout (as a suspect, run alone)."""
+        """Release every batch received but not run, and what the polls still
+        out bring: they are waited for (see :mod:`kale.worker.answers`)."""
         for name in list(self._ahead):
             self.done_with(next(q for q in self.queues if q.name == name))
         if self._executor is not None:
             self._executor.shutdown(wait=True)      # a short poll: it ends soon
         with self._close_lock:
             self._closed = True
+        wait_for_answers(self.out)
         self._collect()
         leftovers = self._ready + list(self._prefetched.values())
         self._ready, self._prefetched = [], {}

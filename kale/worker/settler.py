@@ -12,14 +12,23 @@ times, batch by batch.
 Either way each batch is settled in the consumer's order (release, copies,
 deletes) and before its deadline. Settled inline, a batch does not wait out
 an outage: at the first failure it is handed to the thread, which resumes it
-where it stopped. At most ``max_pending`` batches wait for the thread, so a
-slow endpoint slows the worker down rather than letting settled work pile up.
+where it stopped.
+
+Handing a batch over never blocks: a worker blocked there would leave what
+it received and has not started to wait out its visibility timeout, neither
+run nor given back (on a slow endpoint, messages redriven unrun). The
+threads take the batch whose deadline comes first, so that a give-back or
+a delete is not sent after its message was delivered again. The worker
+bounds what it hands over by what it receives instead: while
+``max_pending`` batches wait (:meth:`full`) it receives nothing more, so what
+it holds unrun is only what it can start at once.
 :meth:`flush` waits until everything handed over is settled; the worker calls
 it before it checks whether a burst is done and before it exits.
 """
 from __future__ import annotations
 
 import collections
+import itertools
 import logging
 import queue
 import threading
@@ -53,7 +62,15 @@ class Settler:
         self.clock = clock
         #: How long settling the last few batches took.
         self._recent: collections.deque[float] = collections.deque(maxlen=RECENT_BATCHES)
-        self._jobs: 'queue.Queue[Optional[Batch]]' = queue.Queue(maxsize=max_pending)
+        self.max_pending = max_pending
+        #: The median time settling one of the last few batches took (see _observe).
+        self.recent_sec = 0.0
+        #: Batches to settle, the earliest deadline first (a count breaks ties).
+        self._jobs: 'queue.PriorityQueue[tuple[float, int, Optional[Batch]]]' = \
+            queue.PriorityQueue()
+        self._order = itertools.count()
+        #: Notified whenever a thread settled a batch.
+        self._progress = threading.Condition()
         #: Settled batches for :meth:`completed` (appending to and popping
         #: from a deque is thread-safe, with no lock to take).
         self._done: collections.deque[Batch] = collections.deque()
@@ -63,8 +80,7 @@ class Settler:
             thread.start()
 
     def submit(self, batch: Batch) -> None:
-        """Settle ``batch`` now, or soon on the thread (waiting while
-        ``max_pending`` batches are queued there)."""
+        """Settle ``batch`` now, or soon on a thread (never waiting for one)."""
         if self.recent_sec < self.inline_below_sec and self._jobs.unfinished_tasks == 0:
             started = self.clock.monotonic()
             try:
@@ -73,18 +89,37 @@ class Settler:
                 logger.warning('settling a batch of queue %s continues in the background: %s',
                                batch.queue.name, exc)
                 self._observe(self.inline_below_sec)     # off the fast path for a while
-                self._jobs.put(batch)
+                self._put(batch)
                 return
             except Exception:   # keep settling later batches whatever one did
                 logger.exception('settling a batch of queue %s failed', batch.queue.name)
             self._observe(self.clock.monotonic() - started)
             self._done.append(batch)
             return
-        self._jobs.put(batch)
+        self._put(batch)
+
+    def _put(self, batch: Optional[Batch]) -> None:
+        deadline = batch.deadline if batch is not None else float('inf')
+        self._jobs.put((deadline, next(self._order), batch))
 
     def busy(self) -> bool:
         """Whether every settling thread has a batch (a new one would wait)."""
         return self._jobs.unfinished_tasks >= len(self._threads)
+
+    def settling(self) -> bool:
+        """Whether a batch handed over is not settled yet."""
+        return self._jobs.unfinished_tasks > 0
+
+    def full(self) -> bool:
+        """Whether ``max_pending`` batches wait: the worker receives no more meanwhile."""
+        return self._jobs.unfinished_tasks >= self.max_pending
+
+    def wait_until_not_full(self, look_sec: float = 0.1) -> None:
+        """Wait while :meth:`full` (a worker that holds nothing unrun, before it
+        receives); looks again every ``look_sec``."""
+        with self._progress:
+            while self.full():
+                self._progress.wait(look_sec)
 
     def flush(self) -> None:
         """Wait until every batch handed over has been settled."""
@@ -102,23 +137,21 @@ class Settler:
         """Settle what is pending, then stop the thread."""
         self.flush()
         for _ in self._threads:
-            self._jobs.put(None)
+            self._put(None)
         for thread in self._threads:
             thread.join(10)
 
-    @property
-    def recent_sec(self) -> float:
-        """The median time settling one of the last few batches took: one slow
-        batch (a pause for garbage collection) does not change the choice."""
-        recent = sorted(self._recent)
-        return recent[len(recent) // 2] if recent else 0.0
-
     def _observe(self, seconds: float) -> None:
+        """Settling one batch took ``seconds``: ``recent_sec`` is the median time
+        of the last few (one slow batch, a pause for garbage collection, does
+        not change the choice)."""
         self._recent.append(seconds)
+        recent = sorted(self._recent)
+        self.recent_sec = recent[len(recent) // 2]
 
     def _run(self) -> None:
         while True:
-            batch = self._jobs.get()
+            batch = self._jobs.get()[2]
             try:
                 if batch is None:
                     return
@@ -131,3 +164,5 @@ class Settler:
                 self._done.append(batch)
             finally:
                 self._jobs.task_done()
+                with self._progress:
+                    self._progress.notify_all()

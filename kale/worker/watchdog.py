@@ -71,6 +71,13 @@ class Watchdog:
             self._runs.add(run)
             self._cond.notify()
 
+    def watch_for(self, seconds: float, owner: Any) -> Watched:
+        """Watch a run that starts now and is limited to ``seconds`` (a
+        coroutine's: cancelled on its own loop, only watched here)."""
+        run = Watched(time.monotonic() + seconds, owner)
+        self.watch(run)
+        return run
+
     def unwatch(self, run: Watched) -> None:
         with self._cond:
             self._runs.discard(run)

@@ -6,7 +6,8 @@ node keeps its task id, so its task record lives on: the record starts a
 new life, its last attempt kept in its attempt history, and the node's
 runs are numbered on from the ones before (``attempts`` grows). The records
 are made ``queued`` before anything is published
-(:func:`~kale.workflow.run.requeue_records`).
+(:func:`~kale.workflow.run.requeue_records`), the nodes' publish claims
+held meanwhile (:mod:`kale.workflow.claims`).
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from kale import records
 from kale.app import App
 from kale.clock import SYSTEM_CLOCK, Clock
 from kale.records.recorder import OWN_WRITES_SEC
-from kale.workflow.run import Workflow, _state, get, publish_nodes, requeue_records
+from kale.workflow.run import Workflow, _state, get, requeue_records, send_nodes
 
 
 def retry(workflow_id: str, records_url: Optional[str] = None, app: Optional[App] = None,
@@ -35,8 +36,9 @@ def retry(workflow_id: str, records_url: Optional[str] = None, app: Optional[App
         if row is not None and row.deadline_at is not None else None
     ready = state.retry(workflow.id, deadline_at, now)
     if ready:
-        requeue_records(ready, workflow.app, records_url)
-        publish_nodes(state, ready, workflow.app)
+        with state.publishing([node['task_id'] for node in ready]) as held:
+            requeue_records(ready, workflow.app, records_url)
+            send_nodes(state, ready, workflow.app, held)
         records.recorder_for(records_url, workflow.app).flush(timeout=OWN_WRITES_SEC)
     return workflow
 

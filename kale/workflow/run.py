@@ -32,6 +32,7 @@ from kale.ids import random_id
 from kale.records.recorder import OWN_WRITES_SEC
 from kale.statuses import FINAL_TASK, TaskStatus, WorkflowStatus, status_values
 from kale.store.record import TaskRecord, iso
+from kale.workflow.claims import Holding, keeper
 from kale.workflow.flow import Part
 from kale.workflow.graph import Graph, resolve
 from kale.workflow.state import FAILED, WorkflowState
@@ -40,13 +41,21 @@ from kale.workflow.values import from_json, values
 
 #: The key of a node message's context that names its workflow.
 WORKFLOW_CONTEXT = 'kale_workflow'
+#: Nodes sent by one publish call: one SendMessageBatch request.
+SEND_CHUNK = 10
+#: While a publish runs, the nodes sent are marked published once this many
+#: are unmarked, or this many seconds after the last mark, and at its end: a
+#: publisher that dies leaves at most so many sent but unmarked, which the
+#: sweep sends again.
+MARK_EVERY, MARK_EVERY_SEC = 100, 0.25
 
 
 def _state(app: App, records_url: Optional[str] = None) -> WorkflowState:
     if not (records_url or app.config.RECORDS_URL):
         raise WorkflowError('workflows keep their state in the task records: set RECORDS_URL '
                             '(sqlite:///... on one machine, postgresql://... for a fleet)')
-    return WorkflowState(records.store(records_url, app).workflows, values(app.config))
+    return WorkflowState(records.store(records_url, app).workflows, values(app.config),
+                         keeper(app))
 
 
 def submit(flow: Part, labels: Optional[dict[str, str]] = None,
@@ -75,7 +84,19 @@ def submit(flow: Part, labels: Optional[dict[str, str]] = None,
 def publish_nodes(state: WorkflowState, ready: list[dict[str, Any]], app: App) -> None:
     """Publish nodes that have all their inputs, a batch per task, queue and
     delay (a node's ``delay_sec`` counts from now, its ``eta`` stands; its
-    ``retry_num``, when given, the runs its task had before a retry)."""
+    ``retry_num``, when given, the runs its task had before a retry). This
+    process claimed them when it made them ready: it holds the claims while
+    it publishes (:mod:`kale.workflow.claims`), so no sweep sends them
+    meanwhile, and marks them published as it goes (``MARK_EVERY``)."""
+    if ready:
+        with state.publishing([node['task_id'] for node in ready]) as held:
+            send_nodes(state, ready, app, held)
+
+
+def send_nodes(state: WorkflowState, ready: list[dict[str, Any]], app: App,
+               held: Holding) -> None:
+    """:func:`publish_nodes`, inside the ``held`` claims of the nodes: those
+    a sweep took over are not sent."""
     batches: dict[tuple[str, str, str, float, Optional[float]], list[dict[str, Any]]] = \
         collections.defaultdict(list)
     for node in ready:
@@ -83,16 +104,39 @@ def publish_nodes(state: WorkflowState, ready: list[dict[str, Any]], app: App) -
         batches[(node['task'], node['queue'], node['workflow_id'], wait.get('delay_sec', 0),
                  wait.get('eta'))].append(node)
     publisher = app.publisher
-    for (task, queue, workflow_id, delay_sec, eta), batch in batches.items():
-        runs_before = [node.get('retry_num', 0) for node in batch]
-        publisher.publish_batch(app.registry.resolve(task), None,
-                                [(node['args'], node['kwargs']) for node in batch],
-                                queue_name=queue, task_ids=[node['task_id'] for node in batch],
-                                context={WORKFLOW_CONTEXT: workflow_id}, delay_sec=delay_sec,
-                                eta=None if eta is None else datetime.datetime.fromtimestamp(
-                                    eta, datetime.timezone.utc),
-                                retry_nums=runs_before if any(runs_before) else None)
-        state.mark_published([node['task_id'] for node in batch])
+    clock = state.claims.clock
+    sent: list[str] = []
+    marked_at = clock.monotonic()
+    try:
+        for (task, queue, workflow_id, delay_sec, eta), nodes in batches.items():
+            for start in range(0, len(nodes), SEND_CHUNK):
+                batch = [node for node in nodes[start:start + SEND_CHUNK]
+                         if node['task_id'] not in held.lost]
+                if not batch:
+                    continue
+                runs_before = [node.get('retry_num', 0) for node in batch]
+                publisher.publish_batch(
+                    app.registry.resolve(task), None,
+                    [(node['args'], node['kwargs']) for node in batch], queue_name=queue,
+                    task_ids=[node['task_id'] for node in batch],
+                    context={WORKFLOW_CONTEXT: workflow_id}, delay_sec=delay_sec,
+                    eta=None if eta is None else datetime.datetime.fromtimestamp(
+                        eta, datetime.timezone.utc),
+                    retry_nums=runs_before if any(runs_before) else None)
+                sent += [node['task_id'] for node in batch]
+                if len(sent) >= MARK_EVERY or clock.monotonic() - marked_at >= MARK_EVERY_SEC:
+                    _mark(state, held, sent)
+                    marked_at = clock.monotonic()
+    finally:                        # what was sent is marked, even when a later send raised
+        _mark(state, held, sent)
+
+
+def _mark(state: WorkflowState, held: Holding, sent: list[str]) -> None:
+    """The nodes in ``sent`` were sent: mark them published (emptying ``sent``)."""
+    if sent:
+        state.mark_published(sent)
+        held.sent(sent)
+        sent.clear()
 
 
 def requeue_records(ready: list[dict[str, Any]], app: App,
@@ -133,10 +177,13 @@ _ENDED_UNSUCCESSFULLY = tuple(status for status in FINAL_TASK if status != TaskS
 
 
 def publish_stranded(state: WorkflowState, ready: list[dict[str, Any]], app: App) -> None:
-    """Publish nodes a sweep found ready but unpublished: their records
-    first made ``queued`` again when a retry's process died before it did."""
-    requeue_records(ready, app)
-    publish_nodes(state, ready, app)
+    """Publish nodes a sweep took over: their records first made ``queued``
+    again when a retry's process died before it did (the claims held
+    meanwhile: that can wait for the records' writer longer than a claim lasts)."""
+    if ready:
+        with state.publishing([node['task_id'] for node in ready]) as held:
+            requeue_records(ready, app)
+            send_nodes(state, ready, app, held)
 
 
 class WorkflowHooks(PublishHooks, WorkerHooks):

@@ -14,11 +14,13 @@ The rows are the store's workflows facet's (:mod:`kale.store.workflows`).
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Sequence
+import contextlib
+from typing import Any, Iterator, Mapping, Optional, Sequence
 
 from kale.exceptions import WorkflowConflictError, WorkflowNotFoundError
 from kale.statuses import FINAL_NODE, NodeStatus, WorkflowStatus
 from kale.store.workflows import Node, WorkflowRow, WorkflowSteps, WorkflowStore
+from kale.workflow.claims import ClaimKeeper, Holding
 from kale.workflow.graph import Graph, resolve
 from kale.workflow.values import Values, to_json
 
@@ -35,11 +37,13 @@ DEADLINE_EXCEEDED = 'deadline_exceeded'
 
 
 class WorkflowState:
-    """The workflows of one store (its ``workflows`` facet)."""
+    """The workflows of one store (its ``workflows`` facet); the nodes this
+    process makes ready are claimed for its publish by ``claims``."""
 
-    def __init__(self, store: WorkflowStore, values: Values):
+    def __init__(self, store: WorkflowStore, values: Values, claims: ClaimKeeper):
         self.store = store
         self.values = values
+        self.claims = claims
         #: The published nodes the last :meth:`complete` failed for being
         #: past the workflow's deadline (their tasks are to be cancelled).
         self.expired: list[str] = []
@@ -47,7 +51,9 @@ class WorkflowState:
     def record(self, workflow_id: str, graph: Graph, queues: Mapping[str, str],
                labels: Optional[Mapping[str, str]], deadline_at: Optional[float],
                now: float) -> None:
-        """Every node, ``pending`` or (without inputs) ``queued``, in one transaction."""
+        """Every node, ``pending`` or (without inputs) ``queued`` and claimed
+        for this process's publish, in one transaction."""
+        claim = self.claims.claim(now)
         nodes = []
         for node in graph.nodes.values():
             queue = queues[node.task_id]
@@ -57,7 +63,9 @@ class WorkflowState:
             nodes.append(Node(node.task_id, workflow_id, node.name, queue,
                               QUEUED if not node.upstream else PENDING, len(node.upstream),
                               list(node.upstream), list(node.downstream), call,
-                              queued_at=None if node.upstream else now))
+                              queued_at=None if node.upstream else now,
+                              claimed_by=None if node.upstream else claim.owner,
+                              claimed_until=None if node.upstream else claim.until))
         workflow = WorkflowRow(workflow_id, RUNNING, dict(labels or {}) or None,
                                to_json(graph.result), now, deadline_at)
         with self.store.begin(write=True) as steps:
@@ -73,8 +81,10 @@ class WorkflowState:
     def complete_many(self, done: Sequence[tuple[str, str]], now: float) -> list[dict[str, Any]]:
         """:meth:`complete` for several nodes (a batch's), their results
         already packed (``Values.pack_result``), in one transaction: a node
-        several of them feed has its count lowered once, by as many."""
+        several of them feed has its count lowered once, by as many. The
+        nodes returned are claimed for this process's publish."""
         self.expired = []
+        claim = self.claims.claim(now)
         with self.store.begin(write=True) as steps:
             for workflow_id, deadline_at in steps.deadlines([t for t, _ in done]):
                 if deadline_at is not None:
@@ -82,7 +92,7 @@ class WorkflowState:
             arrivals, sinks = _succeed(steps, done)
             ready = []
             for later, count in arrivals.items():
-                left = steps.arrive(later, count, now)
+                left = steps.arrive(later, count, now, claim)
                 if left is not None and left[0] == 0 and left[1] == QUEUED:
                     ready.append(self._resolved(steps, later))
             for workflow_id in sinks:
@@ -175,13 +185,15 @@ class WorkflowState:
                                             'failed or cancelled one can be)'
                                             % (workflow_id, found[0]))
             rows = steps.nodes(workflow_id, lock=True)
+            claim = self.claims.claim(now)
             succeeded = {node.task_id for node in rows if node.state == SUCCEEDED}
             ready = []
             for node in rows:
                 if node.state in (SUCCEEDED, QUEUED):    # kept, or in flight
                     continue
                 missing = sum(1 for up in node.upstream or () if up not in succeeded)
-                steps.reset_node(node.task_id, PENDING if missing else QUEUED, missing, now)
+                steps.reset_node(node.task_id, PENDING if missing else QUEUED, missing, now,
+                                 claim)
                 if not missing:
                     ready.append(node.task_id)
             if len(succeeded) == len(rows):
@@ -189,17 +201,27 @@ class WorkflowState:
             return [self._resolved(steps, task_id) for task_id in ready]
 
     def stranded(self, now: float, grace_sec: float, limit: int = 100) -> list[dict[str, Any]]:
-        """Nodes ready to run for over ``grace_sec`` but never published (the
-        process that made them ready died first), each claimed by moving its
-        ``queued_at`` to ``now`` (another sweep leaves it alone for as long),
-        with its call resolved: to be published by the caller."""
+        """Nodes ready to run but never published whose publish claim lapsed
+        (the process that made them ready died before it published them; a
+        node without a claim, from a Kale before claims: ready for over
+        ``grace_sec``), each taken over by this process's claim, with its
+        call resolved: to be published by the caller. A node whose
+        publisher is alive, however slow its publish, is left alone."""
         with self.store.begin() as steps:      # most sweeps find nothing: no write lock
-            if not steps.stranded(now - grace_sec, 1):
+            if not steps.stranded(now, grace_sec, 1):
                 return []
+        claim = self.claims.claim(now)
         with self.store.begin(write=True) as steps:
             return [self._resolved(steps, task_id)
-                    for task_id, queued_at in steps.stranded(now - grace_sec, limit)
-                    if steps.claim_stranded(task_id, queued_at, now)]
+                    for task_id in steps.stranded(now, grace_sec, limit)
+                    if steps.claim_stranded(task_id, now, grace_sec, claim)]
+
+    @contextlib.contextmanager
+    def publishing(self, task_ids: Sequence[str]) -> Iterator[Holding]:
+        """Hold this process's claims on these nodes while the block
+        publishes them (:meth:`ClaimKeeper.holding`)."""
+        with self.claims.holding(self.store, task_ids) as held:
+            yield held
 
     def overdue(self, now: float, limit: int = 100) -> list[str]:
         """Running workflows past their deadline."""

@@ -1,12 +1,16 @@
 """The sweep every worker makes of the workflows, every ``WORKFLOW_SWEEP_SEC``.
 
-A node is recorded ready to run, then published. A process that dies in
-between (a submitter killed after its commit, a worker killed after the
-transaction that made a join ready) leaves it recorded and unpublished: the
-sweep publishes each such node once it has waited ``WORKFLOW_PUBLISH_GRACE_SEC``
-(claimed in the database, so one sweeper publishes it). It also fails the
-unfinished nodes of running workflows past their deadline, so a deadline
-holds even when no node ends and nobody asks.
+A node is recorded ready to run, claimed for its publish by the process
+that made it ready (:mod:`kale.workflow.claims`), then published. That
+process renews the claim while its publish runs, so a slow publish is left
+alone. A process that dies in between (a submitter killed after its
+commit, a worker killed after the transaction that made a join ready or in
+the middle of its publish) leaves the node recorded and unpublished, and
+its claim lapses ``WORKFLOW_PUBLISH_GRACE_SEC`` after its last renewal: the
+sweep then takes the claim over (in the database, so one sweeper does) and
+publishes the node. It also fails the unfinished nodes of running workflows
+past their deadline, so a deadline holds even when no node ends and nobody
+asks.
 """
 from __future__ import annotations
 
@@ -59,7 +63,8 @@ class Sweeper:
         now = self.clock.time()
         stranded = state.stranded(now, self.grace_sec)
         if stranded:
-            logger.info('publishing %d workflow nodes left unpublished: %s', len(stranded),
+            logger.info('publishing %d workflow nodes left unpublished (their publisher\'s '
+                        'claim lapsed): %s', len(stranded),
                         ' '.join(node['task_id'] for node in stranded[:20]))
             self._publish(state, stranded)
         overdue = state.overdue(now)

@@ -41,10 +41,12 @@ def test_a_limit_never_reached_costs_one_transaction_a_batch(tmp_path):
         assert median(results, names['drain']) > 0 < median(results, names['drain'], 'baseline')
         assert results[names['drain']]['target'] == '>= 0.9 x none'
         assert median(results, names['cpu']) > 0
-        # A batch of up to ten asks in one transaction (the concurrency limit
-        # gives its slots back in a second one), a few statements each.
+        # The runs of a batch that start within 50 ms ask in one transaction
+        # (the concurrency limit gives its slots back in a second one), a few
+        # statements each; the first batch of a queue, whose run times are
+        # not known yet, asks run by run (200 tasks: 0.13-0.24 a task).
         assert 0.9 * transactions / 10 <= median(results, names['transactions']) \
-            <= 2 * transactions / 10
+            <= 3 * transactions / 10
         assert 0 < median(results, names['requests']) < 1
         assert names['drain'] in stdout
 

@@ -10,8 +10,7 @@ tasks a second with two workers, so 20/s would measure the rig: the test
 runs 5/s, a 12 s window after a 2 s warm-up (the bucket starts full), and
 asks that the runs that start in it are at most what the bucket allows in
 any 12 s (kale.flow.bucket.most_starts: its burst, and the rate over the
-window and a second more, the places' hold: a refused run comes back after
-whole seconds). It does not ask how close under it they come: that
+window). It does not ask how close under it they come: that
 measures the rig, and other suites running beside it on the same cores
 (some runs reach 95 %, a loaded one 15 %). ``python -m bench --scenarios
 flow-fleet`` measures 20/s over 60 s on fauxqs.

@@ -99,6 +99,17 @@ def test_a_latency_spike_holds_the_request(proxy, queue):
     assert time.monotonic() - started >= 2.0
 
 
+@pytest.mark.real_time('the proxy holds every request for its latency, in real time')
+def test_a_steady_latency_holds_every_request(proxy, queue):
+    """``latency_sec``: a slow endpoint for the whole run (bench.chaos --latency-ms)."""
+    _, url = queue
+    proxy.latency_sec = 0.3
+    started = time.monotonic()
+    for _ in range(2):
+        client(proxy.url).get_queue_attributes(QueueUrl=url, AttributeNames=['All'])
+    assert time.monotonic() - started >= 0.6 and proxy.summary() == {}
+
+
 def test_an_unknown_fault_is_refused(proxy):
     with pytest.raises(ValueError, match='unknown fault'):
         proxy.inject('gremlins', 1)

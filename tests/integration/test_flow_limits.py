@@ -239,3 +239,74 @@ def test_runs_refused_then_delivered_late_never_exceed_the_rate(flow):
     times = sorted(starts.times)
     most = max(bisect.bisect_left(times, t + 1.0) - i for i, t in enumerate(times))
     assert most <= 5 + 5, most
+
+
+class StartOrder(WorkerHooks):
+    def __init__(self, events):
+        self.events = events
+
+    def on_task_started(self, queue, received, message):
+        self.events.append(('start', message.task_id))
+
+
+@pytest.mark.usefixtures('pool')
+def test_a_limited_run_takes_its_token_as_it_starts_not_when_its_batch_arrives(flow):
+    """Four runs within the burst, one at a time, whose run time is not
+    known yet: each asks for its token just before it starts. A token taken
+    when the batch arrived and spent seconds later (the run waiting for a
+    place, or set aside) let starts bunch beyond burst + rate x window."""
+    ids = ft.RatedTask.publish_batch(None, [((n,), {}) for n in range(4)])
+    events = []
+    with settings.override(WORKER_MAX_IN_FLIGHT=1):
+        worker = Worker(queue_names=['default'], burst=True, broker=flow, hooks=[StartOrder(events)])
+        facet = worker.flow.store.flow
+        real_ask = facet.ask
+
+        def ask(asks, *args, **kwargs):
+            events.append(('ask', [a.task_id for a in asks]))
+            return real_ask(asks, *args, **kwargs)
+
+        facet.ask = ask
+        assert worker.run() == 0
+    started = [task_id for kind, task_id in events if kind == 'start']
+    assert sorted(started) == sorted(ids)
+    assert events == [event for task_id in started
+                      for event in (('ask', [task_id]), ('start', task_id))]
+
+
+def quick_serial_worker(broker, asked):
+    """A serial burst worker that knows its queue's runs take a millisecond,
+    its store's asks for tokens counted in ``asked``."""
+    worker = Worker(queue_names=['default'], burst=True, broker=broker, pool='serial')
+    worker.prefetch.ran(worker.queues[0], 0.001)
+    facet = worker.flow.store.flow
+    real_ask = facet.ask
+
+    def ask(asks, *args):
+        asked.append([a.task_id for a in asks])
+        return real_ask(asks, *args)
+    facet.ask = ask
+    return worker, lambda: setattr(facet, 'ask', real_ask)
+
+
+def test_the_serial_worker_takes_the_tokens_of_quick_runs_together_and_never_an_old_one(
+        flow, monkeypatch):
+    """Runs known to take a millisecond: the serial worker asks once for the
+    runs that start within TOKEN_AHEAD_SEC; a token taken ahead whose run
+    comes later than that is not used: the run asks again."""
+    from kale.worker import flow as worker_flow
+    ids = ft.RatedTask.publish_batch(None, [((n,), {}) for n in range(4)])
+    asked: list = []
+    worker, restore = quick_serial_worker(flow, asked)
+    assert worker.run() == 0
+    restore()
+    assert asked == [ids]                          # one transaction, for the four
+    asked.clear()
+    ids = ft.RatedTask.publish_batch(None, [((n,), {}) for n in range(2)])
+    monkeypatch.setattr(worker_flow, 'TOKEN_AHEAD_SEC', 1e-6)     # old by the next run
+    worker, restore = quick_serial_worker(flow, asked)
+    monkeypatch.setattr(worker.prefetch, 'mean_run_sec', lambda queue: 1e-9)
+    assert worker.run() == 0
+    restore()
+    # the first asks for both; the second's token, taken ahead, is old: it asks again
+    assert asked == [ids, [ids[1]]]

@@ -282,3 +282,36 @@ def test_ended_workflows_are_purged_with_their_nodes_by_the_tasks_ttls(broker):
     with store.begin() as conn:
         left = {row.workflow_id for row in conn.execute(workflow_nodes.select()).all()}
     assert left == {running.id}
+
+
+def test_schema_version_15_adds_the_claims_and_sweeps_a_node_left_without_one(any_records_url):
+    """A store from before the publish claims: migrating adds the columns,
+    once, and a node its Kale left ready but unpublished (so without a
+    claim) is swept once it has waited the grace, as it was before."""
+    from sqlalchemy import text
+
+    from kale.conf import settings
+    from kale.store.sql.records import RecordStore
+    from kale.store.sql.schema import SCHEMA_VERSION
+    store = RecordStore(any_records_url, settings.config)
+    store.migrate()
+    with store.begin(write=True) as conn:       # the table as version 14 had it
+        for column in ('claimed_by', 'claimed_until'):
+            conn.execute(text('ALTER TABLE kale_workflow_nodes DROP COLUMN %s' % column))
+        conn.execute(text('UPDATE kale_schema SET version = 14'))
+        conn.execute(text("INSERT INTO kale_workflow_nodes (task_id, workflow_id, task, queue, "
+                          "state, missing, published, queued_at) VALUES ('old', 'wf', 't.T', "
+                          "'default', 'queued', 0, 0, 100.0)"))
+    store.dispose()
+    for _ in range(2):                          # the second finds nothing to add
+        again = RecordStore(any_records_url, settings.config)
+        again.migrate()
+        with again.begin() as conn:
+            assert conn.execute(text('SELECT version FROM kale_schema')).scalar() == \
+                SCHEMA_VERSION
+        [node] = again.workflows.nodes('wf')
+        assert (node.claimed_by, node.claimed_until, node.queued_at) == (None, None, 100.0)
+        with again.workflows.begin() as steps:
+            assert steps.stranded(104.9, 5.0, 10) == []
+            assert steps.stranded(105.0, 5.0, 10) == ['old']
+        again.dispose()

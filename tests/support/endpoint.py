@@ -97,6 +97,12 @@ class SQSHelper:
                 'ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible'])
         return sum(int(value) for value in attributes['Attributes'].values())
 
+    def visible(self, name: str) -> int:
+        """Messages in the queue that are visible (none in flight or delayed)."""
+        attributes = self.client.get_queue_attributes(
+            QueueUrl=self.queue_url(name), AttributeNames=['ApproximateNumberOfMessages'])
+        return int(attributes['Attributes']['ApproximateNumberOfMessages'])
+
     def receive_all(self, name: str, expected: Optional[int] = None,
                     timeout: float = 5) -> list[dict[str, Any]]:
         """Everything visible in the queue (received, then deleted)."""

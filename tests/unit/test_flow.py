@@ -157,9 +157,9 @@ def test_runs_coming_back_late_never_start_beside_the_fresh_tokens(arrivals_per_
 def test_reserved_runs_coming_back_together_late_start_at_the_rate():
     """A hundred runs refused at 10/s are due back over ten seconds; a killed
     worker held their copies, and they all come back together 30 s late,
-    beside new runs: the bucket's burst and its hold for the places start,
-    the others are told to come back, each keeping its place ahead of the
-    new runs, and start at the rate."""
+    beside new runs: the bucket's burst starts, the others are told to come
+    back, each keeping its place ahead of the new runs, and start at the
+    rate: no second holds more than the burst and a second of the rate."""
     clock = FakeClock()
     rate = Rate(10, 1.0)
     bucket = Bucket(rate.capacity, clock.time())
@@ -183,24 +183,30 @@ def test_reserved_runs_coming_back_together_late_start_at_the_rate():
     per_second = collections.Counter(int(t) for t in starts)
     assert sum(per_second.values()) == 100
     first = min(per_second)
-    assert per_second[first] == most_starts(rate, 0) == 10 + 10
+    assert per_second[first] == most_starts(rate, 0) == 10
     assert max(n for second, n in per_second.items() if second != first) == 10
     assert most_in_a_second(starts) <= most_starts(rate, 1)
 
 
-def test_late_reserved_runs_start_ahead_of_new_ones():
+def test_late_reserved_runs_start_ahead_of_new_ones_until_the_bucket_is_full():
+    """Two places due in 1 s: a new run waits behind them while the bucket
+    refills; once it is full (they are late), a token that the bucket would
+    lose goes to a new run instead, and the bucket never holds more than its
+    burst: no window holds more starts than the burst and its rate."""
     clock = FakeClock()
     rate = Rate(2, 1.0)
     bucket = Bucket(0.0, clock.time())
     assert [bucket.take(rate, clock.time()) for _ in range(2)] == [(1.0, True)] * 2
-    clock.advance(5.0)              # they were due in 1 s, and come in 5 s
-    # the bucket kept its two tokens and, for the places, a second more
-    assert bucket.take(rate, clock.time()) == (0.0, False)
-    assert bucket.take(rate, clock.time()) == (0.0, False)
+    clock.advance(0.6)
     assert bucket.take(rate, clock.time()) == (1.0, True)      # behind the two places
+    clock.advance(5.0)              # they were due in 1 s, and come in 5 s
+    bucket.refill(rate, clock.time())
+    assert bucket.tokens == rate.capacity == 2.0                 # full, whoever is late
+    assert bucket.take(rate, clock.time()) == (0.0, False)      # a token it would lose
+    assert bucket.take(rate, clock.time())[1]                   # and no more
     assert bucket.take_reserved(rate, clock.time()) == 0.0
-    assert bucket.take_reserved(rate, clock.time()) == 0.0
-    assert bucket.reserved == 1 and bucket.tokens == 0.0
+    assert bucket.take_reserved(rate, clock.time()) > 0.0       # late: to the end of the line
+    assert bucket.tokens == 0.0
 
 
 def test_a_reserved_run_finding_no_token_keeps_its_place_at_the_end_of_the_line():

@@ -275,7 +275,7 @@ def test_an_idle_queue_is_polled_again_after_its_pause_of_waiting_on_a_still_clo
                     max_receives=1, clock=FakeClock())
     intake.idle = True
     polls = []
-    intake._poll = lambda queue_, ask, started: polls.append(queue_.name)
+    intake._poll_once = lambda queue_, ask, started: polls.append(queue_.name)
     intake._polling.clear()
     intake.arrived(Arrival(1, None, polled=queue, polled_at=intake.clock.monotonic()))
     intake.refill(10)
@@ -390,3 +390,27 @@ def test_a_pool_has_its_queues_and_its_first_receives_out_before_it_first_waits(
     assert receiving_at_first_wait == [True]
     assert hook.declared == {memory_broker.sqs_name(memory_broker.queues[name])
                              for name in ('default', 'high')}
+
+
+def test_what_a_receive_brings_while_a_pool_holds_all_its_suspect_allows_goes_back_at_once(
+        memory_broker):
+    """A pool at its suspect's cap: what a receive still out brings is given
+    back by the receiving thread (the worker hears of an empty answer),
+    rather than held unseen beside a suspect that may kill the worker."""
+    from kale.transport import OutgoingMessage
+    from kale.worker.consumer import Consumer
+    from kale.worker.intake import Intake
+    queue = memory_broker.queues['default']
+    arrivals = []
+    intake = Intake(Consumer(memory_broker), [queue], TurnSelector, arrivals.append,
+                    max_receives=1)
+    intake.full = True
+    memory_broker.send(queue, [OutgoingMessage('arrived')])
+    intake.refill(10)
+    deadline = time.monotonic() + 10
+    while not arrivals and time.monotonic() < deadline:
+        time.sleep(0.01)
+    [arrival] = arrivals
+    assert arrival.batch is not None and arrival.batch.messages == []
+    assert [m.body for m in memory_broker.receive(queue)] == ['arrived']   # visible at once
+    intake.close()

@@ -263,3 +263,38 @@ def test_once_the_task_ended_arriving_batches_are_kept_again(memory_broker):
     assert receiver.watch(each_once=True) is True
     assert [m.body for m in receiver.next_ready().messages] == ['quick']
     receiver.close()
+
+
+def test_what_a_poll_brings_while_a_message_runs_alone_is_given_back_at_once(memory_broker):
+    """A suspect running alone (nothing else held, in case it kills the
+    worker): a batch a poll still out brings meanwhile is given back by the
+    poll's thread, not held beside it (its unverified messages would die
+    with the worker, unseen)."""
+    [default] = queues_of(memory_broker, 'default', long_poll=0)
+    receiver = Receiver(Consumer(memory_broker), [default])
+    receiver.alone = True
+    memory_broker.send(default, [OutgoingMessage('arrived')])
+    assert receiver.watch(each_once=True) is False  # what it received went back
+    assert receiver.next_ready() is None
+    [again] = memory_broker.receive(default)        # visible at once
+    assert again.body == 'arrived'
+    receiver.alone = False
+    receiver.close()
+
+
+def test_the_serial_worker_gives_back_what_arrives_while_a_suspect_runs_alone(
+        tmp_path, monkeypatch, app):
+    """(The serial worker's side of it.) Its receiver is alone while its
+    suspects' group runs, and no longer after."""
+    from kale.worker import Worker
+    from kale.worker.batch import Batch
+    worker = Worker(queue_names=['default'], app=app, pool='serial')
+    seen = []
+    monkeypatch.setattr(worker, 'run_batch', lambda batch, parts_after=None: seen.append(
+        worker.receiver.alone))
+    monkeypatch.setattr(worker, 'settle', lambda batch: None)
+    worker.settler = Settler(worker.consumer)
+    queue = app.broker.queues['default']
+    worker._run_alone([], Batch(queue, [], 0.0, app.broker.sqs_name(queue)))
+    worker.settler.close()
+    assert seen == [True] and worker.receiver.alone is False

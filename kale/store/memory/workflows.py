@@ -7,7 +7,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence
 
 from kale.statuses import NodeStatus, WorkflowStatus
-from kale.store.workflows import Node, WorkflowRow, succeed_each
+from kale.store.workflows import Claim, Node, WorkflowRow, succeed_each
 
 if TYPE_CHECKING:
     from kale.store.memory import MemoryStore
@@ -40,6 +40,14 @@ class MemoryWorkflows:
             for task_id in task_ids:
                 if task_id in self.node_rows:
                     self._change(task_id, published=1)
+
+    def renew_claims(self, task_ids: Sequence[str], owner: str, until: float) -> list[str]:
+        with self.root.lock:
+            held = [task_id for task_id in task_ids if task_id in self.node_rows
+                    and self.node_rows[task_id].claimed_by == owner]
+            for task_id in held:
+                self._change(task_id, claimed_until=until)
+            return held
 
     def overdue(self, now: float, limit: int = 100) -> list[str]:
         with self.root.lock:
@@ -93,14 +101,16 @@ class MemoryWorkflows:
         self._change(task_id, state=NodeStatus.SUCCEEDED, result=result, reason=None)
         return True
 
-    def arrive(self, task_id: str, count: int, now: float) -> Optional[tuple[int, str]]:
+    def arrive(self, task_id: str, count: int, now: float,
+               claim: Claim) -> Optional[tuple[int, str]]:
         node = self.node_rows.get(task_id)
         if node is None:
             return None
-        claims = node.missing == count and node.state == PENDING
-        node = self._change(task_id, missing=node.missing - count,
-                            state=QUEUED if claims else node.state,
-                            queued_at=now if claims else node.queued_at)
+        if node.missing == count and node.state == PENDING:
+            node = self._change(task_id, missing=0, state=QUEUED, queued_at=now,
+                                claimed_by=claim.owner, claimed_until=claim.until)
+        else:
+            node = self._change(task_id, missing=node.missing - count)
         return node.missing, node.state
 
     def node(self, task_id: str) -> Node:
@@ -145,18 +155,31 @@ class MemoryWorkflows:
                                                      finished_at=None, deadline_at=deadline_at)
         return True
 
-    def reset_node(self, task_id: str, state: NodeStatus, missing: int, now: float) -> None:
+    def reset_node(self, task_id: str, state: NodeStatus, missing: int, now: float,
+                   claim: Claim) -> None:
+        queued = state == QUEUED
         self._change(task_id, state=state, missing=missing, result=None, reason=None,
-                     published=0, queued_at=now if state == QUEUED else None)
+                     published=0, queued_at=now if queued else None,
+                     claimed_by=claim.owner if queued else None,
+                     claimed_until=claim.until if queued else None)
 
-    def stranded(self, before: float, limit: int) -> list[tuple[str, float]]:
-        return [(node.task_id, node.queued_at) for node in self.node_rows.values()
-                if not node.published and node.state == QUEUED and node.queued_at is not None
-                and node.queued_at <= before][:limit]
+    def stranded(self, now: float, grace_sec: float, limit: int) -> list[str]:
+        return [node.task_id for node in self.node_rows.values()
+                if _lapsed(node, now, grace_sec)][:limit]
 
-    def claim_stranded(self, task_id: str, queued_at: float, now: float) -> bool:
+    def claim_stranded(self, task_id: str, now: float, grace_sec: float, claim: Claim) -> bool:
         node = self.node_rows.get(task_id)
-        if node is None or node.published or node.queued_at != queued_at:
+        if node is None or not _lapsed(node, now, grace_sec):
             return False
-        self._change(task_id, queued_at=now)
+        self._change(task_id, claimed_by=claim.owner, claimed_until=claim.until)
         return True
+
+
+def _lapsed(node: Node, now: float, grace_sec: float) -> bool:
+    """Whether a node is queued, unpublished, and its claim lapsed at ``now``
+    (one without a claim: queued ``grace_sec`` before or earlier)."""
+    if node.published or node.state != QUEUED:
+        return False
+    if node.claimed_until is not None:
+        return node.claimed_until <= now
+    return node.queued_at is not None and node.queued_at <= now - grace_sec

@@ -147,6 +147,10 @@ workflows = Table(
 #: One row per node of a workflow: its state, its missing inputs, its call
 #: and, once it succeeded, its result (both serialized and signed, see
 #: kale.workflow.values), and when it became ready to run (schema version 5).
+#: ``claimed_by`` (a kale_workers.id) publishes it, or published it: the
+#: process that made it ready, or a sweep that took over once
+#: ``claimed_until`` (epoch seconds, renewed while the publish runs) had
+#: passed (schema version 15, kale.store.workflows.Claim).
 workflow_nodes = Table(
     'kale_workflow_nodes', metadata,
     Column('task_id', String(128), primary_key=True),
@@ -162,6 +166,8 @@ workflow_nodes = Table(
     Column('published', Integer, nullable=False, default=0),
     Column('queued_at', Float),
     Column('reason', Text),
+    Column('claimed_by', String(160)),
+    Column('claimed_until', Float),
     Index('kale_workflow_nodes_workflow', 'workflow_id', 'state'),
     Index('kale_workflow_nodes_unpublished', 'published', 'state'),
 )
@@ -345,6 +351,17 @@ def _add_counters_v14(conn: Connection) -> None:
     counters_schema.install(conn)
 
 
+def _add_node_claims_v15(conn: Connection) -> None:
+    """A node's publish claim. Nodes left unpublished without one (by a
+    Kale from before) are taken over by the sweep after the grace, as
+    before."""
+    have = {column['name'] for column in inspect(conn).get_columns('kale_workflow_nodes')}
+    for name, kind in (('claimed_by', 'VARCHAR(160)'), ('claimed_until', 'FLOAT')):
+        if name not in have:
+            conn.exec_driver_sql('ALTER TABLE kale_workflow_nodes ADD COLUMN %s %s'
+                                 % (name, kind))
+
+
 #: (version, what it does, how): applied in order to bring a store up to date.
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, 'create kale_tasks and kale_workers', _create_v1),
@@ -363,6 +380,8 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (13, 'add kale_controls (paused queues, stops asked of workers)', _add_controls_v13),
     (14, 'add the counters kale_task_counts, kale_task_minutes, kale_task_periods and '
          'kale_task_changes, kept by triggers on kale_tasks', _add_counters_v14),
+    (15, 'add kale_workflow_nodes.claimed_by and claimed_until (who publishes a node, '
+         'until when)', _add_node_claims_v15),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -10,12 +10,19 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence
 
-from sqlalchemy import and_, bindparam, case, func, select, text, update
+from sqlalchemy import and_, bindparam, case, func, or_, select, text, update
 
 from kale.statuses import NodeStatus, WorkflowStatus
 from kale.store.sql.schema import workflow_nodes as nodes_table
 from kale.store.sql.schema import workflows as workflows_table
-from kale.store.workflows import NODE_FIELDS, WORKFLOW_FIELDS, Node, WorkflowRow, succeed_each
+from kale.store.workflows import (
+    NODE_FIELDS,
+    WORKFLOW_FIELDS,
+    Claim,
+    Node,
+    WorkflowRow,
+    succeed_each,
+)
 
 if TYPE_CHECKING:
     from kale.store.sql.records import RecordStore
@@ -39,8 +46,22 @@ _CLAIMS = and_(nodes_table.c.missing == bindparam('n'), nodes_table.c.state == P
 _ARRIVE = update(nodes_table).where(nodes_table.c.task_id == bindparam('t')).values(
     missing=nodes_table.c.missing - bindparam('n'),
     state=case((_CLAIMS, QUEUED), else_=nodes_table.c.state),
-    queued_at=case((_CLAIMS, bindparam('now')), else_=nodes_table.c.queued_at)).returning(
-    nodes_table.c.missing, nodes_table.c.state)
+    queued_at=case((_CLAIMS, bindparam('now')), else_=nodes_table.c.queued_at),
+    claimed_by=case((_CLAIMS, bindparam('owner')), else_=nodes_table.c.claimed_by),
+    claimed_until=case((_CLAIMS, bindparam('until')), else_=nodes_table.c.claimed_until)
+).returning(nodes_table.c.missing, nodes_table.c.state)
+#: A node queued and unpublished whose claim lapsed (one without a claim,
+#: left by a Kale from before claims: queued a grace ago or earlier).
+_LAPSED = and_(nodes_table.c.published == 0, nodes_table.c.state == QUEUED, or_(
+    nodes_table.c.claimed_until <= bindparam('now'),
+    and_(nodes_table.c.claimed_until.is_(None), nodes_table.c.queued_at <= bindparam('before'))))
+_STRANDED = select(nodes_table.c.task_id).where(_LAPSED).limit(bindparam('limit'))
+_TAKE_OVER = update(nodes_table).where(nodes_table.c.task_id == bindparam('t'), _LAPSED).values(
+    claimed_by=bindparam('owner'), claimed_until=bindparam('until'))
+_RENEW = update(nodes_table).where(
+    nodes_table.c.task_id.in_(bindparam('ids', expanding=True)),
+    nodes_table.c.claimed_by == bindparam('owner')).values(
+    claimed_until=bindparam('until')).returning(nodes_table.c.task_id)
 _NODE = select(nodes_table).where(nodes_table.c.task_id == bindparam('t'))
 _UNFINISHED = select(nodes_table.c.task_id).where(
     nodes_table.c.workflow_id == bindparam('w'),
@@ -70,6 +91,13 @@ class SQLWorkflows:
         with self.store.begin(write=True) as conn:
             conn.execute(update(nodes_table).where(nodes_table.c.task_id.in_(list(task_ids)))
                          .values(published=1))
+
+    def renew_claims(self, task_ids: Sequence[str], owner: str, until: float) -> list[str]:
+        if not task_ids:
+            return []
+        with self.store.begin(write=True) as conn:
+            return [row[0] for row in conn.execute(_RENEW, {'ids': list(task_ids),
+                                                            'owner': owner, 'until': until})]
 
     def overdue(self, now: float, limit: int = 100) -> list[str]:
         with self.store.begin() as conn:
@@ -142,8 +170,10 @@ class _Steps:
             nodes_table.c.task_id == task_id, nodes_table.c.state == NodeStatus.CANCELLED).values(
             state=NodeStatus.SUCCEEDED, result=result, reason=None)).rowcount)
 
-    def arrive(self, task_id: str, count: int, now: float) -> Optional[tuple[int, str]]:
-        row = self.conn.execute(_ARRIVE, {'t': task_id, 'n': count, 'now': now}).first()
+    def arrive(self, task_id: str, count: int, now: float,
+               claim: Claim) -> Optional[tuple[int, str]]:
+        row = self.conn.execute(_ARRIVE, {'t': task_id, 'n': count, 'now': now,
+                                          'owner': claim.owner, 'until': claim.until}).first()
         return (row.missing, row.state) if row is not None else None
 
     def node(self, task_id: str) -> Node:
@@ -192,18 +222,19 @@ class _Steps:
             .values(status=WorkflowStatus.RUNNING, finished_at=None,
                     deadline_at=deadline_at)).rowcount)
 
-    def reset_node(self, task_id: str, state: NodeStatus, missing: int, now: float) -> None:
+    def reset_node(self, task_id: str, state: NodeStatus, missing: int, now: float,
+                   claim: Claim) -> None:
+        queued = state == QUEUED
         self.conn.execute(update(nodes_table).where(nodes_table.c.task_id == task_id).values(
             state=state, missing=missing, result=None, reason=None, published=0,
-            queued_at=now if state == QUEUED else None))
+            queued_at=now if queued else None, claimed_by=claim.owner if queued else None,
+            claimed_until=claim.until if queued else None))
 
-    def stranded(self, before: float, limit: int) -> list[tuple[str, float]]:
-        return [(row[0], row[1]) for row in self.conn.execute(
-            select(nodes_table.c.task_id, nodes_table.c.queued_at).where(
-                nodes_table.c.published == 0, nodes_table.c.state == QUEUED,
-                nodes_table.c.queued_at <= before).limit(limit)).all()]
+    def stranded(self, now: float, grace_sec: float, limit: int) -> list[str]:
+        return [row[0] for row in self.conn.execute(
+            _STRANDED, {'now': now, 'before': now - grace_sec, 'limit': limit}).all()]
 
-    def claim_stranded(self, task_id: str, queued_at: float, now: float) -> bool:
-        return bool(self.conn.execute(update(nodes_table).where(
-            nodes_table.c.task_id == task_id, nodes_table.c.published == 0,
-            nodes_table.c.queued_at == queued_at).values(queued_at=now)).rowcount)
+    def claim_stranded(self, task_id: str, now: float, grace_sec: float, claim: Claim) -> bool:
+        return bool(self.conn.execute(_TAKE_OVER, {
+            't': task_id, 'now': now, 'before': now - grace_sec, 'owner': claim.owner,
+            'until': claim.until}).rowcount)
