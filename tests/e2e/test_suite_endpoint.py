@@ -18,9 +18,10 @@ CONTRACT_TEST = ('tests/integration/test_transport_contract.py::'
 
 
 def run_suite(endpoint: str) -> subprocess.CompletedProcess:
-    """The contract test in a pytest of its own, with the variable set."""
+    """The contract test in a pytest of its own, with the variable set; no
+    short summary, whose lines repeat the error cut to the terminal's width."""
     return subprocess.run(
-        [sys.executable, '-m', 'pytest', '-q', '-p', 'no:cacheprovider', CONTRACT_TEST],
+        [sys.executable, '-m', 'pytest', '-q', '-rN', '-p', 'no:cacheprovider', CONTRACT_TEST],
         capture_output=True, text=True, cwd=ROOT, timeout=240,
         env=subprocess_env(**{ENDPOINT_VARIABLE: endpoint}))
 
