@@ -183,9 +183,6 @@ def pool(request):
     (WORKER_POOL). A module runs all its tests on every pool with
     ``pytestmark = pytest.mark.usefixtures('pool')``."""
     from kale.conf import settings
-    serial_only = request.node.get_closest_marker('serial_only')
-    if serial_only is not None and request.param != 'serial':
-        pytest.skip('serial pool only: %s' % serial_only.args[0])
     with settings.override(WORKER_POOL=request.param):
         yield request.param
 
@@ -211,7 +208,31 @@ def record(tmp_path, monkeypatch):
     return path
 
 
-def pytest_collection_modifyitems(items):
-    """Slow tests first: under xdist they start at once and the quick ones fill
-    the gaps, instead of one worker meeting several slow ones at the end."""
+def applies(item) -> bool:
+    """Whether the item's combination of fixture parameters is one its
+    markers ask for (serial_only, applies, not_together): the others are
+    deselected, so a skip in the suite's summary is never a combination that
+    does not apply."""
+    params = getattr(getattr(item, 'callspec', None), 'params', {})
+    if item.get_closest_marker('serial_only') is not None and \
+            params.get('pool', 'serial') != 'serial':
+        return False
+    for marker in item.iter_markers('applies'):
+        if any(name in params and params[name] not in values
+               for name, values in marker.kwargs.items()):
+            return False
+    for marker in item.iter_markers('not_together'):
+        if all(params.get(name, object()) == value for name, value in marker.kwargs.items()):
+            return False
+    return True
+
+
+def pytest_collection_modifyitems(config, items):
+    """Combinations of parameters that do not apply are deselected (see
+    applies). Slow tests first: under xdist they start at once and the quick
+    ones fill the gaps, instead of one worker meeting several slow ones at the end."""
+    deselected = [item for item in items if not applies(item)]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = [item for item in items if applies(item)]
     items.sort(key=lambda item: item.get_closest_marker('slow') is None)

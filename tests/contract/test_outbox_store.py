@@ -66,10 +66,10 @@ def test_a_claim_that_raises_leaves_every_row(outbox_store):
         assert [r.task_id for r in claim.rows] == ['a', 'b']
 
 
+@pytest.mark.applies(outbox_store=('memory', 'postgres'))   # SQLite: one relay, one round at a time
 def test_concurrent_claims_never_hold_one_row(outbox_store):
     store, write = outbox_store
-    if not store.concurrent:
-        pytest.skip('this store allows one relay, one round at a time')
+    assert store.concurrent
     write([row('t%d' % n) for n in range(6)])
     with store.claim(4, fifo=False) as first:
         with store.claim(4, fifo=False) as second:
@@ -78,10 +78,10 @@ def test_concurrent_claims_never_hold_one_row(outbox_store):
     assert store.pending(100.0)[0] == 0
 
 
+@pytest.mark.applies(outbox_store=('memory', 'postgres'))   # SQLite: one relay, one round at a time
 def test_fifo_rows_go_to_one_claim_at_a_time_in_order(outbox_store):
     store, write = outbox_store
-    if not store.concurrent:
-        pytest.skip('this store allows one relay, one round at a time')
+    assert store.concurrent
     write([row('f1', dedup_id='d1'), row('s1'), row('f2', dedup_id='d2')])
     with store.claim(10, fifo=True) as first:
         with store.claim(10, fifo=True) as second:

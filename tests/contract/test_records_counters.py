@@ -139,9 +139,8 @@ def test_expiry_and_deletes_leave_the_counters_right(store):
     assert store.queries.timeline(86400, 1440, now=NOW)['series'] == {}
 
 
+@pytest.mark.applies(store=('sqlite', 'postgres'))    # the memory store deletes at once
 def test_a_delete_goes_in_chunks(store, monkeypatch):
-    if not hasattr(store, 'engine'):
-        pytest.skip('the memory store deletes at once')
     from kale.store.sql import chunks
     transactions = []
     begin = store.begin
@@ -159,11 +158,10 @@ def test_a_delete_goes_in_chunks(store, monkeypatch):
     assert store.queries.summary(TaskFilter()) == store.queries.summary(SCANNED)
 
 
+@pytest.mark.applies(store=('sqlite', 'postgres'))    # the memory store has no schema
 def test_a_version_13_store_is_counted_when_migrated(store):
     """Schema version 14 brings the counters: the records already there are
     counted, and the triggers count what comes after."""
-    if not hasattr(store, 'engine'):
-        pytest.skip('the memory store has no schema')
     from kale.config import Config
     from kale.store.sql.records import RecordStore
     write_a_mix(store, random.Random(12))
@@ -231,13 +229,13 @@ READERS = {
 
 
 @pytest.mark.parametrize('reader', list(READERS))
+# (the memory store counts as it writes: it has no changes to fold)
+@pytest.mark.applies(store=('sqlite', 'postgres'))
 def test_a_reader_folds_the_changes_no_writer_folded_beyond_the_bound(store, monkeypatch,
                                                                       reader):
     """Records written while no Kale writer ran: up to READ_FOLD_CHANGES
     changes a read adds as they are; beyond, the reader folds them first
     (a read adds every change it finds: 300,000 took 0.77 s a summary)."""
-    if not hasattr(store, 'engine'):
-        pytest.skip('the memory store counts as it writes: it has no changes to fold')
     from kale.store.sql import counters
     monkeypatch.setattr(counters, 'READ_FOLD_CHANGES', 40)
     write_raw(store, 40)
@@ -250,11 +248,11 @@ def test_a_reader_folds_the_changes_no_writer_folded_beyond_the_bound(store, mon
     assert_counters_match_a_scan(store)
 
 
+# (the advisory lock is PostgreSQL's; SQLite folds under its write lock)
+@pytest.mark.applies(store=('postgres',))
 def test_a_reader_leaves_the_fold_to_whoever_holds_the_writers_lock(store, monkeypatch):
     """PostgreSQL: the fold's advisory lock held (a writer folding), the
     reader does not wait for it, and its answer is right all the same."""
-    if getattr(store, 'dialect', None) != 'postgresql':
-        pytest.skip('the advisory lock is PostgreSQL\'s (SQLite folds under its write lock)')
     from kale.store.sql import counters
     monkeypatch.setattr(counters, 'READ_FOLD_CHANGES', 10)
     write_raw(store, 30)
@@ -269,11 +267,11 @@ def test_a_reader_leaves_the_fold_to_whoever_holds_the_writers_lock(store, monke
     assert waiting_changes(store) == 0
 
 
+# (the memory store counts as it writes: it has no changes to fold)
+@pytest.mark.applies(store=('sqlite', 'postgres'))
 def test_a_reader_that_cannot_fold_reads_the_changes_as_they_are(store, monkeypatch, caplog):
     """A reader whose fold is refused (a database user that may only read)
     answers as before, adding every change, and says so once in its log."""
-    if not hasattr(store, 'engine'):
-        pytest.skip('the memory store counts as it writes: it has no changes to fold')
     from kale.exceptions import RecordsUnavailableError
     from kale.store.sql import counters
 

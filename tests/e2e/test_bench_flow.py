@@ -45,9 +45,11 @@ def test_a_limit_never_reached_costs_one_transaction_a_batch(tmp_path):
         # (the concurrency limit gives its slots back in a second one), a few
         # statements each; the first batch of a queue, whose run times are
         # not known yet, asks run by run (200 tasks: 0.13-0.24 a task).
-        assert 0.9 * transactions / 10 <= median(results, names['transactions']) \
-            <= 3 * transactions / 10
-        assert 0 < median(results, names['requests']) < 1
+        asked = median(results, names['transactions'])
+        assert 0.9 * transactions / 10 <= asked <= 3 * transactions / 10
+        # A few statements a transaction (a loaded machine runs more batches
+        # run by run: 0.24 transactions and 1.2 requests a task seen).
+        assert 0 < median(results, names['requests']) <= 6 * asked
         assert names['drain'] in stdout
 
 

@@ -65,6 +65,15 @@ def some_records(memory_broker, records_url):
     return failed
 
 
+def attempt_rows(page):
+    """The attempts table's rows, each a list of its cells' text, read in one
+    go: the page's refresh may replace the table between two reads (a row
+    that left the page has no layout, so its inner text loses its tabs)."""
+    return page.eval_on_selector_all(
+        '#detail table.attempts tbody tr',
+        'rows => rows.map(row => Array.from(row.cells, cell => cell.innerText.trim()))')
+
+
 def open_view(page, web, view):
     """Open the view at ``#/view`` and wait until its data is shown."""
     page.goto(web + '#/' + view)
@@ -335,11 +344,11 @@ def test_the_task_page_shows_arguments_traceback_and_every_attempt(browser, web,
     try:
         page.click('#tasks tr[data-id="%s"] a.id' % task_id)
         page.wait_for_selector('#detail table.attempts')
-        rows = [row.inner_text() for row in page.query_selector_all('#detail table.attempts tbody tr')]
-        assert [row.split('\t')[:2] for row in rows] == [['1', 'failed'], ['2', 'failed'],
-                                                         ['3', 'succeeded']]
-        assert 'attempt 1 fails' in rows[0] and '@' in rows[0]          # its worker's id
-        assert [row.split('\t')[-1].strip() for row in rows] == ['0 s', '0 s', '']   # retried after
+        rows = attempt_rows(page)
+        assert [row[:2] for row in rows] == [['1', 'failed'], ['2', 'failed'], ['3', 'succeeded']]
+        first = ' '.join(rows[0])
+        assert 'attempt 1 fails' in first and '@' in first              # its worker's id
+        assert [row[-1] for row in rows] == ['0 s', '0 s', '']          # retried after
         assert '"args": []' in page.inner_text('#detail-body')
         page.go_back()
         page.wait_for_selector('body[data-loaded=true] main[data-view=tasks]')
@@ -809,9 +818,10 @@ def test_a_webhooks_deliveries_show_each_attempts_answer_and_the_panel_disables_
                                ".length === 1")
         page.click('#tasks tr[data-id="%s"] a.id' % task_id)
         page.wait_for_selector('#detail table.attempts')
-        rows = [r.inner_text() for r in page.query_selector_all('#detail table.attempts tbody tr')]
-        assert [r.split('\t')[:2] for r in rows] == [['1', 'failed'], ['2', 'succeeded']]
-        assert re.search(r'WebhookDeliveryError: HTTP 503 in \d+ ms: busy, come back', rows[0])
+        rows = attempt_rows(page)
+        assert [row[:2] for row in rows] == [['1', 'failed'], ['2', 'succeeded']]
+        assert re.search(r'WebhookDeliveryError: HTTP 503 in \d+ ms: busy, come back',
+                         ' '.join(rows[0]))
         assert '"status": 200' in page.inner_text('#detail-body')
         open_view(page, web, 'webhooks')
         page.click(row + ' button:has-text("disable")')

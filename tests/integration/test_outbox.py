@@ -122,10 +122,10 @@ def test_a_thousand_rows_from_four_concurrent_transactions_all_arrive(app, tmp_p
     assert len(lines(out)) == 1000 and len(set(lines(out))) == 1000
 
 
+@pytest.mark.applies(any_records_url=('postgres',))      # SQLite allows one relay
 def test_two_relays_on_postgresql_never_send_a_row_twice(app, tmp_path, request):
     engine, relay, broker = app
-    if engine.dialect.name != 'postgresql':
-        pytest.skip('SQLite allows one relay')
+    assert engine.dialect.name == 'postgresql'
     out = tmp_path / 'runs'
     with engine.begin() as conn:
         outbox.publish_batch(conn, ot.Note, None, [((str(out), str(i)), {}) for i in range(400)])
@@ -257,10 +257,10 @@ def test_consume_once_applies_an_effect_once_under_two_concurrent_deliveries(app
     assert applied == [1]
 
 
+@pytest.mark.applies(any_records_url=('sqlite',))        # PostgreSQL takes any number of relays
 def test_a_second_relay_on_one_sqlite_database_says_so(app):
     engine, relay, broker = app
-    if engine.dialect.name != 'sqlite':
-        pytest.skip('PostgreSQL takes any number of relays')
+    assert engine.dialect.name == 'sqlite'
     relay.claim_database()
     with pytest.raises(OutboxError, match='another relay already sends the outbox of .*SQLite '
                                           'allows one relay per database'):

@@ -335,6 +335,7 @@ def three_held_suspects(app, clock):
     return app.broker.queues['default'], held_by_a_dead_worker(app, clock, 3, rounds=8)
 
 
+@pytest.mark.serial_only('a pool gives back and starts suspects apart')
 def test_a_suspect_is_released_unrun_while_the_others_could_not_be_given_back(
         tmp_path, monkeypatch, shifted):
     """The batch's other suspects are given back first; when SQS refuses
@@ -352,8 +353,6 @@ def test_a_suspect_is_released_unrun_while_the_others_could_not_be_given_back(
     monkeypatch.setattr(broker.transport, 'send_batch', send_batch)
     monkeypatch.setattr(broker.transport, 'send', lambda name, message: send_batch(name, [message]))
     worker = Worker(queue_names=['default'], burst=True, app=app)
-    if type(worker).__name__ != 'Worker':
-        pytest.skip('serial pool only: a flight worker gives back and starts suspects apart')
     worker.settler = Settler(worker.consumer, clock=worker.clock)
     batch = worker.consumer.receive(queue)                          # all three, again
     assert [m.receive_count for m in batch.messages] == [2, 2, 2]
