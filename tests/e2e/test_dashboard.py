@@ -299,7 +299,8 @@ def test_the_cancel_button_cancels_a_queued_task_and_the_page_refreshes_itself(
         queued = "(document.querySelector('#counts .card[data-status=queued] .n') || {}).innerText"
         page.wait_for_function('() => %s === "0"' % queued)
         rt.PlainTask.publish(None, 7)              # no reload: the page's own timer shows it
-        page.wait_for_function('() => %s === "1"' % queued, timeout=10000)
+        # (3 s apart, twice that after each slow refresh: a loaded machine's are)
+        page.wait_for_function('() => %s === "1"' % queued, timeout=60000)
     finally:
         page.close()
 
@@ -873,8 +874,12 @@ def test_a_queue_is_paused_and_resumed_and_a_worker_stopped_from_the_dashboard(
         page.wait_for_selector('#workers tr[data-worker="%s"] .badge.stopping, '
                                '#workers tr[data-worker="%s"] .badge.stopped' % (me.id, me.id))
         assert worker.wait(20) == 0, worker.output()
+        # The page loaded afresh: on a loaded machine slow refreshes double the
+        # page's own pause between them (up to a minute).
+        page.reload()
+        page.wait_for_selector('body[data-loaded=true] main[data-view=workers]')
         page.wait_for_selector('#workers tr[data-worker="%s"] .badge.stopped' % me.id,
-                               timeout=10000)
+                               timeout=30000)
     finally:
         page.close()
         if worker.process.poll() is None:
