@@ -20,8 +20,8 @@ from tests import pool_tasks, tasks
 
 @pytest.fixture
 def slow_broker():
-    """A broker whose every request takes 0.2 s."""
-    broker = Broker(MemoryTransport(latency_sec=0.2), get_queue_config(settings.config))
+    """A broker whose every request takes a second."""
+    broker = Broker(MemoryTransport(latency_sec=1.0), get_queue_config(settings.config))
     previous = publisher.set_publisher(publisher.Publisher(broker))
     yield broker
     publisher.set_publisher(previous)
@@ -66,8 +66,10 @@ def test_apublish_refuses_a_bad_call_as_publish_does(memory_broker):
 
 
 def test_the_event_loop_goes_on_while_apublish_waits_for_sqs(slow_broker):
-    """Five publishes of 0.2 s each (one request each): meanwhile a ticker
-    on the same loop keeps ticking."""
+    """Five publishes of a second each (one request each): meanwhile a
+    ticker on the same loop keeps ticking. Were a publish to block the loop,
+    a gap would last a second or more; a loaded machine's own pauses (0.15 s
+    seen in CI) stay well under that."""
     async def main():
         ticks = []
 
@@ -82,4 +84,4 @@ def test_the_event_loop_goes_on_while_apublish_waits_for_sqs(slow_broker):
     ids, ticks = run(main())
     assert len(set(ids)) == 5
     gaps = [later - earlier for earlier, later in itertools.pairwise(ticks)]
-    assert len(ticks) >= 5 and max(gaps) < 0.15, 'the loop was blocked while publishing'
+    assert len(ticks) >= 5 and max(gaps) < 0.5, 'the loop was blocked while publishing'
