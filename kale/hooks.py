@@ -139,7 +139,10 @@ class WorkerHooks:
         records write their outcome rows)."""
 
     def after_batch(self, queue: 'TaskQueue', batch: 'Batch') -> None:
-        """After a batch was settled; ``batch.settlements`` says what happened."""
+        """After a batch was settled; ``batch.settlements`` says what happened.
+        A batch whose tasks end apart is settled in parts (a pool's messages
+        as they end, the serial pool's once its runs took a second), so a
+        batch may come here once for each part."""
 
     def on_task_started(self, queue: 'TaskQueue', received: 'ReceivedMessage',
                         message: 'Message') -> None:
