@@ -231,8 +231,10 @@ def pytest_collection_modifyitems(config, items):
     """Combinations of parameters that do not apply are deselected (see
     applies). Slow tests first: under xdist they start at once and the quick
     ones fill the gaps, instead of one worker meeting several slow ones at the end."""
-    deselected = [item for item in items if not applies(item)]
+    kept, deselected = [], []
+    for item in items:
+        (kept if applies(item) else deselected).append(item)
     if deselected:
         config.hook.pytest_deselected(items=deselected)
-        items[:] = [item for item in items if applies(item)]
+        items[:] = kept
     items.sort(key=lambda item: item.get_closest_marker('slow') is None)
