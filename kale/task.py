@@ -20,14 +20,14 @@ import inspect
 import logging
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional
 
-from kale.config import Config, default_config
+from kale.config import Config, default_app
 from kale.exceptions import (
     NonRetriableTaskError,
     PublishError,
     TaskDefinitionError,
 )
 from kale.message import Message
-from kale.publisher import get_publisher, new_task_id
+from kale.publisher import new_task_id
 from kale.retry import (  # noqa: F401  (the reasons' home before kale.retry)
     PERMANENT_FAILURE_NO_RETRIES,
     PERMANENT_FAILURE_NON_RETRIABLE,
@@ -149,7 +149,7 @@ class Task:
     def config(self) -> Config:
         """The settings of the app that runs this task (the default app's
         outside a worker)."""
-        return self.app.config if self.app is not None else default_config()
+        return (self.app or default_app()).config
 
     def __init__(self, message: Optional[Message] = None):
         self.message = message
@@ -223,10 +223,9 @@ class Task:
         return the id of one still waiting or running, younger than that, and
         send nothing. None of them is passed to ``run_task``.
         """
-        cls._check_importable()
-        return get_publisher().publish(cls, app_data, args, kwargs, delay_sec=delay_sec,
-                                       group_id=group_id, dedup_id=dedup_id, labels=labels,
-                                       unique_for_sec=unique_for_sec, eta=eta)
+        return default_app().publish(cls, app_data, *args, delay_sec=delay_sec,
+                                     group_id=group_id, dedup_id=dedup_id, labels=labels,
+                                     unique_for_sec=unique_for_sec, eta=eta, **kwargs)
 
     @classmethod
     def publish_batch(cls, app_data: Any, calls: Iterable[Any], delay_sec: float = 0,
@@ -237,10 +236,9 @@ class Task:
         (up to 10 per request); returns their task ids in order. On a FIFO
         queue they join ``group_id`` (required) in this order. ``labels``
         apply to every run; ``unique_for_sec`` as in :meth:`publish`."""
-        cls._check_importable()
-        return get_publisher().publish_batch(cls, app_data, calls, delay_sec=delay_sec,
-                                             group_id=group_id, labels=labels,
-                                             unique_for_sec=unique_for_sec, eta=eta)
+        return default_app().publish_batch(cls, app_data, calls, delay_sec=delay_sec,
+                                           group_id=group_id, labels=labels,
+                                           unique_for_sec=unique_for_sec, eta=eta)
 
     @classmethod
     async def apublish(cls, app_data: Any, *args: Any, delay_sec: float = 0,
@@ -250,10 +248,9 @@ class Task:
         """:meth:`publish` for asyncio applications (FastAPI and others):
         ``await MyTask.apublish(app_data, ...)`` checks the call as
         ``publish`` does and returns the task id, never blocking the event loop."""
-        cls._check_importable()
-        return await get_publisher().apublish(cls, app_data, args, kwargs, delay_sec=delay_sec,
-                                              group_id=group_id, dedup_id=dedup_id,
-                                              labels=labels, eta=eta)
+        return await default_app().apublish(cls, app_data, *args, delay_sec=delay_sec,
+                                            group_id=group_id, dedup_id=dedup_id,
+                                            labels=labels, eta=eta, **kwargs)
 
     @classmethod
     async def apublish_batch(cls, app_data: Any, calls: Iterable[Any], delay_sec: float = 0,
@@ -261,9 +258,8 @@ class Task:
                              labels: Optional[Mapping[str, str]] = None,
                              eta: Any = None) -> list[str]:
         """:meth:`publish_batch` for asyncio applications (see :meth:`apublish`)."""
-        cls._check_importable()
-        return await get_publisher().apublish_batch(cls, app_data, calls, delay_sec=delay_sec,
-                                                    group_id=group_id, labels=labels, eta=eta)
+        return await default_app().apublish_batch(cls, app_data, calls, delay_sec=delay_sec,
+                                                  group_id=group_id, labels=labels, eta=eta)
 
     # --- retry policy --------------------------------------------------------
 
@@ -272,7 +268,7 @@ class Task:
         """What a worker does with this task's failures: ``max_retries``,
         ``EXCEPTION_LIST`` and the RETRY_DELAY_* settings of ``config``
         (default: the settings')."""
-        return RetryPolicy.from_config(config or default_config(), cls.max_retries,
+        return RetryPolicy.from_config(config or default_app().config, cls.max_retries,
                                        tuple(cls.EXCEPTION_LIST))
 
     @classmethod

@@ -22,7 +22,7 @@ import logging
 from typing import Any, Mapping, Optional
 
 from kale.clock import SYSTEM_CLOCK
-from kale.config import default_config
+from kale.config import default_app
 from kale.exceptions import (
     ImproperlyConfigured,
     WebhookDeliveryError,
@@ -42,8 +42,9 @@ class _TimeLimit:
     running app's settings; the class alone reads the default app's)."""
 
     def __get__(self, instance: Any, owner: Any) -> float:
-        config = instance.config if instance is not None else default_config()
-        return float(config.WEBHOOK_TIMEOUT_SEC) + TIME_LIMIT_MARGIN_SEC
+        app = instance.app if instance is not None and instance.app is not None \
+            else default_app()
+        return float(app.config.WEBHOOK_TIMEOUT_SEC) + TIME_LIMIT_MARGIN_SEC
 
 
 def retry_after_sec(value: Optional[str], now: float) -> Optional[float]:

@@ -20,8 +20,7 @@ import dataclasses
 import time
 from typing import Any, Callable, Iterator, Mapping, Optional, Union
 
-from kale.app import default_app
-from kale.config import Config
+from kale.config import Config, default_app
 from kale.delays import check_wait
 from kale.exceptions import InvalidFlowError, PublishError
 from kale.publisher import check_arguments
