@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Ty
 
 from kale.clock import SYSTEM_CLOCK, Clock
 from kale.conf import settings
-from kale.config import Config, register_default
+from kale.config import Config
+from kale.default import register_default
 
 if TYPE_CHECKING:
     from kale.broker import Broker

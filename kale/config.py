@@ -20,13 +20,10 @@ import os
 import sys
 import types
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import Any, Optional
 
 from kale.default_settings import TABLE, Settings
 from kale.exceptions import ImproperlyConfigured
-
-if TYPE_CHECKING:
-    from kale.app import App
 
 ENVIRONMENT_VARIABLE = 'KALE_SETTINGS_MODULE'
 
@@ -121,26 +118,6 @@ def check_settings(values: Mapping[str, Any]) -> None:
             problem = field.metadata['check'](values[name])
             if problem:
                 raise ImproperlyConfigured('setting %s %s, got %r' % (name, problem, values[name]))
-
-
-#: What gives the default app (registered by :mod:`kale.app`, which ``kale``
-#: itself imports: it is in place before any part of Kale runs).
-_default_provider: Optional[Callable[[], 'App']] = None
-
-
-def default_app() -> 'App':
-    """The default app (``KALE_SETTINGS_MODULE``'s): only for the module-level
-    conveniences application code calls without an app (``MyTask.publish``,
-    ``records.get``, ``topics.publish``, ...), each one line that picks it and
-    calls the app's own method. Every part below them is given its app's parts."""
-    assert _default_provider is not None, 'kale.app registers the default app'
-    return _default_provider()
-
-
-def register_default(provider: Callable[[], 'App']) -> None:
-    """Make ``provider`` what :func:`default_app` asks (:mod:`kale.app` does)."""
-    global _default_provider
-    _default_provider = provider
 
 
 def defaults() -> dict[str, Any]:

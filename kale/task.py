@@ -20,7 +20,8 @@ import inspect
 import logging
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional
 
-from kale.config import Config, default_app
+from kale.config import Config
+from kale.default import default_app
 from kale.exceptions import (
     NonRetriableTaskError,
     PublishError,
@@ -40,6 +41,7 @@ from kale.task_options import TaskOptions
 from kale.timeout import failure_of
 
 if TYPE_CHECKING:
+    from kale.app import App
     from kale.config import Config
 
 logger = logging.getLogger(__name__)
@@ -149,7 +151,12 @@ class Task:
     def config(self) -> Config:
         """The settings of the app that runs this task (the default app's
         outside a worker)."""
-        return (self.app or default_app()).config
+        return running_app(self).config
+
+    @property
+    def running(self) -> 'App':
+        """The app that runs this task (the default app outside a worker)."""
+        return running_app(self)
 
     def __init__(self, message: Optional[Message] = None):
         self.message = message
@@ -408,3 +415,9 @@ _SHOULD_RUN = Task.should_run_task
 _BEFORE_RUN = Task.before_run
 _AFTER_SUCCESS = Task.after_success
 
+
+def running_app(task: Optional[Task]) -> 'App':
+    """The app that runs ``task``: the worker's, or (a task made outside a
+    worker, or a setting read on the class) the default app."""
+    app = task.app if task is not None else None
+    return app if app is not None else default_app()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
 
-from kale.config import default_app
+from kale.default import default_app
 from kale.signature import Signature
 
 if TYPE_CHECKING:

@@ -28,7 +28,8 @@ from kale.codec.pipeline import Codec, Frame, Step
 from kale.codec.policy import PolicyStep
 from kale.codec.serialize import SerializeStep
 from kale.codec.sign import SignStep
-from kale.config import Config, default_app
+from kale.config import Config
+from kale.default import default_app
 from kale.message import Message
 from kale.transport import AttributeValue, OutgoingMessage
 from kale.transport.payloads import PayloadStore, replaced_payload_store

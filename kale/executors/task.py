@@ -23,7 +23,7 @@ import json
 import threading
 from typing import TYPE_CHECKING, Any, Mapping, Optional
 
-from kale.config import default_app
+from kale.default import default_app
 from kale.exceptions import ExecutorError, PublishError, TimeLimitExceeded
 from kale.executors.catalog import PREFIX, Catalog, MethodSettings, check_name
 from kale.executors.program import Finished, run_program
@@ -96,7 +96,7 @@ class ExecutorTask(Task):
         if kwargs:
             raise ExecutorError('bad_input: executor %s takes no keyword arguments' % self.method)
         config = self.config
-        found = catalog(self.app or default_app())
+        found = catalog(self.running)
         if found is None:
             raise ExecutorError('unknown_method: this worker runs no executor programs '
                                 '(start it with --executors DIR, or set EXECUTOR_DIR)')

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
 
-from kale.config import default_app
+from kale.default import default_app
 from kale.exceptions import OutboxError
 from kale.outbox import proof
 from kale.outbox.proof import as_stored

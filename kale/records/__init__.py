@@ -23,7 +23,7 @@ import itertools
 import time
 from typing import TYPE_CHECKING, Any, Optional
 
-from kale.config import default_app
+from kale.default import default_app
 from kale.exceptions import (
     DecodeError,
     RecordConflictError,
@@ -127,6 +127,7 @@ def result(task_id: str, timeout: Optional[float] = None, app: Optional['App'] =
     that many seconds for the task to finish (TaskWaitTimeout after).
     TaskResultError when it failed, was cancelled, has not finished, or its
     task class does not store results."""
+    app = app or default_app()
     record = wait(task_id, timeout, app) if timeout is not None else get(task_id, app)
     if record is None:
         raise RecordNotFoundError('no record of task %s' % task_id)
@@ -141,11 +142,11 @@ def result(task_id: str, timeout: Optional[float] = None, app: Optional['App'] =
     return record.result
 
 
-def _stores_result(task_name: str, app: Optional['App']) -> bool:
+def _stores_result(task_name: str, app: 'App') -> bool:
     """Whether the task class keeps what run_task returns (True when this
     process cannot import it: its result, None, is then taken as stored)."""
     try:
-        return bool((app or default_app()).registry.resolve(task_name).store_result)
+        return bool(app.registry.resolve(task_name).store_result)
     except DecodeError:
         return True
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Optional
 
-from kale.config import default_app
+from kale.default import default_app
 from kale.exceptions import RecordConflictError, RecordNotFoundError
 from kale.statuses import WorkerState
 from kale.store.controls import ControlStore

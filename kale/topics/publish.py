@@ -14,7 +14,7 @@ import json
 import time
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
 
-from kale.config import default_app
+from kale.default import default_app
 from kale.exceptions import PublishError, TopicError
 from kale.ids import random_id
 from kale.labels import check_labels

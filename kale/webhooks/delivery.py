@@ -21,13 +21,12 @@ import email.utils
 import logging
 from typing import Any, Mapping, Optional
 
-from kale.config import default_app
 from kale.exceptions import (
     ImproperlyConfigured,
     WebhookDeliveryError,
     WebhookRejectedError,
 )
-from kale.task import Task
+from kale.task import Task, running_app
 from kale.webhooks import signing
 
 logger = logging.getLogger(__name__)
@@ -41,9 +40,7 @@ class _TimeLimit:
     running app's settings; the class alone reads the default app's)."""
 
     def __get__(self, instance: Any, owner: Any) -> float:
-        app = instance.app if instance is not None and instance.app is not None \
-            else default_app()
-        return float(app.config.WEBHOOK_TIMEOUT_SEC) + TIME_LIMIT_MARGIN_SEC
+        return float(running_app(instance).config.WEBHOOK_TIMEOUT_SEC) + TIME_LIMIT_MARGIN_SEC
 
 
 def retry_after_sec(value: Optional[str], now: float) -> Optional[float]:
@@ -112,7 +109,7 @@ class DeliverWebhook(Task):
         except ImportError as exc:
             raise ImproperlyConfigured('webhook deliveries need httpx: pip install '
                                        '"kale-sqs[webhooks]" (%s)' % exc) from exc
-        app = self.app or default_app()
+        app = self.running
         message = self.message
         published = message.published_at if message is not None and message.published_at \
             else app.clock.time()

@@ -16,10 +16,10 @@ import time
 from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 from kale import internal
-from kale.config import default_app
+from kale.default import default_app
 from kale.exceptions import KaleError, NonRetriableTaskError, WebhookError
 from kale.ids import random_id
-from kale.task import Task
+from kale.task import Task, running_app
 from kale.topics.names import event_of
 from kale.topics.subscribers import Subscriber
 from kale.webhooks.delivery import DeliverWebhook
@@ -87,8 +87,7 @@ class _WebhookQueue:
     alone reads the default app's)."""
 
     def __get__(self, instance: Any, owner: Any) -> str:
-        return str((instance.app if instance is not None and instance.app is not None
-                    else default_app()).config.WEBHOOK_QUEUE)
+        return str(running_app(instance).config.WEBHOOK_QUEUE)
 
 
 class WebhookFanout(Task):

@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 from kale.clock import SYSTEM_CLOCK, Clock
 from kale.codec.keys import signing_keys
-from kale.config import Config, default_app
+from kale.config import Config
+from kale.default import default_app
 from kale.exceptions import ImproperlyConfigured, WebhookError, WebhookNotFoundError
 from kale.ids import random_id
 from kale.labels import LABEL_KEY, MAX_LABEL_CHARS, MAX_LABELS

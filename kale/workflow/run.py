@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from kale import records
 from kale.clock import SYSTEM_CLOCK, Clock
-from kale.config import default_app
+from kale.default import default_app
 from kale.events import Outcome, Settlement
 from kale.exceptions import (
     InvalidFlowError,
