@@ -47,9 +47,8 @@ from kale.store.sql.outbox import DATABASE_ERRORS, outbox_on
 from kale.transport import MAX_DELAY_SEC, OutgoingMessage
 
 if TYPE_CHECKING:
-    from sqlalchemy import Engine
-
     from kale.app import App
+    from kale.store.sql.outbox import Engine
 
 logger = logging.getLogger(__name__)
 

@@ -28,9 +28,8 @@ from kale.events import process_identity
 from kale.exceptions import ImproperlyConfigured
 from kale.records.spool import Spool, default_directory
 from kale.records.writer import LaterRow, RecordWriter, Row
-from kale.store import Store, open_store
+from kale.store import Store, open_store, safe_url
 from kale.store.records import retried_attempts
-from kale.store.sql.urls import safe_url
 from kale.version import __version__
 
 logger = logging.getLogger(__name__)
