@@ -34,7 +34,7 @@ def records_written_at() -> float:
     """When this process last wrote task records (0: records off, or none)."""
     if not settings.RECORDS_URL:
         return 0.0
-        return default_app().recorder.last_written_at
+    return default_app().recorder.last_written_at
 
 
 class BenchHooks(WorkerHooks):
