@@ -76,8 +76,6 @@ class App:
         self.config: Config = config
         self._transport = transport
         self.clock = clock
-        #: The default app (see :func:`default_app`).
-        self._default = False
         self._parts: dict[Any, Any] = {}
         self._pid = os.getpid()
         self._lock = threading.RLock()
@@ -86,6 +84,13 @@ class App:
         """This app with some settings changed: the same transport and clock,
         parts built afresh for the new settings."""
         return App(self.config, transport=self._transport, clock=self.clock, **values)
+
+    @property
+    def is_default(self) -> bool:
+        """Whether this is the default app: the one owning the configuration
+        the settings give now (see :func:`default_app`), whether
+        :func:`default_app` built it or it was built on that configuration."""
+        return settings.config._owner is self
 
     def __repr__(self) -> str:
         return 'App(%s)' % (self.config.module_name or 'defaults')
@@ -179,7 +184,7 @@ class App:
         which ``MyTask.publish`` uses, may be one eager mode or a test put in
         place with :func:`kale.publisher.set_publisher`)."""
         from kale.publisher import Publisher, replaced_publisher
-        given = replaced_publisher() if self._default else None
+        given = replaced_publisher() if self.is_default else None
         if given is not None:
             return given if given.has_app else self.part(
                 ('publisher', id(given)), lambda: given.given_parts(self))
@@ -288,7 +293,6 @@ def default_app() -> App:
             app = config._owner
             if app is None:
                 app = App(config)
-                app._default = True
     return app
 
 
