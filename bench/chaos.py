@@ -73,6 +73,7 @@ from bench.chaos_workflows import Workflows
 from bench.faults import FaultProxy
 from bench.fleet import Fleet
 from bench.raw import boto3_client
+from kale.app import default_app
 from kale.cli.sqs_local import SQSLocalProcess
 from kale.conf import settings
 from tests.support.tcp_proxy import TCPProxy
@@ -174,7 +175,6 @@ class Chaos:
         # publish is one of the faults); hostile messages and the account
         # go straight to the endpoint.
         os.environ.update(base, KALE_CHAOS_ENDPOINT=self.faults.url)
-        from kale.conf import settings
         settings.reload()
         worker_env = dict(os.environ, KALE_CHAOS_ENDPOINT=self.proxy.url,
                           PYTHONPATH=ROOT + os.pathsep + os.environ.get('PYTHONPATH', ''))
@@ -344,7 +344,6 @@ class Chaos:
     def send_hostile(self) -> None:
         from kale import codec as kale_codec
         from kale import message as kale_message
-        from kale.conf import settings
         kind = HOSTILE_KINDS[len(self.hostile) % len(HOSTILE_KINDS)]     # each kind in turn
         hostile_id = '%s-%d' % (kind, len(self.hostile))
         queue = self.rng.choice(QUEUES[:3])             # standard queues: no group id
@@ -496,7 +495,6 @@ class Chaos:
         return found
 
     def account(self, wall_sec: float, settled: bool) -> dict[str, Any]:
-        from kale import codec as kale_codec
         assert self.fleet is not None
         lines = self.log_lines()
         done = [line[1] for line in lines if line[0] == 'done']
@@ -511,7 +509,7 @@ class Chaos:
             if message['Body'] in self.hostile_bodies:
                 dead_hostile[self.hostile_bodies[message['Body']]] = reason
                 continue
-            task_id = kale_codec.get_codec(settings.config).open(message['Body'], '', check_age=False).task_id
+            task_id = default_app().codec.open(message['Body'], '', check_age=False).task_id
             dead_tasks[task_id] = reason
         should_finish = {t for t, kind in self.kinds.items() if kind in FINISHING}
         should_die = {t for t, kind in self.kinds.items() if kind in ('fails', 'killer')}
@@ -641,7 +639,6 @@ class Chaos:
             lost.get('SendMessageBatch', 0))
 
     def args_max_receive(self) -> int:
-        from kale.conf import settings
         return int(settings.MAX_RECEIVE_COUNT)
 
 

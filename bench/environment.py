@@ -24,9 +24,10 @@ from bench.counter import RequestCounter
 from bench.raw import RawQueues, boto3_client
 from bench.servers import LatencyProxy, round_trip_ms
 from kale import publisher as kale_publisher
-from kale.broker import Broker, get_broker
+from kale.app import default_app
+from kale.broker import Broker
 from kale.conf import ENVIRONMENT_VARIABLE, settings
-from kale.queue_config import TaskQueue, get_queue_config
+from kale.queue_config import TaskQueue, build_queue_config
 from kale.transport.memory import MemoryTransport
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -64,10 +65,11 @@ class Run:
         self.raw_counter = RequestCounter()   # the baseline's
         if env.memory:
             self.transport = MemoryTransport(env.latency_sec, on_request=self._count)
-            self.broker = Broker(self.transport, get_queue_config(settings.config), prefix=prefix)
+            self.broker = Broker(self.transport, build_queue_config(settings.config), prefix=prefix,
+                                 config=settings.config)
             self.raw = RawQueues(memory=self.transport)
         else:
-            self.broker = get_broker(settings.config)
+            self.broker = default_app().broker
             self.counter.attach(self.broker.transport.client)
             self.raw = RawQueues(boto3_client(env.endpoint, access_key='bench',
                                               secret_key='bench'))

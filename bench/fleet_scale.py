@@ -308,8 +308,8 @@ def one_fleet(env: Environment, postgres: Postgres, size: int, tasks: int, in_fl
     """Submit the backlog, then let ``size`` workers drain it; what it cost."""
     from bench import tasks as bench_tasks
     from kale import records
-    from kale.conf import settings
-    from kale.records.recorder import get_recorder, reset_recorders
+    from kale.app import default_app
+    from kale.records.recorder import reset_recorders
     member = bench_tasks.FleetTask if limit == 'rate' else bench_tasks.FleetSlottedTask
     chords = max(1, round(tasks / CHORD_WIDTH))
     total = chords * (CHORD_WIDTH + 1)
@@ -323,7 +323,7 @@ def one_fleet(env: Environment, postgres: Postgres, size: int, tasks: int, in_fl
             records.store(url).migrate()
             start = postgres.snapshot(database)
             submit_backlog(chords, member)
-            get_recorder(settings.config, url).flush(60)
+            default_app().recorder.flush(60)
             submitted = postgres.snapshot(database)
             submit_requests = run.counter.by_operation()
             with fleet(env, size, in_flight, settle.path, gate) as workers:

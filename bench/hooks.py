@@ -8,6 +8,7 @@ import time
 
 from bench import tasks
 from bench.counter import RequestCounter
+from kale.app import default_app
 from kale.conf import settings
 from kale.hooks import WorkerHooks
 
@@ -33,8 +34,7 @@ def records_written_at() -> float:
     """When this process last wrote task records (0: records off, or none)."""
     if not settings.RECORDS_URL:
         return 0.0
-    from kale.records.recorder import get_recorder
-    return get_recorder(settings.config).last_written_at
+    return default_app().recorder.last_written_at
 
 
 class BenchHooks(WorkerHooks):

@@ -81,7 +81,7 @@ def measure(tasks: int, days: float) -> dict[str, Any]:
     from bench.long_delays import Waiter  # importable by its path, run as __main__ too
     from kale import publisher
     from kale.broker import Broker
-    from kale.queue_config import get_queue_config
+    from kale.queue_config import build_queue_config
     from kale.transport.memory import MemoryTransport
     from kale.worker import Worker
 
@@ -101,7 +101,7 @@ def measure(tasks: int, days: float) -> dict[str, Any]:
             return found
 
     transport = Counting(clock=clock)
-    broker = Broker(transport, get_queue_config(settings.config))
+    broker = Broker(transport, build_queue_config(settings.config), config=settings.config)
     queue = broker.queues['default']
     previous = publisher.set_publisher(publisher.Publisher(broker, clock=clock))
     try:

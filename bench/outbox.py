@@ -347,14 +347,14 @@ def relay_burst(url: str, report_path: str, log: RoundLog, profile_path: str = '
     from the call to the end of its last round that sent rows (the return
     comes later: the round that finds nothing, and the LISTEN thread's end)."""
     from bench.counter import RequestCounter
-    from kale.broker import Broker
+    from kale.app import default_app
     from kale.conf import settings
     from kale.outbox.relay import Relay, with_records
     from kale.store.sql.outbox_schema import open_database
-    relay = Relay(open_database(url, '--url'), Broker.from_config(settings.config),
+    relay = Relay(open_database(url, '--url'), default_app().broker,
                   poll_sec=float(settings.OUTBOX_POLL_SEC),
                   consumed_ttl_sec=settings.CONSUMED_TTL_SEC,
-                  config=settings.config, **with_records(settings.config))
+                  config=settings.config, **with_records(default_app()))
     relay.store.init()                                  # and a connection in the pool
     for name in QUEUE_NAMES:
         relay.broker.declare(relay.broker.queues[name])

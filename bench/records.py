@@ -29,7 +29,6 @@ from typing import Any, Callable
 from bench.environment import Environment
 from bench.scenarios import WAVE, Figures, counting_raw, kale_pipeline, kale_publish_wave
 from bench.servers import BenchError
-from kale.conf import settings
 
 PUBLISH_SINGLE = 'records on/off: publish one by one (tasks/s)'
 PUBLISH_BATCH = 'records on/off: publish_batch (tasks/s)'
@@ -60,8 +59,8 @@ def both(off: Callable[[], Any], on: Callable[[], Any]) -> tuple[Any, Any]:
 
 
 def flush_records(url: str) -> None:
-    from kale.records.recorder import get_recorder
-    if not get_recorder(settings.config, url).flush(FLUSH_TIMEOUT_SEC):
+    from kale.app import default_app
+    if not default_app().recorder.flush(FLUSH_TIMEOUT_SEC):
         raise BenchError('task records on %s were not written within %gs' % (url, FLUSH_TIMEOUT_SEC))
 
 
@@ -76,7 +75,7 @@ def publish_seconds(env: Environment, n: int, batch: bool, records_url: str) -> 
     run = env.new_run(records_url=records_url)
     if records_url:     # a publisher's store exists before it publishes: not timed
         from kale import records
-        records.store(records_url).migrate()
+        records.store().migrate()
     publish_wave = kale_publish_wave(batch)
     try:
         started = time.perf_counter()
@@ -106,7 +105,7 @@ def publish_rates(env: Environment, n: int) -> Figures:
 def count_succeeded(url: str) -> int:
     from kale import records
     from kale.records.queries import TaskFilter
-    return records.queries(url).count(TaskFilter(statuses=('succeeded',)))
+    return records.queries().count(TaskFilter(statuses=('succeeded',)))
 
 
 def drain_with_records(env: Environment, n: int) -> dict[str, Any]:

@@ -149,8 +149,8 @@ def kale_pipeline(env: Environment, n: int, batch: bool, metrics: bool = False,
     if records_url:
         # The publisher's own records are the publish figure's cost: written
         # before the worker starts, they do not compete with the drain.
-        from kale.records.recorder import get_recorder
-        get_recorder(settings.config, records_url).flush(60)
+        from kale.app import default_app
+        default_app().recorder.flush(60)
     path = env.report_path()
     port = free_port() if metrics else 0
     if env.memory:

@@ -5,18 +5,9 @@ Define a :class:`kale.task.Task`, publish it with ``MyTask.publish(app_data,
 ``raise kale.Retry(after=seconds)`` in ``run_task`` retries a task after that
 long (:class:`kale.exceptions.Retry`).
 """
-from typing import Any
-
+from kale.app import App
 from kale.conf import settings
 from kale.exceptions import Retry
 from kale.version import __version__
 
 __all__ = ['App', 'Retry', '__version__', 'settings']
-
-
-def __getattr__(name: str) -> Any:
-    # kale.App is imported on first use: importing kale stays cheap.
-    if name == 'App':
-        from kale.app import App
-        return App
-    raise AttributeError('module kale has no attribute %r' % (name,))

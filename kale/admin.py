@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from typing import Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 from kale import internal
 from kale.broker import Broker
@@ -30,8 +30,10 @@ from kale.exceptions import (
 from kale.fair import keep_tenant
 from kale.message import ATTR_DEAD_LETTER_REASON, Message, publisher_identity
 from kale.queue_config import TaskQueue
-from kale.registry import resolve_task
 from kale.transport import MAX_BATCH_ENTRIES, OutgoingMessage, ReceivedMessage, VisibilityChange
+
+if TYPE_CHECKING:
+    from kale.app import App
 
 logger = logging.getLogger(__name__)
 
@@ -331,13 +333,13 @@ def _delete_moved(broker: Broker, dead_name: str, moved: Sequence[ReceivedMessag
                        len(failed))
 
 
-def publish_by_path(task_path: str, args: Sequence[Any], kwargs: dict[str, Any],
+def publish_by_path(app: 'App', task_path: str, args: Sequence[Any], kwargs: dict[str, Any],
                     delay_sec: float = 0, app_data: Any = None) -> str:
-    """Publish the task class at ``task_path``; returns its task id."""
+    """Publish the task class at ``task_path`` through ``app``; returns its task id."""
     if 'delay_sec' in kwargs:
         raise PublishError('delay_sec is not passed to tasks; give the delay with --delay')
     try:
-        task_class = resolve_task(task_path)
+        task_class = app.registry.resolve(task_path)
     except DecodeError:
         raise UnknownTaskPathError(
             '%r is not an importable kale Task class (give module.ClassName, importable from '
@@ -345,4 +347,4 @@ def publish_by_path(task_path: str, args: Sequence[Any], kwargs: dict[str, Any],
     refused = internal.refuse(task_class)
     if refused:
         raise PublishError(refused)
-    return task_class.publish(app_data, *args, delay_sec=delay_sec, **kwargs)
+    return app.publish(task_class, app_data, *args, delay_sec=delay_sec, **kwargs)

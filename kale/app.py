@@ -1,15 +1,17 @@
-"""The app: one configuration and everything built from it.
+"""The app: one configuration and every part built from it.
 
 An :class:`App` owns a :class:`~kale.config.Config` (typed, checked once) and
-the parts built from it, each on first use and once per process: the queue
-config, the codec, the broker (with its SQS client), the task registry and
-the publisher with its hooks. A :class:`~kale.worker.Worker` given an app
-works with its parts and settings. ``App(config)`` and ``App(SETTING=value, ...)``
-make one explicitly; two apps with different settings work side by side in
-one process::
+builds its parts from it, each on first use and once (a forked child builds
+its own): the transport, the queue config, the payload store, the codec,
+the broker, the task registry, the publisher with its hooks, the store of
+``RECORDS_URL`` and its recorder, the topics, the schedules and the
+scheduler. It hands each part what the part needs, in its constructor: no
+part looks the settings or another app up. Two apps with different
+settings work side by side in one process, and two apps on one database
+share the database, never each other's settings::
 
     from kale import App
-    from kale.config import Config, register_default
+    from kale.config import Config
 
     eu = App(Config.load('myapp.settings_eu'))
     us = App(Config.load('myapp.settings_us'))
@@ -17,24 +19,40 @@ one process::
     us.publish(SendMail, None, 'b@example.com')
 
 ``KALE_SETTINGS_MODULE`` and every setting keep working: they build the
-default app (:func:`default_app`), which ``MyTask.publish`` uses.
+default app (:func:`default_app`), which only the module-level conveniences
+(``MyTask.publish``, ``kale.records.get``, ``topics.publish``, ...) and the
+entry points (the command line, ``kale web``, Django) use.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
+import os
+import threading
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, TypeVar
 
-from kale.broker import Broker, get_broker
 from kale.clock import SYSTEM_CLOCK, Clock
-from kale.codec import Codec, build_codec, get_codec
 from kale.conf import settings
-from kale.config import Config, register_default
-from kale.publisher import Publisher, get_publisher
-from kale.queue_config import QueueConfig, get_queue_config
-from kale.registry import Registry, get_registry
+from kale.config import Config
+from kale.default import register_default
 
 if TYPE_CHECKING:
+    from kale.broker import Broker
+    from kale.codec import Codec
+    from kale.publisher import Publisher
+    from kale.queue_config import QueueConfig
+    from kale.records.recorder import Recorder
+    from kale.registry import Registry
+    from kale.schedules.discovery import Schedules
+    from kale.schedules.scheduler import Scheduler
+    from kale.store import Store
     from kale.task import Task
+    from kale.topics.subscribers import Subscriptions
     from kale.transport import Transport
+    from kale.transport.payloads import PayloadStore
+
+T = TypeVar('T')
+
+#: Held while an app takes its configuration (see App.__init__).
+_owning = threading.RLock()
 
 
 class App:
@@ -46,115 +64,236 @@ class App:
         """``config`` (by default the defaults and the settings module that
         ``KALE_SETTINGS_MODULE`` names), with ``values`` over it. ``transport``
         replaces SQS under its broker (the in-memory transport, in tests);
-        ``clock`` is what its publisher and workers read time from."""
+        ``clock`` is what its parts read time from."""
         if config is None:
             config = Config.load()
-        self.config: Config = config.replace(**values) if values else config
-        #: The transport its broker uses; None: SQS, as the settings say.
-        self.transport = transport
+        with _owning:
+            # The first app built on a Config owns it; another one, or one
+            # with values over it, owns a copy: two apps share no part.
+            if values or config._owner is not None:
+                config = config.replace(**values)
+            object.__setattr__(config, '_owner', self)
+        self.config: Config = config
+        self._transport = transport
         self.clock = clock
-        #: The default app (see :func:`default_app`).
-        self._default = False
-        #: The parts it builds itself (over its own transport or clock).
-        self._parts: dict[str, Any] = {}
-        if self._own() and self.config is not settings.config:
-            # The features given only its configuration (their hooks, built
-            # with for_config) reach this app, its transport and clock.
-            self.config.part('app', lambda: self)
+        self._parts: dict[Any, Any] = {}
+        self._pid = os.getpid()
+        self._lock = threading.RLock()
 
     def replace(self, **values: Any) -> 'App':
         """This app with some settings changed: the same transport and clock,
         parts built afresh for the new settings."""
-        return App(self.config.replace(**values), transport=self.transport, clock=self.clock)
+        return App(self.config, transport=self._transport, clock=self.clock, **values)
 
-    def _own(self) -> bool:
-        """Whether its broker and publisher are its own, not the process's for
-        its configuration."""
-        return self.transport is not None or self.clock is not SYSTEM_CLOCK
-
-    def _part(self, name: str, build: Any) -> Any:
-        if name not in self._parts:
-            self._parts[name] = build()
-        return self._parts[name]
+    @property
+    def is_default(self) -> bool:
+        """Whether this is the default app: the one owning the configuration
+        the settings give now (see :func:`default_app`), whether
+        :func:`default_app` built it or it was built on that configuration."""
+        return settings.config._owner is self
 
     def __repr__(self) -> str:
         return 'App(%s)' % (self.config.module_name or 'defaults')
 
+    def part(self, name: Any, build: Callable[[], T]) -> T:
+        """The part ``name`` of this app, built by ``build()`` on first use
+        and kept; a forked child builds its own (clients and connections do
+        not survive a fork). Features keep their own parts here too (the
+        workflows' claims, the webhooks' client)."""
+        if self._pid != os.getpid():
+            with self._lock:
+                if self._pid != os.getpid():
+                    self._parts, self._pid = {}, os.getpid()
+        try:
+            return self._parts[name]
+        except KeyError:
+            pass
+        with self._lock:
+            if name not in self._parts:
+                self._parts[name] = build()
+            return self._parts[name]
+
+    # --- the parts --------------------------------------------------------------------
+
     @property
-    def queues(self) -> QueueConfig:
+    def transport(self) -> 'Transport':
+        """The transport given, else SQS as the settings say."""
+        if self._transport is not None:
+            return self._transport
+        from kale.transport.sqs import SQSTransport
+        return self.part('transport', lambda: SQSTransport(config=self.config))
+
+    @property
+    def queues(self) -> 'QueueConfig':
         """The queue config QUEUE_CONFIG names."""
-        return get_queue_config(self.config)
+        from kale.queue_config import build_queue_config
+        return self.part('queues', lambda: build_queue_config(self.config))
 
     @property
-    def codec(self) -> Codec:
+    def payloads(self) -> 'PayloadStore':
+        """Where payloads too big for SQS go: S3 (or the store
+        :func:`~kale.transport.payloads.using_payload_store` put in place)."""
+        from kale.transport.payloads import replaced_payload_store
+        from kale.transport.s3 import S3PayloadStore
+        return replaced_payload_store() or self.part(
+            'payloads', lambda: S3PayloadStore(config=self.config))
+
+    @property
+    def codec(self) -> 'Codec':
         """The codec: keys, serializer, compression, encryption, payload store."""
-        if self._own():
-            return self._part('codec', lambda: build_codec(self.config, self.clock))
-        return get_codec(self.config)
+        from kale.codec import build_codec
+        return self.part('codec', lambda: build_codec(self.config, self.clock,
+                                                      lambda: self.payloads))
 
     @property
-    def broker(self) -> Broker:
-        """The broker over SQS (this process's client for this app), or over
-        the app's own transport."""
-        if self.transport is None:
-            return get_broker(self.config)
-        transport = self.transport
-        return self._part('broker', lambda: Broker.from_config(self.config, transport))
+    def broker(self) -> 'Broker':
+        """The broker over its transport."""
+        from kale.broker import Broker
+        return self.part('broker', lambda: Broker.from_config(
+            self.config, self.transport, self.queues, self.codec))
 
     @property
-    def registry(self) -> Registry:
+    def command_broker(self) -> 'Broker':
+        """The broker operators' commands use (``kale queues``, ``kale web``):
+        over SQS, a client that gives up on an endpoint that does not answer
+        in about SQS_READ_TIMEOUT_SEC (one attempt a request); over a
+        transport given (in memory), its broker."""
+        if self._transport is not None:
+            return self.broker
+        from kale.broker import Broker
+        from kale.transport.sqs import SQSTransport, make_client
+        return self.part('command-broker', lambda: Broker.from_config(
+            self.config, SQSTransport(make_client(for_commands=True, config=self.config),
+                                      config=self.config), self.queues, self.codec))
+
+    @property
+    def registry(self) -> 'Registry':
         """The task classes messages name, under TASK_MAPPER and TASK_MODULES."""
-        return get_registry(self.config)
+        from kale.registry import Registry
+        return self.part('registry', lambda: Registry(self.config, self))
+
+    def feature_hooks(self) -> list[Any]:
+        """The hooks of the features turned on (records, workflows, metrics,
+        tracing, topics), built for this app: new ones for each caller."""
+        from kale.hooks import load_feature_hooks
+        return load_feature_hooks(self)
 
     @property
-    def publisher(self) -> Publisher:
-        """The publisher, with this app's publish hooks (the default app's is
-        the one ``MyTask.publish`` uses, which eager mode and tests may set)."""
-        if self._default:
-            return get_publisher()
-        config = self.config
-        if self._own():
-            return self._part('publisher', lambda: Publisher(
-                self.broker, config=config, clock=self.clock))
-        return config.part('publisher', lambda: Publisher(config=config))
+    def publisher(self) -> 'Publisher':
+        """The publisher, with this app's publish hooks (the default app's,
+        which ``MyTask.publish`` uses, may be one eager mode or a test put in
+        place with :func:`kale.publisher.set_publisher`)."""
+        from kale.publisher import Publisher, replaced_publisher
+        given = replaced_publisher() if self.is_default else None
+        if given is not None:
+            return given if given.has_app else self.part(
+                ('publisher', id(given)), lambda: given.given_parts(self))
+        return self.part('publisher', lambda: Publisher(self.broker, clock=self.clock).given_parts(self))
 
-    def publish(self, task_class: type['Task'], app_data: Any, *args: Any,
+    @property
+    def store(self) -> 'Store':
+        """The store on RECORDS_URL (task records, workflows, limits, ...)."""
+        return self.recorder.store
+
+    def store_at(self, url: str) -> 'Store':
+        """The store on ``url`` with this app's keys (RATE_LIMIT_URL's):
+        RECORDS_URL's own when it is that."""
+        if url == self.config.RECORDS_URL:
+            return self.store
+        from kale.store import open_store
+        return self.part(('store', url), lambda: open_store(url, self.config))
+
+    @property
+    def recorder(self) -> 'Recorder':
+        """This process's recorder of RECORDS_URL, under this app's records
+        settings (ImproperlyConfigured when records are off)."""
+        from kale.records.recorder import Recorder
+        return self.part('recorder', lambda: Recorder(self.config))
+
+    @property
+    def topics(self) -> Any:
+        """The topics beside its queues: SNS beside SQS, in memory beside the
+        in-memory transport."""
+        from kale.topics.backend import topics_backend
+        return topics_backend(self)
+
+    @property
+    def subscriptions(self) -> 'Subscriptions':
+        """The topic subscribers of TASK_MODULES."""
+        from kale.topics.subscribers import find_subscribers
+        return self.part('subscriptions', lambda: find_subscribers(self.config, self.queues))
+
+    @property
+    def schedules(self) -> 'Schedules':
+        """The schedules of TASK_MODULES and SCHEDULES."""
+        from kale.schedules.discovery import find_schedules
+        return self.part('schedules', lambda: find_schedules(self))
+
+    def scheduler(self, **options: Any) -> 'Scheduler':
+        """A scheduler of its schedules, publishing through its publisher,
+        with its lease in its store (ScheduleError without records or
+        schedules)."""
+        from kale.schedules.scheduler import make_scheduler
+        return make_scheduler(self, **options)
+
+    # --- publishing -------------------------------------------------------------------
+
+    def publish(self, task_class: type['Task'], app_data: Any, /, *args: Any,
                 delay_sec: float = 0, group_id: Optional[str] = None,
                 dedup_id: Optional[str] = None, labels: Optional[Mapping[str, str]] = None,
-                **kwargs: Any) -> str:
+                unique_for_sec: Optional[float] = None, eta: Any = None, **kwargs: Any) -> str:
         """``task_class.publish(...)`` through this app; returns the task id."""
         task_class._check_importable()
         return self.publisher.publish(task_class, app_data, args, kwargs, delay_sec=delay_sec,
-                                      group_id=group_id, dedup_id=dedup_id, labels=labels)
+                                      group_id=group_id, dedup_id=dedup_id, labels=labels,
+                                      unique_for_sec=unique_for_sec, eta=eta)
 
     def publish_batch(self, task_class: type['Task'], app_data: Any, calls: Iterable[Any],
                       delay_sec: float = 0, group_id: Optional[str] = None,
-                      labels: Optional[Mapping[str, str]] = None) -> list[str]:
+                      labels: Optional[Mapping[str, str]] = None,
+                      unique_for_sec: Optional[float] = None, eta: Any = None) -> list[str]:
         """``task_class.publish_batch(...)`` through this app."""
         task_class._check_importable()
         return self.publisher.publish_batch(task_class, app_data, calls, delay_sec=delay_sec,
-                                            group_id=group_id, labels=labels)
+                                            group_id=group_id, labels=labels,
+                                            unique_for_sec=unique_for_sec, eta=eta)
+
+    async def apublish(self, task_class: type['Task'], app_data: Any, /, *args: Any,
+                       delay_sec: float = 0, group_id: Optional[str] = None,
+                       dedup_id: Optional[str] = None,
+                       labels: Optional[Mapping[str, str]] = None, eta: Any = None,
+                       **kwargs: Any) -> str:
+        """``await task_class.apublish(...)`` through this app."""
+        task_class._check_importable()
+        return await self.publisher.apublish(task_class, app_data, args, kwargs,
+                                             delay_sec=delay_sec, group_id=group_id,
+                                             dedup_id=dedup_id, labels=labels, eta=eta)
+
+    async def apublish_batch(self, task_class: type['Task'], app_data: Any,
+                             calls: Iterable[Any], delay_sec: float = 0,
+                             group_id: Optional[str] = None,
+                             labels: Optional[Mapping[str, str]] = None,
+                             eta: Any = None) -> list[str]:
+        """``await task_class.apublish_batch(...)`` through this app."""
+        task_class._check_importable()
+        return await self.publisher.apublish_batch(task_class, app_data, calls,
+                                                   delay_sec=delay_sec, group_id=group_id,
+                                                   labels=labels, eta=eta)
 
 
 def default_app() -> App:
-    """The app the settings build: ``KALE_SETTINGS_MODULE`` and any
-    :meth:`kale.conf.Settings.override` in force."""
+    """The app the settings build (``KALE_SETTINGS_MODULE`` and any
+    :meth:`kale.conf.Settings.override` in force): the app that owns the
+    configuration the settings give, built on first use (an override's block
+    has its own, and the app before it is back after it)."""
     config = settings.config
-    return config.part('app', lambda: _made_default(App(config)))
-
-
-def app_of(config: Config) -> App:
-    """The app whose configuration is ``config``: the default app for the
-    settings' own, else one made once for it (feature hooks, given a
-    configuration, reach their app's parts this way)."""
-    if config is settings.config:
-        return default_app()
-    return config.part('app', lambda: App(config))
-
-
-def _made_default(app: App) -> App:
-    app._default = True
+    app = config._owner
+    if app is None:
+        with _owning:
+            app = config._owner
+            if app is None:
+                app = App(config)
     return app
 
 
-register_default(lambda: default_app().config)
+register_default(default_app)

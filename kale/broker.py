@@ -17,16 +17,15 @@ import logging
 import threading
 from typing import Any, Callable, Optional, Sequence, TypeVar
 
-from kale.codec import Codec, get_codec
+from kale.codec import Codec, build_codec
 from kale.codec.keys import signing_keys
-from kale.config import Config, default_config
+from kale.config import Config
 from kale.exceptions import ImproperlyConfigured, KaleError, QueueNotFoundError
 from kale.queue_config import (
     QUEUE_NAME_PATTERN,
     QueueConfig,
     TaskQueue,
     dead_run_side,
-    get_queue_config,
 )
 from kale.transport import (
     FIFO_SUFFIX,
@@ -46,7 +45,8 @@ class Broker:
 
     def __init__(self, transport: Transport, queues: QueueConfig, prefix: str = '',
                  create_missing: bool = True, dead_letters: bool = True,
-                 max_receive_count: int = 10, config: Optional[Config] = None):
+                 max_receive_count: int = 10, config: Optional[Config] = None,
+                 codec: Optional[Codec] = None):
         if prefix and not QUEUE_NAME_PATTERN.match(prefix):
             raise ImproperlyConfigured("QUEUE_PREFIX may hold only letters, digits, '-' and '_', "
                                        'got %r' % (prefix,))
@@ -66,24 +66,26 @@ class Broker:
         self._lock = threading.Lock()
         self._declaring: dict[str, threading.Lock] = {}     # a lock per queue being declared
         self._dead_run_sides: dict[str, TaskQueue] = {}
+        self._codec = codec
 
     @property
     def codec(self) -> Codec:
-        """The codec of its configuration (of the default app for a broker
-        made without one)."""
-        return get_codec(self.config or default_config())
+        """The codec it was given (its app's), or one of its configuration."""
+        if self._codec is None:
+            if self.config is None:
+                raise TypeError('a broker made without a configuration has no codec: give it '
+                                'codec= or config=')
+            self._codec = build_codec(self.config)
+        return self._codec
 
     @classmethod
-    def from_config(cls, config: Config, transport: Optional[Transport] = None) -> 'Broker':
-        """The broker ``config`` describes, over ``transport`` (by default
-        this process's SQS transport for ``config``)."""
-        if transport is None:
-            from kale.transport.sqs import get_transport
-            transport = get_transport(config)
-        return cls(transport, get_queue_config(config), prefix=config.QUEUE_PREFIX or '',
+    def from_config(cls, config: Config, transport: Transport, queues: QueueConfig,
+                    codec: Optional[Codec] = None) -> 'Broker':
+        """The broker ``config`` describes, over ``transport``, on ``queues``."""
+        return cls(transport, queues, prefix=config.QUEUE_PREFIX or '',
                    create_missing=bool(config.CREATE_MISSING_QUEUES),
                    dead_letters=bool(config.ENABLE_DEAD_LETTER_QUEUE),
-                   max_receive_count=int(config.MAX_RECEIVE_COUNT), config=config)
+                   max_receive_count=int(config.MAX_RECEIVE_COUNT), config=config, codec=codec)
 
 
     # --- names ------------------------------------------------------------
@@ -228,8 +230,3 @@ class Broker:
     def counts(self, queue: TaskQueue) -> QueueCounts:
         """Approximate visible, in-flight and delayed counts of the queue."""
         return self._request(queue, self.transport.counts, self.declare(queue))
-
-
-def get_broker(config: Config) -> Broker:
-    """This process's broker over SQS for ``config``, built on first use."""
-    return config.part('broker', lambda: Broker.from_config(config))

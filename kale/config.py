@@ -18,10 +18,9 @@ import importlib
 import logging
 import os
 import sys
-import threading
 import types
 from collections.abc import Mapping
-from typing import Any, Callable, Optional, TypeVar
+from typing import Any, Optional
 
 from kale.default_settings import TABLE, Settings
 from kale.exceptions import ImproperlyConfigured
@@ -29,11 +28,6 @@ from kale.exceptions import ImproperlyConfigured
 ENVIRONMENT_VARIABLE = 'KALE_SETTINGS_MODULE'
 
 logger = logging.getLogger(__name__)
-
-T = TypeVar('T')
-
-#: Held while a part is built (re-entrant: the broker builds the transport).
-_parts_lock = threading.RLock()
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -48,27 +42,11 @@ class Config(Settings):
     module_name: Optional[str] = None
     #: Directory of the settings module's file, for relative paths in it.
     module_dir: Optional[str] = None
-    #: What :meth:`part` built: name -> (pid, part).
-    _parts: dict[str, tuple[int, Any]] = dataclasses.field(
-        default_factory=dict, init=False, repr=False)
-
-    def part(self, name: str, build: Callable[[], T]) -> T:
-        """The part ``name`` built from this configuration by ``build()``: a
-        client, the codec, the broker. Built on first use and kept for this
-        process; a forked child builds its own (clients and connections do not
-        survive a fork). A configuration derived by :meth:`replace` starts
-        with none, so a changed setting never meets a part built without it."""
-        pid = os.getpid()
-        held = self._parts.get(name)
-        if held is not None and held[0] == pid:
-            return held[1]
-        with _parts_lock:
-            held = self._parts.get(name)
-            if held is None or held[0] != pid:
-                held = (pid, build())
-                self._parts[name] = held
-            return held[1]
-
+    #: The app made of this configuration: the App that owns it (each App
+    #: has its own copy), or for the settings' own, the default app built
+    #: from it (kale.app.default_app). kale.hooks.load_feature_hooks reads it
+    #: for kale/worker/, until the worker hands its hooks its app.
+    _owner: Any = dataclasses.field(default=None, init=False, repr=False)
     @classmethod
     def from_values(cls, values: Mapping[str, Any], module_name: Optional[str] = None,
                     module_dir: Optional[str] = None) -> 'Config':
@@ -140,27 +118,6 @@ def check_settings(values: Mapping[str, Any]) -> None:
             problem = field.metadata['check'](values[name])
             if problem:
                 raise ImproperlyConfigured('setting %s %s, got %r' % (name, problem, values[name]))
-
-
-#: What gives the default app's configuration (registered by :mod:`kale.app`).
-_default_provider: Optional[Callable[[], 'Config']] = None
-
-
-def default_config() -> 'Config':
-    """The default app's configuration (``KALE_SETTINGS_MODULE``'s): only for
-    the public entry points below :mod:`kale.app` that application code calls
-    without an app (``MyTask.publish``, ``executor_task``, ``topics.publish``);
-    every part below them is given its configuration."""
-    if _default_provider is None:
-        importlib.import_module('kale.app')         # it registers the default app
-    assert _default_provider is not None
-    return _default_provider()
-
-
-def register_default(provider: Callable[[], 'Config']) -> None:
-    """Make ``provider`` what :func:`default_config` asks (:mod:`kale.app` does)."""
-    global _default_provider
-    _default_provider = provider
 
 
 def defaults() -> dict[str, Any]:

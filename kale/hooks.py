@@ -48,13 +48,24 @@ import concurrent.futures
 import inspect
 import logging
 import warnings
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Collection, Mapping, Optional, Sequence
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Awaitable,
+    Callable,
+    Collection,
+    Mapping,
+    Optional,
+    Sequence,
+    Union,
+)
 
 from kale.config import Config
 from kale.dotted import import_string
 from kale.exceptions import HookError, ImproperlyConfigured
 
 if TYPE_CHECKING:
+    from kale.app import App
     from kale.events import Settlement
     from kale.message import Message
     from kale.publisher import Publication
@@ -275,12 +286,17 @@ def feature_hooks(config: Config) -> list[str]:
     return [path for setting, path in FEATURE_HOOKS if config.get(setting)]
 
 
-def load_feature_hooks(config: Config) -> list[Any]:
-    """The hooks of the features turned on in ``config``, each built for it
-    (``HookClass.for_config(config)``): the publisher, the worker and the
-    supervisor of an app put them first among the hooks they load."""
-    return [import_string(path, 'feature hook').for_config(config)
-            for path in feature_hooks(config)]
+def load_feature_hooks(app: Union['App', Config]) -> list[Any]:
+    """The hooks of the features turned on in ``app``'s configuration, each
+    built for it (``HookClass.for_app(app)``): the publisher, the worker and
+    the supervisor of an app put them first among the hooks they load."""
+    # kale/worker/parts.py passes its app's config until the engine merge gives it the app
+    owner: Optional['App'] = app._owner if isinstance(app, Config) else app     # (temporary)
+    if owner is None:
+        raise TypeError('the features\' hooks are built for an app: give the configuration '
+                        'of one (app.config), not a Config no App was built on')
+    return [import_string(path, 'feature hook').for_app(owner)
+            for path in feature_hooks(owner.config)]
 
 
 def run_to_end(awaitable: Awaitable[Any]) -> Any:

@@ -18,7 +18,7 @@ from kale.exceptions import (
 )
 from kale.fair import check_group_id, valid_group_id
 from kale.message import Message
-from kale.queue_config import TaskQueue, get_queue_config
+from kale.queue_config import QueueConfig, TaskQueue
 from kale.transport import MAX_VISIBILITY_SEC
 
 if TYPE_CHECKING:
@@ -93,12 +93,12 @@ def check_arguments(task_class: type['Task'], args: tuple, kwargs: Mapping[str, 
                            % (task_class.task_path(), shown, exc)) from None
 
 
-def task_queue(task_class: type['Task'], config: Config,
+def task_queue(task_class: type['Task'], queues: QueueConfig,
                queue_name: Optional[str] = None) -> TaskQueue:
     """The configured queue the task publishes to (``queue_name``, from
     ``with_options(queue=...)``, else the task's own), with its time limit checked."""
-    queue = get_queue_config(config).get_queue(queue_name or task_class.queue,
-                                               who='task %s' % task_class.task_path())
+    queue = queues.get_queue(queue_name or task_class.queue,
+                             who='task %s' % task_class.task_path())
     check_time_limit(task_class, queue)
     return queue
 

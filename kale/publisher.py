@@ -15,6 +15,7 @@ and after it was sent.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import logging
@@ -29,12 +30,10 @@ from typing import (
 )
 
 from kale.clock import SYSTEM_CLOCK, Clock
-from kale.codec import get_codec
-from kale.config import Config, default_config
 from kale.delays import check_delay, check_wait  # noqa: F401  (check_delay's home was here)
 from kale.exceptions import BatchSendError, PublishError
 from kale.fair import tenants, with_tenants
-from kale.hooks import HookDispatcher, PublishHooks, load_feature_hooks, load_hooks
+from kale.hooks import HookDispatcher, PublishHooks, load_hooks
 from kale.ids import random_id
 from kale.labels import check_labels
 from kale.message import Message, publisher_identity
@@ -58,6 +57,9 @@ from kale.transport import OutgoingMessage
 from kale.unique import unique_claims, unique_window
 
 if TYPE_CHECKING:
+    from kale.app import App
+    from kale.codec import Codec
+    from kale.config import Config
     from kale.task import Task
 
 logger = logging.getLogger(__name__)
@@ -70,48 +72,77 @@ class Publisher:
     (:meth:`draft`), the unique keys claimed (:meth:`claim`), then the
     messages encoded and signed and handed to a :class:`Sender`
     (:meth:`send`), between the ``before_publish`` and ``after_publish``
-    hooks. ``config`` (an :class:`~kale.app.App`'s) gives the queues, codec,
-    broker and hooks; without it, the default app's at each publish (the
-    publisher ``MyTask.publish`` uses, see :func:`get_publisher`)."""
+    hooks. An :class:`~kale.app.App` makes its own and gives it its parts
+    (:meth:`given_parts`): the configuration, the queues, the codec and the
+    hooks of its features. One made by hand with a ``sender`` and hooks only
+    publishes once an app gave it those (the default app does, for one put in
+    place with :func:`set_publisher`)."""
 
     def __init__(self, sender: Optional[Sender] = None, hooks: Sequence[Any] = (),
-                 config: Optional[Config] = None, clock: Clock = SYSTEM_CLOCK):
+                 clock: Clock = SYSTEM_CLOCK):
         self._sender = sender
         self.clock = clock          # what delays and ETAs count from
         self._extra_hooks = list(hooks)
-        self._config = config
-        self._hooks: Optional[tuple[Config, HookDispatcher]] = None
+        self._app: Optional['App'] = None
+        self._hooks: Optional[HookDispatcher] = None
+
+    def given_parts(self, app: 'App') -> 'Publisher':
+        """A copy of this publisher (its sender, clock and hooks) with
+        ``app``'s parts: its configuration, queues, codec and features' hooks."""
+        made = copy.copy(self)
+        made._app = app
+        made._sender = self._sender if self._sender is not None else app.broker
+        made._hooks = HookDispatcher(
+            [hook for hook in app.feature_hooks() if isinstance(hook, PublishHooks)]
+            + load_hooks(list(app.config.PUBLISH_HOOKS or ()) + self._extra_hooks,
+                         PublishHooks, 'PUBLISH_HOOKS'))
+        return made
 
     @property
-    def config(self) -> Config:
-        """The configuration this publisher publishes with."""
-        return self._config or default_config()
+    def has_app(self) -> bool:
+        """Whether an app gave it its parts (see :meth:`given_parts`)."""
+        return self._app is not None
+
+    _NO_APP = ('this publisher was made without an app: publish with app.publisher, or put it '
+               'in place with kale.publisher.set_publisher')
+
+    @property
+    def app(self) -> 'App':
+        """The app that gave it its parts (TypeError when none did)."""
+        if self._app is None:
+            raise TypeError(self._NO_APP)
+        return self._app
+
+    @property
+    def config(self) -> 'Config':
+        """The configuration of its app."""
+        return self.app.config
+
+    @property
+    def hooks(self) -> HookDispatcher:
+        """The publish hooks: those of its app's features turned on (records,
+        metrics, tracing), then ``PUBLISH_HOOKS``, then those given to the
+        constructor."""
+        if self._hooks is None:
+            raise TypeError(self._NO_APP)
+        return self._hooks
+
+    @property
+    def codec(self) -> 'Codec':
+        """The codec of its app."""
+        return self.app.codec
 
     def queue_of(self, task_class: type['Task'], queue_name: Optional[str] = None) -> TaskQueue:
         """The queue ``task_class`` publishes to (from the queue config):
         ``queue_name`` when given, else the task's own."""
-        return task_queue(task_class, self.config, queue_name)
+        return task_queue(task_class, self.app.queues, queue_name)
 
     @property
     def sender(self) -> Sender:
+        """What sends its messages: its app's broker, or the one it was made with."""
         if self._sender is None:
-            from kale.broker import get_broker
-            return get_broker(self.config)
+            return self.app.broker
         return self._sender
-
-    @property
-    def hooks(self) -> HookDispatcher:
-        """The publish hooks: those of features turned on (records, metrics,
-        tracing), then ``PUBLISH_HOOKS``, then those given to the constructor;
-        loaded once per configuration."""
-        config = self.config
-        if self._hooks is None or self._hooks[0] is not config:
-            loaded = [hook for hook in load_feature_hooks(config)
-                      if isinstance(hook, PublishHooks)] + load_hooks(
-                list(config.PUBLISH_HOOKS or ()) + self._extra_hooks, PublishHooks,
-                'PUBLISH_HOOKS')
-            self._hooks = (config, HookDispatcher(loaded))
-        return self._hooks[1]
 
     @staticmethod
     def labels(task_class: type['Task'], given: dict[str, str], args: tuple,
@@ -317,7 +348,7 @@ class Publisher:
                ids: list[str]) -> list[OutgoingMessage]:
         """The signed bodies (the hooks' context and attributes included), in
         their FIFO group or tenant."""
-        codec = get_codec(self.config)
+        codec = self.codec
         outgoing = [codec.to_outgoing(with_context(m, carried), publication.sqs_name,
                                       draft.delay, extra)
                     for m, extra, carried in zip(draft.messages, publication.attributes,
@@ -337,23 +368,21 @@ def with_context(message: Message, context: Mapping[str, str]) -> Message:
     return dataclasses.replace(message, context={**message.context, **context})
 
 
-_default: Optional[Publisher] = None
+#: The publisher the default app publishes with, when one was put in place.
+_replaced: Optional[Publisher] = None
 
 
-def get_publisher() -> Publisher:
-    """The publisher ``Task.publish`` uses: the one :func:`set_publisher` put in
-    place (eager mode, tests), else the settings' (the default app's)."""
-    if _default is not None:
-        return _default
-    config = default_config()
-    return config.part('publisher', lambda: Publisher(config=config))
+def replaced_publisher() -> Optional[Publisher]:
+    """The publisher :func:`set_publisher` put in place, if any."""
+    return _replaced
 
 
 def set_publisher(publisher: Optional[Publisher]) -> Optional[Publisher]:
-    """Replace the publisher ``Task.publish`` uses (eager mode); returns the
-    one it replaces (None: the default app's)."""
-    global _default
-    previous, _default = _default, publisher
+    """Replace the publisher of the default app, which ``Task.publish`` uses
+    (eager mode, tests): one made by hand is given the default app's parts.
+    Returns the one it replaces (None: the default app's own)."""
+    global _replaced
+    previous, _replaced = _replaced, publisher
     return previous
 
 

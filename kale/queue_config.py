@@ -309,8 +309,3 @@ def build_queue_config(config: Config) -> QueueConfig:
         raise QueueConfigError('QUEUE_CLASS must be kale.queue_config.TaskQueue or a '
                                'subclass of it, got %r' % (queue_class,))
     return load_queue_config(path, queue_class, named=config.QUEUE_CONFIG)
-
-
-def get_queue_config(config: Config) -> QueueConfig:
-    """The queue config of ``config``, read once per process."""
-    return config.part('queue_config', lambda: build_queue_config(config))

@@ -1,9 +1,9 @@
 """Finding the task class a message names.
 
-A message carries its task's path (``module.Class``). :func:`resolve_task`
+A message carries its task's path (``module.Class``). :meth:`Registry.resolve`
 maps it through ``TASK_MAPPER``, checks it against ``TASK_MODULES`` (a path
 outside them is never imported), imports it and checks that it is a
-:class:`~kale.task.Task`; a :class:`Registry` per configuration keeps the
+:class:`~kale.task.Task`; the :class:`Registry` of an app keeps the
 answers, so a worker imports each task once.
 """
 from __future__ import annotations
@@ -11,14 +11,17 @@ from __future__ import annotations
 import importlib
 import logging
 import threading
-from typing import Any, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
-from kale.config import Config, default_config
+from kale.config import Config
 from kale.exceptions import DecodeError, KaleError
 from kale.executors.catalog import PREFIX as EXECUTOR_PREFIX
 from kale.task import Task
 from kale.topics.names import signed_for, topic_of
-from kale.topics.subscribers import Subscriptions, get_subscriptions
+from kale.topics.subscribers import Subscriptions
+
+if TYPE_CHECKING:
+    from kale.app import App
 
 logger = logging.getLogger(__name__)
 
@@ -34,11 +37,13 @@ CACHE_SIZE = 1000
 
 
 class Registry:
-    """The task classes messages name, under one configuration's TASK_MAPPER
-    and TASK_MODULES, resolved once each."""
+    """The task classes messages name, under one app's TASK_MAPPER and
+    TASK_MODULES, resolved once each; its topic subscribers, executor
+    programs and webhooks are the app's."""
 
-    def __init__(self, config: Config):
+    def __init__(self, config: Config, app: 'App'):
         self.config = config
+        self.app = app
         self.mapper: Mapping[str, str] = config.TASK_MAPPER or {}
         self.modules: Sequence[str] = config.TASK_MODULES or ()
         self._lock = threading.Lock()
@@ -92,7 +97,7 @@ class Registry:
             return frozenset()
         try:
             topics: frozenset[str] = importlib.import_module(WEBHOOK_FANOUT).webhook_topics(
-                self.config)
+                self.app)
         except KaleError as exc:
             logger.error('the topics with webhooks cannot be read: %s', exc)
             return frozenset()
@@ -101,7 +106,7 @@ class Registry:
     def _subscriptions(self) -> Optional[Subscriptions]:
         if self._topics is None:
             try:
-                self._topics = (get_subscriptions(self.config),)
+                self._topics = (self.app.subscriptions,)
             except KaleError as exc:
                 logger.error('topic subscribers cannot be found, no queue accepts events: %s',
                              exc)
@@ -112,8 +117,7 @@ class Registry:
         target = self.mapper.get(task_name, task_name)
         if target.startswith(EXECUTOR_PREFIX):     # a program of the executor directory
             from kale.executors.task import executor_task
-            return executor_task(target[len(EXECUTOR_PREFIX):], checked=False,
-                                 config=self.config)
+            return executor_task(target[len(EXECUTOR_PREFIX):], checked=False, app=self.app)
         if not (allowed(target, self.modules) or allowed(target, BUILTIN_TASK_MODULES)):
             raise DecodeError(DecodeError.UNKNOWN_TASK, 'task %r is outside TASK_MODULES; its '
                               'module was not imported' % (target,))
@@ -123,17 +127,6 @@ class Registry:
         if problem:
             raise DecodeError(DecodeError.UNKNOWN_TASK, 'task %r %s' % (task_name, problem))
         return found
-
-
-def get_registry(config: Config) -> Registry:
-    """The registry of ``config``, made once."""
-    return config.part('registry', lambda: Registry(config))
-
-
-def resolve_task(task_name: str, config: Optional[Config] = None) -> type[Task]:
-    """The Task class a message names, under ``config`` (by default the
-    default app's: application code and tools naming a task by its path)."""
-    return get_registry(config or default_config()).resolve(task_name)
 
 
 def allowed(path: str, prefixes: Sequence[str]) -> bool:

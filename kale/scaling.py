@@ -16,7 +16,6 @@ import time
 from typing import Any, Callable, Optional
 
 from kale.admin import queue_statuses
-from kale.app import default_app
 from kale.broker import Broker
 from kale.statuses import WorkerState
 
@@ -56,27 +55,25 @@ def serving_workers(queries: Any, now: Optional[float] = None) -> dict[str, int]
     return serving
 
 
-def queue_signals(broker: Broker, records_url: Optional[str] = None,
-                  now: Optional[float] = None,
+def queue_signals(broker: Broker, queries: Any = None, now: Optional[float] = None,
                   cloudwatch: Optional[Callable[[list[str]], dict[str, float]]] = None
                   ) -> list[QueueSignals]:
-    """Every configured queue's signals. With ``records_url`` the ages and
-    the workers come from the records; without, the ages from ``cloudwatch``
-    (by default CloudWatch itself) and the workers stay unknown."""
+    """Every configured queue's signals. With ``queries`` (the records'
+    :class:`~kale.store.records.RecordQueries`) the ages and the workers come
+    from the records; without, the ages from ``cloudwatch`` (by default
+    CloudWatch itself) and the workers stay unknown."""
     now = time.time() if now is None else now
     rows = [QueueSignals(**status.as_dict()) for status in queue_statuses(broker)]
-    if records_url:
-        _add_from_records(rows, records_url, now)
+    if queries is not None:
+        _add_from_records(rows, queries, now)
         return rows
     _add_from_cloudwatch(rows, _cloudwatch(broker, now) if cloudwatch is None else cloudwatch)
     return rows
 
 
-def _add_from_records(rows: list[QueueSignals], records_url: str, now: float) -> None:
+def _add_from_records(rows: list[QueueSignals], queries: Any, now: float) -> None:
     """Fill in each queue's oldest task's age, its workers and its backlog per
     worker from the records."""
-    from kale import records
-    queries = records.queries(records_url)
     oldest = queries.oldest_queued(now)
     serving = serving_workers(queries, now)
     for row in rows:
@@ -110,5 +107,6 @@ def _cloudwatch(broker: Broker, now: float) -> Callable[[list[str]], dict[str, f
     moment = datetime.datetime.fromtimestamp(now, datetime.timezone.utc)
 
     def cloudwatch(names: list[str]) -> dict[str, float]:
-        return oldest_message_ages(names, moment, config=broker.config or default_app().config)
+        assert broker.config is not None, 'a broker of an app'
+        return oldest_message_ages(names, moment, config=broker.config)
     return cloudwatch

@@ -19,11 +19,14 @@ from __future__ import annotations
 import functools
 import json
 import os
-from typing import Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 from kale import internal
 from kale.exceptions import DecodeError, KaleError, SubmissionError
 from kale.signature import Signature
+
+if TYPE_CHECKING:
+    from kale.app import App
 
 #: The schema file, shipped in the package.
 SCHEMA_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'schemas',
@@ -113,17 +116,16 @@ def _order(entries: list[dict[str, Any]], ids: list[str]) -> list[int]:
     return order
 
 
-def _task_class(index: int, entry_id: str, entry: dict[str, Any]) -> Any:
+def _task_class(index: int, entry_id: str, entry: dict[str, Any], app: 'App') -> Any:
     where = 'tasks[%d] (%s)' % (index, entry_id)
     if 'method' in entry:
         from kale.executors.task import executor_task
         try:
-            return executor_task(entry['method'])
+            return executor_task(entry['method'], app=app)
         except KaleError as exc:
             raise _refused(where, exc) from None
-    from kale.registry import resolve_task
     try:
-        task_class = resolve_task(entry['task'])
+        task_class = app.registry.resolve(entry['task'])
     except DecodeError as exc:
         raise SubmissionError('%s: %s' % (where, str(exc).split(': ', 1)[-1])) from None
     refused = internal.refuse(task_class)
@@ -148,26 +150,26 @@ def _argument(value: dict[str, Any], ids: list[str], nodes: dict[int, Signature]
 
 
 def _node(index: int, entry: dict[str, Any], ids: list[str],
-          nodes: dict[int, Signature]) -> Signature:
+          nodes: dict[int, Signature], app: 'App') -> Signature:
     """The signature of entry ``index``, its references to the ``nodes`` made before it."""
-    from kale.publisher import get_publisher
-    task_class = _task_class(index, ids[index], entry)
+    task_class = _task_class(index, ids[index], entry, app)
     target = task_class.with_options(queue=entry['queue']) if 'queue' in entry else task_class
     args = [_argument(value, ids, nodes) for value in entry.get('args', ())]
     kwargs = {key: _argument(value, ids, nodes) for key, value in entry.get('kwargs', {}).items()}
     try:
         if 'method' in entry and kwargs:
             task_class.check_call(tuple(args), kwargs)
-        get_publisher().queue_of(task_class, entry.get('queue'))
+        app.publisher.queue_of(task_class, entry.get('queue'))
         return target.s(*args, **kwargs)
     except KaleError as exc:
         raise _refused('tasks[%d] (%s)' % (index, ids[index]), exc) from None
 
 
-def submit(document: Any, labels: Optional[Mapping[str, str]] = None,
-           records_url: Optional[str] = None) -> dict[str, Any]:
-    """Check and submit a parsed submission; returns ``{"workflow_id": id or
-    None, "tasks": {entry id: task id}}``."""
+def submit(document: Any, app: 'App', labels: Optional[Mapping[str, str]] = None
+           ) -> dict[str, Any]:
+    """Check and submit a parsed submission to ``app``'s queues (a workflow:
+    in its records); returns ``{"workflow_id": id or None, "tasks": {entry
+    id: task id}}``."""
     validate(document)
     entries: list[dict[str, Any]] = document['tasks']
     ids = _entry_ids(entries)
@@ -175,22 +177,21 @@ def submit(document: Any, labels: Optional[Mapping[str, str]] = None,
     given_labels = _given_labels(document, labels)
     nodes: dict[int, Signature] = {}
     for index in order:
-        nodes[index] = _node(index, entries[index], ids, nodes)
+        nodes[index] = _node(index, entries[index], ids, nodes, app)
     if len(entries) == 1 and not _refs(entries[0]):
         return _publish_one(ids[0], entries[0], nodes[0], given_labels,
-                            document.get('deadline_sec'))
-    return _submit_workflow(document, ids, nodes, given_labels, records_url)
+                            document.get('deadline_sec'), app)
+    return _submit_workflow(document, ids, nodes, given_labels, app)
 
 
 def _submit_workflow(document: Any, ids: list[str], nodes: dict[int, Signature],
-                     labels: dict[str, str], records_url: Optional[str]) -> dict[str, Any]:
+                     labels: dict[str, str], app: 'App') -> dict[str, Any]:
     """Submit the entries' ``nodes`` as one workflow of the document."""
     from kale import workflow
     flow = workflow.group(*(nodes[index] for index in range(len(ids))))
     try:
         submitted = workflow.submit(flow, labels=labels or None,
-                                    deadline_sec=document.get('deadline_sec'),
-                                    records_url=records_url)
+                                    deadline_sec=document.get('deadline_sec'), app=app)
     except KaleError as exc:
         raise SubmissionError(_named(str(exc), ids, nodes),
                               public=_named(exc.public or str(exc), ids, nodes)) from None
@@ -199,15 +200,15 @@ def _submit_workflow(document: Any, ids: list[str], nodes: dict[int, Signature],
 
 
 def _publish_one(entry_id: str, entry: dict[str, Any], node: Signature,
-                 labels: dict[str, str], deadline_sec: Optional[float]) -> dict[str, Any]:
+                 labels: dict[str, str], deadline_sec: Optional[float],
+                 app: 'App') -> dict[str, Any]:
     if deadline_sec is not None:
         raise SubmissionError('deadline_sec is for workflows: a single task has its time '
                               'limit instead')
-    from kale.publisher import get_publisher
     try:
-        get_publisher().publish_batch(node.task_class, None, [(node.args, node.kwargs)],
-                                      labels=labels or None, queue_name=entry.get('queue'),
-                                      task_ids=[node.task_id])
+        app.publisher.publish_batch(node.task_class, None, [(node.args, node.kwargs)],
+                                    labels=labels or None, queue_name=entry.get('queue'),
+                                    task_ids=[node.task_id])
     except KaleError as exc:
         raise _refused('tasks[0] (%s)' % entry_id, exc) from None
     return {'workflow_id': None, 'tasks': {entry_id: node.task_id}}

@@ -20,14 +20,15 @@ import inspect
 import logging
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional
 
-from kale.config import Config, default_config
+from kale.config import Config
+from kale.default import default_app
 from kale.exceptions import (
     NonRetriableTaskError,
     PublishError,
     TaskDefinitionError,
 )
 from kale.message import Message
-from kale.publisher import get_publisher, new_task_id
+from kale.publisher import new_task_id
 from kale.retry import (  # noqa: F401  (the reasons' home before kale.retry)
     PERMANENT_FAILURE_NO_RETRIES,
     PERMANENT_FAILURE_NON_RETRIABLE,
@@ -40,6 +41,7 @@ from kale.task_options import TaskOptions
 from kale.timeout import failure_of
 
 if TYPE_CHECKING:
+    from kale.app import App
     from kale.config import Config
 
 logger = logging.getLogger(__name__)
@@ -149,7 +151,12 @@ class Task:
     def config(self) -> Config:
         """The settings of the app that runs this task (the default app's
         outside a worker)."""
-        return self.app.config if self.app is not None else default_config()
+        return running_app(self).config
+
+    @property
+    def running(self) -> 'App':
+        """The app that runs this task (the default app outside a worker)."""
+        return running_app(self)
 
     def __init__(self, message: Optional[Message] = None):
         self.message = message
@@ -223,10 +230,9 @@ class Task:
         return the id of one still waiting or running, younger than that, and
         send nothing. None of them is passed to ``run_task``.
         """
-        cls._check_importable()
-        return get_publisher().publish(cls, app_data, args, kwargs, delay_sec=delay_sec,
-                                       group_id=group_id, dedup_id=dedup_id, labels=labels,
-                                       unique_for_sec=unique_for_sec, eta=eta)
+        return default_app().publish(cls, app_data, *args, delay_sec=delay_sec,
+                                     group_id=group_id, dedup_id=dedup_id, labels=labels,
+                                     unique_for_sec=unique_for_sec, eta=eta, **kwargs)
 
     @classmethod
     def publish_batch(cls, app_data: Any, calls: Iterable[Any], delay_sec: float = 0,
@@ -237,10 +243,9 @@ class Task:
         (up to 10 per request); returns their task ids in order. On a FIFO
         queue they join ``group_id`` (required) in this order. ``labels``
         apply to every run; ``unique_for_sec`` as in :meth:`publish`."""
-        cls._check_importable()
-        return get_publisher().publish_batch(cls, app_data, calls, delay_sec=delay_sec,
-                                             group_id=group_id, labels=labels,
-                                             unique_for_sec=unique_for_sec, eta=eta)
+        return default_app().publish_batch(cls, app_data, calls, delay_sec=delay_sec,
+                                           group_id=group_id, labels=labels,
+                                           unique_for_sec=unique_for_sec, eta=eta)
 
     @classmethod
     async def apublish(cls, app_data: Any, *args: Any, delay_sec: float = 0,
@@ -250,10 +255,9 @@ class Task:
         """:meth:`publish` for asyncio applications (FastAPI and others):
         ``await MyTask.apublish(app_data, ...)`` checks the call as
         ``publish`` does and returns the task id, never blocking the event loop."""
-        cls._check_importable()
-        return await get_publisher().apublish(cls, app_data, args, kwargs, delay_sec=delay_sec,
-                                              group_id=group_id, dedup_id=dedup_id,
-                                              labels=labels, eta=eta)
+        return await default_app().apublish(cls, app_data, *args, delay_sec=delay_sec,
+                                            group_id=group_id, dedup_id=dedup_id,
+                                            labels=labels, eta=eta, **kwargs)
 
     @classmethod
     async def apublish_batch(cls, app_data: Any, calls: Iterable[Any], delay_sec: float = 0,
@@ -261,9 +265,8 @@ class Task:
                              labels: Optional[Mapping[str, str]] = None,
                              eta: Any = None) -> list[str]:
         """:meth:`publish_batch` for asyncio applications (see :meth:`apublish`)."""
-        cls._check_importable()
-        return await get_publisher().apublish_batch(cls, app_data, calls, delay_sec=delay_sec,
-                                                    group_id=group_id, labels=labels, eta=eta)
+        return await default_app().apublish_batch(cls, app_data, calls, delay_sec=delay_sec,
+                                                  group_id=group_id, labels=labels, eta=eta)
 
     # --- retry policy --------------------------------------------------------
 
@@ -272,7 +275,7 @@ class Task:
         """What a worker does with this task's failures: ``max_retries``,
         ``EXCEPTION_LIST`` and the RETRY_DELAY_* settings of ``config``
         (default: the settings')."""
-        return RetryPolicy.from_config(config or default_config(), cls.max_retries,
+        return RetryPolicy.from_config(config or default_app().config, cls.max_retries,
                                        tuple(cls.EXCEPTION_LIST))
 
     @classmethod
@@ -412,3 +415,9 @@ _SHOULD_RUN = Task.should_run_task
 _BEFORE_RUN = Task.before_run
 _AFTER_SUCCESS = Task.after_success
 
+
+def running_app(task: Optional[Task]) -> 'App':
+    """The app that runs ``task``: the worker's, or (a task made outside a
+    worker, or a setting read on the class) the default app."""
+    app = task.app if task is not None else None
+    return app if app is not None else default_app()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
 
-from kale.publisher import get_publisher
+from kale.default import default_app
 from kale.signature import Signature
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ class TaskOptions:
                 **kwargs: Any) -> str:
         """:meth:`Task.publish`, to this queue."""
         self.task_class._check_importable()
-        return get_publisher().publish(self.task_class, app_data, args, kwargs,
+        return default_app().publisher.publish(self.task_class, app_data, args, kwargs,
                                        delay_sec=delay_sec, group_id=group_id,
                                        dedup_id=dedup_id, labels=labels, queue_name=self.queue,
                                        eta=eta)
@@ -40,7 +40,7 @@ class TaskOptions:
                       labels: Optional[Mapping[str, str]] = None, eta: Any = None) -> list[str]:
         """:meth:`Task.publish_batch`, to this queue."""
         self.task_class._check_importable()
-        return get_publisher().publish_batch(self.task_class, app_data, calls,
+        return default_app().publisher.publish_batch(self.task_class, app_data, calls,
                                              delay_sec=delay_sec, group_id=group_id,
                                              labels=labels, queue_name=self.queue, eta=eta)
 
@@ -50,7 +50,7 @@ class TaskOptions:
                        **kwargs: Any) -> str:
         """:meth:`Task.apublish`, to this queue."""
         self.task_class._check_importable()
-        return await get_publisher().apublish(self.task_class, app_data, args, kwargs,
+        return await default_app().publisher.apublish(self.task_class, app_data, args, kwargs,
                                               delay_sec=delay_sec, group_id=group_id,
                                               dedup_id=dedup_id, labels=labels,
                                               queue_name=self.queue, eta=eta)
@@ -61,7 +61,7 @@ class TaskOptions:
                              eta: Any = None) -> list[str]:
         """:meth:`Task.apublish_batch`, to this queue."""
         self.task_class._check_importable()
-        return await get_publisher().apublish_batch(self.task_class, app_data, calls,
+        return await default_app().publisher.apublish_batch(self.task_class, app_data, calls,
                                                     delay_sec=delay_sec, group_id=group_id,
                                                     labels=labels, queue_name=self.queue, eta=eta)
 

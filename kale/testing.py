@@ -34,7 +34,7 @@ from kale.app import App, default_app
 from kale.exceptions import QueueConfigError
 from kale.hooks import run_to_end
 from kale.message import Message
-from kale.queue_config import TaskQueue, get_queue_config
+from kale.queue_config import TaskQueue
 from kale.task import Task
 from kale.transport import MAX_VISIBILITY_SEC, OutgoingMessage
 from kale.transport.payloads import MemoryPayloadStore, using_payload_store
@@ -95,7 +95,7 @@ class EagerPublisher(kale_publisher.Publisher):
 
     def queue_of(self, task_class: type[Task], queue_name: Optional[str] = None) -> TaskQueue:
         try:
-            get_queue_config(self.config)
+            _ = self.app.queues
         except QueueConfigError:        # none to read: the task's queue, as named
             kale_publisher.check_time_limit(task_class, STAND_IN_QUEUE)
             return dataclasses.replace(STAND_IN_QUEUE, name=queue_name or task_class.queue)
@@ -121,7 +121,7 @@ def eager(propagate: bool = True) -> Iterator[list[EagerRun]]:
     app = App(config)
     sender = EagerSender(app, propagate)
     with using_payload_store(MemoryPayloadStore(config.PAYLOAD_BUCKET)):
-        previous = kale_publisher.set_publisher(EagerPublisher(sender, config=config))
+        previous = kale_publisher.set_publisher(EagerPublisher(sender).given_parts(app))
         try:
             yield sender.runs
         finally:

@@ -120,9 +120,9 @@ def memory_broker():
     """A broker over the in-memory transport; Task.publish sends to it."""
     from kale import publisher
     from kale.broker import Broker
-    from kale.queue_config import get_queue_config
+    from kale.queue_config import build_queue_config
     from kale.transport.memory import MemoryTransport
-    broker = Broker(MemoryTransport(), get_queue_config(settings.config))
+    broker = Broker(MemoryTransport(), build_queue_config(settings.config), config=settings.config)
     previous = publisher.set_publisher(publisher.Publisher(broker))
     yield broker
     publisher.set_publisher(previous)

@@ -10,7 +10,6 @@ from typing import Any, Callable, Optional
 
 from kale import admin
 from kale.app import default_app
-from kale.broker import Broker
 from kale.cli.control import add_queue_commands, print_paused
 from kale.cli.options import common_options as common
 from kale.cli.options import positive_int
@@ -18,15 +17,6 @@ from kale.exceptions import CommandError
 
 COLUMNS = [('QUEUE', 'name'), ('PRIORITY', 'priority'), ('VISIBLE', 'visible'),
            ('IN FLIGHT', 'in_flight'), ('DELAYED', 'delayed'), ('DEAD LETTERS', 'dead_letters')]
-
-
-def command_broker() -> Broker:
-    """The broker, with a client that gives up on an endpoint that does not
-    answer in about SQS_READ_TIMEOUT_SEC seconds (one attempt per request)."""
-    from kale.transport.sqs import SQSTransport, make_client
-    config = default_app().config
-    return Broker.from_config(config, SQSTransport(make_client(for_commands=True,
-                                                             config=config), config=config))
 
 
 def format_table(rows: list[admin.QueueStatus]) -> str:
@@ -45,10 +35,12 @@ def format_table(rows: list[admin.QueueStatus]) -> str:
 def cmd_queues(args: argparse.Namespace) -> int:
     if args.json:                   # with the autoscaling signals (kale.scaling)
         from kale.scaling import queue_signals
-        signals = queue_signals(command_broker(), default_app().config.RECORDS_URL or None)
+        app = default_app()
+        signals = queue_signals(app.command_broker,
+                                app.store.queries if app.config.RECORDS_URL else None)
         print(json.dumps([row.as_dict() for row in signals], indent=2))
         return 0
-    rows = admin.queue_statuses(command_broker())
+    rows = admin.queue_statuses(default_app().command_broker)
     print(format_table(rows))
     if any(row.visible is None for row in rows):
         print('(- : the queue does not exist yet; it is created on first use)')
@@ -64,7 +56,7 @@ def _confirm(question: str) -> bool:
 
 
 def cmd_purge(args: argparse.Namespace) -> int:
-    broker = command_broker()
+    broker = default_app().command_broker
     queue = broker.queues.get_queue(args.queue)
     target = broker.dead_letter_name(queue) if args.dead_letters else broker.sqs_name(queue)
     if not args.yes and not _confirm('Delete every message in SQS queue %r?' % target):
@@ -88,7 +80,7 @@ def _mark_purged(queue: str, before: float) -> None:
                                                              queue))
 
 
-def _purge_dead_letters(broker: Broker, queue: Any, target: str) -> int:
+def _purge_dead_letters(broker: Any, queue: Any, target: str) -> int:
     """Dead letters may point at payloads in S3: read them, to delete those too."""
     def progress(report: admin.PurgeReport) -> None:
         sys.stderr.write('\rpurging %s: %d dead letters, %d payload objects deleted'
@@ -111,7 +103,7 @@ def _counts(counts: dict[str, int]) -> str:
 
 
 def cmd_dlq_redrive(args: argparse.Namespace) -> int:
-    broker = command_broker()
+    broker = default_app().command_broker
     queue = broker.queues.get_queue(args.queue)
     source, target = broker.dead_letter_name(queue), broker.sqs_name(queue)
     if not (args.yes or args.dry_run):
@@ -182,7 +174,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
     positional = _json_option(args.args, '--args', list, [])
     keywords = _json_option(args.kwargs, '--kwargs', dict, {})
     app_data = json.loads(args.app_data) if args.app_data is not None else None
-    task_id = admin.publish_by_path(args.task_path, positional, keywords,
+    task_id = admin.publish_by_path(default_app(), args.task_path, positional, keywords,
                                     delay_sec=args.delay, app_data=app_data)
     print(task_id)
     return 0

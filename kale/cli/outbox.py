@@ -41,7 +41,7 @@ def cmd_relay(args: argparse.Namespace) -> int:
     app = default_app()
     config = app.config
     relay = Relay(open_database(url, '--url'), app.broker, poll_sec=float(config.OUTBOX_POLL_SEC),
-                  consumed_ttl_sec=config.CONSUMED_TTL_SEC, config=config, **with_records(config))
+                  consumed_ttl_sec=config.CONSUMED_TTL_SEC, config=config, **with_records(app))
     if args.metrics_port is not None:
         _serve_metrics(relay, args.metrics_port)
     stop = threading.Event()

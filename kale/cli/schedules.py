@@ -20,7 +20,7 @@ COLUMNS = [('NAME', 'name'), ('TASK', 'task'), ('SCHEDULE', 'schedule'), ('TZ', 
 
 def cmd_scheduler(args: argparse.Namespace) -> int:
     from kale.schedules.scheduler import make_scheduler
-    scheduler = make_scheduler(default_app().config)
+    scheduler = make_scheduler(default_app())
 
     def stop_on(signum: int, frame: Any) -> None:
         logger.info('scheduler: %s received; stopping', signal.Signals(signum).name)
@@ -34,7 +34,7 @@ def cmd_scheduler(args: argparse.Namespace) -> int:
 def cmd_list(args: argparse.Namespace) -> int:
     from kale.schedules.discovery import NOTHING_TO_SEARCH
     from kale.schedules.status import describe
-    found = describe(default_app().config)
+    found = describe(default_app())
     if args.json:
         print(json.dumps(found, indent=2, sort_keys=True))
         return 1 if found['broken'] else 0
@@ -74,7 +74,7 @@ def _leader_line(found: dict[str, Any]) -> str:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from kale.schedules.status import run_now
-    print(run_now(default_app().config, args.name))
+    print(run_now(default_app(), args.name))
     return 0
 
 

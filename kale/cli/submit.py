@@ -12,6 +12,7 @@ from kale.exceptions import SubmissionError
 
 def cmd_submit(args: argparse.Namespace) -> int:
     from kale import submission
+    from kale.app import default_app
     if args.file == '-':
         text = sys.stdin.buffer.read(submission.MAX_BYTES + 1)
     else:
@@ -20,7 +21,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
                 text = f.read(submission.MAX_BYTES + 1)
         except OSError as exc:
             raise SubmissionError('cannot read %s: %s' % (args.file, exc.strerror)) from None
-    answer = submission.submit(submission.parse(text))
+    answer = submission.submit(submission.parse(text), default_app())
     print(json.dumps(answer, indent=2 if sys.stdout.isatty() else None))
     return 0
 

@@ -16,8 +16,7 @@ COLUMNS = [('TOPIC', 'topic'), ('SUBSCRIBER', 'task'), ('QUEUE', 'queue'),
 
 def _subscriptions() -> object:
     from kale.app import default_app
-    from kale.topics.subscribers import get_subscriptions
-    found = get_subscriptions(default_app().config)
+    found = default_app().subscriptions
     if not found.searched:
         raise CommandError('TASK_MODULES is empty: name the modules of your subscriber task '
                            'classes there (subscribers are found by importing them)')
@@ -26,10 +25,9 @@ def _subscriptions() -> object:
 
 def cmd_sync(args: argparse.Namespace) -> int:
     from kale.app import default_app
-    from kale.topics.backend import topics_backend
     from kale.topics.sync import sync
     _subscriptions()
-    lines = sync(default_app().config, topics_backend(default_app().config))
+    lines = sync(default_app())
     for line in lines:
         print('subscribed: %s' % line)
     if not lines:
@@ -39,10 +37,9 @@ def cmd_sync(args: argparse.Namespace) -> int:
 
 def cmd_list(args: argparse.Namespace) -> int:
     from kale.app import default_app
-    from kale.topics.backend import topics_backend
     from kale.topics.sync import describe
     _subscriptions()
-    found = describe(default_app().config, topics_backend(default_app().config))
+    found = describe(default_app())
     if args.json:
         print(json.dumps(found, indent=2, sort_keys=True))
         return 0

@@ -33,8 +33,9 @@ def cmd_add(args: argparse.Namespace) -> int:
     hook = webhooks.add(args.topic, args.url, method=args.method,
                         headers=_pairs(args.header, ':', '--header'),
                         labels=_pairs(args.label, '=', '--label'))
+    from kale.app import default_app
     from kale.webhooks.fanout import subscription_of
-    subscribed = subscription_of(hook.topic)
+    subscribed = subscription_of(hook.topic, default_app())
     if args.json:
         _print_json(dict(hook.as_json(with_secret=True), subscribed=subscribed))
         return 0

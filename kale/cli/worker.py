@@ -11,7 +11,7 @@ from kale.settings_check import WORKER_POOLS as POOLS
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from kale.app import App, default_app
+    from kale.app import default_app
     overrides: dict[str, Any] = {}           # the options stand for the settings
     if args.metrics_port is not None:
         overrides['METRICS_PORT'] = args.metrics_port
@@ -19,7 +19,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         args.executors = os.path.abspath(args.executors)
         overrides['EXECUTOR_DIR'] = args.executors
     app = default_app()
-    return run_worker(args, App(app.config.replace(**overrides)) if overrides else app)
+    return run_worker(args, app.replace(**overrides) if overrides else app)
 
 
 def run_worker(args: argparse.Namespace, app: Any) -> int:
@@ -31,13 +31,13 @@ def run_worker(args: argparse.Namespace, app: Any) -> int:
                            'pool runs one task at a time: use --concurrency for more processes)')
     if config.EXECUTOR_DIR:                 # a directory that cannot serve: said at start
         from kale.executors.task import catalog
-        catalog(config)
+        catalog(app)
     hooks: list[Any] = []
     if args.scheduler:              # no records or no schedules: one line, before starting
         from kale.schedules.hooks import SchedulerHooks
         from kale.schedules.scheduler import records_state, runnable_schedules
-        runnable_schedules(config)
-        records_state(config)
+        runnable_schedules(app)
+        records_state(app)
         if args.concurrency is None:            # each supervised worker runs its own
             hooks.append(SchedulerHooks())
     worker = Worker(queue_names=args.queues, burst=args.burst, pool=pool,

@@ -12,13 +12,12 @@ S3, decrypt, decompress, deserialize. A feature that changes the body (ids
 carried in attributes, say) is one more :class:`~kale.codec.pipeline.Step` in
 :func:`build_codec`, not an edit to the others.
 
-The codec is built once per configuration (:func:`get_codec`, or an
-:class:`~kale.app.App`'s ``codec``), so its keys and choices are read and
-checked once, not for every message.
+An :class:`~kale.app.App` builds its codec once (``app.codec``), so its keys
+and choices are read and checked once, not for every message.
 """
 from __future__ import annotations
 
-from typing import Mapping, Optional
+from typing import Callable, Mapping, Optional
 
 from kale.clock import SYSTEM_CLOCK, Clock
 from kale.codec.compress import CompressStep
@@ -29,12 +28,13 @@ from kale.codec.pipeline import Codec, Frame, Step
 from kale.codec.policy import PolicyStep
 from kale.codec.serialize import SerializeStep
 from kale.codec.sign import SignStep
-from kale.config import Config, default_config
+from kale.config import Config
+from kale.default import default_app
 from kale.message import Message
 from kale.transport import AttributeValue, OutgoingMessage
-from kale.transport.payloads import get_payload_store
+from kale.transport.payloads import PayloadStore, replaced_payload_store
 
-__all__ = ['Codec', 'Frame', 'Step', 'build_codec', 'decode', 'encode', 'get_codec', 'to_outgoing']
+__all__ = ['Codec', 'Frame', 'Step', 'build_codec', 'decode', 'encode', 'to_outgoing']
 
 
 def accepted_serializers(config: Config) -> list[str]:
@@ -48,8 +48,13 @@ def offload_threshold(config: Config) -> int:
     return min(int(config.PAYLOAD_OFFLOAD_BYTES), int(config.SQS_TASK_SIZE_LIMIT))
 
 
-def build_codec(config: Config, clock: Clock = SYSTEM_CLOCK) -> Codec:
-    """The codec ``config`` describes; ``clock`` tells a body's age."""
+def build_codec(config: Config, clock: Clock = SYSTEM_CLOCK,
+                payloads: Optional[Callable[[], PayloadStore]] = None) -> Codec:
+    """The codec ``config`` describes; ``clock`` tells a body's age;
+    ``payloads`` gives the payload store (its app's; by default an S3 store
+    of its own, made on first use)."""
+    if payloads is None:
+        payloads = _own_s3(config)
     max_bytes = config.MAX_DECOMPRESSED_BYTES
     envelope: list[Step] = [
         PolicyStep(config.MESSAGE_MAX_AGE_SEC, accepted_serializers(config), clock=clock.time),
@@ -60,29 +65,40 @@ def build_codec(config: Config, clock: Clock = SYSTEM_CLOCK) -> Codec:
         CompressStep(config.COMPRESSION_MIN_BYTES, max_bytes),
         EncryptStep(encryption_keys(config)),
         OffloadStep(config.PAYLOAD_BUCKET, offload_threshold(config), max_bytes, envelope,
-                    store=lambda: get_payload_store(config)),
+                    store=payloads),
     ]
     return Codec(payload, envelope, config.SQS_TASK_SIZE_LIMIT)
 
 
-def get_codec(config: Config) -> Codec:
-    """The codec of ``config``, built once per process."""
-    return config.part('codec', lambda: build_codec(config))
+def _own_s3(config: Config) -> Callable[[], PayloadStore]:
+    """The payload store a codec made without one uses: the store put in
+    place for a block (tests, eager mode), else an S3 store of its own."""
+    made: list[PayloadStore] = []
+
+    def store() -> PayloadStore:
+        replaced = replaced_payload_store()
+        if replaced is not None:
+            return replaced
+        if not made:
+            from kale.transport.s3 import S3PayloadStore
+            made.append(S3PayloadStore(config=config))
+        return made[0]
+    return store
 
 
 def encode(message: Message, queue: str) -> str:
     """The signed body for ``message`` sent to ``queue``, with the default app's settings."""
-    return get_codec(default_config()).encode(message, queue).body
+    return default_app().codec.encode(message, queue).body
 
 
 def to_outgoing(message: Message, queue: str, delay_sec: int = 0,
                 extra_attributes: Optional[Mapping[str, AttributeValue]] = None
                 ) -> OutgoingMessage:
     """``message`` ready to send to ``queue``, with the default app's settings."""
-    return get_codec(default_config()).to_outgoing(message, queue, delay_sec, extra_attributes)
+    return default_app().codec.to_outgoing(message, queue, delay_sec, extra_attributes)
 
 
 def decode(body: str, queue: str, check_age: bool = True) -> Message:
     """Verify and decode ``body`` received on ``queue`` (DecodeError if refused),
     with the default app's settings."""
-    return get_codec(default_config()).decode(body, queue, check_age)
+    return default_app().codec.decode(body, queue, check_age)

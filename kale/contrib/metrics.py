@@ -36,7 +36,6 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from kale.config import Config
 from kale.events import Outcome
 from kale.exceptions import ImproperlyConfigured
 from kale.hooks import PublishHooks, WorkerHooks
@@ -52,6 +51,7 @@ except ImportError as exc:      # pragma: no cover - the extra is missing
 from kale.contrib import exposition
 
 if TYPE_CHECKING:
+    from kale.app import App
     from kale.message import Message
     from kale.publisher import Publication
     from kale.queue_config import TaskQueue
@@ -205,9 +205,9 @@ class PrometheusHooks(PublishHooks, WorkerHooks):
         self._endpoint: Optional[exposition.SupervisorEndpoint] = None
 
     @classmethod
-    def for_config(cls, config: Config) -> 'PrometheusHooks':
-        """The hooks of an app whose configuration is ``config`` (METRICS_PORT, METRICS_HOST)."""
-        return cls(port=int(config.METRICS_PORT), host=str(config.METRICS_HOST))
+    def for_app(cls, app: 'App') -> 'PrometheusHooks':
+        """The hooks of ``app`` (METRICS_PORT, METRICS_HOST)."""
+        return cls(port=int(app.config.METRICS_PORT), host=str(app.config.METRICS_HOST))
 
     @property
     def metrics(self) -> KaleMetrics:

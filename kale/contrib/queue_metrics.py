@@ -1,10 +1,9 @@
 """Queue gauges for a web app's ``/metrics``: what is waiting in SQS, and, when
 records are kept, how many tasks are in each status.
 
-    from kale.broker import get_broker
     from kale.contrib.queue_metrics import queue_registry, render
 
-    registry = queue_registry(get_broker(), task_counts=store.count_by_status)
+    registry = queue_registry(app.broker, task_counts=store.count_by_status)
     body, content_type = render(registry, request.headers.get('Accept'))
 
 or mount ``prometheus_client.make_wsgi_app(registry)`` (``make_asgi_app``).

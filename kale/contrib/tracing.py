@@ -36,7 +36,6 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Optional
 
-from kale.config import Config
 from kale.exceptions import ImproperlyConfigured
 from kale.hooks import PublishHooks, WorkerHooks
 from kale.version import __version__
@@ -51,6 +50,7 @@ except ImportError as exc:      # pragma: no cover - the extra is missing
         % exc) from None
 
 if TYPE_CHECKING:
+    from kale.app import App
     from kale.events import Settlement
     from kale.message import Message
     from kale.publisher import Publication
@@ -80,8 +80,8 @@ class TracingHooks(PublishHooks, WorkerHooks):
         self._broker: Any = None
 
     @classmethod
-    def for_config(cls, config: Config) -> 'TracingHooks':
-        """The hooks of an app whose configuration is ``config`` (with TRACING on)."""
+    def for_app(cls, app: 'App') -> 'TracingHooks':
+        """The hooks of ``app`` (with TRACING on)."""
         return cls()
 
     # --- publishing -----------------------------------------------------------------

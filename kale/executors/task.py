@@ -21,14 +21,17 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Mapping, Optional
 
-from kale.config import Config, default_config
+from kale.default import default_app
 from kale.exceptions import ExecutorError, PublishError, TimeLimitExceeded
 from kale.executors.catalog import PREFIX, Catalog, MethodSettings, check_name
 from kale.executors.program import Finished, run_program
 from kale.message import Message
 from kale.task import Task
+
+if TYPE_CHECKING:
+    from kale.app import App
 
 #: Classes kept per process, at most (names come from signed messages, but
 #: a publisher's mistakes must not grow a worker without end).
@@ -44,11 +47,12 @@ _classes: dict[str, type['ExecutorTask']] = {}
 _lock = threading.Lock()
 
 
-def catalog(config: Config) -> Optional[Catalog]:
-    """The executor directory of ``config`` (EXECUTOR_DIR), or None without one."""
-    if not config.EXECUTOR_DIR:
+def catalog(app: 'App') -> Optional[Catalog]:
+    """The executor directory of ``app`` (EXECUTOR_DIR), or None without one."""
+    directory = app.config.EXECUTOR_DIR
+    if not directory:
         return None
-    return config.part('executor-catalog', lambda: Catalog(config.EXECUTOR_DIR))
+    return app.part('executor-catalog', lambda: Catalog(directory))
 
 
 class ExecutorTask(Task):
@@ -92,7 +96,7 @@ class ExecutorTask(Task):
         if kwargs:
             raise ExecutorError('bad_input: executor %s takes no keyword arguments' % self.method)
         config = self.config
-        found = catalog(config)
+        found = catalog(self.running)
         if found is None:
             raise ExecutorError('unknown_method: this worker runs no executor programs '
                                 '(start it with --executors DIR, or set EXECUTOR_DIR)')
@@ -144,9 +148,9 @@ def _last_line(text: str) -> str:
 
 
 def executor_task(method: str, checked: bool = True,
-                  config: Optional[Config] = None) -> type[ExecutorTask]:
+                  app: Optional['App'] = None) -> type[ExecutorTask]:
     """The Task class of executor ``method``, with the ``executors.yaml``
-    settings of ``config``'s EXECUTOR_DIR (by default the default app's:
+    settings of ``app``'s EXECUTOR_DIR (by default the default app's:
     application code publishing a method). A bad name is refused
     (PublishError), or with ``checked`` off (a worker resolving a message)
     left for the run to fail as ``unknown_method``."""
@@ -155,8 +159,9 @@ def executor_task(method: str, checked: bool = True,
             check_name(method)
         except ExecutorError as exc:
             raise PublishError(str(exc)) from None
-    config = config or default_config()
-    found = catalog(config)
+    app = app or default_app()
+    config = app.config
+    found = catalog(app)
     own: MethodSettings = found.settings(method) if found is not None else MethodSettings()
     key = '%s|%r|%r' % (method, own, float(config.EXECUTOR_KILL_GRACE_SEC))
     cls = _classes.get(key)

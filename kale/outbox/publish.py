@@ -12,20 +12,20 @@ inbox: a task id inserted once per database, in the caller's transaction.
 from __future__ import annotations
 
 import time
-from typing import Any, Iterable, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
 
-from sqlalchemy import Connection
-
-from kale.app import App
-from kale.config import Config
+from kale.default import default_app
 from kale.exceptions import OutboxError
 from kale.outbox import proof
 from kale.outbox.proof import as_stored
-from kale.publisher import Publication, Sender, get_publisher, unique_claims
+from kale.publisher import Publication, Sender, unique_claims
 from kale.queue_config import TaskQueue
 from kale.store.outbox import OutboxWriter
 from kale.transport import OutgoingMessage
 from kale.unique import unique_window
+
+if TYPE_CHECKING:
+    from kale.app import App
 
 
 def _writer(conn: Any) -> OutboxWriter:
@@ -34,16 +34,8 @@ def _writer(conn: Any) -> OutboxWriter:
     store's outbox, which has no transactions; one on Django's connection)."""
     if callable(getattr(conn, 'insert', None)) and callable(getattr(conn, 'consume', None)):
         return conn
-    from kale.store.sql.outbox import SQLOutboxWriter
-    if isinstance(conn, Connection):
-        return SQLOutboxWriter(conn)
-    connection = getattr(conn, 'connection', None)
-    if callable(connection):               # a Session: its connection in its transaction
-        found = connection()
-        if isinstance(found, Connection):
-            return SQLOutboxWriter(found)
-    raise OutboxError('outbox: conn must be a SQLAlchemy Connection or Session in an open '
-                      'transaction, got %s' % type(conn).__name__)
+    from kale.store.sql.outbox import writer_in
+    return writer_in(conn)
 
 
 def _target(task: Any) -> tuple[type, Optional[str]]:
@@ -56,8 +48,8 @@ def _target(task: Any) -> tuple[type, Optional[str]]:
 def publish(conn: Any, task: Any, app_data: Any, *args: Any, delay_sec: float = 0,
             group_id: Optional[str] = None, dedup_id: Optional[str] = None,
             labels: Optional[Mapping[str, str]] = None,
-            unique_for_sec: Optional[float] = None, eta: Any = None, app: Optional[App] = None,
-            **kwargs: Any) -> str:
+            unique_for_sec: Optional[float] = None, eta: Any = None,
+            app: Optional['App'] = None, **kwargs: Any) -> str:
     """Publish one run of ``task`` (a Task class, or ``Task.with_options(...)``)
     when ``conn``'s transaction commits; returns its task id. A wait longer
     than SQS's 15-minute delay (``delay_sec``, or ``eta``) is a due time
@@ -73,7 +65,7 @@ def publish_batch(conn: Any, task: Any, app_data: Any, calls: Iterable[Any],
                   dedup_id: Optional[str] = None,
                   labels: Optional[Mapping[str, str]] = None,
                   unique_for_sec: Optional[float] = None, eta: Any = None,
-                  app: Optional[App] = None) -> list[str]:
+                  app: Optional['App'] = None) -> list[str]:
     """Publish many runs of ``task`` when ``conn``'s transaction commits
     (each call ``(args, kwargs)``, ``args`` or a single value, as
     ``publish_batch`` takes them); their task ids in order. A unique task
@@ -84,8 +76,8 @@ def publish_batch(conn: Any, task: Any, app_data: Any, calls: Iterable[Any],
     getattr(task_class, '_check_importable', lambda: None)()
     # The default app publishes through the publisher Task.publish uses (one
     # set in place by eager mode or a test included).
-    publisher = app.publisher if app is not None else get_publisher()
-    sender = OutboxSender(publisher.sender, publisher.config, unique_for_sec)
+    publisher = (app or default_app()).publisher
+    sender = OutboxSender(publisher.sender, publisher.app, unique_for_sec)
     task_ids = publisher.publish_batch(task_class, app_data, calls, delay_sec, group_id,
                                        dedup_id, labels, queue_name, eta=eta, sender=sender)
     sender.insert(writer)
@@ -98,9 +90,10 @@ class OutboxSender:
     ``kale_outbox`` row, MACed, with its ``queued`` record and unique key, for
     :meth:`insert` to write in the caller's transaction and the relay to send."""
 
-    def __init__(self, names: Sender, config: Config, unique_for_sec: Optional[float]):
+    def __init__(self, names: Sender, app: 'App', unique_for_sec: Optional[float]):
         self.names = names              # the queues' SQS names, which bodies are signed for
-        self.config = config
+        self.app = app
+        self.config = app.config
         #: The call's ``unique_for_sec`` (None: the class's; 0: not unique).
         self.unique_for_sec = unique_for_sec
         self.rows: list[dict[str, Any]] = []
@@ -112,7 +105,7 @@ class OutboxSender:
         now, config, name = time.time(), self.config, publication.task_class.task_path()
         unique_sec = unique_window(name, self.unique_for_sec,
                                    getattr(publication.task_class, 'unique_for_sec', None))
-        records = _record_rows(publication, now, config)
+        records = _record_rows(publication, now, self.app)
         claims = unique_claims(config, name, unique_sec,
                                [(m.args, m.kwargs) for m in publication.messages],
                                publication.messages)
@@ -137,15 +130,14 @@ class OutboxSender:
 
 
 def _record_rows(publication: Publication, now: float,
-                 config: Config) -> Optional[list[dict[str, Any]]]:
-    """The tasks' ``queued`` records, as ``config``'s records database will
+                 app: 'App') -> Optional[list[dict[str, Any]]]:
+    """The tasks' ``queued`` records, as ``app``'s records database will
     hold them (inputs MACed, values sealed: the relay writes them as they
     are), for the relay to write once they are sent (None with records off)."""
-    if not config.RECORDS_URL:
+    if not app.config.RECORDS_URL:
         return None
     from kale.records.hooks import publication_rows
-    from kale.records.recorder import get_recorder
-    recorder = get_recorder(config)
+    recorder = app.recorder
     rows = publication_rows(publication, recorder.max_value_chars, now)
     sealer = recorder.store.sealer
     return [sealer.stored({key: value for key, value in row.items() if value is not None},

@@ -34,10 +34,7 @@ import dataclasses
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Optional, Union
-
-from sqlalchemy import Engine
-from sqlalchemy.exc import SQLAlchemyError
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from kale.broker import Broker
 from kale.clock import SYSTEM_CLOCK, Clock
@@ -46,7 +43,12 @@ from kale.exceptions import KaleError, OutboxError
 from kale.outbox import proof
 from kale.statuses import TaskStatus
 from kale.store.outbox import OutboxRow, OutboxStore
+from kale.store.sql.outbox import DATABASE_ERRORS, outbox_on
 from kale.transport import MAX_DELAY_SEC, OutgoingMessage
+
+if TYPE_CHECKING:
+    from kale.app import App
+    from kale.store.sql.outbox import Engine
 
 logger = logging.getLogger(__name__)
 
@@ -79,16 +81,17 @@ class Counts:
 class Relay:
     """Sends the outbox of one database (``OUTBOX_URL``) to SQS."""
 
-    def __init__(self, engine: Union[Engine, OutboxStore], broker: Broker, poll_sec: float = 1.0,
+    def __init__(self, engine: Union['Engine', OutboxStore], broker: Broker,
+                 poll_sec: float = 1.0,
                  consumed_ttl_sec: Optional[float] = 15 * 24 * 3600, clock: Clock = SYSTEM_CLOCK,
                  write_records: Optional[Callable[[list[dict[str, Any]]], None]] = None,
                  claim_unique: Optional[Callable[..., list[str]]] = None, *,
                  config: Config):
         #: The outbox's store: an OutboxStore, or the SQL one on an engine
         #: (:func:`kale.outbox.open_database`).
-        self.store: OutboxStore = _on(engine) if isinstance(engine, Engine) else engine
+        self.store: OutboxStore = outbox_on(engine)
         #: The engine, when the store is on one.
-        self.engine: Optional[Engine] = getattr(self.store, 'engine', None)
+        self.engine: Optional['Engine'] = getattr(self.store, 'engine', None)
         #: Whose signing keys check the rows' MACs: the app's whose broker it is.
         self.config = config
         self.broker = broker
@@ -254,7 +257,7 @@ class Relay:
                 sent = self.send_round()
                 self._maybe_purge()
                 backoff = 0.0
-            except (KaleError, SQLAlchemyError) as exc:
+            except (KaleError, *DATABASE_ERRORS) as exc:
                 with self._counting:
                     self.counts.failures += 1
                 backoff = min(MAX_BACKOFF_SEC, max(0.5, backoff * 2))
@@ -286,30 +289,23 @@ class Relay:
         self._wake.set()
 
 
-def _on(engine: Engine) -> OutboxStore:
-    from kale.store.sql.outbox import SQLOutbox
-    return SQLOutbox(engine)
-
-
-def pending(engine: Engine, now: float) -> tuple[int, Optional[float]]:
+def pending(engine: 'Engine', now: float) -> tuple[int, Optional[float]]:
     """Rows of the outbox on ``engine`` waiting to be sent, and the age in
     seconds of the oldest."""
-    return _on(engine).pending(now)
+    return outbox_on(engine).pending(now)
 
 
-def with_records(config: Config, url: Optional[str] = None) -> dict[str, Any]:
-    """A Relay's ``write_records`` and ``claim_unique`` on the task records of
-    ``url`` (default ``config``'s RECORDS_URL); none when records are off."""
-    url = url or config.RECORDS_URL
-    if not url:
+def with_records(app: 'App') -> dict[str, Any]:
+    """A Relay's ``write_records`` and ``claim_unique`` on ``app``'s task
+    records; none when records are off."""
+    if not app.config.RECORDS_URL:
         return {}
-    from kale.records.recorder import get_recorder
 
     def write(rows: list[dict[str, Any]]) -> None:
         # As the publisher made them (inputs MACed, values sealed), checked
         # with their row: written as they are, never signed here.
-        get_recorder(config, url).store.records.write(rows, [], [], sealed=True)
+        app.store.records.write(rows, [], [], sealed=True)
 
     def claim(claims: Any, now: float, for_sec: float) -> list[str]:
-        return get_recorder(config, url).store.unique.claim(claims, now, for_sec)
+        return app.store.unique.claim(claims, now, for_sec)
     return {'write_records': write, 'claim_unique': claim}

@@ -21,9 +21,9 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import time
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-from kale.app import App, default_app
+from kale.default import default_app
 from kale.exceptions import (
     DecodeError,
     RecordConflictError,
@@ -33,18 +33,18 @@ from kale.exceptions import (
     TaskWaitTimeout,
 )
 from kale.internal import is_internal
-from kale.publisher import get_publisher
 from kale.records.queries import Queries, TaskFilter
-from kale.records.recorder import OWN_WRITES_SEC, Recorder, get_recorder
+from kale.records.recorder import OWN_WRITES_SEC, Recorder
 from kale.records.retries import CLAIM_PREFIX, retry_once
-from kale.registry import resolve_task
 from kale.statuses import FINAL_TASK as FINAL
 from kale.statuses import PENDING_TASK as PENDING
 from kale.statuses import TaskStatus
 from kale.store import Store
 from kale.store.record import TaskRecord, WorkerRecord
 from kale.store.records import RecordQueries
-from kale.store.sql.records import RecordStore
+
+if TYPE_CHECKING:
+    from kale.app import App
 
 SUCCEEDED, FAILED, CANCELLED = TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.CANCELLED
 STATUSES = tuple(TaskStatus)
@@ -53,28 +53,28 @@ STATUSES = tuple(TaskStatus)
 WAIT_POLL_MAX_SEC = 0.5
 
 
-def recorder_for(url: Optional[str] = None, app: Optional[App] = None) -> Recorder:
-    """The recorder of ``app`` (default: the default app) for ``url``
-    (default its RECORDS_URL), shared by this process."""
-    return get_recorder((app or default_app()).config, url)
+def recorder_for(app: Optional['App'] = None) -> Recorder:
+    """The recorder of ``app`` (default: the default app)."""
+    return (app or default_app()).recorder
 
 
-def store(url: Optional[str] = None, app: Optional[App] = None) -> Store:
-    """The store on ``url`` (default ``app``'s RECORDS_URL), shared by this process."""
-    return recorder_for(url, app).store
+def store(url: Optional[str] = None, app: Optional['App'] = None) -> Store:
+    """The store of ``app`` (default: the default app) on its RECORDS_URL,
+    or on ``url`` with its keys."""
+    app = app or default_app()
+    return app.store_at(url) if url else app.store
 
 
-def queries(url: Optional[str] = None, app: Optional[App] = None) -> RecordQueries:
-    """Questions about many records of ``url`` (default ``app``'s RECORDS_URL)."""
-    return store(url, app).queries
+def queries(app: Optional['App'] = None) -> RecordQueries:
+    """Questions about many records of ``app`` (default: the default app)."""
+    return recorder_for(app).store.queries
 
 
-def get(task_id: str, url: Optional[str] = None,
-        app: Optional[App] = None) -> Optional[TaskRecord]:
+def get(task_id: str, app: Optional['App'] = None) -> Optional[TaskRecord]:
     """The task's record, or None. Records this process handed to its writer
     are written first, so a publisher reads its own tasks."""
-    rec = recorder_for(url, app)
-    rec.flush(timeout=OWN_WRITES_SEC)
+    rec = recorder_for(app)
+    rec.flush_process()
     row = rec.store.records.get(task_id)
     return TaskRecord.from_row(row, rec.store.sealer) if row is not None else None
 
@@ -83,13 +83,12 @@ def get(task_id: str, url: Optional[str] = None,
 MIN_PREFIX_CHARS = 4
 
 
-def resolve(id_or_prefix: str, url: Optional[str] = None,
-        app: Optional[App] = None) -> str:
+def resolve(id_or_prefix: str, app: Optional['App'] = None) -> str:
     """The full id of the task whose id is, or starts with, ``id_or_prefix``
     (as ``git`` takes a commit). RecordNotFoundError when none does,
     RecordConflictError when several do."""
-    rec = recorder_for(url, app)
-    rec.flush(timeout=OWN_WRITES_SEC)
+    rec = recorder_for(app)
+    rec.flush_process()
     if rec.store.records.get(id_or_prefix) is not None:
         return id_or_prefix
     if len(id_or_prefix) < MIN_PREFIX_CHARS:
@@ -105,14 +104,13 @@ def resolve(id_or_prefix: str, url: Optional[str] = None,
     return str(found[0])
 
 
-def wait(task_id: str, timeout: float, url: Optional[str] = None,
-        app: Optional[App] = None) -> TaskRecord:
+def wait(task_id: str, timeout: float, app: Optional['App'] = None) -> TaskRecord:
     """The task's record once it succeeded, failed for good or was cancelled;
     TaskWaitTimeout when it has not within ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     pause = 0.02
     while True:
-        record = get(task_id, url, app)
+        record = get(task_id, app)
         if record is not None and record.finished:
             return record
         left = deadline - time.monotonic()
@@ -123,14 +121,14 @@ def wait(task_id: str, timeout: float, url: Optional[str] = None,
         pause = min(pause * 2, WAIT_POLL_MAX_SEC)
 
 
-def result(task_id: str, timeout: Optional[float] = None, url: Optional[str] = None,
-        app: Optional[App] = None) -> Any:
+def result(task_id: str, timeout: Optional[float] = None, app: Optional['App'] = None) -> Any:
     """What the task's ``run_task`` returned (as stored: JSON-safe, bounded;
     the task needs ``store_result = True``). With ``timeout``, waits up to
     that many seconds for the task to finish (TaskWaitTimeout after).
     TaskResultError when it failed, was cancelled, has not finished, or its
     task class does not store results."""
-    record = wait(task_id, timeout, url, app) if timeout is not None else get(task_id, url, app)
+    app = app or default_app()
+    record = wait(task_id, timeout, app) if timeout is not None else get(task_id, app)
     if record is None:
         raise RecordNotFoundError('no record of task %s' % task_id)
     if record.status != SUCCEEDED:
@@ -138,37 +136,35 @@ def result(task_id: str, timeout: Optional[float] = None, url: Optional[str] = N
             if record.error_type else ''
         raise TaskResultError('task %s has no result: it is %s%s'
                               % (task_id, record.status, detail))
-    if record.result is None and not _stores_result(record.task):
+    if record.result is None and not _stores_result(record.task, app):
         raise TaskResultError('task %s succeeded, but %s does not store its result: set '
                               'store_result = True on the task class' % (task_id, record.task))
     return record.result
 
 
-def _stores_result(task_name: str) -> bool:
+def _stores_result(task_name: str, app: 'App') -> bool:
     """Whether the task class keeps what run_task returns (True when this
     process cannot import it: its result, None, is then taken as stored)."""
     try:
-        return bool(resolve_task(task_name).store_result)
+        return bool(app.registry.resolve(task_name).store_result)
     except DecodeError:
         return True
 
 
-def mark_purged(queue: str, before: float, url: Optional[str] = None,
-        app: Optional[App] = None) -> int:
+def mark_purged(queue: str, before: float, app: Optional['App'] = None) -> int:
     """Its queue was purged at ``before`` (epoch seconds): the queue's records
     that were queued or scheduled then become ``purged``; returns how many."""
-    rec = recorder_for(url, app)
-    rec.flush(timeout=OWN_WRITES_SEC)
+    rec = recorder_for(app)
+    rec.flush_process()
     return rec.store.records.mark_purged(queue, before)
 
 
-def cancel(task_id: str, url: Optional[str] = None,
-        app: Optional[App] = None) -> TaskRecord:
+def cancel(task_id: str, app: Optional['App'] = None) -> TaskRecord:
     """Cancel a task that has not started (queued, or scheduled for a retry):
     the worker that receives it deletes it unrun. Returns the record;
     RecordConflictError when it already runs or finished."""
-    rec = recorder_for(url, app)
-    rec.flush(timeout=OWN_WRITES_SEC)
+    rec = recorder_for(app)
+    rec.flush_process()
     if not rec.store.records.cancel(task_id):
         found = rec.store.records.get(task_id)
         if found is None:
@@ -180,20 +176,19 @@ def cancel(task_id: str, url: Optional[str] = None,
     return TaskRecord.from_row(row, rec.store.sealer)
 
 
-def retry(task_id: str, url: Optional[str] = None,
-        app: Optional[App] = None) -> str:
+def retry(task_id: str, app: Optional['App'] = None) -> str:
     """Publish a failed (or cancelled) task again, with the arguments and
     labels in its record; returns the new task's id. Once: retrying the same
     task again returns the id the first retry published. RecordConflictError
     when it did not fail or its arguments were not stored whole."""
-    return retry_reporting(task_id, url, app)[0]
+    return retry_reporting(task_id, app)[0]
 
 
-def retry_reporting(task_id: str, url: Optional[str] = None,
-        app: Optional[App] = None) -> tuple[str, bool]:
+def retry_reporting(task_id: str, app: Optional['App'] = None) -> tuple[str, bool]:
     """:func:`retry`, also saying whether this call published (False: an
     earlier retry of the task did, and its id is returned)."""
-    record = get(task_id, url, app)
+    app = app or default_app()
+    record = get(task_id, app)
     if record is None:
         raise RecordNotFoundError('no record of task %s' % task_id)
     if record.status not in (FAILED, CANCELLED):
@@ -208,11 +203,11 @@ def retry_reporting(task_id: str, url: Optional[str] = None,
                                   'whole (record_args = False, or too large)' % task_id)
     if record.retried_as and not record.retried_as.startswith(CLAIM_PREFIX):
         return record.retried_as, False
-    sealer = store(url, app).sealer
+    sealer = recorder_for(app).store.sealer
     sealer.check_inputs({'id': task_id, 'task': record.task, 'queue': record.queue,
                          'labels': record.labels,
                          'inputs': dict(record.inputs, mac=record.inputs_mac)})
-    task_class = resolve_task(record.task)
+    task_class = app.registry.resolve(record.task)
     if is_internal(task_class):
         raise RecordConflictError('task %s cannot be retried: %s is one of Kale\'s own tasks, '
                                   'published only by Kale' % (task_id, record.task))
@@ -220,22 +215,21 @@ def retry_reporting(task_id: str, url: Optional[str] = None,
     labels['retry_of'] = task_id[:256]
     inputs = record.inputs
     new_id = sealer.retry_id(task_id)
+    publisher = app.publisher
 
     def publish() -> str:
-        publisher = app.publisher if app is not None else get_publisher()
         [published] = publisher.publish_batch(
             task_class, None, [(tuple(inputs['args']), dict(inputs['kwargs']))], labels=labels,
             queue_name=record.queue, task_ids=[new_id])
         return published
-    return retry_once(store(url, app).records, task_id, publish)
+    return retry_once(recorder_for(app).store.records, task_id, publish)
 
 
 #: Tasks one bulk retry publishes again, at most.
 BULK_RETRY_MAX = 1000
 
 
-def retry_matching(where: TaskFilter, url: Optional[str] = None,
-        app: Optional[App] = None,
+def retry_matching(where: TaskFilter, app: Optional['App'] = None,
                    limit: int = BULK_RETRY_MAX) -> dict[str, Any]:
     """Retry every failed task ``where`` matches (and cancelled ones, when
     its status filter names them), each once, at most ``limit``: what was
@@ -243,9 +237,9 @@ def retry_matching(where: TaskFilter, url: Optional[str] = None,
     statuses = set(where.statuses) & {FAILED, CANCELLED} or {FAILED}
     where = dataclasses.replace(where, statuses=tuple(sorted(statuses)))
     published, earlier, refused = [], 0, []
-    for record in itertools.islice(queries(url, app).iterate(where), limit):
+    for record in itertools.islice(queries(app).iterate(where), limit):
         try:
-            new_id, new = retry_reporting(record.id, url, app)
+            new_id, new = retry_reporting(record.id, app)
         except RecordsError as exc:
             refused.append({'id': record.id, 'error': str(exc)})
             continue
@@ -253,19 +247,18 @@ def retry_matching(where: TaskFilter, url: Optional[str] = None,
             published.append({'id': new_id, 'retry_of': record.id})
         else:
             earlier += 1
-    recorder_for(url, app).flush(timeout=OWN_WRITES_SEC)
+    recorder_for(app).flush(timeout=OWN_WRITES_SEC)
     return {'published': published, 'already_retried': earlier, 'refused': refused}
 
 
-def attempts(task_id: str, url: Optional[str] = None,
-        app: Optional[App] = None) -> list[dict[str, Any]]:
+def attempts(task_id: str, app: Optional['App'] = None) -> list[dict[str, Any]]:
     """Every attempt of the task, oldest first: those that failed and were
     retried (each with its retry's delay, ``retry_delay_sec``), then its last
     (from its record, if it started)."""
-    record = get(task_id, url, app)
+    record = get(task_id, app)
     if record is None:
         raise RecordNotFoundError('no record of task %s' % task_id)
-    found = store(url, app).records.attempts(task_id)
+    found = recorder_for(app).store.records.attempts(task_id)
     if record.started_at is not None:
         retried = [a.get('retry_delay_sec') for a in found if a['attempt'] == record.attempts]
         found = [a for a in found if a['attempt'] != record.attempts] + [{
@@ -285,7 +278,6 @@ __all__ = [
     'STATUSES',
     'SUCCEEDED',
     'Queries',
-    'RecordStore',
     'TaskFilter',
     'TaskRecord',
     'WorkerRecord',

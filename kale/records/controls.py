@@ -14,54 +14,53 @@ call these.
 from __future__ import annotations
 
 import time
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-from kale.app import App, default_app
+from kale.default import default_app
 from kale.exceptions import RecordConflictError, RecordNotFoundError
-from kale.queue_config import get_queue_config
 from kale.statuses import WorkerState
 from kale.store.controls import ControlStore
 from kale.store.record import WorkerRecord, iso
 
-
-def _controls(url: Optional[str], app: Optional[App]) -> ControlStore:
-    from kale.records import store
-    return store(url, app).controls
+if TYPE_CHECKING:
+    from kale.app import App
 
 
-def _queue_name(name: str, app: Optional[App]) -> str:
+def _controls(app: Optional['App']) -> ControlStore:
+    return (app or default_app()).store.controls
+
+
+def _queue_name(name: str, app: Optional['App']) -> str:
     """The queue's name, once the queue config has it (UnknownQueueError else)."""
-    return get_queue_config((app or default_app()).config).get_queue(name).name
+    return (app or default_app()).queues.get_queue(name).name
 
 
-def pause_queue(name: str, url: Optional[str] = None, app: Optional[App] = None) -> dict[str, Any]:
+def pause_queue(name: str, app: Optional['App'] = None) -> dict[str, Any]:
     """Pause the queue ``name``: every worker stops receiving from it within
     a few seconds; its messages wait in SQS. The queue and since when."""
     queue = _queue_name(name, app)
-    since = _controls(url, app).pause(queue, time.time())
+    since = _controls(app).pause(queue, time.time())
     return {'queue': queue, 'paused': True, 'paused_at': iso(since)}
 
 
-def resume_queue(name: str, url: Optional[str] = None,
-                 app: Optional[App] = None) -> dict[str, Any]:
+def resume_queue(name: str, app: Optional['App'] = None) -> dict[str, Any]:
     """Resume the queue ``name`` (whether it was paused is ``was_paused``)."""
     queue = _queue_name(name, app)
-    was = _controls(url, app).resume(queue)
+    was = _controls(app).resume(queue)
     return {'queue': queue, 'paused': False, 'was_paused': was}
 
 
-def paused_queues(url: Optional[str] = None, app: Optional[App] = None) -> dict[str, float]:
+def paused_queues(app: Optional['App'] = None) -> dict[str, float]:
     """The paused queues, and since when (epoch seconds)."""
-    return _controls(url, app).paused()
+    return _controls(app).paused()
 
 
-def find_worker(id_or_prefix: str, url: Optional[str] = None,
-                app: Optional[App] = None) -> WorkerRecord:
+def find_worker(id_or_prefix: str, app: Optional['App'] = None) -> WorkerRecord:
     """The worker (or supervisor) whose id is, or starts with, ``id_or_prefix``
     (``host:pid`` will do). RecordNotFoundError when none, RecordConflictError
     when several that have not stopped do."""
     from kale.records import queries
-    found = queries(url, app).workers()
+    found = queries(app).workers()
     exact = [w for w in found if w.id == id_or_prefix]
     if exact:
         return exact[0]
@@ -77,25 +76,23 @@ def find_worker(id_or_prefix: str, url: Optional[str] = None,
         len(several), id_or_prefix[:200], ', '.join(w.id for w in several[:3])))
 
 
-def stop_worker(id_or_prefix: str, url: Optional[str] = None,
-                app: Optional[App] = None) -> dict[str, Any]:
+def stop_worker(id_or_prefix: str, app: Optional['App'] = None) -> dict[str, Any]:
     """Ask a worker to stop: it receives no more, lets what runs finish and
     exits 0 (a supervisor stops its workers). Its row, with
     ``stop_requested_at``. RecordConflictError when it has stopped."""
-    worker = find_worker(id_or_prefix, url, app)
+    worker = find_worker(id_or_prefix, app)
     if worker.state == WorkerState.STOPPED:
         raise RecordConflictError('worker %s stopped at %s: there is nothing to stop'
                                   % (worker.id, iso(worker.stopped_at)))
-    asked = _controls(url, app).ask_stop(worker.id, time.time())
+    asked = _controls(app).ask_stop(worker.id, time.time())
     return dict(worker.as_json(), stop_requested_at=iso(asked))
 
 
-def workers(state: Optional[str] = None, url: Optional[str] = None,
-            app: Optional[App] = None) -> list[dict[str, Any]]:
+def workers(state: Optional[str] = None, app: Optional['App'] = None) -> list[dict[str, Any]]:
     """The workers' rows as JSON, each with ``stop_requested_at`` (None: no
     stop was asked of it, or it has stopped)."""
     from kale.records import queries
-    found = queries(url, app).workers(state)
-    stops = _controls(url, app).stops()
+    found = queries(app).workers(state)
+    stops = _controls(app).stops()
     return [dict(w.as_json(), stop_requested_at=iso(stops.get(w.id))
                  if w.state != WorkerState.STOPPED else None) for w in found]

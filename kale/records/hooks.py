@@ -28,10 +28,9 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, Callable, Collection, Mapping, Optional, Sequence
 
-from kale.config import Config
 from kale.events import Outcome, process_identity
 from kale.hooks import PublishHooks, WorkerHooks
-from kale.records.recorder import OWN_WRITES_SEC, Recorder, get_recorder
+from kale.records.recorder import OWN_WRITES_SEC, Recorder
 from kale.records.render import error_fields, render_inputs, render_result
 from kale.records.writer import LaterRow, Row
 from kale.statuses import TaskStatus
@@ -40,6 +39,7 @@ from kale.store.records import KEPT_COLUMNS, TASK_COLUMNS
 logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
+    from kale.app import App
     from kale.events import Settlement
     from kale.message import Message
     from kale.publisher import Publication
@@ -131,11 +131,9 @@ def worker_identity() -> str:
 class RecordsHooks(PublishHooks, WorkerHooks):
     """Writes task records and this process's row (see the module docstring)."""
 
-    def __init__(self, config: Config, url: Optional[str] = None):
-        #: Whose records: its RECORDS_URL (or ``url``) and its records settings.
-        self.config = config
-        self._url = url
-        self._recorder: Optional[Recorder] = None
+    def __init__(self, recorder: Recorder):
+        #: Whose records: its app's recorder (its store and records settings).
+        self.recorder = recorder
         self._worker = worker_identity()
         #: receipt handle -> when its task started here, until its batch is reported
         #: (keyed by receive: the next attempt of a task may start here before the
@@ -145,15 +143,9 @@ class RecordsHooks(PublishHooks, WorkerHooks):
         self._written_early: set[str] = set()
 
     @classmethod
-    def for_config(cls, config: Config) -> 'RecordsHooks':
-        """The hooks of an app whose configuration is ``config``."""
-        return cls(config)
-
-    @property
-    def recorder(self) -> Recorder:
-        if self._recorder is None:
-            self._recorder = get_recorder(self.config, self._url)
-        return self._recorder
+    def for_app(cls, app: 'App') -> 'RecordsHooks':
+        """The hooks of ``app``, on its recorder."""
+        return cls(app.recorder)
 
     # --- publishing ---------------------------------------------------------------
 

@@ -5,7 +5,8 @@ deletes, throughput over time and workers. Shared by ``kale web`` and
 Filters come from query parameters (``status``, ``task``, ``queue``,
 ``label.KEY``, ``since``, ``until``): :func:`parse_filter` checks them and
 raises BadFilterError with one line naming the bad one. The questions
-themselves are the store's (:class:`kale.store.sql.queries.Queries`).
+themselves are the store's (:class:`kale.store.records.RecordQueries`, whichever
+backend: nothing here loads SQLAlchemy).
 """
 from __future__ import annotations
 
@@ -16,8 +17,14 @@ from typing import Any, Callable, Mapping, Optional
 from kale.exceptions import BadFilterError
 from kale.labels import LABEL_KEY
 from kale.statuses import PENDING_FILTER, PENDING_TASK, TaskStatus
-from kale.store.record import TaskFilter, decode_cursor, encode_cursor
-from kale.store.sql.queries import DEFAULT_LIMIT, MAX_LIMIT, Queries
+from kale.store.record import (
+    DEFAULT_LIMIT,
+    MAX_LIMIT,
+    TaskFilter,
+    decode_cursor,
+    encode_cursor,
+)
+from kale.store.records import RecordQueries as Queries
 
 STATUSES = tuple(TaskStatus)
 #: Query parameters that are not filters.

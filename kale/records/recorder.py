@@ -1,8 +1,9 @@
 """This process's records: the store on RECORDS_URL, the writer thread, and
 the row of this worker (or supervisor) process.
 
-One :class:`Recorder` per process and URL, made on first use
-(:func:`get_recorder`); a forked child makes its own. Its writer thread also
+One :class:`Recorder` per app, made on first use (``app.recorder``), under
+that app's records settings (two apps on one RECORDS_URL share the
+database, not their settings); a forked child makes its own. Its writer thread also
 keeps the process's row up to date (a heartbeat every
 ``RECORDS_HEARTBEAT_SEC``, the task running now, counts by outcome), reads
 what operators asked of the process (its stop, the paused queues: see
@@ -19,6 +20,7 @@ import random
 import socket
 import threading
 import time
+import weakref
 from typing import Any, Callable, Optional, Sequence
 
 from kale.config import Config
@@ -26,9 +28,8 @@ from kale.events import process_identity
 from kale.exceptions import ImproperlyConfigured
 from kale.records.spool import Spool, default_directory
 from kale.records.writer import LaterRow, RecordWriter, Row
-from kale.store import Store, open_store
+from kale.store import Store, open_store, safe_url
 from kale.store.records import retried_attempts
-from kale.store.sql.urls import safe_url
 from kale.version import __version__
 
 logger = logging.getLogger(__name__)
@@ -93,13 +94,20 @@ class ProcessRow:
 
 
 class Recorder:
-    """The store, its writer and this process's row, under one configuration's
-    records settings."""
+    """The store, its writer and this process's row, under one app's records
+    settings."""
 
-    def __init__(self, url: str, config: Config):
+    def __init__(self, config: Config):
+        url = config.RECORDS_URL
+        if not url:
+            raise ImproperlyConfigured('task records are off: set RECORDS_URL (e.g. '
+                                       "'sqlite:///kale-records.db')")
         self.url = url
         self.config = config
         self.store: Store = open_store(url, config)
+        logger.debug('records: store %s', safe_url(url))
+        self.pid = os.getpid()
+        _live.add(self)
         self.max_value_chars = int(config.RECORDS_MAX_VALUE_CHARS)
         self.buffer_size = int(config.RECORDS_BUFFER_SIZE)
         self.heartbeat_sec = float(config.RECORDS_HEARTBEAT_SEC)
@@ -167,6 +175,12 @@ class Recorder:
         if self._writer is None:
             return True
         return self._writer.flush(timeout, periodic=self.row is not None and self.row.dirty)
+
+    def flush_process(self, timeout: float = OWN_WRITES_SEC) -> bool:
+        """Write what every recorder of this process on this URL holds (other
+        apps' too: "this process's writes", which a read sees first)."""
+        return all([recorder.flush(timeout) for recorder in list(_live)
+                    if recorder.url == self.url and recorder.pid == os.getpid()])
 
     def keep_on_disk(self, later: Sequence[Any]) -> None:
         """Spool outcomes the store did not take in time (see :mod:`kale.records.spool`)."""
@@ -282,57 +296,24 @@ class Recorder:
 #: Seconds between two looks for spools of gone workers.
 SPOOL_REPLAY_SEC = 10.0
 
-_recorders: dict[tuple[str, str], Recorder] = {}
-_recorders_pid = os.getpid()
-_recorders_lock = threading.Lock()
-
-
-def get_recorder(config: Config, url: Optional[str] = None) -> Recorder:
-    """The recorder of this process for ``url`` (default ``config``'s
-    RECORDS_URL), made with ``config``'s records settings by the first to ask."""
-    global _recorders_pid
-    url = url or config.RECORDS_URL
-    if not url:
-        raise ImproperlyConfigured('task records are off: set RECORDS_URL (e.g. '
-                                   "'sqlite:///kale-records.db')")
-    with _recorders_lock:
-        if _recorders_pid != os.getpid():           # a forked child: its own threads
-            _recorders.clear()
-            _recorders_pid = os.getpid()
-        key = (url, _keys_of(config))
-        recorder = _recorders.get(key)
-        if recorder is None:
-            recorder = _recorders[key] = Recorder(url, config)
-            logger.debug('records: store %s', safe_url(url))
-    return recorder
-
-
-#: The settings that decide what a store seals and signs: configurations
-#: that differ in them never share a recorder.
-SEALING_SETTINGS = ('MESSAGE_SIGNING_KEY', 'MESSAGE_SIGNING_OLD_KEYS', 'MESSAGE_ENCRYPTION_KEY',
-                    'MESSAGE_ENCRYPTION_OLD_KEYS', 'RECORDS_SENSITIVE_DATA')
-
-
-def _keys_of(config: Config) -> str:
-    return repr(tuple(config.get(name) for name in SEALING_SETTINGS))
+#: Every recorder of this process, to write their rows at exit (not a cache:
+#: each app holds its own).
+_live: 'weakref.WeakSet[Recorder]' = weakref.WeakSet()
 
 
 @atexit.register
 def _flush_at_exit() -> None:
     """A publisher that exits right after publishing still records its tasks."""
-    if _recorders_pid != os.getpid():
-        return
-    for recorder in list(_recorders.values()):
-        recorder.close()
+    for recorder in list(_live):
+        if recorder.pid == os.getpid():
+            recorder.close()
 
 
 def reset_recorders() -> None:
-    """Close and forget every recorder (tests switch RECORDS_URL)."""
-    with _recorders_lock:
-        for recorder in _recorders.values():
-            recorder.close()
-            recorder.store.dispose()
-        _recorders.clear()
+    """Close every recorder of this process (tests switch RECORDS_URL)."""
+    for recorder in list(_live):
+        recorder.close()
+        recorder.store.dispose()
 
 
-__all__ = ['ProcessRow', 'Recorder', 'get_recorder', 'reset_recorders']
+__all__ = ['ProcessRow', 'Recorder', 'reset_recorders']

@@ -27,15 +27,16 @@ has a typo is refused when defined), whose schedules are then unknown.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Mapping, Optional
 
-from kale.config import Config
 from kale.exceptions import KaleError, ScheduleError, ScheduleNotFoundError
 from kale.publisher import check_arguments, task_queue
-from kale.registry import get_registry
 from kale.schedules.spec import Schedule, check_fields, check_name
 from kale.task import Task
 from kale.task_modules import declaring_classes_and_failures
+
+if TYPE_CHECKING:
+    from kale.app import App
 
 #: A class's attributes and the fields they give.
 CLASS_FIELDS: tuple[tuple[str, str, Any], ...] = (
@@ -90,10 +91,11 @@ class Schedules:
             name[:200], ', '.join(s.name for s in self.schedules) or 'none'))
 
 
-def find_schedules(config: Config) -> Schedules:
-    """Import TASK_MODULES and the tasks of SCHEDULES, and check every
-    schedule: those that cannot run are kept aside as broken, each with its
-    ScheduleError line naming the schedule and the field."""
+def find_schedules(app: 'App') -> Schedules:
+    """Import ``app``'s TASK_MODULES and the tasks of its SCHEDULES, and check
+    every schedule: those that cannot run are kept aside as broken, each with
+    its ScheduleError line naming the schedule and the field."""
+    config = app.config
     found: dict[str, Schedule] = {}
     broken: dict[str, Broken] = {}
     classes, failures = declaring_classes_and_failures(list(config.TASK_MODULES or ()),
@@ -107,7 +109,7 @@ def find_schedules(config: Config) -> Schedules:
         fields = {field: getattr(task_class, attribute, default)
                   for attribute, field, default in CLASS_FIELDS}
         try:
-            found[name] = _schedule(config, name, task_class, task_class.__dict__['schedule'],
+            found[name] = _schedule(app, name, task_class, task_class.__dict__['schedule'],
                                     fields, None)
         except ScheduleError as exc:
             broken[name] = Broken(name, str(exc), name, exc.public)
@@ -119,7 +121,7 @@ def find_schedules(config: Config) -> Schedules:
                 raise ScheduleError('schedule %r is defined twice: by its task class, which '
                                     'says schedule = ..., and in SCHEDULES (rename the entry)'
                                     % name)
-            found[name] = _entry(config, name, entry)
+            found[name] = _entry(app, name, entry)
         except ScheduleError as exc:
             shown = name if isinstance(name, str) else repr(name)
             task = entry.get('task') if isinstance(entry, Mapping) else None
@@ -130,7 +132,7 @@ def find_schedules(config: Config) -> Schedules:
                      broken=tuple(broken[name] for name in sorted(broken)))
 
 
-def _entry(config: Config, name: str, entry: Mapping[str, Any]) -> Schedule:
+def _entry(app: 'App', name: str, entry: Mapping[str, Any]) -> Schedule:
     unknown = sorted(set(entry) - set(ENTRY_FIELDS))
     if unknown:
         raise ScheduleError('schedule %r: unknown field %r (fields: %s)'
@@ -143,31 +145,26 @@ def _entry(config: Config, name: str, entry: Mapping[str, Any]) -> Schedule:
         raise ScheduleError('schedule %r: task must be a task path (module.Class), got %r'
                             % (name, path))
     try:
-        task_class = get_registry(config).resolve(path)
+        task_class = app.registry.resolve(path)
     except KaleError as exc:        # DecodeError: "task 'x.Y' cannot be imported: ..."
         raise ScheduleError('schedule %r: %s' % (name, getattr(exc, 'detail', exc))) from None
     queue = entry.get('queue')
     if queue is not None and not isinstance(queue, str):
         raise ScheduleError('schedule %r: queue must be a queue name, got %r' % (name, queue))
     fields = {field: entry.get(field, default) for _, field, default in CLASS_FIELDS}
-    return _schedule(config, name, task_class, entry['schedule'], fields, queue)
+    return _schedule(app, name, task_class, entry['schedule'], fields, queue)
 
 
-def _schedule(config: Config, name: str, task_class: type[Task], every: Any,
+def _schedule(app: 'App', name: str, task_class: type[Task], every: Any,
               fields: dict[str, Any], queue: Optional[str]) -> Schedule:
     checked = check_fields(name, every, **fields)
     try:
-        task_queue(task_class, config, queue)
+        task_queue(task_class, app.queues, queue)
     except KaleError as exc:
         raise ScheduleError('schedule %r: queue: %s' % (name, exc),
                             public='schedule %r: queue: %s' % (name, exc.public or exc)) from None
     try:
-        check_arguments(task_class, checked['args'], checked['kwargs'], config)
+        check_arguments(task_class, checked['args'], checked['kwargs'], app.config)
     except KaleError as exc:
         raise ScheduleError('schedule %r: args and kwargs: %s' % (name, exc)) from None
     return Schedule(name=name, task_class=task_class, queue=queue, **checked)
-
-
-def get_schedules(config: Config) -> Schedules:
-    """The schedules of ``config``, found once per process."""
-    return config.part('schedules', lambda: find_schedules(config))

@@ -19,8 +19,7 @@ class SchedulerHooks(WorkerHooks):
         self._thread: Optional[threading.Thread] = None
 
     def on_worker_startup(self, worker: Any) -> None:
-        self.scheduler = make_scheduler(worker.config, clock=getattr(worker, 'clock',
-                                                                     SYSTEM_CLOCK))
+        self.scheduler = make_scheduler(worker.app, clock=getattr(worker, 'clock', SYSTEM_CLOCK))
         self._thread = threading.Thread(target=self.scheduler.run, name='kale-scheduler',
                                         daemon=True)
         self._thread.start()

@@ -22,14 +22,13 @@ import collections
 import logging
 import math
 import threading
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from kale.clock import SYSTEM_CLOCK, Clock
-from kale.config import Config
 from kale.events import process_identity
 from kale.exceptions import KaleError, ScheduleError
-from kale.publisher import Publisher, get_publisher
-from kale.schedules.discovery import NOTHING_TO_SEARCH, Schedules, get_schedules
+from kale.publisher import Publisher
+from kale.schedules.discovery import NOTHING_TO_SEARCH, Schedules
 from kale.schedules.spec import (
     CATCH_UP_ALL_MAX,
     SCHEDULE_LABEL,
@@ -38,6 +37,9 @@ from kale.schedules.spec import (
     tick_id,
 )
 from kale.store.schedules import Lease, Progress, ScheduleStore
+
+if TYPE_CHECKING:
+    from kale.app import App
 
 logger = logging.getLogger('kale.schedules')
 
@@ -59,22 +61,19 @@ def publish_run(publisher: Publisher, schedule: Schedule,
         task_ids=[task_id] if task_id is not None else None)[0]
 
 
-def records_state(config: Config, url: Optional[str] = None) -> ScheduleStore:
-    """The schedulers' state in the task records on ``url`` (default
-    ``config``'s RECORDS_URL); ScheduleError without them."""
-    url = url or config.RECORDS_URL
-    if not url:
+def records_state(app: 'App') -> ScheduleStore:
+    """The schedulers' state in ``app``'s task records; ScheduleError without them."""
+    if not app.config.RECORDS_URL:
         raise ScheduleError("the scheduler keeps its lease and each schedule's last tick in the "
                             "task records: set RECORDS_URL (a SQLite file on one machine, e.g. "
                             "'sqlite:///kale-records.db'; PostgreSQL for schedulers on several)")
-    from kale import records
-    return records.store(url).schedules
+    return app.store.schedules
 
 
-def runnable_schedules(config: Config) -> Schedules:
-    """The schedules a scheduler runs (the broken ones aside, see
+def runnable_schedules(app: 'App') -> Schedules:
+    """The schedules a scheduler of ``app`` runs (the broken ones aside, see
     :meth:`Scheduler.run`); ScheduleError, in one line, when none can run."""
-    found = get_schedules(config)
+    found = app.schedules
     if not found.searched:
         raise ScheduleError(NOTHING_TO_SEARCH)
     if not len(found) and found.broken:
@@ -82,7 +81,7 @@ def runnable_schedules(config: Config) -> Schedules:
             len(found.broken), '; '.join(broken.error for broken in found.broken)))
     if not len(found):
         raise ScheduleError('no schedules: no task class of TASK_MODULES (%s) says schedule = '
-                            '..., and SCHEDULES is empty' % ', '.join(config.TASK_MODULES))
+                            '..., and SCHEDULES is empty' % ', '.join(app.config.TASK_MODULES))
     return found
 
 
@@ -90,7 +89,7 @@ class Scheduler:
     """Leads or follows; while leading, publishes each due tick once."""
 
     def __init__(self, schedules: Schedules, state: ScheduleStore, lease_sec: float,
-                 publisher: Optional[Publisher] = None, clock: Clock = SYSTEM_CLOCK,
+                 publisher: Publisher, clock: Clock = SYSTEM_CLOCK,
                  holder: Optional[str] = None,
                  wait: Optional[Callable[[float], bool]] = None):
         self.schedules = schedules
@@ -145,7 +144,7 @@ class Scheduler:
     def warm_up(self) -> None:
         """Make what publishing needs (the client, the publish hooks, the
         queues), so that a scheduler that comes to lead publishes at once."""
-        publisher = self.publisher or get_publisher()
+        publisher = self.publisher
         try:
             _ = getattr(publisher, 'hooks', None)
             declare = getattr(getattr(publisher, 'sender', None), 'declare', None)
@@ -257,7 +256,7 @@ class Scheduler:
         if not self.state.claim(schedule.name, self.holder, tick, task_id, now):
             return None                   # done meanwhile, or the lease was lost
         try:
-            published = publish_run(self.publisher or get_publisher(), schedule, task_id)
+            published = publish_run(self.publisher, schedule, task_id)
         except Exception as exc:
             logger.error('schedule %s: the tick of %s could not be published (tried again in '
                          '%g s): %s: %s', schedule.name, _when(tick), RETRY_SEC,
@@ -298,10 +297,10 @@ def _when(tick: float) -> Any:
     return iso(tick)
 
 
-def make_scheduler(config: Config, clock: Clock = SYSTEM_CLOCK,
-                   publisher: Optional[Publisher] = None, **options: Any) -> Scheduler:
-    """A scheduler of ``config``'s schedules on its task records (ScheduleError
-    in one line without records or schedules)."""
-    found = runnable_schedules(config)
-    return Scheduler(found, records_state(config), float(config.SCHEDULER_LEASE_SEC),
-                     publisher=publisher, clock=clock, **options)
+def make_scheduler(app: 'App', clock: Optional[Clock] = None, **options: Any) -> Scheduler:
+    """A scheduler of ``app``'s schedules, with its lease in ``app``'s store,
+    publishing through ``app``'s publisher (ScheduleError in one line without
+    records or schedules)."""
+    found = runnable_schedules(app)
+    return Scheduler(found, records_state(app), float(app.config.SCHEDULER_LEASE_SEC),
+                     publisher=app.publisher, clock=clock or app.clock, **options)

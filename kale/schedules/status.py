@@ -3,16 +3,16 @@ the dashboard show it, and a run fired by hand (``kale schedules run``)."""
 from __future__ import annotations
 
 import json
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from kale.clock import SYSTEM_CLOCK, Clock
-from kale.config import Config
-from kale.publisher import Publisher, get_publisher
-from kale.schedules.discovery import get_schedules
 from kale.schedules.scheduler import publish_run, records_state
 from kale.schedules.spec import Schedule
 from kale.store.record import iso
 from kale.store.schedules import Lease, Progress
+
+if TYPE_CHECKING:
+    from kale.app import App
 
 #: Next run times listed for each schedule.
 NEXT_RUNS = 3
@@ -22,21 +22,21 @@ def _json(value: Any) -> Any:
     return json.loads(json.dumps(value, default=repr))
 
 
-def describe(config: Config, clock: Clock = SYSTEM_CLOCK, count: int = NEXT_RUNS,
-             records_url: Optional[str] = None, public: bool = False) -> dict[str, Any]:
+def describe(app: 'App', clock: Clock = SYSTEM_CLOCK, count: int = NEXT_RUNS,
+             public: bool = False) -> dict[str, Any]:
     """Every schedule: its task, when it runs, its next ``count`` run times,
     and from the records (when on) its last tick, that tick's task and the
     task's status; the broken ones, each with its one line (``public``: as
     an API caller may read it, without a file's path); and the scheduler
     that leads, if one does."""
     now = clock.time()
-    found = get_schedules(config)
-    records = bool(records_url or config.RECORDS_URL)
+    found = app.schedules
+    records = bool(app.config.RECORDS_URL)
     progress: dict[str, Progress] = {}
     statuses: dict[str, str] = {}
     lease: Optional[Lease] = None
     if records:
-        progress, statuses, lease = _from_records(config, records_url)
+        progress, statuses, lease = _from_records(app)
     rows = [{**_schedule_row(schedule, now, count),
              **_last_run(progress.get(schedule.name), statuses)} for schedule in found]
     broken = [{'name': b.name, 'task': b.task,
@@ -46,10 +46,9 @@ def describe(config: Config, clock: Clock = SYSTEM_CLOCK, count: int = NEXT_RUNS
             'records': records, 'leader': _leader(lease, now)}
 
 
-def _from_records(config: Config, records_url: Optional[str]
-                  ) -> tuple[dict[str, Progress], dict[str, str], Optional[Lease]]:
+def _from_records(app: 'App') -> tuple[dict[str, Progress], dict[str, str], Optional[Lease]]:
     """Each schedule's progress, the status of each last tick's task, and the lease."""
-    state = records_state(config, records_url)
+    state = records_state(app)
     progress = state.progress()
     lease = state.lease()
     statuses = state.task_statuses(p.last_task_id for p in progress.values()
@@ -88,8 +87,7 @@ def _leader(lease: Optional[Lease], now: float) -> Optional[dict[str, Any]]:
             'expires_at': iso(lease.expires_at)}
 
 
-def run_now(config: Config, name: str, publisher: Optional[Publisher] = None) -> str:
-    """Publish one run of the schedule called ``name`` now, with a task id of
-    its own (not a tick's: the schedule's ticks go on as before)."""
-    schedule = get_schedules(config).get(name)
-    return publish_run(publisher or get_publisher(), schedule)
+def run_now(app: 'App', name: str) -> str:
+    """Publish one run of ``app``'s schedule called ``name`` now, with a task
+    id of its own (not a tick's: the schedule's ticks go on as before)."""
+    return publish_run(app.publisher, app.schedules.get(name))

@@ -77,3 +77,12 @@ def open_store(url: str, config: Any) -> Store:
     module, name = BACKENDS.get(url.split(':', 1)[0], DATABASE).split(':')
     made: Store = getattr(importlib.import_module(module), name)(url, config)
     return made
+
+
+def safe_url(url: str) -> str:
+    """``url`` with any password hidden, for messages and logs (a database
+    URL is read by SQLAlchemy, loaded only then: ``memory://`` needs none)."""
+    if url.split(':', 1)[0] in BACKENDS:
+        return url
+    from kale.store.sql.urls import safe_url as database_url
+    return database_url(url)

@@ -157,6 +157,11 @@ def worker_state(row: Mapping[str, Any], now: float) -> WorkerState:
     return WorkerState.RUNNING
 
 
+#: Rows one page of records holds unless asked otherwise, and at most.
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 1000
+
+
 @dataclasses.dataclass(frozen=True)
 class TaskFilter:
     """Which records a question is about; empty: all of them."""

@@ -208,9 +208,4 @@ class Sealer:
         return row
 
 
-def sealer(config: Config) -> Sealer:
-    """The configuration's sealer, made once per process."""
-    return config.part('records-sealer', lambda: Sealer(config))
-
-
-__all__ = ['Sealer', 'canonical', 'sealer']
+__all__ = ['Sealer', 'canonical']

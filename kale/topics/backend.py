@@ -1,32 +1,32 @@
-"""Where topics live: SNS beside SQS, or in memory beside the in-memory
-transport (tests, eager runs), found through the broker ``Task.publish``
-sends with."""
+"""Where an app's topics live: SNS beside SQS, or in memory beside the
+in-memory transport (tests, eager runs), found through the broker the app
+publishes with."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
-from kale.config import Config, default_config
-
-
-def current_broker(config: Config) -> Any:
-    """The broker ``config``'s app publishes through: the in-memory one in
-    tests and eager runs."""
-    from kale.broker import Broker, get_broker
-    from kale.publisher import get_publisher
-    if config is default_config():      # the default app's publisher may be set (tests)
-        sender = get_publisher().sender
-        if isinstance(sender, Broker):
-            return sender
-    return get_broker(config)
+if TYPE_CHECKING:
+    from kale.app import App
+    from kale.broker import Broker
 
 
-def topics_backend(config: Config) -> Any:
-    """The topics of the transport ``Task.publish`` sends to: SNS for SQS,
-    in memory for the in-memory transport."""
-    transport = current_broker(config).transport
+def publishing_broker(app: 'App') -> 'Broker':
+    """The broker ``app``'s publisher sends with: the in-memory one a test or
+    eager mode put in place (:func:`kale.publisher.set_publisher`), else its own."""
+    from kale.broker import Broker
+    sender = app.publisher.sender
+    return sender if isinstance(sender, Broker) else app.broker
+
+
+def topics_backend(app: 'App') -> Any:
+    """The topics of the transport ``app`` publishes to: SNS for SQS, in
+    memory for the in-memory transport."""
+    transport = publishing_broker(app).transport
     from kale.transport.memory import MemoryTransport
     if isinstance(transport, MemoryTransport):
         from kale.transport.memory_topics import topics_of
         return topics_of(transport)
-    from kale.transport.sns import get_sns
-    return get_sns(config)
+    from kale.transport.sns import SNSTopics
+    from kale.transport.sqs import SQSTransport
+    return app.part(('sns', id(transport)), lambda: SNSTopics(cast(SQSTransport, transport),
+                                                              config=app.config))

@@ -3,11 +3,13 @@ subscribers when it starts (as ``kale topics sync`` would, for those queues)."""
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kale.config import Config
 from kale.exceptions import KaleError
 from kale.hooks import PublishHooks, WorkerHooks
+
+if TYPE_CHECKING:
+    from kale.app import App
 
 logger = logging.getLogger(__name__)
 
@@ -15,24 +17,21 @@ logger = logging.getLogger(__name__)
 class TopicHooks(PublishHooks, WorkerHooks):
     """Subscribes a starting worker's queues to their subscribers' topics."""
 
-    def __init__(self, config: Config):
-        self.config = config
+    def __init__(self, app: 'App'):
+        self.app = app
 
     @classmethod
-    def for_config(cls, config: Config) -> 'TopicHooks':
-        """The hooks of an app whose configuration is ``config``."""
-        return cls(config)
+    def for_app(cls, app: 'App') -> 'TopicHooks':
+        """The hooks of ``app``."""
+        return cls(app)
 
     def on_worker_startup(self, worker: Any) -> None:
-        from kale.topics.backend import topics_backend
-        from kale.topics.subscribers import get_subscriptions
         from kale.topics.sync import sync
-        config = self.config
         try:
-            if not get_subscriptions(config).subscribers:
+            if not self.app.subscriptions.subscribers:
                 return
             names = {queue.name for queue in getattr(worker, 'queues', [])}
-            for line in sync(config, topics_backend(config), queues=names):
+            for line in sync(self.app, queues=names):
                 logger.info('topic subscription: %s', line)
         except KaleError as exc:
             logger.error('topics not set up for this worker\'s queues: %s', exc)

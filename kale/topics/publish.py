@@ -11,17 +11,14 @@ filter policies; they are not signed and never trusted by a worker.
 from __future__ import annotations
 
 import json
-import threading
 import time
-from typing import Any, Iterable, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
 
-from kale.codec import get_codec
-from kale.config import Config, default_config
+from kale.default import default_app
 from kale.exceptions import PublishError, TopicError
 from kale.ids import random_id
 from kale.labels import check_labels
 from kale.message import Message
-from kale.topics.backend import topics_backend
 from kale.topics.names import (
     check_topic,
     event_context,
@@ -31,30 +28,30 @@ from kale.topics.names import (
     task_name,
 )
 
-_synced: set[int] = set()
-_sync_lock = threading.Lock()
+if TYPE_CHECKING:
+    from kale.app import App
 
 
-def topic_arn(backend: Any, config: Config, topic: str) -> str:
+def topic_arn(backend: Any, app: 'App', topic: str) -> str:
     """The topic's ARN. With AUTO_CREATE_TOPICS the topic is created (and,
-    once per process, the subscriptions of TASK_MODULES' subscribers);
-    without it a missing topic is a TopicError saying what to run."""
-    name = sns_name(config, topic)
-    if config.AUTO_CREATE_TOPICS:
-        if id(backend) not in _synced:
-            with _sync_lock:
-                if id(backend) not in _synced:
-                    from kale.topics.subscribers import get_subscriptions
-                    from kale.topics.sync import sync
-                    if get_subscriptions(config).subscribers:
-                        sync(config, backend)
-                    _synced.add(id(backend))
+    once per app and backend, the subscriptions of TASK_MODULES'
+    subscribers); without it a missing topic is a TopicError saying what to run."""
+    name = sns_name(app.config, topic)
+    if app.config.AUTO_CREATE_TOPICS:
+        app.part(('topics-synced', id(backend)), lambda: _sync(app))
         return str(backend.create_topic(name))
     arn = backend.find_topic(name)
     if arn is None:
         raise TopicError('topic %r (SNS name %r) does not exist: run `kale topics sync`, or turn '
                          'AUTO_CREATE_TOPICS on' % (topic, name))
     return str(arn)
+
+
+def _sync(app: 'App') -> bool:
+    from kale.topics.sync import sync
+    if app.subscriptions.subscribers:
+        sync(app)
+    return True
 
 
 def _event_message(topic: str, event: Any, labels: Mapping[str, str]) -> Message:
@@ -69,7 +66,7 @@ def _event_message(topic: str, event: Any, labels: Mapping[str, str]) -> Message
 
 
 def publish(topic: str, event: Any, labels: Optional[Mapping[str, Any]] = None,
-            app: Optional[Any] = None) -> str:
+            app: Optional['App'] = None) -> str:
     """Publish ``event`` to every subscriber of ``topic`` (one SNS Publish)
     in ``app``'s deployment (by default the default app's); returns the
     event's id."""
@@ -78,21 +75,20 @@ def publish(topic: str, event: Any, labels: Optional[Mapping[str, Any]] = None,
 
 def publish_batch(topic: str, events: Iterable[Any],
                   labels: Optional[Mapping[str, Any]] = None,
-                  app: Optional[Any] = None) -> list[str]:
+                  app: Optional['App'] = None) -> list[str]:
     """Publish several events to ``topic`` (SNS PublishBatch, ten a
     request), all with the same ``labels``; their event ids, in order."""
-    config = app.config if app is not None else default_config()
+    app = app or default_app()
     check_topic(topic)
     checked = check_labels(task_name(topic), labels)
     attributes = label_attributes(topic, checked)
     messages = [_event_message(topic, event, checked) for event in events]
     if not messages:
         return []
-    codec = get_codec(config)
-    signed = signed_for(config, topic)
-    bodies = [codec.to_outgoing(message, signed).body for message in messages]
-    backend = topics_backend(config)
-    arn = topic_arn(backend, config, topic)
+    signed = signed_for(app.config, topic)
+    bodies = [app.codec.to_outgoing(message, signed).body for message in messages]
+    backend = app.topics
+    arn = topic_arn(backend, app, topic)
     if len(bodies) == 1:
         backend.publish(arn, bodies[0], attributes)
     else:

@@ -15,7 +15,7 @@ from typing import Any, Mapping, Optional
 
 from kale.config import Config
 from kale.exceptions import TopicError
-from kale.queue_config import get_queue_config
+from kale.queue_config import QueueConfig
 from kale.task import Task
 from kale.task_modules import declaring_classes
 from kale.topics.names import check_topic, signed_for
@@ -64,12 +64,11 @@ class Subscriptions:
         return self._by_key.get((topic, queue))
 
 
-def find_subscribers(config: Config) -> Subscriptions:
+def find_subscribers(config: Config, queues: QueueConfig) -> Subscriptions:
     """Import TASK_MODULES and collect their subscriber classes; TopicError
     for a bad declaration (a topic name, a queue not configured, two
     subscribers of one topic on one queue)."""
     modules = list(config.TASK_MODULES or ())
-    queues = get_queue_config(config)
     found: dict[tuple[str, str], Subscriber] = {}
     for task_class in declaring_classes(modules, 'subscribes', TopicError):
         topics = task_class.__dict__['subscribes']
@@ -94,8 +93,3 @@ def find_subscribers(config: Config) -> Subscriptions:
             found[(topic, queue)] = Subscriber(topic, task_class, queue, dict(labels))
     return Subscriptions(config, sorted(found.values(), key=lambda s: (s.topic, s.queue)),
                          searched=bool(modules))
-
-
-def get_subscriptions(config: Config) -> Subscriptions:
-    """The subscribers of ``config``, found once per process."""
-    return config.part('topic_subscriptions', lambda: find_subscribers(config))

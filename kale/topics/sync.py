@@ -13,24 +13,27 @@ it is deleted on SNS; ``kale topics list`` shows it).
 from __future__ import annotations
 
 import importlib
-from typing import Any, Collection, Optional
+from typing import TYPE_CHECKING, Any, Collection, Optional
 
-from kale.config import Config
+from kale.topics.backend import publishing_broker
 from kale.topics.names import filter_policy, sns_name
-from kale.topics.subscribers import Subscriber, get_subscriptions
+from kale.topics.subscribers import Subscriber
+
+if TYPE_CHECKING:
+    from kale.app import App
 
 #: The webhooks' fan-out (a feature above this layer, loaded by path).
 WEBHOOK_FANOUT = 'kale.webhooks.fanout'
 
 
-def sync(config: Config, backend: Any, queues: Optional[Collection[str]] = None) -> list[str]:
-    """Create and subscribe what the subscribers of ``config`` need (only
-    those on ``queues``, config names, when given); one line per subscription."""
-    from kale.topics.backend import current_broker
-    broker = current_broker(config)
+def sync(app: 'App', queues: Optional[Collection[str]] = None) -> list[str]:
+    """Create and subscribe what the subscribers of ``app`` need, on its
+    topics (only those on ``queues``, config names, when given); one line per
+    subscription."""
+    config, backend, broker = app.config, app.topics, publishing_broker(app)
     lines: list[str] = []
     allowed: dict[str, list[str]] = {}
-    for sub in every_subscriber(config, lines):
+    for sub in every_subscriber(app, lines):
         if queues is not None and sub.queue not in queues:
             continue
         arn = backend.create_topic(sns_name(config, sub.topic))
@@ -46,15 +49,15 @@ def sync(config: Config, backend: Any, queues: Optional[Collection[str]] = None)
     return lines
 
 
-def every_subscriber(config: Config, notes: Optional[list[str]] = None) -> list[Subscriber]:
+def every_subscriber(app: 'App', notes: Optional[list[str]] = None) -> list[Subscriber]:
     """The subscribers of TASK_MODULES, then the webhooks' fan-out on
     WEBHOOK_QUEUE for each topic with active webhooks (records on), unless a
     class already takes that queue's copy of the topic (said in ``notes``)."""
-    subscribers = list(get_subscriptions(config).subscribers)
-    if not config.RECORDS_URL:
+    subscribers = list(app.subscriptions.subscribers)
+    if not app.config.RECORDS_URL:
         return subscribers
     taken = {(sub.topic, sub.queue): sub for sub in subscribers}
-    for sub in importlib.import_module(WEBHOOK_FANOUT).webhook_subscribers(config):
+    for sub in importlib.import_module(WEBHOOK_FANOUT).webhook_subscribers(app):
         holder = taken.get((sub.topic, sub.queue))
         if holder is None:
             subscribers.append(sub)
@@ -65,13 +68,12 @@ def every_subscriber(config: Config, notes: Optional[list[str]] = None) -> list[
     return sorted(subscribers, key=lambda s: (s.topic, s.queue))
 
 
-def describe(config: Config, backend: Any) -> list[dict[str, Any]]:
-    """Each topic the subscribers name, with its subscribers (class, queue,
-    labels) and the SQS subscriptions SNS has for it (``None`` when the
-    topic does not exist yet)."""
-    from kale.topics.backend import current_broker
-    broker = current_broker(config)
-    subscribers = every_subscriber(config)
+def describe(app: 'App') -> list[dict[str, Any]]:
+    """Each topic ``app``'s subscribers name, with its subscribers (class,
+    queue, labels) and the SQS subscriptions SNS has for it (``None`` when
+    the topic does not exist yet)."""
+    config, backend, broker = app.config, app.topics, publishing_broker(app)
+    subscribers = every_subscriber(app)
     found = []
     for topic in sorted({sub.topic for sub in subscribers}):
         arn = backend.find_topic(sns_name(config, topic))

@@ -14,7 +14,6 @@ import contextlib
 import threading
 from typing import Iterator, Optional, Protocol
 
-from kale.config import Config
 from kale.exceptions import PayloadMissingError, PayloadStoreError
 
 #: Every payload object's key starts with this: the prefix a bucket lifecycle
@@ -91,14 +90,10 @@ class MemoryPayloadStore:
 _override: Optional[PayloadStore] = None
 
 
-def get_payload_store(config: Config) -> PayloadStore:
-    """The store the codec uses: S3 (one client per process, from the same
-    endpoint, region and credential settings of ``config`` as SQS), unless
-    :func:`using_payload_store` put another in place."""
-    if _override is not None:
-        return _override
-    from kale.transport.s3 import get_s3_store
-    return get_s3_store(config)
+def replaced_payload_store() -> Optional[PayloadStore]:
+    """The store :func:`using_payload_store` put in place for its block, if
+    any: it stands for every app's S3 store meanwhile."""
+    return _override
 
 
 @contextlib.contextmanager

@@ -112,8 +112,3 @@ class S3PayloadStore:
     def delete(self, bucket: str, key: str) -> None:
         with self._errors('DeleteObject', bucket, key):
             self.client.delete_object(Bucket=bucket, Key=key)
-
-
-def get_s3_store(config: kale_config.Config) -> S3PayloadStore:
-    """This process's S3 payload store for ``config``, built on first use."""
-    return config.part('s3', lambda: S3PayloadStore(config=config))

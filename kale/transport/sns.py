@@ -220,9 +220,3 @@ class SNSTopics:
 def _attributes(attributes: Mapping[str, str]) -> dict[str, dict[str, str]]:
     return {name: {'DataType': 'String', 'StringValue': value}
             for name, value in attributes.items()}
-
-
-def get_sns(config: kale_config.Config) -> SNSTopics:
-    """This process's SNS topics for ``config``."""
-    from kale.transport.sqs import get_transport
-    return config.part('sns', lambda: SNSTopics(get_transport(config), config=config))

@@ -442,9 +442,3 @@ class SQSTransport:
                              self.client.change_message_visibility_batch,
                              [{'ReceiptHandle': change.receipt_handle,
                                'VisibilityTimeout': int(change.timeout_sec)} for change in changes])
-
-
-def get_transport(config: kale_config.Config) -> SQSTransport:
-    """This process's SQS transport for ``config`` (by default the settings
-    in force), built on first use."""
-    return config.part('sqs', lambda: SQSTransport(config=config))

@@ -160,12 +160,11 @@ def _metrics(api: routes.Api) -> Callable[[Request], Response]:
     return metrics
 
 
-def allowed_hosts_for(token: Optional[str], served: Sequence[str] = (),
-                      app: Optional[App] = None) -> list[str]:
+def allowed_hosts_for(token: Optional[str], app: App, served: Sequence[str] = ()) -> list[str]:
     """The host names answered (see :mod:`kale.web.protect`): the loopback
     names, ``served`` and ``app``'s WEB_ALLOWED_HOSTS; with a token and no
     WEB_ALLOWED_HOSTS, any."""
-    listed = list((app or default_app()).config.WEB_ALLOWED_HOSTS or ())
+    listed = list(app.config.WEB_ALLOWED_HOSTS or ())
     if token and not listed:
         return ['*']
     return [*LOOPBACK_HOSTS, *served, *listed]
@@ -175,16 +174,18 @@ def create_app(records_url: Optional[str] = None, token: Optional[str] = None,
                broker: Optional[Callable[[], Broker]] = None,
                allowed_hosts: Optional[Sequence[str]] = None,
                app: Optional[App] = None) -> Starlette:
-    """The API and dashboard for the records on ``records_url`` (default
-    RECORDS_URL) and the configured queues (``broker`` makes the broker;
-    default: one from the settings). With ``token``, ``/api`` needs it.
+    """The API and dashboard of ``app`` (default: the default app): its
+    records (on ``records_url``, when given, instead of its RECORDS_URL), its
+    queues (``broker`` makes the broker; default: its command broker), its
+    workflows and schedules. With ``token``, ``/api`` needs it.
     ``allowed_hosts``: the ``Host`` names answered (default
     :func:`allowed_hosts_for`); a state-changing request needs
-    ``X-Kale-Request: 1`` (see :mod:`kale.web.protect`). ``app``: the app
-    served (default: the default app)."""
-    config = (app or default_app()).config
-    api = routes.Api(records_url, broker, submit_allowed=bool(token) or bool(
-        config.WEB_ALLOW_SUBMIT_WITHOUT_TOKEN), app=app)
+    ``X-Kale-Request: 1`` (see :mod:`kale.web.protect`)."""
+    app = app or default_app()
+    if records_url:
+        app = app.replace(RECORDS_URL=records_url)
+    api = routes.Api(app, broker, submit_allowed=bool(token) or bool(
+        app.config.WEB_ALLOW_SUBMIT_WITHOUT_TOKEN))
     handlers = [
         *(Route(endpoint.path, (_handled_body if endpoint.body is not None else _handled)(
             getattr(api, endpoint.handler)), methods=[endpoint.method])
@@ -195,7 +196,7 @@ def create_app(records_url: Optional[str] = None, token: Optional[str] = None,
               methods=['GET']),
         Mount('/static', app=StaticFiles(directory=STATIC_DIR), name='static'),
     ]
-    hosts = allowed_hosts if allowed_hosts is not None else allowed_hosts_for(token, app=app)
+    hosts = allowed_hosts if allowed_hosts is not None else allowed_hosts_for(token, app)
     middleware = [Middleware(BrowserSafety, allowed_hosts=hosts)]
     if token:
         middleware.append(Middleware(BearerToken, token=token))

@@ -7,10 +7,13 @@ import base64
 import binascii
 import datetime
 import json
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from kale import workflow
 from kale.exceptions import BadFilterError
+
+if TYPE_CHECKING:
+    from kale.app import App
 
 #: The most rows one ``list_workflows`` call returns.
 WORKFLOWS_MAX = 1000
@@ -37,7 +40,7 @@ def decode_workflow_cursor(text: str) -> tuple[str, float, str, int]:
 
 
 def workflow_page(status: Optional[str], limit: int, cursor: Optional[str],
-                  records_url: Optional[str]) -> tuple[list[dict[str, Any]], Optional[str]]:
+                  app: 'App') -> tuple[list[dict[str, Any]], Optional[str]]:
     """Up to ``limit`` workflows, newest first, after ``cursor``; and the
     cursor of the next page (None on the last).
 
@@ -51,7 +54,7 @@ def workflow_page(status: Optional[str], limit: int, cursor: Optional[str],
         ('', None, '', 0)
     # + 1 to tell whether more follow, + 1 for a row rounded up into the next millisecond
     want = min(limit + seen + 2, WORKFLOWS_MAX)
-    read = workflow.list_workflows(status, want, before, records_url)
+    read = workflow.list_workflows(status, want, before, app=app)
     rows, skip = _after_cursor(read, created_at, last_id, seen) if cursor else (read, 0)
     page = rows[skip:skip + limit]
     if not page:
@@ -64,7 +67,7 @@ def workflow_page(status: Optional[str], limit: int, cursor: Optional[str],
     if len(read) < want or served + 3 > WORKFLOWS_MAX:
         return page, None
     # The read stopped at WORKFLOWS_MAX rows: whether more follow, a page of one tells.
-    return page, after if workflow_page(status, 1, after, records_url)[0] else None
+    return page, after if workflow_page(status, 1, after, app)[0] else None
 
 
 def _after_cursor(read: list[dict[str, Any]], created_at: str, last_id: str,

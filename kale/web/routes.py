@@ -11,7 +11,7 @@ from typing import Any, Callable, Optional
 from starlette.requests import Request
 
 from kale import admin, records, workflow
-from kale.app import App, default_app
+from kale.app import App
 from kale.broker import Broker
 from kale.exceptions import (
     BadFilterError,
@@ -22,24 +22,14 @@ from kale.exceptions import (
 )
 from kale.records import controls
 from kale.records.queries import parse_filter, parse_limit
-from kale.records.recorder import OWN_WRITES_SEC
 from kale.scaling import serving_workers
 from kale.statuses import WorkflowStatus
 from kale.store.record import iso
 from kale.store.records import RecordQueries
-from kale.store.sql.urls import unavailable
 from kale.web.pages import workflow_page
 
 #: The windows ``/api/timeline?window=auto`` tries, shortest first.
 AUTO_WINDOWS_SEC = (3600, 24 * 3600, 7 * 24 * 3600)
-
-def command_broker() -> Broker:
-    """A broker whose client gives up soon on an endpoint that does not answer."""
-    from kale.transport.sqs import SQSTransport, make_client
-    config = default_app().config
-    return Broker.from_config(config, SQSTransport(make_client(for_commands=True,
-                                                             config=config), config=config))
-
 
 def _flag(request: Request, name: str) -> bool:
     value = request.query_params.get(name, 'false').lower()
@@ -62,30 +52,24 @@ def _number(request: Request, name: str, default: float, low: float, high: float
 
 
 class Api:
-    """The routes' work, on one records store and one broker."""
+    """The routes' work, on one app's records and queues."""
 
-    def __init__(self, records_url: Optional[str],
-                 broker: Optional[Callable[[], Broker]] = None, submit_allowed: bool = False,
-                 app: Optional[App] = None):
-        self.records_url = records_url
-        #: The app served (None: the default app, as the settings are when asked).
-        self._app = app
+    def __init__(self, app: App, broker: Optional[Callable[[], Broker]] = None,
+                 submit_allowed: bool = False):
+        #: The app served: its records, queues, workflows and schedules.
+        self.app = app
         #: POST /api/workflows is served (a token guards the API, or the
         #: operator allowed submitting without one).
         self.submit_allowed = submit_allowed
-        self._make_broker = broker or command_broker
+        self._make_broker = broker or (lambda: app.command_broker)
         self._broker: Optional[Broker] = None
         self._registry: Any = None          # /metrics' registry, made at the first scrape
         self._outbox: Optional[tuple[str, Any]] = None     # (OUTBOX_URL, its outbox store)
         self._lock = threading.Lock()
 
     @property
-    def app(self) -> App:
-        return self._app if self._app is not None else default_app()
-
-    @property
     def queries(self) -> RecordQueries:
-        return records.queries(self.records_url, self._app)
+        return records.queries(self.app)
 
     @property
     def broker(self) -> Broker:
@@ -108,15 +92,15 @@ class Api:
 
     def get_task(self, request: Request) -> dict[str, Any]:
         """The record, found by its id or a unique prefix of it, with every attempt."""
-        task_id = records.resolve(request.path_params['task_id'], self.records_url, app=self._app)
-        record = records.get(task_id, self.records_url, app=self._app)
+        task_id = records.resolve(request.path_params['task_id'], app=self.app)
+        record = records.get(task_id, app=self.app)
         if record is None:
             raise RecordNotFoundError('no record of task %s' % task_id[:200])
         answer = record.as_json()
         answer['attempt_history'] = [
             dict(attempt, started_at=iso(attempt['started_at']),
                  finished_at=iso(attempt['finished_at']))
-            for attempt in records.attempts(task_id, self.records_url, app=self._app)]
+            for attempt in records.attempts(task_id, app=self.app)]
         return answer
 
     def count_tasks(self, request: Request) -> dict[str, Any]:
@@ -134,20 +118,19 @@ class Api:
     def retry_task(self, request: Request) -> dict[str, Any]:
         """Publish the task again; its record is written before the answer, so
         whoever reads it next (any process) finds it."""
-        task_id = records.resolve(request.path_params['task_id'], self.records_url, app=self._app)
-        new_id, published = records.retry_reporting(task_id, self.records_url, app=self._app)
-        records.recorder_for(self.records_url, self._app).flush(timeout=OWN_WRITES_SEC)
+        task_id = records.resolve(request.path_params['task_id'], app=self.app)
+        new_id, published = records.retry_reporting(task_id, app=self.app)
+        self.app.recorder.flush_process()
         return {'id': new_id, 'retry_of': task_id, 'published': published}
 
     def retry_tasks(self, request: Request) -> dict[str, Any]:
         """Retry every failed task the filter matches (status failed unless
         the filter names cancelled), each once, at most BULK_RETRY_MAX."""
-        return records.retry_matching(parse_filter(request.query_params), self.records_url,
-                                      app=self._app)
+        return records.retry_matching(parse_filter(request.query_params), app=self.app)
 
     def cancel_task(self, request: Request) -> dict[str, Any]:
-        task_id = records.resolve(request.path_params['task_id'], self.records_url, app=self._app)
-        return records.cancel(task_id, self.records_url, app=self._app).as_json()
+        task_id = records.resolve(request.path_params['task_id'], app=self.app)
+        return records.cancel(task_id, app=self.app).as_json()
 
     def timeline(self, request: Request) -> dict[str, Any]:
         """Tasks finished over a window; ``window=auto``: the shortest of an
@@ -184,19 +167,19 @@ class Api:
     def _workflow_records(self) -> None:
         """Task records are on (workflows keep their state in them), or the
         same answer as every records route when they are off."""
-        records.store(self.records_url, self._app)
+        records.store(app=self.app)
 
     def list_workflows(self, request: Request) -> dict[str, Any]:
         self._workflow_records()
         params = request.query_params
         rows, cursor = workflow_page(params.get('status') or None, parse_limit(params.get('limit')),
-                                     params.get('cursor') or None, self.records_url)
+                                     params.get('cursor') or None, self.app)
         return {'workflows': rows, 'next': cursor}
 
     def get_workflow(self, request: Request) -> dict[str, Any]:
         """The workflow, its nodes and its edges."""
         self._workflow_records()
-        return workflow.get(request.path_params['workflow_id'], self.records_url).describe()
+        return workflow.get(request.path_params['workflow_id'], app=self.app).describe()
 
     def submit_workflow(self, request: Request, body: bytes) -> dict[str, Any]:
         """Submit tasks or a workflow written as JSON (kale.submission); the
@@ -207,7 +190,7 @@ class Api:
                                   'WEB_TOKEN (or KALE_WEB_TOKEN) set, or set '
                                   'WEB_ALLOW_SUBMIT_WITHOUT_TOKEN = True for local use')
         from kale import submission
-        return submission.submit(submission.parse(body), records_url=self.records_url)
+        return submission.submit(submission.parse(body), self.app)
 
     def outbox(self, request: Request) -> dict[str, Any]:
         """The outbox of OUTBOX_URL: rows waiting for the relay, and the
@@ -215,18 +198,13 @@ class Api:
         url = self.app.config.OUTBOX_URL
         if not url:
             return {'configured': False}
-        from sqlalchemy.exc import SQLAlchemyError
-
         from kale.store.sql.outbox import SQLOutbox
         from kale.store.sql.outbox_schema import open_database
         with self._lock:
             if self._outbox is None or self._outbox[0] != url:
                 self._outbox = (url, SQLOutbox(open_database(url)))
             store = self._outbox[1]
-        try:
-            count, oldest = store.pending(time.time())
-        except SQLAlchemyError as exc:
-            raise unavailable('outbox', url, exc) from None
+        count, oldest = store.pending(time.time(), url)
         return {'configured': True, 'pending': count,
                 'oldest_age_sec': round(oldest, 3) if oldest is not None else None}
 
@@ -234,18 +212,18 @@ class Api:
         """Cancel every node of a running workflow that has not ended; the
         workflow as it is then."""
         self._workflow_records()
-        found = workflow.get(request.path_params['workflow_id'], self.records_url)
+        found = workflow.get(request.path_params['workflow_id'], app=self.app)
         status = found.status()
         if status is not WorkflowStatus.RUNNING:
             raise RecordConflictError('workflow %s is %s: only a running workflow can be '
                                       'cancelled' % (found.id[:200], status))
-        return workflow.cancel(found.id, self.records_url).describe()
+        return workflow.cancel(found.id, app=self.app).describe()
 
     def retry_workflow(self, request: Request) -> dict[str, Any]:
         """Run a failed or cancelled workflow again (what did not succeed);
         the workflow as it is then, its nodes' records written first."""
         self._workflow_records()
-        return workflow.retry(request.path_params['workflow_id'], self.records_url).describe()
+        return workflow.retry(request.path_params['workflow_id'], app=self.app).describe()
 
     # --- queues and workers --------------------------------------------------------------
 
@@ -255,7 +233,7 @@ class Api:
         statuses = admin.queue_statuses(self.broker)
         try:
             last_minute = self.queries.timeline(60, 60)['queues_last_minute']
-            paused = controls.paused_queues(self.records_url, self._app)
+            paused = controls.paused_queues(self.app)
         except RecordsError:
             last_minute, paused = {}, {}
         rows = []
@@ -267,10 +245,10 @@ class Api:
         return {'queues': rows}
 
     def pause_queue(self, request: Request) -> dict[str, Any]:
-        return controls.pause_queue(request.path_params['name'], self.records_url, self._app)
+        return controls.pause_queue(request.path_params['name'], self.app)
 
     def resume_queue(self, request: Request) -> dict[str, Any]:
-        return controls.resume_queue(request.path_params['name'], self.records_url, self._app)
+        return controls.resume_queue(request.path_params['name'], self.app)
 
     def purge(self, request: Request) -> dict[str, Any]:
         """Delete every message of the queue (SQS PurgeQueue), only when
@@ -282,7 +260,7 @@ class Api:
                                  'as confirm=%s' % (queue.name, queue.name))
         before = time.time()
         admin.purge(broker, queue)
-        marked = records.mark_purged(queue.name, before, self.records_url, app=self._app)
+        marked = records.mark_purged(queue.name, before, app=self.app)
         return {'queue': queue.name, 'purged': True, 'records_marked_purged': marked}
 
     def redrive(self, request: Request) -> dict[str, Any]:
@@ -312,34 +290,32 @@ class Api:
 
     def workers(self, request: Request) -> dict[str, Any]:
         state = request.query_params.get('state') or None
-        return {'workers': controls.workers(state, self.records_url, self._app)}
+        return {'workers': controls.workers(state, self.app)}
 
     def stop_worker(self, request: Request) -> dict[str, Any]:
-        return controls.stop_worker(request.path_params['worker_id'], self.records_url,
-                                    self._app)
+        return controls.stop_worker(request.path_params['worker_id'], self.app)
 
     # --- schedules ------------------------------------------------------------------------
 
     def list_schedules(self, request: Request) -> dict[str, Any]:
         from kale.schedules.status import describe
-        return describe(self.app.config, records_url=self.records_url, public=True)
+        return describe(self.app, public=True)
 
     def run_schedule(self, request: Request) -> dict[str, Any]:
         """Publish one run of the schedule now; its record is written before
         the answer when records are on."""
         from kale.schedules.status import run_now
         name = request.path_params['name']
-        task_id = run_now(self.app.config, name)
-        if self.records_url or self.app.config.RECORDS_URL:
-            records.recorder_for(self.records_url, self._app).flush(timeout=OWN_WRITES_SEC)
+        task_id = run_now(self.app, name)
+        if self.app.config.RECORDS_URL:
+            self.app.recorder.flush_process()
         return {'schedule': name, 'task_id': task_id}
 
     # --- webhooks -------------------------------------------------------------------------
 
     def list_webhooks(self, request: Request) -> dict[str, Any]:
         from kale.webhooks import store
-        found = store.list_webhooks(request.query_params.get('topic') or None, self.records_url,
-                                   app=self._app)
+        found = store.list_webhooks(request.query_params.get('topic') or None, app=self.app)
         return {'webhooks': [hook.as_json() for hook in found]}
 
     def add_webhook(self, request: Request, body: bytes) -> dict[str, Any]:
@@ -361,27 +337,23 @@ class Api:
                                  'method, headers and labels')
         from kale.webhooks.fanout import subscription_of
         hook = store.add(fields['topic'], fields['url'], fields.get('method') or 'POST',
-                         fields.get('headers'), fields.get('labels'), self.records_url,
-                         app=self._app)
+                         fields.get('headers'), fields.get('labels'), app=self.app)
         return dict(hook.as_json(with_secret=True), subscribed=subscription_of(hook.topic,
-                                                                      self.app.config))
+                                                                               self.app))
 
     def remove_webhook(self, request: Request) -> dict[str, Any]:
         from kale.webhooks import store
-        store.remove(request.path_params['webhook_id'], self.records_url, app=self._app)
+        store.remove(request.path_params['webhook_id'], app=self.app)
         return {'deleted': request.path_params['webhook_id']}
 
     def disable_webhook(self, request: Request) -> dict[str, Any]:
         from kale.webhooks import store
-        return store.set_active(request.path_params['webhook_id'], False,
-                                self.records_url, app=self._app).as_json()
+        return store.set_active(request.path_params['webhook_id'], False, app=self.app).as_json()
 
     def enable_webhook(self, request: Request) -> dict[str, Any]:
         from kale.webhooks import store
-        return store.set_active(request.path_params['webhook_id'], True,
-                                self.records_url, app=self._app).as_json()
+        return store.set_active(request.path_params['webhook_id'], True, app=self.app).as_json()
 
     def test_webhook(self, request: Request) -> dict[str, Any]:
         from kale.webhooks.fanout import send_test
-        return {'task_id': send_test(request.path_params['webhook_id'], self.records_url,
-                                      app=self._app)}
+        return {'task_id': send_test(request.path_params['webhook_id'], app=self.app)}

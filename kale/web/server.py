@@ -31,9 +31,8 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def configured_token(given: Optional[str] = None, app: Optional[App] = None) -> str:
-    return given or os.environ.get(TOKEN_VARIABLE, '') or \
-        (app or default_app()).config.WEB_TOKEN or ''
+def configured_token(given: Optional[str], app: App) -> str:
+    return given or os.environ.get(TOKEN_VARIABLE, '') or app.config.WEB_TOKEN or ''
 
 
 def check_exposure(host: str, token: str) -> None:
@@ -77,7 +76,6 @@ def serve(host: str = '127.0.0.1', port: int = 8000, token: Optional[str] = None
     """Serve ``app`` (default: the default app) until Ctrl-C or SIGTERM; returns 0."""
     import uvicorn
 
-    from kale import records
     from kale.web import create_app
     app = app or default_app()
     token = configured_token(token, app)
@@ -85,7 +83,7 @@ def serve(host: str = '127.0.0.1', port: int = 8000, token: Optional[str] = None
     if not app.config.RECORDS_URL:
         raise ImproperlyConfigured("kale web shows task records: set RECORDS_URL (e.g. "
                                    "'sqlite:///kale-records.db')")
-    records.store(app=app).migrate()        # the tables exist before the first request
+    app.store.migrate()                 # the tables exist before the first request
     sock = listening_socket(host, port)
     url = url_of(sock)
     announce('kale web: serving the dashboard at %s and the API at %sapi/ (Ctrl-C stops)%s'
@@ -93,7 +91,7 @@ def serve(host: str = '127.0.0.1', port: int = 8000, token: Optional[str] = None
     # No access log: a request line may carry what a caller should not have
     # put in a URL; the token itself is refused there (kale.web.protect).
     from kale.web.app import allowed_hosts_for
-    web = create_app(token=token or None, allowed_hosts=allowed_hosts_for(token, [host], app),
+    web = create_app(token=token or None, allowed_hosts=allowed_hosts_for(token, app, [host]),
                      app=app)
     config = uvicorn.Config(web, log_level='warning', access_log=False, lifespan='off')
     uvicorn.Server(config).run(sockets=[sock])

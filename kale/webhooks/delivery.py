@@ -21,14 +21,12 @@ import email.utils
 import logging
 from typing import Any, Mapping, Optional
 
-from kale.clock import SYSTEM_CLOCK
-from kale.config import default_config
 from kale.exceptions import (
     ImproperlyConfigured,
     WebhookDeliveryError,
     WebhookRejectedError,
 )
-from kale.task import Task
+from kale.task import Task, running_app
 from kale.webhooks import signing
 
 logger = logging.getLogger(__name__)
@@ -42,8 +40,7 @@ class _TimeLimit:
     running app's settings; the class alone reads the default app's)."""
 
     def __get__(self, instance: Any, owner: Any) -> float:
-        config = instance.config if instance is not None else default_config()
-        return float(config.WEBHOOK_TIMEOUT_SEC) + TIME_LIMIT_MARGIN_SEC
+        return float(running_app(instance).config.WEBHOOK_TIMEOUT_SEC) + TIME_LIMIT_MARGIN_SEC
 
 
 def retry_after_sec(value: Optional[str], now: float) -> Optional[float]:
@@ -112,16 +109,16 @@ class DeliverWebhook(Task):
         except ImportError as exc:
             raise ImproperlyConfigured('webhook deliveries need httpx: pip install '
                                        '"kale-sqs[webhooks]" (%s)' % exc) from exc
+        app = self.running
         message = self.message
         published = message.published_at if message is not None and message.published_at \
-            else SYSTEM_CLOCK.time()
-        answer = sender.send(hook.method, hook.url, hook.headers,
-                             signing.message_id(webhook_id, event_id), hook.secret,
-                             signing.body(topic, event_id, event, published),
-                             float(self.config.WEBHOOK_TIMEOUT_SEC),
-                             self.config.WEBHOOK_ALLOWED_HOSTS)
+            else app.clock.time()
+        answer = sender.sender_of(app).send(
+            hook.method, hook.url, hook.headers, signing.message_id(webhook_id, event_id),
+            hook.secret, signing.body(topic, event_id, event, published),
+            float(app.config.WEBHOOK_TIMEOUT_SEC))
         result = judge(answer.status, answer.latency_ms, answer.excerpt, answer.describe(),
-                       retry_after_sec(answer.retry_after, SYSTEM_CLOCK.time()))
+                       retry_after_sec(answer.retry_after, app.clock.time()))
         logger.info('webhook %s: event %s delivered, HTTP %d in %d ms', webhook_id, event_id,
                     answer.status, answer.latency_ms)
         return result

@@ -13,17 +13,19 @@ from __future__ import annotations
 import json
 import logging
 import time
-from typing import Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 from kale import internal
-from kale.config import Config, default_config
+from kale.default import default_app
 from kale.exceptions import KaleError, NonRetriableTaskError, WebhookError
 from kale.ids import random_id
-from kale.publisher import get_publisher
-from kale.task import Task
+from kale.task import Task, running_app
 from kale.topics.names import event_of
 from kale.topics.subscribers import Subscriber
 from kale.webhooks.delivery import DeliverWebhook
+
+if TYPE_CHECKING:
+    from kale.app import App
 
 logger = logging.getLogger(__name__)
 
@@ -32,13 +34,14 @@ TEST_EVENT = {'test': True}
 
 
 def deliver(topic: str, event_id: str, event: Any,
-            labels: Optional[Mapping[str, str]] = None, app: Optional[Any] = None) -> list[str]:
+            labels: Optional[Mapping[str, str]] = None, app: Optional['App'] = None) -> list[str]:
     """Publish one delivery of ``event`` (JSON-ready) to each active webhook
     of ``topic`` in ``app`` (by default the default app) whose filter
     ``labels`` satisfy; their task ids (none without RECORDS_URL: webhooks
     are kept there). WebhookError, and nothing published, for an event JSON
     cannot encode."""
-    if not _config(app).RECORDS_URL:
+    app = app or default_app()
+    if not app.config.RECORDS_URL:
         return []
     from kale.webhooks import store  # SQLAlchemy, only where webhooks are kept
     hooks = [hook for hook in store.list_webhooks(topic, active_only=True, app=app)
@@ -54,25 +57,20 @@ def deliver(topic: str, event_id: str, event: Any,
     return _publish(app, [((hook.id, event_id, topic, event), kwargs) for hook in hooks])
 
 
-def _config(app: Optional[Any]) -> Config:
-    return app.config if app is not None else default_config()
-
-
-def _publish(app: Optional[Any], calls: list[Any]) -> list[str]:
+def _publish(app: 'App', calls: list[Any]) -> list[str]:
     """Publish deliveries to WEBHOOK_QUEUE, as Kale's own tasks (kale.internal)."""
-    config = _config(app)
-    publisher = app.publisher if app is not None else get_publisher()
-    return publisher.publish_batch(DeliverWebhook, None, calls,
-                                   queue_name=str(config.WEBHOOK_QUEUE),
-                                   context=internal.context(config, DeliverWebhook))
+    config = app.config
+    return app.publisher.publish_batch(DeliverWebhook, None, calls,
+                                       queue_name=str(config.WEBHOOK_QUEUE),
+                                       context=internal.context(config, DeliverWebhook))
 
 
-def send_test(webhook_id: str, records_url: Optional[str] = None,
-              app: Optional[Any] = None) -> str:
+def send_test(webhook_id: str, app: Optional['App'] = None) -> str:
     """Publish one delivery of :data:`TEST_EVENT` to the webhook (whatever
     its filter); the task id. WebhookError when it is disabled."""
     from kale.webhooks import store
-    hook = store.get(webhook_id, records_url, app)
+    app = app or default_app()
+    hook = store.get(webhook_id, app)
     if not hook.active:
         raise WebhookError('webhook %s is disabled: enable it first' % hook.id)
     [task_id] = _publish(app, [((hook.id, 'evt_test_' + random_id()[:20], hook.topic,
@@ -82,7 +80,6 @@ def send_test(webhook_id: str, records_url: Optional[str] = None,
 
 #: Seconds the topics with active webhooks are kept before they are read again.
 TOPICS_CACHE_SEC = 10.0
-_topics: dict[str, tuple[float, frozenset[str]]] = {}
 
 
 class _WebhookQueue:
@@ -90,8 +87,7 @@ class _WebhookQueue:
     alone reads the default app's)."""
 
     def __get__(self, instance: Any, owner: Any) -> str:
-        config = instance.config if instance is not None else default_config()
-        return str(config.WEBHOOK_QUEUE)
+        return str(running_app(instance).config.WEBHOOK_QUEUE)
 
 
 class WebhookFanout(Task):
@@ -113,61 +109,63 @@ class WebhookFanout(Task):
         return {'deliveries': deliver(topic, event_id, event, labels, app=self.app)}
 
 
-def webhook_topics(config: Config) -> frozenset[str]:
-    """The topics that have active webhooks in ``config``'s records, read at
+class _Topics:
+    """An app's topics with active webhooks, and when they were read."""
+
+    def __init__(self) -> None:
+        self.read_at: Optional[float] = None
+        self.topics: frozenset[str] = frozenset()
+
+
+def webhook_topics(app: 'App') -> frozenset[str]:
+    """The topics that have active webhooks in ``app``'s records, read at
     most every TOPICS_CACHE_SEC."""
-    url = config.RECORDS_URL
-    if not url:
+    if not app.config.RECORDS_URL:
         return frozenset()
     now = time.monotonic()
-    held = _topics.get(url)
-    if held is None or now - held[0] > TOPICS_CACHE_SEC:
-        from kale.app import app_of
+    held = app.part('webhook-topics', _Topics)
+    if held.read_at is None or now - held.read_at > TOPICS_CACHE_SEC:
         from kale.webhooks import store
         try:
             topics = frozenset(hook.topic for hook in store.list_webhooks(
-                active_only=True, app=app_of(config)))
+                active_only=True, app=app))
         except Exception as exc:    # the records unreachable: keep what was known
             logger.error('the topics with webhooks cannot be read (kept as they were for %.0f '
                          's): %s', TOPICS_CACHE_SEC, str(exc).splitlines()[0] if str(exc) else
                          type(exc).__name__)
-            topics = held[1] if held is not None else frozenset()
-        held = (now, topics)
-        _topics[url] = held
-    return held[1]
+            topics = held.topics
+        held.read_at, held.topics = now, topics
+    return held.topics
 
 
-def forget_topics() -> None:
-    """Read the topics with webhooks afresh next time (a webhook was added)."""
-    _topics.clear()
+def forget_topics(app: 'App') -> None:
+    """Read ``app``'s topics with webhooks afresh next time (a webhook was added)."""
+    app.part('webhook-topics', _Topics).read_at = None
 
 
-def webhook_subscribers(config: Config) -> list[Subscriber]:
+def webhook_subscribers(app: 'App') -> list[Subscriber]:
     """A subscription of ``WEBHOOK_QUEUE`` for each topic with active webhooks,
     for the topics' sync (none without RECORDS_URL)."""
-    if not config.RECORDS_URL:
+    if not app.config.RECORDS_URL:
         return []
-    return [Subscriber(topic, WebhookFanout, str(config.WEBHOOK_QUEUE), {})
-            for topic in sorted(webhook_topics(config))]
+    return [Subscriber(topic, WebhookFanout, str(app.config.WEBHOOK_QUEUE), {})
+            for topic in sorted(webhook_topics(app))]
 
 
-def subscribe_topics(config: Config) -> list[str]:
-    """Subscribe WEBHOOK_QUEUE to every topic with active webhooks (after
-    ``kale webhooks add``): the topics' sync for that queue; its lines."""
-    from kale.topics.backend import topics_backend
+def subscribe_topics(app: 'App') -> list[str]:
+    """Subscribe ``app``'s WEBHOOK_QUEUE to every topic with active webhooks
+    (after ``kale webhooks add``): the topics' sync for that queue; its lines."""
     from kale.topics.sync import sync
-    forget_topics()
-    return sync(config, topics_backend(config), queues={str(config.WEBHOOK_QUEUE)})
+    forget_topics(app)
+    return sync(app, queues={str(app.config.WEBHOOK_QUEUE)})
 
 
-def subscription_of(topic: str, config: Optional[Config] = None) -> str:
-    """Subscribe WEBHOOK_QUEUE to a new webhook's topic (in ``config``'s
-    deployment, by default the default app's); what came of it, in one line
-    (a failure is said, not raised: the webhook is kept, and ``kale topics
-    sync`` subscribes later)."""
+def subscription_of(topic: str, app: 'App') -> str:
+    """Subscribe ``app``'s WEBHOOK_QUEUE to a new webhook's topic; what came
+    of it, in one line (a failure is said, not raised: the webhook is kept,
+    and ``kale topics sync`` subscribes later)."""
     try:
-        lines = [line for line in subscribe_topics(config or default_config())
-                 if line.startswith(topic + ' ')]
+        lines = [line for line in subscribe_topics(app) if line.startswith(topic + ' ')]
     except KaleError as exc:
         return 'topic %s not subscribed yet (%s): run `kale topics sync`' % (
             topic, str(exc).splitlines()[0])

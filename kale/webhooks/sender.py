@@ -1,7 +1,7 @@
 """Sending one delivery over HTTP, with httpx.
 
-One ``httpx.Client`` per process (made on first use, again after a fork)
-keeps connections alive between deliveries. It never reads proxy settings
+Each app has its :class:`Sender` (made on first use, again after a fork),
+whose ``httpx.Client`` keeps connections alive between deliveries. It never reads proxy settings
 from the environment, follows no redirect by itself, and connects through
 :class:`GuardedBackend`, which checks every address it connects to
 (:mod:`kale.webhooks.guard`). Redirects (301, 302, 303, 307 and 308, up to
@@ -14,10 +14,10 @@ Only the first :data:`EXCERPT_BYTES` of an answer are read.
 from __future__ import annotations
 
 import dataclasses
-import os
 import threading
 import typing
-from typing import Mapping, Optional, Sequence
+import weakref
+from typing import TYPE_CHECKING, Mapping, Optional, Sequence
 from urllib.parse import urljoin
 
 import httpcore
@@ -32,6 +32,9 @@ from kale.exceptions import (
 )
 from kale.version import __version__
 from kale.webhooks import guard, signing
+
+if TYPE_CHECKING:
+    from kale.app import App
 
 MAX_REDIRECTS = 5
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
@@ -69,36 +72,65 @@ class GuardedBackend(httpcore.SyncBackend):
         raise failure
 
 
-_lock = threading.Lock()
-_clients: dict[tuple[str, ...], tuple[int, httpx.Client]] = {}
+def make_client(allowed_hosts: Sequence[str] = ()) -> httpx.Client:
+    """A client whose connections reach only public addresses and
+    ``allowed_hosts`` (the private hosts deliveries may reach)."""
+    transport = httpx.HTTPTransport(trust_env=False)
+    # httpx takes no network backend: its pool is replaced by one with ours.
+    transport._pool = httpcore.ConnectionPool(
+        ssl_context=httpx.create_ssl_context(trust_env=False),
+        max_connections=100, max_keepalive_connections=20, keepalive_expiry=5.0,
+        network_backend=GuardedBackend(tuple(allowed_hosts)))
+    return httpx.Client(transport=transport, follow_redirects=False, trust_env=False,
+                        headers={'user-agent': USER_AGENT})
 
 
-def client(allowed_hosts: Sequence[str] = ()) -> httpx.Client:
-    """This process's client for ``allowed_hosts`` (the private hosts its
-    deliveries may reach; connections are not shared across a fork)."""
-    key = tuple(allowed_hosts)
-    with _lock:
-        held = _clients.get(key)
-        if held is None or held[0] != os.getpid():
-            transport = httpx.HTTPTransport(trust_env=False)
-            # httpx takes no network backend: its pool is replaced by one with ours.
-            transport._pool = httpcore.ConnectionPool(
-                ssl_context=httpx.create_ssl_context(trust_env=False),
-                max_connections=100, max_keepalive_connections=20, keepalive_expiry=5.0,
-                network_backend=GuardedBackend(key))
-            held = _clients[key] = (os.getpid(), httpx.Client(
-                transport=transport, follow_redirects=False, trust_env=False,
-                headers={'user-agent': USER_AGENT}))
-        return held[1]
+class Sender:
+    """An app's sender: its client (made on first use), under its
+    WEBHOOK_ALLOWED_HOSTS, signing on its clock."""
+
+    def __init__(self, allowed_hosts: Sequence[str] = (), clock: Clock = SYSTEM_CLOCK):
+        self.allowed_hosts = tuple(allowed_hosts)
+        self.clock = clock
+        self._client: Optional[httpx.Client] = None
+        self._lock = threading.Lock()
+        _live.add(self)
+
+    @property
+    def client(self) -> httpx.Client:
+        with self._lock:
+            if self._client is None:
+                self._client = make_client(self.allowed_hosts)
+            return self._client
+
+    def send(self, method: str, url: str, own_headers: Mapping[str, str], message_id: str,
+             secret: str, body: bytes, timeout_sec: float) -> 'Answer':
+        """:func:`send` with its client and clock."""
+        return send(self.client, method, url, own_headers, message_id, secret, body,
+                    timeout_sec, self.clock)
+
+    def close(self) -> None:
+        """Close its client and its connections (a later send makes another)."""
+        with self._lock:
+            held, self._client = self._client, None
+        if held is not None:
+            held.close()
 
 
-def close() -> None:
-    """Close this process's clients and their connections."""
-    with _lock:
-        held = list(_clients.values())
-        _clients.clear()
-    for _, http in held:
-        http.close()
+def sender_of(app: 'App') -> Sender:
+    """``app``'s sender (one per app, and per process after a fork)."""
+    return app.part('webhook-sender', lambda: Sender(app.config.WEBHOOK_ALLOWED_HOSTS,
+                                                     app.clock))
+
+
+#: Every sender of this process, for :func:`close` (not a cache: each app holds its own).
+_live: 'weakref.WeakSet[Sender]' = weakref.WeakSet()
+
+
+def close(app: Optional['App'] = None) -> None:
+    """Close ``app``'s sender's connections; without an app, every sender's."""
+    for sender in ([sender_of(app)] if app is not None else list(_live)):
+        sender.close()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,13 +207,13 @@ def _request(http: httpx.Client, method: str, url: str, body: bytes, headers: Ma
             str(exc).splitlines()[0][:300] if str(exc) else '')) from None
 
 
-def send(method: str, url: str, own_headers: Mapping[str, str], message_id: str, secret: str,
-         body: bytes, timeout_sec: float, allowed_hosts: Sequence[str] = (),
+def send(http: httpx.Client, method: str, url: str, own_headers: Mapping[str, str],
+         message_id: str, secret: str, body: bytes, timeout_sec: float,
          clock: Clock = SYSTEM_CLOCK) -> Answer:
-    """Send the signed request, following redirects; the answer. Raises
-    WebhookDeliveryError for a timeout or a connection error (retriable) and
-    WebhookRejectedError for an address refused, a bad redirect or too many."""
-    http = client(allowed_hosts)
+    """Send the signed request with ``http``, following redirects, signed at
+    ``clock``'s time; the answer. Raises WebhookDeliveryError for a timeout
+    or a connection error (retriable) and WebhookRejectedError for an address
+    refused, a bad redirect or too many."""
     started = clock.monotonic()
     deadline = started + timeout_sec
     first = _origin(guard.parse_url(url))

@@ -21,20 +21,22 @@ import hashlib
 import hmac
 import json
 import re
-from typing import Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Mapping, Optional
 
-from kale import records
-from kale.app import App
 from kale.clock import SYSTEM_CLOCK, Clock
 from kale.codec.keys import signing_keys
-from kale.config import Config, default_config
+from kale.config import Config
+from kale.default import default_app
 from kale.exceptions import ImproperlyConfigured, WebhookError, WebhookNotFoundError
 from kale.ids import random_id
 from kale.labels import LABEL_KEY, MAX_LABEL_CHARS, MAX_LABELS
 from kale.store.record import iso
-from kale.store.sealing import SEALED_KEY, SEALED_PREFIX, sealer
+from kale.store.sealing import SEALED_KEY, SEALED_PREFIX
 from kale.store.webhooks import WebhookStore
 from kale.webhooks import guard, signing
+
+if TYPE_CHECKING:
+    from kale.app import App
 
 METHODS = ('POST', 'PUT', 'GET')
 ID_PREFIX = 'wh_'
@@ -155,15 +157,11 @@ def check_labels(labels: Any) -> dict[str, str]:
 
 # --- the store --------------------------------------------------------------------
 
-def _config(app: Optional[App]) -> Config:
-    return app.config if app is not None else default_config()
-
-
-def _store(records_url: Optional[str], app: Optional[App]) -> WebhookStore:
-    if not (records_url or _config(app).RECORDS_URL):
+def _store(app: 'App') -> WebhookStore:
+    if not app.config.RECORDS_URL:
         raise ImproperlyConfigured('webhooks are kept in the task records: set RECORDS_URL '
                                    '(sqlite:///... on one machine, postgresql://... for a fleet)')
-    return records.store(records_url, app).webhooks
+    return app.store.webhooks
 
 
 def _mac_keys(config: Config) -> tuple[str, dict[str, bytes]]:
@@ -209,8 +207,8 @@ def _verifies(config: Config, row: Mapping[str, Any], secret: str,
         key, _covered(row, secret, headers, version), hashlib.sha256).hexdigest())
 
 
-def _sealed(config: Config, secret: str, headers: dict[str, str]) -> tuple[str, Any]:
-    seal = sealer(config)
+def _sealed(app: 'App', secret: str, headers: dict[str, str]) -> tuple[str, Any]:
+    seal = app.store.sealer
     if not seal.sealing:
         return secret, headers
     data = json.dumps(headers, separators=(',', ':')).encode()
@@ -218,10 +216,10 @@ def _sealed(config: Config, secret: str, headers: dict[str, str]) -> tuple[str, 
             {SEALED_KEY: seal.seal_bytes('webhook_headers', data)})
 
 
-def _opened(config: Config, stored_secret: str,
+def _opened(app: 'App', stored_secret: str,
             stored_headers: Any) -> tuple[Optional[str], Optional[dict]]:
     """The secret and headers, or None for one sealed under a key this process lacks."""
-    seal = sealer(config)
+    seal = app.store.sealer
     secret: Optional[str] = stored_secret
     if stored_secret.startswith(SEALED_PREFIX):
         data = seal.open_bytes('webhook_secret', stored_secret[len(SEALED_PREFIX):])
@@ -233,9 +231,9 @@ def _opened(config: Config, stored_secret: str,
     return secret, headers
 
 
-def _webhook(config: Config, row: Mapping[str, Any]) -> Webhook:
-    secret, headers = _opened(config, row['secret'], row['headers'])
-    verified = secret is not None and headers is not None and _verifies(config, row, secret,
+def _webhook(app: 'App', row: Mapping[str, Any]) -> Webhook:
+    secret, headers = _opened(app, row['secret'], row['headers'])
+    verified = secret is not None and headers is not None and _verifies(app.config, row, secret,
                                                                         headers)
     return Webhook(row['id'], row['topic'], row['url'], row['method'], dict(headers or {}),
                    dict(row['labels'] or {}), bool(row['active']), row['created_at'],
@@ -243,13 +241,14 @@ def _webhook(config: Config, row: Mapping[str, Any]) -> Webhook:
 
 
 def add(topic: str, url: str, method: str = 'POST', headers: Optional[Mapping[str, str]] = None,
-        labels: Optional[Mapping[str, str]] = None, records_url: Optional[str] = None,
-        clock: Clock = SYSTEM_CLOCK, app: Optional[App] = None) -> Webhook:
+        labels: Optional[Mapping[str, str]] = None, clock: Clock = SYSTEM_CLOCK,
+        app: Optional['App'] = None) -> Webhook:
     """Add an active webhook to ``app``'s records (by default the default
     app's); returned with its new secret (shown only now). WebhookError for
     a bad topic, URL, method, header or label, or a URL whose host is an IP
     address deliveries may not reach."""
-    config = _config(app)
+    app = app or default_app()
+    config = app.config
     guard.check_literal(url, config.WEBHOOK_ALLOWED_HOSTS)
     now = clock.time()
     row: dict[str, Any] = {
@@ -259,57 +258,55 @@ def add(topic: str, url: str, method: str = 'POST', headers: Optional[Mapping[st
     clear_headers = check_headers(headers)
     secret = signing.new_secret()
     row['mac'] = _mac(config, row, secret, clear_headers)
-    row['secret'], row['headers'] = _sealed(config, secret, clear_headers)
-    _store(records_url, app).add(row)
-    return _webhook(config, row)
+    row['secret'], row['headers'] = _sealed(app, secret, clear_headers)
+    _store(app).add(row)
+    return _webhook(app, row)
 
 
-def list_webhooks(topic: Optional[str] = None, records_url: Optional[str] = None,
-                  active_only: bool = False, app: Optional[App] = None) -> list[Webhook]:
+def list_webhooks(topic: Optional[str] = None, active_only: bool = False,
+                  app: Optional['App'] = None) -> list[Webhook]:
     """Every webhook (of ``topic``; only the active ones), oldest first."""
-    rows = _store(records_url, app).rows(topic, active_only)
-    config = _config(app)
-    return [_webhook(config, row) for row in rows]
+    app = app or default_app()
+    return [_webhook(app, row) for row in _store(app).rows(topic, active_only)]
 
 
-def find(webhook_id: str, records_url: Optional[str] = None,
-         app: Optional[App] = None) -> Optional[Webhook]:
+def find(webhook_id: str, app: Optional['App'] = None) -> Optional[Webhook]:
     """The webhook, or None when there is none (any more)."""
-    row = _store(records_url, app).row(webhook_id)
-    return _webhook(_config(app), row) if row is not None else None
+    app = app or default_app()
+    row = _store(app).row(webhook_id)
+    return _webhook(app, row) if row is not None else None
 
 
-def get(webhook_id: str, records_url: Optional[str] = None,
-        app: Optional[App] = None) -> Webhook:
+def get(webhook_id: str, app: Optional['App'] = None) -> Webhook:
     """The webhook; WebhookNotFoundError when there is none."""
-    found = find(webhook_id, records_url, app)
+    found = find(webhook_id, app)
     if found is None:
         raise WebhookNotFoundError('no webhook %s' % str(webhook_id)[:100])
     return found
 
 
-def set_active(webhook_id: str, active: bool, records_url: Optional[str] = None,
-               clock: Clock = SYSTEM_CLOCK, app: Optional[App] = None) -> Webhook:
+def set_active(webhook_id: str, active: bool, clock: Clock = SYSTEM_CLOCK,
+               app: Optional['App'] = None) -> Webhook:
     """Enable or disable the webhook (a disabled one receives nothing, and
     its deliveries already queued are skipped); the webhook as it is now.
     Its MAC is made again (it covers ``active``): a webhook whose row does
     not verify cannot be changed, only removed."""
-    hook = get(webhook_id, records_url, app)
+    app = app or default_app()
+    hook = get(webhook_id, app)
     if not hook.verified:
         raise WebhookError('webhook %s cannot be changed: its row is not signed by this '
                            "deployment's MESSAGE_SIGNING_KEY (remove it and add it again)"
                            % hook.id)
     row = {'id': hook.id, 'topic': hook.topic, 'url': hook.url, 'method': hook.method,
            'labels': hook.labels or None, 'active': 1 if active else 0}
-    changed = _store(records_url, app).set_active(
-        webhook_id, active, _mac(_config(app), row, hook.secret, hook.headers), clock.time())
+    changed = _store(app).set_active(
+        webhook_id, active, _mac(app.config, row, hook.secret, hook.headers), clock.time())
     if not changed:
         raise WebhookNotFoundError('no webhook %s' % str(webhook_id)[:100])
-    return get(webhook_id, records_url, app)
+    return get(webhook_id, app)
 
 
-def remove(webhook_id: str, records_url: Optional[str] = None,
-           app: Optional[App] = None) -> None:
+def remove(webhook_id: str, app: Optional['App'] = None) -> None:
     """Delete the webhook; its deliveries already queued are skipped."""
-    if not _store(records_url, app).remove(webhook_id):
+    if not _store(app or default_app()).remove(webhook_id):
         raise WebhookNotFoundError('no webhook %s' % str(webhook_id)[:100])

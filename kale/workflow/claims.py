@@ -139,6 +139,5 @@ class ClaimKeeper:
 
 def keeper(app: 'App') -> ClaimKeeper:
     """This process's :class:`ClaimKeeper` for ``app`` (its grace, its clock)."""
-    config = app.config
-    return config.part('workflow-claims', lambda: ClaimKeeper(
-        process_identity()[0], float(config.WORKFLOW_PUBLISH_GRACE_SEC), app.clock))
+    return app.part('workflow-claims', lambda: ClaimKeeper(
+        process_identity()[0], float(app.config.WORKFLOW_PUBLISH_GRACE_SEC), app.clock))

@@ -20,7 +20,6 @@ import dataclasses
 import time
 from typing import Any, Callable, Iterator, Mapping, Optional, Union
 
-from kale.app import default_app
 from kale.config import Config
 from kale.delays import check_wait
 from kale.exceptions import InvalidFlowError, PublishError
@@ -82,10 +81,10 @@ class Graph:
         self.result = result
 
     @classmethod
-    def build(cls, flow: Part, config: Optional[Config] = None) -> 'Graph':
+    def build(cls, flow: Part, config: Config) -> 'Graph':
         """Place and check every node of ``flow`` (InvalidFlowError, one
-        line), its arguments as ``config`` (by default the default app's) says."""
-        builder = _Builder(config or default_app().config)
+        line), its arguments as ``config`` (its app's) says."""
+        builder = _Builder(config)
         result = builder.place(flow, None)
         builder.place_referenced()
         nodes = builder.finish()

@@ -11,16 +11,17 @@ held meanwhile (:mod:`kale.workflow.claims`).
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-from kale import records
-from kale.app import App
 from kale.clock import SYSTEM_CLOCK, Clock
 from kale.records.recorder import OWN_WRITES_SEC
 from kale.workflow.run import Workflow, _state, get, requeue_records, send_nodes
 
+if TYPE_CHECKING:
+    from kale.app import App
 
-def retry(workflow_id: str, records_url: Optional[str] = None, app: Optional[App] = None,
+
+def retry(workflow_id: str, app: Optional['App'] = None,
           clock: Clock = SYSTEM_CLOCK) -> Workflow:
     """Run the failed or cancelled workflow ``workflow_id`` again: its nodes
     that failed, were cancelled or never ran run again, each join once all
@@ -28,8 +29,8 @@ def retry(workflow_id: str, records_url: Optional[str] = None, app: Optional[App
     deadline counts again from now, the same span as at submit. Returns
     the workflow (``running``); WorkflowNotFoundError for an unknown id,
     WorkflowConflictError for one running or succeeded."""
-    workflow = get(workflow_id, records_url, app)
-    state = _state(workflow.app, records_url)
+    workflow = get(workflow_id, app)
+    state = _state(workflow.app)
     row = state.workflow(workflow.id)
     now = clock.time()
     deadline_at = now + (row.deadline_at - row.created_at) \
@@ -37,8 +38,8 @@ def retry(workflow_id: str, records_url: Optional[str] = None, app: Optional[App
     ready = state.retry(workflow.id, deadline_at, now)
     if ready:
         with state.publishing([node['task_id'] for node in ready]) as held:
-            requeue_records(ready, workflow.app, records_url)
+            requeue_records(ready, workflow.app)
             send_nodes(state, ready, workflow.app, held)
-        records.recorder_for(records_url, workflow.app).flush(timeout=OWN_WRITES_SEC)
+        workflow.app.recorder.flush(timeout=OWN_WRITES_SEC)
     return workflow
 

@@ -13,12 +13,11 @@ from __future__ import annotations
 import collections
 import datetime
 import time
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from kale import records
-from kale.app import App, app_of, default_app
 from kale.clock import SYSTEM_CLOCK, Clock
-from kale.config import Config
+from kale.default import default_app
 from kale.events import Outcome, Settlement
 from kale.exceptions import (
     InvalidFlowError,
@@ -29,7 +28,6 @@ from kale.exceptions import (
 )
 from kale.hooks import PublishHooks, WorkerHooks
 from kale.ids import random_id
-from kale.records.recorder import OWN_WRITES_SEC
 from kale.statuses import FINAL_TASK, TaskStatus, WorkflowStatus, status_values
 from kale.store.record import TaskRecord, iso
 from kale.workflow.claims import Holding, keeper
@@ -38,6 +36,9 @@ from kale.workflow.graph import Graph, resolve
 from kale.workflow.state import FAILED, WorkflowState
 from kale.workflow.sweep import Sweeper
 from kale.workflow.values import from_json, values
+
+if TYPE_CHECKING:
+    from kale.app import App
 
 #: The key of a node message's context that names its workflow.
 WORKFLOW_CONTEXT = 'kale_workflow'
@@ -50,22 +51,21 @@ SEND_CHUNK = 10
 MARK_EVERY, MARK_EVERY_SEC = 100, 0.25
 
 
-def _state(app: App, records_url: Optional[str] = None) -> WorkflowState:
-    if not (records_url or app.config.RECORDS_URL):
+def _state(app: 'App') -> WorkflowState:
+    if not app.config.RECORDS_URL:
         raise WorkflowError('workflows keep their state in the task records: set RECORDS_URL '
                             '(sqlite:///... on one machine, postgresql://... for a fleet)')
-    return WorkflowState(records.store(records_url, app).workflows, values(app.config),
-                         keeper(app))
+    return WorkflowState(app.store.workflows, values(app), keeper(app))
 
 
 def submit(flow: Part, labels: Optional[dict[str, str]] = None,
            deadline_sec: Optional[float] = None, clock: Clock = SYSTEM_CLOCK,
-           records_url: Optional[str] = None, app: Optional[App] = None) -> 'Workflow':
+           app: Optional['App'] = None) -> 'Workflow':
     """Check ``flow`` (InvalidFlowError), record it in ``app``'s records (by
     default the default app's), publish the nodes that need no input;
     returns its :class:`Workflow`."""
     app = app or default_app()
-    state = _state(app, records_url)
+    state = _state(app)
     graph = Graph.build(flow, app.config)
     publisher = app.publisher
     queues = {node.task_id: publisher.queue_of(node.task_class, node.queue).name
@@ -78,10 +78,10 @@ def submit(flow: Part, labels: Optional[dict[str, str]] = None,
               'workflow_id': workflow_id, 'args': node.args, 'kwargs': node.kwargs,
               'wait': node.wait} for node in graph.roots()]
     publish_nodes(state, roots, app)
-    return Workflow(workflow_id, records_url, app)
+    return Workflow(workflow_id, app)
 
 
-def publish_nodes(state: WorkflowState, ready: list[dict[str, Any]], app: App) -> None:
+def publish_nodes(state: WorkflowState, ready: list[dict[str, Any]], app: 'App') -> None:
     """Publish nodes that have all their inputs, a batch per task, queue and
     delay (a node's ``delay_sec`` counts from now, its ``eta`` stands; its
     ``retry_num``, when given, the runs its task had before a retry). This
@@ -93,7 +93,7 @@ def publish_nodes(state: WorkflowState, ready: list[dict[str, Any]], app: App) -
             send_nodes(state, ready, app, held)
 
 
-def send_nodes(state: WorkflowState, ready: list[dict[str, Any]], app: App,
+def send_nodes(state: WorkflowState, ready: list[dict[str, Any]], app: 'App',
                held: Holding) -> None:
     """:func:`publish_nodes`, inside the ``held`` claims of the nodes: those
     a sweep took over are not sent."""
@@ -139,16 +139,15 @@ def _mark(state: WorkflowState, held: Holding, sent: list[str]) -> None:
         sent.clear()
 
 
-def requeue_records(ready: list[dict[str, Any]], app: App,
-                    records_url: Optional[str] = None) -> None:
+def requeue_records(ready: list[dict[str, Any]], app: 'App') -> None:
     """Before nodes run again (``workflow.retry``): the task record of each
     that ended unsuccessfully is ``queued`` again now (a new life of its id,
     its last attempt kept in its history), and the node's ``retry_num`` is
     the runs its task had, so its attempts count on. A workflow that ended
     cancelled its nodes' waiting tasks: a worker that found one still
     ``cancelled`` would delete it unrun."""
-    recorder = records.recorder_for(records_url, app)
-    recorder.flush(timeout=OWN_WRITES_SEC)          # this process's own writes first
+    recorder = app.recorder
+    recorder.flush_process()                        # this process's own writes first
     store = recorder.store
     now = time.time()
     queued, history = [], []
@@ -176,7 +175,7 @@ def requeue_records(ready: list[dict[str, Any]], app: App,
 _ENDED_UNSUCCESSFULLY = tuple(status for status in FINAL_TASK if status != TaskStatus.SUCCEEDED)
 
 
-def publish_stranded(state: WorkflowState, ready: list[dict[str, Any]], app: App) -> None:
+def publish_stranded(state: WorkflowState, ready: list[dict[str, Any]], app: 'App') -> None:
     """Publish nodes a sweep took over: their records first made ``queued``
     again when a retry's process died before it did (the claims held
     meanwhile: that can wait for the records' writer longer than a claim lasts)."""
@@ -190,15 +189,15 @@ class WorkflowHooks(PublishHooks, WorkerHooks):
     """Moves a workflow on when one of its nodes ends, and sweeps the
     workflows from each worker (loaded with RECORDS_URL set)."""
 
-    def __init__(self, app: App) -> None:
+    def __init__(self, app: 'App') -> None:
         self.app = app
         self._sweeper: Optional[Sweeper] = None
         self._clock: Clock = SYSTEM_CLOCK
 
     @classmethod
-    def for_config(cls, config: Config) -> 'WorkflowHooks':
-        """The hooks of an app whose configuration is ``config``."""
-        return cls(app_of(config))
+    def for_app(cls, app: 'App') -> 'WorkflowHooks':
+        """The hooks of ``app``."""
+        return cls(app)
 
     def on_worker_startup(self, worker: Any) -> None:
         app = self.app
@@ -229,7 +228,7 @@ class WorkflowHooks(PublishHooks, WorkerHooks):
             advance(ended, self.app, self._clock)
 
 
-def advance(ended: Sequence[Settlement], app: App, clock: Clock = SYSTEM_CLOCK) -> None:
+def advance(ended: Sequence[Settlement], app: 'App', clock: Clock = SYSTEM_CLOCK) -> None:
     """Move the workflows of nodes that succeeded or failed for good."""
     state = _state(app)
     now = clock.time()
@@ -251,39 +250,34 @@ def advance(ended: Sequence[Settlement], app: App, clock: Clock = SYSTEM_CLOCK) 
         _cancel_tasks(state.expired, app=app)
 
 
-def _cancel_tasks(task_ids: list[str], records_url: Optional[str] = None,
-                  app: Optional[App] = None) -> None:
+def _cancel_tasks(task_ids: list[str], app: 'App') -> None:
     """Cancel the tasks of published nodes a workflow no longer needs: a
     worker deletes them unrun (one that already runs has its result thrown
     away by the workflow)."""
     for task_id in task_ids:
         try:
-            records.cancel(task_id, records_url, app=app)
+            records.cancel(task_id, app=app)
         except RecordsError:          # running or finished meanwhile
             pass
 
 
-def cancel(workflow_id: str, records_url: Optional[str] = None,
-           app: Optional[App] = None) -> 'Workflow':
+def cancel(workflow_id: str, app: Optional['App'] = None) -> 'Workflow':
     """Cancel every node of the workflow that is not final, and the workflow."""
-    workflow = get(workflow_id, records_url, app)
-    _cancel_tasks(_state(workflow.app, records_url).cancel(workflow_id, time.time()),
-                  records_url, workflow.app)
+    workflow = get(workflow_id, app)
+    _cancel_tasks(_state(workflow.app).cancel(workflow_id, time.time()), workflow.app)
     return workflow
 
 
 class Workflow:
     """A submitted workflow, from any process: ``workflow.get(id)``."""
 
-    def __init__(self, workflow_id: str, records_url: Optional[str] = None,
-                 app: Optional[App] = None):
+    def __init__(self, workflow_id: str, app: Optional['App'] = None):
         self.id = workflow_id
-        self._records_url = records_url
         #: The app whose records keep it.
         self.app = app or default_app()
 
     def _state(self) -> WorkflowState:
-        return _state(self.app, self._records_url)
+        return _state(self.app)
 
     def _row(self) -> Any:
         row = self._state().workflow(self.id)
@@ -297,8 +291,7 @@ class Workflow:
         row = self._row()
         if row.status == WorkflowStatus.RUNNING and row.deadline_at is not None and \
                 time.time() > row.deadline_at:
-            _cancel_tasks(self._state().expire(self.id, time.time()), self._records_url,
-                          self.app)
+            _cancel_tasks(self._state().expire(self.id, time.time()), self.app)
             row = self._row()
         return WorkflowStatus(row.status)
 
@@ -366,8 +359,7 @@ def _summary(row: Any, counts: dict[str, int]) -> dict[str, Any]:
 
 
 def list_workflows(status: Optional[str] = None, limit: int = 50, before: Optional[float] = None,
-                   records_url: Optional[str] = None,
-                   app: Optional[App] = None) -> list[dict[str, Any]]:
+                   app: Optional['App'] = None) -> list[dict[str, Any]]:
     """Up to ``limit`` workflows, newest first, as JSON-ready summaries
     (``status`` one of running, succeeded, failed, cancelled, or None for all;
     ``before``: created before that epoch time, to page on)."""
@@ -377,12 +369,11 @@ def list_workflows(status: Optional[str] = None, limit: int = 50, before: Option
     if not 1 <= limit <= 1000:
         raise WorkflowError('limit must be from 1 to 1000, got %r' % limit)
     return [_summary(row, counts) for row, counts in
-            _state(app or default_app(), records_url).workflows(status, limit, before)]
+            _state(app or default_app()).workflows(status, limit, before)]
 
 
-def get(workflow_id: str, records_url: Optional[str] = None,
-        app: Optional[App] = None) -> Workflow:
+def get(workflow_id: str, app: Optional['App'] = None) -> Workflow:
     """The workflow ``workflow_id`` (WorkflowError when there is none)."""
-    workflow = Workflow(workflow_id, records_url, app)
+    workflow = Workflow(workflow_id, app)
     workflow._row()
     return workflow

@@ -31,15 +31,18 @@ import hashlib
 import hmac
 import json
 import pickle
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from kale.codec.keys import signing_keys
 from kale.codec.serialize import SERIALIZER_CODES, SERIALIZER_NAMES
 from kale.config import Config
 from kale.exceptions import InvalidFlowError, KaleError, WorkflowError
-from kale.store.sealing import sealer
-from kale.transport.payloads import KEY_PREFIX, get_payload_store
+from kale.transport.payloads import KEY_PREFIX
 from kale.workflow.graph import Upstream, UpstreamList
+
+if TYPE_CHECKING:
+    from kale.app import App
+    from kale.transport.payloads import PayloadStore
 
 VERSION = 'kw1'
 #: Where the bytes are: in the database, or in an S3 object; and whether sealed.
@@ -86,17 +89,17 @@ def _derived(key: bytes) -> bytes:
 class Values:
     """Packs and unpacks workflow values under one configuration's keys."""
 
-    def __init__(self, config: Config):
+    def __init__(self, config: Config, sealer: Any, payloads: Callable[[], 'PayloadStore']):
         self.serializer = str(config.SERIALIZER)
         self.pickle_protocol = int(config.PICKLE_PROTOCOL)
         self.max_result_bytes = int(config.WORKFLOW_RESULT_MAX_BYTES)
         self.max_bytes = int(config.MAX_DECOMPRESSED_BYTES)
         self.bucket = str(config.PAYLOAD_BUCKET or '')
-        self._config = config
+        self._payloads = payloads
         ring = signing_keys(config=config)
         self._mac_keys = {kid: _derived(key) for kid, key in ring.accepted.items()}
         self._mac_id = ring.current_id
-        self._sealer = sealer(config)
+        self._sealer = sealer
 
     # --- the two kinds of value ----------------------------------------------------
 
@@ -141,7 +144,7 @@ class Values:
                     % (what, len(raw), limit))
             key = '%s%s/%s' % (S3_PREFIX, bound, digest[:16])
             try:
-                get_payload_store(self._config).put(self.bucket, key, data)
+                self._payloads().put(self.bucket, key, data)
             except KaleError as exc:
                 raise WorkflowError('%s could not be stored in S3: %s' % (what, exc)) from exc
             where, body = IN_S3, key
@@ -167,7 +170,7 @@ class Values:
         if not body.startswith(S3_PREFIX) or not self.bucket:
             raise WorkflowError('workflow %s of node %s points at S3, but PAYLOAD_BUCKET is '
                                 'not set' % (column, node))
-        return get_payload_store(self._config).get(self.bucket, body, self.max_bytes + 64)
+        return self._payloads().get(self.bucket, body, self.max_bytes + 64)
 
     def _opened(self, column: str, node: str, data: bytes) -> bytes:
         """The bytes of a sealed value, opened."""
@@ -217,6 +220,7 @@ def _covered(column: str, bound: str, code: str, raw: bytes) -> bytes:
     return b'\0'.join((column.encode(), bound.encode(), code.encode(), raw))
 
 
-def values(config: Config) -> Values:
-    """The configuration's workflow values, made once per process."""
-    return config.part('workflow-values', lambda: Values(config))
+def values(app: 'App') -> Values:
+    """``app``'s workflow values, made once."""
+    return app.part('workflow-values', lambda: Values(app.config, app.store.sealer,
+                                                      lambda: app.payloads))

@@ -4,6 +4,7 @@ the setting KALE, publish_on_commit committed, rolled back and in nested
 atomic blocks, the outbox on Django's connection with ``manage.py kale
 relay``, ``manage.py kale worker --burst`` running what committed (its
 records in Django's database), and the tasks of an app's ``tasks`` module."""
+import functools
 import json
 import os
 import subprocess
@@ -12,6 +13,7 @@ import sys
 import pytest
 
 from kale import records
+from kale.app import default_app
 from tests.support.endpoint import ROOT
 
 PROJECT = os.path.join(ROOT, 'tests', 'django_project')
@@ -48,8 +50,13 @@ class Project:
     def records_url(self):
         return self.database if '://' in self.database else 'sqlite:///' + self.database
 
+    @functools.cached_property
+    def records_app(self):
+        """An app on the project's records (one: its recorder is its own)."""
+        return default_app().replace(RECORDS_URL=self.records_url)
+
     def status(self, task_id):
-        record = records.get(task_id, url=self.records_url)
+        record = records.get(task_id, app=self.records_app)
         return record and record.status
 
 

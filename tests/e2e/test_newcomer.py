@@ -13,6 +13,7 @@ import pytest
 
 from kale import config as kale_config
 from kale import testing
+from kale.app import default_app
 from kale.conf import ENVIRONMENT_VARIABLE, settings
 from kale.exceptions import (
     ImproperlyConfigured,
@@ -21,7 +22,7 @@ from kale.exceptions import (
     TaskDefinitionError,
     UnknownQueueError,
 )
-from kale.queue_config import get_queue_config, parse_queue_config
+from kale.queue_config import build_queue_config, parse_queue_config
 from kale.queue_selector import QueueInfo
 from kale.task import Task
 from kale.transport import sqs
@@ -207,8 +208,8 @@ def test_the_ready_settings_modules_ship_with_the_package(tmp_path, monkeypatch,
     settings_module(settings_env, tmp_path, monkeypatch, 'myproject_settings',
                     'from kale.presets.local import *\nQUEUE_PREFIX = "mine-"\n')
     assert settings.MESSAGE_QUEUE_ENDPOINT_URL == 'http://127.0.0.1:4000'
-    assert os.path.dirname(get_queue_config(settings.config).path).endswith(os.path.join('kale', 'presets'))
-    assert '..' not in get_queue_config(settings.config).path
+    assert os.path.dirname(build_queue_config(settings.config).path).endswith(os.path.join('kale', 'presets'))
+    assert '..' not in build_queue_config(settings.config).path
 
 
 def test_eager_mode_runs_tasks_without_a_queue_config(tmp_path, monkeypatch, settings_env):
@@ -307,15 +308,14 @@ def test_an_old_hook_name_is_refused_when_the_task_is_defined(old, new):
 
 
 def test_queue_info_keeps_the_original_is_queue_empty():
-    queues = list(get_queue_config(settings.config).values())[:2]
+    queues = list(build_queue_config(settings.config).values())[:2]
     info = QueueInfo(queues, lambda queue: queue is queues[0])
     assert (info.is_queue_empty(queues[0]), info.is_queue_empty(queues[1])) == (False, True)
 
 
 def test_a_second_purge_within_a_minute_says_what_it_means(sqs):
     from kale import admin
-    from kale.broker import get_broker
-    broker = get_broker(settings.config)
+    broker = default_app().broker
     queue = broker.queues['default']
     broker.declare(queue)
     admin.purge(broker, queue)

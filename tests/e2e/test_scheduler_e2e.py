@@ -12,6 +12,7 @@ import time
 import pytest
 
 from kale import records
+from kale.app import default_app
 from kale.schedules.spec import tick_id
 from tests.support.endpoint import ROOT, subprocess_env
 from tests.support.processes import WorkerProcess, console_script, wait_for
@@ -142,15 +143,13 @@ def web(ticks_every_minute):
 
 
 def test_the_dashboard_lists_the_schedules_and_runs_one_now(browser, web, memory_broker):
-    from kale.conf import settings
-    from kale.records.recorder import get_recorder
     from kale.schedules.scheduler import make_scheduler
     from tests.support.clock import FakeClock
     clock = FakeClock()
-    scheduler = make_scheduler(settings.config, clock=clock, holder='panel')
+    scheduler = make_scheduler(default_app(), clock=clock, holder='panel')
     while not scheduler.published:                   # one tick, on the test's clock
         clock.advance(scheduler.step())
-    get_recorder(settings.config).flush(timeout=5)
+    default_app().recorder.flush(timeout=5)
     [(_, _, last_task)] = scheduler.published
     page = browser.new_page(viewport={'width': 1400, 'height': 1100})
     try:

@@ -153,7 +153,7 @@ def test_two_apps_keep_their_own_limits_and_outboxes(sqs_endpoint, tmp_path):
         with engine.begin() as conn:
             relayed[name] = outbox.publish(conn, tasks.AddTask, None, 1, 2, app=app)
         relay = Relay(engine, app.broker, poll_sec=0.05, config=app.config,
-                      **with_records(app.config))
+                      **with_records(app))
         relay.run(threading.Event(), until_empty=True)
         assert relay.counts.sent == 1 and relay.counts.rejected == 0
         engine.dispose()

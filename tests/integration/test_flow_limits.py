@@ -14,7 +14,7 @@ from kale.broker import Broker
 from kale.conf import settings
 from kale.flow.spec import Rate
 from kale.hooks import WorkerHooks
-from kale.queue_config import get_queue_config
+from kale.queue_config import build_queue_config
 from kale.store.flow import RESERVATION_GRACE_SEC
 from kale.transport.memory import MemoryTransport
 from kale.worker import Worker
@@ -226,7 +226,7 @@ def test_runs_refused_then_delivered_late_never_exceed_the_rate(flow):
     a second of the rate, and every task runs once."""
     clock = FakeClock()
     transport = LateCopies(clock.monotonic() + 8.0, 20, clock)
-    broker = Broker(transport, get_queue_config(settings.config))
+    broker = Broker(transport, build_queue_config(settings.config), config=settings.config)
     previous = publisher.set_publisher(publisher.Publisher(broker))
     try:
         ft.RatedTask.publish_batch(None, [((n,), {}) for n in range(50)])

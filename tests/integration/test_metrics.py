@@ -9,6 +9,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from kale import publisher as kale_publisher
 from kale import worker as kale_worker
+from kale.app import default_app
 from kale.conf import settings
 from kale.contrib.metrics import PrometheusHooks, RequestCounter, metrics_for
 from kale.events import Outcome
@@ -161,7 +162,7 @@ def test_counting_requests_stops_with_the_worker(memory_broker, hooks, registry)
 
 
 def test_publishes_are_counted_through_the_publish_hooks(memory_broker, hooks, registry):
-    publisher = kale_publisher.Publisher(memory_broker, hooks=[hooks])
+    publisher = kale_publisher.Publisher(memory_broker, hooks=[hooks]).given_parts(default_app())
     publisher.publish_batch(tasks.AddTask, None, [((i, 1), {}) for i in range(3)])
     publisher.publish(tasks.HighTask, None, (), {})
     assert value(registry, 'kale_published_total', queue='default', task=ADD) == 3
@@ -169,7 +170,7 @@ def test_publishes_are_counted_through_the_publish_hooks(memory_broker, hooks, r
 
 
 def test_label_values_are_names_never_task_ids_or_arguments(memory_broker, hooks, registry):
-    publisher = kale_publisher.Publisher(memory_broker, hooks=[hooks])
+    publisher = kale_publisher.Publisher(memory_broker, hooks=[hooks]).given_parts(default_app())
     ids = publisher.publish_batch(tasks.EchoTask, None, [(('secret-argument',), {})])
     work(memory_broker, [hooks], queues=['default'])
     text = generate_latest(registry).decode()
@@ -180,7 +181,7 @@ def test_label_values_are_names_never_task_ids_or_arguments(memory_broker, hooks
 def test_metrics_port_turns_the_hooks_on_for_workers_and_publishers(memory_broker):
     with settings.override(METRICS_PORT=free_port()):
         worker = kale_worker.Worker(queue_names=['default'], burst=True, broker=memory_broker)
-        publisher = kale_publisher.Publisher(memory_broker)
+        publisher = kale_publisher.Publisher(memory_broker).given_parts(default_app())
         assert any(isinstance(h, PrometheusHooks) for h in worker.hooks.hooks)
         assert any(isinstance(h, PrometheusHooks) for h in publisher.hooks.hooks)
 

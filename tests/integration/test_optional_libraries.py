@@ -24,12 +24,12 @@ from kale import publisher, worker
 from kale.broker import Broker
 from kale.conf import settings
 from kale.exceptions import KaleError
-from kale.queue_config import get_queue_config
+from kale.queue_config import build_queue_config
 from kale.transport.memory import MemoryTransport
 from tests import tasks
 
 with settings.override(**json.loads(sys.argv[1])):
-    broker = Broker(MemoryTransport(), get_queue_config(settings.config))
+    broker = Broker(MemoryTransport(), build_queue_config(settings.config), config=settings.config)
     publisher.set_publisher(publisher.Publisher(broker))
     try:
         tasks.AddTask.publish(None, 1, 2)

@@ -14,6 +14,7 @@ from sqlalchemy import Column, Integer, MetaData, String, Table, func, select
 from sqlalchemy.orm import Session
 
 from kale import outbox, records
+from kale.app import default_app
 from kale.conf import settings
 from kale.exceptions import OutboxError, PublishError, SQSError
 from kale.outbox.relay import MAX_BACKOFF_SEC, Relay, with_records
@@ -36,7 +37,7 @@ def app(memory_broker, any_records_url):
     effects.create(engine, checkfirst=True)
 
     relay = Relay(engine, memory_broker, poll_sec=0.05, config=settings.config,
-                  **with_records(settings.config))
+                  **with_records(default_app()))
     yield engine, relay, memory_broker
     engine.dispose()
 
@@ -294,6 +295,7 @@ def test_kale_web_shows_the_outbox_of_outbox_url(app, memory_broker):
     with engine.begin() as conn:
         outbox.publish(conn, ot.Note, None, 'x', 'y')
     with settings.override(OUTBOX_URL=engine.url.render_as_string(hide_password=False)):
+        client = api_client(create_app(broker=lambda: memory_broker))     # the app's settings
         answer = client.get('/api/outbox').json()
     assert answer['configured'] is True and answer['pending'] == 1
     assert 0 <= answer['oldest_age_sec'] < 60

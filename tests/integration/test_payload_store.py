@@ -6,15 +6,15 @@ import uuid
 
 import pytest
 
+from kale.app import default_app
 from kale.conf import settings
 from kale.exceptions import ImproperlyConfigured, PayloadMissingError, PayloadStoreError
 from kale.transport.payloads import (
     MemoryPayloadStore,
     PayloadStore,
-    get_payload_store,
     using_payload_store,
 )
-from kale.transport.s3 import S3PayloadStore, get_s3_store, make_s3_client
+from kale.transport.s3 import S3PayloadStore, make_s3_client
 from tests.support.endpoint import raw_s3_client
 
 KEY = 'kale-payloads/task-1'
@@ -67,10 +67,10 @@ def test_a_missing_bucket_is_a_store_error_naming_it(store_and_bucket):
 
 
 def test_the_s3_store_reaches_the_local_endpoint_from_the_settings(payload_bucket):
-    store = get_s3_store(settings.config)
+    store = default_app().payloads
     store.put(payload_bucket.name, KEY, b'from the settings')
     assert payload_bucket.read(KEY) == b'from the settings'
-    assert get_s3_store(settings.config) is store, 'one client per process and configuration'
+    assert default_app().payloads is store, 'one client per app'
 
 
 def test_an_unreachable_s3_is_a_retryable_store_error():
@@ -94,5 +94,5 @@ def test_without_a_region_the_s3_client_is_one_clear_line(monkeypatch):
 def test_using_payload_store_puts_another_store_in_place_for_the_block():
     memory = MemoryPayloadStore('b')
     with using_payload_store(memory):
-        assert get_payload_store(settings.config) is memory
-    assert get_payload_store(settings.config) is not memory
+        assert default_app().payloads is memory
+    assert default_app().payloads is not memory

@@ -6,6 +6,7 @@ import time
 import pytest
 
 from kale import records
+from kale.app import default_app
 from kale.conf import settings
 from kale.exceptions import (
     PublishError,
@@ -330,8 +331,7 @@ def test_the_worker_has_a_row_that_says_it_stopped(broker):
 
 @pytest.mark.real_time('waits for the records writer thread')
 def test_a_worker_row_keeps_beating_from_the_writer_thread_while_idle(broker):
-    from kale.records.recorder import get_recorder
-    recorder = get_recorder(settings.config)
+    recorder = default_app().recorder
     recorder.heartbeat_sec = 0.1
     recorder.start_process('worker', ['default'], purges=False)
     recorder.flush()
@@ -367,10 +367,9 @@ def test_running_is_written_before_the_task_runs(broker):
 
 @pytest.mark.real_time('waits for the records writer thread')
 def test_workers_purge_expired_records_now_and_then(broker):
-    from kale.records.recorder import get_recorder
     old = rt.PlainTask.publish(None, 1)
     work(broker)
-    recorder = get_recorder(settings.config)
+    recorder = default_app().recorder
     long_ago = time.time() - 3600
     recorder.store.write([], [dict(records.store().get(old), finished_at=long_ago,
                                    updated_at=time.time() + 1)], [])
@@ -489,10 +488,9 @@ def test_a_duplicate_delivery_of_a_task_that_succeeded_is_not_run_again(broker, 
     first = records.get(task_id)
     assert first.status == 'succeeded' and rt.PlainTask.ran == [7]
     queue = broker.queues['default']
-    from kale.codec import get_codec
     from kale.message import Message
     again = Message(task_id, rt.PlainTask.task_path(), (7,), {}, published_at=first.published_at)
-    broker.send(queue, [get_codec(settings.config).to_outgoing(again, broker.sqs_name(queue))])
+    broker.send(queue, [default_app().codec.to_outgoing(again, broker.sqs_name(queue))])
     work(broker)
     assert rt.PlainTask.ran == [7]                       # not run again
     assert broker.counts(queue).total == 0               # the duplicate was deleted

@@ -8,6 +8,7 @@ import threading
 import pytest
 
 from kale import records
+from kale.app import default_app
 from kale.cli import main
 from kale.conf import settings
 from kale.exceptions import RecordConflictError, RecordNotFoundError
@@ -52,11 +53,10 @@ def test_retries_racing_from_threads_publish_once(memory_broker, failed):
 
 def test_a_publish_that_fails_gives_the_claim_back(memory_broker, failed, monkeypatch):
     from kale.exceptions import PublishError
-    from kale.publisher import get_publisher
 
     def refuse(*args, **kwargs):
         raise PublishError('SQS said no')
-    monkeypatch.setattr(get_publisher(), 'publish_batch', refuse)
+    monkeypatch.setattr(default_app().publisher, 'publish_batch', refuse)
     with pytest.raises(PublishError):
         records.retry(failed[2])
     assert records.get(failed[2]).retried_as is None

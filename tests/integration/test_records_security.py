@@ -230,13 +230,13 @@ def test_the_relays_lock_file_is_never_opened_through_a_link(tmp_path):
     from kale.broker import Broker
     from kale.exceptions import OutboxError
     from kale.outbox.relay import Relay
-    from kale.queue_config import get_queue_config
+    from kale.queue_config import build_queue_config
     from kale.store.sql.outbox_schema import open_database
     from kale.transport.memory import MemoryTransport
     target = tmp_path / 'elsewhere'
     (tmp_path / 'app.db-kale-relay.lock').symlink_to(target)
     relay = Relay(open_database('sqlite:///%s' % (tmp_path / 'app.db')),
-                  Broker(MemoryTransport(), get_queue_config(settings.config)), config=settings.config)
+                  Broker(MemoryTransport(), build_queue_config(settings.config)), config=settings.config)
     with pytest.raises(OutboxError, match='must be a file of this user, not a symbolic link'):
         relay.claim_database()
     assert not target.exists()

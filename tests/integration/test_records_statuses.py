@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import create_engine, inspect, text
 
 from kale import records
-from kale.cli import admin as cli_admin
+from kale.app import App
 from kale.cli import main
 from kale.conf import settings
 from kale.store.sql.records import RecordStore
@@ -26,7 +26,7 @@ def test_a_purge_marks_the_queues_waiting_records_purged(memory_broker, records_
     waiting = rt.PlainTask.publish(None, 2)
     delayed = rt.PlainTask.publish(None, 3, delay_sec=600)
     elsewhere = tasks.HighRecordTask.publish(None)
-    monkeypatch.setattr(cli_admin, 'command_broker', lambda: memory_broker)
+    monkeypatch.setattr(App, 'command_broker', property(lambda app: memory_broker))
     assert main(['purge', 'default', '--yes']) == 0
     out = capsys.readouterr().out
     assert 'marked 2 waiting task records of default purged' in out

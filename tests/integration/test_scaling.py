@@ -13,9 +13,8 @@ import boto3
 from prometheus_client import generate_latest
 
 from kale import records
-from kale.broker import get_broker
+from kale.app import default_app
 from kale.cli import main
-from kale.conf import settings
 from kale.contrib.queue_metrics import queue_registry
 from kale.scaling import queue_signals, serving_workers
 from kale.store.sql.schema import workers
@@ -44,7 +43,8 @@ def test_the_signals_with_records_on(sqs, records_url, capsys):
     now = time.time()
     add_workers(records_url, now)
     later = now + 30
-    rows = {row.name: row for row in queue_signals(get_broker(settings.config), records_url, now=later)}
+    rows = {row.name: row for row in queue_signals(default_app().broker, records.queries(),
+                                                     now=later)}
     default = rows['default']
     assert (default.visible, default.in_flight, default.delayed) == (6, 0, 0)
     assert default.workers == 2 and default.backlog_per_worker == 3.0
@@ -58,9 +58,9 @@ def test_the_signals_with_records_on(sqs, records_url, capsys):
     assert listed['default']['backlog_per_worker'] == 3.0
     assert listed['default']['workers'] == 2 and listed['default']['oldest_from'] == 'records'
 
-    queries = records.queries(records_url)
+    queries = records.queries()
     text = generate_latest(queue_registry(
-        get_broker(settings.config), oldest_queued=lambda: queries.oldest_queued(),
+        default_app().broker, oldest_queued=lambda: queries.oldest_queued(),
         workers=lambda: serving_workers(queries))).decode()
     assert 'kale_queue_workers{queue="default"} 2.0' in text
     assert 'kale_queue_backlog_per_worker{queue="default"} 3.0' in text
@@ -70,7 +70,7 @@ def test_the_signals_with_records_on(sqs, records_url, capsys):
 
 def test_without_records_the_oldest_age_comes_from_cloudwatch(sqs):
     tasks.AddTask.publish(None, 1, 2)
-    broker = get_broker(settings.config)
+    broker = default_app().broker
     name = broker.sqs_name(broker.queues['default'])
     cloudwatch = boto3.client('cloudwatch', endpoint_url=sqs.url, region_name='us-east-1',
                               aws_access_key_id='test', aws_secret_access_key='test')

@@ -10,11 +10,10 @@ import threading
 import pytest
 
 from kale import records
+from kale.app import default_app
 from kale.cli import main
 from kale.conf import settings
 from kale.events import process_identity
-from kale.records.recorder import get_recorder
-from kale.schedules.discovery import get_schedules
 from kale.schedules.hooks import SchedulerHooks
 from kale.schedules.scheduler import Scheduler, make_scheduler
 from kale.schedules.spec import SCHEDULE_LABEL, tick_id
@@ -47,9 +46,9 @@ def test_ticks_are_published_under_their_ids_and_run(any_records_url, memory_bro
                                                       record):
     clock = FakeClock()
     start = clock.time()
-    scheduler = make_scheduler(settings.config, clock=clock, holder='one')
+    scheduler = make_scheduler(default_app(), clock=clock, holder='one')
     run_until(clock, start + 300, scheduler)
-    schedule = get_schedules(settings.config).get('ticks')
+    schedule = default_app().schedules.get('ticks')
     ticks = schedule.ticks_between(start, start + 300, 100)
     ids = [tick_id('ticks', tick) for tick in ticks]
     assert [task_id for _, _, task_id in scheduler.published] == ids and len(ids) == 5
@@ -84,17 +83,17 @@ def test_broken_schedules_stop_only_themselves_and_are_each_reported(
         return clock.time() > start + 125
 
     with caplog.at_level(logging.INFO, logger='kale.schedules'):
-        scheduler = make_scheduler(settings.config, clock=clock, holder='one', wait=wait)
+        scheduler = make_scheduler(default_app(), clock=clock, holder='one', wait=wait)
         scheduler.run()
     errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     assert errors == ['scheduler one: broken, not run (the other schedules run): ' + TYPO,
                       'scheduler one: broken, not run (the other schedules run): ' + ZONE]
-    ticks = get_schedules(settings.config).get('ticks').ticks_between(start, start + 125, 10)
+    ticks = default_app().schedules.get('ticks').ticks_between(start, start + 125, 10)
     assert [(name, task_id) for name, _, task_id in scheduler.published] == [
         ('ticks', tick_id('ticks', tick)) for tick in ticks] and len(ticks) == 2
     work(memory_broker)
     assert sorted(r[1] for r in read_records(record)) == sorted(tick_id('ticks', t) for t in ticks)
-    get_recorder(settings.config).flush(timeout=5)
+    default_app().recorder.flush(timeout=5)
     assert main(['schedules', 'list']) == 1
     out = capsys.readouterr().out.splitlines()
     assert out[1].split()[:2] == ['ticks', 'tests.schedule_tasks.Tick']
@@ -156,8 +155,9 @@ def test_a_leader_that_stops_renewing_is_replaced_and_no_tick_is_lost_or_doubled
     clock = FakeClock()
     start = clock.time()
     stores = [RecordStore(any_records_url, settings.config) for _ in range(2)]
-    schedules = get_schedules(settings.config)
-    first, second = [Scheduler(schedules, store.schedules, 15, clock=clock, holder=holder)
+    schedules = default_app().schedules
+    first, second = [Scheduler(schedules, store.schedules, 15, default_app().publisher,
+                               clock=clock, holder=holder)
                      for store, holder in zip(stores, ('first', 'second'), strict=True)]
     try:
         run_until(clock, start + 130, first, second)
@@ -178,9 +178,9 @@ def test_a_leader_that_stops_renewing_is_replaced_and_no_tick_is_lost_or_doubled
 def test_schedules_list_shows_next_runs_last_tick_and_its_state(any_records_url, memory_broker,
                                                                 scheduled, capsys):
     clock = FakeClock()
-    scheduler = make_scheduler(settings.config, clock=clock, holder='lister')
+    scheduler = make_scheduler(default_app(), clock=clock, holder='lister')
     run_until(clock, clock.time() + 61, scheduler)
-    get_recorder(settings.config).flush(timeout=5)                  # the scheduler's records, written
+    default_app().recorder.flush(timeout=5)                  # the scheduler's records, written
     assert main(['schedules', 'list', '--json']) == 0
     answer = json.loads(capsys.readouterr().out)
     [row] = answer['schedules']

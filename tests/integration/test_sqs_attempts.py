@@ -10,7 +10,7 @@ import socket
 import pytest
 
 from bench.faults import FaultProxy
-from kale.cli.admin import command_broker
+from kale.app import default_app
 from kale.conf import settings
 from kale.default_settings import Settings
 from kale.exceptions import EndpointUnreachableError, SQSError
@@ -144,7 +144,7 @@ def test_an_operator_command_makes_each_request_once(sqs, proxy):
     meaning = Settings.__dataclass_fields__['SQS_READ_TIMEOUT_SEC'].metadata['doc']
     assert 'wait this plus 1 s, once' in meaning
     with settings.override(MESSAGE_QUEUE_ENDPOINT_URL=proxy.url):
-        transport = command_broker().transport
+        transport = default_app().command_broker.transport
     proxy.inject('server_error', 600, probability=1.0, operations=['SendMessage', 'PurgeQueue'])
     for call in (lambda: transport.send(queue, OutgoingMessage('one')),
                  lambda: transport.purge(queue)):

@@ -5,10 +5,10 @@ import os
 
 import pytest
 
-from kale.broker import get_broker
+from kale.app import default_app
 from kale.conf import settings
 from kale.exceptions import BatchSendError, EndpointUnreachableError, QueueNotFoundError
-from kale.queue_config import get_queue_config
+from kale.queue_config import build_queue_config
 from kale.transport import OutgoingMessage
 from kale.transport import sqs as kale_sqs
 from tests import tasks
@@ -23,7 +23,7 @@ def count_requests():
     def record(event_name, **kwargs):
         operations.append(event_name.rsplit('.', 1)[-1])
 
-    events = kale_sqs.get_transport(settings.config).client.meta.events
+    events = default_app().transport.client.meta.events
     events.register('before-send.sqs', record, unique_id='test-count-requests')
     try:
         yield operations
@@ -74,7 +74,7 @@ def test_batches_are_split_by_request_size(sqs):
 def test_delayed_publish_is_not_visible_at_once(sqs):
     tasks.AddTask.publish(None, 1, 2, delay_sec=60)
     assert sqs.receive_all('default', timeout=0.5) == []
-    counts = get_broker(settings.config).counts(get_queue_config(settings.config)['default'])
+    counts = default_app().broker.counts(build_queue_config(settings.config)['default'])
     assert counts.delayed == 1
 
 

@@ -11,6 +11,7 @@ import textwrap
 import pytest
 
 from kale import records, submission, workflow
+from kale.app import default_app
 from kale.conf import settings
 from kale.exceptions import SubmissionError
 from kale.records.queries import parse_filter
@@ -68,7 +69,7 @@ def until_final(broker, workflow_id):
 
 
 def test_a_two_step_tree_of_programs_passes_the_first_result_on(programs):
-    answer = submission.submit(json.loads(json.dumps(TREE)))
+    answer = submission.submit(json.loads(json.dumps(TREE)), default_app())
     assert set(answer['tasks']) == {'save', 'mail'}
     wf = until_final(programs, answer['workflow_id'])
     assert wf.result() == [{'uid': 1234, 'saved': True}, 'mailed 1234']
@@ -80,7 +81,7 @@ def test_a_python_task_and_a_program_in_one_submission(programs):
     answer = submission.submit({'tasks': [
         {'id': 'add', 'task': 'tests.workflow_tasks.Add', 'args': [{'value': 1233}],
          'kwargs': {'b': {'value': 1}}},
-        {'id': 'double', 'method': 'double', 'args': [{'ref': 'add'}, {'value': 1}]}]})
+        {'id': 'double', 'method': 'double', 'args': [{'ref': 'add'}, {'value': 1}]}]}, default_app())
     wf = until_final(programs, answer['workflow_id'])
     assert wf.result() == [1234, 2470]
     assert records.get(answer['tasks']['double']).inputs['args'] == [1234, 1]
@@ -88,7 +89,7 @@ def test_a_python_task_and_a_program_in_one_submission(programs):
 
 def test_one_entry_alone_is_a_plain_task(programs):
     answer = submission.submit({'tasks': [
-        {'method': 'send-mail', 'args': [{'value': {'uid': 7}}]}], 'labels': {'n': 1}})
+        {'method': 'send-mail', 'args': [{'value': {'uid': 7}}]}], 'labels': {'n': 1}}, default_app())
     assert answer['workflow_id'] is None and list(answer['tasks']) == ['0']
     work(programs)
     record = records.get(answer['tasks']['0'])
@@ -133,7 +134,7 @@ def test_one_entry_alone_is_a_plain_task(programs):
 def test_a_bad_submission_is_one_line_and_nothing_is_recorded_or_sent(programs, document,
                                                                        error):
     with pytest.raises(SubmissionError, match=error) as raised:
-        submission.submit(submission.parse(document))
+        submission.submit(submission.parse(document), default_app())
     assert '\n' not in str(raised.value)
     assert workflow.list_workflows() == []
     work(programs)                              # nothing was sent: no record appears

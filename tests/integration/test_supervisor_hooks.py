@@ -5,6 +5,7 @@ import sys
 
 import pytest
 
+from kale.app import default_app
 from kale.conf import settings
 from kale.exceptions import HookError
 from kale.hooks import WorkerHooks
@@ -33,7 +34,8 @@ CHILD = [sys.executable, '-c', 'import os, sys; sys.exit(0 if os.environ["KALE_T
 def test_the_supervisor_calls_its_hooks_around_its_workers():
     hooks = Recording()
     with settings.override(WORKER_HOOKS=[hooks]):
-        assert Supervisor(CHILD, 2, settings.config).run() == 0      # the children saw the hook's variable
+        # the children saw the hook's variable
+        assert Supervisor(CHILD, 2, default_app().config).run() == 0
     assert hooks.calls == [('startup',), ('exited', 0), ('exited', 0), ('shutdown',)]
 
 
@@ -44,7 +46,7 @@ class FailingStartup(WorkerHooks):
 
 def test_a_failing_supervisor_startup_hook_starts_no_worker():
     with settings.override(WORKER_HOOKS=[FailingStartup()]):
-        supervisor = Supervisor(CHILD, 2, settings.config)
+        supervisor = Supervisor(CHILD, 2, default_app().config)
         with pytest.raises(HookError, match='FailingStartup.on_supervisor_startup failed'):
             supervisor.run()
     assert supervisor.children == {}

@@ -8,10 +8,9 @@ from __future__ import annotations
 import pytest
 
 from kale import records, topics
-from kale.codec import get_codec
+from kale.app import default_app
 from kale.conf import settings
 from kale.exceptions import PublishError, TopicError
-from kale.topics.backend import topics_backend
 from kale.topics.names import copy_task_id
 from kale.topics.subscribers import find_subscribers
 from kale.transport import OutgoingMessage
@@ -78,7 +77,7 @@ def test_an_event_replayed_onto_a_queue_that_does_not_subscribe_is_wrong_queue(
     only ('default', whose subscriber takes orders): refused unread."""
     from kale.message import Message
     out = tmp_path / 'runs'
-    body = get_codec(settings.config).to_outgoing(Message(task_id='e1', task_name='topic:refunds',
+    body = default_app().codec.to_outgoing(Message(task_id='e1', task_name='topic:refunds',
                                            args=({'out': str(out), 'n': 9},)),
                                    'topic:%srefunds' % settings.QUEUE_PREFIX).body
     topics.publish('orders', {'out': str(out), 'n': 1})        # creates and subscribes
@@ -112,14 +111,14 @@ def test_two_subscribers_of_one_topic_on_one_queue_are_refused(monkeypatch, sett
     monkeypatch.setenv('KALE_TEST_TASK_MODULES', 'tests.topic_tasks,tests.topic_clash')
     settings_env()
     with pytest.raises(TopicError, match="both subscribe on queue 'default'"):
-        find_subscribers(settings.config)
+        find_subscribers(settings.config, default_app().queues)
 
 
 def test_sync_subscribes_each_queue_with_its_filter(subscribed):
     from kale.topics.sync import sync
-    lines_ = sync(settings.config, topics_backend(settings.config))
+    lines_ = sync(default_app())
     assert 'orders -> tests.topic_tasks.AcmeAudit on queue low (labels tenant=acme)' in lines_
-    backend = topics_backend(settings.config)
+    backend = default_app().topics
     arn = backend.find_topic(settings.QUEUE_PREFIX + 'orders')
     assert {sub['queue_arn'].rsplit(':', 1)[-1] for sub in backend.subscriptions(arn)} == {
         subscribed.sqs_name(subscribed.queues[name]) for name in ('default', 'high', 'low')}
@@ -141,7 +140,7 @@ def test_an_event_reaches_the_webhooks_of_its_topic_through_the_fanout(
             acme = webhooks.add('refunds', server.url(), labels={'tenant': 'acme'})
             webhooks.add('refunds', server.url() + '-other', labels={'tenant': 'globex'})
             assert 'refunds -> kale.webhooks.fanout.WebhookFanout on queue budget' in \
-                fanout.subscription_of('refunds')
+                fanout.subscription_of('refunds', default_app())
             event_id = topics.publish('refunds', {'refund': 3, 'out': str(tmp_path / 'x'),
                                                   'n': 1}, labels={'tenant': 'acme'})
             run_all(subscribed)
@@ -154,4 +153,3 @@ def test_an_event_reaches_the_webhooks_of_its_topic_through_the_fanout(
     finally:
         sender.close()
         server.close()
-        fanout.forget_topics()

@@ -505,11 +505,11 @@ def test_a_worker_on_each_pool_settles_everything_on_this_transport(transport, n
     from kale import publisher
     from kale.broker import Broker
     from kale.conf import settings
-    from kale.queue_config import get_queue_config
+    from kale.queue_config import build_queue_config
     from kale.worker import Worker
     from tests import pool_tasks, tasks
     from tests.support.records import recorded_ids
-    broker = Broker(transport, get_queue_config(settings.config), prefix=name(''))
+    broker = Broker(transport, build_queue_config(settings.config), prefix=name(''), config=settings.config)
     previous = publisher.set_publisher(publisher.Publisher(broker))
     try:
         with settings.override(RETRY_DELAY_MULTIPLE_SEC=0):

@@ -10,6 +10,7 @@ import threading
 import pytest
 
 from kale import outbox, records
+from kale.app import default_app
 from kale.conf import settings
 from kale.exceptions import PublishError, SQSError
 from kale.outbox.relay import Relay, with_records
@@ -122,7 +123,7 @@ def test_the_outbox_honours_it_when_the_relay_sends(broker, any_records_url, tmp
         second = outbox.publish(conn, ot.UniqueNote, None, out, 'once')
     assert first != second
 
-    relay = Relay(engine, broker, config=settings.config, **with_records(settings.config))
+    relay = Relay(engine, broker, config=settings.config, **with_records(default_app()))
     assert relay.send_round() == 2
     work(broker)
     assert runs(tmp_path / 'runs') == ['once']

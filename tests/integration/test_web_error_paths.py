@@ -10,7 +10,7 @@ import os
 import pytest
 
 from kale.exceptions import UnknownQueueError
-from kale.queue_config import get_queue_config
+from kale.queue_config import build_queue_config
 from kale.records import controls
 from kale.web import create_app
 from tests.support.web import api_client
@@ -26,7 +26,7 @@ def assert_names_no_path(error, *paths):
 
 @pytest.fixture
 def config_path(app):
-    return get_queue_config(app.config).path
+    return build_queue_config(app.config).path
 
 
 @pytest.mark.parametrize('route', ['pause', 'resume', 'purge?confirm=nowhere', 'redrive'])
@@ -120,9 +120,9 @@ def test_an_executors_settings_file_that_does_not_check_is_named_without_its_pat
     directory = tmp_path / 'secret-place'
     directory.mkdir()
     (directory / 'executors.yaml').write_text(settings_text)
-    client = api_client(create_app(token=TOKEN, broker=lambda: memory_broker),
-                        Authorization='Bearer ' + TOKEN)
     with settings.override(EXECUTOR_DIR=str(directory)):
+        client = api_client(create_app(token=TOKEN, broker=lambda: memory_broker),
+                            Authorization='Bearer ' + TOKEN)
         answer = client.post('/api/workflows', content='{"tasks": [{"id": "a", "method": "m"}]}')
     error = answer.json()['error']
     assert answer.status_code == 400 and error.startswith('tasks[0] (a): ' + said), error

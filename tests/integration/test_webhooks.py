@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import update
 
 from kale import records, webhooks
+from kale.app import default_app
 from kale.conf import settings
 from kale.exceptions import WebhookError
 from kale.hooks import WorkerHooks
@@ -267,7 +268,7 @@ def test_a_delivery_for_another_topic_than_its_webhooks_is_refused(receiver, mem
     """Even with Kale's proof, an event of a topic the webhook does not
     subscribe to is not delivered to it."""
     hook = webhooks.add('orders', receiver.url())
-    [task_id] = fanout._publish(None, [((hook.id, 'evt_2', 'payroll', {'salary': 1}), {})])
+    [task_id] = fanout._publish(default_app(), [((hook.id, 'evt_2', 'payroll', {'salary': 1}), {})])
     work(memory_broker)
     record = records.get(task_id)
     assert record.status == 'failed' and receiver.requests == []

@@ -119,7 +119,7 @@ def test_two_workers_finishing_a_joins_last_inputs_at_once_publish_it_once(broke
     for round_number in range(10):
         left, right = wt.Add.s(1), wt.Add.s(2)
         join = wt.Pair.s(workflow.ref(left), workflow.ref(right))
-        graph = Graph.build(workflow.group(left, right, join))
+        graph = Graph.build(workflow.group(left, right, join), default_app().config)
         state.record('race-%d' % round_number, graph,
                      {node_id: 'default' for node_id in graph.nodes}, None, None, 0.0)
         claims: list = []

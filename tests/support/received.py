@@ -5,7 +5,7 @@ from kale import codec as kale_codec
 from kale import message as kale_message
 from kale.conf import settings
 from kale.events import Settlement
-from kale.queue_config import get_queue_config
+from kale.queue_config import build_queue_config
 from kale.transport import ReceivedMessage
 from kale.worker.batch import Batch
 
@@ -21,7 +21,7 @@ def received_for(task_class, *args, retry_num=0, failure_num=0, **kwargs):
 
 
 def batch_for(received):
-    return Batch(get_queue_config(settings.config)['default'], [received], time.monotonic(), QUEUE)
+    return Batch(build_queue_config(settings.config)['default'], [received], time.monotonic(), QUEUE)
 
 
 def settled(outcome):
@@ -29,7 +29,7 @@ def settled(outcome):
     from kale.worker.runner import TaskRunner
     from tests import tasks
     received = received_for(tasks.RecordTask)
-    batch = Batch(get_queue_config(settings.config)['default'], [received], 0.0, QUEUE)
+    batch = Batch(build_queue_config(settings.config)['default'], [received], 0.0, QUEUE)
     runner = TaskRunner()
     opened = runner.open(batch, received)
     message = runner.read(batch, received, opened)

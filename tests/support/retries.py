@@ -19,10 +19,10 @@ def shifted_broker() -> Iterator[tuple[Any, ShiftedClock]]:
     sends through it), the workers given it and LaterTask read."""
     from kale import publisher
     from kale.broker import Broker
-    from kale.queue_config import get_queue_config
+    from kale.queue_config import build_queue_config
     from kale.transport.memory import MemoryTransport
     clock = ShiftedClock()
-    broker = Broker(MemoryTransport(clock=clock), get_queue_config(settings.config))
+    broker = Broker(MemoryTransport(clock=clock), build_queue_config(settings.config), config=settings.config)
     previous = publisher.set_publisher(publisher.Publisher(broker, clock=clock))
     rt.LaterTask.clock, rt.LaterTask.runs = clock, []
     try:

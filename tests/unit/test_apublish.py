@@ -13,7 +13,7 @@ from kale.broker import Broker
 from kale.codec import decode
 from kale.conf import settings
 from kale.exceptions import PublishError
-from kale.queue_config import get_queue_config
+from kale.queue_config import build_queue_config
 from kale.transport.memory import MemoryTransport
 from tests import pool_tasks, tasks
 
@@ -21,7 +21,8 @@ from tests import pool_tasks, tasks
 @pytest.fixture
 def slow_broker():
     """A broker whose every request takes a second."""
-    broker = Broker(MemoryTransport(latency_sec=1.0), get_queue_config(settings.config))
+    broker = Broker(MemoryTransport(latency_sec=1.0), build_queue_config(settings.config),
+                    config=settings.config)
     previous = publisher.set_publisher(publisher.Publisher(broker))
     yield broker
     publisher.set_publisher(previous)

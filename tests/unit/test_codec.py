@@ -8,6 +8,7 @@ import zlib
 import pytest
 
 from kale import codec
+from kale.app import default_app
 from kale.codec import serialize
 from kale.codec.keys import key_id, signing_keys
 from kale.codec.sign import signature
@@ -327,21 +328,21 @@ def test_a_body_over_the_size_limit_is_refused_before_it_is_verified(app):
 
 
 def test_the_codec_is_built_once_per_configuration(app):
-    first = codec.get_codec(app.config)
-    assert codec.get_codec(app.config) is first
+    first = app.codec
+    assert app.codec is first
     assert app.codec is app.codec                   # an app on its own clock: its own, once
     as_json = app.replace(SERIALIZER='json')
-    assert codec.get_codec(as_json.config) is not first
+    assert as_json.codec is not first
     assert 's=j' in as_json.codec.encode(make_message(), QUEUE).body.split(':')[1]
 
 
 def test_the_module_level_functions_follow_the_default_apps_settings():
     # On the global settings on purpose: codec.encode, decode and to_outgoing
     # are the default app's, whose codec is rebuilt when its settings change.
-    first = codec.get_codec(settings.config)
-    assert codec.get_codec(settings.config) is first
+    first = default_app().codec
+    assert default_app().codec is first
     with settings.override(SERIALIZER='json', ACCEPT_SERIALIZERS=['json']):
-        assert codec.get_codec(settings.config) is not first
+        assert default_app().codec is not first
         body = codec.encode(make_message(), QUEUE)
         assert 's=j' in body.split(':')[1]
         assert codec.decode(body, QUEUE) == make_message()
@@ -505,7 +506,7 @@ def test_encryption_can_be_turned_off_while_queued_bodies_drain(app):
 def test_a_short_encryption_key_is_refused(app):
     short = app.replace(MESSAGE_ENCRYPTION_KEY='short')
     with pytest.raises(ImproperlyConfigured, match='MESSAGE_ENCRYPTION_KEY is too short'):
-        codec.get_codec(short.config)
+        short.codec
 
 
 def test_tampered_ciphertext_fails_the_signature_before_decryption(app):

@@ -4,7 +4,7 @@ import time
 from kale.conf import settings
 from kale.events import Outcome, Settlement
 from kale.exceptions import BatchSendError, EndpointUnreachableError, SQSError
-from kale.queue_config import get_queue_config
+from kale.queue_config import build_queue_config
 from kale.transport import OutgoingMessage
 from kale.worker.batch import Batch
 from kale.worker.consumer import COPY_MIN_SEC, Consumer
@@ -50,7 +50,7 @@ class RecordingBroker:
 
 
 def received_batch(memory_broker, count):
-    queue = get_queue_config(settings.config)['default']
+    queue = build_queue_config(settings.config)['default']
     tasks.AddTask.publish_batch(None, [((i, i), {}) for i in range(count)])
     return Batch(queue, memory_broker.receive(queue), time.monotonic(),
                  memory_broker.sqs_name(queue))
@@ -153,13 +153,13 @@ def clocked_batch(count, clock):
     from kale import publisher
     from kale.broker import Broker
     from kale.transport.memory import MemoryTransport
-    broker = Broker(MemoryTransport(clock=clock), get_queue_config(settings.config))
+    broker = Broker(MemoryTransport(clock=clock), build_queue_config(settings.config), config=settings.config)
     previous = publisher.set_publisher(publisher.Publisher(broker))
     try:
         tasks.AddTask.publish_batch(None, [((i, i), {}) for i in range(count)])
     finally:
         publisher.set_publisher(previous)
-    queue = get_queue_config(settings.config)['default']
+    queue = build_queue_config(settings.config)['default']
     return broker, Batch(queue, broker.receive(queue), clock(), broker.sqs_name(queue))
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from kale import admin, records, task
-from kale.codec import get_codec
+from kale.app import default_app
 from kale.conf import settings
 from kale.exceptions import (
     RecordConflictError,
@@ -96,7 +96,7 @@ def test_a_class_without_a_handler_keeps_the_plain_dead_letter(memory_broker, re
     task_id = dt.NoHandlerTask.publish(None, 1)
     run(memory_broker)
     [dead] = dead_letters(memory_broker)
-    assert get_codec(settings.config).decode(dead.body, memory_broker.sqs_name(
+    assert default_app().codec.decode(dead.body, memory_broker.sqs_name(
         memory_broker.queues['default'])).task_id == task_id
     assert dead.attributes['kale_dead_letter_reason'].startswith('no_retries: ValueError')
     assert not memory_broker.transport.queue_exists('dlq-default-runs')
@@ -144,7 +144,7 @@ def test_a_dead_run_that_cannot_be_sent_falls_back_to_the_dead_letter(memory_bro
     worker = run(memory_broker)
     assert worker.stats == {'dead_letter': 1}
     [dead] = dead_letters(memory_broker)
-    message = get_codec(settings.config).decode(
+    message = default_app().codec.decode(
         dead.body, memory_broker.sqs_name(memory_broker.queues['default']))
     assert message.task_id == task_id and not message.dead_of
 
@@ -164,7 +164,7 @@ def test_a_dead_run_refused_in_a_batch_send_falls_back_to_the_dead_letter(memory
     run(memory_broker)
     [dead] = dead_letters(memory_broker)
     queue = memory_broker.queues['default']
-    assert get_codec(settings.config).decode(dead.body, memory_broker.sqs_name(queue)).task_id == task_id
+    assert default_app().codec.decode(dead.body, memory_broker.sqs_name(queue)).task_id == task_id
     assert not memory_broker.transport.queue_exists('dlq-default-runs')
 
 

@@ -9,8 +9,7 @@ import time
 import pytest
 
 from kale import task
-from kale.codec import get_codec
-from kale.conf import settings
+from kale.app import default_app
 from kale.exceptions import ImproperlyConfigured, QueueConfigError, TaskDefinitionError
 from kale.message import Message
 from kale.queue_config import parse_queue_config
@@ -26,7 +25,7 @@ def test_the_dead_run_carries_its_link_and_error_signed_in_its_envelope():
     assert dead.task_id == message.dead_run('other').task_id      # the same task, the same run
     assert len(dead.dead_error) == 1024 and '\n' not in dead.dead_error
     assert (dead.retry_num, dead.failure_num, dead.args) == (0, 0, ('x',))
-    codec = get_codec(settings.config)
+    codec = default_app().codec
     body = codec.encode(dead, 'q').body
     decoded = codec.decode(body, 'q')
     assert (decoded.dead_of, decoded.dead_error) == (dead.dead_of, dead.dead_error)

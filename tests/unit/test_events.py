@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kale import records
-from kale.conf import settings
+from kale.app import default_app
 from kale.events import HOLDS_GROUP, OUTCOMES, Outcome, Settle, Settlement
 from kale.hooks import HookDispatcher, WorkerHooks
 from kale.records.hooks import RecordsHooks
@@ -26,7 +26,7 @@ def test_every_outcome_has_a_name_in_every_layer(outcome):
 
 @pytest.mark.parametrize('outcome', list(Outcome))
 def test_the_records_write_every_outcome_of_a_run(outcome, records_url):
-    hooks = RecordsHooks(settings.config)
+    hooks = RecordsHooks.for_app(default_app())
     batch, s = settled(outcome)
     hooks.on_task_started(batch.queue, s.received, s.message)
     hooks.after_batch(batch.queue, batch)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from kale import worker as kale_worker
-from kale.app import App
+from kale.app import App, default_app
 from kale.exceptions import InvalidDelayError, InvalidGroupError, QueueConfigError
 from kale.hooks import WorkerHooks
 from kale.queue_config import parse_queue_config
@@ -99,8 +99,7 @@ def test_dedup_id_is_for_one_task(memory_broker):
 
 
 def memory_broker_publish_batch_with_dedup():
-    from kale.publisher import get_publisher
-    get_publisher().publish_batch(tasks.OrderedTask, None, [(('a',), {}), (('b',), {})],
+        default_app().publisher.publish_batch(tasks.OrderedTask, None, [(('a',), {}), (('b',), {})],
                                   group_id='g', dedup_id='d')
 
 

@@ -14,7 +14,7 @@ import types
 import pytest
 
 from kale import records
-from kale.conf import settings
+from kale.app import default_app
 from kale.exceptions import RecordsUnavailableError, TaskDefinitionError
 from kale.flow.bucket import MAX_DELAY_SEC, Bucket, most_starts
 from kale.flow.spec import Rate, parse_rate, spec_of
@@ -245,8 +245,7 @@ def test_a_delay_is_at_most_fifteen_minutes_and_reserves_nothing_further():
 
 def gate_of(**values):
     """A worker's flow gate for settings ``values`` (with the test settings' codec)."""
-    from kale.codec import get_codec
-    return FlowGate(types.SimpleNamespace(**values), get_codec(settings.config))
+    return FlowGate(types.SimpleNamespace(**values), default_app().codec)
 
 
 def test_without_records_a_limited_task_is_held_back_with_one_error_line(caplog):

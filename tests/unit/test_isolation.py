@@ -11,7 +11,7 @@ from kale import message as kale_message
 from kale.conf import settings
 from kale.events import Outcome
 from kale.exceptions import ChildTaskError, ImproperlyConfigured, TaskProcessDied, TimeLimitExceeded
-from kale.queue_config import get_queue_config
+from kale.queue_config import build_queue_config
 from kale.task import SKIPPED
 from kale.transport import ReceivedMessage
 from kale.worker.batch import Batch
@@ -25,7 +25,7 @@ def run(task_class, *args, isolation='process'):
     received = ReceivedMessage('mid', 'handle', kale_codec.encode(message, 'q'), {})
     runner = TaskRunner(isolation=isolation)
     started = time.monotonic()
-    batch = Batch(get_queue_config(settings.config)['default'], [received], started, 'q')
+    batch = Batch(build_queue_config(settings.config)['default'], [received], started, 'q')
     settlement = runner.run(batch, received, message, task_class)
     return settlement, time.monotonic() - started
 

@@ -12,8 +12,8 @@ import datetime
 
 import pytest
 
-from kale import codec as kale_codec
 from kale import outbox, records, workflow
+from kale.app import default_app
 from kale.codec.pipeline import DUE_AT
 from kale.conf import settings
 from kale.exceptions import DecodeError, InvalidDelayError, InvalidFlowError
@@ -35,10 +35,10 @@ def timeline():
     sends through it) and each worker read too; DueTask notes its runs by it."""
     from kale import publisher
     from kale.broker import Broker
-    from kale.queue_config import get_queue_config
+    from kale.queue_config import build_queue_config
     from kale.transport.memory import MemoryTransport
     clock = ShiftedClock()
-    broker = Broker(MemoryTransport(clock=clock), get_queue_config(settings.config))
+    broker = Broker(MemoryTransport(clock=clock), build_queue_config(settings.config), config=settings.config)
     previous = publisher.set_publisher(publisher.Publisher(broker, clock=clock))
     tasks.DueTask.clock, tasks.DueTask.runs = clock, []
     yield broker, clock
@@ -53,7 +53,7 @@ def waiting_copies(broker):
 
 def opened(broker, stored):
     """A waiting message's verified envelope."""
-    return kale_codec.get_codec(settings.config).open(stored.body, broker.sqs_name(broker.queues['default']))
+    return default_app().codec.open(stored.body, broker.sqs_name(broker.queues['default']))
 
 
 def next_arrival(broker, clock):
@@ -167,14 +167,14 @@ def test_publish_batch_and_apublish_take_the_wait_too(timeline):
 def sealed(published_at, due_at):
     message = Message('t-window', 'tests.tasks.DueTask', published_at=published_at,
                       due_at=due_at)
-    return kale_codec.get_codec(settings.config).encode(message, QUEUE).body
+    return default_app().codec.encode(message, QUEUE).body
 
 
 def test_the_replay_window_counts_from_15_minutes_before_the_due_time():
     import time
     now = time.time()
     with settings.override(MESSAGE_MAX_AGE_SEC=3600):
-        codec = kale_codec.get_codec(settings.config)
+        codec = default_app().codec
         # Waiting for a year, published long before the window: never expired while it waits.
         assert codec.open(sealed(now - 30 * 86400, now + 300 * 86400), QUEUE).due_at > now
         # Due a little while ago: within the window, counted from its due time less 900 s.
@@ -349,7 +349,7 @@ def test_the_outbox_sends_a_long_wait_as_sqs_longest_delay_with_its_due_time(
     with engine.begin() as conn:
         task_id = outbox.publish(conn, tasks.DueTask, None, 'boxed', delay_sec=7200)
     assert Relay(engine, broker, config=settings.config,
-                 **with_records(settings.config)).send_round() == 1
+                 **with_records(default_app())).send_round() == 1
     [stored] = waiting_copies(broker)
     assert stored.visible_at == pytest.approx(clock.monotonic() + 900, abs=1)
     assert records.get(task_id).status == 'scheduled'

@@ -13,7 +13,7 @@ from tests import outbox_tasks as ot
 
 
 def test_a_publish_into_memory_is_relayed_and_run(app, tmp_path):
-    store = MemoryStore('memory://outbox').outbox
+    store = MemoryStore('memory://outbox-1').outbox
     out = tmp_path / 'runs'
     task_ids = [outbox.publish(store, ot.Note, None, str(out), text, app=app)
                 for text in ('first', 'second')]
@@ -27,7 +27,7 @@ def test_a_publish_into_memory_is_relayed_and_run(app, tmp_path):
 
 
 def test_a_row_changed_in_memory_is_set_aside_not_sent(app):
-    store = MemoryStore('memory://outbox').outbox
+    store = MemoryStore('memory://outbox-2').outbox
     outbox.publish(store, ot.Note, None, '/tmp/never', 'x', app=app)
     [(row_id, row)] = store.rows.items()
     store.rows[row_id] = dataclasses.replace(row, task='tests.tasks.SomethingElse')
@@ -39,5 +39,5 @@ def test_a_row_changed_in_memory_is_set_aside_not_sent(app):
 
 
 def test_consume_once_on_memory(app):
-    store = MemoryStore('memory://outbox').outbox
+    store = MemoryStore('memory://outbox-3').outbox
     assert outbox.consume_once(store, 'task-1') and not outbox.consume_once(store, 'task-1')

@@ -241,11 +241,12 @@ def test_the_intake_shares_room_out_by_selections_not_to_the_first_busy_queue():
     import queue as queue_module
 
     from kale.broker import Broker
-    from kale.queue_config import get_queue_config
+    from kale.queue_config import build_queue_config
     from kale.transport.memory import MemoryTransport
     from kale.worker.consumer import Consumer
     from kale.worker.intake import Intake
-    broker = Broker(MemoryTransport(latency_sec=0.1), get_queue_config(settings.config))
+    broker = Broker(MemoryTransport(latency_sec=0.1), build_queue_config(settings.config),
+                    config=settings.config)
     queues = [broker.queues[name] for name in ('high', 'default')]
     for queue in queues:
         broker.send(queue, [tasks_outgoing(broker, queue, i) for i in range(30)])

@@ -74,6 +74,20 @@ def test_delay_is_kales_and_never_reaches_run_task(sender):
     assert decode(outgoing.body).kwargs == {}
 
 
+def test_an_app_built_on_the_settings_configuration_is_the_default_one(sender):
+    """An app built by hand on the configuration the settings give, before
+    anything asked for the default app, is the default app: MyTask.publish
+    goes through it, and through a publisher put in place for it."""
+    from kale.app import App, default_app
+    from kale.conf import settings
+    with settings.override(RETRY_DELAY_JITTER=0):       # a configuration no app owns yet
+        built = App(settings.config)
+        assert default_app() is built and built.is_default
+        tasks.AddTask.publish(None, 1, 2)
+    assert [queue for queue, _ in sender.sent] == ['default']
+    assert not built.is_default
+
+
 def test_zero_delay_means_now(sender):
     tasks.AddTask.publish(None, 1, 2)
     assert sender.sent[0][1][0].delay_sec == 0

@@ -6,7 +6,7 @@ import pytest
 
 from kale.conf import settings
 from kale.exceptions import QueueConfigError, UnknownQueueError
-from kale.queue_config import get_queue_config, load_queue_config
+from kale.queue_config import build_queue_config, load_queue_config
 from tests.support.endpoint import ROOT
 
 GOOD_ENTRY = {'priority': 10, 'batch_size': 5, 'visibility_timeout_sec': 30,
@@ -136,7 +136,7 @@ def test_entry_that_is_not_a_mapping(tmp_path):
 def test_relative_path_is_found_beside_the_settings_module(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     with settings.override(QUEUE_CONFIG='queue_config.yaml'):
-        config = get_queue_config(settings.config)
+        config = build_queue_config(settings.config)
     assert config.path == os.path.join(ROOT, 'tests', 'queue_config.yaml')
 
 
@@ -145,4 +145,4 @@ def test_unknown_queue_lists_the_known_ones():
                        match=r"queue 'nope' is not in the queue config .* "
                              r"\(queues: high, default, low, budget, short, beat, ordered, slowpoll, "
                              r"tenants, recovery\)"):
-        get_queue_config(settings.config).get_queue('nope')
+        build_queue_config(settings.config).get_queue('nope')

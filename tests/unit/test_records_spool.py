@@ -7,6 +7,7 @@ import subprocess
 import pytest
 
 from kale import records
+from kale.app import default_app
 from kale.conf import settings
 from kale.records.spool import Spool
 from tests import records_tasks as rt
@@ -65,9 +66,8 @@ def test_outcomes_the_store_did_not_take_reach_it_through_the_next_worker(
         memory_broker, records_url, monkeypatch):
     """A worker whose store is down spools its outcomes before deleting; if it
     is then killed, the next worker to start writes them."""
-    from kale.records.recorder import get_recorder
     task_id = rt.PlainTask.publish(None, 1)
-    recorder = get_recorder(settings.config)
+    recorder = default_app().recorder
     assert recorder.flush()
 
     def down(*args, **kwargs):
@@ -98,10 +98,9 @@ def test_outcomes_the_store_did_not_take_reach_it_through_the_next_worker(
 
 @pytest.mark.parametrize('wait', [0])
 def test_with_no_settle_wait_nothing_is_spooled(memory_broker, records_url, wait):
-    from kale.conf import settings
-    from kale.records.recorder import get_recorder, reset_recorders
+    from kale.records.recorder import reset_recorders
     with settings.override(RECORDS_SETTLE_WAIT_SEC=wait):
         reset_recorders()
         rt.PlainTask.publish(None, 1)
         work(memory_broker)
-        assert not os.path.exists(get_recorder(settings.config).spool.path)
+        assert not os.path.exists(default_app().recorder.spool.path)

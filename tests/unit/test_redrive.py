@@ -5,7 +5,7 @@ import time
 import pytest
 
 from kale import admin, codec
-from kale.conf import settings
+from kale.app import default_app
 from kale.message import ATTR_DEAD_LETTER_REASON, Message
 from kale.transport import OutgoingMessage
 from tests import tasks
@@ -24,7 +24,7 @@ def bury(broker, task_id, reason, published_at, queue='default', signed_for=None
 
 def live(broker, queue='default'):
     name = broker.sqs_name(broker.queues[queue])
-    the_codec = codec.get_codec(settings.config)
+    the_codec = default_app().codec
     return [the_codec.open(m.body, name) for m in broker.transport.receive(name, 10, 0, 30)]
 
 
@@ -37,7 +37,7 @@ def test_a_redriven_dead_letter_is_issued_afresh_and_its_first_publish_reported(
     assert report.first_published_at == report.last_published_at == int(old)
     [frame] = live(memory_broker)                         # opens: within the window again
     assert frame.task_id == 'old-task' and frame.published_at > time.time() - 60
-    message = codec.get_codec(settings.config).read(frame)
+    message = default_app().codec.read(frame)
     assert (message.retry_num, message.failure_num) == (0, 0)
 
 

@@ -1,19 +1,19 @@
 """Finding the task class a message names: TASK_MAPPER, imports, clear reasons."""
 import pytest
 
+from kale.app import default_app
 from kale.conf import settings
 from kale.exceptions import DecodeError
-from kale.registry import resolve_task
 from tests import tasks
 
 
 def test_a_task_path_resolves_to_its_class():
-    assert resolve_task('tests.tasks.EchoTask') is tasks.EchoTask
+    assert default_app().registry.resolve('tests.tasks.EchoTask') is tasks.EchoTask
 
 
 def test_unknown_task_is_reported():
     with pytest.raises(DecodeError) as info:
-        resolve_task('tests.tasks.NoSuchTask')
+        default_app().registry.resolve('tests.tasks.NoSuchTask')
     assert info.value.reason == DecodeError.UNKNOWN_TASK
     assert "task 'tests.tasks.NoSuchTask' cannot be imported: tests.tasks has no NoSuchTask" \
         in str(info.value)
@@ -21,19 +21,19 @@ def test_unknown_task_is_reported():
 
 def test_a_class_that_is_not_a_task_is_unknown():
     with pytest.raises(DecodeError, match='is not a kale Task class'):
-        resolve_task('tests.tasks.NotATask')
+        default_app().registry.resolve('tests.tasks.NotATask')
 
 
 def test_a_missing_module_is_unknown():
     with pytest.raises(DecodeError, match='cannot be imported: no such module'):
-        resolve_task('no_such_package.tasks.Task')
+        default_app().registry.resolve('no_such_package.tasks.Task')
 
 
 def test_task_mapper_follows_moved_tasks():
     with settings.override(TASK_MAPPER={'old.module.EchoTask': 'tests.tasks.EchoTask'}):
-        assert resolve_task('old.module.EchoTask') is tasks.EchoTask
+        assert default_app().registry.resolve('old.module.EchoTask') is tasks.EchoTask
     with pytest.raises(DecodeError):
-        resolve_task('old.module.EchoTask')        # the mapping went with the override
+        default_app().registry.resolve('old.module.EchoTask')        # the mapping went with the override
 
 
 def test_a_task_module_that_fails_to_import_says_why(tmp_path, monkeypatch):
@@ -42,11 +42,11 @@ def test_a_task_module_that_fails_to_import_says_why(tmp_path, monkeypatch):
     with pytest.raises(DecodeError, match="unknown_task: task 'broken_task_module.SomeTask' cannot "
                                           "be imported: module broken_task_module needs No "
                                           "module named 'no_such_dependency'"):
-        resolve_task('broken_task_module.SomeTask')
+        default_app().registry.resolve('broken_task_module.SomeTask')
 
 
 def test_a_task_module_that_raises_says_what_it_raised(tmp_path, monkeypatch):
     (tmp_path / 'raising_task_module.py').write_text('raise RuntimeError("boom")\n')
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(DecodeError, match='module raising_task_module raised RuntimeError: boom'):
-        resolve_task('raising_task_module.SomeTask')
+        default_app().registry.resolve('raising_task_module.SomeTask')

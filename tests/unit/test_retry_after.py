@@ -16,7 +16,7 @@ import pytest
 import kale
 from kale import codec as kale_codec
 from kale import worker as kale_worker
-from kale.app import App
+from kale.app import App, default_app
 from kale.codec.pipeline import DUE_AT
 from kale.conf import settings
 from kale.delays import MAX_WAIT_SEC
@@ -53,12 +53,12 @@ def run_once(task_class, *args, retry_num=0, failure_num=0, fifo=False, clock=No
              received_at=None, isolation='none', **kwargs):
     """One run of ``task_class(*args, **kwargs)`` by a runner, as a worker's
     (on a queue configured FIFO with ``fifo``): its settlement."""
-    from kale.queue_config import get_queue_config
+    from kale.queue_config import build_queue_config
     received = received_for(task_class, *args, retry_num=retry_num, failure_num=failure_num,
                             **kwargs)
     batch = batch_for(received)
     if fifo:
-        batch = Batch(get_queue_config(settings.config)['ordered'], [received],
+        batch = Batch(build_queue_config(settings.config)['ordered'], [received],
                       batch.received_at, QUEUE)
     if received_at is not None:
         batch.received_at = received_at
@@ -166,11 +166,11 @@ def test_a_delay_past_15_minutes_is_a_long_delay_whose_copy_carries_its_due_time
     assert settlement.outcome is Outcome.RETRY
     assert settlement.copy.delay_sec == MAX_DELAY_SEC            # SQS's longest delay
     assert settlement.retry_delay_sec == 3600                    # the whole wait, logged, recorded
-    copy = kale_codec.get_codec(settings.config).open(settlement.copy.body, QUEUE)
+    copy = default_app().codec.open(settlement.copy.body, QUEUE)
     assert copy.headers[DUE_AT] == '%.3f' % (clock.time() + 3600)
     assert (copy.headers['r'], copy.headers['f']) == ('1', '1')     # a retry, counted
     short = run_once(rt.RetryAfterTask, 900, clock=clock)
-    assert DUE_AT not in kale_codec.get_codec(settings.config).open(short.copy.body, QUEUE).headers
+    assert DUE_AT not in default_app().codec.open(short.copy.body, QUEUE).headers
 
 
 def test_a_child_process_sends_back_a_retry_whose_cause_does_not_pickle():

@@ -142,8 +142,9 @@ def test_a_bad_field_is_one_line_naming_the_schedule_and_the_field(every, tz, ca
 
 
 def config(**values):
-    from kale.conf import settings
-    return settings.config.replace(**values)
+    """An app of the test settings with ``values`` over them."""
+    from kale.app import App
+    return App(settings.config, **values)
 
 
 def test_task_modules_classes_and_schedules_entries_are_found_and_checked():
@@ -262,7 +263,8 @@ class Published:
 
     def queue_of(self, task_class, queue_name=None):
         from kale.publisher import task_queue
-        return task_queue(task_class, settings.config, queue_name)
+        from kale.queue_config import build_queue_config
+        return task_queue(task_class, build_queue_config(settings.config), queue_name)
 
     def publish_batch(self, task_class, app_data, calls, labels=None, queue_name=None,
                       group_id=None, task_ids=None):

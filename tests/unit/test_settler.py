@@ -8,7 +8,7 @@ import pytest
 from kale.conf import settings
 from kale.events import Outcome, Settlement
 from kale.exceptions import EndpointUnreachableError
-from kale.queue_config import get_queue_config
+from kale.queue_config import build_queue_config
 from kale.transport import OutgoingMessage
 from kale.worker.batch import Batch
 from kale.worker.consumer import Consumer, SettleDeferred
@@ -18,7 +18,7 @@ from tests.support.clock import NoSleepClock
 
 
 def received(broker, count):
-    queue = get_queue_config(settings.config)['default']
+    queue = build_queue_config(settings.config)['default']
     tasks.AddTask.publish_batch(None, [((i, i), {}) for i in range(count)])
     return Batch(queue, broker.receive(queue), time.monotonic(), broker.sqs_name(queue))
 

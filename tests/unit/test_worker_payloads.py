@@ -8,6 +8,7 @@ import pytest
 
 from kale import admin
 from kale import worker as kale_worker
+from kale.app import default_app
 from kale.conf import settings
 from kale.exceptions import PayloadStoreError
 from kale.hooks import WorkerHooks
@@ -27,6 +28,8 @@ def store(memory_broker):
     memory = MemoryPayloadStore(BUCKET)
     with using_payload_store(memory), settings.override(PAYLOAD_BUCKET=BUCKET,
                                                         RETRY_DELAY_MULTIPLE_SEC=0):
+        # The broker's codec is that of the settings now (a broker is given its codec).
+        memory_broker._codec = default_app().codec
         yield memory
 
 

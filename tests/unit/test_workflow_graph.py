@@ -7,6 +7,7 @@ import re
 import pytest
 
 from kale import workflow
+from kale.conf import settings
 from kale.exceptions import InvalidFlowError
 from kale.workflow.graph import Graph, Upstream, UpstreamList, resolve
 from tests import tasks
@@ -25,7 +26,7 @@ def test_a_diamond_joins_both_results():
     a = tasks.AddTask.s(1, 2)
     b, c = tasks.AddTask.s(workflow.ref(a), 10), tasks.AddTask.s(workflow.ref(a), 20)
     d = tasks.AddTask.s(workflow.ref(b), b=workflow.ref(c))
-    graph = Graph.build(workflow.group(d, b, c, a))
+    graph = Graph.build(workflow.group(d, b, c, a), settings.config)
     assert list(graph.nodes) == [a.task_id, b.task_id, c.task_id, d.task_id]   # upstream first
     assert [n.task_id for n in graph.roots()] == [a.task_id]
     joined = graph.nodes[d.task_id]
@@ -38,7 +39,7 @@ def test_a_diamond_joins_both_results():
 
 def test_a_chain_puts_each_result_before_the_next_nodes_arguments():
     links = [tasks.AddTask.s(1, 1)] + [tasks.AddTask.s(1) for _ in range(9)]
-    graph = Graph.build(workflow.chain(*links))
+    graph = Graph.build(workflow.chain(*links), settings.config)
     assert list(graph.nodes) == [s.task_id for s in links]
     for earlier, later in itertools.pairwise(links):
         assert graph.nodes[later.task_id].args == (Upstream(earlier.task_id), 1)
@@ -48,7 +49,7 @@ def test_a_chain_puts_each_result_before_the_next_nodes_arguments():
 def test_a_chord_gives_its_callback_the_groups_results_in_order():
     parts = [tasks.AddTask.s(i, i) for i in range(3)]
     callback = tasks.EchoTask.s('total')
-    graph = Graph.build(workflow.chord(workflow.group(*parts), callback))
+    graph = Graph.build(workflow.chord(workflow.group(*parts), callback), settings.config)
     [first] = graph.nodes[callback.task_id].args[:1]
     assert first == UpstreamList(tuple(Upstream(p.task_id) for p in parts))
     assert resolve(graph.nodes[callback.task_id].args,
@@ -58,7 +59,7 @@ def test_a_chord_gives_its_callback_the_groups_results_in_order():
 def test_groups_and_chains_nest_and_a_group_result_is_a_list():
     a, b, c = tasks.AddTask.s(1, 1), tasks.AddTask.s(2), tasks.AddTask.s(3)
     inner = workflow.chain(a, workflow.group(b, c))         # a's result goes to b and c
-    graph = Graph.build(inner)
+    graph = Graph.build(inner, settings.config)
     assert graph.nodes[b.task_id].args == (Upstream(a.task_id), 2)
     assert graph.nodes[c.task_id].args == (Upstream(a.task_id), 3)
     assert graph.result == UpstreamList((Upstream(b.task_id), Upstream(c.task_id)))
@@ -67,7 +68,7 @@ def test_groups_and_chains_nest_and_a_group_result_is_a_list():
 def test_a_reference_may_sit_inside_a_list_or_a_dict():
     a = tasks.AddTask.s(1, 1)
     echo = tasks.EchoTask.s([1, workflow.ref(a)], opts={'n': workflow.ref(a)})
-    graph = Graph.build(workflow.group(a, echo))
+    graph = Graph.build(workflow.group(a, echo), settings.config)
     node = graph.nodes[echo.task_id]
     assert node.upstream == (a.task_id,)
     assert resolve((node.args, node.kwargs), {a.task_id: None}) == \
@@ -79,7 +80,7 @@ def test_the_nodes_a_part_refers_to_are_placed_with_it_transitively_each_once():
     a = tasks.AddTask.s(1, 2)
     b, c = tasks.AddTask.s(workflow.ref(a), 10), tasks.AddTask.s(workflow.ref(a), 20)
     d = tasks.EchoTask.s(workflow.ref(b), [workflow.ref(c)])
-    graph = Graph.build(d)
+    graph = Graph.build(d, settings.config)
     assert list(graph.nodes) == [a.task_id, b.task_id, c.task_id, d.task_id]   # upstream first
     assert [n.task_id for n in graph.roots()] == [a.task_id]
     assert graph.nodes[d.task_id].upstream == (b.task_id, c.task_id)
@@ -93,7 +94,7 @@ def test_a_referenced_chain_or_group_outside_the_flow_comes_whole():
     left, right = tasks.AddTask.s(1, 1), tasks.AddTask.s(2, 2)
     pipeline, fan = workflow.chain(first, second), workflow.group(left, right)
     last = tasks.EchoTask.s(workflow.ref(pipeline), fan=workflow.ref(fan))
-    graph = Graph.build(workflow.chain(tasks.AddTask.s(0, 0), last))
+    graph = Graph.build(workflow.chain(tasks.AddTask.s(0, 0), last), settings.config)
     assert set(graph.nodes) >= {first.task_id, second.task_id, left.task_id, right.task_id}
     assert graph.nodes[second.task_id].args == (Upstream(first.task_id), 1)   # its chain kept
     assert graph.nodes[last.task_id].kwargs == {
@@ -104,7 +105,7 @@ def test_a_referenced_chain_or_group_outside_the_flow_comes_whole():
 def test_a_part_inside_the_flow_that_is_referenced_is_not_placed_again():
     a = tasks.AddTask.s(1, 2)
     b = tasks.AddTask.s(workflow.ref(a), 1)
-    graph = Graph.build(workflow.group(b, a))
+    graph = Graph.build(workflow.group(b, a), settings.config)
     assert list(graph.nodes) == [a.task_id, b.task_id]
     assert graph.result == UpstreamList((Upstream(b.task_id), Upstream(a.task_id)))
 
@@ -113,7 +114,7 @@ def test_a_cycle_is_refused():
     b = tasks.AddTask.s(1)
     a = tasks.AddTask.s(workflow.ref(b), 1)
     with pytest.raises(InvalidFlowError, match=r'^workflow: the flow has a cycle through node '):
-        Graph.build(workflow.chain(a, b))       # b after a, and a needs b
+        Graph.build(workflow.chain(a, b), settings.config)       # b after a, and a needs b
 
 
 @pytest.mark.parametrize('size', [1, 3])
@@ -127,7 +128,7 @@ def test_a_cycle_made_of_references_alone_is_refused_in_one_line(size):
         nodes.append(tasks.EchoTask.s(workflow.ref(nodes[-1])))
     later.append(workflow.ref(nodes[-1]))
     with pytest.raises(InvalidFlowError) as refused:
-        Graph.build(nodes[-1])
+        Graph.build(nodes[-1], settings.config)
     assert re.fullmatch(r'workflow: the flow has a cycle through node [0-9a-f]{32} '
                         r'\(tests\.tasks\.EchoTask\)', str(refused.value))
 
@@ -136,7 +137,7 @@ def test_a_node_placed_twice_is_refused():
     a = tasks.AddTask.s(1, 1)
     with pytest.raises(InvalidFlowError, match=r'is placed twice in the flow; make another '
                                                r'with \.s\(\)$'):
-        Graph.build(workflow.group(a, a))
+        Graph.build(workflow.group(a, a), settings.config)
 
 
 def test_arguments_that_do_not_bind_are_refused_with_the_upstream_result_counted():
@@ -145,7 +146,7 @@ def test_arguments_that_do_not_bind_are_refused_with_the_upstream_result_counted
     with pytest.raises(InvalidFlowError, match=r'^workflow: node %s: task tests\.tasks\.AddTask: '
                                                r'arguments do not match run_task\(a, b, '
                                                r'\*\*kwargs\): too many' % b.task_id):
-        Graph.build(workflow.chain(a, b))
+        Graph.build(workflow.chain(a, b), settings.config)
 
 
 @pytest.mark.parametrize('build, message', [
@@ -169,7 +170,7 @@ def test_map_is_a_group_of_one_node_per_item_each_item_one_argument():
     assert isinstance(mapped, workflow.Group)
     assert [(node.task_class, node.args, node.kwargs) for node in mapped.parts] == \
         [(tasks.EchoTask, (item,), {}) for item in items]          # a tuple is not unpacked
-    graph = Graph.build(mapped)
+    graph = Graph.build(mapped, settings.config)
     assert graph.result == UpstreamList(tuple(Upstream(node.task_id) for node in mapped.parts))
 
 
@@ -183,7 +184,7 @@ def test_map_is_a_chords_header_and_its_items_may_hold_references():
     seed = tasks.AddTask.s(1, 1)
     mapped = workflow.map(tasks.EchoTask, [workflow.ref(seed), 5])
     callback = tasks.EchoTask.s('total')
-    graph = Graph.build(workflow.chord(mapped, callback))
+    graph = Graph.build(workflow.chord(mapped, callback), settings.config)
     members = [node.task_id for node in mapped.parts]
     assert graph.nodes[callback.task_id].args == (
         UpstreamList(tuple(Upstream(member) for member in members)), 'total')
@@ -194,7 +195,7 @@ def test_map_is_a_chords_header_and_its_items_may_hold_references():
 def test_map_after_a_chain_link_gets_its_result_first_as_a_group_does():
     first = tasks.AddTask.s(1, 1)
     mapped = workflow.map(tasks.AddTask, [10, 20])
-    graph = Graph.build(workflow.chain(first, mapped))
+    graph = Graph.build(workflow.chain(first, mapped), settings.config)
     assert [graph.nodes[node.task_id].args for node in mapped.parts] == \
         [(Upstream(first.task_id), 10), (Upstream(first.task_id), 20)]
 

@@ -16,11 +16,11 @@ def check_kale_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
 
     from kale.config import Config
     from kale.contrib.django.conf import SOURCE, given, settings_dir
-    from kale.queue_config import get_queue_config
+    from kale.queue_config import build_queue_config
     try:
         values = given()
         if values is not None:
-            get_queue_config(Config.from_values(values, module_dir=settings_dir()))
+            build_queue_config(Config.from_values(values, module_dir=settings_dir()))
     except KaleError as exc:
         return [Error('%s: %s' % (SOURCE, str(exc).splitlines()[0]), id='kale.E001')]
     return []

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Optional
 
-from kale.app import App
+from kale.app import App, default_app
 from kale.publication import PublishCall
-from kale.publisher import get_publisher
 
 
 def publish_on_commit(task: Any, app_data: Any, *args: Any, using: Optional[str] = None,
@@ -61,14 +60,14 @@ def _on_commit(call: PublishCall, using: Optional[str], app: Optional[App]) -> l
     """Check ``call`` and fix its ids now; publish it with those ids on commit."""
     from django.db import transaction
     getattr(call.task_class, '_check_importable', lambda: None)()
-    publisher = app.publisher if app is not None else get_publisher()
+    publisher = (app or default_app()).publisher
     task_ids = [message.task_id for message in publisher.draft(call).messages]
     if not task_ids:
         return []
 
     def send() -> None:
         # The publisher of now: a test's eager mode set after the call holds too.
-        sender = app.publisher if app is not None else get_publisher()
+        sender = (app or default_app()).publisher
         sender.publish_batch(call.task_class, call.app_data, call.calls, call.delay_sec,
                              call.group_id, call.dedup_id, call.labels, call.queue_name,
                              task_ids=task_ids, unique_for_sec=call.unique_for_sec,

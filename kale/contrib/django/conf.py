@@ -53,18 +53,16 @@ def database_url(database: Mapping[str, Any], alias: str = 'default') -> str:
                                        "Kale's processes cannot open: give it a file" % alias)
         return 'sqlite:///' + os.path.abspath(name)
     if engine in _POSTGRESQL:
-        from sqlalchemy import URL
+        from kale.store.sql.urls import postgresql_url
         options = database.get('OPTIONS') or {}
         query = {key: str(options[key]) for key in _PG_OPTIONS if key in options}
         host = str(database.get('HOST') or '')
         if host.startswith('/'):                # a Unix socket's directory
             query['host'], host = host, ''
         port = str(database.get('PORT') or '')
-        return URL.create('postgresql', username=database.get('USER') or None,
-                          password=database.get('PASSWORD') or None, host=host or None,
-                          port=int(port) if port.isdigit() else None,
-                          database=database.get('NAME') or None,
-                          query=query).render_as_string(hide_password=False)
+        return postgresql_url(database.get('USER') or None, database.get('PASSWORD') or None,
+                              host or None, int(port) if port.isdigit() else None,
+                              database.get('NAME') or None, query)
     raise ImproperlyConfigured("DATABASES[%r]: Kale's outbox and task records work on SQLite "
                                'and PostgreSQL, not %s' % (alias, engine or 'no ENGINE'))
 

@@ -2,6 +2,7 @@
 lock, for unit tests (a process's tasks and workers cannot share it)."""
 from __future__ import annotations
 
+import functools
 import threading
 from typing import Any, Optional
 
@@ -19,12 +20,23 @@ from kale.store.memory.workflows import MemoryWorkflows
 class MemoryStore:
     """A store in this process's memory; ``url`` is ``memory://NAME``
     (``RECORDS_URL='memory://'``: the records, workflows, limits and the
-    rest of one process, for its tests)."""
+    rest of one process, for its tests). Every store opened on one name is
+    the same database (as two apps on one database file share its rows,
+    each app opening its own store): its rows, and the keys of the first
+    opened, which seal them."""
 
     #: No file: a spool of outcomes goes to the user's cache.
     database_file = None
 
-    def __init__(self, url: str = 'memory://', config: Optional[Any] = None):
+    def __new__(cls, url: str = 'memory://', config: Optional[Any] = None) -> 'MemoryStore':
+        with _opening:
+            found = _databases.get(url)
+            if found is None:
+                found = _databases[url] = super().__new__(cls)
+                found._open(url, config)
+            return found
+
+    def _open(self, url: str, config: Optional[Any]) -> None:
         self.url = url
         #: Whose keys seal and sign the task records (none: kept as given).
         self.config = config
@@ -48,20 +60,25 @@ class MemoryStore:
     def dispose(self) -> None:
         """No connections to let go of."""
 
-    @property
+    @functools.cached_property
     def sealer(self) -> Any:
         """The configuration's sealer (:mod:`kale.store.sealing`), or one that
         keeps rows as given."""
         if self.config is None:
             return _Plain()
-        from kale.store.sealing import sealer
-        return sealer(self.config)
+        from kale.store.sealing import Sealer
+        return Sealer(self.config)
 
     def status_of(self, task_id: str) -> Optional[str]:
         """The task's record's status (None without a record), for other facets."""
         with self.lock:
             row = self.records.tasks.get(task_id)
             return str(row['status']) if row is not None else None
+
+
+#: The databases of this process, by URL (``memory://NAME``).
+_databases: dict[str, MemoryStore] = {}
+_opening = threading.Lock()
 
 
 class _Plain:

@@ -33,6 +33,7 @@ from kale.store.files import open_private
 from kale.store.outbox import ROW_FIELDS, OutboxRow
 from kale.store.sql.driver import insert_for
 from kale.store.sql.outbox_schema import CHANNEL, consumed, init, outbox, rejected
+from kale.store.sql.urls import unavailable
 
 logger = logging.getLogger(__name__)
 
@@ -144,10 +145,17 @@ class SQLOutbox:
                 rows += conn.execute(_FIFO, {'limit': limit - len(rows)}).all()
         return sorted((_row(row) for row in rows), key=lambda row: row.id)
 
-    def pending(self, now: float) -> tuple[int, Optional[float]]:
-        with self.engine.connect().execution_options(kale_read=True) as conn, conn.begin():
-            count, oldest = conn.execute(select(func.count(),
-                                                func.min(outbox.c.created_at))).one()
+    def pending(self, now: float, url: str = '') -> tuple[int, Optional[float]]:
+        """Rows waiting and the oldest's age; RecordsUnavailableError naming
+        ``url`` when the database does not answer (when ``url`` is given)."""
+        try:
+            with self.engine.connect().execution_options(kale_read=True) as conn, conn.begin():
+                count, oldest = conn.execute(select(func.count(),
+                                                    func.min(outbox.c.created_at))).one()
+        except SQLAlchemyError as exc:
+            if not url:
+                raise
+            raise unavailable('outbox', url, exc) from None
         return int(count), (now - oldest) if oldest is not None else None
 
     def purge_consumed(self, before: float) -> int:
@@ -161,6 +169,29 @@ class SQLOutbox:
     @staticmethod
     def writer(conn: Connection) -> 'SQLOutboxWriter':
         return SQLOutboxWriter(conn)
+
+
+#: What a database that does not answer raises, for the relay's back-off.
+DATABASE_ERRORS = (SQLAlchemyError,)
+
+
+def outbox_on(found: Any) -> Any:
+    """The outbox store on a SQLAlchemy engine, or the store given."""
+    return SQLOutbox(found) if isinstance(found, Engine) else found
+
+
+def writer_in(conn: Any) -> 'SQLOutboxWriter':
+    """The writer into ``conn``'s transaction: a SQLAlchemy Connection, or a
+    Session's connection; OutboxError for anything else."""
+    if isinstance(conn, Connection):
+        return SQLOutboxWriter(conn)
+    connection = getattr(conn, 'connection', None)
+    if callable(connection):               # a Session: its connection in its transaction
+        found = connection()
+        if isinstance(found, Connection):
+            return SQLOutboxWriter(found)
+    raise OutboxError('outbox: conn must be a SQLAlchemy Connection or Session in an open '
+                      'transaction, got %s' % type(conn).__name__)
 
 
 class SQLOutboxWriter:

@@ -18,7 +18,9 @@ from kale.exceptions import BadFilterError, RecordsUnavailableError
 from kale.statuses import PENDING_FILTER, WorkerState, status_values
 from kale.store.counts import MINUTE, MinuteRow, count_of, counted, summary_of, timeline_of
 from kale.store.record import (
+    DEFAULT_LIMIT,
     LOST_AFTER_HEARTBEATS,
+    MAX_LIMIT,
     TaskFilter,
     TaskRecord,
     WorkerRecord,
@@ -32,10 +34,6 @@ from kale.store.sql.records import RecordStore
 from kale.store.sql.schema import QUEUED, SCHEDULED, tasks, workers
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_LIMIT = 50
-MAX_LIMIT = 1000
-
 
 def where_of(where: TaskFilter) -> Any:
     """The filter as a SQL condition on kale_tasks."""

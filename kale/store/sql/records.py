@@ -10,6 +10,7 @@ process's writer is slower, an older event never overwrites a newer one.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import threading
 import time
@@ -49,7 +50,7 @@ except ImportError as exc:  # pragma: no cover - depends on the extras installed
 
 from kale.statuses import TaskStatus
 from kale.store.records import rows_to_write
-from kale.store.sealing import Sealer, sealer
+from kale.store.sealing import Sealer
 from kale.store.sql.driver import Driver, chunks, insert_for, same_keys
 
 logger = logging.getLogger(__name__)
@@ -195,11 +196,11 @@ class RecordStore(Facets):
         finally:
             cursor.close()
 
-    @property
+    @functools.cached_property
     def sealer(self) -> Sealer:
         """Signs stored inputs and seals what the database may not hold in
         clear, under its configuration's keys (:mod:`kale.store.sealing`)."""
-        return sealer(self.config)
+        return Sealer(self.config)
 
     def attempts(self, task_id: str) -> list[dict[str, Any]]:
         """The task's attempts before its last one, oldest first."""

@@ -1,6 +1,8 @@
 """Database URLs: the one to connect with, and the one to show."""
 from __future__ import annotations
 
+from typing import Mapping, Optional
+
 import sqlalchemy
 
 from kale.exceptions import RecordsUnavailableError
@@ -13,6 +15,15 @@ def engine_url(url: str) -> sqlalchemy.URL:
     if parsed.drivername == 'postgresql':
         parsed = parsed.set(drivername='postgresql+psycopg')
     return parsed
+
+
+def postgresql_url(user: Optional[str], password: Optional[str], host: Optional[str],
+                   port: Optional[int], database: Optional[str],
+                   query: Mapping[str, str]) -> str:
+    """The ``postgresql://`` URL of these parts, each quoted as a URL needs."""
+    return sqlalchemy.URL.create('postgresql', username=user, password=password, host=host,
+                                 port=port, database=database, query=dict(query)
+                                 ).render_as_string(hide_password=False)
 
 
 def safe_url(url: str) -> str:
