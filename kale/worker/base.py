@@ -1,16 +1,10 @@
-"""What every worker has, whatever runs its tasks: its parts, and the steps
-each pool's loop shares.
+"""What a worker is built from, and the steps that do not depend on its loop.
 
 :class:`WorkerBase` builds a worker's parts from its app (the broker, hooks,
-consumer, runner, heartbeat, limits, signals) and holds the steps the serial
-loop (:class:`kale.worker.loop.Worker`) and the pools' loop
-(:class:`kale.worker.flight.FlightWorker`) share: verifying a batch, asking
-which of its tasks were cancelled, settling, reporting, checking limits, and
-starting and stopping.
-
-:meth:`Worker(...) <kale.worker.loop.Worker>` makes the worker of its
-``pool`` (default: the ``WORKER_POOL`` setting): ``serial`` is the serial
-loop, ``threads`` and ``asyncio`` the pools' loop.
+consumer, runner, heartbeat, limits, signals) and holds the steps
+:class:`kale.worker.loop.Worker` uses around its loop: verifying a batch,
+asking which of its tasks were cancelled, settling, reporting, checking
+limits, and starting and stopping.
 """
 from __future__ import annotations
 
@@ -64,6 +58,8 @@ class WorkerBase:
     """A worker's parts and shared steps (see the module docstring)."""
 
     timeout_class: type[BaseTimeout] = SignalTimeout      # how runs are held to their limit
+    #: A failed request to SQS: log, back off (the worker's intake pauses).
+    outage: Outage
 
     def __init__(self, queue_names: Optional[Sequence[str]] = None, burst: bool = False,
                  broker: Optional[Broker] = None, hooks: Sequence[Any] = (),
@@ -104,9 +100,6 @@ class WorkerBase:
         self.obey = WorkerControl(self.name, self, self.consumer.pauses,
                                   [queue.name for queue in self.queues])
         self.flow = FlowGate(config, self.app.codec, clock=clock)
-        self.outage = Outage(self.name, config.SQS_ERROR_MAX_BACKOFF_SEC,
-                             config.BURST_GIVE_UP_SEC if burst else None,
-                             lambda seconds: self._sleep(seconds), clock=clock)
         self.burst_end = BurstEnd(self.name, wall_clock=clock.time)
         self.memory_limit = MemoryLimit(memory_limit_mb(config, self.broker.transport))
         self.signals = StopSignals(self.name, on_stop=self.stop, in_task=lambda: self._in_task)
@@ -216,13 +209,4 @@ class WorkerBase:
     def stop(self) -> None:
         """Ask the worker to stop after the running task (what SIGTERM does)."""
         self._stopping = True
-
-    def _sleep(self, seconds: float) -> None:
-        """Sleep, waking early when the worker is told to stop."""
-        end = self.clock.monotonic() + seconds
-        while not self._stopping:
-            left = end - self.clock.monotonic()
-            if left <= 0:
-                return
-            self.clock.sleep(min(left, 0.1))
 

@@ -21,6 +21,7 @@ from kale.codec.pipeline import Frame
 from kale.events import Settlement
 from kale.message import Message
 from kale.queue_config import TaskQueue
+from kale.speed import build
 from kale.task import Task
 from kale.transport import ReceivedMessage
 
@@ -128,6 +129,16 @@ class Batch:
         if self.extended_until > deadline:
             deadline = self.extended_until
         return time_needed(time_limit, visibility) <= deadline - now
+
+    def part(self, received: ReceivedMessage) -> 'Batch':
+        """A batch of one of its messages, with its budget (a pool's job):
+        made for every message a worker runs, so built from this one's fields
+        (kale.speed.build) rather than through the generated ``__init__``."""
+        fields = dict(self.__dict__)
+        fields.update(messages=[received], settlements=[],
+                      opened={received.message_id: self.opened[received.message_id]},
+                      held_groups=set(), task_ids=[], task_classes=set())
+        return build(Batch, fields)
 
     def split_decided(self) -> Optional['Batch']:
         """Take the messages already decided (run, or settled before running)

@@ -3,7 +3,7 @@
 A suspect (see :mod:`kale.worker.suspects`) comes with a cap: the most
 messages its worker may hold, running or waiting, while it holds the
 suspect. :class:`SuspectCaps` keeps the suspects a
-:class:`~kale.worker.flight.FlightWorker` holds and gives the smallest of
+:class:`~kale.worker.loop.Worker` holds and gives the smallest of
 their caps, which bounds what the worker receives and starts. When a
 suspect that arrived lowers the cap below what the worker holds, it says
 which of the waiting messages to give back: the suspect with the smallest

@@ -15,12 +15,24 @@ looked empty, comes back to the worker as an event.
 
 Once a selection found every queue empty the intake is *idle*: it long-polls
 every queue at once, each again as soon as it answers empty (no sooner than
-``MIN_POLL_INTERVAL_SEC`` after its last poll began), as the serial worker's
-watch does, until one brings messages; then selections start again.
+``MIN_POLL_INTERVAL_SEC`` after its last poll began), until one brings
+messages; then selections start again.
 
 A failed receive pauses the intake for the worker's back-off
 (:meth:`pause`). After :meth:`close`, what a receive still out brings is
 released at once.
+
+The serial pool receives on its own thread, between runs, and long-polls on
+threads while idle. Where a receive takes long enough (a remote endpoint:
+``READ_AHEAD_ABOVE_SEC``) for the wait to matter more than the thread, it
+reads ahead (:attr:`Intake.read_ahead`): its receives go out on threads
+while a batch runs, up to READ_AHEAD_BATCHES batches beyond it, so the worker
+waits about one round trip per batch rather than one per batch and task.
+While one of its tasks runs, the worker tells the intake until when it may
+be busy (:attr:`Intake.busy_until`: the run's start plus its
+``time_limit``): a batch a poll brings meanwhile whose budget is
+over by then could run nothing, so it is given back at once rather than
+held until SQS delivers it again.
 """
 from __future__ import annotations
 
@@ -35,15 +47,24 @@ from kale.exceptions import SQSError
 from kale.queue_config import AUTO_PREFETCH, TaskQueue
 from kale.queue_selector import QueueInfo, SelectQueueBase
 from kale.worker.answers import ReceivesOut, wait_for_answers
-from kale.worker.batch import Batch
+from kale.worker.batch import SETTLE_MARGIN_SEC, Batch
 from kale.worker.consumer import Consumer
-from kale.worker.receiver import MIN_POLL_INTERVAL_SEC
+from kale.worker.prefetch import Prefetch
 from kale.worker.threads import Threads
 
 logger = logging.getLogger(__name__)
 
 #: Messages one receive may bring (SQS's limit).
 MAX_ASK = 10
+#: Shortest time between the starts of two polls of one queue, so that a
+#: queue with long_poll_time_sec 0 is not polled in a busy loop.
+MIN_POLL_INTERVAL_SEC = 0.25
+#: The serial pool reads ahead once a receive takes this long (see the
+#: module docstring); on a local emulator or the memory transport the
+#: thread would cost more than it saves.
+READ_AHEAD_ABOVE_SEC = 0.005
+#: How many batches the serial pool reads ahead.
+READ_AHEAD_BATCHES = 2
 
 
 class Arrival:
@@ -77,8 +98,15 @@ class Intake:
 
     def __init__(self, consumer: Consumer, queues: Sequence[TaskQueue],
                  selector_class: type[SelectQueueBase], deliver: Callable[[Arrival], None],
-                 max_receives: int, clock: Clock = SYSTEM_CLOCK):
+                 max_receives: int, clock: Clock = SYSTEM_CLOCK, inline: bool = False,
+                 prefetch: Optional[Prefetch] = None):
         self.consumer = consumer
+        #: Receive on the caller's thread (the serial pool), not on threads of its
+        #: own, unless reading ahead (set by the worker, see the module docstring).
+        self.inline = inline
+        self.read_ahead = False
+        #: How much a receive asks of each queue (the serial pool): see kale.worker.prefetch.
+        self.prefetch = prefetch
         self.queues = list(queues)
         self.selector_class = selector_class
         self.deliver = deliver
@@ -105,6 +133,9 @@ class Intake:
         #: a receive still out brings is given back at once, in its thread,
         #: rather than held beside the suspect unseen.
         self.full = False
+        #: (The serial pool.) Until when the task running may keep the worker
+        #: busy, on the consumer's clock; 0 while none runs. See the module docstring.
+        self.busy_until = 0.0
 
     # --- the worker's side --------------------------------------------------------
 
@@ -122,8 +153,15 @@ class Intake:
             ask = min(room, MAX_ASK)
             self._receives += 1
             self.asked += ask
-            self._threads.submit(functools.partial(self._select, ask, self.out.sent(0)))
+            if self.inline and not self.read_ahead:
+                self._select(ask, self.out.sent(0))
+            else:
+                self._threads.submit(functools.partial(self._select, ask, self.out.sent(0)))
             room -= ask
+
+    def reads_ahead(self) -> bool:
+        """Whether receives take long enough to read ahead (the serial pool)."""
+        return self.consumer.recent_receive_sec >= READ_AHEAD_ABOVE_SEC
 
     @property
     def receiving(self) -> bool:
@@ -175,15 +213,32 @@ class Intake:
 
     def _report(self, arrival: Arrival) -> None:
         batch = arrival.batch
-        if self.full and batch is not None and batch.messages:
-            self._release(batch)        # see full: the worker hears of an empty answer
-            arrival.batch = Batch(batch.queue, [], batch.received_at, batch.sqs_name)
+        if batch is not None and batch.messages and (self.full or self.doomed(batch)):
+            self.give_back(arrival)
         with self._close_lock:
             if not self._closed:
                 self.deliver(arrival)
                 return
         if arrival.batch is not None and arrival.batch.messages:
             self._release(arrival.batch)
+
+    def give_back(self, arrival: Arrival) -> None:
+        """Release what the arrival brought (the worker then hears of an empty
+        answer): it arrived while a task runs that it may not outlast, or
+        beside a suspect (see full)."""
+        batch = arrival.batch
+        assert batch is not None
+        logger.debug('a batch of %d from queue %s arrived while a task runs %s: given back '
+                     'at once', len(batch.messages), batch.queue.name,
+                     'that may outlast its budget' if self.busy_until else 'beside a suspect')
+        self._release(batch)
+        arrival.batch = Batch(batch.queue, [], batch.received_at, batch.sqs_name)
+
+    def doomed(self, batch: Batch) -> bool:
+        """Whether the batch's budget ends (nearly) before the running task may
+        end (see busy_until): nothing of it could start in time."""
+        busy = self.busy_until
+        return bool(busy) and batch.deadline < busy + SETTLE_MARGIN_SEC
 
     def _release(self, batch: Batch) -> None:
         try:
@@ -272,11 +327,15 @@ class Intake:
         return chosen
 
     def _receive(self, queue_: TaskQueue, wait_sec: int, ask: int) -> Batch:
-        if queue_.prefetch != AUTO_PREFETCH:
+        prefetch, blind = self.prefetch, False
+        if prefetch is not None:
+            blind = prefetch.blind(queue_)
+            ask = min(ask, prefetch.count(queue_))
+        elif queue_.prefetch != AUTO_PREFETCH:
             ask = min(ask, int(queue_.prefetch))
         ask = max(1, min(ask, queue_.batch_size))
         batch = self.consumer.receive(queue_, wait_sec=wait_sec, max_messages=ask)
-        batch.asked = ask
+        batch.asked, batch.blind = ask, blind
         return batch
 
     # --- idle: every queue long-polled at once ---------------------------------------

@@ -5,9 +5,10 @@ ended. Its ``batch`` holds it alone, so it keeps its own budget (its
 receive time plus its queue's visibility timeout, moved on by the heartbeat
 for a long task) and its own settlement.
 
-:class:`JobRunner` runs a job's task where it belongs: a coroutine task
-(``async def run_task``) on the worker's event loop, any other on one of the
-worker's threads. Either way the payload is decoded, the
+:class:`JobRunner` runs a job's task where it belongs: on the worker's own
+thread for the serial pool (``inline``); else a coroutine task (``async def
+run_task``) on the worker's event loop, any other on one of the worker's
+threads. Either way the payload is decoded, the
 ``on_task_started`` and ``on_task_finished`` hooks are called and the log
 lines name the task from where the task runs (its thread, or its asyncio
 task), and ``('done', job)`` is put on the worker's events when it ends.
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import dataclasses
 import functools
 import logging
 import queue
@@ -29,6 +29,7 @@ from kale.hooks import HookDispatcher, WorkerHooks
 from kale.task import Task
 from kale.transport import ReceivedMessage
 from kale.worker.batch import Batch, Opened
+from kale.worker.limits import TaskStuck
 from kale.worker.runner import TaskRunner
 from kale.worker.suspects import release
 from kale.worker.threads import Threads, run_for
@@ -37,47 +38,43 @@ from kale.worker.watchdog import Watchdog, Watched
 logger = logging.getLogger('kale.worker')
 
 
-@dataclasses.dataclass(eq=False)
 class Job:
-    """One message the worker holds (see the module docstring)."""
+    """One message the worker holds (see the module docstring). Made for
+    every message a worker runs, so a plain class whose derived values (its
+    task class, its FIFO group) are worked out once."""
 
-    batch: Batch
-    received: ReceivedMessage
-    opened: Opened
-    started: float = 0.0
-    settlement: Optional[Settlement] = None
-    #: A coroutine job's entry with the watchdog.
-    watched: Optional[Watched] = None
-    #: Its task outlasts the visibility timeout: the heartbeat keeps it.
-    long: bool = False
-    #: It did not come back from its time limit.
-    stuck: bool = False
-    #: A coroutine job's coroutine (to tell which one holds the loop).
-    coroutine: Any = None
-    #: A thread (or the event loop) began its run: it will come back as
-    #: ``('done', job)``. Set under :class:`JobRunner`'s lock.
-    claimed: bool = False
-    #: The worker took it back before its run began (:meth:`JobRunner.withdraw`):
-    #: it never runs.
-    withdrawn: bool = False
+    __slots__ = ('batch', 'claimed', 'coroutine', 'group', 'long', 'opened', 'received',
+                 'settlement', 'started', 'stuck', 'task_class', 'watched', 'withdrawn')
+
+    def __init__(self, batch: Batch, received: ReceivedMessage, opened: Opened):
+        self.batch = batch
+        self.received = received
+        self.opened = opened
+        self.task_class: type[Task] = opened.task_class
+        #: The FIFO group it belongs to (None on a standard queue).
+        self.group: Optional[tuple[str, str]] = \
+            (batch.queue.name, received.group_id or '') if batch.fifo else None
+        self.started = 0.0
+        self.settlement: Optional[Settlement] = None
+        #: A coroutine job's entry with the watchdog.
+        self.watched: Optional[Watched] = None
+        #: Its task outlasts the visibility timeout: the heartbeat keeps it.
+        self.long = False
+        #: It did not come back from its time limit.
+        self.stuck = False
+        #: A coroutine job's coroutine (to tell which one holds the loop).
+        self.coroutine: Any = None
+        #: A thread (or the event loop) began its run: it will come back as
+        #: ``('done', job)``. Set under :class:`JobRunner`'s lock.
+        self.claimed = False
+        #: The worker took it back before its run began (:meth:`JobRunner.withdraw`):
+        #: it never runs.
+        self.withdrawn = False
 
     @classmethod
     def of(cls, batch: Batch, received: ReceivedMessage) -> 'Job':
         """The job of one message of a received batch, with the batch's budget."""
-        opened = batch.opened[received.message_id]
-        return cls(Batch(batch.queue, [received], batch.received_at, batch.sqs_name,
-                         opened={received.message_id: opened}), received, opened)
-
-    @property
-    def task_class(self) -> type[Task]:
-        return self.opened.task_class
-
-    @property
-    def group(self) -> Optional[tuple[str, str]]:
-        """The FIFO group it belongs to (None on a standard queue)."""
-        if not self.batch.fifo:
-            return None
-        return (self.batch.queue.name, self.received.group_id or '')
+        return cls(batch.part(received), received, batch.opened[received.message_id])
 
     def __str__(self) -> str:
         return 'task %s (%s)' % (self.opened.task_id, self.task_class.task_path())
@@ -86,9 +83,11 @@ class Job:
 class JobRunner:
     """Runs jobs on ``threads`` or on ``runner``'s event loop; see the module docstring."""
 
-    def __init__(self, runner: TaskRunner, hooks: HookDispatcher, threads: Threads,
-                 watchdog: Watchdog, events: 'queue.SimpleQueue[tuple[str, Any]]'):
+    def __init__(self, runner: TaskRunner, hooks: HookDispatcher, threads: Optional[Threads],
+                 watchdog: Watchdog, events: 'queue.SimpleQueue[tuple[str, Any]]',
+                 inline: bool = False):
         self.runner = runner
+        self.inline = inline
         self.hooks = hooks
         self.threads = threads
         self.watchdog = watchdog
@@ -100,10 +99,22 @@ class JobRunner:
         self._on_finished = hooks.overridden(WorkerHooks.on_task_finished)
 
     def start(self, job: Job, now: float) -> None:
-        """Start the job's run (a coroutine job: on the next :meth:`flush`)."""
-        if job.task_class.is_coroutine and self.runner.isolation != 'process':
+        """Start the job's run (a coroutine job: on the next :meth:`flush`);
+        inline, run it to its end here (a run that does not come back from
+        its limit raises TaskStuck)."""
+        if self.inline:
+            job.claimed = True
+            try:
+                job.settlement = self._execute(job)
+            except TaskStuck:
+                raise
+            except BaseException as exc:    # a job must always come back
+                job.settlement = _lost(job, exc)
+                logger.exception('running %s failed', job)
+        elif job.task_class.is_coroutine and self.runner.isolation != 'process':
             self._coroutines.append(job)
         else:
+            assert self.threads is not None
             self.threads.submit(lambda: self._run_on_thread(job))
 
     def withdraw(self, job: Job) -> bool:

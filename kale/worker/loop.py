@@ -1,441 +1,389 @@
-"""The worker: select a queue, receive batches, run tasks, settle, check limits.
+"""The worker: receive, verify, start, settle, report; one engine for every pool.
 
     from kale import worker
     worker.Worker().run()
 
-One worker process runs the loop of :meth:`Worker.work_once` until it is
-told to stop. Each step is a method of its own:
+A :class:`Worker` keeps up to its pool's number of tasks in flight
+(:mod:`kale.worker.pools`: one at a time on its own thread for ``serial``,
+16 on threads for ``threads``, 100 on its event loop for ``asyncio``). Its
+loop, :meth:`Worker.work_once`, is a handful of named steps around one
+queue of events (a receive answered, a task ended, a task is stuck):
 
-- :meth:`select_queue` asks the ``QUEUE_SELECTOR`` which queue to serve
-  (its probes keep what they receive as the first batch);
-- :meth:`receive` receives the next batch (up to ``num_iterations`` batches in
-  a row, stopping at an empty one);
-- :meth:`idle`, when every queue looked empty, long-polls them all at once;
-- :meth:`skip_cancelled` asks the hooks once which of a batch's tasks were
-  cancelled, and settles those unrun (and a task's extra copies);
-  :meth:`send_on_early` sends on those that arrived before their due time;
-- :meth:`run_batch` runs a batch's tasks one by one within its budget (each
-  takes its token of a rate limit and its slot of a concurrency limit as it
-  starts, or is released, delayed: :mod:`kale.worker.flow`);
-- :meth:`settle` hands the batch to a thread that releases, copies and
-  deletes in batch requests, while the loop receives the next batch;
-- :meth:`check_limits` stops the worker when it uses too much memory.
+- :meth:`take_events` waits for the next events and handles each: a batch
+  that arrived is verified and its messages wait to start (:meth:`admit`);
+  a task that ended is settled (:meth:`finished`);
+- :meth:`start_waiting` starts waiting messages while there is room, each
+  only while its ``time_limit`` fits its own budget (its receive time plus
+  its queue's visibility timeout; a task longer than that runs under the
+  heartbeat); one that no longer fits is released. The serial pool runs
+  them there, one after another;
+- the gatherer settles what ended close together in batch requests;
+- :meth:`refill` asks the intake (:mod:`kale.worker.intake`) for as many
+  messages as there is room for, selection by selection.
 
-:meth:`Worker.run` returns an exit code of :mod:`kale.worker.limits`. This
-is the serial pool; :mod:`kale.worker.flight` runs many tasks at once.
+A FIFO group has one message running at a time, in order, and a retry or
+release of one holds back its group's later messages; while the worker
+holds a suspect (a message a worker died holding) it holds no more messages
+than the suspect's cap (see :mod:`kale.worker.suspects`);
+``max_concurrency`` caps a task's runs in the process; the first SIGTERM
+stops receiving, releases what waits and lets running tasks end (each
+within its time limit), a second one stops them too (released; see
+:mod:`kale.worker.stopping`); a task stuck past its limit (see
+:mod:`kale.worker.watchdog`) stops the worker, which exits with
+``EXIT_STUCK`` once the others ended. :meth:`Worker.run` returns an exit
+code of :mod:`kale.worker.limits`.
 """
 from __future__ import annotations
 
-import functools
+import collections
 import gc
 import logging
-import random
-from typing import Any, Callable, Optional, Sequence
+import queue
+from typing import Any, Optional
 
 from kale import logs
-from kale.app import default_app
-from kale.events import HOLDS_GROUP, Settlement, process_identity
-from kale.exceptions import SQSError
+from kale.events import HOLDS_GROUP, process_identity
+from kale.exceptions import ImproperlyConfigured
 from kale.hooks import WorkerHooks
-from kale.queue_config import TaskQueue
-from kale.queue_selector import QueueInfo
-from kale.transport import ReceivedMessage
-from kale.worker.base import IDLE_PAUSE_SEC, SHUTDOWN_SETTLE_SEC, WorkerBase
+from kale.worker.base import IDLE_PAUSE_SEC, SHUTDOWN_SETTLE_SEC
 from kale.worker.batch import Batch
+from kale.worker.caps import SuspectCaps
 from kale.worker.duplicates import drop_duplicates
-from kale.worker.limits import TaskStuck
-from kale.worker.prefetch import Prefetch
-from kale.worker.receiver import Receiver
+from kale.worker.gather import Gatherer
+from kale.worker.intake import MAX_ASK, READ_AHEAD_BATCHES, Arrival, Intake
+from kale.worker.jobs import Job, JobRunner, may_start
+from kale.worker.outage import Outage
+from kale.worker.pools import DEFAULT_IN_FLIGHT, pool_of
+from kale.worker.prefetch import Prefetch, Reserve, long_tasks
+from kale.worker.serial import SerialRuns
 from kale.worker.settler import Settler
 from kale.worker.signals import WorkerInterrupt
-from kale.worker.suspects import isolate_long, isolate_suspects, release
+from kale.worker.stopping import Stopping
+from kale.worker.suspects import suspects_of
+from kale.worker.threads import ThreadGuard, Threads
+from kale.worker.watchdog import Watchdog
 
 logger = logging.getLogger('kale.worker')
 
-#: A batch whose tasks take longer than this is settled in parts, as they end,
-#: so that what ended is deleted, logged and counted without waiting for the rest.
-SETTLE_PARTS_AFTER_SEC = 1.0
+#: Longest the loop waits for an event before it looks after itself.
+TICK_SEC = 0.1
+#: Receives at once, at most (each brings up to ten messages).
+MAX_RECEIVES = 8
 
 
-class Worker(WorkerBase):
-    """Runs tasks from the configured queues until stopped, one at a time.
-    ``Worker(pool='threads'|'asyncio')`` (or the ``WORKER_POOL`` setting)
-    makes a :class:`~kale.worker.flight.FlightWorker` instead."""
-
-    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
-        if cls is Worker:
-            app = kwargs.get('app') or default_app()
-            if (kwargs.get('pool') or app.config.WORKER_POOL) != 'serial':
-                from kale.worker.flight import FlightWorker
-                return FlightWorker(*args, **kwargs)    # not a Worker: made whole here
-        return super().__new__(cls)
+class Worker(SerialRuns):
+    """Runs its pool's tasks from its queues until stopped; see the module docstring."""
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        self.prefetch = Prefetch()
-        self.receiver = Receiver(self.consumer, self.queues, stopping=lambda: self._stopping,
-                                 prefetch=self.prefetch, clock=self.clock,
-                                 settling_behind=lambda: self.settler is not None
-                                 and self.settler.full())
-        self.queue_info = QueueInfo(self.queues, self.receiver.probe)
-        self.selector = self.selector_class(self.queue_info)
-        self._idle = False
+        config = self.config
+        if self.pool not in DEFAULT_IN_FLIGHT:
+            raise ImproperlyConfigured('WORKER_POOL: no pool %r (one of %s)'
+                                       % (self.pool, ', '.join(DEFAULT_IN_FLIGHT)))
+        self.pooled = pool = pool_of(self.pool, int(kwargs.get('max_in_flight') or
+                                                    config.WORKER_MAX_IN_FLIGHT or 0))
+        self.inline = pool.inline
+        self.max_in_flight = pool.in_flight
+        self.events: 'queue.SimpleQueue[tuple[str, Any]]' = queue.SimpleQueue()
+        self.watchdog = Watchdog(config.WORKER_STUCK_GRACE_SEC,
+                                 on_stuck=lambda job: self.events.put(('stuck', job)))
+        self.guard: Optional[ThreadGuard] = None
+        self.threads: Optional[Threads] = None
+        #: How much the serial pool's receives ask (see kale.worker.prefetch).
+        self.prefetch = Prefetch() if self.inline else None
+        if not self.inline:         # (the serial pool keeps its SIGALRM guard)
+            self.runner.guard = self.guard = ThreadGuard(self.watchdog,
+                                                         passes_through=(WorkerInterrupt,))
+            self.threads = Threads(self.max_in_flight)
+        self.jobs = JobRunner(self.runner, self.hooks, self.threads, self.watchdog, self.events,
+                              inline=self.inline)
+        self.stopping = Stopping(self.name, self.jobs, self.clock)
+        self.intake = Intake(self.consumer, self.queues, self.selector_class,
+            lambda arrival: self.events.put(('arrival', arrival)),
+            max_receives=1 + READ_AHEAD_BATCHES if self.inline
+            else min(MAX_RECEIVES, -(-self.max_in_flight // 10)),
+            clock=self.clock, inline=self.inline, prefetch=self.prefetch)
+        self.outage = Outage(self.name, config.SQS_ERROR_MAX_BACKOFF_SEC,
+                             config.BURST_GIVE_UP_SEC if self.burst else None,
+                             self.intake.pause, clock=self.clock)
+        self.gatherer = Gatherer(self.settle, clock=self.clock,
+                                 busy=lambda: self.settler is not None and self.settler.busy())
+        self.waiting: list[Job] = []
+        self.suspects = SuspectCaps(self.name)      # the suspects held, and their cap
+        self.running: set[Job] = set()
+        self._groups: set[tuple[str, str]] = set()
+        self._per_class: collections.Counter[type] = collections.Counter()
+        self._limits_checked = 0.0
+        self._counted_at = 0.0          # when a burst last asked the queues' counts
+        #: Seconds waited for events in vain since then: a burst asks again after
+        #: IDLE_PAUSE_SEC of them too, whatever its clock says (a FakeClock
+        #: stands still while the worker waits on its events).
+        self._idle_waited = 0.0
+        self.reserve = Reserve(self.max_in_flight, lambda: self.consumer.recent_receive_sec,
+                               self.clock, every_sec=TICK_SEC)
 
-    # --- the loop ---------------------------------------------------------
+    # --- the loop -----------------------------------------------------------------
 
     def run(self) -> int:
-        """Work until a signal, a finished burst or the memory limit; returns the exit code."""
+        """Work until a signal, a finished burst, the memory limit or a stuck
+        task; returns the exit code."""
         self.signals.install()
-        self.runner.guard.setup()
-        self.settler = Settler(self.consumer, clock=self.clock)
+        if self.inline:
+            self.runner.guard.setup()       # its SIGALRM handler, once for every run
+        pool = self.pooled
+        self.settler = Settler(self.consumer, clock=self.clock, threads=pool.settle_threads,
+                               max_pending=pool.max_pending,
+                               inline_below_sec=pool.inline_settle_below_sec)
         logs.set_worker(process_identity()[0])
+        self._limits_checked = self.clock.monotonic()
         try:
             self.startup()
-            gc.freeze()         # start-up's objects live on: full collections skip them
+            if self.pool == 'asyncio':
+                self.watchdog.watch_loop(self.runner.loop,
+                                        lambda: self.jobs.holding_the_loop(self.running))
+            gc.freeze()
             try:
-                while not self._stopping:
-                    try:
-                        if not self.work_once():
-                            break
-                    except WorkerInterrupt:     # a stop request that cut a step short
-                        self._stopping = True
+                self.refill()           # the first receives go out before the loop first waits
+                while self.work_once():
+                    pass
             finally:
-                # Settle what is left, but do not wait out an outage to do it:
-                # what cannot be settled reappears after its visibility timeout.
-                self.consumer.give_up_at = self.clock.monotonic() + SHUTDOWN_SETTLE_SEC
-                self.receiver.close()
-                self.settler.close()
-                self.heartbeat.close()
-                self.report_settled()
-                self.shutdown()
+                self.finish()
         finally:
-            gc.unfreeze()           # a worker run in a longer process gives them back
-            self.runner.guard.teardown()
-            self.runner.close()
+            gc.unfreeze()
+            if self.inline:
+                self.runner.guard.teardown()
             self.signals.restore()
+            self.watchdog.close()
+            self.runner.close()
+            if self.threads is not None:
+                self.threads.close()
             logs.set_worker(None)
         return self.exit_code
 
     def work_once(self) -> bool:
-        """Batches that already arrived, else one selection and up to
-        ``num_iterations`` batches from it, else the idle watch; nothing is
-        received while settling is behind (see :mod:`kale.worker.settler`).
-        False once a burst has nothing left to do."""
+        """One round of the loop; False once the worker is done."""
         self.report_settled()
-        ready = self.receiver.next_ready()
-        if ready is not None:
-            self.process(ready)
-            return True
-        assert self.settler is not None
-        if self.settler.full():
-            self.settler.wait_until_not_full()  # receive only what can be settled
-        if self._idle:
-            return self.idle()
-        queue = self.select_queue()
-        if queue is None:
-            return True
-        batch = self._first_batch(queue)
-        if batch is None or not batch.messages:
-            self._go_idle()
-            return True
-        self.process(batch)
-        self._serve(queue, batch)
-        self.receiver.done_with(queue)
-        return True
-
-    def _first_batch(self, queue: TaskQueue) -> Optional[Batch]:
-        """The selected queue's first batch: what its probe kept, else a receive
-        (none when its probe found it empty)."""
-        batch = self.receiver.take(queue)
-        if batch is None and not self.receiver.known_empty(queue):
-            batch = self.receive(queue)
-        return batch
-
-    def _serve(self, queue: TaskQueue, batch: Batch) -> None:
-        """Receive and process the queue's next batches, up to its
-        ``num_iterations`` in all, while they come full."""
-        for _ in range(queue.num_iterations - 1):
-            if self._stopping or not batch.full or self.receiver.has_ready():
-                break           # a short batch means the queue is (nearly) drained
-            assert self.settler is not None
-            self.settler.wait_until_not_full()
-            received = self.receive(queue)
-            if received is None or not received.messages:
-                break
-            batch = received
-            self.process(batch)
-
-    # --- steps --------------------------------------------------------------
-
-    def select_queue(self) -> Optional[TaskQueue]:
-        """The queue to serve next, or None after an SQS error (already backed off).
-        Probing a queue keeps what it receives as that queue's next batch."""
-        self.receiver.new_selection()
-        try:
-            queue = self.selector.select()
-        except SQSError as exc:
-            self.outage.failed('selecting a queue', exc)
-            return None
-        except Exception:
-            logger.exception('%s: queue selector failed; drawing at random', self.name)
-            queue = random.choice(self.queues)
-        if queue not in self.queues:
-            logger.error('%s: queue selector chose %r, not one of the worker\'s queues; drawing '
-                         'at random', self.name, queue)
-            queue = random.choice(self.queues)
-        self.outage.reached()
-        return queue
-
-    def receive(self, queue: TaskQueue) -> Optional[Batch]:
-        """The next batch of a busy queue; None after an SQS error (already backed off)."""
-        try:
-            batch = self.receiver.receive(queue)
-        except SQSError as exc:
-            self.outage.failed('receiving from queue %s' % queue.name, exc)
-            return None
-        self.outage.reached()
-        return batch
-
-    def idle(self) -> bool:
-        """Every queue looked empty: long-poll them all at once, each again as
-        soon as it answers, until one has work. A burst checks between rounds
-        whether it is done (False once it is); a serving worker checks its
-        limits every second meanwhile."""
-        if self.burst and self.drained():
-            logger.info('%s: every queue is drained, burst finished', self.name)
+        waited = self.take_events(self._wait_sec())
+        if waited:
+            self._idle_waited += waited
+            self.intake.waited(waited)
+        if self.inline and self.waiting and self.intake.reads_ahead():
+            self.refill()               # the next batches arrive while these run
+        self.start_waiting()
+        self.gatherer.flush(everything=not self.running)
+        if self._stopping:
+            for job, reason in self.stopping.left_behind(self.running):
+                self._free(job)
+                self._give_back(job, reason)
+            return any(not job.stuck for job in self.running)
+        if self.burst and self.burst_done():
             return False
-        started = self.clock.monotonic()
-        try:
-            arrived = self.receiver.watch(each_once=self.burst)   # ends soon after a stop
-        except SQSError as exc:
-            self.outage.failed('long polling', exc)
-            return True
-        self.outage.reached()
-        if arrived:
-            self._idle = False                 # work_once takes them one by one
-        elif not self.burst:
+        self.refill()
+        now = self.clock.monotonic()
+        if now - self._limits_checked >= TICK_SEC * 10:
+            self._limits_checked = now
             self.check_limits()
-        elif self.clock.monotonic() - started < IDLE_PAUSE_SEC:
-            self._sleep(IDLE_PAUSE_SEC)
         return True
 
-    def process(self, batch: Batch) -> None:
-        """Verify a batch, run it, hand it to the settler, check the limits.
-        Suspect messages (a group of them, see :mod:`kale.worker.suspects`),
-        or else a task longer than the visibility timeout, run last, with
-        nothing else held; the heartbeat keeps a long one invisible from now
-        until it ends."""
+    # --- steps ------------------------------------------------------------------------
+
+    def take_events(self, wait_sec: float) -> float:
+        """Wait up to ``wait_sec`` for events, then handle every one there is;
+        the seconds waited in vain (0 when an event came)."""
+        try:
+            event = self.events.get(timeout=wait_sec)
+        except queue.Empty:
+            return wait_sec
+        while True:
+            kind, value = event
+            if kind == 'done':
+                self.finished(value)
+            elif kind == 'arrival':
+                self.arrived(value)
+            else:
+                self.stuck_job(value)
+            try:
+                event = self.events.get_nowait()
+            except queue.Empty:
+                return 0.0
+
+    def arrived(self, arrival: Arrival) -> None:
+        """A receive answered: admit its batch, or back off after its error."""
+        batch = self.intake.arrived(arrival)
+        if arrival.error is not None:
+            self.outage.failed('receiving', arrival.error)
+            return
+        self.outage.reached()
+        if batch is not None:
+            self.admit(batch)
+
+    def admit(self, batch: Batch) -> None:
+        """Verify a batch that arrived; its messages wait to start (a suspect
+        with its group's cap). What is decided before running is settled."""
+        if self._stopping:
+            self.settle(batch)                  # nothing settled: every message released
+            return
         self.verify(batch)
+        longs = long_tasks(batch)
+        if self.prefetch is not None:
+            self.prefetch.received(batch.queue, longs)
         self.skip_cancelled(batch)
         drop_duplicates(batch)
         self.send_on_early(batch)
-        alone = self._set_aside(batch)
-        given_back = self._give_back_now(batch) if batch.may_hold_suspect else []
-        if alone is not None:
-            self.keep_if_long(alone)
-        try:
-            self.run_batch(batch)
-            self.settle(batch)
-            if alone is not None:
-                self._run_alone(batch.settlements + given_back, alone)
-        finally:
-            self.heartbeat.stop()
-        self.check_limits()
+        suspects = suspects_of(batch, self.redrive_after) if batch.may_hold_suspect else None
+        decided = batch.split_decided()
+        if decided is not None:
+            self.gatherer.add(decided)
+        if batch.messages:
+            self.hooks(WorkerHooks.before_batch, batch.queue, batch)
+            # (The serial pool's jobs share their batch: settled with it.)
+            jobs = [Job(batch, received, batch.opened[received.message_id]) if self.inline
+                    else Job.of(batch, received) for received in batch.messages]
+            if self.inline and longs:
+                jobs = self.long_last(batch, jobs)
+            if suspects:
+                self.suspects.hold(batch, jobs, suspects)
+            self.waiting.extend(jobs)
+        if not suspects and self.suspects.recent:
+            self.suspects.recent = 0            # batches come without suspects again
 
-    def _set_aside(self, batch: Batch) -> Optional[Batch]:
-        """Take out of the batch what runs last with nothing else held: its
-        suspects' group, or else a long task; the prefetch learns how many
-        long tasks came."""
-        longs = [cls for cls in batch.task_classes if batch.is_long(cls.time_limit)]
-        self.prefetch.received(batch.queue, sum(
-            1 for opened in batch.opened.values() if opened.task_class in longs) if longs else 0)
-        return isolate_suspects(batch, self.redrive_after, self.name) or (
-            isolate_long(batch) if longs else None)
-
-    def _give_back_now(self, batch: Batch) -> list[Settlement]:
-        """Settle at once what a batch that may hold suspects decided before
-        running (suspects given back among it): none stays held while the
-        rest runs. Its settlements."""
-        part = batch.split_decided() if not batch.fifo else None
-        if part is None:
-            return []
-        self.settle(part)
-        return part.settlements
-
-    def _run_alone(self, settlements: list[Settlement], alone: Batch) -> None:
-        """Run what was set aside (a suspects' group, a long task) once the
-        rest is settled, holding nothing else meanwhile. When some of the rest
-        could not be settled (SQS refused or was down; a lapsed one is SQS's
-        again), the worker still holds them: what was set aside is released
-        unrun (a suspect that kills its worker would count another delivery
-        against each of them, until SQS's redrive policy dead-letters them)."""
-        if not self._stopping:
-            assert self.settler is not None
-            self.settler.flush()            # hold nothing else while it runs
-            self.receiver.release_ready()
-            held = [s for s in settlements if not (s.settled or s.lapsed)]
-            if not held:
-                # Each run settled as it ends: a suspect that kills the worker
-                # later in the group does not undo the runs before it. What
-                # a poll still out brings meanwhile goes back at once.
-                self.receiver.alone = True
-                try:
-                    self.run_batch(alone, parts_after=0.0)
-                finally:
-                    self.receiver.alone = False
-            else:
-                logger.warning('%s: %d message(s) of the batch are still held (settling '
-                               'failed): %s released, not run now', self.name,
-                               len(held), ', '.join(m.message_id for m in alone.messages))
-        self.settle(alone)
-
-    def keep_if_long(self, alone: Batch) -> None:
-        """Start the heartbeat for a batch of one whose task is long."""
-        received = alone.messages[0]
-        opened = alone.opened.get(received.message_id)
-        if opened is not None and alone.is_long(opened.task_class.time_limit):
-            self.heartbeat.keep(alone, received)
-
-    def run_batch(self, batch: Batch, parts_after: Optional[float] = None) -> None:
-        """Run the batch's tasks one by one, in order, while they fit its budget.
-        On a FIFO queue, once a group's message is retried or released, the
-        group's later messages in the batch are released, not run. Once its
-        tasks have taken ``parts_after`` seconds (SETTLE_PARTS_AFTER_SEC by
-        default), what is decided so far is settled while the rest runs. A blind batch (see
-        :mod:`kale.worker.prefetch`) gives back what has not started once the
-        prefetch window has passed."""
-        self.hooks(WorkerHooks.before_batch, batch.queue, batch)
-        decided = _by_message(batch.settlements)
-        last_part = started = self.clock.monotonic()
-        if parts_after is None:
-            parts_after = SETTLE_PARTS_AFTER_SEC
-        # A blind batch gives back what has not started within the window.
-        give_back_at = started + self.prefetch.window_sec if batch.blind else 0.0
-        ran = 0
-        pending = list(batch.messages)
-        try:
-            for index, received in enumerate(pending):
-                settlement = decided.get(id(received))
-                if settlement is not None:      # decided before the run (see suspects)
-                    _hold_decided(batch, received, settlement)
-                    continue
-                if self._stopping:
-                    break
-                known = len(batch.settlements)
-                try:
-                    settlement = self.run_one(batch, received, functools.partial(
-                        _undecided, pending[index + 1:], decided))
-                except TaskStuck as stuck:      # left to SQS: back after its visibility timeout
-                    batch.messages.remove(received)
-                    self.stuck(str(stuck))
-                    break
-                decided.update(_by_message(batch.settlements[known:]))   # refused meanwhile
-                batch.settlements.append(settlement)
-                ran += 1
-                if batch.fifo and settlement.outcome in HOLDS_GROUP:
-                    batch.held_groups.add(received.group_id)
-                if self.memory_limit.exceeded():
-                    break
-                now = self.clock.monotonic()
-                if give_back_at and now >= give_back_at:
-                    give_back_at = 0.0
-                    _give_back(batch, pending[index + 1:], decided, self.prefetch.window_sec)
-                if now - last_part >= parts_after:
-                    last_part = self.settle_part(batch)
-        except WorkerInterrupt:
-            self._stopping = True
-        finally:
-            self.receiver.busy_until(0.0)       # each run sets it (run_one); none runs now
-            self.runner.guard.after_batch()
-            self._note_run_time(batch.queue, started, ran)
-
-    def _note_run_time(self, queue: TaskQueue, started: float, ran: int) -> None:
-        """Tell the prefetch the mean run time of the ``ran`` tasks run since
-        ``started``, once a batch (what the next receive asks)."""
-        if ran:
-            self.prefetch.ran(queue, (self.clock.monotonic() - started) / ran)
-
-    def run_one(self, batch: Batch, received: ReceivedMessage,
-                later: Callable[[], Sequence[ReceivedMessage]] = list) -> Settlement:
-        """Run one message's task if it may run now, else release it. Its
-        token and slot of a flow limit are taken as it starts (with those of
-        the ``later()`` ones that start soon after: see FlowGate.before_run)."""
-        if batch.fifo and received.group_id in batch.held_groups:
-            return release(batch, received, 'an earlier task of group %r has not completed'
-                           % received.group_id)
-        opened = batch.opened[received.message_id]
-        task_class = opened.task_class
+    def start_waiting(self) -> None:
+        """Start what waits while there is room, in order; give back what no
+        longer fits its budget. While suspects are held, what the worker holds
+        stays within their cap: what waits beyond it is given back (settled)
+        and nothing starts until enough of what runs has ended."""
+        if self._stopping or not self.waiting:
+            return
         now = self.clock.monotonic()
-        if not batch.fits(task_class.time_limit, now) and not self.heartbeat.keeps(received):
-            return release(batch, received, 'time_limit %gs does not fit the %.1fs left in the '
-                                            'batch' % (task_class.time_limit, batch.time_left(now)))
-        if self.flow.limits(task_class):
-            refused, others = self.flow.before_run(batch, received, later(),
-                                                   self.prefetch.mean_run_sec(batch.queue))
-            batch.settlements.extend(others)        # refused now, decided before their turn
-            if refused is not None:
-                return refused
-        message = self.runner.read(batch, received, opened)
-        if isinstance(message, Settlement):
-            return message
-        if self._on_started:
-            self.hooks(WorkerHooks.on_task_started, batch.queue, received, message)
-        self._in_task = True
-        # What waits for the worker and cannot outlast this run goes back at once.
-        self.receiver.busy_until(now + task_class.time_limit)
-        context = logs.task_started(message.task_id, message.task_name, batch.queue.name,
-                                    message.attempt)
-        try:
-            settlement = self.runner.run(batch, received, message, task_class,
-                                         opened.envelope)
-        finally:
-            self._in_task = False       # still busy until the next run says (see run_batch)
-            logs.task_ended(context)
-        if self._on_finished:
-            self.hooks(WorkerHooks.on_task_finished, settlement)
-        return settlement
+        if self.suspects.jobs and not self._within_cap(now):
+            return
+        if self.inline:
+            self._run_in_order()
+        else:
+            self._start_in_order(now)
 
-    def settle_part(self, batch: Batch) -> float:
-        """Settle and report what of the batch is decided, while the rest
-        still runs; returns when."""
-        part = batch.split_decided()
-        if part is not None:
-            self.settle(part)
-            self.report_settled()
-        return self.clock.monotonic()
+    def _start_in_order(self, now: float) -> None:
+        """Start what waits and finds room (and its group free), in order;
+        the limited ones take their tokens and slots as they start (those
+        refused are released, delayed, and leave their room to the next)."""
+        while self.waiting:
+            starting, self.waiting = self._may_start(now)
+            refused = {id(batch): settlement for batch, settlement in
+                       self.flow.refusals([(job.batch, job.received) for job in starting])}
+            for job in starting:
+                settlement = refused.get(id(job.batch))
+                if settlement is None:
+                    self.start(job, now)
+                else:
+                    self._settle_unrun(job, settlement)
+            if not refused:
+                break
+        self.jobs.flush()
 
-    def _go_idle(self) -> None:     # every queue looked empty
-        self._idle = True
-        logger.debug('%s: idle, long polling %s', self.name, ', '.join(
-            '%s (%d s)' % (q.name, q.long_poll_time_sec) for q in self.queues))
+    def _may_start(self, now: float) -> tuple[list[Job], list[Job]]:
+        """What may start now, and what waits on; what no longer fits is given back."""
+        return may_start([job for job in self.waiting if self._fits(job, now)],
+                         self.max_in_flight - len(self.running), self._groups, self._per_class)
 
+    def start(self, job: Job, now: float) -> None:
+        """Run the job's task: a coroutine task on the event loop, another on a thread."""
+        job.started = now
+        self.running.add(job)
+        if job.group is not None:
+            self._groups.add(job.group)
+        self._per_class[job.task_class] += 1
+        if job.batch.is_long(job.task_class.time_limit):
+            job.long = True
+            self.heartbeat.keep(job.batch, job.received)
+        self.jobs.start(job, now)
 
-def _undecided(messages: list[ReceivedMessage], decided: dict[int, Settlement]
-               ) -> list[ReceivedMessage]:
-    return [received for received in messages if id(received) not in decided]
+    def finished(self, job: Job) -> None:
+        """A job's task ended: free its place and settle it (soon, with others);
+        not one given up while stopping, whose message went back then."""
+        if job not in self.running:
+            return
+        self._free(job)
+        settlement = job.settlement
+        assert settlement is not None
+        if settlement.duration_sec:
+            self.reserve.ran(settlement.duration_sec)
+        self._decided(job, settlement)
+        if job.group is not None and settlement.outcome in HOLDS_GROUP:
+            self._hold_group(job.group, job.received.group_id)
+        if self.memory_limit.exceeded():
+            self.check_limits()
 
+    def refill(self) -> None:
+        """Ask the intake for as many messages as there is room for, and for
+        those that will find room while a receive is out (the reserve, see
+        :class:`~kale.worker.prefetch.Reserve`); while suspects are held, no
+        more than their cap allows (Intake.full); none while settling is behind.
+        The serial pool asks for a batch, or reads ahead (see :mod:`kale.worker.intake`)."""
+        held = self.max_in_flight + self.reserve.count() if not self.inline \
+            else MAX_ASK * (1 + READ_AHEAD_BATCHES) if self._reads_ahead() else MAX_ASK
+        room = min(held, self.suspects.room()) - len(self.running) - len(self.waiting)
+        self.intake.full = bool(self.suspects.jobs) and room <= 0
+        if not (self.settler is not None and self.settler.full()):
+            self.intake.refill(room)
 
-def _by_message(settlements: list[Settlement]) -> dict[int, Settlement]:
-    """The settlements decided before a run, by their received message's id()."""
-    return {id(s.received): s for s in settlements}
+    def burst_done(self) -> bool:
+        """A burst is done once a selection found every queue empty, the
+        worker holds nothing, and the queues' counts agree (nothing visible,
+        in flight or delayed); the counts are asked at most every
+        IDLE_PAUSE_SEC while the long polls go on."""
+        if not self.intake.idle or self.running or self.waiting or self.gatherer:
+            return False
+        now = self.clock.monotonic()
+        if now < self._counted_at + IDLE_PAUSE_SEC and self._idle_waited < IDLE_PAUSE_SEC:
+            return False
+        self._counted_at, self._idle_waited = now, 0.0
+        if self.drained():
+            logger.info('%s: every queue is drained, burst finished', self.name)
+            return True
+        return False
 
+    def stop(self) -> None:
+        """The first call (SIGTERM) stops receiving and lets running tasks end;
+        a second signal stops them too."""
+        self._stopping = True
+        if self.signals.count >= 2:
+            if self.guard is not None:
+                self.guard.stop_all(WorkerInterrupt)
+            self.runner.stop_coroutines()
+            self.stopping.second_signal()
 
-def _give_back(batch: Batch, unstarted: list[ReceivedMessage],
-               decided: dict[int, Settlement], window_sec: float) -> None:
-    """Release the messages of a blind batch that did not start within the
-    prefetch window, for any worker to take (see :mod:`kale.worker.prefetch`)."""
-    for received in unstarted:
-        if id(received) not in decided:
-            settlement = release(batch, received, 'not started within %gs of its receive: '
-                                                  'given back for any worker to take'
-                                 % window_sec)
-            batch.settlements.append(settlement)
-            decided[id(received)] = settlement
+    def finish(self) -> None:
+        """Release what waits, settle what ended, stop the intake and the settler."""
+        self.intake.close()
+        for job in self.waiting:
+            self._give_back(job, 'not started: the worker stopped')
+        self.waiting = []
+        self._take_late_arrivals()
+        self.gatherer.flush(everything=True)
+        self.consumer.give_up_at = self.clock.monotonic() + SHUTDOWN_SETTLE_SEC
+        assert self.settler is not None
+        self.settler.close()
+        self.heartbeat.close()
+        self.report_settled()
+        self.shutdown()
 
+    # --- helpers ----------------------------------------------------------------------------
 
-def _hold_decided(batch: Batch, received: ReceivedMessage, settlement: Settlement) -> None:
-    """FIFO: a message decided before the run (see suspects) that stays in its
-    group holds back the group's later messages, unless its group runs alone."""
-    if batch.fifo and settlement.outcome in HOLDS_GROUP \
-            and received.group_id != batch.alone_group:
-        batch.held_groups.add(received.group_id)
+    def _take_late_arrivals(self) -> None:
+        """Release batches that arrived while the worker was stopping."""
+        while True:
+            try:
+                kind, value = self.events.get_nowait()
+            except queue.Empty:
+                return
+            if kind == 'arrival':
+                batch = self.intake.arrived(value)
+                if batch is not None:
+                    self.settle(batch)
+            elif kind == 'done':
+                self.finished(value)
+
+    def _wait_sec(self) -> float:
+        due = self.gatherer.due_in()
+        return TICK_SEC if due is None else min(due, TICK_SEC)
+

@@ -24,15 +24,18 @@ released to run alone later. After a queue brought one, the worker receives
 from it one message at a time until ``batch_size`` receives in a row brought
 none, so each such task is released at most once (by the first, blind batch).
 
-Batches are received ahead (see :mod:`kale.worker.receiver`) only while
-everything held is still expected to start within the window.
+This is the serial pool's (:mod:`kale.worker.pools`); the pools hold what
+their free places and the reserve (:class:`Reserve`) take.
 """
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from kale.clock import Clock
 from kale.queue_config import AUTO_PREFETCH, TaskQueue
+
+if TYPE_CHECKING:
+    from kale.worker.batch import Batch
 
 #: A worker receives what it expects to start within this many seconds.
 PREFETCH_WINDOW_SEC = 1.0
@@ -158,3 +161,11 @@ class Prefetch:
             self._one_at_a_time[queue.name] = queue.batch_size
         elif self._one_at_a_time.get(queue.name):
             self._one_at_a_time[queue.name] -= 1
+
+
+def long_tasks(batch: 'Batch') -> int:
+    """How many of the batch's tasks may outlast its budget (see Prefetch.received)."""
+    longs = [cls for cls in batch.task_classes if batch.is_long(cls.time_limit)]
+    if not longs:
+        return 0
+    return sum(1 for opened in batch.opened.values() if opened.task_class in longs)

@@ -1,6 +1,6 @@
 """What a worker with a pool stops waiting for when it stops.
 
-On the first shutdown signal a :class:`~kale.worker.flight.FlightWorker`
+On the first shutdown signal a :class:`~kale.worker.loop.Worker`
 receives no more and waits for the tasks that run. It waits only for runs
 that began: a job it started whose run no thread (nor the event loop) has
 begun yet is taken back (:meth:`~kale.worker.jobs.JobRunner.withdraw`) and

@@ -48,14 +48,10 @@ starts would cost every batch a request, worker death or not. Groups need
 no record: a message that never started pays a round like any other of its
 group, and after one death the group is as large as a pool holds.
 
-The serial worker (:mod:`kale.worker.loop`) runs a batch's suspects as a
-group once the rest of the batch is settled, holding nothing else (what does
-not fit the group is released, for later groups): the one left unsettled most
-often last, equals in random order (so a group whose rounds tie still
-splits), each run settled as it ends (a death later in the group does not
-undo it). A pool (:mod:`kale.worker.flight`, :mod:`kale.worker.caps`) bounds
-what it receives and starts by the smallest cap of the suspects it holds,
-gives back what waits beyond it, and starts nothing until SQS took that back.
+A worker (:mod:`kale.worker.loop`, :mod:`kale.worker.caps`) bounds what it
+receives and starts by the smallest cap of the suspects it holds, gives back
+what waits beyond it, and starts nothing until SQS took that back; what a
+receive still out brings meanwhile goes back at once.
 Only a batch that may hold a suspect (``Batch.may_hold_suspect``, found when
 its envelopes are verified) pays for any of this. On a FIFO queue, where a
 receive count above 1 is an ordinary retry and order matters, there are none.
@@ -64,7 +60,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import random
 from typing import Any, Optional
 
 from kale.codec import Codec
@@ -238,41 +233,6 @@ def most_bound(suspect: Suspect) -> tuple[bool, int, int, int]:
     return (suspect.last, suspect.cap, -suspect.rounds, -suspect.received.receive_count)
 
 
-def isolate_suspects(batch: Batch, redrive_after: int = 0, who: str = 'worker') -> Optional[Batch]:
-    """Take the batch's suspects out of ``batch``, as a batch of their own to
-    run once the rest is settled, with no other message held (the serial
-    worker's group). As many as the smallest cap allows stay in it, the most
-    bound first; the others are settled as releases, for later groups, as
-    are those on their last receive. Returns None when the batch holds no
-    suspect to run."""
-    suspects = suspects_of(batch, redrive_after)
-    if not suspects:
-        return None
-    for suspect in suspects:
-        if suspect.last:
-            batch.settlements.append(release(batch, suspect.received, LAST_RECEIVE))
-    suspects = [suspect for suspect in suspects if not suspect.last]
-    if not suspects:
-        return None
-    cap = suspects[0].cap
-    for later in suspects[cap:]:
-        batch.settlements.append(release(
-            batch, later.received, 'left unsettled %d times: waits for a group of at most %d'
-                                   % (later.rounds, later.cap)))
-    # The one left unsettled (and held) most often runs last: were it to
-    # kill the worker, the others' runs are settled by then. Equals run in a
-    # random order: suspects left unsettled together come back together, and
-    # a killer among them takes only those after it along.
-    group = [suspect.received for suspect in sorted(suspects[:cap], key=lambda suspect: (
-        suspect.rounds, suspect.received.receive_count, random.random()))]
-    chosen = {id(received) for received in group}
-    batch.messages = [received for received in batch.messages if id(received) not in chosen]
-    opened = {received.message_id: batch.opened.pop(received.message_id) for received in group}
-    alone = Batch(batch.queue, group, batch.received_at, batch.sqs_name, opened=opened)
-    log_suspects(who, alone, suspects[:cap], cap)
-    return alone
-
-
 def log_suspects(who: str, batch: Batch, suspects: list[Suspect], cap: int) -> None:
     """One line for the suspects of ``batch`` that run: which, and their cap."""
     named = []
@@ -285,36 +245,3 @@ def log_suspects(who: str, batch: Batch, suspects: list[Suspect], cap: int) -> N
                    'may have died): %s%s; they run with at most %d message(s) held', who,
                    len(suspects), batch.queue.name, ', '.join(named),
                    ', ...' if len(suspects) > 3 else '', cap)
-
-
-def isolate_long(batch: Batch) -> Optional[Batch]:
-    """Take the first task whose ``time_limit`` is longer than the queue's
-    visibility timeout out of ``batch``, to run alone while a heartbeat keeps
-    its message invisible (see :mod:`kale.worker.heartbeat`). The batch's
-    other long tasks are released, each to run alone in a later batch.
-
-    On a FIFO queue the long task runs after the rest of the batch, so the
-    messages of its group after it are released; it shares the batch's held
-    groups, and is released itself if an earlier task of its group fails."""
-    chosen: Optional[ReceivedMessage] = None
-    for received in batch.unsettled():
-        opened = batch.opened.get(received.message_id)
-        if chosen is not None and batch.fifo and received.group_id == chosen.group_id:
-            batch.settlements.append(release(
-                batch, received, 'an earlier task of group %r runs alone first'
-                                 % received.group_id))
-        elif opened is None or not batch.is_long(opened.task_class.time_limit):
-            continue
-        elif chosen is None:
-            chosen = received
-        else:
-            batch.settlements.append(release(
-                batch, received, 'time_limit %gs is longer than the visibility timeout: '
-                                 'waits to run alone' % opened.task_class.time_limit))
-    if chosen is None:
-        return None
-    batch.messages.remove(chosen)
-    batch.alone_group = chosen.group_id if batch.fifo else None
-    opened = batch.opened.pop(chosen.message_id)
-    return Batch(batch.queue, [chosen], batch.received_at, batch.sqs_name,
-                 opened={chosen.message_id: opened}, held_groups=batch.held_groups)

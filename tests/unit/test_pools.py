@@ -15,7 +15,7 @@ import pytest
 
 from kale.conf import settings
 from kale.hooks import WorkerHooks
-from kale.worker import EXIT_OK, EXIT_STUCK, FlightWorker, Worker
+from kale.worker import EXIT_OK, EXIT_STUCK, Worker
 from tests import pool_tasks, tasks
 from tests.support.records import most_at_once, read_records, recorded_ids
 
@@ -35,7 +35,7 @@ def test_every_kind_of_task_runs_on_every_pool(memory_broker, record, pool):
     declined = pool_tasks.AsyncHooksTask.publish(None, go=False)
     worker, code = run(memory_broker, pool)
     assert code == EXIT_OK
-    assert isinstance(worker, FlightWorker) == (pool != 'serial')
+    assert worker.inline == (pool == "serial")
     assert sorted(recorded_ids(record, 'ran')) == sorted([plain, coroutine, hooked])
     assert recorded_ids(record, 'before') == [hooked]
     assert [r[4] for r in read_records(record) if r[0] == 'after'] == ['done']
@@ -268,8 +268,7 @@ def test_an_idle_queue_is_polled_again_after_its_pause_of_waiting_on_a_still_clo
     MIN_POLL_INTERVAL_SEC of the worker's waits in vain, as on the machine's
     clock after that long."""
     from kale.worker.consumer import Consumer
-    from kale.worker.intake import Arrival, Intake
-    from kale.worker.receiver import MIN_POLL_INTERVAL_SEC
+    from kale.worker.intake import MIN_POLL_INTERVAL_SEC, Arrival, Intake
     from tests.support.clock import FakeClock
     queue = memory_broker.queues['default']
     intake = Intake(Consumer(memory_broker), [queue], TurnSelector, lambda arrival: None,
@@ -300,7 +299,7 @@ def tasks_outgoing(broker, queue, i):
                                      (i,)), broker.sqs_name(queue))
 
 
-@pytest.mark.parametrize('pool', ['threads', 'asyncio'])
+@pytest.mark.parametrize('pool', ['serial', 'threads', 'asyncio'])
 def test_a_stop_during_an_outage_stops_a_pool_at_once(memory_broker, monkeypatch, pool):
     from kale.exceptions import EndpointUnreachableError
 
@@ -378,13 +377,13 @@ def test_a_pool_has_its_queues_and_its_first_receives_out_before_it_first_waits(
     0.1 s, with nothing asked for)."""
     tasks.RecordTask.publish(None, 'p')
     receiving_at_first_wait = []
-    take_events = FlightWorker.take_events
+    take_events = Worker.take_events
 
     def first_wait(self, wait_sec):
         if not receiving_at_first_wait:
             receiving_at_first_wait.append(self.intake.receiving)
         return take_events(self, wait_sec)
-    monkeypatch.setattr(FlightWorker, 'take_events', first_wait)
+    monkeypatch.setattr(Worker, 'take_events', first_wait)
     hook = DeclaredAtStart()
     worker, code = run(memory_broker, pool, queues=('default', 'high'), hooks=[hook])
     assert code == EXIT_OK and worker.stats == {'succeeded': 1}

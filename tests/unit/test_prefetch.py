@@ -10,7 +10,7 @@ import pytest
 from kale.exceptions import QueueConfigError
 from kale.hooks import WorkerHooks
 from kale.queue_config import TaskQueue, load_queue_config
-from kale.worker import loop
+from kale.worker import serial
 from kale.worker.loop import Worker
 from kale.worker.prefetch import Prefetch
 from tests import tasks
@@ -157,16 +157,15 @@ def test_long_tasks_are_each_released_at_most_once_then_received_alone(memory_br
     seen = run(memory_broker, queue='beat')
     assert sorted(recorded_ids(record, 'ran')) == sorted(ids)
     assert len(seen.deferred) == 4 and set(seen.deferred) <= set(ids)
-    # Each runs in a batch of its own (0: the first batch, its long one taken
-    # out and the other four released).
-    assert [size for size in seen.sizes if size] == [1] * 5
+    # The first, blind batch brought all five; from then on each came alone.
+    assert seen.sizes == [5, 1, 1, 1, 1]
 
 
 def test_a_long_batch_is_settled_and_reported_in_parts_as_its_tasks_end(memory_broker, record,
                                                                        monkeypatch):
     """Tasks of 0.3 s four to a batch: the first task's success is deleted and
     reported while the batch's next task still runs, not after the batch."""
-    monkeypatch.setattr(loop, 'SETTLE_PARTS_AFTER_SEC', 0.1)
+    monkeypatch.setattr(serial, 'SETTLE_PARTS_AFTER_SEC', 0.1)
     tasks.SlowTask.publish_batch(None, [((0.3,), {}) for _ in range(4)])
     seen = run(memory_broker)
     assert seen.sizes[0] == 4

@@ -45,7 +45,7 @@ def test_a_stop_during_a_long_poll_waits_for_its_answer_and_gives_back_what_it_b
 
     monkeypatch.setattr(transport, 'receive', poll)
     worker = Worker(queue_names=['slowpoll'], broker=memory_broker, pool=pool)
-    receives = worker.intake if pool != 'serial' else worker.receiver
+    receives = worker.intake
     real_close = receives.close
 
     def close():

@@ -15,15 +15,16 @@ from kale.transport import ReceivedMessage
 from kale.transport.memory import MemoryTransport
 from kale.worker import Worker
 from kale.worker.batch import Batch, Opened
+from kale.worker.caps import SuspectCaps
 from kale.worker.consumer import Consumer
-from kale.worker.settler import Settler
+from kale.worker.jobs import Job
 from kale.worker.suspects import (
     GROUP_SIZE,
     LAST_RECEIVE,
     group_cap,
     held_deliveries,
-    isolate_suspects,
     release_copy,
+    suspects_of,
     unsettled_deliveries,
 )
 from tests import tasks
@@ -70,6 +71,21 @@ def test_a_suspects_group_halves_each_time_it_is_left_unsettled_again():
     assert group_cap(1, long=True) == 1                 # runs under the heartbeat: alone
 
 
+def held(batch, redrive_after=0):
+    """What a worker holding the batch keeps, as it does (its suspects' caps,
+    nothing running yet): the ids it keeps, most bound first, and those it
+    gives back with why; None when the batch holds no suspect."""
+    suspects = suspects_of(batch, redrive_after)
+    if not suspects:
+        return None
+    caps = SuspectCaps('worker')
+    jobs = [Job(batch, r, batch.opened[r.message_id]) for r in batch.messages]
+    caps.hold(batch, jobs, suspects)
+    kept, back = caps.over(jobs, 0)
+    return ([job.received.message_id for job in kept],
+            [(job.received.message_id, reason) for job, reason in back])
+
+
 def test_a_message_on_its_last_receive_is_given_back_unless_it_runs_alone_anyway(app):
     """A death now, its own doing or another's, would make SQS dead-letter
     it: it is given back, its copy's receive count starting anew. One left
@@ -77,55 +93,43 @@ def test_a_message_on_its_last_receive_is_given_back_unless_it_runs_alone_anyway
     redrive policy)."""
     # Received ten times, held to the end of its visibility timeout twice.
     last, fresh = received(app, 'last', 10, since=65), received(app, 'fresh', 1)
-    batch = batch_of(app, last, fresh)
-    assert isolate_suspects(batch, redrive_after=10) is None
-    [back] = batch.settlements
-    assert back.received.message_id == 'last' and back.reason == LAST_RECEIVE
-    batch = batch_of(app, received(app, 'last', 10, since=65))
-    assert isolate_suspects(batch, redrive_after=10) is None and len(batch.settlements) == 1
-    batch = batch_of(app, received(app, 'alone', 10, unsettled=7, since=65))
-    assert [m.message_id for m in isolate_suspects(batch, redrive_after=10).messages] == ['alone']
-    batch = batch_of(app, received(app, 'before', 8, since=65), received(app, 'fresh', 1))
-    assert [m.message_id for m in isolate_suspects(batch, redrive_after=10).messages] == \
-        ['before'] and batch.settlements == []                      # its group: 64
+    assert held(batch_of(app, last, fresh), redrive_after=10) == (
+        ['fresh'], [('last', LAST_RECEIVE)])
+    alone = batch_of(app, received(app, 'alone', 10, unsettled=7, since=65))
+    assert held(alone, redrive_after=10) == (['alone'], [])
+    kept, back = held(batch_of(app, received(app, 'before', 8, since=65),
+                               received(app, 'fresh', 1)), redrive_after=10)
+    assert kept == ['before', 'fresh'] and back == []                  # its group: 64
 
 
 def test_the_receive_before_the_last_counts_as_the_last(app):
     """A delivery can lapse unrun (a batch received just before an outage),
     using a receive no worker sees: a message beside a killer is given back
     one receive early, so a lapse then leaves it one more."""
-    batch = batch_of(app, received(app, 'slack', 9, since=65), received(app, 'fresh', 1))
-    assert isolate_suspects(batch, redrive_after=10) is None
-    [back] = batch.settlements
-    assert back.received.message_id == 'slack' and back.reason == LAST_RECEIVE
-    batch = batch_of(app, received(app, 'third', 3, since=65), received(app, 'fresh', 1))
-    assert isolate_suspects(batch, redrive_after=4) is None
-    assert [s.received.message_id for s in batch.settlements] == ['third']
-    batch = batch_of(app, received(app, 'second', 2, since=65), received(app, 'fresh', 1))
-    assert isolate_suspects(batch, redrive_after=4) is not None      # two receives left
-    assert batch.settlements == []
+    slack = batch_of(app, received(app, 'slack', 9, since=65), received(app, 'fresh', 1))
+    assert held(slack, redrive_after=10) == (['fresh'], [('slack', LAST_RECEIVE)])
+    third = batch_of(app, received(app, 'third', 3, since=65), received(app, 'fresh', 1))
+    assert held(third, redrive_after=4) == (['fresh'], [('third', LAST_RECEIVE)])
+    second = batch_of(app, received(app, 'second', 2, since=65), received(app, 'fresh', 1))
+    assert held(second, redrive_after=4) == (['second', 'fresh'], [])   # two receives left
 
 
 def test_the_message_left_unsettled_most_often_runs_alone(app):
     fresh, often, once = received(app, 'fresh', 1), received(app, 'often', 2, unsettled=7), \
         received(app, 'once', 2)
     batch = batch_of(app, fresh, often, once)
-    alone = isolate_suspects(batch)
-    assert [m.message_id for m in alone.messages] == ['often']     # 8 times: alone
-    assert [m.message_id for m in batch.messages] == ['fresh', 'once']
-    [waiting] = batch.settlements
-    assert waiting.outcome is Outcome.RELEASE and waiting.received.message_id == 'once'
-    copy = release_copy(waiting.received, QUEUE, app.codec, waiting.envelope)
+    kept, back = held(batch)
+    assert kept == ['often']                                    # 8 times: alone
+    assert sorted(message_id for message_id, _ in back) == ['fresh', 'once']
+    [once_received] = [r for r in batch.messages if r.message_id == 'once']
+    copy = release_copy(once_received, QUEUE, app.codec, batch.opened['once'].envelope)
     assert app.codec.decode(copy.body, QUEUE).unsettled == 1    # its history travels along
 
 
 def test_suspects_left_unsettled_a_few_times_run_together(app):
     fresh, twice, once = received(app, 'fresh', 1), received(app, 'twice', 3), \
         received(app, 'once', 2)
-    batch = batch_of(app, fresh, twice, once)
-    group = isolate_suspects(batch)
-    assert [m.message_id for m in group.messages] == ['once', 'twice']     # most often last
-    assert [m.message_id for m in batch.messages] == ['fresh'] and batch.settlements == []
+    assert held(batch_of(app, fresh, twice, once)) == (['fresh', 'twice', 'once'], [])
 
 
 def test_a_release_copy_carries_the_history_of_unsettled_deliveries(app):
@@ -158,13 +162,13 @@ def test_a_release_copy_keeps_the_first_issue_time(app):
 
 def test_a_batch_without_suspects_is_left_alone(app):
     batch = batch_of(app, received(app, 'a', 1), received(app, 'b', 1))
-    assert isolate_suspects(batch) is None
+    assert held(batch) is None
     assert len(batch.messages) == 2 and batch.settlements == []
 
 
 def test_a_copy_that_carries_history_is_still_a_suspect(app):
     batch = batch_of(app, received(app, 'copy', 1, unsettled=1), received(app, 'b', 1))
-    assert [m.message_id for m in isolate_suspects(batch).messages] == ['copy']
+    assert [suspect.received.message_id for suspect in suspects_of(batch)] == ['copy']
 
 
 def test_released_messages_come_back_with_a_fresh_receive_count(app):
@@ -249,7 +253,7 @@ def test_messages_a_dead_worker_held_run_together_not_one_at_a_time(
     ids = held_by_a_dead_worker(app, clock, 40)
     sizes, hook = BatchSizes(), InFlightAtSuspectStart(app.broker)
     worker = Worker(queue_names=['default'], burst=True, app=app, hooks=[sizes, hook])
-    if hasattr(worker, 'prefetch'):       # the serial worker: no blind batch gives back
+    if worker.prefetch is not None:       # the serial worker: no blind batch gives back
         worker.prefetch.window_sec = 3600  # what a loaded machine did not start within 1 s
     assert worker.run() == 0
     assert sorted(recorded_ids(str(tmp_path / 'record'), 'ran')) == sorted(ids)
@@ -335,37 +339,6 @@ def three_held_suspects(app, clock):
     return app.broker.queues['default'], held_by_a_dead_worker(app, clock, 3, rounds=8)
 
 
-@pytest.mark.serial_only('a pool gives back and starts suspects apart')
-def test_a_suspect_is_released_unrun_while_the_others_could_not_be_given_back(
-        tmp_path, monkeypatch, shifted):
-    """The batch's other suspects are given back first; when SQS refuses
-    their copies, the worker still holds them, so the suspect it set aside is
-    released, not run (were it a killer, each would count one more delivery)."""
-    monkeypatch.setenv('KALE_TEST_RECORD', str(tmp_path / 'record'))
-    app, clock = shifted
-    broker = app.broker
-    queue, ids = three_held_suspects(app, clock)
-    refused = []
-
-    def send_batch(name, messages):
-        refused.append(len(messages))
-        raise SQSError('SendMessageBatch refused (test)')
-    monkeypatch.setattr(broker.transport, 'send_batch', send_batch)
-    monkeypatch.setattr(broker.transport, 'send', lambda name, message: send_batch(name, [message]))
-    worker = Worker(queue_names=['default'], burst=True, app=app)
-    worker.settler = Settler(worker.consumer, clock=worker.clock)
-    batch = worker.consumer.receive(queue)                          # all three, again
-    assert [m.receive_count for m in batch.messages] == [2, 2, 2]
-    worker.runner.guard.setup()                                     # as run() does
-    try:
-        worker.process(batch)
-    finally:
-        worker.runner.guard.teardown()
-    assert refused                                          # the releases were refused
-    assert recorded_ids(str(tmp_path / 'record'), 'ran') == []     # nor was the suspect run
-    assert len(ids) == 3 and broker.counts(queue).in_flight == 3
-
-
 def test_no_suspect_starts_while_sqs_refused_to_take_back_the_others(
         tmp_path, monkeypatch, shifted):
     """On every pool: the batch's other suspects are given back first; while
@@ -434,7 +407,7 @@ def test_a_poison_among_them_is_dead_lettered_and_every_innocent_runs_once(
         life = Killable.current = Killable(app.broker.transport)
         worker = Worker(queue_names=['default'], burst=True, hooks=[succeeded],
                         app=App(config, transport=life))
-        if hasattr(worker, 'prefetch'):     # the serial worker: what is sent back
+        if worker.prefetch is not None:     # the serial worker: what is sent back
             worker.prefetch.window_sec = 3600  # is the suspects' doing, no blind batch's
         worker.run()
         lives.append(life)

@@ -186,7 +186,6 @@ def test_endpoint_outages_are_survived(app, record_file, monkeypatch):
         return real_receive(*args)
 
     monkeypatch.setattr(transport, 'receive', flaky_receive)
-    monkeypatch.setattr(kale_worker.Worker, '_sleep', lambda self, seconds: None)
     task_id = app.publish(tasks.RecordTask, None)
     worker, code = run_worker(app)
     assert code == 0
@@ -211,39 +210,6 @@ def test_a_bad_selector_setting_is_a_clear_error(app):
     app = app.replace(QUEUE_SELECTOR='os.path')
     with pytest.raises(ImproperlyConfigured, match='QUEUE_SELECTOR'):
         kale_worker.Worker(app=app)
-
-
-@pytest.mark.serial_only('it stops the serial loop in its back-off pause; test_pools.py '
-                         'stops a pool during an outage')
-def test_a_stop_request_during_an_outage_backoff_stops_cleanly(app, monkeypatch):
-    """Regression (found by the chaos run): SIGTERM while backing off after a
-    failed long poll escaped as an exception and the worker exited 1.
-
-    The worker's own signal handler is called where the signal would land: in
-    the main thread, in the backoff pause (no real signal reaches pytest)."""
-    import signal
-
-    real_receive = app.transport.receive
-
-    def long_polls_fail(queue, max_messages, wait_sec, *args):
-        if wait_sec:                                     # the idle watch, not the probes
-            raise EndpointUnreachableError('connection refused')
-        return real_receive(queue, max_messages, wait_sec, *args)
-
-    monkeypatch.setattr(app.transport, 'receive', long_polls_fail)
-    worker = kale_worker.Worker(queue_names=['slowpoll'], app=app)
-    worker.outage.backoff.initial = 2.0                         # a long pause to be stopped in
-    pause = worker._sleep
-    pauses = []
-
-    def signalled_pause(seconds):
-        pauses.append(seconds)
-        worker.signals.handle(signal.SIGTERM, None)
-        pause(seconds)
-
-    monkeypatch.setattr(worker, '_sleep', signalled_pause)
-    assert worker.run() == kale_worker.EXIT_OK
-    assert len(pauses) == 1 and pauses[0] >= 1.6          # the backoff pause, cut short
 
 
 def test_a_queue_named_twice_is_served_once(app, record_file):

@@ -1,0 +1,181 @@
+"""The serial pool's own steps: what waits runs here, one task after another.
+
+The serial pool (:mod:`kale.worker.pools`) is the one engine with one task
+in flight, run on the worker's own thread rather than handed to a pool, so
+a task's stack is the worker's and its time limit is SIGALRM's. What differs:
+
+- what waits runs in order (:meth:`SerialRuns._run_in_order`), and what of
+  a batch ended is settled in parts once its runs took SETTLE_PARTS_AFTER_SEC;
+- a task longer than the visibility timeout runs alone, after the rest of
+  its batch (:meth:`SerialRuns.long_last`);
+- a receive asks for what starts within the prefetch window (see
+  :mod:`kale.worker.prefetch`); what a blind receive brought and has not
+  started within it is given back; on a slow endpoint the next batches are
+  read ahead while one runs (see :mod:`kale.worker.intake`);
+- while a task runs, what waits or arrives and could not start before its
+  visibility timeout ends is given back at once (:meth:`SerialRuns._busy`);
+- a flow-limited run takes its token as it starts, with those of the runs
+  expected within TOKEN_AHEAD_SEC after it (see :mod:`kale.worker.flow`).
+"""
+from __future__ import annotations
+
+import queue
+from typing import Optional
+
+from kale.events import HOLDS_GROUP, Settlement
+from kale.worker.batch import Batch
+from kale.worker.holding import Holding
+from kale.worker.intake import READ_AHEAD_BATCHES
+from kale.worker.jobs import Job
+from kale.worker.limits import TaskStuck
+
+#: The serial pool settles what ended of a batch that runs longer than this
+#: in parts, so that what ended is deleted, logged and counted sooner.
+SETTLE_PARTS_AFTER_SEC = 1.0
+
+
+class SerialRuns(Holding):
+    """The serial pool's steps of :class:`~kale.worker.loop.Worker`."""
+
+    def _run_in_order(self) -> None:
+        """(The serial pool.) Run what waits, one after another, here; what
+        ended is settled as due meanwhile. What a blind receive brought and has
+        not started within the prefetch window is given back for any worker
+        to take (see :mod:`kale.worker.prefetch`)."""
+        assert self.prefetch is not None
+        window = self.prefetch.window_sec
+        part_at = self.clock.monotonic() + SETTLE_PARTS_AFTER_SEC
+        while self.waiting and not self._stopping:
+            job = self.waiting.pop(0)
+            now = self.clock.monotonic()
+            if now >= part_at or job.batch.is_long(job.task_class.time_limit):
+                part_at = now + SETTLE_PARTS_AFTER_SEC      # (a long task runs alone)
+                self._settle_part(job.batch)    # what ended so far, while the rest runs
+            if job.batch.blind and now - job.batch.received_at >= window:
+                self._give_back(job, 'not started within %gs of its receive: given back for '
+                                     'any worker to take' % window)
+            elif self._fits(job, now):
+                refused = self._flow_refuses(job) if self.flow.limits(job.task_class) else None
+                if refused is not None:
+                    self._settle_unrun(job, refused)
+                else:
+                    self._run_here(job, now)
+        self.gatherer.flush()
+        self.runner.guard.after_batch()     # its timer stopped while none runs
+
+    def _settle_part(self, batch: Batch) -> None:
+        """Settle and report what of the batch is decided, while the rest runs."""
+        part = batch.split_decided()
+        if part is not None:
+            self.gatherer.add(part)
+            self.gatherer.flush(everything=True)
+            self.report_settled()
+
+    def _flow_refuses(self, job: Job) -> Optional[Settlement]:
+        """The settlement refusing the job's run by its flow limits, or None
+        (see :meth:`FlowGate.before_run`: the tokens of the batch's next runs
+        expected soon are asked with its own; those refused are settled now)."""
+        batch = job.batch
+        later = [other for other in self.waiting if other.batch is batch]
+        assert self.prefetch is not None
+        refused, others = self.flow.before_run(batch, job.received,
+                                               [other.received for other in later],
+                                               self.prefetch.mean_run_sec(batch.queue))
+        if others:
+            by_message = {id(settlement.received): settlement for settlement in others}
+            for other in later:
+                settlement = by_message.get(id(other.received))
+                if settlement is not None:
+                    self.waiting.remove(other)
+                    self._settle_unrun(other, settlement)
+        return refused
+
+    def long_last(self, batch: Batch, jobs: list[Job]) -> list[Job]:
+        """The batch's jobs in the order the serial pool runs them: a task whose
+        ``time_limit`` does not fit the visibility timeout runs alone, after
+        the rest, under the heartbeat; the batch's other such tasks are given
+        back at once, each to run alone later (on a FIFO queue, with the
+        messages of its group after it)."""
+        chosen: Optional[Job] = None
+        order = []
+        for job in jobs:
+            if chosen is not None and batch.fifo and job.group == chosen.group:
+                self._give_back(job, 'an earlier task of group %r runs alone first'
+                                     % job.received.group_id)
+            elif not batch.is_long(job.task_class.time_limit):
+                order.append(job)
+            elif chosen is None:
+                chosen = job
+            else:
+                self._give_back(job, 'time_limit %gs is longer than the visibility timeout: '
+                                     'waits to run alone' % job.task_class.time_limit)
+        return order if chosen is None else order + [chosen]
+
+    def _run_here(self, job: Job, now: float) -> None:
+        """(The serial pool.) Run the job's task on this thread, then settle it
+        as :meth:`finished` does a pool's (a task stuck past its limit is left
+        to SQS, and stops the worker)."""
+        job.started = now
+        if job.batch.is_long(job.task_class.time_limit):
+            job.long = True
+            self.heartbeat.keep(job.batch, job.received)
+        self._busy(job.batch, now + job.task_class.time_limit)
+        self._in_task = True
+        try:
+            self.jobs.start(job, now)
+        except TaskStuck as stuck:          # back after its visibility timeout
+            self.running.add(job)
+            self.stuck_job(job, str(stuck))
+            return
+        finally:
+            self._in_task = False
+            self.intake.busy_until = 0.0
+        if job.long:
+            self.heartbeat.stop(job.received)
+        if self.suspects.jobs:
+            self.suspects.discard(job)
+        settlement = job.settlement
+        assert settlement is not None and self.prefetch is not None
+        if settlement.duration_sec:
+            self.prefetch.ran(job.batch.queue, settlement.duration_sec)
+        self._decided(job, settlement)
+        if job.group is not None and settlement.outcome in HOLDS_GROUP:
+            self._hold_group(job.group, job.received.group_id)
+        if self.memory_limit.exceeded():
+            self.check_limits()
+
+    def _busy(self, batch: Batch, until: float) -> None:
+        """(The serial pool.) A run of ``batch`` that may last until ``until``
+        starts: what waits of other batches, or has arrived, and could no longer
+        start by then is given back now, for another worker to take (see
+        :attr:`Intake.busy_until`; the rest of ``batch`` is judged as it starts)."""
+        intake = self.intake
+        intake.busy_until = until
+        doomed = [job for job in self.waiting
+                  if job.batch is not batch and intake.doomed(job.batch)]
+        for job in doomed:
+            self.waiting.remove(job)
+            self._give_back(job, 'it could not start before its visibility timeout ends: '
+                                 'given back for another worker to take')
+        if self.events.empty():
+            return
+        events = []
+        while True:
+            try:
+                events.append(self.events.get_nowait())
+            except queue.Empty:
+                break
+        for kind, value in events:
+            if kind == 'arrival' and value.batch is not None and value.batch.messages \
+                    and intake.doomed(value.batch):
+                intake.give_back(value)
+            self.events.put((kind, value))
+
+    def _reads_ahead(self) -> bool:
+        """(The serial pool.) Whether to receive the next batches while those
+        waiting run: on a slow endpoint, when they would all start within the
+        prefetch window (see :meth:`~kale.worker.prefetch.Prefetch.may_read_ahead`)."""
+        ahead = self.intake.read_ahead = bool(self.waiting) and self.intake.reads_ahead() \
+            and self.prefetch is not None and not self.suspects.jobs \
+            and self.prefetch.may_read_ahead(self.waiting[-1].batch.queue, READ_AHEAD_BATCHES)
+        return ahead
