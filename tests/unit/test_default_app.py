@@ -41,7 +41,6 @@ ALLOWED = {
     'kale.codec': 'kale.codec.encode, decode, to_outgoing',
     'kale.testing': 'eager mode',
     'kale.worker.base': 'Worker() without an app',
-    'kale.worker.loop': 'Worker() without an app',
     # Until the worker engine is one (issue 55, item 4): TaskRunner() alone.
     'kale.worker.runner': 'TaskRunner() without an app',
 }
