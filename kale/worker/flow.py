@@ -298,6 +298,21 @@ class FlowGate:
         """Slots this worker holds."""
         return len(self._held)
 
+    def ended(self, received: ReceivedMessage) -> None:
+        """(The serial pool.) The run of ``received`` ended: its slot is given
+        back now rather than with its batch, so the batch's next run may take it."""
+        if id(received) not in self._held:
+            return
+        with self._lock:
+            slot = self._held.pop(id(received), None)
+            if not self._held:
+                self._wake.set()
+        if slot is not None:
+            try:
+                self.state.give_back([slot])
+            except KaleError as exc:        # it expires after CONCURRENCY_LEASE_SEC
+                logger.warning('flow control: giving back a slot failed: %s', exc)
+
     def settled(self, batch: Batch) -> None:
         """The batch is being settled: give back the slots its messages held
         (and forget the tokens taken ahead for runs that never came)."""

@@ -132,6 +132,7 @@ class SerialRuns(Holding):
             self.intake.busy_until = 0.0
         if job.long:
             self.heartbeat.stop(job.received)
+        self.flow.ended(job.received)       # its slot, for the batch's next run
         if self.suspects.jobs:
             self.suspects.discard(job)
         settlement = job.settlement
