@@ -93,6 +93,9 @@ class Batch:
     #: Whether a message may be a suspect (delivered before, or left
     #: unsettled before): see :mod:`kale.worker.suspects`.
     may_hold_suspect: bool = False
+    #: Whether a task of it may outlast its budget (see Batch.is_long): set
+    #: once verified; until then assumed.
+    has_long: bool = True
     #: Whether the queue is a FIFO queue (asked several times per message).
     fifo: bool = dataclasses.field(init=False)
 

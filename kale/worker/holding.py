@@ -100,11 +100,13 @@ class Holding(WorkerBase):
         job.stuck = True
         self.stuck(what or str(job))
 
-    def _fits(self, job: Job, now: float) -> bool:
-        """Whether the job may still start; one that may not is given back."""
+    def _fits(self, job: Job, now: float, long: Optional[bool] = None) -> bool:
+        """Whether the job may still start (``long``: whether it may outlast its
+        budget, when known); one that may not is given back."""
         time_limit = job.task_class.time_limit
         batch = job.batch
-        if batch.is_long(time_limit):       # the heartbeat keeps it: it needs time to start it
+        if batch.is_long(time_limit) if long is None else long:
+            # the heartbeat keeps it: it needs time to start it
             if batch.time_left(now) > extension_lead(batch.queue.visibility_timeout_sec):
                 return True
         elif batch.fits(time_limit, now):

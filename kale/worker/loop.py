@@ -225,6 +225,7 @@ class Worker(SerialRuns):
             return
         self.verify(batch)
         longs = long_tasks(batch)
+        batch.has_long = longs > 0
         if self.prefetch is not None:
             self.prefetch.received(batch.queue, longs)
         self.skip_cancelled(batch)

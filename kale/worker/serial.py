@@ -23,6 +23,7 @@ import queue
 from typing import Optional
 
 from kale.events import HOLDS_GROUP, Settlement
+from kale.queue_config import TaskQueue
 from kale.worker.batch import Batch
 from kale.worker.holding import Holding
 from kale.worker.intake import READ_AHEAD_BATCHES
@@ -45,21 +46,36 @@ class SerialRuns(Holding):
         assert self.prefetch is not None
         window = self.prefetch.window_sec
         part_at = self.clock.monotonic() + SETTLE_PARTS_AFTER_SEC
+        prefetch, ran, ran_sec = self.prefetch, 0, 0.0
+        ran_queue: Optional[TaskQueue] = None
         while self.waiting and not self._stopping:
             job = self.waiting.pop(0)
+            batch = job.batch
             now = self.clock.monotonic()
-            if now >= part_at or job.batch.is_long(job.task_class.time_limit):
+            long = job.long = batch.has_long and batch.is_long(job.task_class.time_limit)
+            if now >= part_at or long:
                 part_at = now + SETTLE_PARTS_AFTER_SEC      # (a long task runs alone)
-                self._settle_part(job.batch)    # what ended so far, while the rest runs
-            if job.batch.blind and now - job.batch.received_at >= window:
+                self._settle_part(batch)        # what ended so far, while the rest runs
+            if batch.blind and now - batch.received_at >= window:
                 self._give_back(job, 'not started within %gs of its receive: given back for '
                                      'any worker to take' % window)
-            elif self._fits(job, now):
-                refused = self._flow_refuses(job) if self.flow.limits(job.task_class) else None
+            elif (not long and batch.fits(job.task_class.time_limit, now)) or \
+                    self._fits(job, now, long):
+                limited = self.flow.limits(job.task_class)
+                refused = self._flow_refuses(job) if limited else None
                 if refused is not None:
                     self._settle_unrun(job, refused)
-                else:
-                    self._run_here(job, now)
+                    continue
+                settlement = self._run_here(job, now, limited)
+                if settlement is not None and settlement.duration_sec:
+                    if batch.queue is not ran_queue:    # the run times, once a queue's turn
+                        if ran_queue is not None:
+                            prefetch.ran(ran_queue, ran_sec / ran)
+                        ran, ran_sec, ran_queue = 0, 0.0, batch.queue
+                    ran += 1
+                    ran_sec += settlement.duration_sec
+        if ran_queue is not None:
+            prefetch.ran(ran_queue, ran_sec / ran)
         self.gatherer.flush()
         self.runner.guard.after_batch()     # its timer stopped while none runs
 
@@ -111,39 +127,46 @@ class SerialRuns(Holding):
                                      'waits to run alone' % job.task_class.time_limit)
         return order if chosen is None else order + [chosen]
 
-    def _run_here(self, job: Job, now: float) -> None:
+    def _run_here(self, job: Job, now: float, limited: bool) -> Optional[Settlement]:
         """(The serial pool.) Run the job's task on this thread, then settle it
         as :meth:`finished` does a pool's (a task stuck past its limit is left
-        to SQS, and stops the worker)."""
+        to SQS, and stops the worker); its settlement (None: stuck). A
+        ``limited`` job (flow limits) gives its slot back as it ends."""
         job.started = now
-        if job.batch.is_long(job.task_class.time_limit):
-            job.long = True
-            self.heartbeat.keep(job.batch, job.received)
-        self._busy(job.batch, now + job.task_class.time_limit)
+        batch = job.batch
+        if job.long:                        # (set by _run_in_order)
+            self.heartbeat.keep(batch, job.received)
+        until = self.intake.busy_until = now + job.task_class.time_limit
+        waiting = self.waiting
+        if (waiting and waiting[-1].batch is not batch) or not self.events.empty():
+            self._busy(batch, until)        # (what waits is not just the rest of ``batch``)
         self._in_task = True
         try:
             self.jobs.start(job, now)
         except TaskStuck as stuck:          # back after its visibility timeout
             self.running.add(job)
             self.stuck_job(job, str(stuck))
-            return
+            return None
         finally:
             self._in_task = False
             self.intake.busy_until = 0.0
         if job.long:
             self.heartbeat.stop(job.received)
-        self.flow.ended(job.received)       # its slot, for the batch's next run
+        if limited:
+            self.flow.ended(job.received)   # its slot, for the batch's next run
         if self.suspects.jobs:
             self.suspects.discard(job)
         settlement = job.settlement
-        assert settlement is not None and self.prefetch is not None
-        if settlement.duration_sec:
-            self.prefetch.ran(job.batch.queue, settlement.duration_sec)
-        self._decided(job, settlement)
+        assert settlement is not None
+        settlements = batch.settlements     # (as _decided does)
+        settlements.append(settlement)
+        if len(settlements) == len(batch.messages):
+            self.gatherer.add(batch)
         if job.group is not None and settlement.outcome in HOLDS_GROUP:
             self._hold_group(job.group, job.received.group_id)
         if self.memory_limit.exceeded():
             self.check_limits()
+        return settlement
 
     def _busy(self, batch: Batch, until: float) -> None:
         """(The serial pool.) A run of ``batch`` that may last until ``until``
@@ -152,6 +175,9 @@ class SerialRuns(Holding):
         :attr:`Intake.busy_until`; the rest of ``batch`` is judged as it starts)."""
         intake = self.intake
         intake.busy_until = until
+        waiting = self.waiting
+        if (not waiting or waiting[-1].batch is batch) and self.events.empty():
+            return                          # (what waits is the rest of ``batch``)
         doomed = [job for job in self.waiting
                   if job.batch is not batch and intake.doomed(job.batch)]
         for job in doomed:
