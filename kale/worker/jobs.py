@@ -40,11 +40,25 @@ logger = logging.getLogger('kale.worker')
 
 class Job:
     """One message the worker holds (see the module docstring). Made for
-    every message a worker runs, so a plain class whose derived values (its
-    task class, its FIFO group) are worked out once."""
+    every message a worker runs: what differs from job to job is set in
+    ``__init__``, the rest starts as the class's defaults."""
 
-    __slots__ = ('batch', 'claimed', 'coroutine', 'group', 'long', 'opened', 'received',
-                 'settlement', 'started', 'stuck', 'task_class', 'watched', 'withdrawn')
+    started = 0.0
+    settlement: Optional[Settlement] = None
+    #: A coroutine job's entry with the watchdog.
+    watched: Optional[Watched] = None
+    #: Its task outlasts the visibility timeout: the heartbeat keeps it.
+    long = False
+    #: It did not come back from its time limit.
+    stuck = False
+    #: A coroutine job's coroutine (to tell which one holds the loop).
+    coroutine: Any = None
+    #: A thread (or the event loop) began its run: it will come back as
+    #: ``('done', job)``. Set under :class:`JobRunner`'s lock.
+    claimed = False
+    #: The worker took it back before its run began (:meth:`JobRunner.withdraw`):
+    #: it never runs.
+    withdrawn = False
 
     def __init__(self, batch: Batch, received: ReceivedMessage, opened: Opened):
         self.batch = batch
@@ -54,22 +68,6 @@ class Job:
         #: The FIFO group it belongs to (None on a standard queue).
         self.group: Optional[tuple[str, str]] = \
             (batch.queue.name, received.group_id or '') if batch.fifo else None
-        self.started = 0.0
-        self.settlement: Optional[Settlement] = None
-        #: A coroutine job's entry with the watchdog.
-        self.watched: Optional[Watched] = None
-        #: Its task outlasts the visibility timeout: the heartbeat keeps it.
-        self.long = False
-        #: It did not come back from its time limit.
-        self.stuck = False
-        #: A coroutine job's coroutine (to tell which one holds the loop).
-        self.coroutine: Any = None
-        #: A thread (or the event loop) began its run: it will come back as
-        #: ``('done', job)``. Set under :class:`JobRunner`'s lock.
-        self.claimed = False
-        #: The worker took it back before its run began (:meth:`JobRunner.withdraw`):
-        #: it never runs.
-        self.withdrawn = False
 
     @classmethod
     def of(cls, batch: Batch, received: ReceivedMessage) -> 'Job':

@@ -194,6 +194,7 @@ class Worker(SerialRuns):
             event = self.events.get(timeout=wait_sec)
         except queue.Empty:
             return wait_sec
+        self.events_seen = -1                   # (see SerialRuns._busy)
         while True:
             kind, value = event
             if kind == 'done':
@@ -245,6 +246,7 @@ class Worker(SerialRuns):
             if suspects:
                 self.suspects.hold(batch, jobs, suspects)
             self.waiting.extend(jobs)
+            self.doomed_from = 0.0              # (see SerialRuns._busy)
         if not suspects and self.suspects.recent:
             self.suspects.recent = 0            # batches come without suspects again
 

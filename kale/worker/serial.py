@@ -19,12 +19,13 @@ a task's stack is the worker's and its time limit is SIGALRM's. What differs:
 """
 from __future__ import annotations
 
+import math
 import queue
 from typing import Optional
 
 from kale.events import HOLDS_GROUP, Settlement
 from kale.queue_config import TaskQueue
-from kale.worker.batch import Batch
+from kale.worker.batch import SETTLE_MARGIN_SEC, Batch
 from kale.worker.holding import Holding
 from kale.worker.intake import READ_AHEAD_BATCHES
 from kale.worker.jobs import Job
@@ -37,6 +38,14 @@ SETTLE_PARTS_AFTER_SEC = 1.0
 
 class SerialRuns(Holding):
     """The serial pool's steps of :class:`~kale.worker.loop.Worker`."""
+
+    #: No batch waiting ends before this (so a run ending earlier dooms none):
+    #: 0 when batches joined what waits since it was worked out.
+    doomed_from = 0.0
+    #: No batch that arrived and waits to be taken in ends before this, while
+    #: ``events_seen`` events wait (taking events in sets it back).
+    arrivals_from = 0.0
+    events_seen = 0
 
     def _run_in_order(self) -> None:
         """(The serial pool.) Run what waits, one after another, here; what
@@ -173,30 +182,51 @@ class SerialRuns(Holding):
         starts: what waits of other batches, or has arrived, and could no longer
         start by then is given back now, for another worker to take (see
         :attr:`Intake.busy_until`; the rest of ``batch`` is judged as it starts)."""
-        intake = self.intake
-        intake.busy_until = until
-        waiting = self.waiting
-        if (not waiting or waiting[-1].batch is batch) and self.events.empty():
-            return                          # (what waits is the rest of ``batch``)
-        doomed = [job for job in self.waiting
-                  if job.batch is not batch and intake.doomed(job.batch)]
-        for job in doomed:
-            self.waiting.remove(job)
-            self._give_back(job, 'it could not start before its visibility timeout ends: '
-                                 'given back for another worker to take')
-        if self.events.empty():
-            return
-        events = []
+        self.intake.busy_until = until
+        waiting, limit = self.waiting, until + SETTLE_MARGIN_SEC
+        if waiting and waiting[-1].batch is not batch and limit >= self.doomed_from:
+            self._give_back_doomed(batch, limit)
+        events = self.events.qsize()
+        if events and (events != self.events_seen or limit >= self.arrivals_from):
+            self._give_back_arrivals(limit)
+
+    def _give_back_arrivals(self, limit: float) -> None:
+        """Give back the batches that arrived and wait to be taken in whose
+        budget ends before ``limit``; note the earliest end of the others and
+        how many events wait (see :attr:`arrivals_from`)."""
+        events, earliest = [], math.inf
         while True:
             try:
                 events.append(self.events.get_nowait())
             except queue.Empty:
                 break
         for kind, value in events:
-            if kind == 'arrival' and value.batch is not None and value.batch.messages \
-                    and intake.doomed(value.batch):
-                intake.give_back(value)
+            if kind == 'arrival' and value.batch is not None and value.batch.messages:
+                deadline = value.batch.deadline
+                if deadline < limit:
+                    self.intake.give_back(value)
+                elif deadline < earliest:
+                    earliest = deadline
             self.events.put((kind, value))
+        self.arrivals_from, self.events_seen = earliest, len(events)
+
+    def _give_back_doomed(self, batch: Batch, limit: float) -> None:
+        """Give back what waits of other batches than ``batch`` whose budget
+        ends before ``limit``; note the earliest end of what stays, before which
+        no run's end dooms anything (a deadline only moves later, and new
+        batches set it back: see :attr:`doomed_from`)."""
+        doomed, earliest = [], math.inf
+        for job in self.waiting:
+            deadline = job.batch.deadline
+            if deadline < limit and job.batch is not batch:
+                doomed.append(job)
+            elif deadline < earliest:
+                earliest = deadline
+        self.doomed_from = earliest
+        for job in doomed:
+            self.waiting.remove(job)
+            self._give_back(job, 'it could not start before its visibility timeout ends: '
+                                 'given back for another worker to take')
 
     def _reads_ahead(self) -> bool:
         """(The serial pool.) Whether to receive the next batches while those
