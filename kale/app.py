@@ -79,6 +79,7 @@ class App:
         self._parts: dict[Any, Any] = {}
         self._pid = os.getpid()
         self._lock = threading.RLock()
+        self._given: Optional[tuple['Publisher', 'Publisher']] = None
 
     def replace(self, **values: Any) -> 'App':
         """This app with some settings changed: the same transport and clock,
@@ -186,8 +187,14 @@ class App:
         from kale.publisher import Publisher, replaced_publisher
         given = replaced_publisher() if self.is_default else None
         if given is not None:
-            return given if given.has_app else self.part(
-                ('publisher', id(given)), lambda: given.given_parts(self))
+            if given.has_app:
+                return given
+            # The copy given this app's parts, kept beside the very publisher it
+            # copies (an id alone may be a later publisher's, once it is freed).
+            bound = self._given
+            if bound is None or bound[0] is not given:
+                bound = self._given = (given, given.given_parts(self))
+            return bound[1]
         return self.part('publisher', lambda: Publisher(self.broker, clock=self.clock).given_parts(self))
 
     @property

@@ -33,7 +33,9 @@ def run(task_class, *args, isolation='process'):
 @pytest.mark.parametrize('task_class', [tasks.RegexHangTask, tasks.IgnoresAlarmTask])
 def test_a_task_that_cannot_be_interrupted_is_stopped_at_its_limit(task_class):
     settlement, took = run(task_class)
-    assert task_class.time_limit <= took < task_class.time_limit + 0.5
+    # It never returns on its own: stopped at its limit, well before the
+    # seconds a loaded machine might add to starting and ending its process.
+    assert task_class.time_limit <= took < task_class.time_limit + 5
     assert settlement.outcome is Outcome.RETRY
     assert settlement.reason.startswith('TimeLimitExceeded')
 

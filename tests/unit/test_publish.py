@@ -299,3 +299,17 @@ def test_a_keeping_sender_is_handed_the_signed_messages_and_nothing_is_sent(app)
     name = app.broker.sqs_name(queue)
     assert [app.codec.decode(out.body, name).args for out in outgoing] == [(1, 2), (3, 4)]
     assert app.broker.counts(queue).visible == 0
+
+
+def test_each_publisher_put_in_place_is_the_one_publishing():
+    """The default app gives a publisher put in place its parts once; one put
+    in place later publishes through itself, even where the first was freed
+    and the new one took its place in memory."""
+    for _ in range(20):
+        recording = RecordingSender()
+        previous = kale_publisher.set_publisher(kale_publisher.Publisher(recording))
+        try:
+            tasks.AddTask.publish(None, 1, 2)
+        finally:
+            kale_publisher.set_publisher(previous)
+        assert len(recording.sent) == 1
