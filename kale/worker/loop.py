@@ -133,7 +133,8 @@ class Worker(SerialRuns):
         pool = self.pooled
         self.settler = Settler(self.consumer, clock=self.clock, threads=pool.settle_threads,
                                max_pending=pool.max_pending,
-                               inline_below_sec=pool.inline_settle_below_sec)
+                               inline_below_sec=pool.inline_settle_below_sec,
+                               on_free=lambda: self.events.put(('settled', None)))
         logs.set_worker(process_identity()[0])
         self._limits_checked = self.clock.monotonic()
         try:
@@ -201,6 +202,8 @@ class Worker(SerialRuns):
                 self.finished(value)
             elif kind == 'arrival':
                 self.arrived(value)
+            elif kind == 'settled':
+                pass                            # (a receive held back may go out now)
             else:
                 self.stuck_job(value)
             try:

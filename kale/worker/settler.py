@@ -32,7 +32,7 @@ import itertools
 import logging
 import queue
 import threading
-from typing import Optional
+from typing import Callable, Optional
 
 from kale.clock import SYSTEM_CLOCK, Clock
 from kale.worker.batch import Batch
@@ -56,8 +56,12 @@ class Settler:
 
     def __init__(self, consumer: Consumer, max_pending: int = 2,
                  inline_below_sec: float = INLINE_BELOW_SEC,
-                 clock: Clock = SYSTEM_CLOCK, threads: int = SETTLE_THREADS):
+                 clock: Clock = SYSTEM_CLOCK, threads: int = SETTLE_THREADS,
+                 on_free: Optional[Callable[[], None]] = None):
         self.consumer = consumer
+        #: Called (on a settling thread) when a batch settled leaves the
+        #: settler no longer :meth:`full`: a worker waiting to receive wakes.
+        self.on_free = on_free
         self.inline_below_sec = inline_below_sec
         self.clock = clock
         #: How long settling the last few batches took.
@@ -163,6 +167,9 @@ class Settler:
                 self._observe(self.clock.monotonic() - started)
                 self._done.append(batch)
             finally:
+                was_full = self.full()
                 self._jobs.task_done()
                 with self._progress:
                     self._progress.notify_all()
+                if was_full and self.on_free is not None and batch is not None:
+                    self.on_free()

@@ -104,3 +104,20 @@ def test_a_settler_resumes_an_interrupted_batch_in_the_background(memory_broker)
     [done] = settler.completed()
     assert all(s.settled for s in done.settlements)
     settler.close()
+
+
+def test_a_full_settler_says_as_soon_as_it_has_room_again(memory_broker):
+    """A worker receives nothing while its settler is full; the settler says
+    when a settled batch leaves it room, so the worker's next receive goes
+    out then, not after its loop's next tick."""
+    freed, go_on = threading.Event(), threading.Event()
+    real = memory_broker.delete
+    memory_broker.delete = lambda *args: (go_on.wait(30), real(*args))[1]
+    settler = Settler(Consumer(memory_broker), max_pending=2, inline_below_sec=0.0,
+                      threads=2, on_free=freed.set)
+    settler.submit(succeeded(received(memory_broker, 2)))
+    settler.submit(succeeded(received(memory_broker, 2)))
+    assert settler.full() and not freed.is_set()
+    go_on.set()
+    assert freed.wait(30) and not settler.full()
+    settler.close()
