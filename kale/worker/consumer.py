@@ -105,13 +105,8 @@ def _behind_their_group(held: list[Settlement]) -> None:
     ran them first there). Not as long as it: moto, given a group's messages
     visible again together, hands out the last of them first. On SQS the
     group waits for the held message anyway: the cost is a 1 s hold made 2 s."""
-    holds: dict[str, int] = {}
-    for settlement in held:
-        group = settlement.received.group_id
-        if settlement.hold_sec and group is not None:
-            holds[group] = max(holds.get(group, 0), settlement.hold_sec)
-    behind = [s for s in held if s.outcome is Outcome.RELEASE and not s.hold_sec
-              and s.received.group_id in holds]
+    holds = _longest_holds(held)
+    behind = _released_behind(held, holds)
     if not behind:
         return
     groups = {s.received.group_id for s in behind}
@@ -121,6 +116,22 @@ def _behind_their_group(held: list[Settlement]) -> None:
     for settlement in behind:
         settlement.hold_sec = max(holds[str(settlement.received.group_id)],
                                   FIFO_HOLD_AHEAD_MIN_SEC) - 1
+
+
+def _longest_holds(held: list[Settlement]) -> dict[str, int]:
+    """By group: the longest hold of its messages held."""
+    holds: dict[str, int] = {}
+    for settlement in held:
+        group = settlement.received.group_id
+        if settlement.hold_sec and group is not None:
+            holds[group] = max(holds.get(group, 0), settlement.hold_sec)
+    return holds
+
+
+def _released_behind(held: list[Settlement], holds: dict[str, int]) -> list[Settlement]:
+    """The releases (held for no time) of the groups in ``holds``."""
+    return [s for s in held if s.outcome is Outcome.RELEASE and not s.hold_sec
+            and s.received.group_id in holds]
 
 
 def _by_kind(settlements: Sequence[Settlement]) -> dict[Settle, list[Settlement]]:

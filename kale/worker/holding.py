@@ -56,13 +56,7 @@ class Holding(WorkerBase):
         suspects, running = self.suspects, len(self.running)
         self.waiting, extra = suspects.over([job for job in self.waiting if self._fits(job, now)],
                                             running)
-        for job, reason in extra:
-            suspects.given_back.append(self._give_back(job, reason))
-        if self.inline:                 # (its jobs' batches settle whole: these go now)
-            for batch in {id(job.batch): job.batch for job, _ in extra}.values():
-                part = batch.split_decided()
-                if part is not None:
-                    self.gatherer.add(part)
+        self._give_back_extra(extra)
         # (an idle long poll still out is not waited for: what it brings is given back)
         asked = self.intake.asked if self.intake.receiving else 0
         if suspects.jobs and running + len(self.waiting) + asked > suspects.cap:
@@ -71,11 +65,26 @@ class Holding(WorkerBase):
             self._settle_now()          # what ended is held until SQS has settled it
         if suspects.taken_back(self._settle_now):
             return True
-        for job in self.waiting:        # SQS refused some: still held, so what waits goes too
-            suspects.given_back.append(self._give_back(
-                job, 'given back: others could not be, a suspect may not run now'))
-        self.waiting = []
+        # SQS refused some: still held, so what waits goes too
+        suspects.given_back += self._give_back_waiting(
+            'given back: others could not be, a suspect may not run now')
         return False
+
+    def _give_back_extra(self, extra: list[tuple[Job, str]]) -> None:
+        """Give back what waits beyond the suspects' cap, each for its reason."""
+        for job, reason in extra:
+            self.suspects.given_back.append(self._give_back(job, reason))
+        if self.inline:                 # (its jobs' batches settle whole: these go now)
+            for batch in {id(job.batch): job.batch for job, _ in extra}.values():
+                part = batch.split_decided()
+                if part is not None:
+                    self.gatherer.add(part)
+
+    def _give_back_waiting(self, reason: str) -> list[Settlement]:
+        """Give back everything that waits; the settlements."""
+        given_back = [self._give_back(job, reason) for job in self.waiting]
+        self.waiting = []
+        return given_back
 
     def _settle_now(self) -> None:
         """Settle what was decided, and wait until it is."""
