@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import functools
 import logging
 from typing import Callable, Optional, Sequence, TypeVar
 
@@ -228,7 +227,7 @@ class Consumer:
                 settlement.copy = fifo_copy(settlement)
         else:
             self._send_releases(batch, by_kind, retry)
-        self._send_dead_runs(batch, dead_letters, retry)
+        send_dead_runs(self, batch, dead_letters, retry)   # in place of their dead-letter copies
         self._send_copies(batch, dead_letters, dead_letter=True, retry=retry)
         self._delete(batch, _to_delete(batch.settlements), retry=retry)
         batch.settle_ended = self.clock.time()
@@ -381,20 +380,10 @@ class Consumer:
         for settlement in settlements:
             settlement.copied = True
 
-    def _send_dead_runs(self, batch: Batch, dead_letters: Sequence[Settlement],
-                        retry: bool = True) -> None:
-        """Send the dead runs of the dead-lettered tasks that handle their dead
-        letters, in place of their dead-letter copies (:mod:`kale.worker.dead_runs`)."""
-        send_dead_runs(self, batch, dead_letters, retry)
-
     def _delete(self, batch: Batch, settlements: Sequence[Settlement], retry: bool = True) -> None:
         if not settlements:
             return
-        handles = [s.received.receipt_handle for s in settlements]
-        failed = self._failed_handles(
-            batch, 'delete', lambda: self.broker.delete(batch.queue, handles), retry,
-            'could not delete %d settled messages on queue %s (they will run again)'
-            % (len(handles), batch.queue.name))
+        failed = self._deleted(batch, [s.received.receipt_handle for s in settlements], retry)
         if failed is None:
             return
         failed = self._delete_again(batch, failed, retry)
@@ -416,15 +405,18 @@ class Consumer:
                     self.clock.monotonic() + delay >= batch.deadline - COPY_MIN_SEC:
                 break
             self.clock.sleep(delay)
-            still = self._failed_handles(
-                batch, 'delete', functools.partial(self.broker.delete, batch.queue,
-                                                   sorted(failed)), retry,
-                'could not delete %d settled messages on queue %s (they will run again)'
-                % (len(failed), batch.queue.name))
+            still = self._deleted(batch, sorted(failed), retry)
             if still is None:
                 break
             failed = still
         return failed
+
+    def _deleted(self, batch: Batch, handles: list[str], retry: bool) -> Optional[set[str]]:
+        """Delete the messages; the handles SQS failed (None: the request failed)."""
+        return self._failed_handles(
+            batch, 'delete', lambda: self.broker.delete(batch.queue, handles), retry,
+            'could not delete %d settled messages on queue %s (they will run again)'
+            % (len(handles), batch.queue.name))
 
     def _discard_payload(self, batch: Batch, settlement: Settlement) -> None:
         """Delete the S3 object of a deleted message (its payload offloaded)

@@ -40,9 +40,8 @@ logger = logging.getLogger('kale.worker')
 
 
 class Job:
-    """One message the worker holds (see the module docstring). Made for
-    every message a worker runs: what differs from job to job is set in
-    ``__init__``, the rest starts as the class's defaults."""
+    """One message the worker holds (see the module docstring); what differs
+    from job to job is set in ``__init__``, the rest are class defaults."""
 
     started = 0.0
     settlement: Optional[Settlement] = None

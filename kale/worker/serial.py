@@ -51,9 +51,8 @@ class SerialRuns(Holding):
     events_seen = 0
 
     def _run_in_order(self) -> None:
-        """(The serial pool.) Run what waits, one after another, here; what
-        ended is settled as due meanwhile, and each queue's run times are
-        told to the prefetch once its turn ends."""
+        """Run what waits, one after another, here; what ended is settled as due
+        meanwhile, each queue's run times told to the prefetch as its turn ends."""
         prefetch = self.prefetch
         assert prefetch is not None
         part_at = self.clock.monotonic() + SETTLE_PARTS_AFTER_SEC
@@ -88,9 +87,8 @@ class SerialRuns(Holding):
             self.report_settled()
 
     def _flow_refuses(self, job: Job) -> Optional[Settlement]:
-        """The settlement refusing the job's run by its flow limits, or None
-        (see :meth:`FlowGate.before_run`: the tokens of the batch's next runs
-        expected soon are asked with its own; those refused are settled now)."""
+        """The settlement refusing the job's run by its flow limits, or None; the batch's
+        later runs refused meanwhile are settled now (see :meth:`FlowGate.before_run`)."""
         batch = job.batch
         later = [other for other in self.waiting if other.batch is batch]
         assert self.prefetch is not None
@@ -107,11 +105,9 @@ class SerialRuns(Holding):
         return refused
 
     def long_last(self, batch: Batch, jobs: list[Job]) -> list[Job]:
-        """The batch's jobs in the order the serial pool runs them: a task whose
-        ``time_limit`` does not fit the visibility timeout runs alone, after
-        the rest, under the heartbeat; the batch's other such tasks are given
-        back at once, each to run alone later (on a FIFO queue, with the
-        messages of its group after it)."""
+        """The batch's jobs in the order they run: a long task runs alone, after the
+        rest, under the heartbeat; its batch's other long tasks (and on a FIFO
+        queue, its group's later messages) are given back, to run alone later."""
         chosen: Optional[Job] = None
         order = []
         for job in jobs:
@@ -129,8 +125,7 @@ class SerialRuns(Holding):
         return order if chosen is None else order + [chosen]
 
     def _run_here(self, job: Job, now: float) -> float:
-        """(The serial pool.) Run the job's task on this thread, if it may
-        still start; its run time (0.0: not run, or stuck)."""
+        """Run the job's task here if it may still start; its run time (0.0: not run, or stuck)."""
         batch = job.batch
         limited = self.flow.limits(job.task_class)
         if limited or batch.blind or job.long or not batch.fits(job.task_class.time_limit, now):
@@ -144,12 +139,8 @@ class SerialRuns(Holding):
         return self._run_inline(job, limited)
 
     def _may_still_start(self, job: Job, now: float, limited: bool) -> bool:
-        """Whether a job of a blind batch, a long or limited one, or one that no
-        longer fits, may start: what a blind receive brought and has not started
-        within the prefetch window is given back for any worker to take (see
-        :mod:`kale.worker.prefetch`), and what no longer fits its budget; a
-        limited job takes its flow tokens (refused: settled); a long one runs
-        under the heartbeat."""
+        """Whether a blind, long or limited job, or a late one, may start (else it is
+        given back, or refused by its flow limits); a long one runs under the heartbeat."""
         batch = job.batch
         assert self.prefetch is not None
         window = self.prefetch.window_sec
@@ -168,10 +159,8 @@ class SerialRuns(Holding):
         return True
 
     def _run_inline(self, job: Job, limited: bool) -> float:
-        """Run the job's task here, then settle it as :meth:`finished` does a
-        pool's (a task stuck past its limit is left to SQS, and stops the
-        worker); its run time (0.0: stuck). A ``limited`` job gives its slot
-        back as it ends."""
+        """Run the job's task, then settle it as :meth:`finished` does a pool's; its run
+        time (0.0: stuck, which leaves its message to SQS and stops the worker)."""
         self._in_task = job.claimed = True
         try:
             settlement = job.settlement = self.jobs.execute(job)
@@ -208,10 +197,8 @@ class SerialRuns(Holding):
             self.flow.ended(job.received)
 
     def _busy(self, batch: Batch, until: float) -> None:
-        """(The serial pool.) A run of ``batch`` that may last until ``until``
-        starts: what waits of other batches, or has arrived, and could no longer
-        start by then is given back now, for another worker to take (see
-        :attr:`Intake.busy_until`; the rest of ``batch`` is judged as it starts)."""
+        """A run of ``batch`` that may last until ``until`` starts: what waits of other
+        batches, or has arrived, and could not start by then is given back now."""
         self.intake.busy_until = until
         waiting, limit = self.waiting, until + SETTLE_MARGIN_SEC
         if waiting and waiting[-1].batch is not batch and limit >= self.doomed_from:
@@ -221,9 +208,8 @@ class SerialRuns(Holding):
             self._give_back_arrivals(limit)
 
     def _give_back_arrivals(self, limit: float) -> None:
-        """Give back the batches that arrived and wait to be taken in whose
-        budget ends before ``limit``; note the earliest end of the others and
-        how many events wait (see :attr:`arrivals_from`)."""
+        """Give back the batches arrived whose budget ends before ``limit``; note
+        the earliest end of the others, and how many events wait."""
         events, earliest = [], math.inf
         while True:
             try:
@@ -241,10 +227,8 @@ class SerialRuns(Holding):
         self.arrivals_from, self.events_seen = earliest, len(events)
 
     def _give_back_doomed(self, batch: Batch, limit: float) -> None:
-        """Give back what waits of other batches than ``batch`` whose budget
-        ends before ``limit``; note the earliest end of what stays, before which
-        no run's end dooms anything (a deadline only moves later, and new
-        batches set it back: see :attr:`doomed_from`)."""
+        """Give back what waits of other batches whose budget ends before ``limit``;
+        note the earliest end of what stays (a deadline only moves later)."""
         doomed, earliest = [], math.inf
         for job in self.waiting:
             deadline = job.batch.deadline
@@ -259,9 +243,8 @@ class SerialRuns(Holding):
                                  'given back for another worker to take')
 
     def _reads_ahead(self) -> bool:
-        """(The serial pool.) Whether to receive the next batches while those
-        waiting run: on a slow endpoint, when they would all start within the
-        prefetch window (see :meth:`~kale.worker.prefetch.Prefetch.may_read_ahead`)."""
+        """Whether to receive the next batches while those waiting run: on a slow
+        endpoint, when they would all start within the prefetch window."""
         ahead = self.intake.read_ahead = bool(self.waiting) and self.intake.reads_ahead() \
             and self.prefetch is not None and not self.suspects.jobs \
             and self.prefetch.may_read_ahead(self.waiting[-1].batch.queue, READ_AHEAD_BATCHES)

@@ -69,8 +69,6 @@ class Settler:
         self._jobs: 'queue.PriorityQueue[tuple[float, int, Optional[Batch]]]' = \
             queue.PriorityQueue()
         self._order = itertools.count()
-        #: Notified whenever a thread settled a batch.
-        self._progress = threading.Condition()
         #: Settled batches for :meth:`completed` (appending to and popping
         #: from a deque is thread-safe, with no lock to take).
         self._done: collections.deque[Batch] = collections.deque()
@@ -113,13 +111,6 @@ class Settler:
     def full(self) -> bool:
         """Whether ``max_pending`` batches wait: the worker receives no more meanwhile."""
         return self._jobs.unfinished_tasks >= self.max_pending
-
-    def wait_until_not_full(self, look_sec: float = 0.1) -> None:
-        """Wait while :meth:`full` (a worker that holds nothing unrun, before it
-        receives); looks again every ``look_sec``."""
-        with self._progress:
-            while self.full():
-                self._progress.wait(look_sec)
 
     def flush(self) -> None:
         """Wait until every batch handed over has been settled."""
@@ -164,5 +155,3 @@ class Settler:
                 self._done.append(batch)
             finally:
                 self._jobs.task_done()
-                with self._progress:
-                    self._progress.notify_all()
