@@ -40,10 +40,6 @@ class TaskLoop:
         self._thread.start()
         self._ready.wait(5)
 
-    @property
-    def thread_id(self) -> Optional[int]:
-        return self._thread.ident
-
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
         self.loop.call_soon(self._tick)

@@ -82,9 +82,6 @@ class WorkerBase:
         self.selector_class = load_selector(selector_class, config)
         self.hooks = HookDispatcher(load_worker_hooks(hooks, config))
         self.reporter = Reporter(self.hooks, exception_messages=exception_messages(config))
-        # Asked once: a per-task hook that nobody overrides costs nothing per task.
-        self._on_started = self.hooks.overridden(WorkerHooks.on_task_started)
-        self._on_finished = self.hooks.overridden(WorkerHooks.on_task_finished)
         self._asks_unrun = self.hooks.overridden(WorkerHooks.succeeded_tasks) or \
             self.hooks.overridden(WorkerHooks.cancelled_tasks)
         # Settling keeps trying until each batch's deadline, stopping or not.

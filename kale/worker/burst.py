@@ -56,17 +56,11 @@ class BurstEnd:
         if any(c.visible or c.in_flight for c in counts.values()):
             self._told = False           # work to do: a later wait is told again
             return False
-        sent = {q: sent_on(q.name) if sent_on is not None else 0 for q in counts}
-        later = {q: (due_later or {}).get(q.name, (0, 0.0)) for q in counts}
-        unknown = {q: c.delayed - sent[q] - later[q][0] for q, c in counts.items()}
-        if all(n <= 0 for n in unknown.values()):
-            self._tell_left(counts, sent, later, {})
+        sent, later, unknown = _delayed(counts, sent_on, due_later)
+        # without records, only its own retries are known: the rest is left behind
+        if not unknown or (due_later is None and not _any_own(counts, own_retries)):
+            self._tell_left(counts, sent, later, unknown)
             return True
-        if due_later is None:            # no records: only its own retries are known
-            own = {q: own_retries(q.name) if own_retries is not None else 0 for q in counts}
-            if not any(own.values()):
-                self._tell_left(counts, sent, later, {q: n for q, n in unknown.items() if n > 0})
-                return True
         if not self._told:
             self._told = True
             self._tell_waiting(counts)
@@ -88,22 +82,44 @@ class BurstEnd:
         if self._left_told or not any(c.delayed for c in counts.values()):
             return
         self._left_told = True
-        parts = []
-        for queue, c in counts.items():
-            if not c.delayed:
-                continue
-            due = [when for n, when in (later[queue],) if n]
-            known = min(c.delayed, sent[queue] + later[queue][0])
-            if known:
-                parts.append('%d on %s due later%s' % (known, queue.name, (
-                    ' (the next at %s)' % _when(due[0])) if due else ''))
-            if unknown.get(queue):
-                parts.append('%d on %s whose due time SQS does not say' % (unknown[queue],
-                                                                         queue.name))
+        parts = [part for queue, c in counts.items() if c.delayed
+                 for part in _left_on(queue, c.delayed, sent[queue], later[queue],
+                                      unknown.get(queue, 0))]
         hint = ('; with RECORDS_URL set, a burst waits for those due within %d minutes and '
                 'leaves only the later ones' % (MAX_DELAY_SEC // 60)) if unknown else ''
         logger.info('%s: burst: done, leaving delayed tasks behind: %s%s', self.who,
                     ', '.join(parts), hint)
+
+
+def _delayed(counts: Mapping[TaskQueue, QueueCounts], sent_on: Optional[Callable[[str], int]],
+             due_later: DueLater) -> tuple[dict[TaskQueue, int], dict[TaskQueue, tuple[int, float]],
+                                           dict[TaskQueue, int]]:
+    """By queue: the copies sent on, what the records say is due later, and
+    how many delayed messages neither accounts for (only where some are)."""
+    sent = {q: sent_on(q.name) if sent_on is not None else 0 for q in counts}
+    later = {q: (due_later or {}).get(q.name, (0, 0.0)) for q in counts}
+    unknown = {q: n for q, n in ((q, c.delayed - sent[q] - later[q][0])
+                                 for q, c in counts.items()) if n > 0}
+    return sent, later, unknown
+
+
+def _any_own(counts: Mapping[TaskQueue, QueueCounts],
+             own_retries: Optional[Callable[[str], int]]) -> bool:
+    """Whether the worker's own delayed retries are not all back yet."""
+    return own_retries is not None and any(own_retries(q.name) for q in counts)
+
+
+def _left_on(queue: TaskQueue, delayed: int, sent: int, later: tuple[int, float],
+             unknown: int) -> list[str]:
+    """What the burst leaves on one queue's delayed messages, said in parts."""
+    parts = []
+    known = min(delayed, sent + later[0])
+    if known:
+        parts.append('%d on %s due later%s' % (known, queue.name, (
+            ' (the next at %s)' % _when(later[1])) if later[0] else ''))
+    if unknown:
+        parts.append('%d on %s whose due time SQS does not say' % (unknown, queue.name))
+    return parts
 
 
 def _when(epoch: float) -> str:

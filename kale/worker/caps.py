@@ -84,16 +84,24 @@ class SuspectCaps:
         given back left out of it."""
         jobs = self.jobs
         back = [job for job in waiting if job in jobs and jobs[job].last]
-        if back:
-            waiting = [job for job in waiting if job not in back]
-        caps = [suspect.cap for job, suspect in jobs.items() if job not in back]
-        cap = min(caps) if caps else UNBOUND
-        reasons = [(job, LAST_RECEIVE) for job in back]
+        waiting = [job for job in waiting if job not in back]
+        cap = min((suspect.cap for job, suspect in jobs.items() if job not in back),
+                  default=UNBOUND)
+        kept, beyond = self._within(waiting, running, cap)
+        return kept, [(job, LAST_RECEIVE) for job in back] + beyond
+
+    def _within(self, waiting: list[Job], running: int,
+                cap: int) -> tuple[list[Job], list[tuple[Job, str]]]:
+        """What waits, split into what stays within ``cap`` and what goes (the suspects stay first)."""
         if running + len(waiting) <= cap:
-            return waiting, reasons
-        ordered = sorted(waiting, key=lambda job: most_bound(jobs[job]) if job in jobs
-                         else (True, UNBOUND, 0, 0))        # the suspects first
+            return waiting, []
+        ordered = sorted(waiting, key=self._order)
         keep = max(cap - running, 1)
-        return ordered[:keep], reasons + [
+        return ordered[:keep], [
             (job, 'given back: a suspect runs with at most %d message(s) held' % cap)
             for job in ordered[keep:]]
+
+    def _order(self, job: Job) -> tuple[bool, int, int, int]:
+        """How what waits sorts when some must go: the most bound suspects first."""
+        suspect = self.jobs.get(job)
+        return most_bound(suspect) if suspect is not None else (True, UNBOUND, 0, 0)

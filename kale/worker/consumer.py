@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import functools
 import logging
 from typing import Callable, Optional, Sequence, TypeVar
 
@@ -105,13 +104,8 @@ def _behind_their_group(held: list[Settlement]) -> None:
     ran them first there). Not as long as it: moto, given a group's messages
     visible again together, hands out the last of them first. On SQS the
     group waits for the held message anyway: the cost is a 1 s hold made 2 s."""
-    holds: dict[str, int] = {}
-    for settlement in held:
-        group = settlement.received.group_id
-        if settlement.hold_sec and group is not None:
-            holds[group] = max(holds.get(group, 0), settlement.hold_sec)
-    behind = [s for s in held if s.outcome is Outcome.RELEASE and not s.hold_sec
-              and s.received.group_id in holds]
+    holds = _longest_holds(held)
+    behind = _released_behind(held, holds)
     if not behind:
         return
     groups = {s.received.group_id for s in behind}
@@ -121,6 +115,22 @@ def _behind_their_group(held: list[Settlement]) -> None:
     for settlement in behind:
         settlement.hold_sec = max(holds[str(settlement.received.group_id)],
                                   FIFO_HOLD_AHEAD_MIN_SEC) - 1
+
+
+def _longest_holds(held: list[Settlement]) -> dict[str, int]:
+    """By group: the longest hold of its messages held."""
+    holds: dict[str, int] = {}
+    for settlement in held:
+        group = settlement.received.group_id
+        if settlement.hold_sec and group is not None:
+            holds[group] = max(holds.get(group, 0), settlement.hold_sec)
+    return holds
+
+
+def _released_behind(held: list[Settlement], holds: dict[str, int]) -> list[Settlement]:
+    """The releases (held for no time) of the groups in ``holds``."""
+    return [s for s in held if s.outcome is Outcome.RELEASE and not s.hold_sec
+            and s.received.group_id in holds]
 
 
 def _by_kind(settlements: Sequence[Settlement]) -> dict[Settle, list[Settlement]]:
@@ -217,7 +227,7 @@ class Consumer:
                 settlement.copy = fifo_copy(settlement)
         else:
             self._send_releases(batch, by_kind, retry)
-        self._send_dead_runs(batch, dead_letters, retry)
+        send_dead_runs(self, batch, dead_letters, retry)   # in place of their dead-letter copies
         self._send_copies(batch, dead_letters, dead_letter=True, retry=retry)
         self._delete(batch, _to_delete(batch.settlements), retry=retry)
         batch.settle_ended = self.clock.time()
@@ -370,20 +380,10 @@ class Consumer:
         for settlement in settlements:
             settlement.copied = True
 
-    def _send_dead_runs(self, batch: Batch, dead_letters: Sequence[Settlement],
-                        retry: bool = True) -> None:
-        """Send the dead runs of the dead-lettered tasks that handle their dead
-        letters, in place of their dead-letter copies (:mod:`kale.worker.dead_runs`)."""
-        send_dead_runs(self, batch, dead_letters, retry)
-
     def _delete(self, batch: Batch, settlements: Sequence[Settlement], retry: bool = True) -> None:
         if not settlements:
             return
-        handles = [s.received.receipt_handle for s in settlements]
-        failed = self._failed_handles(
-            batch, 'delete', lambda: self.broker.delete(batch.queue, handles), retry,
-            'could not delete %d settled messages on queue %s (they will run again)'
-            % (len(handles), batch.queue.name))
+        failed = self._deleted(batch, [s.received.receipt_handle for s in settlements], retry)
         if failed is None:
             return
         failed = self._delete_again(batch, failed, retry)
@@ -405,15 +405,18 @@ class Consumer:
                     self.clock.monotonic() + delay >= batch.deadline - COPY_MIN_SEC:
                 break
             self.clock.sleep(delay)
-            still = self._failed_handles(
-                batch, 'delete', functools.partial(self.broker.delete, batch.queue,
-                                                   sorted(failed)), retry,
-                'could not delete %d settled messages on queue %s (they will run again)'
-                % (len(failed), batch.queue.name))
+            still = self._deleted(batch, sorted(failed), retry)
             if still is None:
                 break
             failed = still
         return failed
+
+    def _deleted(self, batch: Batch, handles: list[str], retry: bool) -> Optional[set[str]]:
+        """Delete the messages; the handles SQS failed (None: the request failed)."""
+        return self._failed_handles(
+            batch, 'delete', lambda: self.broker.delete(batch.queue, handles), retry,
+            'could not delete %d settled messages on queue %s (they will run again)'
+            % (len(handles), batch.queue.name))
 
     def _discard_payload(self, batch: Batch, settlement: Settlement) -> None:
         """Delete the S3 object of a deleted message (its payload offloaded)

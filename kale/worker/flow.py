@@ -301,17 +301,8 @@ class FlowGate:
     def ended(self, received: ReceivedMessage) -> None:
         """(The serial pool.) The run of ``received`` ended: its slot is given
         back now rather than with its batch, so the batch's next run may take it."""
-        if id(received) not in self._held:
-            return
-        with self._lock:
-            slot = self._held.pop(id(received), None)
-            if not self._held:
-                self._wake.set()
-        if slot is not None:
-            try:
-                self.state.give_back([slot])
-            except KaleError as exc:        # it expires after CONCURRENCY_LEASE_SEC
-                logger.warning('flow control: giving back a slot failed: %s', exc)
+        if id(received) in self._held:
+            self._give_back([received])
 
     def settled(self, batch: Batch) -> None:
         """The batch is being settled: give back the slots its messages held
@@ -319,11 +310,13 @@ class FlowGate:
         if self._ahead:
             for s in batch.settlements:
                 self._ahead.pop(id(s.received), None)
-        if not self._held:
-            return
+        if self._held:
+            self._give_back([s.received for s in batch.settlements])
+
+    def _give_back(self, messages: list[ReceivedMessage]) -> None:
+        """Give back the slots the messages hold."""
         with self._lock:
-            slots = [self._held.pop(id(s.received)) for s in batch.settlements
-                     if id(s.received) in self._held]
+            slots = [self._held.pop(id(m)) for m in messages if id(m) in self._held]
             if not self._held:
                 self._wake.set()
         if slots:

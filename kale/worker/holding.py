@@ -1,16 +1,7 @@
-"""What a worker holds: the messages waiting to start and the tasks running,
-and how a message it will not run is settled.
-
-Every message a worker holds is a :class:`~kale.worker.jobs.Job` that waits
-(``waiting``, in order) or runs (``running``). One that no longer fits its
-budget (its receive time plus its queue's visibility timeout; a task longer
-than that runs under the heartbeat) is given back (released) before it
-starts. A FIFO group has one message running at a time, in order: a retry
-or release of one gives back its group's later messages waiting here. While
-suspects are held (see :mod:`kale.worker.caps`) what the worker holds stays
-within their cap. A pool's job is settled as it ends, with others that end
-close together (:mod:`kale.worker.gather`); the serial pool's jobs share
-their batch, settled once all of it is decided (or in parts).
+"""What a worker holds: the messages waiting to start (``waiting``, in order)
+and the tasks running (``running``), each a :class:`~kale.worker.jobs.Job`,
+and how a message it will not run is given back (see :mod:`kale.worker.loop`
+for the rules: budgets, FIFO groups, the suspects' cap).
 """
 from __future__ import annotations
 
@@ -56,13 +47,7 @@ class Holding(WorkerBase):
         suspects, running = self.suspects, len(self.running)
         self.waiting, extra = suspects.over([job for job in self.waiting if self._fits(job, now)],
                                             running)
-        for job, reason in extra:
-            suspects.given_back.append(self._give_back(job, reason))
-        if self.inline:                 # (its jobs' batches settle whole: these go now)
-            for batch in {id(job.batch): job.batch for job, _ in extra}.values():
-                part = batch.split_decided()
-                if part is not None:
-                    self.gatherer.add(part)
+        self._give_back_extra(extra)
         # (an idle long poll still out is not waited for: what it brings is given back)
         asked = self.intake.asked if self.intake.receiving else 0
         if suspects.jobs and running + len(self.waiting) + asked > suspects.cap:
@@ -71,11 +56,26 @@ class Holding(WorkerBase):
             self._settle_now()          # what ended is held until SQS has settled it
         if suspects.taken_back(self._settle_now):
             return True
-        for job in self.waiting:        # SQS refused some: still held, so what waits goes too
-            suspects.given_back.append(self._give_back(
-                job, 'given back: others could not be, a suspect may not run now'))
-        self.waiting = []
+        # SQS refused some: still held, so what waits goes too
+        suspects.given_back += self._give_back_waiting(
+            'given back: others could not be, a suspect may not run now')
         return False
+
+    def _give_back_extra(self, extra: list[tuple[Job, str]]) -> None:
+        """Give back what waits beyond the suspects' cap, each for its reason."""
+        for job, reason in extra:
+            self.suspects.given_back.append(self._give_back(job, reason))
+        if self.inline:                 # (its jobs' batches settle whole: these go now)
+            for batch in {id(job.batch): job.batch for job, _ in extra}.values():
+                part = batch.split_decided()
+                if part is not None:
+                    self.gatherer.add(part)
+
+    def _give_back_waiting(self, reason: str) -> list[Settlement]:
+        """Give back everything that waits; the settlements."""
+        given_back = [self._give_back(job, reason) for job in self.waiting]
+        self.waiting = []
+        return given_back
 
     def _settle_now(self) -> None:
         """Settle what was decided, and wait until it is."""
@@ -95,8 +95,7 @@ class Holding(WorkerBase):
             self.heartbeat.stop(job.received)
 
     def stuck_job(self, job: Job, what: str = '') -> None:
-        """A task did not come back from its time limit: stop taking tasks; the
-        worker exits once the others ended, leaving its message to SQS."""
+        """A task did not come back from its time limit: the worker stops (see :meth:`stuck`)."""
         job.stuck = True
         self.stuck(what or str(job))
 
@@ -138,10 +137,8 @@ class Holding(WorkerBase):
                                        'an earlier task of group %r has not completed' % group_id))
 
     def _decided(self, job: Job, settlement: Settlement) -> None:
-        """The job's message is settled so, soon: a pool's job with others
-        that end close together; the serial pool's with the rest of its
-        batch, once every message of it is decided (or in parts, see
-        _run_in_order)."""
+        """The job's message is settled so, soon: a pool's with others that end close
+        together; the serial pool's with the rest of its batch (or in parts)."""
         batch = job.batch
         batch.settlements.append(settlement)
         if not self.inline or len(batch.settlements) == len(batch.messages):

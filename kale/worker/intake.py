@@ -153,10 +153,11 @@ class Intake:
             ask = min(room, MAX_ASK)
             self._receives += 1
             self.asked += ask
+            answer = (self.out.sent(0), Arrival(ask), 'receiving', self._select, ask)
             if self.inline and not self.read_ahead:
-                self._select(ask, self.out.sent(0))
+                self._answer(*answer)
             else:
-                self._threads.submit(functools.partial(self._select, ask, self.out.sent(0)))
+                self._threads.submit(functools.partial(self._answer, *answer))
             room -= ask
 
     def reads_ahead(self) -> bool:
@@ -263,32 +264,35 @@ class Intake:
         local.empty.add(queue_.name)
         return False
 
-    def _select(self, ask: int, key: int) -> None:
-        """One receive: from the queue this thread chose last while it brings
-        full batches (up to its ``num_iterations`` receives, as the serial
-        worker does), else from the queue a new selection chooses."""
+    def _answer(self, key: int, failed: Arrival, what: str, receive: Callable[..., None],
+                *args: object) -> None:
+        """A receive (or poll) out as ``key``: ``receive(*args)`` reports what it
+        brings; if it fails, ``failed`` is reported with its error."""
         try:
-            self._select_once(ask)
+            receive(*args)
+        except Exception as exc:        # the receiving thread must always report back
+            if not isinstance(exc, SQSError):
+                logger.exception('%s failed', what)
+                exc = SQSError(str(exc))
+            failed.error = exc
+            self._report(failed)
         finally:
             self.out.answered(key)
 
-    def _select_once(self, ask: int) -> None:
+    def _select(self, ask: int) -> None:
+        """One receive: from the queue this thread chose last while it brings
+        full batches (up to its ``num_iterations`` receives, as the serial
+        worker does), else from the queue a new selection chooses."""
         local = self._selecting()
         local.ask, local.found, local.empty = ask, {}, set()
-        try:
-            chosen = self._next_queue(local)
-            batch = self._batch_of(local, chosen, ask)
-            for other in local.found.values():      # a selector that probed on
-                self._report(Arrival(0, batch=other))
-            if batch is not None and batch.messages:
-                self._report(Arrival(ask, batch=batch))
-            else:
-                self._report(Arrival(ask, empty=chosen))
-        except SQSError as exc:
-            self._report(Arrival(ask, error=exc))
-        except Exception as exc:        # the receiving thread must always report back
-            logger.exception('receiving failed')
-            self._report(Arrival(ask, error=SQSError(str(exc))))
+        chosen = self._next_queue(local)
+        batch = self._batch_of(local, chosen, ask)
+        for other in local.found.values():      # a selector that probed on
+            self._report(Arrival(0, batch=other))
+        if batch is not None and batch.messages:
+            self._report(Arrival(ask, batch=batch))
+        else:
+            self._report(Arrival(ask, empty=chosen))
 
     def _next_queue(self, local: _Selecting) -> TaskQueue:
         """The queue chosen last while it has receives left, else a new choice."""
@@ -351,24 +355,13 @@ class Intake:
             ask = max(1, min(room, queue_.batch_size))
             self._polling.add(queue_.name)
             self.asked += ask
-            key = self.out.sent(queue_.long_poll_time_sec)
-            threading.Thread(target=self._poll, args=(queue_, ask, now, key), daemon=True,
+            answer = (self.out.sent(queue_.long_poll_time_sec),
+                      Arrival(ask, polled=queue_, polled_at=now),
+                      'long poll on queue %s' % queue_.name, self._poll_once, queue_, ask, now)
+            threading.Thread(target=self._answer, args=answer, daemon=True,
                              name='kale-poll-%s' % queue_.name).start()
 
-    def _poll(self, queue_: TaskQueue, ask: int, started: float, key: int) -> None:
-        try:
-            self._poll_once(queue_, ask, started)
-        finally:
-            self.out.answered(key)
-
     def _poll_once(self, queue_: TaskQueue, ask: int, started: float) -> None:
-        try:
-            batch = self._receive(queue_, queue_.long_poll_time_sec, ask)
-            self._report(Arrival(ask, batch=batch, polled=queue_, polled_at=started))
-        except SQSError as exc:
-            self._report(Arrival(ask, error=exc, polled=queue_, polled_at=started))
-        except Exception as exc:        # the polling thread must always report back
-            logger.exception('long poll on queue %s failed', queue_.name)
-            self._report(Arrival(ask, error=SQSError(str(exc)), polled=queue_,
-                                 polled_at=started))
+        batch = self._receive(queue_, queue_.long_poll_time_sec, ask)
+        self._report(Arrival(ask, batch=batch, polled=queue_, polled_at=started))
 

@@ -1,17 +1,19 @@
 """The messages a worker with a pool holds, and how each one's task runs.
 
 A :class:`Job` is one received message: waiting to start, running, or
-ended. Its ``batch`` holds it alone, so it keeps its own budget (its
-receive time plus its queue's visibility timeout, moved on by the heartbeat
-for a long task) and its own settlement.
+ended. A pool's job has a ``batch`` that holds it alone, so it keeps its own
+budget (its receive time plus its queue's visibility timeout, moved on by
+the heartbeat for a long task) and its own settlement; the serial pool's
+jobs share their batch.
 
-:class:`JobRunner` runs a job's task where it belongs: on the worker's own
-thread for the serial pool (``inline``); else a coroutine task (``async def
-run_task``) on the worker's event loop, any other on one of the worker's
-threads. Either way the payload is decoded, the
+:class:`JobRunner` runs a job's task where it belongs: a coroutine task
+(``async def run_task``) on the worker's event loop, any other on one of the
+worker's threads (the serial pool runs :meth:`JobRunner.execute` on its own
+thread, see :mod:`kale.worker.serial`), and ``('done', job)`` is put on the
+worker's events when it ends. Either way the payload is decoded, the
 ``on_task_started`` and ``on_task_finished`` hooks are called and the log
 lines name the task from where the task runs (its thread, or its asyncio
-task), and ``('done', job)`` is put on the worker's events when it ends.
+task).
 """
 from __future__ import annotations
 
@@ -29,7 +31,6 @@ from kale.hooks import HookDispatcher, WorkerHooks
 from kale.task import Task
 from kale.transport import ReceivedMessage
 from kale.worker.batch import Batch, Opened
-from kale.worker.limits import TaskStuck
 from kale.worker.runner import TaskRunner
 from kale.worker.suspects import release
 from kale.worker.threads import Threads, run_for
@@ -39,9 +40,8 @@ logger = logging.getLogger('kale.worker')
 
 
 class Job:
-    """One message the worker holds (see the module docstring). Made for
-    every message a worker runs: what differs from job to job is set in
-    ``__init__``, the rest starts as the class's defaults."""
+    """One message the worker holds (see the module docstring); what differs
+    from job to job is set in ``__init__``, the rest are class defaults."""
 
     started = 0.0
     settlement: Optional[Settlement] = None
@@ -82,10 +82,8 @@ class JobRunner:
     """Runs jobs on ``threads`` or on ``runner``'s event loop; see the module docstring."""
 
     def __init__(self, runner: TaskRunner, hooks: HookDispatcher, threads: Optional[Threads],
-                 watchdog: Watchdog, events: 'queue.SimpleQueue[tuple[str, Any]]',
-                 inline: bool = False):
+                 watchdog: Watchdog, events: 'queue.SimpleQueue[tuple[str, Any]]'):
         self.runner = runner
-        self.inline = inline
         self.hooks = hooks
         self.threads = threads
         self.watchdog = watchdog
@@ -97,19 +95,8 @@ class JobRunner:
         self._on_finished = hooks.overridden(WorkerHooks.on_task_finished)
 
     def start(self, job: Job, now: float) -> None:
-        """Start the job's run (a coroutine job: on the next :meth:`flush`);
-        inline, run it to its end here (a run that does not come back from
-        its limit raises TaskStuck)."""
-        if self.inline:
-            job.claimed = True
-            try:
-                job.settlement = self._execute(job)
-            except TaskStuck:
-                raise
-            except BaseException as exc:    # a job must always come back
-                job.settlement = _lost(job, exc)
-                logger.exception('running %s failed', job)
-        elif job.task_class.is_coroutine and self.runner.isolation != 'process':
+        """Start the job's run (a coroutine job: on the next :meth:`flush`)."""
+        if job.task_class.is_coroutine and self.runner.isolation != 'process':
             self._coroutines.append(job)
         else:
             assert self.threads is not None
@@ -166,16 +153,17 @@ class JobRunner:
             return                          # given back before this thread took it
         try:
             run_for(job)
-            job.settlement = self._execute(job)
+            job.settlement = self.execute(job)
         except BaseException as exc:    # a job must always come back
-            job.settlement = _lost(job, exc)
+            job.settlement = lost_run(job, exc)
             logger.exception('running %s failed', job)
         finally:
             if job.settlement is None:
-                job.settlement = _lost(job, RuntimeError('its run ended without an outcome'))
+                job.settlement = lost_run(job, RuntimeError('its run ended without an outcome'))
             self.events.put(('done', job))
 
-    def _execute(self, job: Job) -> Settlement:
+    def execute(self, job: Job) -> Settlement:
+        """Decode and run the job's task on this thread, with its hooks and log context."""
         message = self.runner.read(job.batch, job.received, job.opened)
         if isinstance(message, Settlement):
             return message
@@ -224,7 +212,7 @@ class JobRunner:
         try:
             job.settlement = done.result()
         except BaseException as exc:        # cancelled with the loop, or a bug: given back
-            job.settlement = _lost(job, exc)
+            job.settlement = lost_run(job, exc)
         self.events.put(('done', job))
 
 
@@ -250,5 +238,5 @@ def may_start(waiting: list[Job], room: int, groups: set[tuple[str, str]],
     return starting, kept
 
 
-def _lost(job: Job, exc: BaseException) -> Settlement:
+def lost_run(job: Job, exc: BaseException) -> Settlement:
     return release(job.batch, job.received, 'not run: %s' % (exc,))

@@ -59,7 +59,7 @@ from kale.worker.serial import SerialRuns
 from kale.worker.settler import Settler
 from kale.worker.signals import WorkerInterrupt
 from kale.worker.stopping import Stopping
-from kale.worker.suspects import suspects_of
+from kale.worker.suspects import Suspect, suspects_of
 from kale.worker.threads import ThreadGuard, Threads
 from kale.worker.watchdog import Watchdog
 
@@ -95,8 +95,7 @@ class Worker(SerialRuns):
             self.runner.guard = self.guard = ThreadGuard(self.watchdog,
                                                          passes_through=(WorkerInterrupt,))
             self.threads = Threads(self.max_in_flight)
-        self.jobs = JobRunner(self.runner, self.hooks, self.threads, self.watchdog, self.events,
-                              inline=self.inline)
+        self.jobs = JobRunner(self.runner, self.hooks, self.threads, self.watchdog, self.events)
         self.stopping = Stopping(self.name, self.jobs, self.clock)
         self.intake = Intake(self.consumer, self.queues, self.selector_class,
             lambda arrival: self.events.put(('arrival', arrival)),
@@ -173,10 +172,7 @@ class Worker(SerialRuns):
         self.start_waiting()
         self.gatherer.flush(everything=not self.running)
         if self._stopping:
-            for job, reason in self.stopping.left_behind(self.running):
-                self._free(job)
-                self._give_back(job, reason)
-            return any(not job.stuck for job in self.running)
+            return self._still_running()
         if self.burst and self.burst_done():
             return False
         self.refill()
@@ -227,7 +223,7 @@ class Worker(SerialRuns):
         if self._stopping:
             self.settle(batch)                  # nothing settled: every message released
             return
-        self.verify(batch)
+        self.runner.open_batch(batch)           # (see verify)
         longs = long_tasks(batch)
         batch.has_long = longs > 0
         if self.prefetch is not None:
@@ -240,18 +236,21 @@ class Worker(SerialRuns):
         if decided is not None:
             self.gatherer.add(decided)
         if batch.messages:
-            self.hooks(WorkerHooks.before_batch, batch.queue, batch)
-            # (The serial pool's jobs share their batch: settled with it.)
-            jobs = [Job(batch, received, batch.opened[received.message_id]) if self.inline
-                    else Job.of(batch, received) for received in batch.messages]
-            if self.inline and longs:
-                jobs = self.long_last(batch, jobs)
-            if suspects:
-                self.suspects.hold(batch, jobs, suspects)
-            self.waiting.extend(jobs)
-            self.doomed_from = 0.0              # (see SerialRuns._busy)
+            self._wait_for(batch, longs, suspects)
         if not suspects and self.suspects.recent:
             self.suspects.recent = 0            # batches come without suspects again
+
+    def _wait_for(self, batch: Batch, longs: int, suspects: Optional[list[Suspect]]) -> None:
+        """The batch's messages wait to start, as jobs (the serial pool's share their batch)."""
+        self.hooks(WorkerHooks.before_batch, batch.queue, batch)
+        jobs = [Job(batch, received, batch.opened[received.message_id]) if self.inline
+                else Job.of(batch, received) for received in batch.messages]
+        if self.inline and longs:
+            jobs = self.long_last(batch, jobs)
+        if suspects:
+            self.suspects.hold(batch, jobs, suspects)
+        self.waiting.extend(jobs)
+        self.doomed_from = 0.0              # (see SerialRuns._busy)
 
     def start_waiting(self) -> None:
         """Start what waits while there is room, in order; give back what no
@@ -361,9 +360,7 @@ class Worker(SerialRuns):
     def finish(self) -> None:
         """Release what waits, settle what ended, stop the intake and the settler."""
         self.intake.close()
-        for job in self.waiting:
-            self._give_back(job, 'not started: the worker stopped')
-        self.waiting = []
+        self._give_back_waiting('not started: the worker stopped')
         self._take_late_arrivals()
         self.gatherer.flush(everything=True)
         self.consumer.give_up_at = self.clock.monotonic() + SHUTDOWN_SETTLE_SEC
@@ -374,6 +371,14 @@ class Worker(SerialRuns):
         self.shutdown()
 
     # --- helpers ----------------------------------------------------------------------------
+
+    def _still_running(self) -> bool:
+        """(Stopping.) Give back what it no longer waits for; whether a run
+        it waits for is still going (a stuck one is not waited for)."""
+        for job, reason in self.stopping.left_behind(self.running):
+            self._free(job)
+            self._give_back(job, reason)
+        return any(not job.stuck for job in self.running)
 
     def _take_late_arrivals(self) -> None:
         """Release batches that arrived while the worker was stopping."""

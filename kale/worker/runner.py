@@ -54,7 +54,7 @@ from kale.settings_check import TASK_ISOLATION_MODES
 from kale.task import SKIPPED, Task
 from kale.timeout import AsyncLimit, BaseTimeout, Guard, SignalTimeout, TimeoutGuard, failure_of
 from kale.topics.names import TOPIC_PREFIX, copy_task_id
-from kale.transport import MAX_DELAY_SEC, MAX_VISIBILITY_SEC, ReceivedMessage
+from kale.transport import MAX_DELAY_SEC, MAX_VISIBILITY_SEC, OutgoingMessage, ReceivedMessage
 from kale.worker.aio import TaskLoop
 from kale.worker.batch import Batch, Opened
 from kale.worker.isolation import run_in_child
@@ -97,10 +97,9 @@ class TaskRunner:
         self._limits: set[AsyncLimit] = set()
 
     def open_batch(self, batch: Batch) -> None:
-        """:meth:`open` every message of the batch: the opened ones into
-        ``batch.opened``, with their task ids, task classes and whether any
-        has a due time (so that the steps a batch does not need cost it
-        nothing), the others settled for the dead-letter queue."""
+        """:meth:`open` every message of the batch into ``batch.opened``, noting what
+        later steps ask (so that those a batch does not need cost it nothing);
+        the others are settled for the dead-letter queue."""
         codec, registry = self.codec, self.registry
         topics = registry.topics_of(batch.queue.name)
         opened_by_id, task_ids, classes = batch.opened, batch.task_ids, batch.task_classes
@@ -324,6 +323,8 @@ class TaskRunner:
     def _fifo_hold_sec(self, batch: Batch, message: Message, delay: int) -> int:
         """A FIFO retry's hold past SQS's 900 s: ``delay``, within the 12
         hours SQS keeps a received message invisible (a warning when cut)."""
+        if delay <= MAX_DELAY_SEC:
+            return delay
         left = int(MAX_VISIBILITY_SEC - FIFO_HOLD_MARGIN_SEC
                    - (self.clock.monotonic() - batch.received_at))
         if delay <= left:
@@ -357,6 +358,33 @@ class TaskRunner:
         letters, see :meth:`kale.task.Task.run_dead_task`; a dead run's own
         failure is a plain dead letter). A copy of a payload kept in S3
         points at the same object."""
+        permanent, delay, reason, public = self._decision(task_class, message, exc)
+        if batch.fifo and not permanent:    # kept, invisible for the delay (see kale.worker.consumer)
+            return Settlement(received, Outcome.RETRY, message=message, reason=reason,
+                              task=task, exception=exc, duration_sec=duration,
+                              hold_sec=self._fifo_hold_sec(batch, message, delay),
+                              envelope=envelope)
+        try:
+            copy = self._failure_copy(batch, message, envelope, permanent, delay, public)
+        except KaleError as encode_error:
+            settlement = verbatim_dead_letter(
+                received, batch.queue, '%s; copy could not be encoded: %s' % (reason, encode_error),
+                message, exc, envelope)
+            settlement.task, settlement.duration_sec = task, duration
+            return settlement
+        settlement = Settlement(received, Outcome.DEAD_LETTER if permanent else Outcome.RETRY,
+                                message=message, copy=copy, reason=reason, task=task,
+                                exception=exc, duration_sec=duration, envelope=envelope)
+        if not permanent and delay > MAX_DELAY_SEC:
+            settlement.wait_sec = delay
+        if permanent and getattr(task_class, 'handles_dead_letters', False) \
+                and not message.dead_of:       # sent in place of the copy, if it can be
+            settlement.dead_run = message.dead_run(public)
+        return settlement
+
+    def _decision(self, task_class: Any, message: Message,
+                  exc: BaseException) -> tuple[Optional[str], int, str, str]:
+        """:func:`retry_decision` (a failing policy dead-letters), the reason, and its public form."""
         try:
             permanent, delay = retry_decision(task_class, message, exc, self.config)
         except Exception as policy_error:
@@ -367,43 +395,21 @@ class TaskRunner:
         # The error's message may quote the task's data: with task data
         # encrypted, the dead letter's attribute (clear on SQS) does not carry it.
         public = without_message(reason, exc) if self.config.MESSAGE_ENCRYPTION_KEY else reason
-        codec, queue = self.codec, batch.queue
-        # Copies are signed with the current key, for this queue (a dead letter
-        # for the queue it came from), and keep the task's first issue time.
-        try:
-            if permanent:
-                final = dataclasses.replace(message, failure_num=message.failure_num + 1)
-                copy = codec.reissue(
-                    envelope, final, batch.sqs_name, 0,
-                    {ATTR_DEAD_LETTER_REASON: public[:MAX_REASON_CHARS],
-                     ATTR_SOURCE_QUEUE: queue.name})
-                outcome = Outcome.DEAD_LETTER
-            elif batch.fifo:    # kept, invisible for the delay (see kale.worker.consumer)
-                if delay > MAX_DELAY_SEC:
-                    delay = self._fifo_hold_sec(batch, message, delay)
-                return Settlement(received, Outcome.RETRY, message=message, reason=reason,
-                                  task=task, exception=exc, duration_sec=duration,
-                                  hold_sec=delay, envelope=envelope)
-            else:
-                retry = message.next_attempt()
-                if delay > MAX_DELAY_SEC:   # a long delay: the copy carries its due time
-                    retry = dataclasses.replace(retry, due_at=self.clock.time() + delay)
-                copy = codec.reissue(envelope, retry, batch.sqs_name, min(delay, MAX_DELAY_SEC))
-                outcome = Outcome.RETRY
-        except KaleError as encode_error:
-            settlement = verbatim_dead_letter(
-                received, queue, '%s; copy could not be encoded: %s' % (reason, encode_error),
-                message, exc, envelope)
-            settlement.task, settlement.duration_sec = task, duration
-            return settlement
-        settlement = Settlement(received, outcome, message=message, copy=copy, reason=reason,
-                                task=task, exception=exc, duration_sec=duration, envelope=envelope)
-        if not permanent and delay > MAX_DELAY_SEC:
-            settlement.wait_sec = delay
-        if permanent and getattr(task_class, 'handles_dead_letters', False) \
-                and not message.dead_of:       # sent in place of the copy, if it can be
-            settlement.dead_run = message.dead_run(public)
-        return settlement
+        return permanent, delay, reason, public
+
+    def _failure_copy(self, batch: Batch, message: Message, envelope: Optional[Frame],
+                      permanent: Optional[str], delay: int, public: str) -> OutgoingMessage:
+        """The dead-letter or retry copy, signed with the current key for this queue (a
+        dead letter: for the queue it came from), keeping the task's first issue time."""
+        if permanent:
+            final = dataclasses.replace(message, failure_num=message.failure_num + 1)
+            return self.codec.reissue(envelope, final, batch.sqs_name, 0, {
+                ATTR_DEAD_LETTER_REASON: public[:MAX_REASON_CHARS],
+                ATTR_SOURCE_QUEUE: batch.queue.name})
+        retry = message.next_attempt()
+        if delay > MAX_DELAY_SEC:   # a long delay: the copy carries its due time
+            retry = dataclasses.replace(retry, due_at=self.clock.time() + delay)
+        return self.codec.reissue(envelope, retry, batch.sqs_name, min(delay, MAX_DELAY_SEC))
 
 
 def _overrides(task_class: type[Task], name: str) -> bool:

@@ -19,6 +19,7 @@ a task's stack is the worker's and its time limit is SIGALRM's. What differs:
 """
 from __future__ import annotations
 
+import logging
 import math
 import queue
 from typing import Optional
@@ -28,8 +29,10 @@ from kale.queue_config import TaskQueue
 from kale.worker.batch import SETTLE_MARGIN_SEC, Batch
 from kale.worker.holding import Holding
 from kale.worker.intake import READ_AHEAD_BATCHES
-from kale.worker.jobs import Job
+from kale.worker.jobs import Job, lost_run
 from kale.worker.limits import TaskStuck
+
+logger = logging.getLogger('kale.worker')
 
 #: The serial pool settles what ended of a batch that runs longer than this
 #: in parts, so that what ended is deleted, logged and counted sooner.
@@ -48,41 +51,28 @@ class SerialRuns(Holding):
     events_seen = 0
 
     def _run_in_order(self) -> None:
-        """(The serial pool.) Run what waits, one after another, here; what
-        ended is settled as due meanwhile. What a blind receive brought and has
-        not started within the prefetch window is given back for any worker
-        to take (see :mod:`kale.worker.prefetch`)."""
-        assert self.prefetch is not None
-        window = self.prefetch.window_sec
+        """Run what waits, one after another, here; what ended is settled as due
+        meanwhile, each queue's run times told to the prefetch as its turn ends."""
+        prefetch = self.prefetch
+        assert prefetch is not None
         part_at = self.clock.monotonic() + SETTLE_PARTS_AFTER_SEC
-        prefetch, ran, ran_sec = self.prefetch, 0, 0.0
+        ran, ran_sec = 0, 0.0
         ran_queue: Optional[TaskQueue] = None
         while self.waiting and not self._stopping:
             job = self.waiting.pop(0)
-            batch = job.batch
             now = self.clock.monotonic()
-            long = job.long = batch.has_long and batch.is_long(job.task_class.time_limit)
-            if now >= part_at or long:
+            if now >= part_at or job.long:
                 part_at = now + SETTLE_PARTS_AFTER_SEC      # (a long task runs alone)
-                self._settle_part(batch)        # what ended so far, while the rest runs
-            if batch.blind and now - batch.received_at >= window:
-                self._give_back(job, 'not started within %gs of its receive: given back for '
-                                     'any worker to take' % window)
-            elif (not long and batch.fits(job.task_class.time_limit, now)) or \
-                    self._fits(job, now, long):
-                limited = self.flow.limits(job.task_class)
-                refused = self._flow_refuses(job) if limited else None
-                if refused is not None:
-                    self._settle_unrun(job, refused)
-                    continue
-                settlement = self._run_here(job, now, limited)
-                if settlement is not None and settlement.duration_sec:
-                    if batch.queue is not ran_queue:    # the run times, once a queue's turn
-                        if ran_queue is not None:
-                            prefetch.ran(ran_queue, ran_sec / ran)
-                        ran, ran_sec, ran_queue = 0, 0.0, batch.queue
-                    ran += 1
-                    ran_sec += settlement.duration_sec
+                self._settle_part(job.batch)    # what ended so far, while the rest runs
+            duration = self._run_here(job, now)
+            if duration:
+                queue = job.batch.queue
+                if queue is not ran_queue:
+                    if ran_queue is not None:
+                        prefetch.ran(ran_queue, ran_sec / ran)
+                    ran, ran_sec, ran_queue = 0, 0.0, queue
+                ran += 1
+                ran_sec += duration
         if ran_queue is not None:
             prefetch.ran(ran_queue, ran_sec / ran)
         self.gatherer.flush()
@@ -97,9 +87,8 @@ class SerialRuns(Holding):
             self.report_settled()
 
     def _flow_refuses(self, job: Job) -> Optional[Settlement]:
-        """The settlement refusing the job's run by its flow limits, or None
-        (see :meth:`FlowGate.before_run`: the tokens of the batch's next runs
-        expected soon are asked with its own; those refused are settled now)."""
+        """The settlement refusing the job's run by its flow limits, or None; the batch's
+        later runs refused meanwhile are settled now (see :meth:`FlowGate.before_run`)."""
         batch = job.batch
         later = [other for other in self.waiting if other.batch is batch]
         assert self.prefetch is not None
@@ -116,11 +105,9 @@ class SerialRuns(Holding):
         return refused
 
     def long_last(self, batch: Batch, jobs: list[Job]) -> list[Job]:
-        """The batch's jobs in the order the serial pool runs them: a task whose
-        ``time_limit`` does not fit the visibility timeout runs alone, after
-        the rest, under the heartbeat; the batch's other such tasks are given
-        back at once, each to run alone later (on a FIFO queue, with the
-        messages of its group after it)."""
+        """The batch's jobs in the order they run: a long task runs alone, after the
+        rest, under the heartbeat; its batch's other long tasks (and on a FIFO
+        queue, its group's later messages) are given back, to run alone later."""
         chosen: Optional[Job] = None
         order = []
         for job in jobs:
@@ -131,42 +118,67 @@ class SerialRuns(Holding):
                 order.append(job)
             elif chosen is None:
                 chosen = job
+                job.long = True
             else:
                 self._give_back(job, 'time_limit %gs is longer than the visibility timeout: '
                                      'waits to run alone' % job.task_class.time_limit)
         return order if chosen is None else order + [chosen]
 
-    def _run_here(self, job: Job, now: float, limited: bool) -> Optional[Settlement]:
-        """(The serial pool.) Run the job's task on this thread, then settle it
-        as :meth:`finished` does a pool's (a task stuck past its limit is left
-        to SQS, and stops the worker); its settlement (None: stuck). A
-        ``limited`` job (flow limits) gives its slot back as it ends."""
-        job.started = now
+    def _run_here(self, job: Job, now: float) -> float:
+        """Run the job's task here if it may still start; its run time (0.0: not run, or stuck)."""
         batch = job.batch
-        if job.long:                        # (set by _run_in_order)
-            self.heartbeat.keep(batch, job.received)
+        limited = self.flow.limits(job.task_class)
+        if limited or batch.blind or job.long or not batch.fits(job.task_class.time_limit, now):
+            if not self._may_still_start(job, now, limited):
+                return 0.0
+        job.started = now
         until = self.intake.busy_until = now + job.task_class.time_limit
         waiting = self.waiting
         if (waiting and waiting[-1].batch is not batch) or not self.events.empty():
             self._busy(batch, until)        # (what waits is not just the rest of ``batch``)
-        self._in_task = True
+        return self._run_inline(job, limited)
+
+    def _may_still_start(self, job: Job, now: float, limited: bool) -> bool:
+        """Whether a blind, long or limited job, or a late one, may start (else it is
+        given back, or refused by its flow limits); a long one runs under the heartbeat."""
+        batch = job.batch
+        assert self.prefetch is not None
+        window = self.prefetch.window_sec
+        if batch.blind and now - batch.received_at >= window:
+            self._give_back(job, 'not started within %gs of its receive: given back for '
+                                 'any worker to take' % window)
+            return False
+        if not self._fits(job, now, job.long):
+            return False
+        refused = self._flow_refuses(job) if limited else None
+        if refused is not None:
+            self._settle_unrun(job, refused)
+            return False
+        if job.long:
+            self.heartbeat.keep(batch, job.received)
+        return True
+
+    def _run_inline(self, job: Job, limited: bool) -> float:
+        """Run the job's task, then settle it as :meth:`finished` does a pool's; its run
+        time (0.0: stuck, which leaves its message to SQS and stops the worker)."""
+        self._in_task = job.claimed = True
         try:
-            self.jobs.start(job, now)
+            settlement = job.settlement = self.jobs.execute(job)
         except TaskStuck as stuck:          # back after its visibility timeout
             self.running.add(job)
             self.stuck_job(job, str(stuck))
-            return None
+            return 0.0
+        except BaseException as exc:        # a job must always come back
+            settlement = job.settlement = lost_run(job, exc)
+            logger.exception('running %s failed', job)
         finally:
             self._in_task = False
             self.intake.busy_until = 0.0
-        if job.long:
-            self.heartbeat.stop(job.received)
-        if limited:
-            self.flow.ended(job.received)   # its slot, for the batch's next run
+        if job.long or limited:
+            self._ended_alone(job, limited)
         if self.suspects.jobs:
             self.suspects.discard(job)
-        settlement = job.settlement
-        assert settlement is not None
+        batch = job.batch
         settlements = batch.settlements     # (as _decided does)
         settlements.append(settlement)
         if len(settlements) == len(batch.messages):
@@ -175,13 +187,18 @@ class SerialRuns(Holding):
             self._hold_group(job.group, job.received.group_id)
         if self.memory_limit.exceeded():
             self.check_limits()
-        return settlement
+        return settlement.duration_sec
+
+    def _ended_alone(self, job: Job, limited: bool) -> None:
+        """A long job's heartbeat stops; a limited one's slot goes back for the batch's next run."""
+        if job.long:
+            self.heartbeat.stop(job.received)
+        if limited:
+            self.flow.ended(job.received)
 
     def _busy(self, batch: Batch, until: float) -> None:
-        """(The serial pool.) A run of ``batch`` that may last until ``until``
-        starts: what waits of other batches, or has arrived, and could no longer
-        start by then is given back now, for another worker to take (see
-        :attr:`Intake.busy_until`; the rest of ``batch`` is judged as it starts)."""
+        """A run of ``batch`` that may last until ``until`` starts: what waits of other
+        batches, or has arrived, and could not start by then is given back now."""
         self.intake.busy_until = until
         waiting, limit = self.waiting, until + SETTLE_MARGIN_SEC
         if waiting and waiting[-1].batch is not batch and limit >= self.doomed_from:
@@ -191,9 +208,8 @@ class SerialRuns(Holding):
             self._give_back_arrivals(limit)
 
     def _give_back_arrivals(self, limit: float) -> None:
-        """Give back the batches that arrived and wait to be taken in whose
-        budget ends before ``limit``; note the earliest end of the others and
-        how many events wait (see :attr:`arrivals_from`)."""
+        """Give back the batches arrived whose budget ends before ``limit``; note
+        the earliest end of the others, and how many events wait."""
         events, earliest = [], math.inf
         while True:
             try:
@@ -211,10 +227,8 @@ class SerialRuns(Holding):
         self.arrivals_from, self.events_seen = earliest, len(events)
 
     def _give_back_doomed(self, batch: Batch, limit: float) -> None:
-        """Give back what waits of other batches than ``batch`` whose budget
-        ends before ``limit``; note the earliest end of what stays, before which
-        no run's end dooms anything (a deadline only moves later, and new
-        batches set it back: see :attr:`doomed_from`)."""
+        """Give back what waits of other batches whose budget ends before ``limit``;
+        note the earliest end of what stays (a deadline only moves later)."""
         doomed, earliest = [], math.inf
         for job in self.waiting:
             deadline = job.batch.deadline
@@ -229,9 +243,8 @@ class SerialRuns(Holding):
                                  'given back for another worker to take')
 
     def _reads_ahead(self) -> bool:
-        """(The serial pool.) Whether to receive the next batches while those
-        waiting run: on a slow endpoint, when they would all start within the
-        prefetch window (see :meth:`~kale.worker.prefetch.Prefetch.may_read_ahead`)."""
+        """Whether to receive the next batches while those waiting run: on a slow
+        endpoint, when they would all start within the prefetch window."""
         ahead = self.intake.read_ahead = bool(self.waiting) and self.intake.reads_ahead() \
             and self.prefetch is not None and not self.suspects.jobs \
             and self.prefetch.may_read_ahead(self.waiting[-1].batch.queue, READ_AHEAD_BATCHES)

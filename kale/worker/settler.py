@@ -73,8 +73,6 @@ class Settler:
         self._jobs: 'queue.PriorityQueue[tuple[float, int, Optional[Batch]]]' = \
             queue.PriorityQueue()
         self._order = itertools.count()
-        #: Notified whenever a thread settled a batch.
-        self._progress = threading.Condition()
         #: Settled batches for :meth:`completed` (appending to and popping
         #: from a deque is thread-safe, with no lock to take).
         self._done: collections.deque[Batch] = collections.deque()
@@ -117,13 +115,6 @@ class Settler:
     def full(self) -> bool:
         """Whether ``max_pending`` batches wait: the worker receives no more meanwhile."""
         return self._jobs.unfinished_tasks >= self.max_pending
-
-    def wait_until_not_full(self, look_sec: float = 0.1) -> None:
-        """Wait while :meth:`full` (a worker that holds nothing unrun, before it
-        receives); looks again every ``look_sec``."""
-        with self._progress:
-            while self.full():
-                self._progress.wait(look_sec)
 
     def flush(self) -> None:
         """Wait until every batch handed over has been settled."""
@@ -169,7 +160,5 @@ class Settler:
             finally:
                 was_full = self.full()
                 self._jobs.task_done()
-                with self._progress:
-                    self._progress.notify_all()
                 if was_full and self.on_free is not None and batch is not None:
                     self.on_free()

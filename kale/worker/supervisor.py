@@ -154,27 +154,25 @@ class Supervisor:
                 self._start(slot)
 
 
+#: The ``kale worker`` options passed on to a supervised worker when given:
+#: (attribute, option, its value's kind: None for a flag).
+PASSED_ON = (('settings', '--settings', str), ('queues', '--queues', list),
+             ('burst', '--burst', None), ('dead_letters', '--dead-letters', None),
+             ('scheduler', '--scheduler', None), ('pool', '--pool', str),
+             ('max_in_flight', '--max-in-flight', int), ('metrics_port', '--metrics-port', int),
+             ('executors', '--executors', str))
+
+
 def worker_command(args: Any) -> list[str]:
     """The ``kale worker`` command line for one supervised worker."""
     import sys
     command = list(getattr(args, 'kale_command', None) or [sys.executable, '-m', 'kale'])
     command += ['worker', '--log-level', args.log_level, '--aws-log-level', args.aws_log_level]
-    if args.settings:
-        command += ['--settings', args.settings]
-    if args.queues:
-        command += ['--queues', ','.join(args.queues)]
-    if args.burst:
-        command.append('--burst')
-    if getattr(args, 'dead_letters', False):
-        command.append('--dead-letters')
-    if getattr(args, 'scheduler', False):
-        command.append('--scheduler')
-    if getattr(args, 'pool', None):
-        command += ['--pool', args.pool]
-    if getattr(args, 'max_in_flight', None) is not None:
-        command += ['--max-in-flight', str(args.max_in_flight)]
-    if getattr(args, 'metrics_port', None) is not None:
-        command += ['--metrics-port', str(args.metrics_port)]
-    if getattr(args, 'executors', None):
-        command += ['--executors', args.executors]
+    for name, option, kind in PASSED_ON:
+        given = getattr(args, name, None)
+        if given is None or (kind is not int and not given):
+            continue                    # (a number is passed on even when 0)
+        command.append(option)
+        if kind is not None:
+            command.append(','.join(given) if kind is list else str(given))
     return command

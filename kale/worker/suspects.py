@@ -68,7 +68,7 @@ from kale.events import Outcome, Settlement
 from kale.exceptions import KaleError
 from kale.message import NUMBER_ATTRIBUTES
 from kale.transport import OutgoingMessage, ReceivedMessage
-from kale.worker.batch import Batch
+from kale.worker.batch import Batch, Opened
 
 logger = logging.getLogger(__name__)
 
@@ -203,26 +203,31 @@ def suspects_of(batch: Batch, redrive_after: int = 0) -> list[Suspect]:
         return []       # (verified: no message was delivered or left unsettled before)
     found = []
     opened_by_id = batch.opened
-    visibility = batch.queue.visibility_timeout_sec
     for received in batch.unsettled():
         opened = opened_by_id.get(received.message_id)
-        if opened is None:
-            continue
-        count = received.receive_count
-        rounds = 0
-        # A first receive of a task never left unsettled is the usual case:
-        # its envelope says 0 (a header, read without building the count).
-        if count > 1 or opened.message is not None or \
-                opened.envelope.headers.get(UNSETTLED, '0') != '0':
-            rounds = unsettled_deliveries(received, opened.unsettled, visibility)
-        cap = group_cap(rounds, batch.is_long(opened.task_class.time_limit))
-        last = cap != 1 and near_redrive(count, redrive_after)
-        if last:
-            cap = 1
-        if cap:
-            found.append(Suspect(received, rounds, cap, last))
+        suspect = None if opened is None else _suspect(batch, received, opened, redrive_after)
+        if suspect is not None:
+            found.append(suspect)
     found.sort(key=most_bound)
     return found
+
+
+def _suspect(batch: Batch, received: ReceivedMessage, opened: Opened,
+             redrive_after: int) -> Optional[Suspect]:
+    """The message as a suspect, or None when it is none."""
+    count = received.receive_count
+    rounds = 0
+    # A first receive of a task never left unsettled is the usual case:
+    # its envelope says 0 (a header, read without building the count).
+    if count > 1 or opened.message is not None or \
+            opened.envelope.headers.get(UNSETTLED, '0') != '0':
+        rounds = unsettled_deliveries(received, opened.unsettled,
+                                      batch.queue.visibility_timeout_sec)
+    cap = group_cap(rounds, batch.is_long(opened.task_class.time_limit))
+    last = cap != 1 and near_redrive(count, redrive_after)
+    if last:
+        cap = 1
+    return Suspect(received, rounds, cap, last) if cap else None
 
 
 def most_bound(suspect: Suspect) -> tuple[bool, int, int, int]:

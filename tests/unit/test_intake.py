@@ -11,7 +11,7 @@ from kale.queue_config import TaskQueue
 from kale.queue_selector import HighestPriorityFirst
 from kale.transport import OutgoingMessage
 from kale.worker.consumer import Consumer
-from kale.worker.intake import MIN_POLL_INTERVAL_SEC, Intake
+from kale.worker.intake import MIN_POLL_INTERVAL_SEC, Arrival, Intake
 
 
 def queues_of(broker, *names, long_poll=None):
@@ -93,7 +93,7 @@ def test_what_arrives_after_close_is_given_back(memory_broker):
     memory_broker.send(default, [OutgoingMessage('a')])
     intake, arrivals = intake_of(memory_broker, [default])
     intake.close()
-    intake._select(10, intake.out.sent(0))      # a receive that was still out answers
+    intake._answer(intake.out.sent(0), Arrival(10), 'receiving', intake._select, 10)  # still out
     assert arrivals.empty()
     assert memory_broker.counts(default).visible == 1
 
