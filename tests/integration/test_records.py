@@ -66,13 +66,22 @@ def test_the_result_is_not_stored_unless_the_task_asks(broker):
         records.result(task_id)
 
 
+def one_round(worker):
+    """One receive of a started (serial) worker, its batch taken in and run,
+    and what ran handed to its settler; no receive after it."""
+    worker.refill()                     # (the serial pool's answer waits among its events)
+    worker.take_events(0)
+    worker.start_waiting()
+    worker.gatherer.flush(everything=True)
+
+
 def one_pass(broker, queues=None):
     """One worker pass, not a burst: a retry copy stays queued, delayed."""
     from kale.worker.settler import Settler
     worker = Worker(broker=broker, queue_names=queues)
     worker.settler = Settler(worker.consumer)
     worker.startup()
-    worker.work_once()
+    one_round(worker)
     worker.settler.close()
     worker.report_settled()
     worker.shutdown()
@@ -102,7 +111,7 @@ def test_an_attempt_reported_late_does_not_hide_the_outcome_of_the_next_one(brok
         late = Worker(broker=broker)
         late.settler = Settler(late.consumer)
         late.startup()
-        late.work_once()                    # attempt 1 fails; its retry copy is sent
+        one_round(late)                     # attempt 1 fails; its retry copy is sent
         late.settler.flush()
         time.sleep(0.01)
         one_pass(broker)                    # attempt 2 fails for good, and is reported
@@ -127,8 +136,8 @@ def test_attempts_one_worker_ran_before_reporting_keep_their_own_start_times(bro
         late.settler = Settler(late.consumer)
         late.startup()
         queue = broker.queues['default']
-        late.process(late.receive(queue))     # attempt 1, retried at once
-        late.process(late.receive(queue))     # attempt 2, retried at once
+        one_round(late)                     # attempt 1, retried at once
+        one_round(late)                     # attempt 2, retried at once
         late.settler.flush()
         time.sleep(0.01)
         one_pass(broker)                    # attempt 3 fails for good, and is reported
