@@ -80,6 +80,7 @@ class App:
         self._pid = os.getpid()
         self._lock = threading.RLock()
         self._given: Optional[tuple['Publisher', 'Publisher']] = None
+        self._default = False
 
     def replace(self, **values: Any) -> 'App':
         """This app with some settings changed: the same transport and clock,
@@ -88,10 +89,10 @@ class App:
 
     @property
     def is_default(self) -> bool:
-        """Whether this is the default app: the one owning the configuration
-        the settings give now (see :func:`default_app`), whether
-        :func:`default_app` built it or it was built on that configuration."""
-        return settings.config._owner is self
+        """Whether it is (or was) the default app: :func:`default_app` returned
+        it, whether it built it or it was built by hand on the configuration
+        the settings give."""
+        return self._default
 
     def __repr__(self) -> str:
         return 'App(%s)' % (self.config.module_name or 'defaults')
@@ -300,6 +301,7 @@ def default_app() -> App:
             app = config._owner
             if app is None:
                 app = App(config)
+    app._default = True     # (one built by hand on this configuration, too)
     return app
 
 
