@@ -42,6 +42,7 @@ import queue
 from typing import Any, Optional
 
 from kale import logs
+from kale.clock import SYSTEM_CLOCK
 from kale.events import HOLDS_GROUP, process_identity
 from kale.exceptions import ImproperlyConfigured
 from kale.hooks import WorkerHooks
@@ -67,6 +68,9 @@ logger = logging.getLogger('kale.worker')
 
 #: Longest the loop waits for an event before it looks after itself.
 TICK_SEC = 0.1
+#: How long a worker on a clock of its own waits for events in real time
+#: before its clock's time passes (see Worker.take_events).
+NO_WAIT_SEC = 0.001
 #: Receives at once, at most (each brings up to ten messages).
 MAX_RECEIVES = 8
 
@@ -186,10 +190,14 @@ class Worker(SerialRuns):
 
     def take_events(self, wait_sec: float) -> float:
         """Wait up to ``wait_sec`` for events, then handle every one there is;
-        the seconds waited in vain (0 when an event came)."""
+        the seconds waited in vain (0 when an event came). On a clock of
+        its own (a test's), the wait is the clock's: its time passes."""
+        real = self.clock is SYSTEM_CLOCK
         try:
-            event = self.events.get(timeout=wait_sec)
+            event = self.events.get(timeout=wait_sec if real else NO_WAIT_SEC)
         except queue.Empty:
+            if not real:
+                self.clock.sleep(wait_sec)
             return wait_sec
         self.events_seen = -1                   # (see SerialRuns._busy)
         while True:
