@@ -92,7 +92,7 @@ def _refuse(name: str, attribute: str, accepted: str, value: Any) -> None:
 
 
 #: Each attribute checked, and its check: (class path, attribute, value).
-CHECKS: tuple[tuple[str, Callable[[str, str, Any], None]], ...] = (
+CHECKS: tuple[tuple[str, Callable[[str, str, Any], Any]], ...] = (
     ('queue', _queue),
     ('time_limit', _time_limit),
     ('max_retries', _max_retries),
