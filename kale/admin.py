@@ -1,10 +1,6 @@
-"""Operator actions on queues: inspect, purge, redrive dead letters, publish by path.
-
-The ``kale queues``, ``kale purge``, ``kale dlq redrive`` and ``kale publish``
-commands are thin wrappers around these functions.
-
-Dead letters whose payload is kept in S3 (``PAYLOAD_BUCKET``) keep their
-object: a redriven one points at it again, and :func:`purge_dead_letters`
+"""Operator actions on queues: inspect, purge, redrive dead letters, publish by path
+(``kale queues``, ``purge``, ``dlq redrive``, ``publish``). A dead letter's payload
+kept in S3 stays: a redriven one points at it again, and :func:`purge_dead_letters`
 deletes it with its dead letter.
 """
 from __future__ import annotations

@@ -171,22 +171,18 @@ class Settlement:
     copied: bool = False                       # its copy was sent (or needs none)
     #: The verified envelope, when the body passed verification.
     envelope: Optional[Frame] = None
-    #: On a FIFO queue, a retry or release keeps the message, invisible for
-    #: this many seconds, instead of sending a copy (which would go to the
-    #: back of its group).
+    #: On a FIFO queue, a retry or release keeps the message invisible this
+    #: many seconds instead of sending a copy (to the back of its group).
     hold_sec: Optional[int] = None
     #: What run_task returned (SUCCEEDED only), for hooks such as the records'.
     result: Any = None
-    #: Its copy was not sent because the batch's visibility timeout had ended
-    #: (or nearly): SQS may have delivered the original again, so the message
-    #: is left for SQS to deliver, once.
+    #: Its copy was not sent because the batch's visibility timeout had (nearly)
+    #: ended: the message is left for SQS to deliver, once.
     lapsed: bool = False
-    #: DEAD_LETTER of a task that handles its dead letters: the dead run sent
-    #: to the queue's dead-run queue in place of the dead-letter copy (None
-    #: again when it could not be sent and the copy went instead).
+    #: DEAD_LETTER of a task that handles its dead letters: the dead run sent in
+    #: place of the dead-letter copy (None when the copy went instead).
     dead_run: Optional[Message] = None
-    #: A retry whose copy waits longer than SQS's 15-minute delay (a
-    #: ``kale.Retry`` with a long ``after``): that whole wait, in seconds.
+    #: A retry waiting longer than SQS's 15-minute delay: that whole wait.
     wait_sec: Optional[int] = None
 
     @property
@@ -227,13 +223,9 @@ _identity: tuple[int, str, float] = (0, '', 0.0)
 
 
 def process_identity() -> tuple[str, float]:
-    """This process's id and when it was first asked for (epoch seconds).
-
-    The id reads as host, pid and that start time, ``vm:29984@2026-11-24T10:15:03Z``;
-    it names the process in log records (``worker``), in task records (the
-    worker that ran each attempt) and in the workers' own rows, so the three
-    join. A forked child gets its own on first use.
-    """
+    """This process's id, ``vm:29984@2026-11-24T10:15:03Z`` (host, pid, when first
+    asked for), and that time: it names the process in log lines, task records
+    and worker rows, so the three join. A forked child gets its own."""
     global _identity
     pid = os.getpid()
     if _identity[0] != pid:
