@@ -89,10 +89,17 @@ def again(action: str, exc: BaseException) -> bool:
     if isinstance(exc, (botocore.exceptions.HTTPClientError, ErrorAnswer)):
         return True         # an error answer is made again through botocore, which reads it
     if isinstance(exc, botocore.exceptions.ClientError):
-        status = exc.response.get('ResponseMetadata', {}).get('HTTPStatusCode', 0)
-        code = exc.response.get('Error', {}).get('Code', '')
+        code, status, _ = error_of(exc)
         return status >= 500 or code in THROTTLING_CODES or code in TRANSIENT_CODES
     return False
+
+
+def error_of(exc: botocore.exceptions.ClientError) -> tuple[str, int, str]:
+    """The code, HTTP status and message of an error answer."""
+    error = exc.response.get('Error', {})
+    return (str(error.get('Code', '') or ''),
+            exc.response.get('ResponseMetadata', {}).get('HTTPStatusCode', 0),
+            str(error.get('Message', '') or ''))
 
 
 class Attempts:

@@ -15,11 +15,10 @@ import logging
 from typing import Any, Optional, Sequence
 
 import botocore.exceptions
-from botocore.config import Config as BotoConfig
 
 from kale import config as kale_config
 from kale.transport.endpoint import endpoint_url, is_local
-from kale.transport.sqs import aws_session, one_line
+from kale.transport.sqs import aws_client, one_line
 
 logger = logging.getLogger(__name__)
 
@@ -29,14 +28,9 @@ METRIC = 'ApproximateAgeOfOldestMessage'
 
 
 def make_cloudwatch_client(config: kale_config.Config) -> Any:
-    kale = config
-    endpoint = endpoint_url(kale)
-    local = endpoint if is_local(endpoint) else ''
-    session, region = aws_session(local, kale)
-    return session.client('cloudwatch', endpoint_url=local or None, region_name=region,
-                          config=BotoConfig(connect_timeout=kale.SQS_CONNECT_TIMEOUT_SEC,
-                                        read_timeout=float(kale.SQS_READ_TIMEOUT_SEC),
-                                        retries={'mode': 'standard', 'max_attempts': 2}))
+    endpoint = endpoint_url(config)
+    return aws_client('cloudwatch', endpoint if is_local(endpoint) else '', config,
+                      retries={'mode': 'standard', 'max_attempts': 2})
 
 
 def _queries(sqs_names: Sequence[str]) -> list[dict[str, Any]]:
