@@ -290,15 +290,13 @@ class MemoryTransport:
                                 s.receive_count, s.group_id, now - s.first_received_at)
                 for s in delivered]
 
-    def _redriven(self, queue: _Queue, stored: _Stored) -> bool:
-        """Move a message received ``max_receive_count`` times to the dead-letter queue."""
+    def _deliver(self, queue: _Queue, stored: _Stored, timeout: int, now: float) -> bool:
+        """Deliver a message (True), or move it to the dead-letter queue once
+        received ``max_receive_count`` times."""
         if queue.dead_letter_queue and queue.max_receive_count \
                 and stored.receive_count >= queue.max_receive_count:
             self._dead_letter(queue, stored)
-            return True
-        return False
-
-    def _deliver(self, stored: _Stored, timeout: int, now: float) -> None:
+            return False
         stored.receive_count += 1
         if stored.receive_count == 1:
             stored.first_received_at = now
@@ -306,6 +304,7 @@ class MemoryTransport:
         stored.visible_at = now + timeout
         stored.version += 1
         stored.in_flight = next(self._flights)
+        return True
 
     def _take_fifo(self, queue: _Queue, max_messages: int, timeout: int,
                    now: float) -> list[_Stored]:
@@ -321,8 +320,7 @@ class MemoryTransport:
             if stored.visible_at > now:             # held: the rest of its group waits
                 blocked.add(stored.group_id)
                 continue
-            if not self._redriven(queue, stored):
-                self._deliver(stored, timeout, now)
+            if self._deliver(queue, stored, timeout, now):
                 delivered.append(stored)
         return delivered
 
@@ -336,6 +334,12 @@ class MemoryTransport:
             if stored.visible_at > now:
                 break
             self._put_back(queue, stored)
+        return self._take_unblocked(queue, max_messages, timeout, now)
+
+    def _take_unblocked(self, queue: _Queue, max_messages: int, timeout: int,
+                        now: float) -> list[_Stored]:
+        """``localstack_fifo``: the first messages not in flight, in send
+        order, of groups not blocked (a receive blocks the groups it took)."""
         delivered: list[_Stored] = []
         taken: set[str] = set()
         for stored in list(queue.messages.values()):
@@ -344,8 +348,7 @@ class MemoryTransport:
             if stored.in_flight or stored.visible_at > now \
                     or (stored.group_id in queue.blocked and stored.group_id not in taken):
                 continue
-            if not self._redriven(queue, stored):
-                self._deliver(stored, timeout, now)
+            if self._deliver(queue, stored, timeout, now):
                 delivered.append(stored)
                 taken.add(stored.group_id)
         queue.blocked |= taken
@@ -365,8 +368,7 @@ class MemoryTransport:
             stored = queue.messages.get(message_id)
             if stored is None or stored.version != version:
                 continue
-            if not self._redriven(queue, stored):
-                self._deliver(stored, timeout, now)
+            if self._deliver(queue, stored, timeout, now):
                 delivered.append(stored)
         return delivered
 
