@@ -1,26 +1,20 @@
 """How many times the SQS transport makes one request, and after which failures.
 
-Kale counts the attempts itself, not botocore: the client Kale builds makes
-one attempt per call (``total_max_attempts`` 1), and :class:`Attempts` makes
-the call again. The hot requests are first built and sent by Kale
-(:mod:`kale.transport.direct`); were botocore to retry too, a request that
-failed there would be made once directly and then up to botocore's count
-again (five times in all with botocore's ``max_attempts`` 3, which means
-three retries). Here the direct request is the first attempt and botocore
-makes the next ones, so a request costs at most :data:`REQUEST_ATTEMPTS`
-whichever way it goes.
+Kale counts the attempts, not botocore (the client Kale builds makes one per
+call, ``total_max_attempts`` 1): the hot requests are first built and sent by
+Kale (:mod:`kale.transport.direct`), and were botocore to retry too, a
+request that failed there would be made up to botocore's count again. Here
+the direct request is the first attempt and botocore makes the next ones,
+at most :data:`REQUEST_ATTEMPTS` in all whichever way it goes.
 
-A request is made again after an error answer SQS says may pass (throttling,
-a server error), and after a connection that failed before anything was
-sent. After the request was sent and its answer timed out, was cut or lost,
-it is made again too (a delete or a visibility change made twice does the
-same twice; a send made twice may hold a task twice, which the task id
-makes one task delivered twice), except a receive: SQS may have applied it,
-so the messages are taken until their visibility timeout ends and each one's
-receive count was raised. Receiving again at once would raise it again, and
-a few such receives in a row could send an untouched message to the
-dead-letter queue. So that receive fails: the worker backs off as after any
-failed receive, and the messages come back after their visibility timeout.
+A request is made again after an error answer that may pass (throttling, a
+server error), after a connection that failed before anything was sent, and
+after an answer that timed out, was cut or lost (a delete, visibility change
+or send made twice does no harm: the task id makes a duplicate one task), but
+for a receive: SQS may have applied it, raising each message's receive count
+and hiding it for its visibility timeout, and a few receives again in a row
+could dead-letter an untouched message. That receive fails: the worker backs
+off, and the messages come back after their visibility timeout.
 """
 from __future__ import annotations
 

@@ -1,35 +1,28 @@
 """The hot SQS requests sent without botocore's request pipeline.
 
-A worker makes three requests over and over: ReceiveMessage,
-DeleteMessageBatch and ChangeMessageVisibilityBatch; a publisher two,
-SendMessage and SendMessageBatch. Through a boto3 client
-each goes through botocore's whole pipeline (the operation's model walked to
-serialize the parameters, a dozen events emitted, the retry handler, the
-answer's model walked to parse it), which costs more CPU than the rest of
-the worker together: 154 µs of client CPU per message received and deleted
-on this 2-core machine, against 76 µs for the same requests built here
-(``json.dumps``, signed with botocore's own SigV4, sent on the client's own
-HTTP session). Measured on fauxqs with receives of ten messages and their
-delete batches, 1000 messages, medians of five rounds.
+A worker makes ReceiveMessage, DeleteMessageBatch and
+ChangeMessageVisibilityBatch over and over, a publisher SendMessage and
+SendMessageBatch. Through a boto3 client each goes through botocore's whole
+pipeline (the operation's model walked to serialize and to parse, a dozen
+events, the retry handler): 154 µs of client CPU per message received and
+deleted on this 2-core machine, against 76 µs for the same requests built
+here (``json.dumps``, signed with botocore's own SigV4, sent on the client's
+own HTTP session); fauxqs, receives of ten messages and their deletes, 1000
+messages, medians of five rounds.
 
-:class:`DirectRequests` builds those five requests itself, from the same
-client: its endpoint, region, credentials (refreshed as botocore refreshes
-them), User-Agent, HTTP session (its proxies, CA bundle, timeouts and
-connection pool). What others hook onto the client keeps working:
-``before-send`` handlers see every request (a handler that answers instead,
+:class:`DirectRequests` builds those five requests from the same client: its
+endpoint, region, credentials (refreshed as botocore refreshes them),
+User-Agent and HTTP session (proxies, CA bundle, timeouts, pool).
+``before-send`` handlers still see every request (one that answers instead,
 as an in-process mock does, gets the request sent through botocore), and
-``after-call`` handlers (Kale's metrics) see every successful answer.
-
-Only a successful answer is read here. A request that cannot be sent here
-(credentials that cannot be had, a ``before-send`` handler that answers, a
-tracer) returns None, and botocore makes it instead. One that was tried
-and failed raises: botocore's own exception when the connection failed or
-the answer did not come (the same as botocore's pipeline raises), and
-:class:`ErrorAnswer` for an answer that is not a success read here (an
-error answer, a body that is not JSON). The transport counts that as the
-request's first attempt and makes the next ones through botocore, which
-reads the error answer and raises what it always raised
-(:mod:`kale.transport.attempts`: how many, and after which failures).
+``after-call`` handlers (Kale's metrics) every successful answer. Only a
+successful answer is read here. A request that cannot be sent here
+(credentials not to be had, a ``before-send`` handler that answers, a tracer)
+returns None, and botocore makes it. One that was tried and failed raises
+botocore's own exception (the connection failed, the answer did not come) or
+:class:`ErrorAnswer` (an error answer, a body that is not JSON): that was the
+request's first attempt, and botocore makes the next ones
+(:mod:`kale.transport.attempts`).
 
 **What it leans on.** The client's ``_endpoint.http_session``,
 ``_request_signer`` and the signer's ``_credentials`` are not botocore's
@@ -40,12 +33,11 @@ logs one WARNING naming botocore's version and the range, and every request
 goes through botocore.
 
 **Tracers.** OpenTelemetry's botocore instrumentation, AWS X-Ray's SDK and
-Datadog's ddtrace trace a request by wrapping
-``BaseClient._make_api_call``, which a direct request never calls. So each
-request first looks whether that is still botocore's own function (one
-dictionary read and one identity check; the verdict is worked out again
-only when the function changes): while something wraps it, the request
-goes through botocore, and the tracer sees it as it sees every other.
+Datadog's ddtrace wrap ``BaseClient._make_api_call``, which a direct request
+never calls. So each request first looks whether that is still botocore's
+own function (one dictionary read and one identity check, the verdict worked
+out again only when it changes): while something wraps it, the requests go
+through botocore, where the tracer sees them.
 """
 from __future__ import annotations
 
