@@ -1,19 +1,15 @@
 """The message codec: a pipeline of steps between a :class:`~kale.message.Message`
 and the signed text body that travels through SQS.
 
-On the way out the steps run in order, each transforming a
-:class:`~kale.codec.pipeline.Frame`: serialize the message's payload to bytes,
-compress them when that helps, encrypt them (with ``MESSAGE_ENCRYPTION_KEY``),
-keep them in S3 when the message would be too big (with ``PAYLOAD_BUCKET``),
-bind them to their queue, then sign them into the body. On the way in they run
-in reverse: verify the signature (before anything else touches the data),
-check the replay window and the queue, then fetch and check a payload kept in
-S3, decrypt, decompress, deserialize. A feature that changes the body (ids
-carried in attributes, say) is one more :class:`~kale.codec.pipeline.Step` in
-:func:`build_codec`, not an edit to the others.
-
-An :class:`~kale.app.App` builds its codec once (``app.codec``), so its keys
-and choices are read and checked once, not for every message.
+On the way out each step transforms a :class:`~kale.codec.pipeline.Frame`:
+serialize the payload, compress it when that helps, encrypt it
+(``MESSAGE_ENCRYPTION_KEY``), keep it in S3 when too big (``PAYLOAD_BUCKET``),
+bind it to its queue, sign it into the body. On the way in they run in
+reverse, the signature verified before anything else touches the data. A
+feature that changes the body is one more :class:`~kale.codec.pipeline.Step`
+in :func:`build_codec`, not an edit to the others. An
+:class:`~kale.app.App` builds its codec once (``app.codec``), reading and
+checking its keys and choices once, not for every message.
 """
 from __future__ import annotations
 

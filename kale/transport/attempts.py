@@ -1,20 +1,13 @@
 """How many times the SQS transport makes one request, and after which failures.
 
-Kale counts the attempts, not botocore (the client Kale builds makes one per
-call, ``total_max_attempts`` 1): the hot requests are first built and sent by
-Kale (:mod:`kale.transport.direct`), and were botocore to retry too, a
-request that failed there would be made up to botocore's count again. Here
-the direct request is the first attempt and botocore makes the next ones,
-at most :data:`REQUEST_ATTEMPTS` in all whichever way it goes.
-
-A request is made again after an error answer that may pass (throttling, a
-server error), after a connection that failed before anything was sent, and
-after an answer that timed out, was cut or lost (a delete, visibility change
-or send made twice does no harm: the task id makes a duplicate one task), but
-for a receive: SQS may have applied it, raising each message's receive count
-and hiding it for its visibility timeout, and a few receives again in a row
-could dead-letter an untouched message. That receive fails: the worker backs
-off, and the messages come back after their visibility timeout.
+The client Kale builds makes one attempt per call; :class:`Attempts` makes
+the call again, the direct request (:mod:`kale.transport.direct`) being the
+first attempt, so a request costs at most :data:`REQUEST_ATTEMPTS` whichever
+way it goes. A request is made again after an error answer that may pass, a
+connection that failed before anything was sent, and an answer that did not
+come or was cut short, but for a receive (:data:`TAKING`): SQS may have
+applied it, and receiving again would raise the messages' receive counts
+again. docs/explanation/delivery-guarantees.md says it at length.
 """
 from __future__ import annotations
 

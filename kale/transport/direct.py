@@ -1,43 +1,18 @@
 """The hot SQS requests sent without botocore's request pipeline.
 
-A worker makes ReceiveMessage, DeleteMessageBatch and
-ChangeMessageVisibilityBatch over and over, a publisher SendMessage and
-SendMessageBatch. Through a boto3 client each goes through botocore's whole
-pipeline (the operation's model walked to serialize and to parse, a dozen
-events, the retry handler): 154 µs of client CPU per message received and
-deleted on this 2-core machine, against 76 µs for the same requests built
-here (``json.dumps``, signed with botocore's own SigV4, sent on the client's
-own HTTP session); fauxqs, receives of ten messages and their deletes, 1000
-messages, medians of five rounds.
+A worker's ReceiveMessage, DeleteMessageBatch and ChangeMessageVisibilityBatch
+and a publisher's SendMessage and SendMessageBatch are built here from the
+boto3 client's own parts (endpoint, region, credentials, User-Agent, HTTP
+session), signed with botocore's SigV4, and sent: half the client CPU of
+botocore's pipeline. docs/explanation/performance.md says what they skip, and
+why they are built only on the botocore versions they are tested with
+(:data:`kale.version.BOTOCORE_TESTED`) and while no tracer wraps
+``BaseClient._make_api_call``.
 
-:class:`DirectRequests` builds those five requests from the same client: its
-endpoint, region, credentials (refreshed as botocore refreshes them),
-User-Agent and HTTP session (proxies, CA bundle, timeouts, pool).
-``before-send`` handlers still see every request (one that answers instead,
-as an in-process mock does, gets the request sent through botocore), and
-``after-call`` handlers (Kale's metrics) every successful answer. Only a
-successful answer is read here. A request that cannot be sent here
-(credentials not to be had, a ``before-send`` handler that answers, a tracer)
-returns None, and botocore makes it. One that was tried and failed raises
-botocore's own exception (the connection failed, the answer did not come) or
-:class:`ErrorAnswer` (an error answer, a body that is not JSON): that was the
-request's first attempt, and botocore makes the next ones
-(:mod:`kale.transport.attempts`).
-
-**What it leans on.** The client's ``_endpoint.http_session``,
-``_request_signer`` and the signer's ``_credentials`` are not botocore's
-public API, so the direct requests are built only on the botocore versions
-they are tested with (:data:`kale.version.BOTOCORE_TESTED`, which setup.py
-requires too) and when the client has those parts; otherwise the transport
-logs one WARNING naming botocore's version and the range, and every request
-goes through botocore.
-
-**Tracers.** OpenTelemetry's botocore instrumentation, AWS X-Ray's SDK and
-Datadog's ddtrace wrap ``BaseClient._make_api_call``, which a direct request
-never calls. So each request first looks whether that is still botocore's
-own function (one dictionary read and one identity check, the verdict worked
-out again only when it changes): while something wraps it, the requests go
-through botocore, where the tracer sees them.
+A request that cannot be sent here returns None, and botocore makes it. One
+that was tried and failed raises botocore's own exception (no connection, no
+answer) or :class:`ErrorAnswer` (not a success read here): that was its first
+attempt, and botocore makes the next ones (:mod:`kale.transport.attempts`).
 """
 from __future__ import annotations
 

@@ -1,32 +1,20 @@
 """Reading the answers of SQS's hot operations without botocore's generic parser,
-and refusing those of the wrong shape.
+and refusing those of the wrong shape (docs/explanation/architecture.md, "What
+Kale's SQS client skips").
 
-botocore turns a JSON answer into Python by walking the operation's output
-model, field by field: for the requests a worker and a publisher make all the
-time (receive, delete, send, visibility batches) about 3.5 µs per received
-message, 14 µs when the endpoint sends each message's attributes along (some
-emulators do, asked or not): a tenth to a third of what Kale itself spends on
-a message. Those answers hold only strings, booleans, lists and maps, exactly
-what :func:`json.loads` gives, so :func:`install` registers a ``before-parse``
-handler that decodes a successful JSON answer itself (base64-decoding
-``MessageAttributes.*.BinaryValue`` as botocore would) and leaves botocore an
-empty object to walk. Error answers, and answers in the older XML protocol, go
-through botocore's parser. A body's integrity is the signature's job (see
-:mod:`kale.codec.sign`), not SQS's MD5.
+Those answers hold only strings, booleans, lists and maps, so :func:`install`
+registers a ``before-parse`` handler that decodes a successful JSON answer
+with :func:`json.loads` (``MessageAttributes.*.BinaryValue`` base64-decoded
+as botocore would) and leaves botocore's parser, a tenth to a third of what
+Kale spends on a message, an empty object to walk. Error answers and XML
+answers go through botocore's parser; an error answer it could not read
+reaches it empty (an error named by its HTTP status).
 
-**The answer's shape.** Nothing in an answer is trusted to have the shape
-SQS gives it. A 200 answer of another shape (``Messages`` a string, a message
-without its ``MessageId``, a receive count that is not a number, a batch entry
-whose ``Id`` is not one sent, JSON nested past the recursion limit) raised
-from wherever Kale or botocore's parser read it, and stopped the worker. The
-readers here check what Kale uses as they read it (type tests, a few tenths of
-a microsecond a message) and raise :func:`malformed`: a retryable SQSError,
-code ``MalformedAnswer``, naming what is wrong, never the values (they may be
-payloads). The worker backs off as for an endpoint fault, leaving the messages
-involved to SQS's visibility timeout. The transport's other requests (the
-queue's URL, attributes and counts) are read here too, and an error answer
-botocore's parser could not read reaches it empty (an error named by its HTTP
-status).
+Nothing in an answer is trusted to have SQS's shape: the readers here check
+what Kale uses as they read it (type tests, a few tenths of a µs a message)
+and raise :func:`malformed`, a retryable SQSError naming what is wrong, never
+the values (they may be payloads), rather than a KeyError or TypeError that
+stopped the worker. The transport's other requests are read here too.
 """
 from __future__ import annotations
 
