@@ -1,12 +1,11 @@
-"""The age of each queue's oldest message from CloudWatch, over boto3 (with
-:mod:`kale.transport.sqs`, :mod:`kale.transport.sns` and
-:mod:`kale.transport.s3`, the only modules that talk to AWS).
+"""The age of each queue's oldest message from CloudWatch, over boto3 (like
+:mod:`kale.transport.sqs`, a module that talks to AWS): the autoscaling
+signal's source when task records are off.
 
-SQS publishes ``ApproximateAgeOfOldestMessage`` to CloudWatch (namespace
-``AWS/SQS``, dimension ``QueueName``) every minute; one GetMetricData asks for
-the latest value of every queue at once. It is the autoscaling signal's
-source when task records are off. botocore's errors never leave this module:
-a queue whose age cannot be read has none (and the reason is logged).
+SQS publishes ``ApproximateAgeOfOldestMessage`` (namespace ``AWS/SQS``,
+dimension ``QueueName``) every minute; one GetMetricData asks for every
+queue's latest value. A queue whose age cannot be read has none (the reason
+is logged): botocore's errors never leave this module.
 """
 from __future__ import annotations
 

@@ -1,11 +1,10 @@
-"""The payload store on S3, over boto3 (with :mod:`kale.transport.sqs`, the
-only modules that talk to AWS).
+"""The payload store on S3, over boto3 (like :mod:`kale.transport.sqs`, a
+module that talks to AWS).
 
-The S3 client is built from the same settings as the SQS client: region and
-credentials, and the endpoint when it is on this machine (``kale sqs-local``:
-moto's server serves S3 on the same port as SQS). An endpoint elsewhere is an
-SQS endpoint (a VPC endpoint for SQS, say), so payloads then go to AWS's S3
-for the region. botocore's exceptions never leave this module: they become
+The S3 client has the SQS client's region and credentials, and its endpoint
+when that is on this machine (``kale sqs-local``: moto's server serves S3 on
+the SQS port); an endpoint elsewhere is SQS's (a VPC endpoint, say), so
+payloads then go to AWS's S3. botocore's exceptions become
 :class:`kale.exceptions.PayloadStoreError`.
 """
 from __future__ import annotations

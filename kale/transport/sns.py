@@ -1,12 +1,11 @@
-"""Topics on SNS, over boto3 (with :mod:`kale.transport.sqs` and
-:mod:`kale.transport.s3`, the only modules that talk to AWS).
+"""Topics on SNS, over boto3 (like :mod:`kale.transport.sqs` and
+:mod:`kale.transport.s3`, a module that talks to AWS).
 
-The SNS client is built from the same settings as the SQS client (region,
-credentials, endpoint: moto's server and fauxqs serve SNS on the SQS port).
-A topic's subscriptions are SQS queues with raw delivery, so a subscriber
-queue receives the very body that was published; a queue's policy lets
-the topics it subscribes to send to it. botocore's exceptions never leave
-this module: they become :class:`kale.exceptions.TopicError`.
+The SNS client has the SQS client's settings (moto's server and fauxqs serve
+SNS on the SQS port). A topic's subscriptions are SQS queues with raw
+delivery, so a subscriber queue receives the very body published, and a
+queue's policy lets the topics it subscribes to send to it. botocore's
+exceptions become :class:`kale.exceptions.TopicError`.
 """
 from __future__ import annotations
 
@@ -164,10 +163,7 @@ class SNSTopics:
     # --- the queues' side ---------------------------------------------------------
 
     def queue_arn(self, queue: str) -> str:
-        client = self.sqs.client
-        answer = self.sqs._call('GetQueueAttributes', queue, client.get_queue_attributes,
-                                QueueUrl=self.sqs.url(queue), AttributeNames=['QueueArn'])
-        return str(self.sqs._field('GetQueueAttributes', queue, answer, 'Attributes', 'QueueArn'))
+        return self.sqs.queue_arn(queue)
 
     def allow_topics(self, queue: str, topic_arns: Sequence[str]) -> None:
         """Set the queue's policy to let these topics send to it (the

@@ -75,10 +75,8 @@ def read_timeout_sec(config: kale_config.Config) -> float:
 
 
 #: Operator commands (``kale queues``, ``purge``, ``dlq redrive``) make one
-#: attempt per request (their transport is given its client, see
-#: SQSTransport) and wait SQS_READ_TIMEOUT_SEC plus this (redrive's short
-#: long poll): a command against an endpoint that never answers gives up in
-#: about ``SQS_READ_TIMEOUT_SEC`` seconds, not minutes.
+#: attempt per request and wait SQS_READ_TIMEOUT_SEC plus this (redrive's
+#: short long poll): against an endpoint that never answers, not minutes.
 COMMAND_LONG_POLL_SEC = 1
 
 
@@ -117,11 +115,9 @@ MAX_CONNECTIONS = 50
 
 def aws_client(service: str, endpoint: str, config: kale_config.Config, name: str = '',
                **options: Any) -> Any:
-    """A new boto3 client of ``service`` at ``endpoint`` ('' for AWS), with the
-    timeouts of ``config`` (``read_timeout`` in ``options`` replaces its own)
-    and botocore's ``options``. A setting boto3 refuses is one
-    ImproperlyConfigured line naming the settings involved and the client
-    (``name``; none: it raises as it comes)."""
+    """A new boto3 client of ``service`` at ``endpoint`` ('' for AWS) with the
+    timeouts of ``config`` and botocore's ``options``. A setting boto3 refuses
+    is one ImproperlyConfigured line naming the client (``name``; none: raised as it comes)."""
     try:
         session, region = aws_session(endpoint, config)
         options.setdefault('read_timeout', float(config.SQS_READ_TIMEOUT_SEC))
@@ -145,10 +141,8 @@ def make_client(for_commands: bool = False, *, config: kale_config.Config) -> An
                       if for_commands else read_timeout_sec(config)),
         # One attempt per call: the transport counts them (kale.transport.attempts).
         retries={'mode': 'standard', 'total_max_attempts': 1},
-        # Kale builds every request itself, with the types SQS takes; checking
-        # them again costs 17 µs per message of a SendMessageBatch, about a
-        # tenth of publishing's CPU. A value SQS refuses still comes back as
-        # an SQSError naming the request.
+        # Kale builds every request with the types SQS takes: checking them again
+        # cost a tenth of publishing's CPU (a value SQS refuses is an SQSError).
         parameter_validation=False, user_agent=user_agent(),
         max_pool_connections=MAX_CONNECTIONS)
     responses.install(client)
@@ -321,17 +315,18 @@ class SQSTransport:
         fifo = {'FifoQueue': 'true'} if is_fifo(name) else {}
         attributes = dict(fifo, VisibilityTimeout=str(int(visibility_timeout_sec)))
         if dead_letter_queue:
-            dlq_url = self._get_or_create(
-                dead_letter_queue,
-                dict(fifo, MessageRetentionPeriod=str(DEAD_LETTER_RETENTION_SEC)))
-            answer = self._call('GetQueueAttributes', dead_letter_queue,
-                                self.client.get_queue_attributes, QueueUrl=dlq_url,
-                                AttributeNames=['QueueArn'])
-            arn = self._field('GetQueueAttributes', dead_letter_queue, answer,
-                              'Attributes', 'QueueArn')
-            attributes['RedrivePolicy'] = json.dumps(
-                {'deadLetterTargetArn': arn, 'maxReceiveCount': str(int(max_receive_count))})
+            self._get_or_create(dead_letter_queue,
+                                dict(fifo, MessageRetentionPeriod=str(DEAD_LETTER_RETENTION_SEC)))
+            attributes['RedrivePolicy'] = json.dumps({
+                'deadLetterTargetArn': self.queue_arn(dead_letter_queue),
+                'maxReceiveCount': str(int(max_receive_count))})
         self._get_or_create(name, attributes)
+
+    def queue_arn(self, queue: str) -> str:
+        """The queue's ARN."""
+        answer = self._call('GetQueueAttributes', queue, self.client.get_queue_attributes,
+                            QueueUrl=self.url(queue), AttributeNames=['QueueArn'])
+        return str(self._field('GetQueueAttributes', queue, answer, 'Attributes', 'QueueArn'))
 
     def counts(self, queue: str) -> QueueCounts:
         answer = self._call(
@@ -386,13 +381,12 @@ class SQSTransport:
     def _batch(self, action: str, queue: str, method: Callable[..., Any],
                entries: dict[int, dict[str, Any]], done: dict[int, dict[str, Any]],
                success_field: str = '') -> tuple[dict[int, tuple[str, str]], list[int]]:
-        """One request's worth of ``entries`` (by index, their Id) sent in a
-        batch request, and sent again (up to BATCH_SEND_ATTEMPTS in all) when
-        they failed on SQS's side, not the sender's, or an answer cut short
-        does not name them: sending, deleting or changing an entry twice is
-        harmless (the same body, the same task id: at worst a duplicate).
-        Adds the successful entries to ``done``; returns the (code, message)
-        of those that failed for good, and the ones of them tried to the last."""
+        """One request's worth of ``entries`` (by index, their Id) in a batch
+        request, made again (BATCH_SEND_ATTEMPTS in all) for those that failed
+        on SQS's side or that an answer cut short does not name: an entry sent,
+        deleted or changed twice is harmless (a send's task id makes it one
+        task). Adds the successful entries to ``done``; returns the (code,
+        message) of those that failed, and the ones of them tried to the last."""
         reasons: dict[int, dict[str, Any]] = {}
         pending = list(entries)
         for attempt in range(BATCH_SEND_ATTEMPTS):
