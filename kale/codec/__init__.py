@@ -33,11 +33,6 @@ from kale.transport.payloads import PayloadStore, replaced_payload_store
 __all__ = ['Codec', 'Frame', 'Step', 'build_codec', 'decode', 'encode', 'to_outgoing']
 
 
-def accepted_serializers(config: Config) -> list[str]:
-    """``ACCEPT_SERIALIZERS``, or just ``SERIALIZER`` when it is not set."""
-    return list(config.ACCEPT_SERIALIZERS or [config.SERIALIZER])
-
-
 def offload_threshold(config: Config) -> int:
     """Largest message kept whole in SQS: ``PAYLOAD_OFFLOAD_BYTES``, but at
     most ``SQS_TASK_SIZE_LIMIT``."""
@@ -53,7 +48,9 @@ def build_codec(config: Config, clock: Clock = SYSTEM_CLOCK,
         payloads = _own_s3(config)
     max_bytes = config.MAX_DECOMPRESSED_BYTES
     envelope: list[Step] = [
-        PolicyStep(config.MESSAGE_MAX_AGE_SEC, accepted_serializers(config), clock=clock.time),
+        # ACCEPT_SERIALIZERS, or just SERIALIZER when it is not set
+        PolicyStep(config.MESSAGE_MAX_AGE_SEC, config.ACCEPT_SERIALIZERS or [config.SERIALIZER],
+                   clock=clock.time),
         SignStep.from_config(config),
     ]
     payload: list[Step] = [

@@ -248,12 +248,15 @@ class Codec:
         """The message ready to send to ``queue``, checked against
         ``SQS_TASK_SIZE_LIMIT`` (after its payload went to S3, if it did)."""
         frame = self.encode(message, queue, extra_attributes)
-        attributes = dict(frame.attributes)
-        attributes.update(extra_attributes or {})
-        return self._checked(frame, message, OutgoingMessage(frame.body, attributes, delay_sec))
+        return self._checked(frame, message, frame.body, frame.attributes, extra_attributes,
+                             delay_sec)
 
-    def _checked(self, frame: Frame, message: Message,
-                 outgoing: OutgoingMessage) -> OutgoingMessage:
+    def _checked(self, frame: Frame, message: Message, body: str,
+                 attributes: Mapping[str, AttributeValue],
+                 extra: Optional[Mapping[str, AttributeValue]], delay_sec: int) -> OutgoingMessage:
+        """The message of ``body`` and ``attributes`` (``extra`` over them) checked
+        against SQS_TASK_SIZE_LIMIT."""
+        outgoing = OutgoingMessage(body, dict(attributes, **(extra or {})), delay_sec)
         size = outgoing.size()
         if size > self.size_limit:
             hint = ('even with its payload in S3' if frame.offloaded
@@ -279,10 +282,8 @@ class Codec:
                    PUBLISHED_AT: str(int(message.published_at or time.time()))}
         if message.due_at:              # a retry's long delay (kale.Retry)
             headers[DUE_AT] = '%.3f' % message.due_at
-        body = self._seal(envelope, queue, headers)
-        attributes: dict[str, AttributeValue] = dict(message.attributes())
-        attributes.update(extra_attributes or {})
-        return self._checked(envelope, message, OutgoingMessage(body, attributes, delay_sec))
+        return self._checked(envelope, message, self._seal(envelope, queue, headers),
+                             message.attributes(), extra_attributes, delay_sec)
 
     def discard(self, frame: Frame) -> None:
         """Delete what the steps keep outside the body of an opened ``frame``

@@ -58,15 +58,8 @@ class ErrorAnswer(Exception):
 def release(version: str) -> tuple[int, ...]:
     """The numbers of a version: ``'1.44.8'`` is (1, 44, 8); anything else
     ends them (``'1.45.0rc1'`` is (1, 45, 0))."""
-    numbers = []
-    for part in version.split('.'):
-        digits = re.match(r'\d+', part)
-        if digits is None:
-            break
-        numbers.append(int(digits.group()))
-        if digits.end() != len(part):
-            break
-    return tuple(numbers)
+    numbers = re.match(r'\d+(\.\d+)*', version)
+    return tuple(int(number) for number in numbers.group().split('.')) if numbers else ()
 
 
 def tested_botocore(version: str) -> bool:
