@@ -70,11 +70,9 @@ def tested_botocore(version: str) -> bool:
 
 
 def botocores_own(function: Any) -> bool:
-    """Whether ``function`` (what ``BaseClient._make_api_call`` is now) is
-    botocore's own, not a tracer's wrapper around it: OpenTelemetry's, X-Ray's
-    and ddtrace's are wrapt proxies, and a ``functools.wraps`` wrapper is a
-    function of its own module (botocore decorates the method itself, in
-    ``botocore.context``)."""
+    """Whether ``function`` (``BaseClient._make_api_call`` now) is botocore's
+    own, not a tracer's wrapper: tracers' are wrapt proxies, and a
+    ``functools.wraps`` wrapper is a function of another module than botocore's."""
     return type(function) is types.FunctionType \
         and str(function.__globals__.get('__name__', '')).partition('.')[0] == 'botocore'
 

@@ -29,10 +29,8 @@ from kale.transport import QueueCounts, ReceivedMessage
 #: Operations whose successful answers are read by :func:`read_json_answer`.
 OPERATIONS = ('ReceiveMessage', 'DeleteMessageBatch', 'SendMessage', 'SendMessageBatch',
               'ChangeMessageVisibilityBatch')
-#: The other requests the transport makes: their answers hold only strings
-#: and maps too, and are read the same way, so that one of the wrong shape
-#: meets Kale's checks rather than botocore's parser (which raises
-#: AttributeError on a string where its model has a map).
+#: The transport's other requests, read the same way: an answer of the wrong
+#: shape meets Kale's checks, not botocore's parser (an AttributeError).
 QUEUE_OPERATIONS = ('GetQueueUrl', 'CreateQueue', 'GetQueueAttributes')
 _EMPTY = b'{}'
 #: The code of the SQSError for an answer of the wrong shape (retryable).
@@ -48,12 +46,10 @@ def malformed(detail: str) -> SQSError:
 def read_json_answer(response_dict: dict[str, Any], customized_response_dict: dict[str, Any],
                      operation_model: Any = None, **kwargs: Any) -> None:
     """botocore ``before-parse`` handler: decode a 200 JSON answer here, so
-    that botocore's parser, which raises AttributeError or UnicodeDecodeError
-    on a body of another shape, never walks one. A 200 body that is not JSON
-    (an answer cut short) becomes an empty answer, as botocore's parser makes
-    of it. An error answer that parser could not read is handed to it empty:
-    the request fails with the HTTP status as its code. Answers in the older
-    XML protocol are botocore's to read."""
+    botocore's parser never walks one of another shape (it raised); one that
+    is not JSON (cut short) is an empty answer, as botocore makes of it. An
+    error answer that parser could not read is handed to it empty (the HTTP
+    status is the code). XML answers are botocore's to read."""
     if getattr(operation_model, 'metadata', {}).get('protocol') != 'json':
         return
     body = response_dict.get('body')
@@ -96,12 +92,10 @@ def _error_shape(body: Optional[bytes]) -> bool:
         return True
     try:
         error = json.loads(body.decode('utf-8'))
-    except UnicodeDecodeError:
+    except (UnicodeDecodeError, RecursionError):
         return False
     except ValueError:
         return True
-    except RecursionError:
-        return False
     return type(error) is dict and all(type(error.get(key, '')) is str
                                        for key in ('__type', 'message', 'Message'))
 

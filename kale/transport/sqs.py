@@ -62,15 +62,17 @@ T = TypeVar('T')
 #: What an entry a batch answer does not name failed with (it is sent again).
 _UNNAMED = {'Code': NO_ANSWER, 'Message': 'the answer does not say whether it was sent'}
 
-#: SQS's own attributes a receive asks for (see SQSTransport.receive).
+#: SQS's own attributes a receive asks for, as every field costs parsing: the
+#: receive count and first receive's time tell a worker which messages a dead
+#: worker held (on a FIFO queue, how often a task failed), and the group is a
+#: FIFO queue's or a fair queue's tenant.
 _SYSTEM_ATTRIBUTES = ['ApproximateReceiveCount', 'ApproximateFirstReceiveTimestamp',
                       'MessageGroupId']
 
 
 def read_timeout_sec(config: kale_config.Config) -> float:
     """How long the client waits for any answer: ``SQS_READ_TIMEOUT_SEC`` beyond
-    the longest long poll a receive may ask for (a long poll holds its answer
-    back that long by design)."""
+    the longest long poll a receive may ask for (which holds its answer that long)."""
     return float(config.SQS_READ_TIMEOUT_SEC) + MAX_LONG_POLL_SEC
 
 
@@ -101,9 +103,8 @@ def aws_session(endpoint: str, config: kale_config.Config) -> tuple[Any, str]:
 
 
 def user_agent() -> str:
-    """The User-Agent of Kale's SQS requests. Given whole, it is sent as is:
-    botocore would otherwise build its own afresh for every request, twice
-    (on a fast endpoint, about 30 µs of a worker's CPU per task)."""
+    """The User-Agent of Kale's SQS requests, sent as is: botocore would build its
+    own for every request, twice (about 30 µs of a worker's CPU per task)."""
     return 'kale-sqs/%s botocore/%s Python/%s' % (
         __version__, botocore.__version__, platform.python_version())
 
@@ -207,8 +208,7 @@ class SQSTransport:
         self.batch_request_limit = int(config.SQS_BATCH_REQUEST_LIMIT)
         self._urls: dict[str, str] = {}
         self.endpoint = self.client.meta.endpoint_url
-        #: Whether the endpoint is on this machine (not AWS): development keys
-        #: are refused for any other.
+        #: Whether the endpoint is on this machine (else development keys are refused).
         self.local = is_local(self.endpoint)
 
     # --- errors and URLs ---------------------------------------------------
@@ -329,10 +329,9 @@ class SQSTransport:
         return str(self._field('GetQueueAttributes', queue, answer, 'Attributes', 'QueueArn'))
 
     def counts(self, queue: str) -> QueueCounts:
-        answer = self._call(
-            'GetQueueAttributes', queue, self.client.get_queue_attributes, QueueUrl=self.url(queue),
-            AttributeNames=['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible',
-                            'ApproximateNumberOfMessagesDelayed'])
+        answer = self._call('GetQueueAttributes', queue, self.client.get_queue_attributes,
+                            QueueUrl=self.url(queue),
+                            AttributeNames=list(responses.COUNT_ATTRIBUTES.values()))
         attributes = self._field('GetQueueAttributes', queue, answer, 'Attributes', kind=dict)
         with self._errors('GetQueueAttributes', queue):
             return responses.queue_counts(attributes)
@@ -343,8 +342,8 @@ class SQSTransport:
     # --- sending ----------------------------------------------------------------
 
     def send(self, queue: str, message: OutgoingMessage) -> str:
-        kwargs = dict(message_fields(message), QueueUrl=self.url(queue))
-        answer = self._request('SendMessage', queue, self.client.send_message, **kwargs)
+        answer = self._request('SendMessage', queue, self.client.send_message,
+                               QueueUrl=self.url(queue), **message_fields(message))
         return str(self._field('SendMessage', queue, answer, 'MessageId'))
 
     def send_batch(self, queue: str, messages: Sequence[OutgoingMessage]) -> list[str]:
@@ -360,9 +359,8 @@ class SQSTransport:
 
     def _send_groups(self, queue: str, messages: Sequence[OutgoingMessage],
                      done: dict[int, dict[str, Any]]) -> dict[int, tuple[str, str]]:
-        """Send the messages a request's worth at a time (see _batch); the
-        (code, message) of each not sent. A request that fails after the first
-        fails the messages of the ones not made yet too."""
+        """Send the messages a request's worth at a time (see _batch); the (code,
+        message) of each not sent, those of requests after one that failed too."""
         failed: dict[int, tuple[str, str]] = {}
         groups = split_batches(messages, self.batch_request_limit)
         for number, group in enumerate(groups):
@@ -418,11 +416,6 @@ class SQSTransport:
             'ReceiveMessage', queue, self.client.receive_message, QueueUrl=self.url(queue),
             MaxNumberOfMessages=max_messages, WaitTimeSeconds=wait_sec,
             VisibilityTimeout=visibility_timeout_sec, MessageAttributeNames=list(attribute_names),
-            # The receive count and the first receive's time tell a worker which
-            # messages a dead worker held (and, on a FIFO queue, how often a
-            # task failed); nothing else is asked for but the message's group
-            # (a FIFO queue's, or a fair queue's tenant), as every field costs
-            # parsing.
             MessageSystemAttributeNames=_SYSTEM_ATTRIBUTES)
         with self._errors('ReceiveMessage', queue):
             return responses.received_messages(response, attribute_names, time.time() * 1000.0)
