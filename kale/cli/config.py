@@ -16,7 +16,7 @@ import json
 import re
 from typing import Any
 
-from kale.cli.options import common_options
+from kale.cli.options import JSON, arg, command, flag
 from kale.default_settings import TABLE
 from kale.exceptions import CommandError
 
@@ -101,15 +101,9 @@ def cmd_settings(args: argparse.Namespace) -> int:
 
 def add_commands(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]') -> None:
     """Register ``kale settings``."""
-    parser = commands.add_parser(
-        'settings', parents=[common_options()],
-        help='each setting: its value and what it means',
-        description='Every setting with its value in the settings module (secrets hidden), '
-                    'or one setting with its default and meaning.')
-    parser.add_argument('name', nargs='?', metavar='NAME', help='show one setting and its meaning')
-    parser.add_argument('--changed', action='store_true',
-                        help='only the settings whose value is not the default')
-    parser.add_argument('--json', action='store_true', help='print JSON')
-    parser.add_argument('--markdown', action='store_true',
-                        help='print the settings reference, a Markdown table (from the table)')
-    parser.set_defaults(func=cmd_settings)
+    command(commands, 'settings', cmd_settings, 'each setting: its value and what it means',
+            'Every setting with its value in the settings module (secrets hidden), or one '
+            'setting with its default and meaning.',
+            arg('name', nargs='?', metavar='NAME', help='show one setting and its meaning'),
+            flag('--changed', 'only the settings whose value is not the default'), JSON,
+            flag('--markdown', 'print the settings reference, a Markdown table (from the table)'))
