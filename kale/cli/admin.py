@@ -19,16 +19,13 @@ COLUMNS = [('QUEUE', 'name'), ('PRIORITY', 'priority'), ('VISIBLE', 'visible'),
 
 
 def format_table(rows: list[admin.QueueStatus]) -> str:
-    cells = [[title for title, _ in COLUMNS]]
-    for row in rows:
-        values = row.as_dict()
-        cells.append(['-' if values[key] is None else str(values[key]) for _, key in COLUMNS])
+    cells = [[title for title, _ in COLUMNS]] + [
+        ['-' if values[key] is None else str(values[key]) for _, key in COLUMNS]
+        for values in (row.as_dict() for row in rows)]
     widths = [max(len(line[i]) for line in cells) for i in range(len(COLUMNS))]
-    lines = []
-    for line in cells:
-        lines.append('  '.join(cell.ljust(width) if i == 0 else cell.rjust(width)
-                               for i, (cell, width) in enumerate(zip(line, widths, strict=False))))
-    return '\n'.join(lines)
+    return '\n'.join('  '.join(cell.ljust(width) if i == 0 else cell.rjust(width)
+                               for i, (cell, width) in enumerate(zip(line, widths, strict=False)))
+                     for line in cells)
 
 
 def cmd_queues(args: argparse.Namespace) -> int:
@@ -165,10 +162,9 @@ def _json_option(text: Optional[str], option: str, kind: type, default: Any) -> 
 def cmd_publish(args: argparse.Namespace) -> int:
     positional = _json_option(args.args, '--args', list, [])
     keywords = _json_option(args.kwargs, '--kwargs', dict, {})
-    app_data = json.loads(args.app_data) if args.app_data is not None else None
-    task_id = admin.publish_by_path(default_app(), args.task_path, positional, keywords,
-                                    delay_sec=args.delay, app_data=app_data)
-    print(task_id)
+    print(admin.publish_by_path(default_app(), args.task_path, positional, keywords,
+                                delay_sec=args.delay, app_data=_json_option(
+                                    args.app_data, '--app-data', object, None)))
     return 0
 
 

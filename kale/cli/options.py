@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+import signal
 import sys
 from typing import Any, Callable, Optional
 
@@ -90,6 +92,25 @@ def group(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]', name:
 
 def print_json(value: Any) -> None:
     print(json.dumps(value, indent=2, sort_keys=True))
+
+
+def output(args: argparse.Namespace, value: Any, text: Any) -> int:
+    """Prints ``value`` as JSON with ``--json``, else ``text``; exit code 0."""
+    if args.json:
+        print_json(value)
+    else:
+        print(text)
+    return 0
+
+
+def on_stop_signals(logger: logging.Logger, who: str, *stops: Callable[[], Any]) -> None:
+    """Each of ``stops`` called on SIGTERM and SIGINT, logged as ``who``'s."""
+    def stop_on(signum: int, frame: Any) -> None:
+        logger.info('%s: %s received; stopping', who, signal.Signals(signum).name)
+        for stop in stops:
+            stop()
+    signal.signal(signal.SIGTERM, stop_on)
+    signal.signal(signal.SIGINT, stop_on)
 
 
 def confirm(question: str) -> bool:

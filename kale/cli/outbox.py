@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import threading
 from typing import Any
 
 from kale.app import default_app
-from kale.cli.options import arg, command, flag, group, port_number
+from kale.cli.options import arg, command, flag, group, on_stop_signals, port_number
 from kale.exceptions import CommandError
 
 logger = logging.getLogger('kale.outbox')
@@ -45,13 +44,7 @@ def cmd_relay(args: argparse.Namespace) -> int:
     if args.metrics_port is not None:
         _serve_metrics(relay, args.metrics_port)
     stop = threading.Event()
-
-    def stop_on(signum: int, frame: Any) -> None:
-        logger.info('outbox relay: %s received; stopping', signal.Signals(signum).name)
-        stop.set()
-        relay.wake()
-    signal.signal(signal.SIGTERM, stop_on)
-    signal.signal(signal.SIGINT, stop_on)
+    on_stop_signals(logger, 'outbox relay', stop.set, relay.wake)
     logger.info('outbox relay: sending the outbox of %s', safe_url(url))
     relay.run(stop, until_empty=args.burst)
     logger.info('outbox relay: stopped after sending %d tasks%s', relay.counts.sent,

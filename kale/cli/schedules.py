@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 from typing import Any
 
 from kale.app import default_app
-from kale.cli.options import JSON, arg, command, group, print_json
+from kale.cli.options import JSON, arg, command, group, on_stop_signals, print_json
 from kale.cli.tasks import table
 
 logger = logging.getLogger('kale.schedules')
@@ -20,12 +19,7 @@ COLUMNS = [('NAME', 'name'), ('TASK', 'task'), ('SCHEDULE', 'schedule'), ('TZ', 
 def cmd_scheduler(args: argparse.Namespace) -> int:
     from kale.schedules.scheduler import make_scheduler
     scheduler = make_scheduler(default_app())
-
-    def stop_on(signum: int, frame: Any) -> None:
-        logger.info('scheduler: %s received; stopping', signal.Signals(signum).name)
-        scheduler.stop()
-    signal.signal(signal.SIGTERM, stop_on)
-    signal.signal(signal.SIGINT, stop_on)
+    on_stop_signals(logger, 'scheduler', scheduler.stop)
     scheduler.run()
     return 0
 

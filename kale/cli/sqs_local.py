@@ -99,12 +99,21 @@ def _serialize_receives() -> None:
     SQSBackend.receive_message = receive_message  # type: ignore[method-assign]
 
 
-class LocalSQS:
+class _Endpoint:
+    def __init__(self, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT):
+        self.host = host
+        self.port = port
+
+    @property
+    def url(self) -> str:
+        return 'http://%s:%d' % (self.host, self.port)
+
+
+class LocalSQS(_Endpoint):
     """A moto server in a background thread: ``start()``, ``url``, ``stop()``."""
 
     def __init__(self, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, verbose: bool = False):
-        self.host = host
-        self.port = port
+        super().__init__(host, port)
         self.verbose = verbose
         self._server: Any = None
 
@@ -118,23 +127,18 @@ class LocalSQS:
         self.port = self._server.get_host_and_port()[1]
         return self.url
 
-    @property
-    def url(self) -> str:
-        return 'http://%s:%d' % (self.host, self.port)
-
     def stop(self) -> None:
         if self._server is not None:
             self._server.stop()
             self._server = None
 
 
-class FauxqsServer:
+class FauxqsServer(_Endpoint):
     """fauxqs in a child process (see :mod:`kale.fauxqs`): ``start()``,
     ``url``, ``running``, ``stop()``."""
 
     def __init__(self, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT):
-        self.host = host
-        self.port = port
+        super().__init__(host, port)
         self._process: Optional[subprocess.Popen] = None
 
     def start(self) -> str:
@@ -152,10 +156,6 @@ class FauxqsServer:
                     self.host, self.port, ' '.join(errors.split())[-300:] or 'no output'))
             time.sleep(0.05)
         return self.url
-
-    @property
-    def url(self) -> str:
-        return 'http://%s:%d' % (self.host, self.port)
 
     @property
     def running(self) -> bool:

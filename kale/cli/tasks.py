@@ -10,7 +10,7 @@ import time
 from typing import Any, Sequence
 
 from kale.cli.control import add_worker_commands
-from kale.cli.options import JSON, YES, arg, command, confirm, flag, group, positive_int, print_json
+from kale.cli.options import JSON, YES, arg, command, confirm, flag, group, output, positive_int
 from kale.exceptions import CommandError
 from kale.statuses import PENDING_FILTER, TaskStatus, WorkerState, status_values
 
@@ -23,9 +23,8 @@ WORKER_COLUMNS = [('WORKER', 'id'), ('ROLE', 'role'), ('STATE', 'state'), ('QUEU
 
 
 def table(columns: Sequence[tuple[str, str]], rows: Sequence[dict[str, Any]]) -> str:
-    cells = [[title for title, _ in columns]]
-    for row in rows:
-        cells.append([_cell(row.get(key)) for _, key in columns])
+    cells = [[title for title, _ in columns]] + [[_cell(row.get(key)) for _, key in columns]
+                                                 for row in rows]
     widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
     return '\n'.join('  '.join(cell.ljust(width) for cell, width in zip(line, widths, strict=True))
                      .rstrip() for line in cells)
@@ -44,19 +43,17 @@ def _cell(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + '...'
 
 
-def _params(args: argparse.Namespace) -> dict[str, str]:
-    """The filters given as options, as query parameters."""
-    params = {}
-    for name in ('status', 'task', 'queue', 'since', 'until'):
-        value = getattr(args, name, None)
-        if value:
-            params[name] = value
+def _filter(args: argparse.Namespace) -> Any:
+    """The filters given as options, as the REST API's query parameters take them."""
+    from kale.records.queries import parse_filter
+    params = {name: getattr(args, name) for name in ('status', 'task', 'queue', 'since', 'until')
+              if getattr(args, name, None)}
     for label in getattr(args, 'label', None) or ():
         key, sep, value = label.partition('=')
         if not sep:
             raise CommandError('--label must be KEY=VALUE, got %r' % label)
         params['label.' + key] = value
-    return params
+    return parse_filter(params)
 
 
 def _queries() -> Any:
@@ -64,17 +61,11 @@ def _queries() -> Any:
     return records.queries()
 
 
-def _filter(args: argparse.Namespace) -> Any:
-    from kale.records.queries import parse_filter
-    return parse_filter(_params(args))
-
-
 def cmd_list(args: argparse.Namespace) -> int:
     page, cursor = _queries().page(_filter(args), args.limit, args.cursor)
     rows = [record.as_json(detail=False) for record in page]
     if args.json:
-        print_json({'tasks': rows, 'next': cursor})
-        return 0
+        return output(args, {'tasks': rows, 'next': cursor}, None)
     for row, record in zip(rows, page, strict=True):
         row['duration_sec'] = record.duration_sec
     columns = LIST_COLUMNS
@@ -95,16 +86,11 @@ def cmd_show(args: argparse.Namespace) -> int:
         raise RecordNotFoundError('no record of task %s' % args.task_id)
     data = record.as_json()
     history = records.attempts(task_id)
-    if args.json:
-        print_json(dict(data, attempt_history=history))
-        return 0
     width = max(len(key) for key in data)
-    for key, value in data.items():
-        print(_field_line(key, value, width))
-    print('attempts:' if history else 'attempts: none started')
-    for attempt in history:
-        print(_attempt_line(attempt))
-    return 0
+    lines = [_field_line(key, value, width) for key, value in data.items()]
+    lines.append('attempts:' if history else 'attempts: none started')
+    return output(args, dict(data, attempt_history=history),
+                  '\n'.join(lines + [_attempt_line(attempt) for attempt in history]))
 
 
 def _field_line(key: str, value: Any, width: int) -> str:
@@ -130,24 +116,17 @@ def _attempt_line(attempt: dict[str, Any]) -> str:
 
 def cmd_count(args: argparse.Namespace) -> int:
     count = _queries().count(_filter(args))
-    if args.json:
-        print_json({'count': count})
-    else:
-        print(count)
-    return 0
+    return output(args, {'count': count}, count)
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
-    summary = _queries().summary(_filter(args))
-    if args.json:
-        print_json(summary)
-        return 0
     from kale.records import STATUSES
+    summary = _queries().summary(_filter(args))
     rows = [dict(task=task, **{s: counts.get(s, 0) for s in STATUSES})
             for task, counts in sorted(summary['by_task'].items())]
     rows.append(dict(task='total', **{s: summary['by_status'][s] for s in STATUSES}))
-    print(table([('TASK', 'task')] + [(s.upper(), s) for s in STATUSES], rows))
-    return 0
+    return output(args, summary, table([('TASK', 'task')] + [(s.upper(), s) for s in STATUSES],
+                                       rows))
 
 
 def cmd_purge(args: argparse.Namespace) -> int:
@@ -158,16 +137,15 @@ def cmd_purge(args: argparse.Namespace) -> int:
     started = time.monotonic()
     if where.empty and not args.all:
         purged = records.store().records.purge_expired(config.RECORDS_SUCCEEDED_TTL_SEC,
-                                               config.RECORDS_FAILED_TTL_SEC,
-                                               queued_ttl=config.RECORDS_QUEUED_TTL_SEC)
+                                                       config.RECORDS_FAILED_TTL_SEC,
+                                                       queued_ttl=config.RECORDS_QUEUED_TTL_SEC)
         print('purged %d expired records in %.1fs (RECORDS_SUCCEEDED_TTL_SEC %s, '
               'RECORDS_FAILED_TTL_SEC %s, RECORDS_QUEUED_TTL_SEC %s)'
               % (purged, time.monotonic() - started, config.RECORDS_SUCCEEDED_TTL_SEC,
                  config.RECORDS_FAILED_TTL_SEC, config.RECORDS_QUEUED_TTL_SEC))
         return 0
     queries = records.queries()
-    count = queries.count(where)
-    if not args.yes and not confirm('Delete %d task records?' % count):
+    if not args.yes and not confirm('Delete %d task records?' % queries.count(where)):
         raise CommandError('purge cancelled (nothing was deleted)')
     started = time.monotonic()
     deleted = queries.delete(where)
@@ -208,14 +186,10 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 def cmd_workers(args: argparse.Namespace) -> int:
     from kale.records import controls
     found = controls.workers(args.state)
-    if not args.json:       # a stop was asked of it: it is stopping
-        found = [dict(w, state='stopping') if w['stop_requested_at']
-                 and w['state'] == WorkerState.RUNNING else w for w in found]
-    if args.json:
-        print_json({'workers': found})
-    else:
-        print(table(WORKER_COLUMNS, found) if found else 'no workers recorded')
-    return 0
+    shown = [dict(w, state='stopping') if w['stop_requested_at']      # a stop was asked of it
+             and w['state'] == WorkerState.RUNNING else w for w in found]
+    return output(args, {'workers': found},
+                  table(WORKER_COLUMNS, shown) if found else 'no workers recorded')
 
 
 #: The filters of the commands on many records, as the REST API's.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from kale.cli.options import JSON, command, group, print_json
+from kale.cli.options import JSON, command, group, output
 from kale.cli.tasks import table
 from kale.exceptions import CommandError
 
@@ -39,13 +39,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     from kale.topics.sync import describe
     _subscriptions()
     found = describe(default_app())
-    if args.json:
-        print_json(found)
-        return 0
     rows = [row for topic in found for row in _topic_rows(topic)]
-    print(table(COLUMNS, rows) if rows else 'no task class of TASK_MODULES subscribes to a '
-                                            'topic')
-    return 0
+    return output(args, found, table(COLUMNS, rows) if rows else
+                  'no task class of TASK_MODULES subscribes to a topic')
 
 
 def _topic_rows(topic: dict[str, Any]) -> list[dict[str, str]]:

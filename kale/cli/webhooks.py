@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from kale.cli.options import JSON, arg, command, flag, group, print_json
+from kale.cli.options import JSON, arg, command, flag, group, output
 from kale.cli.tasks import table
 from kale.exceptions import CommandError
 
@@ -25,64 +25,44 @@ def _pairs(given: list[str], separator: str, option: str) -> dict[str, str]:
 
 def cmd_add(args: argparse.Namespace) -> int:
     from kale import webhooks
+    from kale.app import default_app
+    from kale.webhooks.fanout import subscription_of
     hook = webhooks.add(args.topic, args.url, method=args.method,
                         headers=_pairs(args.header, ':', '--header'),
                         labels=_pairs(args.label, '=', '--label'))
-    from kale.app import default_app
-    from kale.webhooks.fanout import subscription_of
     subscribed = subscription_of(hook.topic, default_app())
-    if args.json:
-        print_json(dict(hook.as_json(with_secret=True), subscribed=subscribed))
-        return 0
-    print('webhook %s added: %s %s for the events of %s%s' % (
-        hook.id, hook.method, hook.url, hook.topic,
-        ' labelled %s' % ','.join('%s=%s' % item for item in sorted(hook.labels.items()))
-        if hook.labels else ''))
-    print('secret: %s' % hook.secret)
-    print('(shown only now: keep it to verify the webhook-signature header of each delivery)')
-    print(subscribed)
-    return 0
+    return output(args, dict(hook.as_json(with_secret=True), subscribed=subscribed), '\n'.join((
+        'webhook %s added: %s %s for the events of %s%s' % (
+            hook.id, hook.method, hook.url, hook.topic,
+            ' labelled %s' % ','.join('%s=%s' % item for item in sorted(hook.labels.items()))
+            if hook.labels else ''),
+        'secret: %s' % hook.secret,
+        '(shown only now: keep it to verify the webhook-signature header of each delivery)',
+        subscribed)))
 
 
 def cmd_list(args: argparse.Namespace) -> int:
     from kale import webhooks
     found = [hook.as_json() for hook in webhooks.list_webhooks(args.topic)]
-    if args.json:
-        print_json(found)
-        return 0
     rows = [dict(row, active='yes' if row['active'] else 'no') for row in found]
-    print(table(LIST_COLUMNS, rows) if rows else 'no webhooks%s' % (
+    return output(args, found, table(LIST_COLUMNS, rows) if rows else 'no webhooks%s' % (
         ' for topic %s' % args.topic if args.topic else ''))
-    return 0
 
 
-def _set_active(args: argparse.Namespace, active: bool) -> int:
+def cmd_set_active(args: argparse.Namespace) -> int:
     from kale import webhooks
+    active = args.webhooks_command == 'enable'
     hook = webhooks.set_active(args.webhook_id, active)
-    if args.json:
-        print_json(hook.as_json())
-    else:
-        print('webhook %s %s' % (hook.id, 'enabled' if active else 'disabled'))
-    return 0
-
-
-def cmd_disable(args: argparse.Namespace) -> int:
-    return _set_active(args, False)
-
-
-def cmd_enable(args: argparse.Namespace) -> int:
-    return _set_active(args, True)
+    return output(args, hook.as_json(), 'webhook %s %s' % (hook.id, 'enabled' if active
+                                                           else 'disabled'))
 
 
 def cmd_test(args: argparse.Namespace) -> int:
     from kale.webhooks.fanout import TEST_EVENT, send_test
     task_id = send_test(args.webhook_id)
-    if args.json:
-        print_json({'webhook': args.webhook_id, 'task_id': task_id})
-    else:
-        print('published a delivery of %s to webhook %s: task %s (kale tasks show %s)'
-              % (json.dumps(TEST_EVENT), args.webhook_id, task_id, task_id))
-    return 0
+    return output(args, {'webhook': args.webhook_id, 'task_id': task_id},
+                  'published a delivery of %s to webhook %s: task %s (kale tasks show %s)'
+                  % (json.dumps(TEST_EVENT), args.webhook_id, task_id, task_id))
 
 
 def cmd_remove(args: argparse.Namespace) -> int:
@@ -113,9 +93,9 @@ def add_commands(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]'
             'The webhooks, oldest first, without their secrets or header values.',
             arg('--topic', help='only those of this topic'), JSON)
     for name, func, what in (
-            ('disable', cmd_disable, 'stop delivering to a webhook (queued deliveries are '
-                                     'skipped)'),
-            ('enable', cmd_enable, 'deliver to a disabled webhook again'),
+            ('disable', cmd_set_active, 'stop delivering to a webhook (queued deliveries are '
+                                        'skipped)'),
+            ('enable', cmd_set_active, 'deliver to a disabled webhook again'),
             ('test', cmd_test, 'publish one delivery of {"test": true} to a webhook; prints '
                                'the task id, whose record shows the answer'),
             ('remove', cmd_remove, 'delete a webhook (queued deliveries are skipped)')):

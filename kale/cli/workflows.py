@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from kale.cli.options import JSON, arg, command, group, positive_int, print_json
+from kale.cli.options import JSON, arg, command, group, output, positive_int
 from kale.cli.tasks import table
 from kale.statuses import NodeStatus, WorkflowStatus, status_values
 
@@ -27,15 +27,11 @@ def _states(counts: dict[str, int]) -> str:
 def cmd_list(args: argparse.Namespace) -> int:
     from kale import workflow
     found = workflow.list_workflows(status=args.status, limit=args.limit)
-    if args.json:
-        print_json(found)
-        return 0
     rows = [dict(row, succeeded='%d/%d' % (row['node_states'].get(NodeStatus.SUCCEEDED, 0),
                                             row['node_count']),
                  failed=row['node_states'].get(NodeStatus.FAILED, 0)) for row in found]
-    print(table(LIST_COLUMNS, rows) if rows else 'no workflows%s' % (
+    return output(args, found, table(LIST_COLUMNS, rows) if rows else 'no workflows%s' % (
         ' %s' % args.status if args.status else ''))
-    return 0
 
 
 def roots_first(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -75,58 +71,49 @@ def _next_layer(nodes: list[dict[str, Any]], index: dict[str, int], missing: dic
 def cmd_show(args: argparse.Namespace) -> int:
     from kale import workflow
     described = workflow.get(args.workflow_id).describe()
-    if args.json:
-        print_json(described)
-        return 0
     width = max(len(key) for key in SUMMARY_FIELDS)
-    for key in SUMMARY_FIELDS:
-        value = described[key]
-        shown = json.dumps(value, sort_keys=True) if key == 'labels' else value or '-'
-        print('%s  %s' % (key.ljust(width), shown))
-    print('%s  %d: %s' % ('nodes'.ljust(width), described['node_count'],
-                          _states(described['node_states'])))
+    lines = ['%s  %s' % (key.ljust(width), json.dumps(described[key], sort_keys=True)
+                         if key == 'labels' else described[key] or '-') for key in SUMMARY_FIELDS]
+    lines.append('%s  %d: %s' % ('nodes'.ljust(width), described['node_count'],
+                                 _states(described['node_states'])))
     rows = [dict(node, after=[up[:SHORT_ID] for up in node['upstream']])
             for node in roots_first(described['nodes'])]
-    print()
-    print(table(NODE_COLUMNS, rows))
-    return 0
+    return output(args, described, '\n'.join(lines + ['', table(NODE_COLUMNS, rows)]))
+
+
+def _change(args: argparse.Namespace, change: Any) -> tuple[str, dict[str, int], dict[str, Any]]:
+    """``change`` (cancel or retry) the workflow: its id, its node states
+    before, and its fields after (nodes and edges left out)."""
+    from kale import workflow
+    found = workflow.get(args.workflow_id)
+    before = found.describe()['node_states']
+    change(found.id)
+    return found.id, before, {key: value for key, value in found.describe().items()
+                              if key not in ('nodes', 'edges')}
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
     from kale import workflow
-    found = workflow.get(args.workflow_id)
-    before = found.describe()['node_states'].get(NodeStatus.CANCELLED, 0)
-    workflow.cancel(found.id)
-    summary = {key: value for key, value in found.describe().items()
-               if key not in ('nodes', 'edges')}
-    cancelled = summary['node_states'].get(NodeStatus.CANCELLED, 0) - before
-    if args.json:
-        print_json(dict(summary, cancelled_nodes=cancelled))
-        return 0
-    print('workflow %s: %s; %d node%s cancelled now (%s)%s' % (
-        found.id, summary['status'], cancelled, '' if cancelled == 1 else 's',
-        _states(summary['node_states']),
-        '' if cancelled or summary['status'] == WorkflowStatus.CANCELLED
-        else '; it had already ended'))
-    return 0
+    workflow_id, before, summary = _change(args, workflow.cancel)
+    cancelled = summary['node_states'].get(NodeStatus.CANCELLED, 0) - before.get(
+        NodeStatus.CANCELLED, 0)
+    return output(args, dict(summary, cancelled_nodes=cancelled),
+                  'workflow %s: %s; %d node%s cancelled now (%s)%s' % (
+                      workflow_id, summary['status'], cancelled, '' if cancelled == 1 else 's',
+                      _states(summary['node_states']),
+                      '' if cancelled or summary['status'] == WorkflowStatus.CANCELLED
+                      else '; it had already ended'))
 
 
 def cmd_retry(args: argparse.Namespace) -> int:
     from kale import workflow
-    found = workflow.get(args.workflow_id)
-    before = found.describe()['node_states']
-    workflow.retry(found.id)
-    summary = {key: value for key, value in found.describe().items()
-               if key not in ('nodes', 'edges')}
+    workflow_id, before, summary = _change(args, workflow.retry)
     again = sum(before.get(state, 0) for state in (NodeStatus.FAILED, NodeStatus.CANCELLED,
                                                     NodeStatus.PENDING))
-    if args.json:
-        print_json(dict(summary, nodes_run_again=again))
-        return 0
-    print('workflow %s: %s; %d node%s to run again, %d succeeded kept (%s)' % (
-        found.id, summary['status'], again, '' if again == 1 else 's',
-        before.get(NodeStatus.SUCCEEDED, 0), _states(summary['node_states'])))
-    return 0
+    return output(args, dict(summary, nodes_run_again=again),
+                  'workflow %s: %s; %d node%s to run again, %d succeeded kept (%s)' % (
+                      workflow_id, summary['status'], again, '' if again == 1 else 's',
+                      before.get(NodeStatus.SUCCEEDED, 0), _states(summary['node_states'])))
 
 
 def add_commands(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]') -> None:
