@@ -19,13 +19,15 @@ COLUMNS = [('QUEUE', 'name'), ('PRIORITY', 'priority'), ('VISIBLE', 'visible'),
 
 
 def format_table(rows: list[admin.QueueStatus]) -> str:
-    cells = [[title for title, _ in COLUMNS]] + [
-        ['-' if values[key] is None else str(values[key]) for _, key in COLUMNS]
-        for values in (row.as_dict() for row in rows)]
+    cells = [[title for title, _ in COLUMNS]] + [_cells(row.as_dict()) for row in rows]
     widths = [max(len(line[i]) for line in cells) for i in range(len(COLUMNS))]
     return '\n'.join('  '.join(cell.ljust(width) if i == 0 else cell.rjust(width)
                                for i, (cell, width) in enumerate(zip(line, widths, strict=False)))
                      for line in cells)
+
+
+def _cells(values: dict[str, Any]) -> list[str]:
+    return ['-' if values[key] is None else str(values[key]) for _, key in COLUMNS]
 
 
 def cmd_queues(args: argparse.Namespace) -> int:

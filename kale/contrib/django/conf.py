@@ -142,12 +142,8 @@ def _records_url(records: Any, values: Mapping[str, Any], default: Mapping[str, 
 def apps_tasks_modules() -> list[str]:
     """The ``tasks`` module of each installed app that has one."""
     from django.apps import apps
-    found = []
-    for app_config in apps.get_app_configs():
-        name = app_config.name + '.tasks'
-        if app_config.name != 'kale.contrib.django' and _exists(name):
-            found.append(name)
-    return found
+    return [app.name + '.tasks' for app in apps.get_app_configs()
+            if app.name != 'kale.contrib.django' and _exists(app.name + '.tasks')]
 
 
 def _exists(name: str) -> bool:
