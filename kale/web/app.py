@@ -120,25 +120,13 @@ def answer(request: Request, data: Any) -> Response:
     return response
 
 
-def _handled(endpoint: Callable[..., Any]) -> Callable[[Request], Response]:
-    """A sync endpoint (run in Starlette's thread pool) whose Kale errors
-    become one-line JSON answers."""
-    def handle(request: Request) -> Response:
-        try:
-            return answer(request, endpoint(request))
-        except KaleError as exc:
-            return failed(exc)
-    handle.__name__ = endpoint.__name__
-    return handle
-
-
-def _handled_body(endpoint: Callable[..., Any]) -> Callable[[Request], Any]:
-    """As :func:`_handled`, for an endpoint that takes the request's body too
-    (read here, on the event loop; the work runs on Starlette's thread pool)."""
+def _handled(endpoint: Callable[..., Any], reads_body: bool) -> Callable[[Request], Any]:
+    """An endpoint run on Starlette's thread pool (with the request's body, read
+    on the event loop, when it ``reads_body``); Kale errors become one-line answers."""
     async def handle(request: Request) -> Response:
-        body = await request.body()
+        args = (request, await request.body()) if reads_body else (request,)
         try:
-            return JSONResponse(await run_in_threadpool(endpoint, request, body))
+            return await run_in_threadpool(lambda: answer(request, endpoint(*args)))
         except KaleError as exc:
             return failed(exc)
     handle.__name__ = endpoint.__name__
@@ -187,9 +175,8 @@ def create_app(records_url: Optional[str] = None, token: Optional[str] = None,
     api = routes.Api(app, broker, submit_allowed=bool(token) or bool(
         app.config.WEB_ALLOW_SUBMIT_WITHOUT_TOKEN))
     handlers = [
-        *(Route(endpoint.path, (_handled_body if endpoint.body is not None else _handled)(
-            getattr(api, endpoint.handler)), methods=[endpoint.method])
-          for endpoint in ENDPOINTS),
+        *(Route(endpoint.path, _handled(getattr(api, endpoint.handler), endpoint.body is not None),
+                methods=[endpoint.method]) for endpoint in ENDPOINTS),
         Route('/api/openapi.json', lambda request: JSONResponse(OPENAPI), methods=['GET']),
         Route('/metrics', _metrics(api), methods=['GET']),
         Route('/', lambda request: FileResponse(os.path.join(STATIC_DIR, 'index.html')),

@@ -241,13 +241,8 @@ class Api:
             paused = controls.paused_queues(self.app)
         except RecordsError:
             last_minute, paused = {}, {}
-        rows = []
-        for status in statuses:
-            row = status.as_dict()
-            row['throughput_per_min'] = last_minute.get(status.name, 0)
-            row['paused_at'] = iso(paused.get(status.name))
-            rows.append(row)
-        return {'queues': rows}
+        return {'queues': [dict(status.as_dict(), throughput_per_min=last_minute.get(status.name, 0),
+                                paused_at=iso(paused.get(status.name))) for status in statuses]}
 
     pause_queue = _on_path('name', controls.pause_queue)
     resume_queue = _on_path('name', controls.resume_queue)
@@ -268,13 +263,11 @@ class Api:
     def redrive(self, request: Request) -> dict[str, Any]:
         broker = self.broker
         queue = broker.queues.get_queue(request.path_params['name'])
-        limit = request.query_params.get('limit')
+        limit, dry_run = request.query_params.get('limit'), _flag(request, 'dry_run')
         report = admin.redrive(broker, queue, limit=parse_limit(limit) if limit else None,
-                               reason=request.query_params.get('reason') or None,
-                               dry_run=_flag(request, 'dry_run'))
+                               reason=request.query_params.get('reason') or None, dry_run=dry_run)
         return {'queue': queue.name, 'moved': report.moved, 'skipped': report.skipped,
-                'not_matching': report.not_matching, 'reasons': report.reasons,
-                'dry_run': _flag(request, 'dry_run')}
+                'not_matching': report.not_matching, 'reasons': report.reasons, 'dry_run': dry_run}
 
     def metrics(self, accept: Optional[str]) -> tuple[bytes, str]:
         """``/metrics``: the queue gauges (read from SQS at each scrape) and the
