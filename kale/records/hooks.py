@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Callable, Collection, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Collection, Mapping, Optional, Sequence
 
 from kale.events import Outcome, process_identity
 from kale.hooks import PublishHooks, WorkerHooks
@@ -328,7 +328,7 @@ class RecordsHooks(PublishHooks, WorkerHooks):
             if status == CANCELLED:
                 attempts -= 1
             row = self._event(task_id, task_name, queue, published, attempts, status, now)
-            _ENDINGS.get(status, _no_more)(row, s, started_at, now)
+            _ending(row, s, status, started_at, now)
             dead_of = s.envelope.dead_of if s.envelope is not None else ''
             if dead_of:             # a dead run's row, if this event is the first written
                 row['dead_of'] = dead_of
@@ -374,29 +374,19 @@ def _identity(s: 'Settlement', now: float) -> tuple[str, str, int, float]:
     return s.task_id, s.task_name, 1, published
 
 
-def _cancelled(row: Row, s: 'Settlement', started_at: Optional[float], now: float) -> None:
-    row['finished_at'] = now
-
-
-def _scheduled(row: Row, s: 'Settlement', started_at: Optional[float], now: float) -> None:
-    """A delayed copy, or (FIFO) the message held invisible."""
+def _ending(row: Row, s: 'Settlement', status: str, started_at: Optional[float],
+            now: float) -> None:
+    """What a cancel, a retry (a delayed copy, or a FIFO message held
+    invisible) or a failure adds to its event's row."""
+    if status == CANCELLED:
+        row['finished_at'] = now
+    if status not in (SCHEDULED, FAILED):
+        return
     row['started_at'] = started_at
     row['duration_sec'] = round(s.duration_sec, 6) if started_at else None
-    row['next_attempt_at'] = now + s.retry_delay_sec
+    if status == SCHEDULED:
+        row['next_attempt_at'] = now + s.retry_delay_sec
+    else:
+        row['finished_at'] = now
+        row['dead_letter_reason'] = s.reason[:512] or None
     row.update(error_fields(s.exception, s.reason))
-
-
-def _failed(row: Row, s: 'Settlement', started_at: Optional[float], now: float) -> None:
-    row['started_at'], row['finished_at'] = started_at, now
-    row['duration_sec'] = round(s.duration_sec, 6) if started_at else None
-    row['dead_letter_reason'] = s.reason[:512] or None
-    row.update(error_fields(s.exception, s.reason))
-
-
-def _no_more(row: Row, s: 'Settlement', started_at: Optional[float], now: float) -> None:
-    """An event whose status adds no column."""
-
-
-#: What each ending status adds to its event's row.
-_ENDINGS: dict[str, Callable[[Row, 'Settlement', Optional[float], float], None]] = {
-    CANCELLED: _cancelled, SCHEDULED: _scheduled, FAILED: _failed}

@@ -4,14 +4,12 @@
     app = create_app()                    # or mount it: Mount('/kale', app=create_app())
 
 Every route answers JSON; a bad request is a 400 with ``{"error": "..."}``
-in one line, an unknown task or workflow a 404, an action the task's state does not
-allow a 409, a store that cannot be reached a 503; an error names no file
-of the machine (its ``public`` message: see :mod:`kale.exceptions`; the
-whole message goes to the log when the fault is the server's). With a token, every
-``/api`` route needs ``Authorization: Bearer TOKEN`` (the dashboard asks for
-it once and keeps it in the browser's session storage), and so does
-``/metrics``, which serves Prometheus the queue gauges and the records' counts
-(:mod:`kale.contrib.queue_metrics`; needs ``kale-sqs[metrics]``).
+in one line, an unknown task or workflow a 404, an action the task's state
+does not allow a 409, a store that cannot be reached a 503; an error names
+no file of the machine (its ``public`` message: :mod:`kale.exceptions`).
+With a token, every ``/api`` route needs ``Authorization: Bearer TOKEN``
+(the dashboard keeps it in the browser's session storage), and so does
+``/metrics`` (:mod:`kale.contrib.queue_metrics`; needs ``kale-sqs[metrics]``).
 """
 from __future__ import annotations
 
