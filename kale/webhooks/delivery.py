@@ -12,8 +12,8 @@ quietly), signs the body (:mod:`kale.webhooks.signing`) and sends it
 - anything else (another 4xx, an address refused, too many redirects):
   WebhookRejectedError, a permanent failure (dead-lettered at once).
 
-Each failed attempt's error says the status, the latency and the start of
-the answer, so the task's record keeps every attempt's.
+Each failed attempt's error (kept in the record) says the status, the
+latency and the start of the answer.
 """
 from __future__ import annotations
 

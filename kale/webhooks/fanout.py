@@ -1,12 +1,11 @@
 """An event of a topic becomes one delivery per webhook that wants it.
 
 :class:`WebhookFanout` is the topic's subscriber on ``WEBHOOK_QUEUE`` (for
-every topic with active webhooks); :func:`deliver` is what it calls for each
-event: every
-active webhook of the topic whose label filter the event's labels satisfy
-gets a :class:`~kale.webhooks.delivery.DeliverWebhook` task, published in
-batches to ``WEBHOOK_QUEUE``. :func:`send_test` publishes one delivery of a
-test event to one webhook (``kale webhooks test ID``).
+every topic with active webhooks); for each event, :func:`deliver` publishes
+a :class:`~kale.webhooks.delivery.DeliverWebhook` task to ``WEBHOOK_QUEUE``
+for every active webhook of the topic whose label filter the event's labels
+satisfy. :func:`send_test` publishes one delivery of a test event
+(``kale webhooks test ID``).
 """
 from __future__ import annotations
 

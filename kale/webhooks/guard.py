@@ -4,13 +4,13 @@ A webhook's URL comes from whoever added it, and a worker sends to it from
 inside your network: left unchecked, ``http://169.254.169.254/`` would read
 the machine's cloud credentials and ``http://10.0.0.7/admin`` would reach a
 service that trusts its network. So a delivery connects only to public
-addresses: the host is resolved, and if ANY of its addresses is private,
-loopback, link-local, multicast, reserved, unspecified, shared
-(100.64.0.0/10) or a cloud metadata address (an IPv4 address inside an IPv6
-one is judged as IPv4), the connection is refused before it is opened. The
-check runs when the connection is made (each redirect's too), on the
-addresses it then connects to, so a name that resolves to a public address
-at one moment and to a private one the next cannot slip through.
+addresses: if ANY address of the host is private, loopback, link-local,
+multicast, reserved, unspecified, shared (100.64.0.0/10) or a cloud metadata
+address (an IPv4 address inside an IPv6 one is judged as IPv4), the
+connection is refused. The check runs when the connection is made (each
+redirect's too), on the addresses it then connects to, so a name that
+resolves to a public address at one moment and to a private one the next
+cannot slip through.
 
 A host named in ``WEBHOOK_ALLOWED_HOSTS`` (a name or an IP address, with
 ``:PORT`` to allow that port only; case does not matter) is reached

@@ -1,15 +1,13 @@
 """Sending one delivery over HTTP, with httpx.
 
 Each app has its :class:`Sender` (made on first use, again after a fork),
-whose ``httpx.Client`` keeps connections alive between deliveries. It never reads proxy settings
-from the environment, follows no redirect by itself, and connects through
-:class:`GuardedBackend`, which checks every address it connects to
-(:mod:`kale.webhooks.guard`). Redirects (301, 302, 303, 307 and 308, up to
-:data:`MAX_REDIRECTS`) are followed here: the same request, signed afresh,
-goes to the new location; the webhook's own headers go along only while
-the scheme, host and port stay those of its URL.
-
-Only the first :data:`EXCERPT_BYTES` of an answer are read.
+whose ``httpx.Client`` keeps connections alive. It never reads proxy
+settings from the environment, and connects through :class:`GuardedBackend`,
+which checks every address it connects to (:mod:`kale.webhooks.guard`).
+Redirects (up to :data:`MAX_REDIRECTS`) are followed here: the same request,
+signed afresh; the webhook's own headers go along only while the scheme,
+host and port stay those of its URL. Only the first :data:`EXCERPT_BYTES`
+of an answer are read.
 """
 from __future__ import annotations
 
