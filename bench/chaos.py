@@ -589,12 +589,14 @@ class Chaos:
         if not self.records_url:
             return []
         from kale import records
+        from kale.app import default_app
+        app = default_app().replace(RECORDS_URL=self.records_url)
         wrong = []
         deadline = time.monotonic() + 30          # the workers' writers catch up
         while True:
             wrong = []
             for task_id in sorted(completed | dead):
-                record = records.get(task_id, self.records_url)
+                record = records.get(task_id, app=app)
                 want = 'succeeded' if task_id in completed else 'failed'
                 if record is None:
                     wrong.append('%s: no record, not %s' % (task_id, want))
