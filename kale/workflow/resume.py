@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Optional
 
 from kale.clock import SYSTEM_CLOCK, Clock
 from kale.records.recorder import OWN_WRITES_SEC
-from kale.workflow.run import Workflow, _state, get, requeue_records, send_nodes
+from kale.workflow.run import Workflow, _state, get, publish_stranded
 
 if TYPE_CHECKING:
     from kale.app import App
@@ -36,10 +36,8 @@ def retry(workflow_id: str, app: Optional['App'] = None,
     deadline_at = now + (row.deadline_at - row.created_at) \
         if row is not None and row.deadline_at is not None else None
     ready = state.retry(workflow.id, deadline_at, now)
+    publish_stranded(state, ready, workflow.app)
     if ready:
-        with state.publishing([node['task_id'] for node in ready]) as held:
-            requeue_records(ready, workflow.app)
-            send_nodes(state, ready, workflow.app, held)
         workflow.app.recorder.flush(timeout=OWN_WRITES_SEC)
     return workflow
 
