@@ -12,6 +12,7 @@ scheduler`` (or ``kale worker --scheduler``). Modules: :mod:`~kale.schedules.spe
 """
 from __future__ import annotations
 
-from kale.schedules.spec import CATCH_UP, Schedule, tick_id
+from kale.schedule_checks import CATCH_UP
+from kale.schedules.spec import Schedule, tick_id
 
 __all__ = ['CATCH_UP', 'Schedule', 'tick_id']

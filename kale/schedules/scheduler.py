@@ -29,13 +29,7 @@ from kale.events import process_identity
 from kale.exceptions import KaleError, ScheduleError
 from kale.publisher import Publisher
 from kale.schedules.discovery import NOTHING_TO_SEARCH, Schedules
-from kale.schedules.spec import (
-    CATCH_UP_ALL_MAX,
-    SCHEDULE_LABEL,
-    Schedule,
-    fifo_group,
-    tick_id,
-)
+from kale.schedules.spec import CATCH_UP_ALL_MAX, SCHEDULE_LABEL, Schedule, fifo_group, tick_id
 from kale.store.schedules import Lease, Progress, ScheduleStore
 
 if TYPE_CHECKING:

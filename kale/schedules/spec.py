@@ -18,16 +18,7 @@ import re
 from typing import Any, Mapping, Optional, Union
 
 from kale.exceptions import ScheduleError
-from kale.schedule_checks import (  # noqa: F401  (CATCH_UP, UTC and zone are read from here too)
-    CATCH_UP,
-    UTC,
-    check_args,
-    check_catch_up,
-    check_kwargs,
-    check_tz,
-    cronsim_module,
-    zone,
-)
+from kale.schedule_checks import check_args, check_catch_up, check_kwargs, check_tz, cronsim_module, zone
 from kale.schedule_checks import check_every as _check_every
 from kale.task import Task
 

@@ -19,14 +19,7 @@ from kale.exceptions import PublishError, TopicError
 from kale.ids import random_id
 from kale.labels import check_labels
 from kale.message import Message
-from kale.topics.names import (
-    check_topic,
-    event_context,
-    label_attributes,
-    signed_for,
-    sns_name,
-    task_name,
-)
+from kale.topics.names import check_topic, event_context, label_attributes, signed_for, sns_name, task_name
 
 if TYPE_CHECKING:
     from kale.app import App
