@@ -28,6 +28,7 @@ from kale.exceptions import (
 )
 from kale.hooks import PublishHooks, WorkerHooks
 from kale.ids import random_id
+from kale.records.recorder import OWN_WRITES_SEC
 from kale.statuses import FINAL_TASK, TaskStatus, WorkflowStatus, status_values
 from kale.store.record import TaskRecord, iso
 from kale.workflow.claims import Holding, keeper
@@ -274,6 +275,25 @@ def cancel(workflow_id: str, app: Optional['App'] = None) -> 'Workflow':
     """Cancel every node of the workflow that is not final, and the workflow."""
     workflow = get(workflow_id, app)
     _cancel_tasks(_state(workflow.app).cancel(workflow_id, time.time()), workflow.app)
+    return workflow
+
+
+def retry(workflow_id: str, app: Optional['App'] = None,
+          clock: Clock = SYSTEM_CLOCK) -> 'Workflow':
+    """Run the failed or cancelled workflow ``workflow_id`` again: its nodes
+    that failed, were cancelled or never ran run again, each join once all
+    its inputs succeeded; nodes that succeeded keep their results. A
+    deadline counts again from now, the same span as at submit. Each node
+    keeps its task id: its record starts a new life (:func:`requeue_records`).
+    Returns the workflow (``running``); WorkflowNotFoundError for an unknown
+    id, WorkflowConflictError for one running or succeeded."""
+    workflow = get(workflow_id, app)
+    state, row, now = _state(workflow.app), workflow._row(), clock.time()
+    deadline_at = now + (row.deadline_at - row.created_at) if row.deadline_at is not None else None
+    ready = state.retry(workflow.id, deadline_at, now)
+    publish_stranded(state, ready, workflow.app)
+    if ready:
+        workflow.app.recorder.flush(timeout=OWN_WRITES_SEC)
     return workflow
 
 

@@ -1,16 +1,13 @@
-"""A workflow's state in its store: what moves it on, over the store's steps.
+"""A workflow's state in its store (the workflows facet,
+:mod:`kale.store.workflows`): what moves it on, over the store's steps.
 
-Each node's call and result are kept serialized and signed
-(:mod:`kale.workflow.values`). :meth:`WorkflowState.complete`
-is the one transaction that moves a workflow on: the node that succeeded
-keeps its result, each downstream node's count of missing inputs goes
-down, and a node left with none becomes ``queued`` and is returned, with
-its upstream results in place, to be published by exactly one caller.
-A node cancelled while its task ran (its workflow failed or was cancelled
-meanwhile) that then succeeds is ``succeeded``, its result kept: only
-nodes that never ran stay ``cancelled``. :meth:`WorkflowState.retry` runs
-a failed or cancelled workflow again from what did not succeed.
-The rows are the store's workflows facet's (:mod:`kale.store.workflows`).
+:meth:`WorkflowState.complete` is the one transaction that moves a
+workflow on: the node that succeeded keeps its result (serialized and
+signed, :mod:`kale.workflow.values`), each downstream node's count of
+missing inputs goes down, and a node left with none becomes ``queued`` and
+is returned, resolved, to be published by exactly one caller. A node
+cancelled while its task ran that then succeeds is ``succeeded``: only
+nodes that never ran stay ``cancelled``.
 """
 from __future__ import annotations
 
