@@ -1,13 +1,11 @@
 """Publishing inside the caller's transaction, and consuming once.
 
 :func:`publish` and :func:`publish_batch` check and encode a call exactly as
-``MyTask.publish`` does (same exceptions, same signature, same hooks), then
-insert the signed messages, with their records sealed and the publisher's
-MAC over each row (:mod:`kale.outbox.proof`), into ``kale_outbox`` on the
-caller's connection:
-no network I/O, and nothing at all if the transaction rolls back. The relay
-(:mod:`kale.outbox.relay`) sends what commits. :func:`consume_once` is the
-inbox: a task id inserted once per database, in the caller's transaction.
+``MyTask.publish`` does, then insert the signed messages, their records
+sealed and each row MACed (:mod:`kale.outbox.proof`), into ``kale_outbox``
+on the caller's connection: no network I/O, nothing if the transaction
+rolls back; the relay (:mod:`kale.outbox.relay`) sends what commits.
+:func:`consume_once` is the inbox: a task id inserted once per database.
 """
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Finding the schedules: task classes of ``TASK_MODULES`` that declare
-``schedule`` themselves, and the entries of the ``SCHEDULES`` setting.
-
-On a class::
+``schedule`` themselves (named by the task's path), and the entries of the
+``SCHEDULES`` setting (named by their key, a task defined anywhere)::
 
     class NightlyReport(task.Task):
         schedule = '0 3 * * *'            # or 300: every 300 seconds
@@ -10,19 +9,15 @@ On a class::
         schedule_kwargs = {'full': True}
         schedule_catch_up = 'last'        # 'all', 'none'
 
-Its schedule's name is the task's path. An entry of ``SCHEDULES`` names a
-task defined anywhere, under a name of its own::
-
     SCHEDULES = {'nightly-report': {'task': 'myapp.tasks.Report',
                                     'schedule': '0 3 * * *', 'tz': 'Europe/Paris',
                                     'args': [...], 'kwargs': {...}, 'catch_up': 'last',
                                     'queue': 'low'}}
 
-Everything is checked when the schedules are found. A schedule that cannot
-run is *broken*: it is kept aside with its one line naming the schedule and
-the field (:class:`Broken`), and every other schedule runs. So is a module
-of TASK_MODULES that cannot be imported (a class in it whose ``schedule``
-has a typo is refused when defined), whose schedules are then unknown.
+Everything is checked when found. A schedule that cannot run is kept aside
+as :class:`Broken`, with its one line naming the schedule and the field,
+and every other schedule runs; so is a module of TASK_MODULES that cannot
+be imported, whose schedules are then unknown.
 """
 from __future__ import annotations
 

@@ -1,12 +1,10 @@
-"""One schedule: what it runs, when, and the times of its ticks.
+"""One schedule: what it runs, when, and the times of its ticks (epoch seconds).
 
-A schedule is a five-field cron expression in a time zone (parsed and
-iterated by ``cronsim``, which treats daylight-saving changes as Debian's
-cron does: a job at a fixed time runs once on the day the clock skips or
-repeats it, at the first valid minute after a skipped one and at the first
-of a repeated one; a job whose hour is a wildcard runs at every real
-instant that matches), or an interval of N seconds, ticking at the
-multiples of N since the Unix epoch. Tick times are epoch seconds.
+A five-field cron expression in a time zone (``cronsim``, which treats
+daylight-saving changes as Debian's cron does: a job at a fixed time runs
+once on a day the clock skips or repeats it; one whose hour is a wildcard
+at every real instant that matches), or an interval of N seconds, ticking
+at the multiples of N since the Unix epoch.
 """
 from __future__ import annotations
 

@@ -1,11 +1,10 @@
 """How topics are named: in code, on SNS, in signed envelopes, in labels.
 
-A topic's name in code (``'orders'``) is 1-200 letters, digits, ``_`` or
-``-``; on SNS it gets ``QUEUE_PREFIX`` in front, as queues do. An event is
-signed for ``topic:<SNS name>`` (where a task is signed for its SQS queue),
-so a worker accepts it only on a queue that subscribes to that topic; its
-task name is ``topic:<name>``. Each subscriber runs its own copy under a
-task id of its own, derived from the event id and the subscriber's path, so
+A topic's name (``'orders'``) is 1-200 letters, digits, ``_`` or ``-``; on
+SNS it gets ``QUEUE_PREFIX`` in front. An event is signed for ``topic:<SNS
+name>`` (where a task is signed for its queue), so a worker accepts it only
+on a queue subscribed to that topic; its task name is ``topic:<name>``.
+Each subscriber's copy has a task id of its own (:func:`copy_task_id`), so
 the copies' records, retries and dead letters stay apart.
 """
 from __future__ import annotations
