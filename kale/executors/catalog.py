@@ -1,13 +1,11 @@
 """The executor directory: which programs may run, and each one's settings.
 
-A method name is ``[A-Za-z0-9._-]{1,128}`` not starting with a dot; it
-names the file ``DIR/NAME``, which must be an executable regular file whose
-real path (symlinks followed) lies inside the real path of ``DIR``. Nothing
-else can be run.
-
-``DIR/executors.yaml`` (optional) sets, per method and as defaults, the
-time limit, retries and queue, and which environment variables of the
-worker the program gets besides a minimal set::
+A method name, ``[A-Za-z0-9._-]{1,128}`` not starting with a dot, names
+the file ``DIR/NAME``: only an executable regular file whose real path
+lies inside the real path of ``DIR`` runs. ``DIR/executors.yaml``
+(optional) sets, per method and as defaults, the time limit, retries,
+queue, and the worker's environment variables the program gets besides a
+minimal set::
 
     defaults:
       time_limit: 60

@@ -83,8 +83,6 @@ class Relay:
         #: The outbox's store: an OutboxStore, or the SQL one on an engine
         #: (:func:`kale.outbox.open_database`).
         self.store: OutboxStore = outbox_on(engine)
-        #: The engine, when the store is on one.
-        self.engine: Optional['Engine'] = getattr(self.store, 'engine', None)
         #: Whose signing keys check the rows' MACs: the app's whose broker it is.
         self.config = config
         self.broker = broker
@@ -100,8 +98,6 @@ class Relay:
         self._counting = threading.Lock()
         self._senders: Optional[ThreadPoolExecutor] = None
         self._fifo = any(broker.queues[name].fifo for name in broker.queues)
-
-    # --- one round --------------------------------------------------------------------
 
     def send_round(self) -> int:
         """Claim, check, send, delete and record up to BATCH rows; how many
@@ -211,8 +207,6 @@ class Relay:
             return 0
         return self.store.purge_consumed(self.clock.time() - self.consumed_ttl_sec)
 
-    # --- the loop ---------------------------------------------------------------------
-
     def claim_database(self) -> None:
         """Check the tables, and where a database allows one relay (SQLite)
         take its place (OutboxError when another relay holds it)."""
@@ -280,12 +274,6 @@ class Relay:
 
     def wake(self) -> None:
         self._wake.set()
-
-
-def pending(engine: 'Engine', now: float) -> tuple[int, Optional[float]]:
-    """Rows of the outbox on ``engine`` waiting to be sent, and the age in
-    seconds of the oldest."""
-    return outbox_on(engine).pending(now)
 
 
 def with_records(app: 'App') -> dict[str, Any]:

@@ -166,8 +166,6 @@ class Scheduler:
                        *(schedule.next_after(now) for schedule in self.schedules))
         return max(0.0, wake - self.clock.time())
 
-    # --- the lease --------------------------------------------------------------------
-
     def _lease_round(self, now: float) -> None:
         self._next_lease_round = now + self.renew_sec
         try:
@@ -209,8 +207,6 @@ class Scheduler:
         self._lease_until = 0.0
         if lease is not None and lease.expires_at > now:    # take over as it ends
             self._next_lease_round = min(self._next_lease_round, lease.expires_at + 0.001)
-
-    # --- ticks ------------------------------------------------------------------------
 
     def _publish_due(self, now: float) -> None:
         progress = self.state.progress()

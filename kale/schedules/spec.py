@@ -111,8 +111,6 @@ def fifo_group(name: str) -> str:
         hashlib.sha256(name.encode('utf-8', 'surrogatepass')).hexdigest()[:32]
 
 
-# --- checks -----------------------------------------------------------------------------
-
 def check_name(name: Any) -> str:
     if not isinstance(name, str) or not 0 < len(name) <= MAX_NAME_CHARS \
             or any(c.isspace() or not c.isprintable() or c == '/' for c in name):

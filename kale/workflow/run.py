@@ -210,8 +210,7 @@ class WorkflowHooks(PublishHooks, WorkerHooks):
         return cls(app)
 
     def on_worker_startup(self, worker: Any) -> None:
-        app = self.app
-        config = app.config
+        app, config = self.app, self.app.config
         self._clock = getattr(worker, 'clock', SYSTEM_CLOCK)
         self._sweeper = Sweeper(lambda: _state(app),
                                 lambda state, ready: publish_stranded(state, ready, app),
@@ -244,16 +243,14 @@ def advance(ended: Sequence[Settlement], app: 'App', clock: Clock = SYSTEM_CLOCK
     now = clock.time()
     done = []
     for settlement in ended:
-        message = settlement.message
-        assert message is not None
-        if settlement.outcome is not Outcome.SUCCEEDED:
-            _cancel_tasks(state.fail(message.task_id, settlement.reason or 'failed', now), app=app)
-            continue
-        try:
-            done.append((message.task_id, state.values.pack_result(message.task_id,
-                                                                     settlement.result)))
-        except InvalidFlowError as exc:     # a result that cannot be kept: the node fails
-            _cancel_tasks(state.fail(message.task_id, str(exc), now), app=app)
+        task_id, reason = settlement.task_id, settlement.reason or 'failed'
+        if settlement.outcome is Outcome.SUCCEEDED:
+            try:
+                done.append((task_id, state.values.pack_result(task_id, settlement.result)))
+                continue
+            except InvalidFlowError as exc:     # a result that cannot be kept: the node fails
+                reason = str(exc)
+        _cancel_tasks(state.fail(task_id, reason, now), app=app)
     if done:
         ready = state.complete_many(done, now)
         publish_nodes(state, ready, app)
@@ -363,12 +360,10 @@ class Workflow:
     def _failure(self) -> WorkflowFailed:
         """Why the workflow failed: its first node that failed of itself (not
         for its upstream), and that node's reason."""
-        failed = [row for row in _state(self.app).nodes(self.id)
+        failed = [(row.task_id, row.task, row.reason) for row in _state(self.app).nodes(self.id)
                   if row.state == FAILED and row.reason != 'upstream_failed']
-        node, task, reason = (failed[0].task_id, failed[0].task, failed[0].reason) if failed \
-            else ('?', '?', 'unknown')
-        return WorkflowFailed('workflow %s failed: node %s (%s): %s' % (self.id, node, task,
-                                                                      reason))
+        return WorkflowFailed('workflow %s failed: node %s (%s): %s'
+                              % (self.id, *(failed[0] if failed else ('?', '?', 'unknown'))))
 
 
 def _node(row: Any) -> dict[str, Any]:
