@@ -51,9 +51,6 @@ class Subscriptions:
     def topics(self) -> list[str]:
         return sorted({s.topic for s in self.subscribers})
 
-    def of_topic(self, topic: str) -> list[Subscriber]:
-        return [s for s in self.subscribers if s.topic == topic]
-
     def signed_names(self, queue: str) -> frozenset[str]:
         """What events arriving on ``queue`` (its config name) may be signed for."""
         return self._signed.get(queue, frozenset())
