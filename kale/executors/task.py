@@ -159,10 +159,10 @@ def executor_task(method: str, checked: bool = True,
         except ExecutorError as exc:
             raise PublishError(str(exc)) from None
     app = app or default_app()
-    config = app.config
     found = catalog(app)
     own: MethodSettings = found.settings(method) if found is not None else MethodSettings()
-    key = '%s|%r|%r' % (method, own, float(config.EXECUTOR_KILL_GRACE_SEC))
+    grace = float(app.config.EXECUTOR_KILL_GRACE_SEC)
+    key = '%s|%r|%r' % (method, own, grace)
     cls = _classes.get(key)
     if cls is None:
         with _lock:
@@ -170,7 +170,6 @@ def executor_task(method: str, checked: bool = True,
             if cls is None:
                 if len(_classes) >= MAX_CLASSES:
                     _classes.clear()
-                grace = float(config.EXECUTOR_KILL_GRACE_SEC)
                 cls = type('Executor[%s]' % method, (ExecutorTask,), {
                     '__module__': __name__, 'method': method, 'queue': own.queue,
                     'max_retries': own.max_retries, 'program_time_limit': own.time_limit,

@@ -47,10 +47,6 @@ class Subscriptions:
             self._signed[sub.queue] = self._signed.get(sub.queue, frozenset()) | {
                 signed_for(config, sub.topic)}
 
-    @property
-    def topics(self) -> list[str]:
-        return sorted({s.topic for s in self.subscribers})
-
     def signed_names(self, queue: str) -> frozenset[str]:
         """What events arriving on ``queue`` (its config name) may be signed for."""
         return self._signed.get(queue, frozenset())
