@@ -67,9 +67,8 @@ CONTEXT_LABEL = 'kale.label.'
 def event_context(topic: str, event_id: str, labels: Mapping[str, str]) -> dict[str, str]:
     """What an event carries in its signed context, for its subscribers: its
     topic, its id and its labels (the SNS attributes are not signed)."""
-    context = {CONTEXT_TOPIC: topic, CONTEXT_EVENT: event_id}
-    context.update({CONTEXT_LABEL + key: value for key, value in labels.items()})
-    return context
+    return {CONTEXT_TOPIC: topic, CONTEXT_EVENT: event_id,
+            **{CONTEXT_LABEL + key: value for key, value in labels.items()}}
 
 
 def event_of(context: Mapping[str, str]) -> tuple[str, str, dict[str, str]]:
@@ -94,8 +93,5 @@ def label_attributes(topic: str, labels: Mapping[str, str]) -> dict[str, str]:
 def filter_policy(labels: Mapping[str, Any]) -> dict[str, list[str]]:
     """The SNS filter policy of a subscription limited to ``labels`` (a value
     or a list of accepted values per key)."""
-    policy = {}
-    for key, value in labels.items():
-        values = [value] if isinstance(value, str) else list(value)
-        policy[LABEL_ATTRIBUTE % key] = [str(v) for v in values]
-    return policy
+    return {LABEL_ATTRIBUTE % key: [str(v) for v in ([value] if isinstance(value, str) else value)]
+            for key, value in labels.items()}

@@ -26,7 +26,13 @@ class _Parts:
     kind = ''
 
     def __init__(self, *parts: 'Part'):
-        self.parts = _parts(self.kind, parts)
+        if not parts:
+            raise InvalidFlowError('workflow.%s() needs at least one part' % self.kind)
+        for part in parts:
+            if not isinstance(part, (Signature, Chain, Group)):
+                raise InvalidFlowError('workflow.%s() takes nodes (MyTask.s(...)), chains and '
+                                       'groups, got %r' % (self.kind, part))
+        self.parts = parts
 
     def __repr__(self) -> str:
         return '%s(%s)' % (self.kind, ', '.join(repr(part) for part in self.parts))
@@ -63,16 +69,6 @@ class Ref:
 
     def __repr__(self) -> str:
         return 'ref(%r)' % (self.part,)
-
-
-def _parts(kind: str, parts: tuple) -> tuple:
-    if not parts:
-        raise InvalidFlowError('workflow.%s() needs at least one part' % kind)
-    for part in parts:
-        if not isinstance(part, (Signature, Chain, Group)):
-            raise InvalidFlowError('workflow.%s() takes nodes (MyTask.s(...)), chains and '
-                                   'groups, got %r' % (kind, part))
-    return tuple(parts)
 
 
 def chain(*parts: Part) -> Chain:
