@@ -150,7 +150,7 @@ def test_the_dashboard_lists_the_schedules_and_runs_one_now(browser, web, memory
     scheduler = make_scheduler(settings.config, clock=clock, holder='panel')
     while not scheduler.published:                   # one tick, on the test's clock
         clock.advance(scheduler.step())
-    get_recorder(settings.config).flush(timeout=5)
+    get_recorder(settings.config).flush(timeout=60)
     [(_, _, last_task)] = scheduler.published
     page = browser.new_page(viewport={'width': 1400, 'height': 1100})
     try:
