@@ -138,7 +138,7 @@ def web(ticks_every_minute):
     assert match, 'kale web did not say where it listens'
     yield match.group(1)
     process.terminate()
-    process.wait(10)
+    process.wait(60)
 
 
 def test_the_dashboard_lists_the_schedules_and_runs_one_now(browser, web, memory_broker):
