@@ -1,10 +1,6 @@
-"""Operator actions on queues: inspect, purge, redrive dead letters, publish by path.
-
-The ``kale queues``, ``kale purge``, ``kale dlq redrive`` and ``kale publish``
-commands are thin wrappers around these functions.
-
-Dead letters whose payload is kept in S3 (``PAYLOAD_BUCKET``) keep their
-object: a redriven one points at it again, and :func:`purge_dead_letters`
+"""Operator actions on queues: inspect, purge, redrive dead letters, publish by path
+(``kale queues``, ``purge``, ``dlq redrive``, ``publish``). A dead letter's payload
+kept in S3 stays: a redriven one points at it again, and :func:`purge_dead_letters`
 deletes it with its dead letter.
 """
 from __future__ import annotations
@@ -116,12 +112,10 @@ class PurgeReport:
 def purge_dead_letters(broker: Broker, queue: TaskQueue,
                        progress: Callable[[PurgeReport], None] = lambda report: None
                        ) -> PurgeReport:
-    """Delete every dead letter of the queue, and the S3 objects of the
-    payloads they point at: the dead letters are received ten at a time, the
-    objects of those whose signature verifies are deleted (an unsigned pointer
-    is never followed), then the dead letters. Slower than a purge, so used
-    with ``PAYLOAD_BUCKET`` set. When S3 fails, it stops with
-    PayloadStoreError saying how far it got; the rest stays, for another try.
+    """Delete every dead letter of the queue and the S3 objects its verified
+    pointers name (ten at a time; an unsigned pointer is never followed):
+    slower than a purge, for ``PAYLOAD_BUCKET``. When S3 fails, it stops
+    with PayloadStoreError saying how far it got; the rest stays.
     """
     dead_name = _dead_letter_name(broker, queue)
     codec = broker.codec
@@ -192,18 +186,13 @@ def dead_letter_reason(received: ReceivedMessage) -> str:
 def redrive(broker: Broker, queue: TaskQueue, limit: Optional[int] = None,
             reason: Optional[str] = None, dry_run: bool = False,
             progress: Callable[[RedriveReport], None] = lambda report: None) -> RedriveReport:
-    """Move dead letters back to their queue with retry and failure counts reset,
-    each signed afresh for the queue with a new issue time (a payload kept in
-    S3 stays where it is, and the copy points at it).
-
-    Only dead letters dead-lettered for ``reason`` move, when it is given. Each
-    batch's copies are sent before its originals are deleted, so an
-    interruption can duplicate a task but never lose one. Dead letters that do
-    not verify for this queue (bad signature, not Kale's, signed for another
-    queue) stay where they are. A dead run that failed for good (see
-    :meth:`kale.task.Task.run_dead_task`) goes back to the queue's dead-run
-    queue, to run its handler again. ``dry_run`` moves nothing and reports
-    what would move.
+    """Move dead letters back to their queue, counts reset, each signed afresh
+    (a payload kept in S3 stays, and the copy points at it); with ``reason``,
+    only those dead-lettered for it. Each batch's copies are sent before its
+    originals are deleted: an interruption can duplicate a task, never lose
+    one. Dead letters that do not verify for this queue stay; a dead run that
+    failed for good goes back to the dead-run queue. ``dry_run`` moves
+    nothing and reports what would move.
     """
     dead_name = _dead_letter_name(broker, queue)
     report = RedriveReport()
@@ -233,8 +222,7 @@ def _wanted(limit: Optional[int], moved: int) -> int:
 def _move_batch(broker: Broker, queue: TaskQueue, dead_name: str,
                 movable: Sequence[tuple[ReceivedMessage, OutgoingMessage, bool]],
                 report: RedriveReport) -> None:
-    """Move a batch's copies to the queue, and failed dead runs back to the
-    dead-run queue."""
+    """Move a batch's copies to the queue, failed dead runs to the dead-run queue."""
     _move(broker, queue, dead_name, [m[:2] for m in movable if not m[2]], report,
           broker.send)
     _move(broker, queue, dead_name, [m[:2] for m in movable if m[2]], report,
@@ -252,8 +240,7 @@ def _movable(broker: Broker, queue: TaskQueue, batch: Sequence[ReceivedMessage],
              reason: Optional[str], report: RedriveReport,
              left_handles: list[str]) -> list[tuple[ReceivedMessage, OutgoingMessage, bool]]:
     """The batch's dead letters to move, with their fresh copies and whether
-    each is a dead run (signed for the dead-run queue, and going back there);
-    the others are counted and kept for release."""
+    each is a dead run; the others are counted and kept for release."""
     codec = broker.codec
     sqs_name = broker.sqs_name(queue)
     dead_run_name = broker.dead_run_name(queue)
@@ -279,9 +266,8 @@ def _movable(broker: Broker, queue: TaskQueue, batch: Sequence[ReceivedMessage],
 
 def _decode(codec: Codec, received: ReceivedMessage, sqs_name: str,
             dead_run_name: Optional[str]) -> tuple[str, Frame, Message]:
-    """The queue a dead letter was signed for (the queue, or its dead-run queue
-    for a dead run that failed for good), its envelope and its message;
-    DecodeError when it does not verify for either."""
+    """The queue a dead letter was signed for (its queue or dead-run queue),
+    its envelope and message; DecodeError when it verifies for neither."""
     target = sqs_name
     try:
         envelope = codec.open(received.body, sqs_name, check_age=False)

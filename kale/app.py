@@ -1,14 +1,11 @@
 """The app: one configuration and every part built from it.
 
 An :class:`App` owns a :class:`~kale.config.Config` (typed, checked once) and
-builds its parts from it, each on first use and once (a forked child builds
-its own): the transport, the queue config, the payload store, the codec,
-the broker, the task registry, the publisher with its hooks, the store of
-``RECORDS_URL`` and its recorder, the topics, the schedules and the
-scheduler. It hands each part what the part needs, in its constructor: no
-part looks the settings or another app up. Two apps with different
-settings work side by side in one process, and two apps on one database
-share the database, never each other's settings::
+builds each part from it on first use, once (a forked child builds its own):
+transport, queue config, payload store, codec, broker, registry, publisher,
+records store and recorder, topics, schedules, scheduler. It hands each part
+what it needs in its constructor: no part looks the settings or another app
+up, so two apps with different settings work side by side in one process::
 
     from kale import App
     from kale.config import Config
@@ -18,10 +15,9 @@ share the database, never each other's settings::
     eu.publish(SendMail, None, 'a@example.com')
     us.publish(SendMail, None, 'b@example.com')
 
-``KALE_SETTINGS_MODULE`` and every setting keep working: they build the
-default app (:func:`default_app`), which only the module-level conveniences
-(``MyTask.publish``, ``kale.records.get``, ``topics.publish``, ...) and the
-entry points (the command line, ``kale web``, Django) use.
+``KALE_SETTINGS_MODULE`` builds the default app (:func:`default_app`), which
+only the module-level conveniences (``MyTask.publish``, ``kale.records.get``,
+...) and the entry points (the command line, ``kale web``, Django) use.
 """
 from __future__ import annotations
 
@@ -98,10 +94,9 @@ class App:
         return 'App(%s)' % (self.config.module_name or 'defaults')
 
     def part(self, name: Any, build: Callable[[], T]) -> T:
-        """The part ``name`` of this app, built by ``build()`` on first use
-        and kept; a forked child builds its own (clients and connections do
-        not survive a fork). Features keep their own parts here too (the
-        workflows' claims, the webhooks' client)."""
+        """The part ``name`` of this app, built by ``build()`` on first use and
+        kept (features keep theirs here too); a forked child builds its own
+        (clients and connections do not survive a fork)."""
         if self._pid != os.getpid():
             with self._lock:
                 if self._pid != os.getpid():
@@ -157,9 +152,8 @@ class App:
     @property
     def command_broker(self) -> 'Broker':
         """The broker operators' commands use (``kale queues``, ``kale web``):
-        over SQS, a client that gives up on an endpoint that does not answer
-        in about SQS_READ_TIMEOUT_SEC (one attempt a request); over a
-        transport given (in memory), its broker."""
+        over SQS, a client that gives up after about SQS_READ_TIMEOUT_SEC (one
+        attempt a request); over a transport given, its broker."""
         if self._transport is not None:
             return self.broker
         from kale.broker import Broker
@@ -175,16 +169,14 @@ class App:
         return self.part('registry', lambda: Registry(self.config, self))
 
     def feature_hooks(self) -> list[Any]:
-        """The hooks of the features turned on (records, workflows, metrics,
-        tracing, topics), built for this app: new ones for each caller."""
+        """The hooks of the features turned on, built for this app (new ones each call)."""
         from kale.hooks import load_feature_hooks
         return load_feature_hooks(self)
 
     @property
     def publisher(self) -> 'Publisher':
-        """The publisher, with this app's publish hooks (the default app's,
-        which ``MyTask.publish`` uses, may be one eager mode or a test put in
-        place with :func:`kale.publisher.set_publisher`)."""
+        """The publisher, with this app's publish hooks (the default app's may be
+        one put in place with :func:`kale.publisher.set_publisher`)."""
         from kale.publisher import Publisher, replaced_publisher
         given = replaced_publisher() if self.is_default else None
         if given is not None:
@@ -204,8 +196,7 @@ class App:
         return self.recorder.store
 
     def store_at(self, url: str) -> 'Store':
-        """The store on ``url`` with this app's keys (RATE_LIMIT_URL's):
-        RECORDS_URL's own when it is that."""
+        """The store on ``url`` (RATE_LIMIT_URL's) with this app's keys."""
         if url == self.config.RECORDS_URL:
             return self.store
         from kale.store import open_store
@@ -213,15 +204,13 @@ class App:
 
     @property
     def recorder(self) -> 'Recorder':
-        """This process's recorder of RECORDS_URL, under this app's records
-        settings (ImproperlyConfigured when records are off)."""
+        """This process's recorder of RECORDS_URL (ImproperlyConfigured when off)."""
         from kale.records.recorder import Recorder
         return self.part('recorder', lambda: Recorder(self.config))
 
     @property
     def topics(self) -> Any:
-        """The topics beside its queues: SNS beside SQS, in memory beside the
-        in-memory transport."""
+        """The topics beside its queues: SNS beside SQS, or in memory."""
         from kale.topics.backend import topics_backend
         return topics_backend(self)
 
@@ -238,9 +227,8 @@ class App:
         return self.part('schedules', lambda: find_schedules(self))
 
     def scheduler(self, **options: Any) -> 'Scheduler':
-        """A scheduler of its schedules, publishing through its publisher,
-        with its lease in its store (ScheduleError without records or
-        schedules)."""
+        """A scheduler of its schedules, its lease in its store (ScheduleError
+        without records or schedules)."""
         from kale.schedules.scheduler import make_scheduler
         return make_scheduler(self, **options)
 
@@ -291,9 +279,8 @@ class App:
 
 def default_app() -> App:
     """The app the settings build (``KALE_SETTINGS_MODULE`` and any
-    :meth:`kale.conf.Settings.override` in force): the app that owns the
-    configuration the settings give, built on first use (an override's block
-    has its own, and the app before it is back after it)."""
+    :meth:`kale.conf.Settings.override` in force), built on first use (an
+    override's block has its own; the app before it is back after it)."""
     config = settings.config
     app = config._owner
     if app is None:

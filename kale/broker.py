@@ -1,14 +1,11 @@
 """The broker: configured queues on top of a transport.
 
 It turns a :class:`~kale.queue_config.TaskQueue` into SQS names (with
-``QUEUE_PREFIX``, ``dlq-<name>`` for its dead-letter queue and
-``dlq-<name>-runs`` for its dead-run queue), declares each
-queue once per process (creating it when missing and allowed), and offers the
-send / receive / delete operations the publisher and the worker use.
-
-A broker over a transport whose queues are not on this machine (AWS) refuses
-to be built with a signing key under 32 bytes or a development key, so
-neither publishing nor a worker starts, before any request is made.
+``QUEUE_PREFIX``; ``dlq-<name>``, ``dlq-<name>-runs`` for its dead-letter and
+dead-run queues), declares each queue once per process (creating it when
+missing and allowed), and offers the operations the publisher and the worker
+use. Over remote queues (AWS) it refuses a signing key under 32 bytes or a
+development key, before any request is made.
 """
 from __future__ import annotations
 
@@ -109,9 +106,7 @@ class Broker:
                              + (FIFO_SUFFIX if queue.fifo else ''))
 
     def dead_run_queue(self, queue: TaskQueue) -> TaskQueue:
-        """The dead-run side of ``queue`` (see :func:`~kale.queue_config.dead_run_side`):
-        a queue of its own beside the dead-letter queue, which also holds
-        dead letters that wait for ``kale dlq redrive`` and no worker may take."""
+        """The dead-run side of ``queue`` (see :func:`~kale.queue_config.dead_run_side`)."""
         side = self._dead_run_sides.get(queue.name)
         if side is None:
             side = self._dead_run_sides[queue.name] = dead_run_side(queue)
@@ -146,10 +141,8 @@ class Broker:
         return name
 
     def declare_all(self, queues: Sequence[TaskQueue]) -> None:
-        """Declare the queues not declared yet, all at once (a round trip for
-        them all, not one each, before a worker's first receives). One that
-        cannot be declared now is left to be declared, and to say why it
-        cannot, on first use."""
+        """Declare the queues not declared yet, at once (one round trip for them
+        all); one that cannot be declared now is left to its first use."""
         pending = [queue for queue in queues if self.sqs_name(queue) not in self._declared]
         if len(pending) < 2:
             for queue in pending:
@@ -194,9 +187,7 @@ class Broker:
         return self._send(queue, name, messages)
 
     def send_dead_runs(self, queue: TaskQueue, messages: Sequence[OutgoingMessage]) -> list[str]:
-        """Send dead runs of the queue's tasks to its dead-run queue (created
-        when missing and allowed, with the redrive policy to the dead-letter
-        queue)."""
+        """Send dead runs of the queue's tasks to its dead-run queue."""
         if not self.dead_letters:
             raise ImproperlyConfigured('ENABLE_DEAD_LETTER_QUEUE is off')
         side = self.dead_run_queue(queue)
@@ -206,8 +197,7 @@ class Broker:
                 wait_sec: Optional[int] = None,
                 attribute_names: Sequence[str] = ()) -> list[ReceivedMessage]:
         """Receive a batch with the queue's batch size, long poll and visibility
-        timeout. No message attributes by default: they are not signed, so a
-        worker has no use for them (the signed envelope says the same)."""
+        timeout; no message attributes by default (unsigned: the envelope says the same)."""
         return self._request(queue, self.transport.receive, self.declare(queue),
                              queue.batch_size if max_messages is None else max_messages,
                              queue.long_poll_time_sec if wait_sec is None else wait_sec,

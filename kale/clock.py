@@ -1,8 +1,6 @@
 """Time, read through one object: the clock a worker and its parts are given.
 
-``monotonic()`` measures durations and deadlines, ``time()`` is the wall
-clock for what is shown or stored (epoch seconds), ``sleep()`` waits. The
-system clock is the default everywhere; a test passes a clock it moves
+The system clock is the default everywhere; a test passes one it moves
 itself (``tests/support/clock.FakeClock``) instead of waiting for real time.
 """
 from __future__ import annotations

@@ -1,14 +1,12 @@
 """``kale.settings``: the settings of the default app, read lazily.
 
-``from kale import settings`` gives the one :class:`Settings` object, a view
-of a :class:`~kale.config.Config`. Nothing is read at import: the first
-attribute access loads the defaults and then the module named by
-``KALE_SETTINGS_MODULE`` (or the values :meth:`Settings.use_values` gave:
-Django's ``KALE``); :meth:`Settings.reload` reads them again, and
-:meth:`Settings.override` changes some for a block. The default
-:class:`~kale.app.App` is built from :attr:`Settings.config`, so each of
-these gives the process a new default app; code that holds an app of its
-own is not affected.
+``from kale import settings`` is a view of a :class:`~kale.config.Config`.
+Nothing is read at import: the first access loads the defaults, then the
+module ``KALE_SETTINGS_MODULE`` names (or the values of
+:meth:`Settings.use_values`: Django's ``KALE``); :meth:`Settings.reload`
+reads them again, :meth:`Settings.override` changes some for a block. Each
+gives the process a new default :class:`~kale.app.App` (built from
+:attr:`Settings.config`); an app of one's own is not affected.
 """
 from __future__ import annotations
 
@@ -38,9 +36,8 @@ class Settings:
         self._given: Optional[tuple[Any, str, Optional[str]]] = None
         #: Where the settings module's name comes from, for error messages.
         self.source = ENVIRONMENT_VARIABLE
-        #: Held while the settings are read: threads that first touch them at
-        #: once (publishers started together) must not run the settings
-        #: module twice at the same time, and read a half-run one.
+        #: Held while the settings are read: threads touching them at once must
+        #: not run the settings module twice, and read a half-run one.
         self._loading = threading.RLock()
 
     def __getattr__(self, name: str) -> Any:
@@ -107,12 +104,10 @@ class Settings:
 
     def use_values(self, values: Union[Mapping[str, Any], Callable[[], Mapping[str, Any]]],
                    source: str, module_dir: Optional[str] = None) -> None:
-        """Take the settings from ``values`` (over the defaults; or what
-        ``values()`` returns, called when they are first read) from now on,
-        instead of a settings module: a framework's own settings (Django's
-        ``KALE``). ``source`` names them in errors and stands for the
-        module's name; relative paths in them (QUEUE_CONFIG) are also looked
-        for under ``module_dir``. Checked when first read."""
+        """Take the settings from ``values`` (or what ``values()`` returns when
+        first read) over the defaults from now on, instead of a module (Django's
+        ``KALE``). ``source`` names them in errors; relative paths in them are
+        also looked for under ``module_dir``."""
         self._given = (values if callable(values) else dict(values), source, module_dir)
         self.reload()
 
@@ -126,9 +121,8 @@ class Settings:
 
     @contextlib.contextmanager
     def kept(self) -> Iterator['Settings']:
-        """Within the block, reloads, ``use_module`` and overrides may change
-        the settings (and KALE_SETTINGS_MODULE); at its end they are back to
-        the very configuration they were (tests)."""
+        """At the block's end the settings (and KALE_SETTINGS_MODULE) are back
+        to the very configuration they were, whatever it changed (tests)."""
         _ = self.config         # read now: what the block leaves behind is not read later
         saved = (self._base, self._config, list(self._overrides), self._fresh, self.source,
                  self._given, os.environ.get(ENVIRONMENT_VARIABLE))

@@ -1,13 +1,11 @@
 """The configuration: every setting, typed, parsed and checked once.
 
-A :class:`Config` is a frozen dataclass with one field per setting: it
-extends the table of ``kale.default_settings``, where each setting is
-declared once (name, type, default, check, meaning). :meth:`Config.load`
-reads the defaults and the module named by ``KALE_SETTINGS_MODULE``;
-:meth:`Config.from_values` builds one from a mapping; :meth:`Config.replace` derives another. Each runs the
-table's checks (:func:`check_settings`), so a wrong value is one line naming
-the setting, at start. UPPER_CASE names of the settings module that are not
-Kale's stay readable in :attr:`Config.extra`.
+A :class:`Config` is a frozen dataclass with one field per setting of the
+table in ``kale.default_settings``. :meth:`Config.load` reads the defaults
+and the module ``KALE_SETTINGS_MODULE`` names, :meth:`Config.from_values` a
+mapping, :meth:`Config.replace` derives another; each runs the table's checks
+(:func:`check_settings`), so a wrong value is one line naming the setting.
+The settings module's other UPPER_CASE names stay in :attr:`Config.extra`.
 """
 from __future__ import annotations
 
@@ -42,10 +40,8 @@ class Config(Settings):
     module_name: Optional[str] = None
     #: Directory of the settings module's file, for relative paths in it.
     module_dir: Optional[str] = None
-    #: The app made of this configuration: the App that owns it (each App
-    #: has its own copy), or for the settings' own, the default app built
-    #: from it (kale.app.default_app). kale.hooks.load_feature_hooks reads it
-    #: for kale/worker/, until the worker hands its hooks its app.
+    #: The App that owns it (each has its own copy; the settings' own: the
+    #: default app). kale.hooks.load_feature_hooks reads it for kale/worker/.
     _owner: Any = dataclasses.field(default=None, init=False, repr=False)
     @classmethod
     def from_values(cls, values: Mapping[str, Any], module_name: Optional[str] = None,
@@ -56,11 +52,8 @@ class Config(Settings):
         merged.update(values)
         check_settings(merged)
         own = {name: merged.pop(name) for name in list(merged) if name not in SETTING_NAMES}
-        for name in _SEQUENCES:
-            if isinstance(merged[name], list):
-                merged[name] = tuple(merged[name])
         return cls(extra=types.MappingProxyType(own), module_name=module_name,
-                   module_dir=module_dir, **merged)
+                   module_dir=module_dir, **_tuples(merged))
 
     @classmethod
     def load(cls, module_name: Optional[str] = None, source: str = ENVIRONMENT_VARIABLE,
@@ -83,10 +76,8 @@ class Config(Settings):
     def replace(self, **values: Any) -> 'Config':
         """A copy with ``values`` changed, checked like the rest."""
         check_settings(values)
-        kale_values = {name: value for name, value in values.items() if name in SETTING_NAMES}
-        for name in _SEQUENCES:
-            if isinstance(kale_values.get(name), list):
-                kale_values[name] = tuple(kale_values[name])
+        kale_values = _tuples({name: value for name, value in values.items()
+                               if name in SETTING_NAMES})
         own = {name: value for name, value in values.items() if name not in SETTING_NAMES}
         if own:
             kale_values['extra'] = types.MappingProxyType({**self.extra, **own})
@@ -118,6 +109,14 @@ def check_settings(values: Mapping[str, Any]) -> None:
             problem = field.metadata['check'](values[name])
             if problem:
                 raise ImproperlyConfigured('setting %s %s, got %r' % (name, problem, values[name]))
+
+
+def _tuples(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` with a list given for a tuple setting made a tuple."""
+    for name in _SEQUENCES:
+        if isinstance(values.get(name), list):
+            values[name] = tuple(values[name])
+    return values
 
 
 def defaults() -> dict[str, Any]:
@@ -165,9 +164,8 @@ _warned: set[tuple[str, str]] = set()
 
 
 def warn_unknown(module_name: str, own: dict[str, Any], known: dict[str, Any]) -> None:
-    """Warn once per name about a setting Kale does not know that looks like a
-    misspelt one, or that the original Kale had. (Other UPPER_CASE names are
-    the application's own and are left alone.)"""
+    """Warn once per name about an unknown setting that looks misspelt, or
+    that the original Kale had (others are the application's own)."""
     for name in sorted(set(own) - set(known)):
         if (module_name, name) in _warned:
             continue

@@ -1,14 +1,9 @@
 """The way to the default app from below :mod:`kale.app`.
 
-The default app (``KALE_SETTINGS_MODULE``'s) is only for the module-level
-conveniences application code calls without an app (``MyTask.publish``,
-``kale.records.get``, ``topics.publish``, ...), each one line that picks it
-and calls the app's own method, and for the entry points (the command line,
-``kale web``, Django). Every part below them is given its app's parts.
-
-This module is that way, kept apart so that an import-linter contract
-(``.importlinter``) and ``tests/unit/test_default_app.py`` can hold the list
-of the modules that reach for it.
+The default app is only for the module-level conveniences (``MyTask.publish``,
+``kale.records.get``, ...) and the entry points; every part below them is
+given its app's parts. This module is kept apart so that ``.importlinter``
+and ``tests/unit/test_default_app.py`` can hold the list of modules using it.
 """
 from __future__ import annotations
 

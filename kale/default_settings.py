@@ -1,16 +1,11 @@
 """Every Kale setting, declared once: its name, type, default, check and
 meaning, in the :class:`Settings` table below.
 
-A settings module named by the ``KALE_SETTINGS_MODULE`` environment variable
-overrides any of these by defining the same UPPER_CASE name; this module's
-own UPPER_CASE names are the defaults. Settings are read the first time Kale
-needs one (not when Kale is imported), so the variable may be set by the
-application at any point before it publishes or works.
-
-The table is what everything else comes from: :class:`kale.config.Config`
-(its fields), the checks run when settings load (one line naming a wrong
-value), the docs' settings reference and ``kale settings`` (the docs
-site's reference page is ``kale settings --markdown``, made when it builds).
+The settings module ``KALE_SETTINGS_MODULE`` names overrides any of these by
+defining the same UPPER_CASE name (this module's are the defaults); settings
+are read when Kale first needs one, not at import. The table is what
+:class:`kale.config.Config`'s fields, the checks run when settings load, and
+the settings reference (``kale settings --markdown``) come from.
 """
 from __future__ import annotations
 
@@ -55,10 +50,9 @@ PathOr = Union[str, Any]
 
 def setting(default: Any, check: Check, doc: str, *, shown: Optional[str] = None,
             secret: bool = False) -> Any:
-    """One row of the table: the ``default``, the ``check`` a value must pass
-    (None, or the problem in a few words), the one-line ``doc``; ``shown``:
-    how the reference shows the default when its value says less (a
-    computed one); ``secret``: its value is never shown."""
+    """One row of the table: ``default``, the ``check`` a value must pass, the
+    one-line ``doc``; ``shown``: how the reference shows a computed default;
+    ``secret``: its value is never shown."""
     metadata = {'default': default, 'check': check, 'doc': doc, 'shown': shown,
                 'secret': secret}
     if isinstance(default, dict):           # each config gets its own copy

@@ -1,12 +1,10 @@
 """Delays and due times: what ``publish`` accepts, and what a long wait asks of SQS.
 
-SQS delays a message at most 15 minutes (:data:`~kale.transport.MAX_DELAY_SEC`).
-A task due later than that (``delay_sec`` up to 365 days, or an ``eta``) is
-sent with SQS's longest delay and its due time in its signed envelope; each
-time it arrives before that time, a worker sends it again with the time
-still to wait (15 minutes at most again) and deletes the copy it received
-(:mod:`kale.worker.waiting`). It does not run, counts as no retry, and is
-never refused for its age while it waits (:mod:`kale.codec.policy`).
+SQS delays a message at most 15 minutes. A task due later (``delay_sec`` up
+to 365 days, or an ``eta``) is sent with that delay and its due time in its
+signed envelope; each time it arrives early, a worker sends it on with the
+time still to wait (:mod:`kale.worker.waiting`): unrun, no retry, never
+refused for its age (:mod:`kale.codec.policy`).
 """
 from __future__ import annotations
 
@@ -27,8 +25,7 @@ DUE_SLACK_SEC = 1.0
 
 
 def _eta_wait(task_name: str, delay_sec: Any, eta: Any, now: float) -> float:
-    """The seconds from ``now`` until ``eta`` (0 when it is past); InvalidDelayError when
-    ``delay_sec`` is given as well or ``eta`` is not a timezone-aware datetime within 365 days."""
+    """The seconds from ``now`` until ``eta`` (0 when past), or InvalidDelayError."""
     if not (isinstance(delay_sec, numbers.Real) and not isinstance(delay_sec, bool)
             and delay_sec == 0):
         raise InvalidDelayError('task %s: give delay_sec or eta, not both (got delay_sec=%r '
@@ -44,13 +41,12 @@ def _eta_wait(task_name: str, delay_sec: Any, eta: Any, now: float) -> float:
     return max(wait, 0.0)
 
 
-def _delay_wait(task_name: str, delay_sec: Any) -> float:
-    """``delay_sec`` as seconds; InvalidDelayError unless it is a number within 0..365 days."""
+def _seconds(task_name: str, delay_sec: Any, most: int, shown: str = '') -> float:
+    """``delay_sec`` as seconds; InvalidDelayError unless it is a number within 0..``most``."""
     if isinstance(delay_sec, bool) or not isinstance(delay_sec, numbers.Real) \
-            or math.isnan(delay_sec) or not 0 <= float(delay_sec) <= MAX_WAIT_SEC:
-        raise InvalidDelayError('task %s: delay_sec must be a number of seconds within '
-                                '0..%d (365 days), got %r' % (task_name, MAX_WAIT_SEC,
-                                                              delay_sec))
+            or math.isnan(delay_sec) or not 0 <= float(delay_sec) <= most:
+        raise InvalidDelayError('task %s: delay_sec must be a number of seconds within 0..%d%s, '
+                                'got %r' % (task_name, most, shown, delay_sec))
     return float(delay_sec)
 
 
@@ -64,7 +60,7 @@ def check_wait(task_name: str, delay_sec: Any = 0, eta: Any = None,
     if eta is not None:
         wait = _eta_wait(task_name, delay_sec, eta, now)
     else:
-        wait = _delay_wait(task_name, delay_sec)
+        wait = _seconds(task_name, delay_sec, MAX_WAIT_SEC, ' (365 days)')
     if wait <= MAX_DELAY_SEC:
         return int(math.ceil(wait)), None
     return MAX_DELAY_SEC, now + wait
@@ -85,8 +81,4 @@ def check_delay(task_name: str, delay_sec: Any) -> int:
     """``delay_sec`` as whole seconds for SQS's own delay (0..900, rounded up),
     or InvalidDelayError (a retry's or a release's delay; publish takes longer
     ones, see :func:`check_wait`)."""
-    if isinstance(delay_sec, bool) or not isinstance(delay_sec, numbers.Real) \
-            or math.isnan(delay_sec) or not 0 <= float(delay_sec) <= MAX_DELAY_SEC:
-        raise InvalidDelayError('task %s: delay_sec must be a number of seconds within 0..%d, '
-                                'got %r' % (task_name, MAX_DELAY_SEC, delay_sec))
-    return int(math.ceil(delay_sec))
+    return int(math.ceil(_seconds(task_name, delay_sec, MAX_DELAY_SEC)))

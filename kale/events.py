@@ -37,8 +37,13 @@ class Settle(enum.Enum):
 
 
 class Outcome(enum.Enum):
-    """What became of one received message; its row in :data:`OUTCOMES` says
-    what settling, the records, metrics, traces, hooks and logs do with it."""
+    """What became of one received message. Its row in :data:`OUTCOMES` says
+    what settling, the records, metrics, traces, hooks and logs do with it;
+    each member carries it (``row``) and its ``settle``, ``record_status`` (a
+    released task that ran is queued again), ``metric_label`` (of
+    ``kale_tasks_total``), ``settle_operation`` (of the ``kale.settle`` span),
+    ``hook_name`` (the WorkerHooks method called once settled) and
+    ``run_failed`` (the span's status is an error)."""
 
     SUCCEEDED = 'succeeded'
     SKIPPED = 'skipped'          # should_run_task said no
@@ -51,40 +56,14 @@ class Outcome(enum.Enum):
 
     __hash__ = speed.identity_hash       # see kale.speed for the figure
 
-    @property
-    def row(self) -> OutcomeRow:
-        """Its row of the table."""
-        return OUTCOMES[self]
-
-    @property
-    def settle(self) -> Settle:
-        """What settling does with its message."""
-        return OUTCOMES[self].settle
-
-    @property
-    def record_status(self) -> TaskStatus:
-        """The task record's status after it (a released task that ran is queued again)."""
-        return OUTCOMES[self].record_status
-
-    @property
-    def metric_label(self) -> str:
-        """The ``outcome`` label of ``kale_tasks_total``."""
-        return OUTCOMES[self].metric_label
-
-    @property
-    def settle_operation(self) -> str:
-        """The ``kale.settle`` span's operation."""
-        return OUTCOMES[self].settle_operation
-
-    @property
-    def hook_name(self) -> str:
-        """The WorkerHooks method called for it once settled."""
-        return OUTCOMES[self].hook_name
-
-    @property
-    def run_failed(self) -> bool:
-        """Whether its run failed (the span's status is an error)."""
-        return OUTCOMES[self].run_failed
+    # Set from OUTCOMES below (plain attributes: read for every message).
+    row: OutcomeRow
+    settle: Settle
+    record_status: TaskStatus
+    metric_label: str
+    settle_operation: str
+    hook_name: str
+    run_failed: bool
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,6 +145,11 @@ OUTCOMES: dict[Outcome, OutcomeRow] = {
 }
 if set(OUTCOMES) != set(Outcome):
     raise AssertionError('an Outcome without its row: %s' % (set(Outcome) - set(OUTCOMES)))
+for _outcome, _row in OUTCOMES.items():
+    _outcome.row = _row
+    for _name in ('settle', 'record_status', 'metric_label', 'settle_operation', 'hook_name',
+                  'run_failed'):
+        setattr(_outcome, _name, getattr(_row, _name))
 
 #: Outcomes that leave a FIFO message in its group, holding back the rest.
 HOLDS_GROUP = tuple(outcome for outcome, row in OUTCOMES.items() if row.holds_group)
@@ -187,22 +171,18 @@ class Settlement:
     copied: bool = False                       # its copy was sent (or needs none)
     #: The verified envelope, when the body passed verification.
     envelope: Optional[Frame] = None
-    #: On a FIFO queue, a retry or release keeps the message, invisible for
-    #: this many seconds, instead of sending a copy (which would go to the
-    #: back of its group).
+    #: On a FIFO queue, a retry or release keeps the message invisible this
+    #: many seconds instead of sending a copy (to the back of its group).
     hold_sec: Optional[int] = None
     #: What run_task returned (SUCCEEDED only), for hooks such as the records'.
     result: Any = None
-    #: Its copy was not sent because the batch's visibility timeout had ended
-    #: (or nearly): SQS may have delivered the original again, so the message
-    #: is left for SQS to deliver, once.
+    #: Its copy was not sent because the batch's visibility timeout had (nearly)
+    #: ended: the message is left for SQS to deliver, once.
     lapsed: bool = False
-    #: DEAD_LETTER of a task that handles its dead letters: the dead run sent
-    #: to the queue's dead-run queue in place of the dead-letter copy (None
-    #: again when it could not be sent and the copy went instead).
+    #: DEAD_LETTER of a task that handles its dead letters: the dead run sent in
+    #: place of the dead-letter copy (None when the copy went instead).
     dead_run: Optional[Message] = None
-    #: A retry whose copy waits longer than SQS's 15-minute delay (a
-    #: ``kale.Retry`` with a long ``after``): that whole wait, in seconds.
+    #: A retry waiting longer than SQS's 15-minute delay: that whole wait.
     wait_sec: Optional[int] = None
 
     @property
@@ -243,13 +223,9 @@ _identity: tuple[int, str, float] = (0, '', 0.0)
 
 
 def process_identity() -> tuple[str, float]:
-    """This process's id and when it was first asked for (epoch seconds).
-
-    The id reads as host, pid and that start time, ``vm:29984@2026-11-24T10:15:03Z``;
-    it names the process in log records (``worker``), in task records (the
-    worker that ran each attempt) and in the workers' own rows, so the three
-    join. A forked child gets its own on first use.
-    """
+    """This process's id, ``vm:29984@2026-11-24T10:15:03Z`` (host, pid, when first
+    asked for), and that time: it names the process in log lines, task records
+    and worker rows, so the three join. A forked child gets its own."""
     global _identity
     pid = os.getpid()
     if _identity[0] != pid:

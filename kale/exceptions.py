@@ -15,9 +15,33 @@ class KaleError(Exception):
     """Root of every error Kale raises. ``public``: the message as an API
     caller may read it, when the message names a file of the machine."""
 
+    #: The attributes that rebuild it when unpickled, its constructor's
+    #: arguments in order ('message': its message); empty: Exception's way.
+    _pickled: tuple[str, ...] = ()
+
     def __init__(self, *args: Any, public: Optional[str] = None):
         super().__init__(*args)
         self.public = public
+
+    def __reduce__(self) -> Any:
+        if not self._pickled:
+            return super().__reduce__()
+        return (type(self), tuple(str(self) if name == 'message' else getattr(self, name)
+                                  for name in self._pickled))
+
+
+class _CodedError(KaleError):
+    """A failed request: ``code``, the service's error code when there is
+    one; ``retryable``, whether trying again later may succeed."""
+
+    default_retryable = False
+    _pickled = ('message', 'code', 'retryable')
+
+    def __init__(self, message: str, code: Optional[str] = None,
+                 retryable: Optional[bool] = None):
+        super().__init__(message)
+        self.code = code
+        self.retryable = self.default_retryable if retryable is None else retryable
 
 
 # --- configuration --------------------------------------------------------
@@ -90,14 +114,9 @@ class UnknownTaskPathError(PublishError):
 
 class DecodeError(KaleError):
     """A message body could not be turned into a verified task message.
-
-    ``reason`` is one of :attr:`REASONS` (``BAD_SIGNATURE``, ``NOT_KALE``,
-    ``UNKNOWN_TASK``, ``CORRUPT``, ``TOO_LARGE``, ``EXPIRED``, ``WRONG_QUEUE``,
-    ``SERIALIZER_NOT_ACCEPTED``, and for a payload kept in S3
-    ``PAYLOAD_MISSING`` and ``PAYLOAD_MISMATCH``), and is what a dead-letter
-    copy's ``kale_dead_letter_reason`` starts with; ``body`` keeps the raw body
-    so that the caller can dead-letter it unchanged.
-    """
+    ``reason`` is one of :attr:`REASONS`, and what a dead-letter copy's
+    ``kale_dead_letter_reason`` starts with; ``body`` keeps the raw body so
+    that the caller can dead-letter it unchanged."""
 
     BAD_SIGNATURE = 'bad_signature'
     NOT_KALE = 'not_kale_message'
@@ -114,6 +133,7 @@ class DecodeError(KaleError):
 
     REASONS = (BAD_SIGNATURE, NOT_KALE, UNKNOWN_TASK, CORRUPT, TOO_LARGE, EXPIRED, WRONG_QUEUE,
                SERIALIZER_NOT_ACCEPTED, PAYLOAD_MISSING, PAYLOAD_MISMATCH)
+    _pickled = ('reason', 'detail', 'body')
 
     def __init__(self, reason: str, detail: str, body: Optional[str] = None):
         if reason not in self.REASONS:
@@ -123,27 +143,13 @@ class DecodeError(KaleError):
         self.detail = detail
         self.body = body
 
-    def __reduce__(self) -> Any:
-        return (type(self), (self.reason, self.detail, self.body))
-
 
 # --- SQS ------------------------------------------------------------------
 
-class SQSError(KaleError):
+class SQSError(_CodedError):
     """An SQS request failed. ``code`` is the SQS error code when there is one;
     ``retryable`` says whether trying again later may succeed (outages,
     throttling, server-side errors)."""
-
-    default_retryable = False
-
-    def __init__(self, message: str, code: Optional[str] = None,
-                 retryable: Optional[bool] = None):
-        super().__init__(message)
-        self.code = code
-        self.retryable = self.default_retryable if retryable is None else retryable
-
-    def __reduce__(self) -> Any:
-        return (type(self), (str(self), self.code, self.retryable))
 
 
 class TopicError(SQSError):
@@ -169,12 +175,12 @@ class ThrottledError(SQSError):
 
 
 class BatchSendError(SQSError):
-    """Some entries of a batch send failed even after retrying.
+    """Some entries of a batch send failed even after retrying. ``failed``
+    maps the index of each failed entry (in the order given) to its SQS error
+    code and message; ``message_ids`` holds the SQS message id of each entry
+    sent, ``None`` where it was not."""
 
-    ``failed`` maps the index of each failed entry (in the order given) to its
-    SQS error code and message; ``message_ids`` holds the SQS message id of
-    every entry that was sent, or ``None`` where it was not.
-    """
+    _pickled = ('message', 'failed', 'message_ids')
 
     def __init__(self, message: str, failed: dict[int, tuple[str, str]],
                  message_ids: Sequence[Optional[str]]):
@@ -182,24 +188,13 @@ class BatchSendError(SQSError):
         self.failed = failed
         self.message_ids = list(message_ids)
 
-    def __reduce__(self) -> Any:
-        return (type(self), (str(self), self.failed, self.message_ids))
-
 
 # --- the payload store (S3) ----------------------------------------------------
 
-class PayloadStoreError(KaleError):
+class PayloadStoreError(_CodedError):
     """A request to the payload store (``PAYLOAD_BUCKET`` on S3) failed.
     ``retryable`` says whether trying again later may succeed (an outage,
     throttling, a server-side error)."""
-
-    def __init__(self, message: str, code: Optional[str] = None, retryable: bool = False):
-        super().__init__(message)
-        self.code = code
-        self.retryable = retryable
-
-    def __reduce__(self) -> Any:
-        return (type(self), (str(self), self.code, self.retryable))
 
 
 class PayloadMissingError(PayloadStoreError):
@@ -215,12 +210,11 @@ class TaskError(KaleError):
 class TimeLimitExceeded(TaskError):
     """A task ran past its ``time_limit`` and was stopped."""
 
+    _pickled = ('seconds',)
+
     def __init__(self, seconds: float):
         super().__init__('time limit of %gs exceeded' % (seconds,))
         self.seconds = seconds
-
-    def __reduce__(self) -> Any:
-        return (type(self), (self.seconds,))
 
 
 class ThreadTimeLimit(TimeLimitExceeded):
@@ -254,6 +248,8 @@ class Retry(TaskError):
     ``is_retriable`` is not asked (see :mod:`kale.retry`). A bad ``after``
     or ``exc`` raises InvalidRetryError at once, in the task."""
 
+    _pickled = ('after', 'exc')
+
     def __init__(self, after: float, exc: Optional[BaseException] = None):
         if isinstance(after, bool) or not isinstance(after, numbers.Real) \
                 or not 0 <= float(after) <= MAX_RETRY_AFTER_SEC:   # NaN and inf fail this too
@@ -266,9 +262,6 @@ class Retry(TaskError):
         self.after: float = float(after)
         self.exc: Optional[BaseException] = exc
         self.__cause__ = exc            # its traceback shows the cause's first
-
-    def __reduce__(self) -> Any:
-        return (type(self), (self.after, self.exc))
 
 
 class ExecutorError(TaskError):
@@ -296,12 +289,11 @@ class ChildTaskError(TaskError):
     (``TASK_ISOLATION = 'process'``) that could not be sent back whole: it
     keeps the description and whether the task may retry it."""
 
+    _pickled = ('message', 'retriable')
+
     def __init__(self, description: str, retriable: bool = True):
         super().__init__(description)
         self.retriable = retriable
-
-    def __reduce__(self) -> Any:
-        return (type(self), (str(self), self.retriable))
 
 
 # --- task records ---------------------------------------------------------
@@ -402,12 +394,11 @@ class WebhookDeliveryError(TaskError):
     timeout, a connection error); ``retry_after_sec``: the delay the answer's
     ``Retry-After`` asked for, which the retry honours (kale.retry)."""
 
+    _pickled = ('message', 'retry_after_sec')
+
     def __init__(self, description: str, retry_after_sec: Optional[float] = None):
         super().__init__(description)
         self.retry_after_sec = retry_after_sec
-
-    def __reduce__(self) -> Any:
-        return (type(self), (str(self), self.retry_after_sec))
 
 
 class WebhookRejectedError(NonRetriableTaskError):

@@ -1,16 +1,11 @@
 """Fair queues: the tenant of each task on a standard queue configured ``fair: true``.
 
-SQS treats the ``MessageGroupId`` of a message on a standard queue as its
-tenant: when one tenant holds a disproportionate share of the messages in
-flight, SQS returns the other tenants' messages first, so one tenant's
-backlog does not raise everyone's dwell time. No order is kept and delays
-stay allowed (see docs/how-to/fair-queues.md).
-
-A task's tenant is the ``group_id`` given to publish, else what its class's
-``fair_key(self, *args, **kwargs)`` returns for the call (None: no tenant),
-checked here before anything is sent. A task keeps its tenant in every copy
-a worker sends of it (a retry, a release, a wait), so a tenant's retries
-count for that tenant.
+SQS treats a standard queue message's ``MessageGroupId`` as its tenant: when
+one tenant holds a disproportionate share of the messages in flight, the
+others' come first (see docs/how-to/fair-queues.md). A task's tenant is the
+``group_id`` given to publish, else its class's ``fair_key(self, *args,
+**kwargs)`` for the call (None: none), checked before anything is sent; every
+copy a worker sends of it (a retry, a release, a wait) keeps it.
 """
 from __future__ import annotations
 

@@ -1,45 +1,34 @@
 """Hooks: documented no-op methods that features and applications override.
 
-Two classes, one per side of the queue:
+:class:`PublishHooks` are called by the publisher around every send (listed
+in ``PUBLISH_HOOKS`` or given to ``Publisher(hooks=[...])``);
+:class:`WorkerHooks` by the worker at start and stop, around each batch and
+task, and for each task's outcome (``WORKER_HOOKS``, ``Worker(hooks=[...])``).
+A feature that watches both sides subclasses both. Hooks run in the calling
+process, in the order listed.
 
-- :class:`PublishHooks`, called by the publisher around every send
-  (``before_publish``, ``after_publish``); list them in ``PUBLISH_HOOKS`` or
-  pass them to ``Publisher(hooks=[...])``;
-- :class:`WorkerHooks`, called by the worker at start and stop, around each
-  batch, as each task starts and finishes, and for each task's outcome; list
-  them in ``WORKER_HOOKS`` or pass them to ``Worker(hooks=[...])``.
+**Coroutines.** A hook may be ``async def``: it is awaited, on the worker's
+event loop when it has one (in a pool's coroutine tasks, ``on_task_started``
+and ``on_task_finished`` in the task's own asyncio task).
 
-A feature that watches both sides (metrics, tracing, records) subclasses
-both. Hooks run in the calling process, in the order listed.
+**Failures.** A hook that raises is logged with its traceback and the others
+still run, so a broken metrics hook cannot stop work or lose a task. Except
+``on_worker_startup`` and ``on_supervisor_startup`` (and the
+``ON_WORKER_STARTUP`` setting): a worker whose start-up failed does not start
+(``kale worker`` exits 1).
 
-**Coroutines.** A hook may be a coroutine function (``async def``): it is
-awaited, on the worker's event loop when it has one, before the worker goes
-on. In a pool's coroutine tasks, ``on_task_started`` and
-``on_task_finished`` are awaited in the task's own asyncio task.
+**Answers.** ``cancelled_tasks``, asked once per batch, names the tasks the
+worker must not run (settled as cancelled: deleted unrun, then
+``on_task_cancelled``); one that raises counts as naming none.
 
-**Failures.** A hook that raises is logged with its traceback and the other
-hooks still run, so a broken metrics hook cannot stop work or lose a task.
-The exceptions are ``on_worker_startup`` and ``on_supervisor_startup``: a
-worker (or a supervisor) whose start-up failed does not start (``kale
-worker`` exits 1), because it cannot be assumed ready.
-The ``ON_WORKER_STARTUP`` and ``ON_WORKER_SHUTDOWN`` settings are the same two
-hooks written as plain callables, and follow the same rule.
+**Features Kale ships** plug in through these classes (:func:`feature_hooks`):
+``RECORDS_URL`` adds ``kale.records.hooks.RecordsHooks``, ``METRICS_PORT``
+``kale.contrib.metrics.PrometheusHooks``, ``TRACING``
+``kale.contrib.tracing.TracingHooks``.
 
-**Answers.** One hook returns something: ``cancelled_tasks``, asked once per
-batch before it runs, names the tasks the worker must not run (it settles
-them as cancelled: deleted unrun, then ``on_task_cancelled``). A hook that
-raises there is logged and counts as naming none, so a broken store never
-stops work.
-
-**Features Kale ships** plug in through these same classes: with
-``RECORDS_URL`` set, Kale adds ``kale.records.hooks.RecordsHooks`` to the
-publish and worker hooks itself; with ``METRICS_PORT`` set,
-``kale.contrib.metrics.PrometheusHooks``; with ``TRACING`` on,
-``kale.contrib.tracing.TracingHooks`` (see :func:`feature_hooks`).
-
-**Trust.** Hooks that receive a :class:`~kale.worker.batch.Settlement` can
-tell whether its message was verified (``settlement.verified``): for a body
-that failed verification, only the SQS message id is known for certain.
+**Trust.** A hook given a :class:`~kale.worker.batch.Settlement` can tell
+whether its message was verified (``settlement.verified``): for a body that
+failed verification, only the SQS message id is known for certain.
 """
 from __future__ import annotations
 
@@ -212,8 +201,7 @@ _warned_classes: set[tuple[type, str]] = set()
 
 
 def _old_name_target(target: Any, name: str) -> Optional[Callable[..., Any]]:
-    """The bound method of ``target`` under the hook's old name, if its class
-    defines one (warning once per class)."""
+    """``target``'s method under the hook's old name, if any (warned once per class)."""
     old = _OLD_NAMES.get(name)
     if old is None or getattr(type(target), old, None) is getattr(WorkerHooks, old):
         return None
@@ -265,13 +253,12 @@ def load_hooks(entries: Sequence[Any], base: type, setting: str) -> list[Any]:
     return loaded
 
 
-#: Hooks of the features Kale ships, by dotted path, and the setting that turns
-#: each on. Loaded by path so that the core never imports a feature (nor the
-#: optional libraries a feature needs) while its setting is off. A workflow
-#: moves on before its node's record says it succeeded (both in
-#: ``before_settle``): a worker that dies in between runs the node again, and
-#: the second success changes nothing; the other way round, the record would
-#: have the redelivery deleted unrun and the workflow would never move on.
+#: Hooks of the features Kale ships, by dotted path (the core imports no
+#: feature while its setting is off), and the setting that turns each on. A
+#: workflow moves on before its node's record says it succeeded (both in
+#: ``before_settle``): a worker dying in between runs the node again, which
+#: changes nothing; the other way round, the redelivery would be deleted
+#: unrun and the workflow would never move on.
 FEATURE_HOOKS = [
     ('RECORDS_URL', 'kale.workflow.run.WorkflowHooks'),
     ('RECORDS_URL', 'kale.records.hooks.RecordsHooks'),
@@ -313,54 +300,16 @@ def run_to_end(awaitable: Awaitable[Any]) -> Any:
         return pool.submit(asyncio.run, wait()).result()
 
 
-class HookDispatcher:
-    """Calls one hook on every registered object, isolating failures.
+class _Overriding(dict):
+    """Hook -> the bound methods of the objects that override it (under its
+    name or its old one): calling a base class's no-op for every task would
+    cost time and do nothing."""
 
-    A hook is named by its method on the base class, never by a string:
-    ``dispatch(WorkerHooks.on_task_started, queue, received, message)``.
-    """
+    def __init__(self, hooks: list[Any]):
+        super().__init__()
+        self.hooks = hooks
 
-    def __init__(self, hooks: Sequence[Any]):
-        self.hooks = list(hooks)
-        self._overriding: dict[Callable[..., None], list[Any]] = {}
-        #: Runs a coroutine hook's awaitable to its end (a worker sets its
-        #: event loop's; by default a loop of the call's own).
-        self.awaiter: Callable[[Awaitable[Any]], Any] = run_to_end
-
-    def __bool__(self) -> bool:
-        return bool(self.hooks)
-
-    def __call__(self, hook: Callable[..., None], *args: Any) -> None:
-        targets = self._overriding.get(hook)
-        if targets is None:
-            targets = self._overriding[hook] = self._targets(hook)
-        for target in targets:
-            try:
-                result = target(*args)
-                if result is not None and inspect.isawaitable(result):
-                    self.awaiter(result)      # a coroutine hook: awaited
-            except Exception:
-                logger.exception('hook %s.%s failed', type(target.__self__).__name__,
-                                 hook.__name__)
-
-    async def acall(self, hook: Callable[..., None], *args: Any) -> None:
-        """Call the hook as :meth:`__call__` does, from a coroutine on an event
-        loop: a coroutine hook is awaited there."""
-        targets = self._overriding.get(hook)
-        if targets is None:
-            targets = self._overriding[hook] = self._targets(hook)
-        for target in targets:
-            try:
-                result = target(*args)
-                if result is not None and inspect.isawaitable(result):
-                    await result
-            except Exception:
-                logger.exception('hook %s.%s failed', type(target.__self__).__name__,
-                                 hook.__name__)
-
-    def _targets(self, hook: Callable[..., None]) -> list[Any]:
-        """The hook's bound methods on the objects that override it: calling a
-        base class's no-op for every task would cost time and do nothing."""
+    def __missing__(self, hook: Callable[..., Any]) -> list[Any]:
         name = hook.__name__
         targets = []
         for target in self.hooks:
@@ -370,24 +319,63 @@ class HookDispatcher:
                 old = _old_name_target(target, name)
                 if old is not None:
                     targets.append(old)
+        self[hook] = targets
         return targets
+
+
+def _failed(target: Any, hook: Callable[..., Any]) -> None:
+    logger.exception('hook %s.%s failed', type(target.__self__).__name__, hook.__name__)
+
+
+class HookDispatcher:
+    """Calls one hook on every registered object, isolating failures.
+
+    A hook is named by its method on the base class, never by a string:
+    ``dispatch(WorkerHooks.on_task_started, queue, received, message)``.
+    """
+
+    def __init__(self, hooks: Sequence[Any]):
+        self.hooks = list(hooks)
+        self._overriding = _Overriding(self.hooks)
+        #: Runs a coroutine hook's awaitable to its end (a worker sets its
+        #: event loop's; by default a loop of the call's own).
+        self.awaiter: Callable[[Awaitable[Any]], Any] = run_to_end
+
+    def __bool__(self) -> bool:
+        return bool(self.hooks)
+
+    def __call__(self, hook: Callable[..., None], *args: Any) -> None:
+        for target in self._overriding[hook]:
+            try:
+                result = target(*args)
+                if result is not None and inspect.isawaitable(result):
+                    self.awaiter(result)      # a coroutine hook: awaited
+            except Exception:
+                _failed(target, hook)
+
+    async def acall(self, hook: Callable[..., None], *args: Any) -> None:
+        """Call the hook as :meth:`__call__` does, from a coroutine on an event
+        loop: a coroutine hook is awaited there."""
+        for target in self._overriding[hook]:
+            try:
+                result = target(*args)
+                if result is not None and inspect.isawaitable(result):
+                    await result
+            except Exception:
+                _failed(target, hook)
 
     def collect(self, hook: Callable[..., Any], *args: Any) -> list[Any]:
         """Call the hook on every object that overrides it and return their
         answers; one that raises is logged and left out."""
-        targets = self._overriding.get(hook)
-        if targets is None:
-            targets = self._overriding[hook] = self._targets(hook)
         answers = []
-        for target in targets:
+        for target in self._overriding[hook]:
             try:
                 answer = target(*args)
                 if answer is not None and inspect.isawaitable(answer):
                     answer = self.awaiter(answer)
                 answers.append(answer)
             except Exception:
-                logger.exception('hook %s.%s failed', type(target.__self__).__name__,
-                                 hook.__name__)
+                _failed(target, hook)
         return answers
 
     def overridden(self, hook: Callable[..., Any]) -> bool:
@@ -397,10 +385,7 @@ class HookDispatcher:
         none does: measured with ``python -m bench --transport memory
         --scenarios drain --tasks 2000 --runs 5``, calling them anyway drained
         1-3% slower (32977 and 33052 tasks/s against 32637 and 31984)."""
-        targets = self._overriding.get(hook)
-        if targets is None:
-            targets = self._overriding[hook] = self._targets(hook)
-        return bool(targets)
+        return bool(self._overriding[hook])
 
     def strict(self, hook: Callable[..., None], *args: Any) -> None:
         """Call the hook everywhere, stopping at the first failure with HookError."""

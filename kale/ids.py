@@ -1,11 +1,9 @@
 """Random ids for tasks and messages, in the form of ``uuid.uuid4().hex``.
 
-``uuid4`` asks the kernel for 16 random bytes every time, and that system
-call lets go of the interpreter lock: in a process where another thread is
-busy (the records writer), every id then waits for that thread to hand the
-lock back. Here the bytes come from a buffer refilled from ``os.urandom``
-once per :data:`IDS_PER_REFILL` ids, emptied in a child after a fork so that
-no two processes hand out the same id.
+``uuid4``'s system call for 16 random bytes lets go of the interpreter lock,
+so with another thread busy (the records writer) every id waits for it.
+Here the bytes come from a buffer refilled from ``os.urandom`` once per
+:data:`IDS_PER_REFILL` ids, emptied in a child after a fork.
 """
 from __future__ import annotations
 

@@ -1,24 +1,15 @@
 """Kale's own tasks: published by Kale's own code, never by a submission.
 
-Some tasks run with Kale's authority rather than an application's: a
-webhook delivery (:class:`~kale.webhooks.delivery.DeliverWebhook`) signs its
-request with the webhook's secret, and the webhooks' fan-out
-(:class:`~kale.webhooks.fanout.WebhookFanout`) publishes deliveries. A class
-says it is one with ``kale_internal = True``.
-
-- Kale's own paths publish them with a proof in the signed envelope's
-  context (:data:`CONTEXT_KEY`): an HMAC, under a key derived from
-  ``MESSAGE_SIGNING_KEY``, of the class's path (:func:`context`).
-- The public paths refuse them (:func:`refuse`): ``kale submit`` and
-  ``POST /api/workflows``, ``kale publish``, and a retry from a record.
-- A worker dead-letters a message that names one without the proof
-  (:func:`proven`). A topic's copy that the fan-out handles names its topic,
-  not the class, and needs none.
-
-Someone with the signing key can make the proof, as they can sign any
-message: the proof tells Kale's paths from the paths that publish on behalf
-of someone who holds no key (a bearer token of ``kale web``, a file given to
-``kale submit``).
+Some tasks run with Kale's authority (``kale_internal = True``): a webhook
+delivery signs its request with the webhook's secret, the webhooks' fan-out
+publishes deliveries. Kale's own paths publish them with a proof in the
+signed context (:func:`context`: an HMAC of the class's path under a key
+derived from ``MESSAGE_SIGNING_KEY``); the public paths (``kale submit``,
+``POST /api/workflows``, ``kale publish``, a retry from a record) refuse them
+(:func:`refuse`); a worker dead-letters one without the proof (:func:`proven`;
+a topic's copy names its topic and needs none). The proof tells Kale's paths
+from those that publish for someone who holds no key (a ``kale web`` token,
+a file given to ``kale submit``).
 """
 from __future__ import annotations
 

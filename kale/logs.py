@@ -1,34 +1,25 @@
 """Logging for the ``kale`` command: levels, and no secrets in the output.
 
 ``--log-level`` sets Kale's loggers (and the application's); the AWS
-libraries (botocore, boto3, urllib3) stay at WARNING unless
-``--aws-log-level`` asks for more, because at DEBUG they print every request:
-credentials, session tokens and message bodies. Even then,
-:class:`RedactingFilter` blanks the ``Authorization`` and
-``X-Amz-Security-Token`` headers, ``Credential=`` and ``Signature=`` values,
-the signature botocore's SigV4 signer logs, and message bodies, in whatever
-those libraries log. It sits on the handler :func:`configure` installs, and
-(:func:`redact_aws_loggers`, called whenever Kale builds an AWS client) on
-the AWS libraries' own loggers, so that an application's own logging setup,
-a plain ``logging.basicConfig(level=logging.DEBUG)``, shows none of them
-either: a filter on a logger applies only to the records of that logger,
-not of its children, so it goes on each of them (botocore.auth,
-botocore.endpoint, urllib3.connectionpool, ...).
+libraries stay at WARNING unless ``--aws-log-level`` asks for more, because
+at DEBUG they print every request: credentials, tokens and message bodies.
+Even then :class:`RedactingFilter` blanks those (the ``Authorization`` and
+``X-Amz-Security-Token`` headers, ``Credential=`` and ``Signature=``, the
+SigV4 signature, message bodies). It sits on the handler :func:`configure`
+installs and, through :func:`redact_aws_loggers` (called whenever Kale builds
+an AWS client), on each of the AWS libraries' own loggers (a logger's filter
+does not apply to its children's records), so a plain
+``logging.basicConfig(level=logging.DEBUG)`` shows none of them either.
 
-Kale's own log lines carry task ids, names and queues, never arguments. A
-failed run's line carries its exception's type, and its message too unless
-``LOG_EXCEPTION_MESSAGES`` is off or ``MESSAGE_ENCRYPTION_KEY`` is set
-(:func:`exception_messages`): messages often carry arguments.
+Kale's own lines carry task ids, names and queues, never arguments; a failed
+run's line carries its exception's message only as :func:`exception_messages`
+allows (messages often carry arguments).
 
-**Fields.** Every record that passes through the handler :func:`configure`
-installs carries ``task_id``, ``task``, ``queue``, ``attempt`` and
-``worker`` (None where unknown): Kale's outcome lines pass them through
-``extra``, and :class:`ContextFilter` fills them in for anything logged
-while a task runs (the task's own lines included) from the worker's task
-context. A text format can use them (``%(task_id)s``); with your own handler,
-add ``ContextFilter()`` to it. ``LOG_FORMAT = 'json'`` logs one JSON object a
-line (:class:`JsonFormatter`): ``time``, ``level``, ``logger``, ``message``,
-the fields that are known, and ``exception`` for a traceback.
+**Fields.** Every record through the handler :func:`configure` installs
+carries ``task_id``, ``task``, ``queue``, ``attempt`` and ``worker`` (None
+where unknown), from ``extra`` or, while a task runs, from its context
+(:class:`ContextFilter`; add it to a handler of your own). ``LOG_FORMAT =
+'json'`` logs one JSON object a line (:class:`JsonFormatter`).
 """
 from __future__ import annotations
 
@@ -100,9 +91,7 @@ AWS_LOGGER_FILTER = RedactingFilter()
 
 def redact_aws_loggers() -> None:
     """Put :data:`AWS_LOGGER_FILTER` on every logger of the AWS libraries
-    there is now (once each): their records are redacted whatever handlers
-    the application configured. Their modules make their loggers when
-    imported, all of them by the time a client is built."""
+    there is now (once each; all exist by the time a client is built)."""
     loggers = logging.Logger.manager.loggerDict
     for name in list(AWS_LOGGERS) + [name for name in list(loggers)
                                      if name.split('.', 1)[0] in AWS_LOGGERS]:
@@ -192,9 +181,8 @@ def configure(level: str = 'INFO', aws_level: str = 'WARNING',
               handler: Optional[logging.Handler] = None,
               log_format: Optional[str] = None) -> logging.Handler:
     """Log to stderr (or ``handler``) at ``level``, the AWS libraries at
-    ``aws_level``, with secrets redacted and the task fields filled in;
-    returns the handler. ``log_format`` ('text', the default for a new
-    handler, or 'json') sets the handler's formatter."""
+    ``aws_level``, secrets redacted and task fields filled in; returns the
+    handler. ``log_format``: 'text' (a new handler's default) or 'json'."""
     if handler is None:
         handler = logging.StreamHandler()
         log_format = log_format or 'text'

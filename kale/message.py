@@ -42,35 +42,28 @@ class Message:
     args: tuple = ()
     kwargs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     app_data: Any = None
-    #: Runs that failed and were retried before this copy (the spec's
-    #: ``retry_num``; :attr:`attempt` is this run's number) and failures
-    #: counted toward ``max_retries``. Both travel under these names.
+    #: Runs retried before this copy (:attr:`attempt` is this run's number),
+    #: and failures counted toward ``max_retries``.
     retry_num: int = 0
     failure_num: int = 0
     #: When this copy was sent (epoch seconds; the payload's ``enqueued_at``).
-    #: A retry copy gets a new one; :attr:`published_at` stays.
     sent_at: float = 0.0
     publisher: str = ''
-    #: Earlier deliveries that ended with nobody settling the message (the
-    #: worker holding it died), carried over when it is re-sent as a copy.
-    #: Travels in the signed envelope, not in the payload.
+    #: Earlier deliveries nobody settled (their worker died), carried over to
+    #: its copies. This and the fields below travel in the signed envelope.
     unsettled: int = 0
-    #: When the task was first published (epoch seconds; 0: now). Retry and
-    #: release copies keep it, so the replay window (MESSAGE_MAX_AGE_SEC)
-    #: counts from the first publish. Travels in the signed envelope.
+    #: When the task was first published (epoch seconds; 0: now); copies keep
+    #: it, so the replay window (MESSAGE_MAX_AGE_SEC) counts from it.
     published_at: float = 0.0
-    #: Context carried with the task, as strings (e.g. a W3C trace context,
-    #: added by a publish hook). Travels in the signed envelope, so the worker
-    #: can trust it; retry, release and dead-letter copies keep it.
+    #: Context carried with the task, as strings (e.g. a trace context added
+    #: by a publish hook); copies keep it.
     context: Mapping[str, str] = dataclasses.field(default_factory=dict)
     #: A dead run (see :meth:`dead_run`): the id of the task that failed for
-    #: good, and its final error, one line. '' for any other message. Both
-    #: travel in the signed envelope; retry and dead-letter copies keep them.
+    #: good, and its final error, one line ('' for any other message).
     dead_of: str = ''
     dead_error: str = ''
-    #: When a task published with a wait longer than SQS's 15-minute delay is
-    #: due (epoch seconds; 0: no such wait). Travels in the signed envelope;
-    #: a copy that arrives before it is sent on unrun (see :mod:`kale.delays`).
+    #: When a task waiting longer than SQS's 15-minute delay is due (epoch
+    #: seconds; 0: no such wait; see :mod:`kale.delays`).
     due_at: float = 0.0
 
     @property
@@ -95,12 +88,10 @@ class Message:
                                    sent_at=time.time(), publisher=publisher_identity())
 
     def dead_run(self, error: str) -> 'Message':
-        """The dead run of this task, which failed for good with ``error``:
-        a new task with the same arguments, app_data and context, its counts
-        at zero, linked to this one (``dead_of``). Its id is derived from this
-        task's id and publish time: when this message is delivered again
-        (its worker died before deleting it) and fails again, it makes the
-        same dead run, which runs once."""
+        """The dead run of this task, which failed for good with ``error``: a
+        new task with the same arguments, its counts at zero, linked by
+        ``dead_of``. Its id derives from this task's id and publish time, so a
+        redelivery that fails again makes the same dead run, which runs once."""
         now = time.time()
         seed = '%s@%r' % (self.task_id, self.published_at)
         line = ' '.join(error.split())[:MAX_DEAD_ERROR_CHARS]

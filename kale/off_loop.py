@@ -1,9 +1,5 @@
-"""Publishing from coroutines: the blocking send runs on a thread, awaited.
-
-``Task.apublish`` and ``apublish_batch`` hand the whole publish (checks,
-encoding, hooks, the boto3 request) to one of a few threads of the process,
-so the caller's event loop goes on meanwhile.
-"""
+"""Publishing from coroutines: ``Task.apublish`` hands the whole publish to
+one of a few threads of the process, awaited, so the event loop goes on."""
 from __future__ import annotations
 
 import asyncio

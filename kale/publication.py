@@ -36,9 +36,8 @@ class Sender(Protocol):
 
 @runtime_checkable
 class KeepingSender(Protocol):
-    """A sender that keeps what it is given for a later send (the outbox:
-    rows in the caller's transaction, sent by the relay), instead of sending.
-    It decides unique tasks itself, when it sends."""
+    """A sender that keeps what it is given for a later send (the outbox), and
+    decides unique tasks itself when it sends."""
 
     def sqs_name(self, queue: TaskQueue) -> str:
         """The queue's full SQS name, which each body is signed for."""
@@ -65,8 +64,7 @@ class PublishCall:
     context: Optional[Mapping[str, str]] = None
     unique_for_sec: Optional[float] = None
     eta: Any = None
-    #: Runs each task had before, one per call (a workflow's node run again
-    #: by ``workflow.retry``): its first run here is attempt N + 1.
+    #: Runs each task had before, one per call (a workflow node run again).
     retry_nums: Optional[Sequence[int]] = None
 
 
@@ -106,23 +104,19 @@ class Publication:
     error: Optional[BaseException] = None
     #: The queue's full SQS name (with QUEUE_PREFIX).
     sqs_name: str = ''
-    #: Context to carry with each message, one dict of strings per message
-    #: (hooks may add to them, e.g. a W3C trace context): it travels in the
-    #: signed envelope, and the worker sees it as ``message.context``.
+    #: Context each message carries in its signed envelope (hooks may add to
+    #: it, e.g. a trace context); the worker sees it as ``message.context``.
     context: list[dict[str, str]] = dataclasses.field(default_factory=list)
     #: The SQS message ids, in order, once sent (for ``after_publish``).
     message_ids: list[str] = dataclasses.field(default_factory=list)
     #: The message group, on a FIFO queue (the tenant given, on a fair queue).
     group_id: str = ''
-    #: Each message's labels (from ``publish(..., labels=...)`` and the task's
-    #: ``labels()``), for the records; they do not travel in the message.
+    #: Each message's labels, for the records (they do not travel in it).
     labels: list[dict[str, str]] = dataclasses.field(default_factory=list)
-    #: Encoded for a later send (the outbox keeps it in the caller's
-    #: transaction): ``after_publish`` sees no message ids, and the records
-    #: are written by whatever sends it.
+    #: Encoded for a later send (the outbox): ``after_publish`` sees no
+    #: message ids, and whatever sends it writes the records.
     deferred: bool = False
-    #: When the tasks are due (epoch seconds), for a wait longer than SQS's
-    #: 15-minute delay (``delay_sec`` is then 900; see :mod:`kale.delays`).
+    #: When the tasks are due, for a wait over SQS's 15 minutes (kale.delays).
     due_at: Optional[float] = None
 
     @property

@@ -27,9 +27,8 @@ if TYPE_CHECKING:
 
 def check_fifo_ids(task_name: str, queue: TaskQueue, group_id: Any, dedup_id: Any,
                    delay: Any) -> None:
-    """A FIFO queue needs a ``group_id`` and takes no delay; a standard queue
-    takes no ``dedup_id``, and a ``group_id`` (the tenant) only when it is
-    fair. Both are 1..128 characters of letters, digits and punctuation."""
+    """A FIFO queue needs a ``group_id`` and takes no delay; a standard one
+    takes no ``dedup_id``, and a ``group_id`` (its tenant) only when fair."""
     if not queue.fifo:
         if dedup_id is not None:
             raise InvalidGroupError(
@@ -52,9 +51,7 @@ def check_fifo_ids(task_name: str, queue: TaskQueue, group_id: Any, dedup_id: An
 
 
 def check_time_limit(task_class: type['Task'], queue: TaskQueue) -> None:
-    """``time_limit`` must be a positive number of seconds, at most SQS's 12
-    hours. (A task longer than its queue's visibility timeout is kept
-    invisible by the worker's heartbeat while it runs.)"""
+    """``time_limit`` must be a positive number of seconds, at most SQS's 12 hours."""
     limit = task_class.time_limit
     name = task_class.task_path()
     if isinstance(limit, bool) or not isinstance(limit, numbers.Real) or not limit > 0:
@@ -95,8 +92,7 @@ def check_arguments(task_class: type['Task'], args: tuple, kwargs: Mapping[str, 
 
 def task_queue(task_class: type['Task'], queues: QueueConfig,
                queue_name: Optional[str] = None) -> TaskQueue:
-    """The configured queue the task publishes to (``queue_name``, from
-    ``with_options(queue=...)``, else the task's own), with its time limit checked."""
+    """The configured queue the task publishes to, its time limit checked."""
     queue = queues.get_queue(queue_name or task_class.queue,
                              who='task %s' % task_class.task_path())
     check_time_limit(task_class, queue)
@@ -114,8 +110,7 @@ def call_pair(task_name: str, number: int, call: Any) -> tuple[tuple, dict]:
 
 def dedup_ids(task_name: str, queue: TaskQueue, messages: Sequence[Message],
               dedup_id: Optional[str]) -> list[str]:
-    """Each message's deduplication id on a FIFO queue (``dedup_id`` for a
-    single task, else its task id); none on a standard queue."""
+    """Each message's FIFO deduplication id (``dedup_id`` for one, else its task id)."""
     if dedup_id is not None and len(messages) > 1:
         raise InvalidGroupError('task %s: dedup_id is for one task; publish_batch '
                                 'deduplicates each task by its task id' % task_name)

@@ -1,17 +1,10 @@
 """Publishing: validate a task invocation, encode it, hand it to the broker.
 
-Every check runs before anything is sent, and each failure has its own
-exception naming the task and the bad value: the queue must be configured,
-``time_limit`` must be at most 12 hours, ``delay_sec`` must be within 0..365
-days (or ``eta`` a timezone-aware datetime, see :mod:`kale.delays`), a FIFO
-queue needs a ``group_id`` and takes no delay (a standard one takes a group,
-its tenant, only when configured ``fair``, see :mod:`kale.fair`), the
-arguments must serialize, and the message must fit ``SQS_TASK_SIZE_LIMIT``.
-A batch is checked whole before any of it is sent.
-
-Publish hooks (:class:`kale.hooks.PublishHooks`, from ``PUBLISH_HOOKS`` or
-``Publisher(hooks=...)``) see every :class:`Publication` before it is encoded
-and after it was sent.
+Every check (:mod:`kale.publish_checks`, :mod:`kale.delays`, :mod:`kale.fair`;
+the arguments must serialize and the message fit ``SQS_TASK_SIZE_LIMIT``)
+runs before anything is sent, a batch's whole, each failure its own exception
+naming the task and the bad value. Publish hooks (:class:`kale.hooks.PublishHooks`)
+see every :class:`Publication` before it is encoded and after it was sent.
 """
 from __future__ import annotations
 
@@ -68,15 +61,12 @@ logger = logging.getLogger(__name__)
 class Publisher:
     """Builds, checks and sends task messages, calling the publish hooks.
 
-    A publish is a pipeline of stages: the call checked and its messages built
-    (:meth:`draft`), the unique keys claimed (:meth:`claim`), then the
-    messages encoded and signed and handed to a :class:`Sender`
-    (:meth:`send`), between the ``before_publish`` and ``after_publish``
-    hooks. An :class:`~kale.app.App` makes its own and gives it its parts
-    (:meth:`given_parts`): the configuration, the queues, the codec and the
-    hooks of its features. One made by hand with a ``sender`` and hooks only
-    publishes once an app gave it those (the default app does, for one put in
-    place with :func:`set_publisher`)."""
+    A publish is a pipeline: the call checked and its messages built
+    (:meth:`draft`), the unique keys claimed (:meth:`claim`), the messages
+    encoded, signed and handed to a :class:`Sender` (:meth:`send`), between
+    the ``before_publish`` and ``after_publish`` hooks. It publishes once an
+    :class:`~kale.app.App` gave it its parts (:meth:`given_parts`; the
+    default app does for one put in place with :func:`set_publisher`)."""
 
     def __init__(self, sender: Optional[Sender] = None, hooks: Sequence[Any] = (),
                  clock: Clock = SYSTEM_CLOCK):
@@ -87,8 +77,8 @@ class Publisher:
         self._hooks: Optional[HookDispatcher] = None
 
     def given_parts(self, app: 'App') -> 'Publisher':
-        """A copy of this publisher (its sender, clock and hooks) with
-        ``app``'s parts: its configuration, queues, codec and features' hooks."""
+        """A copy of this publisher with ``app``'s parts: its configuration,
+        queues, codec and features' hooks."""
         made = copy.copy(self)
         made._app = app
         made._sender = self._sender if self._sender is not None else app.broker
@@ -120,9 +110,7 @@ class Publisher:
 
     @property
     def hooks(self) -> HookDispatcher:
-        """The publish hooks: those of its app's features turned on (records,
-        metrics, tracing), then ``PUBLISH_HOOKS``, then those given to the
-        constructor."""
+        """The publish hooks: its app's features', ``PUBLISH_HOOKS``, those given."""
         if self._hooks is None:
             raise TypeError(self._NO_APP)
         return self._hooks
@@ -133,8 +121,7 @@ class Publisher:
         return self.app.codec
 
     def queue_of(self, task_class: type['Task'], queue_name: Optional[str] = None) -> TaskQueue:
-        """The queue ``task_class`` publishes to (from the queue config):
-        ``queue_name`` when given, else the task's own."""
+        """The configured queue ``task_class`` publishes to (``queue_name``, else its own)."""
         return task_queue(task_class, self.app.queues, queue_name)
 
     @property
@@ -189,16 +176,12 @@ class Publisher:
                       sender: Optional[Any] = None,
                       retry_nums: Optional[Sequence[int]] = None) -> list[str]:
         """Publish many invocations of one task; returns their task ids in order.
-        On a FIFO queue they join ``group_id`` in this order, each deduplicated
-        by its task id (or by ``dedup_id``, for a single invocation).
-        ``queue_name`` names another configured queue than the task's own;
-        ``task_ids`` (one per call) are ids given beforehand (a workflow's
-        nodes), and ``context`` travels in every message. ``sender`` replaces
-        this publisher's (a :class:`KeepingSender` keeps the encoded messages
-        instead: the outbox). ``delay_sec`` (up to 365 days) or ``eta``
-        delays the first run (see :mod:`kale.delays` for waits over SQS's 15
-        minutes). ``retry_nums`` (one per call): the runs each task had before
-        (a workflow's node run again), so its attempts count on."""
+        On a FIFO queue they join ``group_id`` in order, each deduplicated by
+        its task id (or ``dedup_id``, for one). ``queue_name``: another
+        configured queue; ``task_ids`` (one per call): ids given beforehand;
+        ``context`` travels in every message; ``sender`` replaces this
+        publisher's (a :class:`KeepingSender` keeps the messages: the outbox);
+        ``retry_nums`` (one per call): the runs each task had before."""
         return self.run(PublishCall(task_class, app_data, list(calls), delay_sec, group_id,
                                     dedup_id, labels, queue_name, task_ids, context,
                                     unique_for_sec, eta, retry_nums), sender)
@@ -227,8 +210,7 @@ class Publisher:
     # --- the pipeline ------------------------------------------------------------------
 
     def run(self, call: PublishCall, sender: Optional[Any] = None) -> list[str]:
-        """The stages, in order: check and build, claim unique keys, encode and
-        send; the task ids (a unique task's holder for a key already held)."""
+        """The stages in order; the task ids (a unique task's holder for a key held)."""
         draft = self.draft(call)
         if not draft.messages:
             return []
@@ -258,8 +240,7 @@ class Publisher:
 
     def _messages(self, call: PublishCall, pairs: list[tuple[tuple, dict]],
                   due_at: Optional[float]) -> list[Message]:
-        """A message per call, with the ids given and the due time (signed in
-        the envelope, see :mod:`kale.delays`)."""
+        """A message per call, with the ids, run counts and due time given."""
         messages = [self.build(call.task_class, call.app_data, args, kwargs)
                     for args, kwargs in pairs]
         if messages and call.task_ids is not None:
@@ -274,9 +255,8 @@ class Publisher:
 
     def claim(self, call: PublishCall, draft: Draft, keeps: bool
               ) -> tuple[Optional[list[str]], Optional[list[tuple[str, str]]]]:
-        """The unique claim: the holder of each unique task's key, the draft
-        thinned to the tasks that hold their own; (None, None) for a task that
-        is not unique, or a sender that decides at its send (the outbox)."""
+        """The holder of each unique task's key, the draft thinned to the tasks
+        that hold their own; (None, None) when not unique or the sender decides."""
         if keeps:
             return None, None
         unique_sec = unique_window(draft.name, call.unique_for_sec,
@@ -300,9 +280,8 @@ class Publisher:
 
     def send(self, call: PublishCall, draft: Draft, sender: Any, keeps: bool,
              claims: Optional[list[tuple[str, str]]]) -> Publication:
-        """The last stages, between the hooks: encode and sign, then send (or
-        keep). A failure is seen by ``after_publish``, and frees the unique
-        keys claimed for what was not sent."""
+        """Encode and send (or keep) between the hooks; a failure is seen by
+        ``after_publish`` and frees the unique keys of what was not sent."""
         ids = dedup_ids(draft.name, draft.queue, draft.messages, call.dedup_id)
         publication = self.publication(call, draft, sender.sqs_name(draft.queue), keeps)
         hooks = self.hooks
@@ -346,8 +325,7 @@ class Publisher:
 
     def encode(self, publication: Publication, draft: Draft,
                ids: list[str]) -> list[OutgoingMessage]:
-        """The signed bodies (the hooks' context and attributes included), in
-        their FIFO group or tenant."""
+        """The signed bodies (with the hooks' context and attributes), grouped."""
         codec = self.codec
         outgoing = [codec.to_outgoing(with_context(m, carried), publication.sqs_name,
                                       draft.delay, extra)
@@ -378,9 +356,8 @@ def replaced_publisher() -> Optional[Publisher]:
 
 
 def set_publisher(publisher: Optional[Publisher]) -> Optional[Publisher]:
-    """Replace the publisher of the default app, which ``Task.publish`` uses
-    (eager mode, tests): one made by hand is given the default app's parts.
-    Returns the one it replaces (None: the default app's own)."""
+    """Replace the default app's publisher, which ``Task.publish`` uses (eager
+    mode, tests); returns the one it replaces (None: the default app's own)."""
     global _replaced
     previous, _replaced = _replaced, publisher
     return previous

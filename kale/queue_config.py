@@ -60,17 +60,13 @@ class TaskQueue:
     long_poll_time_sec: int
     num_iterations: int
     dead_letter_queue: str = ''
-    #: A FIFO queue: tasks published with a ``group_id`` run in publish order
-    #: within their group (see docs/how-to/fifo.md).
+    #: A FIFO queue: tasks run in publish order within their ``group_id``.
     fifo: bool = False
     #: How many messages a receive asks for: 'auto' (as many as the worker
-    #: expects to start soon, judged by the queue's recent task durations, at
-    #: most ``batch_size``; see :mod:`kale.worker.prefetch`) or a fixed number.
+    #: expects to start soon, see :mod:`kale.worker.prefetch`) or a number.
     prefetch: Union[str, int] = AUTO_PREFETCH
-    #: A fair queue: a standard queue whose tasks may carry a tenant, the
-    #: ``group_id`` of publish or the task's ``fair_key``, sent as SQS's
-    #: ``MessageGroupId``; SQS then keeps one tenant's backlog from delaying
-    #: the others (see docs/how-to/fair-queues.md). No order, delays allowed.
+    #: A fair queue: a standard queue whose tasks may carry a tenant (SQS's
+    #: ``MessageGroupId``), so one tenant's backlog does not delay the others.
     fair: bool = False
 
     def __post_init__(self) -> None:
@@ -87,9 +83,8 @@ class TaskQueue:
 
 
 def dead_run_side(queue: TaskQueue) -> TaskQueue:
-    """The queue a ``kale worker --dead-letters`` serves for ``queue``: its
-    dead-run queue, with the same fields (priority, batch size, visibility
-    timeout...) and the same dead-letter queue."""
+    """The queue ``kale worker --dead-letters`` serves for ``queue``: its
+    dead-run queue, with its fields and dead-letter queue."""
     return dataclasses.replace(queue, name=queue.dead_run_queue,
                                dead_letter_queue=queue.dead_letter_queue)
 
@@ -121,8 +116,7 @@ class QueueConfig(Mapping[str, TaskQueue]):
             raise self._unknown(name, who) from None
 
     def _unknown(self, name: str, who: str) -> UnknownQueueError:
-        """The error of a queue ``name`` not here: naming the file, and
-        (``public``, for an API caller) without it."""
+        """The error of a queue not here, naming the file (``public``: without)."""
         prefix = '%s: ' % who if who else ''
 
         def problem(file: str) -> str:
@@ -272,9 +266,8 @@ def parse_queue_config(path: str, data: Any, queue_class: type = TaskQueue) -> Q
 
 def load_queue_config(path: str, queue_class: type = TaskQueue, named: str = '') -> QueueConfig:
     """Read and validate the queue config file at ``path`` (``named``: the
-    QUEUE_CONFIG value that led to it, for errors). An error's message
-    starts with the file's path; its ``public`` one, for an API caller, with
-    'the queue config' instead."""
+    QUEUE_CONFIG value, for errors); an error's ``public`` message starts
+    with 'the queue config' instead of the path."""
     try:
         return parse_queue_config(path, _read_yaml(path, named or path), queue_class)
     except QueueConfigError as exc:
@@ -285,8 +278,7 @@ def load_queue_config(path: str, queue_class: type = TaskQueue, named: str = '')
 
 
 def resolve_config_path(path: str, module_dir: Optional[str] = None) -> str:
-    """Find QUEUE_CONFIG: absolute as is; relative from the current directory,
-    then from the settings module's directory ``module_dir``."""
+    """Find QUEUE_CONFIG: relative from the current directory, then ``module_dir``."""
     if os.path.isabs(path):
         return os.path.normpath(path)
     candidates = [os.path.abspath(path)]
@@ -299,8 +291,7 @@ def resolve_config_path(path: str, module_dir: Optional[str] = None) -> str:
 
 
 def build_queue_config(config: Config) -> QueueConfig:
-    """The queue config file ``config``'s QUEUE_CONFIG names, read and checked,
-    with its QUEUE_CLASS."""
+    """The queue config ``config``'s QUEUE_CONFIG names, as its QUEUE_CLASS."""
     path = resolve_config_path(config.QUEUE_CONFIG, config.module_dir)
     queue_class = config.QUEUE_CLASS
     if isinstance(queue_class, str):

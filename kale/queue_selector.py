@@ -1,13 +1,11 @@
 """Queue selection: which queue a worker receives from next.
 
 A selector is built with a :class:`QueueInfo` (the worker's queues and a way
-to ask whether one has visible messages) and answers :meth:`get_queue`.
-In the worker, asking is a short-poll receive whose messages, if any, become
-that queue's first batch: a check that finds work costs nothing beyond the
-receive it replaces, and one that finds none costs one request. Each
-selector's docstring says how many requests it makes per selection, N being
-the number of queues; within one selection a queue is asked about at most
-once.
+to ask whether one has visible messages) and answers :meth:`get_queue`. In
+the worker, asking is a short-poll receive whose messages become that
+queue's first batch, so a check that finds none costs one request. Each
+selector says how many it makes per selection, N being the number of queues
+(a queue is asked about at most once a selection).
 
 Write your own by subclassing :class:`SelectQueueBase` and naming it in the
 ``QUEUE_SELECTOR`` setting::

@@ -1,10 +1,8 @@
 """A failure's reason as one line, whole or without the exception's message.
 
-A reason reads ``no_retries: ValueError: refused card ...``: why the task
-failed for good (when it did), then the exception's type and message
-(:func:`kale.exceptions.describe`). Messages often quote a task's
-arguments, so where task data is encrypted, what is kept in clear (a dead
-letter's SQS attribute, a log line) names the type alone.
+A reason reads ``no_retries: ValueError: refused card ...``; messages often
+quote a task's arguments, so where task data is encrypted, what is kept in
+clear (a dead letter's attribute, a log line) names the type alone.
 """
 from __future__ import annotations
 

@@ -63,11 +63,9 @@ class Registry:
         return found
 
     def topics_of(self, queue: str) -> frozenset[str]:
-        """The topics (their signed names) the queue called ``queue`` in the
-        queue config subscribes to: through TASK_MODULES' subscribers, and on
-        ``WEBHOOK_QUEUE`` every topic with active webhooks. Empty when the
-        subscribers cannot be found (said in the log: the queue then accepts
-        no event of theirs)."""
+        """The topics (signed names) ``queue`` subscribes to: through
+        TASK_MODULES' subscribers, and on ``WEBHOOK_QUEUE`` every topic with
+        active webhooks (empty, and logged, when they cannot be found)."""
         subscriptions = self._subscriptions()
         signed = subscriptions.signed_names(queue) if subscriptions is not None else frozenset()
         webhooks = self._webhook_topics(queue)
@@ -76,9 +74,8 @@ class Registry:
 
     def subscriber(self, task_name: str, queue: str) -> type[Task]:
         """The task class that runs ``queue``'s copy of an event of the topic
-        ``task_name`` (``topic:NAME``) names: the subscriber of TASK_MODULES on
-        that queue, else on ``WEBHOOK_QUEUE`` the webhooks' fan-out;
-        DecodeError (``unknown_task``) when none does."""
+        ``task_name`` names: its subscriber there, else on ``WEBHOOK_QUEUE``
+        the webhooks' fan-out; DecodeError (``unknown_task``) when none does."""
         topic = topic_of(task_name)
         subscriptions = self._subscriptions()
         found = subscriptions.subscriber(topic, queue) if subscriptions is not None else None
@@ -91,8 +88,7 @@ class Registry:
                           '%s on queue %r' % (task_name, queue))
 
     def _webhook_topics(self, queue: str) -> frozenset[str]:
-        """The topics with active webhooks when ``queue`` is WEBHOOK_QUEUE and
-        records are on (the webhooks live there); loaded by path, as a feature."""
+        """The topics with active webhooks, on WEBHOOK_QUEUE with records on."""
         if not self.config.RECORDS_URL or queue != self.config.WEBHOOK_QUEUE:
             return frozenset()
         try:

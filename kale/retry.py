@@ -1,23 +1,17 @@
 """What a failed run leads to: retried after a delay, or stopped for good.
 
-A :class:`RetryPolicy` answers three questions about a failure: is the
-exception retriable at all, has the task used up its retries, and how long
-does the next retry wait. A worker builds one per task class from the task's
-``max_retries`` and ``EXCEPTION_LIST`` and its app's ``RETRY_DELAY_*``
-settings (:meth:`kale.task.Task.retry_policy`); the task's
+A :class:`RetryPolicy` says whether an exception is retriable, whether the
+task used up its retries, and how long the next retry waits. A worker builds
+one per task class (:meth:`kale.task.Task.retry_policy`); the task's
 ``retry_delay_sec``, ``is_retriable`` and ``permanent_failure_reason``
-classmethods delegate to it, and a task that overrides one of them keeps its
-own answer.
+delegate to it, and a task that overrides one keeps its own answer.
 
-A run may choose its retry's delay: ``raise Retry(after=seconds, exc=cause)``
-(:class:`kale.exceptions.Retry`, exported as ``kale.Retry``) retries the task
-after that long, up to 365 days (past SQS's 15 minutes as a long delay, see
-:mod:`kale.delays`; on a FIFO queue, a longer hold), whatever
-``is_retriable`` would say of the cause, and counts against ``max_retries``
-as any failure does (:func:`kale.worker.runner.retry_decision`). An
-exception with a ``retry_after_sec`` attribute (a number of seconds, e.g. an
-HTTP answer's ``Retry-After``) is retried after that long too, within SQS's
-0..900, when it is retriable (:func:`requested_delay_sec`).
+``raise Retry(after=seconds, exc=cause)`` (:class:`kale.exceptions.Retry`)
+retries the task after that long, up to 365 days (see :mod:`kale.delays`),
+whatever ``is_retriable`` says of the cause, counted against ``max_retries``
+(:func:`kale.worker.runner.retry_decision`). A retriable exception with a
+``retry_after_sec`` attribute (e.g. an HTTP ``Retry-After``) is retried after
+that long too, within SQS's 0..900 (:func:`requested_delay_sec`).
 """
 from __future__ import annotations
 
@@ -40,11 +34,9 @@ PERMANENT_FAILURE_RETRIES_EXHAUSTED = 'retries_exhausted'
 
 def child_stand_in(exc: BaseException,
                    retriable: Callable[[BaseException], bool]) -> BaseException:
-    """What a task's child process (TASK_ISOLATION = 'process') sends back
-    for an exception that does not pickle: a ChildTaskError describing it
-    (and whether ``retriable`` says it may retry), or for a Retry whose cause
-    does not pickle (httpx's errors need their request), the Retry with its
-    delay and the cause so described."""
+    """What a task's child process sends back for an exception that does not
+    pickle: a ChildTaskError describing it (and whether it may retry); for a
+    Retry, the Retry with its cause so described (httpx's errors do not pickle)."""
     if isinstance(exc, Retry) and exc.exc is not None:
         return Retry(exc.after, ChildTaskError(describe(exc.exc), retriable(exc.exc)))
     return ChildTaskError(describe(exc), retriable(exc))

@@ -1,12 +1,10 @@
 """Autoscaling signals: what a fleet of workers should be sized on, per queue.
 
-For each configured queue: the messages visible, in flight and delayed (SQS),
-the age of the oldest waiting task (from the task records when they are on,
-else CloudWatch's ``ApproximateAgeOfOldestMessage``), the workers serving the
-queue (records: running worker processes whose queues include it), and the
-backlog per worker, visible / workers: the figure AWS's target-tracking
-guidance scales on (``None`` while no worker serves the queue). ``kale
-queues --json`` and ``kale web``'s ``/metrics`` give them.
+For each configured queue: the messages visible, in flight and delayed, the
+age of the oldest waiting task (the records', else CloudWatch's), the running
+workers serving it (records), and the backlog per worker, the figure AWS's
+target-tracking guidance scales on. ``kale queues --json`` and ``kale web``'s
+``/metrics`` give them.
 """
 from __future__ import annotations
 
@@ -58,10 +56,8 @@ def serving_workers(queries: Any, now: Optional[float] = None) -> dict[str, int]
 def queue_signals(broker: Broker, queries: Any = None, now: Optional[float] = None,
                   cloudwatch: Optional[Callable[[list[str]], dict[str, float]]] = None
                   ) -> list[QueueSignals]:
-    """Every configured queue's signals. With ``queries`` (the records'
-    :class:`~kale.store.records.RecordQueries`) the ages and the workers come
-    from the records; without, the ages from ``cloudwatch`` (by default
-    CloudWatch itself) and the workers stay unknown."""
+    """Every configured queue's signals: ages and workers from the records'
+    ``queries`` when given, else ages from ``cloudwatch`` (default: CloudWatch)."""
     now = time.time() if now is None else now
     rows = [QueueSignals(**status.as_dict()) for status in queue_statuses(broker)]
     if queries is not None:

@@ -1,13 +1,10 @@
 """The fields of a schedule, checked without any configuration: a cron
 expression or interval, a time zone, arguments and a catch-up policy.
 
-Both places that check a schedule use them: a task class when it is defined
-(:mod:`kale.task_checks`, its ``schedule``, ``schedule_tz``, ...
-attributes) and a scheduler when it finds the schedules
-(:mod:`kale.schedules.spec`, which adds the schedule's name). Each check
-returns the value as a schedule keeps it, or raises ValueError saying, in
-one line that the caller prefixes with the field's name, what is wrong and
-what is accepted.
+Used where a task class is defined (:mod:`kale.task_checks`) and where a
+scheduler finds its schedules (:mod:`kale.schedules.spec`). Each returns the
+value as a schedule keeps it, or raises ValueError saying in one line (the
+caller prefixes the field's name) what is wrong and what is accepted.
 """
 from __future__ import annotations
 
@@ -61,9 +58,8 @@ def has_zone_database() -> bool:
 
 
 def check_every(every: Any, cron: bool = True) -> Union[str, int]:
-    """A five-field cron expression cronsim accepts, or whole seconds >= 1.
-    With ``cron`` off, a cron expression's fields are counted but not parsed
-    (where cronsim is not installed)."""
+    """A five-field cron expression cronsim accepts, or whole seconds >= 1
+    (with ``cron`` off, the fields are counted but not parsed)."""
     if isinstance(every, str):
         if len(every.split()) != 5:
             raise ValueError('%r is not a five-field cron expression (minute hour day-of-month '

@@ -22,16 +22,16 @@ Check = Callable[[Any], Optional[str]]
 
 def number(low: Optional[float] = None, high: Optional[float] = None,
             whole: bool = False) -> Callable[[Any], Optional[str]]:
+    kinds = numbers.Integral if whole else numbers.Real
+    what = 'a whole number' if whole else 'a number'
+    shown = '%d' if whole else '%g'      # 1048576, not 1.04858e+06
+    bounds = ('from %s to %s' % (shown, shown)) % (low or 0, high) if high is not None \
+        else ('of at least %s' % shown) % (low or 0)
+
     def check(value: Any) -> Optional[str]:
-        kinds = numbers.Integral if whole else numbers.Real
-        what = 'a whole number' if whole else 'a number'
         if isinstance(value, bool) or not isinstance(value, kinds) or value != value:
             return 'must be %s' % what
-        number = float(value)
-        if (low is not None and number < low) or (high is not None and number > high):
-            shown = '%d' if whole else '%g'      # 1048576, not 1.04858e+06
-            bounds = ('from %s to %s' % (shown, shown)) % (low or 0, high) if high is not None \
-                else ('of at least %s' % shown) % (low or 0)
+        if (low is not None and float(value) < low) or (high is not None and float(value) > high):
             return 'must be %s %s' % (what, bounds)
         return None
     return check
@@ -132,12 +132,11 @@ def port(value: Any) -> Optional[str]:
 def records_url(value: Any) -> Optional[str]:
     if not isinstance(value, str):
         return 'must be a SQLAlchemy URL (a string)'
-    if value == '' or re.fullmatch(r'memory://[\w.-]*', value):
+    if value == '' or re.fullmatch(r'memory://[\w.-]*', value) \
+            or re.match(r'(sqlite|postgresql)(\+\w+)?://', value):
         return None
-    if not re.match(r'(sqlite|postgresql)(\+\w+)?://', value):
-        return ("must be a URL like 'sqlite:///records.db' or 'postgresql://user@host/db' "
-                "(or 'memory://NAME' for one process's tests)")
-    return None
+    return ("must be a URL like 'sqlite:///records.db' or 'postgresql://user@host/db' "
+            "(or 'memory://NAME' for one process's tests)")
 
 
 def rate_limit_url(value: Any) -> Optional[str]:

@@ -1,9 +1,8 @@
 """A task invocation made but not sent: a node of a workflow.
 
-``MyTask.s(*args, **kwargs)`` makes one (nothing is published); the
-workflow building blocks in :mod:`kale.workflow` arrange signatures into a
-flow. Each signature has its task id from the moment it is made, so a node
-is a future with a stable id before anything is submitted.
+``MyTask.s(*args, **kwargs)`` makes one (nothing is published);
+:mod:`kale.workflow` arranges them into a flow. Each has its task id from
+the moment it is made, a stable id before anything is submitted.
 """
 from __future__ import annotations
 
@@ -30,11 +29,9 @@ class Signature:
         self.eta: Any = None
 
     def set(self, delay_sec: float = 0, eta: Any = None) -> 'Signature':
-        """This node with its run delayed, as ``publish(delay_sec=..., eta=...)``
-        delays a task: ``delay_sec`` (up to 365 days) counts from when the node
-        is published, once it has all its inputs; ``eta`` (a timezone-aware
-        datetime) is when it runs at the earliest. Checked at submit. Returns
-        the signature: ``Report.s('daily').set(delay_sec=3600)``."""
+        """This node with its run delayed as ``publish`` delays a task
+        (``delay_sec`` from when it is published, with all its inputs), checked
+        at submit: ``Report.s('daily').set(delay_sec=3600)``."""
         self.delay_sec, self.eta = delay_sec, eta
         return self
 

@@ -1,9 +1,6 @@
-"""The statuses of what Kale keeps: a task's record, a workflow, a workflow's
-node and a worker. Each is a string enum: a member is its value wherever a
-string goes (a database column, JSON, a log line, a URL's query), and code
-names it, never the literal.
-
-At the bottom of the layers, beside :mod:`kale.events`: it imports nothing.
+"""The statuses of what Kale keeps: a task's record, a workflow, a node and
+a worker. Each is a string enum, its value wherever a string goes (a column,
+JSON, a log line); code names the member, never the literal. Imports nothing.
 """
 from __future__ import annotations
 

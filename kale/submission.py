@@ -6,13 +6,12 @@ The format is the JSON Schema ``kale/schemas/submission.schema.json``::
                {"id": "mail", "method": "send-mail", "args": [{"ref": "save"}]}],
      "labels": {"team": "growth"}, "deadline_sec": 3600}
 
-An entry names an executor program (``method``) or a Python task class
-(``task``); each argument is a JSON ``value`` or the result of the entry it
-``ref``\\ s. One entry without references is published as a plain task; any
-other submission is a workflow (:mod:`kale.workflow`, so ``RECORDS_URL``).
-Everything is checked (the schema, ids, references, cycles, task paths,
-queues, arguments) before anything is recorded or sent; a problem is one
-:class:`~kale.exceptions.SubmissionError` line naming the entry.
+An entry names an executor program (``method``) or a task class (``task``);
+each argument is a JSON ``value`` or the result of the entry it ``ref``\\ s.
+One entry without references is published as a plain task, anything else is
+a workflow (``RECORDS_URL``). Everything is checked before anything is
+recorded or sent; a problem is one :class:`~kale.exceptions.SubmissionError`
+line naming the entry.
 """
 from __future__ import annotations
 
@@ -167,9 +166,8 @@ def _node(index: int, entry: dict[str, Any], ids: list[str],
 
 def submit(document: Any, app: 'App', labels: Optional[Mapping[str, str]] = None
            ) -> dict[str, Any]:
-    """Check and submit a parsed submission to ``app``'s queues (a workflow:
-    in its records); returns ``{"workflow_id": id or None, "tasks": {entry
-    id: task id}}``."""
+    """Check and submit a parsed submission through ``app``; returns
+    ``{"workflow_id": id or None, "tasks": {entry id: task id}}``."""
     validate(document)
     entries: list[dict[str, Any]] = document['tasks']
     ids = _entry_ids(entries)
@@ -215,8 +213,7 @@ def _publish_one(entry_id: str, entry: dict[str, Any], node: Signature,
 
 
 def _refused(where: str, exc: KaleError) -> SubmissionError:
-    """The SubmissionError of ``exc`` at ``where`` (an entry), its
-    ``public`` message too."""
+    """The SubmissionError of ``exc`` at entry ``where``, ``public`` too."""
     return SubmissionError('%s: %s' % (where, exc), public='%s: %s' % (where, exc.public or exc))
 
 

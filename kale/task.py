@@ -87,16 +87,14 @@ class Task:
 
     #: Name of the queue (from the queue config) this task is published to.
     queue: str = 'default'
-    #: Seconds one run may take before it is stopped and counted as failed.
-    #: The default is half the shipped queues' 60-second visibility timeout,
-    #: so a batch of such tasks runs together; a limit that does not fit its
-    #: queue's visibility timeout makes the task run alone, under a heartbeat.
+    #: Seconds one run may take before it is stopped and counted as failed
+    #: (half the shipped queues' 60-second visibility timeout, so a batch runs
+    #: together; one that does not fit it runs alone, under a heartbeat).
     time_limit: float = 30
     #: Retries after the first failure (0 or None: fail permanently at once).
     max_retries: Optional[int] = 4
     #: Successful runs longer than this many seconds are logged as slow and
-    #: call ``on_target_runtime_exceeded``. None: the time limit (a run over
-    #: it is stopped, so nothing is reported as slow).
+    #: call ``on_target_runtime_exceeded`` (None: the time limit).
     target_runtime: Optional[float] = None
     #: Exceptions that fail the task permanently at once, without retrying.
     EXCEPTION_LIST: tuple = (NonRetriableTaskError,)
@@ -107,25 +105,22 @@ class Task:
     record_args: bool = True
     #: With records on: store what run_task returned (JSON-safe, bounded).
     store_result: bool = False
-    #: At most this many runs of this task at once in one worker process
-    #: (None: no cap beyond the worker's ``--max-in-flight``). The others
-    #: wait in the worker while their visibility budget allows, else are
+    #: At most this many runs of this task at once in one worker process (None:
+    #: no cap); the others wait while their visibility budget allows, else are
     #: released.
     max_concurrency: Optional[int] = None
-    #: Seconds a publish of this task with the same arguments returns the id
-    #: of one still queued, scheduled or running instead of sending another
-    #: (decided in the task records, RECORDS_URL). None: every publish sends.
+    #: Seconds a publish with the same arguments returns the id of one still
+    #: waiting or running instead of sending another (RECORDS_URL). None: off.
     unique_for_sec: Optional[float] = None
-    #: Whether ``run_task`` or a hook is a coroutine function (set for each
-    #: subclass): such a task runs on the worker's event loop (see :meth:`arun`).
+    #: Whether ``run_task`` or a hook is a coroutine function (set per
+    #: subclass): it then runs on the worker's event loop (see :meth:`arun`).
     is_coroutine: bool = False
-    #: Whether the class overrides ``run_dead_task`` (set for each subclass):
-    #: such a task's permanent failures become dead runs (see :meth:`run_dead_task`).
+    #: Whether the class overrides ``run_dead_task`` (set per subclass): its
+    #: permanent failures then become dead runs.
     handles_dead_letters: bool = False
     #: One of Kale's own tasks, which only Kale publishes (see :mod:`kale.internal`).
     kale_internal: bool = False
-    #: The app whose worker runs this instance (set before ``run_task``; None
-    #: outside a worker): its settings are what the run reads (:attr:`config`).
+    #: The app whose worker runs this instance (None outside a worker).
     app: Any = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -149,8 +144,7 @@ class Task:
 
     @property
     def config(self) -> Config:
-        """The settings of the app that runs this task (the default app's
-        outside a worker)."""
+        """The settings of the app that runs this task (outside a worker, the default app's)."""
         return running_app(self).config
 
     @property
@@ -219,16 +213,14 @@ class Task:
                 unique_for_sec: Optional[float] = None, eta: Any = None, **kwargs: Any) -> str:
         """Publish one run of this task; returns its task id.
 
-        ``app_data`` travels beside the arguments for custom workers;
-        ``delay_sec`` (up to 365 days) or ``eta`` (a timezone-aware datetime)
-        delays the first run (see :mod:`kale.delays`). On a FIFO queue,
-        ``group_id`` (required) names the group whose tasks run in publish
-        order, and ``dedup_id`` (default: the task id) makes SQS drop a second
-        publish with the same id within five minutes. ``labels`` (a dict of
-        strings) is kept in the task's record. ``unique_for_sec`` (default:
-        the class's) makes a publish of the same task with the same arguments
-        return the id of one still waiting or running, younger than that, and
-        send nothing. None of them is passed to ``run_task``.
+        ``app_data`` travels beside the arguments; ``delay_sec`` (up to 365
+        days) or ``eta`` (a timezone-aware datetime) delays the first run. On
+        a FIFO queue, ``group_id`` (required) names the group whose tasks run
+        in order, and ``dedup_id`` (default: the task id) makes SQS drop a
+        second publish with that id within five minutes. ``labels`` are kept
+        in the task's record. ``unique_for_sec`` (default: the class's): a
+        publish with the same arguments returns the id of one still waiting
+        or running, younger than that, and sends nothing.
         """
         return default_app().publish(cls, app_data, *args, delay_sec=delay_sec,
                                      group_id=group_id, dedup_id=dedup_id, labels=labels,
@@ -252,9 +244,8 @@ class Task:
                        group_id: Optional[str] = None, dedup_id: Optional[str] = None,
                        labels: Optional[Mapping[str, str]] = None, eta: Any = None,
                        **kwargs: Any) -> str:
-        """:meth:`publish` for asyncio applications (FastAPI and others):
-        ``await MyTask.apublish(app_data, ...)`` checks the call as
-        ``publish`` does and returns the task id, never blocking the event loop."""
+        """:meth:`publish` for asyncio applications: ``await
+        MyTask.apublish(app_data, ...)``, never blocking the event loop."""
         return await default_app().apublish(cls, app_data, *args, delay_sec=delay_sec,
                                             group_id=group_id, dedup_id=dedup_id,
                                             labels=labels, eta=eta, **kwargs)
@@ -272,9 +263,7 @@ class Task:
 
     @classmethod
     def retry_policy(cls, config: Optional[Config] = None) -> RetryPolicy:
-        """What a worker does with this task's failures: ``max_retries``,
-        ``EXCEPTION_LIST`` and the RETRY_DELAY_* settings of ``config``
-        (default: the settings')."""
+        """``max_retries``, ``EXCEPTION_LIST`` and ``config``'s RETRY_DELAY_* settings."""
         return RetryPolicy.from_config(config or default_app().config, cls.max_retries,
                                        tuple(cls.EXCEPTION_LIST))
 
@@ -302,8 +291,7 @@ class Task:
     def run(self, *args: Any, **kwargs: Any) -> Any:
         """Run with the hooks around ``run_task``; returns SKIPPED when
         ``should_run_task`` declines."""
-        # A hook the task's class leaves as Task's no-op is not called: the
-        # check costs less than the call, and the run is on every task's path.
+        # A hook left as Task's no-op is not called: the check costs less.
         cls = type(self)
         if cls.should_run_task is not _SHOULD_RUN and not self.should_run_task(*args, **kwargs):
             return SKIPPED
@@ -323,10 +311,8 @@ class Task:
         return result
 
     async def arun(self, *args: Any, **kwargs: Any) -> Any:
-        """:meth:`run` on an event loop: each hook and ``run_task`` that is a
-        coroutine function is awaited, the others are called. A run stopped
-        at its time limit calls ``after_failure`` with TimeLimitExceeded, as
-        :meth:`run` does."""
+        """:meth:`run` on an event loop: coroutine methods are awaited; a run
+        stopped at its time limit calls ``after_failure`` with TimeLimitExceeded."""
         cls = type(self)
         if cls.should_run_task is not _SHOULD_RUN \
                 and not await _call(self.should_run_task, *args, **kwargs):
@@ -389,8 +375,7 @@ class Task:
 
 
 async def _call(method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Call a task's method; await what it returns if it is awaitable (a
-    coroutine method's call)."""
+    """Call a task's method; await what it returns if it is awaitable."""
     value = method(*args, **kwargs)
     if inspect.isawaitable(value):
         return await value
@@ -417,7 +402,6 @@ _AFTER_SUCCESS = Task.after_success
 
 
 def running_app(task: Optional[Task]) -> 'App':
-    """The app that runs ``task``: the worker's, or (a task made outside a
-    worker, or a setting read on the class) the default app."""
+    """The app that runs ``task``: the worker's, else the default app."""
     app = task.app if task is not None else None
     return app if app is not None else default_app()

@@ -1,20 +1,16 @@
 """The attributes of a task class, checked when the class is defined.
 
 ``Task.__init_subclass__`` calls :func:`check_attributes`: a typo in
-``rate_limit``, ``schedule`` or ``time_limit`` is refused when the module
-defining the class is imported (by the application, its tests, a worker),
-not found by a worker that then cannot run the task. Each refusal is one
+``rate_limit``, ``schedule`` or ``time_limit`` is refused, in one
 :class:`~kale.exceptions.TaskDefinitionError` line naming the class, the
-attribute and what is accepted.
+attribute and what is accepted, when the module defining the class is
+imported, not by a worker that then cannot run the task.
 
-Only the attributes a class sets itself are checked: those it inherits were
-checked on the class that set them, and a base class that sets nothing
-passes. What needs the configuration (whether ``queue`` is in the queue
-config, a ``time_limit`` against SQS's 12 hours, a schedule's arguments
-against ``run_task``) is checked where the configuration is known: at
-publish, and when the scheduler finds its schedules. Reading the settings
-here would tie a class to the settings of the moment it is imported, before
-an application has set up its app.
+Only the attributes a class sets itself are checked (inherited ones were
+checked where they were set). What needs the configuration (``queue`` in the
+queue config, a ``time_limit`` against SQS's 12 hours, a schedule's arguments
+against ``run_task``) is checked at publish and by the scheduler: reading the
+settings here would tie a class to the settings of the moment it is imported.
 """
 from __future__ import annotations
 
@@ -64,30 +60,10 @@ def _max_retries(name: str, attribute: str, value: Any) -> None:
                 value)
 
 
-def _rate_limit(name: str, attribute: str, value: Any) -> None:
-    read_rate(name, value)
-
-
-def _concurrency_limit(name: str, attribute: str, value: Any) -> None:
-    check_concurrency(name, value)
-
-
-def _key_method(name: str, attribute: str, value: Any) -> None:
-    check_key_method(name, attribute, value)
-
-
 def _unique_for_sec(name: str, attribute: str, value: Any) -> None:
     problem = declared_problem(name, value)
     if problem:
         raise TaskDefinitionError(problem)
-
-
-def _schedule(name: str, attribute: str, value: Any) -> None:
-    if value is None:               # no schedule (a subclass may say so)
-        return
-    # Without cronsim (the schedules extra), a cron expression's fields are
-    # counted here; the scheduler, which needs cronsim, parses it.
-    _field(name, attribute, value, lambda every: check_every(every, cron=has_cronsim()))
 
 
 def _schedule_tz(name: str, attribute: str, value: Any) -> None:
@@ -101,18 +77,14 @@ def _schedule_tz(name: str, attribute: str, value: Any) -> None:
         raise TaskDefinitionError('task %s: %s %s' % (name, attribute, exc)) from None
 
 
-def _checked_by(check: Callable[[Any], Any]) -> Callable[[str, str, Any], None]:
+def _field(check: Callable[[Any], Any]) -> Callable[[str, str, Any], None]:
+    """A schedule field's check, its ValueError as TaskDefinitionError."""
     def checked(name: str, attribute: str, value: Any) -> None:
-        _field(name, attribute, value, check)
+        try:
+            check(value)
+        except ValueError as exc:
+            raise TaskDefinitionError('task %s: %s %s' % (name, attribute, exc)) from None
     return checked
-
-
-def _field(name: str, attribute: str, value: Any, check: Callable[[Any], Any]) -> None:
-    """Run a schedule field's check; its ValueError as TaskDefinitionError."""
-    try:
-        check(value)
-    except ValueError as exc:
-        raise TaskDefinitionError('task %s: %s %s' % (name, attribute, exc)) from None
 
 
 def _refuse(name: str, attribute: str, accepted: str, value: Any) -> None:
@@ -120,18 +92,20 @@ def _refuse(name: str, attribute: str, accepted: str, value: Any) -> None:
 
 
 #: Each attribute checked, and its check: (class path, attribute, value).
-CHECKS: tuple[tuple[str, Callable[[str, str, Any], None]], ...] = (
+CHECKS: tuple[tuple[str, Callable[[str, str, Any], Any]], ...] = (
     ('queue', _queue),
     ('time_limit', _time_limit),
     ('max_retries', _max_retries),
-    ('rate_limit', _rate_limit),
-    ('rate_limit_key', _key_method),
-    ('concurrency_limit', _concurrency_limit),
-    ('concurrency_key', _key_method),
+    ('rate_limit', lambda name, attribute, value: read_rate(name, value)),
+    ('rate_limit_key', check_key_method),
+    ('concurrency_limit', lambda name, attribute, value: check_concurrency(name, value)),
+    ('concurrency_key', check_key_method),
     ('unique_for_sec', _unique_for_sec),
-    ('schedule', _schedule),
+    # None: no schedule (a subclass may say so). Without cronsim (the schedules
+    # extra), a cron expression's fields are counted; the scheduler parses it.
+    ('schedule', _field(lambda every: every is None or check_every(every, cron=has_cronsim()))),
     ('schedule_tz', _schedule_tz),
-    ('schedule_args', _checked_by(check_args)),
-    ('schedule_kwargs', _checked_by(check_kwargs)),
-    ('schedule_catch_up', _checked_by(check_catch_up)),
+    ('schedule_args', _field(check_args)),
+    ('schedule_kwargs', _field(check_kwargs)),
+    ('schedule_catch_up', _field(check_catch_up)),
 )

@@ -13,14 +13,11 @@ use, so application tests need no queue::
     # or run one task directly:
     assert testing.run_eagerly(Add, None, 2, 3) == 5
 
-Time limits and retries are not applied in eager mode; an exception raised by
-the task propagates to the publisher unless ``propagate=False``. Payloads that
-would go to S3 (``PAYLOAD_BUCKET``) are kept in memory for the block.
-
-Eager mode needs no settings module and no AWS settings. With no queue
-config to read (no ``queue_config.yaml`` where the tests run, no
-``QUEUE_CONFIG``), each task runs as if its queue were configured; with one,
-a task whose queue is not in it is refused as it would be in production.
+Time limits and retries are not applied; a task's exception propagates to
+the publisher unless ``propagate=False``; payloads that would go to S3 stay
+in memory. No settings module is needed: with no queue config to read, each
+task runs as if its queue were configured; with one, a task whose queue is
+not in it is refused as in production.
 """
 from __future__ import annotations
 

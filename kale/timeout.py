@@ -1,21 +1,17 @@
 """Per-task time limits as swappable context managers.
 
 ``with SignalTimeout(2.5): run()`` raises :class:`TimeLimitExceeded` inside
-``run`` once 2.5 s have passed. The default uses SIGALRM through
-``setitimer``, so limits may be fractions of a second; it must run in the
-main thread. A task that catches the exception and carries on is interrupted
-again every ``repeat_sec``, and a run that outlives its limit counts as timed
-out even if it swallowed every interruption.
+``run`` once 2.5 s have passed (SIGALRM through ``setitimer``, so fractions
+of a second work; main thread only). A task that swallows the exception is
+interrupted again every ``repeat_sec``, and still counts as timed out.
 
 A worker holds runs to their limits through a :class:`Guard`
-(``guard.run(call, seconds, *args, **kwargs)``); :class:`TimeoutGuard` makes one of these
-context managers. Swap the mechanism by setting ``Worker.timeout_class`` (or
-the ``TASK_TIMEOUT_CLASS`` setting) to another class with the same
-constructor; SignalTimeout's lazy arming (one ``setitimer`` per batch) stays
-inside it.
+(``guard.run(call, seconds, *args, **kwargs)``); :class:`TimeoutGuard` makes
+one of these context managers. Swap the mechanism with ``Worker.timeout_class``
+(or ``TASK_TIMEOUT_CLASS``): another class with the same constructor.
 
-A coroutine (``async def run_task``) is held to its limit on its event loop
-by :class:`AsyncLimit`, which cancels it; tasks on a worker's threads by
+A coroutine is held to its limit on its event loop by :class:`AsyncLimit`,
+which cancels it; tasks on a worker's threads by
 :class:`kale.worker.threads.ThreadGuard`, which raises in their thread.
 """
 from __future__ import annotations
@@ -32,11 +28,9 @@ T = TypeVar('T')
 
 
 class BaseTimeout:
-    """A context manager enforcing ``seconds`` on the code it wraps.
-
-    A worker calls :meth:`setup` once before its first run and
-    :meth:`teardown` after its last, for mechanisms with something to set up
-    once (a signal handler) rather than around every run."""
+    """A context manager enforcing ``seconds`` on the code it wraps. A worker
+    calls :meth:`setup` once before its first run and :meth:`teardown` after
+    its last (for what is set up once, a signal handler)."""
 
     def __init__(self, seconds: float):
         self.seconds = float(seconds)
@@ -77,16 +71,13 @@ class SignalTimeout(BaseTimeout):
     """SIGALRM with sub-second precision (POSIX, main thread only).
 
     Between :meth:`setup` and :meth:`teardown` the handler stays installed:
-    disarming only marks the run over (an alarm still on its way finds
-    nothing to interrupt), and the timer itself is stopped once per batch, by
-    :meth:`after_batch`. A run whose deadline is no earlier than the alarm
-    already on its way makes no system call: when that alarm comes before the
-    run's deadline, the handler sets the timer for the deadline and returns.
-    So a batch of short runs costs one ``setitimer``, for its first run. Used
-    alone, each run installs, arms, stops and removes it. Whatever SIGALRM
-    handler and real-time timer were there before (a test runner's guard, an
-    application's alarm) are put back afterwards, the timer with the time it
-    had left.
+    disarming only marks the run over, and :meth:`after_batch` stops the
+    timer. A run whose deadline is no earlier than the alarm already on its
+    way makes no system call (the handler moves the timer on to the run's
+    deadline), so a batch of short runs costs one ``setitimer``. Used alone,
+    each run installs, arms, stops and removes it. The SIGALRM handler and
+    timer there before (a test runner's, an application's) are put back
+    afterwards, the timer with the time it had left.
     """
 
     repeat_sec = 0.25
@@ -202,10 +193,7 @@ class Guard(Protocol):
 
     ``run(call, seconds)`` returns what ``call()`` returns, or raises
     :class:`TimeLimitExceeded` once ``seconds`` have passed (also when the
-    call swallowed the interruption and ended on its own, or raised something
-    else after it). A worker calls :meth:`setup` before its first run,
-    :meth:`after_batch` after each batch's last run and :meth:`teardown`
-    after its last run."""
+    call swallowed the interruption, or raised something else after it)."""
 
     def setup(self) -> None:
         """Before a worker's first run."""
@@ -231,15 +219,9 @@ class TimeoutGuard:
         self.timeout_class = timeout_class
         self.passes_through = passes_through
         self._timers: dict[float, BaseTimeout] = {}
-
-    def setup(self) -> None:
-        self.timeout_class.setup()
-
-    def teardown(self) -> None:
-        self.timeout_class.teardown()
-
-    def after_batch(self) -> None:
-        self.timeout_class.after_batch()
+        self.setup = timeout_class.setup
+        self.teardown = timeout_class.teardown
+        self.after_batch = timeout_class.after_batch
 
     def run(self, call: Callable[..., T], seconds: float, /, *args: Any, **kwargs: Any) -> T:
         timer = self._timers.get(seconds)
@@ -259,10 +241,8 @@ class TimeoutGuard:
 class AsyncLimit:
     """Holds a coroutine's run to ``seconds`` on its event loop: at the limit
     its asyncio task is cancelled, and again every ``repeat_sec`` while it
-    swallows the cancellation. Inside the run, :func:`failure_of` turns that
-    cancellation into :class:`TimeLimitExceeded` (and a cancellation asked
-    for by :meth:`stop`, at a worker's shutdown, into ``stop_error``).
-
+    swallows that. :func:`failure_of` turns the cancellation into
+    :class:`TimeLimitExceeded` (one :meth:`stop` asked for, into ``stop_error``).
     Use within the run's task: ``with AsyncLimit(2.5, stop_error): await run()``.
     """
 

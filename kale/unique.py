@@ -1,11 +1,8 @@
 """Unique tasks (``unique_for_sec``): the window a publish asks for, the key
-of a run, and the claims a publish makes. The task records' store decides
-who holds a key (its unique facet, :mod:`kale.store.unique`), through the
-publish hook ``claim_unique``.
-
-A class's ``unique_for_sec`` is None (not unique) or seconds above 0, at
-most :data:`MAX_UNIQUE_SEC`; one given to a publish call overrides it, and
-0 there means "not unique for this call" (the class's window is not used).
+of a run, and the claims a publish makes; the records' store decides who
+holds a key (:mod:`kale.store.unique`, through the hook ``claim_unique``).
+A class's window is None or seconds in 0..:data:`MAX_UNIQUE_SEC`; a publish
+call's overrides it, 0 there meaning "not unique for this call".
 """
 from __future__ import annotations
 

@@ -58,6 +58,22 @@ class AsyncSpanTask(task.Task):
         record('end', self)
 
 
+class AsyncHeldTask(task.Task):
+    """Records its start and end, and between them awaits until a test sets
+    ``released`` (15 s at most): a test sees it running however slowly it
+    looks, rather than within a run of fixed length."""
+    queue = 'default'
+    time_limit = 20
+    released = threading.Event()
+
+    async def run_task(self):
+        record('start', self)
+        deadline = time.monotonic() + 15
+        while not AsyncHeldTask.released.is_set() and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        record('end', self)
+
+
 class CappedSpanTask(SpanTask):
     """At most two at once in a worker."""
     max_concurrency = 2

@@ -4,9 +4,8 @@ Each subcommand lives in a module of this package with an ``add_commands``
 function that registers it, and a ``cmd_*`` function taking the parsed
 arguments and returning an exit code. :func:`main` runs one command line in
 this process (tests call it directly); ``kale.__main__.run`` is the console
-script. A
-user mistake is reported as one line on stderr with a non-zero exit code,
-never as a traceback.
+script. A user mistake is reported as one line on stderr with a non-zero exit
+code, never as a traceback.
 """
 from __future__ import annotations
 
@@ -97,7 +96,7 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = 'kale',
     logs.configure(args.log_level, args.aws_log_level)
     try:
         if command is None:
-            _use_settings(getattr(args, 'settings', None))
+            _use_settings(args.settings)
         log_format = _log_format()
         if log_format != 'text':
             logs.configure(args.log_level, args.aws_log_level, log_format=log_format)
@@ -107,14 +106,17 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = 'kale',
     except BrokenPipeError:
         # The reader went away (`kale tasks show ID | head`): the rest of the
         # output has nowhere to go, and is dropped without a traceback.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
     except KaleError as exc:
-        unset = isinstance(exc, ImproperlyConfigured) and not settings.given_values \
-            and not os.environ.get(ENVIRONMENT_VARIABLE, '').strip()
-        print('%s: error: %s%s' % (prog, NO_SETTINGS_MODULE if unset else '', exc),
-              file=sys.stderr)
+        print('%s: error: %s' % (prog, _error_text(exc)), file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+
+
+def _error_text(exc: KaleError) -> str:
+    """The error, after :data:`NO_SETTINGS_MODULE` when it comes from the defaults alone."""
+    unset = isinstance(exc, ImproperlyConfigured) and not settings.given_values \
+        and not os.environ.get(ENVIRONMENT_VARIABLE, '').strip()
+    return (NO_SETTINGS_MODULE if unset else '') + str(exc)

@@ -11,8 +11,7 @@ from typing import Any, Callable, Optional
 from kale import admin
 from kale.app import default_app
 from kale.cli.control import add_queue_commands, print_paused
-from kale.cli.options import common_options as common
-from kale.cli.options import positive_int
+from kale.cli.options import YES, arg, command, confirm, flag, group, positive_int
 from kale.exceptions import CommandError
 
 COLUMNS = [('QUEUE', 'name'), ('PRIORITY', 'priority'), ('VISIBLE', 'visible'),
@@ -20,16 +19,15 @@ COLUMNS = [('QUEUE', 'name'), ('PRIORITY', 'priority'), ('VISIBLE', 'visible'),
 
 
 def format_table(rows: list[admin.QueueStatus]) -> str:
-    cells = [[title for title, _ in COLUMNS]]
-    for row in rows:
-        values = row.as_dict()
-        cells.append(['-' if values[key] is None else str(values[key]) for _, key in COLUMNS])
+    cells = [[title for title, _ in COLUMNS]] + [_cells(row.as_dict()) for row in rows]
     widths = [max(len(line[i]) for line in cells) for i in range(len(COLUMNS))]
-    lines = []
-    for line in cells:
-        lines.append('  '.join(cell.ljust(width) if i == 0 else cell.rjust(width)
-                               for i, (cell, width) in enumerate(zip(line, widths, strict=False))))
-    return '\n'.join(lines)
+    return '\n'.join('  '.join(cell.ljust(width) if i == 0 else cell.rjust(width)
+                               for i, (cell, width) in enumerate(zip(line, widths, strict=False)))
+                     for line in cells)
+
+
+def _cells(values: dict[str, Any]) -> list[str]:
+    return ['-' if values[key] is None else str(values[key]) for _, key in COLUMNS]
 
 
 def cmd_queues(args: argparse.Namespace) -> int:
@@ -48,18 +46,11 @@ def cmd_queues(args: argparse.Namespace) -> int:
     return 0
 
 
-def _confirm(question: str) -> bool:
-    sys.stderr.write(question + ' [y/N] ')
-    sys.stderr.flush()
-    answer = sys.stdin.readline()
-    return answer.strip().lower() in ('y', 'yes')
-
-
 def cmd_purge(args: argparse.Namespace) -> int:
     broker = default_app().command_broker
     queue = broker.queues.get_queue(args.queue)
     target = broker.dead_letter_name(queue) if args.dead_letters else broker.sqs_name(queue)
-    if not args.yes and not _confirm('Delete every message in SQS queue %r?' % target):
+    if not args.yes and not confirm('Delete every message in SQS queue %r?' % target):
         raise CommandError('purge of %r cancelled (nothing was deleted)' % target)
     if args.dead_letters and default_app().config.PAYLOAD_BUCKET:
         return _purge_dead_letters(broker, queue, str(target))
@@ -120,7 +111,7 @@ def cmd_dlq_redrive(args: argparse.Namespace) -> int:
 def _confirm_redrive(reason: Optional[str], source: Optional[str], target: str) -> None:
     """Ask before moving dead letters; CommandError when the answer is no."""
     which = 'dead letters of reason %r' % reason if reason else 'every dead letter'
-    if not _confirm('Move %s from %s back to %s, to run again?' % (which, source, target)):
+    if not confirm('Move %s from %s back to %s, to run again?' % (which, source, target)):
         raise CommandError('redrive of %r cancelled (nothing was moved)' % source)
 
 
@@ -173,10 +164,9 @@ def _json_option(text: Optional[str], option: str, kind: type, default: Any) -> 
 def cmd_publish(args: argparse.Namespace) -> int:
     positional = _json_option(args.args, '--args', list, [])
     keywords = _json_option(args.kwargs, '--kwargs', dict, {})
-    app_data = json.loads(args.app_data) if args.app_data is not None else None
-    task_id = admin.publish_by_path(default_app(), args.task_path, positional, keywords,
-                                    delay_sec=args.delay, app_data=app_data)
-    print(task_id)
+    print(admin.publish_by_path(default_app(), args.task_path, positional, keywords,
+                                delay_sec=args.delay, app_data=_json_option(
+                                    args.app_data, '--app-data', object, None)))
     return 0
 
 
@@ -188,59 +178,40 @@ def _app_data(text: str) -> str:
     return text
 
 
+QUEUE = arg('queue', metavar='QUEUE', help='queue name from the queue config')
+
+
 def add_commands(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]') -> None:
     """Register the operator commands on the ``kale`` parser."""
-    queues = commands.add_parser(
-        'queues', parents=[common()], help='show every configured queue and its message counts',
-        description='A table of every queue in the queue config: priority, and the approximate '
-                    'number of messages visible, in flight (being worked), delayed (scheduled '
-                    'retries) and in its dead-letter queue. Creates nothing.')
-    queues.add_argument('--json', action='store_true', help='print JSON for scripts')
-    queues.set_defaults(func=cmd_queues)
-    add_queue_commands(queues)
-
-    purge = commands.add_parser(
-        'purge', parents=[common()], help='delete every message in a queue',
-        description='Delete every message in QUEUE (asks first unless --yes). SQS allows one '
-                    'purge per queue every 60 seconds. With PAYLOAD_BUCKET set, --dead-letters '
-                    'reads the dead letters ten at a time instead, to delete the payload '
-                    'objects in S3 they point at with them.')
-    purge.add_argument('queue', metavar='QUEUE', help='queue name from the queue config')
-    purge.add_argument('--yes', action='store_true', help='do not ask for confirmation')
-    purge.add_argument('--dead-letters', action='store_true',
-                       help="purge the queue's dead-letter queue instead")
-    purge.set_defaults(func=cmd_purge)
-
-    dlq = commands.add_parser('dlq', help='work with dead-letter queues',
-                              description='Dead-letter queue commands.')
-    dlq_commands = dlq.add_subparsers(dest='dlq_command', metavar='COMMAND')
-    dlq_commands.required = True
-    redrive = dlq_commands.add_parser(
-        'redrive', parents=[common()], help='move dead letters back to their queue',
-        description="Move messages from QUEUE's dead-letter queue back to QUEUE with their retry "
-                    'and failure counts reset, ten at a time, each signed afresh for QUEUE with '
-                    'a new issue time (asks first unless --yes). Each copy is sent before its '
-                    'dead letter is deleted. Messages that do not verify for QUEUE stay where '
-                    'they are.')
-    redrive.add_argument('queue', metavar='QUEUE', help='queue name from the queue config')
-    redrive.add_argument('--limit', type=positive_int, metavar='N', help='move at most N messages')
-    redrive.add_argument('--reason', metavar='REASON',
-                         help='move only dead letters of this reason (e.g. retries_exhausted, '
-                              'non_retriable, max_receive_count)')
-    redrive.add_argument('--dry-run', action='store_true',
-                         help='move nothing; say what would move')
-    redrive.add_argument('--yes', action='store_true', help='do not ask for confirmation')
-    redrive.set_defaults(func=cmd_dlq_redrive)
-
-    publish = commands.add_parser(
-        'publish', parents=[common()], help='publish a task by its import path',
-        description='Publish one run of a task class, e.g. '
-                    '`kale publish myapp.tasks.HelloTask --args \'["world"]\'`. Prints the task id.')
-    publish.add_argument('task_path', metavar='TASK_PATH', help='module.ClassName of the task')
-    publish.add_argument('--args', metavar='JSON', help="positional arguments, a JSON array")
-    publish.add_argument('--kwargs', metavar='JSON', help='keyword arguments, a JSON object')
-    publish.add_argument('--app-data', metavar='JSON', type=_app_data,
-                         help='app_data for the task, any JSON value')
-    publish.add_argument('--delay', type=float, default=0, metavar='S',
-                         help='seconds before the task may run, up to 365 days (31536000)')
-    publish.set_defaults(func=cmd_publish)
+    add_queue_commands(command(
+        commands, 'queues', cmd_queues, 'show every configured queue and its message counts',
+        'A table of every queue in the queue config: priority, and the approximate number of '
+        'messages visible, in flight (being worked), delayed (scheduled retries) and in its '
+        'dead-letter queue. Creates nothing.', flag('--json', 'print JSON for scripts')))
+    command(commands, 'purge', cmd_purge, 'delete every message in a queue',
+            'Delete every message in QUEUE (asks first unless --yes). SQS allows one purge per '
+            'queue every 60 seconds. With PAYLOAD_BUCKET set, --dead-letters reads the dead '
+            'letters ten at a time instead, to delete the payload objects in S3 they point at '
+            'with them.', QUEUE, YES,
+            flag('--dead-letters', "purge the queue's dead-letter queue instead"))
+    dlq = group(commands, 'dlq', 'work with dead-letter queues', 'Dead-letter queue commands.')
+    command(dlq, 'redrive', cmd_dlq_redrive, 'move dead letters back to their queue',
+            "Move messages from QUEUE's dead-letter queue back to QUEUE with their retry and "
+            'failure counts reset, ten at a time, each signed afresh for QUEUE with a new issue '
+            'time (asks first unless --yes). Each copy is sent before its dead letter is '
+            'deleted. Messages that do not verify for QUEUE stay where they are.', QUEUE,
+            arg('--limit', type=positive_int, metavar='N', help='move at most N messages'),
+            arg('--reason', metavar='REASON',
+                help='move only dead letters of this reason (e.g. retries_exhausted, '
+                     'non_retriable, max_receive_count)'),
+            flag('--dry-run', 'move nothing; say what would move'), YES)
+    command(commands, 'publish', cmd_publish, 'publish a task by its import path',
+            'Publish one run of a task class, e.g. `kale publish myapp.tasks.HelloTask --args '
+            '\'["world"]\'`. Prints the task id.',
+            arg('task_path', metavar='TASK_PATH', help='module.ClassName of the task'),
+            arg('--args', metavar='JSON', help="positional arguments, a JSON array"),
+            arg('--kwargs', metavar='JSON', help='keyword arguments, a JSON object'),
+            arg('--app-data', metavar='JSON', type=_app_data,
+                help='app_data for the task, any JSON value'),
+            arg('--delay', type=float, default=0, metavar='S',
+                help='seconds before the task may run, up to 365 days (31536000)'))

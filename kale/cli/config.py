@@ -16,7 +16,7 @@ import json
 import re
 from typing import Any
 
-from kale.cli.options import common_options
+from kale.cli.options import JSON, arg, command, flag
 from kale.default_settings import TABLE
 from kale.exceptions import CommandError
 
@@ -45,10 +45,9 @@ def default_text(field: dataclasses.Field) -> str:
 
 def markdown() -> str:
     """The settings reference: a table, a row per setting."""
-    lines = ['| setting | default | meaning |', '|---|---|---|']
-    for name, field in TABLE.items():
-        lines.append('| `%s` | %s | %s |' % (name, default_text(field), field.metadata['doc']))
-    return '\n'.join(lines) + '\n'
+    return '\n'.join(['| setting | default | meaning |', '|---|---|---|'] + [
+        '| `%s` | %s | %s |' % (name, default_text(field), field.metadata['doc'])
+        for name, field in TABLE.items()]) + '\n'
 
 
 def _plain(doc: str) -> str:
@@ -57,15 +56,12 @@ def _plain(doc: str) -> str:
 
 
 def _values(config: Any, changed_only: bool) -> dict[str, Any]:
-    values = {}
-    for name, field in TABLE.items():
-        value = getattr(config, name)
-        default = field.metadata['default']
-        if changed_only and (value == default or (isinstance(default, tuple)
-                                                  and tuple(value) == default)):
-            continue
-        values[name] = shown(name, value)
-    return values
+    return {name: shown(name, getattr(config, name)) for name, field in TABLE.items()
+            if not (changed_only and _is_default(getattr(config, name), field.metadata['default']))}
+
+
+def _is_default(value: Any, default: Any) -> bool:
+    return bool(value == default or (isinstance(default, tuple) and tuple(value) == default))
 
 
 def cmd_settings(args: argparse.Namespace) -> int:
@@ -80,10 +76,9 @@ def cmd_settings(args: argparse.Namespace) -> int:
             close = difflib.get_close_matches(name, list(TABLE), n=1, cutoff=0.8)
             raise CommandError('no setting %s%s: `kale settings` lists them' % (
                 args.name[:100], ' (did you mean %s?)' % close[0] if close else ''))
-        field = TABLE[name]
-        print('%s = %r' % (name, shown(name, getattr(config, name))))
-        print('  default: %s' % _plain(default_text(field)))
-        print('  %s' % _plain(field.metadata['doc']))
+        print('%s = %r\n  default: %s\n  %s' % (name, shown(name, getattr(config, name)),
+                                              _plain(default_text(TABLE[name])),
+                                              _plain(TABLE[name].metadata['doc'])))
         return 0
     values = _values(config, args.changed)
     if args.json:
@@ -101,15 +96,9 @@ def cmd_settings(args: argparse.Namespace) -> int:
 
 def add_commands(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]') -> None:
     """Register ``kale settings``."""
-    parser = commands.add_parser(
-        'settings', parents=[common_options()],
-        help='each setting: its value and what it means',
-        description='Every setting with its value in the settings module (secrets hidden), '
-                    'or one setting with its default and meaning.')
-    parser.add_argument('name', nargs='?', metavar='NAME', help='show one setting and its meaning')
-    parser.add_argument('--changed', action='store_true',
-                        help='only the settings whose value is not the default')
-    parser.add_argument('--json', action='store_true', help='print JSON')
-    parser.add_argument('--markdown', action='store_true',
-                        help='print the settings reference, a Markdown table (from the table)')
-    parser.set_defaults(func=cmd_settings)
+    command(commands, 'settings', cmd_settings, 'each setting: its value and what it means',
+            'Every setting with its value in the settings module (secrets hidden), or one '
+            'setting with its default and meaning.',
+            arg('name', nargs='?', metavar='NAME', help='show one setting and its meaning'),
+            flag('--changed', 'only the settings whose value is not the default'), JSON,
+            flag('--markdown', 'print the settings reference, a Markdown table (from the table)'))

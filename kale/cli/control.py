@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from kale.cli.options import common_options
+from kale.cli.options import arg, command, subcommands
 
 
 def cmd_stop_worker(args: argparse.Namespace) -> int:
@@ -49,26 +49,21 @@ def print_paused() -> None:
 
 def add_worker_commands(workers: argparse.ArgumentParser) -> None:
     """``kale workers stop ID`` under ``kale workers``."""
-    sub = workers.add_subparsers(dest='workers_command', metavar='COMMAND')
-    stop = sub.add_parser(
-        'stop', parents=[common_options()], help='stop a worker gracefully',
-        description='Ask a worker (an id from `kale workers`, or a unique prefix of it such as '
-                    'host:pid) to stop: it receives no more, finishes what it runs and exits 0; '
-                    'a --concurrency supervisor does not restart it. Asked of a supervisor, it '
-                    'stops all its workers. Read with its heartbeat, within a few seconds.')
-    stop.add_argument('worker_id', metavar='ID')
-    stop.set_defaults(func=cmd_stop_worker)
+    command(subcommands(workers, 'workers', required=False), 'stop', cmd_stop_worker,
+            'stop a worker gracefully',
+            'Ask a worker (an id from `kale workers`, or a unique prefix of it such as host:pid) to '
+            'stop: it receives no more, finishes what it runs and exits 0; a --concurrency '
+            'supervisor does not restart it. Asked of a supervisor, it stops all its workers. '
+            'Read with its heartbeat, within a few seconds.', arg('worker_id', metavar='ID'))
 
 
 def add_queue_commands(queues: argparse.ArgumentParser) -> None:
     """``kale queues pause|resume NAME`` under ``kale queues``."""
-    sub = queues.add_subparsers(dest='queues_command', metavar='COMMAND')
+    sub = subcommands(queues, 'queues', required=False)
     for name, func, text in (
             ('pause', cmd_pause_queue, 'every worker stops receiving from the queue within a '
                                        'few seconds; its messages wait in SQS, nothing is lost'),
             ('resume', cmd_resume_queue, 'workers receive from the queue again')):
-        parser = sub.add_parser(name, parents=[common_options()], help=text.split(';')[0],
-                                description='%s NAME: %s. Kept in the task records '
-                                            '(RECORDS_URL).' % (name.capitalize(), text))
-        parser.add_argument('queue', metavar='NAME', help='queue name from the queue config')
-        parser.set_defaults(func=func)
+        command(sub, name, func, text.split(';')[0], '%s NAME: %s. Kept in the task records '
+                '(RECORDS_URL).' % (name.capitalize(), text),
+                arg('queue', metavar='NAME', help='queue name from the queue config'))

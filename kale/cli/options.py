@@ -1,7 +1,14 @@
-"""Options and argument types the ``kale`` subcommands share."""
+"""Options and argument types the ``kale`` subcommands share, and the helpers
+that declare a command from data: :func:`command` takes its options as
+:func:`arg` tuples, :func:`group` makes a command of subcommands."""
 from __future__ import annotations
 
 import argparse
+import json
+import logging
+import signal
+import sys
+from typing import Any, Callable, Optional
 
 from kale.conf import ENVIRONMENT_VARIABLE
 
@@ -10,6 +17,9 @@ LEVELS = ['DEBUG', 'INFO', 'WARNING', 'ERROR']
 
 #: The common options' defaults, taken when no level of the command gave one.
 COMMON_DEFAULTS = {'settings': None, 'log_level': 'INFO', 'aws_log_level': 'WARNING'}
+
+#: One option or argument of a command: ``add_argument``'s arguments.
+Option = tuple[tuple[str, ...], dict[str, Any]]
 
 
 def common_options() -> argparse.ArgumentParser:
@@ -36,6 +46,78 @@ def with_common_defaults(args: argparse.Namespace) -> argparse.Namespace:
         if not hasattr(args, name):
             setattr(args, name, default)
     return args
+
+
+def arg(*names: str, **kwargs: Any) -> Option:
+    """An option or argument of a command, as ``add_argument`` takes it."""
+    return names, kwargs
+
+
+def flag(name: str, text: str) -> Option:
+    """An option that is on when given."""
+    return arg(name, action='store_true', help=text)
+
+
+JSON = flag('--json', 'print JSON')
+YES = flag('--yes', 'do not ask for confirmation')
+
+
+def command(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]', name: str,
+            func: Optional[Callable[[argparse.Namespace], int]], text: str,
+            description: Optional[str] = None, *options: Option,
+            common: bool = True) -> argparse.ArgumentParser:
+    """Add command ``name`` running ``func``, with the common options
+    (unless ``common`` is false) and ``options``."""
+    parser = commands.add_parser(name, parents=[common_options()] if common else [], help=text,
+                                 description=description)
+    for names, kwargs in options:
+        parser.add_argument(*names, **kwargs)
+    if func is not None:
+        parser.set_defaults(func=func)
+    return parser
+
+
+def subcommands(parser: argparse.ArgumentParser, name: str,
+                required: bool = True) -> 'argparse._SubParsersAction[argparse.ArgumentParser]':
+    """The subcommands of command ``name`` (its parser)."""
+    return parser.add_subparsers(dest=name + '_command', metavar='COMMAND', required=required)
+
+
+def group(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]', name: str, text: str,
+          description: str) -> 'argparse._SubParsersAction[argparse.ArgumentParser]':
+    """Add command ``name``, made of subcommands (without the common options:
+    each subcommand has them)."""
+    return subcommands(command(commands, name, None, text, description, common=False), name)
+
+
+def print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, sort_keys=True))
+
+
+def output(args: argparse.Namespace, value: Any, text: Any) -> int:
+    """Prints ``value`` as JSON with ``--json``, else ``text``; exit code 0."""
+    if args.json:
+        print_json(value)
+    else:
+        print(text)
+    return 0
+
+
+def on_stop_signals(logger: logging.Logger, who: str, *stops: Callable[[], Any]) -> None:
+    """Each of ``stops`` called on SIGTERM and SIGINT, logged as ``who``'s."""
+    def stop_on(signum: int, frame: Any) -> None:
+        logger.info('%s: %s received; stopping', who, signal.Signals(signum).name)
+        for stop in stops:
+            stop()
+    signal.signal(signal.SIGTERM, stop_on)
+    signal.signal(signal.SIGINT, stop_on)
+
+
+def confirm(question: str) -> bool:
+    """Asks on stderr; True for a yes on stdin."""
+    sys.stderr.write(question + ' [y/N] ')
+    sys.stderr.flush()
+    return sys.stdin.readline().strip().lower() in ('y', 'yes')
 
 
 def positive_int(text: str) -> int:

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import threading
 from typing import Any
 
 from kale.app import default_app
-from kale.cli.options import common_options, port_number
+from kale.cli.options import arg, command, flag, group, on_stop_signals, port_number
 from kale.exceptions import CommandError
 
 logger = logging.getLogger('kale.outbox')
@@ -45,13 +44,7 @@ def cmd_relay(args: argparse.Namespace) -> int:
     if args.metrics_port is not None:
         _serve_metrics(relay, args.metrics_port)
     stop = threading.Event()
-
-    def stop_on(signum: int, frame: Any) -> None:
-        logger.info('outbox relay: %s received; stopping', signal.Signals(signum).name)
-        stop.set()
-        relay.wake()
-    signal.signal(signal.SIGTERM, stop_on)
-    signal.signal(signal.SIGINT, stop_on)
+    on_stop_signals(logger, 'outbox relay', stop.set, relay.wake)
     logger.info('outbox relay: sending the outbox of %s', safe_url(url))
     relay.run(stop, until_empty=args.burst)
     logger.info('outbox relay: stopped after sending %d tasks%s', relay.counts.sent,
@@ -98,29 +91,19 @@ def _serve_metrics(relay: Any, port: int) -> None:
 
 def add_commands(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]') -> None:
     """Register ``kale outbox`` and ``kale relay``."""
-    parser = commands.add_parser(
-        'outbox', help='the outbox\'s tables in your database',
-        description='Tasks published with kale.outbox.publish wait in the table kale_outbox of '
-                    'your own database until `kale relay` sends them.')
-    sub = parser.add_subparsers(dest='outbox_command', metavar='COMMAND')
-    sub.required = True
-    init = sub.add_parser(
-        'init', parents=[common_options()], help='create or update the outbox tables',
-        description='Create kale_outbox and kale_consumed (and on PostgreSQL the trigger that '
-                    'wakes the relays), or bring them up to this Kale\'s version; safe to run '
-                    'again.')
-    init.add_argument('--url', help='the database (a SQLAlchemy URL; default: OUTBOX_URL)')
-    init.set_defaults(func=cmd_outbox_init)
-    relay = commands.add_parser(
-        'relay', parents=[common_options()], help='send the outbox\'s committed tasks to SQS',
-        description='Send the rows committed into kale_outbox with SendMessageBatch, then '
-                    'delete them; at least once (a relay killed in between sends them again, '
-                    'with the same task ids). Several relays may run on PostgreSQL; one on '
-                    'SQLite. Stops on SIGTERM or Ctrl-C.')
-    relay.add_argument('--url', help='the database (default: OUTBOX_URL)')
-    relay.add_argument('--metrics-port', type=port_number, metavar='N',
-                       help='serve kale_outbox_pending, kale_outbox_sent_total and '
-                            'kale_outbox_lag_seconds on http://METRICS_HOST:N/metrics')
-    relay.add_argument('--burst', action='store_true',
-                       help='exit once the outbox is empty')
-    relay.set_defaults(func=cmd_relay)
+    sub = group(commands, 'outbox', "the outbox's tables in your database",
+                'Tasks published with kale.outbox.publish wait in the table kale_outbox of your '
+                'own database until `kale relay` sends them.')
+    command(sub, 'init', cmd_outbox_init, 'create or update the outbox tables',
+            'Create kale_outbox and kale_consumed (and on PostgreSQL the trigger that wakes the '
+            "relays), or bring them up to this Kale's version; safe to run again.",
+            arg('--url', help='the database (a SQLAlchemy URL; default: OUTBOX_URL)'))
+    command(commands, 'relay', cmd_relay, "send the outbox's committed tasks to SQS",
+            'Send the rows committed into kale_outbox with SendMessageBatch, then delete them; '
+            'at least once (a relay killed in between sends them again, with the same task '
+            'ids). Several relays may run on PostgreSQL; one on SQLite. Stops on SIGTERM or '
+            'Ctrl-C.', arg('--url', help='the database (default: OUTBOX_URL)'),
+            arg('--metrics-port', type=port_number, metavar='N',
+                help='serve kale_outbox_pending, kale_outbox_sent_total and '
+                     'kale_outbox_lag_seconds on http://METRICS_HOST:N/metrics'),
+            flag('--burst', 'exit once the outbox is empty'))

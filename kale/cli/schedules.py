@@ -3,13 +3,11 @@ number) and ``kale schedules list|run`` (see :mod:`kale.schedules`)."""
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import signal
 from typing import Any
 
 from kale.app import default_app
-from kale.cli.options import common_options
+from kale.cli.options import JSON, arg, command, group, on_stop_signals, print_json
 from kale.cli.tasks import table
 
 logger = logging.getLogger('kale.schedules')
@@ -21,12 +19,7 @@ COLUMNS = [('NAME', 'name'), ('TASK', 'task'), ('SCHEDULE', 'schedule'), ('TZ', 
 def cmd_scheduler(args: argparse.Namespace) -> int:
     from kale.schedules.scheduler import make_scheduler
     scheduler = make_scheduler(default_app())
-
-    def stop_on(signum: int, frame: Any) -> None:
-        logger.info('scheduler: %s received; stopping', signal.Signals(signum).name)
-        scheduler.stop()
-    signal.signal(signal.SIGTERM, stop_on)
-    signal.signal(signal.SIGINT, stop_on)
+    on_stop_signals(logger, 'scheduler', scheduler.stop)
     scheduler.run()
     return 0
 
@@ -36,7 +29,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     from kale.schedules.status import describe
     found = describe(default_app())
     if args.json:
-        print(json.dumps(found, indent=2, sort_keys=True))
+        print_json(found)
         return 1 if found['broken'] else 0
     if not found['searched']:
         print(NOTHING_TO_SEARCH)
@@ -80,33 +73,22 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def add_commands(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]') -> None:
     """Register ``kale scheduler`` and ``kale schedules``."""
-    running = commands.add_parser(
-        'scheduler', parents=[common_options()], help='publish the periodic tasks',
-        description='Publish each schedule\'s ticks (task classes of TASK_MODULES that say '
-                    'schedule = ..., and SCHEDULES) until SIGTERM or Ctrl-C. Run as many as you '
-                    'like: the one holding the lease in the task records (RECORDS_URL) leads, '
-                    'and another takes over within SCHEDULER_LEASE_SEC when it dies.')
-    running.set_defaults(func=cmd_scheduler)
-    parser = commands.add_parser(
-        'schedules', help='periodic tasks: list, run',
-        description='The periodic tasks: task classes of TASK_MODULES that say schedule = ..., '
-                    'and the SCHEDULES setting.')
-    sub = parser.add_subparsers(dest='schedules_command', metavar='COMMAND')
-    sub.required = True
-    common = common_options()
-    listing = sub.add_parser(
-        'list', parents=[common], help='each schedule, its next runs and its last tick',
-        description='Each schedule: its task, its cron expression or interval and time zone, '
-                    'its next three run times (UTC), and from the task records its last tick '
-                    'and the state of that tick\'s task; and which scheduler leads. Each '
-                    'broken schedule (which the scheduler does not run) is one line saying what '
-                    'is wrong, and the exit code is then 1.')
-    listing.add_argument('--json', action='store_true', help='print JSON')
-    listing.set_defaults(func=cmd_list)
-    running_one = sub.add_parser(
-        'run', parents=[common], help='publish one run of a schedule now',
-        description='Publish one run of the schedule NAME now, with a task id of its own (its '
-                    'ticks go on as before); prints the task id.')
-    running_one.add_argument('name', metavar='NAME', help='the schedule: its task path, or its '
-                                                          'key in SCHEDULES')
-    running_one.set_defaults(func=cmd_run)
+    command(commands, 'scheduler', cmd_scheduler, 'publish the periodic tasks',
+            "Publish each schedule's ticks (task classes of TASK_MODULES that say schedule = ..., "
+            'and SCHEDULES) until SIGTERM or Ctrl-C. Run as many as you like: the one holding '
+            'the lease in the task records (RECORDS_URL) leads, and another takes over within '
+            'SCHEDULER_LEASE_SEC when it dies.')
+    sub = group(commands, 'schedules', 'periodic tasks: list, run',
+                'The periodic tasks: task classes of TASK_MODULES that say schedule = ..., and '
+                'the SCHEDULES setting.')
+    command(sub, 'list', cmd_list, 'each schedule, its next runs and its last tick',
+            'Each schedule: its task, its cron expression or interval and time zone, its next '
+            "three run times (UTC), and from the task records its last tick and the state of "
+            "that tick's task; and which scheduler leads. Each broken schedule (which the "
+            'scheduler does not run) is one line saying what is wrong, and the exit code is then '
+            '1.', JSON)
+    command(sub, 'run', cmd_run, 'publish one run of a schedule now',
+            'Publish one run of the schedule NAME now, with a task id of its own (its ticks go '
+            'on as before); prints the task id.',
+            arg('name', metavar='NAME', help='the schedule: its task path, or its key in '
+                                             'SCHEDULES'))

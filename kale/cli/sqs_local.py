@@ -25,7 +25,7 @@ import threading
 import time
 from typing import Any, Callable, Mapping, Optional
 
-from kale.cli.options import common_options, port_number
+from kale.cli.options import arg, command, flag, port_number
 from kale.exceptions import ImproperlyConfigured, PortInUseError
 from kale.transport.endpoint import is_loopback_host
 
@@ -99,12 +99,21 @@ def _serialize_receives() -> None:
     SQSBackend.receive_message = receive_message  # type: ignore[method-assign]
 
 
-class LocalSQS:
+class _Endpoint:
+    def __init__(self, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT):
+        self.host = host
+        self.port = port
+
+    @property
+    def url(self) -> str:
+        return 'http://%s:%d' % (self.host, self.port)
+
+
+class LocalSQS(_Endpoint):
     """A moto server in a background thread: ``start()``, ``url``, ``stop()``."""
 
     def __init__(self, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, verbose: bool = False):
-        self.host = host
-        self.port = port
+        super().__init__(host, port)
         self.verbose = verbose
         self._server: Any = None
 
@@ -118,23 +127,18 @@ class LocalSQS:
         self.port = self._server.get_host_and_port()[1]
         return self.url
 
-    @property
-    def url(self) -> str:
-        return 'http://%s:%d' % (self.host, self.port)
-
     def stop(self) -> None:
         if self._server is not None:
             self._server.stop()
             self._server = None
 
 
-class FauxqsServer:
+class FauxqsServer(_Endpoint):
     """fauxqs in a child process (see :mod:`kale.fauxqs`): ``start()``,
     ``url``, ``running``, ``stop()``."""
 
     def __init__(self, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT):
-        self.host = host
-        self.port = port
+        super().__init__(host, port)
         self._process: Optional[subprocess.Popen] = None
 
     def start(self) -> str:
@@ -154,27 +158,16 @@ class FauxqsServer:
         return self.url
 
     @property
-    def url(self) -> str:
-        return 'http://%s:%d' % (self.host, self.port)
-
-    @property
     def running(self) -> bool:
         return self._process is not None and self._process.poll() is None
 
     def stop(self) -> None:
         """SIGTERM to fauxqs (its own session), SIGKILL if it does not end."""
         process, self._process = self._process, None
-        if process is None:
-            return
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(STOP_TIMEOUT_SEC)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        if process.stderr is not None:
-            process.stderr.close()
+        if process is not None:
+            _end(process, STOP_TIMEOUT_SEC)
+            if process.stderr is not None:
+                process.stderr.close()
 
 
 #: Seconds fauxqs may take to answer after it is started (installed already).
@@ -189,6 +182,17 @@ def _free_port(host: str) -> int:
     with socket.socket() as probe:
         probe.bind((host, 0))
         return int(probe.getsockname()[1])
+
+
+def _end(process: subprocess.Popen, timeout: float) -> None:
+    """SIGTERM to ``process`` if it runs, SIGKILL if it has not ended ``timeout`` seconds later."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def _answers(host: str, port: int) -> bool:
@@ -238,24 +242,20 @@ def cmd_sqs_local(args: argparse.Namespace) -> int:
 
 
 def add_commands(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]') -> None:
-    parser = commands.add_parser(
-        'sqs-local', parents=[common_options()],
-        help='run an embedded SQS-compatible endpoint (moto or fauxqs) for development',
-        description="Run an SQS-compatible server (with S3 and SNS) on this machine until "
-                    "Ctrl-C or SIGTERM. Queues live in memory. The default engine, moto, "
-                    "needs the 'local' extra: pip install 'kale-sqs[local]' (in a checkout: "
-                    "pip install -e '.[local]'); it serves a few dozen tasks a second. "
-                    "--engine fauxqs serves thousands: it needs Node.js 20 or later with npm, "
-                    "and installs the pinned fauxqs from npm into a cache the first time.")
-    parser.add_argument('--engine', choices=ENGINES, default='moto',
-                        help='moto (default: pip only) or fauxqs (fast: Node.js and npm)')
-    parser.add_argument('--host', default=DEFAULT_HOST,
-                        help='address to listen on (default %(default)s)')
-    parser.add_argument('--port', type=port_number, default=DEFAULT_PORT,
-                        help="port to listen on (default %(default)s, ElasticMQ's; 0 picks a "
-                             "free one)")
-    parser.add_argument('--verbose', action='store_true', help='log every request')
-    parser.set_defaults(func=cmd_sqs_local)
+    command(commands, 'sqs-local', cmd_sqs_local,
+            'run an embedded SQS-compatible endpoint (moto or fauxqs) for development',
+            "Run an SQS-compatible server (with S3 and SNS) on this machine until Ctrl-C or "
+            "SIGTERM. Queues live in memory. The default engine, moto, needs the 'local' extra: "
+            "pip install 'kale-sqs[local]' (in a checkout: pip install -e '.[local]'); it serves "
+            "a few dozen tasks a second. --engine fauxqs serves thousands: it needs Node.js 20 "
+            "or later with npm, and installs the pinned fauxqs from npm into a cache the first "
+            "time.",
+            arg('--engine', choices=ENGINES, default='moto',
+                help='moto (default: pip only) or fauxqs (fast: Node.js and npm)'),
+            arg('--host', default=DEFAULT_HOST, help='address to listen on (default %(default)s)'),
+            arg('--port', type=port_number, default=DEFAULT_PORT,
+                help="port to listen on (default %(default)s, ElasticMQ's; 0 picks a free one)"),
+            flag('--verbose', 'log every request'))
 
 
 class SQSLocalProcess:
@@ -303,12 +303,6 @@ class SQSLocalProcess:
         return self.process.pid
 
     def stop(self, timeout: float = 10.0) -> int:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        _end(self.process, timeout)
         self._reader.join(5)
         return self.process.returncode

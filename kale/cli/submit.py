@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from kale.cli.options import common_options
+from kale.cli.options import arg, command
 from kale.exceptions import SubmissionError
 
 
@@ -28,16 +28,13 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 def add_commands(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]') -> None:
     """Register ``kale submit``."""
-    parser = commands.add_parser(
-        'submit', parents=[common_options()], help='submit tasks or a workflow written as JSON',
-        description='Submit the tasks of a JSON document (its schema: '
-                    'kale/schemas/submission.schema.json): {"tasks": [{"id": "save", "method": '
-                    '"save-user-data", "args": [{"value": {"uid": 1}}]}, {"id": "mail", '
-                    '"method": "send-mail", "args": [{"ref": "save"}]}]}. An entry names an '
-                    'executor program ("method") or a Python task class ("task"); "ref" passes '
-                    "another entry's result. One entry alone is a plain task; otherwise a "
-                    'workflow (needs RECORDS_URL). Prints {"workflow_id": ..., "tasks": {entry '
-                    'id: task id}}. Nothing is recorded or sent unless the whole document is '
-                    'valid.')
-    parser.add_argument('file', metavar='FILE', help='the JSON document, or - for standard input')
-    parser.set_defaults(func=cmd_submit)
+    command(commands, 'submit', cmd_submit, 'submit tasks or a workflow written as JSON',
+            'Submit the tasks of a JSON document (its schema: '
+            'kale/schemas/submission.schema.json): {"tasks": [{"id": "save", "method": '
+            '"save-user-data", "args": [{"value": {"uid": 1}}]}, {"id": "mail", '
+            '"method": "send-mail", "args": [{"ref": "save"}]}]}. An entry names an '
+            'executor program ("method") or a Python task class ("task"); "ref" passes '
+            "another entry's result. One entry alone is a plain task; otherwise a "
+            'workflow (needs RECORDS_URL). Prints {"workflow_id": ..., "tasks": {entry '
+            'id: task id}}. Nothing is recorded or sent unless the whole document is '
+            'valid.', arg('file', metavar='FILE', help='the JSON document, or - for standard input'))

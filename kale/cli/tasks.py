@@ -10,7 +10,7 @@ import time
 from typing import Any, Sequence
 
 from kale.cli.control import add_worker_commands
-from kale.cli.options import common_options, positive_int
+from kale.cli.options import JSON, YES, arg, command, confirm, flag, group, output, positive_int
 from kale.exceptions import CommandError
 from kale.statuses import PENDING_FILTER, TaskStatus, WorkerState, status_values
 
@@ -23,9 +23,8 @@ WORKER_COLUMNS = [('WORKER', 'id'), ('ROLE', 'role'), ('STATE', 'state'), ('QUEU
 
 
 def table(columns: Sequence[tuple[str, str]], rows: Sequence[dict[str, Any]]) -> str:
-    cells = [[title for title, _ in columns]]
-    for row in rows:
-        cells.append([_cell(row.get(key)) for _, key in columns])
+    cells = [[title for title, _ in columns]] + [[_cell(row.get(key)) for _, key in columns]
+                                                 for row in rows]
     widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
     return '\n'.join('  '.join(cell.ljust(width) for cell, width in zip(line, widths, strict=True))
                      .rstrip() for line in cells)
@@ -44,19 +43,17 @@ def _cell(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + '...'
 
 
-def _params(args: argparse.Namespace) -> dict[str, str]:
-    """The filters given as options, as query parameters."""
-    params = {}
-    for name in ('status', 'task', 'queue', 'since', 'until'):
-        value = getattr(args, name, None)
-        if value:
-            params[name] = value
+def _filter(args: argparse.Namespace) -> Any:
+    """The filters given as options, as the REST API's query parameters take them."""
+    from kale.records.queries import parse_filter
+    params = {name: getattr(args, name) for name in ('status', 'task', 'queue', 'since', 'until')
+              if getattr(args, name, None)}
     for label in getattr(args, 'label', None) or ():
         key, sep, value = label.partition('=')
         if not sep:
             raise CommandError('--label must be KEY=VALUE, got %r' % label)
         params['label.' + key] = value
-    return params
+    return parse_filter(params)
 
 
 def _queries() -> Any:
@@ -64,21 +61,11 @@ def _queries() -> Any:
     return records.queries()
 
 
-def _filter(args: argparse.Namespace) -> Any:
-    from kale.records.queries import parse_filter
-    return parse_filter(_params(args))
-
-
-def _print_json(value: Any) -> None:
-    print(json.dumps(value, indent=2, sort_keys=True))
-
-
 def cmd_list(args: argparse.Namespace) -> int:
     page, cursor = _queries().page(_filter(args), args.limit, args.cursor)
     rows = [record.as_json(detail=False) for record in page]
     if args.json:
-        _print_json({'tasks': rows, 'next': cursor})
-        return 0
+        return output(args, {'tasks': rows, 'next': cursor}, None)
     for row, record in zip(rows, page, strict=True):
         row['duration_sec'] = record.duration_sec
     columns = LIST_COLUMNS
@@ -99,16 +86,11 @@ def cmd_show(args: argparse.Namespace) -> int:
         raise RecordNotFoundError('no record of task %s' % args.task_id)
     data = record.as_json()
     history = records.attempts(task_id)
-    if args.json:
-        _print_json(dict(data, attempt_history=history))
-        return 0
     width = max(len(key) for key in data)
-    for key, value in data.items():
-        print(_field_line(key, value, width))
-    print('attempts:' if history else 'attempts: none started')
-    for attempt in history:
-        print(_attempt_line(attempt))
-    return 0
+    lines = [_field_line(key, value, width) for key, value in data.items()]
+    lines.append('attempts:' if history else 'attempts: none started')
+    return output(args, dict(data, attempt_history=history),
+                  '\n'.join(lines + [_attempt_line(attempt) for attempt in history]))
 
 
 def _field_line(key: str, value: Any, width: int) -> str:
@@ -134,30 +116,17 @@ def _attempt_line(attempt: dict[str, Any]) -> str:
 
 def cmd_count(args: argparse.Namespace) -> int:
     count = _queries().count(_filter(args))
-    if args.json:
-        _print_json({'count': count})
-    else:
-        print(count)
-    return 0
+    return output(args, {'count': count}, count)
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
-    summary = _queries().summary(_filter(args))
-    if args.json:
-        _print_json(summary)
-        return 0
     from kale.records import STATUSES
+    summary = _queries().summary(_filter(args))
     rows = [dict(task=task, **{s: counts.get(s, 0) for s in STATUSES})
             for task, counts in sorted(summary['by_task'].items())]
     rows.append(dict(task='total', **{s: summary['by_status'][s] for s in STATUSES}))
-    print(table([('TASK', 'task')] + [(s.upper(), s) for s in STATUSES], rows))
-    return 0
-
-
-def _confirm(question: str) -> bool:
-    sys.stderr.write(question + ' [y/N] ')
-    sys.stderr.flush()
-    return sys.stdin.readline().strip().lower() in ('y', 'yes')
+    return output(args, summary, table([('TASK', 'task')] + [(s.upper(), s) for s in STATUSES],
+                                       rows))
 
 
 def cmd_purge(args: argparse.Namespace) -> int:
@@ -168,16 +137,15 @@ def cmd_purge(args: argparse.Namespace) -> int:
     started = time.monotonic()
     if where.empty and not args.all:
         purged = records.store().records.purge_expired(config.RECORDS_SUCCEEDED_TTL_SEC,
-                                               config.RECORDS_FAILED_TTL_SEC,
-                                               queued_ttl=config.RECORDS_QUEUED_TTL_SEC)
+                                                       config.RECORDS_FAILED_TTL_SEC,
+                                                       queued_ttl=config.RECORDS_QUEUED_TTL_SEC)
         print('purged %d expired records in %.1fs (RECORDS_SUCCEEDED_TTL_SEC %s, '
               'RECORDS_FAILED_TTL_SEC %s, RECORDS_QUEUED_TTL_SEC %s)'
               % (purged, time.monotonic() - started, config.RECORDS_SUCCEEDED_TTL_SEC,
                  config.RECORDS_FAILED_TTL_SEC, config.RECORDS_QUEUED_TTL_SEC))
         return 0
     queries = records.queries()
-    count = queries.count(where)
-    if not args.yes and not _confirm('Delete %d task records?' % count):
+    if not args.yes and not confirm('Delete %d task records?' % queries.count(where)):
         raise CommandError('purge cancelled (nothing was deleted)')
     started = time.monotonic()
     deleted = queries.delete(where)
@@ -218,80 +186,48 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 def cmd_workers(args: argparse.Namespace) -> int:
     from kale.records import controls
     found = controls.workers(args.state)
-    if not args.json:       # a stop was asked of it: it is stopping
-        found = [dict(w, state='stopping') if w['stop_requested_at']
-                 and w['state'] == WorkerState.RUNNING else w for w in found]
-    if args.json:
-        _print_json({'workers': found})
-    else:
-        print(table(WORKER_COLUMNS, found) if found else 'no workers recorded')
-    return 0
+    shown = [dict(w, state='stopping') if w['stop_requested_at']      # a stop was asked of it
+             and w['state'] == WorkerState.RUNNING else w for w in found]
+    return output(args, {'workers': found},
+                  table(WORKER_COLUMNS, shown) if found else 'no workers recorded')
 
 
-def _filters(parser: argparse.ArgumentParser, json_option: bool = True) -> None:
-    parser.add_argument('--status', help='%s or %s; several separated by commas' % (
-        ', '.join(status_values(TaskStatus)), PENDING_FILTER))
-    parser.add_argument('--task', help='task path (module.Class) or class name')
-    parser.add_argument('--queue', help='queue name')
-    parser.add_argument('--label', action='append', metavar='KEY=VALUE',
-                        help='label equals value (repeatable)')
-    parser.add_argument('--since', help='published at or after (epoch seconds or ISO 8601)')
-    parser.add_argument('--until', help='published before (epoch seconds or ISO 8601)')
-    if json_option:
-        parser.add_argument('--json', action='store_true', help='print JSON')
+#: The filters of the commands on many records, as the REST API's.
+FILTERS = (arg('--status', help='%s or %s; several separated by commas' % (
+               ', '.join(status_values(TaskStatus)), PENDING_FILTER)),
+           arg('--task', help='task path (module.Class) or class name'),
+           arg('--queue', help='queue name'),
+           arg('--label', action='append', metavar='KEY=VALUE',
+               help='label equals value (repeatable)'),
+           arg('--since', help='published at or after (epoch seconds or ISO 8601)'),
+           arg('--until', help='published before (epoch seconds or ISO 8601)'))
+TASK_ID = arg('task_id', metavar='TASK_ID')
 
 
 def add_commands(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]') -> None:
     """Register ``kale tasks`` and ``kale workers``."""
-    tasks = commands.add_parser('tasks', help='task records: list, show, count, purge, ...',
-                                description='Task records (RECORDS_URL).')
-    sub = tasks.add_subparsers(dest='tasks_command', metavar='COMMAND')
-    sub.required = True
-    common = common_options()
-    listing = sub.add_parser('list', parents=[common], help='records, newest first')
-    _filters(listing)
-    listing.add_argument('--limit', type=positive_int, default=50, help='at most N (default 50)')
-    listing.add_argument('--cursor', help='the page after this cursor (printed by the last page)')
-    listing.set_defaults(func=cmd_list)
-    show = sub.add_parser('show', parents=[common], help='one whole record')
-    show.add_argument('task_id', metavar='TASK_ID')
-    show.add_argument('--json', action='store_true', help='print JSON')
-    show.set_defaults(func=cmd_show)
-    for name, func, text in (('count', cmd_count, 'how many records match'),
-                             ('summary', cmd_summary, 'counts by task and status')):
-        parser = sub.add_parser(name, parents=[common], help=text)
-        _filters(parser)
-        parser.set_defaults(func=func)
-    purge = sub.add_parser(
-        'purge', parents=[common], help='delete expired records, or those matching filters',
-        description='With no filter: delete the records past RECORDS_SUCCEEDED_TTL_SEC, '
-                    'RECORDS_FAILED_TTL_SEC or RECORDS_QUEUED_TTL_SEC, as workers do now and '
-                    'then. With filters (or --all): delete the matching records, after confirmation.')
-    _filters(purge, json_option=False)
-    purge.add_argument('--all', action='store_true', help='delete every record')
-    purge.add_argument('--yes', action='store_true', help='do not ask for confirmation')
-    purge.set_defaults(func=cmd_purge)
-    retry = sub.add_parser('retry', parents=[common],
-                           help='publish a failed task again, once; prints its id',
-                           description='Publish a failed task again from its record (TASK_ID, '
-                                       'or a unique prefix of it), once: a second retry prints '
-                                       'the first one\'s id. With --failed: every failed task '
-                                       'the filters match.')
-    retry.add_argument('task_id', metavar='TASK_ID', nargs='?')
-    retry.add_argument('--failed', action='store_true',
-                       help='retry every failed task the filters match')
-    _filters(retry, json_option=False)
-    retry.set_defaults(func=cmd_retry)
-    cancel = sub.add_parser('cancel', parents=[common], help='cancel a task that has not started')
-    cancel.add_argument('task_id', metavar='TASK_ID')
-    cancel.set_defaults(func=cmd_cancel)
-    workers = commands.add_parser('workers', parents=[common_options()],
-                                  help='worker and supervisor processes from the records',
-                                  description='Workers and supervisors that recorded themselves: '
-                                              'running, stopped, or lost (no heartbeat for three '
-                                              'intervals).')
-    workers.add_argument('--state', choices=status_values(WorkerState))
-    workers.add_argument('--json', action='store_true', help='print JSON')
-    workers.set_defaults(func=cmd_workers)
+    sub = group(commands, 'tasks', 'task records: list, show, count, purge, ...',
+                'Task records (RECORDS_URL).')
+    command(sub, 'list', cmd_list, 'records, newest first', None, *FILTERS, JSON,
+            arg('--limit', type=positive_int, default=50, help='at most N (default 50)'),
+            arg('--cursor', help='the page after this cursor (printed by the last page)'))
+    command(sub, 'show', cmd_show, 'one whole record', None, TASK_ID, JSON)
+    command(sub, 'count', cmd_count, 'how many records match', None, *FILTERS, JSON)
+    command(sub, 'summary', cmd_summary, 'counts by task and status', None, *FILTERS, JSON)
+    command(sub, 'purge', cmd_purge, 'delete expired records, or those matching filters',
+            'With no filter: delete the records past RECORDS_SUCCEEDED_TTL_SEC, '
+            'RECORDS_FAILED_TTL_SEC or RECORDS_QUEUED_TTL_SEC, as workers do now and then. With '
+            'filters (or --all): delete the matching records, after confirmation.',
+            *FILTERS, flag('--all', 'delete every record'), YES)
+    command(sub, 'retry', cmd_retry, 'publish a failed task again, once; prints its id',
+            'Publish a failed task again from its record (TASK_ID, or a unique prefix of it), '
+            "once: a second retry prints the first one's id. With --failed: every failed task "
+            'the filters match.', arg('task_id', metavar='TASK_ID', nargs='?'),
+            flag('--failed', 'retry every failed task the filters match'), *FILTERS)
+    command(sub, 'cancel', cmd_cancel, 'cancel a task that has not started', None, TASK_ID)
+    workers = command(commands, 'workers', cmd_workers,
+                      'worker and supervisor processes from the records',
+                      'Workers and supervisors that recorded themselves: running, stopped, or '
+                      'lost (no heartbeat for three intervals).',
+                      arg('--state', choices=status_values(WorkerState)), JSON)
     add_worker_commands(workers)
-

@@ -3,10 +3,9 @@ classes name, their subscriptions and the queue policies that let them deliver."
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
-from kale.cli.options import common_options
+from kale.cli.options import JSON, command, group, output
 from kale.cli.tasks import table
 from kale.exceptions import CommandError
 
@@ -40,13 +39,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     from kale.topics.sync import describe
     _subscriptions()
     found = describe(default_app())
-    if args.json:
-        print(json.dumps(found, indent=2, sort_keys=True))
-        return 0
     rows = [row for topic in found for row in _topic_rows(topic)]
-    print(table(COLUMNS, rows) if rows else 'no task class of TASK_MODULES subscribes to a '
-                                            'topic')
-    return 0
+    return output(args, found, table(COLUMNS, rows) if rows else
+                  'no task class of TASK_MODULES subscribes to a topic')
 
 
 def _topic_rows(topic: dict[str, Any]) -> list[dict[str, str]]:
@@ -72,23 +67,14 @@ def _subscriber_row(topic: dict[str, Any], sub: dict[str, Any],
 
 def add_commands(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]') -> None:
     """Register ``kale topics``."""
-    parser = commands.add_parser(
-        'topics', help='topics: sync, list',
-        description='SNS topics and their SQS subscribers, as the task classes of TASK_MODULES '
-                    'declare them (subscribes = (...)).')
-    sub = parser.add_subparsers(dest='topics_command', metavar='COMMAND')
-    sub.required = True
-    common = common_options()
-    syncing = sub.add_parser(
-        'sync', parents=[common], help='create topics, subscriptions and queue policies',
-        description='Create each topic a subscriber names, declare its subscribers\' queues, '
-                    'subscribe them with raw delivery and their label filters, and set the '
-                    'queue policies that let the topics deliver. Idempotent; removes nothing.')
-    syncing.set_defaults(func=cmd_sync)
-    listing = sub.add_parser(
-        'list', parents=[common], help='each topic, its subscribers and their queues',
-        description='Each topic the subscribers name, its subscriber classes and queues, and '
-                    'whether SNS has the subscription (a queue SNS delivers to that no class '
-                    'declares is listed too).')
-    listing.add_argument('--json', action='store_true', help='print JSON')
-    listing.set_defaults(func=cmd_list)
+    sub = group(commands, 'topics', 'topics: sync, list',
+                'SNS topics and their SQS subscribers, as the task classes of TASK_MODULES '
+                'declare them (subscribes = (...)).')
+    command(sub, 'sync', cmd_sync, 'create topics, subscriptions and queue policies',
+            "Create each topic a subscriber names, declare its subscribers' queues, subscribe "
+            'them with raw delivery and their label filters, and set the queue policies that '
+            'let the topics deliver. Idempotent; removes nothing.')
+    command(sub, 'list', cmd_list, 'each topic, its subscribers and their queues',
+            'Each topic the subscribers name, its subscriber classes and queues, and whether SNS '
+            'has the subscription (a queue SNS delivers to that no class declares is listed too).',
+            JSON)

@@ -4,18 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
 
-from kale.cli.options import common_options
+from kale.cli.options import JSON, arg, command, flag, group, output
 from kale.cli.tasks import table
 from kale.exceptions import CommandError
 
 LIST_COLUMNS = [('ID', 'id'), ('TOPIC', 'topic'), ('METHOD', 'method'), ('URL', 'url'),
                 ('LABELS', 'labels'), ('ACTIVE', 'active'), ('CREATED', 'created_at')]
-
-
-def _print_json(value: Any) -> None:
-    print(json.dumps(value, indent=2, sort_keys=True))
 
 
 def _pairs(given: list[str], separator: str, option: str) -> dict[str, str]:
@@ -30,64 +25,44 @@ def _pairs(given: list[str], separator: str, option: str) -> dict[str, str]:
 
 def cmd_add(args: argparse.Namespace) -> int:
     from kale import webhooks
+    from kale.app import default_app
+    from kale.webhooks.fanout import subscription_of
     hook = webhooks.add(args.topic, args.url, method=args.method,
                         headers=_pairs(args.header, ':', '--header'),
                         labels=_pairs(args.label, '=', '--label'))
-    from kale.app import default_app
-    from kale.webhooks.fanout import subscription_of
     subscribed = subscription_of(hook.topic, default_app())
-    if args.json:
-        _print_json(dict(hook.as_json(with_secret=True), subscribed=subscribed))
-        return 0
-    print('webhook %s added: %s %s for the events of %s%s' % (
-        hook.id, hook.method, hook.url, hook.topic,
-        ' labelled %s' % ','.join('%s=%s' % item for item in sorted(hook.labels.items()))
-        if hook.labels else ''))
-    print('secret: %s' % hook.secret)
-    print('(shown only now: keep it to verify the webhook-signature header of each delivery)')
-    print(subscribed)
-    return 0
+    return output(args, dict(hook.as_json(with_secret=True), subscribed=subscribed), '\n'.join((
+        'webhook %s added: %s %s for the events of %s%s' % (
+            hook.id, hook.method, hook.url, hook.topic,
+            ' labelled %s' % ','.join('%s=%s' % item for item in sorted(hook.labels.items()))
+            if hook.labels else ''),
+        'secret: %s' % hook.secret,
+        '(shown only now: keep it to verify the webhook-signature header of each delivery)',
+        subscribed)))
 
 
 def cmd_list(args: argparse.Namespace) -> int:
     from kale import webhooks
     found = [hook.as_json() for hook in webhooks.list_webhooks(args.topic)]
-    if args.json:
-        _print_json(found)
-        return 0
     rows = [dict(row, active='yes' if row['active'] else 'no') for row in found]
-    print(table(LIST_COLUMNS, rows) if rows else 'no webhooks%s' % (
+    return output(args, found, table(LIST_COLUMNS, rows) if rows else 'no webhooks%s' % (
         ' for topic %s' % args.topic if args.topic else ''))
-    return 0
 
 
-def _set_active(args: argparse.Namespace, active: bool) -> int:
+def cmd_set_active(args: argparse.Namespace) -> int:
     from kale import webhooks
+    active = args.webhooks_command == 'enable'
     hook = webhooks.set_active(args.webhook_id, active)
-    if args.json:
-        _print_json(hook.as_json())
-    else:
-        print('webhook %s %s' % (hook.id, 'enabled' if active else 'disabled'))
-    return 0
-
-
-def cmd_disable(args: argparse.Namespace) -> int:
-    return _set_active(args, False)
-
-
-def cmd_enable(args: argparse.Namespace) -> int:
-    return _set_active(args, True)
+    return output(args, hook.as_json(), 'webhook %s %s' % (hook.id, 'enabled' if active
+                                                           else 'disabled'))
 
 
 def cmd_test(args: argparse.Namespace) -> int:
     from kale.webhooks.fanout import TEST_EVENT, send_test
     task_id = send_test(args.webhook_id)
-    if args.json:
-        _print_json({'webhook': args.webhook_id, 'task_id': task_id})
-    else:
-        print('published a delivery of %s to webhook %s: task %s (kale tasks show %s)'
-              % (json.dumps(TEST_EVENT), args.webhook_id, task_id, task_id))
-    return 0
+    return output(args, {'webhook': args.webhook_id, 'task_id': task_id},
+                  'published a delivery of %s to webhook %s: task %s (kale tasks show %s)'
+                  % (json.dumps(TEST_EVENT), args.webhook_id, task_id, task_id))
 
 
 def cmd_remove(args: argparse.Namespace) -> int:
@@ -99,45 +74,30 @@ def cmd_remove(args: argparse.Namespace) -> int:
 
 def add_commands(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]') -> None:
     """Register ``kale webhooks``."""
-    parser = commands.add_parser(
-        'webhooks', help='webhooks: add, list, disable, enable, test, remove',
-        description="Webhooks, kept in the task records (RECORDS_URL): each event of a topic "
-                    "is delivered to every active webhook of the topic whose label filter it "
-                    "passes, signed as the Standard Webhooks specification says.")
-    sub = parser.add_subparsers(dest='webhooks_command', metavar='COMMAND')
-    sub.required = True
-    common = common_options()
-    add = sub.add_parser(
-        'add', parents=[common], help='add a webhook; prints its secret, once',
-        description="Add a webhook for the events of TOPIC and print its id and its secret "
-                    "(whsec_..., shown only now: the receiver verifies each delivery's "
-                    "webhook-signature with it).")
-    add.add_argument('topic', metavar='TOPIC')
-    add.add_argument('url', metavar='URL', help='http:// or https://')
-    add.add_argument('--method', default='POST', type=str.upper, choices=['POST', 'PUT', 'GET'],
-                     help='HTTP method (default POST)')
-    add.add_argument('--header', action='append', metavar='NAME:VALUE',
-                     help='a header sent with each delivery (repeatable)')
-    add.add_argument('--label', action='append', metavar='KEY=VALUE',
-                     help='deliver only events with this label (repeatable: all of them)')
-    add.add_argument('--json', action='store_true', help='print JSON (with the secret)')
-    add.set_defaults(func=cmd_add)
-    listing = sub.add_parser('list', parents=[common], help='the webhooks, oldest first',
-                             description='The webhooks, oldest first, without their secrets '
-                                         'or header values.')
-    listing.add_argument('--topic', help='only those of this topic')
-    listing.add_argument('--json', action='store_true', help='print JSON')
-    listing.set_defaults(func=cmd_list)
+    sub = group(commands, 'webhooks', 'webhooks: add, list, disable, enable, test, remove',
+                'Webhooks, kept in the task records (RECORDS_URL): each event of a topic is '
+                'delivered to every active webhook of the topic whose label filter it passes, '
+                'signed as the Standard Webhooks specification says.')
+    command(sub, 'add', cmd_add, 'add a webhook; prints its secret, once',
+            "Add a webhook for the events of TOPIC and print its id and its secret (whsec_..., "
+            "shown only now: the receiver verifies each delivery's webhook-signature with it).",
+            arg('topic', metavar='TOPIC'), arg('url', metavar='URL', help='http:// or https://'),
+            arg('--method', default='POST', type=str.upper, choices=['POST', 'PUT', 'GET'],
+                help='HTTP method (default POST)'),
+            arg('--header', action='append', metavar='NAME:VALUE',
+                help='a header sent with each delivery (repeatable)'),
+            arg('--label', action='append', metavar='KEY=VALUE',
+                help='deliver only events with this label (repeatable: all of them)'),
+            flag('--json', 'print JSON (with the secret)'))
+    command(sub, 'list', cmd_list, 'the webhooks, oldest first',
+            'The webhooks, oldest first, without their secrets or header values.',
+            arg('--topic', help='only those of this topic'), JSON)
     for name, func, what in (
-            ('disable', cmd_disable, 'stop delivering to a webhook (queued deliveries are '
-                                     'skipped)'),
-            ('enable', cmd_enable, 'deliver to a disabled webhook again'),
+            ('disable', cmd_set_active, 'stop delivering to a webhook (queued deliveries are '
+                                        'skipped)'),
+            ('enable', cmd_set_active, 'deliver to a disabled webhook again'),
             ('test', cmd_test, 'publish one delivery of {"test": true} to a webhook; prints '
                                'the task id, whose record shows the answer'),
             ('remove', cmd_remove, 'delete a webhook (queued deliveries are skipped)')):
-        command = sub.add_parser(name, parents=[common], help=what, description=what[:1].upper()
-                                 + what[1:] + '.')
-        command.add_argument('webhook_id', metavar='ID')
-        if name != 'remove':
-            command.add_argument('--json', action='store_true', help='print JSON')
-        command.set_defaults(func=func)
+        command(sub, name, func, what, what[:1].upper() + what[1:] + '.',
+                arg('webhook_id', metavar='ID'), *([JSON] if name != 'remove' else []))

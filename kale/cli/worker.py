@@ -5,7 +5,7 @@ import argparse
 import os
 from typing import Any
 
-from kale.cli.options import common_options, port_number, positive_int, queue_list
+from kale.cli.options import arg, command, flag, port_number, positive_int, queue_list
 from kale.exceptions import CommandError
 from kale.settings_check import WORKER_POOLS as POOLS
 
@@ -51,42 +51,35 @@ def run_worker(args: argparse.Namespace, app: Any) -> int:
 
 
 def add_commands(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]') -> None:
-    parser = commands.add_parser(
-        'worker', parents=[common_options()], help='run a worker on the configured queues',
-        description='Receive tasks from the configured queues (picked by QUEUE_SELECTOR) and run '
-                    'them until SIGTERM or Ctrl-C: the first signal finishes the running task and '
-                    'releases the rest of its batch; a second one stops the running task too. '
-                    'Exit codes: 0 stopped or burst done, 1 configuration error, 3 memory limit '
-                    '(DIE_ON_RESIDENT_SET_SIZE_MB), 4 a task stuck past its time limit '
-                    '(WORKER_STUCK_GRACE_SEC).')
-    parser.add_argument('--queues', type=queue_list, metavar='A,B',
-                        help='serve only these queues (default: every configured queue)')
-    parser.add_argument('--executors', metavar='DIR',
-                        help='run executor tasks: a task whose method is NAME runs the program '
-                             'DIR/NAME, arguments as a JSON list on its standard input, result '
-                             'as JSON on its standard output (default: the EXECUTOR_DIR setting)')
-    parser.add_argument('--dead-letters', action='store_true',
-                        help="serve the dead-run queues of the queues instead: run the dead "
-                             'runs (run_dead_task) of their tasks that failed for good')
-    parser.add_argument('--scheduler', action='store_true',
-                        help='also run a scheduler on a thread of the worker, publishing the '
-                             'periodic tasks while it leads (see kale scheduler)')
-    parser.add_argument('--burst', action='store_true',
-                        help='exit once every served queue has nothing visible, in flight or delayed')
-    parser.add_argument('--concurrency', type=positive_int, metavar='N',
-                        help='run N worker processes under a supervisor that restarts any that '
-                             'exit abnormally (default: one worker, in this process)')
-    parser.add_argument('--pool', choices=POOLS,
-                        help='how the worker runs its tasks: serial, one at a time (CPU-bound '
-                             'work); threads, many at once on threads (blocking I/O); asyncio, '
-                             'many at once, async def tasks on an event loop (default: the '
-                             'WORKER_POOL setting, serial)')
-    parser.add_argument('--max-in-flight', type=positive_int, metavar='N',
-                        help='tasks one worker process runs at once on the threads and asyncio '
-                             'pools (default: WORKER_MAX_IN_FLIGHT, or 16 for threads and 100 '
-                             'for asyncio)')
-    parser.add_argument('--metrics-port', type=port_number, metavar='N',
-                        help='serve Prometheus metrics on http://METRICS_HOST:N/metrics (one '
-                             'endpoint for all workers with --concurrency); 0 turns them off '
-                             '(default: the METRICS_PORT setting)')
-    parser.set_defaults(func=cmd_worker)
+    command(
+        commands, 'worker', cmd_worker, 'run a worker on the configured queues',
+        'Receive tasks from the configured queues (picked by QUEUE_SELECTOR) and run them until '
+        'SIGTERM or Ctrl-C: the first signal finishes the running task and releases the rest of '
+        'its batch; a second one stops the running task too. Exit codes: 0 stopped or burst '
+        'done, 1 configuration error, 3 memory limit (DIE_ON_RESIDENT_SET_SIZE_MB), 4 a task '
+        'stuck past its time limit (WORKER_STUCK_GRACE_SEC).',
+        arg('--queues', type=queue_list, metavar='A,B',
+            help='serve only these queues (default: every configured queue)'),
+        arg('--executors', metavar='DIR',
+            help='run executor tasks: a task whose method is NAME runs the program DIR/NAME, '
+                 'arguments as a JSON list on its standard input, result as JSON on its '
+                 'standard output (default: the EXECUTOR_DIR setting)'),
+        flag('--dead-letters', "serve the dead-run queues of the queues instead: run the dead "
+                               'runs (run_dead_task) of their tasks that failed for good'),
+        flag('--scheduler', 'also run a scheduler on a thread of the worker, publishing the '
+                            'periodic tasks while it leads (see kale scheduler)'),
+        flag('--burst', 'exit once every served queue has nothing visible, in flight or delayed'),
+        arg('--concurrency', type=positive_int, metavar='N',
+            help='run N worker processes under a supervisor that restarts any that exit '
+                 'abnormally (default: one worker, in this process)'),
+        arg('--pool', choices=POOLS,
+            help='how the worker runs its tasks: serial, one at a time (CPU-bound work); '
+                 'threads, many at once on threads (blocking I/O); asyncio, many at once, async '
+                 'def tasks on an event loop (default: the WORKER_POOL setting, serial)'),
+        arg('--max-in-flight', type=positive_int, metavar='N',
+            help='tasks one worker process runs at once on the threads and asyncio pools '
+                 '(default: WORKER_MAX_IN_FLIGHT, or 16 for threads and 100 for asyncio)'),
+        arg('--metrics-port', type=port_number, metavar='N',
+            help='serve Prometheus metrics on http://METRICS_HOST:N/metrics (one endpoint for all '
+                 'workers with --concurrency); 0 turns them off (default: the METRICS_PORT '
+                 'setting)'))

@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from kale.cli.options import common_options, positive_int
+from kale.cli.options import JSON, arg, command, group, output, positive_int
 from kale.cli.tasks import table
 from kale.statuses import NodeStatus, WorkflowStatus, status_values
 
@@ -20,10 +20,6 @@ SUMMARY_FIELDS = ('id', 'status', 'labels', 'created_at', 'deadline_at', 'finish
 SHORT_ID = 8
 
 
-def _print_json(value: Any) -> None:
-    print(json.dumps(value, indent=2, sort_keys=True))
-
-
 def _states(counts: dict[str, int]) -> str:
     return ', '.join('%s %d' % item for item in sorted(counts.items())) or 'none'
 
@@ -31,15 +27,11 @@ def _states(counts: dict[str, int]) -> str:
 def cmd_list(args: argparse.Namespace) -> int:
     from kale import workflow
     found = workflow.list_workflows(status=args.status, limit=args.limit)
-    if args.json:
-        _print_json(found)
-        return 0
     rows = [dict(row, succeeded='%d/%d' % (row['node_states'].get(NodeStatus.SUCCEEDED, 0),
                                             row['node_count']),
                  failed=row['node_states'].get(NodeStatus.FAILED, 0)) for row in found]
-    print(table(LIST_COLUMNS, rows) if rows else 'no workflows%s' % (
+    return output(args, found, table(LIST_COLUMNS, rows) if rows else 'no workflows%s' % (
         ' %s' % args.status if args.status else ''))
-    return 0
 
 
 def roots_first(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -79,104 +71,77 @@ def _next_layer(nodes: list[dict[str, Any]], index: dict[str, int], missing: dic
 def cmd_show(args: argparse.Namespace) -> int:
     from kale import workflow
     described = workflow.get(args.workflow_id).describe()
-    if args.json:
-        _print_json(described)
-        return 0
     width = max(len(key) for key in SUMMARY_FIELDS)
-    for key in SUMMARY_FIELDS:
-        value = described[key]
-        shown = json.dumps(value, sort_keys=True) if key == 'labels' else value or '-'
-        print('%s  %s' % (key.ljust(width), shown))
-    print('%s  %d: %s' % ('nodes'.ljust(width), described['node_count'],
-                          _states(described['node_states'])))
+    lines = ['%s  %s' % (key.ljust(width), json.dumps(described[key], sort_keys=True)
+                         if key == 'labels' else described[key] or '-') for key in SUMMARY_FIELDS]
+    lines.append('%s  %d: %s' % ('nodes'.ljust(width), described['node_count'],
+                                 _states(described['node_states'])))
     rows = [dict(node, after=[up[:SHORT_ID] for up in node['upstream']])
             for node in roots_first(described['nodes'])]
-    print()
-    print(table(NODE_COLUMNS, rows))
-    return 0
+    return output(args, described, '\n'.join(lines + ['', table(NODE_COLUMNS, rows)]))
+
+
+def _change(args: argparse.Namespace, change: Any) -> tuple[str, dict[str, int], dict[str, Any]]:
+    """``change`` (cancel or retry) the workflow: its id, its node states
+    before, and its fields after (nodes and edges left out)."""
+    from kale import workflow
+    found = workflow.get(args.workflow_id)
+    before = found.describe()['node_states']
+    change(found.id)
+    return found.id, before, {key: value for key, value in found.describe().items()
+                              if key not in ('nodes', 'edges')}
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
     from kale import workflow
-    found = workflow.get(args.workflow_id)
-    before = found.describe()['node_states'].get(NodeStatus.CANCELLED, 0)
-    workflow.cancel(found.id)
-    summary = {key: value for key, value in found.describe().items()
-               if key not in ('nodes', 'edges')}
-    cancelled = summary['node_states'].get(NodeStatus.CANCELLED, 0) - before
-    if args.json:
-        _print_json(dict(summary, cancelled_nodes=cancelled))
-        return 0
-    print('workflow %s: %s; %d node%s cancelled now (%s)%s' % (
-        found.id, summary['status'], cancelled, '' if cancelled == 1 else 's',
-        _states(summary['node_states']),
-        '' if cancelled or summary['status'] == WorkflowStatus.CANCELLED
-        else '; it had already ended'))
-    return 0
+    workflow_id, before, summary = _change(args, workflow.cancel)
+    cancelled = summary['node_states'].get(NodeStatus.CANCELLED, 0) - before.get(
+        NodeStatus.CANCELLED, 0)
+    return output(args, dict(summary, cancelled_nodes=cancelled),
+                  'workflow %s: %s; %d node%s cancelled now (%s)%s' % (
+                      workflow_id, summary['status'], cancelled, '' if cancelled == 1 else 's',
+                      _states(summary['node_states']),
+                      '' if cancelled or summary['status'] == WorkflowStatus.CANCELLED
+                      else '; it had already ended'))
 
 
 def cmd_retry(args: argparse.Namespace) -> int:
     from kale import workflow
-    found = workflow.get(args.workflow_id)
-    before = found.describe()['node_states']
-    workflow.retry(found.id)
-    summary = {key: value for key, value in found.describe().items()
-               if key not in ('nodes', 'edges')}
+    workflow_id, before, summary = _change(args, workflow.retry)
     again = sum(before.get(state, 0) for state in (NodeStatus.FAILED, NodeStatus.CANCELLED,
                                                     NodeStatus.PENDING))
-    if args.json:
-        _print_json(dict(summary, nodes_run_again=again))
-        return 0
-    print('workflow %s: %s; %d node%s to run again, %d succeeded kept (%s)' % (
-        found.id, summary['status'], again, '' if again == 1 else 's',
-        before.get(NodeStatus.SUCCEEDED, 0), _states(summary['node_states'])))
-    return 0
+    return output(args, dict(summary, nodes_run_again=again),
+                  'workflow %s: %s; %d node%s to run again, %d succeeded kept (%s)' % (
+                      workflow_id, summary['status'], again, '' if again == 1 else 's',
+                      before.get(NodeStatus.SUCCEEDED, 0), _states(summary['node_states'])))
 
 
 def add_commands(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]') -> None:
     """Register ``kale workflows``."""
-    parser = commands.add_parser(
-        'workflows', help='workflows: list, show, cancel, retry',
-        description='Workflows submitted with kale.workflow.submit, read from the task records '
-                    '(RECORDS_URL): list them, show one node by node, cancel one (every node '
-                    'not ended yet is cancelled, its task too if it was published), or retry a '
-                    'failed or cancelled one. Tables by default; --json prints what '
-                    'kale.workflow gives.')
-    sub = parser.add_subparsers(dest='workflows_command', metavar='COMMAND')
-    sub.required = True
-    common = common_options()
-    listing = sub.add_parser(
-        'list', parents=[common], help='workflows, newest first',
-        description='Workflows, newest first: status, nodes succeeded of all, nodes failed.')
-    listing.add_argument('--status', help=', '.join(status_values(WorkflowStatus)))
-    listing.add_argument('--limit', type=positive_int, default=50,
-                         help='at most N, up to 1000 (default 50)')
-    listing.add_argument('--json', action='store_true', help='print JSON')
-    listing.set_defaults(func=cmd_list)
-    show = sub.add_parser(
-        'show', parents=[common], help="one workflow's fields and nodes",
-        description="A workflow's fields, then its nodes, each after its upstream (roots "
-                    'first): task id, task, queue, state, the first %d digits of its upstream '
-                    'task ids and why it failed or was cancelled. --json adds the edges '
-                    '[from, to].' % SHORT_ID)
-    show.add_argument('workflow_id', metavar='WORKFLOW_ID')
-    show.add_argument('--json', action='store_true', help='print JSON')
-    show.set_defaults(func=cmd_show)
-    cancel = sub.add_parser(
-        'cancel', parents=[common], help='cancel every node not ended yet, and the workflow',
-        description='Cancel the workflow: every node that has not ended is cancelled (a '
-                    'published task is deleted unrun; one already running has its result '
-                    'thrown away). Prints the resulting status and how many nodes this '
-                    'cancelled; a workflow already ended is left as it is.')
-    cancel.add_argument('workflow_id', metavar='WORKFLOW_ID')
-    cancel.add_argument('--json', action='store_true', help='print JSON')
-    cancel.set_defaults(func=cmd_cancel)
-    retry = sub.add_parser(
-        'retry', parents=[common], help='run a failed or cancelled workflow again',
-        description='Run a failed or cancelled workflow again: its nodes that failed, were '
-                    'cancelled or never ran run again (each join once all its inputs '
-                    'succeeded); nodes that succeeded keep their results and do not run again. '
-                    'A workflow running or succeeded is refused.')
-    retry.add_argument('workflow_id', metavar='WORKFLOW_ID')
-    retry.add_argument('--json', action='store_true', help='print JSON')
-    retry.set_defaults(func=cmd_retry)
+    sub = group(commands, 'workflows', 'workflows: list, show, cancel, retry',
+                'Workflows submitted with kale.workflow.submit, read from the task records '
+                '(RECORDS_URL): list them, show one node by node, cancel one (every node not '
+                'ended yet is cancelled, its task too if it was published), or retry a failed or '
+                'cancelled one. Tables by default; --json prints what kale.workflow gives.')
+    command(sub, 'list', cmd_list, 'workflows, newest first',
+            'Workflows, newest first: status, nodes succeeded of all, nodes failed.',
+            arg('--status', help=', '.join(status_values(WorkflowStatus))),
+            arg('--limit', type=positive_int, default=50,
+                help='at most N, up to 1000 (default 50)'), JSON)
+    for name, func, text, description in (
+            ('show', cmd_show, "one workflow's fields and nodes",
+             "A workflow's fields, then its nodes, each after its upstream (roots first): task "
+             'id, task, queue, state, the first %d digits of its upstream task ids and why it '
+             'failed or was cancelled. --json adds the edges [from, to].' % SHORT_ID),
+            ('cancel', cmd_cancel, 'cancel every node not ended yet, and the workflow',
+             'Cancel the workflow: every node that has not ended is cancelled (a published task '
+             'is deleted unrun; one already running has its result thrown away). Prints the '
+             'resulting status and how many nodes this cancelled; a workflow already ended is '
+             'left as it is.'),
+            ('retry', cmd_retry, 'run a failed or cancelled workflow again',
+             'Run a failed or cancelled workflow again: its nodes that failed, were cancelled or '
+             'never ran run again (each join once all its inputs succeeded); nodes that '
+             'succeeded keep their results and do not run again. A workflow running or '
+             'succeeded is refused.')):
+        command(sub, name, func, text, description, arg('workflow_id', metavar='WORKFLOW_ID'),
+                JSON)

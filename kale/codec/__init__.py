@@ -1,19 +1,15 @@
 """The message codec: a pipeline of steps between a :class:`~kale.message.Message`
 and the signed text body that travels through SQS.
 
-On the way out the steps run in order, each transforming a
-:class:`~kale.codec.pipeline.Frame`: serialize the message's payload to bytes,
-compress them when that helps, encrypt them (with ``MESSAGE_ENCRYPTION_KEY``),
-keep them in S3 when the message would be too big (with ``PAYLOAD_BUCKET``),
-bind them to their queue, then sign them into the body. On the way in they run
-in reverse: verify the signature (before anything else touches the data),
-check the replay window and the queue, then fetch and check a payload kept in
-S3, decrypt, decompress, deserialize. A feature that changes the body (ids
-carried in attributes, say) is one more :class:`~kale.codec.pipeline.Step` in
-:func:`build_codec`, not an edit to the others.
-
-An :class:`~kale.app.App` builds its codec once (``app.codec``), so its keys
-and choices are read and checked once, not for every message.
+On the way out each step transforms a :class:`~kale.codec.pipeline.Frame`:
+serialize the payload, compress it when that helps, encrypt it
+(``MESSAGE_ENCRYPTION_KEY``), keep it in S3 when too big (``PAYLOAD_BUCKET``),
+bind it to its queue, sign it into the body. On the way in they run in
+reverse, the signature verified before anything else touches the data. A
+feature that changes the body is one more :class:`~kale.codec.pipeline.Step`
+in :func:`build_codec`, not an edit to the others. An
+:class:`~kale.app.App` builds its codec once (``app.codec``), reading and
+checking its keys and choices once, not for every message.
 """
 from __future__ import annotations
 
@@ -37,11 +33,6 @@ from kale.transport.payloads import PayloadStore, replaced_payload_store
 __all__ = ['Codec', 'Frame', 'Step', 'build_codec', 'decode', 'encode', 'to_outgoing']
 
 
-def accepted_serializers(config: Config) -> list[str]:
-    """``ACCEPT_SERIALIZERS``, or just ``SERIALIZER`` when it is not set."""
-    return list(config.ACCEPT_SERIALIZERS or [config.SERIALIZER])
-
-
 def offload_threshold(config: Config) -> int:
     """Largest message kept whole in SQS: ``PAYLOAD_OFFLOAD_BYTES``, but at
     most ``SQS_TASK_SIZE_LIMIT``."""
@@ -57,7 +48,9 @@ def build_codec(config: Config, clock: Clock = SYSTEM_CLOCK,
         payloads = _own_s3(config)
     max_bytes = config.MAX_DECOMPRESSED_BYTES
     envelope: list[Step] = [
-        PolicyStep(config.MESSAGE_MAX_AGE_SEC, accepted_serializers(config), clock=clock.time),
+        # ACCEPT_SERIALIZERS, or just SERIALIZER when it is not set
+        PolicyStep(config.MESSAGE_MAX_AGE_SEC, config.ACCEPT_SERIALIZERS or [config.SERIALIZER],
+                   clock=clock.time),
         SignStep.from_config(config),
     ]
     payload: list[Step] = [

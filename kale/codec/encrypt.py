@@ -1,11 +1,8 @@
 """The encrypting step: AES-256-GCM over the compressed payload, before it is
-signed (``MESSAGE_ENCRYPTION_KEY``).
-
-Each body gets a fresh 96-bit nonce, stored in front of the ciphertext; the
-``e`` header names the id of the key, so rotation works like signing keys:
-the new key in ``MESSAGE_ENCRYPTION_KEY``, the previous one in
-``MESSAGE_ENCRYPTION_OLD_KEYS`` until the queues are drained. On the way in,
-decryption happens only after the signature verified.
+signed (``MESSAGE_ENCRYPTION_KEY``), and decrypted only after the signature
+verified. Each body gets a fresh 96-bit nonce in front of the ciphertext;
+the ``e`` header names the key's id, so keys rotate as signing keys do
+(``MESSAGE_ENCRYPTION_OLD_KEYS`` until the queues are drained).
 """
 from __future__ import annotations
 

@@ -1,12 +1,10 @@
 """The keys that sign and encrypt message bodies, read from a configuration.
 
-Every key has a short public id (the first 8 hex digits of its SHA-256), which
-the envelope names so that verifying and decrypting try the right key first;
-an id tells nothing about the key itself.
-
-Where the endpoint is not on this machine (AWS, or any remote endpoint), a
-signing key must be at least :data:`STRONG_KEY_BYTES` long and must not be one
-of the development keys shipped with Kale.
+A key's public id is the first 8 hex digits of its SHA-256: the envelope
+names it, so verifying and decrypting try the right key first. With an
+endpoint not on this machine (AWS, any remote one) a signing key must be at
+least :data:`STRONG_KEY_BYTES` long and none of the development keys shipped
+with Kale.
 """
 from __future__ import annotations
 
@@ -69,9 +67,6 @@ class KeyRing:
     @property
     def current_id(self) -> str:
         return key_id(self.current) if self.current is not None else ''
-
-    def get(self, wanted: str) -> Optional[bytes]:
-        return self.accepted.get(wanted)
 
 
 def _ring(current: bytes, old: list[bytes]) -> KeyRing:

@@ -1,26 +1,17 @@
 """The offloading step: a payload too big for an SQS message is kept in S3
-(``PAYLOAD_BUCKET``), and the message carries a signed pointer to it.
+(``PAYLOAD_BUCKET``), and the message carries a signed pointer to it
+(docs/how-to/large-payloads.md).
 
-On the way out this is the last payload step, so what it stores is already
-compressed and encrypted. When the message would be larger than
-``PAYLOAD_OFFLOAD_BYTES`` (by default, and at most, ``SQS_TASK_SIZE_LIMIT``;
-measured by sealing a trial copy of the frame), the data goes to the object
-``kale-payloads/<task id>/<16 hex digits of its SHA-256>``, and the envelope
-gets no data but the headers ``b`` (bucket), ``o`` (key), ``l`` (size) and
-``h`` (SHA-256), signed with the others. The digest in the key keeps apart
-two tasks published with the same id (an application's own ``make_task_id``):
-neither can overwrite, or delete, the other's object. Copies of one message
-(retries, releases, dead letters) share its pointer and its object.
-
-On the way in this is the first payload step, so it runs in
-:meth:`~kale.codec.pipeline.Codec.read`, just before the task runs, and only
-after :meth:`~kale.codec.pipeline.Codec.open` verified the signature: only a
-signed pointer is ever followed. A pointer to more than
-``MAX_DECOMPRESSED_BYTES`` is refused before any request (``too_large``). The
-object must be exactly as long as the pointer says (at most one byte more is
-ever read) and have its SHA-256, or the message is dead-lettered
-(``payload_mismatch``) with nothing decrypted or deserialized; an object that
-is gone is ``payload_missing``.
+On the way out this is the last payload step (what it stores is compressed
+and encrypted): a message over ``PAYLOAD_OFFLOAD_BYTES``, measured by sealing a
+trial copy, has its data put in :func:`object_key` (the digest keeps apart two
+tasks published with the same id) and the signed headers ``b``, ``o``, ``l``
+and ``h`` (bucket, key, size, SHA-256) in its place; its copies share them.
+On the way in it runs in :meth:`~kale.codec.pipeline.Codec.read`, after the
+signature verified: a pointer to more than ``MAX_DECOMPRESSED_BYTES`` is
+refused before any request (``too_large``), an object not of the signed size
+(at most one byte more is read) and SHA-256 is ``payload_mismatch``, and one
+that is gone ``payload_missing``.
 """
 from __future__ import annotations
 

@@ -1,21 +1,17 @@
 """The codec's parts: the :class:`Frame` that flows through its steps, the
 :class:`Step` protocol, and the :class:`Codec` that runs them in order.
 
-The steps come in two groups. *Payload* steps turn the message into bytes
-(serialize, compress, encrypt). *Envelope* steps wrap those bytes in what
-travels on the wire (the replay checks, the signature). On the way in,
-:meth:`Codec.open` runs only the envelope steps: the body is verified and its
-signed headers (task id, task path, publish time, queue) are known, while the
-payload is still compressed and encrypted. :meth:`Codec.read` then runs the
-payload steps, just before the task runs, so a worker never holds more than
-one decompressed payload at a time. :meth:`Codec.read` works on a copy of the
-frame: the opened envelope stays as received, to be resealed for a release,
-retry or dead-letter copy.
-
-A payload too big for SQS is kept in S3 by the last payload step
-(:mod:`kale.codec.offload`); the envelope then carries a signed pointer to it
-instead of the data, and copies of the message reseal the envelope, pointing
-at the same object, rather than encoding the payload again (:meth:`Codec.reissue`).
+*Payload* steps turn the message into bytes (serialize, compress, encrypt,
+offload to S3); *envelope* steps wrap those bytes in what travels on the wire
+(the replay checks, the signature). On the way in, :meth:`Codec.open` runs
+the envelope steps only: the body is verified and its signed headers known
+while the payload is still compressed and encrypted. :meth:`Codec.read` runs
+the payload steps on a copy of the frame just before the task runs, so a
+worker holds one decompressed payload at a time, and the opened envelope
+stays as received, to be resealed for a release, retry or dead letter. A
+payload kept in S3 (:mod:`kale.codec.offload`) is not encoded again for those
+copies: the envelope, pointing at the same object, is resealed
+(:meth:`Codec.reissue`).
 """
 from __future__ import annotations
 
@@ -171,9 +167,8 @@ class Frame:
         return attributes
 
 
-#: A received body's frame before the envelope steps (all of Frame's fields,
-#: but for the body's own, set by open; checked at import). Built without
-#: Frame's generated __init__: once a message (see kale.speed).
+#: A received body's frame before the envelope steps (every field of Frame,
+#: checked at import), built without Frame's __init__ (see kale.speed).
 _RECEIVED: dict[str, Any] = {'payload': None, 'data': b'', 'text': False, 'headers': {},
                              'body': '', 'queue': '', 'attributes': {}, 'label': 'message',
                              'legacy': False, 'check_age': True, 'topics': frozenset()}
@@ -182,12 +177,11 @@ if set(_RECEIVED) != {field.name for field in dataclasses.fields(Frame)}:
 
 
 class Step(Protocol):
-    """One stage of the codec. ``encode`` runs on the way out, in pipeline
-    order; ``decode`` on the way in, in reverse order. Both change the frame in
-    place; ``decode`` raises :class:`~kale.exceptions.DecodeError` for a body
-    it refuses. A step that keeps data outside the body also has
-    ``discard(frame)``, which deletes it once the task is done
-    (:meth:`Codec.discard`)."""
+    """One stage of the codec: ``encode`` on the way out, in pipeline order,
+    ``decode`` on the way in, in reverse order, both changing the frame in
+    place (``decode`` raises :class:`~kale.exceptions.DecodeError` for a body it
+    refuses). A step that keeps data outside the body also has
+    ``discard(frame)``, deleting it once the task is done (:meth:`Codec.discard`)."""
 
     name: str
 
@@ -198,11 +192,9 @@ class Step(Protocol):
         ...
 
 
-#: A payload step may say when its ``decode`` has nothing to do: a class
-#: attribute ``plain_header = (header, value)`` means it does nothing while
-#: ``headers.get(header, value) == value`` (the payload is not compressed,
-#: encrypted, kept in S3...). The codec then skips the call: a step that is
-#: off costs a message one dict lookup.
+#: A payload step's class attribute ``plain_header = (header, value)`` says its
+#: ``decode`` does nothing while ``headers.get(header, value) == value`` (not
+#: compressed, encrypted, kept in S3...): the codec skips the call.
 PLAIN_HEADER = 'plain_header'
 
 
@@ -214,8 +206,7 @@ class Codec:
         self.payload_steps = list(payload_steps)
         self.envelope_steps = list(envelope_steps)
         self.size_limit = size_limit
-        #: The payload steps in decoding order, each with its plain header
-        #: (None: always called); see PLAIN_HEADER.
+        #: The payload steps in decoding order, with their PLAIN_HEADER (None: always called).
         self._decoding: list[tuple[Optional[tuple[str, Optional[str]]], Step]] = [
             (getattr(step, PLAIN_HEADER, None), step) for step in reversed(self.payload_steps)]
 
@@ -257,12 +248,15 @@ class Codec:
         """The message ready to send to ``queue``, checked against
         ``SQS_TASK_SIZE_LIMIT`` (after its payload went to S3, if it did)."""
         frame = self.encode(message, queue, extra_attributes)
-        attributes = dict(frame.attributes)
-        attributes.update(extra_attributes or {})
-        return self._checked(frame, message, OutgoingMessage(frame.body, attributes, delay_sec))
+        return self._checked(frame, message, frame.body, frame.attributes, extra_attributes,
+                             delay_sec)
 
-    def _checked(self, frame: Frame, message: Message,
-                 outgoing: OutgoingMessage) -> OutgoingMessage:
+    def _checked(self, frame: Frame, message: Message, body: str,
+                 attributes: Mapping[str, AttributeValue],
+                 extra: Optional[Mapping[str, AttributeValue]], delay_sec: int) -> OutgoingMessage:
+        """The message of ``body`` and ``attributes`` (``extra`` over them) checked
+        against SQS_TASK_SIZE_LIMIT."""
+        outgoing = OutgoingMessage(body, dict(attributes, **(extra or {})), delay_sec)
         size = outgoing.size()
         if size > self.size_limit:
             hint = ('even with its payload in S3' if frame.offloaded
@@ -275,14 +269,12 @@ class Codec:
     def reissue(self, envelope: Optional[Frame], message: Message, queue: str, delay_sec: int = 0,
                 extra_attributes: Optional[Mapping[str, AttributeValue]] = None
                 ) -> OutgoingMessage:
-        """A copy of a received message to send again (a retry, a dead letter, a redriven one)
-        with ``message``'s counts and publish time, ready to send to ``queue``.
-
+        """A copy of a received message to send again to ``queue`` (a retry, a
+        dead letter, a redriven one) with ``message``'s counts and publish time.
         Its payload is encoded afresh, unless the opened ``envelope`` points at
         a payload kept in S3: then the envelope is resealed with the new counts
-        and time, still pointing at the same object, which is neither uploaded
-        again nor changed (the envelope's counts are the ones that count, see
-        :meth:`read`)."""
+        and time, pointing at the same object, neither uploaded again nor
+        changed (the envelope's counts win, see :meth:`read`)."""
         if envelope is None or not envelope.offloaded:
             return self.to_outgoing(message, queue, delay_sec, extra_attributes)
         headers = {RETRY_NUM: str(message.retry_num), FAILURE_NUM: str(message.failure_num),
@@ -290,10 +282,8 @@ class Codec:
                    PUBLISHED_AT: str(int(message.published_at or time.time()))}
         if message.due_at:              # a retry's long delay (kale.Retry)
             headers[DUE_AT] = '%.3f' % message.due_at
-        body = self._seal(envelope, queue, headers)
-        attributes: dict[str, AttributeValue] = dict(message.attributes())
-        attributes.update(extra_attributes or {})
-        return self._checked(envelope, message, OutgoingMessage(body, attributes, delay_sec))
+        return self._checked(envelope, message, self._seal(envelope, queue, headers),
+                             message.attributes(), extra_attributes, delay_sec)
 
     def discard(self, frame: Frame) -> None:
         """Delete what the steps keep outside the body of an opened ``frame``
@@ -322,10 +312,9 @@ class Codec:
     def open(self, body: str, queue: str, check_age: bool = True,
              topics: frozenset[str] = frozenset()) -> Frame:
         """Verify a body received on ``queue`` (its full SQS name), which
-        subscribes to ``topics`` (their signed names): the envelope steps
-        only. DecodeError (with the body) for a body that is refused. Tools
-        that read dead letters of any queue pass ``queue=''`` (no queue
-        check) and ``check_age=False``; a worker never does."""
+        subscribes to ``topics`` (their signed names): the envelope steps only;
+        DecodeError (with the body) for one refused. Tools reading dead letters
+        of any queue pass ``queue=''`` and ``check_age=False``; a worker never does."""
         frame = speed.build(Frame, dict(_RECEIVED, headers={}, attributes={}, body=body,
                                         queue=queue, check_age=check_age, topics=topics))
         try:
@@ -337,11 +326,11 @@ class Codec:
         return frame
 
     def read(self, envelope: Frame) -> Message:
-        """Decode an opened frame's payload into its Message (the frame itself
-        is left as it was). The envelope's signed counts win over the
-        payload's: a copy of an offloaded payload changes only the envelope.
-        A payload kept in S3 is fetched first, and a failure to fetch it that
-        is not the object's fault raises :class:`~kale.exceptions.PayloadStoreError`."""
+        """Decode an opened frame's payload into its Message, the frame left as
+        it was. The envelope's signed counts win over the payload's (a copy of
+        an offloaded payload changes only the envelope). A payload kept in S3 is
+        fetched first: a failure that is not the object's fault raises
+        :class:`~kale.exceptions.PayloadStoreError`."""
         # The payload steps change the payload, never the headers: the twin
         # shares the envelope's headers (no copy of them per run).
         frame = speed.build(Frame, envelope.__dict__)
@@ -377,10 +366,8 @@ class Codec:
 
 
 def envelope_fields(headers: Mapping[str, str]) -> dict[str, Any]:
-    """The Message fields a verified envelope carries: publish time, unsettled
-    deliveries, context, a dead run's link and error, a due time, and the retry and
-    failure counts (a body signed without counts leaves the payload's).
-    ValueError for a count that is not one."""
+    """The Message fields a verified envelope carries (a body signed without
+    counts leaves the payload's); ValueError for a count that is not one."""
     context = headers.get(CONTEXT)
     fields: dict[str, Any] = {
         'published_at': float(headers.get(PUBLISHED_AT, 0) or 0),

@@ -1,22 +1,17 @@
-"""The replay and acceptance checks, on signed headers, before any decoding.
+"""The replay and acceptance checks, on signed headers, before any decoding
+(docs/explanation/security.md).
 
-On the way out it binds the body to the SQS queue it is sent to. On the way
-in, right after the signature verified, it refuses (for the dead-letter
-queue):
+On the way out it binds the body to its SQS queue. On the way in, right after
+the signature verified, it refuses for the dead-letter queue:
 
-- ``expired``: a body published more than ``MESSAGE_MAX_AGE_SEC`` ago. SQS keeps
-  a message at most 14 days and delays it at most 15 minutes, so no honest
-  delivery is older; a captured body replayed later is. A task that waits
-  past SQS's delay (a signed due time, :mod:`kale.delays`) is re-sent until
-  then, each copy a new SQS message: its age counts from 15 minutes before
-  its due time (or from its publish, if later), so it never expires while it
-  waits, and the window closes as long after its due time as after any
-  other task's publish.
-- ``wrong_queue``: a body received on another queue than the one it was
-  signed for (a task for one queue replayed into another), or an event of a
-  topic the receiving queue does not subscribe to.
-- ``serializer_not_accepted``: a body whose serializer is not in
-  ``ACCEPT_SERIALIZERS``, so a worker set to JSON never unpickles.
+- ``expired``: a body published more than ``MESSAGE_MAX_AGE_SEC`` ago (no honest
+  delivery is older than SQS's 14 days and 15 minutes; a replayed one is). A
+  task waiting past SQS's delay (:mod:`kale.delays`) is re-sent until due, so
+  its age counts from 15 minutes before its due time, or its publish if later.
+- ``wrong_queue``: a body signed for another queue, or an event of a topic the
+  receiving queue does not subscribe to.
+- ``serializer_not_accepted``: a serializer not in ``ACCEPT_SERIALIZERS``, so a
+  worker set to JSON never unpickles.
 
 Legacy bodies (``ACCEPT_LEGACY_MESSAGES``) carry no time or queue; only their
 serializer is checked.

@@ -1,23 +1,19 @@
 """The signing step: the envelope around the data, and its HMAC-SHA256.
 
-A body on the wire looks like ``kale2:<headers>:<signature>:<data>``:
+A body on the wire is ``kale2:<headers>:<signature>:<data>``: ``headers`` are
+``name=value`` pairs separated by ``;``, values percent-encoded (the task id
+and path, the publish time, the queue it is signed for, the unsettled
+deliveries, the serializer, compression, encryption key id and data encoding,
+and ``k``, the signing key's id); ``data`` is the payload, base64-encoded
+unless it is plain JSON text; ``signature`` is
+base64url(HMAC-SHA256(key, "kale2:<headers>:<data>")), covering the rest.
 
-- ``headers`` are ``name=value`` pairs separated by ``;``, values
-  percent-encoded: the task id and path, the publish time, the queue the body is
-  signed for, the count of unsettled deliveries, the serializer, compression,
-  encryption key id and data encoding, and ``k``, the id of the signing key;
-- ``data`` is the payload, base64-encoded unless it is plain JSON text;
-- ``signature`` is base64url(HMAC-SHA256(key, "kale2:<headers>:<data>")), so
-  it covers everything else in the body.
-
-On the way in this step runs first: it checks the signature, in constant
-time, with the key the envelope names (the current key or an old one) before
-any other step looks at the headers or the data, so a body that fails is
-never decompressed, decrypted or deserialized.
-
-Bodies of the earlier format ``kale1:<flags>:<signature>:<data>`` carry no
-time, queue or task, and are refused unless ``ACCEPT_LEGACY_MESSAGES`` is on
-(to drain queues during an upgrade).
+On the way in this step runs first: it checks the signature in constant time
+with the key the envelope names (the current key or an old one) before any
+other step looks at the headers or the data, so a body that fails is never
+decompressed, decrypted or deserialized. Bodies of the earlier format
+``kale1:<flags>:<signature>:<data>`` carry no time, queue or task, and are
+refused unless ``ACCEPT_LEGACY_MESSAGES`` is on (to drain queues in an upgrade).
 """
 from __future__ import annotations
 
@@ -29,7 +25,7 @@ import re
 from typing import Any
 from urllib.parse import quote, unquote
 
-from kale.codec.keys import KeyRing, key_id, signing_keys
+from kale.codec.keys import KeyRing, signing_keys
 from kale.codec.pipeline import COMPRESSION, ENCODING, SERIALIZER, SIGNING_KEY, Frame
 from kale.config import Config
 from kale.exceptions import DecodeError
@@ -85,7 +81,7 @@ class SignStep:
         # HMAC states with each key already absorbed: a message costs a copy.
         self._macs = {kid: hmac.new(key, digestmod=hashlib.sha256)
                       for kid, key in keys.accepted.items()}
-        self._current_id = key_id(keys.current) if keys.current is not None else ''
+        self._current_id = keys.current_id
 
     def _signature(self, kid: str, signed: bytes) -> bytes:
         mac = self._macs[kid].copy()

@@ -62,8 +62,7 @@ if TYPE_CHECKING:
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
                     300.0, 900.0, 3600.0, float('inf'))
 #: Seconds: from a long poll's answer to a queue that fell far behind.
-LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
-                   300.0, 900.0, 3600.0, float('inf'))
+LATENCY_BUCKETS = DURATION_BUCKETS
 
 
 class KaleMetrics:

@@ -71,7 +71,6 @@ class TracingHooks(PublishHooks, WorkerHooks):
     def __init__(self, tracer_provider: Any = None):
         self.tracer = trace.get_tracer('kale', __version__, tracer_provider=tracer_provider)
         self._publishing: dict[int, Any] = {}
-        #: The run in progress: (span, context token, SQS message id).
         #: The runs going on, by SQS message id: their span and context token
         #: (a worker with a pool runs many at once).
         self._running: dict[str, tuple[Any, Any]] = {}

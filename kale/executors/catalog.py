@@ -1,13 +1,11 @@
 """The executor directory: which programs may run, and each one's settings.
 
-A method name is ``[A-Za-z0-9._-]{1,128}`` not starting with a dot; it
-names the file ``DIR/NAME``, which must be an executable regular file whose
-real path (symlinks followed) lies inside the real path of ``DIR``. Nothing
-else can be run.
-
-``DIR/executors.yaml`` (optional) sets, per method and as defaults, the
-time limit, retries and queue, and which environment variables of the
-worker the program gets besides a minimal set::
+A method name, ``[A-Za-z0-9._-]{1,128}`` not starting with a dot, names
+the file ``DIR/NAME``: only an executable regular file whose real path
+lies inside the real path of ``DIR`` runs. ``DIR/executors.yaml``
+(optional) sets, per method and as defaults, the time limit, retries,
+queue, and the worker's environment variables the program gets besides a
+minimal set::
 
     defaults:
       time_limit: 60
@@ -60,46 +58,28 @@ def check_name(method: str) -> str:
     return method
 
 
-def _time_limit(value: Any, where: str) -> float:
-    """A method's time limit in seconds, more than 0 and at most 12 hours."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
-            not 0 < value <= 12 * 3600:
-        raise ImproperlyConfigured('%s: time_limit must be seconds from 0 to 43200, got %r'
-                                   % (where, value))
-    return float(value)
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _max_retries(value: Any, where: str) -> Optional[int]:
-    """A method's retries: a whole number from 0, or None for no limit."""
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                              or value < 0):
-        raise ImproperlyConfigured('%s: max_retries must be a whole number from 0, or null, '
-                                   'got %r' % (where, value))
-    return value
+#: Each key of a method's settings: whether a value is good, what it becomes, what it must be.
+_CHECKS: dict[str, tuple[Callable[[Any], bool], Callable[[Any], Any], str]] = {
+    'time_limit': (lambda value: _number(value) and 0 < value <= 12 * 3600, float,
+                   'seconds from 0 to 43200'),
+    'max_retries': (lambda value: value is None or (_number(value) and isinstance(value, int)
+                                                    and value >= 0),
+                    lambda value: value, 'a whole number from 0, or null'),
+    'queue': (lambda value: isinstance(value, str) and bool(value), str, 'a queue name'),
+    'env': (lambda value: isinstance(value, list) and all(isinstance(n, str) and n for n in value),
+            tuple, 'a list of variable names'),
+}
 
 
-def _queue(value: Any, where: str) -> str:
-    """A method's queue: a non-empty name."""
-    if not isinstance(value, str) or not value:
-        raise ImproperlyConfigured('%s: queue must be a queue name, got %r' % (where, value))
-    return value
-
-
-def _env(value: Any, where: str) -> tuple[str, ...]:
-    """The names of the worker's variables a method's program gets."""
-    if not isinstance(value, list) or not all(isinstance(n, str) and n for n in value):
-        raise ImproperlyConfigured('%s: env must be a list of variable names, got %r'
-                                   % (where, value))
-    return tuple(value)
-
-
-#: Each key of a method's settings, and what checks and converts its value.
-_CHECKS: tuple[tuple[str, Callable[[Any, str], Any]], ...] = (
-    ('time_limit', _time_limit),
-    ('max_retries', _max_retries),
-    ('queue', _queue),
-    ('env', _env),
-)
+def _checked(key: str, value: Any, where: str) -> Any:
+    good, convert, what = _CHECKS[key]
+    if not good(value):
+        raise ImproperlyConfigured('%s: %s must be %s, got %r' % (where, key, what, value))
+    return convert(value)
 
 
 def _settings(raw: Any, where: str, base: MethodSettings) -> MethodSettings:
@@ -111,8 +91,8 @@ def _settings(raw: Any, where: str, base: MethodSettings) -> MethodSettings:
     if unknown:
         raise ImproperlyConfigured('%s: unknown key %s (known: %s)'
                                    % (where, unknown[0], ', '.join(KEYS)))
-    values = {key: check(raw[key], where) for key, check in _CHECKS if key in raw}
-    return dataclasses.replace(base, **values)
+    return dataclasses.replace(base, **{key: _checked(key, raw[key], where)
+                                         for key in _CHECKS if key in raw})
 
 
 class Catalog:

@@ -2,29 +2,20 @@
 out on standard output, standard error kept, and everything it started
 ended at the time limit.
 
-The program runs with no shell, in a session (and so a process group) of its
-own. On Linux it runs under :mod:`kale.executors.reaper`, a child
-subreaper: a descendant that leaves the group (``setsid()``) and whose
-parent dies is re-parented to the reaper, not to init, so nothing the
-program starts leaves its tree while the reaper lives. At the time limit
-the group gets SIGTERM; after ``kill_grace_sec`` the worker itself kills
-every process of the tree with SIGKILL (:mod:`kale.executors.tree`),
-without asking the reaper, which the program may have stopped or killed;
-the reaper then reaps them and exits. When the program ends, the reaper
-kills and reaps whatever it left running; a reaper that dies first (the
-program killed it) has what is left killed by the worker. Elsewhere, the
-group gets SIGKILL, and a descendant that left it escapes.
+The program runs with no shell, in a session (and process group) of its
+own; on Linux under :mod:`kale.executors.reaper`, a child subreaper, so
+that nothing it starts leaves its tree, even through ``setsid()``. At the
+time limit the group gets SIGTERM; after ``kill_grace_sec`` the worker
+itself SIGKILLs the whole tree (:mod:`kale.executors.tree`), not trusting
+the reaper, which the program may have stopped or killed. Elsewhere the
+group gets SIGKILL, and a descendant that left it escapes. This runs on a
+thread of the run's own: the worker's guard, interrupting the caller past
+the task's limit, cannot cut it short.
 
-All this happens on a thread of the run's own, which the caller only waits
-for: the worker's guard, interrupting the caller past the task's limit,
-cannot cut the end of the tree short.
-
-Standard output is kept up to ``stdout_max_bytes`` (past that the rest is
-read and thrown away, and the run is marked ``stdout_overflow``); of
-standard error the last ``stderr_max_bytes`` are kept. Both pipes are read
-to their end on threads of their own, so a program that writes much never
-blocks on a full pipe. The reaper costs a small Python process a run (some
-15 ms of CPU).
+Standard output is kept up to ``stdout_max_bytes`` (then ``stdout_overflow``),
+of standard error the last ``stderr_max_bytes``; both pipes are read to their
+end on threads, so a program never blocks on a full pipe. The reaper costs a
+small Python process a run (some 15 ms of CPU).
 """
 from __future__ import annotations
 
@@ -204,19 +195,17 @@ def _feed(pipe: IO[bytes], data: bytes) -> None:
 
 
 class _Run:
-    """A run followed to its end on a thread of its own, so that the caller's
-    guard cannot cut the end short: the caller only waits (``wait``), in
-    short steps, and an exception raised in it (the guard's at its time
-    limit, the worker's stop) ends that wait and hurries the run to its end,
-    which goes on, to its bounded end, on this thread.
+    """A run followed to its end on a thread of its own: the caller only
+    waits (``wait``), in short steps, and an exception raised in it (the
+    guard's, the worker's stop) ends that wait and hurries the run to its
+    bounded end on this thread.
 
-    The thread waits for the reaper (the program, elsewhere) to exit, up to
-    the time limit; then SIGTERM to the process group, and the kill grace;
-    then the whole tree is killed (:func:`kale.executors.tree.kill_tree`)
-    and the reaper, given SIGCONT, reaps it and exits (SIGKILL after
-    REAPER_SEC). A reaper that exits without writing ``+`` on its status
-    pipe (killed, or its clean-up cut short) has what is left of its tree
-    killed by the worker too. Without a reaper the group gets SIGKILL."""
+    The thread waits for the reaper (the program, elsewhere) up to the time
+    limit; then SIGTERM to the group, and the kill grace; then the tree is
+    killed (:func:`kale.executors.tree.kill_tree`) and the reaper, given
+    SIGCONT, reaps it and exits (SIGKILL after REAPER_SEC). A reaper that exits
+    without ``+`` on its status pipe has what is left of its tree killed by the
+    worker too. Without a reaper the group gets SIGKILL."""
 
     def __init__(self, process: subprocess.Popen, status: Optional[int], cookie: str,
                  time_limit_sec: float, kill_grace_sec: float):

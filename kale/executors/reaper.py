@@ -1,30 +1,21 @@
 """The parent of everything one executor program starts (Linux), so that none of it outlives the run.
 
 Run as a script, with the standard library only (``python -I -S reaper.py
-STATUS_FD PROGRAM``), by :func:`kale.executors.program.run_program`. It
-makes itself a child subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``): a
-descendant of the program whose parent dies is re-parented to it rather
-than to init, even one that called ``setsid()``. So every descendant stays
-in its tree, and it can end them all:
-
-- it starts the program (standard input, output and error are its own: the
-  worker's pipes) and waits for it;
-- SIGTERM, which the worker sends to the process group at the time limit,
-  is for the program: this process ignores it;
-- when the program has ended, it kills whatever descendants are left,
-  reaps them (no zombie is left), writes ``+`` on ``STATUS_FD`` once none
-  is, and exits as the program did: its exit status, or the signal that
-  killed it.
-
-Once the kill grace is over the worker kills the tree itself
-(:mod:`kale.executors.tree`): this process may have been stopped or killed
-by the program. A reaper that exits without its ``+`` has what is left of
-its tree killed by the worker.
+STATUS_FD PROGRAM``), by :func:`kale.executors.program.run_program`. As a
+child subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``) it adopts every orphaned
+descendant of the program, even one that called ``setsid()``. It starts the
+program (on the worker's pipes) and waits for it, ignoring the SIGTERM the
+worker sends the group at the time limit; then it kills and reaps whatever
+descendants are left, writes ``+`` on ``STATUS_FD`` once none is, and exits
+as the program did. The worker kills the tree itself past the kill grace
+(:mod:`kale.executors.tree`), since the program may stop or kill this
+process, and when it exits without its ``+``.
 
 A program that cannot be started (a bad ``#!`` line) is reported on
 ``STATUS_FD`` as its errno, for the worker to raise the OSError that
 ``subprocess`` would have.
 """
+import collections
 import ctypes
 import os
 import signal
@@ -42,29 +33,47 @@ DEFAULT_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGPIPE
                    signal.SIGXFSZ)
 
 
-def descendants(root: int) -> list[int]:
-    """Every process whose chain of parents reaches ``root`` (read from /proc)."""
-    children: dict[int, list[int]] = {}
+#: One process as ``/proc/PID/stat`` shows it (running: neither a zombie nor dead).
+Proc = collections.namedtuple('Proc', 'parent session running')
+
+
+def snapshot() -> dict[int, Proc]:
+    """Every process of the system, by pid."""
+    found = {}
     for name in os.listdir('/proc'):
         if not name.isdigit():
             continue
         try:
             with open('/proc/%s/stat' % name, 'rb') as stat:
                 data = stat.read()
-        except OSError:
+        except OSError:             # it ended meanwhile
             continue
-        parent = int(data[data.rindex(b')') + 2:].split()[1])
-        children.setdefault(parent, []).append(int(name))
-    found: list[int] = []
-    frontier = [root]
-    while frontier:
-        for child in children.get(frontier.pop(), ()):
-            found.append(child)
-            frontier.append(child)
+        fields = data[data.rindex(b')') + 2:].split()
+        found[int(name)] = Proc(int(fields[1]), int(fields[3]), fields[0] not in (b'Z', b'X'))
     return found
 
 
-def kill_all(pids: list[int]) -> None:
+def with_descendants(roots: set[int], procs: dict[int, Proc]) -> set[int]:
+    """``roots`` and every process whose chain of parents reaches one of them."""
+    children: dict[int, list[int]] = {}
+    for pid, proc in procs.items():
+        children.setdefault(proc.parent, []).append(pid)
+    found = set(roots)
+    frontier = list(roots)
+    while frontier:
+        for child in children.get(frontier.pop(), ()):
+            if child not in found:
+                found.add(child)
+                frontier.append(child)
+    return found
+
+
+def descendants(root: int) -> set[int]:
+    """Every process whose chain of parents reaches ``root``."""
+    return with_descendants({root}, snapshot()) - {root}
+
+
+def kill_all(pids: set[int]) -> None:
     for pid in pids:
         try:
             os.kill(pid, signal.SIGKILL)

@@ -1,17 +1,16 @@
 """Executor tasks: a task whose work is a program in the executor directory.
 
-A message names an executor task ``executor:NAME``; :func:`executor_task`
-gives the Task class of one method (made once per process), which a worker
-runs like any other: records, metrics, traces, retries, workflows. Its
-``run_task`` writes the arguments as a JSON list to the program's standard
-input and reads its result from standard output:
+A message names one ``executor:NAME``; :func:`executor_task` gives its
+Task class (made once per process), which a worker runs like any other.
+Its ``run_task`` writes the arguments as a JSON list to the program's
+standard input and reads the result from its standard output:
 
-- exit status 0: standard output must be one JSON value, the result;
-  anything else fails the run as ``bad_output`` (retried by the policy);
+- exit status 0: standard output must be one JSON value, the result, else
+  the run fails as ``bad_output`` (retried by the policy);
 - exit status 65 (EX_DATAERR): ``bad_input``, failed for good;
 - another status, or a signal: ``failed``, retried by the policy;
-- past the time limit its process group gets SIGTERM, then its whole tree
-  SIGKILL after ``EXECUTOR_KILL_GRACE_SEC`` (see :mod:`kale.executors.program`):
+- past the time limit: SIGTERM to its group, then SIGKILL to its whole tree
+  after ``EXECUTOR_KILL_GRACE_SEC`` (:mod:`kale.executors.program`), and
   the run fails as ``TimeLimitExceeded``.
 
 The last ``EXECUTOR_STDERR_MAX_BYTES`` of standard error go to the task's
@@ -160,10 +159,10 @@ def executor_task(method: str, checked: bool = True,
         except ExecutorError as exc:
             raise PublishError(str(exc)) from None
     app = app or default_app()
-    config = app.config
     found = catalog(app)
     own: MethodSettings = found.settings(method) if found is not None else MethodSettings()
-    key = '%s|%r|%r' % (method, own, float(config.EXECUTOR_KILL_GRACE_SEC))
+    grace = float(app.config.EXECUTOR_KILL_GRACE_SEC)
+    key = '%s|%r|%r' % (method, own, grace)
     cls = _classes.get(key)
     if cls is None:
         with _lock:
@@ -171,7 +170,6 @@ def executor_task(method: str, checked: bool = True,
             if cls is None:
                 if len(_classes) >= MAX_CLASSES:
                     _classes.clear()
-                grace = float(config.EXECUTOR_KILL_GRACE_SEC)
                 cls = type('Executor[%s]' % method, (ExecutorTask,), {
                     '__module__': __name__, 'method': method, 'queue': own.queue,
                     'max_retries': own.max_retries, 'program_time_limit': own.time_limit,

@@ -2,32 +2,29 @@
 whatever the program did to its reaper.
 
 The reaper (:mod:`kale.executors.reaper`) ends the tree when the program
-exits, but it is a process of the program's user: the program can stop it
-(SIGSTOP) or kill it (SIGKILL). So at the time limit, when the run's caller
-is interrupted, and when the reaper ended without saying that it left
-nothing behind, the worker does not ask it: it kills with SIGKILL, round
-after round until none of them runs, every process that is
+exits, but the program can stop (SIGSTOP) or kill it. So at the time limit,
+when the run's caller is interrupted, and when the reaper ended without
+saying it left nothing behind, the worker SIGKILLs, round after round until
+none runs, every process that is
 
-- a descendant of the reaper while the reaper lives, stopped or not (as a
-  child subreaper it adopts every orphan of the tree: nothing leaves it);
-- in the reaper's session (the program's, and all the program started that
-  did not call ``setsid()``), or a descendant of one: what the program
-  started, once a killed reaper's children have gone to init;
-- marked with the run's cookie, the environment variable
-  :data:`COOKIE_VARIABLE` (a random token only the run's processes
-  inherit, as Jenkins marks a build's processes): a daemon that left the
+- a descendant of the living reaper, stopped or not (as a child subreaper
+  it adopts every orphan of the tree);
+- in the reaper's session, or a descendant of one: what the program started
+  without ``setsid()``, once a killed reaper's children went to init;
+- marked with the run's cookie, :data:`COOKIE_VARIABLE` in its environment
+  (a random token only the run's processes inherit): a daemon that left the
   session after its parent exited, when the program then killed its reaper.
 
-Everything here reads ``/proc``; a process of another user is not
-touched (its environment cannot be read, nor can it be killed).
+Everything here reads ``/proc``; a process of another user is not touched.
 """
 from __future__ import annotations
 
 import logging
 import os
-import signal
 import time
-from typing import Iterable, NamedTuple
+from typing import Iterable
+
+from kale.executors.reaper import Proc, kill_all, snapshot, with_descendants
 
 logger = logging.getLogger(__name__)
 
@@ -36,31 +33,6 @@ COOKIE_VARIABLE = 'KALE_RUN_COOKIE'
 #: Seconds spent killing a tree at most (a process stuck in the kernel dies
 #: when it comes out of it; one that never does is left, and logged).
 KILL_SEC = 10.0
-
-
-class Proc(NamedTuple):
-    """One process as ``/proc/PID/stat`` shows it."""
-
-    parent: int
-    session: int
-    #: Still running: neither a zombie nor dead.
-    running: bool
-
-
-def snapshot() -> dict[int, Proc]:
-    """Every process of the system, by pid."""
-    found: dict[int, Proc] = {}
-    for name in os.listdir('/proc'):
-        if not name.isdigit():
-            continue
-        try:
-            with open('/proc/%s/stat' % name, 'rb') as stat:
-                data = stat.read()
-        except OSError:             # it ended meanwhile
-            continue
-        fields = data[data.rindex(b')') + 2:].split()
-        found[int(name)] = Proc(int(fields[1]), int(fields[3]), fields[0] not in (b'Z', b'X'))
-    return found
 
 
 def _marked(pids: Iterable[int], cookie: str) -> set[int]:
@@ -77,24 +49,9 @@ def _marked(pids: Iterable[int], cookie: str) -> set[int]:
     return marked
 
 
-def _with_descendants(roots: set[int], procs: dict[int, Proc]) -> set[int]:
-    children: dict[int, list[int]] = {}
-    for pid, proc in procs.items():
-        children.setdefault(proc.parent, []).append(pid)
-    found = set(roots)
-    frontier = list(roots)
-    while frontier:
-        for child in children.get(frontier.pop(), ()):
-            if child not in found:
-                found.add(child)
-                frontier.append(child)
-    return found
-
-
 def _roots(reaper: int, reaper_reaped: bool, procs: dict[int, Proc]) -> set[int]:
-    """The reaper's children while it lives, and its session. Once it is
-    reaped its pid may name another process: its session is asked for only
-    while no process has that pid."""
+    """The reaper's children while it lives, and its session (once it is
+    reaped its pid may name another process: only while no process has it)."""
     if not reaper_reaped:
         return {pid for pid, proc in procs.items()
                 if proc.parent == reaper or proc.session == reaper}
@@ -108,7 +65,7 @@ def members(reaper: int, reaper_reaped: bool, cookie: str) -> set[int]:
     itself aside)."""
     procs = snapshot()
     roots = _roots(reaper, reaper_reaped, procs) | _marked(procs, cookie)
-    found = _with_descendants(roots, procs) - {reaper, os.getpid()}
+    found = with_descendants(roots, procs) - {reaper, os.getpid()}
     return {pid for pid in found if procs[pid].running}
 
 
@@ -126,10 +83,6 @@ def kill_tree(reaper: int, reaper_reaped: bool, cookie: str, sec: float = KILL_S
                            'of SIGKILL (stuck in the kernel?): pids %s', reaper, len(left), sec,
                            ' '.join(map(str, sorted(left)[:20])))
             return False
-        for pid in left:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+        kill_all(left)
         time.sleep(pause)
         pause = min(pause * 2, 0.05)

@@ -135,11 +135,7 @@ def _locked(folder: str) -> Iterator[None]:
 def _install(folder: str, digest: str) -> None:
     """``npm ci`` into a staging folder, checked complete, renamed over
     ``node_modules``, then the stamp; run under the lock."""
-    npm, node = shutil.which('npm'), shutil.which('node')
-    if npm is None or node is None:
-        raise FauxqsError('fauxqs needs Node.js 20 or later with npm on PATH (found neither %s)'
-                          % ' nor '.join(name for name, path in (('node', node), ('npm', npm))
-                                         if not path))
+    npm = _npm()
     stamp = os.path.join(folder, STAMP)
     if os.path.exists(stamp):
         os.remove(stamp)
@@ -148,13 +144,7 @@ def _install(folder: str, digest: str) -> None:
             shutil.rmtree(os.path.join(folder, name), ignore_errors=True)
     staging = tempfile.mkdtemp(prefix=STAGING, dir=folder)
     try:
-        for name in ('package.json', 'package-lock.json'):
-            shutil.copyfile(os.path.join(HERE, name), os.path.join(staging, name))
-        _npm_ci(npm, staging)
-        missing = missing_packages(staging)
-        if missing:
-            raise FauxqsError('installing fauxqs with npm left out %d of its packages (%s)' % (
-                len(missing), ', '.join(path.split('node_modules/')[-1] for path in missing[:5])))
+        _install_in(npm, staging)
         target = os.path.join(folder, 'node_modules')
         if os.path.lexists(target):
             os.rename(target, os.path.join(staging, 'node_modules.old'))
@@ -162,6 +152,27 @@ def _install(folder: str, digest: str) -> None:
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     _place_bytes(digest.encode(), stamp)
+
+
+def _npm() -> str:
+    """npm's path, once node is found too."""
+    npm, node = shutil.which('npm'), shutil.which('node')
+    if npm is None or node is None:
+        raise FauxqsError('fauxqs needs Node.js 20 or later with npm on PATH (found neither %s)'
+                          % ' nor '.join(name for name, path in (('node', node), ('npm', npm))
+                                         if not path))
+    return npm
+
+
+def _install_in(npm: str, staging: str) -> None:
+    """Every package of the lock file installed in ``staging``."""
+    for name in ('package.json', 'package-lock.json'):
+        shutil.copyfile(os.path.join(HERE, name), os.path.join(staging, name))
+    _npm_ci(npm, staging)
+    missing = missing_packages(staging)
+    if missing:
+        raise FauxqsError('installing fauxqs with npm left out %d of its packages (%s)' % (
+            len(missing), ', '.join(path.split('node_modules/')[-1] for path in missing[:5])))
 
 
 def _npm_ci(npm: str, folder: str) -> None:

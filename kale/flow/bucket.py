@@ -1,25 +1,20 @@
 """The token bucket's arithmetic, kept apart from where the bucket is stored.
 
 A bucket holds ``tokens`` at ``updated_at`` (epoch seconds), refilled at the
-rate up to the rate's capacity (its burst). Every run that starts takes one
-whole token at the time it starts (the worker asks as the run starts, not
-when its message arrives), so the runs that start in any window of ``L``
-seconds are at most the capacity plus ``L`` seconds of the rate
+rate up to the rate's capacity (its burst). Every run takes one whole token
+as it starts (not when its message arrives), so the runs that start in any
+``L`` seconds are at most the capacity plus ``L`` seconds of the rate
 (:func:`most_starts`), however late some of them arrive.
 
-A run refused (no whole token there for it) is given a reservation: a place
-in line. ``reserved`` counts the places given and not yet used, and a new
-run takes a token only when one is whole beyond them, or when the bucket is
-full: the reserved runs are late (they come back after whole seconds, SQS's
-delays), and the token would be lost. The refused run is told to come back
-once the tokens before it and its own will have been refilled; it then takes
-a token ahead of the new runs, without queueing again. Places are kept with
-the runs' task ids (:mod:`kale.store.flow`).
-
-So the refused runs of a key come back one after the other at the rate,
-each once when they arrive on time. A late one takes a token left by the
-lateness; when others took them all, it keeps its place at the end of the
-line. It never adds to the runs of the time it arrives at.
+A run refused is given a place in line (``reserved`` counts those not yet
+used), and a new run takes a token only when one is whole beyond them, or
+when the bucket is full (the token would be lost: the reserved runs come
+back late, after SQS's whole seconds). The refused run comes back once the
+tokens before it and its own are refilled, and takes a token ahead of the
+new runs. Places are kept with the runs' task ids (:mod:`kale.store.flow`).
+So the refused runs of a key come back one after the other at the rate; a
+late one takes a token left by the lateness, or keeps its place at the end
+of the line: it never adds to the runs of the time it arrives at.
 """
 from __future__ import annotations
 
@@ -59,11 +54,10 @@ class Bucket:
         self.updated_at = max(self.updated_at, now)
 
     def take(self, rate: Rate, now: float) -> tuple[float, bool]:
-        """A new run takes a token (one beyond the places reserved, or any
-        when the bucket is full): ``(0.0, False)`` when taken; else the
-        whole seconds (MIN_DELAY_SEC to MAX_DELAY_SEC) until its token will
-        be there behind the places reserved, and whether a place was
-        reserved for it (not when further away than MAX_DELAY_SEC)."""
+        """A new run takes a token (one beyond the places reserved, or any when
+        the bucket is full): ``(0.0, False)``; else the whole seconds
+        (MIN_DELAY_SEC to MAX_DELAY_SEC) until its token will be there behind
+        the places reserved, and whether a place was reserved (not past MAX_DELAY_SEC)."""
         self.refill(rate, now)
         if self.tokens - self.reserved >= 1.0 or self.tokens >= rate.capacity:
             self.tokens -= 1.0
@@ -75,13 +69,11 @@ class Bucket:
         return _whole(wait), True
 
     def take_reserved(self, rate: Rate, now: float) -> float:
-        """A run back on its reservation takes a token, ahead of the new
-        runs: 0.0 when taken (its place is used). Else, late behind others
-        that took the tokens of its time (or early), it keeps its place but
-        moves to the end of the line: the whole seconds until the tokens of
-        the places before it are there (at most MAX_DELAY_SEC). Several
-        moved at one time take the last places one after the other, so that
-        they do not all come back together."""
+        """A run back on its reservation takes a token ahead of the new runs:
+        0.0 (its place used). Else, late behind others (or early), it moves to
+        the end of the line: the whole seconds until the tokens of the places
+        before it are there (at most MAX_DELAY_SEC); several moved at one time
+        take the last places one after the other, not to come back together."""
         self.refill(rate, now)
         if self.tokens >= 1.0:
             self.tokens -= 1.0

@@ -1,13 +1,11 @@
 """What a task class asks of flow control, read once per class and checked strictly.
 
 ``rate_limit`` is ``'<count>/<unit>'`` (``'100/m'``: a hundred runs a
-minute across the fleet; see :data:`UNITS` for the units);
-``concurrency_limit`` a positive integer; ``rate_limit_key`` and
-``concurrency_key`` methods. A bad value is a
-:class:`~kale.exceptions.TaskDefinitionError` of one line naming the class
-and the attribute, raised when the class is defined
-(:mod:`kale.task_checks`) and again by :func:`spec_of` for a class changed
-since.
+minute across the fleet; :data:`UNITS`), ``concurrency_limit`` a positive
+integer, ``rate_limit_key`` and ``concurrency_key`` methods. A bad value is
+a one-line :class:`~kale.exceptions.TaskDefinitionError` naming the class
+and the attribute, when the class is defined (:mod:`kale.task_checks`) and
+again by :func:`spec_of` for a class changed since.
 """
 from __future__ import annotations
 
@@ -53,10 +51,9 @@ class Rate:
 
     @property
     def capacity(self) -> float:
-        """Tokens the bucket holds at most: the burst allowed after a quiet
-        time. At least a second's worth, since a refused message comes back
-        after whole seconds: a bucket smaller than that would overflow while
-        those refused wait."""
+        """Tokens the bucket holds at most: the burst allowed after a quiet time;
+        at least a second's worth, since a refused message comes back after
+        whole seconds (a smaller bucket would overflow while those wait)."""
         return max(1.0, self.count * BURST_SHARE, self.per_sec)
 
     def __str__(self) -> str:
@@ -65,8 +62,7 @@ class Rate:
 
 def parse_rate(text: Any) -> Rate:
     """``'100/m'`` -> Rate(100, 60.0), ``'1000/day'`` -> Rate(1000, 86400.0);
-    ValueError, one line saying what is wrong and what is accepted, for
-    anything else."""
+    else ValueError, one line saying what is wrong and what is accepted."""
     if not isinstance(text, str):
         raise ValueError('%r is not a string: write %s' % (text, ACCEPTED))
     match = _RATE.match(text)
@@ -125,14 +121,12 @@ class FlowSpec:
     concurrency_keyed: bool = False
 
     def rate_key(self, task: Any, args: Any, kwargs: Any) -> str:
-        if not self.rate_keyed:
-            return self.name
-        return '%s:%s' % (self.name, task.rate_limit_key(*args, **kwargs))
+        return '%s:%s' % (self.name, task.rate_limit_key(*args, **kwargs)) if self.rate_keyed \
+            else self.name
 
     def concurrency_key(self, task: Any, args: Any, kwargs: Any) -> str:
-        if not self.concurrency_keyed:
-            return self.name
-        return '%s:%s' % (self.name, task.concurrency_key(*args, **kwargs))
+        return '%s:%s' % (self.name, task.concurrency_key(*args, **kwargs)) \
+            if self.concurrency_keyed else self.name
 
     @property
     def keyed(self) -> bool:
@@ -149,10 +143,8 @@ def spec_of(task_class: type) -> Optional[FlowSpec]:
     try:
         return _SPECS[task_class]
     except KeyError:
-        pass
-    spec = _read(task_class)
-    _SPECS[task_class] = spec
-    return spec
+        spec = _SPECS[task_class] = _read(task_class)
+        return spec
 
 
 def _read(task_class: type) -> Optional[FlowSpec]:

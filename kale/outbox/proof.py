@@ -3,13 +3,11 @@
 ``kale_outbox`` lives in the application's database, which more people and
 programs can write than hold Kale's keys. So the relay never signs, MACs or
 seals what it reads there: :func:`kale.outbox.publish` makes each row whole
-(the signed body; the task's record, its inputs MACed and, with
-``MESSAGE_ENCRYPTION_KEY``, its values sealed) and adds ``mac``: an
-HMAC-SHA256, under a key derived from ``MESSAGE_SIGNING_KEY``, of every
-column the relay uses. The relay checks it before it sends a row or writes
-its record; a row that fails (written by something else, changed since, or
-signed with a key since retired) is not sent, is logged and counted, and is
-moved to ``kale_outbox_rejected`` for inspection.
+(the signed body, the sealed record) and adds ``mac``, an HMAC-SHA256 under
+a key derived from ``MESSAGE_SIGNING_KEY`` of every column the relay uses.
+A row that fails the relay's check (written by something else, changed, or
+signed with a key since retired) is not sent: it is logged, counted and
+moved to ``kale_outbox_rejected``.
 """
 from __future__ import annotations
 

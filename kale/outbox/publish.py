@@ -1,13 +1,11 @@
 """Publishing inside the caller's transaction, and consuming once.
 
 :func:`publish` and :func:`publish_batch` check and encode a call exactly as
-``MyTask.publish`` does (same exceptions, same signature, same hooks), then
-insert the signed messages, with their records sealed and the publisher's
-MAC over each row (:mod:`kale.outbox.proof`), into ``kale_outbox`` on the
-caller's connection:
-no network I/O, and nothing at all if the transaction rolls back. The relay
-(:mod:`kale.outbox.relay`) sends what commits. :func:`consume_once` is the
-inbox: a task id inserted once per database, in the caller's transaction.
+``MyTask.publish`` does, then insert the signed messages, their records
+sealed and each row MACed (:mod:`kale.outbox.proof`), into ``kale_outbox``
+on the caller's connection: no network I/O, nothing if the transaction
+rolls back; the relay (:mod:`kale.outbox.relay`) sends what commits.
+:func:`consume_once` is the inbox: a task id inserted once per database.
 """
 from __future__ import annotations
 
@@ -38,13 +36,6 @@ def _writer(conn: Any) -> OutboxWriter:
     return writer_in(conn)
 
 
-def _target(task: Any) -> tuple[type, Optional[str]]:
-    """(task class, queue) of a Task class or of ``Task.with_options(queue=...)``."""
-    options_queue = getattr(task, 'queue', None) if hasattr(task, 'task_class') else None
-    task_class = getattr(task, 'task_class', task)
-    return task_class, options_queue
-
-
 def publish(conn: Any, task: Any, app_data: Any, *args: Any, delay_sec: float = 0,
             group_id: Optional[str] = None, dedup_id: Optional[str] = None,
             labels: Optional[Mapping[str, str]] = None,
@@ -72,7 +63,8 @@ def publish_batch(conn: Any, task: Any, app_data: Any, calls: Iterable[Any],
     (``unique_for_sec``) is decided when the relay sends it: a run whose key
     another task holds is not sent, and is recorded ``deduplicated``."""
     writer = _writer(conn)
-    task_class, queue_name = _target(task)
+    task_class = getattr(task, 'task_class', task)     # a Task, or Task.with_options(...)
+    queue_name = getattr(task, 'queue', None) if task_class is not task else None
     getattr(task_class, '_check_importable', lambda: None)()
     # The default app publishes through the publisher Task.publish uses (one
     # set in place by eager mode or a test included).

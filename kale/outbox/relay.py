@@ -1,32 +1,25 @@
 """The relay: sends what committed into ``kale_outbox``, then deletes it.
 
-Each round claims up to ``BATCH`` rows in one transaction, checks each row's
-publisher's MAC (:mod:`kale.outbox.proof`: a row that fails is set aside in
-``kale_outbox_rejected``, logged and counted, never sent), sends the others
-with SendMessageBatch (in insertion order, queue by queue), deletes them and
-commits, then writes their tasks' ``queued`` records, as their publisher
-sealed them, when records are on. A relay
-killed between the send and the commit sends those rows again, with the same
-task ids: delivery is at least once, and a worker with records on skips a
-task that already succeeded.
+Each round claims up to ``BATCH`` rows in one transaction, sets aside those
+whose publisher's MAC fails (:mod:`kale.outbox.proof`), sends the others
+(in insertion order, queue by queue), deletes them and commits, then writes
+their tasks' ``queued`` records as their publisher sealed them. A relay
+killed between the send and the commit sends those rows again, with the
+same task ids: at least once, and a worker with records on skips a task
+that already succeeded.
 
-- PostgreSQL: any number of relays, each running ``LOOPS`` rounds at once.
-  A round claims its rows with one ``DELETE ... RETURNING`` of rows picked
-  ``FOR UPDATE SKIP LOCKED``, so two healthy rounds never send one row, and
-  commits the delete once they are sent (asynchronously: a delete lost in a
-  server crash means a duplicate, which at-least-once allows). Rows of FIFO
-  groups are sent only by the round holding an advisory lock, in insertion
-  order. A relay wakes on ``NOTIFY kale_outbox`` and also polls every
-  ``OUTBOX_POLL_SEC`` for anything it missed.
-- SQLite: one relay per database, held by a lock on a file beside it; a
-  second relay says so and exits. It polls every ``OUTBOX_POLL_SEC``.
+- PostgreSQL: any number of relays, each running ``LOOPS`` rounds at once,
+  each claiming with one ``DELETE ... RETURNING`` of rows picked ``FOR
+  UPDATE SKIP LOCKED`` and committing (asynchronously: a lost delete is a
+  duplicate) once they are sent. FIFO groups' rows are sent only by the
+  round holding an advisory lock. It wakes on ``NOTIFY kale_outbox``.
+- SQLite: one relay per database, held by a lock on a file beside it (a
+  second one says so and exits).
 
-A round sends its rows ten to a SendMessageBatch, the requests of a standard
-queue at once (``SEND_THREADS``), those of a FIFO queue one after another.
-
-An outage of SQS or of the database makes the relay back off (doubling up
-to ``MAX_BACKOFF_SEC``) and try again: nothing is lost. It also purges
-``kale_consumed`` rows older than ``CONSUMED_TTL_SEC``.
+Both poll every ``OUTBOX_POLL_SEC``. A standard queue's SendMessageBatch
+requests go at once (``SEND_THREADS``), a FIFO queue's one after another.
+An outage makes the relay back off (doubling up to ``MAX_BACKOFF_SEC``)
+and try again. It also purges ``kale_consumed`` rows past their TTL.
 """
 from __future__ import annotations
 
@@ -90,8 +83,6 @@ class Relay:
         #: The outbox's store: an OutboxStore, or the SQL one on an engine
         #: (:func:`kale.outbox.open_database`).
         self.store: OutboxStore = outbox_on(engine)
-        #: The engine, when the store is on one.
-        self.engine: Optional['Engine'] = getattr(self.store, 'engine', None)
         #: Whose signing keys check the rows' MACs: the app's whose broker it is.
         self.config = config
         self.broker = broker
@@ -107,8 +98,6 @@ class Relay:
         self._counting = threading.Lock()
         self._senders: Optional[ThreadPoolExecutor] = None
         self._fifo = any(broker.queues[name].fifo for name in broker.queues)
-
-    # --- one round --------------------------------------------------------------------
 
     def send_round(self) -> int:
         """Claim, check, send, delete and record up to BATCH rows; how many
@@ -218,8 +207,6 @@ class Relay:
             return 0
         return self.store.purge_consumed(self.clock.time() - self.consumed_ttl_sec)
 
-    # --- the loop ---------------------------------------------------------------------
-
     def claim_database(self) -> None:
         """Check the tables, and where a database allows one relay (SQLite)
         take its place (OutboxError when another relay holds it)."""
@@ -287,12 +274,6 @@ class Relay:
 
     def wake(self) -> None:
         self._wake.set()
-
-
-def pending(engine: 'Engine', now: float) -> tuple[int, Optional[float]]:
-    """Rows of the outbox on ``engine`` waiting to be sent, and the age in
-    seconds of the oldest."""
-    return outbox_on(engine).pending(now)
 
 
 def with_records(app: 'App') -> dict[str, Any]:

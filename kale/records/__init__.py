@@ -70,13 +70,26 @@ def queries(app: Optional['App'] = None) -> RecordQueries:
     return recorder_for(app).store.queries
 
 
+def _flushed(app: Optional['App']) -> Recorder:
+    """``app``'s recorder, once what this process handed its writers is written."""
+    rec = recorder_for(app)
+    rec.flush_process()
+    return rec
+
+
 def get(task_id: str, app: Optional['App'] = None) -> Optional[TaskRecord]:
     """The task's record, or None. Records this process handed to its writer
     are written first, so a publisher reads its own tasks."""
-    rec = recorder_for(app)
-    rec.flush_process()
+    rec = _flushed(app)
     row = rec.store.records.get(task_id)
     return TaskRecord.from_row(row, rec.store.sealer) if row is not None else None
+
+
+def _found(task_id: str, app: Optional['App']) -> TaskRecord:
+    record = get(task_id, app)
+    if record is None:
+        raise RecordNotFoundError('no record of task %s' % task_id)
+    return record
 
 
 #: The shortest id prefix :func:`resolve` looks up.
@@ -87,8 +100,7 @@ def resolve(id_or_prefix: str, app: Optional['App'] = None) -> str:
     """The full id of the task whose id is, or starts with, ``id_or_prefix``
     (as ``git`` takes a commit). RecordNotFoundError when none does,
     RecordConflictError when several do."""
-    rec = recorder_for(app)
-    rec.flush_process()
+    rec = _flushed(app)
     if rec.store.records.get(id_or_prefix) is not None:
         return id_or_prefix
     if len(id_or_prefix) < MIN_PREFIX_CHARS:
@@ -128,9 +140,7 @@ def result(task_id: str, timeout: Optional[float] = None, app: Optional['App'] =
     TaskResultError when it failed, was cancelled, has not finished, or its
     task class does not store results."""
     app = app or default_app()
-    record = wait(task_id, timeout, app) if timeout is not None else get(task_id, app)
-    if record is None:
-        raise RecordNotFoundError('no record of task %s' % task_id)
+    record = wait(task_id, timeout, app) if timeout is not None else _found(task_id, app)
     if record.status != SUCCEEDED:
         detail = ': %s: %s' % (record.error_type, record.error_message) \
             if record.error_type else ''
@@ -154,17 +164,14 @@ def _stores_result(task_name: str, app: 'App') -> bool:
 def mark_purged(queue: str, before: float, app: Optional['App'] = None) -> int:
     """Its queue was purged at ``before`` (epoch seconds): the queue's records
     that were queued or scheduled then become ``purged``; returns how many."""
-    rec = recorder_for(app)
-    rec.flush_process()
-    return rec.store.records.mark_purged(queue, before)
+    return _flushed(app).store.records.mark_purged(queue, before)
 
 
 def cancel(task_id: str, app: Optional['App'] = None) -> TaskRecord:
     """Cancel a task that has not started (queued, or scheduled for a retry):
     the worker that receives it deletes it unrun. Returns the record;
     RecordConflictError when it already runs or finished."""
-    rec = recorder_for(app)
-    rec.flush_process()
+    rec = _flushed(app)
     if not rec.store.records.cancel(task_id):
         found = rec.store.records.get(task_id)
         if found is None:
@@ -188,9 +195,7 @@ def retry_reporting(task_id: str, app: Optional['App'] = None) -> tuple[str, boo
     """:func:`retry`, also saying whether this call published (False: an
     earlier retry of the task did, and its id is returned)."""
     app = app or default_app()
-    record = get(task_id, app)
-    if record is None:
-        raise RecordNotFoundError('no record of task %s' % task_id)
+    record = _found(task_id, app)
     if record.status not in (FAILED, CANCELLED):
         raise RecordConflictError('task %s cannot be retried: it is %s, not failed'
                                   % (task_id, record.status))
@@ -211,18 +216,11 @@ def retry_reporting(task_id: str, app: Optional['App'] = None) -> tuple[str, boo
     if is_internal(task_class):
         raise RecordConflictError('task %s cannot be retried: %s is one of Kale\'s own tasks, '
                                   'published only by Kale' % (task_id, record.task))
-    labels = dict(record.labels)
-    labels['retry_of'] = task_id[:256]
+    labels = dict(record.labels, retry_of=task_id[:256])
     inputs = record.inputs
-    new_id = sealer.retry_id(task_id)
-    publisher = app.publisher
-
-    def publish() -> str:
-        [published] = publisher.publish_batch(
-            task_class, None, [(tuple(inputs['args']), dict(inputs['kwargs']))], labels=labels,
-            queue_name=record.queue, task_ids=[new_id])
-        return published
-    return retry_once(recorder_for(app).store.records, task_id, publish)
+    return retry_once(recorder_for(app).store.records, task_id, lambda: app.publisher.publish_batch(
+        task_class, None, [(tuple(inputs['args']), dict(inputs['kwargs']))], labels=labels,
+        queue_name=record.queue, task_ids=[sealer.retry_id(task_id)])[0])
 
 
 #: Tasks one bulk retry publishes again, at most.
@@ -255,9 +253,7 @@ def attempts(task_id: str, app: Optional['App'] = None) -> list[dict[str, Any]]:
     """Every attempt of the task, oldest first: those that failed and were
     retried (each with its retry's delay, ``retry_delay_sec``), then its last
     (from its record, if it started)."""
-    record = get(task_id, app)
-    if record is None:
-        raise RecordNotFoundError('no record of task %s' % task_id)
+    record = _found(task_id, app)
     found = recorder_for(app).store.records.attempts(task_id)
     if record.started_at is not None:
         retried = [a.get('retry_delay_sec') for a in found if a['attempt'] == record.attempts]
@@ -270,27 +266,7 @@ def attempts(task_id: str, app: Optional['App'] = None) -> list[dict[str, Any]]:
     return found
 
 
-__all__ = [
-    'CANCELLED',
-    'FAILED',
-    'FINAL',
-    'PENDING',
-    'STATUSES',
-    'SUCCEEDED',
-    'Queries',
-    'TaskFilter',
-    'TaskRecord',
-    'WorkerRecord',
-    'attempts',
-    'cancel',
-    'get',
-    'mark_purged',
-    'queries',
-    'resolve',
-    'result',
-    'retry',
-    'retry_matching',
-    'retry_reporting',
-    'store',
-    'wait',
-]
+__all__ = ['CANCELLED', 'FAILED', 'FINAL', 'PENDING', 'STATUSES', 'SUCCEEDED', 'Queries',
+           'TaskFilter', 'TaskRecord', 'WorkerRecord', 'attempts', 'cancel', 'get', 'mark_purged',
+           'queries', 'resolve', 'result', 'retry', 'retry_matching', 'retry_reporting', 'store',
+           'wait']

@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Optional
 
+from kale import records
 from kale.default import default_app
 from kale.exceptions import RecordConflictError, RecordNotFoundError
 from kale.statuses import WorkerState
@@ -59,21 +60,22 @@ def find_worker(id_or_prefix: str, app: Optional['App'] = None) -> WorkerRecord:
     """The worker (or supervisor) whose id is, or starts with, ``id_or_prefix``
     (``host:pid`` will do). RecordNotFoundError when none, RecordConflictError
     when several that have not stopped do."""
-    from kale.records import queries
-    found = queries(app).workers()
-    exact = [w for w in found if w.id == id_or_prefix]
-    if exact:
-        return exact[0]
-    matching = [w for w in found if w.id.startswith(id_or_prefix)] if id_or_prefix else []
-    alive = [w for w in matching if w.state != WorkerState.STOPPED]
-    if len(alive) == 1 or len(matching) == 1:
-        return (alive or matching)[0]
-    if not matching:
+    several = _candidates(records.queries(app).workers(), id_or_prefix)
+    if not several:
         raise RecordNotFoundError('no worker recorded as %s (kale workers lists them)'
                                   % id_or_prefix[:200])
-    several = alive or matching
-    raise RecordConflictError('%d workers have ids that start with %s: %s' % (
-        len(several), id_or_prefix[:200], ', '.join(w.id for w in several[:3])))
+    if len(several) > 1:
+        raise RecordConflictError('%d workers have ids that start with %s: %s' % (
+            len(several), id_or_prefix[:200], ', '.join(w.id for w in several[:3])))
+    return several[0]
+
+
+def _candidates(found: list[WorkerRecord], id_or_prefix: str) -> list[WorkerRecord]:
+    """The worker of that id; else those whose id starts so and have not
+    stopped; else those that have."""
+    matching = [w for w in found if w.id.startswith(id_or_prefix)] if id_or_prefix else []
+    return [w for w in found if w.id == id_or_prefix][:1] or [
+        w for w in matching if w.state != WorkerState.STOPPED] or matching
 
 
 def stop_worker(id_or_prefix: str, app: Optional['App'] = None) -> dict[str, Any]:
@@ -91,8 +93,7 @@ def stop_worker(id_or_prefix: str, app: Optional['App'] = None) -> dict[str, Any
 def workers(state: Optional[str] = None, app: Optional['App'] = None) -> list[dict[str, Any]]:
     """The workers' rows as JSON, each with ``stop_requested_at`` (None: no
     stop was asked of it, or it has stopped)."""
-    from kale.records import queries
-    found = queries(app).workers(state)
+    found = records.queries(app).workers(state)
     stops = _controls(app).stops()
     return [dict(w.as_json(), stop_requested_at=iso(stops.get(w.id))
                  if w.state != WorkerState.STOPPED else None) for w in found]

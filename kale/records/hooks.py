@@ -1,32 +1,28 @@
 """The records' hooks: how publishers and workers write task records.
 
-Kale adds :class:`RecordsHooks` to the publish and worker hooks itself when
-``RECORDS_URL`` is set (see :func:`kale.hooks.feature_hooks`). Every hook
-only builds rows and hands them to the process's writer thread, so a slow or
+Kale adds :class:`RecordsHooks` to the publish and worker hooks when
+``RECORDS_URL`` is set (:func:`kale.hooks.feature_hooks`). Every hook only
+builds rows and hands them to the process's writer thread, so a slow or
 unreachable store never holds up a publish or a task:
 
-- ``after_publish``: the publication's tasks, ``queued`` (``scheduled``, with
-  their due time, for a wait past SQS's 15-minute delay), in one statement;
-- ``on_task_started``: names the running task to the writer, which writes
-  its ``running`` event if it still runs at the writer's next round (a
-  short task's outcome says all);
-- ``after_batch``: each settled message's outcome, built on the writer
-  thread and written in one transaction:
-  ``succeeded`` (with the result when the task says ``store_result``),
-  ``scheduled`` (a retry, with its next-attempt time and the error),
-  ``failed`` (dead-lettered, with the reason and the error), ``cancelled``,
-  or ``queued`` again (released by a shutdown while it ran);
-- ``cancelled_tasks``: one query per batch for the cancelled tasks;
+- ``after_publish``: the tasks, ``queued`` (``scheduled`` for a wait past
+  SQS's 15-minute delay), in one statement;
+- ``on_task_started``: the writer writes the ``running`` event if the task
+  still runs at its next round (a short task's outcome says all);
+- ``after_batch``: each settled message's outcome (``succeeded``, with the
+  result under ``store_result``; ``scheduled``, a retry; ``failed``;
+  ``cancelled``; ``queued`` again, released by a shutdown), built on the
+  writer thread and written in one transaction;
 - worker and supervisor start-up and shutdown: the process's row.
 
-Only verified messages are recorded: a body that failed verification has no
-task id anyone can trust.
+Only verified messages are recorded: an unverified body has no task id anyone
+can trust.
 """
 from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Callable, Collection, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Collection, Mapping, Optional, Sequence
 
 from kale.events import Outcome, process_identity
 from kale.hooks import PublishHooks, WorkerHooks
@@ -110,9 +106,8 @@ def dead_run_rows(queue: 'TaskQueue', dead_lettered: Sequence['Settlement'],
 
 def mark_deduplicated(recorder: Recorder, rows: list[dict[str, Any]], now: float) -> None:
     """FIFO: SQS answers a publish it deduplicated with the message id of the
-    task it kept. Such a row is recorded ``deduplicated``, pointing at that
-    task, instead of ``queued`` for ever. (Reads the store, after writing
-    what this process holds: FIFO queues only.)"""
+    task it kept: such a row is ``deduplicated``, pointing at that task,
+    not ``queued`` for ever."""
     recorder.flush(timeout=OWN_WRITES_SEC)
     owners = recorder.store.records.message_owners([row['message_id'] for row in rows],
                                            not_ids=[row['id'] for row in rows])
@@ -123,18 +118,13 @@ def mark_deduplicated(recorder: Recorder, rows: list[dict[str, Any]], now: float
                        message_id=None)
 
 
-def worker_identity() -> str:
-    """The id of this process, as its row in ``kale_workers`` has it."""
-    return process_identity()[0]
-
-
 class RecordsHooks(PublishHooks, WorkerHooks):
     """Writes task records and this process's row (see the module docstring)."""
 
     def __init__(self, recorder: Recorder):
         #: Whose records: its app's recorder (its store and records settings).
         self.recorder = recorder
-        self._worker = worker_identity()
+        self._worker = process_identity()[0]       # as its row in kale_workers has it
         #: receipt handle -> when its task started here, until its batch is reported
         #: (keyed by receive: the next attempt of a task may start here before the
         #: batch of the one before is reported)
@@ -170,9 +160,8 @@ class RecordsHooks(PublishHooks, WorkerHooks):
     # --- the worker's process ---------------------------------------------------------
 
     def on_worker_startup(self, worker: Any) -> None:
-        """Its row; and what operators ask of it (a stop, paused queues) is
-        read with its heartbeat and handed to its ``obey`` (see
-        :mod:`kale.worker.control`)."""
+        """Its row; what operators ask of it is read with its heartbeat and
+        handed to its ``obey`` (:mod:`kale.worker.control`)."""
         queues = [queue.name for queue in getattr(worker, 'queues', ())]
         self.recorder.start_process('worker', queues, purges=True,
                                     control=getattr(worker, 'obey', None))
@@ -196,8 +185,7 @@ class RecordsHooks(PublishHooks, WorkerHooks):
         return self.recorder.succeeded_among(task_ids)
 
     def tasks_due_after(self, after: float) -> Optional[Mapping[str, tuple[int, float]]]:
-        """From the records (None when they cannot be read: the burst then
-        knows no more than SQS says)."""
+        """From the records (None when they cannot be read)."""
         self.recorder.flush(timeout=OWN_WRITES_SEC)     # this worker's own retries too
         try:
             return self.recorder.store.queries.scheduled_after(after)
@@ -258,9 +246,8 @@ class RecordsHooks(PublishHooks, WorkerHooks):
         recorder.keep_on_disk(later)
 
     def after_batch(self, queue: 'TaskQueue', batch: 'Batch') -> None:
-        """Hand each settled message's outcome not written before the settle
-        to the writer, which builds its row on its own thread (rendering a
-        result or a traceback there too)."""
+        """Hand each outcome not written before the settle to the writer, which
+        builds its row (a result, a traceback) on its own thread."""
         recorder = self.recorder
         later = self._outcome_rows(queue, batch, early=False)
         process = recorder.row
@@ -276,9 +263,7 @@ class RecordsHooks(PublishHooks, WorkerHooks):
             recorder.writer.publish(dead_run_rows(queue, dead_runs, recorder.max_value_chars))
 
     def _outcome_rows(self, queue: 'TaskQueue', batch: 'Batch', early: bool) -> list[LaterRow]:
-        """The rows of the batch's outcomes: before the settle (``early``),
-        those of verified runs; after it, those of settled ones not written
-        before."""
+        """The rows of the batch's outcomes, before the settle (``early``) or after it."""
         later = []
         for s in batch.settlements:
             started_at = self._start_of(s, early)
@@ -302,9 +287,7 @@ class RecordsHooks(PublishHooks, WorkerHooks):
 
     def _start_of(self, s: 'Settlement', early: bool) -> Any:
         """When the settlement's run started (None: it did not), or _SKIP when
-        its row is not for this call: before the settle, an unverified run or
-        one written already; after it, one written before, unsettled or
-        unverified (no task id to trust)."""
+        its row is not for this call (unverified, unsettled, or written early)."""
         handle = s.received.receipt_handle
         if early:
             if not s.verified or handle in self._written_early:
@@ -345,7 +328,7 @@ class RecordsHooks(PublishHooks, WorkerHooks):
             if status == CANCELLED:
                 attempts -= 1
             row = self._event(task_id, task_name, queue, published, attempts, status, now)
-            _ENDINGS.get(status, _no_more)(row, s, started_at, now)
+            _ending(row, s, status, started_at, now)
             dead_of = s.envelope.dead_of if s.envelope is not None else ''
             if dead_of:             # a dead run's row, if this event is the first written
                 row['dead_of'] = dead_of
@@ -357,9 +340,8 @@ class RecordsHooks(PublishHooks, WorkerHooks):
     def _succeeded_row(self, queue: str, task_id: str, task_name: str, attempts: int,
                        published: float, started_at: Optional[float], now: float,
                        duration_sec: float) -> Row:
-        """The row of a task that succeeded (built on the writer thread). The
-        columns it leaves out (the error's, the result) are written as null:
-        fewer values to bind for the store's most common statement."""
+        """The row of a task that succeeded; the columns it leaves out are
+        written as null (fewer values to bind for the most common statement)."""
         return {'id': task_id, 'task': task_name, 'queue': queue, 'status': SUCCEEDED,
                 'attempts': attempts, 'published_at': published or now, 'started_at': started_at,
                 'finished_at': now,
@@ -383,8 +365,7 @@ _SKIP = object()
 
 
 def _identity(s: 'Settlement', now: float) -> tuple[str, str, int, float]:
-    """A settlement's task id, task name, attempt and publish time (from its
-    message, else from what the worker knew of it)."""
+    """A settlement's task id, task name, attempt and publish time."""
     message = s.message
     if message is not None:
         return (message.task_id, message.task_name, message.attempt,
@@ -393,29 +374,19 @@ def _identity(s: 'Settlement', now: float) -> tuple[str, str, int, float]:
     return s.task_id, s.task_name, 1, published
 
 
-def _cancelled(row: Row, s: 'Settlement', started_at: Optional[float], now: float) -> None:
-    row['finished_at'] = now
-
-
-def _scheduled(row: Row, s: 'Settlement', started_at: Optional[float], now: float) -> None:
-    """A delayed copy, or (FIFO) the message held invisible."""
+def _ending(row: Row, s: 'Settlement', status: str, started_at: Optional[float],
+            now: float) -> None:
+    """What a cancel, a retry (a delayed copy, or a FIFO message held
+    invisible) or a failure adds to its event's row."""
+    if status == CANCELLED:
+        row['finished_at'] = now
+    if status not in (SCHEDULED, FAILED):
+        return
     row['started_at'] = started_at
     row['duration_sec'] = round(s.duration_sec, 6) if started_at else None
-    row['next_attempt_at'] = now + s.retry_delay_sec
+    if status == SCHEDULED:
+        row['next_attempt_at'] = now + s.retry_delay_sec
+    else:
+        row['finished_at'] = now
+        row['dead_letter_reason'] = s.reason[:512] or None
     row.update(error_fields(s.exception, s.reason))
-
-
-def _failed(row: Row, s: 'Settlement', started_at: Optional[float], now: float) -> None:
-    row['started_at'], row['finished_at'] = started_at, now
-    row['duration_sec'] = round(s.duration_sec, 6) if started_at else None
-    row['dead_letter_reason'] = s.reason[:512] or None
-    row.update(error_fields(s.exception, s.reason))
-
-
-def _no_more(row: Row, s: 'Settlement', started_at: Optional[float], now: float) -> None:
-    """An event whose status adds no column."""
-
-
-#: What each ending status adds to its event's row.
-_ENDINGS: dict[str, Callable[[Row, 'Settlement', Optional[float], float], None]] = {
-    CANCELLED: _cancelled, SCHEDULED: _scheduled, FAILED: _failed}

@@ -1,12 +1,9 @@
-"""Questions about many records: filters, keyset pages, counts, summaries,
-deletes, throughput over time and workers. Shared by ``kale web`` and
-``kale tasks``.
+"""The filters of questions about many records, shared by ``kale web`` and ``kale tasks``.
 
 Filters come from query parameters (``status``, ``task``, ``queue``,
 ``label.KEY``, ``since``, ``until``): :func:`parse_filter` checks them and
-raises BadFilterError with one line naming the bad one. The questions
-themselves are the store's (:class:`kale.store.records.RecordQueries`, whichever
-backend: nothing here loads SQLAlchemy).
+raises BadFilterError with one line naming the bad one. The questions are
+the store's (:class:`kale.store.records.RecordQueries`, whichever backend).
 """
 from __future__ import annotations
 

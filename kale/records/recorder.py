@@ -1,13 +1,11 @@
 """This process's records: the store on RECORDS_URL, the writer thread, and
 the row of this worker (or supervisor) process.
 
-One :class:`Recorder` per app, made on first use (``app.recorder``), under
-that app's records settings (two apps on one RECORDS_URL share the
-database, not their settings); a forked child makes its own. Its writer thread also
-keeps the process's row up to date (a heartbeat every
-``RECORDS_HEARTBEAT_SEC``, the task running now, counts by outcome), reads
-what operators asked of the process (its stop, the paused queues: see
-:mod:`kale.worker.control`) every :data:`CONTROL_POLL_SEC` and, in
+One :class:`Recorder` per app (``app.recorder``), under that app's records
+settings; a forked child makes its own. Its writer thread also keeps the
+process's row up to date (a heartbeat every ``RECORDS_HEARTBEAT_SEC``, the
+task running now, counts by outcome), reads what operators asked of the
+process (:mod:`kale.worker.control`) every :data:`CONTROL_POLL_SEC` and, in
 workers, purges expired records every ``RECORDS_PURGE_INTERVAL_SEC`` or so.
 """
 from __future__ import annotations
@@ -42,22 +40,18 @@ EXIT_FLUSH_SEC = 5.0
 ROLL_UP_SEC = 2.0
 #: Seconds a read or a change of the records waits, at most, for what this
 #: process handed its writer to be written first (a publisher reads and
-#: cancels its own tasks). A bound for a store that does not answer, not a
-#: pause: the wait ends as soon as the rows are written.
+#: cancels its own tasks): a bound for a store that does not answer.
 OWN_WRITES_SEC = 15.0
-#: Seconds between two reads of what operators asked of this process (a
-#: stop, paused queues): with the writer's round of at most a second
-#: (kale.records.writer.IDLE_WAKE_SEC), a pause or a stop is read within 3 s.
+#: Seconds between two reads of what operators asked of this process: with
+#: the writer's round of at most a second, a pause or a stop is read within 3 s.
 CONTROL_POLL_SEC = 2.0
 
-#: What a process does with what it reads: (when a stop was asked of it,
-#: or None; the paused queues).
+#: What a process does with what it reads: (when a stop was asked, or None; the paused queues).
 ControlCallback = Callable[[Optional[float], list[str]], None]
 
 
 class ProcessRow:
-    """The row of this worker or supervisor process, updated from its hooks and
-    written by the writer thread."""
+    """The row of this worker or supervisor process, written by the writer thread."""
 
     def __init__(self, role: str, queues: Sequence[str], heartbeat_sec: float):
         self.id, self.started_at = process_identity()
@@ -94,8 +88,7 @@ class ProcessRow:
 
 
 class Recorder:
-    """The store, its writer and this process's row, under one app's records
-    settings."""
+    """The store, its writer and this process's row, under one app's records settings."""
 
     def __init__(self, config: Config):
         url = config.RECORDS_URL
@@ -112,7 +105,7 @@ class Recorder:
         self.buffer_size = int(config.RECORDS_BUFFER_SIZE)
         self.heartbeat_sec = float(config.RECORDS_HEARTBEAT_SEC)
         #: How long a worker waits for a batch's outcomes to be written before
-        #: it deletes their messages (0: it does not wait).
+        #: it deletes their messages (0: not at all).
         self.settle_wait_sec = float(config.RECORDS_SETTLE_WAIT_SEC)
         #: Where outcomes the store could not take in time wait on disk.
         self.spool = Spool(config.RECORDS_SPOOL_DIR
@@ -178,7 +171,7 @@ class Recorder:
 
     def flush_process(self, timeout: float = OWN_WRITES_SEC) -> bool:
         """Write what every recorder of this process on this URL holds (other
-        apps' too: "this process's writes", which a read sees first)."""
+        apps' too: a read sees this process's writes)."""
         return all([recorder.flush(timeout) for recorder in list(_live)
                     if recorder.url == self.url and recorder.pid == os.getpid()])
 
@@ -244,8 +237,7 @@ class Recorder:
             logger.warning('records: folding the counters failed: %s', exc)
 
     def _read_control(self, row: ProcessRow) -> None:
-        """Tell the process what operators ask of it (a store that does not
-        answer changes nothing: it is asked again next time)."""
+        """Tell the process what operators ask of it (a store that does not answer: next time)."""
         assert row.control is not None
         try:
             stop_at, paused = self.store.controls.read(row.id)
@@ -265,12 +257,11 @@ class Recorder:
 
     def cancelled_among(self, task_ids: Sequence[str]) -> set[str]:
         """The cancelled ones among a batch's ids; none when the store fails
-        (a worker never stops for its records), logged now and then."""
+        (a worker never stops for its records)."""
         return self._among(self.store.records.cancelled_among, task_ids)
 
     def succeeded_among(self, task_ids: Sequence[str]) -> set[str]:
-        """The ones among a batch's ids that already succeeded (none when the
-        store fails)."""
+        """The ones among a batch's ids that already succeeded (none when the store fails)."""
         return self._among(self.store.records.succeeded_among, task_ids)
 
     def _among(self, ask: Callable[[Sequence[str]], set[str]],
@@ -296,8 +287,7 @@ class Recorder:
 #: Seconds between two looks for spools of gone workers.
 SPOOL_REPLAY_SEC = 10.0
 
-#: Every recorder of this process, to write their rows at exit (not a cache:
-#: each app holds its own).
+#: Every recorder of this process, to write their rows at exit (each app holds its own).
 _live: 'weakref.WeakSet[Recorder]' = weakref.WeakSet()
 
 

@@ -1,12 +1,11 @@
-"""Bounded, JSON-safe renderings of what goes into a record: arguments,
-results and errors.
+"""Bounded, JSON-safe renderings of a record's arguments, results and errors.
 
 A record must never grow without bound nor fail to serialize, whatever a
 task takes or returns. :func:`render` turns a value into JSON types (other
 objects become their ``repr``), cutting long strings, long collections and
 deep nesting; :func:`bounded` cuts a whole rendering to a number of
-characters. ``exact`` says whether the rendering is the value itself, so that
-a task can be published again from its record.
+characters. ``exact``: the rendering is the value itself (a task can be
+published again from its record).
 """
 from __future__ import annotations
 

@@ -2,16 +2,14 @@
 
 A worker writes a batch's outcomes to the records before it deletes the
 batch's messages (``RECORDS_SETTLE_WAIT_SEC``). When the store is down or
-slow past that wait, the outcomes stay in the writer's memory, to be written
-when the store answers again; a worker killed meanwhile would lose them, and
-its records would stay ``queued`` or ``running`` for tasks that finished. So
-before the delete goes ahead, the rows are appended to a spool file of this
-process (``<dir>/<host>_<pid>.jsonl``, owner-only, flushed to disk), as the
-database would hold them (sealed when task data is encrypted). Once the
-writer has written everything, the file is emptied. A worker that starts,
-and the writer of every worker now and then, writes the spools of processes
-on this machine that are gone into the store and deletes them: newest event
-wins, so a row written twice changes nothing.
+slow past that wait, the outcomes stay in the writer's memory; a worker
+killed meanwhile would lose them, and its records would stay ``queued`` or
+``running`` for tasks that finished. So before the delete, the rows are
+appended to a spool file of this process (``<dir>/<host>_<pid>.jsonl``,
+owner-only, flushed to disk), as the database would hold them; once the
+writer has written everything, the file is emptied. Workers write the
+spools of gone processes of this machine into the store and delete them
+(newest event wins: a row written twice changes nothing).
 
 The directory is ``RECORDS_SPOOL_DIR``; by default ``<database>-kale-spool``
 beside a SQLite file, else ``kale/records-spool`` in the user's cache

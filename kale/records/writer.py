@@ -4,17 +4,13 @@ Publishers and workers hand it rows (:meth:`RecordWriter.publish`,
 :meth:`RecordWriter.event`), or events to build later; it lets them gather
 for up to :data:`GATHER_SEC` (a flush, or :data:`GATHER_ROWS` rows, cuts
 that short) and writes them in one transaction, keeping only the newest
-event of each task, and a busy worker's batches share a transaction. A
-worker also names the task it is running (:meth:`RecordWriter.running`):
-the thread writes that task's ``running`` event once, at its next round, if
-the task is still running then. A short task, which started and finished
-between two rounds, costs one row (its outcome), and nothing is handed over
-for it before it runs. When the store is slow or down nothing
-waits for it:
-rows stay buffered, up to ``RECORDS_BUFFER_SIZE``, and are written when it
-answers again, with pauses that double up to :data:`MAX_BACKOFF_SEC`. Past
-the bound the oldest rows are dropped, counted and logged. The same thread
-calls ``periodic`` (heartbeats, purges) between writes.
+event of each task. The task a worker runs (:meth:`RecordWriter.running`)
+gets its ``running`` event once, at the next round, if it still runs then:
+a short task costs one row, its outcome. When the store is slow or down
+nothing waits for it: rows stay buffered, up to ``RECORDS_BUFFER_SIZE``,
+and are written when it answers again, with pauses that double up to
+:data:`MAX_BACKOFF_SEC`; past the bound the oldest are dropped, counted and
+logged. The same thread calls ``periodic`` (heartbeats, purges) between writes.
 """
 from __future__ import annotations
 
@@ -44,16 +40,15 @@ WriteFunction = Callable[..., None]
 
 
 class LaterRow(NamedTuple):
-    """An event whose row the writer thread builds, with ``build(*args)``, only
-    if no newer event of the same task (``id``) came in meanwhile."""
+    """An event whose row the writer thread builds, ``build(*args)``, unless a
+    newer event of the same task (``id``) came in meanwhile."""
 
     id: str
     updated_at: float
     build: Callable[..., Row]
     args: tuple
-    #: Whether the event ends an attempt that is retried: its row is also
-    #: history (see ``RecordWriter.history``), built even when a newer one
-    #: of the task came in.
+    #: The event ends an attempt that is retried: its row is also history
+    #: (``RecordWriter.history``), built even when a newer one came in.
     ends_attempt: bool = False
 
 
@@ -65,20 +60,18 @@ class RecordWriter:
                  name: str = 'kale-records', gather_sec: float = GATHER_SEC,
                  history: Optional[Callable[[Sequence[Row]], list[Row]]] = None):
         self._write = write
-        #: Rows of history (attempts) to write from the events handed over,
-        #: before newer events of the same tasks merge them away; passed to
-        #: ``write`` as its fourth argument.
+        #: Rows of history (attempts) from the events handed over, before newer
+        #: events merge them away: ``write``'s fourth argument.
         self.history = history
         self.max_rows = max_rows
         self.gather_sec = gather_sec
         #: Called on the thread before each write and at least every second:
-        #: returns worker rows to write (a heartbeat), may do other chores.
+        #: worker rows to write (a heartbeat); may do other chores.
         self.periodic = periodic
         self._published: collections.deque[Row] = collections.deque()
         self._events: collections.deque[Union[Row, LaterRow]] = collections.deque()
-        #: The running tasks' events by key (see :meth:`running`), set
-        #: without the lock; each taken into ``_events`` (and counted) once,
-        #: by the thread or by flush.
+        #: The running tasks' events by key (:meth:`running`), set without the
+        #: lock; each taken into ``_events`` once, by the thread or by flush.
         self._current: dict[Hashable, LaterRow] = {}
         self._current_taken: dict[Hashable, LaterRow] = {}
         self._lock = threading.Lock()
@@ -108,16 +101,13 @@ class RecordWriter:
         self._put(self._published, rows)
 
     def event(self, rows: Sequence[Union[Row, LaterRow]]) -> None:
-        """Task transitions (a batch's outcomes): rows, or rows to build on
-        the thread if still the task's newest event when it writes."""
+        """Task transitions (a batch's outcomes): rows, or LaterRows."""
         self._put(self._events, rows)
 
     def running(self, key: Hashable, later: Optional[LaterRow]) -> None:
-        """The event of a task this process runs now, under ``key`` (None:
-        the run under ``key`` ended). It is written at the thread's next
-        round, or by a flush, if the task is still running then, and only
-        once. Takes no lock, so it is cheap enough to call around every run
-        (a worker with a pool runs many at once, each under its own key)."""
+        """The event of a task this process runs now, under ``key`` (None: the
+        run ended), written once at the next round or flush if it still runs.
+        Takes no lock: cheap enough to call around every run."""
         if later is None:
             self._current.pop(key, None)
             self._current_taken.pop(key, None)
@@ -154,8 +144,8 @@ class RecordWriter:
                 self._wake.notify()
 
     def _drop(self, count: int) -> None:
-        """Drop the oldest rows (under the lock): events first, whose later
-        ones carry the same tasks further."""
+        """(Under the lock.) Drop the oldest rows, events first (later ones
+        carry the same tasks further)."""
         for source in (self._events, self._published):
             while count and source:
                 source.popleft()
@@ -180,9 +170,8 @@ class RecordWriter:
             return len(self._published) + len(self._events)
 
     def flush(self, timeout: float = 5.0, periodic: bool = False) -> bool:
-        """Wait until every row handed over so far is written (or dropped),
-        and with ``periodic`` until ``periodic`` ran and what it returned was
-        written too; False when ``timeout`` passed first."""
+        """Wait until every row handed over so far is written (or dropped), with
+        ``periodic`` until it ran and its rows were written too; False on timeout."""
         deadline = time.monotonic() + timeout
         with self._lock:
             self._take_current()
@@ -239,8 +228,8 @@ class RecordWriter:
             self._cycle_ended(len(published) + len(events))
 
     def _take(self) -> Optional[tuple[list[Row], list[Any]]]:
-        """Wait for rows (or a stop), let them gather, then take them all:
-        (the publications, the events handed over); None once stopping."""
+        """Wait for rows, let them gather, then take them all: (publications,
+        events); None once stopping."""
         with self._lock:
             # Idle is set before looking: a running() after the look sees it
             # and wakes the thread.
@@ -259,8 +248,7 @@ class RecordWriter:
             return published, handed
 
     def _histories(self, handed: list[Any]) -> tuple[Any, ...]:
-        """The attempts' history rows of the events handed over (the ones that
-        end an attempt), when a history is kept: () for the store's default."""
+        """The history rows of the events that end an attempt (() when none is kept)."""
         if self.history is None:
             return ()
         return (self.history([event.build(*event.args) if isinstance(event, LaterRow)
@@ -268,9 +256,8 @@ class RecordWriter:
                               if not isinstance(event, LaterRow) or event.ends_attempt]),)
 
     def _gather(self) -> None:
-        """(Under the lock.) Let rows gather for up to ``gather_sec`` so that
-        one transaction carries many; a flush, a stop or GATHER_ROWS rows cut
-        it short."""
+        """(Under the lock.) Let rows gather for up to ``gather_sec``; a flush, a
+        stop or GATHER_ROWS rows cut it short."""
         deadline = time.monotonic() + self.gather_sec
         while (self._published or self._events or self._current_waits()) \
                 and not (self._stopping or self._flushing):
@@ -324,9 +311,8 @@ class RecordWriter:
 
 
 def newest_events(events: Sequence[Union[Row, LaterRow]]) -> list[Row]:
-    """The newest event of each task (events are whole snapshots of a task's
-    worker columns, so the newest says all the others would), in order; a
-    :class:`LaterRow` that is the newest is built now, the others never are."""
+    """The newest event of each task (each is a whole snapshot of the worker
+    columns), in order; a :class:`LaterRow` is built only when it is the newest."""
     newest: dict[Any, tuple[float, Union[Row, LaterRow]]] = {}
     key: Any
     for event in events:

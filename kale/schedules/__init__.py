@@ -1,17 +1,15 @@
 """Periodic tasks: a task published at every tick of a cron expression or
 an interval, by one leading scheduler among any number.
 
-Declare a schedule on a task class (``schedule = '0 3 * * *'`` or ``schedule
-= 300``, with ``schedule_tz``, ``schedule_args``, ``schedule_kwargs`` and
-``schedule_catch_up``) or in the ``SCHEDULES`` setting, and run ``kale
-scheduler`` (or ``kale worker --scheduler``). Modules: :mod:`~kale.schedules.spec`
-(a schedule and its ticks), ``discovery`` (finding and checking them),
-``state`` (the lease and each schedule's progress, in the task records),
-``scheduler`` (the loop), ``hooks`` (the scheduler inside a worker),
-``status`` (what ``kale schedules list`` and ``/api/schedules`` show).
+Declare ``schedule = '0 3 * * *'`` (or ``= 300``) on a task class, or an
+entry of ``SCHEDULES``, and run ``kale scheduler`` (or ``kale worker
+--scheduler``). Modules: ``spec`` (a schedule and its ticks), ``discovery``
+(finding and checking them), ``scheduler`` (the loop), ``hooks`` (it in a
+worker), ``status`` (``kale schedules list``, ``/api/schedules``).
 """
 from __future__ import annotations
 
-from kale.schedules.spec import CATCH_UP, Schedule, tick_id
+from kale.schedule_checks import CATCH_UP
+from kale.schedules.spec import Schedule, tick_id
 
 __all__ = ['CATCH_UP', 'Schedule', 'tick_id']

@@ -1,7 +1,6 @@
 """Finding the schedules: task classes of ``TASK_MODULES`` that declare
-``schedule`` themselves, and the entries of the ``SCHEDULES`` setting.
-
-On a class::
+``schedule`` themselves (named by the task's path), and the entries of the
+``SCHEDULES`` setting (named by their key, a task defined anywhere)::
 
     class NightlyReport(task.Task):
         schedule = '0 3 * * *'            # or 300: every 300 seconds
@@ -10,19 +9,15 @@ On a class::
         schedule_kwargs = {'full': True}
         schedule_catch_up = 'last'        # 'all', 'none'
 
-Its schedule's name is the task's path. An entry of ``SCHEDULES`` names a
-task defined anywhere, under a name of its own::
-
     SCHEDULES = {'nightly-report': {'task': 'myapp.tasks.Report',
                                     'schedule': '0 3 * * *', 'tz': 'Europe/Paris',
                                     'args': [...], 'kwargs': {...}, 'catch_up': 'last',
                                     'queue': 'low'}}
 
-Everything is checked when the schedules are found. A schedule that cannot
-run is *broken*: it is kept aside with its one line naming the schedule and
-the field (:class:`Broken`), and every other schedule runs. So is a module
-of TASK_MODULES that cannot be imported (a class in it whose ``schedule``
-has a typo is refused when defined), whose schedules are then unknown.
+Everything is checked when found. A schedule that cannot run is kept aside
+as :class:`Broken`, with its one line naming the schedule and the field,
+and every other schedule runs; so is a module of TASK_MODULES that cannot
+be imported, whose schedules are then unknown.
 """
 from __future__ import annotations
 
@@ -96,40 +91,47 @@ def find_schedules(app: 'App') -> Schedules:
     every schedule: those that cannot run are kept aside as broken, each with
     its ScheduleError line naming the schedule and the field."""
     config = app.config
-    found: dict[str, Schedule] = {}
-    broken: dict[str, Broken] = {}
-    classes, failures = declaring_classes_and_failures(list(config.TASK_MODULES or ()),
+    found, broken = _class_schedules(app)
+    for name, entry in (config.SCHEDULES or {}).items():
+        _add_entry(app, name, entry, found, broken)
+    return Schedules(tuple(found[name] for name in sorted(found)),
+                     searched=bool(config.TASK_MODULES or config.SCHEDULES),
+                     broken=tuple(broken[name] for name in sorted(broken)))
+
+
+def _class_schedules(app: 'App') -> tuple[dict[str, Schedule], dict[str, Broken]]:
+    classes, failures = declaring_classes_and_failures(list(app.config.TASK_MODULES or ()),
                                                        'schedule')
-    for module, line in failures:
-        broken[module] = Broken(module, line + ' (its schedules do not run)')
+    broken = {module: Broken(module, line + ' (its schedules do not run)')
+              for module, line in failures}
+    found: dict[str, Schedule] = {}
     for task_class in classes:
-        name = task_class.task_path()
-        if task_class.__dict__['schedule'] is None:         # a subclass says it has none
+        name, every = task_class.task_path(), task_class.__dict__['schedule']
+        if every is None:                   # a subclass says it has none
             continue
         fields = {field: getattr(task_class, attribute, default)
                   for attribute, field, default in CLASS_FIELDS}
         try:
-            found[name] = _schedule(app, name, task_class, task_class.__dict__['schedule'],
-                                    fields, None)
+            found[name] = _schedule(app, name, task_class, every, fields, None)
         except ScheduleError as exc:
             broken[name] = Broken(name, str(exc), name, exc.public)
-    for name, entry in (config.SCHEDULES or {}).items():
-        try:
-            check_name(name)
-            if name in found or name in broken:
-                found.pop(name, None)
-                raise ScheduleError('schedule %r is defined twice: by its task class, which '
-                                    'says schedule = ..., and in SCHEDULES (rename the entry)'
-                                    % name)
-            found[name] = _entry(app, name, entry)
-        except ScheduleError as exc:
-            shown = name if isinstance(name, str) else repr(name)
-            task = entry.get('task') if isinstance(entry, Mapping) else None
-            broken[shown] = Broken(shown, str(exc), task if isinstance(task, str) else None,
-                                   exc.public)
-    return Schedules(tuple(found[name] for name in sorted(found)),
-                     searched=bool(config.TASK_MODULES or config.SCHEDULES),
-                     broken=tuple(broken[name] for name in sorted(broken)))
+    return found, broken
+
+
+def _add_entry(app: 'App', name: Any, entry: Any, found: dict[str, Schedule],
+               broken: dict[str, Broken]) -> None:
+    try:
+        check_name(name)
+        if name in found or name in broken:
+            found.pop(name, None)
+            raise ScheduleError('schedule %r is defined twice: by its task class, which '
+                                'says schedule = ..., and in SCHEDULES (rename the entry)' % name)
+        found[name] = _entry(app, name, entry)
+    except ScheduleError as exc:
+        shown = name if isinstance(name, str) else repr(name)
+        task = entry.get('task') if isinstance(entry, Mapping) else None
+        broken[shown] = Broken(shown, str(exc), task if isinstance(task, str) else None,
+                               exc.public)
 
 
 def _entry(app: 'App', name: str, entry: Mapping[str, Any]) -> Schedule:

@@ -1,20 +1,16 @@
 """The scheduler: publishes each schedule's ticks while it leads.
 
-Any number of schedulers may run (``kale scheduler``, ``kale worker
---scheduler``); the one holding the lease in the task records leads. It
-renews the lease every quarter of ``SCHEDULER_LEASE_SEC``, each time for
-three quarters of it, so a leader that dies is replaced within
-``SCHEDULER_LEASE_SEC`` (the others try again at least every quarter, and
-at once when the lease they saw expires). A leader that cannot renew stops
-publishing when its lease ends; each tick is claimed in the records (only
-by the lease's holder, only if not done) before it is sent, so a tick is
-published at most once. The loop sleeps until the next tick or lease
-round, so a tick is published within a few milliseconds of its time.
+Any number of schedulers may run; the one holding the lease in the task
+records leads. It renews the lease every quarter of ``SCHEDULER_LEASE_SEC``,
+each time for three quarters of it, so a leader that dies is replaced
+within ``SCHEDULER_LEASE_SEC``. A leader that cannot renew stops publishing
+when its lease ends; each tick is claimed in the records (only by the
+lease's holder, only if not done) before it is sent, so a tick is published
+at most once. The loop sleeps until the next tick or lease round.
 
-Ticks that came while no scheduler led (those at or before the leader's
-taking of the lease) are *missed*: ``catch_up = 'last'`` publishes the
-latest of them once, ``'all'`` every one (the latest
-:data:`~kale.schedules.spec.CATCH_UP_ALL_MAX`), ``'none'`` none.
+Ticks at or before the leader's taking of the lease are *missed*:
+``catch_up = 'last'`` publishes the latest of them once, ``'all'`` every
+one (the latest :data:`~kale.schedules.spec.CATCH_UP_ALL_MAX`), ``'none'`` none.
 """
 from __future__ import annotations
 
@@ -29,13 +25,8 @@ from kale.events import process_identity
 from kale.exceptions import KaleError, ScheduleError
 from kale.publisher import Publisher
 from kale.schedules.discovery import NOTHING_TO_SEARCH, Schedules
-from kale.schedules.spec import (
-    CATCH_UP_ALL_MAX,
-    SCHEDULE_LABEL,
-    Schedule,
-    fifo_group,
-    tick_id,
-)
+from kale.schedules.spec import CATCH_UP_ALL_MAX, SCHEDULE_LABEL, Schedule, fifo_group, tick_id
+from kale.store.record import iso
 from kale.store.schedules import Lease, Progress, ScheduleStore
 
 if TYPE_CHECKING:
@@ -175,8 +166,6 @@ class Scheduler:
                        *(schedule.next_after(now) for schedule in self.schedules))
         return max(0.0, wake - self.clock.time())
 
-    # --- the lease --------------------------------------------------------------------
-
     def _lease_round(self, now: float) -> None:
         self._next_lease_round = now + self.renew_sec
         try:
@@ -210,20 +199,14 @@ class Scheduler:
 
     def _follow(self, lease: Optional[Lease], was_leading: bool, now: float) -> None:
         """Follow ``lease``'s holder, and try to take over as soon as it ends."""
-        if was_leading or self._leader_changed(lease):
+        if was_leading or self._lease is None or (lease is not None
+                                                  and lease.holder != self._lease.holder):
             logger.info('scheduler %s follows %s', self.holder,
                         lease.holder if lease is not None else 'nobody')
         self._leading_since = None
         self._lease_until = 0.0
         if lease is not None and lease.expires_at > now:    # take over as it ends
             self._next_lease_round = min(self._next_lease_round, lease.expires_at + 0.001)
-
-    def _leader_changed(self, lease: Optional[Lease]) -> bool:
-        """Whether ``lease`` is the first seen, or held by another than the last one."""
-        return self._lease is None or (
-            lease is not None and lease.holder != self._lease.holder)
-
-    # --- ticks ------------------------------------------------------------------------
 
     def _publish_due(self, now: float) -> None:
         progress = self.state.progress()
@@ -259,17 +242,17 @@ class Scheduler:
             published = publish_run(self.publisher, schedule, task_id)
         except Exception as exc:
             logger.error('schedule %s: the tick of %s could not be published (tried again in '
-                         '%g s): %s: %s', schedule.name, _when(tick), RETRY_SEC,
+                         '%g s): %s: %s', schedule.name, iso(tick), RETRY_SEC,
                          type(exc).__name__, exc)
             self.state.unclaim(row, tick, task_id)
             self._retry_at = now + RETRY_SEC
             return None
         if published != task_id:          # the task's unique_for_sec: an earlier run holds it
             logger.info('schedule %s: tick of %s not sent: task %s (unique_for_sec) still '
-                        'waits or runs', schedule.name, _when(tick), published)
+                        'waits or runs', schedule.name, iso(tick), published)
         else:
             logger.info('schedule %s: published the tick of %s as task %s', schedule.name,
-                        _when(tick), task_id)
+                        iso(tick), task_id)
         self.published.append((schedule.name, tick, published))
         return Progress(schedule.name, tick, tick, task_id, now)
 
@@ -290,11 +273,6 @@ def _chosen_ticks(schedule: Schedule, due: list[float], since: float) -> list[fl
         logger.info('schedule %s: %d missed ticks skipped (catch_up %r)', schedule.name,
                     skipped, schedule.catch_up)
     return chosen
-
-
-def _when(tick: float) -> Any:
-    from kale.store.record import iso
-    return iso(tick)
 
 
 def make_scheduler(app: 'App', clock: Optional[Clock] = None, **options: Any) -> Scheduler:

@@ -1,12 +1,10 @@
-"""One schedule: what it runs, when, and the times of its ticks.
+"""One schedule: what it runs, when, and the times of its ticks (epoch seconds).
 
-A schedule is a five-field cron expression in a time zone (parsed and
-iterated by ``cronsim``, which treats daylight-saving changes as Debian's
-cron does: a job at a fixed time runs once on the day the clock skips or
-repeats it, at the first valid minute after a skipped one and at the first
-of a repeated one; a job whose hour is a wildcard runs at every real
-instant that matches), or an interval of N seconds, ticking at the
-multiples of N since the Unix epoch. Tick times are epoch seconds.
+A five-field cron expression in a time zone (``cronsim``, which treats
+daylight-saving changes as Debian's cron does: a job at a fixed time runs
+once on a day the clock skips or repeats it; one whose hour is a wildcard
+at every real instant that matches), or an interval of N seconds, ticking
+at the multiples of N since the Unix epoch.
 """
 from __future__ import annotations
 
@@ -18,16 +16,7 @@ import re
 from typing import Any, Mapping, Optional, Union
 
 from kale.exceptions import ScheduleError
-from kale.schedule_checks import (  # noqa: F401  (CATCH_UP, UTC and zone are read from here too)
-    CATCH_UP,
-    UTC,
-    check_args,
-    check_catch_up,
-    check_kwargs,
-    check_tz,
-    cronsim_module,
-    zone,
-)
+from kale.schedule_checks import check_args, check_catch_up, check_kwargs, check_tz, cronsim_module, zone
 from kale.schedule_checks import check_every as _check_every
 from kale.task import Task
 
@@ -121,8 +110,6 @@ def fifo_group(name: str) -> str:
     return name if re.fullmatch(r'[!-~]{1,128}', name) else \
         hashlib.sha256(name.encode('utf-8', 'surrogatepass')).hexdigest()[:32]
 
-
-# --- checks -----------------------------------------------------------------------------
 
 def check_name(name: Any) -> str:
     if not isinstance(name, str) or not 0 < len(name) <= MAX_NAME_CHARS \

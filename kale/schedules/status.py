@@ -32,11 +32,7 @@ def describe(app: 'App', clock: Clock = SYSTEM_CLOCK, count: int = NEXT_RUNS,
     now = clock.time()
     found = app.schedules
     records = bool(app.config.RECORDS_URL)
-    progress: dict[str, Progress] = {}
-    statuses: dict[str, str] = {}
-    lease: Optional[Lease] = None
-    if records:
-        progress, statuses, lease = _from_records(app)
+    progress, statuses, lease = _from_records(app) if records else ({}, {}, None)
     rows = [{**_schedule_row(schedule, now, count),
              **_last_run(progress.get(schedule.name), statuses)} for schedule in found]
     broken = [{'name': b.name, 'task': b.task,
@@ -71,8 +67,7 @@ def _last_run(row: Optional[Progress], statuses: dict[str, str]) -> dict[str, An
     """The schedule's last tick, that tick's task and the task's status (None
     without progress in the records)."""
     if row is None:
-        return {'last_tick': None, 'last_task_id': None, 'last_task_status': None,
-                'last_published_at': None}
+        return dict.fromkeys(('last_tick', 'last_task_id', 'last_task_status', 'last_published_at'))
     last_task = row.last_task_id
     return {'last_tick': iso(row.last_tick), 'last_task_id': last_task,
             'last_task_status': statuses.get(last_task) if last_task else None,

@@ -1,11 +1,10 @@
 """How topics are named: in code, on SNS, in signed envelopes, in labels.
 
-A topic's name in code (``'orders'``) is 1-200 letters, digits, ``_`` or
-``-``; on SNS it gets ``QUEUE_PREFIX`` in front, as queues do. An event is
-signed for ``topic:<SNS name>`` (where a task is signed for its SQS queue),
-so a worker accepts it only on a queue that subscribes to that topic; its
-task name is ``topic:<name>``. Each subscriber runs its own copy under a
-task id of its own, derived from the event id and the subscriber's path, so
+A topic's name (``'orders'``) is 1-200 letters, digits, ``_`` or ``-``; on
+SNS it gets ``QUEUE_PREFIX`` in front. An event is signed for ``topic:<SNS
+name>`` (where a task is signed for its queue), so a worker accepts it only
+on a queue subscribed to that topic; its task name is ``topic:<name>``.
+Each subscriber's copy has a task id of its own (:func:`copy_task_id`), so
 the copies' records, retries and dead letters stay apart.
 """
 from __future__ import annotations
@@ -68,9 +67,8 @@ CONTEXT_LABEL = 'kale.label.'
 def event_context(topic: str, event_id: str, labels: Mapping[str, str]) -> dict[str, str]:
     """What an event carries in its signed context, for its subscribers: its
     topic, its id and its labels (the SNS attributes are not signed)."""
-    context = {CONTEXT_TOPIC: topic, CONTEXT_EVENT: event_id}
-    context.update({CONTEXT_LABEL + key: value for key, value in labels.items()})
-    return context
+    return {CONTEXT_TOPIC: topic, CONTEXT_EVENT: event_id,
+            **{CONTEXT_LABEL + key: value for key, value in labels.items()}}
 
 
 def event_of(context: Mapping[str, str]) -> tuple[str, str, dict[str, str]]:
@@ -95,8 +93,5 @@ def label_attributes(topic: str, labels: Mapping[str, str]) -> dict[str, str]:
 def filter_policy(labels: Mapping[str, Any]) -> dict[str, list[str]]:
     """The SNS filter policy of a subscription limited to ``labels`` (a value
     or a list of accepted values per key)."""
-    policy = {}
-    for key, value in labels.items():
-        values = [value] if isinstance(value, str) else list(value)
-        policy[LABEL_ATTRIBUTE % key] = [str(v) for v in values]
-    return policy
+    return {LABEL_ATTRIBUTE % key: [str(v) for v in ([value] if isinstance(value, str) else value)]
+            for key, value in labels.items()}

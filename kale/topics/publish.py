@@ -1,12 +1,11 @@
 """Publishing events: one SNS Publish (or PublishBatch) per event, whatever
 the number of subscribers.
 
-An event is a JSON-serializable value. It travels as a Kale message signed
-(and, with MESSAGE_ENCRYPTION_KEY, encrypted; with PAYLOAD_BUCKET, kept in
-S3 when big) like any task, for ``topic:<SNS name>`` rather than a queue,
-under task name ``topic:<name>`` and a task id that is the event's id. Its
-labels travel beside it as SNS message attributes, for the subscriptions'
-filter policies; they are not signed and never trusted by a worker.
+An event is a JSON-serializable value, sent as a Kale message signed (and
+encrypted, or kept in S3 when big) like any task, for ``topic:<SNS name>``,
+under task name ``topic:<name>`` and the event's id. Its labels travel as
+SNS message attributes for the filter policies: not signed, never trusted
+by a worker.
 """
 from __future__ import annotations
 
@@ -19,14 +18,7 @@ from kale.exceptions import PublishError, TopicError
 from kale.ids import random_id
 from kale.labels import check_labels
 from kale.message import Message
-from kale.topics.names import (
-    check_topic,
-    event_context,
-    label_attributes,
-    signed_for,
-    sns_name,
-    task_name,
-)
+from kale.topics.names import check_topic, event_context, label_attributes, signed_for, sns_name, task_name
 
 if TYPE_CHECKING:
     from kale.app import App

@@ -1,12 +1,10 @@
 """Finding the task classes that subscribe to topics.
 
-A task class subscribes with ``subscribes = ('orders', ...)``, optionally
-limited to events whose labels match ``subscription_labels`` (``{'tenant':
-'acme'}``, or a list of accepted values per key). Subscriber classes are
-found by importing the modules named in ``TASK_MODULES`` (packages with all
-their modules): only a class that declares ``subscribes`` itself counts. Each
-subscriber's queue gets its own copy of every event, so one queue has at
-most one subscriber per topic.
+A class of ``TASK_MODULES`` that declares ``subscribes = ('orders', ...)``
+itself subscribes, to the events whose labels match its
+``subscription_labels`` (``{'tenant': 'acme'}``, or a list of accepted
+values per key) when it has them. Each subscriber's queue gets its own copy
+of every event: one queue has at most one subscriber per topic.
 """
 from __future__ import annotations
 
@@ -48,13 +46,6 @@ class Subscriptions:
         for sub in subscribers:
             self._signed[sub.queue] = self._signed.get(sub.queue, frozenset()) | {
                 signed_for(config, sub.topic)}
-
-    @property
-    def topics(self) -> list[str]:
-        return sorted({s.topic for s in self.subscribers})
-
-    def of_topic(self, topic: str) -> list[Subscriber]:
-        return [s for s in self.subscribers if s.topic == topic]
 
     def signed_names(self, queue: str) -> frozenset[str]:
         """What events arriving on ``queue`` (its config name) may be signed for."""

@@ -2,13 +2,11 @@
 first use with AUTO_CREATE_TOPICS.
 
 For each topic a subscriber of TASK_MODULES names (and, with records on,
-each topic with active webhooks, whose subscriber is the webhooks' fan-out
-on ``WEBHOOK_QUEUE``): the SNS topic is
-created, the subscriber's queue (and its dead-letter queue) declared and
-subscribed with raw delivery and its label filter, and each subscriber
-queue's policy set to let its topics send to it. Everything is idempotent;
-nothing is removed (a subscription no class declares any longer stays until
-it is deleted on SNS; ``kale topics list`` shows it).
+each topic with active webhooks: their fan-out on ``WEBHOOK_QUEUE``), the
+SNS topic is created, the subscriber's queue (and dead-letter queue)
+declared and subscribed with raw delivery and its label filter, and the
+queue's policy set to let its topics send to it. All idempotent; nothing
+is removed (``kale topics list`` shows a subscription no class declares).
 """
 from __future__ import annotations
 

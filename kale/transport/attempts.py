@@ -1,26 +1,13 @@
 """How many times the SQS transport makes one request, and after which failures.
 
-Kale counts the attempts itself, not botocore: the client Kale builds makes
-one attempt per call (``total_max_attempts`` 1), and :class:`Attempts` makes
-the call again. The hot requests are first built and sent by Kale
-(:mod:`kale.transport.direct`); were botocore to retry too, a request that
-failed there would be made once directly and then up to botocore's count
-again (five times in all with botocore's ``max_attempts`` 3, which means
-three retries). Here the direct request is the first attempt and botocore
-makes the next ones, so a request costs at most :data:`REQUEST_ATTEMPTS`
-whichever way it goes.
-
-A request is made again after an error answer SQS says may pass (throttling,
-a server error), and after a connection that failed before anything was
-sent. After the request was sent and its answer timed out, was cut or lost,
-it is made again too (a delete or a visibility change made twice does the
-same twice; a send made twice may hold a task twice, which the task id
-makes one task delivered twice), except a receive: SQS may have applied it,
-so the messages are taken until their visibility timeout ends and each one's
-receive count was raised. Receiving again at once would raise it again, and
-a few such receives in a row could send an untouched message to the
-dead-letter queue. So that receive fails: the worker backs off as after any
-failed receive, and the messages come back after their visibility timeout.
+The client Kale builds makes one attempt per call; :class:`Attempts` makes
+the call again, the direct request (:mod:`kale.transport.direct`) being the
+first attempt, so a request costs at most :data:`REQUEST_ATTEMPTS` whichever
+way it goes. A request is made again after an error answer that may pass, a
+connection that failed before anything was sent, and an answer that did not
+come or was cut short, but for a receive (:data:`TAKING`): SQS may have
+applied it, and receiving again would raise the messages' receive counts
+again. docs/explanation/delivery-guarantees.md says it at length.
 """
 from __future__ import annotations
 
@@ -89,10 +76,17 @@ def again(action: str, exc: BaseException) -> bool:
     if isinstance(exc, (botocore.exceptions.HTTPClientError, ErrorAnswer)):
         return True         # an error answer is made again through botocore, which reads it
     if isinstance(exc, botocore.exceptions.ClientError):
-        status = exc.response.get('ResponseMetadata', {}).get('HTTPStatusCode', 0)
-        code = exc.response.get('Error', {}).get('Code', '')
+        code, status, _ = error_of(exc)
         return status >= 500 or code in THROTTLING_CODES or code in TRANSIENT_CODES
     return False
+
+
+def error_of(exc: botocore.exceptions.ClientError) -> tuple[str, int, str]:
+    """The code, HTTP status and message of an error answer."""
+    error = exc.response.get('Error', {})
+    return (str(error.get('Code', '') or ''),
+            exc.response.get('ResponseMetadata', {}).get('HTTPStatusCode', 0),
+            str(error.get('Message', '') or ''))
 
 
 class Attempts:

@@ -1,12 +1,11 @@
-"""The age of each queue's oldest message from CloudWatch, over boto3 (with
-:mod:`kale.transport.sqs`, :mod:`kale.transport.sns` and
-:mod:`kale.transport.s3`, the only modules that talk to AWS).
+"""The age of each queue's oldest message from CloudWatch, over boto3 (like
+:mod:`kale.transport.sqs`, a module that talks to AWS): the autoscaling
+signal's source when task records are off.
 
-SQS publishes ``ApproximateAgeOfOldestMessage`` to CloudWatch (namespace
-``AWS/SQS``, dimension ``QueueName``) every minute; one GetMetricData asks for
-the latest value of every queue at once. It is the autoscaling signal's
-source when task records are off. botocore's errors never leave this module:
-a queue whose age cannot be read has none (and the reason is logged).
+SQS publishes ``ApproximateAgeOfOldestMessage`` (namespace ``AWS/SQS``,
+dimension ``QueueName``) every minute; one GetMetricData asks for every
+queue's latest value. A queue whose age cannot be read has none (the reason
+is logged): botocore's errors never leave this module.
 """
 from __future__ import annotations
 
@@ -15,11 +14,10 @@ import logging
 from typing import Any, Optional, Sequence
 
 import botocore.exceptions
-from botocore.config import Config as BotoConfig
 
 from kale import config as kale_config
 from kale.transport.endpoint import endpoint_url, is_local
-from kale.transport.sqs import aws_session, one_line
+from kale.transport.sqs import aws_client, one_line
 
 logger = logging.getLogger(__name__)
 
@@ -29,14 +27,9 @@ METRIC = 'ApproximateAgeOfOldestMessage'
 
 
 def make_cloudwatch_client(config: kale_config.Config) -> Any:
-    kale = config
-    endpoint = endpoint_url(kale)
-    local = endpoint if is_local(endpoint) else ''
-    session, region = aws_session(local, kale)
-    return session.client('cloudwatch', endpoint_url=local or None, region_name=region,
-                          config=BotoConfig(connect_timeout=kale.SQS_CONNECT_TIMEOUT_SEC,
-                                        read_timeout=float(kale.SQS_READ_TIMEOUT_SEC),
-                                        retries={'mode': 'standard', 'max_attempts': 2}))
+    endpoint = endpoint_url(config)
+    return aws_client('cloudwatch', endpoint if is_local(endpoint) else '', config,
+                      retries={'mode': 'standard', 'max_attempts': 2})
 
 
 def _queries(sqs_names: Sequence[str]) -> list[dict[str, Any]]:

@@ -1,51 +1,18 @@
 """The hot SQS requests sent without botocore's request pipeline.
 
-A worker makes three requests over and over: ReceiveMessage,
-DeleteMessageBatch and ChangeMessageVisibilityBatch; a publisher two,
-SendMessage and SendMessageBatch. Through a boto3 client
-each goes through botocore's whole pipeline (the operation's model walked to
-serialize the parameters, a dozen events emitted, the retry handler, the
-answer's model walked to parse it), which costs more CPU than the rest of
-the worker together: 154 µs of client CPU per message received and deleted
-on this 2-core machine, against 76 µs for the same requests built here
-(``json.dumps``, signed with botocore's own SigV4, sent on the client's own
-HTTP session). Measured on fauxqs with receives of ten messages and their
-delete batches, 1000 messages, medians of five rounds.
+A worker's ReceiveMessage, DeleteMessageBatch and ChangeMessageVisibilityBatch
+and a publisher's SendMessage and SendMessageBatch are built here from the
+boto3 client's own parts (endpoint, region, credentials, User-Agent, HTTP
+session), signed with botocore's SigV4, and sent: half the client CPU of
+botocore's pipeline. docs/explanation/performance.md says what they skip, and
+why they are built only on the botocore versions they are tested with
+(:data:`kale.version.BOTOCORE_TESTED`) and while no tracer wraps
+``BaseClient._make_api_call``.
 
-:class:`DirectRequests` builds those five requests itself, from the same
-client: its endpoint, region, credentials (refreshed as botocore refreshes
-them), User-Agent, HTTP session (its proxies, CA bundle, timeouts and
-connection pool). What others hook onto the client keeps working:
-``before-send`` handlers see every request (a handler that answers instead,
-as an in-process mock does, gets the request sent through botocore), and
-``after-call`` handlers (Kale's metrics) see every successful answer.
-
-Only a successful answer is read here. A request that cannot be sent here
-(credentials that cannot be had, a ``before-send`` handler that answers, a
-tracer) returns None, and botocore makes it instead. One that was tried
-and failed raises: botocore's own exception when the connection failed or
-the answer did not come (the same as botocore's pipeline raises), and
-:class:`ErrorAnswer` for an answer that is not a success read here (an
-error answer, a body that is not JSON). The transport counts that as the
-request's first attempt and makes the next ones through botocore, which
-reads the error answer and raises what it always raised
-(:mod:`kale.transport.attempts`: how many, and after which failures).
-
-**What it leans on.** The client's ``_endpoint.http_session``,
-``_request_signer`` and the signer's ``_credentials`` are not botocore's
-public API, so the direct requests are built only on the botocore versions
-they are tested with (:data:`kale.version.BOTOCORE_TESTED`, which setup.py
-requires too) and when the client has those parts; otherwise the transport
-logs one WARNING naming botocore's version and the range, and every request
-goes through botocore.
-
-**Tracers.** OpenTelemetry's botocore instrumentation, AWS X-Ray's SDK and
-Datadog's ddtrace trace a request by wrapping
-``BaseClient._make_api_call``, which a direct request never calls. So each
-request first looks whether that is still botocore's own function (one
-dictionary read and one identity check; the verdict is worked out again
-only when the function changes): while something wraps it, the request
-goes through botocore, and the tracer sees it as it sees every other.
+A request that cannot be sent here returns None, and botocore makes it. One
+that was tried and failed raises botocore's own exception (no connection, no
+answer) or :class:`ErrorAnswer` (not a success read here): that was its first
+attempt, and botocore makes the next ones (:mod:`kale.transport.attempts`).
 """
 from __future__ import annotations
 
@@ -91,15 +58,8 @@ class ErrorAnswer(Exception):
 def release(version: str) -> tuple[int, ...]:
     """The numbers of a version: ``'1.44.8'`` is (1, 44, 8); anything else
     ends them (``'1.45.0rc1'`` is (1, 45, 0))."""
-    numbers = []
-    for part in version.split('.'):
-        digits = re.match(r'\d+', part)
-        if digits is None:
-            break
-        numbers.append(int(digits.group()))
-        if digits.end() != len(part):
-            break
-    return tuple(numbers)
+    numbers = re.match(r'\d+(\.\d+)*', version)
+    return tuple(int(number) for number in numbers.group().split('.')) if numbers else ()
 
 
 def tested_botocore(version: str) -> bool:
@@ -110,11 +70,9 @@ def tested_botocore(version: str) -> bool:
 
 
 def botocores_own(function: Any) -> bool:
-    """Whether ``function`` (what ``BaseClient._make_api_call`` is now) is
-    botocore's own, not a tracer's wrapper around it: OpenTelemetry's, X-Ray's
-    and ddtrace's are wrapt proxies, and a ``functools.wraps`` wrapper is a
-    function of its own module (botocore decorates the method itself, in
-    ``botocore.context``)."""
+    """Whether ``function`` (``BaseClient._make_api_call`` now) is botocore's
+    own, not a tracer's wrapper: tracers' are wrapt proxies, and a
+    ``functools.wraps`` wrapper is a function of another module than botocore's."""
     return type(function) is types.FunctionType \
         and str(function.__globals__.get('__name__', '')).partition('.')[0] == 'botocore'
 

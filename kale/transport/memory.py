@@ -3,35 +3,29 @@
 It keeps the SQS semantics the worker depends on: visibility timeouts,
 receive counts, delays, long polling, at most 10 entries per batch request,
 receipt handles that change on every receive, and redrive to a dead-letter
-queue after ``max_receive_count`` receives. A queue whose name ends in
-``.fifo`` is a FIFO queue: messages need a group id and a deduplication id
-and take no delay; a deduplication id seen in the last five minutes adds
-nothing; messages are delivered in send order within their group, and none
-of a group while one of its messages is in flight. tests/integration/test_transport_contract.py
-runs the same tests against it and against an SQS endpoint.
-
-Receipt handles follow what AWS documents: deleting with a handle older than
-the message's latest receive succeeds but leaves the message, deleting an
-already deleted message succeeds, and a handle that is not one is refused.
-Changing visibility needs the latest handle (AWS says a stale one "might
-result in an error"; this transport always refuses it).
-
-``latency_sec`` adds a pause to every request to model the round trip to a
-real SQS endpoint; ``requests`` counts requests by operation.
+queue after ``max_receive_count`` receives. A ``.fifo`` queue's messages need
+a group id and a deduplication id, take no delay, are dropped for a
+deduplication id seen in the last five minutes, and are delivered in send
+order within their group, none of a group while one is in flight.
+tests/integration/test_transport_contract.py runs the same tests against it
+and against an SQS endpoint. Receipt handles follow AWS's documentation: a
+handle older than the message's latest receive deletes nothing (and
+succeeds), deleting a deleted message succeeds, and a string that is not a
+handle is refused; a visibility change needs the latest handle (AWS: a stale
+one "might result in an error"; here it always does). ``latency_sec`` adds a
+pause to every request, the round trip to SQS; ``requests`` counts them.
 
 ``localstack_fifo`` makes FIFO queues behave as LocalStack's (2026.3,
-``FifoQueue`` in its ``services/sqs/models.py``) rather than as SQS's, for the
-tests of what Kale does there. A received message stays in flight, in
-receive order, until it is deleted or put back: at once by a visibility
-change to 0, or once its visibility timeout has ended, but only in receive
-order (LocalStack's walk over its in-flight messages stops at the first one
-still invisible, of any group). Putting a message back unblocks its group,
-even while other messages of the group are still in flight, and so does
-deleting the group's last message in flight; an unblocked group delivers its
-messages not in flight in send order, and is blocked again by that receive.
-A visibility change to a message put back (not in flight) is ignored. So a
-message made visible by a change to 0 while an earlier message of its group
-is held is delivered before it, which SQS never does.
+``FifoQueue`` in its ``services/sqs/models.py``): a received message stays in
+flight, in receive order, until deleted or put back, at once by a visibility
+change to 0 or once its timeout ended, but only in receive order (LocalStack's
+walk stops at the first message still invisible, of any group). Putting a
+message back unblocks its group, even with others of it in flight, and so
+does deleting its last one in flight; an unblocked group delivers its
+messages not in flight in send order, and that receive blocks it again. A
+visibility change to a message put back is ignored. So a message made
+visible by a change to 0 while an earlier one of its group is held comes
+first, which SQS never does.
 """
 from __future__ import annotations
 
@@ -290,15 +284,13 @@ class MemoryTransport:
                                 s.receive_count, s.group_id, now - s.first_received_at)
                 for s in delivered]
 
-    def _redriven(self, queue: _Queue, stored: _Stored) -> bool:
-        """Move a message received ``max_receive_count`` times to the dead-letter queue."""
+    def _deliver(self, queue: _Queue, stored: _Stored, timeout: int, now: float) -> bool:
+        """Deliver a message (True), or move it to the dead-letter queue once
+        received ``max_receive_count`` times."""
         if queue.dead_letter_queue and queue.max_receive_count \
                 and stored.receive_count >= queue.max_receive_count:
             self._dead_letter(queue, stored)
-            return True
-        return False
-
-    def _deliver(self, stored: _Stored, timeout: int, now: float) -> None:
+            return False
         stored.receive_count += 1
         if stored.receive_count == 1:
             stored.first_received_at = now
@@ -306,6 +298,7 @@ class MemoryTransport:
         stored.visible_at = now + timeout
         stored.version += 1
         stored.in_flight = next(self._flights)
+        return True
 
     def _take_fifo(self, queue: _Queue, max_messages: int, timeout: int,
                    now: float) -> list[_Stored]:
@@ -321,8 +314,7 @@ class MemoryTransport:
             if stored.visible_at > now:             # held: the rest of its group waits
                 blocked.add(stored.group_id)
                 continue
-            if not self._redriven(queue, stored):
-                self._deliver(stored, timeout, now)
+            if self._deliver(queue, stored, timeout, now):
                 delivered.append(stored)
         return delivered
 
@@ -336,6 +328,12 @@ class MemoryTransport:
             if stored.visible_at > now:
                 break
             self._put_back(queue, stored)
+        return self._take_unblocked(queue, max_messages, timeout, now)
+
+    def _take_unblocked(self, queue: _Queue, max_messages: int, timeout: int,
+                        now: float) -> list[_Stored]:
+        """``localstack_fifo``: the first messages not in flight, in send
+        order, of groups not blocked (a receive blocks the groups it took)."""
         delivered: list[_Stored] = []
         taken: set[str] = set()
         for stored in list(queue.messages.values()):
@@ -344,8 +342,7 @@ class MemoryTransport:
             if stored.in_flight or stored.visible_at > now \
                     or (stored.group_id in queue.blocked and stored.group_id not in taken):
                 continue
-            if not self._redriven(queue, stored):
-                self._deliver(stored, timeout, now)
+            if self._deliver(queue, stored, timeout, now):
                 delivered.append(stored)
                 taken.add(stored.group_id)
         queue.blocked |= taken
@@ -365,8 +362,7 @@ class MemoryTransport:
             stored = queue.messages.get(message_id)
             if stored is None or stored.version != version:
                 continue
-            if not self._redriven(queue, stored):
-                self._deliver(stored, timeout, now)
+            if self._deliver(queue, stored, timeout, now):
                 delivered.append(stored)
         return delivered
 

@@ -2,11 +2,9 @@
 kept (``PAYLOAD_BUCKET`` on S3), as opaque bytes under a key.
 
 :class:`kale.transport.s3.S3PayloadStore` implements it over boto3, and
-:class:`MemoryPayloadStore` in memory (for unit tests, and for eager mode, so
-an application's tests never reach S3). One contract test suite runs against
-both. What goes in an object (the encrypted, compressed payload) and how it is
-checked on the way back (its signed size and SHA-256) is the codec's business:
-see :mod:`kale.codec.offload`.
+:class:`MemoryPayloadStore` in memory (unit tests, and eager mode, so an
+application's tests never reach S3); one contract test suite runs against
+both. What goes in an object and how it is checked is :mod:`kale.codec.offload`'s business.
 """
 from __future__ import annotations
 

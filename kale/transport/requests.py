@@ -7,13 +7,6 @@ from typing import Any, Sequence
 from kale.transport import MAX_BATCH_ENTRIES, OutgoingMessage
 
 
-def sqs_attributes(attributes: dict[str, Any]) -> dict[str, dict[str, str]]:
-    """Message attributes as SQS takes them."""
-    return {name: {'DataType': 'Number' if isinstance(value, int) else 'String',
-                   'StringValue': str(value)}
-            for name, value in attributes.items()}
-
-
 def message_fields(message: OutgoingMessage) -> dict[str, Any]:
     """The request fields of one message (SendMessage, or a batch entry)."""
     fields: dict[str, Any] = {'MessageBody': message.body}
@@ -22,17 +15,14 @@ def message_fields(message: OutgoingMessage) -> dict[str, Any]:
     if message.delay_sec or not message.dedup_id:
         fields['DelaySeconds'] = int(message.delay_sec)
     if message.attributes:
-        fields['MessageAttributes'] = sqs_attributes(dict(message.attributes))
+        fields['MessageAttributes'] = {
+            name: {'DataType': 'Number' if isinstance(value, int) else 'String',
+                   'StringValue': str(value)} for name, value in message.attributes.items()}
     if message.group_id:
         fields['MessageGroupId'] = message.group_id
     if message.dedup_id:
         fields['MessageDeduplicationId'] = message.dedup_id
     return fields
-
-
-def send_entry(index: int, message: OutgoingMessage) -> dict[str, Any]:
-    """A SendMessageBatch entry of ``message``, with its index as the id."""
-    return dict(message_fields(message), Id=str(index))
 
 
 def split_batches(messages: Sequence[OutgoingMessage], byte_limit: int,

@@ -1,40 +1,20 @@
 """Reading the answers of SQS's hot operations without botocore's generic parser,
-and refusing those of the wrong shape.
+and refusing those of the wrong shape (docs/explanation/architecture.md, "What
+Kale's SQS client skips").
 
-botocore turns every JSON answer into Python by walking the operation's
-output model, field by field. For the requests a worker and a publisher make
-all the time (receive, delete, send, change visibility in batches) that walk
-costs about 3.5 µs per received message, and 14 µs when the endpoint sends
-each message's attributes along (some emulators do, asked or not): a tenth
-to a third of what Kale itself spends on a message.
+Those answers hold only strings, booleans, lists and maps, so :func:`install`
+registers a ``before-parse`` handler that decodes a successful JSON answer
+with :func:`json.loads` (``MessageAttributes.*.BinaryValue`` base64-decoded
+as botocore would) and leaves botocore's parser, a tenth to a third of what
+Kale spends on a message, an empty object to walk. Error answers and XML
+answers go through botocore's parser; an error answer it could not read
+reaches it empty (an error named by its HTTP status).
 
-Those answers hold only strings, booleans, lists and maps, which is exactly
-what :func:`json.loads` gives, so :func:`install` reads them with it: a
-``before-parse`` handler decodes a successful JSON answer itself, hands the
-result to botocore as the "customized" part of the response, and leaves
-botocore an empty object to walk. The one binary field
-(``MessageAttributes.*.BinaryValue``) is base64-decoded as botocore would.
-Error answers, and answers in the older XML protocol, go through botocore's
-parser as before. A body's integrity is the signature's job (see
-:mod:`kale.codec.sign`), not SQS's MD5.
-
-**The answer's shape.** Nothing in an answer is trusted to have the shape
-SQS gives it. A 200 answer of another shape (``Messages`` a string, a
-message without its ``MessageId``, a receive count that is not a number, a
-batch entry whose ``Id`` is not one sent, JSON nested past the recursion
-limit) raised a ``KeyError``, ``TypeError``, ``ValueError`` or
-``RecursionError`` from wherever Kale or botocore's parser read it, and
-stopped the worker. The readers here check what Kale uses of an answer as
-they read it and raise :func:`malformed`: a retryable SQSError, code
-``MalformedAnswer``, naming what is wrong, never the values (they may be
-payloads). The request failed, the transport says so in one line, and the
-worker backs off as for an endpoint fault, leaving the messages involved to
-SQS's visibility timeout.
-The transport's other requests (the queue's URL, attributes and counts) are
-read here too, for the same reason, and an error answer botocore's parser
-could not read reaches it empty (an error named by its HTTP status). The
-checks are type tests on the fields read, a few tenths of a microsecond a
-message.
+Nothing in an answer is trusted to have SQS's shape: the readers here check
+what Kale uses as they read it (type tests, a few tenths of a µs a message)
+and raise :func:`malformed`, a retryable SQSError naming what is wrong, never
+the values (they may be payloads), rather than a KeyError or TypeError that
+stopped the worker. The transport's other requests are read here too.
 """
 from __future__ import annotations
 
@@ -49,10 +29,8 @@ from kale.transport import QueueCounts, ReceivedMessage
 #: Operations whose successful answers are read by :func:`read_json_answer`.
 OPERATIONS = ('ReceiveMessage', 'DeleteMessageBatch', 'SendMessage', 'SendMessageBatch',
               'ChangeMessageVisibilityBatch')
-#: The other requests the transport makes: their answers hold only strings
-#: and maps too, and are read the same way, so that one of the wrong shape
-#: meets Kale's checks rather than botocore's parser (which raises
-#: AttributeError on a string where its model has a map).
+#: The transport's other requests, read the same way: an answer of the wrong
+#: shape meets Kale's checks, not botocore's parser (an AttributeError).
 QUEUE_OPERATIONS = ('GetQueueUrl', 'CreateQueue', 'GetQueueAttributes')
 _EMPTY = b'{}'
 #: The code of the SQSError for an answer of the wrong shape (retryable).
@@ -68,12 +46,10 @@ def malformed(detail: str) -> SQSError:
 def read_json_answer(response_dict: dict[str, Any], customized_response_dict: dict[str, Any],
                      operation_model: Any = None, **kwargs: Any) -> None:
     """botocore ``before-parse`` handler: decode a 200 JSON answer here, so
-    that botocore's parser, which raises AttributeError or UnicodeDecodeError
-    on a body of another shape, never walks one. A 200 body that is not JSON
-    (an answer cut short) becomes an empty answer, as botocore's parser makes
-    of it. An error answer that parser could not read is handed to it empty:
-    the request fails with the HTTP status as its code. Answers in the older
-    XML protocol are botocore's to read."""
+    botocore's parser never walks one of another shape (it raised); one that
+    is not JSON (cut short) is an empty answer, as botocore makes of it. An
+    error answer that parser could not read is handed to it empty (the HTTP
+    status is the code). XML answers are botocore's to read."""
     if getattr(operation_model, 'metadata', {}).get('protocol') != 'json':
         return
     body = response_dict.get('body')
@@ -116,12 +92,10 @@ def _error_shape(body: Optional[bytes]) -> bool:
         return True
     try:
         error = json.loads(body.decode('utf-8'))
-    except UnicodeDecodeError:
+    except (UnicodeDecodeError, RecursionError):
         return False
     except ValueError:
         return True
-    except RecursionError:
-        return False
     return type(error) is dict and all(type(error.get(key, '')) is str
                                        for key in ('__type', 'message', 'Message'))
 
@@ -179,13 +153,8 @@ def received_messages(answer: dict[str, Any], attribute_names: Sequence[str],
     of the wrong shape is a :func:`malformed` error: none of its messages is
     used, and each is received again at the end of its visibility timeout."""
     wanted = None if 'All' in attribute_names else set(attribute_names)
-    messages = answer.get('Messages')
-    if messages is None:
-        return []
-    if type(messages) is not list:
-        raise malformed('Messages is %s, not a list' % _kind(messages))
     received = []
-    for raw in messages:
+    for raw in _listed(answer, 'Messages'):
         # Read as if of the right shape (the checks cost a few tenths of a µs
         # a message); anything amiss is diagnosed by _message_problem.
         try:
@@ -195,15 +164,12 @@ def received_messages(answer: dict[str, Any], attribute_names: Sequence[str],
             group = system.get('MessageGroupId', '')
             # Some emulators send every attribute whatever was asked: keep what was.
             named = raw.get('MessageAttributes')
-            attributes = {name: value.get('StringValue', '') for name, value in named.items()
-                          if wanted is None or name in wanted} \
-                if named and wanted != set() else {}
-            ''.join(attributes.values())    # a TypeError unless each value is a string
+            attributes = _string_values(named, wanted) if named and wanted != set() else {}
         except (KeyError, TypeError, AttributeError):
             raise malformed(_message_problem(raw, wanted)) from None
         receive_count = 1 if count == '1' else _whole(count, 1)
-        if receive_count is None or type(message_id) is not str or type(handle) is not str \
-                or type(body) is not str or type(group) is not str:
+        if (type(message_id), type(handle), type(body), type(group),
+                type(receive_count)) != _MESSAGE_TYPES:
             raise malformed(_message_problem(raw, wanted))
         received.append(speed.build(ReceivedMessage, {      # every field (see kale.speed)
             'message_id': message_id, 'receipt_handle': handle, 'body': body,
@@ -216,6 +182,17 @@ def received_messages(answer: dict[str, Any], attribute_names: Sequence[str],
 
 
 _NO_ATTRIBUTES: dict[str, str] = {}
+#: The types of a received message's id, handle, body, group and receive count.
+_MESSAGE_TYPES = (str, str, str, str, int)
+
+
+def _string_values(named: Any, wanted: Optional[set[str]]) -> dict[str, str]:
+    """The StringValue of each message attribute ``wanted`` (None: all); a
+    TypeError or AttributeError for attributes not of their shape."""
+    attributes = {name: value.get('StringValue', '') for name, value in named.items()
+                  if wanted is None or name in wanted}
+    ''.join(attributes.values())    # a TypeError unless each value is a string
+    return attributes
 
 
 def _message_problem(raw: Any, wanted: Optional[set[str]]) -> str:
@@ -228,26 +205,34 @@ def _message_problem(raw: Any, wanted: Optional[set[str]]) -> str:
     if lacking:
         which = 'message %s' % _shown(message_id) if type(message_id) is str else 'a message'
         return '%s has no %s (as a string)' % (which, ', '.join(lacking))
-    which = 'message %s' % _shown(message_id)
+    return 'message %s%s' % (_shown(message_id), _system_problem(raw)
+                             or _named_problem(raw, wanted) or ' is not of its shape')
+
+
+def _system_problem(raw: dict[str, Any]) -> str:
+    """What is wrong with a message's SQS attributes ('' for nothing)."""
     system = raw.get('Attributes') or _NO_ATTRIBUTES
     if type(system) is not dict:
-        return '%s: Attributes is %s, not an object' % (which, _kind(system))
+        return ': Attributes is %s, not an object' % _kind(system)
     count = system.get('ApproximateReceiveCount', '1')
     if count != '1' and _whole(count, 1) is None:
-        return '%s: ApproximateReceiveCount is %s, not a whole number from 1' % (
-            which, _shown(count))
+        return ': ApproximateReceiveCount is %s, not a whole number from 1' % _shown(count)
     if type(system.get('MessageGroupId', '')) is not str:
-        return '%s: MessageGroupId is %s, not a string' % (
-            which, _kind(system.get('MessageGroupId')))
+        return ': MessageGroupId is %s, not a string' % _kind(system.get('MessageGroupId'))
+    return ''
+
+
+def _named_problem(raw: dict[str, Any], wanted: Optional[set[str]]) -> str:
+    """What is wrong with a message's attributes ``wanted`` (None: all; '' for nothing)."""
     named = raw.get('MessageAttributes')
     if named and type(named) is not dict:
-        return '%s: MessageAttributes is %s, not an object' % (which, _kind(named))
+        return ': MessageAttributes is %s, not an object' % _kind(named)
     for name, value in (named or {}).items():
         if (wanted is None or name in wanted) and (
                 type(value) is not dict or type(value.get('StringValue', '')) is not str):
-            return '%s: message attribute %s is not an object with a string StringValue' % (
-                which, _shown(name))
-    return '%s is not of its shape' % which
+            return ': message attribute %s is not an object with a string StringValue' % (
+                _shown(name))
+    return ''
 
 
 def _since_first_receive(attributes: dict[str, Any], now_ms: float) -> Optional[float]:
@@ -271,28 +256,38 @@ def batch_entries(answer: dict[str, Any], sent: Sequence[int], success_field: st
     ids = {str(index): index for index in sent}
     found: tuple[dict[int, dict[str, Any]], dict[int, dict[str, Any]]] = ({}, {})
     for key, entries in zip(('Successful', 'Failed'), found, strict=True):
-        listed = answer.get(key)
-        if listed is None:
-            continue
-        if type(listed) is not list:
-            raise malformed('%s is %s, not a list' % (key, _kind(listed)))
-        for entry in listed:
-            if type(entry) is not dict:
-                raise malformed('an entry of %s is %s, not an object'
-                                           % (key, _kind(entry)))
-            entry_id = entry.get('Id')
-            index = ids.get(entry_id) if type(entry_id) is str else None
-            if index is None:
-                raise malformed('an entry of %s has the Id %s, not one of the %d sent'
-                                           % (key, _shown(entry_id), len(ids)))
+        for entry in _listed(answer, key):
+            try:
+                index = ids[entry['Id']]
+            except (KeyError, TypeError):
+                raise malformed(_entry_problem(key, entry, ids)) from None
             if index in found[0] or index in found[1]:
                 raise malformed('the entry with the Id %r is named twice' % str(index))
             if not (_failure_shape(entry) if key == 'Failed'
                     else not success_field or type(entry.get(success_field)) is str):
                 raise malformed('the %s entry with the Id %r is not of its shape'
-                                           % (key, str(index)))
+                                % (key, str(index)))
             entries[index] = entry
     return found
+
+
+def _listed(answer: dict[str, Any], key: str) -> list[Any]:
+    """The list ``answer[key]``: empty when it is missing (an answer cut short),
+    a :func:`malformed` error when it is not a list."""
+    listed = answer.get(key)
+    if listed is None:
+        return []
+    if type(listed) is not list:
+        raise malformed('%s is %s, not a list' % (key, _kind(listed)))
+    return listed
+
+
+def _entry_problem(key: str, entry: Any, ids: dict[str, int]) -> str:
+    """What is wrong with an entry of the batch answer's list ``key`` whose Id is not read."""
+    if type(entry) is not dict:
+        return 'an entry of %s is %s, not an object' % (key, _kind(entry))
+    return 'an entry of %s has the Id %s, not one of the %d sent' % (
+        key, _shown(entry.get('Id')), len(ids))
 
 
 def _failure_shape(entry: dict[str, Any]) -> bool:

@@ -1,31 +1,21 @@
-"""The payload store on S3, over boto3 (with :mod:`kale.transport.sqs`, the
-only modules that talk to AWS).
+"""The payload store on S3, over boto3 (like :mod:`kale.transport.sqs`, a
+module that talks to AWS).
 
-The S3 client is built from the same settings as the SQS client: region and
-credentials, and the endpoint when it is on this machine (``kale sqs-local``:
-moto's server serves S3 on the same port as SQS). An endpoint elsewhere is an
-SQS endpoint (a VPC endpoint for SQS, say), so payloads then go to AWS's S3
-for the region. botocore's exceptions never leave this module: they become
+The S3 client has the SQS client's region and credentials, and its endpoint
+when that is on this machine (``kale sqs-local``: moto's server serves S3 on
+the SQS port); an endpoint elsewhere is SQS's (a VPC endpoint, say), so
+payloads then go to AWS's S3. botocore's exceptions become
 :class:`kale.exceptions.PayloadStoreError`.
 """
 from __future__ import annotations
 
-import contextlib
-from typing import Any, Iterator, Optional
-
-import botocore.exceptions
-from botocore.config import Config as BotoConfig
+import functools
+from typing import Any, ContextManager, Optional
 
 from kale import config as kale_config
-from kale.exceptions import ImproperlyConfigured, PayloadMissingError, PayloadStoreError
+from kale.exceptions import PayloadMissingError, PayloadStoreError
 from kale.transport.endpoint import endpoint_url, is_local
-from kale.transport.sqs import (
-    CREDENTIALS_ERRORS,
-    THROTTLING_CODES,
-    aws_session,
-    no_credentials,
-    one_line,
-)
+from kale.transport.sqs import THROTTLING_CODES, aws_client, aws_errors, one_line
 
 MISSING_KEY_CODES = frozenset({'NoSuchKey', '404', 'NotFound'})
 
@@ -33,22 +23,12 @@ MISSING_KEY_CODES = frozenset({'NoSuchKey', '404', 'NotFound'})
 def make_s3_client(config: kale_config.Config) -> Any:
     """A new boto3 S3 client built from ``config``; a setting boto3
     refuses is one ImproperlyConfigured line naming the settings involved."""
-    kale = config
-    endpoint = endpoint_url(kale)
+    endpoint = endpoint_url(config)
     local = endpoint if is_local(endpoint) else ''
-    try:
-        session, region = aws_session(local, kale)
-        boto_config = BotoConfig(connect_timeout=kale.SQS_CONNECT_TIMEOUT_SEC,
-                        read_timeout=float(kale.SQS_READ_TIMEOUT_SEC),
-                        retries={'mode': 'standard', 'max_attempts': 3},
-                        # An emulator on 127.0.0.1 has no bucket host names.
-                        s3={'addressing_style': 'path'} if local else None)
-        return session.client('s3', endpoint_url=local or None, region_name=region,
-                              config=boto_config)
-    except (ValueError, botocore.exceptions.BotoCoreError) as exc:
-        raise ImproperlyConfigured(
-            'the S3 client for PAYLOAD_BUCKET cannot be built from MESSAGE_QUEUE_ENDPOINT_URL=%r '
-            'and AWS_REGION=%r: %s' % (endpoint, kale.AWS_REGION, one_line(str(exc)))) from None
+    return aws_client('s3', local, config, 'S3 client for PAYLOAD_BUCKET',
+                      retries={'mode': 'standard', 'max_attempts': 3},
+                      # An emulator on 127.0.0.1 has no bucket host names.
+                      s3={'addressing_style': 'path'} if local else None)
 
 
 class S3PayloadStore:
@@ -63,38 +43,23 @@ class S3PayloadStore:
         self.client = client
         self.endpoint = self.client.meta.endpoint_url
 
-    def _client_error(self, exc: botocore.exceptions.ClientError, action: str, bucket: str,
-                      where: str) -> PayloadStoreError:
+    def _client_error(self, action: str, bucket: str, where: str, code: str, status: int,
+                      message: str) -> PayloadStoreError:
         """What S3's error answer to ``action`` on ``where`` means: PayloadMissingError
         for an object GetObject does not find, else a PayloadStoreError saying why."""
-        error = exc.response.get('Error', {})
-        code = str(error.get('Code', '') or '')
-        status = exc.response.get('ResponseMetadata', {}).get('HTTPStatusCode', 0)
-        message = one_line(str(error.get('Message', '') or ''))
         if code in MISSING_KEY_CODES and action == 'GetObject':
             return PayloadMissingError('payload object %s does not exist' % where, code)
         if code == 'NoSuchBucket':
             return PayloadStoreError('%s %s: payload bucket %r does not exist at %s (create it, '
                                      'or correct PAYLOAD_BUCKET)' % (action, where, bucket,
                                                                      self.endpoint), code)
-        return PayloadStoreError('%s %s: %s: %s' % (action, where, code, message), code,
+        return PayloadStoreError('%s %s: %s: %s' % (action, where, code, one_line(message)), code,
                                  retryable=status >= 500 or code in THROTTLING_CODES)
 
-    @contextlib.contextmanager
-    def _errors(self, action: str, bucket: str, key: str) -> Iterator[None]:
+    def _errors(self, action: str, bucket: str, key: str) -> ContextManager[None]:
         where = 's3://%s/%s' % (bucket, key)
-        try:
-            yield
-        except botocore.exceptions.ClientError as exc:
-            raise self._client_error(exc, action, bucket, where) from None
-        except CREDENTIALS_ERRORS as exc:
-            raise no_credentials(exc) from None
-        except (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError) as exc:
-            raise PayloadStoreError('%s %s: endpoint %s unreachable: %s'
-                                    % (action, where, self.endpoint, exc), retryable=True) from None
-        except botocore.exceptions.BotoCoreError as exc:    # e.g. a read cut short
-            raise PayloadStoreError('%s %s failed: %s: %s' % (action, where, type(exc).__name__,
-                                                              exc), retryable=True) from None
+        return aws_errors(PayloadStoreError, '%s %s' % (action, where), self.endpoint,
+                          functools.partial(self._client_error, action, bucket, where))
 
     def put(self, bucket: str, key: str, data: bytes) -> None:
         with self._errors('PutObject', bucket, key):

@@ -1,34 +1,22 @@
-"""Topics on SNS, over boto3 (with :mod:`kale.transport.sqs` and
-:mod:`kale.transport.s3`, the only modules that talk to AWS).
+"""Topics on SNS, over boto3 (like :mod:`kale.transport.sqs` and
+:mod:`kale.transport.s3`, a module that talks to AWS).
 
-The SNS client is built from the same settings as the SQS client (region,
-credentials, endpoint: moto's server and fauxqs serve SNS on the SQS port).
-A topic's subscriptions are SQS queues with raw delivery, so a subscriber
-queue receives the very body that was published; a queue's policy lets
-the topics it subscribes to send to it. botocore's exceptions never leave
-this module: they become :class:`kale.exceptions.TopicError`.
+The SNS client has the SQS client's settings (moto's server and fauxqs serve
+SNS on the SQS port). A topic's subscriptions are SQS queues with raw
+delivery, so a subscriber queue receives the very body published, and a
+queue's policy lets the topics it subscribes to send to it. botocore's
+exceptions become :class:`kale.exceptions.TopicError`.
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import threading
-from typing import Any, Iterator, Mapping, Optional, Sequence
-
-import botocore.exceptions
-from botocore.config import Config as BotoConfig
+from typing import Any, ContextManager, Mapping, Optional, Sequence
 
 from kale import config as kale_config
-from kale.exceptions import ImproperlyConfigured, TopicError
+from kale.exceptions import TopicError
 from kale.transport.endpoint import endpoint_url
-from kale.transport.sqs import (
-    CREDENTIALS_ERRORS,
-    THROTTLING_CODES,
-    SQSTransport,
-    aws_session,
-    no_credentials,
-    one_line,
-)
+from kale.transport.sqs import THROTTLING_CODES, SQSTransport, aws_client, aws_errors, one_line
 
 #: Entries of one PublishBatch (SNS's limit).
 MAX_PUBLISH_BATCH = 10
@@ -38,19 +26,8 @@ POLICY_SID = 'kale-topics'
 
 def make_sns_client(config: kale_config.Config) -> Any:
     """A new boto3 SNS client built from ``config``."""
-    kale = config
-    endpoint = endpoint_url(kale)
-    try:
-        session, region = aws_session(endpoint, kale)
-        boto_config = BotoConfig(connect_timeout=kale.SQS_CONNECT_TIMEOUT_SEC,
-                        read_timeout=float(kale.SQS_READ_TIMEOUT_SEC),
-                        retries={'mode': 'standard', 'max_attempts': 3})
-        return session.client('sns', endpoint_url=endpoint or None, region_name=region,
-                              config=boto_config)
-    except (ValueError, botocore.exceptions.BotoCoreError) as exc:
-        raise ImproperlyConfigured(
-            'the SNS client cannot be built from MESSAGE_QUEUE_ENDPOINT_URL=%r and AWS_REGION=%r: '
-            '%s' % (endpoint, kale.AWS_REGION, one_line(str(exc)))) from None
+    return aws_client('sns', endpoint_url(config), config, 'SNS client',
+                      retries={'mode': 'standard', 'max_attempts': 3})
 
 
 class SNSTopics:
@@ -69,25 +46,11 @@ class SNSTopics:
         self._arns: dict[str, str] = {}
         self._lock = threading.Lock()
 
-    @contextlib.contextmanager
-    def _errors(self, action: str, topic: str) -> Iterator[None]:
-        try:
-            yield
-        except botocore.exceptions.ClientError as exc:
-            error = exc.response.get('Error', {})
-            code = str(error.get('Code', '') or '')
-            status = exc.response.get('ResponseMetadata', {}).get('HTTPStatusCode', 0)
-            raise TopicError('%s on topic %r: %s: %s' % (action, topic, code,
-                                                         one_line(str(error.get('Message', '')))),
-                             code, retryable=status >= 500 or code in THROTTLING_CODES) from None
-        except CREDENTIALS_ERRORS as exc:
-            raise no_credentials(exc) from None
-        except (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError) as exc:
-            raise TopicError('%s on topic %r: endpoint %s unreachable: %s'
-                             % (action, topic, self.endpoint, exc), retryable=True) from None
-        except botocore.exceptions.BotoCoreError as exc:
-            raise TopicError('%s on topic %r failed: %s: %s' % (action, topic, type(exc).__name__,
-                                                                exc), retryable=True) from None
+    def _errors(self, action: str, topic: str) -> ContextManager[None]:
+        where = '%s on topic %r' % (action, topic)
+        return aws_errors(TopicError, where, self.endpoint, lambda code, status, message: TopicError(
+            '%s: %s: %s' % (where, code, one_line(message)), code,
+            retryable=status >= 500 or code in THROTTLING_CODES))
 
     # --- topics -------------------------------------------------------------------
 
@@ -200,10 +163,7 @@ class SNSTopics:
     # --- the queues' side ---------------------------------------------------------
 
     def queue_arn(self, queue: str) -> str:
-        client = self.sqs.client
-        answer = self.sqs._call('GetQueueAttributes', queue, client.get_queue_attributes,
-                                QueueUrl=self.sqs.url(queue), AttributeNames=['QueueArn'])
-        return str(self.sqs._field('GetQueueAttributes', queue, answer, 'Attributes', 'QueueArn'))
+        return self.sqs.queue_arn(queue)
 
     def allow_topics(self, queue: str, topic_arns: Sequence[str]) -> None:
         """Set the queue's policy to let these topics send to it (the

@@ -8,6 +8,7 @@ this module: they become :class:`kale.exceptions.SQSError` subclasses.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import logging
 import platform
@@ -40,10 +41,10 @@ from kale.transport import (
     is_fifo,
     responses,
 )
-from kale.transport.attempts import REQUEST_ATTEMPTS, THROTTLING_CODES, Attempts, not_again
+from kale.transport.attempts import REQUEST_ATTEMPTS, THROTTLING_CODES, Attempts, error_of, not_again
 from kale.transport.direct import DirectRequests, ErrorAnswer
 from kale.transport.endpoint import endpoint_url, is_local
-from kale.transport.requests import message_fields, send_entry, split_batches
+from kale.transport.requests import message_fields, split_batches
 from kale.version import __version__
 
 logger = logging.getLogger(__name__)
@@ -58,23 +59,26 @@ NOT_FOUND_CODES = frozenset({'AWS.SimpleQueueService.NonExistentQueue', 'QueueDo
 
 T = TypeVar('T')
 
-#: SQS's own attributes a receive asks for (see SQSTransport.receive).
+#: What an entry a batch answer does not name failed with (it is sent again).
+_UNNAMED = {'Code': NO_ANSWER, 'Message': 'the answer does not say whether it was sent'}
+
+#: SQS's own attributes a receive asks for, as every field costs parsing: the
+#: receive count and first receive's time tell a worker which messages a dead
+#: worker held (on a FIFO queue, how often a task failed), and the group is a
+#: FIFO queue's or a fair queue's tenant.
 _SYSTEM_ATTRIBUTES = ['ApproximateReceiveCount', 'ApproximateFirstReceiveTimestamp',
                       'MessageGroupId']
 
 
 def read_timeout_sec(config: kale_config.Config) -> float:
     """How long the client waits for any answer: ``SQS_READ_TIMEOUT_SEC`` beyond
-    the longest long poll a receive may ask for (a long poll holds its answer
-    back that long by design)."""
+    the longest long poll a receive may ask for (which holds its answer that long)."""
     return float(config.SQS_READ_TIMEOUT_SEC) + MAX_LONG_POLL_SEC
 
 
 #: Operator commands (``kale queues``, ``purge``, ``dlq redrive``) make one
-#: attempt per request (their transport is given its client, see
-#: SQSTransport) and wait SQS_READ_TIMEOUT_SEC plus this (redrive's short
-#: long poll): a command against an endpoint that never answers gives up in
-#: about ``SQS_READ_TIMEOUT_SEC`` seconds, not minutes.
+#: attempt per request and wait SQS_READ_TIMEOUT_SEC plus this (redrive's
+#: short long poll): against an endpoint that never answers, not minutes.
 COMMAND_LONG_POLL_SEC = 1
 
 
@@ -99,9 +103,8 @@ def aws_session(endpoint: str, config: kale_config.Config) -> tuple[Any, str]:
 
 
 def user_agent() -> str:
-    """The User-Agent of Kale's SQS requests. Given whole, it is sent as is:
-    botocore would otherwise build its own afresh for every request, twice
-    (on a fast endpoint, about 30 µs of a worker's CPU per task)."""
+    """The User-Agent of Kale's SQS requests, sent as is: botocore would build its
+    own for every request, twice (about 30 µs of a worker's CPU per task)."""
     return 'kale-sqs/%s botocore/%s Python/%s' % (
         __version__, botocore.__version__, platform.python_version())
 
@@ -111,35 +114,38 @@ def user_agent() -> str:
 MAX_CONNECTIONS = 50
 
 
+def aws_client(service: str, endpoint: str, config: kale_config.Config, name: str = '',
+               **options: Any) -> Any:
+    """A new boto3 client of ``service`` at ``endpoint`` ('' for AWS) with the
+    timeouts of ``config`` and botocore's ``options``. A setting boto3 refuses
+    is one ImproperlyConfigured line naming the client (``name``; none: raised as it comes)."""
+    try:
+        session, region = aws_session(endpoint, config)
+        options.setdefault('read_timeout', float(config.SQS_READ_TIMEOUT_SEC))
+        return session.client(service, endpoint_url=endpoint or None, region_name=region,
+                              config=BotoConfig(connect_timeout=config.SQS_CONNECT_TIMEOUT_SEC,
+                                                **options))
+    except (ValueError, botocore.exceptions.BotoCoreError) as exc:
+        if not name:
+            raise
+        raise ImproperlyConfigured(
+            'the %s cannot be built from MESSAGE_QUEUE_ENDPOINT_URL=%r and AWS_REGION=%r: %s'
+            % (name, endpoint_url(config), config.AWS_REGION, one_line(str(exc)))) from None
+
+
 def make_client(for_commands: bool = False, *, config: kale_config.Config) -> Any:
     """A new boto3 SQS client built from ``config`` (``for_commands``:
-    see COMMAND_LONG_POLL_SEC). A setting
-    boto3 refuses is one ImproperlyConfigured line naming the settings involved."""
-    kale = config
-    endpoint = endpoint_url(kale)
-    try:
-        session, region = aws_session(endpoint, kale)
-        read_timeout = (float(kale.SQS_READ_TIMEOUT_SEC) + COMMAND_LONG_POLL_SEC
-                        if for_commands else read_timeout_sec(kale))
-        boto_config = BotoConfig(
-            connect_timeout=kale.SQS_CONNECT_TIMEOUT_SEC,
-            read_timeout=read_timeout,
-            # One attempt per call: the transport counts them (kale.transport.attempts).
-            retries={'mode': 'standard', 'total_max_attempts': 1},
-            # Kale builds every request itself, with the types SQS takes; checking
-            # them again costs 17 µs per message of a SendMessageBatch, about a
-            # tenth of publishing's CPU. A value SQS refuses still comes back as
-            # an SQSError naming the request.
-            parameter_validation=False,
-            user_agent=user_agent(),
-            max_pool_connections=MAX_CONNECTIONS,
-        )
-        client = session.client('sqs', endpoint_url=endpoint or None, region_name=region,
-                                config=boto_config)
-    except (ValueError, botocore.exceptions.BotoCoreError) as exc:
-        raise ImproperlyConfigured(
-            'the SQS client cannot be built from MESSAGE_QUEUE_ENDPOINT_URL=%r and AWS_REGION=%r: '
-            '%s' % (endpoint, kale.AWS_REGION, one_line(str(exc)))) from None
+    see COMMAND_LONG_POLL_SEC)."""
+    client = aws_client(
+        'sqs', endpoint_url(config), config, 'SQS client',
+        read_timeout=(float(config.SQS_READ_TIMEOUT_SEC) + COMMAND_LONG_POLL_SEC
+                      if for_commands else read_timeout_sec(config)),
+        # One attempt per call: the transport counts them (kale.transport.attempts).
+        retries={'mode': 'standard', 'total_max_attempts': 1},
+        # Kale builds every request with the types SQS takes: checking them again
+        # cost a tenth of publishing's CPU (a value SQS refuses is an SQSError).
+        parameter_validation=False, user_agent=user_agent(),
+        max_pool_connections=MAX_CONNECTIONS)
     responses.install(client)
     return client
 
@@ -153,6 +159,26 @@ def no_credentials(exc: Exception) -> ImproperlyConfigured:
     """The one line for a client (SQS or S3) that found no usable credentials."""
     return ImproperlyConfigured('no usable AWS credentials (%s): set AWS_ACCESS_KEY_ID and '
                                 'AWS_SECRET_ACCESS_KEY, or configure boto3' % exc)
+
+
+@contextlib.contextmanager
+def aws_errors(error: Callable[..., Exception], where: str, endpoint: str,
+               answered: Callable[[str, int, str], Exception]) -> Iterator[None]:
+    """botocore's failures of a request (``where``: what it did on what) as
+    Kale's ``error``; ``answered`` makes the error of an error answer from its
+    code, HTTP status and message."""
+    try:
+        yield
+    except botocore.exceptions.ClientError as exc:
+        raise answered(*error_of(exc)) from None
+    except CREDENTIALS_ERRORS as exc:
+        raise no_credentials(exc) from None
+    except (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError) as exc:
+        raise error('%s: endpoint %s unreachable: %s' % (where, endpoint, exc),
+                    retryable=True) from None
+    except botocore.exceptions.BotoCoreError as exc:    # e.g. a read cut short
+        raise error('%s failed: %s: %s' % (where, type(exc).__name__, exc),
+                    retryable=True) from None
 
 
 def one_line(text: str, limit: int = 160) -> str:
@@ -182,14 +208,15 @@ class SQSTransport:
         self.batch_request_limit = int(config.SQS_BATCH_REQUEST_LIMIT)
         self._urls: dict[str, str] = {}
         self.endpoint = self.client.meta.endpoint_url
-        #: Whether the endpoint is on this machine (not AWS): development keys
-        #: are refused for any other.
+        #: Whether the endpoint is on this machine (else development keys are refused).
         self.local = is_local(self.endpoint)
 
     # --- errors and URLs ---------------------------------------------------
 
     @contextlib.contextmanager
     def _errors(self, action: str, queue: str) -> Iterator[None]:
+        """botocore's failures, and answers of the wrong shape, as SQSErrors
+        naming the request (not aws_errors: a hot request enters one context)."""
         try:
             yield
         except (SQSError, RecursionError) as exc:   # kale.transport.responses.malformed
@@ -199,22 +226,7 @@ class SQSTransport:
                 action, queue, self.endpoint, exc if isinstance(exc, SQSError)
                 else 'JSON nested too deeply to read')) from None
         except botocore.exceptions.ClientError as exc:
-            error = exc.response.get('Error', {})
-            code = error.get('Code', '') or ''
-            status = exc.response.get('ResponseMetadata', {}).get('HTTPStatusCode', 0)
-            message = one_line(error.get('Message', '') or '')
-            if code == str(status):         # not an SQS error: a page from something else
-                text = '%s on queue %r: endpoint %s answered HTTP %s: %s' % (
-                    action, queue, self.endpoint, status, message)
-            else:
-                text = '%s on queue %r: %s: %s' % (action, queue, code, message)
-            if code in NOT_FOUND_CODES:
-                self._urls.pop(queue, None)
-                raise QueueNotFoundError('queue %r does not exist at %s' % (queue, self.endpoint),
-                                         code) from None
-            if code in THROTTLING_CODES:
-                raise ThrottledError(text, code) from None
-            raise SQSError(text, code, retryable=status >= 500) from None
+            raise self._answered(action, queue, *error_of(exc)) from None
         except CREDENTIALS_ERRORS as exc:
             raise no_credentials(exc) from None
         except (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError) as exc:
@@ -226,6 +238,22 @@ class SQSTransport:
         except botocore.exceptions.BotoCoreError as exc:    # e.g. an answer that does not parse
             raise SQSError('%s on queue %r failed: %s: %s' % (action, queue, type(exc).__name__,
                                                               exc), retryable=True) from None
+
+    def _answered(self, action: str, queue: str, code: str, status: int,
+                  message: str) -> SQSError:
+        """The SQSError of an error answer to ``action``."""
+        if code in NOT_FOUND_CODES:
+            self._urls.pop(queue, None)
+            return QueueNotFoundError('queue %r does not exist at %s' % (queue, self.endpoint),
+                                      code)
+        if code == str(status):         # not an SQS error: a page from something else
+            text = '%s on queue %r: endpoint %s answered HTTP %s: %s' % (
+                action, queue, self.endpoint, status, one_line(message))
+        else:
+            text = '%s on queue %r: %s: %s' % (action, queue, code, one_line(message))
+        if code in THROTTLING_CODES:
+            return ThrottledError(text, code)
+        return SQSError(text, code, retryable=status >= 500)
 
     def _call(self, action: str, queue: str, method: Callable[..., T], **kwargs: Any) -> T:
         with self._errors(action, queue):
@@ -287,23 +315,23 @@ class SQSTransport:
         fifo = {'FifoQueue': 'true'} if is_fifo(name) else {}
         attributes = dict(fifo, VisibilityTimeout=str(int(visibility_timeout_sec)))
         if dead_letter_queue:
-            dlq_url = self._get_or_create(
-                dead_letter_queue,
-                dict(fifo, MessageRetentionPeriod=str(DEAD_LETTER_RETENTION_SEC)))
-            answer = self._call('GetQueueAttributes', dead_letter_queue,
-                                self.client.get_queue_attributes, QueueUrl=dlq_url,
-                                AttributeNames=['QueueArn'])
-            arn = self._field('GetQueueAttributes', dead_letter_queue, answer,
-                              'Attributes', 'QueueArn')
-            attributes['RedrivePolicy'] = json.dumps(
-                {'deadLetterTargetArn': arn, 'maxReceiveCount': str(int(max_receive_count))})
+            self._get_or_create(dead_letter_queue,
+                                dict(fifo, MessageRetentionPeriod=str(DEAD_LETTER_RETENTION_SEC)))
+            attributes['RedrivePolicy'] = json.dumps({
+                'deadLetterTargetArn': self.queue_arn(dead_letter_queue),
+                'maxReceiveCount': str(int(max_receive_count))})
         self._get_or_create(name, attributes)
 
+    def queue_arn(self, queue: str) -> str:
+        """The queue's ARN."""
+        answer = self._call('GetQueueAttributes', queue, self.client.get_queue_attributes,
+                            QueueUrl=self.url(queue), AttributeNames=['QueueArn'])
+        return str(self._field('GetQueueAttributes', queue, answer, 'Attributes', 'QueueArn'))
+
     def counts(self, queue: str) -> QueueCounts:
-        answer = self._call(
-            'GetQueueAttributes', queue, self.client.get_queue_attributes, QueueUrl=self.url(queue),
-            AttributeNames=['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible',
-                            'ApproximateNumberOfMessagesDelayed'])
+        answer = self._call('GetQueueAttributes', queue, self.client.get_queue_attributes,
+                            QueueUrl=self.url(queue),
+                            AttributeNames=list(responses.COUNT_ATTRIBUTES.values()))
         attributes = self._field('GetQueueAttributes', queue, answer, 'Attributes', kind=dict)
         with self._errors('GetQueueAttributes', queue):
             return responses.queue_counts(attributes)
@@ -314,63 +342,70 @@ class SQSTransport:
     # --- sending ----------------------------------------------------------------
 
     def send(self, queue: str, message: OutgoingMessage) -> str:
-        kwargs = dict(message_fields(message), QueueUrl=self.url(queue))
-        answer = self._request('SendMessage', queue, self.client.send_message, **kwargs)
+        answer = self._request('SendMessage', queue, self.client.send_message,
+                               QueueUrl=self.url(queue), **message_fields(message))
         return str(self._field('SendMessage', queue, answer, 'MessageId'))
 
     def send_batch(self, queue: str, messages: Sequence[OutgoingMessage]) -> list[str]:
-        ids: list[Optional[str]] = [None] * len(messages)
+        done: dict[int, dict[str, Any]] = {}
+        failed = self._send_groups(queue, messages, done)
+        if failed:
+            first = next(iter(failed.values()))
+            raise BatchSendError('SendMessageBatch on queue %r: %d of %d messages not sent (%s: %s)'
+                                 % (queue, len(failed), len(messages), first[0], first[1]), failed,
+                                 [done[i]['MessageId'] if i in done else None
+                                  for i in range(len(messages))])
+        return [done[index]['MessageId'] for index in range(len(messages))]
+
+    def _send_groups(self, queue: str, messages: Sequence[OutgoingMessage],
+                     done: dict[int, dict[str, Any]]) -> dict[int, tuple[str, str]]:
+        """Send the messages a request's worth at a time (see _batch); the (code,
+        message) of each not sent, those of requests after one that failed too."""
         failed: dict[int, tuple[str, str]] = {}
         groups = split_batches(messages, self.batch_request_limit)
         for number, group in enumerate(groups):
             try:
-                failed.update(self._send_group(queue, messages, group, ids))
+                failed.update(self._batch('SendMessageBatch', queue, self.client.send_message_batch,
+                                          {i: message_fields(messages[i]) for i in group}, done,
+                                          'MessageId')[0])
             except SQSError as exc:
                 if number == 0:
                     raise
-                for later in groups[number:]:
-                    failed.update({index: (exc.code or type(exc).__name__, str(exc))
-                                   for index in later})
+                failed.update(dict.fromkeys(itertools.chain.from_iterable(groups[number:]),
+                                            (exc.code or type(exc).__name__, str(exc))))
                 break
-        if failed:
-            first = next(iter(failed.values()))
-            raise BatchSendError('SendMessageBatch on queue %r: %d of %d messages not sent (%s: %s)'
-                                 % (queue, len(failed), len(messages), first[0], first[1]),
-                                 failed, ids)
-        return [message_id for message_id in ids if message_id is not None]
+        return failed
 
-    def _send_group(self, queue: str, messages: Sequence[OutgoingMessage], group: list[int],
-                    ids: list[Optional[str]]) -> dict[int, tuple[str, str]]:
-        """Send one request's worth, retrying entries that failed on SQS's side."""
-        pending = list(group)
-        failed: dict[int, tuple[str, str]] = {}
+    def _batch(self, action: str, queue: str, method: Callable[..., Any],
+               entries: dict[int, dict[str, Any]], done: dict[int, dict[str, Any]],
+               success_field: str = '') -> tuple[dict[int, tuple[str, str]], list[int]]:
+        """One request's worth of ``entries`` (by index, their Id) in a batch
+        request, made again (BATCH_SEND_ATTEMPTS in all) for those that failed
+        on SQS's side or that an answer cut short does not name: an entry sent,
+        deleted or changed twice is harmless (a send's task id makes it one
+        task). Adds the successful entries to ``done``; returns the (code,
+        message) of those that failed, and the ones of them tried to the last."""
+        reasons: dict[int, dict[str, Any]] = {}
+        pending = list(entries)
         for attempt in range(BATCH_SEND_ATTEMPTS):
             if attempt:
                 time.sleep(0.05 * 2 ** attempt)
-            response = self._request('SendMessageBatch', queue, self.client.send_message_batch,
-                                     QueueUrl=self.url(queue),
-                                     Entries=[send_entry(i, messages[i]) for i in pending])
-            with self._errors('SendMessageBatch', queue):
-                sent, refused = responses.batch_entries(response, pending, 'MessageId')
-            for index, ok in sent.items():
-                ids[index] = ok['MessageId']
-                failed.pop(index, None)
+            answer = self._request(action, queue, method, QueueUrl=self.url(queue),
+                                   Entries=[dict(entries[i], Id=str(i)) for i in pending])
+            with self._errors(action, queue):
+                sent, refused = responses.batch_entries(answer, pending, success_field)
+            done.update(sent)
             retry = []
-            for index, bad in refused.items():
-                failed[index] = (bad.get('Code', ''), bad.get('Message', ''))
-                if not bad.get('SenderFault'):
-                    retry.append(index)
-            # An answer cut short parses as one that lists nothing: an entry
-            # it does not name may or may not have been sent, so it is sent
-            # again (the same body, the same task id: at worst a duplicate).
             for index in pending:
-                if index not in sent and index not in refused:
-                    failed[index] = (NO_ANSWER, 'the answer does not say whether it was sent')
-                    retry.append(index)
+                if index not in sent:
+                    bad = reasons[index] = refused.get(index, _UNNAMED)
+                    if not bad.get('SenderFault'):
+                        retry.append(index)
             if not retry:
                 break
             pending = retry
-        return failed
+        return {index: (bad.get('Code', ''), bad.get('Message', ''))
+                for index, bad in reasons.items() if index not in done}, retry
 
     # --- receiving and settling ----------------------------------------------------
 
@@ -381,56 +416,26 @@ class SQSTransport:
             'ReceiveMessage', queue, self.client.receive_message, QueueUrl=self.url(queue),
             MaxNumberOfMessages=max_messages, WaitTimeSeconds=wait_sec,
             VisibilityTimeout=visibility_timeout_sec, MessageAttributeNames=list(attribute_names),
-            # The receive count and the first receive's time tell a worker which
-            # messages a dead worker held (and, on a FIFO queue, how often a
-            # task failed); nothing else is asked for but the message's group
-            # (a FIFO queue's, or a fair queue's tenant), as every field costs
-            # parsing.
             MessageSystemAttributeNames=_SYSTEM_ATTRIBUTES)
         with self._errors('ReceiveMessage', queue):
             return responses.received_messages(response, attribute_names, time.time() * 1000.0)
 
     def _batched(self, action: str, queue: str, method: Callable[..., Any],
                  entries: list[dict[str, Any]]) -> list[str]:
-        """Run a batch of deletes or visibility changes; the receipt handles
-        that failed. Entries that failed on SQS's side (not the sender's),
-        and entries an answer cut short does not name, are tried again, as
-        failed sends are."""
+        """Run a batch of deletes or visibility changes (see _batch); the
+        receipt handles that failed."""
         failed: list[str] = []
         for start in range(0, len(entries), MAX_BATCH_ENTRIES):
-            pending = entries[start:start + MAX_BATCH_ENTRIES]
-            for attempt in range(BATCH_SEND_ATTEMPTS):
-                if attempt:
-                    time.sleep(0.05 * 2 ** attempt)
-                retry = self._batch_request(action, queue, method, pending, failed)
-                if not retry:
-                    break
-                pending = retry
-            else:
+            chunk = dict(enumerate(entries[start:start + MAX_BATCH_ENTRIES]))
+            refused, tried = self._batch(action, queue, method, chunk, {})
+            for index, (code, _) in refused.items():
+                if index not in tried:
+                    logger.warning('%s on queue %s: entry failed: %s', action, queue, code)
+            if tried:
                 logger.warning('%s on queue %s: %d entries still failed after %d attempts',
-                               action, queue, len(pending), BATCH_SEND_ATTEMPTS)
-                failed.extend(entry['ReceiptHandle'] for entry in pending)
+                               action, queue, len(tried), BATCH_SEND_ATTEMPTS)
+            failed.extend(chunk[index]['ReceiptHandle'] for index in refused)
         return failed
-
-    def _batch_request(self, action: str, queue: str, method: Callable[..., Any],
-                       chunk: list[dict[str, Any]], failed: list[str]) -> list[dict[str, Any]]:
-        """One request: adds the handles that failed for good to ``failed``;
-        returns the entries to try again."""
-        response = self._request(action, queue, method, QueueUrl=self.url(queue),
-                                 Entries=[dict(entry, Id=str(i)) for i, entry in enumerate(chunk)])
-        with self._errors(action, queue):
-            done, refused = responses.batch_entries(response, range(len(chunk)))
-        retry = []
-        for index, bad in refused.items():
-            if bad.get('SenderFault'):
-                logger.warning('%s on queue %s: entry failed: %s', action, queue, bad.get('Code'))
-                failed.append(chunk[index]['ReceiptHandle'])
-            else:
-                retry.append(chunk[index])
-        # An entry the answer does not name (an answer cut short) is tried
-        # again: deleting or changing a message twice is harmless.
-        retry.extend(entry for i, entry in enumerate(chunk) if i not in done and i not in refused)
-        return retry
 
     def delete_batch(self, queue: str, receipt_handles: Sequence[str]) -> list[str]:
         return self._batched('DeleteMessageBatch', queue, self.client.delete_message_batch,

@@ -4,14 +4,12 @@
     app = create_app()                    # or mount it: Mount('/kale', app=create_app())
 
 Every route answers JSON; a bad request is a 400 with ``{"error": "..."}``
-in one line, an unknown task or workflow a 404, an action the task's state does not
-allow a 409, a store that cannot be reached a 503; an error names no file
-of the machine (its ``public`` message: see :mod:`kale.exceptions`; the
-whole message goes to the log when the fault is the server's). With a token, every
-``/api`` route needs ``Authorization: Bearer TOKEN`` (the dashboard asks for
-it once and keeps it in the browser's session storage), and so does
-``/metrics``, which serves Prometheus the queue gauges and the records' counts
-(:mod:`kale.contrib.queue_metrics`; needs ``kale-sqs[metrics]``).
+in one line, an unknown task or workflow a 404, an action the task's state
+does not allow a 409, a store that cannot be reached a 503; an error names
+no file of the machine (its ``public`` message: :mod:`kale.exceptions`).
+With a token, every ``/api`` route needs ``Authorization: Bearer TOKEN``
+(the dashboard keeps it in the browser's session storage), and so does
+``/metrics`` (:mod:`kale.contrib.queue_metrics`; needs ``kale-sqs[metrics]``).
 """
 from __future__ import annotations
 
@@ -120,25 +118,13 @@ def answer(request: Request, data: Any) -> Response:
     return response
 
 
-def _handled(endpoint: Callable[..., Any]) -> Callable[[Request], Response]:
-    """A sync endpoint (run in Starlette's thread pool) whose Kale errors
-    become one-line JSON answers."""
-    def handle(request: Request) -> Response:
-        try:
-            return answer(request, endpoint(request))
-        except KaleError as exc:
-            return failed(exc)
-    handle.__name__ = endpoint.__name__
-    return handle
-
-
-def _handled_body(endpoint: Callable[..., Any]) -> Callable[[Request], Any]:
-    """As :func:`_handled`, for an endpoint that takes the request's body too
-    (read here, on the event loop; the work runs on Starlette's thread pool)."""
+def _handled(endpoint: Callable[..., Any], reads_body: bool) -> Callable[[Request], Any]:
+    """An endpoint run on Starlette's thread pool (with the request's body, read
+    on the event loop, when it ``reads_body``); Kale errors become one-line answers."""
     async def handle(request: Request) -> Response:
-        body = await request.body()
+        args = (request, await request.body()) if reads_body else (request,)
         try:
-            return JSONResponse(await run_in_threadpool(endpoint, request, body))
+            return await run_in_threadpool(lambda: answer(request, endpoint(*args)))
         except KaleError as exc:
             return failed(exc)
     handle.__name__ = endpoint.__name__
@@ -187,9 +173,8 @@ def create_app(records_url: Optional[str] = None, token: Optional[str] = None,
     api = routes.Api(app, broker, submit_allowed=bool(token) or bool(
         app.config.WEB_ALLOW_SUBMIT_WITHOUT_TOKEN))
     handlers = [
-        *(Route(endpoint.path, (_handled_body if endpoint.body is not None else _handled)(
-            getattr(api, endpoint.handler)), methods=[endpoint.method])
-          for endpoint in ENDPOINTS),
+        *(Route(endpoint.path, _handled(getattr(api, endpoint.handler), endpoint.body is not None),
+                methods=[endpoint.method]) for endpoint in ENDPOINTS),
         Route('/api/openapi.json', lambda request: JSONResponse(OPENAPI), methods=['GET']),
         Route('/metrics', _metrics(api), methods=['GET']),
         Route('/', lambda request: FileResponse(os.path.join(STATIC_DIR, 'index.html')),

@@ -27,9 +27,7 @@ FILTERS = [
         _statuses(TaskStatus), PENDING_FILTER, ' + '.join(PENDING_TASK))),
     _param('task', 'task path (module.Class), or a class name'),
     _param('queue', 'queue name from the queue config'),
-    {'name': 'label.KEY', 'in': 'query', 'required': False,
-     'description': 'label KEY equals the value, e.g. label.tenant=t1',
-     'schema': {'type': 'string'}},
+    _param('label.KEY', 'label KEY equals the value, e.g. label.tenant=t1'),
     _param('since', 'published at or after: epoch seconds or ISO 8601'),
     _param('until', 'published before: epoch seconds or ISO 8601'),
 ]
@@ -39,10 +37,10 @@ ERROR = {'description': 'one-line reason', 'content': {'application/json': {'sch
     'type': 'object', 'properties': {'error': {'type': 'string'}}}}}}
 
 
-def _answer(description: str, **properties: Any) -> dict[str, Any]:
+def _answer(description: str, *errors: int, **properties: Any) -> dict[str, Any]:
     return {'200': {'description': description, 'content': {'application/json': {'schema': {
         'type': 'object', 'properties': properties}}}},
-        '400': ERROR, '401': ERROR, '503': ERROR}
+        **{str(code): ERROR for code in (400, 401, 503, *errors)}}
 
 
 _obj: dict[str, Any] = {'type': 'object'}
@@ -104,15 +102,15 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              tuple(FILTERS)),
     Endpoint('GET', '/api/tasks/{task_id}', 'get_task',
              'The whole record: inputs, error, result and attempt_history included',
-             {**_answer('the record'), '404': ERROR}, (TASK_ID,)),
+             _answer('the record', 404), (TASK_ID,)),
     Endpoint('POST', '/api/tasks/{task_id}/retry', 'retry_task',
              "Publish a failed task again from its stored inputs, once (a second retry "
              "answers with the first one's task, published false)",
-             {**_answer('the new task', id=_text, retry_of=_text, published={'type': 'boolean'}),
-              '404': ERROR, '409': ERROR}, (TASK_ID,)),
+             _answer('the new task', 404, 409, id=_text, retry_of=_text,
+                     published={'type': 'boolean'}), (TASK_ID,)),
     Endpoint('POST', '/api/tasks/{task_id}/cancel', 'cancel_task',
              'Cancel a task that has not started',
-             {**_answer('the record'), '404': ERROR, '409': ERROR}, (TASK_ID,)),
+             _answer('the record', 404, 409), (TASK_ID,)),
     Endpoint('GET', '/api/queues', 'queues',
              'Every configured queue, its message counts and since when it is paused (paused_at)',
              _answer('the queues', queues=_list)),
@@ -146,22 +144,19 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              'Submit tasks or a workflow written as JSON (executor methods and Python tasks, '
              'results passed by ref); needs the bearer token, or '
              'WEB_ALLOW_SUBMIT_WITHOUT_TOKEN',
-             {**_answer('the ids', workflow_id={'type': 'string', 'nullable': True},
-                        tasks=_obj), '403': ERROR},
+             _answer('the ids', 403, workflow_id={'type': 'string', 'nullable': True}, tasks=_obj),
              body={'$ref': '#/components/schemas/Submission'}),
     Endpoint('GET', '/api/workflows/{workflow_id}', 'get_workflow',
              'The workflow, each node (task id, task, state, queue, upstream, downstream, '
              'reason) and its edges [from, to]',
-             {**_answer('the workflow', **WORKFLOW), '404': ERROR}, (WORKFLOW_ID,)),
+             _answer('the workflow', 404, **WORKFLOW), (WORKFLOW_ID,)),
     Endpoint('POST', '/api/workflows/{workflow_id}/cancel', 'cancel_workflow',
              'Cancel a running workflow: every node not ended, and its published tasks',
-             {**_answer('the workflow, cancelled', **WORKFLOW), '404': ERROR, '409': ERROR},
-             (WORKFLOW_ID,)),
+             _answer('the workflow, cancelled', 404, 409, **WORKFLOW), (WORKFLOW_ID,)),
     Endpoint('POST', '/api/workflows/{workflow_id}/retry', 'retry_workflow',
              'Run a failed or cancelled workflow again: its nodes that failed, were cancelled '
              'or never ran run again; nodes that succeeded keep their results',
-             {**_answer('the workflow, running', **WORKFLOW), '404': ERROR, '409': ERROR},
-             (WORKFLOW_ID,)),
+             _answer('the workflow, running', 404, 409, **WORKFLOW), (WORKFLOW_ID,)),
     Endpoint('GET', '/api/outbox', 'outbox',
              'The outbox of OUTBOX_URL: rows waiting for the relay and the oldest one\'s age',
              _answer('the outbox', configured={'type': 'boolean'}, pending=_int,
@@ -173,8 +168,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint('POST', '/api/workers/{worker_id}/stop', 'stop_worker',
              'Ask a worker to stop: it receives no more, lets what runs finish and exits 0 '
              '(a supervisor stops its workers); read with its heartbeat, within seconds',
-             {**_answer('the worker, with stop_requested_at'), '404': ERROR, '409': ERROR},
-             (WORKER_ID,)),
+             _answer('the worker, with stop_requested_at', 404, 409), (WORKER_ID,)),
     Endpoint('GET', '/api/timeline', 'timeline',
              'Tasks finished and mean duration per task over time',
              _answer('the series', series=_obj),
@@ -197,31 +191,30 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                      leader={'type': 'object', 'nullable': True})),
     Endpoint('POST', '/api/schedules/{name}/run', 'run_schedule',
              'Publish one run of a schedule now, with a task id of its own',
-             {**_answer('the task', schedule=_text, task_id=_text), '404': ERROR},
-             (SCHEDULE_NAME,)),
+             _answer('the task', 404, schedule=_text, task_id=_text), (SCHEDULE_NAME,)),
     Endpoint('GET', '/api/webhooks', 'list_webhooks',
              'Webhooks, oldest first, without their secrets or header values',
              _answer('the webhooks', webhooks=_list), (_param('topic', 'only those of this topic'),)),
     Endpoint('POST', '/api/webhooks', 'add_webhook',
              'Add a webhook; the answer holds its secret, shown only now. Needs the bearer '
              'token, or WEB_ALLOW_SUBMIT_WITHOUT_TOKEN',
-             {**_answer('the webhook, with its secret', **WEBHOOK, secret=_text), '403': ERROR},
+             _answer('the webhook, with its secret', 403, **WEBHOOK, secret=_text),
              body={'type': 'object', 'required': ['topic', 'url'], 'properties': {
                  'topic': _text, 'url': _text, 'method': {'type': 'string',
                                                           'enum': ['POST', 'PUT', 'GET']},
                  'headers': {'type': 'object', 'additionalProperties': _text},
                  'labels': {'type': 'object', 'additionalProperties': _text}}}),
     Endpoint('DELETE', '/api/webhooks/{webhook_id}', 'remove_webhook', 'Delete a webhook',
-             {**_answer('what was deleted', deleted=_text), '404': ERROR}, (WEBHOOK_ID,)),
+             _answer('what was deleted', 404, deleted=_text), (WEBHOOK_ID,)),
     Endpoint('POST', '/api/webhooks/{webhook_id}/disable', 'disable_webhook',
              'Stop delivering to a webhook (its queued deliveries are skipped)',
-             {**_answer('the webhook', **WEBHOOK), '404': ERROR}, (WEBHOOK_ID,)),
+             _answer('the webhook', 404, **WEBHOOK), (WEBHOOK_ID,)),
     Endpoint('POST', '/api/webhooks/{webhook_id}/enable', 'enable_webhook',
              'Deliver to a disabled webhook again',
-             {**_answer('the webhook', **WEBHOOK), '404': ERROR}, (WEBHOOK_ID,)),
+             _answer('the webhook', 404, **WEBHOOK), (WEBHOOK_ID,)),
     Endpoint('POST', '/api/webhooks/{webhook_id}/test', 'test_webhook',
              'Publish one delivery of {"test": true} to the webhook; its task id',
-             {**_answer('the delivery task', task_id=_text), '404': ERROR}, (WEBHOOK_ID,)),
+             _answer('the delivery task', 404, task_id=_text), (WEBHOOK_ID,)),
 )
 
 

@@ -42,14 +42,11 @@ def decode_workflow_cursor(text: str) -> tuple[str, float, str, int]:
 def workflow_page(status: Optional[str], limit: int, cursor: Optional[str],
                   app: 'App') -> tuple[list[dict[str, Any]], Optional[str]]:
     """Up to ``limit`` workflows, newest first, after ``cursor``; and the
-    cursor of the next page (None on the last).
-
-    Workflows are listed with ``created_at`` to the millisecond and paged by
-    "created before", so a cursor names the last row's millisecond, its id
-    and how many of that millisecond were served: the next page reads from
-    the end of that millisecond and skips those (in the store's own order,
-    the same every time), so rows created in one instant are neither lost
-    nor repeated."""
+    cursor of the next page (None on the last). Workflows are paged by
+    "created before" a millisecond, so a cursor names the last row's
+    millisecond, its id and how many of that millisecond were served: the
+    next page reads from the end of that millisecond and skips those (in the
+    store's own order, the same every time)."""
     created_at, before, last_id, seen = decode_workflow_cursor(cursor) if cursor else \
         ('', None, '', 0)
     # + 1 to tell whether more follow, + 1 for a row rounded up into the next millisecond

@@ -27,9 +27,11 @@ from kale.statuses import WorkflowStatus
 from kale.store.record import iso
 from kale.store.records import RecordQueries
 from kale.web.pages import workflow_page
+from kale.webhooks import store as webhooks
 
 #: The windows ``/api/timeline?window=auto`` tries, shortest first.
 AUTO_WINDOWS_SEC = (3600, 24 * 3600, 7 * 24 * 3600)
+
 
 def _flag(request: Request, name: str) -> bool:
     value = request.query_params.get(name, 'false').lower()
@@ -49,6 +51,48 @@ def _number(request: Request, name: str, default: float, low: float, high: float
     if not low <= value <= high:
         raise BadFilterError('%s must be a number from %g to %g, got %r' % (name, low, high, text))
     return value
+
+
+def _page(request: Request) -> tuple[int, Optional[str]]:
+    """The ``limit`` and ``cursor`` of a paged list."""
+    return parse_limit(request.query_params.get('limit')), request.query_params.get('cursor') or None
+
+
+def _token_needed(what: str) -> NotAllowedError:
+    return NotAllowedError('%s needs a bearer token: start kale web with WEB_TOKEN (or '
+                           'KALE_WEB_TOKEN) set, or set WEB_ALLOW_SUBMIT_WITHOUT_TOKEN = True '
+                           'for local use' % what)
+
+
+def _on_path(name: str, action: Callable[..., Any]) -> Callable[['Api', Request], Any]:
+    """A route whose answer is ``action(the path parameter name, app)``."""
+    def handle(api: 'Api', request: Request) -> Any:
+        return action(request.path_params[name], api.app)
+    handle.__name__ = action.__name__
+    return handle
+
+
+def _on_workflow(action: Callable[..., Any]) -> Callable[['Api', Request], Any]:
+    """A route whose answer is ``action(the workflow_id, app=app).describe()``."""
+    def handle(api: 'Api', request: Request) -> Any:
+        records.store(app=api.app)
+        return action(request.path_params['workflow_id'], app=api.app).describe()
+    return handle
+
+
+def _over_window(request: Request, ask: Callable[[float, int], dict[str, Any]],
+                 default: Optional[str]) -> dict[str, Any]:
+    """``ask(window, bucket)`` of the request; ``window=auto``: the shortest of
+    an hour, a day and a week with any series (a quiet system's chart still
+    shows its last work)."""
+    if request.query_params.get('window', default) == 'auto':
+        for window_sec in AUTO_WINDOWS_SEC:
+            answer = ask(window_sec, window_sec // 60)
+            if answer['series']:
+                break
+        return answer
+    window = _number(request, 'window', 3600, 60, 7 * 24 * 3600)
+    return ask(window, int(_number(request, 'bucket', max(60, window // 60), 1, 24 * 3600)))
 
 
 class Api:
@@ -84,10 +128,7 @@ class Api:
     # --- tasks ------------------------------------------------------------------
 
     def list_tasks(self, request: Request) -> dict[str, Any]:
-        params = request.query_params
-        where = parse_filter(params)
-        page, cursor = self.queries.page(where, parse_limit(params.get('limit')),
-                                         params.get('cursor') or None)
+        page, cursor = self.queries.page(parse_filter(request.query_params), *_page(request))
         return {'tasks': [record.as_json(detail=False) for record in page], 'next': cursor}
 
     def get_task(self, request: Request) -> dict[str, Any]:
@@ -133,62 +174,32 @@ class Api:
         return records.cancel(task_id, app=self.app).as_json()
 
     def timeline(self, request: Request) -> dict[str, Any]:
-        """Tasks finished over a window; ``window=auto``: the shortest of an
-        hour, a day and a week in which any finished (a quiet system's
-        chart still shows its last work)."""
-        if request.query_params.get('window') == 'auto':
-            answer: dict[str, Any] = {}
-            for window_sec in AUTO_WINDOWS_SEC:
-                answer = self.queries.timeline(window_sec, window_sec // 60)
-                if answer['series']:
-                    break
-            return answer
-        window = _number(request, 'window', 3600, 60, 7 * 24 * 3600)
-        bucket = int(_number(request, 'bucket', max(60, window // 60), 1, 24 * 3600))
-        return self.queries.timeline(window, bucket)
+        """Tasks finished over a window."""
+        return _over_window(request, self.queries.timeline, None)
 
     def activity(self, request: Request) -> dict[str, Any]:
         """Runs that ended over a window by outcome (retries too) and their
-        mean duration, per queue or per task; ``window=auto`` as the timeline's."""
+        mean duration, per queue or per task; ``window=auto`` by default."""
         by = request.query_params.get('by', 'queue')
-        if request.query_params.get('window', 'auto') == 'auto':
-            answer: dict[str, Any] = {}
-            for window_sec in AUTO_WINDOWS_SEC:
-                answer = self.queries.activity(by, window_sec, window_sec // 60)
-                if answer['series']:
-                    break
-            return answer
-        window = _number(request, 'window', 3600, 60, 7 * 24 * 3600)
-        bucket = int(_number(request, 'bucket', max(60, window // 60), 1, 24 * 3600))
-        return self.queries.activity(by, window, bucket)
+        return _over_window(request, lambda *window: self.queries.activity(by, *window), 'auto')
 
-    # --- workflows --------------------------------------------------------------------
-
-    def _workflow_records(self) -> None:
-        """Task records are on (workflows keep their state in them), or the
-        same answer as every records route when they are off."""
-        records.store(app=self.app)
+    # --- workflows (their state is in the records: off, they answer as the task routes do) --
 
     def list_workflows(self, request: Request) -> dict[str, Any]:
-        self._workflow_records()
-        params = request.query_params
-        rows, cursor = workflow_page(params.get('status') or None, parse_limit(params.get('limit')),
-                                     params.get('cursor') or None, self.app)
+        records.store(app=self.app)
+        rows, cursor = workflow_page(request.query_params.get('status') or None, *_page(request),
+                                     self.app)
         return {'workflows': rows, 'next': cursor}
 
-    def get_workflow(self, request: Request) -> dict[str, Any]:
-        """The workflow, its nodes and its edges."""
-        self._workflow_records()
-        return workflow.get(request.path_params['workflow_id'], app=self.app).describe()
+    get_workflow = _on_workflow(workflow.get)
+    retry_workflow = _on_workflow(workflow.retry)
 
     def submit_workflow(self, request: Request, body: bytes) -> dict[str, Any]:
         """Submit tasks or a workflow written as JSON (kale.submission); the
         workflow id and each entry's task id. Only with a bearer token set, or
         WEB_ALLOW_SUBMIT_WITHOUT_TOKEN."""
         if not self.submit_allowed:
-            raise NotAllowedError('submitting needs a bearer token: start kale web with '
-                                  'WEB_TOKEN (or KALE_WEB_TOKEN) set, or set '
-                                  'WEB_ALLOW_SUBMIT_WITHOUT_TOKEN = True for local use')
+            raise _token_needed('submitting')
         from kale import submission
         return submission.submit(submission.parse(body), self.app)
 
@@ -211,19 +222,13 @@ class Api:
     def cancel_workflow(self, request: Request) -> dict[str, Any]:
         """Cancel every node of a running workflow that has not ended; the
         workflow as it is then."""
-        self._workflow_records()
+        records.store(app=self.app)
         found = workflow.get(request.path_params['workflow_id'], app=self.app)
         status = found.status()
         if status is not WorkflowStatus.RUNNING:
             raise RecordConflictError('workflow %s is %s: only a running workflow can be '
                                       'cancelled' % (found.id[:200], status))
         return workflow.cancel(found.id, app=self.app).describe()
-
-    def retry_workflow(self, request: Request) -> dict[str, Any]:
-        """Run a failed or cancelled workflow again (what did not succeed);
-        the workflow as it is then, its nodes' records written first."""
-        self._workflow_records()
-        return workflow.retry(request.path_params['workflow_id'], app=self.app).describe()
 
     # --- queues and workers --------------------------------------------------------------
 
@@ -236,19 +241,11 @@ class Api:
             paused = controls.paused_queues(self.app)
         except RecordsError:
             last_minute, paused = {}, {}
-        rows = []
-        for status in statuses:
-            row = status.as_dict()
-            row['throughput_per_min'] = last_minute.get(status.name, 0)
-            row['paused_at'] = iso(paused.get(status.name))
-            rows.append(row)
-        return {'queues': rows}
+        return {'queues': [dict(status.as_dict(), throughput_per_min=last_minute.get(status.name, 0),
+                                paused_at=iso(paused.get(status.name))) for status in statuses]}
 
-    def pause_queue(self, request: Request) -> dict[str, Any]:
-        return controls.pause_queue(request.path_params['name'], self.app)
-
-    def resume_queue(self, request: Request) -> dict[str, Any]:
-        return controls.resume_queue(request.path_params['name'], self.app)
+    pause_queue = _on_path('name', controls.pause_queue)
+    resume_queue = _on_path('name', controls.resume_queue)
 
     def purge(self, request: Request) -> dict[str, Any]:
         """Delete every message of the queue (SQS PurgeQueue), only when
@@ -266,13 +263,11 @@ class Api:
     def redrive(self, request: Request) -> dict[str, Any]:
         broker = self.broker
         queue = broker.queues.get_queue(request.path_params['name'])
-        limit = request.query_params.get('limit')
+        limit, dry_run = request.query_params.get('limit'), _flag(request, 'dry_run')
         report = admin.redrive(broker, queue, limit=parse_limit(limit) if limit else None,
-                               reason=request.query_params.get('reason') or None,
-                               dry_run=_flag(request, 'dry_run'))
+                               reason=request.query_params.get('reason') or None, dry_run=dry_run)
         return {'queue': queue.name, 'moved': report.moved, 'skipped': report.skipped,
-                'not_matching': report.not_matching, 'reasons': report.reasons,
-                'dry_run': _flag(request, 'dry_run')}
+                'not_matching': report.not_matching, 'reasons': report.reasons, 'dry_run': dry_run}
 
     def metrics(self, accept: Optional[str]) -> tuple[bytes, str]:
         """``/metrics``: the queue gauges (read from SQS at each scrape) and the
@@ -292,8 +287,7 @@ class Api:
         state = request.query_params.get('state') or None
         return {'workers': controls.workers(state, self.app)}
 
-    def stop_worker(self, request: Request) -> dict[str, Any]:
-        return controls.stop_worker(request.path_params['worker_id'], self.app)
+    stop_worker = _on_path('worker_id', controls.stop_worker)
 
     # --- schedules ------------------------------------------------------------------------
 
@@ -314,8 +308,7 @@ class Api:
     # --- webhooks -------------------------------------------------------------------------
 
     def list_webhooks(self, request: Request) -> dict[str, Any]:
-        from kale.webhooks import store
-        found = store.list_webhooks(request.query_params.get('topic') or None, app=self.app)
+        found = webhooks.list_webhooks(request.query_params.get('topic') or None, app=self.app)
         return {'webhooks': [hook.as_json() for hook in found]}
 
     def add_webhook(self, request: Request, body: bytes) -> dict[str, Any]:
@@ -323,10 +316,7 @@ class Api:
         with a bearer token set, or WEB_ALLOW_SUBMIT_WITHOUT_TOKEN); the answer
         holds its secret, once."""
         if not self.submit_allowed:
-            raise NotAllowedError('adding a webhook needs a bearer token: start kale web with '
-                                  'WEB_TOKEN (or KALE_WEB_TOKEN) set, or set '
-                                  'WEB_ALLOW_SUBMIT_WITHOUT_TOKEN = True for local use')
-        from kale.webhooks import store
+            raise _token_needed('adding a webhook')
         try:
             fields = json.loads(body)
         except ValueError:
@@ -336,23 +326,22 @@ class Api:
             raise BadFilterError('a webhook is a JSON object with topic and url, and optionally '
                                  'method, headers and labels')
         from kale.webhooks.fanout import subscription_of
-        hook = store.add(fields['topic'], fields['url'], fields.get('method') or 'POST',
-                         fields.get('headers'), fields.get('labels'), app=self.app)
+        hook = webhooks.add(fields['topic'], fields['url'], fields.get('method') or 'POST',
+                            fields.get('headers'), fields.get('labels'), app=self.app)
         return dict(hook.as_json(with_secret=True), subscribed=subscription_of(hook.topic,
                                                                                self.app))
 
     def remove_webhook(self, request: Request) -> dict[str, Any]:
-        from kale.webhooks import store
-        store.remove(request.path_params['webhook_id'], app=self.app)
+        webhooks.remove(request.path_params['webhook_id'], app=self.app)
         return {'deleted': request.path_params['webhook_id']}
 
     def disable_webhook(self, request: Request) -> dict[str, Any]:
-        from kale.webhooks import store
-        return store.set_active(request.path_params['webhook_id'], False, app=self.app).as_json()
+        return webhooks.set_active(request.path_params['webhook_id'], False,
+                                   app=self.app).as_json()
 
     def enable_webhook(self, request: Request) -> dict[str, Any]:
-        from kale.webhooks import store
-        return store.set_active(request.path_params['webhook_id'], True, app=self.app).as_json()
+        return webhooks.set_active(request.path_params['webhook_id'], True,
+                                   app=self.app).as_json()
 
     def test_webhook(self, request: Request) -> dict[str, Any]:
         from kale.webhooks.fanout import send_test

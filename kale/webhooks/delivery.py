@@ -12,15 +12,16 @@ quietly), signs the body (:mod:`kale.webhooks.signing`) and sends it
 - anything else (another 4xx, an address refused, too many redirects):
   WebhookRejectedError, a permanent failure (dead-lettered at once).
 
-Each failed attempt's error says the status, the latency and the start of
-the answer, so the task's record keeps every attempt's.
+Each failed attempt's error (kept in the record) says the status, the
+latency and the start of the answer.
 """
 from __future__ import annotations
 
 import email.utils
 import logging
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
+from kale.config import Config
 from kale.exceptions import (
     ImproperlyConfigured,
     WebhookDeliveryError,
@@ -35,12 +36,15 @@ logger = logging.getLogger(__name__)
 TIME_LIMIT_MARGIN_SEC = 5.0
 
 
-class _TimeLimit:
-    """``WEBHOOK_TIMEOUT_SEC`` and a margin, read when asked for (from the
-    running app's settings; the class alone reads the default app's)."""
+class RunningSetting:
+    """A task attribute read from the running app's settings when asked for
+    (the class alone reads the default app's)."""
 
-    def __get__(self, instance: Any, owner: Any) -> float:
-        return float(running_app(instance).config.WEBHOOK_TIMEOUT_SEC) + TIME_LIMIT_MARGIN_SEC
+    def __init__(self, read: Callable[[Config], Any]):
+        self.read = read
+
+    def __get__(self, instance: Any, owner: Any) -> Any:
+        return self.read(running_app(instance).config)
 
 
 def retry_after_sec(value: Optional[str], now: float) -> Optional[float]:
@@ -76,7 +80,8 @@ class DeliverWebhook(Task):
     (published to ``WEBHOOK_QUEUE`` by :mod:`kale.webhooks.fanout`)."""
 
     queue = 'default'
-    time_limit = _TimeLimit()
+    time_limit = RunningSetting(
+        lambda config: float(config.WEBHOOK_TIMEOUT_SEC) + TIME_LIMIT_MARGIN_SEC)
     store_result = True
     kale_internal = True
 

@@ -1,12 +1,11 @@
 """An event of a topic becomes one delivery per webhook that wants it.
 
 :class:`WebhookFanout` is the topic's subscriber on ``WEBHOOK_QUEUE`` (for
-every topic with active webhooks); :func:`deliver` is what it calls for each
-event: every
-active webhook of the topic whose label filter the event's labels satisfy
-gets a :class:`~kale.webhooks.delivery.DeliverWebhook` task, published in
-batches to ``WEBHOOK_QUEUE``. :func:`send_test` publishes one delivery of a
-test event to one webhook (``kale webhooks test ID``).
+every topic with active webhooks); for each event, :func:`deliver` publishes
+a :class:`~kale.webhooks.delivery.DeliverWebhook` task to ``WEBHOOK_QUEUE``
+for every active webhook of the topic whose label filter the event's labels
+satisfy. :func:`send_test` publishes one delivery of a test event
+(``kale webhooks test ID``).
 """
 from __future__ import annotations
 
@@ -19,10 +18,10 @@ from kale import internal
 from kale.default import default_app
 from kale.exceptions import KaleError, NonRetriableTaskError, WebhookError
 from kale.ids import random_id
-from kale.task import Task, running_app
+from kale.task import Task
 from kale.topics.names import event_of
 from kale.topics.subscribers import Subscriber
-from kale.webhooks.delivery import DeliverWebhook
+from kale.webhooks.delivery import DeliverWebhook, RunningSetting
 
 if TYPE_CHECKING:
     from kale.app import App
@@ -82,21 +81,13 @@ def send_test(webhook_id: str, app: Optional['App'] = None) -> str:
 TOPICS_CACHE_SEC = 10.0
 
 
-class _WebhookQueue:
-    """``WEBHOOK_QUEUE``, read when asked for (the running app's; the class
-    alone reads the default app's)."""
-
-    def __get__(self, instance: Any, owner: Any) -> str:
-        return str(running_app(instance).config.WEBHOOK_QUEUE)
-
-
 class WebhookFanout(Task):
     """The subscriber on ``WEBHOOK_QUEUE`` of every topic that has active
     webhooks: it turns its copy of each event into one delivery per webhook
     (:func:`deliver`). No class declares it; the topics' sync subscribes the
     queue, and the worker runs it for the queue's copies of those topics."""
 
-    queue = _WebhookQueue()
+    queue = RunningSetting(lambda config: str(config.WEBHOOK_QUEUE))
     store_result = True         # the deliveries it published, in its record
     time_limit = 30
     kale_internal = True        # run for a topic's copies, named by their topic

@@ -4,13 +4,13 @@ A webhook's URL comes from whoever added it, and a worker sends to it from
 inside your network: left unchecked, ``http://169.254.169.254/`` would read
 the machine's cloud credentials and ``http://10.0.0.7/admin`` would reach a
 service that trusts its network. So a delivery connects only to public
-addresses: the host is resolved, and if ANY of its addresses is private,
-loopback, link-local, multicast, reserved, unspecified, shared
-(100.64.0.0/10) or a cloud metadata address (an IPv4 address inside an IPv6
-one is judged as IPv4), the connection is refused before it is opened. The
-check runs when the connection is made (each redirect's too), on the
-addresses it then connects to, so a name that resolves to a public address
-at one moment and to a private one the next cannot slip through.
+addresses: if ANY address of the host is private, loopback, link-local,
+multicast, reserved, unspecified, shared (100.64.0.0/10) or a cloud metadata
+address (an IPv4 address inside an IPv6 one is judged as IPv4), the
+connection is refused. The check runs when the connection is made (each
+redirect's too), on the addresses it then connects to, so a name that
+resolves to a public address at one moment and to a private one the next
+cannot slip through.
 
 A host named in ``WEBHOOK_ALLOWED_HOSTS`` (a name or an IP address, with
 ``:PORT`` to allow that port only; case does not matter) is reached
@@ -65,8 +65,7 @@ def _split(url: str) -> tuple[SplitResult, Optional[int]]:
 
 
 def _checked_host(url: str, parts: SplitResult) -> str:
-    """The host of ``url``; WebhookError when it is not http or https, has no host, or
-    carries credentials."""
+    """The host of ``url``; WebhookError unless http(s) with a host and no credentials."""
     if parts.scheme.lower() not in SCHEMES or not parts.hostname:
         raise WebhookError('a webhook URL must be http:// or https:// with a host, got %r'
                            % url[:200])
@@ -137,8 +136,7 @@ def _inner_ipv4(ip: ipaddress.IPv6Address) -> Optional[ipaddress.IPv4Address]:
 
 
 def _special_range(ip: IPAddress) -> Optional[str]:
-    """The first special range ``ip`` lies in (e.g. 'a loopback address'), or None for a
-    public address."""
+    """The first special range ``ip`` lies in (e.g. 'a loopback address'), or None."""
     for what, found in (('an unspecified address', ip.is_unspecified),
                         ('a loopback address', ip.is_loopback),
                         ('a link-local address', ip.is_link_local),
@@ -171,8 +169,8 @@ def refusal(address: str) -> Optional[str]:
 
 
 def resolve(host: str, port: int) -> list[str]:
-    """The addresses of ``host`` (an address stands for itself), in the
-    resolver's order: ``socket.getaddrinfo``. socket.gaierror when it has none."""
+    """The addresses of ``host`` (an address stands for itself), in
+    ``socket.getaddrinfo``'s order; socket.gaierror when it has none."""
     if _address(host) is not None:
         return [host]
     found: list[str] = []

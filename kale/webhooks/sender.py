@@ -1,15 +1,13 @@
 """Sending one delivery over HTTP, with httpx.
 
 Each app has its :class:`Sender` (made on first use, again after a fork),
-whose ``httpx.Client`` keeps connections alive between deliveries. It never reads proxy settings
-from the environment, follows no redirect by itself, and connects through
-:class:`GuardedBackend`, which checks every address it connects to
-(:mod:`kale.webhooks.guard`). Redirects (301, 302, 303, 307 and 308, up to
-:data:`MAX_REDIRECTS`) are followed here: the same request, signed afresh,
-goes to the new location; the webhook's own headers go along only while
-the scheme, host and port stay those of its URL.
-
-Only the first :data:`EXCERPT_BYTES` of an answer are read.
+whose ``httpx.Client`` keeps connections alive. It never reads proxy
+settings from the environment, and connects through :class:`GuardedBackend`,
+which checks every address it connects to (:mod:`kale.webhooks.guard`).
+Redirects (up to :data:`MAX_REDIRECTS`) are followed here: the same request,
+signed afresh; the webhook's own headers go along only while the scheme,
+host and port stay those of its URL. Only the first :data:`EXCERPT_BYTES`
+of an answer are read.
 """
 from __future__ import annotations
 
@@ -105,9 +103,29 @@ class Sender:
 
     def send(self, method: str, url: str, own_headers: Mapping[str, str], message_id: str,
              secret: str, body: bytes, timeout_sec: float) -> 'Answer':
-        """:func:`send` with its client and clock."""
-        return send(self.client, method, url, own_headers, message_id, secret, body,
-                    timeout_sec, self.clock)
+        """Send the signed request, following redirects, signed at its
+        clock's time; the answer. Raises WebhookDeliveryError for a timeout
+        or a connection error (retriable) and WebhookRejectedError for an
+        address refused, a bad redirect or too many."""
+        clock = self.clock
+        started = clock.monotonic()
+        deadline = started + timeout_sec
+        first = guard.parse_url(url)
+        for hop in range(MAX_REDIRECTS + 1):
+            target = _hop_target(url, hop)
+            # The webhook's own headers go only to its URL's origin.
+            headers = _signed_headers(own_headers if target == first else {}, message_id,
+                                      secret, body, clock)
+            response, excerpt = _request(self.client, method, url, body, headers, hop, started,
+                                         deadline, clock)
+            location = response.headers.get('location')
+            if response.status_code in REDIRECTS and location:
+                url = urljoin(url, location)
+                continue
+            return Answer(response.status_code, _ms(clock.monotonic() - started), excerpt,
+                          response.headers.get('retry-after'))
+        raise WebhookRejectedError('more than %d redirects, the last to %s' % (MAX_REDIRECTS,
+                                                                              url[:200]))
 
     def close(self) -> None:
         """Close its client and its connections (a later send makes another)."""
@@ -158,13 +176,8 @@ def _read_excerpt(response: httpx.Response) -> str:
     return data[:EXCERPT_BYTES].decode('utf-8', 'replace')
 
 
-def _origin(target: guard.Target) -> tuple[str, str, int]:
-    return target.scheme, target.host, target.port
-
-
 def _hop_target(url: str, hop: int) -> guard.Target:
-    """Where hop ``hop`` goes (0: the webhook's URL, then each redirect's);
-    WebhookRejectedError for a URL a delivery may not use."""
+    """Where hop ``hop`` goes (0: the webhook's URL); WebhookRejectedError for a bad URL."""
     try:
         return guard.parse_url(url)
     except WebhookError as exc:
@@ -176,11 +189,9 @@ def _signed_headers(own_headers: Mapping[str, str], message_id: str, secret: str
                     clock: Clock) -> dict[str, str]:
     """``own_headers`` with the content type and the signature headers, signed now."""
     timestamp = int(clock.time())
-    headers = dict(own_headers)
-    headers.update({'content-type': 'application/json', 'webhook-id': message_id,
-                    'webhook-timestamp': str(timestamp),
-                    'webhook-signature': signing.sign(secret, message_id, timestamp, body)})
-    return headers
+    return {**own_headers, 'content-type': 'application/json', 'webhook-id': message_id,
+            'webhook-timestamp': str(timestamp),
+            'webhook-signature': signing.sign(secret, message_id, timestamp, body)}
 
 
 def _request(http: httpx.Client, method: str, url: str, body: bytes, headers: Mapping[str, str],
@@ -205,33 +216,6 @@ def _request(http: httpx.Client, method: str, url: str, body: bytes, headers: Ma
         raise WebhookDeliveryError('no answer after %d ms: %s: %s' % (
             _ms(clock.monotonic() - started), type(exc).__name__,
             str(exc).splitlines()[0][:300] if str(exc) else '')) from None
-
-
-def send(http: httpx.Client, method: str, url: str, own_headers: Mapping[str, str],
-         message_id: str, secret: str, body: bytes, timeout_sec: float,
-         clock: Clock = SYSTEM_CLOCK) -> Answer:
-    """Send the signed request with ``http``, following redirects, signed at
-    ``clock``'s time; the answer. Raises WebhookDeliveryError for a timeout
-    or a connection error (retriable) and WebhookRejectedError for an address
-    refused, a bad redirect or too many."""
-    started = clock.monotonic()
-    deadline = started + timeout_sec
-    first = _origin(guard.parse_url(url))
-    for hop in range(MAX_REDIRECTS + 1):
-        target = _hop_target(url, hop)
-        # The webhook's own headers go only to its URL's origin.
-        own = own_headers if _origin(target) == first else {}
-        headers = _signed_headers(own, message_id, secret, body, clock)
-        response, excerpt = _request(http, method, url, body, headers, hop, started, deadline,
-                                     clock)
-        location = response.headers.get('location')
-        if response.status_code in REDIRECTS and location:
-            url = urljoin(url, location)
-            continue
-        return Answer(response.status_code, _ms(clock.monotonic() - started), excerpt,
-                      response.headers.get('retry-after'))
-    raise WebhookRejectedError('more than %d redirects, the last to %s' % (MAX_REDIRECTS,
-                                                                          url[:200]))
 
 
 def _ms(seconds: float) -> int:

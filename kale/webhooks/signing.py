@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import datetime
 import hashlib
 import hmac
 import json
@@ -25,6 +24,7 @@ import os
 from typing import Any
 
 from kale.exceptions import WebhookError
+from kale.store.record import iso
 
 SECRET_PREFIX = 'whsec_'
 #: Random bytes in a new secret (the specification asks for 24 to 64).
@@ -64,12 +64,7 @@ def message_id(webhook_id: str, event_id: str) -> str:
     return 'msg_' + digest[:32]
 
 
-def iso_time(epoch: float) -> str:
-    moment = datetime.datetime.fromtimestamp(epoch, tz=datetime.timezone.utc)
-    return moment.isoformat(timespec='milliseconds').replace('+00:00', 'Z')
-
-
 def body(topic: str, event_id: str, event: Any, published_at: float) -> bytes:
     """The JSON body of a delivery (compact, UTF-8)."""
-    return json.dumps({'type': topic, 'id': event_id, 'timestamp': iso_time(published_at),
+    return json.dumps({'type': topic, 'id': event_id, 'timestamp': iso(published_at),
                        'data': event}, separators=(',', ':'), ensure_ascii=False).encode()

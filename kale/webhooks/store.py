@@ -1,9 +1,8 @@
-"""Webhooks kept in the task records database (``RECORDS_URL``), table
-``kale_webhooks``.
+"""Webhooks kept in the task records database (``RECORDS_URL``), table ``kale_webhooks``.
 
 Each row says where the events of one topic go: the URL, the method, extra
-headers, a label filter (an event is delivered only when its labels include
-all of these) and the signing secret. What the row holds is authenticated:
+headers, a label filter (the labels an event must have) and the signing
+secret. What the row holds is authenticated:
 ``mac`` is an HMAC-SHA256, under a key derived from ``MESSAGE_SIGNING_KEY``,
 of the id, topic, URL, method, headers, filter and secret, so someone who
 can write to the database but holds no key cannot point a webhook elsewhere

@@ -12,8 +12,7 @@ per item.
 from kale.signature import Signature
 from kale.workflow.flow import Chain, Group, Ref, chain, chord, group, map, ref
 from kale.workflow.graph import Graph, Node, Upstream, UpstreamList
-from kale.workflow.resume import retry
-from kale.workflow.run import Workflow, cancel, get, list_workflows, submit
+from kale.workflow.run import Workflow, cancel, get, list_workflows, retry, submit
 
 __all__ = ['Chain', 'Graph', 'Group', 'Node', 'Ref', 'Signature', 'Upstream', 'UpstreamList',
            'Workflow', 'cancel', 'chain', 'chord', 'get', 'group', 'list_workflows', 'map', 'ref',

@@ -4,14 +4,12 @@ their publish runs.
 A node is claimed for its publish in the transaction that makes it ready
 (:class:`kale.store.workflows.Claim`: this process, until
 ``WORKFLOW_PUBLISH_GRACE_SEC`` from then). While the process publishes it,
-:meth:`ClaimKeeper.holding` keeps the claim: a thread renews the claims held
-every third of the grace, so a publish however slow (SQS throttled or far
-away, a chord of thousands) is never taken over. The sweep
-(:mod:`kale.workflow.sweep`) publishes a node again only once its claim has
-lapsed: its publisher died, or could not reach the store for a whole
-grace. A publish that raises releases the claims of what it did not send,
-for the next sweep. A claim that lapsed and was taken over is lost: its
-first publisher does not send that node any more.
+:meth:`ClaimKeeper.holding` renews the claims held every third of the grace,
+so a publish however slow is never taken over; the sweep
+(:mod:`kale.workflow.sweep`) publishes a node again only once its claim
+lapsed. A publish that raises releases the claims of what it did not send.
+A claim that lapsed and was taken over is lost: its first publisher does
+not send that node any more.
 """
 from __future__ import annotations
 

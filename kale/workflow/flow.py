@@ -1,17 +1,13 @@
 """The building blocks of a flow: nodes, chains, groups, chords and references.
 
 - A node is a :class:`~kale.signature.Signature`, ``MyTask.s(*args, **kwargs)``.
-- ``chain(a, b, c)``: each part's result is put before the next part's
-  positional arguments.
-- ``group(a, b, ...)``: the parts run side by side; as an input, a group's
-  result is the list of its parts' results, in order.
-- ``chord(group, callback)``: the callback gets that list as its first argument.
+- ``chain(a, b, c)``: each part's result goes before the next one's arguments.
+- ``group(a, b, ...)``: side by side; as an input, the list of their results.
+- ``chord(group, callback)``: the callback gets that list first.
 - ``map(MyTask, items)``: a group of one node per item, ``MyTask.s(item)``.
-- ``ref(part)`` as an argument of a node (at any depth of a list, tuple or
-  dict): the result of that part.
+- ``ref(part)``, as an argument at any depth: the result of that part.
 
-Chains and groups nest. Nothing here is sent: :mod:`kale.workflow.graph`
-turns a flow into nodes and edges, with every part a reference reaches.
+Chains and groups nest. Nothing here is sent (:mod:`kale.workflow.graph`).
 """
 from __future__ import annotations
 
@@ -30,7 +26,13 @@ class _Parts:
     kind = ''
 
     def __init__(self, *parts: 'Part'):
-        self.parts = _parts(self.kind, parts)
+        if not parts:
+            raise InvalidFlowError('workflow.%s() needs at least one part' % self.kind)
+        for part in parts:
+            if not isinstance(part, (Signature, Chain, Group)):
+                raise InvalidFlowError('workflow.%s() takes nodes (MyTask.s(...)), chains and '
+                                       'groups, got %r' % (self.kind, part))
+        self.parts = parts
 
     def __repr__(self) -> str:
         return '%s(%s)' % (self.kind, ', '.join(repr(part) for part in self.parts))
@@ -67,16 +69,6 @@ class Ref:
 
     def __repr__(self) -> str:
         return 'ref(%r)' % (self.part,)
-
-
-def _parts(kind: str, parts: tuple) -> tuple:
-    if not parts:
-        raise InvalidFlowError('workflow.%s() needs at least one part' % kind)
-    for part in parts:
-        if not isinstance(part, (Signature, Chain, Group)):
-            raise InvalidFlowError('workflow.%s() takes nodes (MyTask.s(...)), chains and '
-                                   'groups, got %r' % (kind, part))
-    return tuple(parts)
 
 
 def chain(*parts: Part) -> Chain:

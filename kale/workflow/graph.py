@@ -1,24 +1,20 @@
 """A flow as nodes and edges, checked before anything is written.
 
 :meth:`Graph.build` places every node of a flow once, with every part its
-nodes' :func:`~kale.workflow.flow.ref` reach (transitively: a referenced
-part the flow does not hold is placed beside it, each once), turns each
-chain link and each reference into an edge, and refuses, in one line naming
-the node, a flow that cannot run: a node placed twice, a cycle, or
-arguments that do not bind to a node's ``run_task`` (with its upstream
-results in place).
-
-A node's arguments keep the shape they were given, with each upstream
-result standing as an :class:`Upstream` (one node's result) or an
-:class:`UpstreamList` (a group's results, in order); :func:`resolve`
-puts the results in their place when the node runs.
+nodes' :func:`~kale.workflow.flow.ref` reach (transitively, each once),
+turns each chain link and reference into an edge, and refuses, in one line
+naming the node, a flow that cannot run: a node placed twice, a cycle, or
+arguments that do not bind to a node's ``run_task``. A node's arguments
+keep their shape, each upstream result standing as an :class:`Upstream`
+or an :class:`UpstreamList` (a group's), until :func:`resolve` puts the
+results in their place.
 """
 from __future__ import annotations
 
 import collections
 import dataclasses
 import time
-from typing import Any, Callable, Iterator, Mapping, Optional, Union
+from typing import Any, Callable, Mapping, Optional, Union
 
 from kale.config import Config
 from kale.delays import check_wait
@@ -133,7 +129,7 @@ class _Builder:
                 args = (before,) + args
             kwargs = {key: self._template(value)
                       for key, value in signature.kwargs.items()}
-            upstream = tuple(dict.fromkeys(_upstream_ids((args, kwargs))))
+            upstream = tuple(dict.fromkeys(up.task_id for up in _collect((args, kwargs), Upstream)))
             node = Node(task_id, signature.task_class, signature.queue, args, kwargs, upstream,
                         wait=_wait_of(signature))
             _check_binding(node, self.config)
@@ -151,22 +147,25 @@ class _Builder:
             newly = list(self.signatures.values())[seen:]
             seen = len(self.signatures)
             for signature in newly:
-                for part in _referenced((signature.args, signature.kwargs)):
-                    if id(part) not in self.outputs:
-                        self.place(part, None)
+                for found in _collect((signature.args, signature.kwargs), Ref):
+                    if id(found.part) not in self.outputs:
+                        self.place(found.part, None)
 
     def _template(self, value: Any) -> Any:
         """``value`` with each reference replaced by what its part gives."""
-        def replace(item: Any) -> Any:
-            return self.outputs[id(item.part)] if isinstance(item, Ref) else None
-        return _walk(value, replace)
+        return _walk(value, lambda item: self.outputs[id(item.part)] if isinstance(item, Ref)
+                     else _SAME)
 
 
-def _walk(value: Any, replace: Callable[[Any], Any]) -> Any:
-    """``value`` with every item ``replace`` answers for (not None) replaced,
-    at any depth of lists, tuples and dicts."""
+#: What a ``replace`` of :func:`_walk` answers for an item it does not replace.
+_SAME = object()
+
+
+def _walk(value: Any, replace: Callable[[Any], Any] = lambda item: _SAME) -> Any:
+    """``value`` with every item ``replace`` answers for replaced, at any
+    depth of lists, tuples and dicts (copied: a namedtuple is left whole)."""
     found = replace(value)
-    if found is not None:
+    if found is not _SAME:
         return found
     if isinstance(value, list):
         return [_walk(item, replace) for item in value]
@@ -177,31 +176,17 @@ def _walk(value: Any, replace: Callable[[Any], Any]) -> Any:
     return value
 
 
-def _referenced(value: Any) -> Iterator[Part]:
-    """The parts the references in ``value`` stand for, at any depth of the
-    lists, tuples and dicts :func:`_walk` looks into."""
-    if isinstance(value, Ref):
-        yield value.part
-    elif isinstance(value, list) or (isinstance(value, tuple) and type(value) is tuple):
-        for item in value:
-            yield from _referenced(item)
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _referenced(item)
+def _collect(value: Any, kind: type) -> list[Any]:
+    """The items of ``kind`` in ``value``, where :func:`_walk` looks and in groups' lists."""
+    found: list[Any] = []
 
-
-def _upstream_ids(value: Any) -> Iterator[str]:
-    if isinstance(value, Upstream):
-        yield value.task_id
-    elif isinstance(value, UpstreamList):
-        for item in value.items:
-            yield from _upstream_ids(item)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            yield from _upstream_ids(item)
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _upstream_ids(item)
+    def take(item: Any) -> Any:
+        if isinstance(item, kind):
+            found.append(item)
+            return item
+        return _walk(item.items, take) if isinstance(item, UpstreamList) else _SAME
+    _walk(value, take)
+    return found
 
 
 def _check_binding(node: Node, config: Config) -> None:
@@ -244,29 +229,8 @@ def resolve(value: Any, results: Mapping[str, Any]) -> Any:
     """``value`` (a node's arguments) with each upstream result in its place."""
     def replace(item: Any) -> Any:
         if isinstance(item, Upstream):
-            return _Found(results[item.task_id])
+            return _walk(results[item.task_id])
         if isinstance(item, UpstreamList):
-            return _Found([resolve(member, results) for member in item.items])
-        return None
-    return _unwrap(_walk(value, replace))
-
-
-class _Found:
-    """A resolved value (which may itself be None or a container)."""
-
-    __slots__ = ('value',)
-
-    def __init__(self, value: Any):
-        self.value = value
-
-
-def _unwrap(value: Any) -> Any:
-    if isinstance(value, _Found):
-        return value.value
-    if isinstance(value, list):
-        return [_unwrap(item) for item in value]
-    if isinstance(value, tuple) and type(value) is tuple:
-        return tuple(_unwrap(item) for item in value)
-    if isinstance(value, dict):
-        return {key: _unwrap(item) for key, item in value.items()}
-    return value
+            return [resolve(member, results) for member in item.items]
+        return _SAME
+    return _walk(value, replace)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import collections
 import datetime
 import time
-from typing import TYPE_CHECKING, Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence
 
 from kale import records
 from kale.clock import SYSTEM_CLOCK, Clock
@@ -28,6 +28,7 @@ from kale.exceptions import (
 )
 from kale.hooks import PublishHooks, WorkerHooks
 from kale.ids import random_id
+from kale.records.recorder import OWN_WRITES_SEC
 from kale.statuses import FINAL_TASK, TaskStatus, WorkflowStatus, status_values
 from kale.store.record import TaskRecord, iso
 from kale.workflow.claims import Holding, keeper
@@ -89,7 +90,7 @@ def publish_nodes(state: WorkflowState, ready: list[dict[str, Any]], app: 'App')
     it publishes (:mod:`kale.workflow.claims`), so no sweep sends them
     meanwhile, and marks them published as it goes (``MARK_EVERY``)."""
     if ready:
-        with state.publishing([node['task_id'] for node in ready]) as held:
+        with state.claims.holding(state.store, [node['task_id'] for node in ready]) as held:
             send_nodes(state, ready, app, held)
 
 
@@ -97,38 +98,44 @@ def send_nodes(state: WorkflowState, ready: list[dict[str, Any]], app: 'App',
                held: Holding) -> None:
     """:func:`publish_nodes`, inside the ``held`` claims of the nodes: those
     a sweep took over are not sent."""
-    batches: dict[tuple[str, str, str, float, Optional[float]], list[dict[str, Any]]] = \
-        collections.defaultdict(list)
-    for node in ready:
-        wait = node.get('wait') or {}
-        batches[(node['task'], node['queue'], node['workflow_id'], wait.get('delay_sec', 0),
-                 wait.get('eta'))].append(node)
-    publisher = app.publisher
     clock = state.claims.clock
     sent: list[str] = []
     marked_at = clock.monotonic()
     try:
-        for (task, queue, workflow_id, delay_sec, eta), nodes in batches.items():
-            for start in range(0, len(nodes), SEND_CHUNK):
-                batch = [node for node in nodes[start:start + SEND_CHUNK]
-                         if node['task_id'] not in held.lost]
-                if not batch:
-                    continue
-                runs_before = [node.get('retry_num', 0) for node in batch]
-                publisher.publish_batch(
-                    app.registry.resolve(task), None,
-                    [(node['args'], node['kwargs']) for node in batch], queue_name=queue,
-                    task_ids=[node['task_id'] for node in batch],
-                    context={WORKFLOW_CONTEXT: workflow_id}, delay_sec=delay_sec,
-                    eta=None if eta is None else datetime.datetime.fromtimestamp(
-                        eta, datetime.timezone.utc),
-                    retry_nums=runs_before if any(runs_before) else None)
-                sent += [node['task_id'] for node in batch]
-                if len(sent) >= MARK_EVERY or clock.monotonic() - marked_at >= MARK_EVERY_SEC:
-                    _mark(state, held, sent)
-                    marked_at = clock.monotonic()
+        for key, chunk in _chunks(ready):
+            batch = [node for node in chunk if node['task_id'] not in held.lost]
+            if not batch:
+                continue
+            _send(app, key, batch)
+            sent += [node['task_id'] for node in batch]
+            if len(sent) >= MARK_EVERY or clock.monotonic() - marked_at >= MARK_EVERY_SEC:
+                _mark(state, held, sent)
+                marked_at = clock.monotonic()
     finally:                        # what was sent is marked, even when a later send raised
         _mark(state, held, sent)
+
+
+def _chunks(ready: list[dict[str, Any]]) -> Iterator[tuple[tuple, list[dict[str, Any]]]]:
+    """The nodes by task, queue, workflow and delay, SEND_CHUNK at a time."""
+    batches: dict[tuple, list[dict[str, Any]]] = collections.defaultdict(list)
+    for node in ready:
+        wait = node.get('wait') or {}
+        batches[(node['task'], node['queue'], node['workflow_id'], wait.get('delay_sec', 0),
+                 wait.get('eta'))].append(node)
+    for key, nodes in batches.items():
+        for start in range(0, len(nodes), SEND_CHUNK):
+            yield key, nodes[start:start + SEND_CHUNK]
+
+
+def _send(app: 'App', key: tuple, batch: list[dict[str, Any]]) -> None:
+    task, queue, workflow_id, delay_sec, eta = key
+    runs_before = [node.get('retry_num', 0) for node in batch]
+    app.publisher.publish_batch(
+        app.registry.resolve(task), None, [(node['args'], node['kwargs']) for node in batch],
+        queue_name=queue, task_ids=[node['task_id'] for node in batch],
+        context={WORKFLOW_CONTEXT: workflow_id}, delay_sec=delay_sec,
+        eta=None if eta is None else datetime.datetime.fromtimestamp(eta, datetime.timezone.utc),
+        retry_nums=runs_before if any(runs_before) else None)
 
 
 def _mark(state: WorkflowState, held: Holding, sent: list[str]) -> None:
@@ -161,12 +168,7 @@ def requeue_records(ready: list[dict[str, Any]], app: 'App') -> None:
                        'status': TaskStatus.QUEUED, 'attempts': record.attempts or 0,
                        'published_at': now, 'updated_at': now})
         if record.started_at is not None and record.attempts:
-            history.append({'task_id': record.id, 'attempt': record.attempts,
-                            'status': record.status, 'started_at': record.started_at,
-                            'finished_at': record.finished_at,
-                            'duration_sec': record.duration_sec, 'worker': record.worker,
-                            'error_type': record.error_type,
-                            'error_message': record.error_message})
+            history.append(_last_attempt(record))
     if queued:
         store.records.write(queued, [], [], history)
 
@@ -175,12 +177,20 @@ def requeue_records(ready: list[dict[str, Any]], app: 'App') -> None:
 _ENDED_UNSUCCESSFULLY = tuple(status for status in FINAL_TASK if status != TaskStatus.SUCCEEDED)
 
 
+def _last_attempt(record: TaskRecord) -> dict[str, Any]:
+    fields = ('status', 'started_at', 'finished_at', 'duration_sec', 'worker', 'error_type',
+              'error_message')
+    return dict({name: getattr(record, name) for name in fields}, task_id=record.id,
+                attempt=record.attempts)
+
+
 def publish_stranded(state: WorkflowState, ready: list[dict[str, Any]], app: 'App') -> None:
-    """Publish nodes a sweep took over: their records first made ``queued``
-    again when a retry's process died before it did (the claims held
-    meanwhile: that can wait for the records' writer longer than a claim lasts)."""
+    """Publish nodes that may have run before (a retry's, or those a sweep
+    took over when a retry's process died before it published them): their
+    records first made ``queued`` again (the claims held meanwhile: that can
+    wait for the records' writer longer than a claim lasts)."""
     if ready:
-        with state.publishing([node['task_id'] for node in ready]) as held:
+        with state.claims.holding(state.store, [node['task_id'] for node in ready]) as held:
             requeue_records(ready, app)
             send_nodes(state, ready, app, held)
 
@@ -200,8 +210,7 @@ class WorkflowHooks(PublishHooks, WorkerHooks):
         return cls(app)
 
     def on_worker_startup(self, worker: Any) -> None:
-        app = self.app
-        config = app.config
+        app, config = self.app, self.app.config
         self._clock = getattr(worker, 'clock', SYSTEM_CLOCK)
         self._sweeper = Sweeper(lambda: _state(app),
                                 lambda state, ready: publish_stranded(state, ready, app),
@@ -234,16 +243,14 @@ def advance(ended: Sequence[Settlement], app: 'App', clock: Clock = SYSTEM_CLOCK
     now = clock.time()
     done = []
     for settlement in ended:
-        message = settlement.message
-        assert message is not None
-        if settlement.outcome is not Outcome.SUCCEEDED:
-            _cancel_tasks(state.fail(message.task_id, settlement.reason or 'failed', now), app=app)
-            continue
-        try:
-            done.append((message.task_id, state.values.pack_result(message.task_id,
-                                                                     settlement.result)))
-        except InvalidFlowError as exc:     # a result that cannot be kept: the node fails
-            _cancel_tasks(state.fail(message.task_id, str(exc), now), app=app)
+        task_id, reason = settlement.task_id, settlement.reason or 'failed'
+        if settlement.outcome is Outcome.SUCCEEDED:
+            try:
+                done.append((task_id, state.values.pack_result(task_id, settlement.result)))
+                continue
+            except InvalidFlowError as exc:     # a result that cannot be kept: the node fails
+                reason = str(exc)
+        _cancel_tasks(state.fail(task_id, reason, now), app=app)
     if done:
         ready = state.complete_many(done, now)
         publish_nodes(state, ready, app)
@@ -268,6 +275,25 @@ def cancel(workflow_id: str, app: Optional['App'] = None) -> 'Workflow':
     return workflow
 
 
+def retry(workflow_id: str, app: Optional['App'] = None,
+          clock: Clock = SYSTEM_CLOCK) -> 'Workflow':
+    """Run the failed or cancelled workflow ``workflow_id`` again: its nodes
+    that failed, were cancelled or never ran run again, each join once all
+    its inputs succeeded; nodes that succeeded keep their results. A
+    deadline counts again from now, the same span as at submit. Each node
+    keeps its task id: its record starts a new life (:func:`requeue_records`).
+    Returns the workflow (``running``); WorkflowNotFoundError for an unknown
+    id, WorkflowConflictError for one running or succeeded."""
+    workflow = get(workflow_id, app)
+    state, row, now = _state(workflow.app), workflow._row(), clock.time()
+    deadline_at = now + (row.deadline_at - row.created_at) if row.deadline_at is not None else None
+    ready = state.retry(workflow.id, deadline_at, now)
+    publish_stranded(state, ready, workflow.app)
+    if ready:
+        workflow.app.recorder.flush(timeout=OWN_WRITES_SEC)
+    return workflow
+
+
 class Workflow:
     """A submitted workflow, from any process: ``workflow.get(id)``."""
 
@@ -276,11 +302,8 @@ class Workflow:
         #: The app whose records keep it.
         self.app = app or default_app()
 
-    def _state(self) -> WorkflowState:
-        return _state(self.app)
-
     def _row(self) -> Any:
-        row = self._state().workflow(self.id)
+        row = _state(self.app).workflow(self.id)
         if row is None:
             raise WorkflowNotFoundError('no workflow %s in the task records' % self.id[:200])
         return row
@@ -291,7 +314,7 @@ class Workflow:
         row = self._row()
         if row.status == WorkflowStatus.RUNNING and row.deadline_at is not None and \
                 time.time() > row.deadline_at:
-            _cancel_tasks(self._state().expire(self.id, time.time()), self.app)
+            _cancel_tasks(_state(self.app).expire(self.id, time.time()), self.app)
             row = self._row()
         return WorkflowStatus(row.status)
 
@@ -300,18 +323,16 @@ class Workflow:
         task, state, queue, upstream and downstream ids, reason, whether
         published) and its edges ``[from, to]``."""
         self.status()                       # a deadline past moves it on first
-        nodes = self._state().nodes(self.id)
-        return dict(_summary(self._row(), _count(nodes)), nodes=[{
-            'task_id': row.task_id, 'task': row.task, 'state': row.state, 'queue': row.queue,
-            'upstream': list(row.upstream or ()), 'downstream': list(row.downstream or ()),
-            'reason': row.reason, 'published': bool(row.published)} for row in nodes],
+        nodes = _state(self.app).nodes(self.id)
+        counts = dict(collections.Counter(str(row.state) for row in nodes))
+        return dict(_summary(self._row(), counts), nodes=[dict(
+            _node(row), downstream=list(row.downstream or ()), reason=row.reason,
+            published=bool(row.published)) for row in nodes],
             edges=[[upstream, row.task_id] for row in nodes for upstream in row.upstream or ()])
 
     def nodes(self) -> list[dict[str, Any]]:
         """Each node's task id, task, state, queue and upstream ids."""
-        return [{'task_id': row.task_id, 'task': row.task, 'state': row.state,
-                 'queue': row.queue, 'upstream': list(row.upstream or ())}
-                for row in self._state().nodes(self.id)]
+        return [_node(row) for row in _state(self.app).nodes(self.id)]
 
     def wait(self, timeout: float, poll_sec: float = 0.1) -> WorkflowStatus:
         """Wait until the workflow is final; its status (WorkflowError on timeout)."""
@@ -332,23 +353,22 @@ class Workflow:
             raise self._failure()
         if status is not WorkflowStatus.SUCCEEDED:
             raise WorkflowError('workflow %s is %s, it has no result' % (self.id, status))
-        state = self._state()
+        state = _state(self.app)
         results = state.results([row.task_id for row in state.nodes(self.id)])
         return resolve(from_json(self._row().result), results)
 
     def _failure(self) -> WorkflowFailed:
         """Why the workflow failed: its first node that failed of itself (not
         for its upstream), and that node's reason."""
-        failed = [row for row in self._state().nodes(self.id)
+        failed = [(row.task_id, row.task, row.reason) for row in _state(self.app).nodes(self.id)
                   if row.state == FAILED and row.reason != 'upstream_failed']
-        node, task, reason = (failed[0].task_id, failed[0].task, failed[0].reason) if failed \
-            else ('?', '?', 'unknown')
-        return WorkflowFailed('workflow %s failed: node %s (%s): %s' % (self.id, node, task,
-                                                                      reason))
+        return WorkflowFailed('workflow %s failed: node %s (%s): %s'
+                              % (self.id, *(failed[0] if failed else ('?', '?', 'unknown'))))
 
 
-def _count(nodes: list[Any]) -> dict[str, int]:
-    return dict(collections.Counter(str(row.state) for row in nodes))
+def _node(row: Any) -> dict[str, Any]:
+    return {'task_id': row.task_id, 'task': row.task, 'state': row.state, 'queue': row.queue,
+            'upstream': list(row.upstream or ())}
 
 
 def _summary(row: Any, counts: dict[str, int]) -> dict[str, Any]:

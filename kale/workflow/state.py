@@ -1,26 +1,22 @@
-"""A workflow's state in its store: what moves it on, over the store's steps.
+"""A workflow's state in its store (the workflows facet,
+:mod:`kale.store.workflows`): what moves it on, over the store's steps.
 
-Each node's call and result are kept serialized and signed
-(:mod:`kale.workflow.values`). :meth:`WorkflowState.complete`
-is the one transaction that moves a workflow on: the node that succeeded
-keeps its result, each downstream node's count of missing inputs goes
-down, and a node left with none becomes ``queued`` and is returned, with
-its upstream results in place, to be published by exactly one caller.
-A node cancelled while its task ran (its workflow failed or was cancelled
-meanwhile) that then succeeds is ``succeeded``, its result kept: only
-nodes that never ran stay ``cancelled``. :meth:`WorkflowState.retry` runs
-a failed or cancelled workflow again from what did not succeed.
-The rows are the store's workflows facet's (:mod:`kale.store.workflows`).
+:meth:`WorkflowState.complete` is the one transaction that moves a
+workflow on: the node that succeeded keeps its result (serialized and
+signed, :mod:`kale.workflow.values`), each downstream node's count of
+missing inputs goes down, and a node left with none becomes ``queued`` and
+is returned, resolved, to be published by exactly one caller. A node
+cancelled while its task ran that then succeeds is ``succeeded``: only
+nodes that never ran stay ``cancelled``.
 """
 from __future__ import annotations
 
-import contextlib
-from typing import Any, Iterator, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
-from kale.exceptions import WorkflowConflictError, WorkflowNotFoundError
+from kale.exceptions import KaleError, WorkflowConflictError, WorkflowNotFoundError
 from kale.statuses import FINAL_NODE, NodeStatus, WorkflowStatus
 from kale.store.workflows import Node, WorkflowRow, WorkflowSteps, WorkflowStore
-from kale.workflow.claims import ClaimKeeper, Holding
+from kale.workflow.claims import ClaimKeeper
 from kale.workflow.graph import Graph, resolve
 from kale.workflow.values import Values, to_json
 
@@ -158,10 +154,8 @@ class WorkflowState:
         else:
             ending, reason = (FAILED, DEADLINE_EXCEEDED) if status is WorkflowStatus.FAILED \
                 else (CANCELLED, 'workflow cancelled')
-            reasons = {}
-            for node in rows:
-                if states[node] not in FINAL:
-                    states[node], reasons[node] = ending, reason
+            reasons = {node: reason for node in rows if states[node] not in FINAL}
+            states.update(dict.fromkeys(reasons, ending))
         for node, why in reasons.items():
             steps.end_node(node, NodeStatus(states[node]), why)
         steps.finish(workflow_id, status, now)
@@ -177,28 +171,28 @@ class WorkflowState:
         published; WorkflowConflictError when it is not failed nor cancelled."""
         with self.store.begin(write=True) as steps:
             if not steps.reopen(workflow_id, deadline_at):
-                found = steps.status(workflow_id)
-                if found is None:
-                    raise WorkflowNotFoundError('no workflow %s in the task records'
-                                                % workflow_id[:200])
-                raise WorkflowConflictError('workflow %s cannot be retried: it is %s (only a '
-                                            'failed or cancelled one can be)'
-                                            % (workflow_id, found[0]))
+                raise _not_retried(steps, workflow_id)
             rows = steps.nodes(workflow_id, lock=True)
-            claim = self.claims.claim(now)
             succeeded = {node.task_id for node in rows if node.state == SUCCEEDED}
-            ready = []
-            for node in rows:
-                if node.state in (SUCCEEDED, QUEUED):    # kept, or in flight
-                    continue
-                missing = sum(1 for up in node.upstream or () if up not in succeeded)
-                steps.reset_node(node.task_id, PENDING if missing else QUEUED, missing, now,
-                                 claim)
-                if not missing:
-                    ready.append(node.task_id)
+            ready = self._wait_again(steps, rows, succeeded, now)
             if len(succeeded) == len(rows):
                 steps.finish(workflow_id, WorkflowStatus.SUCCEEDED, now)
             return [self._resolved(steps, task_id) for task_id in ready]
+
+    def _wait_again(self, steps: WorkflowSteps, rows: Sequence[Node], succeeded: set[str],
+                    now: float) -> list[str]:
+        """Each node neither succeeded nor in flight waits again for its
+        inputs that did not succeed; those that wait for none, claimed."""
+        claim = self.claims.claim(now)
+        ready = []
+        for node in rows:
+            if node.state in (SUCCEEDED, QUEUED):    # kept, or in flight
+                continue
+            missing = sum(1 for up in node.upstream or () if up not in succeeded)
+            steps.reset_node(node.task_id, PENDING if missing else QUEUED, missing, now, claim)
+            if not missing:
+                ready.append(node.task_id)
+        return ready
 
     def stranded(self, now: float, grace_sec: float, limit: int = 100) -> list[dict[str, Any]]:
         """Nodes ready to run but never published whose publish claim lapsed
@@ -215,13 +209,6 @@ class WorkflowState:
             return [self._resolved(steps, task_id)
                     for task_id in steps.stranded(now, grace_sec, limit)
                     if steps.claim_stranded(task_id, now, grace_sec, claim)]
-
-    @contextlib.contextmanager
-    def publishing(self, task_ids: Sequence[str]) -> Iterator[Holding]:
-        """Hold this process's claims on these nodes while the block
-        publishes them (:meth:`ClaimKeeper.holding`)."""
-        with self.claims.holding(self.store, task_ids) as held:
-            yield held
 
     def overdue(self, now: float, limit: int = 100) -> list[str]:
         """Running workflows past their deadline."""
@@ -241,6 +228,14 @@ class WorkflowState:
         """Up to ``limit`` workflows, newest first (created before ``before``
         when given), each with its count of nodes by state."""
         return self.store.workflows(status, limit, before)
+
+
+def _not_retried(steps: WorkflowSteps, workflow_id: str) -> KaleError:
+    found = steps.status(workflow_id)
+    if found is None:
+        return WorkflowNotFoundError('no workflow %s in the task records' % workflow_id[:200])
+    return WorkflowConflictError('workflow %s cannot be retried: it is %s (only a failed or '
+                                 'cancelled one can be)' % (workflow_id, found[0]))
 
 
 def _succeed(steps: WorkflowSteps, done: Sequence[tuple[str, str]]

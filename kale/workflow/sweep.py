@@ -1,16 +1,13 @@
 """The sweep every worker makes of the workflows, every ``WORKFLOW_SWEEP_SEC``.
 
-A node is recorded ready to run, claimed for its publish by the process
-that made it ready (:mod:`kale.workflow.claims`), then published. That
-process renews the claim while its publish runs, so a slow publish is left
-alone. A process that dies in between (a submitter killed after its
-commit, a worker killed after the transaction that made a join ready or in
-the middle of its publish) leaves the node recorded and unpublished, and
-its claim lapses ``WORKFLOW_PUBLISH_GRACE_SEC`` after its last renewal: the
-sweep then takes the claim over (in the database, so one sweeper does) and
-publishes the node. It also fails the unfinished nodes of running workflows
-past their deadline, so a deadline holds even when no node ends and nobody
-asks.
+A process that dies between recording a node ready and publishing it (a
+submitter killed after its commit, a worker killed after the transaction
+that made a join ready, or mid-publish) leaves the node unpublished; its
+publish claim (:mod:`kale.workflow.claims`) lapses
+``WORKFLOW_PUBLISH_GRACE_SEC`` after its last renewal, and the sweep then
+takes it over (in the database, so one sweeper does) and publishes the
+node. It also fails the unfinished nodes of running workflows past their
+deadline, so a deadline holds even when no node ends and nobody asks.
 """
 from __future__ import annotations
 

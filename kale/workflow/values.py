@@ -1,28 +1,23 @@
 """How a workflow keeps its nodes' calls and results at rest.
 
-A node's call (its arguments, upstream results standing as markers) and,
-once it succeeded, its result are serialized with the message codec's
-serializer (``SERIALIZER``: pickle or JSON), so a workflow carries what a
-plain publish would. Each stored value is one line of text::
+A node's call (upstream results standing as markers) and, once it
+succeeded, its result are serialized with ``SERIALIZER`` (pickle or JSON,
+where upstream markers stand as one-key dicts: :func:`to_json`), each
+stored as one line of text::
 
     kw1:<serializer code>:<key id>:<HMAC-SHA256>:<where><sealed>:<body>
 
 - The HMAC, under a key derived from ``MESSAGE_SIGNING_KEY``, covers the
-  value's column, its node's task id (and, for a call, the node's task and
-  queue) and the serialized bytes. A worker checks it before it
-  deserializes anything read back from the database: someone who can write
-  to the database but holds no signing key cannot make a worker publish a
-  task or arguments of their choosing, nor move one node's result to another.
-- With ``MESSAGE_ENCRYPTION_KEY`` set the bytes are sealed (AES-256-GCM, as
-  the task records seal theirs) and ``sealed`` is ``e``, else ``p``;
-  ``where`` is ``d`` (the body is the base64 bytes in the database) or ``s``
-  (the body is the key of an S3 object in ``PAYLOAD_BUCKET``).
-- With the JSON serializer, upstream results in a call stand as one-key
-  markers (:func:`to_json`); pickle keeps them as they are.
-- A result larger than ``WORKFLOW_RESULT_MAX_BYTES`` serialized goes to S3
-  under ``kale-payloads/workflows/`` when ``PAYLOAD_BUCKET`` is set (the
-  prefix the payloads' lifecycle rule expires); without a bucket it fails
-  its node, with a reason that says so.
+  value's column, its node's task id (for a call, its task and queue too)
+  and the bytes; it is checked before anything read back is deserialized:
+  who can write to the database without the key cannot make a worker
+  publish a task or arguments of their choosing, nor move a result.
+- ``sealed``: ``e`` when ``MESSAGE_ENCRYPTION_KEY`` sealed the bytes
+  (AES-256-GCM, as the task records), else ``p``; ``where``: ``d`` (base64
+  bytes in the database) or ``s`` (the key of an S3 object).
+- A result over ``WORKFLOW_RESULT_MAX_BYTES`` goes to S3 under
+  ``kale-payloads/workflows/`` when ``PAYLOAD_BUCKET`` is set (the prefix
+  the payloads' lifecycle rule expires); without one it fails its node.
 """
 from __future__ import annotations
 
@@ -101,8 +96,6 @@ class Values:
         self._mac_id = ring.current_id
         self._sealer = sealer
 
-    # --- the two kinds of value ----------------------------------------------------
-
     def pack_call(self, task_id: str, task: str, queue: str, call: Any) -> str:
         """A node's call (``{'args': [...], 'kwargs': {...}}``) as stored text
         (InvalidFlowError when the serializer cannot hold it)."""
@@ -125,13 +118,10 @@ class Values:
     def unpack_result(self, task_id: str, text: Optional[str]) -> Any:
         return self._unpack(RESULT, task_id, text)[1]
 
-    # --- the work ------------------------------------------------------------------
-
     def _pack(self, column: str, bound: str, value: Any, what: str, limit: int) -> str:
         raw = self._dumps(value, what)
         code = SERIALIZER_CODES[self.serializer]
-        digest = hmac.new(self._mac_keys[self._mac_id], _covered(column, bound, code, raw),
-                          hashlib.sha256).hexdigest()
+        digest = _mac(self._mac_keys[self._mac_id], column, bound, code, raw)
         data, sealed = raw, PLAIN
         if self._sealer.sealing:
             data, sealed = self._sealer.seal_bytes('workflow-' + column, raw).encode(), SEALED
@@ -184,8 +174,7 @@ class Values:
                 data: bytes) -> None:
         """Refuse a value whose MAC is not that of one of this deployment's keys."""
         key = self._mac_keys.get(kid)
-        if key is None or not hmac.compare_digest(digest, hmac.new(
-                key, _covered(column, bound, code, data), hashlib.sha256).hexdigest()):
+        if key is None or not hmac.compare_digest(digest, _mac(key, column, bound, code, data)):
             raise WorkflowError('workflow %s of node %s is not signed by this deployment\'s '
                                 'MESSAGE_SIGNING_KEY (written by something else, or changed)'
                                 % (column, node))
@@ -216,8 +205,9 @@ def _bound(task_id: str, task: str, queue: str) -> str:
     return '\0'.join((task_id, task, queue))
 
 
-def _covered(column: str, bound: str, code: str, raw: bytes) -> bytes:
-    return b'\0'.join((column.encode(), bound.encode(), code.encode(), raw))
+def _mac(key: bytes, column: str, bound: str, code: str, raw: bytes) -> str:
+    covered = b'\0'.join((column.encode(), bound.encode(), code.encode(), raw))
+    return hmac.new(key, covered, hashlib.sha256).hexdigest()
 
 
 def values(app: 'App') -> Values:

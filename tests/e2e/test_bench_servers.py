@@ -119,7 +119,7 @@ def test_fauxqs_installs_from_npm_and_serves_sqs_on_loopback(tmp_path, monkeypat
         assert message['Body'] == 'hello'
     finally:
         server.terminate()
-        server.wait(10)
+        server.wait(60)
 
 
 def test_the_memory_transport_baseline_is_not_called_boto3():

@@ -40,7 +40,7 @@ def serve_web(*options):
     assert match, 'kale web said %r' % line
     yield match.group(1)
     process.terminate()
-    process.wait(10)
+    process.wait(60)
 
 
 @pytest.fixture

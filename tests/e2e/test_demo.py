@@ -116,7 +116,7 @@ def test_ctrl_c_stops_the_demo_and_everything_it_started():
     output, _ = demo.communicate(timeout=60)
     assert demo.returncode == 130, ''.join(lines) + output
     assert 'interrupted; stopping' in output
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + 60
     while processes_with(marker) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert processes_with(marker) == []
@@ -168,7 +168,7 @@ def test_make_demo_web_leaves_the_dashboard_serving_the_records_until_ctrl_c():
     assert 'kale web stopped' in output and 'all %d tasks accounted for' % (DONE + 2) in output
     reported = float(re.search(r'accounted for in ([\d.]+)s', output).group(1))
     assert reported <= run_sec + 0.5, (reported, run_sec)
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + 60
     while processes_with('KALE_DEMO_TEST_RUN=' + marker) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert processes_with('KALE_DEMO_TEST_RUN=' + marker) == []

@@ -19,7 +19,7 @@ def groups(sqs, queue, expected, wait_sec=3, signed_for=None):
     test's prefix), received with raw boto3 and put back at once."""
     url = sqs.queue_url(queue)
     found = {}
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         for message in sqs.client.receive_message(
                 QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=wait_sec,

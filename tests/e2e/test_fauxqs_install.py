@@ -52,7 +52,7 @@ def serves_sqs(folder: str) -> None:
         assert message['Body'] == 'hello'
     finally:
         server.terminate()
-        server.wait(10)
+        server.wait(60)
         if server.stderr is not None:
             server.stderr.close()
 

@@ -134,10 +134,15 @@ def test_a_concurrency_limit_across_three_workers_frees_a_killed_workers_slot(sq
         mine = ':%s@' % pid                     # its holders: <host>:<pid>@<start>/<message>
         assert any(mine in h for h in state.holders(key, time.time())), \
             state.holders(key, time.time())
+        # Renewed at the latest when it was killed, it is over within the
+        # lease, as the store says of that moment (this test's polling may
+        # see it seconds later on a loaded machine).
+        gone_by = killed_at + LEASE_SEC + 2
+        assert not [h for h in state.holders(key, gone_by) if mine in h], \
+            state.holders(key, gone_by)
         wait_for(lambda: not [h for h in state.holders(key, time.time()) if mine in h],
-                 LEASE_SEC + 5, 'the killed worker\'s lease to expire')
+                 60, 'the killed worker\'s lease to expire')
         freed_at = time.time()
-        assert freed_at - killed_at <= LEASE_SEC + 2
         ft.PairTask.publish_batch(None, [((n, 3.0), {}) for n in range(6, 10)])
         # the five other tasks and the four new ones all run, on the two workers left
         wait_for(lambda: len([e for e in events(record, 'end') if e[1] != victim_task]) >= 9,

@@ -20,7 +20,7 @@ def test_it_starts_answers_boto3_and_stops_on_sigterm():
         assert message['Body'] == 'hi'
     finally:
         endpoint.process.send_signal(signal.SIGTERM)
-        code = endpoint.process.wait(10)
+        code = endpoint.process.wait(60)
         endpoint.stop()
     assert code == 0
     assert 'stopped' in ''.join(endpoint.lines)
@@ -29,7 +29,7 @@ def test_it_starts_answers_boto3_and_stops_on_sigterm():
 def test_ctrl_c_stops_it_cleanly():
     endpoint = SQSLocalProcess(env=subprocess_env(), cwd=ROOT)
     endpoint.process.send_signal(signal.SIGINT)
-    assert endpoint.process.wait(10) == 0
+    assert endpoint.process.wait(60) == 0
     endpoint.stop()
 
 
@@ -68,7 +68,7 @@ def test_two_signals_at_once_still_stop_it():
         endpoint = SQSLocalProcess(env=subprocess_env(), cwd=ROOT)
         endpoint.process.send_signal(signal.SIGTERM)
         endpoint.process.send_signal(signal.SIGTERM)
-        assert endpoint.process.wait(10) == 0
+        assert endpoint.process.wait(60) == 0
         endpoint.stop()
 
 

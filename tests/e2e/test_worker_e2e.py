@@ -76,8 +76,10 @@ def test_a_slow_task_is_stopped_at_its_limit_retried_then_dead_lettered_once(sqs
     for started, failed in zip(starts, failures, strict=False):
         # The record's times are wall-clock milliseconds; the limit's timer
         # counts on its own clock, and may end a few ms either side of them.
+        # Cut at its limit, not after its 30 s, however long a loaded
+        # machine holds up the worker's record of it.
         assert tasks.SleepTask.time_limit - 0.02 <= failed - started \
-            <= tasks.SleepTask.time_limit + 0.5
+            <= tasks.SleepTask.time_limit + 5
     with settings.override(RETRY_DELAY_MULTIPLE_SEC=1):
         delays = [tasks.SleepTask.retry_delay_sec(n) for n in range(tasks.SleepTask.max_retries)]
     for n, delay in enumerate(delays):
@@ -120,20 +122,20 @@ def test_hostile_messages_are_dead_lettered_and_never_unpickled(sqs, record, tmp
 
 @pytest.mark.real_time('a real worker process and a real signal')
 def test_sigterm_finishes_the_running_task_and_releases_the_rest_at_once(sqs, record, tmp_path):
-    published = tasks.SlowTask.publish_batch(None, [((2.0,), {}) for _ in range(5)])
+    published = tasks.SlowTask.publish_batch(None, [((2.0,), {}) for _ in range(10)])
     worker = WorkerProcess(tmp_path, '--queues', 'default')
     wait_for(lambda: events(record, 'start'), 30, 'the first task to start')
     signalled = time.monotonic()
     worker.signal(signal.SIGTERM)
-    assert worker.wait(10) == 0, worker.output()
-    # The running task's 2 s and a margin for a loaded machine; the five
-    # tasks run one after another would take 10 s.
-    assert time.monotonic() - signalled < 2.0 + 3.0
+    assert worker.wait(30) == 0, worker.output()
+    # The running task's 2 s and a loaded machine's pauses; the ten tasks
+    # run one after another would take 20 s.
+    assert time.monotonic() - signalled < 2.0 + 8.0
     [finished] = ids(record, 'ran')
     assert ids(record, 'start') == [finished]
-    released_at = time.monotonic()
-    visible = sqs.receive_all('default', expected=4, timeout=1.0)
-    assert time.monotonic() - released_at < 1.5
+    # Visible at once: what the worker held would come back only at the end
+    # of its 30 s visibility timeout, after this 10 s wait.
+    visible = sqs.receive_all('default', expected=9, timeout=10)
     assert sorted(sqs.decode(m['Body']).task_id for m in visible) == \
         sorted(set(published) - {finished})
 
@@ -148,7 +150,7 @@ def test_a_second_signal_stops_the_running_task_and_releases_it(sqs, record, tmp
     worker.signal(signal.SIGTERM)
     assert worker.wait(10) == 0, worker.output()
     assert ids(record, 'ran') == []
-    visible = sqs.receive_all('default', expected=3, timeout=1.0)
+    visible = sqs.receive_all('default', expected=3, timeout=10)      # not after 30 s
     assert sorted(sqs.decode(m['Body']).task_id for m in visible) == sorted(published)
 
 

@@ -85,8 +85,10 @@ def test_one_saturated_key_does_not_hold_back_another(flow):
         assert attempt == 1
     assert len(ends['busy']) == 8 and len(ends['free']) == 2
     first = min(ends['busy'] + ends['free'])
-    # 'free' (2 at 2/s, a burst of two) runs at once; 'busy' (8) takes 3 s or more
-    assert max(ends['free']) - first < 1.0
+    # 'free' (2 at 2/s, a burst of two) runs at once; 'busy' (8) takes 3 s or more.
+    # (Held back behind 'busy', 'free' would run 3.5 s or more after the first:
+    # a loaded machine's pauses get half of that.)
+    assert max(ends['free']) - first < 2.0
     assert max(ends['busy']) - first >= 3.0 - 0.1
 
 

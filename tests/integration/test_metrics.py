@@ -204,7 +204,7 @@ def test_a_worker_serves_its_registry_at_metrics_until_it_stops(memory_broker, r
     hooks.on_worker_startup(FakeWorker(memory_broker))
     try:
         hooks.series('default', ADD).outcomes[Outcome.SUCCEEDED].inc()
-        with urllib.request.urlopen('http://127.0.0.1:%d/metrics' % port, timeout=5) as answer:
+        with urllib.request.urlopen('http://127.0.0.1:%d/metrics' % port, timeout=30) as answer:
             text = answer.read().decode()
     finally:
         hooks.on_worker_shutdown(None)

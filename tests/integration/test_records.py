@@ -157,16 +157,16 @@ def test_a_fifo_retry_held_by_visibility_is_scheduled_until_its_message_reappear
     transport = broker.transport
     with settings.override(RETRY_DELAY_MULTIPLE_SEC=30, RETRY_DELAY_JITTER=0):
         task_id = tasks.OrderedTask.publish(None, 'a1', 1, group_id='a')
-        before = time.time()
+        before, held_from = time.time(), time.monotonic()
         one_pass(broker, ['ordered'])
-        after = time.time()
+        after, held_by = time.time(), time.monotonic()
     record = records.get(task_id)
     assert record.status == 'scheduled' and record.attempts == 1
     assert record.error_type == 'ValueError'
     assert before + 30 <= record.next_attempt_at <= after + 30
     assert 'retrying in 30s' in caplog.text
     [held] = transport._queue('ordered.fifo').messages.values()
-    assert held.visible_at - transport.clock.monotonic() == pytest.approx(30, abs=after - before + 1)
+    assert held_from + 30 <= held.visible_at <= held_by + 30
     transport.clock = ShiftedClock(31)                  # the hold has ended
     work(broker)
     record = records.get(task_id)
@@ -345,7 +345,7 @@ def test_a_worker_row_keeps_beating_from_the_writer_thread_while_idle(broker):
     recorder.start_process('worker', ['default'], purges=False)
     recorder.flush()
     [first] = records.queries().workers()
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 30
     while records.queries().workers()[0].heartbeat_at <= first.heartbeat_at:
         assert time.monotonic() < deadline, 'no heartbeat was written'
         time.sleep(0.05)
@@ -384,7 +384,7 @@ def test_workers_purge_expired_records_now_and_then(broker):
                                    updated_at=time.time() + 1)], [])
     recorder.succeeded_ttl, recorder.purge_interval = 60, 0.2
     recorder.start_process('worker', ['default'], purges=True)
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 30
     while records.get(old) is not None:
         assert time.monotonic() < deadline, 'the expired record was not purged'
         time.sleep(0.05)

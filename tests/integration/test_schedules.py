@@ -93,7 +93,7 @@ def test_broken_schedules_stop_only_themselves_and_are_each_reported(
         ('ticks', tick_id('ticks', tick)) for tick in ticks] and len(ticks) == 2
     work(memory_broker)
     assert sorted(r[1] for r in read_records(record)) == sorted(tick_id('ticks', t) for t in ticks)
-    default_app().recorder.flush(timeout=5)
+    default_app().recorder.flush(timeout=60)
     assert main(['schedules', 'list']) == 1
     out = capsys.readouterr().out.splitlines()
     assert out[1].split()[:2] == ['ticks', 'tests.schedule_tasks.Tick']
@@ -180,7 +180,7 @@ def test_schedules_list_shows_next_runs_last_tick_and_its_state(any_records_url,
     clock = FakeClock()
     scheduler = make_scheduler(default_app(), clock=clock, holder='lister')
     run_until(clock, clock.time() + 61, scheduler)
-    default_app().recorder.flush(timeout=5)                  # the scheduler's records, written
+    default_app().recorder.flush(timeout=60)                  # the scheduler's records, written
     assert main(['schedules', 'list', '--json']) == 0
     answer = json.loads(capsys.readouterr().out)
     [row] = answer['schedules']

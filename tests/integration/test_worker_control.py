@@ -71,7 +71,7 @@ def test_a_paused_queue_waits_in_sqs_until_it_is_resumed_and_a_stop_ends_the_wor
     queue = memory_broker.queues.get_queue('default')
 
     def operator():
-        wait_for(lambda: 'default' in worker.consumer.pauses, 10, 'the worker to read the pause')
+        wait_for(lambda: 'default' in worker.consumer.pauses, 30, 'the worker to read the pause')
         rt.PlainTask.publish_batch(None, [((n,), {}) for n in range(5)])
         seen = len(answered)
         wait_for(lambda: len(answered) >= seen + 3, 10, 'three receives answered empty')

@@ -221,14 +221,18 @@ def test_workflows_are_listed_newest_first_and_described_with_their_edges(broker
         workflow.get('nope')
 
 
-def _sweeper(now_offset):
-    """A sweeper whose clock reads ``now_offset`` seconds from now."""
+def _sweeper(offset, since=None):
+    """A sweeper whose clock reads ``offset`` seconds from now, or from
+    ``since`` (epoch seconds: a moment before the submit, so that however
+    long a loaded machine took since, it sweeps as if that much later)."""
     from kale.workflow.run import _cancel_tasks, _state, publish_nodes
     from kale.workflow.sweep import Sweeper
     app = default_app()
+    if since is not None:
+        offset += since - time.time()
     return Sweeper(lambda: _state(app), lambda state, ready: publish_nodes(state, ready, app),
                    lambda task_ids: _cancel_tasks(task_ids, app=app), interval_sec=1,
-                   grace_sec=5, clock=ShiftedClock(now_offset))
+                   grace_sec=5, clock=ShiftedClock(offset))
 
 
 def test_a_sweep_publishes_a_node_whose_submitter_died_before_publishing(broker, monkeypatch):
@@ -238,11 +242,12 @@ def test_a_sweep_publishes_a_node_whose_submitter_died_before_publishing(broker,
     from kale.workflow import run
     monkeypatch.setattr(run, 'publish_nodes', lambda state, ready, app: None)
     a = wt.Add.s(1, 2)
+    submitted = time.time()
     wf = workflow.submit(workflow.chain(a, wt.Add.s(3)))
     monkeypatch.undo()
     work(broker)
     assert {n['task_id']: n['state'] for n in wf.nodes()}[a.task_id] == 'queued'
-    assert _sweeper(1).sweep() == (0, 0)               # within the grace: left alone
+    assert _sweeper(1, since=submitted).sweep() == (0, 0)      # within the grace: left alone
     sweeper = _sweeper(6)
     assert sweeper.sweep() == (1, 0)
     assert sweeper.sweep() == (0, 0)                   # claimed: not published again
@@ -253,8 +258,9 @@ def test_a_sweep_publishes_a_node_whose_submitter_died_before_publishing(broker,
 
 
 def test_a_sweep_fails_a_workflow_past_its_deadline_with_nothing_ending(broker):
+    submitted = time.time()
     wf = workflow.submit(workflow.chain(wt.Add.s(1, 2), wt.Add.s(3)), deadline_sec=30)
-    assert _sweeper(10).sweep() == (0, 0)
+    assert _sweeper(10, since=submitted).sweep() == (0, 0)
     assert _sweeper(31).sweep() == (0, 1)
     from kale.workflow.run import _state
     assert _state(default_app()).workflow(wf.id).status == 'failed'

@@ -104,8 +104,9 @@ class SQSHelper:
         return int(attributes['Attributes']['ApproximateNumberOfMessages'])
 
     def receive_all(self, name: str, expected: Optional[int] = None,
-                    timeout: float = 5) -> list[dict[str, Any]]:
-        """Everything visible in the queue (received, then deleted)."""
+                    timeout: float = 30) -> list[dict[str, Any]]:
+        """Everything visible in the queue (received, then deleted): with
+        ``expected``, received until that many came or ``timeout`` passed."""
         url = self.queue_url(name)
         found: list[dict[str, Any]] = []
         deadline = time.time() + timeout

@@ -95,7 +95,7 @@ class Cluster:
         """A fresh database; returns its URL."""
         import psycopg
         name = 'kale_%s' % uuid.uuid4().hex[:12]
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60
         while True:
             try:
                 with psycopg.connect('host=127.0.0.1 port=%d user=kale dbname=postgres'

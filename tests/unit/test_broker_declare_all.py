@@ -13,12 +13,12 @@ QUEUES = [TaskQueue(name=name, priority=1, batch_size=10, visibility_timeout_sec
 class SlowTransport(MemoryTransport):
     """Each queue's declaration waits until ``together`` declarations are
     under way at once (a barrier, not a clock: declarations one after
-    another break it after 5 s instead)."""
+    another break it after 30 s instead)."""
 
     def __init__(self, missing=(), together=3):
         super().__init__()
         self.missing = set(missing)
-        self.barrier = threading.Barrier(together, timeout=5)
+        self.barrier = threading.Barrier(together, timeout=30)
 
     def queue_exists(self, name):
         self.barrier.wait()

@@ -13,6 +13,8 @@ from kale.transport import MAX_VISIBILITY_SEC
 from kale.worker.batch import Batch
 from kale.worker.heartbeat import Heartbeat, extension_lead
 from tests import tasks
+from tests.support.clock import FakeClock
+from tests.support.processes import wait_for
 from tests.support.records import recorded_ids
 
 
@@ -39,31 +41,42 @@ def test_the_lead_is_a_third_of_the_timeout_at_most_ten_seconds():
     assert extension_lead(300) == 10.0
 
 
-@pytest.mark.real_time('the heartbeat thread races the visibility timeout of a real transport')
 def test_a_kept_message_stays_invisible_past_its_timeout_and_comes_back_after_stop(
         memory_broker):
+    """The transport and the heartbeat on a clock the test moves: the thread
+    waits in real time but acts on that clock, so however long a loaded
+    machine pauses it, the message's timeout cannot lapse before it does."""
+    clock = FakeClock()
+    memory_broker.transport.clock = clock
     batch, received = received_batch(memory_broker)     # visibility timeout 3 s
-    heartbeat = Heartbeat(memory_broker)
+    batch.received_at = clock.monotonic()
+    heartbeat = Heartbeat(memory_broker, clock=clock)
     heartbeat.keep(batch, received)
     try:
         assert heartbeat.keeps(received)
-        time.sleep(4.5)
+        for count in (1, 2):            # each a second before the last lapses: at 2 s, at 4 s
+            clock.advance(2.0)
+            wait_for(lambda n=count: heartbeat.extensions >= n, 30, 'extension %d' % count)
+        clock.advance(0.5)              # 4.5 s: past the 3 s timeout
         assert visible(memory_broker) == [], 'the message reappeared while kept'
-        assert heartbeat.extensions >= 2
-        assert batch.deadline > time.monotonic()
+        assert batch.deadline > clock.monotonic()
         heartbeat.stop()
         assert not heartbeat.keeps(received)
         extensions = heartbeat.extensions
-        time.sleep(3.2)
+        clock.advance(2.0)              # the next extension would be due, before the lapse at 7 s
+        time.sleep(2.5)                 # (longer than the thread's wait: it would have made it)
         assert heartbeat.extensions == extensions
+        clock.advance(1.0)
         assert [m.message_id for m in visible(memory_broker)] == [received.message_id]
     finally:
         heartbeat.close()
 
 
 def test_a_failed_extension_is_logged_and_tried_again(memory_broker, monkeypatch, caplog):
-    batch, received = received_batch(memory_broker)
-    batch.received_at = time.monotonic() - 2.5                 # the first extension is due at once
+    # (a queue of 30 s: the retry comes 1 s after the failure, and a loaded
+    # machine has 10 s to fail the first before the batch's budget is over)
+    batch, received = received_batch(memory_broker, 'default')
+    batch.received_at = time.monotonic() - 20                  # the first extension is due at once
     calls = []
     real = memory_broker.change_visibility
 
@@ -78,14 +91,14 @@ def test_a_failed_extension_is_logged_and_tried_again(memory_broker, monkeypatch
     with caplog.at_level(logging.WARNING, logger='kale.worker.heartbeat'):
         heartbeat.keep(batch, received)
         try:
-            deadline = time.monotonic() + 3
+            deadline = time.monotonic() + 30
             while heartbeat.extensions == 0 and time.monotonic() < deadline:
                 time.sleep(0.02)
         finally:
             heartbeat.close()
     assert heartbeat.extensions == 1
     assert len(calls) == 2
-    assert 'could not extend the visibility of message %r on queue beat (trying again): ' \
+    assert 'could not extend the visibility of message %r on queue default (trying again): ' \
            'endpoint unreachable' % received.message_id in caplog.text
 
 
@@ -95,7 +108,7 @@ def test_nothing_is_extended_past_twelve_hours_from_the_receive(memory_broker):
     heartbeat = Heartbeat(memory_broker)
     heartbeat.keep(batch, received)
     try:
-        deadline = time.monotonic() + 2
+        deadline = time.monotonic() + 30
         while heartbeat.keeps(received) and time.monotonic() < deadline:
             time.sleep(0.02)
         assert not heartbeat.keeps(received)

@@ -188,6 +188,23 @@ def test_a_stop_lets_running_tasks_end_and_releases_the_rest(memory_broker, reco
     assert counts.visible == 8 - len(started) and counts.in_flight == 0
 
 
+class SignalsTwiceOnceStarted(WorkerHooks):
+    """A stop signal, then a second 0.6 s later, once the task has started
+    (a timer from the start of the run could come before it on a loaded
+    machine, and stop a worker with nothing running)."""
+
+    def __init__(self):
+        self.worker = None
+
+    def on_worker_startup(self, worker):
+        self.worker = worker
+
+    def on_task_started(self, queue, received, message):
+        handle = self.worker.signals.handle
+        threading.Thread(target=lambda: (handle(15, None), time.sleep(0.6), handle(15, None)),
+                         daemon=True).start()
+
+
 @pytest.mark.real_time('the stopped task would otherwise run for 20 s')
 @pytest.mark.parametrize('pool, task_class', [('threads', pool_tasks.BusyOverLimitTask),
                                               ('asyncio', pool_tasks.AsyncOverLimitTask)])
@@ -196,15 +213,13 @@ def test_a_second_signal_stops_running_tasks_which_are_released(memory_broker, r
     task_class.time_limit = 20
     try:
         task_class.publish(None)
-        worker = Worker(queue_names=['default'], broker=memory_broker, pool=pool)
-        timer = threading.Timer(0.5, lambda: (worker.signals.handle(15, None),
-                                              time.sleep(0.6), worker.signals.handle(15, None)))
-        timer.start()
+        worker = Worker(queue_names=['default'], broker=memory_broker, pool=pool,
+                        hooks=[SignalsTwiceOnceStarted()])
         started = time.monotonic()
         assert worker.run() == EXIT_OK
     finally:
         task_class.time_limit = 0.3
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 10          # the second signal, not the 20 s limit
     assert worker.stats == {'release': 1}
     assert memory_broker.counts(memory_broker.queues['default']).visible == 1
 
@@ -320,22 +335,26 @@ def test_records_follow_runs_side_by_side_and_a_retry_is_scheduled(memory_broker
     from kale import records
     from tests import records_tasks as rt
     monkeypatch.setattr(rt.BrokenTask, 'max_retries', 1)
-    spans = pool_tasks.AsyncSpanTask.publish_batch(None, [((1.5,), {}) for _ in range(3)])
+    held = pool_tasks.AsyncHeldTask
+    held.released.clear()
+    spans = held.publish_batch(None, [((), {}) for _ in range(3)])
     broken = rt.BrokenTask.publish(None)
     worker = Worker(queue_names=['default'], broker=memory_broker, pool=pool, max_in_flight=4)
     seen = {}
 
     def watch():
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 14         # (the held tasks end by themselves at 15 s)
         try:
             while time.monotonic() < deadline and 'running' not in seen:
                 found = [records.get(t) for t in spans]
                 if all(r is not None and r.status == 'running' for r in found):
                     seen['running'] = True
                 time.sleep(0.05)
+            held.released.set()
             while time.monotonic() < deadline and records.get(broken).status != 'scheduled':
                 time.sleep(0.05)
         finally:
+            held.released.set()
             worker.stop()
     watcher = threading.Thread(target=watch)
     with settings.override(RETRY_DELAY_MULTIPLE_SEC=30, RETRY_DELAY_JITTER=0):

@@ -36,7 +36,7 @@ def test_rows_handed_over_are_written_by_flush():
     writer = RecordWriter(store.write)
     writer.publish([{'id': 'a'}, {'id': 'b'}])
     writer.event([{'id': 'a', 'status': 'running'}])
-    assert writer.flush(5)
+    assert writer.flush(30)
     assert [r['id'] for r in store.published] == ['a', 'b'] and len(store.events) == 1
     writer.close()
 
@@ -47,7 +47,8 @@ def test_an_outage_holds_rows_and_they_catch_up_when_it_ends():
     writer = RecordWriter(store.write)
     writer.event([{'id': str(n)} for n in range(100)])
     assert not writer.flush(0.3)               # nothing waits for the store...
-    assert writer.pending == 100 and writer.failures >= 1
+    wait_for(lambda: writer.failures >= 1, 30)
+    assert writer.pending == 100
     store.down.clear()
     assert writer.flush(10)                    # ...and nothing is lost
     assert sorted(int(r['id']) for r in store.events) == list(range(100))
@@ -93,7 +94,7 @@ def test_the_running_task_is_written_once_by_a_flush():
     writer = RecordWriter(store.write)
     built = []
     writer.running('a', _later('a', 1.0, built))
-    assert writer.flush(5) and writer.flush(5)
+    assert writer.flush(30) and writer.flush(30)
     assert built == ['a'] and [(r['id'], r['status']) for r in store.events] == [('a', 'running')]
     writer.close()
 
@@ -102,9 +103,9 @@ def test_a_task_that_ran_between_two_rounds_costs_only_its_outcome():
     """Its 'running' event is never built: the outcome says all."""
     store = FlakyStore()
     writer = RecordWriter(store.write, gather_sec=30.0)
-    wait_for(lambda: writer._idle, 5)
+    wait_for(lambda: writer._idle, 30)
     writer.event([{'id': 'x', 'status': 'succeeded', 'updated_at': 1.0}])
-    wait_for(lambda: not writer._idle, 5)        # gathering: takes nothing until it ends
+    wait_for(lambda: not writer._idle, 30)        # gathering: takes nothing until it ends
     built = []
     writer.running('a', _later('a', 1.0, built))
     writer.running('a', None)
@@ -120,7 +121,7 @@ def test_a_running_task_wakes_an_idle_writer(monkeypatch):
     monkeypatch.setattr(writer_module, 'IDLE_WAKE_SEC', 60.0)
     store = FlakyStore()
     writer = RecordWriter(store.write)
-    wait_for(lambda: writer._idle, 5)
+    wait_for(lambda: writer._idle, 30)
     writer.running('a', _later('a', 1.0, []))
     wait_for(lambda: store.events, 10)         # not the 60 s idle pause
     assert [(r['id'], r['status']) for r in store.events] == [('a', 'running')]
@@ -147,9 +148,9 @@ def test_every_task_running_at_once_is_written_once_and_an_ended_one_not_at_all(
     """A worker with a pool names each run under its own key."""
     store = FlakyStore()
     writer = RecordWriter(store.write, gather_sec=30.0)
-    wait_for(lambda: writer._idle, 5)
+    wait_for(lambda: writer._idle, 30)
     writer.event([{'id': 'x', 'status': 'succeeded', 'updated_at': 1.0}])
-    wait_for(lambda: not writer._idle, 5)        # gathering: takes nothing until it ends
+    wait_for(lambda: not writer._idle, 30)        # gathering: takes nothing until it ends
     built = []
     for key in 'abc':
         writer.running(key, _later(key, 1.0, built))
@@ -163,12 +164,12 @@ def test_every_task_running_at_once_is_written_once_and_an_ended_one_not_at_all(
 
 def test_a_running_event_waits_out_the_gather_window_with_the_rows_after_it():
     store = FlakyStore()
-    writer = RecordWriter(store.write, gather_sec=1.0)
-    wait_for(lambda: writer._idle, 5)
+    writer = RecordWriter(store.write, gather_sec=30.0)
+    wait_for(lambda: writer._idle, 30)
     writer.running('a', _later('a', 1.0, []))
-    time.sleep(0.2)                              # the thread is gathering, not writing
+    wait_for(lambda: not writer._idle, 30)       # the thread is gathering, not writing
     writer.event([{'id': 'b', 'status': 'succeeded', 'updated_at': 2.0}])
-    assert writer.flush(5)
+    assert writer.flush(30)
     assert store.transactions == 1
     assert sorted((r['id'], r['status']) for r in store.events) == [
         ('a', 'running'), ('b', 'succeeded')]

@@ -272,7 +272,9 @@ def test_a_worker_stops_soon_even_if_the_endpoint_is_gone_at_shutdown(app, recor
     worker = kale_worker.Worker(queue_names=['default'], app=app, hooks=[StopAfterTheTask()])
     started = time.monotonic()
     assert worker.run() == kale_worker.EXIT_OK
-    assert time.monotonic() - started < kale_worker.SHUTDOWN_SETTLE_SEC + 2
+    # It gives up settling after SHUTDOWN_SETTLE_SEC, well before the 30 s
+    # visibility timeout (however long a loaded machine pauses it).
+    assert time.monotonic() - started < kale_worker.SHUTDOWN_SETTLE_SEC + 15
     assert len(events(record_file, 'ran')) == 1
 
 

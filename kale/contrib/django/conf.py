@@ -47,24 +47,38 @@ def database_url(database: Mapping[str, Any], alias: str = 'default') -> str:
     ``DATABASES``): a SQLite file or a PostgreSQL database."""
     engine = database.get('ENGINE', '')
     if engine == _SQLITE:
-        name = str(database.get('NAME') or '')
-        if not name or name == ':memory:' or 'mode=memory' in name:
-            raise ImproperlyConfigured("DATABASES[%r] is an in-memory SQLite database, which "
-                                       "Kale's processes cannot open: give it a file" % alias)
-        return 'sqlite:///' + os.path.abspath(name)
+        return _sqlite_url(str(database.get('NAME') or ''), alias)
     if engine in _POSTGRESQL:
-        from kale.store.sql.urls import postgresql_url
-        options = database.get('OPTIONS') or {}
-        query = {key: str(options[key]) for key in _PG_OPTIONS if key in options}
-        host = str(database.get('HOST') or '')
-        if host.startswith('/'):                # a Unix socket's directory
-            query['host'], host = host, ''
-        port = str(database.get('PORT') or '')
-        return postgresql_url(database.get('USER') or None, database.get('PASSWORD') or None,
-                              host or None, int(port) if port.isdigit() else None,
-                              database.get('NAME') or None, query)
+        return _postgresql_url(database)
     raise ImproperlyConfigured("DATABASES[%r]: Kale's outbox and task records work on SQLite "
                                'and PostgreSQL, not %s' % (alias, engine or 'no ENGINE'))
+
+
+def _sqlite_url(name: str, alias: str) -> str:
+    if not name or name == ':memory:' or 'mode=memory' in name:
+        raise ImproperlyConfigured("DATABASES[%r] is an in-memory SQLite database, which "
+                                   "Kale's processes cannot open: give it a file" % alias)
+    return 'sqlite:///' + os.path.abspath(name)
+
+
+def _postgresql_url(database: Mapping[str, Any]) -> str:
+    from kale.store.sql.urls import postgresql_url
+    host, query = _postgresql_host(database)
+    port = str(database.get('PORT') or '')
+    user, password, name = (database.get(key) or None for key in ('USER', 'PASSWORD', 'NAME'))
+    return postgresql_url(user, password, host, int(port) if port.isdigit() else None, name,
+                          query)
+
+
+def _postgresql_host(database: Mapping[str, Any]) -> tuple[Optional[str], dict[str, str]]:
+    """The host of the URL, and its query: the OPTIONS libpq takes, and a
+    Unix socket's directory."""
+    options = database.get('OPTIONS') or {}
+    query = {key: str(options[key]) for key in _PG_OPTIONS if key in options}
+    host = str(database.get('HOST') or '')
+    if host.startswith('/'):
+        query['host'], host = host, ''
+    return host or None, query
 
 
 def supported(database: Mapping[str, Any]) -> bool:
@@ -81,49 +95,55 @@ def kale_values(kale: Any, databases: Mapping[str, Any],
     """The Kale settings ``KALE`` gives, checked, with what the module
     docstring adds (``tasks_modules``: the apps' ``tasks`` modules).
     ImproperlyConfigured names the bad key."""
-    if kale is None:
-        kale = {}
+    kale = {} if kale is None else kale
+    values = _settings_of(kale)
+    default = databases.get('default') or {}
+    if RECORDS in kale:
+        values['RECORDS_URL'] = _records_url(kale[RECORDS], values, default)
+    if 'OUTBOX_URL' not in values and supported(default):
+        values['OUTBOX_URL'] = database_url(default)
+    modules = _merged(values.get('TASK_MODULES') or (), tasks_modules)
+    if modules:
+        values['TASK_MODULES'] = modules
+    values['WORKER_HOOKS'] = tuple(values.get('WORKER_HOOKS') or ()) + (HOOKS,)
+    return values
+
+
+def _settings_of(kale: Any) -> dict[str, Any]:
+    """The Kale settings of ``KALE`` (its ``RECORDS`` aside), checked."""
     if not isinstance(kale, Mapping):
         raise ImproperlyConfigured('must be a dict of Kale settings, e.g. {"QUEUE_CONFIG": '
                                    '"queue_config.yaml"}, got %s' % type(kale).__name__)
-    values = {}
-    for key, value in kale.items():
-        if key == RECORDS:
-            continue
-        if key not in SETTING_NAMES:
+    for key in kale:
+        if key != RECORDS and key not in SETTING_NAMES:
             close = difflib.get_close_matches(str(key), sorted(SETTING_NAMES) + [RECORDS], n=1,
                                               cutoff=0.8)
             raise ImproperlyConfigured('%r is not a Kale setting%s' % (
                 key, ' (did you mean %s?)' % close[0] if close else ''))
-        values[key] = value
+    values = {key: value for key, value in kale.items() if key != RECORDS}
     check_settings(values)
-    default = databases.get('default') or {}
-    if RECORDS in kale:
-        if kale[RECORDS] != 'django':
-            raise ImproperlyConfigured("RECORDS must be 'django' (the task records in "
-                                       "DATABASES['default']), got %r" % (kale[RECORDS],))
-        if values.get('RECORDS_URL'):
-            raise ImproperlyConfigured("give RECORDS_URL or RECORDS = 'django', not both")
-        values['RECORDS_URL'] = database_url(default)
-    if 'OUTBOX_URL' not in values and supported(default):
-        values['OUTBOX_URL'] = database_url(default)
-    modules = list(values.get('TASK_MODULES') or ())
-    modules += [name for name in tasks_modules if name not in modules]
-    if modules:
-        values['TASK_MODULES'] = tuple(modules)
-    values['WORKER_HOOKS'] = tuple(values.get('WORKER_HOOKS') or ()) + (HOOKS,)
     return values
+
+
+def _merged(modules: Sequence[str], more: Sequence[str]) -> tuple[str, ...]:
+    return tuple(modules) + tuple(name for name in more if name not in modules)
+
+
+def _records_url(records: Any, values: Mapping[str, Any], default: Mapping[str, Any]) -> str:
+    """``RECORDS_URL`` for ``KALE['RECORDS']``."""
+    if records != 'django':
+        raise ImproperlyConfigured("RECORDS must be 'django' (the task records in "
+                                   "DATABASES['default']), got %r" % (records,))
+    if values.get('RECORDS_URL'):
+        raise ImproperlyConfigured("give RECORDS_URL or RECORDS = 'django', not both")
+    return database_url(default)
 
 
 def apps_tasks_modules() -> list[str]:
     """The ``tasks`` module of each installed app that has one."""
     from django.apps import apps
-    found = []
-    for app_config in apps.get_app_configs():
-        name = app_config.name + '.tasks'
-        if app_config.name != 'kale.contrib.django' and _exists(name):
-            found.append(name)
-    return found
+    return [app.name + '.tasks' for app in apps.get_app_configs()
+            if app.name != 'kale.contrib.django' and _exists(app.name + '.tasks')]
 
 
 def _exists(name: str) -> bool:
