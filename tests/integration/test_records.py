@@ -135,7 +135,6 @@ def test_attempts_one_worker_ran_before_reporting_keep_their_own_start_times(bro
         late = Worker(broker=broker)
         late.settler = Settler(late.consumer)
         late.startup()
-        queue = broker.queues['default']
         one_round(late)                     # attempt 1, retried at once
         one_round(late)                     # attempt 2, retried at once
         late.settler.flush()
