@@ -42,7 +42,8 @@ def same_task(wanted: str, task: str) -> bool:
     return task == wanted or ('.' not in wanted and task.endswith('.' + wanted))
 
 
-def _matches(where: TaskFilter, task: str, queue: str, status: str) -> bool:
+def matches_counted(where: TaskFilter, task: str, queue: str, status: str) -> bool:
+    """Whether ``where``'s statuses, task and queue match."""
     return (not where.statuses or status in where.statuses) \
         and (not where.task or same_task(where.task, task)) \
         and (not where.queue or queue == where.queue)
@@ -50,7 +51,7 @@ def _matches(where: TaskFilter, task: str, queue: str, status: str) -> bool:
 
 def count_of(rows: Iterable[CountRow], where: TaskFilter) -> int:
     """How many records ``where`` matches, from the counters."""
-    return sum(n for task, queue, status, n in rows if n and _matches(where, task, queue, status))
+    return sum(n for task, queue, status, n in rows if n and matches_counted(where, task, queue, status))
 
 
 def summary_of(rows: Iterable[CountRow], where: TaskFilter) -> dict[str, Any]:
@@ -60,7 +61,7 @@ def summary_of(rows: Iterable[CountRow], where: TaskFilter) -> dict[str, Any]:
     by_task: dict[str, dict[str, int]] = {}
     by_queue: dict[str, dict[str, int]] = {}
     for task, queue, status, n in rows:
-        if n <= 0 or not _matches(where, task, queue, status):
+        if n <= 0 or not matches_counted(where, task, queue, status):
             continue
         by_status[status] = by_status.get(status, 0) + n
         for table, key in ((by_task, task), (by_queue, queue)):
