@@ -18,7 +18,7 @@ import functools
 from typing import Any, Callable, Iterator, Optional, Protocol, Sequence
 
 from kale.exceptions import BadFilterError
-from kale.statuses import PENDING_FILTER, TaskStatus, WorkerState, status_values
+from kale.statuses import PENDING_FILTER, TaskStatus, WorkerState, WorkflowStatus, status_values
 from kale.store.record import TaskFilter, TaskRecord, WorkerRecord, encode_cursor, iso
 
 Row = dict[str, Any]
@@ -71,6 +71,21 @@ def rows_to_write(sealer: Any, published: Sequence[Row], events: Sequence[Row],
         events = [sealer.stored(row) for row in events]
         attempt_rows = [sealer.stored(row) for row in attempt_rows]
     return published, events, attempt_rows
+
+
+#: The statuses of the ended tasks that each TTL of
+#: :meth:`RecordsStore.purge_expired` applies to (``succeeded_ttl``, then
+#: ``failed_ttl``), and of the ended workflows.
+ENDED_TASKS = ((TaskStatus.SUCCEEDED,), (TaskStatus.FAILED, TaskStatus.CANCELLED,
+                                          TaskStatus.PURGED, TaskStatus.DEDUPLICATED))
+ENDED_WORKFLOWS = ((WorkflowStatus.SUCCEEDED,), (WorkflowStatus.FAILED, WorkflowStatus.CANCELLED))
+
+
+def expired(ended: Sequence[tuple[str, ...]], succeeded_ttl: Optional[float],
+            failed_ttl: Optional[float], now: float) -> list[tuple[tuple[str, ...], float]]:
+    """(statuses, finished before) of the rows ``ended`` past their TTL, one per TTL given."""
+    ttls = (succeeded_ttl, failed_ttl)
+    return [(statuses, now - ttl) for statuses, ttl in zip(ended, ttls, strict=True) if ttl is not None]
 
 
 #: Statuses a worker ends a task with (the timeline's; a purge or a

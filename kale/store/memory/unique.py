@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Sequence
 
 from kale.statuses import FINAL_TASK
+from kale.store.unique import claim_each
 
 if TYPE_CHECKING:
     from kale.store.memory import MemoryStore
@@ -17,14 +18,8 @@ class MemoryUnique:
         self.keys: dict[str, tuple[str, float]] = {}
 
     def claim(self, claims: Sequence[tuple[str, str]], now: float, for_sec: float) -> list[str]:
-        holders: list[str] = []
         with self.root.lock:
-            taken: dict[str, str] = {}
-            for key, task_id in claims:
-                if key not in taken:
-                    taken[key] = self._claim(key, task_id, now, for_sec)
-                holders.append(taken[key])
-        return holders
+            return claim_each(claims, lambda key, task_id: self._claim(key, task_id, now, for_sec))
 
     def _claim(self, key: str, task_id: str, now: float, for_sec: float) -> str:
         held = self.keys.get(key)

@@ -24,8 +24,6 @@ from kale.store.sql.engine import make_engine
 from kale.store.sql.facets import Facets
 from kale.store.sql.schema import (
     CANCELLED,
-    DEDUPLICATED,
-    FAILED,
     FINAL,
     PENDING,
     PURGED,
@@ -49,7 +47,7 @@ except ImportError as exc:  # pragma: no cover - depends on the extras installed
                                '(%s)' % exc) from exc
 
 from kale.statuses import TaskStatus
-from kale.store.records import rows_to_write
+from kale.store.records import ENDED_TASKS, ENDED_WORKFLOWS, expired, rows_to_write
 from kale.store.sealing import Sealer
 from kale.store.sql.driver import Driver, chunks, insert_for, same_keys
 
@@ -256,7 +254,8 @@ class RecordStore(Facets):
         conditions = _expired_tasks(succeeded_ttl, failed_ttl, queued_ttl, now)
         if not conditions:
             return 0
-        ended = _ended_workflows(succeeded_ttl, failed_ttl, now)
+        ended = [and_(workflows.c.status.in_(statuses), workflows.c.finished_at < before)
+                 for statuses, before in expired(ENDED_WORKFLOWS, succeeded_ttl, failed_ttl, now)]
         deleted = delete_in_chunks(self, or_(*conditions))
         with self.begin(write=True) as conn:
             if failed_ttl is not None:     # workers that stopped or went silent long ago
@@ -338,7 +337,8 @@ class RecordStore(Facets):
                 task_ids = self._cancelled_ids.candidates(task_ids, self._all_cancelled)
                 if not task_ids:
                     return set()
-            return {row[0] for row in self._check(*self.driver.cancelled_among(list(task_ids)))}
+            return {row[0] for row in self._check(*self.driver.status_among(
+                CANCELLED, list(task_ids)))}
 
     def succeeded_among(self, task_ids: Sequence[str]) -> set[str]:
         """Which of these ids already succeeded (one query, on the kept cursor)."""
@@ -371,32 +371,14 @@ class RecordStore(Facets):
 def _expired_tasks(succeeded_ttl: Optional[float], failed_ttl: Optional[float],
                    queued_ttl: Optional[float], now: float) -> list[Any]:
     """The conditions of the tasks past their TTL (one per TTL given)."""
-    conditions = []
-    if succeeded_ttl is not None:
-        conditions.append(and_(tasks.c.status == SUCCEEDED,
-                               tasks.c.finished_at < now - succeeded_ttl))
-    if failed_ttl is not None:
-        conditions.append(and_(tasks.c.status.in_((FAILED, CANCELLED, PURGED, DEDUPLICATED)),
-                               tasks.c.finished_at < now - failed_ttl))
+    conditions = [and_(tasks.c.status.in_(statuses), tasks.c.finished_at < before)
+                  for statuses, before in expired(ENDED_TASKS, succeeded_ttl, failed_ttl, now)]
     if queued_ttl is not None:          # a task due later waits in SQS until then
         conditions.append(and_(tasks.c.status.in_((QUEUED, SCHEDULED)),
                                tasks.c.updated_at < now - queued_ttl,
                                or_(tasks.c.next_attempt_at.is_(None),
                                    tasks.c.next_attempt_at < now - queued_ttl)))
     return conditions
-
-
-def _ended_workflows(succeeded_ttl: Optional[float], failed_ttl: Optional[float],
-                     now: float) -> list[Any]:
-    """The conditions of the workflows past the same TTLs as their tasks."""
-    ended = []
-    if succeeded_ttl is not None:
-        ended.append(and_(workflows.c.status == SUCCEEDED,
-                          workflows.c.finished_at < now - succeeded_ttl))
-    if failed_ttl is not None:
-        ended.append(and_(workflows.c.status.in_((FAILED, CANCELLED)),
-                          workflows.c.finished_at < now - failed_ttl))
-    return ended
 
 
 def raw_errors() -> tuple[type[Exception], ...]:

@@ -7,6 +7,7 @@ from sqlalchemy import Connection, select, update
 
 from kale.store.sql.driver import insert_for
 from kale.store.sql.schema import FINAL, tasks, unique_keys
+from kale.store.unique import claim_each
 
 if TYPE_CHECKING:
     from kale.store.sql.records import RecordStore
@@ -20,17 +21,9 @@ class SQLUnique:
         self.store = store
 
     def claim(self, claims: Sequence[tuple[str, str]], now: float, for_sec: float) -> list[str]:
-        holders: list[str] = []
         with self.store.begin(write=True) as conn:
-            taken: dict[str, str] = {}
-            for key, task_id in claims:
-                if key in taken:                 # twice in one batch: the first holds
-                    holders.append(taken[key])
-                    continue
-                holder = _claim_key(conn, key, task_id, now, for_sec)
-                taken[key] = holder
-                holders.append(holder)
-        return holders
+            return claim_each(claims, lambda key, task_id: _claim_key(conn, key, task_id, now,
+                                                                      for_sec))
 
     def release(self, claims: Sequence[tuple[str, str]]) -> None:
         with self.store.begin(write=True) as conn:
