@@ -88,6 +88,15 @@ def expired(ended: Sequence[tuple[str, ...]], succeeded_ttl: Optional[float],
     return [(statuses, now - ttl) for statuses, ttl in zip(ended, ttls, strict=True) if ttl is not None]
 
 
+#: Statuses of the tasks that wait for a worker: a cancel, or their queue's purge, ends them.
+WAITING = (TaskStatus.QUEUED, TaskStatus.SCHEDULED)
+
+
+def ended_waiting(status: str, now: float) -> Row:
+    """What a waiting task that ends unrun with ``status`` at ``now`` changes."""
+    return {'status': status, 'finished_at': now, 'next_attempt_at': None, 'updated_at': now}
+
+
 #: Statuses a worker ends a task with (the timeline's; a purge or a
 #: deduplication is not a run).
 RAN = (TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.CANCELLED)

@@ -14,7 +14,9 @@ from kale.store.records import (
     KEPT_COLUMNS,
     PUBLISHED_COLUMNS,
     TASK_COLUMNS,
+    WAITING,
     Row,
+    ended_waiting,
     expired,
     rows_to_write,
 )
@@ -29,7 +31,6 @@ _LIFE_COLUMNS = tuple(name for name in TASK_COLUMNS
 _EVENT_COLUMNS = tuple(name for name in TASK_COLUMNS
                        if name not in PUBLISHED_COLUMNS + KEPT_COLUMNS and name != 'id')
 _ENDED_UNSUCCESSFULLY = tuple(status for status in FINAL_TASK if status != TaskStatus.SUCCEEDED)
-_WAITING = (TaskStatus.QUEUED, TaskStatus.SCHEDULED)
 
 
 class MemoryRecords:
@@ -93,18 +94,18 @@ class MemoryRecords:
         now = time.time() if now is None else now
         with self.root.lock:
             held = self.tasks.get(task_id)
-            if held is None or held['status'] not in _WAITING:
+            if held is None or held['status'] not in WAITING:
                 return False
-            self._change(held, _ended(TaskStatus.CANCELLED, now))
+            self._change(held, ended_waiting(TaskStatus.CANCELLED, now))
             return True
 
     def mark_purged(self, queue: str, before: float, now: Optional[float] = None) -> int:
         now = time.time() if now is None else now
         with self.root.lock:
             purged = [row for row in self.tasks.values() if row['queue'] == queue
-                      and row['status'] in _WAITING and row['updated_at'] <= before]
+                      and row['status'] in WAITING and row['updated_at'] <= before]
             for row in purged:
-                self._change(row, _ended(TaskStatus.PURGED, now))
+                self._change(row, ended_waiting(TaskStatus.PURGED, now))
             return len(purged)
 
     def purge_expired(self, succeeded_ttl: Optional[float], failed_ttl: Optional[float],
@@ -203,14 +204,9 @@ class MemoryRecords:
         return {message_id: task_id for message_id, (_, task_id) in owners.items()}
 
 
-def _ended(status: TaskStatus, now: float) -> Row:
-    """What a waiting task that ends with ``status`` at ``now`` changes."""
-    return {'status': status, 'finished_at': now, 'next_attempt_at': None, 'updated_at': now}
-
-
 def _expired(row: Row, rules: list[tuple[tuple[str, ...], float]], queued_ttl: Optional[float],
              now: float) -> bool:
-    if row['status'] in _WAITING and queued_ttl is not None:   # a task due later waits in SQS
+    if row['status'] in WAITING and queued_ttl is not None:   # a task due later waits in SQS
         due = row['next_attempt_at']
         return row['updated_at'] < now - queued_ttl and (due is None or due < now - queued_ttl)
     return row['finished_at'] is not None and any(

@@ -30,8 +30,6 @@ class SQLSchedules:
                               scheduler_lease.c.expires_at > now)
 
     def acquire(self, holder: str, now: float, length_sec: float) -> tuple[bool, Optional[Lease]]:
-        """Take or renew the lease until ``now + length_sec`` when it is
-        ``holder``'s or has expired: (whether ``holder`` leads, the lease)."""
         lease = scheduler_lease.c
         with self.store.begin(write=True) as conn:
             conn.execute(self._insert(scheduler_lease).values(
@@ -48,7 +46,6 @@ class SQLSchedules:
         return taken == 1, found
 
     def release(self, holder: str, now: float) -> None:
-        """Give the lease up (a scheduler that stops): another takes it at once."""
         with self.store.begin(write=True) as conn:
             conn.execute(update(scheduler_lease).where(
                 scheduler_lease.c.name == LEASE, scheduler_lease.c.holder == holder).values(
@@ -62,7 +59,6 @@ class SQLSchedules:
             if row is not None and row.holder else None
 
     def progress(self, names: Optional[Iterable[str]] = None) -> dict[str, Progress]:
-        """Each schedule's row, by name (those of ``names``, or all)."""
         query = select(schedules.c.name, schedules.c.watermark, schedules.c.last_tick,
                        schedules.c.last_task_id, schedules.c.last_published_at)
         if names is not None:
@@ -71,8 +67,7 @@ class SQLSchedules:
             return {row.name: Progress(*row) for row in conn.execute(query)}
 
     def start(self, rows: Iterable[tuple[str, str]], now: float) -> None:
-        """Give each new schedule (name, task) its row, done up to ``now``:
-        a schedule starts with its next tick, nothing to catch up."""
+        """A schedule starts with its next tick, nothing to catch up."""
         values = [{'name': name, 'task': task[:255], 'watermark': now} for name, task in rows]
         if values:
             with self.store.begin(write=True) as conn:
@@ -81,8 +76,6 @@ class SQLSchedules:
                         index_elements=[schedules.c.name]))
 
     def claim(self, name: str, holder: str, tick: float, task_id: str, now: float) -> bool:
-        """Claim ``tick`` for publishing as ``task_id``: only while ``holder``
-        leads and the tick is not done. Whether it was claimed."""
         with self.store.begin(write=True) as conn:
             return conn.execute(update(schedules).where(
                 schedules.c.name == name, schedules.c.watermark < tick,
@@ -91,7 +84,6 @@ class SQLSchedules:
                 last_published_at=now)).rowcount == 1
 
     def unclaim(self, before: Progress, tick: float, task_id: str) -> None:
-        """Give back a tick whose send failed: the row as it was."""
         with self.store.begin(write=True) as conn:
             conn.execute(update(schedules).where(
                 schedules.c.name == before.name, schedules.c.watermark == tick,
@@ -100,14 +92,12 @@ class SQLSchedules:
                 last_task_id=before.last_task_id, last_published_at=before.last_published_at))
 
     def skip(self, name: str, holder: str, up_to: float, now: float) -> bool:
-        """Mark the ticks up to ``up_to`` done without publishing them."""
         with self.store.begin(write=True) as conn:
             return conn.execute(update(schedules).where(
                 schedules.c.name == name, schedules.c.watermark < up_to,
                 self._mine(holder, now)).values(watermark=up_to)).rowcount == 1
 
     def task_statuses(self, task_ids: Iterable[str]) -> dict[str, str]:
-        """The records' status of each of these tasks that has a record."""
         ids = [task_id for task_id in task_ids if task_id]
         if not ids:
             return {}
