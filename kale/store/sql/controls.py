@@ -28,14 +28,12 @@ class SQLControls(ControlRows):
                 table.c.kind == kind, table.c.name == name)).scalar_one())
 
     def _of(self, kind: str) -> dict[str, float]:
-        with self.store.begin() as conn:
-            return {name: at for name, at in conn.execute(
-                select(table.c.name, table.c.requested_at).where(table.c.kind == kind))}
+        return {name: at for name, at in self.store.read(
+            select(table.c.name, table.c.requested_at).where(table.c.kind == kind))}
 
     def _remove(self, kind: str, name: str) -> bool:
-        with self.store.begin(write=True) as conn:
-            return bool(conn.execute(delete(table).where(
-                table.c.kind == kind, table.c.name == name)).rowcount)
+        return bool(self.store.changed(delete(table).where(
+            table.c.kind == kind, table.c.name == name)))
 
     def read(self, worker_id: str) -> tuple[Optional[float], list[str]]:
         stop_at, paused = None, []

@@ -115,9 +115,8 @@ class Queries(DerivedQueries):
         if counted(where):
             with self._counted() as conn:
                 return count_of(counters.count_rows(conn), where)
-        with self.store.begin() as conn:
-            return int(conn.execute(select(func.count()).select_from(tasks)
-                                    .where(where_of(where))).scalar() or 0)
+        return int(self.store.read(select(func.count()).select_from(tasks)
+                                   .where(where_of(where)))[0][0] or 0)
 
     def summary(self, where: TaskFilter) -> dict[str, Any]:
         """From the counters (:mod:`kale.store.counts`) unless the filter has labels or times."""
@@ -126,8 +125,7 @@ class Queries(DerivedQueries):
                 return summary_of(counters.count_rows(conn), where)
         query = select(tasks.c.task, tasks.c.queue, tasks.c.status, func.count()) \
             .where(where_of(where)).group_by(tasks.c.task, tasks.c.queue, tasks.c.status)
-        with self.store.begin() as conn:
-            return summary_of(conn.execute(query), where)
+        return summary_of(self.store.read(query), where)
 
     def oldest_queued(self, now: Optional[float] = None) -> dict[str, float]:
         """A task's due time is its publish, or the end of its delay."""
@@ -135,15 +133,13 @@ class Queries(DerivedQueries):
         due = func.coalesce(tasks.c.next_attempt_at, tasks.c.published_at)
         query = select(tasks.c.queue, func.min(due)) \
             .where(tasks.c.status == QUEUED, due <= now).group_by(tasks.c.queue)
-        with self.store.begin() as conn:
-            return {queue: float(oldest) for queue, oldest in conn.execute(query)}
+        return {queue: float(oldest) for queue, oldest in self.store.read(query)}
 
     def scheduled_after(self, after: float) -> dict[str, tuple[int, float]]:
         query = select(tasks.c.queue, func.count(), func.min(tasks.c.next_attempt_at)) \
             .where(tasks.c.status == SCHEDULED, tasks.c.next_attempt_at > after) \
             .group_by(tasks.c.queue)
-        with self.store.begin() as conn:
-            return {queue: (int(n), float(earliest)) for queue, n, earliest in conn.execute(query)}
+        return {queue: (int(n), float(earliest)) for queue, n, earliest in self.store.read(query)}
 
     def delete(self, where: TaskFilter) -> int:
         """In chunks (:mod:`kale.store.sql.chunks`)."""
@@ -208,10 +204,8 @@ class Queries(DerivedQueries):
 
     def ids_with_prefix(self, prefix: str, limit: int) -> list[str]:
         escaped = prefix.replace('\\', '\\\\').replace('%', '\\%').replace('_', '\\_')
-        with self.store.begin() as conn:
-            return [str(found) for found in conn.execute(select(tasks.c.id).where(
-                tasks.c.id.like(escaped + '%', escape='\\')).order_by(tasks.c.id).limit(
-                limit)).scalars()]
+        return [str(row[0]) for row in self.store.read(select(tasks.c.id).where(
+            tasks.c.id.like(escaped + '%', escape='\\')).order_by(tasks.c.id).limit(limit))]
 
     def workers(self, state: Optional[str] = None,
                 now: Optional[float] = None) -> list[WorkerRecord]:
@@ -224,6 +218,5 @@ class Queries(DerivedQueries):
             lost = workers.c.heartbeat_at < now - LOST_AFTER_HEARTBEATS * workers.c.heartbeat_sec
             query = query.where(workers.c.stopped_at.is_(None),
                                 lost if state == WorkerState.LOST else ~lost)
-        with self.store.begin() as conn:
-            return workers_in_order([WorkerRecord.from_row(row, now)
-                                     for row in conn.execute(query).mappings()])
+        return workers_in_order([WorkerRecord.from_row(row._mapping, now)
+                                 for row in self.store.read(query)])

@@ -117,6 +117,16 @@ class RecordStore(Facets):
         except (SQLAlchemyError,) + raw_errors() as exc:
             raise unavailable('records store', self.url, exc) from exc
 
+    def changed(self, statement: Any) -> int:
+        """Run a write in a transaction of its own: how many rows it changed."""
+        with self.begin(write=True) as conn:
+            return int(conn.execute(statement).rowcount or 0)
+
+    def read(self, query: Any) -> list[Any]:
+        """A query's rows, read in a transaction of its own."""
+        with self.begin() as conn:
+            return list(conn.execute(query).all())
+
     def migrate(self) -> None:
         """Create or migrate the schema, once per process."""
         if self._migrated:
@@ -200,9 +210,8 @@ class RecordStore(Facets):
         return Sealer(self.config)
 
     def attempts(self, task_id: str) -> list[dict[str, Any]]:
-        with self.begin() as conn:
-            return [self.sealer.open_row(dict(row)) for row in conn.execute(select(attempts).where(
-                attempts.c.task_id == task_id).order_by(attempts.c.attempt)).mappings()]
+        return [self.sealer.open_row(dict(row._mapping)) for row in self.read(select(attempts).where(
+            attempts.c.task_id == task_id).order_by(attempts.c.attempt))]
 
     def _worker_statement(self, row: dict[str, Any]) -> Any:
         insert = self._insert(workers)
@@ -267,27 +276,22 @@ class RecordStore(Facets):
 
     def claim_retry(self, task_id: str, marker: str) -> bool:
         """A conditional update (see :mod:`kale.records.retries`)."""
-        with self.begin(write=True) as conn:
-            return bool(conn.execute(tasks.update().where(
-                tasks.c.id == task_id, tasks.c.retried_as.is_(None)).values(
-                retried_as=marker)).rowcount)
+        return bool(self.changed(tasks.update().where(
+            tasks.c.id == task_id, tasks.c.retried_as.is_(None)).values(retried_as=marker)))
 
     def replace_retry(self, task_id: str, marker: str, value: Optional[str]) -> None:
-        with self.begin(write=True) as conn:
-            conn.execute(tasks.update().where(tasks.c.id == task_id, tasks.c.retried_as == marker)
-                         .values(retried_as=value))
+        self.changed(tasks.update().where(tasks.c.id == task_id, tasks.c.retried_as == marker)
+                     .values(retried_as=value))
 
     def retried_as(self, task_id: str) -> Optional[str]:
-        with self.begin() as conn:
-            found = conn.execute(select(tasks.c.retried_as).where(tasks.c.id == task_id)).scalar()
-        return str(found) if found is not None else None
+        found = self.read(select(tasks.c.retried_as).where(tasks.c.id == task_id))
+        return str(found[0][0]) if found and found[0][0] is not None else None
 
     def mark_purged(self, queue: str, before: float, now: Optional[float] = None) -> int:
         now = time.time() if now is None else now
-        with self.begin(write=True) as conn:
-            return int(conn.execute(tasks.update().where(
-                tasks.c.queue == queue, tasks.c.status.in_(WAITING),
-                tasks.c.updated_at <= before).values(**ended_waiting(PURGED, now))).rowcount or 0)
+        return self.changed(tasks.update().where(
+            tasks.c.queue == queue, tasks.c.status.in_(WAITING),
+            tasks.c.updated_at <= before).values(**ended_waiting(PURGED, now)))
 
     def message_owners(self, message_ids: Sequence[str],
                        not_ids: Sequence[str] = ()) -> dict[str, str]:
@@ -295,15 +299,13 @@ class RecordStore(Facets):
             tasks.c.message_id.in_(list(message_ids))).order_by(tasks.c.published_at.desc())
         if not_ids:
             query = query.where(tasks.c.id.not_in(list(not_ids)))
-        with self.begin() as conn:
-            return {message_id: task_id for message_id, task_id in conn.execute(query)}
+        return {message_id: task_id for message_id, task_id in self.read(query)}
 
     # --- reads ------------------------------------------------------------------------
 
     def get(self, task_id: str) -> Optional[dict[str, Any]]:
-        with self.begin() as conn:
-            row = conn.execute(select(tasks).where(tasks.c.id == task_id)).mappings().first()
-            return dict(row) if row is not None else None
+        found = self.read(select(tasks).where(tasks.c.id == task_id))
+        return dict(found[0]._mapping) if found else None
 
     def cancelled_among(self, task_ids: Sequence[str]) -> set[str]:
         """Which of these ids are cancelled: at most one query for a whole

@@ -20,8 +20,7 @@ class SQLWebhooks:
         self.store = store
 
     def add(self, row: Mapping[str, Any]) -> None:
-        with self.store.begin(write=True) as conn:
-            conn.execute(table.insert().values(**row))
+        self.store.changed(table.insert().values(**row))
 
     def rows(self, topic: Optional[str] = None, active_only: bool = False) -> list[dict[str, Any]]:
         query = _ALL
@@ -29,19 +28,15 @@ class SQLWebhooks:
             query = query.where(table.c.topic == topic)
         if active_only:
             query = query.where(table.c.active == 1)
-        with self.store.begin() as conn:
-            return [dict(row) for row in conn.execute(query).mappings()]
+        return [dict(row._mapping) for row in self.store.read(query)]
 
     def row(self, webhook_id: str) -> Optional[dict[str, Any]]:
-        with self.store.begin() as conn:
-            found = conn.execute(select(table).where(table.c.id == webhook_id)).mappings().first()
-        return dict(found) if found is not None else None
+        found = self.store.read(select(table).where(table.c.id == webhook_id))
+        return dict(found[0]._mapping) if found else None
 
     def set_active(self, webhook_id: str, active: bool, mac: str, updated_at: float) -> bool:
-        with self.store.begin(write=True) as conn:
-            return bool(conn.execute(update(table).where(table.c.id == webhook_id).values(
-                active=1 if active else 0, mac=mac, updated_at=updated_at)).rowcount)
+        return bool(self.store.changed(update(table).where(table.c.id == webhook_id).values(
+            active=1 if active else 0, mac=mac, updated_at=updated_at)))
 
     def remove(self, webhook_id: str) -> bool:
-        with self.store.begin(write=True) as conn:
-            return bool(conn.execute(delete(table).where(table.c.id == webhook_id)).rowcount)
+        return bool(self.store.changed(delete(table).where(table.c.id == webhook_id)))
