@@ -40,11 +40,11 @@ class Facets:
 
     queries: _Facet[RecordQueries] = _Facet('queries', 'Queries')
     schedules: _Facet[ScheduleStore] = _Facet('schedules', 'SQLSchedules')
-    unique: _Facet[UniqueStore] = _Facet('unique', 'SQLUnique')
+    unique: _Facet[UniqueStore] = _Facet('tables', 'SQLUnique')
     flow: _Facet[FlowStore] = _Facet('flow', 'SQLFlow')
     workflows: _Facet[WorkflowStore] = _Facet('workflows', 'SQLWorkflows')
-    webhooks: _Facet[WebhookStore] = _Facet('webhooks', 'SQLWebhooks')
-    controls: _Facet[ControlStore] = _Facet('controls', 'SQLControls')
+    webhooks: _Facet[WebhookStore] = _Facet('tables', 'SQLWebhooks')
+    controls: _Facet[ControlStore] = _Facet('tables', 'SQLControls')
 
     @property
     def records(self) -> 'RecordsStore':
