@@ -308,13 +308,9 @@ class RecordStore(Facets):
         return dict(found[0]._mapping) if found else None
 
     def cancelled_among(self, task_ids: Sequence[str]) -> set[str]:
-        """Which of these ids are cancelled: at most one query for a whole
-        batch, and on a SQLite file none unless one of them may be (see
-        :mod:`kale.store.sql.cancels`).
-
-        A worker asks before each batch, on its own path, so this goes
-        straight to the driver, with a cursor kept for it: SQLAlchemy's
-        statement machinery and a pool checkout would cost more than the query."""
+        """At most one query for a whole batch, and on a SQLite file none unless
+        one of them may be (see :mod:`kale.store.sql.cancels`). On the worker's
+        path: straight to the driver, on a cursor kept for it."""
         if not task_ids:
             return set()
         self.migrate()

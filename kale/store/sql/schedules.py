@@ -18,11 +18,9 @@ def _lease(row: Any) -> Lease:
 
 
 class SQLSchedules:
-    """The lease and the schedules' progress on a database (see
-    :class:`kale.store.schedules.ScheduleStore`): ``kale_scheduler_lease``'s
-    one row, taken and renewed by one conditional UPDATE, and a row per
-    schedule in ``kale_schedules``, whose watermark a conditional UPDATE that
-    also checks the lease moves."""
+    """``kale_scheduler_lease``'s one row, taken and renewed by one conditional
+    UPDATE, and a row per schedule in ``kale_schedules``, whose watermark a
+    conditional UPDATE that also checks the lease moves."""
 
     def __init__(self, store: 'RecordStore'):
         self.store = store
