@@ -329,11 +329,10 @@ SCHEMA_VERSION = MIGRATIONS[-1][0]
 MIGRATION_LOCK = 0x6B616C65
 
 
-def current_version(conn: Connection) -> int:
-    """The store's schema version (0 for an empty store)."""
-    schema_version.create(conn, checkfirst=True)
-    found = conn.execute(select(schema_version.c.version)).scalar()
-    return int(found or 0)
+def current_version(conn: Connection, table: Table = schema_version) -> int:
+    """The store's schema version, as ``table`` holds it (0 for an empty store)."""
+    table.create(conn, checkfirst=True)
+    return int(conn.execute(select(table.c.version)).scalar() or 0)
 
 
 def migrate(conn: Connection) -> int:
