@@ -17,7 +17,7 @@ minute of them.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable
 
 from kale.statuses import PENDING_FILTER, PENDING_TASK, TaskStatus
 from kale.store.record import TaskFilter
@@ -37,20 +37,18 @@ def counted(where: TaskFilter) -> bool:
     return not where.labels and where.since is None and where.until is None
 
 
-def same_task(wanted: str, task: str) -> bool:
-    """A task filter matches the path, or a class name alone in any module."""
-    return task == wanted or ('.' not in wanted and task.endswith('.' + wanted))
-
-
-def _matches(where: TaskFilter, task: str, queue: str, status: str) -> bool:
+def matches_counted(where: TaskFilter, task: str, queue: str, status: str) -> bool:
+    """Whether ``where``'s statuses, task and queue match (a task filter
+    matches the path, or a class name alone in any module)."""
+    wanted = where.task
     return (not where.statuses or status in where.statuses) \
-        and (not where.task or same_task(where.task, task)) \
+        and (not wanted or task == wanted or ('.' not in wanted and task.endswith('.' + wanted))) \
         and (not where.queue or queue == where.queue)
 
 
 def count_of(rows: Iterable[CountRow], where: TaskFilter) -> int:
     """How many records ``where`` matches, from the counters."""
-    return sum(n for task, queue, status, n in rows if n and _matches(where, task, queue, status))
+    return sum(n for task, queue, status, n in rows if n and matches_counted(where, task, queue, status))
 
 
 def summary_of(rows: Iterable[CountRow], where: TaskFilter) -> dict[str, Any]:
@@ -60,7 +58,7 @@ def summary_of(rows: Iterable[CountRow], where: TaskFilter) -> dict[str, Any]:
     by_task: dict[str, dict[str, int]] = {}
     by_queue: dict[str, dict[str, int]] = {}
     for task, queue, status, n in rows:
-        if n <= 0 or not _matches(where, task, queue, status):
+        if n <= 0 or not matches_counted(where, task, queue, status):
             continue
         by_status[status] = by_status.get(status, 0) + n
         for table, key in ((by_task, task), (by_queue, queue)):
@@ -109,17 +107,6 @@ def timeline_of(minutes: Iterable[MinuteRow], edge: Iterable[MinuteRow],
     return series
 
 
-def count_key(row: dict[str, Any]) -> tuple[str, str, str]:
-    return str(row['task']), str(row['queue']), str(row['status'])
-
-
-def minute_key(row: dict[str, Any]) -> Optional[tuple[int, str, str]]:
-    """The run's counted minute, task and status (None: not a finished run)."""
-    if row.get('status') not in RAN or row.get('finished_at') is None:
-        return None
-    return int(row['finished_at'] // MINUTE), str(row['task']), str(row['status'])
-
-
 class TaskCounts:
     """The counters of the memory store: :meth:`add` a row as it is stored,
     ``add(row, -1)`` before it changes or goes."""
@@ -129,13 +116,13 @@ class TaskCounts:
         self.minutes: dict[tuple[int, str, str], list[float]] = {}
 
     def add(self, row: dict[str, Any], sign: int = 1) -> None:
-        key = count_key(row)
+        key = str(row['task']), str(row['queue']), str(row['status'])
         self.counts[key] = self.counts.get(key, 0) + sign
         if not self.counts[key]:
             del self.counts[key]
-        minute = minute_key(row)
-        if minute is None:
-            return
+        if row.get('status') not in RAN or row.get('finished_at') is None:
+            return          # not a finished run
+        minute = int(row['finished_at'] // MINUTE), str(row['task']), str(row['status'])
         found = self.minutes.setdefault(minute, [0, 0.0, 0])
         duration = row.get('duration_sec')
         found[0] += sign

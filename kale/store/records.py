@@ -17,8 +17,9 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, Iterator, Optional, Protocol, Sequence
 
-from kale.statuses import TaskStatus
-from kale.store.record import TaskFilter, TaskRecord, WorkerRecord, iso
+from kale.exceptions import BadFilterError
+from kale.statuses import PENDING_FILTER, TaskStatus, WorkerState, WorkflowStatus, status_values
+from kale.store.record import TaskFilter, TaskRecord, WorkerRecord, encode_cursor, iso
 
 Row = dict[str, Any]
 
@@ -72,6 +73,30 @@ def rows_to_write(sealer: Any, published: Sequence[Row], events: Sequence[Row],
     return published, events, attempt_rows
 
 
+#: The statuses of the ended tasks that each TTL of
+#: :meth:`RecordsStore.purge_expired` applies to (``succeeded_ttl``, then
+#: ``failed_ttl``), and of the ended workflows.
+ENDED_TASKS = ((TaskStatus.SUCCEEDED,), (TaskStatus.FAILED, TaskStatus.CANCELLED,
+                                          TaskStatus.PURGED, TaskStatus.DEDUPLICATED))
+ENDED_WORKFLOWS = ((WorkflowStatus.SUCCEEDED,), (WorkflowStatus.FAILED, WorkflowStatus.CANCELLED))
+
+
+def expired(ended: Sequence[tuple[str, ...]], succeeded_ttl: Optional[float],
+            failed_ttl: Optional[float], now: float) -> list[tuple[tuple[str, ...], float]]:
+    """(statuses, finished before) of the rows ``ended`` past their TTL, one per TTL given."""
+    ttls = (succeeded_ttl, failed_ttl)
+    return [(statuses, now - ttl) for statuses, ttl in zip(ended, ttls, strict=True) if ttl is not None]
+
+
+#: Statuses of the tasks that wait for a worker: a cancel, or their queue's purge, ends them.
+WAITING = (TaskStatus.QUEUED, TaskStatus.SCHEDULED)
+
+
+def ended_waiting(status: str, now: float) -> Row:
+    """What a waiting task that ends unrun with ``status`` at ``now`` changes."""
+    return {'status': status, 'finished_at': now, 'next_attempt_at': None, 'updated_at': now}
+
+
 #: Statuses a worker ends a task with (the timeline's; a purge or a
 #: deduplication is not a run).
 RAN = (TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.CANCELLED)
@@ -79,15 +104,32 @@ RAN = (TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.CANCELLED)
 Page = tuple[list[TaskRecord], Optional[str]]
 
 
-def every_page(page: Callable[[TaskFilter, int, Optional[str]], Page], where: TaskFilter,
-               page_size: int) -> Iterator[TaskRecord]:
-    """Every record ``page`` gives for ``where``, a page at a time."""
-    cursor: Optional[str] = None
-    while True:
-        rows, cursor = page(where, page_size, cursor)
-        yield from rows
-        if cursor is None:
-            return
+def page_of(records: list[TaskRecord], limit: int) -> Page:
+    """A page of the ``limit + 1`` records read: the first ``limit``, and the next page's cursor."""
+    found = records[:limit]
+    return found, encode_cursor(found[-1]) if len(records) > limit and found else None
+
+
+class DerivedQueries:
+    """The questions of :class:`RecordQueries` that every store answers from its others."""
+
+    page: Callable[..., Page]
+    summary: Callable[[TaskFilter], dict[str, Any]]
+
+    def iterate(self, where: TaskFilter, page_size: int = 500) -> Iterator[TaskRecord]:
+        """Every matching record, newest first, a page at a time."""
+        cursor: Optional[str] = None
+        while True:
+            rows, cursor = self.page(where, page_size, cursor)
+            yield from rows
+            if cursor is None:
+                return
+
+    def counts_by_status(self) -> dict[str, int]:
+        """Every record counted by status (each status present, 0 when none)."""
+        counts: dict[str, int] = self.summary(TaskFilter())['by_status']
+        counts.pop(PENDING_FILTER)
+        return counts
 
 
 #: A timeline's buckets start at the same times for every task: each is written once.
@@ -103,22 +145,60 @@ def timeline_point(start: float, point: dict[str, Any]) -> dict[str, Any]:
             'mean_duration_sec': round(total / timed, 6) if timed else None}
 
 
+Series = dict[str, dict[int, dict[str, Any]]]
+
+
+def series_answer(bucket_sec: int, series: Series) -> dict[str, list[dict[str, Any]]]:
+    """Each series' buckets in order, as the API gives them."""
+    return {name: [timeline_point(number * bucket_sec, point)
+                   for number, point in sorted(points.items())]
+            for name, points in sorted(series.items())}
+
+
+def timeline_answer(window_sec: float, bucket_sec: int, series: Series,
+                    last_minute: dict[str, int]) -> dict[str, Any]:
+    """The timeline as the API gives it (see :meth:`RecordQueries.timeline`)."""
+    return {'bucket_sec': bucket_sec, 'window_sec': window_sec,
+            'series': series_answer(bucket_sec, series), 'queues_last_minute': last_minute}
+
+
 #: What the activity's series are kept by.
 ACTIVITY_BY = ('queue', 'task')
 
 
-def activity_point() -> dict[str, Any]:
-    """An empty bucket of :meth:`RecordQueries.activity`."""
-    return {**{ran.value: 0 for ran in RAN}, 'retried': 0, 'duration_sum': 0.0, 'timed': 0}
+def check_activity_by(by: str) -> None:
+    if by not in ACTIVITY_BY:
+        raise BadFilterError('by must be one of %s, got %r' % (', '.join(ACTIVITY_BY), by))
 
 
-def activity_answer(by: str, window_sec: float, bucket_sec: int,
-                    series: dict[str, dict[int, dict[str, Any]]]) -> dict[str, Any]:
+def add_runs(series: Series, name: str, number: float, outcome: str, n: int,
+             mean: Optional[float]) -> None:
+    """Count ``n`` runs of ``outcome`` (a status, or ``retried``) in a bucket
+    of the activity, with their mean duration (None: untimed)."""
+    point = series.setdefault(name, {}).setdefault(int(number), {
+        **{ran.value: 0 for ran in RAN}, 'retried': 0, 'duration_sum': 0.0, 'timed': 0})
+    point[outcome] += n
+    if mean is not None and outcome != TaskStatus.CANCELLED:
+        point['duration_sum'] += float(mean) * n
+        point['timed'] += n
+
+
+def activity_answer(by: str, window_sec: float, bucket_sec: int, series: Series) -> dict[str, Any]:
     """The activity as the API gives it: each series' buckets in order."""
     return {'by': by, 'bucket_sec': bucket_sec, 'window_sec': window_sec,
-            'series': {name: [timeline_point(number * bucket_sec, point)
-                              for number, point in sorted(points.items())]
-                       for name, points in sorted(series.items())}}
+            'series': series_answer(bucket_sec, series)}
+
+
+def check_worker_state(state: Optional[str]) -> None:
+    if state is not None and state not in status_values(WorkerState):
+        raise BadFilterError('unknown worker state %r: use one of %s'
+                             % (state, ', '.join(status_values(WorkerState))))
+
+
+def workers_in_order(found: list[WorkerRecord]) -> list[WorkerRecord]:
+    """Running first, then lost, then stopped; newest first."""
+    order = {WorkerState.RUNNING: 0, WorkerState.LOST: 1, WorkerState.STOPPED: 2}
+    return sorted(found, key=lambda w: (order[WorkerState(w.state)], -w.started_at))
 
 
 class RecordsStore(Protocol):

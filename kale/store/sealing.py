@@ -135,19 +135,13 @@ class Sealer:
 
     def seal_bytes(self, column: str, data: bytes) -> str:
         """``data`` sealed under the current key, ``column`` bound in (only while :attr:`sealing`)."""
-        return self._seal_bytes(column, data)
-
-    def open_bytes(self, column: str, token: str) -> Optional[bytes]:
-        """What :meth:`seal_bytes` sealed, or None under a key this process lacks."""
-        return self._open_bytes(column, token)
-
-    def _seal_bytes(self, column: str, data: bytes) -> str:
         kid = self._seal_id
         nonce = os.urandom(NONCE_BYTES)
         sealed = self._ciphers[kid].encrypt(nonce, data, column.encode())
         return '%s:%s:%s' % (VERSION, kid, base64.b64encode(nonce + sealed).decode())
 
-    def _open_bytes(self, column: str, token: str) -> Optional[bytes]:
+    def open_bytes(self, column: str, token: str) -> Optional[bytes]:
+        """What :meth:`seal_bytes` sealed, or None under a key this process lacks."""
         version, _, rest = token.partition(':')
         kid, _, body = rest.partition(':')
         cipher = self._ciphers.get(kid)
@@ -183,11 +177,11 @@ class Sealer:
             value = row.get(column)
             if value is not None:
                 data = json.dumps(value, separators=(',', ':')).encode()
-                row[column] = {SEALED_KEY: self._seal_bytes(column, data)}
+                row[column] = {SEALED_KEY: self.seal_bytes(column, data)}
         for column in SEALED_TEXT_COLUMNS:
             value = row.get(column)
             if value is not None:
-                row[column] = SEALED_PREFIX + self._seal_bytes(column, value.encode())
+                row[column] = SEALED_PREFIX + self.seal_bytes(column, value.encode())
         if row.get('dead_letter_reason'):
             row['dead_letter_reason'] = short_reason(row['dead_letter_reason'])
         return row
@@ -197,13 +191,13 @@ class Sealer:
         for column in SEALED_JSON_COLUMNS:
             value = row.get(column)
             if isinstance(value, dict) and set(value) == {SEALED_KEY}:
-                data = self._open_bytes(column, str(value[SEALED_KEY]))
+                data = self.open_bytes(column, str(value[SEALED_KEY]))
                 row[column] = json.loads(data) if data is not None else (
                     {'sealed': UNREADABLE} if column == 'inputs' else UNREADABLE)
         for column in SEALED_TEXT_COLUMNS:
             value = row.get(column)
             if isinstance(value, str) and value.startswith(SEALED_PREFIX):
-                data = self._open_bytes(column, value[len(SEALED_PREFIX):])
+                data = self.open_bytes(column, value[len(SEALED_PREFIX):])
                 row[column] = data.decode() if data is not None else UNREADABLE
         return row
 

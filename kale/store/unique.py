@@ -7,7 +7,7 @@ publishers racing get one holder.
 """
 from __future__ import annotations
 
-from typing import Protocol, Sequence
+from typing import Callable, Protocol, Sequence
 
 
 class UniqueStore(Protocol):
@@ -19,3 +19,11 @@ class UniqueStore(Protocol):
 
     def release(self, claims: Sequence[tuple[str, str]]) -> None:
         """Free the keys claimed for these tasks (their send failed)."""
+
+
+def claim_each(claims: Sequence[tuple[str, str]], claim: Callable[[str, str], str]) -> list[str]:
+    """:meth:`UniqueStore.claim` with ``claim(key, task_id)`` for each key's
+    first claim (a key twice in one batch: the first holds it)."""
+    taken: dict[str, str] = {}
+    return [taken[key] if key in taken else taken.setdefault(key, claim(key, task_id))
+            for key, task_id in claims]

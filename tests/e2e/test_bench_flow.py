@@ -44,9 +44,11 @@ def test_a_limit_never_reached_costs_one_transaction_a_batch(tmp_path):
         # The runs of a batch that start within 50 ms ask in one transaction
         # (the concurrency limit gives its slots back in a second one), a few
         # statements each; the first batch of a queue, whose run times are
-        # not known yet, asks run by run (200 tasks: 0.13-0.24 a task).
+        # not known yet, asks run by run (200 tasks: 0.13-0.24 a task; a
+        # loaded machine, whose runs start further apart, 0.32). Asking run by
+        # run would cost a transaction a task: the bound is half that.
         asked = median(results, names['transactions'])
-        assert 0.9 * transactions / 10 <= asked <= 3 * transactions / 10
+        assert 0.9 * transactions / 10 <= asked <= transactions / 2
         # A few statements a transaction (a loaded machine runs more batches
         # run by run: 0.24 transactions and 1.2 requests a task seen).
         assert 0 < median(results, names['requests']) <= 6 * asked

@@ -6,14 +6,16 @@ import functools
 import threading
 from typing import Any, Optional
 
-from kale.store.memory.controls import MemoryControls
+from kale.store.memory.facets import (
+    MemoryControls,
+    MemorySchedules,
+    MemoryUnique,
+    MemoryWebhooks,
+)
 from kale.store.memory.flow import MemoryFlow
 from kale.store.memory.outbox import MemoryOutbox
 from kale.store.memory.queries import MemoryQueries
 from kale.store.memory.records import MemoryRecords
-from kale.store.memory.schedules import MemorySchedules
-from kale.store.memory.unique import MemoryUnique
-from kale.store.memory.webhooks import MemoryWebhooks
 from kale.store.memory.workflows import MemoryWorkflows
 
 

@@ -54,20 +54,18 @@ class MemoryOutbox:
         with self.root.lock:
             rows, took_fifo = self._pick(limit, fifo)
             self._claimed.update(row.id for row in rows)
-        claim = _Claim(rows)
+        claim, done = _Claim(rows), False
         try:
             yield claim
-        except BaseException:
-            with self.root.lock:
+            done = True
+        finally:
+            with self.root.lock:        # a block that raised leaves every row in the outbox
                 self._claimed.difference_update(row.id for row in rows)
                 self._fifo_held = self._fifo_held and not took_fifo
-            raise
-        with self.root.lock:
-            for row in rows:
-                self.rows.pop(row.id, None)
-            self._claimed.difference_update(row.id for row in rows)
-            self._fifo_held = self._fifo_held and not took_fifo
-            self.rejected += claim.rejected
+                if done:
+                    for row in rows:
+                        self.rows.pop(row.id, None)
+                    self.rejected += claim.rejected
 
     def _pick(self, limit: int, fifo: bool) -> tuple[list[OutboxRow], bool]:
         free = [row for row in self.rows.values() if row.id not in self._claimed]

@@ -6,9 +6,20 @@ import copy
 import time
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
-from kale.statuses import FINAL_TASK, TaskStatus, WorkflowStatus
+from kale.statuses import FINAL_TASK, TaskStatus
 from kale.store.counts import TaskCounts
-from kale.store.records import KEPT_COLUMNS, PUBLISHED_COLUMNS, TASK_COLUMNS, Row, rows_to_write
+from kale.store.records import (
+    ENDED_TASKS,
+    ENDED_WORKFLOWS,
+    KEPT_COLUMNS,
+    PUBLISHED_COLUMNS,
+    TASK_COLUMNS,
+    WAITING,
+    Row,
+    ended_waiting,
+    expired,
+    rows_to_write,
+)
 
 if TYPE_CHECKING:
     from kale.store.memory import MemoryStore
@@ -20,9 +31,6 @@ _LIFE_COLUMNS = tuple(name for name in TASK_COLUMNS
 _EVENT_COLUMNS = tuple(name for name in TASK_COLUMNS
                        if name not in PUBLISHED_COLUMNS + KEPT_COLUMNS and name != 'id')
 _ENDED_UNSUCCESSFULLY = tuple(status for status in FINAL_TASK if status != TaskStatus.SUCCEEDED)
-_FAILED_TTL = (TaskStatus.FAILED, TaskStatus.CANCELLED, TaskStatus.PURGED,
-               TaskStatus.DEDUPLICATED)
-_WAITING = (TaskStatus.QUEUED, TaskStatus.SCHEDULED)
 
 
 class MemoryRecords:
@@ -63,12 +71,10 @@ class MemoryRecords:
             self.tasks[row['id']] = new
             self.counts.add(new)
             return
-        self.counts.add(held, -1)
-        held.update({name: new[name] for name in PUBLISHED_COLUMNS})
-        if held['status'] in _ENDED_UNSUCCESSFULLY and held['finished_at'] is not None and \
-                held['finished_at'] < new['published_at']:       # a new life of the id
-            held.update({name: new[name] for name in _LIFE_COLUMNS})
-        self.counts.add(held)
+        new_life = held['status'] in _ENDED_UNSUCCESSFULLY and held['finished_at'] is not None \
+            and held['finished_at'] < new['published_at']
+        self._change(held, {name: new[name] for name in (
+            PUBLISHED_COLUMNS + _LIFE_COLUMNS if new_life else PUBLISHED_COLUMNS)})
 
     def _event(self, row: Row) -> None:
         held = self.tasks.get(row['id'])
@@ -76,32 +82,30 @@ class MemoryRecords:
             held = self.tasks[row['id']] = {name: row.get(name) for name in TASK_COLUMNS}
             self.counts.add(held)
         elif held['updated_at'] <= row['updated_at']:           # the newest event wins
-            self.counts.add(held, -1)
-            held.update({name: row.get(name) for name in _EVENT_COLUMNS})
-            self.counts.add(held)
+            self._change(held, {name: row.get(name) for name in _EVENT_COLUMNS})
+
+    def _change(self, held: Row, values: Row) -> None:
+        """Change a row, its counters with it."""
+        self.counts.add(held, -1)
+        held.update(values)
+        self.counts.add(held)
 
     def cancel(self, task_id: str, now: Optional[float] = None) -> bool:
         now = time.time() if now is None else now
         with self.root.lock:
             held = self.tasks.get(task_id)
-            if held is None or held['status'] not in _WAITING:
+            if held is None or held['status'] not in WAITING:
                 return False
-            self.counts.add(held, -1)
-            held.update(status=TaskStatus.CANCELLED, finished_at=now, next_attempt_at=None,
-                        updated_at=now)
-            self.counts.add(held)
+            self._change(held, ended_waiting(TaskStatus.CANCELLED, now))
             return True
 
     def mark_purged(self, queue: str, before: float, now: Optional[float] = None) -> int:
         now = time.time() if now is None else now
         with self.root.lock:
             purged = [row for row in self.tasks.values() if row['queue'] == queue
-                      and row['status'] in _WAITING and row['updated_at'] <= before]
+                      and row['status'] in WAITING and row['updated_at'] <= before]
             for row in purged:
-                self.counts.add(row, -1)
-                row.update(status=TaskStatus.PURGED, finished_at=now, next_attempt_at=None,
-                           updated_at=now)
-                self.counts.add(row)
+                self._change(row, ended_waiting(TaskStatus.PURGED, now))
             return len(purged)
 
     def purge_expired(self, succeeded_ttl: Optional[float], failed_ttl: Optional[float],
@@ -109,9 +113,10 @@ class MemoryRecords:
         now = time.time() if now is None else now
         if succeeded_ttl is None and failed_ttl is None and queued_ttl is None:
             return 0
+        rules = expired(ENDED_TASKS, succeeded_ttl, failed_ttl, now)
         with self.root.lock:
             kept = {task_id: row for task_id, row in self.tasks.items()
-                    if not _expired(row, succeeded_ttl, failed_ttl, queued_ttl, now)}
+                    if not _expired(row, rules, queued_ttl, now)}
             for task_id, row in self.tasks.items():
                 if task_id not in kept:
                     self.counts.add(row, -1)
@@ -132,9 +137,9 @@ class MemoryRecords:
     def _purge_workflows(self, succeeded_ttl: Optional[float], failed_ttl: Optional[float],
                          now: float) -> None:
         flows = self.root.workflows
-        ended = {row.id for row in flows.rows.values()
-                 if row.finished_at is not None and _workflow_expired(
-                     row.status, row.finished_at, succeeded_ttl, failed_ttl, now)}
+        rules = expired(ENDED_WORKFLOWS, succeeded_ttl, failed_ttl, now)
+        ended = {row.id for row in flows.rows.values() if row.finished_at is not None and any(
+            row.status in statuses and row.finished_at < before for statuses, before in rules)}
         flows.rows = {key: row for key, row in flows.rows.items() if key not in ended}
         flows.node_rows = {key: node for key, node in flows.node_rows.items()
                            if node.workflow_id not in ended}
@@ -199,31 +204,13 @@ class MemoryRecords:
         return {message_id: task_id for message_id, (_, task_id) in owners.items()}
 
 
-def _expired(row: Row, succeeded_ttl: Optional[float], failed_ttl: Optional[float],
-             queued_ttl: Optional[float], now: float) -> bool:
-    status = row['status']
-    if status == TaskStatus.SUCCEEDED:
-        return _finished_before(row, succeeded_ttl, now)
-    if status in _FAILED_TTL:
-        return _finished_before(row, failed_ttl, now)
-    if status in _WAITING and queued_ttl is not None:   # a task due later waits in SQS
+def _expired(row: Row, rules: list[tuple[tuple[str, ...], float]], queued_ttl: Optional[float],
+             now: float) -> bool:
+    if row['status'] in WAITING and queued_ttl is not None:   # a task due later waits in SQS
         due = row['next_attempt_at']
         return row['updated_at'] < now - queued_ttl and (due is None or due < now - queued_ttl)
-    return False
-
-
-def _finished_before(row: Row, ttl: Optional[float], now: float) -> bool:
-    return ttl is not None and row['finished_at'] is not None and \
-        row['finished_at'] < now - ttl
-
-
-def _workflow_expired(status: str, finished_at: float, succeeded_ttl: Optional[float],
-                      failed_ttl: Optional[float], now: float) -> bool:
-    if status == WorkflowStatus.SUCCEEDED:
-        return succeeded_ttl is not None and finished_at < now - succeeded_ttl
-    if status in (WorkflowStatus.FAILED, WorkflowStatus.CANCELLED):
-        return failed_ttl is not None and finished_at < now - failed_ttl
-    return False
+    return row['finished_at'] is not None and any(
+        row['status'] in statuses and row['finished_at'] < before for statuses, before in rules)
 
 
 __all__ = ['MemoryRecords']

@@ -173,20 +173,17 @@ FOLD_COUNTS = (
     'INSERT INTO kale_task_counts (task, queue, status, n) '
     'SELECT task, queue, status, sum(n) FROM {source} GROUP BY task, queue, status '
     '{order} ON CONFLICT (task, queue, status) DO UPDATE SET n = kale_task_counts.n + excluded.n')
-FOLD_MINUTES = (
-    'INSERT INTO kale_task_minutes (minute, task, status, n, duration_sum, timed) '
-    'SELECT minute, task, status, sum(n), sum(duration_sum), sum(timed) FROM {source} '
-    'WHERE minute IS NOT NULL GROUP BY minute, task, status {order} '
-    'ON CONFLICT (minute, task, status) DO UPDATE SET n = kale_task_minutes.n + excluded.n, '
-    'duration_sum = kale_task_minutes.duration_sum + excluded.duration_sum, '
-    'timed = kale_task_minutes.timed + excluded.timed')
-
-FOLD_PERIODS = (
-    'INSERT INTO kale_task_periods (period, task, status, n, duration_sum, timed) '
-    'SELECT minute / %d, task, status, sum(n), sum(duration_sum), sum(timed) FROM {source} '
-    'WHERE minute IS NOT NULL GROUP BY minute / %d, task, status {order} '
-    'ON CONFLICT (period, task, status) DO UPDATE SET n = kale_task_periods.n + excluded.n, '
-    'duration_sum = kale_task_periods.duration_sum + excluded.duration_sum, '
-    'timed = kale_task_periods.timed + excluded.timed') % (PER_PERIOD, PER_PERIOD)
 
 
+def _fold(table: str, key: str, of_change: str) -> str:
+    """Add the changes of ``{source}`` summed by (``key``, task, status) to ``table``."""
+    return ('INSERT INTO {t} ({k}, task, status, n, duration_sum, timed) '
+            'SELECT {c}, task, status, sum(n), sum(duration_sum), sum(timed) FROM {{source}} '
+            'WHERE minute IS NOT NULL GROUP BY {c}, task, status {{order}} '
+            'ON CONFLICT ({k}, task, status) DO UPDATE SET n = {t}.n + excluded.n, '
+            'duration_sum = {t}.duration_sum + excluded.duration_sum, '
+            'timed = {t}.timed + excluded.timed').format(t=table, k=key, c=of_change)
+
+
+FOLD_MINUTES = _fold('kale_task_minutes', 'minute', 'minute')
+FOLD_PERIODS = _fold('kale_task_periods', 'period', 'minute / %d' % PER_PERIOD)

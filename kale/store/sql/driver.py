@@ -192,28 +192,38 @@ class WriteStatement:
         self._processed_none = [(index, process) for index, process in self.processed
                                 if process(None) is not None]
         self._get = operator.itemgetter(*names) if len(names) > 1 else None
-        #: How many rows one statement may carry: several on SQLite (their
-        #: bound variables kept under SQLite's oldest limit of 999).
+        #: How many rows one statement may carry (see _sqlite_rows, _postgresql_rows).
         self.rows_per_statement = 1
         self._multirow: dict[int, str] = {}
         #: PostgreSQL refuses a statement that upserts one id twice.
         self.ids_once = dialect.name == 'postgresql'
         self._recordset: 'str | None' = None
-        if dialect.name == 'sqlite' and self.positional:
-            shape = _repeated_values(statement, keys, dialect, len(names))
-            if shape is not None:
-                self._head, self._group, self._tail = shape
-                self.rows_per_statement = max(1, min(SQLITE_MAX_ROWS, (
-                    SQLITE_MAX_VARIABLES if fast else 999) // len(names)))
+        if dialect.name == 'sqlite':
+            self._sqlite_rows(statement, keys, dialect, fast)
         elif dialect.name == 'postgresql':
-            shape = _values_group(self.sql, len(names))
-            if fast and shape is not None and all(name in tasks.c for name in names):
-                head, _, tail = shape
-                self._recordset = '%sSELECT * FROM json_to_recordset(%%s::json) AS u(%s)%s' % (
-                    head.replace(' VALUES ', ' '), ', '.join(
-                        '%s %s' % (name, tasks.c[name].type.compile(dialect=dialect))
-                        for name in names), tail)
-                self.rows_per_statement = POSTGRESQL_ROWS_PER_STATEMENT
+            self._postgresql_rows(dialect, fast)
+
+    def _sqlite_rows(self, statement: Any, keys: Sequence[str], dialect: Any, fast: bool) -> None:
+        """Several rows a statement, their bound variables under SQLite's limit
+        (its oldest, 999, unless ``fast``)."""
+        shape = _repeated_values(statement, keys, dialect, len(self.names)) \
+            if self.positional else None
+        if shape is not None:
+            self._head, self._group, self._tail = shape
+            self.rows_per_statement = max(1, min(SQLITE_MAX_ROWS, (
+                SQLITE_MAX_VARIABLES if fast else 999) // len(self.names)))
+
+    def _postgresql_rows(self, dialect: Any, fast: bool) -> None:
+        """Any number of rows a statement, as one JSON document (see :meth:`many`)."""
+        shape = _values_group(self.sql, len(self.names))
+        if not fast or shape is None or not all(name in tasks.c for name in self.names):
+            return
+        head, _, tail = shape
+        self._recordset = '%sSELECT * FROM json_to_recordset(%%s::json) AS u(%s)%s' % (
+            head.replace(' VALUES ', ' '), ', '.join(
+                '%s %s' % (name, tasks.c[name].type.compile(dialect=dialect))
+                for name in self.names), tail)
+        self.rows_per_statement = POSTGRESQL_ROWS_PER_STATEMENT
 
     def many(self, rows: Sequence[dict[str, Any]]) -> tuple[str, list[Any]]:
         """The statement for ``rows`` and its parameters: on SQLite, the
@@ -333,10 +343,6 @@ class Driver:
             statement = self._writes[(kind, tuple(keys))] = WriteStatement(
                 build(self.name), keys, self.dialect, self.fast)
         return statement
-
-    def cancelled_among(self, task_ids: Sequence[str]) -> tuple[str, Any]:
-        """SQL and parameters: which of ``task_ids`` are cancelled."""
-        return self.status_among(CANCELLED, task_ids)
 
     def status_among(self, status: str, task_ids: Sequence[str]) -> tuple[str, Any]:
         """SQL and parameters: which of ``task_ids`` have ``status``."""

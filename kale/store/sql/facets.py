@@ -4,9 +4,8 @@ imported) when first used: ``store.schedules``, ``store.unique``,
 records' ``store.records`` (the store itself) and ``store.queries``."""
 from __future__ import annotations
 
-import functools
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 if TYPE_CHECKING:
     from kale.store.controls import ControlStore
@@ -17,51 +16,37 @@ if TYPE_CHECKING:
     from kale.store.webhooks import WebhookStore
     from kale.store.workflows import WorkflowStore
 
+T = TypeVar('T')
 
-def _made(module: str, name: str, store: Any) -> Any:
-    return getattr(importlib.import_module('kale.store.sql.' + module), name)(store)
+
+class _Facet(Generic[T]):
+    """A facet made on first use from ``kale.store.sql.<module>.<name>(store)``, then kept."""
+
+    def __init__(self, module: str, name: str):
+        self.module, self.name = module, name
+
+    def __set_name__(self, owner: type, attribute: str) -> None:
+        self.attribute = attribute
+
+    def __get__(self, store: Any, owner: type) -> T:
+        made: T = getattr(importlib.import_module('kale.store.sql.' + self.module), self.name)(store)
+        store.__dict__[self.attribute] = made
+        return made
 
 
 class Facets:
     """What a store on a database (:class:`kale.store.sql.records.RecordStore`)
-    gives of each facet."""
+    gives of each facet (see :mod:`kale.store`)."""
+
+    queries: _Facet[RecordQueries] = _Facet('queries', 'Queries')
+    schedules: _Facet[ScheduleStore] = _Facet('schedules', 'SQLSchedules')
+    unique: _Facet[UniqueStore] = _Facet('tables', 'SQLUnique')
+    flow: _Facet[FlowStore] = _Facet('flow', 'SQLFlow')
+    workflows: _Facet[WorkflowStore] = _Facet('workflows', 'SQLWorkflows')
+    webhooks: _Facet[WebhookStore] = _Facet('tables', 'SQLWebhooks')
+    controls: _Facet[ControlStore] = _Facet('tables', 'SQLControls')
 
     @property
     def records(self) -> 'RecordsStore':
         """The task records' facet (:mod:`kale.store.records`): the store itself."""
         return self  # type: ignore[return-value]
-
-    @functools.cached_property
-    def queries(self) -> 'RecordQueries':
-        """Questions about many records (:class:`kale.store.sql.queries.Queries`)."""
-        return _made('queries', 'Queries', self)
-
-    @functools.cached_property
-    def schedules(self) -> 'ScheduleStore':
-        """The schedules' facet (:mod:`kale.store.schedules`)."""
-        return _made('schedules', 'SQLSchedules', self)
-
-    @functools.cached_property
-    def unique(self) -> 'UniqueStore':
-        """The unique keys' facet (:mod:`kale.store.unique`)."""
-        return _made('unique', 'SQLUnique', self)
-
-    @functools.cached_property
-    def flow(self) -> 'FlowStore':
-        """The flow-control facet (:mod:`kale.store.flow`)."""
-        return _made('flow', 'SQLFlow', self)
-
-    @functools.cached_property
-    def workflows(self) -> 'WorkflowStore':
-        """The workflows' facet (:mod:`kale.store.workflows`)."""
-        return _made('workflows', 'SQLWorkflows', self)
-
-    @functools.cached_property
-    def webhooks(self) -> 'WebhookStore':
-        """The webhooks' facet (:mod:`kale.store.webhooks`)."""
-        return _made('webhooks', 'SQLWebhooks', self)
-
-    @functools.cached_property
-    def controls(self) -> 'ControlStore':
-        """Paused queues and stops asked of workers (:mod:`kale.store.controls`)."""
-        return _made('controls', 'SQLControls', self)

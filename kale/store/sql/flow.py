@@ -119,8 +119,7 @@ class SQLFlow:
         return renewed
 
     def holders(self, key: str, now: float) -> list[str]:
-        with self.store.begin() as conn:
-            return [row[0] for row in conn.execute(_HOLDERS, {'key': key, 'now': now})]
+        return [row[0] for row in self.store.read(_HOLDERS.bindparams(key=key, now=now))]
 
 
 class _Steps:

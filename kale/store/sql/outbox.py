@@ -166,10 +166,6 @@ class SQLOutbox:
     def listen(self, wake: threading.Event) -> Optional['_Listener']:
         return _Listener(self.engine, wake) if self.concurrent else None
 
-    @staticmethod
-    def writer(conn: Connection) -> 'SQLOutboxWriter':
-        return SQLOutboxWriter(conn)
-
 
 #: What a database that does not answer raises, for the relay's back-off.
 DATABASE_ERRORS = (SQLAlchemyError,)
@@ -194,6 +190,21 @@ def writer_in(conn: Any) -> 'SQLOutboxWriter':
                       'transaction, got %s' % type(conn).__name__)
 
 
+#: What the errors of a writer on a SQLAlchemy connection say to do.
+INIT_HINT = 'run `kale outbox init --url URL` on this database first?'
+
+
+@contextlib.contextmanager
+def _writing(table: str, hint: str, errors: tuple[type[BaseException], ...]) -> Iterator[None]:
+    """The database's ``errors`` as one OutboxError line ending in ``hint``."""
+    try:
+        yield
+    except errors as exc:
+        raise OutboxError('%s: cannot insert into %s (%s): %s' % (
+            'outbox' if table == outbox.name else 'consume_once', table, hint,
+            str(exc).splitlines()[0])) from exc
+
+
 class SQLOutboxWriter:
     """The publish side on the caller's connection, in its transaction."""
 
@@ -201,31 +212,20 @@ class SQLOutboxWriter:
         self.connection = connection
 
     def insert(self, rows: Sequence[dict[str, Any]]) -> None:
-        try:
-            self._insert(rows)
-        except SQLAlchemyError as exc:
-            raise OutboxError('outbox: cannot insert into kale_outbox (run `kale outbox init '
-                              '--url URL` on this database first?): %s'
-                              % str(exc).splitlines()[0]) from exc
-
-    def _insert(self, rows: Sequence[dict[str, Any]]) -> None:
-        sql = _insert_sql(self.connection)
-        if sql is None:
-            self.connection.execute(outbox.insert(), list(rows))
-            return
-        params = [_driver_row(row) for row in rows]     # the caller's rows, as the driver takes them
-        self.connection.exec_driver_sql(sql, params[0] if len(params) == 1 else params)
+        with _writing(outbox.name, INIT_HINT, DATABASE_ERRORS):
+            sql = _insert_sql(self.connection)
+            if sql is None:
+                self.connection.execute(outbox.insert(), list(rows))
+                return
+            params = [_driver_row(row) for row in rows]     # the caller's rows, as the driver takes them
+            self.connection.exec_driver_sql(sql, params[0] if len(params) == 1 else params)
 
     def consume(self, task_id: str, now: float) -> bool:
         statement = insert_for(self.connection.dialect.name)(consumed).values(
             task_id=task_id, consumed_at=now).on_conflict_do_nothing(
             index_elements=[consumed.c.task_id]).returning(consumed.c.task_id)
-        try:
+        with _writing(consumed.name, INIT_HINT, DATABASE_ERRORS):
             return self.connection.execute(statement).first() is not None
-        except SQLAlchemyError as exc:
-            raise OutboxError('consume_once: cannot insert into kale_consumed (run `kale outbox '
-                              'init --url URL` on this database first?): %s'
-                              % str(exc).splitlines()[0]) from exc
 
 
 #: The insert and the consume in the DB-API's ``format`` paramstyle (``%s``),
@@ -250,21 +250,13 @@ class CursorOutboxWriter:
 
     def insert(self, rows: Sequence[dict[str, Any]]) -> None:
         params = [[stored[name] for name in WRITTEN] for stored in map(_driver_row, rows)]
-        try:
-            with self.cursor() as cursor:
-                cursor.executemany(FORMAT_INSERT, params)
-        except self.errors as exc:
-            raise OutboxError('outbox: cannot insert into kale_outbox (%s): %s'
-                              % (self.hint, str(exc).splitlines()[0])) from exc
+        with _writing(outbox.name, self.hint, self.errors), self.cursor() as cursor:
+            cursor.executemany(FORMAT_INSERT, params)
 
     def consume(self, task_id: str, now: float) -> bool:
-        try:
-            with self.cursor() as cursor:
-                cursor.execute(FORMAT_CONSUME, [task_id, now])
-                return cursor.fetchone() is not None
-        except self.errors as exc:
-            raise OutboxError('consume_once: cannot insert into kale_consumed (%s): %s'
-                              % (self.hint, str(exc).splitlines()[0])) from exc
+        with _writing(consumed.name, self.hint, self.errors), self.cursor() as cursor:
+            cursor.execute(FORMAT_CONSUME, [task_id, now])
+            return cursor.fetchone() is not None
 
 
 def _insert_sql(connection: Connection) -> Optional[str]:

@@ -28,8 +28,9 @@ from sqlalchemy import (
     String,
     Table,
     Text,
-    select,
 )
+
+from kale.store.sql.schema import current_version
 
 metadata = MetaData()
 
@@ -129,6 +130,8 @@ def _said(what: str, dialect: str) -> str:
     import re
     return re.sub(r'\{(\w+):([^}]*)\}',
                   lambda part: part.group(2) if part.group(1) == dialect else '', what)
+
+
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 
@@ -205,18 +208,13 @@ def _dialect(name: str) -> Any:
     return postgresql.dialect() if name == 'postgresql' else sqlite.dialect()
 
 
-def current_version(conn: Connection) -> int:
-    schema_version.create(conn, checkfirst=True)
-    return int(conn.execute(select(schema_version.c.version)).scalar() or 0)
-
-
 def init(engine: Engine) -> list[str]:
     """Bring the outbox tables up to date; what was applied (empty when nothing was)."""
     applied = []
     with engine.begin() as conn:
         if conn.dialect.name == 'postgresql':
             conn.exec_driver_sql('SELECT pg_advisory_xact_lock(%d)' % MIGRATION_LOCK)
-        version = current_version(conn)
+        version = current_version(conn, schema_version)
         for number, what, apply in MIGRATIONS:
             if number > version:
                 apply(conn)

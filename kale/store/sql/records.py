@@ -24,13 +24,9 @@ from kale.store.sql.engine import make_engine
 from kale.store.sql.facets import Facets
 from kale.store.sql.schema import (
     CANCELLED,
-    DEDUPLICATED,
-    FAILED,
     FINAL,
     PENDING,
     PURGED,
-    QUEUED,
-    SCHEDULED,
     SUCCEEDED,
     attempts,
     tasks,
@@ -48,8 +44,14 @@ except ImportError as exc:  # pragma: no cover - depends on the extras installed
     raise ImproperlyConfigured('task records need SQLAlchemy: pip install "kale-sqs[records]" '
                                '(%s)' % exc) from exc
 
-from kale.statuses import TaskStatus
-from kale.store.records import rows_to_write
+from kale.store.records import (
+    ENDED_TASKS,
+    ENDED_WORKFLOWS,
+    WAITING,
+    ended_waiting,
+    expired,
+    rows_to_write,
+)
 from kale.store.sealing import Sealer
 from kale.store.sql.driver import Driver, chunks, insert_for, same_keys
 
@@ -115,6 +117,16 @@ class RecordStore(Facets):
         except (SQLAlchemyError,) + raw_errors() as exc:
             raise unavailable('records store', self.url, exc) from exc
 
+    def changed(self, statement: Any) -> int:
+        """Run a write in a transaction of its own: how many rows it changed."""
+        with self.begin(write=True) as conn:
+            return int(conn.execute(statement).rowcount or 0)
+
+    def read(self, query: Any) -> list[Any]:
+        """A query's rows, read in a transaction of its own."""
+        with self.begin() as conn:
+            return list(conn.execute(query).all())
+
     def migrate(self) -> None:
         """Create or migrate the schema, once per process."""
         if self._migrated:
@@ -155,14 +167,9 @@ class RecordStore(Facets):
               worker_rows: Sequence[dict[str, Any]],
               attempt_rows: Optional[Sequence[dict[str, Any]]] = None,
               sealed: bool = False) -> None:
-        """Everything a writer holds, in one transaction: new publications and
-        task transitions (one statement each, or one for each set of columns
-        their rows have: a column a row leaves out is written as null), worker
-        rows, and a history row for each attempt that failed and is retried
-        (by default from the ``scheduled`` events of runs among ``events``;
-        a writer that merged events passes those it saw). ``sealed``: the
-        rows were already made what the database may hold (a spool's
-        events, the publications an outbox's publisher sealed)."""
+        """Publications and events: one statement for each set of columns their
+        rows have (a column a row leaves out is written as null). ``sealed``:
+        a spool's events, the publications an outbox's publisher sealed."""
         published, events, attempt_rows = rows_to_write(self.sealer, published, events,
                                                         attempt_rows, sealed)
         with self.begin(write=True) as conn:
@@ -203,10 +210,8 @@ class RecordStore(Facets):
         return Sealer(self.config)
 
     def attempts(self, task_id: str) -> list[dict[str, Any]]:
-        """The task's attempts before its last one, oldest first."""
-        with self.begin() as conn:
-            return [self.sealer.open_row(dict(row)) for row in conn.execute(select(attempts).where(
-                attempts.c.task_id == task_id).order_by(attempts.c.attempt)).mappings()]
+        return [self.sealer.open_row(dict(row._mapping)) for row in self.read(select(attempts).where(
+            attempts.c.task_id == task_id).order_by(attempts.c.attempt))]
 
     def _worker_statement(self, row: dict[str, Any]) -> Any:
         insert = self._insert(workers)
@@ -214,17 +219,14 @@ class RecordStore(Facets):
         return insert.on_conflict_do_update(index_elements=[workers.c.id], set_=values)
 
     def cancel(self, task_id: str, now: Optional[float] = None) -> bool:
-        """Mark a task that has not started as cancelled; False when it is
-        running or finished (or unknown). On SQLite the workers are told
-        through the signal file, before (a cancellation that cannot tell
-        them is not made) and after."""
+        """On SQLite the workers are told through the signal file, before (a
+        cancellation that cannot tell them is not made) and after."""
         now = time.time() if now is None else now
         self._signal_cancel()
         with self.begin(write=True) as conn:
             done = bool(conn.execute(tasks.update().where(
-                tasks.c.id == task_id, tasks.c.status.in_((TaskStatus.QUEUED, TaskStatus.SCHEDULED))).values(
-                status=CANCELLED, finished_at=now, next_attempt_at=None,
-                updated_at=now)).rowcount)
+                tasks.c.id == task_id, tasks.c.status.in_(WAITING)).values(
+                **ended_waiting(CANCELLED, now))).rowcount)
         if done:
             try:
                 self._signal_cancel()
@@ -247,16 +249,15 @@ class RecordStore(Facets):
 
     def purge_expired(self, succeeded_ttl: Optional[float], failed_ttl: Optional[float],
                       now: Optional[float] = None, queued_ttl: Optional[float] = None) -> int:
-        """Delete records older than their TTL; returns how many. Finished ones
-        count from when they finished (failed, cancelled, purged and
-        deduplicated ones share ``failed_ttl``); queued and scheduled ones
-        from their last event or their due time, whichever is later, past
-        which SQS no longer holds their message."""
+        """Finished records count from when they finished; queued and
+        scheduled ones from their last event or their due time, whichever is
+        later, past which SQS no longer holds their message."""
         now = time.time() if now is None else now
         conditions = _expired_tasks(succeeded_ttl, failed_ttl, queued_ttl, now)
         if not conditions:
             return 0
-        ended = _ended_workflows(succeeded_ttl, failed_ttl, now)
+        ended = [and_(workflows.c.status.in_(statuses), workflows.c.finished_at < before)
+                 for statuses, before in expired(ENDED_WORKFLOWS, succeeded_ttl, failed_ttl, now)]
         deleted = delete_in_chunks(self, or_(*conditions))
         with self.begin(write=True) as conn:
             if failed_ttl is not None:     # workers that stopped or went silent long ago
@@ -269,67 +270,47 @@ class RecordStore(Facets):
         return deleted
 
     def roll_up(self) -> bool:
-        """Fold the counters' changes (:func:`kale.store.sql.counters.roll_up`):
-        a writer's thread does it every few seconds."""
+        """:func:`kale.store.sql.counters.roll_up`: a writer's thread does it every few seconds."""
         with self.begin(write=True) as conn:
             return counters.roll_up(conn)
 
     def claim_retry(self, task_id: str, marker: str) -> bool:
-        """A record's ``retried_as``, claimed with a conditional update
-        (see :mod:`kale.records.retries`)."""
-        with self.begin(write=True) as conn:
-            return bool(conn.execute(tasks.update().where(
-                tasks.c.id == task_id, tasks.c.retried_as.is_(None)).values(
-                retried_as=marker)).rowcount)
+        """A conditional update (see :mod:`kale.records.retries`)."""
+        return bool(self.changed(tasks.update().where(
+            tasks.c.id == task_id, tasks.c.retried_as.is_(None)).values(retried_as=marker)))
 
     def replace_retry(self, task_id: str, marker: str, value: Optional[str]) -> None:
-        with self.begin(write=True) as conn:
-            conn.execute(tasks.update().where(tasks.c.id == task_id, tasks.c.retried_as == marker)
-                         .values(retried_as=value))
+        self.changed(tasks.update().where(tasks.c.id == task_id, tasks.c.retried_as == marker)
+                     .values(retried_as=value))
 
     def retried_as(self, task_id: str) -> Optional[str]:
-        with self.begin() as conn:
-            found = conn.execute(select(tasks.c.retried_as).where(tasks.c.id == task_id)).scalar()
-        return str(found) if found is not None else None
+        found = self.read(select(tasks.c.retried_as).where(tasks.c.id == task_id))
+        return str(found[0][0]) if found and found[0][0] is not None else None
 
     def mark_purged(self, queue: str, before: float, now: Optional[float] = None) -> int:
-        """Its queue was purged at ``before``: the queue's tasks that were
-        queued or scheduled then become ``purged``; returns how many."""
         now = time.time() if now is None else now
-        with self.begin(write=True) as conn:
-            return int(conn.execute(tasks.update().where(
-                tasks.c.queue == queue, tasks.c.status.in_((QUEUED, SCHEDULED)),
-                tasks.c.updated_at <= before).values(
-                status=PURGED, finished_at=now, next_attempt_at=None,
-                updated_at=now)).rowcount or 0)
+        return self.changed(tasks.update().where(
+            tasks.c.queue == queue, tasks.c.status.in_(WAITING),
+            tasks.c.updated_at <= before).values(**ended_waiting(PURGED, now)))
 
     def message_owners(self, message_ids: Sequence[str],
                        not_ids: Sequence[str] = ()) -> dict[str, str]:
-        """The task each SQS message id was recorded for (the first one
-        published), leaving out the tasks ``not_ids``."""
         query = select(tasks.c.message_id, tasks.c.id).where(
             tasks.c.message_id.in_(list(message_ids))).order_by(tasks.c.published_at.desc())
         if not_ids:
             query = query.where(tasks.c.id.not_in(list(not_ids)))
-        with self.begin() as conn:
-            return {message_id: task_id for message_id, task_id in conn.execute(query)}
+        return {message_id: task_id for message_id, task_id in self.read(query)}
 
     # --- reads ------------------------------------------------------------------------
 
     def get(self, task_id: str) -> Optional[dict[str, Any]]:
-        """The record's row as a dict, or None."""
-        with self.begin() as conn:
-            row = conn.execute(select(tasks).where(tasks.c.id == task_id)).mappings().first()
-            return dict(row) if row is not None else None
+        found = self.read(select(tasks).where(tasks.c.id == task_id))
+        return dict(found[0]._mapping) if found else None
 
     def cancelled_among(self, task_ids: Sequence[str]) -> set[str]:
-        """Which of these ids are cancelled: at most one query for a whole
-        batch, and on a SQLite file none unless one of them may be (see
-        :mod:`kale.store.sql.cancels`).
-
-        A worker asks before each batch, on its own path, so this goes
-        straight to the driver, with a cursor kept for it: SQLAlchemy's
-        statement machinery and a pool checkout would cost more than the query."""
+        """At most one query for a whole batch, and on a SQLite file none unless
+        one of them may be (see :mod:`kale.store.sql.cancels`). On the worker's
+        path: straight to the driver, on a cursor kept for it."""
         if not task_ids:
             return set()
         self.migrate()
@@ -338,7 +319,8 @@ class RecordStore(Facets):
                 task_ids = self._cancelled_ids.candidates(task_ids, self._all_cancelled)
                 if not task_ids:
                     return set()
-            return {row[0] for row in self._check(*self.driver.cancelled_among(list(task_ids)))}
+            return {row[0] for row in self._check(*self.driver.status_among(
+                CANCELLED, list(task_ids)))}
 
     def succeeded_among(self, task_ids: Sequence[str]) -> set[str]:
         """Which of these ids already succeeded (one query, on the kept cursor)."""
@@ -371,32 +353,14 @@ class RecordStore(Facets):
 def _expired_tasks(succeeded_ttl: Optional[float], failed_ttl: Optional[float],
                    queued_ttl: Optional[float], now: float) -> list[Any]:
     """The conditions of the tasks past their TTL (one per TTL given)."""
-    conditions = []
-    if succeeded_ttl is not None:
-        conditions.append(and_(tasks.c.status == SUCCEEDED,
-                               tasks.c.finished_at < now - succeeded_ttl))
-    if failed_ttl is not None:
-        conditions.append(and_(tasks.c.status.in_((FAILED, CANCELLED, PURGED, DEDUPLICATED)),
-                               tasks.c.finished_at < now - failed_ttl))
+    conditions = [and_(tasks.c.status.in_(statuses), tasks.c.finished_at < before)
+                  for statuses, before in expired(ENDED_TASKS, succeeded_ttl, failed_ttl, now)]
     if queued_ttl is not None:          # a task due later waits in SQS until then
-        conditions.append(and_(tasks.c.status.in_((QUEUED, SCHEDULED)),
+        conditions.append(and_(tasks.c.status.in_(WAITING),
                                tasks.c.updated_at < now - queued_ttl,
                                or_(tasks.c.next_attempt_at.is_(None),
                                    tasks.c.next_attempt_at < now - queued_ttl)))
     return conditions
-
-
-def _ended_workflows(succeeded_ttl: Optional[float], failed_ttl: Optional[float],
-                     now: float) -> list[Any]:
-    """The conditions of the workflows past the same TTLs as their tasks."""
-    ended = []
-    if succeeded_ttl is not None:
-        ended.append(and_(workflows.c.status == SUCCEEDED,
-                          workflows.c.finished_at < now - succeeded_ttl))
-    if failed_ttl is not None:
-        ended.append(and_(workflows.c.status.in_((FAILED, CANCELLED)),
-                          workflows.c.finished_at < now - failed_ttl))
-    return ended
 
 
 def raw_errors() -> tuple[type[Exception], ...]:

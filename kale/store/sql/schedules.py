@@ -13,12 +13,14 @@ if TYPE_CHECKING:
     from kale.store.sql.records import RecordStore
 
 
+def _lease(row: Any) -> Lease:
+    return Lease(row.holder, row.acquired_at, row.expires_at)
+
+
 class SQLSchedules:
-    """The lease and the schedules' progress on a database (see
-    :class:`kale.store.schedules.ScheduleStore`): ``kale_scheduler_lease``'s
-    one row, taken and renewed by one conditional UPDATE, and a row per
-    schedule in ``kale_schedules``, whose watermark a conditional UPDATE that
-    also checks the lease moves."""
+    """``kale_scheduler_lease``'s one row, taken and renewed by one conditional
+    UPDATE, and a row per schedule in ``kale_schedules``, whose watermark a
+    conditional UPDATE that also checks the lease moves."""
 
     def __init__(self, store: 'RecordStore'):
         self.store = store
@@ -30,8 +32,6 @@ class SQLSchedules:
                               scheduler_lease.c.expires_at > now)
 
     def acquire(self, holder: str, now: float, length_sec: float) -> tuple[bool, Optional[Lease]]:
-        """Take or renew the lease until ``now + length_sec`` when it is
-        ``holder``'s or has expired: (whether ``holder`` leads, the lease)."""
         lease = scheduler_lease.c
         with self.store.begin(write=True) as conn:
             conn.execute(self._insert(scheduler_lease).values(
@@ -44,35 +44,26 @@ class SQLSchedules:
                                   lease.acquired_at), else_=now))).rowcount
             row = conn.execute(select(lease.holder, lease.acquired_at, lease.expires_at).where(
                 lease.name == LEASE)).first()
-        found = Lease(row.holder, row.acquired_at, row.expires_at) if row is not None else None
-        return taken == 1, found
+        return taken == 1, _lease(row) if row is not None else None
 
     def release(self, holder: str, now: float) -> None:
-        """Give the lease up (a scheduler that stops): another takes it at once."""
-        with self.store.begin(write=True) as conn:
-            conn.execute(update(scheduler_lease).where(
-                scheduler_lease.c.name == LEASE, scheduler_lease.c.holder == holder).values(
-                expires_at=now))
+        self.store.changed(update(scheduler_lease).where(
+            scheduler_lease.c.name == LEASE, scheduler_lease.c.holder == holder).values(
+            expires_at=now))
 
     def lease(self) -> Optional[Lease]:
-        with self.store.begin() as conn:
-            row = conn.execute(select(scheduler_lease).where(
-                scheduler_lease.c.name == LEASE)).first()
-        return Lease(row.holder, row.acquired_at, row.expires_at) \
-            if row is not None and row.holder else None
+        found = self.store.read(select(scheduler_lease).where(scheduler_lease.c.name == LEASE))
+        return _lease(found[0]) if found and found[0].holder else None
 
     def progress(self, names: Optional[Iterable[str]] = None) -> dict[str, Progress]:
-        """Each schedule's row, by name (those of ``names``, or all)."""
         query = select(schedules.c.name, schedules.c.watermark, schedules.c.last_tick,
                        schedules.c.last_task_id, schedules.c.last_published_at)
         if names is not None:
             query = query.where(schedules.c.name.in_(list(names)))
-        with self.store.begin() as conn:
-            return {row.name: Progress(*row) for row in conn.execute(query)}
+        return {row.name: Progress(*row) for row in self.store.read(query)}
 
     def start(self, rows: Iterable[tuple[str, str]], now: float) -> None:
-        """Give each new schedule (name, task) its row, done up to ``now``:
-        a schedule starts with its next tick, nothing to catch up."""
+        """A schedule starts with its next tick, nothing to catch up."""
         values = [{'name': name, 'task': task[:255], 'watermark': now} for name, task in rows]
         if values:
             with self.store.begin(write=True) as conn:
@@ -81,36 +72,24 @@ class SQLSchedules:
                         index_elements=[schedules.c.name]))
 
     def claim(self, name: str, holder: str, tick: float, task_id: str, now: float) -> bool:
-        """Claim ``tick`` for publishing as ``task_id``: only while ``holder``
-        leads and the tick is not done. Whether it was claimed."""
-        with self.store.begin(write=True) as conn:
-            return conn.execute(update(schedules).where(
-                schedules.c.name == name, schedules.c.watermark < tick,
-                self._mine(holder, now)).values(
-                watermark=tick, last_tick=tick, last_task_id=task_id,
-                last_published_at=now)).rowcount == 1
+        return self.store.changed(update(schedules).where(
+            schedules.c.name == name, schedules.c.watermark < tick, self._mine(holder, now)).values(
+            watermark=tick, last_tick=tick, last_task_id=task_id, last_published_at=now)) == 1
 
     def unclaim(self, before: Progress, tick: float, task_id: str) -> None:
-        """Give back a tick whose send failed: the row as it was."""
-        with self.store.begin(write=True) as conn:
-            conn.execute(update(schedules).where(
-                schedules.c.name == before.name, schedules.c.watermark == tick,
-                schedules.c.last_task_id == task_id).values(
-                watermark=before.watermark, last_tick=before.last_tick,
-                last_task_id=before.last_task_id, last_published_at=before.last_published_at))
+        self.store.changed(update(schedules).where(
+            schedules.c.name == before.name, schedules.c.watermark == tick,
+            schedules.c.last_task_id == task_id).values(
+            watermark=before.watermark, last_tick=before.last_tick,
+            last_task_id=before.last_task_id, last_published_at=before.last_published_at))
 
     def skip(self, name: str, holder: str, up_to: float, now: float) -> bool:
-        """Mark the ticks up to ``up_to`` done without publishing them."""
-        with self.store.begin(write=True) as conn:
-            return conn.execute(update(schedules).where(
-                schedules.c.name == name, schedules.c.watermark < up_to,
-                self._mine(holder, now)).values(watermark=up_to)).rowcount == 1
+        return self.store.changed(update(schedules).where(
+            schedules.c.name == name, schedules.c.watermark < up_to,
+            self._mine(holder, now)).values(watermark=up_to)) == 1
 
     def task_statuses(self, task_ids: Iterable[str]) -> dict[str, str]:
-        """The records' status of each of these tasks that has a record."""
         ids = [task_id for task_id in task_ids if task_id]
         if not ids:
             return {}
-        with self.store.begin() as conn:
-            return dict(conn.execute(select(tasks.c.id, tasks.c.status).where(
-                tasks.c.id.in_(ids))).all())
+        return dict(self.store.read(select(tasks.c.id, tasks.c.status).where(tasks.c.id.in_(ids))))

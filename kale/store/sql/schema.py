@@ -262,35 +262,24 @@ controls = Table(
 schema_version = Table('kale_schema', metadata, Column('version', Integer, nullable=False))
 
 
-#: Columns a worker's event never writes: set by a publish or a retry (a
-#: dead run's event sets ``dead_of`` only on a row it inserts).
-
-#: Columns added after version 1, each with the version that added it.
-ADDED_COLUMNS = {'message_id': 2, 'duplicate_of': 2, 'retried_as': 3, 'dead_of': 8}
+Migration = Callable[[Connection], None]
 
 
-def _create_v1(conn: Connection) -> None:
-    """The tables as this Kale defines them (a new store gets every column at
-    once; the later migrations then find nothing to add)."""
-    for table in (tasks, workers, attempts, workflows, workflow_nodes, unique_keys, webhooks,
-                  scheduler_lease, schedules, controls):
-        table.create(conn, checkfirst=True)
-
-
-def _add_columns(conn: Connection, version: int) -> None:
-    have = {column['name'] for column in inspect(conn).get_columns('kale_tasks')}
-    for name, added_in in ADDED_COLUMNS.items():
-        if added_in == version and name not in have:
-            conn.exec_driver_sql('ALTER TABLE kale_tasks ADD COLUMN %s VARCHAR(128)' % name)
-
-
-def _add_attempts_v3(conn: Connection) -> None:
-    _add_columns(conn, 3)
-    attempts.create(conn, checkfirst=True)
+def _migration(*tables: Table, add: tuple[tuple[str, str, str], ...] = ()) -> Migration:
+    """A migration that creates ``tables`` and adds the columns ``add``
+    (table, column, SQL type), each where it is missing."""
+    def apply(conn: Connection) -> None:
+        for table in tables:
+            table.create(conn, checkfirst=True)
+        for table_name, name, kind in add:
+            if name not in {column['name'] for column in inspect(conn).get_columns(table_name)}:
+                conn.exec_driver_sql('ALTER TABLE %s ADD COLUMN %s %s' % (table_name, name, kind))
+    return apply
 
 
 def _add_message_columns_v2(conn: Connection) -> None:
-    _add_columns(conn, 2)
+    _migration(add=(('kale_tasks', 'message_id', 'VARCHAR(128)'),
+                    ('kale_tasks', 'duplicate_of', 'VARCHAR(128)')))(conn)
     if 'kale_tasks_message' not in {index['name'] for index in inspect(conn).get_indexes(
             'kale_tasks')}:
         conn.exec_driver_sql('CREATE INDEX kale_tasks_message ON kale_tasks (message_id)')
@@ -304,84 +293,35 @@ def _widen_worker_v4(conn: Connection) -> None:
         conn.exec_driver_sql('ALTER TABLE kale_tasks ALTER COLUMN worker TYPE VARCHAR(160)')
 
 
-def _add_workflows_v5(conn: Connection) -> None:
-    workflows.create(conn, checkfirst=True)
-    workflow_nodes.create(conn, checkfirst=True)
-
-
-def _add_stderr_v6(conn: Connection) -> None:
-    if 'stderr' not in {column['name'] for column in inspect(conn).get_columns('kale_tasks')}:
-        conn.exec_driver_sql('ALTER TABLE kale_tasks ADD COLUMN stderr TEXT')
-
-
-def _add_unique_v7(conn: Connection) -> None:
-    unique_keys.create(conn, checkfirst=True)
-
-
-def _add_dead_of_v8(conn: Connection) -> None:
-    _add_columns(conn, 8)
-
-
-def _add_webhooks_v9(conn: Connection) -> None:
-    webhooks.create(conn, checkfirst=True)
-
-
-def _add_schedules_v10(conn: Connection) -> None:
-    scheduler_lease.create(conn, checkfirst=True)
-    schedules.create(conn, checkfirst=True)
-
-
-def _add_flow_v11(conn: Connection) -> None:
-    rate_buckets.create(conn, checkfirst=True)
-    rate_reservations.create(conn, checkfirst=True)
-    concurrency_leases.create(conn, checkfirst=True)
-
-
-def _add_retry_delay_v12(conn: Connection) -> None:
-    if 'retry_delay_sec' not in {column['name'] for column in
-                                 inspect(conn).get_columns('kale_attempts')}:
-        conn.exec_driver_sql('ALTER TABLE kale_attempts ADD COLUMN retry_delay_sec FLOAT')
-
-
-def _add_controls_v13(conn: Connection) -> None:
-    controls.create(conn, checkfirst=True)
-
-
-def _add_counters_v14(conn: Connection) -> None:
-    counters_schema.install(conn)
-
-
-def _add_node_claims_v15(conn: Connection) -> None:
-    """A node's publish claim. Nodes left unpublished without one (by a
-    Kale from before) are taken over by the sweep after the grace, as
-    before."""
-    have = {column['name'] for column in inspect(conn).get_columns('kale_workflow_nodes')}
-    for name, kind in (('claimed_by', 'VARCHAR(160)'), ('claimed_until', 'FLOAT')):
-        if name not in have:
-            conn.exec_driver_sql('ALTER TABLE kale_workflow_nodes ADD COLUMN %s %s'
-                                 % (name, kind))
-
-
 #: (version, what it does, how): applied in order to bring a store up to date.
-MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
-    (1, 'create kale_tasks and kale_workers', _create_v1),
+MIGRATIONS: list[tuple[int, str, Migration]] = [
+    # The tables as this Kale defines them (a new store gets every column at
+    # once; the later migrations then find nothing to add).
+    (1, 'create kale_tasks and kale_workers', _migration(
+        tasks, workers, attempts, workflows, workflow_nodes, unique_keys, webhooks,
+        scheduler_lease, schedules, controls)),
     (2, 'add kale_tasks.message_id and duplicate_of', _add_message_columns_v2),
-    (3, 'add kale_tasks.retried_as and kale_attempts', _add_attempts_v3),
+    (3, 'add kale_tasks.retried_as and kale_attempts',
+     _migration(attempts, add=(('kale_tasks', 'retried_as', 'VARCHAR(128)'),))),
     (4, 'widen kale_tasks.worker to a kale_workers.id', _widen_worker_v4),
-    (5, 'add kale_workflows and kale_workflow_nodes', _add_workflows_v5),
-    (6, 'add kale_tasks.stderr', _add_stderr_v6),
-    (7, 'add kale_unique', _add_unique_v7),
-    (8, 'add kale_tasks.dead_of', _add_dead_of_v8),
-    (9, 'add kale_webhooks', _add_webhooks_v9),
-    (10, 'add kale_scheduler_lease and kale_schedules', _add_schedules_v10),
+    (5, 'add kale_workflows and kale_workflow_nodes', _migration(workflows, workflow_nodes)),
+    (6, 'add kale_tasks.stderr', _migration(add=(('kale_tasks', 'stderr', 'TEXT'),))),
+    (7, 'add kale_unique', _migration(unique_keys)),
+    (8, 'add kale_tasks.dead_of', _migration(add=(('kale_tasks', 'dead_of', 'VARCHAR(128)'),))),
+    (9, 'add kale_webhooks', _migration(webhooks)),
+    (10, 'add kale_scheduler_lease and kale_schedules', _migration(scheduler_lease, schedules)),
     (11, 'add kale_rate_buckets, kale_rate_reservations and kale_concurrency_leases',
-     _add_flow_v11),
-    (12, 'add kale_attempts.retry_delay_sec', _add_retry_delay_v12),
-    (13, 'add kale_controls (paused queues, stops asked of workers)', _add_controls_v13),
+     _migration(rate_buckets, rate_reservations, concurrency_leases)),
+    (12, 'add kale_attempts.retry_delay_sec',
+     _migration(add=(('kale_attempts', 'retry_delay_sec', 'FLOAT'),))),
+    (13, 'add kale_controls (paused queues, stops asked of workers)', _migration(controls)),
     (14, 'add the counters kale_task_counts, kale_task_minutes, kale_task_periods and '
-         'kale_task_changes, kept by triggers on kale_tasks', _add_counters_v14),
+         'kale_task_changes, kept by triggers on kale_tasks', counters_schema.install),
+    # Nodes left unpublished without a claim (by a Kale from before) are
+    # taken over by the sweep after the grace, as before.
     (15, 'add kale_workflow_nodes.claimed_by and claimed_until (who publishes a node, '
-         'until when)', _add_node_claims_v15),
+         'until when)', _migration(add=(('kale_workflow_nodes', 'claimed_by', 'VARCHAR(160)'),
+                                        ('kale_workflow_nodes', 'claimed_until', 'FLOAT')))),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -389,11 +329,10 @@ SCHEMA_VERSION = MIGRATIONS[-1][0]
 MIGRATION_LOCK = 0x6B616C65
 
 
-def current_version(conn: Connection) -> int:
-    """The store's schema version (0 for an empty store)."""
-    schema_version.create(conn, checkfirst=True)
-    found = conn.execute(select(schema_version.c.version)).scalar()
-    return int(found or 0)
+def current_version(conn: Connection, table: Table = schema_version) -> int:
+    """The store's schema version, as ``table`` holds it (0 for an empty store)."""
+    table.create(conn, checkfirst=True)
+    return int(conn.execute(select(table.c.version)).scalar() or 0)
 
 
 def migrate(conn: Connection) -> int:

@@ -88,9 +88,8 @@ class SQLWorkflows:
             yield _Steps(conn)
 
     def mark_published(self, task_ids: Sequence[str]) -> None:
-        with self.store.begin(write=True) as conn:
-            conn.execute(update(nodes_table).where(nodes_table.c.task_id.in_(list(task_ids)))
-                         .values(published=1))
+        self.store.changed(update(nodes_table).where(nodes_table.c.task_id.in_(list(task_ids)))
+                           .values(published=1))
 
     def renew_claims(self, task_ids: Sequence[str], owner: str, until: float) -> list[str]:
         if not task_ids:
@@ -100,17 +99,13 @@ class SQLWorkflows:
                                                             'owner': owner, 'until': until})]
 
     def overdue(self, now: float, limit: int = 100) -> list[str]:
-        with self.store.begin() as conn:
-            return [workflow_id for (workflow_id,) in conn.execute(
-                select(workflows_table.c.id).where(
-                    workflows_table.c.status == WorkflowStatus.RUNNING,
-                    workflows_table.c.deadline_at < now).limit(limit)).all()]
+        return [workflow_id for (workflow_id,) in self.store.read(select(workflows_table.c.id).where(
+            workflows_table.c.status == WorkflowStatus.RUNNING,
+            workflows_table.c.deadline_at < now).limit(limit))]
 
     def workflow(self, workflow_id: str) -> Optional[WorkflowRow]:
-        with self.store.begin() as conn:
-            row = conn.execute(select(workflows_table).where(
-                workflows_table.c.id == workflow_id)).one_or_none()
-        return _workflow(row) if row is not None else None
+        found = self.store.read(select(workflows_table).where(workflows_table.c.id == workflow_id))
+        return _workflow(found[0]) if found else None
 
     def nodes(self, workflow_id: str) -> list[Node]:
         with self.store.begin() as conn:
