@@ -360,13 +360,24 @@ def test_two_workers_share_a_fifo_queue_and_keep_each_group_in_order(sqs, record
     docs/how-to/testing.md), which delivers a message made visible by a
     change to 0 while an earlier one of its group is held."""
     groups = 'abcd'
-    for group in groups:
-        calls = [(('%s%d' % (group, i), 1 if i == failing else 0, 0.05), {})
-                 for i in range(1, 6)]
-        tasks.OrderedTask.publish_batch(None, calls, group_id=group)
-    workers = [WorkerProcess(tmp_path, '--queues', 'ordered', '--burst',
+    # Both workers serve before the groups are published: started after
+    # them, a loaded machine's second start-up can take longer than the
+    # first worker needs for all twenty.
+    workers = [WorkerProcess(tmp_path, '--queues', 'ordered',
                              KALE_TEST_RETRY_DELAY=retry_delay) for _ in range(2)]
-    codes = [w.wait(90) for w in workers]
+    try:
+        for worker in workers:
+            worker.wait_for_log('serving queues', 60)
+        for group in groups:
+            calls = [(('%s%d' % (group, i), 1 if i == failing else 0, 0.05), {})
+                     for i in range(1, 6)]
+            tasks.OrderedTask.publish_batch(None, calls, group_id=group)
+        wait_for(lambda: len(events(record, 'ran')) >= 5 * len(groups), 90,
+                 'the groups to run')
+    finally:
+        for worker in workers:
+            worker.signal(signal.SIGTERM)
+        codes = [w.wait(30) for w in workers]
     assert codes == [0, 0], [w.output() for w in workers]
     ran = [r[4] for r in events(record, 'ran')]
     for group in groups:
