@@ -1,59 +1,40 @@
-"""Messages a worker died holding: tested in groups that halve, and counted.
+"""Messages a worker died holding: those seen at more than one death run alone.
 
 A receive count above 1 means a worker received the message before and
 never settled it (releases are fresh copies, see :mod:`kale.worker.consumer`):
 it died, perhaps killed by that very message (out of memory, a crash in
 native code, ``os._exit``), or it was killed (``kill -9``, a lost machine), or
-it lost the endpoint. Such a *suspect* carries its *rounds*: the deliveries
+it lost the endpoint. Such a message carries its *rounds*: the deliveries
 that ended with nobody settling it (a copy carries the earlier ones in its
 signed envelope; a receive given back early is not counted, see
 :func:`held_deliveries`).
 
-Which message killed the worker, if one did, nobody knows, and most of what
-it held is innocent. So suspects are tested in groups: while a worker holds a
-suspect of round n, it holds at most ``GROUP_SIZE >> (n - 1)`` messages in
-all (running, waiting or asked for), itself included: 128 after one death,
-64 after two, down to one, alone, after eight. After one ``kill -9``, what the
-worker held comes back in round 1 and runs as fast as before, up to 128 at a
-time. A message that kills its worker every time (a *poison*) takes only its
-group down with it; each of those comes back a round further, in a group
-half as large, so an innocent pays at most eight extra deliveries before it
-runs alone, and the poison ends up killing its worker alone, until SQS's
-redrive policy moves it to the dead-letter queue after ``MAX_RECEIVE_COUNT``
-receives.
+One death says little: a ``kill -9``, a deploy or a lost machine takes down
+everything a worker held, so a message left unsettled once runs again at
+once, with everything else, at full speed. A message seen at ``ALONE_AFTER``
+deaths or more is a *suspect* and runs alone: while a worker holds one, it
+holds nothing else (running, waiting or asked for). A message that kills its
+worker every time (a *poison*) thus takes what its worker held down twice,
+then only itself, until SQS's redrive policy moves it to the dead-letter
+queue after ``MAX_RECEIVE_COUNT`` receives. An innocent held beside it both
+times runs alone next, once; it is never held beside the poison again.
 
-Innocents never reach the redrive policy with it. A worker that dies holding
-a message has used one of its receives (SQS's count, which the redrive policy
-reads; a fresh copy starts it anew): a message held in place by dying
-workers has had its rounds plus one receives, so with the default
-``MAX_RECEIVE_COUNT`` of 10 a suspect runs alone (round 8) by its ninth
-receive, and the poison is dead-lettered after 10 deaths, as when every
-suspect ran alone. Whatever the setting, a message on its last receive (or
-the one before it: LAST_RECEIVES_SLACK) that
-its rounds do not yet make run alone is given back unrun, as a fresh copy
-(its receive count starts anew, its rounds go on): a death now, the
-poison's or any other (a ``kill -9``), would dead-letter it. So the redrive
-policy dead-letters only a message left unsettled eight times, the last ones
-alone (or one whose worker dies in the instant between that receive and the
-give-back); with a ``MAX_RECEIVE_COUNT`` below 10 a poison pays for it,
-killing up to about ``8 + MAX_RECEIVE_COUNT`` workers instead of
-``MAX_RECEIVE_COUNT``.
+Innocents never reach the redrive policy with it: a message on its last
+receive (or the one before it: LAST_RECEIVES_SLACK) that does not yet run
+alone is given back unrun, as a fresh copy whose receive count starts anew
+(its rounds go on): a death now, the poison's or any other, would
+dead-letter it.
 
-A message the worker received but never started is innocent, but whether
-one started is not known after the worker's death: a death may follow a
-start by microseconds, before anything could be written down for it (the task
-records write a task's running row later, on their writer thread, and only
-if the task still runs then), and a durable mark written before each batch
-starts would cost every batch a request, worker death or not. Groups need
-no record: a message that never started pays a round like any other of its
-group, and after one death the group is as large as a pool holds.
+Whether a message a dead worker held had started is not known: a death may
+follow a start by microseconds, before anything could be written down, and a
+durable mark before each start would cost every batch a request. Counting
+deaths needs no record.
 
-A worker (:mod:`kale.worker.loop`, :mod:`kale.worker.caps`) bounds what it
-receives and starts by the smallest cap of the suspects it holds, gives back
-what waits beyond it, and starts nothing until SQS took that back; what a
-receive still out brings meanwhile goes back at once.
-Only a batch that may hold a suspect (``Batch.may_hold_suspect``, found when
-its envelopes are verified) pays for any of this. On a FIFO queue, where a
+A worker (:mod:`kale.worker.loop`, :mod:`kale.worker.caps`) holding a
+suspect gives back what waits beside it and starts nothing until SQS took
+that back; what a receive still out brings meanwhile goes back at once. Only
+a batch that may hold a suspect (``Batch.may_hold_suspect``, found when its
+envelopes are verified) pays for any of this. On a FIFO queue, where a
 receive count above 1 is an ordinary retry and order matters, there are none.
 """
 from __future__ import annotations
@@ -78,10 +59,9 @@ logger = logging.getLogger(__name__)
 #: still counted as held.
 CLOCK_SKEW_SEC = 1.0
 
-#: The most messages a worker may hold while it holds a suspect left
-#: unsettled once, the suspect included; halved for each further time, so a
-#: suspect left unsettled 8 times runs alone (see the module docstring).
-GROUP_SIZE = 128
+#: Deaths (deliveries nobody settled) after which a message runs alone: a
+#: task seen at more than one death is the likely killer.
+ALONE_AFTER = 2
 
 #: Why a message on its last receive was given back unrun.
 LAST_RECEIVE = 'on its last receive before the dead-letter queue: given back, to start its ' \
@@ -153,14 +133,11 @@ def release(batch: Batch, received: ReceivedMessage, reason: str) -> Settlement:
                       envelope=opened.envelope if opened else None)
 
 
-def group_cap(rounds: int, long: bool = False) -> int:
-    """The most messages a worker may hold while it holds a suspect left
-    unsettled ``rounds`` times (itself included); 0 for a message never left
-    unsettled. A suspect longer than the visibility timeout runs alone (under
-    the heartbeat)."""
-    if rounds <= 0:
-        return 0
-    return 1 if long else max(1, GROUP_SIZE >> (rounds - 1))
+def group_cap(rounds: int) -> int:
+    """The most messages a worker may hold while it holds a message left
+    unsettled ``rounds`` times (itself included): 1 from ``ALONE_AFTER``
+    deaths on, else 0 (no bound: it is no suspect)."""
+    return 1 if rounds >= ALONE_AFTER else 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -223,7 +200,7 @@ def _suspect(batch: Batch, received: ReceivedMessage, opened: Opened,
             opened.envelope.headers.get(UNSETTLED, '0') != '0':
         rounds = unsettled_deliveries(received, opened.unsettled,
                                       batch.queue.visibility_timeout_sec)
-    cap = group_cap(rounds, batch.is_long(opened.task_class.time_limit))
+    cap = group_cap(rounds)
     last = cap != 1 and near_redrive(count, redrive_after)
     if last:
         cap = 1

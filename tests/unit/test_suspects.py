@@ -1,5 +1,5 @@
-"""Messages a worker died holding run in groups that halve each time they are
-left unsettled again, down to one alone; releases never count toward redrive."""
+"""Messages a worker died holding run again at once after one death, alone
+after two; releases never count toward redrive."""
 import collections
 import time
 
@@ -19,7 +19,7 @@ from kale.worker.caps import SuspectCaps
 from kale.worker.consumer import Consumer
 from kale.worker.jobs import Job
 from kale.worker.suspects import (
-    GROUP_SIZE,
+    ALONE_AFTER,
     LAST_RECEIVE,
     group_cap,
     held_deliveries,
@@ -65,10 +65,9 @@ def test_unsettled_deliveries_add_the_copy_history_to_the_receive_count(app):
     assert unsettled_deliveries(first, message.unsettled) == 4
 
 
-def test_a_suspects_group_halves_each_time_it_is_left_unsettled_again():
-    assert [group_cap(rounds) for rounds in range(0, 10)] == \
-        [0, GROUP_SIZE, 64, 32, 16, 8, 4, 2, 1, 1]
-    assert group_cap(1, long=True) == 1                 # runs under the heartbeat: alone
+def test_a_message_seen_at_more_than_one_death_runs_alone():
+    assert ALONE_AFTER == 2
+    assert [group_cap(rounds) for rounds in range(0, 5)] == [0, 0, 1, 1, 1]
 
 
 def held(batch, redrive_after=0):
@@ -91,45 +90,46 @@ def test_a_message_on_its_last_receive_is_given_back_unless_it_runs_alone_anyway
     it: it is given back, its copy's receive count starting anew. One left
     unsettled often enough to run alone runs (a killer goes on to SQS's
     redrive policy)."""
-    # Received ten times, held to the end of its visibility timeout twice.
-    last, fresh = received(app, 'last', 10, since=65), received(app, 'fresh', 1)
+    # Received ten times, held to the end of its visibility timeout once.
+    last, fresh = received(app, 'last', 10, since=35), received(app, 'fresh', 1)
     assert held(batch_of(app, last, fresh), redrive_after=10) == (
         ['fresh'], [('last', LAST_RECEIVE)])
     alone = batch_of(app, received(app, 'alone', 10, unsettled=7, since=65))
     assert held(alone, redrive_after=10) == (['alone'], [])
-    kept, back = held(batch_of(app, received(app, 'before', 8, since=65),
-                               received(app, 'fresh', 1)), redrive_after=10)
-    assert kept == ['before', 'fresh'] and back == []                  # its group: 64
+    before = batch_of(app, received(app, 'before', 8, since=35), received(app, 'fresh', 1))
+    assert held(before, redrive_after=10) is None           # one death: it runs with the rest
 
 
 def test_the_receive_before_the_last_counts_as_the_last(app):
     """A delivery can lapse unrun (a batch received just before an outage),
     using a receive no worker sees: a message beside a killer is given back
     one receive early, so a lapse then leaves it one more."""
-    slack = batch_of(app, received(app, 'slack', 9, since=65), received(app, 'fresh', 1))
+    slack = batch_of(app, received(app, 'slack', 9, since=35), received(app, 'fresh', 1))
     assert held(slack, redrive_after=10) == (['fresh'], [('slack', LAST_RECEIVE)])
-    third = batch_of(app, received(app, 'third', 3, since=65), received(app, 'fresh', 1))
+    third = batch_of(app, received(app, 'third', 3, since=35), received(app, 'fresh', 1))
     assert held(third, redrive_after=4) == (['fresh'], [('third', LAST_RECEIVE)])
     second = batch_of(app, received(app, 'second', 2, since=65), received(app, 'fresh', 1))
-    assert held(second, redrive_after=4) == (['second', 'fresh'], [])   # two receives left
+    assert held(second, redrive_after=4) is None          # two receives left: it runs
 
 
-def test_the_message_left_unsettled_most_often_runs_alone(app):
-    fresh, often, once = received(app, 'fresh', 1), received(app, 'often', 2, unsettled=7), \
+def test_a_message_left_unsettled_twice_runs_alone(app):
+    fresh, twice, once = received(app, 'fresh', 1), received(app, 'twice', 2, unsettled=1), \
         received(app, 'once', 2)
-    batch = batch_of(app, fresh, often, once)
+    batch = batch_of(app, fresh, twice, once)
     kept, back = held(batch)
-    assert kept == ['often']                                    # 8 times: alone
+    assert kept == ['twice']
     assert sorted(message_id for message_id, _ in back) == ['fresh', 'once']
     [once_received] = [r for r in batch.messages if r.message_id == 'once']
     copy = release_copy(once_received, QUEUE, app.codec, batch.opened['once'].envelope)
     assert app.codec.decode(copy.body, QUEUE).unsettled == 1    # its history travels along
 
 
-def test_suspects_left_unsettled_a_few_times_run_together(app):
-    fresh, twice, once = received(app, 'fresh', 1), received(app, 'twice', 3), \
-        received(app, 'once', 2)
-    assert held(batch_of(app, fresh, twice, once)) == (['fresh', 'twice', 'once'], [])
+def test_messages_left_unsettled_once_run_together_with_the_rest(app):
+    """One death (a kill -9, a deploy) says nothing of a message: what the
+    dead worker held runs again at once, at full speed."""
+    fresh, once, copy = received(app, 'fresh', 1), received(app, 'once', 2), \
+        received(app, 'copy', 1, unsettled=1)
+    assert held(batch_of(app, fresh, once, copy)) is None
 
 
 def test_a_release_copy_carries_the_history_of_unsettled_deliveries(app):
@@ -167,7 +167,7 @@ def test_a_batch_without_suspects_is_left_alone(app):
 
 
 def test_a_copy_that_carries_history_is_still_a_suspect(app):
-    batch = batch_of(app, received(app, 'copy', 1, unsettled=1), received(app, 'b', 1))
+    batch = batch_of(app, received(app, 'copy', 1, unsettled=2), received(app, 'b', 1))
     assert [suspect.received.message_id for suspect in suspects_of(batch)] == ['copy']
 
 
@@ -265,7 +265,7 @@ def test_messages_a_dead_worker_held_run_together_not_one_at_a_time(
 def test_a_worker_runs_each_suspect_left_unsettled_often_alone(tmp_path, monkeypatch, shifted):
     monkeypatch.setenv('KALE_TEST_RECORD', str(tmp_path / 'record'))
     app, clock = shifted
-    ids = held_by_a_dead_worker(app, clock, 4, rounds=8)
+    ids = held_by_a_dead_worker(app, clock, 4, rounds=ALONE_AFTER)
     hook = InFlightAtSuspectStart(app.broker, copies=True)
     Worker(queue_names=['default'], burst=True, app=app, hooks=[hook]).run()
     assert sorted(recorded_ids(str(tmp_path / 'record'), 'ran')) == sorted(ids)
@@ -325,7 +325,7 @@ def test_a_suspect_starts_with_no_other_message_held(tmp_path, monkeypatch, shif
     monkeypatch.setenv('KALE_TEST_RECORD', str(tmp_path / 'record'))
     app, clock = shifted
     broker = app.broker
-    [suspect] = held_by_a_dead_worker(app, clock, 1, rounds=8)     # it runs alone
+    [suspect] = held_by_a_dead_worker(app, clock, 1, rounds=ALONE_AFTER)     # it runs alone
     fresh = app.publish_batch(tasks.RecordTask, None, [((i,), {}) for i in range(9)])
     hook = InFlightAtSuspectStart(broker)
     Worker(queue_names=['default'], burst=True, app=app, hooks=[hook]).run()
@@ -336,7 +336,7 @@ def test_a_suspect_starts_with_no_other_message_held(tmp_path, monkeypatch, shif
 def three_held_suspects(app, clock):
     """Three tasks a worker died holding, left unsettled often enough to run
     alone each, delivered again: (queue, task ids)."""
-    return app.broker.queues['default'], held_by_a_dead_worker(app, clock, 3, rounds=8)
+    return app.broker.queues['default'], held_by_a_dead_worker(app, clock, 3, rounds=ALONE_AFTER)
 
 
 def test_no_suspect_starts_while_sqs_refused_to_take_back_the_others(
