@@ -285,8 +285,15 @@ class Intake:
         worker does), else from the queue a new selection chooses."""
         local = self._selecting()
         local.ask, local.found, local.empty = ask, {}, set()
+        continued = local.current is not None and local.left > 0
         chosen = self._next_queue(local)
         batch = self._batch_of(local, chosen, ask)
+        if continued and (batch is None or not batch.messages):
+            # The queue whose turn went on ran dry: a new selection at once,
+            # not the idle watch (every queue long-polled) as if all were empty.
+            local.empty.add(chosen.name)
+            chosen = self._next_queue(local)
+            batch = self._batch_of(local, chosen, ask)
         for other in local.found.values():      # a selector that probed on
             self._report(Arrival(0, batch=other))
         if batch is not None and batch.messages:
