@@ -65,6 +65,10 @@ MIN_POLL_INTERVAL_SEC = 0.25
 READ_AHEAD_ABOVE_SEC = 0.005
 #: How many batches the serial pool reads ahead.
 READ_AHEAD_BATCHES = 2
+#: The longest idle poll of a burst worker: it only asks whether the queues
+#: are empty, and a poll still out when it exits is waited for (see
+#: :mod:`kale.worker.answers`), so a 20-second poll would hold its exit.
+BURST_POLL_SEC = 1
 
 
 class Arrival:
@@ -99,8 +103,10 @@ class Intake:
     def __init__(self, consumer: Consumer, queues: Sequence[TaskQueue],
                  selector_class: type[SelectQueueBase], deliver: Callable[[Arrival], None],
                  max_receives: int, clock: Clock = SYSTEM_CLOCK, inline: bool = False,
-                 prefetch: Optional[Prefetch] = None):
+                 prefetch: Optional[Prefetch] = None, burst: bool = False):
         self.consumer = consumer
+        #: A burst worker's idle polls wait at most BURST_POLL_SEC.
+        self.burst = burst
         #: Receive on the caller's thread (the serial pool), not on threads of its
         #: own, unless reading ahead (set by the worker, see the module docstring).
         self.inline = inline
@@ -362,13 +368,15 @@ class Intake:
             ask = max(1, min(room, queue_.batch_size))
             self._polling.add(queue_.name)
             self.asked += ask
-            answer = (self.out.sent(queue_.long_poll_time_sec),
-                      Arrival(ask, polled=queue_, polled_at=now),
-                      'long poll on queue %s' % queue_.name, self._poll_once, queue_, ask, now)
+            wait = min(queue_.long_poll_time_sec, BURST_POLL_SEC) if self.burst \
+                else queue_.long_poll_time_sec
+            answer = (self.out.sent(wait), Arrival(ask, polled=queue_, polled_at=now),
+                      'long poll on queue %s' % queue_.name, self._poll_once, queue_, wait, ask,
+                      now)
             threading.Thread(target=self._answer, args=answer, daemon=True,
                              name='kale-poll-%s' % queue_.name).start()
 
-    def _poll_once(self, queue_: TaskQueue, ask: int, started: float) -> None:
-        batch = self._receive(queue_, queue_.long_poll_time_sec, ask)
+    def _poll_once(self, queue_: TaskQueue, wait: int, ask: int, started: float) -> None:
+        batch = self._receive(queue_, wait, ask)
         self._report(Arrival(ask, batch=batch, polled=queue_, polled_at=started))
 

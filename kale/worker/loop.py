@@ -105,7 +105,7 @@ class Worker(SerialRuns):
             lambda arrival: self.events.put(('arrival', arrival)),
             max_receives=1 + READ_AHEAD_BATCHES if self.inline
             else min(MAX_RECEIVES, -(-self.max_in_flight // 10)),
-            clock=self.clock, inline=self.inline, prefetch=self.prefetch)
+            clock=self.clock, inline=self.inline, prefetch=self.prefetch, burst=self.burst)
         self.outage = Outage(self.name, config.SQS_ERROR_MAX_BACKOFF_SEC,
                              config.BURST_GIVE_UP_SEC if self.burst else None,
                              self.intake.pause, clock=self.clock)

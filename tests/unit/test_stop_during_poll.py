@@ -69,3 +69,24 @@ def test_a_stop_during_a_long_poll_waits_for_its_answer_and_gives_back_what_it_b
     finally:
         closing.set()
         helper.join(WAIT_SEC)
+
+
+@pytest.mark.parametrize('pool', ['serial', 'threads', 'asyncio'])
+def test_a_burst_worker_polls_briefly_and_exits_without_waiting_out_a_long_poll(
+        memory_broker, monkeypatch, pool):
+    """Queue slowpoll long-polls 20 s. A burst worker only asks whether the
+    queues are empty: its idle polls wait at most BURST_POLL_SEC, so waiting
+    for the answer of the one still out when it is done does not hold its
+    exit for 20 s."""
+    transport = memory_broker.transport
+    real_receive, waits = transport.receive, []
+
+    def receive(queue, max_messages, wait_sec, *args, **kwargs):
+        waits.append(wait_sec)
+        return real_receive(queue, max_messages, wait_sec, *args, **kwargs)
+
+    monkeypatch.setattr(transport, 'receive', receive)
+    tasks.RecordTask.with_options(queue='slowpoll').publish(None, 'one')
+    worker = Worker(queue_names=['slowpoll'], broker=memory_broker, pool=pool, burst=True)
+    assert worker.run() == EXIT_OK
+    assert max(waits) <= 1          # (the serial pool found the queue drained before any poll)
