@@ -11,7 +11,7 @@ from typing import Any, Callable, Optional
 from kale import admin
 from kale.app import default_app
 from kale.cli.control import add_queue_commands, print_paused
-from kale.cli.options import YES, arg, command, confirm, flag, group, positive_int
+from kale.cli.options import YES, arg, command, confirm, counts_text, flag, group, positive_int
 from kale.exceptions import CommandError
 
 COLUMNS = [('QUEUE', 'name'), ('PRIORITY', 'priority'), ('VISIBLE', 'visible'),
@@ -89,10 +89,6 @@ def _when(epoch: Optional[float]) -> str:
     return time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(epoch or 0))
 
 
-def _counts(counts: dict[str, int]) -> str:
-    return ', '.join('%s %d' % item for item in sorted(counts.items()))
-
-
 def cmd_dlq_redrive(args: argparse.Namespace) -> int:
     broker = default_app().command_broker
     queue = broker.queues.get_queue(args.queue)
@@ -132,7 +128,7 @@ def _print_moved(report: admin.RedriveReport, dry_run: bool, source: Optional[st
     print('%s %d dead letter%s from %s back to %s%s' % (
         'would move' if dry_run else 'moved', report.moved,
         '' if report.moved == 1 else 's', source, target,
-        ' (%s)' % _counts(report.reasons) if report.reasons else ''))
+        ' (%s)' % counts_text(report.reasons) if report.reasons else ''))
     if report.moved:
         print('first published between %s and %s; %s' % (
             _when(report.first_published_at), _when(report.last_published_at),
@@ -145,7 +141,7 @@ def _print_left(report: admin.RedriveReport, target: str) -> None:
         print('left %d of other reasons in the dead-letter queue' % report.not_matching)
     if report.skipped:
         print('left %d in the dead-letter queue that cannot be decoded for %s (%s)'
-              % (report.skipped, target, _counts(report.skipped_reasons)))
+              % (report.skipped, target, counts_text(report.skipped_reasons)))
 
 
 def _json_option(text: Optional[str], option: str, kind: type, default: Any) -> Any:

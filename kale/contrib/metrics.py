@@ -1,33 +1,5 @@
-"""Prometheus metrics for workers and publishers, as hooks.
-
-With ``METRICS_PORT`` set (or ``kale worker --metrics-port N``), Kale adds
-:class:`PrometheusHooks` to every worker's and publisher's hooks. A worker
-serves prometheus_client's default registry at ``/metrics`` on that port
-(the supervisor of ``--concurrency N`` serves its workers' together, see
-:mod:`kale.contrib.exposition`). In a publishing process nothing is served:
-the counts go to the default registry, which the application exposes as it
-exposes its own (or list the class in ``PUBLISH_HOOKS`` without a port).
-
-Metrics (labels are queue names, as in the queue config, and task paths:
-bounded, never task ids or arguments):
-
-- ``kale_tasks_total{queue,task,outcome}``: settled messages, outcome one of
-  ``succeeded``, ``retried``, ``dead_lettered``, ``skipped``, ``released``,
-  or ``cancelled`` (deleted unrun: its record was cancelled);
-- ``kale_task_duration_seconds{queue,task}``: how long runs took (histogram);
-- ``kale_task_latency_seconds{queue,task}``: from publish to the start of the
-  first run (histogram; includes a ``delay_sec`` the task was published with;
-  retries are left out, their backoff is deliberate);
-- ``kale_messages_received_total{queue}``, ``kale_batches_total{queue}``;
-- ``kale_sqs_requests_total{operation,result}``: the worker's SQS API calls
-  (result ``ok`` or ``error``; each attempt made through botocore counts, and
-  a request is made up to three times: see :mod:`kale.transport.attempts`);
-- ``kale_worker_busy_seconds_total``: time spent running tasks;
-- ``kale_published_total{queue,task}``: messages published.
-
-The per-task path is kept short: each (queue, task) pair's series are made
-once and kept; outcomes, durations and the busy time are counted once per
-batch, in ``after_batch``.
+"""Prometheus metrics for workers and publishers, as hooks (``METRICS_PORT``);
+see docs/reference/metrics.md and docs/explanation/internals-cli.md.
 """
 from __future__ import annotations
 
@@ -220,10 +192,7 @@ class PrometheusHooks(PublishHooks, WorkerHooks):
             label = task_label(task, len(self._tasks))
             found = self._tasks.get((queue, label))
             if found is None:
-                found = TaskSeries(self.metrics, queue, label)
-                self._tasks[(queue, label)] = found
-            if label == task:
-                self._tasks[(queue, task)] = found
+                found = self._tasks[(queue, label)] = TaskSeries(self.metrics, queue, label)
         return found
 
     # --- a worker ---------------------------------------------------------------
