@@ -63,8 +63,7 @@ def cmd_purge(args: argparse.Namespace) -> int:
 
 
 def _mark_purged(queue: str, before: float) -> None:
-    """The queue's task records that were waiting become ``purged`` (their
-    messages are gone), so none stays ``queued`` for ever."""
+    """The queue's waiting task records become ``purged``: none stays ``queued`` for ever."""
     from kale import records
     marked = records.mark_purged(queue, before)
     print('marked %d waiting task record%s of %s purged' % (marked, '' if marked == 1 else 's',
@@ -73,16 +72,21 @@ def _mark_purged(queue: str, before: float) -> None:
 
 def _purge_dead_letters(broker: Any, queue: Any, target: str) -> int:
     """Dead letters may point at payloads in S3: read them, to delete those too."""
-    def progress(report: admin.PurgeReport) -> None:
-        sys.stderr.write('\rpurging %s: %d dead letters, %d payload objects deleted'
-                         % (target, report.dead_letters, report.objects))
-        sys.stderr.flush()
-
-    report = admin.purge_dead_letters(broker, queue, progress)
+    report = admin.purge_dead_letters(broker, queue, _progress(
+        lambda done: 'purging %s: %d dead letters, %d payload objects deleted'
+        % (target, done.dead_letters, done.objects)))
     sys.stderr.write('\n' if report.dead_letters else '')
     print('purged %s: %d dead letters and the %d payload objects in S3 they pointed at'
           % (target, report.dead_letters, report.objects))
     return 0
+
+
+def _progress(line: Callable[[Any], str]) -> Callable[[Any], None]:
+    """A progress callback: ``line`` of the report so far, rewritten in place on stderr."""
+    def progress(report: Any) -> None:
+        sys.stderr.write('\r' + line(report))
+        sys.stderr.flush()
+    return progress
 
 
 def _when(epoch: Optional[float]) -> str:
@@ -95,9 +99,11 @@ def cmd_dlq_redrive(args: argparse.Namespace) -> int:
     source, target = broker.dead_letter_name(queue), broker.sqs_name(queue)
     if not (args.yes or args.dry_run):
         _confirm_redrive(args.reason, source, target)
+    progress = _progress(lambda done: 'redriving %s: %d %s, %d left in place' % (
+        queue.name, done.moved, 'would move' if args.dry_run else 'moved',
+        done.skipped + done.not_matching))
     report = admin.redrive(broker, queue, limit=args.limit, reason=args.reason,
-                           dry_run=args.dry_run,
-                           progress=_redrive_progress(queue.name, args.dry_run))
+                           dry_run=args.dry_run, progress=progress)
     sys.stderr.write('\n' if report.moved or report.skipped or report.not_matching else '')
     _print_moved(report, args.dry_run, source, target)
     _print_left(report, target)
@@ -109,16 +115,6 @@ def _confirm_redrive(reason: Optional[str], source: Optional[str], target: str) 
     which = 'dead letters of reason %r' % reason if reason else 'every dead letter'
     if not confirm('Move %s from %s back to %s, to run again?' % (which, source, target)):
         raise CommandError('redrive of %r cancelled (nothing was moved)' % source)
-
-
-def _redrive_progress(queue: str, dry_run: bool) -> Callable[[admin.RedriveReport], None]:
-    """Reports on stderr, on one line, how far a redrive of ``queue`` got."""
-    def progress(report: admin.RedriveReport) -> None:
-        sys.stderr.write('\rredriving %s: %d %s, %d left in place' % (
-            queue, report.moved, 'would move' if dry_run else 'moved',
-            report.skipped + report.not_matching))
-        sys.stderr.flush()
-    return progress
 
 
 def _print_moved(report: admin.RedriveReport, dry_run: bool, source: Optional[str],
@@ -161,17 +157,15 @@ def cmd_publish(args: argparse.Namespace) -> int:
     positional = _json_option(args.args, '--args', list, [])
     keywords = _json_option(args.kwargs, '--kwargs', dict, {})
     print(admin.publish_by_path(default_app(), args.task_path, positional, keywords,
-                                delay_sec=args.delay, app_data=_json_option(
-                                    args.app_data, '--app-data', object, None)))
+                                delay_sec=args.delay, app_data=args.app_data))
     return 0
 
 
-def _app_data(text: str) -> str:
+def _app_data(text: str) -> Any:
     try:
-        json.loads(text)
+        return json.loads(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError('not valid JSON: %s' % exc) from None
-    return text
 
 
 QUEUE = arg('queue', metavar='QUEUE', help='queue name from the queue config')

@@ -1,5 +1,5 @@
-"""Prometheus metrics for workers and publishers, as hooks (``METRICS_PORT``);
-see docs/reference/metrics.md and docs/explanation/internals-cli.md.
+"""Prometheus metrics for workers and publishers, as hooks (``METRICS_PORT``),
+listed by the docs site's metrics reference. See docs/explanation/internals-cli.md.
 """
 from __future__ import annotations
 
@@ -30,11 +30,10 @@ if TYPE_CHECKING:
     from kale.transport import ReceivedMessage
     from kale.worker.batch import Batch
 
-#: Seconds: from a few milliseconds to the longest time limit worth a bucket.
-DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
-                    300.0, 900.0, 3600.0, float('inf'))
-#: Seconds: from a long poll's answer to a queue that fell far behind.
-LATENCY_BUCKETS = DURATION_BUCKETS
+#: Seconds, of runs and of latencies: from a few milliseconds (a long poll's
+#: answer) to the longest time limit worth a bucket (a queue far behind).
+BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0,
+           3600.0, float('inf'))
 
 
 class KaleMetrics:
@@ -44,15 +43,14 @@ class KaleMetrics:
         def counter(name: str, text: str, labels: tuple[str, ...] = ()) -> Any:
             return Counter(name, text, labels, registry=registry)
 
-        def histogram(name: str, text: str, buckets: tuple[float, ...]) -> Any:
-            return Histogram(name, text, ('queue', 'task'), registry=registry, buckets=buckets)
+        def histogram(name: str, text: str) -> Any:
+            return Histogram(name, text, ('queue', 'task'), registry=registry, buckets=BUCKETS)
 
         self.tasks = counter('kale_tasks_total', 'Task messages settled, by outcome',
                              ('queue', 'task', 'outcome'))
-        self.duration = histogram('kale_task_duration_seconds', 'How long task runs took',
-                                  DURATION_BUCKETS)
+        self.duration = histogram('kale_task_duration_seconds', 'How long task runs took')
         self.latency = histogram('kale_task_latency_seconds', 'From publish to the start of '
-                                 'the first run', LATENCY_BUCKETS)
+                                 'the first run')
         self.received = counter('kale_messages_received_total', 'Messages received',
                                 ('queue',))
         self.batches = counter('kale_batches_total', 'Batches run', ('queue',))
@@ -64,17 +62,16 @@ class KaleMetrics:
 
 
 _lock = threading.Lock()
-_by_registry: dict[int, tuple[Any, KaleMetrics]] = {}
+_by_registry: dict[Any, KaleMetrics] = {}
 
 
 def metrics_for(registry: Any) -> KaleMetrics:
     """Kale's metrics on ``registry``, made on first use (a registry refuses a
     name twice, and several hooks may share one)."""
     with _lock:
-        found = _by_registry.get(id(registry))
-        if found is None or found[0] is not registry:
-            found = _by_registry[id(registry)] = (registry, KaleMetrics(registry))
-        return found[1]
+        if registry not in _by_registry:
+            _by_registry[registry] = KaleMetrics(registry)
+        return _by_registry[registry]
 
 
 #: Distinct (queue, task) series one process makes, at most: a message's task

@@ -41,11 +41,8 @@ class QueueCollector:
         self.task_counts = task_counts
         self.oldest_queued = oldest_queued
         self.clock = clock
-        #: Running workers serving each queue (by name), e.g. from the records.
-        self.workers = workers
-        #: The oldest message's age by SQS name, e.g. CloudWatch's, when
-        #: ``oldest_queued`` is not given.
-        self.oldest_ages = oldest_ages
+        self.workers = workers              # running workers by queue name
+        self.oldest_ages = oldest_ages      # by SQS name, when oldest_queued is not given
 
     def describe(self) -> list[Metric]:
         """The families, without asking SQS (a registry calls this when the
@@ -104,8 +101,7 @@ class QueueCollector:
         """Add the oldest message's age of each queue that was read, by SQS name."""
         names = {self.broker.sqs_name(q): q.name for q in self.broker.queues.values()
                  if q.name in visible}
-        ages = oldest_ages(sorted(names))
-        for sqs_name, age in ages.items():
+        for sqs_name, age in oldest_ages(sorted(names)).items():
             oldest.add_metric([names[sqs_name]], age)
 
     def _add_bounded(self, family: GaugeMetricFamily, source: Callable[[], Mapping[str, Any]],
