@@ -1,11 +1,6 @@
-"""The ``kale`` command line (also ``python -m kale``).
-
-Each subcommand lives in a module of this package with an ``add_commands``
-function that registers it, and a ``cmd_*`` function taking the parsed
-arguments and returning an exit code. :func:`main` runs one command line in
-this process (tests call it directly); ``kale.__main__.run`` is the console
-script. A user mistake is reported as one line on stderr with a non-zero exit
-code, never as a traceback.
+"""The ``kale`` command line (also ``python -m kale``): each subcommand is an
+``add_commands`` and a ``cmd_*`` of a module here; :func:`main` runs one
+command line. See docs/explanation/internals-cli.md.
 """
 from __future__ import annotations
 
@@ -58,11 +53,6 @@ def build_parser(prog: str = 'kale') -> argparse.ArgumentParser:
     return parser
 
 
-def _use_settings(module: Optional[str]) -> None:
-    if module:
-        settings.use_module(module, '--settings')
-
-
 def _log_format() -> str:
     """``LOG_FORMAT``, or 'text' while the settings cannot be read (the
     command reports why, if it needs them)."""
@@ -95,8 +85,8 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = 'kale',
     args.kale_command = list(command) if command else [sys.executable, '-m', 'kale']
     logs.configure(args.log_level, args.aws_log_level)
     try:
-        if command is None:
-            _use_settings(args.settings)
+        if command is None and args.settings:
+            settings.use_module(args.settings, '--settings')
         log_format = _log_format()
         if log_format != 'text':
             logs.configure(args.log_level, args.aws_log_level, log_format=log_format)

@@ -11,7 +11,7 @@ from typing import Any, Callable, Optional
 from kale import admin
 from kale.app import default_app
 from kale.cli.control import add_queue_commands, print_paused
-from kale.cli.options import YES, arg, command, confirm, flag, group, positive_int
+from kale.cli.options import YES, arg, command, confirm, counts_text, flag, group, positive_int
 from kale.exceptions import CommandError
 
 COLUMNS = [('QUEUE', 'name'), ('PRIORITY', 'priority'), ('VISIBLE', 'visible'),
@@ -63,8 +63,7 @@ def cmd_purge(args: argparse.Namespace) -> int:
 
 
 def _mark_purged(queue: str, before: float) -> None:
-    """The queue's task records that were waiting become ``purged`` (their
-    messages are gone), so none stays ``queued`` for ever."""
+    """The queue's waiting task records become ``purged``: none stays ``queued`` for ever."""
     from kale import records
     marked = records.mark_purged(queue, before)
     print('marked %d waiting task record%s of %s purged' % (marked, '' if marked == 1 else 's',
@@ -73,24 +72,25 @@ def _mark_purged(queue: str, before: float) -> None:
 
 def _purge_dead_letters(broker: Any, queue: Any, target: str) -> int:
     """Dead letters may point at payloads in S3: read them, to delete those too."""
-    def progress(report: admin.PurgeReport) -> None:
-        sys.stderr.write('\rpurging %s: %d dead letters, %d payload objects deleted'
-                         % (target, report.dead_letters, report.objects))
-        sys.stderr.flush()
-
-    report = admin.purge_dead_letters(broker, queue, progress)
+    report = admin.purge_dead_letters(broker, queue, _progress(
+        lambda done: 'purging %s: %d dead letters, %d payload objects deleted'
+        % (target, done.dead_letters, done.objects)))
     sys.stderr.write('\n' if report.dead_letters else '')
     print('purged %s: %d dead letters and the %d payload objects in S3 they pointed at'
           % (target, report.dead_letters, report.objects))
     return 0
 
 
+def _progress(line: Callable[[Any], str]) -> Callable[[Any], None]:
+    """A progress callback: ``line`` of the report so far, rewritten in place on stderr."""
+    def progress(report: Any) -> None:
+        sys.stderr.write('\r' + line(report))
+        sys.stderr.flush()
+    return progress
+
+
 def _when(epoch: Optional[float]) -> str:
     return time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(epoch or 0))
-
-
-def _counts(counts: dict[str, int]) -> str:
-    return ', '.join('%s %d' % item for item in sorted(counts.items()))
 
 
 def cmd_dlq_redrive(args: argparse.Namespace) -> int:
@@ -99,9 +99,11 @@ def cmd_dlq_redrive(args: argparse.Namespace) -> int:
     source, target = broker.dead_letter_name(queue), broker.sqs_name(queue)
     if not (args.yes or args.dry_run):
         _confirm_redrive(args.reason, source, target)
+    progress = _progress(lambda done: 'redriving %s: %d %s, %d left in place' % (
+        queue.name, done.moved, 'would move' if args.dry_run else 'moved',
+        done.skipped + done.not_matching))
     report = admin.redrive(broker, queue, limit=args.limit, reason=args.reason,
-                           dry_run=args.dry_run,
-                           progress=_redrive_progress(queue.name, args.dry_run))
+                           dry_run=args.dry_run, progress=progress)
     sys.stderr.write('\n' if report.moved or report.skipped or report.not_matching else '')
     _print_moved(report, args.dry_run, source, target)
     _print_left(report, target)
@@ -115,16 +117,6 @@ def _confirm_redrive(reason: Optional[str], source: Optional[str], target: str) 
         raise CommandError('redrive of %r cancelled (nothing was moved)' % source)
 
 
-def _redrive_progress(queue: str, dry_run: bool) -> Callable[[admin.RedriveReport], None]:
-    """Reports on stderr, on one line, how far a redrive of ``queue`` got."""
-    def progress(report: admin.RedriveReport) -> None:
-        sys.stderr.write('\rredriving %s: %d %s, %d left in place' % (
-            queue, report.moved, 'would move' if dry_run else 'moved',
-            report.skipped + report.not_matching))
-        sys.stderr.flush()
-    return progress
-
-
 def _print_moved(report: admin.RedriveReport, dry_run: bool, source: Optional[str],
                  target: str) -> None:
     """How many dead letters were moved (or would be), for which reasons, and
@@ -132,7 +124,7 @@ def _print_moved(report: admin.RedriveReport, dry_run: bool, source: Optional[st
     print('%s %d dead letter%s from %s back to %s%s' % (
         'would move' if dry_run else 'moved', report.moved,
         '' if report.moved == 1 else 's', source, target,
-        ' (%s)' % _counts(report.reasons) if report.reasons else ''))
+        ' (%s)' % counts_text(report.reasons) if report.reasons else ''))
     if report.moved:
         print('first published between %s and %s; %s' % (
             _when(report.first_published_at), _when(report.last_published_at),
@@ -145,7 +137,7 @@ def _print_left(report: admin.RedriveReport, target: str) -> None:
         print('left %d of other reasons in the dead-letter queue' % report.not_matching)
     if report.skipped:
         print('left %d in the dead-letter queue that cannot be decoded for %s (%s)'
-              % (report.skipped, target, _counts(report.skipped_reasons)))
+              % (report.skipped, target, counts_text(report.skipped_reasons)))
 
 
 def _json_option(text: Optional[str], option: str, kind: type, default: Any) -> Any:
@@ -165,17 +157,15 @@ def cmd_publish(args: argparse.Namespace) -> int:
     positional = _json_option(args.args, '--args', list, [])
     keywords = _json_option(args.kwargs, '--kwargs', dict, {})
     print(admin.publish_by_path(default_app(), args.task_path, positional, keywords,
-                                delay_sec=args.delay, app_data=_json_option(
-                                    args.app_data, '--app-data', object, None)))
+                                delay_sec=args.delay, app_data=args.app_data))
     return 0
 
 
-def _app_data(text: str) -> str:
+def _app_data(text: str) -> Any:
     try:
-        json.loads(text)
+        return json.loads(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError('not valid JSON: %s' % exc) from None
-    return text
 
 
 QUEUE = arg('queue', metavar='QUEUE', help='queue name from the queue config')

@@ -1,12 +1,6 @@
-"""``kale settings [NAME] [--changed] [--json] [--markdown]``: every setting
-of the app the settings module builds, its value and what it means, from the
-one table of :mod:`kale.default_settings`.
-
-Secrets (signing and encryption keys, the AWS secret, the web token) are
-never printed, only whether they are set; a password in a database URL is
-masked. ``--markdown`` prints the settings reference (the docs site's
-reference page is made of it when the site builds).
-"""
+"""``kale settings [NAME] [--changed] [--json] [--markdown]``: every setting, its
+value (secrets hidden) and what it means, from :mod:`kale.default_settings`.
+See docs/explanation/internals-cli.md."""
 from __future__ import annotations
 
 import argparse

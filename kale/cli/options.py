@@ -94,6 +94,11 @@ def print_json(value: Any) -> None:
     print(json.dumps(value, indent=2, sort_keys=True))
 
 
+def counts_text(counts: dict[str, int]) -> str:
+    """``name count, ...`` in name order."""
+    return ', '.join('%s %d' % item for item in sorted(counts.items())) or 'none'
+
+
 def output(args: argparse.Namespace, value: Any, text: Any) -> int:
     """Prints ``value`` as JSON with ``--json``, else ``text``; exit code 0."""
     if args.json:

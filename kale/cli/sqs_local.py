@@ -1,15 +1,6 @@
-"""``kale sqs-local``: the embedded SQS-compatible endpoint.
-
-It runs moto's server (the ``local`` extra) on 127.0.0.1, by default on
-ElasticMQ's port 9324 so the same settings serve both. Queues live in the
-server's memory and are gone when it stops. moto serves S3 and SNS on the
-same port. ``--engine fauxqs`` runs fauxqs instead (:mod:`kale.fauxqs`:
-Node.js from the system, the pinned version from npm), which serves SQS,
-SNS and S3 a hundred times faster: what to use to see Kale's own speed.
-
-:class:`SQSLocalProcess` starts ``kale sqs-local --port 0`` as a child
-process and reads the URL it announces: what the demo, the benchmarks and the
-tests use to get an endpoint of their own.
+"""``kale sqs-local``: the embedded SQS-compatible endpoint (moto, or
+``--engine fauxqs``), and :class:`SQSLocalProcess`, that command in a child
+process. See docs/explanation/internals-cli.md.
 """
 from __future__ import annotations
 
@@ -274,7 +265,8 @@ class SQSLocalProcess:
             env=dict(env) if env is not None else None, start_new_session=new_session)
         self.lines: list[str] = []
         self.url = self._wait_for_url(start_timeout)
-        self._reader = threading.Thread(target=self._drain, daemon=True)
+        self._reader = threading.Thread(target=self.lines.extend, args=(self.process.stdout,),
+                                        daemon=True)
         self._reader.start()
 
     def _wait_for_url(self, timeout: float) -> str:
@@ -292,11 +284,6 @@ class SQSLocalProcess:
         self.process.wait()
         raise ImproperlyConfigured('kale sqs-local did not start: %s'
                                    % ''.join(self.lines).strip()[-500:])
-
-    def _drain(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.lines.append(line)
 
     @property
     def pid(self) -> int:

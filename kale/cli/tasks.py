@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 from kale.cli.control import add_worker_commands
 from kale.cli.options import JSON, YES, arg, command, confirm, flag, group, output, positive_int
-from kale.exceptions import CommandError
+from kale.exceptions import CommandError, RecordNotFoundError
 from kale.statuses import PENDING_FILTER, TaskStatus, WorkerState, status_values
 
 LIST_COLUMNS = [('ID', 'id'), ('TASK', 'task'), ('QUEUE', 'queue'), ('STATUS', 'status'),
@@ -79,7 +79,6 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     from kale import records
-    from kale.exceptions import RecordNotFoundError
     task_id = records.resolve(args.task_id)
     record = records.get(task_id)
     if record is None:
@@ -136,13 +135,12 @@ def cmd_purge(args: argparse.Namespace) -> int:
     where = _filter(args)
     started = time.monotonic()
     if where.empty and not args.all:
-        purged = records.store().records.purge_expired(config.RECORDS_SUCCEEDED_TTL_SEC,
-                                                       config.RECORDS_FAILED_TTL_SEC,
-                                                       queued_ttl=config.RECORDS_QUEUED_TTL_SEC)
+        ttls = (config.RECORDS_SUCCEEDED_TTL_SEC, config.RECORDS_FAILED_TTL_SEC,
+                config.RECORDS_QUEUED_TTL_SEC)
+        purged = records.store().records.purge_expired(*ttls[:2], queued_ttl=ttls[2])
         print('purged %d expired records in %.1fs (RECORDS_SUCCEEDED_TTL_SEC %s, '
               'RECORDS_FAILED_TTL_SEC %s, RECORDS_QUEUED_TTL_SEC %s)'
-              % (purged, time.monotonic() - started, config.RECORDS_SUCCEEDED_TTL_SEC,
-                 config.RECORDS_FAILED_TTL_SEC, config.RECORDS_QUEUED_TTL_SEC))
+              % (purged, time.monotonic() - started, *ttls))
         return 0
     queries = records.queries()
     if not args.yes and not confirm('Delete %d task records?' % queries.count(where)):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from kale.app import default_app
 from kale.cli.options import JSON, command, group, output
 from kale.cli.tasks import table
 from kale.exceptions import CommandError
@@ -14,7 +15,6 @@ COLUMNS = [('TOPIC', 'topic'), ('SUBSCRIBER', 'task'), ('QUEUE', 'queue'),
 
 
 def _subscriptions() -> object:
-    from kale.app import default_app
     found = default_app().subscriptions
     if not found.searched:
         raise CommandError('TASK_MODULES is empty: name the modules of your subscriber task '
@@ -23,7 +23,6 @@ def _subscriptions() -> object:
 
 
 def cmd_sync(args: argparse.Namespace) -> int:
-    from kale.app import default_app
     from kale.topics.sync import sync
     _subscriptions()
     lines = sync(default_app())
@@ -35,7 +34,6 @@ def cmd_sync(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from kale.app import default_app
     from kale.topics.sync import describe
     _subscriptions()
     found = describe(default_app())

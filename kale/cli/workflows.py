@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from kale.cli.options import JSON, arg, command, group, output, positive_int
+from kale.cli.options import JSON, arg, command, counts_text, group, output, positive_int
 from kale.cli.tasks import table
 from kale.statuses import NodeStatus, WorkflowStatus, status_values
 
@@ -18,10 +18,6 @@ SUMMARY_FIELDS = ('id', 'status', 'labels', 'created_at', 'deadline_at', 'finish
 #: How many hex digits of an upstream task id ``show`` prints (``kale tasks
 #: show`` takes such a prefix).
 SHORT_ID = 8
-
-
-def _states(counts: dict[str, int]) -> str:
-    return ', '.join('%s %d' % item for item in sorted(counts.items())) or 'none'
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -50,8 +46,7 @@ def roots_first(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _upstream_counts(nodes: list[dict[str, Any]], index: dict[str, int]) -> dict[str, int]:
     """How many of each node's upstream are among ``nodes``, by task id."""
-    return {node['task_id']: sum(1 for up in node['upstream'] if up in index)
-            for node in nodes}
+    return {node['task_id']: sum(1 for up in node['upstream'] if up in index) for node in nodes}
 
 
 def _next_layer(nodes: list[dict[str, Any]], index: dict[str, int], missing: dict[str, int],
@@ -75,7 +70,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     lines = ['%s  %s' % (key.ljust(width), json.dumps(described[key], sort_keys=True)
                          if key == 'labels' else described[key] or '-') for key in SUMMARY_FIELDS]
     lines.append('%s  %d: %s' % ('nodes'.ljust(width), described['node_count'],
-                                 _states(described['node_states'])))
+                                 counts_text(described['node_states'])))
     rows = [dict(node, after=[up[:SHORT_ID] for up in node['upstream']])
             for node in roots_first(described['nodes'])]
     return output(args, described, '\n'.join(lines + ['', table(NODE_COLUMNS, rows)]))
@@ -100,7 +95,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     return output(args, dict(summary, cancelled_nodes=cancelled),
                   'workflow %s: %s; %d node%s cancelled now (%s)%s' % (
                       workflow_id, summary['status'], cancelled, '' if cancelled == 1 else 's',
-                      _states(summary['node_states']),
+                      counts_text(summary['node_states']),
                       '' if cancelled or summary['status'] == WorkflowStatus.CANCELLED
                       else '; it had already ended'))
 
@@ -113,7 +108,7 @@ def cmd_retry(args: argparse.Namespace) -> int:
     return output(args, dict(summary, nodes_run_again=again),
                   'workflow %s: %s; %d node%s to run again, %d succeeded kept (%s)' % (
                       workflow_id, summary['status'], again, '' if again == 1 else 's',
-                      before.get(NodeStatus.SUCCEEDED, 0), _states(summary['node_states'])))
+                      before.get(NodeStatus.SUCCEEDED, 0), counts_text(summary['node_states'])))
 
 
 def add_commands(commands: 'argparse._SubParsersAction[argparse.ArgumentParser]') -> None:

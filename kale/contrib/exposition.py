@@ -1,15 +1,5 @@
-"""Serving ``/metrics``: from one worker, or from the supervisor for all of its workers.
-
-A worker serves prometheus_client's registry on ``METRICS_PORT`` itself. The
-workers of ``kale worker --concurrency N`` cannot each take the port, so
-their supervisor serves for them, with prometheus_client's multiprocess
-mode: it makes a directory, gives it to every worker it starts as
-``PROMETHEUS_MULTIPROC_DIR`` (set before the worker imports
-prometheus_client, which reads it at import), with
-``KALE_METRICS_MULTIPROCESS=1`` so that the worker records into the
-directory without serving, and serves what the directory holds, summed over
-the workers. A worker that exits is marked dead; its counts stay in the
-sums. The directory is removed when the supervisor stops.
+"""Serving ``/metrics``: from one worker, or from the supervisor for all of its
+workers (prometheus_client's multiprocess mode). See docs/explanation/internals-cli.md.
 """
 from __future__ import annotations
 

@@ -1,33 +1,5 @@
-"""Prometheus metrics for workers and publishers, as hooks.
-
-With ``METRICS_PORT`` set (or ``kale worker --metrics-port N``), Kale adds
-:class:`PrometheusHooks` to every worker's and publisher's hooks. A worker
-serves prometheus_client's default registry at ``/metrics`` on that port
-(the supervisor of ``--concurrency N`` serves its workers' together, see
-:mod:`kale.contrib.exposition`). In a publishing process nothing is served:
-the counts go to the default registry, which the application exposes as it
-exposes its own (or list the class in ``PUBLISH_HOOKS`` without a port).
-
-Metrics (labels are queue names, as in the queue config, and task paths:
-bounded, never task ids or arguments):
-
-- ``kale_tasks_total{queue,task,outcome}``: settled messages, outcome one of
-  ``succeeded``, ``retried``, ``dead_lettered``, ``skipped``, ``released``,
-  or ``cancelled`` (deleted unrun: its record was cancelled);
-- ``kale_task_duration_seconds{queue,task}``: how long runs took (histogram);
-- ``kale_task_latency_seconds{queue,task}``: from publish to the start of the
-  first run (histogram; includes a ``delay_sec`` the task was published with;
-  retries are left out, their backoff is deliberate);
-- ``kale_messages_received_total{queue}``, ``kale_batches_total{queue}``;
-- ``kale_sqs_requests_total{operation,result}``: the worker's SQS API calls
-  (result ``ok`` or ``error``; each attempt made through botocore counts, and
-  a request is made up to three times: see :mod:`kale.transport.attempts`);
-- ``kale_worker_busy_seconds_total``: time spent running tasks;
-- ``kale_published_total{queue,task}``: messages published.
-
-The per-task path is kept short: each (queue, task) pair's series are made
-once and kept; outcomes, durations and the busy time are counted once per
-batch, in ``after_batch``.
+"""Prometheus metrics for workers and publishers, as hooks (``METRICS_PORT``),
+listed by the docs site's metrics reference. See docs/explanation/internals-cli.md.
 """
 from __future__ import annotations
 
@@ -58,11 +30,10 @@ if TYPE_CHECKING:
     from kale.transport import ReceivedMessage
     from kale.worker.batch import Batch
 
-#: Seconds: from a few milliseconds to the longest time limit worth a bucket.
-DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
-                    300.0, 900.0, 3600.0, float('inf'))
-#: Seconds: from a long poll's answer to a queue that fell far behind.
-LATENCY_BUCKETS = DURATION_BUCKETS
+#: Seconds, of runs and of latencies: from a few milliseconds (a long poll's
+#: answer) to the longest time limit worth a bucket (a queue far behind).
+BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0,
+           3600.0, float('inf'))
 
 
 class KaleMetrics:
@@ -72,15 +43,14 @@ class KaleMetrics:
         def counter(name: str, text: str, labels: tuple[str, ...] = ()) -> Any:
             return Counter(name, text, labels, registry=registry)
 
-        def histogram(name: str, text: str, buckets: tuple[float, ...]) -> Any:
-            return Histogram(name, text, ('queue', 'task'), registry=registry, buckets=buckets)
+        def histogram(name: str, text: str) -> Any:
+            return Histogram(name, text, ('queue', 'task'), registry=registry, buckets=BUCKETS)
 
         self.tasks = counter('kale_tasks_total', 'Task messages settled, by outcome',
                              ('queue', 'task', 'outcome'))
-        self.duration = histogram('kale_task_duration_seconds', 'How long task runs took',
-                                  DURATION_BUCKETS)
+        self.duration = histogram('kale_task_duration_seconds', 'How long task runs took')
         self.latency = histogram('kale_task_latency_seconds', 'From publish to the start of '
-                                 'the first run', LATENCY_BUCKETS)
+                                 'the first run')
         self.received = counter('kale_messages_received_total', 'Messages received',
                                 ('queue',))
         self.batches = counter('kale_batches_total', 'Batches run', ('queue',))
@@ -92,17 +62,16 @@ class KaleMetrics:
 
 
 _lock = threading.Lock()
-_by_registry: dict[int, tuple[Any, KaleMetrics]] = {}
+_by_registry: dict[Any, KaleMetrics] = {}
 
 
 def metrics_for(registry: Any) -> KaleMetrics:
     """Kale's metrics on ``registry``, made on first use (a registry refuses a
     name twice, and several hooks may share one)."""
     with _lock:
-        found = _by_registry.get(id(registry))
-        if found is None or found[0] is not registry:
-            found = _by_registry[id(registry)] = (registry, KaleMetrics(registry))
-        return found[1]
+        if registry not in _by_registry:
+            _by_registry[registry] = KaleMetrics(registry)
+        return _by_registry[registry]
 
 
 #: Distinct (queue, task) series one process makes, at most: a message's task
@@ -220,10 +189,7 @@ class PrometheusHooks(PublishHooks, WorkerHooks):
             label = task_label(task, len(self._tasks))
             found = self._tasks.get((queue, label))
             if found is None:
-                found = TaskSeries(self.metrics, queue, label)
-                self._tasks[(queue, label)] = found
-            if label == task:
-                self._tasks[(queue, task)] = found
+                found = self._tasks[(queue, label)] = TaskSeries(self.metrics, queue, label)
         return found
 
     # --- a worker ---------------------------------------------------------------

@@ -1,30 +1,6 @@
 """Queue gauges for a web app's ``/metrics``: what is waiting in SQS, and, when
-records are kept, how many tasks are in each status.
-
-    from kale.contrib.queue_metrics import queue_registry, render
-
-    registry = queue_registry(app.broker, task_counts=store.count_by_status)
-    body, content_type = render(registry, request.headers.get('Accept'))
-
-or mount ``prometheus_client.make_wsgi_app(registry)`` (``make_asgi_app``).
-Each scrape asks SQS for every queue's counts (one GetQueueAttributes per
-queue and per dead-letter queue), so scrape every 15 s or less often.
-
-- ``kale_queue_messages{queue,state}``, state ``visible``, ``in_flight``,
-  ``delayed`` or ``dead_letters`` (a queue not created yet counts 0);
-- ``kale_queue_up{queue}``: 1 when the queue's counts were read, 0 when SQS
-  could not answer (its other series are left out of that scrape);
-- ``kale_records_tasks{status}``: task counts by status, from ``task_counts``;
-  labels read from stored data are bounded: a status Kale does not know
-  counts under ``other``, as does (below) a queue not in the queue config;
-- ``kale_queue_oldest_task_age_seconds{queue}``: how long the oldest task
-  still waiting in each queue has waited, from ``oldest_queued`` (epoch
-  seconds when it became due: its publish, or the end of its delay; by queue
-  name), e.g. from the records; without it from ``oldest_ages`` (seconds by
-  SQS name), e.g. CloudWatch's ``ApproximateAgeOfOldestMessage``;
-- ``kale_queue_workers{queue}`` and ``kale_queue_backlog_per_worker{queue}``
-  (visible / workers, left out while no worker serves the queue): from
-  ``workers``, the running workers serving each queue, e.g. from the records.
+records are kept, how many tasks are in each status (:func:`queue_registry`,
+:func:`render`). See docs/explanation/internals-cli.md.
 """
 from __future__ import annotations
 
@@ -65,11 +41,8 @@ class QueueCollector:
         self.task_counts = task_counts
         self.oldest_queued = oldest_queued
         self.clock = clock
-        #: Running workers serving each queue (by name), e.g. from the records.
-        self.workers = workers
-        #: The oldest message's age by SQS name, e.g. CloudWatch's, when
-        #: ``oldest_queued`` is not given.
-        self.oldest_ages = oldest_ages
+        self.workers = workers              # running workers by queue name
+        self.oldest_ages = oldest_ages      # by SQS name, when oldest_queued is not given
 
     def describe(self) -> list[Metric]:
         """The families, without asking SQS (a registry calls this when the
@@ -89,10 +62,13 @@ class QueueCollector:
             self._add_oldest_ages(self.oldest_ages, oldest, visible)
             yield oldest
         if self.task_counts is not None:
-            self._add_task_counts(self.task_counts, records)
+            self._add_bounded(records, self.task_counts, 'task counts', RECORD_STATUSES,
+                              lambda total, count: total + int(count))
             yield records
         if self.oldest_queued is not None:
-            self._add_oldest_queued(self.oldest_queued, oldest)
+            now = self.clock()
+            self._add_bounded(oldest, self.oldest_queued, 'oldest tasks', self.broker.queues,
+                              lambda age, published: max(age, now - published))
             yield oldest
 
     def _add_queue_counts(self, messages: GaugeMetricFamily,
@@ -125,31 +101,19 @@ class QueueCollector:
         """Add the oldest message's age of each queue that was read, by SQS name."""
         names = {self.broker.sqs_name(q): q.name for q in self.broker.queues.values()
                  if q.name in visible}
-        ages = oldest_ages(sorted(names))
-        for sqs_name, age in ages.items():
+        for sqs_name, age in oldest_ages(sorted(names)).items():
             oldest.add_metric([names[sqs_name]], age)
 
-    def _add_task_counts(self, task_counts: Callable[[], Mapping[str, int]],
-                         records: GaugeMetricFamily) -> None:
-        """Add the task counts by status, unknown statuses under ``other``."""
-        by_status: dict[str, int] = {}
-        for status, count in self._call(task_counts, 'task counts').items():
-            label = str(status) if status in RECORD_STATUSES else OTHER
-            by_status[label] = by_status.get(label, 0) + int(count)
-        for label, count in by_status.items():
-            records.add_metric([label], count)
-
-    def _add_oldest_queued(self, oldest_queued: Callable[[], Mapping[str, float]],
-                           oldest: GaugeMetricFamily) -> None:
-        """Add how long each queue's oldest task has waited, unknown queues
-        under ``other``."""
-        now = self.clock()
-        by_queue: dict[str, float] = {}
-        for name, published in self._call(oldest_queued, 'oldest tasks').items():
-            label = str(name) if name in self.broker.queues else OTHER
-            by_queue[label] = max(by_queue.get(label, 0.0), now - published)
-        for label, age in by_queue.items():
-            oldest.add_metric([label], max(0.0, age))
+    def _add_bounded(self, family: GaugeMetricFamily, source: Callable[[], Mapping[str, Any]],
+                     what: str, known: Any, fold: Callable[[Any, Any], Any]) -> None:
+        """Add ``source``'s values folded by label, those of a key not in ``known``
+        under ``other`` (task counts summed, the oldest task's age the largest)."""
+        by_label: dict[str, Any] = {}
+        for key, value in self._call(source, what).items():
+            label = str(key) if key in known else OTHER
+            by_label[label] = fold(by_label.get(label, 0), value)
+        for label, value in by_label.items():
+            family.add_metric([label], value)
 
     def _families(self) -> tuple[GaugeMetricFamily, ...]:
         return (

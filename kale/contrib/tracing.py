@@ -1,35 +1,6 @@
-"""OpenTelemetry traces from publish to settle, as hooks (``TRACING = True``).
-
-Three spans per task, named as Kale names them, with attributes from
-OpenTelemetry's messaging conventions (``messaging.system = aws_sqs``,
-``messaging.destination.name``, ``messaging.operation.type``,
-``messaging.message.id``):
-
-- ``kale.publish`` (producer), around one ``publish`` or ``publish_batch``;
-- ``kale.run`` (consumer), around one run in the worker, whose parent is the
-  publisher's span; it is the current span while the task runs, so the
-  task's own spans (HTTP calls, queries, tasks it publishes) nest under it;
-- ``kale.settle`` (client), a child of the run: from when the worker began
-  settling the task's batch to when its requests were done, named after what
-  settling did (``delete``, ``retry``, ``dead_letter``, ``release``).
-
-**How the context travels.** The publisher's span context (W3C
-``traceparent`` and ``tracestate``, and ``baggage`` if set, through the
-global propagator) goes into each message's ``context``, which the codec
-carries in the *signed* envelope. A worker receives no message attributes on
-purpose: they are unsigned, so anyone able to write to the queue could
-choose a trace to attach work to, and asking SQS for them costs parsing on
-every receive. In the envelope the context is as trustworthy as the task
-itself, costs nothing on receive, and stays with retry, release and
-dead-letter copies, so every attempt of a task joins the trace of its
-publish. For other tools, the first publish also sets ``traceparent`` as a
-message attribute; workers never read it.
-
-Spans go to opentelemetry's global tracer provider (configure the SDK and an
-exporter as for any application), or to the one given to :class:`TracingHooks`.
-This module imports opentelemetry; Kale imports this module only while
-``TRACING`` is on, so with it off (or opentelemetry absent) tracing costs
-nothing.
+"""OpenTelemetry traces from publish to settle, as hooks (``TRACING = True``):
+spans ``kale.publish``, ``kale.run`` and ``kale.settle``, the context carried
+in the signed envelope. See docs/explanation/internals-cli.md.
 """
 from __future__ import annotations
 

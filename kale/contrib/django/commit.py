@@ -12,6 +12,7 @@ data does, use the outbox (:mod:`kale.contrib.django.outbox`).
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Iterable, Mapping, Optional
 
 from kale.app import App, default_app
@@ -67,10 +68,6 @@ def _on_commit(call: PublishCall, using: Optional[str], app: Optional[App]) -> l
 
     def send() -> None:
         # The publisher of now: a test's eager mode set after the call holds too.
-        sender = (app or default_app()).publisher
-        sender.publish_batch(call.task_class, call.app_data, call.calls, call.delay_sec,
-                             call.group_id, call.dedup_id, call.labels, call.queue_name,
-                             task_ids=task_ids, unique_for_sec=call.unique_for_sec,
-                             eta=call.eta)
+        (app or default_app()).publisher.run(dataclasses.replace(call, task_ids=task_ids))
     transaction.on_commit(send, using=using)
     return task_ids

@@ -1,21 +1,6 @@
-"""Kale's settings from Django's: the setting ``KALE``, a dict of Kale
-setting names (``QUEUE_CONFIG``, ``MESSAGE_SIGNING_KEY``, ``RECORDS_URL``...),
-builds the default app, so no ``KALE_SETTINGS_MODULE`` is needed.
-
-Besides what ``KALE`` says:
-
-- ``KALE['RECORDS'] = 'django'`` keeps the task records in
-  ``DATABASES['default']`` (``RECORDS_URL`` made from it);
-- ``OUTBOX_URL`` is ``DATABASES['default']`` unless ``KALE`` says otherwise
-  (SQLite or PostgreSQL), so ``manage.py kale relay`` sends its outbox;
-- ``TASK_MODULES`` also names the ``tasks`` module of each installed app
-  that has one (as Celery's autodiscover finds them);
-- the workers close Django's stale database connections around each task
-  (:class:`kale.contrib.django.hooks.DjangoHooks`), as a request does.
-
-Every value is checked as a settings module's is: a bad one is one line
-naming the key (``manage.py check`` says it, see
-:mod:`kale.contrib.django.checks`).
+"""Kale's settings from Django's: the setting ``KALE`` (a dict of Kale
+settings) builds the default app, with the records, the outbox, the apps'
+``tasks`` modules and the connection hooks of the project. See docs/explanation/internals-cli.md.
 """
 from __future__ import annotations
 
@@ -143,14 +128,14 @@ def apps_tasks_modules() -> list[str]:
     """The ``tasks`` module of each installed app that has one."""
     from django.apps import apps
     return [app.name + '.tasks' for app in apps.get_app_configs()
-            if app.name != 'kale.contrib.django' and _exists(app.name + '.tasks')]
+            if app.name != 'kale.contrib.django' and _spec(app.name + '.tasks') is not None]
 
 
-def _exists(name: str) -> bool:
+def _spec(name: str) -> Any:
     try:
-        return importlib.util.find_spec(name) is not None
+        return importlib.util.find_spec(name)
     except ImportError:
-        return False
+        return None
 
 
 def given() -> Optional[dict[str, Any]]:
@@ -159,10 +144,16 @@ def given() -> Optional[dict[str, Any]]:
     ``KALE_SETTINGS_MODULE`` names a Kale settings module, which then stays
     in use."""
     from django.conf import settings
-    kale = getattr(settings, 'KALE', None)
-    if kale is None and os.environ.get(ENVIRONMENT_VARIABLE, '').strip():
+    if _module_in_use():
         return None
-    return kale_values(kale, settings.DATABASES, apps_tasks_modules())
+    return kale_values(getattr(settings, 'KALE', None), settings.DATABASES, apps_tasks_modules())
+
+
+def _module_in_use() -> bool:
+    """No ``KALE``, and ``KALE_SETTINGS_MODULE`` names a Kale settings module."""
+    from django.conf import settings
+    return getattr(settings, 'KALE', None) is None \
+        and bool(os.environ.get(ENVIRONMENT_VARIABLE, '').strip())
 
 
 def settings_dir() -> Optional[str]:
@@ -170,20 +161,13 @@ def settings_dir() -> Optional[str]:
     QUEUE_CONFIG is also looked for."""
     from django.conf import settings
     module = os.environ.get('DJANGO_SETTINGS_MODULE') or getattr(settings, 'SETTINGS_MODULE', '')
-    try:
-        spec = importlib.util.find_spec(module) if module else None
-    except ImportError:
-        spec = None
+    spec = _spec(module) if module else None
     return os.path.dirname(spec.origin) if spec is not None and spec.origin else None
 
 
 def install() -> None:
     """Make ``KALE`` the default app's settings (read when Kale first needs
     them: a bad value is said then, or by ``manage.py check``)."""
-    from django.conf import settings as django_settings
-
     from kale.conf import settings
-    if getattr(django_settings, 'KALE', None) is None \
-            and os.environ.get(ENVIRONMENT_VARIABLE, '').strip():
-        return
-    settings.use_values(lambda: given() or {}, SOURCE, settings_dir())
+    if not _module_in_use():
+        settings.use_values(lambda: given() or {}, SOURCE, settings_dir())
