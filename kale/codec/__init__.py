@@ -1,15 +1,6 @@
 """The message codec: a pipeline of steps between a :class:`~kale.message.Message`
-and the signed text body that travels through SQS.
-
-On the way out each step transforms a :class:`~kale.codec.pipeline.Frame`:
-serialize the payload, compress it when that helps, encrypt it
-(``MESSAGE_ENCRYPTION_KEY``), keep it in S3 when too big (``PAYLOAD_BUCKET``),
-bind it to its queue, sign it into the body. On the way in they run in
-reverse, the signature verified before anything else touches the data. A
-feature that changes the body is one more :class:`~kale.codec.pipeline.Step`
-in :func:`build_codec`, not an edit to the others. An
-:class:`~kale.app.App` builds its codec once (``app.codec``), reading and
-checking its keys and choices once, not for every message.
+and the signed text body that travels through SQS, built once an app by
+:func:`build_codec` (docs/explanation/internals-transport.md, "The codec").
 """
 from __future__ import annotations
 

@@ -1,17 +1,6 @@
 """The offloading step: a payload too big for an SQS message is kept in S3
 (``PAYLOAD_BUCKET``), and the message carries a signed pointer to it
-(docs/how-to/large-payloads.md).
-
-On the way out this is the last payload step (what it stores is compressed
-and encrypted): a message over ``PAYLOAD_OFFLOAD_BYTES``, measured by sealing a
-trial copy, has its data put in :func:`object_key` (the digest keeps apart two
-tasks published with the same id) and the signed headers ``b``, ``o``, ``l``
-and ``h`` (bucket, key, size, SHA-256) in its place; its copies share them.
-On the way in it runs in :meth:`~kale.codec.pipeline.Codec.read`, after the
-signature verified: a pointer to more than ``MAX_DECOMPRESSED_BYTES`` is
-refused before any request (``too_large``), an object not of the signed size
-(at most one byte more is read) and SHA-256 is ``payload_mismatch``, and one
-that is gone ``payload_missing``.
+(docs/how-to/large-payloads.md; docs/explanation/internals-transport.md, "Offloading").
 """
 from __future__ import annotations
 

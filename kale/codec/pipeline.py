@@ -1,17 +1,7 @@
 """The codec's parts: the :class:`Frame` that flows through its steps, the
-:class:`Step` protocol, and the :class:`Codec` that runs them in order.
-
-*Payload* steps turn the message into bytes (serialize, compress, encrypt,
-offload to S3); *envelope* steps wrap those bytes in what travels on the wire
-(the replay checks, the signature). On the way in, :meth:`Codec.open` runs
-the envelope steps only: the body is verified and its signed headers known
-while the payload is still compressed and encrypted. :meth:`Codec.read` runs
-the payload steps on a copy of the frame just before the task runs, so a
-worker holds one decompressed payload at a time, and the opened envelope
-stays as received, to be resealed for a release, retry or dead letter. A
-payload kept in S3 (:mod:`kale.codec.offload`) is not encoded again for those
-copies: the envelope, pointing at the same object, is resealed
-(:meth:`Codec.reissue`).
+:class:`Step` protocol, and the :class:`Codec` that runs them in order, the
+envelope steps apart from the payload steps (docs/explanation/internals-transport.md,
+"The codec").
 """
 from __future__ import annotations
 

@@ -1,20 +1,7 @@
-"""The replay and acceptance checks, on signed headers, before any decoding
-(docs/explanation/security.md).
-
-On the way out it binds the body to its SQS queue. On the way in, right after
-the signature verified, it refuses for the dead-letter queue:
-
-- ``expired``: a body published more than ``MESSAGE_MAX_AGE_SEC`` ago (no honest
-  delivery is older than SQS's 14 days and 15 minutes; a replayed one is). A
-  task waiting past SQS's delay (:mod:`kale.delays`) is re-sent until due, so
-  its age counts from 15 minutes before its due time, or its publish if later.
-- ``wrong_queue``: a body signed for another queue, or an event of a topic the
-  receiving queue does not subscribe to.
-- ``serializer_not_accepted``: a serializer not in ``ACCEPT_SERIALIZERS``, so a
-  worker set to JSON never unpickles.
-
-Legacy bodies (``ACCEPT_LEGACY_MESSAGES``) carry no time or queue; only their
-serializer is checked.
+"""The replay and acceptance checks, on signed headers, before any decoding:
+``expired``, ``wrong_queue`` and ``serializer_not_accepted``
+(docs/explanation/internals-transport.md, "The replay checks", and
+docs/explanation/security.md).
 """
 from __future__ import annotations
 

@@ -1,19 +1,6 @@
-"""The signing step: the envelope around the data, and its HMAC-SHA256.
-
-A body on the wire is ``kale2:<headers>:<signature>:<data>``: ``headers`` are
-``name=value`` pairs separated by ``;``, values percent-encoded (the task id
-and path, the publish time, the queue it is signed for, the unsettled
-deliveries, the serializer, compression, encryption key id and data encoding,
-and ``k``, the signing key's id); ``data`` is the payload, base64-encoded
-unless it is plain JSON text; ``signature`` is
-base64url(HMAC-SHA256(key, "kale2:<headers>:<data>")), covering the rest.
-
-On the way in this step runs first: it checks the signature in constant time
-with the key the envelope names (the current key or an old one) before any
-other step looks at the headers or the data, so a body that fails is never
-decompressed, decrypted or deserialized. Bodies of the earlier format
-``kale1:<flags>:<signature>:<data>`` carry no time, queue or task, and are
-refused unless ``ACCEPT_LEGACY_MESSAGES`` is on (to drain queues in an upgrade).
+"""The signing step: the envelope ``kale2:<headers>:<signature>:<data>``
+around the data, and its HMAC-SHA256, checked first on the way in
+(docs/explanation/internals-transport.md, "The signed envelope").
 """
 from __future__ import annotations
 

@@ -1,18 +1,6 @@
-"""The hot SQS requests sent without botocore's request pipeline.
-
-A worker's ReceiveMessage, DeleteMessageBatch and ChangeMessageVisibilityBatch
-and a publisher's SendMessage and SendMessageBatch are built here from the
-boto3 client's own parts (endpoint, region, credentials, User-Agent, HTTP
-session), signed with botocore's SigV4, and sent: half the client CPU of
-botocore's pipeline. docs/explanation/performance.md says what they skip, and
-why they are built only on the botocore versions they are tested with
-(:data:`kale.version.BOTOCORE_TESTED`) and while no tracer wraps
-``BaseClient._make_api_call``.
-
-A request that cannot be sent here returns None, and botocore makes it. One
-that was tried and failed raises botocore's own exception (no connection, no
-answer) or :class:`ErrorAnswer` (not a success read here): that was its first
-attempt, and botocore makes the next ones (:mod:`kale.transport.attempts`).
+"""The hot SQS requests sent without botocore's request pipeline, at half its
+client CPU: docs/explanation/internals-transport.md, "The direct requests",
+and docs/explanation/performance.md.
 """
 from __future__ import annotations
 
@@ -33,8 +21,7 @@ from kale.version import BOTOCORE_TESTED
 logger = logging.getLogger(__name__)
 
 #: The requests sent directly.
-OPERATIONS = ('ReceiveMessage', 'DeleteMessageBatch', 'ChangeMessageVisibilityBatch',
-              'SendMessage', 'SendMessageBatch')
+OPERATIONS = responses.OPERATIONS
 
 #: BOTOCORE_TESTED as a requirement, for messages.
 TESTED_RANGE = 'botocore>=%s,<%s' % BOTOCORE_TESTED
@@ -45,9 +32,7 @@ _BASE_CLIENT = vars(BaseClient)
 
 class ErrorAnswer(Exception):
     """A direct request was answered, but not with a success read here: the
-    HTTP ``status`` (200 for a body that is not a JSON object). The
-    transport turns it into an SQSError if no attempt through botocore
-    follows (kale.transport.sqs)."""
+    HTTP ``status`` (200 for a body that is not a JSON object)."""
 
     def __init__(self, status: int):
         super().__init__('answered HTTP %d%s' % (
@@ -108,10 +93,8 @@ class DirectRequests:
 
     @classmethod
     def of(cls, client: Any) -> Optional['DirectRequests']:
-        """The direct requests of ``client``, or None when its requests cannot
-        be built here: a botocore they are not tested with, or a client
-        without a part they need (one WARNING line), not the JSON protocol,
-        not SigV4."""
+        """The direct requests of ``client``, or None when they cannot be built
+        here (a WARNING line for an untested botocore or a client unlike it)."""
         version = botocore.__version__
         if not tested_botocore(version):
             logger.warning('botocore %s is not among the versions the direct SQS requests are '
@@ -132,8 +115,7 @@ class DirectRequests:
             return None
 
     def _traced(self, api_call: Any) -> bool:
-        """Whether ``api_call``, what BaseClient._make_api_call has become,
-        is a tracer's wrapper; said once per change."""
+        """Whether ``api_call`` (BaseClient._make_api_call now) is a tracer's; said once a change."""
         traced = not botocores_own(api_call)
         was_traced = self._api_call[1]
         self._api_call = (api_call, traced)
@@ -144,10 +126,8 @@ class DirectRequests:
         return traced
 
     def call(self, operation: str, params: dict[str, Any]) -> Optional[dict[str, Any]]:
-        """The answer of ``operation`` with ``params`` (as botocore's client
-        would return it), or None when it was not sent: then make the request
-        through botocore. Raises botocore's exception for a request that
-        failed on its way, ErrorAnswer for an answer that is not a success."""
+        """The answer of ``operation`` with ``params`` as botocore's client gives
+        it, or None when it was not sent (botocore is to make it)."""
         api_call = _BASE_CLIENT.get('_make_api_call')
         seen, traced = self._api_call
         if api_call is not seen:

@@ -1,31 +1,7 @@
-"""An in-memory stand-in for SQS, for unit tests and benchmarks.
-
-It keeps the SQS semantics the worker depends on: visibility timeouts,
-receive counts, delays, long polling, at most 10 entries per batch request,
-receipt handles that change on every receive, and redrive to a dead-letter
-queue after ``max_receive_count`` receives. A ``.fifo`` queue's messages need
-a group id and a deduplication id, take no delay, are dropped for a
-deduplication id seen in the last five minutes, and are delivered in send
-order within their group, none of a group while one is in flight.
-tests/integration/test_transport_contract.py runs the same tests against it
-and against an SQS endpoint. Receipt handles follow AWS's documentation: a
-handle older than the message's latest receive deletes nothing (and
-succeeds), deleting a deleted message succeeds, and a string that is not a
-handle is refused; a visibility change needs the latest handle (AWS: a stale
-one "might result in an error"; here it always does). ``latency_sec`` adds a
-pause to every request, the round trip to SQS; ``requests`` counts them.
-
-``localstack_fifo`` makes FIFO queues behave as LocalStack's (2026.3,
-``FifoQueue`` in its ``services/sqs/models.py``): a received message stays in
-flight, in receive order, until deleted or put back, at once by a visibility
-change to 0 or once its timeout ended, but only in receive order (LocalStack's
-walk stops at the first message still invisible, of any group). Putting a
-message back unblocks its group, even with others of it in flight, and so
-does deleting its last one in flight; an unblocked group delivers its
-messages not in flight in send order, and that receive blocks it again. A
-visibility change to a message put back is ignored. So a message made
-visible by a change to 0 while an earlier one of its group is held comes
-first, which SQS never does.
+"""An in-memory stand-in for SQS, for unit tests and benchmarks, with the SQS
+semantics the worker depends on (FIFO queues too, and LocalStack's FIFO
+receive with ``localstack_fifo``): docs/explanation/internals-transport.md,
+"The memory transport".
 """
 from __future__ import annotations
 
@@ -93,20 +69,20 @@ class _Stored:
     in_flight: int = 0
 
 
+@dataclasses.dataclass
 class _Queue:
-    def __init__(self, name: str, visibility_timeout_sec: int, dead_letter_queue: Optional[str],
-                 max_receive_count: int):
-        self.name = name
-        self.visibility_timeout_sec = visibility_timeout_sec
-        self.dead_letter_queue = dead_letter_queue
-        self.max_receive_count = max_receive_count
-        self.messages: dict[str, _Stored] = {}
-        self.heap: list[tuple[float, int, str, int]] = []
-        self.fifo = is_fifo(name)
-        #: FIFO: deduplication id -> (message id, when it is forgotten)
-        self.dedup: dict[str, tuple[str, float]] = {}
-        #: ``localstack_fifo``: the groups a receive blocked and nothing unblocked since.
-        self.blocked: set[str] = set()
+    name: str
+    dead_letter_queue: Optional[str] = None
+    max_receive_count: int = 0
+    messages: dict[str, _Stored] = dataclasses.field(default_factory=dict)
+    heap: list[tuple[float, int, str, int]] = dataclasses.field(default_factory=list)
+    #: FIFO: deduplication id -> (message id, when it is forgotten)
+    dedup: dict[str, tuple[str, float]] = dataclasses.field(default_factory=dict)
+    #: ``localstack_fifo``: the groups a receive blocked and nothing unblocked since.
+    blocked: set[str] = dataclasses.field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.fifo = is_fifo(self.name)
 
 
 class MemoryTransport:
@@ -121,7 +97,7 @@ class MemoryTransport:
                  on_request: Optional[Callable[[str], None]] = None,
                  localstack_fifo: bool = False):
         self.latency_sec = latency_sec
-        #: FIFO queues behave as LocalStack's, not as SQS's (see the module's doc).
+        #: FIFO queues behave as LocalStack's, not as SQS's (see the module's docs page).
         self.localstack_fifo = localstack_fifo
         self.clock = clock
         self.on_request = on_request
@@ -193,11 +169,9 @@ class MemoryTransport:
                            % (dead_letter_queue, name, 'FIFO' if is_fifo(name) else 'standard'),
                            'InvalidParameterValue')
         with self._lock:
-            if dead_letter_queue and dead_letter_queue not in self._queues:
-                self._queues[dead_letter_queue] = _Queue(dead_letter_queue, 30, None, 0)
-            if name not in self._queues:
-                self._queues[name] = _Queue(name, visibility_timeout_sec, dead_letter_queue,
-                                            max_receive_count)
+            if dead_letter_queue:
+                self._queues.setdefault(dead_letter_queue, _Queue(dead_letter_queue))
+            self._queues.setdefault(name, _Queue(name, dead_letter_queue, max_receive_count))
 
     def queue_exists(self, name: str) -> bool:
         self._request('GetQueueUrl')
@@ -332,8 +306,7 @@ class MemoryTransport:
 
     def _take_unblocked(self, queue: _Queue, max_messages: int, timeout: int,
                         now: float) -> list[_Stored]:
-        """``localstack_fifo``: the first messages not in flight, in send
-        order, of groups not blocked (a receive blocks the groups it took)."""
+        """A receive blocks the groups it took."""
         delivered: list[_Stored] = []
         taken: set[str] = set()
         for stored in list(queue.messages.values()):

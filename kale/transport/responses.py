@@ -1,20 +1,6 @@
 """Reading the answers of SQS's hot operations without botocore's generic parser,
-and refusing those of the wrong shape (docs/explanation/architecture.md, "What
-Kale's SQS client skips").
-
-Those answers hold only strings, booleans, lists and maps, so :func:`install`
-registers a ``before-parse`` handler that decodes a successful JSON answer
-with :func:`json.loads` (``MessageAttributes.*.BinaryValue`` base64-decoded
-as botocore would) and leaves botocore's parser, a tenth to a third of what
-Kale spends on a message, an empty object to walk. Error answers and XML
-answers go through botocore's parser; an error answer it could not read
-reaches it empty (an error named by its HTTP status).
-
-Nothing in an answer is trusted to have SQS's shape: the readers here check
-what Kale uses as they read it (type tests, a few tenths of a µs a message)
-and raise :func:`malformed`, a retryable SQSError naming what is wrong, never
-the values (they may be payloads), rather than a KeyError or TypeError that
-stopped the worker. The transport's other requests are read here too.
+and refusing those of the wrong shape: docs/explanation/internals-transport.md,
+"Reading SQS's answers".
 """
 from __future__ import annotations
 
@@ -27,8 +13,8 @@ from kale.exceptions import SQSError
 from kale.transport import QueueCounts, ReceivedMessage
 
 #: Operations whose successful answers are read by :func:`read_json_answer`.
-OPERATIONS = ('ReceiveMessage', 'DeleteMessageBatch', 'SendMessage', 'SendMessageBatch',
-              'ChangeMessageVisibilityBatch')
+OPERATIONS = ('ReceiveMessage', 'DeleteMessageBatch', 'ChangeMessageVisibilityBatch',
+              'SendMessage', 'SendMessageBatch')
 #: The transport's other requests, read the same way: an answer of the wrong
 #: shape meets Kale's checks, not botocore's parser (an AttributeError).
 QUEUE_OPERATIONS = ('GetQueueUrl', 'CreateQueue', 'GetQueueAttributes')
@@ -45,11 +31,8 @@ def malformed(detail: str) -> SQSError:
 
 def read_json_answer(response_dict: dict[str, Any], customized_response_dict: dict[str, Any],
                      operation_model: Any = None, **kwargs: Any) -> None:
-    """botocore ``before-parse`` handler: decode a 200 JSON answer here, so
-    botocore's parser never walks one of another shape (it raised); one that
-    is not JSON (cut short) is an empty answer, as botocore makes of it. An
-    error answer that parser could not read is handed to it empty (the HTTP
-    status is the code). XML answers are botocore's to read."""
+    """botocore ``before-parse`` handler: a 200 JSON answer decoded here (one
+    cut short: empty); an error answer botocore cannot read handed to it empty."""
     if getattr(operation_model, 'metadata', {}).get('protocol') != 'json':
         return
     body = response_dict.get('body')
@@ -64,10 +47,8 @@ def read_json_answer(response_dict: dict[str, Any], customized_response_dict: di
 
 
 def json_answer(body: Optional[bytes]) -> Optional[dict[str, Any]]:
-    """A successful answer's body as botocore's client gives it (binary
-    attribute values decoded), or None when it is not JSON (an answer cut
-    short: the caller treats it as one that says nothing). JSON that is not
-    an object, or is nested too deeply to read, is a :func:`malformed` error."""
+    """A successful answer's body as botocore's client gives it, or None when
+    it is not JSON (cut short); JSON not an object is :func:`malformed`."""
     if not body:
         return None
     try:
@@ -85,9 +66,8 @@ def json_answer(body: Optional[bytes]) -> Optional[dict[str, Any]]:
 
 
 def _error_shape(body: Optional[bytes]) -> bool:
-    """Whether botocore's parser can read an error answer's ``body``: none,
-    UTF-8 that is not JSON (it keeps the text as the message), or a JSON
-    object whose code and message are strings."""
+    """Whether botocore's parser can read an error answer's ``body`` (text that
+    is not JSON is its message)."""
     if not body:
         return True
     try:
@@ -128,9 +108,8 @@ def install(client: Any) -> None:
 
 
 def field(answer: Any, path: Sequence[str], kind: type) -> Any:
-    """``answer[path[0]][path[1]]...`` when it is of type ``kind``; None when
-    a field is missing (an answer cut short). A field on the way that is not
-    an object, or the last not of its ``kind``, is a :func:`malformed` error."""
+    """``answer[path[0]][path[1]]...`` of type ``kind`` (else :func:`malformed`);
+    None when a field is missing (an answer cut short)."""
     value = answer
     for depth, key in enumerate(path):
         if type(value) is not dict:
@@ -147,11 +126,9 @@ def field(answer: Any, path: Sequence[str], kind: type) -> Any:
 
 def received_messages(answer: dict[str, Any], attribute_names: Sequence[str],
                       now_ms: float) -> list[ReceivedMessage]:
-    """The messages of a ReceiveMessage answer, with the message attributes
-    asked for (``attribute_names``; ``'All'``) and their receive bookkeeping
-    (``now_ms``: this machine's epoch milliseconds at the answer). An answer
-    of the wrong shape is a :func:`malformed` error: none of its messages is
-    used, and each is received again at the end of its visibility timeout."""
+    """The messages of a ReceiveMessage answer (``now_ms``: this machine's
+    epoch milliseconds at the answer). One of the wrong shape is a
+    :func:`malformed` error: its messages come back after their visibility timeout."""
     wanted = None if 'All' in attribute_names else set(attribute_names)
     received = []
     for raw in _listed(answer, 'Messages'):
@@ -246,13 +223,10 @@ def _since_first_receive(attributes: dict[str, Any], now_ms: float) -> Optional[
 
 def batch_entries(answer: dict[str, Any], sent: Sequence[int], success_field: str = ''
                   ) -> tuple[dict[int, dict[str, Any]], dict[int, dict[str, Any]]]:
-    """The entries a batch answer names, as ({index: entry} of ``Successful``,
-    {index: entry} of ``Failed``), for a request whose entries had the ids
-    ``str(i)`` for each ``i`` in ``sent``. An entry the answer does not name
-    is in neither (an answer cut short). An answer whose lists or entries are
-    not of their shape, that names an id not sent or names one twice, or
-    (``success_field``: ``MessageId``) a successful entry without that
-    string, is a :func:`malformed` error."""
+    """({index: entry} of ``Successful``, {index: entry} of ``Failed``) of a
+    batch whose entries had the ids ``str(i)`` for ``i`` in ``sent`` (one cut
+    short names fewer); lists or entries not of their shape, an id not sent or
+    named twice, or a success without its ``success_field`` are :func:`malformed`."""
     ids = {str(index): index for index in sent}
     found: tuple[dict[int, dict[str, Any]], dict[int, dict[str, Any]]] = ({}, {})
     for key, entries in zip(('Successful', 'Failed'), found, strict=True):

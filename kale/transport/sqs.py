@@ -82,26 +82,6 @@ def read_timeout_sec(config: kale_config.Config) -> float:
 COMMAND_LONG_POLL_SEC = 1
 
 
-def aws_session(endpoint: str, config: kale_config.Config) -> tuple[Any, str]:
-    """A boto3 session with the AWS_* settings (empty ones left to boto3's
-    chain), and its region: ``us-east-1`` with a custom ``endpoint`` and no
-    region anywhere. Every client Kale builds starts here, and from here on
-    the AWS libraries' debug lines are redacted (kale.logs.redact_aws_loggers)."""
-    redact_aws_loggers()
-    session = boto3.session.Session(
-        aws_access_key_id=config.AWS_ACCESS_KEY_ID or None,
-        aws_secret_access_key=config.AWS_SECRET_ACCESS_KEY or None,
-        aws_session_token=config.AWS_SESSION_TOKEN or None,
-        region_name=config.AWS_REGION or None)
-    region = session.region_name
-    if not region:
-        if not endpoint:
-            raise ImproperlyConfigured('no AWS region: set AWS_REGION in the settings or '
-                                       'AWS_DEFAULT_REGION in the environment')
-        region = 'us-east-1'
-    return session, region
-
-
 def user_agent() -> str:
     """The User-Agent of Kale's SQS requests, sent as is: botocore would build its
     own for every request, twice (about 30 µs of a worker's CPU per task)."""
@@ -117,12 +97,24 @@ MAX_CONNECTIONS = 50
 def aws_client(service: str, endpoint: str, config: kale_config.Config, name: str = '',
                **options: Any) -> Any:
     """A new boto3 client of ``service`` at ``endpoint`` ('' for AWS) with the
-    timeouts of ``config`` and botocore's ``options``. A setting boto3 refuses
-    is one ImproperlyConfigured line naming the client (``name``; none: raised as it comes)."""
+    AWS_* settings (empty ones left to boto3's chain; the region ``us-east-1``
+    with a custom ``endpoint`` and none anywhere), the timeouts of ``config``
+    and botocore's ``options``. From here on the AWS libraries' debug lines are
+    redacted (kale.logs.redact_aws_loggers). A setting boto3 refuses is one
+    ImproperlyConfigured line naming the client (``name``; none: raised as it comes)."""
+    redact_aws_loggers()
     try:
-        session, region = aws_session(endpoint, config)
+        session = boto3.session.Session(
+            aws_access_key_id=config.AWS_ACCESS_KEY_ID or None,
+            aws_secret_access_key=config.AWS_SECRET_ACCESS_KEY or None,
+            aws_session_token=config.AWS_SESSION_TOKEN or None,
+            region_name=config.AWS_REGION or None)
+        if not session.region_name and not endpoint:
+            raise ImproperlyConfigured('no AWS region: set AWS_REGION in the settings or '
+                                       'AWS_DEFAULT_REGION in the environment')
         options.setdefault('read_timeout', float(config.SQS_READ_TIMEOUT_SEC))
-        return session.client(service, endpoint_url=endpoint or None, region_name=region,
+        return session.client(service, endpoint_url=endpoint or None,
+                              region_name=session.region_name or 'us-east-1',
                               config=BotoConfig(connect_timeout=config.SQS_CONNECT_TIMEOUT_SEC,
                                                 **options))
     except (ValueError, botocore.exceptions.BotoCoreError) as exc:
