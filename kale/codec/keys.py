@@ -38,7 +38,8 @@ def key_id(key: bytes) -> str:
     return hashlib.sha256(key).hexdigest()[:8]
 
 
-def _key_bytes(key: Any, setting: str, minimum: int) -> bytes:
+def _key_bytes(key: Any, setting: str, minimum: int, strong: bool = False) -> bytes:
+    """``key`` as bytes, refused when short or, ``strong``, a development key."""
     if isinstance(key, str):
         key = key.encode('utf-8')
     if not isinstance(key, bytes):
@@ -47,6 +48,10 @@ def _key_bytes(key: Any, setting: str, minimum: int) -> bytes:
         raise ImproperlyConfigured('%s is too short (%d bytes); use at least %d, e.g. '
                                    '`python -c "import secrets; print(secrets.token_hex(32))"`'
                                    % (setting, len(key), minimum))
+    if strong and DEVELOPMENT_KEY_MARK in key:
+        raise ImproperlyConfigured(
+            '%s is a development key, public in Kale\'s sources, and the endpoint is not on this '
+            'machine: set a secret key of at least %d bytes' % (setting, STRONG_KEY_BYTES))
     return key
 
 
@@ -83,17 +88,9 @@ def signing_keys(strong: bool = False, *, config: Config) -> KeyRing:
     if not config.MESSAGE_SIGNING_KEY:
         raise ImproperlyConfigured(NO_KEY_HELP)
     minimum = STRONG_KEY_BYTES if strong else MIN_KEY_BYTES
-    current = _key_bytes(config.MESSAGE_SIGNING_KEY, 'MESSAGE_SIGNING_KEY', minimum)
-    old = [_key_bytes(k, 'MESSAGE_SIGNING_OLD_KEYS', minimum)
+    current = _key_bytes(config.MESSAGE_SIGNING_KEY, 'MESSAGE_SIGNING_KEY', minimum, strong)
+    old = [_key_bytes(k, 'MESSAGE_SIGNING_OLD_KEYS', minimum, strong)
            for k in _key_list(config.MESSAGE_SIGNING_OLD_KEYS)]
-    if strong:
-        for setting, key in [('MESSAGE_SIGNING_KEY', current)] + \
-                [('MESSAGE_SIGNING_OLD_KEYS', k) for k in old]:
-            if DEVELOPMENT_KEY_MARK in key:
-                raise ImproperlyConfigured(
-                    '%s is a development key, public in Kale\'s sources, and the endpoint is not '
-                    'on this machine: set a secret key of at least %d bytes' % (setting,
-                                                                              STRONG_KEY_BYTES))
     return _ring(current, old)
 
 

@@ -53,21 +53,19 @@ class MemoryPayloadStore:
     def create_bucket(self, bucket: str) -> None:
         self.buckets.add(bucket)
 
-    def _bucket(self, bucket: str) -> None:
+    def _noted(self, bucket: str, key: str, calls: list[str]) -> tuple[str, str]:
         if bucket not in self.buckets:
             raise PayloadStoreError('payload bucket %r does not exist' % (bucket,), 'NoSuchBucket')
+        calls.append(key)
+        return bucket, key
 
     def put(self, bucket: str, key: str, data: bytes) -> None:
         with self._lock:
-            self._bucket(bucket)
-            self.puts.append(key)
-            self.objects[bucket, key] = bytes(data)
+            self.objects[self._noted(bucket, key, self.puts)] = bytes(data)
 
     def get(self, bucket: str, key: str, max_bytes: int) -> bytes:
         with self._lock:
-            self._bucket(bucket)
-            self.gets.append(key)
-            data = self.objects.get((bucket, key))
+            data = self.objects.get(self._noted(bucket, key, self.gets))
         if data is None:
             raise PayloadMissingError('payload object s3://%s/%s does not exist' % (bucket, key),
                                       'NoSuchKey')
@@ -75,9 +73,7 @@ class MemoryPayloadStore:
 
     def delete(self, bucket: str, key: str) -> None:
         with self._lock:
-            self._bucket(bucket)
-            self.deletes.append(key)
-            self.objects.pop((bucket, key), None)
+            self.objects.pop(self._noted(bucket, key, self.deletes), None)
 
     def keys(self, bucket: str) -> list[str]:
         """The keys of the objects in ``bucket``, sorted."""

@@ -15,7 +15,7 @@ from typing import Any, ContextManager, Optional
 from kale import config as kale_config
 from kale.exceptions import PayloadMissingError, PayloadStoreError
 from kale.transport.endpoint import endpoint_url, is_local
-from kale.transport.sqs import THROTTLING_CODES, aws_client, aws_errors, one_line
+from kale.transport.sqs import aws_client, aws_errors
 
 MISSING_KEY_CODES = frozenset({'NoSuchKey', '404', 'NotFound'})
 
@@ -44,17 +44,16 @@ class S3PayloadStore:
         self.endpoint = self.client.meta.endpoint_url
 
     def _client_error(self, action: str, bucket: str, where: str, code: str, status: int,
-                      message: str) -> PayloadStoreError:
-        """What S3's error answer to ``action`` on ``where`` means: PayloadMissingError
-        for an object GetObject does not find, else a PayloadStoreError saying why."""
+                      message: str) -> Optional[PayloadStoreError]:
+        """PayloadMissingError for an object GetObject does not find, the
+        bucket's for a bucket missing (None: the usual error)."""
         if code in MISSING_KEY_CODES and action == 'GetObject':
             return PayloadMissingError('payload object %s does not exist' % where, code)
         if code == 'NoSuchBucket':
             return PayloadStoreError('%s %s: payload bucket %r does not exist at %s (create it, '
                                      'or correct PAYLOAD_BUCKET)' % (action, where, bucket,
                                                                      self.endpoint), code)
-        return PayloadStoreError('%s %s: %s: %s' % (action, where, code, one_line(message)), code,
-                                 retryable=status >= 500 or code in THROTTLING_CODES)
+        return None
 
     def _errors(self, action: str, bucket: str, key: str) -> ContextManager[None]:
         where = 's3://%s/%s' % (bucket, key)

@@ -16,7 +16,7 @@ from typing import Any, ContextManager, Mapping, Optional, Sequence
 from kale import config as kale_config
 from kale.exceptions import TopicError
 from kale.transport.endpoint import endpoint_url
-from kale.transport.sqs import THROTTLING_CODES, SQSTransport, aws_client, aws_errors, one_line
+from kale.transport.sqs import SQSTransport, aws_client, aws_errors, one_line
 
 #: Entries of one PublishBatch (SNS's limit).
 MAX_PUBLISH_BATCH = 10
@@ -47,10 +47,7 @@ class SNSTopics:
         self._lock = threading.Lock()
 
     def _errors(self, action: str, topic: str) -> ContextManager[None]:
-        where = '%s on topic %r' % (action, topic)
-        return aws_errors(TopicError, where, self.endpoint, lambda code, status, message: TopicError(
-            '%s: %s: %s' % (where, code, one_line(message)), code,
-            retryable=status >= 500 or code in THROTTLING_CODES))
+        return aws_errors(TopicError, '%s on topic %r' % (action, topic), self.endpoint)
 
     # --- topics -------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ import logging
 import platform
 import re
 import time
-from typing import Any, Callable, Iterator, Optional, Sequence, TypeVar
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 import boto3
 import botocore
@@ -56,8 +56,6 @@ DEAD_LETTER_RETENTION_SEC = 14 * 24 * 3600
 BATCH_SEND_ATTEMPTS = 3
 
 NOT_FOUND_CODES = frozenset({'AWS.SimpleQueueService.NonExistentQueue', 'QueueDoesNotExist'})
-
-T = TypeVar('T')
 
 #: What an entry a batch answer does not name failed with (it is sent again).
 _UNNAMED = {'Code': NO_ANSWER, 'Message': 'the answer does not say whether it was sent'}
@@ -155,14 +153,18 @@ def no_credentials(exc: Exception) -> ImproperlyConfigured:
 
 @contextlib.contextmanager
 def aws_errors(error: Callable[..., Exception], where: str, endpoint: str,
-               answered: Callable[[str, int, str], Exception]) -> Iterator[None]:
+               answered: Optional[Callable[[str, int, str], Optional[Exception]]] = None
+               ) -> Iterator[None]:
     """botocore's failures of a request (``where``: what it did on what) as
-    Kale's ``error``; ``answered`` makes the error of an error answer from its
-    code, HTTP status and message."""
+    Kale's ``error``; ``answered`` may make the error of an error answer from
+    its code, HTTP status and message (None: the one saying its code)."""
     try:
         yield
     except botocore.exceptions.ClientError as exc:
-        raise answered(*error_of(exc)) from None
+        code, status, message = error_of(exc)
+        found = answered(code, status, message) if answered else None
+        raise found or error('%s: %s: %s' % (where, code, one_line(message)), code,
+                             retryable=status >= 500 or code in THROTTLING_CODES) from None
     except CREDENTIALS_ERRORS as exc:
         raise no_credentials(exc) from None
     except (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError) as exc:
@@ -247,9 +249,12 @@ class SQSTransport:
             return ThrottledError(text, code)
         return SQSError(text, code, retryable=status >= 500)
 
-    def _call(self, action: str, queue: str, method: Callable[..., T], **kwargs: Any) -> T:
+    def _call(self, action: str, queue: str, method: Callable[..., Any], *path: str,
+              kind: type = str, **kwargs: Any) -> Any:
+        """The answer of a request that is not a hot one, or its field at ``path`` (see _field)."""
         with self._errors(action, queue):
-            return self.attempts.make(action, lambda: method(**kwargs))
+            answer = self.attempts.make(action, lambda: method(**kwargs))
+        return self._field(action, queue, answer, *path, kind=kind) if path else answer
 
     def _request(self, action: str, queue: str, method: Callable[..., Any],
                  **kwargs: Any) -> Any:
@@ -261,10 +266,8 @@ class SQSTransport:
                                       else lambda: direct.call(action, kwargs))
 
     def _field(self, action: str, queue: str, answer: Any, *path: str, kind: type = str) -> Any:
-        """``answer[path[0]][path[1]]...``, of type ``kind``. An answer cut
-        short parses as an empty one without error; a field it lacks is a
-        retryable SQSError (code NO_ANSWER), not a KeyError: the request may
-        have been applied. One not of its type is responses.malformed."""
+        """``answer[path[0]][path[1]]...`` of type ``kind``; one an answer cut short
+        lacks is a retryable SQSError (NO_ANSWER): the request may have been applied."""
         with self._errors(action, queue):
             value = responses.field(answer, path, kind)
         if value is None:
@@ -276,9 +279,8 @@ class SQSTransport:
         """The queue's URL (cached)."""
         url = self._urls.get(queue)
         if url is None:
-            answer = self._call('GetQueueUrl', queue, self.client.get_queue_url, QueueName=queue)
-            url = self._field('GetQueueUrl', queue, answer, 'QueueUrl')
-            self._urls[queue] = url
+            url = self._urls[queue] = self._call('GetQueueUrl', queue, self.client.get_queue_url,
+                                                 'QueueUrl', QueueName=queue)
         return url
 
     # --- queues -----------------------------------------------------------------
@@ -290,15 +292,11 @@ class SQSTransport:
             return False
         return True
 
-    def _get_or_create(self, name: str, attributes: dict[str, str]) -> str:
-        if self.queue_exists(name):
-            return self._urls[name]
-        answer = self._call('CreateQueue', name, self.client.create_queue,
-                            QueueName=name, Attributes=attributes)
-        url = self._field('CreateQueue', name, answer, 'QueueUrl')
-        logger.info('created SQS queue %s', name)
-        self._urls[name] = url
-        return url
+    def _get_or_create(self, name: str, attributes: dict[str, str]) -> None:
+        if not self.queue_exists(name):
+            self._urls[name] = self._call('CreateQueue', name, self.client.create_queue,
+                                          'QueueUrl', QueueName=name, Attributes=attributes)
+            logger.info('created SQS queue %s', name)
 
     def ensure_queue(self, name: str, visibility_timeout_sec: int,
                      dead_letter_queue: Optional[str], max_receive_count: int) -> None:
@@ -316,15 +314,14 @@ class SQSTransport:
 
     def queue_arn(self, queue: str) -> str:
         """The queue's ARN."""
-        answer = self._call('GetQueueAttributes', queue, self.client.get_queue_attributes,
-                            QueueUrl=self.url(queue), AttributeNames=['QueueArn'])
-        return str(self._field('GetQueueAttributes', queue, answer, 'Attributes', 'QueueArn'))
+        return str(self._call('GetQueueAttributes', queue, self.client.get_queue_attributes,
+                              'Attributes', 'QueueArn', QueueUrl=self.url(queue),
+                              AttributeNames=['QueueArn']))
 
     def counts(self, queue: str) -> QueueCounts:
-        answer = self._call('GetQueueAttributes', queue, self.client.get_queue_attributes,
-                            QueueUrl=self.url(queue),
-                            AttributeNames=list(responses.COUNT_ATTRIBUTES.values()))
-        attributes = self._field('GetQueueAttributes', queue, answer, 'Attributes', kind=dict)
+        attributes = self._call('GetQueueAttributes', queue, self.client.get_queue_attributes,
+                                'Attributes', kind=dict, QueueUrl=self.url(queue),
+                                AttributeNames=list(responses.COUNT_ATTRIBUTES.values()))
         with self._errors('GetQueueAttributes', queue):
             return responses.queue_counts(attributes)
 
