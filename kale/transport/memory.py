@@ -182,15 +182,10 @@ class MemoryTransport:
         self._request('GetQueueAttributes')
         with self._lock:
             now = self.clock.monotonic()
-            visible = in_flight = delayed = 0
-            for stored in self._queue(queue).messages.values():
-                if stored.visible_at <= now:
-                    visible += 1
-                elif stored.receipt_handle:
-                    in_flight += 1
-                else:
-                    delayed += 1
-            return QueueCounts(visible, in_flight, delayed)
+            kinds = collections.Counter(
+                'visible' if s.visible_at <= now else 'in_flight' if s.receipt_handle else 'delayed'
+                for s in self._queue(queue).messages.values())
+            return QueueCounts(kinds['visible'], kinds['in_flight'], kinds['delayed'])
 
     def purge(self, queue: str) -> None:
         self._request('PurgeQueue')
@@ -245,12 +240,9 @@ class MemoryTransport:
     def _take(self, queue: _Queue, max_messages: int, timeout: int,
               attribute_names: Sequence[str]) -> list[ReceivedMessage]:
         now = self.clock.monotonic()
-        if not queue.fifo:
-            delivered = self._take_standard(queue, max_messages, timeout, now)
-        elif self.localstack_fifo:
-            delivered = self._take_localstack(queue, max_messages, timeout, now)
-        else:
-            delivered = self._take_fifo(queue, max_messages, timeout, now)
+        take = self._take_standard if not queue.fifo \
+            else self._take_localstack if self.localstack_fifo else self._take_fifo
+        delivered = take(queue, max_messages, timeout, now)
         for stored in delivered:     # pushed after the loop: at most once per receive
             self._push(queue, stored)
         return [ReceivedMessage(s.message_id, s.receipt_handle, s.body,
@@ -348,16 +340,16 @@ class MemoryTransport:
                           self.clock.monotonic(), stored.receive_count, group_id=stored.group_id,
                           first_received_at=stored.first_received_at))
 
-    def _settle(self, operation: str, queue: str, handles: Sequence[str],
-                settle: Callable[[_Queue, str, int], bool], timeouts: Sequence[int]) -> list[str]:
+    def _settle(self, operation: str, queue: str, entries: Sequence[tuple[str, int]],
+                settle: Callable[[_Queue, str, int], bool]) -> list[str]:
+        """Settle (receipt handle, timeout) entries; the handles that failed."""
         failed: list[str] = []
-        for start in range(0, len(handles), MAX_BATCH_ENTRIES):
+        for start in range(0, len(entries), MAX_BATCH_ENTRIES):
             self._request(operation)
             with self._lock:
                 target = self._queue(queue)
-                for index in range(start, min(start + MAX_BATCH_ENTRIES, len(handles))):
-                    if not settle(target, handles[index], timeouts[index]):
-                        failed.append(handles[index])
+                failed.extend(handle for handle, timeout in entries[start:start + MAX_BATCH_ENTRIES]
+                              if not settle(target, handle, timeout))
                 self._lock.notify_all()
         return failed
 
@@ -380,8 +372,7 @@ class MemoryTransport:
                             for s in target.messages.values()):
                         target.blocked.discard(stored.group_id)
             return True
-        return self._settle('DeleteMessageBatch', queue, receipt_handles, delete,
-                            [0] * len(receipt_handles))
+        return self._settle('DeleteMessageBatch', queue, [(h, 0) for h in receipt_handles], delete)
 
     def change_visibility_batch(self, queue: str,
                                 changes: Sequence[VisibilityChange]) -> list[str]:
@@ -400,5 +391,4 @@ class MemoryTransport:
             self._push(target, stored)
             return True
         return self._settle('ChangeMessageVisibilityBatch', queue,
-                            [c.receipt_handle for c in changes], change,
-                            [c.timeout_sec for c in changes])
+                            [(c.receipt_handle, c.timeout_sec) for c in changes], change)
