@@ -4,6 +4,7 @@ and the signed text body that travels through SQS, built once an app by
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable, Mapping, Optional
 
 from kale.clock import SYSTEM_CLOCK, Clock
@@ -57,16 +58,14 @@ def build_codec(config: Config, clock: Clock = SYSTEM_CLOCK,
 def _own_s3(config: Config) -> Callable[[], PayloadStore]:
     """The payload store a codec made without one uses: the store put in
     place for a block (tests, eager mode), else an S3 store of its own."""
-    made: list[PayloadStore] = []
+    @functools.cache
+    def own() -> PayloadStore:
+        from kale.transport.s3 import S3PayloadStore
+        return S3PayloadStore(config=config)
 
     def store() -> PayloadStore:
         replaced = replaced_payload_store()
-        if replaced is not None:
-            return replaced
-        if not made:
-            from kale.transport.s3 import S3PayloadStore
-            made.append(S3PayloadStore(config=config))
-        return made[0]
+        return own() if replaced is None else replaced
     return store
 
 

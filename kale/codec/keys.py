@@ -1,10 +1,6 @@
-"""The keys that sign and encrypt message bodies, read from a configuration.
-
-A key's public id is the first 8 hex digits of its SHA-256: the envelope
-names it, so verifying and decrypting try the right key first. With an
-endpoint not on this machine (AWS, any remote one) a signing key must be at
-least :data:`STRONG_KEY_BYTES` long and none of the development keys shipped
-with Kale.
+"""The keys that sign and encrypt message bodies, read from a configuration; a
+key's public id, which the envelope names, is the first 8 hex digits of its
+SHA-256 (docs/explanation/internals-transport.md, "Keys").
 """
 from __future__ import annotations
 

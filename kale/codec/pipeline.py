@@ -167,11 +167,9 @@ if set(_RECEIVED) != {field.name for field in dataclasses.fields(Frame)}:
 
 
 class Step(Protocol):
-    """One stage of the codec: ``encode`` on the way out, in pipeline order,
-    ``decode`` on the way in, in reverse order, both changing the frame in
-    place (``decode`` raises :class:`~kale.exceptions.DecodeError` for a body it
-    refuses). A step that keeps data outside the body also has
-    ``discard(frame)``, deleting it once the task is done (:meth:`Codec.discard`)."""
+    """One stage of the codec: ``encode`` on the way out, ``decode`` (DecodeError
+    for a body it refuses) on the way in, in reverse order, both changing the
+    frame in place; one keeping data outside the body has ``discard(frame)`` too."""
 
     name: str
 
@@ -260,11 +258,8 @@ class Codec:
                 extra_attributes: Optional[Mapping[str, AttributeValue]] = None
                 ) -> OutgoingMessage:
         """A copy of a received message to send again to ``queue`` (a retry, a
-        dead letter, a redriven one) with ``message``'s counts and publish time.
-        Its payload is encoded afresh, unless the opened ``envelope`` points at
-        a payload kept in S3: then the envelope is resealed with the new counts
-        and time, pointing at the same object, neither uploaded again nor
-        changed (the envelope's counts win, see :meth:`read`)."""
+        dead letter, a redriven one) with ``message``'s counts and publish time:
+        encoded afresh, or its ``envelope`` resealed when that points at a payload in S3."""
         if envelope is None or not envelope.offloaded:
             return self.to_outgoing(message, queue, delay_sec, extra_attributes)
         headers = {RETRY_NUM: str(message.retry_num), FAILURE_NUM: str(message.failure_num),
@@ -316,11 +311,8 @@ class Codec:
         return frame
 
     def read(self, envelope: Frame) -> Message:
-        """Decode an opened frame's payload into its Message, the frame left as
-        it was. The envelope's signed counts win over the payload's (a copy of
-        an offloaded payload changes only the envelope). A payload kept in S3 is
-        fetched first: a failure that is not the object's fault raises
-        :class:`~kale.exceptions.PayloadStoreError`."""
+        """Decode an opened frame's payload (fetched first when in S3:
+        PayloadStoreError) into its Message, the envelope's signed counts over the payload's."""
         # The payload steps change the payload, never the headers: the twin
         # shares the envelope's headers (no copy of them per run).
         frame = speed.build(Frame, envelope.__dict__)

@@ -1,11 +1,7 @@
-"""The age of each queue's oldest message from CloudWatch, over boto3 (like
-:mod:`kale.transport.sqs`, a module that talks to AWS): the autoscaling
-signal's source when task records are off.
-
-SQS publishes ``ApproximateAgeOfOldestMessage`` (namespace ``AWS/SQS``,
-dimension ``QueueName``) every minute; one GetMetricData asks for every
-queue's latest value. A queue whose age cannot be read has none (the reason
-is logged): botocore's errors never leave this module.
+"""The age of each queue's oldest message from CloudWatch over boto3, the
+autoscaling signal's source when task records are off; a queue whose age
+cannot be read has none, the reason logged (docs/explanation/internals-transport.md,
+"The AWS modules").
 """
 from __future__ import annotations
 

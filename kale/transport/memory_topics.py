@@ -1,8 +1,6 @@
 """Topics in this process's memory, delivering to a
 :class:`~kale.transport.memory.MemoryTransport`'s queues: the SNS side of
-:mod:`kale.transport.sns` for unit tests and eager runs.
-
-A subscription's filter policy is matched as Kale writes them: each key
+:mod:`kale.transport.sns` for unit tests and eager runs. A filter policy's key
 names a message attribute whose value must be one of the strings listed.
 """
 from __future__ import annotations

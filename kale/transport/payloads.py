@@ -1,10 +1,7 @@
 """The payload store contract: where payloads too big for an SQS message are
-kept (``PAYLOAD_BUCKET`` on S3), as opaque bytes under a key.
-
-:class:`kale.transport.s3.S3PayloadStore` implements it over boto3, and
-:class:`MemoryPayloadStore` in memory (unit tests, and eager mode, so an
-application's tests never reach S3); one contract test suite runs against
-both. What goes in an object and how it is checked is :mod:`kale.codec.offload`'s business.
+kept (``PAYLOAD_BUCKET`` on S3) as opaque bytes under a key, implemented by
+:class:`kale.transport.s3.S3PayloadStore` and in memory by
+:class:`MemoryPayloadStore` (unit tests, eager mode); one contract test suite runs against both.
 """
 from __future__ import annotations
 

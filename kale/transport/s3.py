@@ -1,10 +1,5 @@
-"""The payload store on S3, over boto3 (like :mod:`kale.transport.sqs`, a
-module that talks to AWS).
-
-The S3 client has the SQS client's region and credentials, and its endpoint
-when that is on this machine (``kale sqs-local``: moto's server serves S3 on
-the SQS port); an endpoint elsewhere is SQS's (a VPC endpoint, say), so
-payloads then go to AWS's S3. botocore's exceptions become
+"""The payload store on S3 over boto3 (docs/explanation/internals-transport.md,
+"The AWS modules"); botocore's exceptions become
 :class:`kale.exceptions.PayloadStoreError`.
 """
 from __future__ import annotations

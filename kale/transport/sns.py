@@ -1,10 +1,5 @@
-"""Topics on SNS, over boto3 (like :mod:`kale.transport.sqs` and
-:mod:`kale.transport.s3`, a module that talks to AWS).
-
-The SNS client has the SQS client's settings (moto's server and fauxqs serve
-SNS on the SQS port). A topic's subscriptions are SQS queues with raw
-delivery, so a subscriber queue receives the very body published, and a
-queue's policy lets the topics it subscribes to send to it. botocore's
+"""Topics on SNS over boto3, their subscriptions SQS queues with raw delivery
+(docs/explanation/internals-transport.md, "The AWS modules"); botocore's
 exceptions become :class:`kale.exceptions.TopicError`.
 """
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""The SQS transport: the only module that talks to boto3.
-
-One boto3 client per process (rebuilt after a fork or a settings change), a
-queue-URL cache, queue creation with dead-letter queues and redrive policies,
-and batch operations split to SQS's limits. botocore's exceptions never leave
-this module: they become :class:`kale.exceptions.SQSError` subclasses.
+"""The SQS transport over boto3 (docs/explanation/internals-transport.md, "The
+AWS modules"), and the AWS clients and error mapping the other AWS modules
+share: botocore's exceptions become :class:`kale.exceptions.SQSError` subclasses.
 """
 from __future__ import annotations
 
@@ -94,12 +91,10 @@ MAX_CONNECTIONS = 50
 
 def aws_client(service: str, endpoint: str, config: kale_config.Config, name: str = '',
                **options: Any) -> Any:
-    """A new boto3 client of ``service`` at ``endpoint`` ('' for AWS) with the
-    AWS_* settings (empty ones left to boto3's chain; the region ``us-east-1``
-    with a custom ``endpoint`` and none anywhere), the timeouts of ``config``
-    and botocore's ``options``. From here on the AWS libraries' debug lines are
-    redacted (kale.logs.redact_aws_loggers). A setting boto3 refuses is one
-    ImproperlyConfigured line naming the client (``name``; none: raised as it comes)."""
+    """A new boto3 client of ``service`` at ``endpoint`` ('' for AWS) from the AWS_*
+    settings (the region ``us-east-1`` with a custom ``endpoint`` and none anywhere),
+    the AWS libraries' debug lines redacted from here on; a setting boto3 refuses
+    is one ImproperlyConfigured line naming the client (``name``; none: raised as it comes)."""
     redact_aws_loggers()
     try:
         session = boto3.session.Session(
@@ -368,12 +363,10 @@ class SQSTransport:
     def _batch(self, action: str, queue: str, method: Callable[..., Any],
                entries: dict[int, dict[str, Any]], done: dict[int, dict[str, Any]],
                success_field: str = '') -> tuple[dict[int, tuple[str, str]], list[int]]:
-        """One request's worth of ``entries`` (by index, their Id) in a batch
-        request, made again (BATCH_SEND_ATTEMPTS in all) for those that failed
-        on SQS's side or that an answer cut short does not name: an entry sent,
-        deleted or changed twice is harmless (a send's task id makes it one
-        task). Adds the successful entries to ``done``; returns the (code,
-        message) of those that failed, and the ones of them tried to the last."""
+        """A request's worth of ``entries`` (Id: their index), made again for those
+        failed on SQS's side or not named (twice is harmless: a send's task id makes
+        it one task); the successes added to ``done``, the failures' (code,
+        message), and those tried to the last."""
         reasons: dict[int, dict[str, Any]] = {}
         pending = list(entries)
         for attempt in range(BATCH_SEND_ATTEMPTS):
