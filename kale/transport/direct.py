@@ -84,11 +84,9 @@ class DirectRequests:
         #: that is a tracer's wrapper (the requests then go through botocore).
         self._api_call: tuple[Any, bool] = (None, False)
         self._models = {name: model.operation_model(name) for name in OPERATIONS}
-        self._headers = {
-            'Content-Type': 'application/x-amz-json-%s' % model.metadata.get('jsonVersion', '1.0'),
-            'User-Agent': meta.config.user_agent,
-        }
-        self._targets = {name: '%s.%s' % (model.metadata['targetPrefix'], name)
+        content_type = 'application/x-amz-json-%s' % model.metadata.get('jsonVersion', '1.0')
+        self._headers = {name: {'Content-Type': content_type, 'User-Agent': meta.config.user_agent,
+                                'X-Amz-Target': '%s.%s' % (model.metadata['targetPrefix'], name)}
                          for name in OPERATIONS}
 
     @classmethod
@@ -137,12 +135,10 @@ class DirectRequests:
         credentials = self._credentials()
         if credentials is None:
             return None
-        body = json.dumps(params).encode()
-        request = AWSRequest(method='POST', url=self._url, data=body,
-                             headers=dict(self._headers, **{'X-Amz-Target': self._targets[operation]}))
+        request = AWSRequest(method='POST', url=self._url, data=json.dumps(params).encode(),
+                             headers=dict(self._headers[operation]))
         SigV4Auth(credentials, self._signing_name, self._region).add_auth(request)
         prepared = request.prepare()
-        model = self._models[operation]
         context: dict[str, Any] = {}
         answered = self._events.emit_until_response(
             'before-send.sqs.%s' % operation, request=prepared, operation_name=operation,
@@ -158,7 +154,7 @@ class DirectRequests:
         answer.setdefault('ResponseMetadata', {'HTTPStatusCode': 200,
                                                'HTTPHeaders': response.headers})
         self._events.emit('after-call.sqs.%s' % operation, http_response=response,
-                          parsed=answer, model=model, context=context)
+                          parsed=answer, model=self._models[operation], context=context)
         return answer
 
     def _credentials(self) -> Any:

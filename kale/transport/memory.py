@@ -271,46 +271,43 @@ class MemoryTransport:
         """The first visible messages in send order, of groups with none in flight."""
         blocked = {s.group_id for s in queue.messages.values()
                    if s.receipt_handle and s.visible_at > now}
-        delivered: list[_Stored] = []
-        for stored in list(queue.messages.values()):
-            if len(delivered) == max_messages:
-                break
-            if stored.group_id in blocked:
-                continue
+
+        def held(stored: _Stored) -> bool:
             if stored.visible_at > now:             # held: the rest of its group waits
                 blocked.add(stored.group_id)
-                continue
-            if self._deliver(queue, stored, timeout, now):
-                delivered.append(stored)
-        return delivered
+            return stored.group_id in blocked
+        return self._in_send_order(queue, max_messages, timeout, now, held, set())
 
     def _take_localstack(self, queue: _Queue, max_messages: int, timeout: int,
                          now: float) -> list[_Stored]:
         """LocalStack's FIFO receive: the messages whose timeout ended put back
         in receive order up to the first one still invisible, then the first
-        messages not in flight, in send order, of groups not blocked."""
+        messages not in flight, in send order, of groups not blocked (a receive
+        blocks the groups it took)."""
         for stored in sorted((s for s in queue.messages.values() if s.in_flight),
                              key=lambda s: s.in_flight):
             if stored.visible_at > now:
                 break
             self._put_back(queue, stored)
-        return self._take_unblocked(queue, max_messages, timeout, now)
-
-    def _take_unblocked(self, queue: _Queue, max_messages: int, timeout: int,
-                        now: float) -> list[_Stored]:
-        """A receive blocks the groups it took."""
-        delivered: list[_Stored] = []
         taken: set[str] = set()
+
+        def held(stored: _Stored) -> bool:
+            return bool(stored.in_flight) or stored.visible_at > now \
+                or (stored.group_id in queue.blocked and stored.group_id not in taken)
+        delivered = self._in_send_order(queue, max_messages, timeout, now, held, taken)
+        queue.blocked |= taken
+        return delivered
+
+    def _in_send_order(self, queue: _Queue, max_messages: int, timeout: int, now: float,
+                       held: Callable[[_Stored], bool], taken: set[str]) -> list[_Stored]:
+        """The first messages not ``held`` in send order, delivered; their groups added to ``taken``."""
+        delivered: list[_Stored] = []
         for stored in list(queue.messages.values()):
             if len(delivered) == max_messages:
                 break
-            if stored.in_flight or stored.visible_at > now \
-                    or (stored.group_id in queue.blocked and stored.group_id not in taken):
-                continue
-            if self._deliver(queue, stored, timeout, now):
+            if not held(stored) and self._deliver(queue, stored, timeout, now):
                 delivered.append(stored)
                 taken.add(stored.group_id)
-        queue.blocked |= taken
         return delivered
 
     @staticmethod
