@@ -50,7 +50,6 @@ class EncryptStep:
             raise DecodeError(DecodeError.CORRUPT, 'encrypted data is truncated')
         from cryptography.exceptions import InvalidTag
         try:
-            frame.data = cipher.decrypt(frame.data[:NONCE_BYTES], frame.data[NONCE_BYTES:],
-                                        kid.encode())
+            frame.data = cipher.decrypt(frame.data[:NONCE_BYTES], frame.data[NONCE_BYTES:], kid.encode())
         except (InvalidTag, ValueError) as exc:
             raise DecodeError(DecodeError.CORRUPT, 'cannot be decrypted') from exc

@@ -99,8 +99,7 @@ def derive_aes_key(secret: bytes) -> bytes:
         raise ImproperlyConfigured(
             "MESSAGE_ENCRYPTION_KEY needs the 'cryptography' package: pip install "
             "'kale-sqs[encryption]' (in a checkout: pip install -e '.[encryption]')") from None
-    return HKDF(algorithm=hashes.SHA256(), length=32, salt=_HKDF_SALT,
-                info=_HKDF_INFO).derive(secret)
+    return HKDF(algorithm=hashes.SHA256(), length=32, salt=_HKDF_SALT, info=_HKDF_INFO).derive(secret)
 
 
 def encryption_keys(config: Config) -> Optional[KeyRing]:
@@ -112,6 +111,5 @@ def encryption_keys(config: Config) -> Optional[KeyRing]:
            for k in _key_list(config.MESSAGE_ENCRYPTION_OLD_KEYS)]
     if not config.MESSAGE_ENCRYPTION_KEY:
         return KeyRing(None, {key_id(k): k for k in old}) if old else None
-    current = _key_bytes(config.MESSAGE_ENCRYPTION_KEY, 'MESSAGE_ENCRYPTION_KEY',
-                         STRONG_KEY_BYTES)
+    current = _key_bytes(config.MESSAGE_ENCRYPTION_KEY, 'MESSAGE_ENCRYPTION_KEY', STRONG_KEY_BYTES)
     return _ring(derive_aes_key(current), old)

@@ -60,8 +60,7 @@ def pointer(frame: Frame) -> Optional[Pointer]:
     headers = frame.headers
     bucket, key = headers.get(PAYLOAD_BUCKET, ''), headers.get(PAYLOAD_KEY, '')
     size, digest = headers.get(PAYLOAD_SIZE, ''), headers.get(PAYLOAD_SHA256, '')
-    if not (bucket and key and size.isascii() and size.isdigit()
-            and _SHA256_HEX.fullmatch(digest)):
+    if not (bucket and key and size.isascii() and size.isdigit() and _SHA256_HEX.fullmatch(digest)):
         raise DecodeError(DecodeError.CORRUPT, 'pointer to a payload in S3 is malformed: bucket '
                           '%r, key %r, size %r, sha256 %r' % (bucket, key, size, digest))
     return Pointer(bucket, key, int(size), digest)
@@ -138,8 +137,7 @@ class OffloadStep:
         """Refuse a pointer that comes with data in the body, names another
         bucket or a key outside the payload prefix, or an object too large."""
         if frame.data:
-            raise DecodeError(DecodeError.CORRUPT, 'body carries data besides its pointer to %s'
-                              % found.url)
+            raise DecodeError(DecodeError.CORRUPT, 'body carries data besides its pointer to %s' % found.url)
         # Signed or not, a pointer reads only Kale's own objects: the
         # configured bucket, under the payload prefix, no path tricks.
         if found.bucket != self.bucket:

@@ -189,8 +189,7 @@ PLAIN_HEADER = 'plain_header'
 class Codec:
     """Encodes messages into outgoing SQS messages and decodes bodies back."""
 
-    def __init__(self, payload_steps: Sequence[Step], envelope_steps: Sequence[Step],
-                 size_limit: int):
+    def __init__(self, payload_steps: Sequence[Step], envelope_steps: Sequence[Step], size_limit: int):
         self.payload_steps = list(payload_steps)
         self.envelope_steps = list(envelope_steps)
         self.size_limit = size_limit
@@ -236,8 +235,7 @@ class Codec:
         """The message ready to send to ``queue``, checked against
         ``SQS_TASK_SIZE_LIMIT`` (after its payload went to S3, if it did)."""
         frame = self.encode(message, queue, extra_attributes)
-        return self._checked(frame, message, frame.body, frame.attributes, extra_attributes,
-                             delay_sec)
+        return self._checked(frame, message, frame.body, frame.attributes, extra_attributes, delay_sec)
 
     def _checked(self, frame: Frame, message: Message, body: str,
                  attributes: Mapping[str, AttributeValue],
@@ -286,8 +284,7 @@ class Codec:
         return self._seal(frame, frame.headers.get(QUEUE, frame.queue), headers)
 
     def _seal(self, frame: Frame, queue: str, headers: Mapping[str, str]) -> str:
-        sealed = dataclasses.replace(frame, headers=dict(frame.headers, **headers), body='',
-                                     queue=queue)
+        sealed = dataclasses.replace(frame, headers=dict(frame.headers, **headers), body='', queue=queue)
         for step in self.envelope_steps:
             step.encode(sealed)
         return sealed.body
@@ -335,8 +332,7 @@ class Codec:
                 raise DecodeError(DecodeError.CORRUPT, 'payload names another task than the '
                                                        'envelope')
             if event:                   # a subscriber's copy of an event
-                message = dataclasses.replace(message, task_id=headers[TASK_ID],
-                                              task_name=headers[TASK_NAME])
+                message = dataclasses.replace(message, task_id=headers[TASK_ID], task_name=headers[TASK_NAME])
             return message
         except DecodeError as exc:
             exc.body = frame.body

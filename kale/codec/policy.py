@@ -85,6 +85,5 @@ def _due_time(text: str) -> float:
     except ValueError:
         due_at = math.nan
     if not math.isfinite(due_at):
-        raise DecodeError(DecodeError.CORRUPT, 'envelope has a due time %r that is not one'
-                          % text[:40])
+        raise DecodeError(DecodeError.CORRUPT, 'envelope has a due time %r that is not one' % text[:40])
     return due_at

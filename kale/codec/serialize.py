@@ -27,11 +27,9 @@ class SerializeStep:
 
     name = 'serialize'
 
-    def __init__(self, serializer: str, pickle_protocol: int = pickle.DEFAULT_PROTOCOL,
-                 max_bytes: int = 0):
+    def __init__(self, serializer: str, pickle_protocol: int = pickle.DEFAULT_PROTOCOL, max_bytes: int = 0):
         if serializer not in SERIALIZER_CODES:
-            raise ImproperlyConfigured("SERIALIZER must be 'pickle' or 'json', got %r"
-                                       % (serializer,))
+            raise ImproperlyConfigured("SERIALIZER must be 'pickle' or 'json', got %r" % (serializer,))
         self.serializer = serializer
         self.pickle_protocol = pickle_protocol
         #: Largest serialized payload (MAX_DECOMPRESSED_BYTES): what every
@@ -41,8 +39,7 @@ class SerializeStep:
     def encode(self, frame: Frame) -> None:
         try:
             frame.data = self._dumps(frame.payload)
-        except (pickle.PicklingError, TypeError, ValueError, AttributeError,
-                RecursionError) as exc:
+        except (pickle.PicklingError, TypeError, ValueError, AttributeError, RecursionError) as exc:
             raise SerializationError('%s: arguments cannot be serialized with %s: %s: %s'
                                      % (frame.label, self.serializer, type(exc).__name__,
                                         exc)) from exc
@@ -68,8 +65,7 @@ class SerializeStep:
     def _dumps(self, payload: Any) -> bytes:
         if self.serializer == 'pickle':
             return pickle.dumps(payload, protocol=self.pickle_protocol)
-        return json.dumps(payload, separators=(',', ':'), ensure_ascii=True,
-                          allow_nan=False).encode('ascii')
+        return json.dumps(payload, separators=(',', ':'), ensure_ascii=True, allow_nan=False).encode('ascii')
 
 
 def _loads(raw: bytes, serializer: str) -> Any:

@@ -66,8 +66,7 @@ class SignStep:
         self.size_limit = size_limit
         self.accept_legacy = accept_legacy
         # HMAC states with each key already absorbed: a message costs a copy.
-        self._macs = {kid: hmac.new(key, digestmod=hashlib.sha256)
-                      for kid, key in keys.accepted.items()}
+        self._macs = {kid: hmac.new(key, digestmod=hashlib.sha256) for kid, key in keys.accepted.items()}
         self._current_id = keys.current_id
 
     def _signature(self, kid: str, signed: bytes) -> bytes:
@@ -83,14 +82,12 @@ class SignStep:
     def encode(self, frame: Frame) -> None:
         # The key id comes first, so a worker finds it without parsing the rest.
         headers = {SIGNING_KEY: self._current_id}
-        headers.update((name, value) for name, value in frame.headers.items()
-                       if name != SIGNING_KEY)
+        headers.update((name, value) for name, value in frame.headers.items() if name != SIGNING_KEY)
         headers[ENCODING] = TEXT if frame.text else BASE64
         frame.headers = headers
         data = frame.data if frame.text else base64.b64encode(frame.data)
         header = ('%s:%s:' % (FORMAT_TAG, render_headers(headers))).encode('ascii')
-        frame.body = (header + self._signature(self._current_id, header + data) + b':'
-                      + data).decode('ascii')
+        frame.body = (header + self._signature(self._current_id, header + data) + b':' + data).decode('ascii')
 
     def decode(self, frame: Frame) -> None:
         tag, headers, data = self.verify(frame.body)
@@ -116,8 +113,7 @@ class SignStep:
                               'SQS_TASK_SIZE_LIMIT of %d bytes' % (len(body), self.size_limit))
         parts = body.split(':', 3)
         if len(parts) != 4 or parts[0] not in (FORMAT_TAG, LEGACY_TAG):
-            raise DecodeError(DecodeError.NOT_KALE, 'body does not start with a %s header'
-                              % FORMAT_TAG)
+            raise DecodeError(DecodeError.NOT_KALE, 'body does not start with a %s header' % FORMAT_TAG)
         tag, headers, given, data = parts
         if tag == LEGACY_TAG and not self.accept_legacy:
             raise DecodeError(DecodeError.NOT_KALE, 'body is in the old %s format; set '

@@ -29,8 +29,7 @@ if not MESSAGE_SIGNING_KEY:
     raise ImproperlyConfigured(
         'KALE_SIGNING_KEY is not set: kale.presets.aws takes the message signing key from it; '
         'make one with `python -c "import secrets; print(secrets.token_hex(32))"`')
-MESSAGE_SIGNING_OLD_KEYS = tuple(
-    key for key in os.environ.get('KALE_SIGNING_OLD_KEYS', '').split(',') if key)
+MESSAGE_SIGNING_OLD_KEYS = tuple(key for key in os.environ.get('KALE_SIGNING_OLD_KEYS', '').split(',') if key)
 MESSAGE_ENCRYPTION_KEY = os.environ.get('KALE_ENCRYPTION_KEY', '')
 MESSAGE_ENCRYPTION_OLD_KEYS = tuple(
     key for key in os.environ.get('KALE_ENCRYPTION_OLD_KEYS', '').split(',') if key)

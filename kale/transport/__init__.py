@@ -124,8 +124,7 @@ class Transport(Protocol):
     def delete_batch(self, queue: str, receipt_handles: Sequence[str]) -> list[str]:
         """Delete messages; returns the receipt handles that could not be deleted."""
 
-    def change_visibility_batch(self, queue: str,
-                                changes: Sequence[VisibilityChange]) -> list[str]:
+    def change_visibility_batch(self, queue: str, changes: Sequence[VisibilityChange]) -> list[str]:
         """Change visibility timeouts; returns the receipt handles that failed."""
 
     def counts(self, queue: str) -> QueueCounts:

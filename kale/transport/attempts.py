@@ -35,8 +35,7 @@ THROTTLING_CODES = frozenset({
 })
 #: Error codes of answers that say the request did not finish (botocore's
 #: standard retry mode makes them again too).
-TRANSIENT_CODES = frozenset({'RequestTimeout', 'RequestTimeoutException',
-                             'PriorRequestNotComplete'})
+TRANSIENT_CODES = frozenset({'RequestTimeout', 'RequestTimeoutException', 'PriorRequestNotComplete'})
 
 
 def sent_nothing(exc: BaseException) -> bool:
@@ -105,8 +104,7 @@ class Attempts:
                     if answer is not None:
                         return answer
                 return call()
-            except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError,
-                    ErrorAnswer) as exc:
+            except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError, ErrorAnswer) as exc:
                 if attempt >= self.limit or not again(action, exc):
                     raise
                 logger.debug('%s: attempt %d of %d failed (%s: %s)', action, attempt, self.limit,

@@ -151,8 +151,7 @@ class DirectRequests:
         answer = responses.json_answer(response.content) if response.status_code == 200 else None
         if answer is None:
             raise ErrorAnswer(response.status_code)
-        answer.setdefault('ResponseMetadata', {'HTTPStatusCode': 200,
-                                               'HTTPHeaders': response.headers})
+        answer.setdefault('ResponseMetadata', {'HTTPStatusCode': 200, 'HTTPHeaders': response.headers})
         self._events.emit('after-call.sqs.%s' % operation, http_response=response,
                           parsed=answer, model=self._models[operation], context=context)
         return answer

@@ -229,8 +229,7 @@ class MemoryTransport:
         waited = 0.0        # a long poll ends after wait_sec of waiting, on a FakeClock too
         with self._lock:
             while True:
-                found = self._take(self._queue(queue), max_messages, visibility_timeout_sec,
-                                   attribute_names)
+                found = self._take(self._queue(queue), max_messages, visibility_timeout_sec, attribute_names)
                 left = min(deadline - self.clock.monotonic(), wait_sec - waited)
                 if found or left <= 0:
                     return found
@@ -266,11 +265,9 @@ class MemoryTransport:
         stored.in_flight = next(self._flights)
         return True
 
-    def _take_fifo(self, queue: _Queue, max_messages: int, timeout: int,
-                   now: float) -> list[_Stored]:
+    def _take_fifo(self, queue: _Queue, max_messages: int, timeout: int, now: float) -> list[_Stored]:
         """The first visible messages in send order, of groups with none in flight."""
-        blocked = {s.group_id for s in queue.messages.values()
-                   if s.receipt_handle and s.visible_at > now}
+        blocked = {s.group_id for s in queue.messages.values() if s.receipt_handle and s.visible_at > now}
 
         def held(stored: _Stored) -> bool:
             if stored.visible_at > now:             # held: the rest of its group waits
@@ -278,14 +275,12 @@ class MemoryTransport:
             return stored.group_id in blocked
         return self._in_send_order(queue, max_messages, timeout, now, held, set())
 
-    def _take_localstack(self, queue: _Queue, max_messages: int, timeout: int,
-                         now: float) -> list[_Stored]:
+    def _take_localstack(self, queue: _Queue, max_messages: int, timeout: int, now: float) -> list[_Stored]:
         """LocalStack's FIFO receive: the messages whose timeout ended put back
         in receive order up to the first one still invisible, then the first
         messages not in flight, in send order, of groups not blocked (a receive
         blocks the groups it took)."""
-        for stored in sorted((s for s in queue.messages.values() if s.in_flight),
-                             key=lambda s: s.in_flight):
+        for stored in sorted((s for s in queue.messages.values() if s.in_flight), key=lambda s: s.in_flight):
             if stored.visible_at > now:
                 break
             self._put_back(queue, stored)
@@ -316,8 +311,7 @@ class MemoryTransport:
         stored.in_flight = 0
         queue.blocked.discard(stored.group_id)
 
-    def _take_standard(self, queue: _Queue, max_messages: int, timeout: int,
-                       now: float) -> list[_Stored]:
+    def _take_standard(self, queue: _Queue, max_messages: int, timeout: int, now: float) -> list[_Stored]:
         delivered: list[_Stored] = []
         while queue.heap and len(delivered) < max_messages and queue.heap[0][0] <= now:
             _, _, message_id, version = heapq.heappop(queue.heap)
@@ -371,8 +365,7 @@ class MemoryTransport:
             return True
         return self._settle('DeleteMessageBatch', queue, [(h, 0) for h in receipt_handles], delete)
 
-    def change_visibility_batch(self, queue: str,
-                                changes: Sequence[VisibilityChange]) -> list[str]:
+    def change_visibility_batch(self, queue: str, changes: Sequence[VisibilityChange]) -> list[str]:
         def change(target: _Queue, handle: str, timeout: int) -> bool:
             stored = target.messages.get(_message_id(handle) or '')
             if stored is None or handle != stored.receipt_handle:

@@ -47,8 +47,7 @@ class MemoryTopics:
                 self.transport.send(queue, OutgoingMessage(body, dict(attributes)))
         return 'sns-%d' % next(self._numbers)
 
-    def publish_batch(self, arn: str, entries: Sequence[tuple[str, Mapping[str, str]]]
-                      ) -> list[str]:
+    def publish_batch(self, arn: str, entries: Sequence[tuple[str, Mapping[str, str]]]) -> list[str]:
         return [self.publish(arn, body, attributes) for body, attributes in entries]
 
     def subscriptions(self, arn: str) -> list[dict[str, Any]]:

@@ -64,8 +64,7 @@ class MemoryPayloadStore:
         with self._lock:
             data = self.objects.get(self._noted(bucket, key, self.gets))
         if data is None:
-            raise PayloadMissingError('payload object s3://%s/%s does not exist' % (bucket, key),
-                                      'NoSuchKey')
+            raise PayloadMissingError('payload object s3://%s/%s does not exist' % (bucket, key), 'NoSuchKey')
         return data[:max_bytes + 1]
 
     def delete(self, bucket: str, key: str) -> None:

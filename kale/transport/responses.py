@@ -119,8 +119,7 @@ def field(answer: Any, path: Sequence[str], kind: type) -> Any:
             return None
         value = value[key]
     if type(value) is not kind:
-        raise malformed('%s is %s, not %s' % ('.'.join(path), _kind(value),
-                                                         _kind(kind())))
+        raise malformed('%s is %s, not %s' % ('.'.join(path), _kind(value), _kind(kind())))
     return value
 
 
@@ -145,8 +144,7 @@ def received_messages(answer: dict[str, Any], attribute_names: Sequence[str],
         except (KeyError, TypeError, AttributeError):
             raise malformed(_message_problem(raw, wanted)) from None
         receive_count = 1 if count == '1' else _whole(count, 1)
-        if (type(message_id), type(handle), type(body), type(group),
-                type(receive_count)) != _MESSAGE_TYPES:
+        if (type(message_id), type(handle), type(body), type(group), type(receive_count)) != _MESSAGE_TYPES:
             raise malformed(_message_problem(raw, wanted))
         received.append(speed.build(ReceivedMessage, {      # every field (see kale.speed)
             'message_id': message_id, 'receipt_handle': handle, 'body': body,
@@ -177,8 +175,7 @@ def _message_problem(raw: Any, wanted: Optional[set[str]]) -> str:
     if type(raw) is not dict:
         return 'a message is %s, not an object' % _kind(raw)
     message_id = raw.get('MessageId')
-    lacking = [name for name in ('MessageId', 'ReceiptHandle', 'Body')
-               if type(raw.get(name)) is not str]
+    lacking = [name for name in ('MessageId', 'ReceiptHandle', 'Body') if type(raw.get(name)) is not str]
     if lacking:
         which = 'message %s' % _shown(message_id) if type(message_id) is str else 'a message'
         return '%s has no %s (as a string)' % (which, ', '.join(lacking))
@@ -207,8 +204,7 @@ def _named_problem(raw: dict[str, Any], wanted: Optional[set[str]]) -> str:
     for name, value in (named or {}).items():
         if (wanted is None or name in wanted) and (
                 type(value) is not dict or type(value.get('StringValue', '')) is not str):
-            return ': message attribute %s is not an object with a string StringValue' % (
-                _shown(name))
+            return ': message attribute %s is not an object with a string StringValue' % (_shown(name))
     return ''
 
 
@@ -239,8 +235,7 @@ def batch_entries(answer: dict[str, Any], sent: Sequence[int], success_field: st
                 raise malformed('the entry with the Id %r is named twice' % str(index))
             if not (_failure_shape(entry) if key == 'Failed'
                     else not success_field or type(entry.get(success_field)) is str):
-                raise malformed('the %s entry with the Id %r is not of its shape'
-                                % (key, str(index)))
+                raise malformed('the %s entry with the Id %r is not of its shape' % (key, str(index)))
             entries[index] = entry
     return found
 
@@ -260,8 +255,7 @@ def _entry_problem(key: str, entry: Any, ids: dict[str, int]) -> str:
     """What is wrong with an entry of the batch answer's list ``key`` whose Id is not read."""
     if type(entry) is not dict:
         return 'an entry of %s is %s, not an object' % (key, _kind(entry))
-    return 'an entry of %s has the Id %s, not one of the %d sent' % (
-        key, _shown(entry.get('Id')), len(ids))
+    return 'an entry of %s has the Id %s, not one of the %d sent' % (key, _shown(entry.get('Id')), len(ids))
 
 
 def _failure_shape(entry: dict[str, Any]) -> bool:

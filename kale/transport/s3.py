@@ -57,8 +57,7 @@ class S3PayloadStore:
 
     def put(self, bucket: str, key: str, data: bytes) -> None:
         with self._errors('PutObject', bucket, key):
-            self.client.put_object(Bucket=bucket, Key=key, Body=data,
-                                   ContentType='application/octet-stream')
+            self.client.put_object(Bucket=bucket, Key=key, Body=data, ContentType='application/octet-stream')
 
     def get(self, bucket: str, key: str, max_bytes: int) -> bytes:
         with self._errors('GetObject', bucket, key):

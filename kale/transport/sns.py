@@ -29,8 +29,7 @@ class SNSTopics:
     """Topic operations over a boto3 SNS client, and the SQS side of a
     subscription (queue ARNs and policies) over the SQS transport's client."""
 
-    def __init__(self, sqs: SQSTransport, client: Any = None,
-                 config: Optional[kale_config.Config] = None):
+    def __init__(self, sqs: SQSTransport, client: Any = None, config: Optional[kale_config.Config] = None):
         self.sqs = sqs
         if client is None:
             if config is None:
@@ -74,8 +73,7 @@ class SNSTopics:
                                          MessageAttributes=_attributes(attributes))
         return str(answer.get('MessageId', ''))
 
-    def publish_batch(self, arn: str, entries: Sequence[tuple[str, Mapping[str, str]]]
-                      ) -> list[str]:
+    def publish_batch(self, arn: str, entries: Sequence[tuple[str, Mapping[str, str]]]) -> list[str]:
         """Publish (body, attributes) entries, ten to a PublishBatch; their
         message ids. TopicError when any entry is refused (the ones before it
         were published)."""
@@ -95,8 +93,7 @@ class SNSTopics:
                                     one_line(str(first.get('Message', '')))),
                                  str(first.get('Code', '')),
                                  retryable=not first.get('SenderFault', False))
-            by_id = {int(entry['Id']): str(entry['MessageId'])
-                     for entry in answer.get('Successful', [])}
+            by_id = {int(entry['Id']): str(entry['MessageId']) for entry in answer.get('Successful', [])}
             ids.extend(by_id.get(number, '') for number in range(len(chunk)))
         return ids
 
@@ -130,8 +127,7 @@ class SNSTopics:
                 wanted = dict(filter_policy)
                 if sub['filter'] != wanted:
                     # An empty policy cannot be set: '{}' would match nothing on some servers.
-                    self._set(sub['arn'], 'FilterPolicy',
-                              json.dumps(wanted) if wanted else '', False)
+                    self._set(sub['arn'], 'FilterPolicy', json.dumps(wanted) if wanted else '', False)
                 return str(sub['arn'])
         attributes = {'RawMessageDelivery': 'true'}
         if filter_policy:
@@ -170,5 +166,4 @@ class SNSTopics:
 
 
 def _attributes(attributes: Mapping[str, str]) -> dict[str, dict[str, str]]:
-    return {name: {'DataType': 'String', 'StringValue': value}
-            for name, value in attributes.items()}
+    return {name: {'DataType': 'String', 'StringValue': value} for name, value in attributes.items()}

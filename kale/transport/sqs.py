@@ -61,8 +61,7 @@ _UNNAMED = {'Code': NO_ANSWER, 'Message': 'the answer does not say whether it wa
 #: receive count and first receive's time tell a worker which messages a dead
 #: worker held (on a FIFO queue, how often a task failed), and the group is a
 #: FIFO queue's or a fair queue's tenant.
-_SYSTEM_ATTRIBUTES = ['ApproximateReceiveCount', 'ApproximateFirstReceiveTimestamp',
-                      'MessageGroupId']
+_SYSTEM_ATTRIBUTES = ['ApproximateReceiveCount', 'ApproximateFirstReceiveTimestamp', 'MessageGroupId']
 
 
 def read_timeout_sec(config: kale_config.Config) -> float:
@@ -136,8 +135,7 @@ def make_client(for_commands: bool = False, *, config: kale_config.Config) -> An
 
 
 #: botocore's errors for credentials that are missing or incomplete.
-CREDENTIALS_ERRORS = (botocore.exceptions.NoCredentialsError,
-                      botocore.exceptions.PartialCredentialsError)
+CREDENTIALS_ERRORS = (botocore.exceptions.NoCredentialsError, botocore.exceptions.PartialCredentialsError)
 
 
 def no_credentials(exc: Exception) -> ImproperlyConfigured:
@@ -163,11 +161,9 @@ def aws_errors(error: Callable[..., Exception], where: str, endpoint: str,
     except CREDENTIALS_ERRORS as exc:
         raise no_credentials(exc) from None
     except (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError) as exc:
-        raise error('%s: endpoint %s unreachable: %s' % (where, endpoint, exc),
-                    retryable=True) from None
+        raise error('%s: endpoint %s unreachable: %s' % (where, endpoint, exc), retryable=True) from None
     except botocore.exceptions.BotoCoreError as exc:    # e.g. a read cut short
-        raise error('%s failed: %s: %s' % (where, type(exc).__name__, exc),
-                    retryable=True) from None
+        raise error('%s failed: %s: %s' % (where, type(exc).__name__, exc), retryable=True) from None
 
 
 def one_line(text: str, limit: int = 160) -> str:
@@ -228,13 +224,11 @@ class SQSTransport:
             raise SQSError('%s on queue %r failed: %s: %s' % (action, queue, type(exc).__name__,
                                                               exc), retryable=True) from None
 
-    def _answered(self, action: str, queue: str, code: str, status: int,
-                  message: str) -> SQSError:
+    def _answered(self, action: str, queue: str, code: str, status: int, message: str) -> SQSError:
         """The SQSError of an error answer to ``action``."""
         if code in NOT_FOUND_CODES:
             self._urls.pop(queue, None)
-            return QueueNotFoundError('queue %r does not exist at %s' % (queue, self.endpoint),
-                                      code)
+            return QueueNotFoundError('queue %r does not exist at %s' % (queue, self.endpoint), code)
         if code == str(status):         # not an SQS error: a page from something else
             text = '%s on queue %r: endpoint %s answered HTTP %s: %s' % (
                 action, queue, self.endpoint, status, one_line(message))
@@ -251,8 +245,7 @@ class SQSTransport:
             answer = self.attempts.make(action, lambda: method(**kwargs))
         return self._field(action, queue, answer, *path, kind=kind) if path else answer
 
-    def _request(self, action: str, queue: str, method: Callable[..., Any],
-                 **kwargs: Any) -> Any:
+    def _request(self, action: str, queue: str, method: Callable[..., Any], **kwargs: Any) -> Any:
         """One of the hot requests (kale.transport.direct.OPERATIONS): its
         first attempt built here when it can be, the others through botocore."""
         direct = self.direct
@@ -423,8 +416,7 @@ class SQSTransport:
         return self._batched('DeleteMessageBatch', queue, self.client.delete_message_batch,
                              [{'ReceiptHandle': handle} for handle in receipt_handles])
 
-    def change_visibility_batch(self, queue: str,
-                                changes: Sequence[VisibilityChange]) -> list[str]:
+    def change_visibility_batch(self, queue: str, changes: Sequence[VisibilityChange]) -> list[str]:
         return self._batched('ChangeMessageVisibilityBatch', queue,
                              self.client.change_message_visibility_batch,
                              [{'ReceiptHandle': change.receipt_handle,
