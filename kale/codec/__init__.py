@@ -49,8 +49,7 @@ def build_codec(config: Config, clock: Clock = SYSTEM_CLOCK,
         SerializeStep(config.SERIALIZER, config.PICKLE_PROTOCOL, max_bytes),
         CompressStep(config.COMPRESSION_MIN_BYTES, max_bytes),
         EncryptStep(encryption_keys(config)),
-        OffloadStep(config.PAYLOAD_BUCKET, offload_threshold(config), max_bytes, envelope,
-                    store=payloads),
+        OffloadStep(config.PAYLOAD_BUCKET, offload_threshold(config), max_bytes, envelope, store=payloads),
     ]
     return Codec(payload, envelope, config.SQS_TASK_SIZE_LIMIT)
 
@@ -75,8 +74,7 @@ def encode(message: Message, queue: str) -> str:
 
 
 def to_outgoing(message: Message, queue: str, delay_sec: int = 0,
-                extra_attributes: Optional[Mapping[str, AttributeValue]] = None
-                ) -> OutgoingMessage:
+                extra_attributes: Optional[Mapping[str, AttributeValue]] = None) -> OutgoingMessage:
     """``message`` ready to send to ``queue``, with the default app's settings."""
     return default_app().codec.to_outgoing(message, queue, delay_sec, extra_attributes)
 

@@ -72,8 +72,7 @@ class OffloadStep:
     name = 'offload'
     plain_header = (PAYLOAD_KEY, None)   # no pointer: decode does nothing
 
-    def __init__(self, bucket: str, threshold: int, max_bytes: int,
-                 envelope_steps: Sequence[Step],
+    def __init__(self, bucket: str, threshold: int, max_bytes: int, envelope_steps: Sequence[Step],
                  store: Callable[[], PayloadStore]):
         #: Where new payloads go, and the only bucket a pointer may name; ''
         #: keeps every payload in its message (and refuses pointers).

@@ -230,15 +230,13 @@ class Codec:
         return frame
 
     def to_outgoing(self, message: Message, queue: str, delay_sec: int = 0,
-                    extra_attributes: Optional[Mapping[str, AttributeValue]] = None
-                    ) -> OutgoingMessage:
+                    extra_attributes: Optional[Mapping[str, AttributeValue]] = None) -> OutgoingMessage:
         """The message ready to send to ``queue``, checked against
         ``SQS_TASK_SIZE_LIMIT`` (after its payload went to S3, if it did)."""
         frame = self.encode(message, queue, extra_attributes)
         return self._checked(frame, message, frame.body, frame.attributes, extra_attributes, delay_sec)
 
-    def _checked(self, frame: Frame, message: Message, body: str,
-                 attributes: Mapping[str, AttributeValue],
+    def _checked(self, frame: Frame, message: Message, body: str, attributes: Mapping[str, AttributeValue],
                  extra: Optional[Mapping[str, AttributeValue]], delay_sec: int) -> OutgoingMessage:
         """The message of ``body`` and ``attributes`` (``extra`` over them) checked
         against SQS_TASK_SIZE_LIMIT."""
@@ -253,8 +251,7 @@ class Codec:
         return outgoing
 
     def reissue(self, envelope: Optional[Frame], message: Message, queue: str, delay_sec: int = 0,
-                extra_attributes: Optional[Mapping[str, AttributeValue]] = None
-                ) -> OutgoingMessage:
+                extra_attributes: Optional[Mapping[str, AttributeValue]] = None) -> OutgoingMessage:
         """A copy of a received message to send again to ``queue`` (a retry, a
         dead letter, a redriven one) with ``message``'s counts and publish time:
         encoded afresh, or its ``envelope`` resealed when that points at a payload in S3."""

@@ -74,8 +74,7 @@ def _expired(age: float, waited: bool, max_age_sec: float) -> DecodeError:
 def _wrong_queue(signed_for: str, queue: str) -> DecodeError:
     """The refusal of a body signed for a queue or topic other than ``queue``."""
     return DecodeError(DecodeError.WRONG_QUEUE, 'signed for %s %r, received on %r'
-                       % ('topic' if signed_for.startswith('topic:') else 'queue',
-                          signed_for, queue))
+                       % ('topic' if signed_for.startswith('topic:') else 'queue', signed_for, queue))
 
 
 def _due_time(text: str) -> float:

@@ -41,8 +41,7 @@ class SerializeStep:
             frame.data = self._dumps(frame.payload)
         except (pickle.PicklingError, TypeError, ValueError, AttributeError, RecursionError) as exc:
             raise SerializationError('%s: arguments cannot be serialized with %s: %s: %s'
-                                     % (frame.label, self.serializer, type(exc).__name__,
-                                        exc)) from exc
+                                     % (frame.label, self.serializer, type(exc).__name__, exc)) from exc
         if self.max_bytes and len(frame.data) > self.max_bytes:
             raise MessageTooLargeError(
                 '%s: serialized payload is %d bytes, over MAX_DECOMPRESSED_BYTES of %d bytes '

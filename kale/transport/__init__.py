@@ -115,8 +115,7 @@ class Transport(Protocol):
     def send_batch(self, queue: str, messages: Sequence[OutgoingMessage]) -> list[str]:
         """Send many messages in as few requests as the limits allow; returns ids in order."""
 
-    def receive(self, queue: str, max_messages: int, wait_sec: int,
-                visibility_timeout_sec: int,
+    def receive(self, queue: str, max_messages: int, wait_sec: int, visibility_timeout_sec: int,
                 attribute_names: Sequence[str] = ('All',)) -> list[ReceivedMessage]:
         """Receive up to ``max_messages`` (1..10), long polling up to ``wait_sec``,
         with the message attributes named (``'All'``, or none: ``()``)."""

@@ -96,8 +96,7 @@ class DirectRequests:
         version = botocore.__version__
         if not tested_botocore(version):
             logger.warning('botocore %s is not among the versions the direct SQS requests are '
-                           'tested with (%s): every SQS request goes through botocore',
-                           version, TESTED_RANGE)
+                           'tested with (%s): every SQS request goes through botocore', version, TESTED_RANGE)
             return None
         try:
             meta = client.meta
@@ -141,8 +140,7 @@ class DirectRequests:
         prepared = request.prepare()
         context: dict[str, Any] = {}
         answered = self._events.emit_until_response(
-            'before-send.sqs.%s' % operation, request=prepared, operation_name=operation,
-            context=context)
+            'before-send.sqs.%s' % operation, request=prepared, operation_name=operation, context=context)
         if answered[1] is not None:         # a handler answers for the endpoint: botocore's way
             return None
         # A connection that fails raises botocore's exception here, as botocore's

@@ -94,8 +94,7 @@ class MemoryTransport:
     in_process = True
 
     def __init__(self, latency_sec: float = 0.0, clock: Clock = SYSTEM_CLOCK,
-                 on_request: Optional[Callable[[str], None]] = None,
-                 localstack_fifo: bool = False):
+                 on_request: Optional[Callable[[str], None]] = None, localstack_fifo: bool = False):
         self.latency_sec = latency_sec
         #: FIFO queues behave as LocalStack's, not as SQS's (see the module's docs page).
         self.localstack_fifo = localstack_fifo
@@ -215,8 +214,7 @@ class MemoryTransport:
 
     # --- receiving and settling -------------------------------------------------
 
-    def receive(self, queue: str, max_messages: int, wait_sec: int,
-                visibility_timeout_sec: int,
+    def receive(self, queue: str, max_messages: int, wait_sec: int, visibility_timeout_sec: int,
                 attribute_names: Sequence[str] = ('All',)) -> list[ReceivedMessage]:
         if not 1 <= max_messages <= MAX_BATCH_ENTRIES:
             raise SQSError('MaxNumberOfMessages must be 1..10, got %d' % max_messages,

@@ -147,10 +147,8 @@ def received_messages(answer: dict[str, Any], attribute_names: Sequence[str],
         if (type(message_id), type(handle), type(body), type(group), type(receive_count)) != _MESSAGE_TYPES:
             raise malformed(_message_problem(raw, wanted))
         received.append(speed.build(ReceivedMessage, {      # every field (see kale.speed)
-            'message_id': message_id, 'receipt_handle': handle, 'body': body,
-            'attributes': attributes,
-            'receive_count': receive_count,
-            'group_id': group,
+            'message_id': message_id, 'receipt_handle': handle, 'body': body, 'attributes': attributes,
+            'receive_count': receive_count, 'group_id': group,
             'since_first_receive_sec': 0.0 if receive_count == 1
             else _since_first_receive(system, now_ms)}))
     return received

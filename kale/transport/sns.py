@@ -82,8 +82,7 @@ class SNSTopics:
             chunk = entries[start:start + MAX_PUBLISH_BATCH]
             with self._errors('PublishBatch', arn):
                 answer = self.client.publish_batch(TopicArn=arn, PublishBatchRequestEntries=[
-                    {'Id': str(number), 'Message': body,
-                     'MessageAttributes': _attributes(attributes)}
+                    {'Id': str(number), 'Message': body, 'MessageAttributes': _attributes(attributes)}
                     for number, (body, attributes) in enumerate(chunk)])
             failed = answer.get('Failed') or []
             if failed:

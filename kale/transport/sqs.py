@@ -99,16 +99,14 @@ def aws_client(service: str, endpoint: str, config: kale_config.Config, name: st
         session = boto3.session.Session(
             aws_access_key_id=config.AWS_ACCESS_KEY_ID or None,
             aws_secret_access_key=config.AWS_SECRET_ACCESS_KEY or None,
-            aws_session_token=config.AWS_SESSION_TOKEN or None,
-            region_name=config.AWS_REGION or None)
+            aws_session_token=config.AWS_SESSION_TOKEN or None, region_name=config.AWS_REGION or None)
         if not session.region_name and not endpoint:
             raise ImproperlyConfigured('no AWS region: set AWS_REGION in the settings or '
                                        'AWS_DEFAULT_REGION in the environment')
         options.setdefault('read_timeout', float(config.SQS_READ_TIMEOUT_SEC))
         return session.client(service, endpoint_url=endpoint or None,
                               region_name=session.region_name or 'us-east-1',
-                              config=BotoConfig(connect_timeout=config.SQS_CONNECT_TIMEOUT_SEC,
-                                                **options))
+                              config=BotoConfig(connect_timeout=config.SQS_CONNECT_TIMEOUT_SEC, **options))
     except (ValueError, botocore.exceptions.BotoCoreError) as exc:
         if not name:
             raise
@@ -146,8 +144,7 @@ def no_credentials(exc: Exception) -> ImproperlyConfigured:
 
 @contextlib.contextmanager
 def aws_errors(error: Callable[..., Exception], where: str, endpoint: str,
-               answered: Optional[Callable[[str, int, str], Optional[Exception]]] = None
-               ) -> Iterator[None]:
+               answered: Optional[Callable[[str, int, str], Optional[Exception]]] = None) -> Iterator[None]:
     """botocore's failures of a request (``where``: what it did on what) as
     Kale's ``error``; ``answered`` may make the error of an error answer from
     its code, HTTP status and message (None: the one saying its code)."""
@@ -384,8 +381,7 @@ class SQSTransport:
 
     # --- receiving and settling ----------------------------------------------------
 
-    def receive(self, queue: str, max_messages: int, wait_sec: int,
-                visibility_timeout_sec: int,
+    def receive(self, queue: str, max_messages: int, wait_sec: int, visibility_timeout_sec: int,
                 attribute_names: Sequence[str] = ('All',)) -> list[ReceivedMessage]:
         response = self._request(
             'ReceiveMessage', queue, self.client.receive_message, QueueUrl=self.url(queue),
