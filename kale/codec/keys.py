@@ -19,9 +19,8 @@ STRONG_KEY_BYTES = 32
 DEVELOPMENT_KEY_MARK = b'not-for-production'
 
 NO_KEY_HELP = (
-    'MESSAGE_SIGNING_KEY is not set: every message is signed, so publishers and workers '
-    'need the same secret key. Make one with '
-    '`python -c "import secrets; print(secrets.token_hex(32))"` and set '
+    'MESSAGE_SIGNING_KEY is not set: every message is signed, so publishers and workers need the same '
+    'secret key. Make one with `python -c "import secrets; print(secrets.token_hex(32))"` and set '
     'MESSAGE_SIGNING_KEY to it in your settings module (KALE_SETTINGS_MODULE)')
 
 #: HKDF inputs: the AES key is derived from the configured secret, never used raw.

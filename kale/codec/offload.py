@@ -122,14 +122,12 @@ class OffloadStep:
                               '(deleted after its task succeeded, or expired by the bucket\'s '
                               'lifecycle rule)' % found.url) from None
         if len(data) != found.size:
-            raise DecodeError(DecodeError.PAYLOAD_MISMATCH, 'payload object %s is %s bytes, its '
-                              'signed pointer says %d' % (
-                                  found.url, 'more than %d' % found.size
-                                  if len(data) > found.size else len(data), found.size))
+            raise DecodeError(DecodeError.PAYLOAD_MISMATCH, 'payload object %s is %s bytes, its signed '
+                              'pointer says %d' % (found.url, 'more than %d' % found.size
+                                                   if len(data) > found.size else len(data), found.size))
         if not hmac.compare_digest(hashlib.sha256(data).hexdigest(), found.sha256):
-            raise DecodeError(DecodeError.PAYLOAD_MISMATCH, 'payload object %s does not match the '
-                              'SHA-256 of its signed pointer (changed since it was published)'
-                              % found.url)
+            raise DecodeError(DecodeError.PAYLOAD_MISMATCH, 'payload object %s does not match the SHA-256 '
+                              'of its signed pointer (changed since it was published)' % found.url)
         frame.data = data
 
     def _check_pointer(self, frame: Frame, found: Pointer) -> None:
@@ -147,9 +145,8 @@ class OffloadStep:
             raise DecodeError(DecodeError.CORRUPT, 'pointer names key %r, outside %s'
                               % (found.key[:200], KEY_PREFIX))
         if found.size > self.max_bytes:
-            raise DecodeError(DecodeError.TOO_LARGE, 'payload object %s of %d bytes is over the %d '
-                              'bytes MAX_DECOMPRESSED_BYTES allows'
-                              % (found.url, found.size, self.max_bytes))
+            raise DecodeError(DecodeError.TOO_LARGE, 'payload object %s of %d bytes is over the %d bytes '
+                              'MAX_DECOMPRESSED_BYTES allows' % (found.url, found.size, self.max_bytes))
 
     def discard(self, frame: Frame) -> None:
         """Delete the object an opened frame points at (nothing if it has none)."""

@@ -215,9 +215,8 @@ class Codec:
         frame.attributes.update(extra_attributes or {})
         frame.headers.update({
             TASK_ID: message.task_id, TASK_NAME: message.task_name,
-            PUBLISHED_AT: str(int(message.published_at or time.time())),
-            UNSETTLED: str(message.unsettled), RETRY_NUM: str(message.retry_num),
-            FAILURE_NUM: str(message.failure_num)})
+            PUBLISHED_AT: str(int(message.published_at or time.time())), UNSETTLED: str(message.unsettled),
+            RETRY_NUM: str(message.retry_num), FAILURE_NUM: str(message.failure_num)})
         if message.context:
             frame.headers[CONTEXT] = render_context(message.context)
         if message.dead_of:
@@ -326,8 +325,7 @@ class Codec:
             named = tuple(event.split(' ', 1)) if event else (
                 headers.get(TASK_ID, ''), headers.get(TASK_NAME, ''))
             if (message.task_id, message.task_name) != named:
-                raise DecodeError(DecodeError.CORRUPT, 'payload names another task than the '
-                                                       'envelope')
+                raise DecodeError(DecodeError.CORRUPT, 'payload names another task than the envelope')
             if event:                   # a subscriber's copy of an event
                 message = dataclasses.replace(message, task_id=headers[TASK_ID], task_name=headers[TASK_NAME])
             return message

@@ -40,8 +40,7 @@ class PolicyStep:
             published = float(frame.headers[PUBLISHED_AT])
             signed_for = frame.headers[QUEUE]
         except (KeyError, ValueError) as exc:
-            raise DecodeError(DecodeError.CORRUPT, 'envelope lacks a valid publish time or '
-                                                   'queue') from exc
+            raise DecodeError(DecodeError.CORRUPT, 'envelope lacks a valid publish time or queue') from exc
         since = published
         due = frame.headers.get(DUE_AT)
         if due is not None:             # a long wait: counted from its last stretch
@@ -55,9 +54,8 @@ class PolicyStep:
 
 def _not_accepted(serializer: str, frame: Frame, accepted: Collection[str]) -> DecodeError:
     """The refusal of a body whose serializer (its name, else its header) is not accepted."""
-    return DecodeError(DecodeError.SERIALIZER_NOT_ACCEPTED,
-                       'serializer %r is not in ACCEPT_SERIALIZERS %s' % (
-                           serializer or frame.headers.get(SERIALIZER, ''), sorted(accepted)))
+    return DecodeError(DecodeError.SERIALIZER_NOT_ACCEPTED, 'serializer %r is not in ACCEPT_SERIALIZERS %s'
+                       % (serializer or frame.headers.get(SERIALIZER, ''), sorted(accepted)))
 
 
 def _expired(age: float, waited: bool, max_age_sec: float) -> DecodeError:
@@ -66,9 +64,8 @@ def _expired(age: float, waited: bool, max_age_sec: float) -> DecodeError:
     if not waited:
         return DecodeError(DecodeError.EXPIRED, 'published %.0f s ago, over '
                            'MESSAGE_MAX_AGE_SEC of %g s' % (age, max_age_sec))
-    return DecodeError(DecodeError.EXPIRED, 'due %.0f s ago, over MESSAGE_MAX_AGE_SEC of '
-                       '%g s from 15 minutes before its due time'
-                       % (age - MAX_DELAY_SEC, max_age_sec))
+    return DecodeError(DecodeError.EXPIRED, 'due %.0f s ago, over MESSAGE_MAX_AGE_SEC of %g s from 15 '
+                       'minutes before its due time' % (age - MAX_DELAY_SEC, max_age_sec))
 
 
 def _wrong_queue(signed_for: str, queue: str) -> DecodeError:

@@ -117,8 +117,7 @@ class SignStep:
         tag, headers, given, data = parts
         if tag == LEGACY_TAG and not self.accept_legacy:
             raise DecodeError(DecodeError.NOT_KALE, 'body is in the old %s format; set '
-                              'ACCEPT_LEGACY_MESSAGES = True to drain such messages'
-                              % LEGACY_TAG)
+                              'ACCEPT_LEGACY_MESSAGES = True to drain such messages' % LEGACY_TAG)
         signed = ('%s:%s:%s' % (tag, headers, data)).encode('utf-8', 'surrogatepass')
         if not self._verified(tag, headers, given, signed):
             raise DecodeError(DecodeError.BAD_SIGNATURE,

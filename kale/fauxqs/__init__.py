@@ -82,8 +82,7 @@ def missing_packages(folder: str) -> list[str]:
     with open(os.path.join(HERE, 'package-lock.json')) as f:
         packages = json.load(f)['packages']
     return [path for path, entry in packages.items()
-            if path.startswith('node_modules/') and not entry.get('optional')
-            and not entry.get('dev')
+            if path.startswith('node_modules/') and not entry.get('optional') and not entry.get('dev')
             and not os.path.isfile(os.path.join(folder, path, 'package.json'))]
 
 
@@ -137,8 +136,7 @@ def _npm() -> str:
     npm, node = shutil.which('npm'), shutil.which('node')
     if npm is None or node is None:
         raise FauxqsError('fauxqs needs Node.js 20 or later with npm on PATH (found neither %s)'
-                          % ' nor '.join(name for name, path in (('node', node), ('npm', npm))
-                                         if not path))
+                          % ' nor '.join(name for name, path in (('node', node), ('npm', npm)) if not path))
     return npm
 
 
@@ -169,6 +167,6 @@ def start(port: int, folder: Optional[str] = None, host: str = '127.0.0.1') -> s
     node = shutil.which('node')
     if node is None:
         raise FauxqsError('fauxqs needs Node.js 20 or later on PATH (found no node)')
-    return subprocess.Popen([node, os.path.join(folder, 'serve.mjs'), str(port), host],
-                            cwd=folder, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, start_new_session=True)
+    return subprocess.Popen([node, os.path.join(folder, 'serve.mjs'), str(port), host], cwd=folder,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            start_new_session=True)

@@ -29,10 +29,8 @@ FIRST_PAUSE_SEC = 0.25
 #: Requests not made again once sent: what they did would be done again.
 TAKING = frozenset({'ReceiveMessage'})
 
-THROTTLING_CODES = frozenset({
-    'Throttling', 'ThrottlingException', 'RequestThrottled', 'TooManyRequestsException',
-    'RequestLimitExceeded', 'SlowDown', 'KmsThrottled',
-})
+THROTTLING_CODES = frozenset({'Throttling', 'ThrottlingException', 'RequestThrottled',
+                              'TooManyRequestsException', 'RequestLimitExceeded', 'SlowDown', 'KmsThrottled'})
 #: Error codes of answers that say the request did not finish (botocore's
 #: standard retry mode makes them again too).
 TRANSIENT_CODES = frozenset({'RequestTimeout', 'RequestTimeoutException', 'PriorRequestNotComplete'})

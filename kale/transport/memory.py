@@ -164,9 +164,8 @@ class MemoryTransport:
                      dead_letter_queue: Optional[str], max_receive_count: int) -> None:
         self._request('CreateQueue')
         if dead_letter_queue and is_fifo(dead_letter_queue) != is_fifo(name):
-            raise SQSError('the dead-letter queue %r of %r must be a %s queue'
-                           % (dead_letter_queue, name, 'FIFO' if is_fifo(name) else 'standard'),
-                           'InvalidParameterValue')
+            raise SQSError('the dead-letter queue %r of %r must be a %s queue' % (
+                dead_letter_queue, name, 'FIFO' if is_fifo(name) else 'standard'), 'InvalidParameterValue')
         with self._lock:
             if dead_letter_queue:
                 self._queues.setdefault(dead_letter_queue, _Queue(dead_letter_queue))
@@ -244,8 +243,7 @@ class MemoryTransport:
             self._push(queue, stored)
         return [ReceivedMessage(s.message_id, s.receipt_handle, s.body,
                                 _wanted(s.attributes, attribute_names),
-                                s.receive_count, s.group_id, now - s.first_received_at)
-                for s in delivered]
+                                s.receive_count, s.group_id, now - s.first_received_at) for s in delivered]
 
     def _deliver(self, queue: _Queue, stored: _Stored, timeout: int, now: float) -> bool:
         """Deliver a message (True), or move it to the dead-letter queue once
@@ -357,8 +355,7 @@ class MemoryTransport:
                 if handle == stored.receipt_handle:    # a stale handle deletes nothing
                     del target.messages[message_id]
                     if self.localstack_fifo and target.fifo and not any(
-                            s.in_flight and s.group_id == stored.group_id
-                            for s in target.messages.values()):
+                            s.in_flight and s.group_id == stored.group_id for s in target.messages.values()):
                         target.blocked.discard(stored.group_id)
             return True
         return self._settle('DeleteMessageBatch', queue, [(h, 0) for h in receipt_handles], delete)

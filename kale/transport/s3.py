@@ -45,9 +45,8 @@ class S3PayloadStore:
         if code in MISSING_KEY_CODES and action == 'GetObject':
             return PayloadMissingError('payload object %s does not exist' % where, code)
         if code == 'NoSuchBucket':
-            return PayloadStoreError('%s %s: payload bucket %r does not exist at %s (create it, '
-                                     'or correct PAYLOAD_BUCKET)' % (action, where, bucket,
-                                                                     self.endpoint), code)
+            return PayloadStoreError('%s %s: payload bucket %r does not exist at %s (create it, or correct '
+                                     'PAYLOAD_BUCKET)' % (action, where, bucket, self.endpoint), code)
         return None
 
     def _errors(self, action: str, bucket: str, key: str) -> ContextManager[None]:

@@ -87,11 +87,10 @@ class SNSTopics:
             failed = answer.get('Failed') or []
             if failed:
                 first = failed[0]
-                raise TopicError('PublishBatch on topic %r: %d of %d events not published (%s: %s)'
-                                 % (arn, len(failed), len(chunk), first.get('Code', ''),
-                                    one_line(str(first.get('Message', '')))),
-                                 str(first.get('Code', '')),
-                                 retryable=not first.get('SenderFault', False))
+                raise TopicError('PublishBatch on topic %r: %d of %d events not published (%s: %s)' % (
+                    arn, len(failed), len(chunk), first.get('Code', ''),
+                    one_line(str(first.get('Message', '')))),
+                    str(first.get('Code', '')), retryable=not first.get('SenderFault', False))
             by_id = {int(entry['Id']): str(entry['MessageId']) for entry in answer.get('Successful', [])}
             ids.extend(by_id.get(number, '') for number in range(len(chunk)))
         return ids
@@ -155,9 +154,8 @@ class SNSTopics:
     def allow_topics(self, queue: str, topic_arns: Sequence[str]) -> None:
         """Set the queue's policy to let these topics send to it (the
         statement ``kale-topics``; Kale owns the queue policy)."""
-        statement = {'Sid': POLICY_SID, 'Effect': 'Allow',
-                     'Principal': {'Service': 'sns.amazonaws.com'}, 'Action': 'sqs:SendMessage',
-                     'Resource': self.queue_arn(queue),
+        statement = {'Sid': POLICY_SID, 'Effect': 'Allow', 'Principal': {'Service': 'sns.amazonaws.com'},
+                     'Action': 'sqs:SendMessage', 'Resource': self.queue_arn(queue),
                      'Condition': {'ArnEquals': {'aws:SourceArn': sorted(topic_arns)}}}
         policy = json.dumps({'Version': '2012-10-17', 'Statement': [statement]})
         self.sqs._call('SetQueueAttributes', queue, self.sqs.client.set_queue_attributes,

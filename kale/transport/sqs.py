@@ -299,9 +299,8 @@ class SQSTransport:
 
     def queue_arn(self, queue: str) -> str:
         """The queue's ARN."""
-        return str(self._call('GetQueueAttributes', queue, self.client.get_queue_attributes,
-                              'Attributes', 'QueueArn', QueueUrl=self.url(queue),
-                              AttributeNames=['QueueArn']))
+        return str(self._call('GetQueueAttributes', queue, self.client.get_queue_attributes, 'Attributes',
+                              'QueueArn', QueueUrl=self.url(queue), AttributeNames=['QueueArn']))
 
     def counts(self, queue: str) -> QueueCounts:
         attributes = self._call('GetQueueAttributes', queue, self.client.get_queue_attributes,
@@ -327,8 +326,7 @@ class SQSTransport:
             first = next(iter(failed.values()))
             raise BatchSendError('SendMessageBatch on queue %r: %d of %d messages not sent (%s: %s)'
                                  % (queue, len(failed), len(messages), first[0], first[1]), failed,
-                                 [done[i]['MessageId'] if i in done else None
-                                  for i in range(len(messages))])
+                                 [done[i]['MessageId'] if i in done else None for i in range(len(messages))])
         return [done[index]['MessageId'] for index in range(len(messages))]
 
     def _send_groups(self, queue: str, messages: Sequence[OutgoingMessage],
