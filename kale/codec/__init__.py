@@ -26,8 +26,7 @@ __all__ = ['Codec', 'Frame', 'Step', 'build_codec', 'decode', 'encode', 'to_outg
 
 
 def offload_threshold(config: Config) -> int:
-    """Largest message kept whole in SQS: ``PAYLOAD_OFFLOAD_BYTES``, but at
-    most ``SQS_TASK_SIZE_LIMIT``."""
+    """Largest message kept whole in SQS: ``PAYLOAD_OFFLOAD_BYTES``, at most ``SQS_TASK_SIZE_LIMIT``."""
     return min(int(config.PAYLOAD_OFFLOAD_BYTES), int(config.SQS_TASK_SIZE_LIMIT))
 
 
@@ -55,8 +54,7 @@ def build_codec(config: Config, clock: Clock = SYSTEM_CLOCK,
 
 
 def _own_s3(config: Config) -> Callable[[], PayloadStore]:
-    """The payload store a codec made without one uses: the store put in
-    place for a block (tests, eager mode), else an S3 store of its own."""
+    """The store put in place for a block (tests, eager mode), else an S3 store of the codec's own."""
     @functools.cache
     def own() -> PayloadStore:
         from kale.transport.s3 import S3PayloadStore

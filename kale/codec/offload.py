@@ -99,8 +99,7 @@ class OffloadStep:
         frame.data, frame.text = b'', True
 
     def _message_size(self, frame: Frame) -> int:
-        """The size of the message the frame would make with its payload in
-        the body: body and attributes, as SQS counts them."""
+        """The size SQS would count of the frame's message with its payload in the body."""
         attributes = OutgoingMessage('', frame.attributes).size()
         wire = len(frame.data) if frame.text else base64_length(len(frame.data))
         if wire + attributes > self.threshold:      # over, whatever the envelope adds

@@ -145,8 +145,7 @@ class SignStep:
 
 
 def _signing_key_id(headers: str) -> str:
-    """The signing key id named in unverified header text (only to pick the
-    key): the first header, ``k=<id>``."""
+    """The key id an unverified envelope names first (``k=<id>``), only to pick the key."""
     if headers.startswith(SIGNING_KEY + '='):
         return headers[len(SIGNING_KEY) + 1:].split(';', 1)[0]
     return ''

@@ -43,8 +43,7 @@ def sent_nothing(exc: BaseException) -> bool:
 
 
 def unanswered(action: str, exc: BaseException) -> bool:
-    """Whether ``exc`` is a request of ``action`` (one of :data:`TAKING`)
-    sent and left without an answer that can be read: not made again."""
+    """Whether ``exc`` left a request of ``action`` (:data:`TAKING`) sent without an answer read."""
     if action not in TAKING or sent_nothing(exc):
         return False
     return isinstance(exc, botocore.exceptions.HTTPClientError) \

@@ -48,8 +48,7 @@ def release(version: str) -> tuple[int, ...]:
 
 
 def tested_botocore(version: str) -> bool:
-    """Whether botocore ``version`` is one the direct requests are tested
-    with (:data:`kale.version.BOTOCORE_TESTED`)."""
+    """Whether the direct requests are tested with botocore ``version`` (:data:`BOTOCORE_TESTED`)."""
     first, beyond = (release(bound) for bound in BOTOCORE_TESTED)
     return first <= release(version) < beyond
 

@@ -246,8 +246,7 @@ class MemoryTransport:
                                 s.receive_count, s.group_id, now - s.first_received_at) for s in delivered]
 
     def _deliver(self, queue: _Queue, stored: _Stored, timeout: int, now: float) -> bool:
-        """Deliver a message (True), or move it to the dead-letter queue once
-        received ``max_receive_count`` times."""
+        """Deliver a message (True), or dead-letter it once received ``max_receive_count`` times."""
         if queue.dead_letter_queue and queue.max_receive_count \
                 and stored.receive_count >= queue.max_receive_count:
             self._dead_letter(queue, stored)
@@ -319,8 +318,7 @@ class MemoryTransport:
         return delivered
 
     def _dead_letter(self, queue: _Queue, stored: _Stored) -> None:
-        """Move a message to the dead-letter queue, keeping its id, sent_at,
-        count and first receive."""
+        """Move a message to the dead-letter queue with its id, sent_at, count and first receive."""
         del queue.messages[stored.message_id]
         self._add(self._queues[str(queue.dead_letter_queue)],
                   _Stored(stored.message_id, stored.body, stored.attributes, stored.sent_at,

@@ -81,8 +81,7 @@ _override: Optional[PayloadStore] = None
 
 
 def replaced_payload_store() -> Optional[PayloadStore]:
-    """The store :func:`using_payload_store` put in place for its block, if
-    any: it stands for every app's S3 store meanwhile."""
+    """The store :func:`using_payload_store` put in place of every app's S3 store, if any."""
     return _override
 
 

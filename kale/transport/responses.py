@@ -24,8 +24,7 @@ MALFORMED_ANSWER = 'MalformedAnswer'
 
 
 def malformed(detail: str) -> SQSError:
-    """The error for an answer of the wrong shape, ``detail`` saying what is
-    wrong: the request failed and may be tried again, as after a 500."""
+    """The error for an answer of the wrong shape (``detail``): retryable, as after a 500."""
     return SQSError(detail, MALFORMED_ANSWER, retryable=True)
 
 
@@ -66,8 +65,7 @@ def json_answer(body: Optional[bytes]) -> Optional[dict[str, Any]]:
 
 
 def _error_shape(body: Optional[bytes]) -> bool:
-    """Whether botocore's parser can read an error answer's ``body`` (text that
-    is not JSON is its message)."""
+    """Whether botocore's parser can read an error answer's ``body`` (text not JSON is its message)."""
     if not body:
         return True
     try:
@@ -81,8 +79,7 @@ def _error_shape(body: Optional[bytes]) -> bool:
 
 
 def decode_binary_values(answer: dict[str, Any]) -> None:
-    """Base64-decode, in place, the binary attribute values of the answer's
-    messages (messages of the wrong shape are left to :func:`received_messages`)."""
+    """Base64-decode the answer's binary attribute values in place (shapes: :func:`received_messages`)."""
     messages = answer.get('Messages')
     if type(messages) is not list:
         return
@@ -100,8 +97,7 @@ def decode_binary_values(answer: dict[str, Any]) -> None:
 
 
 def install(client: Any) -> None:
-    """Read the answers of ``client`` (a boto3 SQS client built by Kale) to
-    the transport's requests with :func:`read_json_answer`."""
+    """Read the answers of ``client`` (Kale's SQS client) with :func:`read_json_answer`."""
     for operation in OPERATIONS + QUEUE_OPERATIONS:
         client.meta.events.register('before-parse.sqs.%s' % operation, read_json_answer,
                                     unique_id='kale-read-json-%s' % operation)
@@ -160,8 +156,7 @@ _MESSAGE_TYPES = (str, str, str, str, int)
 
 
 def _string_values(named: Any, wanted: Optional[set[str]]) -> dict[str, str]:
-    """The StringValue of each message attribute ``wanted`` (None: all); a
-    TypeError or AttributeError for attributes not of their shape."""
+    """The StringValue of each attribute ``wanted`` (None: all); TypeError or AttributeError if amiss."""
     attributes = {name: value.get('StringValue', '') for name, value in named.items()
                   if wanted is None or name in wanted}
     ''.join(attributes.values())    # a TypeError unless each value is a string
@@ -207,8 +202,7 @@ def _named_problem(raw: dict[str, Any], wanted: Optional[set[str]]) -> str:
 
 
 def _since_first_receive(attributes: dict[str, Any], now_ms: float) -> Optional[float]:
-    """Seconds since a message's first receive (not its first), from its SQS
-    attributes; None when the endpoint did not say, or not as a number."""
+    """Seconds since a message's first receive; None when the endpoint did not say it as a number."""
     first = attributes.get('ApproximateFirstReceiveTimestamp')
     if type(first) is not str or not first.isdecimal() or len(first) > 18:
         return None
@@ -239,8 +233,7 @@ def batch_entries(answer: dict[str, Any], sent: Sequence[int], success_field: st
 
 
 def _listed(answer: dict[str, Any], key: str) -> list[Any]:
-    """The list ``answer[key]``: empty when it is missing (an answer cut short),
-    a :func:`malformed` error when it is not a list."""
+    """The list ``answer[key]``: empty when missing (cut short), :func:`malformed` when not a list."""
     listed = answer.get(key)
     if listed is None:
         return []
@@ -257,8 +250,7 @@ def _entry_problem(key: str, entry: Any, ids: dict[str, int]) -> str:
 
 
 def _failure_shape(entry: dict[str, Any]) -> bool:
-    """Whether a Failed entry's Code and Message are strings and its
-    SenderFault a boolean, where given."""
+    """Whether a Failed entry's Code and Message are strings and its SenderFault a boolean."""
     return type(entry.get('Code', '')) is str and type(entry.get('Message', '')) is str \
         and type(entry.get('SenderFault', False)) is bool
 
@@ -285,8 +277,7 @@ def queue_counts(attributes: Any) -> QueueCounts:
 
 
 def _whole(value: Any, least: int) -> Optional[int]:
-    """``value``, a string of 1 to 18 decimal digits, as a number of at least
-    ``least``; None for anything else."""
+    """``value``, 1 to 18 decimal digits, as a number of at least ``least``; else None."""
     if type(value) is str and 0 < len(value) <= 18 and value.isdecimal():
         number = int(value)
         if number >= least:

@@ -16,8 +16,7 @@ MISSING_KEY_CODES = frozenset({'NoSuchKey', '404', 'NotFound'})
 
 
 def make_s3_client(config: kale_config.Config) -> Any:
-    """A new boto3 S3 client built from ``config``; a setting boto3
-    refuses is one ImproperlyConfigured line naming the settings involved."""
+    """A new boto3 S3 client built from ``config``."""
     endpoint = endpoint_url(config)
     local = endpoint if is_local(endpoint) else ''
     return aws_client('s3', local, config, 'S3 client for PAYLOAD_BUCKET',

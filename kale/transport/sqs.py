@@ -116,8 +116,7 @@ def aws_client(service: str, endpoint: str, config: kale_config.Config, name: st
 
 
 def make_client(for_commands: bool = False, *, config: kale_config.Config) -> Any:
-    """A new boto3 SQS client built from ``config`` (``for_commands``:
-    see COMMAND_LONG_POLL_SEC)."""
+    """A new boto3 SQS client built from ``config`` (``for_commands``: see COMMAND_LONG_POLL_SEC)."""
     client = aws_client(
         'sqs', endpoint_url(config), config, 'SQS client',
         read_timeout=(float(config.SQS_READ_TIMEOUT_SEC) + COMMAND_LONG_POLL_SEC
@@ -164,8 +163,7 @@ def aws_errors(error: Callable[..., Exception], where: str, endpoint: str,
 
 
 def one_line(text: str, limit: int = 160) -> str:
-    """An error text as one short line: an HTML page becomes its title (or its
-    text), and newlines become spaces."""
+    """An error text as one short line: an HTML page becomes its title (or its text)."""
     if re.search(r'<(!doctype|html|title|body)\b', text, re.IGNORECASE):
         title = re.search(r'<title>(.*?)</title>', text, re.IGNORECASE | re.DOTALL)
         text = title.group(1) if title else re.sub(r'<[^>]+>', ' ', text)
@@ -391,8 +389,7 @@ class SQSTransport:
 
     def _batched(self, action: str, queue: str, method: Callable[..., Any],
                  entries: list[dict[str, Any]]) -> list[str]:
-        """Run a batch of deletes or visibility changes (see _batch); the
-        receipt handles that failed."""
+        """The receipt handles of the deletes or visibility changes that failed (see _batch)."""
         failed: list[str] = []
         for start in range(0, len(entries), MAX_BATCH_ENTRIES):
             chunk = dict(enumerate(entries[start:start + MAX_BATCH_ENTRIES]))
