@@ -1,8 +1,6 @@
-"""The encrypting step: AES-256-GCM over the compressed payload, before it is
-signed (``MESSAGE_ENCRYPTION_KEY``), and decrypted only after the signature
-verified. Each body gets a fresh 96-bit nonce in front of the ciphertext;
-the ``e`` header names the key's id, so keys rotate as signing keys do
-(``MESSAGE_ENCRYPTION_OLD_KEYS`` until the queues are drained).
+"""The encrypting step: AES-256-GCM over the compressed payload before it is signed
+(``MESSAGE_ENCRYPTION_KEY``), a fresh 96-bit nonce in front of each ciphertext and
+the key's id in the ``e`` header, so keys rotate as signing keys do.
 """
 from __future__ import annotations
 

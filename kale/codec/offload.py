@@ -130,8 +130,7 @@ class OffloadStep:
         frame.data = data
 
     def _check_pointer(self, frame: Frame, found: Pointer) -> None:
-        """Refuse a pointer that comes with data in the body, names another
-        bucket or a key outside the payload prefix, or an object too large."""
+        """Refuse a pointer beside data, to another bucket, outside the prefix or to too large an object."""
         if frame.data:
             raise DecodeError(DecodeError.CORRUPT, 'body carries data besides its pointer to %s' % found.url)
         # Signed or not, a pointer reads only Kale's own objects: the

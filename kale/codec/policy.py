@@ -16,8 +16,7 @@ from kale.transport import MAX_DELAY_SEC
 
 
 class PolicyStep:
-    """Binds bodies to their queue; refuses expired, misdirected and
-    unaccepted bodies before they are decoded."""
+    """Binds bodies to their queue; refuses expired, misdirected and unaccepted ones before decoding."""
 
     name = 'policy'
 

@@ -22,8 +22,7 @@ SERIALIZER_NAMES = {code: name for name, code in SERIALIZER_CODES.items()}
 
 
 class SerializeStep:
-    """Payload <-> bytes, with the serializer named in the envelope, so a
-    worker reads bodies of either kind."""
+    """Payload <-> bytes, the serializer named in the envelope so a worker reads bodies of either kind."""
 
     name = 'serialize'
 

@@ -60,8 +60,7 @@ def _place(content: bytes, target: str) -> None:
 
 
 def install(folder: Optional[str] = None) -> str:
-    """fauxqs installed in ``folder`` (default :func:`cache_dir`), safe when
-    several processes start at once; returns the folder."""
+    """fauxqs installed once in ``folder`` (default :func:`cache_dir`), whoever starts it; the folder."""
     folder = folder or cache_dir()
     digest = _lock_digest()
     os.makedirs(folder, exist_ok=True)
@@ -77,8 +76,7 @@ def install(folder: Optional[str] = None) -> str:
 
 
 def missing_packages(folder: str) -> list[str]:
-    """The packages of the lock file (but optional and development ones, which
-    npm may leave out) with no ``package.json`` under ``folder``."""
+    """The lock file's packages (but optional and development ones) with no ``package.json`` in ``folder``."""
     with open(os.path.join(HERE, 'package-lock.json')) as f:
         packages = json.load(f)['packages']
     return [path for path, entry in packages.items()
@@ -98,8 +96,7 @@ def _installed(folder: str, digest: str) -> bool:
 
 @contextlib.contextmanager
 def _locked(folder: str) -> Iterator[None]:
-    """An exclusive ``flock`` on ``folder``/.lock while the block runs (it waits
-    for the holder; POSIX only, as the outbox relay's)."""
+    """An exclusive ``flock`` on ``folder``/.lock while the block runs (POSIX only, as the outbox's)."""
     handle = os.open(os.path.join(folder, '.lock'),
                      os.O_RDWR | os.O_CREAT | getattr(os, 'O_NOFOLLOW', 0), 0o600)
     try:
@@ -110,8 +107,7 @@ def _locked(folder: str) -> Iterator[None]:
 
 
 def _install(folder: str, digest: str) -> None:
-    """``npm ci`` into a staging folder, checked complete, renamed over
-    ``node_modules``, then the stamp; run under the lock."""
+    """``npm ci`` in a staging folder, checked and renamed over ``node_modules``, then the stamp."""
     npm = _npm()
     stamp = os.path.join(folder, STAMP)
     if os.path.exists(stamp):

@@ -1,10 +1,6 @@
-"""The transport contract: what Kale needs from a queue service, on opaque text.
-
-:class:`kale.transport.sqs.SQSTransport` implements it over boto3, and
-:class:`kale.transport.memory.MemoryTransport` in memory (for unit tests and
-benchmarks: visibility timeouts, receive counts, redrive and long polls). One
-contract test suite runs against both. Queue names here are full SQS names
-(prefix included); :mod:`kale.broker` maps configured queues onto them.
+"""The transport contract: what Kale needs from a queue service, on opaque text,
+with full SQS queue names (prefix included), implemented over boto3 and in memory
+(docs/explanation/internals-transport.md, "The AWS modules").
 """
 from __future__ import annotations
 
