@@ -43,7 +43,8 @@ class MemoryTopics:
     def publish(self, arn: str, body: str, attributes: Mapping[str, str]) -> str:
         for sub in list(self._subs(arn)):
             queue = sub['queue_arn'].rsplit(':', 1)[-1]
-            if _matches(sub['filter'], attributes) and arn in self._policies.get(queue, []):
+            matched = all(attributes.get(key) in values for key, values in sub['filter'].items())
+            if matched and arn in self._policies.get(queue, []):
                 self.transport.send(queue, OutgoingMessage(body, dict(attributes)))
         return 'sns-%d' % next(self._numbers)
 
@@ -78,10 +79,6 @@ class MemoryTopics:
     def allow_topics(self, queue: str, topic_arns: Sequence[str]) -> None:
         with self._lock:
             self._policies[queue] = sorted(topic_arns)
-
-
-def _matches(policy: Mapping[str, Any], attributes: Mapping[str, str]) -> bool:
-    return all(attributes.get(key) in values for key, values in policy.items())
 
 
 def topics_of(transport: MemoryTransport) -> MemoryTopics:
