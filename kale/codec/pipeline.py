@@ -233,8 +233,7 @@ class Codec:
 
     def _checked(self, frame: Frame, message: Message, body: str, attributes: Mapping[str, AttributeValue],
                  extra: Optional[Mapping[str, AttributeValue]], delay_sec: int) -> OutgoingMessage:
-        """The message of ``body`` and ``attributes`` (``extra`` over them) checked
-        against SQS_TASK_SIZE_LIMIT."""
+        """The message of ``body`` and ``attributes`` (``extra`` over them) within SQS_TASK_SIZE_LIMIT."""
         outgoing = OutgoingMessage(body, dict(attributes, **(extra or {})), delay_sec)
         size = outgoing.size()
         if size > self.size_limit:

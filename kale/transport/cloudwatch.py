@@ -51,8 +51,7 @@ def _latest_ages(answer: dict[str, Any], sqs_names: Sequence[str]) -> dict[str, 
 
 def oldest_message_ages(sqs_names: Sequence[str], now: datetime.datetime, client: Any = None,
                         config: Optional[kale_config.Config] = None) -> dict[str, float]:
-    """The latest ``ApproximateAgeOfOldestMessage`` of each queue (seconds),
-    by SQS name; queues CloudWatch has no recent value for are left out."""
+    """The latest ``ApproximateAgeOfOldestMessage`` of each queue with one, in seconds, by SQS name."""
     if not sqs_names:
         return {}
     try:

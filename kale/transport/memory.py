@@ -28,8 +28,6 @@ from kale.transport import (
 )
 
 _HANDLE = re.compile(r'[0-9a-f]{32}\.[0-9a-f]{32}')
-
-
 _nonces = itertools.count(1)
 
 

@@ -152,8 +152,7 @@ class SNSTopics:
         return self.sqs.queue_arn(queue)
 
     def allow_topics(self, queue: str, topic_arns: Sequence[str]) -> None:
-        """Set the queue's policy to let these topics send to it (the
-        statement ``kale-topics``; Kale owns the queue policy)."""
+        """Let these topics send to the queue (Kale owns its policy: the statement ``kale-topics``)."""
         statement = {'Sid': POLICY_SID, 'Effect': 'Allow', 'Principal': {'Service': 'sns.amazonaws.com'},
                      'Action': 'sqs:SendMessage', 'Resource': self.queue_arn(queue),
                      'Condition': {'ArnEquals': {'aws:SourceArn': sorted(topic_arns)}}}

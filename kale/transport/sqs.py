@@ -65,8 +65,7 @@ _SYSTEM_ATTRIBUTES = ['ApproximateReceiveCount', 'ApproximateFirstReceiveTimesta
 
 
 def read_timeout_sec(config: kale_config.Config) -> float:
-    """How long the client waits for any answer: ``SQS_READ_TIMEOUT_SEC`` beyond
-    the longest long poll a receive may ask for (which holds its answer that long)."""
+    """How long the client waits for an answer: ``SQS_READ_TIMEOUT_SEC`` beyond the longest long poll."""
     return float(config.SQS_READ_TIMEOUT_SEC) + MAX_LONG_POLL_SEC
 
 
@@ -77,11 +76,15 @@ COMMAND_LONG_POLL_SEC = 1
 
 
 def user_agent() -> str:
-    """The User-Agent of Kale's SQS requests, sent as is: botocore would build its
-    own for every request, twice (about 30 µs of a worker's CPU per task)."""
+    """Kale's SQS User-Agent, sent as is: botocore's, built twice a request, cost 30 µs a task."""
     return 'kale-sqs/%s botocore/%s Python/%s' % (
         __version__, botocore.__version__, platform.python_version())
 
+
+#: boto3's session arguments and the settings they come from (empty: left to boto3's chain).
+SESSION_SETTINGS = {
+    'aws_access_key_id': 'AWS_ACCESS_KEY_ID', 'aws_secret_access_key': 'AWS_SECRET_ACCESS_KEY',
+    'aws_session_token': 'AWS_SESSION_TOKEN', 'region_name': 'AWS_REGION'}
 
 #: Connections a client keeps open (botocore's: 10): a worker with a pool has
 #: receives, settles, polls and extensions out at once; apublish has threads.
@@ -96,10 +99,8 @@ def aws_client(service: str, endpoint: str, config: kale_config.Config, name: st
     is one ImproperlyConfigured line naming the client (``name``; none: raised as it comes)."""
     redact_aws_loggers()
     try:
-        session = boto3.session.Session(
-            aws_access_key_id=config.AWS_ACCESS_KEY_ID or None,
-            aws_secret_access_key=config.AWS_SECRET_ACCESS_KEY or None,
-            aws_session_token=config.AWS_SESSION_TOKEN or None, region_name=config.AWS_REGION or None)
+        session = boto3.session.Session(**{argument: getattr(config, setting) or None
+                                           for argument, setting in SESSION_SETTINGS.items()})
         if not session.region_name and not endpoint:
             raise ImproperlyConfigured('no AWS region: set AWS_REGION in the settings or '
                                        'AWS_DEFAULT_REGION in the environment')
