@@ -1,18 +1,10 @@
 """The message codec: a pipeline of steps between a :class:`~kale.message.Message`
-and the signed text body that travels through SQS.
-
-On the way out each step transforms a :class:`~kale.codec.pipeline.Frame`:
-serialize the payload, compress it when that helps, encrypt it
-(``MESSAGE_ENCRYPTION_KEY``), keep it in S3 when too big (``PAYLOAD_BUCKET``),
-bind it to its queue, sign it into the body. On the way in they run in
-reverse, the signature verified before anything else touches the data. A
-feature that changes the body is one more :class:`~kale.codec.pipeline.Step`
-in :func:`build_codec`, not an edit to the others. An
-:class:`~kale.app.App` builds its codec once (``app.codec``), reading and
-checking its keys and choices once, not for every message.
+and the signed text body that travels through SQS, built once an app by
+:func:`build_codec` (docs/explanation/internals-transport.md, "The codec").
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable, Mapping, Optional
 
 from kale.clock import SYSTEM_CLOCK, Clock
@@ -34,8 +26,7 @@ __all__ = ['Codec', 'Frame', 'Step', 'build_codec', 'decode', 'encode', 'to_outg
 
 
 def offload_threshold(config: Config) -> int:
-    """Largest message kept whole in SQS: ``PAYLOAD_OFFLOAD_BYTES``, but at
-    most ``SQS_TASK_SIZE_LIMIT``."""
+    """Largest message kept whole in SQS: ``PAYLOAD_OFFLOAD_BYTES``, at most ``SQS_TASK_SIZE_LIMIT``."""
     return min(int(config.PAYLOAD_OFFLOAD_BYTES), int(config.SQS_TASK_SIZE_LIMIT))
 
 
@@ -57,25 +48,21 @@ def build_codec(config: Config, clock: Clock = SYSTEM_CLOCK,
         SerializeStep(config.SERIALIZER, config.PICKLE_PROTOCOL, max_bytes),
         CompressStep(config.COMPRESSION_MIN_BYTES, max_bytes),
         EncryptStep(encryption_keys(config)),
-        OffloadStep(config.PAYLOAD_BUCKET, offload_threshold(config), max_bytes, envelope,
-                    store=payloads),
+        OffloadStep(config.PAYLOAD_BUCKET, offload_threshold(config), max_bytes, envelope, store=payloads),
     ]
     return Codec(payload, envelope, config.SQS_TASK_SIZE_LIMIT)
 
 
 def _own_s3(config: Config) -> Callable[[], PayloadStore]:
-    """The payload store a codec made without one uses: the store put in
-    place for a block (tests, eager mode), else an S3 store of its own."""
-    made: list[PayloadStore] = []
+    """The store put in place for a block (tests, eager mode), else an S3 store of the codec's own."""
+    @functools.cache
+    def own() -> PayloadStore:
+        from kale.transport.s3 import S3PayloadStore
+        return S3PayloadStore(config=config)
 
     def store() -> PayloadStore:
         replaced = replaced_payload_store()
-        if replaced is not None:
-            return replaced
-        if not made:
-            from kale.transport.s3 import S3PayloadStore
-            made.append(S3PayloadStore(config=config))
-        return made[0]
+        return own() if replaced is None else replaced
     return store
 
 
@@ -85,8 +72,7 @@ def encode(message: Message, queue: str) -> str:
 
 
 def to_outgoing(message: Message, queue: str, delay_sec: int = 0,
-                extra_attributes: Optional[Mapping[str, AttributeValue]] = None
-                ) -> OutgoingMessage:
+                extra_attributes: Optional[Mapping[str, AttributeValue]] = None) -> OutgoingMessage:
     """``message`` ready to send to ``queue``, with the default app's settings."""
     return default_app().codec.to_outgoing(message, queue, delay_sec, extra_attributes)
 

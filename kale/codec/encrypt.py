@@ -1,8 +1,6 @@
-"""The encrypting step: AES-256-GCM over the compressed payload, before it is
-signed (``MESSAGE_ENCRYPTION_KEY``), and decrypted only after the signature
-verified. Each body gets a fresh 96-bit nonce in front of the ciphertext;
-the ``e`` header names the key's id, so keys rotate as signing keys do
-(``MESSAGE_ENCRYPTION_OLD_KEYS`` until the queues are drained).
+"""The encrypting step: AES-256-GCM over the compressed payload before it is signed
+(``MESSAGE_ENCRYPTION_KEY``), a fresh 96-bit nonce in front of each ciphertext and
+the key's id in the ``e`` header, so keys rotate as signing keys do.
 """
 from __future__ import annotations
 
@@ -50,7 +48,6 @@ class EncryptStep:
             raise DecodeError(DecodeError.CORRUPT, 'encrypted data is truncated')
         from cryptography.exceptions import InvalidTag
         try:
-            frame.data = cipher.decrypt(frame.data[:NONCE_BYTES], frame.data[NONCE_BYTES:],
-                                        kid.encode())
+            frame.data = cipher.decrypt(frame.data[:NONCE_BYTES], frame.data[NONCE_BYTES:], kid.encode())
         except (InvalidTag, ValueError) as exc:
             raise DecodeError(DecodeError.CORRUPT, 'cannot be decrypted') from exc

@@ -1,10 +1,6 @@
-"""The keys that sign and encrypt message bodies, read from a configuration.
-
-A key's public id is the first 8 hex digits of its SHA-256: the envelope
-names it, so verifying and decrypting try the right key first. With an
-endpoint not on this machine (AWS, any remote one) a signing key must be at
-least :data:`STRONG_KEY_BYTES` long and none of the development keys shipped
-with Kale.
+"""The keys that sign and encrypt message bodies, read from a configuration; a
+key's public id, which the envelope names, is the first 8 hex digits of its
+SHA-256 (docs/explanation/internals-transport.md, "Keys").
 """
 from __future__ import annotations
 
@@ -23,9 +19,8 @@ STRONG_KEY_BYTES = 32
 DEVELOPMENT_KEY_MARK = b'not-for-production'
 
 NO_KEY_HELP = (
-    'MESSAGE_SIGNING_KEY is not set: every message is signed, so publishers and workers '
-    'need the same secret key. Make one with '
-    '`python -c "import secrets; print(secrets.token_hex(32))"` and set '
+    'MESSAGE_SIGNING_KEY is not set: every message is signed, so publishers and workers need the same '
+    'secret key. Make one with `python -c "import secrets; print(secrets.token_hex(32))"` and set '
     'MESSAGE_SIGNING_KEY to it in your settings module (KALE_SETTINGS_MODULE)')
 
 #: HKDF inputs: the AES key is derived from the configured secret, never used raw.
@@ -38,7 +33,8 @@ def key_id(key: bytes) -> str:
     return hashlib.sha256(key).hexdigest()[:8]
 
 
-def _key_bytes(key: Any, setting: str, minimum: int) -> bytes:
+def _key_bytes(key: Any, setting: str, minimum: int, strong: bool = False) -> bytes:
+    """``key`` as bytes, refused when short or, ``strong``, a development key."""
     if isinstance(key, str):
         key = key.encode('utf-8')
     if not isinstance(key, bytes):
@@ -47,6 +43,10 @@ def _key_bytes(key: Any, setting: str, minimum: int) -> bytes:
         raise ImproperlyConfigured('%s is too short (%d bytes); use at least %d, e.g. '
                                    '`python -c "import secrets; print(secrets.token_hex(32))"`'
                                    % (setting, len(key), minimum))
+    if strong and DEVELOPMENT_KEY_MARK in key:
+        raise ImproperlyConfigured(
+            '%s is a development key, public in Kale\'s sources, and the endpoint is not on this '
+            'machine: set a secret key of at least %d bytes' % (setting, STRONG_KEY_BYTES))
     return key
 
 
@@ -83,17 +83,9 @@ def signing_keys(strong: bool = False, *, config: Config) -> KeyRing:
     if not config.MESSAGE_SIGNING_KEY:
         raise ImproperlyConfigured(NO_KEY_HELP)
     minimum = STRONG_KEY_BYTES if strong else MIN_KEY_BYTES
-    current = _key_bytes(config.MESSAGE_SIGNING_KEY, 'MESSAGE_SIGNING_KEY', minimum)
-    old = [_key_bytes(k, 'MESSAGE_SIGNING_OLD_KEYS', minimum)
+    current = _key_bytes(config.MESSAGE_SIGNING_KEY, 'MESSAGE_SIGNING_KEY', minimum, strong)
+    old = [_key_bytes(k, 'MESSAGE_SIGNING_OLD_KEYS', minimum, strong)
            for k in _key_list(config.MESSAGE_SIGNING_OLD_KEYS)]
-    if strong:
-        for setting, key in [('MESSAGE_SIGNING_KEY', current)] + \
-                [('MESSAGE_SIGNING_OLD_KEYS', k) for k in old]:
-            if DEVELOPMENT_KEY_MARK in key:
-                raise ImproperlyConfigured(
-                    '%s is a development key, public in Kale\'s sources, and the endpoint is not '
-                    'on this machine: set a secret key of at least %d bytes' % (setting,
-                                                                              STRONG_KEY_BYTES))
     return _ring(current, old)
 
 
@@ -106,8 +98,7 @@ def derive_aes_key(secret: bytes) -> bytes:
         raise ImproperlyConfigured(
             "MESSAGE_ENCRYPTION_KEY needs the 'cryptography' package: pip install "
             "'kale-sqs[encryption]' (in a checkout: pip install -e '.[encryption]')") from None
-    return HKDF(algorithm=hashes.SHA256(), length=32, salt=_HKDF_SALT,
-                info=_HKDF_INFO).derive(secret)
+    return HKDF(algorithm=hashes.SHA256(), length=32, salt=_HKDF_SALT, info=_HKDF_INFO).derive(secret)
 
 
 def encryption_keys(config: Config) -> Optional[KeyRing]:
@@ -119,6 +110,5 @@ def encryption_keys(config: Config) -> Optional[KeyRing]:
            for k in _key_list(config.MESSAGE_ENCRYPTION_OLD_KEYS)]
     if not config.MESSAGE_ENCRYPTION_KEY:
         return KeyRing(None, {key_id(k): k for k in old}) if old else None
-    current = _key_bytes(config.MESSAGE_ENCRYPTION_KEY, 'MESSAGE_ENCRYPTION_KEY',
-                         STRONG_KEY_BYTES)
+    current = _key_bytes(config.MESSAGE_ENCRYPTION_KEY, 'MESSAGE_ENCRYPTION_KEY', STRONG_KEY_BYTES)
     return _ring(derive_aes_key(current), old)

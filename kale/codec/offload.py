@@ -1,17 +1,6 @@
 """The offloading step: a payload too big for an SQS message is kept in S3
 (``PAYLOAD_BUCKET``), and the message carries a signed pointer to it
-(docs/how-to/large-payloads.md).
-
-On the way out this is the last payload step (what it stores is compressed
-and encrypted): a message over ``PAYLOAD_OFFLOAD_BYTES``, measured by sealing a
-trial copy, has its data put in :func:`object_key` (the digest keeps apart two
-tasks published with the same id) and the signed headers ``b``, ``o``, ``l``
-and ``h`` (bucket, key, size, SHA-256) in its place; its copies share them.
-On the way in it runs in :meth:`~kale.codec.pipeline.Codec.read`, after the
-signature verified: a pointer to more than ``MAX_DECOMPRESSED_BYTES`` is
-refused before any request (``too_large``), an object not of the signed size
-(at most one byte more is read) and SHA-256 is ``payload_mismatch``, and one
-that is gone ``payload_missing``.
+(docs/how-to/large-payloads.md; docs/explanation/internals-transport.md, "Offloading").
 """
 from __future__ import annotations
 
@@ -71,8 +60,7 @@ def pointer(frame: Frame) -> Optional[Pointer]:
     headers = frame.headers
     bucket, key = headers.get(PAYLOAD_BUCKET, ''), headers.get(PAYLOAD_KEY, '')
     size, digest = headers.get(PAYLOAD_SIZE, ''), headers.get(PAYLOAD_SHA256, '')
-    if not (bucket and key and size.isascii() and size.isdigit()
-            and _SHA256_HEX.fullmatch(digest)):
+    if not (bucket and key and size.isascii() and size.isdigit() and _SHA256_HEX.fullmatch(digest)):
         raise DecodeError(DecodeError.CORRUPT, 'pointer to a payload in S3 is malformed: bucket '
                           '%r, key %r, size %r, sha256 %r' % (bucket, key, size, digest))
     return Pointer(bucket, key, int(size), digest)
@@ -84,8 +72,7 @@ class OffloadStep:
     name = 'offload'
     plain_header = (PAYLOAD_KEY, None)   # no pointer: decode does nothing
 
-    def __init__(self, bucket: str, threshold: int, max_bytes: int,
-                 envelope_steps: Sequence[Step],
+    def __init__(self, bucket: str, threshold: int, max_bytes: int, envelope_steps: Sequence[Step],
                  store: Callable[[], PayloadStore]):
         #: Where new payloads go, and the only bucket a pointer may name; ''
         #: keeps every payload in its message (and refuses pointers).
@@ -112,8 +99,7 @@ class OffloadStep:
         frame.data, frame.text = b'', True
 
     def _message_size(self, frame: Frame) -> int:
-        """The size of the message the frame would make with its payload in
-        the body: body and attributes, as SQS counts them."""
+        """The size SQS would count of the frame's message with its payload in the body."""
         attributes = OutgoingMessage('', frame.attributes).size()
         wire = len(frame.data) if frame.text else base64_length(len(frame.data))
         if wire + attributes > self.threshold:      # over, whatever the envelope adds
@@ -135,22 +121,18 @@ class OffloadStep:
                               '(deleted after its task succeeded, or expired by the bucket\'s '
                               'lifecycle rule)' % found.url) from None
         if len(data) != found.size:
-            raise DecodeError(DecodeError.PAYLOAD_MISMATCH, 'payload object %s is %s bytes, its '
-                              'signed pointer says %d' % (
-                                  found.url, 'more than %d' % found.size
-                                  if len(data) > found.size else len(data), found.size))
+            raise DecodeError(DecodeError.PAYLOAD_MISMATCH, 'payload object %s is %s bytes, its signed '
+                              'pointer says %d' % (found.url, 'more than %d' % found.size
+                                                   if len(data) > found.size else len(data), found.size))
         if not hmac.compare_digest(hashlib.sha256(data).hexdigest(), found.sha256):
-            raise DecodeError(DecodeError.PAYLOAD_MISMATCH, 'payload object %s does not match the '
-                              'SHA-256 of its signed pointer (changed since it was published)'
-                              % found.url)
+            raise DecodeError(DecodeError.PAYLOAD_MISMATCH, 'payload object %s does not match the SHA-256 '
+                              'of its signed pointer (changed since it was published)' % found.url)
         frame.data = data
 
     def _check_pointer(self, frame: Frame, found: Pointer) -> None:
-        """Refuse a pointer that comes with data in the body, names another
-        bucket or a key outside the payload prefix, or an object too large."""
+        """Refuse a pointer beside data, to another bucket, outside the prefix or to too large an object."""
         if frame.data:
-            raise DecodeError(DecodeError.CORRUPT, 'body carries data besides its pointer to %s'
-                              % found.url)
+            raise DecodeError(DecodeError.CORRUPT, 'body carries data besides its pointer to %s' % found.url)
         # Signed or not, a pointer reads only Kale's own objects: the
         # configured bucket, under the payload prefix, no path tricks.
         if found.bucket != self.bucket:
@@ -161,9 +143,8 @@ class OffloadStep:
             raise DecodeError(DecodeError.CORRUPT, 'pointer names key %r, outside %s'
                               % (found.key[:200], KEY_PREFIX))
         if found.size > self.max_bytes:
-            raise DecodeError(DecodeError.TOO_LARGE, 'payload object %s of %d bytes is over the %d '
-                              'bytes MAX_DECOMPRESSED_BYTES allows'
-                              % (found.url, found.size, self.max_bytes))
+            raise DecodeError(DecodeError.TOO_LARGE, 'payload object %s of %d bytes is over the %d bytes '
+                              'MAX_DECOMPRESSED_BYTES allows' % (found.url, found.size, self.max_bytes))
 
     def discard(self, frame: Frame) -> None:
         """Delete the object an opened frame points at (nothing if it has none)."""

@@ -1,17 +1,7 @@
 """The codec's parts: the :class:`Frame` that flows through its steps, the
-:class:`Step` protocol, and the :class:`Codec` that runs them in order.
-
-*Payload* steps turn the message into bytes (serialize, compress, encrypt,
-offload to S3); *envelope* steps wrap those bytes in what travels on the wire
-(the replay checks, the signature). On the way in, :meth:`Codec.open` runs
-the envelope steps only: the body is verified and its signed headers known
-while the payload is still compressed and encrypted. :meth:`Codec.read` runs
-the payload steps on a copy of the frame just before the task runs, so a
-worker holds one decompressed payload at a time, and the opened envelope
-stays as received, to be resealed for a release, retry or dead letter. A
-payload kept in S3 (:mod:`kale.codec.offload`) is not encoded again for those
-copies: the envelope, pointing at the same object, is resealed
-(:meth:`Codec.reissue`).
+:class:`Step` protocol, and the :class:`Codec` that runs them in order, the
+envelope steps apart from the payload steps (docs/explanation/internals-transport.md,
+"The codec").
 """
 from __future__ import annotations
 
@@ -167,21 +157,15 @@ class Frame:
         return attributes
 
 
-#: A received body's frame before the envelope steps (every field of Frame,
-#: checked at import), built without Frame's __init__ (see kale.speed).
-_RECEIVED: dict[str, Any] = {'payload': None, 'data': b'', 'text': False, 'headers': {},
-                             'body': '', 'queue': '', 'attributes': {}, 'label': 'message',
-                             'legacy': False, 'check_age': True, 'topics': frozenset()}
-if set(_RECEIVED) != {field.name for field in dataclasses.fields(Frame)}:
-    raise TypeError('kale.codec.pipeline._RECEIVED must name every field of Frame')
+#: A received body's frame before the envelope steps, Frame's defaults, built
+#: without Frame's __init__ (see kale.speed; Codec.open gives it its own headers).
+_RECEIVED: dict[str, Any] = {field.name: field.default for field in dataclasses.fields(Frame)}
 
 
 class Step(Protocol):
-    """One stage of the codec: ``encode`` on the way out, in pipeline order,
-    ``decode`` on the way in, in reverse order, both changing the frame in
-    place (``decode`` raises :class:`~kale.exceptions.DecodeError` for a body it
-    refuses). A step that keeps data outside the body also has
-    ``discard(frame)``, deleting it once the task is done (:meth:`Codec.discard`)."""
+    """One stage of the codec: ``encode`` on the way out, ``decode`` (DecodeError
+    for a body it refuses) on the way in, in reverse order, both changing the
+    frame in place; one keeping data outside the body has ``discard(frame)`` too."""
 
     name: str
 
@@ -201,8 +185,7 @@ PLAIN_HEADER = 'plain_header'
 class Codec:
     """Encodes messages into outgoing SQS messages and decodes bodies back."""
 
-    def __init__(self, payload_steps: Sequence[Step], envelope_steps: Sequence[Step],
-                 size_limit: int):
+    def __init__(self, payload_steps: Sequence[Step], envelope_steps: Sequence[Step], size_limit: int):
         self.payload_steps = list(payload_steps)
         self.envelope_steps = list(envelope_steps)
         self.size_limit = size_limit
@@ -228,9 +211,8 @@ class Codec:
         frame.attributes.update(extra_attributes or {})
         frame.headers.update({
             TASK_ID: message.task_id, TASK_NAME: message.task_name,
-            PUBLISHED_AT: str(int(message.published_at or time.time())),
-            UNSETTLED: str(message.unsettled), RETRY_NUM: str(message.retry_num),
-            FAILURE_NUM: str(message.failure_num)})
+            PUBLISHED_AT: str(int(message.published_at or time.time())), UNSETTLED: str(message.unsettled),
+            RETRY_NUM: str(message.retry_num), FAILURE_NUM: str(message.failure_num)})
         if message.context:
             frame.headers[CONTEXT] = render_context(message.context)
         if message.dead_of:
@@ -243,19 +225,15 @@ class Codec:
         return frame
 
     def to_outgoing(self, message: Message, queue: str, delay_sec: int = 0,
-                    extra_attributes: Optional[Mapping[str, AttributeValue]] = None
-                    ) -> OutgoingMessage:
+                    extra_attributes: Optional[Mapping[str, AttributeValue]] = None) -> OutgoingMessage:
         """The message ready to send to ``queue``, checked against
         ``SQS_TASK_SIZE_LIMIT`` (after its payload went to S3, if it did)."""
         frame = self.encode(message, queue, extra_attributes)
-        return self._checked(frame, message, frame.body, frame.attributes, extra_attributes,
-                             delay_sec)
+        return self._checked(frame, message, frame.body, frame.attributes, extra_attributes, delay_sec)
 
-    def _checked(self, frame: Frame, message: Message, body: str,
-                 attributes: Mapping[str, AttributeValue],
+    def _checked(self, frame: Frame, message: Message, body: str, attributes: Mapping[str, AttributeValue],
                  extra: Optional[Mapping[str, AttributeValue]], delay_sec: int) -> OutgoingMessage:
-        """The message of ``body`` and ``attributes`` (``extra`` over them) checked
-        against SQS_TASK_SIZE_LIMIT."""
+        """The message of ``body`` and ``attributes`` (``extra`` over them) within SQS_TASK_SIZE_LIMIT."""
         outgoing = OutgoingMessage(body, dict(attributes, **(extra or {})), delay_sec)
         size = outgoing.size()
         if size > self.size_limit:
@@ -267,14 +245,10 @@ class Codec:
         return outgoing
 
     def reissue(self, envelope: Optional[Frame], message: Message, queue: str, delay_sec: int = 0,
-                extra_attributes: Optional[Mapping[str, AttributeValue]] = None
-                ) -> OutgoingMessage:
+                extra_attributes: Optional[Mapping[str, AttributeValue]] = None) -> OutgoingMessage:
         """A copy of a received message to send again to ``queue`` (a retry, a
-        dead letter, a redriven one) with ``message``'s counts and publish time.
-        Its payload is encoded afresh, unless the opened ``envelope`` points at
-        a payload kept in S3: then the envelope is resealed with the new counts
-        and time, pointing at the same object, neither uploaded again nor
-        changed (the envelope's counts win, see :meth:`read`)."""
+        dead letter, a redriven one) with ``message``'s counts and publish time:
+        encoded afresh, or its ``envelope`` resealed when that points at a payload in S3."""
         if envelope is None or not envelope.offloaded:
             return self.to_outgoing(message, queue, delay_sec, extra_attributes)
         headers = {RETRY_NUM: str(message.retry_num), FAILURE_NUM: str(message.failure_num),
@@ -301,8 +275,7 @@ class Codec:
         return self._seal(frame, frame.headers.get(QUEUE, frame.queue), headers)
 
     def _seal(self, frame: Frame, queue: str, headers: Mapping[str, str]) -> str:
-        sealed = dataclasses.replace(frame, headers=dict(frame.headers, **headers), body='',
-                                     queue=queue)
+        sealed = dataclasses.replace(frame, headers=dict(frame.headers, **headers), body='', queue=queue)
         for step in self.envelope_steps:
             step.encode(sealed)
         return sealed.body
@@ -326,11 +299,8 @@ class Codec:
         return frame
 
     def read(self, envelope: Frame) -> Message:
-        """Decode an opened frame's payload into its Message, the frame left as
-        it was. The envelope's signed counts win over the payload's (a copy of
-        an offloaded payload changes only the envelope). A payload kept in S3 is
-        fetched first: a failure that is not the object's fault raises
-        :class:`~kale.exceptions.PayloadStoreError`."""
+        """Decode an opened frame's payload (fetched first when in S3:
+        PayloadStoreError) into its Message, the envelope's signed counts over the payload's."""
         # The payload steps change the payload, never the headers: the twin
         # shares the envelope's headers (no copy of them per run).
         frame = speed.build(Frame, envelope.__dict__)
@@ -350,11 +320,9 @@ class Codec:
             named = tuple(event.split(' ', 1)) if event else (
                 headers.get(TASK_ID, ''), headers.get(TASK_NAME, ''))
             if (message.task_id, message.task_name) != named:
-                raise DecodeError(DecodeError.CORRUPT, 'payload names another task than the '
-                                                       'envelope')
+                raise DecodeError(DecodeError.CORRUPT, 'payload names another task than the envelope')
             if event:                   # a subscriber's copy of an event
-                message = dataclasses.replace(message, task_id=headers[TASK_ID],
-                                              task_name=headers[TASK_NAME])
+                message = dataclasses.replace(message, task_id=headers[TASK_ID], task_name=headers[TASK_NAME])
             return message
         except DecodeError as exc:
             exc.body = frame.body

@@ -1,20 +1,7 @@
-"""The replay and acceptance checks, on signed headers, before any decoding
-(docs/explanation/security.md).
-
-On the way out it binds the body to its SQS queue. On the way in, right after
-the signature verified, it refuses for the dead-letter queue:
-
-- ``expired``: a body published more than ``MESSAGE_MAX_AGE_SEC`` ago (no honest
-  delivery is older than SQS's 14 days and 15 minutes; a replayed one is). A
-  task waiting past SQS's delay (:mod:`kale.delays`) is re-sent until due, so
-  its age counts from 15 minutes before its due time, or its publish if later.
-- ``wrong_queue``: a body signed for another queue, or an event of a topic the
-  receiving queue does not subscribe to.
-- ``serializer_not_accepted``: a serializer not in ``ACCEPT_SERIALIZERS``, so a
-  worker set to JSON never unpickles.
-
-Legacy bodies (``ACCEPT_LEGACY_MESSAGES``) carry no time or queue; only their
-serializer is checked.
+"""The replay and acceptance checks, on signed headers, before any decoding:
+``expired``, ``wrong_queue`` and ``serializer_not_accepted``
+(docs/explanation/internals-transport.md, "The replay checks", and
+docs/explanation/security.md).
 """
 from __future__ import annotations
 
@@ -29,8 +16,7 @@ from kale.transport import MAX_DELAY_SEC
 
 
 class PolicyStep:
-    """Binds bodies to their queue; refuses expired, misdirected and
-    unaccepted bodies before they are decoded."""
+    """Binds bodies to their queue; refuses expired, misdirected and unaccepted ones before decoding."""
 
     name = 'policy'
 
@@ -53,8 +39,7 @@ class PolicyStep:
             published = float(frame.headers[PUBLISHED_AT])
             signed_for = frame.headers[QUEUE]
         except (KeyError, ValueError) as exc:
-            raise DecodeError(DecodeError.CORRUPT, 'envelope lacks a valid publish time or '
-                                                   'queue') from exc
+            raise DecodeError(DecodeError.CORRUPT, 'envelope lacks a valid publish time or queue') from exc
         since = published
         due = frame.headers.get(DUE_AT)
         if due is not None:             # a long wait: counted from its last stretch
@@ -68,9 +53,8 @@ class PolicyStep:
 
 def _not_accepted(serializer: str, frame: Frame, accepted: Collection[str]) -> DecodeError:
     """The refusal of a body whose serializer (its name, else its header) is not accepted."""
-    return DecodeError(DecodeError.SERIALIZER_NOT_ACCEPTED,
-                       'serializer %r is not in ACCEPT_SERIALIZERS %s' % (
-                           serializer or frame.headers.get(SERIALIZER, ''), sorted(accepted)))
+    return DecodeError(DecodeError.SERIALIZER_NOT_ACCEPTED, 'serializer %r is not in ACCEPT_SERIALIZERS %s'
+                       % (serializer or frame.headers.get(SERIALIZER, ''), sorted(accepted)))
 
 
 def _expired(age: float, waited: bool, max_age_sec: float) -> DecodeError:
@@ -79,16 +63,14 @@ def _expired(age: float, waited: bool, max_age_sec: float) -> DecodeError:
     if not waited:
         return DecodeError(DecodeError.EXPIRED, 'published %.0f s ago, over '
                            'MESSAGE_MAX_AGE_SEC of %g s' % (age, max_age_sec))
-    return DecodeError(DecodeError.EXPIRED, 'due %.0f s ago, over MESSAGE_MAX_AGE_SEC of '
-                       '%g s from 15 minutes before its due time'
-                       % (age - MAX_DELAY_SEC, max_age_sec))
+    return DecodeError(DecodeError.EXPIRED, 'due %.0f s ago, over MESSAGE_MAX_AGE_SEC of %g s from 15 '
+                       'minutes before its due time' % (age - MAX_DELAY_SEC, max_age_sec))
 
 
 def _wrong_queue(signed_for: str, queue: str) -> DecodeError:
     """The refusal of a body signed for a queue or topic other than ``queue``."""
     return DecodeError(DecodeError.WRONG_QUEUE, 'signed for %s %r, received on %r'
-                       % ('topic' if signed_for.startswith('topic:') else 'queue',
-                          signed_for, queue))
+                       % ('topic' if signed_for.startswith('topic:') else 'queue', signed_for, queue))
 
 
 def _due_time(text: str) -> float:
@@ -98,6 +80,5 @@ def _due_time(text: str) -> float:
     except ValueError:
         due_at = math.nan
     if not math.isfinite(due_at):
-        raise DecodeError(DecodeError.CORRUPT, 'envelope has a due time %r that is not one'
-                          % text[:40])
+        raise DecodeError(DecodeError.CORRUPT, 'envelope has a due time %r that is not one' % text[:40])
     return due_at

@@ -22,16 +22,13 @@ SERIALIZER_NAMES = {code: name for name, code in SERIALIZER_CODES.items()}
 
 
 class SerializeStep:
-    """Payload <-> bytes, with the serializer named in the envelope, so a
-    worker reads bodies of either kind."""
+    """Payload <-> bytes, the serializer named in the envelope so a worker reads bodies of either kind."""
 
     name = 'serialize'
 
-    def __init__(self, serializer: str, pickle_protocol: int = pickle.DEFAULT_PROTOCOL,
-                 max_bytes: int = 0):
+    def __init__(self, serializer: str, pickle_protocol: int = pickle.DEFAULT_PROTOCOL, max_bytes: int = 0):
         if serializer not in SERIALIZER_CODES:
-            raise ImproperlyConfigured("SERIALIZER must be 'pickle' or 'json', got %r"
-                                       % (serializer,))
+            raise ImproperlyConfigured("SERIALIZER must be 'pickle' or 'json', got %r" % (serializer,))
         self.serializer = serializer
         self.pickle_protocol = pickle_protocol
         #: Largest serialized payload (MAX_DECOMPRESSED_BYTES): what every
@@ -41,11 +38,9 @@ class SerializeStep:
     def encode(self, frame: Frame) -> None:
         try:
             frame.data = self._dumps(frame.payload)
-        except (pickle.PicklingError, TypeError, ValueError, AttributeError,
-                RecursionError) as exc:
+        except (pickle.PicklingError, TypeError, ValueError, AttributeError, RecursionError) as exc:
             raise SerializationError('%s: arguments cannot be serialized with %s: %s: %s'
-                                     % (frame.label, self.serializer, type(exc).__name__,
-                                        exc)) from exc
+                                     % (frame.label, self.serializer, type(exc).__name__, exc)) from exc
         if self.max_bytes and len(frame.data) > self.max_bytes:
             raise MessageTooLargeError(
                 '%s: serialized payload is %d bytes, over MAX_DECOMPRESSED_BYTES of %d bytes '
@@ -68,8 +63,7 @@ class SerializeStep:
     def _dumps(self, payload: Any) -> bytes:
         if self.serializer == 'pickle':
             return pickle.dumps(payload, protocol=self.pickle_protocol)
-        return json.dumps(payload, separators=(',', ':'), ensure_ascii=True,
-                          allow_nan=False).encode('ascii')
+        return json.dumps(payload, separators=(',', ':'), ensure_ascii=True, allow_nan=False).encode('ascii')
 
 
 def _loads(raw: bytes, serializer: str) -> Any:

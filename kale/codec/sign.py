@@ -1,19 +1,6 @@
-"""The signing step: the envelope around the data, and its HMAC-SHA256.
-
-A body on the wire is ``kale2:<headers>:<signature>:<data>``: ``headers`` are
-``name=value`` pairs separated by ``;``, values percent-encoded (the task id
-and path, the publish time, the queue it is signed for, the unsettled
-deliveries, the serializer, compression, encryption key id and data encoding,
-and ``k``, the signing key's id); ``data`` is the payload, base64-encoded
-unless it is plain JSON text; ``signature`` is
-base64url(HMAC-SHA256(key, "kale2:<headers>:<data>")), covering the rest.
-
-On the way in this step runs first: it checks the signature in constant time
-with the key the envelope names (the current key or an old one) before any
-other step looks at the headers or the data, so a body that fails is never
-decompressed, decrypted or deserialized. Bodies of the earlier format
-``kale1:<flags>:<signature>:<data>`` carry no time, queue or task, and are
-refused unless ``ACCEPT_LEGACY_MESSAGES`` is on (to drain queues in an upgrade).
+"""The signing step: the envelope ``kale2:<headers>:<signature>:<data>``
+around the data, and its HMAC-SHA256, checked first on the way in
+(docs/explanation/internals-transport.md, "The signed envelope").
 """
 from __future__ import annotations
 
@@ -79,8 +66,7 @@ class SignStep:
         self.size_limit = size_limit
         self.accept_legacy = accept_legacy
         # HMAC states with each key already absorbed: a message costs a copy.
-        self._macs = {kid: hmac.new(key, digestmod=hashlib.sha256)
-                      for kid, key in keys.accepted.items()}
+        self._macs = {kid: hmac.new(key, digestmod=hashlib.sha256) for kid, key in keys.accepted.items()}
         self._current_id = keys.current_id
 
     def _signature(self, kid: str, signed: bytes) -> bytes:
@@ -96,14 +82,12 @@ class SignStep:
     def encode(self, frame: Frame) -> None:
         # The key id comes first, so a worker finds it without parsing the rest.
         headers = {SIGNING_KEY: self._current_id}
-        headers.update((name, value) for name, value in frame.headers.items()
-                       if name != SIGNING_KEY)
+        headers.update((name, value) for name, value in frame.headers.items() if name != SIGNING_KEY)
         headers[ENCODING] = TEXT if frame.text else BASE64
         frame.headers = headers
         data = frame.data if frame.text else base64.b64encode(frame.data)
         header = ('%s:%s:' % (FORMAT_TAG, render_headers(headers))).encode('ascii')
-        frame.body = (header + self._signature(self._current_id, header + data) + b':'
-                      + data).decode('ascii')
+        frame.body = (header + self._signature(self._current_id, header + data) + b':' + data).decode('ascii')
 
     def decode(self, frame: Frame) -> None:
         tag, headers, data = self.verify(frame.body)
@@ -129,13 +113,11 @@ class SignStep:
                               'SQS_TASK_SIZE_LIMIT of %d bytes' % (len(body), self.size_limit))
         parts = body.split(':', 3)
         if len(parts) != 4 or parts[0] not in (FORMAT_TAG, LEGACY_TAG):
-            raise DecodeError(DecodeError.NOT_KALE, 'body does not start with a %s header'
-                              % FORMAT_TAG)
+            raise DecodeError(DecodeError.NOT_KALE, 'body does not start with a %s header' % FORMAT_TAG)
         tag, headers, given, data = parts
         if tag == LEGACY_TAG and not self.accept_legacy:
             raise DecodeError(DecodeError.NOT_KALE, 'body is in the old %s format; set '
-                              'ACCEPT_LEGACY_MESSAGES = True to drain such messages'
-                              % LEGACY_TAG)
+                              'ACCEPT_LEGACY_MESSAGES = True to drain such messages' % LEGACY_TAG)
         signed = ('%s:%s:%s' % (tag, headers, data)).encode('utf-8', 'surrogatepass')
         if not self._verified(tag, headers, given, signed):
             raise DecodeError(DecodeError.BAD_SIGNATURE,
@@ -163,8 +145,7 @@ class SignStep:
 
 
 def _signing_key_id(headers: str) -> str:
-    """The signing key id named in unverified header text (only to pick the
-    key): the first header, ``k=<id>``."""
+    """The key id an unverified envelope names first (``k=<id>``), only to pick the key."""
     if headers.startswith(SIGNING_KEY + '='):
         return headers[len(SIGNING_KEY) + 1:].split(';', 1)[0]
     return ''

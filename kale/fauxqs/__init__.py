@@ -1,15 +1,7 @@
 """fauxqs: a fast SQS, SNS and S3 emulator from the npm registry, for
-``kale sqs-local --engine fauxqs`` and the benchmarks.
-
-moto (the default engine, the ``local`` extra) needs nothing but pip and
-serves a few dozen tasks a second; fauxqs serves thousands, so local runs
-show Kale's own speed. It runs on Node.js 20 or later with npm, from the
-system. The version is pinned by ``package.json`` and its lock file beside
-this module: the first start installs exactly that with ``npm ci`` into a
-cache folder (``$KALE_FAUXQS_CACHE``, default ``~/.cache/kale-fauxqs``),
-again only when the lock file changes or a package has gone missing; later
-starts take a second. Processes that start it at once install it once, under
-a file lock (:func:`install`). ``serve.mjs`` starts it on one address.
+``kale sqs-local --engine fauxqs`` and the benchmarks, installed once as pinned
+beside this module and started by ``serve.mjs`` on one address
+(docs/explanation/internals-transport.md, "fauxqs").
 """
 from __future__ import annotations
 
@@ -51,15 +43,10 @@ def install_command(npm: str) -> list[str]:
     return [npm, 'ci', '--no-audit', '--no-fund', '--loglevel=error']
 
 
-def _place(source: str, target: str) -> None:
-    """``target`` made a copy of ``source``, unless it is one already; never
-    seen half written (another process may be starting node on it: copying
-    over it in place once left a starting fauxqs an empty serve.mjs)."""
-    with open(source, 'rb') as f:
-        _place_bytes(f.read(), target)
-
-
-def _place_bytes(content: bytes, target: str) -> None:
+def _place(content: bytes, target: str) -> None:
+    """``target`` made to hold ``content``, unless it does already; never seen
+    half written (another process may be starting node on it: copying over it
+    in place once left a starting fauxqs an empty serve.mjs)."""
     try:
         with open(target, 'rb') as f:
             if f.read() == content:
@@ -73,19 +60,13 @@ def _place_bytes(content: bytes, target: str) -> None:
 
 
 def install(folder: Optional[str] = None) -> str:
-    """fauxqs installed in ``folder`` (default :func:`cache_dir`); returns the folder.
-
-    Safe when several processes start at once (a test run's workers, a
-    benchmark): the install runs under a lock on ``.lock`` in the folder, in
-    a staging folder renamed into place once every package of the lock file
-    is there, and the stamp ``.installed`` is written last. A stamp over an
-    incomplete ``node_modules`` (an install killed half way, a folder
-    deleted by hand) is found at the next start and the install redone."""
+    """fauxqs installed once in ``folder`` (default :func:`cache_dir`), whoever starts it; the folder."""
     folder = folder or cache_dir()
     digest = _lock_digest()
     os.makedirs(folder, exist_ok=True)
     for name in FILES:
-        _place(os.path.join(HERE, name), os.path.join(folder, name))
+        with open(os.path.join(HERE, name), 'rb') as f:
+            _place(f.read(), os.path.join(folder, name))
     if _installed(folder, digest):
         return folder
     with _locked(folder):
@@ -95,14 +76,11 @@ def install(folder: Optional[str] = None) -> str:
 
 
 def missing_packages(folder: str) -> list[str]:
-    """The packages of the lock file with no ``package.json`` under ``folder``'s
-    ``node_modules`` (optional and development ones aside: npm may leave those
-    out)."""
+    """The lock file's packages (but optional and development ones) with no ``package.json`` in ``folder``."""
     with open(os.path.join(HERE, 'package-lock.json')) as f:
         packages = json.load(f)['packages']
     return [path for path, entry in packages.items()
-            if path.startswith('node_modules/') and not entry.get('optional')
-            and not entry.get('dev')
+            if path.startswith('node_modules/') and not entry.get('optional') and not entry.get('dev')
             and not os.path.isfile(os.path.join(folder, path, 'package.json'))]
 
 
@@ -118,11 +96,7 @@ def _installed(folder: str, digest: str) -> bool:
 
 @contextlib.contextmanager
 def _locked(folder: str) -> Iterator[None]:
-    """An exclusive ``flock`` on ``folder``/.lock while the block runs (it waits
-    for the holder). POSIX only, as the rest of Kale (the outbox relay's
-    lock is one too); on a network file system that does not pass flock
-    between machines, the staging rename still keeps a half install from
-    being stamped."""
+    """An exclusive ``flock`` on ``folder``/.lock while the block runs (POSIX only, as the outbox's)."""
     handle = os.open(os.path.join(folder, '.lock'),
                      os.O_RDWR | os.O_CREAT | getattr(os, 'O_NOFOLLOW', 0), 0o600)
     try:
@@ -133,8 +107,7 @@ def _locked(folder: str) -> Iterator[None]:
 
 
 def _install(folder: str, digest: str) -> None:
-    """``npm ci`` into a staging folder, checked complete, renamed over
-    ``node_modules``, then the stamp; run under the lock."""
+    """``npm ci`` in a staging folder, checked and renamed over ``node_modules``, then the stamp."""
     npm = _npm()
     stamp = os.path.join(folder, STAMP)
     if os.path.exists(stamp):
@@ -151,7 +124,7 @@ def _install(folder: str, digest: str) -> None:
         os.rename(os.path.join(staging, 'node_modules'), target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    _place_bytes(digest.encode(), stamp)
+    _place(digest.encode(), stamp)
 
 
 def _npm() -> str:
@@ -159,8 +132,7 @@ def _npm() -> str:
     npm, node = shutil.which('npm'), shutil.which('node')
     if npm is None or node is None:
         raise FauxqsError('fauxqs needs Node.js 20 or later with npm on PATH (found neither %s)'
-                          % ' nor '.join(name for name, path in (('node', node), ('npm', npm))
-                                         if not path))
+                          % ' nor '.join(name for name, path in (('node', node), ('npm', npm)) if not path))
     return npm
 
 
@@ -168,16 +140,8 @@ def _install_in(npm: str, staging: str) -> None:
     """Every package of the lock file installed in ``staging``."""
     for name in ('package.json', 'package-lock.json'):
         shutil.copyfile(os.path.join(HERE, name), os.path.join(staging, name))
-    _npm_ci(npm, staging)
-    missing = missing_packages(staging)
-    if missing:
-        raise FauxqsError('installing fauxqs with npm left out %d of its packages (%s)' % (
-            len(missing), ', '.join(path.split('node_modules/')[-1] for path in missing[:5])))
-
-
-def _npm_ci(npm: str, folder: str) -> None:
     try:
-        done = subprocess.run(install_command(npm), cwd=folder, capture_output=True, text=True,
+        done = subprocess.run(install_command(npm), cwd=staging, capture_output=True, text=True,
                               timeout=INSTALL_TIMEOUT_SEC)
     except subprocess.TimeoutExpired:
         raise FauxqsError('installing fauxqs with npm took over %d s (is the npm registry '
@@ -185,6 +149,10 @@ def _npm_ci(npm: str, folder: str) -> None:
     if done.returncode != 0:
         raise FauxqsError('installing fauxqs with npm failed (exit %d): %s' % (
             done.returncode, ' '.join((done.stderr or done.stdout).split())[-300:]))
+    missing = missing_packages(staging)
+    if missing:
+        raise FauxqsError('installing fauxqs with npm left out %d of its packages (%s)' % (
+            len(missing), ', '.join(path.split('node_modules/')[-1] for path in missing[:5])))
 
 
 def start(port: int, folder: Optional[str] = None, host: str = '127.0.0.1') -> subprocess.Popen:
@@ -195,6 +163,6 @@ def start(port: int, folder: Optional[str] = None, host: str = '127.0.0.1') -> s
     node = shutil.which('node')
     if node is None:
         raise FauxqsError('fauxqs needs Node.js 20 or later on PATH (found no node)')
-    return subprocess.Popen([node, os.path.join(folder, 'serve.mjs'), str(port), host],
-                            cwd=folder, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, start_new_session=True)
+    return subprocess.Popen([node, os.path.join(folder, 'serve.mjs'), str(port), host], cwd=folder,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            start_new_session=True)

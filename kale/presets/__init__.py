@@ -1,13 +1,8 @@
 """Ready settings modules: pick one with ``KALE_SETTINGS_MODULE=kale.presets.<name>``,
-or start your own from one (``from kale.presets.local import *``).
-
-- :mod:`kale.presets.local`: the embedded endpoint, ``kale sqs-local``;
-- :mod:`kale.presets.elasticmq`: ElasticMQ, through the original Kale's proxy settings;
-- :mod:`kale.presets.aws`: Amazon SQS, configured from the environment.
-
-Each uses ``./queue_config.yaml`` when the current directory has one, else the
-default queue config shipped beside them (``KALE_QUEUE_CONFIG`` overrides
-both).
+or start your own from one (``from kale.presets.local import *``): ``local``
+(the embedded endpoint, ``kale sqs-local``), ``elasticmq`` (through the original
+Kale's proxy settings) and ``aws`` (Amazon SQS, configured from the environment);
+docs/how-to/configure.md.
 """
 import os
 

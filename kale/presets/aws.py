@@ -5,14 +5,12 @@
     export KALE_SIGNING_KEY=...               # the same secret for publishers and workers
     export KALE_QUEUE_PREFIX=prod-            # optional: one AWS account, several environments
 
-Credentials come from boto3's default chain (environment, ~/.aws, the
-instance or task role). Kale refuses to start without KALE_SIGNING_KEY, and
-with a key under 32 bytes or a development key: make one with
-`python -c "import secrets; print(secrets.token_hex(32))"` and keep it in
-your secret store. KALE_ENCRYPTION_KEY (optional, made the same way) encrypts
-every message body. While rotating, put the previous key(s) in
-KALE_SIGNING_OLD_KEYS (comma-separated) until no message signed with them
-can remain queued (14 days at most).
+Credentials come from boto3's default chain (environment, ~/.aws, the instance or task role).
+KALE_SIGNING_KEY is required, of 32 bytes or more and not a development key: make one with
+`python -c "import secrets; print(secrets.token_hex(32))"` and keep it in your secret store.
+KALE_ENCRYPTION_KEY (optional, made the same way) encrypts every message body. While rotating,
+put the previous key(s) in KALE_SIGNING_OLD_KEYS (comma-separated) until no message signed
+with them can remain queued (14 days at most).
 """
 import os
 
@@ -29,8 +27,7 @@ if not MESSAGE_SIGNING_KEY:
     raise ImproperlyConfigured(
         'KALE_SIGNING_KEY is not set: kale.presets.aws takes the message signing key from it; '
         'make one with `python -c "import secrets; print(secrets.token_hex(32))"`')
-MESSAGE_SIGNING_OLD_KEYS = tuple(
-    key for key in os.environ.get('KALE_SIGNING_OLD_KEYS', '').split(',') if key)
+MESSAGE_SIGNING_OLD_KEYS = tuple(key for key in os.environ.get('KALE_SIGNING_OLD_KEYS', '').split(',') if key)
 MESSAGE_ENCRYPTION_KEY = os.environ.get('KALE_ENCRYPTION_KEY', '')
 MESSAGE_ENCRYPTION_OLD_KEYS = tuple(
     key for key in os.environ.get('KALE_ENCRYPTION_OLD_KEYS', '').split(',') if key)

@@ -1,10 +1,6 @@
-"""The transport contract: what Kale needs from a queue service, on opaque text.
-
-:class:`kale.transport.sqs.SQSTransport` implements it over boto3, and
-:class:`kale.transport.memory.MemoryTransport` in memory (for unit tests and
-benchmarks: visibility timeouts, receive counts, redrive and long polls). One
-contract test suite runs against both. Queue names here are full SQS names
-(prefix included); :mod:`kale.broker` maps configured queues onto them.
+"""The transport contract: what Kale needs from a queue service, on opaque text,
+with full SQS queue names (prefix included), implemented over boto3 and in memory
+(docs/explanation/internals-transport.md, "The AWS modules").
 """
 from __future__ import annotations
 
@@ -115,8 +111,7 @@ class Transport(Protocol):
     def send_batch(self, queue: str, messages: Sequence[OutgoingMessage]) -> list[str]:
         """Send many messages in as few requests as the limits allow; returns ids in order."""
 
-    def receive(self, queue: str, max_messages: int, wait_sec: int,
-                visibility_timeout_sec: int,
+    def receive(self, queue: str, max_messages: int, wait_sec: int, visibility_timeout_sec: int,
                 attribute_names: Sequence[str] = ('All',)) -> list[ReceivedMessage]:
         """Receive up to ``max_messages`` (1..10), long polling up to ``wait_sec``,
         with the message attributes named (``'All'``, or none: ``()``)."""
@@ -124,8 +119,7 @@ class Transport(Protocol):
     def delete_batch(self, queue: str, receipt_handles: Sequence[str]) -> list[str]:
         """Delete messages; returns the receipt handles that could not be deleted."""
 
-    def change_visibility_batch(self, queue: str,
-                                changes: Sequence[VisibilityChange]) -> list[str]:
+    def change_visibility_batch(self, queue: str, changes: Sequence[VisibilityChange]) -> list[str]:
         """Change visibility timeouts; returns the receipt handles that failed."""
 
     def counts(self, queue: str) -> QueueCounts:

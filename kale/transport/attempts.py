@@ -1,13 +1,7 @@
-"""How many times the SQS transport makes one request, and after which failures.
-
-The client Kale builds makes one attempt per call; :class:`Attempts` makes
-the call again, the direct request (:mod:`kale.transport.direct`) being the
-first attempt, so a request costs at most :data:`REQUEST_ATTEMPTS` whichever
-way it goes. A request is made again after an error answer that may pass, a
-connection that failed before anything was sent, and an answer that did not
-come or was cut short, but for a receive (:data:`TAKING`): SQS may have
-applied it, and receiving again would raise the messages' receive counts
-again. docs/explanation/delivery-guarantees.md says it at length.
+"""How many times the SQS transport makes one request (at most
+:data:`REQUEST_ATTEMPTS`, a direct request being the first), and after which
+failures: not a receive sent (:data:`TAKING`), which SQS may have applied.
+docs/explanation/delivery-guarantees.md says it at length.
 """
 from __future__ import annotations
 
@@ -35,26 +29,21 @@ FIRST_PAUSE_SEC = 0.25
 #: Requests not made again once sent: what they did would be done again.
 TAKING = frozenset({'ReceiveMessage'})
 
-THROTTLING_CODES = frozenset({
-    'Throttling', 'ThrottlingException', 'RequestThrottled', 'TooManyRequestsException',
-    'RequestLimitExceeded', 'SlowDown', 'KmsThrottled',
-})
+THROTTLING_CODES = frozenset({'Throttling', 'ThrottlingException', 'RequestThrottled',
+                              'TooManyRequestsException', 'RequestLimitExceeded', 'SlowDown', 'KmsThrottled'})
 #: Error codes of answers that say the request did not finish (botocore's
 #: standard retry mode makes them again too).
-TRANSIENT_CODES = frozenset({'RequestTimeout', 'RequestTimeoutException',
-                             'PriorRequestNotComplete'})
+TRANSIENT_CODES = frozenset({'RequestTimeout', 'RequestTimeoutException', 'PriorRequestNotComplete'})
 
 
 def sent_nothing(exc: BaseException) -> bool:
-    """Whether ``exc`` failed a request before anything reached the endpoint:
-    no connection, or a connect timeout (botocore's ConnectionError family;
-    a read timeout or a connection closed on the answer is not one)."""
+    """Whether ``exc`` failed a request before anything reached the endpoint
+    (not a read timeout, nor a connection closed on the answer)."""
     return isinstance(exc, botocore.exceptions.ConnectionError)
 
 
 def unanswered(action: str, exc: BaseException) -> bool:
-    """Whether ``exc`` is a request of ``action`` (one of :data:`TAKING`)
-    sent and left without an answer that can be read: not made again."""
+    """Whether ``exc`` left a request of ``action`` (:data:`TAKING`) sent without an answer read."""
     if action not in TAKING or sent_nothing(exc):
         return False
     return isinstance(exc, botocore.exceptions.HTTPClientError) \
@@ -102,10 +91,8 @@ class Attempts:
 
     def make(self, action: str, call: Callable[[], T],
              direct: Optional[Callable[[], Optional[T]]] = None) -> T:
-        """The answer of ``call()``, the request through botocore, made up to
-        ``limit`` times in all. ``direct``, when given, makes the first
-        attempt (None: it sent nothing, so ``call`` makes it). The last
-        failure is raised as it came (botocore's exception, or ErrorAnswer)."""
+        """The answer of ``call()`` (through botocore) made up to ``limit`` times,
+        ``direct`` making the first attempt if it sends it; the last failure raised."""
         attempt = 1
         while True:
             try:
@@ -114,8 +101,7 @@ class Attempts:
                     if answer is not None:
                         return answer
                 return call()
-            except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError,
-                    ErrorAnswer) as exc:
+            except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError, ErrorAnswer) as exc:
                 if attempt >= self.limit or not again(action, exc):
                     raise
                 logger.debug('%s: attempt %d of %d failed (%s: %s)', action, attempt, self.limit,

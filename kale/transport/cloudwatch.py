@@ -1,11 +1,7 @@
-"""The age of each queue's oldest message from CloudWatch, over boto3 (like
-:mod:`kale.transport.sqs`, a module that talks to AWS): the autoscaling
-signal's source when task records are off.
-
-SQS publishes ``ApproximateAgeOfOldestMessage`` (namespace ``AWS/SQS``,
-dimension ``QueueName``) every minute; one GetMetricData asks for every
-queue's latest value. A queue whose age cannot be read has none (the reason
-is logged): botocore's errors never leave this module.
+"""The age of each queue's oldest message from CloudWatch over boto3, the
+autoscaling signal's source when task records are off; a queue whose age
+cannot be read has none, the reason logged (docs/explanation/internals-transport.md,
+"The AWS modules").
 """
 from __future__ import annotations
 
@@ -53,11 +49,9 @@ def _latest_ages(answer: dict[str, Any], sqs_names: Sequence[str]) -> dict[str, 
     return ages
 
 
-def oldest_message_ages(sqs_names: Sequence[str], now: datetime.datetime,
-                        client: Any = None,
+def oldest_message_ages(sqs_names: Sequence[str], now: datetime.datetime, client: Any = None,
                         config: Optional[kale_config.Config] = None) -> dict[str, float]:
-    """The latest ``ApproximateAgeOfOldestMessage`` of each queue (seconds),
-    by SQS name; queues CloudWatch has no recent value for are left out."""
+    """The latest ``ApproximateAgeOfOldestMessage`` of each queue with one, in seconds, by SQS name."""
     if not sqs_names:
         return {}
     try:

@@ -1,18 +1,6 @@
-"""The hot SQS requests sent without botocore's request pipeline.
-
-A worker's ReceiveMessage, DeleteMessageBatch and ChangeMessageVisibilityBatch
-and a publisher's SendMessage and SendMessageBatch are built here from the
-boto3 client's own parts (endpoint, region, credentials, User-Agent, HTTP
-session), signed with botocore's SigV4, and sent: half the client CPU of
-botocore's pipeline. docs/explanation/performance.md says what they skip, and
-why they are built only on the botocore versions they are tested with
-(:data:`kale.version.BOTOCORE_TESTED`) and while no tracer wraps
-``BaseClient._make_api_call``.
-
-A request that cannot be sent here returns None, and botocore makes it. One
-that was tried and failed raises botocore's own exception (no connection, no
-answer) or :class:`ErrorAnswer` (not a success read here): that was its first
-attempt, and botocore makes the next ones (:mod:`kale.transport.attempts`).
+"""The hot SQS requests sent without botocore's request pipeline, at half its
+client CPU: docs/explanation/internals-transport.md, "The direct requests",
+and docs/explanation/performance.md.
 """
 from __future__ import annotations
 
@@ -33,8 +21,7 @@ from kale.version import BOTOCORE_TESTED
 logger = logging.getLogger(__name__)
 
 #: The requests sent directly.
-OPERATIONS = ('ReceiveMessage', 'DeleteMessageBatch', 'ChangeMessageVisibilityBatch',
-              'SendMessage', 'SendMessageBatch')
+OPERATIONS = responses.OPERATIONS
 
 #: BOTOCORE_TESTED as a requirement, for messages.
 TESTED_RANGE = 'botocore>=%s,<%s' % BOTOCORE_TESTED
@@ -45,9 +32,7 @@ _BASE_CLIENT = vars(BaseClient)
 
 class ErrorAnswer(Exception):
     """A direct request was answered, but not with a success read here: the
-    HTTP ``status`` (200 for a body that is not a JSON object). The
-    transport turns it into an SQSError if no attempt through botocore
-    follows (kale.transport.sqs)."""
+    HTTP ``status`` (200 for a body that is not a JSON object)."""
 
     def __init__(self, status: int):
         super().__init__('answered HTTP %d%s' % (
@@ -63,8 +48,7 @@ def release(version: str) -> tuple[int, ...]:
 
 
 def tested_botocore(version: str) -> bool:
-    """Whether botocore ``version`` is one the direct requests are tested
-    with (:data:`kale.version.BOTOCORE_TESTED`)."""
+    """Whether the direct requests are tested with botocore ``version`` (:data:`BOTOCORE_TESTED`)."""
     first, beyond = (release(bound) for bound in BOTOCORE_TESTED)
     return first <= release(version) < beyond
 
@@ -99,24 +83,19 @@ class DirectRequests:
         #: that is a tracer's wrapper (the requests then go through botocore).
         self._api_call: tuple[Any, bool] = (None, False)
         self._models = {name: model.operation_model(name) for name in OPERATIONS}
-        self._headers = {
-            'Content-Type': 'application/x-amz-json-%s' % model.metadata.get('jsonVersion', '1.0'),
-            'User-Agent': meta.config.user_agent,
-        }
-        self._targets = {name: '%s.%s' % (model.metadata['targetPrefix'], name)
+        content_type = 'application/x-amz-json-%s' % model.metadata.get('jsonVersion', '1.0')
+        self._headers = {name: {'Content-Type': content_type, 'User-Agent': meta.config.user_agent,
+                                'X-Amz-Target': '%s.%s' % (model.metadata['targetPrefix'], name)}
                          for name in OPERATIONS}
 
     @classmethod
     def of(cls, client: Any) -> Optional['DirectRequests']:
-        """The direct requests of ``client``, or None when its requests cannot
-        be built here: a botocore they are not tested with, or a client
-        without a part they need (one WARNING line), not the JSON protocol,
-        not SigV4."""
+        """The direct requests of ``client``, or None when they cannot be built
+        here (a WARNING line for an untested botocore or a client unlike it)."""
         version = botocore.__version__
         if not tested_botocore(version):
             logger.warning('botocore %s is not among the versions the direct SQS requests are '
-                           'tested with (%s): every SQS request goes through botocore',
-                           version, TESTED_RANGE)
+                           'tested with (%s): every SQS request goes through botocore', version, TESTED_RANGE)
             return None
         try:
             meta = client.meta
@@ -132,8 +111,7 @@ class DirectRequests:
             return None
 
     def _traced(self, api_call: Any) -> bool:
-        """Whether ``api_call``, what BaseClient._make_api_call has become,
-        is a tracer's wrapper; said once per change."""
+        """Whether ``api_call`` (BaseClient._make_api_call now) is a tracer's; said once a change."""
         traced = not botocores_own(api_call)
         was_traced = self._api_call[1]
         self._api_call = (api_call, traced)
@@ -144,10 +122,8 @@ class DirectRequests:
         return traced
 
     def call(self, operation: str, params: dict[str, Any]) -> Optional[dict[str, Any]]:
-        """The answer of ``operation`` with ``params`` (as botocore's client
-        would return it), or None when it was not sent: then make the request
-        through botocore. Raises botocore's exception for a request that
-        failed on its way, ErrorAnswer for an answer that is not a success."""
+        """The answer of ``operation`` with ``params`` as botocore's client gives
+        it, or None when it was not sent (botocore is to make it)."""
         api_call = _BASE_CLIENT.get('_make_api_call')
         seen, traced = self._api_call
         if api_call is not seen:
@@ -157,16 +133,13 @@ class DirectRequests:
         credentials = self._credentials()
         if credentials is None:
             return None
-        body = json.dumps(params).encode()
-        request = AWSRequest(method='POST', url=self._url, data=body,
-                             headers=dict(self._headers, **{'X-Amz-Target': self._targets[operation]}))
+        request = AWSRequest(method='POST', url=self._url, data=json.dumps(params).encode(),
+                             headers=dict(self._headers[operation]))
         SigV4Auth(credentials, self._signing_name, self._region).add_auth(request)
         prepared = request.prepare()
-        model = self._models[operation]
         context: dict[str, Any] = {}
         answered = self._events.emit_until_response(
-            'before-send.sqs.%s' % operation, request=prepared, operation_name=operation,
-            context=context)
+            'before-send.sqs.%s' % operation, request=prepared, operation_name=operation, context=context)
         if answered[1] is not None:         # a handler answers for the endpoint: botocore's way
             return None
         # A connection that fails raises botocore's exception here, as botocore's
@@ -175,10 +148,9 @@ class DirectRequests:
         answer = responses.json_answer(response.content) if response.status_code == 200 else None
         if answer is None:
             raise ErrorAnswer(response.status_code)
-        answer.setdefault('ResponseMetadata', {'HTTPStatusCode': 200,
-                                               'HTTPHeaders': response.headers})
+        answer.setdefault('ResponseMetadata', {'HTTPStatusCode': 200, 'HTTPHeaders': response.headers})
         self._events.emit('after-call.sqs.%s' % operation, http_response=response,
-                          parsed=answer, model=model, context=context)
+                          parsed=answer, model=self._models[operation], context=context)
         return answer
 
     def _credentials(self) -> Any:

@@ -1,31 +1,7 @@
-"""An in-memory stand-in for SQS, for unit tests and benchmarks.
-
-It keeps the SQS semantics the worker depends on: visibility timeouts,
-receive counts, delays, long polling, at most 10 entries per batch request,
-receipt handles that change on every receive, and redrive to a dead-letter
-queue after ``max_receive_count`` receives. A ``.fifo`` queue's messages need
-a group id and a deduplication id, take no delay, are dropped for a
-deduplication id seen in the last five minutes, and are delivered in send
-order within their group, none of a group while one is in flight.
-tests/integration/test_transport_contract.py runs the same tests against it
-and against an SQS endpoint. Receipt handles follow AWS's documentation: a
-handle older than the message's latest receive deletes nothing (and
-succeeds), deleting a deleted message succeeds, and a string that is not a
-handle is refused; a visibility change needs the latest handle (AWS: a stale
-one "might result in an error"; here it always does). ``latency_sec`` adds a
-pause to every request, the round trip to SQS; ``requests`` counts them.
-
-``localstack_fifo`` makes FIFO queues behave as LocalStack's (2026.3,
-``FifoQueue`` in its ``services/sqs/models.py``): a received message stays in
-flight, in receive order, until deleted or put back, at once by a visibility
-change to 0 or once its timeout ended, but only in receive order (LocalStack's
-walk stops at the first message still invisible, of any group). Putting a
-message back unblocks its group, even with others of it in flight, and so
-does deleting its last one in flight; an unblocked group delivers its
-messages not in flight in send order, and that receive blocks it again. A
-visibility change to a message put back is ignored. So a message made
-visible by a change to 0 while an earlier one of its group is held comes
-first, which SQS never does.
+"""An in-memory stand-in for SQS, for unit tests and benchmarks, with the SQS
+semantics the worker depends on (FIFO queues too, and LocalStack's FIFO
+receive with ``localstack_fifo``): docs/explanation/internals-transport.md,
+"The memory transport".
 """
 from __future__ import annotations
 
@@ -52,8 +28,6 @@ from kale.transport import (
 )
 
 _HANDLE = re.compile(r'[0-9a-f]{32}\.[0-9a-f]{32}')
-
-
 _nonces = itertools.count(1)
 
 
@@ -93,20 +67,20 @@ class _Stored:
     in_flight: int = 0
 
 
+@dataclasses.dataclass
 class _Queue:
-    def __init__(self, name: str, visibility_timeout_sec: int, dead_letter_queue: Optional[str],
-                 max_receive_count: int):
-        self.name = name
-        self.visibility_timeout_sec = visibility_timeout_sec
-        self.dead_letter_queue = dead_letter_queue
-        self.max_receive_count = max_receive_count
-        self.messages: dict[str, _Stored] = {}
-        self.heap: list[tuple[float, int, str, int]] = []
-        self.fifo = is_fifo(name)
-        #: FIFO: deduplication id -> (message id, when it is forgotten)
-        self.dedup: dict[str, tuple[str, float]] = {}
-        #: ``localstack_fifo``: the groups a receive blocked and nothing unblocked since.
-        self.blocked: set[str] = set()
+    name: str
+    dead_letter_queue: Optional[str] = None
+    max_receive_count: int = 0
+    messages: dict[str, _Stored] = dataclasses.field(default_factory=dict)
+    heap: list[tuple[float, int, str, int]] = dataclasses.field(default_factory=list)
+    #: FIFO: deduplication id -> (message id, when it is forgotten)
+    dedup: dict[str, tuple[str, float]] = dataclasses.field(default_factory=dict)
+    #: ``localstack_fifo``: the groups a receive blocked and nothing unblocked since.
+    blocked: set[str] = dataclasses.field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.fifo = is_fifo(self.name)
 
 
 class MemoryTransport:
@@ -118,10 +92,9 @@ class MemoryTransport:
     in_process = True
 
     def __init__(self, latency_sec: float = 0.0, clock: Clock = SYSTEM_CLOCK,
-                 on_request: Optional[Callable[[str], None]] = None,
-                 localstack_fifo: bool = False):
+                 on_request: Optional[Callable[[str], None]] = None, localstack_fifo: bool = False):
         self.latency_sec = latency_sec
-        #: FIFO queues behave as LocalStack's, not as SQS's (see the module's doc).
+        #: FIFO queues behave as LocalStack's, not as SQS's (see the module's docs page).
         self.localstack_fifo = localstack_fifo
         self.clock = clock
         self.on_request = on_request
@@ -189,15 +162,12 @@ class MemoryTransport:
                      dead_letter_queue: Optional[str], max_receive_count: int) -> None:
         self._request('CreateQueue')
         if dead_letter_queue and is_fifo(dead_letter_queue) != is_fifo(name):
-            raise SQSError('the dead-letter queue %r of %r must be a %s queue'
-                           % (dead_letter_queue, name, 'FIFO' if is_fifo(name) else 'standard'),
-                           'InvalidParameterValue')
+            raise SQSError('the dead-letter queue %r of %r must be a %s queue' % (
+                dead_letter_queue, name, 'FIFO' if is_fifo(name) else 'standard'), 'InvalidParameterValue')
         with self._lock:
-            if dead_letter_queue and dead_letter_queue not in self._queues:
-                self._queues[dead_letter_queue] = _Queue(dead_letter_queue, 30, None, 0)
-            if name not in self._queues:
-                self._queues[name] = _Queue(name, visibility_timeout_sec, dead_letter_queue,
-                                            max_receive_count)
+            if dead_letter_queue:
+                self._queues.setdefault(dead_letter_queue, _Queue(dead_letter_queue))
+            self._queues.setdefault(name, _Queue(name, dead_letter_queue, max_receive_count))
 
     def queue_exists(self, name: str) -> bool:
         self._request('GetQueueUrl')
@@ -208,15 +178,10 @@ class MemoryTransport:
         self._request('GetQueueAttributes')
         with self._lock:
             now = self.clock.monotonic()
-            visible = in_flight = delayed = 0
-            for stored in self._queue(queue).messages.values():
-                if stored.visible_at <= now:
-                    visible += 1
-                elif stored.receipt_handle:
-                    in_flight += 1
-                else:
-                    delayed += 1
-            return QueueCounts(visible, in_flight, delayed)
+            kinds = collections.Counter(
+                'visible' if s.visible_at <= now else 'in_flight' if s.receipt_handle else 'delayed'
+                for s in self._queue(queue).messages.values())
+            return QueueCounts(kinds['visible'], kinds['in_flight'], kinds['delayed'])
 
     def purge(self, queue: str) -> None:
         self._request('PurgeQueue')
@@ -246,8 +211,7 @@ class MemoryTransport:
 
     # --- receiving and settling -------------------------------------------------
 
-    def receive(self, queue: str, max_messages: int, wait_sec: int,
-                visibility_timeout_sec: int,
+    def receive(self, queue: str, max_messages: int, wait_sec: int, visibility_timeout_sec: int,
                 attribute_names: Sequence[str] = ('All',)) -> list[ReceivedMessage]:
         if not 1 <= max_messages <= MAX_BATCH_ENTRIES:
             raise SQSError('MaxNumberOfMessages must be 1..10, got %d' % max_messages,
@@ -260,8 +224,7 @@ class MemoryTransport:
         waited = 0.0        # a long poll ends after wait_sec of waiting, on a FakeClock too
         with self._lock:
             while True:
-                found = self._take(self._queue(queue), max_messages, visibility_timeout_sec,
-                                   attribute_names)
+                found = self._take(self._queue(queue), max_messages, visibility_timeout_sec, attribute_names)
                 left = min(deadline - self.clock.monotonic(), wait_sec - waited)
                 if found or left <= 0:
                     return found
@@ -271,22 +234,17 @@ class MemoryTransport:
     def _take(self, queue: _Queue, max_messages: int, timeout: int,
               attribute_names: Sequence[str]) -> list[ReceivedMessage]:
         now = self.clock.monotonic()
-        if not queue.fifo:
-            delivered = self._take_standard(queue, max_messages, timeout, now)
-        elif self.localstack_fifo:
-            delivered = self._take_localstack(queue, max_messages, timeout, now)
-        else:
-            delivered = self._take_fifo(queue, max_messages, timeout, now)
+        take = self._take_standard if not queue.fifo \
+            else self._take_localstack if self.localstack_fifo else self._take_fifo
+        delivered = take(queue, max_messages, timeout, now)
         for stored in delivered:     # pushed after the loop: at most once per receive
             self._push(queue, stored)
         return [ReceivedMessage(s.message_id, s.receipt_handle, s.body,
                                 _wanted(s.attributes, attribute_names),
-                                s.receive_count, s.group_id, now - s.first_received_at)
-                for s in delivered]
+                                s.receive_count, s.group_id, now - s.first_received_at) for s in delivered]
 
     def _deliver(self, queue: _Queue, stored: _Stored, timeout: int, now: float) -> bool:
-        """Deliver a message (True), or move it to the dead-letter queue once
-        received ``max_receive_count`` times."""
+        """Deliver a message (True), or dead-letter it once received ``max_receive_count`` times."""
         if queue.dead_letter_queue and queue.max_receive_count \
                 and stored.receive_count >= queue.max_receive_count:
             self._dead_letter(queue, stored)
@@ -300,52 +258,44 @@ class MemoryTransport:
         stored.in_flight = next(self._flights)
         return True
 
-    def _take_fifo(self, queue: _Queue, max_messages: int, timeout: int,
-                   now: float) -> list[_Stored]:
+    def _take_fifo(self, queue: _Queue, max_messages: int, timeout: int, now: float) -> list[_Stored]:
         """The first visible messages in send order, of groups with none in flight."""
-        blocked = {s.group_id for s in queue.messages.values()
-                   if s.receipt_handle and s.visible_at > now}
-        delivered: list[_Stored] = []
-        for stored in list(queue.messages.values()):
-            if len(delivered) == max_messages:
-                break
-            if stored.group_id in blocked:
-                continue
+        blocked = {s.group_id for s in queue.messages.values() if s.receipt_handle and s.visible_at > now}
+
+        def held(stored: _Stored) -> bool:
             if stored.visible_at > now:             # held: the rest of its group waits
                 blocked.add(stored.group_id)
-                continue
-            if self._deliver(queue, stored, timeout, now):
-                delivered.append(stored)
-        return delivered
+            return stored.group_id in blocked
+        return self._in_send_order(queue, max_messages, timeout, now, held, set())
 
-    def _take_localstack(self, queue: _Queue, max_messages: int, timeout: int,
-                         now: float) -> list[_Stored]:
+    def _take_localstack(self, queue: _Queue, max_messages: int, timeout: int, now: float) -> list[_Stored]:
         """LocalStack's FIFO receive: the messages whose timeout ended put back
         in receive order up to the first one still invisible, then the first
-        messages not in flight, in send order, of groups not blocked."""
-        for stored in sorted((s for s in queue.messages.values() if s.in_flight),
-                             key=lambda s: s.in_flight):
+        messages not in flight, in send order, of groups not blocked (a receive
+        blocks the groups it took)."""
+        for stored in sorted((s for s in queue.messages.values() if s.in_flight), key=lambda s: s.in_flight):
             if stored.visible_at > now:
                 break
             self._put_back(queue, stored)
-        return self._take_unblocked(queue, max_messages, timeout, now)
-
-    def _take_unblocked(self, queue: _Queue, max_messages: int, timeout: int,
-                        now: float) -> list[_Stored]:
-        """``localstack_fifo``: the first messages not in flight, in send
-        order, of groups not blocked (a receive blocks the groups it took)."""
-        delivered: list[_Stored] = []
         taken: set[str] = set()
+
+        def held(stored: _Stored) -> bool:
+            return bool(stored.in_flight) or stored.visible_at > now \
+                or (stored.group_id in queue.blocked and stored.group_id not in taken)
+        delivered = self._in_send_order(queue, max_messages, timeout, now, held, taken)
+        queue.blocked |= taken
+        return delivered
+
+    def _in_send_order(self, queue: _Queue, max_messages: int, timeout: int, now: float,
+                       held: Callable[[_Stored], bool], taken: set[str]) -> list[_Stored]:
+        """The first messages not ``held`` in send order, delivered; their groups added to ``taken``."""
+        delivered: list[_Stored] = []
         for stored in list(queue.messages.values()):
             if len(delivered) == max_messages:
                 break
-            if stored.in_flight or stored.visible_at > now \
-                    or (stored.group_id in queue.blocked and stored.group_id not in taken):
-                continue
-            if self._deliver(queue, stored, timeout, now):
+            if not held(stored) and self._deliver(queue, stored, timeout, now):
                 delivered.append(stored)
                 taken.add(stored.group_id)
-        queue.blocked |= taken
         return delivered
 
     @staticmethod
@@ -354,8 +304,7 @@ class MemoryTransport:
         stored.in_flight = 0
         queue.blocked.discard(stored.group_id)
 
-    def _take_standard(self, queue: _Queue, max_messages: int, timeout: int,
-                       now: float) -> list[_Stored]:
+    def _take_standard(self, queue: _Queue, max_messages: int, timeout: int, now: float) -> list[_Stored]:
         delivered: list[_Stored] = []
         while queue.heap and len(delivered) < max_messages and queue.heap[0][0] <= now:
             _, _, message_id, version = heapq.heappop(queue.heap)
@@ -367,24 +316,23 @@ class MemoryTransport:
         return delivered
 
     def _dead_letter(self, queue: _Queue, stored: _Stored) -> None:
-        """Move a message to the dead-letter queue, keeping its id, sent_at,
-        count and first receive."""
+        """Move a message to the dead-letter queue with its id, sent_at, count and first receive."""
         del queue.messages[stored.message_id]
         self._add(self._queues[str(queue.dead_letter_queue)],
                   _Stored(stored.message_id, stored.body, stored.attributes, stored.sent_at,
                           self.clock.monotonic(), stored.receive_count, group_id=stored.group_id,
                           first_received_at=stored.first_received_at))
 
-    def _settle(self, operation: str, queue: str, handles: Sequence[str],
-                settle: Callable[[_Queue, str, int], bool], timeouts: Sequence[int]) -> list[str]:
+    def _settle(self, operation: str, queue: str, entries: Sequence[tuple[str, int]],
+                settle: Callable[[_Queue, str, int], bool]) -> list[str]:
+        """Settle (receipt handle, timeout) entries; the handles that failed."""
         failed: list[str] = []
-        for start in range(0, len(handles), MAX_BATCH_ENTRIES):
+        for start in range(0, len(entries), MAX_BATCH_ENTRIES):
             self._request(operation)
             with self._lock:
                 target = self._queue(queue)
-                for index in range(start, min(start + MAX_BATCH_ENTRIES, len(handles))):
-                    if not settle(target, handles[index], timeouts[index]):
-                        failed.append(handles[index])
+                failed.extend(handle for handle, timeout in entries[start:start + MAX_BATCH_ENTRIES]
+                              if not settle(target, handle, timeout))
                 self._lock.notify_all()
         return failed
 
@@ -403,15 +351,12 @@ class MemoryTransport:
                 if handle == stored.receipt_handle:    # a stale handle deletes nothing
                     del target.messages[message_id]
                     if self.localstack_fifo and target.fifo and not any(
-                            s.in_flight and s.group_id == stored.group_id
-                            for s in target.messages.values()):
+                            s.in_flight and s.group_id == stored.group_id for s in target.messages.values()):
                         target.blocked.discard(stored.group_id)
             return True
-        return self._settle('DeleteMessageBatch', queue, receipt_handles, delete,
-                            [0] * len(receipt_handles))
+        return self._settle('DeleteMessageBatch', queue, [(h, 0) for h in receipt_handles], delete)
 
-    def change_visibility_batch(self, queue: str,
-                                changes: Sequence[VisibilityChange]) -> list[str]:
+    def change_visibility_batch(self, queue: str, changes: Sequence[VisibilityChange]) -> list[str]:
         def change(target: _Queue, handle: str, timeout: int) -> bool:
             stored = target.messages.get(_message_id(handle) or '')
             if stored is None or handle != stored.receipt_handle:
@@ -427,5 +372,4 @@ class MemoryTransport:
             self._push(target, stored)
             return True
         return self._settle('ChangeMessageVisibilityBatch', queue,
-                            [c.receipt_handle for c in changes], change,
-                            [c.timeout_sec for c in changes])
+                            [(c.receipt_handle, c.timeout_sec) for c in changes], change)

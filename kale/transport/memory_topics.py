@@ -1,8 +1,6 @@
 """Topics in this process's memory, delivering to a
 :class:`~kale.transport.memory.MemoryTransport`'s queues: the SNS side of
-:mod:`kale.transport.sns` for unit tests and eager runs.
-
-A subscription's filter policy is matched as Kale writes them: each key
+:mod:`kale.transport.sns` for unit tests and eager runs. A filter policy's key
 names a message attribute whose value must be one of the strings listed.
 """
 from __future__ import annotations
@@ -45,12 +43,12 @@ class MemoryTopics:
     def publish(self, arn: str, body: str, attributes: Mapping[str, str]) -> str:
         for sub in list(self._subs(arn)):
             queue = sub['queue_arn'].rsplit(':', 1)[-1]
-            if _matches(sub['filter'], attributes) and arn in self._policies.get(queue, []):
+            matched = all(attributes.get(key) in values for key, values in sub['filter'].items())
+            if matched and arn in self._policies.get(queue, []):
                 self.transport.send(queue, OutgoingMessage(body, dict(attributes)))
         return 'sns-%d' % next(self._numbers)
 
-    def publish_batch(self, arn: str, entries: Sequence[tuple[str, Mapping[str, str]]]
-                      ) -> list[str]:
+    def publish_batch(self, arn: str, entries: Sequence[tuple[str, Mapping[str, str]]]) -> list[str]:
         return [self.publish(arn, body, attributes) for body, attributes in entries]
 
     def subscriptions(self, arn: str) -> list[dict[str, Any]]:
@@ -81,10 +79,6 @@ class MemoryTopics:
     def allow_topics(self, queue: str, topic_arns: Sequence[str]) -> None:
         with self._lock:
             self._policies[queue] = sorted(topic_arns)
-
-
-def _matches(policy: Mapping[str, Any], attributes: Mapping[str, str]) -> bool:
-    return all(attributes.get(key) in values for key, values in policy.items())
 
 
 def topics_of(transport: MemoryTransport) -> MemoryTopics:

@@ -1,10 +1,7 @@
 """The payload store contract: where payloads too big for an SQS message are
-kept (``PAYLOAD_BUCKET`` on S3), as opaque bytes under a key.
-
-:class:`kale.transport.s3.S3PayloadStore` implements it over boto3, and
-:class:`MemoryPayloadStore` in memory (unit tests, and eager mode, so an
-application's tests never reach S3); one contract test suite runs against
-both. What goes in an object and how it is checked is :mod:`kale.codec.offload`'s business.
+kept (``PAYLOAD_BUCKET`` on S3) as opaque bytes under a key, implemented by
+:class:`kale.transport.s3.S3PayloadStore` and in memory by
+:class:`MemoryPayloadStore` (unit tests, eager mode); one contract test suite runs against both.
 """
 from __future__ import annotations
 
@@ -53,31 +50,26 @@ class MemoryPayloadStore:
     def create_bucket(self, bucket: str) -> None:
         self.buckets.add(bucket)
 
-    def _bucket(self, bucket: str) -> None:
+    def _noted(self, bucket: str, key: str, calls: list[str]) -> tuple[str, str]:
         if bucket not in self.buckets:
             raise PayloadStoreError('payload bucket %r does not exist' % (bucket,), 'NoSuchBucket')
+        calls.append(key)
+        return bucket, key
 
     def put(self, bucket: str, key: str, data: bytes) -> None:
         with self._lock:
-            self._bucket(bucket)
-            self.puts.append(key)
-            self.objects[bucket, key] = bytes(data)
+            self.objects[self._noted(bucket, key, self.puts)] = bytes(data)
 
     def get(self, bucket: str, key: str, max_bytes: int) -> bytes:
         with self._lock:
-            self._bucket(bucket)
-            self.gets.append(key)
-            data = self.objects.get((bucket, key))
+            data = self.objects.get(self._noted(bucket, key, self.gets))
         if data is None:
-            raise PayloadMissingError('payload object s3://%s/%s does not exist' % (bucket, key),
-                                      'NoSuchKey')
+            raise PayloadMissingError('payload object s3://%s/%s does not exist' % (bucket, key), 'NoSuchKey')
         return data[:max_bytes + 1]
 
     def delete(self, bucket: str, key: str) -> None:
         with self._lock:
-            self._bucket(bucket)
-            self.deletes.append(key)
-            self.objects.pop((bucket, key), None)
+            self.objects.pop(self._noted(bucket, key, self.deletes), None)
 
     def keys(self, bucket: str) -> list[str]:
         """The keys of the objects in ``bucket``, sorted."""
@@ -89,8 +81,7 @@ _override: Optional[PayloadStore] = None
 
 
 def replaced_payload_store() -> Optional[PayloadStore]:
-    """The store :func:`using_payload_store` put in place for its block, if
-    any: it stands for every app's S3 store meanwhile."""
+    """The store :func:`using_payload_store` put in place of every app's S3 store, if any."""
     return _override
 
 

@@ -27,8 +27,7 @@ def message_fields(message: OutgoingMessage) -> dict[str, Any]:
 
 def split_batches(messages: Sequence[OutgoingMessage], byte_limit: int,
                   max_entries: int = MAX_BATCH_ENTRIES) -> list[list[int]]:
-    """Group message indexes into requests of at most ``max_entries`` entries
-    and ``byte_limit`` bytes (a message bigger than the limit goes alone)."""
+    """Message indexes in requests of ``max_entries`` and ``byte_limit`` at most (or a message alone)."""
     groups: list[list[int]] = []
     current: list[int] = []
     size = 0

@@ -1,20 +1,6 @@
 """Reading the answers of SQS's hot operations without botocore's generic parser,
-and refusing those of the wrong shape (docs/explanation/architecture.md, "What
-Kale's SQS client skips").
-
-Those answers hold only strings, booleans, lists and maps, so :func:`install`
-registers a ``before-parse`` handler that decodes a successful JSON answer
-with :func:`json.loads` (``MessageAttributes.*.BinaryValue`` base64-decoded
-as botocore would) and leaves botocore's parser, a tenth to a third of what
-Kale spends on a message, an empty object to walk. Error answers and XML
-answers go through botocore's parser; an error answer it could not read
-reaches it empty (an error named by its HTTP status).
-
-Nothing in an answer is trusted to have SQS's shape: the readers here check
-what Kale uses as they read it (type tests, a few tenths of a µs a message)
-and raise :func:`malformed`, a retryable SQSError naming what is wrong, never
-the values (they may be payloads), rather than a KeyError or TypeError that
-stopped the worker. The transport's other requests are read here too.
+and refusing those of the wrong shape: docs/explanation/internals-transport.md,
+"Reading SQS's answers".
 """
 from __future__ import annotations
 
@@ -27,8 +13,8 @@ from kale.exceptions import SQSError
 from kale.transport import QueueCounts, ReceivedMessage
 
 #: Operations whose successful answers are read by :func:`read_json_answer`.
-OPERATIONS = ('ReceiveMessage', 'DeleteMessageBatch', 'SendMessage', 'SendMessageBatch',
-              'ChangeMessageVisibilityBatch')
+OPERATIONS = ('ReceiveMessage', 'DeleteMessageBatch', 'ChangeMessageVisibilityBatch',
+              'SendMessage', 'SendMessageBatch')
 #: The transport's other requests, read the same way: an answer of the wrong
 #: shape meets Kale's checks, not botocore's parser (an AttributeError).
 QUEUE_OPERATIONS = ('GetQueueUrl', 'CreateQueue', 'GetQueueAttributes')
@@ -38,18 +24,14 @@ MALFORMED_ANSWER = 'MalformedAnswer'
 
 
 def malformed(detail: str) -> SQSError:
-    """The error for an answer of the wrong shape, ``detail`` saying what is
-    wrong: the request failed and may be tried again, as after a 500."""
+    """The error for an answer of the wrong shape (``detail``): retryable, as after a 500."""
     return SQSError(detail, MALFORMED_ANSWER, retryable=True)
 
 
 def read_json_answer(response_dict: dict[str, Any], customized_response_dict: dict[str, Any],
                      operation_model: Any = None, **kwargs: Any) -> None:
-    """botocore ``before-parse`` handler: decode a 200 JSON answer here, so
-    botocore's parser never walks one of another shape (it raised); one that
-    is not JSON (cut short) is an empty answer, as botocore makes of it. An
-    error answer that parser could not read is handed to it empty (the HTTP
-    status is the code). XML answers are botocore's to read."""
+    """botocore ``before-parse`` handler: a 200 JSON answer decoded here (one
+    cut short: empty); an error answer botocore cannot read handed to it empty."""
     if getattr(operation_model, 'metadata', {}).get('protocol') != 'json':
         return
     body = response_dict.get('body')
@@ -64,10 +46,8 @@ def read_json_answer(response_dict: dict[str, Any], customized_response_dict: di
 
 
 def json_answer(body: Optional[bytes]) -> Optional[dict[str, Any]]:
-    """A successful answer's body as botocore's client gives it (binary
-    attribute values decoded), or None when it is not JSON (an answer cut
-    short: the caller treats it as one that says nothing). JSON that is not
-    an object, or is nested too deeply to read, is a :func:`malformed` error."""
+    """A successful answer's body as botocore's client gives it, or None when
+    it is not JSON (cut short); JSON not an object is :func:`malformed`."""
     if not body:
         return None
     try:
@@ -85,9 +65,7 @@ def json_answer(body: Optional[bytes]) -> Optional[dict[str, Any]]:
 
 
 def _error_shape(body: Optional[bytes]) -> bool:
-    """Whether botocore's parser can read an error answer's ``body``: none,
-    UTF-8 that is not JSON (it keeps the text as the message), or a JSON
-    object whose code and message are strings."""
+    """Whether botocore's parser can read an error answer's ``body`` (text not JSON is its message)."""
     if not body:
         return True
     try:
@@ -101,8 +79,7 @@ def _error_shape(body: Optional[bytes]) -> bool:
 
 
 def decode_binary_values(answer: dict[str, Any]) -> None:
-    """Base64-decode, in place, the binary attribute values of the answer's
-    messages (messages of the wrong shape are left to :func:`received_messages`)."""
+    """Base64-decode the answer's binary attribute values in place (shapes: :func:`received_messages`)."""
     messages = answer.get('Messages')
     if type(messages) is not list:
         return
@@ -120,17 +97,15 @@ def decode_binary_values(answer: dict[str, Any]) -> None:
 
 
 def install(client: Any) -> None:
-    """Read the answers of ``client`` (a boto3 SQS client built by Kale) to
-    the transport's requests with :func:`read_json_answer`."""
+    """Read the answers of ``client`` (Kale's SQS client) with :func:`read_json_answer`."""
     for operation in OPERATIONS + QUEUE_OPERATIONS:
         client.meta.events.register('before-parse.sqs.%s' % operation, read_json_answer,
                                     unique_id='kale-read-json-%s' % operation)
 
 
 def field(answer: Any, path: Sequence[str], kind: type) -> Any:
-    """``answer[path[0]][path[1]]...`` when it is of type ``kind``; None when
-    a field is missing (an answer cut short). A field on the way that is not
-    an object, or the last not of its ``kind``, is a :func:`malformed` error."""
+    """``answer[path[0]][path[1]]...`` of type ``kind`` (else :func:`malformed`);
+    None when a field is missing (an answer cut short)."""
     value = answer
     for depth, key in enumerate(path):
         if type(value) is not dict:
@@ -140,18 +115,15 @@ def field(answer: Any, path: Sequence[str], kind: type) -> Any:
             return None
         value = value[key]
     if type(value) is not kind:
-        raise malformed('%s is %s, not %s' % ('.'.join(path), _kind(value),
-                                                         _kind(kind())))
+        raise malformed('%s is %s, not %s' % ('.'.join(path), _kind(value), _kind(kind())))
     return value
 
 
 def received_messages(answer: dict[str, Any], attribute_names: Sequence[str],
                       now_ms: float) -> list[ReceivedMessage]:
-    """The messages of a ReceiveMessage answer, with the message attributes
-    asked for (``attribute_names``; ``'All'``) and their receive bookkeeping
-    (``now_ms``: this machine's epoch milliseconds at the answer). An answer
-    of the wrong shape is a :func:`malformed` error: none of its messages is
-    used, and each is received again at the end of its visibility timeout."""
+    """The messages of a ReceiveMessage answer (``now_ms``: this machine's
+    epoch milliseconds at the answer). One of the wrong shape is a
+    :func:`malformed` error: its messages come back after their visibility timeout."""
     wanted = None if 'All' in attribute_names else set(attribute_names)
     received = []
     for raw in _listed(answer, 'Messages'):
@@ -168,14 +140,11 @@ def received_messages(answer: dict[str, Any], attribute_names: Sequence[str],
         except (KeyError, TypeError, AttributeError):
             raise malformed(_message_problem(raw, wanted)) from None
         receive_count = 1 if count == '1' else _whole(count, 1)
-        if (type(message_id), type(handle), type(body), type(group),
-                type(receive_count)) != _MESSAGE_TYPES:
+        if (type(message_id), type(handle), type(body), type(group), type(receive_count)) != _MESSAGE_TYPES:
             raise malformed(_message_problem(raw, wanted))
         received.append(speed.build(ReceivedMessage, {      # every field (see kale.speed)
-            'message_id': message_id, 'receipt_handle': handle, 'body': body,
-            'attributes': attributes,
-            'receive_count': receive_count,
-            'group_id': group,
+            'message_id': message_id, 'receipt_handle': handle, 'body': body, 'attributes': attributes,
+            'receive_count': receive_count, 'group_id': group,
             'since_first_receive_sec': 0.0 if receive_count == 1
             else _since_first_receive(system, now_ms)}))
     return received
@@ -187,8 +156,7 @@ _MESSAGE_TYPES = (str, str, str, str, int)
 
 
 def _string_values(named: Any, wanted: Optional[set[str]]) -> dict[str, str]:
-    """The StringValue of each message attribute ``wanted`` (None: all); a
-    TypeError or AttributeError for attributes not of their shape."""
+    """The StringValue of each attribute ``wanted`` (None: all); TypeError or AttributeError if amiss."""
     attributes = {name: value.get('StringValue', '') for name, value in named.items()
                   if wanted is None or name in wanted}
     ''.join(attributes.values())    # a TypeError unless each value is a string
@@ -200,8 +168,7 @@ def _message_problem(raw: Any, wanted: Optional[set[str]]) -> str:
     if type(raw) is not dict:
         return 'a message is %s, not an object' % _kind(raw)
     message_id = raw.get('MessageId')
-    lacking = [name for name in ('MessageId', 'ReceiptHandle', 'Body')
-               if type(raw.get(name)) is not str]
+    lacking = [name for name in ('MessageId', 'ReceiptHandle', 'Body') if type(raw.get(name)) is not str]
     if lacking:
         which = 'message %s' % _shown(message_id) if type(message_id) is str else 'a message'
         return '%s has no %s (as a string)' % (which, ', '.join(lacking))
@@ -230,14 +197,12 @@ def _named_problem(raw: dict[str, Any], wanted: Optional[set[str]]) -> str:
     for name, value in (named or {}).items():
         if (wanted is None or name in wanted) and (
                 type(value) is not dict or type(value.get('StringValue', '')) is not str):
-            return ': message attribute %s is not an object with a string StringValue' % (
-                _shown(name))
+            return ': message attribute %s is not an object with a string StringValue' % (_shown(name))
     return ''
 
 
 def _since_first_receive(attributes: dict[str, Any], now_ms: float) -> Optional[float]:
-    """Seconds since a message's first receive (not its first), from its SQS
-    attributes; None when the endpoint did not say, or not as a number."""
+    """Seconds since a message's first receive; None when the endpoint did not say it as a number."""
     first = attributes.get('ApproximateFirstReceiveTimestamp')
     if type(first) is not str or not first.isdecimal() or len(first) > 18:
         return None
@@ -246,13 +211,10 @@ def _since_first_receive(attributes: dict[str, Any], now_ms: float) -> Optional[
 
 def batch_entries(answer: dict[str, Any], sent: Sequence[int], success_field: str = ''
                   ) -> tuple[dict[int, dict[str, Any]], dict[int, dict[str, Any]]]:
-    """The entries a batch answer names, as ({index: entry} of ``Successful``,
-    {index: entry} of ``Failed``), for a request whose entries had the ids
-    ``str(i)`` for each ``i`` in ``sent``. An entry the answer does not name
-    is in neither (an answer cut short). An answer whose lists or entries are
-    not of their shape, that names an id not sent or names one twice, or
-    (``success_field``: ``MessageId``) a successful entry without that
-    string, is a :func:`malformed` error."""
+    """({index: entry} of ``Successful``, {index: entry} of ``Failed``) of a
+    batch whose entries had the ids ``str(i)`` for ``i`` in ``sent`` (one cut
+    short names fewer); lists or entries not of their shape, an id not sent or
+    named twice, or a success without its ``success_field`` are :func:`malformed`."""
     ids = {str(index): index for index in sent}
     found: tuple[dict[int, dict[str, Any]], dict[int, dict[str, Any]]] = ({}, {})
     for key, entries in zip(('Successful', 'Failed'), found, strict=True):
@@ -265,15 +227,13 @@ def batch_entries(answer: dict[str, Any], sent: Sequence[int], success_field: st
                 raise malformed('the entry with the Id %r is named twice' % str(index))
             if not (_failure_shape(entry) if key == 'Failed'
                     else not success_field or type(entry.get(success_field)) is str):
-                raise malformed('the %s entry with the Id %r is not of its shape'
-                                % (key, str(index)))
+                raise malformed('the %s entry with the Id %r is not of its shape' % (key, str(index)))
             entries[index] = entry
     return found
 
 
 def _listed(answer: dict[str, Any], key: str) -> list[Any]:
-    """The list ``answer[key]``: empty when it is missing (an answer cut short),
-    a :func:`malformed` error when it is not a list."""
+    """The list ``answer[key]``: empty when missing (cut short), :func:`malformed` when not a list."""
     listed = answer.get(key)
     if listed is None:
         return []
@@ -286,13 +246,11 @@ def _entry_problem(key: str, entry: Any, ids: dict[str, int]) -> str:
     """What is wrong with an entry of the batch answer's list ``key`` whose Id is not read."""
     if type(entry) is not dict:
         return 'an entry of %s is %s, not an object' % (key, _kind(entry))
-    return 'an entry of %s has the Id %s, not one of the %d sent' % (
-        key, _shown(entry.get('Id')), len(ids))
+    return 'an entry of %s has the Id %s, not one of the %d sent' % (key, _shown(entry.get('Id')), len(ids))
 
 
 def _failure_shape(entry: dict[str, Any]) -> bool:
-    """Whether a Failed entry's Code and Message are strings and its
-    SenderFault a boolean, where given."""
+    """Whether a Failed entry's Code and Message are strings and its SenderFault a boolean."""
     return type(entry.get('Code', '')) is str and type(entry.get('Message', '')) is str \
         and type(entry.get('SenderFault', False)) is bool
 
@@ -319,8 +277,7 @@ def queue_counts(attributes: Any) -> QueueCounts:
 
 
 def _whole(value: Any, least: int) -> Optional[int]:
-    """``value``, a string of 1 to 18 decimal digits, as a number of at least
-    ``least``; None for anything else."""
+    """``value``, 1 to 18 decimal digits, as a number of at least ``least``; else None."""
     if type(value) is str and 0 < len(value) <= 18 and value.isdecimal():
         number = int(value)
         if number >= least:

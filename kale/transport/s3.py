@@ -1,10 +1,5 @@
-"""The payload store on S3, over boto3 (like :mod:`kale.transport.sqs`, a
-module that talks to AWS).
-
-The S3 client has the SQS client's region and credentials, and its endpoint
-when that is on this machine (``kale sqs-local``: moto's server serves S3 on
-the SQS port); an endpoint elsewhere is SQS's (a VPC endpoint, say), so
-payloads then go to AWS's S3. botocore's exceptions become
+"""The payload store on S3 over boto3 (docs/explanation/internals-transport.md,
+"The AWS modules"); botocore's exceptions become
 :class:`kale.exceptions.PayloadStoreError`.
 """
 from __future__ import annotations
@@ -15,14 +10,13 @@ from typing import Any, ContextManager, Optional
 from kale import config as kale_config
 from kale.exceptions import PayloadMissingError, PayloadStoreError
 from kale.transport.endpoint import endpoint_url, is_local
-from kale.transport.sqs import THROTTLING_CODES, aws_client, aws_errors, one_line
+from kale.transport.sqs import aws_client, aws_errors
 
 MISSING_KEY_CODES = frozenset({'NoSuchKey', '404', 'NotFound'})
 
 
 def make_s3_client(config: kale_config.Config) -> Any:
-    """A new boto3 S3 client built from ``config``; a setting boto3
-    refuses is one ImproperlyConfigured line naming the settings involved."""
+    """A new boto3 S3 client built from ``config``."""
     endpoint = endpoint_url(config)
     local = endpoint if is_local(endpoint) else ''
     return aws_client('s3', local, config, 'S3 client for PAYLOAD_BUCKET',
@@ -44,17 +38,15 @@ class S3PayloadStore:
         self.endpoint = self.client.meta.endpoint_url
 
     def _client_error(self, action: str, bucket: str, where: str, code: str, status: int,
-                      message: str) -> PayloadStoreError:
-        """What S3's error answer to ``action`` on ``where`` means: PayloadMissingError
-        for an object GetObject does not find, else a PayloadStoreError saying why."""
+                      message: str) -> Optional[PayloadStoreError]:
+        """PayloadMissingError for an object GetObject does not find, the
+        bucket's for a bucket missing (None: the usual error)."""
         if code in MISSING_KEY_CODES and action == 'GetObject':
             return PayloadMissingError('payload object %s does not exist' % where, code)
         if code == 'NoSuchBucket':
-            return PayloadStoreError('%s %s: payload bucket %r does not exist at %s (create it, '
-                                     'or correct PAYLOAD_BUCKET)' % (action, where, bucket,
-                                                                     self.endpoint), code)
-        return PayloadStoreError('%s %s: %s: %s' % (action, where, code, one_line(message)), code,
-                                 retryable=status >= 500 or code in THROTTLING_CODES)
+            return PayloadStoreError('%s %s: payload bucket %r does not exist at %s (create it, or correct '
+                                     'PAYLOAD_BUCKET)' % (action, where, bucket, self.endpoint), code)
+        return None
 
     def _errors(self, action: str, bucket: str, key: str) -> ContextManager[None]:
         where = 's3://%s/%s' % (bucket, key)
@@ -63,8 +55,7 @@ class S3PayloadStore:
 
     def put(self, bucket: str, key: str, data: bytes) -> None:
         with self._errors('PutObject', bucket, key):
-            self.client.put_object(Bucket=bucket, Key=key, Body=data,
-                                   ContentType='application/octet-stream')
+            self.client.put_object(Bucket=bucket, Key=key, Body=data, ContentType='application/octet-stream')
 
     def get(self, bucket: str, key: str, max_bytes: int) -> bytes:
         with self._errors('GetObject', bucket, key):

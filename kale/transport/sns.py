@@ -1,10 +1,5 @@
-"""Topics on SNS, over boto3 (like :mod:`kale.transport.sqs` and
-:mod:`kale.transport.s3`, a module that talks to AWS).
-
-The SNS client has the SQS client's settings (moto's server and fauxqs serve
-SNS on the SQS port). A topic's subscriptions are SQS queues with raw
-delivery, so a subscriber queue receives the very body published, and a
-queue's policy lets the topics it subscribes to send to it. botocore's
+"""Topics on SNS over boto3, their subscriptions SQS queues with raw delivery
+(docs/explanation/internals-transport.md, "The AWS modules"); botocore's
 exceptions become :class:`kale.exceptions.TopicError`.
 """
 from __future__ import annotations
@@ -16,7 +11,7 @@ from typing import Any, ContextManager, Mapping, Optional, Sequence
 from kale import config as kale_config
 from kale.exceptions import TopicError
 from kale.transport.endpoint import endpoint_url
-from kale.transport.sqs import THROTTLING_CODES, SQSTransport, aws_client, aws_errors, one_line
+from kale.transport.sqs import SQSTransport, aws_client, aws_errors, one_line
 
 #: Entries of one PublishBatch (SNS's limit).
 MAX_PUBLISH_BATCH = 10
@@ -34,8 +29,7 @@ class SNSTopics:
     """Topic operations over a boto3 SNS client, and the SQS side of a
     subscription (queue ARNs and policies) over the SQS transport's client."""
 
-    def __init__(self, sqs: SQSTransport, client: Any = None,
-                 config: Optional[kale_config.Config] = None):
+    def __init__(self, sqs: SQSTransport, client: Any = None, config: Optional[kale_config.Config] = None):
         self.sqs = sqs
         if client is None:
             if config is None:
@@ -47,10 +41,7 @@ class SNSTopics:
         self._lock = threading.Lock()
 
     def _errors(self, action: str, topic: str) -> ContextManager[None]:
-        where = '%s on topic %r' % (action, topic)
-        return aws_errors(TopicError, where, self.endpoint, lambda code, status, message: TopicError(
-            '%s: %s: %s' % (where, code, one_line(message)), code,
-            retryable=status >= 500 or code in THROTTLING_CODES))
+        return aws_errors(TopicError, '%s on topic %r' % (action, topic), self.endpoint)
 
     # --- topics -------------------------------------------------------------------
 
@@ -82,8 +73,7 @@ class SNSTopics:
                                          MessageAttributes=_attributes(attributes))
         return str(answer.get('MessageId', ''))
 
-    def publish_batch(self, arn: str, entries: Sequence[tuple[str, Mapping[str, str]]]
-                      ) -> list[str]:
+    def publish_batch(self, arn: str, entries: Sequence[tuple[str, Mapping[str, str]]]) -> list[str]:
         """Publish (body, attributes) entries, ten to a PublishBatch; their
         message ids. TopicError when any entry is refused (the ones before it
         were published)."""
@@ -92,19 +82,16 @@ class SNSTopics:
             chunk = entries[start:start + MAX_PUBLISH_BATCH]
             with self._errors('PublishBatch', arn):
                 answer = self.client.publish_batch(TopicArn=arn, PublishBatchRequestEntries=[
-                    {'Id': str(number), 'Message': body,
-                     'MessageAttributes': _attributes(attributes)}
+                    {'Id': str(number), 'Message': body, 'MessageAttributes': _attributes(attributes)}
                     for number, (body, attributes) in enumerate(chunk)])
             failed = answer.get('Failed') or []
             if failed:
                 first = failed[0]
-                raise TopicError('PublishBatch on topic %r: %d of %d events not published (%s: %s)'
-                                 % (arn, len(failed), len(chunk), first.get('Code', ''),
-                                    one_line(str(first.get('Message', '')))),
-                                 str(first.get('Code', '')),
-                                 retryable=not first.get('SenderFault', False))
-            by_id = {int(entry['Id']): str(entry['MessageId'])
-                     for entry in answer.get('Successful', [])}
+                raise TopicError('PublishBatch on topic %r: %d of %d events not published (%s: %s)' % (
+                    arn, len(failed), len(chunk), first.get('Code', ''),
+                    one_line(str(first.get('Message', '')))),
+                    str(first.get('Code', '')), retryable=not first.get('SenderFault', False))
+            by_id = {int(entry['Id']): str(entry['MessageId']) for entry in answer.get('Successful', [])}
             ids.extend(by_id.get(number, '') for number in range(len(chunk)))
         return ids
 
@@ -138,8 +125,7 @@ class SNSTopics:
                 wanted = dict(filter_policy)
                 if sub['filter'] != wanted:
                     # An empty policy cannot be set: '{}' would match nothing on some servers.
-                    self._set(sub['arn'], 'FilterPolicy',
-                              json.dumps(wanted) if wanted else '', False)
+                    self._set(sub['arn'], 'FilterPolicy', json.dumps(wanted) if wanted else '', False)
                 return str(sub['arn'])
         attributes = {'RawMessageDelivery': 'true'}
         if filter_policy:
@@ -166,11 +152,9 @@ class SNSTopics:
         return self.sqs.queue_arn(queue)
 
     def allow_topics(self, queue: str, topic_arns: Sequence[str]) -> None:
-        """Set the queue's policy to let these topics send to it (the
-        statement ``kale-topics``; Kale owns the queue policy)."""
-        statement = {'Sid': POLICY_SID, 'Effect': 'Allow',
-                     'Principal': {'Service': 'sns.amazonaws.com'}, 'Action': 'sqs:SendMessage',
-                     'Resource': self.queue_arn(queue),
+        """Let these topics send to the queue (Kale owns its policy: the statement ``kale-topics``)."""
+        statement = {'Sid': POLICY_SID, 'Effect': 'Allow', 'Principal': {'Service': 'sns.amazonaws.com'},
+                     'Action': 'sqs:SendMessage', 'Resource': self.queue_arn(queue),
                      'Condition': {'ArnEquals': {'aws:SourceArn': sorted(topic_arns)}}}
         policy = json.dumps({'Version': '2012-10-17', 'Statement': [statement]})
         self.sqs._call('SetQueueAttributes', queue, self.sqs.client.set_queue_attributes,
@@ -178,5 +162,4 @@ class SNSTopics:
 
 
 def _attributes(attributes: Mapping[str, str]) -> dict[str, dict[str, str]]:
-    return {name: {'DataType': 'String', 'StringValue': value}
-            for name, value in attributes.items()}
+    return {name: {'DataType': 'String', 'StringValue': value} for name, value in attributes.items()}

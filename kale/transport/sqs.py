@@ -1,9 +1,6 @@
-"""The SQS transport: the only module that talks to boto3.
-
-One boto3 client per process (rebuilt after a fork or a settings change), a
-queue-URL cache, queue creation with dead-letter queues and redrive policies,
-and batch operations split to SQS's limits. botocore's exceptions never leave
-this module: they become :class:`kale.exceptions.SQSError` subclasses.
+"""The SQS transport over boto3 (docs/explanation/internals-transport.md, "The
+AWS modules"), and the AWS clients and error mapping the other AWS modules
+share: botocore's exceptions become :class:`kale.exceptions.SQSError` subclasses.
 """
 from __future__ import annotations
 
@@ -14,7 +11,7 @@ import logging
 import platform
 import re
 import time
-from typing import Any, Callable, Iterator, Optional, Sequence, TypeVar
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 import boto3
 import botocore
@@ -57,8 +54,6 @@ BATCH_SEND_ATTEMPTS = 3
 
 NOT_FOUND_CODES = frozenset({'AWS.SimpleQueueService.NonExistentQueue', 'QueueDoesNotExist'})
 
-T = TypeVar('T')
-
 #: What an entry a batch answer does not name failed with (it is sent again).
 _UNNAMED = {'Code': NO_ANSWER, 'Message': 'the answer does not say whether it was sent'}
 
@@ -66,13 +61,11 @@ _UNNAMED = {'Code': NO_ANSWER, 'Message': 'the answer does not say whether it wa
 #: receive count and first receive's time tell a worker which messages a dead
 #: worker held (on a FIFO queue, how often a task failed), and the group is a
 #: FIFO queue's or a fair queue's tenant.
-_SYSTEM_ATTRIBUTES = ['ApproximateReceiveCount', 'ApproximateFirstReceiveTimestamp',
-                      'MessageGroupId']
+_SYSTEM_ATTRIBUTES = ['ApproximateReceiveCount', 'ApproximateFirstReceiveTimestamp', 'MessageGroupId']
 
 
 def read_timeout_sec(config: kale_config.Config) -> float:
-    """How long the client waits for any answer: ``SQS_READ_TIMEOUT_SEC`` beyond
-    the longest long poll a receive may ask for (which holds its answer that long)."""
+    """How long the client waits for an answer: ``SQS_READ_TIMEOUT_SEC`` beyond the longest long poll."""
     return float(config.SQS_READ_TIMEOUT_SEC) + MAX_LONG_POLL_SEC
 
 
@@ -82,32 +75,16 @@ def read_timeout_sec(config: kale_config.Config) -> float:
 COMMAND_LONG_POLL_SEC = 1
 
 
-def aws_session(endpoint: str, config: kale_config.Config) -> tuple[Any, str]:
-    """A boto3 session with the AWS_* settings (empty ones left to boto3's
-    chain), and its region: ``us-east-1`` with a custom ``endpoint`` and no
-    region anywhere. Every client Kale builds starts here, and from here on
-    the AWS libraries' debug lines are redacted (kale.logs.redact_aws_loggers)."""
-    redact_aws_loggers()
-    session = boto3.session.Session(
-        aws_access_key_id=config.AWS_ACCESS_KEY_ID or None,
-        aws_secret_access_key=config.AWS_SECRET_ACCESS_KEY or None,
-        aws_session_token=config.AWS_SESSION_TOKEN or None,
-        region_name=config.AWS_REGION or None)
-    region = session.region_name
-    if not region:
-        if not endpoint:
-            raise ImproperlyConfigured('no AWS region: set AWS_REGION in the settings or '
-                                       'AWS_DEFAULT_REGION in the environment')
-        region = 'us-east-1'
-    return session, region
-
-
 def user_agent() -> str:
-    """The User-Agent of Kale's SQS requests, sent as is: botocore would build its
-    own for every request, twice (about 30 µs of a worker's CPU per task)."""
+    """Kale's SQS User-Agent, sent as is: botocore's, built twice a request, cost 30 µs a task."""
     return 'kale-sqs/%s botocore/%s Python/%s' % (
         __version__, botocore.__version__, platform.python_version())
 
+
+#: boto3's session arguments and the settings they come from (empty: left to boto3's chain).
+SESSION_SETTINGS = {
+    'aws_access_key_id': 'AWS_ACCESS_KEY_ID', 'aws_secret_access_key': 'AWS_SECRET_ACCESS_KEY',
+    'aws_session_token': 'AWS_SESSION_TOKEN', 'region_name': 'AWS_REGION'}
 
 #: Connections a client keeps open (botocore's: 10): a worker with a pool has
 #: receives, settles, polls and extensions out at once; apublish has threads.
@@ -116,15 +93,21 @@ MAX_CONNECTIONS = 50
 
 def aws_client(service: str, endpoint: str, config: kale_config.Config, name: str = '',
                **options: Any) -> Any:
-    """A new boto3 client of ``service`` at ``endpoint`` ('' for AWS) with the
-    timeouts of ``config`` and botocore's ``options``. A setting boto3 refuses
+    """A new boto3 client of ``service`` at ``endpoint`` ('' for AWS) from the AWS_*
+    settings (the region ``us-east-1`` with a custom ``endpoint`` and none anywhere),
+    the AWS libraries' debug lines redacted from here on; a setting boto3 refuses
     is one ImproperlyConfigured line naming the client (``name``; none: raised as it comes)."""
+    redact_aws_loggers()
     try:
-        session, region = aws_session(endpoint, config)
+        session = boto3.session.Session(**{argument: getattr(config, setting) or None
+                                           for argument, setting in SESSION_SETTINGS.items()})
+        if not session.region_name and not endpoint:
+            raise ImproperlyConfigured('no AWS region: set AWS_REGION in the settings or '
+                                       'AWS_DEFAULT_REGION in the environment')
         options.setdefault('read_timeout', float(config.SQS_READ_TIMEOUT_SEC))
-        return session.client(service, endpoint_url=endpoint or None, region_name=region,
-                              config=BotoConfig(connect_timeout=config.SQS_CONNECT_TIMEOUT_SEC,
-                                                **options))
+        return session.client(service, endpoint_url=endpoint or None,
+                              region_name=session.region_name or 'us-east-1',
+                              config=BotoConfig(connect_timeout=config.SQS_CONNECT_TIMEOUT_SEC, **options))
     except (ValueError, botocore.exceptions.BotoCoreError) as exc:
         if not name:
             raise
@@ -134,8 +117,7 @@ def aws_client(service: str, endpoint: str, config: kale_config.Config, name: st
 
 
 def make_client(for_commands: bool = False, *, config: kale_config.Config) -> Any:
-    """A new boto3 SQS client built from ``config`` (``for_commands``:
-    see COMMAND_LONG_POLL_SEC)."""
+    """A new boto3 SQS client built from ``config`` (``for_commands``: see COMMAND_LONG_POLL_SEC)."""
     client = aws_client(
         'sqs', endpoint_url(config), config, 'SQS client',
         read_timeout=(float(config.SQS_READ_TIMEOUT_SEC) + COMMAND_LONG_POLL_SEC
@@ -151,8 +133,7 @@ def make_client(for_commands: bool = False, *, config: kale_config.Config) -> An
 
 
 #: botocore's errors for credentials that are missing or incomplete.
-CREDENTIALS_ERRORS = (botocore.exceptions.NoCredentialsError,
-                      botocore.exceptions.PartialCredentialsError)
+CREDENTIALS_ERRORS = (botocore.exceptions.NoCredentialsError, botocore.exceptions.PartialCredentialsError)
 
 
 def no_credentials(exc: Exception) -> ImproperlyConfigured:
@@ -163,27 +144,27 @@ def no_credentials(exc: Exception) -> ImproperlyConfigured:
 
 @contextlib.contextmanager
 def aws_errors(error: Callable[..., Exception], where: str, endpoint: str,
-               answered: Callable[[str, int, str], Exception]) -> Iterator[None]:
+               answered: Optional[Callable[[str, int, str], Optional[Exception]]] = None) -> Iterator[None]:
     """botocore's failures of a request (``where``: what it did on what) as
-    Kale's ``error``; ``answered`` makes the error of an error answer from its
-    code, HTTP status and message."""
+    Kale's ``error``; ``answered`` may make the error of an error answer from
+    its code, HTTP status and message (None: the one saying its code)."""
     try:
         yield
     except botocore.exceptions.ClientError as exc:
-        raise answered(*error_of(exc)) from None
+        code, status, message = error_of(exc)
+        found = answered(code, status, message) if answered else None
+        raise found or error('%s: %s: %s' % (where, code, one_line(message)), code,
+                             retryable=status >= 500 or code in THROTTLING_CODES) from None
     except CREDENTIALS_ERRORS as exc:
         raise no_credentials(exc) from None
     except (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError) as exc:
-        raise error('%s: endpoint %s unreachable: %s' % (where, endpoint, exc),
-                    retryable=True) from None
+        raise error('%s: endpoint %s unreachable: %s' % (where, endpoint, exc), retryable=True) from None
     except botocore.exceptions.BotoCoreError as exc:    # e.g. a read cut short
-        raise error('%s failed: %s: %s' % (where, type(exc).__name__, exc),
-                    retryable=True) from None
+        raise error('%s failed: %s: %s' % (where, type(exc).__name__, exc), retryable=True) from None
 
 
 def one_line(text: str, limit: int = 160) -> str:
-    """An error text as one short line: an HTML page becomes its title (or its
-    text), and newlines become spaces."""
+    """An error text as one short line: an HTML page becomes its title (or its text)."""
     if re.search(r'<(!doctype|html|title|body)\b', text, re.IGNORECASE):
         title = re.search(r'<title>(.*?)</title>', text, re.IGNORECASE | re.DOTALL)
         text = title.group(1) if title else re.sub(r'<[^>]+>', ' ', text)
@@ -239,13 +220,11 @@ class SQSTransport:
             raise SQSError('%s on queue %r failed: %s: %s' % (action, queue, type(exc).__name__,
                                                               exc), retryable=True) from None
 
-    def _answered(self, action: str, queue: str, code: str, status: int,
-                  message: str) -> SQSError:
+    def _answered(self, action: str, queue: str, code: str, status: int, message: str) -> SQSError:
         """The SQSError of an error answer to ``action``."""
         if code in NOT_FOUND_CODES:
             self._urls.pop(queue, None)
-            return QueueNotFoundError('queue %r does not exist at %s' % (queue, self.endpoint),
-                                      code)
+            return QueueNotFoundError('queue %r does not exist at %s' % (queue, self.endpoint), code)
         if code == str(status):         # not an SQS error: a page from something else
             text = '%s on queue %r: endpoint %s answered HTTP %s: %s' % (
                 action, queue, self.endpoint, status, one_line(message))
@@ -255,12 +234,14 @@ class SQSTransport:
             return ThrottledError(text, code)
         return SQSError(text, code, retryable=status >= 500)
 
-    def _call(self, action: str, queue: str, method: Callable[..., T], **kwargs: Any) -> T:
+    def _call(self, action: str, queue: str, method: Callable[..., Any], *path: str,
+              kind: type = str, **kwargs: Any) -> Any:
+        """The answer of a request that is not a hot one, or its field at ``path`` (see _field)."""
         with self._errors(action, queue):
-            return self.attempts.make(action, lambda: method(**kwargs))
+            answer = self.attempts.make(action, lambda: method(**kwargs))
+        return self._field(action, queue, answer, *path, kind=kind) if path else answer
 
-    def _request(self, action: str, queue: str, method: Callable[..., Any],
-                 **kwargs: Any) -> Any:
+    def _request(self, action: str, queue: str, method: Callable[..., Any], **kwargs: Any) -> Any:
         """One of the hot requests (kale.transport.direct.OPERATIONS): its
         first attempt built here when it can be, the others through botocore."""
         direct = self.direct
@@ -269,10 +250,8 @@ class SQSTransport:
                                       else lambda: direct.call(action, kwargs))
 
     def _field(self, action: str, queue: str, answer: Any, *path: str, kind: type = str) -> Any:
-        """``answer[path[0]][path[1]]...``, of type ``kind``. An answer cut
-        short parses as an empty one without error; a field it lacks is a
-        retryable SQSError (code NO_ANSWER), not a KeyError: the request may
-        have been applied. One not of its type is responses.malformed."""
+        """``answer[path[0]][path[1]]...`` of type ``kind``; one an answer cut short
+        lacks is a retryable SQSError (NO_ANSWER): the request may have been applied."""
         with self._errors(action, queue):
             value = responses.field(answer, path, kind)
         if value is None:
@@ -284,9 +263,8 @@ class SQSTransport:
         """The queue's URL (cached)."""
         url = self._urls.get(queue)
         if url is None:
-            answer = self._call('GetQueueUrl', queue, self.client.get_queue_url, QueueName=queue)
-            url = self._field('GetQueueUrl', queue, answer, 'QueueUrl')
-            self._urls[queue] = url
+            url = self._urls[queue] = self._call('GetQueueUrl', queue, self.client.get_queue_url,
+                                                 'QueueUrl', QueueName=queue)
         return url
 
     # --- queues -----------------------------------------------------------------
@@ -298,15 +276,11 @@ class SQSTransport:
             return False
         return True
 
-    def _get_or_create(self, name: str, attributes: dict[str, str]) -> str:
-        if self.queue_exists(name):
-            return self._urls[name]
-        answer = self._call('CreateQueue', name, self.client.create_queue,
-                            QueueName=name, Attributes=attributes)
-        url = self._field('CreateQueue', name, answer, 'QueueUrl')
-        logger.info('created SQS queue %s', name)
-        self._urls[name] = url
-        return url
+    def _get_or_create(self, name: str, attributes: dict[str, str]) -> None:
+        if not self.queue_exists(name):
+            self._urls[name] = self._call('CreateQueue', name, self.client.create_queue,
+                                          'QueueUrl', QueueName=name, Attributes=attributes)
+            logger.info('created SQS queue %s', name)
 
     def ensure_queue(self, name: str, visibility_timeout_sec: int,
                      dead_letter_queue: Optional[str], max_receive_count: int) -> None:
@@ -324,15 +298,13 @@ class SQSTransport:
 
     def queue_arn(self, queue: str) -> str:
         """The queue's ARN."""
-        answer = self._call('GetQueueAttributes', queue, self.client.get_queue_attributes,
-                            QueueUrl=self.url(queue), AttributeNames=['QueueArn'])
-        return str(self._field('GetQueueAttributes', queue, answer, 'Attributes', 'QueueArn'))
+        return str(self._call('GetQueueAttributes', queue, self.client.get_queue_attributes, 'Attributes',
+                              'QueueArn', QueueUrl=self.url(queue), AttributeNames=['QueueArn']))
 
     def counts(self, queue: str) -> QueueCounts:
-        answer = self._call('GetQueueAttributes', queue, self.client.get_queue_attributes,
-                            QueueUrl=self.url(queue),
-                            AttributeNames=list(responses.COUNT_ATTRIBUTES.values()))
-        attributes = self._field('GetQueueAttributes', queue, answer, 'Attributes', kind=dict)
+        attributes = self._call('GetQueueAttributes', queue, self.client.get_queue_attributes,
+                                'Attributes', kind=dict, QueueUrl=self.url(queue),
+                                AttributeNames=list(responses.COUNT_ATTRIBUTES.values()))
         with self._errors('GetQueueAttributes', queue):
             return responses.queue_counts(attributes)
 
@@ -353,8 +325,7 @@ class SQSTransport:
             first = next(iter(failed.values()))
             raise BatchSendError('SendMessageBatch on queue %r: %d of %d messages not sent (%s: %s)'
                                  % (queue, len(failed), len(messages), first[0], first[1]), failed,
-                                 [done[i]['MessageId'] if i in done else None
-                                  for i in range(len(messages))])
+                                 [done[i]['MessageId'] if i in done else None for i in range(len(messages))])
         return [done[index]['MessageId'] for index in range(len(messages))]
 
     def _send_groups(self, queue: str, messages: Sequence[OutgoingMessage],
@@ -379,12 +350,10 @@ class SQSTransport:
     def _batch(self, action: str, queue: str, method: Callable[..., Any],
                entries: dict[int, dict[str, Any]], done: dict[int, dict[str, Any]],
                success_field: str = '') -> tuple[dict[int, tuple[str, str]], list[int]]:
-        """One request's worth of ``entries`` (by index, their Id) in a batch
-        request, made again (BATCH_SEND_ATTEMPTS in all) for those that failed
-        on SQS's side or that an answer cut short does not name: an entry sent,
-        deleted or changed twice is harmless (a send's task id makes it one
-        task). Adds the successful entries to ``done``; returns the (code,
-        message) of those that failed, and the ones of them tried to the last."""
+        """A request's worth of ``entries`` (Id: their index), made again for those
+        failed on SQS's side or not named (twice is harmless: a send's task id makes
+        it one task); the successes added to ``done``, the failures' (code,
+        message), and those tried to the last."""
         reasons: dict[int, dict[str, Any]] = {}
         pending = list(entries)
         for attempt in range(BATCH_SEND_ATTEMPTS):
@@ -409,8 +378,7 @@ class SQSTransport:
 
     # --- receiving and settling ----------------------------------------------------
 
-    def receive(self, queue: str, max_messages: int, wait_sec: int,
-                visibility_timeout_sec: int,
+    def receive(self, queue: str, max_messages: int, wait_sec: int, visibility_timeout_sec: int,
                 attribute_names: Sequence[str] = ('All',)) -> list[ReceivedMessage]:
         response = self._request(
             'ReceiveMessage', queue, self.client.receive_message, QueueUrl=self.url(queue),
@@ -422,8 +390,7 @@ class SQSTransport:
 
     def _batched(self, action: str, queue: str, method: Callable[..., Any],
                  entries: list[dict[str, Any]]) -> list[str]:
-        """Run a batch of deletes or visibility changes (see _batch); the
-        receipt handles that failed."""
+        """The receipt handles of the deletes or visibility changes that failed (see _batch)."""
         failed: list[str] = []
         for start in range(0, len(entries), MAX_BATCH_ENTRIES):
             chunk = dict(enumerate(entries[start:start + MAX_BATCH_ENTRIES]))
@@ -441,8 +408,7 @@ class SQSTransport:
         return self._batched('DeleteMessageBatch', queue, self.client.delete_message_batch,
                              [{'ReceiptHandle': handle} for handle in receipt_handles])
 
-    def change_visibility_batch(self, queue: str,
-                                changes: Sequence[VisibilityChange]) -> list[str]:
+    def change_visibility_batch(self, queue: str, changes: Sequence[VisibilityChange]) -> list[str]:
         return self._batched('ChangeMessageVisibilityBatch', queue,
                              self.client.change_message_visibility_batch,
                              [{'ReceiptHandle': change.receipt_handle,
