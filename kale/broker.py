@@ -18,12 +18,7 @@ from kale.codec import Codec, build_codec
 from kale.codec.keys import signing_keys
 from kale.config import Config
 from kale.exceptions import ImproperlyConfigured, KaleError, QueueNotFoundError
-from kale.queue_config import (
-    QUEUE_NAME_PATTERN,
-    QueueConfig,
-    TaskQueue,
-    dead_run_side,
-)
+from kale.queue_config import QUEUE_NAME_PATTERN, QueueConfig, TaskQueue, dead_run_side
 from kale.transport import (
     FIFO_SUFFIX,
     OutgoingMessage,

@@ -37,17 +37,7 @@ import concurrent.futures
 import inspect
 import logging
 import warnings
-from typing import (
-    TYPE_CHECKING,
-    Any,
-    Awaitable,
-    Callable,
-    Collection,
-    Mapping,
-    Optional,
-    Sequence,
-    Union,
-)
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Collection, Mapping, Optional, Sequence, Union
 
 from kale.config import Config
 from kale.dotted import import_string

@@ -13,17 +13,10 @@ import dataclasses
 import functools
 import logging
 import time
-from typing import (
-    TYPE_CHECKING,
-    Any,
-    Iterable,
-    Mapping,
-    Optional,
-    Sequence,
-)
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
 
 from kale.clock import SYSTEM_CLOCK, Clock
-from kale.delays import check_delay, check_wait  # noqa: F401  (check_delay's home was here)
+from kale.delays import check_wait
 from kale.exceptions import BatchSendError, PublishError
 from kale.fair import tenants, with_tenants
 from kale.hooks import HookDispatcher, PublishHooks, load_hooks
@@ -31,20 +24,8 @@ from kale.ids import random_id
 from kale.labels import check_labels
 from kale.message import Message, publisher_identity
 from kale.off_loop import off_the_loop
-from kale.publication import (
-    Draft,
-    Publication,
-    PublishCall,
-    Sender,
-)
-from kale.publish_checks import (  # noqa: F401  (their home was here)
-    call_pair,
-    check_arguments,
-    check_fifo_ids,
-    check_time_limit,
-    dedup_ids,
-    task_queue,
-)
+from kale.publication import Draft, Publication, PublishCall, Sender
+from kale.publish_checks import call_pair, check_arguments, check_fifo_ids, dedup_ids, task_queue
 from kale.queue_config import TaskQueue
 from kale.transport import OutgoingMessage
 from kale.unique import unique_claims, unique_window
@@ -186,26 +167,14 @@ class Publisher:
                                     dedup_id, labels, queue_name, task_ids, context,
                                     unique_for_sec, eta, retry_nums), sender)
 
-    async def apublish(self, task_class: type['Task'], app_data: Any, args: tuple,
-                       kwargs: Mapping[str, Any], delay_sec: Any = 0,
-                       group_id: Optional[str] = None, dedup_id: Optional[str] = None,
-                       labels: Optional[Mapping[str, str]] = None,
-                       queue_name: Optional[str] = None, eta: Any = None) -> str:
+    async def apublish(self, *call: Any, **options: Any) -> str:
         """:meth:`publish` from a coroutine: sent on a thread (see
         :func:`off_the_loop`), the caller's event loop never blocked."""
-        call = PublishCall(task_class, app_data, [(args, kwargs)], delay_sec, group_id,
-                           dedup_id, labels, queue_name, eta=eta)
-        return (await off_the_loop(functools.partial(self.run, call)))[0]
+        return await off_the_loop(functools.partial(self.publish, *call, **options))
 
-    async def apublish_batch(self, task_class: type['Task'], app_data: Any,
-                             calls: Iterable[Any], delay_sec: Any = 0,
-                             group_id: Optional[str] = None,
-                             labels: Optional[Mapping[str, str]] = None,
-                             queue_name: Optional[str] = None, eta: Any = None) -> list[str]:
+    async def apublish_batch(self, *call: Any, **options: Any) -> list[str]:
         """:meth:`publish_batch` from a coroutine (see :meth:`apublish`)."""
-        call = PublishCall(task_class, app_data, list(calls), delay_sec, group_id, None, labels,
-                           queue_name, eta=eta)
-        return await off_the_loop(functools.partial(self.run, call))
+        return await off_the_loop(functools.partial(self.publish_batch, *call, **options))
 
     # --- the pipeline ------------------------------------------------------------------
 

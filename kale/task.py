@@ -22,11 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional
 
 from kale.config import Config
 from kale.default import default_app
-from kale.exceptions import (
-    NonRetriableTaskError,
-    PublishError,
-    TaskDefinitionError,
-)
+from kale.exceptions import NonRetriableTaskError, PublishError, TaskDefinitionError
 from kale.message import Message
 from kale.publisher import new_task_id
 from kale.retry import (  # noqa: F401  (the reasons' home before kale.retry)

@@ -31,6 +31,7 @@ from kale.app import App, default_app
 from kale.exceptions import QueueConfigError
 from kale.hooks import run_to_end
 from kale.message import Message
+from kale.publish_checks import check_time_limit
 from kale.queue_config import TaskQueue
 from kale.task import Task
 from kale.transport import MAX_VISIBILITY_SEC, OutgoingMessage
@@ -94,7 +95,7 @@ class EagerPublisher(kale_publisher.Publisher):
         try:
             _ = self.app.queues
         except QueueConfigError:        # none to read: the task's queue, as named
-            kale_publisher.check_time_limit(task_class, STAND_IN_QUEUE)
+            check_time_limit(task_class, STAND_IN_QUEUE)
             return dataclasses.replace(STAND_IN_QUEUE, name=queue_name or task_class.queue)
         return super().queue_of(task_class, queue_name)
 
