@@ -1,35 +1,7 @@
-"""Hooks: documented no-op methods that features and applications override.
-
-:class:`PublishHooks` are called by the publisher around every send (listed
-in ``PUBLISH_HOOKS`` or given to ``Publisher(hooks=[...])``);
-:class:`WorkerHooks` by the worker at start and stop, around each batch and
-task, and for each task's outcome (``WORKER_HOOKS``, ``Worker(hooks=[...])``).
-A feature that watches both sides subclasses both. Hooks run in the calling
-process, in the order listed.
-
-**Coroutines.** A hook may be ``async def``: it is awaited, on the worker's
-event loop when it has one (in a pool's coroutine tasks, ``on_task_started``
-and ``on_task_finished`` in the task's own asyncio task).
-
-**Failures.** A hook that raises is logged with its traceback and the others
-still run, so a broken metrics hook cannot stop work or lose a task. Except
-``on_worker_startup`` and ``on_supervisor_startup`` (and the
-``ON_WORKER_STARTUP`` setting): a worker whose start-up failed does not start
-(``kale worker`` exits 1).
-
-**Answers.** ``cancelled_tasks``, asked once per batch, names the tasks the
-worker must not run (settled as cancelled: deleted unrun, then
-``on_task_cancelled``); one that raises counts as naming none.
-
-**Features Kale ships** plug in through these classes (:func:`feature_hooks`):
-``RECORDS_URL`` adds ``kale.records.hooks.RecordsHooks``, ``METRICS_PORT``
-``kale.contrib.metrics.PrometheusHooks``, ``TRACING``
-``kale.contrib.tracing.TracingHooks``.
-
-**Trust.** A hook given a :class:`~kale.worker.batch.Settlement` can tell
-whether its message was verified (``settlement.verified``): for a body that
-failed verification, only the SQS message id is known for certain.
-"""
+"""Hooks: documented no-op methods that features and applications override,
+:class:`PublishHooks` around every send and :class:`WorkerHooks` around a
+worker's batches, tasks and outcomes; a failing hook is logged and the others
+run (docs/explanation/internals-top.md, "Hooks")."""
 from __future__ import annotations
 
 import asyncio

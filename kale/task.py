@@ -1,19 +1,6 @@
-"""The base class of every task.
-
-Subclass :class:`Task`, set ``queue`` and the limits, implement ``run_task``,
-and publish with ``MyTask.publish(app_data, *args, **kwargs)``::
-
-    class Resize(task.Task):
-        queue = 'default'
-        time_limit = 5          # seconds one run may take (float allowed)
-        max_retries = 3         # retries after the first failure; 0 = never
-        target_runtime = 2      # slower runs are logged as slow
-
-        def run_task(self, image_id, width=100):
-            ...
-
-    Resize.publish(None, 42, width=300)
-"""
+"""The base class of every task: subclass :class:`Task`, set ``queue`` and the
+limits, implement ``run_task``, publish with ``MyTask.publish(app_data, *args,
+**kwargs)`` (an example: docs/explanation/internals-top.md, "Tasks")."""
 from __future__ import annotations
 
 import inspect
