@@ -34,7 +34,8 @@ _owning = threading.RLock()
 
 
 class App:
-    """A configuration and the parts built from it; see the module docstring."""
+    """A configuration and the parts built from it, each once, on first use, and
+    handed down: two apps with different settings work side by side."""
 
     def __init__(self, config: Optional[Config] = None, *,
                  transport: Optional['Transport'] = None, clock: Clock = SYSTEM_CLOCK,

@@ -1,12 +1,7 @@
-"""Every Kale setting, declared once: its name, type, default, check and
-meaning, in the :class:`Settings` table below.
-
-The settings module ``KALE_SETTINGS_MODULE`` names overrides any of these by
-defining the same UPPER_CASE name (this module's are the defaults); settings
-are read when Kale first needs one, not at import. The table is what
-:class:`kale.config.Config`'s fields, the checks run when settings load, and
-the settings reference (``kale settings --markdown``) come from.
-"""
+"""Every Kale setting, declared once: its name, type, default, check and meaning,
+in the :class:`Settings` table below, the source of :class:`kale.config.Config`, its
+checks and the settings reference (docs/explanation/internals-top.md, "Settings and
+the configuration")."""
 from __future__ import annotations
 
 import dataclasses

@@ -1,11 +1,5 @@
-"""Publishing: validate a task invocation, encode it, hand it to the broker.
-
-Every check (:mod:`kale.publish_checks`, :mod:`kale.delays`, :mod:`kale.fair`;
-the arguments must serialize and the message fit ``SQS_TASK_SIZE_LIMIT``)
-runs before anything is sent, a batch's whole, each failure its own exception
-naming the task and the bad value. Publish hooks (:class:`kale.hooks.PublishHooks`)
-see every :class:`Publication` before it is encoded and after it was sent.
-"""
+"""Publishing: check a task invocation whole, encode it, hand it to the broker,
+between the publish hooks (docs/explanation/internals-top.md, "Publishing")."""
 from __future__ import annotations
 
 import copy
@@ -32,8 +26,6 @@ from kale.unique import unique_claims, unique_window
 
 if TYPE_CHECKING:
     from kale.app import App
-    from kale.codec import Codec
-    from kale.config import Config
     from kale.task import Task
 
 logger = logging.getLogger(__name__)
@@ -85,21 +77,11 @@ class Publisher:
         return self._app
 
     @property
-    def config(self) -> 'Config':
-        """The configuration of its app."""
-        return self.app.config
-
-    @property
     def hooks(self) -> HookDispatcher:
         """The publish hooks: its app's features', ``PUBLISH_HOOKS``, those given."""
         if self._hooks is None:
             raise TypeError(self._NO_APP)
         return self._hooks
-
-    @property
-    def codec(self) -> 'Codec':
-        """The codec of its app."""
-        return self.app.codec
 
     def queue_of(self, task_class: type['Task'], queue_name: Optional[str] = None) -> TaskQueue:
         """The configured queue ``task_class`` publishes to (``queue_name``, else its own)."""
@@ -108,9 +90,7 @@ class Publisher:
     @property
     def sender(self) -> Sender:
         """What sends its messages: its app's broker, or the one it was made with."""
-        if self._sender is None:
-            return self.app.broker
-        return self._sender
+        return self.app.broker if self._sender is None else self._sender
 
     @staticmethod
     def labels(task_class: type['Task'], given: dict[str, str], args: tuple,
@@ -126,7 +106,7 @@ class Publisher:
     def build(self, task_class: type['Task'], app_data: Any, args: tuple,
               kwargs: Mapping[str, Any]) -> Message:
         """A new message for one invocation (its arguments checked)."""
-        check_arguments(task_class, args, kwargs, self.config)
+        check_arguments(task_class, args, kwargs, self.app.config)
         task_class.check_call(args, kwargs)
         return Message(task_id=task_class.make_task_id(*args, **kwargs),
                        task_name=task_class.task_path(), args=tuple(args), kwargs=dict(kwargs),
@@ -230,7 +210,7 @@ class Publisher:
             return None, None
         unique_sec = unique_window(draft.name, call.unique_for_sec,
                                    getattr(call.task_class, 'unique_for_sec', None))
-        claims = unique_claims(self.config, draft.name, unique_sec, draft.pairs,
+        claims = unique_claims(self.app.config, draft.name, unique_sec, draft.pairs,
                                draft.messages)
         if not claims:
             return None, None
@@ -295,7 +275,7 @@ class Publisher:
     def encode(self, publication: Publication, draft: Draft,
                ids: list[str]) -> list[OutgoingMessage]:
         """The signed bodies (with the hooks' context and attributes), grouped."""
-        codec = self.codec
+        codec = self.app.codec
         outgoing = [codec.to_outgoing(with_context(m, carried), publication.sqs_name,
                                       draft.delay, extra)
                     for m, extra, carried in zip(draft.messages, publication.attributes,

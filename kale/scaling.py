@@ -1,11 +1,5 @@
-"""Autoscaling signals: what a fleet of workers should be sized on, per queue.
-
-For each configured queue: the messages visible, in flight and delayed, the
-age of the oldest waiting task (the records', else CloudWatch's), the running
-workers serving it (records), and the backlog per worker, the figure AWS's
-target-tracking guidance scales on. ``kale queues --json`` and ``kale web``'s
-``/metrics`` give them.
-"""
+"""Autoscaling signals: what a fleet of workers should be sized on, per queue
+(docs/explanation/internals-top.md, "Autoscaling signals")."""
 from __future__ import annotations
 
 import dataclasses

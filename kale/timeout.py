@@ -56,17 +56,9 @@ class BaseTimeout:
 
 
 class SignalTimeout(BaseTimeout):
-    """SIGALRM with sub-second precision (POSIX, main thread only).
-
-    Between :meth:`setup` and :meth:`teardown` the handler stays installed:
-    disarming only marks the run over, and :meth:`after_batch` stops the
-    timer. A run whose deadline is no earlier than the alarm already on its
-    way makes no system call (the handler moves the timer on to the run's
-    deadline), so a batch of short runs costs one ``setitimer``. Used alone,
-    each run installs, arms, stops and removes it. The SIGALRM handler and
-    timer there before (a test runner's, an application's) are put back
-    afterwards, the timer with the time it had left.
-    """
+    """SIGALRM with sub-second precision (POSIX, main thread only), its handler
+    kept installed from :meth:`setup` to :meth:`teardown` so a batch of short
+    runs costs one ``setitimer`` (docs/explanation/internals-top.md, "Time limits")."""
 
     repeat_sec = 0.25
 
