@@ -290,11 +290,9 @@ def _failed(target: Any, hook: Callable[..., Any]) -> None:
 
 
 class HookDispatcher:
-    """Calls one hook on every registered object, isolating failures.
-
-    A hook is named by its method on the base class, never by a string:
-    ``dispatch(WorkerHooks.on_task_started, queue, received, message)``.
-    """
+    """Calls one hook on every registered object, isolating failures; a hook is
+    named by its method on the base class, never by a string:
+    ``dispatch(WorkerHooks.on_task_started, queue, received, message)``."""
 
     def __init__(self, hooks: Sequence[Any]):
         self.hooks = list(hooks)

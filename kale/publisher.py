@@ -14,7 +14,6 @@ from kale.delays import check_wait
 from kale.exceptions import BatchSendError, PublishError
 from kale.fair import tenants, with_tenants
 from kale.hooks import HookDispatcher, PublishHooks, load_hooks
-from kale.ids import random_id
 from kale.labels import check_labels
 from kale.message import Message, publisher_identity
 from kale.off_loop import off_the_loop
@@ -32,14 +31,10 @@ logger = logging.getLogger(__name__)
 
 
 class Publisher:
-    """Builds, checks and sends task messages, calling the publish hooks.
-
-    A publish is a pipeline: the call checked and its messages built
-    (:meth:`draft`), the unique keys claimed (:meth:`claim`), the messages
-    encoded, signed and handed to a :class:`Sender` (:meth:`send`), between
-    the ``before_publish`` and ``after_publish`` hooks. It publishes once an
-    :class:`~kale.app.App` gave it its parts (:meth:`given_parts`; the
-    default app does for one put in place with :func:`set_publisher`)."""
+    """Builds, checks and sends task messages, in stages (:meth:`draft`,
+    :meth:`claim`, :meth:`send`) between the publish hooks, once an app gave it
+    its parts (:meth:`given_parts`; the default app does for one put in place
+    with :func:`set_publisher`)."""
 
     def __init__(self, sender: Optional[Sender] = None, hooks: Sequence[Any] = (),
                  clock: Clock = SYSTEM_CLOCK):
@@ -310,7 +305,3 @@ def set_publisher(publisher: Optional[Publisher]) -> Optional[Publisher]:
     global _replaced
     previous, _replaced = _replaced, publisher
     return previous
-
-
-def new_task_id() -> str:
-    return random_id()

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional
 from kale.config import Config
 from kale.default import default_app
 from kale.exceptions import NonRetriableTaskError, PublishError, TaskDefinitionError
+from kale.ids import random_id
 from kale.message import Message
-from kale.publisher import new_task_id
 from kale.retry import (  # noqa: F401  (the reasons' home before kale.retry)
     PERMANENT_FAILURE_NO_RETRIES,
     PERMANENT_FAILURE_NON_RETRIABLE,
@@ -151,7 +151,7 @@ class Task:
     @classmethod
     def make_task_id(cls, *args: Any, **kwargs: Any) -> str:
         """A unique id for a new invocation; override for more descriptive ids."""
-        return new_task_id()
+        return random_id()
 
     @classmethod
     def _check_importable(cls) -> None:
