@@ -19,8 +19,7 @@ def _forget() -> None:
     _lock = threading.Lock()        # another thread may have held it at the fork
 
 
-if hasattr(os, 'register_at_fork'):
-    os.register_at_fork(after_in_child=_forget)
+os.register_at_fork(after_in_child=_forget)      # POSIX only, as kale.off_loop's
 
 
 def random_id() -> str:

@@ -4,7 +4,6 @@ limits, implement ``run_task``, publish with ``MyTask.publish(app_data, *args,
 from __future__ import annotations
 
 import inspect
-import logging
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional
 
 from kale.config import Config
@@ -25,9 +24,6 @@ from kale.timeout import failure_of
 
 if TYPE_CHECKING:
     from kale.app import App
-    from kale.config import Config
-
-logger = logging.getLogger(__name__)
 
 
 #: Hooks of the original Kale and their names here. A task that still
