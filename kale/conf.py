@@ -117,13 +117,12 @@ class Settings:
         """At the block's end the settings (and KALE_SETTINGS_MODULE) are back
         to the very configuration they were, whatever it changed (tests)."""
         _ = self.config         # read now: what the block leaves behind is not read later
-        saved = (self._base, self._config, list(self._overrides), self._fresh, self.source,
-                 self._given, os.environ.get(ENVIRONMENT_VARIABLE))
+        saved = dict(vars(self), _overrides=list(self._overrides))
+        module = os.environ.get(ENVIRONMENT_VARIABLE)
         try:
             yield self
         finally:
-            (self._base, self._config, self._overrides, self._fresh, self.source,
-             self._given, module) = saved
+            vars(self).update(saved)
             if module is None:
                 os.environ.pop(ENVIRONMENT_VARIABLE, None)
             else:
