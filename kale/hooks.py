@@ -339,12 +339,9 @@ class HookDispatcher:
         return answers
 
     def overridden(self, hook: Callable[..., Any]) -> bool:
-        """Whether any registered object overrides the hook. The worker asks
-        once for the hooks it would call for every task (``on_task_started``,
-        ``on_task_finished``, ``on_task_succeeded``) and skips the call when
-        none does: measured with ``python -m bench --transport memory
-        --scenarios drain --tasks 2000 --runs 5``, calling them anyway drained
-        1-3% slower (32977 and 33052 tasks/s against 32637 and 31984)."""
+        """Whether any registered object overrides the hook: the worker skips the
+        hooks of every task that none overrides (what that is worth, measured:
+        docs/explanation/internals-top.md, "Hooks")."""
         return bool(self._overriding[hook])
 
     def strict(self, hook: Callable[..., None], *args: Any) -> None:
