@@ -1,9 +1,6 @@
-"""``python -m kale`` and the ``kale`` console script.
-
-Stop signals are handled before the rest of Kale is imported: a worker told
-to stop while it is still starting (before it can have taken anything from a
-queue) exits 0.
-"""
+"""``python -m kale`` and the ``kale`` console script; stop signals are handled
+before the rest of Kale is imported, so a worker told to stop while it is still
+starting (it cannot have taken anything from a queue) exits 0."""
 import signal
 import sys
 

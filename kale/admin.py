@@ -40,7 +40,7 @@ PURGE_IN_PROGRESS_CODES = frozenset({'AWS.SimpleQueueService.PurgeQueueInProgres
 REDRIVE_VISIBILITY_SEC = 120
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass
 class QueueStatus:
     """One row of ``kale queues``. Counts are None when the queue does not exist yet."""
 

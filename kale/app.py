@@ -1,24 +1,6 @@
-"""The app: one configuration and every part built from it.
-
-An :class:`App` owns a :class:`~kale.config.Config` (typed, checked once) and
-builds each part from it on first use, once (a forked child builds its own):
-transport, queue config, payload store, codec, broker, registry, publisher,
-records store and recorder, topics, schedules, scheduler. It hands each part
-what it needs in its constructor: no part looks the settings or another app
-up, so two apps with different settings work side by side in one process::
-
-    from kale import App
-    from kale.config import Config
-
-    eu = App(Config.load('myapp.settings_eu'))
-    us = App(Config.load('myapp.settings_us'))
-    eu.publish(SendMail, None, 'a@example.com')
-    us.publish(SendMail, None, 'b@example.com')
-
-``KALE_SETTINGS_MODULE`` builds the default app (:func:`default_app`), which
-only the module-level conveniences (``MyTask.publish``, ``kale.records.get``,
-...) and the entry points (the command line, ``kale web``, Django) use.
-"""
+"""The app: one configuration and every part built from it, on first use, handed
+down to the parts so that two apps work side by side; the default app serves only
+the conveniences and entry points (docs/explanation/internals-top.md, "The app")."""
 from __future__ import annotations
 
 import os
@@ -52,7 +34,8 @@ _owning = threading.RLock()
 
 
 class App:
-    """A configuration and the parts built from it; see the module docstring."""
+    """A configuration and the parts built from it, each once, on first use, and
+    handed down: two apps with different settings work side by side."""
 
     def __init__(self, config: Optional[Config] = None, *,
                  transport: Optional['Transport'] = None, clock: Clock = SYSTEM_CLOCK,

@@ -1,12 +1,5 @@
-"""The broker: configured queues on top of a transport.
-
-It turns a :class:`~kale.queue_config.TaskQueue` into SQS names (with
-``QUEUE_PREFIX``; ``dlq-<name>``, ``dlq-<name>-runs`` for its dead-letter and
-dead-run queues), declares each queue once per process (creating it when
-missing and allowed), and offers the operations the publisher and the worker
-use. Over remote queues (AWS) it refuses a signing key under 32 bytes or a
-development key, before any request is made.
-"""
+"""The broker: configured queues on top of a transport, by their SQS names, each
+declared once per process (docs/explanation/internals-top.md, "The broker")."""
 from __future__ import annotations
 
 import concurrent.futures
@@ -18,12 +11,7 @@ from kale.codec import Codec, build_codec
 from kale.codec.keys import signing_keys
 from kale.config import Config
 from kale.exceptions import ImproperlyConfigured, KaleError, QueueNotFoundError
-from kale.queue_config import (
-    QUEUE_NAME_PATTERN,
-    QueueConfig,
-    TaskQueue,
-    dead_run_side,
-)
+from kale.queue_config import QUEUE_NAME_PATTERN, QueueConfig, TaskQueue, dead_run_side
 from kale.transport import (
     FIFO_SUFFIX,
     OutgoingMessage,

@@ -1,8 +1,6 @@
-"""Time, read through one object: the clock a worker and its parts are given.
-
-The system clock is the default everywhere; a test passes one it moves
-itself (``tests/support/clock.FakeClock``) instead of waiting for real time.
-"""
+"""Time, read through one object: the clock a worker and its parts are given (the
+system's by default; a test passes one it moves itself,
+``tests/support/clock.FakeClock``, instead of waiting for real time)."""
 from __future__ import annotations
 
 import time as _time

@@ -1,13 +1,6 @@
-"""``kale.settings``: the settings of the default app, read lazily.
-
-``from kale import settings`` is a view of a :class:`~kale.config.Config`.
-Nothing is read at import: the first access loads the defaults, then the
-module ``KALE_SETTINGS_MODULE`` names (or the values of
-:meth:`Settings.use_values`: Django's ``KALE``); :meth:`Settings.reload`
-reads them again, :meth:`Settings.override` changes some for a block. Each
-gives the process a new default :class:`~kale.app.App` (built from
-:attr:`Settings.config`); an app of one's own is not affected.
-"""
+"""``kale.settings``: the settings of the default app, read lazily on first access
+and again after :meth:`Settings.reload` (docs/explanation/internals-top.md,
+"Settings and the configuration")."""
 from __future__ import annotations
 
 import contextlib
@@ -24,8 +17,8 @@ __all__ = ['ENVIRONMENT_VARIABLE', 'Settings', 'import_string',
 
 
 class Settings:
-    """Attribute access to the current :class:`~kale.config.Config`; see the
-    module docstring."""
+    """Attribute access to the current :class:`~kale.config.Config`, the default
+    app's: nothing is read before the first access."""
 
     def __init__(self) -> None:
         self._base: Optional[Config] = None
@@ -124,13 +117,12 @@ class Settings:
         """At the block's end the settings (and KALE_SETTINGS_MODULE) are back
         to the very configuration they were, whatever it changed (tests)."""
         _ = self.config         # read now: what the block leaves behind is not read later
-        saved = (self._base, self._config, list(self._overrides), self._fresh, self.source,
-                 self._given, os.environ.get(ENVIRONMENT_VARIABLE))
+        saved = dict(vars(self), _overrides=list(self._overrides))
+        module = os.environ.get(ENVIRONMENT_VARIABLE)
         try:
             yield self
         finally:
-            (self._base, self._config, self._overrides, self._fresh, self.source,
-             self._given, module) = saved
+            vars(self).update(saved)
             if module is None:
                 os.environ.pop(ENVIRONMENT_VARIABLE, None)
             else:

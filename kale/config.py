@@ -1,12 +1,6 @@
-"""The configuration: every setting, typed, parsed and checked once.
-
-A :class:`Config` is a frozen dataclass with one field per setting of the
-table in ``kale.default_settings``. :meth:`Config.load` reads the defaults
-and the module ``KALE_SETTINGS_MODULE`` names, :meth:`Config.from_values` a
-mapping, :meth:`Config.replace` derives another; each runs the table's checks
-(:func:`check_settings`), so a wrong value is one line naming the setting.
-The settings module's other UPPER_CASE names stay in :attr:`Config.extra`.
-"""
+"""The configuration: every setting of ``kale.default_settings``, typed, parsed and
+checked once, a wrong value one line naming it (docs/explanation/internals-top.md,
+"Settings and the configuration")."""
 from __future__ import annotations
 
 import copy

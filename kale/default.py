@@ -1,10 +1,5 @@
-"""The way to the default app from below :mod:`kale.app`.
-
-The default app is only for the module-level conveniences (``MyTask.publish``,
-``kale.records.get``, ...) and the entry points; every part below them is
-given its app's parts. This module is kept apart so that ``.importlinter``
-and ``tests/unit/test_default_app.py`` can hold the list of modules using it.
-"""
+"""The way to the default app from below :mod:`kale.app`, for the conveniences and
+entry points only (docs/explanation/internals-top.md, "The app and its parts")."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, Optional

@@ -1,11 +1,5 @@
-"""Delays and due times: what ``publish`` accepts, and what a long wait asks of SQS.
-
-SQS delays a message at most 15 minutes. A task due later (``delay_sec`` up
-to 365 days, or an ``eta``) is sent with that delay and its due time in its
-signed envelope; each time it arrives early, a worker sends it on with the
-time still to wait (:mod:`kale.worker.waiting`): unrun, no retry, never
-refused for its age (:mod:`kale.codec.policy`).
-"""
+"""Delays and due times: what ``publish`` accepts, and what a wait longer than
+SQS's 15 minutes asks of SQS (docs/explanation/internals-top.md, "Delays")."""
 from __future__ import annotations
 
 import datetime

@@ -1,11 +1,6 @@
-"""The vocabulary every layer shares: what became of a received message
-(:class:`Outcome`, with its name in records, metrics, traces and hooks), the
-:class:`Settlement` that carries it, and the id of this process.
-
-At the bottom of the layers: it imports nothing of Kale's at run time, so
-the worker, the records, the metrics and the tracing all read one table
-instead of keeping string tables of their own.
-"""
+"""The vocabulary every layer shares: the :class:`Outcome` of a received message,
+the :class:`Settlement` that carries it, and the id of this process
+(docs/explanation/internals-top.md, "Outcomes")."""
 from __future__ import annotations
 
 import dataclasses

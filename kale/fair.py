@@ -1,12 +1,5 @@
-"""Fair queues: the tenant of each task on a standard queue configured ``fair: true``.
-
-SQS treats a standard queue message's ``MessageGroupId`` as its tenant: when
-one tenant holds a disproportionate share of the messages in flight, the
-others' come first (see docs/how-to/fair-queues.md). A task's tenant is the
-``group_id`` given to publish, else its class's ``fair_key(self, *args,
-**kwargs)`` for the call (None: none), checked before anything is sent; every
-copy a worker sends of it (a retry, a release, a wait) keeps it.
-"""
+"""Fair queues: the tenant of each task on a standard queue configured ``fair:
+true`` (docs/explanation/internals-top.md, "Fair queues")."""
 from __future__ import annotations
 
 import dataclasses

@@ -1,35 +1,7 @@
-"""Hooks: documented no-op methods that features and applications override.
-
-:class:`PublishHooks` are called by the publisher around every send (listed
-in ``PUBLISH_HOOKS`` or given to ``Publisher(hooks=[...])``);
-:class:`WorkerHooks` by the worker at start and stop, around each batch and
-task, and for each task's outcome (``WORKER_HOOKS``, ``Worker(hooks=[...])``).
-A feature that watches both sides subclasses both. Hooks run in the calling
-process, in the order listed.
-
-**Coroutines.** A hook may be ``async def``: it is awaited, on the worker's
-event loop when it has one (in a pool's coroutine tasks, ``on_task_started``
-and ``on_task_finished`` in the task's own asyncio task).
-
-**Failures.** A hook that raises is logged with its traceback and the others
-still run, so a broken metrics hook cannot stop work or lose a task. Except
-``on_worker_startup`` and ``on_supervisor_startup`` (and the
-``ON_WORKER_STARTUP`` setting): a worker whose start-up failed does not start
-(``kale worker`` exits 1).
-
-**Answers.** ``cancelled_tasks``, asked once per batch, names the tasks the
-worker must not run (settled as cancelled: deleted unrun, then
-``on_task_cancelled``); one that raises counts as naming none.
-
-**Features Kale ships** plug in through these classes (:func:`feature_hooks`):
-``RECORDS_URL`` adds ``kale.records.hooks.RecordsHooks``, ``METRICS_PORT``
-``kale.contrib.metrics.PrometheusHooks``, ``TRACING``
-``kale.contrib.tracing.TracingHooks``.
-
-**Trust.** A hook given a :class:`~kale.worker.batch.Settlement` can tell
-whether its message was verified (``settlement.verified``): for a body that
-failed verification, only the SQS message id is known for certain.
-"""
+"""Hooks: documented no-op methods that features and applications override,
+:class:`PublishHooks` around every send and :class:`WorkerHooks` around a
+worker's batches, tasks and outcomes; a failing hook is logged and the others
+run (docs/explanation/internals-top.md, "Hooks")."""
 from __future__ import annotations
 
 import asyncio
@@ -37,17 +9,7 @@ import concurrent.futures
 import inspect
 import logging
 import warnings
-from typing import (
-    TYPE_CHECKING,
-    Any,
-    Awaitable,
-    Callable,
-    Collection,
-    Mapping,
-    Optional,
-    Sequence,
-    Union,
-)
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Collection, Mapping, Optional, Sequence, Union
 
 from kale.config import Config
 from kale.dotted import import_string
@@ -328,11 +290,9 @@ def _failed(target: Any, hook: Callable[..., Any]) -> None:
 
 
 class HookDispatcher:
-    """Calls one hook on every registered object, isolating failures.
-
-    A hook is named by its method on the base class, never by a string:
-    ``dispatch(WorkerHooks.on_task_started, queue, received, message)``.
-    """
+    """Calls one hook on every registered object, isolating failures; a hook is
+    named by its method on the base class, never by a string:
+    ``dispatch(WorkerHooks.on_task_started, queue, received, message)``."""
 
     def __init__(self, hooks: Sequence[Any]):
         self.hooks = list(hooks)
@@ -379,12 +339,9 @@ class HookDispatcher:
         return answers
 
     def overridden(self, hook: Callable[..., Any]) -> bool:
-        """Whether any registered object overrides the hook. The worker asks
-        once for the hooks it would call for every task (``on_task_started``,
-        ``on_task_finished``, ``on_task_succeeded``) and skips the call when
-        none does: measured with ``python -m bench --transport memory
-        --scenarios drain --tasks 2000 --runs 5``, calling them anyway drained
-        1-3% slower (32977 and 33052 tasks/s against 32637 and 31984)."""
+        """Whether any registered object overrides the hook: the worker skips the
+        hooks of every task that none overrides (what that is worth, measured:
+        docs/explanation/internals-top.md, "Hooks")."""
         return bool(self._overriding[hook])
 
     def strict(self, hook: Callable[..., None], *args: Any) -> None:

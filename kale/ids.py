@@ -1,10 +1,5 @@
-"""Random ids for tasks and messages, in the form of ``uuid.uuid4().hex``.
-
-``uuid4``'s system call for 16 random bytes lets go of the interpreter lock,
-so with another thread busy (the records writer) every id waits for it.
-Here the bytes come from a buffer refilled from ``os.urandom`` once per
-:data:`IDS_PER_REFILL` ids, emptied in a child after a fork.
-"""
+"""Random ids for tasks and messages, in the form of ``uuid.uuid4().hex``, from a
+buffer of random bytes (why: docs/explanation/internals-top.md, "Ids")."""
 from __future__ import annotations
 
 import os
@@ -24,8 +19,7 @@ def _forget() -> None:
     _lock = threading.Lock()        # another thread may have held it at the fork
 
 
-if hasattr(os, 'register_at_fork'):
-    os.register_at_fork(after_in_child=_forget)
+os.register_at_fork(after_in_child=_forget)      # POSIX only, as kale.off_loop's
 
 
 def random_id() -> str:

@@ -1,16 +1,6 @@
-"""Kale's own tasks: published by Kale's own code, never by a submission.
-
-Some tasks run with Kale's authority (``kale_internal = True``): a webhook
-delivery signs its request with the webhook's secret, the webhooks' fan-out
-publishes deliveries. Kale's own paths publish them with a proof in the
-signed context (:func:`context`: an HMAC of the class's path under a key
-derived from ``MESSAGE_SIGNING_KEY``); the public paths (``kale submit``,
-``POST /api/workflows``, ``kale publish``, a retry from a record) refuse them
-(:func:`refuse`); a worker dead-letters one without the proof (:func:`proven`;
-a topic's copy names its topic and needs none). The proof tells Kale's paths
-from those that publish for someone who holds no key (a ``kale web`` token,
-a file given to ``kale submit``).
-"""
+"""Kale's own tasks (``kale_internal = True``): published by Kale's own code
+with a proof in the signed context, refused on the public paths, dead-lettered
+without it (docs/explanation/internals-top.md, "Kale's own tasks")."""
 from __future__ import annotations
 
 import hashlib

@@ -1,26 +1,6 @@
-"""Logging for the ``kale`` command: levels, and no secrets in the output.
-
-``--log-level`` sets Kale's loggers (and the application's); the AWS
-libraries stay at WARNING unless ``--aws-log-level`` asks for more, because
-at DEBUG they print every request: credentials, tokens and message bodies.
-Even then :class:`RedactingFilter` blanks those (the ``Authorization`` and
-``X-Amz-Security-Token`` headers, ``Credential=`` and ``Signature=``, the
-SigV4 signature, message bodies). It sits on the handler :func:`configure`
-installs and, through :func:`redact_aws_loggers` (called whenever Kale builds
-an AWS client), on each of the AWS libraries' own loggers (a logger's filter
-does not apply to its children's records), so a plain
-``logging.basicConfig(level=logging.DEBUG)`` shows none of them either.
-
-Kale's own lines carry task ids, names and queues, never arguments; a failed
-run's line carries its exception's message only as :func:`exception_messages`
-allows (messages often carry arguments).
-
-**Fields.** Every record through the handler :func:`configure` installs
-carries ``task_id``, ``task``, ``queue``, ``attempt`` and ``worker`` (None
-where unknown), from ``extra`` or, while a task runs, from its context
-(:class:`ContextFilter`; add it to a handler of your own). ``LOG_FORMAT =
-'json'`` logs one JSON object a line (:class:`JsonFormatter`).
-"""
+"""Logging for the ``kale`` command: levels, task fields on every record, text
+or JSON lines, and no secrets in the output (the AWS libraries' credentials and
+message bodies redacted; docs/explanation/internals-top.md, "Logging")."""
 from __future__ import annotations
 
 import contextvars

@@ -5,15 +5,7 @@ checked draft of its messages (:class:`Draft`), what the publish hooks see
 from __future__ import annotations
 
 import dataclasses
-from typing import (
-    TYPE_CHECKING,
-    Any,
-    Mapping,
-    Optional,
-    Protocol,
-    Sequence,
-    runtime_checkable,
-)
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Protocol, Sequence, runtime_checkable
 
 from kale.message import Message
 from kale.queue_config import TaskQueue

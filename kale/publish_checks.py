@@ -10,12 +10,7 @@ import numbers
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 from kale.config import Config
-from kale.exceptions import (
-    InvalidDelayError,
-    InvalidGroupError,
-    InvalidTimeLimitError,
-    PublishError,
-)
+from kale.exceptions import InvalidDelayError, InvalidGroupError, InvalidTimeLimitError, PublishError
 from kale.fair import check_group_id, valid_group_id
 from kale.message import Message
 from kale.queue_config import QueueConfig, TaskQueue

@@ -1,11 +1,5 @@
-"""Publishing: validate a task invocation, encode it, hand it to the broker.
-
-Every check (:mod:`kale.publish_checks`, :mod:`kale.delays`, :mod:`kale.fair`;
-the arguments must serialize and the message fit ``SQS_TASK_SIZE_LIMIT``)
-runs before anything is sent, a batch's whole, each failure its own exception
-naming the task and the bad value. Publish hooks (:class:`kale.hooks.PublishHooks`)
-see every :class:`Publication` before it is encoded and after it was sent.
-"""
+"""Publishing: check a task invocation whole, encode it, hand it to the broker,
+between the publish hooks (docs/explanation/internals-top.md, "Publishing")."""
 from __future__ import annotations
 
 import copy
@@ -13,60 +7,34 @@ import dataclasses
 import functools
 import logging
 import time
-from typing import (
-    TYPE_CHECKING,
-    Any,
-    Iterable,
-    Mapping,
-    Optional,
-    Sequence,
-)
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
 
 from kale.clock import SYSTEM_CLOCK, Clock
-from kale.delays import check_delay, check_wait  # noqa: F401  (check_delay's home was here)
+from kale.delays import check_wait
 from kale.exceptions import BatchSendError, PublishError
 from kale.fair import tenants, with_tenants
 from kale.hooks import HookDispatcher, PublishHooks, load_hooks
-from kale.ids import random_id
 from kale.labels import check_labels
 from kale.message import Message, publisher_identity
 from kale.off_loop import off_the_loop
-from kale.publication import (
-    Draft,
-    Publication,
-    PublishCall,
-    Sender,
-)
-from kale.publish_checks import (  # noqa: F401  (their home was here)
-    call_pair,
-    check_arguments,
-    check_fifo_ids,
-    check_time_limit,
-    dedup_ids,
-    task_queue,
-)
+from kale.publication import Draft, Publication, PublishCall, Sender
+from kale.publish_checks import call_pair, check_arguments, check_fifo_ids, dedup_ids, task_queue
 from kale.queue_config import TaskQueue
 from kale.transport import OutgoingMessage
 from kale.unique import unique_claims, unique_window
 
 if TYPE_CHECKING:
     from kale.app import App
-    from kale.codec import Codec
-    from kale.config import Config
     from kale.task import Task
 
 logger = logging.getLogger(__name__)
 
 
 class Publisher:
-    """Builds, checks and sends task messages, calling the publish hooks.
-
-    A publish is a pipeline: the call checked and its messages built
-    (:meth:`draft`), the unique keys claimed (:meth:`claim`), the messages
-    encoded, signed and handed to a :class:`Sender` (:meth:`send`), between
-    the ``before_publish`` and ``after_publish`` hooks. It publishes once an
-    :class:`~kale.app.App` gave it its parts (:meth:`given_parts`; the
-    default app does for one put in place with :func:`set_publisher`)."""
+    """Builds, checks and sends task messages, in stages (:meth:`draft`,
+    :meth:`claim`, :meth:`send`) between the publish hooks, once an app gave it
+    its parts (:meth:`given_parts`; the default app does for one put in place
+    with :func:`set_publisher`)."""
 
     def __init__(self, sender: Optional[Sender] = None, hooks: Sequence[Any] = (),
                  clock: Clock = SYSTEM_CLOCK):
@@ -104,21 +72,11 @@ class Publisher:
         return self._app
 
     @property
-    def config(self) -> 'Config':
-        """The configuration of its app."""
-        return self.app.config
-
-    @property
     def hooks(self) -> HookDispatcher:
         """The publish hooks: its app's features', ``PUBLISH_HOOKS``, those given."""
         if self._hooks is None:
             raise TypeError(self._NO_APP)
         return self._hooks
-
-    @property
-    def codec(self) -> 'Codec':
-        """The codec of its app."""
-        return self.app.codec
 
     def queue_of(self, task_class: type['Task'], queue_name: Optional[str] = None) -> TaskQueue:
         """The configured queue ``task_class`` publishes to (``queue_name``, else its own)."""
@@ -127,9 +85,7 @@ class Publisher:
     @property
     def sender(self) -> Sender:
         """What sends its messages: its app's broker, or the one it was made with."""
-        if self._sender is None:
-            return self.app.broker
-        return self._sender
+        return self.app.broker if self._sender is None else self._sender
 
     @staticmethod
     def labels(task_class: type['Task'], given: dict[str, str], args: tuple,
@@ -145,7 +101,7 @@ class Publisher:
     def build(self, task_class: type['Task'], app_data: Any, args: tuple,
               kwargs: Mapping[str, Any]) -> Message:
         """A new message for one invocation (its arguments checked)."""
-        check_arguments(task_class, args, kwargs, self.config)
+        check_arguments(task_class, args, kwargs, self.app.config)
         task_class.check_call(args, kwargs)
         return Message(task_id=task_class.make_task_id(*args, **kwargs),
                        task_name=task_class.task_path(), args=tuple(args), kwargs=dict(kwargs),
@@ -186,26 +142,14 @@ class Publisher:
                                     dedup_id, labels, queue_name, task_ids, context,
                                     unique_for_sec, eta, retry_nums), sender)
 
-    async def apublish(self, task_class: type['Task'], app_data: Any, args: tuple,
-                       kwargs: Mapping[str, Any], delay_sec: Any = 0,
-                       group_id: Optional[str] = None, dedup_id: Optional[str] = None,
-                       labels: Optional[Mapping[str, str]] = None,
-                       queue_name: Optional[str] = None, eta: Any = None) -> str:
+    async def apublish(self, *call: Any, **options: Any) -> str:
         """:meth:`publish` from a coroutine: sent on a thread (see
         :func:`off_the_loop`), the caller's event loop never blocked."""
-        call = PublishCall(task_class, app_data, [(args, kwargs)], delay_sec, group_id,
-                           dedup_id, labels, queue_name, eta=eta)
-        return (await off_the_loop(functools.partial(self.run, call)))[0]
+        return await off_the_loop(functools.partial(self.publish, *call, **options))
 
-    async def apublish_batch(self, task_class: type['Task'], app_data: Any,
-                             calls: Iterable[Any], delay_sec: Any = 0,
-                             group_id: Optional[str] = None,
-                             labels: Optional[Mapping[str, str]] = None,
-                             queue_name: Optional[str] = None, eta: Any = None) -> list[str]:
+    async def apublish_batch(self, *call: Any, **options: Any) -> list[str]:
         """:meth:`publish_batch` from a coroutine (see :meth:`apublish`)."""
-        call = PublishCall(task_class, app_data, list(calls), delay_sec, group_id, None, labels,
-                           queue_name, eta=eta)
-        return await off_the_loop(functools.partial(self.run, call))
+        return await off_the_loop(functools.partial(self.publish_batch, *call, **options))
 
     # --- the pipeline ------------------------------------------------------------------
 
@@ -261,7 +205,7 @@ class Publisher:
             return None, None
         unique_sec = unique_window(draft.name, call.unique_for_sec,
                                    getattr(call.task_class, 'unique_for_sec', None))
-        claims = unique_claims(self.config, draft.name, unique_sec, draft.pairs,
+        claims = unique_claims(self.app.config, draft.name, unique_sec, draft.pairs,
                                draft.messages)
         if not claims:
             return None, None
@@ -326,7 +270,7 @@ class Publisher:
     def encode(self, publication: Publication, draft: Draft,
                ids: list[str]) -> list[OutgoingMessage]:
         """The signed bodies (with the hooks' context and attributes), grouped."""
-        codec = self.codec
+        codec = self.app.codec
         outgoing = [codec.to_outgoing(with_context(m, carried), publication.sqs_name,
                                       draft.delay, extra)
                     for m, extra, carried in zip(draft.messages, publication.attributes,
@@ -361,7 +305,3 @@ def set_publisher(publisher: Optional[Publisher]) -> Optional[Publisher]:
     global _replaced
     previous, _replaced = _replaced, publisher
     return previous
-
-
-def new_task_id() -> str:
-    return random_id()

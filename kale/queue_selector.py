@@ -1,23 +1,7 @@
-"""Queue selection: which queue a worker receives from next.
-
-A selector is built with a :class:`QueueInfo` (the worker's queues and a way
-to ask whether one has visible messages) and answers :meth:`get_queue`. In
-the worker, asking is a short-poll receive whose messages become that
-queue's first batch, so a check that finds none costs one request. Each
-selector says how many it makes per selection, N being the number of queues
-(a queue is asked about at most once a selection).
-
-Write your own by subclassing :class:`SelectQueueBase` and naming it in the
-``QUEUE_SELECTOR`` setting::
-
-    class BusiestFirst(SelectQueueBase):
-        def get_queue(self):
-            ...  # self.queue_info.get_queues(), .does_queue_need_work(queue)
-            return queue
-
-Priorities outside 1..100 (or not numbers at all) never make a draw fail:
-they count as the nearest bound, or 1.
-"""
+"""Queue selection: which queue a worker receives from next, and how many
+emptiness checks each selector makes; subclass :class:`SelectQueueBase` and
+name it in ``QUEUE_SELECTOR`` for your own (docs/explanation/internals-top.md,
+"Queue selection")."""
 from __future__ import annotations
 
 import numbers

@@ -1,9 +1,6 @@
-"""A failure's reason as one line, whole or without the exception's message.
-
-A reason reads ``no_retries: ValueError: refused card ...``; messages often
-quote a task's arguments, so where task data is encrypted, what is kept in
-clear (a dead letter's attribute, a log line) names the type alone.
-"""
+"""A failure's reason as one line (``no_retries: ValueError: refused card ...``),
+whole or, where task data is encrypted and messages may quote arguments, with
+the exception named by its type alone (a dead letter's attribute, a log line)."""
 from __future__ import annotations
 
 from typing import Optional

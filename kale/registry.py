@@ -1,11 +1,5 @@
-"""Finding the task class a message names.
-
-A message carries its task's path (``module.Class``). :meth:`Registry.resolve`
-maps it through ``TASK_MAPPER``, checks it against ``TASK_MODULES`` (a path
-outside them is never imported), imports it and checks that it is a
-:class:`~kale.task.Task`; the :class:`Registry` of an app keeps the
-answers, so a worker imports each task once.
-"""
+"""Finding the task class a message names, under ``TASK_MAPPER`` and
+``TASK_MODULES``, once per name (docs/explanation/internals-top.md, "The registry")."""
 from __future__ import annotations
 
 import importlib

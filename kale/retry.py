@@ -1,18 +1,6 @@
-"""What a failed run leads to: retried after a delay, or stopped for good.
-
-A :class:`RetryPolicy` says whether an exception is retriable, whether the
-task used up its retries, and how long the next retry waits. A worker builds
-one per task class (:meth:`kale.task.Task.retry_policy`); the task's
-``retry_delay_sec``, ``is_retriable`` and ``permanent_failure_reason``
-delegate to it, and a task that overrides one keeps its own answer.
-
-``raise Retry(after=seconds, exc=cause)`` (:class:`kale.exceptions.Retry`)
-retries the task after that long, up to 365 days (see :mod:`kale.delays`),
-whatever ``is_retriable`` says of the cause, counted against ``max_retries``
-(:func:`kale.worker.runner.retry_decision`). A retriable exception with a
-``retry_after_sec`` attribute (e.g. an HTTP ``Retry-After``) is retried after
-that long too, within SQS's 0..900 (:func:`requested_delay_sec`).
-"""
+"""What a failed run leads to: retried after a delay, or stopped for good
+(:class:`RetryPolicy`; ``Retry(after=...)`` and ``retry_after_sec``:
+docs/explanation/internals-top.md, "Retries")."""
 from __future__ import annotations
 
 import dataclasses

@@ -1,11 +1,5 @@
-"""Autoscaling signals: what a fleet of workers should be sized on, per queue.
-
-For each configured queue: the messages visible, in flight and delayed, the
-age of the oldest waiting task (the records', else CloudWatch's), the running
-workers serving it (records), and the backlog per worker, the figure AWS's
-target-tracking guidance scales on. ``kale queues --json`` and ``kale web``'s
-``/metrics`` give them.
-"""
+"""Autoscaling signals: what a fleet of workers should be sized on, per queue
+(docs/explanation/internals-top.md, "Autoscaling signals")."""
 from __future__ import annotations
 
 import dataclasses
@@ -13,23 +7,16 @@ import datetime
 import time
 from typing import Any, Callable, Optional
 
-from kale.admin import queue_statuses
+from kale.admin import QueueStatus, queue_statuses
 from kale.broker import Broker
 from kale.statuses import WorkerState
 
 
 @dataclasses.dataclass
-class QueueSignals:
-    """One queue's figures (None where unknown: a queue not created yet, no
-    records and no CloudWatch value, no worker)."""
+class QueueSignals(QueueStatus):
+    """One queue's figures: its row of ``kale queues`` and these (None where
+    unknown: no records and no CloudWatch value, no worker)."""
 
-    name: str
-    sqs_name: str
-    priority: int
-    visible: Optional[int]
-    in_flight: Optional[int]
-    delayed: Optional[int]
-    dead_letters: Optional[int]
     #: Seconds the oldest waiting task has waited, and where that came from
     #: ('records' or 'cloudwatch').
     oldest_age_sec: Optional[float] = None
@@ -37,9 +24,6 @@ class QueueSignals:
     #: Running worker processes serving the queue (records only).
     workers: Optional[int] = None
     backlog_per_worker: Optional[float] = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
 
 def serving_workers(queries: Any, now: Optional[float] = None) -> dict[str, int]:

@@ -1,11 +1,7 @@
-"""The fields of a schedule, checked without any configuration: a cron
-expression or interval, a time zone, arguments and a catch-up policy.
-
-Used where a task class is defined (:mod:`kale.task_checks`) and where a
-scheduler finds its schedules (:mod:`kale.schedules.spec`). Each returns the
-value as a schedule keeps it, or raises ValueError saying in one line (the
-caller prefixes the field's name) what is wrong and what is accepted.
-"""
+"""The fields of a schedule (a cron expression or interval, a time zone,
+arguments, a catch-up policy), checked without any configuration, for
+:mod:`kale.task_checks` and :mod:`kale.schedules.spec`: each returns the value as
+kept, or raises a one-line ValueError the caller prefixes with the field's name."""
 from __future__ import annotations
 
 import datetime

@@ -1,9 +1,6 @@
-"""A task invocation made but not sent: a node of a workflow.
-
-``MyTask.s(*args, **kwargs)`` makes one (nothing is published);
-:mod:`kale.workflow` arranges them into a flow. Each has its task id from
-the moment it is made, a stable id before anything is submitted.
-"""
+"""A task invocation made but not sent, a node of a workflow: ``MyTask.s(*args,
+**kwargs)`` makes one, with its task id from that moment (:mod:`kale.workflow`
+arranges them into a flow)."""
 from __future__ import annotations
 
 from typing import Any, Mapping, Optional

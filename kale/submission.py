@@ -1,21 +1,10 @@
-"""Tasks submitted as JSON: ``kale submit FILE`` and ``POST /api/workflows``.
-
-The format is the JSON Schema ``kale/schemas/submission.schema.json``::
-
-    {"tasks": [{"id": "save", "method": "save-user-data", "args": [{"value": {"uid": 1}}]},
-               {"id": "mail", "method": "send-mail", "args": [{"ref": "save"}]}],
-     "labels": {"team": "growth"}, "deadline_sec": 3600}
-
-An entry names an executor program (``method``) or a task class (``task``);
-each argument is a JSON ``value`` or the result of the entry it ``ref``\\ s.
-One entry without references is published as a plain task, anything else is
-a workflow (``RECORDS_URL``). Everything is checked before anything is
-recorded or sent; a problem is one :class:`~kale.exceptions.SubmissionError`
-line naming the entry.
-"""
+"""Tasks submitted as JSON (``kale submit FILE``, ``POST /api/workflows``)
+against ``kale/schemas/submission.schema.json``: checked whole, then published
+as a task or a workflow (docs/explanation/internals-top.md, "Submissions")."""
 from __future__ import annotations
 
 import functools
+import graphlib
 import json
 import os
 from typing import TYPE_CHECKING, Any, Mapping, Optional
@@ -95,24 +84,12 @@ def _order(entries: list[dict[str, Any]], ids: list[str]) -> list[int]:
                                       % (index, ids[index], ref))
             if ref == ids[index]:
                 raise SubmissionError('tasks[%d] (%s): refers to itself' % (index, ids[index]))
-    order: list[int] = []
-    state: dict[int, str] = {}
-
-    def visit(index: int, path: list[str]) -> None:
-        if state.get(index) == 'done':
-            return
-        if state.get(index) == 'open':
-            cycle = path[path.index(ids[index]):] + [ids[index]]
-            raise SubmissionError('the references make a cycle: %s' % ' -> '.join(cycle))
-        state[index] = 'open'
-        for ref in _refs(entries[index]):
-            visit(index_of[ref], path + [ids[index]])
-        state[index] = 'done'
-        order.append(index)
-
-    for index in range(len(entries)):
-        visit(index, [])
-    return order
+    graph = {index: {index_of[ref] for ref in _refs(entry)} for index, entry in enumerate(entries)}
+    try:
+        return list(graphlib.TopologicalSorter(graph).static_order())
+    except graphlib.CycleError as exc:        # its cycle runs from reference to referrer
+        cycle = [ids[index] for index in reversed(exc.args[1])]
+        raise SubmissionError('the references make a cycle: %s' % ' -> '.join(cycle)) from None
 
 
 def _task_class(index: int, entry_id: str, entry: dict[str, Any], app: 'App') -> Any:

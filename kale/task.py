@@ -1,34 +1,16 @@
-"""The base class of every task.
-
-Subclass :class:`Task`, set ``queue`` and the limits, implement ``run_task``,
-and publish with ``MyTask.publish(app_data, *args, **kwargs)``::
-
-    class Resize(task.Task):
-        queue = 'default'
-        time_limit = 5          # seconds one run may take (float allowed)
-        max_retries = 3         # retries after the first failure; 0 = never
-        target_runtime = 2      # slower runs are logged as slow
-
-        def run_task(self, image_id, width=100):
-            ...
-
-    Resize.publish(None, 42, width=300)
-"""
+"""The base class of every task: subclass :class:`Task`, set ``queue`` and the
+limits, implement ``run_task``, publish with ``MyTask.publish(app_data, *args,
+**kwargs)`` (an example: docs/explanation/internals-top.md, "Tasks")."""
 from __future__ import annotations
 
 import inspect
-import logging
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional
 
 from kale.config import Config
 from kale.default import default_app
-from kale.exceptions import (
-    NonRetriableTaskError,
-    PublishError,
-    TaskDefinitionError,
-)
+from kale.exceptions import NonRetriableTaskError, PublishError, TaskDefinitionError
+from kale.ids import random_id
 from kale.message import Message
-from kale.publisher import new_task_id
 from kale.retry import (  # noqa: F401  (the reasons' home before kale.retry)
     PERMANENT_FAILURE_NO_RETRIES,
     PERMANENT_FAILURE_NON_RETRIABLE,
@@ -42,9 +24,6 @@ from kale.timeout import failure_of
 
 if TYPE_CHECKING:
     from kale.app import App
-    from kale.config import Config
-
-logger = logging.getLogger(__name__)
 
 
 #: Hooks of the original Kale and their names here. A task that still
@@ -168,7 +147,7 @@ class Task:
     @classmethod
     def make_task_id(cls, *args: Any, **kwargs: Any) -> str:
         """A unique id for a new invocation; override for more descriptive ids."""
-        return new_task_id()
+        return random_id()
 
     @classmethod
     def _check_importable(cls) -> None:

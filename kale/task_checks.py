@@ -1,17 +1,7 @@
-"""The attributes of a task class, checked when the class is defined.
-
-``Task.__init_subclass__`` calls :func:`check_attributes`: a typo in
-``rate_limit``, ``schedule`` or ``time_limit`` is refused, in one
-:class:`~kale.exceptions.TaskDefinitionError` line naming the class, the
-attribute and what is accepted, when the module defining the class is
-imported, not by a worker that then cannot run the task.
-
-Only the attributes a class sets itself are checked (inherited ones were
-checked where they were set). What needs the configuration (``queue`` in the
-queue config, a ``time_limit`` against SQS's 12 hours, a schedule's arguments
-against ``run_task``) is checked at publish and by the scheduler: reading the
-settings here would tie a class to the settings of the moment it is imported.
-"""
+"""The attributes a task class sets itself, checked when the class is defined
+(one TaskDefinitionError line naming the class and the attribute); what needs
+the configuration waits for publish (docs/explanation/internals-top.md, "A task
+class's attributes, checked when it is defined")."""
 from __future__ import annotations
 
 import math

@@ -1,9 +1,6 @@
-"""A task class with options for where it goes: ``MyTask.with_options(queue=...)``.
-
-:class:`TaskOptions` has ``publish``, ``publish_batch``, ``apublish``,
-``apublish_batch`` and ``s`` as the task class does, to another queue of
-the queue config (see :meth:`kale.task.Task.with_options`).
-"""
+"""``MyTask.with_options(queue=...)``: :class:`TaskOptions` has ``publish``,
+``publish_batch``, ``apublish``, ``apublish_batch`` and ``s`` as the task class
+does, to another queue of the queue config."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional

@@ -1,24 +1,7 @@
-"""Helpers for testing application tasks without SQS.
-
-Eager mode runs a task in the calling process as soon as it is published,
-through the same validation, encoding, signing and decoding a worker would
-use, so application tests need no queue::
-
-    from kale import testing
-
-    with testing.eager() as runs:
-        SendEmail.publish(None, 'a@example.com')
-    assert runs[0].result == 'sent'
-
-    # or run one task directly:
-    assert testing.run_eagerly(Add, None, 2, 3) == 5
-
-Time limits and retries are not applied; a task's exception propagates to
-the publisher unless ``propagate=False``; payloads that would go to S3 stay
-in memory. No settings module is needed: with no queue config to read, each
-task runs as if its queue were configured; with one, a task whose queue is
-not in it is refused as in production.
-"""
+"""Helpers for testing application tasks without SQS: eager mode runs a task
+in the calling process as soon as it is published, through the worker's own
+checks, encoding and decoding (docs/explanation/internals-top.md, "Eager mode
+for tests")."""
 from __future__ import annotations
 
 import contextlib
@@ -31,6 +14,7 @@ from kale.app import App, default_app
 from kale.exceptions import QueueConfigError
 from kale.hooks import run_to_end
 from kale.message import Message
+from kale.publish_checks import check_time_limit
 from kale.queue_config import TaskQueue
 from kale.task import Task
 from kale.transport import MAX_VISIBILITY_SEC, OutgoingMessage
@@ -94,7 +78,7 @@ class EagerPublisher(kale_publisher.Publisher):
         try:
             _ = self.app.queues
         except QueueConfigError:        # none to read: the task's queue, as named
-            kale_publisher.check_time_limit(task_class, STAND_IN_QUEUE)
+            check_time_limit(task_class, STAND_IN_QUEUE)
             return dataclasses.replace(STAND_IN_QUEUE, name=queue_name or task_class.queue)
         return super().queue_of(task_class, queue_name)
 

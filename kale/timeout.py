@@ -1,19 +1,7 @@
-"""Per-task time limits as swappable context managers.
-
-``with SignalTimeout(2.5): run()`` raises :class:`TimeLimitExceeded` inside
-``run`` once 2.5 s have passed (SIGALRM through ``setitimer``, so fractions
-of a second work; main thread only). A task that swallows the exception is
-interrupted again every ``repeat_sec``, and still counts as timed out.
-
-A worker holds runs to their limits through a :class:`Guard`
-(``guard.run(call, seconds, *args, **kwargs)``); :class:`TimeoutGuard` makes
-one of these context managers. Swap the mechanism with ``Worker.timeout_class``
-(or ``TASK_TIMEOUT_CLASS``): another class with the same constructor.
-
-A coroutine is held to its limit on its event loop by :class:`AsyncLimit`,
-which cancels it; tasks on a worker's threads by
-:class:`kale.worker.threads.ThreadGuard`, which raises in their thread.
-"""
+"""Per-task time limits as swappable context managers (SIGALRM by default),
+the :class:`Guard` a worker holds runs to their limits with, and
+:class:`AsyncLimit` for coroutines (docs/explanation/internals-top.md, "Time
+limits")."""
 from __future__ import annotations
 
 import contextvars
@@ -68,17 +56,9 @@ class BaseTimeout:
 
 
 class SignalTimeout(BaseTimeout):
-    """SIGALRM with sub-second precision (POSIX, main thread only).
-
-    Between :meth:`setup` and :meth:`teardown` the handler stays installed:
-    disarming only marks the run over, and :meth:`after_batch` stops the
-    timer. A run whose deadline is no earlier than the alarm already on its
-    way makes no system call (the handler moves the timer on to the run's
-    deadline), so a batch of short runs costs one ``setitimer``. Used alone,
-    each run installs, arms, stops and removes it. The SIGALRM handler and
-    timer there before (a test runner's, an application's) are put back
-    afterwards, the timer with the time it had left.
-    """
+    """SIGALRM with sub-second precision (POSIX, main thread only), its handler
+    kept installed from :meth:`setup` to :meth:`teardown` so a batch of short
+    runs costs one ``setitimer`` (docs/explanation/internals-top.md, "Time limits")."""
 
     repeat_sec = 0.25
 

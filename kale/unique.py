@@ -1,9 +1,7 @@
-"""Unique tasks (``unique_for_sec``): the window a publish asks for, the key
-of a run, and the claims a publish makes; the records' store decides who
-holds a key (:mod:`kale.store.unique`, through the hook ``claim_unique``).
-A class's window is None or seconds in 0..:data:`MAX_UNIQUE_SEC`; a publish
-call's overrides it, 0 there meaning "not unique for this call".
-"""
+"""Unique tasks (``unique_for_sec``): the window a publish asks for (a class's:
+None or seconds in 0..:data:`MAX_UNIQUE_SEC`; a call's overrides it, 0 there for
+"not unique"), the key of a run and the claims a publish makes; the records'
+store decides who holds a key (:mod:`kale.store.unique`, hook ``claim_unique``)."""
 from __future__ import annotations
 
 import hashlib
