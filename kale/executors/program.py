@@ -19,6 +19,7 @@ small Python process a run (some 15 ms of CPU).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -100,10 +101,8 @@ class _Keep:
         except (OSError, ValueError):            # the pipe closed under us
             return
         finally:
-            try:
+            with contextlib.suppress(OSError):
                 self.pipe.close()
-            except OSError:
-                pass
 
 
 #: The reaper, run as a script (kale.executors.reaper).
@@ -127,8 +126,7 @@ def run_program(argv: Sequence[str], stdin: bytes, time_limit_sec: float, *,
     started = clock.monotonic()
     cookie = secrets.token_hex(16)
     process, status = _start(argv, cwd, _environment(env, cookie))
-    assert process.stdin is not None and process.stdout is not None
-    assert process.stderr is not None
+    assert process.stdin is not None and process.stdout is not None and process.stderr is not None
     run = _Run(process, status, cookie, time_limit_sec, kill_grace_sec)
     out = _Keep(process.stdout, stdout_max_bytes, keep_last=False)
     err = _Keep(process.stderr, stderr_max_bytes, keep_last=True)
@@ -184,14 +182,11 @@ def _start(argv: Sequence[str], cwd: Optional[str],
 
 def _feed(pipe: IO[bytes], data: bytes) -> None:
     try:
-        pipe.write(data)
-    except (BrokenPipeError, OSError, ValueError):     # it exited without reading it all
-        pass
+        with contextlib.suppress(OSError, ValueError):     # it exited without reading it all
+            pipe.write(data)
     finally:
-        try:
+        with contextlib.suppress(OSError):
             pipe.close()
-        except OSError:
-            pass
 
 
 class _Run:
@@ -274,10 +269,8 @@ class _Run:
 
     def _reap_reaper(self) -> None:
         """Its tree killed, the reaper (stopped, perhaps) reaps it and exits."""
-        try:
+        with contextlib.suppress(OSError):
             self.process.send_signal(signal.SIGCONT)
-        except OSError:
-            pass
         if not _wait(self.process, REAPER_SEC):
             self.process.kill()
             if not _wait(self.process, REAPER_SEC):
@@ -307,7 +300,5 @@ def _wait(process: subprocess.Popen, seconds: float) -> bool:
 
 
 def _signal_group(process: subprocess.Popen, signum: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signum)
-    except (ProcessLookupError, PermissionError):
-        pass

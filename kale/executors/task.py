@@ -166,16 +166,13 @@ def executor_task(method: str, checked: bool = True,
     cls = _classes.get(key)
     if cls is None:
         with _lock:
-            cls = _classes.get(key)
-            if cls is None:
-                if len(_classes) >= MAX_CLASSES:
-                    _classes.clear()
-                cls = type('Executor[%s]' % method, (ExecutorTask,), {
-                    '__module__': __name__, 'method': method, 'queue': own.queue,
-                    'max_retries': own.max_retries, 'program_time_limit': own.time_limit,
-                    'time_limit': own.time_limit + grace + GUARD_MARGIN_SEC,
-                    '__doc__': 'The executor program %s.' % method})
-                _classes[key] = cls
+            if len(_classes) >= MAX_CLASSES:
+                _classes.clear()
+            cls = _classes.setdefault(key, type('Executor[%s]' % method, (ExecutorTask,), {
+                '__module__': __name__, 'method': method, 'queue': own.queue,
+                'max_retries': own.max_retries, 'program_time_limit': own.time_limit,
+                'time_limit': own.time_limit + grace + GUARD_MARGIN_SEC,
+                '__doc__': 'The executor program %s.' % method}))
     return cls
 
 

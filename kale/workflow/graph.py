@@ -83,8 +83,7 @@ class Graph:
         builder = _Builder(config)
         result = builder.place(flow, None)
         builder.place_referenced()
-        nodes = builder.finish()
-        return cls(nodes, result)
+        return cls(builder.finish(), result)
 
     def roots(self) -> list[Node]:
         """The nodes with no upstream: they are queued at once."""
@@ -123,17 +122,17 @@ class _Builder:
     def finish(self) -> list[Node]:
         nodes = {}
         for task_id, signature in self.signatures.items():
-            before = self.prepended[task_id]
             args = tuple(self._template(value) for value in signature.args)
-            if before is not None:
-                args = (before,) + args
-            kwargs = {key: self._template(value)
-                      for key, value in signature.kwargs.items()}
+            if self.prepended[task_id] is not None:
+                args = (self.prepended[task_id],) + args
+            kwargs = {key: self._template(value) for key, value in signature.kwargs.items()}
             upstream = tuple(dict.fromkeys(up.task_id for up in _collect((args, kwargs), Upstream)))
-            node = Node(task_id, signature.task_class, signature.queue, args, kwargs, upstream,
-                        wait=_wait_of(signature))
-            _check_binding(node, self.config)
-            nodes[task_id] = node
+            try:
+                nodes[task_id] = Node(task_id, signature.task_class, signature.queue, args, kwargs,
+                                      upstream, wait=_wait_of(signature))
+                check_arguments(signature.task_class, args, kwargs, self.config)
+            except PublishError as exc:
+                raise InvalidFlowError('workflow: node %s: %s' % (task_id, exc)) from None
         for node in nodes.values():
             for upstream_id in node.upstream:
                 nodes[upstream_id].downstream.append(node.task_id)
@@ -189,19 +188,9 @@ def _collect(value: Any, kind: type) -> list[Any]:
     return found
 
 
-def _check_binding(node: Node, config: Config) -> None:
-    try:
-        check_arguments(node.task_class, node.args, node.kwargs, config)
-    except PublishError as exc:
-        raise InvalidFlowError('workflow: node %s: %s' % (node.task_id, exc)) from None
-
-
 def _wait_of(signature: Signature) -> dict[str, float]:
     """A node's delay (``Signature.set``), checked as publish checks one."""
-    try:
-        check_wait(signature.name, signature.delay_sec, signature.eta, time.time())
-    except PublishError as exc:
-        raise InvalidFlowError('workflow: node %s: %s' % (signature.task_id, exc)) from None
+    check_wait(signature.name, signature.delay_sec, signature.eta, time.time())
     if signature.eta is not None:
         return {'eta': signature.eta.timestamp()}
     return {'delay_sec': float(signature.delay_sec)} if signature.delay_sec else {}

@@ -210,25 +210,6 @@ class WorkflowState:
                     for task_id in steps.stranded(now, grace_sec, limit)
                     if steps.claim_stranded(task_id, now, grace_sec, claim)]
 
-    def overdue(self, now: float, limit: int = 100) -> list[str]:
-        """Running workflows past their deadline."""
-        return self.store.overdue(now, limit)
-
-    def mark_published(self, task_ids: Sequence[str]) -> None:
-        self.store.mark_published(task_ids)
-
-    def workflow(self, workflow_id: str) -> Optional[WorkflowRow]:
-        return self.store.workflow(workflow_id)
-
-    def nodes(self, workflow_id: str) -> list[Node]:
-        return self.store.nodes(workflow_id)
-
-    def workflows(self, status: Optional[str] = None, limit: int = 50,
-                  before: Optional[float] = None) -> list[tuple[WorkflowRow, dict[str, int]]]:
-        """Up to ``limit`` workflows, newest first (created before ``before``
-        when given), each with its count of nodes by state."""
-        return self.store.workflows(status, limit, before)
-
 
 def _not_retried(steps: WorkflowSteps, workflow_id: str) -> KaleError:
     found = steps.status(workflow_id)
