@@ -1,22 +1,5 @@
-"""The executor directory: which programs may run, and each one's settings.
-
-A method name, ``[A-Za-z0-9._-]{1,128}`` not starting with a dot, names
-the file ``DIR/NAME``: only an executable regular file whose real path
-lies inside the real path of ``DIR`` runs. ``DIR/executors.yaml``
-(optional) sets, per method and as defaults, the time limit, retries,
-queue, and the worker's environment variables the program gets besides a
-minimal set::
-
-    defaults:
-      time_limit: 60
-      max_retries: 4
-      queue: default
-      env: [HTTP_PROXY]
-    methods:
-      send-mail:
-        time_limit: 10
-        queue: mail
-"""
+"""The executor directory: which programs may run, and each one's settings
+(``executors.yaml``: docs/explanation/internals-workflow.md, "The executor directory")."""
 from __future__ import annotations
 
 import dataclasses

@@ -1,22 +1,6 @@
 """Running one executor program: arguments in on standard input, the result
-out on standard output, standard error kept, and everything it started
-ended at the time limit.
-
-The program runs with no shell, in a session (and process group) of its
-own; on Linux under :mod:`kale.executors.reaper`, a child subreaper, so
-that nothing it starts leaves its tree, even through ``setsid()``. At the
-time limit the group gets SIGTERM; after ``kill_grace_sec`` the worker
-itself SIGKILLs the whole tree (:mod:`kale.executors.tree`), not trusting
-the reaper, which the program may have stopped or killed. Elsewhere the
-group gets SIGKILL, and a descendant that left it escapes. This runs on a
-thread of the run's own: the worker's guard, interrupting the caller past
-the task's limit, cannot cut it short.
-
-Standard output is kept up to ``stdout_max_bytes`` (then ``stdout_overflow``),
-of standard error the last ``stderr_max_bytes``; both pipes are read to their
-end on threads, so a program never blocks on a full pipe. The reaper costs a
-small Python process a run (some 15 ms of CPU).
-"""
+out on standard output, standard error kept, and everything it started ended
+at the time limit (docs/explanation/internals-workflow.md, "Running one program")."""
 from __future__ import annotations
 
 import contextlib

@@ -1,20 +1,6 @@
-"""The parent of everything one executor program starts (Linux), so that none of it outlives the run.
-
-Run as a script, with the standard library only (``python -I -S reaper.py
-STATUS_FD PROGRAM``), by :func:`kale.executors.program.run_program`. As a
-child subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``) it adopts every orphaned
-descendant of the program, even one that called ``setsid()``. It starts the
-program (on the worker's pipes) and waits for it, ignoring the SIGTERM the
-worker sends the group at the time limit; then it kills and reaps whatever
-descendants are left, writes ``+`` on ``STATUS_FD`` once none is, and exits
-as the program did. The worker kills the tree itself past the kill grace
-(:mod:`kale.executors.tree`), since the program may stop or kill this
-process, and when it exits without its ``+``.
-
-A program that cannot be started (a bad ``#!`` line) is reported on
-``STATUS_FD`` as its errno, for the worker to raise the OSError that
-``subprocess`` would have.
-"""
+"""The parent of everything one executor program starts (Linux), so that none
+of it outlives the run: run as a script, standard library only
+(docs/explanation/internals-workflow.md, "The reaper")."""
 import collections
 import ctypes
 import os

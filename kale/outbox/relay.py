@@ -1,26 +1,5 @@
-"""The relay: sends what committed into ``kale_outbox``, then deletes it.
-
-Each round claims up to ``BATCH`` rows in one transaction, sets aside those
-whose publisher's MAC fails (:mod:`kale.outbox.proof`), sends the others
-(in insertion order, queue by queue), deletes them and commits, then writes
-their tasks' ``queued`` records as their publisher sealed them. A relay
-killed between the send and the commit sends those rows again, with the
-same task ids: at least once, and a worker with records on skips a task
-that already succeeded.
-
-- PostgreSQL: any number of relays, each running ``LOOPS`` rounds at once,
-  each claiming with one ``DELETE ... RETURNING`` of rows picked ``FOR
-  UPDATE SKIP LOCKED`` and committing (asynchronously: a lost delete is a
-  duplicate) once they are sent. FIFO groups' rows are sent only by the
-  round holding an advisory lock. It wakes on ``NOTIFY kale_outbox``.
-- SQLite: one relay per database, held by a lock on a file beside it (a
-  second one says so and exits).
-
-Both poll every ``OUTBOX_POLL_SEC``. A standard queue's SendMessageBatch
-requests go at once (``SEND_THREADS``), a FIFO queue's one after another.
-An outage makes the relay back off (doubling up to ``MAX_BACKOFF_SEC``)
-and try again. It also purges ``kale_consumed`` rows past their TTL.
-"""
+"""The relay: sends what committed into ``kale_outbox``, then deletes it
+(rounds, PostgreSQL and SQLite, at-least-once: docs/explanation/internals-workflow.md, "The relay")."""
 from __future__ import annotations
 
 import dataclasses

@@ -1,17 +1,6 @@
-"""The scheduler: publishes each schedule's ticks while it leads.
-
-Any number of schedulers may run; the one holding the lease in the task
-records leads. It renews the lease every quarter of ``SCHEDULER_LEASE_SEC``,
-each time for three quarters of it, so a leader that dies is replaced
-within ``SCHEDULER_LEASE_SEC``. A leader that cannot renew stops publishing
-when its lease ends; each tick is claimed in the records (only by the
-lease's holder, only if not done) before it is sent, so a tick is published
-at most once. The loop sleeps until the next tick or lease round.
-
-Ticks at or before the leader's taking of the lease are *missed*:
-``catch_up = 'last'`` publishes the latest of them once, ``'all'`` every
-one (the latest :data:`~kale.schedules.spec.CATCH_UP_ALL_MAX`), ``'none'`` none.
-"""
+"""The scheduler: publishes each schedule's ticks while it holds the lease
+(the lease, missed ticks and catch_up: docs/explanation/internals-workflow.md,
+"The scheduler's lease")."""
 from __future__ import annotations
 
 import collections

@@ -1,14 +1,5 @@
-"""A flow as nodes and edges, checked before anything is written.
-
-:meth:`Graph.build` places every node of a flow once, with every part its
-nodes' :func:`~kale.workflow.flow.ref` reach (transitively, each once),
-turns each chain link and reference into an edge, and refuses, in one line
-naming the node, a flow that cannot run: a node placed twice, a cycle, or
-arguments that do not bind to a node's ``run_task``. A node's arguments
-keep their shape, each upstream result standing as an :class:`Upstream`
-or an :class:`UpstreamList` (a group's), until :func:`resolve` puts the
-results in their place.
-"""
+"""A flow as nodes and edges, checked before anything is written
+(docs/explanation/internals-workflow.md, "The graph")."""
 from __future__ import annotations
 
 import collections

@@ -1,13 +1,6 @@
-"""Submitting a flow, moving it on as its nodes succeed, and following it.
-
-:func:`submit` records every node in one transaction, then publishes the
-nodes without inputs; each node's message carries its workflow's id (in
-its signed context). When a node succeeds, :class:`WorkflowHooks` (loaded
-by workers and publishers whenever ``RECORDS_URL`` is set) stores its
-result and publishes the nodes that now have all their inputs, before the
-node's message is deleted: a worker that dies in between runs the node
-again, and the second success changes nothing.
-"""
+"""Submitting a flow, moving it on as its nodes succeed, and following it;
+why a node's end moves its workflow before its message is deleted:
+docs/explanation/internals-workflow.md, "Submitting and moving on"."""
 from __future__ import annotations
 
 import collections

@@ -1,14 +1,6 @@
 """A workflow's state in its store (the workflows facet,
-:mod:`kale.store.workflows`): what moves it on, over the store's steps.
-
-:meth:`WorkflowState.complete` is the one transaction that moves a
-workflow on: the node that succeeded keeps its result (serialized and
-signed, :mod:`kale.workflow.values`), each downstream node's count of
-missing inputs goes down, and a node left with none becomes ``queued`` and
-is returned, resolved, to be published by exactly one caller. A node
-cancelled while its task ran that then succeeds is ``succeeded``: only
-nodes that never ran stay ``cancelled``.
-"""
+:mod:`kale.store.workflows`): what moves it on, over the store's steps
+(docs/explanation/internals-workflow.md, "Submitting and moving on")."""
 from __future__ import annotations
 
 from typing import Any, Mapping, Optional, Sequence

@@ -1,24 +1,6 @@
-"""How a workflow keeps its nodes' calls and results at rest.
-
-A node's call (upstream results standing as markers) and, once it
-succeeded, its result are serialized with ``SERIALIZER`` (pickle or JSON,
-where upstream markers stand as one-key dicts: :func:`to_json`), each
-stored as one line of text::
-
-    kw1:<serializer code>:<key id>:<HMAC-SHA256>:<where><sealed>:<body>
-
-- The HMAC, under a key derived from ``MESSAGE_SIGNING_KEY``, covers the
-  value's column, its node's task id (for a call, its task and queue too)
-  and the bytes; it is checked before anything read back is deserialized:
-  who can write to the database without the key cannot make a worker
-  publish a task or arguments of their choosing, nor move a result.
-- ``sealed``: ``e`` when ``MESSAGE_ENCRYPTION_KEY`` sealed the bytes
-  (AES-256-GCM, as the task records), else ``p``; ``where``: ``d`` (base64
-  bytes in the database) or ``s`` (the key of an S3 object).
-- A result over ``WORKFLOW_RESULT_MAX_BYTES`` goes to S3 under
-  ``kale-payloads/workflows/`` when ``PAYLOAD_BUCKET`` is set (the prefix
-  the payloads' lifecycle rule expires); without one it fails its node.
-"""
+"""How a workflow keeps its nodes' calls and results at rest: serialized,
+MACed, sealed, in the database or S3 (the format and why: docs/explanation/internals-workflow.md,
+"Values at rest")."""
 from __future__ import annotations
 
 import base64
