@@ -66,12 +66,9 @@ class _Keep:
         self.thread.start()
 
     def _read(self) -> None:
+        read = getattr(self.pipe, 'read1', self.pipe.read)
         try:
-            while True:
-                chunk = self.pipe.read1(CHUNK) if hasattr(self.pipe, 'read1') else \
-                    self.pipe.read(CHUNK)
-                if not chunk:
-                    return
+            for chunk in iter(lambda: read(CHUNK), b''):
                 if self.keep_last:
                     self.data += chunk
                     if len(self.data) > self.max_bytes:
@@ -83,7 +80,7 @@ class _Keep:
                     if len(chunk) > room:
                         self.overflow = True
         except (OSError, ValueError):            # the pipe closed under us
-            return
+            pass
         finally:
             with contextlib.suppress(OSError):
                 self.pipe.close()
@@ -177,14 +174,7 @@ class _Run:
     """A run followed to its end on a thread of its own: the caller only
     waits (``wait``), in short steps, and an exception raised in it (the
     guard's, the worker's stop) ends that wait and hurries the run to its
-    bounded end on this thread.
-
-    The thread waits for the reaper (the program, elsewhere) up to the time
-    limit; then SIGTERM to the group, and the kill grace; then the tree is
-    killed (:func:`kale.executors.tree.kill_tree`) and the reaper, given
-    SIGCONT, reaps it and exits (SIGKILL after REAPER_SEC). A reaper that exits
-    without ``+`` on its status pipe has what is left of its tree killed by the
-    worker too. Without a reaper the group gets SIGKILL."""
+    bounded end on this thread (its steps: the docs page the module names)."""
 
     def __init__(self, process: subprocess.Popen, status: Optional[int], cookie: str,
                  time_limit_sec: float, kill_grace_sec: float):
@@ -200,7 +190,7 @@ class _Run:
         self.thread.start()
 
     def wait(self) -> None:
-        """Until the run is over and its tree ended; see the class's docstring."""
+        """Until the run is over and its tree ended."""
         try:
             while self.thread.is_alive():
                 self.thread.join(JOIN_SEC)

@@ -181,11 +181,6 @@ class Relay:
         """Rows waiting, and the age in seconds of the oldest."""
         return self.store.pending(self.clock.time())
 
-    def purge_consumed(self) -> int:
-        if self.consumed_ttl_sec is None:
-            return 0
-        return self.store.purge_consumed(self.clock.time() - self.consumed_ttl_sec)
-
     def claim_database(self) -> None:
         """Check the tables, and where a database allows one relay (SQLite)
         take its place (OutboxError when another relay holds it)."""
@@ -233,21 +228,19 @@ class Relay:
                 continue
             with self._counting:
                 self.counts.rounds += 1
-            if sent >= BATCH:
-                continue
-            if until_empty and sent == 0:
-                return
-            if sent == 0:
+            if sent == 0:               # nothing to send: wait for a commit, or the next poll
+                if until_empty:
+                    return
                 self._wake.wait(self.poll_sec)
                 self._wake.clear()
 
     def _maybe_purge(self) -> None:
         now = self.clock.monotonic()
         with self._counting:
-            if now - self._last_purge < PURGE_EVERY_SEC:
+            if self.consumed_ttl_sec is None or now - self._last_purge < PURGE_EVERY_SEC:
                 return
             self._last_purge = now
-        purged = self.purge_consumed()
+        purged = self.store.purge_consumed(self.clock.time() - self.consumed_ttl_sec)
         if purged:
             logger.info('outbox relay: purged %d consumed task ids', purged)
 

@@ -59,10 +59,6 @@ def from_json(value: Any) -> Any:
     return value
 
 
-def _derived(key: bytes) -> bytes:
-    return hmac.new(key, b'kale-workflow-values', hashlib.sha256).digest()
-
-
 class Values:
     """Packs and unpacks workflow values under one configuration's keys."""
 
@@ -74,7 +70,8 @@ class Values:
         self.bucket = str(config.PAYLOAD_BUCKET or '')
         self._payloads = payloads
         ring = signing_keys(config=config)
-        self._mac_keys = {kid: _derived(key) for kid, key in ring.accepted.items()}
+        self._mac_keys = {kid: hmac.new(key, b'kale-workflow-values', hashlib.sha256).digest()
+                          for kid, key in ring.accepted.items()}
         self._mac_id = ring.current_id
         self._sealer = sealer
 
