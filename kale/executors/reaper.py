@@ -54,11 +54,6 @@ def with_descendants(roots: set[int], procs: dict[int, Proc]) -> set[int]:
     return found
 
 
-def descendants(root: int) -> set[int]:
-    """Every process whose chain of parents reaches ``root``."""
-    return with_descendants({root}, snapshot()) - {root}
-
-
 def kill_all(pids: set[int]) -> None:
     for pid in pids:
         try:
@@ -92,15 +87,10 @@ def _become_subreaper(status_fd: int) -> None:
 
 def _wait_program(program: int) -> int | None:
     """The program's status once it has ended (None when the cleanup reaped it)."""
-    status: int | None = None
-    while status is None:
-        try:
-            pid, code = os.waitpid(program, 0)
-        except ChildProcessError:           # reaped by the cleanup below
-            break
-        if pid == program:
-            status = code
-    return status
+    try:
+        return os.waitpid(program, 0)[1]
+    except ChildProcessError:           # reaped by the cleanup below
+        return None
 
 
 def _clean_up(program: int, status: int | None) -> tuple[int | None, bool]:
@@ -108,7 +98,7 @@ def _clean_up(program: int, status: int | None) -> tuple[int | None, bool]:
     program's status, and whether no descendant is left."""
     deadline = time.monotonic() + CLEANUP_SEC
     while True:
-        left = descendants(os.getpid())
+        left = with_descendants({os.getpid()}, snapshot()) - {os.getpid()}
         if not left or time.monotonic() >= deadline:
             return reap(program, status), not left
         kill_all(left)

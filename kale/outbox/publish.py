@@ -1,12 +1,5 @@
-"""Publishing inside the caller's transaction, and consuming once.
-
-:func:`publish` and :func:`publish_batch` check and encode a call exactly as
-``MyTask.publish`` does, then insert the signed messages, their records
-sealed and each row MACed (:mod:`kale.outbox.proof`), into ``kale_outbox``
-on the caller's connection: no network I/O, nothing if the transaction
-rolls back; the relay (:mod:`kale.outbox.relay`) sends what commits.
-:func:`consume_once` is the inbox: a task id inserted once per database.
-"""
+"""Publishing inside the caller's transaction, and consuming once: signed rows
+into ``kale_outbox`` on the caller's connection (docs/explanation/internals-workflow.md, "The outbox")."""
 from __future__ import annotations
 
 import time

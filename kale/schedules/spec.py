@@ -1,11 +1,5 @@
-"""One schedule: what it runs, when, and the times of its ticks (epoch seconds).
-
-A five-field cron expression in a time zone (``cronsim``, which treats
-daylight-saving changes as Debian's cron does: a job at a fixed time runs
-once on a day the clock skips or repeats it; one whose hour is a wildcard
-at every real instant that matches), or an interval of N seconds, ticking
-at the multiples of N since the Unix epoch.
-"""
+"""One schedule: what it runs, when, and the times of its ticks (epoch seconds;
+cron and daylight-saving, intervals: docs/explanation/internals-workflow.md, "Ticks")."""
 from __future__ import annotations
 
 import dataclasses

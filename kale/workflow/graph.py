@@ -2,8 +2,8 @@
 (docs/explanation/internals-workflow.md, "The graph")."""
 from __future__ import annotations
 
-import collections
 import dataclasses
+import graphlib
 import time
 from typing import Any, Callable, Mapping, Optional, Union
 
@@ -188,21 +188,13 @@ def _wait_of(signature: Signature) -> dict[str, float]:
 
 
 def _in_order(nodes: Mapping[str, Node]) -> list[Node]:
-    """The nodes, each after all its upstream (Kahn's algorithm); a cycle is refused."""
-    missing = {task_id: len(node.upstream) for task_id, node in nodes.items()}
-    ready = collections.deque(task_id for task_id, count in missing.items() if count == 0)
-    ordered = []
-    while ready:
-        node = nodes[ready.popleft()]
-        ordered.append(node)
-        for later in node.downstream:
-            missing[later] -= 1
-            if missing[later] == 0:
-                ready.append(later)
-    if len(ordered) < len(nodes):
-        stuck = next(nodes[task_id] for task_id, count in missing.items() if count)
-        raise InvalidFlowError('workflow: the flow has a cycle through %s' % stuck.describe())
-    return ordered
+    """The nodes, each after all its upstream; a cycle is refused."""
+    sorter = graphlib.TopologicalSorter({task_id: node.upstream for task_id, node in nodes.items()})
+    try:
+        return [nodes[task_id] for task_id in sorter.static_order()]
+    except graphlib.CycleError as exc:
+        raise InvalidFlowError('workflow: the flow has a cycle through %s'
+                               % nodes[exc.args[1][0]].describe()) from None
 
 
 def resolve(value: Any, results: Mapping[str, Any]) -> Any:
