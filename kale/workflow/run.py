@@ -39,10 +39,8 @@ if TYPE_CHECKING:
 WORKFLOW_CONTEXT = 'kale_workflow'
 #: Nodes sent by one publish call: one SendMessageBatch request.
 SEND_CHUNK = 10
-#: While a publish runs, the nodes sent are marked published once this many
-#: are unmarked, or this many seconds after the last mark, and at its end: a
-#: publisher that dies leaves at most so many sent but unmarked, which the
-#: sweep sends again.
+#: The nodes a publish sent are marked published once this many are unmarked,
+#: or this many seconds after the last mark, and at its end.
 MARK_EVERY, MARK_EVERY_SEC = 100, 0.25
 
 
@@ -79,13 +77,9 @@ def submit(flow: Part, labels: Optional[dict[str, str]] = None,
 def publish_nodes(state: WorkflowState, ready: list[dict[str, Any]], app: 'App',
                   requeue: bool = False) -> None:
     """Publish nodes that have all their inputs, a batch per task, queue and
-    delay (a node's ``delay_sec`` counts from now, its ``eta`` stands). This
-    process claimed them when it made them ready: it holds the claims while
-    it publishes (:mod:`kale.workflow.claims`), so no sweep sends them
-    meanwhile, and marks them published as it goes (``MARK_EVERY``). With
-    ``requeue``, nodes that may have run before (a retry's, or those a sweep
-    took over) have their records made ``queued`` again first, the claims held
-    meanwhile: that can wait for the records' writer longer than a claim lasts."""
+    delay, under the claims this process took when it made them ready; with
+    ``requeue`` (a retry's, a sweep's) their records are ``queued`` again first
+    (both: the docs page the module names, "Publish claims")."""
     if ready:
         with state.claims.holding(state.store, [node['task_id'] for node in ready]) as held:
             if requeue:
@@ -146,12 +140,9 @@ def _mark(state: WorkflowState, held: Holding, sent: list[str]) -> None:
 
 
 def requeue_records(ready: list[dict[str, Any]], app: 'App') -> None:
-    """Before nodes run again (``workflow.retry``): the task record of each
-    that ended unsuccessfully is ``queued`` again now (a new life of its id,
-    its last attempt kept in its history), and the node's ``retry_num`` is
-    the runs its task had, so its attempts count on. A workflow that ended
-    cancelled its nodes' waiting tasks: a worker that found one still
-    ``cancelled`` would delete it unrun."""
+    """Before nodes run again: the record of each that ended unsuccessfully
+    starts a new life, ``queued`` (the docs page the module names, "Retrying
+    a workflow")."""
     recorder = app.recorder
     recorder.flush_process()                        # this process's own writes first
     store = recorder.store
@@ -213,10 +204,8 @@ class WorkflowHooks(PublishHooks, WorkerHooks):
             self._sweeper = None
 
     def before_settle(self, queue: Any, batch: Any) -> None:
-        """Move on the workflows of the batch's nodes that ended, before
-        their messages are deleted: a worker that dies first runs them
-        again, and the second end changes nothing. The batch's successes go
-        in one transaction."""
+        """Move on the workflows of the batch's nodes that ended, before their
+        messages are deleted; the batch's successes in one transaction."""
         ended = [s for s in batch.settlements   # a node's dead run is no node of its own
                  if s.message is not None and s.outcome in (Outcome.SUCCEEDED, Outcome.DEAD_LETTER)
                  and s.message.context.get(WORKFLOW_CONTEXT) and not s.message.dead_of]

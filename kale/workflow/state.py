@@ -155,12 +155,9 @@ class WorkflowState:
 
     def retry(self, workflow_id: str, deadline_at: Optional[float],
               now: float) -> list[dict[str, Any]]:
-        """Run a failed or cancelled workflow again, in one transaction: it is
-        ``running`` (with ``deadline_at``), and every node that did not
-        succeed and is not in flight (failed, cancelled, pending) waits
-        again for those of its inputs that did not succeed. Succeeded nodes
-        keep their results. Returns the nodes ready now, resolved, to be
-        published; WorkflowConflictError when it is not failed nor cancelled."""
+        """:func:`kale.workflow.retry`'s transaction: the workflow ``running``
+        (with ``deadline_at``), its nodes waiting again (:meth:`_wait_again`);
+        the nodes ready now, resolved (WorkflowConflictError unless it failed or was cancelled)."""
         with self.store.begin(write=True) as steps:
             if not steps.reopen(workflow_id, deadline_at):
                 raise _not_retried(steps, workflow_id)
@@ -187,12 +184,9 @@ class WorkflowState:
         return ready
 
     def stranded(self, now: float, grace_sec: float, limit: int = 100) -> list[dict[str, Any]]:
-        """Nodes ready to run but never published whose publish claim lapsed
-        (the process that made them ready died before it published them; a
-        node without a claim, from a Kale before claims: ready for over
-        ``grace_sec``), each taken over by this process's claim, with its
-        call resolved: to be published by the caller. A node whose
-        publisher is alive, however slow its publish, is left alone."""
+        """Nodes ready but never published whose publish claim lapsed (or,
+        unclaimed, ready for over ``grace_sec``), each taken over by this
+        process's claim, resolved, for the caller to publish."""
         with self.store.begin() as steps:      # most sweeps find nothing: no write lock
             if not steps.stranded(now, grace_sec, 1):
                 return []

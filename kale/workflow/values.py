@@ -120,43 +120,29 @@ class Values:
         return ':'.join((VERSION, code, self._mac_id, digest, where + sealed, body))
 
     def _unpack(self, column: str, bound: str, text: Optional[str]) -> tuple[str, Any]:
-        """The serializer code and the value."""
+        """The serializer code and the value, its MAC checked before it is deserialized."""
         node = bound.split('\0')[0]
         _, code, kid, digest, place, body = _split(column, node, text)
         where, sealed = place[0], place[1]
-        data = self._stored_bytes(column, node, where, body)
+        data = base64.b64decode(body.encode()) if where != IN_S3 else \
+            self._from_s3(column, node, body)
         if sealed == SEALED:
-            data = self._opened(column, node, data)
-        self._verify(column, bound, node, code, kid, digest, data)
+            opened = self._sealer.open_bytes('workflow-' + column, data.decode('ascii', 'replace'))
+            if opened is None:
+                raise _refused(column, node, 'is sealed with a key this process does not have')
+            data = opened
+        key = self._mac_keys.get(kid)
+        if key is None or not hmac.compare_digest(digest, _mac(key, column, bound, code, data)):
+            raise _refused(column, node, 'is not signed by this deployment\'s MESSAGE_SIGNING_KEY '
+                           '(written by something else, or changed)')
         if SERIALIZER_NAMES[code] == 'pickle':
             return code, pickle.loads(data)
         return code, json.loads(data.decode('utf-8'))
 
-    def _stored_bytes(self, column: str, node: str, where: str, body: str) -> bytes:
-        """The bytes of a value: the object in S3 its body names, or its base64 body."""
-        if where != IN_S3:
-            return base64.b64decode(body.encode())
+    def _from_s3(self, column: str, node: str, body: str) -> bytes:
         if not body.startswith(S3_PREFIX) or not self.bucket:
-            raise WorkflowError('workflow %s of node %s points at S3, but PAYLOAD_BUCKET is '
-                                'not set' % (column, node))
+            raise _refused(column, node, 'points at S3, but PAYLOAD_BUCKET is not set')
         return self._payloads().get(self.bucket, body, self.max_bytes + 64)
-
-    def _opened(self, column: str, node: str, data: bytes) -> bytes:
-        """The bytes of a sealed value, opened."""
-        opened = self._sealer.open_bytes('workflow-' + column, data.decode('ascii', 'replace'))
-        if opened is None:
-            raise WorkflowError('workflow %s of node %s is sealed with a key this process '
-                                'does not have' % (column, node))
-        return opened
-
-    def _verify(self, column: str, bound: str, node: str, code: str, kid: str, digest: str,
-                data: bytes) -> None:
-        """Refuse a value whose MAC is not that of one of this deployment's keys."""
-        key = self._mac_keys.get(kid)
-        if key is None or not hmac.compare_digest(digest, _mac(key, column, bound, code, data)):
-            raise WorkflowError('workflow %s of node %s is not signed by this deployment\'s '
-                                'MESSAGE_SIGNING_KEY (written by something else, or changed)'
-                                % (column, node))
 
     def _dumps(self, value: Any, what: str) -> bytes:
         try:
@@ -175,9 +161,12 @@ def _split(column: str, node: str, text: Optional[str]) -> list[str]:
     parts = str(text).split(':', 5)
     if len(parts) != 6 or parts[0] != VERSION or parts[1] not in SERIALIZER_NAMES or \
             len(parts[4]) != 2:
-        raise WorkflowError('workflow %s of node %s is not a value this Kale stored'
-                            % (column, node))
+        raise _refused(column, node, 'is not a value this Kale stored')
     return parts
+
+
+def _refused(column: str, node: str, why: str) -> WorkflowError:
+    return WorkflowError('workflow %s of node %s %s' % (column, node, why))
 
 
 def _bound(task_id: str, task: str, queue: str) -> str:
