@@ -134,9 +134,7 @@ def _environment(env: Optional[Mapping[str, str]], cookie: str) -> Optional[dict
     the run's cookie where the tree is killed by it (see kale.executors.tree)."""
     if not USE_REAPER:
         return dict(env) if env else None
-    marked = dict(env) if env else dict(os.environ)
-    marked[COOKIE_VARIABLE] = cookie
-    return marked
+    return {**(env or os.environ), COOKIE_VARIABLE: cookie}
 
 
 def _start(argv: Sequence[str], cwd: Optional[str],

@@ -33,9 +33,7 @@ _lock = threading.Lock()
 def catalog(app: 'App') -> Optional[Catalog]:
     """The executor directory of ``app`` (EXECUTOR_DIR), or None without one."""
     directory = app.config.EXECUTOR_DIR
-    if not directory:
-        return None
-    return app.part('executor-catalog', lambda: Catalog(directory))
+    return app.part('executor-catalog', lambda: Catalog(directory)) if directory else None
 
 
 class ExecutorTask(Task):

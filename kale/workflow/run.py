@@ -143,9 +143,8 @@ def requeue_records(ready: list[dict[str, Any]], app: 'App') -> None:
     """Before nodes run again: the record of each that ended unsuccessfully
     starts a new life, ``queued`` (the docs page the module names, "Retrying
     a workflow")."""
-    recorder = app.recorder
-    recorder.flush_process()                        # this process's own writes first
-    store = recorder.store
+    app.recorder.flush_process()                    # this process's own writes first
+    store = app.recorder.store
     now = time.time()
     queued, history = [], []
     for node in ready:

@@ -44,16 +44,16 @@ class WorkflowState:
         claim = self.claims.claim(now)
         nodes = []
         for node in graph.nodes.values():
-            queue = queues[node.task_id]
+            queue, ready = queues[node.task_id], not node.upstream
             call = self.values.pack_call(node.task_id, node.name, queue,
                                          {'args': list(node.args), 'kwargs': node.kwargs,
                                           **node.wait})
             nodes.append(Node(node.task_id, workflow_id, node.name, queue,
-                              QUEUED if not node.upstream else PENDING, len(node.upstream),
+                              QUEUED if ready else PENDING, len(node.upstream),
                               list(node.upstream), list(node.downstream), call,
-                              queued_at=None if node.upstream else now,
-                              claimed_by=None if node.upstream else claim.owner,
-                              claimed_until=None if node.upstream else claim.until))
+                              queued_at=now if ready else None,
+                              claimed_by=claim.owner if ready else None,
+                              claimed_until=claim.until if ready else None))
         workflow = WorkflowRow(workflow_id, RUNNING, dict(labels or {}) or None,
                                to_json(graph.result), now, deadline_at)
         with self.store.begin(write=True) as steps:
