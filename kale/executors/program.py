@@ -169,10 +169,8 @@ def _feed(pipe: IO[bytes], data: bytes) -> None:
 
 
 class _Run:
-    """A run followed to its end on a thread of its own: the caller only
-    waits (``wait``), in short steps, and an exception raised in it (the
-    guard's, the worker's stop) ends that wait and hurries the run to its
-    bounded end on this thread (its steps: the docs page the module names)."""
+    """A run followed to its end on a thread of its own, which the caller's
+    interruption hurries but cannot cut short (the docs page the module names)."""
 
     def __init__(self, process: subprocess.Popen, status: Optional[int], cookie: str,
                  time_limit_sec: float, kill_grace_sec: float):

@@ -70,10 +70,8 @@ def publish_batch(conn: Any, task: Any, app_data: Any, calls: Iterable[Any],
 
 
 class OutboxSender:
-    """The publisher's sender into the outbox (a
-    :class:`~kale.publisher.KeepingSender`): each encoded message becomes a
-    ``kale_outbox`` row, MACed, with its ``queued`` record and unique key, for
-    :meth:`insert` to write in the caller's transaction and the relay to send."""
+    """The publisher's sender into the outbox (a :class:`~kale.publisher.KeepingSender`): each
+    message becomes a MACed ``kale_outbox`` row with its record and unique key, for :meth:`insert`."""
 
     def __init__(self, names: Sender, app: 'App', unique_for_sec: Optional[float]):
         self.names = names              # the queues' SQS names, which bodies are signed for

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from kale.broker import Broker
@@ -149,10 +149,7 @@ class Relay:
         if self._senders is None:
             self._senders = ThreadPoolExecutor(SEND_THREADS, thread_name_prefix='kale-relay-send')
         futures = [self._senders.submit(send, queue, rows) for queue, rows in requests]
-        errors = [future.exception() for future in futures]
-        for error in errors:
-            if error is not None:
-                raise error
+        wait(futures)
         return [future.result() for future in futures]
 
     def _unique(self, rows: list[Any]) -> tuple[list[dict[str, Any]], set[int]]:

@@ -24,11 +24,9 @@ def _json(value: Any) -> Any:
 
 def describe(app: 'App', clock: Clock = SYSTEM_CLOCK, count: int = NEXT_RUNS,
              public: bool = False) -> dict[str, Any]:
-    """Every schedule: its task, when it runs, its next ``count`` run times,
-    and from the records (when on) its last tick, that tick's task and the
-    task's status; the broken ones, each with its one line (``public``: as
-    an API caller may read it, without a file's path); and the scheduler
-    that leads, if one does."""
+    """Every schedule (its task, times and next ``count`` runs; with records, its last tick and
+    that tick's task and status), the broken ones (``public``: their lines without a file's
+    path), and the scheduler that leads, if one does."""
     now = clock.time()
     found = app.schedules
     records = bool(app.config.RECORDS_URL)

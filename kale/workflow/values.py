@@ -15,7 +15,7 @@ from kale.codec.serialize import SERIALIZER_CODES, SERIALIZER_NAMES
 from kale.config import Config
 from kale.exceptions import InvalidFlowError, KaleError, WorkflowError
 from kale.transport.payloads import KEY_PREFIX
-from kale.workflow.graph import Upstream, UpstreamList
+from kale.workflow.graph import _SAME, Upstream, UpstreamList, _walk
 
 if TYPE_CHECKING:
     from kale.app import App
@@ -34,29 +34,21 @@ CALL, RESULT = 'call', 'result'
 
 
 def to_json(value: Any) -> Any:
-    """``value`` with its upstream markers as one-key dicts."""
-    if isinstance(value, Upstream):
-        return {UPSTREAM: value.task_id}
-    if isinstance(value, UpstreamList):
-        return {UPSTREAM_LIST: [to_json(item) for item in value.items]}
-    if isinstance(value, (list, tuple)):
-        return [to_json(item) for item in value]
-    if isinstance(value, dict):
-        return {key: to_json(item) for key, item in value.items()}
-    return value
+    """``value`` with its upstream markers as one-key dicts (its tuples left for JSON to list)."""
+    return _walk(value, lambda item: {UPSTREAM: item.task_id} if isinstance(item, Upstream) else
+                 {UPSTREAM_LIST: [to_json(member) for member in item.items]}
+                 if isinstance(item, UpstreamList) else _SAME)
 
 
 def from_json(value: Any) -> Any:
     """A stored value with its markers back as :class:`Upstream`/:class:`UpstreamList`."""
-    if isinstance(value, dict):
-        if len(value) == 1 and UPSTREAM in value:
-            return Upstream(value[UPSTREAM])
-        if len(value) == 1 and UPSTREAM_LIST in value:
-            return UpstreamList(tuple(from_json(item) for item in value[UPSTREAM_LIST]))
-        return {key: from_json(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [from_json(item) for item in value]
-    return value
+    def replace(item: Any) -> Any:
+        if isinstance(item, dict) and len(item) == 1 and UPSTREAM in item:
+            return Upstream(item[UPSTREAM])
+        if isinstance(item, dict) and len(item) == 1 and UPSTREAM_LIST in item:
+            return UpstreamList(tuple(from_json(member) for member in item[UPSTREAM_LIST]))
+        return _SAME
+    return _walk(value, replace)
 
 
 class Values:
