@@ -134,7 +134,7 @@ def _send(app: 'App', key: tuple, batch: list[dict[str, Any]]) -> None:
 def _mark(state: WorkflowState, held: Holding, sent: list[str]) -> None:
     """The nodes in ``sent`` were sent: mark them published (emptying ``sent``)."""
     if sent:
-        state.store.mark_published(sent)
+        state.mark_published(sent)
         held.sent(sent)
         sent.clear()
 

@@ -16,9 +16,6 @@ from kale.workflow.values import Values, to_json
 #: for inputs; ``queued``: published (or about to be); then final.
 PENDING, QUEUED = NodeStatus.PENDING, NodeStatus.QUEUED
 SUCCEEDED, FAILED, CANCELLED = NodeStatus.SUCCEEDED, NodeStatus.FAILED, NodeStatus.CANCELLED
-FINAL = FINAL_NODE
-#: A workflow's statuses (:class:`kale.statuses.WorkflowStatus`).
-RUNNING = WorkflowStatus.RUNNING
 
 #: The reason of the nodes a workflow past its deadline failed.
 DEADLINE_EXCEEDED = 'deadline_exceeded'
@@ -54,7 +51,7 @@ class WorkflowState:
                               queued_at=now if ready else None,
                               claimed_by=claim.owner if ready else None,
                               claimed_until=claim.until if ready else None))
-        workflow = WorkflowRow(workflow_id, RUNNING, dict(labels or {}) or None,
+        workflow = WorkflowRow(workflow_id, WorkflowStatus.RUNNING, dict(labels or {}) or None,
                                to_json(graph.result), now, deadline_at)
         with self.store.begin(write=True) as steps:
             steps.add(workflow, nodes)
@@ -127,7 +124,7 @@ class WorkflowState:
 
     def _expire(self, steps: WorkflowSteps, workflow_id: str, now: float) -> list[str]:
         found = steps.status(workflow_id)
-        if found is None or found[0] != RUNNING or found[1] is None or now <= found[1]:
+        if found is None or found[0] != WorkflowStatus.RUNNING or found[1] is None or now <= found[1]:
             return []
         return self._end(steps, workflow_id, WorkflowStatus.FAILED, now)
 
@@ -146,7 +143,7 @@ class WorkflowState:
         else:
             ending, reason = (FAILED, DEADLINE_EXCEEDED) if status is WorkflowStatus.FAILED \
                 else (CANCELLED, 'workflow cancelled')
-            reasons = {node: reason for node in rows if states[node] not in FINAL}
+            reasons = {node: reason for node in rows if states[node] not in FINAL_NODE}
             states.update(dict.fromkeys(reasons, ending))
         for node, why in reasons.items():
             steps.end_node(node, NodeStatus(states[node]), why)
@@ -196,6 +193,13 @@ class WorkflowState:
                     for task_id in steps.stranded(now, grace_sec, limit)
                     if steps.claim_stranded(task_id, now, grace_sec, claim)]
 
+    def overdue(self, now: float, limit: int = 100) -> list[str]:
+        """Running workflows past their deadline."""
+        return self.store.overdue(now, limit)
+
+    def mark_published(self, task_ids: Sequence[str]) -> None:
+        self.store.mark_published(task_ids)
+
 
 def _not_retried(steps: WorkflowSteps, workflow_id: str) -> KaleError:
     found = steps.status(workflow_id)
@@ -234,7 +238,7 @@ def _failed_from(rows: Mapping[str, Node], states: dict[str, str],
     later = list(rows[first_failed].downstream or ())
     while later:                                 # everything downstream fails
         node = later.pop()
-        if states[node] not in FINAL:
+        if states[node] not in FINAL_NODE:
             states[node], reasons[node] = FAILED, 'upstream_failed'
             later.extend(rows[node].downstream or ())
     while True:                                  # what only fed failed nodes is useless
@@ -248,5 +252,5 @@ def _failed_from(rows: Mapping[str, Node], states: dict[str, str],
 def _only_feeds_ended(row: Node, states: Mapping[str, str]) -> bool:
     """Whether an unfinished node feeds only nodes that failed or were cancelled."""
     downstream = row.downstream or ()
-    return states[row.task_id] not in FINAL and bool(downstream) and all(
+    return states[row.task_id] not in FINAL_NODE and bool(downstream) and all(
         states[d] in (FAILED, CANCELLED) for d in downstream)

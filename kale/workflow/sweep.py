@@ -55,7 +55,7 @@ class Sweeper:
                         'claim lapsed): %s', len(stranded),
                         ' '.join(node['task_id'] for node in stranded[:20]))
             self._publish(state, stranded)
-        overdue = state.store.overdue(now)
+        overdue = state.overdue(now)
         for workflow_id in overdue:
             logger.info('workflow %s is past its deadline: failing its unfinished nodes',
                         workflow_id)
