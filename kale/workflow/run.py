@@ -233,9 +233,8 @@ def advance(ended: Sequence[Settlement], app: 'App', clock: Clock = SYSTEM_CLOCK
 
 
 def _cancel_tasks(task_ids: list[str], app: 'App') -> None:
-    """Cancel the tasks of published nodes a workflow no longer needs: a
-    worker deletes them unrun (one that already runs has its result thrown
-    away by the workflow)."""
+    """Cancel the tasks of published nodes a workflow no longer needs (a worker
+    deletes them unrun; one that already runs has its result thrown away)."""
     for task_id in task_ids:
         with contextlib.suppress(RecordsError):          # running or finished meanwhile
             records.cancel(task_id, app=app)

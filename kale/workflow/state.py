@@ -57,17 +57,14 @@ class WorkflowState:
             steps.add(workflow, nodes)
 
     def complete(self, task_id: str, result: Any, now: float) -> list[dict[str, Any]]:
-        """The node succeeded with ``result``: the nodes that now have all
-        their inputs, each once, with its call resolved (``args``, ``kwargs``).
-        A node that is not ``queued`` (a second delivery, a cancelled one)
-        changes nothing. InvalidFlowError when the result cannot be kept."""
+        """:meth:`complete_many` for one node that succeeded with ``result``
+        (InvalidFlowError when the result cannot be kept)."""
         return self.complete_many([(task_id, self.values.pack_result(task_id, result))], now)
 
     def complete_many(self, done: Sequence[tuple[str, str]], now: float) -> list[dict[str, Any]]:
-        """:meth:`complete` for several nodes (a batch's), their results
-        already packed (``Values.pack_result``), in one transaction: a node
-        several of them feed has its count lowered once, by as many. The
-        nodes returned are claimed for this process's publish."""
+        """Nodes succeeded, their results packed (``Values.pack_result``), in one
+        transaction: the nodes that now have all their inputs, each once, resolved
+        and claimed for this process's publish (the docs page the module names)."""
         self.expired = []
         claim = self.claims.claim(now)
         with self.store.begin(write=True) as steps:
@@ -105,10 +102,8 @@ class WorkflowState:
                 for task_id, stored in steps.results(task_ids).items()}
 
     def fail(self, task_id: str, reason: str, now: float) -> list[str]:
-        """The node failed for good: every node downstream of it fails
-        (``upstream_failed``), every unfinished node that only fed failed
-        nodes is cancelled, and the workflow fails. Returns the published
-        nodes this cancelled or failed, whose tasks are to be cancelled."""
+        """The node failed for good, and so the workflow; what the node's failure
+        ends (:func:`_failed_from`): the published nodes, whose tasks are to be cancelled."""
         with self.store.begin(write=True) as steps:
             workflow_id = steps.fail_queued(task_id, reason[:2000])
             if workflow_id is None:
@@ -231,9 +226,8 @@ def _succeed(steps: WorkflowSteps, done: Sequence[tuple[str, str]]
 
 def _failed_from(rows: Mapping[str, Node], states: dict[str, str],
                  first_failed: str) -> dict[str, str]:
-    """What a node's failure ends: everything downstream of it fails, then
-    whatever unfinished node only fed failed or cancelled nodes is
-    cancelled. ``states`` is changed in place; the reasons, by node."""
+    """What a node's failure ends (the docs page the module names); ``states``
+    is changed in place; the reasons, by node."""
     reasons: dict[str, str] = {}
     later = list(rows[first_failed].downstream or ())
     while later:                                 # everything downstream fails
