@@ -1,29 +1,11 @@
-"""The executor directory: which programs may run, and each one's settings.
-
-A method name, ``[A-Za-z0-9._-]{1,128}`` not starting with a dot, names
-the file ``DIR/NAME``: only an executable regular file whose real path
-lies inside the real path of ``DIR`` runs. ``DIR/executors.yaml``
-(optional) sets, per method and as defaults, the time limit, retries,
-queue, and the worker's environment variables the program gets besides a
-minimal set::
-
-    defaults:
-      time_limit: 60
-      max_retries: 4
-      queue: default
-      env: [HTTP_PROXY]
-    methods:
-      send-mail:
-        time_limit: 10
-        queue: mail
-"""
+"""The executor directory: which programs may run, and each one's settings
+(``executors.yaml``: docs/explanation/internals-workflow.md, "The executor directory")."""
 from __future__ import annotations
 
 import dataclasses
 import os
 import re
 import stat
-import threading
 from typing import Any, Callable, Optional
 
 from kale.exceptions import ExecutorError, ImproperlyConfigured
@@ -34,8 +16,6 @@ PREFIX = 'executor:'
 METHOD_NAME = re.compile(r'[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}')
 #: The optional settings file in the directory.
 SETTINGS_FILE = 'executors.yaml'
-#: Keys of a method's settings.
-KEYS = ('time_limit', 'max_retries', 'queue', 'env')
 #: The environment every program gets from the worker's, when set.
 BASE_ENV = ('PATH', 'HOME', 'LANG', 'LC_ALL', 'TZ', 'TMPDIR')
 
@@ -86,11 +66,11 @@ def _settings(raw: Any, where: str, base: MethodSettings) -> MethodSettings:
     if raw is None:
         return base
     if not isinstance(raw, dict):
-        raise ImproperlyConfigured('%s: must be a mapping of %s' % (where, ', '.join(KEYS)))
-    unknown = sorted(set(raw) - set(KEYS))
+        raise ImproperlyConfigured('%s: must be a mapping of %s' % (where, ', '.join(_CHECKS)))
+    unknown = sorted(set(raw) - set(_CHECKS))
     if unknown:
         raise ImproperlyConfigured('%s: unknown key %s (known: %s)'
-                                   % (where, unknown[0], ', '.join(KEYS)))
+                                   % (where, unknown[0], ', '.join(_CHECKS)))
     return dataclasses.replace(base, **{key: _checked(key, raw[key], where)
                                          for key in _CHECKS if key in raw})
 
@@ -112,7 +92,6 @@ class Catalog:
         except ImproperlyConfigured as exc:     # an API caller reads the file's name, not its path
             exc.public = str(exc).replace(os.path.join(real, SETTINGS_FILE), SETTINGS_FILE)
             raise
-        self._lock = threading.Lock()
 
     def _load(self) -> tuple[MethodSettings, dict[str, MethodSettings]]:
         path = os.path.join(self.directory, SETTINGS_FILE)
@@ -150,8 +129,7 @@ class Catalog:
         check_name(method)
         if method == SETTINGS_FILE:
             raise ExecutorError('unknown_method: %s is the settings file, not a program' % method)
-        path = os.path.join(self.directory, method)
-        real = os.path.realpath(path)
+        real = os.path.realpath(os.path.join(self.directory, method))
         if os.path.dirname(real) != self.directory and \
                 not real.startswith(self.directory + os.sep):
             raise ExecutorError('unknown_method: %s leads outside the executor directory'
@@ -170,6 +148,4 @@ class Catalog:
         """The program's environment: the base variables and the method's
         ``env`` names, from the worker's, then ``extra``."""
         names = BASE_ENV + self.settings(method).env
-        env = {name: os.environ[name] for name in names if name in os.environ}
-        env.update(extra)
-        return env
+        return {**{name: os.environ[name] for name in names if name in os.environ}, **extra}

@@ -1,24 +1,9 @@
 """Running one executor program: arguments in on standard input, the result
-out on standard output, standard error kept, and everything it started
-ended at the time limit.
-
-The program runs with no shell, in a session (and process group) of its
-own; on Linux under :mod:`kale.executors.reaper`, a child subreaper, so
-that nothing it starts leaves its tree, even through ``setsid()``. At the
-time limit the group gets SIGTERM; after ``kill_grace_sec`` the worker
-itself SIGKILLs the whole tree (:mod:`kale.executors.tree`), not trusting
-the reaper, which the program may have stopped or killed. Elsewhere the
-group gets SIGKILL, and a descendant that left it escapes. This runs on a
-thread of the run's own: the worker's guard, interrupting the caller past
-the task's limit, cannot cut it short.
-
-Standard output is kept up to ``stdout_max_bytes`` (then ``stdout_overflow``),
-of standard error the last ``stderr_max_bytes``; both pipes are read to their
-end on threads, so a program never blocks on a full pipe. The reaper costs a
-small Python process a run (some 15 ms of CPU).
-"""
+out on standard output, standard error kept, and everything it started ended
+at the time limit (docs/explanation/internals-workflow.md, "Running one program")."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -81,12 +66,9 @@ class _Keep:
         self.thread.start()
 
     def _read(self) -> None:
+        read = getattr(self.pipe, 'read1', self.pipe.read)
         try:
-            while True:
-                chunk = self.pipe.read1(CHUNK) if hasattr(self.pipe, 'read1') else \
-                    self.pipe.read(CHUNK)
-                if not chunk:
-                    return
+            for chunk in iter(lambda: read(CHUNK), b''):
                 if self.keep_last:
                     self.data += chunk
                     if len(self.data) > self.max_bytes:
@@ -98,12 +80,10 @@ class _Keep:
                     if len(chunk) > room:
                         self.overflow = True
         except (OSError, ValueError):            # the pipe closed under us
-            return
+            pass
         finally:
-            try:
+            with contextlib.suppress(OSError):
                 self.pipe.close()
-            except OSError:
-                pass
 
 
 #: The reaper, run as a script (kale.executors.reaper).
@@ -127,8 +107,7 @@ def run_program(argv: Sequence[str], stdin: bytes, time_limit_sec: float, *,
     started = clock.monotonic()
     cookie = secrets.token_hex(16)
     process, status = _start(argv, cwd, _environment(env, cookie))
-    assert process.stdin is not None and process.stdout is not None
-    assert process.stderr is not None
+    assert process.stdin is not None and process.stdout is not None and process.stderr is not None
     run = _Run(process, status, cookie, time_limit_sec, kill_grace_sec)
     out = _Keep(process.stdout, stdout_max_bytes, keep_last=False)
     err = _Keep(process.stderr, stderr_max_bytes, keep_last=True)
@@ -155,9 +134,7 @@ def _environment(env: Optional[Mapping[str, str]], cookie: str) -> Optional[dict
     the run's cookie where the tree is killed by it (see kale.executors.tree)."""
     if not USE_REAPER:
         return dict(env) if env else None
-    marked = dict(env) if env else dict(os.environ)
-    marked[COOKIE_VARIABLE] = cookie
-    return marked
+    return {**(env or os.environ), COOKIE_VARIABLE: cookie}
 
 
 def _start(argv: Sequence[str], cwd: Optional[str],
@@ -184,28 +161,16 @@ def _start(argv: Sequence[str], cwd: Optional[str],
 
 def _feed(pipe: IO[bytes], data: bytes) -> None:
     try:
-        pipe.write(data)
-    except (BrokenPipeError, OSError, ValueError):     # it exited without reading it all
-        pass
+        with contextlib.suppress(OSError, ValueError):     # it exited without reading it all
+            pipe.write(data)
     finally:
-        try:
+        with contextlib.suppress(OSError):
             pipe.close()
-        except OSError:
-            pass
 
 
 class _Run:
-    """A run followed to its end on a thread of its own: the caller only
-    waits (``wait``), in short steps, and an exception raised in it (the
-    guard's, the worker's stop) ends that wait and hurries the run to its
-    bounded end on this thread.
-
-    The thread waits for the reaper (the program, elsewhere) up to the time
-    limit; then SIGTERM to the group, and the kill grace; then the tree is
-    killed (:func:`kale.executors.tree.kill_tree`) and the reaper, given
-    SIGCONT, reaps it and exits (SIGKILL after REAPER_SEC). A reaper that exits
-    without ``+`` on its status pipe has what is left of its tree killed by the
-    worker too. Without a reaper the group gets SIGKILL."""
+    """A run followed to its end on a thread of its own, which the caller's
+    interruption hurries but cannot cut short (the docs page the module names)."""
 
     def __init__(self, process: subprocess.Popen, status: Optional[int], cookie: str,
                  time_limit_sec: float, kill_grace_sec: float):
@@ -221,7 +186,7 @@ class _Run:
         self.thread.start()
 
     def wait(self) -> None:
-        """Until the run is over and its tree ended; see the class's docstring."""
+        """Until the run is over and its tree ended."""
         try:
             while self.thread.is_alive():
                 self.thread.join(JOIN_SEC)
@@ -274,10 +239,8 @@ class _Run:
 
     def _reap_reaper(self) -> None:
         """Its tree killed, the reaper (stopped, perhaps) reaps it and exits."""
-        try:
+        with contextlib.suppress(OSError):
             self.process.send_signal(signal.SIGCONT)
-        except OSError:
-            pass
         if not _wait(self.process, REAPER_SEC):
             self.process.kill()
             if not _wait(self.process, REAPER_SEC):
@@ -307,7 +270,5 @@ def _wait(process: subprocess.Popen, seconds: float) -> bool:
 
 
 def _signal_group(process: subprocess.Popen, signum: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signum)
-    except (ProcessLookupError, PermissionError):
-        pass

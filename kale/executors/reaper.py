@@ -1,20 +1,6 @@
-"""The parent of everything one executor program starts (Linux), so that none of it outlives the run.
-
-Run as a script, with the standard library only (``python -I -S reaper.py
-STATUS_FD PROGRAM``), by :func:`kale.executors.program.run_program`. As a
-child subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``) it adopts every orphaned
-descendant of the program, even one that called ``setsid()``. It starts the
-program (on the worker's pipes) and waits for it, ignoring the SIGTERM the
-worker sends the group at the time limit; then it kills and reaps whatever
-descendants are left, writes ``+`` on ``STATUS_FD`` once none is, and exits
-as the program did. The worker kills the tree itself past the kill grace
-(:mod:`kale.executors.tree`), since the program may stop or kill this
-process, and when it exits without its ``+``.
-
-A program that cannot be started (a bad ``#!`` line) is reported on
-``STATUS_FD`` as its errno, for the worker to raise the OSError that
-``subprocess`` would have.
-"""
+"""The parent of everything one executor program starts (Linux), so that none
+of it outlives the run: run as a script, standard library only
+(docs/explanation/internals-workflow.md, "The reaper")."""
 import collections
 import ctypes
 import os
@@ -68,11 +54,6 @@ def with_descendants(roots: set[int], procs: dict[int, Proc]) -> set[int]:
     return found
 
 
-def descendants(root: int) -> set[int]:
-    """Every process whose chain of parents reaches ``root``."""
-    return with_descendants({root}, snapshot()) - {root}
-
-
 def kill_all(pids: set[int]) -> None:
     for pid in pids:
         try:
@@ -106,15 +87,10 @@ def _become_subreaper(status_fd: int) -> None:
 
 def _wait_program(program: int) -> int | None:
     """The program's status once it has ended (None when the cleanup reaped it)."""
-    status: int | None = None
-    while status is None:
-        try:
-            pid, code = os.waitpid(program, 0)
-        except ChildProcessError:           # reaped by the cleanup below
-            break
-        if pid == program:
-            status = code
-    return status
+    try:
+        return os.waitpid(program, 0)[1]
+    except ChildProcessError:           # reaped by the cleanup below
+        return None
 
 
 def _clean_up(program: int, status: int | None) -> tuple[int | None, bool]:
@@ -122,7 +98,7 @@ def _clean_up(program: int, status: int | None) -> tuple[int | None, bool]:
     program's status, and whether no descendant is left."""
     deadline = time.monotonic() + CLEANUP_SEC
     while True:
-        left = descendants(os.getpid())
+        left = with_descendants({os.getpid()}, snapshot()) - {os.getpid()}
         if not left or time.monotonic() >= deadline:
             return reap(program, status), not left
         kill_all(left)

@@ -1,21 +1,5 @@
-"""Executor tasks: a task whose work is a program in the executor directory.
-
-A message names one ``executor:NAME``; :func:`executor_task` gives its
-Task class (made once per process), which a worker runs like any other.
-Its ``run_task`` writes the arguments as a JSON list to the program's
-standard input and reads the result from its standard output:
-
-- exit status 0: standard output must be one JSON value, the result, else
-  the run fails as ``bad_output`` (retried by the policy);
-- exit status 65 (EX_DATAERR): ``bad_input``, failed for good;
-- another status, or a signal: ``failed``, retried by the policy;
-- past the time limit: SIGTERM to its group, then SIGKILL to its whole tree
-  after ``EXECUTOR_KILL_GRACE_SEC`` (:mod:`kale.executors.program`), and
-  the run fails as ``TimeLimitExceeded``.
-
-The last ``EXECUTOR_STDERR_MAX_BYTES`` of standard error go to the task's
-record (``stderr``), whatever the outcome.
-"""
+"""Executor tasks: a task whose work is a program in the executor directory
+(exit statuses and limits: docs/explanation/internals-workflow.md, "Tasks in any language")."""
 from __future__ import annotations
 
 import json
@@ -49,13 +33,11 @@ _lock = threading.Lock()
 def catalog(app: 'App') -> Optional[Catalog]:
     """The executor directory of ``app`` (EXECUTOR_DIR), or None without one."""
     directory = app.config.EXECUTOR_DIR
-    if not directory:
-        return None
-    return app.part('executor-catalog', lambda: Catalog(directory))
+    return app.part('executor-catalog', lambda: Catalog(directory)) if directory else None
 
 
 class ExecutorTask(Task):
-    """Runs the program of :attr:`method`; see the module's docstring."""
+    """Runs the program of :attr:`method` (exit statuses and limits: the docs page the module names)."""
 
     #: The method (the program's name in the executor directory).
     method: str = ''
@@ -166,16 +148,13 @@ def executor_task(method: str, checked: bool = True,
     cls = _classes.get(key)
     if cls is None:
         with _lock:
-            cls = _classes.get(key)
-            if cls is None:
-                if len(_classes) >= MAX_CLASSES:
-                    _classes.clear()
-                cls = type('Executor[%s]' % method, (ExecutorTask,), {
-                    '__module__': __name__, 'method': method, 'queue': own.queue,
-                    'max_retries': own.max_retries, 'program_time_limit': own.time_limit,
-                    'time_limit': own.time_limit + grace + GUARD_MARGIN_SEC,
-                    '__doc__': 'The executor program %s.' % method})
-                _classes[key] = cls
+            if len(_classes) >= MAX_CLASSES:
+                _classes.clear()
+            cls = _classes.setdefault(key, type('Executor[%s]' % method, (ExecutorTask,), {
+                '__module__': __name__, 'method': method, 'queue': own.queue,
+                'max_retries': own.max_retries, 'program_time_limit': own.time_limit,
+                'time_limit': own.time_limit + grace + GUARD_MARGIN_SEC,
+                '__doc__': 'The executor program %s.' % method}))
     return cls
 
 

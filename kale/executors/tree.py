@@ -1,22 +1,5 @@
 """Killing an executor program's whole process tree from the worker (Linux),
-whatever the program did to its reaper.
-
-The reaper (:mod:`kale.executors.reaper`) ends the tree when the program
-exits, but the program can stop (SIGSTOP) or kill it. So at the time limit,
-when the run's caller is interrupted, and when the reaper ended without
-saying it left nothing behind, the worker SIGKILLs, round after round until
-none runs, every process that is
-
-- a descendant of the living reaper, stopped or not (as a child subreaper
-  it adopts every orphan of the tree);
-- in the reaper's session, or a descendant of one: what the program started
-  without ``setsid()``, once a killed reaper's children went to init;
-- marked with the run's cookie, :data:`COOKIE_VARIABLE` in its environment
-  (a random token only the run's processes inherit): a daemon that left the
-  session after its parent exited, when the program then killed its reaper.
-
-Everything here reads ``/proc``; a process of another user is not touched.
-"""
+whatever the program did to its reaper (docs/explanation/internals-workflow.md, "Killing the tree")."""
 from __future__ import annotations
 
 import logging
@@ -70,8 +53,9 @@ def members(reaper: int, reaper_reaped: bool, cookie: str) -> set[int]:
 
 
 def kill_tree(reaper: int, reaper_reaped: bool, cookie: str, sec: float = KILL_SEC) -> bool:
-    """Kill every process of the run of ``reaper`` (see the module's
-    docstring) until none runs, for ``sec`` at most; whether none does."""
+    """Kill every process of the run of ``reaper`` (its descendants, its
+    session's, those with the run's cookie) until none runs, for ``sec`` at
+    most; whether none does."""
     deadline = time.monotonic() + sec
     pause = 0.002
     while True:

@@ -1,21 +1,5 @@
-"""The token bucket's arithmetic, kept apart from where the bucket is stored.
-
-A bucket holds ``tokens`` at ``updated_at`` (epoch seconds), refilled at the
-rate up to the rate's capacity (its burst). Every run takes one whole token
-as it starts (not when its message arrives), so the runs that start in any
-``L`` seconds are at most the capacity plus ``L`` seconds of the rate
-(:func:`most_starts`), however late some of them arrive.
-
-A run refused is given a place in line (``reserved`` counts those not yet
-used), and a new run takes a token only when one is whole beyond them, or
-when the bucket is full (the token would be lost: the reserved runs come
-back late, after SQS's whole seconds). The refused run comes back once the
-tokens before it and its own are refilled, and takes a token ahead of the
-new runs. Places are kept with the runs' task ids (:mod:`kale.store.flow`).
-So the refused runs of a key come back one after the other at the rate; a
-late one takes a token left by the lateness, or keeps its place at the end
-of the line: it never adds to the runs of the time it arrives at.
-"""
+"""The token bucket's arithmetic, kept apart from where the bucket is stored
+(tokens taken at the start, places in line: docs/explanation/internals-workflow.md, "The token bucket")."""
 from __future__ import annotations
 
 import dataclasses

@@ -1,12 +1,5 @@
-"""What a task class asks of flow control, read once per class and checked strictly.
-
-``rate_limit`` is ``'<count>/<unit>'`` (``'100/m'``: a hundred runs a
-minute across the fleet; :data:`UNITS`), ``concurrency_limit`` a positive
-integer, ``rate_limit_key`` and ``concurrency_key`` methods. A bad value is
-a one-line :class:`~kale.exceptions.TaskDefinitionError` naming the class
-and the attribute, when the class is defined (:mod:`kale.task_checks`) and
-again by :func:`spec_of` for a class changed since.
-"""
+"""What a task class asks of flow control, read once per class and checked strictly
+(docs/explanation/internals-workflow.md, "Where limits are kept")."""
 from __future__ import annotations
 
 import dataclasses

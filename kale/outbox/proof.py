@@ -1,14 +1,5 @@
-"""The publisher's proof on an outbox row, and the relay's check of it.
-
-``kale_outbox`` lives in the application's database, which more people and
-programs can write than hold Kale's keys. So the relay never signs, MACs or
-seals what it reads there: :func:`kale.outbox.publish` makes each row whole
-(the signed body, the sealed record) and adds ``mac``, an HMAC-SHA256 under
-a key derived from ``MESSAGE_SIGNING_KEY`` of every column the relay uses.
-A row that fails the relay's check (written by something else, changed, or
-signed with a key since retired) is not sent: it is logged, counted and
-moved to ``kale_outbox_rejected``.
-"""
+"""The publisher's proof on an outbox row, and the relay's check of it: the
+relay never signs what it reads (docs/explanation/internals-workflow.md, "The publisher's proof")."""
 from __future__ import annotations
 
 import hashlib

@@ -1,12 +1,5 @@
-"""Publishing inside the caller's transaction, and consuming once.
-
-:func:`publish` and :func:`publish_batch` check and encode a call exactly as
-``MyTask.publish`` does, then insert the signed messages, their records
-sealed and each row MACed (:mod:`kale.outbox.proof`), into ``kale_outbox``
-on the caller's connection: no network I/O, nothing if the transaction
-rolls back; the relay (:mod:`kale.outbox.relay`) sends what commits.
-:func:`consume_once` is the inbox: a task id inserted once per database.
-"""
+"""Publishing inside the caller's transaction, and consuming once: signed rows
+into ``kale_outbox`` on the caller's connection (docs/explanation/internals-workflow.md, "The outbox")."""
 from __future__ import annotations
 
 import time
@@ -77,10 +70,8 @@ def publish_batch(conn: Any, task: Any, app_data: Any, calls: Iterable[Any],
 
 
 class OutboxSender:
-    """The publisher's sender into the outbox (a
-    :class:`~kale.publisher.KeepingSender`): each encoded message becomes a
-    ``kale_outbox`` row, MACed, with its ``queued`` record and unique key, for
-    :meth:`insert` to write in the caller's transaction and the relay to send."""
+    """The publisher's sender into the outbox (a :class:`~kale.publisher.KeepingSender`): each
+    message becomes a MACed ``kale_outbox`` row with its record and unique key, for :meth:`insert`."""
 
     def __init__(self, names: Sender, app: 'App', unique_for_sec: Optional[float]):
         self.names = names              # the queues' SQS names, which bodies are signed for

@@ -1,32 +1,11 @@
-"""The relay: sends what committed into ``kale_outbox``, then deletes it.
-
-Each round claims up to ``BATCH`` rows in one transaction, sets aside those
-whose publisher's MAC fails (:mod:`kale.outbox.proof`), sends the others
-(in insertion order, queue by queue), deletes them and commits, then writes
-their tasks' ``queued`` records as their publisher sealed them. A relay
-killed between the send and the commit sends those rows again, with the
-same task ids: at least once, and a worker with records on skips a task
-that already succeeded.
-
-- PostgreSQL: any number of relays, each running ``LOOPS`` rounds at once,
-  each claiming with one ``DELETE ... RETURNING`` of rows picked ``FOR
-  UPDATE SKIP LOCKED`` and committing (asynchronously: a lost delete is a
-  duplicate) once they are sent. FIFO groups' rows are sent only by the
-  round holding an advisory lock. It wakes on ``NOTIFY kale_outbox``.
-- SQLite: one relay per database, held by a lock on a file beside it (a
-  second one says so and exits).
-
-Both poll every ``OUTBOX_POLL_SEC``. A standard queue's SendMessageBatch
-requests go at once (``SEND_THREADS``), a FIFO queue's one after another.
-An outage makes the relay back off (doubling up to ``MAX_BACKOFF_SEC``)
-and try again. It also purges ``kale_consumed`` rows past their TTL.
-"""
+"""The relay: sends what committed into ``kale_outbox``, then deletes it
+(rounds, PostgreSQL and SQLite, at-least-once: docs/explanation/internals-workflow.md, "The relay")."""
 from __future__ import annotations
 
 import dataclasses
 import logging
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from kale.broker import Broker
@@ -170,10 +149,7 @@ class Relay:
         if self._senders is None:
             self._senders = ThreadPoolExecutor(SEND_THREADS, thread_name_prefix='kale-relay-send')
         futures = [self._senders.submit(send, queue, rows) for queue, rows in requests]
-        errors = [future.exception() for future in futures]
-        for error in errors:
-            if error is not None:
-                raise error
+        wait(futures)
         return [future.result() for future in futures]
 
     def _unique(self, rows: list[Any]) -> tuple[list[dict[str, Any]], set[int]]:
@@ -201,11 +177,6 @@ class Relay:
     def pending(self) -> tuple[int, Optional[float]]:
         """Rows waiting, and the age in seconds of the oldest."""
         return self.store.pending(self.clock.time())
-
-    def purge_consumed(self) -> int:
-        if self.consumed_ttl_sec is None:
-            return 0
-        return self.store.purge_consumed(self.clock.time() - self.consumed_ttl_sec)
 
     def claim_database(self) -> None:
         """Check the tables, and where a database allows one relay (SQLite)
@@ -254,21 +225,19 @@ class Relay:
                 continue
             with self._counting:
                 self.counts.rounds += 1
-            if sent >= BATCH:
-                continue
-            if until_empty and sent == 0:
-                return
-            if sent == 0:
+            if sent == 0:               # nothing to send: wait for a commit, or the next poll
+                if until_empty:
+                    return
                 self._wake.wait(self.poll_sec)
                 self._wake.clear()
 
     def _maybe_purge(self) -> None:
         now = self.clock.monotonic()
         with self._counting:
-            if now - self._last_purge < PURGE_EVERY_SEC:
+            if self.consumed_ttl_sec is None or now - self._last_purge < PURGE_EVERY_SEC:
                 return
             self._last_purge = now
-        purged = self.purge_consumed()
+        purged = self.store.purge_consumed(self.clock.time() - self.consumed_ttl_sec)
         if purged:
             logger.info('outbox relay: purged %d consumed task ids', purged)
 

@@ -1,24 +1,6 @@
 """Finding the schedules: task classes of ``TASK_MODULES`` that declare
-``schedule`` themselves (named by the task's path), and the entries of the
-``SCHEDULES`` setting (named by their key, a task defined anywhere)::
-
-    class NightlyReport(task.Task):
-        schedule = '0 3 * * *'            # or 300: every 300 seconds
-        schedule_tz = 'Europe/Paris'      # default 'UTC'
-        schedule_args = ('eu',)
-        schedule_kwargs = {'full': True}
-        schedule_catch_up = 'last'        # 'all', 'none'
-
-    SCHEDULES = {'nightly-report': {'task': 'myapp.tasks.Report',
-                                    'schedule': '0 3 * * *', 'tz': 'Europe/Paris',
-                                    'args': [...], 'kwargs': {...}, 'catch_up': 'last',
-                                    'queue': 'low'}}
-
-Everything is checked when found. A schedule that cannot run is kept aside
-as :class:`Broken`, with its one line naming the schedule and the field,
-and every other schedule runs; so is a module of TASK_MODULES that cannot
-be imported, whose schedules are then unknown.
-"""
+``schedule``, and the entries of ``SCHEDULES``, each checked when found, the
+broken kept aside (docs/explanation/internals-workflow.md, "Finding schedules")."""
 from __future__ import annotations
 
 import dataclasses

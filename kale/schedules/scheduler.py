@@ -1,17 +1,6 @@
-"""The scheduler: publishes each schedule's ticks while it leads.
-
-Any number of schedulers may run; the one holding the lease in the task
-records leads. It renews the lease every quarter of ``SCHEDULER_LEASE_SEC``,
-each time for three quarters of it, so a leader that dies is replaced
-within ``SCHEDULER_LEASE_SEC``. A leader that cannot renew stops publishing
-when its lease ends; each tick is claimed in the records (only by the
-lease's holder, only if not done) before it is sent, so a tick is published
-at most once. The loop sleeps until the next tick or lease round.
-
-Ticks at or before the leader's taking of the lease are *missed*:
-``catch_up = 'last'`` publishes the latest of them once, ``'all'`` every
-one (the latest :data:`~kale.schedules.spec.CATCH_UP_ALL_MAX`), ``'none'`` none.
-"""
+"""The scheduler: publishes each schedule's ticks while it holds the lease
+(the lease, missed ticks and catch_up: docs/explanation/internals-workflow.md,
+"The scheduler's lease")."""
 from __future__ import annotations
 
 import collections
@@ -86,7 +75,6 @@ class Scheduler:
         self.schedules = schedules
         self.state = state
         self.lease_sec = float(lease_sec)
-        self.renew_sec = self.lease_sec / 4
         self.publisher = publisher
         self.clock = clock
         self.holder = holder or process_identity()[0]
@@ -167,11 +155,14 @@ class Scheduler:
         return max(0.0, wake - self.clock.time())
 
     def _lease_round(self, now: float) -> None:
-        self._next_lease_round = now + self.renew_sec
+        self._next_lease_round = now + self.lease_sec / 4
         try:
             mine, lease = self.state.acquire(self.holder, now, self.lease_sec * 3 / 4)
         except KaleError as exc:
-            self._lease_failed(exc)
+            if not self._lease_error:       # said once, until it works again
+                logger.warning('scheduler %s: the lease cannot be renewed: %s%s', self.holder,
+                               exc, ' (publishing stops when it ends)' if self.leading else '')
+            self._lease_error = True
             return
         self._lease_error = False
         was_leading = self._leading_since is not None and now < self._lease_until
@@ -180,13 +171,6 @@ class Scheduler:
         else:
             self._follow(lease, was_leading, now)
         self._lease = lease
-
-    def _lease_failed(self, exc: KaleError) -> None:
-        """Say once, until it works again, that the lease could not be renewed."""
-        if not self._lease_error:
-            logger.warning('scheduler %s: the lease cannot be renewed: %s%s', self.holder,
-                           exc, ' (publishing stops when it ends)' if self.leading else '')
-        self._lease_error = True
 
     def _lead(self, lease: Lease, was_leading: bool, now: float) -> None:
         """Hold ``lease``; a lease newly taken starts the schedules' progress."""

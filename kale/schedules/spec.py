@@ -1,11 +1,5 @@
-"""One schedule: what it runs, when, and the times of its ticks (epoch seconds).
-
-A five-field cron expression in a time zone (``cronsim``, which treats
-daylight-saving changes as Debian's cron does: a job at a fixed time runs
-once on a day the clock skips or repeats it; one whose hour is a wildcard
-at every real instant that matches), or an interval of N seconds, ticking
-at the multiples of N since the Unix epoch.
-"""
+"""One schedule: what it runs, when, and the times of its ticks (epoch seconds;
+cron and daylight-saving, intervals: docs/explanation/internals-workflow.md, "Ticks")."""
 from __future__ import annotations
 
 import dataclasses
@@ -13,7 +7,7 @@ import datetime
 import hashlib
 import math
 import re
-from typing import Any, Mapping, Optional, Union
+from typing import Any, Callable, Mapping, Optional, Union
 
 from kale.exceptions import ScheduleError
 from kale.schedule_checks import check_args, check_catch_up, check_kwargs, check_tz, cronsim_module, zone
@@ -119,29 +113,18 @@ def check_name(name: Any) -> str:
     return name
 
 
-def check_every(name: str, every: Any) -> Union[str, int]:
-    """A five-field cron expression cronsim accepts, or whole seconds >= 1
-    (ScheduleError naming the schedule)."""
-    try:
-        return _check_every(every)
-    except ValueError as exc:
-        raise ScheduleError('schedule %r: schedule %s' % (name, exc)) from None
-
-
-#: Each field a schedule has beside its cron expression or interval, and its check.
-_FIELD_CHECKS = (('tz', check_tz), ('args', check_args), ('kwargs', check_kwargs),
-                 ('catch_up', check_catch_up))
-
-
 def check_fields(name: str, every: Any, tz: Any, args: Any, kwargs: Any,
                  catch_up: Any) -> dict[str, Any]:
     """The checked fields of one schedule (ScheduleError naming the schedule
-    and the field)."""
-    checked: dict[str, Any] = {'every': check_every(name, every)}
-    given = {'tz': tz, 'args': args, 'kwargs': kwargs, 'catch_up': catch_up}
-    for field, check in _FIELD_CHECKS:
+    and the field; ``schedule`` is the cron expression or interval, ``every``)."""
+    checked: dict[str, Any] = {}
+    given: dict[str, tuple[Callable[[Any], Any], Any]] = {
+        'schedule': (_check_every, every), 'tz': (check_tz, tz), 'args': (check_args, args),
+        'kwargs': (check_kwargs, kwargs), 'catch_up': (check_catch_up, catch_up)}
+    for field, (check, value) in given.items():
         try:
-            checked[field] = check(given[field])
+            checked[field] = check(value)
         except ValueError as exc:
             raise ScheduleError('schedule %r: %s %s' % (name, field, exc)) from None
+    checked['every'] = checked.pop('schedule')
     return checked

@@ -24,15 +24,19 @@ def _json(value: Any) -> Any:
 
 def describe(app: 'App', clock: Clock = SYSTEM_CLOCK, count: int = NEXT_RUNS,
              public: bool = False) -> dict[str, Any]:
-    """Every schedule: its task, when it runs, its next ``count`` run times,
-    and from the records (when on) its last tick, that tick's task and the
-    task's status; the broken ones, each with its one line (``public``: as
-    an API caller may read it, without a file's path); and the scheduler
-    that leads, if one does."""
+    """Every schedule (its task, times and next ``count`` runs; with records, its last tick and
+    that tick's task and status), the broken ones (``public``: their lines without a file's
+    path), and the scheduler that leads, if one does."""
     now = clock.time()
     found = app.schedules
     records = bool(app.config.RECORDS_URL)
-    progress, statuses, lease = _from_records(app) if records else ({}, {}, None)
+    progress: dict[str, Progress] = {}
+    statuses: dict[str, str] = {}
+    lease: Optional[Lease] = None
+    if records:
+        state = records_state(app)
+        progress, lease = state.progress(), state.lease()
+        statuses = state.task_statuses(p.last_task_id for p in progress.values() if p.last_task_id)
     rows = [{**_schedule_row(schedule, now, count),
              **_last_run(progress.get(schedule.name), statuses)} for schedule in found]
     broken = [{'name': b.name, 'task': b.task,
@@ -40,16 +44,6 @@ def describe(app: 'App', clock: Clock = SYSTEM_CLOCK, count: int = NEXT_RUNS,
               for b in found.broken]
     return {'schedules': rows, 'broken': broken, 'searched': found.searched,
             'records': records, 'leader': _leader(lease, now)}
-
-
-def _from_records(app: 'App') -> tuple[dict[str, Progress], dict[str, str], Optional[Lease]]:
-    """Each schedule's progress, the status of each last tick's task, and the lease."""
-    state = records_state(app)
-    progress = state.progress()
-    lease = state.lease()
-    statuses = state.task_statuses(p.last_task_id for p in progress.values()
-                                   if p.last_task_id)
-    return progress, statuses, lease
 
 
 def _schedule_row(schedule: Schedule, now: float, count: int) -> dict[str, Any]:

@@ -22,7 +22,6 @@ class TopicHooks(PublishHooks, WorkerHooks):
 
     @classmethod
     def for_app(cls, app: 'App') -> 'TopicHooks':
-        """The hooks of ``app``."""
         return cls(app)
 
     def on_worker_startup(self, worker: Any) -> None:

@@ -1,12 +1,5 @@
-"""How topics are named: in code, on SNS, in signed envelopes, in labels.
-
-A topic's name (``'orders'``) is 1-200 letters, digits, ``_`` or ``-``; on
-SNS it gets ``QUEUE_PREFIX`` in front. An event is signed for ``topic:<SNS
-name>`` (where a task is signed for its queue), so a worker accepts it only
-on a queue subscribed to that topic; its task name is ``topic:<name>``.
-Each subscriber's copy has a task id of its own (:func:`copy_task_id`), so
-the copies' records, retries and dead letters stay apart.
-"""
+"""How topics are named: in code, on SNS, in signed envelopes, in labels
+(docs/explanation/internals-workflow.md, "Names")."""
 from __future__ import annotations
 
 import hashlib

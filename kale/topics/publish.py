@@ -1,12 +1,5 @@
 """Publishing events: one SNS Publish (or PublishBatch) per event, whatever
-the number of subscribers.
-
-An event is a JSON-serializable value, sent as a Kale message signed (and
-encrypted, or kept in S3 when big) like any task, for ``topic:<SNS name>``,
-under task name ``topic:<name>`` and the event's id. Its labels travel as
-SNS message attributes for the filter policies: not signed, never trusted
-by a worker.
-"""
+the number of subscribers (docs/explanation/internals-workflow.md, "Publishing")."""
 from __future__ import annotations
 
 import json

@@ -1,11 +1,5 @@
-"""Finding the task classes that subscribe to topics.
-
-A class of ``TASK_MODULES`` that declares ``subscribes = ('orders', ...)``
-itself subscribes, to the events whose labels match its
-``subscription_labels`` (``{'tenant': 'acme'}``, or a list of accepted
-values per key) when it has them. Each subscriber's queue gets its own copy
-of every event: one queue has at most one subscriber per topic.
-"""
+"""Finding the task classes that subscribe to topics
+(docs/explanation/internals-workflow.md, "Subscribers and their set-up")."""
 from __future__ import annotations
 
 import dataclasses

@@ -1,13 +1,5 @@
 """Setting topics up: ``kale topics sync``, and workers and publishers on
-first use with AUTO_CREATE_TOPICS.
-
-For each topic a subscriber of TASK_MODULES names (and, with records on,
-each topic with active webhooks: their fan-out on ``WEBHOOK_QUEUE``), the
-SNS topic is created, the subscriber's queue (and dead-letter queue)
-declared and subscribed with raw delivery and its label filter, and the
-queue's policy set to let its topics send to it. All idempotent; nothing
-is removed (``kale topics list`` shows a subscription no class declares).
-"""
+first use with AUTO_CREATE_TOPICS (docs/explanation/internals-workflow.md, "Subscribers and their set-up")."""
 from __future__ import annotations
 
 import importlib

@@ -1,16 +1,5 @@
 """This process's claims on the workflow nodes it publishes, renewed while
-their publish runs.
-
-A node is claimed for its publish in the transaction that makes it ready
-(:class:`kale.store.workflows.Claim`: this process, until
-``WORKFLOW_PUBLISH_GRACE_SEC`` from then). While the process publishes it,
-:meth:`ClaimKeeper.holding` renews the claims held every third of the grace,
-so a publish however slow is never taken over; the sweep
-(:mod:`kale.workflow.sweep`) publishes a node again only once its claim
-lapsed. A publish that raises releases the claims of what it did not send.
-A claim that lapsed and was taken over is lost: its first publisher does
-not send that node any more.
-"""
+their publish runs (docs/explanation/internals-workflow.md, "Publish claims")."""
 from __future__ import annotations
 
 import contextlib
@@ -48,7 +37,7 @@ class Holding:
 
 class ClaimKeeper:
     """The claims of one process (``owner``) on the nodes it publishes, each
-    lasting ``claim_sec`` unless renewed (see the module docstring)."""
+    lasting ``claim_sec`` unless renewed (see the docs page the module names)."""
 
     def __init__(self, owner: str, claim_sec: float, clock: Clock):
         self.owner = owner

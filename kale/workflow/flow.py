@@ -1,14 +1,5 @@
-"""The building blocks of a flow: nodes, chains, groups, chords and references.
-
-- A node is a :class:`~kale.signature.Signature`, ``MyTask.s(*args, **kwargs)``.
-- ``chain(a, b, c)``: each part's result goes before the next one's arguments.
-- ``group(a, b, ...)``: side by side; as an input, the list of their results.
-- ``chord(group, callback)``: the callback gets that list first.
-- ``map(MyTask, items)``: a group of one node per item, ``MyTask.s(item)``.
-- ``ref(part)``, as an argument at any depth: the result of that part.
-
-Chains and groups nest. Nothing here is sent (:mod:`kale.workflow.graph`).
-"""
+"""The building blocks of a flow: nodes, chains, groups, chords, maps and
+references; nothing here is sent (docs/explanation/internals-workflow.md, "The building blocks")."""
 from __future__ import annotations
 
 from typing import Any, Iterable, Union

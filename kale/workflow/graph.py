@@ -1,18 +1,9 @@
-"""A flow as nodes and edges, checked before anything is written.
-
-:meth:`Graph.build` places every node of a flow once, with every part its
-nodes' :func:`~kale.workflow.flow.ref` reach (transitively, each once),
-turns each chain link and reference into an edge, and refuses, in one line
-naming the node, a flow that cannot run: a node placed twice, a cycle, or
-arguments that do not bind to a node's ``run_task``. A node's arguments
-keep their shape, each upstream result standing as an :class:`Upstream`
-or an :class:`UpstreamList` (a group's), until :func:`resolve` puts the
-results in their place.
-"""
+"""A flow as nodes and edges, checked before anything is written
+(docs/explanation/internals-workflow.md, "The graph")."""
 from __future__ import annotations
 
-import collections
 import dataclasses
+import graphlib
 import time
 from typing import Any, Callable, Mapping, Optional, Union
 
@@ -83,8 +74,7 @@ class Graph:
         builder = _Builder(config)
         result = builder.place(flow, None)
         builder.place_referenced()
-        nodes = builder.finish()
-        return cls(nodes, result)
+        return cls(builder.finish(), result)
 
     def roots(self) -> list[Node]:
         """The nodes with no upstream: they are queued at once."""
@@ -123,17 +113,17 @@ class _Builder:
     def finish(self) -> list[Node]:
         nodes = {}
         for task_id, signature in self.signatures.items():
-            before = self.prepended[task_id]
             args = tuple(self._template(value) for value in signature.args)
-            if before is not None:
-                args = (before,) + args
-            kwargs = {key: self._template(value)
-                      for key, value in signature.kwargs.items()}
+            if self.prepended[task_id] is not None:
+                args = (self.prepended[task_id],) + args
+            kwargs = {key: self._template(value) for key, value in signature.kwargs.items()}
             upstream = tuple(dict.fromkeys(up.task_id for up in _collect((args, kwargs), Upstream)))
-            node = Node(task_id, signature.task_class, signature.queue, args, kwargs, upstream,
-                        wait=_wait_of(signature))
-            _check_binding(node, self.config)
-            nodes[task_id] = node
+            try:
+                nodes[task_id] = Node(task_id, signature.task_class, signature.queue, args, kwargs,
+                                      upstream, wait=_wait_of(signature))
+                check_arguments(signature.task_class, args, kwargs, self.config)
+            except PublishError as exc:
+                raise InvalidFlowError('workflow: node %s: %s' % (task_id, exc)) from None
         for node in nodes.values():
             for upstream_id in node.upstream:
                 nodes[upstream_id].downstream.append(node.task_id)
@@ -189,40 +179,22 @@ def _collect(value: Any, kind: type) -> list[Any]:
     return found
 
 
-def _check_binding(node: Node, config: Config) -> None:
-    try:
-        check_arguments(node.task_class, node.args, node.kwargs, config)
-    except PublishError as exc:
-        raise InvalidFlowError('workflow: node %s: %s' % (node.task_id, exc)) from None
-
-
 def _wait_of(signature: Signature) -> dict[str, float]:
     """A node's delay (``Signature.set``), checked as publish checks one."""
-    try:
-        check_wait(signature.name, signature.delay_sec, signature.eta, time.time())
-    except PublishError as exc:
-        raise InvalidFlowError('workflow: node %s: %s' % (signature.task_id, exc)) from None
+    check_wait(signature.name, signature.delay_sec, signature.eta, time.time())
     if signature.eta is not None:
         return {'eta': signature.eta.timestamp()}
     return {'delay_sec': float(signature.delay_sec)} if signature.delay_sec else {}
 
 
 def _in_order(nodes: Mapping[str, Node]) -> list[Node]:
-    """The nodes, each after all its upstream (Kahn's algorithm); a cycle is refused."""
-    missing = {task_id: len(node.upstream) for task_id, node in nodes.items()}
-    ready = collections.deque(task_id for task_id, count in missing.items() if count == 0)
-    ordered = []
-    while ready:
-        node = nodes[ready.popleft()]
-        ordered.append(node)
-        for later in node.downstream:
-            missing[later] -= 1
-            if missing[later] == 0:
-                ready.append(later)
-    if len(ordered) < len(nodes):
-        stuck = next(nodes[task_id] for task_id, count in missing.items() if count)
-        raise InvalidFlowError('workflow: the flow has a cycle through %s' % stuck.describe())
-    return ordered
+    """The nodes, each after all its upstream; a cycle is refused."""
+    sorter = graphlib.TopologicalSorter({task_id: node.upstream for task_id, node in nodes.items()})
+    try:
+        return [nodes[task_id] for task_id in sorter.static_order()]
+    except graphlib.CycleError as exc:
+        raise InvalidFlowError('workflow: the flow has a cycle through %s'
+                               % nodes[exc.args[1][0]].describe()) from None
 
 
 def resolve(value: Any, results: Mapping[str, Any]) -> Any:

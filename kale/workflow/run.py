@@ -1,16 +1,10 @@
-"""Submitting a flow, moving it on as its nodes succeed, and following it.
-
-:func:`submit` records every node in one transaction, then publishes the
-nodes without inputs; each node's message carries its workflow's id (in
-its signed context). When a node succeeds, :class:`WorkflowHooks` (loaded
-by workers and publishers whenever ``RECORDS_URL`` is set) stores its
-result and publishes the nodes that now have all their inputs, before the
-node's message is deleted: a worker that dies in between runs the node
-again, and the second success changes nothing.
-"""
+"""Submitting a flow, moving it on as its nodes succeed, and following it;
+why a node's end moves its workflow before its message is deleted:
+docs/explanation/internals-workflow.md, "Submitting and moving on"."""
 from __future__ import annotations
 
 import collections
+import contextlib
 import datetime
 import time
 from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence
@@ -45,10 +39,8 @@ if TYPE_CHECKING:
 WORKFLOW_CONTEXT = 'kale_workflow'
 #: Nodes sent by one publish call: one SendMessageBatch request.
 SEND_CHUNK = 10
-#: While a publish runs, the nodes sent are marked published once this many
-#: are unmarked, or this many seconds after the last mark, and at its end: a
-#: publisher that dies leaves at most so many sent but unmarked, which the
-#: sweep sends again.
+#: The nodes a publish sent are marked published once this many are unmarked,
+#: or this many seconds after the last mark, and at its end.
 MARK_EVERY, MARK_EVERY_SEC = 100, 0.25
 
 
@@ -82,15 +74,16 @@ def submit(flow: Part, labels: Optional[dict[str, str]] = None,
     return Workflow(workflow_id, app)
 
 
-def publish_nodes(state: WorkflowState, ready: list[dict[str, Any]], app: 'App') -> None:
+def publish_nodes(state: WorkflowState, ready: list[dict[str, Any]], app: 'App',
+                  requeue: bool = False) -> None:
     """Publish nodes that have all their inputs, a batch per task, queue and
-    delay (a node's ``delay_sec`` counts from now, its ``eta`` stands; its
-    ``retry_num``, when given, the runs its task had before a retry). This
-    process claimed them when it made them ready: it holds the claims while
-    it publishes (:mod:`kale.workflow.claims`), so no sweep sends them
-    meanwhile, and marks them published as it goes (``MARK_EVERY``)."""
+    delay, under the claims this process took when it made them ready; with
+    ``requeue`` (a retry's, a sweep's) their records are ``queued`` again first
+    (both: the docs page the module names, "Publish claims")."""
     if ready:
         with state.claims.holding(state.store, [node['task_id'] for node in ready]) as held:
+            if requeue:
+                requeue_records(ready, app)
             send_nodes(state, ready, app, held)
 
 
@@ -147,15 +140,11 @@ def _mark(state: WorkflowState, held: Holding, sent: list[str]) -> None:
 
 
 def requeue_records(ready: list[dict[str, Any]], app: 'App') -> None:
-    """Before nodes run again (``workflow.retry``): the task record of each
-    that ended unsuccessfully is ``queued`` again now (a new life of its id,
-    its last attempt kept in its history), and the node's ``retry_num`` is
-    the runs its task had, so its attempts count on. A workflow that ended
-    cancelled its nodes' waiting tasks: a worker that found one still
-    ``cancelled`` would delete it unrun."""
-    recorder = app.recorder
-    recorder.flush_process()                        # this process's own writes first
-    store = recorder.store
+    """Before nodes run again: the record of each that ended unsuccessfully
+    starts a new life, ``queued`` (the docs page the module names, "Retrying
+    a workflow")."""
+    app.recorder.flush_process()                    # this process's own writes first
+    store = app.recorder.store
     now = time.time()
     queued, history = [], []
     for node in ready:
@@ -184,17 +173,6 @@ def _last_attempt(record: TaskRecord) -> dict[str, Any]:
                 attempt=record.attempts)
 
 
-def publish_stranded(state: WorkflowState, ready: list[dict[str, Any]], app: 'App') -> None:
-    """Publish nodes that may have run before (a retry's, or those a sweep
-    took over when a retry's process died before it published them): their
-    records first made ``queued`` again (the claims held meanwhile: that can
-    wait for the records' writer longer than a claim lasts)."""
-    if ready:
-        with state.claims.holding(state.store, [node['task_id'] for node in ready]) as held:
-            requeue_records(ready, app)
-            send_nodes(state, ready, app, held)
-
-
 class WorkflowHooks(PublishHooks, WorkerHooks):
     """Moves a workflow on when one of its nodes ends, and sweeps the
     workflows from each worker (loaded with RECORDS_URL set)."""
@@ -206,14 +184,13 @@ class WorkflowHooks(PublishHooks, WorkerHooks):
 
     @classmethod
     def for_app(cls, app: 'App') -> 'WorkflowHooks':
-        """The hooks of ``app``."""
         return cls(app)
 
     def on_worker_startup(self, worker: Any) -> None:
         app, config = self.app, self.app.config
         self._clock = getattr(worker, 'clock', SYSTEM_CLOCK)
         self._sweeper = Sweeper(lambda: _state(app),
-                                lambda state, ready: publish_stranded(state, ready, app),
+                                lambda state, ready: publish_nodes(state, ready, app, requeue=True),
                                 lambda task_ids: _cancel_tasks(task_ids, app=app),
                                 interval_sec=float(config.WORKFLOW_SWEEP_SEC),
                                 grace_sec=float(config.WORKFLOW_PUBLISH_GRACE_SEC),
@@ -226,10 +203,8 @@ class WorkflowHooks(PublishHooks, WorkerHooks):
             self._sweeper = None
 
     def before_settle(self, queue: Any, batch: Any) -> None:
-        """Move on the workflows of the batch's nodes that ended, before
-        their messages are deleted: a worker that dies first runs them
-        again, and the second end changes nothing. The batch's successes go
-        in one transaction."""
+        """Move on the workflows of the batch's nodes that ended, before their
+        messages are deleted; the batch's successes in one transaction."""
         ended = [s for s in batch.settlements   # a node's dead run is no node of its own
                  if s.message is not None and s.outcome in (Outcome.SUCCEEDED, Outcome.DEAD_LETTER)
                  and s.message.context.get(WORKFLOW_CONTEXT) and not s.message.dead_of]
@@ -258,14 +233,11 @@ def advance(ended: Sequence[Settlement], app: 'App', clock: Clock = SYSTEM_CLOCK
 
 
 def _cancel_tasks(task_ids: list[str], app: 'App') -> None:
-    """Cancel the tasks of published nodes a workflow no longer needs: a
-    worker deletes them unrun (one that already runs has its result thrown
-    away by the workflow)."""
+    """Cancel the tasks of published nodes a workflow no longer needs (a worker
+    deletes them unrun; one that already runs has its result thrown away)."""
     for task_id in task_ids:
-        try:
+        with contextlib.suppress(RecordsError):          # running or finished meanwhile
             records.cancel(task_id, app=app)
-        except RecordsError:          # running or finished meanwhile
-            pass
 
 
 def cancel(workflow_id: str, app: Optional['App'] = None) -> 'Workflow':
@@ -288,7 +260,7 @@ def retry(workflow_id: str, app: Optional['App'] = None,
     state, row, now = _state(workflow.app), workflow._row(), clock.time()
     deadline_at = now + (row.deadline_at - row.created_at) if row.deadline_at is not None else None
     ready = state.retry(workflow.id, deadline_at, now)
-    publish_stranded(state, ready, workflow.app)
+    publish_nodes(state, ready, workflow.app, requeue=True)
     if ready:
         workflow.app.recorder.flush(timeout=OWN_WRITES_SEC)
     return workflow
@@ -303,7 +275,7 @@ class Workflow:
         self.app = app or default_app()
 
     def _row(self) -> Any:
-        row = _state(self.app).workflow(self.id)
+        row = _state(self.app).store.workflow(self.id)
         if row is None:
             raise WorkflowNotFoundError('no workflow %s in the task records' % self.id[:200])
         return row
@@ -323,7 +295,7 @@ class Workflow:
         task, state, queue, upstream and downstream ids, reason, whether
         published) and its edges ``[from, to]``."""
         self.status()                       # a deadline past moves it on first
-        nodes = _state(self.app).nodes(self.id)
+        nodes = _state(self.app).store.nodes(self.id)
         counts = dict(collections.Counter(str(row.state) for row in nodes))
         return dict(_summary(self._row(), counts), nodes=[dict(
             _node(row), downstream=list(row.downstream or ()), reason=row.reason,
@@ -332,7 +304,7 @@ class Workflow:
 
     def nodes(self) -> list[dict[str, Any]]:
         """Each node's task id, task, state, queue and upstream ids."""
-        return [_node(row) for row in _state(self.app).nodes(self.id)]
+        return [_node(row) for row in _state(self.app).store.nodes(self.id)]
 
     def wait(self, timeout: float, poll_sec: float = 0.1) -> WorkflowStatus:
         """Wait until the workflow is final; its status (WorkflowError on timeout)."""
@@ -354,13 +326,13 @@ class Workflow:
         if status is not WorkflowStatus.SUCCEEDED:
             raise WorkflowError('workflow %s is %s, it has no result' % (self.id, status))
         state = _state(self.app)
-        results = state.results([row.task_id for row in state.nodes(self.id)])
+        results = state.results([row.task_id for row in state.store.nodes(self.id)])
         return resolve(from_json(self._row().result), results)
 
     def _failure(self) -> WorkflowFailed:
         """Why the workflow failed: its first node that failed of itself (not
         for its upstream), and that node's reason."""
-        failed = [(row.task_id, row.task, row.reason) for row in _state(self.app).nodes(self.id)
+        failed = [(row.task_id, row.task, row.reason) for row in _state(self.app).store.nodes(self.id)
                   if row.state == FAILED and row.reason != 'upstream_failed']
         return WorkflowFailed('workflow %s failed: node %s (%s): %s'
                               % (self.id, *(failed[0] if failed else ('?', '?', 'unknown'))))
@@ -389,7 +361,7 @@ def list_workflows(status: Optional[str] = None, limit: int = 50, before: Option
     if not 1 <= limit <= 1000:
         raise WorkflowError('limit must be from 1 to 1000, got %r' % limit)
     return [_summary(row, counts) for row, counts in
-            _state(app or default_app()).workflows(status, limit, before)]
+            _state(app or default_app()).store.workflows(status, limit, before)]
 
 
 def get(workflow_id: str, app: Optional['App'] = None) -> Workflow:

@@ -1,14 +1,6 @@
 """A workflow's state in its store (the workflows facet,
-:mod:`kale.store.workflows`): what moves it on, over the store's steps.
-
-:meth:`WorkflowState.complete` is the one transaction that moves a
-workflow on: the node that succeeded keeps its result (serialized and
-signed, :mod:`kale.workflow.values`), each downstream node's count of
-missing inputs goes down, and a node left with none becomes ``queued`` and
-is returned, resolved, to be published by exactly one caller. A node
-cancelled while its task ran that then succeeds is ``succeeded``: only
-nodes that never ran stay ``cancelled``.
-"""
+:mod:`kale.store.workflows`): what moves it on, over the store's steps
+(docs/explanation/internals-workflow.md, "Submitting and moving on")."""
 from __future__ import annotations
 
 from typing import Any, Mapping, Optional, Sequence
@@ -24,9 +16,6 @@ from kale.workflow.values import Values, to_json
 #: for inputs; ``queued``: published (or about to be); then final.
 PENDING, QUEUED = NodeStatus.PENDING, NodeStatus.QUEUED
 SUCCEEDED, FAILED, CANCELLED = NodeStatus.SUCCEEDED, NodeStatus.FAILED, NodeStatus.CANCELLED
-FINAL = FINAL_NODE
-#: A workflow's statuses (:class:`kale.statuses.WorkflowStatus`).
-RUNNING = WorkflowStatus.RUNNING
 
 #: The reason of the nodes a workflow past its deadline failed.
 DEADLINE_EXCEEDED = 'deadline_exceeded'
@@ -52,33 +41,30 @@ class WorkflowState:
         claim = self.claims.claim(now)
         nodes = []
         for node in graph.nodes.values():
-            queue = queues[node.task_id]
+            queue, ready = queues[node.task_id], not node.upstream
             call = self.values.pack_call(node.task_id, node.name, queue,
                                          {'args': list(node.args), 'kwargs': node.kwargs,
                                           **node.wait})
             nodes.append(Node(node.task_id, workflow_id, node.name, queue,
-                              QUEUED if not node.upstream else PENDING, len(node.upstream),
+                              QUEUED if ready else PENDING, len(node.upstream),
                               list(node.upstream), list(node.downstream), call,
-                              queued_at=None if node.upstream else now,
-                              claimed_by=None if node.upstream else claim.owner,
-                              claimed_until=None if node.upstream else claim.until))
-        workflow = WorkflowRow(workflow_id, RUNNING, dict(labels or {}) or None,
+                              queued_at=now if ready else None,
+                              claimed_by=claim.owner if ready else None,
+                              claimed_until=claim.until if ready else None))
+        workflow = WorkflowRow(workflow_id, WorkflowStatus.RUNNING, dict(labels or {}) or None,
                                to_json(graph.result), now, deadline_at)
         with self.store.begin(write=True) as steps:
             steps.add(workflow, nodes)
 
     def complete(self, task_id: str, result: Any, now: float) -> list[dict[str, Any]]:
-        """The node succeeded with ``result``: the nodes that now have all
-        their inputs, each once, with its call resolved (``args``, ``kwargs``).
-        A node that is not ``queued`` (a second delivery, a cancelled one)
-        changes nothing. InvalidFlowError when the result cannot be kept."""
+        """:meth:`complete_many` for one node that succeeded with ``result``
+        (InvalidFlowError when the result cannot be kept)."""
         return self.complete_many([(task_id, self.values.pack_result(task_id, result))], now)
 
     def complete_many(self, done: Sequence[tuple[str, str]], now: float) -> list[dict[str, Any]]:
-        """:meth:`complete` for several nodes (a batch's), their results
-        already packed (``Values.pack_result``), in one transaction: a node
-        several of them feed has its count lowered once, by as many. The
-        nodes returned are claimed for this process's publish."""
+        """Nodes succeeded, their results packed (``Values.pack_result``), in one
+        transaction: the nodes that now have all their inputs, each once, resolved
+        and claimed for this process's publish (the docs page the module names)."""
         self.expired = []
         claim = self.claims.claim(now)
         with self.store.begin(write=True) as steps:
@@ -116,10 +102,8 @@ class WorkflowState:
                 for task_id, stored in steps.results(task_ids).items()}
 
     def fail(self, task_id: str, reason: str, now: float) -> list[str]:
-        """The node failed for good: every node downstream of it fails
-        (``upstream_failed``), every unfinished node that only fed failed
-        nodes is cancelled, and the workflow fails. Returns the published
-        nodes this cancelled or failed, whose tasks are to be cancelled."""
+        """The node failed for good, and so the workflow; what the node's failure
+        ends (:func:`_failed_from`): the published nodes, whose tasks are to be cancelled."""
         with self.store.begin(write=True) as steps:
             workflow_id = steps.fail_queued(task_id, reason[:2000])
             if workflow_id is None:
@@ -135,7 +119,7 @@ class WorkflowState:
 
     def _expire(self, steps: WorkflowSteps, workflow_id: str, now: float) -> list[str]:
         found = steps.status(workflow_id)
-        if found is None or found[0] != RUNNING or found[1] is None or now <= found[1]:
+        if found is None or found[0] != WorkflowStatus.RUNNING or found[1] is None or now <= found[1]:
             return []
         return self._end(steps, workflow_id, WorkflowStatus.FAILED, now)
 
@@ -154,7 +138,7 @@ class WorkflowState:
         else:
             ending, reason = (FAILED, DEADLINE_EXCEEDED) if status is WorkflowStatus.FAILED \
                 else (CANCELLED, 'workflow cancelled')
-            reasons = {node: reason for node in rows if states[node] not in FINAL}
+            reasons = {node: reason for node in rows if states[node] not in FINAL_NODE}
             states.update(dict.fromkeys(reasons, ending))
         for node, why in reasons.items():
             steps.end_node(node, NodeStatus(states[node]), why)
@@ -163,12 +147,9 @@ class WorkflowState:
 
     def retry(self, workflow_id: str, deadline_at: Optional[float],
               now: float) -> list[dict[str, Any]]:
-        """Run a failed or cancelled workflow again, in one transaction: it is
-        ``running`` (with ``deadline_at``), and every node that did not
-        succeed and is not in flight (failed, cancelled, pending) waits
-        again for those of its inputs that did not succeed. Succeeded nodes
-        keep their results. Returns the nodes ready now, resolved, to be
-        published; WorkflowConflictError when it is not failed nor cancelled."""
+        """:func:`kale.workflow.retry`'s transaction: the workflow ``running``
+        (with ``deadline_at``), its nodes waiting again (:meth:`_wait_again`);
+        the nodes ready now, resolved (WorkflowConflictError unless it failed or was cancelled)."""
         with self.store.begin(write=True) as steps:
             if not steps.reopen(workflow_id, deadline_at):
                 raise _not_retried(steps, workflow_id)
@@ -195,12 +176,9 @@ class WorkflowState:
         return ready
 
     def stranded(self, now: float, grace_sec: float, limit: int = 100) -> list[dict[str, Any]]:
-        """Nodes ready to run but never published whose publish claim lapsed
-        (the process that made them ready died before it published them; a
-        node without a claim, from a Kale before claims: ready for over
-        ``grace_sec``), each taken over by this process's claim, with its
-        call resolved: to be published by the caller. A node whose
-        publisher is alive, however slow its publish, is left alone."""
+        """Nodes ready but never published whose publish claim lapsed (or,
+        unclaimed, ready for over ``grace_sec``), each taken over by this
+        process's claim, resolved, for the caller to publish."""
         with self.store.begin() as steps:      # most sweeps find nothing: no write lock
             if not steps.stranded(now, grace_sec, 1):
                 return []
@@ -216,18 +194,6 @@ class WorkflowState:
 
     def mark_published(self, task_ids: Sequence[str]) -> None:
         self.store.mark_published(task_ids)
-
-    def workflow(self, workflow_id: str) -> Optional[WorkflowRow]:
-        return self.store.workflow(workflow_id)
-
-    def nodes(self, workflow_id: str) -> list[Node]:
-        return self.store.nodes(workflow_id)
-
-    def workflows(self, status: Optional[str] = None, limit: int = 50,
-                  before: Optional[float] = None) -> list[tuple[WorkflowRow, dict[str, int]]]:
-        """Up to ``limit`` workflows, newest first (created before ``before``
-        when given), each with its count of nodes by state."""
-        return self.store.workflows(status, limit, before)
 
 
 def _not_retried(steps: WorkflowSteps, workflow_id: str) -> KaleError:
@@ -260,14 +226,13 @@ def _succeed(steps: WorkflowSteps, done: Sequence[tuple[str, str]]
 
 def _failed_from(rows: Mapping[str, Node], states: dict[str, str],
                  first_failed: str) -> dict[str, str]:
-    """What a node's failure ends: everything downstream of it fails, then
-    whatever unfinished node only fed failed or cancelled nodes is
-    cancelled. ``states`` is changed in place; the reasons, by node."""
+    """What a node's failure ends (the docs page the module names); ``states``
+    is changed in place; the reasons, by node."""
     reasons: dict[str, str] = {}
     later = list(rows[first_failed].downstream or ())
     while later:                                 # everything downstream fails
         node = later.pop()
-        if states[node] not in FINAL:
+        if states[node] not in FINAL_NODE:
             states[node], reasons[node] = FAILED, 'upstream_failed'
             later.extend(rows[node].downstream or ())
     while True:                                  # what only fed failed nodes is useless
@@ -281,5 +246,5 @@ def _failed_from(rows: Mapping[str, Node], states: dict[str, str],
 def _only_feeds_ended(row: Node, states: Mapping[str, str]) -> bool:
     """Whether an unfinished node feeds only nodes that failed or were cancelled."""
     downstream = row.downstream or ()
-    return states[row.task_id] not in FINAL and bool(downstream) and all(
+    return states[row.task_id] not in FINAL_NODE and bool(downstream) and all(
         states[d] in (FAILED, CANCELLED) for d in downstream)

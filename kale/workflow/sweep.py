@@ -1,14 +1,5 @@
-"""The sweep every worker makes of the workflows, every ``WORKFLOW_SWEEP_SEC``.
-
-A process that dies between recording a node ready and publishing it (a
-submitter killed after its commit, a worker killed after the transaction
-that made a join ready, or mid-publish) leaves the node unpublished; its
-publish claim (:mod:`kale.workflow.claims`) lapses
-``WORKFLOW_PUBLISH_GRACE_SEC`` after its last renewal, and the sweep then
-takes it over (in the database, so one sweeper does) and publishes the
-node. It also fails the unfinished nodes of running workflows past their
-deadline, so a deadline holds even when no node ends and nobody asks.
-"""
+"""The sweep every worker makes of the workflows, every ``WORKFLOW_SWEEP_SEC``:
+stranded nodes published, deadlines held (docs/explanation/internals-workflow.md, "The sweep")."""
 from __future__ import annotations
 
 import logging

@@ -1,24 +1,6 @@
-"""How a workflow keeps its nodes' calls and results at rest.
-
-A node's call (upstream results standing as markers) and, once it
-succeeded, its result are serialized with ``SERIALIZER`` (pickle or JSON,
-where upstream markers stand as one-key dicts: :func:`to_json`), each
-stored as one line of text::
-
-    kw1:<serializer code>:<key id>:<HMAC-SHA256>:<where><sealed>:<body>
-
-- The HMAC, under a key derived from ``MESSAGE_SIGNING_KEY``, covers the
-  value's column, its node's task id (for a call, its task and queue too)
-  and the bytes; it is checked before anything read back is deserialized:
-  who can write to the database without the key cannot make a worker
-  publish a task or arguments of their choosing, nor move a result.
-- ``sealed``: ``e`` when ``MESSAGE_ENCRYPTION_KEY`` sealed the bytes
-  (AES-256-GCM, as the task records), else ``p``; ``where``: ``d`` (base64
-  bytes in the database) or ``s`` (the key of an S3 object).
-- A result over ``WORKFLOW_RESULT_MAX_BYTES`` goes to S3 under
-  ``kale-payloads/workflows/`` when ``PAYLOAD_BUCKET`` is set (the prefix
-  the payloads' lifecycle rule expires); without one it fails its node.
-"""
+"""How a workflow keeps its nodes' calls and results at rest: serialized,
+MACed, sealed, in the database or S3 (the format and why: docs/explanation/internals-workflow.md,
+"Values at rest")."""
 from __future__ import annotations
 
 import base64
@@ -33,7 +15,7 @@ from kale.codec.serialize import SERIALIZER_CODES, SERIALIZER_NAMES
 from kale.config import Config
 from kale.exceptions import InvalidFlowError, KaleError, WorkflowError
 from kale.transport.payloads import KEY_PREFIX
-from kale.workflow.graph import Upstream, UpstreamList
+from kale.workflow.graph import _SAME, Upstream, UpstreamList, _walk
 
 if TYPE_CHECKING:
     from kale.app import App
@@ -52,33 +34,21 @@ CALL, RESULT = 'call', 'result'
 
 
 def to_json(value: Any) -> Any:
-    """``value`` with its upstream markers as one-key dicts."""
-    if isinstance(value, Upstream):
-        return {UPSTREAM: value.task_id}
-    if isinstance(value, UpstreamList):
-        return {UPSTREAM_LIST: [to_json(item) for item in value.items]}
-    if isinstance(value, (list, tuple)):
-        return [to_json(item) for item in value]
-    if isinstance(value, dict):
-        return {key: to_json(item) for key, item in value.items()}
-    return value
+    """``value`` with its upstream markers as one-key dicts (its tuples left for JSON to list)."""
+    return _walk(value, lambda item: {UPSTREAM: item.task_id} if isinstance(item, Upstream) else
+                 {UPSTREAM_LIST: [to_json(member) for member in item.items]}
+                 if isinstance(item, UpstreamList) else _SAME)
 
 
 def from_json(value: Any) -> Any:
     """A stored value with its markers back as :class:`Upstream`/:class:`UpstreamList`."""
-    if isinstance(value, dict):
-        if len(value) == 1 and UPSTREAM in value:
-            return Upstream(value[UPSTREAM])
-        if len(value) == 1 and UPSTREAM_LIST in value:
-            return UpstreamList(tuple(from_json(item) for item in value[UPSTREAM_LIST]))
-        return {key: from_json(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [from_json(item) for item in value]
-    return value
-
-
-def _derived(key: bytes) -> bytes:
-    return hmac.new(key, b'kale-workflow-values', hashlib.sha256).digest()
+    def replace(item: Any) -> Any:
+        if isinstance(item, dict) and len(item) == 1 and UPSTREAM in item:
+            return Upstream(item[UPSTREAM])
+        if isinstance(item, dict) and len(item) == 1 and UPSTREAM_LIST in item:
+            return UpstreamList(tuple(from_json(member) for member in item[UPSTREAM_LIST]))
+        return _SAME
+    return _walk(value, replace)
 
 
 class Values:
@@ -92,7 +62,8 @@ class Values:
         self.bucket = str(config.PAYLOAD_BUCKET or '')
         self._payloads = payloads
         ring = signing_keys(config=config)
-        self._mac_keys = {kid: _derived(key) for kid, key in ring.accepted.items()}
+        self._mac_keys = {kid: hmac.new(key, b'kale-workflow-values', hashlib.sha256).digest()
+                          for kid, key in ring.accepted.items()}
         self._mac_id = ring.current_id
         self._sealer = sealer
 
@@ -141,43 +112,29 @@ class Values:
         return ':'.join((VERSION, code, self._mac_id, digest, where + sealed, body))
 
     def _unpack(self, column: str, bound: str, text: Optional[str]) -> tuple[str, Any]:
-        """The serializer code and the value."""
+        """The serializer code and the value, its MAC checked before it is deserialized."""
         node = bound.split('\0')[0]
         _, code, kid, digest, place, body = _split(column, node, text)
         where, sealed = place[0], place[1]
-        data = self._stored_bytes(column, node, where, body)
+        data = base64.b64decode(body.encode()) if where != IN_S3 else \
+            self._from_s3(column, node, body)
         if sealed == SEALED:
-            data = self._opened(column, node, data)
-        self._verify(column, bound, node, code, kid, digest, data)
+            opened = self._sealer.open_bytes('workflow-' + column, data.decode('ascii', 'replace'))
+            if opened is None:
+                raise _refused(column, node, 'is sealed with a key this process does not have')
+            data = opened
+        key = self._mac_keys.get(kid)
+        if key is None or not hmac.compare_digest(digest, _mac(key, column, bound, code, data)):
+            raise _refused(column, node, 'is not signed by this deployment\'s MESSAGE_SIGNING_KEY '
+                           '(written by something else, or changed)')
         if SERIALIZER_NAMES[code] == 'pickle':
             return code, pickle.loads(data)
         return code, json.loads(data.decode('utf-8'))
 
-    def _stored_bytes(self, column: str, node: str, where: str, body: str) -> bytes:
-        """The bytes of a value: the object in S3 its body names, or its base64 body."""
-        if where != IN_S3:
-            return base64.b64decode(body.encode())
+    def _from_s3(self, column: str, node: str, body: str) -> bytes:
         if not body.startswith(S3_PREFIX) or not self.bucket:
-            raise WorkflowError('workflow %s of node %s points at S3, but PAYLOAD_BUCKET is '
-                                'not set' % (column, node))
+            raise _refused(column, node, 'points at S3, but PAYLOAD_BUCKET is not set')
         return self._payloads().get(self.bucket, body, self.max_bytes + 64)
-
-    def _opened(self, column: str, node: str, data: bytes) -> bytes:
-        """The bytes of a sealed value, opened."""
-        opened = self._sealer.open_bytes('workflow-' + column, data.decode('ascii', 'replace'))
-        if opened is None:
-            raise WorkflowError('workflow %s of node %s is sealed with a key this process '
-                                'does not have' % (column, node))
-        return opened
-
-    def _verify(self, column: str, bound: str, node: str, code: str, kid: str, digest: str,
-                data: bytes) -> None:
-        """Refuse a value whose MAC is not that of one of this deployment's keys."""
-        key = self._mac_keys.get(kid)
-        if key is None or not hmac.compare_digest(digest, _mac(key, column, bound, code, data)):
-            raise WorkflowError('workflow %s of node %s is not signed by this deployment\'s '
-                                'MESSAGE_SIGNING_KEY (written by something else, or changed)'
-                                % (column, node))
 
     def _dumps(self, value: Any, what: str) -> bytes:
         try:
@@ -196,9 +153,12 @@ def _split(column: str, node: str, text: Optional[str]) -> list[str]:
     parts = str(text).split(':', 5)
     if len(parts) != 6 or parts[0] != VERSION or parts[1] not in SERIALIZER_NAMES or \
             len(parts[4]) != 2:
-        raise WorkflowError('workflow %s of node %s is not a value this Kale stored'
-                            % (column, node))
+        raise _refused(column, node, 'is not a value this Kale stored')
     return parts
+
+
+def _refused(column: str, node: str, why: str) -> WorkflowError:
+    return WorkflowError('workflow %s of node %s %s' % (column, node, why))
 
 
 def _bound(task_id: str, task: str, queue: str) -> str:

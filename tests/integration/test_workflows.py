@@ -86,7 +86,7 @@ def test_a_second_success_of_a_node_changes_nothing(broker):
     ready = state.complete(a.task_id, 2, 0.0)
     assert len(ready) == 1 and ready[0]['args'] == (2, 1)
     assert state.complete(a.task_id, 2, 0.0) == []
-    assert sorted(node.state for node in state.nodes(wf.id)) == ['queued', 'succeeded']
+    assert sorted(node.state for node in state.store.nodes(wf.id)) == ['queued', 'succeeded']
 
 
 def test_a_refused_flow_writes_nothing(broker):
@@ -263,7 +263,7 @@ def test_a_sweep_fails_a_workflow_past_its_deadline_with_nothing_ending(broker):
     assert _sweeper(10, since=submitted).sweep() == (0, 0)
     assert _sweeper(31).sweep() == (0, 1)
     from kale.workflow.run import _state
-    assert _state(default_app()).workflow(wf.id).status == 'failed'
+    assert _state(default_app()).store.workflow(wf.id).status == 'failed'
     assert {n['reason'] for n in wf.describe()['nodes']} == {'deadline_exceeded'}
 
 

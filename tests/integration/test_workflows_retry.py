@@ -135,10 +135,10 @@ def test_a_retry_gives_the_deadline_its_span_again(broker):
     state = _state(default_app())
     clock.advance(31)
     state.expire(wf.id, clock.time())
-    assert state.workflow(wf.id).status == 'failed'
+    assert state.store.workflow(wf.id).status == 'failed'
     clock.advance(100)
     workflow.retry(wf.id, clock=clock)
-    assert state.workflow(wf.id).deadline_at == clock.time() + 30
+    assert state.store.workflow(wf.id).deadline_at == clock.time() + 30
     assert until_final(broker, wf) == 'succeeded'
 
 

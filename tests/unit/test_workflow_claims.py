@@ -64,7 +64,7 @@ def submitted_then_died(app, monkeypatch):
 
 def sweeper(app):
     return Sweeper(lambda: run._state(app),
-                   lambda state, ready: run.publish_stranded(state, ready, app),
+                   lambda state, ready: run.publish_nodes(state, ready, app, requeue=True),
                    lambda task_ids: None, interval_sec=1,
                    grace_sec=float(app.config.WORKFLOW_PUBLISH_GRACE_SEC), clock=app.clock)
 
@@ -139,7 +139,7 @@ def test_the_renewer_renews_the_claims_while_a_publish_runs(app, monkeypatch):
     try:
         app.clock.advance(60)
         state = run._state(app)
-        wait_for(lambda: all(node.claimed_until > app.clock.time() for node in state.nodes(
+        wait_for(lambda: all(node.claimed_until > app.clock.time() for node in state.store.nodes(
             workflow.list_workflows(app=app)[0]['id']) if node.state == 'queued'),
             10, 'the renewer to renew the claims')
         assert sweeper(app).sweep() == (0, 0)
