@@ -290,7 +290,7 @@ def test_an_idle_queue_is_polled_again_after_its_pause_of_waiting_on_a_still_clo
                     max_receives=1, clock=FakeClock())
     intake.idle = True
     polls = []
-    intake._poll_once = lambda queue_, ask, started: polls.append(queue_.name)
+    intake._poll_once = lambda queue_, wait, ask, started: polls.append(queue_.name)
     intake._polling.clear()
     intake.arrived(Arrival(1, None, polled=queue, polled_at=intake.clock.monotonic()))
     intake.refill(10)
