@@ -1,49 +1,5 @@
-"""Receiving batches and settling them, in SQS batch requests.
-
-Settling follows one order, so that a crash at any point can duplicate a
-task but never lose one:
-
-1. send copies: fresh copies of unstarted messages, retry copies, the
-   delayed copies of tasks that arrived before their due time
-   (:mod:`kale.worker.waiting`), the dead
-   runs of tasks that handle their dead letters (to the queue's dead-run
-   queue; one that cannot be sent falls back to its dead-letter copy), and
-   dead-letter copies;
-2. delete the originals: succeeded, skipped and cancelled ones, and those whose copy
-   was sent. A message whose copy could not be sent is left alone; it
-   reappears when its visibility timeout ends;
-3. delete the S3 objects of payloads whose task is done: succeeded,
-   skipped or cancelled (or dead-lettered with ``ENABLE_DEAD_LETTER_QUEUE`` off), once
-   their message is deleted. Retry, release and dead-letter copies point at
-   the object, so it stays for them. An object that cannot be deleted is
-   logged and left to the bucket's lifecycle rule; settling goes on.
-
-An unstarted message is released as a fresh copy rather than by a visibility
-change, because SQS counts every receive toward the redrive policy's
-``maxReceiveCount``: a clean shutdown or a tight budget would count against
-the message as if it had crashed a worker. So a receive count above 1 means
-the message was left unsettled: by a worker that died, that lost the endpoint
-until the batch's deadline, or whose long poll was still out when it
-stopped.
-
-On a FIFO queue a copy would go to the back of its message group, so a
-retry or release keeps the message instead: its visibility timeout is set to
-the retry delay (0 to release), and SQS holds back the rest of its group
-meanwhile. Such a message's receive count counts its failures. Dead-letter
-copies go to the FIFO dead-letter queue in the message's group.
-
-A copy is sent only while the batch's budget has at least ``COPY_MIN_SEC``
-left, so that the original is deleted before SQS can deliver it again: once
-the visibility timeout has ended, SQS may already have handed the original
-to another worker, and a copy would be a second run. An unstarted message
-with less time left is given back by a visibility change to 0 instead, and
-one whose budget is over is left alone (``Settlement.lapsed``): SQS delivers
-it again, once.
-
-Requests that fail because SQS is unreachable or throttling are retried with
-backoff until the batch's deadline (a copy's send, until ``COPY_MIN_SEC``
-before it); after that the messages reappear anyway. A stopping worker
-retries for a few seconds at most (``give_up_at``).
+"""Receiving batches and settling them, in SQS batch requests, in the order that
+can duplicate a task but never lose one (docs/explanation/internals-worker.md, "Settling").
 """
 from __future__ import annotations
 

@@ -1,24 +1,5 @@
-"""Several deliveries of one task in one batch: run the most advanced, delete the rest.
-
-At-least-once delivery puts more than one message of a task on a queue now
-and then: a send whose answer was lost after SQS applied it is sent again
-(same task id, same body), and a delete that failed leaves the original
-beside its retry copy. When two such messages arrive in one batch, running
-both would be a duplicate the worker can see coming; worse, releasing the
-extra ones (a batch holds at most one message to run alone, see
-:mod:`kale.worker.suspects`) sends fresh copies, which a further lost answer
-doubles again, so the copies of one task can multiply faster than they run.
-
-So before a batch runs, the messages carrying a task id already in the
-batch are settled as :attr:`~kale.events.Outcome.DUPLICATE`: deleted unrun
-(their payload object, shared with the copy that runs, is kept), with no
-change to the task's record. The copy kept is the most advanced one: the
-most failures, then the most retries, then the most deliveries left
-unsettled, so a task's progress toward its retry limit or the dead-letter
-queue is never set back.
-
-FIFO queues are left alone: their deduplication already drops a second send
-within five minutes, and their messages' order is their group's.
+"""Several deliveries of one task in one batch: run the most advanced, delete the
+rest (docs/explanation/internals-worker.md, "Duplicates in a batch").
 """
 from __future__ import annotations
 

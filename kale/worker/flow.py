@@ -1,30 +1,5 @@
-"""The worker's flow-control step: take a token and a slot as a run starts, or release it unrun.
-
-:meth:`FlowGate.refusals` (limits kept by :mod:`kale.flow`) is asked for
-the messages about to start, in every pool: the serial worker asks before
-each run, a pool once for the runs it starts together, so that a run takes
-its token when it starts, not when its batch arrived (a token taken at
-arrival and spent seconds later let starts bunch beyond the limit). For
-each message not yet decided whose class has a
-``rate_limit`` or ``concurrency_limit`` (:mod:`kale.flow.spec`), it takes a
-slot of the concurrency key (a lease), then a token of the rate key. A
-message refused either is settled as :attr:`~kale.events.Outcome.RELEASE`
-with a delayed copy: not run, not a retry and not a failure (its copy keeps
-its retry and failure counts), back when the token reserved for it is there
-(it then runs without asking again; for a slot: after 1 to 5 s, with
-jitter). On a FIFO queue, which cannot delay a
-copy, the message is held invisible as long instead.
-
-A slot is held from the run's start until the message is settled
-(:meth:`FlowGate.settled`, whatever the outcome), and renewed every third
-of CONCURRENCY_LEASE_SEC by a thread of the worker while any is held; a
-worker killed holds its slots until their leases expire. A message whose
-class has a limit but no store to keep it (RATE_LIMIT_URL and RECORDS_URL
-both empty) is not run: one error line per class, and it is released
-for a minute, to be run by a worker that can. A malformed limit (refused
-when a class is defined, so only on a class changed since) cannot be
-honoured by any worker: the message is dead-lettered with the one-line
-reason, and its class gets one error line.
+"""The worker's flow-control step: take a token and a slot as a run starts, or
+release it unrun (docs/explanation/internals-worker.md, "Flow control").
 """
 from __future__ import annotations
 

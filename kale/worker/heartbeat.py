@@ -1,17 +1,5 @@
-"""Keeping a long task's message invisible while it runs.
-
-A task whose ``time_limit`` is longer than its queue's visibility timeout
-would reappear, and run again elsewhere, before it ends. Instead of forcing
-a long visibility timeout on the whole queue (which would delay retries of
-every crashed worker's messages as long), the worker runs such a task alone
-and keeps extending its message's visibility, with ChangeMessageVisibility,
-from a thread the task cannot block, shortly before each extension lapses.
-
-An extension that fails is logged and the task keeps running: its message
-may then run again elsewhere, as at-least-once delivery allows. If the
-worker dies, the extensions stop and the message comes back within one
-visibility timeout. SQS keeps a message invisible at most 12 hours from its
-receive, which bounds ``time_limit``.
+"""Keeping a long task's message invisible while it runs (docs/explanation/internals-worker.md,
+"Long tasks: the heartbeat").
 """
 from __future__ import annotations
 

@@ -1,38 +1,6 @@
-"""Receiving for a worker whose tasks run side by side: receives kept in
-flight while its pool has room.
-
-The worker tells the intake how many more messages it could start now
-(:meth:`Intake.refill`, its *room*: free places less the messages waiting to
-start less those already asked for). The intake starts one receive per ten
-messages of room, up to ``max_receives`` at once, each on a thread of its
-own. Each thread makes queue selections: the selector's lottery (with its
-probes, each a short-poll receive whose messages are kept) picks a queue,
-and the thread receives from it while it brings full batches, up to the
-queue's ``num_iterations`` receives, as the serial worker does; so capacity
-is shared out by priority, draw by draw, rather than taken by the first busy
-queue. What a receive brings, or the news that every queue
-looked empty, comes back to the worker as an event.
-
-Once a selection found every queue empty the intake is *idle*: it long-polls
-every queue at once, each again as soon as it answers empty (no sooner than
-``MIN_POLL_INTERVAL_SEC`` after its last poll began), until one brings
-messages; then selections start again.
-
-A failed receive pauses the intake for the worker's back-off
-(:meth:`pause`). After :meth:`close`, what a receive still out brings is
-released at once.
-
-The serial pool receives on its own thread, between runs, and long-polls on
-threads while idle. Where a receive takes long enough (a remote endpoint:
-``READ_AHEAD_ABOVE_SEC``) for the wait to matter more than the thread, it
-reads ahead (:attr:`Intake.read_ahead`): its receives go out on threads
-while a batch runs, up to READ_AHEAD_BATCHES batches beyond it, so the worker
-waits about one round trip per batch rather than one per batch and task.
-While one of its tasks runs, the worker tells the intake until when it may
-be busy (:attr:`Intake.busy_until`: the run's start plus its
-``time_limit``): a batch a poll brings meanwhile whose budget is
-over by then could run nothing, so it is given back at once rather than
-held until SQS delivers it again.
+"""Receiving for a worker: receives kept in flight while its pool has room,
+each a queue selection, and every queue long-polled at once while idle
+(docs/explanation/internals-worker.md, "Receiving").
 """
 from __future__ import annotations
 
@@ -60,7 +28,7 @@ MAX_ASK = 10
 #: queue with long_poll_time_sec 0 is not polled in a busy loop.
 MIN_POLL_INTERVAL_SEC = 0.25
 #: The serial pool reads ahead once a receive takes this long (see the
-#: module docstring); on a local emulator or the memory transport the
+#: docs page); on a local emulator or the memory transport the
 #: thread would cost more than it saves.
 READ_AHEAD_ABOVE_SEC = 0.005
 #: How many batches the serial pool reads ahead.
@@ -98,7 +66,7 @@ class _Selecting(threading.local):
 
 
 class Intake:
-    """See the module docstring. Main-thread API but for the receiving threads."""
+    """Main-thread API but for the receiving threads (see the docs page)."""
 
     def __init__(self, consumer: Consumer, queues: Sequence[TaskQueue],
                  selector_class: type[SelectQueueBase], deliver: Callable[[Arrival], None],
@@ -108,7 +76,7 @@ class Intake:
         #: A burst worker's idle polls wait at most BURST_POLL_SEC.
         self.burst = burst
         #: Receive on the caller's thread (the serial pool), not on threads of its
-        #: own, unless reading ahead (set by the worker, see the module docstring).
+        #: own, unless reading ahead (set by the worker, see the docs page).
         self.inline = inline
         self.read_ahead = False
         #: How much a receive asks of each queue (the serial pool): see kale.worker.prefetch.
@@ -140,7 +108,7 @@ class Intake:
         #: rather than held beside the suspect unseen.
         self.full = False
         #: (The serial pool.) Until when the task running may keep the worker
-        #: busy, on the consumer's clock; 0 while none runs. See the module docstring.
+        #: busy, on the consumer's clock; 0 while none runs. See the docs page.
         self.busy_until = 0.0
 
     # --- the worker's side --------------------------------------------------------

@@ -1,37 +1,7 @@
 """The worker: receive, verify, start, settle, report; one engine for every pool.
 
-    from kale import worker
-    worker.Worker().run()
-
-A :class:`Worker` keeps up to its pool's number of tasks in flight
-(:mod:`kale.worker.pools`: one at a time on its own thread for ``serial``,
-16 on threads for ``threads``, 100 on its event loop for ``asyncio``). Its
-loop, :meth:`Worker.work_once`, is a handful of named steps around one
-queue of events (a receive answered, a task ended, a task is stuck):
-
-- :meth:`take_events` waits for the next events and handles each: a batch
-  that arrived is verified and its messages wait to start (:meth:`admit`);
-  a task that ended is settled (:meth:`finished`);
-- :meth:`start_waiting` starts waiting messages while there is room, each
-  only while its ``time_limit`` fits its own budget (its receive time plus
-  its queue's visibility timeout; a task longer than that runs under the
-  heartbeat); one that no longer fits is released. The serial pool runs
-  them there, one after another;
-- the gatherer settles what ended close together in batch requests;
-- :meth:`refill` asks the intake (:mod:`kale.worker.intake`) for as many
-  messages as there is room for, selection by selection.
-
-A FIFO group has one message running at a time, in order, and a retry or
-release of one holds back its group's later messages; while the worker
-holds a suspect (a message a worker died holding) it holds no more messages
-than the suspect's cap (see :mod:`kale.worker.suspects`);
-``max_concurrency`` caps a task's runs in the process; the first SIGTERM
-stops receiving, releases what waits and lets running tasks end (each
-within its time limit), a second one stops them too (released; see
-:mod:`kale.worker.stopping`); a task stuck past its limit (see
-:mod:`kale.worker.watchdog`) stops the worker, which exits with
-``EXIT_STUCK`` once the others ended. :meth:`Worker.run` returns an exit
-code of :mod:`kale.worker.limits`.
+Its loop is a handful of named steps around one queue of events (a receive
+answered, a task ended, a task is stuck): docs/explanation/internals-worker.md, "The loop".
 """
 from __future__ import annotations
 
@@ -76,7 +46,7 @@ MAX_RECEIVES = 8
 
 
 class Worker(SerialRuns):
-    """Runs its pool's tasks from its queues until stopped; see the module docstring."""
+    """Runs its pool's tasks from its queues until stopped (how: docs/explanation/internals-worker.md)."""
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)

@@ -1,31 +1,7 @@
-"""How many messages a receive asks for: no more than the worker will start soon.
-
-A worker runs its batch's tasks one after another, so every message it
-holds waits for those before it, while a sibling worker (another process
-of ``--concurrency``, another machine) may be idle with nothing to do. A
-worker therefore receives only what it expects to start within
-``PREFETCH_WINDOW_SEC``, judged by the recent run times of the queue's
-tasks: ten tasks of 10 ms, two of 400 ms, one of 2 s.
-
-Before it has seen a queue's tasks run, a receive takes a whole batch,
-*blind*: what of it has not started once the window has passed is given
-back at once (released, for any worker to take), and by then the run
-times are known. Fast tasks, the usual case, cost no request beyond a
-batch's receive and delete from the very first batch (asking for one
-message first cost a receive and a delete more per queue and worker,
-about 5 % of the CPU of a 1000-task drain).
-
-A queue's ``prefetch`` field fixes the number instead (at most its
-``batch_size``).
-
-A task whose ``time_limit`` does not fit its queue's visibility timeout runs
-alone, after the rest of its batch, and the batch's other such tasks are
-released to run alone later. After a queue brought one, the worker receives
-from it one message at a time until ``batch_size`` receives in a row brought
-none, so each such task is released at most once (by the first, blind batch).
-
-This is the serial pool's (:mod:`kale.worker.pools`); the pools hold what
-their free places and the reserve (:class:`Reserve`) take.
+"""How many messages a receive asks for: no more than the worker will start
+soon (the serial pool's :class:`Prefetch`), and the messages a pool holds
+ready beyond its free places (:class:`Reserve`); see
+docs/explanation/internals-worker.md, "How much a receive asks for".
 """
 from __future__ import annotations
 

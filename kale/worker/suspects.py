@@ -1,41 +1,6 @@
-"""Messages a worker died holding: those seen at more than one death run alone.
-
-A receive count above 1 means a worker received the message before and
-never settled it (releases are fresh copies, see :mod:`kale.worker.consumer`):
-it died, perhaps killed by that very message (out of memory, a crash in
-native code, ``os._exit``), or it was killed (``kill -9``, a lost machine), or
-it lost the endpoint. Such a message carries its *rounds*: the deliveries
-that ended with nobody settling it (a copy carries the earlier ones in its
-signed envelope; a receive given back early is not counted, see
-:func:`held_deliveries`).
-
-One death says little: a ``kill -9``, a deploy or a lost machine takes down
-everything a worker held, so a message left unsettled once runs again at
-once, with everything else, at full speed. A message seen at ``ALONE_AFTER``
-deaths or more is a *suspect* and runs alone: while a worker holds one, it
-holds nothing else (running, waiting or asked for). A message that kills its
-worker every time (a *poison*) thus takes what its worker held down twice,
-then only itself, until SQS's redrive policy moves it to the dead-letter
-queue after ``MAX_RECEIVE_COUNT`` receives. An innocent held beside it both
-times runs alone next, once; it is never held beside the poison again.
-
-Innocents never reach the redrive policy with it: a message on its last
-receive (or the one before it: LAST_RECEIVES_SLACK) that does not yet run
-alone is given back unrun, as a fresh copy whose receive count starts anew
-(its rounds go on): a death now, the poison's or any other, would
-dead-letter it.
-
-Whether a message a dead worker held had started is not known: a death may
-follow a start by microseconds, before anything could be written down, and a
-durable mark before each start would cost every batch a request. Counting
-deaths needs no record.
-
-A worker (:mod:`kale.worker.loop`, :mod:`kale.worker.caps`) holding a
-suspect gives back what waits beside it and starts nothing until SQS took
-that back; what a receive still out brings meanwhile goes back at once. Only
-a batch that may hold a suspect (``Batch.may_hold_suspect``, found when its
-envelopes are verified) pays for any of this. On a FIFO queue, where a
-receive count above 1 is an ordinary retry and order matters, there are none.
+"""Messages a worker died holding: those seen at more than one death run alone,
+and one on its last receive is given back unrun (docs/explanation/internals-worker.md,
+"Suspects: messages a worker died holding").
 """
 from __future__ import annotations
 

@@ -1,24 +1,5 @@
-"""Tasks that arrive before their due time: sent on, unrun.
-
-A task published to wait longer than SQS's 15-minute delay carries its due
-time in its signed envelope (:mod:`kale.delays`). When a copy arrives
-earlier than that, the worker does not run it: it settles it as
-:attr:`~kale.events.Outcome.WAITING`, with a copy of the same envelope
-(same task id, publish time and counts; resealed with the current key and
-counting unsettled deliveries, as a release copy is) delayed by the time
-still to wait, 15 minutes at most. Settling sends that copy, then deletes
-the one received (:mod:`kale.worker.consumer`), so a crash between the two
-leaves two copies, never none. It is no retry and no failure, and its
-record stays ``scheduled``. A cancelled task is settled as cancelled
-before this step (:mod:`kale.worker.cancelled`), so it is deleted instead.
-
-Not on a FIFO queue, which cannot delay a message (publishing there refuses
-a wait).
-
-A burst worker (:class:`WaitingCopies`) does not wait for the copies it
-sent on: once the only delayed messages of its queues are those, it is done.
-It does wait for its own delayed copies (retries, and releases held back by
-a rate limit), whose delays it chose (see :mod:`kale.worker.burst`).
+"""Tasks that arrive before their due time: sent on, unrun, delayed by the time
+still to wait (docs/explanation/internals-worker.md, "Tasks that arrive before their due time").
 """
 from __future__ import annotations
 
