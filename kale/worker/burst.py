@@ -100,11 +100,8 @@ def _left_on(queue: TaskQueue, delayed: int, sent: int, later: tuple[int, float]
     known = min(delayed, sent + later[0])
     if known:
         parts.append('%d on %s due later%s' % (known, queue.name, (
-            ' (the next at %s)' % _when(later[1])) if later[0] else ''))
+            ' (the next at %s)' % time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(later[1])))
+            if later[0] else ''))
     if unknown:
         parts.append('%d on %s whose due time SQS does not say' % (unknown, queue.name))
     return parts
-
-
-def _when(epoch: float) -> str:
-    return time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(epoch))

@@ -31,10 +31,6 @@ class QueuePauses:
     def __contains__(self, name: str) -> bool:
         return name in self._paused
 
-    @property
-    def names(self) -> frozenset[str]:
-        return self._paused
-
     def set(self, names: Iterable[str]) -> tuple[set[str], set[str]]:
         """The paused queues are now ``names``: (those paused, those resumed)."""
         new = frozenset(names)

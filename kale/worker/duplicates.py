@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from kale.codec.pipeline import FAILURE_NUM, RETRY_NUM
 from kale.events import Outcome, Settlement
+from kale.transport import ReceivedMessage
 from kale.worker.batch import Batch, Opened
 
 #: The reason of a delivery deleted because another copy of its task is in the batch.
 DUPLICATE_IN_BATCH = 'another delivery of the task is in the same batch'
-#: Each task id's most advanced message: its progress, and its message id.
-_Kept = dict[str, tuple[tuple[int, int, int], str]]
 
 
 def _progress(opened: Opened) -> tuple[int, int, int]:
@@ -34,11 +33,16 @@ def drop_duplicates(batch: Batch) -> int:
     if _one_message_per_task(batch):
         return 0        # the usual case: one message per task
     decided = {id(s.received) for s in batch.settlements}
-    kept = _most_advanced(batch, decided)
-    if len(kept) == sum(1 for m in batch.messages
-                        if m.message_id in batch.opened and id(m) not in decided):
-        return 0
-    return _settle_others(batch, decided, kept)
+    undecided = [(received, batch.opened[received.message_id]) for received in batch.messages
+                 if received.message_id in batch.opened and id(received) not in decided]
+    kept = _most_advanced(undecided)
+    dropped = [(received, opened) for received, opened in undecided
+               if kept[opened.task_id] != received.message_id]
+    for received, opened in dropped:
+        batch.settlements.append(Settlement(
+            received, Outcome.DUPLICATE, message=opened.message, reason=DUPLICATE_IN_BATCH,
+            envelope=opened.envelope))
+    return len(dropped)
 
 
 def _one_message_per_task(batch: Batch) -> bool:
@@ -48,33 +52,12 @@ def _one_message_per_task(batch: Batch) -> bool:
     return batch.fifo or len(opened_by_id) < 2 or len(set(task_ids)) == len(opened_by_id)
 
 
-def _most_advanced(batch: Batch, decided: set[int]) -> _Kept:
-    """For each task id, the progress and message id of its most advanced
-    message not decided yet."""
-    opened_by_id = batch.opened
-    kept: _Kept = {}
-    for received in batch.messages:
-        opened = opened_by_id.get(received.message_id)
-        if opened is None or id(received) in decided:
-            continue
+def _most_advanced(undecided: list[tuple[ReceivedMessage, Opened]]) -> dict[str, str]:
+    """Each task id's most advanced message (by its id)."""
+    kept: dict[str, tuple[tuple[int, int, int], str]] = {}
+    for received, opened in undecided:
         progress = _progress(opened)
         best = kept.get(opened.task_id)
         if best is None or progress > best[0]:
             kept[opened.task_id] = (progress, received.message_id)
-    return kept
-
-
-def _settle_others(batch: Batch, decided: set[int], kept: _Kept) -> int:
-    """Settle as duplicates the undecided messages not kept; returns how many."""
-    opened_by_id = batch.opened
-    dropped = 0
-    for received in batch.messages:
-        opened = opened_by_id.get(received.message_id)
-        if opened is None or id(received) in decided:
-            continue
-        if kept[opened.task_id][1] != received.message_id:
-            batch.settlements.append(Settlement(
-                received, Outcome.DUPLICATE, message=opened.message, reason=DUPLICATE_IN_BATCH,
-                envelope=opened.envelope))
-            dropped += 1
-    return dropped
+    return {task_id: message_id for task_id, (_, message_id) in kept.items()}

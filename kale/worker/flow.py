@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
 
 from kale.clock import SYSTEM_CLOCK, Clock
 from kale.codec import Codec
-from kale.events import Outcome, Settlement, process_identity
+from kale.events import Settlement, process_identity
 from kale.exceptions import KaleError, TaskDefinitionError, describe
 from kale.flow.spec import FlowSpec, spec_of
 from kale.logs import exception_messages
 from kale.transport import ReceivedMessage
 from kale.worker.batch import Batch, Opened
 from kale.worker.refusals import verbatim_dead_letter
-from kale.worker.suspects import release_copy
+from kale.worker.suspects import delayed_release
 
 if TYPE_CHECKING:
     from kale.store import Store
@@ -241,16 +241,9 @@ class FlowGate:
 
     def _release(self, batch: Batch, received: ReceivedMessage, opened: Opened,
                  refusal: Refusal) -> Settlement:
-        settlement = Settlement(received, Outcome.RELEASE, message=opened.message,
-                                envelope=opened.envelope,
-                                reason='%s: back in %d s' % (refusal.reason, refusal.delay_sec))
-        if batch.fifo:
-            settlement.hold_sec = refusal.delay_sec
-        else:
-            copy = release_copy(received, batch.sqs_name, self.codec, opened.envelope,
-                                batch.queue.visibility_timeout_sec)
-            settlement.copy = dataclasses.replace(copy, delay_sec=refusal.delay_sec)
-        return settlement
+        return delayed_release(batch, received, opened.envelope, self.codec, refusal.delay_sec,
+                               '%s: back in %d s' % (refusal.reason, refusal.delay_sec),
+                               message=opened.message)
 
     def _warn_once(self, what: Any, line: str) -> None:
         if what not in self._warned:

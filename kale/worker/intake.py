@@ -4,6 +4,7 @@ each a queue selection, and every queue long-polled at once while idle
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import random
@@ -39,18 +40,16 @@ READ_AHEAD_BATCHES = 2
 BURST_POLL_SEC = 1
 
 
+@dataclasses.dataclass(eq=False)
 class Arrival:
     """What one receive brought back: a batch, an empty selection, or an error."""
 
-    def __init__(self, asked: int, batch: Optional[Batch] = None,
-                 empty: Optional[TaskQueue] = None, error: Optional[SQSError] = None,
-                 polled: Optional[TaskQueue] = None, polled_at: float = 0.0):
-        self.asked = asked
-        self.batch = batch
-        self.empty = empty          # the selection found every queue empty
-        self.error = error
-        self.polled = polled        # a long poll of this queue (while idle)
-        self.polled_at = polled_at  # when that poll began (monotonic)
+    asked: int
+    batch: Optional[Batch] = None
+    empty: Optional[TaskQueue] = None   # the selection found every queue empty
+    error: Optional[SQSError] = None
+    polled: Optional[TaskQueue] = None  # a long poll of this queue (while idle)
+    polled_at: float = 0.0              # when that poll began (monotonic)
 
 
 class _Selecting(threading.local):

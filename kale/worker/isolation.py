@@ -13,6 +13,7 @@ Kale's own SQS client is rebuilt in it on first use.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import select
@@ -57,18 +58,9 @@ def _child(call: Callable[[], Any], write_fd: int,
         code = 1
     finally:
         for stream in (sys.stdout, sys.stderr):
-            try:
+            with contextlib.suppress(Exception):
                 stream.flush()
-            except Exception:
-                pass
         os._exit(code)
-
-
-def _kill(pid: int) -> None:
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def _exit_description(status: int) -> str:
@@ -116,7 +108,8 @@ def run_in_child(call: Callable[[], Any], time_limit: float,
     finally:
         os.close(read_fd)
         if status is None:
-            _kill(pid)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
     if not chunks:
         raise TaskProcessDied('task process %s before reporting' % _exit_description(status))

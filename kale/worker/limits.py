@@ -41,12 +41,7 @@ def resident_set_size_mb() -> float:
         with open('/proc/self/statm') as f:
             return int(f.read().split()[1]) * os.sysconf('SC_PAGE_SIZE') / (1024.0 * 1024.0)
     except OSError:
-        return peak_resident_set_size_mb()
-
-
-def peak_resident_set_size_mb() -> float:
-    """The most resident memory this process has had, in MB (one system call)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / _MAXRSS_PER_MB
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / _MAXRSS_PER_MB  # the peak
 
 
 def memory_limit_mb(config: Any, transport: Any) -> float:
@@ -86,16 +81,11 @@ def supervisor_pid() -> Optional[int]:
     return int(value) if value.isdigit() else None
 
 
-def supervisor_gone(pid: Optional[int]) -> bool:
-    """Whether the supervisor with ``pid`` no longer is this process's parent."""
-    return pid is not None and os.getppid() != pid
-
-
 def over_limits(who: str, supervisor: Optional[int], memory: MemoryLimit) -> Optional[int]:
     """The code to exit with, once logged why, when the supervisor that
     started the worker is gone (EXIT_OK: a graceful stop) or its memory is
     over the limit; None while neither."""
-    if supervisor_gone(supervisor):
+    if supervisor is not None and os.getppid() != supervisor:     # no longer its parent
         logger.error('%s: supervisor %d is gone; stopping', who, supervisor)
         return EXIT_OK
     if memory.exceeded():

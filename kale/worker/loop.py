@@ -137,7 +137,8 @@ class Worker(SerialRuns):
     def work_once(self) -> bool:
         """One round of the loop; False once the worker is done."""
         self.report_settled()
-        waited = self.take_events(self._wait_sec())
+        due = self.gatherer.due_in()
+        waited = self.take_events(TICK_SEC if due is None else min(due, TICK_SEC))
         if waited:
             self._idle_waited += waited
             self.intake.waited(waited)
@@ -250,7 +251,9 @@ class Worker(SerialRuns):
         the limited ones take their tokens and slots as they start (those
         refused are released, delayed, and leave their room to the next)."""
         while self.waiting:
-            starting, self.waiting = self._may_start(now)
+            starting, self.waiting = may_start(  # (what no longer fits is given back)
+                [job for job in self.waiting if self._fits(job, now)],
+                self.max_in_flight - len(self.running), self._groups, self._per_class)
             refused = {id(batch): settlement for batch, settlement in
                        self.flow.refusals([(job.batch, job.received) for job in starting])}
             for job in starting:
@@ -262,11 +265,6 @@ class Worker(SerialRuns):
             if not refused:
                 break
         self.jobs.flush()
-
-    def _may_start(self, now: float) -> tuple[list[Job], list[Job]]:
-        """What may start now, and what waits on; what no longer fits is given back."""
-        return may_start([job for job in self.waiting if self._fits(job, now)],
-                         self.max_in_flight - len(self.running), self._groups, self._per_class)
 
     def start(self, job: Job, now: float) -> None:
         """Run the job's task: a coroutine task on the event loop, another on a thread."""
@@ -371,8 +369,4 @@ class Worker(SerialRuns):
                     self.settle(batch)
             elif kind == 'done':
                 self.finished(value)
-
-    def _wait_sec(self) -> float:
-        due = self.gatherer.due_in()
-        return TICK_SEC if due is None else min(due, TICK_SEC)
 

@@ -97,7 +97,9 @@ class Prefetch:
         mean = self._mean_run_sec.get(queue.name)
         if mean is None:
             return queue.batch_size         # blind (see blind())
-        return self._fitting(queue, mean)
+        if mean * queue.batch_size <= self.window_sec:
+            return queue.batch_size
+        return max(1, int(self.window_sec / mean))
 
     def blind(self, queue: TaskQueue) -> bool:
         """Whether a receive from ``queue`` now takes a whole batch without
@@ -105,11 +107,6 @@ class Prefetch:
         window is then given back (``Worker.run_batch``)."""
         return queue.prefetch == AUTO_PREFETCH and queue.name not in self._mean_run_sec \
             and not self._one_at_a_time.get(queue.name)
-
-    def _fitting(self, queue: TaskQueue, mean: float) -> int:
-        if mean * queue.batch_size <= self.window_sec:
-            return queue.batch_size
-        return max(1, int(self.window_sec / mean))
 
     def may_read_ahead(self, queue: TaskQueue, batches: int) -> bool:
         """Whether ``batches`` more full batches, on top of the one that runs,

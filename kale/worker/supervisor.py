@@ -93,7 +93,9 @@ class Supervisor:
                 signal.signal(signum, handler)
             self.hooks(WorkerHooks.on_supervisor_shutdown, self)
         logger.info('supervisor: all workers exited (%d restarts)', self.restarts)
-        return self._exit_code()
+        # 0 when every worker exited cleanly or a stop was asked, else the first failed one's code
+        failed = [code for code in self.exit_codes.values() if code != 0]
+        return 0 if not failed or self._stopping else failed[0]
 
     def _supervise(self) -> None:
         """Start every worker, then reap and restart them until all have exited."""
@@ -103,12 +105,6 @@ class Supervisor:
             self._reap()
             self._restart_due()
             time.sleep(0.1)
-
-    def _exit_code(self) -> int:
-        """0 when every worker exited cleanly or a stop was asked, else the
-        first failed worker's exit code."""
-        failed = [code for code in self.exit_codes.values() if code != 0]
-        return 0 if not failed or self._stopping else failed[0]
 
     def _reap(self) -> None:
         for slot, child in list(self.children.items()):

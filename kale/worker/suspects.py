@@ -12,7 +12,7 @@ from kale.codec import Codec
 from kale.codec.pipeline import UNSETTLED, Frame
 from kale.events import Outcome, Settlement
 from kale.exceptions import KaleError
-from kale.message import NUMBER_ATTRIBUTES
+from kale.message import NUMBER_ATTRIBUTES, Message
 from kale.transport import OutgoingMessage, ReceivedMessage
 from kale.worker.batch import Batch, Opened
 
@@ -88,6 +88,21 @@ def release_copy(received: ReceivedMessage, queue: str, codec: Codec,
     except KaleError:
         pass                        # sent back as it came
     return OutgoingMessage(received.body, _attributes(received))
+
+
+def delayed_release(batch: Batch, received: ReceivedMessage, envelope: Optional[Frame],
+                    codec: Codec, delay_sec: int, reason: str, outcome: Outcome = Outcome.RELEASE,
+                    message: Optional[Message] = None) -> Settlement:
+    """An unstarted message back in ``delay_sec``: its delayed release copy, or on a
+    FIFO queue, which cannot delay a copy, the message held invisible as long."""
+    settlement = Settlement(received, outcome, message=message, envelope=envelope, reason=reason)
+    if batch.fifo:
+        settlement.hold_sec = delay_sec
+    else:
+        settlement.copy = dataclasses.replace(release_copy(
+            received, batch.sqs_name, codec, envelope, batch.queue.visibility_timeout_sec),
+            delay_sec=delay_sec)
+    return settlement
 
 
 def release(batch: Batch, received: ReceivedMessage, reason: str) -> Settlement:

@@ -3,20 +3,13 @@ still to wait (docs/explanation/internals-worker.md, "Tasks that arrive before t
 """
 from __future__ import annotations
 
-import dataclasses
-import datetime
+import time
 
 from kale.codec import Codec
 from kale.delays import arrived_early, remaining_delay
 from kale.events import Outcome, Settlement
 from kale.worker.batch import Batch
-from kale.worker.suspects import release_copy
-
-
-def due_text(due_at: float) -> str:
-    """A due time for log lines and reasons: ISO 8601, UTC, to the second."""
-    return datetime.datetime.fromtimestamp(due_at, datetime.timezone.utc).strftime(
-        '%Y-%m-%dT%H:%M:%SZ')
+from kale.worker.suspects import delayed_release
 
 
 def send_on_early(batch: Batch, now: float, codec: Codec) -> int:
@@ -34,12 +27,10 @@ def send_on_early(batch: Batch, now: float, codec: Codec) -> int:
         due_at = envelope.due_at if not envelope.legacy else 0.0
         if not arrived_early(due_at, now):
             continue
-        copy = release_copy(received, batch.sqs_name, codec, envelope,
-                            batch.queue.visibility_timeout_sec)
-        batch.settlements.append(Settlement(
-            received, Outcome.WAITING, envelope=envelope, message=opened.message,
-            copy=dataclasses.replace(copy, delay_sec=remaining_delay(due_at, now)),
-            reason='due at %s' % due_text(due_at)))
+        batch.settlements.append(delayed_release(
+            batch, received, envelope, codec, remaining_delay(due_at, now),
+            'due at %s' % time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(due_at)),  # UTC
+            Outcome.WAITING, opened.message))
         count += 1
     return count
 
