@@ -1,15 +1,5 @@
-"""Running a task in a forked child process that can be killed (TASK_ISOLATION = 'process').
-
-A signal cannot stop code that never returns to the interpreter (a regular
-expression backtracking for minutes, a C extension stuck in a loop) or a
-task that ignores SIGALRM. A child process can always be killed: the worker
-forks one per run, waits for its result through a pipe until the time limit,
-and kills it with SIGKILL if it is still running. A child that dies (a crash
-in native code, ``os._exit``, the kernel's out-of-memory killer) fails that
-run instead of taking the worker down.
-
-The child is a fork of the worker: it shares nothing with it afterwards, and
-Kale's own SQS client is rebuilt in it on first use.
+"""Running a task in a forked child process that can be killed (TASK_ISOLATION =
+'process'): docs/explanation/internals-worker.md, "A run in a child process".
 """
 from __future__ import annotations
 

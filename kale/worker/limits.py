@@ -1,15 +1,6 @@
-"""Limits a worker checks between batches, and the exit codes they lead to.
-
-- Resident memory over ``DIE_ON_RESIDENT_SET_SIZE_MB``: the worker releases
-  what it holds and exits with :data:`EXIT_MEMORY_LIMIT`, for its
-  supervisor to start a fresh one.
-- A task still running ``WORKER_STUCK_GRACE_SEC`` after its time limit
-  (:class:`TaskStuck`): the worker settles what ended, releases what did
-  not start and exits with :data:`EXIT_STUCK`; the stuck task's message
-  comes back after its visibility timeout.
-- A supervisor that is gone (``kale worker --concurrency`` sets
-  :data:`SUPERVISOR_PID_VARIABLE`): the worker stops gracefully instead of
-  running on unsupervised.
+"""Limits a worker checks between batches (memory, a stuck task, a supervisor gone),
+and the exit codes they lead to (docs/explanation/internals-worker.md,
+"Stopping, limits and exit codes").
 """
 from __future__ import annotations
 
