@@ -37,7 +37,11 @@ class TaskLoop:
             self.loop.run_forever()
         finally:
             try:
-                self._cancel_left()
+                left = [task for task in asyncio.all_tasks(self.loop) if not task.done()]
+                for task in left:
+                    task.cancel()
+                if left:
+                    self.loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
                 self.loop.run_until_complete(self.loop.shutdown_asyncgens())
             finally:
                 self.loop.close()
@@ -45,13 +49,6 @@ class TaskLoop:
     def _tick(self) -> None:
         self._tick_at = time.monotonic()
         self.loop.call_later(TICK_SEC, self._tick)
-
-    def _cancel_left(self) -> None:
-        left = [task for task in asyncio.all_tasks(self.loop) if not task.done()]
-        for task in left:
-            task.cancel()
-        if left:
-            self.loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
 
     def blocked_sec(self) -> float:
         """How long the loop has not been able to run its own callbacks (0.0

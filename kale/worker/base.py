@@ -176,9 +176,7 @@ class WorkerBase:
         return drained
 
     def _drained_once(self) -> bool:
-        """One count of the queues, judged by :class:`~kale.worker.burst.BurstEnd`
-        with what this worker and its hooks (the records) know of the delayed
-        messages."""
+        """One count of the queues, judged with what this worker and the records know."""
         counts = {q: self.broker.counts(q) for q in self.queues}
         answers = [answer for answer in self.hooks.collect(
             WorkerHooks.tasks_due_after, self.clock.time() + MAX_DELAY_SEC)

@@ -66,9 +66,7 @@ class SuspectCaps:
         return all(s.settled or s.lapsed for s in given_back)
 
     def over(self, waiting: list[Job], running: int) -> tuple[list[Job], list[tuple[Job, str]]]:
-        """What waits, split into what may stay and what is given back (with
-        why) so that the worker holds no more than the cap, the suspects
-        given back left out of it."""
+        """What waits, split into what may stay within the cap and what is given back (why)."""
         jobs = self.jobs
         back = [job for job in waiting if job in jobs and jobs[job].last]
         waiting = [job for job in waiting if job not in back]

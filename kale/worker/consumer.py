@@ -161,13 +161,9 @@ class Consumer:
     # --- settling -------------------------------------------------------------------
 
     def settle(self, batch: Batch, retry: bool = True) -> None:
-        """Carry out every settlement of the batch; unsettled messages are released.
-
-        Settling can be resumed: a copy already sent is not sent again, and a
-        message already deleted is not deleted again. With ``retry`` off, the
-        first outage or throttling raises :class:`SettleDeferred` instead of
-        waiting, for the caller to resume the batch elsewhere.
-        """
+        """Carry out every settlement of the batch (the unsettled are released); a copy
+        sent or a message deleted is not again, so settling can be resumed: with ``retry``
+        off, the first outage or throttling raises :class:`SettleDeferred` for that."""
         if not batch.settle_started:
             batch.settle_started = self.clock.time()
         for received in batch.unsettled():
@@ -206,10 +202,8 @@ class Consumer:
 
     def _give_back_late(self, batch: Batch, releases: list[Settlement],
                         retry: bool) -> list[Settlement]:
-        """The releases still to be sent as copies. With less than COPY_MIN_SEC
-        of the budget left, unstarted messages are made visible again by a
-        visibility change instead (no copy could be trusted to beat SQS); with
-        none left, they are left to SQS."""
+        """The releases still to be sent as copies: those made visible by a visibility
+        change instead below COPY_MIN_SEC of budget (see the docs page) are not."""
         pending = [s for s in releases if not s.copied]
         if not pending:
             return pending
@@ -242,9 +236,7 @@ class Consumer:
 
     def _failed_handles(self, batch: Batch, what: str, request: Callable[[], list[str]],
                         retry: bool, failure: str) -> Optional[set[str]]:
-        """The receipt handles a batch request (delete, visibility change) failed
-        for; None, logged with ``failure``, when the whole request failed.
-        SettleDeferred passes through."""
+        """The receipt handles a batch request failed for; None (logged) when it all failed."""
         try:
             return set(self._attempt(batch, what, request, retry))
         except SQSError as exc:
@@ -327,8 +319,6 @@ class Consumer:
             logger.error('%d of %d %s sends failed on queue %s; their originals stay queued: %s',
                          len(exc.failed), len(copies), what, batch.queue.name, exc)
             return
-        except SettleDeferred:
-            raise
         except SQSError as exc:
             logger.error('%s sends failed on queue %s; the originals stay queued: %s',
                          what, batch.queue.name, exc)

@@ -122,7 +122,9 @@ class Heartbeat:
             timeout = int(min(batch.queue.visibility_timeout_sec,
                               MAX_VISIBILITY_SEC - (now - batch.received_at)))
             if timeout <= 0:                # SQS's 12 hours are up: nothing more to do
-                self._forget(kept)
+                with self._cond:
+                    if self._kept.get(id(kept.received)) is kept:
+                        del self._kept[id(kept.received)]
                 continue
             changes.append(VisibilityChange(kept.received.receipt_handle, timeout))
             extending.append((kept, timeout))
@@ -143,11 +145,6 @@ class Heartbeat:
                     kept.batch.extended_until = now + timeout
                 else:
                     self._failed(kept, problem)
-
-    def _forget(self, kept: Kept) -> None:
-        with self._cond:
-            if self._kept.get(id(kept.received)) is kept:
-                del self._kept[id(kept.received)]
 
     def _failed(self, kept: Kept, problem: str) -> None:
         """(Under the lock.) An extension failed: try again soon, or give up

@@ -66,13 +66,9 @@ def _describe_only(exc: BaseException) -> BaseException:
 def run_in_child(call: Callable[[], Any], time_limit: float,
                  substitute: Callable[[BaseException], BaseException] = _describe_only) -> Any:
     """Run ``call`` in a forked child; its result, or the exception it raised
-    (``substitute(exception)`` when that cannot be sent back whole).
-
-    Raises TimeLimitExceeded (after killing the child) when it runs past
-    ``time_limit``, and TaskProcessDied when it dies without reporting.
-    Anything raised while waiting (a second shutdown signal) kills the child
-    first.
-    """
+    (``substitute(exception)`` when that cannot be sent back whole); TimeLimitExceeded
+    past ``time_limit``, TaskProcessDied when it dies without reporting. Anything
+    raised meanwhile (a second shutdown signal) kills the child first."""
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:

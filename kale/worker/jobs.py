@@ -205,10 +205,8 @@ class JobRunner:
 
 def may_start(waiting: list[Job], room: int, groups: set[tuple[str, str]],
               per_class: 'collections.Counter[type]') -> tuple[list[Job], list[Job]]:
-    """Of the jobs ``waiting`` (in order), those that may start now and those
-    that wait on: ``room`` places, one job of a FIFO group at a time (none of
-    ``groups``, running), ``max_concurrency`` runs of a class at most (with
-    ``per_class`` running)."""
+    """Of the jobs ``waiting``, those that may start now (in ``room``, one a FIFO group,
+    ``max_concurrency`` a class, with ``groups`` and ``per_class`` running) and the rest."""
     starting: list[Job] = []
     kept = []
     groups, per_class = set(groups), collections.Counter(per_class)

@@ -48,12 +48,8 @@ def memory_limit_mb(config: Any, transport: Any) -> float:
 
 
 class MemoryLimit:
-    """``DIE_ON_RESIDENT_SET_SIZE_MB``: 0 turns the check off.
-
-    Checked after every task, so it must be cheap: resident memory can only be
-    over the limit once the peak is, and the peak costs one ``getrusage``;
-    only then is the current size read from ``/proc``.
-    """
+    """``DIE_ON_RESIDENT_SET_SIZE_MB`` (0: off), checked after every task, so cheaply: the
+    current size (from ``/proc``) is read only once the peak (one ``getrusage``) is over."""
 
     def __init__(self, limit_mb: float):
         self.limit_mb = float(limit_mb or 0)

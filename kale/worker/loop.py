@@ -232,10 +232,8 @@ class Worker(SerialRuns):
         self.doomed_from = 0.0              # (see SerialRuns._busy)
 
     def start_waiting(self) -> None:
-        """Start what waits while there is room, in order; give back what no
-        longer fits its budget. While suspects are held, what the worker holds
-        stays within their cap: what waits beyond it is given back (settled)
-        and nothing starts until enough of what runs has ended."""
+        """Start what waits while there is room, in order, and within the cap of the
+        suspects held; give back what no longer fits its budget."""
         if self._stopping or not self.waiting:
             return
         now = self.clock.monotonic()
@@ -247,9 +245,8 @@ class Worker(SerialRuns):
             self._start_in_order(now)
 
     def _start_in_order(self, now: float) -> None:
-        """Start what waits and finds room (and its group free), in order;
-        the limited ones take their tokens and slots as they start (those
-        refused are released, delayed, and leave their room to the next)."""
+        """Start what waits and finds room, in order; the flow-limited take their
+        tokens and slots as they start (the refused leave their room to the next)."""
         while self.waiting:
             starting, self.waiting = may_start(  # (what no longer fits is given back)
                 [job for job in self.waiting if self._fits(job, now)],
@@ -295,11 +292,9 @@ class Worker(SerialRuns):
             self.check_limits()
 
     def refill(self) -> None:
-        """Ask the intake for as many messages as there is room for, and for
-        those that will find room while a receive is out (the reserve, see
-        :class:`~kale.worker.prefetch.Reserve`); while suspects are held, no
-        more than their cap allows (Intake.full); none while settling is behind.
-        The serial pool asks for a batch, or reads ahead (see :mod:`kale.worker.intake`)."""
+        """Ask the intake for as many messages as there is room for, and the reserve
+        (:class:`~kale.worker.prefetch.Reserve`), within the suspects' cap; none
+        while settling is behind. The serial pool asks for a batch, or reads ahead."""
         held = self.max_in_flight + self.reserve.count() if not self.inline \
             else MAX_ASK * (1 + READ_AHEAD_BATCHES) if self._reads_ahead() else MAX_ASK
         room = min(held, self.suspects.room()) - len(self.running) - len(self.waiting)
@@ -308,10 +303,8 @@ class Worker(SerialRuns):
             self.intake.refill(room)
 
     def burst_done(self) -> bool:
-        """A burst is done once a selection found every queue empty, the
-        worker holds nothing, and the queues' counts agree (nothing visible,
-        in flight or delayed); the counts are asked at most every
-        IDLE_PAUSE_SEC while the long polls go on."""
+        """Once a selection found every queue empty, the worker holds nothing, and the
+        queues' counts agree (asked at most every IDLE_PAUSE_SEC)."""
         if not self.intake.idle or self.running or self.waiting or self.gatherer:
             return False
         now = self.clock.monotonic()

@@ -36,9 +36,7 @@ READ_AHEAD_MIN_RECEIVE_SEC = 0.01
 
 
 def read_ahead(max_in_flight: int, receive_sec: float, mean_run_sec: float) -> int:
-    """Messages a pool holds ready beyond its free places: as many as its
-    running tasks end (by their mean run time) during READ_AHEAD_RECEIVES
-    receives, at most ``max_in_flight``."""
+    """Messages a pool holds ready beyond its free places (see :class:`Reserve`)."""
     lookahead = READ_AHEAD_RECEIVES * max(receive_sec, READ_AHEAD_MIN_RECEIVE_SEC)
     return min(max_in_flight, -int(-max_in_flight * lookahead // mean_run_sec))
 
@@ -102,9 +100,8 @@ class Prefetch:
         return max(1, int(self.window_sec / mean))
 
     def blind(self, queue: TaskQueue) -> bool:
-        """Whether a receive from ``queue`` now takes a whole batch without
-        knowing its tasks' run times: what has not started within the
-        window is then given back (``Worker.run_batch``)."""
+        """Whether a receive from ``queue`` now takes a whole batch without knowing
+        its tasks' run times (what has not started within the window goes back)."""
         return queue.prefetch == AUTO_PREFETCH and queue.name not in self._mean_run_sec \
             and not self._one_at_a_time.get(queue.name)
 

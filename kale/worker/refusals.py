@@ -52,8 +52,7 @@ def refused(batch: Batch, received: ReceivedMessage, exc: DecodeError,
 def payload_not_fetched(batch: Batch, received: ReceivedMessage, envelope: Frame,
                          exc: PayloadStoreError, codec: Codec) -> Settlement:
     """Release a message whose payload S3 did not give back (not the message's
-    fault) for PAYLOAD_RETRY_DELAY_SEC: as a delayed copy, or on a FIFO queue,
-    where copies take no delay, held invisible in its group."""
+    fault) for PAYLOAD_RETRY_DELAY_SEC."""
     logger.error('task %s (%s): payload not fetched from S3, released for %d s: %s',
                  envelope.task_id, envelope.task_name, PAYLOAD_RETRY_DELAY_SEC, exc)
     return delayed_release(batch, received, envelope, codec, PAYLOAD_RETRY_DELAY_SEC,

@@ -178,11 +178,9 @@ class TaskRunner:
 
     def run(self, batch: Batch, received: ReceivedMessage, message: Message,
             task_class: type[Task], envelope: Optional[Frame] = None) -> Settlement:
-        """Run the task under its time limit and decide what settling does.
-        The settlement keeps the opened ``envelope``: its copies reseal it, and
-        once the task is done its payload's S3 object, if any, is deleted. A
-        coroutine task runs on the worker's event loop meanwhile (see
-        :meth:`arun` for one started there)."""
+        """Run the task under its time limit and decide what settling does (the
+        settlement keeps the ``envelope``: its copies reseal it). A coroutine task runs
+        on the worker's event loop meanwhile (:meth:`arun`: one started there)."""
         started = self.clock.monotonic()
         task: Any = None
         try:

@@ -98,11 +98,8 @@ class Settler:
 
     def completed(self) -> list[Batch]:
         """Batches settled since the last call, oldest first."""
-        batches = []
         done = self._done
-        while done:
-            batches.append(done.popleft())
-        return batches
+        return [done.popleft() for _ in range(len(done))]
 
     def close(self) -> None:
         """Settle what is pending, then stop the thread."""
@@ -113,9 +110,8 @@ class Settler:
             thread.join(10)
 
     def _observe(self, seconds: float) -> None:
-        """Settling one batch took ``seconds``: ``recent_sec`` is the median time
-        of the last few (one slow batch, a pause for garbage collection, does
-        not change the choice)."""
+        """Settling one batch took ``seconds``: ``recent_sec`` is the median of the last
+        few (a slow batch, a pause for garbage collection, does not change the choice)."""
         self._recent.append(seconds)
         recent = sorted(self._recent)
         self.recent_sec = recent[len(recent) // 2]

@@ -50,9 +50,8 @@ def held_deliveries(received: ReceivedMessage, visibility_timeout_sec: Optional[
 
 def unsettled_deliveries(received: ReceivedMessage, earlier: int,
                          visibility_timeout_sec: Optional[float] = None) -> int:
-    """Deliveries of this task that ended with nobody settling it: ``earlier``
-    ones (of copies before this one), and this copy's held receives before
-    this one (see :func:`held_deliveries`)."""
+    """Deliveries of this task that ended with nobody settling it: ``earlier`` ones (of
+    copies before this one), and this copy's :func:`held_deliveries`."""
     return earlier + held_deliveries(received, visibility_timeout_sec)
 
 
@@ -64,14 +63,11 @@ def _attributes(received: ReceivedMessage) -> dict[str, Any]:
 def release_copy(received: ReceivedMessage, queue: str, codec: Codec,
                  envelope: Optional[Frame] = None,
                  visibility_timeout_sec: Optional[float] = None) -> OutgoingMessage:
-    """The fresh copy that releases an unstarted message received on ``queue``.
-
-    A verified body is sent back signed with the current key (never an old
-    key's body unchanged), keeping its issue time and queue, and counting the
-    deliveries nobody settled, so that releasing it hides nothing; its payload
-    is not decoded. A body that does not verify goes back as it came, to be
-    dead-lettered when it is run.
-    """
+    """The fresh copy that releases an unstarted message received on ``queue``: a verified
+    body resealed with the current key (never an old key's body unchanged), its payload not
+    decoded, keeping its issue time and queue and counting the deliveries nobody settled,
+    so that releasing hides nothing; one that does not verify, as it came (dead-lettered
+    when run)."""
     try:
         if envelope is None:
             envelope = codec.open(received.body, queue, check_age=False)
@@ -151,11 +147,8 @@ def near_redrive(count: int, redrive_after: int) -> bool:
 
 
 def suspects_of(batch: Batch, redrive_after: int = 0) -> list[Suspect]:
-    """The batch's unsettled messages that were left unsettled before, or
-    are on their last receive (``redrive_after``: the redrive policy's
-    maxReceiveCount, 0 for none); the most bound first, those on their last
-    receive at the end. None on a FIFO queue, where a receive count above 1
-    is an ordinary retry and order matters."""
+    """The batch's suspects (``redrive_after``: the redrive policy's maxReceiveCount,
+    0 for none), the most bound first; none on a FIFO queue."""
     if batch.fifo or (not batch.may_hold_suspect and batch.task_ids):
         return []       # (verified: no message was delivered or left unsettled before)
     found = []

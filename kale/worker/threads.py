@@ -26,11 +26,6 @@ def raise_in_thread(thread_id: int, exc_type: type[BaseException]) -> bool:
     return _set_async_exc(ctypes.c_ulong(thread_id), ctypes.py_object(exc_type)) == 1
 
 
-def _take_back(thread_id: int) -> None:
-    """Clear an exception sent to ``thread_id`` and not raised yet."""
-    _set_async_exc(ctypes.c_ulong(thread_id), None)
-
-
 @dataclasses.dataclass(eq=False)
 class GuardedRun:
     """One run on a worker thread, as the watchdog sees it."""
@@ -90,7 +85,7 @@ class ThreadGuard:
                 with run.lock:          # (one lock: see the docs page)
                     run.done = True
                     if run.fired or run.stopped:
-                        _take_back(run.thread_id)
+                        _set_async_exc(ctypes.c_ulong(run.thread_id), None)     # taken back
         except BaseException as exc:
             if isinstance(exc, self.passes_through):
                 raise

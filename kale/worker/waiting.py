@@ -45,10 +45,8 @@ MAX_NOTED = 10_000
 
 
 class WaitingCopies:
-    """The tasks a worker sent on as waiting, and those it sent a delayed
-    copy of itself (a retry, a release held back by a rate limit), that it
-    has not seen since, by queue: a burst is done when the only delayed
-    messages left are the first, and waits for the second."""
+    """By queue, the tasks a worker sent on as waiting, and its own delayed copies
+    (retries, held-back releases), not seen since: for a burst's end."""
 
     def __init__(self) -> None:
         self.by_queue: dict[str, set[str]] = {}
