@@ -128,11 +128,9 @@ class Consumer:
 
     def receive(self, queue: TaskQueue, wait_sec: Optional[int] = None,
               max_messages: Optional[int] = None) -> Batch:
-        """Receive up to ``max_messages`` (default ``batch_size``) messages,
-        long polling ``wait_sec`` (default the queue's), as a Batch. Nothing
-        from a paused queue: an empty batch, after the long poll's wait (cut
-        short by a resume), and what a receive brings once its queue was
-        paused meanwhile goes back to SQS at once."""
+        """Receive up to ``max_messages`` (default ``batch_size``) messages, long polling
+        ``wait_sec`` (default the queue's), as a Batch; from a paused queue, none (see
+        the docs page, "What operators ask through the records")."""
         if queue.name in self.pauses:
             self.pauses.wait(queue.name, queue.long_poll_time_sec if wait_sec is None
                              else wait_sec)

@@ -197,9 +197,8 @@ class Intake:
             self._release(arrival.batch)
 
     def give_back(self, arrival: Arrival) -> None:
-        """Release what the arrival brought (the worker then hears of an empty
-        answer): it arrived while a task runs that it may not outlast, or
-        beside a suspect (see full)."""
+        """Release what the arrival brought, beside a task it may not outlast or a
+        suspect (see full): the worker hears of an empty answer."""
         batch = arrival.batch
         assert batch is not None
         logger.debug('a batch of %d from queue %s arrived while a task runs %s: given back '
@@ -253,9 +252,8 @@ class Intake:
             self.out.answered(key)
 
     def _select(self, ask: int) -> None:
-        """One receive: from the queue this thread chose last while it brings
-        full batches (up to its ``num_iterations`` receives, as the serial
-        worker does), else from the queue a new selection chooses."""
+        """One receive: from the queue this thread chose last while it brings full
+        batches (up to its ``num_iterations``), else from a new selection's."""
         local = self._selecting()
         local.ask, local.found, local.empty = ask, {}, set()
         continued = local.current is not None and local.left > 0

@@ -69,9 +69,8 @@ def supervisor_pid() -> Optional[int]:
 
 
 def over_limits(who: str, supervisor: Optional[int], memory: MemoryLimit) -> Optional[int]:
-    """The code to exit with, once logged why, when the supervisor that
-    started the worker is gone (EXIT_OK: a graceful stop) or its memory is
-    over the limit; None while neither."""
+    """The code to exit with, logged, once the supervisor is gone (EXIT_OK: a graceful
+    stop) or memory is over the limit; None while neither."""
     if supervisor is not None and os.getppid() != supervisor:     # no longer its parent
         logger.error('%s: supervisor %d is gone; stopping', who, supervisor)
         return EXIT_OK

@@ -98,8 +98,11 @@ class Settler:
 
     def completed(self) -> list[Batch]:
         """Batches settled since the last call, oldest first."""
+        batches = []
         done = self._done
-        return [done.popleft() for _ in range(len(done))]
+        while done:
+            batches.append(done.popleft())
+        return batches
 
     def close(self) -> None:
         """Settle what is pending, then stop the thread."""
