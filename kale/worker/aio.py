@@ -1,16 +1,5 @@
-"""The worker's own event loop, on a thread of its own.
-
-Coroutine tasks (``async def run_task``, or a coroutine hook) run here,
-whatever the worker's pool: on ``--pool asyncio`` and ``--pool threads`` the
-worker starts each one on this loop and goes on; on ``--pool serial`` it
-waits for each (:meth:`TaskLoop.run`). One loop serves every run, so
-clients a task keeps between runs (an ``httpx.AsyncClient``, a database
-pool) stay on the loop they were made on.
-
-The loop stamps the time every :data:`TICK_SEC`; :meth:`TaskLoop.blocked_sec`
-says how long ago it last could, which is how long a coroutine has been
-running without awaiting (a blocking call inside ``async def``). The
-worker's watchdog (:mod:`kale.worker.watchdog`) logs it.
+"""The worker's own event loop, on a thread of its own, where every coroutine task
+and hook runs (docs/explanation/internals-worker.md, "The worker's event loop").
 """
 from __future__ import annotations
 
@@ -48,7 +37,11 @@ class TaskLoop:
             self.loop.run_forever()
         finally:
             try:
-                self._cancel_left()
+                left = [task for task in asyncio.all_tasks(self.loop) if not task.done()]
+                for task in left:
+                    task.cancel()
+                if left:
+                    self.loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
                 self.loop.run_until_complete(self.loop.shutdown_asyncgens())
             finally:
                 self.loop.close()
@@ -56,13 +49,6 @@ class TaskLoop:
     def _tick(self) -> None:
         self._tick_at = time.monotonic()
         self.loop.call_later(TICK_SEC, self._tick)
-
-    def _cancel_left(self) -> None:
-        left = [task for task in asyncio.all_tasks(self.loop) if not task.done()]
-        for task in left:
-            task.cancel()
-        if left:
-            self.loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
 
     def blocked_sec(self) -> float:
         """How long the loop has not been able to run its own callbacks (0.0

@@ -1,13 +1,6 @@
-"""The receives a worker has out, so that a stopping worker waits for their answers.
-
-A long poll cannot be called back: SQS answers it when messages arrive or
-its wait time ends, whether or not the worker that sent it still listens.
-A worker that exited with a poll out would leave what that poll takes (a
-message published a moment after the stop) invisible for a whole
-visibility timeout, its receive count raised, and no worker running it. So
-a stopping worker waits for each receive still out to answer, no longer
-than its wait time plus :data:`ANSWER_MARGIN_SEC`, and what the answer
-brings is given back (released) before the process exits.
+"""The receives a worker has out, so that a stopping worker waits for their answers
+(a long poll cannot be called back): docs/explanation/internals-worker.md,
+"Receives still out when a worker stops".
 """
 from __future__ import annotations
 

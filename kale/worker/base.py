@@ -176,17 +176,13 @@ class WorkerBase:
         return drained
 
     def _drained_once(self) -> bool:
-        """One count of the queues, judged by :class:`~kale.worker.burst.BurstEnd`
-        with what this worker and its hooks (the records) know of the delayed
-        messages."""
+        """One count of the queues, judged with what this worker and the records know."""
         counts = {q: self.broker.counts(q) for q in self.queues}
-        due_later = None
-        if any(c.delayed for c in counts.values()):
-            for answer in self.hooks.collect(WorkerHooks.tasks_due_after,
-                                             self.clock.time() + MAX_DELAY_SEC):
-                if answer is not None:
-                    due_later = dict(answer) if due_later is None else {
-                        **due_later, **answer}
+        answers = [answer for answer in self.hooks.collect(
+            WorkerHooks.tasks_due_after, self.clock.time() + MAX_DELAY_SEC)
+            if answer is not None] if any(c.delayed for c in counts.values()) else []
+        due_later = {name: due for answer in answers for name, due in answer.items()} \
+            if answers else None
         waiting = self.reporter.waiting
         return self.burst_end.drained(counts, waiting.count, due_later, waiting.retries)
 

@@ -1,15 +1,5 @@
-"""A received batch: its time budget, and what to do with each message.
-
-A batch is received with the queue's visibility timeout, so every message in
-it must be settled before ``received_at + visibility_timeout_sec`` or SQS
-hands it to another worker. A task may start only while its whole
-``time_limit`` (plus a margin for settling) still fits in what is left.
-
-``received_at`` is when SQS started the messages' visibility clock, which is
-some time during the receive call. A long poll can wait up to 20 s before
-messages arrive, and SQS answers as soon as it has them, so the clock is
-taken to start at most ``RECEIVE_CLOCK_SLACK_SEC`` before the answer came
-back (and never before the call began).
+"""A received batch: its time budget, and what to do with each message
+(docs/explanation/internals-worker.md, "A batch's budget").
 """
 from __future__ import annotations
 

@@ -1,21 +1,5 @@
 """When a burst worker is done: nothing visible, in flight or delayed on its
-queues that it should wait for.
-
-SQS hides a delayed message and says nothing of when it is due, only how
-many are hidden. Messages delayed past the burst's reach are left behind,
-said in one line, never waited for:
-
-- the copies this worker sent on because they arrived before their due time
-  (:mod:`kale.worker.waiting`): they may wait for days;
-- with task records on (``RECORDS_URL``), the tasks the records say are due
-  later than SQS's longest delay from now (a ``delay_sec`` of an hour, a
-  ``Retry(after=...)`` of a day): SQS shows them within 15 minutes, only
-  for a worker to send them on again. The delayed messages left are due
-  within 15 minutes, and the burst waits for them, saying once until when
-  at the latest;
-- without records, the delayed messages the worker knows nothing of: the
-  burst waits only for its own delayed retries (whose delays it chose), then
-  leaves the rest behind and exits, saying how many are left on which queue.
+queues that it should wait for (docs/explanation/internals-worker.md, "When a burst worker is done").
 """
 from __future__ import annotations
 
@@ -47,7 +31,7 @@ class BurstEnd:
                 due_later: DueLater = None,
                 own_retries: Optional[Callable[[str], int]] = None) -> bool:
         """True when every queue is empty but for delayed messages the burst
-        does not wait for (see the module): ``sent_on(queue name)`` copies this
+        does not wait for (see the docs page): ``sent_on(queue name)`` copies this
         worker sent on, ``due_later`` (from the records) and, without records,
         all but ``own_retries(queue name)``, this worker's own retries not
         back yet. Logs once what it waits for, and once what it leaves."""
@@ -116,11 +100,8 @@ def _left_on(queue: TaskQueue, delayed: int, sent: int, later: tuple[int, float]
     known = min(delayed, sent + later[0])
     if known:
         parts.append('%d on %s due later%s' % (known, queue.name, (
-            ' (the next at %s)' % _when(later[1])) if later[0] else ''))
+            ' (the next at %s)' % time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(later[1])))
+            if later[0] else ''))
     if unknown:
         parts.append('%d on %s whose due time SQS does not say' % (unknown, queue.name))
     return parts
-
-
-def _when(epoch: float) -> str:
-    return time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(epoch))

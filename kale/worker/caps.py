@@ -1,18 +1,5 @@
-"""The cap that the suspects a worker with a pool holds put on what it holds.
-
-A suspect (see :mod:`kale.worker.suspects`) comes with a cap: the most
-messages its worker may hold, running or waiting, while it holds the
-suspect. :class:`SuspectCaps` keeps the suspects a
-:class:`~kale.worker.loop.Worker` holds and gives the smallest of
-their caps, which bounds what the worker receives and starts. When a
-suspect that arrived lowers the cap below what the worker holds, it says
-which of the waiting messages to give back: the suspect with the smallest
-cap (of those, the one left unsettled most often) is kept, waiting for what
-runs to end; the messages that are no suspect go first. A message on its
-last receive before the dead-letter queue, not yet bound to run alone, is
-given back at once. While batches keep bringing suspects, the worker asks
-for no more than the last one's cap (:meth:`SuspectCaps.room`), rather than
-receive more and give most of it back.
+"""The cap that the suspects a worker with a pool holds put on what it holds
+(docs/explanation/internals-worker.md, "The suspects' cap").
 """
 from __future__ import annotations
 
@@ -79,9 +66,7 @@ class SuspectCaps:
         return all(s.settled or s.lapsed for s in given_back)
 
     def over(self, waiting: list[Job], running: int) -> tuple[list[Job], list[tuple[Job, str]]]:
-        """What waits, split into what may stay and what is given back (with
-        why) so that the worker holds no more than the cap, the suspects
-        given back left out of it."""
+        """What waits, split into what may stay within the cap and what is given back (why)."""
         jobs = self.jobs
         back = [job for job in waiting if job in jobs and jobs[job].last]
         waiting = [job for job in waiting if job not in back]

@@ -1,49 +1,5 @@
-"""Receiving batches and settling them, in SQS batch requests.
-
-Settling follows one order, so that a crash at any point can duplicate a
-task but never lose one:
-
-1. send copies: fresh copies of unstarted messages, retry copies, the
-   delayed copies of tasks that arrived before their due time
-   (:mod:`kale.worker.waiting`), the dead
-   runs of tasks that handle their dead letters (to the queue's dead-run
-   queue; one that cannot be sent falls back to its dead-letter copy), and
-   dead-letter copies;
-2. delete the originals: succeeded, skipped and cancelled ones, and those whose copy
-   was sent. A message whose copy could not be sent is left alone; it
-   reappears when its visibility timeout ends;
-3. delete the S3 objects of payloads whose task is done: succeeded,
-   skipped or cancelled (or dead-lettered with ``ENABLE_DEAD_LETTER_QUEUE`` off), once
-   their message is deleted. Retry, release and dead-letter copies point at
-   the object, so it stays for them. An object that cannot be deleted is
-   logged and left to the bucket's lifecycle rule; settling goes on.
-
-An unstarted message is released as a fresh copy rather than by a visibility
-change, because SQS counts every receive toward the redrive policy's
-``maxReceiveCount``: a clean shutdown or a tight budget would count against
-the message as if it had crashed a worker. So a receive count above 1 means
-the message was left unsettled: by a worker that died, that lost the endpoint
-until the batch's deadline, or whose long poll was still out when it
-stopped.
-
-On a FIFO queue a copy would go to the back of its message group, so a
-retry or release keeps the message instead: its visibility timeout is set to
-the retry delay (0 to release), and SQS holds back the rest of its group
-meanwhile. Such a message's receive count counts its failures. Dead-letter
-copies go to the FIFO dead-letter queue in the message's group.
-
-A copy is sent only while the batch's budget has at least ``COPY_MIN_SEC``
-left, so that the original is deleted before SQS can deliver it again: once
-the visibility timeout has ended, SQS may already have handed the original
-to another worker, and a copy would be a second run. An unstarted message
-with less time left is given back by a visibility change to 0 instead, and
-one whose budget is over is left alone (``Settlement.lapsed``): SQS delivers
-it again, once.
-
-Requests that fail because SQS is unreachable or throttling are retried with
-backoff until the batch's deadline (a copy's send, until ``COPY_MIN_SEC``
-before it); after that the messages reappear anyway. A stopping worker
-retries for a few seconds at most (``give_up_at``).
+"""Receiving batches and settling them, in SQS batch requests, in the order that
+can duplicate a task but never lose one (docs/explanation/internals-worker.md, "Settling").
 """
 from __future__ import annotations
 
@@ -172,11 +128,9 @@ class Consumer:
 
     def receive(self, queue: TaskQueue, wait_sec: Optional[int] = None,
               max_messages: Optional[int] = None) -> Batch:
-        """Receive up to ``max_messages`` (default ``batch_size``) messages,
-        long polling ``wait_sec`` (default the queue's), as a Batch. Nothing
-        from a paused queue: an empty batch, after the long poll's wait (cut
-        short by a resume), and what a receive brings once its queue was
-        paused meanwhile goes back to SQS at once."""
+        """Receive up to ``max_messages`` (default ``batch_size``) messages, long polling
+        ``wait_sec`` (default the queue's), as a Batch; from a paused queue, none (see
+        the docs page, "What operators ask through the records")."""
         if queue.name in self.pauses:
             self.pauses.wait(queue.name, queue.long_poll_time_sec if wait_sec is None
                              else wait_sec)
@@ -205,13 +159,9 @@ class Consumer:
     # --- settling -------------------------------------------------------------------
 
     def settle(self, batch: Batch, retry: bool = True) -> None:
-        """Carry out every settlement of the batch; unsettled messages are released.
-
-        Settling can be resumed: a copy already sent is not sent again, and a
-        message already deleted is not deleted again. With ``retry`` off, the
-        first outage or throttling raises :class:`SettleDeferred` instead of
-        waiting, for the caller to resume the batch elsewhere.
-        """
+        """Carry out every settlement of the batch (the unsettled are released); a copy
+        sent or a message deleted is not again, so settling can be resumed: with ``retry``
+        off, the first outage or throttling raises :class:`SettleDeferred` for that."""
         if not batch.settle_started:
             batch.settle_started = self.clock.time()
         for received in batch.unsettled():
@@ -250,10 +200,8 @@ class Consumer:
 
     def _give_back_late(self, batch: Batch, releases: list[Settlement],
                         retry: bool) -> list[Settlement]:
-        """The releases still to be sent as copies. With less than COPY_MIN_SEC
-        of the budget left, unstarted messages are made visible again by a
-        visibility change instead (no copy could be trusted to beat SQS); with
-        none left, they are left to SQS."""
+        """The releases still to be sent as copies: those made visible by a visibility
+        change instead below COPY_MIN_SEC of budget (see the docs page) are not."""
         pending = [s for s in releases if not s.copied]
         if not pending:
             return pending
@@ -286,9 +234,7 @@ class Consumer:
 
     def _failed_handles(self, batch: Batch, what: str, request: Callable[[], list[str]],
                         retry: bool, failure: str) -> Optional[set[str]]:
-        """The receipt handles a batch request (delete, visibility change) failed
-        for; None, logged with ``failure``, when the whole request failed.
-        SettleDeferred passes through."""
+        """The receipt handles a batch request failed for; None (logged) when it all failed."""
         try:
             return set(self._attempt(batch, what, request, retry))
         except SQSError as exc:
@@ -371,8 +317,6 @@ class Consumer:
             logger.error('%d of %d %s sends failed on queue %s; their originals stay queued: %s',
                          len(exc.failed), len(copies), what, batch.queue.name, exc)
             return
-        except SettleDeferred:
-            raise
         except SQSError as exc:
             logger.error('%s sends failed on queue %s; the originals stay queued: %s',
                          what, batch.queue.name, exc)

@@ -1,16 +1,5 @@
-"""What operators ask of a running worker through the task records, which
-it reads with its heartbeat (:mod:`kale.records.recorder`, every
-:data:`kale.records.recorder.CONTROL_POLL_SEC`):
-
-- **Paused queues** (``kale queues pause NAME``): the worker's consumer
-  receives nothing from a paused queue. A receive asks SQS nothing and
-  answers empty, a long poll after waiting as long as it would have (or
-  until the queue is resumed); what a receive still out when the pause came
-  brings is given back at once, unrun. So no task of a paused queue starts
-  once its worker has read the pause, and its messages stay in SQS.
-- **A stop** (``kale workers stop ID``): the worker stops as on SIGTERM: it
-  receives no more, lets what runs finish, gives back the rest and exits 0
-  (a ``--concurrency`` supervisor does not restart a worker that exits 0).
+"""What operators ask of a running worker through the task records: paused queues,
+a stop (docs/explanation/internals-worker.md, "What operators ask through the records").
 """
 from __future__ import annotations
 
@@ -30,10 +19,6 @@ class QueuePauses:
 
     def __contains__(self, name: str) -> bool:
         return name in self._paused
-
-    @property
-    def names(self) -> frozenset[str]:
-        return self._paused
 
     def set(self, names: Iterable[str]) -> tuple[set[str], set[str]]:
         """The paused queues are now ``names``: (those paused, those resumed)."""

@@ -13,7 +13,7 @@ from kale.events import Settlement
 from kale.exceptions import BatchSendError, KaleError, SQSError
 from kale.fair import keep_tenant
 from kale.transport import OutgoingMessage
-from kale.worker.batch import COPY_MIN_SEC, Batch, SettleDeferred
+from kale.worker.batch import COPY_MIN_SEC, Batch
 
 if TYPE_CHECKING:
     from kale.worker.consumer import Consumer
@@ -23,10 +23,7 @@ logger = logging.getLogger('kale.worker.consumer')
 
 def send_dead_runs(consumer: 'Consumer', batch: Batch, dead_letters: Sequence[Settlement],
                    retry: bool = True) -> None:
-    """Send the dead runs of dead-lettered tasks that handle their dead
-    letters to the queue's dead-run queue, in place of their dead-letter
-    copies. A dead run that cannot be encoded or sent is dropped, and its
-    task's dead-letter copy is sent instead, as for any other task."""
+    """Send the dead runs of ``dead_letters`` (see the module docstring)."""
     pending = [s for s in dead_letters if s.dead_run is not None and not s.copied]
     if not pending or batch.deadline - consumer.clock.monotonic() < COPY_MIN_SEC:
         return          # the dead-letter copies' send says what became of them
@@ -77,9 +74,7 @@ def _failed_dead_runs(consumer: 'Consumer', batch: Batch, copies: list[OutgoingM
     try:
         consumer._attempt(batch, 'dead run', lambda: consumer.broker.send_dead_runs(
             batch.queue, copies), retry, COPY_MIN_SEC)
-    except SettleDeferred:
-        raise
-    except SQSError as exc:     # a refusal, or an outage until the budget's end
+    except SQSError as exc:     # a refusal, or an outage until the budget's end (not SettleDeferred)
         failed = exc.failed if isinstance(exc, BatchSendError) else range(len(copies))
         logger.error('%d of %d dead runs not sent from queue %s: %s', len(failed),
                      len(copies), batch.queue.name, exc)

@@ -1,30 +1,5 @@
-"""The worker's flow-control step: take a token and a slot as a run starts, or release it unrun.
-
-:meth:`FlowGate.refusals` (limits kept by :mod:`kale.flow`) is asked for
-the messages about to start, in every pool: the serial worker asks before
-each run, a pool once for the runs it starts together, so that a run takes
-its token when it starts, not when its batch arrived (a token taken at
-arrival and spent seconds later let starts bunch beyond the limit). For
-each message not yet decided whose class has a
-``rate_limit`` or ``concurrency_limit`` (:mod:`kale.flow.spec`), it takes a
-slot of the concurrency key (a lease), then a token of the rate key. A
-message refused either is settled as :attr:`~kale.events.Outcome.RELEASE`
-with a delayed copy: not run, not a retry and not a failure (its copy keeps
-its retry and failure counts), back when the token reserved for it is there
-(it then runs without asking again; for a slot: after 1 to 5 s, with
-jitter). On a FIFO queue, which cannot delay a
-copy, the message is held invisible as long instead.
-
-A slot is held from the run's start until the message is settled
-(:meth:`FlowGate.settled`, whatever the outcome), and renewed every third
-of CONCURRENCY_LEASE_SEC by a thread of the worker while any is held; a
-worker killed holds its slots until their leases expire. A message whose
-class has a limit but no store to keep it (RATE_LIMIT_URL and RECORDS_URL
-both empty) is not run: one error line per class, and it is released
-for a minute, to be run by a worker that can. A malformed limit (refused
-when a class is defined, so only on a class changed since) cannot be
-honoured by any worker: the message is dead-lettered with the one-line
-reason, and its class gets one error line.
+"""The worker's flow-control step: take a token and a slot as a run starts, or
+release it unrun (docs/explanation/internals-worker.md, "Flow control").
 """
 from __future__ import annotations
 
@@ -36,14 +11,14 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
 
 from kale.clock import SYSTEM_CLOCK, Clock
 from kale.codec import Codec
-from kale.events import Outcome, Settlement, process_identity
+from kale.events import Settlement, process_identity
 from kale.exceptions import KaleError, TaskDefinitionError, describe
 from kale.flow.spec import FlowSpec, spec_of
 from kale.logs import exception_messages
 from kale.transport import ReceivedMessage
 from kale.worker.batch import Batch, Opened
 from kale.worker.refusals import verbatim_dead_letter
-from kale.worker.suspects import release_copy
+from kale.worker.suspects import delayed_release
 
 if TYPE_CHECKING:
     from kale.store import Store
@@ -266,16 +241,9 @@ class FlowGate:
 
     def _release(self, batch: Batch, received: ReceivedMessage, opened: Opened,
                  refusal: Refusal) -> Settlement:
-        settlement = Settlement(received, Outcome.RELEASE, message=opened.message,
-                                envelope=opened.envelope,
-                                reason='%s: back in %d s' % (refusal.reason, refusal.delay_sec))
-        if batch.fifo:
-            settlement.hold_sec = refusal.delay_sec
-        else:
-            copy = release_copy(received, batch.sqs_name, self.codec, opened.envelope,
-                                batch.queue.visibility_timeout_sec)
-            settlement.copy = dataclasses.replace(copy, delay_sec=refusal.delay_sec)
-        return settlement
+        return delayed_release(batch, received, opened.envelope, self.codec, refusal.delay_sec,
+                               '%s: back in %d s' % (refusal.reason, refusal.delay_sec),
+                               message=opened.message)
 
     def _warn_once(self, what: Any, line: str) -> None:
         if what not in self._warned:

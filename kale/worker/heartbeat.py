@@ -1,17 +1,5 @@
-"""Keeping a long task's message invisible while it runs.
-
-A task whose ``time_limit`` is longer than its queue's visibility timeout
-would reappear, and run again elsewhere, before it ends. Instead of forcing
-a long visibility timeout on the whole queue (which would delay retries of
-every crashed worker's messages as long), the worker runs such a task alone
-and keeps extending its message's visibility, with ChangeMessageVisibility,
-from a thread the task cannot block, shortly before each extension lapses.
-
-An extension that fails is logged and the task keeps running: its message
-may then run again elsewhere, as at-least-once delivery allows. If the
-worker dies, the extensions stop and the message comes back within one
-visibility timeout. SQS keeps a message invisible at most 12 hours from its
-receive, which bounds ``time_limit``.
+"""Keeping a long task's message invisible while it runs (docs/explanation/internals-worker.md,
+"Long tasks: the heartbeat").
 """
 from __future__ import annotations
 
@@ -134,7 +122,9 @@ class Heartbeat:
             timeout = int(min(batch.queue.visibility_timeout_sec,
                               MAX_VISIBILITY_SEC - (now - batch.received_at)))
             if timeout <= 0:                # SQS's 12 hours are up: nothing more to do
-                self._forget(kept)
+                with self._cond:
+                    if self._kept.get(id(kept.received)) is kept:
+                        del self._kept[id(kept.received)]
                 continue
             changes.append(VisibilityChange(kept.received.receipt_handle, timeout))
             extending.append((kept, timeout))
@@ -155,11 +145,6 @@ class Heartbeat:
                     kept.batch.extended_until = now + timeout
                 else:
                     self._failed(kept, problem)
-
-    def _forget(self, kept: Kept) -> None:
-        with self._cond:
-            if self._kept.get(id(kept.received)) is kept:
-                del self._kept[id(kept.received)]
 
     def _failed(self, kept: Kept, problem: str) -> None:
         """(Under the lock.) An extension failed: try again soon, or give up

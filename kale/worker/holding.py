@@ -41,9 +41,8 @@ class Holding(WorkerBase):
     _per_class: collections.Counter[type]
 
     def _within_cap(self, now: float) -> bool:
-        """Whether what waits may start with the suspects held (see
-        :mod:`kale.worker.caps`): what waits beyond their cap is given back
-        first, and SQS must have taken it back."""
+        """Whether what waits may start with the suspects held: what waits beyond
+        their cap is given back first, and SQS must have taken it back."""
         suspects, running = self.suspects, len(self.running)
         self.waiting, extra = suspects.over([job for job in self.waiting if self._fits(job, now)],
                                             running)

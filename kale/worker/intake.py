@@ -1,41 +1,10 @@
-"""Receiving for a worker whose tasks run side by side: receives kept in
-flight while its pool has room.
-
-The worker tells the intake how many more messages it could start now
-(:meth:`Intake.refill`, its *room*: free places less the messages waiting to
-start less those already asked for). The intake starts one receive per ten
-messages of room, up to ``max_receives`` at once, each on a thread of its
-own. Each thread makes queue selections: the selector's lottery (with its
-probes, each a short-poll receive whose messages are kept) picks a queue,
-and the thread receives from it while it brings full batches, up to the
-queue's ``num_iterations`` receives, as the serial worker does; so capacity
-is shared out by priority, draw by draw, rather than taken by the first busy
-queue. What a receive brings, or the news that every queue
-looked empty, comes back to the worker as an event.
-
-Once a selection found every queue empty the intake is *idle*: it long-polls
-every queue at once, each again as soon as it answers empty (no sooner than
-``MIN_POLL_INTERVAL_SEC`` after its last poll began), until one brings
-messages; then selections start again.
-
-A failed receive pauses the intake for the worker's back-off
-(:meth:`pause`). After :meth:`close`, what a receive still out brings is
-released at once.
-
-The serial pool receives on its own thread, between runs, and long-polls on
-threads while idle. Where a receive takes long enough (a remote endpoint:
-``READ_AHEAD_ABOVE_SEC``) for the wait to matter more than the thread, it
-reads ahead (:attr:`Intake.read_ahead`): its receives go out on threads
-while a batch runs, up to READ_AHEAD_BATCHES batches beyond it, so the worker
-waits about one round trip per batch rather than one per batch and task.
-While one of its tasks runs, the worker tells the intake until when it may
-be busy (:attr:`Intake.busy_until`: the run's start plus its
-``time_limit``): a batch a poll brings meanwhile whose budget is
-over by then could run nothing, so it is given back at once rather than
-held until SQS delivers it again.
+"""Receiving for a worker: receives kept in flight while its pool has room,
+each a queue selection, and every queue long-polled at once while idle
+(docs/explanation/internals-worker.md, "Receiving").
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import random
@@ -60,7 +29,7 @@ MAX_ASK = 10
 #: queue with long_poll_time_sec 0 is not polled in a busy loop.
 MIN_POLL_INTERVAL_SEC = 0.25
 #: The serial pool reads ahead once a receive takes this long (see the
-#: module docstring); on a local emulator or the memory transport the
+#: docs page); on a local emulator or the memory transport the
 #: thread would cost more than it saves.
 READ_AHEAD_ABOVE_SEC = 0.005
 #: How many batches the serial pool reads ahead.
@@ -71,18 +40,16 @@ READ_AHEAD_BATCHES = 2
 BURST_POLL_SEC = 1
 
 
+@dataclasses.dataclass(eq=False)
 class Arrival:
     """What one receive brought back: a batch, an empty selection, or an error."""
 
-    def __init__(self, asked: int, batch: Optional[Batch] = None,
-                 empty: Optional[TaskQueue] = None, error: Optional[SQSError] = None,
-                 polled: Optional[TaskQueue] = None, polled_at: float = 0.0):
-        self.asked = asked
-        self.batch = batch
-        self.empty = empty          # the selection found every queue empty
-        self.error = error
-        self.polled = polled        # a long poll of this queue (while idle)
-        self.polled_at = polled_at  # when that poll began (monotonic)
+    asked: int
+    batch: Optional[Batch] = None
+    empty: Optional[TaskQueue] = None   # the selection found every queue empty
+    error: Optional[SQSError] = None
+    polled: Optional[TaskQueue] = None  # a long poll of this queue (while idle)
+    polled_at: float = 0.0              # when that poll began (monotonic)
 
 
 class _Selecting(threading.local):
@@ -98,7 +65,7 @@ class _Selecting(threading.local):
 
 
 class Intake:
-    """See the module docstring. Main-thread API but for the receiving threads."""
+    """Main-thread API but for the receiving threads (see the docs page)."""
 
     def __init__(self, consumer: Consumer, queues: Sequence[TaskQueue],
                  selector_class: type[SelectQueueBase], deliver: Callable[[Arrival], None],
@@ -108,7 +75,7 @@ class Intake:
         #: A burst worker's idle polls wait at most BURST_POLL_SEC.
         self.burst = burst
         #: Receive on the caller's thread (the serial pool), not on threads of its
-        #: own, unless reading ahead (set by the worker, see the module docstring).
+        #: own, unless reading ahead (set by the worker, see the docs page).
         self.inline = inline
         self.read_ahead = False
         #: How much a receive asks of each queue (the serial pool): see kale.worker.prefetch.
@@ -140,7 +107,7 @@ class Intake:
         #: rather than held beside the suspect unseen.
         self.full = False
         #: (The serial pool.) Until when the task running may keep the worker
-        #: busy, on the consumer's clock; 0 while none runs. See the module docstring.
+        #: busy, on the consumer's clock; 0 while none runs. See the docs page.
         self.busy_until = 0.0
 
     # --- the worker's side --------------------------------------------------------
@@ -230,9 +197,8 @@ class Intake:
             self._release(arrival.batch)
 
     def give_back(self, arrival: Arrival) -> None:
-        """Release what the arrival brought (the worker then hears of an empty
-        answer): it arrived while a task runs that it may not outlast, or
-        beside a suspect (see full)."""
+        """Release what the arrival brought, beside a task it may not outlast or a
+        suspect (see full): the worker hears of an empty answer."""
         batch = arrival.batch
         assert batch is not None
         logger.debug('a batch of %d from queue %s arrived while a task runs %s: given back '
@@ -286,9 +252,8 @@ class Intake:
             self.out.answered(key)
 
     def _select(self, ask: int) -> None:
-        """One receive: from the queue this thread chose last while it brings
-        full batches (up to its ``num_iterations`` receives, as the serial
-        worker does), else from the queue a new selection chooses."""
+        """One receive: from the queue this thread chose last while it brings full
+        batches (up to its ``num_iterations``), else from a new selection's."""
         local = self._selecting()
         local.ask, local.found, local.empty = ask, {}, set()
         continued = local.current is not None and local.left > 0

@@ -1,18 +1,9 @@
-"""Running a task in a forked child process that can be killed (TASK_ISOLATION = 'process').
-
-A signal cannot stop code that never returns to the interpreter (a regular
-expression backtracking for minutes, a C extension stuck in a loop) or a
-task that ignores SIGALRM. A child process can always be killed: the worker
-forks one per run, waits for its result through a pipe until the time limit,
-and kills it with SIGKILL if it is still running. A child that dies (a crash
-in native code, ``os._exit``, the kernel's out-of-memory killer) fails that
-run instead of taking the worker down.
-
-The child is a fork of the worker: it shares nothing with it afterwards, and
-Kale's own SQS client is rebuilt in it on first use.
+"""Running a task in a forked child process that can be killed (TASK_ISOLATION =
+'process'): docs/explanation/internals-worker.md, "A run in a child process".
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import select
@@ -57,18 +48,9 @@ def _child(call: Callable[[], Any], write_fd: int,
         code = 1
     finally:
         for stream in (sys.stdout, sys.stderr):
-            try:
+            with contextlib.suppress(Exception):
                 stream.flush()
-            except Exception:
-                pass
         os._exit(code)
-
-
-def _kill(pid: int) -> None:
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def _exit_description(status: int) -> str:
@@ -84,13 +66,9 @@ def _describe_only(exc: BaseException) -> BaseException:
 def run_in_child(call: Callable[[], Any], time_limit: float,
                  substitute: Callable[[BaseException], BaseException] = _describe_only) -> Any:
     """Run ``call`` in a forked child; its result, or the exception it raised
-    (``substitute(exception)`` when that cannot be sent back whole).
-
-    Raises TimeLimitExceeded (after killing the child) when it runs past
-    ``time_limit``, and TaskProcessDied when it dies without reporting.
-    Anything raised while waiting (a second shutdown signal) kills the child
-    first.
-    """
+    (``substitute(exception)`` when that cannot be sent back whole); TimeLimitExceeded
+    past ``time_limit``, TaskProcessDied when it dies without reporting. Anything
+    raised meanwhile (a second shutdown signal) kills the child first."""
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -116,7 +94,8 @@ def run_in_child(call: Callable[[], Any], time_limit: float,
     finally:
         os.close(read_fd)
         if status is None:
-            _kill(pid)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
     if not chunks:
         raise TaskProcessDied('task process %s before reporting' % _exit_description(status))

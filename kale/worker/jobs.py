@@ -1,19 +1,6 @@
-"""The messages a worker with a pool holds, and how each one's task runs.
-
-A :class:`Job` is one received message: waiting to start, running, or
-ended. A pool's job has a ``batch`` that holds it alone, so it keeps its own
-budget (its receive time plus its queue's visibility timeout, moved on by
-the heartbeat for a long task) and its own settlement; the serial pool's
-jobs share their batch.
-
-:class:`JobRunner` runs a job's task where it belongs: a coroutine task
-(``async def run_task``) on the worker's event loop, any other on one of the
-worker's threads (the serial pool runs :meth:`JobRunner.execute` on its own
-thread, see :mod:`kale.worker.serial`), and ``('done', job)`` is put on the
-worker's events when it ends. Either way the payload is decoded, the
-``on_task_started`` and ``on_task_finished`` hooks are called and the log
-lines name the task from where the task runs (its thread, or its asyncio
-task).
+"""The messages a worker with a pool holds (:class:`Job`), and how each one's
+task runs, on a thread or on the worker's event loop (:class:`JobRunner`);
+see docs/explanation/internals-worker.md, "Jobs".
 """
 from __future__ import annotations
 
@@ -40,7 +27,7 @@ logger = logging.getLogger('kale.worker')
 
 
 class Job:
-    """One message the worker holds (see the module docstring); what differs
+    """One message the worker holds (see the docs page); what differs
     from job to job is set in ``__init__``, the rest are class defaults."""
 
     started = 0.0
@@ -79,7 +66,7 @@ class Job:
 
 
 class JobRunner:
-    """Runs jobs on ``threads`` or on ``runner``'s event loop; see the module docstring."""
+    """Runs jobs on ``threads`` or on ``runner``'s event loop; see the docs page."""
 
     def __init__(self, runner: TaskRunner, hooks: HookDispatcher, threads: Optional[Threads],
                  watchdog: Watchdog, events: 'queue.SimpleQueue[tuple[str, Any]]'):
@@ -218,10 +205,8 @@ class JobRunner:
 
 def may_start(waiting: list[Job], room: int, groups: set[tuple[str, str]],
               per_class: 'collections.Counter[type]') -> tuple[list[Job], list[Job]]:
-    """Of the jobs ``waiting`` (in order), those that may start now and those
-    that wait on: ``room`` places, one job of a FIFO group at a time (none of
-    ``groups``, running), ``max_concurrency`` runs of a class at most (with
-    ``per_class`` running)."""
+    """Of the jobs ``waiting``, those that may start now (in ``room``, one a FIFO group,
+    ``max_concurrency`` a class, with ``groups`` and ``per_class`` running) and the rest."""
     starting: list[Job] = []
     kept = []
     groups, per_class = set(groups), collections.Counter(per_class)

@@ -1,15 +1,6 @@
-"""Limits a worker checks between batches, and the exit codes they lead to.
-
-- Resident memory over ``DIE_ON_RESIDENT_SET_SIZE_MB``: the worker releases
-  what it holds and exits with :data:`EXIT_MEMORY_LIMIT`, for its
-  supervisor to start a fresh one.
-- A task still running ``WORKER_STUCK_GRACE_SEC`` after its time limit
-  (:class:`TaskStuck`): the worker settles what ended, releases what did
-  not start and exits with :data:`EXIT_STUCK`; the stuck task's message
-  comes back after its visibility timeout.
-- A supervisor that is gone (``kale worker --concurrency`` sets
-  :data:`SUPERVISOR_PID_VARIABLE`): the worker stops gracefully instead of
-  running on unsupervised.
+"""Limits a worker checks between batches (memory, a stuck task, a supervisor gone),
+and the exit codes they lead to (docs/explanation/internals-worker.md,
+"Stopping, limits and exit codes").
 """
 from __future__ import annotations
 
@@ -41,12 +32,7 @@ def resident_set_size_mb() -> float:
         with open('/proc/self/statm') as f:
             return int(f.read().split()[1]) * os.sysconf('SC_PAGE_SIZE') / (1024.0 * 1024.0)
     except OSError:
-        return peak_resident_set_size_mb()
-
-
-def peak_resident_set_size_mb() -> float:
-    """The most resident memory this process has had, in MB (one system call)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / _MAXRSS_PER_MB
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / _MAXRSS_PER_MB  # the peak
 
 
 def memory_limit_mb(config: Any, transport: Any) -> float:
@@ -62,12 +48,8 @@ def memory_limit_mb(config: Any, transport: Any) -> float:
 
 
 class MemoryLimit:
-    """``DIE_ON_RESIDENT_SET_SIZE_MB``: 0 turns the check off.
-
-    Checked after every task, so it must be cheap: resident memory can only be
-    over the limit once the peak is, and the peak costs one ``getrusage``;
-    only then is the current size read from ``/proc``.
-    """
+    """``DIE_ON_RESIDENT_SET_SIZE_MB`` (0: off), checked after every task, so cheaply: the
+    current size (from ``/proc``) is read only once the peak (one ``getrusage``) is over."""
 
     def __init__(self, limit_mb: float):
         self.limit_mb = float(limit_mb or 0)
@@ -86,16 +68,10 @@ def supervisor_pid() -> Optional[int]:
     return int(value) if value.isdigit() else None
 
 
-def supervisor_gone(pid: Optional[int]) -> bool:
-    """Whether the supervisor with ``pid`` no longer is this process's parent."""
-    return pid is not None and os.getppid() != pid
-
-
 def over_limits(who: str, supervisor: Optional[int], memory: MemoryLimit) -> Optional[int]:
-    """The code to exit with, once logged why, when the supervisor that
-    started the worker is gone (EXIT_OK: a graceful stop) or its memory is
-    over the limit; None while neither."""
-    if supervisor_gone(supervisor):
+    """The code to exit with, logged, once the supervisor is gone (EXIT_OK: a graceful
+    stop) or memory is over the limit; None while neither."""
+    if supervisor is not None and os.getppid() != supervisor:     # no longer its parent
         logger.error('%s: supervisor %d is gone; stopping', who, supervisor)
         return EXIT_OK
     if memory.exceeded():

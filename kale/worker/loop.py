@@ -1,37 +1,7 @@
 """The worker: receive, verify, start, settle, report; one engine for every pool.
 
-    from kale import worker
-    worker.Worker().run()
-
-A :class:`Worker` keeps up to its pool's number of tasks in flight
-(:mod:`kale.worker.pools`: one at a time on its own thread for ``serial``,
-16 on threads for ``threads``, 100 on its event loop for ``asyncio``). Its
-loop, :meth:`Worker.work_once`, is a handful of named steps around one
-queue of events (a receive answered, a task ended, a task is stuck):
-
-- :meth:`take_events` waits for the next events and handles each: a batch
-  that arrived is verified and its messages wait to start (:meth:`admit`);
-  a task that ended is settled (:meth:`finished`);
-- :meth:`start_waiting` starts waiting messages while there is room, each
-  only while its ``time_limit`` fits its own budget (its receive time plus
-  its queue's visibility timeout; a task longer than that runs under the
-  heartbeat); one that no longer fits is released. The serial pool runs
-  them there, one after another;
-- the gatherer settles what ended close together in batch requests;
-- :meth:`refill` asks the intake (:mod:`kale.worker.intake`) for as many
-  messages as there is room for, selection by selection.
-
-A FIFO group has one message running at a time, in order, and a retry or
-release of one holds back its group's later messages; while the worker
-holds a suspect (a message a worker died holding) it holds no more messages
-than the suspect's cap (see :mod:`kale.worker.suspects`);
-``max_concurrency`` caps a task's runs in the process; the first SIGTERM
-stops receiving, releases what waits and lets running tasks end (each
-within its time limit), a second one stops them too (released; see
-:mod:`kale.worker.stopping`); a task stuck past its limit (see
-:mod:`kale.worker.watchdog`) stops the worker, which exits with
-``EXIT_STUCK`` once the others ended. :meth:`Worker.run` returns an exit
-code of :mod:`kale.worker.limits`.
+Its loop is a handful of named steps around one queue of events (a receive
+answered, a task ended, a task is stuck): docs/explanation/internals-worker.md, "The loop".
 """
 from __future__ import annotations
 
@@ -76,7 +46,7 @@ MAX_RECEIVES = 8
 
 
 class Worker(SerialRuns):
-    """Runs its pool's tasks from its queues until stopped; see the module docstring."""
+    """Runs its pool's tasks from its queues until stopped (how: docs/explanation/internals-worker.md)."""
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
@@ -167,7 +137,8 @@ class Worker(SerialRuns):
     def work_once(self) -> bool:
         """One round of the loop; False once the worker is done."""
         self.report_settled()
-        waited = self.take_events(self._wait_sec())
+        due = self.gatherer.due_in()
+        waited = self.take_events(TICK_SEC if due is None else min(due, TICK_SEC))
         if waited:
             self._idle_waited += waited
             self.intake.waited(waited)
@@ -261,10 +232,8 @@ class Worker(SerialRuns):
         self.doomed_from = 0.0              # (see SerialRuns._busy)
 
     def start_waiting(self) -> None:
-        """Start what waits while there is room, in order; give back what no
-        longer fits its budget. While suspects are held, what the worker holds
-        stays within their cap: what waits beyond it is given back (settled)
-        and nothing starts until enough of what runs has ended."""
+        """Start what waits while there is room, in order, and within the cap of the
+        suspects held; give back what no longer fits its budget."""
         if self._stopping or not self.waiting:
             return
         now = self.clock.monotonic()
@@ -276,11 +245,12 @@ class Worker(SerialRuns):
             self._start_in_order(now)
 
     def _start_in_order(self, now: float) -> None:
-        """Start what waits and finds room (and its group free), in order;
-        the limited ones take their tokens and slots as they start (those
-        refused are released, delayed, and leave their room to the next)."""
+        """Start what waits and finds room, in order; the flow-limited take their
+        tokens and slots as they start (the refused leave their room to the next)."""
         while self.waiting:
-            starting, self.waiting = self._may_start(now)
+            starting, self.waiting = may_start(  # (what no longer fits is given back)
+                [job for job in self.waiting if self._fits(job, now)],
+                self.max_in_flight - len(self.running), self._groups, self._per_class)
             refused = {id(batch): settlement for batch, settlement in
                        self.flow.refusals([(job.batch, job.received) for job in starting])}
             for job in starting:
@@ -292,11 +262,6 @@ class Worker(SerialRuns):
             if not refused:
                 break
         self.jobs.flush()
-
-    def _may_start(self, now: float) -> tuple[list[Job], list[Job]]:
-        """What may start now, and what waits on; what no longer fits is given back."""
-        return may_start([job for job in self.waiting if self._fits(job, now)],
-                         self.max_in_flight - len(self.running), self._groups, self._per_class)
 
     def start(self, job: Job, now: float) -> None:
         """Run the job's task: a coroutine task on the event loop, another on a thread."""
@@ -327,11 +292,9 @@ class Worker(SerialRuns):
             self.check_limits()
 
     def refill(self) -> None:
-        """Ask the intake for as many messages as there is room for, and for
-        those that will find room while a receive is out (the reserve, see
-        :class:`~kale.worker.prefetch.Reserve`); while suspects are held, no
-        more than their cap allows (Intake.full); none while settling is behind.
-        The serial pool asks for a batch, or reads ahead (see :mod:`kale.worker.intake`)."""
+        """Ask the intake for as many messages as there is room for, and the reserve
+        (:class:`~kale.worker.prefetch.Reserve`), within the suspects' cap; none
+        while settling is behind. The serial pool asks for a batch, or reads ahead."""
         held = self.max_in_flight + self.reserve.count() if not self.inline \
             else MAX_ASK * (1 + READ_AHEAD_BATCHES) if self._reads_ahead() else MAX_ASK
         room = min(held, self.suspects.room()) - len(self.running) - len(self.waiting)
@@ -340,10 +303,8 @@ class Worker(SerialRuns):
             self.intake.refill(room)
 
     def burst_done(self) -> bool:
-        """A burst is done once a selection found every queue empty, the
-        worker holds nothing, and the queues' counts agree (nothing visible,
-        in flight or delayed); the counts are asked at most every
-        IDLE_PAUSE_SEC while the long polls go on."""
+        """Once a selection found every queue empty, the worker holds nothing, and the
+        queues' counts agree (asked at most every IDLE_PAUSE_SEC)."""
         if not self.intake.idle or self.running or self.waiting or self.gatherer:
             return False
         now = self.clock.monotonic()
@@ -401,8 +362,4 @@ class Worker(SerialRuns):
                     self.settle(batch)
             elif kind == 'done':
                 self.finished(value)
-
-    def _wait_sec(self) -> float:
-        due = self.gatherer.due_in()
-        return TICK_SEC if due is None else min(due, TICK_SEC)
 

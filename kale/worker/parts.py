@@ -18,26 +18,24 @@ from kale.queue_selector import SelectQueueBase
 from kale.timeout import BaseTimeout
 
 
+def _subclass(found: Any, setting: str, base: type) -> Any:
+    """``found`` (a class, or its dotted path) as a subclass of ``base``, or the setting's error."""
+    if isinstance(found, str):
+        found = import_string(found, setting)
+    if not (isinstance(found, type) and issubclass(found, base)):
+        raise ImproperlyConfigured('%s must name a %s.%s subclass, got %r'
+                                   % (setting, base.__module__, base.__qualname__, found))
+    return found
+
+
 def load_selector(given: Any, config: Config) -> type[SelectQueueBase]:
     """``given``, or ``config``'s ``QUEUE_SELECTOR``, as a selector class."""
-    found = given or config.QUEUE_SELECTOR
-    if isinstance(found, str):
-        found = import_string(found, 'QUEUE_SELECTOR')
-    if not (isinstance(found, type) and issubclass(found, SelectQueueBase)):
-        raise ImproperlyConfigured('QUEUE_SELECTOR must name a kale.queue_selector.'
-                                   'SelectQueueBase subclass, got %r' % (found,))
-    return found
+    return _subclass(given or config.QUEUE_SELECTOR, 'QUEUE_SELECTOR', SelectQueueBase)
 
 
 def load_timeout(default: type[BaseTimeout], config: Config) -> type[BaseTimeout]:
     """``config``'s ``TASK_TIMEOUT_CLASS``, or ``default`` when it is empty."""
-    found = config.TASK_TIMEOUT_CLASS or default
-    if isinstance(found, str):
-        found = import_string(found, 'TASK_TIMEOUT_CLASS')
-    if not (isinstance(found, type) and issubclass(found, BaseTimeout)):
-        raise ImproperlyConfigured('TASK_TIMEOUT_CLASS must name a kale.timeout.BaseTimeout '
-                                   'subclass, got %r' % (found,))
-    return found
+    return _subclass(config.TASK_TIMEOUT_CLASS or default, 'TASK_TIMEOUT_CLASS', BaseTimeout)
 
 
 def load_worker_hooks(given: Sequence[Any], config: Config) -> list[WorkerHooks]:
@@ -52,7 +50,6 @@ def load_worker_hooks(given: Sequence[Any], config: Config) -> list[WorkerHooks]
     features = [hook for hook in load_feature_hooks(config) if isinstance(hook, WorkerHooks)]
     return hooks + features + load_hooks(list(config.WORKER_HOOKS or ()) + list(given),
                                          WorkerHooks, 'WORKER_HOOKS')
-
 
 
 def dead_run_queues(broker: Broker, queues: Sequence[TaskQueue]) -> list[TaskQueue]:

@@ -1,23 +1,5 @@
-"""Where a worker's tasks run: its pool (``kale worker --pool``).
-
-One engine (:class:`kale.worker.loop.Worker`) runs every pool; the pool
-decides only where a task runs and what follows from that:
-
-- ``serial``: one task at a time, on the worker's own thread. Its time limit
-  is held by SIGALRM (:class:`~kale.timeout.SignalTimeout`), which can cut
-  short a blocking call; its receives are made on that thread too, each as
-  large as what the queue's recent run times say will start within a
-  second (:class:`~kale.worker.prefetch.Prefetch`), and a batch received
-  blind gives back what has not started within that second. Settling goes
-  inline on a fast endpoint, on two threads on a slow one.
-- ``threads`` (16 in flight by default): plain tasks on threads of the
-  worker, held to their limit by the watchdog (:mod:`kale.worker.threads`).
-- ``asyncio`` (100 in flight): the same, coroutine tasks on the worker's
-  event loop. Either pool runs both kinds of task.
-
-The pools receive on threads (:mod:`kale.worker.intake`) while their tasks
-run, and never settle inline: a settle request that hangs would hold the
-worker's loop, and what waits to start with it.
+"""Where a worker's tasks run: its pool (``kale worker --pool``): serial,
+threads or asyncio, and what follows from each (docs/explanation/internals-worker.md, "Pools").
 """
 from __future__ import annotations
 

@@ -1,31 +1,7 @@
-"""How many messages a receive asks for: no more than the worker will start soon.
-
-A worker runs its batch's tasks one after another, so every message it
-holds waits for those before it, while a sibling worker (another process
-of ``--concurrency``, another machine) may be idle with nothing to do. A
-worker therefore receives only what it expects to start within
-``PREFETCH_WINDOW_SEC``, judged by the recent run times of the queue's
-tasks: ten tasks of 10 ms, two of 400 ms, one of 2 s.
-
-Before it has seen a queue's tasks run, a receive takes a whole batch,
-*blind*: what of it has not started once the window has passed is given
-back at once (released, for any worker to take), and by then the run
-times are known. Fast tasks, the usual case, cost no request beyond a
-batch's receive and delete from the very first batch (asking for one
-message first cost a receive and a delete more per queue and worker,
-about 5 % of the CPU of a 1000-task drain).
-
-A queue's ``prefetch`` field fixes the number instead (at most its
-``batch_size``).
-
-A task whose ``time_limit`` does not fit its queue's visibility timeout runs
-alone, after the rest of its batch, and the batch's other such tasks are
-released to run alone later. After a queue brought one, the worker receives
-from it one message at a time until ``batch_size`` receives in a row brought
-none, so each such task is released at most once (by the first, blind batch).
-
-This is the serial pool's (:mod:`kale.worker.pools`); the pools hold what
-their free places and the reserve (:class:`Reserve`) take.
+"""How many messages a receive asks for: no more than the worker will start
+soon (the serial pool's :class:`Prefetch`), and the messages a pool holds
+ready beyond its free places (:class:`Reserve`); see
+docs/explanation/internals-worker.md, "How much a receive asks for".
 """
 from __future__ import annotations
 
@@ -60,9 +36,7 @@ READ_AHEAD_MIN_RECEIVE_SEC = 0.01
 
 
 def read_ahead(max_in_flight: int, receive_sec: float, mean_run_sec: float) -> int:
-    """Messages a pool holds ready beyond its free places: as many as its
-    running tasks end (by their mean run time) during READ_AHEAD_RECEIVES
-    receives, at most ``max_in_flight``."""
+    """Messages a pool holds ready beyond its free places (see :class:`Reserve`)."""
     lookahead = READ_AHEAD_RECEIVES * max(receive_sec, READ_AHEAD_MIN_RECEIVE_SEC)
     return min(max_in_flight, -int(-max_in_flight * lookahead // mean_run_sec))
 
@@ -121,19 +95,15 @@ class Prefetch:
         mean = self._mean_run_sec.get(queue.name)
         if mean is None:
             return queue.batch_size         # blind (see blind())
-        return self._fitting(queue, mean)
-
-    def blind(self, queue: TaskQueue) -> bool:
-        """Whether a receive from ``queue`` now takes a whole batch without
-        knowing its tasks' run times: what has not started within the
-        window is then given back (``Worker.run_batch``)."""
-        return queue.prefetch == AUTO_PREFETCH and queue.name not in self._mean_run_sec \
-            and not self._one_at_a_time.get(queue.name)
-
-    def _fitting(self, queue: TaskQueue, mean: float) -> int:
         if mean * queue.batch_size <= self.window_sec:
             return queue.batch_size
         return max(1, int(self.window_sec / mean))
+
+    def blind(self, queue: TaskQueue) -> bool:
+        """Whether a receive from ``queue`` now takes a whole batch without knowing
+        its tasks' run times (what has not started within the window goes back)."""
+        return queue.prefetch == AUTO_PREFETCH and queue.name not in self._mean_run_sec \
+            and not self._one_at_a_time.get(queue.name)
 
     def may_read_ahead(self, queue: TaskQueue, batches: int) -> bool:
         """Whether ``batches`` more full batches, on top of the one that runs,

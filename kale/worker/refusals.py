@@ -2,7 +2,6 @@
 verbatim, and releases of messages whose payload S3 did not give back."""
 from __future__ import annotations
 
-import dataclasses
 import logging
 from typing import Any, Optional
 
@@ -14,7 +13,7 @@ from kale.message import ATTR_DEAD_LETTER_REASON, ATTR_SOURCE_QUEUE, Message
 from kale.queue_config import TaskQueue
 from kale.transport import OutgoingMessage, ReceivedMessage
 from kale.worker.batch import Batch
-from kale.worker.suspects import release_copy
+from kale.worker.suspects import delayed_release
 
 logger = logging.getLogger('kale.worker.runner')
 
@@ -24,14 +23,6 @@ MAX_REASON_CHARS = 256
 PAYLOAD_RETRY_DELAY_SEC = 30
 
 
-def dead_letter_attributes(received: ReceivedMessage, queue: TaskQueue,
-                           reason: str) -> dict[str, Any]:
-    attributes: dict[str, Any] = dict(received.attributes)
-    attributes[ATTR_DEAD_LETTER_REASON] = reason[:MAX_REASON_CHARS]
-    attributes[ATTR_SOURCE_QUEUE] = queue.name
-    return attributes
-
-
 def verbatim_dead_letter(received: ReceivedMessage, queue: TaskQueue, reason: str,
                          message: Optional[Message] = None,
                          exception: Optional[BaseException] = None,
@@ -39,7 +30,8 @@ def verbatim_dead_letter(received: ReceivedMessage, queue: TaskQueue, reason: st
     """Dead-letter the body exactly as received (it could not be decoded or
     re-encoded), with the task's attributes when its envelope verified, so
     operators see which task it was."""
-    attributes = dead_letter_attributes(received, queue, reason)
+    attributes: dict[str, Any] = dict(received.attributes, **{
+        ATTR_DEAD_LETTER_REASON: reason[:MAX_REASON_CHARS], ATTR_SOURCE_QUEUE: queue.name})
     if envelope is not None:
         try:
             attributes = dict(envelope.message_attributes(), **attributes)
@@ -60,15 +52,8 @@ def refused(batch: Batch, received: ReceivedMessage, exc: DecodeError,
 def payload_not_fetched(batch: Batch, received: ReceivedMessage, envelope: Frame,
                          exc: PayloadStoreError, codec: Codec) -> Settlement:
     """Release a message whose payload S3 did not give back (not the message's
-    fault) for PAYLOAD_RETRY_DELAY_SEC: as a delayed copy, or on a FIFO queue,
-    where copies take no delay, held invisible in its group."""
+    fault) for PAYLOAD_RETRY_DELAY_SEC."""
     logger.error('task %s (%s): payload not fetched from S3, released for %d s: %s',
                  envelope.task_id, envelope.task_name, PAYLOAD_RETRY_DELAY_SEC, exc)
-    reason = 'payload not fetched: %s' % exc
-    if batch.fifo:
-        return Settlement(received, Outcome.RELEASE, reason=reason, envelope=envelope,
-                          hold_sec=PAYLOAD_RETRY_DELAY_SEC)
-    copy = release_copy(received, batch.sqs_name, codec, envelope,
-                        batch.queue.visibility_timeout_sec)
-    return Settlement(received, Outcome.RELEASE, reason=reason, envelope=envelope,
-                      copy=dataclasses.replace(copy, delay_sec=PAYLOAD_RETRY_DELAY_SEC))
+    return delayed_release(batch, received, envelope, codec, PAYLOAD_RETRY_DELAY_SEC,
+                           'payload not fetched: %s' % exc)

@@ -178,11 +178,9 @@ class TaskRunner:
 
     def run(self, batch: Batch, received: ReceivedMessage, message: Message,
             task_class: type[Task], envelope: Optional[Frame] = None) -> Settlement:
-        """Run the task under its time limit and decide what settling does.
-        The settlement keeps the opened ``envelope``: its copies reseal it, and
-        once the task is done its payload's S3 object, if any, is deleted. A
-        coroutine task runs on the worker's event loop meanwhile (see
-        :meth:`arun` for one started there)."""
+        """Run the task under its time limit and decide what settling does (the
+        settlement keeps the ``envelope``: its copies reseal it). A coroutine task runs
+        on the worker's event loop meanwhile (:meth:`arun`: one started there)."""
         started = self.clock.monotonic()
         task: Any = None
         try:
@@ -353,11 +351,9 @@ class TaskRunner:
     def failed(self, batch: Batch, received: ReceivedMessage, message: Message,
                task_class: Any, task: Any, exc: BaseException, duration: float,
                envelope: Optional[Frame] = None) -> Settlement:
-        """A retry (with its delayed copy) or, when the task may not retry, a
-        dead letter (with the dead run of a task that handles its dead
-        letters, see :meth:`kale.task.Task.run_dead_task`; a dead run's own
-        failure is a plain dead letter). A copy of a payload kept in S3
-        points at the same object."""
+        """A retry (with its delayed copy) or, when the task may not retry, a dead letter
+        (with the dead run of a task that handles its dead letters, but for a dead run's
+        own failure); a copy of a payload kept in S3 points at the same object."""
         permanent, delay, reason, public = self._decision(task_class, message, exc)
         if batch.fifo and not permanent:    # kept, invisible for the delay (see kale.worker.consumer)
             return Settlement(received, Outcome.RETRY, message=message, reason=reason,

@@ -1,21 +1,5 @@
-"""The serial pool's own steps: what waits runs here, one task after another.
-
-The serial pool (:mod:`kale.worker.pools`) is the one engine with one task
-in flight, run on the worker's own thread rather than handed to a pool, so
-a task's stack is the worker's and its time limit is SIGALRM's. What differs:
-
-- what waits runs in order (:meth:`SerialRuns._run_in_order`), and what of
-  a batch ended is settled in parts once its runs took SETTLE_PARTS_AFTER_SEC;
-- a task longer than the visibility timeout runs alone, after the rest of
-  its batch (:meth:`SerialRuns.long_last`);
-- a receive asks for what starts within the prefetch window (see
-  :mod:`kale.worker.prefetch`); what a blind receive brought and has not
-  started within it is given back; on a slow endpoint the next batches are
-  read ahead while one runs (see :mod:`kale.worker.intake`);
-- while a task runs, what waits or arrives and could not start before its
-  visibility timeout ends is given back at once (:meth:`SerialRuns._busy`);
-- a flow-limited run takes its token as it starts, with those of the runs
-  expected within TOKEN_AHEAD_SEC after it (see :mod:`kale.worker.flow`).
+"""The serial pool's own steps: what waits runs here, one task after another,
+on the worker's own thread (docs/explanation/internals-worker.md, "The serial pool").
 """
 from __future__ import annotations
 

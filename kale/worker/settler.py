@@ -1,29 +1,5 @@
-"""Settling batches: inline on a fast endpoint, on background threads on a slow one.
-
-Settling a batch costs one or two batch requests. Where those answer within
-a millisecond (an endpoint on this machine, the memory transport), the
-worker settles in its own thread: handing a batch to another thread would
-cost more than the requests. Where they take longer (SQS itself, 10-20 ms
-away), the worker hands the batch to a thread and goes on to receive the next
-one, so that the deletes of one batch overlap the receive of the next; two
-threads settle two batches at once. The choice follows the recent settle
-times, batch by batch.
-
-Either way each batch is settled in the consumer's order (release, copies,
-deletes) and before its deadline. Settled inline, a batch does not wait out
-an outage: at the first failure it is handed to the thread, which resumes it
-where it stopped.
-
-Handing a batch over never blocks: a worker blocked there would leave what
-it received and has not started to wait out its visibility timeout, neither
-run nor given back (on a slow endpoint, messages redriven unrun). The
-threads take the batch whose deadline comes first, so that a give-back or
-a delete is not sent after its message was delivered again. The worker
-bounds what it hands over by what it receives instead: while
-``max_pending`` batches wait (:meth:`full`) it receives nothing more, so what
-it holds unrun is only what it can start at once.
-:meth:`flush` waits until everything handed over is settled; the worker calls
-it before it checks whether a burst is done and before it exits.
+"""Settling batches: inline on a fast endpoint, on background threads on a slow
+one (docs/explanation/internals-worker.md, "Inline or on threads").
 """
 from __future__ import annotations
 
@@ -137,9 +113,8 @@ class Settler:
             thread.join(10)
 
     def _observe(self, seconds: float) -> None:
-        """Settling one batch took ``seconds``: ``recent_sec`` is the median time
-        of the last few (one slow batch, a pause for garbage collection, does
-        not change the choice)."""
+        """Settling one batch took ``seconds``: ``recent_sec`` is the median of the last
+        few (a slow batch, a pause for garbage collection, does not change the choice)."""
         self._recent.append(seconds)
         recent = sorted(self._recent)
         self.recent_sec = recent[len(recent) // 2]

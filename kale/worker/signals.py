@@ -20,10 +20,8 @@ SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 class WorkerInterrupt(BaseException):
-    """Raised inside a running task to stop it now (a second shutdown signal).
-
-    A BaseException, so a task's ``except Exception`` cannot swallow it.
-    """
+    """Raised inside a running task to stop it now (a second shutdown signal); a
+    BaseException, so a task's ``except Exception`` cannot swallow it."""
 
 
 class StopSignals:

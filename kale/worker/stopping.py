@@ -1,13 +1,6 @@
-"""What a worker with a pool stops waiting for when it stops.
-
-On the first shutdown signal a :class:`~kale.worker.loop.Worker`
-receives no more and waits for the tasks that run. It waits only for runs
-that began: a job it started whose run no thread (nor the event loop) has
-begun yet is taken back (:meth:`~kale.worker.jobs.JobRunner.withdraw`) and
-its message given back, so that nothing the worker holds can keep it from
-exiting. A second signal interrupts the runs; what has still not come back
-:data:`GIVE_UP_SEC` later is given up too (its message released), so the
-worker exits as its log line promises, whatever its bookkeeping holds.
+"""What a worker with a pool stops waiting for when it stops: runs never begun, and
+after a second signal's grace every run (docs/explanation/internals-worker.md,
+"Stopping, limits and exit codes").
 """
 from __future__ import annotations
 
@@ -27,7 +20,7 @@ SAY_WAITING_EVERY_SEC = 10.0
 
 
 class Stopping:
-    """The jobs a stopping worker no longer waits for (see the module docstring)."""
+    """The jobs a stopping worker no longer waits for (see the docs page)."""
 
     def __init__(self, name: str, jobs: JobRunner, clock: Clock):
         self.name = name

@@ -1,19 +1,5 @@
-"""``kale worker --concurrency N``: N worker processes under one small supervisor.
-
-The supervisor starts N ``kale worker`` processes, restarts one that exits
-abnormally (memory limit, crash, ``kill -9``), forwards SIGTERM and SIGINT
-to all of them, and exits once all have exited. A worker that exits 0 (its
-burst is done, or it was told to stop) is not restarted. A worker that keeps
-dying right after it starts is restarted with growing pauses.
-
-Worker hooks run in the supervisor too: ``on_supervisor_startup`` (before
-the first worker starts; it may add to their environment, ``env``),
-``on_worker_exited`` for each worker that exits, and
-``on_supervisor_shutdown``. The metrics feature uses them to serve one
-``/metrics`` for all the workers.
-
-A worker stopped by ``kale workers stop`` exits 0 and is not restarted; a
-stop asked of the supervisor itself stops them all, as SIGTERM does.
+"""``kale worker --concurrency N``: N worker processes under one small supervisor
+(docs/explanation/internals-worker.md, "The supervisor").
 """
 from __future__ import annotations
 
@@ -107,7 +93,9 @@ class Supervisor:
                 signal.signal(signum, handler)
             self.hooks(WorkerHooks.on_supervisor_shutdown, self)
         logger.info('supervisor: all workers exited (%d restarts)', self.restarts)
-        return self._exit_code()
+        # 0 when every worker exited cleanly or a stop was asked, else the first failed one's code
+        failed = [code for code in self.exit_codes.values() if code != 0]
+        return 0 if not failed or self._stopping else failed[0]
 
     def _supervise(self) -> None:
         """Start every worker, then reap and restart them until all have exited."""
@@ -117,12 +105,6 @@ class Supervisor:
             self._reap()
             self._restart_due()
             time.sleep(0.1)
-
-    def _exit_code(self) -> int:
-        """0 when every worker exited cleanly or a stop was asked, else the
-        first failed worker's exit code."""
-        failed = [code for code in self.exit_codes.values() if code != 0]
-        return 0 if not failed or self._stopping else failed[0]
 
     def _reap(self) -> None:
         for slot, child in list(self.children.items()):

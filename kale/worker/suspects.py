@@ -1,41 +1,6 @@
-"""Messages a worker died holding: those seen at more than one death run alone.
-
-A receive count above 1 means a worker received the message before and
-never settled it (releases are fresh copies, see :mod:`kale.worker.consumer`):
-it died, perhaps killed by that very message (out of memory, a crash in
-native code, ``os._exit``), or it was killed (``kill -9``, a lost machine), or
-it lost the endpoint. Such a message carries its *rounds*: the deliveries
-that ended with nobody settling it (a copy carries the earlier ones in its
-signed envelope; a receive given back early is not counted, see
-:func:`held_deliveries`).
-
-One death says little: a ``kill -9``, a deploy or a lost machine takes down
-everything a worker held, so a message left unsettled once runs again at
-once, with everything else, at full speed. A message seen at ``ALONE_AFTER``
-deaths or more is a *suspect* and runs alone: while a worker holds one, it
-holds nothing else (running, waiting or asked for). A message that kills its
-worker every time (a *poison*) thus takes what its worker held down twice,
-then only itself, until SQS's redrive policy moves it to the dead-letter
-queue after ``MAX_RECEIVE_COUNT`` receives. An innocent held beside it both
-times runs alone next, once; it is never held beside the poison again.
-
-Innocents never reach the redrive policy with it: a message on its last
-receive (or the one before it: LAST_RECEIVES_SLACK) that does not yet run
-alone is given back unrun, as a fresh copy whose receive count starts anew
-(its rounds go on): a death now, the poison's or any other, would
-dead-letter it.
-
-Whether a message a dead worker held had started is not known: a death may
-follow a start by microseconds, before anything could be written down, and a
-durable mark before each start would cost every batch a request. Counting
-deaths needs no record.
-
-A worker (:mod:`kale.worker.loop`, :mod:`kale.worker.caps`) holding a
-suspect gives back what waits beside it and starts nothing until SQS took
-that back; what a receive still out brings meanwhile goes back at once. Only
-a batch that may hold a suspect (``Batch.may_hold_suspect``, found when its
-envelopes are verified) pays for any of this. On a FIFO queue, where a
-receive count above 1 is an ordinary retry and order matters, there are none.
+"""Messages a worker died holding: those seen at more than one death run alone,
+and one on its last receive is given back unrun (docs/explanation/internals-worker.md,
+"Suspects: messages a worker died holding").
 """
 from __future__ import annotations
 
@@ -47,7 +12,7 @@ from kale.codec import Codec
 from kale.codec.pipeline import UNSETTLED, Frame
 from kale.events import Outcome, Settlement
 from kale.exceptions import KaleError
-from kale.message import NUMBER_ATTRIBUTES
+from kale.message import NUMBER_ATTRIBUTES, Message
 from kale.transport import OutgoingMessage, ReceivedMessage
 from kale.worker.batch import Batch, Opened
 
@@ -85,9 +50,8 @@ def held_deliveries(received: ReceivedMessage, visibility_timeout_sec: Optional[
 
 def unsettled_deliveries(received: ReceivedMessage, earlier: int,
                          visibility_timeout_sec: Optional[float] = None) -> int:
-    """Deliveries of this task that ended with nobody settling it: ``earlier``
-    ones (of copies before this one), and this copy's held receives before
-    this one (see :func:`held_deliveries`)."""
+    """Deliveries of this task that ended with nobody settling it: ``earlier`` ones (of
+    copies before this one), and this copy's :func:`held_deliveries`."""
     return earlier + held_deliveries(received, visibility_timeout_sec)
 
 
@@ -99,14 +63,11 @@ def _attributes(received: ReceivedMessage) -> dict[str, Any]:
 def release_copy(received: ReceivedMessage, queue: str, codec: Codec,
                  envelope: Optional[Frame] = None,
                  visibility_timeout_sec: Optional[float] = None) -> OutgoingMessage:
-    """The fresh copy that releases an unstarted message received on ``queue``.
-
-    A verified body is sent back signed with the current key (never an old
-    key's body unchanged), keeping its issue time and queue, and counting the
-    deliveries nobody settled, so that releasing it hides nothing; its payload
-    is not decoded. A body that does not verify goes back as it came, to be
-    dead-lettered when it is run.
-    """
+    """The fresh copy that releases an unstarted message received on ``queue``: a verified
+    body resealed with the current key (never an old key's body unchanged), its payload not
+    decoded, keeping its issue time and queue and counting the deliveries nobody settled,
+    so that releasing hides nothing; one that does not verify, as it came (dead-lettered
+    when run)."""
     try:
         if envelope is None:
             envelope = codec.open(received.body, queue, check_age=False)
@@ -123,6 +84,21 @@ def release_copy(received: ReceivedMessage, queue: str, codec: Codec,
     except KaleError:
         pass                        # sent back as it came
     return OutgoingMessage(received.body, _attributes(received))
+
+
+def delayed_release(batch: Batch, received: ReceivedMessage, envelope: Optional[Frame],
+                    codec: Codec, delay_sec: int, reason: str, outcome: Outcome = Outcome.RELEASE,
+                    message: Optional[Message] = None) -> Settlement:
+    """An unstarted message back in ``delay_sec``: its delayed release copy, or on a
+    FIFO queue, which cannot delay a copy, the message held invisible as long."""
+    settlement = Settlement(received, outcome, message=message, envelope=envelope, reason=reason)
+    if batch.fifo:
+        settlement.hold_sec = delay_sec
+    else:
+        settlement.copy = dataclasses.replace(release_copy(
+            received, batch.sqs_name, codec, envelope, batch.queue.visibility_timeout_sec),
+            delay_sec=delay_sec)
+    return settlement
 
 
 def release(batch: Batch, received: ReceivedMessage, reason: str) -> Settlement:
@@ -171,11 +147,8 @@ def near_redrive(count: int, redrive_after: int) -> bool:
 
 
 def suspects_of(batch: Batch, redrive_after: int = 0) -> list[Suspect]:
-    """The batch's unsettled messages that were left unsettled before, or
-    are on their last receive (``redrive_after``: the redrive policy's
-    maxReceiveCount, 0 for none); the most bound first, those on their last
-    receive at the end. None on a FIFO queue, where a receive count above 1
-    is an ordinary retry and order matters."""
+    """The batch's suspects (``redrive_after``: the redrive policy's maxReceiveCount,
+    0 for none), the most bound first; none on a FIFO queue."""
     if batch.fifo or (not batch.may_hold_suspect and batch.task_ids):
         return []       # (verified: no message was delivered or left unsettled before)
     found = []

@@ -1,26 +1,5 @@
-"""Worker threads, and holding a run on one of them to its time limit.
-
-:class:`Threads` runs calls on daemon threads of the worker, started as
-needed up to a bound and reused: a thread stuck in a call that never
-returns cannot keep the process from exiting.
-
-:class:`ThreadGuard` is the :class:`~kale.timeout.Guard` of those threads
-(SIGALRM reaches only the main thread). At a run's time limit the worker's
-watchdog raises :class:`TimeLimitExceeded` inside the run's thread with
-``PyThreadState_SetAsyncExc`` (as Dramatiq does), again every
-``repeat_sec`` while the task swallows it. Such an exception is raised at
-the thread's next Python instruction: a thread blocked in a C call (a
-socket read without a timeout, ``time.sleep``) sees it only when the call
-returns, and one that never returns is *stuck*: after
-``WORKER_STUCK_GRACE_SEC`` the worker stops and exits for its supervisor to
-start a fresh process (see :mod:`kale.worker.watchdog`).
-
-The guard and its run's thread take one lock to decide whether the run is
-still going: the watchdog raises only while it is, and the thread marks it
-over, and takes back an exception already sent but not yet raised, under
-the same lock. From Python 3.10 an asynchronous exception is raised only
-after a call or on a loop's jump back, never between a ``with`` statement's
-``__enter__`` and its block, so it cannot land outside the run.
+"""Worker threads, and holding a run on one of them to its time limit
+(docs/explanation/internals-worker.md, "Threads and their time limits").
 """
 from __future__ import annotations
 
@@ -45,11 +24,6 @@ _set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc
 def raise_in_thread(thread_id: int, exc_type: type[BaseException]) -> bool:
     """Have thread ``thread_id`` raise ``exc_type`` at its next instruction."""
     return _set_async_exc(ctypes.c_ulong(thread_id), ctypes.py_object(exc_type)) == 1
-
-
-def _take_back(thread_id: int) -> None:
-    """Clear an exception sent to ``thread_id`` and not raised yet."""
-    _set_async_exc(ctypes.c_ulong(thread_id), None)
 
 
 @dataclasses.dataclass(eq=False)
@@ -108,10 +82,10 @@ class ThreadGuard:
             try:
                 result = call(*args, **kwargs)
             finally:
-                with run.lock:          # see the module docstring
+                with run.lock:          # (one lock: see the docs page)
                     run.done = True
                     if run.fired or run.stopped:
-                        _take_back(run.thread_id)
+                        _set_async_exc(ctypes.c_ulong(run.thread_id), None)     # taken back
         except BaseException as exc:
             if isinstance(exc, self.passes_through):
                 raise

@@ -1,41 +1,15 @@
-"""Tasks that arrive before their due time: sent on, unrun.
-
-A task published to wait longer than SQS's 15-minute delay carries its due
-time in its signed envelope (:mod:`kale.delays`). When a copy arrives
-earlier than that, the worker does not run it: it settles it as
-:attr:`~kale.events.Outcome.WAITING`, with a copy of the same envelope
-(same task id, publish time and counts; resealed with the current key and
-counting unsettled deliveries, as a release copy is) delayed by the time
-still to wait, 15 minutes at most. Settling sends that copy, then deletes
-the one received (:mod:`kale.worker.consumer`), so a crash between the two
-leaves two copies, never none. It is no retry and no failure, and its
-record stays ``scheduled``. A cancelled task is settled as cancelled
-before this step (:mod:`kale.worker.cancelled`), so it is deleted instead.
-
-Not on a FIFO queue, which cannot delay a message (publishing there refuses
-a wait).
-
-A burst worker (:class:`WaitingCopies`) does not wait for the copies it
-sent on: once the only delayed messages of its queues are those, it is done.
-It does wait for its own delayed copies (retries, and releases held back by
-a rate limit), whose delays it chose (see :mod:`kale.worker.burst`).
+"""Tasks that arrive before their due time: sent on, unrun, delayed by the time
+still to wait (docs/explanation/internals-worker.md, "Tasks that arrive before their due time").
 """
 from __future__ import annotations
 
-import dataclasses
-import datetime
+import time
 
 from kale.codec import Codec
 from kale.delays import arrived_early, remaining_delay
 from kale.events import Outcome, Settlement
 from kale.worker.batch import Batch
-from kale.worker.suspects import release_copy
-
-
-def due_text(due_at: float) -> str:
-    """A due time for log lines and reasons: ISO 8601, UTC, to the second."""
-    return datetime.datetime.fromtimestamp(due_at, datetime.timezone.utc).strftime(
-        '%Y-%m-%dT%H:%M:%SZ')
+from kale.worker.suspects import delayed_release
 
 
 def send_on_early(batch: Batch, now: float, codec: Codec) -> int:
@@ -53,12 +27,10 @@ def send_on_early(batch: Batch, now: float, codec: Codec) -> int:
         due_at = envelope.due_at if not envelope.legacy else 0.0
         if not arrived_early(due_at, now):
             continue
-        copy = release_copy(received, batch.sqs_name, codec, envelope,
-                            batch.queue.visibility_timeout_sec)
-        batch.settlements.append(Settlement(
-            received, Outcome.WAITING, envelope=envelope, message=opened.message,
-            copy=dataclasses.replace(copy, delay_sec=remaining_delay(due_at, now)),
-            reason='due at %s' % due_text(due_at)))
+        batch.settlements.append(delayed_release(
+            batch, received, envelope, codec, remaining_delay(due_at, now),
+            'due at %s' % time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(due_at)),  # UTC
+            Outcome.WAITING, opened.message))
         count += 1
     return count
 
@@ -73,10 +45,8 @@ MAX_NOTED = 10_000
 
 
 class WaitingCopies:
-    """The tasks a worker sent on as waiting, and those it sent a delayed
-    copy of itself (a retry, a release held back by a rate limit), that it
-    has not seen since, by queue: a burst is done when the only delayed
-    messages left are the first, and waits for the second."""
+    """By queue, the tasks a worker sent on as waiting, and its own delayed copies
+    (retries, held-back releases), not seen since: for a burst's end."""
 
     def __init__(self) -> None:
         self.by_queue: dict[str, set[str]] = {}

@@ -1,18 +1,6 @@
 """The watchdog: one thread per worker that holds runs to their time limits
-when no signal can, and notices runs that do not come back.
-
-- A run on a worker thread (:class:`~kale.worker.threads.ThreadGuard`) is
-  interrupted at its time limit, and every ``repeat_sec`` after while it
-  goes on.
-- A coroutine's run is cancelled on its loop by its
-  :class:`~kale.timeout.AsyncLimit`; the watchdog only watches it.
-- A run still going ``grace_sec`` after its limit (a thread blocked in a C
-  call, a coroutine that swallows cancellation or never awaits) is *stuck*:
-  ``on_stuck`` is called once with its owner, and the worker stops (see
-  :data:`kale.worker.limits.EXIT_STUCK`).
-- An event loop that could not run its callbacks for ``blocked_after_sec``
-  (a coroutine running without awaiting) is logged once per such stretch,
-  naming the run that holds it.
+when no signal can, and notices runs that do not come back (docs/explanation/internals-worker.md,
+"The watchdog").
 """
 from __future__ import annotations
 
@@ -48,7 +36,7 @@ class Watched:
 
 
 class Watchdog:
-    """See the module docstring."""
+    """One thread holding every run of a worker to its limit (see the docs page)."""
 
     repeat_sec = 0.25
 
