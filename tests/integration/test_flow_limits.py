@@ -52,8 +52,11 @@ def test_a_rate_limit_spaces_the_runs_and_releases_unrun(flow):
     assert all(item[3] == 1 for item in ft.runs.items)
     assert released(worker) > 0
     # a refused message comes back when its reserved token is there and runs:
-    # each of the 7 refused at first is released once, received twice
-    assert released(worker) == 7
+    # each of the 7 refused at first is released once, received twice. On a
+    # loaded machine a batch's second ask can reach the bucket a moment after
+    # the first, its refusal due a second sooner, and the runs back before it
+    # take the tokens it would have found: it goes back once more (CI: 8).
+    assert 7 <= released(worker) <= 8
     assert transport.requests['ReceiveMessage'] <= 50
 
 
