@@ -1,19 +1,7 @@
 """Counters of task records, kept as the records are written, so that the
-summary and the timeline read a few hundred rows instead of the whole table.
-
-Two sets of counters: records by (task, queue, status), and finished runs
-by (minute of ``finished_at``, task, status) with the sum of their durations
-and how many had one. A database store keeps them with triggers
-(:mod:`kale.store.sql.counters`), the memory store with :class:`TaskCounts`;
-both answer through :func:`summary_of` and :func:`timeline_of`, which give
-what a scan of the records gives (the contract tests compare the two).
-
-The counters answer a summary or a count whose filter names only statuses,
-a task and a queue (:func:`counted`); labels or publish times need a scan.
-The timeline's buckets must be whole minutes: its first, partial minute (the
-window rarely starts on one) is read from the records themselves, at most a
-minute of them.
-"""
+summary and the timeline read a few hundred rows instead of the whole table;
+both stores answer through :func:`summary_of` and :func:`timeline_of`
+(docs/explanation/internals-store.md, "The records' counters")."""
 from __future__ import annotations
 
 import math

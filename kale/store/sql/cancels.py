@@ -1,33 +1,7 @@
-"""Which of a batch's tasks are cancelled, without a query per batch on SQLite.
-
-A worker asks before every batch. On PostgreSQL that is one query per batch.
-A SQLite store is one file on one machine, so every process that can cancel
-one of its tasks runs there, and a cancellation also writes a new random
-stamp into a small signal file beside the database
-(``<database>-kale-cancels``, 8 bytes). Each worker maps that file into
-memory and keeps the ids of the store's cancelled tasks, loaded again only
-when the stamp changed: comparing 8 bytes costs no system call, so the
-worker's thread does not even let go of the interpreter lock for it. A batch
-with none of those ids needs no query, which is nearly every batch; one with
-some asks the store about those alone, since a cancelled id may have been
-published again since. The ids kept are a superset of the cancelled ones,
-never fewer:
-
-- a cancellation writes its stamp before it writes the record (one that
-  cannot signal changes nothing) and again once that is committed, so a
-  worker that loaded the ids in between loads them again;
-- a worker reads the stamp before it loads the ids, so a cancellation that
-  lands during the load is seen at the next batch;
-- a store with more than :data:`MAX_KEPT` cancelled records, or a signal
-  file that cannot be opened, is asked about every batch, as PostgreSQL is.
-
-A worker checks once a second that the path still leads to the file it
-mapped, and maps the new one when it was deleted or replaced. The file only
-ever holds its 8 bytes: like SQLite's own ``-shm`` file, it must not be
-truncated while workers run (reading a truncated mapping kills the process).
-It is made owner-only and never opened through a symbolic link
-(:mod:`kale.store.files`).
-"""
+"""Which of a batch's tasks are cancelled, without a query per batch on SQLite:
+a signal file beside the database, mapped by each worker, tells when its
+copy of the cancelled ids is stale (docs/explanation/internals-store.md,
+"Cancellations on SQLite", says why the copy is never short of one)."""
 from __future__ import annotations
 
 import logging

@@ -1,19 +1,7 @@
 """The task records' counters on a database (see :mod:`kale.store.counts`):
-kept by triggers on ``kale_tasks``, in the transaction that writes the
-records, whichever statement writes them (a writer's upserts, a cancel, a
-queue's purge, ``kale tasks purge``, the TTL purge).
-
-A trigger appends what a row's change does to the counters to
-``kale_task_changes`` (minus the old row's keys, plus the new one's): an
-append takes no lock that another writer waits for, so two workers' writes
-never wait on, or deadlock over, a counter row. The writers' threads fold
-the changes into ``kale_task_counts`` and ``kale_task_minutes`` every few
-seconds (:func:`roll_up`, one folder at a time); a read adds the changes not
-folded yet, so it is exact at any time, and a reader that finds more than
-:data:`READ_FOLD_CHANGES` of them (rows written while no Kale writer ran)
-folds them first, under the same lock. Schema version 14 brings the tables
-and triggers, and counts the records already there (:func:`install`).
-"""
+triggers on ``kale_tasks`` append changes to ``kale_task_changes``, which
+:func:`roll_up` folds into the counters and reads add while not folded
+(docs/explanation/internals-store.md, "The records' counters")."""
 from __future__ import annotations
 
 from typing import Optional

@@ -1,28 +1,7 @@
-"""Every statement the records store hands straight to the database driver,
-by name, for its dialect.
-
-The store writes task rows and checks cancellations on the worker's path,
-where SQLAlchemy's per-row and per-call work would cost more than the
-database's; so these statements are built with SQLAlchemy Core once,
-compiled for the dialect once, and run on a raw cursor:
-
-=====================  ========================================================
-``published``          insert a publication (upsert: a worker may have written
-                       first; an earlier life of the id that ended unsuccessfully
-                       starts again)
-``event``              insert or update from a worker's event, unless the row
-                       holds a newer one ("newest event wins")
-``cancelled_among``    which of N task ids are cancelled (``status_among``: or
-                       have another status: succeeded, for duplicates)
-``all_cancelled``      up to N cancelled ids (SQLite's signal-file check)
-=====================  ========================================================
-
-Nothing here is written by hand: each SQL text is SQLAlchemy's compilation,
-and the many-row form of an insert on SQLite is SQLAlchemy's own many-row
-compilation, repeated for each count from the one- and two-row forms (and
-checked against the three-row form when built). The tests run every statement
-on SQLite and PostgreSQL beside SQLAlchemy's execution of the same statement.
-"""
+"""Every statement the records store hands straight to the database driver
+(``published``, ``event``, ``cancelled_among``, ``all_cancelled``), built
+with SQLAlchemy Core and compiled for the dialect once
+(docs/explanation/internals-store.md, "Statements on the raw driver")."""
 from __future__ import annotations
 
 import json

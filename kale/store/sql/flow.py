@@ -1,26 +1,6 @@
-"""The flow-control facet on a database (see :mod:`kale.store.flow`).
-
-The database is RATE_LIMIT_URL's, else the task records' (RECORDS_URL), with
-the records' schema. On SQLite, BEGIN IMMEDIATE serializes the writers. On
-PostgreSQL a concurrency key's leases are counted under a
-transaction-scoped advisory lock on the key, and a rate key's bucket row is
-locked (read FOR UPDATE, inserted first when new) before its reservations
-are touched.
-
-The statements are text built once (SQLAlchemy's constructs cost more to
-execute than these statements take in SQLite). Costs, in the one
-transaction of an ask: per concurrency key a COUNT of the others' live
-leases and one INSERT of the slots taken (and, when the key is at its
-limit, a DELETE of its expired leases); per rate key a SELECT of the bucket
-with the count of its live reservations (on PostgreSQL, a COUNT after it;
-an INSERT first for a new one), when the key has live reservations a
-DELETE of the batch's (RETURNING: a reserved run takes its token ahead of
-the new ones), an UPDATE (on PostgreSQL sent with the commit, in one round
-trip), and for refused runs a DELETE of the key's lapsed reservations and
-an INSERT of theirs. Giving back a batch's slots is one DELETE; a worker's
-renewal one UPDATE for the leases it holds, and one DELETE of the leases
-of any key expired for longer than a lease.
-"""
+"""The flow-control facet on a database (see :mod:`kale.store.flow`): each
+step one statement, text built once; the locks and what an ask costs:
+docs/explanation/internals-store.md, "Flow control"."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Optional, Sequence

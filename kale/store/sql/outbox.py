@@ -1,20 +1,6 @@
-"""The outbox's facet on the application's database (see :mod:`kale.store.outbox`).
-
-- PostgreSQL: any number of relays, each with several rounds at once. A
-  round claims its rows with one ``DELETE ... RETURNING`` of rows picked
-  ``FOR UPDATE SKIP LOCKED``, so two healthy rounds never hold one row, and
-  its transaction commits (asynchronously: a delete lost in a server crash
-  means a duplicate, which at-least-once allows) once the block returns.
-  Rows of FIFO groups are claimed only by the round holding an advisory
-  lock, in insertion order. An insert notifies ``kale_outbox``.
-- SQLite: one relay per database, held by a lock on a file beside it. A
-  round reads its rows in a read transaction, and deletes them in a write
-  transaction once the block returns.
-
-The publish side inserts on the caller's connection with the driver's own
-statement (SQLAlchemy's compile and result set-up would cost more than the
-insert), built once per driver.
-"""
+"""The outbox's facet on the application's database (see
+:mod:`kale.store.outbox`): PostgreSQL's concurrent rounds, SQLite's one relay
+(docs/explanation/internals-store.md, "The outbox on a database")."""
 from __future__ import annotations
 
 import contextlib
