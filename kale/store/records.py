@@ -34,6 +34,9 @@ PUBLISHED_COLUMNS = ('task', 'queue', 'labels', 'inputs', 'published_at', 'messa
                      'dead_of')
 #: Columns no worker's event changes.
 KEPT_COLUMNS = ('message_id', 'duplicate_of', 'retried_as', 'dead_of')
+#: The columns a worker's event sets (on a database, those a new life of an id takes too).
+EVENT_COLUMNS = tuple(name for name in TASK_COLUMNS
+                      if name not in PUBLISHED_COLUMNS + KEPT_COLUMNS and name != 'id')
 
 
 def retried_attempts(events: Sequence[Row]) -> list[Row]:

@@ -13,7 +13,7 @@ import sqlalchemy
 from sqlalchemy import and_, any_, bindparam, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
 
-from kale.store.records import KEPT_COLUMNS, PUBLISHED_COLUMNS
+from kale.store.records import EVENT_COLUMNS, PUBLISHED_COLUMNS
 from kale.store.sql.schema import CANCELLED, FINAL, SUCCEEDED, tasks
 
 #: Bound variables one SQLite statement may have: 999 before SQLite 3.32,
@@ -23,10 +23,6 @@ SQLITE_MAX_VARIABLES = 32766 if sqlite3.sqlite_version_info >= (3, 32, 0) else 9
 #: rounds (20,000 records): 24.6 µs a task at 500 rows a statement, 26.6 at
 #: 41 (999 variables).
 SQLITE_MAX_ROWS = 500
-
-
-#: The names of the write statements.
-WRITES = ('published', 'event')
 
 
 def insert_for(dialect_name: str) -> Callable[[Any], Any]:
@@ -46,9 +42,7 @@ def published_statement(dialect_name: str) -> Any:
                      for status in FINAL if status != SUCCEEDED))  # no expanding IN here
     new_life = and_(finished, tasks.c.finished_at < insert.excluded.published_at)
     values: dict[str, Any] = {name: insert.excluded[name] for name in PUBLISHED_COLUMNS}
-    for name in ('status', 'attempts', 'started_at', 'finished_at', 'next_attempt_at',
-                 'duration_sec', 'worker', 'error_type', 'error_message', 'error_traceback',
-                 'dead_letter_reason', 'result', 'stderr', 'updated_at'):
+    for name in EVENT_COLUMNS:
         values[name] = sqlalchemy.case((new_life, insert.excluded[name]), else_=tasks.c[name])
     return insert.on_conflict_do_update(index_elements=[tasks.c.id], set_=values)
 
@@ -57,8 +51,7 @@ def event_statement(dialect_name: str) -> Any:
     """Insert or update a row from a worker's event, unless the row holds a
     newer one. Publisher-only columns are kept."""
     insert = insert_for(dialect_name)(tasks)
-    values = {column.name: insert.excluded[column.name] for column in tasks.columns
-              if column.name not in PUBLISHED_COLUMNS + KEPT_COLUMNS and column.name != 'id'}
+    values = {name: insert.excluded[name] for name in EVENT_COLUMNS}
     return insert.on_conflict_do_update(
         index_elements=[tasks.c.id], set_=values,
         where=tasks.c.updated_at <= insert.excluded.updated_at)
@@ -160,9 +153,7 @@ class WriteStatement:
             dialect = positional_postgresql(dialect)
         compiled = statement.compile(dialect=dialect, column_keys=list(keys))
         self.sql = str(compiled)
-        self.positional = bool(compiled.positional)
-        names = list(compiled.positiontup or ()) if self.positional else list(compiled.binds)
-        self.names = names
+        names = self.names = list(compiled.positiontup)     # both dialects' are positional
         #: Where a value needs its bind processor (JSON to text): few columns do.
         self.processed = _processors(compiled, names, dialect, fast)
         #: The same, for the columns whose processor may turn None into
@@ -170,7 +161,8 @@ class WriteStatement:
         #: others' None values are passed as they are.
         self._processed_none = [(index, process) for index, process in self.processed
                                 if process(None) is not None]
-        self._get = operator.itemgetter(*names) if len(names) > 1 else None
+        self._get = operator.itemgetter(*names) if len(names) > 1 else \
+            (lambda row: (row[names[0]],))
         #: How many rows one statement may carry (see _sqlite_rows, _postgresql_rows).
         self.rows_per_statement = 1
         self._multirow: dict[int, str] = {}
@@ -185,8 +177,7 @@ class WriteStatement:
     def _sqlite_rows(self, statement: Any, keys: Sequence[str], dialect: Any, fast: bool) -> None:
         """Several rows a statement, their bound variables under SQLite's limit
         (its oldest, 999, unless ``fast``)."""
-        shape = _repeated_values(statement, keys, dialect, len(self.names)) \
-            if self.positional else None
+        shape = _repeated_values(statement, keys, dialect, len(self.names))
         if shape is not None:
             self._head, self._group, self._tail = shape
             self.rows_per_statement = max(1, min(SQLITE_MAX_ROWS, (
@@ -233,7 +224,7 @@ class WriteStatement:
         flat: list[Any] = []
         for row in rows:
             try:        # every key present (the usual row): one C call, in order
-                flat.extend(get(row) if get is not None else (row[names[0]],))
+                flat.extend(get(row))
             except KeyError:
                 flat.extend([row.get(name) for name in names])
         _process_columns(flat, width, self.processed, self._processed_none)
@@ -241,17 +232,8 @@ class WriteStatement:
 
     def parameters(self, rows: Sequence[dict[str, Any]]) -> list[Any]:
         """Each row's parameters, for the driver's executemany of :attr:`sql`."""
-        names, processed, get = self.names, self.processed, self._get
-        values = []
-        for row in rows:
-            try:        # every key present (the usual row): one C call, in order
-                found = list(get(row)) if get is not None else [row.get(names[0])]
-            except KeyError:
-                found = [row.get(name) for name in names]
-            for index, process in processed:
-                found[index] = process(found[index])
-            values.append(tuple(found) if self.positional else dict(zip(names, found, strict=True)))
-        return values
+        flat, width = self.flat_parameters(rows), len(self.names)
+        return [tuple(flat[at:at + width]) for at in range(0, len(flat), width)]
 
 
 def many_rows_sql(statement: Any, keys: Sequence[str], dialect: Any, count: int) -> str:

@@ -116,22 +116,11 @@ def _add_mac_v2(conn: Connection) -> None:
     rejected.create(conn, checkfirst=True)
 
 
-#: (version, what it does, how), applied in order. What it does is said
-#: for the database at hand: ``{postgresql: ...}`` is said only there.
+#: (version, what it does, how), applied in order; ``%(trigger)s`` is said on PostgreSQL only.
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
-    (1, 'create kale_outbox and kale_consumed{postgresql: and the notify trigger}', _create_v1),
+    (1, 'create kale_outbox and kale_consumed%(trigger)s', _create_v1),
     (2, 'add kale_outbox.mac and kale_outbox_rejected', _add_mac_v2),
 ]
-
-
-def _said(what: str, dialect: str) -> str:
-    """A migration's description for ``dialect``: its ``{name: text}`` parts
-    kept for that dialect and dropped for the others."""
-    import re
-    return re.sub(r'\{(\w+):([^}]*)\}',
-                  lambda part: part.group(2) if part.group(1) == dialect else '', what)
-
-
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 
@@ -212,13 +201,15 @@ def init(engine: Engine) -> list[str]:
     """Bring the outbox tables up to date; what was applied (empty when nothing was)."""
     applied = []
     with engine.begin() as conn:
-        if conn.dialect.name == 'postgresql':
+        postgres = conn.dialect.name == 'postgresql'
+        if postgres:
             conn.exec_driver_sql('SELECT pg_advisory_xact_lock(%d)' % MIGRATION_LOCK)
         version = current_version(conn, schema_version)
         for number, what, apply in MIGRATIONS:
             if number > version:
                 apply(conn)
-                applied.append('%d: %s' % (number, _said(what, conn.dialect.name)))
+                said = what % {'trigger': ' and the notify trigger' if postgres else ''}
+                applied.append('%d: %s' % (number, said))
                 version = number
         conn.execute(schema_version.delete())
         conn.execute(schema_version.insert().values(version=version))

@@ -309,27 +309,25 @@ class RecordStore(Facets):
 
     def cancelled_among(self, task_ids: Sequence[str]) -> set[str]:
         """At most one query for a whole batch, and on a SQLite file none unless
-        one of them may be (see :mod:`kale.store.sql.cancels`). On the worker's
-        path: straight to the driver, on a cursor kept for it."""
-        if not task_ids:
-            return set()
-        self.migrate()
-        with self._check_lock:
-            if self._cancelled_ids is not None:
-                task_ids = self._cancelled_ids.candidates(task_ids, self._all_cancelled)
-                if not task_ids:
-                    return set()
-            return {row[0] for row in self._check(*self.driver.status_among(
-                CANCELLED, list(task_ids)))}
+        one of them may be (see :mod:`kale.store.sql.cancels`)."""
+        return self._among(CANCELLED, task_ids, self._cancelled_ids)
 
     def succeeded_among(self, task_ids: Sequence[str]) -> set[str]:
-        """Which of these ids already succeeded (one query, on the kept cursor)."""
+        return self._among(SUCCEEDED, task_ids, None)
+
+    def _among(self, status: str, task_ids: Sequence[str],
+               kept: Optional[cancels.CancelledIds]) -> set[str]:
+        """Which of ``task_ids`` have ``status``: on the worker's path, straight
+        to the driver, on a cursor kept for it (``kept``: the candidates only)."""
         if not task_ids:
             return set()
         self.migrate()
         with self._check_lock:
-            return {row[0] for row in self._check(*self.driver.status_among(
-                SUCCEEDED, list(task_ids)))}
+            if kept is not None:
+                task_ids = kept.candidates(task_ids, self._all_cancelled)
+                if not task_ids:
+                    return set()
+            return {row[0] for row in self._check(*self.driver.status_among(status, list(task_ids)))}
 
     def _all_cancelled(self, limit: int) -> list[str]:
         """Up to ``limit`` ids of cancelled tasks (under the check lock)."""
@@ -366,14 +364,11 @@ def _expired_tasks(succeeded_ttl: Optional[float], failed_ttl: Optional[float],
 def raw_errors() -> tuple[type[Exception], ...]:
     """The drivers' own errors (a raw connection's queries raise those)."""
     import sqlite3
-    errors: list[type[Exception]] = [sqlite3.Error]
     try:
         import psycopg
     except ImportError:
-        pass
-    else:
-        errors.append(psycopg.Error)
-    return tuple(errors)
+        return (sqlite3.Error,)
+    return (sqlite3.Error, psycopg.Error)
 
 
 __all__ = ['FINAL', 'PENDING', 'RecordStore', 'engine_url', 'safe_url']

@@ -26,11 +26,6 @@ class SQLSchedules:
         self.store = store
         self._insert = insert_for(store.dialect)
 
-    def _mine(self, holder: str, now: float) -> Any:
-        return exists().where(scheduler_lease.c.name == LEASE,
-                              scheduler_lease.c.holder == holder,
-                              scheduler_lease.c.expires_at > now)
-
     def acquire(self, holder: str, now: float, length_sec: float) -> tuple[bool, Optional[Lease]]:
         lease = scheduler_lease.c
         with self.store.begin(write=True) as conn:
@@ -72,9 +67,16 @@ class SQLSchedules:
                         index_elements=[schedules.c.name]))
 
     def claim(self, name: str, holder: str, tick: float, task_id: str, now: float) -> bool:
+        return self._move(name, holder, tick, now, last_tick=tick, last_task_id=task_id,
+                          last_published_at=now)
+
+    def _move(self, name: str, holder: str, to: float, now: float, **values: Any) -> bool:
+        """Move a schedule's watermark up to ``to``, only while ``holder`` leads."""
+        mine = exists().where(scheduler_lease.c.name == LEASE, scheduler_lease.c.holder == holder,
+                              scheduler_lease.c.expires_at > now)
         return self.store.changed(update(schedules).where(
-            schedules.c.name == name, schedules.c.watermark < tick, self._mine(holder, now)).values(
-            watermark=tick, last_tick=tick, last_task_id=task_id, last_published_at=now)) == 1
+            schedules.c.name == name, schedules.c.watermark < to, mine).values(
+            watermark=to, **values)) == 1
 
     def unclaim(self, before: Progress, tick: float, task_id: str) -> None:
         self.store.changed(update(schedules).where(
@@ -84,9 +86,7 @@ class SQLSchedules:
             last_task_id=before.last_task_id, last_published_at=before.last_published_at))
 
     def skip(self, name: str, holder: str, up_to: float, now: float) -> bool:
-        return self.store.changed(update(schedules).where(
-            schedules.c.name == name, schedules.c.watermark < up_to,
-            self._mine(holder, now)).values(watermark=up_to)) == 1
+        return self._move(name, holder, up_to, now)
 
     def task_statuses(self, task_ids: Iterable[str]) -> dict[str, str]:
         ids = [task_id for task_id in task_ids if task_id]
