@@ -1,13 +1,6 @@
-"""Files the records store and the outbox make, made so that only their owner can read them.
-
-A SQLite database holds what tasks were given and returned (the records'),
-or what is about to be sent (the outbox's); the records' signal file
-(:mod:`kale.store.sql.cancels`) tells workers about cancellations. Both are
-created owner-only (0600; SQLite gives its ``-wal`` and ``-shm`` files the
-database's mode), never through a symbolic link someone else planted: a
-link in a directory anyone can write to (``/tmp``) is refused, and the
-signal file is never opened through a link at all.
-"""
+"""Files the records store and the outbox make, made so that only their owner
+can read them, never through a planted symbolic link
+(docs/explanation/internals-store.md, "Owner-only files")."""
 from __future__ import annotations
 
 import logging

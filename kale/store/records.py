@@ -1,17 +1,6 @@
 """The task records' facet of a store: the tasks' rows, their attempts, the
 workers' rows (``store.records``), and the questions about many of them
-(``store.queries``).
-
-Writes follow two rules, whatever the backend. A publication inserts its
-row; a row already there (a worker wrote first) takes the publisher's
-columns, and one that ended unsuccessfully before this publish starts a new
-life with the publication's values. A worker's event inserts or updates its
-row unless the row holds a newer event (``updated_at``), and never changes
-the publisher's columns nor ``message_id``, ``duplicate_of``,
-``retried_as`` and ``dead_of``. Values reach the store as the sealer
-(:mod:`kale.store.sealing`) makes them, unless the caller says they are so
-already.
-"""
+(``store.queries``); the two rules of their writes: docs/explanation/internals-store.md."""
 from __future__ import annotations
 
 import functools

@@ -1,13 +1,6 @@
 """The engine on a database: SQLite in WAL mode (Kale says BEGIN itself),
-or PostgreSQL through psycopg.
-
-A PostgreSQL connection is pinged when it leaves the pool (a server that
-restarted, or an idle connection a proxy closed, is replaced before a
-statement fails on it), unless it came back to the pool less than
-:data:`PING_IDLE_SEC` ago: on a busy worker every transaction would
-otherwise pay a round trip for the ping (measured with
-``python -m bench --scenarios fleet``: 0.31 of 2.8 round trips a task).
-"""
+or PostgreSQL through psycopg, its pooled connections pinged only after
+:data:`PING_IDLE_SEC` idle (docs/explanation/internals-store.md, "The engine")."""
 from __future__ import annotations
 
 import time

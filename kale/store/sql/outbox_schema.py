@@ -1,16 +1,6 @@
-"""The outbox's tables, in the application's own database.
-
-``kale_outbox`` holds encoded, signed messages inserted in the caller's
-transaction until the relay sends them, each with its publisher's MAC
-(:mod:`kale.outbox.proof`); ``kale_outbox_rejected`` the rows the relay set
-aside because that MAC failed; ``kale_consumed`` the task ids whose
-effects a transaction applied (:func:`kale.outbox.consume_once`). On
-PostgreSQL an insert into ``kale_outbox`` notifies the channel
-``kale_outbox`` (a statement trigger), which wakes the relays. ``kale outbox
-init`` applies the migrations a database lacks, idempotently, under an
-advisory lock on PostgreSQL, and records the version reached in
-``kale_outbox_schema``.
-"""
+"""The outbox's tables in the application's own database (``kale_outbox``,
+``kale_outbox_rejected``, ``kale_consumed``), their migrations and the
+PostgreSQL notify trigger (docs/explanation/internals-store.md, "The outbox")."""
 from __future__ import annotations
 
 from typing import Any, Callable

@@ -1,13 +1,5 @@
-"""The records schema: the tables, created and migrated by Kale, versioned.
-
-``kale_tasks`` has one row per task id; ``kale_workers`` one per worker
-process and supervisor; ``kale_schema`` holds the schema's version. Times
-are epoch seconds (floats), so that comparisons and buckets read the same on
-SQLite and PostgreSQL. Each migration is a function of a connection, applied
-in order in one transaction with the version it brings; on PostgreSQL an
-advisory lock keeps two starting workers from migrating at once, on SQLite
-the write transaction does.
-"""
+"""The records schema: the tables, created and migrated by Kale, versioned
+(docs/explanation/internals-store.md, "The schema")."""
 from __future__ import annotations
 
 import logging
