@@ -67,12 +67,10 @@ _CANCELLED = TaskStatus.CANCELLED.value
 
 def timeline_of(minutes: Iterable[MinuteRow], edge: Iterable[MinuteRow],
                 bucket_sec: int, unit: int = MINUTE) -> dict[str, dict[int, dict[str, Any]]]:
-    """The timeline's points by task and bucket number: the counted minutes,
-    and ``edge``, the runs of the partial minute before them (rows shaped
-    alike), summed into buckets of ``bucket_sec`` (a multiple of a minute;
-    rows numbered in ``unit`` seconds may have buckets of that unit). A point
-    holds each status's runs, and the sum and number of the timed runs'
-    durations as a scan's averages make them."""
+    """The timeline's points by task and bucket number: the counted minutes and
+    ``edge`` (the partial minute before them) summed into buckets of
+    ``bucket_sec`` (rows numbered in ``unit`` seconds), durations as a scan's
+    averages make them."""
     sums: dict[tuple[str, int, str], list[float]] = {}
     edge = list(edge)
     for minute, task, status, n, total, timed in [*minutes, *edge]:

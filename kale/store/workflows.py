@@ -1,13 +1,6 @@
-"""The workflows' facet of a store: each workflow's row and its nodes'.
-
-What moves a workflow on (:mod:`kale.workflow.state`) is written once, over
-the steps a backend gives inside one transaction (:class:`WorkflowSteps`,
-from :meth:`WorkflowStore.begin`): a node succeeds, its downstream nodes'
-counts of missing inputs go down (the one that reaches zero is claimed by
-exactly one caller), nodes end, the workflow finishes; a workflow that
-ended reopens, once, and its nodes wait again (a retry). Calls and results
-reach the store serialized and signed (:mod:`kale.workflow.values`).
-"""
+"""The workflows' facet of a store: each workflow's row and its nodes', moved
+on by steps a backend gives inside one transaction (:class:`WorkflowSteps`;
+docs/explanation/internals-store.md, "Workflows")."""
 from __future__ import annotations
 
 import dataclasses
@@ -18,13 +11,9 @@ from kale.statuses import NodeStatus, WorkflowStatus
 
 @dataclasses.dataclass(frozen=True)
 class Claim:
-    """Who publishes a ready node, and until when: the process
-    (:func:`kale.events.process_identity`) that made the node ready, or the
-    sweep that took it over, and the epoch time its claim lapses unless
-    that process renews it. A node is claimed in the transaction that
-    makes it ready, so no other process publishes it while its publish
-    runs, however slow; a sweep takes over only a claim that lapsed (its
-    publisher died)."""
+    """Who publishes a ready node (the process that made it ready, or the
+    sweep that took it over), and the epoch time its claim lapses unless
+    renewed (docs/explanation/internals-store.md, "Workflows")."""
 
     owner: str
     until: float
@@ -74,7 +63,7 @@ NODE_FIELDS = tuple(field.name for field in dataclasses.fields(Node))
 
 
 class WorkflowSteps(Protocol):
-    """The steps of one transaction on the workflows (see the module docstring)."""
+    """The steps of one transaction on the workflows."""
 
     def add(self, workflow: WorkflowRow, nodes: Sequence[Node]) -> None:
         """Keep a new workflow and its nodes."""

@@ -20,12 +20,9 @@ from kale.store.memory.workflows import MemoryWorkflows
 
 
 class MemoryStore:
-    """A store in this process's memory; ``url`` is ``memory://NAME``
-    (``RECORDS_URL='memory://'``: the records, workflows, limits and the
-    rest of one process, for its tests). Every store opened on one name is
-    the same database (as two apps on one database file share its rows,
-    each app opening its own store): its rows, and the keys of the first
-    opened, which seal them."""
+    """A store in this process's memory, on ``memory://NAME``: every store
+    opened on one name is the same database (its rows, and the keys of the first
+    opened, which seal them), as two apps share a database file's rows."""
 
     #: No file: a spool of outcomes goes to the user's cache.
     database_file = None

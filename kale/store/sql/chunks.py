@@ -1,9 +1,6 @@
-"""Deleting many task records in chunks: each chunk of
-:data:`CHUNK_ROWS` rows is a transaction of its own (a few tens of
-milliseconds), so a purge of millions
-of rows never holds SQLite's write lock (or PostgreSQL's row locks) for
-long, and the workers' writes go in between. The counters' changes are
-folded as the chunks go (:func:`kale.store.sql.counters.roll_up`)."""
+"""Deleting many task records in chunks of :data:`CHUNK_ROWS` rows, a
+transaction each, so that the workers' writes go in between
+(docs/explanation/internals-store.md, "Questions about many records")."""
 from __future__ import annotations
 
 import time

@@ -89,11 +89,9 @@ def count_rows(conn: Connection) -> list[CountRow]:
 
 
 def run_rows(conn: Connection, since: float, bucket_sec: int) -> list[MinuteRow]:
-    """The runs finished since ``since`` by bucket number (of ``bucket_sec``,
-    a multiple of a minute), task and status: whole periods from
-    kale_task_periods when the buckets are whole periods, whole minutes from
-    kale_task_minutes, and the partial minute at the start from the records
-    (a minute of them at most); the changes not folded included."""
+    """The runs finished since ``since`` by bucket number (of ``bucket_sec``, a
+    multiple of a minute), task and status: from the periods, the minutes and,
+    for the partial minute at the start, the records; changes not folded included."""
     first_minute = first_whole_minute(since)
     rows = _edge_rows(conn, since, first_minute, bucket_sec)
     if bucket_sec % PERIOD_SEC:

@@ -31,12 +31,10 @@ def insert_for(dialect_name: str) -> Callable[[Any], Any]:
 
 
 def published_statement(dialect_name: str) -> Any:
-    """Insert a publication; a row that is already there (a worker wrote
-    first) gets the publisher's columns. A row of an earlier life of the
-    same id (a task whose make_task_id repeats) that ended unsuccessfully
-    starts again as queued. A succeeded one stays succeeded: workers delete
-    a delivery of a task that already succeeded unrun (a publish sent again
-    because its answer was lost is that, not a new life)."""
+    """Insert a publication; a row already there (a worker wrote first) gets
+    the publisher's columns, and one of an earlier life of the id that ended
+    unsuccessfully starts again. A succeeded one stays: a publish sent again
+    because its answer was lost is not a new life."""
     insert = insert_for(dialect_name)(tasks)
     finished = or_(*(tasks.c.status == sqlalchemy.literal_column("'%s'" % status)
                      for status in FINAL if status != SUCCEEDED))  # no expanding IN here
@@ -74,9 +72,8 @@ def all_cancelled_statement() -> Any:
 
 def _processors(compiled: Any, names: Sequence[str], dialect: Any,
                 fast: bool = True) -> list[tuple[int, Callable[[Any], Any]]]:
-    """(index, bind processor) of the columns whose values need one. On
-    SQLite a JSON column's is ``json.dumps`` itself when that is what
-    SQLAlchemy's calls (its own adds three calls a value)."""
+    """(index, bind processor) of the columns whose values need one (on SQLite a
+    JSON column's is ``json.dumps`` itself: SQLAlchemy's adds three calls a value)."""
     found = []
     for index, name in enumerate(names):
         kind = compiled.binds[name].type
@@ -139,13 +136,9 @@ def _values_group(sql: str, width: int) -> 'tuple[str, str, str] | None':
 
 
 class WriteStatement:
-    """A write statement compiled once, for the driver's own executemany: its
-    SQL and how to turn rows into the driver's parameters (SQLAlchemy's bind
-    processors, e.g. JSON to text); a key a row lacks is None. It also has a
-    form that carries many rows (:meth:`many`): a VALUES list on SQLite, a
-    JSON document of rows on PostgreSQL (measured with bench's writer rounds:
-    one statement a batch of 500 took 46-62 µs a task, where psycopg's
-    executemany took 112-122)."""
+    """A write statement compiled once: its SQL, how rows become the driver's
+    parameters (a key a row lacks is None), and its form for many rows
+    (:meth:`many`: a VALUES list on SQLite, a JSON document on PostgreSQL)."""
 
     def __init__(self, statement: Any, keys: Sequence[str], dialect: Any,
                  fast: bool = True):
@@ -196,12 +189,9 @@ class WriteStatement:
         self.rows_per_statement = POSTGRESQL_ROWS_PER_STATEMENT
 
     def many(self, rows: Sequence[dict[str, Any]]) -> tuple[str, list[Any]]:
-        """The statement for ``rows`` and its parameters: on SQLite, the
-        many-row VALUES form and the rows' values one after the other; on
-        PostgreSQL, one text for any number of rows (prepared once), the rows
-        one JSON document that ``json_to_recordset`` turns back into rows
-        (the JSON columns' values in it as they are: the text they are kept
-        as is the same ``json.dumps`` gives them on their own)."""
+        """The statement for ``rows`` and its parameters: SQLite's many-row VALUES
+        form and the values one after the other, or PostgreSQL's one text for any
+        number of rows, the rows one JSON document for ``json_to_recordset``."""
         if self._recordset is None:
             return self.multirow_sql(len(rows)), self.flat_parameters(rows)
         names = self.names
@@ -245,11 +235,9 @@ def many_rows_sql(statement: Any, keys: Sequence[str], dialect: Any, count: int)
 
 def _repeated_values(statement: Any, keys: Sequence[str], dialect: Any, width: int
                      ) -> 'tuple[str, str, str] | None':
-    """The many-row form as (head, one row's values group, tail), found from
-    SQLAlchemy's one- and two-row compilations: the two-row text is the
-    one-row text with ``, <group>`` after the first group, a group holding
-    ``width`` placeholders. None when the texts do not have that shape (or the
-    three-row text does not follow)."""
+    """The many-row form as (head, one row's values group, tail), from
+    SQLAlchemy's one- and two-row compilations (checked against the three-row
+    one); None when the texts do not have that shape."""
     one, two = (many_rows_sql(statement, keys, dialect, n) for n in (1, 2))
     size = len(two) - len(one) - 2
     common = 0

@@ -156,11 +156,9 @@ class _Steps:
             self.conn.execute(_WRITE_BUCKET, values)
 
     def commit(self) -> None:
-        """The buckets' writes, and on psycopg the commit with them, in one
-        round trip (pipeline mode): a bucket's row is locked from its read
-        to the commit, and every other worker's ask on its key waits for
-        it, so a round trip less there is one less for all of them. The
-        store's own commit then has nothing left to send."""
+        """The buckets' writes, and on psycopg the commit with them, in one round
+        trip (pipeline mode): every other worker's ask on a bucket's key waits for
+        its row from its read to the commit."""
         writes, self._bucket_writes = self._bucket_writes, []
         if not writes:
             return

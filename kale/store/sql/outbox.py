@@ -31,23 +31,19 @@ _JSON_COLUMNS = ('attributes', 'record')
 _INSERTS: dict[str, str] = {}
 
 
-def _take(picked: Any) -> Any:
+def _take(*where: Any, skip_locked: bool = True) -> Any:
+    """Delete the first rows ``where`` says, locked, returning them."""
+    picked = select(outbox.c.id).where(*where).order_by(outbox.c.id).limit(
+        bindparam('limit')).with_for_update(skip_locked=skip_locked)
     return delete(outbox).where(outbox.c.id.in_(picked.scalar_subquery())).returning(*outbox.c)
 
 
-_FIRST = select(outbox.c.id).order_by(outbox.c.id)
 #: SQLite's one relay reads; PostgreSQL's take any rows, the standard ones
 #: (without a deduplication id, which every FIFO row has), or the FIFO ones.
 _READ = select(outbox).order_by(outbox.c.id).limit(bindparam('limit'))
-_ANY = _take(_FIRST.limit(bindparam('limit')).with_for_update(skip_locked=True))
-_STANDARD = _take(_FIRST.where(outbox.c.dedup_id.is_(None)).limit(bindparam('limit'))
-                  .with_for_update(skip_locked=True))
-_FIFO = _take(_FIRST.where(outbox.c.dedup_id.is_not(None)).limit(bindparam('limit'))
-              .with_for_update())
-
-
-def _row(row: Any) -> OutboxRow:
-    return OutboxRow(*row)              # the table's columns are the row's fields, in order
+_ANY = _take()
+_STANDARD = _take(outbox.c.dedup_id.is_(None))
+_FIFO = _take(outbox.c.dedup_id.is_not(None), skip_locked=False)
 
 
 class _Claim:
@@ -111,7 +107,7 @@ class SQLOutbox:
                 yield _Claim(conn, self._claim_concurrent(conn, limit, fifo))
             return
         with self.engine.connect().execution_options(kale_read=True) as conn, conn.begin():
-            rows = [_row(row) for row in conn.execute(_READ, {'limit': limit}).all()]
+            rows = [OutboxRow(*row) for row in conn.execute(_READ, {'limit': limit}).all()]
         claim = _Claim(None, rows)
         yield claim
         if rows:
@@ -129,7 +125,8 @@ class SQLOutbox:
             if len(rows) < limit and conn.exec_driver_sql(
                     'SELECT pg_try_advisory_xact_lock(%d)' % FIFO_LOCK).scalar():
                 rows += conn.execute(_FIFO, {'limit': limit - len(rows)}).all()
-        return sorted((_row(row) for row in rows), key=lambda row: row.id)
+        # the table's columns are the row's fields, in order
+        return sorted((OutboxRow(*row) for row in rows), key=lambda row: row.id)
 
     def pending(self, now: float, url: str = '') -> tuple[int, Optional[float]]:
         """Rows waiting and the oldest's age; RecordsUnavailableError naming

@@ -150,11 +150,9 @@ def open_database(url: str, setting: str = 'OUTBOX_URL') -> Engine:
 
 
 def create_statements(dialect_name: str) -> list[str]:
-    """The SQL that creates the tables at :data:`SCHEMA_VERSION` in a
-    database of ``dialect_name`` ('sqlite' or 'postgresql') that has none,
-    the version reached and the notify trigger included: what ``init``
-    would do, for a migration tool that runs SQL on its own connection and
-    in its own transaction (Django's migrations)."""
+    """The SQL that creates the tables at :data:`SCHEMA_VERSION` in an empty
+    database of ``dialect_name``: what ``init`` would do, for a migration tool
+    that runs SQL in its own transaction (Django's migrations)."""
     from sqlalchemy.schema import CreateIndex, CreateTable
     dialect = _dialect(dialect_name)
     statements = []

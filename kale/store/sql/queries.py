@@ -1,10 +1,6 @@
 """Questions about many records, on a database store: keyset pages,
-counts, summaries, deletes, throughput over time, workers, ids by prefix.
-
-Pages are keyset pages, newest first, on ``(published_at, id)``: a page
-costs the same however deep it is, and nothing but the page is ever held in
-memory. Counts, summaries and deletes run in the database.
-"""
+counts, summaries, deletes, throughput over time, workers, ids by prefix
+(docs/explanation/internals-store.md, "Questions about many records")."""
 from __future__ import annotations
 
 import contextlib
@@ -78,11 +74,8 @@ class Queries(DerivedQueries):
 
     @contextlib.contextmanager
     def _counted(self) -> Iterator[Connection]:
-        """A read transaction on the counters; first, when more than
-        READ_FOLD_CHANGES changes wait to be folded (rows written while no
-        Kale writer ran), their fold, under the lock the writers' folds
-        take (:meth:`RecordStore.roll_up`: SQLite's write lock, PostgreSQL's
-        advisory lock, left to whoever holds it)."""
+        """A read transaction on the counters, after folding their changes first
+        when more than READ_FOLD_CHANGES wait (under the writers' folds' lock)."""
         with self.store.begin() as conn:
             if not counters.behind(conn):
                 yield conn

@@ -1,12 +1,5 @@
 """The records store: one SQLAlchemy Core engine on RECORDS_URL, and the
-statements that write records.
-
-SQLite runs in WAL mode, with writes in ``BEGIN IMMEDIATE`` transactions
-and a busy timeout, so several worker processes on one machine write to one
-file without failing each other; PostgreSQL takes the same statements.
-Writes are upserts guarded by the event's time (``updated_at``): whichever
-process's writer is slower, an older event never overwrites a newer one.
-"""
+statements that write records (docs/explanation/internals-store.md)."""
 from __future__ import annotations
 
 import contextlib
@@ -56,6 +49,7 @@ from kale.store.sealing import Sealer
 from kale.store.sql.driver import Driver, chunks, insert_for, same_keys
 
 logger = logging.getLogger(__name__)
+
 
 class RecordStore(Facets):
     """Reads and writes task and worker records on one database."""
@@ -145,8 +139,7 @@ class RecordStore(Facets):
         self.engine.dispose()
 
     def _autocommit_connection(self) -> Any:
-        """A driver connection of the pool's, kept for the cancellation checks,
-        whose reads need no transaction (SQLite's are set up without one)."""
+        """A pooled driver connection for the checks, whose reads need no transaction."""
         raw = self.engine.raw_connection()
         if self.dialect == 'postgresql':
             raw.driver_connection.autocommit = True  # type: ignore[union-attr]
@@ -185,8 +178,7 @@ class RecordStore(Facets):
                     index_elements=[attempts.c.task_id, attempts.c.attempt]), list(attempt_rows))
 
     def _executemany(self, conn: Connection, kind: str, rows: Sequence[dict[str, Any]]) -> None:
-        """One statement for many rows, straight to the driver: SQLAlchemy's
-        per-row work would cost more than the database's."""
+        """Straight to the driver: SQLAlchemy's per-row work costs more than the database's."""
         statement = self.driver.write(kind, tuple(rows[0]))   # rows share keys (same_keys)
         cursor = conn.connection.cursor()
         try:

@@ -1,10 +1,6 @@
 """The workflows' facet on a database (see :mod:`kale.store.workflows`):
-``kale_workflows`` and ``kale_workflow_nodes``. The statements of a node's
-completion are built once (building one costs more than running it); a
-node's arrival lowers its count and claims it in one UPDATE, so the row's
-lock makes exactly one caller see zero. On PostgreSQL a batch's nodes
-succeed in one UPDATE (one round trip instead of one a node); SQLite, with
-no round trips to save, runs the one-node UPDATE for each."""
+``kale_workflows`` and ``kale_workflow_nodes``, a node's arrival counted and
+claimed in one UPDATE (docs/explanation/internals-store.md, "Workflows")."""
 from __future__ import annotations
 
 import contextlib
