@@ -6,12 +6,7 @@ import functools
 import threading
 from typing import Any, Optional
 
-from kale.store.memory.facets import (
-    MemoryControls,
-    MemorySchedules,
-    MemoryUnique,
-    MemoryWebhooks,
-)
+from kale.store.memory.facets import MemoryControls, MemorySchedules, MemoryUnique, MemoryWebhooks
 from kale.store.memory.flow import MemoryFlow
 from kale.store.memory.outbox import MemoryOutbox
 from kale.store.memory.queries import MemoryQueries

@@ -23,15 +23,8 @@ from kale.store.sql.counters_schema import (
 
 #: The PostgreSQL advisory lock of the one folding the changes ('kalc').
 ROLL_UP_LOCK = 0x6B616C63
-#: Changes not folded yet beyond which a reader of the counters (the
-#: summary, a count, the timeline) folds them before it reads: a read adds
-#: every change still waiting, a few µs each. The writers fold theirs every
-#: two seconds, but rows written while no Kale writer ran (a database
-#: loaded, restored, or written by another program) wait until one runs:
-#: 300,000 of them made the summary and the count take 0.77 s each, against
-#: 7 ms folded. Below this bound a read costs at most some tens of ms more
-#: (within the 50 ms the records-volume benchmark holds the dashboard's
-#: requests to) and takes no write lock.
+#: Changes not folded yet beyond which a reader of the counters folds them
+#: before it reads (docs/explanation/internals-store.md says why this many).
 READ_FOLD_CHANGES = 10_000
 
 

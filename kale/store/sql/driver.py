@@ -13,8 +13,9 @@ import sqlalchemy
 from sqlalchemy import and_, any_, bindparam, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
 
+from kale.statuses import FINAL_TASK, TaskStatus
 from kale.store.records import EVENT_COLUMNS, PUBLISHED_COLUMNS
-from kale.store.sql.schema import CANCELLED, FINAL, SUCCEEDED, tasks
+from kale.store.sql.schema import tasks
 
 #: Bound variables one SQLite statement may have: 999 before SQLite 3.32,
 #: 32766 since.
@@ -37,7 +38,7 @@ def published_statement(dialect_name: str) -> Any:
     because its answer was lost is not a new life."""
     insert = insert_for(dialect_name)(tasks)
     finished = or_(*(tasks.c.status == sqlalchemy.literal_column("'%s'" % status)
-                     for status in FINAL if status != SUCCEEDED))  # no expanding IN here
+                     for status in FINAL_TASK if status != TaskStatus.SUCCEEDED))  # no expanding IN here
     new_life = and_(finished, tasks.c.finished_at < insert.excluded.published_at)
     values: dict[str, Any] = {name: insert.excluded[name] for name in PUBLISHED_COLUMNS}
     for name in EVENT_COLUMNS:
@@ -310,7 +311,7 @@ class Driver:
         if query is None:
             query = self._queries[('all_cancelled', 0)] = Query(all_cancelled_statement(),
                                                                 self.dialect)
-        return query.sql, query.parameters({'status': CANCELLED, 'limit': limit})
+        return query.sql, query.parameters({'status': TaskStatus.CANCELLED, 'limit': limit})
 
 
 def same_keys(rows: Sequence[dict[str, Any]]) -> list[Sequence[dict[str, Any]]]:

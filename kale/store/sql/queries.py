@@ -11,7 +11,7 @@ from typing import Any, Iterator, Optional
 from sqlalchemy import Connection, Integer, and_, cast, func, or_, select
 
 from kale.exceptions import RecordsUnavailableError
-from kale.statuses import WorkerState
+from kale.statuses import TaskStatus, WorkerState
 from kale.store.counts import MINUTE, MinuteRow, count_of, counted, summary_of, timeline_of
 from kale.store.record import (
     DEFAULT_LIMIT,
@@ -38,7 +38,7 @@ from kale.store.records import (
 from kale.store.sql import counters
 from kale.store.sql.chunks import delete_in_chunks
 from kale.store.sql.records import RecordStore
-from kale.store.sql.schema import QUEUED, SCHEDULED, attempts, tasks, workers
+from kale.store.sql.schema import attempts, tasks, workers
 
 logger = logging.getLogger(__name__)
 
@@ -125,12 +125,12 @@ class Queries(DerivedQueries):
         now = time.time() if now is None else now
         due = func.coalesce(tasks.c.next_attempt_at, tasks.c.published_at)
         query = select(tasks.c.queue, func.min(due)) \
-            .where(tasks.c.status == QUEUED, due <= now).group_by(tasks.c.queue)
+            .where(tasks.c.status == TaskStatus.QUEUED, due <= now).group_by(tasks.c.queue)
         return {queue: float(oldest) for queue, oldest in self.store.read(query)}
 
     def scheduled_after(self, after: float) -> dict[str, tuple[int, float]]:
         query = select(tasks.c.queue, func.count(), func.min(tasks.c.next_attempt_at)) \
-            .where(tasks.c.status == SCHEDULED, tasks.c.next_attempt_at > after) \
+            .where(tasks.c.status == TaskStatus.SCHEDULED, tasks.c.next_attempt_at > after) \
             .group_by(tasks.c.queue)
         return {queue: (int(n), float(earliest)) for queue, n, earliest in self.store.read(query)}
 

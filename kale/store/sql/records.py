@@ -11,23 +11,12 @@ from typing import Any, Iterator, Optional, Sequence
 
 from kale.config import Config
 from kale.exceptions import ImproperlyConfigured, RecordsUnavailableError
+from kale.statuses import TaskStatus
 from kale.store.sql import cancels, counters, schema
 from kale.store.sql.chunks import delete_in_chunks
 from kale.store.sql.engine import make_engine
 from kale.store.sql.facets import Facets
-from kale.store.sql.schema import (
-    CANCELLED,
-    FINAL,
-    PENDING,
-    PURGED,
-    SUCCEEDED,
-    attempts,
-    tasks,
-    unique_keys,
-    workers,
-    workflow_nodes,
-    workflows,
-)
+from kale.store.sql.schema import attempts, tasks, unique_keys, workers, workflow_nodes, workflows
 from kale.store.sql.urls import engine_url, kind_of, safe_url, unavailable
 
 try:
@@ -37,14 +26,7 @@ except ImportError as exc:  # pragma: no cover - depends on the extras installed
     raise ImproperlyConfigured('task records need SQLAlchemy: pip install "kale-sqs[records]" '
                                '(%s)' % exc) from exc
 
-from kale.store.records import (
-    ENDED_TASKS,
-    ENDED_WORKFLOWS,
-    WAITING,
-    ended_waiting,
-    expired,
-    rows_to_write,
-)
+from kale.store.records import ENDED_TASKS, ENDED_WORKFLOWS, WAITING, ended_waiting, expired, rows_to_write
 from kale.store.sealing import Sealer
 from kale.store.sql.driver import Driver, chunks, insert_for, same_keys
 
@@ -218,7 +200,7 @@ class RecordStore(Facets):
         with self.begin(write=True) as conn:
             done = bool(conn.execute(tasks.update().where(
                 tasks.c.id == task_id, tasks.c.status.in_(WAITING)).values(
-                **ended_waiting(CANCELLED, now))).rowcount)
+                **ended_waiting(TaskStatus.CANCELLED, now))).rowcount)
         if done:
             try:
                 self._signal_cancel()
@@ -283,7 +265,7 @@ class RecordStore(Facets):
         now = time.time() if now is None else now
         return self.changed(tasks.update().where(
             tasks.c.queue == queue, tasks.c.status.in_(WAITING),
-            tasks.c.updated_at <= before).values(**ended_waiting(PURGED, now)))
+            tasks.c.updated_at <= before).values(**ended_waiting(TaskStatus.PURGED, now)))
 
     def message_owners(self, message_ids: Sequence[str],
                        not_ids: Sequence[str] = ()) -> dict[str, str]:
@@ -302,10 +284,10 @@ class RecordStore(Facets):
     def cancelled_among(self, task_ids: Sequence[str]) -> set[str]:
         """At most one query for a whole batch, and on a SQLite file none unless
         one of them may be (see :mod:`kale.store.sql.cancels`)."""
-        return self._among(CANCELLED, task_ids, self._cancelled_ids)
+        return self._among(TaskStatus.CANCELLED, task_ids, self._cancelled_ids)
 
     def succeeded_among(self, task_ids: Sequence[str]) -> set[str]:
-        return self._among(SUCCEEDED, task_ids, None)
+        return self._among(TaskStatus.SUCCEEDED, task_ids, None)
 
     def _among(self, status: str, task_ids: Sequence[str],
                kept: Optional[cancels.CancelledIds]) -> set[str]:
@@ -363,4 +345,4 @@ def raw_errors() -> tuple[type[Exception], ...]:
     return (sqlite3.Error, psycopg.Error)
 
 
-__all__ = ['FINAL', 'PENDING', 'RecordStore', 'engine_url', 'safe_url']
+__all__ = ['RecordStore', 'engine_url', 'safe_url']

@@ -6,9 +6,10 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 from sqlalchemy import Connection, and_, delete, or_, select, update
 
+from kale.statuses import FINAL_TASK
 from kale.store.controls import PAUSE, STOP, ControlRows
 from kale.store.sql.driver import insert_for
-from kale.store.sql.schema import FINAL, controls, tasks, unique_keys, webhooks
+from kale.store.sql.schema import controls, tasks, unique_keys, webhooks
 from kale.store.unique import claim_each
 
 if TYPE_CHECKING:
@@ -47,7 +48,7 @@ def _claim_key(conn: Connection, key: str, task_id: str, now: float, for_sec: fl
         if held is None:                         # freed meanwhile: claim it again
             continue
         status = conn.execute(select(tasks.c.status).where(tasks.c.id == held.task_id)).scalar()
-        if held.expires_at > now and status not in FINAL:
+        if held.expires_at > now and status not in FINAL_TASK:
             return str(held.task_id)
         moved = conn.execute(update(unique_keys).where(
             unique_keys.c.key == key, unique_keys.c.task_id == held.task_id).values(
