@@ -51,9 +51,8 @@ def prepare_database(path: str, setting: str = 'RECORDS_URL') -> None:
 
 
 def _check_existing(path: str, setting: str) -> None:
-    """A database file that was there already: ImproperlyConfigured when
-    another user made it in a directory anyone can write to (they could read
-    all it holds); one of ours that others may read is made owner-only."""
+    """A database file there already: refused when another user made it in a
+    directory anyone can write to; one of ours others may read made owner-only."""
     try:
         found = os.stat(path)
     except OSError:
@@ -76,9 +75,8 @@ def _check_existing(path: str, setting: str) -> None:
 
 
 def open_private(path: str, flags: int) -> int:
-    """``os.open`` of a file Kale owns: created owner-only, never through a
-    symbolic link; an existing file of this user left readable by others is
-    made owner-only."""
+    """``os.open`` of a file Kale owns: created owner-only, never through a link;
+    one of this user's that others may read made owner-only."""
     fd = os.open(path, flags | NO_FOLLOW, PRIVATE_FILE)
     try:
         found = os.fstat(fd)

@@ -54,9 +54,8 @@ class FlowStore(Protocol):
         """End the leases ``(key, holder)``."""
 
     def renew(self, slots: Sequence[tuple[str, str]], now: float, lease_sec: float) -> int:
-        """Move the leases ``(key, holder)`` to ``now + lease_sec`` (those
-        still there), and drop the leases of any key expired for longer than
-        a lease (dead workers'). Returns how many were renewed."""
+        """Move the leases ``(key, holder)`` still there to ``now + lease_sec``, and
+        drop those expired for longer than a lease; how many were renewed."""
 
     def holders(self, key: str, now: float) -> list[str]:
         """The holders of ``key``'s live leases, in order (tests, the operator)."""

@@ -38,9 +38,8 @@ class ScheduleStore(Protocol):
     """The lease and the schedules' progress (``store.schedules``)."""
 
     def acquire(self, holder: str, now: float, length_sec: float) -> tuple[bool, Optional[Lease]]:
-        """Take or renew the lease until ``now + length_sec`` when it is
-        ``holder``'s or has expired: (whether ``holder`` leads, the lease).
-        A renewal keeps ``acquired_at``."""
+        """Take or renew (keeping ``acquired_at``) the lease until ``now +
+        length_sec`` when it is ``holder``'s or expired: (whether ``holder`` leads, the lease)."""
 
     def release(self, holder: str, now: float) -> None:
         """Give the lease up, if ``holder``'s: another takes it at once."""

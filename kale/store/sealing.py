@@ -87,9 +87,8 @@ class Sealer:
         return dict(inputs, mac='%s:%s:%s' % (MAC_VERSION, self._mac_id, digest.hexdigest()))
 
     def check_inputs(self, row: Mapping[str, Any]) -> None:
-        """RecordConflictError unless the row's inputs carry a MAC this
-        deployment made for this very task id, task, queue, arguments and
-        labels."""
+        """RecordConflictError unless the row's inputs carry a MAC this deployment
+        made for this very task id, task, queue, arguments and labels."""
         inputs = row.get('inputs') or {}
         version, _, rest = str(inputs.get('mac') or '').partition(':')
         kid, _, digest = rest.partition(':')
@@ -131,9 +130,8 @@ class Sealer:
             return None
 
     def stored(self, row: dict[str, Any], published: bool = False) -> dict[str, Any]:
-        """A copy of ``row`` as the database may hold it: a publication's
-        inputs signed, then sensitive values sealed or dropped (the same row
-        when nothing changes)."""
+        """A copy of ``row`` as the database may hold it (a publication's inputs
+        signed, sensitive values sealed or dropped); the same row when nothing changes."""
         if published and row.get('inputs') is not None:
             row = dict(row, inputs=self.sign_inputs(row))
         if self.sealing or self.dropping:

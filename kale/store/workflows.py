@@ -35,10 +35,9 @@ class WorkflowRow:
 
 @dataclasses.dataclass(frozen=True)
 class Node:
-    """A node: its task, state and count of missing inputs, the nodes before
-    and after it, its call and result (serialized and signed), whether it
-    was published, since when it is ready, why it ended, and the
-    :class:`Claim` on its publish (who publishes or published it, until when)."""
+    """A node: its task, state and missing inputs, the nodes around it, its
+    call and result (serialized and signed), its publish, readiness, end and
+    :class:`Claim`."""
 
     task_id: str
     workflow_id: str
@@ -77,14 +76,12 @@ class WorkflowSteps(Protocol):
 
     def succeed_many(self, done: Sequence[tuple[str, str]]
                      ) -> dict[str, tuple[str, list[str]]]:
-        """:meth:`succeed` for several (task id, result) pairs at once: the
-        nodes that were queued, by task id, each with its workflow and its
-        downstream nodes (a pair whose node was not queued changes nothing)."""
+        """:meth:`succeed` for several (task id, result) pairs at once: the nodes
+        that were queued, by task id (the others change nothing)."""
 
     def succeed_cancelled(self, task_id: str, result: str) -> bool:
-        """A ``cancelled`` node whose task ran all the same (it was running
-        when its workflow ended) succeeds with ``result``; nothing moves on.
-        Whether it did."""
+        """A ``cancelled`` node whose task ran all the same succeeds with
+        ``result``; nothing moves on. Whether it did."""
 
     def arrive(self, task_id: str, count: int, now: float,
                claim: Claim) -> Optional[tuple[int, str]]:
@@ -135,9 +132,8 @@ class WorkflowSteps(Protocol):
         claims: queued ``grace_sec`` before ``now`` or earlier)."""
 
     def claim_stranded(self, task_id: str, now: float, grace_sec: float, claim: Claim) -> bool:
-        """Take over a :meth:`stranded` node's publish with ``claim``, if it is
-        still stranded at ``now``: whether this caller did (another sweep,
-        or its publisher renewing, may have come first)."""
+        """Take over a :meth:`stranded` node's publish with ``claim`` if it is still
+        stranded at ``now``: whether this caller did."""
 
 
 class WorkflowStore(Protocol):
@@ -150,10 +146,8 @@ class WorkflowStore(Protocol):
         """These nodes were published."""
 
     def renew_claims(self, task_ids: Sequence[str], owner: str, until: float) -> list[str]:
-        """The claims ``owner`` holds on these nodes now last until ``until``
-        (``until`` at the present releases them: a sweep takes those still
-        unpublished over at once); returns the task ids it still holds (a
-        claim that lapsed and was taken over is no longer its own)."""
+        """The claims ``owner`` holds on these nodes now last until ``until`` (the
+        present releases them); the task ids it still holds."""
 
     def overdue(self, now: float, limit: int = 100) -> list[str]:
         """Running workflows past their deadline."""

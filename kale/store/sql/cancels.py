@@ -36,10 +36,8 @@ _NEVER = object()
 
 
 def signal_path(url: Any) -> Optional[str]:
-    """The signal file of a SQLite store kept in a file (a
-    ``sqlalchemy.URL``), beside the file the path leads to (symbolic links
-    followed, a relative path made absolute); None for any other store (in
-    memory, a ``file:`` URI, another database)."""
+    """The signal file beside a SQLite store's file (a ``sqlalchemy.URL``; links
+    followed, made absolute); None for any other store (memory, ``file:`` URI)."""
     if url.get_backend_name() != 'sqlite':
         return None
     database = url.database
@@ -60,9 +58,8 @@ def send(path: str) -> None:
 
 
 def open_stamp(path: str) -> tuple[mmap.mmap, tuple[int, int]]:
-    """The signal file mapped for reading, made (with a zero stamp) when
-    missing, and its identity (device, inode); OSError when it can be
-    neither opened nor made."""
+    """The signal file mapped for reading (made, a zero stamp, when missing) and
+    its (device, inode); OSError when it can be neither opened nor made."""
     try:
         fd = open_private(path, os.O_RDWR | os.O_CREAT)
     except PermissionError:
@@ -96,9 +93,8 @@ class CancelledIds:
 
     def candidates(self, task_ids: Sequence[str],
                    load: Callable[[int], list[str]]) -> Sequence[str]:
-        """The ids among ``task_ids`` that may be cancelled: the ones kept,
-        loaded again with ``load(limit)`` first when the stamp changed; all of
-        them when the kept ids cannot be trusted."""
+        """The ids among ``task_ids`` that may be cancelled (the kept ones, loaded
+        again with ``load(limit)`` when the stamp changed), or all of them."""
         stamp = self._mapped()
         if stamp is None:
             return task_ids

@@ -38,9 +38,8 @@ def behind(conn: Connection) -> bool:
 
 
 def roll_up(conn: Connection, tidy: bool = False) -> bool:
-    """Fold the changes into the counters (in the caller's write
-    transaction); False when another process is folding them (PostgreSQL).
-    ``tidy``: also drop the counters that came down to 0 (after a purge)."""
+    """Fold the changes into the counters in the caller's transaction; False when
+    another process is folding them. ``tidy``: drop the counters down to 0."""
     if conn.dialect.name != 'postgresql':       # writes are one at a time: nothing comes between
         # The changes summed once by key (a few hundred rows), then folded three ways.
         conn.exec_driver_sql('CREATE TEMP TABLE IF NOT EXISTS kale_task_summed (task, queue, '

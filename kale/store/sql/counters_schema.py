@@ -139,9 +139,8 @@ def add_triggers(conn: Connection) -> None:
 
 
 def drop_triggers(conn: Connection) -> None:
-    """The triggers gone: writes as before the counters (the benchmark's
-    ``off``); the counters are then wrong until :func:`add_triggers` and
-    :func:`recount`."""
+    """The triggers gone (the benchmark's ``off``): the counters are wrong until
+    :func:`add_triggers` and :func:`recount`."""
     for name in TRIGGERS:
         conn.exec_driver_sql('DROP TRIGGER IF EXISTS %s%s' % (
             name, ' ON kale_tasks' if conn.dialect.name == 'postgresql' else ''))

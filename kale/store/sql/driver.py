@@ -329,9 +329,8 @@ def same_keys(rows: Sequence[dict[str, Any]]) -> list[Sequence[dict[str, Any]]]:
 
 def chunks(rows: Sequence[dict[str, Any]], size: int,
            ids_once: bool = False) -> Iterator[Sequence[dict[str, Any]]]:
-    """The rows in order, ``size`` at a time; with ``ids_once``, a chunk also
-    ends before an id it holds already (applied in order, chunk after chunk,
-    the rows do what one statement each would)."""
+    """The rows in order, ``size`` at a time; with ``ids_once``, a chunk also ends
+    before an id it holds already (in order they do what one statement each would)."""
     if not ids_once:
         for start in range(0, len(rows), size):
             yield rows[start:start + size]

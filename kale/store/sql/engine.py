@@ -34,9 +34,8 @@ def _sqlite_connection_setup(engine: Engine) -> None:
 
 def _ping_when_idle(engine: Engine, clock: Callable[[], float],
                     idle_sec: float = PING_IDLE_SEC) -> None:
-    """SQLAlchemy's ``pool_pre_ping``, for connections that were idle in the
-    pool for ``idle_sec`` or more (or never used): one that fails the ping
-    is replaced, as there."""
+    """SQLAlchemy's ``pool_pre_ping`` for connections idle in the pool for
+    ``idle_sec`` or more (or never used)."""
     dialect = engine.dialect
 
     @event.listens_for(engine, 'checkin')
@@ -56,9 +55,8 @@ def _ping_when_idle(engine: Engine, clock: Callable[[], float],
 
 def make_engine(url: str, setting: str = 'RECORDS_URL', pool_size: int = 2,
                 clock: Callable[[], float] = time.monotonic) -> Engine:
-    """An engine on ``url``: SQLite in WAL mode (Kale says BEGIN itself), or
-    PostgreSQL through psycopg (``clock``: how long a pooled connection was
-    idle). ImproperlyConfigured naming ``setting`` when the URL cannot be used."""
+    """An engine on ``url`` (``clock``: how long a pooled connection was idle);
+    ImproperlyConfigured naming ``setting`` when the URL cannot be used."""
     try:
         target = engine_url(url)
         if target.get_backend_name() == 'sqlite':

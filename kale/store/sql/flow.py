@@ -3,6 +3,7 @@ step one statement, text built once; the locks and what an ask costs:
 docs/explanation/internals-store.md, "Flow control"."""
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from sqlalchemy import bindparam, text
@@ -16,11 +17,10 @@ if TYPE_CHECKING:
     from kale.store.sql.records import RecordStore
 
 
-def _sql(statement: str, *expanding: str) -> TextClause:
-    clause = text(statement)
-    if expanding:
-        clause = clause.bindparams(*(bindparam(name, expanding=True) for name in expanding))
-    return clause
+def _sql(statement: str) -> TextClause:
+    """A statement's text, a parameter after ``IN`` a list."""
+    return text(statement).bindparams(*(bindparam(name, expanding=True)
+                                        for name in re.findall(r'IN :(\w+)', statement)))
 
 
 _LEASES = 'kale_concurrency_leases'
@@ -28,21 +28,20 @@ _BUCKETS = 'kale_rate_buckets'
 _RESERVED = 'kale_rate_reservations'
 _LOCK_KEY = _sql('SELECT pg_advisory_xact_lock(hashtext(:key))')
 _COUNT_OTHERS = _sql('SELECT count(*) FROM %s WHERE key = :key AND expires_at > :now '
-                     'AND holder NOT IN :holders' % _LEASES, 'holders')
+                     'AND holder NOT IN :holders' % _LEASES)
 _DROP_EXPIRED = _sql('DELETE FROM %s WHERE key = :key AND expires_at <= :now' % _LEASES)
 _TAKE_SLOT = _sql('INSERT INTO %s (key, holder, worker, expires_at) '
                   'VALUES (:key, :holder, :worker, :expires_at) ON CONFLICT (key, holder) '
                   'DO UPDATE SET expires_at = excluded.expires_at, worker = excluded.worker'
                   % _LEASES)
-_GIVE_BACK = _sql('DELETE FROM %s WHERE key IN :keys AND holder IN :holders' % _LEASES,
-                  'keys', 'holders')
+_GIVE_BACK = _sql('DELETE FROM %s WHERE key IN :keys AND holder IN :holders' % _LEASES)
 _RENEW = _sql('UPDATE %s SET expires_at = :expires_at WHERE key IN :keys AND holder IN :holders'
-              % _LEASES, 'keys', 'holders')
+              % _LEASES)
 _DROP_DEAD = _sql('DELETE FROM %s WHERE expires_at <= :before' % _LEASES)
 _HOLDERS = _sql('SELECT holder FROM %s WHERE key = :key AND expires_at > :now '
                 'ORDER BY holder' % _LEASES)
 _TAKE_RESERVED = _sql('DELETE FROM %s WHERE key = :key AND holder IN :holders '
-                      'RETURNING holder, expires_at' % _RESERVED, 'holders')
+                      'RETURNING holder, expires_at' % _RESERVED)
 _READ_BUCKET = 'SELECT tokens, updated_at FROM %s WHERE key = :key' % _BUCKETS
 _COUNT_RESERVED = 'SELECT count(*) FROM %s WHERE key = :key AND expires_at > :now' % _RESERVED
 _NEW_BUCKET = _sql('INSERT INTO %s (key, tokens, updated_at) VALUES (:key, :tokens, :now) '

@@ -220,10 +220,9 @@ FORMAT_CONSUME = ('INSERT INTO %s (task_id, consumed_at) VALUES (%%s, %%s) '
 
 
 class CursorOutboxWriter:
-    """The publish side on a connection another library holds (Django's),
-    in its transaction: ``cursor()`` opens one of its DB-API cursors (a
-    context manager) taking ``%s`` parameters. ``errors`` are the database
-    errors it raises, turned into one OutboxError line ending in ``hint``."""
+    """The publish side on a connection another library holds (Django's):
+    ``cursor()`` opens one of its DB-API cursors taking ``%s`` parameters, whose
+    ``errors`` become one OutboxError line ending in ``hint``."""
 
     def __init__(self, cursor: Callable[[], ContextManager[Any]],
                  errors: tuple[type[BaseException], ...], hint: str):

@@ -142,9 +142,8 @@ class RecordStore(Facets):
               worker_rows: Sequence[dict[str, Any]],
               attempt_rows: Optional[Sequence[dict[str, Any]]] = None,
               sealed: bool = False) -> None:
-        """Publications and events: one statement for each set of columns their
-        rows have (a column a row leaves out is written as null). ``sealed``:
-        a spool's events, the publications an outbox's publisher sealed."""
+        """One statement for each set of columns the rows have (a column left out is
+        null). ``sealed``: a spool's events, an outbox publisher's publications."""
         published, events, attempt_rows = rows_to_write(self.sealer, published, events,
                                                         attempt_rows, sealed)
         with self.begin(write=True) as conn:
@@ -223,9 +222,8 @@ class RecordStore(Facets):
 
     def purge_expired(self, succeeded_ttl: Optional[float], failed_ttl: Optional[float],
                       now: Optional[float] = None, queued_ttl: Optional[float] = None) -> int:
-        """Finished records count from when they finished; queued and
-        scheduled ones from their last event or their due time, whichever is
-        later, past which SQS no longer holds their message."""
+        """Queued and scheduled records count from their last event or their due
+        time, whichever is later: past it SQS no longer holds their message."""
         now = time.time() if now is None else now
         conditions = _expired_tasks(succeeded_ttl, failed_ttl, queued_ttl, now)
         if not conditions:

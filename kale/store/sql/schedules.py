@@ -18,9 +18,8 @@ def _lease(row: Any) -> Lease:
 
 
 class SQLSchedules:
-    """``kale_scheduler_lease``'s one row, taken and renewed by one conditional
-    UPDATE, and a row per schedule in ``kale_schedules``, whose watermark a
-    conditional UPDATE that also checks the lease moves."""
+    """``kale_scheduler_lease``'s row, taken and renewed by one conditional UPDATE,
+    and ``kale_schedules``, whose watermark moves by one that checks the lease."""
 
     def __init__(self, store: 'RecordStore'):
         self.store = store
