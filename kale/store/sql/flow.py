@@ -4,7 +4,7 @@ docs/explanation/internals-store.md, "Flow control"."""
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from sqlalchemy import bindparam, text
 from sqlalchemy.sql.elements import TextClause
@@ -12,9 +12,7 @@ from sqlalchemy.sql.elements import TextClause
 from kale.flow.bucket import Bucket
 from kale.flow.spec import Rate
 from kale.store.flow import Answer, Ask, decide
-
-if TYPE_CHECKING:
-    from kale.store.sql.records import RecordStore
+from kale.store.sql.facets import OnStore
 
 
 def _sql(statement: str) -> TextClause:
@@ -65,17 +63,13 @@ _READ_BUCKET_POSTGRES = _sql(_READ_BUCKET + ' FOR UPDATE')
 _COUNT_RESERVED_POSTGRES = _sql(_COUNT_RESERVED)
 
 
-class SQLFlow:
+class SQLFlow(OnStore):
     """Buckets and leases in ``kale_rate_buckets``, ``kale_rate_reservations``
     and ``kale_concurrency_leases`` (see :class:`kale.store.flow.FlowStore`)."""
 
-    def __init__(self, store: 'RecordStore'):
-        self.store = store
-        self.postgres = store.dialect == 'postgresql'
-
     def ask(self, asks: Sequence[Ask], now: float, lease_sec: float) -> list[Answer]:
         with self.store.begin(write=True) as conn:
-            steps = _Steps(conn, self.postgres)
+            steps = _Steps(conn)
             answers = decide(steps, asks, now, lease_sec)
             steps.commit()
             return answers
@@ -84,7 +78,7 @@ class SQLFlow:
         if not slots:
             return
         with self.store.begin(write=True) as conn:
-            _Steps(conn, self.postgres).give_back(slots)
+            _Steps(conn).give_back(slots)
 
     def renew(self, slots: Sequence[tuple[str, str]], now: float, lease_sec: float) -> int:
         if not slots:
@@ -104,9 +98,9 @@ class SQLFlow:
 class _Steps:
     """:class:`kale.store.flow.FlowSteps` as statements on one connection."""
 
-    def __init__(self, conn: Any, postgres: bool):
+    def __init__(self, conn: Any):
         self.conn = conn
-        self.postgres = postgres
+        self.postgres = conn.dialect.name == 'postgresql'
         #: PostgreSQL: the buckets' writes, sent with the commit. Nothing
         #: later in an ask reads a bucket it wrote, and its row is locked
         #: since it was read.

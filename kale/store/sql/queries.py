@@ -37,7 +37,7 @@ from kale.store.records import (
 )
 from kale.store.sql import counters
 from kale.store.sql.chunks import delete_in_chunks
-from kale.store.sql.records import RecordStore
+from kale.store.sql.facets import OnStore
 from kale.store.sql.schema import attempts, tasks, workers
 
 logger = logging.getLogger(__name__)
@@ -65,12 +65,10 @@ def where_of(where: TaskFilter) -> Any:
     return and_(True, *conditions)
 
 
-class Queries(DerivedQueries):
+class Queries(DerivedQueries, OnStore):
     """Questions about many records, on one store."""
 
-    def __init__(self, store: RecordStore):
-        self.store = store
-        self._fold_refused = False          # said once: a reader that may not write
+    _fold_refused = False          # said once: a reader that may not write
 
     @contextlib.contextmanager
     def _counted(self) -> Iterator[Connection]:

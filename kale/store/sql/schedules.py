@@ -1,34 +1,28 @@
 """The schedules facet on a database (see :class:`kale.store.schedules.ScheduleStore`)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable, Optional
+from typing import Any, Iterable, Optional
 
 from sqlalchemy import and_, case, exists, or_, select, update
 
 from kale.store.schedules import LEASE, Lease, Progress
 from kale.store.sql.driver import insert_for
+from kale.store.sql.facets import OnStore
 from kale.store.sql.schema import scheduler_lease, schedules, tasks
-
-if TYPE_CHECKING:
-    from kale.store.sql.records import RecordStore
 
 
 def _lease(row: Any) -> Lease:
     return Lease(row.holder, row.acquired_at, row.expires_at)
 
 
-class SQLSchedules:
+class SQLSchedules(OnStore):
     """``kale_scheduler_lease``'s row, taken and renewed by one conditional UPDATE,
     and ``kale_schedules``, whose watermark moves by one that checks the lease."""
-
-    def __init__(self, store: 'RecordStore'):
-        self.store = store
-        self._insert = insert_for(store.dialect)
 
     def acquire(self, holder: str, now: float, length_sec: float) -> tuple[bool, Optional[Lease]]:
         lease = scheduler_lease.c
         with self.store.begin(write=True) as conn:
-            conn.execute(self._insert(scheduler_lease).values(
+            conn.execute(insert_for(self.store.dialect)(scheduler_lease).values(
                 name=LEASE, holder='', acquired_at=0.0, expires_at=0.0).on_conflict_do_nothing(
                 index_elements=[lease.name]))
             taken = conn.execute(update(scheduler_lease).where(
@@ -60,9 +54,10 @@ class SQLSchedules:
         """A schedule starts with its next tick, nothing to catch up."""
         values = [{'name': name, 'task': task[:255], 'watermark': now} for name, task in rows]
         if values:
+            insert = insert_for(self.store.dialect)(schedules)
             with self.store.begin(write=True) as conn:
                 for row in values:
-                    conn.execute(self._insert(schedules).values(**row).on_conflict_do_nothing(
+                    conn.execute(insert.values(**row).on_conflict_do_nothing(
                         index_elements=[schedules.c.name]))
 
     def claim(self, name: str, holder: str, tick: float, task_id: str, now: float) -> bool:

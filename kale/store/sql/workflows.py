@@ -4,17 +4,15 @@ claimed in one UPDATE (docs/explanation/internals-store.md, "Workflows")."""
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence
 
 from sqlalchemy import and_, bindparam, case, func, or_, select, text, update
 
 from kale.statuses import NodeStatus, WorkflowStatus
+from kale.store.sql.facets import OnStore
 from kale.store.sql.schema import workflow_nodes as nodes_table
 from kale.store.sql.schema import workflows as workflows_table
 from kale.store.workflows import NODE_FIELDS, WORKFLOW_FIELDS, Claim, Node, WorkflowRow, succeed_each
-
-if TYPE_CHECKING:
-    from kale.store.sql.records import RecordStore
 
 PENDING, QUEUED = NodeStatus.PENDING, NodeStatus.QUEUED
 
@@ -57,11 +55,8 @@ _UNFINISHED = select(nodes_table.c.task_id).where(
     nodes_table.c.state != NodeStatus.SUCCEEDED).limit(1)
 
 
-class SQLWorkflows:
+class SQLWorkflows(OnStore):
     """Workflows and their nodes on a database."""
-
-    def __init__(self, store: 'RecordStore'):
-        self.store = store
 
     @contextlib.contextmanager
     def begin(self, write: bool = False) -> Iterator['_Steps']:
