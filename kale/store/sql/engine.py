@@ -21,15 +21,13 @@ SQLITE_BUSY_TIMEOUT_MS = 10000
 PING_IDLE_SEC = 1.0
 
 
-def _sqlite_connection_setup(engine: Engine) -> None:
+def sqlite_connections(engine: Engine, *pragmas: str) -> None:
+    """Each new SQLite connection of ``engine`` runs ``pragmas``; Kale says BEGIN itself."""
     @event.listens_for(engine, 'connect')
     def connect(dbapi_connection: Any, record: Any) -> None:
-        dbapi_connection.isolation_level = None       # Kale says BEGIN itself
-        cursor = dbapi_connection.cursor()
-        cursor.execute('PRAGMA busy_timeout = %d' % SQLITE_BUSY_TIMEOUT_MS)
-        cursor.execute('PRAGMA journal_mode = WAL')
-        cursor.execute('PRAGMA synchronous = NORMAL')
-        cursor.close()
+        dbapi_connection.isolation_level = None
+        for pragma in pragmas:
+            dbapi_connection.execute('PRAGMA ' + pragma)
 
 
 def _ping_when_idle(engine: Engine, clock: Callable[[], float],
@@ -63,7 +61,8 @@ def make_engine(url: str, setting: str = 'RECORDS_URL', pool_size: int = 2,
             if cancels.signal_path(target):          # a database in a file
                 files.prepare_database(str(target.database))
             engine = sqlalchemy.create_engine(target, connect_args={'check_same_thread': False})
-            _sqlite_connection_setup(engine)
+            sqlite_connections(engine, 'busy_timeout = %d' % SQLITE_BUSY_TIMEOUT_MS,
+                               'journal_mode = WAL', 'synchronous = NORMAL')
             return engine
         engine = sqlalchemy.create_engine(target, pool_size=pool_size, max_overflow=4)
         _ping_when_idle(engine, clock)

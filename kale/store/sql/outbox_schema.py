@@ -122,6 +122,7 @@ def open_database(url: str, setting: str = 'OUTBOX_URL') -> Engine:
 
     from kale.exceptions import ImproperlyConfigured
     from kale.store.files import prepare_database
+    from kale.store.sql.engine import sqlite_connections
     from kale.store.sql.urls import engine_url, kind_of, safe_url
     try:
         target = engine_url(url)
@@ -136,10 +137,7 @@ def open_database(url: str, setting: str = 'OUTBOX_URL') -> Engine:
     if target.database and target.database != ':memory:':
         prepare_database(str(target.database), setting)         # owner-only (0600)
 
-    @event.listens_for(engine, 'connect')
-    def connect(dbapi_connection: Any, record: Any) -> None:
-        dbapi_connection.isolation_level = None
-        dbapi_connection.execute('PRAGMA journal_mode = WAL')
+    sqlite_connections(engine, 'journal_mode = WAL')
 
     @event.listens_for(engine, 'begin')
     def begin(conn: Connection) -> None:
