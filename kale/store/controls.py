@@ -3,7 +3,7 @@ one row of ``kale_controls`` each (:data:`PAUSE` or :data:`STOP`), read by
 the workers with their heartbeat (docs/explanation/internals-store.md)."""
 from __future__ import annotations
 
-from typing import Optional, Protocol
+from typing import Callable, Optional, Protocol
 
 #: The kind of a paused queue's row.
 PAUSE = 'pause'
@@ -44,14 +44,9 @@ class ControlRows:
     store writes its own way: add a row (keeping an earlier one's time),
     the rows of a kind, remove a row."""
 
-    def _add(self, kind: str, name: str, now: float) -> float:
-        raise NotImplementedError
-
-    def _of(self, kind: str) -> dict[str, float]:
-        raise NotImplementedError
-
-    def _remove(self, kind: str, name: str) -> bool:
-        raise NotImplementedError
+    _add: Callable[[str, str, float], float]
+    _of: Callable[[str], dict[str, float]]
+    _remove: Callable[[str, str], bool]
 
     def pause(self, queue: str, now: float) -> float:
         return self._add(PAUSE, queue, now)

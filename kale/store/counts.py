@@ -40,8 +40,7 @@ def count_of(rows: Iterable[CountRow], where: TaskFilter) -> int:
 
 
 def summary_of(rows: Iterable[CountRow], where: TaskFilter) -> dict[str, Any]:
-    """The summary (counts by status, by task and status, by queue and status)
-    from the counters, as a scan gives it."""
+    """The summary (counts by status, by task and status, by queue and status) from the counters."""
     by_status: dict[str, int] = {status.value: 0 for status in TaskStatus}
     by_task: dict[str, dict[str, int]] = {}
     by_queue: dict[str, dict[str, int]] = {}

@@ -128,8 +128,7 @@ _bucket_start = functools.lru_cache(maxsize=8192)(iso)
 
 
 def timeline_point(start: float, point: dict[str, Any]) -> dict[str, Any]:
-    """A timeline bucket as the API gives it: its start, its counts by status
-    and the mean duration of its timed runs."""
+    """A timeline bucket as the API gives it: start, counts by status, mean duration."""
     timed = point.pop('timed')
     total = point.pop('duration_sum')
     return {'t': _bucket_start(start), **point,

@@ -39,8 +39,7 @@ MAC_VERSION = 'm2'
 
 
 def canonical(row: Mapping[str, Any]) -> bytes:
-    """The bytes a record's inputs MAC covers: its task id, task, queue,
-    arguments and labels."""
+    """The bytes a record's inputs MAC covers: task id, task, queue, arguments, labels."""
     inputs = row.get('inputs') or {}
     return json.dumps([MAC_VERSION, row.get('id'), row.get('task'), row.get('queue'),
                        inputs.get('args'), inputs.get('kwargs'), row.get('labels') or {}],
@@ -48,8 +47,7 @@ def canonical(row: Mapping[str, Any]) -> bytes:
 
 
 class Sealer:
-    """Seals and opens record values, and signs and checks stored inputs,
-    under one configuration's keys."""
+    """Seals and opens record values, and signs and checks stored inputs, with a config's keys."""
 
     def __init__(self, config: Config):
         self.mode = config.RECORDS_SENSITIVE_DATA

@@ -56,8 +56,7 @@ class MemoryStore:
 
     @functools.cached_property
     def sealer(self) -> Any:
-        """The configuration's sealer (:mod:`kale.store.sealing`), or one that
-        keeps rows as given."""
+        """The configuration's sealer, or one that keeps rows as given."""
         if self.config is None:
             return _Plain()
         from kale.store.sealing import Sealer

@@ -130,8 +130,7 @@ class CancelledIds:
         return stamp
 
     def _same_file(self) -> bool:
-        """Whether the path still leads to the file mapped (checked once a
-        second: a system call)."""
+        """Whether the path still leads to the file mapped (a system call: once a second)."""
         self._recheck_at = time.monotonic() + RECHECK_SEC
         try:
             found = os.stat(self.path)

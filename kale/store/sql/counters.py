@@ -135,8 +135,7 @@ def finished_by_queue(conn: Connection, since: float) -> dict[str, int]:
 
 def _edge_rows(conn: Connection, since: float, first_minute: int,
                bucket_sec: int) -> list[MinuteRow]:
-    """The runs finished from ``since`` to the first whole minute after it,
-    by bucket, read from the records."""
+    """The runs finished from ``since`` to the next whole minute, by bucket, from the records."""
     if first_minute * MINUTE <= since:
         return []
     found = conn.execute(text(

@@ -282,35 +282,33 @@ class Driver:
         #: psycopg's executemany, on SQLite 999 variables a statement and
         #: SQLAlchemy's JSON processor).
         self.fast = fast
-        self._writes: dict[tuple[str, tuple[str, ...]], WriteStatement] = {}
-        self._queries: dict[tuple[str, int], Query] = {}
+        self._made: dict[tuple[Any, ...], Any] = {}
+
+    def _once(self, key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
+        """What ``build`` makes for ``key``, made on first use."""
+        found = self._made.get(key)
+        if found is None:
+            found = self._made[key] = build()
+        return found
 
     def write(self, kind: str, keys: Sequence[str]) -> WriteStatement:
         """The ``published`` or ``event`` write for rows with these keys."""
-        statement = self._writes.get((kind, tuple(keys)))
-        if statement is None:
-            build = published_statement if kind == 'published' else event_statement
-            statement = self._writes[(kind, tuple(keys))] = WriteStatement(
-                build(self.name), keys, self.dialect, self.fast)
-        return statement
+        build = published_statement if kind == 'published' else event_statement
+        return self._once((kind, tuple(keys)), lambda: WriteStatement(
+            build(self.name), keys, self.dialect, self.fast))
 
     def status_among(self, status: str, task_ids: Sequence[str]) -> tuple[str, Any]:
         """SQL and parameters: which of ``task_ids`` have ``status``."""
         count = len(task_ids) if self.name != 'postgresql' else 0
-        query = self._queries.get(('cancelled_among', count))
-        if query is None:
-            query = self._queries[('cancelled_among', count)] = Query(
-                cancelled_among_statement(self.name, count), self.dialect)
+        query = self._once(('cancelled_among', count), lambda: Query(
+            cancelled_among_statement(self.name, count), self.dialect))
         values: dict[str, Any] = {'status': status, 'ids': list(task_ids)}
         values.update(('id%d' % i, task_id) for i, task_id in enumerate(task_ids))
         return query.sql, query.parameters(values)
 
     def all_cancelled(self, limit: int) -> tuple[str, Any]:
         """SQL and parameters: up to ``limit`` cancelled ids."""
-        query = self._queries.get(('all_cancelled', 0))
-        if query is None:
-            query = self._queries[('all_cancelled', 0)] = Query(all_cancelled_statement(),
-                                                                self.dialect)
+        query = self._once(('all_cancelled',), lambda: Query(all_cancelled_statement(), self.dialect))
         return query.sql, query.parameters({'status': TaskStatus.CANCELLED, 'limit': limit})
 
 
