@@ -28,7 +28,6 @@ FIFO_LOCK = 0x6B616C66
 #: The columns the publish side writes (all but the id).
 WRITTEN = ROW_FIELDS[1:]
 _JSON_COLUMNS = ('attributes', 'record')
-_INSERTS: dict[str, str] = {}
 
 
 def _take(*where: Any, skip_locked: bool = True) -> Any:
@@ -196,11 +195,11 @@ class SQLOutboxWriter:
 
     def insert(self, rows: Sequence[dict[str, Any]]) -> None:
         with _writing(outbox.name, INIT_HINT, DATABASE_ERRORS):
-            sql = _insert_sql(self.connection)
+            sql = DRIVER_INSERTS.get(self.connection.dialect.driver)
             if sql is None:
                 self.connection.execute(outbox.insert(), list(rows))
                 return
-            params = [_driver_row(row) for row in rows]     # the caller's rows, as the driver takes them
+            params = _driver_params(rows)     # the caller's rows, as the driver takes them
             self.connection.exec_driver_sql(sql, params[0] if len(params) == 1 else params)
 
     def consume(self, task_id: str, now: float) -> bool:
@@ -217,6 +216,9 @@ FORMAT_INSERT = 'INSERT INTO %s (%s) VALUES (%s)' % (outbox.name, ', '.join(WRIT
                                                      ', '.join(['%s'] * len(WRITTEN)))
 FORMAT_CONSUME = ('INSERT INTO %s (task_id, consumed_at) VALUES (%%s, %%s) '
                   'ON CONFLICT (task_id) DO NOTHING RETURNING task_id' % consumed.name)
+#: The insert in the driver's own parameter style, by driver (another's: SQLAlchemy's).
+DRIVER_INSERTS = {'psycopg': FORMAT_INSERT, 'psycopg2': FORMAT_INSERT,
+                  'pysqlite': FORMAT_INSERT.replace('%s', '?')}
 
 
 class CursorOutboxWriter:
@@ -231,9 +233,8 @@ class CursorOutboxWriter:
         self.hint = hint
 
     def insert(self, rows: Sequence[dict[str, Any]]) -> None:
-        params = [[stored[name] for name in WRITTEN] for stored in map(_driver_row, rows)]
         with _writing(outbox.name, self.hint, self.errors), self.cursor() as cursor:
-            cursor.executemany(FORMAT_INSERT, params)
+            cursor.executemany(FORMAT_INSERT, _driver_params(rows))
 
     def consume(self, task_id: str, now: float) -> bool:
         with _writing(consumed.name, self.hint, self.errors), self.cursor() as cursor:
@@ -241,28 +242,13 @@ class CursorOutboxWriter:
             return cursor.fetchone() is not None
 
 
-def _insert_sql(connection: Connection) -> Optional[str]:
-    """The INSERT into kale_outbox in the driver's own parameter style (None
-    for a driver without one here)."""
-    driver = connection.dialect.driver
-    if driver not in _INSERTS:
-        if driver in ('psycopg', 'psycopg2'):
-            marks = ['%%(%s)s' % name for name in WRITTEN]
-        elif driver == 'pysqlite':
-            marks = [':%s' % name for name in WRITTEN]
-        else:
-            return None
-        _INSERTS[driver] = 'INSERT INTO %s (%s) VALUES (%s)' % (
-            outbox.name, ', '.join(WRITTEN), ', '.join(marks))
-    return _INSERTS[driver]
-
-
-def _driver_row(row: dict[str, Any]) -> dict[str, Any]:
-    """``row`` as the driver takes it: the JSON columns as JSON text."""
-    for name in _JSON_COLUMNS:
-        if row[name] is not None:
-            row[name] = json.dumps(row[name], separators=(',', ':'))
-    return row
+def _driver_params(rows: Sequence[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """The rows' values in :data:`WRITTEN`'s order, the JSON columns as JSON text."""
+    for row in rows:
+        for name in _JSON_COLUMNS:
+            if row[name] is not None:
+                row[name] = json.dumps(row[name], separators=(',', ':'))
+    return [tuple(row[name] for name in WRITTEN) for row in rows]
 
 
 def _asynchronous_commit(dbapi_connection: Any, record: Any) -> None:
