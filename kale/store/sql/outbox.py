@@ -1,6 +1,6 @@
 """The outbox's facet on the application's database (see
 :mod:`kale.store.outbox`): PostgreSQL's concurrent rounds, SQLite's one relay
-(docs/explanation/internals-store.md, "The outbox on a database")."""
+(docs/explanation/internals-store.md, "The outbox")."""
 from __future__ import annotations
 
 import contextlib
