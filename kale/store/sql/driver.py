@@ -113,13 +113,6 @@ def _process_columns(flat: list[Any], width: int,
 POSTGRESQL_ROWS_PER_STATEMENT = 500
 
 
-def positional_postgresql(dialect: Any) -> Any:
-    """The psycopg dialect with ``%s`` placeholders (psycopg takes both)."""
-    made = type(dialect)(paramstyle='format')
-    made.server_version_info = dialect.server_version_info
-    return made
-
-
 def _values_group(sql: str, width: int) -> 'tuple[str, str, str] | None':
     """A one-row INSERT's text as (head, its VALUES group, tail), the group
     holding all ``width`` placeholders (casts beside them); None otherwise."""
@@ -143,8 +136,9 @@ class WriteStatement:
 
     def __init__(self, statement: Any, keys: Sequence[str], dialect: Any,
                  fast: bool = True):
-        if dialect.name == 'postgresql':        # positional (%s), for the many-row form
-            dialect = positional_postgresql(dialect)
+        if dialect.name == 'postgresql':    # positional (%s, psycopg takes both): many rows
+            dialect, named = type(dialect)(paramstyle='format'), dialect
+            dialect.server_version_info = named.server_version_info
         compiled = statement.compile(dialect=dialect, column_keys=list(keys))
         self.sql = str(compiled)
         names = self.names = list(compiled.positiontup)     # both dialects' are positional

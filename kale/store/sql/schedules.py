@@ -10,9 +10,9 @@ from kale.store.sql.driver import insert_for
 from kale.store.sql.facets import OnStore
 from kale.store.sql.schema import scheduler_lease, schedules, tasks
 
-
-def _lease(row: Any) -> Lease:
-    return Lease(row.holder, row.acquired_at, row.expires_at)
+#: The lease's row as a Lease's fields.
+_LEASE = select(scheduler_lease.c.holder, scheduler_lease.c.acquired_at,
+                scheduler_lease.c.expires_at).where(scheduler_lease.c.name == LEASE)
 
 
 class SQLSchedules(OnStore):
@@ -30,9 +30,8 @@ class SQLSchedules(OnStore):
                 holder=holder, expires_at=now + length_sec,
                 acquired_at=case((and_(lease.holder == holder, lease.expires_at > now),
                                   lease.acquired_at), else_=now))).rowcount
-            row = conn.execute(select(lease.holder, lease.acquired_at, lease.expires_at).where(
-                lease.name == LEASE)).first()
-        return taken == 1, _lease(row) if row is not None else None
+            row = conn.execute(_LEASE).first()
+        return taken == 1, Lease(*row) if row is not None else None
 
     def release(self, holder: str, now: float) -> None:
         self.store.changed(update(scheduler_lease).where(
@@ -40,8 +39,8 @@ class SQLSchedules(OnStore):
             expires_at=now))
 
     def lease(self) -> Optional[Lease]:
-        found = self.store.read(select(scheduler_lease).where(scheduler_lease.c.name == LEASE))
-        return _lease(found[0]) if found and found[0].holder else None
+        found = self.store.read(_LEASE)
+        return Lease(*found[0]) if found and found[0].holder else None
 
     def progress(self, names: Optional[Iterable[str]] = None) -> dict[str, Progress]:
         query = select(schedules.c.name, schedules.c.watermark, schedules.c.last_tick,
