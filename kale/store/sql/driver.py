@@ -33,9 +33,10 @@ def insert_for(dialect_name: str) -> Callable[[Any], Any]:
 
 def published_statement(dialect_name: str) -> Any:
     """Insert a publication; a row already there (a worker wrote first) gets
-    the publisher's columns, and one of an earlier life of the id that ended
-    unsuccessfully starts again. A succeeded one stays: a publish sent again
-    because its answer was lost is not a new life."""
+    the publisher's columns, and one of an earlier life of the id (a repeated
+    make_task_id) that ended unsuccessfully starts again. A succeeded one stays:
+    workers delete a delivery of a task that already succeeded unrun (a publish
+    sent again because its answer was lost is that, not a new life)."""
     insert = insert_for(dialect_name)(tasks)
     finished = or_(*(tasks.c.status == sqlalchemy.literal_column("'%s'" % status)
                      for status in FINAL_TASK if status != TaskStatus.SUCCEEDED))  # no expanding IN here

@@ -151,7 +151,8 @@ class _Steps:
     def commit(self) -> None:
         """The buckets' writes, and on psycopg the commit with them, in one round
         trip (pipeline mode): every other worker's ask on a bucket's key waits for
-        its row from its read to the commit."""
+        its row from its read to the commit. The store's own commit then has nothing
+        left to send."""
         writes, self._bucket_writes = self._bucket_writes, []
         if not writes:
             return
