@@ -64,10 +64,9 @@ def roll_up(conn: Connection, tidy: bool = False) -> bool:
                 FOLD_COUNTS.format(source='moved', order='ORDER BY task, queue, status'),
                 FOLD_MINUTES.format(source='moved', order='ORDER BY minute, task, status'),
                 FOLD_PERIODS.format(source='moved', order='ORDER BY 1, task, status')))
-    if tidy:
-        conn.exec_driver_sql('DELETE FROM kale_task_counts WHERE n = 0')
-        conn.exec_driver_sql('DELETE FROM kale_task_minutes WHERE n = 0')
-        conn.exec_driver_sql('DELETE FROM kale_task_periods WHERE n = 0')
+    for table in ('kale_task_counts', 'kale_task_minutes', 'kale_task_periods'):
+        if tidy:
+            conn.exec_driver_sql('DELETE FROM %s WHERE n = 0' % table)
     return True
 
 

@@ -105,16 +105,12 @@ def _postgres_triggers() -> list[str]:
         'RETURN NULL; END $$' % (
             fold % ('%s UNION ALL %s' % (_pg_changes('old_rows', '-'), _pg_changes('new_rows', ''))),
             fold % _pg_changes('old_rows', '-'), fold % _pg_changes('new_rows', '')))
-    return [
-        function,
-        'CREATE TRIGGER kale_task_counted_insert AFTER INSERT ON kale_tasks REFERENCING NEW '
-        'TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION kale_task_counted()',
-        'CREATE TRIGGER kale_task_counted_update AFTER UPDATE ON kale_tasks REFERENCING OLD '
-        'TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION '
-        'kale_task_counted()',
-        'CREATE TRIGGER kale_task_counted_delete AFTER DELETE ON kale_tasks REFERENCING OLD '
-        'TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION kale_task_counted()',
-    ]
+    return [function] + [
+        'CREATE TRIGGER kale_task_counted_%s AFTER %s ON kale_tasks REFERENCING %s FOR EACH '
+        'STATEMENT EXECUTE FUNCTION kale_task_counted()' % (event.lower(), event, tables)
+        for event, tables in (('INSERT', 'NEW TABLE AS new_rows'),
+                              ('UPDATE', 'OLD TABLE AS old_rows NEW TABLE AS new_rows'),
+                              ('DELETE', 'OLD TABLE AS old_rows'))]
 
 
 TRIGGERS = ('kale_task_counted_insert', 'kale_task_counted_update', 'kale_task_counted_delete')
