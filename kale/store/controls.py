@@ -1,17 +1,9 @@
-"""The controls' facet of a store: what operators ask of running workers
-through the records, and the workers read with their heartbeat.
-
-- A **paused queue** (``kale queues pause NAME``): no worker receives from
-  it until it is resumed; its messages wait in SQS.
-- A **stop** asked of one worker or supervisor (``kale workers stop ID``):
-  it stops receiving, lets what runs finish and exits 0.
-
-Each is a row of ``kale_controls``: its kind (:data:`PAUSE` or
-:data:`STOP`), the queue's name or the worker's id, and when it was asked.
-"""
+"""The controls' facet of a store: paused queues and stops asked of workers,
+one row of ``kale_controls`` each (:data:`PAUSE` or :data:`STOP`), read by
+the workers with their heartbeat (docs/explanation/internals-store.md)."""
 from __future__ import annotations
 
-from typing import Optional, Protocol
+from typing import Callable, Optional, Protocol
 
 #: The kind of a paused queue's row.
 PAUSE = 'pause'
@@ -52,14 +44,9 @@ class ControlRows:
     store writes its own way: add a row (keeping an earlier one's time),
     the rows of a kind, remove a row."""
 
-    def _add(self, kind: str, name: str, now: float) -> float:
-        raise NotImplementedError
-
-    def _of(self, kind: str) -> dict[str, float]:
-        raise NotImplementedError
-
-    def _remove(self, kind: str, name: str) -> bool:
-        raise NotImplementedError
+    _add: Callable[[str, str, float], float]
+    _of: Callable[[str], dict[str, float]]
+    _remove: Callable[[str, str], bool]
 
     def pause(self, queue: str, now: float) -> float:
         return self._add(PAUSE, queue, now)

@@ -1,19 +1,7 @@
 """Counters of task records, kept as the records are written, so that the
-summary and the timeline read a few hundred rows instead of the whole table.
-
-Two sets of counters: records by (task, queue, status), and finished runs
-by (minute of ``finished_at``, task, status) with the sum of their durations
-and how many had one. A database store keeps them with triggers
-(:mod:`kale.store.sql.counters`), the memory store with :class:`TaskCounts`;
-both answer through :func:`summary_of` and :func:`timeline_of`, which give
-what a scan of the records gives (the contract tests compare the two).
-
-The counters answer a summary or a count whose filter names only statuses,
-a task and a queue (:func:`counted`); labels or publish times need a scan.
-The timeline's buckets must be whole minutes: its first, partial minute (the
-window rarely starts on one) is read from the records themselves, at most a
-minute of them.
-"""
+summary and the timeline read a few hundred rows instead of the whole table;
+both stores answer through :func:`summary_of` and :func:`timeline_of`
+(docs/explanation/internals-store.md, "The records' counters")."""
 from __future__ import annotations
 
 import math
@@ -52,8 +40,7 @@ def count_of(rows: Iterable[CountRow], where: TaskFilter) -> int:
 
 
 def summary_of(rows: Iterable[CountRow], where: TaskFilter) -> dict[str, Any]:
-    """The summary (counts by status, by task and status, by queue and status)
-    from the counters, as a scan gives it."""
+    """The summary (counts by status, by task and status, by queue and status) from the counters."""
     by_status: dict[str, int] = {status.value: 0 for status in TaskStatus}
     by_task: dict[str, dict[str, int]] = {}
     by_queue: dict[str, dict[str, int]] = {}
@@ -79,12 +66,10 @@ _CANCELLED = TaskStatus.CANCELLED.value
 
 def timeline_of(minutes: Iterable[MinuteRow], edge: Iterable[MinuteRow],
                 bucket_sec: int, unit: int = MINUTE) -> dict[str, dict[int, dict[str, Any]]]:
-    """The timeline's points by task and bucket number: the counted minutes,
-    and ``edge``, the runs of the partial minute before them (rows shaped
-    alike), summed into buckets of ``bucket_sec`` (a multiple of a minute;
-    rows numbered in ``unit`` seconds may have buckets of that unit). A point
-    holds each status's runs, and the sum and number of the timed runs'
-    durations as a scan's averages make them."""
+    """The timeline's points by task and bucket number: the counted minutes and
+    ``edge`` (the partial minute before them) summed into buckets of
+    ``bucket_sec`` (rows numbered in ``unit`` seconds), durations as a scan's
+    averages make them."""
     sums: dict[tuple[str, int, str], list[float]] = {}
     edge = list(edge)
     for minute, task, status, n, total, timed in [*minutes, *edge]:

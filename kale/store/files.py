@@ -1,13 +1,6 @@
-"""Files the records store and the outbox make, made so that only their owner can read them.
-
-A SQLite database holds what tasks were given and returned (the records'),
-or what is about to be sent (the outbox's); the records' signal file
-(:mod:`kale.store.sql.cancels`) tells workers about cancellations. Both are
-created owner-only (0600; SQLite gives its ``-wal`` and ``-shm`` files the
-database's mode), never through a symbolic link someone else planted: a
-link in a directory anyone can write to (``/tmp``) is refused, and the
-signal file is never opened through a link at all.
-"""
+"""Files the records store and the outbox make, made so that only their owner
+can read them, never through a planted symbolic link
+(docs/explanation/internals-store.md, "Owner-only files")."""
 from __future__ import annotations
 
 import logging
@@ -58,9 +51,8 @@ def prepare_database(path: str, setting: str = 'RECORDS_URL') -> None:
 
 
 def _check_existing(path: str, setting: str) -> None:
-    """A database file that was there already: ImproperlyConfigured when
-    another user made it in a directory anyone can write to (they could read
-    all it holds); one of ours that others may read is made owner-only."""
+    """A database file there already: refused when another user made it in a
+    directory anyone can write to; one of ours others may read made owner-only."""
     try:
         found = os.stat(path)
     except OSError:
@@ -83,9 +75,8 @@ def _check_existing(path: str, setting: str) -> None:
 
 
 def open_private(path: str, flags: int) -> int:
-    """``os.open`` of a file Kale owns: created owner-only, never through a
-    symbolic link; an existing file of this user left readable by others is
-    made owner-only."""
+    """``os.open`` of a file Kale owns: created owner-only, never through a link;
+    one of this user's that others may read made owner-only."""
     fd = os.open(path, flags | NO_FOLLOW, PRIVATE_FILE)
     try:
         found = os.fstat(fd)

@@ -1,24 +1,7 @@
 """The flow-control facet of a store: token buckets and concurrency leases.
-
-A worker asks once per batch (:meth:`FlowStore.ask`): one short write
-transaction for all the batch's limited messages. What an ask decides is
-written once, here (:func:`decide`), over the few steps a backend gives it
-inside its transaction (:class:`FlowSteps`): count a key's other leases,
-take slots, read and write a bucket, take and make reservations. The SQL
-backend runs each step as one named statement (:mod:`kale.store.sql.flow`),
-the memory backend on dictionaries (:mod:`kale.store.memory.flow`).
-
-A reservation is a place in line (:mod:`kale.flow.bucket`): every run that
-starts takes a real token when it starts, so a reserved run that arrives
-late (a backlog received slowly, a copy a killed worker held until its
-visibility timeout) never starts beside the fresh tokens of its arrival.
-A place not used within RESERVATION_GRACE_SEC of its time lapses.
-
-A lease's holder is ``<worker>/<message id>``: one message holds at most one
-slot (its class has one concurrency key), so a holder names one lease.
-Times are epoch seconds from the callers' clocks, so the workers' clocks
-must agree to well under a second.
-"""
+What an ask decides is written once (:func:`decide`) over the steps a
+backend gives inside its transaction (:class:`FlowSteps`); reservations,
+lease holders and clocks: docs/explanation/internals-store.md, "Flow control"."""
 from __future__ import annotations
 
 import dataclasses
@@ -71,9 +54,8 @@ class FlowStore(Protocol):
         """End the leases ``(key, holder)``."""
 
     def renew(self, slots: Sequence[tuple[str, str]], now: float, lease_sec: float) -> int:
-        """Move the leases ``(key, holder)`` to ``now + lease_sec`` (those
-        still there), and drop the leases of any key expired for longer than
-        a lease (dead workers'). Returns how many were renewed."""
+        """Move the leases ``(key, holder)`` still there to ``now + lease_sec``, and
+        drop those expired for longer than a lease; how many were renewed."""
 
     def holders(self, key: str, now: float) -> list[str]:
         """The holders of ``key``'s live leases, in order (tests, the operator)."""

@@ -1,15 +1,6 @@
 """The outbox's facet of a store: ``kale_outbox`` in the application's own
-database, its rows set aside, and the task ids consumed.
-
-The publish side writes on the caller's transaction (:class:`OutboxWriter`):
-the rows and the consumed ids commit or roll back with the caller's own
-writes. The relay's side (:class:`OutboxStore`) claims rows in insertion
-order, and a claim ends in one of two ways: its block returns, and every
-row it held (sent, or set aside with why) is gone from the outbox; or its
-block raises, and every row stays, to be sent again (at least once).
-Rows reach the store as the publisher made them: encoded, signed and MACed
-(:mod:`kale.outbox.proof`); the store never signs or MACs.
-"""
+database, its rows set aside, and the task ids consumed; how a claim ends:
+docs/explanation/internals-store.md, "The outbox"."""
 from __future__ import annotations
 
 import dataclasses
@@ -79,8 +70,8 @@ class OutboxStore(Protocol):
 
     def claim(self, limit: int, fifo: bool) -> ContextManager[Claim]:
         """Up to ``limit`` rows, in insertion order (``fifo``: some queue is
-        FIFO, whose rows one round at a time may take, in order); see the
-        module docstring for how a claim ends."""
+        FIFO, whose rows one round at a time may take, in order). The block
+        returns: every row it held is gone; it raises: every row stays."""
 
     def pending(self, now: float) -> tuple[int, Optional[float]]:
         """Rows waiting, and the age in seconds of the oldest."""

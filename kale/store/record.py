@@ -73,8 +73,7 @@ class TaskRecord:
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any] | Any, sealer: 'Sealer') -> 'TaskRecord':
-        """The record of a row, its sealed values opened by its store's
-        ``sealer`` (:mod:`kale.store.sealing`)."""
+        """The record of a row, its sealed values opened by its store's ``sealer``."""
         values: dict[str, Any] = sealer.open_row(
             {field.name: row.get(field.name) for field in dataclasses.fields(cls)})
         inputs = values['inputs']
@@ -101,8 +100,7 @@ class TaskRecord:
         return self.inputs.get('kwargs') if self.inputs else None
 
     def as_json(self, detail: bool = True) -> dict[str, Any]:
-        """The record for the REST API; without ``detail``, no inputs,
-        traceback or result."""
+        """The record for the REST API; without ``detail``, no inputs, traceback or result."""
         data = dataclasses.asdict(self)
         data.pop('inputs_mac')
         for name in ('published_at', 'started_at', 'finished_at', 'next_attempt_at',

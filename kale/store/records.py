@@ -1,17 +1,6 @@
 """The task records' facet of a store: the tasks' rows, their attempts, the
 workers' rows (``store.records``), and the questions about many of them
-(``store.queries``).
-
-Writes follow two rules, whatever the backend. A publication inserts its
-row; a row already there (a worker wrote first) takes the publisher's
-columns, and one that ended unsuccessfully before this publish starts a new
-life with the publication's values. A worker's event inserts or updates its
-row unless the row holds a newer event (``updated_at``), and never changes
-the publisher's columns nor ``message_id``, ``duplicate_of``,
-``retried_as`` and ``dead_of``. Values reach the store as the sealer
-(:mod:`kale.store.sealing`) makes them, unless the caller says they are so
-already.
-"""
+(``store.queries``); the two rules of their writes: docs/explanation/internals-store.md."""
 from __future__ import annotations
 
 import functools
@@ -34,6 +23,9 @@ PUBLISHED_COLUMNS = ('task', 'queue', 'labels', 'inputs', 'published_at', 'messa
                      'dead_of')
 #: Columns no worker's event changes.
 KEPT_COLUMNS = ('message_id', 'duplicate_of', 'retried_as', 'dead_of')
+#: The columns a worker's event sets (on a database, those a new life of an id takes too).
+EVENT_COLUMNS = tuple(name for name in TASK_COLUMNS
+                      if name not in PUBLISHED_COLUMNS + KEPT_COLUMNS and name != 'id')
 
 
 def retried_attempts(events: Sequence[Row]) -> list[Row]:
@@ -58,10 +50,9 @@ def _delay(event: Row) -> Optional[float]:
 def rows_to_write(sealer: Any, published: Sequence[Row], events: Sequence[Row],
                   attempt_rows: Optional[Sequence[Row]],
                   sealed: bool) -> tuple[Sequence[Row], Sequence[Row], Sequence[Row]]:
-    """What a store's :meth:`RecordsStore.write` writes: the attempts' rows
-    (by default from the events that end a run with a retry), and every row
-    as the database may hold it (inputs signed; values sealed or dropped when
-    the settings say so) unless the caller made them so (``sealed``)."""
+    """What a store's :meth:`RecordsStore.write` writes: the attempts' rows (by
+    default the events' retries'), and every row as the database may hold it,
+    unless the caller made them so (``sealed``)."""
     if attempt_rows is None:
         attempt_rows = retried_attempts(events)
     if sealed:
@@ -137,8 +128,7 @@ _bucket_start = functools.lru_cache(maxsize=8192)(iso)
 
 
 def timeline_point(start: float, point: dict[str, Any]) -> dict[str, Any]:
-    """A timeline bucket as the API gives it: its start, its counts by status
-    and the mean duration of its timed runs."""
+    """A timeline bucket as the API gives it: start, counts by status, mean duration."""
     timed = point.pop('timed')
     total = point.pop('duration_sum')
     return {'t': _bucket_start(start), **point,
@@ -234,14 +224,12 @@ class RecordsStore(Protocol):
 
     def purge_expired(self, succeeded_ttl: Optional[float], failed_ttl: Optional[float],
                       now: Optional[float] = None, queued_ttl: Optional[float] = None) -> int:
-        """Delete the tasks past their TTL (and workers silent for
-        ``failed_ttl``, unique keys expired, workflows ended by the same
-        TTLs); how many tasks."""
+        """Delete the tasks past their TTL (and workers silent for ``failed_ttl``,
+        expired unique keys, ended workflows); how many tasks."""
 
     def roll_up(self) -> bool:
-        """Fold the changes of the counters the summary and the timeline read
-        (:mod:`kale.store.counts`) into them; False when another process is
-        doing it."""
+        """Fold the counters' changes (:mod:`kale.store.counts`) into them; False
+        when another process is doing it."""
 
     def claim_retry(self, task_id: str, marker: str) -> bool:
         """Set the record's ``retried_as`` to ``marker`` if it has none:
@@ -278,9 +266,8 @@ class RecordQueries(Protocol):
         """When the oldest task waiting in each queue became due, by queue."""
 
     def scheduled_after(self, after: float) -> dict[str, tuple[int, float]]:
-        """By queue: how many scheduled tasks are due later than ``after``
-        (epoch seconds), and the earliest of those due times; queues with
-        none are left out."""
+        """By queue: how many scheduled tasks are due later than ``after``, and the
+        earliest of those due times (queues with none left out)."""
 
     def delete(self, where: TaskFilter) -> int:
         """Delete the matching records; how many."""
@@ -292,9 +279,8 @@ class RecordQueries(Protocol):
 
     def activity(self, by: str, window_sec: float = 3600, bucket_sec: int = 60,
                  now: Optional[float] = None) -> dict[str, Any]:
-        """Per ``by`` (``queue`` or ``task``): runs that ended per bucket over
-        the last ``window_sec`` by outcome (succeeded, failed, cancelled, and
-        ``retried``: attempts that failed and were retried), and their mean
+        """Per ``by`` (``queue`` or ``task``): runs that ended per bucket over the
+        last ``window_sec`` by outcome (a status, or ``retried``), with their mean
         duration; see :func:`activity_answer`."""
 
     def workers(self, state: Optional[str] = None,

@@ -1,12 +1,6 @@
 """The schedulers' facet of a store: one lease (one leader among any number
-of schedulers) and each schedule's progress.
-
-The lease is taken and renewed in one atomic step (held by this holder, or
-expired), so two schedulers racing get one leader. A tick is claimed by
-moving its schedule's watermark up to it, atomically, and only while the
-claimer leads: a tick is claimed once, so it is published at most once,
-whichever schedulers run and fail.
-"""
+of schedulers) and each schedule's progress, a tick claimed once
+(docs/explanation/internals-store.md, "Schedules and controls")."""
 from __future__ import annotations
 
 import dataclasses
@@ -44,9 +38,8 @@ class ScheduleStore(Protocol):
     """The lease and the schedules' progress (``store.schedules``)."""
 
     def acquire(self, holder: str, now: float, length_sec: float) -> tuple[bool, Optional[Lease]]:
-        """Take or renew the lease until ``now + length_sec`` when it is
-        ``holder``'s or has expired: (whether ``holder`` leads, the lease).
-        A renewal keeps ``acquired_at``."""
+        """Take or renew (keeping ``acquired_at``) the lease until ``now +
+        length_sec`` when it is ``holder``'s or expired: (whether ``holder`` leads, the lease)."""
 
     def release(self, holder: str, now: float) -> None:
         """Give the lease up, if ``holder``'s: another takes it at once."""

@@ -1,31 +1,7 @@
-"""What the records database may hold of a task's data, and what it may make a worker do.
-
-**Sealed at rest.** With ``MESSAGE_ENCRYPTION_KEY`` set, SQS holds task
-arguments encrypted; the records then hold them (and results, error
-messages and tracebacks) encrypted too, under a key derived from the same
-one (AES-256-GCM, the key's id in front, the column's name bound in): a JSON
-column holds ``{"kale_sealed": "v1:KEYID:BASE64"}`` and a text column
-``kale-sealed:v1:KEYID:BASE64``; a dead-letter reason keeps its reason and
-the exception's type, not its message (so does the dead letter's
-``kale_dead_letter_reason`` attribute on SQS). Readers that have the key (``kale web``,
-``kale tasks``, :mod:`kale.records`) open them; one without it shows that
-the value is sealed. ``RECORDS_SENSITIVE_DATA = 'drop'`` stores none of them
-at all.
-
-**Authenticated inputs.** A retry from a record publishes the record's
-arguments again. So that someone who can write to the database, but holds
-neither SQS access nor the signing key, cannot make a worker run a task or
-arguments of their choosing, the stored inputs carry ``mac``: an
-HMAC-SHA256, under a key derived from ``MESSAGE_SIGNING_KEY``, of the task
-id, the task path, the queue, the arguments and the labels exactly as
-stored, made by the publisher from what it published (never by a reader
-of a table: the outbox's relay writes the record its publisher sealed). A
-retry checks it first (old signing keys are accepted, as for messages):
-inputs copied onto another row, or labels changed, fail it. The retry of a
-record is published under an id derived from the record's (:func:`retry_id`),
-so a retry claimed again (its ``retried_as`` cleared) sends the same task
-again, which a worker with records skips once it succeeded.
-"""
+"""What the records database may hold of a task's data (values sealed at
+rest, or dropped), and what it may make a worker do (stored inputs carry a
+MAC a retry checks): docs/explanation/internals-store.md, "Sealing and
+signing the records"."""
 from __future__ import annotations
 
 import base64
@@ -63,8 +39,7 @@ MAC_VERSION = 'm2'
 
 
 def canonical(row: Mapping[str, Any]) -> bytes:
-    """The bytes a record's inputs MAC covers: its task id, task, queue,
-    arguments and labels."""
+    """The bytes a record's inputs MAC covers: task id, task, queue, arguments, labels."""
     inputs = row.get('inputs') or {}
     return json.dumps([MAC_VERSION, row.get('id'), row.get('task'), row.get('queue'),
                        inputs.get('args'), inputs.get('kwargs'), row.get('labels') or {}],
@@ -72,8 +47,7 @@ def canonical(row: Mapping[str, Any]) -> bytes:
 
 
 class Sealer:
-    """Seals and opens record values, and signs and checks stored inputs,
-    under one configuration's keys."""
+    """Seals and opens record values, and signs and checks stored inputs, with a config's keys."""
 
     def __init__(self, config: Config):
         self.mode = config.RECORDS_SENSITIVE_DATA
@@ -111,9 +85,8 @@ class Sealer:
         return dict(inputs, mac='%s:%s:%s' % (MAC_VERSION, self._mac_id, digest.hexdigest()))
 
     def check_inputs(self, row: Mapping[str, Any]) -> None:
-        """RecordConflictError unless the row's inputs carry a MAC this
-        deployment made for this very task id, task, queue, arguments and
-        labels."""
+        """RecordConflictError unless the row's inputs carry a MAC this deployment
+        made for this very task id, task, queue, arguments and labels."""
         inputs = row.get('inputs') or {}
         version, _, rest = str(inputs.get('mac') or '').partition(':')
         kid, _, digest = rest.partition(':')
@@ -155,9 +128,8 @@ class Sealer:
             return None
 
     def stored(self, row: dict[str, Any], published: bool = False) -> dict[str, Any]:
-        """A copy of ``row`` as the database may hold it: a publication's
-        inputs signed, then sensitive values sealed or dropped (the same row
-        when nothing changes)."""
+        """A copy of ``row`` as the database may hold it (a publication's inputs
+        signed, sensitive values sealed or dropped); the same row when nothing changes."""
         if published and row.get('inputs') is not None:
             row = dict(row, inputs=self.sign_inputs(row))
         if self.sealing or self.dropping:

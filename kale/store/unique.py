@@ -1,10 +1,5 @@
-"""The unique keys' facet of a store: who holds each unique task's key.
-
-A key is held while its task's record is not final (or not written yet)
-and younger than the task's ``unique_for_sec``. A claim takes a free key
-atomically (a conditional insert or update on a database), so two
-publishers racing get one holder.
-"""
+"""The unique keys' facet of a store: who holds each unique task's key, a
+free key claimed atomically (docs/explanation/internals-store.md, "Unique keys")."""
 from __future__ import annotations
 
 from typing import Callable, Protocol, Sequence

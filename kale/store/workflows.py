@@ -1,13 +1,6 @@
-"""The workflows' facet of a store: each workflow's row and its nodes'.
-
-What moves a workflow on (:mod:`kale.workflow.state`) is written once, over
-the steps a backend gives inside one transaction (:class:`WorkflowSteps`,
-from :meth:`WorkflowStore.begin`): a node succeeds, its downstream nodes'
-counts of missing inputs go down (the one that reaches zero is claimed by
-exactly one caller), nodes end, the workflow finishes; a workflow that
-ended reopens, once, and its nodes wait again (a retry). Calls and results
-reach the store serialized and signed (:mod:`kale.workflow.values`).
-"""
+"""The workflows' facet of a store: each workflow's row and its nodes', moved
+on by steps a backend gives inside one transaction (:class:`WorkflowSteps`;
+docs/explanation/internals-store.md, "Workflows")."""
 from __future__ import annotations
 
 import dataclasses
@@ -18,13 +11,9 @@ from kale.statuses import NodeStatus, WorkflowStatus
 
 @dataclasses.dataclass(frozen=True)
 class Claim:
-    """Who publishes a ready node, and until when: the process
-    (:func:`kale.events.process_identity`) that made the node ready, or the
-    sweep that took it over, and the epoch time its claim lapses unless
-    that process renews it. A node is claimed in the transaction that
-    makes it ready, so no other process publishes it while its publish
-    runs, however slow; a sweep takes over only a claim that lapsed (its
-    publisher died)."""
+    """Who publishes a ready node (the process that made it ready, or the
+    sweep that took it over), and the epoch time its claim lapses unless
+    renewed (docs/explanation/internals-store.md, "Workflows")."""
 
     owner: str
     until: float
@@ -46,10 +35,9 @@ class WorkflowRow:
 
 @dataclasses.dataclass(frozen=True)
 class Node:
-    """A node: its task, state and count of missing inputs, the nodes before
-    and after it, its call and result (serialized and signed), whether it
-    was published, since when it is ready, why it ended, and the
-    :class:`Claim` on its publish (who publishes or published it, until when)."""
+    """A node: its task, state and missing inputs, the nodes around it, its
+    call and result (serialized and signed), its publish, readiness, end and
+    :class:`Claim`."""
 
     task_id: str
     workflow_id: str
@@ -74,7 +62,7 @@ NODE_FIELDS = tuple(field.name for field in dataclasses.fields(Node))
 
 
 class WorkflowSteps(Protocol):
-    """The steps of one transaction on the workflows (see the module docstring)."""
+    """The steps of one transaction on the workflows."""
 
     def add(self, workflow: WorkflowRow, nodes: Sequence[Node]) -> None:
         """Keep a new workflow and its nodes."""
@@ -88,14 +76,12 @@ class WorkflowSteps(Protocol):
 
     def succeed_many(self, done: Sequence[tuple[str, str]]
                      ) -> dict[str, tuple[str, list[str]]]:
-        """:meth:`succeed` for several (task id, result) pairs at once: the
-        nodes that were queued, by task id, each with its workflow and its
-        downstream nodes (a pair whose node was not queued changes nothing)."""
+        """:meth:`succeed` for several (task id, result) pairs at once: the nodes
+        that were queued, by task id (the others change nothing)."""
 
     def succeed_cancelled(self, task_id: str, result: str) -> bool:
-        """A ``cancelled`` node whose task ran all the same (it was running
-        when its workflow ended) succeeds with ``result``; nothing moves on.
-        Whether it did."""
+        """A ``cancelled`` node whose task ran all the same succeeds with
+        ``result``; nothing moves on. Whether it did."""
 
     def arrive(self, task_id: str, count: int, now: float,
                claim: Claim) -> Optional[tuple[int, str]]:
@@ -146,9 +132,8 @@ class WorkflowSteps(Protocol):
         claims: queued ``grace_sec`` before ``now`` or earlier)."""
 
     def claim_stranded(self, task_id: str, now: float, grace_sec: float, claim: Claim) -> bool:
-        """Take over a :meth:`stranded` node's publish with ``claim``, if it is
-        still stranded at ``now``: whether this caller did (another sweep,
-        or its publisher renewing, may have come first)."""
+        """Take over a :meth:`stranded` node's publish with ``claim`` if it is still
+        stranded at ``now``: whether this caller did."""
 
 
 class WorkflowStore(Protocol):
@@ -161,10 +146,8 @@ class WorkflowStore(Protocol):
         """These nodes were published."""
 
     def renew_claims(self, task_ids: Sequence[str], owner: str, until: float) -> list[str]:
-        """The claims ``owner`` holds on these nodes now last until ``until``
-        (``until`` at the present releases them: a sweep takes those still
-        unpublished over at once); returns the task ids it still holds (a
-        claim that lapsed and was taken over is no longer its own)."""
+        """The claims ``owner`` holds on these nodes now last until ``until`` (the
+        present releases them); the task ids it still holds."""
 
     def overdue(self, now: float, limit: int = 100) -> list[str]:
         """Running workflows past their deadline."""

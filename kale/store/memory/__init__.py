@@ -6,12 +6,7 @@ import functools
 import threading
 from typing import Any, Optional
 
-from kale.store.memory.facets import (
-    MemoryControls,
-    MemorySchedules,
-    MemoryUnique,
-    MemoryWebhooks,
-)
+from kale.store.memory.facets import MemoryControls, MemorySchedules, MemoryUnique, MemoryWebhooks
 from kale.store.memory.flow import MemoryFlow
 from kale.store.memory.outbox import MemoryOutbox
 from kale.store.memory.queries import MemoryQueries
@@ -20,12 +15,9 @@ from kale.store.memory.workflows import MemoryWorkflows
 
 
 class MemoryStore:
-    """A store in this process's memory; ``url`` is ``memory://NAME``
-    (``RECORDS_URL='memory://'``: the records, workflows, limits and the
-    rest of one process, for its tests). Every store opened on one name is
-    the same database (as two apps on one database file share its rows,
-    each app opening its own store): its rows, and the keys of the first
-    opened, which seal them."""
+    """A store in this process's memory, on ``memory://NAME``: every store
+    opened on one name is the same database (its rows, and the keys of the first
+    opened, which seal them), as two apps share a database file's rows."""
 
     #: No file: a spool of outcomes goes to the user's cache.
     database_file = None
@@ -64,8 +56,7 @@ class MemoryStore:
 
     @functools.cached_property
     def sealer(self) -> Any:
-        """The configuration's sealer (:mod:`kale.store.sealing`), or one that
-        keeps rows as given."""
+        """The configuration's sealer, or one that keeps rows as given."""
         if self.config is None:
             return _Plain()
         from kale.store.sealing import Sealer

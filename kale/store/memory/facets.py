@@ -58,15 +58,18 @@ class MemorySchedules:
             for name, _task in rows:
                 self._rows.setdefault(name, Progress(name, now))
 
-    def _leads(self, holder: str, now: float) -> bool:
-        return self._lease is not None and self._lease.held_by(holder, now)
-
     def claim(self, name: str, holder: str, tick: float, task_id: str, now: float) -> bool:
+        return self._move(name, holder, tick, now, last_tick=tick, last_task_id=task_id,
+                          last_published_at=now)
+
+    def _move(self, name: str, holder: str, to: float, now: float, **values: Any) -> bool:
+        """Move a schedule's watermark up to ``to``, only while ``holder`` leads."""
         with self.root.lock:
             row = self._rows.get(name)
-            if row is None or row.watermark >= tick or not self._leads(holder, now):
+            if row is None or row.watermark >= to or self._lease is None \
+                    or not self._lease.held_by(holder, now):
                 return False
-            self._rows[name] = Progress(name, tick, tick, task_id, now)
+            self._rows[name] = dataclasses.replace(row, watermark=to, **values)
             return True
 
     def unclaim(self, before: Progress, tick: float, task_id: str) -> None:
@@ -76,12 +79,7 @@ class MemorySchedules:
                 self._rows[before.name] = before
 
     def skip(self, name: str, holder: str, up_to: float, now: float) -> bool:
-        with self.root.lock:
-            row = self._rows.get(name)
-            if row is None or row.watermark >= up_to or not self._leads(holder, now):
-                return False
-            self._rows[name] = dataclasses.replace(row, watermark=up_to)
-            return True
+        return self._move(name, holder, up_to, now)
 
     def task_statuses(self, task_ids: Iterable[str]) -> dict[str, str]:
         with self.root.lock:

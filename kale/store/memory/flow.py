@@ -50,8 +50,7 @@ class MemoryFlow:
                 del self.leases[slot]
 
     def _matching(self, slots: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
-        """The leases whose key and holder are among the slots' (as the SQL
-        store matches ``key IN (...) AND holder IN (...)``)."""
+        """The leases whose key and holder are among the slots' (as SQL's ``IN`` matches them)."""
         keys = {key for key, _ in slots}
         holders = {holder for _, holder in slots}
         return [slot for slot in self.leases if slot[0] in keys and slot[1] in holders]

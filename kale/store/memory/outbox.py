@@ -24,9 +24,8 @@ class _Claim:
 
 
 class MemoryOutbox:
-    """Rows by id in insertion order, the rows set aside, the ids consumed.
-    One claim at a time holds its rows (claims on several threads take
-    different rows)."""
+    """Rows by id in insertion order, the rows set aside, the ids consumed; one
+    claim at a time holds its rows."""
 
     concurrent = True
 

@@ -17,7 +17,7 @@ from kale.store.counts import (
     summary_of,
     timeline_of,
 )
-from kale.store.record import TaskFilter, TaskRecord, WorkerRecord, decode_cursor
+from kale.store.record import MAX_LIMIT, TaskFilter, TaskRecord, WorkerRecord, decode_cursor
 from kale.store.records import (
     RAN,
     DerivedQueries,
@@ -35,8 +35,6 @@ from kale.store.records import (
 
 if TYPE_CHECKING:
     from kale.store.memory.records import MemoryRecords
-
-MAX_WORKERS = 1000
 
 
 def matches(where: TaskFilter, row: Row) -> bool:
@@ -158,7 +156,7 @@ class MemoryQueries(DerivedQueries):
         now = time.time() if now is None else now
         with self.records.root.lock:
             rows = sorted((dict(row) for row in self.records.workers.values()),
-                          key=lambda row: -row['started_at'])[:MAX_WORKERS]
+                          key=lambda row: -row['started_at'])[:MAX_LIMIT]
         found = [WorkerRecord.from_row(row, now) for row in rows]
         return workers_in_order([worker for worker in found
                                  if state is None or worker.state == state])

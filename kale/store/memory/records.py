@@ -11,7 +11,7 @@ from kale.store.counts import TaskCounts
 from kale.store.records import (
     ENDED_TASKS,
     ENDED_WORKFLOWS,
-    KEPT_COLUMNS,
+    EVENT_COLUMNS,
     PUBLISHED_COLUMNS,
     TASK_COLUMNS,
     WAITING,
@@ -27,9 +27,6 @@ if TYPE_CHECKING:
 #: The columns a publication that starts a new life takes from its row.
 _LIFE_COLUMNS = tuple(name for name in TASK_COLUMNS
                       if name not in PUBLISHED_COLUMNS and name != 'id')
-#: The columns a worker's event sets.
-_EVENT_COLUMNS = tuple(name for name in TASK_COLUMNS
-                       if name not in PUBLISHED_COLUMNS + KEPT_COLUMNS and name != 'id')
 _ENDED_UNSUCCESSFULLY = tuple(status for status in FINAL_TASK if status != TaskStatus.SUCCEEDED)
 
 
@@ -82,7 +79,7 @@ class MemoryRecords:
             held = self.tasks[row['id']] = {name: row.get(name) for name in TASK_COLUMNS}
             self.counts.add(held)
         elif held['updated_at'] <= row['updated_at']:           # the newest event wins
-            self._change(held, {name: row.get(name) for name in _EVENT_COLUMNS})
+            self._change(held, {name: row.get(name) for name in EVENT_COLUMNS})
 
     def _change(self, held: Row, values: Row) -> None:
         """Change a row, its counters with it."""

@@ -72,6 +72,14 @@ class MemoryWorkflows:
         node = self.node_rows[task_id] = dataclasses.replace(self.node_rows[task_id], **values)
         return node
 
+    def _change_in(self, states: tuple[str, ...], task_id: str, **values: Any) -> Optional[Node]:
+        """The node as it was, changed by ``values`` if it is in one of ``states``."""
+        node = self.node_rows.get(task_id)
+        if node is None or node.state not in states:
+            return None
+        self._change(task_id, **values)
+        return node
+
     # --- the steps of a transaction (kale.store.workflows.WorkflowSteps) -------------
 
     def add(self, workflow: WorkflowRow, nodes: Sequence[Node]) -> None:
@@ -84,22 +92,16 @@ class MemoryWorkflows:
         return [(w, self.rows[w].deadline_at) for w in sorted(ids) if w in self.rows]
 
     def succeed(self, task_id: str, result: str) -> Optional[tuple[str, list[str]]]:
-        node = self.node_rows.get(task_id)
-        if node is None or node.state != QUEUED:
-            return None
-        self._change(task_id, state=NodeStatus.SUCCEEDED, result=result)
-        return node.workflow_id, list(node.downstream or ())
+        node = self._change_in((QUEUED,), task_id, state=NodeStatus.SUCCEEDED, result=result)
+        return (node.workflow_id, list(node.downstream or ())) if node is not None else None
 
     def succeed_many(self, done: Sequence[tuple[str, str]]
                      ) -> dict[str, tuple[str, list[str]]]:
         return succeed_each(self, done)
 
     def succeed_cancelled(self, task_id: str, result: str) -> bool:
-        node = self.node_rows.get(task_id)
-        if node is None or node.state != NodeStatus.CANCELLED:
-            return False
-        self._change(task_id, state=NodeStatus.SUCCEEDED, result=result, reason=None)
-        return True
+        return self._change_in((NodeStatus.CANCELLED,), task_id, state=NodeStatus.SUCCEEDED,
+                               result=result, reason=None) is not None
 
     def arrive(self, task_id: str, count: int, now: float,
                claim: Claim) -> Optional[tuple[int, str]]:
@@ -128,11 +130,8 @@ class MemoryWorkflows:
             self.rows[workflow_id] = dataclasses.replace(row, status=status, finished_at=now)
 
     def fail_queued(self, task_id: str, reason: str) -> Optional[str]:
-        node = self.node_rows.get(task_id)
-        if node is None or node.state != QUEUED:
-            return None
-        self._change(task_id, state=NodeStatus.FAILED, reason=reason)
-        return node.workflow_id
+        node = self._change_in((QUEUED,), task_id, state=NodeStatus.FAILED, reason=reason)
+        return node.workflow_id if node is not None else None
 
     def status(self, workflow_id: str) -> Optional[tuple[str, Optional[float]]]:
         row = self.rows.get(workflow_id)
@@ -143,9 +142,7 @@ class MemoryWorkflows:
             return [node for node in self.node_rows.values() if node.workflow_id == workflow_id]
 
     def end_node(self, task_id: str, state: NodeStatus, reason: str) -> None:
-        node = self.node_rows.get(task_id)
-        if node is not None and node.state in (PENDING, QUEUED):
-            self._change(task_id, state=state, reason=reason)
+        self._change_in((PENDING, QUEUED), task_id, state=state, reason=reason)
 
     def reopen(self, workflow_id: str, deadline_at: Optional[float]) -> bool:
         row = self.rows.get(workflow_id)

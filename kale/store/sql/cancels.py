@@ -1,33 +1,7 @@
-"""Which of a batch's tasks are cancelled, without a query per batch on SQLite.
-
-A worker asks before every batch. On PostgreSQL that is one query per batch.
-A SQLite store is one file on one machine, so every process that can cancel
-one of its tasks runs there, and a cancellation also writes a new random
-stamp into a small signal file beside the database
-(``<database>-kale-cancels``, 8 bytes). Each worker maps that file into
-memory and keeps the ids of the store's cancelled tasks, loaded again only
-when the stamp changed: comparing 8 bytes costs no system call, so the
-worker's thread does not even let go of the interpreter lock for it. A batch
-with none of those ids needs no query, which is nearly every batch; one with
-some asks the store about those alone, since a cancelled id may have been
-published again since. The ids kept are a superset of the cancelled ones,
-never fewer:
-
-- a cancellation writes its stamp before it writes the record (one that
-  cannot signal changes nothing) and again once that is committed, so a
-  worker that loaded the ids in between loads them again;
-- a worker reads the stamp before it loads the ids, so a cancellation that
-  lands during the load is seen at the next batch;
-- a store with more than :data:`MAX_KEPT` cancelled records, or a signal
-  file that cannot be opened, is asked about every batch, as PostgreSQL is.
-
-A worker checks once a second that the path still leads to the file it
-mapped, and maps the new one when it was deleted or replaced. The file only
-ever holds its 8 bytes: like SQLite's own ``-shm`` file, it must not be
-truncated while workers run (reading a truncated mapping kills the process).
-It is made owner-only and never opened through a symbolic link
-(:mod:`kale.store.files`).
-"""
+"""Which of a batch's tasks are cancelled, without a query per batch on SQLite:
+a signal file beside the database, mapped by each worker, tells when its
+copy of the cancelled ids is stale (docs/explanation/internals-store.md,
+"Cancellations on SQLite", says why the copy is never short of one)."""
 from __future__ import annotations
 
 import logging
@@ -62,10 +36,8 @@ _NEVER = object()
 
 
 def signal_path(url: Any) -> Optional[str]:
-    """The signal file of a SQLite store kept in a file (a
-    ``sqlalchemy.URL``), beside the file the path leads to (symbolic links
-    followed, a relative path made absolute); None for any other store (in
-    memory, a ``file:`` URI, another database)."""
+    """The signal file beside a SQLite store's file (a ``sqlalchemy.URL``; links
+    followed, made absolute); None for any other store (memory, ``file:`` URI)."""
     if url.get_backend_name() != 'sqlite':
         return None
     database = url.database
@@ -86,9 +58,8 @@ def send(path: str) -> None:
 
 
 def open_stamp(path: str) -> tuple[mmap.mmap, tuple[int, int]]:
-    """The signal file mapped for reading, made (with a zero stamp) when
-    missing, and its identity (device, inode); OSError when it can be
-    neither opened nor made."""
+    """The signal file mapped for reading (made, a zero stamp, when missing) and
+    its (device, inode); OSError when it can be neither opened nor made."""
     try:
         fd = open_private(path, os.O_RDWR | os.O_CREAT)
     except PermissionError:
@@ -122,9 +93,8 @@ class CancelledIds:
 
     def candidates(self, task_ids: Sequence[str],
                    load: Callable[[int], list[str]]) -> Sequence[str]:
-        """The ids among ``task_ids`` that may be cancelled: the ones kept,
-        loaded again with ``load(limit)`` first when the stamp changed; all of
-        them when the kept ids cannot be trusted."""
+        """The ids among ``task_ids`` that may be cancelled (the kept ones, loaded
+        again with ``load(limit)`` when the stamp changed), or all of them."""
         stamp = self._mapped()
         if stamp is None:
             return task_ids
@@ -160,8 +130,7 @@ class CancelledIds:
         return stamp
 
     def _same_file(self) -> bool:
-        """Whether the path still leads to the file mapped (checked once a
-        second: a system call)."""
+        """Whether the path still leads to the file mapped (a system call: once a second)."""
         self._recheck_at = time.monotonic() + RECHECK_SEC
         try:
             found = os.stat(self.path)

@@ -1,9 +1,6 @@
-"""Deleting many task records in chunks: each chunk of
-:data:`CHUNK_ROWS` rows is a transaction of its own (a few tens of
-milliseconds), so a purge of millions
-of rows never holds SQLite's write lock (or PostgreSQL's row locks) for
-long, and the workers' writes go in between. The counters' changes are
-folded as the chunks go (:func:`kale.store.sql.counters.roll_up`)."""
+"""Deleting many task records in chunks of :data:`CHUNK_ROWS` rows, a
+transaction each, so that the workers' writes go in between
+(docs/explanation/internals-store.md, "Questions about many records")."""
 from __future__ import annotations
 
 import time
@@ -19,11 +16,8 @@ if TYPE_CHECKING:
 
 #: Rows deleted by one transaction.
 CHUNK_ROWS = 1000
-#: SQLite: the pause between two chunks. A writer that found the database
-#: locked tries again after sleeps of 1 to 100 ms; with shorter pauses the
-#: next chunk often had the lock again by then. Purging 485,051 of 1,000,000
-#: records, the longest wait of a concurrent write for the lock was 330 ms
-#: with this pause (the purge took 80 s) and 732-1238 ms with 20 ms (37 s).
+#: SQLite: the pause between two chunks, for a writer waiting for the lock
+#: (docs/explanation/internals-store.md, "Questions about many records").
 SQLITE_PAUSE_SEC = 0.1
 
 

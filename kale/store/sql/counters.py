@@ -1,19 +1,7 @@
 """The task records' counters on a database (see :mod:`kale.store.counts`):
-kept by triggers on ``kale_tasks``, in the transaction that writes the
-records, whichever statement writes them (a writer's upserts, a cancel, a
-queue's purge, ``kale tasks purge``, the TTL purge).
-
-A trigger appends what a row's change does to the counters to
-``kale_task_changes`` (minus the old row's keys, plus the new one's): an
-append takes no lock that another writer waits for, so two workers' writes
-never wait on, or deadlock over, a counter row. The writers' threads fold
-the changes into ``kale_task_counts`` and ``kale_task_minutes`` every few
-seconds (:func:`roll_up`, one folder at a time); a read adds the changes not
-folded yet, so it is exact at any time, and a reader that finds more than
-:data:`READ_FOLD_CHANGES` of them (rows written while no Kale writer ran)
-folds them first, under the same lock. Schema version 14 brings the tables
-and triggers, and counts the records already there (:func:`install`).
-"""
+triggers on ``kale_tasks`` append changes to ``kale_task_changes``, which
+:func:`roll_up` folds into the counters and reads add while not folded
+(docs/explanation/internals-store.md, "The records' counters")."""
 from __future__ import annotations
 
 from typing import Optional
@@ -35,15 +23,8 @@ from kale.store.sql.counters_schema import (
 
 #: The PostgreSQL advisory lock of the one folding the changes ('kalc').
 ROLL_UP_LOCK = 0x6B616C63
-#: Changes not folded yet beyond which a reader of the counters (the
-#: summary, a count, the timeline) folds them before it reads: a read adds
-#: every change still waiting, a few µs each. The writers fold theirs every
-#: two seconds, but rows written while no Kale writer ran (a database
-#: loaded, restored, or written by another program) wait until one runs:
-#: 300,000 of them made the summary and the count take 0.77 s each, against
-#: 7 ms folded. Below this bound a read costs at most some tens of ms more
-#: (within the 50 ms the records-volume benchmark holds the dashboard's
-#: requests to) and takes no write lock.
+#: Changes not folded yet beyond which a reader of the counters folds them
+#: before it reads (docs/explanation/internals-store.md says why this many).
 READ_FOLD_CHANGES = 10_000
 
 
@@ -57,9 +38,8 @@ def behind(conn: Connection) -> bool:
 
 
 def roll_up(conn: Connection, tidy: bool = False) -> bool:
-    """Fold the changes into the counters (in the caller's write
-    transaction); False when another process is folding them (PostgreSQL).
-    ``tidy``: also drop the counters that came down to 0 (after a purge)."""
+    """Fold the changes into the counters in the caller's transaction; False when
+    another process is folding them. ``tidy``: drop the counters down to 0."""
     if conn.dialect.name != 'postgresql':       # writes are one at a time: nothing comes between
         # The changes summed once by key (a few hundred rows), then folded three ways.
         conn.exec_driver_sql('CREATE TEMP TABLE IF NOT EXISTS kale_task_summed (task, queue, '
@@ -84,10 +64,9 @@ def roll_up(conn: Connection, tidy: bool = False) -> bool:
                 FOLD_COUNTS.format(source='moved', order='ORDER BY task, queue, status'),
                 FOLD_MINUTES.format(source='moved', order='ORDER BY minute, task, status'),
                 FOLD_PERIODS.format(source='moved', order='ORDER BY 1, task, status')))
-    if tidy:
-        conn.exec_driver_sql('DELETE FROM kale_task_counts WHERE n = 0')
-        conn.exec_driver_sql('DELETE FROM kale_task_minutes WHERE n = 0')
-        conn.exec_driver_sql('DELETE FROM kale_task_periods WHERE n = 0')
+    for table in ('kale_task_counts', 'kale_task_minutes', 'kale_task_periods'):
+        if tidy:
+            conn.exec_driver_sql('DELETE FROM %s WHERE n = 0' % table)
     return True
 
 
@@ -101,11 +80,9 @@ def count_rows(conn: Connection) -> list[CountRow]:
 
 
 def run_rows(conn: Connection, since: float, bucket_sec: int) -> list[MinuteRow]:
-    """The runs finished since ``since`` by bucket number (of ``bucket_sec``,
-    a multiple of a minute), task and status: whole periods from
-    kale_task_periods when the buckets are whole periods, whole minutes from
-    kale_task_minutes, and the partial minute at the start from the records
-    (a minute of them at most); the changes not folded included."""
+    """The runs finished since ``since`` by bucket number (of ``bucket_sec``, a
+    multiple of a minute), task and status: from the periods, the minutes and,
+    for the partial minute at the start, the records; changes not folded included."""
     first_minute = first_whole_minute(since)
     rows = _edge_rows(conn, since, first_minute, bucket_sec)
     if bucket_sec % PERIOD_SEC:
@@ -157,8 +134,7 @@ def finished_by_queue(conn: Connection, since: float) -> dict[str, int]:
 
 def _edge_rows(conn: Connection, since: float, first_minute: int,
                bucket_sec: int) -> list[MinuteRow]:
-    """The runs finished from ``since`` to the first whole minute after it,
-    by bucket, read from the records."""
+    """The runs finished from ``since`` to the next whole minute, by bucket, from the records."""
     if first_minute * MINUTE <= since:
         return []
     found = conn.execute(text(

@@ -87,21 +87,17 @@ def _sqlite_triggers() -> list[str]:
 
 
 def _pg_changes(source: str, sign: str) -> str:
-    """The changes of a statement's rows ``source`` (a transition table),
-    summed by key: a statement of 500 rows appends a few rows."""
-    minute = _PG_MINUTE.format(row='r')
-    return ('SELECT r.task, r.queue, r.status, CASE WHEN r.finished_at IS NOT NULL AND r.status '
-            'IN ({ran}) THEN {minute} END AS minute, {sign}1 AS n, {sign}coalesce(r.duration_sec, '
-            '0) AS duration_sum, {sign}(CASE WHEN r.duration_sec IS NULL THEN 0 ELSE 1 END) AS '
-            'timed FROM {source} AS r').format(ran=RAN_SQL, minute=minute, sign=sign,
-                                               source=source)
+    """The changes of a statement's rows ``source`` (a transition table)."""
+    return 'SELECT %s FROM %s AS r' % (_values('r', sign, _PG_MINUTE)[1:-1], source)
 
 
 def _postgres_triggers() -> list[str]:
     """Statement-level triggers: one run for each statement, whatever rows it
-    writes, reading the rows it changed from its transition tables."""
+    writes, reading the rows it changed from its transition tables, summed by
+    key (a statement of 500 rows appends a few rows)."""
     fold = ('INSERT INTO kale_task_changes SELECT task, queue, status, minute, sum(n), '
-            'sum(duration_sum), sum(timed) FROM (%s) AS c GROUP BY task, queue, status, minute '
+            'sum(duration_sum), sum(timed) FROM (%s) AS c(task, queue, status, minute, n, '
+            'duration_sum, timed) GROUP BY task, queue, status, minute '
             'HAVING sum(n) <> 0 OR sum(duration_sum) <> 0 OR sum(timed) <> 0;')
     function = (
         'CREATE OR REPLACE FUNCTION kale_task_counted() RETURNS trigger LANGUAGE plpgsql AS $$ '
@@ -109,16 +105,12 @@ def _postgres_triggers() -> list[str]:
         'RETURN NULL; END $$' % (
             fold % ('%s UNION ALL %s' % (_pg_changes('old_rows', '-'), _pg_changes('new_rows', ''))),
             fold % _pg_changes('old_rows', '-'), fold % _pg_changes('new_rows', '')))
-    return [
-        function,
-        'CREATE TRIGGER kale_task_counted_insert AFTER INSERT ON kale_tasks REFERENCING NEW '
-        'TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION kale_task_counted()',
-        'CREATE TRIGGER kale_task_counted_update AFTER UPDATE ON kale_tasks REFERENCING OLD '
-        'TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION '
-        'kale_task_counted()',
-        'CREATE TRIGGER kale_task_counted_delete AFTER DELETE ON kale_tasks REFERENCING OLD '
-        'TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION kale_task_counted()',
-    ]
+    return [function] + [
+        'CREATE TRIGGER kale_task_counted_%s AFTER %s ON kale_tasks REFERENCING %s FOR EACH '
+        'STATEMENT EXECUTE FUNCTION kale_task_counted()' % (event.lower(), event, tables)
+        for event, tables in (('INSERT', 'NEW TABLE AS new_rows'),
+                              ('UPDATE', 'OLD TABLE AS old_rows NEW TABLE AS new_rows'),
+                              ('DELETE', 'OLD TABLE AS old_rows'))]
 
 
 TRIGGERS = ('kale_task_counted_insert', 'kale_task_counted_update', 'kale_task_counted_delete')
@@ -143,9 +135,8 @@ def add_triggers(conn: Connection) -> None:
 
 
 def drop_triggers(conn: Connection) -> None:
-    """The triggers gone: writes as before the counters (the benchmark's
-    ``off``); the counters are then wrong until :func:`add_triggers` and
-    :func:`recount`."""
+    """The triggers gone (the benchmark's ``off``): the counters are wrong until
+    :func:`add_triggers` and :func:`recount`."""
     for name in TRIGGERS:
         conn.exec_driver_sql('DROP TRIGGER IF EXISTS %s%s' % (
             name, ' ON kale_tasks' if conn.dialect.name == 'postgresql' else ''))

@@ -1,28 +1,7 @@
-"""Every statement the records store hands straight to the database driver,
-by name, for its dialect.
-
-The store writes task rows and checks cancellations on the worker's path,
-where SQLAlchemy's per-row and per-call work would cost more than the
-database's; so these statements are built with SQLAlchemy Core once,
-compiled for the dialect once, and run on a raw cursor:
-
-=====================  ========================================================
-``published``          insert a publication (upsert: a worker may have written
-                       first; an earlier life of the id that ended unsuccessfully
-                       starts again)
-``event``              insert or update from a worker's event, unless the row
-                       holds a newer one ("newest event wins")
-``cancelled_among``    which of N task ids are cancelled (``status_among``: or
-                       have another status: succeeded, for duplicates)
-``all_cancelled``      up to N cancelled ids (SQLite's signal-file check)
-=====================  ========================================================
-
-Nothing here is written by hand: each SQL text is SQLAlchemy's compilation,
-and the many-row form of an insert on SQLite is SQLAlchemy's own many-row
-compilation, repeated for each count from the one- and two-row forms (and
-checked against the three-row form when built). The tests run every statement
-on SQLite and PostgreSQL beside SQLAlchemy's execution of the same statement.
-"""
+"""Every statement the records store hands straight to the database driver
+(``published``, ``event``, ``cancelled_among``, ``all_cancelled``), built
+with SQLAlchemy Core and compiled for the dialect once
+(docs/explanation/internals-store.md, "Statements on the raw driver")."""
 from __future__ import annotations
 
 import json
@@ -34,8 +13,9 @@ import sqlalchemy
 from sqlalchemy import and_, any_, bindparam, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
 
-from kale.store.records import KEPT_COLUMNS, PUBLISHED_COLUMNS
-from kale.store.sql.schema import CANCELLED, FINAL, SUCCEEDED, tasks
+from kale.statuses import FINAL_TASK, TaskStatus
+from kale.store.records import EVENT_COLUMNS, PUBLISHED_COLUMNS
+from kale.store.sql.schema import tasks
 
 #: Bound variables one SQLite statement may have: 999 before SQLite 3.32,
 #: 32766 since.
@@ -46,30 +26,23 @@ SQLITE_MAX_VARIABLES = 32766 if sqlite3.sqlite_version_info >= (3, 32, 0) else 9
 SQLITE_MAX_ROWS = 500
 
 
-#: The names of the write statements.
-WRITES = ('published', 'event')
-
-
 def insert_for(dialect_name: str) -> Callable[[Any], Any]:
     """The dialect's INSERT (both have ON CONFLICT)."""
     return postgresql.insert if dialect_name == 'postgresql' else sqlite.insert
 
 
 def published_statement(dialect_name: str) -> Any:
-    """Insert a publication; a row that is already there (a worker wrote
-    first) gets the publisher's columns. A row of an earlier life of the
-    same id (a task whose make_task_id repeats) that ended unsuccessfully
-    starts again as queued. A succeeded one stays succeeded: workers delete
-    a delivery of a task that already succeeded unrun (a publish sent again
-    because its answer was lost is that, not a new life)."""
+    """Insert a publication; a row already there (a worker wrote first) gets
+    the publisher's columns, and one of an earlier life of the id (a repeated
+    make_task_id) that ended unsuccessfully starts again. A succeeded one stays:
+    workers delete a delivery of a task that already succeeded unrun (a publish
+    sent again because its answer was lost is that, not a new life)."""
     insert = insert_for(dialect_name)(tasks)
     finished = or_(*(tasks.c.status == sqlalchemy.literal_column("'%s'" % status)
-                     for status in FINAL if status != SUCCEEDED))  # no expanding IN here
+                     for status in FINAL_TASK if status != TaskStatus.SUCCEEDED))  # no expanding IN here
     new_life = and_(finished, tasks.c.finished_at < insert.excluded.published_at)
     values: dict[str, Any] = {name: insert.excluded[name] for name in PUBLISHED_COLUMNS}
-    for name in ('status', 'attempts', 'started_at', 'finished_at', 'next_attempt_at',
-                 'duration_sec', 'worker', 'error_type', 'error_message', 'error_traceback',
-                 'dead_letter_reason', 'result', 'stderr', 'updated_at'):
+    for name in EVENT_COLUMNS:
         values[name] = sqlalchemy.case((new_life, insert.excluded[name]), else_=tasks.c[name])
     return insert.on_conflict_do_update(index_elements=[tasks.c.id], set_=values)
 
@@ -78,8 +51,7 @@ def event_statement(dialect_name: str) -> Any:
     """Insert or update a row from a worker's event, unless the row holds a
     newer one. Publisher-only columns are kept."""
     insert = insert_for(dialect_name)(tasks)
-    values = {column.name: insert.excluded[column.name] for column in tasks.columns
-              if column.name not in PUBLISHED_COLUMNS + KEPT_COLUMNS and column.name != 'id'}
+    values = {name: insert.excluded[name] for name in EVENT_COLUMNS}
     return insert.on_conflict_do_update(
         index_elements=[tasks.c.id], set_=values,
         where=tasks.c.updated_at <= insert.excluded.updated_at)
@@ -102,9 +74,8 @@ def all_cancelled_statement() -> Any:
 
 def _processors(compiled: Any, names: Sequence[str], dialect: Any,
                 fast: bool = True) -> list[tuple[int, Callable[[Any], Any]]]:
-    """(index, bind processor) of the columns whose values need one. On
-    SQLite a JSON column's is ``json.dumps`` itself when that is what
-    SQLAlchemy's calls (its own adds three calls a value)."""
+    """(index, bind processor) of the columns whose values need one (on SQLite a
+    JSON column's is ``json.dumps`` itself: SQLAlchemy's adds three calls a value)."""
     found = []
     for index, name in enumerate(names):
         kind = compiled.binds[name].type
@@ -143,13 +114,6 @@ def _process_columns(flat: list[Any], width: int,
 POSTGRESQL_ROWS_PER_STATEMENT = 500
 
 
-def positional_postgresql(dialect: Any) -> Any:
-    """The psycopg dialect with ``%s`` placeholders (psycopg takes both)."""
-    made = type(dialect)(paramstyle='format')
-    made.server_version_info = dialect.server_version_info
-    return made
-
-
 def _values_group(sql: str, width: int) -> 'tuple[str, str, str] | None':
     """A one-row INSERT's text as (head, its VALUES group, tail), the group
     holding all ``width`` placeholders (casts beside them); None otherwise."""
@@ -167,23 +131,18 @@ def _values_group(sql: str, width: int) -> 'tuple[str, str, str] | None':
 
 
 class WriteStatement:
-    """A write statement compiled once, for the driver's own executemany: its
-    SQL and how to turn rows into the driver's parameters (SQLAlchemy's bind
-    processors, e.g. JSON to text); a key a row lacks is None. It also has a
-    form that carries many rows (:meth:`many`): a VALUES list on SQLite, a
-    JSON document of rows on PostgreSQL (measured with bench's writer rounds:
-    one statement a batch of 500 took 46-62 µs a task, where psycopg's
-    executemany took 112-122)."""
+    """A write statement compiled once: its SQL, how rows become the driver's
+    parameters (a key a row lacks is None), and its form for many rows
+    (:meth:`many`: a VALUES list on SQLite, a JSON document on PostgreSQL)."""
 
     def __init__(self, statement: Any, keys: Sequence[str], dialect: Any,
                  fast: bool = True):
-        if dialect.name == 'postgresql':        # positional (%s), for the many-row form
-            dialect = positional_postgresql(dialect)
+        if dialect.name == 'postgresql':    # positional (%s, psycopg takes both): many rows
+            dialect, named = type(dialect)(paramstyle='format'), dialect
+            dialect.server_version_info = named.server_version_info
         compiled = statement.compile(dialect=dialect, column_keys=list(keys))
         self.sql = str(compiled)
-        self.positional = bool(compiled.positional)
-        names = list(compiled.positiontup or ()) if self.positional else list(compiled.binds)
-        self.names = names
+        names = self.names = list(compiled.positiontup)     # both dialects' are positional
         #: Where a value needs its bind processor (JSON to text): few columns do.
         self.processed = _processors(compiled, names, dialect, fast)
         #: The same, for the columns whose processor may turn None into
@@ -191,7 +150,8 @@ class WriteStatement:
         #: others' None values are passed as they are.
         self._processed_none = [(index, process) for index, process in self.processed
                                 if process(None) is not None]
-        self._get = operator.itemgetter(*names) if len(names) > 1 else None
+        self._get = operator.itemgetter(*names) if len(names) > 1 else \
+            (lambda row: (row[names[0]],))
         #: How many rows one statement may carry (see _sqlite_rows, _postgresql_rows).
         self.rows_per_statement = 1
         self._multirow: dict[int, str] = {}
@@ -206,8 +166,7 @@ class WriteStatement:
     def _sqlite_rows(self, statement: Any, keys: Sequence[str], dialect: Any, fast: bool) -> None:
         """Several rows a statement, their bound variables under SQLite's limit
         (its oldest, 999, unless ``fast``)."""
-        shape = _repeated_values(statement, keys, dialect, len(self.names)) \
-            if self.positional else None
+        shape = _repeated_values(statement, keys, dialect, len(self.names))
         if shape is not None:
             self._head, self._group, self._tail = shape
             self.rows_per_statement = max(1, min(SQLITE_MAX_ROWS, (
@@ -226,12 +185,9 @@ class WriteStatement:
         self.rows_per_statement = POSTGRESQL_ROWS_PER_STATEMENT
 
     def many(self, rows: Sequence[dict[str, Any]]) -> tuple[str, list[Any]]:
-        """The statement for ``rows`` and its parameters: on SQLite, the
-        many-row VALUES form and the rows' values one after the other; on
-        PostgreSQL, one text for any number of rows (prepared once), the rows
-        one JSON document that ``json_to_recordset`` turns back into rows
-        (the JSON columns' values in it as they are: the text they are kept
-        as is the same ``json.dumps`` gives them on their own)."""
+        """The statement for ``rows`` and its parameters: SQLite's many-row VALUES
+        form and the values one after the other, or PostgreSQL's one text for any
+        number of rows, the rows one JSON document for ``json_to_recordset``."""
         if self._recordset is None:
             return self.multirow_sql(len(rows)), self.flat_parameters(rows)
         names = self.names
@@ -254,7 +210,7 @@ class WriteStatement:
         flat: list[Any] = []
         for row in rows:
             try:        # every key present (the usual row): one C call, in order
-                flat.extend(get(row) if get is not None else (row[names[0]],))
+                flat.extend(get(row))
             except KeyError:
                 flat.extend([row.get(name) for name in names])
         _process_columns(flat, width, self.processed, self._processed_none)
@@ -262,17 +218,8 @@ class WriteStatement:
 
     def parameters(self, rows: Sequence[dict[str, Any]]) -> list[Any]:
         """Each row's parameters, for the driver's executemany of :attr:`sql`."""
-        names, processed, get = self.names, self.processed, self._get
-        values = []
-        for row in rows:
-            try:        # every key present (the usual row): one C call, in order
-                found = list(get(row)) if get is not None else [row.get(names[0])]
-            except KeyError:
-                found = [row.get(name) for name in names]
-            for index, process in processed:
-                found[index] = process(found[index])
-            values.append(tuple(found) if self.positional else dict(zip(names, found, strict=True)))
-        return values
+        flat, width = self.flat_parameters(rows), len(self.names)
+        return [tuple(flat[at:at + width]) for at in range(0, len(flat), width)]
 
 
 def many_rows_sql(statement: Any, keys: Sequence[str], dialect: Any, count: int) -> str:
@@ -284,11 +231,9 @@ def many_rows_sql(statement: Any, keys: Sequence[str], dialect: Any, count: int)
 
 def _repeated_values(statement: Any, keys: Sequence[str], dialect: Any, width: int
                      ) -> 'tuple[str, str, str] | None':
-    """The many-row form as (head, one row's values group, tail), found from
-    SQLAlchemy's one- and two-row compilations: the two-row text is the
-    one-row text with ``, <group>`` after the first group, a group holding
-    ``width`` placeholders. None when the texts do not have that shape (or the
-    three-row text does not follow)."""
+    """The many-row form as (head, one row's values group, tail), from
+    SQLAlchemy's one- and two-row compilations (checked against the three-row
+    one); None when the texts do not have that shape."""
     one, two = (many_rows_sql(statement, keys, dialect, n) for n in (1, 2))
     size = len(two) - len(one) - 2
     common = 0
@@ -332,36 +277,34 @@ class Driver:
         #: psycopg's executemany, on SQLite 999 variables a statement and
         #: SQLAlchemy's JSON processor).
         self.fast = fast
-        self._writes: dict[tuple[str, tuple[str, ...]], WriteStatement] = {}
-        self._queries: dict[tuple[str, int], Query] = {}
+        self._made: dict[tuple[Any, ...], Any] = {}
+
+    def _once(self, key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
+        """What ``build`` makes for ``key``, made on first use."""
+        found = self._made.get(key)
+        if found is None:
+            found = self._made[key] = build()
+        return found
 
     def write(self, kind: str, keys: Sequence[str]) -> WriteStatement:
         """The ``published`` or ``event`` write for rows with these keys."""
-        statement = self._writes.get((kind, tuple(keys)))
-        if statement is None:
-            build = published_statement if kind == 'published' else event_statement
-            statement = self._writes[(kind, tuple(keys))] = WriteStatement(
-                build(self.name), keys, self.dialect, self.fast)
-        return statement
+        build = published_statement if kind == 'published' else event_statement
+        return self._once((kind, tuple(keys)), lambda: WriteStatement(
+            build(self.name), keys, self.dialect, self.fast))
 
     def status_among(self, status: str, task_ids: Sequence[str]) -> tuple[str, Any]:
         """SQL and parameters: which of ``task_ids`` have ``status``."""
         count = len(task_ids) if self.name != 'postgresql' else 0
-        query = self._queries.get(('cancelled_among', count))
-        if query is None:
-            query = self._queries[('cancelled_among', count)] = Query(
-                cancelled_among_statement(self.name, count), self.dialect)
+        query = self._once(('cancelled_among', count), lambda: Query(
+            cancelled_among_statement(self.name, count), self.dialect))
         values: dict[str, Any] = {'status': status, 'ids': list(task_ids)}
         values.update(('id%d' % i, task_id) for i, task_id in enumerate(task_ids))
         return query.sql, query.parameters(values)
 
     def all_cancelled(self, limit: int) -> tuple[str, Any]:
         """SQL and parameters: up to ``limit`` cancelled ids."""
-        query = self._queries.get(('all_cancelled', 0))
-        if query is None:
-            query = self._queries[('all_cancelled', 0)] = Query(all_cancelled_statement(),
-                                                                self.dialect)
-        return query.sql, query.parameters({'status': CANCELLED, 'limit': limit})
+        query = self._once(('all_cancelled',), lambda: Query(all_cancelled_statement(), self.dialect))
+        return query.sql, query.parameters({'status': TaskStatus.CANCELLED, 'limit': limit})
 
 
 def same_keys(rows: Sequence[dict[str, Any]]) -> list[Sequence[dict[str, Any]]]:
@@ -379,9 +322,8 @@ def same_keys(rows: Sequence[dict[str, Any]]) -> list[Sequence[dict[str, Any]]]:
 
 def chunks(rows: Sequence[dict[str, Any]], size: int,
            ids_once: bool = False) -> Iterator[Sequence[dict[str, Any]]]:
-    """The rows in order, ``size`` at a time; with ``ids_once``, a chunk also
-    ends before an id it holds already (applied in order, chunk after chunk,
-    the rows do what one statement each would)."""
+    """The rows in order, ``size`` at a time; with ``ids_once``, a chunk also ends
+    before an id it holds already (in order they do what one statement each would)."""
     if not ids_once:
         for start in range(0, len(rows), size):
             yield rows[start:start + size]

@@ -1,13 +1,6 @@
 """The engine on a database: SQLite in WAL mode (Kale says BEGIN itself),
-or PostgreSQL through psycopg.
-
-A PostgreSQL connection is pinged when it leaves the pool (a server that
-restarted, or an idle connection a proxy closed, is replaced before a
-statement fails on it), unless it came back to the pool less than
-:data:`PING_IDLE_SEC` ago: on a busy worker every transaction would
-otherwise pay a round trip for the ping (measured with
-``python -m bench --scenarios fleet``: 0.31 of 2.8 round trips a task).
-"""
+or PostgreSQL through psycopg, its pooled connections pinged only after
+:data:`PING_IDLE_SEC` idle (docs/explanation/internals-store.md, "The engine")."""
 from __future__ import annotations
 
 import time
@@ -28,22 +21,19 @@ SQLITE_BUSY_TIMEOUT_MS = 10000
 PING_IDLE_SEC = 1.0
 
 
-def _sqlite_connection_setup(engine: Engine) -> None:
+def sqlite_connections(engine: Engine, *pragmas: str) -> None:
+    """Each new SQLite connection of ``engine`` runs ``pragmas``; Kale says BEGIN itself."""
     @event.listens_for(engine, 'connect')
     def connect(dbapi_connection: Any, record: Any) -> None:
-        dbapi_connection.isolation_level = None       # Kale says BEGIN itself
-        cursor = dbapi_connection.cursor()
-        cursor.execute('PRAGMA busy_timeout = %d' % SQLITE_BUSY_TIMEOUT_MS)
-        cursor.execute('PRAGMA journal_mode = WAL')
-        cursor.execute('PRAGMA synchronous = NORMAL')
-        cursor.close()
+        dbapi_connection.isolation_level = None
+        for pragma in pragmas:
+            dbapi_connection.execute('PRAGMA ' + pragma)
 
 
 def _ping_when_idle(engine: Engine, clock: Callable[[], float],
                     idle_sec: float = PING_IDLE_SEC) -> None:
-    """SQLAlchemy's ``pool_pre_ping``, for connections that were idle in the
-    pool for ``idle_sec`` or more (or never used): one that fails the ping
-    is replaced, as there."""
+    """SQLAlchemy's ``pool_pre_ping`` for connections idle in the pool for
+    ``idle_sec`` or more (or never used)."""
     dialect = engine.dialect
 
     @event.listens_for(engine, 'checkin')
@@ -63,16 +53,16 @@ def _ping_when_idle(engine: Engine, clock: Callable[[], float],
 
 def make_engine(url: str, setting: str = 'RECORDS_URL', pool_size: int = 2,
                 clock: Callable[[], float] = time.monotonic) -> Engine:
-    """An engine on ``url``: SQLite in WAL mode (Kale says BEGIN itself), or
-    PostgreSQL through psycopg (``clock``: how long a pooled connection was
-    idle). ImproperlyConfigured naming ``setting`` when the URL cannot be used."""
+    """An engine on ``url`` (``clock``: how long a pooled connection was idle);
+    ImproperlyConfigured naming ``setting`` when the URL cannot be used."""
     try:
         target = engine_url(url)
         if target.get_backend_name() == 'sqlite':
             if cancels.signal_path(target):          # a database in a file
                 files.prepare_database(str(target.database))
             engine = sqlalchemy.create_engine(target, connect_args={'check_same_thread': False})
-            _sqlite_connection_setup(engine)
+            sqlite_connections(engine, 'busy_timeout = %d' % SQLITE_BUSY_TIMEOUT_MS,
+                               'journal_mode = WAL', 'synchronous = NORMAL')
             return engine
         engine = sqlalchemy.create_engine(target, pool_size=pool_size, max_overflow=4)
         _ping_when_idle(engine, clock)

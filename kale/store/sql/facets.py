@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from kale.store.flow import FlowStore
     from kale.store.records import RecordQueries, RecordsStore
     from kale.store.schedules import ScheduleStore
+    from kale.store.sql.records import RecordStore
     from kale.store.unique import UniqueStore
     from kale.store.webhooks import WebhookStore
     from kale.store.workflows import WorkflowStore
@@ -32,6 +33,13 @@ class _Facet(Generic[T]):
         made: T = getattr(importlib.import_module('kale.store.sql.' + self.module), self.name)(store)
         store.__dict__[self.attribute] = made
         return made
+
+
+class OnStore:
+    """A facet that runs its statements through its database store."""
+
+    def __init__(self, store: 'RecordStore'):
+        self.store = store
 
 
 class Facets:

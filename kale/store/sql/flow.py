@@ -1,29 +1,10 @@
-"""The flow-control facet on a database (see :mod:`kale.store.flow`).
-
-The database is RATE_LIMIT_URL's, else the task records' (RECORDS_URL), with
-the records' schema. On SQLite, BEGIN IMMEDIATE serializes the writers. On
-PostgreSQL a concurrency key's leases are counted under a
-transaction-scoped advisory lock on the key, and a rate key's bucket row is
-locked (read FOR UPDATE, inserted first when new) before its reservations
-are touched.
-
-The statements are text built once (SQLAlchemy's constructs cost more to
-execute than these statements take in SQLite). Costs, in the one
-transaction of an ask: per concurrency key a COUNT of the others' live
-leases and one INSERT of the slots taken (and, when the key is at its
-limit, a DELETE of its expired leases); per rate key a SELECT of the bucket
-with the count of its live reservations (on PostgreSQL, a COUNT after it;
-an INSERT first for a new one), when the key has live reservations a
-DELETE of the batch's (RETURNING: a reserved run takes its token ahead of
-the new ones), an UPDATE (on PostgreSQL sent with the commit, in one round
-trip), and for refused runs a DELETE of the key's lapsed reservations and
-an INSERT of theirs. Giving back a batch's slots is one DELETE; a worker's
-renewal one UPDATE for the leases it holds, and one DELETE of the leases
-of any key expired for longer than a lease.
-"""
+"""The flow-control facet on a database (see :mod:`kale.store.flow`): each
+step one statement, text built once; the locks and what an ask costs:
+docs/explanation/internals-store.md, "Flow control"."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional, Sequence
+import re
+from typing import Any, Optional, Sequence
 
 from sqlalchemy import bindparam, text
 from sqlalchemy.sql.elements import TextClause
@@ -31,16 +12,13 @@ from sqlalchemy.sql.elements import TextClause
 from kale.flow.bucket import Bucket
 from kale.flow.spec import Rate
 from kale.store.flow import Answer, Ask, decide
-
-if TYPE_CHECKING:
-    from kale.store.sql.records import RecordStore
+from kale.store.sql.facets import OnStore
 
 
-def _sql(statement: str, *expanding: str) -> TextClause:
-    clause = text(statement)
-    if expanding:
-        clause = clause.bindparams(*(bindparam(name, expanding=True) for name in expanding))
-    return clause
+def _sql(statement: str) -> TextClause:
+    """A statement's text, a parameter after ``IN`` a list."""
+    return text(statement).bindparams(*(bindparam(name, expanding=True)
+                                        for name in re.findall(r'IN :(\w+)', statement)))
 
 
 _LEASES = 'kale_concurrency_leases'
@@ -48,21 +26,20 @@ _BUCKETS = 'kale_rate_buckets'
 _RESERVED = 'kale_rate_reservations'
 _LOCK_KEY = _sql('SELECT pg_advisory_xact_lock(hashtext(:key))')
 _COUNT_OTHERS = _sql('SELECT count(*) FROM %s WHERE key = :key AND expires_at > :now '
-                     'AND holder NOT IN :holders' % _LEASES, 'holders')
+                     'AND holder NOT IN :holders' % _LEASES)
 _DROP_EXPIRED = _sql('DELETE FROM %s WHERE key = :key AND expires_at <= :now' % _LEASES)
 _TAKE_SLOT = _sql('INSERT INTO %s (key, holder, worker, expires_at) '
                   'VALUES (:key, :holder, :worker, :expires_at) ON CONFLICT (key, holder) '
                   'DO UPDATE SET expires_at = excluded.expires_at, worker = excluded.worker'
                   % _LEASES)
-_GIVE_BACK = _sql('DELETE FROM %s WHERE key IN :keys AND holder IN :holders' % _LEASES,
-                  'keys', 'holders')
+_GIVE_BACK = _sql('DELETE FROM %s WHERE key IN :keys AND holder IN :holders' % _LEASES)
 _RENEW = _sql('UPDATE %s SET expires_at = :expires_at WHERE key IN :keys AND holder IN :holders'
-              % _LEASES, 'keys', 'holders')
+              % _LEASES)
 _DROP_DEAD = _sql('DELETE FROM %s WHERE expires_at <= :before' % _LEASES)
 _HOLDERS = _sql('SELECT holder FROM %s WHERE key = :key AND expires_at > :now '
                 'ORDER BY holder' % _LEASES)
 _TAKE_RESERVED = _sql('DELETE FROM %s WHERE key = :key AND holder IN :holders '
-                      'RETURNING holder, expires_at' % _RESERVED, 'holders')
+                      'RETURNING holder, expires_at' % _RESERVED)
 _READ_BUCKET = 'SELECT tokens, updated_at FROM %s WHERE key = :key' % _BUCKETS
 _COUNT_RESERVED = 'SELECT count(*) FROM %s WHERE key = :key AND expires_at > :now' % _RESERVED
 _NEW_BUCKET = _sql('INSERT INTO %s (key, tokens, updated_at) VALUES (:key, :tokens, :now) '
@@ -86,17 +63,13 @@ _READ_BUCKET_POSTGRES = _sql(_READ_BUCKET + ' FOR UPDATE')
 _COUNT_RESERVED_POSTGRES = _sql(_COUNT_RESERVED)
 
 
-class SQLFlow:
+class SQLFlow(OnStore):
     """Buckets and leases in ``kale_rate_buckets``, ``kale_rate_reservations``
     and ``kale_concurrency_leases`` (see :class:`kale.store.flow.FlowStore`)."""
 
-    def __init__(self, store: 'RecordStore'):
-        self.store = store
-        self.postgres = store.dialect == 'postgresql'
-
     def ask(self, asks: Sequence[Ask], now: float, lease_sec: float) -> list[Answer]:
         with self.store.begin(write=True) as conn:
-            steps = _Steps(conn, self.postgres)
+            steps = _Steps(conn)
             answers = decide(steps, asks, now, lease_sec)
             steps.commit()
             return answers
@@ -105,7 +78,7 @@ class SQLFlow:
         if not slots:
             return
         with self.store.begin(write=True) as conn:
-            _Steps(conn, self.postgres).give_back(slots)
+            _Steps(conn).give_back(slots)
 
     def renew(self, slots: Sequence[tuple[str, str]], now: float, lease_sec: float) -> int:
         if not slots:
@@ -125,9 +98,9 @@ class SQLFlow:
 class _Steps:
     """:class:`kale.store.flow.FlowSteps` as statements on one connection."""
 
-    def __init__(self, conn: Any, postgres: bool):
+    def __init__(self, conn: Any):
         self.conn = conn
-        self.postgres = postgres
+        self.postgres = conn.dialect.name == 'postgresql'
         #: PostgreSQL: the buckets' writes, sent with the commit. Nothing
         #: later in an ask reads a bucket it wrote, and its row is locked
         #: since it was read.
@@ -176,11 +149,10 @@ class _Steps:
             self.conn.execute(_WRITE_BUCKET, values)
 
     def commit(self) -> None:
-        """The buckets' writes, and on psycopg the commit with them, in one
-        round trip (pipeline mode): a bucket's row is locked from its read
-        to the commit, and every other worker's ask on its key waits for
-        it, so a round trip less there is one less for all of them. The
-        store's own commit then has nothing left to send."""
+        """The buckets' writes, and on psycopg the commit with them, in one round
+        trip (pipeline mode): every other worker's ask on a bucket's key waits for
+        its row from its read to the commit. The store's own commit then has nothing
+        left to send."""
         writes, self._bucket_writes = self._bucket_writes, []
         if not writes:
             return

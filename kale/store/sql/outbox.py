@@ -1,20 +1,6 @@
-"""The outbox's facet on the application's database (see :mod:`kale.store.outbox`).
-
-- PostgreSQL: any number of relays, each with several rounds at once. A
-  round claims its rows with one ``DELETE ... RETURNING`` of rows picked
-  ``FOR UPDATE SKIP LOCKED``, so two healthy rounds never hold one row, and
-  its transaction commits (asynchronously: a delete lost in a server crash
-  means a duplicate, which at-least-once allows) once the block returns.
-  Rows of FIFO groups are claimed only by the round holding an advisory
-  lock, in insertion order. An insert notifies ``kale_outbox``.
-- SQLite: one relay per database, held by a lock on a file beside it. A
-  round reads its rows in a read transaction, and deletes them in a write
-  transaction once the block returns.
-
-The publish side inserts on the caller's connection with the driver's own
-statement (SQLAlchemy's compile and result set-up would cost more than the
-insert), built once per driver.
-"""
+"""The outbox's facet on the application's database (see
+:mod:`kale.store.outbox`): PostgreSQL's concurrent rounds, SQLite's one relay
+(docs/explanation/internals-store.md, "The outbox")."""
 from __future__ import annotations
 
 import contextlib
@@ -42,26 +28,21 @@ FIFO_LOCK = 0x6B616C66
 #: The columns the publish side writes (all but the id).
 WRITTEN = ROW_FIELDS[1:]
 _JSON_COLUMNS = ('attributes', 'record')
-_INSERTS: dict[str, str] = {}
 
 
-def _take(picked: Any) -> Any:
+def _take(*where: Any, skip_locked: bool = True) -> Any:
+    """Delete the first rows ``where`` says, locked, returning them."""
+    picked = select(outbox.c.id).where(*where).order_by(outbox.c.id).limit(
+        bindparam('limit')).with_for_update(skip_locked=skip_locked)
     return delete(outbox).where(outbox.c.id.in_(picked.scalar_subquery())).returning(*outbox.c)
 
 
-_FIRST = select(outbox.c.id).order_by(outbox.c.id)
 #: SQLite's one relay reads; PostgreSQL's take any rows, the standard ones
 #: (without a deduplication id, which every FIFO row has), or the FIFO ones.
 _READ = select(outbox).order_by(outbox.c.id).limit(bindparam('limit'))
-_ANY = _take(_FIRST.limit(bindparam('limit')).with_for_update(skip_locked=True))
-_STANDARD = _take(_FIRST.where(outbox.c.dedup_id.is_(None)).limit(bindparam('limit'))
-                  .with_for_update(skip_locked=True))
-_FIFO = _take(_FIRST.where(outbox.c.dedup_id.is_not(None)).limit(bindparam('limit'))
-              .with_for_update())
-
-
-def _row(row: Any) -> OutboxRow:
-    return OutboxRow(*row)              # the table's columns are the row's fields, in order
+_ANY = _take()
+_STANDARD = _take(outbox.c.dedup_id.is_(None))
+_FIFO = _take(outbox.c.dedup_id.is_not(None), skip_locked=False)
 
 
 class _Claim:
@@ -125,7 +106,7 @@ class SQLOutbox:
                 yield _Claim(conn, self._claim_concurrent(conn, limit, fifo))
             return
         with self.engine.connect().execution_options(kale_read=True) as conn, conn.begin():
-            rows = [_row(row) for row in conn.execute(_READ, {'limit': limit}).all()]
+            rows = [OutboxRow(*row) for row in conn.execute(_READ, {'limit': limit}).all()]
         claim = _Claim(None, rows)
         yield claim
         if rows:
@@ -143,7 +124,8 @@ class SQLOutbox:
             if len(rows) < limit and conn.exec_driver_sql(
                     'SELECT pg_try_advisory_xact_lock(%d)' % FIFO_LOCK).scalar():
                 rows += conn.execute(_FIFO, {'limit': limit - len(rows)}).all()
-        return sorted((_row(row) for row in rows), key=lambda row: row.id)
+        # the table's columns are the row's fields, in order
+        return sorted((OutboxRow(*row) for row in rows), key=lambda row: row.id)
 
     def pending(self, now: float, url: str = '') -> tuple[int, Optional[float]]:
         """Rows waiting and the oldest's age; RecordsUnavailableError naming
@@ -213,11 +195,11 @@ class SQLOutboxWriter:
 
     def insert(self, rows: Sequence[dict[str, Any]]) -> None:
         with _writing(outbox.name, INIT_HINT, DATABASE_ERRORS):
-            sql = _insert_sql(self.connection)
+            sql = DRIVER_INSERTS.get(self.connection.dialect.driver)
             if sql is None:
                 self.connection.execute(outbox.insert(), list(rows))
                 return
-            params = [_driver_row(row) for row in rows]     # the caller's rows, as the driver takes them
+            params = _driver_params(rows)     # the caller's rows, as the driver takes them
             self.connection.exec_driver_sql(sql, params[0] if len(params) == 1 else params)
 
     def consume(self, task_id: str, now: float) -> bool:
@@ -234,13 +216,15 @@ FORMAT_INSERT = 'INSERT INTO %s (%s) VALUES (%s)' % (outbox.name, ', '.join(WRIT
                                                      ', '.join(['%s'] * len(WRITTEN)))
 FORMAT_CONSUME = ('INSERT INTO %s (task_id, consumed_at) VALUES (%%s, %%s) '
                   'ON CONFLICT (task_id) DO NOTHING RETURNING task_id' % consumed.name)
+#: The insert in the driver's own parameter style, by driver (another's: SQLAlchemy's).
+DRIVER_INSERTS = {'psycopg': FORMAT_INSERT, 'psycopg2': FORMAT_INSERT,
+                  'pysqlite': FORMAT_INSERT.replace('%s', '?')}
 
 
 class CursorOutboxWriter:
-    """The publish side on a connection another library holds (Django's),
-    in its transaction: ``cursor()`` opens one of its DB-API cursors (a
-    context manager) taking ``%s`` parameters. ``errors`` are the database
-    errors it raises, turned into one OutboxError line ending in ``hint``."""
+    """The publish side on a connection another library holds (Django's):
+    ``cursor()`` opens one of its DB-API cursors taking ``%s`` parameters, whose
+    ``errors`` become one OutboxError line ending in ``hint``."""
 
     def __init__(self, cursor: Callable[[], ContextManager[Any]],
                  errors: tuple[type[BaseException], ...], hint: str):
@@ -249,9 +233,8 @@ class CursorOutboxWriter:
         self.hint = hint
 
     def insert(self, rows: Sequence[dict[str, Any]]) -> None:
-        params = [[stored[name] for name in WRITTEN] for stored in map(_driver_row, rows)]
         with _writing(outbox.name, self.hint, self.errors), self.cursor() as cursor:
-            cursor.executemany(FORMAT_INSERT, params)
+            cursor.executemany(FORMAT_INSERT, _driver_params(rows))
 
     def consume(self, task_id: str, now: float) -> bool:
         with _writing(consumed.name, self.hint, self.errors), self.cursor() as cursor:
@@ -259,28 +242,13 @@ class CursorOutboxWriter:
             return cursor.fetchone() is not None
 
 
-def _insert_sql(connection: Connection) -> Optional[str]:
-    """The INSERT into kale_outbox in the driver's own parameter style (None
-    for a driver without one here)."""
-    driver = connection.dialect.driver
-    if driver not in _INSERTS:
-        if driver in ('psycopg', 'psycopg2'):
-            marks = ['%%(%s)s' % name for name in WRITTEN]
-        elif driver == 'pysqlite':
-            marks = [':%s' % name for name in WRITTEN]
-        else:
-            return None
-        _INSERTS[driver] = 'INSERT INTO %s (%s) VALUES (%s)' % (
-            outbox.name, ', '.join(WRITTEN), ', '.join(marks))
-    return _INSERTS[driver]
-
-
-def _driver_row(row: dict[str, Any]) -> dict[str, Any]:
-    """``row`` as the driver takes it: the JSON columns as JSON text."""
-    for name in _JSON_COLUMNS:
-        if row[name] is not None:
-            row[name] = json.dumps(row[name], separators=(',', ':'))
-    return row
+def _driver_params(rows: Sequence[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """The rows' values in :data:`WRITTEN`'s order, the JSON columns as JSON text."""
+    for row in rows:
+        for name in _JSON_COLUMNS:
+            if row[name] is not None:
+                row[name] = json.dumps(row[name], separators=(',', ':'))
+    return [tuple(row[name] for name in WRITTEN) for row in rows]
 
 
 def _asynchronous_commit(dbapi_connection: Any, record: Any) -> None:

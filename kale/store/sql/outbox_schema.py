@@ -1,16 +1,6 @@
-"""The outbox's tables, in the application's own database.
-
-``kale_outbox`` holds encoded, signed messages inserted in the caller's
-transaction until the relay sends them, each with its publisher's MAC
-(:mod:`kale.outbox.proof`); ``kale_outbox_rejected`` the rows the relay set
-aside because that MAC failed; ``kale_consumed`` the task ids whose
-effects a transaction applied (:func:`kale.outbox.consume_once`). On
-PostgreSQL an insert into ``kale_outbox`` notifies the channel
-``kale_outbox`` (a statement trigger), which wakes the relays. ``kale outbox
-init`` applies the migrations a database lacks, idempotently, under an
-advisory lock on PostgreSQL, and records the version reached in
-``kale_outbox_schema``.
-"""
+"""The outbox's tables in the application's own database (``kale_outbox``,
+``kale_outbox_rejected``, ``kale_consumed``), their migrations and the
+PostgreSQL notify trigger (docs/explanation/internals-store.md, "The outbox")."""
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -116,22 +106,11 @@ def _add_mac_v2(conn: Connection) -> None:
     rejected.create(conn, checkfirst=True)
 
 
-#: (version, what it does, how), applied in order. What it does is said
-#: for the database at hand: ``{postgresql: ...}`` is said only there.
+#: (version, what it does, how), applied in order; ``%(trigger)s`` is said on PostgreSQL only.
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
-    (1, 'create kale_outbox and kale_consumed{postgresql: and the notify trigger}', _create_v1),
+    (1, 'create kale_outbox and kale_consumed%(trigger)s', _create_v1),
     (2, 'add kale_outbox.mac and kale_outbox_rejected', _add_mac_v2),
 ]
-
-
-def _said(what: str, dialect: str) -> str:
-    """A migration's description for ``dialect``: its ``{name: text}`` parts
-    kept for that dialect and dropped for the others."""
-    import re
-    return re.sub(r'\{(\w+):([^}]*)\}',
-                  lambda part: part.group(2) if part.group(1) == dialect else '', what)
-
-
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 
@@ -143,6 +122,7 @@ def open_database(url: str, setting: str = 'OUTBOX_URL') -> Engine:
 
     from kale.exceptions import ImproperlyConfigured
     from kale.store.files import prepare_database
+    from kale.store.sql.engine import sqlite_connections
     from kale.store.sql.urls import engine_url, kind_of, safe_url
     try:
         target = engine_url(url)
@@ -157,10 +137,7 @@ def open_database(url: str, setting: str = 'OUTBOX_URL') -> Engine:
     if target.database and target.database != ':memory:':
         prepare_database(str(target.database), setting)         # owner-only (0600)
 
-    @event.listens_for(engine, 'connect')
-    def connect(dbapi_connection: Any, record: Any) -> None:
-        dbapi_connection.isolation_level = None
-        dbapi_connection.execute('PRAGMA journal_mode = WAL')
+    sqlite_connections(engine, 'journal_mode = WAL')
 
     @event.listens_for(engine, 'begin')
     def begin(conn: Connection) -> None:
@@ -171,11 +148,9 @@ def open_database(url: str, setting: str = 'OUTBOX_URL') -> Engine:
 
 
 def create_statements(dialect_name: str) -> list[str]:
-    """The SQL that creates the tables at :data:`SCHEMA_VERSION` in a
-    database of ``dialect_name`` ('sqlite' or 'postgresql') that has none,
-    the version reached and the notify trigger included: what ``init``
-    would do, for a migration tool that runs SQL on its own connection and
-    in its own transaction (Django's migrations)."""
+    """The SQL that creates the tables at :data:`SCHEMA_VERSION` in an empty
+    database of ``dialect_name``: what ``init`` would do, for a migration tool
+    that runs SQL in its own transaction (Django's migrations)."""
     from sqlalchemy.schema import CreateIndex, CreateTable
     dialect = _dialect(dialect_name)
     statements = []
@@ -212,13 +187,15 @@ def init(engine: Engine) -> list[str]:
     """Bring the outbox tables up to date; what was applied (empty when nothing was)."""
     applied = []
     with engine.begin() as conn:
-        if conn.dialect.name == 'postgresql':
+        postgres = conn.dialect.name == 'postgresql'
+        if postgres:
             conn.exec_driver_sql('SELECT pg_advisory_xact_lock(%d)' % MIGRATION_LOCK)
         version = current_version(conn, schema_version)
         for number, what, apply in MIGRATIONS:
             if number > version:
                 apply(conn)
-                applied.append('%d: %s' % (number, _said(what, conn.dialect.name)))
+                said = what % {'trigger': ' and the notify trigger' if postgres else ''}
+                applied.append('%d: %s' % (number, said))
                 version = number
         conn.execute(schema_version.delete())
         conn.execute(schema_version.insert().values(version=version))

@@ -1,10 +1,6 @@
 """Questions about many records, on a database store: keyset pages,
-counts, summaries, deletes, throughput over time, workers, ids by prefix.
-
-Pages are keyset pages, newest first, on ``(published_at, id)``: a page
-costs the same however deep it is, and nothing but the page is ever held in
-memory. Counts, summaries and deletes run in the database.
-"""
+counts, summaries, deletes, throughput over time, workers, ids by prefix
+(docs/explanation/internals-store.md, "Questions about many records")."""
 from __future__ import annotations
 
 import contextlib
@@ -15,7 +11,7 @@ from typing import Any, Iterator, Optional
 from sqlalchemy import Connection, Integer, and_, cast, func, or_, select
 
 from kale.exceptions import RecordsUnavailableError
-from kale.statuses import WorkerState
+from kale.statuses import TaskStatus, WorkerState
 from kale.store.counts import MINUTE, MinuteRow, count_of, counted, summary_of, timeline_of
 from kale.store.record import (
     DEFAULT_LIMIT,
@@ -41,8 +37,8 @@ from kale.store.records import (
 )
 from kale.store.sql import counters
 from kale.store.sql.chunks import delete_in_chunks
-from kale.store.sql.records import RecordStore
-from kale.store.sql.schema import QUEUED, SCHEDULED, attempts, tasks, workers
+from kale.store.sql.facets import OnStore
+from kale.store.sql.schema import attempts, tasks, workers
 
 logger = logging.getLogger(__name__)
 
@@ -69,20 +65,15 @@ def where_of(where: TaskFilter) -> Any:
     return and_(True, *conditions)
 
 
-class Queries(DerivedQueries):
+class Queries(DerivedQueries, OnStore):
     """Questions about many records, on one store."""
 
-    def __init__(self, store: RecordStore):
-        self.store = store
-        self._fold_refused = False          # said once: a reader that may not write
+    _fold_refused = False          # said once: a reader that may not write
 
     @contextlib.contextmanager
     def _counted(self) -> Iterator[Connection]:
-        """A read transaction on the counters; first, when more than
-        READ_FOLD_CHANGES changes wait to be folded (rows written while no
-        Kale writer ran), their fold, under the lock the writers' folds
-        take (:meth:`RecordStore.roll_up`: SQLite's write lock, PostgreSQL's
-        advisory lock, left to whoever holds it)."""
+        """A read transaction on the counters, after folding their changes first
+        when more than READ_FOLD_CHANGES wait (under the writers' folds' lock)."""
         with self.store.begin() as conn:
             if not counters.behind(conn):
                 yield conn
@@ -132,12 +123,12 @@ class Queries(DerivedQueries):
         now = time.time() if now is None else now
         due = func.coalesce(tasks.c.next_attempt_at, tasks.c.published_at)
         query = select(tasks.c.queue, func.min(due)) \
-            .where(tasks.c.status == QUEUED, due <= now).group_by(tasks.c.queue)
+            .where(tasks.c.status == TaskStatus.QUEUED, due <= now).group_by(tasks.c.queue)
         return {queue: float(oldest) for queue, oldest in self.store.read(query)}
 
     def scheduled_after(self, after: float) -> dict[str, tuple[int, float]]:
         query = select(tasks.c.queue, func.count(), func.min(tasks.c.next_attempt_at)) \
-            .where(tasks.c.status == SCHEDULED, tasks.c.next_attempt_at > after) \
+            .where(tasks.c.status == TaskStatus.SCHEDULED, tasks.c.next_attempt_at > after) \
             .group_by(tasks.c.queue)
         return {queue: (int(n), float(earliest)) for queue, n, earliest in self.store.read(query)}
 

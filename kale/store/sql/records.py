@@ -1,12 +1,5 @@
 """The records store: one SQLAlchemy Core engine on RECORDS_URL, and the
-statements that write records.
-
-SQLite runs in WAL mode, with writes in ``BEGIN IMMEDIATE`` transactions
-and a busy timeout, so several worker processes on one machine write to one
-file without failing each other; PostgreSQL takes the same statements.
-Writes are upserts guarded by the event's time (``updated_at``): whichever
-process's writer is slower, an older event never overwrites a newer one.
-"""
+statements that write records (docs/explanation/internals-store.md)."""
 from __future__ import annotations
 
 import contextlib
@@ -18,23 +11,12 @@ from typing import Any, Iterator, Optional, Sequence
 
 from kale.config import Config
 from kale.exceptions import ImproperlyConfigured, RecordsUnavailableError
+from kale.statuses import TaskStatus
 from kale.store.sql import cancels, counters, schema
 from kale.store.sql.chunks import delete_in_chunks
 from kale.store.sql.engine import make_engine
 from kale.store.sql.facets import Facets
-from kale.store.sql.schema import (
-    CANCELLED,
-    FINAL,
-    PENDING,
-    PURGED,
-    SUCCEEDED,
-    attempts,
-    tasks,
-    unique_keys,
-    workers,
-    workflow_nodes,
-    workflows,
-)
+from kale.store.sql.schema import attempts, tasks, unique_keys, workers, workflow_nodes, workflows
 from kale.store.sql.urls import engine_url, kind_of, safe_url, unavailable
 
 try:
@@ -44,18 +26,12 @@ except ImportError as exc:  # pragma: no cover - depends on the extras installed
     raise ImproperlyConfigured('task records need SQLAlchemy: pip install "kale-sqs[records]" '
                                '(%s)' % exc) from exc
 
-from kale.store.records import (
-    ENDED_TASKS,
-    ENDED_WORKFLOWS,
-    WAITING,
-    ended_waiting,
-    expired,
-    rows_to_write,
-)
+from kale.store.records import ENDED_TASKS, ENDED_WORKFLOWS, WAITING, ended_waiting, expired, rows_to_write
 from kale.store.sealing import Sealer
 from kale.store.sql.driver import Driver, chunks, insert_for, same_keys
 
 logger = logging.getLogger(__name__)
+
 
 class RecordStore(Facets):
     """Reads and writes task and worker records on one database."""
@@ -145,8 +121,7 @@ class RecordStore(Facets):
         self.engine.dispose()
 
     def _autocommit_connection(self) -> Any:
-        """A driver connection of the pool's, kept for the cancellation checks,
-        whose reads need no transaction (SQLite's are set up without one)."""
+        """A pooled driver connection for the checks, whose reads need no transaction."""
         raw = self.engine.raw_connection()
         if self.dialect == 'postgresql':
             raw.driver_connection.autocommit = True  # type: ignore[union-attr]
@@ -167,9 +142,8 @@ class RecordStore(Facets):
               worker_rows: Sequence[dict[str, Any]],
               attempt_rows: Optional[Sequence[dict[str, Any]]] = None,
               sealed: bool = False) -> None:
-        """Publications and events: one statement for each set of columns their
-        rows have (a column a row leaves out is written as null). ``sealed``:
-        a spool's events, the publications an outbox's publisher sealed."""
+        """One statement for each set of columns the rows have (a column left out is
+        null). ``sealed``: a spool's events, an outbox publisher's publications."""
         published, events, attempt_rows = rows_to_write(self.sealer, published, events,
                                                         attempt_rows, sealed)
         with self.begin(write=True) as conn:
@@ -185,8 +159,7 @@ class RecordStore(Facets):
                     index_elements=[attempts.c.task_id, attempts.c.attempt]), list(attempt_rows))
 
     def _executemany(self, conn: Connection, kind: str, rows: Sequence[dict[str, Any]]) -> None:
-        """One statement for many rows, straight to the driver: SQLAlchemy's
-        per-row work would cost more than the database's."""
+        """Straight to the driver: SQLAlchemy's per-row work costs more than the database's."""
         statement = self.driver.write(kind, tuple(rows[0]))   # rows share keys (same_keys)
         cursor = conn.connection.cursor()
         try:
@@ -226,7 +199,7 @@ class RecordStore(Facets):
         with self.begin(write=True) as conn:
             done = bool(conn.execute(tasks.update().where(
                 tasks.c.id == task_id, tasks.c.status.in_(WAITING)).values(
-                **ended_waiting(CANCELLED, now))).rowcount)
+                **ended_waiting(TaskStatus.CANCELLED, now))).rowcount)
         if done:
             try:
                 self._signal_cancel()
@@ -249,9 +222,8 @@ class RecordStore(Facets):
 
     def purge_expired(self, succeeded_ttl: Optional[float], failed_ttl: Optional[float],
                       now: Optional[float] = None, queued_ttl: Optional[float] = None) -> int:
-        """Finished records count from when they finished; queued and
-        scheduled ones from their last event or their due time, whichever is
-        later, past which SQS no longer holds their message."""
+        """Queued and scheduled records count from their last event or their due
+        time, whichever is later: past it SQS no longer holds their message."""
         now = time.time() if now is None else now
         conditions = _expired_tasks(succeeded_ttl, failed_ttl, queued_ttl, now)
         if not conditions:
@@ -291,7 +263,7 @@ class RecordStore(Facets):
         now = time.time() if now is None else now
         return self.changed(tasks.update().where(
             tasks.c.queue == queue, tasks.c.status.in_(WAITING),
-            tasks.c.updated_at <= before).values(**ended_waiting(PURGED, now)))
+            tasks.c.updated_at <= before).values(**ended_waiting(TaskStatus.PURGED, now)))
 
     def message_owners(self, message_ids: Sequence[str],
                        not_ids: Sequence[str] = ()) -> dict[str, str]:
@@ -309,27 +281,25 @@ class RecordStore(Facets):
 
     def cancelled_among(self, task_ids: Sequence[str]) -> set[str]:
         """At most one query for a whole batch, and on a SQLite file none unless
-        one of them may be (see :mod:`kale.store.sql.cancels`). On the worker's
-        path: straight to the driver, on a cursor kept for it."""
-        if not task_ids:
-            return set()
-        self.migrate()
-        with self._check_lock:
-            if self._cancelled_ids is not None:
-                task_ids = self._cancelled_ids.candidates(task_ids, self._all_cancelled)
-                if not task_ids:
-                    return set()
-            return {row[0] for row in self._check(*self.driver.status_among(
-                CANCELLED, list(task_ids)))}
+        one of them may be (see :mod:`kale.store.sql.cancels`)."""
+        return self._among(TaskStatus.CANCELLED, task_ids, self._cancelled_ids)
 
     def succeeded_among(self, task_ids: Sequence[str]) -> set[str]:
-        """Which of these ids already succeeded (one query, on the kept cursor)."""
+        return self._among(TaskStatus.SUCCEEDED, task_ids, None)
+
+    def _among(self, status: str, task_ids: Sequence[str],
+               kept: Optional[cancels.CancelledIds]) -> set[str]:
+        """Which of ``task_ids`` have ``status``: on the worker's path, straight
+        to the driver, on a cursor kept for it (``kept``: the candidates only)."""
         if not task_ids:
             return set()
         self.migrate()
         with self._check_lock:
-            return {row[0] for row in self._check(*self.driver.status_among(
-                SUCCEEDED, list(task_ids)))}
+            if kept is not None:
+                task_ids = kept.candidates(task_ids, self._all_cancelled)
+                if not task_ids:
+                    return set()
+            return {row[0] for row in self._check(*self.driver.status_among(status, list(task_ids)))}
 
     def _all_cancelled(self, limit: int) -> list[str]:
         """Up to ``limit`` ids of cancelled tasks (under the check lock)."""
@@ -366,14 +336,11 @@ def _expired_tasks(succeeded_ttl: Optional[float], failed_ttl: Optional[float],
 def raw_errors() -> tuple[type[Exception], ...]:
     """The drivers' own errors (a raw connection's queries raise those)."""
     import sqlite3
-    errors: list[type[Exception]] = [sqlite3.Error]
     try:
         import psycopg
     except ImportError:
-        pass
-    else:
-        errors.append(psycopg.Error)
-    return tuple(errors)
+        return (sqlite3.Error,)
+    return (sqlite3.Error, psycopg.Error)
 
 
-__all__ = ['FINAL', 'PENDING', 'RecordStore', 'engine_url', 'safe_url']
+__all__ = ['RecordStore', 'engine_url', 'safe_url']

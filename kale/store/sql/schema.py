@@ -1,13 +1,5 @@
-"""The records schema: the tables, created and migrated by Kale, versioned.
-
-``kale_tasks`` has one row per task id; ``kale_workers`` one per worker
-process and supervisor; ``kale_schema`` holds the schema's version. Times
-are epoch seconds (floats), so that comparisons and buckets read the same on
-SQLite and PostgreSQL. Each migration is a function of a connection, applied
-in order in one transaction with the version it brings; on PostgreSQL an
-advisory lock keeps two starting workers from migrating at once, on SQLite
-the write transaction does.
-"""
+"""The records schema: the tables, created and migrated by Kale, versioned
+(docs/explanation/internals-store.md, "The schema")."""
 from __future__ import annotations
 
 import logging
@@ -28,23 +20,15 @@ from sqlalchemy import (
     select,
 )
 
-from kale.statuses import FINAL_TASK, PENDING_TASK, TaskStatus
+from kale.statuses import TaskStatus
 from kale.store.sql import counters_schema
 
 logger = logging.getLogger(__name__)
 
 metadata = MetaData()
 
-#: Statuses a record can have (:class:`kale.statuses.TaskStatus`). ``pending``
-#: is a filter for the first three. ``purged``: its queue was purged before it
-#: ran. ``deduplicated``: SQS dropped its message as a repeat of another task's
-#: on a FIFO queue (``duplicate_of``), so it never runs.
-QUEUED, RUNNING, SCHEDULED = TaskStatus.QUEUED, TaskStatus.RUNNING, TaskStatus.SCHEDULED
-SUCCEEDED, FAILED, CANCELLED = TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.CANCELLED
-PURGED, DEDUPLICATED = TaskStatus.PURGED, TaskStatus.DEDUPLICATED
+#: Statuses a record can have (:class:`kale.statuses.TaskStatus`).
 STATUSES = tuple(TaskStatus)
-PENDING = PENDING_TASK
-FINAL = FINAL_TASK
 
 tasks = Table(
     'kale_tasks', metadata,
@@ -144,13 +128,8 @@ workflows = Table(
     Index('kale_workflows_deadline', 'status', 'deadline_at'),
 )
 
-#: One row per node of a workflow: its state, its missing inputs, its call
-#: and, once it succeeded, its result (both serialized and signed, see
-#: kale.workflow.values), and when it became ready to run (schema version 5).
-#: ``claimed_by`` (a kale_workers.id) publishes it, or published it: the
-#: process that made it ready, or a sweep that took over once
-#: ``claimed_until`` (epoch seconds, renewed while the publish runs) had
-#: passed (schema version 15, kale.store.workflows.Claim).
+#: One row per node of a workflow (schema version 5; its claim, 15): see
+#: docs/explanation/internals-store.md, "The schema".
 workflow_nodes = Table(
     'kale_workflow_nodes', metadata,
     Column('task_id', String(128), primary_key=True),
@@ -181,10 +160,8 @@ unique_keys = Table(
     Column('expires_at', Float, nullable=False),
 )
 
-#: Webhooks (kale.webhooks, schema version 9): where the events of a topic are
-#: delivered. ``secret`` is the signing secret (``whsec_...``), sealed under
-#: MESSAGE_ENCRYPTION_KEY when one is set; ``mac`` authenticates the row
-#: under a key derived from MESSAGE_SIGNING_KEY (kale.webhooks.store).
+#: Webhooks (kale.webhooks, schema version 9): where the events of a topic
+#: are delivered, its secret sealed and its row MACed (kale.webhooks.store).
 webhooks = Table(
     'kale_webhooks', metadata,
     Column('id', String(64), primary_key=True),
@@ -203,9 +180,7 @@ webhooks = Table(
 )
 
 #: Periodic tasks (kale.schedules, schema version 10): the schedulers' lease
-#: (one row per lease; the holder leads until expires_at) and each
-#: schedule's progress: ticks at or before ``watermark`` are done (published
-#: or skipped), ``last_tick`` is the last one published, as ``last_task_id``.
+#: and each schedule's progress (see "The schema").
 scheduler_lease = Table(
     'kale_scheduler_lease', metadata,
     Column('name', String(64), primary_key=True),
@@ -223,10 +198,8 @@ schedules = Table(
     Column('last_published_at', Float),
 )
 
-#: Flow control (kale.flow, schema version 11): a token bucket per rate
-#: limit's key, the tokens reserved for refused runs (by task id, until
-#: ``expires_at``), and a lease per run holding a slot of a concurrency
-#: limit's key (``worker`` renews its leases; one past ``expires_at`` is free).
+#: Flow control (kale.flow, schema version 11): token buckets, their
+#: reservations and concurrency leases (see "The schema").
 rate_buckets = Table(
     'kale_rate_buckets', metadata,
     Column('key', String(255), primary_key=True),
@@ -250,8 +223,7 @@ concurrency_leases = Table(
 )
 
 #: What operators ask of running workers (kale.store.controls, schema
-#: version 13): a paused queue (kind ``pause``, the queue's name) or a stop
-#: asked of a worker (kind ``stop``, its ``kale_workers.id``).
+#: version 13): paused queues and stops (see "The schema").
 controls = Table(
     'kale_controls', metadata,
     Column('kind', String(16), primary_key=True),

@@ -2,25 +2,21 @@
 (``kale_unique``), webhooks (``kale_webhooks``) and controls (``kale_controls``)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from sqlalchemy import Connection, and_, delete, or_, select, update
 
+from kale.statuses import FINAL_TASK
 from kale.store.controls import PAUSE, STOP, ControlRows
 from kale.store.sql.driver import insert_for
-from kale.store.sql.schema import FINAL, controls, tasks, unique_keys, webhooks
+from kale.store.sql.facets import OnStore
+from kale.store.sql.schema import controls, tasks, unique_keys, webhooks
 from kale.store.unique import claim_each
 
-if TYPE_CHECKING:
-    from kale.store.sql.records import RecordStore
 
-
-class SQLUnique:
+class SQLUnique(OnStore):
     """Unique keys in ``kale_unique`` (see :class:`kale.store.unique.UniqueStore`),
     claimed with a conditional insert or update."""
-
-    def __init__(self, store: 'RecordStore'):
-        self.store = store
 
     def claim(self, claims: Sequence[tuple[str, str]], now: float, for_sec: float) -> list[str]:
         with self.store.begin(write=True) as conn:
@@ -47,7 +43,7 @@ def _claim_key(conn: Connection, key: str, task_id: str, now: float, for_sec: fl
         if held is None:                         # freed meanwhile: claim it again
             continue
         status = conn.execute(select(tasks.c.status).where(tasks.c.id == held.task_id)).scalar()
-        if held.expires_at > now and status not in FINAL:
+        if held.expires_at > now and status not in FINAL_TASK:
             return str(held.task_id)
         moved = conn.execute(update(unique_keys).where(
             unique_keys.c.key == key, unique_keys.c.task_id == held.task_id).values(
@@ -60,11 +56,8 @@ def _claim_key(conn: Connection, key: str, task_id: str, now: float, for_sec: fl
 _WEBHOOKS = select(webhooks).order_by(webhooks.c.created_at, webhooks.c.id)
 
 
-class SQLWebhooks:
+class SQLWebhooks(OnStore):
     """Webhooks' rows in ``kale_webhooks``."""
-
-    def __init__(self, store: 'RecordStore'):
-        self.store = store
 
     def add(self, row: Mapping[str, Any]) -> None:
         self.store.changed(webhooks.insert().values(**row))
@@ -89,11 +82,8 @@ class SQLWebhooks:
         return bool(self.store.changed(delete(webhooks).where(webhooks.c.id == webhook_id)))
 
 
-class SQLControls(ControlRows):
+class SQLControls(ControlRows, OnStore):
     """Rows of ``kale_controls``: (kind, name) -> requested_at."""
-
-    def __init__(self, store: 'RecordStore'):
-        self.store = store
 
     def _add(self, kind: str, name: str, now: float) -> float:
         with self.store.begin(write=True) as conn:

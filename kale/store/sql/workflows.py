@@ -1,31 +1,18 @@
 """The workflows' facet on a database (see :mod:`kale.store.workflows`):
-``kale_workflows`` and ``kale_workflow_nodes``. The statements of a node's
-completion are built once (building one costs more than running it); a
-node's arrival lowers its count and claims it in one UPDATE, so the row's
-lock makes exactly one caller see zero. On PostgreSQL a batch's nodes
-succeed in one UPDATE (one round trip instead of one a node); SQLite, with
-no round trips to save, runs the one-node UPDATE for each."""
+``kale_workflows`` and ``kale_workflow_nodes``, a node's arrival counted and
+claimed in one UPDATE (docs/explanation/internals-store.md, "Workflows")."""
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence
 
 from sqlalchemy import and_, bindparam, case, func, or_, select, text, update
 
 from kale.statuses import NodeStatus, WorkflowStatus
+from kale.store.sql.facets import OnStore
 from kale.store.sql.schema import workflow_nodes as nodes_table
 from kale.store.sql.schema import workflows as workflows_table
-from kale.store.workflows import (
-    NODE_FIELDS,
-    WORKFLOW_FIELDS,
-    Claim,
-    Node,
-    WorkflowRow,
-    succeed_each,
-)
-
-if TYPE_CHECKING:
-    from kale.store.sql.records import RecordStore
+from kale.store.workflows import NODE_FIELDS, WORKFLOW_FIELDS, Claim, Node, WorkflowRow, succeed_each
 
 PENDING, QUEUED = NodeStatus.PENDING, NodeStatus.QUEUED
 
@@ -68,19 +55,8 @@ _UNFINISHED = select(nodes_table.c.task_id).where(
     nodes_table.c.state != NodeStatus.SUCCEEDED).limit(1)
 
 
-def _node(row: Any) -> Node:
-    return Node(*(row._mapping[name] for name in NODE_FIELDS))
-
-
-def _workflow(row: Any) -> WorkflowRow:
-    return WorkflowRow(*(row._mapping[name] for name in WORKFLOW_FIELDS))
-
-
-class SQLWorkflows:
+class SQLWorkflows(OnStore):
     """Workflows and their nodes on a database."""
-
-    def __init__(self, store: 'RecordStore'):
-        self.store = store
 
     @contextlib.contextmanager
     def begin(self, write: bool = False) -> Iterator['_Steps']:
@@ -105,7 +81,7 @@ class SQLWorkflows:
 
     def workflow(self, workflow_id: str) -> Optional[WorkflowRow]:
         found = self.store.read(select(workflows_table).where(workflows_table.c.id == workflow_id))
-        return _workflow(found[0]) if found else None
+        return WorkflowRow(*found[0]) if found else None     # its fields are the columns
 
     def nodes(self, workflow_id: str) -> list[Node]:
         with self.store.begin() as conn:
@@ -120,7 +96,7 @@ class SQLWorkflows:
         if before is not None:
             query = query.where(workflows_table.c.created_at < before)
         with self.store.begin() as conn:
-            rows = [_workflow(row) for row in conn.execute(query).all()]
+            rows = [WorkflowRow(*row) for row in conn.execute(query).all()]
             counts: dict[str, dict[str, int]] = {row.id: {} for row in rows}
             if rows:
                 for workflow_id, state, count in conn.execute(
@@ -172,7 +148,7 @@ class _Steps:
         return (row.missing, row.state) if row is not None else None
 
     def node(self, task_id: str) -> Node:
-        return _node(self.conn.execute(_NODE, {'t': task_id}).one())
+        return Node(*self.conn.execute(_NODE, {'t': task_id}).one())   # its fields are the columns
 
     def results(self, task_ids: Sequence[str]) -> dict[str, Optional[str]]:
         return {row.task_id: row.result for row in self.conn.execute(
@@ -203,7 +179,7 @@ class _Steps:
         query = select(nodes_table).where(nodes_table.c.workflow_id == workflow_id)
         if lock:
             query = query.order_by(nodes_table.c.task_id).with_for_update()
-        return [_node(row) for row in self.conn.execute(query).all()]
+        return [Node(*row) for row in self.conn.execute(query).all()]
 
     def end_node(self, task_id: str, state: NodeStatus, reason: str) -> None:
         self.conn.execute(update(nodes_table).where(
