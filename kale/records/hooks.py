@@ -1,23 +1,6 @@
-"""The records' hooks: how publishers and workers write task records.
-
-Kale adds :class:`RecordsHooks` to the publish and worker hooks when
-``RECORDS_URL`` is set (:func:`kale.hooks.feature_hooks`). Every hook only
-builds rows and hands them to the process's writer thread, so a slow or
-unreachable store never holds up a publish or a task:
-
-- ``after_publish``: the tasks, ``queued`` (``scheduled`` for a wait past
-  SQS's 15-minute delay), in one statement;
-- ``on_task_started``: the writer writes the ``running`` event if the task
-  still runs at its next round (a short task's outcome says all);
-- ``after_batch``: each settled message's outcome (``succeeded``, with the
-  result under ``store_result``; ``scheduled``, a retry; ``failed``;
-  ``cancelled``; ``queued`` again, released by a shutdown), built on the
-  writer thread and written in one transaction;
-- worker and supervisor start-up and shutdown: the process's row.
-
-Only verified messages are recorded: an unverified body has no task id anyone
-can trust.
-"""
+"""The records' hooks: publishers and workers hand the rows of their tasks'
+transitions to the writer thread, never waiting for the store. Only verified
+messages are recorded. How: docs/explanation/internals-records.md."""
 from __future__ import annotations
 
 import logging
@@ -119,7 +102,7 @@ def mark_deduplicated(recorder: Recorder, rows: list[dict[str, Any]], now: float
 
 
 class RecordsHooks(PublishHooks, WorkerHooks):
-    """Writes task records and this process's row (see the module docstring)."""
+    """Writes task records and this process's row (docs/explanation/internals-records.md)."""
 
     def __init__(self, recorder: Recorder):
         #: Whose records: its app's recorder (its store and records settings).

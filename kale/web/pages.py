@@ -57,7 +57,7 @@ def workflow_page(status: Optional[str], limit: int, cursor: Optional[str],
     if not page:
         return page, None
     last = page[-1]
-    served = _created_with(rows[:skip + limit], last['created_at'])
+    served = sum(1 for row in rows[:skip + limit] if row['created_at'] == last['created_at'])
     after = encode_workflow_cursor(last['created_at'], last['id'], served)
     if len(rows) > skip + limit:
         return page, after
@@ -74,8 +74,3 @@ def _after_cursor(read: list[dict[str, Any]], created_at: str, last_id: str,
     rows = [row for row in read if row['created_at'] <= created_at]
     ids = [row['id'] for row in rows[:seen + 1] if row['created_at'] == created_at]
     return rows, ids.index(last_id) + 1 if last_id in ids else seen
-
-
-def _created_with(rows: list[dict[str, Any]], created_at: str) -> int:
-    """How many of ``rows`` were created in the millisecond ``created_at``."""
-    return sum(1 for row in rows if row['created_at'] == created_at)

@@ -1,12 +1,6 @@
-"""An event of a topic becomes one delivery per webhook that wants it.
-
-:class:`WebhookFanout` is the topic's subscriber on ``WEBHOOK_QUEUE`` (for
-every topic with active webhooks); for each event, :func:`deliver` publishes
-a :class:`~kale.webhooks.delivery.DeliverWebhook` task to ``WEBHOOK_QUEUE``
-for every active webhook of the topic whose label filter the event's labels
-satisfy. :func:`send_test` publishes one delivery of a test event
-(``kale webhooks test ID``).
-"""
+"""An event of a topic becomes one delivery per webhook that wants it:
+:class:`WebhookFanout` subscribes WEBHOOK_QUEUE to the topics with webhooks
+and :func:`deliver` publishes the deliveries; :func:`send_test` a test one."""
 from __future__ import annotations
 
 import json

@@ -1,22 +1,6 @@
-"""Where a webhook may send its requests.
-
-A webhook's URL comes from whoever added it, and a worker sends to it from
-inside your network: left unchecked, ``http://169.254.169.254/`` would read
-the machine's cloud credentials and ``http://10.0.0.7/admin`` would reach a
-service that trusts its network. So a delivery connects only to public
-addresses: if ANY address of the host is private, loopback, link-local,
-multicast, reserved, unspecified, shared (100.64.0.0/10) or a cloud metadata
-address (an IPv4 address inside an IPv6 one is judged as IPv4), the
-connection is refused. The check runs when the connection is made (each
-redirect's too), on the addresses it then connects to, so a name that
-resolves to a public address at one moment and to a private one the next
-cannot slip through.
-
-A host named in ``WEBHOOK_ALLOWED_HOSTS`` (a name or an IP address, with
-``:PORT`` to allow that port only; case does not matter) is reached
-whatever its addresses. :func:`resolve` is this module's only way to DNS,
-replaced by tests.
-"""
+"""Where a webhook may send its requests: only public addresses, judged on
+the addresses each connection is made to, and the hosts of
+WEBHOOK_ALLOWED_HOSTS (docs/explanation/internals-records.md)."""
 from __future__ import annotations
 
 import ipaddress

@@ -1,18 +1,6 @@
-"""Webhooks kept in the task records database (``RECORDS_URL``), table ``kale_webhooks``.
-
-Each row says where the events of one topic go: the URL, the method, extra
-headers, a label filter (the labels an event must have) and the signing
-secret. What the row holds is authenticated:
-``mac`` is an HMAC-SHA256, under a key derived from ``MESSAGE_SIGNING_KEY``,
-of the id, topic, URL, method, headers, filter and secret, so someone who
-can write to the database but holds no key cannot point a webhook elsewhere
-or swap its secret (a delivery refuses a row that does not verify). With
-``MESSAGE_ENCRYPTION_KEY`` set, the secret and the headers are sealed at
-rest under a key derived from it (:mod:`kale.store.sealing`).
-
-The secret is returned once, by :func:`add`; listings show header names
-with their values hidden.
-"""
+"""Webhooks kept in the task records database (``RECORDS_URL``), table
+``kale_webhooks``: each row MAC'd, its secret and headers sealed at rest, the
+secret shown once (docs/explanation/internals-records.md, "The table")."""
 from __future__ import annotations
 
 import dataclasses
