@@ -235,9 +235,7 @@ class RecordsHooks(PublishHooks, WorkerHooks):
         later = self._outcome_rows(queue, batch, early=False)
         process = recorder.row
         if process is not None and batch.settlements:
-            counts = process.counts
-            for s in batch.settlements:
-                counts[s.outcome.value] += 1
+            process.counts.update(s.outcome.value for s in batch.settlements)
             process.dirty = True
         if later:
             recorder.writer.event(later)

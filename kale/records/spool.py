@@ -27,12 +27,13 @@ def default_directory(url: str, database_file: Optional[str]) -> str:
     return os.path.join(cache, 'kale', 'records-spool', digest)
 
 
-def _alive(pid: int) -> bool:
+def _alive(pid: str) -> bool:
+    """Whether the process ``pid`` lives (a name that is no pid is left alone, as if it did)."""
     try:
-        os.kill(pid, 0)
+        os.kill(int(pid), 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
+    except (ValueError, PermissionError):
         return True
     return True
 
@@ -77,13 +78,7 @@ class Spool:
         yet (the store is still down) stays for the next replay."""
         total = 0
         for path in glob.glob(os.path.join(self.directory, '%s_*%s' % (self.host, SUFFIX))):
-            if path == self.path:
-                continue
-            try:
-                pid = int(os.path.basename(path)[len(self.host) + 1:-len(SUFFIX)])
-            except ValueError:
-                continue
-            if _alive(pid):
+            if path == self.path or _alive(os.path.basename(path)[len(self.host) + 1:-len(SUFFIX)]):
                 continue
             try:
                 with open(path) as f:

@@ -87,12 +87,10 @@ class Endpoint:
 #: The REST API. ``kale web`` makes its routes from this table and the
 #: OpenAPI document is generated from it, so the two cannot differ.
 ENDPOINTS: tuple[Endpoint, ...] = (
-    Endpoint('GET', '/api/tasks', 'list_tasks',
-             'Tasks, newest first, without their inputs (keyset pages)',
+    Endpoint('GET', '/api/tasks', 'list_tasks', 'Tasks, newest first, without their inputs (keyset pages)',
              _answer('a page', tasks=_list, next={'type': 'string', 'nullable': True}),
              (*FILTERS, *PAGE)),
-    Endpoint('DELETE', '/api/tasks', 'delete_tasks',
-             'Delete matching records (all=true to delete every one)',
+    Endpoint('DELETE', '/api/tasks', 'delete_tasks', 'Delete matching records (all=true to delete every one)',
              _answer('how many were deleted', deleted=_int),
              (*FILTERS, _param('all', 'true to delete with no filter', 'boolean'))),
     Endpoint('GET', '/api/tasks/count', 'count_tasks', 'How many records match',
@@ -115,8 +113,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint('GET', '/api/queues', 'queues',
              'Every configured queue, its message counts and since when it is paused (paused_at)',
              _answer('the queues', queues=_list)),
-    Endpoint('POST', '/api/queues/{name}/redrive', 'redrive',
-             "Move the queue's dead letters back to it",
+    Endpoint('POST', '/api/queues/{name}/redrive', 'redrive', "Move the queue's dead letters back to it",
              _answer('what moved', moved=_int, skipped=_int),
              (NAME, _param('limit', 'move at most this many', 'integer'),
               _param('reason', 'move only dead letters of this reason'),
@@ -166,8 +163,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              'Ask a worker to stop: it receives no more, lets what runs finish and exits 0 '
              '(a supervisor stops its workers); read with its heartbeat, within seconds',
              _answer('the worker, with stop_requested_at', 404, 409), (WORKER_ID,)),
-    Endpoint('GET', '/api/timeline', 'timeline',
-             'Tasks finished and mean duration per task over time',
+    Endpoint('GET', '/api/timeline', 'timeline', 'Tasks finished and mean duration per task over time',
              _answer('the series', series=_obj),
              (_param('window', 'seconds back, default 3600; auto: the shortest of an hour, a '
                                'day and a week with tasks in it'), BUCKET)),

@@ -101,9 +101,7 @@ class DeliverWebhook(Task):
             raise ImproperlyConfigured('webhook deliveries need httpx: pip install '
                                        '"kale-sqs[webhooks]" (%s)' % exc) from exc
         app = self.running
-        message = self.message
-        published = message.published_at if message is not None and message.published_at \
-            else app.clock.time()
+        published = (self.message.published_at if self.message else None) or app.clock.time()
         answer = sender.sender_of(app).send(
             hook.method, hook.url, hook.headers, signing.message_id(webhook_id, event_id),
             hook.secret, signing.body(topic, event_id, event, published),

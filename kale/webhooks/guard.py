@@ -40,23 +40,20 @@ def _check_text(url: str) -> None:
 
 
 def _split(url: str) -> tuple[SplitResult, Optional[int]]:
-    """The parts of ``url`` and its port (None when it names none)."""
+    """The parts of ``url`` and its port; WebhookError unless http(s) with a
+    host and no credentials."""
     try:
         parts = urlsplit(url)
-        return parts, parts.port
+        port = parts.port
     except ValueError as exc:
         raise WebhookError('webhook URL %r does not parse: %s' % (url[:200], exc)) from None
-
-
-def _checked_host(url: str, parts: SplitResult) -> str:
-    """The host of ``url``; WebhookError unless http(s) with a host and no credentials."""
     if parts.scheme.lower() not in SCHEMES or not parts.hostname:
         raise WebhookError('a webhook URL must be http:// or https:// with a host, got %r'
                            % url[:200])
     if parts.username is not None or parts.password is not None:
         raise WebhookError('a webhook URL may not carry credentials (user:password@): send '
                            'them in a header (--header)')
-    return parts.hostname
+    return parts, port
 
 
 def parse_url(url: str) -> Target:
@@ -64,9 +61,8 @@ def parse_url(url: str) -> Target:
     but an absolute http or https URL without credentials."""
     _check_text(url)
     parts, port = _split(url)
-    host = _checked_host(url, parts)
     scheme = parts.scheme.lower()
-    return Target(scheme, _host(host), port or (443 if scheme == 'https' else 80))
+    return Target(scheme, _host(str(parts.hostname)), port or (443 if scheme == 'https' else 80))
 
 
 def _host(host: str) -> str:
