@@ -3,6 +3,7 @@ transitions to the writer thread, never waiting for the store. Only verified
 messages are recorded. How: docs/explanation/internals-records.md."""
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from typing import TYPE_CHECKING, Any, Collection, Mapping, Optional, Sequence
@@ -48,25 +49,19 @@ def publication_rows(publication: 'Publication', limit: int, now: float) -> list
     status = QUEUED
     if publication.due_at is not None:
         next_at, status = publication.due_at, SCHEDULED
-    labels = publication.labels or [{}] * len(publication.messages)
-    message_ids: Sequence[Optional[str]] = publication.message_ids or \
-        [None] * len(publication.messages)
-    rows = []
-    for message, own_labels, message_id in zip(publication.messages, labels, message_ids,
-                                               strict=False):
-        rows.append({
-            'id': message.task_id, 'task': name, 'queue': queue, 'status': status,
-            'attempts': 0, 'labels': own_labels or None,
-            'inputs': render_inputs(message.args, message.kwargs, limit) if keep_inputs
-            else None,
-            # The columns a new task has no value for yet are left out:
-            # they are written as null, with fewer values to bind.
-            'published_at': message.sent_at or now, 'next_attempt_at': next_at,
-            # As old as the send itself: a worker may run the task and
-            # record its end before this publish's bookkeeping is done,
-            # and that event must stay the newer one.
-            'message_id': message_id, 'updated_at': message.sent_at or now})
-    return rows
+    return [{
+        'id': message.task_id, 'task': name, 'queue': queue, 'status': status,
+        'attempts': 0, 'labels': own_labels or None,
+        'inputs': render_inputs(message.args, message.kwargs, limit) if keep_inputs else None,
+        # The columns a new task has no value for yet are left out:
+        # they are written as null, with fewer values to bind.
+        'published_at': message.sent_at or now, 'next_attempt_at': next_at,
+        # As old as the send itself: a worker may run the task and
+        # record its end before this publish's bookkeeping is done,
+        # and that event must stay the newer one.
+        'message_id': message_id, 'updated_at': message.sent_at or now}
+        for message, own_labels, message_id in itertools.zip_longest(
+            publication.messages, publication.labels or (), publication.message_ids or ())]
 
 
 def dead_run_rows(queue: 'TaskQueue', dead_lettered: Sequence['Settlement'],
