@@ -64,22 +64,18 @@ def publication_rows(publication: 'Publication', limit: int, now: float) -> list
             publication.messages, publication.labels or (), publication.message_ids or ())]
 
 
-def dead_run_rows(queue: 'TaskQueue', dead_lettered: Sequence['Settlement'],
+def dead_run_rows(queue: 'TaskQueue', dead_runs: Sequence[tuple[Any, 'Message']],
                   limit: int) -> list[Row]:
-    """The ``queued`` records of the dead runs sent for tasks that failed for
-    good, each linked to its task (``dead_of``), on the queue's dead-run queue."""
-    rows = []
-    for s in dead_lettered:
-        dead_run = s.dead_run
-        assert dead_run is not None
-        keep_inputs = getattr(s.task, 'record_args', True)
-        rows.append({
-            'id': dead_run.task_id, 'task': dead_run.task_name,
-            'queue': queue.dead_run_queue, 'status': QUEUED, 'attempts': 0, 'labels': None,
-            'inputs': render_inputs(dead_run.args, dead_run.kwargs, limit) if keep_inputs
-            else None, 'published_at': dead_run.sent_at, 'next_attempt_at': None,
-            'message_id': None, 'dead_of': dead_run.dead_of, 'updated_at': dead_run.sent_at})
-    return rows
+    """The ``queued`` records of the dead runs sent for tasks (class, dead run)
+    that failed for good, each linked to its task (``dead_of``), on the queue's
+    dead-run queue."""
+    return [{
+        'id': run.task_id, 'task': run.task_name, 'queue': queue.dead_run_queue,
+        'status': QUEUED, 'attempts': 0, 'labels': None,
+        'inputs': render_inputs(run.args, run.kwargs, limit)
+        if getattr(task, 'record_args', True) else None,
+        'published_at': run.sent_at, 'next_attempt_at': None, 'message_id': None,
+        'dead_of': run.dead_of, 'updated_at': run.sent_at} for task, run in dead_runs]
 
 
 def mark_deduplicated(recorder: Recorder, rows: list[dict[str, Any]], now: float) -> None:
@@ -234,7 +230,8 @@ class RecordsHooks(PublishHooks, WorkerHooks):
             process.dirty = True
         if later:
             recorder.writer.event(later)
-        dead_runs = [s for s in batch.settlements if s.dead_run is not None and s.settled]
+        dead_runs = [(s.task, s.dead_run) for s in batch.settlements
+                     if s.dead_run is not None and s.settled]
         if dead_runs:
             recorder.writer.publish(dead_run_rows(queue, dead_runs, recorder.max_value_chars))
 

@@ -147,7 +147,9 @@ class Recorder:
     def stop_process(self) -> None:
         if self.row is not None:
             if self.row.stop_asked:
-                self._forget_stop(self.row.id)
+                row_id = self.row.id
+                _guarded('cannot clear the stop asked of %s' % row_id,
+                         lambda: self.store.controls.forget_stop(row_id))
             self.row.current = None
             self.row.stopped_at = time.time()
             self.row.dirty = True
@@ -213,8 +215,7 @@ class Recorder:
                         time.monotonic() - started)
 
     def _roll_up(self, now: float) -> None:
-        """Fold the counters' changes (:mod:`kale.store.sql.counters`) every
-        ROLL_UP_SEC, when this process wrote since the last time."""
+        """Fold the counters' changes every ROLL_UP_SEC, when this process wrote since the last time."""
         written = self._writer.written if self._writer is not None else 0
         if now < self._next_roll_up or written == self._rolled_at:
             return
@@ -230,10 +231,6 @@ class Recorder:
         if read is not None:
             row.stop_asked = row.stop_asked or read[0] is not None
             row.control(*read)
-
-    def _forget_stop(self, process_id: str) -> None:
-        _guarded('cannot clear the stop asked of %s' % process_id,
-                 lambda: self.store.controls.forget_stop(process_id))
 
     # --- cancellations ------------------------------------------------------------
 

@@ -136,8 +136,7 @@ class RecordWriter:
         return held
 
     def _drop(self, count: int) -> None:
-        """(Under the lock.) Drop the oldest rows, events first (later ones
-        carry the same tasks further)."""
+        """(Under the lock.) Drop the oldest rows, events first: later ones carry their tasks further."""
         for source in (self._events, self._published):
             while count and source:
                 source.popleft()
@@ -220,8 +219,7 @@ class RecordWriter:
             self._cycle_ended(len(published) + len(events))
 
     def _take(self) -> Optional[tuple[list[Row], list[Any]]]:
-        """Wait for rows, let them gather, then take them all: (publications,
-        events); None once stopping."""
+        """Wait for rows, let them gather, then take them all (None once stopping)."""
         with self._lock:
             # Idle is set before looking: a running() after the look sees it
             # and wakes the thread.
@@ -248,8 +246,7 @@ class RecordWriter:
                               if not isinstance(event, LaterRow) or event.ends_attempt]),)
 
     def _gather(self) -> None:
-        """(Under the lock.) Let rows gather for up to ``gather_sec``; a flush, a
-        stop or GATHER_ROWS rows cut it short."""
+        """(Under the lock.) Let rows gather up to ``gather_sec``; a flush, a stop or GATHER_ROWS cut it."""
         deadline = time.monotonic() + self.gather_sec
         while (self._published or self._events or self._current_waits()) \
                 and not (self._stopping or self._flushing):

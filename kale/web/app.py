@@ -110,8 +110,7 @@ def answer(request: Request, data: Any) -> Response:
 
 
 def _handled(endpoint: Callable[..., Any], reads_body: bool) -> Callable[[Request], Any]:
-    """An endpoint run on Starlette's thread pool (with the request's body, read
-    on the event loop, when it ``reads_body``); Kale errors become one-line answers."""
+    """An endpoint on Starlette's thread pool (its body read on the event loop); Kale errors answer."""
     async def handle(request: Request) -> Response:
         args = (request, await request.body()) if reads_body else (request,)
         try:

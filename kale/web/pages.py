@@ -19,11 +19,6 @@ if TYPE_CHECKING:
 WORKFLOWS_MAX = 1000
 
 
-def encode_workflow_cursor(created_at: str, last_id: str, seen: int) -> str:
-    raw = json.dumps([created_at, last_id, seen], separators=(',', ':')).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip('=')
-
-
 def decode_workflow_cursor(text: str) -> tuple[str, float, str, int]:
     """(created_at as listed, the end of its millisecond as epoch seconds,
     the last id served, how many of that millisecond were served)."""
@@ -58,7 +53,8 @@ def workflow_page(status: Optional[str], limit: int, cursor: Optional[str],
         return page, None
     last = page[-1]
     served = sum(1 for row in rows[:skip + limit] if row['created_at'] == last['created_at'])
-    after = encode_workflow_cursor(last['created_at'], last['id'], served)
+    after = base64.urlsafe_b64encode(json.dumps([last['created_at'], last['id'], served],
+                                                separators=(',', ':')).encode()).decode().rstrip('=')
     if len(rows) > skip + limit:
         return page, after
     if len(read) < want or served + 3 > WORKFLOWS_MAX:

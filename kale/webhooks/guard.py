@@ -40,8 +40,7 @@ def _check_text(url: str) -> None:
 
 
 def _split(url: str) -> tuple[SplitResult, Optional[int]]:
-    """The parts of ``url`` and its port; WebhookError unless http(s) with a
-    host and no credentials."""
+    """The URL's parts and port; WebhookError unless http(s) with a host and no credentials."""
     try:
         parts = urlsplit(url)
         port = parts.port

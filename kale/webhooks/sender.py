@@ -189,8 +189,7 @@ def _signed_headers(own_headers: Mapping[str, str], message_id: str, secret: str
 def _request(http: httpx.Client, method: str, url: str, body: bytes, headers: Mapping[str, str],
              hop: int, started: float, deadline: float, clock: Clock
              ) -> tuple[httpx.Response, str]:
-    """One request and the excerpt of its answer, in the time left before
-    ``deadline``; its failures as WebhookDeliveryError or WebhookRejectedError."""
+    """One request and its answer's excerpt, in the time left; its failures as webhook errors."""
     left = deadline - clock.monotonic()
     try:
         if left <= 0:
