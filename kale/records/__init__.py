@@ -77,12 +77,15 @@ def _flushed(app: Optional['App']) -> Recorder:
     return rec
 
 
+def _read(rec: Recorder, task_id: str) -> Optional[TaskRecord]:
+    row = rec.store.records.get(task_id)
+    return TaskRecord.from_row(row, rec.store.sealer) if row is not None else None
+
+
 def get(task_id: str, app: Optional['App'] = None) -> Optional[TaskRecord]:
     """The task's record, or None. Records this process handed to its writer
     are written first, so a publisher reads its own tasks."""
-    rec = _flushed(app)
-    row = rec.store.records.get(task_id)
-    return TaskRecord.from_row(row, rec.store.sealer) if row is not None else None
+    return _read(_flushed(app), task_id)
 
 
 def _found(task_id: str, app: Optional['App']) -> TaskRecord:
@@ -172,15 +175,13 @@ def cancel(task_id: str, app: Optional['App'] = None) -> TaskRecord:
     the worker that receives it deletes it unrun. Returns the record;
     RecordConflictError when it already runs or finished."""
     rec = _flushed(app)
-    if not rec.store.records.cancel(task_id):
-        found = rec.store.records.get(task_id)
-        if found is None:
-            raise RecordNotFoundError('no record of task %s' % task_id)
-        raise RecordConflictError('task %s cannot be cancelled: it is %s'
-                                  % (task_id, found['status']))
-    row = rec.store.records.get(task_id)
-    assert row is not None
-    return TaskRecord.from_row(row, rec.store.sealer)
+    cancelled = rec.store.records.cancel(task_id)
+    record = _read(rec, task_id)
+    if record is None:
+        raise RecordNotFoundError('no record of task %s' % task_id)
+    if not cancelled:
+        raise RecordConflictError('task %s cannot be cancelled: it is %s' % (task_id, record.status))
+    return record
 
 
 def retry(task_id: str, app: Optional['App'] = None) -> str:

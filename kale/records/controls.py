@@ -1,16 +1,7 @@
-"""Operators' controls of running workers, kept in the task records (the
-workers read them with their heartbeat: see :mod:`kale.worker.control`)::
-
-    from kale.records import controls
-
-    controls.pause_queue('default')          # no worker receives from it
-    controls.resume_queue('default')
-    controls.stop_worker('web-1:4242')       # an id, or a unique prefix of one
-
-``kale queues pause|resume NAME``, ``kale workers stop ID`` and the routes
-``POST /api/queues/{name}/pause|resume`` and ``POST /api/workers/{id}/stop``
-call these.
-"""
+"""Operators' controls of running workers, kept in the task records:
+:func:`pause_queue`, :func:`resume_queue`, :func:`stop_worker`, read by the
+workers with their heartbeat (:mod:`kale.worker.control`); the CLI and the
+web routes call these (docs/explanation/internals-records.md)."""
 from __future__ import annotations
 
 import time

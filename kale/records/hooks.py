@@ -1,25 +1,9 @@
-"""The records' hooks: how publishers and workers write task records.
-
-Kale adds :class:`RecordsHooks` to the publish and worker hooks when
-``RECORDS_URL`` is set (:func:`kale.hooks.feature_hooks`). Every hook only
-builds rows and hands them to the process's writer thread, so a slow or
-unreachable store never holds up a publish or a task:
-
-- ``after_publish``: the tasks, ``queued`` (``scheduled`` for a wait past
-  SQS's 15-minute delay), in one statement;
-- ``on_task_started``: the writer writes the ``running`` event if the task
-  still runs at its next round (a short task's outcome says all);
-- ``after_batch``: each settled message's outcome (``succeeded``, with the
-  result under ``store_result``; ``scheduled``, a retry; ``failed``;
-  ``cancelled``; ``queued`` again, released by a shutdown), built on the
-  writer thread and written in one transaction;
-- worker and supervisor start-up and shutdown: the process's row.
-
-Only verified messages are recorded: an unverified body has no task id anyone
-can trust.
-"""
+"""The records' hooks: publishers and workers hand the rows of their tasks'
+transitions to the writer thread, never waiting for the store. Only verified
+messages are recorded. How: docs/explanation/internals-records.md."""
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from typing import TYPE_CHECKING, Any, Collection, Mapping, Optional, Sequence
@@ -65,43 +49,33 @@ def publication_rows(publication: 'Publication', limit: int, now: float) -> list
     status = QUEUED
     if publication.due_at is not None:
         next_at, status = publication.due_at, SCHEDULED
-    labels = publication.labels or [{}] * len(publication.messages)
-    message_ids: Sequence[Optional[str]] = publication.message_ids or \
-        [None] * len(publication.messages)
-    rows = []
-    for message, own_labels, message_id in zip(publication.messages, labels, message_ids,
-                                               strict=False):
-        rows.append({
-            'id': message.task_id, 'task': name, 'queue': queue, 'status': status,
-            'attempts': 0, 'labels': own_labels or None,
-            'inputs': render_inputs(message.args, message.kwargs, limit) if keep_inputs
-            else None,
-            # The columns a new task has no value for yet are left out:
-            # they are written as null, with fewer values to bind.
-            'published_at': message.sent_at or now, 'next_attempt_at': next_at,
-            # As old as the send itself: a worker may run the task and
-            # record its end before this publish's bookkeeping is done,
-            # and that event must stay the newer one.
-            'message_id': message_id, 'updated_at': message.sent_at or now})
-    return rows
+    return [{
+        'id': message.task_id, 'task': name, 'queue': queue, 'status': status,
+        'attempts': 0, 'labels': own_labels or None,
+        'inputs': render_inputs(message.args, message.kwargs, limit) if keep_inputs else None,
+        # The columns a new task has no value for yet are left out:
+        # they are written as null, with fewer values to bind.
+        'published_at': message.sent_at or now, 'next_attempt_at': next_at,
+        # As old as the send itself: a worker may run the task and
+        # record its end before this publish's bookkeeping is done,
+        # and that event must stay the newer one.
+        'message_id': message_id, 'updated_at': message.sent_at or now}
+        for message, own_labels, message_id in itertools.zip_longest(
+            publication.messages, publication.labels or (), publication.message_ids or ())]
 
 
-def dead_run_rows(queue: 'TaskQueue', dead_lettered: Sequence['Settlement'],
+def dead_run_rows(queue: 'TaskQueue', dead_runs: Sequence[tuple[Any, 'Message']],
                   limit: int) -> list[Row]:
-    """The ``queued`` records of the dead runs sent for tasks that failed for
-    good, each linked to its task (``dead_of``), on the queue's dead-run queue."""
-    rows = []
-    for s in dead_lettered:
-        dead_run = s.dead_run
-        assert dead_run is not None
-        keep_inputs = getattr(s.task, 'record_args', True)
-        rows.append({
-            'id': dead_run.task_id, 'task': dead_run.task_name,
-            'queue': queue.dead_run_queue, 'status': QUEUED, 'attempts': 0, 'labels': None,
-            'inputs': render_inputs(dead_run.args, dead_run.kwargs, limit) if keep_inputs
-            else None, 'published_at': dead_run.sent_at, 'next_attempt_at': None,
-            'message_id': None, 'dead_of': dead_run.dead_of, 'updated_at': dead_run.sent_at})
-    return rows
+    """The ``queued`` records of the dead runs sent for tasks (class, dead run)
+    that failed for good, each linked to its task (``dead_of``), on the queue's
+    dead-run queue."""
+    return [{
+        'id': run.task_id, 'task': run.task_name, 'queue': queue.dead_run_queue,
+        'status': QUEUED, 'attempts': 0, 'labels': None,
+        'inputs': render_inputs(run.args, run.kwargs, limit)
+        if getattr(task, 'record_args', True) else None,
+        'published_at': run.sent_at, 'next_attempt_at': None, 'message_id': None,
+        'dead_of': run.dead_of, 'updated_at': run.sent_at} for task, run in dead_runs]
 
 
 def mark_deduplicated(recorder: Recorder, rows: list[dict[str, Any]], now: float) -> None:
@@ -119,7 +93,7 @@ def mark_deduplicated(recorder: Recorder, rows: list[dict[str, Any]], now: float
 
 
 class RecordsHooks(PublishHooks, WorkerHooks):
-    """Writes task records and this process's row (see the module docstring)."""
+    """Writes task records and this process's row (docs/explanation/internals-records.md)."""
 
     def __init__(self, recorder: Recorder):
         #: Whose records: its app's recorder (its store and records settings).
@@ -252,13 +226,12 @@ class RecordsHooks(PublishHooks, WorkerHooks):
         later = self._outcome_rows(queue, batch, early=False)
         process = recorder.row
         if process is not None and batch.settlements:
-            counts = process.counts
-            for s in batch.settlements:
-                counts[s.outcome.value] += 1
+            process.counts.update(s.outcome.value for s in batch.settlements)
             process.dirty = True
         if later:
             recorder.writer.event(later)
-        dead_runs = [s for s in batch.settlements if s.dead_run is not None and s.settled]
+        dead_runs = [(s.task, s.dead_run) for s in batch.settlements
+                     if s.dead_run is not None and s.settled]
         if dead_runs:
             recorder.writer.publish(dead_run_rows(queue, dead_runs, recorder.max_value_chars))
 

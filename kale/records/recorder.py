@@ -1,13 +1,6 @@
 """This process's records: the store on RECORDS_URL, the writer thread, and
-the row of this worker (or supervisor) process.
-
-One :class:`Recorder` per app (``app.recorder``), under that app's records
-settings; a forked child makes its own. Its writer thread also keeps the
-process's row up to date (a heartbeat every ``RECORDS_HEARTBEAT_SEC``, the
-task running now, counts by outcome), reads what operators asked of the
-process (:mod:`kale.worker.control`) every :data:`CONTROL_POLL_SEC` and, in
-workers, purges expired records every ``RECORDS_PURGE_INTERVAL_SEC`` or so.
-"""
+the row of this worker (or supervisor) process, with its periodic chores
+(heartbeat, controls, purges). How: docs/explanation/internals-records.md."""
 from __future__ import annotations
 
 import atexit
@@ -154,7 +147,9 @@ class Recorder:
     def stop_process(self) -> None:
         if self.row is not None:
             if self.row.stop_asked:
-                self._forget_stop(self.row.id)
+                row_id = self.row.id
+                _guarded('cannot clear the stop asked of %s' % row_id,
+                         lambda: self.store.controls.forget_stop(row_id))
             self.row.current = None
             self.row.stopped_at = time.time()
             self.row.dirty = True
@@ -213,45 +208,29 @@ class Recorder:
 
     def _purge(self) -> None:
         started = time.monotonic()
-        try:
-            purged = self.store.records.purge_expired(self.succeeded_ttl, self.failed_ttl,
-                                                      queued_ttl=self.queued_ttl)
-        except Exception as exc:
-            logger.warning('records: purge failed: %s', exc)
-        else:
-            if purged:
-                logger.info('records: purged %d expired task records in %.1fs', purged,
-                            time.monotonic() - started)
+        purged = _guarded('purge failed', lambda: self.store.records.purge_expired(
+            self.succeeded_ttl, self.failed_ttl, queued_ttl=self.queued_ttl))
+        if purged:
+            logger.info('records: purged %d expired task records in %.1fs', purged,
+                        time.monotonic() - started)
 
     def _roll_up(self, now: float) -> None:
-        """Fold the counters' changes (:mod:`kale.store.sql.counters`) every
-        ROLL_UP_SEC, when this process wrote since the last time."""
+        """Fold the counters' changes every ROLL_UP_SEC, when this process wrote since the last time."""
         written = self._writer.written if self._writer is not None else 0
         if now < self._next_roll_up or written == self._rolled_at:
             return
         self._next_roll_up = now + ROLL_UP_SEC
-        try:
-            if self.store.records.roll_up():
-                self._rolled_at = written
-        except Exception as exc:
-            logger.warning('records: folding the counters failed: %s', exc)
+        if _guarded('folding the counters failed', self.store.records.roll_up):
+            self._rolled_at = written
 
     def _read_control(self, row: ProcessRow) -> None:
         """Tell the process what operators ask of it (a store that does not answer: next time)."""
         assert row.control is not None
-        try:
-            stop_at, paused = self.store.controls.read(row.id)
-        except Exception as exc:
-            logger.debug('records: cannot read the controls: %s', exc)
-            return
-        row.stop_asked = row.stop_asked or stop_at is not None
-        row.control(stop_at, paused)
-
-    def _forget_stop(self, process_id: str) -> None:
-        try:
-            self.store.controls.forget_stop(process_id)
-        except Exception as exc:
-            logger.warning('records: cannot clear the stop asked of %s: %s', process_id, exc)
+        read = _guarded('cannot read the controls', lambda: self.store.controls.read(row.id),
+                        logger.debug)
+        if read is not None:
+            row.stop_asked = row.stop_asked or read[0] is not None
+            row.control(*read)
 
     # --- cancellations ------------------------------------------------------------
 
@@ -282,6 +261,15 @@ class Recorder:
         if self._writer is not None:
             self._writer.close(EXIT_FLUSH_SEC)
             self._writer = None
+
+
+def _guarded(what: str, call: Callable[[], Any], log: Callable[..., None] = logger.warning) -> Any:
+    """``call()``, or None when it fails, logged as ``records: what: the error``."""
+    try:
+        return call()
+    except Exception as exc:
+        log('records: %s: %s', what, exc)
+        return None
 
 
 #: Seconds between two looks for spools of gone workers.

@@ -1,12 +1,6 @@
-"""Bounded, JSON-safe renderings of a record's arguments, results and errors.
-
-A record must never grow without bound nor fail to serialize, whatever a
-task takes or returns. :func:`render` turns a value into JSON types (other
-objects become their ``repr``), cutting long strings, long collections and
-deep nesting; :func:`bounded` cuts a whole rendering to a number of
-characters. ``exact``: the rendering is the value itself (a task can be
-published again from its record).
-"""
+"""Bounded, JSON-safe renderings of a record's arguments, results and errors
+(``exact``: the rendering is the value itself). Why and how:
+docs/explanation/internals-records.md."""
 from __future__ import annotations
 
 import json

@@ -1,12 +1,6 @@
 """Retrying a task from its record, once: a second retry of the same task
-(a double-click, a command run twice, two operators) answers with the task
-the first one published instead of publishing another.
-
-The source row's ``retried_as`` is claimed before the publish, with a
-conditional update only one caller can win; the winner publishes and writes
-the new id over its claim, a publish that fails gives the claim back. A
-caller that finds a claim still being published waits for it briefly.
-"""
+answers with the task the first one published (a claim on ``retried_as``;
+docs/explanation/internals-records.md)."""
 from __future__ import annotations
 
 import time

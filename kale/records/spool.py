@@ -1,20 +1,6 @@
-"""Outcomes kept on this machine's disk while the records store cannot take them.
-
-A worker writes a batch's outcomes to the records before it deletes the
-batch's messages (``RECORDS_SETTLE_WAIT_SEC``). When the store is down or
-slow past that wait, the outcomes stay in the writer's memory; a worker
-killed meanwhile would lose them, and its records would stay ``queued`` or
-``running`` for tasks that finished. So before the delete, the rows are
-appended to a spool file of this process (``<dir>/<host>_<pid>.jsonl``,
-owner-only, flushed to disk), as the database would hold them; once the
-writer has written everything, the file is emptied. Workers write the
-spools of gone processes of this machine into the store and delete them
-(newest event wins: a row written twice changes nothing).
-
-The directory is ``RECORDS_SPOOL_DIR``; by default ``<database>-kale-spool``
-beside a SQLite file, else ``kale/records-spool`` in the user's cache
-directory (``$XDG_CACHE_HOME`` or ``~/.cache``).
-"""
+"""Outcomes kept on this machine's disk while the records store cannot take
+them, so a worker killed before the store answers loses none; replayed by
+other workers. How: docs/explanation/internals-records.md."""
 from __future__ import annotations
 
 import glob
@@ -41,12 +27,13 @@ def default_directory(url: str, database_file: Optional[str]) -> str:
     return os.path.join(cache, 'kale', 'records-spool', digest)
 
 
-def _alive(pid: int) -> bool:
+def _alive(pid: str) -> bool:
+    """Whether the process ``pid`` lives (a name that is no pid is left alone, as if it did)."""
     try:
-        os.kill(pid, 0)
+        os.kill(int(pid), 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
+    except (ValueError, PermissionError):
         return True
     return True
 
@@ -60,14 +47,11 @@ class Spool:
         self.path = os.path.join(directory, '%s_%d%s' % (self.host, os.getpid(), SUFFIX))
         self._holds = False
 
-    def _ensure_directory(self) -> None:
-        os.makedirs(self.directory, mode=0o700, exist_ok=True)
-
     def keep(self, rows: Sequence[dict[str, Any]]) -> None:
         """Append ``rows`` and flush them to disk (OSError when it cannot)."""
         if not rows:
             return
-        self._ensure_directory()
+        os.makedirs(self.directory, mode=0o700, exist_ok=True)
         data = ''.join(json.dumps(row, default=str, separators=(',', ':')) + '\n'
                        for row in rows).encode()
         fd = open_private(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
@@ -94,13 +78,7 @@ class Spool:
         yet (the store is still down) stays for the next replay."""
         total = 0
         for path in glob.glob(os.path.join(self.directory, '%s_*%s' % (self.host, SUFFIX))):
-            if path == self.path:
-                continue
-            try:
-                pid = int(os.path.basename(path)[len(self.host) + 1:-len(SUFFIX)])
-            except ValueError:
-                continue
-            if _alive(pid):
+            if path == self.path or _alive(os.path.basename(path)[len(self.host) + 1:-len(SUFFIX)]):
                 continue
             try:
                 with open(path) as f:

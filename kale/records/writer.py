@@ -1,17 +1,6 @@
-"""The writer: one thread per process that writes records, off the task's path.
-
-Publishers and workers hand it rows (:meth:`RecordWriter.publish`,
-:meth:`RecordWriter.event`), or events to build later; it lets them gather
-for up to :data:`GATHER_SEC` (a flush, or :data:`GATHER_ROWS` rows, cuts
-that short) and writes them in one transaction, keeping only the newest
-event of each task. The task a worker runs (:meth:`RecordWriter.running`)
-gets its ``running`` event once, at the next round, if it still runs then:
-a short task costs one row, its outcome. When the store is slow or down
-nothing waits for it: rows stay buffered, up to ``RECORDS_BUFFER_SIZE``,
-and are written when it answers again, with pauses that double up to
-:data:`MAX_BACKOFF_SEC`; past the bound the oldest are dropped, counted and
-logged. The same thread calls ``periodic`` (heartbeats, purges) between writes.
-"""
+"""The writer: one thread per process that writes records, off the task's
+path, in gathered transactions keeping each task's newest event, buffering
+(bounded) while the store is down. How: docs/explanation/internals-records.md."""
 from __future__ import annotations
 
 import collections
@@ -125,9 +114,7 @@ class RecordWriter:
                 taken[key] = current
                 self._events.append(current)
                 self._put_count += 1
-        held = len(self._published) + len(self._events)
-        if held > self.max_rows:
-            self._drop(held - self.max_rows)
+        self._bound()
 
     def _current_waits(self) -> bool:
         taken = self._current_taken
@@ -137,15 +124,19 @@ class RecordWriter:
         with self._lock:
             target.extend(rows)
             self._put_count += len(rows)
-            held = len(self._published) + len(self._events)
-            if held > self.max_rows:
-                self._drop(held - self.max_rows)
+            held = self._bound()
             if self._idle or held >= GATHER_ROWS:
                 self._wake.notify()
 
+    def _bound(self) -> int:
+        """(Under the lock.) Drop what exceeds ``max_rows``; the rows held."""
+        held = len(self._published) + len(self._events)
+        if held > self.max_rows:
+            self._drop(held - self.max_rows)
+        return held
+
     def _drop(self, count: int) -> None:
-        """(Under the lock.) Drop the oldest rows, events first (later ones
-        carry the same tasks further)."""
+        """(Under the lock.) Drop the oldest rows, events first: later ones carry their tasks further."""
         for source in (self._events, self._published):
             while count and source:
                 source.popleft()
@@ -228,8 +219,7 @@ class RecordWriter:
             self._cycle_ended(len(published) + len(events))
 
     def _take(self) -> Optional[tuple[list[Row], list[Any]]]:
-        """Wait for rows, let them gather, then take them all: (publications,
-        events); None once stopping."""
+        """Wait for rows, let them gather, then take them all (None once stopping)."""
         with self._lock:
             # Idle is set before looking: a running() after the look sees it
             # and wakes the thread.
@@ -256,8 +246,7 @@ class RecordWriter:
                               if not isinstance(event, LaterRow) or event.ends_attempt]),)
 
     def _gather(self) -> None:
-        """(Under the lock.) Let rows gather for up to ``gather_sec``; a flush, a
-        stop or GATHER_ROWS rows cut it short."""
+        """(Under the lock.) Let rows gather up to ``gather_sec``; a flush, a stop or GATHER_ROWS cut it."""
         deadline = time.monotonic() + self.gather_sec
         while (self._published or self._events or self._current_waits()) \
                 and not (self._stopping or self._flushing):
@@ -293,9 +282,7 @@ class RecordWriter:
         with self._lock:
             self._published.extendleft(reversed(published))
             self._events.extendleft(reversed(events))
-            excess = len(self._published) + len(self._events) - self.max_rows
-            if excess > 0:
-                self._drop(excess)
+            self._bound()
 
     def _failed(self, exc: Exception, backoff: Backoff) -> None:
         self.failures += 1

@@ -1,16 +1,7 @@
-"""The ``kale web`` ASGI application: the REST API and the dashboard.
-
-    from kale.web import create_app
-    app = create_app()                    # or mount it: Mount('/kale', app=create_app())
-
-Every route answers JSON; a bad request is a 400 with ``{"error": "..."}``
-in one line, an unknown task or workflow a 404, an action the task's state
-does not allow a 409, a store that cannot be reached a 503; an error names
-no file of the machine (its ``public`` message: :mod:`kale.exceptions`).
-With a token, every ``/api`` route needs ``Authorization: Bearer TOKEN``
-(the dashboard keeps it in the browser's session storage), and so does
-``/metrics`` (:mod:`kale.contrib.queue_metrics`; needs ``kale-sqs[metrics]``).
-"""
+"""The ``kale web`` ASGI application: the REST API and the dashboard
+(:func:`create_app`; mount it with ``Mount('/kale', app=create_app())``).
+Errors are one-line JSON answers with their status; with a token, ``/api``
+and ``/metrics`` need it (docs/explanation/internals-records.md)."""
 from __future__ import annotations
 
 import hashlib
@@ -119,8 +110,7 @@ def answer(request: Request, data: Any) -> Response:
 
 
 def _handled(endpoint: Callable[..., Any], reads_body: bool) -> Callable[[Request], Any]:
-    """An endpoint run on Starlette's thread pool (with the request's body, read
-    on the event loop, when it ``reads_body``); Kale errors become one-line answers."""
+    """An endpoint on Starlette's thread pool (its body read on the event loop); Kale errors answer."""
     async def handle(request: Request) -> Response:
         args = (request, await request.body()) if reads_body else (request,)
         try:

@@ -22,7 +22,7 @@ def _statuses(status: Any) -> str:
     return ', '.join(status_values(status))
 
 
-FILTERS = [
+FILTERS = (
     _param('status', '%s or %s (%s); several separated by commas' % (
         _statuses(TaskStatus), PENDING_FILTER, ' + '.join(PENDING_TASK))),
     _param('task', 'task path (module.Class), or a class name'),
@@ -30,7 +30,10 @@ FILTERS = [
     _param('label.KEY', 'label KEY equals the value, e.g. label.tenant=t1'),
     _param('since', 'published at or after: epoch seconds or ISO 8601'),
     _param('until', 'published before: epoch seconds or ISO 8601'),
-]
+)
+PAGE = (_param('limit', '1..1000, default 50', 'integer'),
+        _param('cursor', '"next" of the previous page'))
+BUCKET = _param('bucket', 'seconds per point', 'number')
 TASK_ID = _param('task_id', 'the task id, or a unique prefix of it (4 characters or more)',
                  where='path', required=True)
 ERROR = {'description': 'one-line reason', 'content': {'application/json': {'schema': {
@@ -46,6 +49,7 @@ def _answer(description: str, *errors: int, **properties: Any) -> dict[str, Any]
 _obj: dict[str, Any] = {'type': 'object'}
 _list: dict[str, Any] = {'type': 'array', 'items': _obj}
 _int: dict[str, Any] = {'type': 'integer'}
+_bool: dict[str, Any] = {'type': 'boolean'}
 
 _text: dict[str, Any] = {'type': 'string'}
 NAME = _param('name', 'queue name', where='path', required=True)
@@ -57,7 +61,7 @@ SCHEDULE_NAME = _param('name', "the schedule's name (a task path, or a key of SC
                        where='path', required=True)
 #: What the webhook routes answer (header values hidden; the secret only when added).
 WEBHOOK = dict(id=_text, topic=_text, url=_text, method=_text, headers=_obj, labels=_obj,
-               active={'type': 'boolean'}, created_at=_text, updated_at=_text)
+               active=_bool, created_at=_text, updated_at=_text)
 #: What ``/api/workflows/{workflow_id}``, its cancel and its retry answer.
 WORKFLOW = dict(id=_text, status=_text, labels=_obj, created_at=_text, finished_at=_text,
                 node_count=_int, node_states=_obj, nodes=_list,
@@ -83,39 +87,33 @@ class Endpoint:
 #: The REST API. ``kale web`` makes its routes from this table and the
 #: OpenAPI document is generated from it, so the two cannot differ.
 ENDPOINTS: tuple[Endpoint, ...] = (
-    Endpoint('GET', '/api/tasks', 'list_tasks',
-             'Tasks, newest first, without their inputs (keyset pages)',
+    Endpoint('GET', '/api/tasks', 'list_tasks', 'Tasks, newest first, without their inputs (keyset pages)',
              _answer('a page', tasks=_list, next={'type': 'string', 'nullable': True}),
-             (*FILTERS, _param('limit', '1..1000, default 50', 'integer'),
-              _param('cursor', '"next" of the previous page'))),
-    Endpoint('DELETE', '/api/tasks', 'delete_tasks',
-             'Delete matching records (all=true to delete every one)',
+             (*FILTERS, *PAGE)),
+    Endpoint('DELETE', '/api/tasks', 'delete_tasks', 'Delete matching records (all=true to delete every one)',
              _answer('how many were deleted', deleted=_int),
              (*FILTERS, _param('all', 'true to delete with no filter', 'boolean'))),
     Endpoint('GET', '/api/tasks/count', 'count_tasks', 'How many records match',
-             _answer('the count', count=_int), tuple(FILTERS)),
+             _answer('the count', count=_int), FILTERS),
     Endpoint('GET', '/api/tasks/summary', 'summary', 'Counts by status, by task and by queue',
-             _answer('the counts', by_status=_obj, by_task=_obj, by_queue=_obj), tuple(FILTERS)),
+             _answer('the counts', by_status=_obj, by_task=_obj, by_queue=_obj), FILTERS),
     Endpoint('POST', '/api/tasks/retry', 'retry_tasks',
              'Retry every failed task the filter matches, each once (at most 1000)',
              _answer('what was published', published=_list, already_retried=_int, refused=_list),
-             tuple(FILTERS)),
+             FILTERS),
     Endpoint('GET', '/api/tasks/{task_id}', 'get_task',
              'The whole record: inputs, error, result and attempt_history included',
              _answer('the record', 404), (TASK_ID,)),
     Endpoint('POST', '/api/tasks/{task_id}/retry', 'retry_task',
              "Publish a failed task again from its stored inputs, once (a second retry "
              "answers with the first one's task, published false)",
-             _answer('the new task', 404, 409, id=_text, retry_of=_text,
-                     published={'type': 'boolean'}), (TASK_ID,)),
-    Endpoint('POST', '/api/tasks/{task_id}/cancel', 'cancel_task',
-             'Cancel a task that has not started',
+             _answer('the new task', 404, 409, id=_text, retry_of=_text, published=_bool), (TASK_ID,)),
+    Endpoint('POST', '/api/tasks/{task_id}/cancel', 'cancel_task', 'Cancel a task that has not started',
              _answer('the record', 404, 409), (TASK_ID,)),
     Endpoint('GET', '/api/queues', 'queues',
              'Every configured queue, its message counts and since when it is paused (paused_at)',
              _answer('the queues', queues=_list)),
-    Endpoint('POST', '/api/queues/{name}/redrive', 'redrive',
-             "Move the queue's dead letters back to it",
+    Endpoint('POST', '/api/queues/{name}/redrive', 'redrive', "Move the queue's dead letters back to it",
              _answer('what moved', moved=_int, skipped=_int),
              (NAME, _param('limit', 'move at most this many', 'integer'),
               _param('reason', 'move only dead letters of this reason'),
@@ -127,19 +125,15 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint('POST', '/api/queues/{name}/pause', 'pause_queue',
              'Pause the queue: every worker stops receiving from it within seconds; its '
              'messages wait in SQS',
-             _answer('the queue, paused', queue=_text, paused={'type': 'boolean'},
-                     paused_at=_text), (NAME,)),
+             _answer('the queue, paused', queue=_text, paused=_bool, paused_at=_text), (NAME,)),
     Endpoint('POST', '/api/queues/{name}/resume', 'resume_queue',
              'Resume a paused queue: workers receive from it again within seconds',
-             _answer('the queue, resumed', queue=_text, paused={'type': 'boolean'},
-                     was_paused={'type': 'boolean'}), (NAME,)),
+             _answer('the queue, resumed', queue=_text, paused=_bool, was_paused=_bool), (NAME,)),
     Endpoint('GET', '/api/workflows', 'list_workflows',
              'Workflows, newest first, each with its count of nodes by state (pages)',
              _answer('a page', workflows=_list, next={'type': 'string', 'nullable': True}),
              (_param('status', _statuses(WorkflowStatus),
-                     one_of=status_values(WorkflowStatus)),
-              _param('limit', '1..1000, default 50', 'integer'),
-              _param('cursor', '"next" of the previous page'))),
+                     one_of=status_values(WorkflowStatus)), *PAGE)),
     Endpoint('POST', '/api/workflows', 'submit_workflow',
              'Submit tasks or a workflow written as JSON (executor methods and Python tasks, '
              'results passed by ref); needs the bearer token, or '
@@ -159,7 +153,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              _answer('the workflow, running', 404, 409, **WORKFLOW), (WORKFLOW_ID,)),
     Endpoint('GET', '/api/outbox', 'outbox',
              'The outbox of OUTBOX_URL: rows waiting for the relay and the oldest one\'s age',
-             _answer('the outbox', configured={'type': 'boolean'}, pending=_int,
+             _answer('the outbox', configured=_bool, pending=_int,
                      oldest_age_sec={'type': 'number', 'nullable': True})),
     Endpoint('GET', '/api/workers', 'workers',
              'Worker and supervisor processes (stop_requested_at: a stop was asked of it)',
@@ -169,20 +163,17 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              'Ask a worker to stop: it receives no more, lets what runs finish and exits 0 '
              '(a supervisor stops its workers); read with its heartbeat, within seconds',
              _answer('the worker, with stop_requested_at', 404, 409), (WORKER_ID,)),
-    Endpoint('GET', '/api/timeline', 'timeline',
-             'Tasks finished and mean duration per task over time',
+    Endpoint('GET', '/api/timeline', 'timeline', 'Tasks finished and mean duration per task over time',
              _answer('the series', series=_obj),
              (_param('window', 'seconds back, default 3600; auto: the shortest of an hour, a '
-                               'day and a week with tasks in it'),
-              _param('bucket', 'seconds per point', 'number'))),
+                               'day and a week with tasks in it'), BUCKET)),
     Endpoint('GET', '/api/activity', 'activity',
              'Runs that ended over time per queue or per task: succeeded, failed, cancelled, '
              'retried (attempts that failed and were retried) and the mean duration',
              _answer('the series', by=_text, bucket_sec=_int, window_sec=_int, series=_obj),
              (_param('by', 'queue (default) or task', one_of=['queue', 'task']),
               _param('window', 'seconds back; auto (default): the shortest of an hour, a '
-                               'day and a week with runs in it'),
-              _param('bucket', 'seconds per point', 'number'))),
+                               'day and a week with runs in it'), BUCKET)),
     Endpoint('GET', '/api/schedules', 'list_schedules',
              'The periodic tasks: each schedule, its next run times, its last tick and the '
              "state of that tick's task; the broken ones (not run), each with its error; and "
@@ -218,14 +209,9 @@ ENDPOINTS: tuple[Endpoint, ...] = (
 )
 
 
-def _submission_schema() -> dict[str, Any]:
-    """The submission's JSON Schema, as the file kale/schemas keeps it."""
-    from kale.submission import schema
-    return schema()
-
-
 def document(endpoints: Sequence[Endpoint] = ENDPOINTS) -> dict[str, Any]:
     """The OpenAPI 3.0 document of these endpoints."""
+    from kale.submission import schema  # the submission's, as kale/schemas keeps it
     paths: dict[str, dict[str, Any]] = {}
     for endpoint in endpoints:
         operation: dict[str, Any] = {'summary': endpoint.summary,
@@ -243,7 +229,7 @@ def document(endpoints: Sequence[Endpoint] = ENDPOINTS) -> dict[str, Any]:
                  'description': 'Task records, workflows, queues and workers of a Kale '
                                 'deployment.'},
         'components': {'securitySchemes': {'bearer': {'type': 'http', 'scheme': 'bearer'}},
-                       'schemas': {'Submission': _submission_schema()}},
+                       'schemas': {'Submission': schema()}},
         'security': [{}, {'bearer': []}],
         'paths': paths,
     }

@@ -19,11 +19,6 @@ if TYPE_CHECKING:
 WORKFLOWS_MAX = 1000
 
 
-def encode_workflow_cursor(created_at: str, last_id: str, seen: int) -> str:
-    raw = json.dumps([created_at, last_id, seen], separators=(',', ':')).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip('=')
-
-
 def decode_workflow_cursor(text: str) -> tuple[str, float, str, int]:
     """(created_at as listed, the end of its millisecond as epoch seconds,
     the last id served, how many of that millisecond were served)."""
@@ -57,8 +52,9 @@ def workflow_page(status: Optional[str], limit: int, cursor: Optional[str],
     if not page:
         return page, None
     last = page[-1]
-    served = _created_with(rows[:skip + limit], last['created_at'])
-    after = encode_workflow_cursor(last['created_at'], last['id'], served)
+    served = sum(1 for row in rows[:skip + limit] if row['created_at'] == last['created_at'])
+    after = base64.urlsafe_b64encode(json.dumps([last['created_at'], last['id'], served],
+                                                separators=(',', ':')).encode()).decode().rstrip('=')
     if len(rows) > skip + limit:
         return page, after
     if len(read) < want or served + 3 > WORKFLOWS_MAX:
@@ -74,8 +70,3 @@ def _after_cursor(read: list[dict[str, Any]], created_at: str, last_id: str,
     rows = [row for row in read if row['created_at'] <= created_at]
     ids = [row['id'] for row in rows[:seen + 1] if row['created_at'] == created_at]
     return rows, ids.index(last_id) + 1 if last_id in ids else seen
-
-
-def _created_with(rows: list[dict[str, Any]], created_at: str) -> int:
-    """How many of ``rows`` were created in the millisecond ``created_at``."""
-    return sum(1 for row in rows if row['created_at'] == created_at)

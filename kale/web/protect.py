@@ -1,29 +1,6 @@
-"""What keeps ``kale web`` safe to open in a browser.
-
-A browser sends requests on behalf of any page the operator visits, so the
-API must tell the dashboard's own requests from those another site makes:
-
-- **Cross-site requests.** A request that changes anything (every method but
-  GET, HEAD and OPTIONS) must carry the header ``X-Kale-Request: 1``. A page
-  on another site cannot add a custom header without a CORS preflight, which
-  is never granted, so a form or a ``fetch`` from there never reaches a
-  handler. A request whose ``Sec-Fetch-Site`` says ``cross-site`` or
-  ``same-site``, or whose ``Origin`` is not this server (scheme, host and
-  port), is refused as well.
-  GET routes only read.
-- **DNS rebinding.** A name the attacker controls may resolve to 127.0.0.1,
-  making the attacker's page "same origin" with the API. The ``Host`` header
-  then names the attacker's domain: only the served address, the loopback
-  names and ``WEB_ALLOWED_HOSTS`` are answered.
-- **Stored script.** Task names, arguments, labels, errors and tracebacks come
-  from publishers and tasks. The dashboard renders them as text only, and
-  every answer carries a Content-Security-Policy that allows no inline or
-  foreign script, ``X-Content-Type-Options: nosniff`` and
-  ``frame-ancestors 'none'``.
-- **Tokens.** A token in the query string is refused (URLs end up in logs and
-  histories); the bearer token is compared in constant time
-  (:class:`kale.web.app.BearerToken`).
-"""
+"""What keeps ``kale web`` safe to open in a browser: cross-site requests,
+DNS rebinding, stored script and tokens in URLs are refused or defused
+(docs/explanation/internals-records.md, "Safe to open in a browser")."""
 from __future__ import annotations
 
 from typing import Iterable, Optional
@@ -107,7 +84,7 @@ def same_origin(origin: str, scheme: str, host_header: str) -> bool:
 
 
 class BrowserSafety:
-    """ASGI middleware: the checks and headers of this module's docstring.
+    """ASGI middleware: the checks and headers that keep the API safe in a browser.
     ``allowed_hosts`` are the host names answered (``*`` answers any)."""
 
     def __init__(self, app: ASGIApp, allowed_hosts: Iterable[str]):

@@ -335,13 +335,10 @@ class Api:
         webhooks.remove(request.path_params['webhook_id'], app=self.app)
         return {'deleted': request.path_params['webhook_id']}
 
-    def disable_webhook(self, request: Request) -> dict[str, Any]:
-        return webhooks.set_active(request.path_params['webhook_id'], False,
-                                   app=self.app).as_json()
-
-    def enable_webhook(self, request: Request) -> dict[str, Any]:
-        return webhooks.set_active(request.path_params['webhook_id'], True,
-                                   app=self.app).as_json()
+    disable_webhook = _on_path('webhook_id', lambda hook_id, app: webhooks.set_active(
+        hook_id, False, app=app).as_json())
+    enable_webhook = _on_path('webhook_id', lambda hook_id, app: webhooks.set_active(
+        hook_id, True, app=app).as_json())
 
     def test_webhook(self, request: Request) -> dict[str, Any]:
         from kale.webhooks.fanout import send_test

@@ -31,10 +31,6 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def configured_token(given: Optional[str], app: App) -> str:
-    return given or os.environ.get(TOKEN_VARIABLE, '') or app.config.WEB_TOKEN or ''
-
-
 def check_exposure(host: str, token: str) -> None:
     """Refuse to listen beyond this machine without a token worth the name."""
     if is_loopback(host):
@@ -65,11 +61,6 @@ def listening_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def url_of(sock: socket.socket) -> str:
-    host, port = sock.getsockname()[:2]
-    return 'http://%s:%d/' % ('[%s]' % host if ':' in host else host, port)
-
-
 def serve(host: str = '127.0.0.1', port: int = 8000, token: Optional[str] = None,
           announce: Callable[[str], None] = lambda line: print(line, flush=True),
           app: Optional[App] = None) -> int:
@@ -78,14 +69,15 @@ def serve(host: str = '127.0.0.1', port: int = 8000, token: Optional[str] = None
 
     from kale.web import create_app
     app = app or default_app()
-    token = configured_token(token, app)
+    token = token or os.environ.get(TOKEN_VARIABLE, '') or app.config.WEB_TOKEN or ''
     check_exposure(host, token)
     if not app.config.RECORDS_URL:
         raise ImproperlyConfigured("kale web shows task records: set RECORDS_URL (e.g. "
                                    "'sqlite:///kale-records.db')")
     app.store.migrate()                 # the tables exist before the first request
     sock = listening_socket(host, port)
-    url = url_of(sock)
+    bound, bound_port = sock.getsockname()[:2]
+    url = 'http://%s:%d/' % ('[%s]' % bound if ':' in bound else bound, bound_port)
     announce('kale web: serving the dashboard at %s and the API at %sapi/ (Ctrl-C stops)%s'
              % (url, url, '; requests need the bearer token' if token else ''))
     # No access log: a request line may carry what a caller should not have

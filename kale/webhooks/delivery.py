@@ -1,20 +1,6 @@
 """The task that delivers one event to one webhook: :class:`DeliverWebhook`.
-
-A delivery loads its webhook (one removed or disabled since is skipped,
-quietly), signs the body (:mod:`kale.webhooks.signing`) and sends it
-(:mod:`kale.webhooks.sender`). Then:
-
-- 2xx: success; the record's result is ``{"status", "latency_ms", "answer"}``
-  (the first KiB of the answer);
-- 408, 429, 5xx, a timeout, a connection error: WebhookDeliveryError,
-  retried by the task's usual backoff (``RETRY_DELAY_*``, ``max_retries``),
-  or after the answer's ``Retry-After`` when it has one;
-- anything else (another 4xx, an address refused, too many redirects):
-  WebhookRejectedError, a permanent failure (dead-lettered at once).
-
-Each failed attempt's error (kept in the record) says the status, the
-latency and the start of the answer.
-"""
+A 2xx is a result, 408/429/5xx/timeouts are retried, anything else fails
+for good (docs/explanation/internals-records.md, "A delivery")."""
 from __future__ import annotations
 
 import email.utils
@@ -115,9 +101,7 @@ class DeliverWebhook(Task):
             raise ImproperlyConfigured('webhook deliveries need httpx: pip install '
                                        '"kale-sqs[webhooks]" (%s)' % exc) from exc
         app = self.running
-        message = self.message
-        published = message.published_at if message is not None and message.published_at \
-            else app.clock.time()
+        published = (self.message.published_at if self.message else None) or app.clock.time()
         answer = sender.sender_of(app).send(
             hook.method, hook.url, hook.headers, signing.message_id(webhook_id, event_id),
             hook.secret, signing.body(topic, event_id, event, published),

@@ -1,12 +1,6 @@
-"""An event of a topic becomes one delivery per webhook that wants it.
-
-:class:`WebhookFanout` is the topic's subscriber on ``WEBHOOK_QUEUE`` (for
-every topic with active webhooks); for each event, :func:`deliver` publishes
-a :class:`~kale.webhooks.delivery.DeliverWebhook` task to ``WEBHOOK_QUEUE``
-for every active webhook of the topic whose label filter the event's labels
-satisfy. :func:`send_test` publishes one delivery of a test event
-(``kale webhooks test ID``).
-"""
+"""An event of a topic becomes one delivery per webhook that wants it:
+:class:`WebhookFanout` subscribes WEBHOOK_QUEUE to the topics with webhooks
+and :func:`deliver` publishes the deliveries; :func:`send_test` a test one."""
 from __future__ import annotations
 
 import json
@@ -129,11 +123,6 @@ def webhook_topics(app: 'App') -> frozenset[str]:
     return held.topics
 
 
-def forget_topics(app: 'App') -> None:
-    """Read ``app``'s topics with webhooks afresh next time (a webhook was added)."""
-    app.part('webhook-topics', _Topics).read_at = None
-
-
 def webhook_subscribers(app: 'App') -> list[Subscriber]:
     """A subscription of ``WEBHOOK_QUEUE`` for each topic with active webhooks,
     for the topics' sync (none without RECORDS_URL)."""
@@ -143,20 +132,15 @@ def webhook_subscribers(app: 'App') -> list[Subscriber]:
             for topic in sorted(webhook_topics(app))]
 
 
-def subscribe_topics(app: 'App') -> list[str]:
-    """Subscribe ``app``'s WEBHOOK_QUEUE to every topic with active webhooks
-    (after ``kale webhooks add``): the topics' sync for that queue; its lines."""
-    from kale.topics.sync import sync
-    forget_topics(app)
-    return sync(app, queues={str(app.config.WEBHOOK_QUEUE)})
-
-
 def subscription_of(topic: str, app: 'App') -> str:
     """Subscribe ``app``'s WEBHOOK_QUEUE to a new webhook's topic; what came
     of it, in one line (a failure is said, not raised: the webhook is kept,
     and ``kale topics sync`` subscribes later)."""
+    from kale.topics.sync import sync
+    app.part('webhook-topics', _Topics).read_at = None      # read the topics afresh
     try:
-        lines = [line for line in subscribe_topics(app) if line.startswith(topic + ' ')]
+        lines = [line for line in sync(app, queues={str(app.config.WEBHOOK_QUEUE)})
+                 if line.startswith(topic + ' ')]
     except KaleError as exc:
         return 'topic %s not subscribed yet (%s): run `kale topics sync`' % (
             topic, str(exc).splitlines()[0])

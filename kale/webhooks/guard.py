@@ -1,22 +1,6 @@
-"""Where a webhook may send its requests.
-
-A webhook's URL comes from whoever added it, and a worker sends to it from
-inside your network: left unchecked, ``http://169.254.169.254/`` would read
-the machine's cloud credentials and ``http://10.0.0.7/admin`` would reach a
-service that trusts its network. So a delivery connects only to public
-addresses: if ANY address of the host is private, loopback, link-local,
-multicast, reserved, unspecified, shared (100.64.0.0/10) or a cloud metadata
-address (an IPv4 address inside an IPv6 one is judged as IPv4), the
-connection is refused. The check runs when the connection is made (each
-redirect's too), on the addresses it then connects to, so a name that
-resolves to a public address at one moment and to a private one the next
-cannot slip through.
-
-A host named in ``WEBHOOK_ALLOWED_HOSTS`` (a name or an IP address, with
-``:PORT`` to allow that port only; case does not matter) is reached
-whatever its addresses. :func:`resolve` is this module's only way to DNS,
-replaced by tests.
-"""
+"""Where a webhook may send its requests: only public addresses, judged on
+the addresses each connection is made to, and the hosts of
+WEBHOOK_ALLOWED_HOSTS (docs/explanation/internals-records.md)."""
 from __future__ import annotations
 
 import ipaddress
@@ -56,23 +40,19 @@ def _check_text(url: str) -> None:
 
 
 def _split(url: str) -> tuple[SplitResult, Optional[int]]:
-    """The parts of ``url`` and its port (None when it names none)."""
+    """The URL's parts and port; WebhookError unless http(s) with a host and no credentials."""
     try:
         parts = urlsplit(url)
-        return parts, parts.port
+        port = parts.port
     except ValueError as exc:
         raise WebhookError('webhook URL %r does not parse: %s' % (url[:200], exc)) from None
-
-
-def _checked_host(url: str, parts: SplitResult) -> str:
-    """The host of ``url``; WebhookError unless http(s) with a host and no credentials."""
     if parts.scheme.lower() not in SCHEMES or not parts.hostname:
         raise WebhookError('a webhook URL must be http:// or https:// with a host, got %r'
                            % url[:200])
     if parts.username is not None or parts.password is not None:
         raise WebhookError('a webhook URL may not carry credentials (user:password@): send '
                            'them in a header (--header)')
-    return parts.hostname
+    return parts, port
 
 
 def parse_url(url: str) -> Target:
@@ -80,9 +60,8 @@ def parse_url(url: str) -> Target:
     but an absolute http or https URL without credentials."""
     _check_text(url)
     parts, port = _split(url)
-    host = _checked_host(url, parts)
     scheme = parts.scheme.lower()
-    return Target(scheme, _host(host), port or (443 if scheme == 'https' else 80))
+    return Target(scheme, _host(str(parts.hostname)), port or (443 if scheme == 'https' else 80))
 
 
 def _host(host: str) -> str:

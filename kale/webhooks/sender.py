@@ -1,14 +1,6 @@
-"""Sending one delivery over HTTP, with httpx.
-
-Each app has its :class:`Sender` (made on first use, again after a fork),
-whose ``httpx.Client`` keeps connections alive. It never reads proxy
-settings from the environment, and connects through :class:`GuardedBackend`,
-which checks every address it connects to (:mod:`kale.webhooks.guard`).
-Redirects (up to :data:`MAX_REDIRECTS`) are followed here: the same request,
-signed afresh; the webhook's own headers go along only while the scheme,
-host and port stay those of its URL. Only the first :data:`EXCERPT_BYTES`
-of an answer are read.
-"""
+"""Sending one delivery over HTTP with httpx: an app's client connects only
+where :mod:`kale.webhooks.guard` allows and follows redirects itself
+(docs/explanation/internals-records.md, "A delivery")."""
 from __future__ import annotations
 
 import dataclasses
@@ -197,8 +189,7 @@ def _signed_headers(own_headers: Mapping[str, str], message_id: str, secret: str
 def _request(http: httpx.Client, method: str, url: str, body: bytes, headers: Mapping[str, str],
              hop: int, started: float, deadline: float, clock: Clock
              ) -> tuple[httpx.Response, str]:
-    """One request and the excerpt of its answer, in the time left before
-    ``deadline``; its failures as WebhookDeliveryError or WebhookRejectedError."""
+    """One request and its answer's excerpt, in the time left; its failures as webhook errors."""
     left = deadline - clock.monotonic()
     try:
         if left <= 0:

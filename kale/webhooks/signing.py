@@ -1,18 +1,6 @@
 """The Standard Webhooks signature (https://www.standardwebhooks.com/), and
-the body and ids of a delivery.
-
-A webhook's secret is ``whsec_`` followed by the base64 of 32 random bytes;
-those bytes are the HMAC key. A delivery carries three headers:
-
-- ``webhook-id``: the delivery's id, the same on every attempt of one event
-  to one webhook (so a receiver can drop a repeat);
-- ``webhook-timestamp``: the attempt's time, whole epoch seconds;
-- ``webhook-signature``: ``v1,`` followed by the base64 of
-  HMAC-SHA256(key, ``{webhook-id}.{webhook-timestamp}.{body}``).
-
-The body is the JSON of ``{"type": topic, "id": event id, "timestamp":
-publish time (ISO 8601, UTC), "data": the event}``.
-"""
+the body and ids of a delivery (docs/explanation/internals-records.md,
+"Signing")."""
 from __future__ import annotations
 
 import base64

@@ -1,18 +1,6 @@
-"""Webhooks kept in the task records database (``RECORDS_URL``), table ``kale_webhooks``.
-
-Each row says where the events of one topic go: the URL, the method, extra
-headers, a label filter (the labels an event must have) and the signing
-secret. What the row holds is authenticated:
-``mac`` is an HMAC-SHA256, under a key derived from ``MESSAGE_SIGNING_KEY``,
-of the id, topic, URL, method, headers, filter and secret, so someone who
-can write to the database but holds no key cannot point a webhook elsewhere
-or swap its secret (a delivery refuses a row that does not verify). With
-``MESSAGE_ENCRYPTION_KEY`` set, the secret and the headers are sealed at
-rest under a key derived from it (:mod:`kale.store.sealing`).
-
-The secret is returned once, by :func:`add`; listings show header names
-with their values hidden.
-"""
+"""Webhooks kept in the task records database (``RECORDS_URL``), table
+``kale_webhooks``: each row MAC'd, its secret and headers sealed at rest, the
+secret shown once (docs/explanation/internals-records.md, "The table")."""
 from __future__ import annotations
 
 import dataclasses
@@ -107,17 +95,14 @@ def check_method(method: Any) -> str:
     return str(upper)
 
 
-def _check_header_name(name: Any) -> None:
-    """Refuse a header name HTTP does not allow, or one Kale sets itself."""
+def _check_header(name: Any, value: Any) -> None:
+    """Refuse a name HTTP does not allow or Kale sets itself, or a value that
+    is too long or holds line breaks or control characters."""
     if not (isinstance(name, str) and HEADER_NAME.fullmatch(name)):
         raise WebhookError('webhook header name %r is not a valid HTTP header name'
                            % str(name)[:100])
     if name.lower() in RESERVED_HEADERS:
         raise WebhookError('webhook header %s is set by Kale itself' % name)
-
-
-def _check_header_value(name: str, value: Any) -> None:
-    """Refuse a header value that is too long or holds line breaks or control characters."""
     if not isinstance(value, str) or len(value) > MAX_HEADER_CHARS or any(
             (ord(c) < 32 and c != '\t') or ord(c) == 127 for c in value):
         raise WebhookError('webhook header %s must have a value of at most %d characters, '
@@ -133,8 +118,7 @@ def check_headers(headers: Any) -> dict[str, str]:
                            % MAX_HEADERS)
     checked: dict[str, str] = {}
     for name, value in headers.items():
-        _check_header_name(name)
-        _check_header_value(name, value)
+        _check_header(name, value)
         checked[name] = value
     return checked
 
@@ -175,21 +159,20 @@ def _mac_keys(config: Config) -> tuple[str, dict[str, bytes]]:
 MAC_VERSION = 'w2'
 
 
-def _covered(row: Mapping[str, Any], secret: str, headers: Mapping[str, str],
-             version: str = MAC_VERSION) -> bytes:
+def _digest(key: bytes, row: Mapping[str, Any], secret: str, headers: Mapping[str, str],
+            version: str = MAC_VERSION) -> str:
     covered = [row['id'], row['topic'], row['url'], row['method'], headers,
                row['labels'] or {}, secret]
     if version == MAC_VERSION:
         covered = [MAC_VERSION] + covered + [bool(row['active'])]
-    return json.dumps(covered, sort_keys=True, separators=(',', ':'),
-                      ensure_ascii=True).encode()
+    return hmac.new(key, json.dumps(covered, sort_keys=True, separators=(',', ':'),
+                                    ensure_ascii=True).encode(), hashlib.sha256).hexdigest()
 
 
 def _mac(config: Config, row: Mapping[str, Any], secret: str,
          headers: Mapping[str, str]) -> str:
     current, keys = _mac_keys(config)
-    return '%s:%s:%s' % (MAC_VERSION, current, hmac.new(
-        keys[current], _covered(row, secret, headers), hashlib.sha256).hexdigest())
+    return '%s:%s:%s' % (MAC_VERSION, current, _digest(keys[current], row, secret, headers))
 
 
 def _verifies(config: Config, row: Mapping[str, Any], secret: str,
@@ -202,8 +185,8 @@ def _verifies(config: Config, row: Mapping[str, Any], secret: str,
     else:
         return False
     key = _mac_keys(config)[1].get(kid)
-    return key is not None and hmac.compare_digest(digest, hmac.new(
-        key, _covered(row, secret, headers, version), hashlib.sha256).hexdigest())
+    return key is not None and hmac.compare_digest(digest, _digest(key, row, secret, headers,
+                                                                   version))
 
 
 def _sealed(app: 'App', secret: str, headers: dict[str, str]) -> tuple[str, Any]:
@@ -276,11 +259,15 @@ def find(webhook_id: str, app: Optional['App'] = None) -> Optional[Webhook]:
     return _webhook(app, row) if row is not None else None
 
 
+def _not_found(webhook_id: str) -> WebhookNotFoundError:
+    return WebhookNotFoundError('no webhook %s' % str(webhook_id)[:100])
+
+
 def get(webhook_id: str, app: Optional['App'] = None) -> Webhook:
     """The webhook; WebhookNotFoundError when there is none."""
     found = find(webhook_id, app)
     if found is None:
-        raise WebhookNotFoundError('no webhook %s' % str(webhook_id)[:100])
+        raise _not_found(webhook_id)
     return found
 
 
@@ -296,16 +283,15 @@ def set_active(webhook_id: str, active: bool, clock: Clock = SYSTEM_CLOCK,
         raise WebhookError('webhook %s cannot be changed: its row is not signed by this '
                            "deployment's MESSAGE_SIGNING_KEY (remove it and add it again)"
                            % hook.id)
-    row = {'id': hook.id, 'topic': hook.topic, 'url': hook.url, 'method': hook.method,
-           'labels': hook.labels or None, 'active': 1 if active else 0}
+    row = dict(dataclasses.asdict(hook), active=active)     # what the MAC covers, and more
     changed = _store(app).set_active(
         webhook_id, active, _mac(app.config, row, hook.secret, hook.headers), clock.time())
     if not changed:
-        raise WebhookNotFoundError('no webhook %s' % str(webhook_id)[:100])
+        raise _not_found(webhook_id)
     return get(webhook_id, app)
 
 
 def remove(webhook_id: str, app: Optional['App'] = None) -> None:
     """Delete the webhook; its deliveries already queued are skipped."""
     if not _store(app or default_app()).remove(webhook_id):
-        raise WebhookNotFoundError('no webhook %s' % str(webhook_id)[:100])
+        raise _not_found(webhook_id)
