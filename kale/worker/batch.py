@@ -74,6 +74,10 @@ class Batch:
     #: batch, blind): what has not started within the prefetch window is
     #: given back (see :mod:`kale.worker.prefetch`).
     blind: bool = False
+    #: When the worker began running its tasks (monotonic; 0: not yet): a
+    #: blind batch's window runs from then, not from the receive, so the
+    #: worker's own work before its first task gives nothing back.
+    started_at: float = 0.0
     #: Found by verifying (see ``Worker.verify``), so that the steps a batch
     #: does not need cost it nothing: the task ids of the opened messages in
     #: order, their task classes, and whether any carries a due time.

@@ -128,10 +128,13 @@ class SerialRuns(Holding):
         batch = job.batch
         assert self.prefetch is not None
         window = self.prefetch.window_sec
-        if batch.blind and now - batch.received_at >= window:
-            self._give_back(job, 'not started within %gs of its receive: given back for '
-                                 'any worker to take' % window)
-            return False
+        if batch.blind:
+            if not batch.started_at:
+                batch.started_at = now
+            elif now - batch.started_at >= window:
+                self._give_back(job, 'not started within %gs of its batch: given back for '
+                                     'any worker to take' % window)
+                return False
         if not self._fits(job, now, job.long):
             return False
         refused = self._flow_refuses(job) if limited else None
