@@ -36,12 +36,13 @@ from kale.transport import (
     ReceivedMessage,
     VisibilityChange,
     is_fifo,
+    message_fields,
     responses,
+    split_batches,
 )
 from kale.transport.attempts import REQUEST_ATTEMPTS, THROTTLING_CODES, Attempts, error_of, not_again
 from kale.transport.direct import DirectRequests, ErrorAnswer
 from kale.transport.endpoint import endpoint_url, is_local
-from kale.transport.requests import message_fields, split_batches
 from kale.version import __version__
 
 logger = logging.getLogger(__name__)
