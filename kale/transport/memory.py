@@ -33,8 +33,6 @@ _nonces = itertools.count(1)
 
 def _wanted(attributes: dict[str, str], names: Sequence[str]) -> dict[str, str]:
     """The attributes a receive asked for: all of them with 'All'."""
-    if not names:
-        return {}
     if 'All' in names:
         return dict(attributes)
     return {name: value for name, value in attributes.items() if name in names}
