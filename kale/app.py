@@ -194,7 +194,7 @@ class App:
     @property
     def topics(self) -> Any:
         """The topics beside its queues: SNS beside SQS, or in memory."""
-        from kale.topics.backend import topics_backend
+        from kale.topics.sync import topics_backend
         return topics_backend(self)
 
     @property
