@@ -28,10 +28,9 @@ from kale.ids import random_id
 from kale.records.recorder import OWN_WRITES_SEC
 from kale.statuses import FINAL_TASK, TaskStatus, WorkflowStatus, status_values
 from kale.store.record import TaskRecord, iso
-from kale.workflow.claims import Holding, keeper
 from kale.workflow.flow import Part
 from kale.workflow.graph import Graph, resolve
-from kale.workflow.state import FAILED, WorkflowState
+from kale.workflow.state import FAILED, Holding, WorkflowState, keeper
 from kale.workflow.values import from_json, values
 
 if TYPE_CHECKING:

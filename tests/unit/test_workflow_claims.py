@@ -13,7 +13,7 @@ from kale import workflow
 from kale.exceptions import SQSError
 from kale.statuses import WorkflowStatus
 from kale.workflow import run
-from kale.workflow.claims import keeper
+from kale.workflow.state import keeper
 from tests import workflow_tasks as wt
 from tests.support.processes import wait_for
 
