@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from kale.schedules.scheduler import Scheduler
     from kale.store import Store
     from kale.task import Task
-    from kale.topics.subscribers import Subscriptions
+    from kale.topics.names import Subscriptions
     from kale.transport import Transport
     from kale.transport.payloads import PayloadStore
 
@@ -200,7 +200,7 @@ class App:
     @property
     def subscriptions(self) -> 'Subscriptions':
         """The topic subscribers of TASK_MODULES."""
-        from kale.topics.subscribers import find_subscribers
+        from kale.topics.names import find_subscribers
         return self.part('subscriptions', lambda: find_subscribers(self.config, self.queues))
 
     @property

@@ -9,8 +9,7 @@ from typing import TYPE_CHECKING, Any, Collection, Optional, cast
 
 from kale.exceptions import KaleError
 from kale.hooks import PublishHooks, WorkerHooks
-from kale.topics.names import filter_policy, sns_name
-from kale.topics.subscribers import Subscriber
+from kale.topics.names import Subscriber, filter_policy, sns_name
 
 if TYPE_CHECKING:
     from kale.app import App
