@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from kale.schedules.scheduler import Scheduler
     from kale.store import Store
     from kale.task import Task
-    from kale.topics.subscribers import Subscriptions
+    from kale.topics.names import Subscriptions
     from kale.transport import Transport
     from kale.transport.payloads import PayloadStore
 
@@ -194,13 +194,13 @@ class App:
     @property
     def topics(self) -> Any:
         """The topics beside its queues: SNS beside SQS, or in memory."""
-        from kale.topics.backend import topics_backend
+        from kale.topics.sync import topics_backend
         return topics_backend(self)
 
     @property
     def subscriptions(self) -> 'Subscriptions':
         """The topic subscribers of TASK_MODULES."""
-        from kale.topics.subscribers import find_subscribers
+        from kale.topics.names import find_subscribers
         return self.part('subscriptions', lambda: find_subscribers(self.config, self.queues))
 
     @property

@@ -226,7 +226,7 @@ FEATURE_HOOKS = [
     ('RECORDS_URL', 'kale.records.hooks.RecordsHooks'),
     ('METRICS_PORT', 'kale.contrib.metrics.PrometheusHooks'),
     ('TRACING', 'kale.contrib.tracing.TracingHooks'),
-    ('AUTO_CREATE_TOPICS', 'kale.topics.hooks.TopicHooks'),
+    ('AUTO_CREATE_TOPICS', 'kale.topics.sync.TopicHooks'),
 ]
 
 

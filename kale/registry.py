@@ -11,8 +11,7 @@ from kale.config import Config
 from kale.exceptions import DecodeError, KaleError
 from kale.executors.catalog import PREFIX as EXECUTOR_PREFIX
 from kale.task import Task
-from kale.topics.names import signed_for, topic_of
-from kale.topics.subscribers import Subscriptions
+from kale.topics.names import Subscriptions, signed_for, topic_of
 
 if TYPE_CHECKING:
     from kale.app import App

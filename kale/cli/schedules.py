@@ -26,7 +26,7 @@ def cmd_scheduler(args: argparse.Namespace) -> int:
 
 def cmd_list(args: argparse.Namespace) -> int:
     from kale.schedules.discovery import NOTHING_TO_SEARCH
-    from kale.schedules.status import describe
+    from kale.schedules.scheduler import describe
     found = describe(default_app())
     if args.json:
         print_json(found)
@@ -66,7 +66,7 @@ def _leader_line(found: dict[str, Any]) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from kale.schedules.status import run_now
+    from kale.schedules.scheduler import run_now
     print(run_now(default_app(), args.name))
     return 0
 

@@ -34,8 +34,7 @@ def run_worker(args: argparse.Namespace, app: Any) -> int:
         catalog(app)
     hooks: list[Any] = []
     if args.scheduler:              # no records or no schedules: one line, before starting
-        from kale.schedules.hooks import SchedulerHooks
-        from kale.schedules.scheduler import records_state, runnable_schedules
+        from kale.schedules.scheduler import SchedulerHooks, records_state, runnable_schedules
         runnable_schedules(app)
         records_state(app)
         if args.concurrency is None:            # each supervised worker runs its own

@@ -8,13 +8,11 @@ import functools
 from typing import Callable, Mapping, Optional
 
 from kale.clock import SYSTEM_CLOCK, Clock
-from kale.codec.compress import CompressStep
-from kale.codec.encrypt import EncryptStep
 from kale.codec.keys import encryption_keys
 from kale.codec.offload import OffloadStep
 from kale.codec.pipeline import Codec, Frame, Step
 from kale.codec.policy import PolicyStep
-from kale.codec.serialize import SerializeStep
+from kale.codec.serialize import CompressStep, EncryptStep, SerializeStep
 from kale.codec.sign import SignStep
 from kale.config import Config
 from kale.default import default_app

@@ -11,7 +11,6 @@ import re
 from typing import Callable, Optional, Sequence
 from urllib.parse import quote
 
-from kale.codec.compress import base64_length
 from kale.codec.pipeline import (
     PAYLOAD_BUCKET,
     PAYLOAD_KEY,
@@ -20,6 +19,7 @@ from kale.codec.pipeline import (
     Frame,
     Step,
 )
+from kale.codec.serialize import base64_length
 from kale.exceptions import DecodeError, PayloadMissingError, PayloadStoreError
 from kale.transport import OutgoingMessage
 from kale.transport.payloads import KEY_PREFIX, PayloadStore

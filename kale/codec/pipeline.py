@@ -51,13 +51,8 @@ EVENT = 'E'
 DUE_AT = 'D'
 
 
-def render_context(context: Mapping[str, str]) -> str:
-    """A message's context as one header value: ``name=value&...``, form-encoded."""
-    return urlencode(sorted(context.items()))
-
-
 def parse_context(text: str) -> dict[str, str]:
-    """The context in a verified envelope's header (what :func:`render_context` made)."""
+    """The context in a verified envelope's header (``name=value&...``, form-encoded)."""
     return dict(parse_qsl(text, keep_blank_values=True))
 
 
@@ -165,7 +160,9 @@ _RECEIVED: dict[str, Any] = {field.name: field.default for field in dataclasses.
 class Step(Protocol):
     """One stage of the codec: ``encode`` on the way out, ``decode`` (DecodeError
     for a body it refuses) on the way in, in reverse order, both changing the
-    frame in place; one keeping data outside the body has ``discard(frame)`` too."""
+    frame in place; one keeping data outside the body has ``discard(frame)`` too.
+    A payload step's ``plain_header = (header, value)`` says its ``decode`` does
+    nothing while ``headers.get(header, value) == value``: the codec skips the call."""
 
     name: str
 
@@ -176,12 +173,6 @@ class Step(Protocol):
         ...
 
 
-#: A payload step's class attribute ``plain_header = (header, value)`` says its
-#: ``decode`` does nothing while ``headers.get(header, value) == value`` (not
-#: compressed, encrypted, kept in S3...): the codec skips the call.
-PLAIN_HEADER = 'plain_header'
-
-
 class Codec:
     """Encodes messages into outgoing SQS messages and decodes bodies back."""
 
@@ -189,9 +180,9 @@ class Codec:
         self.payload_steps = list(payload_steps)
         self.envelope_steps = list(envelope_steps)
         self.size_limit = size_limit
-        #: The payload steps in decoding order, with their PLAIN_HEADER (None: always called).
+        #: The payload steps in decoding order, with their plain_header (None: always called).
         self._decoding: list[tuple[Optional[tuple[str, Optional[str]]], Step]] = [
-            (getattr(step, PLAIN_HEADER, None), step) for step in reversed(self.payload_steps)]
+            (getattr(step, 'plain_header', None), step) for step in reversed(self.payload_steps)]
 
     @property
     def steps(self) -> list[Step]:
@@ -214,7 +205,7 @@ class Codec:
             PUBLISHED_AT: str(int(message.published_at or time.time())), UNSETTLED: str(message.unsettled),
             RETRY_NUM: str(message.retry_num), FAILURE_NUM: str(message.failure_num)})
         if message.context:
-            frame.headers[CONTEXT] = render_context(message.context)
+            frame.headers[CONTEXT] = urlencode(sorted(message.context.items()))
         if message.dead_of:
             frame.headers[DEAD_OF] = message.dead_of
             frame.headers[DEAD_ERROR] = message.dead_error

@@ -92,7 +92,11 @@ class SignStep:
     def decode(self, frame: Frame) -> None:
         tag, headers, data = self.verify(frame.body)
         if tag == LEGACY_TAG:
-            self._legacy_headers(frame, headers)
+            if len(headers) != 2:
+                raise DecodeError(DecodeError.CORRUPT, 'unknown format flags %r' % (headers,))
+            frame.legacy = True
+            frame.headers = {SERIALIZER: headers[0], COMPRESSION: headers[1],
+                             ENCODING: TEXT if headers == 'j-' else BASE64}
         else:
             frame.headers = parse_headers(headers)
         frame.text = frame.headers.get(ENCODING) == TEXT
@@ -126,26 +130,11 @@ class SignStep:
 
     def _verified(self, tag: str, headers: str, given: str, signed: bytes) -> bool:
         given_bytes = given.encode('utf-8', 'surrogatepass')
-        if tag != LEGACY_TAG:           # the envelope names its key
-            named = _signing_key_id(headers)
-            return named in self._macs and \
+        if tag != LEGACY_TAG:           # the envelope names its key first (k=<id>): only to pick it
+            name, _, named = headers.partition(';')[0].partition('=')
+            return name == SIGNING_KEY and named in self._macs and \
                 hmac.compare_digest(self._signature(named, signed), given_bytes)
         matched = False
         for kid in self._macs:          # every key, so timing does not tell which
             matched |= hmac.compare_digest(self._signature(kid, signed), given_bytes)
         return matched
-
-    @staticmethod
-    def _legacy_headers(frame: Frame, flags: str) -> None:
-        if len(flags) != 2:
-            raise DecodeError(DecodeError.CORRUPT, 'unknown format flags %r' % (flags,))
-        frame.legacy = True
-        frame.headers = {SERIALIZER: flags[0], COMPRESSION: flags[1],
-                         ENCODING: TEXT if flags == 'j-' else BASE64}
-
-
-def _signing_key_id(headers: str) -> str:
-    """The key id an unverified envelope names first (``k=<id>``), only to pick the key."""
-    if headers.startswith(SIGNING_KEY + '='):
-        return headers[len(SIGNING_KEY) + 1:].split(';', 1)[0]
-    return ''

@@ -87,11 +87,10 @@ def missing_packages(folder: str) -> list[str]:
 def _installed(folder: str, digest: str) -> bool:
     try:
         with open(os.path.join(folder, STAMP)) as f:
-            if f.read() != digest:
-                return False
+            stamped = f.read() == digest
     except FileNotFoundError:
         return False
-    return not missing_packages(folder)
+    return stamped and not missing_packages(folder)
 
 
 @contextlib.contextmanager

@@ -1,8 +1,6 @@
-"""Ready settings modules: pick one with ``KALE_SETTINGS_MODULE=kale.presets.<name>``,
-or start your own from one (``from kale.presets.local import *``): ``local``
-(the embedded endpoint, ``kale sqs-local``), ``elasticmq`` (through the original
-Kale's proxy settings) and ``aws`` (Amazon SQS, configured from the environment);
-docs/how-to/configure.md.
+"""Ready settings modules: ``KALE_SETTINGS_MODULE=kale.presets.<name>``, or start your
+own from one (``from kale.presets.local import *``): ``local``, ``elasticmq`` and ``aws``
+(docs/explanation/internals-transport.md, "The presets"; docs/how-to/configure.md).
 """
 import os
 

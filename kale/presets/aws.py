@@ -1,16 +1,6 @@
-"""Settings for real Amazon SQS, configured from the environment.
-
-    export KALE_SETTINGS_MODULE=kale.presets.aws
-    export AWS_REGION=us-west-2               # or AWS_DEFAULT_REGION
-    export KALE_SIGNING_KEY=...               # the same secret for publishers and workers
-    export KALE_QUEUE_PREFIX=prod-            # optional: one AWS account, several environments
-
-Credentials come from boto3's default chain (environment, ~/.aws, the instance or task role).
-KALE_SIGNING_KEY is required, of 32 bytes or more and not a development key: make one with
-`python -c "import secrets; print(secrets.token_hex(32))"` and keep it in your secret store.
-KALE_ENCRYPTION_KEY (optional, made the same way) encrypts every message body. While rotating,
-put the previous key(s) in KALE_SIGNING_OLD_KEYS (comma-separated) until no message signed
-with them can remain queued (14 days at most).
+"""Settings for real Amazon SQS, configured from the environment: ``AWS_REGION``,
+``KALE_SIGNING_KEY`` (required), optionally ``KALE_QUEUE_PREFIX``, ``KALE_ENCRYPTION_KEY``
+and the old keys while rotating (docs/explanation/internals-transport.md, "The presets").
 """
 import os
 

@@ -1,11 +1,6 @@
-"""Settings for ElasticMQ, e.g. ``docker compose -f example/docker-compose.yml up -d``.
-
-    export KALE_SETTINGS_MODULE=kale.presets.elasticmq
-
-ElasticMQ listens on 9324 like ``kale sqs-local``, so :mod:`kale.presets.local`
-works for it too; this module uses the original Kale's proxy settings, which
-Kale honours (``ELASTICMQ_HOST``, ``ELASTICMQ_PORT``). For development only:
-the signing key below is public.
+"""Settings for ElasticMQ through the original Kale's proxy settings (``ELASTICMQ_HOST``,
+``ELASTICMQ_PORT``), for development only: the signing key below is public
+(docs/explanation/internals-transport.md, "The presets").
 """
 import os
 

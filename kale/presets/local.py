@@ -1,13 +1,6 @@
-"""Settings for the embedded endpoint, ``kale sqs-local``.
-
-    kale sqs-local &
-    export KALE_SETTINGS_MODULE=kale.presets.local
-
-The endpoint is ``$KALE_SQS_ENDPOINT``, by default http://127.0.0.1:9324 (``kale sqs-local``'s
-and ElasticMQ's port; for ``kale sqs-local --port 0``, the URL that command prints). The queue
-config is ``./queue_config.yaml`` when there is one, else the default shipped with Kale. Task
-records go to ``./kale-records.db`` (``$KALE_RECORDS_URL`` overrides). For development only:
-the signing key below is public.
+"""Settings for the embedded endpoint, ``kale sqs-local``, at ``$KALE_SQS_ENDPOINT`` (by
+default http://127.0.0.1:9324), for development only: the signing key below is public
+(docs/explanation/internals-transport.md, "The presets").
 """
 import os
 

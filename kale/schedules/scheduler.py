@@ -1,9 +1,11 @@
 """The scheduler: publishes each schedule's ticks while it holds the lease
 (the lease, missed ticks and catch_up: docs/explanation/internals-workflow.md,
-"The scheduler's lease")."""
+"The scheduler's lease"), alone or beside a worker (``kale worker --scheduler``);
+what is scheduled, as ``kale schedules list`` and ``/api/schedules`` show it."""
 from __future__ import annotations
 
 import collections
+import json
 import logging
 import math
 import threading
@@ -12,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 from kale.clock import SYSTEM_CLOCK, Clock
 from kale.events import process_identity
 from kale.exceptions import KaleError, ScheduleError
+from kale.hooks import WorkerHooks
 from kale.publisher import Publisher
 from kale.schedules.discovery import NOTHING_TO_SEARCH, Schedules
 from kale.schedules.spec import CATCH_UP_ALL_MAX, SCHEDULE_LABEL, Schedule, fifo_group, tick_id
@@ -27,6 +30,8 @@ logger = logging.getLogger('kale.schedules')
 RETRY_SEC = 1.0
 #: Published ticks a scheduler remembers (for its tests and its owner).
 PUBLISHED_KEPT = 1000
+#: Next run times listed for each schedule.
+NEXT_RUNS = 3
 
 
 def publish_run(publisher: Publisher, schedule: Schedule,
@@ -266,3 +271,89 @@ def make_scheduler(app: 'App', clock: Optional[Clock] = None, **options: Any) ->
     found = runnable_schedules(app)
     return Scheduler(found, records_state(app), float(app.config.SCHEDULER_LEASE_SEC),
                      publisher=app.publisher, clock=clock or app.clock, **options)
+
+
+class SchedulerHooks(WorkerHooks):
+    """Runs a scheduler beside the worker (one with no records or no
+    schedules does not start, saying why in one line)."""
+
+    def __init__(self) -> None:
+        self.scheduler: Optional[Scheduler] = None
+        self._thread: Optional[threading.Thread] = None
+
+    def on_worker_startup(self, worker: Any) -> None:
+        self.scheduler = make_scheduler(worker.app, clock=getattr(worker, 'clock', SYSTEM_CLOCK))
+        self._thread = threading.Thread(target=self.scheduler.run, name='kale-scheduler',
+                                        daemon=True)
+        self._thread.start()
+
+    def on_worker_shutdown(self, worker: Any) -> None:
+        if self.scheduler is not None:
+            self.scheduler.stop()
+        if self._thread is not None:
+            self._thread.join(10)
+        self.scheduler = self._thread = None
+
+
+def _json(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=repr))
+
+
+def describe(app: 'App', clock: Clock = SYSTEM_CLOCK, count: int = NEXT_RUNS,
+             public: bool = False) -> dict[str, Any]:
+    """Every schedule (its task, times and next ``count`` runs; with records, its last tick and
+    that tick's task and status), the broken ones (``public``: their lines without a file's
+    path), and the scheduler that leads, if one does."""
+    now = clock.time()
+    found = app.schedules
+    records = bool(app.config.RECORDS_URL)
+    progress: dict[str, Progress] = {}
+    statuses: dict[str, str] = {}
+    lease: Optional[Lease] = None
+    if records:
+        state = records_state(app)
+        progress, lease = state.progress(), state.lease()
+        statuses = state.task_statuses(p.last_task_id for p in progress.values() if p.last_task_id)
+    rows = [{**_schedule_row(schedule, now, count),
+             **_last_run(progress.get(schedule.name), statuses)} for schedule in found]
+    broken = [{'name': b.name, 'task': b.task,
+               'error': b.public if public and b.public is not None else b.error}
+              for b in found.broken]
+    return {'schedules': rows, 'broken': broken, 'searched': found.searched,
+            'records': records, 'leader': _leader(lease, now)}
+
+
+def _schedule_row(schedule: Schedule, now: float, count: int) -> dict[str, Any]:
+    """What the schedule says: its task, when it runs, and its next ``count`` run times."""
+    return {
+        'name': schedule.name, 'task': schedule.task_path, 'schedule': schedule.describe(),
+        'kind': 'cron' if schedule.is_cron else 'interval', 'tz': schedule.tz,
+        'catch_up': schedule.catch_up,
+        'queue': schedule.queue or schedule.task_class.queue,
+        'args': _json(list(schedule.args)), 'kwargs': _json(dict(schedule.kwargs)),
+        'next_runs': [iso(tick) for tick in schedule.upcoming(now, count)]}
+
+
+def _last_run(row: Optional[Progress], statuses: dict[str, str]) -> dict[str, Any]:
+    """The schedule's last tick, that tick's task and the task's status (None
+    without progress in the records)."""
+    if row is None:
+        return dict.fromkeys(('last_tick', 'last_task_id', 'last_task_status', 'last_published_at'))
+    last_task = row.last_task_id
+    return {'last_tick': iso(row.last_tick), 'last_task_id': last_task,
+            'last_task_status': statuses.get(last_task) if last_task else None,
+            'last_published_at': iso(row.last_published_at)}
+
+
+def _leader(lease: Optional[Lease], now: float) -> Optional[dict[str, Any]]:
+    """The scheduler that leads, if its lease has not ended."""
+    if lease is None or lease.expires_at <= now:
+        return None
+    return {'holder': lease.holder, 'since': iso(lease.acquired_at),
+            'expires_at': iso(lease.expires_at)}
+
+
+def run_now(app: 'App', name: str) -> str:
+    """Publish one run of ``app``'s schedule called ``name`` now, with a task
+    id of its own (not a tick's: the schedule's ticks go on as before)."""
+    return publish_run(app.publisher, app.schedules.get(name))

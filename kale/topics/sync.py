@@ -1,19 +1,46 @@
-"""Setting topics up: ``kale topics sync``, and workers and publishers on
+"""Where an app's topics live (SNS beside SQS, in memory beside the in-memory
+transport), and setting them up: ``kale topics sync``, and workers and publishers on
 first use with AUTO_CREATE_TOPICS (docs/explanation/internals-workflow.md, "Subscribers and their set-up")."""
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any, Collection, Optional
+import logging
+from typing import TYPE_CHECKING, Any, Collection, Optional, cast
 
-from kale.topics.backend import publishing_broker
-from kale.topics.names import filter_policy, sns_name
-from kale.topics.subscribers import Subscriber
+from kale.exceptions import KaleError
+from kale.hooks import PublishHooks, WorkerHooks
+from kale.topics.names import Subscriber, filter_policy, sns_name
 
 if TYPE_CHECKING:
     from kale.app import App
+    from kale.broker import Broker
+
+logger = logging.getLogger(__name__)
 
 #: The webhooks' fan-out (a feature above this layer, loaded by path).
 WEBHOOK_FANOUT = 'kale.webhooks.fanout'
+
+
+def publishing_broker(app: 'App') -> 'Broker':
+    """The broker ``app``'s publisher sends with: the in-memory one a test or
+    eager mode put in place (:func:`kale.publisher.set_publisher`), else its own."""
+    from kale.broker import Broker
+    sender = app.publisher.sender
+    return sender if isinstance(sender, Broker) else app.broker
+
+
+def topics_backend(app: 'App') -> Any:
+    """The topics of the transport ``app`` publishes to: SNS for SQS, in
+    memory for the in-memory transport."""
+    transport = publishing_broker(app).transport
+    from kale.transport.memory import MemoryTransport
+    if isinstance(transport, MemoryTransport):
+        from kale.transport.memory_topics import topics_of
+        return topics_of(transport)
+    from kale.transport.sns import SNSTopics
+    from kale.transport.sqs import SQSTransport
+    return app.part(('sns', id(transport)), lambda: SNSTopics(cast(SQSTransport, transport),
+                                                              config=app.config))
 
 
 def sync(app: 'App', queues: Optional[Collection[str]] = None) -> list[str]:
@@ -77,3 +104,25 @@ def describe(app: 'App') -> list[dict[str, Any]]:
                 {'queue': sub['queue_arn'].rsplit(':', 1)[-1], 'filter': sub['filter']}
                 for sub in subs]})
     return found
+
+
+class TopicHooks(PublishHooks, WorkerHooks):
+    """With AUTO_CREATE_TOPICS on, a starting worker subscribes its queues to
+    their subscribers' topics (as ``kale topics sync`` would, for those queues)."""
+
+    def __init__(self, app: 'App'):
+        self.app = app
+
+    @classmethod
+    def for_app(cls, app: 'App') -> 'TopicHooks':
+        return cls(app)
+
+    def on_worker_startup(self, worker: Any) -> None:
+        try:
+            if not self.app.subscriptions.subscribers:
+                return
+            names = {queue.name for queue in getattr(worker, 'queues', [])}
+            for line in sync(self.app, queues=names):
+                logger.info('topic subscription: %s', line)
+        except KaleError as exc:
+            logger.error('topics not set up for this worker\'s queues: %s', exc)

@@ -85,10 +85,6 @@ class Attempts:
         self.limit = limit
         self.sleep = sleep
 
-    def pause_sec(self, attempt: int) -> float:
-        """The pause before attempt number ``attempt`` (2 for the first retry)."""
-        return FIRST_PAUSE_SEC * 2 ** (attempt - 2) * random.uniform(0.5, 1.0)
-
     def make(self, action: str, call: Callable[[], T],
              direct: Optional[Callable[[], Optional[T]]] = None) -> T:
         """The answer of ``call()`` (through botocore) made up to ``limit`` times,
@@ -107,4 +103,4 @@ class Attempts:
                 logger.debug('%s: attempt %d of %d failed (%s: %s)', action, attempt, self.limit,
                              type(exc).__name__, exc)
             attempt += 1
-            self.sleep(self.pause_sec(attempt))
+            self.sleep(FIRST_PAUSE_SEC * 2 ** (attempt - 2) * random.uniform(0.5, 1.0))

@@ -22,21 +22,6 @@ WINDOW_SEC = 600
 METRIC = 'ApproximateAgeOfOldestMessage'
 
 
-def make_cloudwatch_client(config: kale_config.Config) -> Any:
-    endpoint = endpoint_url(config)
-    return aws_client('cloudwatch', endpoint if is_local(endpoint) else '', config,
-                      retries={'mode': 'standard', 'max_attempts': 2})
-
-
-def _queries(sqs_names: Sequence[str]) -> list[dict[str, Any]]:
-    """One GetMetricData query per queue, its id ``q<index in sqs_names>``."""
-    return [{'Id': 'q%d' % number, 'ReturnData': True,
-             'MetricStat': {'Metric': {'Namespace': 'AWS/SQS', 'MetricName': METRIC,
-                                       'Dimensions': [{'Name': 'QueueName', 'Value': name}]},
-                            'Period': 60, 'Stat': 'Maximum'}}
-            for number, name in enumerate(sqs_names)]
-
-
 def _latest_ages(answer: dict[str, Any], sqs_names: Sequence[str]) -> dict[str, float]:
     """The latest value of each query of the answer that has one, by SQS name."""
     ages = {}
@@ -58,9 +43,14 @@ def oldest_message_ages(sqs_names: Sequence[str], now: datetime.datetime, client
         if client is None:
             if config is None:
                 raise TypeError('oldest_message_ages needs a client or a configuration')
-            client = make_cloudwatch_client(config)
-        answer = client.get_metric_data(
-            MetricDataQueries=_queries(sqs_names),
+            endpoint = endpoint_url(config)
+            client = aws_client('cloudwatch', endpoint if is_local(endpoint) else '', config,
+                                retries={'mode': 'standard', 'max_attempts': 2})
+        answer = client.get_metric_data(   # one query per queue, its id q<index in sqs_names>
+            MetricDataQueries=[{'Id': 'q%d' % number, 'ReturnData': True, 'MetricStat': {
+                'Metric': {'Namespace': 'AWS/SQS', 'MetricName': METRIC,
+                           'Dimensions': [{'Name': 'QueueName', 'Value': name}]},
+                'Period': 60, 'Stat': 'Maximum'}} for number, name in enumerate(sqs_names)],
             StartTime=now - datetime.timedelta(seconds=WINDOW_SEC),
             EndTime=now + datetime.timedelta(seconds=60),     # the minute under way too
             ScanBy='TimestampDescending')

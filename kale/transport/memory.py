@@ -33,16 +33,9 @@ _nonces = itertools.count(1)
 
 def _wanted(attributes: dict[str, str], names: Sequence[str]) -> dict[str, str]:
     """The attributes a receive asked for: all of them with 'All'."""
-    if not names:
-        return {}
     if 'All' in names:
         return dict(attributes)
     return {name: value for name, value in attributes.items() if name in names}
-
-
-def _handle(message_id: str) -> str:
-    """A new receipt handle: the message id and a number never used before."""
-    return '%s.%032x' % (message_id, next(_nonces))
 
 
 def _message_id(handle: str) -> Optional[str]:
@@ -252,7 +245,8 @@ class MemoryTransport:
         stored.receive_count += 1
         if stored.receive_count == 1:
             stored.first_received_at = now
-        stored.receipt_handle = _handle(stored.message_id)
+        # A new receipt handle: the message id and a number never used before.
+        stored.receipt_handle = '%s.%032x' % (stored.message_id, next(_nonces))
         stored.visible_at = now + timeout
         stored.version += 1
         stored.in_flight = next(self._flights)

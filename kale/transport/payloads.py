@@ -34,9 +34,8 @@ class PayloadStore(Protocol):
 
 
 class MemoryPayloadStore:
-    """A :class:`PayloadStore` in memory, with a record of the calls made.
-
-    Buckets must be created first, as in S3 (:meth:`create_bucket`)."""
+    """A :class:`PayloadStore` in memory, with a record of the calls made; buckets
+    must be created first, as in S3 (:meth:`create_bucket`)."""
 
     def __init__(self, *buckets: str):
         self.objects: dict[tuple[str, str], bytes] = {}

@@ -19,12 +19,6 @@ MAX_PUBLISH_BATCH = 10
 POLICY_SID = 'kale-topics'
 
 
-def make_sns_client(config: kale_config.Config) -> Any:
-    """A new boto3 SNS client built from ``config``."""
-    return aws_client('sns', endpoint_url(config), config, 'SNS client',
-                      retries={'mode': 'standard', 'max_attempts': 3})
-
-
 class SNSTopics:
     """Topic operations over a boto3 SNS client, and the SQS side of a
     subscription (queue ARNs and policies) over the SQS transport's client."""
@@ -34,7 +28,8 @@ class SNSTopics:
         if client is None:
             if config is None:
                 raise TypeError('SNSTopics needs a client or a configuration')
-            client = make_sns_client(config)
+            client = aws_client('sns', endpoint_url(config), config, 'SNS client',
+                                retries={'mode': 'standard', 'max_attempts': 3})
         self.client = client
         self.endpoint = self.client.meta.endpoint_url
         self._arns: dict[str, str] = {}
@@ -121,11 +116,12 @@ class SNSTopics:
         these attributes. The subscription's ARN."""
         for sub in self.subscriptions(arn):
             if sub['queue_arn'] == queue_arn:
-                self._set(sub['arn'], 'RawMessageDelivery', 'true', sub['raw'])
+                if not sub['raw']:
+                    self._set(sub['arn'], 'RawMessageDelivery', 'true')
                 wanted = dict(filter_policy)
                 if sub['filter'] != wanted:
                     # An empty policy cannot be set: '{}' would match nothing on some servers.
-                    self._set(sub['arn'], 'FilterPolicy', json.dumps(wanted) if wanted else '', False)
+                    self._set(sub['arn'], 'FilterPolicy', json.dumps(wanted) if wanted else '')
                 return str(sub['arn'])
         attributes = {'RawMessageDelivery': 'true'}
         if filter_policy:
@@ -135,9 +131,7 @@ class SNSTopics:
                                            Attributes=attributes, ReturnSubscriptionArn=True)
         return str(answer['SubscriptionArn'])
 
-    def _set(self, subscription: str, name: str, value: str, already: bool) -> None:
-        if already:
-            return
+    def _set(self, subscription: str, name: str, value: str) -> None:
         with self._errors('SetSubscriptionAttributes', subscription):
             self.client.set_subscription_attributes(SubscriptionArn=subscription,
                                                     AttributeName=name, AttributeValue=value)

@@ -36,12 +36,13 @@ from kale.transport import (
     ReceivedMessage,
     VisibilityChange,
     is_fifo,
+    message_fields,
     responses,
+    split_batches,
 )
 from kale.transport.attempts import REQUEST_ATTEMPTS, THROTTLING_CODES, Attempts, error_of, not_again
 from kale.transport.direct import DirectRequests, ErrorAnswer
 from kale.transport.endpoint import endpoint_url, is_local
-from kale.transport.requests import message_fields, split_batches
 from kale.version import __version__
 
 logger = logging.getLogger(__name__)
@@ -319,19 +320,9 @@ class SQSTransport:
         return str(self._field('SendMessage', queue, answer, 'MessageId'))
 
     def send_batch(self, queue: str, messages: Sequence[OutgoingMessage]) -> list[str]:
+        # A request's worth at a time (see _batch); after a request that failed,
+        # the messages of the requests after it are not sent either.
         done: dict[int, dict[str, Any]] = {}
-        failed = self._send_groups(queue, messages, done)
-        if failed:
-            first = next(iter(failed.values()))
-            raise BatchSendError('SendMessageBatch on queue %r: %d of %d messages not sent (%s: %s)'
-                                 % (queue, len(failed), len(messages), first[0], first[1]), failed,
-                                 [done[i]['MessageId'] if i in done else None for i in range(len(messages))])
-        return [done[index]['MessageId'] for index in range(len(messages))]
-
-    def _send_groups(self, queue: str, messages: Sequence[OutgoingMessage],
-                     done: dict[int, dict[str, Any]]) -> dict[int, tuple[str, str]]:
-        """Send the messages a request's worth at a time (see _batch); the (code,
-        message) of each not sent, those of requests after one that failed too."""
         failed: dict[int, tuple[str, str]] = {}
         groups = split_batches(messages, self.batch_request_limit)
         for number, group in enumerate(groups):
@@ -345,7 +336,12 @@ class SQSTransport:
                 failed.update(dict.fromkeys(itertools.chain.from_iterable(groups[number:]),
                                             (exc.code or type(exc).__name__, str(exc))))
                 break
-        return failed
+        if failed:
+            first = next(iter(failed.values()))
+            raise BatchSendError('SendMessageBatch on queue %r: %d of %d messages not sent (%s: %s)'
+                                 % (queue, len(failed), len(messages), first[0], first[1]), failed,
+                                 [done[i]['MessageId'] if i in done else None for i in range(len(messages))])
+        return [done[index]['MessageId'] for index in range(len(messages))]
 
     def _batch(self, action: str, queue: str, method: Callable[..., Any],
                entries: dict[int, dict[str, Any]], done: dict[int, dict[str, Any]],

@@ -292,13 +292,13 @@ class Api:
     # --- schedules ------------------------------------------------------------------------
 
     def list_schedules(self, request: Request) -> dict[str, Any]:
-        from kale.schedules.status import describe
+        from kale.schedules.scheduler import describe
         return describe(self.app, public=True)
 
     def run_schedule(self, request: Request) -> dict[str, Any]:
         """Publish one run of the schedule now; its record is written before
         the answer when records are on."""
-        from kale.schedules.status import run_now
+        from kale.schedules.scheduler import run_now
         name = request.path_params['name']
         task_id = run_now(self.app, name)
         if self.app.config.RECORDS_URL:

@@ -13,8 +13,7 @@ from kale.default import default_app
 from kale.exceptions import KaleError, NonRetriableTaskError, WebhookError
 from kale.ids import random_id
 from kale.task import Task
-from kale.topics.names import event_of
-from kale.topics.subscribers import Subscriber
+from kale.topics.names import Subscriber, event_of
 from kale.webhooks.delivery import DeliverWebhook, RunningSetting
 
 if TYPE_CHECKING:

@@ -1,11 +1,13 @@
-"""Submitting a flow, moving it on as its nodes succeed, and following it;
-why a node's end moves its workflow before its message is deleted:
-docs/explanation/internals-workflow.md, "Submitting and moving on"."""
+"""Submitting a flow, moving it on as its nodes succeed, sweeping the workflows
+from each worker, and following them; why a node's end moves its workflow before
+its message is deleted: docs/explanation/internals-workflow.md, "Submitting and moving on"."""
 from __future__ import annotations
 
 import collections
 import contextlib
 import datetime
+import logging
+import threading
 import time
 from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence
 
@@ -15,6 +17,7 @@ from kale.default import default_app
 from kale.events import Outcome, Settlement
 from kale.exceptions import (
     InvalidFlowError,
+    KaleError,
     RecordsError,
     WorkflowError,
     WorkflowFailed,
@@ -25,16 +28,16 @@ from kale.ids import random_id
 from kale.records.recorder import OWN_WRITES_SEC
 from kale.statuses import FINAL_TASK, TaskStatus, WorkflowStatus, status_values
 from kale.store.record import TaskRecord, iso
-from kale.workflow.claims import Holding, keeper
 from kale.workflow.flow import Part
 from kale.workflow.graph import Graph, resolve
-from kale.workflow.state import FAILED, WorkflowState
-from kale.workflow.sweep import Sweeper
+from kale.workflow.state import FAILED, Holding, WorkflowState, keeper
 from kale.workflow.values import from_json, values
 
 if TYPE_CHECKING:
     from kale.app import App
 
+#: The sweep every worker makes of the workflows logs under its own name.
+sweep_logger = logging.getLogger('kale.workflow.sweep')
 #: The key of a node message's context that names its workflow.
 WORKFLOW_CONTEXT = 'kale_workflow'
 #: Nodes sent by one publish call: one SendMessageBatch request.
@@ -177,30 +180,53 @@ class WorkflowHooks(PublishHooks, WorkerHooks):
     """Moves a workflow on when one of its nodes ends, and sweeps the
     workflows from each worker (loaded with RECORDS_URL set)."""
 
-    def __init__(self, app: 'App') -> None:
+    def __init__(self, app: 'App', clock: Clock = SYSTEM_CLOCK) -> None:
         self.app = app
-        self._sweeper: Optional[Sweeper] = None
-        self._clock: Clock = SYSTEM_CLOCK
+        self.clock = clock
+        self._stop = threading.Event()
+        self._sweeper: Optional[threading.Thread] = None
 
     @classmethod
     def for_app(cls, app: 'App') -> 'WorkflowHooks':
         return cls(app)
 
     def on_worker_startup(self, worker: Any) -> None:
-        app, config = self.app, self.app.config
-        self._clock = getattr(worker, 'clock', SYSTEM_CLOCK)
-        self._sweeper = Sweeper(lambda: _state(app),
-                                lambda state, ready: publish_nodes(state, ready, app, requeue=True),
-                                lambda task_ids: _cancel_tasks(task_ids, app=app),
-                                interval_sec=float(config.WORKFLOW_SWEEP_SEC),
-                                grace_sec=float(config.WORKFLOW_PUBLISH_GRACE_SEC),
-                                clock=self._clock)
+        self.clock = getattr(worker, 'clock', SYSTEM_CLOCK)
+        self._stop = threading.Event()
+        self._sweeper = threading.Thread(target=self._sweep_until_stopped,
+                                         name='kale-workflow-sweep', daemon=True)
         self._sweeper.start()
 
     def on_worker_shutdown(self, worker: Any) -> None:
+        self._stop.set()
         if self._sweeper is not None:
-            self._sweeper.close()
+            self._sweeper.join(10)
             self._sweeper = None
+
+    def _sweep_until_stopped(self) -> None:
+        while not self._stop.wait(float(self.app.config.WORKFLOW_SWEEP_SEC)):
+            try:
+                self.sweep()
+            except KaleError as exc:         # the store or SQS is down: the next sweep tries again
+                sweep_logger.warning('workflow sweep failed: %s', exc)
+
+    def sweep(self) -> tuple[int, int]:
+        """One sweep (the docs page the module names, "The sweep"): (nodes
+        published, workflows failed for their deadline)."""
+        app = self.app
+        state, now = _state(app), self.clock.time()
+        stranded = state.stranded(now, float(app.config.WORKFLOW_PUBLISH_GRACE_SEC))
+        if stranded:
+            sweep_logger.info('publishing %d workflow nodes left unpublished (their publisher\'s '
+                              'claim lapsed): %s', len(stranded),
+                              ' '.join(node['task_id'] for node in stranded[:20]))
+            publish_nodes(state, stranded, app, requeue=True)
+        overdue = state.overdue(now)
+        for workflow_id in overdue:
+            sweep_logger.info('workflow %s is past its deadline: failing its unfinished nodes',
+                              workflow_id)
+            _cancel_tasks(state.expire(workflow_id, now), app)
+        return len(stranded), len(overdue)
 
     def before_settle(self, queue: Any, batch: Any) -> None:
         """Move on the workflows of the batch's nodes that ended, before their
@@ -209,7 +235,7 @@ class WorkflowHooks(PublishHooks, WorkerHooks):
                  if s.message is not None and s.outcome in (Outcome.SUCCEEDED, Outcome.DEAD_LETTER)
                  and s.message.context.get(WORKFLOW_CONTEXT) and not s.message.dead_of]
         if ended:
-            advance(ended, self.app, self._clock)
+            advance(ended, self.app, self.clock)
 
 
 def advance(ended: Sequence[Settlement], app: 'App', clock: Clock = SYSTEM_CLOCK) -> None:

@@ -105,7 +105,7 @@ def test_the_web_app_of_an_app_counts_its_queues(tmp_path, records_url, memory_b
 def test_the_scheduler_of_an_app_publishes_its_ticks_to_its_queues(tmp_path, memory_broker):
     """``kale worker --scheduler`` of app b: the scheduler its hooks start
     takes its lease in b's records and publishes b's ticks to b's queues."""
-    from kale.schedules.hooks import SchedulerHooks
+    from kale.schedules.scheduler import SchedulerHooks
     b = an_app(tmp_path, 'b', SCHEDULES=TICKS)
     hooks = SchedulerHooks()
     worker = types.SimpleNamespace(app=b, config=b.config, clock=b.clock, queues=[])

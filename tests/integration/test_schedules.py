@@ -14,8 +14,7 @@ from kale.app import default_app
 from kale.cli import main
 from kale.conf import settings
 from kale.events import process_identity
-from kale.schedules.hooks import SchedulerHooks
-from kale.schedules.scheduler import Scheduler, make_scheduler
+from kale.schedules.scheduler import Scheduler, SchedulerHooks, make_scheduler
 from kale.schedules.spec import SCHEDULE_LABEL, tick_id
 from kale.store.sql.records import RecordStore
 from kale.web import create_app

@@ -11,8 +11,7 @@ from kale import records, topics
 from kale.app import default_app
 from kale.conf import settings
 from kale.exceptions import PublishError, TopicError
-from kale.topics.names import copy_task_id
-from kale.topics.subscribers import find_subscribers
+from kale.topics.names import copy_task_id, find_subscribers
 from kale.transport import OutgoingMessage
 from tests import topic_tasks as tt
 from tests.support.work import work

@@ -225,14 +225,10 @@ def _sweeper(offset, since=None):
     """A sweeper whose clock reads ``offset`` seconds from now, or from
     ``since`` (epoch seconds: a moment before the submit, so that however
     long a loaded machine took since, it sweeps as if that much later)."""
-    from kale.workflow.run import _cancel_tasks, _state, publish_nodes
-    from kale.workflow.sweep import Sweeper
-    app = default_app()
+    from kale.workflow.run import WorkflowHooks
     if since is not None:
         offset += since - time.time()
-    return Sweeper(lambda: _state(app), lambda state, ready: publish_nodes(state, ready, app),
-                   lambda task_ids: _cancel_tasks(task_ids, app=app), interval_sec=1,
-                   grace_sec=5, clock=ShiftedClock(offset))
+    return WorkflowHooks(default_app(), clock=ShiftedClock(offset))
 
 
 def test_a_sweep_publishes_a_node_whose_submitter_died_before_publishing(broker, monkeypatch):

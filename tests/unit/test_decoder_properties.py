@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from kale.codec import encrypt, serialize
+from kale.codec import serialize
 from kale.exceptions import DecodeError
 from kale.message import Message
 
@@ -37,7 +37,7 @@ def touched(monkeypatch):
     seen = []
     real_loads = serialize._loads
     real_decompressobj = zlib.decompressobj
-    real_decrypt = encrypt.EncryptStep.decode
+    real_decrypt = serialize.EncryptStep.decode
 
     def loads(raw, serializer):
         seen.append(('loads', raw))
@@ -54,7 +54,7 @@ def touched(monkeypatch):
 
     monkeypatch.setattr(serialize, '_loads', loads)
     monkeypatch.setattr(zlib, 'decompressobj', decompressobj)
-    monkeypatch.setattr(encrypt.EncryptStep, 'decode', decrypt)
+    monkeypatch.setattr(serialize.EncryptStep, 'decode', decrypt)
     return seen
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from kale.exceptions import InvalidDelayError, InvalidGroupError, QueueConfigError
 from kale.queue_config import load_queue_config
-from kale.transport.requests import message_fields
+from kale.transport import message_fields
 from tests import flow_tasks as ft
 from tests import tasks
 from tests.support.work import work

@@ -13,8 +13,7 @@ from kale import workflow
 from kale.exceptions import SQSError
 from kale.statuses import WorkflowStatus
 from kale.workflow import run
-from kale.workflow.claims import keeper
-from kale.workflow.sweep import Sweeper
+from kale.workflow.state import keeper
 from tests import workflow_tasks as wt
 from tests.support.processes import wait_for
 
@@ -63,10 +62,7 @@ def submitted_then_died(app, monkeypatch):
 
 
 def sweeper(app):
-    return Sweeper(lambda: run._state(app),
-                   lambda state, ready: run.publish_nodes(state, ready, app, requeue=True),
-                   lambda task_ids: None, interval_sec=1,
-                   grace_sec=float(app.config.WORKFLOW_PUBLISH_GRACE_SEC), clock=app.clock)
+    return run.WorkflowHooks(app, clock=app.clock)
 
 
 def work(app):
