@@ -53,6 +53,12 @@ def settings_env(monkeypatch: pytest.MonkeyPatch):
             settings.reload()
         yield change
         monkeypatch.undo()
+        # The settings module runs again in the suite's environment: its
+        # attributes are what Config.load reads, and left as the test's
+        # (TASK_MODULES of topic tasks) they failed a later test on the
+        # same xdist worker.
+        settings.reload()
+        _ = settings.config
 
 
 @pytest.hookimpl(tryfirst=True)
