@@ -23,8 +23,8 @@ from kale.exceptions import (
     SQSError,
     UnknownTaskPathError,
 )
-from kale.fair import keep_tenant
 from kale.message import ATTR_DEAD_LETTER_REASON, Message, publisher_identity
+from kale.publish_checks import keep_tenant
 from kale.queue_config import TaskQueue
 from kale.transport import MAX_BATCH_ENTRIES, OutgoingMessage, ReceivedMessage, VisibilityChange
 

@@ -17,15 +17,23 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Se
 from kale.clock import SYSTEM_CLOCK, Clock
 from kale.delays import check_wait
 from kale.exceptions import BatchSendError, PublishError
-from kale.fair import tenants, with_tenants
 from kale.hooks import HookDispatcher, PublishHooks, load_hooks
-from kale.labels import check_labels
 from kale.message import Message, publisher_identity
 from kale.publication import Draft, Publication, PublishCall, Sender
-from kale.publish_checks import call_pair, check_arguments, check_fifo_ids, dedup_ids, task_queue
+from kale.publish_checks import (
+    call_pair,
+    check_arguments,
+    check_fifo_ids,
+    check_labels,
+    dedup_ids,
+    task_queue,
+    tenants,
+    unique_claims,
+    unique_window,
+    with_tenants,
+)
 from kale.queue_config import TaskQueue
 from kale.transport import OutgoingMessage
-from kale.unique import unique_claims, unique_window
 
 if TYPE_CHECKING:
     from kale.app import App

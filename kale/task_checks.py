@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 from kale.exceptions import TaskDefinitionError
 from kale.flow.spec import check_concurrency, check_key_method, read_rate
+from kale.publish_checks import declared_problem
 from kale.schedule_checks import (
     check_args,
     check_catch_up,
@@ -19,7 +20,6 @@ from kale.schedule_checks import (
     has_cronsim,
     has_zone_database,
 )
-from kale.unique import declared_problem
 
 
 def check_attributes(cls: type) -> None:
