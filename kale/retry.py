@@ -1,6 +1,6 @@
 """What a failed run leads to: retried after a delay, or stopped for good
 (:class:`RetryPolicy`; ``Retry(after=...)`` and ``retry_after_sec``:
-docs/explanation/internals-top.md, "Retries")."""
+docs/explanation/internals-top.md, "Retries"), and its reason as one line."""
 from __future__ import annotations
 
 import dataclasses
@@ -18,6 +18,24 @@ if TYPE_CHECKING:
 PERMANENT_FAILURE_NON_RETRIABLE = 'non_retriable'
 PERMANENT_FAILURE_NO_RETRIES = 'no_retries'
 PERMANENT_FAILURE_RETRIES_EXHAUSTED = 'retries_exhausted'
+
+
+def without_message(reason: str, exc: Optional[BaseException]) -> str:
+    """A failure's reason with its exception named by type alone: ``ValueError``
+    for ``ValueError: refused card ...``, ``no_retries: ValueError`` for a
+    dead letter's (what may be logged where task data is encrypted)."""
+    if exc is not None:
+        full = describe(exc)
+        if full in reason:
+            return reason.replace(full, type(exc).__name__)
+    return short_reason(reason)
+
+
+def short_reason(reason: str) -> str:
+    """A failure's reason without the error's message: ``no_retries:
+    ValueError`` of ``no_retries: ValueError: refused card ...`` (what is
+    kept in clear where task data is encrypted)."""
+    return ': '.join(reason.split(': ')[:2])
 
 
 def child_stand_in(exc: BaseException,
