@@ -8,7 +8,6 @@ import dataclasses
 import logging
 from typing import Callable, Optional, Sequence, TypeVar
 
-from kale.backoff import Backoff
 from kale.broker import Broker
 from kale.clock import SYSTEM_CLOCK, Clock
 from kale.codec import Codec
@@ -16,6 +15,7 @@ from kale.events import OUTCOMES, Outcome, Settle, Settlement
 from kale.exceptions import BatchSendError, KaleError, SQSError
 from kale.publish_checks import keep_tenant
 from kale.queue_config import TaskQueue
+from kale.retry import Backoff
 from kale.transport import OutgoingMessage, VisibilityChange
 from kale.worker.batch import COPY_MIN_SEC, Batch, SettleDeferred, visibility_clock_start
 from kale.worker.control import QueuePauses
