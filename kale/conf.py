@@ -8,8 +8,7 @@ import os
 import threading
 from typing import Any, Callable, Iterator, Mapping, Optional, Union
 
-from kale.config import ENVIRONMENT_VARIABLE, Config, check_settings
-from kale.dotted import import_string, resolve_callable
+from kale.config import ENVIRONMENT_VARIABLE, Config, check_settings, import_string, resolve_callable
 from kale.exceptions import ImproperlyConfigured
 
 __all__ = ['ENVIRONMENT_VARIABLE', 'Settings', 'import_string',

@@ -1,6 +1,6 @@
 """The configuration: every setting of ``kale.default_settings``, typed, parsed and
-checked once, a wrong value one line naming it (docs/explanation/internals-top.md,
-"Settings and the configuration")."""
+checked once, a wrong value one line naming it, and the objects settings name by dotted
+paths (docs/explanation/internals-top.md, "Settings and the configuration")."""
 from __future__ import annotations
 
 import copy
@@ -172,3 +172,35 @@ def warn_unknown(module_name: str, own: dict[str, Any], known: dict[str, Any]) -
             advice = 'not a Kale setting; did you mean %s?' % close[0]
         _warned.add((module_name, name))
         logger.warning('settings module %s: %s is %s', module_name, name, advice)
+
+
+def import_string(path: str, what: str = 'object') -> Any:
+    """Import ``package.module.Name`` and return ``Name``.
+
+    Raises ImproperlyConfigured naming ``what`` (e.g. the setting) on failure.
+    """
+    module_name, _, attr = path.rpartition('.')
+    if not module_name:
+        raise ImproperlyConfigured('%s %r is not a dotted path like "package.module.Name"'
+                                   % (what, path))
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ImproperlyConfigured('%s %r cannot be imported: %s' % (what, path, exc)) from exc
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise ImproperlyConfigured('%s %r: module %r has no %r'
+                                   % (what, path, module_name, attr)) from None
+
+
+def resolve_callable(value: Any, setting: str) -> Any:
+    """A setting that holds a callable or a dotted path to one."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = import_string(value, setting)
+    if not callable(value):
+        raise ImproperlyConfigured('%s must be a callable or a dotted path to one, got %r'
+                                   % (setting, value))
+    return value

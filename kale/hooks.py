@@ -11,8 +11,7 @@ import logging
 import warnings
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Collection, Mapping, Optional, Sequence, Union
 
-from kale.config import Config
-from kale.dotted import import_string
+from kale.config import Config, import_string
 from kale.exceptions import HookError, ImproperlyConfigured
 
 if TYPE_CHECKING:

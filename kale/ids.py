@@ -19,7 +19,7 @@ def _forget() -> None:
     _lock = threading.Lock()        # another thread may have held it at the fork
 
 
-os.register_at_fork(after_in_child=_forget)      # POSIX only, as kale.off_loop's
+os.register_at_fork(after_in_child=_forget)      # POSIX only, as kale.publisher's
 
 
 def random_id() -> str:

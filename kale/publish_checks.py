@@ -1,20 +1,23 @@
-"""The checks a publish call passes before anything is encoded or sent,
-each failure its own exception naming the task and the bad value: the
-queue's ids and delay (FIFO, fair), the task's time limit against its
-queue, the arguments against ``run_task``'s signature, the queue itself, a
-batch's calls and the deduplication ids a FIFO queue needs."""
+"""The checks a publish call passes before anything is encoded or sent, each failure
+its own exception naming the task and the bad value: queue, FIFO ids, tenants, time
+limit, arguments, batch calls, labels, unique windows and the claims a unique task
+makes (docs/explanation/internals-top.md, "Publishing")."""
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import inspect
+import json
 import numbers
+import re
+import string
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 from kale.config import Config
 from kale.exceptions import InvalidDelayError, InvalidGroupError, InvalidTimeLimitError, PublishError
-from kale.fair import check_group_id, valid_group_id
 from kale.message import Message
 from kale.queue_config import QueueConfig, TaskQueue
-from kale.transport import MAX_VISIBILITY_SEC
+from kale.transport import MAX_VISIBILITY_SEC, OutgoingMessage
 
 if TYPE_CHECKING:
     from kale.task import Task
@@ -118,3 +121,171 @@ def dedup_ids(task_name: str, queue: TaskQueue, messages: Sequence[Message],
                                     '(1-128 letters, digits or punctuation); pass dedup_id='
                                     % (task_name, task_dedup_id))
     return found
+
+
+#: The characters SQS accepts in a message group id or deduplication id.
+GROUP_ID_CHARACTERS = frozenset(string.ascii_letters + string.digits + string.punctuation)
+
+
+def valid_group_id(value: Any) -> bool:
+    """Whether SQS takes ``value`` as a MessageGroupId (or deduplication id):
+    1..128 letters, digits or punctuation."""
+    return isinstance(value, str) and 1 <= len(value) <= 128 \
+        and GROUP_ID_CHARACTERS.issuperset(value)
+
+
+def check_group_id(task_name: str, queue: TaskQueue, group_id: Any) -> None:
+    """``group_id`` on a standard queue: only where the queue is fair, and a
+    valid MessageGroupId."""
+    if group_id is None:
+        return
+    if not queue.fair:
+        raise InvalidGroupError(
+            'task %s: group_id is for FIFO and fair queues, and queue %r is neither (set fifo: '
+            'true or fair: true in the queue config)' % (task_name, queue.name))
+    if not valid_group_id(group_id):
+        raise InvalidGroupError('task %s: group_id (its tenant on fair queue %r) must be 1-128 '
+                                'letters, digits or punctuation, got %r'
+                                % (task_name, queue.name, group_id))
+
+
+def tenants(task_class: type['Task'], group_id: Optional[str],
+            messages: Sequence[Message]) -> list[str]:
+    """Each message's tenant on a fair queue ('' for none): ``group_id``, else
+    the class's ``fair_key`` for the message's arguments."""
+    if group_id is not None:
+        return [group_id] * len(messages)
+    key = getattr(task_class, 'fair_key', None)
+    if key is None:
+        return [''] * len(messages)
+    name = task_class.task_path()
+    if not callable(key):
+        raise InvalidGroupError('task %s: fair_key must be a method, '
+                                'def fair_key(self, *args, **kwargs), got %r' % (name, key))
+    found = []
+    for message in messages:
+        task: Any = task_class(message)        # fair_key is the subclass's own
+        value = task.fair_key(*message.args, **message.kwargs)
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)
+        if value is not None and not valid_group_id(value):
+            raise InvalidGroupError('task %s: fair_key returned %r; a tenant is None or 1-128 '
+                                    'letters, digits or punctuation' % (name, value))
+        found.append(value or '')
+    return found
+
+
+def with_tenants(outgoing: Sequence[OutgoingMessage],
+                 found: Sequence[str]) -> list[OutgoingMessage]:
+    """The messages, each sent with its tenant as its MessageGroupId."""
+    return [dataclasses.replace(out, group_id=tenant) if tenant else out
+            for out, tenant in zip(outgoing, found, strict=True)]
+
+
+def keep_tenant(copy: OutgoingMessage, tenant: str) -> OutgoingMessage:
+    """A worker's copy of a message received with ``tenant`` (its group on a
+    fair queue), in the same tenant."""
+    if copy.group_id or not tenant:
+        return copy
+    return dataclasses.replace(copy, group_id=tenant)
+
+
+#: What a label key may be: it also appears in filters, ``label.KEY=VALUE``.
+LABEL_KEY = re.compile(r'[A-Za-z0-9_.:-]{1,64}')
+MAX_LABEL_CHARS = 256
+MAX_LABELS = 32
+
+
+def _label_value(value: Any) -> Any:
+    """A label value as text when it is a number or a boolean; anything else as given."""
+    if isinstance(value, bool):
+        return 'true' if value else 'false'
+    if isinstance(value, (int, float)):
+        return str(value)
+    return value
+
+
+def _check_label(task_name: str, who: str, key: Any, value: Any) -> str:
+    """The text of one label's value, or PublishError naming its bad key or value."""
+    if not (isinstance(key, str) and LABEL_KEY.fullmatch(key)):
+        raise PublishError('task %s: %s key %r must be 1-64 letters, digits or _.:-'
+                           % (task_name, who, key))
+    value = _label_value(value)
+    if not isinstance(value, str) or len(value) > MAX_LABEL_CHARS:
+        raise PublishError('task %s: %s value of %r must be a string of at most %d '
+                           'characters, got %r' % (task_name, who, key, MAX_LABEL_CHARS,
+                                                   value))
+    return value
+
+
+def check_labels(task_name: str, labels: Any, who: str = 'labels') -> dict[str, str]:
+    """Labels as a dict of strings, or PublishError naming the task and the
+    bad entry. Numbers and booleans become their text."""
+    if labels is None:
+        return {}
+    if not isinstance(labels, Mapping):
+        raise PublishError('task %s: %s must be a dict of strings, got %r' % (task_name, who, labels))
+    if len(labels) > MAX_LABELS:
+        raise PublishError('task %s: %s has %d entries, at most %d are allowed'
+                           % (task_name, who, len(labels), MAX_LABELS))
+    return {key: _check_label(task_name, who, key, value) for key, value in labels.items()}
+
+
+#: The longest window a task may be unique for: a year, the longest delay.
+MAX_UNIQUE_SEC = 365 * 24 * 3600
+
+
+def _bad(value: Any) -> bool:
+    """Whether ``value`` is not a window: seconds above 0 and at most
+    MAX_UNIQUE_SEC (not a bool, not NaN)."""
+    return isinstance(value, bool) or not isinstance(value, (int, float)) or \
+        not 0 < value <= MAX_UNIQUE_SEC
+
+
+def declared_problem(task_name: str, value: Any) -> Optional[str]:
+    """The line refusing a class's ``unique_for_sec`` (None: it is good)."""
+    if value is None or not _bad(value):
+        return None
+    return ('task %s: unique_for_sec must be None (not unique) or seconds above 0 and at most '
+            '%d (a year); got %r' % (task_name, MAX_UNIQUE_SEC, value))
+
+
+def unique_window(task_name: str, given: Any, declared: Any) -> Optional[float]:
+    """The window a publish of ``task_name`` is unique for: ``given`` on the
+    call (0: not unique for this call) or else the class's ``declared``;
+    None when not unique. PublishError naming the task for a bad value."""
+    if given is None:
+        problem = declared_problem(task_name, declared)
+        if problem:
+            raise PublishError(problem)
+        return None if declared is None else float(declared)
+    if given == 0 and not isinstance(given, bool):
+        return None
+    if _bad(given):
+        raise PublishError('task %s: unique_for_sec must be seconds above 0 and at most %d (a '
+                           'year), or 0 for not unique on this call; got %r'
+                           % (task_name, MAX_UNIQUE_SEC, given))
+    return float(given)
+
+
+def unique_key(task_name: str, args: tuple, kwargs: Mapping[str, Any]) -> str:
+    """The key of a unique task's run: a SHA-256 of its path and arguments
+    (as sorted JSON; what JSON cannot hold, by its repr)."""
+    encoded = json.dumps([task_name, list(args), kwargs], sort_keys=True, default=repr,
+                         separators=(',', ':'))
+    return hashlib.sha256(encoded.encode('utf-8', 'surrogatepass')).hexdigest()
+
+
+def unique_claims(config: Config, task_name: str, unique_sec: Optional[float],
+                  pairs: Sequence[tuple[tuple, Mapping[str, Any]]],
+                  messages: Sequence[Message]) -> Optional[list[tuple[str, str]]]:
+    """(key, task id) of each run of a unique task; None for another task.
+    PublishError without task records. ``unique_sec`` is the window
+    :func:`unique_window` gave."""
+    if unique_sec is None:
+        return None
+    if not config.RECORDS_URL:
+        raise PublishError('task %s: unique_for_sec is decided in the task records: set '
+                           'RECORDS_URL' % task_name)
+    return [(unique_key(task_name, args, kwargs), m.task_id)
+            for (args, kwargs), m in zip(pairs, messages, strict=True)]

@@ -2,32 +2,75 @@
 between the publish hooks (docs/explanation/internals-top.md, "Publishing")."""
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import contextvars
 import copy
 import dataclasses
 import functools
 import logging
+import os
+import threading
 import time
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Sequence, TypeVar
 
 from kale.clock import SYSTEM_CLOCK, Clock
 from kale.delays import check_wait
 from kale.exceptions import BatchSendError, PublishError
-from kale.fair import tenants, with_tenants
 from kale.hooks import HookDispatcher, PublishHooks, load_hooks
-from kale.labels import check_labels
 from kale.message import Message, publisher_identity
-from kale.off_loop import off_the_loop
 from kale.publication import Draft, Publication, PublishCall, Sender
-from kale.publish_checks import call_pair, check_arguments, check_fifo_ids, dedup_ids, task_queue
+from kale.publish_checks import (
+    call_pair,
+    check_arguments,
+    check_fifo_ids,
+    check_labels,
+    dedup_ids,
+    task_queue,
+    tenants,
+    unique_claims,
+    unique_window,
+    with_tenants,
+)
 from kale.queue_config import TaskQueue
 from kale.transport import OutgoingMessage
-from kale.unique import unique_claims, unique_window
 
 if TYPE_CHECKING:
     from kale.app import App
     from kale.task import Task
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar('T')
+
+#: Threads that send the publishes of coroutines (apublish): boto3 blocks.
+#: An asyncio SQS client (aiobotocore) sends single messages about twice as
+#: fast, but pins botocore to one release (see bench/README.md, apublish).
+ASYNC_PUBLISH_THREADS = 16
+_async_threads: Optional[concurrent.futures.ThreadPoolExecutor] = None
+_async_threads_lock = threading.Lock()
+
+
+def _forget_async_threads() -> None:
+    global _async_threads
+    _async_threads = None
+
+
+os.register_at_fork(after_in_child=_forget_async_threads)
+
+
+async def off_the_loop(call: Callable[[], T]) -> T:
+    """``call()`` on one of the publishing threads, awaited: the running event
+    loop goes on meanwhile. The caller's context (a trace, a settings
+    override) goes along."""
+    global _async_threads
+    if _async_threads is None:
+        with _async_threads_lock:
+            if _async_threads is None:
+                _async_threads = concurrent.futures.ThreadPoolExecutor(
+                    ASYNC_PUBLISH_THREADS, thread_name_prefix='kale-apublish')
+    context = contextvars.copy_context()
+    return await asyncio.get_running_loop().run_in_executor(_async_threads, context.run, call)
 
 
 class Publisher:

@@ -25,8 +25,7 @@ from typing import Any, Iterator, Mapping, Optional, Union
 
 import yaml
 
-from kale.config import Config
-from kale.dotted import import_string
+from kale.config import Config, import_string
 from kale.exceptions import QueueConfigError, UnknownQueueError
 from kale.transport import MAX_BATCH_ENTRIES, MAX_LONG_POLL_SEC
 

@@ -1,6 +1,7 @@
 """What a failed run leads to: retried after a delay, or stopped for good
 (:class:`RetryPolicy`; ``Retry(after=...)`` and ``retry_after_sec``:
-docs/explanation/internals-top.md, "Retries")."""
+docs/explanation/internals-top.md, "Retries"), its reason as one line, and the
+:class:`Backoff` of a request to SQS that failed (an outage, throttling)."""
 from __future__ import annotations
 
 import dataclasses
@@ -18,6 +19,24 @@ if TYPE_CHECKING:
 PERMANENT_FAILURE_NON_RETRIABLE = 'non_retriable'
 PERMANENT_FAILURE_NO_RETRIES = 'no_retries'
 PERMANENT_FAILURE_RETRIES_EXHAUSTED = 'retries_exhausted'
+
+
+def without_message(reason: str, exc: Optional[BaseException]) -> str:
+    """A failure's reason with its exception named by type alone: ``ValueError``
+    for ``ValueError: refused card ...``, ``no_retries: ValueError`` for a
+    dead letter's (what may be logged where task data is encrypted)."""
+    if exc is not None:
+        full = describe(exc)
+        if full in reason:
+            return reason.replace(full, type(exc).__name__)
+    return short_reason(reason)
+
+
+def short_reason(reason: str) -> str:
+    """A failure's reason without the error's message: ``no_retries:
+    ValueError`` of ``no_retries: ValueError: refused card ...`` (what is
+    kept in clear where task data is encrypted)."""
+    return ': '.join(reason.split(': ')[:2])
 
 
 def child_stand_in(exc: BaseException,
@@ -91,3 +110,30 @@ class RetryPolicy:
         if self.jitter:
             delay *= uniform(1 - self.jitter, 1 + self.jitter)
         return int(math.ceil(min(max(delay, 0), MAX_DELAY_SEC)))
+
+
+#: One generator for every Backoff (seeding one costs a system call, and
+#: settling makes a Backoff per request).
+_shared_rng = random.Random()
+
+
+class Backoff:
+    """Delays that double from ``initial`` up to ``maximum`` seconds, with a
+    little jitter so a fleet of workers does not retry in step."""
+
+    def __init__(self, initial: float = 0.5, maximum: float = 30.0,
+                 rng: Optional[random.Random] = None):
+        self.initial = initial
+        self.maximum = max(maximum, initial)
+        self.failures = 0
+        self._rng = rng or _shared_rng
+
+    def next_delay(self) -> float:
+        """The pause before the next attempt (and count one more failure)."""
+        delay = min(self.initial * 2 ** min(self.failures, 30), self.maximum)
+        self.failures += 1
+        return delay * self._rng.uniform(0.8, 1.0)
+
+    def reset(self) -> None:
+        """The last attempt worked: start again from ``initial``."""
+        self.failures = 0

@@ -19,11 +19,11 @@ from kale.retry import (  # noqa: F401  (the reasons' home before kale.retry)
 )
 from kale.signature import Signature
 from kale.task_checks import check_attributes
-from kale.task_options import TaskOptions
 from kale.timeout import failure_of
 
 if TYPE_CHECKING:
     from kale.app import App
+    from kale.publisher import Publisher
 
 
 #: Hooks of the original Kale and their names here. A task that still
@@ -168,7 +168,7 @@ class Task:
         Accepts every call by default."""
 
     @classmethod
-    def with_options(cls, queue: Optional[str] = None) -> TaskOptions:
+    def with_options(cls, queue: Optional[str] = None) -> 'TaskOptions':
         """This task sent elsewhere: ``MyTask.with_options(queue='shard-2')``
         has ``publish``, ``publish_batch``, ``apublish``, ``apublish_batch``
         and ``s`` as the task does, to ``queue`` (a queue of the queue config,
@@ -351,6 +351,66 @@ class Task:
 
     def on_permanent_failure(self, exc: BaseException, reason: str) -> None:
         """Called once when the task fails for good and goes to the dead-letter queue."""
+
+
+class TaskOptions:
+    """A task class with options for where it goes (see :meth:`Task.with_options`):
+    ``publish``, ``publish_batch``, ``apublish``, ``apublish_batch`` and ``s``
+    as the task class has, to another queue of the queue config."""
+
+    __slots__ = ('queue', 'task_class')
+
+    def __init__(self, task_class: type[Task], queue: Optional[str]):
+        self.task_class = task_class
+        self.queue = queue
+
+    def _publisher(self) -> 'Publisher':
+        self.task_class._check_importable()
+        return default_app().publisher
+
+    def publish(self, app_data: Any, *args: Any, delay_sec: float = 0,
+                group_id: Optional[str] = None, dedup_id: Optional[str] = None,
+                labels: Optional[Mapping[str, str]] = None, eta: Any = None,
+                **kwargs: Any) -> str:
+        """:meth:`Task.publish`, to this queue."""
+        return self._publisher().publish(self.task_class, app_data, args, kwargs,
+                                         delay_sec=delay_sec, group_id=group_id, dedup_id=dedup_id,
+                                         labels=labels, queue_name=self.queue, eta=eta)
+
+    def publish_batch(self, app_data: Any, calls: Iterable[Any], delay_sec: float = 0,
+                      group_id: Optional[str] = None,
+                      labels: Optional[Mapping[str, str]] = None, eta: Any = None) -> list[str]:
+        """:meth:`Task.publish_batch`, to this queue."""
+        return self._publisher().publish_batch(self.task_class, app_data, calls,
+                                               delay_sec=delay_sec, group_id=group_id,
+                                               labels=labels, queue_name=self.queue, eta=eta)
+
+    async def apublish(self, app_data: Any, *args: Any, delay_sec: float = 0,
+                       group_id: Optional[str] = None, dedup_id: Optional[str] = None,
+                       labels: Optional[Mapping[str, str]] = None, eta: Any = None,
+                       **kwargs: Any) -> str:
+        """:meth:`Task.apublish`, to this queue."""
+        return await self._publisher().apublish(self.task_class, app_data, args, kwargs,
+                                                delay_sec=delay_sec, group_id=group_id,
+                                                dedup_id=dedup_id, labels=labels,
+                                                queue_name=self.queue, eta=eta)
+
+    async def apublish_batch(self, app_data: Any, calls: Iterable[Any], delay_sec: float = 0,
+                             group_id: Optional[str] = None,
+                             labels: Optional[Mapping[str, str]] = None,
+                             eta: Any = None) -> list[str]:
+        """:meth:`Task.apublish_batch`, to this queue."""
+        return await self._publisher().apublish_batch(self.task_class, app_data, calls,
+                                                      delay_sec=delay_sec, group_id=group_id,
+                                                      labels=labels, queue_name=self.queue,
+                                                      eta=eta)
+
+    def s(self, *args: Any, **kwargs: Any) -> Signature:
+        """:meth:`Task.s`, a node that runs on this queue."""
+        return Signature(self.task_class, args, kwargs, queue=self.queue)
+
+    def __repr__(self) -> str:
+        return '<%s with_options(queue=%r)>' % (self.task_class.task_path(), self.queue)
 
 
 async def _call(method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

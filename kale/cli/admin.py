@@ -31,8 +31,8 @@ def _cells(values: dict[str, Any]) -> list[str]:
 
 
 def cmd_queues(args: argparse.Namespace) -> int:
-    if args.json:                   # with the autoscaling signals (kale.scaling)
-        from kale.scaling import queue_signals
+    if args.json:                   # with the autoscaling signals (kale.admin)
+        from kale.admin import queue_signals
         app = default_app()
         signals = queue_signals(app.command_broker,
                                 app.store.queries if app.config.RECORDS_URL else None)

@@ -9,11 +9,11 @@ from kale.default import default_app
 from kale.exceptions import OutboxError
 from kale.outbox import proof
 from kale.outbox.proof import as_stored
+from kale.publish_checks import unique_window
 from kale.publisher import Publication, Sender, unique_claims
 from kale.queue_config import TaskQueue
 from kale.store.outbox import OutboxWriter
 from kale.transport import OutgoingMessage
-from kale.unique import unique_window
 
 if TYPE_CHECKING:
     from kale.app import App

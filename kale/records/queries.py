@@ -12,7 +12,7 @@ import math
 from typing import Any, Callable, Mapping, Optional
 
 from kale.exceptions import BadFilterError
-from kale.labels import LABEL_KEY
+from kale.publish_checks import LABEL_KEY
 from kale.statuses import PENDING_FILTER, PENDING_TASK, TaskStatus
 from kale.store.record import (
     DEFAULT_LIMIT,

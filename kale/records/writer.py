@@ -9,7 +9,7 @@ import threading
 import time
 from typing import Any, Callable, Hashable, NamedTuple, Optional, Sequence, Union
 
-from kale.backoff import Backoff
+from kale.retry import Backoff
 
 logger = logging.getLogger(__name__)
 

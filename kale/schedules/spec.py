@@ -10,9 +10,9 @@ import re
 from typing import Any, Callable, Mapping, Optional, Union
 
 from kale.exceptions import ScheduleError
-from kale.schedule_checks import check_args, check_catch_up, check_kwargs, check_tz, cronsim_module, zone
-from kale.schedule_checks import check_every as _check_every
 from kale.task import Task
+from kale.task_checks import check_args, check_catch_up, check_kwargs, check_tz, cronsim_module, zone
+from kale.task_checks import check_every as _check_every
 
 #: The most missed ticks ``catch_up = 'all'`` publishes (the latest ones).
 CATCH_UP_ALL_MAX = 100

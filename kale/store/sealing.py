@@ -14,7 +14,7 @@ from typing import Any, Mapping, Optional
 from kale.codec.keys import KeyRing, encryption_keys, signing_keys
 from kale.config import Config
 from kale.exceptions import RecordConflictError
-from kale.reasons import short_reason
+from kale.retry import short_reason
 
 #: The JSON key of a sealed JSON value, and the prefix of a sealed text.
 SEALED_KEY = 'kale_sealed'

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
 from kale.default import default_app
 from kale.exceptions import PublishError, TopicError
 from kale.ids import random_id
-from kale.labels import check_labels
 from kale.message import Message
+from kale.publish_checks import check_labels
 from kale.topics.names import check_topic, event_context, label_attributes, signed_for, sns_name, task_name
 
 if TYPE_CHECKING:

@@ -37,7 +37,7 @@ class OutgoingMessage:
     attributes: Mapping[str, AttributeValue] = dataclasses.field(default_factory=dict)
     delay_sec: int = 0
     #: On a FIFO queue: the message group (required) and the deduplication id.
-    #: On a standard queue a group is the message's tenant (see kale.fair).
+    #: On a standard queue a group is the message's tenant (see kale.publish_checks).
     group_id: str = ''
     dedup_id: str = ''
 
@@ -96,7 +96,7 @@ class ReceivedMessage:
     attributes: Mapping[str, str]
     receive_count: int = 1
     #: The message group of a message received from a FIFO queue (a
-    #: standard queue's message sent with one: its tenant, see kale.fair).
+    #: standard queue's message sent with one: its tenant, see kale.publish_checks).
     group_id: str = ''
     #: Seconds from this message's first receive to this one (None when the
     #: endpoint did not say). With the receive count it bounds how many earlier

@@ -11,6 +11,7 @@ from typing import Any, Callable, Optional
 from starlette.requests import Request
 
 from kale import admin, records, workflow
+from kale.admin import serving_workers
 from kale.app import App
 from kale.broker import Broker
 from kale.exceptions import (
@@ -22,7 +23,6 @@ from kale.exceptions import (
 )
 from kale.records import controls
 from kale.records.queries import parse_filter, parse_limit
-from kale.scaling import serving_workers
 from kale.statuses import WorkflowStatus
 from kale.store.record import iso
 from kale.store.records import RecordQueries

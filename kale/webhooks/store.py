@@ -16,7 +16,7 @@ from kale.config import Config
 from kale.default import default_app
 from kale.exceptions import ImproperlyConfigured, WebhookError, WebhookNotFoundError
 from kale.ids import random_id
-from kale.labels import LABEL_KEY, MAX_LABEL_CHARS, MAX_LABELS
+from kale.publish_checks import LABEL_KEY, MAX_LABEL_CHARS, MAX_LABELS
 from kale.store.record import iso
 from kale.store.sealing import SEALED_KEY, SEALED_PREFIX
 from kale.store.webhooks import WebhookStore

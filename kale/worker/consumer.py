@@ -8,14 +8,14 @@ import dataclasses
 import logging
 from typing import Callable, Optional, Sequence, TypeVar
 
-from kale.backoff import Backoff
 from kale.broker import Broker
 from kale.clock import SYSTEM_CLOCK, Clock
 from kale.codec import Codec
 from kale.events import OUTCOMES, Outcome, Settle, Settlement
 from kale.exceptions import BatchSendError, KaleError, SQSError
-from kale.fair import keep_tenant
+from kale.publish_checks import keep_tenant
 from kale.queue_config import TaskQueue
+from kale.retry import Backoff
 from kale.transport import OutgoingMessage, VisibilityChange
 from kale.worker.batch import COPY_MIN_SEC, Batch, SettleDeferred, visibility_clock_start
 from kale.worker.control import QueuePauses
@@ -192,7 +192,7 @@ class Consumer:
                 settlement.copy = release_copy(settlement.received, batch.sqs_name, self.codec,
                                                settlement.envelope,
                                                batch.queue.visibility_timeout_sec)
-        if batch.queue.fair:        # each copy in its task's tenant (kale.fair)
+        if batch.queue.fair:        # each copy in its task's tenant (kale.publish_checks)
             for settlement in batch.settlements:
                 if settlement.copy is not None:
                     settlement.copy = keep_tenant(settlement.copy, settlement.received.group_id)

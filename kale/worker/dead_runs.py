@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Collection, Sequence
 
 from kale.events import Settlement
 from kale.exceptions import BatchSendError, KaleError, SQSError
-from kale.fair import keep_tenant
+from kale.publish_checks import keep_tenant
 from kale.transport import OutgoingMessage
 from kale.worker.batch import COPY_MIN_SEC, Batch
 

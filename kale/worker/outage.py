@@ -12,9 +12,9 @@ from __future__ import annotations
 import logging
 from typing import Callable, Optional
 
-from kale.backoff import Backoff
 from kale.clock import SYSTEM_CLOCK, Clock
 from kale.exceptions import SQSError
+from kale.retry import Backoff
 
 logger = logging.getLogger('kale.worker')
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence
 
 from kale.broker import Broker
-from kale.config import Config
-from kale.dotted import import_string, resolve_callable
+from kale.config import Config, import_string, resolve_callable
 from kale.exceptions import ImproperlyConfigured
 from kale.hooks import SettingsHooks, WorkerHooks, load_feature_hooks, load_hooks
 from kale.queue_config import QueueConfig, TaskQueue

@@ -17,7 +17,7 @@ from kale import logs
 from kale.events import OUTCOMES, Outcome, OutcomeRow, Settle, Settlement
 from kale.hooks import HookDispatcher, WorkerHooks
 from kale.queue_config import TaskQueue
-from kale.reasons import without_message
+from kale.retry import without_message
 from kale.worker.batch import Batch
 from kale.worker.waiting import NOTED, WaitingCopies
 

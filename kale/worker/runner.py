@@ -47,9 +47,8 @@ from kale.exceptions import (
 )
 from kale.internal import is_internal, proven
 from kale.message import ATTR_DEAD_LETTER_REASON, ATTR_SOURCE_QUEUE, Message
-from kale.reasons import without_message
 from kale.registry import Registry
-from kale.retry import child_stand_in
+from kale.retry import child_stand_in, without_message
 from kale.settings_check import TASK_ISOLATION_MODES
 from kale.task import SKIPPED, Task
 from kale.timeout import AsyncLimit, BaseTimeout, Guard, SignalTimeout, TimeoutGuard, failure_of

@@ -12,10 +12,10 @@ import time
 from types import FrameType
 from typing import Any, Optional, Sequence
 
-from kale.backoff import Backoff
 from kale.config import Config
 from kale.exceptions import HookError
 from kale.hooks import HookDispatcher, WorkerHooks
+from kale.retry import Backoff
 from kale.worker.control import WorkerControl
 from kale.worker.limits import SUPERVISOR_PID_VARIABLE
 from kale.worker.parts import load_worker_hooks

@@ -6,8 +6,7 @@ from typing import Any, Iterable, Union
 
 from kale.exceptions import InvalidFlowError
 from kale.signature import Signature
-from kale.task import Task
-from kale.task_options import TaskOptions
+from kale.task import Task, TaskOptions
 
 
 class _Parts:

@@ -1,6 +1,6 @@
 """Autoscaling signals against queues with known contents on moto's SQS: the
 counts, the oldest task's age and the workers serving each queue from the
-task records (so the backlog per worker), through kale.scaling, `kale queues
+task records (so the backlog per worker), through kale.admin, `kale queues
 --json` and the /metrics collector; and, with records off, the oldest
 message's age from CloudWatch (moto serves it on the same port)."""
 from __future__ import annotations
@@ -13,10 +13,10 @@ import boto3
 from prometheus_client import generate_latest
 
 from kale import records
+from kale.admin import queue_signals, serving_workers
 from kale.app import default_app
 from kale.cli import main
 from kale.contrib.queue_metrics import queue_registry
-from kale.scaling import queue_signals, serving_workers
 from kale.store.sql.schema import workers
 from tests import tasks
 

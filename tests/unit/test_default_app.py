@@ -28,8 +28,8 @@ ALLOWED = {
     'kale.contrib.django': 'Django',
     'kale.web.app': '`kale web` and create_app() without an app',
     'kale.web.server': '`kale web`',
-    'kale.task': 'MyTask.publish, and the app running a task made outside a worker',
-    'kale.task_options': 'MyTask.with_options(...).publish',
+    'kale.task': 'MyTask.publish, with_options(...).publish, and the app running a task made '
+                 'outside a worker',
     'kale.records': 'kale.records.get, retry, ...',
     'kale.records.controls': 'kale.records.controls.pause_queue, ...',
     'kale.workflow.run': 'kale.workflow.submit, get, ...',

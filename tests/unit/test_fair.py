@@ -1,4 +1,4 @@
-"""Fair queues (kale.fair): a standard queue configured ``fair: true`` takes a
+"""Fair queues (kale.publish_checks): a standard queue configured ``fair: true`` takes a
 tenant per task (``group_id``, or the class's ``fair_key``), sent as the
 MessageGroupId, kept in every copy a worker sends, and nowhere else."""
 import time
