@@ -42,7 +42,7 @@ from typing import Any, Optional
 WORKFLOW_NODES = 50
 #: A worker's first line: its identity (host:pid@start) serves its queues.
 SERVING = re.compile(r'worker \S+:(\d+)@\S+: serving queues ')
-#: What a worker's sweep logs when it publishes nodes again (kale.workflow.run, logged as kale.workflow.sweep).
+#: What a worker's sweep logs when it publishes nodes again (kale.workflow.run, logger kale.workflow.sweep).
 REPUBLISHED = re.compile(r'publishing (\d+) workflow nodes left unpublished')
 #: What a release of a suspect says (kale/worker/suspects.py).
 SUSPECT_REASONS = ('left unsettled', 'suspect', 'last receive')
