@@ -12,7 +12,7 @@ from sqlalchemy.sql.elements import TextClause
 from kale.flow.bucket import Bucket
 from kale.flow.spec import Rate
 from kale.store.flow import Answer, Ask, decide
-from kale.store.sql.facets import OnStore
+from kale.store.sql.records import OnStore
 
 
 def _sql(statement: str) -> TextClause:

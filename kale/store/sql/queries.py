@@ -36,8 +36,7 @@ from kale.store.records import (
     workers_in_order,
 )
 from kale.store.sql import counters
-from kale.store.sql.chunks import delete_in_chunks
-from kale.store.sql.facets import OnStore
+from kale.store.sql.records import OnStore
 from kale.store.sql.schema import attempts, tasks, workers
 
 logger = logging.getLogger(__name__)
@@ -133,8 +132,8 @@ class Queries(DerivedQueries, OnStore):
         return {queue: (int(n), float(earliest)) for queue, n, earliest in self.store.read(query)}
 
     def delete(self, where: TaskFilter) -> int:
-        """In chunks (:mod:`kale.store.sql.chunks`)."""
-        return delete_in_chunks(self.store, where_of(where))
+        """In chunks (:meth:`kale.store.sql.records.RecordStore.delete_in_chunks`)."""
+        return self.store.delete_in_chunks(where_of(where))
 
     def _bucket(self, column: Any, bucket_sec: int) -> Any:
         if self.store.dialect == 'postgresql':

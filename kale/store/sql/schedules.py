@@ -7,7 +7,7 @@ from sqlalchemy import and_, case, exists, or_, select, update
 
 from kale.store.schedules import LEASE, Lease, Progress
 from kale.store.sql.driver import insert_for
-from kale.store.sql.facets import OnStore
+from kale.store.sql.records import OnStore
 from kale.store.sql.schema import scheduler_lease, schedules, tasks
 
 #: The lease's row as a Lease's fields.

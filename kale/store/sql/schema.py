@@ -21,7 +21,7 @@ from sqlalchemy import (
 )
 
 from kale.statuses import TaskStatus
-from kale.store.sql import counters_schema
+from kale.store.sql import counters
 
 logger = logging.getLogger(__name__)
 
@@ -288,7 +288,7 @@ MIGRATIONS: list[tuple[int, str, Migration]] = [
      _migration(add=(('kale_attempts', 'retry_delay_sec', 'FLOAT'),))),
     (13, 'add kale_controls (paused queues, stops asked of workers)', _migration(controls)),
     (14, 'add the counters kale_task_counts, kale_task_minutes, kale_task_periods and '
-         'kale_task_changes, kept by triggers on kale_tasks', counters_schema.install),
+         'kale_task_changes, kept by triggers on kale_tasks', counters.install),
     # Nodes left unpublished without a claim (by a Kale from before) are
     # taken over by the sweep after the grace, as before.
     (15, 'add kale_workflow_nodes.claimed_by and claimed_until (who publishes a node, '

@@ -9,7 +9,7 @@ from sqlalchemy import Connection, and_, delete, or_, select, update
 from kale.statuses import FINAL_TASK
 from kale.store.controls import PAUSE, STOP, ControlRows
 from kale.store.sql.driver import insert_for
-from kale.store.sql.facets import OnStore
+from kale.store.sql.records import OnStore
 from kale.store.sql.schema import controls, tasks, unique_keys, webhooks
 from kale.store.unique import claim_each
 
