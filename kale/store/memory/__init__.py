@@ -6,11 +6,8 @@ import functools
 import threading
 from typing import Any, Optional
 
-from kale.store.memory.facets import MemoryControls, MemorySchedules, MemoryUnique, MemoryWebhooks
-from kale.store.memory.flow import MemoryFlow
-from kale.store.memory.outbox import MemoryOutbox
-from kale.store.memory.queries import MemoryQueries
-from kale.store.memory.records import MemoryRecords
+from kale.store.memory import facets
+from kale.store.memory.records import MemoryQueries, MemoryRecords
 from kale.store.memory.workflows import MemoryWorkflows
 
 
@@ -35,13 +32,13 @@ class MemoryStore:
         #: Whose keys seal and sign the task records (none: kept as given).
         self.config = config
         self.lock = threading.RLock()
-        self.schedules = MemorySchedules(self)
-        self.unique = MemoryUnique(self)
-        self.flow = MemoryFlow(self)
-        self.webhooks = MemoryWebhooks(self)
-        self.controls = MemoryControls(self)
+        self.schedules = facets.MemorySchedules(self)
+        self.unique = facets.MemoryUnique(self)
+        self.flow = facets.MemoryFlow(self)
+        self.webhooks = facets.MemoryWebhooks(self)
+        self.controls = facets.MemoryControls(self)
         self.workflows = MemoryWorkflows(self)
-        self.outbox = MemoryOutbox(self)
+        self.outbox = facets.MemoryOutbox(self)
         self.records = MemoryRecords(self)
         self.queries = MemoryQueries(self.records)
 
