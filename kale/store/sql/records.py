@@ -76,7 +76,7 @@ class RecordStore:
     facet of a store (see :mod:`kale.store`)."""
 
     queries: _Facet[RecordQueries] = _Facet('queries', 'Queries')
-    schedules: _Facet[ScheduleStore] = _Facet('schedules', 'SQLSchedules')
+    schedules: _Facet[ScheduleStore] = _Facet('tables', 'SQLSchedules')
     unique: _Facet[UniqueStore] = _Facet('tables', 'SQLUnique')
     flow: _Facet[FlowStore] = _Facet('flow', 'SQLFlow')
     workflows: _Facet[WorkflowStore] = _Facet('workflows', 'SQLWorkflows')
