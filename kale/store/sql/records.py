@@ -78,7 +78,7 @@ class RecordStore:
     queries: _Facet[RecordQueries] = _Facet('queries', 'Queries')
     schedules: _Facet[ScheduleStore] = _Facet('tables', 'SQLSchedules')
     unique: _Facet[UniqueStore] = _Facet('tables', 'SQLUnique')
-    flow: _Facet[FlowStore] = _Facet('flow', 'SQLFlow')
+    flow: _Facet[FlowStore] = _Facet('tables', 'SQLFlow')
     workflows: _Facet[WorkflowStore] = _Facet('workflows', 'SQLWorkflows')
     webhooks: _Facet[WebhookStore] = _Facet('tables', 'SQLWebhooks')
     controls: _Facet[ControlStore] = _Facet('tables', 'SQLControls')
