@@ -122,8 +122,7 @@ def open_database(url: str, setting: str = 'OUTBOX_URL') -> Engine:
 
     from kale.exceptions import ImproperlyConfigured
     from kale.store.files import prepare_database
-    from kale.store.sql.engine import sqlite_connections
-    from kale.store.sql.urls import engine_url, kind_of, safe_url
+    from kale.store.sql.urls import engine_url, kind_of, safe_url, sqlite_connections
     try:
         target = engine_url(url)
         if target.get_backend_name() != 'sqlite':

@@ -15,9 +15,8 @@ from kale.config import Config
 from kale.exceptions import ImproperlyConfigured, RecordsUnavailableError
 from kale.statuses import TaskStatus
 from kale.store.sql import cancels, counters, schema
-from kale.store.sql.engine import make_engine
 from kale.store.sql.schema import attempts, tasks, unique_keys, workers, workflow_nodes, workflows
-from kale.store.sql.urls import engine_url, kind_of, safe_url, unavailable
+from kale.store.sql.urls import engine_url, kind_of, make_engine, safe_url, unavailable
 
 try:
     from sqlalchemy import Connection, and_, or_, select
