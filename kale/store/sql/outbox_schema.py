@@ -20,7 +20,7 @@ from sqlalchemy import (
     Text,
 )
 
-from kale.store.sql.schema import current_version
+from kale.store.sql.schema import current_version, migration
 
 metadata = MetaData()
 
@@ -97,19 +97,13 @@ def _create_v1(conn: Connection) -> None:
         conn.exec_driver_sql(NOTIFY_TRIGGER)
 
 
-def _add_mac_v2(conn: Connection) -> None:
-    """Rows of version 1 have no MAC: the relay sets them aside (send what
-    an older Kale's relay left before upgrading it)."""
-    from sqlalchemy import inspect
-    if 'mac' not in {column['name'] for column in inspect(conn).get_columns('kale_outbox')}:
-        conn.exec_driver_sql('ALTER TABLE kale_outbox ADD COLUMN mac VARCHAR(128)')
-    rejected.create(conn, checkfirst=True)
-
-
 #: (version, what it does, how), applied in order; ``%(trigger)s`` is said on PostgreSQL only.
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, 'create kale_outbox and kale_consumed%(trigger)s', _create_v1),
-    (2, 'add kale_outbox.mac and kale_outbox_rejected', _add_mac_v2),
+    # Rows of version 1 have no MAC: the relay sets them aside (send what an
+    # older Kale's relay left before upgrading it).
+    (2, 'add kale_outbox.mac and kale_outbox_rejected',
+     migration(rejected, add=(('kale_outbox', 'mac', 'VARCHAR(128)'),))),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -171,13 +171,6 @@ class RecordStore:
                 self._cancelled_ids.close()
         self.engine.dispose()
 
-    def _autocommit_connection(self) -> Any:
-        """A pooled driver connection for the checks, whose reads need no transaction."""
-        raw = self.engine.raw_connection()
-        if self.dialect == 'postgresql':
-            raw.driver_connection.autocommit = True  # type: ignore[union-attr]
-        return raw
-
     def _drop_check_connection(self) -> None:
         """Close the kept connection (after an error: the next check connects again)."""
         raw, self._check_connection, self._check_cursor = self._check_connection, None, None
@@ -379,9 +372,11 @@ class RecordStore:
         check lock)."""
         try:
             cursor = self._check_cursor
-            if cursor is None:
-                self._check_connection = self._autocommit_connection()
-                cursor = self._check_cursor = self._check_connection.cursor()
+            if cursor is None:      # a pooled driver connection: the checks' reads need no transaction
+                raw = self._check_connection = self.engine.raw_connection()
+                if self.dialect == 'postgresql':
+                    raw.driver_connection.autocommit = True  # type: ignore[union-attr]
+                cursor = self._check_cursor = raw.cursor()
             cursor.execute(sql, params)
             return list(cursor.fetchall())
         except (SQLAlchemyError,) + raw_errors() as exc:
