@@ -66,15 +66,11 @@ class MemoryRecords:
         #: The counters the summary and the timeline read (kale.store.counts).
         self.counts = TaskCounts()
 
-    @property
-    def sealer(self) -> Any:
-        return self.root.sealer
-
     # --- writes -----------------------------------------------------------------------
 
     def write(self, published: Sequence[Row], events: Sequence[Row], worker_rows: Sequence[Row],
               attempt_rows: Optional[Sequence[Row]] = None, sealed: bool = False) -> None:
-        published, events, attempt_rows = rows_to_write(self.sealer, published, events,
+        published, events, attempt_rows = rows_to_write(self.root.sealer, published, events,
                                                         attempt_rows, sealed)
         with self.root.lock:
             for row in published:
@@ -200,7 +196,7 @@ class MemoryRecords:
         with self.root.lock:
             rows = [copy.deepcopy(row) for (held, _), row in sorted(self.attempt_rows.items())
                     if held == task_id]
-        return [self.sealer.open_row(row) for row in rows]
+        return [self.root.sealer.open_row(row) for row in rows]
 
     def cancelled_among(self, task_ids: Sequence[str]) -> set[str]:
         return self._with_status(TaskStatus.CANCELLED, task_ids)
@@ -273,7 +269,7 @@ class MemoryQueries(DerivedQueries):
         if cursor:
             after = decode_cursor(cursor)
             rows = [row for row in rows if (row['published_at'], row['id']) < after]
-        return page_of([TaskRecord.from_row(row, self.records.sealer)
+        return page_of([TaskRecord.from_row(row, self.records.root.sealer)
                         for row in rows[:limit + 1]], limit)
 
     def count(self, where: TaskFilter) -> int:

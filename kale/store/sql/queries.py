@@ -172,10 +172,8 @@ class Queries(DerivedQueries, OnStore):
         since = (time.time() if now is None else now) - window_sec
         key = tasks.c[by]
         ended = self._bucket(tasks.c.finished_at, bucket_sec).label('bucket')
-        # Only the end time filters (the statuses are kept below), and SQLite
-        # groups by an expression: left to choose, it read the runs through the
-        # index of the grouped column or of the status, that is every record
-        # (280 ms at a million records; bench records-volume).
+        # SQLite groups by an expression, else it reads every record (see
+        # internals-store.md, "Questions about many records").
         grouped = key.concat('') if self.store.dialect == 'sqlite' else key
         runs = select(grouped, ended, tasks.c.status, func.count(), func.avg(tasks.c.duration_sec)) \
             .where(tasks.c.finished_at >= since).group_by(grouped, ended, tasks.c.status)

@@ -208,11 +208,7 @@ class RecordStore:
         cursor = conn.connection.cursor()
         try:
             if statement.rows_per_statement > 1:
-                # Many rows to one statement, each chunk's values made just
-                # before it runs. The driver lets go of the GIL once per
-                # statement, not once per row as in an executemany, so the
-                # worker's thread is not made to hand it over for every row;
-                # PostgreSQL runs one statement (and its triggers) a chunk.
+                # internals-store.md, "Statements on the raw driver", says why
                 for chunk in chunks(rows, statement.rows_per_statement, statement.ids_once):
                     cursor.execute(*statement.many(chunk))
             else:

@@ -321,9 +321,7 @@ def migrate(conn: Connection) -> int:
         if number > version:
             logger.info('records store: migrating to schema version %d: %s', number, what)
             step(conn)
-            if version == 0:
-                conn.execute(schema_version.insert().values(version=number))
-            else:
-                conn.execute(schema_version.update().values(version=number))
+            conn.execute(schema_version.delete())
+            conn.execute(schema_version.insert().values(version=number))
             version = number
     return version
