@@ -89,8 +89,7 @@ MIGRATION_LOCK = 0x6B616C6F
 
 
 def _create_v1(conn: Connection) -> None:
-    outbox.create(conn, checkfirst=True)
-    consumed.create(conn, checkfirst=True)
+    migration(outbox, consumed)(conn)
     if conn.dialect.name == 'postgresql':
         conn.exec_driver_sql(NOTIFY_FUNCTION)
         conn.exec_driver_sql('DROP TRIGGER IF EXISTS kale_outbox_notify ON kale_outbox')

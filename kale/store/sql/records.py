@@ -191,10 +191,9 @@ class RecordStore:
         published, events, attempt_rows = rows_to_write(self.sealer, published, events,
                                                         attempt_rows, sealed)
         with self.begin(write=True) as conn:
-            for group in same_keys(published):
-                self._executemany(conn, 'published', group)
-            for group in same_keys(events):
-                self._executemany(conn, 'event', group)
+            for kind, rows in (('published', published), ('event', events)):
+                for group in same_keys(rows):
+                    self._executemany(conn, kind, group)
             for row in worker_rows:
                 conn.execute(self._worker_statement(row), row)
             if attempt_rows:

@@ -20,15 +20,11 @@ from sqlalchemy import (
     select,
 )
 
-from kale.statuses import TaskStatus
 from kale.store.sql import counters
 
 logger = logging.getLogger(__name__)
 
 metadata = MetaData()
-
-#: Statuses a record can have (:class:`kale.statuses.TaskStatus`).
-STATUSES = tuple(TaskStatus)
 
 tasks = Table(
     'kale_tasks', metadata,
