@@ -1,11 +1,6 @@
 """The webhooks' facet of a store: the rows of ``kale_webhooks``, as the
-webhooks module (:mod:`kale.webhooks.store`) made them: its checks, MAC and
-sealing happen before a row reaches the store, and after it leaves it.
-
-A row is a dict of ``id``, ``topic``, ``url``, ``method``, ``headers``
-(sealed or JSON), ``labels`` (a dict or None), ``secret`` (sealed or not),
-``mac``, ``active`` (1 or 0), ``created_at`` and ``updated_at``.
-"""
+webhooks module (:mod:`kale.webhooks.store`) made them; a row's columns:
+docs/explanation/internals-store.md, "Webhooks"."""
 from __future__ import annotations
 
 from typing import Any, Mapping, Optional, Protocol

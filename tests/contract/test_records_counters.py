@@ -141,7 +141,7 @@ def test_expiry_and_deletes_leave_the_counters_right(store):
 
 @pytest.mark.applies(store=('sqlite', 'postgres'))    # the memory store deletes at once
 def test_a_delete_goes_in_chunks(store, monkeypatch):
-    from kale.store.sql import chunks
+    from kale.store.sql import records
     transactions = []
     begin = store.begin
 
@@ -149,7 +149,7 @@ def test_a_delete_goes_in_chunks(store, monkeypatch):
         transactions.append(write)
         return begin(write)
     monkeypatch.setattr(store, 'begin', counted_begin)
-    monkeypatch.setattr(chunks, 'CHUNK_ROWS', 7)
+    monkeypatch.setattr(records, 'CHUNK_ROWS', 7)
     store.records.write([published('p%02d' % i, NOW, 'app.a.Send', 'default')
                          for i in range(30)], [], [])
     transactions.clear()

@@ -5,7 +5,7 @@ import psycopg
 import pytest
 from sqlalchemy import text
 
-from kale.store.sql.engine import PING_IDLE_SEC, make_engine
+from kale.store.sql.urls import PING_IDLE_SEC, make_engine
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ key whose line holds no live place is not searched for the batch's places
 line holds places is, and a run back on its place takes its token."""
 from kale.flow.spec import Rate
 from kale.store.flow import Ask, decide
-from kale.store.memory.flow import MemoryFlow
+from kale.store.memory.facets import MemoryFlow
 
 
 class RecordedSteps(MemoryFlow):

@@ -1,17 +1,25 @@
 """The memory store's smaller facets: the schedules' lease and rows (see
 :class:`kale.store.schedules.ScheduleStore`), unique keys
 (:class:`kale.store.unique.UniqueStore`), webhooks
-(:class:`kale.store.webhooks.WebhookStore`) and controls
-(:class:`kale.store.controls.ControlStore`), each under the memory store's lock."""
+(:class:`kale.store.webhooks.WebhookStore`), controls
+(:class:`kale.store.controls.ControlStore`), flow control
+(:mod:`kale.store.flow`) and the outbox (:mod:`kale.store.outbox`), each
+under the memory store's lock."""
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
+import threading
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Optional, Sequence
 
 from kale.exceptions import RecordsUnavailableError
+from kale.flow.bucket import Bucket
+from kale.flow.spec import Rate
 from kale.statuses import FINAL_TASK
 from kale.store.controls import PAUSE, STOP, ControlRows
+from kale.store.flow import Answer, Ask, decide
+from kale.store.outbox import OutboxRow
 from kale.store.schedules import Lease, Progress
 from kale.store.unique import claim_each
 from kale.store.webhooks import COLUMNS
@@ -173,3 +181,184 @@ class MemoryControls(ControlRows):
     def read(self, worker_id: str) -> tuple[Optional[float], list[str]]:
         with self.root.lock:
             return self.rows.get((STOP, worker_id)), sorted(self._of(PAUSE))
+
+
+
+class MemoryFlow:
+    """Leases, buckets and places in dictionaries, under the memory store's
+    lock (one ask at a time: the lock is the transaction)."""
+
+    def __init__(self, root: 'MemoryStore'):
+        self.root = root
+        #: (key, holder) -> (worker, expires_at)
+        self.leases: dict[tuple[str, str], tuple[str, float]] = {}
+        #: key -> (tokens, updated_at)
+        self.buckets: dict[str, tuple[float, float]] = {}
+        #: (key, task id) -> expires_at
+        self.places: dict[tuple[str, str], float] = {}
+
+    def ask(self, asks: Sequence[Ask], now: float, lease_sec: float) -> list[Answer]:
+        with self.root.lock:
+            return decide(self, asks, now, lease_sec)
+
+    def renew(self, slots: Sequence[tuple[str, str]], now: float, lease_sec: float) -> int:
+        renewed = 0
+        with self.root.lock:
+            for slot in set(self._matching(slots)):
+                self.leases[slot] = (self.leases[slot][0], now + lease_sec)
+                renewed += 1
+            for slot, (_, expires_at) in list(self.leases.items()):
+                if expires_at <= now - lease_sec:
+                    del self.leases[slot]
+        return renewed
+
+    def holders(self, key: str, now: float) -> list[str]:
+        with self.root.lock:
+            return sorted(holder for (held_key, holder), (_, expires_at) in self.leases.items()
+                          if held_key == key and expires_at > now)
+
+    def give_back(self, slots: Sequence[tuple[str, str]]) -> None:
+        with self.root.lock:
+            for slot in list(self._matching(slots)):
+                del self.leases[slot]
+
+    def _matching(self, slots: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+        """The leases whose key and holder are among the slots' (as SQL's ``IN`` matches them)."""
+        keys = {key for key, _ in slots}
+        holders = {holder for _, holder in slots}
+        return [slot for slot in self.leases if slot[0] in keys and slot[1] in holders]
+
+    # --- the steps of kale.store.flow.decide, under the lock --------------------------
+
+    def lock_slots(self, key: str) -> None:
+        """The store's lock is held already."""
+
+    def count_others(self, key: str, holders: list[str], now: float) -> int:
+        return sum(1 for (held_key, holder), (_, expires_at) in self.leases.items()
+                   if held_key == key and expires_at > now and holder not in holders)
+
+    def drop_expired(self, key: str, now: float) -> None:
+        for slot, (_, expires_at) in list(self.leases.items()):
+            if slot[0] == key and expires_at <= now:
+                del self.leases[slot]
+
+    def take_slots(self, key: str, taken: list[tuple[str, str]], expires_at: float) -> None:
+        for holder, worker in taken:
+            self.leases[(key, holder)] = (worker, expires_at)
+
+    def read_bucket(self, key: str, rate: Rate, now: float) -> Bucket:
+        tokens, updated_at = self.buckets.setdefault(key, (rate.capacity, now))
+        reserved = sum(1 for (place_key, _), expires_at in self.places.items()
+                       if place_key == key and expires_at > now)
+        return Bucket(tokens, updated_at, reserved)
+
+    def take_reserved(self, key: str, holders: list[str]) -> dict[str, float]:
+        return {holder: self.places.pop((key, holder)) for holder in holders
+                if (key, holder) in self.places}
+
+    def write_bucket(self, key: str, bucket: Bucket) -> None:
+        self.buckets[key] = (bucket.tokens, bucket.updated_at)
+
+    def reserve(self, key: str, places: list[tuple[str, float]], now: float) -> None:
+        for place, expires_at in list(self.places.items()):
+            if place[0] == key and expires_at <= now:
+                del self.places[place]
+        for holder, expires_at in places:
+            self.places[(key, holder)] = expires_at
+
+
+
+class _Claim:
+    def __init__(self, rows: list[OutboxRow]):
+        self.rows = rows
+        self.rejected: list[tuple[OutboxRow, str, float]] = []
+
+    def set_aside(self, rejected: Sequence[tuple[OutboxRow, str]], now: float) -> None:
+        self.rejected += [(row, reason[:500], now) for row, reason in rejected]
+
+
+class MemoryOutbox:
+    """Rows by id in insertion order, the rows set aside, the ids consumed; one
+    claim at a time holds its rows. Both sides in one object, without
+    transactions: a row written by :func:`kale.outbox.publish` given this
+    object is there at once (a test publishes into it and runs a relay on it)."""
+
+    concurrent = True
+
+    def __init__(self, root: 'MemoryStore'):
+        self.root = root
+        self.rows: dict[int, OutboxRow] = {}
+        #: (row, why, when), in the order they were set aside.
+        self.rejected: list[tuple[OutboxRow, str, float]] = []
+        self.consumed: dict[str, float] = {}
+        self._claimed: set[int] = set()
+        self._next_id = 1
+        self._fifo_held = False
+
+    def init(self) -> list[str]:
+        return []
+
+    def hold(self) -> None:
+        """Any number of relays may share it."""
+
+    def let_go(self) -> None:
+        """Nothing was held."""
+
+    @contextlib.contextmanager
+    def claim(self, limit: int, fifo: bool) -> Iterator[_Claim]:
+        with self.root.lock:
+            rows, took_fifo = self._pick(limit, fifo)
+            self._claimed.update(row.id for row in rows)
+        claim, done = _Claim(rows), False
+        try:
+            yield claim
+            done = True
+        finally:
+            with self.root.lock:        # a block that raised leaves every row in the outbox
+                self._claimed.difference_update(row.id for row in rows)
+                self._fifo_held = self._fifo_held and not took_fifo
+                if done:
+                    for row in rows:
+                        self.rows.pop(row.id, None)
+                    self.rejected += claim.rejected
+
+    def _pick(self, limit: int, fifo: bool) -> tuple[list[OutboxRow], bool]:
+        free = [row for row in self.rows.values() if row.id not in self._claimed]
+        if not fifo:
+            return free[:limit], False
+        rows = [row for row in free if row.dedup_id is None][:limit]
+        took_fifo = len(rows) < limit and not self._fifo_held
+        if took_fifo:               # one claim at a time takes the FIFO rows, in order
+            self._fifo_held = True
+            rows += [row for row in free if row.dedup_id is not None][:limit - len(rows)]
+        return sorted(rows, key=lambda row: row.id), took_fifo
+
+    def pending(self, now: float) -> tuple[int, Optional[float]]:
+        with self.root.lock:
+            oldest = min((row.created_at for row in self.rows.values()), default=None)
+            return len(self.rows), (now - oldest) if oldest is not None else None
+
+    def purge_consumed(self, before: float) -> int:
+        with self.root.lock:
+            gone = [task_id for task_id, at in self.consumed.items() if at < before]
+            for task_id in gone:
+                del self.consumed[task_id]
+            return len(gone)
+
+    def listen(self, wake: threading.Event) -> None:
+        return None
+
+    # --- the publish side (kale.store.outbox.OutboxWriter) ---------------------------
+
+    def insert(self, rows: Sequence[dict[str, Any]]) -> None:
+        with self.root.lock:
+            for row in rows:
+                self.rows[self._next_id] = OutboxRow(id=self._next_id, **row)
+                self._next_id += 1
+
+    def consume(self, task_id: str, now: float) -> bool:
+        with self.root.lock:
+            if task_id in self.consumed:
+                return False
+            self.consumed[task_id] = now
+            return True

@@ -20,9 +20,7 @@ from kale.store.sql.schema import tasks
 #: Bound variables one SQLite statement may have: 999 before SQLite 3.32,
 #: 32766 since.
 SQLITE_MAX_VARIABLES = 32766 if sqlite3.sqlite_version_info >= (3, 32, 0) else 999
-#: Rows one SQLite statement carries at most. Measured with bench's writer
-#: rounds (20,000 records): 24.6 µs a task at 500 rows a statement, 26.6 at
-#: 41 (999 variables).
+#: Rows one SQLite statement carries at most (measured: "Statements on the raw driver").
 SQLITE_MAX_ROWS = 500
 
 
@@ -272,10 +270,8 @@ class Driver:
     def __init__(self, dialect: Any, fast: bool = True):
         self.dialect = dialect
         self.name = dialect.name
-        #: The writes as fast as they go (False: as they were before the
-        #: records' counters, the volume benchmark's baseline: on PostgreSQL
-        #: psycopg's executemany, on SQLite 999 variables a statement and
-        #: SQLAlchemy's JSON processor).
+        #: The writes as fast as they go (False: the volume benchmark's baseline,
+        #: see "Statements on the raw driver").
         self.fast = fast
         self._made: dict[tuple[Any, ...], Any] = {}
 

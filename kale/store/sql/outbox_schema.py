@@ -20,7 +20,7 @@ from sqlalchemy import (
     Text,
 )
 
-from kale.store.sql.schema import current_version
+from kale.store.sql.schema import current_version, migration
 
 metadata = MetaData()
 
@@ -89,27 +89,20 @@ MIGRATION_LOCK = 0x6B616C6F
 
 
 def _create_v1(conn: Connection) -> None:
-    outbox.create(conn, checkfirst=True)
-    consumed.create(conn, checkfirst=True)
+    migration(outbox, consumed)(conn)
     if conn.dialect.name == 'postgresql':
         conn.exec_driver_sql(NOTIFY_FUNCTION)
         conn.exec_driver_sql('DROP TRIGGER IF EXISTS kale_outbox_notify ON kale_outbox')
         conn.exec_driver_sql(NOTIFY_TRIGGER)
 
 
-def _add_mac_v2(conn: Connection) -> None:
-    """Rows of version 1 have no MAC: the relay sets them aside (send what
-    an older Kale's relay left before upgrading it)."""
-    from sqlalchemy import inspect
-    if 'mac' not in {column['name'] for column in inspect(conn).get_columns('kale_outbox')}:
-        conn.exec_driver_sql('ALTER TABLE kale_outbox ADD COLUMN mac VARCHAR(128)')
-    rejected.create(conn, checkfirst=True)
-
-
 #: (version, what it does, how), applied in order; ``%(trigger)s`` is said on PostgreSQL only.
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, 'create kale_outbox and kale_consumed%(trigger)s', _create_v1),
-    (2, 'add kale_outbox.mac and kale_outbox_rejected', _add_mac_v2),
+    # Rows of version 1 have no MAC: the relay sets them aside (send what an
+    # older Kale's relay left before upgrading it).
+    (2, 'add kale_outbox.mac and kale_outbox_rejected',
+     migration(rejected, add=(('kale_outbox', 'mac', 'VARCHAR(128)'),))),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -122,8 +115,7 @@ def open_database(url: str, setting: str = 'OUTBOX_URL') -> Engine:
 
     from kale.exceptions import ImproperlyConfigured
     from kale.store.files import prepare_database
-    from kale.store.sql.engine import sqlite_connections
-    from kale.store.sql.urls import engine_url, kind_of, safe_url
+    from kale.store.sql.urls import engine_url, kind_of, safe_url, sqlite_connections
     try:
         target = engine_url(url)
         if target.get_backend_name() != 'sqlite':

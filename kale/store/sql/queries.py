@@ -36,8 +36,7 @@ from kale.store.records import (
     workers_in_order,
 )
 from kale.store.sql import counters
-from kale.store.sql.chunks import delete_in_chunks
-from kale.store.sql.facets import OnStore
+from kale.store.sql.records import OnStore
 from kale.store.sql.schema import attempts, tasks, workers
 
 logger = logging.getLogger(__name__)
@@ -133,8 +132,8 @@ class Queries(DerivedQueries, OnStore):
         return {queue: (int(n), float(earliest)) for queue, n, earliest in self.store.read(query)}
 
     def delete(self, where: TaskFilter) -> int:
-        """In chunks (:mod:`kale.store.sql.chunks`)."""
-        return delete_in_chunks(self.store, where_of(where))
+        """In chunks (:meth:`kale.store.sql.records.RecordStore.delete_in_chunks`)."""
+        return self.store.delete_in_chunks(where_of(where))
 
     def _bucket(self, column: Any, bucket_sec: int) -> Any:
         if self.store.dialect == 'postgresql':
@@ -173,10 +172,8 @@ class Queries(DerivedQueries, OnStore):
         since = (time.time() if now is None else now) - window_sec
         key = tasks.c[by]
         ended = self._bucket(tasks.c.finished_at, bucket_sec).label('bucket')
-        # Only the end time filters (the statuses are kept below), and SQLite
-        # groups by an expression: left to choose, it read the runs through the
-        # index of the grouped column or of the status, that is every record
-        # (280 ms at a million records; bench records-volume).
+        # SQLite groups by an expression, else it reads every record (see
+        # internals-store.md, "Questions about many records").
         grouped = key.concat('') if self.store.dialect == 'sqlite' else key
         runs = select(grouped, ended, tasks.c.status, func.count(), func.avg(tasks.c.duration_sec)) \
             .where(tasks.c.finished_at >= since).group_by(grouped, ended, tasks.c.status)

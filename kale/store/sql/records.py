@@ -1,23 +1,22 @@
-"""The records store: one SQLAlchemy Core engine on RECORDS_URL, and the
-statements that write records (docs/explanation/internals-store.md)."""
+"""The records store: one SQLAlchemy Core engine on RECORDS_URL, the
+statements that write records, and its facets, each made (and its module
+imported) when first used (docs/explanation/internals-store.md)."""
 from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 import logging
 import threading
 import time
-from typing import Any, Iterator, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Generic, Iterator, Optional, Sequence, TypeVar
 
 from kale.config import Config
 from kale.exceptions import ImproperlyConfigured, RecordsUnavailableError
 from kale.statuses import TaskStatus
 from kale.store.sql import cancels, counters, schema
-from kale.store.sql.chunks import delete_in_chunks
-from kale.store.sql.engine import make_engine
-from kale.store.sql.facets import Facets
 from kale.store.sql.schema import attempts, tasks, unique_keys, workers, workflow_nodes, workflows
-from kale.store.sql.urls import engine_url, kind_of, safe_url, unavailable
+from kale.store.sql.urls import engine_url, kind_of, make_engine, safe_url, unavailable
 
 try:
     from sqlalchemy import Connection, and_, or_, select
@@ -30,11 +29,58 @@ from kale.store.records import ENDED_TASKS, ENDED_WORKFLOWS, WAITING, ended_wait
 from kale.store.sealing import Sealer
 from kale.store.sql.driver import Driver, chunks, insert_for, same_keys
 
+if TYPE_CHECKING:
+    from kale.store.controls import ControlStore
+    from kale.store.flow import FlowStore
+    from kale.store.records import RecordQueries, RecordsStore
+    from kale.store.schedules import ScheduleStore
+    from kale.store.unique import UniqueStore
+    from kale.store.webhooks import WebhookStore
+    from kale.store.workflows import WorkflowStore
+
 logger = logging.getLogger(__name__)
+T = TypeVar('T')
+
+#: Rows deleted by one transaction of a delete of many records.
+CHUNK_ROWS = 1000
+#: SQLite: the pause between two chunks, for a writer waiting for the lock
+#: (docs/explanation/internals-store.md, "Questions about many records").
+SQLITE_PAUSE_SEC = 0.1
 
 
-class RecordStore(Facets):
-    """Reads and writes task and worker records on one database."""
+class _Facet(Generic[T]):
+    """A facet made on first use from ``kale.store.sql.<module>.<name>(store)``, then kept."""
+
+    def __init__(self, module: str, name: str):
+        self.module, self.name = module, name
+
+    def __set_name__(self, owner: type, attribute: str) -> None:
+        self.attribute = attribute
+
+    def __get__(self, store: Any, owner: type) -> T:
+        made: T = getattr(importlib.import_module('kale.store.sql.' + self.module), self.name)(store)
+        store.__dict__[self.attribute] = made
+        return made
+
+
+class OnStore:
+    """A facet that runs its statements through its database store."""
+
+    def __init__(self, store: 'RecordStore'):
+        self.store = store
+
+
+class RecordStore:
+    """Reads and writes task and worker records on one database; gives each
+    facet of a store (see :mod:`kale.store`)."""
+
+    queries: _Facet[RecordQueries] = _Facet('queries', 'Queries')
+    schedules: _Facet[ScheduleStore] = _Facet('tables', 'SQLSchedules')
+    unique: _Facet[UniqueStore] = _Facet('tables', 'SQLUnique')
+    flow: _Facet[FlowStore] = _Facet('tables', 'SQLFlow')
+    workflows: _Facet[WorkflowStore] = _Facet('workflows', 'SQLWorkflows')
+    webhooks: _Facet[WebhookStore] = _Facet('tables', 'SQLWebhooks')
+    controls: _Facet[ControlStore] = _Facet('tables', 'SQLControls')
 
     def __init__(self, url: str, config: Config):
         self.url = url
@@ -66,6 +112,11 @@ class RecordStore(Facets):
 
     def __repr__(self) -> str:
         return 'RecordStore(%r)' % safe_url(self.url)
+
+    @property
+    def records(self) -> 'RecordsStore':
+        """The task records' facet (:mod:`kale.store.records`): the store itself."""
+        return self
 
     # --- connections -------------------------------------------------------------
 
@@ -120,13 +171,6 @@ class RecordStore(Facets):
                 self._cancelled_ids.close()
         self.engine.dispose()
 
-    def _autocommit_connection(self) -> Any:
-        """A pooled driver connection for the checks, whose reads need no transaction."""
-        raw = self.engine.raw_connection()
-        if self.dialect == 'postgresql':
-            raw.driver_connection.autocommit = True  # type: ignore[union-attr]
-        return raw
-
     def _drop_check_connection(self) -> None:
         """Close the kept connection (after an error: the next check connects again)."""
         raw, self._check_connection, self._check_cursor = self._check_connection, None, None
@@ -147,10 +191,9 @@ class RecordStore(Facets):
         published, events, attempt_rows = rows_to_write(self.sealer, published, events,
                                                         attempt_rows, sealed)
         with self.begin(write=True) as conn:
-            for group in same_keys(published):
-                self._executemany(conn, 'published', group)
-            for group in same_keys(events):
-                self._executemany(conn, 'event', group)
+            for kind, rows in (('published', published), ('event', events)):
+                for group in same_keys(rows):
+                    self._executemany(conn, kind, group)
             for row in worker_rows:
                 conn.execute(self._worker_statement(row), row)
             if attempt_rows:
@@ -164,11 +207,7 @@ class RecordStore(Facets):
         cursor = conn.connection.cursor()
         try:
             if statement.rows_per_statement > 1:
-                # Many rows to one statement, each chunk's values made just
-                # before it runs. The driver lets go of the GIL once per
-                # statement, not once per row as in an executemany, so the
-                # worker's thread is not made to hand it over for every row;
-                # PostgreSQL runs one statement (and its triggers) a chunk.
+                # internals-store.md, "Statements on the raw driver", says why
                 for chunk in chunks(rows, statement.rows_per_statement, statement.ids_once):
                     cursor.execute(*statement.many(chunk))
             else:
@@ -230,7 +269,7 @@ class RecordStore(Facets):
             return 0
         ended = [and_(workflows.c.status.in_(statuses), workflows.c.finished_at < before)
                  for statuses, before in expired(ENDED_WORKFLOWS, succeeded_ttl, failed_ttl, now)]
-        deleted = delete_in_chunks(self, or_(*conditions))
+        deleted = self.delete_in_chunks(or_(*conditions))
         with self.begin(write=True) as conn:
             if failed_ttl is not None:     # workers that stopped or went silent long ago
                 conn.execute(workers.delete().where(workers.c.heartbeat_at < now - failed_ttl))
@@ -239,6 +278,24 @@ class RecordStore(Facets):
                 gone = select(workflows.c.id).where(or_(*ended)).scalar_subquery()
                 conn.execute(workflow_nodes.delete().where(workflow_nodes.c.workflow_id.in_(gone)))
                 conn.execute(workflows.delete().where(or_(*ended)))
+        return deleted
+
+    def delete_in_chunks(self, condition: Any) -> int:
+        """Delete the records ``condition`` matches, :data:`CHUNK_ROWS` a transaction,
+        so that the workers' writes go in between; how many."""
+        deleted = 0
+        while True:
+            with self.begin(write=True) as conn:
+                chunk = select(tasks.c.id).where(condition).limit(CHUNK_ROWS).scalar_subquery()
+                gone = int(conn.execute(tasks.delete().where(tasks.c.id.in_(chunk))).rowcount or 0)
+                counters.roll_up(conn)
+            deleted += gone
+            if gone < CHUNK_ROWS:
+                break
+            if self.dialect == 'sqlite':
+                time.sleep(SQLITE_PAUSE_SEC)
+        with self.begin(write=True) as conn:
+            counters.roll_up(conn, tidy=True)
         return deleted
 
     def roll_up(self) -> bool:
@@ -310,9 +367,11 @@ class RecordStore(Facets):
         check lock)."""
         try:
             cursor = self._check_cursor
-            if cursor is None:
-                self._check_connection = self._autocommit_connection()
-                cursor = self._check_cursor = self._check_connection.cursor()
+            if cursor is None:      # a pooled driver connection: the checks' reads need no transaction
+                raw = self._check_connection = self.engine.raw_connection()
+                if self.dialect == 'postgresql':
+                    raw.driver_connection.autocommit = True  # type: ignore[union-attr]
+                cursor = self._check_cursor = raw.cursor()
             cursor.execute(sql, params)
             return list(cursor.fetchall())
         except (SQLAlchemyError,) + raw_errors() as exc:

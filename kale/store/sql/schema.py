@@ -20,15 +20,11 @@ from sqlalchemy import (
     select,
 )
 
-from kale.statuses import TaskStatus
-from kale.store.sql import counters_schema
+from kale.store.sql import counters
 
 logger = logging.getLogger(__name__)
 
 metadata = MetaData()
-
-#: Statuses a record can have (:class:`kale.statuses.TaskStatus`).
-STATUSES = tuple(TaskStatus)
 
 tasks = Table(
     'kale_tasks', metadata,
@@ -237,7 +233,7 @@ schema_version = Table('kale_schema', metadata, Column('version', Integer, nulla
 Migration = Callable[[Connection], None]
 
 
-def _migration(*tables: Table, add: tuple[tuple[str, str, str], ...] = ()) -> Migration:
+def migration(*tables: Table, add: tuple[tuple[str, str, str], ...] = ()) -> Migration:
     """A migration that creates ``tables`` and adds the columns ``add``
     (table, column, SQL type), each where it is missing."""
     def apply(conn: Connection) -> None:
@@ -250,8 +246,8 @@ def _migration(*tables: Table, add: tuple[tuple[str, str, str], ...] = ()) -> Mi
 
 
 def _add_message_columns_v2(conn: Connection) -> None:
-    _migration(add=(('kale_tasks', 'message_id', 'VARCHAR(128)'),
-                    ('kale_tasks', 'duplicate_of', 'VARCHAR(128)')))(conn)
+    migration(add=(('kale_tasks', 'message_id', 'VARCHAR(128)'),
+                   ('kale_tasks', 'duplicate_of', 'VARCHAR(128)')))(conn)
     if 'kale_tasks_message' not in {index['name'] for index in inspect(conn).get_indexes(
             'kale_tasks')}:
         conn.exec_driver_sql('CREATE INDEX kale_tasks_message ON kale_tasks (message_id)')
@@ -269,31 +265,31 @@ def _widen_worker_v4(conn: Connection) -> None:
 MIGRATIONS: list[tuple[int, str, Migration]] = [
     # The tables as this Kale defines them (a new store gets every column at
     # once; the later migrations then find nothing to add).
-    (1, 'create kale_tasks and kale_workers', _migration(
+    (1, 'create kale_tasks and kale_workers', migration(
         tasks, workers, attempts, workflows, workflow_nodes, unique_keys, webhooks,
         scheduler_lease, schedules, controls)),
     (2, 'add kale_tasks.message_id and duplicate_of', _add_message_columns_v2),
     (3, 'add kale_tasks.retried_as and kale_attempts',
-     _migration(attempts, add=(('kale_tasks', 'retried_as', 'VARCHAR(128)'),))),
+     migration(attempts, add=(('kale_tasks', 'retried_as', 'VARCHAR(128)'),))),
     (4, 'widen kale_tasks.worker to a kale_workers.id', _widen_worker_v4),
-    (5, 'add kale_workflows and kale_workflow_nodes', _migration(workflows, workflow_nodes)),
-    (6, 'add kale_tasks.stderr', _migration(add=(('kale_tasks', 'stderr', 'TEXT'),))),
-    (7, 'add kale_unique', _migration(unique_keys)),
-    (8, 'add kale_tasks.dead_of', _migration(add=(('kale_tasks', 'dead_of', 'VARCHAR(128)'),))),
-    (9, 'add kale_webhooks', _migration(webhooks)),
-    (10, 'add kale_scheduler_lease and kale_schedules', _migration(scheduler_lease, schedules)),
+    (5, 'add kale_workflows and kale_workflow_nodes', migration(workflows, workflow_nodes)),
+    (6, 'add kale_tasks.stderr', migration(add=(('kale_tasks', 'stderr', 'TEXT'),))),
+    (7, 'add kale_unique', migration(unique_keys)),
+    (8, 'add kale_tasks.dead_of', migration(add=(('kale_tasks', 'dead_of', 'VARCHAR(128)'),))),
+    (9, 'add kale_webhooks', migration(webhooks)),
+    (10, 'add kale_scheduler_lease and kale_schedules', migration(scheduler_lease, schedules)),
     (11, 'add kale_rate_buckets, kale_rate_reservations and kale_concurrency_leases',
-     _migration(rate_buckets, rate_reservations, concurrency_leases)),
+     migration(rate_buckets, rate_reservations, concurrency_leases)),
     (12, 'add kale_attempts.retry_delay_sec',
-     _migration(add=(('kale_attempts', 'retry_delay_sec', 'FLOAT'),))),
-    (13, 'add kale_controls (paused queues, stops asked of workers)', _migration(controls)),
+     migration(add=(('kale_attempts', 'retry_delay_sec', 'FLOAT'),))),
+    (13, 'add kale_controls (paused queues, stops asked of workers)', migration(controls)),
     (14, 'add the counters kale_task_counts, kale_task_minutes, kale_task_periods and '
-         'kale_task_changes, kept by triggers on kale_tasks', counters_schema.install),
+         'kale_task_changes, kept by triggers on kale_tasks', counters.install),
     # Nodes left unpublished without a claim (by a Kale from before) are
     # taken over by the sweep after the grace, as before.
     (15, 'add kale_workflow_nodes.claimed_by and claimed_until (who publishes a node, '
-         'until when)', _migration(add=(('kale_workflow_nodes', 'claimed_by', 'VARCHAR(160)'),
-                                        ('kale_workflow_nodes', 'claimed_until', 'FLOAT')))),
+         'until when)', migration(add=(('kale_workflow_nodes', 'claimed_by', 'VARCHAR(160)'),
+                                       ('kale_workflow_nodes', 'claimed_until', 'FLOAT')))),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -321,9 +317,7 @@ def migrate(conn: Connection) -> int:
         if number > version:
             logger.info('records store: migrating to schema version %d: %s', number, what)
             step(conn)
-            if version == 0:
-                conn.execute(schema_version.insert().values(version=number))
-            else:
-                conn.execute(schema_version.update().values(version=number))
+            conn.execute(schema_version.delete())
+            conn.execute(schema_version.insert().values(version=number))
             version = number
     return version

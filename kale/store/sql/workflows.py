@@ -9,7 +9,7 @@ from typing import Any, Iterator, Optional, Sequence
 from sqlalchemy import and_, bindparam, case, func, or_, select, text, update
 
 from kale.statuses import NodeStatus, WorkflowStatus
-from kale.store.sql.facets import OnStore
+from kale.store.sql.records import OnStore
 from kale.store.sql.schema import workflow_nodes as nodes_table
 from kale.store.sql.schema import workflows as workflows_table
 from kale.store.workflows import NODE_FIELDS, WORKFLOW_FIELDS, Claim, Node, WorkflowRow, succeed_each
