@@ -99,5 +99,5 @@ def test_labels_read_from_the_records_are_bounded_to_the_configured_queues(clien
 
 def test_the_record_statuses_metrics_know_are_the_records_own():
     from kale.contrib.queue_metrics import RECORD_STATUSES
-    from kale.store.sql.schema import STATUSES
-    assert RECORD_STATUSES == set(STATUSES)
+    from kale.statuses import TaskStatus
+    assert RECORD_STATUSES == {status.value for status in TaskStatus}
