@@ -266,12 +266,6 @@ class FlowGate:
         """Slots this worker holds."""
         return len(self._held)
 
-    def ended(self, received: ReceivedMessage) -> None:
-        """(The serial pool.) The run of ``received`` ended: its slot is given
-        back now rather than with its batch, so the batch's next run may take it."""
-        if id(received) in self._held:
-            self._give_back([received])
-
     def settled(self, batch: Batch) -> None:
         """The batch is being settled: give back the slots its messages held
         (and forget the tokens taken ahead for runs that never came)."""

@@ -161,8 +161,8 @@ class SerialRuns(Holding):
         finally:
             self._in_task = False
             self.intake.busy_until = 0.0
-        if job.long or limited:
-            self._ended_alone(job, limited)
+        if job.long:
+            self.heartbeat.stop(job.received)
         if self.suspects.jobs:
             self.suspects.discard(job)
         batch = job.batch
@@ -175,13 +175,6 @@ class SerialRuns(Holding):
         if self.memory_limit.exceeded():
             self.check_limits()
         return settlement.duration_sec
-
-    def _ended_alone(self, job: Job, limited: bool) -> None:
-        """A long job's heartbeat stops; a limited one's slot goes back for the batch's next run."""
-        if job.long:
-            self.heartbeat.stop(job.received)
-        if limited:
-            self.flow.ended(job.received)
 
     def _busy(self, batch: Batch, until: float) -> None:
         """A run of ``batch`` that may last until ``until`` starts: what waits of other
